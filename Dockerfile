@@ -1,0 +1,10 @@
+FROM python:3.11-slim
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY server ./server
+COPY engine ./engine
+COPY bench ./bench
+COPY static ./static
+RUN pip install --no-cache-dir .
+EXPOSE 8000
+CMD ["jindou", "serve", "--host", "0.0.0.0", "--port", "8000"]
