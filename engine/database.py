@@ -1,0 +1,246 @@
+"""``Database``: the facade the HTTP layer, the CLI and the tests use.
+
+* ``query`` parses (LRU cache keyed by query text and base), takes the current
+  snapshot (consistent reads while updates commit), builds the dataset
+  (protocol ``default-graph-uri``/``named-graph-uri`` override ``FROM``/``FROM
+  NAMED``) and evaluates on the calling thread with a timeout and a row
+  budget. BGP plans are cached per snapshot.
+* ``update`` runs a whole SPARQL Update request atomically under the store's
+  write lock (see :mod:`engine.exec.update`).
+* ``load_file`` / ``load_data`` and the Graph Store operations go through the
+  loaders of :mod:`engine.kv.loader`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from engine.errors import QueryEvaluationError
+from engine.exec.evaluate import QueryContext, evaluate_query, make_dataset
+from engine.exec.result import QueryResult
+from engine.kv.store import Changes, Store
+
+_PARSE_CACHE_SIZE = 512
+_PLAN_CACHE_SIZE = 4096
+
+
+class Database:
+    def __init__(self, shards: int = 4, data_dir: str | None = None, query_timeout: float = 30.0,
+                 max_rows: int = 5_000_000, allow_load: bool = False):
+        self.store = Store(shards=shards, data_dir=data_dir)
+        self.query_timeout = query_timeout
+        self.max_rows = max_rows
+        self.allow_load = allow_load
+        self._parse_cache: OrderedDict = OrderedDict()
+        self._plan_cache: OrderedDict = OrderedDict()
+        self._plan_sn = -1
+        self._term_cache: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.queries = 0
+        self.updates = 0
+
+    # ------------------------------------------------------------ parsing
+    def _parse(self, text: str, base: str | None):
+        from engine.exec.parser import parse_query  # noqa: PLC0415
+
+        k = (text, base)
+        with self._lock:
+            q = self._parse_cache.get(k)
+            if q is not None:
+                self._parse_cache.move_to_end(k)
+                return q
+        q = parse_query(text, base)
+        with self._lock:
+            self._parse_cache[k] = q
+            if len(self._parse_cache) > _PARSE_CACHE_SIZE:
+                self._parse_cache.popitem(last=False)
+        return q
+
+    def _plans(self, sn: int) -> dict:
+        with self._lock:
+            if sn > self._plan_sn:
+                self._plan_cache = _BoundedDict(_PLAN_CACHE_SIZE)
+                self._plan_sn = sn
+            elif sn < self._plan_sn:
+                return {}  # a query on an older snapshot: plan privately
+            return self._plan_cache
+
+    # ------------------------------------------------------------ queries
+    def query(self, text: str, *, default_graph_uris=(), named_graph_uris=(), base: str | None = None,
+              timeout: float | None = None, max_rows: int | None = None) -> QueryResult:
+        q = self._parse(text, base)
+        if q.form not in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE"):
+            raise QueryEvaluationError(f"unknown query form {q.form}")
+        snap = self.store.snapshot()
+        ctx = QueryContext(snap, base=q.base or base, timeout=timeout or self.query_timeout,
+                           max_rows=max_rows or self.max_rows, plan_cache=self._plans(snap.sn),
+                           term_cache=self._term_cache)
+        if default_graph_uris or named_graph_uris:
+            ds = make_dataset(ctx, tuple(default_graph_uris), tuple(named_graph_uris))
+        elif q.dataset is not None and (q.dataset.default or q.dataset.named):
+            ds = make_dataset(ctx, q.dataset.default, q.dataset.named)
+        else:
+            ds = make_dataset(ctx)
+        self.queries += 1
+        return evaluate_query(q, ctx, ds)
+
+    # ------------------------------------------------------------ updates
+    def update(self, text: str, *, base: str | None = None, using_graph_uris=(), using_named_graph_uris=()) -> None:
+        from engine.exec.parser import parse_update  # noqa: PLC0415
+        from engine.exec.update import UpdateExecutor  # noqa: PLC0415
+
+        u = parse_update(text, base)
+        with self.store.write_lock:
+            ex = UpdateExecutor(self.store, base=u.base or base, using=using_graph_uris,
+                                using_named=using_named_graph_uris, allow_load=self.allow_load,
+                                timeout=self.query_timeout, max_rows=self.max_rows,
+                                load_file=self._load_keys_for_update, changes_cls=Changes,
+                                empty_graph=lambda: self.store.snapshot().graph(-2))
+            ex.run(u)
+        self.updates += 1
+
+    def _load_keys_for_update(self, path, base):
+        from engine.kv import loader  # noqa: PLC0415
+
+        prefix = f"L{self.store.next_load_id()}x"
+        pk = loader.parse_to_keys(str(path), loader.guess_format(str(path)), base=base, bnode_prefix=prefix)
+        return list(zip(pk.s.to_pylist(), pk.p.to_pylist(), pk.o.to_pylist(), strict=True))
+
+    # ------------------------------------------------------------ loading
+    def _graph_id(self, graph: str | None, create: bool) -> int | None:
+        if graph is None:
+            return None
+        key = "<" + graph + ">"
+        if create:
+            return int(self.store.dictionary.encode([key])[0])
+        return int(self.store.dictionary.lookup(key))
+
+    def _parse_rows(self, data, media_type: str, base: str | None) -> list[tuple[int | None, np.ndarray]]:
+        """Parse a payload and intern its terms: [(graph id or None, (n,3) rows)]
+        (quads of N-Quads/TriG keep their graph)."""
+        import pyarrow as pa  # noqa: PLC0415
+
+        from engine.kv import loader  # noqa: PLC0415
+
+        fmt = loader.format_for_media_type(media_type)
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        prefix = f"L{self.store.next_load_id()}x"
+        pk = loader.parse_to_keys(bytes(data), fmt, base=base, bnode_prefix=prefix, name="<data>")
+        n = len(pk)
+        if n == 0:
+            return []
+        d = self.store.dictionary
+        t = pa.large_string()
+        with self.store.write_lock:
+            ids = np.asarray(d.encode(pa.concat_arrays([pk.s.cast(t), pk.p.cast(t), pk.o.cast(t)])), np.int64)
+            rows = ids.reshape(3, n).T.copy()
+            gids = np.full(n, -1, dtype=np.int64)
+            if pk.g.null_count < n:
+                valid = pk.g.is_valid().to_numpy(zero_copy_only=False)
+                gids[valid] = d.encode(pk.g.filter(pk.g.is_valid()))
+        if (gids < 0).all():
+            return [(None, rows)]
+        return [(None if g < 0 else int(g), rows[gids == g]) for g in np.unique(gids).tolist()]
+
+    def load_file(self, path, graph: str | None = None, format: str | None = None, base: str | None = None,
+                  lenient: bool = False, progress: bool = False):
+        from engine.kv import loader  # noqa: PLC0415
+
+        return loader.load_file(self.store, path, graph=graph, format=format, base=base, lenient=lenient,
+                                progress=progress)
+
+    def load_data(self, data: bytes | str, media_type: str, graph: str | None = None, base: str | None = None):
+        from engine.kv import loader  # noqa: PLC0415
+
+        return loader.load_data(self.store, data, media_type, graph=graph, base=base)
+
+    def _commit_rows(self, parts, graph: str | None, replace: bool) -> None:
+        """Add parsed rows (default-graph rows go to ``graph``), optionally
+        replacing ``graph`` first; caller holds the write lock."""
+        ch = Changes()
+        target = self._graph_id(graph, create=True)
+        if replace:
+            ch.drop.add(target)
+        if target is not None:
+            ch.create.add(target)
+        for g, rows in parts:
+            gid = target if g is None else g
+            if gid is not None:
+                ch.create.add(gid)
+            prev = ch.add.get(gid)
+            ch.add[gid] = rows if prev is None else np.concatenate([prev, rows])
+        self.store.commit(ch)
+
+    # ------------------------------------------------------------ Graph Store Protocol
+    def graph_get(self, graph: str | None) -> QueryResult:
+        snap = self.store.snapshot()
+        if graph is None:
+            g = snap.default
+        else:
+            gid = self._graph_id(graph, create=False)
+            if gid is None or gid < 0 or gid not in snap.named:
+                raise KeyError(graph)
+            g = snap.named[gid]
+        s, p, o = g.scan_all()
+        triples = np.stack([np.asarray(s, np.int64), np.asarray(p, np.int64), np.asarray(o, np.int64)], axis=1)
+        ctx = QueryContext(snap)
+        return QueryResult(form="CONSTRUCT", terms=ctx, triples=triples)
+
+    def _exists(self, graph: str | None) -> bool:
+        if graph is None:
+            return True
+        gid = self._graph_id(graph, create=False)
+        return gid is not None and gid >= 0 and gid in self.store.snapshot().named
+
+    def graph_put(self, graph: str | None, data, media_type: str, base: str | None = None) -> bool:
+        parts = self._parse_rows(data, media_type, base)
+        with self.store.write_lock:
+            created = not self._exists(graph)
+            self._commit_rows(parts, graph, replace=True)
+        return created
+
+    def graph_post(self, graph: str | None, data, media_type: str, base: str | None = None) -> bool:
+        parts = self._parse_rows(data, media_type, base)
+        with self.store.write_lock:
+            created = not self._exists(graph)
+            self._commit_rows(parts, graph, replace=False)
+        return created
+
+    def graph_delete(self, graph: str | None) -> None:
+        with self.store.write_lock:
+            if not self._exists(graph):
+                raise KeyError(graph)
+            self.store.commit(Changes(drop={self._graph_id(graph, create=False)}))
+
+    # ------------------------------------------------------------ status
+    def status(self) -> dict:
+        st = dict(self.store.stats())
+        gt = st.get("graph_triples")
+        if isinstance(gt, dict):  # JSON needs string keys: name graphs by IRI
+            d = self.store.dictionary
+            st["graph_triples"] = {(d.key(int(g))[1:-1] if isinstance(g, int) else str(g)): n for g, n in gt.items()}
+        st.update(queries=self.queries, updates=self.updates, query_timeout=self.query_timeout,
+                  max_rows=self.max_rows, allow_load=self.allow_load)
+        return st
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class _BoundedDict(dict):
+    """A dict that stops growing past ``cap`` entries (plan cache)."""
+
+    def __init__(self, cap: int):
+        super().__init__()
+        self.cap = cap
+
+    def __setitem__(self, k, v):
+        if len(self) >= self.cap:
+            self.clear()
+        super().__setitem__(k, v)
+
+

@@ -1,0 +1,349 @@
+"""SPARQL 1.1 aggregates (section 18.5) over grouped id columns.
+
+``aggregate(agg, arg_ids, group_index, n_groups, ctx)`` returns one id per
+group (-1 = unbound, i.e. the aggregate raised an error):
+
+* COUNT counts the bound, non-error values (``np.bincount``); ``COUNT(*)``
+  (``arg_ids`` None) counts rows. ``COUNT(DISTINCT *)``: the executor passes
+  as ``arg_ids`` one code per row identifying its distinct solution (e.g. the
+  inverse of ``np.unique`` over the row tuples), which is then counted as
+  ``COUNT(DISTINCT code)``.
+* SUM / AVG with numeric type promotion; an error or a non-numeric value
+  makes the group's result an error; empty group -> ``"0"^^xsd:integer``.
+  Integer-only groups are summed vectorized in int64 (Python ints when an
+  overflow is possible), double/float groups in float64, decimal groups
+  exactly with ``Decimal``.
+* MIN / MAX by the ORDER BY total order over all terms (errors skipped).
+* SAMPLE: the first bound value of the group.
+* GROUP_CONCAT: lexical forms joined by the separator (default " "), a
+  simple literal; errors and blank nodes make the group an error.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import numpy as np
+
+from engine.exec import values as V
+from engine.exec.functions import order_ranks
+from engine.terms import IRI, XSD_INTEGER, BNode, Literal, from_key, literal_key
+
+UNBOUND = -1
+_ZERO_KEY = '"0"^^<' + XSD_INTEGER + ">"
+
+
+def aggregate(agg, arg_ids: np.ndarray | None, group_index: np.ndarray, n_groups: int, ctx) -> np.ndarray:
+    name = agg.name.upper()
+    gi = np.asarray(group_index, dtype=np.int64)
+    if arg_ids is not None:
+        arg_ids = np.asarray(arg_ids, dtype=np.int64)
+    if n_groups == 0:
+        return np.zeros(0, dtype=np.int64)
+    if name == "COUNT":
+        return _count(agg, arg_ids, gi, n_groups, ctx)
+    if arg_ids is None:
+        raise ValueError(f"{name} needs an argument")
+    if agg.distinct:
+        arg_ids, gi = _distinct_pairs(arg_ids, gi)
+    if name in ("SUM", "AVG"):
+        return _sum_avg(name == "AVG", arg_ids, gi, n_groups, ctx)
+    if name in ("MIN", "MAX"):
+        return _min_max(name == "MAX", arg_ids, gi, n_groups, ctx)
+    if name == "SAMPLE":
+        return _sample(arg_ids, gi, n_groups)
+    if name == "GROUP_CONCAT":
+        sep = " " if agg.separator is None else agg.separator
+        return _group_concat(sep, arg_ids, gi, n_groups, ctx)
+    raise ValueError(f"unknown aggregate {agg.name}")
+
+
+def _distinct_pairs(ids: np.ndarray, gi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keep the first occurrence of each (group, id) pair, in row order."""
+    if len(ids) == 0:
+        return ids, gi
+    _, inv = np.unique(ids, return_inverse=True)
+    inv = inv.reshape(-1).astype(np.int64)
+    code = gi * (int(inv.max()) + 1) + inv
+    _, first = np.unique(code, return_index=True)
+    first.sort()
+    return ids[first], gi[first]
+
+
+def _int_keys(counts: np.ndarray, ctx) -> np.ndarray:
+    uniq, inv = np.unique(counts, return_inverse=True)
+    ids = np.asarray(ctx.intern([f'"{int(c)}"^^<{XSD_INTEGER}>' for c in uniq.tolist()]), dtype=np.int64)
+    return ids[inv.reshape(-1)]
+
+
+def _count(agg, arg_ids, gi, n_groups, ctx) -> np.ndarray:
+    if arg_ids is None:
+        counts = np.bincount(gi, minlength=n_groups)
+    else:
+        ok = arg_ids >= 0
+        ids, g = arg_ids[ok], gi[ok]
+        if agg.distinct:
+            ids, g = _distinct_pairs(ids, g)
+        counts = np.bincount(g, minlength=n_groups)
+    return _int_keys(counts[:n_groups], ctx)
+
+
+# ---------------------------------------------------------------- SUM / AVG
+
+
+_INT_SFX = "^^<" + V.RANK_DATATYPE[V.INTEGER] + ">"
+_DBL_SFX = "^^<" + V.RANK_DATATYPE[V.DOUBLE] + ">"
+
+
+class _Numerics:
+    """Numeric classification of unique ids: ``ranks`` (-1 = not numeric),
+    ``ints`` (int64, exact for INTEGER ranks unless in ``big``), ``floats``
+    (float64 approximations) and ``exact`` (Num of the ids parsed from their
+    lexical form: decimals, floats, derived/big integers)."""
+
+    def __init__(self, uniq: np.ndarray, ctx):
+        m = len(uniq)
+        self.ranks = np.full(m, -1, dtype=np.int64)
+        self.ints = np.zeros(m, dtype=np.int64)
+        self.floats = np.full(m, np.nan)
+        self.exact: dict[int, V.Num] = {}
+        self.big = False
+        valid = uniq >= 0
+        if not valid.any():
+            return
+        idx = np.flatnonzero(valid)
+        nums = np.asarray(ctx.numeric(uniq[idx]), dtype=np.float64)
+        keys = ctx.keys(uniq[idx])
+        is_int = np.fromiter((k.endswith(_INT_SFX) for k in keys), dtype=bool, count=len(keys))
+        is_dbl = np.fromiter((k.endswith(_DBL_SFX) for k in keys), dtype=bool, count=len(keys))
+        with np.errstate(invalid="ignore"):
+            fast_int = is_int & (np.abs(nums) < 2.0**53)
+        fast_dbl = is_dbl & ~np.isnan(nums)
+        fi, fd = idx[fast_int], idx[fast_dbl]
+        self.ranks[fi] = V.INTEGER
+        self.ints[fi] = nums[fast_int].astype(np.int64)
+        self.floats[fi] = nums[fast_int]
+        self.ranks[fd] = V.DOUBLE
+        self.floats[fd] = nums[fast_dbl]
+        for pos in np.flatnonzero(~fast_int & ~fast_dbl).tolist():
+            k = keys[pos]
+            if k is None or k[0] != '"':
+                continue
+            n = V.numeric_of(from_key(k))
+            if n is None:
+                continue
+            j = int(idx[pos])
+            self.ranks[j] = n.rank
+            self.exact[j] = n
+            self.floats[j] = float(n.v)
+            if n.rank == V.INTEGER:
+                if abs(n.v) < 2**53:
+                    self.ints[j] = n.v
+                else:
+                    self.big = True
+
+    def exact_value(self, j: int):
+        n = self.exact.get(j)
+        if n is not None:
+            return n.v
+        if self.ranks[j] == V.INTEGER:
+            return int(self.ints[j])
+        return float(self.floats[j])
+
+
+def _sum_avg(is_avg: bool, ids, gi, n_groups, ctx) -> np.ndarray:
+    out = np.full(n_groups, UNBOUND, dtype=np.int64)
+    counts = np.bincount(gi, minlength=n_groups)[:n_groups]
+    empty = counts == 0
+    if empty.any():
+        out[empty] = int(ctx.intern([_ZERO_KEY])[0])
+    if len(ids) == 0:
+        return out
+    uniq, inv = np.unique(ids, return_inverse=True)
+    inv = inv.reshape(-1)
+    num = _Numerics(uniq, ctx)
+    row_rank = num.ranks[inv]
+    # highest numeric rank per group; groups holding an error/non-numeric are bad
+    grank = np.full(n_groups, -2, dtype=np.int64)  # -2: no rows
+    for r in (V.INTEGER, V.DECIMAL, V.FLOAT, V.DOUBLE):
+        sel = row_rank == r
+        if sel.any():
+            grank[np.bincount(gi[sel], minlength=n_groups)[:n_groups] > 0] = r
+    bad = np.zeros(n_groups, dtype=bool)
+    sel = row_rank < 0
+    if sel.any():
+        bad = np.bincount(gi[sel], minlength=n_groups)[:n_groups] > 0
+    keys: dict[int, str] = {}
+
+    # integer-only groups: vectorized when exact
+    int_groups = (grank == V.INTEGER) & ~bad
+    if int_groups.any():
+        rows = int_groups[gi]
+        row_u = inv[rows]
+        biggest = int(np.abs(num.ints).max()) if len(num.ints) else 0
+        bound = biggest * max(len(row_u), 1)
+        if not num.big and bound < 2**53:
+            sums = np.bincount(gi[rows], weights=num.ints[row_u].astype(np.float64), minlength=n_groups)
+            sums_list = [int(x) for x in sums.tolist()]
+        elif not num.big and bound < 2**62:
+            sums = np.zeros(n_groups, dtype=np.int64)
+            np.add.at(sums, gi[rows], num.ints[row_u])
+            sums_list = sums.tolist()
+        else:
+            sums_list = [0] * n_groups
+            for g, u in zip(gi[rows].tolist(), row_u.tolist(), strict=False):
+                sums_list[g] += num.exact_value(u)
+        for g in np.flatnonzero(int_groups).tolist():
+            keys[g] = _result_key(V.Num(V.INTEGER, sums_list[g]), int(counts[g]), is_avg)
+
+    # floating groups: float64 sum
+    fl_groups = (grank >= V.FLOAT) & ~bad
+    if fl_groups.any():
+        rows = fl_groups[gi]
+        sums = np.bincount(gi[rows], weights=num.floats[inv[rows]], minlength=n_groups)
+        for g in np.flatnonzero(fl_groups).tolist():
+            total = V.Num(int(grank[g]), float(sums[g]))
+            if total.rank == V.FLOAT:
+                total = V.Num(V.FLOAT, V.to_float32(total.v))
+            keys[g] = _result_key(total, int(counts[g]), is_avg)
+
+    # decimal groups: exact
+    dec_groups = (grank == V.DECIMAL) & ~bad
+    if dec_groups.any():
+        rows = np.flatnonzero(dec_groups[gi])
+        totals: dict[int, Decimal] = {}
+        for g, u in zip(gi[rows].tolist(), inv[rows].tolist(), strict=False):
+            v = num.exact_value(u)
+            totals[g] = totals.get(g, Decimal(0)) + (v if isinstance(v, Decimal) else Decimal(v))
+        for g, tot in totals.items():
+            keys[g] = _result_key(V.Num(V.DECIMAL, tot), int(counts[g]), is_avg)
+
+    if keys:
+        gs = list(keys)
+        out[np.asarray(gs, dtype=np.int64)] = np.asarray(ctx.intern([keys[g] for g in gs]), dtype=np.int64)
+    return out
+
+
+def _result_key(total: V.Num, count: int, is_avg: bool) -> str:
+    if is_avg:
+        total = V.numeric_op("/", total, V.Num(V.INTEGER, count))
+    lit = V.num_literal(total)
+    return literal_key(lit.lexical, lit.datatype)
+
+
+# ---------------------------------------------------------------- MIN / MAX / SAMPLE
+
+
+def _min_max(is_max: bool, ids, gi, n_groups, ctx) -> np.ndarray:
+    out = np.full(n_groups, UNBOUND, dtype=np.int64)
+    ok = ids >= 0
+    ids, g = ids[ok], gi[ok]
+    if len(ids) == 0:
+        return out
+    ranks = order_ranks(ids, ctx)
+    if is_max:
+        best = np.full(n_groups, -1, dtype=np.int64)
+        np.maximum.at(best, g, ranks)
+    else:
+        best = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(best, g, ranks)
+    # map winning ranks back to ids (ranks are a bijection with ids)
+    order = np.argsort(ranks, kind="stable")
+    sorted_ranks = ranks[order]
+    has = np.bincount(g, minlength=n_groups)[:n_groups] > 0
+    pos = np.searchsorted(sorted_ranks, best[has])
+    out[has] = ids[order[pos]]
+    _numeric_winners(out, ids, g, ctx)
+    return out
+
+
+_CANONICAL_TYPES = {V.RANK_DATATYPE[r]: r for r in (V.INTEGER, V.DECIMAL, V.FLOAT, V.DOUBLE)}
+
+
+def _numeric_winners(out: np.ndarray, ids: np.ndarray, g: np.ndarray, ctx) -> None:
+    """Numeric MIN/MAX results: among values equal to the winner (1 = 1.0 =
+    1E0) take the one of the widest type (the type the comparison promotes
+    to), and return it in canonical lexical form ("2E-1" -> "2.0E-1")."""
+    has = np.flatnonzero(out >= 0)
+    if len(has) == 0:
+        return
+    wn = np.full(len(out), np.nan)
+    wn[has] = ctx.numeric(out[has])
+    if np.isnan(wn).all():
+        return
+    nums = np.asarray(ctx.numeric(ids), dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        tied = (nums == wn[g]) & (ids != out[g])
+    if tied.any():
+        cand: dict[int, set[int]] = {}
+        for grp, i in zip(g[tied].tolist(), ids[tied].tolist(), strict=False):
+            cand.setdefault(grp, {int(out[grp])}).add(i)
+        all_ids = sorted({i for c in cand.values() for i in c})
+        type_rank = {}
+        for i, k in zip(all_ids, ctx.keys(np.asarray(all_ids, dtype=np.int64)), strict=False):
+            type_rank[i] = _CANONICAL_TYPES.get(k[k.rfind('"') + 1:][3:-1], -1) if k else -1
+        for grp, c in cand.items():
+            out[grp] = max(sorted(c), key=lambda i: type_rank[i])
+    win = np.unique(out[has][~np.isnan(wn[has])])
+    if len(win) == 0:
+        return
+    repl: dict[int, str] = {}
+    for i, k in zip(win.tolist(), ctx.keys(win), strict=False):
+        lit = from_key(k)
+        if not isinstance(lit, Literal) or lit.datatype not in _CANONICAL_TYPES:
+            continue
+        n = V.numeric_of(lit)
+        if n is None:
+            continue
+        canon = V.num_literal(n)
+        ck = literal_key(canon.lexical, canon.datatype)
+        if ck != k:
+            repl[i] = ck
+    if repl:
+        src = list(repl)
+        dst = np.asarray(ctx.intern([repl[i] for i in src]), dtype=np.int64)
+        mapping = dict(zip(src, dst.tolist(), strict=True))
+        for grp in has.tolist():
+            j = mapping.get(int(out[grp]))
+            if j is not None:
+                out[grp] = j
+
+
+def _sample(ids, gi, n_groups) -> np.ndarray:
+    out = np.full(n_groups, UNBOUND, dtype=np.int64)
+    ok = np.flatnonzero(ids >= 0)
+    if len(ok) == 0:
+        return out
+    # the first bound row of each group: assign in reverse so the first wins
+    rev = ok[::-1]
+    out[gi[rev]] = ids[rev]
+    return out
+
+
+# ---------------------------------------------------------------- GROUP_CONCAT
+
+
+def _group_concat(sep: str, ids, gi, n_groups, ctx) -> np.ndarray:
+    parts: list[list[str]] = [[] for _ in range(n_groups)]
+    bad = np.zeros(n_groups, dtype=bool)
+    ok = ids >= 0
+    if ok.any():
+        uniq, inv = np.unique(ids[ok], return_inverse=True)
+        texts: list[str | None] = []
+        for k in ctx.keys(uniq):
+            t = from_key(k)
+            if isinstance(t, Literal):
+                texts.append(t.lexical)
+            elif isinstance(t, IRI):
+                texts.append(t.value)
+            else:
+                assert isinstance(t, BNode)
+                texts.append(None)
+        for g, u in zip(gi[ok].tolist(), inv.reshape(-1).tolist(), strict=False):
+            s = texts[u]
+            if s is None:
+                bad[g] = True
+            else:
+                parts[g].append(s)
+    keys = [None if bad[g] else literal_key(sep.join(parts[g])) for g in range(n_groups)]
+    return np.asarray(ctx.intern(keys), dtype=np.int64)

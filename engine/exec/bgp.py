@@ -1,0 +1,461 @@
+"""Basic graph patterns as Wukong graph exploration with full-history pruning.
+
+The history is a :class:`Bindings` table (rows = partial solutions). Each
+step takes one triple pattern (order from :mod:`engine.exec.planner`):
+
+* one end bound, the other free: *expand* -- ``GraphIndex.expand`` returns
+  for every row the CSR neighbour list of its bound vertex; the history is
+  gathered with the row numbers (``np.repeat`` semantics) and the new column
+  appended;
+* both ends bound: *prune* -- ``GraphIndex.contains`` tests all rows at once
+  and the whole history is filtered (full-history pruning: no final join);
+* no end bound: a scan of the predicate index starts the exploration.
+
+Variable predicates run the step once per predicate (each one vectorized).
+Repeated variables in one pattern (``?x :p ?x``) become an equality filter
+right after the step. The module also holds the graph *views* a query
+evaluates over: the empty graph and the merge of several graphs (``FROM g1
+FROM g2``), both implementing the ``GraphIndex`` read interface.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from engine.errors import RowBudgetExceeded
+from engine.exec.algebra import Const, TriplePattern
+from engine.exec.bindings import UNBOUND, Bindings, concat
+from engine.exec.planner import IN, OUT, plan
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+_PRUNE_BY_EXPAND_DEGREE = 4.0
+_FEW_ROWS = 256
+
+# ---------------------------------------------------------------- fork-join
+# Wukong section 5.3: a selective step runs in place on the query's own thread;
+# a step over a large history is split into chunks run by a shared pool
+# (numpy releases the GIL in the gathers and searches). Pool tasks never
+# submit tasks themselves, and small queries never wait for the pool, so a
+# long query cannot starve short ones (the worker-obliger concern of 5.4).
+FORK_ROWS = 262_144
+_WORKERS = max(1, min(4, os.cpu_count() or 1))
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _get_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="jindou-forkjoin")
+    return _pool
+
+
+def _chunks(n: int) -> list[tuple[int, int]]:
+    b = np.linspace(0, n, _WORKERS + 1).astype(np.int64).tolist()
+    return [(b[i], b[i + 1]) for i in range(_WORKERS) if b[i + 1] > b[i]]
+
+
+def expand_fj(graph, pid: int, direction: int, vids: np.ndarray):
+    """``graph.expand``, fork-join over row chunks when the input is large."""
+    n = len(vids)
+    if n < FORK_ROWS or _WORKERS < 2:
+        return graph.expand(pid, direction, vids)
+    parts = _chunks(n)
+    futs = [_get_pool().submit(graph.expand, pid, direction, vids[a:b]) for a, b in parts]
+    rows, nbrs = [], []
+    for (a, _), f in zip(parts, futs, strict=True):
+        r, nb = f.result()
+        rows.append(np.asarray(r, dtype=np.int64) + a)
+        nbrs.append(np.asarray(nb, dtype=np.int64))
+    return np.concatenate(rows), np.concatenate(nbrs)
+
+
+def contains_fj(graph, pid: int, s: np.ndarray, o: np.ndarray) -> np.ndarray:
+    n = len(s)
+    if n < FORK_ROWS or _WORKERS < 2:
+        return graph.contains(pid, s, o)
+    parts = _chunks(n)
+    futs = [_get_pool().submit(graph.contains, pid, s[a:b], o[a:b]) for a, b in parts]
+    return np.concatenate([f.result() for f in futs])
+
+
+def gather(cols: dict, rows: np.ndarray) -> dict:
+    """History columns gathered by row numbers (parallel per column when large)."""
+    if len(rows) < FORK_ROWS or _WORKERS < 2 or len(cols) < 2:
+        return {v: c[rows] for v, c in cols.items()}
+    names = list(cols)
+    res = list(_get_pool().map(lambda v: cols[v][rows], names))
+    return dict(zip(names, res, strict=True))
+
+
+# ---------------------------------------------------------------- graph views
+
+
+class _Stats:
+    __slots__ = ("triples", "subjects", "objects")
+
+    def __init__(self, triples=0, subjects=0, objects=0):
+        self.triples = triples
+        self.subjects = subjects
+        self.objects = objects
+
+
+class EmptyGraph:
+    """A graph with no triples (an absent graph)."""
+
+    n_triples = 0
+
+    def predicates(self):
+        return _EMPTY
+
+    def stats(self, pid):
+        return _Stats()
+
+    def expand(self, pid, direction, vids):
+        return _EMPTY, _EMPTY
+
+    def contains(self, pid, s, o):
+        return np.zeros(len(s), dtype=bool)
+
+    def index(self, pid, direction):
+        return _EMPTY
+
+    def scan(self, pid):
+        return _EMPTY, _EMPTY
+
+    def scan_all(self):
+        return _EMPTY, _EMPTY, _EMPTY
+
+    def vertices(self):
+        return _EMPTY
+
+
+def _dedup_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if len(a) <= 1:
+        return a, b
+    m = np.stack([a, b], axis=1)
+    u = np.unique(m, axis=0)
+    return u[:, 0].copy(), u[:, 1].copy()
+
+
+class MergedGraph:
+    """RDF merge (set union of triples) of several graphs."""
+
+    def __init__(self, graphs):
+        self.graphs = list(graphs)
+        self._preds = None
+        self._stats: dict[int, _Stats] = {}
+
+    @property
+    def n_triples(self) -> int:
+        return sum(g.n_triples for g in self.graphs)
+
+    def predicates(self):
+        if self._preds is None:
+            ps = [g.predicates() for g in self.graphs]
+            self._preds = np.unique(np.concatenate(ps)) if ps else _EMPTY
+        return self._preds
+
+    def stats(self, pid):
+        st = self._stats.get(pid)
+        if st is None:
+            parts = [g.stats(pid) for g in self.graphs]
+            st = _Stats(sum(p.triples for p in parts), sum(p.subjects for p in parts),
+                        sum(p.objects for p in parts))
+            self._stats[pid] = st
+        return st
+
+    def expand(self, pid, direction, vids):
+        rs, ns = [], []
+        for g in self.graphs:
+            r, nb = g.expand(pid, direction, vids)
+            rs.append(r)
+            ns.append(nb)
+        if not rs:
+            return _EMPTY, _EMPTY
+        r = np.concatenate(rs)
+        nb = np.concatenate(ns)
+        r, nb = _dedup_pairs(r, nb)  # sorted by row: the merge is a set
+        return r, nb
+
+    def contains(self, pid, s, o):
+        out = np.zeros(len(s), dtype=bool)
+        for g in self.graphs:
+            out |= g.contains(pid, s, o)
+        return out
+
+    def index(self, pid, direction):
+        parts = [g.index(pid, direction) for g in self.graphs]
+        return np.unique(np.concatenate(parts)) if parts else _EMPTY
+
+    def scan(self, pid):
+        ss, os_ = [], []
+        for g in self.graphs:
+            s, o = g.scan(pid)
+            ss.append(s)
+            os_.append(o)
+        if not ss:
+            return _EMPTY, _EMPTY
+        return _dedup_pairs(np.concatenate(ss), np.concatenate(os_))
+
+    def scan_all(self):
+        parts = [np.stack(g.scan_all(), axis=1) for g in self.graphs]
+        if not parts:
+            return _EMPTY, _EMPTY, _EMPTY
+        m = np.unique(np.concatenate(parts), axis=0)
+        return m[:, 0].copy(), m[:, 1].copy(), m[:, 2].copy()
+
+    def vertices(self):
+        parts = [g.vertices() for g in self.graphs]
+        return np.unique(np.concatenate(parts)) if parts else _EMPTY
+
+
+def merged_view(graphs):
+    graphs = [g for g in graphs if g is not None]
+    if not graphs:
+        return EmptyGraph()
+    if len(graphs) == 1:
+        return graphs[0]
+    return MergedGraph(graphs)
+
+
+# ---------------------------------------------------------------- exploration
+
+
+def resolve(triples: tuple[TriplePattern, ...], lookup) -> list | None:
+    """Map constants to store ids; None when a constant is absent from the
+    store (no triple can match it)."""
+    out = []
+    for t in triples:
+        r = []
+        for term in (t.s, t.p, t.o):
+            if isinstance(term, Const):
+                tid = lookup(term.key)
+                if tid < 0:
+                    return None
+                r.append(("c", int(tid)))
+            else:
+                r.append(("v", term.name))
+        out.append(tuple(r))
+    return out
+
+
+def bgp_vars(triples) -> list[str]:
+    seen: dict[str, None] = {}
+    for t in triples:
+        for term in (t.s, t.p, t.o):
+            if not isinstance(term, Const):
+                seen[term.name] = None
+    return list(seen)
+
+
+def _end(pos, cols, n):
+    if pos[0] == "c":
+        return np.full(n, pos[1], dtype=np.int64)
+    return cols[pos[1]]
+
+
+def _step_const_p(cols: dict, n: int, s, pid: int, o, graph, max_rows):
+    """One step with a constant predicate. ``s``/``o`` are resolved positions;
+    variables in ``cols`` are bound. Returns (cols, n)."""
+    s_b = s[0] == "c" or s[1] in cols
+    o_b = o[0] == "c" or o[1] in cols
+    if s_b and o_b:
+        sa, oa = _end(s, cols, n), _end(o, cols, n)
+        st = graph.stats(pid)
+        d_out = st.triples / max(1, st.subjects)
+        d_in = st.triples / max(1, st.objects)
+        if min(d_out, d_in) <= _PRUNE_BY_EXPAND_DEGREE:
+            # low-degree side: one CSR gather and a comparison beat a binary search
+            if d_out <= d_in:
+                rows, nbrs = expand_fj(graph, pid, OUT, sa)
+                hit = rows[nbrs == oa[rows]]
+            else:
+                rows, nbrs = expand_fj(graph, pid, IN, oa)
+                hit = rows[nbrs == sa[rows]]
+            keep = np.zeros(n, dtype=bool)
+            keep[hit] = True
+        else:
+            keep = contains_fj(graph, pid, sa, oa)
+        if keep.all():
+            return cols, n
+        idx = np.flatnonzero(keep)
+        return gather(cols, idx), len(idx)
+    if s_b or o_b:
+        if s_b:
+            src, dst, direction = s, o, OUT
+        else:
+            src, dst, direction = o, s, IN
+        if src[0] == "c" and n > 1:
+            rows1, nbrs1 = graph.expand(pid, direction, np.array([src[1]], dtype=np.int64))
+            k = len(nbrs1)
+            total = n * k
+            if max_rows is not None and total > max_rows:
+                raise RowBudgetExceeded(f"exploration of {total} rows exceeds the row budget of {max_rows}")
+            rows = np.repeat(np.arange(n, dtype=np.int64), k)
+            nbrs = np.tile(nbrs1, n)
+        else:
+            rows, nbrs = expand_fj(graph, pid, direction, _end(src, cols, n))
+            if max_rows is not None and len(rows) > max_rows:
+                raise RowBudgetExceeded(f"exploration of {len(rows)} rows exceeds the row budget of {max_rows}")
+        if n == 1:
+            out = {v: np.repeat(c, len(rows)) if len(c) == 1 else c[rows] for v, c in cols.items()}
+        else:
+            out = gather(cols, rows)
+        out[dst[1]] = np.asarray(nbrs, dtype=np.int64)
+        return out, len(rows)
+    # no bound end: scan the predicate and cross with the history
+    ss, oo = graph.scan(pid)
+    k = len(ss)
+    total = n * k
+    if max_rows is not None and total > max_rows:
+        raise RowBudgetExceeded(f"exploration of {total} rows exceeds the row budget of {max_rows}")
+    if n == 1:
+        out = {v: np.repeat(c, k) for v, c in cols.items()}
+    else:
+        rows = np.repeat(np.arange(n, dtype=np.int64), k)
+        out = {v: c[rows] for v, c in cols.items()}
+        ss = np.tile(ss, n)
+        oo = np.tile(oo, n)
+    out[s[1]] = np.asarray(ss, dtype=np.int64)
+    out[o[1]] = np.asarray(oo, dtype=np.int64)
+    return out, total
+
+
+def candidate_predicates(graph, cols: dict, n: int, s, o) -> list[int]:
+    """Predicates worth a step for a variable predicate: with few bound rows,
+    only those whose predicate index (sorted subjects/objects, Wukong's
+    [0|p|dir] index vertex) holds one of the bound vertices."""
+    preds = graph.predicates().tolist()
+    if n > _FEW_ROWS or len(preds) <= 2:
+        return preds
+    if s[0] == "c" or s[1] in cols:
+        vids, direction = _end(s, cols, n), OUT
+    elif o[0] == "c" or o[1] in cols:
+        vids, direction = _end(o, cols, n), IN
+    else:
+        return preds
+    vids = np.unique(vids)
+    out = []
+    for pid in preds:
+        idx = graph.index(pid, direction)
+        if len(idx) == 0:
+            continue
+        pos = np.searchsorted(idx, vids)
+        pos[pos >= len(idx)] = len(idx) - 1
+        if (idx[pos] == vids).any():
+            out.append(pid)
+    return out
+
+
+def _step(cols: dict, n: int, t, graph, max_rows):
+    s, p, o = t
+    # a variable repeated within the triple and not yet bound: bind a temporary,
+    # then filter equality
+    eq = []
+    names = set()
+    fixed = []
+    for k, pos in enumerate((s, p, o)):
+        if pos[0] == "v" and pos[1] not in cols:
+            if pos[1] in names:
+                tmp = f"#dup{k}"
+                eq.append((pos[1], tmp))
+                pos = ("v", tmp)
+            names.add(pos[1])
+        fixed.append(pos)
+    s, p, o = fixed
+    if p[0] == "c":
+        cols, n = _step_const_p(cols, n, s, p[1], o, graph, max_rows)
+    elif p[1] in cols:
+        pcol = cols[p[1]]
+        parts = []
+        for pid in np.unique(pcol).tolist():
+            idx = np.flatnonzero(pcol == pid)
+            sub = {v: c[idx] for v, c in cols.items()}
+            c2, n2 = _step_const_p(sub, len(idx), s, pid, o, graph, max_rows)
+            if n2:
+                parts.append(Bindings(c2, n2))
+        out = concat(parts)
+        if out.n == 0:
+            names_all = set(cols) | {x[1] for x in (s, o) if x[0] == "v"}
+            return {v: _EMPTY for v in names_all}, 0
+        cols, n = out.cols, out.n
+    else:
+        parts = []
+        total = 0
+        for pid in candidate_predicates(graph, cols, n, s, o):
+            c2, n2 = _step_const_p(cols, n, s, pid, o, graph, max_rows)
+            if n2:
+                c2 = dict(c2)
+                c2[p[1]] = np.full(n2, pid, dtype=np.int64)
+                parts.append(Bindings(c2, n2))
+                total += n2
+                if max_rows is not None and total > max_rows:
+                    raise RowBudgetExceeded(f"exploration exceeds the row budget of {max_rows}")
+        out = concat(parts)
+        if out.n == 0:
+            names_all = set(cols) | {x[1] for x in (s, p, o) if x[0] == "v"}
+            return {v: _EMPTY for v in names_all}, 0
+        cols, n = out.cols, out.n
+    for var, tmp in eq:
+        keep = cols[var] == cols[tmp]
+        idx = np.flatnonzero(keep)
+        cols = {v: c[idx] for v, c in cols.items() if v != tmp}
+        n = len(idx)
+    return cols, n
+
+
+def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings | None = None,
+            max_rows: int | None = None, check=None, plan_cache: dict | None = None,
+            cache_key=None) -> Bindings:
+    """Evaluate a BGP over ``graph``. ``seed`` rows (fully bound in the vars the
+    BGP shares with it) start the exploration; ``lookup(key) -> id`` maps
+    constants to store ids."""
+    if seed is None:
+        seed = Bindings.unit()
+    if not triples:
+        return seed
+    bound = frozenset(v for v in seed.cols if not v.startswith("#"))
+    entry = None
+    ck = None
+    if plan_cache is not None and cache_key is not None:
+        ck = (cache_key, triples, bound)
+        entry = plan_cache.get(ck)
+    if entry is None:
+        all_vars = bgp_vars(triples)
+        resolved = resolve(triples, lookup)
+        bound_here = {v for v in bound if v in all_vars}
+        order = plan(resolved, graph, bound_here, float(seed.n)) if resolved is not None else None
+        entry = (all_vars, resolved, order)
+        if ck is not None:
+            plan_cache[ck] = entry
+    all_vars, resolved, order = entry
+    if resolved is None or seed.n == 0:
+        return Bindings.empty(list(seed.cols) + [v for v in all_vars if v not in seed.cols])
+    cols = dict(seed.cols)
+    n = seed.n
+    for i in order:
+        if check is not None:
+            check()
+        cols, n = _step(cols, n, resolved[i], graph, max_rows)
+        if n == 0:
+            break
+    if n == 0:
+        names = list(seed.cols) + [v for v in all_vars if v not in seed.cols]
+        return Bindings.empty(names)
+    return Bindings(cols, n)
+
+
+def seed_ok(seed: Bindings, triples) -> bool:
+    """Whether the seed binds the BGP's shared variables in every row."""
+    for v in bgp_vars(triples):
+        c = seed.cols.get(v)
+        if c is not None and (c == UNBOUND).any():
+            return False
+    return True

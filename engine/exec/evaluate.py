@@ -1,0 +1,705 @@
+"""Evaluation of the SPARQL algebra over columnar bindings.
+
+``QueryContext`` is the per-query state: the snapshot, the dataset (default
+graph view and named graphs), the term overlay for computed terms (ids >=
+LOCAL_BASE; it asks the store dictionary first, so id equality is term
+equality), the deadline and row budget, and the EXISTS callback of
+:class:`engine.exec.context.EvalContext`. It is also the ``TermTable`` of the
+``QueryResult``.
+
+``Evaluator.eval(node, seed)`` returns a :class:`Bindings`. ``seed`` is only
+used for EXISTS (substitution semantics: the seed's rows, tagged with a
+``#row`` column, are visible to every leaf and filter of the pattern) and,
+internally, to start a BGP's exploration from the rows of the pattern to its
+left (``{ ... } ?x :p ?y``) instead of joining two independent results.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+import uuid
+
+import numpy as np
+import pyarrow as pa
+
+from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded, UnsupportedError
+from engine.exec import algebra as A
+from engine.exec.bgp import EmptyGraph, bgp_vars, candidate_predicates, merged_view, run_bgp, seed_ok
+from engine.exec.bindings import (
+    UNBOUND,
+    Bindings,
+    concat,
+    factorize,
+    join,
+    join_pairs,
+    left_outer,
+    merge,
+    minus,
+    row_keys,
+)
+from engine.exec.context import LOCAL_BASE
+from engine.exec.paths import PathEvaluator
+from engine.exec.result import QueryResult
+
+ROW = "#row"
+DEFAULT_GRAPH_IRI = "urn:jindou:default"
+
+
+def _functions():
+    from engine.exec import functions  # noqa: PLC0415 - lands in parallel
+
+    return functions
+
+
+def _aggregates():
+    from engine.exec import aggregates  # noqa: PLC0415
+
+    return aggregates
+
+
+# ---------------------------------------------------------------- context
+
+
+class QueryContext:
+    """Per-query EvalContext and TermTable."""
+
+    def __init__(self, snapshot, *, base=None, timeout=None, max_rows=None, plan_cache=None, now=None,
+                 term_cache: dict | None = None):
+        self.snapshot = snapshot
+        self.dictionary = snapshot.dictionary
+        self.base = base
+        self.now = now or _dt.datetime.now(_dt.UTC)
+        self.deadline = (time.monotonic() + timeout) if timeout else None
+        self.timeout = timeout
+        self.max_rows = max_rows
+        self.plan_cache = plan_cache
+        self._lookup_cache: dict[str, int] = {}
+        # ids of keys the store holds never change (append-only dictionary):
+        # the Database shares this cache between queries
+        self._term_cache = term_cache if term_cache is not None else {}
+        self._local: dict[str, int] = {}
+        self._local_keys: list[str] = []
+        self._bnode_counter = 0
+        self.evaluator: Evaluator | None = None
+
+    # ---- term ids
+    def lookup(self, key: str) -> int:
+        """Store id of a key, -1 if the store does not hold it."""
+        c = self._term_cache.get(key)
+        if c is not None:
+            return c
+        c = self._lookup_cache.get(key)
+        if c is None:
+            c = int(self.dictionary.lookup(key))
+            if c >= 0:
+                if len(self._term_cache) > 100_000:
+                    self._term_cache.clear()
+                self._term_cache[key] = c
+            else:
+                self._lookup_cache[key] = c
+        return c
+
+    def term_id(self, key: str) -> int:
+        """Store id, else a query-local id."""
+        i = self.lookup(key)
+        if i >= 0:
+            return i
+        j = self._local.get(key)
+        if j is None:
+            j = LOCAL_BASE + len(self._local_keys)
+            self._local[key] = j
+            self._local_keys.append(key)
+        return j
+
+    def intern(self, keys) -> np.ndarray:
+        out = np.empty(len(keys), dtype=np.int64)
+        for i, k in enumerate(keys):
+            out[i] = UNBOUND if k is None else self.term_id(k)
+        return out
+
+    def keys(self, ids) -> list[str | None]:
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) == 0:
+            return []
+        store = (ids >= 0) & (ids < LOCAL_BASE)
+        if store.all():
+            return self.dictionary.keys(ids)
+        out: list[str | None] = [None] * len(ids)
+        sidx = np.flatnonzero(store)
+        if len(sidx):
+            for i, k in zip(sidx.tolist(), self.dictionary.keys(ids[sidx]), strict=True):
+                out[i] = k
+        lk = self._local_keys
+        for i in np.flatnonzero(ids >= LOCAL_BASE).tolist():
+            out[i] = lk[int(ids[i]) - LOCAL_BASE]
+        return out
+
+    def numeric(self, ids) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        out = self.dictionary.numeric(np.where(ids >= LOCAL_BASE, -1, ids))
+        loc = np.flatnonzero(ids >= LOCAL_BASE)
+        if len(loc):
+            from engine.kv.dictionary import numeric_values  # noqa: PLC0415
+
+            keys = [self._local_keys[int(i) - LOCAL_BASE] for i in ids[loc]]
+            out = np.array(out, dtype=np.float64, copy=True)
+            out[loc] = numeric_values(pa.array(keys, type=pa.large_string()))
+        return out
+
+    def kinds(self, ids) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        out = self.dictionary.kinds(np.where(ids >= LOCAL_BASE, -1, ids))
+        loc = np.flatnonzero(ids >= LOCAL_BASE)
+        if len(loc):
+            out = np.array(out, dtype=np.int8, copy=True)
+            for i in loc.tolist():
+                c = self._local_keys[int(ids[i]) - LOCAL_BASE][0]
+                out[i] = 0 if c == "<" else 1 if c == "_" else 2
+        return out
+
+    def fresh_bnodes(self, n: int, label: str) -> np.ndarray:
+        """n new blank nodes (CONSTRUCT templates, one per solution)."""
+        self._bnode_counter += 1
+        if self._bnode_counter == 1:
+            self._bnode_tag = "_:q" + uuid.uuid4().hex[:12]
+        tag = f"{self._bnode_tag}c{self._bnode_counter}x"
+        base = LOCAL_BASE + len(self._local_keys)
+        keys = [f"{tag}{i}" for i in range(n)]
+        for i, k in enumerate(keys):
+            self._local[k] = base + i
+        self._local_keys.extend(keys)
+        return np.arange(base, base + n, dtype=np.int64)
+
+    # ---- budgets
+    def check_budget(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise QueryTimeout(f"query exceeded its timeout of {self.timeout} s")
+
+    def check_rows(self, n: int) -> None:
+        if self.max_rows is not None and n > self.max_rows:
+            raise RowBudgetExceeded(f"intermediate result of {n} rows exceeds the row budget of {self.max_rows}")
+
+    # ---- EXISTS
+    def exists(self, pattern, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
+        return self.evaluator.exists(pattern, columns, n)
+
+
+# ---------------------------------------------------------------- dataset
+
+
+class DatasetView:
+    """The active dataset: the default graph view and the named graphs."""
+
+    def __init__(self, default, named: dict[int, object], key=()):
+        self.default = default
+        self.named = named
+        self.key = key  # identifies the default graph in plan-cache keys
+
+
+def make_dataset(ctx: QueryContext, default_iris=(), named_iris=()) -> DatasetView:
+    snap = ctx.snapshot
+    if not default_iris and not named_iris:
+        return DatasetView(snap.default, snap.named)
+    graphs = []
+    for iri in default_iris:
+        if iri == DEFAULT_GRAPH_IRI:
+            graphs.append(snap.default)
+            continue
+        gid = ctx.lookup("<" + iri + ">")
+        if gid >= 0 and gid in snap.named:
+            graphs.append(snap.named[gid])
+    seen = []
+    for g in graphs:
+        if all(g is not h for h in seen):
+            seen.append(g)
+    default = merged_view(seen) if seen else EmptyGraph()
+    key = ("from", tuple(default_iris))
+    named = {}
+    for iri in named_iris:
+        gid = ctx.lookup("<" + iri + ">")
+        if gid >= 0 and gid in snap.named:
+            named[gid] = snap.named[gid]
+    return DatasetView(default, named, key)
+
+
+# ---------------------------------------------------------------- evaluator
+
+
+def pattern_vars(node, out: set | None = None) -> set:
+    """All variable names mentioned in a pattern (for EXISTS seeding)."""
+    if out is None:
+        out = set()
+    if isinstance(node, A.Var):
+        out.add(node.name)
+    elif isinstance(node, A.BGP):
+        out.update(bgp_vars(node.triples))
+    elif isinstance(node, A.PathPattern):
+        for t in (node.s, node.o):
+            if isinstance(t, A.Var):
+                out.add(t.name)
+    elif isinstance(node, A.Values):
+        out.update(v.name for v in node.vars)
+    elif isinstance(node, (A.Call, A.FunctionCall)):
+        for a in node.args:
+            pattern_vars(a, out)
+    elif isinstance(node, A.Exists):
+        pattern_vars(node.pattern, out)
+    elif isinstance(node, A.Group):
+        for _e, v in node.by:
+            out.add(v.name)
+        for v, _ in node.aggregates:
+            out.add(v.name)
+    elif isinstance(node, A.Project):
+        out.update(v.name for v in node.vars)
+    elif hasattr(node, "__dataclass_fields__"):
+        for f in node.__dataclass_fields__:
+            val = getattr(node, f)
+            if isinstance(val, (A.Var,)) or hasattr(val, "__dataclass_fields__"):
+                pattern_vars(val, out)
+    return out
+
+
+def _is_pure_bgp(node) -> bool:
+    return isinstance(node, A.BGP) and len(node.triples) > 0
+
+
+class Evaluator:
+    def __init__(self, ctx: QueryContext, dataset: DatasetView):
+        self.ctx = ctx
+        self.dataset = dataset
+        self.graph = dataset.default
+        self.graph_key: object = ("default", dataset.key)
+        ctx.evaluator = self
+
+    # ---- helpers
+    def _check(self, b: Bindings) -> Bindings:
+        self.ctx.check_budget()
+        self.ctx.check_rows(b.n)
+        return b
+
+    def eval(self, node, seed: Bindings | None = None) -> Bindings:
+        meth = getattr(self, "_" + type(node).__name__, None)
+        if meth is None:
+            raise QueryEvaluationError(f"cannot evaluate {type(node).__name__}")
+        return self._check(meth(node, seed))
+
+    def _unseeded(self, node, seed, fn) -> Bindings:
+        res = fn(node)
+        if seed is None:
+            return res
+        return join(seed, res, self.ctx.max_rows)
+
+    # ---- leaves
+    def _BGP(self, node: A.BGP, seed):
+        ctx = self.ctx
+        if seed is not None and not seed_ok(seed, node.triples):
+            res = self._BGP(node, None)
+            return join(seed, res, ctx.max_rows)
+        return run_bgp(node.triples, self.graph, ctx.lookup, seed=seed, max_rows=ctx.max_rows,
+                       check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
+
+    def _PathPattern(self, node: A.PathPattern, seed):
+        ctx = self.ctx
+        pe = PathEvaluator(self.graph, ctx.lookup, ctx.check_budget, ctx.max_rows)
+        s, o, path = node.s, node.o, node.path
+        starts = None
+        if isinstance(s, A.Const):
+            sid = ctx.term_id(s.key)
+            a, b = pe.pairs(path, np.array([sid], dtype=np.int64))
+            if isinstance(o, A.Const):
+                m = b == ctx.term_id(o.key)
+                res = Bindings.unit() if m.any() else Bindings({}, 0)
+            else:
+                res = Bindings({o.name: np.unique(b) if _set_path(path) else b})
+        elif isinstance(o, A.Const):
+            oid = ctx.term_id(o.key)
+            from engine.exec.paths import inverse  # noqa: PLC0415
+
+            a, b = pe.pairs(inverse(path), np.array([oid], dtype=np.int64))
+            res = Bindings({s.name: np.unique(b) if _set_path(path) else b})
+        else:
+            if seed is not None and s.name in seed.cols and (seed.cols[s.name] != UNBOUND).all():
+                starts = np.unique(seed.cols[s.name])
+                a, b = pe.pairs(path, starts)
+            elif seed is not None and o.name in seed.cols and (seed.cols[o.name] != UNBOUND).all():
+                from engine.exec.paths import inverse  # noqa: PLC0415
+
+                starts = np.unique(seed.cols[o.name])
+                b, a = pe.pairs(inverse(path), starts)
+            else:
+                a, b = pe.pairs(path, None)
+            if s.name == o.name:
+                m = a == b
+                res = Bindings({s.name: a[m]})
+            else:
+                res = Bindings({s.name: a, o.name: b})
+        if seed is None:
+            return res
+        return join(seed, res, ctx.max_rows)
+
+    def _Values(self, node: A.Values, seed):
+        ctx = self.ctx
+        names = [v.name for v in node.vars]
+        n = len(node.rows)
+        cols = {}
+        for j, v in enumerate(names):
+            cols[v] = ctx.intern([row[j] for row in node.rows]) if n else np.zeros(0, np.int64)
+        res = Bindings(cols, n)
+        if seed is None:
+            return res
+        return join(seed, res, ctx.max_rows)
+
+    def _Service(self, node: A.Service, seed):
+        if node.silent:
+            return seed if seed is not None else Bindings.unit()
+        raise UnsupportedError("SERVICE (federated query) is not supported")
+
+    # ---- combinators
+    def _Join(self, node: A.Join, seed):
+        ctx = self.ctx
+        left = self.eval(node.left, seed)
+        if left.n == 0:
+            return Bindings.empty(set(left.cols) | pattern_vars(node.right))
+        if _is_pure_bgp(node.right) and seed_ok(left, node.right.triples):
+            # explore from the left rows (no intermediate join)
+            return run_bgp(node.right.triples, self.graph, ctx.lookup, seed=left, max_rows=ctx.max_rows,
+                           check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
+        right = self.eval(node.right, seed)
+        return join(left, right, ctx.max_rows)
+
+    def _LeftJoin(self, node: A.LeftJoin, seed):
+        ctx = self.ctx
+        left = self.eval(node.left, seed)
+        if left.n == 0:
+            return Bindings.empty(set(left.cols) | pattern_vars(node.right))
+        if _is_pure_bgp(node.right) and seed_ok(left, node.right.triples):
+            tagged = left.with_col("#lrow", np.arange(left.n, dtype=np.int64))
+            res = run_bgp(node.right.triples, self.graph, ctx.lookup, seed=tagged, max_rows=ctx.max_rows,
+                          check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
+            if node.expr is not None and res.n:
+                keep = self.filter_mask(node.expr, res)
+                res = res.mask(keep)
+            li = res.cols["#lrow"] if res.n else np.zeros(0, np.int64)
+            res = res.drop(("#lrow",))
+            hit = np.zeros(left.n, dtype=bool)
+            hit[li] = True
+            if hit.all():
+                return res
+            rest = left.take(np.flatnonzero(~hit))
+            allcols = list(res.cols) if res.cols else list(left.cols)
+            out = concat([res if res.n else Bindings.empty(allcols), rest])
+            origin = np.concatenate([li, np.flatnonzero(~hit)])
+            return out.take(np.argsort(origin, kind="stable"))
+        right = self.eval(node.right, seed)
+        li, ri = join_pairs(left, right, ctx.max_rows)
+        if node.expr is not None and len(li):
+            merged = merge(left, right, li, ri)
+            keep = self.filter_mask(node.expr, merged)
+            li, ri = li[keep], ri[keep]
+        out = left_outer(left, right, li, ri)
+        if not out.n and not out.cols:
+            return Bindings.empty(set(left.cols) | set(right.cols))
+        for v in right.cols:
+            if v not in out.cols:
+                out = out.with_col(v, np.full(out.n, UNBOUND, dtype=np.int64))
+        return out
+
+    def _Union(self, node: A.Union, seed):
+        left = self.eval(node.left, seed)
+        right = self.eval(node.right, seed)
+        out = concat([left, right])
+        if out.n == 0:
+            return Bindings.empty(set(left.cols) | set(right.cols))
+        return out
+
+    def _Minus(self, node: A.Minus, seed):
+        left = self.eval(node.left, seed)
+        if left.n == 0:
+            return left
+        right = self.eval(node.right, seed)
+        return minus(left, right)
+
+    def _Filter(self, node: A.Filter, seed):
+        res = self.eval(node.input, seed)
+        if res.n == 0:
+            return res
+        return res.mask(self.filter_mask(node.expr, res))
+
+    def _Extend(self, node: A.Extend, seed):
+        res = self.eval(node.input, seed)
+        name = node.var.name
+        if res.n == 0:
+            return res if name in res.cols else res.with_col(name, np.zeros(0, np.int64))
+        vals = self.expr_values(node.expr, res)
+        old = res.cols.get(name)
+        if old is not None:
+            ok = (old == UNBOUND) | (vals == UNBOUND) | (old == vals)
+            vals = np.where(vals == UNBOUND, old, vals)
+            res = res.with_col(name, vals)
+            return res.mask(ok)
+        return res.with_col(name, vals)
+
+    def _Graph(self, node: A.Graph, seed):
+        ctx = self.ctx
+        saved = self.graph, self.graph_key
+        try:
+            if isinstance(node.name, A.Const):
+                gid = ctx.lookup(node.name.key)
+                g = self.dataset.named.get(gid) if gid >= 0 else None
+                if g is None:
+                    return Bindings.empty(set(seed.cols if seed else ()) | pattern_vars(node.input))
+                self.graph, self.graph_key = g, ("g", gid)
+                return self.eval(node.input, seed)
+            name = node.name.name
+            gids = list(self.dataset.named)
+            if seed is not None and name in seed.cols:
+                present = set(np.unique(seed.cols[name]).tolist())
+                if UNBOUND not in present:
+                    gids = [g for g in gids if g in present]
+            parts = []
+            for gid in gids:
+                self.graph, self.graph_key = self.dataset.named[gid], ("g", gid)
+                sub_seed = seed
+                if seed is not None and name in seed.cols:
+                    c = seed.cols[name]
+                    sub_seed = seed.mask((c == gid) | (c == UNBOUND))
+                    if sub_seed.n == 0:
+                        continue
+                r = self.eval(node.input, sub_seed)
+                if r.n == 0:
+                    continue
+                c = r.cols.get(name)
+                if c is not None:
+                    r = r.mask((c == gid) | (c == UNBOUND))
+                r = r.with_col(name, np.full(r.n, gid, dtype=np.int64))
+                parts.append(r)
+                ctx.check_rows(sum(p.n for p in parts))
+            out = concat(parts)
+            if out.n == 0:
+                return Bindings.empty(set(seed.cols if seed else ()) | pattern_vars(node.input) | {name})
+            return out
+        finally:
+            self.graph, self.graph_key = saved
+
+    # ---- solution modifiers and subqueries (evaluated without the seed)
+    def _Group(self, node: A.Group, seed):
+        return self._unseeded(node, seed, self._group)
+
+    def _group(self, node: A.Group) -> Bindings:
+        ctx = self.ctx
+        res = self.eval(node.input)
+        key_cols = []
+        out_cols: dict[str, np.ndarray] = {}
+        for expr, var in node.by:
+            if isinstance(expr, A.Var):
+                vals = res.col(expr.name)
+            else:
+                vals = self.expr_values(expr, res) if res.n else np.zeros(0, np.int64)
+            key_cols.append(vals)
+            out_cols[var.name] = vals
+        if not node.by:
+            groups = np.zeros(res.n, dtype=np.int64)
+            n_groups = 1
+            first = np.zeros(1, dtype=np.int64)
+        else:
+            if res.n == 0:
+                return Bindings.empty([v.name for _, v in node.by] + [v.name for v, _ in node.aggregates])
+            key = row_keys(key_cols)
+            groups, n_groups = factorize(key)
+            first = np.full(n_groups, res.n, dtype=np.int64)
+            np.minimum.at(first, groups, np.arange(res.n, dtype=np.int64))
+        cols = {name: c[first] for name, c in out_cols.items()} if node.by else {}
+        aggmod = _aggregates()
+        for var, agg in node.aggregates:
+            ctx.check_budget()
+            if agg.arg is None:
+                arg = None
+                if agg.distinct:  # COUNT(DISTINCT *): one code per distinct solution
+                    names = [v for v in res.cols if not v.startswith("#")]
+                    arg = row_keys([res.cols[v] for v in names]) if names else np.zeros(res.n, np.int64)
+                    if names and len(names) == 1:
+                        arg = factorize(arg)[0]
+            else:
+                arg = self.expr_values(agg.arg, res) if res.n else np.zeros(0, np.int64)
+            cols[var.name] = np.asarray(aggmod.aggregate(agg, arg, groups, n_groups, ctx), dtype=np.int64)
+        if not cols:
+            return Bindings({}, n_groups)
+        return Bindings(cols, n_groups)
+
+    def _OrderBy(self, node: A.OrderBy, seed):
+        res = self.eval(node.input, seed)
+        if res.n <= 1:
+            return res
+        keys = [(self.expr_values(c.expr, res), c.ascending) for c in node.conditions]
+        perm = _functions().order_permutation(keys, self.ctx)
+        return res.take(np.asarray(perm, dtype=np.int64))
+
+    def _Project(self, node: A.Project, seed):
+        def f(n):
+            res = self.eval(n.input)
+            return res.project([v.name for v in n.vars])
+
+        return self._unseeded(node, seed, f)
+
+    def _Distinct(self, node: A.Distinct, seed):
+        return self._unseeded(node, seed, lambda n: self.eval(n.input).distinct())
+
+    def _Reduced(self, node: A.Reduced, seed):
+        return self._unseeded(node, seed, lambda n: self.eval(n.input).distinct())
+
+    def _Slice(self, node: A.Slice, seed):
+        return self._unseeded(node, seed, lambda n: self.eval(n.input).slice(n.offset, n.limit))
+
+    # ---- expressions
+    def filter_mask(self, expr, res: Bindings) -> np.ndarray:
+        if res.n == 0:
+            return np.zeros(0, dtype=bool)
+        m = _functions().eval_filter(expr, res.cols, res.n, self.ctx)
+        return np.asarray(m, dtype=bool)
+
+    def expr_values(self, expr, res: Bindings) -> np.ndarray:
+        if isinstance(expr, A.Var):
+            return res.col(expr.name)
+        return np.asarray(_functions().eval_expr(expr, res.cols, res.n, self.ctx), dtype=np.int64)
+
+    # ---- EXISTS
+    def exists(self, pattern, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
+        if n == 0:
+            return np.zeros(0, dtype=bool)
+        pv = pattern_vars(pattern)
+        use = [v for v in columns if v in pv and not v.startswith("#")]
+        if not use:
+            r = self.eval(pattern, None)
+            return np.full(n, r.n > 0, dtype=bool)
+        cols = [np.asarray(columns[v], dtype=np.int64) for v in use]
+        key = row_keys(cols)
+        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        seed = Bindings({v: c[first] for v, c in zip(use, cols, strict=True)}, len(first))
+        # unbound values are no substitution: drop those columns per row group
+        seed = seed.with_col(ROW, np.arange(seed.n, dtype=np.int64))
+        r = self.eval(pattern, seed)
+        hit = np.zeros(seed.n, dtype=bool)
+        if r.n:
+            hit[r.cols[ROW]] = True
+        return hit[inv.reshape(-1)]
+
+
+def _set_path(path) -> bool:
+    return isinstance(path, (A.PathZeroOrMore, A.PathOneOrMore, A.PathZeroOrOne))
+
+
+# ---------------------------------------------------------------- query forms
+
+
+def evaluate_query(query: A.Query, ctx: QueryContext, dataset: DatasetView) -> QueryResult:
+    ev = Evaluator(ctx, dataset)
+    form = query.form
+    if form == "ASK":
+        res = ev.eval(query.pattern)
+        return QueryResult(form="ASK", terms=ctx, boolean=res.n > 0)
+    if form == "SELECT":
+        res = ev.eval(query.pattern)
+        names = [v.name for v in query.vars]
+        cols = [res.col(v) for v in names]
+        return QueryResult(form="SELECT", terms=ctx, vars=names, columns=cols, ordered=_has_order(query.pattern),
+                           n_rows=res.n)
+    if form == "CONSTRUCT":
+        res = ev.eval(query.pattern)
+        return QueryResult(form="CONSTRUCT", terms=ctx, triples=construct(query.template, res, ctx))
+    if form == "DESCRIBE":
+        return QueryResult(form="DESCRIBE", terms=ctx, triples=describe(query, ev))
+    raise QueryEvaluationError(f"unknown query form {form}")
+
+
+def _has_order(node) -> bool:
+    while isinstance(node, (A.Slice, A.Distinct, A.Reduced, A.Project)):
+        node = node.input
+    return isinstance(node, A.OrderBy)
+
+
+def construct(template, res: Bindings, ctx: QueryContext) -> np.ndarray:
+    n = res.n
+    parts = []
+    if n == 0:
+        return np.zeros((0, 3), dtype=np.int64)
+    bnodes: dict[str, np.ndarray] = {}
+    for t in template:
+        cols = []
+        for term in (t.s, t.p, t.o):
+            if isinstance(term, A.Var):
+                cols.append(res.col(term.name))
+            elif term.key.startswith("_:"):
+                b = bnodes.get(term.key)
+                if b is None:
+                    b = bnodes[term.key] = ctx.fresh_bnodes(n, term.key[2:])
+                cols.append(b)
+            else:
+                cols.append(np.full(n, ctx.term_id(term.key), dtype=np.int64))
+        s, p, o = cols
+        ok = (s != UNBOUND) & (p != UNBOUND) & (o != UNBOUND)
+        ks = ctx.kinds(np.where(ok, s, 0))
+        kp = ctx.kinds(np.where(ok, p, 0))
+        ok &= ((ks == 0) | (ks == 1)) & (kp == 0)
+        if ok.any():
+            parts.append(np.stack([s[ok], p[ok], o[ok]], axis=1))
+    if not parts:
+        return np.zeros((0, 3), dtype=np.int64)
+    return _unique_rows(np.concatenate(parts))
+
+
+def _unique_rows(m: np.ndarray) -> np.ndarray:
+    if len(m) <= 1:
+        return m
+    key = row_keys([m[:, 0], m[:, 1], m[:, 2]])
+    _, first = np.unique(key, return_index=True)
+    first.sort()
+    return m[first]
+
+
+def describe(query: A.Query, ev: Evaluator) -> np.ndarray:
+    """DESCRIBE: for each resource its outgoing triples in the default graph,
+    closed over blank-node objects (a concise bounded description without
+    reification). Only the default graph of the dataset is described."""
+    ctx = ev.ctx
+    ids = []
+    res = None
+    if any(isinstance(t, A.Var) for t in query.describe) or not query.describe:
+        res = ev.eval(query.pattern)
+    for t in query.describe:
+        if isinstance(t, A.Var):
+            c = res.col(t.name)
+            ids.append(c[c != UNBOUND])
+        else:
+            i = ctx.lookup(t.key)
+            if i >= 0:
+                ids.append(np.array([i], dtype=np.int64))
+    if not query.describe and res is not None:
+        for v in query.vars:
+            c = res.col(v.name)
+            ids.append(c[c != UNBOUND])
+    if not ids:
+        return np.zeros((0, 3), dtype=np.int64)
+    frontier = np.unique(np.concatenate(ids))
+    frontier = frontier[frontier < LOCAL_BASE]
+    g = ev.dataset.default
+    seen = set()
+    parts = []
+    while len(frontier):
+        ctx.check_budget()
+        seen.update(frontier.tolist())
+        nxt = []
+        for pid in candidate_predicates(g, {"#d": frontier}, len(frontier), ("v", "#d"), ("v", "#o")):
+            rows, nbrs = g.expand(pid, 0, frontier)
+            if len(rows):
+                nbrs = np.asarray(nbrs, dtype=np.int64)
+                parts.append(np.stack([frontier[rows], np.full(len(rows), pid, np.int64), nbrs], axis=1))
+                kinds = ctx.kinds(nbrs)
+                nxt.append(nbrs[kinds == 1])
+        if not nxt:
+            break
+        cand = np.unique(np.concatenate(nxt))
+        frontier = np.array([x for x in cand.tolist() if x not in seen], dtype=np.int64)
+    if not parts:
+        return np.zeros((0, 3), dtype=np.int64)
+    return _unique_rows(np.concatenate(parts))

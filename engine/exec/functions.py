@@ -1,0 +1,1671 @@
+"""Expression evaluation over columns of term ids.
+
+Public API (called by the executor):
+
+* :func:`eval_expr` -- ids of the value of an expression per solution (-1 on error)
+* :func:`eval_filter` -- effective boolean value per solution (errors -> False)
+* :func:`order_permutation` -- stable ORDER BY permutation
+* :func:`order_ranks` -- dense total-order ranks of ids (used by MIN/MAX)
+
+Evaluation is two-level. Operators whose result follows from ids, kinds and
+numeric values alone run vectorized over whole columns: ``= != < > <= >=``
+(numeric values via ``ctx.numeric``, id equality for IRIs/blank nodes), ``&&
+|| !`` with SPARQL's three-valued error logic, BOUND, sameTerm, isIRI /
+isBlank / isLiteral, IN / NOT IN, IF, COALESCE and EXISTS (one ``ctx.exists``
+call per expression). Everything else is evaluated per *distinct* tuple of the
+variables it uses (``np.unique`` + inverse) on decoded terms, so a built-in
+costs one Python call per distinct input, not per row. RAND, BNODE, UUID and
+STRUUID are evaluated per row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+import secrets
+import uuid
+from decimal import Decimal
+from functools import lru_cache
+
+import numpy as np
+
+from engine.exec import values as V
+from engine.exec.algebra import Call, Const, Exists, FunctionCall, Var
+from engine.exec.values import ERR, ExprError, Num
+from engine.terms import (
+    FALSE_KEY,
+    IRI,
+    RDF_LANGSTRING,
+    TRUE_KEY,
+    XSD,
+    XSD_BOOLEAN,
+    XSD_DATE,
+    XSD_DATETIME,
+    XSD_DECIMAL,
+    XSD_DOUBLE,
+    XSD_FLOAT,
+    XSD_INTEGER,
+    XSD_STRING,
+    BNode,
+    Literal,
+    Term,
+    from_key,
+    to_key,
+)
+
+UNBOUND = -1
+_BUDGET_EVERY = 4096
+
+# ---------------------------------------------------------------- public API
+
+
+def eval_expr(expr, columns: dict[str, np.ndarray], n: int, ctx) -> np.ndarray:
+    """Ids (int64) of ``expr`` evaluated for each of the n solutions; -1 where
+    the expression raises an error."""
+    return _Evaluator(columns, n, ctx).ids(expr)
+
+
+def eval_filter(expr, columns: dict[str, np.ndarray], n: int, ctx) -> np.ndarray:
+    """Effective boolean value of ``expr`` per solution; errors are False."""
+    val, err = _Evaluator(columns, n, ctx).bools(expr)
+    return val & ~err
+
+
+def order_ranks(ids: np.ndarray, ctx) -> np.ndarray:
+    """int64 rank of each id in the ORDER BY total order (unbound lowest);
+    equal ranks only for equal ids."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    uniq, inv = np.unique(ids, return_inverse=True)
+    return _unique_ranks(uniq, ctx)[inv.reshape(-1)]
+
+
+def order_permutation(keys: list[tuple[np.ndarray, bool]], ctx) -> np.ndarray:
+    """Stable permutation ordering solutions by the given (ids, ascending)
+    conditions, first condition most significant."""
+    if not keys:
+        return np.zeros(0, dtype=np.int64)
+    n = len(keys[0][0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    cols = []
+    for ids, asc in keys:
+        r = order_ranks(ids, ctx)
+        cols.append(r if asc else -r)
+    # np.lexsort: last key is the primary one; it is stable
+    return np.lexsort(tuple(reversed(cols))).astype(np.int64)
+
+
+# ---------------------------------------------------------------- ranks
+
+
+def _unique_ranks(uniq: np.ndarray, ctx) -> np.ndarray:
+    """Ranks (0..len-1) of sorted unique ids in the SPARQL total order."""
+    m = len(uniq)
+    ranks = np.empty(m, dtype=np.int64)
+    valid = uniq >= 0
+    kinds = np.full(m, -1, dtype=np.int8)
+    nums = np.full(m, np.nan)
+    if valid.any():
+        kinds[valid] = ctx.kinds(uniq[valid])
+        nums[valid] = ctx.numeric(uniq[valid])
+    # fast path: every bound value is a numeric literal of a finite value
+    fast = (kinds == 2) & ~np.isnan(nums) & (np.abs(nums) < 2.0**53)
+    if fast[valid].all():
+        order = np.lexsort((uniq, nums, valid))
+        ranks[order] = np.arange(m)
+        return ranks
+    keys = ctx.keys(uniq)
+    sort_keys = []
+    for i, k in enumerate(keys):
+        t = None if k is None else from_key(k)
+        sort_keys.append((V.order_key(t), int(uniq[i])))
+    order = sorted(range(m), key=sort_keys.__getitem__)
+    ranks[np.asarray(order, dtype=np.int64)] = np.arange(m)
+    return ranks
+
+
+# ---------------------------------------------------------------- helpers
+
+_ARITH_FAST = frozenset({"+", "-", "*"})
+_ARITH_MIN_ROWS = 32
+_INTEGER_SUFFIX = "^^<" + XSD_INTEGER + ">"
+_BOOLEAN_SUFFIX = "^^<" + XSD_BOOLEAN + ">"
+_DOUBLE_SUFFIX = "^^<" + XSD_DOUBLE + ">"
+_DATETIME_SUFFIX = "^^<" + XSD_DATETIME + ">"
+_DATE_SUFFIX = "^^<" + XSD_DATE + ">"
+# literal classes of the vectorized comparison path, and their families
+# (classes of one family compare with each other: with/without timezone)
+_C_STRING, _C_LANG, _C_BOOLEAN, _C_DATETIME_TZ, _C_DATETIME, _C_DATE_TZ, _C_DATE = 1, 2, 3, 4, 5, 6, 7
+_FAMILY = np.array([0, 1, 2, 3, 4, 4, 6, 6], dtype=np.int8)
+_CLASSIFY_MIN_ROWS = 64
+_NONDETERMINISTIC = frozenset({"RAND", "BNODE", "UUID", "STRUUID"})
+_BOOL_OPS = frozenset(
+    {"||", "&&", "!", "=", "!=", "<", ">", "<=", ">=", "IN", "NOT IN", "BOUND", "SAMETERM",
+     "ISIRI", "ISBLANK", "ISLITERAL"}
+)
+_CMP = {
+    "=": np.equal, "!=": np.not_equal, "<": np.less, ">": np.greater,
+    "<=": np.less_equal, ">=": np.greater_equal,
+}
+
+
+def _walk(expr):
+    yield expr
+    if isinstance(expr, (Call, FunctionCall)):
+        for a in expr.args:
+            yield from _walk(a)
+
+
+def _vars_of(expr) -> list[str]:
+    seen: dict[str, None] = {}
+    for e in _walk(expr):
+        if isinstance(e, Var):
+            seen.setdefault(e.name, None)
+    return list(seen)
+
+
+def _exists_of(expr) -> list[Exists]:
+    return [e for e in _walk(expr) if isinstance(e, Exists)]
+
+
+def _nondeterministic(expr) -> bool:
+    return any(isinstance(e, Call) and e.op in _NONDETERMINISTIC for e in _walk(expr))
+
+
+class _QueryState:
+    """Per-query state for BNODE labels (kept on the context object)."""
+
+    __slots__ = ("salt", "counter")
+
+    def __init__(self):
+        self.salt = secrets.token_hex(4)
+        self.counter = 0
+
+
+_STATES: dict[int, tuple[object, _QueryState]] = {}
+
+
+def _state(ctx) -> _QueryState:
+    st = getattr(ctx, "_jindou_fn_state", None)
+    if st is not None:
+        return st
+    st = _QueryState()
+    try:
+        ctx._jindou_fn_state = st
+    except (AttributeError, TypeError):
+        ent = _STATES.get(id(ctx))
+        if ent is not None and ent[0] is ctx:
+            return ent[1]
+        if len(_STATES) > 256:
+            _STATES.clear()
+        _STATES[id(ctx)] = (ctx, st)
+    return st
+
+
+# ---------------------------------------------------------------- vectorized evaluator
+
+
+class _Evaluator:
+    def __init__(self, columns: dict[str, np.ndarray], n: int, ctx, rows: np.ndarray | None = None):
+        self.columns = columns
+        self.n = n
+        self.ctx = ctx
+        self.rows = rows  # original row numbers (None = identity), for BNODE(str)
+        self._true_id: int | None = None
+        self._false_id: int | None = None
+
+    # -- small utilities
+
+    def _const_id(self, key: str) -> int:
+        return int(self.ctx.intern([key])[0])
+
+    def _bool_ids(self) -> tuple[int, int]:
+        if self._true_id is None:
+            t, f = self.ctx.intern([TRUE_KEY, FALSE_KEY])
+            self._true_id, self._false_id = int(t), int(f)
+        return self._true_id, self._false_id
+
+    def _bools_to_ids(self, val: np.ndarray, err: np.ndarray) -> np.ndarray:
+        t, f = self._bool_ids()
+        out = np.where(val, t, f).astype(np.int64)
+        out[err] = UNBOUND
+        return out
+
+    def _kinds(self, ids: np.ndarray) -> np.ndarray:
+        out = np.full(len(ids), -1, dtype=np.int8)
+        ok = ids >= 0
+        if ok.any():
+            out[ok] = self.ctx.kinds(ids[ok])
+        return out
+
+    def _numeric(self, ids: np.ndarray) -> np.ndarray:
+        out = np.full(len(ids), np.nan)
+        ok = ids >= 0
+        if ok.any():
+            out[ok] = self.ctx.numeric(ids[ok])
+        return out
+
+    # -- entry points
+
+    def ids(self, expr) -> np.ndarray:
+        n = self.n
+        if isinstance(expr, Var):
+            col = self.columns.get(expr.name)
+            if col is None:
+                return np.full(n, UNBOUND, dtype=np.int64)
+            return np.asarray(col, dtype=np.int64)
+        if isinstance(expr, Const):
+            return np.full(n, self._const_id(expr.key), dtype=np.int64)
+        if isinstance(expr, Exists) or (isinstance(expr, Call) and expr.op in _BOOL_OPS):
+            val, err = self.bools(expr)
+            return self._bools_to_ids(val, err)
+        if isinstance(expr, Call):
+            if expr.op == "COALESCE":
+                out = np.full(n, UNBOUND, dtype=np.int64)
+                for a in expr.args:
+                    miss = out < 0
+                    if not miss.any():
+                        break
+                    v = self._sub(a, miss)
+                    out[miss] = v
+                return out
+            if expr.op == "IF" and len(expr.args) == 3:
+                val, err = self.bools(expr.args[0])
+                out = np.full(n, UNBOUND, dtype=np.int64)
+                yes = val & ~err
+                no = ~val & ~err
+                if yes.any():
+                    out[yes] = self._sub(expr.args[1], yes)
+                if no.any():
+                    out[no] = self._sub(expr.args[2], no)
+                return out
+            if expr.op == "RAND" and not expr.args:
+                vals = np.random.random(n).tolist()
+                return np.asarray(self.ctx.intern([f'"{V.format_double(v)}"{_DOUBLE_SUFFIX}' for v in vals]),
+                                  dtype=np.int64)
+            if expr.op == "BNODE" and not expr.args:
+                st = _state(self.ctx)
+                start = st.counter + 1
+                st.counter += n
+                return np.asarray(self.ctx.intern([f"_:q{st.salt}n{i}" for i in range(start, start + n)]),
+                                  dtype=np.int64)
+            if expr.op in ("UUID", "STRUUID") and not expr.args:
+                fmt = "<urn:uuid:{}>" if expr.op == "UUID" else '"{}"'
+                return np.asarray(self.ctx.intern([fmt.format(uuid.uuid4()) for _ in range(n)]), dtype=np.int64)
+            if expr.op in _ARITH_FAST and len(expr.args) == 2 and n >= _ARITH_MIN_ROWS:
+                out = self._arith_fast(expr)
+                if out is not None:
+                    return out
+        return self._fallback(expr)
+
+    def _int_values(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(is xsd:integer of an exactly representable value, int64 value) per id."""
+        uniq, inv = np.unique(ids, return_inverse=True)
+        inv = inv.reshape(-1)
+        nums = self._numeric(uniq)
+        with np.errstate(invalid="ignore"):
+            ok = ~np.isnan(nums) & (np.abs(nums) < 2.0**52)
+        if ok.any():
+            cand = np.flatnonzero(ok)
+            keys = self.ctx.keys(uniq[cand])
+            ok[cand] = [k.endswith(_INTEGER_SUFFIX) for k in keys]
+        vals = np.where(ok, nums, 0).astype(np.int64)
+        return ok[inv], vals[inv]
+
+    def _arith_fast(self, expr) -> np.ndarray | None:
+        """+ - * on two xsd:integer operands, vectorized in int64; the other
+        rows go through the per-value path."""
+        if any(_nondeterministic(a) or _exists_of(a) for a in expr.args):
+            return None
+        a = self.ids(expr.args[0])
+        b = self.ids(expr.args[1])
+        oka, va = self._int_values(a)
+        okb, vb = self._int_values(b)
+        both = oka & okb
+        if not both.any():
+            return None
+        op = expr.op
+        r = va[both] + vb[both] if op == "+" else va[both] - vb[both] if op == "-" else va[both] * vb[both]
+        if op == "*":
+            with np.errstate(over="ignore"):
+                exact = np.abs(va[both].astype(np.float64) * vb[both].astype(np.float64)) < 2.0**62
+            if not exact.all():
+                both_idx = np.flatnonzero(both)
+                both[both_idx[~exact]] = False
+                r = r[exact]
+        out = np.empty(self.n, dtype=np.int64)
+        if len(r):
+            ur, rinv = np.unique(r, return_inverse=True)
+            rid = np.asarray(self.ctx.intern([f'"{v}"{_INTEGER_SUFFIX}' for v in ur.tolist()]), dtype=np.int64)
+            out[both] = rid[rinv.reshape(-1)]
+        rest = ~both
+        if rest.any():
+            sub = _Evaluator({"\x00a": a[rest], "\x00b": b[rest]}, int(rest.sum()), self.ctx)
+            out[rest] = sub._fallback(Call(op, (Var("\x00a"), Var("\x00b"))))
+        return out
+
+    def _sub(self, expr, mask: np.ndarray) -> np.ndarray:
+        """Evaluate ``expr`` for the rows selected by ``mask`` only."""
+        if mask.all():
+            return self.ids(expr)
+        if isinstance(expr, Const):
+            return np.full(int(mask.sum()), self._const_id(expr.key), dtype=np.int64)
+        if _exists_of(expr):
+            names = list(self.columns)  # EXISTS sees the whole solution
+        else:
+            names = [nm for nm in _vars_of(expr) if nm in self.columns]
+        cols = {k: np.asarray(self.columns[k])[mask] for k in names}
+        rows = np.flatnonzero(mask) if self.rows is None else self.rows[mask]
+        return _Evaluator(cols, int(mask.sum()), self.ctx, rows).ids(expr)
+
+    def bools(self, expr) -> tuple[np.ndarray, np.ndarray]:
+        """(value, error) bool arrays of the effective boolean value."""
+        n = self.n
+        if isinstance(expr, Exists):
+            r = np.asarray(self.ctx.exists(expr.pattern, self.columns, n), dtype=bool)
+            return (~r if expr.negated else r), np.zeros(n, dtype=bool)
+        if isinstance(expr, Call):
+            op = expr.op
+            if op == "||":
+                lv, le = self.bools(expr.args[0])
+                rv, re_ = self.bools(expr.args[1])
+                lt, rt = lv & ~le, rv & ~re_
+                val = lt | rt
+                err = ~val & (le | re_)
+                return val, err
+            if op == "&&":
+                lv, le = self.bools(expr.args[0])
+                rv, re_ = self.bools(expr.args[1])
+                lf, rf = ~lv & ~le, ~rv & ~re_
+                val = lv & rv & ~le & ~re_
+                err = ~(lf | rf) & (le | re_)
+                return val, err
+            if op == "!":
+                v, e = self.bools(expr.args[0])
+                return ~v & ~e, e
+            if op in _CMP:
+                return self._compare(op, expr.args[0], expr.args[1])
+            if op in ("IN", "NOT IN"):
+                return self._in(expr)
+            if op == "BOUND":
+                a = expr.args[0]
+                if isinstance(a, Var):
+                    col = self.columns.get(a.name)
+                    v = np.zeros(n, dtype=bool) if col is None else np.asarray(col) >= 0
+                    return v, np.zeros(n, dtype=bool)
+                ids = self.ids(a)
+                return ids >= 0, np.zeros(n, dtype=bool)
+            if op == "SAMETERM":
+                a, b = self.ids(expr.args[0]), self.ids(expr.args[1])
+                err = (a < 0) | (b < 0)
+                return (a == b) & ~err, err
+            if op in ("ISIRI", "ISBLANK", "ISLITERAL"):
+                ids = self.ids(expr.args[0])
+                k = self._kinds(ids)
+                want = {"ISIRI": 0, "ISBLANK": 1, "ISLITERAL": 2}[op]
+                err = ids < 0
+                return (k == want) & ~err, err
+        ids = self.ids(expr)
+        return self._ebv(ids)
+
+    # -- EBV of ids
+
+    def _ebv(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = len(ids)
+        val = np.zeros(n, dtype=bool)
+        err = ids < 0
+        if n == 0:
+            return val, err
+        t, f = self._bool_ids()
+        is_t = ids == t
+        is_f = ids == f
+        val |= is_t
+        rest = ~err & ~is_t & ~is_f
+        if rest.any():
+            rids = ids[rest]
+            uniq, inv = np.unique(rids, return_inverse=True)
+            uv = np.zeros(len(uniq), dtype=bool)
+            ue = np.zeros(len(uniq), dtype=bool)
+            nums = self._numeric(uniq)
+            kinds = self._kinds(uniq)
+            num_ok = (kinds == 2) & ~np.isnan(nums)
+            uv[num_ok] = nums[num_ok] != 0
+            slow = np.flatnonzero(~num_ok)
+            if len(slow):
+                keys = self.ctx.keys(uniq[slow])
+                for j, k in zip(slow, keys, strict=False):
+                    try:
+                        uv[j] = V.ebv(from_key(k))
+                    except ExprError:
+                        ue[j] = True
+            inv = inv.reshape(-1)
+            val[rest] = uv[inv]
+            err = err.copy()
+            err[rest] = ue[inv]
+        return val, err
+
+    # -- comparisons
+
+    def _compare(self, op: str, left, right) -> tuple[np.ndarray, np.ndarray]:
+        a = self.ids(left)
+        b = self.ids(right)
+        n = self.n
+        err = (a < 0) | (b < 0)
+        val = np.zeros(n, dtype=bool)
+        na = self._numeric(a)
+        nb = self._numeric(b)
+        with np.errstate(invalid="ignore"):
+            fast = ~err & ~np.isnan(na) & ~np.isnan(nb) & (np.abs(na) < 2.0**53) & (np.abs(nb) < 2.0**53)
+        if fast.any():
+            val[fast] = _CMP[op](na[fast], nb[fast])
+        rest = ~err & ~fast
+        if not rest.any():
+            return val, err
+        ka = self._kinds(a)
+        kb = self._kinds(b)
+        nonlit = rest & (ka != 2) & (kb != 2)
+        mixed = rest & ((ka == 2) != (kb == 2))
+        if op in ("=", "!="):
+            eq = a == b
+            val[nonlit] = eq[nonlit] if op == "=" else ~eq[nonlit]
+            val[mixed] = op == "!="
+        else:
+            err = err | nonlit | mixed
+        lit = rest & (ka == 2) & (kb == 2)
+        if lit.sum() >= _CLASSIFY_MIN_ROWS:
+            # simple strings, language strings and booleans: decided by ranks / ids
+            li = np.flatnonzero(lit)
+            (ca, ra), (cb, rb) = self._literal_classes(a[li], b[li])
+            fa, fb = _FAMILY[ca], _FAMILY[cb]
+            # dateTimes with and without timezone (same family, other class)
+            # may be indeterminate: those pairs stay for the per-pair path
+            known = (ca != 0) & (cb != 0) & ~((ca != cb) & (fa == fb))
+            same = known & (ca == cb)
+            if op in ("=", "!="):
+                eq = np.where(ca == _C_LANG, a[li] == b[li], ra == rb)
+                v = np.where(same, eq, False)
+                if op == "!=":
+                    v = np.where(known, ~v, False)
+                val[li[known]] = v[known]
+            else:
+                ordered = same & (ca != _C_LANG)
+                val[li[ordered]] = _CMP[op](ra[ordered], rb[ordered])
+                bad = known & ~ordered
+                err = err.copy()
+                err[li[bad]] = True
+            lit = lit.copy()
+            lit[li[known]] = False
+        if lit.any():
+            lv, le = self._pairwise(lambda x, y: V.compare(op, x, y), a[lit], b[lit])
+            val[lit] = lv
+            err = err.copy()
+            err[lit] = le
+        return val, err
+
+    def _pairwise(self, fn, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Apply a boolean term function to distinct (a, b) id pairs."""
+        uniq, inv = unique_rows([a, b])
+        ids_needed = np.unique(uniq.reshape(-1))
+        terms = dict(zip(ids_needed.tolist(), (from_key(k) for k in self.ctx.keys(ids_needed)), strict=False))
+        m = len(uniq)
+        uv = np.zeros(m, dtype=bool)
+        ue = np.zeros(m, dtype=bool)
+        for j, (x, y) in enumerate(uniq.tolist()):
+            if j % _BUDGET_EVERY == _BUDGET_EVERY - 1:
+                self.ctx.check_budget()
+            try:
+                uv[j] = fn(terms[x], terms[y])
+            except ExprError:
+                ue[j] = True
+        return uv[inv], ue[inv]
+
+    def _literal_classes(self, *arrays: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per id of each array: a literal class (``_C_*``; 0 = other) and a
+        rank, shared by all arrays, ordering the values within each class
+        (strings by codepoints, booleans, dateTimes and dates by instant);
+        equal values have equal ranks."""
+        uniqs = [np.unique(x, return_inverse=True) for x in arrays]
+        union = np.unique(np.concatenate([u for u, _ in uniqs]))
+        m = len(union)
+        cls = np.zeros(m, dtype=np.int8)
+        rank = np.zeros(m, dtype=np.int64)
+        ranked: dict[int, list] = {}
+        for j, k in enumerate(self.ctx.keys(union)):
+            if k is None or k[0] != '"':
+                continue
+            if k[-1] == '"':
+                c, v = _C_STRING, from_key(k).lexical
+            elif k[-1] != ">":
+                cls[j] = _C_LANG
+                continue
+            elif k.endswith(_BOOLEAN_SUFFIX):
+                b = V.parse_boolean(from_key(k).lexical)
+                if b is None:
+                    continue
+                c, v = _C_BOOLEAN, b
+            elif k.endswith(_DATETIME_SUFFIX) or k.endswith(_DATE_SUFFIX):
+                d = V.datetime_of(from_key(k))
+                if d is None:
+                    continue
+                c = (_C_DATE_TZ if d.tz is not None else _C_DATE) if d.is_date else (
+                    _C_DATETIME_TZ if d.tz is not None else _C_DATETIME)
+                v = d.instant()
+            else:
+                continue
+            cls[j] = c
+            ranked.setdefault(c, []).append((v, j))
+        for entries in ranked.values():
+            entries.sort(key=lambda e: e[0])
+            r = 0
+            for pos, (v, j) in enumerate(entries):
+                if pos and v != entries[pos - 1][0]:
+                    r += 1
+                rank[j] = r
+        out = []
+        for u, inv in uniqs:
+            pos = np.searchsorted(union, u)[inv.reshape(-1)]
+            out.append((cls[pos], rank[pos]))
+        return out
+
+    def _in(self, expr) -> tuple[np.ndarray, np.ndarray]:
+        n = self.n
+        found = np.zeros(n, dtype=bool)
+        anyerr = np.zeros(n, dtype=bool)
+        left = expr.args[0]
+        lids = self.ids(left)
+        items = expr.args[1:]
+        if items and all(isinstance(it, Const) and it.key[0] in "<_" for it in items):
+            # IRIs / blank nodes: '=' is id equality, never an error
+            item_ids = self.ctx.intern([it.key for it in items])
+            found = np.isin(lids, item_ids)
+            err = lids < 0
+            if expr.op == "NOT IN":
+                return ~found & ~err, err
+            return found & ~err, err
+        lexpr = _IdsExpr(lids)
+        for item in expr.args[1:]:
+            sub = _Evaluator({**self.columns, _IdsExpr.NAME: lids}, n, self.ctx, self.rows)
+            v, e = sub._compare("=", lexpr.var, item)
+            found |= v & ~e
+            anyerr |= e
+        err = ~found & anyerr
+        if expr.op == "NOT IN":
+            return ~found & ~err, err
+        return found, err
+
+    # -- scalar fallback
+
+    def _fallback(self, expr) -> np.ndarray:
+        n = self.n
+        ctx = self.ctx
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        names = _vars_of(expr)
+        cols = {}
+        for name in names:
+            c = self.columns.get(name)
+            cols[name] = np.full(n, UNBOUND, dtype=np.int64) if c is None else np.asarray(c, dtype=np.int64)
+        exists_names: dict[Exists, str] = {}
+        for k, ex in enumerate(_exists_of(expr)):
+            if ex in exists_names:
+                continue
+            pseudo = f"\x00exists{k}"
+            val, err = self.bools(ex)
+            cols[pseudo] = self._bools_to_ids(val, err)
+            exists_names[ex] = pseudo
+            names.append(pseudo)
+        scalar = _Scalar(ctx, exists_names)
+        per_row = _nondeterministic(expr)
+        if per_row:
+            return self._per_row(expr, names, cols, scalar)
+        if not names:
+            try:
+                t = scalar.eval(expr, {})
+            except ExprError:
+                return np.full(n, UNBOUND, dtype=np.int64)
+            return np.full(n, int(ctx.intern([to_key(t)])[0]), dtype=np.int64)
+        uniq, inv = unique_rows([cols[nm] for nm in names])
+        terms = _decode(uniq, ctx)
+        out_keys: list[str | None] = []
+        for j, row in enumerate(uniq.tolist()):
+            if j % _BUDGET_EVERY == _BUDGET_EVERY - 1:
+                ctx.check_budget()
+            env = {nm: terms.get(i) for nm, i in zip(names, row, strict=False)}
+            try:
+                out_keys.append(to_key(scalar.eval(expr, env)))
+            except ExprError:
+                out_keys.append(None)
+        res = np.asarray(ctx.intern(out_keys), dtype=np.int64)
+        return res[inv]
+
+    def _per_row(self, expr, names, cols, scalar) -> np.ndarray:
+        n = self.n
+        ctx = self.ctx
+        if names:
+            mat = np.stack([cols[nm] for nm in names], axis=1)
+            terms = _decode(mat, ctx)
+        else:
+            mat = np.zeros((n, 0), dtype=np.int64)
+            terms = {}
+        out_keys: list[str | None] = []
+        for i, row in enumerate(mat.tolist()):
+            if i % _BUDGET_EVERY == _BUDGET_EVERY - 1:
+                ctx.check_budget()
+            env = {nm: terms.get(x) for nm, x in zip(names, row, strict=False)}
+            scalar.row = i if self.rows is None else int(self.rows[i])
+            try:
+                out_keys.append(to_key(scalar.eval(expr, env)))
+            except ExprError:
+                out_keys.append(None)
+        return np.asarray(ctx.intern(out_keys), dtype=np.int64)
+
+
+def unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of equally long int64 columns: (unique rows as an
+    (m, k) array, inverse index of each row)."""
+    if len(columns) == 1:
+        uniq, inv = np.unique(columns[0], return_inverse=True)
+        return uniq.reshape(-1, 1), inv.reshape(-1)
+    code = None
+    size = 1
+    for c in columns:
+        u, inv = np.unique(c, return_inverse=True)
+        inv = inv.reshape(-1).astype(np.int64)
+        if code is None:
+            code, size = inv, len(u)
+            continue
+        if size * len(u) >= 2**62:
+            mat = np.stack(columns, axis=1)
+            uniq, inv = np.unique(mat, axis=0, return_inverse=True)
+            return uniq, inv.reshape(-1)
+        code = code * len(u) + inv
+        size *= len(u)
+        code_u, code = np.unique(code, return_inverse=True)
+        code = code.reshape(-1)
+        size = len(code_u)
+    _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    uniq = np.stack([c[first] for c in columns], axis=1)
+    return uniq, inv.reshape(-1)
+
+
+class _IdsExpr:
+    """Wraps an already evaluated id column as a pseudo variable."""
+
+    NAME = "\x00in-left"
+
+    def __init__(self, ids):
+        self.ids = ids
+        self.var = Var(self.NAME)
+
+
+def _decode(mat: np.ndarray, ctx) -> dict[int, Term]:
+    ids = np.unique(mat.reshape(-1))
+    ids = ids[ids >= 0]
+    if len(ids) == 0:
+        return {}
+    return dict(zip(ids.tolist(), (from_key(k) for k in ctx.keys(ids)), strict=False))
+
+
+# ---------------------------------------------------------------- scalar evaluator
+
+
+class _Scalar:
+    """Evaluates an expression on decoded terms for one solution."""
+
+    def __init__(self, ctx, exists_names: dict):
+        self.ctx = ctx
+        self.exists_names = exists_names
+        self.row = 0
+        self._consts: dict[str, Term] = {}
+
+    def eval(self, expr, env: dict) -> Term:
+        if isinstance(expr, Var):
+            t = env.get(expr.name)
+            if t is None:
+                raise ERR
+            return t
+        if isinstance(expr, Const):
+            t = self._consts.get(expr.key)
+            if t is None:
+                t = self._consts[expr.key] = from_key(expr.key)
+            return t
+        if isinstance(expr, Call):
+            op = expr.op
+            special = _SPECIAL.get(op)
+            if special is not None:
+                return special(self, expr.args, env)
+            fn = _FUNCS.get(op)
+            if fn is None:
+                raise ERR
+            args = [self.eval(a, env) for a in expr.args]
+            return fn(self, *args)
+        if isinstance(expr, FunctionCall):
+            args = [self.eval(a, env) for a in expr.args]
+            return call_function(expr.iri, args)
+        if isinstance(expr, Exists):
+            name = self.exists_names.get(expr)
+            t = env.get(name) if name is not None else None
+            if t is None:
+                raise ERR
+            return t
+        raise ERR
+
+    def ebv(self, expr, env) -> bool:
+        return V.ebv(self.eval(expr, env))
+
+
+# special forms: lazy / error-tolerant argument evaluation
+
+
+def _try_ebv(s: _Scalar, e, env) -> bool | None:
+    try:
+        return s.ebv(e, env)
+    except ExprError:
+        return None
+
+
+def _sp_or(s, args, env):
+    a = _try_ebv(s, args[0], env)
+    if a is True:
+        return V.TRUE
+    b = _try_ebv(s, args[1], env)
+    if b is True:
+        return V.TRUE
+    if a is None or b is None:
+        raise ERR
+    return V.FALSE
+
+
+def _sp_and(s, args, env):
+    a = _try_ebv(s, args[0], env)
+    if a is False:
+        return V.FALSE
+    b = _try_ebv(s, args[1], env)
+    if b is False:
+        return V.FALSE
+    if a is None or b is None:
+        raise ERR
+    return V.TRUE
+
+
+def _sp_not(s, args, env):
+    return V.bool_literal(not s.ebv(args[0], env))
+
+
+def _sp_bound(s, args, env):
+    a = args[0]
+    if isinstance(a, Var):
+        return V.bool_literal(env.get(a.name) is not None)
+    try:
+        s.eval(a, env)
+        return V.TRUE
+    except ExprError:
+        return V.FALSE
+
+
+def _sp_if(s, args, env):
+    if len(args) != 3:
+        raise ERR
+    return s.eval(args[1] if s.ebv(args[0], env) else args[2], env)
+
+
+def _sp_coalesce(s, args, env):
+    for a in args:
+        try:
+            return s.eval(a, env)
+        except ExprError:
+            continue
+    raise ERR
+
+
+def _sp_in(s, args, env):
+    if len(args) == 1:
+        return V.FALSE
+    x = s.eval(args[0], env)
+    err = False
+    for item in args[1:]:
+        try:
+            if V.term_equal(x, s.eval(item, env)):
+                return V.TRUE
+        except ExprError:
+            err = True
+    if err:
+        raise ERR
+    return V.FALSE
+
+
+def _sp_not_in(s, args, env):
+    return V.bool_literal(not V.ebv(_sp_in(s, args, env)))
+
+
+def _sp_cmp(op):
+    def f(s, args, env):
+        return V.bool_literal(V.compare(op, s.eval(args[0], env), s.eval(args[1], env)))
+
+    return f
+
+
+_SPECIAL = {
+    "||": _sp_or, "&&": _sp_and, "!": _sp_not, "BOUND": _sp_bound, "IF": _sp_if,
+    "COALESCE": _sp_coalesce, "IN": _sp_in, "NOT IN": _sp_not_in,
+}
+for _op in ("=", "!=", "<", ">", "<=", ">="):
+    _SPECIAL[_op] = _sp_cmp(_op)
+
+
+# ---------------------------------------------------------------- argument helpers
+
+
+def _num(t: Term) -> Num:
+    n = V.numeric_of(t)
+    if n is None:
+        raise ERR
+    return n
+
+
+def _string_lit(t: Term) -> Literal:
+    """A string literal argument (simple, xsd:string or language-tagged)."""
+    if isinstance(t, Literal) and (t.datatype == XSD_STRING or t.datatype == RDF_LANGSTRING):
+        return t
+    raise ERR
+
+
+def _simple(t: Term) -> str:
+    if isinstance(t, Literal) and t.datatype == XSD_STRING:
+        return t.lexical
+    raise ERR
+
+
+def _compatible(a: Literal, b: Literal) -> None:
+    """Argument compatibility rules of 17.4.3.1.1."""
+    if b.datatype == XSD_STRING:
+        return
+    if a.lang is not None and b.lang is not None and a.lang.lower() == b.lang.lower():
+        return
+    raise ERR
+
+
+def _like(a: Literal, lexical: str) -> Literal:
+    """A string literal of the same kind (language tag) as ``a``."""
+    if a.lang is not None:
+        return Literal(lexical, RDF_LANGSTRING, a.lang)
+    return Literal(lexical)
+
+
+# ---------------------------------------------------------------- built-ins
+
+
+def _f_str(s, t):
+    if isinstance(t, IRI):
+        return Literal(t.value)
+    if isinstance(t, Literal):
+        return Literal(t.lexical)
+    raise ERR
+
+
+def _f_lang(s, t):
+    if isinstance(t, Literal):
+        return Literal(t.lang or "")
+    raise ERR
+
+
+def _f_langmatches(s, tag, rng):
+    tag = _simple_or_lang_free(tag)
+    rng = _simple_or_lang_free(rng)
+    if rng == "*":
+        return V.bool_literal(tag != "")
+    tl, rl = tag.lower(), rng.lower()
+    return V.bool_literal(tl == rl or (rl != "" and tl.startswith(rl + "-")))
+
+
+def _simple_or_lang_free(t) -> str:
+    if isinstance(t, Literal) and t.datatype == XSD_STRING:
+        return t.lexical
+    raise ERR
+
+
+def _f_datatype(s, t):
+    if isinstance(t, Literal):
+        return IRI(t.datatype)
+    raise ERR
+
+
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+
+
+def _f_iri(s, t):
+    if isinstance(t, IRI):
+        return t
+    if isinstance(t, Literal) and t.datatype == XSD_STRING:
+        v = t.lexical
+        if _SCHEME_RE.match(v) or not s.ctx.base:
+            return IRI(v)
+        return IRI(resolve_iri(s.ctx.base, v))
+    raise ERR
+
+
+def _f_bnode(s, *args):
+    st = _state(s.ctx)
+    if not args:
+        st.counter += 1
+        return BNode(f"q{st.salt}n{st.counter}")
+    lex = _simple(args[0])
+    h = hashlib.sha1(lex.encode("utf-8")).hexdigest()[:16]
+    return BNode(f"q{st.salt}r{s.row}s{h}")
+
+
+def _f_rand(s):
+    return Literal(V.format_double(random.random()), XSD_DOUBLE)
+
+
+def _f_abs(s, t):
+    return V.num_literal(V.num_abs(_num(t)))
+
+
+def _f_ceil(s, t):
+    return V.num_literal(V.num_ceil(_num(t)), integral_decimal=True)
+
+
+def _f_floor(s, t):
+    return V.num_literal(V.num_floor(_num(t)), integral_decimal=True)
+
+
+def _f_round(s, t):
+    return V.num_literal(V.num_round(_num(t)), integral_decimal=True)
+
+
+def _f_concat(s, *args):
+    lits = [_string_lit(a) for a in args]
+    text = "".join(x.lexical for x in lits)
+    langs = {x.lang.lower() if x.lang else None for x in lits}
+    if len(langs) == 1:
+        (lang,) = langs
+        if lang is not None:
+            return Literal(text, RDF_LANGSTRING, lang)
+    return Literal(text)
+
+
+def _f_strlen(s, t):
+    return V.integer_literal(len(_string_lit(t).lexical))
+
+
+def _f_ucase(s, t):
+    a = _string_lit(t)
+    return _like(a, a.lexical.upper())
+
+
+def _f_lcase(s, t):
+    a = _string_lit(t)
+    return _like(a, a.lexical.lower())
+
+
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~")
+
+
+def _f_encode(s, t):
+    a = _string_lit(t)
+    out = []
+    for byte in a.lexical.encode("utf-8"):
+        out.append(chr(byte) if byte in _UNRESERVED else f"%{byte:02X}")
+    return Literal("".join(out))
+
+
+def _str_pair(a, b) -> tuple[Literal, Literal]:
+    x, y = _string_lit(a), _string_lit(b)
+    _compatible(x, y)
+    return x, y
+
+
+def _f_contains(s, a, b):
+    x, y = _str_pair(a, b)
+    return V.bool_literal(y.lexical in x.lexical)
+
+
+def _f_strstarts(s, a, b):
+    x, y = _str_pair(a, b)
+    return V.bool_literal(x.lexical.startswith(y.lexical))
+
+
+def _f_strends(s, a, b):
+    x, y = _str_pair(a, b)
+    return V.bool_literal(x.lexical.endswith(y.lexical))
+
+
+def _f_strbefore(s, a, b):
+    x, y = _str_pair(a, b)
+    i = x.lexical.find(y.lexical)
+    if i < 0:
+        return Literal("")
+    return _like(x, x.lexical[:i])
+
+
+def _f_strafter(s, a, b):
+    x, y = _str_pair(a, b)
+    i = x.lexical.find(y.lexical)
+    if i < 0:
+        return Literal("")
+    return _like(x, x.lexical[i + len(y.lexical):])
+
+
+def _dt(t) -> V.DateTime:
+    if isinstance(t, Literal) and t.datatype == XSD_DATETIME:
+        d = V.parse_datetime(t.lexical)
+        if d is not None:
+            return d
+    raise ERR
+
+
+def _date_or_dt(t) -> V.DateTime:
+    d = V.datetime_of(t)
+    if d is None:
+        raise ERR
+    return d
+
+
+def _f_year(s, t):
+    return V.integer_literal(_date_or_dt(t).year)
+
+
+def _f_month(s, t):
+    return V.integer_literal(_date_or_dt(t).month)
+
+
+def _f_day(s, t):
+    return V.integer_literal(_date_or_dt(t).day)
+
+
+def _f_hours(s, t):
+    return V.integer_literal(_dt(t).hour)
+
+
+def _f_minutes(s, t):
+    return V.integer_literal(_dt(t).minute)
+
+
+def _f_seconds(s, t):
+    return Literal(V.format_decimal_integral(_dt(t).second), XSD_DECIMAL)
+
+
+def _f_timezone(s, t):
+    d = _date_or_dt(t)
+    if d.tz is None:
+        raise ERR
+    return Literal(V.format_timezone_duration(d.tz), XSD + "dayTimeDuration")
+
+
+def _f_tz(s, t):
+    return Literal(_date_or_dt(t).tz_lex)
+
+
+def format_now(now) -> str:
+    """xsd:dateTime lexical of a datetime (``Z`` for UTC)."""
+    txt = now.isoformat()
+    if txt.endswith("+00:00"):
+        txt = txt[:-6] + "Z"
+    return txt
+
+
+def _f_now(s):
+    return Literal(format_now(s.ctx.now), XSD_DATETIME)
+
+
+def _f_uuid(s):
+    return IRI("urn:uuid:" + str(uuid.uuid4()))
+
+
+def _f_struuid(s):
+    return Literal(str(uuid.uuid4()))
+
+
+def _hash(algo):
+    def f(s, t):
+        if not (isinstance(t, Literal) and t.datatype == XSD_STRING):
+            raise ERR
+        return Literal(hashlib.new(algo, t.lexical.encode("utf-8")).hexdigest())
+
+    return f
+
+
+def _f_strlang(s, t, lang):
+    lex = _simple(t)
+    tag = _simple(lang)
+    if not re.fullmatch(r"[A-Za-z]+(?:-[A-Za-z0-9]+)*", tag):
+        raise ERR
+    return Literal(lex, RDF_LANGSTRING, tag.lower())
+
+
+def _f_strdt(s, t, dt):
+    lex = _simple(t)
+    if not isinstance(dt, IRI) or dt.value == RDF_LANGSTRING:
+        raise ERR
+    return Literal(lex, dt.value)
+
+
+def _f_sameterm(s, a, b):
+    return V.bool_literal(a == b)
+
+
+def _f_isiri(s, t):
+    return V.bool_literal(isinstance(t, IRI))
+
+
+def _f_isblank(s, t):
+    return V.bool_literal(isinstance(t, BNode))
+
+
+def _f_isliteral(s, t):
+    return V.bool_literal(isinstance(t, Literal))
+
+
+def _f_isnumeric(s, t):
+    return V.bool_literal(V.numeric_of(t) is not None)
+
+
+def _f_regex(s, text, pattern, flags=None):
+    x = _string_lit(text)
+    rx = xpath_regex(_simple(pattern), "" if flags is None else _simple(flags))
+    return V.bool_literal(rx.search(x.lexical) is not None)
+
+
+def _f_replace(s, text, pattern, repl, flags=None):
+    x = _string_lit(text)
+    rx = xpath_regex(_simple(pattern), "" if flags is None else _simple(flags))
+    r = _simple(repl)
+    if rx.search("") is not None and rx.fullmatch("") is not None:
+        raise ERR  # pattern matching the empty string (FORX0003)
+    expand = _replacement(r, rx.groups, "q" in ("" if flags is None else _simple(flags)))
+    return _like(x, rx.sub(expand, x.lexical))
+
+
+def _replacement(r: str, ngroups: int, literal: bool):
+    if literal:
+        return lambda m: r
+    parts: list[str | int] = []
+    i = 0
+    buf = []
+    while i < len(r):
+        c = r[i]
+        if c == "\\":
+            if i + 1 < len(r) and r[i + 1] in "\\$":
+                buf.append(r[i + 1])
+                i += 2
+                continue
+            raise ERR
+        if c == "$":
+            j = i + 1
+            if j >= len(r) or not r[j].isdigit():
+                raise ERR
+            num = int(r[j])
+            j += 1
+            while j < len(r) and r[j].isdigit() and num * 10 + int(r[j]) <= ngroups:
+                num = num * 10 + int(r[j])
+                j += 1
+            if buf:
+                parts.append("".join(buf))
+                buf = []
+            parts.append(num)
+            i = j
+            continue
+        buf.append(c)
+        i += 1
+    if buf:
+        parts.append("".join(buf))
+
+    def expand(m):
+        out = []
+        for p in parts:
+            if isinstance(p, int):
+                if p <= ngroups:
+                    out.append(m.group(p) or "")
+            else:
+                out.append(p)
+        return "".join(out)
+
+    return expand
+
+
+def _f_substr(s, text, start, length=None):
+    x = _string_lit(text)
+    st = _xpath_round_float(float(_num(start).v))
+    chars = x.lexical
+    if length is None:
+        if math.isnan(st):
+            return _like(x, "")
+        first = max(st, 1.0)
+        return _like(x, chars[int(first) - 1:] if first != math.inf else "")
+    ln = _xpath_round_float(float(_num(length).v))
+    end = st + ln  # positions p with st <= p < end
+    if math.isnan(end) or math.isnan(st):
+        return _like(x, "")
+    first = max(st, 1.0)
+    if end == math.inf:
+        return _like(x, chars[int(first) - 1:] if first != math.inf else "")
+    if end <= first:
+        return _like(x, "")
+    return _like(x, chars[int(first) - 1:int(end) - 1])
+
+
+def _xpath_round_float(v: float) -> float:
+    if math.isnan(v) or math.isinf(v):
+        return v
+    return float(math.floor(v + 0.5))
+
+
+def _arith(op):
+    def f(s, a, b):
+        return V.num_literal(V.numeric_op(op, _num(a), _num(b)))
+
+    return f
+
+
+def _f_neg(s, t):
+    return V.num_literal(V.num_neg(_num(t)))
+
+
+def _f_pos(s, t):
+    return V.num_literal(_num(t))
+
+
+_FUNCS = {
+    "STR": _f_str, "LANG": _f_lang, "LANGMATCHES": _f_langmatches, "DATATYPE": _f_datatype,
+    "IRI": _f_iri, "URI": _f_iri, "BNODE": _f_bnode, "RAND": _f_rand, "ABS": _f_abs, "CEIL": _f_ceil,
+    "FLOOR": _f_floor, "ROUND": _f_round, "CONCAT": _f_concat, "STRLEN": _f_strlen,
+    "UCASE": _f_ucase, "LCASE": _f_lcase, "ENCODE_FOR_URI": _f_encode, "CONTAINS": _f_contains,
+    "STRSTARTS": _f_strstarts, "STRENDS": _f_strends, "STRBEFORE": _f_strbefore,
+    "STRAFTER": _f_strafter, "YEAR": _f_year, "MONTH": _f_month, "DAY": _f_day,
+    "HOURS": _f_hours, "MINUTES": _f_minutes, "SECONDS": _f_seconds, "TIMEZONE": _f_timezone,
+    "TZ": _f_tz, "NOW": _f_now, "UUID": _f_uuid, "STRUUID": _f_struuid, "MD5": _hash("md5"),
+    "SHA1": _hash("sha1"), "SHA256": _hash("sha256"), "SHA384": _hash("sha384"),
+    "SHA512": _hash("sha512"), "STRLANG": _f_strlang, "STRDT": _f_strdt,
+    "SAMETERM": _f_sameterm, "ISIRI": _f_isiri, "ISURI": _f_isiri, "ISBLANK": _f_isblank,
+    "ISLITERAL": _f_isliteral, "ISNUMERIC": _f_isnumeric, "REGEX": _f_regex,
+    "SUBSTR": _f_substr, "REPLACE": _f_replace, "+": _arith("+"), "-": _arith("-"),
+    "*": _arith("*"), "/": _arith("/"), "NEG": _f_neg, "POS": _f_pos,
+}
+
+
+def _checked(fn, lo: int, hi: int):
+    def f(s, *args):
+        if not lo <= len(args) <= hi:
+            raise ERR
+        return fn(s, *args)
+
+    return f
+
+
+_ARITY = {
+    "BNODE": (0, 1), "RAND": (0, 0), "NOW": (0, 0), "UUID": (0, 0), "STRUUID": (0, 0),
+    "CONCAT": (0, 10**9), "REGEX": (2, 3), "SUBSTR": (2, 3), "REPLACE": (3, 4),
+    "LANGMATCHES": (2, 2), "CONTAINS": (2, 2), "STRSTARTS": (2, 2), "STRENDS": (2, 2),
+    "STRBEFORE": (2, 2), "STRAFTER": (2, 2), "STRLANG": (2, 2), "STRDT": (2, 2),
+    "SAMETERM": (2, 2), "+": (2, 2), "-": (2, 2), "*": (2, 2), "/": (2, 2),
+}
+for _name, _fn in list(_FUNCS.items()):
+    _lo, _hi = _ARITY.get(_name, (1, 1))
+    _FUNCS[_name] = _checked(_fn, _lo, _hi)
+
+
+# ---------------------------------------------------------------- XSD casts
+
+
+def _cast_string(t: Term) -> Literal:
+    if isinstance(t, IRI):
+        return Literal(t.value)
+    if not isinstance(t, Literal):
+        raise ERR
+    dt = t.datatype
+    if dt in V.NUMERIC_TYPES:
+        n = V.parse_numeric(t.lexical, dt)
+        if n is None:
+            raise ERR
+        return Literal(V.string_cast_of_num(n))
+    if dt == XSD_BOOLEAN:
+        b = V.parse_boolean(t.lexical)
+        if b is None:
+            raise ERR
+        return Literal("true" if b else "false")
+    return Literal(t.lexical)
+
+
+def _cast_source(t: Term) -> tuple[str, Literal]:
+    """('string'|'numeric'|'boolean'|'datetime'|'date'|'other', literal)."""
+    if not isinstance(t, Literal) or t.datatype == RDF_LANGSTRING:
+        raise ERR
+    dt = t.datatype
+    if dt == XSD_STRING:
+        return "string", t
+    if dt in V.NUMERIC_TYPES:
+        return "numeric", t
+    if dt == XSD_BOOLEAN:
+        return "boolean", t
+    if dt == XSD_DATETIME:
+        return "datetime", t
+    if dt == XSD_DATE:
+        return "date", t
+    return "other", t
+
+
+def _cast_integer_value(t: Term) -> int:
+    kind, lit = _cast_source(t)
+    if kind == "string":
+        v = V.parse_integer(lit.lexical)
+        if v is None:
+            raise ERR
+        return v
+    if kind == "boolean":
+        b = V.parse_boolean(lit.lexical)
+        if b is None:
+            raise ERR
+        return int(b)
+    if kind == "numeric":
+        n = _num(lit)
+        if n.rank == V.INTEGER:
+            return n.v
+        if n.rank == V.DECIMAL:
+            return int(n.v)
+        if math.isnan(n.v) or math.isinf(n.v):
+            raise ERR
+        return int(n.v)
+    raise ERR
+
+
+def _cast_integer_type(dt: str):
+    lo, hi = V.INTEGER_TYPES[dt]
+
+    def f(t):
+        v = _cast_integer_value(t)
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise ERR
+        return Literal(str(v), dt)
+
+    return f
+
+
+def _cast_decimal(t: Term) -> Literal:
+    kind, lit = _cast_source(t)
+    if kind == "string":
+        d = V.parse_decimal(lit.lexical)
+        if d is None:
+            raise ERR
+    elif kind == "boolean":
+        b = V.parse_boolean(lit.lexical)
+        if b is None:
+            raise ERR
+        d = Decimal(int(b))
+    elif kind == "numeric":
+        n = _num(lit)
+        if n.rank in (V.FLOAT, V.DOUBLE):
+            if math.isnan(n.v) or math.isinf(n.v):
+                raise ERR
+            d = Decimal(repr(n.v)) if n.rank == V.DOUBLE else Decimal(np.format_float_positional(np.float32(n.v), unique=True))
+        else:
+            d = Decimal(n.v)
+    else:
+        raise ERR
+    return Literal(V.format_decimal(d), XSD_DECIMAL)
+
+
+def _cast_floating(rank: int):
+    dt = V.RANK_DATATYPE[rank]
+
+    def f(t):
+        kind, lit = _cast_source(t)
+        if kind == "string":
+            x = V.parse_double(lit.lexical)
+            if x is None:
+                raise ERR
+        elif kind == "boolean":
+            b = V.parse_boolean(lit.lexical)
+            if b is None:
+                raise ERR
+            x = float(b)
+        elif kind == "numeric":
+            x = float(_num(lit).v)
+        else:
+            raise ERR
+        if rank == V.FLOAT:
+            return Literal(V.format_float(V.to_float32(x)), dt)
+        return Literal(V.format_double(x), dt)
+
+    return f
+
+
+def _cast_boolean(t: Term) -> Literal:
+    kind, lit = _cast_source(t)
+    if kind in ("string", "boolean"):
+        b = V.parse_boolean(lit.lexical)
+        if b is None:
+            raise ERR
+        return V.bool_literal(b)
+    if kind == "numeric":
+        n = _num(lit)
+        return V.bool_literal(not (n.v == 0 or n.v != n.v))
+    raise ERR
+
+
+def _cast_datetime(t: Term) -> Literal:
+    kind, lit = _cast_source(t)
+    if kind in ("string", "datetime"):
+        if V.parse_datetime(lit.lexical) is None:
+            raise ERR
+        return Literal(lit.lexical.strip(), XSD_DATETIME)
+    if kind == "date":
+        d = V.parse_date(lit.lexical)
+        if d is None:
+            raise ERR
+        return Literal(f"{_year(d.year)}-{d.month:02d}-{d.day:02d}T00:00:00{d.tz_lex}", XSD_DATETIME)
+    raise ERR
+
+
+def _year(y: int) -> str:
+    return f"-{-y:04d}" if y < 0 else f"{y:04d}"
+
+
+def _cast_date(t: Term) -> Literal:
+    kind, lit = _cast_source(t)
+    if kind in ("string", "date"):
+        if V.parse_date(lit.lexical) is None:
+            raise ERR
+        return Literal(lit.lexical.strip(), XSD_DATE)
+    if kind == "datetime":
+        d = V.parse_datetime(lit.lexical)
+        if d is None:
+            raise ERR
+        return Literal(f"{_year(d.year)}-{d.month:02d}-{d.day:02d}{d.tz_lex}", XSD_DATE)
+    raise ERR
+
+
+_CASTS = {
+    XSD_STRING: _cast_string, XSD_DECIMAL: _cast_decimal, XSD_FLOAT: _cast_floating(V.FLOAT),
+    XSD_DOUBLE: _cast_floating(V.DOUBLE), XSD_BOOLEAN: _cast_boolean, XSD_DATETIME: _cast_datetime,
+    XSD_DATE: _cast_date,
+}
+for _dt_iri in V.INTEGER_TYPES:
+    _CASTS[_dt_iri] = _cast_integer_type(_dt_iri)
+
+
+def call_function(iri: str, args: list[Term]) -> Term:
+    """A function called by IRI: the XSD constructor casts; anything else is
+    an unknown function (error)."""
+    cast = _CASTS.get(iri)
+    if cast is None or len(args) != 1:
+        raise ERR
+    return cast(args[0])
+
+
+# ---------------------------------------------------------------- IRI resolution
+
+
+def _remove_dot_segments(path: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(path):
+        if path.startswith("../", i):
+            i += 3
+        elif path.startswith("./", i):
+            i += 2
+        elif path.startswith("/./", i):
+            i += 2
+        elif path[i:] == "/.":
+            path = path[:i] + "/"
+        elif path.startswith("/../", i):
+            i += 3
+            if out:
+                out.pop()
+        elif path[i:] == "/..":
+            path = path[:i] + "/"
+            if out:
+                out.pop()
+        elif path[i:] in (".", ".."):
+            i = len(path)
+        else:
+            j = path.find("/", i + 1 if path[i] == "/" else i)
+            if j < 0:
+                j = len(path)
+            out.append(path[i:j])
+            i = j
+    return "".join(out)
+
+
+_URI_RE = re.compile(r"^(?:([A-Za-z][A-Za-z0-9+.\-]*):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$", re.S)
+
+
+def resolve_iri(base: str, ref: str) -> str:
+    """RFC 3986 section 5.2 reference resolution."""
+    r = _URI_RE.match(ref)
+    b = _URI_RE.match(base)
+    rs, ra, rp, rq, rf = r.groups()
+    bs, ba, bp, bq, _ = b.groups()
+    if rs is not None:
+        ts, ta, tp, tq = rs, ra, _remove_dot_segments(rp), rq
+    else:
+        if ra is not None:
+            ta, tp, tq = ra, _remove_dot_segments(rp), rq
+        else:
+            if rp == "":
+                tp = bp
+                tq = rq if rq is not None else bq
+            else:
+                if rp.startswith("/"):
+                    tp = _remove_dot_segments(rp)
+                else:
+                    if ba is not None and bp == "":
+                        merged = "/" + rp
+                    else:
+                        k = bp.rfind("/")
+                        merged = bp[: k + 1] + rp
+                    tp = _remove_dot_segments(merged)
+                tq = rq
+            ta = ba
+        ts = bs
+    out = ""
+    if ts is not None:
+        out += ts + ":"
+    if ta is not None:
+        out += "//" + ta
+    out += tp
+    if tq is not None:
+        out += "?" + tq
+    if rf is not None:
+        out += "#" + rf
+    return out
+
+
+# ---------------------------------------------------------------- XPath regex
+
+
+@lru_cache(maxsize=512)
+def xpath_regex(pattern: str, flags: str) -> re.Pattern:
+    """Compile an XPath/XSD regular expression with XPath flags (s m i x q)
+    into a Python pattern; raises ExprError on invalid input."""
+    f = 0
+    for c in flags:
+        if c == "i":
+            f |= re.IGNORECASE
+        elif c == "s":
+            f |= re.DOTALL
+        elif c == "m":
+            f |= re.MULTILINE
+        elif c not in "xq":
+            raise ERR
+    if "q" in flags:
+        py = re.escape(pattern)
+    else:
+        py = _translate_regex(pattern, "x" in flags, "m" in flags)
+    try:
+        return re.compile(py, f)
+    except (re.error, OverflowError, RecursionError):
+        raise ERR from None
+
+
+def _translate_regex(p: str, strip_ws: bool, multiline: bool) -> str:
+    out: list[str] = []
+    i = 0
+    depth = 0  # inside a character class
+    while i < len(p):
+        c = p[i]
+        if c == "\\" and i + 1 < len(p):
+            nxt = p[i + 1]
+            if nxt in "pP" and i + 2 < len(p) and p[i + 2] == "{":
+                j = p.find("}", i + 3)
+                if j < 0:
+                    raise ERR
+                cls = _unicode_class(p[i + 3:j], nxt == "P", depth > 0)
+                out.append(cls)
+                i = j + 1
+                continue
+            if nxt in "ic":
+                cls = r"A-Za-z_:\u00C0-\uFFFF" if nxt == "i" else r"\-.0-9A-Za-z_:\u00B7\u00C0-\uFFFF"
+                out.append(cls if depth else "[" + cls + "]")
+                i += 2
+                continue
+            if nxt in "IC":
+                cls = r"A-Za-z_:\u00C0-\uFFFF" if nxt == "I" else r"\-.0-9A-Za-z_:\u00B7\u00C0-\uFFFF"
+                out.append("[^" + cls + "]")
+                i += 2
+                continue
+            out.append(p[i:i + 2])
+            i += 2
+            continue
+        if strip_ws and depth == 0 and c in " \t\n\r":
+            i += 1
+            continue
+        if c == "[":
+            depth += 1
+        elif c == "]" and depth:
+            depth -= 1
+        elif c == "$" and depth == 0 and not multiline:
+            out.append(r"\Z")
+            i += 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+_UNICODE_CLASSES = {
+    "L": r"^\W\d_", "N": r"\d", "Nd": r"\d", "Lu": "A-Z\u00C0-\u00DE", "Ll": "a-z\u00DF-\u00FF",
+    "P": r"!-/:-@\[-`{-~\u00A1-\u00BF", "Z": r"\s", "Zs": r" \u00A0",
+}
+
+
+def _unicode_class(name: str, negate: bool, inside: bool) -> str:
+    if name.startswith("Is"):
+        raise ERR
+    body = _UNICODE_CLASSES.get(name)
+    if body is None:
+        raise ERR
+    if body.startswith("^"):  # letters: a negated helper class
+        cls = "[" + body + "]" if not negate else "[" + body[1:] + "]"
+        if inside:
+            raise ERR
+        return cls
+    if inside:
+        if negate:
+            raise ERR
+        return body
+    return "[" + ("^" if negate else "") + body + "]"

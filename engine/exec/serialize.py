@@ -1,0 +1,712 @@
+"""Result serializers and content negotiation.
+
+Every serializer takes a columnar :class:`QueryResult` and returns bytes. Term
+ids are decoded once per *distinct* id of a column (``np.unique`` +
+``terms.keys``); each distinct term is rendered once into a text fragment and
+the rows are assembled by gathering fragments with numpy object arrays, so the
+per-row Python cost is a handful of C-level string concatenations.
+
+Formats
+-------
+SELECT / ASK: SPARQL JSON, SPARQL XML, CSV, TSV (SPARQL 1.1 Query Results
+CSV and TSV Formats). CONSTRUCT / DESCRIBE and Graph Store reads: Turtle (with
+prefixes), N-Triples and N-Quads written straight from term keys; JSON-LD and
+RDF/XML through rdflib.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import orjson
+
+from engine.exec.result import UNBOUND, QueryResult
+from engine.terms import RDF_LANGSTRING, RDF_TYPE, XSD, XSD_STRING, unescape_string
+
+# --------------------------------------------------------------------------
+# Media types
+# --------------------------------------------------------------------------
+
+SPARQL_JSON = "application/sparql-results+json"
+SPARQL_XML = "application/sparql-results+xml"
+CSV = "text/csv"
+TSV = "text/tab-separated-values"
+TURTLE = "text/turtle"
+NTRIPLES = "application/n-triples"
+NQUADS = "application/n-quads"
+JSONLD = "application/ld+json"
+RDFXML = "application/rdf+xml"
+
+#: Offered media types per kind of answer, in server preference order (first = default).
+RESULT_TYPES = (SPARQL_JSON, SPARQL_XML, CSV, TSV)
+BOOLEAN_TYPES = (SPARQL_JSON, SPARQL_XML, CSV, TSV)
+GRAPH_TYPES = (TURTLE, NTRIPLES, NQUADS, JSONLD, RDFXML)
+
+#: Accepted aliases: alias -> canonical media type (answered with the alias as Content-Type).
+RESULT_ALIASES = {
+    "application/json": SPARQL_JSON,
+    "application/xml": SPARQL_XML,
+    "text/xml": SPARQL_XML,
+}
+GRAPH_ALIASES = {
+    "application/x-turtle": TURTLE,
+    "text/plain": NTRIPLES,
+    "application/json": JSONLD,
+    "application/xml": RDFXML,
+    "text/xml": RDFXML,
+}
+
+CONTENT_TYPES = {
+    SPARQL_JSON: "application/sparql-results+json",
+    SPARQL_XML: "application/sparql-results+xml; charset=utf-8",
+    CSV: "text/csv; charset=utf-8",
+    TSV: "text/tab-separated-values; charset=utf-8",
+    TURTLE: "text/turtle; charset=utf-8",
+    NTRIPLES: "application/n-triples",
+    NQUADS: "application/n-quads",
+    JSONLD: "application/ld+json",
+    RDFXML: "application/rdf+xml; charset=utf-8",
+}
+
+
+def content_type(media_type: str) -> str:
+    """The Content-Type header value for a negotiated media type."""
+    return CONTENT_TYPES.get(media_type) or (
+        media_type + "; charset=utf-8" if media_type.startswith(("text/", "application/xml")) else media_type
+    )
+
+
+def _offers(form: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    form = (form or "SELECT").upper()
+    if form in ("CONSTRUCT", "DESCRIBE", "GRAPH"):
+        return GRAPH_TYPES, GRAPH_ALIASES
+    if form == "ASK":
+        return BOOLEAN_TYPES, RESULT_ALIASES
+    return RESULT_TYPES, RESULT_ALIASES
+
+
+_ACCEPT_CACHE: dict[tuple[str, str], str | None] = {}
+
+
+def parse_accept(header: str) -> list[tuple[str, str, float, int]]:
+    """Media ranges of an Accept header as (type, subtype, q, position).
+    Malformed ranges are skipped; a malformed q counts as 1."""
+    out = []
+    for pos, part in enumerate(header.split(",")):
+        fields = part.split(";")
+        mr = fields[0].strip().lower()
+        if not mr:
+            continue
+        if "/" not in mr:
+            if mr == "*":
+                mr = "*/*"
+            else:
+                continue
+        typ, _, sub = mr.partition("/")
+        q = 1.0
+        for f in fields[1:]:
+            k, _, v = f.strip().partition("=")
+            if k.strip().lower() == "q":
+                try:
+                    q = float(v.strip())
+                except ValueError:
+                    q = 1.0
+                q = min(max(q, 0.0), 1.0)
+        out.append((typ.strip(), sub.strip(), q, pos))
+    return out
+
+
+def negotiate(accept_header: str | None, form: str) -> str | None:
+    """Pick the media type to answer with.
+
+    ``form`` is the query form ('SELECT', 'ASK', 'CONSTRUCT', 'DESCRIBE') or
+    'GRAPH' for RDF graphs. Returns the media type to send (a canonical type
+    from :data:`RESULT_TYPES` / :data:`GRAPH_TYPES`, or an accepted alias such as
+    ``application/json``), the default when the header is absent, empty or
+    only wildcards, and None when nothing offered is acceptable (HTTP 406).
+
+    Highest q wins; among equal q, the more specific range, then the range the
+    client listed first, then server preference.
+    """
+    if not accept_header or not accept_header.strip():
+        return _offers(form)[0][0]
+    ck = (accept_header, form)
+    hit = _ACCEPT_CACHE.get(ck, False)
+    if hit is not False:
+        return hit  # type: ignore[return-value]
+    offers, aliases = _offers(form)
+    ranges = parse_accept(accept_header)
+    candidates = list(offers) + [a for a in aliases if aliases[a] in offers]
+    best = None
+    best_score = None
+    for pref, mt in enumerate(candidates):
+        t, _, s = mt.partition("/")
+        match = None  # (specificity, q, pos)
+        for rt, rs, q, pos in ranges:
+            if rt == t and rs == s:
+                spec = 2
+            elif rt == t and rs == "*":
+                spec = 1
+            elif rt == "*" and rs == "*":
+                spec = 0
+            else:
+                continue
+            if match is None or spec > match[0]:
+                match = (spec, q, pos)
+        if match is None or match[1] <= 0:
+            continue
+        # aliases only count when named explicitly
+        if pref >= len(offers) and match[0] < 2:
+            continue
+        score = (match[1], match[0], -match[2], -pref)
+        if best_score is None or score > best_score:
+            best, best_score = mt, score
+    if len(_ACCEPT_CACHE) > 512:
+        _ACCEPT_CACHE.clear()
+    _ACCEPT_CACHE[ck] = best
+    return best
+
+
+def canonical(media_type: str, form: str) -> str:
+    """Canonical media type of a negotiated (possibly alias) type."""
+    offers, aliases = _offers(form)
+    if media_type in offers:
+        return media_type
+    return aliases.get(media_type, media_type)
+
+
+# --------------------------------------------------------------------------
+# Term parsing helpers (keys -> parts)
+# --------------------------------------------------------------------------
+
+
+def _literal_parts(key: str) -> tuple[str, str | None, str | None]:
+    """(lexical, datatype or None, lang or None) of a literal key; plain
+    literals give datatype None."""
+    end = key.rfind('"')
+    body = key[1:end]
+    if "\\" in body:
+        body = unescape_string(body)
+    suffix = key[end + 1 :]
+    if not suffix:
+        return body, None, None
+    if suffix[0] == "@":
+        return body, None, suffix[1:]
+    return body, suffix[3:-1], None
+
+
+_BNODE_OK = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_-])?\Z")
+
+
+def _bnode_label(label: str) -> str:
+    if _BNODE_OK.match(label):
+        return label
+    return "x" + label.encode("utf-8").hex()
+
+
+# --------------------------------------------------------------------------
+# Column decoding
+# --------------------------------------------------------------------------
+
+
+def _table(result: QueryResult, col: np.ndarray, renders, unbound: str = ""):
+    """Render each distinct id of ``col`` once per render function.
+
+    Returns (tables, inv): ``tables[k][inv[i]]`` is row i rendered by
+    ``renders[k]`` (``unbound`` for UNBOUND). For tiny columns inv is the
+    identity."""
+    n = len(col)
+    if n <= 8:
+        uniq = np.asarray(col, dtype=np.int64)
+        inv = np.arange(n)
+    else:
+        uniq, inv = np.unique(col, return_inverse=True)
+        inv = inv.reshape(-1)
+    keys = result.terms.keys(uniq)
+    tables = []
+    for render in renders:
+        t = np.empty(len(keys), dtype=object)
+        t[:] = [unbound if k is None else render(k) for k in keys]
+        tables.append(t)
+    return tables, inv
+
+
+def _fragments(result: QueryResult, col: np.ndarray, render, unbound: str = "") -> list[str]:
+    """The rendered fragment of every row of ``col`` (each distinct id rendered once)."""
+    if len(col) == 0:
+        return []
+    (table,), inv = _table(result, col, (render,), unbound)
+    return table[inv].tolist()
+
+
+def _row_count(result: QueryResult) -> int:
+    return len(result)
+
+
+# --------------------------------------------------------------------------
+# SPARQL JSON
+# --------------------------------------------------------------------------
+
+
+def _json_term(key: str) -> dict:
+    c = key[0]
+    if c == "<":
+        return {"type": "uri", "value": key[1:-1]}
+    if c == "_":
+        return {"type": "bnode", "value": key[2:]}
+    lex, dt, lang = _literal_parts(key)
+    if lang is not None:
+        return {"type": "literal", "value": lex, "xml:lang": lang}
+    if dt is not None and dt != XSD_STRING:
+        return {"type": "literal", "value": lex, "datatype": dt}
+    return {"type": "literal", "value": lex}
+
+
+def json_term(key: str) -> dict:
+    """SPARQL JSON term object of a key (used by other modules, e.g. SSE)."""
+    return _json_term(key)
+
+
+def _serialize_json(result: QueryResult) -> bytes:
+    if result.form == "ASK":
+        return orjson.dumps({"head": {}, "boolean": bool(result.boolean)})
+    head = orjson.dumps({"vars": list(result.vars)})
+    n = _row_count(result)
+    if n == 0:
+        return b'{"head":' + head + b',"results":{"bindings":[]}}'
+    if not result.vars:
+        body = ",".join(["{}"] * n)
+        return b'{"head":' + head + b',"results":{"bindings":[' + body.encode() + b"]}}"
+    if n <= 4:
+        # tiny answers: one orjson call
+        decoded = [result.terms.keys(np.asarray(c, dtype=np.int64)) for c in result.columns]
+        rows = []
+        for i in range(n):
+            row = {}
+            for v, col in zip(result.vars, decoded, strict=True):
+                k = col[i]
+                if k is not None:
+                    row[v] = _json_term(k)
+            rows.append(row)
+        return orjson.dumps({"head": {"vars": list(result.vars)}, "results": {"bindings": rows}})
+    # vectorized: each distinct term rendered once as '"var":{...}' (and ',"var":{...}');
+    # rows are gathered from these tables and joined, no per-row Python code
+    masks = [np.asarray(c) != UNBOUND for c in result.columns]
+    all_bound = all(bool(m.all()) for m in masks)
+    first_bound = None if all_bound else np.argmax(np.vstack(masks), axis=0)
+    lists = []
+    for j, (v, c) in enumerate(zip(result.vars, result.columns, strict=True)):
+        name = orjson.dumps(v).decode() + ":"
+
+        def plain(key: str, _name=name) -> str:
+            return _name + orjson.dumps(_json_term(key)).decode()
+
+        def comma(key: str, _name=name) -> str:
+            return "," + _name + orjson.dumps(_json_term(key)).decode()
+
+        if j == 0:
+            (t0,), inv = _table(result, np.asarray(c), (plain,))
+            lists.append(t0[inv].tolist())
+            continue
+        (t0, t1), inv = _table(result, np.asarray(c), (plain, comma))
+        if all_bound:
+            lists.append(t1[inv].tolist())
+        else:
+            lists.append(np.where(first_bound < j, t1[inv], t0[inv]).tolist())
+    rows = map("".join, zip(*lists, strict=True))
+    body = "{" + "},{".join(rows) + "}"
+    return b'{"head":' + head + b',"results":{"bindings":[' + body.encode("utf-8") + b"]}}"
+
+
+# --------------------------------------------------------------------------
+# SPARQL XML
+# --------------------------------------------------------------------------
+
+_XML_ESC = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml_text(s: str) -> str:
+    s = s.translate(_XML_ESC)
+    if _XML_BAD.search(s):
+        s = _XML_BAD.sub(lambda m: "&#x%X;" % ord(m.group()), s)  # noqa: UP031 (XML 1.1 style escape)
+    return s
+
+
+def _xml_term(key: str) -> str:
+    c = key[0]
+    if c == "<":
+        return "<uri>" + _xml_text(key[1:-1]) + "</uri>"
+    if c == "_":
+        return "<bnode>" + _xml_text(key[2:]) + "</bnode>"
+    lex, dt, lang = _literal_parts(key)
+    if lang is not None:
+        return '<literal xml:lang="' + _xml_text(lang) + '">' + _xml_text(lex) + "</literal>"
+    if dt is not None and dt != XSD_STRING:
+        return '<literal datatype="' + _xml_text(dt) + '">' + _xml_text(lex) + "</literal>"
+    return "<literal>" + _xml_text(lex) + "</literal>"
+
+
+_XML_HEAD = '<?xml version="1.0" encoding="utf-8"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#">\n'
+
+
+def _serialize_xml(result: QueryResult) -> bytes:
+    if result.form == "ASK":
+        return (
+            _XML_HEAD + "<head/>\n<boolean>" + ("true" if result.boolean else "false") + "</boolean>\n</sparql>\n"
+        ).encode("utf-8")
+    parts = [_XML_HEAD, "<head>"]
+    for v in result.vars:
+        parts.append('<variable name="' + _xml_text(v) + '"/>')
+    parts.append("</head>\n<results>\n")
+    n = _row_count(result)
+    if n:
+        lists = []
+        for v, c in zip(result.vars, result.columns, strict=True):
+            open_tag = '<binding name="' + _xml_text(v) + '">'
+
+            def render(key: str, _open=open_tag) -> str:
+                return _open + _xml_term(key) + "</binding>"
+
+            lists.append(_fragments(result, np.asarray(c), render))
+        if lists:
+            rows = map("".join, zip(*lists, strict=True))
+            parts.append("<result>" + "</result>\n<result>".join(rows) + "</result>\n")
+        else:
+            parts.append("<result></result>\n" * n)
+    parts.append("</results>\n</sparql>\n")
+    return "".join(parts).encode("utf-8")
+
+
+# --------------------------------------------------------------------------
+# CSV / TSV
+# --------------------------------------------------------------------------
+
+
+def _csv_field(s: str) -> str:
+    if '"' in s or "," in s or "\n" in s or "\r" in s:
+        return '"' + s.replace('"', '""') + '"'
+    return s
+
+
+def _csv_value(key: str) -> str:
+    c = key[0]
+    if c == "<":
+        return _csv_field(key[1:-1])
+    if c == "_":
+        return _csv_field(key)
+    return _csv_field(_literal_parts(key)[0])
+
+
+def _tsv_term(key: str) -> str:
+    if key[0] == '"':
+        return key.replace("\t", "\\t")
+    if key[0] == "_":
+        return "_:" + _bnode_label(key[2:])
+    return key
+
+
+def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, render) -> bytes:
+    if result.form == "ASK":
+        # Not defined by the CSV/TSV spec; the common convention.
+        return (("_askResult" if sep == "," else "?_askResult") + eol + ("true" if result.boolean else "false") + eol).encode()
+    lines = [header + eol]
+    n = _row_count(result)
+    if n:
+        if not result.columns:  # no variables: one empty line per solution
+            lines.append(eol * n)
+        else:
+            lists = [_fragments(result, np.asarray(c), render) for c in result.columns]
+            rows = map(sep.join, zip(*lists, strict=True)) if len(lists) > 1 else lists[0]
+            lines.append(eol.join(rows))
+            lines.append(eol)
+    return "".join(lines).encode("utf-8")
+
+
+def _serialize_csv(result: QueryResult) -> bytes:
+    return _serialize_delimited(result, ",", "\r\n", ",".join(_csv_field(v) for v in result.vars), _csv_value)
+
+
+def _serialize_tsv(result: QueryResult) -> bytes:
+    return _serialize_delimited(result, "\t", "\n", "\t".join("?" + v for v in result.vars), _tsv_term)
+
+
+# --------------------------------------------------------------------------
+# Graphs: N-Triples, N-Quads, Turtle (own writers), JSON-LD, RDF/XML (rdflib)
+# --------------------------------------------------------------------------
+
+
+def _nt_term(key: str) -> str:
+    if key[0] == "_":
+        return "_:" + _bnode_label(key[2:])
+    return key
+
+
+def _graph_columns(result: QueryResult) -> list[np.ndarray]:
+    t = result.triples
+    if t is None or len(t) == 0:
+        return []
+    return [_fragments(result, np.asarray(t[:, i]), _nt_term) for i in range(3)]
+
+
+def _serialize_ntriples(result: QueryResult, graph: str | None = None) -> bytes:
+    cols = _graph_columns(result)
+    if not cols:
+        return b""
+    tail = " .\n" if graph is None else " <" + graph + "> .\n"
+    rows = map(" ".join, zip(*cols, strict=True))
+    return (tail.join(rows) + tail).encode("utf-8")
+
+
+COMMON_PREFIXES = {
+    "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
+    "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
+    "xsd": XSD,
+    "owl": "http://www.w3.org/2002/07/owl#",
+    "foaf": "http://xmlns.com/foaf/0.1/",
+    "dc": "http://purl.org/dc/terms/",
+    "skos": "http://www.w3.org/2004/02/skos/core#",
+    "schema": "http://schema.org/",
+    "sosa": "http://www.w3.org/ns/sosa/",
+    "ssn": "http://www.w3.org/ns/ssn/",
+    "geo": "http://www.w3.org/2003/01/geo/wgs84_pos#",
+    "sd": "http://www.w3.org/ns/sparql-service-description#",
+    "void": "http://rdfs.org/ns/void#",
+    "prov": "http://www.w3.org/ns/prov#",
+}
+
+_PN_LOCAL = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z|[0-9]+\Z")
+_PN_PREFIX_OK = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
+_NUMERIC = {
+    XSD + "integer": re.compile(r"[+-]?[0-9]+\Z"),
+    XSD + "decimal": re.compile(r"[+-]?[0-9]*\.[0-9]+\Z"),
+    XSD + "double": re.compile(r"[+-]?([0-9]+\.[0-9]*|\.?[0-9]+)[eE][+-]?[0-9]+\Z"),
+}
+
+
+def _namespace(iri: str) -> tuple[str, str]:
+    cut = max(iri.rfind("#"), iri.rfind("/"))
+    if cut < 0:
+        return "", iri
+    return iri[: cut + 1], iri[cut + 1 :]
+
+
+def _prefix_name(ns: str) -> str | None:
+    """A readable prefix for a namespace: its last path segment when that is a short word."""
+    seg = ns.rstrip("/#").rsplit("/", 1)[-1].lower()
+    if 1 < len(seg) <= 12 and seg.isalpha() and seg.isascii():
+        return seg
+    return None
+
+
+class _TurtleNames:
+    """Picks prefixes for a set of IRIs: the common ones plus ns1, ns2 ... for
+    other namespaces used at least twice."""
+
+    def __init__(self, iris: Sequence[str], prefixes: dict[str, str] | None = None):
+        known = dict(COMMON_PREFIXES)
+        if prefixes:
+            known.update(prefixes)
+        by_ns = {ns: p for p, ns in known.items()}
+        counts: dict[str, int] = {}
+        for iri in iris:
+            ns, local = _namespace(iri)
+            if ns and _PN_LOCAL.match(local):
+                counts[ns] = counts.get(ns, 0) + 1
+        self.ns_prefix: dict[str, str] = {}
+        i = 1
+        for ns, cnt in sorted(counts.items(), key=lambda kv: -kv[1]):
+            if ns in by_ns:
+                self.ns_prefix[ns] = by_ns[ns]
+            elif cnt >= 2 and not ns.endswith(":"):
+                name = _prefix_name(ns)
+                if name is None or name in known:
+                    while f"ns{i}" in known:
+                        i += 1
+                    name = f"ns{i}"
+                    i += 1
+                known[name] = ns
+                self.ns_prefix[ns] = name
+        self.used = sorted(self.ns_prefix.items(), key=lambda kv: kv[1])
+
+    def iri(self, iri: str) -> str:
+        ns, local = _namespace(iri)
+        p = self.ns_prefix.get(ns)
+        if p is not None and _PN_LOCAL.match(local):
+            return p + ":" + local
+        return "<" + iri + ">"
+
+    def term(self, key: str) -> str:
+        c = key[0]
+        if c == "<":
+            return self.iri(key[1:-1])
+        if c == "_":
+            return "_:" + _bnode_label(key[2:])
+        end = key.rfind('"')
+        suffix = key[end + 1 :]
+        if suffix.startswith("^^<"):
+            dt = suffix[3:-1]
+            rx = _NUMERIC.get(dt)
+            if rx is not None and rx.match(key[1:end]):
+                return key[1:end]
+            if dt == XSD + "boolean" and key[1:end] in ("true", "false"):
+                return key[1:end]
+            return key[: end + 1] + "^^" + self.iri(dt)
+        return key
+
+
+def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = None) -> bytes:
+    t = result.triples
+    if t is None or len(t) == 0:
+        return b""
+    t = np.asarray(t, dtype=np.int64)
+    order = np.lexsort((t[:, 2], t[:, 1], t[:, 0]))
+    t = t[order]
+    uniq, inv = np.unique(t, return_inverse=True)
+    keys = result.terms.keys(uniq)
+    inv = inv.reshape(t.shape)
+    iris = [k[1:-1] for k in keys if k and k[0] == "<"]
+    iris += [k[k.rfind('"') + 4 : -1] for k in keys if k and k[0] == '"' and "^^<" in k[k.rfind('"') :]]
+    names = _TurtleNames(iris, prefixes)
+    rendered = [names.term(k) for k in keys]
+    rdf_type_idx = None
+    for i, k in enumerate(keys):
+        if k == "<" + RDF_TYPE + ">":
+            rdf_type_idx = i
+    out = [f"@prefix {p}: <{ns}> .\n" for ns, p in names.used]
+    if out:
+        out.append("\n")
+    prev_s = prev_p = -1
+    for s, p, o in inv.tolist():
+        if s != prev_s:
+            if prev_s != -1:
+                out.append(" .\n\n")
+            out.append(rendered[s])
+            out.append("\n    ")
+            out.append("a" if p == rdf_type_idx else rendered[p])
+            out.append(" ")
+            prev_s, prev_p = s, p
+        elif p != prev_p:
+            out.append(" ;\n    ")
+            out.append("a" if p == rdf_type_idx else rendered[p])
+            out.append(" ")
+            prev_p = p
+        else:
+            out.append(", ")
+        out.append(rendered[o])
+    out.append(" .\n")
+    return "".join(out).encode("utf-8")
+
+
+def _to_rdflib(key: str):
+    from rdflib import BNode, Literal, URIRef
+
+    c = key[0]
+    if c == "<":
+        return URIRef(key[1:-1])
+    if c == "_":
+        return BNode(key[2:])
+    lex, dt, lang = _literal_parts(key)
+    if lang is not None:
+        return Literal(lex, lang=lang)
+    if dt is not None and dt not in (XSD_STRING, RDF_LANGSTRING):
+        return Literal(lex, datatype=URIRef(dt))
+    return Literal(lex)
+
+
+def _rdflib_graph(result: QueryResult, graph: str | None = None):
+    from rdflib import Dataset, Graph, URIRef
+
+    if graph is not None:
+        ds = Dataset()
+        g = ds.graph(URIRef(graph))
+    else:
+        ds = None
+        g = Graph()
+    for p, ns in COMMON_PREFIXES.items():
+        g.bind(p, ns, override=True)
+    t = result.triples
+    if t is not None and len(t):
+        uniq, inv = np.unique(np.asarray(t, dtype=np.int64), return_inverse=True)
+        terms = [_to_rdflib(k) for k in result.terms.keys(uniq)]
+        for s, p, o in inv.reshape(-1, 3).tolist():
+            g.add((terms[s], terms[p], terms[o]))
+    return g, ds
+
+
+def _serialize_jsonld(result: QueryResult, graph: str | None = None) -> bytes:
+    g, _ = _rdflib_graph(result)
+    data = g.serialize(format="json-ld")
+    return data.encode("utf-8") if isinstance(data, str) else data
+
+
+def _serialize_rdfxml(result: QueryResult) -> bytes:
+    g, _ = _rdflib_graph(result)
+    data = g.serialize(format="pretty-xml" if len(g) < 10000 else "xml")
+    return data.encode("utf-8") if isinstance(data, str) else data
+
+
+# --------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------
+
+
+def serialize(
+    result: QueryResult, media_type: str, *, graph: str | None = None, prefixes: dict[str, str] | None = None
+) -> bytes:
+    """Serialize ``result`` as ``media_type`` (a type :func:`negotiate` returned).
+
+    ``graph`` names the graph the triples belong to (N-Quads only);
+    ``prefixes`` adds Turtle prefixes. Raises ValueError for a media type that
+    does not fit the result's form.
+    """
+    if result.is_graph:
+        mt = canonical(media_type, "GRAPH")
+        if mt == TURTLE:
+            return _serialize_turtle(result, prefixes)
+        if mt == NTRIPLES:
+            return _serialize_ntriples(result)
+        if mt == NQUADS:
+            return _serialize_ntriples(result, graph)
+        if mt == JSONLD:
+            return _serialize_jsonld(result)
+        if mt == RDFXML:
+            return _serialize_rdfxml(result)
+        raise ValueError(f"cannot serialize a graph as {media_type}")
+    mt = canonical(media_type, result.form)
+    if mt == SPARQL_JSON:
+        return _serialize_json(result)
+    if mt == SPARQL_XML:
+        return _serialize_xml(result)
+    if mt == CSV:
+        return _serialize_csv(result)
+    if mt == TSV:
+        return _serialize_tsv(result)
+    raise ValueError(f"cannot serialize {result.form} results as {media_type}")
+
+
+class KeyTable:
+    """A TermTable over a plain list of keys (id = index); for small
+    server-built results such as the service description."""
+
+    def __init__(self, keys: Sequence[str]):
+        self._keys = list(keys)
+
+    def keys(self, ids: np.ndarray) -> list[str | None]:
+        return [None if i < 0 else self._keys[i] for i in np.asarray(ids).tolist()]
+
+
+def graph_from_keys(triples: Sequence[tuple[str, str, str]]) -> QueryResult:
+    """A CONSTRUCT-form QueryResult from key triples (duplicates removed)."""
+    index: dict[str, int] = {}
+    rows = []
+    seen = set()
+    for tr in triples:
+        if tr in seen:
+            continue
+        seen.add(tr)
+        rows.append([index.setdefault(k, len(index)) for k in tr])
+    arr = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    return QueryResult(form="CONSTRUCT", terms=KeyTable(list(index)), triples=arr)

@@ -1,0 +1,694 @@
+"""XSD value model for expression evaluation.
+
+Parses the lexical forms of the XSD types SPARQL operates on (numerics with
+their derived integer types, boolean, dateTime, date, strings) into Python
+values, and formats computed values back into lexical forms that match what
+the W3C SPARQL 1.1 tests expect:
+
+* xsd:integer   ``3``
+* xsd:decimal   ``2.0`` / ``1.5`` (XSD 1.0 canonical: always a '.' and a
+  fraction digit) for arithmetic and aggregates; CEIL/FLOOR/ROUND and
+  SECONDS use the integral form (``3``), as the tests expect
+* xsd:double    ``3.21E4`` / ``4.0E-1`` / ``2.5E0`` (shortest round-trip digits)
+* xsd:float     the same with float32 shortest digits
+
+Also: SPARQL value comparison (``=`` with RDFterm-equal fallback, ``<``),
+the ORDER BY total order key and the effective boolean value. Everything here
+works on ``engine.terms`` objects and raises :class:`ExprError` for a SPARQL
+expression error.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation, localcontext
+
+import numpy as np
+
+from engine.terms import (
+    IRI,
+    RDF_LANGSTRING,
+    XSD,
+    XSD_BOOLEAN,
+    XSD_DATE,
+    XSD_DATETIME,
+    XSD_DECIMAL,
+    XSD_DOUBLE,
+    XSD_FLOAT,
+    XSD_INTEGER,
+    XSD_STRING,
+    BNode,
+    Literal,
+    Term,
+)
+
+
+class ExprError(Exception):
+    """A SPARQL expression evaluation error (type error, unbound variable...)."""
+
+
+ERR = ExprError()  # shared instance: raising it needs no allocation
+
+# ---------------------------------------------------------------- numerics
+
+INTEGER, DECIMAL, FLOAT, DOUBLE = 0, 1, 2, 3
+RANK_DATATYPE = {INTEGER: XSD_INTEGER, DECIMAL: XSD_DECIMAL, FLOAT: XSD_FLOAT, DOUBLE: XSD_DOUBLE}
+
+# derived integer types -> (min, max) inclusive (None = unbounded)
+INTEGER_TYPES: dict[str, tuple[int | None, int | None]] = {
+    XSD_INTEGER: (None, None),
+    XSD + "nonPositiveInteger": (None, 0),
+    XSD + "negativeInteger": (None, -1),
+    XSD + "long": (-(1 << 63), (1 << 63) - 1),
+    XSD + "int": (-(1 << 31), (1 << 31) - 1),
+    XSD + "short": (-(1 << 15), (1 << 15) - 1),
+    XSD + "byte": (-(1 << 7), (1 << 7) - 1),
+    XSD + "nonNegativeInteger": (0, None),
+    XSD + "unsignedLong": (0, (1 << 64) - 1),
+    XSD + "unsignedInt": (0, (1 << 32) - 1),
+    XSD + "unsignedShort": (0, (1 << 16) - 1),
+    XSD + "unsignedByte": (0, (1 << 8) - 1),
+    XSD + "positiveInteger": (1, None),
+}
+NUMERIC_TYPES: dict[str, int] = {dt: INTEGER for dt in INTEGER_TYPES}
+NUMERIC_TYPES.update({XSD_DECIMAL: DECIMAL, XSD_FLOAT: FLOAT, XSD_DOUBLE: DOUBLE})
+
+_INTEGER_RE = re.compile(r"[+-]?[0-9]+")
+_DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_DOUBLE_RE = re.compile(r"(?:[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?INF|NaN)")
+
+DECIMAL_PREC = 28  # significant digits of decimal division
+
+
+@dataclass(frozen=True, slots=True)
+class Num:
+    """A numeric value: ``rank`` is INTEGER/DECIMAL/FLOAT/DOUBLE, ``v`` an
+    int, Decimal or float accordingly."""
+
+    rank: int
+    v: int | Decimal | float
+
+
+def parse_integer(lex: str) -> int | None:
+    s = lex.strip()
+    if not _INTEGER_RE.fullmatch(s):
+        return None
+    return int(s)
+
+
+def parse_decimal(lex: str) -> Decimal | None:
+    s = lex.strip()
+    if not _DECIMAL_RE.fullmatch(s):
+        return None
+    return Decimal(s)
+
+
+def parse_double(lex: str) -> float | None:
+    s = lex.strip()
+    if not _DOUBLE_RE.fullmatch(s):
+        return None
+    if s.endswith("INF"):
+        return -math.inf if s[0] == "-" else math.inf
+    return float(s)
+
+
+def to_float32(x: float) -> float:
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
+
+
+def parse_numeric(lexical: str, datatype: str) -> Num | None:
+    """Value of a numeric literal, None if the datatype is not numeric or the
+    lexical form is invalid."""
+    rank = NUMERIC_TYPES.get(datatype)
+    if rank is None:
+        return None
+    if rank == INTEGER:
+        v = parse_integer(lexical)
+        if v is None:
+            return None
+        lo, hi = INTEGER_TYPES[datatype]
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            return None
+        return Num(INTEGER, v)
+    if rank == DECIMAL:
+        d = parse_decimal(lexical)
+        return None if d is None else Num(DECIMAL, d)
+    f = parse_double(lexical)
+    if f is None:
+        return None
+    return Num(rank, to_float32(f) if rank == FLOAT else f)
+
+
+def numeric_of(term: Term | None) -> Num | None:
+    if isinstance(term, Literal):
+        return parse_numeric(term.lexical, term.datatype)
+    return None
+
+
+def promote(a: Num, b: Num) -> tuple[int, object, object]:
+    """Common rank of two numerics and both values converted to it."""
+    r = max(a.rank, b.rank)
+    return r, _as_rank(a, r), _as_rank(b, r)
+
+
+def _as_rank(n: Num, r: int):
+    if n.rank == r:
+        return n.v
+    if r == DECIMAL:
+        return Decimal(n.v)
+    if r == FLOAT:
+        return to_float32(float(n.v))
+    return float(n.v)
+
+
+def _fix(r: int, v) -> Num:
+    if r == FLOAT:
+        return Num(FLOAT, to_float32(v))
+    return Num(r, v)
+
+
+def numeric_op(op: str, a: Num, b: Num) -> Num:
+    """``+ - * /`` with XPath type promotion; integer division gives a decimal;
+    division by zero is an error for integer/decimal, INF/NaN for float/double."""
+    r, x, y = promote(a, b)
+    if r == INTEGER:
+        if op == "+":
+            return Num(INTEGER, x + y)
+        if op == "-":
+            return Num(INTEGER, x - y)
+        if op == "*":
+            return Num(INTEGER, x * y)
+        if y == 0:
+            raise ERR
+        return Num(DECIMAL, _decimal_div(Decimal(x), Decimal(y)))
+    if r == DECIMAL:
+        if op == "+":
+            return Num(DECIMAL, _dec_exact(x, y, "+"))
+        if op == "-":
+            return Num(DECIMAL, _dec_exact(x, y, "-"))
+        if op == "*":
+            return Num(DECIMAL, _dec_exact(x, y, "*"))
+        if y == 0:
+            raise ERR
+        return Num(DECIMAL, _decimal_div(x, y))
+    # float / double (IEEE semantics)
+    if op == "+":
+        return _fix(r, x + y)
+    if op == "-":
+        return _fix(r, x - y)
+    if op == "*":
+        return _fix(r, x * y)
+    if y == 0:
+        if x == 0 or math.isnan(x):
+            return _fix(r, math.nan)
+        neg = (math.copysign(1.0, x) < 0) != (math.copysign(1.0, y) < 0)
+        return _fix(r, -math.inf if neg else math.inf)
+    return _fix(r, x / y)
+
+
+def _dec_exact(x: Decimal, y: Decimal, op: str) -> Decimal:
+    with localcontext() as c:
+        c.prec = 1000
+        if op == "+":
+            return x + y
+        if op == "-":
+            return x - y
+        return x * y
+
+
+def _decimal_div(x: Decimal, y: Decimal) -> Decimal:
+    with localcontext() as c:
+        c.prec = DECIMAL_PREC
+        return x / y
+
+
+def num_abs(a: Num) -> Num:
+    return Num(a.rank, abs(a.v))
+
+
+def num_neg(a: Num) -> Num:
+    return Num(a.rank, -a.v)
+
+
+def num_ceil(a: Num) -> Num:
+    if a.rank == INTEGER:
+        return a
+    if a.rank == DECIMAL:
+        return Num(DECIMAL, a.v.to_integral_value(rounding=ROUND_CEILING))
+    if math.isnan(a.v) or math.isinf(a.v):
+        return a
+    r = float(math.ceil(a.v))
+    return Num(a.rank, -0.0 if r == 0 and a.v < 0 else r)
+
+
+def num_floor(a: Num) -> Num:
+    if a.rank == INTEGER:
+        return a
+    if a.rank == DECIMAL:
+        return Num(DECIMAL, a.v.to_integral_value(rounding=ROUND_FLOOR))
+    if math.isnan(a.v) or math.isinf(a.v):
+        return a
+    return Num(a.rank, float(math.floor(a.v)))
+
+
+def num_round(a: Num) -> Num:
+    """fn:round: half rounds towards positive infinity (-2.5 -> -2)."""
+    if a.rank == INTEGER:
+        return a
+    if a.rank == DECIMAL:
+        return Num(DECIMAL, (a.v + Decimal("0.5")).to_integral_value(rounding=ROUND_FLOOR))
+    v = a.v
+    if math.isnan(v) or math.isinf(v):
+        return a
+    r = math.floor(v)
+    if v - r >= 0.5:
+        r += 1
+    return Num(a.rank, float(r))
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def format_integer(v: int) -> str:
+    return str(v)
+
+
+def format_decimal(d: Decimal) -> str:
+    """XSD 1.0 canonical decimal: no exponent, no superfluous zeros, but
+    always a '.' with at least one digit on each side (``2.0``, ``0.5``)."""
+    if not d.is_finite():
+        raise ERR
+    s = format(d, "f")
+    neg = s.startswith("-")
+    if neg:
+        s = s[1:]
+    if "." in s:
+        ip, fp = s.split(".", 1)
+        fp = fp.rstrip("0") or "0"
+    else:
+        ip, fp = s, "0"
+    ip = ip.lstrip("0") or "0"
+    if ip == "0" and fp == "0":
+        neg = False
+    return ("-" if neg else "") + ip + "." + fp
+
+
+def format_decimal_integral(d: Decimal) -> str:
+    """Decimal without a trailing ``.0`` when integral (``3``, ``1.5``)."""
+    s = format_decimal(d)
+    return s[:-2] if s.endswith(".0") else s
+
+
+def _sci(x: float, digits_repr: str) -> str:
+    """Turn numpy's unique scientific repr ('1.25e+00', '1.e+02') into XSD
+    canonical ``1.25E0`` / ``1.0E2``."""
+    mant, _, exp = digits_repr.partition("e")
+    if "." in mant:
+        ip, fp = mant.split(".", 1)
+        fp = fp.rstrip("0") or "0"
+        mant = ip + "." + fp
+    else:
+        mant = mant + ".0"
+    return mant + "E" + str(int(exp))
+
+
+def format_double(x: float) -> str:
+    """XSD canonical double: one digit before the point, shortest round-trip
+    digits, ``E`` exponent (``3.21E4``, ``4.0E-1``, ``1.0E0``)."""
+    if x != x:
+        return "NaN"
+    if x in (math.inf, -math.inf):
+        return "INF" if x > 0 else "-INF"
+    if x == 0:
+        return "-0.0E0" if math.copysign(1.0, x) < 0 else "0.0E0"
+    r = repr(abs(x))  # shortest round-trip digits
+    m, _, e = r.partition("e")
+    ip, _, fp = m.partition(".")
+    digits = ip + fp
+    stripped = digits.lstrip("0")
+    exp = len(ip) - (len(digits) - len(stripped)) - 1 + (int(e) if e else 0)
+    stripped = stripped.rstrip("0") or "0"
+    return ("-" if x < 0 else "") + stripped[0] + "." + (stripped[1:] or "0") + "E" + str(exp)
+
+
+def format_float(x: float) -> str:
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "INF" if x > 0 else "-INF"
+    if x == 0:
+        return "-0.0E0" if math.copysign(1.0, x) < 0 else "0.0E0"
+    return _sci(x, np.format_float_scientific(np.float32(x), unique=True, trim="-"))
+
+
+def format_num(n: Num, integral_decimal: bool = False) -> str:
+    if n.rank == INTEGER:
+        return str(n.v)
+    if n.rank == DECIMAL:
+        return format_decimal_integral(n.v) if integral_decimal else format_decimal(n.v)
+    if n.rank == FLOAT:
+        return format_float(n.v)
+    return format_double(n.v)
+
+
+def num_literal(n: Num, integral_decimal: bool = False) -> Literal:
+    return Literal(format_num(n, integral_decimal), RANK_DATATYPE[n.rank])
+
+
+def integer_literal(v: int) -> Literal:
+    return Literal(str(v), XSD_INTEGER)
+
+
+def bool_literal(b: bool) -> Literal:
+    return Literal("true" if b else "false", XSD_BOOLEAN)
+
+
+TRUE = bool_literal(True)
+FALSE = bool_literal(False)
+
+
+def string_cast_of_num(n: Num) -> str:
+    """XPath casting of a numeric to xs:string (``1.0`` -> ``1``; doubles in
+    [1e-6, 1e6) written as decimals)."""
+    if n.rank == INTEGER:
+        return str(n.v)
+    if n.rank == DECIMAL:
+        return format_decimal_integral(n.v)
+    x = n.v
+    if math.isnan(x) or math.isinf(x):
+        return format_double(x)
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    if 1e-6 <= abs(x) < 1e6:
+        r = np.format_float_positional(np.float32(x) if n.rank == FLOAT else np.float64(x), unique=True, trim="-")
+        return r
+    return format_float(x) if n.rank == FLOAT else format_double(x)
+
+
+# ---------------------------------------------------------------- booleans
+
+
+def parse_boolean(lex: str) -> bool | None:
+    s = lex.strip()
+    if s in ("true", "1"):
+        return True
+    if s in ("false", "0"):
+        return False
+    return None
+
+
+# ---------------------------------------------------------------- dateTime / date
+
+_DATETIME_RE = re.compile(
+    r"(-?[0-9]{4,})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2}(?:\.[0-9]+)?)"
+    r"(Z|[+-][0-9]{2}:[0-9]{2})?"
+)
+_DATE_RE = re.compile(r"(-?[0-9]{4,})-([0-9]{2})-([0-9]{2})(Z|[+-][0-9]{2}:[0-9]{2})?")
+
+
+@dataclass(frozen=True, slots=True)
+class DateTime:
+    year: int
+    month: int
+    day: int
+    hour: int
+    minute: int
+    second: Decimal
+    tz: int | None  # offset in minutes, None = no timezone
+    tz_lex: str  # the timezone as written ('' when absent)
+    is_date: bool = False
+
+    def instant(self, assume_tz: int = 0) -> Decimal:
+        """Seconds since 0001-01-01T00:00:00Z of the normalized value (local
+        values are taken at offset ``assume_tz``)."""
+        days = _days_from_civil(self.year, self.month, self.day)
+        off = self.tz if self.tz is not None else assume_tz
+        return Decimal(days * 86400 + self.hour * 3600 + self.minute * 60 - off * 60) + self.second
+
+
+def _days_from_civil(y: int, m: int, d: int) -> int:
+    y -= m <= 2
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe
+
+
+def _days_in_month(y: int, m: int) -> int:
+    if m == 2:
+        leap = (y % 4 == 0 and y % 100 != 0) or y % 400 == 0
+        return 29 if leap else 28
+    return 30 if m in (4, 6, 9, 11) else 31
+
+
+def _parse_tz(tz: str | None) -> int | None:
+    if not tz:
+        return None
+    if tz == "Z":
+        return 0
+    h, mi = int(tz[1:3]), int(tz[4:6])
+    if h > 14 or mi > 59 or (h == 14 and mi):
+        raise ValueError
+    off = h * 60 + mi
+    return -off if tz[0] == "-" else off
+
+
+def parse_datetime(lex: str) -> DateTime | None:
+    m = _DATETIME_RE.fullmatch(lex.strip())
+    if not m:
+        return None
+    try:
+        y, mo, d, h, mi = (int(m.group(i)) for i in range(1, 6))
+        s = Decimal(m.group(6))
+        tz = _parse_tz(m.group(7))
+    except (ValueError, InvalidOperation):
+        return None
+    if not (1 <= mo <= 12 and 1 <= d <= _days_in_month(y, mo) and mi < 60 and s < 60):
+        return None
+    if h == 24:
+        if mi or s:
+            return None
+    elif h > 23:
+        return None
+    return DateTime(y, mo, d, h, mi, s, tz, m.group(7) or "")
+
+
+def parse_date(lex: str) -> DateTime | None:
+    m = _DATE_RE.fullmatch(lex.strip())
+    if not m:
+        return None
+    try:
+        y, mo, d = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        tz = _parse_tz(m.group(4))
+    except ValueError:
+        return None
+    if not (1 <= mo <= 12 and 1 <= d <= _days_in_month(y, mo)):
+        return None
+    return DateTime(y, mo, d, 0, 0, Decimal(0), tz, m.group(4) or "", True)
+
+
+def datetime_of(term: Term | None) -> DateTime | None:
+    if isinstance(term, Literal):
+        if term.datatype == XSD_DATETIME:
+            return parse_datetime(term.lexical)
+        if term.datatype == XSD_DATE:
+            return parse_date(term.lexical)
+    return None
+
+
+_FOURTEEN_H = 14 * 60
+
+
+def compare_datetimes(a: DateTime, b: DateTime) -> int:
+    """-1/0/1 per XSD 1.1 order; raises ExprError when indeterminate (one
+    value with and one without timezone, within 14 hours)."""
+    if (a.tz is None) == (b.tz is None):
+        x, y = a.instant(), b.instant()
+        return (x > y) - (x < y)
+    if a.tz is None:
+        return -compare_datetimes(b, a)
+    # a has a timezone, b has none: b ranges over [b at +14:00, b at -14:00]
+    x = a.instant()
+    lo, hi = b.instant(_FOURTEEN_H), b.instant(-_FOURTEEN_H)
+    if x < lo:
+        return -1
+    if x > hi:
+        return 1
+    raise ERR
+
+
+def format_timezone_duration(tz: int) -> str:
+    if tz == 0:
+        return "PT0S"
+    sign = "-" if tz < 0 else ""
+    tz = abs(tz)
+    h, m = divmod(tz, 60)
+    return sign + "PT" + (f"{h}H" if h else "") + (f"{m}M" if m else "")
+
+
+# ---------------------------------------------------------------- term classes
+
+
+def is_string_literal(t: Term) -> bool:
+    """Simple literal, xsd:string or language-tagged literal."""
+    return isinstance(t, Literal) and (t.datatype == XSD_STRING or t.datatype == RDF_LANGSTRING)
+
+
+def is_simple(t: Term) -> bool:
+    return isinstance(t, Literal) and t.datatype == XSD_STRING
+
+
+# category codes of literals for comparison / ordering
+CAT_NUMERIC, CAT_STRING, CAT_LANG, CAT_BOOLEAN, CAT_DATETIME, CAT_DATE, CAT_OTHER = range(7)
+
+
+def _literal_value(t: Literal) -> tuple[int, object]:
+    """(category, value) of a literal; CAT_OTHER (value None) for unknown
+    datatypes and invalid lexical forms of known ones."""
+    dt = t.datatype
+    if dt == XSD_STRING:
+        return CAT_STRING, t.lexical
+    if dt == RDF_LANGSTRING:
+        return CAT_LANG, t.lexical
+    if dt in NUMERIC_TYPES:
+        n = parse_numeric(t.lexical, dt)
+        return (CAT_NUMERIC, n) if n is not None else (CAT_OTHER, None)
+    if dt == XSD_BOOLEAN:
+        b = parse_boolean(t.lexical)
+        return (CAT_BOOLEAN, b) if b is not None else (CAT_OTHER, None)
+    if dt == XSD_DATETIME:
+        d = parse_datetime(t.lexical)
+        return (CAT_DATETIME, d) if d is not None else (CAT_OTHER, None)
+    if dt == XSD_DATE:
+        d = parse_date(t.lexical)
+        return (CAT_DATE, d) if d is not None else (CAT_OTHER, None)
+    return CAT_OTHER, None
+
+
+def _num_cmp(a: Num, b: Num) -> int | None:
+    """-1/0/1, None when unordered (NaN)."""
+    _, x, y = promote(a, b)
+    if x != x or y != y:  # NaN
+        return None
+    return (x > y) - (x < y)
+
+
+def term_equal(a: Term, b: Term) -> bool:
+    """SPARQL ``=``: value equality for known literal types, RDFterm-equal
+    otherwise (error for two different literals of unknown types)."""
+    if a == b:
+        if isinstance(a, Literal) and a.datatype in (XSD_DOUBLE, XSD_FLOAT):
+            n = numeric_of(a)
+            if n is not None and n.v != n.v:
+                return False  # NaN != NaN
+        return True
+    if not isinstance(a, Literal) or not isinstance(b, Literal):
+        return False
+    ca, va = _literal_value(a)
+    cb, vb = _literal_value(b)
+    if ca == CAT_OTHER or cb == CAT_OTHER:
+        raise ERR
+    if ca != cb:
+        return False
+    if ca == CAT_NUMERIC:
+        return _num_cmp(va, vb) == 0
+    if ca == CAT_LANG:
+        return va == vb and a.lang.lower() == b.lang.lower()
+    if ca in (CAT_DATETIME, CAT_DATE):
+        return compare_datetimes(va, vb) == 0
+    return va == vb
+
+
+def term_less(a: Term, b: Term) -> int:
+    """-1/0/1 for the SPARQL ``<`` family; raises ExprError when the pair has
+    no '<' operator (or is unordered: NaN)."""
+    if not isinstance(a, Literal) or not isinstance(b, Literal):
+        raise ERR
+    ca, va = _literal_value(a)
+    cb, vb = _literal_value(b)
+    if ca != cb or ca in (CAT_OTHER, CAT_LANG):
+        raise ERR
+    if ca == CAT_NUMERIC:
+        r = _num_cmp(va, vb)
+        if r is None:
+            raise ERR
+        return r
+    if ca in (CAT_DATETIME, CAT_DATE):
+        return compare_datetimes(va, vb)
+    return (va > vb) - (va < vb)
+
+
+def compare(op: str, a: Term, b: Term) -> bool:
+    if op == "=":
+        return term_equal(a, b)
+    if op == "!=":
+        return not term_equal(a, b)
+    if op in ("<", ">", "<=", ">="):
+        # NaN: every comparison is false, not an error
+        na, nb = numeric_of(a), numeric_of(b)
+        if na is not None and nb is not None and _num_cmp(na, nb) is None:
+            return False
+        r = term_less(a, b)
+        if op == "<":
+            return r < 0
+        if op == ">":
+            return r > 0
+        if op == "<=":
+            return r <= 0
+        return r >= 0
+    raise ERR
+
+
+def ebv(t: Term) -> bool:
+    """Effective boolean value (17.2.2)."""
+    if not isinstance(t, Literal):
+        raise ERR
+    dt = t.datatype
+    if dt == XSD_BOOLEAN:
+        return parse_boolean(t.lexical) is True
+    if dt == XSD_STRING or dt == RDF_LANGSTRING:
+        return len(t.lexical) > 0
+    if dt in NUMERIC_TYPES:
+        n = parse_numeric(t.lexical, dt)
+        if n is None:
+            return False
+        return not (n.v == 0 or n.v != n.v)
+    raise ERR
+
+
+# ---------------------------------------------------------------- ORDER BY
+
+_NAN_SLOT = 0
+_NUM_SLOT = 1
+
+
+def order_key(t: Term | None) -> tuple:
+    """A total-order key for ORDER BY / MIN / MAX: unbound < blank nodes <
+    IRIs < literals; literals by value where '<' is defined (numerics,
+    strings, booleans, dateTimes, dates), grouped by category, then a
+    deterministic tie-break by datatype and lexical form."""
+    if t is None:
+        return (0,)
+    if isinstance(t, BNode):
+        return (1, t.label)
+    if isinstance(t, IRI):
+        return (2, t.value)
+    cat, v = _literal_value(t)
+    if cat == CAT_NUMERIC:
+        x = v.v
+        if isinstance(x, float) and x != x:
+            return (3, CAT_NUMERIC, _NAN_SLOT, 0, t.datatype, t.lexical)
+        return (3, CAT_NUMERIC, _NUM_SLOT, x, t.datatype, t.lexical)
+    if cat == CAT_STRING:
+        return (3, CAT_STRING, t.lexical)
+    if cat == CAT_LANG:
+        return (3, CAT_LANG, t.lexical, t.lang or "")
+    if cat == CAT_BOOLEAN:
+        return (3, CAT_BOOLEAN, v, t.lexical)
+    if cat in (CAT_DATETIME, CAT_DATE):
+        return (3, cat, v.instant(), t.lexical)
+    return (3, CAT_OTHER, t.datatype, t.lexical)

@@ -1,0 +1,674 @@
+"""Bulk loaders: RDF files / payloads -> key columns -> ids -> one atomic commit.
+
+* N-Triples / N-Quads: vectorized with pyarrow. The input is cut into chunks
+  of whole lines; each chunk becomes one ``large_string`` array of lines
+  (zero-copy over the bytes), every line is matched against one RE2 regex of
+  the N-Triples/N-Quads grammar (``pyarrow.compute.extract_regex``), and only
+  the terms that need it (escapes, ``^^xsd:string``, upper-case language tags)
+  are canonicalized in Python with :func:`engine.terms.canonical_key`.
+* Turtle, TriG, RDF/XML, JSON-LD: parsed by rdflib (with literal
+  normalization off, so lexical forms are kept exactly) and converted term by
+  term to keys.
+
+A load is atomic: the whole input is parsed and encoded first and committed
+with one :meth:`engine.kv.store.Store.commit`; a syntax error raises
+:class:`engine.errors.LoadError` (source name and 1-based line) and commits
+nothing. With ``lenient=True`` bad statements are skipped and reported.
+Blank node labels are made unique per load (``_:b0`` of two loads differ).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+import sys
+import threading
+import warnings
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import LoadError
+from engine.kv.store import Changes, Store
+from engine.terms import XSD_DECIMAL, XSD_INTEGER, XSD_STRING, canonical_key, iri_key, literal_key
+
+__all__ = [
+    "LoadReport",
+    "ParsedKeys",
+    "load_file",
+    "load_data",
+    "parse_to_keys",
+    "guess_format",
+    "format_for_media_type",
+    "FORMATS",
+]
+
+FORMATS = ("nt", "nq", "ttl", "trig", "xml", "jsonld")
+
+_EXT = {
+    ".nt": "nt",
+    ".ntriples": "nt",
+    ".nq": "nq",
+    ".nquads": "nq",
+    ".ttl": "ttl",
+    ".turtle": "ttl",
+    ".n3": "ttl",
+    ".trig": "trig",
+    ".rdf": "xml",
+    ".owl": "xml",
+    ".xml": "xml",
+    ".jsonld": "jsonld",
+    ".json": "jsonld",
+}
+
+_MEDIA = {
+    "application/n-triples": "nt",
+    "text/plain": "nt",
+    "application/n-quads": "nq",
+    "text/x-nquads": "nq",
+    "text/turtle": "ttl",
+    "application/x-turtle": "ttl",
+    "text/n3": "ttl",
+    "application/trig": "trig",
+    "application/x-trig": "trig",
+    "application/rdf+xml": "xml",
+    "application/xml": "xml",
+    "text/xml": "xml",
+    "application/ld+json": "jsonld",
+    "application/json": "jsonld",
+}
+
+_RDFLIB_FORMAT = {"ttl": "turtle", "trig": "trig", "xml": "xml", "jsonld": "json-ld", "nt": "nt", "nq": "nquads"}
+_MAX_ERRORS = 1000  # errors kept in a report (all are counted in ``skipped``)
+_CHUNK_BYTES = 16 << 20
+
+
+@dataclass
+class LoadReport:
+    triples: int = 0  # statements accepted (before set de-duplication)
+    skipped: int = 0  # bad statements skipped (lenient)
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (1-based line, message)
+    graphs: list[str | None] = field(default_factory=list)  # graphs written: IRI / key, None = default
+
+
+@dataclass
+class ParsedKeys:
+    """Key columns of one parsed input; ``g`` is null for the default graph."""
+
+    s: pa.Array
+    p: pa.Array
+    o: pa.Array
+    g: pa.Array
+    skipped: int = 0
+    errors: list[tuple[int, str]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.s)
+
+
+# ------------------------------------------------------------------ formats
+def guess_format(path: str) -> str:
+    name = os.fspath(path).lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    ext = os.path.splitext(name)[1]
+    fmt = _EXT.get(ext)
+    if fmt is None:
+        raise LoadError(f"cannot guess the RDF format of {ext or 'a file without extension'}", source=str(path))
+    return fmt
+
+
+def format_for_media_type(media_type: str) -> str:
+    mt = media_type.split(";")[0].strip().lower()
+    if mt in _MEDIA:
+        return _MEDIA[mt]
+    if mt in FORMATS:
+        return mt
+    alias = {"turtle": "ttl", "ntriples": "nt", "nquads": "nq", "rdfxml": "xml", "json-ld": "jsonld"}
+    if mt in alias:
+        return alias[mt]
+    raise LoadError(f"unsupported media type {media_type!r}")
+
+
+def _normalize_format(fmt: str) -> str:
+    f = fmt.lower().lstrip(".")
+    if f in FORMATS:
+        return f
+    try:
+        return format_for_media_type(f)
+    except LoadError:
+        pass
+    if f in _EXT or "." + f in _EXT:
+        return _EXT.get(f) or _EXT["." + f]
+    raise LoadError(f"unknown RDF format {fmt!r}")
+
+
+# ------------------------------------------------------------------ N-Triples / N-Quads (vectorized)
+# Full grammar (Python ``re``), used for the lines the vectorized fast path does not accept.
+_HEX = "[0-9A-Fa-f]"
+_UCHAR = rf"\\u{_HEX}{{4}}|\\U{_HEX}{{8}}"
+_IRI = rf'<[A-Za-z][A-Za-z0-9+.\-]*:(?:[^\x00-\x20<>"{{}}|^`\\]|{_UCHAR})*>'
+_PN = "A-Za-z0-9_\u00b7\u00c0-\U0010ffff"
+_BN = rf"_:[{_PN}](?:[{_PN}.\-]*[{_PN}\-])?"
+_LIT = rf'"(?:[^"\\\n\r]|\\[tbnrf"\'\\]|{_UCHAR})*"(?:@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*|\^\^{_IRI})?'
+_WS = r"[ \t]*"
+_STMT = rf"^{_WS}(?P<s>{_IRI}|{_BN}){_WS}(?P<p>{_IRI}){_WS}(?P<o>{_IRI}|{_BN}|{_LIT})"
+_TAIL = rf"{_WS}\.{_WS}(?:#[^\r\n]*)?[\r\n]*$"
+_NT_PY = re.compile(_STMT + _TAIL)
+_NQ_PY = re.compile(_STMT + rf"{_WS}(?:(?P<g>{_IRI}|{_BN}))?" + _TAIL)
+_BLANK_PY = re.compile(r"^[ \t]*(?:#[^\r\n]*)?[\r\n]*$")
+
+# Fast path (RE2 via pyarrow): terms without escapes, single spaces, " ." at the end.
+_F_IRI = r'<[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20<>"{}|^`\\]*>'
+_F_BN = r"_:[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_\-])?"
+_F_LIT = r'"[^"\\\n\r]*"(?:@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*|\^\^' + _F_IRI + ")?"
+_F_SUBJ = rf"^(?:{_F_IRI}|{_F_BN})$"
+_F_PRED = rf"^{_F_IRI}$"
+_F_OBJ = rf"^(?:{_F_IRI}|{_F_BN}|{_F_LIT})$"
+_F_NEEDS_CANON = r'\^\^<http://www\.w3\.org/2001/XMLSchema#string>$|"@[^"]*[A-Z][^"]*$'
+
+
+def _iter_chunks(stream, chunk_bytes: int | None = None) -> Iterator[bytes]:
+    """Yield blocks of whole lines (the last one may lack its newline)."""
+    size = chunk_bytes or _CHUNK_BYTES
+    rest = b""
+    while True:
+        block = stream.read(size)
+        if not block:
+            break
+        buf = rest + block if rest else block
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            rest = buf
+            continue
+        chunk, rest = buf[: cut + 1], buf[cut + 1 :]
+        yield chunk
+    if rest:
+        yield rest
+
+
+def _lines_array(chunk: bytes) -> pa.LargeStringArray:
+    data = np.frombuffer(chunk, dtype=np.uint8)
+    nl = np.flatnonzero(data == 10)
+    n = len(nl) + (0 if len(chunk) == 0 or chunk[-1:] == b"\n" else 1)
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1 : len(nl) + 1] = nl + 1
+    offsets[-1] = len(chunk)
+    return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chunk))
+
+
+def _np(a) -> np.ndarray:
+    return a.to_numpy(zero_copy_only=False)
+
+
+def _slow_line(text: str, quads: bool, prefix: str):
+    """Parse one line with the full grammar -> None (blank), tuple of keys, or error str."""
+    m = (_NQ_PY if quads else _NT_PY).match(text)
+    if m is None:
+        if _BLANK_PY.match(text):
+            return None
+        return f"syntax error in statement: {text.rstrip(chr(13) + chr(10))[:120]!r}"
+    out = []
+    for name in ("s", "p", "o", "g") if quads else ("s", "p", "o"):
+        t = m.group(name)
+        if t is None:
+            out.append(None)
+            continue
+        try:
+            k = canonical_key(t)
+            k.encode("utf-8")
+        except (ValueError, UnicodeError) as e:
+            return f"bad term {t[:80]}: {e}"
+        if prefix and k.startswith("_:"):
+            k = "_:" + prefix + k[2:]
+        out.append(k)
+    if not quads:
+        out.append(None)
+    return tuple(out)
+
+
+def _parse_nt_chunk(chunk: bytes, quads: bool, bnode_prefix: str):
+    """-> (s, p, o, g, bad, n_lines); bad maps row (0-based line in chunk) -> message."""
+    bad: dict[int, str] = {}
+    lines = _lines_array(chunk)
+    try:
+        lines.validate(full=True)
+    except pa.ArrowInvalid:
+        pieces = chunk.split(b"\n")
+        for r, raw in enumerate(pieces):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                bad[r] = "invalid UTF-8"
+                pieces[r] = b""
+        lines = _lines_array(b"\n".join(pieces))
+    n = len(lines)
+    t = pa.large_string()
+    # ---- fast path
+    # two trailing spaces guarantee three parts on every line
+    parts = pc.split_pattern(pc.binary_join_element_wise(lines, pa.scalar("  ", t), pa.scalar("", t)), " ", max_splits=2)
+    ok = np.ones(n, dtype=bool)
+    s = pc.list_element(parts, 0)
+    p = pc.list_element(parts, 1)
+    r = pc.utf8_rtrim(pc.list_element(parts, 2), characters=" \t\r\n")
+    ok &= _np(pc.fill_null(pc.ends_with(r, "."), False))
+    o = pc.utf8_rtrim(pc.utf8_slice_codeunits(r, 0, -1), characters=" \t")
+    g = None
+    if quads:
+        # a leading space guarantees two parts; a real quad has "<o> <g>"
+        og = pc.split_pattern(pc.binary_join_element_wise(pa.scalar(" ", t), o.cast(t), pa.scalar("", t)), " ", max_splits=1, reverse=True)
+        g_c = pc.list_element(og, 1)
+        o_c = pc.utf8_ltrim(pc.list_element(og, 0), characters=" ")
+        two = _np(pc.fill_null(pc.greater(pc.utf8_length(o_c), 0), False))
+        is_q = two & _np(pc.fill_null(pc.match_substring_regex(g_c, _F_SUBJ), False))
+        is_q &= _np(pc.fill_null(pc.match_substring_regex(o_c, _F_OBJ), False))
+        qm = pa.array(is_q)
+        o = pc.if_else(qm, o_c, o)
+        g = pc.if_else(qm, g_c, pa.scalar(None, t))
+    # validate / canonicalize each distinct term once (terms repeat a lot)
+    s, vs = _dict_column(s, _F_SUBJ, None, bnode_prefix)
+    p, vp = _dict_column(p, _F_PRED, None, "")
+    o, vo = _dict_column(o, _F_OBJ, _F_NEEDS_CANON, bnode_prefix)
+    ok &= vs & vp & vo
+    for r_ in bad:
+        if r_ < n:
+            ok[r_] = False
+    if g is not None:
+        g = g.cast(t)
+    if not ok.all():
+        km = pa.array(ok)
+        s, p, o = s.filter(km), p.filter(km), o.filter(km)
+        if g is not None:
+            g = g.filter(km)
+    g = pa.nulls(len(s), t) if g is None else g
+    if bnode_prefix and g.null_count < len(g):
+        g = _relabel_bnodes(g, bnode_prefix)
+    # ---- slow path: the other lines, one by one
+    rest = [int(x) for x in np.flatnonzero(~ok) if int(x) not in bad]
+    if rest:
+        texts = lines.take(pa.array(rest, pa.int64())).to_pylist()
+        cols: list[list] = [[], [], [], []]
+        for r_, text in zip(rest, texts, strict=True):
+            res = _slow_line(text, quads, bnode_prefix)
+            if res is None:
+                continue
+            if isinstance(res, str):
+                bad[r_] = res
+                continue
+            for c, v in zip(cols, res, strict=True):
+                c.append(v)
+        if cols[0]:
+            s = pa.concat_arrays([_plain(s), pa.array(cols[0], t)])
+            p = pa.concat_arrays([_plain(p), pa.array(cols[1], t)])
+            o = pa.concat_arrays([_plain(o), pa.array(cols[2], t)])
+            g = pa.concat_arrays([g, pa.array(cols[3], t)])
+    return s, p, o, g, bad, n
+
+
+def _plain(col: pa.Array) -> pa.Array:
+    """A large_string array (dictionary arrays decoded)."""
+    if isinstance(col, pa.DictionaryArray):
+        col = col.dictionary.take(col.indices)
+    return col.cast(pa.large_string())
+
+
+def _dict_column(col: pa.Array, valid_re: str, canon_re: str | None, prefix: str):
+    """Dictionary-encode a term column, validate / canonicalize / relabel its
+    distinct values; -> (DictionaryArray, per-row validity mask)."""
+    t = pa.large_string()
+    enc = pc.dictionary_encode(col.cast(t))
+    values = enc.dictionary
+    idx = enc.indices
+    valid_u = _np(pc.fill_null(pc.match_substring_regex(values, valid_re), False))
+    changed = False
+    if canon_re is not None:
+        canon = _np(pc.match_substring_regex(values, canon_re)) & valid_u
+        if canon.any():
+            rows = np.flatnonzero(canon)
+            fixed = [canonical_key(v) for v in values.take(pa.array(rows)).to_pylist()]
+            values = pc.replace_with_mask(values, pa.array(canon), pa.array(fixed, t))
+            changed = True
+    if prefix:
+        relabeled = _relabel_bnodes(values, prefix)
+        changed = changed or relabeled is not values
+        values = relabeled
+    if changed:
+        enc = pa.DictionaryArray.from_arrays(idx, values)
+    idx_np = _np(idx)
+    return enc, valid_u[idx_np] if len(idx_np) else np.zeros(0, dtype=bool)
+
+
+def _relabel_bnodes(col: pa.Array, prefix: str) -> pa.Array:
+    if not pc.any(pc.starts_with(col, "_:")).as_py():
+        return col
+    return pc.replace_substring_regex(col, "^_:", "_:" + prefix)
+
+
+# ------------------------------------------------------------------ rdflib formats
+_rdflib_lock = threading.Lock()
+
+
+def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_prefix: str):
+    import rdflib
+    from rdflib.term import BNode, Literal, URIRef
+
+    default_id = "urn:x-rdflib:default"
+    try:
+        from rdflib.graph import DATASET_DEFAULT_GRAPH_ID
+
+        default_id = str(DATASET_DEFAULT_GRAPH_ID)
+    except ImportError:  # pragma: no cover
+        pass
+
+    cache: dict = {}
+
+    def key(t) -> str:
+        k = cache.get(t)
+        if k is not None:
+            return k
+        if isinstance(t, URIRef):
+            k = iri_key(str(t))
+        elif isinstance(t, BNode):
+            k = "_:" + bnode_prefix + str(t)
+        elif isinstance(t, Literal):
+            dt = str(t.datatype) if t.datatype is not None else None
+            if dt == XSD_STRING:
+                dt = None
+            k = literal_key(str(t), dt, t.language)
+        else:
+            raise LoadError(f"unsupported term {t!r}", source=source)
+        cache[t] = k
+        return k
+
+    from rdflib.plugins.parsers import notation3
+
+    orig = notation3.SinkParser.nodeOrLiteral
+
+    def node_or_literal(self, argstr, i, res):
+        # rdflib turns Turtle numbers into Python values (01 -> "1"); keep the lexical form
+        n0 = len(res)
+        j = orig(self, argstr, i, res)
+        if j >= 0 and len(res) == n0 + 1 and type(res[-1]) in (int, Decimal):
+            text = argstr[self.skipSpace(argstr, i) : j]
+            dt = XSD_INTEGER if type(res[-1]) is int else XSD_DECIMAL
+            res[-1] = Literal(text, datatype=URIRef(dt))
+        return j
+
+    with _rdflib_lock, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = rdflib.NORMALIZE_LITERALS
+        rdflib.NORMALIZE_LITERALS = False
+        notation3.SinkParser.nodeOrLiteral = node_or_literal
+        try:
+            ds = rdflib.Dataset()
+            kwargs = {"format": _RDFLIB_FORMAT[fmt]}
+            if base:
+                kwargs["publicID"] = base
+            ds.parse(source=io.BytesIO(data), **kwargs)
+            quads = list(ds.quads((None, None, None, None)))
+        except LoadError:
+            raise
+        except Exception as e:  # rdflib raises many kinds
+            raise LoadError(f"syntax error: {_rdflib_message(e)}", source=source, line=_rdflib_line(e)) from e
+        finally:
+            rdflib.NORMALIZE_LITERALS = old
+            notation3.SinkParser.nodeOrLiteral = orig
+    ss, ps, os_, gs = [], [], [], []
+    for s, p, o, c in quads:
+        ss.append(key(s))
+        ps.append(key(p))
+        os_.append(key(o))
+        cid = c.identifier if hasattr(c, "identifier") else c
+        gs.append(None if cid is None or str(cid) == default_id else key(cid))
+    t = pa.large_string()
+    return pa.array(ss, t), pa.array(ps, t), pa.array(os_, t), pa.array(gs, t)
+
+
+def _rdflib_line(e: Exception) -> int | None:
+    lines = getattr(e, "lines", None)
+    if isinstance(lines, int):
+        return lines + 1
+    get = getattr(e, "getLineNumber", None)
+    if callable(get):
+        try:
+            return int(get())
+        except Exception:  # noqa: BLE001
+            return None
+    ln = getattr(e, "lineno", None)
+    return ln if isinstance(ln, int) else None
+
+
+def _rdflib_message(e: Exception) -> str:
+    why = getattr(e, "_why", None)
+    if why:
+        return str(why)
+    get = getattr(e, "getMessage", None)
+    if callable(get):
+        try:
+            return str(get())
+        except Exception:  # noqa: BLE001
+            pass
+    return str(e) or type(e).__name__
+
+
+# ------------------------------------------------------------------ parse_to_keys
+def _open_source(source) -> tuple[io.BufferedIOBase, str, int | None]:
+    """(binary stream, display name, size or None) of a path / bytes / str."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        b = bytes(source)
+        if b[:2] == b"\x1f\x8b":
+            b = gzip.decompress(b)
+        return io.BytesIO(b), "<data>", len(b)
+    path = os.fspath(source)
+    name = os.path.basename(path)
+    try:
+        if path.lower().endswith(".gz"):
+            return gzip.open(path, "rb"), name, None
+        return open(path, "rb"), name, os.path.getsize(path)
+    except OSError as e:
+        raise LoadError(f"cannot read file: {e.strerror or e}", source=name) from e
+
+
+def _safe_chunks(stream, display: str) -> Iterator[bytes]:
+    it = _iter_chunks(stream)
+    while True:
+        try:
+            chunk = next(it)
+        except StopIteration:
+            return
+        except (OSError, EOFError, zlib.error) as e:
+            raise LoadError(f"cannot read input: {e}", source=display) from e
+        yield chunk
+
+
+def iter_parse(source, format: str, *, base: str | None = None, lenient: bool = False,
+               bnode_prefix: str = "", name: str | None = None,
+               progress: bool = False) -> Iterator[ParsedKeys]:
+    """Parse ``source`` (a path, or bytes of data) into ParsedKeys blocks.
+
+    Raises :class:`LoadError` on the first bad statement unless ``lenient``.
+    """
+    fmt = _normalize_format(format)
+    stream, display, size = _open_source(source)
+    display = name or display
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=size, unit="B", unit_scale=True, desc=f"loading {display}", file=sys.stderr)
+    try:
+        if fmt in ("nt", "nq"):
+            quads = fmt == "nq"
+            n_err = 0
+            first = 1
+            for chunk in _safe_chunks(stream, display):
+                if first == 1 and chunk.startswith(b"\xef\xbb\xbf"):
+                    chunk = chunk[3:]  # UTF-8 byte order mark
+                s, p, o, g, bad, n_lines = _parse_nt_chunk(chunk, quads, bnode_prefix)
+                errors = []
+                if bad:
+                    rows = sorted(bad)
+                    if not lenient:
+                        r = rows[0]
+                        raise LoadError(bad[r], source=display, line=first + r)
+                    for r in rows:
+                        if n_err < _MAX_ERRORS:
+                            errors.append((first + r, bad[r]))
+                        n_err += 1
+                if bar is not None:
+                    bar.update(len(chunk))
+                first += n_lines
+                yield ParsedKeys(s, p, o, g, skipped=len(bad), errors=errors)
+        else:
+            try:
+                data = stream.read()
+            except (OSError, EOFError, zlib.error) as e:
+                raise LoadError(f"cannot read input: {e}", source=display) from e
+            s, p, o, g = _parse_rdflib(data, fmt, base, display, bnode_prefix)
+            if bar is not None:
+                bar.update(len(data))
+            yield ParsedKeys(s, p, o, g)
+    finally:
+        stream.close()
+        if bar is not None:
+            bar.close()
+
+
+def parse_to_keys(source, format: str, *, base: str | None = None, lenient: bool = False,
+                  bnode_prefix: str = "", name: str | None = None) -> ParsedKeys:
+    """Parse a whole input into key columns (s, p, o, g: pyarrow large_string,
+    g null for the default graph). ``source`` is a path (str / PathLike) or the
+    data itself as bytes."""
+    blocks = list(iter_parse(source, format, base=base, lenient=lenient, bnode_prefix=bnode_prefix, name=name))
+    t = pa.large_string()
+    if not blocks:
+        e = pa.array([], t)
+        return ParsedKeys(e, e, e, e)
+    cat = (lambda xs: pa.concat_arrays([_plain(x) for x in xs]))  # noqa: E731
+    return ParsedKeys(
+        cat([b.s for b in blocks]),
+        cat([b.p for b in blocks]),
+        cat([b.o for b in blocks]),
+        cat([b.g for b in blocks]),
+        skipped=sum(b.skipped for b in blocks),
+        errors=[e for b in blocks for e in b.errors][:_MAX_ERRORS],
+    )
+
+
+# ------------------------------------------------------------------ loading into a store
+def _load(store: Store, source, fmt: str, graph: str | None, base: str | None, lenient: bool,
+          progress: bool, name: str | None) -> LoadReport:
+    prefix = f"L{store.next_load_id()}x"
+    d = store.dictionary
+    report = LoadReport()
+    target = None
+    row_blocks: list[np.ndarray] = []
+    g_blocks: list[np.ndarray] = []
+    if graph is not None:
+        with store.write_lock:
+            target = int(d.encode([iri_key(graph)])[0])
+    for block in iter_parse(source, fmt, base=base, lenient=lenient, bnode_prefix=prefix,
+                            name=name, progress=progress):
+        report.skipped += block.skipped
+        report.errors.extend(block.errors[: max(0, _MAX_ERRORS - len(report.errors))])
+        n = len(block)
+        if n == 0:
+            continue
+        with store.write_lock:
+            ids = np.concatenate([d.encode(block.s), d.encode(block.p), d.encode(block.o)])
+            gcol = block.g
+            gids = np.full(n, -1, dtype=np.int64)
+            if gcol.null_count < n:
+                valid = gcol.is_valid().to_numpy(zero_copy_only=False)
+                gids[valid] = d.encode(gcol.filter(gcol.is_valid()))
+        rows = ids.reshape(3, n).T
+        if target is not None:
+            gids[gids < 0] = target
+        row_blocks.append(rows)
+        g_blocks.append(gids)
+        report.triples += n
+    changes = Changes()
+    if target is not None:
+        changes.create.add(target)
+    graphs: set[int | None] = set()
+    if row_blocks:
+        rows = np.concatenate(row_blocks) if len(row_blocks) > 1 else row_blocks[0]
+        gids = np.concatenate(g_blocks) if len(g_blocks) > 1 else g_blocks[0]
+        if (gids < 0).all():
+            changes.add[None] = rows
+            graphs.add(None)
+        else:
+            for gv in np.unique(gids).tolist():
+                sel = gids == gv
+                key = None if gv < 0 else gv
+                changes.add[key] = rows[sel]
+                graphs.add(key)
+                if key is not None:
+                    changes.create.add(key)
+    if target is not None:
+        graphs.add(target)
+    with store.write_lock:
+        store.commit(changes)
+        names = []
+        for gv in graphs:
+            if gv is None:
+                names.append(None)
+            else:
+                k = d.key(gv)
+                names.append(k[1:-1] if k.startswith("<") else k)
+    report.graphs = sorted(names, key=lambda x: (x is not None, x or ""))
+    return report
+
+
+def _release_memory() -> None:
+    """Give the parse temporaries back to the OS (arrow pool, glibc arenas)."""
+    try:
+        pa.default_memory_pool().release_unused()
+    except Exception:  # noqa: BLE001
+        pass
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def load_file(store: Store, path, graph: str | None = None, format: str | None = None,
+              base: str | None = None, lenient: bool = False, progress: bool = False) -> LoadReport:
+    """Load one RDF file into ``store`` atomically (see module docstring).
+
+    ``graph``: IRI of the target graph for default-graph statements (None =
+    default graph); quads of N-Quads/TriG keep their own graph."""
+    path = os.fspath(path)
+    fmt = _normalize_format(format) if format else guess_format(path)
+    if not os.path.exists(path):
+        raise LoadError("file not found", source=path)
+    if base is None and fmt not in ("nt", "nq"):
+        base = "file://" + os.path.abspath(path)
+    try:
+        return _load(store, path, fmt, graph, base, lenient, progress, os.path.basename(path))
+    finally:
+        _release_memory()
+
+
+def load_data(store: Store, data: bytes | str, media_type: str, graph: str | None = None,
+              base: str | None = None, lenient: bool = False) -> LoadReport:
+    """Load an in-memory payload (``media_type`` like ``text/turtle``) atomically."""
+    fmt = format_for_media_type(media_type)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    try:
+        return _load(store, bytes(data), fmt, graph, base, lenient, False, "<data>")
+    finally:
+        if len(data) > 1 << 20:
+            _release_memory()

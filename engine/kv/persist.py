@@ -1,0 +1,249 @@
+"""Persistence of a Store in a data directory: segment files + one manifest.
+
+Layout of ``data_dir``::
+
+    MANIFEST.json          the only mutable file; replaced atomically
+    pack-<sn>-<tag>.npy    one per commit: raw bytes of the CSR arrays the commit built
+    dict-<sn>-<tag>-*.npy  dictionary tail chunks (blob, offsets, numeric) and hash index
+
+A commit (under the store's writer lock) writes the arrays that are new since
+the last commit (PredShards without ``files``, dictionary ids past
+``persisted_n``) as new files, fsyncs them, writes ``MANIFEST.json.tmp``,
+fsyncs it, ``os.replace``-s it over the manifest and fsyncs the directory.
+Only then are files that no manifest references deleted. A crash at any
+point leaves the previous manifest and everything it names intact; files of
+an interrupted commit are garbage-collected at the next start.
+
+Start-up reads the manifest and memory-maps the packs (``np.load(mmap_mode='r')``);
+CSR arrays are zero-copy views into them. The dictionary blob/offsets/numeric
+are read into growable in-memory arrays (they are appended to), its hash
+index is memory-mapped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.kv.dictionary import Dictionary
+from engine.kv.graph import GraphIndex
+from engine.kv.shard import CSR, PredShard, Shard
+
+MANIFEST = "MANIFEST.json"
+_VERSION = 1
+_MAX_DICT_CHUNKS = 32
+
+
+@dataclass
+class PersistedState:
+    sn: int
+    n_shards: int
+    load_counter: int
+    dictionary: Dictionary
+    default: GraphIndex
+    named: dict[int, GraphIndex]
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_npy(path: str, arr: np.ndarray) -> None:
+    with open(path, "wb") as f:
+        np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+class Persistence:
+    def __init__(self, data_dir: str):
+        self.dir = os.fspath(data_dir)
+        os.makedirs(self.dir, exist_ok=True)
+        # per chunk of ids: [blob, offsets, numeric, hashes, hash_ids] file names; the
+        # hash files hold the sorted (hash, id) entries of that chunk's ids only
+        self._dict_chunks: list[list[str]] = []
+        self._packs: dict[str, np.ndarray] = {}
+
+    def _p(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    # ------------------------------------------------------------ open
+    def open(self, shards: int) -> PersistedState | None:
+        path = self._p(MANIFEST)
+        if not os.path.exists(path):
+            self._gc(set())
+            return None
+        with open(path, encoding="utf-8") as f:
+            man = json.load(f)
+        if man.get("version") != _VERSION:
+            raise ValueError(f"unsupported manifest version in {path}")
+        self._gc(self._referenced(man))
+        dm = man["dictionary"]
+        self._dict_chunks = [list(c) for c in dm["chunks"]]
+        if self._dict_chunks:
+            ch = self._dict_chunks
+            blob = np.concatenate([np.load(self._p(c[0])) for c in ch])
+            offs = np.concatenate([np.zeros(1, np.int64)] + [np.load(self._p(c[1])) for c in ch])
+            num = np.concatenate([np.load(self._p(c[2])) for c in ch])
+            hashes = [np.load(self._p(c[3]), mmap_mode="r") for c in ch]
+            hids = [np.load(self._p(c[4]), mmap_mode="r") for c in ch]
+            if len(ch) == 1:
+                hashes, hids = hashes[0], hids[0]
+            else:
+                hashes, hids = np.concatenate(hashes), np.concatenate(hids)
+                order = np.argsort(hashes, kind="stable")
+                hashes, hids = hashes[order], hids[order]
+            d = Dictionary.from_arrays(blob, offs, num, hashes, hids)
+        else:
+            d = Dictionary()
+        n_shards = int(man["shards"])
+        default = self._graph(man["graphs"]["default"], n_shards)
+        named = {int(g): self._graph(entries, n_shards) for g, entries in man["graphs"]["named"].items()}
+        return PersistedState(int(man["sn"]), n_shards, int(man.get("load_counter", 0)), d, default, named)
+
+    def _pack(self, name: str) -> np.ndarray:
+        arr = self._packs.get(name)
+        if arr is None:
+            arr = np.load(self._p(name), mmap_mode="r")
+            self._packs[name] = arr
+        return arr
+
+    def _graph(self, entries: list, n_shards: int) -> GraphIndex:
+        per_shard: list[dict[int, PredShard]] = [{} for _ in range(n_shards)]
+        for shard_no, pid, pack, refs in entries:
+            raw = self._pack(pack)
+            arrs = [raw[off : off + n * np.dtype(dt).itemsize].view(dt) for off, dt, n in refs]
+            ps = PredShard(CSR(*arrs[:3]), CSR(*arrs[3:]), files={"pack": pack, "refs": refs})
+            per_shard[shard_no][int(pid)] = ps
+        return GraphIndex([Shard(k, n_shards, per_shard[k]) for k in range(n_shards)])
+
+    # ------------------------------------------------------------ save
+    def save(self, snap, prev, n_shards: int, load_counter: int) -> None:
+        tag = f"{snap.sn:08d}-{secrets.token_hex(4)}"
+        written: list[str] = []
+        dict_chunks = self._save_dictionary(snap.dictionary, tag, written)
+        graphs = {"default": snap.default, **{str(g): gi for g, gi in snap.named.items()}}
+        # collect PredShards not yet on disk
+        new: list[PredShard] = []
+        seen: set[int] = set()
+        for gi in graphs.values():
+            for sh in gi.shards:
+                for ps in sh.preds.values():
+                    if ps.files is None and id(ps) not in seen:
+                        seen.add(id(ps))
+                        new.append(ps)
+        if new:
+            pack = f"pack-{tag}.npy"
+            chunks: list[np.ndarray] = []
+            pos = 0
+            refs_of: list[list] = []
+            for ps in new:
+                refs = []
+                for a in (ps.out.keys, ps.out.indptr, ps.out.indices, ps.inn.keys, ps.inn.indptr, ps.inn.indices):
+                    b = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+                    refs.append([pos, a.dtype.str, int(len(a))])
+                    chunks.append(b)
+                    pos += len(b)
+                    pad = (-pos) % 8
+                    if pad:
+                        chunks.append(np.zeros(pad, np.uint8))
+                        pos += pad
+                refs_of.append(refs)
+            _write_npy(self._p(pack), np.concatenate(chunks) if chunks else np.zeros(0, np.uint8))
+            written.append(pack)
+        else:
+            pack, refs_of = None, []
+        man_graphs: dict = {"default": None, "named": {}}
+        pending = {id(ps): (pack, refs) for ps, refs in zip(new, refs_of, strict=True)}
+        for name, gi in graphs.items():
+            entries = []
+            for sh in gi.shards:
+                for pid, ps in sh.preds.items():
+                    if ps.files is not None:
+                        entries.append([sh.no, int(pid), ps.files["pack"], ps.files["refs"]])
+                    else:
+                        pk, refs = pending[id(ps)]
+                        entries.append([sh.no, int(pid), pk, refs])
+            if name == "default":
+                man_graphs["default"] = entries
+            else:
+                man_graphs["named"][name] = entries
+        man = {
+            "version": _VERSION,
+            "sn": snap.sn,
+            "shards": n_shards,
+            "load_counter": load_counter,
+            "dictionary": {"n": len(snap.dictionary), "chunks": dict_chunks},
+            "graphs": man_graphs,
+        }
+        tmp = self._p(MANIFEST + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(man, f, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(self.dir)  # the new segment files' directory entries
+        os.replace(tmp, self._p(MANIFEST))
+        _fsync_dir(self.dir)
+        # the switch happened: mark arrays as persisted, then collect garbage
+        for ps in new:
+            pk, refs = pending[id(ps)]
+            ps.files = {"pack": pk, "refs": refs}
+        snap.dictionary.persisted_n = len(snap.dictionary)
+        self._dict_chunks = dict_chunks
+        self._gc(self._referenced(man))
+
+    def _save_dictionary(self, d: Dictionary, tag: str, written: list[str]) -> list[list[str]]:
+        n = len(d)
+        pn = d.persisted_n
+        if n == pn and self._dict_chunks:
+            return self._dict_chunks
+        raw = d.raw_arrays()
+        if len(self._dict_chunks) >= _MAX_DICT_CHUNKS:
+            pn = 0  # compact: rewrite everything as one chunk
+            chunks: list[list[str]] = []
+        else:
+            chunks = list(self._dict_chunks)
+        off = raw["offsets"]
+        hashes, hids = raw["hashes"], raw["hash_ids"]
+        if pn > 0:
+            sel = np.flatnonzero(hids >= pn)
+            hashes, hids = hashes[sel], hids[sel]
+        names = [f"dict-{tag}-{k}.npy" for k in ("blob", "offsets", "numeric", "hashes", "hashids")]
+        arrays = [raw["blob"][int(off[pn]) : int(off[n])], off[pn + 1 : n + 1], raw["numeric"][pn:n], hashes, hids]
+        for name, arr in zip(names, arrays, strict=True):
+            _write_npy(self._p(name), arr)
+        written.extend(names)
+        chunks.append(names)
+        return chunks
+
+    # ------------------------------------------------------------ garbage
+    @staticmethod
+    def _referenced(man: dict) -> set[str]:
+        refs = {MANIFEST}
+        dm = man["dictionary"]
+        for c in dm["chunks"]:
+            refs.update(c)
+        gr = man["graphs"]
+        for entries in [gr["default"], *gr["named"].values()]:
+            for e in entries:
+                refs.add(e[2])
+        return refs
+
+    def _gc(self, keep: set[str]) -> None:
+        for name in os.listdir(self.dir):
+            if name in keep:
+                continue
+            if name.startswith(("pack-", "dict-")) or name == MANIFEST + ".tmp":
+                try:
+                    os.remove(self._p(name))
+                except OSError:
+                    pass
+        self._packs = {k: v for k, v in self._packs.items() if k in keep}

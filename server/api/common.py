@@ -1,0 +1,337 @@
+"""Shared HTTP plumbing: JSON errors, engine-error mapping, content types,
+body reading with a size cap, auth, and running queries off (or on) the
+event loop with a concurrency bound.
+
+The hot routes (/sparql, /update) work on raw ASGI data (a header dict, the
+query string bytes, an async body reader) so the same code serves both the
+lean ASGI fast path and the FastAPI routes that document them.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+
+from engine.errors import (
+    JindouError,
+    LoadError,
+    QueryEvaluationError,
+    QuerySyntaxError,
+    QueryTimeout,
+    RowBudgetExceeded,
+    UpdateError,
+)
+from server.config import Config
+
+JSON_CT = b"application/json"
+
+
+class HTTPError(Exception):
+    """An error answer: status, kind (the JSON ``error`` member), detail."""
+
+    def __init__(
+        self,
+        status: int,
+        kind: str,
+        detail: Any,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ):
+        super().__init__(f"{status} {kind}: {detail}")
+        self.status = status
+        self.kind = kind
+        self.detail = detail
+        self.headers = headers or {}
+        self.extra = extra or {}
+
+    def body(self) -> bytes:
+        doc = {"error": self.kind, "detail": self.detail}
+        doc.update(self.extra)
+        return orjson.dumps(doc, default=str)
+
+
+@dataclass
+class Reply:
+    """A complete HTTP answer built by a handler."""
+
+    status: int
+    body: bytes = b""
+    content_type: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def raw_headers(self) -> list[tuple[bytes, bytes]]:
+        out = []
+        if self.content_type is not None:
+            out.append((b"content-type", self.content_type.encode("latin-1")))
+        out.append((b"content-length", str(len(self.body)).encode()))
+        for k, v in self.headers.items():
+            out.append((k.lower().encode("latin-1"), str(v).encode("latin-1")))
+        return out
+
+
+def error_reply(err: HTTPError) -> Reply:
+    return Reply(err.status, err.body(), "application/json", dict(err.headers))
+
+
+def http_error_from(exc: BaseException) -> HTTPError:
+    """Map any exception to the HTTPError the client gets."""
+    if isinstance(exc, HTTPError):
+        return exc
+    if isinstance(exc, QuerySyntaxError):
+        return HTTPError(400, "syntax", exc.message, extra={"line": exc.line, "column": exc.column})
+    if isinstance(exc, (QueryTimeout, RowBudgetExceeded)):
+        return HTTPError(503, exc.kind, str(exc), headers={"Retry-After": "1"})
+    if isinstance(exc, LoadError):
+        extra = {"line": exc.line} if exc.line is not None else {}
+        return HTTPError(400, exc.kind, exc.message, extra=extra)
+    if isinstance(exc, (QueryEvaluationError, UpdateError)):
+        return HTTPError(400, exc.kind, str(exc))
+    if isinstance(exc, JindouError):
+        return HTTPError(400, exc.kind, str(exc))
+    if isinstance(exc, MemoryError):
+        return HTTPError(503, "memory", "the server ran out of memory for this request", {"Retry-After": "5"})
+    return HTTPError(500, "internal", f"{type(exc).__name__}: {exc}")
+
+
+# --------------------------------------------------------------------------
+# Request parsing
+# --------------------------------------------------------------------------
+
+
+def parse_content_type(value: str | None) -> tuple[str | None, dict[str, str]]:
+    """(media type lower-cased, params) of a Content-Type value; (None, {}) when absent."""
+    if not value or not value.strip():
+        return None, {}
+    parts = value.split(";")
+    mt = parts[0].strip().lower()
+    params = {}
+    for p in parts[1:]:
+        k, _, v = p.partition("=")
+        params[k.strip().lower()] = v.strip().strip('"')
+    return mt, params
+
+
+def check_charset(params: dict[str, str]) -> None:
+    cs = params.get("charset")
+    if cs is not None and cs.lower().replace("_", "-") not in ("utf-8", "utf8", "us-ascii", "ascii"):
+        raise HTTPError(415, "unsupported_media_type", f"charset {cs!r} is not supported; send UTF-8")
+
+
+def decode_utf8(data: bytes, what: str = "request body") -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HTTPError(400, "encoding", f"{what} is not valid UTF-8: {e}") from None
+
+
+def parse_params(data: bytes | str, what: str = "query string") -> dict[str, list[str]]:
+    """Decode an application/x-www-form-urlencoded string (repeatable keys)."""
+    if not data:
+        return {}
+    if isinstance(data, bytes):
+        data = decode_utf8(data, what)
+    try:
+        return parse_qs(data, keep_blank_values=True, strict_parsing=False, encoding="utf-8", errors="strict")
+    except (UnicodeDecodeError, ValueError) as e:
+        raise HTTPError(400, "bad_request", f"malformed {what}: {e}") from None
+
+
+_QS_CACHE: dict[bytes, dict[str, list[str]]] = {}
+
+
+def parse_params_cached(qs: bytes) -> dict[str, list[str]]:
+    """parse_params for a URL query string, memoized (treat the result as read-only)."""
+    hit = _QS_CACHE.get(qs)
+    if hit is None:
+        hit = parse_params(qs)
+        if len(qs) <= 4096:
+            if len(_QS_CACHE) >= 1024:
+                _QS_CACHE.clear()
+            _QS_CACHE[qs] = hit
+    return hit
+
+
+def one(params: dict[str, list[str]], name: str) -> str | None:
+    vals = params.get(name)
+    if not vals:
+        return None
+    if len(vals) > 1:
+        raise HTTPError(400, "bad_request", f"parameter {name!r} given {len(vals)} times")
+    return vals[0]
+
+
+def header_dict(scope: dict) -> dict[str, str]:
+    """Lower-cased header names -> values (repeated headers joined by ', ')."""
+    out: dict[str, str] = {}
+    for k, v in scope["headers"]:
+        name = k.decode("latin-1").lower()
+        val = v.decode("latin-1")
+        if name in out:
+            out[name] += ", " + val
+        else:
+            out[name] = val
+    return out
+
+
+BodyReader = Callable[[], Awaitable[bytes]]
+
+
+def asgi_body_reader(receive, max_body: int) -> BodyReader:
+    async def read() -> bytes:
+        chunks = []
+        size = 0
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                raise HTTPError(400, "bad_request", "client disconnected")
+            chunk = msg.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > max_body:
+                    raise HTTPError(413, "too_large", f"request body larger than {max_body} bytes")
+                chunks.append(chunk)
+            if not msg.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    return read
+
+
+def request_body_reader(request, max_body: int) -> BodyReader:
+    """Body reader over a Starlette Request (size checked while streaming)."""
+
+    async def read() -> bytes:
+        chunks = []
+        size = 0
+        async for chunk in request.stream():
+            if chunk:
+                size += len(chunk)
+                if size > max_body:
+                    raise HTTPError(413, "too_large", f"request body larger than {max_body} bytes")
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+    return read
+
+
+def base_url(headers: dict[str, str], scope: dict) -> str:
+    host = headers.get("host")
+    if not host:
+        server = scope.get("server") or ("localhost", 80)
+        host = f"{server[0]}:{server[1]}" if server[1] not in (80, None) else str(server[0])
+    scheme = scope.get("scheme", "http")
+    return f"{scheme}://{host}"
+
+
+# --------------------------------------------------------------------------
+# Auth
+# --------------------------------------------------------------------------
+
+
+def _bearer(headers: dict[str, str]) -> str | None:
+    auth = headers.get("authorization")
+    if auth is None:
+        return None
+    scheme, _, cred = auth.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return ""
+    return cred.strip()
+
+
+def check_write(config: Config, headers: dict[str, str]) -> None:
+    """401 (missing credentials) / 403 (wrong token) for writes when a token is set."""
+    if not config.token:
+        return
+    given = _bearer(headers)
+    if given is None:
+        raise HTTPError(
+            401,
+            "unauthorized",
+            "this server needs 'Authorization: Bearer <token>' for writes",
+            headers={"WWW-Authenticate": 'Bearer realm="jindou"'},
+        )
+    if not hmac.compare_digest(given.encode(), config.token.encode()):
+        raise HTTPError(403, "forbidden", "wrong token", headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+
+
+def check_read(config: Config, headers: dict[str, str]) -> None:
+    if not config.read_token:
+        return
+    given = _bearer(headers)
+    if given is None:
+        raise HTTPError(401, "unauthorized", "this server needs a Bearer token for reads",
+                        headers={"WWW-Authenticate": 'Bearer realm="jindou"'})
+    ok = hmac.compare_digest(given.encode(), config.read_token.encode()) or (
+        config.token is not None and hmac.compare_digest(given.encode(), config.token.encode())
+    )
+    if not ok:
+        raise HTTPError(403, "forbidden", "wrong token")
+
+
+# --------------------------------------------------------------------------
+# Server state and query execution
+# --------------------------------------------------------------------------
+
+_SHAPE_RE = re.compile(
+    r'<[^<>"{}|^`\\\s]*>|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|\b[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\b'
+)
+
+
+def query_shape(text: str) -> str:
+    """The query with its constants blanked: queries of one shape usually cost alike."""
+    return _SHAPE_RE.sub("$", text)
+
+
+class ServerState:
+    """Everything the handlers share: database, config, metrics, counters."""
+
+    def __init__(self, config: Config, database, metrics=None):
+        self.config = config
+        self.db = database
+        self.metrics = metrics
+        self.started = time.time()
+        self.running = 0
+        self.shape_cost: dict[str, float] = {}
+
+    def _admit(self) -> None:
+        if self.running >= self.config.max_concurrent_queries:
+            if self.metrics is not None:
+                self.metrics.rejected.inc()
+            raise HTTPError(
+                503,
+                "overloaded",
+                f"{self.running} queries are running (limit {self.config.max_concurrent_queries}); retry later",
+                headers={"Retry-After": "1"},
+            )
+
+    async def run(self, fn: Callable[[], Any], shape: str | None = None) -> Any:
+        """Run ``fn`` (a blocking engine call) with admission control.
+
+        Calls whose shape last took less than ``inline_threshold`` seconds run
+        right here on the event loop: the thread-pool hop costs more than they
+        do. Everything else (and every first sight of a shape) runs in the
+        thread pool so the loop stays responsive.
+        """
+        self._admit()
+        self.running += 1
+        t0 = time.perf_counter()
+        try:
+            cost = self.shape_cost.get(shape) if shape is not None else None
+            if cost is not None and cost < self.config.inline_threshold:
+                return fn()
+            return await run_in_threadpool(fn)
+        finally:
+            self.running -= 1
+            if shape is not None:
+                dt = time.perf_counter() - t0
+                if len(self.shape_cost) > 4096:
+                    self.shape_cost.clear()
+                self.shape_cost[shape] = dt

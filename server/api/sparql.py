@@ -1,0 +1,267 @@
+"""SPARQL 1.1 Protocol: the query operation at /sparql.
+
+``handle_sparql`` is the whole operation on raw request data; the app's ASGI
+fast path calls it directly (no routing, no pydantic), and the FastAPI routes
+below call it too, so /docs documents exactly what runs.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from engine.exec import serialize as ser
+from server.api.common import (
+    HTTPError,
+    Reply,
+    ServerState,
+    base_url,
+    check_charset,
+    check_read,
+    decode_utf8,
+    error_reply,
+    http_error_from,
+    one,
+    parse_content_type,
+    parse_params,
+    parse_params_cached,
+    query_shape,
+    request_body_reader,
+)
+
+router = APIRouter(tags=["SPARQL"])
+
+QUERY_TYPES = ("application/sparql-query",)
+FORM_TYPE = "application/x-www-form-urlencoded"
+ALLOW = "GET, POST, OPTIONS"
+
+
+def _acceptable_at_all(accept: str | None) -> bool:
+    """False if the Accept header rules out every result and graph format."""
+    if not accept:
+        return True
+    return any(ser.negotiate(accept, f) is not None for f in ("SELECT", "ASK", "CONSTRUCT"))
+
+
+def not_acceptable(accept: str | None, form: str) -> HTTPError:
+    offers = ser.GRAPH_TYPES if form in ("CONSTRUCT", "DESCRIBE", "GRAPH") else ser.RESULT_TYPES
+    return HTTPError(
+        406,
+        "not_acceptable",
+        f"none of the accepted media types ({accept}) is available for {form} results",
+        extra={"available": list(offers)},
+    )
+
+
+async def handle_sparql(
+    state: ServerState, method: str, scope: dict, headers: dict[str, str], qs: bytes, read_body
+) -> Reply:
+    try:
+        return await _handle(state, method, scope, headers, qs, read_body)
+    except Exception as exc:  # every failure becomes a JSON error, never a crash
+        err = http_error_from(exc)
+        if state.metrics is not None and err.status >= 500 and err.status != 503:
+            state.metrics.log_internal(exc)
+        return error_reply(err)
+
+
+async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
+    check_read(state.config, headers)
+    if method == "HEAD":
+        method = "GET"
+    if method not in ("GET", "POST"):
+        raise HTTPError(405, "method_not_allowed", f"{method} is not allowed on /sparql", headers={"Allow": ALLOW})
+    params = parse_params_cached(qs)
+    if method == "GET":
+        if "update" in params:
+            raise HTTPError(400, "bad_request", "updates are not accepted on /sparql with GET; POST them to /update")
+        text = one(params, "query")
+        if text is None:
+            return service_description(state, scope, headers)
+    else:
+        ct, ctp = parse_content_type(headers.get("content-type"))
+        if ct is None:
+            raise HTTPError(415, "unsupported_media_type",
+                            "POST /sparql needs Content-Type application/sparql-query or application/x-www-form-urlencoded")
+        check_charset(ctp)
+        if ct in QUERY_TYPES:
+            if "query" in params:
+                raise HTTPError(400, "bad_request", "query given both in the URL and in the body")
+            if "update" in params:
+                raise HTTPError(400, "bad_request", "updates go to /update")
+            text = decode_utf8(await read_body(), "query")
+        elif ct == FORM_TYPE:
+            form = parse_params(await read_body(), "form body")
+            merged = {k: list(v) for k, v in params.items()}
+            for k, v in form.items():
+                merged.setdefault(k, []).extend(v)
+            params = merged
+            if "update" in params:
+                raise HTTPError(400, "bad_request", "updates go to /update, not /sparql")
+            text = one(params, "query")
+            if text is None:
+                raise HTTPError(400, "bad_request", "missing 'query' parameter")
+        elif ct == "application/sparql-update":
+            raise HTTPError(400, "bad_request", "updates go to /update, not /sparql")
+        else:
+            raise HTTPError(415, "unsupported_media_type",
+                            f"{ct} is not a query media type; use application/sparql-query or {FORM_TYPE}")
+    accept = headers.get("accept")
+    if not _acceptable_at_all(accept):
+        raise not_acceptable(accept, "SELECT")
+    dg = tuple(params.get("default-graph-uri", ()))
+    ng = tuple(params.get("named-graph-uri", ()))
+    base = base_url(headers, scope) + "/sparql"
+    db = state.db
+    metrics = state.metrics
+
+    def work():
+        res = db.query(text, default_graph_uris=dg, named_graph_uris=ng, base=base)
+        mt = ser.negotiate(accept, res.form)
+        if mt is None:
+            raise not_acceptable(accept, res.form)
+        return res.form, mt, ser.serialize(res, mt)
+
+    try:
+        form, mt, body = await state.run(work, query_shape(text))
+    except Exception as exc:
+        if metrics is not None:
+            metrics.query_done("unknown", getattr(exc, "kind", "error"))
+        raise
+    if metrics is not None:
+        metrics.query_done(form, "ok")
+    return Reply(200, body, ser.content_type(mt), {"Vary": "Accept"})
+
+
+# --------------------------------------------------------------------------
+# Service description
+# --------------------------------------------------------------------------
+
+SD = "http://www.w3.org/ns/sparql-service-description#"
+FORMATS = "http://www.w3.org/ns/formats/"
+RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
+VOID_TRIPLES = "<http://rdfs.org/ns/void#triples>"
+XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
+
+
+def service_description_triples(endpoint: str, update_endpoint: str, status: dict | None) -> list[tuple[str, str, str]]:
+    svc = "<" + endpoint + ">"
+
+    def sd(x: str) -> str:
+        return "<" + SD + x + ">"
+
+    t = [
+        (svc, RDF_TYPE, sd("Service")),
+        (svc, sd("endpoint"), svc),
+        (svc, sd("supportedLanguage"), sd("SPARQL11Query")),
+        (svc, sd("supportedLanguage"), sd("SPARQL11Update")),
+        (svc, sd("feature"), sd("EmptyGraphs")),
+        (svc, "<http://www.w3.org/2000/01/rdf-schema#label>", '"Jindou SPARQL 1.1 endpoint"'),
+        (svc, "<http://www.w3.org/2000/01/rdf-schema#seeAlso>", "<" + update_endpoint + ">"),
+    ]
+    for f in ("SPARQL_Results_JSON", "SPARQL_Results_XML", "SPARQL_Results_CSV", "SPARQL_Results_TSV",
+              "Turtle", "N-Triples", "N-Quads", "JSON-LD", "RDF_XML"):
+        t.append((svc, sd("resultFormat"), "<" + FORMATS + f + ">"))
+    for f in ("Turtle", "N-Triples", "N-Quads", "TriG", "RDF_XML", "JSON-LD"):
+        t.append((svc, sd("inputFormat"), "<" + FORMATS + f + ">"))
+    ds = "_:dataset"
+    dg = "_:defaultGraph"
+    t += [
+        (svc, sd("defaultDataset"), ds),
+        (ds, RDF_TYPE, sd("Dataset")),
+        (ds, sd("defaultGraph"), dg),
+        (dg, RDF_TYPE, sd("Graph")),
+    ]
+    if status:
+        n = status.get("default_triples", status.get("triples"))
+        if isinstance(n, int):
+            t.append((dg, VOID_TRIPLES, f'"{n}"^^<{XSD_INTEGER}>'))
+    return t
+
+
+def service_description(state: ServerState, scope: dict, headers: dict[str, str]) -> Reply:
+    accept = headers.get("accept")
+    mt = ser.negotiate(accept, "GRAPH")
+    if mt is None:
+        raise not_acceptable(accept, "GRAPH")
+    root = base_url(headers, scope)
+    try:
+        status = state.db.status()
+    except Exception:
+        status = None
+    res = ser.graph_from_keys(service_description_triples(root + "/sparql", root + "/update", status))
+    body = ser.serialize(res, mt)
+    return Reply(200, body, ser.content_type(mt), {"Vary": "Accept"})
+
+
+# --------------------------------------------------------------------------
+# FastAPI routes (documentation; the app's fast path normally answers first)
+# --------------------------------------------------------------------------
+
+_QUERY_PARAMS = [
+    {"name": "query", "in": "query", "required": False, "schema": {"type": "string"},
+     "description": "SPARQL 1.1 query (GET). Without it, GET returns the Service Description."},
+    {"name": "default-graph-uri", "in": "query", "required": False,
+     "schema": {"type": "array", "items": {"type": "string"}}, "style": "form", "explode": True,
+     "description": "IRI of a graph to merge into the default graph (repeatable)."},
+    {"name": "named-graph-uri", "in": "query", "required": False,
+     "schema": {"type": "array", "items": {"type": "string"}}, "style": "form", "explode": True,
+     "description": "IRI of a named graph of the dataset (repeatable)."},
+]
+
+_RESULT_CONTENT = {
+    ser.SPARQL_JSON: {}, ser.SPARQL_XML: {}, ser.CSV: {}, ser.TSV: {},
+    ser.TURTLE: {}, ser.NTRIPLES: {}, ser.NQUADS: {}, ser.JSONLD: {}, ser.RDFXML: {},
+}
+
+_RESPONSES = {
+    200: {"description": "Query results, negotiated by Accept", "content": _RESULT_CONTENT},
+    400: {"description": "Syntax error or bad request: JSON {error, detail[, line, column]}"},
+    406: {"description": "No acceptable result format"},
+    413: {"description": "Request body too large"},
+    415: {"description": "Unsupported Content-Type"},
+    503: {"description": "Timeout, row budget or too many concurrent queries (Retry-After)"},
+}
+
+
+async def _via_fastapi(request: Request) -> Response:
+    state: ServerState = request.app.state.jindou
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    reply = await handle_sparql(
+        state, request.method, request.scope, headers, request.scope.get("query_string", b""),
+        request_body_reader(request, state.config.max_body),
+    )
+    return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type=reply.content_type)
+
+
+@router.get("/sparql", summary="SPARQL query (GET) or Service Description", responses=_RESPONSES,
+            openapi_extra={"parameters": _QUERY_PARAMS})
+async def sparql_get(request: Request) -> Response:
+    """`GET /sparql?query=...`: run a query; results by `Accept` (SPARQL JSON by
+    default for SELECT/ASK, Turtle for CONSTRUCT/DESCRIBE). Without `query`,
+    returns the SPARQL Service Description (Turtle by default)."""
+    return await _via_fastapi(request)
+
+
+@router.post(
+    "/sparql",
+    summary="SPARQL query (POST)",
+    responses=_RESPONSES,
+    openapi_extra={
+        "parameters": _QUERY_PARAMS[1:],
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/sparql-query": {"schema": {"type": "string"}, "example": "SELECT * WHERE { ?s ?p ?o } LIMIT 10"},
+                FORM_TYPE: {"schema": {"type": "object", "properties": {
+                    "query": {"type": "string"},
+                    "default-graph-uri": {"type": "array", "items": {"type": "string"}},
+                    "named-graph-uri": {"type": "array", "items": {"type": "string"}},
+                }, "required": ["query"]}},
+            },
+        },
+    },
+)
+async def sparql_post(request: Request) -> Response:
+    """`POST /sparql` with the query as body (`application/sparql-query`) or as
+    form field `query` (`application/x-www-form-urlencoded`)."""
+    return await _via_fastapi(request)

@@ -1,0 +1,61 @@
+"""Server configuration (filled from the command line or built directly in tests)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+MiB = 1 << 20
+
+
+@dataclass
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    #: files loaded into the default graph at start-up
+    data: list[str] = field(default_factory=list)
+    #: (graph IRI, file) pairs loaded into named graphs at start-up
+    graphs: list[tuple[str, str]] = field(default_factory=list)
+    data_dir: str | None = None
+    #: Bearer token that writes need (None: writes are open)
+    token: str | None = None
+    #: when set, reads need this Bearer token too (or the write token)
+    read_token: str | None = None
+    shards: int = 4
+    demo: bool = False
+    lenient: bool = False
+    #: allow SPARQL Update LOAD <url>
+    allow_load: bool = False
+    query_timeout: float = 30.0
+    max_rows: int = 5_000_000
+    #: request bodies larger than this are refused with 413 before being read
+    max_body: int = 64 * MiB
+    #: queries running at once; more are refused with 503 + Retry-After
+    max_concurrent_queries: int = 32
+    #: queries whose shape last ran faster than this run on the event loop
+    #: (no thread-pool hop); 0 disables inline execution
+    inline_threshold: float = 0.002
+    cors_origin: str = "*"
+    access_log: bool = False
+    log_level: str = "info"
+    #: expose /metrics
+    metrics: bool = True
+
+    @classmethod
+    def from_env(cls, **overrides) -> Config:
+        """Defaults, then JINDOU_* environment variables, then ``overrides``."""
+        cfg = cls()
+        env = os.environ
+        if "JINDOU_TOKEN" in env:
+            cfg.token = env["JINDOU_TOKEN"] or None
+        if "JINDOU_MAX_BODY" in env:
+            cfg.max_body = int(env["JINDOU_MAX_BODY"])
+        if "JINDOU_QUERY_TIMEOUT" in env:
+            cfg.query_timeout = float(env["JINDOU_QUERY_TIMEOUT"])
+        if "JINDOU_MAX_CONCURRENT" in env:
+            cfg.max_concurrent_queries = int(env["JINDOU_MAX_CONCURRENT"])
+        for k, v in overrides.items():
+            if not hasattr(cfg, k):
+                raise TypeError(f"unknown config option {k!r}")
+            setattr(cfg, k, v)
+        return cfg

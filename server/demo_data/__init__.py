@@ -1,0 +1,1 @@
+"""Built-in demo dataset (package so that setuptools ships the .ttl files)."""

@@ -1,0 +1,117 @@
+"""Fixtures that run the REAL server: uvicorn (uvloop + httptools when present)
+on 127.0.0.1 and a free port, in a background thread of the test process.
+
+* ``server``      — one server for the session (open, no token); tests that
+                    need a clean store use ``clean_server``.
+* ``make_server`` — factory for servers with their own Config (token, limits...)
+                    and optionally their own database object.
+
+Every server is stopped at teardown, also when a test fails.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RunningServer:
+    url: str
+    app: object
+    db: object
+    config: object
+    _server: object
+    _thread: threading.Thread
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=15)
+
+    def reset(self) -> None:
+        """Empty the store (DROP ALL through the real HTTP interface)."""
+        req = urllib.request.Request(self.url + "/update", data=b"DROP ALL", method="POST",
+                                     headers={"Content-Type": "application/sparql-update"})
+        if self.config.token:
+            req.add_header("Authorization", "Bearer " + self.config.token)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status in (200, 204)
+
+
+def start_server(database=None, **overrides) -> RunningServer:
+    import uvicorn
+
+    from server.app import create_app
+    from server.config import Config
+
+    port = free_port()
+    config = Config(host="127.0.0.1", port=port, **overrides)
+    app = create_app(config, database=database)
+    try:
+        import uvloop  # noqa: F401
+
+        loop = "uvloop"
+    except ImportError:
+        loop = "asyncio"
+    uc = uvicorn.Config(app, host="127.0.0.1", port=port, loop=loop, log_level="warning",
+                        access_log=False, lifespan="on")
+    server = uvicorn.Server(uc)
+    thread = threading.Thread(target=server.run, name=f"jindou-test-{port}", daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/status", timeout=1) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            thread.join(timeout=5)
+            raise RuntimeError("test server did not start")
+        time.sleep(0.05)
+    return RunningServer(url, app, app.state.db, config, server, thread)
+
+
+@pytest.fixture(scope="session")
+def server():
+    s = start_server()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def clean_server(server):
+    server.reset()
+    yield server
+
+
+@pytest.fixture
+def make_server():
+    started: list[RunningServer] = []
+
+    def make(database=None, **overrides) -> RunningServer:
+        s = start_server(database, **overrides)
+        started.append(s)
+        return s
+
+    try:
+        yield make
+    finally:
+        for s in started:
+            s.stop()

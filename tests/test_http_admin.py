@@ -1,0 +1,148 @@
+"""/status, /metrics, OpenAPI docs, body limits, overload and timeouts."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import requests
+
+from engine.exec.result import QueryResult
+from engine.exec.serialize import KeyTable
+
+
+def test_status(server):
+    r = requests.get(server.url + "/status")
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc["status"] == "ok" and doc["service"] == "jindou"
+    assert "triples" in doc["store"]
+    assert doc["limits"]["max_body_bytes"] == server.config.max_body
+    assert r.headers["Access-Control-Allow-Origin"] == "*"
+
+
+def test_metrics(server):
+    requests.get(server.url + "/sparql", params={"query": "ASK {}"})
+    requests.get(server.url + "/sparql", params={"query": "ASK {"})
+    r = requests.get(server.url + "/metrics")
+    assert r.status_code == 200
+    assert r.headers["Content-Type"].startswith("text/plain")
+    text = r.text
+    assert 'jindou_http_requests_total{method="GET",route="/sparql",status="200"}' in text
+    assert 'jindou_http_requests_total{method="GET",route="/sparql",status="400"}' in text
+    assert "jindou_http_request_duration_seconds_bucket" in text
+    assert 'jindou_queries_total{form="ASK",outcome="ok"}' in text
+    assert 'jindou_queries_total{form="unknown",outcome="syntax"}' in text
+    assert "jindou_store_triples" in text
+
+
+def test_docs_and_openapi(server):
+    r = requests.get(server.url + "/docs")
+    assert r.status_code == 200 and "swagger" in r.text.lower()
+    spec = requests.get(server.url + "/openapi.json").json()
+    paths = spec["paths"]
+    assert {"/sparql", "/update", "/store", "/status", "/metrics"} <= set(paths)
+    assert {"get", "post"} <= set(paths["/sparql"])
+    assert {"get", "put", "post", "delete", "head"} <= set(paths["/store"])
+    params = {p["name"] for p in paths["/sparql"]["get"]["parameters"]}
+    assert {"query", "default-graph-uri", "named-graph-uri"} <= params
+    assert "application/sparql-query" in paths["/sparql"]["post"]["requestBody"]["content"]
+
+
+def test_body_limit(make_server):
+    s = make_server(max_body=1000)
+    big = b"ASK {}" + b" " * 5000
+    r = requests.post(s.url + "/sparql", data=big, headers={"Content-Type": "application/sparql-query"})
+    assert r.status_code == 413 and r.json()["error"] == "too_large"
+    assert r.headers["Access-Control-Allow-Origin"] == "*"
+
+    def chunks():
+        for _ in range(10):
+            yield b" " * 500
+
+    # chunked transfer encoding: no Content-Length, counted while reading
+    for path, ct in (("/sparql", "application/sparql-query"), ("/update", "application/sparql-update"),
+                     ("/store?default", "text/turtle")):
+        r = requests.post(s.url + path, data=chunks(), headers={"Content-Type": ct})
+        assert r.status_code == 413, (path, r.status_code, r.text)
+    r = requests.post(s.url + "/sparql", data=b"ASK {}", headers={"Content-Type": "application/sparql-query"})
+    assert r.status_code == 200
+
+
+class SlowDB:
+    """A stand-in database whose queries take a while (to fill the query slots)."""
+
+    def __init__(self, delay: float):
+        self.delay = delay
+
+    def query(self, text, **kw):
+        time.sleep(self.delay)
+        return QueryResult(form="ASK", terms=KeyTable([]), boolean=True)
+
+    def status(self):
+        return {"triples": 0}
+
+
+def test_overload_503(make_server):
+    s = make_server(database=SlowDB(1.0), max_concurrent_queries=1)
+    results = []
+
+    def run():
+        results.append(requests.get(s.url + "/sparql", params={"query": "ASK {}"}))
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.3)
+    r = requests.get(s.url + "/sparql", params={"query": "ASK { ?s ?p ?o }"})
+    t.join()
+    assert results[0].status_code == 200
+    assert r.status_code == 503
+    assert r.headers["Retry-After"] == "1"
+    assert r.json()["error"] == "overloaded"
+    # the event loop stayed responsive while the slow query ran
+    assert requests.get(s.url + "/status", timeout=2).status_code == 200
+
+
+def test_loop_stays_responsive_during_slow_query(make_server):
+    s = make_server(database=SlowDB(1.5))
+    t = threading.Thread(target=lambda: requests.get(s.url + "/sparql", params={"query": "ASK {}"}))
+    t.start()
+    time.sleep(0.2)
+    t0 = time.perf_counter()
+    assert requests.get(s.url + "/status", timeout=5).status_code == 200
+    assert time.perf_counter() - t0 < 0.5
+    t.join()
+
+
+def test_timeout_is_503(make_server):
+    s = make_server(query_timeout=0.05, max_rows=100_000_000)
+    rows = "".join(f"<http://ex.org/n{i}> <http://ex.org/p{i % 7}> <http://ex.org/n{(i * 31) % 2000}> .\n"
+                   for i in range(2000))
+    r = requests.post(s.url + "/store?default", data=rows.encode(), headers={"Content-Type": "application/n-triples"})
+    assert r.status_code == 204
+    q = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f }"
+    r = requests.get(s.url + "/sparql", params={"query": q})
+    assert r.status_code == 503, r.text[:300]
+    assert r.json()["error"] in ("timeout", "row_budget")
+    assert "Retry-After" in r.headers
+    assert requests.get(s.url + "/sparql", params={"query": "ASK {}"}).status_code == 200
+
+
+def test_row_budget_is_503(make_server):
+    s = make_server(max_rows=1000)
+    rows = "".join(f"<http://ex.org/n{i}> <http://ex.org/p> <http://ex.org/m{i}> .\n" for i in range(200))
+    requests.post(s.url + "/store?default", data=rows.encode(), headers={"Content-Type": "application/n-triples"})
+    r = requests.get(s.url + "/sparql", params={"query": "SELECT * WHERE { ?a ?p ?b . ?c ?q ?d }"})
+    assert r.status_code == 503 and r.json()["error"] == "row_budget"
+
+
+def test_numpy_columns_survive_threadpool(make_server):
+    class ColDB(SlowDB):
+        def query(self, text, **kw):
+            return QueryResult(form="SELECT", terms=KeyTable(["<http://ex.org/a>"]), vars=["x"],
+                               columns=[np.zeros(20, dtype=np.int64)])
+
+    s = make_server(database=ColDB(0))
+    r = requests.get(s.url + "/sparql", params={"query": "SELECT * {}"})
+    assert len(r.json()["results"]["bindings"]) == 20

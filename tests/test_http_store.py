@@ -1,0 +1,113 @@
+"""Graph Store HTTP Protocol at /store against the real server."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+import rdflib
+import requests
+from rdflib.compare import isomorphic
+
+EX = "http://ex.org/"
+NT = {"Content-Type": "application/n-triples"}
+TTL = {"Content-Type": "text/turtle"}
+
+
+def gurl(base: str, graph: str | None) -> str:
+    return base + "/store?default" if graph is None else base + "/store?graph=" + quote(graph, safe="")
+
+
+def get_graph(base: str, graph: str | None, accept: str = "application/n-triples", fmt: str = "nt") -> rdflib.Graph:
+    r = requests.get(gurl(base, graph), headers={"Accept": accept})
+    assert r.status_code == 200, r.text
+    assert r.headers["Content-Type"].startswith(accept)
+    return rdflib.Graph().parse(data=r.content, format=fmt)
+
+
+def test_named_graph_lifecycle(clean_server):
+    u = clean_server.url
+    g = EX + "graph1"
+    assert requests.get(gurl(u, g)).status_code == 404
+    r = requests.put(gurl(u, g), data=f"<{EX}a> <{EX}p> <{EX}b> .\n".encode(), headers=NT)
+    assert r.status_code == 201
+    r = requests.put(gurl(u, g), data=f"<{EX}a> <{EX}p> <{EX}c> .\n".encode(), headers=NT)
+    assert r.status_code == 204
+    assert len(get_graph(u, g)) == 1  # PUT replaced
+    r = requests.post(gurl(u, g), data=f"@prefix ex: <{EX}> . ex:a ex:p ex:d, ex:e .".encode(), headers=TTL)
+    assert r.status_code == 204
+    gr = get_graph(u, g)
+    assert len(gr) == 3
+    for accept, fmt in (("text/turtle", "turtle"), ("application/rdf+xml", "xml"), ("application/ld+json", "json-ld")):
+        assert isomorphic(get_graph(u, g, accept, fmt), gr)
+    r = requests.get(gurl(u, g), headers={"Accept": "application/n-quads"})
+    assert r.status_code == 200 and f"<{g}> ." in r.text
+    r = requests.head(gurl(u, g))
+    assert r.status_code == 200 and r.content == b"" and r.headers["Content-Type"].startswith("text/turtle")
+    assert requests.delete(gurl(u, g)).status_code == 204
+    assert requests.get(gurl(u, g)).status_code == 404
+    assert requests.head(gurl(u, g)).status_code == 404
+    r = requests.delete(gurl(u, g))
+    assert r.status_code == 404 and r.json()["error"] == "not_found"
+
+
+def test_post_creates(clean_server):
+    u = clean_server.url
+    g = EX + "new"
+    r = requests.post(gurl(u, g), data=f"<{EX}a> <{EX}p> <{EX}b> .\n".encode(), headers=NT)
+    assert r.status_code == 201
+    r = requests.get(u + "/sparql", params={"query": f"ASK {{ GRAPH <{g}> {{ <{EX}a> <{EX}p> <{EX}b> }} }}"})
+    assert r.json()["boolean"] is True
+
+
+def test_default_graph(clean_server):
+    u = clean_server.url
+    assert len(get_graph(u, None)) == 0
+    r = requests.put(gurl(u, None), data=f"<{EX}a> <{EX}p> <{EX}b> .\n".encode(), headers=NT)
+    assert r.status_code == 204
+    r = requests.post(gurl(u, None), data=f"<{EX}a> <{EX}p> <{EX}c> .\n".encode(), headers=NT)
+    assert r.status_code == 204
+    assert len(get_graph(u, None)) == 2
+    assert requests.delete(gurl(u, None)).status_code == 204
+    assert len(get_graph(u, None)) == 0
+
+
+def test_relative_iris_resolve_against_graph(clean_server):
+    u = clean_server.url
+    g = EX + "base/graph"
+    r = requests.put(gurl(u, g), data=b"<s> <p> <o> .", headers=TTL)
+    assert r.status_code == 201
+    gr = get_graph(u, g)
+    assert (rdflib.URIRef(EX + "base/s"), rdflib.URIRef(EX + "base/p"), rdflib.URIRef(EX + "base/o")) in gr
+
+
+def test_dataset_post(clean_server):
+    u = clean_server.url
+    nq = f"<{EX}a> <{EX}p> <{EX}b> <{EX}gq> .\n<{EX}a> <{EX}p> <{EX}c> .\n".encode()
+    r = requests.post(u + "/store", data=nq, headers={"Content-Type": "application/n-quads"})
+    assert r.status_code == 200, r.text
+    assert len(get_graph(u, EX + "gq")) == 1
+    assert len(get_graph(u, None)) == 1
+
+
+@pytest.mark.parametrize("method,query,kwargs,status", [
+    ("GET", "", {}, 400),
+    ("GET", "default&graph=http%3A%2F%2Fex.org%2Fg", {}, 400),
+    ("GET", "graph=a&graph=b", {}, 400),
+    ("GET", "graph=not%20an%20iri", {}, 400),
+    ("GET", "default", {"headers": {"Accept": "text/csv"}}, 406),
+    ("PUT", "default", {"data": b"<a> <b> <c> ."}, 415),
+    ("PUT", "default", {"data": b"x", "headers": {"Content-Type": "image/png"}}, 415),
+    ("PUT", "default", {"data": b"<http://a> <http://b> .", "headers": NT}, 400),
+    ("POST", "graph=http%3A%2F%2Fex.org%2Fg", {"data": b"@prefix : <x> . :a :b", "headers": TTL}, 400),
+    ("PATCH", "default", {"data": b"", "headers": NT}, 405),
+])
+def test_store_errors(clean_server, method, query, kwargs, status):
+    r = requests.request(method, clean_server.url + "/store?" + query, **kwargs)
+    assert r.status_code == status, r.text
+    assert r.headers["Content-Type"] == "application/json"
+    assert r.headers["Access-Control-Allow-Origin"] == "*"
+    assert "error" in r.json()
+    if status == 400 and method in ("PUT", "POST"):
+        # a failed write stores nothing
+        assert requests.get(clean_server.url + "/store?graph=http%3A%2F%2Fex.org%2Fg").status_code == 404
