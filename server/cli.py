@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--data-dir", default=None, metavar="DIR", help="persist the store in DIR (default: in memory)")
     s.add_argument("--token", default=os.environ.get("JINDOU_TOKEN"),
                    help="Bearer token required for writes (default: $JINDOU_TOKEN; none = open)")
+    s.add_argument("--read-token", default=os.environ.get("JINDOU_READ_TOKEN"),
+                   help="Bearer token required for reads too (default: $JINDOU_READ_TOKEN; none = open reads)")
+    s.add_argument("--cors-origin", default="*", help="Access-Control-Allow-Origin value (default *)")
     s.add_argument("--shards", type=int, default=4)
     s.add_argument("--demo", action="store_true", help="start with the built-in demo data")
     s.add_argument("--lenient", action="store_true", help="skip bad lines of data files instead of failing")
@@ -53,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-body", type=int, default=64 << 20, metavar="BYTES", help="largest accepted request body")
     s.add_argument("--max-concurrent", type=int, default=32, metavar="N",
                    help="queries running at once before 503 (default 32)")
+    s.add_argument("--inline-ms", type=float, default=2.0, metavar="MS",
+                   help="queries whose shape last ran faster than this run on the event loop, others in "
+                        "the thread pool (0 = always the thread pool; default 2)")
     s.add_argument("--access-log", action="store_true")
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     s.add_argument("--no-progress", action="store_true", help="no progress bars while loading")
@@ -67,9 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(a: argparse.Namespace) -> Config:
     return Config(
         host=a.host, port=a.port, data=list(a.data), graphs=list(a.graph), data_dir=a.data_dir,
-        token=a.token or None, shards=a.shards, demo=a.demo, lenient=a.lenient, allow_load=a.allow_load,
+        token=a.token or None, read_token=a.read_token or None, cors_origin=a.cors_origin, shards=a.shards, demo=a.demo, lenient=a.lenient, allow_load=a.allow_load,
         query_timeout=a.query_timeout, max_rows=a.max_rows, max_body=a.max_body,
-        max_concurrent_queries=a.max_concurrent, access_log=a.access_log, log_level=a.log_level,
+        max_concurrent_queries=a.max_concurrent, inline_threshold=a.inline_ms / 1000.0, access_log=a.access_log, log_level=a.log_level,
     )
 
 

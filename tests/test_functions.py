@@ -735,7 +735,7 @@ def _extend(children):
 _exprs = hst.recursive(_leaf, _extend, max_leaves=8)
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_exprs, hst.integers(0, 2**32 - 1))
 def test_vectorized_paths_agree_with_scalar_semantics(expr, seed):
     rng = np.random.default_rng(seed)

@@ -96,3 +96,19 @@ def test_token_auth(make_server):
     assert requests.delete(u + "/store?default").status_code == 401
     assert requests.post(u + "/store?default", data=nt, headers={**ct, "Authorization": "Bearer s3cret"}).status_code == 204
     assert requests.get(u + "/store?default").status_code == 200
+
+
+def test_read_token(make_server):
+    s = make_server(token="w", read_token="r")
+    q = {"query": "ASK {}"}
+    assert requests.get(s.url + "/sparql", params=q).status_code == 401
+    assert requests.get(s.url + "/sparql", params=q, headers={"Authorization": "Bearer x"}).status_code == 403
+    assert requests.get(s.url + "/sparql", params=q, headers={"Authorization": "Bearer r"}).status_code == 200
+    assert requests.get(s.url + "/sparql", params=q, headers={"Authorization": "Bearer w"}).status_code == 200
+    assert requests.get(s.url + "/store?default").status_code == 401
+    assert requests.get(s.url + "/store?default", headers={"Authorization": "Bearer r"}).status_code == 200
+    # the read token does not allow writes
+    r = requests.post(s.url + "/update", data=b"CLEAR ALL", headers={**UPD, "Authorization": "Bearer r"})
+    assert r.status_code == 403
+    # status stays open for health checks
+    assert requests.get(s.url + "/status").status_code == 200

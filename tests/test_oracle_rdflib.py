@@ -138,6 +138,14 @@ QUERIES = [
     "SELECT * WHERE { ?s :p ?o BIND(STR(?o) AS ?str) }",
     "SELECT * WHERE { VALUES ?s { :n1 :n2 :n99 } ?s ?p ?o }",
     "SELECT * WHERE { ?s ?p ?o VALUES (?p ?o) { (:p UNDEF) (UNDEF \"a\") } }",
+    "SELECT * WHERE { ?s :p ?o { ?o :q ?z FILTER(isIRI(?z)) } }",
+    "SELECT * WHERE { ?s :p ?o { ?o :q ?z FILTER(?z != ?s) } }",
+    "SELECT * WHERE { ?s :p ?o OPTIONAL { ?o :q ?w } { ?w :r ?z FILTER(isIRI(?z)) } }",
+    "SELECT * WHERE { ?s :p ?o . ?o :q+ ?z }",
+    "SELECT * WHERE { ?s :p ?o . ?z :q* ?o }",
+    "SELECT * WHERE { ?s :p ?o OPTIONAL { ?s :r ?w } ?w :q* ?z }",
+    "SELECT * WHERE { VALUES ?v { 1 :n1 :zz } ?v :p? ?v }",
+    "SELECT * WHERE { VALUES ?v { 1 :n1 :zz } ?v :p* ?w }",
     "ASK { ?s :p ?o }",
     "ASK { :nothere ?p ?o }",
     "CONSTRUCT { ?o :inv ?s } WHERE { ?s :p ?o }",
@@ -195,6 +203,9 @@ _OPS = [
     "%s FILTER NOT EXISTS { %s }",
     "{ %s } { %s }",
     "%s { SELECT DISTINCT * WHERE { %s } }",
+    "%s { %s FILTER(!isLiteral(?a)) }",
+    "%s { %s FILTER(?b != ?c) }",
+    "%s ?a :p* ?b { %s }",
 ]
 
 

@@ -339,6 +339,7 @@ def _group_concat(sep: str, ids, gi, n_groups, ctx) -> np.ndarray:
             else:
                 assert isinstance(t, BNode)
                 texts.append(None)
+        ctx.check_budget()
         for g, u in zip(gi[ok].tolist(), inv.reshape(-1).tolist(), strict=False):
             s = texts[u]
             if s is None:

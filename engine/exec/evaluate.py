@@ -260,6 +260,22 @@ def pattern_vars(node, out: set | None = None) -> set:
     return out
 
 
+def _filter_local(expr, bgp: A.BGP) -> bool:
+    """Whether a filter only reads variables the BGP binds (and has no EXISTS)."""
+    own = set(bgp_vars(bgp.triples))
+
+    def walk(e) -> bool:
+        if isinstance(e, A.Var):
+            return e.name in own
+        if isinstance(e, A.Exists):
+            return False
+        if isinstance(e, (A.Call, A.FunctionCall)):
+            return all(walk(a) for a in e.args)
+        return True
+
+    return walk(expr)
+
+
 def _is_pure_bgp(node) -> bool:
     return isinstance(node, A.BGP) and len(node.triples) > 0
 
@@ -320,12 +336,12 @@ class Evaluator:
             res = Bindings({s.name: np.unique(b) if _set_path(path) else b})
         else:
             if seed is not None and s.name in seed.cols and (seed.cols[s.name] != UNBOUND).all():
-                starts = np.unique(seed.cols[s.name])
+                starts = self._graph_nodes(np.unique(seed.cols[s.name]), path)
                 a, b = pe.pairs(path, starts)
             elif seed is not None and o.name in seed.cols and (seed.cols[o.name] != UNBOUND).all():
                 from engine.exec.paths import inverse  # noqa: PLC0415
 
-                starts = np.unique(seed.cols[o.name])
+                starts = self._graph_nodes(np.unique(seed.cols[o.name]), path)
                 b, a = pe.pairs(inverse(path), starts)
             else:
                 a, b = pe.pairs(path, None)
@@ -337,6 +353,17 @@ class Evaluator:
         if seed is None:
             return res
         return join(seed, res, ctx.max_rows)
+
+    def _graph_nodes(self, starts: np.ndarray, path) -> np.ndarray:
+        """Starts taken from other patterns' bindings: a zero-length path with
+        variable ends only matches terms of the graph (not e.g. VALUES terms)."""
+        if not _may_be_zero(path) or len(starts) == 0:
+            return starts
+        nodes = self.graph.vertices()
+        if len(nodes) == 0:
+            return starts[:0]
+        pos = np.minimum(np.searchsorted(nodes, starts), len(nodes) - 1)
+        return starts[nodes[pos] == starts]
 
     def _Values(self, node: A.Values, seed):
         ctx = self.ctx
@@ -365,7 +392,18 @@ class Evaluator:
             # explore from the left rows (no intermediate join)
             return run_bgp(node.right.triples, self.graph, ctx.lookup, seed=left, max_rows=ctx.max_rows,
                            check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
-        right = self.eval(node.right, seed)
+        r = node.right
+        if (isinstance(r, A.Filter) and _is_pure_bgp(r.input) and _filter_local(r.expr, r.input)
+                and seed_ok(left, r.input.triples)):
+            # { ... } { BGP FILTER(f) } with f over the BGP's own variables only:
+            # the filter sees the same values when the BGP explores from the left rows
+            res = run_bgp(r.input.triples, self.graph, ctx.lookup, seed=left, max_rows=ctx.max_rows,
+                          check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
+            return res.mask(self.filter_mask(r.expr, res)) if res.n else res
+        if isinstance(r, A.PathPattern):
+            # the path starts from the left rows' values when they bind an end
+            return self._PathPattern(r, left)
+        right = self.eval(r, seed)
         return join(left, right, ctx.max_rows)
 
     def _LeftJoin(self, node: A.LeftJoin, seed):
@@ -583,6 +621,19 @@ class Evaluator:
         if r.n:
             hit[r.cols[ROW]] = True
         return hit[inv.reshape(-1)]
+
+
+def _may_be_zero(path) -> bool:
+    """Whether the path can match with length zero."""
+    if isinstance(path, (A.PathZeroOrMore, A.PathZeroOrOne)):
+        return True
+    if isinstance(path, A.PathSeq):
+        return _may_be_zero(path.left) and _may_be_zero(path.right)
+    if isinstance(path, A.PathAlt):
+        return _may_be_zero(path.left) or _may_be_zero(path.right)
+    if isinstance(path, A.PathInv):
+        return _may_be_zero(path.path)
+    return False
 
 
 def _set_path(path) -> bool:

@@ -8,14 +8,16 @@ Public API (called by the executor):
 * :func:`order_ranks` -- dense total-order ranks of ids (used by MIN/MAX)
 
 Evaluation is two-level. Operators whose result follows from ids, kinds and
-numeric values alone run vectorized over whole columns: ``= != < > <= >=``
-(numeric values via ``ctx.numeric``, id equality for IRIs/blank nodes), ``&&
-|| !`` with SPARQL's three-valued error logic, BOUND, sameTerm, isIRI /
-isBlank / isLiteral, IN / NOT IN, IF, COALESCE and EXISTS (one ``ctx.exists``
-call per expression). Everything else is evaluated per *distinct* tuple of the
-variables it uses (``np.unique`` + inverse) on decoded terms, so a built-in
-costs one Python call per distinct input, not per row. RAND, BNODE, UUID and
-STRUUID are evaluated per row.
+numeric values run vectorized over whole columns: ``= != < > <= >=``
+(numerics via ``ctx.numeric``; IRIs/blank nodes by id; simple strings,
+language strings, booleans, dateTimes and dates through per-distinct-value
+ranks), ``&& || !`` with SPARQL's three-valued error logic, BOUND, sameTerm,
+isIRI / isBlank / isLiteral, IN / NOT IN, IF, COALESCE, EXISTS (one
+``ctx.exists`` call per expression), ``+ - *`` on xsd:integer operands (int64)
+and RAND / BNODE() / UUID / STRUUID. Everything else is evaluated per
+*distinct* tuple of the variables it uses (``np.unique`` + inverse) on decoded
+terms, so a built-in costs one Python call per distinct input, not per row;
+BNODE(str) is evaluated per row (a fresh node per solution).
 """
 
 from __future__ import annotations
@@ -121,6 +123,8 @@ def _unique_ranks(uniq: np.ndarray, ctx) -> np.ndarray:
     keys = ctx.keys(uniq)
     sort_keys = []
     for i, k in enumerate(keys):
+        if i % _BUDGET_EVERY == _BUDGET_EVERY - 1:
+            ctx.check_budget()
         t = None if k is None else from_key(k)
         sort_keys.append((V.order_key(t), int(uniq[i])))
     order = sorted(range(m), key=sort_keys.__getitem__)
@@ -535,6 +539,8 @@ class _Evaluator:
         rank = np.zeros(m, dtype=np.int64)
         ranked: dict[int, list] = {}
         for j, k in enumerate(self.ctx.keys(union)):
+            if j % _BUDGET_EVERY == _BUDGET_EVERY - 1:
+                self.ctx.check_budget()
             if k is None or k[0] != '"':
                 continue
             if k[-1] == '"':
@@ -1647,23 +1653,45 @@ def _translate_regex(p: str, strip_ws: bool, multiline: bool) -> str:
     return "".join(out)
 
 
-_UNICODE_CLASSES = {
-    "L": r"^\W\d_", "N": r"\d", "Nd": r"\d", "Lu": "A-Z\u00C0-\u00DE", "Ll": "a-z\u00DF-\u00FF",
-    "P": r"!-/:-@\[-`{-~\u00A1-\u00BF", "Z": r"\s", "Zs": r" \u00A0",
-}
+_CATEGORIES = frozenset(
+    "L Lu Ll Lt Lm Lo M Mn Mc Me N Nd Nl No P Pc Pd Ps Pe Pi Pf Po S Sm Sc Sk So Z Zs Zl Zp C Cc Cf Co Cn".split()
+)
+
+
+@lru_cache(maxsize=64)
+def _category_ranges(name: str) -> str:
+    """Character-class body (ranges) of a Unicode general category, computed
+    once from ``unicodedata`` (one- or two-letter names)."""
+    import unicodedata  # noqa: PLC0415 - only for \p{..} patterns
+
+    parts: list[str] = []
+    start = prev = None
+    for cp in range(0x110000):
+        cat = unicodedata.category(chr(cp))
+        hit = cat == name if len(name) == 2 else cat[0] == name
+        if hit:
+            if start is None:
+                start = cp
+            prev = cp
+        elif start is not None:
+            parts.append(_range(start, prev))
+            start = None
+    if start is not None:
+        parts.append(_range(start, prev))
+    return "".join(parts)
+
+
+def _range(a: int, b: int) -> str:
+    esc = "\\U%08X"
+    return esc % a if a == b else esc % a + "-" + esc % b
 
 
 def _unicode_class(name: str, negate: bool, inside: bool) -> str:
-    if name.startswith("Is"):
+    r"""\p{..} / \P{..}: general categories; block escapes (IsXxx) are not
+    supported (error)."""
+    if name not in _CATEGORIES:
         raise ERR
-    body = _UNICODE_CLASSES.get(name)
-    if body is None:
-        raise ERR
-    if body.startswith("^"):  # letters: a negated helper class
-        cls = "[" + body + "]" if not negate else "[" + body[1:] + "]"
-        if inside:
-            raise ERR
-        return cls
+    body = _category_ranges(name)
     if inside:
         if negate:
             raise ERR
