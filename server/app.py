@@ -100,7 +100,6 @@ class EdgeMiddleware:
             if method == "OPTIONS":
                 await self._preflight(scope, send_wrapped)
             else:
-                headers = None
                 cl = None
                 for k, v in scope["headers"]:
                     if k == b"content-length":

@@ -146,3 +146,49 @@ def test_numpy_columns_survive_threadpool(make_server):
     s = make_server(database=ColDB(0))
     r = requests.get(s.url + "/sparql", params={"query": "SELECT * {}"})
     assert len(r.json()["results"]["bindings"]) == 20
+
+
+def test_inline_policy():
+    """Cheap shapes run on the event loop after two runs; one slow run sends the shape back
+    to the thread pool until its decaying cost estimate is low again."""
+    import asyncio
+
+    from server.api.common import ServerState, query_shape
+    from server.config import Config
+
+    state = ServerState(Config(inline_threshold=0.01), database=None)
+    main_thread = threading.get_ident()
+    where = []
+
+    def job(delay=0.0):
+        def f():
+            where.append(threading.get_ident() == main_thread)
+            time.sleep(delay)
+            return 1
+        return f
+
+    shape = query_shape("SELECT * WHERE { <http://ex.org/a> ?p 1 }")
+    assert shape == query_shape('SELECT * WHERE { <http://ex.org/a> ?p "two" }')
+    # IRIs decide the cost, so they are part of the shape
+    assert shape != query_shape("SELECT * WHERE { <http://ex.org/b> ?p 1 }")
+
+    async def go():
+        for _ in range(3):
+            await state.run(job(), shape)
+        assert where == [False, False, True]
+        await state.run(job(0.05), shape)  # slow, but ran inline: estimate is now 50 ms
+        where.clear()
+        for _ in range(3):
+            await state.run(job(), shape)
+        assert where == [False, False, False]  # 25, 12.5 ms estimates: thread pool
+        for _ in range(3):
+            await state.run(job(), shape)
+        assert where[-1] is True  # decayed below 10 ms: inline again
+        state.data_changed()
+        where.clear()
+        await state.run(job(), shape)
+        assert where == [False]
+        await state.run(job(), None)  # no shape (updates): always the thread pool
+        assert where == [False, False]
+
+    asyncio.run(go())

@@ -81,3 +81,11 @@ def test_serve_demo():
             r = requests.get(s.url + "/sparql", params={"query": q})
             assert r.status_code == 200, (name, r.text)
             assert r.json()["results"]["bindings"], name
+
+
+def test_serve_bad_data_fails(tmp_path):
+    bad = tmp_path / "bad.nt"
+    bad.write_text("<http://ex.org/a> <http://ex.org/p> .\n")
+    with pytest.raises(RuntimeError, match="cannot load"):
+        with ServerProcess("--data", str(bad), "--no-progress", startup_timeout=120):
+            pass

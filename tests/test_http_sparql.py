@@ -248,3 +248,31 @@ def test_big_result_all_formats(srv):
             assert r.text.count("<result>") == 3000
         else:
             assert len(r.text.strip().splitlines()) == 3001
+
+
+@pytest.mark.parametrize("fmt,ctype", [("json", "application/sparql-results+json"), ("csv", "text/csv"),
+                                       ("tsv", "text/tab-separated-values"), ("xml", "application/sparql-results+xml")])
+def test_format_parameter(srv, fmt, ctype):
+    r = requests.get(srv.url + "/sparql", params={"query": NAMES, "format": fmt}, headers={"Accept": "text/html"})
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith(ctype)
+    r = requests.get(srv.url + "/sparql", params={"query": "CONSTRUCT WHERE { ?s ?p ?o }", "output": "nt"})
+    assert r.headers["Content-Type"].startswith("application/n-triples")
+    graph_type = {"json": "application/ld+json", "xml": "application/rdf+xml"}.get(fmt)
+    r = requests.get(srv.url + "/sparql", params={"query": "CONSTRUCT WHERE { ?s ?p ?o }", "format": fmt})
+    if graph_type:
+        assert r.status_code == 200 and r.headers["Content-Type"].startswith(graph_type)
+    else:
+        assert r.status_code == 406
+    # unknown values are ignored (Accept decides)
+    r = requests.get(srv.url + "/sparql", params={"query": NAMES, "format": "bogus"})
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/sparql-results+json")
+
+
+def test_write_resets_inline_costs(srv):
+    state = srv.app.state.jindou
+    requests.get(srv.url + "/sparql", params={"query": NAMES})
+    assert state.shape_cost
+    r = requests.post(srv.url + "/update", data=f"INSERT DATA {{ <{EX}z> <{EX}name> \"Zed\" }}".encode(),
+                      headers={"Content-Type": "application/sparql-update"})
+    assert r.status_code == 204
+    assert not state.shape_cost

@@ -8,8 +8,9 @@ list only its own vertices). Shards are immutable; a commit builds new
 others.
 
 :class:`Shard` is the only interface :class:`engine.kv.graph.GraphIndex` uses to
-read a shard (``expand``, ``contains``, ``index``, ``scan``), so a shard can
-later live in another process or host.
+read a shard (``expand``, ``contains``, ``index``, ``scan`` and the one-vertex
+``neighbours`` / ``has_edge`` of the small-input paths), so a shard can later
+live in another process or host.
 """
 
 from __future__ import annotations
@@ -19,80 +20,197 @@ from dataclasses import dataclass, field
 import numpy as np
 
 OUT, IN = 0, 1
-_I32_MAX = np.iinfo(np.int32).max
+_I32_MAX = int(np.iinfo(np.int32).max)
 _EMPTY64 = np.zeros(0, dtype=np.int64)
+
+# A CSR gets a direct-address span table (see :meth:`CSR.table`) when its keys
+# are dense: at most ``_DENSE_SLOTS_PER_KEY`` slots per key plus ``_DENSE_MIN_SLOTS``.
+_DENSE_SLOTS_PER_KEY = 3
+_DENSE_MIN_SLOTS = 256
+# Without a table, probes at least this many and unsorted are sorted before the
+# binary search (a sorted searchsorted is many times faster than a random one).
+_SORT_PROBES = 2048
+# Neighbour lists at most this long are tested by a Python ``in`` on a list.
+_SHORT_LIST = 32
 
 
 @dataclass(eq=False)
 class CSR:
     """Sorted unique ``keys``, ``indptr`` (len(keys)+1) and ``indices``
-    (neighbour lists, each sorted)."""
+    (neighbour lists, each sorted).
+
+    Lookups of key ``v`` go through a lazily built direct-address span table
+    when the keys are dense (:meth:`table`), else through a binary search of
+    ``keys``. The table is derived data (never persisted) and counted in
+    :attr:`nbytes` once built."""
 
     keys: np.ndarray
     indptr: np.ndarray
     indices: np.ndarray
+    _table: tuple | None = field(default=None, init=False, repr=False)
 
     @property
     def nbytes(self) -> int:
-        return self.keys.nbytes + self.indptr.nbytes + self.indices.nbytes
+        n = self.keys.nbytes + self.indptr.nbytes + self.indices.nbytes
+        t = self._table
+        if t is not None and t[1] is not None:
+            n += t[1][2].nbytes
+        return n
 
     def __len__(self) -> int:
         return len(self.indices)
 
-    def _as_key_dtype(self, vids: np.ndarray) -> np.ndarray:
-        if self.keys.dtype == np.int32:
-            # ids never reach INT32_MAX when int32 is used, and -1 is never an id
-            return np.clip(vids, -1, _I32_MAX).astype(np.int32)
-        return vids
+    # ------------------------------------------------------------ lookups
+    def table(self, stride: int = 1):
+        """``(base, width, dptr)`` or None. Key ``v`` has slot ``j = v // stride - base``
+        (``0 <= j < width``) and its neighbours are ``indices[dptr[j]:dptr[j + 1]]``
+        (empty for a slot without key); ``dptr[width] == dptr[width + 1] == len(indices)``
+        so an out-of-range slot clamped to ``width`` is empty. ``stride`` is the
+        shard count: a shard's keys share one residue, so ``v // stride`` is dense.
+        Built on first use; None when the keys are too sparse for the memory budget."""
+        t = self._table
+        if t is not None and t[0] == stride:
+            return t[1]
+        built = self._build_table(stride)
+        self._table = (stride, built)  # benign race: concurrent builders store equal tables
+        return built
+
+    def _build_table(self, stride: int):
+        keys = self.keys
+        nk = len(keys)
+        if nk == 0:
+            return None
+        base = int(keys[0]) // stride
+        width = int(keys[-1]) // stride - base + 1
+        if width > _DENSE_SLOTS_PER_KEY * nk + _DENSE_MIN_SLOTS:
+            return None
+        local = keys.astype(np.int64)
+        if stride > 1:
+            local //= stride
+        local -= base
+        if nk > 1 and not (local[1:] > local[:-1]).all():
+            return None  # keys of mixed residues: no dense slot numbering
+        dptr = np.empty(width + 2, dtype=self.indptr.dtype)
+        dptr[: width + 1] = self.indptr[np.searchsorted(local, np.arange(width + 1, dtype=np.int64))]
+        dptr[width + 1] = dptr[width]
+        return base, width, dptr
 
     def find(self, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row of each vid in keys, found mask)."""
+        """(row of each vid in keys, found mask); ``vids`` int64."""
         keys = self.keys
-        if len(keys) == 0:
+        nk = len(keys)
+        if nk == 0:
             return np.zeros(len(vids), dtype=np.int64), np.zeros(len(vids), dtype=bool)
-        v = self._as_key_dtype(vids)
-        pos = np.searchsorted(keys, v)
-        pos = np.minimum(pos, len(keys) - 1)
-        return pos, keys[pos] == v
+        # int32 keys: probe with int32 (a wrapped out-of-range id finds some row,
+        # rejected below by the exact int64 comparison); an int64 probe would make
+        # searchsorted convert the whole key array.
+        v = vids.astype(np.int32) if keys.dtype == np.int32 else vids
+        n = len(v)
+        if n >= _SORT_PROBES and not (v[1:] >= v[:-1]).all():
+            order = np.argsort(v)
+            pos = np.empty(n, dtype=np.intp)
+            pos[order] = np.searchsorted(keys, v[order])
+        else:
+            pos = np.searchsorted(keys, v)
+        np.minimum(pos, nk - 1, out=pos)
+        return pos, keys[pos] == vids
 
-    def expand(self, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def spans(self, vids: np.ndarray, stride: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(start in ``indices``, neighbour count) of each vid (count 0 if absent)."""
+        t = self.table(stride)
+        if t is not None:
+            base, width, dptr = t
+            if stride > 1:
+                j = vids // stride
+                if base:
+                    j -= base
+            else:
+                j = vids - base
+            ju = j.view(np.uint64)  # negative slots become huge and clamp too
+            np.minimum(ju, width, out=ju)
+            lo = dptr[j]
+            return lo, dptr[1:][j] - lo
+        pos, found = self.find(vids)
+        lo = self.indptr[pos]
+        cnt = self.indptr[1:][pos] - lo
+        cnt[~found] = 0
+        return lo, cnt
+
+    def neighbours(self, v: int, stride: int = 1) -> np.ndarray:
+        """Sorted neighbours of one key ``v`` (a view, key dtype; empty if absent)."""
+        t = self.table(stride)
+        if t is not None:
+            base, width, dptr = t
+            j = v // stride - base
+            if 0 <= j < width:
+                return self.indices[dptr[j]:dptr[j + 1]]
+            return self.indices[:0]
+        keys = self.keys
+        nk = len(keys)
+        if nk == 0 or v < 0 or (v > _I32_MAX and keys.dtype == np.int32):
+            return self.indices[:0]
+        i = int(keys.searchsorted(keys.dtype.type(v)))
+        if i < nk and keys[i] == v:
+            return self.indices[self.indptr[i]:self.indptr[i + 1]]
+        return self.indices[:0]
+
+    def has(self, v: int, o: int, stride: int = 1) -> bool:
+        """Is ``o`` a neighbour of ``v``?"""
+        nb = self.neighbours(v, stride)
+        k = len(nb)
+        if k == 0:
+            return False
+        if k <= _SHORT_LIST:
+            return o in nb.tolist()
+        if o < 0 or (o > _I32_MAX and nb.dtype == np.int32):
+            return False
+        i = int(nb.searchsorted(nb.dtype.type(o)))
+        return i < k and nb[i] == o
+
+    # ------------------------------------------------------------ bulk ops
+    def expand(self, vids: np.ndarray, stride: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Neighbours of int64 ``vids``: (rows, nbrs) grouped by row in input order."""
         n = len(vids)
         if n == 0 or len(self.keys) == 0:
             return _EMPTY64, _EMPTY64
-        pos, found = self.find(vids)
-        lo = self.indptr[pos].astype(np.int64)
-        cnt = np.where(found, self.indptr[pos + 1] - lo, 0)
+        if n == 1:
+            nb = self.neighbours(int(vids[0]), stride)
+            return np.zeros(len(nb), dtype=np.int64), nb.astype(np.int64)
+        lo, cnt = self.spans(vids, stride)
         total = int(cnt.sum())
         if total == 0:
             return _EMPTY64, _EMPTY64
         rows = np.repeat(np.arange(n, dtype=np.int64), cnt)
-        ends = np.cumsum(cnt)
-        edge = np.arange(total, dtype=np.int64) + np.repeat(lo - (ends - cnt), cnt)
+        ends = np.cumsum(cnt, dtype=np.int64)
+        ends -= lo  # ends - lo = start of the row in the output + count - lo
+        ends -= cnt
+        edge = np.arange(total, dtype=np.int64)
+        edge -= np.repeat(ends, cnt)
         return rows, self.indices[edge].astype(np.int64)
 
-    def contains(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def contains(self, a: np.ndarray, b: np.ndarray, stride: int = 1) -> np.ndarray:
         """For each i: is b[i] in the neighbour list of a[i]? (vectorized binary search)"""
         n = len(a)
         if n == 0 or len(self.keys) == 0:
             return np.zeros(n, dtype=bool)
-        pos, found = self.find(a)
-        lo = np.where(found, self.indptr[pos], 0).astype(np.int64)
-        hi = np.where(found, self.indptr[pos + 1], 0).astype(np.int64)
-        end = hi.copy()
+        lo, cnt = self.spans(a, stride)
+        lo = lo.astype(np.int64)
+        cnt = cnt.astype(np.int64)
+        end = lo + cnt
         idx = self.indices
-        bv = self._as_key_dtype(b) if idx.dtype == np.int32 else b
-        active = np.flatnonzero(lo < hi)
-        while len(active):
-            la, ha = lo[active], hi[active]
-            mid = (la + ha) >> 1
-            less = idx[mid] < bv[active]
-            lo[active] = np.where(less, mid + 1, la)
-            hi[active] = np.where(less, ha, mid)
-            active = active[lo[active] < hi[active]]
-        ok = lo < end
-        res = np.zeros(n, dtype=bool)
-        sel = np.flatnonzero(ok)
-        res[sel] = idx[lo[sel]] == bv[sel]
+        last = len(idx) - 1
+        # branchless lower bound over all rows at once: log2(max count) rounds
+        steps = int(cnt.max()).bit_length()
+        for _ in range(steps):
+            half = cnt >> 1
+            mid = lo + half
+            np.minimum(mid, last, out=mid)
+            less = idx[mid] < b
+            less &= cnt > 0
+            lo = np.where(less, mid + 1, lo)
+            cnt = np.where(less, cnt - half - 1, half)
+        res = idx[np.minimum(lo, last)] == b
+        res &= lo < end
         return res
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
@@ -156,12 +274,26 @@ class Shard:
 
     # ---- the interface GraphIndex uses
     def expand(self, pid: int, direction: int, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Neighbours of ``vids`` (all owned by this shard): (rows, nbrs), grouped by row."""
-        return self._csr(pid, direction).expand(vids)
+        """Neighbours of int64 ``vids`` (all owned by this shard): (rows, nbrs), grouped
+        by row in input order."""
+        return self._csr(pid, direction).expand(vids, self.n_shards)
 
     def contains(self, pid: int, s: np.ndarray, o: np.ndarray) -> np.ndarray:
-        """Edge test for subjects ``s`` owned by this shard."""
-        return self._csr(pid, OUT).contains(s, o)
+        """Edge test for int64 subjects ``s`` owned by this shard."""
+        return self._csr(pid, OUT).contains(s, o, self.n_shards)
+
+    def neighbours(self, pid: int, direction: int, vid: int) -> np.ndarray:
+        """Sorted neighbours of one vertex ``vid`` owned by this shard (key dtype;
+        the small-input path of :meth:`GraphIndex.expand`)."""
+        ps = self.preds.get(pid)
+        if ps is None:
+            return _EMPTY64
+        return (ps.out if direction == OUT else ps.inn).neighbours(vid, self.n_shards)
+
+    def has_edge(self, pid: int, s: int, o: int) -> bool:
+        """Is ``(s, pid, o)`` in the graph (``s`` owned by this shard)?"""
+        ps = self.preds.get(pid)
+        return ps is not None and ps.out.has(s, o, self.n_shards)
 
     def index(self, pid: int, direction: int) -> np.ndarray:
         """Sorted subjects (OUT) / objects (IN) of ``pid`` owned by this shard."""

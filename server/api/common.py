@@ -281,13 +281,20 @@ def check_read(config: Config, headers: dict[str, str]) -> None:
 # --------------------------------------------------------------------------
 
 _SHAPE_RE = re.compile(
-    r'<[^<>"{}|^`\\\s]*>|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|\b[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\b'
+    r'(<[^<>"{}|^`\\\s]*>)|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|\b[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\b'
 )
 
 
+def _blank_literal(m: re.Match) -> str:
+    return m.group(1) or "$"
+
+
 def query_shape(text: str) -> str:
-    """The query with its constants blanked: queries of one shape usually cost alike."""
-    return _SHAPE_RE.sub("$", text)
+    """The query with its literal constants blanked: queries of one shape
+    usually cost alike. IRIs are kept, since they decide the cost (``?x a
+    <RareClass>`` vs ``?x a <Thing>``): a query runs inline on the event loop
+    only when this exact pattern was cheap before."""
+    return _SHAPE_RE.sub(_blank_literal, text)
 
 
 class ServerState:
@@ -299,7 +306,11 @@ class ServerState:
         self.metrics = metrics
         self.started = time.time()
         self.running = 0
-        self.shape_cost: dict[str, float] = {}
+        self.shape_cost: dict[str, tuple[float, int]] = {}  # shape -> (recent cost s, runs)
+
+    def data_changed(self) -> None:
+        """Forget measured query costs: after a write a cheap shape may have become expensive."""
+        self.shape_cost.clear()
 
     def _admit(self) -> None:
         if self.running >= self.config.max_concurrent_queries:
@@ -315,23 +326,29 @@ class ServerState:
     async def run(self, fn: Callable[[], Any], shape: str | None = None) -> Any:
         """Run ``fn`` (a blocking engine call) with admission control.
 
-        Calls whose shape last took less than ``inline_threshold`` seconds run
-        right here on the event loop: the thread-pool hop costs more than they
-        do. Everything else (and every first sight of a shape) runs in the
-        thread pool so the loop stays responsive.
+        A shape (the query with its constants blanked) whose recent cost is
+        below ``inline_threshold`` runs right here on the event loop: the
+        thread-pool hop costs more than such a query does. Everything else,
+        and every shape seen fewer than twice, runs in the thread pool so the
+        loop stays responsive. The recent cost is a decaying maximum
+        (``max(last, previous / 2)``): one expensive run of a shape sends it to
+        the thread pool for the next several runs. Writes clear the estimates.
         """
         self._admit()
         self.running += 1
         t0 = time.perf_counter()
+        seen = self.shape_cost.get(shape) if shape is not None else None
         try:
-            cost = self.shape_cost.get(shape) if shape is not None else None
-            if cost is not None and cost < self.config.inline_threshold:
+            if seen is not None and seen[1] >= 2 and seen[0] < self.config.inline_threshold:
                 return fn()
             return await run_in_threadpool(fn)
         finally:
             self.running -= 1
             if shape is not None:
                 dt = time.perf_counter() - t0
-                if len(self.shape_cost) > 4096:
-                    self.shape_cost.clear()
-                self.shape_cost[shape] = dt
+                if seen is None:
+                    if len(self.shape_cost) >= 4096:
+                        self.shape_cost.clear()
+                    self.shape_cost[shape] = (dt, 1)
+                else:
+                    self.shape_cost[shape] = (max(dt, seen[0] * 0.5), seen[1] + 1)

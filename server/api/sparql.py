@@ -34,6 +34,18 @@ QUERY_TYPES = ("application/sparql-query",)
 FORM_TYPE = "application/x-www-form-urlencoded"
 ALLOW = "GET, POST, OPTIONS"
 
+#: ``?format=`` / ``?output=`` shorthands (override Accept; handy in a browser, and sent by
+#: SPARQLWrapper). Each names the result type and the graph type it means; unknown values are ignored.
+FORMAT_PARAM = {
+    "json": ser.SPARQL_JSON + ", " + ser.JSONLD, "srj": ser.SPARQL_JSON,
+    "xml": ser.SPARQL_XML + ", " + ser.RDFXML, "srx": ser.SPARQL_XML,
+    "csv": ser.CSV, "tsv": ser.TSV,
+    "turtle": ser.TURTLE, "ttl": ser.TURTLE, "n3": ser.TURTLE,
+    "nt": ser.NTRIPLES, "ntriples": ser.NTRIPLES, "n-triples": ser.NTRIPLES,
+    "nq": ser.NQUADS, "nquads": ser.NQUADS, "n-quads": ser.NQUADS,
+    "jsonld": ser.JSONLD, "json-ld": ser.JSONLD, "rdfxml": ser.RDFXML, "rdf+xml": ser.RDFXML, "rdf": ser.RDFXML,
+}
+
 
 def _acceptable_at_all(accept: str | None) -> bool:
     """False if the Accept header rules out every result and graph format."""
@@ -106,6 +118,10 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
             raise HTTPError(415, "unsupported_media_type",
                             f"{ct} is not a query media type; use application/sparql-query or {FORM_TYPE}")
     accept = headers.get("accept")
+    fmt = params.get("format") or params.get("output")
+    if fmt:
+        v = fmt[0].strip().lower()
+        accept = FORMAT_PARAM.get(v, v if "/" in v else accept)
     if not _acceptable_at_all(accept):
         raise not_acceptable(accept, "SELECT")
     dg = tuple(params.get("default-graph-uri", ()))
@@ -203,6 +219,9 @@ _QUERY_PARAMS = [
     {"name": "default-graph-uri", "in": "query", "required": False,
      "schema": {"type": "array", "items": {"type": "string"}}, "style": "form", "explode": True,
      "description": "IRI of a graph to merge into the default graph (repeatable)."},
+    {"name": "format", "in": "query", "required": False, "schema": {"type": "string"},
+     "description": "Result format overriding Accept: json, xml, csv, tsv, turtle, nt, nq, jsonld, rdfxml "
+                    "(or a media type)."},
     {"name": "named-graph-uri", "in": "query", "required": False,
      "schema": {"type": "array", "items": {"type": "string"}}, "style": "form", "explode": True,
      "description": "IRI of a named graph of the dataset (repeatable)."},

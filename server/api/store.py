@@ -181,6 +181,7 @@ async def _write(request: Request, op: str) -> Response:
 
             try:
                 report = await state.run(load)
+                state.data_changed()
             except _BAD_DATA as e:
                 raise HTTPError(400, "load", f"cannot parse the {mt} body: {type(e).__name__}: {e}") from e
             return Response(_report_json(report), status_code=200, media_type="application/json")
@@ -191,6 +192,7 @@ async def _write(request: Request, op: str) -> Response:
 
         try:
             created = await state.run(work)
+            state.data_changed()
         except _BAD_DATA as e:
             raise HTTPError(400, "load", f"cannot parse the {mt} body: {type(e).__name__}: {e}") from e
         if state.metrics is not None:
@@ -250,6 +252,7 @@ async def store_delete(request: Request) -> Response:
                 raise HTTPError(404, "not_found", f"{_graph_label(graph)} does not exist") from None
 
         await state.run(work)
+        state.data_changed()
         if state.metrics is not None:
             state.metrics.store_write("delete")
         return Response(status_code=204)

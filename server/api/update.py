@@ -92,7 +92,10 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     def work():
         db.update(text, base=base, using_graph_uris=using, using_named_graph_uris=using_named)
 
-    await state.run(work)
+    try:
+        await state.run(work)
+    finally:
+        state.data_changed()
     if state.metrics is not None:
         state.metrics.update_done("ok")
     return Reply(204)

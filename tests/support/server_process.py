@@ -25,7 +25,7 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, *args: str, startup_timeout: float = 60.0):
+    def __init__(self, *args: str, startup_timeout: float = 120.0):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.args = list(args)
