@@ -222,3 +222,15 @@ def test_corrupt_gzip(tmp_path):
     with pytest.raises(LoadError) as ei:
         load_file(Store(), f)
     assert ei.value.source == "bad.nt.gz"
+
+
+def test_truncated_gzip_payload_is_a_load_error():
+    """A body that starts like gzip but is cut off is bad input, not a crash."""
+    from engine.errors import LoadError
+    from engine.kv import loader
+    from engine.kv.store import Store
+
+    store = Store(shards=1)
+    with pytest.raises(LoadError, match="gzip"):
+        loader.load_data(store, b"\x1f\x8b\x08garbage", "application/n-triples")
+    assert store.snapshot().default.n_triples == 0

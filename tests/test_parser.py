@@ -628,3 +628,11 @@ def test_tokenizer_kinds():
         "SELECT", "var", "iriref", "pname", "string", "lstring", "lang", "integer", "decimal", "double",
         "a", "A", "bnode", "^^", "&&", "(", "EOF", "EOF",
     ]
+
+
+def test_huge_limit_and_offset_are_syntax_errors():
+    for clause in ("LIMIT", "OFFSET"):
+        with pytest.raises(QuerySyntaxError) as e:
+            parse_query("SELECT * WHERE {} " + clause + " " + "9" * 5000)
+        assert e.value.line == 1
+    assert parse_query("SELECT * WHERE {} LIMIT 123456789012345678").pattern.limit == 123456789012345678

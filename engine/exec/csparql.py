@@ -26,6 +26,10 @@ Grammar (on top of SPARQL 1.1; keywords and units are case-insensitive)::
 short name without a window, a stream used twice, a zero duration or count,
 DESCRIBE, a query without any stream window, and ASK with ISTREAM/DSTREAM
 raise ``QuerySyntaxError`` with the line and column of the offending token.
+Duplicates are detected per spelling (the same IRI twice, the same short name
+twice); a short name and the IRI it is registered under can only be matched by
+the caller, which knows the stream registry. A step larger than the range is
+allowed (sampling windows).
 
 The stream windows are removed from the inner query's dataset: ``query.dataset``
 holds only the stored graphs of ``FROM <g>`` / ``FROM NAMED <g>`` (None when

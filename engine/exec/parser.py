@@ -267,6 +267,14 @@ class _Parser:
         self.i += 1
         return tok
 
+    def count_literal(self) -> int:
+        """The integer of LIMIT/OFFSET; absurdly long ones are a syntax error,
+        not a Python conversion error."""
+        tok = self.expect("integer")
+        if len(tok[1]) > 18:
+            raise self.error(f"number too large: {tok[1][:20]}...", tok)
+        return int(tok[1])
+
     def accept(self, kind: str) -> bool:
         if self.toks[self.i][0] == kind:
             self.i += 1
@@ -1161,10 +1169,10 @@ class _Parser:
             k = toks[self.i][0]
             if k == "LIMIT" and limit is None:
                 self.i += 1
-                limit = int(self.expect("integer")[1])
+                limit = self.count_literal()
             elif k == "OFFSET" and not offset:
                 self.i += 1
-                offset = int(self.expect("integer")[1])
+                offset = self.count_literal()
         return group_by, having, order, limit, offset
 
     def values_clause(self) -> A.Values | None:

@@ -465,7 +465,10 @@ def _open_source(source) -> tuple[io.BufferedIOBase, str, int | None]:
     if isinstance(source, bytes | bytearray | memoryview):
         b = bytes(source)
         if b[:2] == b"\x1f\x8b":
-            b = gzip.decompress(b)
+            try:
+                b = gzip.decompress(b)
+            except (OSError, EOFError, zlib.error) as e:
+                raise LoadError(f"corrupt gzip data: {e}", source="<data>") from e
         return io.BytesIO(b), "<data>", len(b)
     path = os.fspath(source)
     name = os.path.basename(path)

@@ -17,8 +17,9 @@ each one contiguous ``seq`` range, found by ``searchsorted`` over the index
 and inside one boundary batch. Reading a range copies at most one piece per
 slice it spans (no per-triple Python work).
 
-Memory budget and GC. ``bytes_used`` counts slice capacities (32 bytes per
-triple slot) and the index. ``gc(horizon_tau)`` frees every slice whose
+Memory budget and GC. The budget bounds ``slice_bytes``, the slice
+capacities (32 bytes per triple slot); ``bytes_used`` adds the stream index
+(small: one 56-byte entry per live batch). ``gc(horizon_tau)`` frees every slice whose
 triples all have ``tau <= horizon_tau``: the caller passes the smallest
 horizon over the registered windows reading this stream
 (:meth:`TransientStore.horizon_for` gives one window's horizon,
@@ -166,8 +167,14 @@ class TransientStore:
         return len(self._slices)
 
     @property
+    def slice_bytes(self) -> int:
+        """Bytes of the slices (what the budget bounds)."""
+        return sum(s.nbytes for s in self._slices)
+
+    @property
     def bytes_used(self) -> int:
-        return sum(s.nbytes for s in self._slices) + self.index.nbytes
+        """Slices plus stream index."""
+        return self.slice_bytes + self.index.nbytes
 
     @property
     def last_tau(self) -> int | None:
@@ -268,7 +275,7 @@ class TransientStore:
         if need <= 0:
             return 0
         cap = max(self.slice_triples, need)
-        used = self.bytes_used
+        used = self.slice_bytes
         if used + cap * BYTES_PER_TRIPLE <= self.budget_bytes:
             return cap
         if self.horizon is not None:
@@ -281,7 +288,7 @@ class TransientStore:
             if need <= 0:
                 return 0
             cap = max(self.slice_triples, need)
-            used = self.bytes_used
+            used = self.slice_bytes
             if used + cap * BYTES_PER_TRIPLE <= self.budget_bytes:
                 return cap
         if used + need * BYTES_PER_TRIPLE <= self.budget_bytes:
