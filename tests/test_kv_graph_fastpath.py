@@ -23,7 +23,7 @@ _probes = st.lists(_probe, max_size=40)
 
 _MODES = {
     # name: (small input rows, dense slots per key, dense min slots, sort probes from)
-    "default": (graph_mod._SMALL_INPUT, shard_mod._DENSE_SLOTS_PER_KEY, shard_mod._DENSE_MIN_SLOTS,
+    "default": (None, shard_mod._DENSE_SLOTS_PER_KEY, shard_mod._DENSE_MIN_SLOTS,
                 shard_mod._SORT_PROBES),
     "general": (0, -1, -1, 10**9),  # vectorized, binary search, no tables
     "tables": (0, 10**6, 10**6, 10**9),  # vectorized, every CSR gets a table
@@ -40,7 +40,9 @@ def _build(edges, n_shards):
 
 def _set_mode(monkeypatch, mode):
     small, per_key, min_slots, sort_from = _MODES[mode]
-    monkeypatch.setattr(graph_mod, "_SMALL_INPUT", small)
+    if small is not None:
+        for name in ("_SMALL_EXPAND", "_SMALL_CONTAINS", "_SMALL_SHARDED"):
+            monkeypatch.setattr(graph_mod, name, small)
     monkeypatch.setattr(shard_mod, "_DENSE_SLOTS_PER_KEY", per_key)
     monkeypatch.setattr(shard_mod, "_DENSE_MIN_SLOTS", min_slots)
     monkeypatch.setattr(shard_mod, "_SORT_PROBES", sort_from)

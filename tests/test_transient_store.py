@@ -95,7 +95,24 @@ def test_window_content_is_a_set():
 def test_unique_rows():
     assert unique_rows(np.zeros((0, 3), dtype=np.int64)).shape == (0, 3)
     r = np.array([[3, 1, 1], [1, 2, 3], [3, 1, 1], [1, 2, 2]])
-    assert unique_rows(r).tolist() == [[1, 2, 2], [1, 2, 3], [3, 1, 1]]
+    assert unique_rows(r).tolist() == [[3, 1, 1], [1, 2, 3], [1, 2, 2]]  # first-arrival order
+
+
+def test_unique_rows_hash_collision_fallback(monkeypatch):
+    import engine.kv.transient as tr
+    monkeypatch.setattr(tr, "_H1", np.uint64(0))
+    monkeypatch.setattr(tr, "_H2", np.uint64(0))
+    monkeypatch.setattr(tr, "_H3", np.uint64(0))  # every row hashes to 0
+    r = np.array([[3, 1, 1], [1, 2, 3], [3, 1, 1], [1, 2, 2], [1, 2, 3]])
+    assert unique_rows(r).tolist() == [[3, 1, 1], [1, 2, 3], [1, 2, 2]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-3, 3), st.integers(0, 2), st.integers(0, 2**62)), max_size=40))
+def test_unique_rows_matches_python(rs):
+    arr = np.array(rs, dtype=np.int64).reshape(-1, 3)
+    seen = list(dict.fromkeys(map(tuple, arr.tolist())))
+    assert [tuple(r) for r in unique_rows(arr).tolist()] == seen
 
 
 def test_order_validation():
@@ -227,6 +244,7 @@ def test_stream_index_growth_and_drop():
     assert ix.drop_before(120) == 60
     assert len(ix) == 40 and int(ix.batch[0]) == 60 and ix.find_batch(70) == 10
     assert ix.find_batch(3) == -1
+    assert ix.batch_upto(70) == 70 and ix.batch_upto(59) is None
     with pytest.raises(ValueError):
         ix.append(99, 200, 200, 200, 201, 0, 0)
     with pytest.raises(ValueError):
@@ -285,7 +303,7 @@ _ops = st.lists(
         st.tuples(st.just("el"), st.integers(0, 1), st.lists(st.integers(0, 40), min_size=1, max_size=6)),
         st.tuples(st.just("hb"), st.integers(0, 1), st.integers(0, 60).map(lambda x: [x])),
     ),
-    max_size=40,
+    max_size=80,
 )
 
 
@@ -344,3 +362,57 @@ def test_gc_never_frees_what_a_registered_window_will_read(ops, queries, slice_t
                     assert as_set(got) == brute(a_spo, a_tau, w, t)
         for m in names:
             stores[m].gc(horizon(m))
+
+
+def test_endless_stream_runs_within_budget_with_gc_callback():
+    """A RANGE 50ms STEP 20ms query over an endless stream: the budget (10 slices of 8) suffices
+    because the GC frees what the query's next instants cannot reach."""
+    w = Window.time(50, 20)
+    clock = StreamClock("a")
+    clock.heartbeat(0)
+    tr = Trigger(w.step_ms, ["a"], {"a": clock.progress})
+    store = TransientStore("a", budget_bytes=10 * 8 * BYTES_PER_TRIPLE, slice_triples=8,
+                           horizon=lambda: store.horizon_for(w, tr.next_instant))
+    all_spo, all_tau = [], []
+    fired = 0
+    for i in range(300):
+        tau = np.full(4, 5 * i, dtype=np.int64)
+        mask, _ = clock.admit(tau)
+        spo = rows(4, 4 * i)
+        store.append_rows(spo, tau)
+        all_spo.append(spo)
+        all_tau.append(tau)
+        for t in tr.ready({"a": clock.progress}):
+            fired += 1
+            got = store.window_triples(w, t, strict=True)
+            assert as_set(got) == brute(np.concatenate(all_spo), np.concatenate(all_tau), w, t)
+        assert store.slice_bytes <= store.budget_bytes
+    assert fired == len(range(0, 5 * 299, 20))
+    assert store.freed_triples > 1000
+
+
+def test_two_streams_different_ranges_and_steps():
+    """FROM STREAM a [RANGE 10s STEP 2s], FROM STREAM b [RANGE 3s STEP 1s]: evaluated at every
+    second, each window covering its own range; the window member uses the largest range."""
+    from engine.stream.windows import window_member
+
+    wa, wb = Window.time(10_000, 2_000), Window.time(3_000, 1_000)
+    ca, cb = StreamClock("a"), StreamClock("b")
+    sa, sb = TransientStore("a", slice_triples=4), TransientStore("b", slice_triples=4)
+    ca.heartbeat(0)
+    cb.heartbeat(0)
+    tr = Trigger.for_windows({"a": wa, "b": wb}, {"a": 0, "b": 0})
+    assert tr.step == 1_000
+    for k in range(1, 13):  # one triple per stream per second, at k*1000 (a) and k*1000-500 (b)
+        for c, s, tau in ((ca, sa, k * 1000), (cb, sb, k * 1000 - 500)):
+            mask, _ = c.admit([tau])
+            s.append_rows(rows(1, k), [tau])
+    got = tr.ready({"a": ca.progress, "b": cb.progress})
+    assert got == list(range(0, 12_000, 1_000))  # P_b = 11500 > 11000
+    t = 11_000
+    assert sa.window_arrays(wa, t)[1].tolist() == [k * 1000 for k in range(2, 12)]  # (1000, 11000]
+    assert sb.window_arrays(wb, t)[1].tolist() == [8_500, 9_500, 10_500]            # (8000, 11000]
+    assert sb.window_arrays(wb, 0)[0].shape == (0, 3)  # empty windows at the first instant
+    assert window_member([wa, wb], t) == {"start": 1_000, "end": 11_000}
+    wc = Window.count(3)
+    assert window_member([wc], t, sb.oldest_tau(wc, t)) == {"start": 8_500, "end": 11_000}

@@ -8,9 +8,9 @@ list only its own vertices). Shards are immutable; a commit builds new
 others.
 
 :class:`Shard` is the only interface :class:`engine.kv.graph.GraphIndex` uses to
-read a shard (``expand``, ``contains``, ``index``, ``scan`` and the one-vertex
-``neighbours`` / ``has_edge`` of the small-input paths), so a shard can later
-live in another process or host.
+read a shard (``expand``, ``contains``, ``index``, ``scan``, and for small
+inputs the one-vertex ``lookup`` / ``neighbours`` / ``has_edge``), so a shard
+can later live in another process or host.
 """
 
 from __future__ import annotations
@@ -69,11 +69,58 @@ class CSR:
         shard count: a shard's keys share one residue, so ``v // stride`` is dense.
         Built on first use; None when the keys are too sparse for the memory budget."""
         t = self._table
-        if t is not None and t[0] == stride:
-            return t[1]
-        built = self._build_table(stride)
-        self._table = (stride, built)  # benign race: concurrent builders store equal tables
-        return built
+        if t is None or t[0] != stride:
+            t = self._prepare(stride)
+        return t[1]
+
+    def lookup(self, stride: int = 1):
+        """A function ``v -> neighbours of v`` (a view of ``indices``, empty if absent)
+        for one Python-int key at a time; scalar ops only (the small-input path)."""
+        t = self._table
+        if t is None or t[0] != stride:
+            t = self._prepare(stride)
+        return t[2]
+
+    def _prepare(self, stride: int) -> tuple:
+        tab = self._build_table(stride)
+        t = (stride, tab, self._make_lookup(tab, stride))
+        self._table = t  # benign race: concurrent builders store equivalent tuples
+        return t
+
+    def _make_lookup(self, tab, stride: int):
+        idx = self.indices
+        empty = idx[:0]
+        if tab is not None:
+            base, width, dptr = tab
+            if stride == 1 and base == 0:
+                def by_slot(v: int) -> np.ndarray:
+                    if 0 <= v < width:
+                        return idx[dptr[v]:dptr[v + 1]]
+                    return empty
+                return by_slot
+
+            def by_strided_slot(v: int) -> np.ndarray:
+                j = v // stride - base
+                if 0 <= j < width:
+                    return idx[dptr[j]:dptr[j + 1]]
+                return empty
+            return by_strided_slot
+        keys, indptr = self.keys, self.indptr
+        nk = len(keys)
+        if nk == 0:
+            return lambda v: empty
+        top = _I32_MAX if keys.dtype == np.int32 else np.iinfo(keys.dtype).max
+        kt = keys.dtype.type
+        search = keys.searchsorted
+
+        def by_search(v: int) -> np.ndarray:
+            if v < 0 or v > top:
+                return empty
+            i = search(kt(v))
+            if i < nk and keys[i] == v:
+                return idx[indptr[i]:indptr[i + 1]]
+            return empty
+        return by_search
 
     def _build_table(self, stride: int):
         keys = self.keys
@@ -138,34 +185,11 @@ class CSR:
 
     def neighbours(self, v: int, stride: int = 1) -> np.ndarray:
         """Sorted neighbours of one key ``v`` (a view, key dtype; empty if absent)."""
-        t = self.table(stride)
-        if t is not None:
-            base, width, dptr = t
-            j = v // stride - base
-            if 0 <= j < width:
-                return self.indices[dptr[j]:dptr[j + 1]]
-            return self.indices[:0]
-        keys = self.keys
-        nk = len(keys)
-        if nk == 0 or v < 0 or (v > _I32_MAX and keys.dtype == np.int32):
-            return self.indices[:0]
-        i = int(keys.searchsorted(keys.dtype.type(v)))
-        if i < nk and keys[i] == v:
-            return self.indices[self.indptr[i]:self.indptr[i + 1]]
-        return self.indices[:0]
+        return self.lookup(stride)(v)
 
     def has(self, v: int, o: int, stride: int = 1) -> bool:
         """Is ``o`` a neighbour of ``v``?"""
-        nb = self.neighbours(v, stride)
-        k = len(nb)
-        if k == 0:
-            return False
-        if k <= _SHORT_LIST:
-            return o in nb.tolist()
-        if o < 0 or (o > _I32_MAX and nb.dtype == np.int32):
-            return False
-        i = int(nb.searchsorted(nb.dtype.type(o)))
-        return i < k and nb[i] == o
+        return has_neighbour(self.lookup(stride)(v), o)
 
     # ------------------------------------------------------------ bulk ops
     def expand(self, vids: np.ndarray, stride: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -177,15 +201,16 @@ class CSR:
             nb = self.neighbours(int(vids[0]), stride)
             return np.zeros(len(nb), dtype=np.int64), nb.astype(np.int64)
         lo, cnt = self.spans(vids, stride)
-        total = int(cnt.sum())
+        cnt = cnt.astype(np.int64)
+        ends = cnt.cumsum()  # (methods, not np.* wrappers: this path is call-overhead bound)
+        total = int(ends[-1])
         if total == 0:
             return _EMPTY64, _EMPTY64
-        rows = np.repeat(np.arange(n, dtype=np.int64), cnt)
-        ends = np.cumsum(cnt, dtype=np.int64)
-        ends -= lo  # ends - lo = start of the row in the output + count - lo
+        rows = np.arange(n, dtype=np.int64).repeat(cnt)
+        ends -= lo  # -> start of the row in the output - start in indices
         ends -= cnt
         edge = np.arange(total, dtype=np.int64)
-        edge -= np.repeat(ends, cnt)
+        edge -= ends.repeat(cnt)
         return rows, self.indices[edge].astype(np.int64)
 
     def contains(self, a: np.ndarray, b: np.ndarray, stride: int = 1) -> np.ndarray:
@@ -194,29 +219,46 @@ class CSR:
         if n == 0 or len(self.keys) == 0:
             return np.zeros(n, dtype=bool)
         lo, cnt = self.spans(a, stride)
-        lo = lo.astype(np.int64)
-        cnt = cnt.astype(np.int64)
-        end = lo + cnt
         idx = self.indices
         last = len(idx) - 1
-        # branchless lower bound over all rows at once: log2(max count) rounds
-        steps = int(cnt.max()).bit_length()
-        for _ in range(steps):
-            half = cnt >> 1
-            mid = lo + half
-            np.minimum(mid, last, out=mid)
-            less = idx[mid] < b
-            less &= cnt > 0
-            lo = np.where(less, mid + 1, lo)
-            cnt = np.where(less, cnt - half - 1, half)
-        res = idx[np.minimum(lo, last)] == b
-        res &= lo < end
+        end = lo + cnt
+        # per row, the last position < b by descending power-of-two steps
+        # (branchless, the same steps for all rows: log2(max count) rounds)
+        pos = lo - 1
+        step = (1 << int(cnt.max()).bit_length()) >> 1
+        while step:
+            cand = pos + step
+            ok = cand < end
+            np.minimum(cand, last, out=cand)  # (only rows with ok read a real value)
+            ok &= idx[cand] < b
+            np.copyto(pos, cand, where=ok)
+            step >>= 1
+        pos += 1  # lower bound of b in the row
+        res = idx[np.minimum(pos, last)] == b
+        res &= pos < end
         return res
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """All (key, neighbour) pairs as int64 arrays, sorted by key then neighbour."""
         counts = np.diff(self.indptr)
         return np.repeat(self.keys.astype(np.int64), counts), self.indices.astype(np.int64)
+
+
+def has_neighbour(nb: np.ndarray, o: int) -> bool:
+    """Is Python int ``o`` in the sorted neighbour list ``nb``?"""
+    k = len(nb)
+    if k == 0:
+        return False
+    if k <= _SHORT_LIST:
+        return o in nb.tolist()
+    if o < 0 or o > np.iinfo(nb.dtype).max:
+        return False
+    i = nb.searchsorted(nb.dtype.type(o))
+    return bool(i < k and nb[i] == o)
+
+
+def _no_neighbours(v: int) -> np.ndarray:
+    return _EMPTY64
 
 
 def _empty_csr() -> CSR:
@@ -282,18 +324,21 @@ class Shard:
         """Edge test for int64 subjects ``s`` owned by this shard."""
         return self._csr(pid, OUT).contains(s, o, self.n_shards)
 
-    def neighbours(self, pid: int, direction: int, vid: int) -> np.ndarray:
-        """Sorted neighbours of one vertex ``vid`` owned by this shard (key dtype;
-        the small-input path of :meth:`GraphIndex.expand`)."""
+    def lookup(self, pid: int, direction: int):
+        """A function ``vid -> sorted neighbours`` (key dtype) for one vertex owned by
+        this shard at a time: the small-input path of :class:`GraphIndex`."""
         ps = self.preds.get(pid)
         if ps is None:
-            return _EMPTY64
-        return (ps.out if direction == OUT else ps.inn).neighbours(vid, self.n_shards)
+            return _no_neighbours
+        return (ps.out if direction == OUT else ps.inn).lookup(self.n_shards)
+
+    def neighbours(self, pid: int, direction: int, vid: int) -> np.ndarray:
+        """Sorted neighbours of one vertex ``vid`` owned by this shard (key dtype)."""
+        return self.lookup(pid, direction)(vid)
 
     def has_edge(self, pid: int, s: int, o: int) -> bool:
         """Is ``(s, pid, o)`` in the graph (``s`` owned by this shard)?"""
-        ps = self.preds.get(pid)
-        return ps is not None and ps.out.has(s, o, self.n_shards)
+        return has_neighbour(self.lookup(pid, OUT)(s), o)
 
     def index(self, pid: int, direction: int) -> np.ndarray:
         """Sorted subjects (OUT) / objects (IN) of ``pid`` owned by this shard."""

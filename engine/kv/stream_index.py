@@ -115,6 +115,15 @@ class StreamIndex:
         """Index of the last entry with ``tau_min <= tau`` (``-1`` if none)."""
         return int(np.searchsorted(self.tau_min, int(tau), side="right")) - 1
 
+    def batch_upto(self, tau: int) -> int | None:
+        """Id of the last live batch whose timestamps are all ``<= tau`` (None if none).
+
+        Per stream, this is the component of the VTS "as of event time ``tau``"
+        (batches grouped by timestamp never straddle ``tau``).
+        """
+        i = int(np.searchsorted(self.tau_max, int(tau), side="right")) - 1
+        return int(self.batch[i]) if i >= 0 else None
+
     def find_batch(self, batch: int) -> int:
         """Index of the entry of ``batch`` (``-1`` if not live)."""
         b = self.batch

@@ -91,17 +91,40 @@ def combine_horizons(horizons: Iterable[int | None]) -> int | None:
     return out
 
 
+_H1 = np.uint64(0x9E3779B97F4A7C15)
+_H2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_H3 = np.uint64(0x165667B19E3779F9)
+
+
 def unique_rows(spo: np.ndarray) -> np.ndarray:
-    """Distinct rows of an (n, 3) int64 array, sorted by (s, p, o)."""
+    """Distinct rows of an (n, 3) int64 array, in the order of their first occurrence.
+
+    Groups equal rows by sorting a 64-bit hash of each row (one argsort instead
+    of a 3-key lexsort); if two different rows share a hash it falls back to
+    the lexsort.
+    """
     spo = np.asarray(spo, dtype=np.int64).reshape(-1, 3)
-    if len(spo) <= 1:
+    n = len(spo)
+    if n <= 1:
         return spo.copy()
-    order = np.lexsort((spo[:, 2], spo[:, 1], spo[:, 0]))
-    srt = spo[order]
-    keep = np.empty(len(srt), dtype=bool)
-    keep[0] = True
-    np.any(srt[1:] != srt[:-1], axis=1, out=keep[1:])
-    return srt[keep]
+    u = spo.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        h = u[:, 0] * _H1
+        h ^= u[:, 1] * _H2
+        h ^= u[:, 2] * _H3
+        h ^= h >> np.uint64(29)
+    order = np.argsort(h)
+    hs = h[order]
+    same = hs[1:] == hs[:-1]
+    dup = np.flatnonzero(same)
+    if len(dup) and bool(np.any(spo[order[dup]] != spo[order[dup + 1]])):
+        order = np.lexsort((spo[:, 2], spo[:, 1], spo[:, 0]))
+        srt = spo[order]
+        same = ~np.any(srt[1:] != srt[:-1], axis=1)
+    starts = np.flatnonzero(np.concatenate(([True], ~same)))
+    first = np.minimum.reduceat(order, starts)
+    first.sort()
+    return spo[first]
 
 
 class _Slice:
@@ -364,19 +387,6 @@ class TransientStore:
         sl = self._slices[k]
         return int(sl.tau[seq - sl.base])
 
-    def _read_tau(self, a: int, b: int) -> np.ndarray:
-        parts = []
-        k = self._slice_of(a)
-        while a < b:
-            sl = self._slices[k]
-            e = min(b, sl.base + sl.fill)
-            parts.append(sl.tau[a - sl.base:e - sl.base])
-            a = e
-            k += 1
-        if not parts:
-            return _EMPTY1
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
     def _first_after(self, x: int) -> int:
         """Seq of the first retained triple with ``tau > x`` (``end_seq`` if none)."""
         idx = self.index
@@ -387,8 +397,17 @@ class TransientStore:
         a = max(e["seq_start"], self.live_start)
         if e["tau_min"] > x:
             return a
-        taus = self._read_tau(a, e["seq_end"])
-        return a + int(np.searchsorted(taus, x, side="right"))
+        # inside the boundary batch: find the slice holding the bound, then searchsorted in it
+        b = e["seq_end"]
+        k = self._slice_of(a)
+        while True:
+            sl = self._slices[k]
+            hi = min(b, sl.base + sl.fill)
+            if int(sl.tau[hi - 1 - sl.base]) > x or hi >= b:
+                part = sl.tau[a - sl.base:hi - sl.base]
+                return a + int(np.searchsorted(part, x, side="right"))
+            a = hi
+            k += 1
 
     def time_range(self, lo: int, hi: int, strict: bool = False) -> tuple[int, int]:
         """Seq range ``[g0, g1)`` of the retained triples with ``lo < tau <= hi``."""
@@ -450,7 +469,7 @@ class TransientStore:
             return self.read(g0, g1)
 
     def window_triples(self, window: Window, t: int, strict: bool = False) -> np.ndarray:
-        """The window's content at ``t`` as a set: distinct (n, 3) rows sorted by (s, p, o)."""
+        """The window's content at ``t`` as a set: distinct (n, 3) rows, in order of first arrival."""
         spo, _ = self.window_arrays(window, t, strict)
         return unique_rows(spo)
 
