@@ -36,6 +36,7 @@ import numpy as np
 from engine.exec import values as V
 from engine.exec.algebra import Call, Const, Exists, FunctionCall, Var
 from engine.exec.values import ERR, ExprError, Num
+from engine.iri import resolve_iri
 from engine.terms import (
     FALSE_KEY,
     IRI,
@@ -1501,84 +1502,6 @@ def call_function(iri: str, args: list[Term]) -> Term:
     if cast is None or len(args) != 1:
         raise ERR
     return cast(args[0])
-
-
-# ---------------------------------------------------------------- IRI resolution
-
-
-def _remove_dot_segments(path: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(path):
-        if path.startswith("../", i):
-            i += 3
-        elif path.startswith("./", i):
-            i += 2
-        elif path.startswith("/./", i):
-            i += 2
-        elif path[i:] == "/.":
-            path = path[:i] + "/"
-        elif path.startswith("/../", i):
-            i += 3
-            if out:
-                out.pop()
-        elif path[i:] == "/..":
-            path = path[:i] + "/"
-            if out:
-                out.pop()
-        elif path[i:] in (".", ".."):
-            i = len(path)
-        else:
-            j = path.find("/", i + 1 if path[i] == "/" else i)
-            if j < 0:
-                j = len(path)
-            out.append(path[i:j])
-            i = j
-    return "".join(out)
-
-
-_URI_RE = re.compile(r"^(?:([A-Za-z][A-Za-z0-9+.\-]*):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$", re.S)
-
-
-def resolve_iri(base: str, ref: str) -> str:
-    """RFC 3986 section 5.2 reference resolution."""
-    r = _URI_RE.match(ref)
-    b = _URI_RE.match(base)
-    rs, ra, rp, rq, rf = r.groups()
-    bs, ba, bp, bq, _ = b.groups()
-    if rs is not None:
-        ts, ta, tp, tq = rs, ra, _remove_dot_segments(rp), rq
-    else:
-        if ra is not None:
-            ta, tp, tq = ra, _remove_dot_segments(rp), rq
-        else:
-            if rp == "":
-                tp = bp
-                tq = rq if rq is not None else bq
-            else:
-                if rp.startswith("/"):
-                    tp = _remove_dot_segments(rp)
-                else:
-                    if ba is not None and bp == "":
-                        merged = "/" + rp
-                    else:
-                        k = bp.rfind("/")
-                        merged = bp[: k + 1] + rp
-                    tp = _remove_dot_segments(merged)
-                tq = rq
-            ta = ba
-        ts = bs
-    out = ""
-    if ts is not None:
-        out += ts + ":"
-    if ta is not None:
-        out += "//" + ta
-    out += tp
-    if tq is not None:
-        out += "?" + tq
-    if rf is not None:
-        out += "#" + rf
-    return out
 
 
 # ---------------------------------------------------------------- XPath regex
