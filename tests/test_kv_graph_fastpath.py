@@ -30,6 +30,8 @@ _MODES = {
     "sorted_probes": (0, -1, -1, 2),  # vectorized, binary search on sorted probes
     "small": (10**6, -1, -1, 10**9),  # vertex by vertex, binary search
     "small_tables": (10**6, 10**6, 10**6, 10**9),  # vertex by vertex, tables
+    "small_buckets": (10**6, 0, 64, 10**9),  # vertex by vertex, bucket tables (few keys a bucket)
+    "small_crowded": (10**6, 0, 2, 10**9),  # vertex by vertex, crowded buckets (binary search)
 }
 
 
@@ -40,6 +42,8 @@ def _build(edges, n_shards):
 
 def _set_mode(monkeypatch, mode):
     small, per_key, min_slots, sort_from = _MODES[mode]
+    # the general path merges shard by shard, the others over the concatenation
+    monkeypatch.setattr(graph_mod, "_MERGE_BY_SHARD_FROM", 0 if mode == "general" else 10**9)
     if small is not None:
         for name in ("_SMALL_EXPAND", "_SMALL_CONTAINS", "_SMALL_SHARDED"):
             monkeypatch.setattr(graph_mod, name, small)
@@ -153,5 +157,28 @@ def test_table_counted_in_nbytes_and_not_built_for_sparse_keys():
     csr0 = g.shards[0].preds[0].out
     csr1 = g.shards[0].preds[1].out
     assert csr0.table(1) is not None
-    assert csr1.table(1) is None  # 10 keys over 90,001 slots: too sparse
-    assert g.nbytes == before + csr0.table(1)[2].nbytes
+    assert csr1.table(1) is None  # 10 keys over 90,001 slots: too sparse for a span table
+    extra0, extra1 = csr0._table[3], csr1._table[3]
+    assert extra0 == csr0.table(1)[2].nbytes
+    assert 0 < extra1 <= 4 * (3 * 10 + 256 + 1)  # its bucket table stays within the budget
+    assert g.nbytes == before + extra0 + extra1
+
+
+@settings(max_examples=40, deadline=None)
+@given(_edges, _probes, st.sampled_from([1, 3, 4]))
+def test_int64_ids_across_int32_max(edges, probe, n_shards):
+    """Ids around 2**31 make the CSR arrays int64; probes around it too."""
+    off = 2**31 - 100
+    model = {(s + off, p, o + off) for s, p, o in edges}
+    probe = np.array([v + off if 0 <= v <= 210 else v for v in probe], dtype=np.int64)
+    objs = np.roll(probe, 1)
+    results = {}
+    with pytest.MonkeyPatch.context() as mp:
+        for mode in _MODES:
+            _set_mode(mp, mode)
+            results[mode] = _run_all(_build(sorted(model), n_shards), probe, objs)
+    for mode, res in results.items():
+        assert res == results["general"], mode
+    pl = probe.tolist()
+    r, nb = _expected_expand(model, 0, OUT, pl)
+    assert results["general"][0] == (r, nb)

@@ -29,9 +29,11 @@ _SH32 = np.uint64(32)
 # instead of the vectorized path, whose fixed cost is ~12 us (expand) / ~30 us
 # (contains) per shard touched; per vertex costs ~0.7 us (dense keys, span table)
 # to ~2 us (binary search). Measured crossovers on a 1M-triple graph:
-_SMALL_EXPAND = 8  # one shard
+_SMALL_EXPAND = 12  # one shard
 _SMALL_CONTAINS = 20  # one shard
 _SMALL_SHARDED = 80  # several shards, expand and contains
+# multi-shard expand results of at least this many edges are merged shard by shard
+_MERGE_BY_SHARD_FROM = 32768
 
 
 class PredicateStats(NamedTuple):
@@ -139,14 +141,16 @@ class GraphIndex:
         n_sh = self.n_shards
         if n <= (_SMALL_EXPAND if n_sh == 1 else _SMALL_SHARDED):
             # vertex by vertex: scalar lookups beat a dozen numpy calls per shard
+            fs = self._cache.get((pid, direction))
+            if fs is None:
+                fs = self._cache[pid, direction] = [sh.lookup(pid, direction) for sh in shards]
             if n == 1:
                 v = int(vids[0])
-                nb = shards[v % n_sh].lookup(pid, direction)(v)
+                nb = fs[v % n_sh](v)
                 return np.zeros(len(nb), dtype=np.int64), nb.astype(np.int64)
             if n_sh == 1:
-                parts = list(map(shards[0].lookup(pid, direction), vids.tolist()))
+                parts = list(map(fs[0], vids.tolist()))
             else:
-                fs = [sh.lookup(pid, direction) for sh in shards]
                 parts = [fs[v % n_sh](v) for v in vids.tolist()]
             cnt = [len(p) for p in parts]
             if not any(cnt):
@@ -154,10 +158,10 @@ class GraphIndex:
             return np.arange(n, dtype=np.int64).repeat(cnt), np.concatenate(parts, dtype=np.int64)
         if n_sh == 1:
             return shards[0].expand(pid, direction, vids)
-        part = vids % n_sh
+        part = vids & (n_sh - 1) if n_sh & (n_sh - 1) == 0 else vids % n_sh
         res = []
         for k, sh in enumerate(shards):
-            sel = np.flatnonzero(part == k)
+            sel = (part == k).nonzero()[0]
             m = len(sel)
             if m == 0:
                 continue
@@ -171,27 +175,7 @@ class GraphIndex:
         if len(res) == 1:
             sel, r, nb = res[0]
             return sel[r], nb
-        # each input row's group lives in exactly one shard's output: place the
-        # groups by output offsets (counts per input row -> cumsum), no sort
-        cnt = np.zeros(n, dtype=np.int64)
-        local_starts = []
-        for sel, r, _ in res:
-            c = np.bincount(r, minlength=len(sel))
-            cnt[sel] = c
-            ls = np.cumsum(c)
-            ls -= c
-            local_starts.append(ls)
-        starts = np.cumsum(cnt)
-        total = int(starts[-1])
-        starts -= cnt
-        nbrs = np.empty(total, dtype=np.int64)
-        for (sel, r, nb), ls in zip(res, local_starts, strict=True):
-            shift = starts[sel]
-            shift -= ls
-            dest = shift[r]
-            dest += np.arange(len(r), dtype=np.int64)
-            nbrs[dest] = nb
-        return np.repeat(np.arange(n, dtype=np.int64), cnt), nbrs
+        return _merge_groups(n, res)
 
     def contains(self, pid: int, s: np.ndarray, o: np.ndarray) -> np.ndarray:
         s = np.asarray(s, dtype=np.int64)
@@ -203,15 +187,17 @@ class GraphIndex:
         shards = self.shards
         n_sh = self.n_shards
         if n <= (_SMALL_CONTAINS if n_sh == 1 else _SMALL_SHARDED):
-            fs = [sh.lookup(pid, OUT) for sh in shards]
+            fs = self._cache.get((pid, OUT))
+            if fs is None:
+                fs = self._cache[pid, OUT] = [sh.lookup(pid, OUT) for sh in shards]
             return np.array([has_neighbour(fs[a % n_sh](a), b) for a, b in zip(s.tolist(), o.tolist(), strict=True)],
                             dtype=bool)
         if n_sh == 1:
             return shards[0].contains(pid, s, o)
         res = np.zeros(n, dtype=bool)
-        part = s % n_sh
+        part = s & (n_sh - 1) if n_sh & (n_sh - 1) == 0 else s % n_sh
         for k, sh in enumerate(shards):
-            sel = np.flatnonzero(part == k)
+            sel = (part == k).nonzero()[0]
             m = len(sel)
             if m == n:
                 return sh.contains(pid, s, o)
@@ -369,6 +355,50 @@ class GraphIndex:
                 out.append(PredShard(new_out if new_out is not None else EMPTY_CSR,
                                      new_in if new_in is not None else EMPTY_CSR))
         return out
+
+
+def _merge_groups(n: int, res: list) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, nbrs) in input-row order from per-shard ``(sel, r, nb)``: shard
+    output ``(r, nb)`` for input rows ``sel`` (``r`` local, nondecreasing). Each
+    input row's group is contiguous in exactly one shard's output, so every group
+    moves to its offset in the result (counts per row -> cumsum): no sort."""
+    total = sum(len(r) for _, r, _ in res)
+    out = np.empty(total, dtype=np.int64)
+    if total >= _MERGE_BY_SHARD_FROM:
+        # large: place shard by shard (fewer passes over the edges)
+        cnt = np.zeros(n, dtype=np.int64)
+        local = []
+        for sel, r, _ in res:
+            c = np.bincount(r, minlength=len(sel))
+            cnt[sel] = c
+            local.append(c)
+        starts = cnt.cumsum()
+        starts -= cnt
+        for (sel, r, nb), c in zip(res, local, strict=True):
+            shift = starts[sel]
+            shift -= c.cumsum()
+            shift += c  # output start - local start, per local row
+            dest = shift.repeat(c)
+            dest += np.arange(len(r), dtype=np.int64)
+            out[dest] = nb
+        return np.arange(n, dtype=np.int64).repeat(cnt), out
+    # small: one pass over the concatenation (fewer numpy calls)
+    rows = np.concatenate([sel[r] for sel, r, _ in res])
+    nbrs = np.concatenate([nb for _, _, nb in res])
+    cnt = np.bincount(rows, minlength=n)
+    starts = cnt.cumsum()
+    starts -= cnt
+    first = np.empty(total, dtype=bool)
+    first[0] = True
+    np.not_equal(rows[1:], rows[:-1], out=first[1:])
+    first = first.nonzero()[0]  # where each group starts in the concatenation
+    group = rows[first]
+    shift = starts[group]
+    shift -= first
+    dest = shift.repeat(cnt[group])
+    dest += np.arange(total, dtype=np.int64)
+    out[dest] = nbrs
+    return np.arange(n, dtype=np.int64).repeat(cnt), out
 
 
 def _merge_csr(csr: CSR | None, rem: np.ndarray, add: np.ndarray) -> CSR | None:

@@ -15,6 +15,7 @@ can later live in another process or host.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,8 +42,11 @@ class CSR:
 
     Lookups of key ``v`` go through a lazily built direct-address span table
     when the keys are dense (:meth:`table`), else through a binary search of
-    ``keys``. The table is derived data (never persisted) and counted in
-    :attr:`nbytes` once built."""
+    ``keys`` (vectorized) or a bucket table plus ``bisect`` (one key at a time,
+    :meth:`lookup`). Either table has at most ``3 * len(keys) + 256`` int32/64
+    entries; it is derived data (never persisted), built on first use, shared by
+    every snapshot sharing the CSR, and counted in :attr:`nbytes`.
+    ``_table`` = (stride, span table or None, lookup function, auxiliary bytes)."""
 
     keys: np.ndarray
     indptr: np.ndarray
@@ -53,8 +57,8 @@ class CSR:
     def nbytes(self) -> int:
         n = self.keys.nbytes + self.indptr.nbytes + self.indices.nbytes
         t = self._table
-        if t is not None and t[1] is not None:
-            n += t[1][2].nbytes
+        if t is not None:
+            n += t[3]
         return n
 
     def __len__(self) -> int:
@@ -83,11 +87,13 @@ class CSR:
 
     def _prepare(self, stride: int) -> tuple:
         tab = self._build_table(stride)
-        t = (stride, tab, self._make_lookup(tab, stride))
+        fn, extra = self._make_lookup(tab, stride)
+        t = (stride, tab, fn, extra + (tab[2].nbytes if tab is not None else 0))
         self._table = t  # benign race: concurrent builders store equivalent tuples
         return t
 
     def _make_lookup(self, tab, stride: int):
+        """(function v -> neighbours, bytes of any auxiliary array it holds)."""
         idx = self.indices
         empty = idx[:0]
         if tab is not None:
@@ -97,30 +103,57 @@ class CSR:
                     if 0 <= v < width:
                         return idx[dptr[v]:dptr[v + 1]]
                     return empty
-                return by_slot
+                return by_slot, 0
 
             def by_strided_slot(v: int) -> np.ndarray:
                 j = v // stride - base
                 if 0 <= j < width:
                     return idx[dptr[j]:dptr[j + 1]]
                 return empty
-            return by_strided_slot
+            return by_strided_slot, 0
         keys, indptr = self.keys, self.indptr
         nk = len(keys)
         if nk == 0:
-            return lambda v: empty
-        top = _I32_MAX if keys.dtype == np.int32 else np.iinfo(keys.dtype).max
+            return (lambda v: empty), 0
+        top = _I32_MAX if keys.dtype == np.int32 else int(np.iinfo(keys.dtype).max)
         kt = keys.dtype.type
         search = keys.searchsorted
-
-        def by_search(v: int) -> np.ndarray:
-            if v < 0 or v > top:
+        # Sparse keys: a bucket table over the slots (``2**shift`` slots a bucket,
+        # as many buckets as the dense table's budget allows) narrows the binary
+        # search to the keys of one bucket, done by ``bisect`` without a numpy call.
+        base = int(keys[0]) // stride
+        width = int(keys[-1]) // stride - base + 1
+        budget = _DENSE_SLOTS_PER_KEY * nk + _DENSE_MIN_SLOTS
+        local = keys.astype(np.int64)
+        if stride > 1:
+            local //= stride
+        local -= base
+        if budget < 1 or (nk > 1 and not (local[1:] > local[:-1]).all()):
+            def by_search(v: int) -> np.ndarray:
+                if v < 0 or v > top:
+                    return empty
+                i = search(kt(v))
+                if i < nk and keys[i] == v:
+                    return idx[indptr[i]:indptr[i + 1]]
                 return empty
-            i = search(kt(v))
-            if i < nk and keys[i] == v:
-                return idx[indptr[i]:indptr[i + 1]]
+            return by_search, 0
+        shift = 0
+        while (width >> shift) >= budget:
+            shift += 1
+        n_buckets = ((width - 1) >> shift) + 1
+        bptr = np.searchsorted(local, np.arange(n_buckets + 1, dtype=np.int64) << shift).astype(
+            np.int32 if nk < _I32_MAX else np.int64)
+
+        def by_bucket(v: int) -> np.ndarray:
+            j = v // stride - base
+            if 0 <= j < width:
+                b = j >> shift
+                e = bptr[b + 1]
+                i = bisect_left(keys, v, bptr[b], e)  # (bisect reads numpy scalars: ~0.3 us)
+                if i < e and keys[i] == v:
+                    return idx[indptr[i]:indptr[i + 1]]
             return empty
-        return by_search
+        return by_bucket, bptr.nbytes
 
     def _build_table(self, stride: int):
         keys = self.keys
@@ -167,12 +200,12 @@ class CSR:
         t = self.table(stride)
         if t is not None:
             base, width, dptr = t
-            if stride > 1:
-                j = vids // stride
-                if base:
-                    j -= base
+            if stride & (stride - 1) == 0:  # power of two (also 1): shift = floor division
+                j = vids >> (stride.bit_length() - 1)
             else:
-                j = vids - base
+                j = vids // stride
+            if base:
+                j -= base
             ju = j.view(np.uint64)  # negative slots become huge and clamp too
             np.minimum(ju, width, out=ju)
             lo = dptr[j]
@@ -201,8 +234,7 @@ class CSR:
             nb = self.neighbours(int(vids[0]), stride)
             return np.zeros(len(nb), dtype=np.int64), nb.astype(np.int64)
         lo, cnt = self.spans(vids, stride)
-        cnt = cnt.astype(np.int64)
-        ends = cnt.cumsum()  # (methods, not np.* wrappers: this path is call-overhead bound)
+        ends = cnt.cumsum()  # int64 for int32 too (methods, not np.* wrappers: call-overhead bound)
         total = int(ends[-1])
         if total == 0:
             return _EMPTY64, _EMPTY64
