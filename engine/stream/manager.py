@@ -1,0 +1,671 @@
+"""StreamManager: stream registry, ingestion, continuous-query registry and evaluation.
+
+The engine side of ``/streams`` and ``/queries`` (see ``/tmp/stream_contract.md``
+and the contract sections of DESIGN.md).
+
+Threads and locks
+-----------------
+* Ingestion (:meth:`StreamManager.ingest_ndjson`, :meth:`~StreamManager.ingest_graph`,
+  :meth:`~StreamManager.heartbeat`) runs on the caller's (HTTP worker) thread
+  and stays short: parse, admit the timestamps (:class:`StreamClock`), intern
+  the terms, append one batch to the stream's :class:`TransientStore`, commit
+  the absorbed timeless triples (one ``Store.commit`` per POST, so every
+  element is atomic for one-shot queries) and then *publish* the new progress
+  and wake the worker. Publishing after the append means an instant never
+  fires before its data is readable.
+* One background worker thread per manager evaluates the ready instants, one
+  at a time, each query's instants in order (the query with the lowest ready
+  instant goes first). A slow query delays other evaluations, never ingestion.
+* Lock order: a stream's ``lock`` -> the manager's ``_cv`` -> (never the other way).
+  The transient stores' own locks are never requested while ``_cv`` is held.
+
+Stored data "as of event time t": absorbed triples are committed at once (one-shot
+queries see them immediately) and recorded in an :class:`AbsorbLog`; an
+instant ``t`` subtracts the rows absorbed with ``tau > t`` that were new to the
+store (see :mod:`engine.stream.continuous`). So evaluation never has to hold
+ingestion back.
+
+Other choices: blank node labels are scoped to one POST (like a loaded file);
+one POST is one transient-store batch (its elements are the runs of equal
+timestamps); a :class:`~engine.kv.transient.TransientStoreFull` during a POST
+(budget exhausted even after GC) stores nothing of it and propagates (kind
+``backpressure``), but the stream's progress has already advanced to the
+POST's timestamps. An instant whose evaluation fails still produces its
+``result`` event, with ``{"error": kind, "detail": ..., "window": ...}``.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+from engine.errors import JindouError, QueryEvaluationError
+from engine.exec.csparql import format_window, parse_continuous
+from engine.exec.evaluate import DEFAULT_GRAPH_IRI
+from engine.kv.store import Changes
+from engine.kv.transient import NO_READERS, TransientStore, combine_horizons
+from engine.stream.adaptor import normalize_absorb, parse_graph, parse_ndjson, split_elements, timeless_mask
+from engine.stream.continuous import AbsorbLog, BoundWindow, InstantEvaluator, WindowCache
+from engine.stream.progress import ARRIVAL, EVENT, LateElementError, StreamClock, wall_clock_ms
+from engine.stream.windows import Trigger, Window
+
+__all__ = ["StreamManager", "ResultLog", "ResultEvent", "StreamConflict", "StreamInUse", "QueryExists",
+           "UnknownStream", "LateElementError"]
+
+log = logging.getLogger("jindou.stream")
+_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+
+
+class StreamConflict(JindouError):
+    kind = "conflict"
+
+
+class StreamInUse(JindouError):
+    kind = "in_use"
+
+
+class QueryExists(JindouError):
+    kind = "conflict"
+
+
+class UnknownStream(QueryEvaluationError):
+    kind = "unknown_stream"
+
+
+# ---------------------------------------------------------------- result log
+
+
+@dataclass(frozen=True)
+class ResultEvent:
+    id: int
+    event: str
+    data: bytes
+
+
+class ResultLog:
+    """The retained events of one query (last ``retain`` instants) + listeners."""
+
+    def __init__(self, retain: int = 1000, step: int | None = None):
+        self.retain = max(1, int(retain))
+        self.step = step
+        self._events: collections.deque[ResultEvent] = collections.deque()
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
+        self._dropped_last: int | None = None   # id of the newest dropped event
+        self._end: ResultEvent | None = None
+        self.closed = False
+        self.last_id: int | None = None
+
+    def append(self, t: int, data: bytes) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self._events.append(ResultEvent(int(t), "result", data))
+            while len(self._events) > self.retain:
+                self._dropped_last = self._events.popleft().id
+            self.last_id = int(t)
+            listeners = list(self._listeners)
+        for fn in listeners:
+            fn()
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            lid = -1 if self.last_id is None else self.last_id
+            self._end = ResultEvent(lid, "end", orjson.dumps({"end": True, "last_id": lid}))
+            listeners = list(self._listeners)
+        for fn in listeners:
+            fn()
+
+    def since(self, last_id: int | None, from_t: int | None = None) -> list[ResultEvent]:
+        """Events after ``last_id`` (with a leading "gap" if some were dropped), or from ``from_t``.
+
+        Neither: ``[]`` (the client starts at the next instant). A closed log ends with "end".
+        """
+        with self._lock:
+            evs = list(self._events)
+            end = self._end
+            dropped = self._dropped_last
+        out: list[ResultEvent] = []
+        if last_id is not None:
+            last_id = int(last_id)
+            if dropped is not None and last_id < dropped and evs:
+                resumed = evs[0].id
+                missed = last_id + 1 if not self.step else (last_id // self.step + 1) * self.step
+                gap = {"missed_from": missed, "resumed_at": resumed}
+                out.append(ResultEvent(last_id, "gap", orjson.dumps(gap)))
+            out.extend(e for e in evs if e.id > last_id)
+        elif from_t is not None:
+            out.extend(e for e in evs if e.id >= int(from_t))
+        if end is not None:
+            out.append(end)
+        return out
+
+    def add_listener(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            self._listeners.append(fn)
+
+    def remove_listener(self, fn) -> None:
+        with self._lock:
+            try:
+                self._listeners.remove(fn)
+            except ValueError:
+                pass
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+
+# ---------------------------------------------------------------- registry entries
+
+
+class _Stream:
+    def __init__(self, name: str, iri: str, absorb, clock: str, gid: int, absorb_pids: np.ndarray | None,
+                 budget: int, now_ms, horizon):
+        self.name = name
+        self.iri = iri
+        self.absorb = absorb
+        self.clock = clock
+        self.gid = gid
+        self.absorb_pids = absorb_pids
+        self.sclock = StreamClock(name, clock=clock, now_ms=now_ms)
+        self.store = TransientStore(name, budget_bytes=budget, horizon=horizon)
+        self.lock = threading.Lock()
+        self.published: int | None = None
+        self.accepted = 0
+        self.rejected = 0
+        self.batches = 0
+        self.elements = 0
+
+    def body(self) -> tuple:
+        return (self.iri, self.absorb, self.clock)
+
+
+class _Query:
+    def __init__(self, cq, streams: list[str], windows: list[BoundWindow], trigger: Trigger,
+                 evaluator: InstantEvaluator, log: ResultLog):
+        self.cq = cq
+        self.name = cq.name
+        self.streams = streams
+        self.windows = windows
+        self.trigger = trigger
+        self.evaluator = evaluator
+        self.log = log
+        self.deleted = False
+        self.evaluated = 0
+        self.errors = 0
+        self.last_latency_ms: float | None = None
+        self.out_lock = threading.Lock()
+
+
+def _absorb_out(absorb):
+    return absorb if isinstance(absorb, str) else list(absorb)
+
+
+# ---------------------------------------------------------------- the manager
+
+
+class StreamManager:
+    def __init__(self, db, *, retain: int = 1000, transient_budget: int = 256 << 20,
+                 now_ms: Callable[[], int] | None = None):
+        self.db = db
+        self.retain = int(retain)
+        self.transient_budget = int(transient_budget)
+        self._now = now_ms or wall_clock_ms
+        self._streams: dict[str, _Stream] = {}
+        self._queries: dict[str, _Query] = {}
+        self._cv = threading.Condition(threading.RLock())
+        self._absorb_log = AbsorbLog()
+        self._window_cache = WindowCache()
+        with db.store.write_lock:  # GRAPH <urn:jindou:default> needs a term id
+            db.store.dictionary.encode(["<" + DEFAULT_GRAPH_IRI + ">"])
+        self._closed = False
+        self._inflight: _Query | None = None
+        self._worker = threading.Thread(target=self._run, name="jindou-continuous", daemon=True)
+        self._worker.start()
+
+    # ------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        with self._cv:
+            if self._closed:
+                return
+            self._closed = True
+            qs = list(self._queries.values())
+            self._cv.notify_all()
+        self._worker.join(timeout=30)
+        for q in qs:
+            with q.out_lock:
+                q.log.close()
+
+    # ------------------------------------------------------------ streams
+    def _info(self, st: _Stream) -> dict:
+        return {"name": st.name, "iri": st.iri, "absorb": _absorb_out(st.absorb), "clock": st.clock,
+                "progress": st.sclock.progress, "accepted": st.accepted, "rejected": st.rejected,
+                "triples_in_window_store": st.store.n_triples, "bytes": st.store.bytes_used}
+
+    def register_stream(self, name: str, iri: str, absorb="none", clock: str = EVENT) -> tuple[bool, dict]:
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ValueError(f"bad stream name {name!r}: expected [A-Za-z0-9_.-]+")
+        if not isinstance(iri, str) or not iri.strip():
+            raise ValueError("the stream needs an IRI")
+        iri = iri.strip()
+        if iri.startswith("<") and iri.endswith(">"):
+            iri = iri[1:-1]
+        if any(c in iri for c in '<>" {}|\\^`\n\r\t'):
+            raise ValueError(f"bad stream IRI {iri!r}")
+        absorb = normalize_absorb(absorb)
+        clock = clock or EVENT
+        if clock not in (EVENT, ARRIVAL):
+            raise ValueError('clock must be "event" or "arrival"')
+        with self._cv:
+            cur = self._streams.get(name)
+            if cur is not None:
+                if cur.body() == (iri, absorb, clock):
+                    return False, self._info(cur)
+                if cur.iri != iri:
+                    raise StreamConflict(f"stream {name!r} is registered with IRI <{cur.iri}>")
+                raise StreamConflict(f"stream {name!r} is registered with another absorb/clock setting")
+            for other in self._streams.values():
+                if other.iri == iri:
+                    raise StreamConflict(f"IRI <{iri}> is registered as stream {other.name!r}")
+            d = self.db.store.dictionary
+            with self.db.store.write_lock:
+                gid = int(d.encode(["<" + iri + ">"])[0])
+                pids = None
+                if isinstance(absorb, tuple) and absorb:
+                    pids = np.sort(np.asarray(d.encode(["<" + a + ">" for a in absorb]), dtype=np.int64))
+            st = _Stream(name, iri, absorb, clock, gid, pids, self.transient_budget, self._now,
+                         horizon=lambda n=name: self._stream_horizon(n))
+            self._streams[name] = st
+            return True, self._info(st)
+
+    def streams(self) -> list[dict]:
+        with self._cv:
+            sts = list(self._streams.values())
+        return [self._info(s) for s in sts]
+
+    def stream(self, name: str) -> dict:
+        return self._info(self._get_stream(name))
+
+    def _get_stream(self, name: str) -> _Stream:
+        with self._cv:
+            st = self._streams.get(name)
+        if st is None:
+            raise KeyError(name)
+        return st
+
+    def delete_stream(self, name: str, force: bool = False) -> list[str]:
+        with self._cv:
+            if name not in self._streams:
+                raise KeyError(name)
+            users = [q.name for q in self._queries.values() if name in q.streams]
+            if users and not force:
+                raise StreamInUse(f"stream {name!r} is read by continuous queries: {', '.join(users)}")
+        for qn in users:
+            try:
+                self.delete_query(qn)
+            except KeyError:
+                pass
+        with self._cv:
+            self._streams.pop(name, None)
+            self._cv.notify_all()
+        return users
+
+    # ------------------------------------------------------------ ingestion
+    def _publish(self, st: _Stream) -> None:
+        """Caller holds ``st.lock``: make the stream's progress visible to the triggers."""
+        with self._cv:
+            st.published = st.sclock.peek()
+            first = st.sclock.last_first
+            if first is not None:
+                for q in self._queries.values():
+                    if q.trigger.pending and st.name in q.streams:
+                        q.trigger.observe(st.name, first)
+            self._cv.notify_all()
+
+    def _encode(self, s: pa.Array, p: pa.Array, o: pa.Array) -> np.ndarray:
+        n = len(s)
+        if n == 0:
+            return np.zeros((0, 3), dtype=np.int64)
+        t = pa.large_string()
+        with self.db.store.write_lock:
+            ids = np.asarray(self.db.store.dictionary.encode(
+                pa.concat_arrays([s.cast(t), p.cast(t), o.cast(t)])), dtype=np.int64)
+        return ids.reshape(3, n).T.copy()
+
+    def _absorb(self, rows: np.ndarray, tau: np.ndarray) -> None:
+        """Commit timeless triples to the store's default graph (one commit = atomic)."""
+        store = self.db.store
+        with store.write_lock:
+            default = store.snapshot().default
+            present = np.zeros(len(rows), dtype=bool)
+            for pid in np.unique(rows[:, 1]).tolist():
+                m = rows[:, 1] == pid
+                present[m] = default.contains(int(pid), rows[m, 0], rows[m, 2])
+            self._absorb_log.add(tau, rows, ~present)   # before the commit (see AbsorbLog)
+            store.commit(Changes(add={None: rows}))
+
+    def _store_batch(self, st: _Stream, rows: np.ndarray, tau: np.ndarray) -> None:
+        """Caller holds ``st.lock``: append to the transient store, absorb the timeless part."""
+        if len(rows) == 0:
+            return
+        st.store.append_rows(rows, tau)
+        st.batches += 1
+        st.elements += len(split_elements(tau))
+        tm = timeless_mask(rows[:, 1], st.absorb, st.absorb_pids)
+        if tm.any():
+            self._absorb(rows[tm], tau[tm])
+
+    def ingest_ndjson(self, name: str, body: bytes) -> dict:
+        st = self._get_stream(name)
+        arrival = st.clock == ARRIVAL
+        prefix = f"L{self.db.store.next_load_id()}x"
+        parsed = parse_ndjson(body, need_t=not arrival, bnode_prefix=prefix)
+        errors = list(parsed.errors)
+        n = len(parsed)
+        rows = self._encode(parsed.s, parsed.p, parsed.o)
+        with st.lock:
+            if arrival:
+                stamps, mask, _ = st.sclock.assign(n=n)
+            else:
+                stamps = parsed.t
+                p0 = st.sclock.peek()
+                mask, _ = st.sclock.admit(stamps)
+                if not mask.all():
+                    seen = np.empty(n, dtype=np.int64)
+                    seen[0] = np.iinfo(np.int64).min if p0 is None else p0
+                    if n > 1:
+                        np.maximum.accumulate(stamps[:-1], out=seen[1:])
+                        np.maximum(seen[1:], seen[0], out=seen[1:])
+                    for i in np.flatnonzero(~mask).tolist():
+                        errors.append({"line": int(parsed.line[i]),
+                                       "error": f"late element: timestamp {int(stamps[i])} is below the "
+                                                f"stream's progress {int(seen[i])}"})
+            acc = int(np.count_nonzero(mask))
+            stored = False
+            try:
+                self._store_batch(st, rows[mask], np.asarray(stamps, dtype=np.int64)[mask])
+                stored = True
+            finally:
+                # TransientStoreFull (backpressure): nothing stored, the lines count as rejected
+                st.accepted += acc if stored else 0
+                st.rejected += len(errors) + (0 if stored else acc)
+                self._publish(st)
+            progress = st.sclock.peek()
+        errors.sort(key=lambda e: e["line"])
+        return {"accepted": acc, "rejected": len(errors), "errors": errors, "progress": progress}
+
+    def ingest_graph(self, name: str, data: bytes, media_type: str, t: int | None) -> dict:
+        st = self._get_stream(name)
+        prefix = f"L{self.db.store.next_load_id()}x"
+        pk = parse_graph(data, media_type, bnode_prefix=prefix)   # LoadError: nothing stored
+        rows = self._encode(pk.s, pk.p, pk.o)
+        n = len(rows)
+        with st.lock:
+            if st.clock == ARRIVAL:
+                stamps, _, _ = st.sclock.assign(n=1)
+                tau = int(stamps[0])
+            else:
+                tau = int(self._now()) if t is None else int(t)
+                try:
+                    st.sclock.check(np.asarray([tau], dtype=np.int64))
+                except LateElementError:
+                    st.rejected += max(1, n)
+                    raise
+            stored = False
+            try:
+                self._store_batch(st, rows, np.full(n, tau, dtype=np.int64))
+                stored = True
+            finally:
+                if stored:
+                    st.accepted += n
+                else:
+                    st.rejected += n
+                self._publish(st)
+            progress = st.sclock.peek()
+        return {"accepted": n, "rejected": 0, "errors": [], "progress": progress}
+
+    def heartbeat(self, name: str, t: int) -> int:
+        st = self._get_stream(name)
+        with st.lock:
+            if st.clock == ARRIVAL:
+                p = st.sclock.tick()
+            else:
+                p = st.sclock.heartbeat(int(t))
+            self._publish(st)
+        return p
+
+    # ------------------------------------------------------------ continuous queries
+    def register_query(self, text: str) -> dict:
+        cq = parse_continuous(text)
+        self._tick_arrivals()
+        with self._cv:
+            if self._closed:
+                raise QueryEvaluationError("the stream manager is closed")
+            if cq.name in self._queries:
+                raise QueryExists(f"continuous query {cq.name!r} exists")
+            by_iri = {s.iri: s for s in self._streams.values()}
+            seen: dict[str, str] = {}
+            bound: list[BoundWindow] = []
+            wins: dict[str, Window] = {}
+            for spec in cq.windows:
+                ref = spec.stream
+                st = self._streams.get(ref.name) if ref.name is not None else by_iri.get(ref.iri)
+                if st is None:
+                    what = ref.name if ref.name is not None else f"<{ref.iri}>"
+                    raise UnknownStream(f"unknown stream {what}: register it with PUT /streams/{{name}} first")
+                spelled = ref.name if ref.name is not None else f"<{ref.iri}>"
+                if st.name in seen:
+                    raise QueryEvaluationError(
+                        f"stream {st.name!r} is read twice ({seen[st.name]} and {spelled}); "
+                        "each stream appears at most once per query")
+                seen[st.name] = spelled
+                w = Window(spec.range_ms, spec.step_ms, spec.triples)
+                wins[st.name] = w
+                bound.append(BoundWindow(st.name, st.iri, st.gid, w, st.store))
+            progress = {n: self._streams[n].published for n in wins}
+            trigger = Trigger.for_windows(wins, progress)
+            ev = InstantEvaluator(self.db, cq.query, cq.mode, bound, self._absorb_log, self._window_cache)
+            log = ResultLog(self.retain, trigger.step)
+            q = _Query(cq, list(wins), bound, trigger, ev, log)
+            self._queries[cq.name] = q
+            self._cv.notify_all()
+        return {"id": cq.name, "streams": list(wins), "vars": self._vars(cq)}
+
+    @staticmethod
+    def _vars(cq) -> list[str]:
+        if cq.query.form != "SELECT":
+            return []
+        return [v.name for v in cq.query.vars]
+
+    def _qinfo(self, q: _Query) -> dict:
+        return {"id": q.name, "text": q.cq.text, "mode": q.cq.mode, "form": q.cq.query.form,
+                "streams": list(q.streams), "vars": self._vars(q.cq),
+                "windows": [{"stream": bw.stream, "iri": bw.iri, "range_ms": spec.range_ms,
+                             "step_ms": spec.step_ms, "triples": spec.triples, "text": format_window(spec)}
+                            for bw, spec in zip(q.windows, q.cq.windows, strict=True)],
+                "next_instant": q.trigger.next_instant, "evaluated": q.evaluated,
+                "last_latency_ms": q.last_latency_ms}
+
+    def queries(self) -> list[dict]:
+        with self._cv:
+            return [self._qinfo(q) for q in self._queries.values()]
+
+    def query(self, name: str) -> dict:
+        with self._cv:
+            q = self._queries.get(name)
+            if q is None:
+                raise KeyError(name)
+            return self._qinfo(q)
+
+    def delete_query(self, name: str) -> None:
+        with self._cv:
+            q = self._queries.pop(name, None)
+            if q is None:
+                raise KeyError(name)
+            self._cv.notify_all()
+        with q.out_lock:
+            q.deleted = True
+            q.log.close()
+        self._gc([bw.stream for bw in q.windows])
+
+    def log(self, name: str) -> ResultLog:
+        with self._cv:
+            q = self._queries.get(name)
+        if q is None:
+            raise KeyError(name)
+        return q.log
+
+    # ------------------------------------------------------------ evaluation worker
+    def _progress(self) -> dict[str, int | None]:
+        return {n: s.published for n, s in self._streams.items()}
+
+    def _tick_arrivals(self) -> None:
+        with self._cv:
+            sts = [s for s in self._streams.values() if s.clock == ARRIVAL]
+        for st in sts:
+            with st.lock:
+                st.sclock.tick()
+                self._publish(st)
+
+    def _next_job(self) -> tuple[_Query, int] | None:
+        """Caller holds ``_cv``: issue the lowest ready instant of any query."""
+        prog = self._progress()
+        best = None
+        for q in self._queries.values():
+            if q.trigger.ready_upto(prog) is not None:
+                t = q.trigger.next_instant
+                if best is None or t < best[1]:
+                    best = (q, t)
+        if best is None:
+            return None
+        q = best[0]
+        (t,) = q.trigger.ready(prog, limit=1)
+        return q, t
+
+    def _has_ready(self) -> bool:
+        prog = self._progress()
+        return any(q.trigger.ready_upto(prog) is not None for q in self._queries.values())
+
+    def _wait_time(self) -> float | None:
+        """Arrival-clock streams advance with the wall clock: wake at the next instant."""
+        best = None
+        now = int(self._now())
+        for q in self._queries.values():
+            if any(self._streams[s].clock == ARRIVAL for s in q.streams if s in self._streams):
+                nxt = q.trigger.next_instant
+                w = 0.05 if nxt is None else (nxt + 1 - now) / 1000.0
+                best = w if best is None else min(best, w)
+        if best is None:
+            return None
+        return min(1.0, max(0.005, best))
+
+    def _run(self) -> None:
+        while True:
+            try:
+                if not self._step():
+                    return
+            except Exception:  # noqa: BLE001 - the worker must survive anything
+                log.exception("continuous-query worker")
+                time.sleep(0.01)
+
+    def _step(self) -> bool:
+        """One round of the worker: evaluate one ready instant or wait. False when closed."""
+        self._tick_arrivals()
+        with self._cv:
+            if self._closed:
+                return False
+            job = self._next_job()
+            if job is None:
+                self._cv.notify_all()
+                self._cv.wait(timeout=self._wait_time())
+                return True
+            q, t = job
+            self._inflight = q
+        try:
+            self._evaluate(q, t)
+        finally:
+            with self._cv:
+                self._inflight = None
+                self._cv.notify_all()
+        self._gc(q.streams)
+        return True
+
+    def _evaluate(self, q: _Query, t: int) -> None:
+        try:
+            data, ms = q.evaluator.run(t)
+        except Exception as e:  # noqa: BLE001 - reported in the query's result stream
+            kind = getattr(e, "kind", "error")
+            try:
+                win = q.evaluator.window_member(t)
+            except Exception:  # noqa: BLE001
+                win = {"start": t, "end": t}
+            data = orjson.dumps({"error": kind, "detail": str(e), "window": win})
+            ms = None
+            q.errors += 1
+        with q.out_lock:
+            if q.deleted:
+                return
+            q.evaluated += 1
+            q.last_latency_ms = ms
+            q.log.append(t, data)
+
+    # ------------------------------------------------------------ GC
+    def _stream_horizon(self, name: str) -> int | None:
+        """GC horizon of a stream over the windows of the queries reading it."""
+        with self._cv:
+            uses = [(bw.store, bw.window, q.trigger.next_instant)
+                    for q in self._queries.values() for bw in q.windows if bw.stream == name]
+        if not uses:
+            return NO_READERS
+        return combine_horizons(store.horizon_for(w, nxt) for store, w, nxt in uses)
+
+    def _gc(self, stream_names) -> None:
+        for n in stream_names:
+            with self._cv:
+                st = self._streams.get(n)
+            if st is None:
+                continue
+            st.store.gc(self._stream_horizon(n))
+        self._absorb_log.prune(self._absorb_horizon())
+
+    def _absorb_horizon(self) -> int | None:
+        """No instant below this will be evaluated by a present or (best effort) future query."""
+        with self._cv:
+            h = None
+            for q in self._queries.values():
+                nxt = q.trigger.next_instant
+                if nxt is None:
+                    ps = [self._streams[s].published for s in q.streams if s in self._streams]
+                    ps = [p for p in ps if p is not None]
+                    if not ps:
+                        return None
+                    nxt = min(ps)
+                h = nxt if h is None else min(h, nxt)
+            for st in self._streams.values():
+                if st.published is not None:
+                    h = st.published if h is None else min(h, st.published)
+            return None if h is None else h - 1
+
+    def drain(self, timeout: float = 10.0) -> bool:
+        """Wait until every ready instant is evaluated; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            self._cv.notify_all()
+            while self._inflight is not None or self._has_ready():
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed:
+                    return False
+                self._cv.wait(timeout=min(left, 0.05))
+        return True
