@@ -1,0 +1,342 @@
+"""Continuous queries: registration and results as Server-Sent Events.
+
+* ``POST /queries`` (C-SPARQL text) -> 201 ``{"id", "streams", "vars"}``.
+* ``GET /queries``, ``GET|DELETE /queries/{name}``.
+* ``GET /queries/{name}/results`` -> ``text/event-stream``: one ``event:
+  result`` per evaluated instant (``id: <t>``), ``event: gap`` when a client
+  resumes before the retained history, ``event: end`` when the query is
+  deleted, ``event: error`` when a client fell too far behind.
+
+Delivery model: the engine appends each instant's result once to the query's
+:class:`ResultLog`; every SSE client only remembers the id of the last event it
+sent and reads ``log.since(last_id)`` when woken. The log's listener runs on
+the engine thread and only schedules ``asyncio.Event.set`` on the loop
+(``call_soon_threadsafe``), so neither the engine nor other clients ever wait
+for a slow client. A client whose unsent backlog exceeds ``config.sse_buffer``
+events while its socket does not drain is sent ``event: error`` and
+disconnected (it may reconnect with ``Last-Event-ID``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+
+import orjson
+from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from server.api.common import (
+    HTTPError,
+    ServerState,
+    check_charset,
+    check_read,
+    check_write,
+    decode_utf8,
+    parse_content_type,
+    parse_params,
+    request_body_reader,
+)
+from server.api.streams import error_response, headers_of, int_param, json_response, manager_of
+
+try:  # importing it early hooks uvicorn's exit handler (server_exiting)
+    from sse_starlette.sse import AppStatus
+except ImportError:  # pragma: no cover
+    AppStatus = None
+
+router = APIRouter(tags=["Continuous queries"])
+
+QUERY_TYPES = frozenset({"application/sparql-query", "text/plain"})
+_MIN_T = -(2**62)
+
+_ERR = {
+    400: {"description": "Syntax error or unknown stream"},
+    401: {"description": "Token required"},
+    403: {"description": "Wrong token"},
+    404: {"description": "No such query"},
+    409: {"description": "A query with this name exists"},
+    415: {"description": "Unsupported media type"},
+}
+
+
+@router.post("/queries", summary="Register a continuous query", status_code=201, responses=_ERR,
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/sparql-query": {"schema": {"type": "string"},
+                                              "example": "REGISTER QUERY q AS SELECT ?s ?p ?o "
+                                                         "FROM STREAM <http://ex.org/s> [RANGE 10s STEP 1s] "
+                                                         "WHERE { ?s ?p ?o }"},
+                 "text/plain": {"schema": {"type": "string"}}}}})
+async def queries_post(request: Request) -> Response:
+    """Body: `REGISTER [RSTREAM|ISTREAM|DSTREAM] QUERY <name> AS <query>` (C-SPARQL).
+    Answers 201 `{"id", "streams", "vars"}`; 400 `{"error": "syntax", "detail", "line",
+    "column"}` on a syntax error, 400 on an unknown stream, 409 when the name exists."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_write(state.config, headers_of(request))
+        m = manager_of(state)
+        ct, params = parse_content_type(request.headers.get("content-type"))
+        if ct is not None and ct not in QUERY_TYPES:
+            raise HTTPError(415, "unsupported_media_type",
+                            f"{ct} is not accepted: send the C-SPARQL text as application/sparql-query or text/plain")
+        check_charset(params)
+        text = decode_utf8(await request_body_reader(request, state.config.max_body)())
+        if not text.strip():
+            raise HTTPError(400, "bad_request", "the body must be a C-SPARQL REGISTER QUERY")
+        info = await run_in_threadpool(m.register_query, text)
+        return json_response(info, 201, {"Location": f"/queries/{info['id']}"})
+    except Exception as exc:
+        return error_response(state, exc, "query")
+
+
+@router.get("/queries", summary="List the registered continuous queries", responses=_ERR)
+async def queries_list(request: Request) -> Response:
+    """`{"queries": [info, ...]}`."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_read(state.config, headers_of(request))
+        m = manager_of(state)
+        return json_response({"queries": await run_in_threadpool(m.queries)})
+    except Exception as exc:
+        return error_response(state, exc, "query")
+
+
+@router.get("/queries/{name}", summary="A continuous query's text, windows and progress", responses=_ERR)
+async def query_get(name: str, request: Request) -> Response:
+    state: ServerState = request.app.state.jindou
+    try:
+        check_read(state.config, headers_of(request))
+        m = manager_of(state)
+        return json_response(await run_in_threadpool(m.query, name))
+    except Exception as exc:
+        return error_response(state, exc, "query")
+
+
+@router.delete("/queries/{name}", summary="Delete a continuous query", status_code=204, responses=_ERR)
+async def query_delete(name: str, request: Request) -> Response:
+    """Open result streams get `event: end` and close; the name can be registered again."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_write(state.config, headers_of(request))
+        m = manager_of(state)
+        await run_in_threadpool(m.delete_query, name)
+        return Response(status_code=204)
+    except Exception as exc:
+        return error_response(state, exc, "query")
+
+
+@router.get("/queries/{name}/results", summary="Results as Server-Sent Events", responses={
+    200: {"description": "text/event-stream", "content": {"text/event-stream": {}}}, **_ERR})
+async def query_results(name: str, request: Request) -> Response:
+    """One `event: result` per instant (`id: <t>`, `data:` SPARQL JSON results + `window`).
+    Send `Last-Event-ID` to resume after that instant (an `event: gap` first if it is older
+    than the retained history); `?from=<t>` replays the retained instants from t; otherwise
+    the stream starts at the next instant. `event: end` when the query is deleted."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_read(state.config, headers_of(request))
+        m = manager_of(state)
+        params = parse_params(request.scope.get("query_string", b""))
+        from_t = int_param(params, "from")
+        last_id = None
+        leid = request.headers.get("last-event-id")
+        if leid is not None and leid.strip():
+            try:
+                last_id = int(leid.strip())
+            except ValueError:
+                raise HTTPError(400, "bad_request", f"Last-Event-ID must be an instant (integer ms), not {leid!r}") from None
+        log = await run_in_threadpool(m.log, name)
+        return ResultStream(state, log, last_id, from_t)
+    except Exception as exc:
+        return error_response(state, exc, "query")
+
+
+# --------------------------------------------------------------------------
+# SSE
+# --------------------------------------------------------------------------
+
+
+def encode_event(event: str, data: bytes, ident: int | None) -> bytes:
+    parts = []
+    if ident is not None and ident >= 0:
+        parts.append(b"id: %d\n" % ident)
+    parts.append(b"event: " + event.encode() + b"\n")
+    if b"\n" in data or b"\r" in data:
+        for line in data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n"):
+            parts.append(b"data: " + line + b"\n")
+    else:
+        parts.append(b"data: " + data + b"\n")
+    parts.append(b"\n")
+    return b"".join(parts)
+
+
+def server_exiting() -> bool:
+    """True once uvicorn began shutting down (it waits for open responses before the
+    lifespan shutdown, so endless SSE responses must notice by themselves)."""
+    if AppStatus is not None and AppStatus.should_exit:
+        return True
+    try:
+        handler = signal.getsignal(signal.SIGTERM)
+        srv = getattr(handler, "__self__", None)
+        return bool(getattr(srv, "should_exit", False))
+    except Exception:  # pragma: no cover
+        return False
+
+
+class _Overflow(Exception):
+    pass
+
+
+class ResultStream(Response):
+    """A text/event-stream response reading one query's ResultLog (pure ASGI)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, state: ServerState, log, last_id: int | None, from_t: int | None):
+        super().__init__(status_code=200, headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache, no-store",
+            "X-Accel-Buffering": "no",
+            # the stream ends only at `end` / `error`: the connection is done then
+            "Connection": "close",
+        })
+        self.state = state
+        self.log = log
+        cfg = state.config
+        self.keepalive = max(0.01, float(cfg.sse_keepalive))
+        self.max_pending = max(1, int(cfg.sse_buffer))
+        self.error_timeout = float(cfg.sse_error_timeout)
+        # position: resume after last_id, or (when last_id is None) everything retained from from_t
+        self.last = last_id
+        self.from_t = from_t
+        self.sending = False
+        self.appended = 0  # appends signalled by the log (counted on the loop)
+        self.mark = 0  # value of `appended` when the pump last read the log
+        self.remaining = 0  # events of the last read not sent yet
+        self._idle = 0.0
+        # an endless body has no length (Response.__init__ adds "content-length: 0")
+        self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
+
+    def _fetch(self) -> list:
+        if self.last is not None:
+            return self.log.since(self.last)
+        return self.log.since(None, from_t=self.from_t if self.from_t is not None else _MIN_T)
+
+    def _pending(self) -> int:
+        """Events this client has not been sent yet: those of the batch being sent plus every
+        append since that batch was read (also those the log has dropped meanwhile)."""
+        return self.appended - self.mark + self.remaining
+
+    async def __call__(self, scope, receive, send) -> None:
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        watch = asyncio.Event()
+
+        def _set() -> None:
+            self.appended += 1
+            wake.set()
+            watch.set()
+
+        def listener() -> None:  # called on any thread, must never block
+            try:
+                loop.call_soon_threadsafe(_set)
+            except RuntimeError:  # loop closed
+                pass
+
+        self.log.add_listener(listener)
+        try:
+            if self.last is None and self.from_t is None:
+                # no Last-Event-ID, no ?from: start at the next instant
+                cur = self.log.last_id
+                self.from_t = None if cur is None else cur + 1
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            if scope.get("method") == "HEAD":
+                await send({"type": "http.response.body", "body": b""})
+                return
+            pump = asyncio.ensure_future(self._pump(send, wake))
+            gone = asyncio.ensure_future(self._disconnected(receive))
+            guard = asyncio.ensure_future(self._guard(watch))
+            try:
+                done, _ = await asyncio.wait({pump, gone, guard}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for t in (pump, gone, guard):
+                    if not t.done():
+                        t.cancel()
+                for t in (pump, gone, guard):
+                    with contextlib.suppress(BaseException):
+                        await t
+            if pump in done and pump.exception() is None:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            elif guard in done and gone not in done:
+                await self._cut_off(send)
+        finally:
+            self.log.remove_listener(listener)
+
+    async def _disconnected(self, receive) -> None:
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return
+
+    async def _guard(self, watch: asyncio.Event) -> None:
+        """Return when the client is stuck in a send with too many events waiting."""
+        while True:
+            await watch.wait()
+            watch.clear()
+            if self.sending and self._pending() > self.max_pending:
+                return
+
+    async def _cut_off(self, send) -> None:
+        n = self._pending()
+        doc = {"error": "slow_client",
+               "detail": f"this client fell {n} events behind (limit {self.max_pending}) and was disconnected; "
+                         "reconnect with Last-Event-ID to resume",
+               "last_id": self.last}
+        try:
+            await asyncio.wait_for(send({"type": "http.response.body",
+                                         "body": encode_event("error", orjson.dumps(doc), None),
+                                         "more_body": False}), self.error_timeout)
+        except (TimeoutError, OSError, RuntimeError):
+            # still not draining: returning with the response incomplete makes the server drop the connection
+            pass
+
+    async def _send(self, send, chunk: bytes) -> None:
+        self.sending = True
+        try:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        finally:
+            self.sending = False
+
+    async def _pump(self, send, wake: asyncio.Event) -> None:
+        log = self.log
+        while True:
+            wake.clear()
+            self.mark = self.appended
+            events = self._fetch()
+            self.remaining = len(events)
+            for ev in events:
+                if ev.event == "end":
+                    await self._send(send, encode_event("end", ev.data, ev.id))
+                    return
+                await self._send(send, encode_event(ev.event, ev.data, ev.id))
+                self.remaining -= 1
+                if ev.event == "result":
+                    if self.last is None or ev.id > self.last:
+                        self.last = ev.id
+            if events:
+                continue  # more may have arrived while sending
+            if log.closed:
+                doc = {"reason": "the query was deleted"}
+                await self._send(send, encode_event("end", orjson.dumps(doc), self.last))
+                return
+            if server_exiting():
+                return
+            try:
+                await asyncio.wait_for(wake.wait(), min(self.keepalive, 1.0))
+            except TimeoutError:
+                self._idle += min(self.keepalive, 1.0)
+                if self._idle >= self.keepalive:
+                    self._idle = 0.0
+                    await self._send(send, b": keep-alive\n\n")
+                continue
+            self._idle = 0.0

@@ -1,0 +1,264 @@
+"""RDF streams: registration, ingestion and heartbeats (contract "HTTP API").
+
+* ``PUT /streams/{name}`` with JSON ``{"iri", "absorb", "clock"}`` registers a
+  stream: 201 created, 200 when the same registration exists, 409 on a
+  conflicting name or IRI.
+* ``GET /streams``, ``GET /streams/{name}``, ``DELETE /streams/{name}[?force=true]``.
+* ``POST /streams/{name}``: ``application/x-ndjson`` (one element a line) or an
+  RDF graph (``application/n-triples``, ``text/turtle``; timestamp ``?t=``),
+  answered 202 with the ingestion report.
+* ``POST /streams/{name}/progress?t=<ms>``: heartbeat.
+
+The engine side is :class:`engine.stream.manager.StreamManager` (``state.streams``);
+every call into it runs in the thread pool, so parsing a large body never
+blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from server.api.common import (
+    HTTPError,
+    ServerState,
+    check_charset,
+    check_read,
+    check_write,
+    error_reply,
+    http_error_from,
+    one,
+    parse_content_type,
+    parse_params,
+    request_body_reader,
+)
+
+router = APIRouter(tags=["Streams"])
+
+NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+_IRI_BAD = re.compile(r'[\x00-\x20<>"{}|^`\\]')
+
+NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl",
+                          "application/x-jsonlines", "application/jsonlines"})
+GRAPH_TYPES = {
+    "application/n-triples": "application/n-triples",
+    "text/turtle": "text/turtle",
+    "application/x-turtle": "text/turtle",
+}
+
+_REG_KEYS = frozenset({"iri", "absorb", "clock"})
+
+_ERR = {
+    400: {"description": "Bad request (JSON, name, parameters, syntax of the body)"},
+    401: {"description": "Token required"},
+    403: {"description": "Wrong token"},
+    404: {"description": "No such stream"},
+    409: {"description": "Conflicting registration / stream in use"},
+    413: {"description": "Request body too large"},
+    415: {"description": "Unsupported media type"},
+    422: {"description": "Element older than the stream's progress"},
+}
+
+
+def json_response(doc: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(doc, default=str), status_code=status, media_type="application/json",
+                    headers=headers)
+
+
+def headers_of(request: Request) -> dict[str, str]:
+    return {k.lower(): v for k, v in request.headers.items()}
+
+
+def manager_of(state: ServerState):
+    m = getattr(state, "streams", None)
+    if m is None:
+        raise HTTPError(503, "unavailable", "continuous queries are not available on this server")
+    return m
+
+
+def error_response(state: ServerState, exc: BaseException, what: str) -> Response:
+    """JSON error answer; a KeyError from the manager is a 404 about ``what``."""
+    if isinstance(exc, KeyError):
+        name = exc.args[0] if exc.args else ""
+        exc = HTTPError(404, "not_found", f"no {what} named {name!r}" if name else f"no such {what}")
+    err = http_error_from(exc)
+    if state.metrics is not None and err.status >= 500 and err.status != 503:
+        state.metrics.log_internal(exc)
+    r = error_reply(err)
+    return Response(r.body, status_code=r.status, headers=r.headers, media_type=r.content_type)
+
+
+def check_name(name: str, what: str = "stream") -> None:
+    if not NAME_RE.match(name):
+        raise HTTPError(400, "bad_request", f"a {what} name is [A-Za-z0-9_.-]+, not {name!r}")
+
+
+def int_param(params: dict[str, list[str]], key: str, required: bool = False) -> int | None:
+    v = one(params, key)
+    if v is None or v == "":
+        if required:
+            raise HTTPError(400, "bad_request", f"parameter {key!r} (integer milliseconds) is required")
+        return None
+    try:
+        return int(v.strip())
+    except ValueError:
+        raise HTTPError(400, "bad_request", f"parameter {key!r} must be integer milliseconds, not {v!r}") from None
+
+
+def parse_registration(body: bytes) -> tuple[str, Any, str]:
+    """Validate a PUT /streams/{name} body -> (iri, absorb, clock)."""
+    if not body.strip():
+        raise HTTPError(400, "bad_request", 'a JSON body {"iri": "<stream iri>"} is required')
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise HTTPError(400, "bad_request", f"the body is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise HTTPError(400, "bad_request", "the body must be a JSON object")
+    unknown = sorted(set(doc) - _REG_KEYS)
+    if unknown:
+        raise HTTPError(400, "bad_request", f"unknown member(s) {unknown}; allowed: iri, absorb, clock")
+    iri = doc.get("iri")
+    if not isinstance(iri, str) or ":" not in iri or _IRI_BAD.search(iri) or not iri:
+        raise HTTPError(400, "bad_request", f'"iri" must be an absolute IRI string, not {iri!r}')
+    absorb = doc.get("absorb", "none")
+    if isinstance(absorb, str):
+        if absorb not in ("none", "all"):
+            raise HTTPError(400, "bad_request", f'"absorb" must be "none", "all" or a list of predicate IRIs, not {absorb!r}')
+    elif isinstance(absorb, list):
+        for p in absorb:
+            if not isinstance(p, str) or ":" not in p or _IRI_BAD.search(p):
+                raise HTTPError(400, "bad_request", f'"absorb" lists predicate IRIs; {p!r} is not one')
+    else:
+        raise HTTPError(400, "bad_request", f'"absorb" must be "none", "all" or a list of predicate IRIs, not {absorb!r}')
+    clock = doc.get("clock", "event")
+    if clock not in ("event", "arrival"):
+        raise HTTPError(400, "bad_request", f'"clock" must be "event" or "arrival", not {clock!r}')
+    return iri, absorb, clock
+
+
+@router.get("/streams", summary="List the registered streams", responses=_ERR)
+async def streams_list(request: Request) -> Response:
+    """`{"streams": [info, ...]}` with each stream's IRI, absorb, clock, progress and counters."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_read(state.config, headers_of(request))
+        m = manager_of(state)
+        return json_response({"streams": await run_in_threadpool(m.streams)})
+    except Exception as exc:
+        return error_response(state, exc, "stream")
+
+
+@router.put("/streams/{name}", summary="Register a stream", status_code=201,
+            responses={200: {"description": "Already registered with this body"}, **_ERR},
+            openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["iri"], "properties": {
+                    "iri": {"type": "string"},
+                    "absorb": {"oneOf": [{"type": "string", "enum": ["none", "all"]},
+                                         {"type": "array", "items": {"type": "string"}}]},
+                    "clock": {"type": "string", "enum": ["event", "arrival"]}}}}}}})
+async def stream_put(name: str, request: Request) -> Response:
+    """201 with the stream's info when created, 200 when the same registration exists; 409
+    when the name has another IRI or the IRI is registered under another name."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_write(state.config, headers_of(request))
+        check_name(name)
+        m = manager_of(state)
+        body = await request_body_reader(request, state.config.max_body)()
+        iri, absorb, clock = parse_registration(body)
+        created, info = await run_in_threadpool(m.register_stream, name, iri, absorb, clock)
+        if created:
+            return json_response(info, 201, {"Location": f"/streams/{name}"})
+        return json_response(info, 200)
+    except Exception as exc:
+        return error_response(state, exc, "stream")
+
+
+@router.get("/streams/{name}", summary="A stream's registration and counters", responses=_ERR)
+async def stream_get(name: str, request: Request) -> Response:
+    state: ServerState = request.app.state.jindou
+    try:
+        check_read(state.config, headers_of(request))
+        m = manager_of(state)
+        return json_response(await run_in_threadpool(m.stream, name))
+    except Exception as exc:
+        return error_response(state, exc, "stream")
+
+
+@router.delete("/streams/{name}", summary="Unregister a stream", responses=_ERR)
+async def stream_delete(name: str, request: Request) -> Response:
+    """409 while registered queries read the stream, unless `?force=true`, which deletes
+    those queries too. Answers `{"deleted": name, "queries": [deleted query names]}`."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_write(state.config, headers_of(request))
+        m = manager_of(state)
+        params = parse_params(request.scope.get("query_string", b""))
+        force_s = (one(params, "force") or "false").strip().lower()
+        if force_s not in ("true", "false", "1", "0", "yes", "no", ""):
+            raise HTTPError(400, "bad_request", f"force must be true or false, not {force_s!r}")
+        force = force_s in ("true", "1", "yes")
+        queries = await run_in_threadpool(m.delete_stream, name, force)
+        return json_response({"deleted": name, "queries": list(queries or [])})
+    except Exception as exc:
+        return error_response(state, exc, "stream")
+
+
+@router.post("/streams/{name}", summary="Send stream elements", status_code=202, responses=_ERR,
+             openapi_extra={"parameters": [{"name": "t", "in": "query", "required": False,
+                                            "schema": {"type": "integer"},
+                                            "description": "timestamp (ms) of a graph body; default: arrival time"}],
+                            "requestBody": {"required": True, "content": {
+                                "application/x-ndjson": {"schema": {"type": "string"}},
+                                "application/n-triples": {"schema": {"type": "string"}},
+                                "text/turtle": {"schema": {"type": "string"}}}}})
+async def stream_post(name: str, request: Request) -> Response:
+    """ndjson: one `{"s","p","o","t"}` a line, bad lines reported and the others kept.
+    N-Triples / Turtle: one graph = one element, atomic (400 on a syntax error, 422
+    when `t` is below the stream's progress). Answers 202
+    `{"accepted","rejected","errors","progress"}`."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_write(state.config, headers_of(request))
+        m = manager_of(state)
+        ct, ct_params = parse_content_type(request.headers.get("content-type"))
+        params = parse_params(request.scope.get("query_string", b""))
+        if ct in NDJSON_TYPES:
+            check_charset(ct_params)
+            body = await request_body_reader(request, state.config.max_body)()
+            report = await run_in_threadpool(m.ingest_ndjson, name, body)
+        elif ct in GRAPH_TYPES:
+            check_charset(ct_params)
+            t = int_param(params, "t")
+            body = await request_body_reader(request, state.config.max_body)()
+            report = await run_in_threadpool(m.ingest_graph, name, body, GRAPH_TYPES[ct], t)
+        else:
+            raise HTTPError(415, "unsupported_media_type",
+                            f"{ct or 'a missing Content-Type'} is not accepted here: send application/x-ndjson, "
+                            "application/n-triples or text/turtle")
+        return json_response(report, 202)
+    except Exception as exc:
+        return error_response(state, exc, "stream")
+
+
+@router.post("/streams/{name}/progress", summary="Heartbeat: raise the stream's progress", responses=_ERR,
+             openapi_extra={"parameters": [{"name": "t", "in": "query", "required": True,
+                                            "schema": {"type": "integer"}}]})
+async def stream_progress(name: str, request: Request) -> Response:
+    """`?t=<ms>`: all elements with a timestamp below t have arrived. A lower t changes
+    nothing. Answers `{"progress": P}`."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_write(state.config, headers_of(request))
+        m = manager_of(state)
+        params = parse_params(request.scope.get("query_string", b""))
+        t = int_param(params, "t", required=True)
+        p = await run_in_threadpool(m.heartbeat, name, t)
+        return json_response({"progress": p})
+    except Exception as exc:
+        return error_response(state, exc, "stream")
