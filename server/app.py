@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -23,7 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from server.api import admin, sparql, store, update
+from server.api import admin, queries, sparql, store, streams, update
 from server.api.common import (
     HTTPError,
     Reply,
@@ -44,6 +45,9 @@ Jindou is a SPARQL 1.1 server (Wukong-style integrated store).
   query returns the Service Description.
 * `POST /update` — SPARQL 1.1 Update.
 * `/store?default`, `/store?graph=<iri>` — Graph Store HTTP Protocol.
+* `/streams/{name}` — RDF streams: register (PUT), send elements (POST), heartbeats.
+* `/queries` — C-SPARQL continuous queries; results as Server-Sent Events at
+  `/queries/{name}/results`.
 * `/status`, `/metrics` — operations.
 
 Errors are JSON `{"error": kind, "detail": ...}`. Writes need
@@ -176,6 +180,20 @@ def _make_database(config: Config):
     )
 
 
+def _make_stream_manager(config: Config, database):
+    """The continuous-query engine over ``database`` (None when it is not available)."""
+    try:
+        from engine.stream.manager import StreamManager
+    except ImportError:
+        log.warning("engine.stream.manager is not available: /streams and /queries answer 503")
+        return None
+    try:
+        return StreamManager(database, retain=config.stream_retain, transient_budget=config.transient_budget)
+    except Exception as exc:  # e.g. a stand-in database object without a store
+        log.warning("continuous queries are off: %s: %s", type(exc).__name__, exc)
+        return None
+
+
 class JindouApp(FastAPI):
     """FastAPI with :class:`EdgeMiddleware` *outside* the whole middleware stack:
     the fast path then skips FastAPI's per-request error, telemetry and body-limit
@@ -202,6 +220,25 @@ def create_app(config: Config | None = None, database=None) -> FastAPI:
         database = _make_database(config)
     metrics = admin.Metrics() if config.metrics else None
     state = ServerState(config, database, metrics)
+    state.streams = _make_stream_manager(config, database)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        demo = None
+        if config.demo and state.streams is not None:
+            from server.demo_stream import DemoStream
+
+            demo = DemoStream(state.streams)
+            await demo.start()
+        try:
+            yield
+        finally:
+            if demo is not None:
+                await demo.stop()
+            if state.streams is not None:
+                from starlette.concurrency import run_in_threadpool
+
+                await run_in_threadpool(state.streams.close)
 
     app = JindouApp(
         title="Jindou",
@@ -209,6 +246,7 @@ def create_app(config: Config | None = None, database=None) -> FastAPI:
         description=DESCRIPTION,
         docs_url="/docs",
         redoc_url=None,
+        lifespan=lifespan,
     )
     app.state.jindou = state
     app.state.config = config
@@ -239,5 +277,7 @@ def create_app(config: Config | None = None, database=None) -> FastAPI:
     app.include_router(sparql.router)
     app.include_router(update.router)
     app.include_router(store.router)
+    app.include_router(streams.router)
+    app.include_router(queries.router)
     app.include_router(admin.router)
     return app

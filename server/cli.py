@@ -59,6 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--inline-ms", type=float, default=2.0, metavar="MS",
                    help="queries whose shape last ran faster than this run on the event loop, others in "
                         "the thread pool (0 = always the thread pool; default 2)")
+    s.add_argument("--retain", type=int, default=1000, metavar="N",
+                   help="result instants kept per continuous query for SSE resume (default 1000)")
+    s.add_argument("--transient-budget", type=int, default=256 << 20, metavar="BYTES",
+                   help="memory for stream window data (default 256 MiB)")
+    s.add_argument("--sse-buffer", type=int, default=1000, metavar="N",
+                   help="events an SSE client may fall behind before it is cut off (default 1000)")
+    s.add_argument("--sse-keepalive", type=float, default=15.0, metavar="S",
+                   help="seconds between SSE keep-alive comments (default 15)")
     s.add_argument("--access-log", action="store_true")
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     s.add_argument("--no-progress", action="store_true", help="no progress bars while loading")
@@ -76,6 +84,8 @@ def config_from_args(a: argparse.Namespace) -> Config:
         token=a.token or None, read_token=a.read_token or None, cors_origin=a.cors_origin, shards=a.shards, demo=a.demo, lenient=a.lenient, allow_load=a.allow_load,
         query_timeout=a.query_timeout, max_rows=a.max_rows, max_body=a.max_body,
         max_concurrent_queries=a.max_concurrent, inline_threshold=a.inline_ms / 1000.0, access_log=a.access_log, log_level=a.log_level,
+        stream_retain=a.retain, transient_budget=a.transient_budget, sse_buffer=a.sse_buffer,
+        sse_keepalive=a.sse_keepalive,
     )
 
 

@@ -40,6 +40,16 @@ class Config:
     log_level: str = "info"
     #: expose /metrics
     metrics: bool = True
+    #: result events retained per continuous query (SSE resume window)
+    stream_retain: int = 1000
+    #: bytes of stream data held in window (transient) stores
+    transient_budget: int = 256 * MiB
+    #: events an SSE client may lag behind before it is cut off (event: error)
+    sse_buffer: int = 1000
+    #: seconds between SSE keep-alive comments
+    sse_keepalive: float = 15.0
+    #: seconds a cut-off SSE client gets to take its `event: error` before the socket is dropped
+    sse_error_timeout: float = 5.0
 
     @classmethod
     def from_env(cls, **overrides) -> Config:

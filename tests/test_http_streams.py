@@ -227,3 +227,12 @@ def test_streams_503_without_manager(make_server):
             assert c.get("/queries/x/results").status_code == 503
     finally:
         s.app.state.jindou.streams = manager  # closed at shutdown
+
+
+def test_transient_store_full_is_503():
+    """Backpressure from the window store is a retryable 503, not a client error."""
+    from engine.kv.transient import TransientStoreFull
+    from server.api.common import http_error_from
+
+    err = http_error_from(TransientStoreFull("window store full"))
+    assert err.status == 503 and err.headers.get("Retry-After") == "1"

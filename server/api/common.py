@@ -29,6 +29,7 @@ from engine.errors import (
     RowBudgetExceeded,
     UpdateError,
 )
+from engine.kv.transient import TransientStoreFull
 from server.config import Config
 
 JSON_CT = b"application/json"
@@ -81,13 +82,35 @@ def error_reply(err: HTTPError) -> Reply:
     return Reply(err.status, err.body(), "application/json", dict(err.headers))
 
 
+def _stream_error_status(exc: JindouError) -> int | None:
+    """Status of the streaming errors (engine.stream): 409 conflicts, 422 late elements,
+    400 unknown streams; None for every other error."""
+    from engine.stream.progress import LateElementError
+
+    if isinstance(exc, LateElementError):
+        return 422
+    try:
+        from engine.stream import manager as m
+    except ImportError:  # the stream manager is optional
+        return None
+    if isinstance(exc, (m.StreamConflict, m.StreamInUse, m.QueryExists)):
+        return 409
+    if isinstance(exc, m.UnknownStream):
+        return 400
+    return None
+
+
 def http_error_from(exc: BaseException) -> HTTPError:
     """Map any exception to the HTTPError the client gets."""
     if isinstance(exc, HTTPError):
         return exc
+    if isinstance(exc, JindouError):
+        status = _stream_error_status(exc)
+        if status is not None:
+            return HTTPError(status, exc.kind, str(exc))
     if isinstance(exc, QuerySyntaxError):
         return HTTPError(400, "syntax", exc.message, extra={"line": exc.line, "column": exc.column})
-    if isinstance(exc, (QueryTimeout, RowBudgetExceeded)):
+    if isinstance(exc, (QueryTimeout, RowBudgetExceeded, TransientStoreFull)):
         return HTTPError(503, exc.kind, str(exc), headers={"Retry-After": "1"})
     if isinstance(exc, LoadError):
         extra = {"line": exc.line} if exc.line is not None else {}
@@ -307,6 +330,8 @@ class ServerState:
         self.started = time.time()
         self.running = 0
         self.shape_cost: dict[str, tuple[float, int]] = {}  # shape -> (recent cost s, runs)
+        #: engine.stream.manager.StreamManager (set by create_app; None when streaming is off)
+        self.streams = None
 
     def data_changed(self) -> None:
         """Forget measured query costs: after a write a cheap shape may have become expensive."""
