@@ -234,5 +234,5 @@ def test_transient_store_full_is_503():
     from engine.kv.transient import TransientStoreFull
     from server.api.common import http_error_from
 
-    err = http_error_from(TransientStoreFull("window store full"))
+    err = http_error_from(TransientStoreFull("s", needed=1 << 20, used=1 << 20, budget=1 << 20))
     assert err.status == 503 and err.headers.get("Retry-After") == "1"
