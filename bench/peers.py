@@ -450,7 +450,8 @@ def _on_alarm(signum, frame):
     raise QueryTimeout()
 
 
-def _measure(peer, text: str, budget: float, max_runs: int, min_runs: int, timeout: float) -> dict:
+def _measure(peer, text: str, budget: float, max_runs: int, min_runs: int, timeout: float,
+             uncached: bool = False) -> dict:
     """Warm-up once, then the median of K runs with K adapted to the warm-up time.
 
     Each run is bounded by `timeout` via SIGALRM; this interrupts Python-level engines
@@ -458,14 +459,19 @@ def _measure(peer, text: str, budget: float, max_runs: int, min_runs: int, timeo
     the parent instead.
     """
     timed = getattr(peer, "timed", None)
+    seq = [0]
 
     def once() -> tuple[float, int]:
+        q = text
+        if uncached:  # a unique comment per run defeats caches keyed by query text
+            seq[0] += 1
+            q = f"{text}# bench run {seq[0]} {time.perf_counter_ns()}\n"
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
             if timed is not None:
-                return timed(text)
+                return timed(q)
             t0 = time.perf_counter()
-            n = peer.count(text)
+            n = peer.count(q)
             return time.perf_counter() - t0, n
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -533,7 +539,7 @@ def worker(peer_name: str, data: str) -> int:
                 if op == "query":
                     res = _measure(peer, req["text"], float(req.get("budget", 2.0)),
                                    int(req.get("max_runs", 20)), int(req.get("min_runs", 3)),
-                                   float(req.get("timeout", 60.0)))
+                                   float(req.get("timeout", 60.0)), bool(req.get("uncached", False)))
                 elif op == "digest":
                     signal.setitimer(signal.ITIMER_REAL, float(req.get("timeout", 60.0)))
                     try:

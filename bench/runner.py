@@ -140,7 +140,7 @@ def run_peer(peer: str, data: str, queries, opts, triples: int) -> dict:
                 continue
             req = {"op": "query", "name": q.name, "text": q.text, "budget": opts.budget,
                    "max_runs": opts.max_runs, "min_runs": opts.min_runs, "timeout": opts.timeout,
-                   "decode": opts.decode}
+                   "decode": opts.decode, "uncached": opts.uncached}
             deadline = opts.timeout + 2 * opts.budget + 10
             try:
                 res = w.ask(req, deadline)
@@ -355,6 +355,7 @@ def render_markdown(result: dict) -> str:
              f"timeout {result['options']['timeout']:.0f} s · "
              f"{'results decoded' if result['options']['decode'] else 'results counted, not decoded'} · "
              f"jindou shards {result['options'].get('jindou_shards') or 'default'} · "
+             f"{'uncached (unique text per run)' if result['options'].get('uncached') else 'repeated text'} · "
              f"jindou {result['versions'].get('jindou', '?')}, pyoxigraph {result['versions'].get('pyoxigraph', '?')}, "
              f"rdflib {result['versions'].get('rdflib', '?')}")
     L.append("")
@@ -506,6 +507,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--http-requests", type=int, default=300, help="requests for the HTTP p50 (default 300)")
     ap.add_argument("--jindou-shards", type=int,
                     help="Database(shards=N) / jindou serve --shards N (default: Jindou's default)")
+    ap.add_argument("--uncached", action="store_true",
+                    help="append a unique comment to every run so caches keyed by query text "
+                         "(parse / prepared plans) never hit")
     ap.add_argument("--decode", action="store_true",
                     help="in-process peers also turn every result term into a string/object "
                          "(default: solutions are computed and counted)")
@@ -536,7 +540,7 @@ def run_sparql(argv: list[str]) -> int:
         "data": {**info, "path": data, "triples": triples},
         "options": {"budget": opts.budget, "timeout": opts.timeout, "max_runs": opts.max_runs,
                     "min_runs": opts.min_runs, "rdflib_max_triples": opts.rdflib_max_triples,
-                    "decode": opts.decode, "check_results": opts.check_results,
+                    "decode": opts.decode, "check_results": opts.check_results, "uncached": opts.uncached,
                     "jindou_shards": opts.jindou_shards,
                     "http_requests": opts.http_requests},
         "queries": {q.name: {"class": q.kind, "selective": q.selective, "description": q.description}
