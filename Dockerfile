@@ -7,4 +7,5 @@ COPY bench ./bench
 COPY static ./static
 RUN pip install --no-cache-dir .
 EXPOSE 8000
+ENV JINDOU_STATIC=/app/static
 CMD ["jindou", "serve", "--host", "0.0.0.0", "--port", "8000"]

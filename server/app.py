@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from fastapi.responses import FileResponse, Response
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server.api import admin, queries, sparql, store, streams, update
@@ -187,8 +190,13 @@ def _make_stream_manager(config: Config, database):
     except ImportError:
         log.warning("engine.stream.manager is not available: /streams and /queries answer 503")
         return None
+    from engine.stream.registry_store import RegistryError
+
     try:
-        return StreamManager(database, retain=config.stream_retain, transient_budget=config.transient_budget)
+        return StreamManager(database, retain=config.stream_retain, transient_budget=config.transient_budget,
+                             data_dir=config.data_dir)
+    except RegistryError:
+        raise  # an unreadable streams.json stops the start (never a silent reset)
     except Exception as exc:  # e.g. a stand-in database object without a store
         log.warning("continuous queries are off: %s: %s", type(exc).__name__, exc)
         return None
@@ -210,6 +218,26 @@ class JindouApp(FastAPI):
             await self.middleware_stack(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
+
+
+def static_dir() -> Path | None:
+    """The web front end: ``$JINDOU_STATIC`` or the repository's ``static/``."""
+    env = os.environ.get("JINDOU_STATIC")
+    d = Path(env) if env else Path(__file__).resolve().parent.parent / "static"
+    return d if (d / "index.html").is_file() else None
+
+
+def _mount_static(app: FastAPI) -> None:
+    d = static_dir()
+    if d is None:
+        log.warning("no static/ folder with index.html found: '/' answers 404")
+        return
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(d / "index.html", media_type="text/html")
+
+    app.mount("/static", StaticFiles(directory=d), name="static")
 
 
 def create_app(config: Config | None = None, database=None) -> FastAPI:
@@ -280,4 +308,5 @@ def create_app(config: Config | None = None, database=None) -> FastAPI:
     app.include_router(streams.router)
     app.include_router(queries.router)
     app.include_router(admin.router)
+    _mount_static(app)
     return app

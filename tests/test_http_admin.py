@@ -192,3 +192,12 @@ def test_inline_policy():
         assert where == [False, False]
 
     asyncio.run(go())
+
+
+def test_front_page_is_served(server):
+    import requests
+
+    r = requests.get(server.url + "/")
+    assert r.status_code == 200 and "text/html" in r.headers["content-type"]
+    assert "/sparql" in r.text
+    assert r.headers["access-control-allow-origin"]
