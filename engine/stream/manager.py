@@ -32,6 +32,31 @@ timestamps); a :class:`~engine.kv.transient.TransientStoreFull` during a POST
 ``backpressure``), but the stream's progress has already advanced to the
 POST's timestamps. An instant whose evaluation fails still produces its
 ``result`` event, with ``{"error": kind, "detail": ..., "window": ...}``.
+
+Persistence (``data_dir``)
+--------------------------
+With a ``data_dir`` (the same directory as the ``Database``'s store) the
+registered streams (name, IRI, absorb, clock, progress ``P``) and continuous
+queries (name, registration text) are kept in ``<data_dir>/streams.json`` (see
+:mod:`engine.stream.registry_store`), rewritten atomically on every
+register/delete. A new manager over the same directory registers them again
+(streams first, then the queries with :meth:`StreamManager.register_query` in
+their original order) and restores each stream's progress, so elements older
+than it stay rejected. An unreadable or malformed registry raises
+:class:`~engine.stream.registry_store.RegistryError` naming the file.
+
+* The progress is written by the worker at most every ``progress_sync_s``
+  seconds after ingestion changed it, and at :meth:`StreamManager.close`.
+  After a clean close ``P`` is exact; after a crash it is the last persisted
+  value (at most ``progress_sync_s`` + one write behind), so elements with
+  timestamps in ``[P_persisted, P_lost)`` would be accepted again.
+  :meth:`StreamManager.sync_registry` writes at once.
+* Absorbed timeless triples are ordinary store commits and survive with the
+  store. The transient (window) contents, the absorb log and the queries'
+  result logs are not persisted: after a restart windows hold only elements
+  received since, plus the stored data. A restored query's trigger starts at
+  the restored progress, like a query registered on a stream with that
+  progress.
 """
 
 from __future__ import annotations
@@ -56,10 +81,11 @@ from engine.kv.transient import NO_READERS, TransientStore, combine_horizons
 from engine.stream.adaptor import normalize_absorb, parse_graph, parse_ndjson, split_elements, timeless_mask
 from engine.stream.continuous import AbsorbLog, BoundWindow, InstantEvaluator, WindowCache
 from engine.stream.progress import ARRIVAL, EVENT, LateElementError, StreamClock, wall_clock_ms
+from engine.stream.registry_store import FORMAT, VERSION, RegistryError, RegistryFile
 from engine.stream.windows import Trigger, Window
 
 __all__ = ["StreamManager", "ResultLog", "ResultEvent", "StreamConflict", "StreamInUse", "QueryExists",
-           "UnknownStream", "LateElementError"]
+           "UnknownStream", "LateElementError", "RegistryError"]
 
 log = logging.getLogger("jindou.stream")
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
@@ -218,7 +244,8 @@ def _absorb_out(absorb):
 
 class StreamManager:
     def __init__(self, db, *, retain: int = 1000, transient_budget: int = 256 << 20,
-                 now_ms: Callable[[], int] | None = None):
+                 now_ms: Callable[[], int] | None = None, data_dir: str | None = None,
+                 progress_sync_s: float = 1.0):
         self.db = db
         self.retain = int(retain)
         self.transient_budget = int(transient_budget)
@@ -232,8 +259,100 @@ class StreamManager:
             db.store.dictionary.encode(["<" + DEFAULT_GRAPH_IRI + ">"])
         self._closed = False
         self._inflight: _Query | None = None
+        # persistence of the registry (None without a data dir); lock order: _reg_lock -> _cv
+        self._registry = RegistryFile(data_dir) if data_dir is not None else None
+        self._reg_lock = threading.Lock()
+        self._reg_live = False                 # False while restoring: no writes
+        self._progress_dirty = False           # progress changed since the last write
+        self._progress_sync_s = max(0.0, float(progress_sync_s))
+        self._last_sync = time.monotonic()
+        if self._registry is not None:
+            self._restore()
+            self._reg_live = True
         self._worker = threading.Thread(target=self._run, name="jindou-continuous", daemon=True)
         self._worker.start()
+
+    # ------------------------------------------------------------ persistence
+    @property
+    def registry_path(self) -> str | None:
+        return None if self._registry is None else self._registry.path
+
+    def _restore(self) -> None:
+        """Register again the streams and queries of the registry file (at start)."""
+        reg = self._registry
+        doc = reg.load()
+        if doc is None:
+            return
+        for s in doc["streams"]:
+            try:
+                self.register_stream(s["name"], s["iri"], absorb=s["absorb"], clock=s["clock"])
+            except (ValueError, JindouError) as e:
+                raise RegistryError(f"stream registry {reg.path}: cannot register stream "
+                                    f"{s['name']!r} again: {e}") from e
+            p = s.get("progress")
+            if p is not None:
+                st = self._streams[s["name"]]
+                with st.lock:
+                    st.sclock._p = int(p)   # restored P: elements below it stay rejected
+                    st.published = int(p)
+        for q in doc["queries"]:
+            try:
+                info = self.register_query(q["text"])
+            except JindouError as e:
+                raise RegistryError(f"stream registry {reg.path}: cannot register continuous query "
+                                    f"{q['name']!r} again: {e}") from e
+            if info["id"] != q["name"]:
+                raise RegistryError(f"stream registry {reg.path}: query {q['name']!r} registers as "
+                                    f"{info['id']!r}")
+        log.info("restored %d stream(s) and %d continuous query(ies) from %s",
+                 len(doc["streams"]), len(doc["queries"]), reg.path)
+
+    def _registry_doc(self) -> dict:
+        with self._cv:
+            streams = [{"name": st.name, "iri": st.iri, "absorb": _absorb_out(st.absorb), "clock": st.clock,
+                        "progress": st.sclock.peek()} for st in self._streams.values()]
+            queries = [{"name": q.name, "text": q.cq.text} for q in self._queries.values()]
+        return {"format": FORMAT, "version": VERSION, "streams": streams, "queries": queries}
+
+    def _persist(self) -> None:
+        """Write the registry now (no-op without a data dir). Never call with ``_cv`` held.
+
+        The snapshot is taken under ``_reg_lock``, so the last write always holds a state at
+        least as new as every mutation that completed before it started."""
+        if self._registry is None or not self._reg_live:
+            return
+        with self._reg_lock:
+            self._progress_dirty = False
+            try:
+                self._registry.save(self._registry_doc())
+            except BaseException:
+                self._progress_dirty = True
+                raise
+            self._last_sync = time.monotonic()
+
+    def sync_registry(self) -> None:
+        """Write the registry (with the current progress of every stream) at once."""
+        self._persist()
+
+    def _progress_changed(self) -> None:
+        if self._registry is not None:
+            self._progress_dirty = True
+
+    def _sync_due(self) -> float | None:
+        """Seconds until the periodic progress write is due (0: now), None if nothing to write."""
+        if self._registry is None or not self._progress_dirty:
+            return None
+        return max(0.0, self._last_sync + self._progress_sync_s - time.monotonic())
+
+    def _maybe_sync_progress(self) -> None:
+        due = self._sync_due()
+        if due is None or due > 0:
+            return
+        try:
+            self._persist()
+        except RegistryError:
+            log.exception("could not persist stream progress (will retry)")
+            self._last_sync = time.monotonic()
 
     # ------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -244,6 +363,10 @@ class StreamManager:
             qs = list(self._queries.values())
             self._cv.notify_all()
         self._worker.join(timeout=30)
+        try:
+            self._persist()   # final progress: exact after a clean close
+        except RegistryError:
+            log.exception("could not persist the stream registry at close")
         for q in qs:
             with q.out_lock:
                 q.log.close()
@@ -288,7 +411,14 @@ class StreamManager:
             st = _Stream(name, iri, absorb, clock, gid, pids, self.transient_budget, self._now,
                          horizon=lambda n=name: self._stream_horizon(n))
             self._streams[name] = st
-            return True, self._info(st)
+        try:
+            self._persist()
+        except RegistryError:
+            with self._cv:   # not persisted: not registered
+                if self._streams.get(name) is st and not any(name in q.streams for q in self._queries.values()):
+                    del self._streams[name]
+            raise
+        return True, self._info(st)
 
     def streams(self) -> list[dict]:
         with self._cv:
@@ -320,6 +450,7 @@ class StreamManager:
         with self._cv:
             self._streams.pop(name, None)
             self._cv.notify_all()
+        self._persist()
         return users
 
     # ------------------------------------------------------------ ingestion
@@ -402,6 +533,7 @@ class StreamManager:
                 st.accepted += acc if stored else 0
                 st.rejected += len(errors) + (0 if stored else acc)
                 self._publish(st)
+                self._progress_changed()
             progress = st.sclock.peek()
         errors.sort(key=lambda e: e["line"])
         return {"accepted": acc, "rejected": len(errors), "errors": errors, "progress": progress}
@@ -433,6 +565,7 @@ class StreamManager:
                 else:
                     st.rejected += n
                 self._publish(st)
+                self._progress_changed()
             progress = st.sclock.peek()
         return {"accepted": n, "rejected": 0, "errors": [], "progress": progress}
 
@@ -444,6 +577,7 @@ class StreamManager:
             else:
                 p = st.sclock.heartbeat(int(t))
             self._publish(st)
+        self._progress_changed()
         return p
 
     # ------------------------------------------------------------ continuous queries
@@ -481,6 +615,16 @@ class StreamManager:
             q = _Query(cq, list(wins), bound, trigger, ev, log)
             self._queries[cq.name] = q
             self._cv.notify_all()
+        try:
+            self._persist()
+        except RegistryError:
+            with self._cv:   # not persisted: not registered
+                if self._queries.get(cq.name) is q:
+                    del self._queries[cq.name]
+            with q.out_lock:
+                q.deleted = True
+                q.log.close()
+            raise
         return {"id": cq.name, "streams": list(wins), "vars": self._vars(cq)}
 
     @staticmethod
@@ -519,6 +663,7 @@ class StreamManager:
             q.deleted = True
             q.log.close()
         self._gc([bw.stream for bw in q.windows])
+        self._persist()
 
     def log(self, name: str) -> ResultLog:
         with self._cv:
@@ -583,13 +728,18 @@ class StreamManager:
     def _step(self) -> bool:
         """One round of the worker: evaluate one ready instant or wait. False when closed."""
         self._tick_arrivals()
+        self._maybe_sync_progress()
         with self._cv:
             if self._closed:
                 return False
             job = self._next_job()
             if job is None:
                 self._cv.notify_all()
-                self._cv.wait(timeout=self._wait_time())
+                wait = self._wait_time()
+                due = self._sync_due()
+                if due is not None:
+                    wait = due if wait is None else min(wait, due)
+                self._cv.wait(timeout=wait)
                 return True
             q, t = job
             self._inflight = q
