@@ -155,3 +155,15 @@ def test_admission_matches_elementwise_reference(events):
             assert mask.tolist() == exp[0]
             assert p == exp[1]
     assert c.rejected == rejected
+
+
+def test_restore_sets_progress_and_never_lowers_it():
+    from engine.stream.progress import StreamClock
+
+    c = StreamClock("s")
+    c.restore(5000)
+    assert c.progress == 5000
+    c.restore(100)
+    assert c.progress == 5000
+    mask, p = c.admit(np.array([4999, 5000], dtype=np.int64))
+    assert mask.tolist() == [False, True] and p == 5000

@@ -1,7 +1,7 @@
 """StreamManager: stream registry, ingestion, continuous-query registry and evaluation.
 
-The engine side of ``/streams`` and ``/queries`` (see ``/tmp/stream_contract.md``
-and the contract sections of DESIGN.md).
+The engine side of ``/streams`` and ``/queries`` (the stream manager contract in
+docs/ARCHITECTURE.md and the contract sections of DESIGN.md).
 
 Threads and locks
 -----------------
@@ -293,7 +293,7 @@ class StreamManager:
             if p is not None:
                 st = self._streams[s["name"]]
                 with st.lock:
-                    st.sclock._p = int(p)   # restored P: elements below it stay rejected
+                    st.sclock.restore(int(p))   # elements below the restored P stay rejected
                     st.published = int(p)
         for q in doc["queries"]:
             try:

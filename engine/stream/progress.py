@@ -120,6 +120,12 @@ class StreamClock:
         """Progress without advancing the arrival clock."""
         return self._p
 
+    def restore(self, progress: int) -> None:
+        """Set ``P`` from a persisted value (restart); never lowers it."""
+        with self._lock:
+            if self._p is None or progress > self._p:
+                self._p = int(progress)
+
     def tick(self) -> int | None:
         """Arrival mode: raise ``P`` to the wall clock and return it. Event mode: return ``P``."""
         if self.clock != ARRIVAL:
