@@ -14,12 +14,13 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 
 import numpy as np
 
-from engine.errors import QueryEvaluationError
-from engine.exec.evaluate import QueryContext, evaluate_query, make_dataset
+from engine.errors import QueryEvaluationError, QueryTimeout
+from engine.exec.evaluate import DatasetView, FastSelect, QueryContext, evaluate_query, make_dataset
 from engine.exec.result import QueryResult
 from engine.kv.store import Changes, Store
 
@@ -38,6 +39,9 @@ class Database:
         self._plan_cache: OrderedDict = OrderedDict()
         self._plan_sn = -1
         self._term_cache: dict[str, int] = {}
+        self._prepared: dict = {}
+        self._snap_terms: QueryContext | None = None
+        self._snap_terms_prev: QueryContext | None = None
         self._lock = threading.Lock()
         self.queries = 0
         self.updates = 0
@@ -69,12 +73,62 @@ class Database:
             return self._plan_cache
 
     # ------------------------------------------------------------ queries
+    def _prepare(self, text: str, base: str | None) -> _Prepared:
+        k = (text, base)
+        pq = self._prepared.get(k)  # lock-free hit: dict reads are atomic
+        if pq is None:
+            q = self._parse(text, base)
+            pq = _Prepared(q, FastSelect.of(q))
+            with self._lock:
+                if len(self._prepared) >= _PARSE_CACHE_SIZE:
+                    self._prepared.clear()
+                self._prepared[k] = pq
+        return pq
+
+    def _drop_programs(self, terms) -> None:
+        with self._lock:
+            self._snap_terms_prev = terms
+            for pq in list(self._prepared.values()):
+                pq.state = None
+
+    def _snapshot_terms(self, snap) -> QueryContext:
+        """A term table shared by the fast-path results of one snapshot (they
+        hold only store ids)."""
+        st = self._snap_terms
+        if st is None or st.snapshot is not snap:
+            st = self._snap_terms = QueryContext(snap, term_cache=self._term_cache)
+        return st
+
     def query(self, text: str, *, default_graph_uris=(), named_graph_uris=(), base: str | None = None,
               timeout: float | None = None, max_rows: int | None = None) -> QueryResult:
-        q = self._parse(text, base)
+        pq = self._prepare(text, base)
+        q = pq.query
         if q.form not in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE"):
             raise QueryEvaluationError(f"unknown query form {q.form}")
         snap = self.store.snapshot()
+        fast = pq.fast
+        if fast is not None and not default_graph_uris and not named_graph_uris:
+            # compiled once per snapshot (a commit makes a new snapshot object)
+            st = pq.state
+            graph = snap.default
+            if st is None or st[0] is not snap or st[1] is not graph:
+                terms = self._snapshot_terms(snap)
+                if terms is not self._snap_terms_prev:  # a new snapshot: drop every stale
+                    self._drop_programs(terms)          # program (they pin old snapshots)
+                st = pq.state = (snap, graph, fast.compile(graph, terms.lookup), terms)
+            if st[2] is not None and not st[2][0].starts_big:
+                timeout = timeout or self.query_timeout
+                t0 = time.monotonic()
+                deadline = t0 + timeout if timeout else None
+
+                def check():
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+
+                res = fast.run(st[2], st[3], graph, max_rows or self.max_rows, check)
+                check()
+                self.queries += 1
+                return res
         ctx = QueryContext(snap, base=q.base or base, timeout=timeout or self.query_timeout,
                            max_rows=max_rows or self.max_rows, plan_cache=self._plans(snap.sn),
                            term_cache=self._term_cache)
@@ -83,7 +137,7 @@ class Database:
         elif q.dataset is not None and (q.dataset.default or q.dataset.named):
             ds = make_dataset(ctx, q.dataset.default, q.dataset.named)
         else:
-            ds = make_dataset(ctx)
+            ds = DatasetView(snap.default, snap.named)
         self.queries += 1
         return evaluate_query(q, ctx, ds)
 
@@ -229,6 +283,19 @@ class Database:
 
     def close(self) -> None:
         self.store.close()
+
+
+class _Prepared:
+    """A parsed query and, when it qualifies, its fast path with the program
+    compiled for the last snapshot it ran on: (snapshot, default graph,
+    (program, slots) or None, term table)."""
+
+    __slots__ = ("query", "fast", "state")
+
+    def __init__(self, query, fast: FastSelect | None):
+        self.query = query
+        self.fast = fast
+        self.state: tuple | None = None
 
 
 class _BoundedDict(dict):

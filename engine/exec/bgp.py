@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from itertools import compress
 
 import numpy as np
 
@@ -30,6 +31,8 @@ from engine.errors import RowBudgetExceeded
 from engine.exec.algebra import Const, TriplePattern
 from engine.exec.bindings import UNBOUND, Bindings, concat
 from engine.exec.planner import IN, OUT, plan
+from engine.kv.graph import GraphIndex
+from engine.kv.shard import has_neighbour
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _PRUNE_BY_EXPAND_DEGREE = 4.0
@@ -425,17 +428,30 @@ def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings
     entry = None
     ck = None
     if plan_cache is not None and cache_key is not None:
-        ck = (cache_key, triples, bound)
+        # keyed by the identity of the pattern tuple (hashing its triples costs
+        # microseconds); the entry keeps the tuple, so the id cannot be reused
+        if seed.n <= SMALL_FEW:
+            sk = (cache_key, id(triples), tuple(seed.cols), "small")
+            hit = plan_cache.get(sk)
+            if hit is None or hit[0] is not triples:
+                hit = (triples, compile_small(triples, graph, lookup, tuple(seed.cols)))
+                plan_cache[sk] = hit
+            prog = hit[1]
+            if prog is not None and not (prog.starts_big and seed.n == 1):
+                return _run_small(prog, seed, graph, max_rows, check)
+        ck = (cache_key, id(triples), bound)
         entry = plan_cache.get(ck)
+        if entry is not None and entry[3] is not triples:
+            entry = None
     if entry is None:
         all_vars = bgp_vars(triples)
         resolved = resolve(triples, lookup)
         bound_here = {v for v in bound if v in all_vars}
         order = plan(resolved, graph, bound_here, float(seed.n)) if resolved is not None else None
-        entry = (all_vars, resolved, order)
+        entry = (all_vars, resolved, order, triples)
         if ck is not None:
             plan_cache[ck] = entry
-    all_vars, resolved, order = entry
+    all_vars, resolved, order, _ = entry
     if resolved is None or seed.n == 0:
         return Bindings.empty(list(seed.cols) + [v for v in all_vars if v not in seed.cols])
     cols = dict(seed.cols)
@@ -459,3 +475,217 @@ def seed_ok(seed: Bindings, triples) -> bool:
         if c is not None and (c == UNBOUND).any():
             return False
     return True
+
+
+# ---------------------------------------------------------------- small-history executor
+# A selective BGP (a constant start, a few dozen partial solutions) spends most
+# of its time in the fixed cost of numpy calls on tiny arrays (a dozen calls
+# per shard and step). For those, the same plan runs tuple at a time over the
+# shards' one-vertex lookups (Python ints, lists of tuples). Before a step
+# whose tuple-at-a-time cost would exceed the vectorized one (more than
+# SMALL_FEW rows to expand or prune one by one, or more than SMALL_ROWS rows
+# out of a step) the history is handed to the vectorized steps.
+
+SMALL_FEW = 40
+SMALL_ROWS = 512
+_PRUNE, _EXPAND, _MEMBER = 0, 1, 2
+_I32_MAX = int(np.iinfo(np.int32).max)
+_I64_MAX = int(np.iinfo(np.int64).max)
+
+
+def _members(nb: np.ndarray, vals: list[int]) -> list[bool]:
+    """For each Python int of ``vals``, whether the sorted array ``nb`` holds it."""
+    k = len(nb)
+    if k <= 32:
+        lst = nb.tolist()
+        return [v in lst for v in vals]
+    if len(vals) <= 4:
+        top = _I32_MAX if nb.dtype == np.int32 else _I64_MAX
+        cast = nb.dtype.type  # a Python int would make searchsorted convert the whole array
+        out = []
+        for v in vals:
+            if 0 <= v <= top:
+                i = nb.searchsorted(cast(v))
+                out.append(i < k and nb[i] == v)
+            else:
+                out.append(False)
+        return out
+    q = np.array(vals, dtype=np.int64)
+    if nb.dtype != np.int64:  # search in the array's own dtype (no converted copy of it)
+        q[q > _I32_MAX] = -1
+        q = q.astype(nb.dtype)
+    pos = nb.searchsorted(q)
+    np.minimum(pos, k - 1, out=pos)
+    return (nb[pos] == q).tolist()
+
+
+class SmallBGP:
+    """A compiled tuple-at-a-time program for one BGP over one graph index.
+
+    ``slots`` lists the variables in binding order (the tuple layout of a
+    row, seed columns first); every step is (kind, per-shard lookup
+    functions, a, b) where an end is (True, constant id) or (False, slot);
+    ``rtriples`` are the resolved patterns in step order and ``widths[k]``
+    the number of slots bound before step k (for the hand-over)."""
+
+    __slots__ = ("slots", "steps", "rtriples", "widths", "n_shards", "empty", "starts_big")
+
+    def __init__(self, slots: list[str], steps: list, rtriples: list, widths: list[int], n_shards: int,
+                 empty: bool):
+        self.slots = slots
+        self.steps = steps
+        self.rtriples = rtriples
+        self.widths = widths
+        self.n_shards = n_shards
+        self.empty = empty
+        self.starts_big = False  # set once a run found the first step too big from one row
+
+    def run(self, rows: list[tuple], limit: int) -> tuple[list[tuple], int]:
+        """(rows, k): the solutions after the first k steps as tuples in ``slots``
+        order, in the order of the vectorized executor; k < len(steps) when the
+        rest should run vectorized. ``rows``: the seed rows."""
+        if self.empty:
+            return [], len(self.steps)
+        n_sh = self.n_shards
+        few = SMALL_FEW
+        for k, (kind, fs, a, b) in enumerate(self.steps):
+            ac, av = a
+            if kind == _MEMBER:  # the var end (slot b) in the constant end's list
+                if len(rows) > limit:
+                    return rows, k
+                if len(rows) <= 8:  # a few rows: their own (usually short) lists
+                    fv = fs[1]
+                    rows = [r for r in rows if has_neighbour(fv[r[b] % n_sh](r[b]), av)]
+                else:
+                    rows = list(compress(rows, _members(fs[0][av % n_sh](av), [r[b] for r in rows])))
+                if not rows:
+                    return rows, len(self.steps)
+                continue
+            if kind == _PRUNE:
+                bc, bv = b
+                if ac and bc:
+                    if not has_neighbour(fs[av % n_sh](av), bv):
+                        return [], len(self.steps)
+                    continue
+                if len(rows) > few:
+                    return rows, k
+                out = []
+                for r in rows:
+                    x = av if ac else r[av]
+                    if has_neighbour(fs[x % n_sh](x), bv if bc else r[bv]):
+                        out.append(r)
+            elif ac:
+                nb = fs[av % n_sh](av)
+                if len(nb) * len(rows) > min(few, limit):  # many rows out: vectorized from here
+                    if k == 0 and len(rows) == 1 and limit >= few:
+                        self.starts_big = True  # not selective: callers go vectorized directly
+                    return rows, k
+                nbl = nb.tolist()
+                out = [r + (x,) for r in rows for x in nbl]
+            else:
+                if len(rows) > few:
+                    return rows, k
+                out = []
+                append = out.append
+                for r in rows:
+                    v = r[av]
+                    for x in fs[v % n_sh](v).tolist():
+                        append(r + (x,))
+                    if len(out) > limit:
+                        return rows, k
+            rows = out
+            if not rows:
+                return rows, len(self.steps)
+        return rows, len(self.steps)
+
+    def finish(self, rows: list[tuple], k: int, graph, max_rows, check=None) -> Bindings:
+        """Bindings of the rows after step k, running the remaining steps vectorized."""
+        width = self.widths[k] if k < len(self.steps) else len(self.slots)
+        n = len(rows)
+        if n == 0:
+            return Bindings({v: _EMPTY for v in self.slots}, 0)
+        if width:
+            cols = {v: np.array(c, dtype=np.int64) for v, c in zip(self.slots, zip(*rows, strict=True),
+                                                                    strict=False)}
+        else:
+            cols = {}
+        for rt in self.rtriples[k:]:
+            if check is not None:
+                check()
+            cols, n = _step(cols, n, rt, graph, max_rows)
+            if n == 0:
+                return Bindings({v: _EMPTY for v in self.slots}, 0)
+        return Bindings(cols, n)
+
+
+def compile_small(triples: tuple[TriplePattern, ...], graph, lookup, seed_vars: tuple[str, ...] = ()
+                  ) -> SmallBGP | None:
+    """The tuple-at-a-time program of a BGP with constant predicates whose every
+    step (in the planner's order) has a bound end; None when the BGP does not
+    qualify (variable predicates, a scan, a variable repeated within a pattern
+    before it is bound, a graph that is no index). ``seed_vars``: the columns
+    of the seed rows (bound in every row where the BGP shares them)."""
+    if type(graph) is not GraphIndex or not triples:
+        return None
+    if any(not isinstance(t.p, Const) for t in triples):
+        return None
+    resolved = resolve(triples, lookup)
+    n_sh = graph.n_shards
+    all_vars = bgp_vars(triples)
+    if resolved is None:  # a constant the store does not hold: no solution
+        return SmallBGP(list(seed_vars) + [v for v in all_vars if v not in seed_vars], [], [], [], n_sh, True)
+    bound = {v for v in seed_vars if v in all_vars}
+    order = plan(resolved, graph, bound, 1.0)
+    slots: dict[str, int] = {v: i for i, v in enumerate(seed_vars)}
+    steps = []
+    widths = []
+    lookups: dict[tuple[int, int], list] = {}
+
+    def fns(pid: int, direction: int) -> list:
+        fs = lookups.get((pid, direction))
+        if fs is None:
+            fs = lookups[pid, direction] = [sh.lookup(pid, direction) for sh in graph.shards]
+        return fs
+
+    def end(pos):
+        return (True, pos[1]) if pos[0] == "c" else (False, slots[pos[1]])
+
+    for i in order:
+        s, p, o = resolved[i]
+        pid = p[1]
+        s_b = s[0] == "c" or s[1] in slots
+        o_b = o[0] == "c" or o[1] in slots
+        widths.append(len(slots))
+        if s_b and o_b:
+            st = graph.stats(pid)
+            d_out = st.triples / max(1, st.subjects)
+            d_in = st.triples / max(1, st.objects)
+            if (s[0] == "c") != (o[0] == "c"):
+                # one constant end: one lookup of its (sorted) list, tested for every row
+                if s[0] == "c":
+                    steps.append((_MEMBER, (fns(pid, OUT), fns(pid, IN)), end(s), slots[o[1]]))
+                else:
+                    steps.append((_MEMBER, (fns(pid, IN), fns(pid, OUT)), end(o), slots[s[1]]))
+            elif d_out <= d_in:
+                steps.append((_PRUNE, fns(pid, OUT), end(s), end(o)))
+            else:
+                steps.append((_PRUNE, fns(pid, IN), end(o), end(s)))
+        elif s_b or o_b:
+            src, dst, direction = (s, o, OUT) if s_b else (o, s, IN)
+            steps.append((_EXPAND, fns(pid, direction), end(src), None))
+            slots[dst[1]] = len(slots)
+        else:
+            return None  # a scan: not selective
+    return SmallBGP(list(slots), steps, [resolved[i] for i in order], widths, n_sh, False)
+
+
+def seed_rows(seed: Bindings) -> list[tuple]:
+    if not seed.cols:
+        return [()] * seed.n
+    return list(zip(*[c.tolist() for c in seed.cols.values()], strict=True))
+
+
+def _run_small(prog: SmallBGP, seed: Bindings, graph, max_rows, check) -> Bindings:
+    limit = SMALL_ROWS if max_rows is None else min(max_rows, SMALL_ROWS)
+    rows, k = prog.run(seed_rows(seed), limit)
+    return prog.finish(rows, k, graph, max_rows, check)

@@ -25,7 +25,16 @@ import pyarrow as pa
 
 from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded, UnsupportedError
 from engine.exec import algebra as A
-from engine.exec.bgp import EmptyGraph, bgp_vars, candidate_predicates, merged_view, run_bgp, seed_ok
+from engine.exec.bgp import (
+    SMALL_ROWS,
+    EmptyGraph,
+    bgp_vars,
+    candidate_predicates,
+    compile_small,
+    merged_view,
+    run_bgp,
+    seed_ok,
+)
 from engine.exec.bindings import (
     UNBOUND,
     Bindings,
@@ -69,7 +78,7 @@ class QueryContext:
         self.snapshot = snapshot
         self.dictionary = snapshot.dictionary
         self.base = base
-        self.now = now or _dt.datetime.now(_dt.UTC)
+        self._now = now  # NOW(): read on first use, then fixed for the query
         self.deadline = (time.monotonic() + timeout) if timeout else None
         self.timeout = timeout
         self.max_rows = max_rows
@@ -82,6 +91,13 @@ class QueryContext:
         self._local_keys: list[str] = []
         self._bnode_counter = 0
         self.evaluator: Evaluator | None = None
+
+    @property
+    def now(self) -> _dt.datetime:
+        n = self._now
+        if n is None:
+            n = self._now = _dt.datetime.now(_dt.UTC)
+        return n
 
     # ---- term ids
     def lookup(self, key: str) -> int:
@@ -754,3 +770,95 @@ def describe(query: A.Query, ev: Evaluator) -> np.ndarray:
     if not parts:
         return np.zeros((0, 3), dtype=np.int64)
     return _unique_rows(np.concatenate(parts))
+
+
+# ---------------------------------------------------------------- fast path
+
+
+class FastSelect:
+    """A SELECT (or ASK) whose pattern is one BGP with constant predicates under
+    Project / Distinct / Reduced / Slice: compiled per snapshot into a
+    tuple-at-a-time program (:class:`engine.exec.bgp.SmallBGP`) that skips the
+    evaluator, the Bindings tables and the numpy calls on tiny arrays. Answers
+    and their order are those of :func:`evaluate_query`."""
+
+    __slots__ = ("query", "triples", "names", "distinct", "offset", "limit")
+
+    def __init__(self, query, triples, names, distinct, offset, limit):
+        self.query = query
+        self.triples = triples
+        self.names = names
+        self.distinct = distinct
+        self.offset = offset
+        self.limit = limit
+
+    @staticmethod
+    def of(query: A.Query) -> FastSelect | None:
+        if query.form not in ("SELECT", "ASK") or (query.dataset is not None
+                                                   and (query.dataset.default or query.dataset.named)):
+            return None
+        node = query.pattern
+        offset, limit, distinct = 0, None, False
+        if isinstance(node, A.Slice):
+            offset, limit, node = node.offset, node.limit, node.input
+        if isinstance(node, (A.Distinct, A.Reduced)):
+            distinct, node = True, node.input
+        names = None
+        if isinstance(node, A.Project):
+            names = [v.name for v in node.vars]
+            node = node.input
+        if not isinstance(node, A.BGP) or not node.triples:
+            return None
+        if query.form == "SELECT":
+            if names is None or names != [v.name for v in query.vars] or not names:
+                return None
+        elif names is not None or distinct or offset or limit is not None:
+            return None
+        if any(not isinstance(t.p, A.Const) for t in node.triples):
+            return None
+        return FastSelect(query, node.triples, names, distinct, offset, limit)
+
+    def compile(self, graph, lookup):
+        """(program, output slots) for one snapshot's default graph, or None."""
+        prog = compile_small(self.triples, graph, lookup)
+        if prog is None:
+            return None
+        if self.names is None:
+            return prog, ()
+        pos = {v: i for i, v in enumerate(prog.slots)}
+        return prog, tuple(pos.get(v) for v in self.names)
+
+    def run(self, compiled, terms, graph, max_rows: int, check) -> QueryResult:
+        prog, out = compiled
+        rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+        if k < len(prog.steps):  # the rest runs vectorized
+            res = prog.finish(rows, k, graph, max_rows, check)
+            if self.names is None:
+                return QueryResult(form="ASK", terms=terms, boolean=res.n > 0)
+            res = res.project(self.names)
+            if self.distinct:
+                res = res.distinct()
+            if self.offset or self.limit is not None:
+                res = res.slice(self.offset, self.limit)
+            return QueryResult(form="SELECT", terms=terms, vars=list(self.names),
+                               columns=[res.col(v) for v in self.names], n_rows=res.n)
+        if self.names is None:  # ASK
+            return QueryResult(form="ASK", terms=terms, boolean=len(rows) > 0)
+        n = len(rows)
+        if n == 0:
+            return QueryResult(form="SELECT", terms=terms, vars=list(self.names),
+                               columns=[np.zeros(0, dtype=np.int64) for _ in out], n_rows=0)
+        tcols = list(zip(*rows, strict=True)) if prog.slots else []
+        pcols = [(-1,) * n if i is None else tcols[i] for i in out]
+        if self.distinct and n > 1:
+            prows = dict.fromkeys(zip(*pcols, strict=True))
+            if len(prows) < n:
+                n = len(prows)
+                pcols = list(zip(*prows, strict=True))
+        if self.offset or self.limit is not None:
+            end = None if self.limit is None else self.offset + self.limit
+            pcols = [c[self.offset:end] for c in pcols]
+            n = len(pcols[0])
+        cols = [np.array(c, dtype=np.int64) for c in pcols]
+        return QueryResult(form="SELECT", terms=terms, vars=list(self.names), columns=cols, n_rows=n)
+
