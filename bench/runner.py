@@ -602,5 +602,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_sparql(rest)
     if cmd == "lubm":
         return lubm.main(rest)
+    if cmd == "citybench":
+        return __import__("bench.citybench", fromlist=["main"]).main(rest)
     print(USAGE, file=sys.stderr)
     return 2
