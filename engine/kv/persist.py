@@ -56,6 +56,21 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def atomic_write(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new
+    content, never a mix: write ``path.tmp``, fsync it, fsync the directory
+    (entries of files written before), rename over ``path``, fsync again."""
+    d = os.path.dirname(path) or "."
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(d)
+    os.replace(tmp, path)
+    _fsync_dir(d)
+
+
 def _write_npy(path: str, arr: np.ndarray) -> None:
     with open(path, "wb") as f:
         np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
@@ -184,14 +199,7 @@ class Persistence:
             "dictionary": {"n": len(snap.dictionary), "chunks": dict_chunks},
             "graphs": man_graphs,
         }
-        tmp = self._p(MANIFEST + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(man, f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        _fsync_dir(self.dir)  # the new segment files' directory entries
-        os.replace(tmp, self._p(MANIFEST))
-        _fsync_dir(self.dir)
+        atomic_write(self._p(MANIFEST), json.dumps(man, separators=(",", ":")).encode("utf-8"))
         # the switch happened: mark arrays as persisted, then collect garbage
         for ps in new:
             pk, refs = pending[id(ps)]

@@ -32,6 +32,7 @@ import threading
 import orjson
 
 from engine.errors import JindouError
+from engine.kv.persist import atomic_write
 
 __all__ = ["RegistryError", "RegistryFile", "REGISTRY_NAME", "FORMAT", "VERSION"]
 
@@ -44,14 +45,6 @@ class RegistryError(JindouError):
     """The stream registry file cannot be read or written."""
 
     kind = "registry"
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def empty_registry() -> dict:
@@ -131,12 +124,7 @@ class RegistryFile:
         data = orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
         with self._lock:
             try:
-                with open(self.tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(self.tmp, self.path)
-                _fsync_dir(self.dir)
+                atomic_write(self.path, data)
             except OSError as e:
                 raise RegistryError(f"cannot write stream registry {self.path}: {e}") from e
             self.writes += 1
