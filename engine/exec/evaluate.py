@@ -296,6 +296,36 @@ def _is_pure_bgp(node) -> bool:
     return isinstance(node, A.BGP) and len(node.triples) > 0
 
 
+_MERGED: dict[int, tuple[A.Join, A.BGP | None]] = {}
+
+
+def merged_bgp(node: A.Join) -> A.BGP | None:
+    """The one BGP a tree of Joins of BGPs equals, or None.
+
+    Join(BGP1, BGP2) over one graph is BGP(t1 + t2) (blank-node labels cannot
+    be shared between two BGPs, the parser rejects that), and as one BGP the
+    planner may order all steps: ``{ ?a a C . ?b a C } { ?x p ?a } ...`` then
+    starts from the selective patterns instead of building the cross product
+    of the first group. Memoized per node object so the merged BGP keeps its
+    identity (plans are cached by it)."""
+    hit = _MERGED.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    sides = []
+    for side in (node.left, node.right):
+        if isinstance(side, A.Join):
+            side = merged_bgp(side)
+        if side is None or not _is_pure_bgp(side):
+            sides = None
+            break
+        sides.append(side)
+    out = A.BGP(sides[0].triples + sides[1].triples) if sides else None
+    if len(_MERGED) > 4096:
+        _MERGED.clear()
+    _MERGED[id(node)] = (node, out)
+    return out
+
+
 class Evaluator:
     def __init__(self, ctx: QueryContext, dataset: DatasetView):
         self.ctx = ctx
@@ -401,6 +431,9 @@ class Evaluator:
     # ---- combinators
     def _Join(self, node: A.Join, seed):
         ctx = self.ctx
+        merged = merged_bgp(node)
+        if merged is not None:
+            return self.eval(merged, seed)
         left = self.eval(node.left, seed)
         if left.n == 0:
             return Bindings.empty(set(left.cols) | pattern_vars(node.right))
