@@ -656,6 +656,31 @@ def test_backpressure_when_window_store_is_full():
         m.close()
 
 
+def test_refused_batch_leaves_progress_unchanged():
+    """A POST the window store refuses (backpressure) changes nothing: not the
+    stream's progress either, so no instant fires on data that was not stored."""
+    from engine.kv.transient import TransientStoreFull
+
+    db = Database(shards=1)
+    m = StreamManager(db, transient_budget=32 * 100)
+    try:
+        m.register_stream("s", EX + "s")
+        m.register_query("REGISTER QUERY q AS SELECT * FROM s [RANGE 1s TUMBLING] WHERE { ?s ?p ?o }")
+        assert m.ingest_ndjson("s", body(*[line("a", "p", f"o{i}", 0) for i in range(60)]))["accepted"] == 60
+        with pytest.raises(TransientStoreFull):
+            m.ingest_ndjson("s", body(*[line("a", "p", f"x{i}", 3000) for i in range(60)]))
+        assert m.stream("s")["progress"] == 0
+        assert m.drain(10)
+        assert m.query("q")["evaluated"] == 0
+        # the same batch is accepted once the query moved on and the GC made room
+        m.heartbeat("s", 2500)
+        assert m.drain(10)
+        assert m.ingest_ndjson("s", body(*[line("a", "p", f"x{i}", 3000) for i in range(60)]))["accepted"] == 60
+        assert m.stream("s")["progress"] == 3000
+    finally:
+        m.close()
+
+
 def test_one_shot_queries_see_elements_atomically(env):
     import threading
 

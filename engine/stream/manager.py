@@ -29,8 +29,7 @@ Other choices: blank node labels are scoped to one POST (like a loaded file);
 one POST is one transient-store batch (its elements are the runs of equal
 timestamps); a :class:`~engine.kv.transient.TransientStoreFull` during a POST
 (budget exhausted even after GC) stores nothing of it and propagates (kind
-``backpressure``), but the stream's progress has already advanced to the
-POST's timestamps. An instant whose evaluation fails still produces its
+``backpressure``); the stream's progress stays as it was before the POST. An instant whose evaluation fails still produces its
 ``result`` event, with ``{"error": kind, "detail": ..., "window": ...}``.
 
 Persistence (``data_dir``)
@@ -507,6 +506,7 @@ class StreamManager:
         n = len(parsed)
         rows = self._encode(parsed.s, parsed.p, parsed.o)
         with st.lock:
+            saved = st.sclock.save()
             if arrival:
                 stamps, mask, _ = st.sclock.assign(n=n)
             else:
@@ -529,7 +529,10 @@ class StreamManager:
                 self._store_batch(st, rows[mask], np.asarray(stamps, dtype=np.int64)[mask])
                 stored = True
             finally:
-                # TransientStoreFull (backpressure): nothing stored, the lines count as rejected
+                # TransientStoreFull (backpressure): nothing stored, the lines count as
+                # rejected, and the stream's progress is as before the request
+                if not stored:
+                    st.sclock.rollback(saved)
                 st.accepted += acc if stored else 0
                 st.rejected += len(errors) + (0 if stored else acc)
                 self._publish(st)
@@ -545,6 +548,7 @@ class StreamManager:
         rows = self._encode(pk.s, pk.p, pk.o)
         n = len(rows)
         with st.lock:
+            saved = st.sclock.save()
             if st.clock == ARRIVAL:
                 stamps, _, _ = st.sclock.assign(n=1)
                 tau = int(stamps[0])
@@ -563,6 +567,7 @@ class StreamManager:
                 if stored:
                     st.accepted += n
                 else:
+                    st.sclock.rollback(saved)
                     st.rejected += n
                 self._publish(st)
                 self._progress_changed()

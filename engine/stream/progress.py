@@ -120,6 +120,19 @@ class StreamClock:
         """Progress without advancing the arrival clock."""
         return self._p
 
+    def save(self) -> tuple:
+        """The admission state, for :meth:`rollback` when a batch admitted
+        here cannot be stored after all (window store full)."""
+        with self._lock:
+            return (self._p, self.accepted, self.events)
+
+    def rollback(self, saved: tuple) -> None:
+        """Undo admissions since :meth:`save` (the caller holds the stream's
+        lock, so nothing else was admitted meanwhile)."""
+        with self._lock:
+            self._p, self.accepted, self.events = saved
+            self.last_first = None
+
     def restore(self, progress: int) -> None:
         """Set ``P`` from a persisted value (restart); never lowers it."""
         with self._lock:
