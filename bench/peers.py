@@ -589,33 +589,31 @@ def _p50(peer, text: str, n: int) -> dict:
 
 
 # --------------------------------------------------------------------------- parse micro-bench
+def _median_ms(fn, warmup: int, n: int) -> float:
+    """Median wall time of ``fn()`` in ms over ``n`` runs after ``warmup`` runs."""
+    for _ in range(warmup):
+        fn()
+    lat = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        fn()
+        lat.append(time.perf_counter_ns() - t0)
+    return statistics.median(lat) / 1e6
+
+
 def parse_bench(text: str, n_jindou: int = 2000, n_rdflib: int = 100) -> dict:
     """Median parse time (ms) of one query: Jindou's parser vs rdflib prepareQuery."""
     out: dict = {}
     try:
         from engine.exec.parser import parse_query
 
-        for _ in range(20):
-            parse_query(text)
-        lat = []
-        for _ in range(n_jindou):
-            t0 = time.perf_counter_ns()
-            parse_query(text)
-            lat.append(time.perf_counter_ns() - t0)
-        out["jindou_ms"] = statistics.median(lat) / 1e6
+        out["jindou_ms"] = _median_ms(lambda: parse_query(text), 20, n_jindou)
     except Exception as e:
         out["jindou_error"] = f"{type(e).__name__}: {e}"
     try:
         from rdflib.plugins.sparql import prepareQuery
 
-        for _ in range(3):
-            prepareQuery(text)
-        lat = []
-        for _ in range(n_rdflib):
-            t0 = time.perf_counter_ns()
-            prepareQuery(text)
-            lat.append(time.perf_counter_ns() - t0)
-        out["rdflib_ms"] = statistics.median(lat) / 1e6
+        out["rdflib_ms"] = _median_ms(lambda: prepareQuery(text), 3, n_rdflib)
     except Exception as e:
         out["rdflib_error"] = f"{type(e).__name__}: {e}"
     return out

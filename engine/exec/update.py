@@ -35,6 +35,15 @@ def _rows(m) -> np.ndarray:
     return m.reshape(-1, 3)
 
 
+def _present(g, rows: np.ndarray) -> np.ndarray:
+    """Which (s, p, o) rows graph ``g`` holds (one vectorized test per predicate)."""
+    present = np.zeros(len(rows), dtype=bool)
+    for pid in np.unique(rows[:, 1]).tolist():
+        sel = np.flatnonzero(rows[:, 1] == pid)
+        present[sel] = g.contains(pid, rows[sel, 0], rows[sel, 2])
+    return present
+
+
 def _unique_rows(m: np.ndarray) -> np.ndarray:
     if len(m) <= 1:
         return m
@@ -123,11 +132,7 @@ class WorkingView:
             return
         g = self.graph(gid)
         rows = _unique_rows(rows)
-        present = np.zeros(len(rows), dtype=bool)
-        for pid in np.unique(rows[:, 1]).tolist():
-            sel = np.flatnonzero(rows[:, 1] == pid)
-            present[sel] = g.contains(pid, rows[sel, 0], rows[sel, 2])
-        rows = rows[present]
+        rows = rows[_present(g, rows)]
         if len(rows) == 0:
             return
         self._set(gid, g.apply(rows, None))
@@ -145,11 +150,7 @@ class WorkingView:
             self.create(gid)
         g = self.graph(gid)
         rows = _unique_rows(rows)
-        present = np.zeros(len(rows), dtype=bool)
-        for pid in np.unique(rows[:, 1]).tolist():
-            sel = np.flatnonzero(rows[:, 1] == pid)
-            present[sel] = g.contains(pid, rows[sel, 0], rows[sel, 2])
-        rows = rows[~present]
+        rows = rows[~_present(g, rows)]
         if len(rows) == 0:
             return
         self._set(gid, g.apply(None, rows))
