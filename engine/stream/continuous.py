@@ -279,8 +279,10 @@ class InstantEvaluator:
     """Evaluates the instants of one continuous query, in order (one thread at a time)."""
 
     def __init__(self, db, query: A.Query, mode: str, windows: list[BoundWindow],
-                 absorb_log: AbsorbLog | None = None, cache: WindowCache | None = None):
+                 absorb_log: AbsorbLog | None = None, cache: WindowCache | None = None,
+                 incremental: bool = True):
         self.db = db
+        self.incremental = incremental
         self.cache = cache if cache is not None else WindowCache()
         self.query = query
         self.mode = mode

@@ -244,8 +244,9 @@ def _absorb_out(absorb):
 class StreamManager:
     def __init__(self, db, *, retain: int = 1000, transient_budget: int = 256 << 20,
                  now_ms: Callable[[], int] | None = None, data_dir: str | None = None,
-                 progress_sync_s: float = 1.0):
+                 progress_sync_s: float = 1.0, incremental: bool = True):
         self.db = db
+        self.incremental = bool(incremental)   # False: every instant evaluated from scratch (bench A/B)
         self.retain = int(retain)
         self.transient_budget = int(transient_budget)
         self._now = now_ms or wall_clock_ms
@@ -615,7 +616,8 @@ class StreamManager:
                 bound.append(BoundWindow(st.name, st.iri, st.gid, w, st.store))
             progress = {n: self._streams[n].published for n in wins}
             trigger = Trigger.for_windows(wins, progress)
-            ev = InstantEvaluator(self.db, cq.query, cq.mode, bound, self._absorb_log, self._window_cache)
+            ev = InstantEvaluator(self.db, cq.query, cq.mode, bound, self._absorb_log, self._window_cache,
+                                  incremental=self.incremental)
             log = ResultLog(self.retain, trigger.step)
             q = _Query(cq, list(wins), bound, trigger, ev, log)
             self._queries[cq.name] = q
