@@ -140,8 +140,12 @@ class EmptyGraph:
 
 
 def _dedup_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (a, b) pairs sorted by (a, b); one 1-D sort of packed keys when both fit."""
     if len(a) <= 1:
         return a, b
+    if int(a.min()) >= 0 and int(b.min()) >= 0 and int(a.max()) < (1 << 31) and int(b.max()) < (1 << 32):
+        k = np.unique((a << 32) | b)
+        return k >> 32, k & 0xFFFFFFFF
     m = np.stack([a, b], axis=1)
     u = np.unique(m, axis=0)
     return u[:, 0].copy(), u[:, 1].copy()
@@ -178,10 +182,13 @@ class MergedGraph:
         rs, ns = [], []
         for g in self.graphs:
             r, nb = g.expand(pid, direction, vids)
-            rs.append(r)
-            ns.append(nb)
+            if len(r):
+                rs.append(r)
+                ns.append(nb)
         if not rs:
             return _EMPTY, _EMPTY
+        if len(rs) == 1:  # one graph holds the predicate: its answer is already a set
+            return rs[0], ns[0]
         r = np.concatenate(rs)
         nb = np.concatenate(ns)
         r, nb = _dedup_pairs(r, nb)  # sorted by row: the merge is a set
@@ -201,10 +208,13 @@ class MergedGraph:
         ss, os_ = [], []
         for g in self.graphs:
             s, o = g.scan(pid)
-            ss.append(s)
-            os_.append(o)
+            if len(s):
+                ss.append(s)
+                os_.append(o)
         if not ss:
             return _EMPTY, _EMPTY
+        if len(ss) == 1:
+            return ss[0], os_[0]
         return _dedup_pairs(np.concatenate(ss), np.concatenate(os_))
 
     def scan_all(self):

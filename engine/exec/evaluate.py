@@ -692,8 +692,11 @@ def _set_path(path) -> bool:
 # ---------------------------------------------------------------- query forms
 
 
-def evaluate_query(query: A.Query, ctx: QueryContext, dataset: DatasetView) -> QueryResult:
-    ev = Evaluator(ctx, dataset)
+def evaluate_query(query: A.Query, ctx: QueryContext, dataset: DatasetView,
+                   evaluator: Evaluator | None = None) -> QueryResult:
+    """Evaluate a parsed query; ``evaluator`` may be a subclass answering some nodes itself
+    (the incremental core of a continuous query)."""
+    ev = evaluator if evaluator is not None else Evaluator(ctx, dataset)
     form = query.form
     if form == "ASK":
         res = ev.eval(query.pattern)

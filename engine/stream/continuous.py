@@ -40,8 +40,9 @@ from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import NTRIPLES, SPARQL_JSON, serialize
-from engine.kv.graph import empty_graph
-from engine.kv.transient import TransientStore, unique_rows
+from engine.kv.transient import TransientStore
+from engine.stream.incremental import IncrementalCore
+from engine.stream.window_graph import SlidingWindowGraph
 from engine.stream.windows import Window, window_member
 
 __all__ = ["AbsorbLog", "BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "rows_in", "set_diff"]
@@ -238,37 +239,75 @@ class BoundWindow:
 
 
 class WindowCache:
-    """Recently built window graphs, keyed by (transient store, seq range): queries that read
-    the same window content at an instant (or a tumbling window's unchanged content) share
-    one in-memory GraphIndex."""
+    """Window graphs of the current instants, shared by the queries that read the same window.
 
-    def __init__(self, size: int = 16):
+    Queries with the same window on the same stream share one in-memory GraphIndex per instant
+    (and a tumbling window's unchanged content). A sliding window's graph is slid from its graph at the previous instant (:mod:`engine.stream.window_graph`)
+    instead of being rebuilt, and the change is kept for the incremental evaluation."""
+
+    def __init__(self, size: int = 16, slide: bool = True):
         self.size = size
-        self._lock = threading.Lock()
+        self.slide = slide
+        self._lock = threading.RLock()
         self._d: collections.OrderedDict = collections.OrderedDict()
+        self._sliding: collections.OrderedDict = collections.OrderedDict()  # (store, window) -> graph
         self.hits = 0
         self.misses = 0
 
     def graph(self, bw: BoundWindow, t: int):
         store = bw.store
-        with store._lock:  # the range and the read must see the same slices
-            g0, g1 = store.window_range(bw.window, t)
-            key = (id(store), g0, g1)
-            with self._lock:
-                hit = self._d.get(key)
+        with self._lock:  # one builder at a time: a sliding graph is mutated in place
+            skey = (id(store), bw.window)
+            sw = self._sliding.get(skey) if self.slide else None
+            if sw is not None and sw.store is not store:
+                sw = None
+            with store._lock:  # the range and the read must see the same slices
+                g0, g1 = store.window_range(bw.window, t)
+                key = (id(store), g0, g1)
+                if sw is not None and (sw.g0, sw.g1) == (g0, g1):
+                    self.hits += 1
+                    return sw.graph
+                hit = None if self.slide else self._d.get(key)
                 if hit is not None and hit[0] is store:
                     self._d.move_to_end(key)
                     self.hits += 1
                     return hit[1]
-            spo, _ = store.read(g0, g1)
-        self.misses += 1
-        rows = unique_rows(spo)
-        g = empty_graph(1).apply(None, rows) if len(rows) else EmptyGraph()
+                slid = sw is not None and sw.can_slide(g0, g1)
+                spo, _ = store.read(sw.g1 if slid else g0, g1)
+            self.misses += 1
+            if slid and not sw.slide(spo, g0, g1):
+                spo = np.concatenate([sw.rows()[g0 - sw.g0:], spo])  # cannot slide: rebuild
+                slid = False
+            if not slid:
+                if sw is None:
+                    sw = SlidingWindowGraph(store)
+                sw.build(spo, g0, g1)
+            g = sw.graph
+            if not self.slide:
+                self._d[key] = (store, g)
+                while len(self._d) > self.size:
+                    self._d.popitem(last=False)
+            else:
+                self._sliding[skey] = sw
+                self._sliding.move_to_end(skey)
+                while len(self._sliding) > self.size:
+                    self._sliding.popitem(last=False)
+            return g
+
+    def change(self, bw: BoundWindow, before: tuple[int, int], after: tuple[int, int]):
+        """``(plus, minus)`` of the window between two seq ranges if its recent slides lead from one
+        to the other, else None."""
         with self._lock:
-            self._d[key] = (store, g)
-            while len(self._d) > self.size:
-                self._d.popitem(last=False)
-        return g
+            sw = self._sliding.get((id(bw.store), bw.window))
+            if sw is None or sw.store is not bw.store:
+                return None
+            return sw.change(before, after)
+
+    def range_of(self, bw: BoundWindow) -> tuple[int, int] | None:
+        """The seq range of the window's current graph."""
+        with self._lock:
+            sw = self._sliding.get((id(bw.store), bw.window))
+            return None if sw is None or sw.store is not bw.store else (sw.g0, sw.g1)
 
 
 def _with_window(doc: bytes, window: dict) -> bytes:
@@ -294,12 +333,18 @@ class InstantEvaluator:
         self.from_named = tuple(ds.named) if ds is not None else ()
         self._prev: np.ndarray | None = None
         self._terms = _StableTerms(db.store.dictionary)
+        # CQELS-style maintenance of the join core, for sliding windows (a tumbling window shares nothing
+        # between instants)
+        sliding = any(bw.window.is_count or (bw.window.step_ms or 0) < (bw.window.range_ms or 0) for bw in windows)
+        self.incremental_core = (IncrementalCore.of(query, adaptive=incremental != "always")
+                                 if incremental and sliding else None)
+        self._stored_parts: list = []
+        self._window_graphs: list = []
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int):
-        out = []
-        for bw in self.windows:
-            out.append((bw, self.cache.graph(bw, t)))
+        out = [(bw, self.cache.graph(bw, t)) for bw in self.windows]
+        self._window_graphs = [g for _, g in out]
         return out
 
     def dataset(self, ctx: QueryContext, t: int) -> DatasetView:
@@ -327,10 +372,12 @@ class InstantEvaluator:
             return None
 
         parts = [g for _, g in wins]
+        self._stored_parts = []
         for iri in self.from_default:
             g = stored(iri)
             if g is not None and all(g is not h for h in parts):
                 parts.append(g)
+                self._stored_parts.append(g)
         default = merged_view(parts) if parts else EmptyGraph()
         named: dict[int, object] = {}
         if not self.from_default and not self.from_named:
@@ -361,10 +408,22 @@ class InstantEvaluator:
 
     def evaluate(self, t: int) -> QueryResult:
         db = self.db
+        t0 = time.perf_counter()
         snap = db.store.snapshot()  # before reading the absorb log (see AbsorbLog)
         ctx = QueryContext(snap, base=self.query.base, timeout=db.query_timeout, max_rows=db.max_rows)
         ds = self.dataset(ctx, t)
-        return evaluate_query(self.query, ctx, ds)
+        inc = self.incremental_core
+        if inc is not None and inc.wants():
+            try:
+                return inc.evaluate(ctx, ds, self.cache, self.windows, self._window_graphs, t, self._stored_parts,
+                                    spent_ms=(time.perf_counter() - t0) * 1000.0)
+            except BaseException:
+                inc.reset()  # a failed instant (timeout, row budget) leaves no half-updated state
+                raise
+        res = evaluate_query(self.query, ctx, ds)
+        if inc is not None:
+            inc.record_plain((time.perf_counter() - t0) * 1000.0)
+        return res
 
     def run(self, t: int) -> tuple[bytes, float]:
         """Evaluate instant ``t``: returns (the event's data JSON, latency in ms)."""

@@ -1,0 +1,206 @@
+"""A window's in-memory graph, maintained from instant to instant (CQELS's incremental windows).
+
+A sliding window (RANGE much larger than STEP) shares most of its triples with
+the window one step earlier. Rebuilding its :class:`GraphIndex` at every
+instant sorts the whole window again; :class:`SlidingWindowGraph` instead
+applies the change: each window is a contiguous range of its stream's triple
+sequence numbers, so only the triples that entered (read from the transient
+store) and those that left (kept here: the store may already have freed them)
+are looked at. A window is a *set*: the graph gains a triple when its count in
+the window goes from 0 to positive and loses it when the count drops to 0.
+Counts are kept only for the triples that occur more than once (usually few);
+every other triple of the graph occurs exactly once. ``GraphIndex.apply``
+then rebuilds just the touched predicates by merging sorted runs.
+
+The changes of the last slides, ``(plus, minus)`` as distinct (n, 3) rows, are
+kept for the incremental evaluation of the queries reading the window.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from engine.exec.bgp import EmptyGraph
+from engine.kv.graph import GraphIndex, empty_graph
+
+__all__ = ["SlidingWindowGraph", "contained", "triple_hash"]
+
+_H1 = np.uint64(0x9E3779B97F4A7C15)
+_H2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_H3 = np.uint64(0x165667B19E3779F9)
+_EMPTY3 = np.zeros((0, 3), dtype=np.int64)
+_EMPTYH = np.zeros(0, dtype=np.uint64)
+_EMPTYI = np.zeros(0, dtype=np.int64)
+
+
+def triple_hash(rows: np.ndarray) -> np.ndarray:
+    u = rows.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        h = u[:, 0] * _H1
+        h ^= u[:, 1] * _H2
+        h ^= u[:, 2] * _H3
+        h ^= h >> np.uint64(29)
+    return h
+
+
+def contained(graphs: list, rows: np.ndarray) -> np.ndarray:
+    """Mask of ``rows`` ((n, 3) s, p, o) held by any of ``graphs``: one lookup per predicate."""
+    out = np.zeros(len(rows), dtype=bool)
+    if len(rows) == 0:
+        return out
+    preds = rows[:, 1]
+    for pid in np.unique(preds).tolist():
+        idx = np.flatnonzero(preds == pid)
+        s, o = rows[idx, 0], rows[idx, 2]
+        hit = np.zeros(len(idx), dtype=bool)
+        for g in graphs:
+            if g is None or isinstance(g, EmptyGraph):
+                continue
+            hit |= np.asarray(g.contains(pid, s, o), dtype=bool)
+        out[idx] = hit
+    return out
+
+
+class _Collision(Exception):
+    """Two different triples share a 64-bit hash: the caller rebuilds instead."""
+
+
+def _counted(rows: np.ndarray, weight: np.ndarray):
+    """Distinct rows with summed weights, sorted by hash: (hashes, rows, sums)."""
+    h = triple_hash(rows)
+    uh, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    urows = rows[first]
+    if not (rows == urows[inv]).all():
+        raise _Collision
+    return uh, urows, np.bincount(inv, weights=weight, minlength=len(uh)).astype(np.int64)
+
+
+class SlidingWindowGraph:
+    """The graph of one window over one transient store, and how it changed at the last slides."""
+
+    HISTORY = 16
+
+    def __init__(self, store):
+        self.store = store
+        self.g0 = self.g1 = 0
+        self.chunks: list[tuple[int, np.ndarray]] = []   # (first seq, rows) of the window, in seq order
+        self.graph = EmptyGraph()
+        # the triples that occur more than once in the window, sorted by hash, with their counts
+        self.dup_h, self.dup_rows, self.dup_cnt = _EMPTYH, _EMPTY3, _EMPTYI
+        # the last slides: (range before, range after, plus, minus)
+        self.history: collections.deque = collections.deque(maxlen=self.HISTORY)
+        self.slides = 0
+        self.builds = 0
+
+    # -- from scratch -------------------------------------------------------------------
+    def build(self, spo: np.ndarray, g0: int, g1: int) -> None:
+        self.builds += 1
+        spo = np.asarray(spo, dtype=np.int64).reshape(-1, 3)
+        self.g0, self.g1 = g0, g1
+        self.chunks = [(g0, spo)] if len(spo) else []
+        self.graph = empty_graph(1).apply(None, spo) if len(spo) else EmptyGraph()
+        self.history.clear()
+        self.dup_h, self.dup_rows, self.dup_cnt = _EMPTYH, _EMPTY3, _EMPTYI
+        if len(spo) and self.graph.n_triples != len(spo):
+            try:
+                h, rows, cnt = _counted(spo, np.ones(len(spo)))
+            except _Collision:
+                self.chunks = []   # no slide from here: the next instant rebuilds too
+                self.g0 = self.g1 = -1
+                return
+            many = cnt > 1
+            self.dup_h, self.dup_rows, self.dup_cnt = h[many], rows[many], cnt[many]
+
+    # -- one step -----------------------------------------------------------------------
+    def can_slide(self, g0: int, g1: int) -> bool:
+        """Whether ``[g0, g1)`` follows the current range closely enough to slide to."""
+        return (self.g0 >= 0 and self.g0 <= g0 <= self.g1 <= g1
+                and (g0 - self.g0) + (g1 - self.g1) < g1 - g0)
+
+    def slide(self, new: np.ndarray, g0: int, g1: int) -> bool:
+        """Move to ``[g0, g1)`` given the triples with seq in ``[self.g1, g1)``; False (nothing
+        changed) when it cannot, and the caller rebuilds."""
+        new = np.asarray(new, dtype=np.int64).reshape(-1, 3)
+        gone, chunks = [], list(self.chunks)
+        while chunks and chunks[0][0] < g0:
+            a, rows = chunks[0]
+            cut = min(len(rows), g0 - a)
+            gone.append(rows[:cut])
+            chunks[0:1] = [] if cut == len(rows) else [(a + cut, rows[cut:])]
+        expired = np.concatenate(gone) if len(gone) > 1 else (gone[0] if gone else _EMPTY3)
+        plus = minus = _EMPTY3
+        dup = (self.dup_h, self.dup_rows, self.dup_cnt)
+        if len(new) or len(expired):
+            try:
+                h, rows, d = _counted(np.concatenate([new, expired]),
+                                      np.concatenate([np.ones(len(new)), -np.ones(len(expired))]))
+            except _Collision:
+                return False
+            # count before: from the duplicates table, else 1 if the graph holds it, else 0
+            pos = np.searchsorted(self.dup_h, h)
+            in_dup = pos < len(self.dup_h)
+            in_dup[in_dup] = self.dup_h[pos[in_dup]] == h[in_dup]
+            if in_dup.any() and not (self.dup_rows[pos[in_dup]] == rows[in_dup]).all():
+                return False
+            c0 = contained([self.graph], rows).astype(np.int64)
+            c0[in_dup] = self.dup_cnt[pos[in_dup]]
+            c1 = c0 + d
+            if (c1 < 0).any():
+                return False
+            plus = rows[(c0 == 0) & (c1 > 0)]
+            minus = rows[(c0 > 0) & (c1 == 0)]
+            keep = np.ones(len(self.dup_h), dtype=bool)
+            keep[pos[in_dup]] = False
+            many = c1 > 1
+            if in_dup.any() or many.any():
+                dh = np.concatenate([self.dup_h[keep], h[many]])
+                order = np.argsort(dh, kind="stable")
+                dup = (dh[order], np.concatenate([self.dup_rows[keep], rows[many]])[order],
+                       np.concatenate([self.dup_cnt[keep], c1[many]])[order])
+        if len(new):
+            chunks.append((self.g1, new))
+        base = self.graph if isinstance(self.graph, GraphIndex) else empty_graph(1)
+        graph = base.apply(minus, plus) if len(plus) or len(minus) else self.graph
+        self.history.append(((self.g0, self.g1), (g0, g1), plus, minus))
+        self.graph, self.chunks, self.g0, self.g1 = graph, chunks, g0, g1
+        self.dup_h, self.dup_rows, self.dup_cnt = dup
+        self.slides += 1
+        return True
+
+    def change(self, before: tuple[int, int], after: tuple[int, int]) -> tuple[np.ndarray, np.ndarray] | None:
+        """Net ``(plus, minus)`` from range ``before`` to range ``after`` over consecutive slides
+        (a window read by queries with different instants slides more often than each reads it),
+        or None when the history does not cover that."""
+        hist = list(self.history)
+        start = next((i for i in range(len(hist) - 1, -1, -1) if hist[i][0] == before), None)
+        if start is None:
+            return None
+        steps = []
+        for frm, to, plus, minus in hist[start:]:
+            if steps and frm != steps[-1][1]:
+                return None
+            steps.append((frm, to, plus, minus))
+            if to == after:
+                break
+        else:
+            return None
+        if len(steps) == 1:
+            return steps[0][2], steps[0][3]
+        parts = [r for *_, p, m in steps for r in (p, m)]
+        weights = [w for *_, p, m in steps for w in (np.ones(len(p)), -np.ones(len(m)))]
+        rows = np.concatenate(parts)
+        if len(rows) == 0:
+            return _EMPTY3, _EMPTY3
+        try:
+            _, urows, net = _counted(rows, np.concatenate(weights))
+        except _Collision:
+            return None
+        return urows[net > 0], urows[net < 0]
+
+    def rows(self) -> np.ndarray:
+        if not self.chunks:
+            return _EMPTY3
+        return self.chunks[0][1] if len(self.chunks) == 1 else np.concatenate([r for _, r in self.chunks])
