@@ -11,6 +11,15 @@ Input formats (contract "HTTP API", ``POST /streams/{name}``):
 * graph bodies (:func:`parse_graph`): one N-Triples / Turtle document = one
   stream element; a syntax error raises :class:`~engine.errors.LoadError`.
 
+* Arrow (:func:`parse_arrow`, :func:`read_arrow_ipc`): a ``pyarrow.Table`` /
+  ``RecordBatch`` (or an Arrow IPC stream) with string columns ``s``, ``p``,
+  ``o`` (N-Triples term syntax) and int64 ``t`` (ms). Each column is
+  dictionary-encoded and only its *distinct* values are validated (RE2 via
+  pyarrow) and canonicalized, so a batch costs a few vectorized passes; a bad
+  row is reported with its 1-based row number (``"line"``) and the others are
+  kept. The ndjson fast path reads the body into the same columns and shares
+  this validation, so both formats accept the same terms with the same errors.
+
 :func:`split_elements` groups the admitted triples of a POST into stream
 elements (the runs of equal timestamps) and :func:`timeless_mask` marks the
 timeless triples (the stream's ``absorb`` setting: ``"none"``, ``"all"`` or a
@@ -28,12 +37,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from engine.errors import LoadError
+from engine.errors import JindouError
 from engine.kv import loader
 from engine.terms import canonical_key
 
-__all__ = ["ParsedLines", "parse_ndjson", "parse_graph", "split_elements", "timeless_mask",
-           "normalize_absorb"]
+__all__ = ["ParsedLines", "parse_ndjson", "parse_graph", "parse_arrow", "read_arrow_ipc", "BadArrowBatch",
+           "ARROW_STREAM_TYPE", "split_elements", "timeless_mask", "normalize_absorb"]
+
+#: media type of an Arrow IPC stream body (``POST /streams/{name}``)
+ARROW_STREAM_TYPE = "application/vnd.apache.arrow.stream"
 
 _SCHEMA = pa.schema([("s", pa.string()), ("p", pa.string()), ("o", pa.string()), ("t", pa.int64())])
 _WS = np.zeros(256, dtype=bool)
@@ -69,17 +81,12 @@ def _nonblank_lines(body: bytes) -> np.ndarray:
     return np.flatnonzero(nonblank).astype(np.int64) + 1
 
 
-def _concat_bytes(arr: pa.Array) -> bytes:
-    """All values of a string array without nulls, concatenated (read from its buffers)."""
-    arr = arr.cast(pa.large_string())
-    if len(arr) == 0:
-        return b""
-    offs = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
-    data = arr.buffers()[2]
-    return data.to_pybytes()[int(offs[0]):int(offs[-1])]
-
-
 def _fast_ndjson(body: bytes, need_t: bool, bnode_prefix: str) -> ParsedLines | None:
+    """pyarrow's JSON reader into s/p/o/t columns, then the Arrow term validation.
+
+    None when the body is not plain JSON lines of the expected shape (a line that is not
+    an object, a term that is not a string, a non-integer ``t`` ...): the per-line path
+    then finds and reports those lines."""
     lines = _nonblank_lines(body)
     if len(lines) == 0:
         e = pa.array([], pa.large_string())
@@ -92,21 +99,180 @@ def _fast_ndjson(body: bytes, need_t: bool, bnode_prefix: str) -> ParsedLines | 
         return None
     if tab.num_rows != len(lines):
         return None
-    s, p, o, t = (tab.column(k).combine_chunks() for k in ("s", "p", "o", "t"))
-    if s.null_count or p.null_count or o.null_count or (need_t and t.null_count):
-        return None
-    nt = pc.binary_join_element_wise(s, p, o, " ")
-    text = pc.binary_join_element_wise(nt, pa.scalar(" .\n"), "")
-    payload = _concat_bytes(text)
+    s, p, o, t = (_one_chunk(tab.column(k)) for k in ("s", "p", "o", "t"))
+    return _term_columns(s, p, o, t, lines, need_t, bnode_prefix)
+
+
+# ---------------------------------------------------------------- Arrow columns
+
+
+class BadArrowBatch(JindouError):
+    """An Arrow batch without the expected columns / types, or an unreadable IPC stream (HTTP 400)."""
+
+    kind = "bad_request"
+
+
+def _one_chunk(col) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        if col.num_chunks == 1:
+            return col.chunk(0)
+        if col.num_chunks == 0:
+            return pa.array([], col.type)
+        return col.combine_chunks()
+    return col
+
+
+def _string_column(col: pa.Array, name: str) -> pa.Array:
+    """A column of N-Triples terms as large_string or a dictionary of large_string."""
+    typ = col.type
+    if pa.types.is_dictionary(typ):
+        vt = typ.value_type
+        if not (pa.types.is_string(vt) or pa.types.is_large_string(vt) or vt == pa.string_view()):
+            raise BadArrowBatch(f"column {name!r} must hold strings (N-Triples terms), not {typ}")
+        vals = col.dictionary
+        if vt != pa.large_string():
+            vals = vals.cast(pa.large_string())
+        return pa.DictionaryArray.from_arrays(col.indices, vals)
+    if pa.types.is_large_string(typ):
+        return col
+    if pa.types.is_string(typ) or typ == pa.string_view():
+        return col.cast(pa.large_string())
+    raise BadArrowBatch(f"column {name!r} must hold strings (N-Triples terms), not {typ}")
+
+
+def _time_column(col: pa.Array) -> pa.Array:
+    typ = col.type
+    if pa.types.is_int64(typ):
+        return col
+    if pa.types.is_integer(typ):
+        try:
+            return col.cast(pa.int64())
+        except pa.ArrowInvalid as e:   # uint64 beyond int64
+            raise BadArrowBatch(f"column 't' does not fit int64 milliseconds: {e}") from None
+    if pa.types.is_timestamp(typ):   # e.g. Spark's timestamp[us]: whole milliseconds since the epoch
+        ms = col if typ.unit == "ms" else pc.cast(col, pa.timestamp("ms", typ.tz), safe=False)
+        return ms.cast(pa.int64())
+    raise BadArrowBatch(f"column 't' must be int64 (event time in ms) or a timestamp, not {typ}")
+
+
+def parse_arrow(data, *, need_t: bool = True, bnode_prefix: str = "") -> ParsedLines:
+    """Validate the ``s``/``p``/``o``/``t`` columns of a Table or RecordBatch (extra columns ignored).
+
+    A missing or mistyped column raises :class:`BadArrowBatch` (nothing is taken); bad
+    rows (null or malformed terms, null ``t`` on an event-time stream) land in
+    ``errors`` with their 1-based row number as ``"line"``."""
+    if not isinstance(data, (pa.Table, pa.RecordBatch)):
+        raise BadArrowBatch(f"expected a pyarrow Table or RecordBatch, not {type(data).__name__}")
+    names = data.schema.names
+    need = ["s", "p", "o"] + (["t"] if need_t else [])
+    missing = [k for k in need if k not in names]
+    if missing:
+        raise BadArrowBatch(f"missing column(s) {missing}: an Arrow stream batch has string columns "
+                            "s, p, o (N-Triples terms) and int64 t (event time in ms); got " + str(names))
+    dup = sorted({k for k in names if names.count(k) > 1} & {"s", "p", "o", "t"})
+    if dup:
+        raise BadArrowBatch(f"column(s) {dup} appear more than once")
+    s, p, o = (_string_column(_one_chunk(data.column(k)), k) for k in ("s", "p", "o"))
+    if "t" in names:
+        t = _time_column(_one_chunk(data.column("t")))
+    else:
+        t = pa.nulls(data.num_rows, pa.int64())
+    lines = np.arange(1, data.num_rows + 1, dtype=np.int64)
+    return _term_columns(s, p, o, t, lines, need_t, bnode_prefix)
+
+
+def read_arrow_ipc(body: bytes) -> pa.Table:
+    """The table of an Arrow IPC *stream* body (:class:`BadArrowBatch` if it is not one)."""
     try:
-        pk = loader.parse_to_keys(payload, "nt", bnode_prefix=bnode_prefix, name="<ndjson>")
-    except LoadError:
-        return None
-    if len(pk) != len(lines):
-        return None
-    has_t = t.is_valid().to_numpy(zero_copy_only=False)
-    tv = t.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    return ParsedLines(pk.s, pk.p, pk.o, tv, has_t, lines)
+        with pa.ipc.open_stream(pa.py_buffer(body)) as reader:
+            return reader.read_all()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError) as e:
+        raise BadArrowBatch(f"the body is not an Arrow IPC stream: {e}") from None
+
+
+_FAST_RE = {"s": loader._F_SUBJ, "p": loader._F_PRED, "o": loader._F_OBJ}
+
+
+def _term_column(col: pa.Array, where: str) -> tuple[pa.DictionaryArray, np.ndarray, dict[int, str]]:
+    """Validate / canonicalize the distinct terms of one column.
+
+    -> (dictionary array with canonical keys, per-row dictionary index (-1 for null),
+    {distinct index: error} for the malformed terms). Values the RE2 fast check rejects
+    (escapes, spaces around a term ...) go through :func:`_line_term` one distinct value
+    at a time, so they are accepted or rejected exactly as on the per-line ndjson path."""
+    t = pa.large_string()
+    if isinstance(col, pa.DictionaryArray):
+        values, indices = col.dictionary, col.indices
+    else:
+        enc = pc.dictionary_encode(col)
+        values, indices = enc.dictionary, enc.indices
+    if values.type != t:
+        values = values.cast(t)
+    idx = indices.to_numpy(zero_copy_only=False) if indices.null_count == 0 else \
+        indices.cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False)
+    ok = pc.match_substring_regex(values, _FAST_RE[where]).to_numpy(zero_copy_only=False)
+    if where == "o":
+        redo = ~ok | pc.match_substring_regex(values, loader._F_NEEDS_CANON).to_numpy(zero_copy_only=False)
+    else:
+        redo = ~ok
+    bad: dict[int, str] = {}
+    if redo.any():
+        pos = np.flatnonzero(redo)
+        fixed: list[str | None] = []
+        for j, v in zip(pos.tolist(), values.take(pa.array(pos)).to_pylist(), strict=True):
+            try:
+                k = _line_term(v, where, "")
+                k.encode("utf-8")
+                fixed.append(k)
+            except (ValueError, UnicodeError) as e:
+                bad[j] = str(e)
+                fixed.append(None)
+        values = pc.replace_with_mask(values, pa.array(redo), pa.array(fixed, t))
+    return values, idx, bad
+
+
+def _term_columns(s: pa.Array, p: pa.Array, o: pa.Array, t: pa.Array, lines: np.ndarray,
+                  need_t: bool, bnode_prefix: str) -> ParsedLines:
+    """Shared by the Arrow and ndjson paths: per-row errors in the per-line path's order
+    (missing term, missing ``t``, malformed s / p / o) and the good rows as dictionary columns."""
+    n = len(lines)
+    cols = []
+    ok = np.ones(n, dtype=bool)
+    why: list[tuple[np.ndarray, object]] = []   # (rows, message or per-row message source)
+    for where, col in (("s", s), ("p", p), ("o", o)):
+        values, idx, bad = _term_column(col, where)
+        cols.append((where, values, idx, bad))
+        if col.null_count:
+            m = idx < 0
+            why.append((m & ok, f"missing {where!r}"))
+            ok &= ~m
+    t_np = t.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    has_t = t.is_valid().to_numpy(zero_copy_only=False) if t.null_count else np.ones(n, dtype=bool)
+    if need_t and not has_t.all():
+        why.append((~has_t & ok, "missing 't' (event time in ms)"))
+        ok &= has_t
+    for _where, _values, idx, bad in cols:
+        if bad:
+            codes = np.fromiter(bad, dtype=np.int64, count=len(bad))
+            m = np.isin(idx, codes) & ok
+            if m.any():
+                why.append((m, (idx, bad)))
+                ok &= ~m
+    errors: list[dict] = []
+    for m, msg in why:
+        for r in np.flatnonzero(m).tolist():
+            text = msg if isinstance(msg, str) else msg[1][int(msg[0][r])]
+            errors.append({"line": int(lines[r]), "error": text})
+    keep = None if ok.all() else np.flatnonzero(ok)
+    out = []
+    for where, values, idx, _bad in cols:
+        if bnode_prefix and where != "p":
+            values = loader._relabel_bnodes(values, bnode_prefix)
+        ii = idx if keep is None else idx[keep]
+        out.append(pa.DictionaryArray.from_arrays(pa.array(ii.astype(np.int32, copy=False)), values))
+    if keep is not None:
+        t_np, has_t, lines = t_np[keep], has_t[keep], lines[keep]
+    return ParsedLines(out[0], out[1], out[2], t_np, has_t, lines, errors)
 
 
 def _line_term(v, where: str, bnode_prefix: str) -> str:

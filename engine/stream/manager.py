@@ -50,6 +50,11 @@ than it stay rejected. An unreadable or malformed registry raises
   value (at most ``progress_sync_s`` + one write behind), so elements with
   timestamps in ``[P_persisted, P_lost)`` would be accepted again.
   :meth:`StreamManager.sync_registry` writes at once.
+* Applied batch ids (``batch_id`` of the ingest methods) are journaled by
+  :class:`~engine.stream.registry_store.BatchLedger` in
+  ``<data_dir>/stream-batches.jsonl`` right after the batch was stored (fsynced
+  when it absorbed triples), so a restarted server still skips a re-delivered
+  batch whose absorbed data it kept.
 * Absorbed timeless triples are ordinary store commits and survive with the
   store. The transient (window) contents, the absorb log and the queries'
   result logs are not persisted: after a restart windows hold only elements
@@ -77,10 +82,19 @@ from engine.exec.csparql import format_window, parse_continuous
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI
 from engine.kv.store import Changes
 from engine.kv.transient import NO_READERS, TransientStore, combine_horizons
-from engine.stream.adaptor import normalize_absorb, parse_graph, parse_ndjson, split_elements, timeless_mask
+from engine.stream.adaptor import (
+    BadArrowBatch,
+    ParsedLines,
+    normalize_absorb,
+    parse_arrow,
+    parse_graph,
+    parse_ndjson,
+    split_elements,
+    timeless_mask,
+)
 from engine.stream.continuous import AbsorbLog, BoundWindow, InstantEvaluator, WindowCache
 from engine.stream.progress import ARRIVAL, EVENT, LateElementError, StreamClock, wall_clock_ms
-from engine.stream.registry_store import FORMAT, VERSION, RegistryError, RegistryFile
+from engine.stream.registry_store import FORMAT, VERSION, BatchLedger, RegistryError, RegistryFile
 from engine.stream.windows import Trigger, Window
 
 __all__ = ["StreamManager", "ResultLog", "ResultEvent", "StreamConflict", "StreamInUse", "QueryExists",
@@ -244,9 +258,11 @@ def _absorb_out(absorb):
 class StreamManager:
     def __init__(self, db, *, retain: int = 1000, transient_budget: int = 256 << 20,
                  now_ms: Callable[[], int] | None = None, data_dir: str | None = None,
-                 progress_sync_s: float = 1.0, incremental: bool = True):
+                 progress_sync_s: float = 1.0, incremental: bool | str = True, batch_id_limit: int = 100_000):
         self.db = db
-        self.incremental = bool(incremental)   # False: every instant evaluated from scratch (bench A/B)
+        # True: maintain sliding-window queries incrementally where it pays (adaptive); "always": even
+        # where it does not (tests); False: every instant from scratch, windows rebuilt (bench A/B)
+        self.incremental = incremental if incremental == "always" else bool(incremental)
         self.retain = int(retain)
         self.transient_budget = int(transient_budget)
         self._now = now_ms or wall_clock_ms
@@ -254,13 +270,14 @@ class StreamManager:
         self._queries: dict[str, _Query] = {}
         self._cv = threading.Condition(threading.RLock())
         self._absorb_log = AbsorbLog()
-        self._window_cache = WindowCache()
+        self._window_cache = WindowCache(slide=bool(self.incremental))
         with db.store.write_lock:  # GRAPH <urn:jindou:default> needs a term id
             db.store.dictionary.encode(["<" + DEFAULT_GRAPH_IRI + ">"])
         self._closed = False
         self._inflight: _Query | None = None
         # persistence of the registry (None without a data dir); lock order: _reg_lock -> _cv
         self._registry = RegistryFile(data_dir) if data_dir is not None else None
+        self._batches = BatchLedger(data_dir, limit=batch_id_limit)   # applied batch ids (ingest_arrow)
         self._reg_lock = threading.Lock()
         self._reg_live = False                 # False while restoring: no writes
         self._progress_dirty = False           # progress changed since the last write
@@ -370,12 +387,19 @@ class StreamManager:
         for q in qs:
             with q.out_lock:
                 q.log.close()
+        self._batches.close()
 
     # ------------------------------------------------------------ streams
     def _info(self, st: _Stream) -> dict:
+        now = int(self._now())
         return {"name": st.name, "iri": st.iri, "absorb": _absorb_out(st.absorb), "clock": st.clock,
                 "progress": st.sclock.progress, "accepted": st.accepted, "rejected": st.rejected,
-                "triples_in_window_store": st.store.n_triples, "bytes": st.store.bytes_used}
+                "triples_in_window_store": st.store.n_triples, "bytes": st.store.bytes_used,
+                # additive monitoring fields (dashboard): the progress the triggers see, the lag of the
+                # progress behind the server's wall clock, element/batch counts and the memory budget
+                "published": st.published, "now_ms": now,
+                "lag_ms": None if st.sclock.progress is None else now - st.sclock.progress,
+                "elements": st.elements, "batches": st.batches, "budget_bytes": st.store.budget_bytes}
 
     def register_stream(self, name: str, iri: str, absorb="none", clock: str = EVENT) -> tuple[bool, dict]:
         if not isinstance(name, str) or not _NAME_RE.match(name):
@@ -450,6 +474,7 @@ class StreamManager:
         with self._cv:
             self._streams.pop(name, None)
             self._cv.notify_all()
+        self._batches.forget(name)
         self._persist()
         return users
 
@@ -465,90 +490,201 @@ class StreamManager:
                         q.trigger.observe(st.name, first)
             self._cv.notify_all()
 
-    def _encode(self, s: pa.Array, p: pa.Array, o: pa.Array) -> np.ndarray:
+    def _encode(self, s: pa.Array, p: pa.Array, o: pa.Array) -> tuple[np.ndarray, tuple[int, int]]:
+        """(n, 3) int64 ids, interning missing terms (dictionary columns: each distinct key once),
+        and ``(first id interned here, store snapshot number)`` for :meth:`_absorb`."""
         n = len(s)
-        if n == 0:
-            return np.zeros((0, 3), dtype=np.int64)
-        t = pa.large_string()
-        with self.db.store.write_lock:
-            ids = np.asarray(self.db.store.dictionary.encode(
-                pa.concat_arrays([s.cast(t), p.cast(t), o.cast(t)])), dtype=np.int64)
-        return ids.reshape(3, n).T.copy()
+        store = self.db.store
+        d = store.dictionary
+        rows = np.empty((n, 3), dtype=np.int64)
+        with store.write_lock:
+            mark = (len(d), store.snapshot().sn)
+            if n == 0:
+                pass
+            elif all(isinstance(c, pa.DictionaryArray) for c in (s, p, o)):
+                for j, c in enumerate((s, p, o)):
+                    rows[:, j] = d.encode(c)
+            else:
+                t = pa.large_string()
+                ids = np.asarray(d.encode(pa.concat_arrays([s.cast(t), p.cast(t), o.cast(t)])), dtype=np.int64)
+                rows.T[:] = ids.reshape(3, n)
+        return rows, mark
 
-    def _absorb(self, rows: np.ndarray, tau: np.ndarray) -> None:
-        """Commit timeless triples to the store's default graph (one commit = atomic)."""
+    def _absorb(self, rows: np.ndarray, tau: np.ndarray, mark: tuple[int, int] | None = None) -> None:
+        """Commit timeless triples to the store's default graph (one commit = atomic).
+
+        ``mark`` = (first id interned by this batch, snapshot number then): if no commit
+        happened since, a row holding a term interned by this batch cannot be in the store,
+        so only the other rows need the edge test (a stream of new observations skips it)."""
         store = self.db.store
         with store.write_lock:
-            default = store.snapshot().default
+            snap = store.snapshot()
+            default = snap.default
             present = np.zeros(len(rows), dtype=bool)
-            for pid in np.unique(rows[:, 1]).tolist():
-                m = rows[:, 1] == pid
-                present[m] = default.contains(int(pid), rows[m, 0], rows[m, 2])
+            if mark is not None and mark[1] == snap.sn:
+                old = np.flatnonzero(rows.max(axis=1) < mark[0])
+            else:
+                old = None
+            sub = rows if old is None else rows[old]
+            if len(sub):
+                found = np.zeros(len(sub), dtype=bool)
+                pids, inv = np.unique(sub[:, 1], return_inverse=True)
+                if len(pids) == 1:
+                    found[:] = default.contains(int(pids[0]), sub[:, 0], sub[:, 2])
+                else:
+                    order = np.argsort(inv, kind="stable")
+                    bounds = np.searchsorted(inv[order], np.arange(len(pids) + 1))
+                    for k, pid in enumerate(pids.tolist()):
+                        sel = order[bounds[k]:bounds[k + 1]]
+                        found[sel] = default.contains(int(pid), sub[sel, 0], sub[sel, 2])
+                if old is None:
+                    present = found
+                else:
+                    present[old] = found
             self._absorb_log.add(tau, rows, ~present)   # before the commit (see AbsorbLog)
             store.commit(Changes(add={None: rows}))
 
-    def _store_batch(self, st: _Stream, rows: np.ndarray, tau: np.ndarray) -> None:
-        """Caller holds ``st.lock``: append to the transient store, absorb the timeless part."""
+    def _store_batch(self, st: _Stream, rows: np.ndarray, tau: np.ndarray,
+                     mark: tuple[int, int] | None = None) -> bool:
+        """Caller holds ``st.lock``: append to the transient store, absorb the timeless part.
+
+        Returns whether timeless triples were committed to the store."""
         if len(rows) == 0:
-            return
+            return False
         st.store.append_rows(rows, tau)
         st.batches += 1
         st.elements += len(split_elements(tau))
         tm = timeless_mask(rows[:, 1], st.absorb, st.absorb_pids)
+        if tm.all():
+            self._absorb(rows, tau, mark)
+            return True
         if tm.any():
-            self._absorb(rows[tm], tau[tm])
+            self._absorb(rows[tm], tau[tm], mark)
+            return True
+        return False
 
-    def ingest_ndjson(self, name: str, body: bytes) -> dict:
+    # -- idempotent batches
+    @staticmethod
+    def _check_batch_id(batch_id) -> str | None:
+        if batch_id is None:
+            return None
+        if not isinstance(batch_id, str) or not batch_id or len(batch_id) > 256 \
+                or not batch_id.isprintable():
+            raise BadArrowBatch("a batch id is a non-empty printable string of at most 256 characters")
+        return batch_id
+
+    def _duplicate(self, st: _Stream, batch_id: str | None) -> dict | None:
+        """The answer for a batch already applied to ``st`` (nothing changes), else None."""
+        if batch_id is None or not self._batches.seen(st.name, batch_id):
+            return None
+        return {"accepted": 0, "rejected": 0, "errors": [], "progress": st.sclock.peek(),
+                "duplicate": True, "batch_id": batch_id}
+
+    def _ingest(self, name: str, batch_id, parse: Callable[[_Stream, str], ParsedLines]) -> dict:
+        """The shared ingestion path (ndjson and Arrow): parse, intern, admit, store, publish."""
+        batch_id = self._check_batch_id(batch_id)
         st = self._get_stream(name)
-        arrival = st.clock == ARRIVAL
-        prefix = f"L{self.db.store.next_load_id()}x"
-        parsed = parse_ndjson(body, need_t=not arrival, bnode_prefix=prefix)
+        dup = self._duplicate(st, batch_id)   # before parsing: a re-delivery interns nothing
+        if dup is not None:
+            return dup
+        parsed = parse(st, f"L{self.db.store.next_load_id()}x")
+        rows, mark = self._encode(parsed.s, parsed.p, parsed.o)
+        with st.lock:
+            dup = self._duplicate(st, batch_id)   # a concurrent delivery of the same batch
+            if dup is not None:
+                return dup
+            report = self._admit_rows(st, parsed, rows, mark)
+            if batch_id is not None:
+                self._batches.record(st.name, batch_id, durable=report.pop("_absorbed"))
+                report["duplicate"] = False
+                report["batch_id"] = batch_id
+            else:
+                report.pop("_absorbed")
+        return report
+
+    def _admit_rows(self, st: _Stream, parsed: ParsedLines, rows: np.ndarray,
+                    mark: tuple[int, int] | None = None) -> dict:
+        """Caller holds ``st.lock``: progress rules per row, then one transient-store batch.
+
+        A :class:`TransientStoreFull` stores nothing, counts the rows as rejected, leaves the
+        stream's progress as it was and propagates."""
         errors = list(parsed.errors)
         n = len(parsed)
-        rows = self._encode(parsed.s, parsed.p, parsed.o)
-        with st.lock:
-            saved = st.sclock.save()
-            if arrival:
-                stamps, mask, _ = st.sclock.assign(n=n)
+        saved = st.sclock.save()
+        if st.clock == ARRIVAL:
+            stamps, mask, _ = st.sclock.assign(n=n)
+        else:
+            stamps = parsed.t
+            p0 = st.sclock.peek()
+            mask, _ = st.sclock.admit(stamps)
+            if not mask.all():
+                seen = np.empty(n, dtype=np.int64)
+                seen[0] = np.iinfo(np.int64).min if p0 is None else p0
+                if n > 1:
+                    np.maximum.accumulate(stamps[:-1], out=seen[1:])
+                    np.maximum(seen[1:], seen[0], out=seen[1:])
+                for i in np.flatnonzero(~mask).tolist():
+                    errors.append({"line": int(parsed.line[i]),
+                                   "error": f"late element: timestamp {int(stamps[i])} is below the "
+                                            f"stream's progress {int(seen[i])}"})
+        acc = int(np.count_nonzero(mask))
+        stored = absorbed = False
+        try:
+            if acc == n:
+                absorbed = self._store_batch(st, rows, np.asarray(stamps, dtype=np.int64), mark)
             else:
-                stamps = parsed.t
-                p0 = st.sclock.peek()
-                mask, _ = st.sclock.admit(stamps)
-                if not mask.all():
-                    seen = np.empty(n, dtype=np.int64)
-                    seen[0] = np.iinfo(np.int64).min if p0 is None else p0
-                    if n > 1:
-                        np.maximum.accumulate(stamps[:-1], out=seen[1:])
-                        np.maximum(seen[1:], seen[0], out=seen[1:])
-                    for i in np.flatnonzero(~mask).tolist():
-                        errors.append({"line": int(parsed.line[i]),
-                                       "error": f"late element: timestamp {int(stamps[i])} is below the "
-                                                f"stream's progress {int(seen[i])}"})
-            acc = int(np.count_nonzero(mask))
-            stored = False
-            try:
-                self._store_batch(st, rows[mask], np.asarray(stamps, dtype=np.int64)[mask])
-                stored = True
-            finally:
-                # TransientStoreFull (backpressure): nothing stored, the lines count as
-                # rejected, and the stream's progress is as before the request
-                if not stored:
-                    st.sclock.rollback(saved)
-                st.accepted += acc if stored else 0
-                st.rejected += len(errors) + (0 if stored else acc)
-                self._publish(st)
-                self._progress_changed()
-            progress = st.sclock.peek()
-        errors.sort(key=lambda e: e["line"])
-        return {"accepted": acc, "rejected": len(errors), "errors": errors, "progress": progress}
+                absorbed = self._store_batch(st, rows[mask], np.asarray(stamps, dtype=np.int64)[mask], mark)
+            stored = True
+        finally:
+            if not stored:
+                st.sclock.rollback(saved)
+            st.accepted += acc if stored else 0
+            st.rejected += len(errors) + (0 if stored else acc)
+            self._publish(st)
+            self._progress_changed()
+        if len(errors) > 1:
+            errors.sort(key=lambda e: e["line"])
+        return {"accepted": acc, "rejected": len(errors), "errors": errors, "progress": st.sclock.peek(),
+                "_absorbed": absorbed}
 
-    def ingest_graph(self, name: str, data: bytes, media_type: str, t: int | None) -> dict:
+    def ingest_ndjson(self, name: str, body: bytes, batch_id: str | None = None) -> dict:
+        """One ndjson POST (bad lines reported, good ones kept); see :meth:`ingest_arrow` for ``batch_id``."""
+        return self._ingest(name, batch_id, lambda st, prefix: parse_ndjson(
+            body, need_t=st.clock != ARRIVAL, bnode_prefix=prefix))
+
+    def ingest_arrow(self, name: str, table: pa.Table | pa.RecordBatch, batch_id: str | None = None) -> dict:
+        """Ingest an Arrow batch: string columns ``s``, ``p``, ``o`` (N-Triples terms), ``t`` (int64 ms
+        or a timestamp of any unit, taken in whole ms).
+
+        Same rules and answer as :meth:`ingest_ndjson` (``line`` = 1-based row number), without
+        a Python step per triple. ``batch_id``: a batch already applied to this stream with
+        that id is skipped and answered ``{"duplicate": true, "accepted": 0, ...}`` with nothing
+        changed; the most recent ``batch_id_limit`` ids per stream are remembered (journaled
+        under the data dir, so a restart still recognises them). A missing or mistyped column
+        raises :class:`~engine.stream.adaptor.BadArrowBatch` before anything is stored."""
+        return self._ingest(name, batch_id, lambda st, prefix: parse_arrow(
+            table, need_t=st.clock != ARRIVAL, bnode_prefix=prefix))
+
+    def batch_seen(self, name: str, batch_id: str) -> bool:
+        """Whether ``batch_id`` is among the applied batches remembered for stream ``name``."""
+        self._get_stream(name)
+        return self._batches.seen(name, batch_id)
+
+    def ingest_graph(self, name: str, data: bytes, media_type: str, t: int | None,
+                     batch_id: str | None = None) -> dict:
+        batch_id = self._check_batch_id(batch_id)
         st = self._get_stream(name)
+        dup = self._duplicate(st, batch_id)
+        if dup is not None:
+            return dup
         prefix = f"L{self.db.store.next_load_id()}x"
         pk = parse_graph(data, media_type, bnode_prefix=prefix)   # LoadError: nothing stored
-        rows = self._encode(pk.s, pk.p, pk.o)
+        rows, mark = self._encode(pk.s, pk.p, pk.o)
         n = len(rows)
         with st.lock:
+            dup = self._duplicate(st, batch_id)
+            if dup is not None:
+                return dup
             saved = st.sclock.save()
             if st.clock == ARRIVAL:
                 stamps, _, _ = st.sclock.assign(n=1)
@@ -560,9 +696,9 @@ class StreamManager:
                 except LateElementError:
                     st.rejected += max(1, n)
                     raise
-            stored = False
+            stored = absorbed = False
             try:
-                self._store_batch(st, rows, np.full(n, tau, dtype=np.int64))
+                absorbed = self._store_batch(st, rows, np.full(n, tau, dtype=np.int64), mark)
                 stored = True
             finally:
                 if stored:
@@ -573,7 +709,11 @@ class StreamManager:
                 self._publish(st)
                 self._progress_changed()
             progress = st.sclock.peek()
-        return {"accepted": n, "rejected": 0, "errors": [], "progress": progress}
+            report = {"accepted": n, "rejected": 0, "errors": [], "progress": progress}
+            if batch_id is not None:
+                self._batches.record(st.name, batch_id, durable=absorbed)
+                report.update(duplicate=False, batch_id=batch_id)
+        return report
 
     def heartbeat(self, name: str, t: int) -> int:
         st = self._get_stream(name)
