@@ -227,6 +227,25 @@ def static_dir() -> Path | None:
     return d if (d / "index.html").is_file() else None
 
 
+#: the dashboard's assets: revalidated on every load (ETag / Last-Modified make that a cheap 304)
+_STATIC_CACHE = "no-cache"
+_STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
+                 ".svg": "image/svg+xml", ".html": "text/html; charset=utf-8", ".json": "application/json",
+                 ".txt": "text/plain; charset=utf-8", ".png": "image/png", ".woff2": "font/woff2"}
+
+
+class _StaticFiles(StaticFiles):
+    """StaticFiles with fixed content types (not the host's mime.types) and a Cache-Control header."""
+
+    def file_response(self, full_path, stat_result, scope, status_code: int = 200) -> Response:
+        resp = super().file_response(full_path, stat_result, scope, status_code)
+        ctype = _STATIC_TYPES.get(Path(full_path).suffix.lower())
+        if ctype is not None and "content-type" in resp.headers:
+            resp.headers["content-type"] = ctype
+        resp.headers["cache-control"] = _STATIC_CACHE
+        return resp
+
+
 def _mount_static(app: FastAPI) -> None:
     d = static_dir()
     if d is None:
@@ -235,9 +254,9 @@ def _mount_static(app: FastAPI) -> None:
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:
-        return FileResponse(d / "index.html", media_type="text/html")
+        return FileResponse(d / "index.html", media_type="text/html", headers={"Cache-Control": _STATIC_CACHE})
 
-    app.mount("/static", StaticFiles(directory=d), name="static")
+    app.mount("/static", _StaticFiles(directory=d), name="static")
 
 
 def create_app(config: Config | None = None, database=None) -> FastAPI:
