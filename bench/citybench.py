@@ -135,19 +135,23 @@ class CityQuery:
 
 
 def read_query(path: Path) -> CityQuery:
-    text = path.read_text(encoding="utf-8")
+    return parse_query(path.stem, path.read_text(encoding="utf-8"), path.name)
+
+
+def parse_query(name: str, text: str, where: str | None = None) -> CityQuery:
+    """A C-SPARQL query text (without ``REGISTER QUERY ... AS``): windows, static graphs, plain SPARQL."""
     windows, steps = {}, {}
     for m in _STREAM_RE.finditer(text):
         windows[m.group(1)] = int(m.group(2)) * _UNIT[m.group(3).lower()]
         steps[m.group(1)] = int(m.group(4)) * _UNIT[m.group(5).lower()]
     if len(re.findall(r"\bfrom\s+stream\b", text, re.IGNORECASE)) != len(windows):
-        raise ValueError(f"{path.name}: a FROM STREAM window this harness cannot read")
+        raise ValueError(f"{where or name}: a FROM STREAM window this harness cannot read")
     plain = _STREAM_RE.sub(" ", text)
     static = _STATIC_RE.findall(plain)
     plain = _STATIC_RE.sub(" ", plain)
     body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
     form = "ASK" if re.match(r"\s*ask\b", body, re.IGNORECASE) else "SELECT"
-    return CityQuery(path.stem, text, windows, steps, static, plain, form)
+    return CityQuery(name, text, windows, steps, static, plain, form)
 
 
 def static_file(root: Path, url: str) -> Path | None:
@@ -441,15 +445,25 @@ def shared_root(explicit: str | None = None) -> Path:
     raise FileNotFoundError("shared/citybench not found (set JINDOU_SHARED or pass --shared)")
 
 
-def run(queries: list[str] | None = None, minutes: float = 2.0, start: str = DEFAULT_START, clock: str = "csv",
-        frequency: float = 1.0, oracle_every: int = 1, root: Path | None = None, seed: int = 0,
-        log=None, end_date: str = DEFAULT_END) -> dict:
-    from engine.database import Database  # noqa: PLC0415
-    from engine.stream.manager import StreamManager  # noqa: PLC0415
+@dataclass
+class Prepared:
+    """The queries, static graphs and replayed stream rows of a run (see :func:`prepare`)."""
 
+    queries: list[CityQuery]
+    static_nt: dict[str, bytes]                               # graph IRI -> N-Triples
+    sensors: dict[str, Sensor]                                # stream IRI -> sensor
+    elements: dict[str, list[tuple[int, list[tuple[str, str, str]]]]]   # stream IRI -> (tau, triples)
+    start_ms: int
+    end_ms: int
+    replay: Replay
+
+
+def prepare(names: list[str], minutes: float = 2.0, start: str = DEFAULT_START, clock: str = "csv",
+            frequency: float = 1.0, root: Path | None = None, seed: int = 0, log=None,
+            end_date: str = DEFAULT_END) -> Prepared:
+    """Steps 1-2 of the pipeline: read the queries, load their static graphs, map their streams' rows."""
     root = root or shared_root()
     say = log or (lambda *_: None)
-    names = queries or DEFAULT_QUERIES
     qs = [read_query(root / "csparql_query" / f"{n}.txt") for n in names]
     start_ms = parse_ms(start)
     end_ms = start_ms + int(minutes * 60_000)
@@ -474,6 +488,20 @@ def run(queries: list[str] | None = None, minutes: float = 2.0, start: str = DEF
     elements = {s: stream_elements(root, sen, rp) for s, sen in sensors.items()}
     say(f"prepared {len(sensors)} streams, {sum(len(e) for e in elements.values())} rows, "
         f"{len(static_nt)} static graphs in {time.perf_counter() - t0:.1f}s")
+    return Prepared(qs, static_nt, sensors, elements, start_ms, end_ms, rp)
+
+
+def run(queries: list[str] | None = None, minutes: float = 2.0, start: str = DEFAULT_START, clock: str = "csv",
+        frequency: float = 1.0, oracle_every: int = 1, root: Path | None = None, seed: int = 0,
+        log=None, end_date: str = DEFAULT_END) -> dict:
+    from engine.database import Database  # noqa: PLC0415
+    from engine.stream.manager import StreamManager  # noqa: PLC0415
+
+    names = queries or DEFAULT_QUERIES
+    t0 = time.perf_counter()
+    pp = prepare(names, minutes, start, clock, frequency, root, seed, log, end_date)
+    qs, static_nt, sensors, elements = pp.queries, pp.static_nt, pp.sensors, pp.elements
+    start_ms, end_ms = pp.start_ms, pp.end_ms
 
     db = Database()
     for url, nt in static_nt.items():

@@ -1,4 +1,4 @@
-"""The ``jindou`` command: ``jindou serve ...`` and ``jindou bench ...``."""
+"""The ``jindou`` command: ``jindou serve ...``, ``jindou bench ...`` and ``jindou pipeline ...``."""
 
 from __future__ import annotations
 
@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="run benchmarks (see bench/)", add_help=False)
     b.add_argument("args", nargs=argparse.REMAINDER)
+
+    pl = sub.add_parser("pipeline", help="Spark ingestion pipelines (see docs/PIPELINES.md)", add_help=False)
+    pl.add_argument("args", nargs=argparse.REMAINDER)
 
     sub.add_parser("version", help="print the version")
     return p
@@ -166,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.runner import main as bench_main
 
         return bench_main(argv[1:]) or 0
+    if argv and argv[0] == "pipeline":
+        from pipeline.cli import main as pipeline_main
+
+        return pipeline_main(argv[1:]) or 0
     parser = build_parser()
     a = parser.parse_args(argv)
     if a.command == "serve":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import re
 import time
 
 import orjson
@@ -19,7 +20,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from server.api.common import ServerState
+from server.api.common import HTTPError, ServerState, check_read, check_write, error_reply, http_error_from
 
 router = APIRouter(tags=["Admin"])
 disable_created_metrics()  # no *_created series: they only add noise to /metrics
@@ -42,7 +43,7 @@ def route_label(path: str) -> str:
     if r is not None:
         return r
     first = path.split("/", 2)[1] if path.startswith("/") else ""
-    return "/" + first if first in ("streams", "queries", "static") else "other"
+    return "/" + first if first in ("streams", "queries", "static", "pipelines") else "other"
 
 
 class Metrics:
@@ -65,6 +66,18 @@ class Metrics:
         self.triples = Gauge("jindou_store_triples", "Triples in the store", ["graph"], registry=r)
         self.graphs = Gauge("jindou_store_named_graphs", "Named graphs in the store", registry=r)
         self.uptime = Gauge("jindou_uptime_seconds", "Seconds since start", registry=r)
+        # Spark ingestion pipelines (pipeline/): the job reports its cumulative counters
+        # and Spark's query progress with PUT /pipelines/{name}; they are exposed as gauges.
+        self.pipeline_counts = Gauge("jindou_pipeline_records", "Pipeline totals by kind (triples, "
+                                     "dead_letters, filtered, rejected, batches, duplicate_batches, ...)",
+                                     ["pipeline", "kind"], registry=r)
+        self.pipeline_rate = Gauge("jindou_pipeline_rows_per_second", "Spark query progress rates of the "
+                                   "last micro-batch", ["pipeline", "rate"], registry=r)
+        self.pipeline_batch = Gauge("jindou_pipeline_batch_seconds", "Last micro-batch: Spark trigger "
+                                    "duration and the delivery time into the store", ["pipeline", "part"],
+                                    registry=r)
+        self.pipeline_up = Gauge("jindou_pipeline_running", "1 while the pipeline reports state running",
+                                 ["pipeline"], registry=r)
         self._req_children: dict[tuple[str, str, int], tuple] = {}
         self._query_children: dict[tuple[str, str], object] = {}
 
@@ -96,7 +109,25 @@ class Metrics:
         self.internal.inc()
         log.error("internal error: %s", exc, exc_info=exc)
 
+    def refresh_pipelines(self, pipelines: dict) -> None:
+        for name, doc in pipelines.items():
+            for k, v in (doc.get("counters") or {}).items():
+                if isinstance(v, (int, float)):
+                    self.pipeline_counts.labels(name, k).set(v)
+            sp = doc.get("spark_progress") or {}
+            for k in ("inputRowsPerSecond", "processedRowsPerSecond"):
+                if isinstance(sp.get(k), (int, float)):
+                    self.pipeline_rate.labels(name, k).set(sp[k])
+            trig = (sp.get("durationMs") or {}).get("triggerExecution")
+            if isinstance(trig, (int, float)):
+                self.pipeline_batch.labels(name, "trigger").set(trig / 1000.0)
+            last = doc.get("last_batch") or {}
+            if isinstance(last.get("deliver_s"), (int, float)):
+                self.pipeline_batch.labels(name, "deliver").set(last["deliver_s"])
+            self.pipeline_up.labels(name).set(1 if doc.get("state") == "running" else 0)
+
     def refresh(self, state: ServerState) -> None:
+        self.refresh_pipelines(pipelines_of(state))
         self.running.set(state.running)
         self.uptime.set(time.time() - state.started)
         try:
@@ -123,6 +154,11 @@ def _num(d: dict, key: str):
     return None
 
 
+def pipelines_of(state: ServerState) -> dict:
+    """Latest report of each ingestion pipeline (name -> document), kept on the state."""
+    return state.__dict__.setdefault("pipelines", {})
+
+
 def status_doc(state: ServerState) -> dict:
     try:
         store = state.db.status()
@@ -145,6 +181,7 @@ def status_doc(state: ServerState) -> dict:
         },
         "auth": {"writes": "token" if cfg.token else "open", "reads": "token" if cfg.read_token else "open"},
         "store": store,
+        "pipelines": pipelines_of(state),
     }
 
 
@@ -166,3 +203,47 @@ async def metrics(request: Request) -> Response:
                         status_code=404, media_type="application/json")
     m.refresh(state)
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+_PIPELINE_NAME = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+
+
+def _reply(exc: BaseException) -> Response:
+    r = error_reply(http_error_from(exc))
+    return Response(r.body, status_code=r.status, headers=r.headers, media_type=r.content_type)
+
+
+@router.put("/pipelines/{name}", summary="Report an ingestion pipeline's progress")
+async def pipeline_put(name: str, request: Request) -> Response:
+    """Called by `jindou pipeline run` after every micro-batch: JSON with the pipeline's
+    state, cumulative counters and Spark's last query progress; shown in /status and
+    /metrics. A write: needs the write token when one is set."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_write(state.config, {k.lower(): v for k, v in request.headers.items()})
+        if not _PIPELINE_NAME.match(name):
+            raise HTTPError(400, "bad_request", f"bad pipeline name {name!r}")
+        body = await request.body()
+        if len(body) > 1 << 20:
+            raise HTTPError(413, "too_large", "a pipeline report is at most 1 MiB")
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise HTTPError(400, "bad_request", f"not JSON: {e}") from None
+        if not isinstance(doc, dict):
+            raise HTTPError(400, "bad_request", "a pipeline report is a JSON object")
+        doc["updated"] = time.time()
+        pipelines_of(state)[name] = doc
+        return Response(b'{"ok":true}', media_type="application/json")
+    except Exception as exc:
+        return _reply(exc)
+
+
+@router.get("/pipelines", summary="Ingestion pipelines and their progress")
+async def pipelines_get(request: Request) -> Response:
+    state: ServerState = request.app.state.jindou
+    try:
+        check_read(state.config, {k.lower(): v for k, v in request.headers.items()})
+        return Response(orjson.dumps(pipelines_of(state), default=str), media_type="application/json")
+    except Exception as exc:
+        return _reply(exc)

@@ -1,0 +1,165 @@
+"""NATS JetStream as a PySpark streaming data source (``format("jetstream")``).
+
+Offsets are JetStream stream sequence numbers: ``{"seq": n}`` means every message
+with sequence <= n has been handed to Spark. Spark keeps the offsets in its
+checkpoint, so a restarted job asks for the range after the last committed batch
+and reads it again from the (durable) stream: nothing needs acknowledging and no
+durable consumer state lives in NATS. Each partition reads its sequence range
+through a short-lived ephemeral pull consumer that starts at the range's first
+sequence (``deliver_policy=by_start_sequence``).
+
+Options: ``url`` (default nats://127.0.0.1:4222), ``stream`` (required),
+``subjects`` (comma-separated filter, default all), ``maxRecordsPerTrigger``
+(backpressure: sequence numbers per micro-batch), ``partitions`` (default 2).
+Rows: ``subject`` string, ``seq`` long, ``data`` string (the UTF-8 payload).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+SCHEMA = "subject string, seq long, data string"
+_ARROW = pa.schema([("subject", pa.string()), ("seq", pa.int64()), ("data", pa.string())])
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+async def _last_seq(url: str, stream: str) -> int:
+    import nats
+
+    nc = await nats.connect(url, connect_timeout=10, max_reconnect_attempts=3)
+    try:
+        info = await nc.jetstream().stream_info(stream)
+        return int(info.state.last_seq or 0)
+    finally:
+        await nc.close()
+
+
+class SeqRange(InputPartition):
+    def __init__(self, lo: int, hi: int):      # inclusive
+        super().__init__((lo, hi))
+        self.lo, self.hi = lo, hi
+
+
+async def _read_range(url: str, stream: str, subjects: list[str], lo: int, hi: int) -> list[pa.RecordBatch]:
+    import nats
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+    from nats.js.errors import NotFoundError
+
+    nc = await nats.connect(url, connect_timeout=10, max_reconnect_attempts=3)
+    subj, seqs, data = [], [], []
+    try:
+        js = nc.jetstream()
+        cfg = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=lo,
+                             ack_policy=AckPolicy.NONE, inactive_threshold=60.0, mem_storage=True)
+        if len(subjects) > 1:
+            cfg.filter_subjects = subjects
+        sub = await js.pull_subscribe(subjects[0] if len(subjects) == 1 else "", stream=stream, config=cfg)
+        name = None
+        try:
+            name = (await sub.consumer_info()).name
+            done = False
+            while not done:
+                want = min(hi - lo + 1 - len(seqs), 5000) if hi >= lo else 0
+                if want <= 0:
+                    break
+                try:
+                    msgs = await sub.fetch(batch=want, timeout=2.0)
+                except nats.errors.TimeoutError:
+                    break            # nothing more in the stream (messages of the range were deleted)
+                for m in msgs:
+                    s = m.metadata.sequence.stream
+                    if s > hi:
+                        done = True
+                        break
+                    subj.append(m.subject)
+                    seqs.append(s)
+                    data.append(m.data.decode("utf-8", "replace"))
+                    if s == hi:
+                        done = True
+                        break
+                if msgs and msgs[-1].metadata.num_pending == 0:
+                    break
+        finally:
+            await sub.unsubscribe()
+            if name:
+                try:
+                    await nc.jsm().delete_consumer(stream, name)
+                except NotFoundError:
+                    pass
+    finally:
+        await nc.close()
+    if not seqs:
+        return []
+    return [pa.RecordBatch.from_arrays([pa.array(subj, pa.string()), pa.array(seqs, pa.int64()),
+                                        pa.array(data, pa.string())], schema=_ARROW)]
+
+
+class JetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict):
+        options = {k.lower(): v for k, v in options.items()}      # Spark options are case-insensitive
+        self.url = options.get("url", "nats://127.0.0.1:4222")
+        self.stream = options["stream"]
+        subs = options.get("subjects") or ""
+        self.subjects = [s.strip() for s in subs.split(",") if s.strip()]
+        self.max_rows = int(options["maxrecordspertrigger"]) if options.get("maxrecordspertrigger") else None
+        self.n_partitions = max(1, int(options.get("partitions", 2)))
+        self.target: int | None = None
+
+    def initialOffset(self) -> dict:
+        return {"seq": 0}
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self.max_rows) if self.max_rows else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = _run(_last_seq(self.url, self.stream))
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        last = _run(_last_seq(self.url, self.stream)) if self.target is None else self.target
+        begin = int(start["seq"]) if start else 0
+        if isinstance(limit, ReadMaxRows):
+            last = min(last, begin + int(limit.max_rows))
+        return {"seq": max(begin, last)}
+
+    def reportLatestOffset(self):
+        return {"seq": _run(_last_seq(self.url, self.stream))}
+
+    def partitions(self, start: dict, end: dict):
+        lo, hi = int(start["seq"]) + 1, int(end["seq"])
+        if hi < lo:
+            return []
+        n = min(self.n_partitions, hi - lo + 1)
+        step = (hi - lo + 1 + n - 1) // n
+        return [SeqRange(a, min(hi, a + step - 1)) for a in range(lo, hi + 1, step)]
+
+    def read(self, partition: SeqRange):
+        subjects = self.subjects or [">"]
+        return iter(_run(_read_range(self.url, self.stream, subjects, partition.lo, partition.hi)))
+
+    def commit(self, end: dict) -> None:
+        """Nothing to acknowledge: the committed offset lives in Spark's checkpoint."""
+
+
+class JetStreamDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "jetstream"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema) -> JetStreamReader:
+        if not self.options.get("stream"):
+            raise ValueError("jetstream source: option 'stream' is required")
+        return JetStreamReader(dict(self.options))
