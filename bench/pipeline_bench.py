@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -62,8 +63,17 @@ def _get(url: str, timeout: float = 120):
 
 
 def _count(url: str) -> int:
-    q = urllib.parse.urlencode({"query": "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"})
-    return int(_get(f"{url}/sparql?{q}")["results"]["bindings"][0]["n"]["value"])
+    """Triples queryable now: 4 x the readings whose humidity triple is visible (the 4 triples
+    of a reading share its timestamp, so they become visible together)."""
+    q = urllib.parse.urlencode({"query": "SELECT (COUNT(*) AS ?n) WHERE { ?s <http://example.org/humidity> ?o }"})
+    for _ in range(60):
+        try:
+            return TRIPLES_PER_ROW * int(_get(f"{url}/sparql?{q}")["results"]["bindings"][0]["n"]["value"])
+        except urllib.error.HTTPError as e:        # 503: busy absorbing a large batch; ask again
+            if e.code != 503:
+                raise
+            time.sleep(1.0)
+    raise RuntimeError("the server kept answering 503")
 
 
 def _heartbeat(url: str, stream: str, t: int) -> None:
@@ -214,36 +224,37 @@ def bench_latency(spark, url: str, work: Path, nats_url: str, probes: int) -> di
     asyncio.run(_publish(nats_url, "LAT", "lat.x", [], 1, True))
     pipe = _pipeline(doc, work, url, spark, once=False)
     pipe.start()
-    lat, trig = [], []
+    lat, vis, trig = [], [], []
     try:
         for i in range(probes + 2):
             t_ms = T0 + 10_000_000 + i
-            row = f"p{i},{t_ms},20.5,40"
             q = urllib.parse.urlencode({"query": f"ASK {{ <http://example.org/obs/p{i}-{t_ms}> ?p ?o }}"})
-            asyncio.run(_publish(nats_url, "LAT", "lat.x", [row], 1, False))
+            asyncio.run(_publish(nats_url, "LAT", "lat.x", [f"p{i},{t_ms},20.5,40"], 1, False))
             t = time.perf_counter()              # the reading is in JetStream (acknowledged)
-            _heartbeat_soon = t_ms + 1
             deadline = time.monotonic() + 120
-            while True:
-                try:
-                    _heartbeat(url, "bench_lat", _heartbeat_soon)
-                except OSError:
-                    pass
-                if _get(f"{url}/sparql?{q}")["boolean"]:
-                    break
+            while _get(f"{url}/streams/bench_lat")["accepted"] < TRIPLES_PER_ROW * (i + 1):
                 if time.monotonic() > deadline:
-                    raise RuntimeError("a latency probe never became visible")
-                time.sleep(0.01)
+                    raise RuntimeError(f"a latency probe was never injected (Spark: {pipe.query.status})")
+                time.sleep(0.005)
+            t_in = time.perf_counter()
+            # the producer's heartbeat: only now, a heartbeat ahead of the data would make it late
+            _heartbeat(url, "bench_lat", t_ms + 1)
+            while not _get(f"{url}/sparql?{q}")["boolean"]:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("an injected probe never became visible")
+                time.sleep(0.005)
             if i >= 2:                      # the first batches warm up the Python workers
-                lat.append((time.perf_counter() - t) * 1000)
+                lat.append((t_in - t) * 1000)
+                vis.append((time.perf_counter() - t) * 1000)
                 p = pipe.query.lastProgress or {}
                 te = (p.get("durationMs") or {}).get("triggerExecution")
                 if te is not None:
                     trig.append(te)
     finally:
         pipe.stop()
-    return {"probes": len(lat), "visible_ms_median": round(statistics.median(lat), 1),
-            "visible_ms_p90": round(sorted(lat)[int(0.9 * (len(lat) - 1))], 1),
+    return {"probes": len(lat), "injected_ms_median": round(statistics.median(lat), 1),
+            "injected_ms_p90": round(sorted(lat)[int(0.9 * (len(lat) - 1))], 1),
+            "visible_ms_median": round(statistics.median(vis), 1),
             "spark_trigger_ms_median": round(statistics.median(trig), 1) if trig else None}
 
 

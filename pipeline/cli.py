@@ -18,7 +18,10 @@ import sys
 import threading
 import time
 
+import yaml
+
 from pipeline.expr import SpecError
+from pipeline.injector import InjectionError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -206,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             return _check(a)
         if a.cmd == "citybench-spec":
             return _citybench(a)
-    except (SpecError, FileNotFoundError) as e:
+    except (SpecError, FileNotFoundError, InjectionError, json.JSONDecodeError, yaml.YAMLError) as e:
         print(f"jindou pipeline: {e}", file=sys.stderr)
         return 2
     p.print_help()

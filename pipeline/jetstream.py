@@ -17,6 +17,8 @@ Rows: ``subject`` string, ``seq`` long, ``data`` string (the UTF-8 payload).
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -34,15 +36,33 @@ def _run(coro):
     return asyncio.run(coro)
 
 
-async def _last_seq(url: str, stream: str) -> int:
-    import nats
+class _Planner:
+    """One NATS connection for the offset calls of a running query (Spark asks for the
+    latest offset at every trigger, so a connection per call would churn sockets), on an
+    event loop in a daemon thread; reconnects after an error."""
 
-    nc = await nats.connect(url, connect_timeout=10, max_reconnect_attempts=3)
-    try:
-        info = await nc.jetstream().stream_info(stream)
+    def __init__(self, url: str, stream: str):
+        self.url, self.stream = url, stream
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="jetstream-offsets", daemon=True).start()
+        self.nc = None
+
+    async def _last(self) -> int:
+        import nats
+
+        if self.nc is None or not self.nc.is_connected:
+            self.nc = await nats.connect(self.url, connect_timeout=10, max_reconnect_attempts=-1)
+        info = await self.nc.jetstream().stream_info(self.stream)
         return int(info.state.last_seq or 0)
-    finally:
-        await nc.close()
+
+    def last_seq(self) -> int:
+        fut = asyncio.run_coroutine_threadsafe(self._last(), self.loop)
+        try:
+            return fut.result(60)
+        except Exception:
+            fut.cancel()
+            self.nc = None
+            raise
 
 
 class SeqRange(InputPartition):
@@ -115,6 +135,24 @@ class JetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_rows = int(options["maxrecordspertrigger"]) if options.get("maxrecordspertrigger") else None
         self.n_partitions = max(1, int(options.get("partitions", 2)))
         self.target: int | None = None
+        self._planner: _Planner | None = None
+        self._cached: tuple[float, int] | None = None
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_planner"] = None          # the connection stays in the process that opened it
+        return d
+
+    def _last_seq(self) -> int:
+        """The stream's last sequence number, polled at most every 20 ms."""
+        now = time.monotonic()
+        if self._cached is not None and now - self._cached[0] < 0.02:
+            return self._cached[1]
+        if self._planner is None:
+            self._planner = _Planner(self.url, self.stream)
+        last = self._planner.last_seq()
+        self._cached = (now, last)
+        return last
 
     def initialOffset(self) -> dict:
         return {"seq": 0}
@@ -123,17 +161,17 @@ class JetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.max_rows) if self.max_rows else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = _run(_last_seq(self.url, self.stream))
+        self.target = self._last_seq()
 
     def latestOffset(self, start: dict, limit) -> dict:
-        last = _run(_last_seq(self.url, self.stream)) if self.target is None else self.target
+        last = self._last_seq() if self.target is None else self.target
         begin = int(start["seq"]) if start else 0
         if isinstance(limit, ReadMaxRows):
             last = min(last, begin + int(limit.max_rows))
         return {"seq": max(begin, last)}
 
     def reportLatestOffset(self):
-        return {"seq": _run(_last_seq(self.url, self.stream))}
+        return {"seq": self._last_seq()}
 
     def partitions(self, start: dict, end: dict):
         lo, hi = int(start["seq"]) + 1, int(end["seq"])
@@ -149,6 +187,15 @@ class JetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         """Nothing to acknowledge: the committed offset lives in Spark's checkpoint."""
+
+    def stop(self) -> None:
+        p, self._planner = self._planner, None
+        if p is not None and p.nc is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(p.nc.close(), p.loop).result(10)
+            except Exception:       # closing a broken connection: nothing left to release
+                pass
+            p.loop.call_soon_threadsafe(p.loop.stop)
 
 
 class JetStreamDataSource(DataSource):

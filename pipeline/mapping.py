@@ -482,14 +482,3 @@ def _ntriples_out(m, cols, recs, source, ctx, records, dead, filtered):
 
 def _concat_dead(parts: list[pa.Table]) -> pa.Table:
     return pa.concat_tables(parts) if parts else DEAD.empty_table()
-
-
-def route(spec: Spec, source: str) -> Mapping | None:
-    """The mapping a source (file path / subject) belongs to; None: no mapping matches."""
-    return spec.mapping_for(source)
-
-
-def split_lines(payloads: list[bytes]) -> bytes:
-    """Join message payloads into one chunk (one record per line)."""
-    return b"\n".join(p.rstrip(b"\r\n") for p in payloads)
-
