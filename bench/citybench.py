@@ -34,7 +34,6 @@ import csv
 import datetime as dt
 import json
 import math
-import os
 import random
 import re
 import statistics
@@ -332,14 +331,15 @@ def _lit_key(value: str, datatype: str | None, lang: str | None) -> tuple:
     return ("lit", value, datatype, None)
 
 
-def key_ox(term) -> tuple:
+def key_ox(term, lit_key=_lit_key) -> tuple:
+    """Comparison key of a pyoxigraph term; ``lit_key(value, datatype, lang)`` keys literals."""
     if term is None:
         return ("unbound",)
     if isinstance(term, ox.NamedNode):
         return ("uri", term.value)
     if isinstance(term, ox.BlankNode):
         return ("bnode",)
-    return _lit_key(term.value, term.datatype.value if term.datatype else None, term.language)
+    return lit_key(term.value, term.datatype.value if term.datatype else None, term.language)
 
 
 def _long_terms_ok(bindings: list[dict], window: set) -> bool:
@@ -432,17 +432,10 @@ class QueryReport:
 
 
 def shared_root(explicit: str | None = None) -> Path:
-    cands = [Path(explicit)] if explicit else []
-    if os.environ.get("JINDOU_SHARED"):
-        cands.append(Path(os.environ["JINDOU_SHARED"]))
-    here = Path(__file__).resolve().parents[1]
-    cands += [here.parent / "shared", here / "shared", Path("/work/shared")]
-    for c in cands:
-        if (c / "citybench" / "csparql_query").is_dir():
-            return c / "citybench"
-        if (c / "csparql_query").is_dir():
-            return c
-    raise FileNotFoundError("shared/citybench not found (set JINDOU_SHARED or pass --shared)")
+    """shared/citybench with its query files (see :func:`pipeline.citybench.citybench_root`)."""
+    from pipeline.citybench import citybench_root  # noqa: PLC0415
+
+    return citybench_root(explicit, marker="csparql_query")
 
 
 @dataclass

@@ -113,13 +113,7 @@ def lit_key(value: str, datatype: str | None, lang: str | None) -> tuple:
 
 
 def key_ox(term) -> tuple:
-    if term is None:
-        return ("unbound",)
-    if isinstance(term, ox.NamedNode):
-        return ("uri", term.value)
-    if isinstance(term, ox.BlankNode):
-        return ("bnode",)
-    return lit_key(term.value, term.datatype.value if term.datatype else None, term.language)
+    return cb.key_ox(term, lit_key)
 
 
 _UNBOUND, _BNODE = ("unbound",), ("bnode",)

@@ -37,8 +37,9 @@ QUERY_SENSORS = ["AarhusTrafficData158505", "AarhusTrafficData182955", "AarhusTr
                  "AarhusParkingDataKALKVAERKSVEJ", "AarhusParkingDataSKOLEBAKKEN", "UserLocationService"]
 
 
-def citybench_root(explicit: str | None = None) -> Path:
-    """shared/citybench: --citybench, $JINDOU_SHARED, or next to the checkout."""
+def citybench_root(explicit: str | None = None, marker: str = "dataset/SensorRepository.n3") -> Path:
+    """shared/citybench: --citybench, $JINDOU_SHARED, or next to the checkout; the first candidate
+    (or its ``citybench`` subfolder) holding ``marker``."""
     cands = [Path(explicit)] if explicit else []
     if os.environ.get("JINDOU_SHARED"):
         cands.append(Path(os.environ["JINDOU_SHARED"]))
@@ -46,9 +47,9 @@ def citybench_root(explicit: str | None = None) -> Path:
     cands += [here.parent / "shared", here / "shared", Path("/work/shared")]
     for c in cands:
         for d in (c, c / "citybench"):
-            if (d / "dataset" / "SensorRepository.n3").is_file():
+            if (d / marker).exists():
                 return d
-    raise FileNotFoundError("shared/citybench not found (pass --citybench or set JINDOU_SHARED)")
+    raise FileNotFoundError("shared/citybench not found (pass its path or set JINDOU_SHARED)")
 
 
 class _Repo:

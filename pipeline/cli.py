@@ -64,19 +64,9 @@ def _parser() -> argparse.ArgumentParser:
 def _load(path: str, checkpoint: str | None = None, input_dir: str | None = None):
     from pathlib import Path
 
-    from pipeline.spec import parse_spec
+    from pipeline.spec import parse_spec, read_spec_doc
 
-    p = Path(path)
-    text = p.read_text(encoding="utf-8")
-    if p.suffix.lower() == ".json":
-        doc = json.loads(text)
-    else:
-        import yaml
-
-        doc = yaml.safe_load(text)
-    if not isinstance(doc, dict):
-        raise SpecError(f"{path}: the spec is a mapping at top level")
-    base = p.parent.resolve()
+    doc, base = read_spec_doc(path)
     if checkpoint:
         doc["checkpoint"] = str(Path(checkpoint).resolve())
     if input_dir:

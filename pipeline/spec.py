@@ -377,8 +377,8 @@ def parse_spec(doc: dict, base_dir: str | os.PathLike = ".") -> Spec:
     return spec
 
 
-def load_spec(path: str | os.PathLike) -> Spec:
-    """Read a .yaml/.yml/.json spec; relative paths in it are relative to its directory."""
+def read_spec_doc(path: str | os.PathLike) -> tuple[dict, Path]:
+    """The raw document of a .yaml/.yml/.json spec and the directory its relative paths start from."""
     p = Path(path)
     text = p.read_text(encoding="utf-8")
     if p.suffix.lower() == ".json":
@@ -389,4 +389,10 @@ def load_spec(path: str | os.PathLike) -> Spec:
         doc = yaml.safe_load(text)
     if not isinstance(doc, dict):
         raise SpecError(f"{path}: the spec is a mapping at top level")
-    return parse_spec(doc, p.parent)
+    return doc, p.parent.resolve()
+
+
+def load_spec(path: str | os.PathLike) -> Spec:
+    """Read a .yaml/.yml/.json spec; relative paths in it are relative to its directory."""
+    doc, base = read_spec_doc(path)
+    return parse_spec(doc, base)

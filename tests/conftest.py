@@ -7,6 +7,8 @@ on 127.0.0.1 and a free port, in a background thread of the test process.
                     and optionally their own database object.
 
 Every server is stopped at teardown, also when a test fails.
+
+* ``env``         — an in-process (Database, StreamManager) pair, closed after the test.
 """
 
 from __future__ import annotations
@@ -18,6 +20,18 @@ import urllib.request
 from dataclasses import dataclass
 
 import pytest
+
+
+@pytest.fixture
+def env():
+    """(database, stream manager) in process, for the stream-engine tests; the manager is closed."""
+    from engine.database import Database  # noqa: PLC0415
+    from engine.stream.manager import StreamManager  # noqa: PLC0415
+
+    db = Database(shards=2)
+    m = StreamManager(db)
+    yield db, m
+    m.close()
 
 
 def free_port() -> int:

@@ -39,14 +39,6 @@ def ndjson(rows) -> bytes:
     return b"\n".join(out) + b"\n"
 
 
-@pytest.fixture
-def env():
-    db = Database(shards=2)
-    m = StreamManager(db)
-    yield db, m
-    m.close()
-
-
 def window_keys(db, m, name) -> list[tuple[str, str, str, int]]:
     st = m._streams[name].store
     spo, tau = st.read(st.live_start, st.end_seq)

@@ -34,14 +34,6 @@ def body(*lines) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-@pytest.fixture
-def env():
-    db = Database(shards=2)
-    m = StreamManager(db)
-    yield db, m
-    m.close()
-
-
 def results(m: StreamManager, name: str) -> list[tuple[int, dict]]:
     assert m.drain(10)
     return [(e.id, orjson.loads(e.data)) for e in m.log(name).since(None, from_t=-(1 << 62))

@@ -96,6 +96,17 @@ _H2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _H3 = np.uint64(0x165667B19E3779F9)
 
 
+def triple_hash(rows: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each (s, p, o) row; equal rows hash equal, different rows almost never do."""
+    u = np.asarray(rows).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        h = u[:, 0] * _H1
+        h ^= u[:, 1] * _H2
+        h ^= u[:, 2] * _H3
+        h ^= h >> np.uint64(29)
+    return h
+
+
 def unique_rows(spo: np.ndarray) -> np.ndarray:
     """Distinct rows of an (n, 3) int64 array, in the order of their first occurrence.
 
@@ -107,12 +118,7 @@ def unique_rows(spo: np.ndarray) -> np.ndarray:
     n = len(spo)
     if n <= 1:
         return spo.copy()
-    u = spo.astype(np.uint64)
-    with np.errstate(over="ignore"):
-        h = u[:, 0] * _H1
-        h ^= u[:, 1] * _H2
-        h ^= u[:, 2] * _H3
-        h ^= h >> np.uint64(29)
+    h = triple_hash(spo)
     order = np.argsort(h)
     hs = h[order]
     same = hs[1:] == hs[:-1]

@@ -24,25 +24,13 @@ import numpy as np
 
 from engine.exec.bgp import EmptyGraph
 from engine.kv.graph import GraphIndex, empty_graph
+from engine.kv.transient import triple_hash
 
 __all__ = ["SlidingWindowGraph", "contained", "triple_hash"]
 
-_H1 = np.uint64(0x9E3779B97F4A7C15)
-_H2 = np.uint64(0xC2B2AE3D27D4EB4F)
-_H3 = np.uint64(0x165667B19E3779F9)
 _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
 _EMPTYH = np.zeros(0, dtype=np.uint64)
 _EMPTYI = np.zeros(0, dtype=np.int64)
-
-
-def triple_hash(rows: np.ndarray) -> np.ndarray:
-    u = rows.astype(np.uint64)
-    with np.errstate(over="ignore"):
-        h = u[:, 0] * _H1
-        h ^= u[:, 1] * _H2
-        h ^= u[:, 2] * _H3
-        h ^= h >> np.uint64(29)
-    return h
 
 
 def contained(graphs: list, rows: np.ndarray) -> np.ndarray:

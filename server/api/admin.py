@@ -20,7 +20,15 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from server.api.common import HTTPError, ServerState, check_read, check_write, error_reply, http_error_from
+from server.api.common import (
+    HTTPError,
+    ServerState,
+    check_read,
+    check_write,
+    error_reply,
+    http_error_from,
+    json_object,
+)
 
 router = APIRouter(tags=["Admin"])
 disable_created_metrics()  # no *_created series: they only add noise to /metrics
@@ -226,12 +234,7 @@ async def pipeline_put(name: str, request: Request) -> Response:
         body = await request.body()
         if len(body) > 1 << 20:
             raise HTTPError(413, "too_large", "a pipeline report is at most 1 MiB")
-        try:
-            doc = orjson.loads(body)
-        except orjson.JSONDecodeError as e:
-            raise HTTPError(400, "bad_request", f"not JSON: {e}") from None
-        if not isinstance(doc, dict):
-            raise HTTPError(400, "bad_request", "a pipeline report is a JSON object")
+        doc = json_object(body, "a pipeline report")
         doc["updated"] = time.time()
         pipelines_of(state)[name] = doc
         return Response(b'{"ok":true}', media_type="application/json")

@@ -129,6 +129,17 @@ def http_error_from(exc: BaseException) -> HTTPError:
 # --------------------------------------------------------------------------
 
 
+def json_object(body: bytes, what: str = "the body") -> dict:
+    """A request body that must be one JSON object, else a 400 saying why."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise HTTPError(400, "bad_request", f"{what} is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise HTTPError(400, "bad_request", f"{what} must be a JSON object")
+    return doc
+
+
 def parse_content_type(value: str | None) -> tuple[str | None, dict[str, str]]:
     """(media type lower-cased, params) of a Content-Type value; (None, {}) when absent."""
     if not value or not value.strip():

@@ -38,7 +38,7 @@ from server.api.common import (
     parse_params,
     request_body_reader,
 )
-from server.api.streams import error_response, headers_of, int_param, json_response, manager_of
+from server.api.streams import error_response, headers_of, int_param, json_response, manager_of, manager_read
 
 try:  # importing it early hooks uvicorn's exit handler (server_exiting)
     from sse_starlette.sse import AppStatus
@@ -92,24 +92,12 @@ async def queries_post(request: Request) -> Response:
 @router.get("/queries", summary="List the registered continuous queries", responses=_ERR)
 async def queries_list(request: Request) -> Response:
     """`{"queries": [info, ...]}`."""
-    state: ServerState = request.app.state.jindou
-    try:
-        check_read(state.config, headers_of(request))
-        m = manager_of(state)
-        return json_response({"queries": await run_in_threadpool(m.queries)})
-    except Exception as exc:
-        return error_response(state, exc, "query")
+    return await manager_read(request, "query", lambda m: {"queries": m.queries()})
 
 
 @router.get("/queries/{name}", summary="A continuous query's text, windows and progress", responses=_ERR)
 async def query_get(name: str, request: Request) -> Response:
-    state: ServerState = request.app.state.jindou
-    try:
-        check_read(state.config, headers_of(request))
-        m = manager_of(state)
-        return json_response(await run_in_threadpool(m.query, name))
-    except Exception as exc:
-        return error_response(state, exc, "query")
+    return await manager_read(request, "query", lambda m: m.query(name))
 
 
 @router.delete("/queries/{name}", summary="Delete a continuous query", status_code=204, responses=_ERR)

@@ -35,6 +35,7 @@ from server.api.common import (
     check_write,
     error_reply,
     http_error_from,
+    json_object,
     one,
     parse_content_type,
     parse_params,
@@ -86,6 +87,18 @@ def manager_of(state: ServerState):
     return m
 
 
+async def manager_read(request: Request, what: str, call) -> Response:
+    """A read endpoint of the stream manager: check the read token, run ``call(manager)`` off the
+    event loop, answer its result as JSON (errors as :func:`error_response` about ``what``)."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_read(state.config, headers_of(request))
+        m = manager_of(state)
+        return json_response(await run_in_threadpool(call, m))
+    except Exception as exc:
+        return error_response(state, exc, what)
+
+
 def error_response(state: ServerState, exc: BaseException, what: str) -> Response:
     """JSON error answer; a KeyError from the manager is a 404 about ``what``."""
     if isinstance(exc, KeyError):
@@ -119,12 +132,7 @@ def parse_registration(body: bytes) -> tuple[str, Any, str]:
     """Validate a PUT /streams/{name} body -> (iri, absorb, clock)."""
     if not body.strip():
         raise HTTPError(400, "bad_request", 'a JSON body {"iri": "<stream iri>"} is required')
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as e:
-        raise HTTPError(400, "bad_request", f"the body is not valid JSON: {e}") from None
-    if not isinstance(doc, dict):
-        raise HTTPError(400, "bad_request", "the body must be a JSON object")
+    doc = json_object(body)
     unknown = sorted(set(doc) - _REG_KEYS)
     if unknown:
         raise HTTPError(400, "bad_request", f"unknown member(s) {unknown}; allowed: iri, absorb, clock")
@@ -150,13 +158,7 @@ def parse_registration(body: bytes) -> tuple[str, Any, str]:
 @router.get("/streams", summary="List the registered streams", responses=_ERR)
 async def streams_list(request: Request) -> Response:
     """`{"streams": [info, ...]}` with each stream's IRI, absorb, clock, progress and counters."""
-    state: ServerState = request.app.state.jindou
-    try:
-        check_read(state.config, headers_of(request))
-        m = manager_of(state)
-        return json_response({"streams": await run_in_threadpool(m.streams)})
-    except Exception as exc:
-        return error_response(state, exc, "stream")
+    return await manager_read(request, "stream", lambda m: {"streams": m.streams()})
 
 
 @router.put("/streams/{name}", summary="Register a stream", status_code=201,
@@ -187,13 +189,7 @@ async def stream_put(name: str, request: Request) -> Response:
 
 @router.get("/streams/{name}", summary="A stream's registration and counters", responses=_ERR)
 async def stream_get(name: str, request: Request) -> Response:
-    state: ServerState = request.app.state.jindou
-    try:
-        check_read(state.config, headers_of(request))
-        m = manager_of(state)
-        return json_response(await run_in_threadpool(m.stream, name))
-    except Exception as exc:
-        return error_response(state, exc, "stream")
+    return await manager_read(request, "stream", lambda m: m.stream(name))
 
 
 @router.delete("/streams/{name}", summary="Unregister a stream", responses=_ERR)
