@@ -1,4 +1,4 @@
-"""LSBench-style social-network streams and continuous queries L1-L6 (seeded, deterministic).
+"""LSBench-style social-network streams and continuous queries L1-L7 (seeded, deterministic).
 
 After LSBench as the Wukong+S paper uses it (§6.1, Table 1): a *static* graph of
 user profiles and the friend (``foaf:knows``) graph, and five timestamped streams
@@ -33,7 +33,7 @@ Elements arrive as a Poisson process per stream (one RNG per stream, seeded from
 * GPS readings: a uniformly drawn user near the city they are ``foaf:based_near``.
 
 Queries (:func:`queries`, C-SPARQL text without ``REGISTER QUERY ... AS``), in the
-spirit of the paper's L1-L6 (Table 1 stream usage):
+spirit of the paper's L1-L6 (Table 1 stream usage), plus L7:
 
 * L1 pure stream, selective: posts with hashtag tag/1 (RANGE 10s STEP 1s).
 * L2 stream ⋈ static, selective: posts of user 0's friends (RANGE 5s STEP 1s).
@@ -45,6 +45,9 @@ spirit of the paper's L1-L6 (Table 1 stream usage):
   (photo RANGE 10s, photo likes RANGE 5s, STEP 1s).
 * L6 two streams ⋈ static + FILTER, tumbling: posts liked by a friend of their
   creator who is under 25 (RANGE 5s STEP 5s on both).
+* L7 two streams ⋈ static 2-hop, aggregate: per photo creator, the likes by
+  friends of their friends (RANGE 30s STEP 1s on both): a long sliding window
+  over a join that fans out, where incremental maintenance pays.
 """
 
 from __future__ import annotations
@@ -301,7 +304,7 @@ def _s(name: str) -> str:
 
 
 def queries() -> dict[str, str]:
-    """L1-L6 as C-SPARQL text (``REGISTER QUERY <name> AS `` is prepended at registration)."""
+    """L1-L7 as C-SPARQL text (``REGISTER QUERY <name> AS `` is prepended at registration)."""
     u0, g = f"<{NS}user/{FOCUS_USER}>", f"<{STATIC_GRAPH}>"
     q = {
         # pure stream, selective, sliding
@@ -362,6 +365,20 @@ WHERE {{
          foaf:age ?age .
   FILTER (?age < 25)
 }}""",
+        # aggregate over a long sliding join of two streams and the static 2-hop friend graph
+        # (STEP = RANGE/30; every like fans out over friends of friends): the case CQELS-style
+        # maintenance is for
+        "L7": f"""SELECT ?creator (COUNT(*) AS ?likes)
+FROM STREAM {_s("photo")} [RANGE 30s STEP 1s]
+FROM STREAM {_s("photolike")} [RANGE 30s STEP 1s]
+FROM {g}
+WHERE {{
+  ?photo sioc:has_creator ?creator .
+  ?liker sib:like ?photo .
+  ?creator foaf:knows ?friend .
+  ?friend foaf:knows ?liker .
+}}
+GROUP BY ?creator""",
     }
     return {k: _PREFIXES + v for k, v in q.items()}
 

@@ -8,7 +8,7 @@ Workloads (same data, same windows, same instants for every peer):
 * citybench: CityBench C1-C11 = the C-SPARQL files Q1..Q11 of shared/citybench on the
   Aarhus streams, prepared by :func:`bench.citybench.prepare` (static graphs, CSV rows ->
   observation triples, event timestamps; CityBench's paced replay by default).
-* lsbench: L1-L6 over the seeded LSBench-style generator :mod:`bench.lsbench`.
+* lsbench: L1-L7 over the seeded LSBench-style generator :mod:`bench.lsbench`.
 
 Peers:
 
@@ -62,7 +62,7 @@ from bench import lsbench
 PEERS = ("jindou", "jindou-full", "csparql-composite", "spark-sql")
 WORKLOADS = ("citybench", "lsbench")
 CITYBENCH_QUERIES = [f"C{i}" for i in range(1, 12)]      # C<i> = csparql_query/Q<i>.txt
-LSBENCH_QUERIES = [f"L{i}" for i in range(1, 7)]
+LSBENCH_QUERIES = [f"L{i}" for i in range(1, 8)]
 EXIT_MISMATCH = 3
 TARGETS = {"csparql-composite": 10.0, "spark-sql": 100.0}   # jindou median >= N x lower
 MAX_BUCKET_MS = 1000
@@ -935,7 +935,7 @@ def format_report(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench streams", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", default=",".join(WORKLOADS), help="citybench,lsbench (default both)")
-    ap.add_argument("--queries", default=None, help="e.g. C1,C5,L4 (default: C1-C11 and L1-L6)")
+    ap.add_argument("--queries", default=None, help="e.g. C1,C5,L4 (default: C1-C11 and L1-L7)")
     ap.add_argument("--minutes", type=float, default=2.0, help="minutes of event time (default 2)")
     ap.add_argument("--rate", type=float, default=2000.0,
                     help="lsbench: triples per second of event time over the five streams (default 2000)")

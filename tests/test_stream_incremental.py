@@ -74,10 +74,10 @@ def _bindings_bag(doc: dict):
     return Counter(orjson.dumps(b, option=orjson.OPT_SORT_KEYS) for b in rows)
 
 
-def _run(incremental: bool, static, data, texts, update_at=None):
+def _run(incremental: bool | str, static, data, texts, update_at=None):
     db = Database(shards=2)
     db.load_data("".join(f"{s} {p} {o} .\n" for s, p, o in static).encode(), "application/n-triples")
-    m = StreamManager(db, incremental="always" if incremental else False)
+    m = StreamManager(db, incremental="always" if incremental is True else incremental)
     try:
         m.register_stream("s1", S1)
         m.register_stream("s2", S2)
@@ -151,3 +151,42 @@ def test_incremental_equals_full_evaluation(seed):
         assert delta > fulls, (name, stats[name])
     assert stats["cnt"][0] > 0  # a 20-triple window often changes entirely: then it is rebuilt
     assert sum(1 for s in stats.values() if s is not None and s[0] > 0) >= 10
+
+
+def test_adaptive_switching_equals_full_evaluation(monkeypatch):
+    """The adaptive mode alternates between from-scratch instants (window graphs rebuilt, no change
+    kept) and maintained ones (window graphs slid, shared windows kept sliding for the reader that
+    needs the change): switching often must never change a result."""
+    monkeypatch.setattr(IncrementalCore, "WARMUP_PLAIN", 1)
+    monkeypatch.setattr(IncrementalCore, "PROBE_EVERY", 2)
+    monkeypatch.setattr(IncrementalCore, "BACKOFF_MIN", 1)
+    monkeypatch.setattr(IncrementalCore, "BACKOFF_MAX", 2)
+    rng = random.Random(7)
+    static = gen_static(rng)
+    data = {"s1": gen_stream(rng, "s1"), "s2": gen_stream(rng, "s2")}
+    texts = [gen_query(rng, k)["text"] for k in range(8)] + HANDWRITTEN
+    adaptive, stats = _run("adaptive", static, data, texts, update_at=6000)
+    full, _ = _run(False, static, data, texts, update_at=6000)
+    assert adaptive == full
+    assert any(s is not None and s[0] > 0 for s in stats.values())  # some instants were maintained
+
+
+def test_adaptive_choice_schedule():
+    """Warm-up from scratch, maintain while cheaper, back off when dearer, re-measure regularly."""
+    inc = IncrementalCore.of(parse_query("SELECT ?s WHERE { ?s <p> ?o }"))
+    assert [inc.wants() for _ in range(1)] == [False]
+    for ms in (50.0, 2.0, 2.0):  # the first instant's one-time costs are not counted
+        inc.record_plain(ms)
+    assert inc.cost_plain == pytest.approx(2.0)
+    assert inc.wants()
+    for _ in range(IncrementalCore.PROBE_EVERY):
+        inc._record_delta(1.0)
+        assert inc._pause == 0
+    assert not inc.wants()       # the probe: one instant from scratch
+    inc.record_plain(2.0)
+    assert inc.wants()
+    for _ in range(3):
+        inc._record_delta(5.0)   # dearer than from scratch: back off
+    assert inc._pause == IncrementalCore.BACKOFF_MIN
+    assert [inc.wants() for _ in range(IncrementalCore.BACKOFF_MIN)] == [False] * IncrementalCore.BACKOFF_MIN
+    assert inc.wants()

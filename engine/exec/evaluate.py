@@ -158,9 +158,11 @@ class QueryContext:
         if len(loc):
             from engine.kv.dictionary import numeric_values  # noqa: PLC0415
 
-            keys = [self._local_keys[int(i) - LOCAL_BASE] for i in ids[loc]]
+            # computed values (COUNT, arithmetic) repeat: parse each distinct local term once
+            uniq, inv = np.unique(ids[loc], return_inverse=True)
+            keys = [self._local_keys[i - LOCAL_BASE] for i in uniq.tolist()]
             out = np.array(out, dtype=np.float64, copy=True)
-            out[loc] = numeric_values(pa.array(keys, type=pa.large_string()))
+            out[loc] = numeric_values(pa.array(keys, type=pa.large_string()))[inv.reshape(-1)]
         return out
 
     def kinds(self, ids) -> np.ndarray:
@@ -169,9 +171,10 @@ class QueryContext:
         loc = np.flatnonzero(ids >= LOCAL_BASE)
         if len(loc):
             out = np.array(out, dtype=np.int8, copy=True)
-            for i in loc.tolist():
-                c = self._local_keys[int(ids[i]) - LOCAL_BASE][0]
-                out[i] = 0 if c == "<" else 1 if c == "_" else 2
+            uniq, inv = np.unique(ids[loc], return_inverse=True)
+            firsts = [self._local_keys[i - LOCAL_BASE][0] for i in uniq.tolist()]
+            kinds = np.array([0 if c == "<" else 1 if c == "_" else 2 for c in firsts], dtype=np.int8)
+            out[loc] = kinds[inv.reshape(-1)]
         return out
 
     def fresh_bnodes(self, n: int, label: str) -> np.ndarray:

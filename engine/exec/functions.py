@@ -140,6 +140,8 @@ _ARITH_MIN_ROWS = 32
 _INTEGER_SUFFIX = "^^<" + XSD_INTEGER + ">"
 _BOOLEAN_SUFFIX = "^^<" + XSD_BOOLEAN + ">"
 _DOUBLE_SUFFIX = "^^<" + XSD_DOUBLE + ">"
+_FLOAT_SUFFIX = "^^<" + XSD_FLOAT + ">"
+_DOUBLE_TREE_OPS = frozenset({"+", "-", "*", "/"})
 _DATETIME_SUFFIX = "^^<" + XSD_DATETIME + ">"
 _DATE_SUFFIX = "^^<" + XSD_DATE + ">"
 # literal classes of the vectorized comparison path, and their families
@@ -156,6 +158,7 @@ _CMP = {
     "=": np.equal, "!=": np.not_equal, "<": np.less, ">": np.greater,
     "<=": np.less_equal, ">=": np.greater_equal,
 }
+_FLOAT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
 
 
 def _walk(expr):
@@ -455,10 +458,60 @@ class _Evaluator:
 
     # -- comparisons
 
+    def _double_leaf(self, expr) -> tuple[np.ndarray, np.ndarray]:
+        """(float64 value, class) per row of a leaf: class 2 xsd:double, 1 an integer or decimal (its
+        cast to double is the nearest double, as the float64 parse), 0 anything else."""
+        ids = self.ids(expr)
+        uniq, inv = np.unique(ids, return_inverse=True)
+        nums = self._numeric(uniq)
+        cls = np.zeros(len(uniq), dtype=np.int8)
+        cand = np.flatnonzero(~np.isnan(nums))
+        if len(cand):
+            keys = self.ctx.keys(uniq[cand])
+            cls[cand] = [2 if k.endswith(_DOUBLE_SUFFIX) else 0 if k.endswith(_FLOAT_SUFFIX) else 1 for k in keys]
+        inv = inv.reshape(-1)
+        return nums[inv], cls[inv]
+
+    def _double_tree(self, expr) -> np.ndarray | None:
+        """Values of an arithmetic expression whose every operation is on xsd:double (XPath
+        promotion: one operand a double, the other a double, decimal or integer), computed in
+        float64 without interning intermediate literals; None unless that holds for every row and
+        every value is finite (the general path handles the rest)."""
+        def walk(e):
+            if isinstance(e, Call) and e.op in _DOUBLE_TREE_OPS and len(e.args) == 2:
+                la, ca = walk(e.args[0])
+                if not ca.any():
+                    return la, ca
+                lb, cb = walk(e.args[1])
+                ok = (ca > 0) & (cb > 0) & ((ca == 2) | (cb == 2))
+                with np.errstate(all="ignore"):
+                    v = _FLOAT_OPS[e.op](la, lb)
+                return v, np.where(ok, 2, 0).astype(np.int8)
+            if isinstance(e, Var | Const):
+                return self._double_leaf(e)
+            return np.zeros(self.n), np.zeros(self.n, dtype=np.int8)
+
+        if _nondeterministic(expr) or _exists_of(expr):
+            return None
+        vals, cls = walk(expr)
+        if not (cls == 2).all() or not np.isfinite(vals).all():
+            return None
+        return vals
+
     def _compare(self, op: str, left, right) -> tuple[np.ndarray, np.ndarray]:
+        n = self.n
+        for tree, other in ((left, right), (right, left)):
+            if n >= _ARITH_MIN_ROWS and isinstance(tree, Call) and tree.op in _DOUBLE_TREE_OPS:
+                dv = self._double_tree(tree)
+                if dv is None:
+                    break
+                ov = self._numeric(self.ids(other))
+                if not np.isfinite(ov).all():
+                    break
+                val = _CMP[op](dv, ov) if tree is left else _CMP[op](ov, dv)
+                return np.asarray(val, dtype=bool), np.zeros(n, dtype=bool)
         a = self.ids(left)
         b = self.ids(right)
-        n = self.n
         err = (a < 0) | (b < 0)
         val = np.zeros(n, dtype=bool)
         na = self._numeric(a)

@@ -245,6 +245,8 @@ class WindowCache:
     (and a tumbling window's unchanged content). A sliding window's graph is slid from its graph at the previous instant (:mod:`engine.stream.window_graph`)
     instead of being rebuilt, and the change is kept for the incremental evaluation."""
 
+    TRACK_TTL = 8   # requests without tracking after which a shared window stops sliding
+
     def __init__(self, size: int = 16, slide: bool = True):
         self.size = size
         self.slide = slide
@@ -254,13 +256,19 @@ class WindowCache:
         self.hits = 0
         self.misses = 0
 
-    def graph(self, bw: BoundWindow, t: int):
+    def graph(self, bw: BoundWindow, t: int, track: bool = True):
+        """The window's graph at ``t``. ``track``: a reader wants the change from the previous
+        instant (:meth:`change`), so the graph is slid and the change kept; otherwise it is
+        rebuilt, which is cheaper than counting the change (see ``SlidingWindowGraph``)."""
         store = bw.store
         with self._lock:  # one builder at a time: a sliding graph is mutated in place
             skey = (id(store), bw.window)
             sw = self._sliding.get(skey) if self.slide else None
             if sw is not None and sw.store is not store:
                 sw = None
+            if sw is not None:  # queries sharing the window: keep sliding while any of them tracks it
+                sw.track_ttl = self.TRACK_TTL if track else max(0, sw.track_ttl - 1)
+                track = sw.track_ttl > 0
             with store._lock:  # the range and the read must see the same slices
                 g0, g1 = store.window_range(bw.window, t)
                 key = (id(store), g0, g1)
@@ -272,7 +280,7 @@ class WindowCache:
                     self._d.move_to_end(key)
                     self.hits += 1
                     return hit[1]
-                slid = sw is not None and sw.can_slide(g0, g1)
+                slid = track and sw is not None and sw.can_slide(g0, g1)
                 spo, _ = store.read(sw.g1 if slid else g0, g1)
             self.misses += 1
             if slid and not sw.slide(spo, g0, g1):
@@ -281,7 +289,8 @@ class WindowCache:
             if not slid:
                 if sw is None:
                     sw = SlidingWindowGraph(store)
-                sw.build(spo, g0, g1)
+                    sw.track_ttl = self.TRACK_TTL if track else 0
+                sw.build(spo, g0, g1, counts=track)
             g = sw.graph
             if not self.slide:
                 self._d[key] = (store, g)
@@ -342,14 +351,14 @@ class InstantEvaluator:
         self._window_graphs: list = []
 
     # -- dataset ---------------------------------------------------------------
-    def window_graphs(self, t: int):
-        out = [(bw, self.cache.graph(bw, t)) for bw in self.windows]
+    def window_graphs(self, t: int, track: bool = False):
+        out = [(bw, self.cache.graph(bw, t, track)) for bw in self.windows]
         self._window_graphs = [g for _, g in out]
         return out
 
-    def dataset(self, ctx: QueryContext, t: int) -> DatasetView:
+    def dataset(self, ctx: QueryContext, t: int, track: bool = False) -> DatasetView:
         snap = ctx.snapshot
-        wins = self.window_graphs(t)
+        wins = self.window_graphs(t, track)
         stored_default = None
 
         def default_graph():
@@ -410,10 +419,12 @@ class InstantEvaluator:
         db = self.db
         t0 = time.perf_counter()
         snap = db.store.snapshot()  # before reading the absorb log (see AbsorbLog)
-        ctx = QueryContext(snap, base=self.query.base, timeout=db.query_timeout, max_rows=db.max_rows)
-        ds = self.dataset(ctx, t)
+        ctx = QueryContext(snap, base=self.query.base, timeout=db.query_timeout, max_rows=db.max_rows,
+                           term_cache=db._term_cache)
         inc = self.incremental_core
-        if inc is not None and inc.wants():
+        maintain = inc is not None and inc.wants()
+        ds = self.dataset(ctx, t, track=maintain)
+        if maintain:
             try:
                 return inc.evaluate(ctx, ds, self.cache, self.windows, self._window_graphs, t, self._stored_parts,
                                     spent_ms=(time.perf_counter() - t0) * 1000.0)

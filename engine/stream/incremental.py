@@ -279,6 +279,8 @@ class IncrementalCore:
 
     REBUILD_FRACTION = 1.0
     BACKOFF_MIN, BACKOFF_MAX = 16, 1024
+    WARMUP_PLAIN = 3   # from-scratch instants measured before the first maintained one
+    PROBE_EVERY = 32   # maintained instants between two from-scratch ones that re-measure the plain cost
 
     def __init__(self, query: A.Query, core, bgp: A.BGP, pushed: list, adaptive: bool = True):
         self.query = query
@@ -300,6 +302,7 @@ class IncrementalCore:
         self._pause = 0
         self._backoff = self.BACKOFF_MIN
         self._since_resume = 0
+        self._since_probe = 0
 
     @staticmethod
     def of(query: A.Query, adaptive: bool = True) -> IncrementalCore | None:
@@ -313,19 +316,25 @@ class IncrementalCore:
         """Maintain at this instant (else the caller evaluates from scratch and reports the time)?"""
         if not self.adaptive:
             return True
-        if self.cost_plain is None or self._pause > 0:
+        if self.plain_runs < self.WARMUP_PLAIN or self._pause > 0:  # the first instant pays one-time costs
             self._pause = max(0, self._pause - 1)
+            return False
+        if self._since_probe >= self.PROBE_EVERY:  # the plain cost drifts with the data: measure it again
+            self._since_probe = 0
             return False
         return True
 
     def record_plain(self, ms: float) -> None:
         self.plain_runs += 1
         self._live = False
-        self.cost_plain = ms if self.cost_plain is None else 0.7 * self.cost_plain + 0.3 * ms
+        if self.plain_runs == 1:
+            return  # the first instant pays one-time costs (plans, numeric parsing of stored literals)
+        self.cost_plain = ms if self.cost_plain is None else 0.5 * self.cost_plain + 0.5 * ms
 
     def _record_delta(self, ms: float) -> None:
         self.cost_delta = ms if self.cost_delta is None else 0.7 * self.cost_delta + 0.3 * ms
         self._since_resume += 1
+        self._since_probe += 1
         if not self.adaptive or self.cost_plain is None or self._since_resume < 3:
             return
         if self.cost_delta > self.cost_plain:

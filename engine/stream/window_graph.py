@@ -1,16 +1,18 @@
 """A window's in-memory graph, maintained from instant to instant (CQELS's incremental windows).
 
 A sliding window (RANGE much larger than STEP) shares most of its triples with
-the window one step earlier. Rebuilding its :class:`GraphIndex` at every
-instant sorts the whole window again; :class:`SlidingWindowGraph` instead
-applies the change: each window is a contiguous range of its stream's triple
-sequence numbers, so only the triples that entered (read from the transient
-store) and those that left (kept here: the store may already have freed them)
-are looked at. A window is a *set*: the graph gains a triple when its count in
-the window goes from 0 to positive and loses it when the count drops to 0.
-Counts are kept only for the triples that occur more than once (usually few);
-every other triple of the graph occurs exactly once. ``GraphIndex.apply``
-then rebuilds just the touched predicates by merging sorted runs.
+the window one step earlier. The incremental evaluation needs that *change*:
+:class:`SlidingWindowGraph` slides from one instant to the next. Each window is
+a contiguous range of its stream's triple sequence numbers, so only the triples
+that entered (read from the transient store) and those that left (kept here:
+the store may already have freed them) are looked at. A window is a *set*: the
+graph gains a triple when its count in the window goes from 0 to positive and
+loses it when the count drops to 0. Counts are kept only for the triples that
+occur more than once (usually few); every other triple of the graph occurs
+exactly once. The graph itself is then rebuilt (one sort of packed keys), or,
+for a change that is small against a large window, updated with
+``GraphIndex.apply``; counting the change costs more than the rebuild, so the
+window cache slides only for readers that use the change and otherwise rebuilds.
 
 The changes of the last slides, ``(plus, minus)`` as distinct (n, 3) rows, are
 kept for the incremental evaluation of the queries reading the window.
@@ -70,6 +72,9 @@ class SlidingWindowGraph:
     """The graph of one window over one transient store, and how it changed at the last slides."""
 
     HISTORY = 16
+    # GraphIndex.apply(minus, plus) beats a rebuild only for windows of tens of thousands of triples
+    # and a change under ~1/20 of the window (measured from 1k to 200k triples)
+    APPLY_MIN, APPLY_RATIO = 32768, 20
 
     def __init__(self, store):
         self.store = store
@@ -80,11 +85,15 @@ class SlidingWindowGraph:
         self.dup_h, self.dup_rows, self.dup_cnt = _EMPTYH, _EMPTY3, _EMPTYI
         # the last slides: (range before, range after, plus, minus)
         self.history: collections.deque = collections.deque(maxlen=self.HISTORY)
+        self.counted = True          # dup_* describe the window (a build without counts cannot slide)
+        self.track_ttl = 0           # WindowCache: how long to keep sliding for a reader of the change
         self.slides = 0
         self.builds = 0
 
     # -- from scratch -------------------------------------------------------------------
-    def build(self, spo: np.ndarray, g0: int, g1: int) -> None:
+    def build(self, spo: np.ndarray, g0: int, g1: int, counts: bool = True) -> None:
+        """The graph of ``[g0, g1)`` from its triples ``spo``. ``counts``: also count the duplicate
+        triples, which a later :meth:`slide` needs (skipped when nobody will slide)."""
         self.builds += 1
         spo = np.asarray(spo, dtype=np.int64).reshape(-1, 3)
         self.g0, self.g1 = g0, g1
@@ -92,7 +101,8 @@ class SlidingWindowGraph:
         self.graph = empty_graph(1).apply(None, spo) if len(spo) else EmptyGraph()
         self.history.clear()
         self.dup_h, self.dup_rows, self.dup_cnt = _EMPTYH, _EMPTY3, _EMPTYI
-        if len(spo) and self.graph.n_triples != len(spo):
+        self.counted = counts
+        if counts and len(spo) and self.graph.n_triples != len(spo):
             try:
                 h, rows, cnt = _counted(spo, np.ones(len(spo)))
             except _Collision:
@@ -105,7 +115,7 @@ class SlidingWindowGraph:
     # -- one step -----------------------------------------------------------------------
     def can_slide(self, g0: int, g1: int) -> bool:
         """Whether ``[g0, g1)`` follows the current range closely enough to slide to."""
-        return (self.g0 >= 0 and self.g0 <= g0 <= self.g1 <= g1
+        return (self.counted and self.g0 >= 0 and self.g0 <= g0 <= self.g1 <= g1
                 and (g0 - self.g0) + (g1 - self.g1) < g1 - g0)
 
     def slide(self, new: np.ndarray, g0: int, g1: int) -> bool:
@@ -150,8 +160,14 @@ class SlidingWindowGraph:
                        np.concatenate([self.dup_cnt[keep], c1[many]])[order])
         if len(new):
             chunks.append((self.g1, new))
-        base = self.graph if isinstance(self.graph, GraphIndex) else empty_graph(1)
-        graph = base.apply(minus, plus) if len(plus) or len(minus) else self.graph
+        graph = self.graph
+        if len(plus) or len(minus):
+            rows = chunks[0][1] if len(chunks) == 1 else np.concatenate([r for _, r in chunks])
+            if (isinstance(graph, GraphIndex) and len(rows) >= self.APPLY_MIN
+                    and self.APPLY_RATIO * (len(plus) + len(minus)) < len(rows)):
+                graph = graph.apply(minus, plus)
+            else:  # a fresh index (one sort of packed keys) beats merging every predicate's runs
+                graph = empty_graph(1).apply(None, rows) if len(rows) else EmptyGraph()
         self.history.append(((self.g0, self.g1), (g0, g1), plus, minus))
         self.graph, self.chunks, self.g0, self.g1 = graph, chunks, g0, g1
         self.dup_h, self.dup_rows, self.dup_cnt = dup
