@@ -242,8 +242,9 @@ class WindowCache:
     """Window graphs of the current instants, shared by the queries that read the same window.
 
     Queries with the same window on the same stream share one in-memory GraphIndex per instant
-    (and a tumbling window's unchanged content). A sliding window's graph is slid from its graph at the previous instant (:mod:`engine.stream.window_graph`)
-    instead of being rebuilt, and the change is kept for the incremental evaluation."""
+    (and a tumbling window's unchanged content). While a maintained (incremental) query reads a
+    sliding window, its graph is slid from the previous instant's and the change is kept
+    (:mod:`engine.stream.window_graph`); otherwise it is rebuilt, which is cheaper."""
 
     TRACK_TTL = 8   # requests without tracking after which a shared window stops sliding
 
