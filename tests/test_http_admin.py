@@ -20,6 +20,13 @@ def test_status(server):
     assert "triples" in doc["store"]
     assert doc["limits"]["max_body_bytes"] == server.config.max_body
     assert r.headers["Access-Control-Allow-Origin"] == "*"
+    # the server process's resident memory, checked against psutil's reading of the same pid
+    import psutil  # noqa: PLC0415
+
+    mem = doc["memory"]
+    other = psutil.Process(doc["pid"]).memory_info().rss
+    assert 0.5 * other < mem["rss_bytes"] < 2 * other
+    assert mem["peak_rss_bytes"] >= 0.5 * mem["rss_bytes"]
 
 
 def test_metrics(server):
@@ -35,6 +42,8 @@ def test_metrics(server):
     assert 'jindou_queries_total{form="ASK",outcome="ok"}' in text
     assert 'jindou_queries_total{form="unknown",outcome="syntax"}' in text
     assert "jindou_store_triples" in text
+    rss = [ln for ln in text.splitlines() if ln.startswith("jindou_process_resident_memory_bytes ")]
+    assert len(rss) == 1 and float(rss[0].split()[1]) > 1e6
 
 
 def test_docs_and_openapi(server):

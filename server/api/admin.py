@@ -6,6 +6,8 @@ import logging
 import os
 import platform
 import re
+import resource
+import sys
 import time
 
 import orjson
@@ -74,6 +76,8 @@ class Metrics:
         self.triples = Gauge("jindou_store_triples", "Triples in the store", ["graph"], registry=r)
         self.graphs = Gauge("jindou_store_named_graphs", "Named graphs in the store", registry=r)
         self.uptime = Gauge("jindou_uptime_seconds", "Seconds since start", registry=r)
+        self.rss = Gauge("jindou_process_resident_memory_bytes", "Resident memory of the server process",
+                         registry=r)
         # Spark ingestion pipelines (pipeline/): the job reports its cumulative counters
         # and Spark's query progress with PUT /pipelines/{name}; they are exposed as gauges.
         self.pipeline_counts = Gauge("jindou_pipeline_records", "Pipeline totals by kind (triples, "
@@ -138,6 +142,9 @@ class Metrics:
         self.refresh_pipelines(pipelines_of(state))
         self.running.set(state.running)
         self.uptime.set(time.time() - state.started)
+        rss = process_memory().get("rss_bytes")
+        if rss is not None:
+            self.rss.set(rss)
         try:
             st = state.db.status() or {}
         except Exception:
@@ -167,6 +174,19 @@ def pipelines_of(state: ServerState) -> dict:
     return state.__dict__.setdefault("pipelines", {})
 
 
+def process_memory() -> dict:
+    """Resident memory of this process now (Linux /proc) and at its peak (getrusage), in bytes."""
+    out: dict = {}
+    try:
+        with open("/proc/self/statm") as f:
+            out["rss_bytes"] = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out["peak_rss_bytes"] = peak if sys.platform == "darwin" else peak * 1024  # KiB except on macOS
+    return out
+
+
 def status_doc(state: ServerState) -> dict:
     try:
         store = state.db.status()
@@ -180,6 +200,7 @@ def status_doc(state: ServerState) -> dict:
         "uptime_s": round(time.time() - state.started, 3),
         "pid": os.getpid(),
         "python": platform.python_version(),
+        "memory": process_memory(),
         "queries_running": state.running,
         "limits": {
             "query_timeout_s": cfg.query_timeout,

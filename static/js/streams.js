@@ -136,6 +136,7 @@ export class StreamsView {
       card("Shards", fmtInt(store.shards), `snapshot ${fmtInt(store.sn)}${store.persistent ? " · persistent" : " · in memory"}`),
       card("Store memory", fmtBytes(store.bytes), `graph ${fmtBytes(store.graph_bytes)} · dictionary ${fmtBytes(store.dictionary_bytes)}`),
       card("Stream memory", fmtBytes(transient), `transient store of ${streams.length} stream${streams.length === 1 ? "" : "s"}`),
+      card("Process memory", fmtBytes((st.memory || {}).rss_bytes), `resident · peak ${fmtBytes((st.memory || {}).peak_rss_bytes)}`),
       card("One-shot queries", fmtInt(store.queries), `${fmtInt(st.queries_running)} running · ${fmtInt(store.updates)} updates`),
       card("Continuous queries", fmtInt(running), this.queries.map((q) => q.id).join(", ") || "none registered"),
       card("Uptime", fmtDuration(st.uptime_s || 0), `v${st.version} · ${auth}`, `Python ${st.python} · pid ${st.pid}`),
