@@ -183,7 +183,8 @@ def process_memory() -> dict:
     except (OSError, ValueError, IndexError):
         pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    out["peak_rss_bytes"] = peak if sys.platform == "darwin" else peak * 1024  # KiB except on macOS
+    peak = peak if sys.platform == "darwin" else peak * 1024  # KiB except on macOS
+    out["peak_rss_bytes"] = max(peak, out.get("rss_bytes", 0))  # the kernel updates its peak lazily
     return out
 
 
