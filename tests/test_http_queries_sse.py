@@ -315,12 +315,15 @@ def test_stalled_client_is_cut_off(make_server, buffer, retain):
                 time.sleep(0.3)
                 n = 300  # one element every 100 ms, ~100 in each window: events of ~60 KB
                 rows = [_row(i, 50 + 100 * i, big) for i in range(n)]
-                assert c.post("/streams/s", content=_nd(rows), headers=NDJSON).json()["accepted"] == n
-                # progress in steps of 20 instants, each awaited by the healthy reader, so that its
-                # backlog stays under either buffer however fast the engine evaluates
+                # the data moves the stream's progress: posted in steps of 20 elements, each step's
+                # instants awaited by the healthy reader, so that its backlog stays under either
+                # buffer however fast the engine evaluates (the stalled one's grows without bound)
                 for k in range(20, n + 1, 20):
-                    c.post(f"/streams/s/progress?t={100 * k + 1}")
-                    good.wait(lambda x, k=k: x.ids() and x.ids()[-1] >= 100 * k, timeout=60)
+                    part = rows[k - 20:k]
+                    assert c.post("/streams/s", content=_nd(part), headers=NDJSON).json()["accepted"] == 20
+                    good.wait(lambda x, k=k: x.ids() and x.ids()[-1] >= 100 * (k - 1), timeout=60)
+                c.post(f"/streams/s/progress?t={100 * n + 1}")
+                good.wait(lambda x: x.ids() and x.ids()[-1] == 100 * n, timeout=60)
                 if retain >= n:
                     assert good.ids() == [100 * (i + 1) for i in range(n)]
                 else:  # a reader may fall behind the short history: a gap, never a duplicate

@@ -111,6 +111,21 @@ def test_json_empty_and_no_vars_and_ask():
     assert json.loads(serialize(ask, "application/json"))["boolean"] is True
 
 
+@pytest.mark.parametrize("res", [
+    select({"a": [0, 1, 2], "b": [3, -1, 4]}),                        # small path
+    select({"a": list(range(10)) * 30, "b": [3, -1] * 150}),           # vectorized path
+    select({"x": []}),                                                 # no rows
+    QueryResult(form="SELECT", terms=KeyTable(KEYS), vars=[], columns=[], n_rows=2),
+    QueryResult(form="ASK", terms=KeyTable(KEYS), boolean=False),
+], ids=["small", "vectorized", "empty", "novars", "ask"])
+def test_json_extra_members(res):
+    """``sparql_json(res, extra)`` is the plain document with the extra top-level members added."""
+    plain = json.loads(serialize(res, ser.SPARQL_JSON))
+    extra = b',"window":{"start":1,"end":2},"n":3'
+    assert json.loads(ser.sparql_json(res, extra)) == {**plain, "window": {"start": 1, "end": 2}, "n": 3}
+    assert ser.sparql_json(res) == serialize(res, ser.SPARQL_JSON)
+
+
 # ---------------------------------------------------------------- SPARQL XML
 
 def test_xml_select():

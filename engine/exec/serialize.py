@@ -269,16 +269,22 @@ def json_term(key: str) -> dict:
     return _json_term(key)
 
 
-def _serialize_json(result: QueryResult) -> bytes:
+def sparql_json(result: QueryResult, extra: bytes = b"") -> bytes:
+    """SPARQL JSON results; ``extra``: more top-level members, e.g. ``b',"window":{...}'``
+    (written in place: a result of megabytes is not copied again to add them)."""
+    return _serialize_json(result, extra)
+
+
+def _serialize_json(result: QueryResult, extra: bytes = b"") -> bytes:
     if result.form == "ASK":
-        return orjson.dumps({"head": {}, "boolean": bool(result.boolean)})
+        return orjson.dumps({"head": {}, "boolean": bool(result.boolean)})[:-1] + extra + b"}"
     head = orjson.dumps({"vars": list(result.vars)})
     n = _row_count(result)
     if n == 0:
-        return b'{"head":' + head + b',"results":{"bindings":[]}}'
+        return b'{"head":' + head + b',"results":{"bindings":[]}' + extra + b"}"
     if not result.vars:
         body = ",".join(["{}"] * n)
-        return b'{"head":' + head + b',"results":{"bindings":[' + body.encode() + b"]}}"
+        return b'{"head":' + head + b',"results":{"bindings":[' + body.encode() + b"]}" + extra + b"}"
     if n * len(result.vars) <= 256:
         # small answers: plain dicts and one orjson call beat the table machinery
         # one decode call for all columns (column-major), rows read back by offset
@@ -291,7 +297,8 @@ def _serialize_json(result: QueryResult) -> bytes:
                 if k is not None:
                     row[v] = _json_term(k)
             rows.append(row)
-        return orjson.dumps({"head": {"vars": list(result.vars)}, "results": {"bindings": rows}})
+        doc = orjson.dumps({"head": {"vars": list(result.vars)}, "results": {"bindings": rows}})
+        return doc[:-1] + extra + b"}" if extra else doc
     # vectorized: each distinct term rendered once as '"var":{...}' (and ',"var":{...}');
     # rows are gathered from these tables and joined, no per-row Python code
     masks = [np.asarray(c) != UNBOUND for c in result.columns]
@@ -316,9 +323,9 @@ def _serialize_json(result: QueryResult) -> bytes:
             lists.append(t1[inv].tolist())
         else:
             lists.append(np.where(first_bound < j, t1[inv], t0[inv]).tolist())
-    rows = map("".join, zip(*lists, strict=True))
-    body = "{" + "},{".join(rows) + "}"
-    return b'{"head":' + head + b',"results":{"bindings":[' + body.encode("utf-8") + b"]}}"
+    # one join and one encode of the (possibly many-MB) body, one copy to assemble the document
+    body = "},{".join(map("".join, zip(*lists, strict=True))).encode("utf-8")
+    return b"".join((b'{"head":', head, b',"results":{"bindings":[{', body, b"}]}", extra, b"}"))
 
 
 # --------------------------------------------------------------------------

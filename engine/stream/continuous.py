@@ -39,7 +39,7 @@ from engine.exec.bgp import EmptyGraph, merged_view
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
 from engine.exec.result import UNBOUND, QueryResult
-from engine.exec.serialize import NTRIPLES, SPARQL_JSON, serialize
+from engine.exec.serialize import NTRIPLES, serialize, sparql_json
 from engine.kv.transient import TransientStore
 from engine.stream.incremental import IncrementalCore
 from engine.stream.window_graph import SlidingWindowGraph
@@ -320,8 +320,8 @@ class WindowCache:
             return None if sw is None or sw.store is not bw.store else (sw.g0, sw.g1)
 
 
-def _with_window(doc: bytes, window: dict) -> bytes:
-    return doc[:-1] + b',"window":' + orjson.dumps(window) + b"}"
+def _window_member(window: dict) -> bytes:
+    return b',"window":' + orjson.dumps(window)
 
 
 class InstantEvaluator:
@@ -447,7 +447,7 @@ class InstantEvaluator:
 
     def render(self, res: QueryResult, win: dict) -> bytes:
         if self.form == "ASK":
-            return _with_window(serialize(res, SPARQL_JSON), win)
+            return sparql_json(res, _window_member(win))
         if self.form == "CONSTRUCT":
             if self.mode != "RSTREAM":
                 res = self._diff_triples(res)
@@ -455,7 +455,7 @@ class InstantEvaluator:
             return orjson.dumps({"triples": nt, "window": win})
         if self.mode != "RSTREAM":
             res = self._diff_rows(res)
-        return _with_window(serialize(res, SPARQL_JSON), win)
+        return sparql_json(res, _window_member(win))
 
     # -- I/DSTREAM -------------------------------------------------------------
     def _diff_rows(self, res: QueryResult) -> QueryResult:
