@@ -13,6 +13,7 @@ Every server is stopped at teardown, also when a test fails.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -20,6 +21,26 @@ import urllib.request
 from dataclasses import dataclass
 
 import pytest
+
+#: set by .ci/run (the README's test command): a test skipped for a missing
+#: tool or data set fails the run instead of passing unnoticed
+NO_SKIP = os.environ.get("JINDOU_NO_SKIP") == "1"
+
+
+def _skipped(config) -> list:
+    rep = config.pluginmanager.get_plugin("terminalreporter")
+    return rep.stats.get("skipped", []) if rep is not None else []
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if NO_SKIP and exitstatus == 0 and _skipped(session.config):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if NO_SKIP and _skipped(config):
+        terminalreporter.write_line(f"JINDOU_NO_SKIP=1: {len(_skipped(config))} test(s) skipped; every test "
+                                    "must run here (a missing tool or data set?)", red=True)
 
 
 @pytest.fixture
