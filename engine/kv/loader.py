@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import logging
 import os
 import re
 import sys
@@ -500,6 +501,8 @@ def check_xml_prolog(data: bytes, source: str = "<data>") -> None:
 
 # ------------------------------------------------------------------ rdflib formats
 _rdflib_lock = threading.Lock()
+#: a Turtle number of 4000+ characters (Python's int() refuses more than 4300 digits)
+_TTL_LONG_NUMBER = re.compile(r"[+-]?[0-9]{4000,}(?![0-9eE]|\.[0-9eE])")
 
 
 def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_prefix: str,
@@ -547,6 +550,12 @@ def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_pr
 
     def node_or_literal(self, argstr, i, res):
         # rdflib turns Turtle numbers into Python values (01 -> "1"); keep the lexical form
+        start = self.skipSpace(argstr, i)
+        if start >= 0:
+            m = _TTL_LONG_NUMBER.match(argstr, start)
+            if m is not None:  # too long for int(): take the lexical form as it is
+                res.append(Literal(m.group(0), datatype=URIRef(XSD_INTEGER)))
+                return m.end()
         n0 = len(res)
         j = orig(self, argstr, i, res)
         if j >= 0 and len(res) == n0 + 1 and type(res[-1]) in (int, Decimal):
@@ -573,6 +582,11 @@ def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_pr
         rdflib.NORMALIZE_LITERALS = False
         notation3.SinkParser.nodeOrLiteral = node_or_literal
         jsonld_context.source_to_json = fetch_context
+        # rdflib logs a traceback for each literal it cannot turn into a Python value
+        # (e.g. an integer over 4300 digits); we keep lexical forms, so that is noise
+        term_log = logging.getLogger("rdflib.term")
+        term_log_disabled = term_log.disabled
+        term_log.disabled = True
         refused: list[str] = []
         if not allow_fetch:
             _fetch_state.deny = refused
@@ -601,6 +615,7 @@ def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_pr
                 raise LoadError(f"could not load context <{cause.url}>", source=source) from None
             raise LoadError(f"syntax error: {_rdflib_message(e)}", source=source, line=_rdflib_line(e)) from e
         finally:
+            term_log.disabled = term_log_disabled
             _fetch_state.deny = None
             rdflib.NORMALIZE_LITERALS = old
             notation3.SinkParser.nodeOrLiteral = orig

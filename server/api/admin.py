@@ -29,6 +29,7 @@ from server.api.common import (
     check_write,
     error_reply,
     http_error_from,
+    internal_error,
     json_object,
 )
 
@@ -118,8 +119,17 @@ class Metrics:
         self.store_writes.labels(op).inc()
 
     def log_internal(self, exc: BaseException) -> None:
+        """Count an unexpected error; it is logged (traceback and the id the
+        client saw) by ``http_error_from``, here only when it was not mapped."""
+        if getattr(exc, "_jindou_counted", False):  # seen by an inner handler already
+            return
+        try:
+            exc._jindou_counted = True  # type: ignore[attr-defined]
+        except AttributeError:  # pragma: no cover
+            pass
         self.internal.inc()
-        log.error("internal error: %s", exc, exc_info=exc)
+        if getattr(exc, "_jindou_error_id", None) is None:
+            internal_error(exc)
 
     def refresh_pipelines(self, pipelines: dict) -> None:
         for name, doc in pipelines.items():
@@ -192,7 +202,7 @@ def status_doc(state: ServerState) -> dict:
     try:
         store = state.db.status()
     except Exception as e:  # status must answer even when the engine is unwell
-        store = {"error": f"{type(e).__name__}: {e}"}
+        store = {"error": internal_error(e).detail}
     cfg = state.config
     return {
         "status": "ok",
