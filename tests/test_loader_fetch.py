@@ -4,48 +4,15 @@ for refused inputs it must never be contacted."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import socket
-import threading
 import time
 
 import pytest
 
 from engine.errors import LoadError
 from engine.kv import loader
-
-CTX = {"@context": {"name": "http://ex.org/name"}}
-
-
-class Listener:
-    """An HTTP server on 127.0.0.1 that answers a JSON-LD context and records each request path."""
-
-    def __init__(self):
-        hits = self.hits = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                hits.append(self.path)
-                body = json.dumps(CTX).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/ld+json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
-        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-        self.thread.join(timeout=5)
+from tests.support.http_listener import CTX, Listener, closed_port
 
 
 @pytest.fixture
@@ -55,12 +22,6 @@ def listener():
         yield li
     finally:
         li.close()
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def jsonld_bodies(url: str) -> dict[str, dict]:
