@@ -253,6 +253,24 @@ def _reply(exc: BaseException) -> Response:
     return Response(r.body, status_code=r.status, headers=r.headers, media_type=r.content_type)
 
 
+def _check_pipeline_report(doc: dict) -> None:
+    """400 for a report /metrics could not read later (a bad one would break /metrics for good)."""
+    def number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    if doc.get("state") is not None and not isinstance(doc["state"], str):
+        raise HTTPError(400, "bad_request", '"state" must be a string')
+    for key in ("counters", "spark_progress", "last_batch"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise HTTPError(400, "bad_request", f'"{key}" must be a JSON object or null')
+    bad = [k for k, v in (doc.get("counters") or {}).items() if not number(v)]
+    if bad:
+        raise HTTPError(400, "bad_request", f'"counters" must map names to numbers; not {bad[:5]}')
+    dur = (doc.get("spark_progress") or {}).get("durationMs")
+    if dur is not None and not isinstance(dur, dict):
+        raise HTTPError(400, "bad_request", '"spark_progress.durationMs" must be a JSON object')
+
+
 @router.put("/pipelines/{name}", summary="Report an ingestion pipeline's progress")
 async def pipeline_put(name: str, request: Request) -> Response:
     """Called by `jindou pipeline run` after every micro-batch: JSON with the pipeline's
@@ -267,6 +285,7 @@ async def pipeline_put(name: str, request: Request) -> Response:
         if len(body) > 1 << 20:
             raise HTTPError(413, "too_large", "a pipeline report is at most 1 MiB")
         doc = json_object(body, "a pipeline report")
+        _check_pipeline_report(doc)
         doc["updated"] = time.time()
         pipelines_of(state)[name] = doc
         return Response(b'{"ok":true}', media_type="application/json")
