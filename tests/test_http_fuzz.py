@@ -60,6 +60,7 @@ def test_raw_malformed_requests(server):
             status_line = resp.split(b"\r\n", 1)[0]
             code = int(status_line.split()[1])
             assert 200 <= code < 500 or code == 503, (req[:80], status_line)
+            assert not LEAK_RE.search(resp.decode("utf-8", "replace")), (req[:80], resp[:300])
         # the server is still alive and well after every one
         assert requests.get(server.url + "/status", timeout=5).status_code == 200
 
@@ -87,6 +88,7 @@ def test_random_queries_never_500(server, q, accept):
     except requests.exceptions.InvalidHeader:
         return
     assert r.status_code < 500 or r.status_code == 503, (q, accept, r.status_code, r.text[:300])
+    assert not LEAK_RE.search(r.text), (q, r.text[:300])
     if r.status_code >= 400:
         assert r.json()["error"]
 
@@ -99,6 +101,7 @@ def test_random_store_bodies_never_500(server, body, ct):
     r = requests.post(server.url + "/store?graph=http%3A%2F%2Fex.org%2Ffuzz", data=body,
                       headers={"Content-Type": ct}, timeout=30)
     assert r.status_code in (200, 201, 204, 400, 415), (body, ct, r.status_code, r.text[:300])
+    assert not LEAK_RE.search(r.text), (body, ct, r.text[:300])
 
 
 # ------------------------------------------------------------------ seeded mutation fuzzer over every endpoint
