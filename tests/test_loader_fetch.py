@@ -192,3 +192,9 @@ def test_utf16_xml_with_entities_is_checked():
     small = rdfxml(b'<!ENTITY big "' + b"x" * 100_000 + b'">', b"&big;" * 500).decode()
     with pytest.raises(LoadError, match="could expand"):
         loader.parse_to_keys(small.replace('<?xml version="1.0"?>', "").encode("utf-16"), "xml")
+
+
+def test_jsonld_top_level_string_is_not_a_url(listener):
+    with pytest.raises(LoadError, match="JSON object or array"):
+        loader.parse_to_keys(json.dumps(listener.url + "/doc").encode(), "jsonld")
+    assert listener.hits == []

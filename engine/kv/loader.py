@@ -10,6 +10,12 @@
   normalization off, so lexical forms are kept exactly) and converted term by
   term to keys.
 
+Parsers fetch nothing from a payload (bytes) unless the caller allows it (the
+server passes ``--allow-load``); files named by path are the operator's own and
+may fetch (a JSON-LD context next to the file). RDF/XML DTDs are checked before
+parsing (:func:`check_xml_prolog`): no external or nested entities, bounded
+expansion.
+
 A load is atomic: the whole input is parsed and encoded first and committed
 with one :meth:`engine.kv.store.Store.commit`; a syntax error raises
 :class:`engine.errors.LoadError` (source name and 1-based line) and commits
@@ -574,6 +580,9 @@ def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_pr
 
     if fmt == "xml":
         check_xml_prolog(data, source)
+    elif fmt == "jsonld" and data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+        # rdflib would take a top-level JSON string for a document to fetch
+        raise LoadError("a JSON-LD document must be a JSON object or array", source=source)
     _install_audit_hook()
     with _rdflib_lock, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
