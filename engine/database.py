@@ -183,7 +183,8 @@ class Database:
         if isinstance(data, str):
             data = data.encode("utf-8")
         prefix = f"L{self.store.next_load_id()}x"
-        pk = loader.parse_to_keys(bytes(data), fmt, base=base, bnode_prefix=prefix, name="<data>")
+        pk = loader.parse_to_keys(bytes(data), fmt, base=base, bnode_prefix=prefix, name="<data>",
+                                  allow_fetch=self.allow_load)
         n = len(pk)
         if n == 0:
             return []
@@ -210,7 +211,7 @@ class Database:
     def load_data(self, data: bytes | str, media_type: str, graph: str | None = None, base: str | None = None):
         from engine.kv import loader  # noqa: PLC0415
 
-        return loader.load_data(self.store, data, media_type, graph=graph, base=base)
+        return loader.load_data(self.store, data, media_type, graph=graph, base=base, allow_fetch=self.allow_load)
 
     def _commit_rows(self, parts, graph: str | None, replace: bool) -> None:
         """Add parsed rows (default-graph rows go to ``graph``), optionally

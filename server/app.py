@@ -312,7 +312,8 @@ def create_app(config: Config | None = None, database=None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError):
-        return _json_error_response(HTTPError(400, "bad_request", exc.errors()))
+        errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()]
+        return _json_error_response(HTTPError(400, "bad_request", errors))
 
     @app.exception_handler(Exception)
     async def _any_error(request: Request, exc: Exception):

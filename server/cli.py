@@ -6,6 +6,7 @@ import argparse
 import gc
 import logging
 import os
+import socket
 import sys
 import time
 
@@ -125,6 +126,31 @@ def load_files(db, config: Config, progress: bool = True, out=sys.stderr) -> int
     return len(jobs)
 
 
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Bind the listening socket, or exit with one line saying why (port taken,
+    no permission, unknown host): before any data is loaded, so a busy port
+    fails at once, and "serving on" is printed only for a port that is ours."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as e:
+        raise SystemExit(f"jindou: cannot listen on {where}: unknown host ({getattr(e, 'strerror', None) or e})") \
+            from None
+    except OverflowError:
+        raise SystemExit(f"jindou: cannot listen on {where}: port out of range") from None
+    family, type_, proto, _, addr = infos[0]
+    sock = socket.socket(family, type_, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+    except OSError as e:
+        sock.close()
+        why = (e.strerror or str(e)).lower()
+        raise SystemExit(f"jindou: cannot listen on {where}: {why}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def serve(config: Config, progress: bool = True) -> None:
     import uvicorn
 
@@ -132,17 +158,25 @@ def serve(config: Config, progress: bool = True) -> None:
 
     logging.basicConfig(level=getattr(logging, config.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    db = _make_database(config)
-    load_files(db, config, progress=progress)
-    app = create_app(config, database=db)
-    # Everything loaded so far lives for the whole run: keep it out of the GC's
-    # generations so collections during requests stay short.
-    gc.collect()
-    gc.freeze()
-    print(f"jindou: serving on http://{config.host}:{config.port}/sparql  (docs: /docs)", file=sys.stderr)
-    uvicorn.run(app, host=config.host, port=config.port, loop=_loop(), http=_http(),
-                access_log=config.access_log, log_level=config.log_level, lifespan="on",
-                timeout_keep_alive=30)
+    sock = bind_socket(config.host, config.port)
+    try:
+        db = _make_database(config)
+        load_files(db, config, progress=progress)
+        app = create_app(config, database=db)
+        # Everything loaded so far lives for the whole run: keep it out of the GC's
+        # generations so collections during requests stay short.
+        gc.collect()
+        gc.freeze()
+        sock.listen(2048)
+        print(f"jindou: serving on http://{config.host}:{config.port}/sparql  (docs: /docs)", file=sys.stderr)
+        server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, loop=_loop(), http=_http(),
+                                               access_log=config.access_log, log_level=config.log_level,
+                                               lifespan="on", timeout_keep_alive=30))
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:  # start-up failed (uvicorn logged why)
+        raise SystemExit(3)
 
 
 def _loop() -> str:

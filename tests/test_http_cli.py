@@ -89,3 +89,27 @@ def test_serve_bad_data_fails(tmp_path):
     with pytest.raises(RuntimeError, match="cannot load"):
         with ServerProcess("--data", str(bad), "--no-progress", startup_timeout=120):
             pass
+
+
+def test_serve_port_in_use_says_so_once(tmp_path):
+    import socket
+    import subprocess
+
+    from tests.support.server_process import ROOT
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        d = tmp_path / "d.nt"
+        d.write_text(f"<{EX}a> <{EX}p> <{EX}b> .\n")
+        p = subprocess.run([sys.executable, "-c", "from server.cli import main; main()", "serve", "--host",
+                            "127.0.0.1", "--port", str(port), "--data", str(d), "--no-progress"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    line = f"jindou: cannot listen on 127.0.0.1:{port}: address already in use"
+    assert out.count(line) == 1, out
+    assert "serving on" not in out and "Errno" not in out and "Traceback" not in out
+    assert "loaded" not in out  # it failed before spending time on the data
+

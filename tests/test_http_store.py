@@ -111,3 +111,86 @@ def test_store_errors(clean_server, method, query, kwargs, status):
     if status == 400 and method in ("PUT", "POST"):
         # a failed write stores nothing
         assert requests.get(clean_server.url + "/store?graph=http%3A%2F%2Fex.org%2Fg").status_code == 404
+
+
+# ------------------------------------------------------------------ no fetching, no entity expansion
+@pytest.fixture
+def listener():
+    from tests.support.http_listener import Listener
+
+    li = Listener()
+    try:
+        yield li
+    finally:
+        li.close()
+
+
+LD = {"Content-Type": "application/ld+json"}
+XML = {"Content-Type": "application/rdf+xml"}
+
+
+def _ld_bodies(url: str) -> list[bytes]:
+    import json
+
+    node = {"@id": EX + "a", "name": "A"}
+    return [json.dumps(d).encode() for d in (
+        {"@context": url + "/ctx.jsonld", **node},
+        {"@context": [{"x": EX + "x"}, url + "/b"], **node},
+        {"@context": {"@version": 1.1, "@import": url + "/i"}, **node},
+        {"@context": {"@version": 1.1, "k": {"@id": EX + "k", "@context": url + "/n"}}, "@id": EX + "a",
+         "k": {"@id": EX + "b", "name": "B"}},
+        {"@graph": [{"@context": url + "/g", **node}]},
+        {"@context": "/ctx.jsonld", **node},  # relative: against the server's own address
+    )]
+
+
+def test_remote_jsonld_context_is_a_400_and_nothing_is_contacted(clean_server, listener):
+    u = clean_server.url
+    for body in _ld_bodies(listener.url):
+        for method, url in (("PUT", gurl(u, EX + "g")), ("POST", gurl(u, None)), ("POST", u + "/store")):
+            r = requests.request(method, url, data=body, headers=LD, timeout=30)
+            assert r.status_code == 400, (method, url, body, r.text)
+            doc = r.json()
+            assert doc["error"] == "load" and "--allow-load" in doc["detail"] and "context" in doc["detail"]
+    assert listener.hits == []
+    assert requests.get(gurl(u, EX + "g")).status_code == 404  # nothing changed
+
+
+def test_allow_load_fetches_contexts_and_hides_fetch_errors(make_server, listener):
+    from tests.support.http_listener import closed_port
+
+    s = make_server(allow_load=True)
+    body = _ld_bodies(listener.url)[0]
+    r = requests.put(gurl(s.url, EX + "g"), data=body, headers=LD, timeout=30)
+    assert r.status_code == 201, r.text
+    assert listener.hits == ["/ctx.jsonld"]
+    r = requests.get(s.url + "/sparql", params={"query": f"ASK {{ GRAPH <{EX}g> {{ <{EX}a> <{EX}name> 'A' }} }}"})
+    assert r.json()["boolean"] is True
+    dead = f"http://127.0.0.1:{closed_port()}/ctx"
+    r = requests.put(gurl(s.url, EX + "h"), data=body.replace(listener.url.encode() + b"/ctx.jsonld", dead.encode()),
+                     headers=LD, timeout=30)
+    assert r.status_code == 400
+    assert r.json()["detail"] == f"could not load context <{dead}>"  # no errno, no "refused": not a port scanner
+
+
+def test_rdfxml_entity_bombs_are_fast_400s(clean_server, listener):
+    import time
+
+    u = clean_server.url
+    head = b'<?xml version="1.0"?><!DOCTYPE rdf:RDF ['
+    doc = (b']><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ex="http://ex.org/">'
+           b'<rdf:Description rdf:about="http://ex.org/a"><ex:p>%s</ex:p></rdf:Description></rdf:RDF>')
+    laughs = b'<!ENTITY l0 "lol">' + b"".join(b'<!ENTITY l%d "%s">' % (i, (b"&l%d;" % (i - 1)) * 10)
+                                              for i in range(1, 10))
+    bodies = [
+        head + laughs + doc % b"&l9;",                                              # billion laughs
+        head + b'<!ENTITY big "' + b"x" * 50_000 + b'">' + doc % (b"&big;" * 5_000),  # quadratic blow-up
+        head + b'<!ENTITY e SYSTEM "' + listener.url.encode() + b'/e">' + doc % b"&e;",  # external entity
+    ]
+    for body in bodies:
+        t0 = time.monotonic()
+        r = requests.put(gurl(u, EX + "x"), data=body, headers=XML, timeout=60)
+        assert r.status_code == 400 and "DTD refused" in r.json()["detail"], r.text
+        assert time.monotonic() - t0 < 10  # milliseconds in practice (was about a minute)
+    assert listener.hits == []
+    assert requests.get(gurl(u, EX + "x")).status_code == 404

@@ -10,6 +10,12 @@
   normalization off, so lexical forms are kept exactly) and converted term by
   term to keys.
 
+Parsers fetch nothing from a payload (bytes) unless the caller allows it (the
+server passes ``--allow-load``); files named by path are the operator's own and
+may fetch (a JSON-LD context next to the file). RDF/XML DTDs are checked before
+parsing (:func:`check_xml_prolog`): no external or nested entities, bounded
+expansion.
+
 A load is atomic: the whole input is parsed and encoded first and committed
 with one :meth:`engine.kv.store.Store.commit`; a syntax error raises
 :class:`engine.errors.LoadError` (source name and 1-based line) and commits
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import logging
 import os
 import re
 import sys
@@ -352,12 +359,167 @@ def _relabel_bnodes(col: pa.Array, prefix: str) -> pa.Array:
     return pc.replace_substring_regex(col, "^_:", "_:" + prefix)
 
 
+# ------------------------------------------------------------------ fetching and XML entities
+#: the CLI option that allows parsers to fetch remote documents (named in errors)
+ALLOW_FETCH_OPTION = "--allow-load"
+#: fetching a remote JSON-LD context (only when allowed): timeout (s) and largest body (bytes)
+FETCH_TIMEOUT = 10.0
+FETCH_MAX_BYTES = 1 << 20
+#: internal XML entities may expand the input to at most max(this factor x its size, _MIN) bytes
+ENTITY_EXPANSION_FACTOR = 4
+ENTITY_EXPANSION_MIN = 1 << 20
+#: encodings whose '&' is the byte 0x26 (so counting that byte bounds the entity references)
+_XML_ENTITY_ENCODINGS = frozenset({"utf-8", "utf8", "utf-16", "utf-16le", "utf-16be", "iso-8859-1", "latin-1",
+                                   "latin1", "us-ascii", "ascii"})
+
+_fetch_state = threading.local()  # .deny: list of refused targets while an untrusted parse runs
+_NET_EVENTS = frozenset({"socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
+                         "socket.sendto", "urllib.Request"})
+_hook_installed = False
+
+
+class _FetchRefused(Exception):
+    def __init__(self, target: str):
+        super().__init__(target)
+        self.target = target
+
+
+class _ContextFailed(Exception):
+    def __init__(self, url: str):
+        super().__init__(url)
+        self.url = url
+
+
+def _audit(event: str, args) -> None:
+    # The net under the parsers: whatever path a parser takes to the network
+    # (a context, an entity, a future feature), it fails in the parsing thread
+    # while fetching is not allowed. Cheap when no parse is running.
+    if event in _NET_EVENTS:
+        deny = getattr(_fetch_state, "deny", None)
+        if deny is not None:
+            target = str(args[1] if event == "socket.connect" and len(args) > 1 else args[0])
+            deny.append(target)
+            raise _FetchRefused(target)
+
+
+def _install_audit_hook() -> None:
+    global _hook_installed
+    if not _hook_installed:
+        sys.addaudithook(_audit)
+        _hook_installed = True
+
+
+def _refused_error(what: str, source: str) -> LoadError:
+    return LoadError(f"{what} is not loaded: this server fetches no remote documents unless it is started "
+                     f"with {ALLOW_FETCH_OPTION}", source=source)
+
+
+def _fetch_json(url: str):
+    """GET a remote JSON-LD context (http, https or file) with a timeout and a size cap."""
+    import json
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    if urlsplit(url).scheme not in ("http", "https", "file"):
+        raise ValueError("unsupported scheme")
+    req = urllib.request.Request(url, headers={"Accept": "application/ld+json, application/json;q=0.9"})
+    with urllib.request.urlopen(req, timeout=FETCH_TIMEOUT) as r:  # noqa: S310 - scheme checked above
+        body = r.read(FETCH_MAX_BYTES + 1)
+    if len(body) > FETCH_MAX_BYTES:
+        raise ValueError("too large")
+    return json.loads(body), None
+
+
+class _PrologDone(Exception):
+    pass
+
+
+def check_xml_prolog(data: bytes, source: str = "<data>") -> None:
+    """Refuse, before any parser expands anything, the DTD features that make
+    XML fetch or blow up: external DTDs and entities, parameter and unparsed
+    entities, entities that reference entities (the "billion laughs"),
+    attribute defaults, and internal entities whose references could expand
+    the document beyond ``ENTITY_EXPANSION_FACTOR`` x its size (the quadratic
+    blow-up). Plain internal entities (``<!ENTITY xsd "http://...#">``, common
+    in OWL files) stay allowed. Reads only up to the first element."""
+    from xml.parsers import expat
+
+    p = expat.ParserCreate()
+    p.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    entities: dict[str, int] = {}
+    encoding: list[str | None] = [None]
+    problem: list[str] = []
+
+    def refuse(msg: str):
+        problem.append(msg)
+        raise _PrologDone
+
+    def xml_decl(version, enc, standalone):
+        encoding[0] = enc
+
+    def doctype(name, sysid, pubid, has_internal):
+        if sysid or pubid:
+            refuse(f"the external DTD {sysid or pubid!r} is not loaded (DTDs must be internal)")
+
+    def entity(name, is_pe, value, base, sysid, pubid, notation):
+        if is_pe:
+            refuse(f"DTD parameter entity %{name}; is not supported")
+        if value is None:
+            refuse(f"external entity &{name}; ({sysid or pubid!r}) is not loaded")
+        if "&" in value or "%" in value:
+            refuse(f"entity &{name}; references other entities (nested entities are not supported)")
+        entities[name] = len(value.encode("utf-8"))
+
+    def unparsed(name, base, sysid, pubid, notation):
+        refuse(f"unparsed entity {name} is not supported")
+
+    def attlist(elname, attname, type_, default, required):
+        if default is not None:
+            refuse(f"DTD attribute default for {elname}/{attname} is not supported")
+
+    def start(name, attrs):
+        raise _PrologDone
+
+    p.XmlDeclHandler = xml_decl
+    p.StartDoctypeDeclHandler = doctype
+    p.EntityDeclHandler = entity
+    p.UnparsedEntityDeclHandler = unparsed
+    p.AttlistDeclHandler = attlist
+    p.StartElementHandler = start
+    try:
+        p.Parse(data, True)
+    except _PrologDone:
+        pass
+    except expat.ExpatError as e:
+        raise LoadError(f"syntax error: {expat.ErrorString(e.code)}", source=source, line=e.lineno) from None
+    if problem:
+        raise LoadError(f"XML DTD refused: {problem[0]}", source=source)
+    if entities:
+        if encoding[0] is not None and encoding[0].lower() not in _XML_ENTITY_ENCODINGS:
+            raise LoadError(f"XML DTD refused: entities are supported only in UTF-8, UTF-16, ISO-8859-1 or "
+                            f"US-ASCII documents, not {encoding[0]}", source=source)
+        worst = data.count(b"&") * max(entities.values())
+        limit = max(ENTITY_EXPANSION_MIN, ENTITY_EXPANSION_FACTOR * len(data))
+        if worst > limit:
+            raise LoadError(f"XML DTD refused: entity references could expand the document to {worst} bytes "
+                            f"(limit {limit})", source=source)
+
+
 # ------------------------------------------------------------------ rdflib formats
 _rdflib_lock = threading.Lock()
+#: a Turtle number of 4000+ characters (Python's int() refuses more than 4300 digits)
+_TTL_LONG_NUMBER = re.compile(r"[+-]?[0-9]{4000,}(?![0-9eE]|\.[0-9eE])")
 
 
-def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_prefix: str):
+def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_prefix: str,
+                  allow_fetch: bool = False):
+    """Parse with rdflib. Without ``allow_fetch`` nothing is fetched: a remote
+    JSON-LD context (a string, in an array, nested, ``@import``) is a
+    LoadError naming the option, and any other network access in this thread
+    fails (audit hook). With it, contexts are fetched with a timeout and a size
+    cap and a failure says only "could not load context <url>"."""
     import rdflib
+    from rdflib.plugins.shared.jsonld import context as jsonld_context
     from rdflib.term import BNode, Literal, URIRef
 
     default_id = "urn:x-rdflib:default"
@@ -394,6 +556,12 @@ def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_pr
 
     def node_or_literal(self, argstr, i, res):
         # rdflib turns Turtle numbers into Python values (01 -> "1"); keep the lexical form
+        start = self.skipSpace(argstr, i)
+        if start >= 0:
+            m = _TTL_LONG_NUMBER.match(argstr, start)
+            if m is not None:  # too long for int(): take the lexical form as it is
+                res.append(Literal(m.group(0), datatype=URIRef(XSD_INTEGER)))
+                return m.end()
         n0 = len(res)
         j = orig(self, argstr, i, res)
         if j >= 0 and len(res) == n0 + 1 and type(res[-1]) in (int, Decimal):
@@ -402,11 +570,35 @@ def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_pr
             res[-1] = Literal(text, datatype=URIRef(dt))
         return j
 
+    def fetch_context(url, fragment_id=None, extract_all_scripts=False):
+        if not allow_fetch:
+            raise _FetchRefused(str(url))
+        try:
+            return _fetch_json(str(url))
+        except Exception:  # noqa: BLE001 - the cause is not the client's business (no port scanner)
+            raise _ContextFailed(str(url)) from None
+
+    if fmt == "xml":
+        check_xml_prolog(data, source)
+    elif fmt == "jsonld" and data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+        # rdflib would take a top-level JSON string for a document to fetch
+        raise LoadError("a JSON-LD document must be a JSON object or array", source=source)
+    _install_audit_hook()
     with _rdflib_lock, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         old = rdflib.NORMALIZE_LITERALS
+        old_fetch = jsonld_context.source_to_json
         rdflib.NORMALIZE_LITERALS = False
         notation3.SinkParser.nodeOrLiteral = node_or_literal
+        jsonld_context.source_to_json = fetch_context
+        # rdflib logs a traceback for each literal it cannot turn into a Python value
+        # (e.g. an integer over 4300 digits); we keep lexical forms, so that is noise
+        term_log = logging.getLogger("rdflib.term")
+        term_log_disabled = term_log.disabled
+        term_log.disabled = True
+        refused: list[str] = []
+        if not allow_fetch:
+            _fetch_state.deny = refused
         try:
             ds = rdflib.Dataset()
             kwargs = {"format": _RDFLIB_FORMAT[fmt]}
@@ -416,11 +608,29 @@ def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_pr
             quads = list(ds.quads((None, None, None, None)))
         except LoadError:
             raise
+        except _FetchRefused as e:
+            raise _refused_error(f"the remote JSON-LD context <{e.target}>", source) from None
+        except _ContextFailed as e:
+            raise LoadError(f"could not load context <{e.url}>", source=source) from None
+        except RecursionError:
+            raise LoadError("the document is nested too deeply", source=source) from None
         except Exception as e:  # rdflib raises many kinds
+            if refused:  # a parser tried the network and wrapped the refusal
+                raise _refused_error(f"the remote document {refused[0]!r}", source) from None
+            cause = e.__context__ or e.__cause__
+            if isinstance(cause, _FetchRefused):
+                raise _refused_error(f"the remote JSON-LD context <{cause.target}>", source) from None
+            if isinstance(cause, _ContextFailed):
+                raise LoadError(f"could not load context <{cause.url}>", source=source) from None
             raise LoadError(f"syntax error: {_rdflib_message(e)}", source=source, line=_rdflib_line(e)) from e
         finally:
+            term_log.disabled = term_log_disabled
+            _fetch_state.deny = None
             rdflib.NORMALIZE_LITERALS = old
             notation3.SinkParser.nodeOrLiteral = orig
+            jsonld_context.source_to_json = old_fetch
+        if refused:  # refused, and the parser swallowed the error
+            raise _refused_error(f"the remote document {refused[0]!r}", source)
     ss, ps, os_, gs = [], [], [], []
     for s, p, o, c in quads:
         ss.append(key(s))
@@ -494,12 +704,17 @@ def _safe_chunks(stream, display: str) -> Iterator[bytes]:
 
 def iter_parse(source, format: str, *, base: str | None = None, lenient: bool = False,
                bnode_prefix: str = "", name: str | None = None,
-               progress: bool = False) -> Iterator[ParsedKeys]:
+               progress: bool = False, allow_fetch: bool | None = None) -> Iterator[ParsedKeys]:
     """Parse ``source`` (a path, or bytes of data) into ParsedKeys blocks.
 
     Raises :class:`LoadError` on the first bad statement unless ``lenient``.
+    ``allow_fetch``: may a parser fetch remote documents (JSON-LD contexts)?
+    None = only for a path (the operator's own file), never for bytes (a
+    client's payload; the server passes its ``--allow-load`` setting).
     """
     fmt = _normalize_format(format)
+    if allow_fetch is None:
+        allow_fetch = not isinstance(source, bytes | bytearray | memoryview)
     stream, display, size = _open_source(source)
     display = name or display
     bar = None
@@ -535,7 +750,7 @@ def iter_parse(source, format: str, *, base: str | None = None, lenient: bool = 
                 data = stream.read()
             except (OSError, EOFError, zlib.error) as e:
                 raise LoadError(f"cannot read input: {e}", source=display) from e
-            s, p, o, g = _parse_rdflib(data, fmt, base, display, bnode_prefix)
+            s, p, o, g = _parse_rdflib(data, fmt, base, display, bnode_prefix, allow_fetch)
             if bar is not None:
                 bar.update(len(data))
             yield ParsedKeys(s, p, o, g)
@@ -546,11 +761,12 @@ def iter_parse(source, format: str, *, base: str | None = None, lenient: bool = 
 
 
 def parse_to_keys(source, format: str, *, base: str | None = None, lenient: bool = False,
-                  bnode_prefix: str = "", name: str | None = None) -> ParsedKeys:
+                  bnode_prefix: str = "", name: str | None = None, allow_fetch: bool | None = None) -> ParsedKeys:
     """Parse a whole input into key columns (s, p, o, g: pyarrow large_string,
     g null for the default graph). ``source`` is a path (str / PathLike) or the
-    data itself as bytes."""
-    blocks = list(iter_parse(source, format, base=base, lenient=lenient, bnode_prefix=bnode_prefix, name=name))
+    data itself as bytes; ``allow_fetch`` as in :func:`iter_parse`."""
+    blocks = list(iter_parse(source, format, base=base, lenient=lenient, bnode_prefix=bnode_prefix, name=name,
+                             allow_fetch=allow_fetch))
     t = pa.large_string()
     if not blocks:
         e = pa.array([], t)
@@ -568,7 +784,7 @@ def parse_to_keys(source, format: str, *, base: str | None = None, lenient: bool
 
 # ------------------------------------------------------------------ loading into a store
 def _load(store: Store, source, fmt: str, graph: str | None, base: str | None, lenient: bool,
-          progress: bool, name: str | None) -> LoadReport:
+          progress: bool, name: str | None, allow_fetch: bool | None = None) -> LoadReport:
     prefix = f"L{store.next_load_id()}x"
     d = store.dictionary
     report = LoadReport()
@@ -579,7 +795,7 @@ def _load(store: Store, source, fmt: str, graph: str | None, base: str | None, l
         with store.write_lock:
             target = int(d.encode([iri_key(graph)])[0])
     for block in iter_parse(source, fmt, base=base, lenient=lenient, bnode_prefix=prefix,
-                            name=name, progress=progress):
+                            name=name, progress=progress, allow_fetch=allow_fetch):
         report.skipped += block.skipped
         report.errors.extend(block.errors[: max(0, _MAX_ERRORS - len(report.errors))])
         n = len(block)
@@ -665,13 +881,14 @@ def load_file(store: Store, path, graph: str | None = None, format: str | None =
 
 
 def load_data(store: Store, data: bytes | str, media_type: str, graph: str | None = None,
-              base: str | None = None, lenient: bool = False) -> LoadReport:
-    """Load an in-memory payload (``media_type`` like ``text/turtle``) atomically."""
+              base: str | None = None, lenient: bool = False, allow_fetch: bool = False) -> LoadReport:
+    """Load an in-memory payload (``media_type`` like ``text/turtle``) atomically;
+    its parser fetches nothing unless ``allow_fetch``."""
     fmt = format_for_media_type(media_type)
     if isinstance(data, str):
         data = data.encode("utf-8")
     try:
-        return _load(store, bytes(data), fmt, graph, base, lenient, False, "<data>")
+        return _load(store, bytes(data), fmt, graph, base, lenient, False, "<data>", allow_fetch)
     finally:
         if len(data) > 1 << 20:
             _release_memory()

@@ -29,6 +29,7 @@ from server.api.common import (
     check_write,
     error_reply,
     http_error_from,
+    internal_error,
     json_object,
 )
 
@@ -118,8 +119,17 @@ class Metrics:
         self.store_writes.labels(op).inc()
 
     def log_internal(self, exc: BaseException) -> None:
+        """Count an unexpected error; it is logged (traceback and the id the
+        client saw) by ``http_error_from``, here only when it was not mapped."""
+        if getattr(exc, "_jindou_counted", False):  # seen by an inner handler already
+            return
+        try:
+            exc._jindou_counted = True  # type: ignore[attr-defined]
+        except AttributeError:  # pragma: no cover
+            pass
         self.internal.inc()
-        log.error("internal error: %s", exc, exc_info=exc)
+        if getattr(exc, "_jindou_error_id", None) is None:
+            internal_error(exc)
 
     def refresh_pipelines(self, pipelines: dict) -> None:
         for name, doc in pipelines.items():
@@ -192,7 +202,7 @@ def status_doc(state: ServerState) -> dict:
     try:
         store = state.db.status()
     except Exception as e:  # status must answer even when the engine is unwell
-        store = {"error": f"{type(e).__name__}: {e}"}
+        store = {"error": internal_error(e).detail}
     cfg = state.config
     return {
         "status": "ok",
@@ -243,6 +253,24 @@ def _reply(exc: BaseException) -> Response:
     return Response(r.body, status_code=r.status, headers=r.headers, media_type=r.content_type)
 
 
+def _check_pipeline_report(doc: dict) -> None:
+    """400 for a report /metrics could not read later (a bad one would break /metrics for good)."""
+    def number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    if doc.get("state") is not None and not isinstance(doc["state"], str):
+        raise HTTPError(400, "bad_request", '"state" must be a string')
+    for key in ("counters", "spark_progress", "last_batch"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise HTTPError(400, "bad_request", f'"{key}" must be a JSON object or null')
+    bad = [k for k, v in (doc.get("counters") or {}).items() if not number(v)]
+    if bad:
+        raise HTTPError(400, "bad_request", f'"counters" must map names to numbers; not {bad[:5]}')
+    dur = (doc.get("spark_progress") or {}).get("durationMs")
+    if dur is not None and not isinstance(dur, dict):
+        raise HTTPError(400, "bad_request", '"spark_progress.durationMs" must be a JSON object')
+
+
 @router.put("/pipelines/{name}", summary="Report an ingestion pipeline's progress")
 async def pipeline_put(name: str, request: Request) -> Response:
     """Called by `jindou pipeline run` after every micro-batch: JSON with the pipeline's
@@ -257,6 +285,7 @@ async def pipeline_put(name: str, request: Request) -> Response:
         if len(body) > 1 << 20:
             raise HTTPError(413, "too_large", "a pipeline report is at most 1 MiB")
         doc = json_object(body, "a pipeline report")
+        _check_pipeline_report(doc)
         doc["updated"] = time.time()
         pipelines_of(state)[name] = doc
         return Response(b'{"ok":true}', media_type="application/json")

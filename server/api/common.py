@@ -10,7 +10,9 @@ lean ASGI fast path and the FastAPI routes that document them.
 from __future__ import annotations
 
 import hmac
+import logging
 import re
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from engine.kv.transient import TransientStoreFull
 from server.config import Config
 
 JSON_CT = b"application/json"
+log = logging.getLogger("jindou.server")
 
 
 class HTTPError(Exception):
@@ -121,7 +124,24 @@ def http_error_from(exc: BaseException) -> HTTPError:
         return HTTPError(400, exc.kind, str(exc))
     if isinstance(exc, MemoryError):
         return HTTPError(503, "memory", "the server ran out of memory for this request", {"Retry-After": "5"})
-    return HTTPError(500, "internal", f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, RecursionError):  # input nested deeper than the parsers/evaluator can follow
+        return HTTPError(400, "too_deep", "the request is nested too deeply to process")
+    return internal_error(exc)
+
+
+def internal_error(exc: BaseException) -> HTTPError:
+    """The answer to an unexpected exception: a generic 500 with a short id; the
+    id and the full traceback go to the server log (once per exception), the
+    exception's text never to the client."""
+    err_id = getattr(exc, "_jindou_error_id", None)
+    if err_id is None:
+        err_id = secrets.token_hex(6)
+        try:
+            exc._jindou_error_id = err_id  # type: ignore[attr-defined]
+        except AttributeError:  # pragma: no cover - exceptions without __dict__
+            pass
+        log.error("internal error id=%s: %s: %s", err_id, type(exc).__name__, exc, exc_info=exc)
+    return HTTPError(500, "internal", f"internal error (id {err_id})", extra={"id": err_id})
 
 
 # --------------------------------------------------------------------------
@@ -163,7 +183,7 @@ def decode_utf8(data: bytes, what: str = "request body") -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise HTTPError(400, "encoding", f"{what} is not valid UTF-8: {e}") from None
+        raise HTTPError(400, "encoding", f"{what} is not valid UTF-8 (byte {e.start})") from None
 
 
 def parse_params(data: bytes | str, what: str = "query string") -> dict[str, list[str]]:

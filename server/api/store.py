@@ -183,7 +183,7 @@ async def _write(request: Request, op: str) -> Response:
                 report = await state.run(load)
                 state.data_changed()
             except _BAD_DATA as e:
-                raise HTTPError(400, "load", f"cannot parse the {mt} body: {type(e).__name__}: {e}") from e
+                raise HTTPError(400, "load", f"cannot parse the {mt} body: {e}") from e
             return Response(_report_json(report), status_code=200, media_type="application/json")
         def work():
             if op == "put":
@@ -194,7 +194,7 @@ async def _write(request: Request, op: str) -> Response:
             created = await state.run(work)
             state.data_changed()
         except _BAD_DATA as e:
-            raise HTTPError(400, "load", f"cannot parse the {mt} body: {type(e).__name__}: {e}") from e
+            raise HTTPError(400, "load", f"cannot parse the {mt} body: {e}") from e
         if state.metrics is not None:
             state.metrics.store_write(op)
         return Response(status_code=201 if created else 204)
