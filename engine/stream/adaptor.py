@@ -29,6 +29,7 @@ list of predicates) that the manager absorbs into the store's default graph.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +40,7 @@ import pyarrow.json as pj
 
 from engine.errors import JindouError
 from engine.kv import loader
+from engine.stream.limits import RANGE_TEXT, TIME_MAX, TIME_MIN, shorten, time_out_of_range
 from engine.terms import canonical_key
 
 __all__ = ["ParsedLines", "parse_ndjson", "parse_graph", "parse_arrow", "read_arrow_ipc", "BadArrowBatch",
@@ -140,18 +142,37 @@ def _string_column(col: pa.Array, name: str) -> pa.Array:
     raise BadArrowBatch(f"column {name!r} must hold strings (N-Triples terms), not {typ}")
 
 
-def _time_column(col: pa.Array) -> pa.Array:
+def _time_column(col: pa.Array) -> tuple[pa.Array, np.ndarray | None]:
+    """``t`` as int64 ms and the mask of the rows whose value cannot be one (None: all can).
+
+    Timestamp units are converted here with exact integer arithmetic (Arrow's unsafe cast
+    would wrap a seconds value times 1000 around int64); the range of the contract is
+    checked by :func:`_term_columns` for every format alike."""
     typ = col.type
     if pa.types.is_int64(typ):
-        return col
+        return col, None
     if pa.types.is_integer(typ):
-        try:
-            return col.cast(pa.int64())
-        except pa.ArrowInvalid as e:   # uint64 beyond int64
-            raise BadArrowBatch(f"column 't' does not fit int64 milliseconds: {e}") from None
+        if pa.types.is_unsigned_integer(typ) and typ.bit_width == 64:
+            v = col.fill_null(0).to_numpy(zero_copy_only=False)
+            big = v > np.uint64(TIME_MAX)
+            if big.any():
+                v = np.where(big, 0, v)
+            return pa.array(v.astype(np.int64), pa.int64(), mask=~col.is_valid().to_numpy(
+                zero_copy_only=False) if col.null_count else None), (big if big.any() else None)
+        return col.cast(pa.int64()), None
     if pa.types.is_timestamp(typ):   # e.g. Spark's timestamp[us]: whole milliseconds since the epoch
-        ms = col if typ.unit == "ms" else pc.cast(col, pa.timestamp("ms", typ.tz), safe=False)
-        return ms.cast(pa.int64())
+        raw = col.cast(pa.int64())
+        valid = None if raw.null_count == 0 else ~raw.is_valid().to_numpy(zero_copy_only=False)
+        v = raw.fill_null(0).to_numpy(zero_copy_only=False)
+        bad = None
+        if typ.unit == "s":
+            bad = (v < TIME_MIN) | (v > TIME_MAX // 1000)
+            v = np.where(bad, 0, v) * 1000
+        elif typ.unit == "us":
+            v = v // 1000
+        elif typ.unit == "ns":
+            v = v // 1_000_000
+        return pa.array(v, pa.int64(), mask=valid), (bad if bad is not None and bad.any() else None)
     raise BadArrowBatch(f"column 't' must be int64 (event time in ms) or a timestamp, not {typ}")
 
 
@@ -173,12 +194,13 @@ def parse_arrow(data, *, need_t: bool = True, bnode_prefix: str = "") -> ParsedL
     if dup:
         raise BadArrowBatch(f"column(s) {dup} appear more than once")
     s, p, o = (_string_column(_one_chunk(data.column(k)), k) for k in ("s", "p", "o"))
-    if "t" in names:
-        t = _time_column(_one_chunk(data.column("t")))
-    else:
+    t_bad = None
+    if "t" in names and need_t:
+        t, t_bad = _time_column(_one_chunk(data.column("t")))
+    else:   # an arrival-clock stream stamps the elements itself: a given t is ignored
         t = pa.nulls(data.num_rows, pa.int64())
     lines = np.arange(1, data.num_rows + 1, dtype=np.int64)
-    return _term_columns(s, p, o, t, lines, need_t, bnode_prefix)
+    return _term_columns(s, p, o, t, lines, need_t, bnode_prefix, t_bad)
 
 
 def read_arrow_ipc(body: bytes) -> pa.Table:
@@ -208,6 +230,11 @@ def _term_column(col: pa.Array, where: str) -> tuple[pa.DictionaryArray, np.ndar
         values, indices = enc.dictionary, enc.indices
     if values.type != t:
         values = values.cast(t)
+    bad: dict[int, str] = {}
+    try:
+        values.validate(full=True)
+    except pa.ArrowInvalid:   # invalid UTF-8 (Arrow IPC and the JSON reader take bytes as they come)
+        values, bad = _utf8_errors(values, where)
     idx = indices.to_numpy(zero_copy_only=False) if indices.null_count == 0 else \
         indices.cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False)
     ok = pc.match_substring_regex(values, _FAST_RE[where]).to_numpy(zero_copy_only=False)
@@ -215,7 +242,8 @@ def _term_column(col: pa.Array, where: str) -> tuple[pa.DictionaryArray, np.ndar
         redo = ~ok | pc.match_substring_regex(values, loader._F_NEEDS_CANON).to_numpy(zero_copy_only=False)
     else:
         redo = ~ok
-    bad: dict[int, str] = {}
+    if bad:
+        redo[list(bad)] = False
     if redo.any():
         pos = np.flatnonzero(redo)
         fixed: list[str | None] = []
@@ -231,8 +259,27 @@ def _term_column(col: pa.Array, where: str) -> tuple[pa.DictionaryArray, np.ndar
     return values, idx, bad
 
 
+def _utf8_errors(values: pa.Array, where: str) -> tuple[pa.Array, dict[int, str]]:
+    """The distinct values that are not valid UTF-8 (replaced by "" so the vectorized checks
+    can run) and an error for each; only runs for a column that failed validation."""
+    raw = values.cast(pa.large_binary()).to_pylist()
+    bad: dict[int, str] = {}
+    for j, b in enumerate(raw):
+        if b is None:
+            continue
+        try:
+            b.decode("utf-8")
+        except UnicodeDecodeError as e:
+            bad[j] = f"{where!r} is not valid UTF-8 (byte {e.start})"
+    mask = np.zeros(len(raw), dtype=bool)
+    mask[list(bad)] = True
+    fixed = pa.array([None if m else b for m, b in zip(mask.tolist(), raw, strict=True)], pa.large_binary())
+    fixed = pc.if_else(pa.array(mask), pa.scalar(b"", pa.large_binary()), fixed)
+    return fixed.cast(pa.large_string()), bad
+
+
 def _term_columns(s: pa.Array, p: pa.Array, o: pa.Array, t: pa.Array, lines: np.ndarray,
-                  need_t: bool, bnode_prefix: str) -> ParsedLines:
+                  need_t: bool, bnode_prefix: str, t_bad: np.ndarray | None = None) -> ParsedLines:
     """Shared by the Arrow and ndjson paths: per-row errors in the per-line path's order
     (missing term, missing ``t``, malformed s / p / o) and the good rows as dictionary columns."""
     n = len(lines)
@@ -251,6 +298,13 @@ def _term_columns(s: pa.Array, p: pa.Array, o: pa.Array, t: pa.Array, lines: np.
     if need_t and not has_t.all():
         why.append((~has_t & ok, "missing 't' (event time in ms)"))
         ok &= has_t
+    if need_t:
+        oob = time_out_of_range(t_np) & has_t
+        if t_bad is not None:
+            oob |= t_bad
+        if oob.any():
+            why.append((oob & ok, f"'t' out of range: event times are {RANGE_TEXT}"))
+            ok &= ~oob
     for _where, _values, idx, bad in cols:
         if bad:
             codes = np.fromiter(bad, dtype=np.int64, count=len(bad))
@@ -275,10 +329,26 @@ def _term_columns(s: pa.Array, p: pa.Array, o: pa.Array, t: pa.Array, lines: np.
     return ParsedLines(out[0], out[1], out[2], t_np, has_t, lines, errors)
 
 
+# the N-Triples term grammar of the graph path (engine.kv.loader), so every format accepts the same terms
+_NT_TERM = {
+    "s": re.compile(f"(?:{loader._IRI}|{loader._BN})"),
+    "p": re.compile(loader._IRI),
+    "o": re.compile(f"(?:{loader._IRI}|{loader._BN}|{loader._LIT})"),
+}
+
+
 def _line_term(v, where: str, bnode_prefix: str) -> str:
     if not isinstance(v, str):
         raise ValueError(f"{where!r} must be a string holding a term in N-Triples syntax")
-    k = canonical_key(v.strip())
+    v = v.strip()
+    if not _NT_TERM[where].fullmatch(v):
+        if where == "p" and v[:1] in ('"', "_"):
+            raise ValueError("the predicate must be an IRI")
+        if where == "s" and v[:1] == '"':
+            raise ValueError("the subject must be an IRI or a blank node")
+        raise ValueError(f"{where!r} is not an N-Triples term (IRIs exclude spaces, <>\"{{}}|^`\\ and "
+                         f"control characters): {shorten(v)}")
+    k = canonical_key(v)
     if where == "p" and k[0] != "<":
         raise ValueError("the predicate must be an IRI")
     if where == "s" and k[0] == '"':
@@ -305,9 +375,9 @@ def _slow_ndjson(body: bytes, need_t: bool, bnode_prefix: str) -> ParsedLines:
                 if need_t:
                     raise ValueError("missing 't' (event time in ms)")
             elif isinstance(tv, bool) or not isinstance(tv, int):
-                raise ValueError("'t' must be an integer (ms)")
-            elif not -(1 << 63) <= tv < (1 << 63):
-                raise ValueError("'t' out of range")
+                raise ValueError(f"'t' must be an integer: event times are {RANGE_TEXT}")
+            elif not TIME_MIN <= tv <= TIME_MAX:
+                raise ValueError(f"'t' out of range: event times are {RANGE_TEXT}")
             s = _line_term(obj["s"], "s", bnode_prefix)
             p = _line_term(obj["p"], "p", bnode_prefix)
             o = _line_term(obj["o"], "o", bnode_prefix)

@@ -93,6 +93,15 @@ from engine.stream.adaptor import (
     timeless_mask,
 )
 from engine.stream.continuous import AbsorbLog, BoundWindow, InstantEvaluator, WindowCache
+from engine.stream.limits import (
+    ABSORB_MAX,
+    BATCH_ID_MAX,
+    IRI_MAX,
+    BadRequest,
+    check_name,
+    check_time,
+    shorten,
+)
 from engine.stream.progress import ARRIVAL, EVENT, LateElementError, StreamClock, wall_clock_ms
 from engine.stream.registry_store import FORMAT, VERSION, BatchLedger, RegistryError, RegistryFile
 from engine.stream.windows import Trigger, Window
@@ -101,7 +110,7 @@ __all__ = ["StreamManager", "ResultLog", "ResultEvent", "StreamConflict", "Strea
            "UnknownStream", "LateElementError", "RegistryError"]
 
 log = logging.getLogger("jindou.stream")
-_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+_IRI_BAD = re.compile(r'[\x00-\x20<>"{}|^`\\]')
 
 
 class StreamConflict(JindouError):
@@ -221,6 +230,7 @@ class _Stream:
         self.sclock = StreamClock(name, clock=clock, now_ms=now_ms)
         self.store = TransientStore(name, budget_bytes=budget, horizon=horizon)
         self.lock = threading.Lock()
+        self.deleting = False   # set by delete_stream: queries can no longer register against it
         self.published: int | None = None
         self.accepted = 0
         self.rejected = 0
@@ -308,6 +318,10 @@ class StreamManager:
                                     f"{s['name']!r} again: {e}") from e
             p = s.get("progress")
             if p is not None:
+                try:
+                    p = check_time(p, "progress")
+                except BadRequest as e:
+                    raise RegistryError(f"stream registry {reg.path}: stream {s['name']!r}: {e}") from e
                 st = self._streams[s["name"]]
                 with st.lock:
                     st.sclock.restore(int(p))   # elements below the restored P stay rejected
@@ -402,21 +416,34 @@ class StreamManager:
                 "elements": st.elements, "batches": st.batches, "budget_bytes": st.store.budget_bytes}
 
     def register_stream(self, name: str, iri: str, absorb="none", clock: str = EVENT) -> tuple[bool, dict]:
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise ValueError(f"bad stream name {name!r}: expected [A-Za-z0-9_.-]+")
+        check_name(name, "stream")
         if not isinstance(iri, str) or not iri.strip():
-            raise ValueError("the stream needs an IRI")
+            raise BadRequest("the stream needs an IRI")
         iri = iri.strip()
         if iri.startswith("<") and iri.endswith(">"):
             iri = iri[1:-1]
-        if any(c in iri for c in '<>" {}|\\^`\n\r\t'):
-            raise ValueError(f"bad stream IRI {iri!r}")
-        absorb = normalize_absorb(absorb)
+        if len(iri) > IRI_MAX or _IRI_BAD.search(iri) or ":" not in iri:
+            raise BadRequest(f"bad stream IRI {shorten(iri)}: an absolute IRI of at most {IRI_MAX} characters "
+                             'without spaces, <>"{}|^`\\ or control characters')
+        if isinstance(absorb, (list, tuple)):
+            if len(absorb) > ABSORB_MAX:
+                raise BadRequest(f"absorb lists at most {ABSORB_MAX} predicates, not {len(absorb)}")
+            for a in absorb:
+                a = a[1:-1] if isinstance(a, str) and a.startswith("<") and a.endswith(">") else a
+                if not isinstance(a, str) or len(a) > IRI_MAX or _IRI_BAD.search(a) or ":" not in a:
+                    raise BadRequest(f"absorb lists predicate IRIs (at most {IRI_MAX} characters); "
+                                     f"{shorten(a)} is not one")
+        try:
+            absorb = normalize_absorb(absorb)
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
         clock = clock or EVENT
         if clock not in (EVENT, ARRIVAL):
-            raise ValueError('clock must be "event" or "arrival"')
+            raise BadRequest('clock must be "event" or "arrival"')
         with self._cv:
             cur = self._streams.get(name)
+            if cur is not None and cur.deleting:
+                raise StreamConflict(f"stream {name!r} is being deleted")
             if cur is not None:
                 if cur.body() == (iri, absorb, clock):
                     return False, self._info(cur)
@@ -461,18 +488,21 @@ class StreamManager:
 
     def delete_stream(self, name: str, force: bool = False) -> list[str]:
         with self._cv:
-            if name not in self._streams:
+            st = self._streams.get(name)
+            if st is None or st.deleting:
                 raise KeyError(name)
             users = [q.name for q in self._queries.values() if name in q.streams]
             if users and not force:
                 raise StreamInUse(f"stream {name!r} is read by continuous queries: {', '.join(users)}")
+            st.deleting = True   # from now on no query registers against it (UnknownStream)
         for qn in users:
             try:
                 self.delete_query(qn)
             except KeyError:
                 pass
         with self._cv:
-            self._streams.pop(name, None)
+            if self._streams.get(name) is st:
+                del self._streams[name]
             self._cv.notify_all()
         self._batches.forget(name)
         self._persist()
@@ -568,9 +598,10 @@ class StreamManager:
     def _check_batch_id(batch_id) -> str | None:
         if batch_id is None:
             return None
-        if not isinstance(batch_id, str) or not batch_id or len(batch_id) > 256 \
+        if not isinstance(batch_id, str) or not batch_id or len(batch_id) > BATCH_ID_MAX \
                 or not batch_id.isprintable():
-            raise BadArrowBatch("a batch id is a non-empty printable string of at most 256 characters")
+            raise BadArrowBatch(f"a batch id is a non-empty printable string of at most {BATCH_ID_MAX} "
+                                f"characters, not {shorten(batch_id)}")
         return batch_id
 
     def _duplicate(self, st: _Stream, batch_id: str | None) -> dict | None:
@@ -674,6 +705,8 @@ class StreamManager:
                      batch_id: str | None = None) -> dict:
         batch_id = self._check_batch_id(batch_id)
         st = self._get_stream(name)
+        if t is not None:
+            t = check_time(t, "?t")
         dup = self._duplicate(st, batch_id)
         if dup is not None:
             return dup
@@ -716,7 +749,10 @@ class StreamManager:
         return report
 
     def heartbeat(self, name: str, t: int) -> int:
+        """Raise the stream's progress to ``t``; a time outside the contract's range raises
+        :class:`~engine.stream.limits.BadTimestamp` and changes nothing."""
         st = self._get_stream(name)
+        t = check_time(t, "heartbeat t")
         with st.lock:
             if st.clock == ARRIVAL:
                 p = st.sclock.tick()
@@ -742,8 +778,8 @@ class StreamManager:
             for spec in cq.windows:
                 ref = spec.stream
                 st = self._streams.get(ref.name) if ref.name is not None else by_iri.get(ref.iri)
-                if st is None:
-                    what = ref.name if ref.name is not None else f"<{ref.iri}>"
+                if st is None or st.deleting:
+                    what = shorten(ref.name) if ref.name is not None else f"<{shorten(ref.iri)[1:-1]}>"
                     raise UnknownStream(f"unknown stream {what}: register it with PUT /streams/{{name}} first")
                 spelled = ref.name if ref.name is not None else f"<{ref.iri}>"
                 if st.name in seen:

@@ -27,6 +27,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from engine.stream.limits import parse_time
 from server.api.common import (
     HTTPError,
     ServerState,
@@ -130,9 +131,9 @@ async def query_results(name: str, request: Request) -> Response:
         leid = request.headers.get("last-event-id")
         if leid is not None and leid.strip():
             try:
-                last_id = int(leid.strip())
-            except ValueError:
-                raise HTTPError(400, "bad_request", f"Last-Event-ID must be an instant (integer ms), not {leid!r}") from None
+                last_id = parse_time(leid, "Last-Event-ID (an instant)")
+            except ValueError as e:
+                raise HTTPError(400, "bad_request", str(e)) from None
         log = await run_in_threadpool(m.log, name)
         return ResultStream(state, log, last_id, from_t)
     except Exception as exc:
@@ -308,7 +309,7 @@ class ResultStream(Response):
                     return
                 await self._send(send, encode_event(ev.event, ev.data, ev.id))
                 self.remaining -= 1
-                if ev.event == "result":
+                if ev.event in ("result", "idle"):
                     if self.last is None or ev.id > self.last:
                         self.last = ev.id
             if events:
