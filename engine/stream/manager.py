@@ -137,6 +137,20 @@ class ResultEvent:
     id: int
     event: str
     data: bytes
+    start: int | None = None   # "idle": the first instant it covers (``id`` is the last)
+    same_as: int | None = None  # "idle": the evaluated instant whose result they repeat
+
+
+def idle_data(start: int, end: int, step: int, same_as: int) -> bytes:
+    return orjson.dumps({"from": start, "to": end, "instants": (end - start) // step + 1, "same_as": same_as})
+
+
+def _trim_idle(ev: ResultEvent, first: int, step: int) -> ResultEvent:
+    """An idle event cut to the instants ``>= first`` (a client resuming inside its run)."""
+    start = -(-int(first) // step) * step
+    if ev.start is None or start <= ev.start:
+        return ev
+    return ResultEvent(ev.id, "idle", idle_data(start, ev.id, step, ev.same_as), start, ev.same_as)
 
 
 class ResultLog:
@@ -154,10 +168,20 @@ class ResultLog:
         self.last_id: int | None = None
 
     def append(self, t: int, data: bytes) -> None:
+        self._add(ResultEvent(int(t), "result", data))
+
+    def append_idle(self, start: int, end: int, same_as: int) -> None:
+        """One event for the unchanged instants ``start..end`` (results equal to instant
+        ``same_as``'s; empty ISTREAM/DSTREAM differences)."""
+        self._add(ResultEvent(int(end), "idle", idle_data(start, end, self.step or 1, same_as),
+                              int(start), int(same_as)))
+
+    def _add(self, ev: ResultEvent) -> None:
+        t = ev.id
         with self._lock:
             if self.closed:
                 return
-            self._events.append(ResultEvent(int(t), "result", data))
+            self._events.append(ev)
             while len(self._events) > self.retain:
                 self._dropped_last = self._events.popleft().id
             self.last_id = int(t)
@@ -193,9 +217,14 @@ class ResultLog:
                 missed = last_id + 1 if not self.step else (last_id // self.step + 1) * self.step
                 gap = {"missed_from": missed, "resumed_at": resumed}
                 out.append(ResultEvent(last_id, "gap", orjson.dumps(gap)))
-            out.extend(e for e in evs if e.id > last_id)
+            step = self.step or 1
+            out.extend(e if e.event != "idle" else _trim_idle(e, last_id + 1, step)
+                       for e in evs if e.id > last_id)
         elif from_t is not None:
-            out.extend(e for e in evs if e.id >= int(from_t))
+            from_t = int(from_t)
+            step = self.step or 1
+            out.extend(e if e.event != "idle" else _trim_idle(e, from_t, step)
+                       for e in evs if e.id >= from_t)
         if end is not None:
             out.append(end)
         return out
@@ -253,6 +282,9 @@ class _Query:
         self.log = log
         self.deleted = False
         self.evaluated = 0
+        self.idle = 0                       # instants reported unchanged without evaluation
+        self.state: tuple | None = None     # InstantEvaluator.capture() of the last evaluated instant
+        self.prefix: bytes | None = None    # its data before the window member (repeat_prefix)
         self.errors = 0
         self.last_latency_ms: float | None = None
         self.out_lock = threading.Lock()
@@ -268,7 +300,8 @@ def _absorb_out(absorb):
 class StreamManager:
     def __init__(self, db, *, retain: int = 1000, transient_budget: int = 256 << 20,
                  now_ms: Callable[[], int] | None = None, data_dir: str | None = None,
-                 progress_sync_s: float = 1.0, incremental: bool | str = True, batch_id_limit: int = 100_000):
+                 progress_sync_s: float = 1.0, incremental: bool | str = True, batch_id_limit: int = 100_000,
+                 idle_after: int = 100):
         self.db = db
         # True: maintain sliding-window queries incrementally where it pays (adaptive); "always": even
         # where it does not (tests); False: every instant from scratch, windows rebuilt (bench A/B)
@@ -285,6 +318,9 @@ class StreamManager:
             db.store.dictionary.encode(["<" + DEFAULT_GRAPH_IRI + ">"])
         self._closed = False
         self._inflight: _Query | None = None
+        self._rr = 0                            # round-robin position of the worker
+        # unchanged runs of at least this many instants are reported as one "idle" event
+        self.idle_after = max(1, int(idle_after))
         # persistence of the registry (None without a data dir); lock order: _reg_lock -> _cv
         self._registry = RegistryFile(data_dir) if data_dir is not None else None
         self._batches = BatchLedger(data_dir, limit=batch_id_limit)   # applied batch ids (ingest_arrow)
@@ -822,7 +858,7 @@ class StreamManager:
                 "windows": [{"stream": bw.stream, "iri": bw.iri, "range_ms": spec.range_ms,
                              "step_ms": spec.step_ms, "triples": spec.triples, "text": format_window(spec)}
                             for bw, spec in zip(q.windows, q.cq.windows, strict=True)],
-                "next_instant": q.trigger.next_instant, "evaluated": q.evaluated,
+                "next_instant": q.trigger.next_instant, "evaluated": q.evaluated, "unchanged_instants": q.idle,
                 "last_latency_ms": q.last_latency_ms}
 
     def queries(self) -> list[dict]:
@@ -867,20 +903,21 @@ class StreamManager:
                 st.sclock.tick()
                 self._publish(st)
 
-    def _next_job(self) -> tuple[_Query, int] | None:
-        """Caller holds ``_cv``: issue the lowest ready instant of any query."""
+    def _next_job(self) -> tuple[_Query, int, int] | None:
+        """Caller holds ``_cv``: the next query with a ready instant, round-robin (a query with a
+        long backlog gets one instant or one unchanged run per turn, never the worker), as
+        ``(query, its next instant, its last ready instant)``. Nothing is issued yet."""
         prog = self._progress()
-        best = None
-        for q in self._queries.values():
-            if q.trigger.ready_upto(prog) is not None:
-                t = q.trigger.next_instant
-                if best is None or t < best[1]:
-                    best = (q, t)
-        if best is None:
-            return None
-        q = best[0]
-        (t,) = q.trigger.ready(prog, limit=1)
-        return q, t
+        qs = list(self._queries.values())
+        n = len(qs)
+        for k in range(n):
+            i = (self._rr + k) % n
+            q = qs[i]
+            last = q.trigger.ready_upto(prog)
+            if last is not None:
+                self._rr = i + 1
+                return q, q.trigger.next_instant, last
+        return None
 
     def _has_ready(self) -> bool:
         prog = self._progress()
@@ -924,10 +961,22 @@ class StreamManager:
                     wait = due if wait is None else min(wait, due)
                 self._cv.wait(timeout=wait)
                 return True
-            q, t = job
+            q, t, last = job
             self._inflight = q
         try:
-            self._evaluate(q, t)
+            # instants whose windows and stored data equal the last evaluated one's cost nothing
+            u = None
+            if q.state is not None and q.prefix is not None:
+                u = q.evaluator.unchanged_until(q.state, t, last, q.trigger.step)
+            with self._cv:
+                if u is None:
+                    (t,) = q.trigger.ready(self._progress(), limit=1)
+                else:
+                    q.trigger.advance(u)
+            if u is None:
+                self._evaluate(q, t)
+            else:
+                self._report_unchanged(q, t, u)
         finally:
             with self._cv:
                 self._inflight = None
@@ -936,23 +985,60 @@ class StreamManager:
         return True
 
     def _evaluate(self, q: _Query, t: int) -> None:
+        state = q.evaluator.capture(t)
+        win = None
         try:
             data, ms = q.evaluator.run(t)
         except Exception as e:  # noqa: BLE001 - reported in the query's result stream
             kind = getattr(e, "kind", "error")
+            if isinstance(e, JindouError):
+                detail = str(e)
+            else:   # never the text of an unexpected exception: a reference to the log
+                ref = f"{int(time.time() * 1000):x}-{id(e) & 0xffff:04x}"
+                log.exception("continuous query %s, instant %d (error id %s)", q.name, t, ref)
+                kind, detail = "internal", f"internal error (id {ref} in the server log)"
             try:
                 win = q.evaluator.window_member(t)
             except Exception:  # noqa: BLE001
                 win = {"start": t, "end": t}
-            data = orjson.dumps({"error": kind, "detail": str(e), "window": win})
+            data = orjson.dumps({"error": kind, "detail": detail, "window": win})
             ms = None
             q.errors += 1
+        try:
+            prefix = q.evaluator.repeat_prefix(data, win if win is not None else q.evaluator.window_member(t))
+        except Exception:  # noqa: BLE001 - then the next instant is evaluated, as without skipping
+            log.exception("continuous query %s: cannot keep instant %d for unchanged instants", q.name, t)
+            prefix = None
         with q.out_lock:
             if q.deleted:
                 return
             q.evaluated += 1
             q.last_latency_ms = ms
+            q.state, q.prefix = state, prefix
             q.log.append(t, data)
+
+    def _report_unchanged(self, q: _Query, t: int, u: int) -> None:
+        """Instants ``t..u`` equal the last evaluated one: a run of at least ``idle_after``
+        instants is one ``idle`` event, a shorter one a ``result`` event per instant (the same
+        result with its own window; an empty I/DSTREAM difference), without evaluating."""
+        step = q.trigger.step
+        n = (u - t) // step + 1
+        te = q.state[0]
+        if n >= self.idle_after:
+            with q.out_lock:
+                if not q.deleted:
+                    q.idle += n
+                    q.evaluated += n
+                    q.log.append_idle(t, u, te)
+            return
+        datas = [(x, q.evaluator.repeat(q.prefix, x)) for x in range(t, u + 1, step)]
+        with q.out_lock:
+            if q.deleted:
+                return
+            q.idle += n
+            q.evaluated += n
+            for x, d in datas:
+                q.log.append(x, d)
 
     # ------------------------------------------------------------ GC
     def _stream_horizon(self, name: str) -> int | None:

@@ -228,5 +228,15 @@ class Trigger:
         self._issued += len(out)
         return out
 
+    def advance(self, upto: int) -> int:
+        """Issue the instants from :attr:`next_instant` to ``upto`` (aligned, already known to
+        be ready) at once, without listing them; returns how many."""
+        if self._next is None or upto < self._next:
+            return 0
+        n = (int(upto) - self._next) // self.step + 1
+        self._next += n * self.step
+        self._issued += n
+        return n
+
     def __repr__(self) -> str:
         return f"Trigger(step={self.step}, streams={self.streams}, next={self._next})"
