@@ -351,13 +351,13 @@ class StreamManager:
                 self.register_stream(s["name"], s["iri"], absorb=s["absorb"], clock=s["clock"])
             except (ValueError, JindouError) as e:
                 raise RegistryError(f"stream registry {reg.path}: cannot register stream "
-                                    f"{s['name']!r} again: {e}") from e
+                                    f"{shorten(s['name'])} again: {e}") from e
             p = s.get("progress")
             if p is not None:
                 try:
                     p = check_time(p, "progress")
                 except BadRequest as e:
-                    raise RegistryError(f"stream registry {reg.path}: stream {s['name']!r}: {e}") from e
+                    raise RegistryError(f"stream registry {reg.path}: stream {shorten(s['name'])}: {e}") from e
                 st = self._streams[s["name"]]
                 with st.lock:
                     st.sclock.restore(int(p))   # elements below the restored P stay rejected
@@ -367,10 +367,10 @@ class StreamManager:
                 info = self.register_query(q["text"])
             except JindouError as e:
                 raise RegistryError(f"stream registry {reg.path}: cannot register continuous query "
-                                    f"{q['name']!r} again: {e}") from e
+                                    f"{shorten(q['name'])} again: {e}") from e
             if info["id"] != q["name"]:
-                raise RegistryError(f"stream registry {reg.path}: query {q['name']!r} registers as "
-                                    f"{info['id']!r}")
+                raise RegistryError(f"stream registry {reg.path}: query {shorten(q['name'])} registers as "
+                                    f"{shorten(info['id'])}")
         log.info("restored %d stream(s) and %d continuous query(ies) from %s",
                  len(doc["streams"]), len(doc["queries"]), reg.path)
 
