@@ -14,8 +14,18 @@ Threads and locks
   and wake the worker. Publishing after the append means an instant never
   fires before its data is readable.
 * One background worker thread per manager evaluates the ready instants, one
-  at a time, each query's instants in order (the query with the lowest ready
-  instant goes first). A slow query delays other evaluations, never ingestion.
+  at a time, each query's instants in order, taking the queries round-robin
+  (one instant, or one run of unchanged instants, per turn), so a query's
+  backlog never starves the others. A slow query delays other evaluations,
+  never ingestion.
+* Unchanged instants: after evaluating instant ``te`` the worker keeps what it
+  depended on (:meth:`InstantEvaluator.capture`); the following instants whose
+  windows and stored data are provably the same
+  (:meth:`InstantEvaluator.unchanged_until`) are not evaluated: a run of at
+  least ``idle_after`` of them is one ``idle`` event ``{"from", "to",
+  "instants", "same_as"}``, a shorter one a copy of ``te``'s result per
+  instant (its own ``window``; empty I/DSTREAM differences). The cost is one
+  evaluation per distinct window content, whatever the number of instants.
 * Lock order: a stream's ``lock`` -> the manager's ``_cv`` -> (never the other way).
   The transient stores' own locks are never requested while ``_cv`` is held.
 

@@ -14,7 +14,8 @@
 * From then on every instant is evaluated exactly once, in order, also when
   its windows are empty (:meth:`Trigger.ready`).
 
-All times are integer milliseconds (Python ints; negative times allowed).
+All times are integer milliseconds (Python ints; these helpers allow any; the API admits
+[0, 2^53-1], see :mod:`engine.stream.limits`).
 The brute-force selections here (:func:`time_window_mask`,
 :func:`count_window_slice`) define the semantics; the transient store
 (:mod:`engine.kv.transient`) computes the same ranges through its stream index.
