@@ -470,8 +470,10 @@ class InstantEvaluator:
         """The part of an event's data before its ``window`` member, for reporting later
         unchanged instants: the same result (RSTREAM, errors) or an empty difference."""
         suffix = _window_member(win) + b"}"
-        if self.mode == "RSTREAM" or not data.endswith(suffix) or data.startswith(b'{"error"'):
-            return data[:-len(suffix)] if data.endswith(suffix) else data
+        if not data.endswith(suffix):
+            raise ValueError("the event data does not end with its window member")
+        if self.mode == "RSTREAM" or data.startswith(b'{"error"'):
+            return data[:-len(suffix)]
         if self.form == "CONSTRUCT":
             return b'{"triples":""'
         return b'{"head":' + orjson.dumps({"vars": self._vars}) + b',"results":{"bindings":[]}'
