@@ -11,7 +11,15 @@ import pytest
 
 from engine.database import Database
 from engine.errors import LoadError, QuerySyntaxError
-from engine.stream.limits import NAME_MAX, TIME_MAX, BadName, BadRequest, BadTimestamp, parse_time
+from engine.stream.limits import (
+    NAME_MAX,
+    TIME_MAX,
+    BadName,
+    BadRequest,
+    BadTimestamp,
+    TooManyBadLines,
+    parse_time,
+)
 from engine.stream.manager import RegistryError, StreamManager, UnknownStream
 from engine.stream.registry_store import FORMAT, VERSION
 
@@ -290,3 +298,46 @@ def test_restore_refuses_a_too_long_query_name(tmp_path):
                                            "WHERE { ?s ?p ?o }"}])
     with pytest.raises(RegistryError, match="at most 128"):
         StreamManager(Database(shards=1), data_dir=str(tmp_path))
+
+
+# ---------------------------------------------------------------- bad-line floods
+
+
+def test_a_flood_of_bad_lines_is_refused_whole(env):
+    db, m = env
+    m.register_stream("s", EX + "s")
+    m.ingest_ndjson("s", line("a", '"1"', 5))
+    n_terms = len(db.store.dictionary)
+    before = snapshot(m)
+    floods = [b"x\n" * 200_000,
+              b'{"s":"<urn:a b>","p":"<urn:p>","o":"<urn:o>","t":9}\n' * 100_001,
+              b'{"s":"<urn:a>","p":"<urn:p>","o":"<urn:o>","t":9999999999999999}\n' * 100_001,
+              b"\n".join([line("b", '"2"', 10)] + [line("c", '"3"', 1)] * 100_001)]   # late elements
+    for body in floods:
+        with pytest.raises(TooManyBadLines, match="nothing was stored; the first: line"):
+            m.ingest_ndjson("s", body)
+    tab = pa.table({"s": ["<urn:a b>"] * 100_001, "p": [f"<{EX}p>"] * 100_001, "o": ['"x"'] * 100_001,
+                    "t": [9] * 100_001})
+    with pytest.raises(TooManyBadLines):
+        m.ingest_arrow("s", tab)
+    assert snapshot(m) == before and len(db.store.dictionary) == n_terms
+    # exactly at the limit: reported line by line, the good lines kept
+    body = b"\n".join([line("d", '"4"', 20)] + [b"x"] * 100_000)
+    r = m.ingest_ndjson("s", body)
+    assert r["accepted"] == 1 and r["rejected"] == 100_000 and len(r["errors"]) == 100_000
+
+
+def test_large_body_with_a_few_bad_lines_keeps_line_numbers(env):
+    _, m = env
+    m.register_stream("s", EX + "s")
+    rows = [line(f"s{i}", f'"{i}"', i) for i in range(40_000)]   # about 2.5 MB: parsed in pieces
+    bad = {3: b"not json", 20_000: b'{"s":"<urn:a b>","p":"<urn:p>","o":"<urn:o>","t":20000}',
+           39_990: b'{"s":"<urn:a>","p":"<urn:p>","o":"<urn:o>","t":-1}'}
+    for i, b in bad.items():
+        rows[i] = b
+    rows.insert(100, b"   ")   # a blank line shifts the numbers after it
+    body = b"\n".join(rows)
+    assert len(body) > 2 << 20
+    r = m.ingest_ndjson("s", body)
+    assert r["accepted"] == 40_000 - 3 and [e["line"] for e in r["errors"]] == [4, 20_002, 39_992], r["errors"]
+    assert "UTF-8" not in str(r["errors"]) and "range" in r["errors"][2]["error"]

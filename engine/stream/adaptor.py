@@ -40,7 +40,15 @@ import pyarrow.json as pj
 
 from engine.errors import JindouError
 from engine.kv import loader
-from engine.stream.limits import RANGE_TEXT, TIME_MAX, TIME_MIN, shorten, time_out_of_range
+from engine.stream.limits import (
+    MAX_BAD_LINES,
+    RANGE_TEXT,
+    TIME_MAX,
+    TIME_MIN,
+    TooManyBadLines,
+    shorten,
+    time_out_of_range,
+)
 from engine.terms import canonical_key
 
 __all__ = ["ParsedLines", "parse_ndjson", "parse_graph", "parse_arrow", "read_arrow_ipc", "BadArrowBatch",
@@ -70,35 +78,46 @@ class ParsedLines:
         return len(self.line)
 
 
-def _nonblank_lines(body: bytes) -> np.ndarray:
-    """1-based numbers of the lines holding something other than whitespace."""
-    if not body:
-        return np.zeros(0, dtype=np.int64)
-    b = np.frombuffer(body, dtype=np.uint8)
-    nl = np.flatnonzero(b == 10)
-    starts = np.concatenate(([0], nl + 1))
-    ends = np.concatenate((nl, [len(b)]))
-    cs = np.concatenate(([0], np.cumsum(~_WS[b], dtype=np.int64)))
-    nonblank = (cs[ends] - cs[starts]) > 0
-    return np.flatnonzero(nonblank).astype(np.int64) + 1
+def _nonblank_lines(body: bytes, block: int = 1 << 22) -> np.ndarray:
+    """1-based numbers of the lines holding something other than whitespace (per block of
+    whole lines, so a body of millions of lines needs little memory beyond the result)."""
+    out: list[np.ndarray] = []
+    pos, line0, n = 0, 0, len(body)
+    while pos < n:
+        end = body.find(b"\n", min(n, pos + block))
+        end = n if end < 0 else end + 1
+        b = np.frombuffer(body, dtype=np.uint8, count=end - pos, offset=pos)
+        nl = np.flatnonzero(b == 10)
+        starts = np.concatenate(([0], nl + 1))
+        if starts[-1] >= len(b):
+            starts = starts[:-1]   # the piece ends with a newline: no line starts after it
+        counts = np.add.reduceat((~_WS[b]).view(np.uint8), starts, dtype=np.int64)
+        out.append(np.flatnonzero(counts > 0).astype(np.int64) + (line0 + 1))
+        line0 += len(nl)
+        pos = end
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
-def _fast_ndjson(body: bytes, need_t: bool, bnode_prefix: str) -> ParsedLines | None:
+def _fast_ndjson(body: bytes, need_t: bool, bnode_prefix: str, line0: int = 0) -> ParsedLines | None:
     """pyarrow's JSON reader into s/p/o/t columns, then the Arrow term validation.
 
     None when the body is not plain JSON lines of the expected shape (a line that is not
     an object, a term that is not a string, a non-integer ``t`` ...): the per-line path
     then finds and reports those lines."""
-    lines = _nonblank_lines(body)
-    if len(lines) == 0:
+    if not body.strip():
         e = pa.array([], pa.large_string())
         z = np.zeros(0, dtype=np.int64)
         return ParsedLines(e, e, e, z, np.zeros(0, dtype=bool), z)
-    try:
+    try:   # first: a body of bad lines fails here at once, before any per-line array is made
         tab = pj.read_json(io.BytesIO(body), parse_options=pj.ParseOptions(
             explicit_schema=_SCHEMA, unexpected_field_behavior="ignore"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
+    total = body.count(b"\n") + (0 if body.endswith(b"\n") else 1)
+    if tab.num_rows == total:   # no blank line
+        lines = np.arange(1 + line0, total + 1 + line0, dtype=np.int64)
+    else:
+        lines = _nonblank_lines(body) + line0
     if tab.num_rows != len(lines):
         return None
     s, p, o, t = (_one_chunk(tab.column(k)) for k in ("s", "p", "o", "t"))
@@ -312,6 +331,12 @@ def _term_columns(s: pa.Array, p: pa.Array, o: pa.Array, t: pa.Array, lines: np.
             if m.any():
                 why.append((m, (idx, bad)))
                 ok &= ~m
+    n_bad = n - int(np.count_nonzero(ok))
+    if n_bad > MAX_BAD_LINES:
+        m, msg = why[0]
+        r = int(np.flatnonzero(m)[0])
+        text = msg if isinstance(msg, str) else msg[1][int(msg[0][r])]
+        raise TooManyBadLines(n_bad, {"line": int(lines[r]), "error": text})
     errors: list[dict] = []
     for m, msg in why:
         for r in np.flatnonzero(m).tolist():
@@ -358,52 +383,142 @@ def _line_term(v, where: str, bnode_prefix: str) -> str:
     return k
 
 
-def _slow_ndjson(body: bytes, need_t: bool, bnode_prefix: str) -> ParsedLines:
-    ss, ps, os_, ts, hts, lines, errors = [], [], [], [], [], [], []
-    for i, raw in enumerate(body.split(b"\n"), start=1):
+def _ndjson_lines(body: bytes, line0: int = 0):
+    """(1-based number, line) of each line, without splitting the whole body at once."""
+    pos, i, n = 0, 1 + line0, len(body)
+    while pos <= n:
+        j = body.find(b"\n", pos)
+        if j < 0:
+            j = n
+        yield i, body[pos:j]
+        pos, i = j + 1, i + 1
+
+
+_SLOW_CHUNK = 65_536   # lines turned into Arrow columns at a time (bounded Python memory)
+
+
+def _slow_ndjson(body: bytes, need_t: bool, bnode_prefix: str, line0: int = 0) -> ParsedLines:
+    """The path for bodies the JSON reader refuses: each line's JSON shape is checked here
+    (one ``orjson.loads`` a line), the terms by the same vectorized validation as the fast
+    path and Arrow (:func:`_term_columns`). Stops at the bad-line limit."""
+    errors: list[dict] = []
+    parts: list[ParsedLines] = []
+    cols: tuple[list, ...] = ([], [], [], [], [])   # s, p, o, t (None: absent), line
+
+    def flush() -> None:
+        s_, p_, o_, t_, ln = cols
+        if ln:
+            lt = pa.large_string()
+            part = _term_columns(pa.array(s_, lt), pa.array(p_, lt), pa.array(o_, lt), pa.array(t_, pa.int64()),
+                                 np.asarray(ln, dtype=np.int64), need_t, bnode_prefix)
+            errors.extend(part.errors)
+            parts.append(part)
+            for c in cols:
+                c.clear()
+
+    def bad(i: int, why: str) -> None:
+        errors.append({"line": i, "error": why})
+        if len(errors) > MAX_BAD_LINES:   # stop here: the POST is refused anyway
+            raise TooManyBadLines(None, min(errors, key=lambda e: e["line"]))
+
+    for i, raw in _ndjson_lines(body, line0):
         if not raw.strip():
             continue
         try:
             obj = orjson.loads(raw)
-            if not isinstance(obj, dict):
-                raise ValueError("a line must be a JSON object")
-            for k in ("s", "p", "o"):
-                if k not in obj:
-                    raise ValueError(f"missing {k!r}")
-            tv = obj.get("t") if need_t else None   # arrival clock: any t is ignored
-            if tv is None:
-                if need_t:
-                    raise ValueError("missing 't' (event time in ms)")
-            elif isinstance(tv, bool) or not isinstance(tv, int):
-                raise ValueError(f"'t' must be an integer: event times are {RANGE_TEXT}")
-            elif not TIME_MIN <= tv <= TIME_MAX:
-                raise ValueError(f"'t' out of range: event times are {RANGE_TEXT}")
-            s = _line_term(obj["s"], "s", bnode_prefix)
-            p = _line_term(obj["p"], "p", bnode_prefix)
-            o = _line_term(obj["o"], "o", bnode_prefix)
-        except (ValueError, orjson.JSONDecodeError) as e:
-            errors.append({"line": i, "error": str(e)})
+        except orjson.JSONDecodeError as e:
+            bad(i, str(e))
             continue
-        ss.append(s)
-        ps.append(p)
-        os_.append(o)
-        ts.append(0 if tv is None else tv)
-        hts.append(tv is not None)
-        lines.append(i)
-    t = pa.large_string()
-    return ParsedLines(pa.array(ss, t), pa.array(ps, t), pa.array(os_, t),
-                       np.asarray(ts, dtype=np.int64), np.asarray(hts, dtype=bool),
-                       np.asarray(lines, dtype=np.int64), errors)
+        if not isinstance(obj, dict):
+            bad(i, "a line must be a JSON object")
+            continue
+        miss = next((k for k in ("s", "p", "o") if k not in obj), None)
+        if miss is not None:
+            bad(i, f"missing {miss!r}")
+            continue
+        tv = obj.get("t") if need_t else None   # arrival clock: any t is ignored
+        if tv is None:
+            if need_t:
+                bad(i, "missing 't' (event time in ms)")
+                continue
+        elif isinstance(tv, bool) or not isinstance(tv, int):
+            bad(i, f"'t' must be an integer: event times are {RANGE_TEXT}")
+            continue
+        elif not TIME_MIN <= tv <= TIME_MAX:
+            bad(i, f"'t' out of range: event times are {RANGE_TEXT}")
+            continue
+        nonstr = next((k for k in ("s", "p", "o") if not isinstance(obj[k], str)), None)
+        if nonstr is not None:
+            bad(i, f"{nonstr!r} must be a string holding a term in N-Triples syntax")
+            continue
+        cols[0].append(obj["s"])
+        cols[1].append(obj["p"])
+        cols[2].append(obj["o"])
+        cols[3].append(tv)
+        cols[4].append(i)
+        if len(cols[4]) >= _SLOW_CHUNK:
+            flush()
+            if len(errors) > MAX_BAD_LINES:
+                raise TooManyBadLines(len(errors), min(errors, key=lambda e: e["line"]))
+    flush()
+    if len(errors) > MAX_BAD_LINES:
+        raise TooManyBadLines(len(errors), min(errors, key=lambda e: e["line"]))
+    errors.sort(key=lambda e: e["line"])
+    return _combine(parts, errors)
+
+
+def _combine(parts: list[ParsedLines], errors: list[dict]) -> ParsedLines:
+    """One ParsedLines from consecutive parts (their own errors replaced by ``errors``)."""
+    if not parts:
+        e = pa.array([], pa.large_string())
+        z = np.zeros(0, dtype=np.int64)
+        return ParsedLines(e, e, e, z, np.zeros(0, dtype=bool), z, errors)
+    if len(parts) == 1:
+        out = parts[0]
+        out.errors = errors
+        return out
+    lt = pa.large_string()
+    return ParsedLines(*(pa.concat_arrays([getattr(x, k).cast(lt) for x in parts]) for k in ("s", "p", "o")),
+                       np.concatenate([x.t for x in parts]), np.concatenate([x.has_t for x in parts]),
+                       np.concatenate([x.line for x in parts]), errors)
+
+
+_NDJSON_CHUNK = 1 << 20   # a body the JSON reader refuses is retried in pieces of about this size
+
+
+def _chunked_ndjson(body: bytes, need_t: bool, bnode_prefix: str) -> ParsedLines:
+    """Fast path per piece of whole lines; only the pieces holding a bad line take the
+    per-line path (a few bad lines in a large body cost little)."""
+    parts: list[ParsedLines] = []
+    errors: list[dict] = []
+    pos, line0, n = 0, 0, len(body)
+    while pos < n:
+        end = body.find(b"\n", min(n, pos + _NDJSON_CHUNK))
+        end = n if end < 0 else end + 1
+        piece = body[pos:end]
+        part = _fast_ndjson(piece, need_t, bnode_prefix, line0)
+        if part is None:
+            part = _slow_ndjson(piece, need_t, bnode_prefix, line0)
+        parts.append(part)
+        errors.extend(part.errors)
+        if len(errors) > MAX_BAD_LINES:
+            raise TooManyBadLines(len(errors), errors[0])
+        line0 += piece.count(b"\n")
+        pos = end
+    return _combine(parts, errors)
 
 
 def parse_ndjson(body: bytes, *, need_t: bool = True, bnode_prefix: str = "") -> ParsedLines:
     """Parse an ndjson body; bad lines land in ``errors`` (1-based line numbers)."""
     if isinstance(body, str):
         body = body.encode("utf-8")
-    fast = _fast_ndjson(bytes(body), need_t, bnode_prefix)
+    body = bytes(body)
+    fast = _fast_ndjson(body, need_t, bnode_prefix)
     if fast is not None:
         return fast
-    return _slow_ndjson(bytes(body), need_t, bnode_prefix)
+    if len(body) > _NDJSON_CHUNK:
+        return _chunked_ndjson(body, need_t, bnode_prefix)
+    return _slow_ndjson(body, need_t, bnode_prefix)
 
 
 def parse_graph(data: bytes, media_type: str, *, bnode_prefix: str = "") -> loader.ParsedKeys:

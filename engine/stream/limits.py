@@ -23,7 +23,7 @@ import numpy as np
 from engine.errors import JindouError
 
 __all__ = ["TIME_MIN", "TIME_MAX", "MAX_DURATION_MS", "MAX_TRIPLES", "NAME_MAX", "IRI_MAX", "ABSORB_MAX", "BATCH_ID_MAX",
-           "BadRequest", "BadTimestamp", "BadName", "check_time", "parse_time", "time_out_of_range", "check_name",
+           "BadRequest", "BadTimestamp", "BadName", "TooManyBadLines", "MAX_BAD_LINES", "check_time", "check_int64", "parse_time", "time_out_of_range", "check_name",
            "name_error", "shorten"]
 
 TIME_MIN = 0
@@ -34,6 +34,8 @@ NAME_MAX = 128
 IRI_MAX = 4096
 ABSORB_MAX = 1024
 BATCH_ID_MAX = 256
+#: bad lines / rows (syntax, terms, times, late elements) one POST may report; beyond, it is refused whole
+MAX_BAD_LINES = 100_000
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 _INT_RE = re.compile(r"[+-]?[0-9]{1,20}\Z")
@@ -54,6 +56,16 @@ class BadName(BadRequest):
     """A stream or query name outside ``[A-Za-z0-9_.-]{1,NAME_MAX}``."""
 
 
+class TooManyBadLines(BadRequest):
+    """More than :data:`MAX_BAD_LINES` bad lines / rows in one POST: refused as a whole (nothing
+    stored), so the report stays small and no bad line goes unreported."""
+
+    def __init__(self, count: int | None, first: dict | None):
+        what = "more than" if count is None else f"{count} bad lines / rows, more than"
+        head = "" if first is None else f"; the first: line {first['line']}: {first['error']}"
+        super().__init__(f"{what} {MAX_BAD_LINES} bad lines / rows in one POST: nothing was stored{head}")
+
+
 def shorten(v, limit: int = 60) -> str:
     """``repr`` of a client value, cut so an error message never echoes megabytes."""
     r = repr(v) if not isinstance(v, str) or len(v) <= limit else repr(v[:limit]) + f"... ({len(v)} characters)"
@@ -66,6 +78,17 @@ def check_time(v, what: str = "timestamp") -> int:
         raise BadTimestamp(f"{what} must be {RANGE_TEXT}, not {shorten(v)}")
     v = int(v)
     if not TIME_MIN <= v <= TIME_MAX:
+        raise BadTimestamp(f"{what} {shorten(str(v))} is out of range: times are {RANGE_TEXT}")
+    return v
+
+
+def check_int64(v, what: str = "timestamp") -> int:
+    """``v`` as an int that fits int64 (what the clock primitives can hold); the contract's
+    narrower range is checked where times enter (:func:`check_time`)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise BadTimestamp(f"{what} must be {RANGE_TEXT}, not {shorten(v)}")
+    v = int(v)
+    if not -(2**63) <= v < 2**63:
         raise BadTimestamp(f"{what} {shorten(str(v))} is out of range: times are {RANGE_TEXT}")
     return v
 

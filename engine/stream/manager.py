@@ -107,7 +107,9 @@ from engine.stream.limits import (
     ABSORB_MAX,
     BATCH_ID_MAX,
     IRI_MAX,
+    MAX_BAD_LINES,
     BadRequest,
+    TooManyBadLines,
     check_name,
     check_time,
     shorten,
@@ -665,6 +667,8 @@ class StreamManager:
         if dup is not None:
             return dup
         parsed = parse(st, f"L{self.db.store.next_load_id()}x")
+        if st.clock != ARRIVAL and len(parsed):   # refuse a flood of late elements before interning
+            self._check_late(parsed, st.sclock.peek())
         rows, mark = self._encode(parsed.s, parsed.p, parsed.o)
         with st.lock:
             dup = self._duplicate(st, batch_id)   # a concurrent delivery of the same batch
@@ -678,6 +682,30 @@ class StreamManager:
             else:
                 report.pop("_absorbed")
         return report
+
+    @staticmethod
+    def _late_mask(t: np.ndarray, p0: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """(late rows, progress each row sees) by the progress rules from ``p0``."""
+        n = len(t)
+        seen = np.empty(n, dtype=np.int64)
+        seen[0] = np.iinfo(np.int64).min if p0 is None else p0
+        if n > 1:
+            np.maximum.accumulate(t[:-1], out=seen[1:])
+            np.maximum(seen[1:], seen[0], out=seen[1:])
+        return t < seen, seen
+
+    @staticmethod
+    def _check_late(parsed: ParsedLines, p0: int | None) -> None:
+        """Raise TooManyBadLines when bad lines plus late elements (at least those late against
+        ``p0``; progress only grows) exceed the limit."""
+        late, seen = StreamManager._late_mask(parsed.t, p0)
+        n_late = int(np.count_nonzero(late))
+        if n_late + len(parsed.errors) > MAX_BAD_LINES:
+            i = int(np.argmax(late)) if n_late else 0
+            first = parsed.errors[0] if parsed.errors else {
+                "line": int(parsed.line[i]),
+                "error": f"late element: timestamp {int(parsed.t[i])} is below the stream's progress {int(seen[i])}"}
+            raise TooManyBadLines(n_late + len(parsed.errors), first)
 
     def _admit_rows(self, st: _Stream, parsed: ParsedLines, rows: np.ndarray,
                     mark: tuple[int, int] | None = None) -> dict:
@@ -694,6 +722,10 @@ class StreamManager:
             stamps = parsed.t
             p0 = st.sclock.peek()
             mask, _ = st.sclock.admit(stamps)
+            if not mask.all() and len(errors) + n - int(np.count_nonzero(mask)) > MAX_BAD_LINES:
+                st.sclock.rollback(saved)
+                self._check_late(parsed, p0)   # raises, naming the first bad line
+                raise TooManyBadLines(None, None)
             if not mask.all():
                 seen = np.empty(n, dtype=np.int64)
                 seen[0] = np.iinfo(np.int64).min if p0 is None else p0
