@@ -1012,13 +1012,13 @@ class StreamManager:
                 u = q.evaluator.unchanged_until(q.state, t, last, q.trigger.step)
             with self._cv:
                 if u is None:
-                    (t,) = q.trigger.ready(self._progress(), limit=1)
+                    issued = q.trigger.ready(self._progress(), limit=1)   # [] if its stream went away
                 else:
                     q.trigger.advance(u)
-            if u is None:
-                self._evaluate(q, t)
-            else:
+            if u is not None:
                 self._report_unchanged(q, t, u)
+            elif issued:
+                self._evaluate(q, issued[0])
         finally:
             with self._cv:
                 self._inflight = None

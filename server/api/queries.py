@@ -3,7 +3,8 @@
 * ``POST /queries`` (C-SPARQL text) -> 201 ``{"id", "streams", "vars"}``.
 * ``GET /queries``, ``GET|DELETE /queries/{name}``.
 * ``GET /queries/{name}/results`` -> ``text/event-stream``: one ``event:
-  result`` per evaluated instant (``id: <t>``), ``event: gap`` when a client
+  result`` per evaluated instant (``id: <t>``), ``event: idle`` for a run of
+  unchanged instants, ``event: gap`` when a client
   resumes before the retained history, ``event: end`` when the query is
   deleted, ``event: error`` when a client fell too far behind.
 
@@ -117,7 +118,9 @@ async def query_delete(name: str, request: Request) -> Response:
 @router.get("/queries/{name}/results", summary="Results as Server-Sent Events", responses={
     200: {"description": "text/event-stream", "content": {"text/event-stream": {}}}, **_ERR})
 async def query_results(name: str, request: Request) -> Response:
-    """One `event: result` per instant (`id: <t>`, `data:` SPARQL JSON results + `window`).
+    """One `event: result` per instant (`id: <t>`, `data:` SPARQL JSON results + `window`);
+    a run of unchanged instants (at least `--idle-after`) is one `event: idle` (`id:` its last
+    instant, `data: {"from", "to", "instants", "same_as"}`).
     Send `Last-Event-ID` to resume after that instant (an `event: gap` first if it is older
     than the retained history); `?from=<t>` replays the retained instants from t; otherwise
     the stream starts at the next instant. `event: end` when the query is deleted."""

@@ -258,7 +258,8 @@ def _ingest_arrow_body(m, name: str, body: bytes, batch_id: str | None) -> dict:
                      "application/n-triples": {"schema": {"type": "string"}},
                      "text/turtle": {"schema": {"type": "string"}}}}})
 async def stream_post(name: str, request: Request) -> Response:
-    """ndjson: one `{"s","p","o","t"}` a line, bad lines reported and the others kept.
+    """ndjson: one `{"s","p","o","t"}` a line, bad lines reported and the others kept
+    (`t`: integer ms in [0, 2^53-1]; more than 100,000 bad lines: 400, nothing stored).
     Arrow IPC stream (`application/vnd.apache.arrow.stream`): columns `s`, `p`, `o`
     (strings, N-Triples terms) and `t` (int64 ms), the vectorized fast path with the
     same rules as ndjson (`line` = 1-based row); a missing or mistyped column or a body
@@ -301,7 +302,8 @@ async def stream_post(name: str, request: Request) -> Response:
                                             "schema": {"type": "integer"}}]})
 async def stream_progress(name: str, request: Request) -> Response:
     """`?t=<ms>`: all elements with a timestamp below t have arrived. A lower t changes
-    nothing. Answers `{"progress": P}`."""
+    nothing; t outside [0, 2^53-1] (or not a plain integer) is a 400 that changes nothing.
+    Answers `{"progress": P}`."""
     state: ServerState = request.app.state.jindou
     try:
         check_write(state.config, headers_of(request))
