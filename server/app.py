@@ -194,7 +194,7 @@ def _make_stream_manager(config: Config, database):
 
     try:
         return StreamManager(database, retain=config.stream_retain, transient_budget=config.transient_budget,
-                             data_dir=config.data_dir)
+                             data_dir=config.data_dir, idle_after=config.stream_idle_after)
     except RegistryError:
         raise  # an unreadable streams.json stops the start (never a silent reset)
     except Exception as exc:  # e.g. a stand-in database object without a store

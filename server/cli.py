@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the thread pool (0 = always the thread pool; default 2)")
     s.add_argument("--retain", type=int, default=1000, metavar="N",
                    help="result instants kept per continuous query for SSE resume (default 1000)")
+    s.add_argument("--idle-after", type=int, default=100, metavar="N",
+                   help="report a run of at least N unchanged continuous-query instants as one SSE "
+                        "'idle' event (default 100)")
     s.add_argument("--transient-budget", type=int, default=256 << 20, metavar="BYTES",
                    help="memory for stream window data (default 256 MiB)")
     s.add_argument("--sse-buffer", type=int, default=1000, metavar="N",
@@ -89,7 +92,7 @@ def config_from_args(a: argparse.Namespace) -> Config:
         query_timeout=a.query_timeout, max_rows=a.max_rows, max_body=a.max_body,
         max_concurrent_queries=a.max_concurrent, inline_threshold=a.inline_ms / 1000.0, access_log=a.access_log, log_level=a.log_level,
         stream_retain=a.retain, transient_budget=a.transient_budget, sse_buffer=a.sse_buffer,
-        sse_keepalive=a.sse_keepalive,
+        sse_keepalive=a.sse_keepalive, stream_idle_after=a.idle_after,
     )
 
 

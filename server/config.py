@@ -42,6 +42,8 @@ class Config:
     metrics: bool = True
     #: result events retained per continuous query (SSE resume window)
     stream_retain: int = 1000
+    #: a run of at least this many unchanged instants is one SSE "idle" event (shorter: one result each)
+    stream_idle_after: int = 100
     #: bytes of stream data held in window (transient) stores
     transient_budget: int = 256 * MiB
     #: events an SSE client may lag behind before it is cut off (event: error)

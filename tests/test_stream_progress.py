@@ -135,8 +135,8 @@ def _reference(p, events):
 
 _events = st.lists(
     st.one_of(
-        st.tuples(st.just("hb"), st.integers(-1000, 1000)),
-        st.tuples(st.just("el"), st.lists(st.integers(-1000, 1000), max_size=12)),
+        st.tuples(st.just("hb"), st.integers(0, 2000)),
+        st.tuples(st.just("el"), st.lists(st.integers(0, 2000), max_size=12)),
     ),
     max_size=30,
 )

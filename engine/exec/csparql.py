@@ -45,6 +45,7 @@ from engine.errors import QuerySyntaxError
 from engine.exec import algebra as A
 from engine.exec.parser import _Parser
 from engine.exec.tokenizer import decode_codepoints
+from engine.stream.limits import MAX_DURATION_MS, MAX_TRIPLES, NAME_MAX
 
 __all__ = [
     "ContinuousQuery",
@@ -60,8 +61,8 @@ __all__ = [
 MODES = ("RSTREAM", "ISTREAM", "DSTREAM")
 DEFAULT_TRIPLES_STEP_MS = 1000
 _UNITS = {"MS": 1, "S": 1000, "M": 60_000, "H": 3_600_000, "D": 86_400_000}
-_MAX_MS = 2**63 - 1
-_MAX_TRIPLES = 2**63 - 1
+_MAX_MS = MAX_DURATION_MS
+_MAX_TRIPLES = MAX_TRIPLES
 NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 _NAME_FULL_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 
@@ -224,7 +225,7 @@ class _ContinuousParser(_Parser):
         nxt = self.orig[end : end + 1]
         if nxt and not nxt.isspace() and nxt != "#" and nxt not in follow:
             bad = re.match(r"[^\s#\[]*", self.orig[tok[2] :]).group()
-            raise self.error(f"bad {what.split(' [')[0]} '{bad}': expected [A-Za-z0-9_.-]+", tok)
+            raise self.error(f"bad {what.split(' [')[0]} '{bad[:80]}': expected [A-Za-z0-9_.-]+", tok)
         j = self.i
         while self.toks[j][0] != "EOF" and self.toks[j][2] < end:
             t = self.toks[j]
@@ -257,10 +258,12 @@ class _ContinuousParser(_Parser):
         if tok[0] == "iriref":
             name = tok[1][1:-1]
             if not _NAME_FULL_RE.match(name):
-                raise self.error(f"bad query name {tok[1]}: expected [A-Za-z0-9_.-]+", tok)
+                raise self.error(f"bad query name {tok[1][:80]}: expected [A-Za-z0-9_.-]+", tok)
             self.i += 1
         else:
             name = self.raw_name("query name")
+        if len(name) > NAME_MAX:
+            raise self.error(f"a query name has at most {NAME_MAX} characters, not {len(name)}", tok)
         self.expect("AS")
         self.prologue()
         form_tok = self.toks[self.i]
@@ -323,6 +326,8 @@ class _ContinuousParser(_Parser):
         return StreamRef(None, self.raw_name("stream name", "[")), tok
 
     def stream_window(self, ref: StreamRef, tok: tuple) -> None:
+        if ref.name is not None and len(ref.name) > NAME_MAX:
+            raise self.error(f"a stream name has at most {NAME_MAX} characters, not {len(ref.name)}", tok)
         if ref.iri is not None:
             if ref.iri in self.seen_iris:
                 raise self.error(f"stream <{ref.iri}> appears twice in the query", tok)
@@ -344,7 +349,7 @@ class _ContinuousParser(_Parser):
                 raise self.unexpected("a triple count")
             n = int(tok[1]) if len(tok[1]) <= 20 else _MAX_TRIPLES + 1
             if n <= 0 or n > _MAX_TRIPLES:
-                raise self.error(f"triple count must be between 1 and {_MAX_TRIPLES}", tok)
+                raise self.error(f"triple count must be between 1 and {_MAX_TRIPLES}, not {tok[1][:40]}", tok)
             self.i += 1
             step = self.duration() if self.accept("STEP") else DEFAULT_TRIPLES_STEP_MS
             w = WindowSpec(ref, None, step, n)
@@ -375,7 +380,8 @@ class _ContinuousParser(_Parser):
             raise self.error(f"bad duration unit '{unit_tok[1]}': expected ms, s, m, h or d", unit_tok)
         ms = int(tok[1]) * factor if len(tok[1]) <= 20 else _MAX_MS + 1
         if ms <= 0 or ms > _MAX_MS:
-            raise self.error(f"duration {tok[1]}{unit_tok[1]} must be positive and at most {_MAX_MS} ms", tok)
+            raise self.error(f"duration {tok[1][:40]}{unit_tok[1]} must be positive and at most {_MAX_MS} ms "
+                             "(2^53-1)", tok)
         self.i += 2
         return ms
 

@@ -29,6 +29,7 @@ list of predicates) that the manager absorbs into the store's default graph.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +40,15 @@ import pyarrow.json as pj
 
 from engine.errors import JindouError
 from engine.kv import loader
+from engine.stream.limits import (
+    MAX_BAD_LINES,
+    RANGE_TEXT,
+    TIME_MAX,
+    TIME_MIN,
+    TooManyBadLines,
+    shorten,
+    time_out_of_range,
+)
 from engine.terms import canonical_key
 
 __all__ = ["ParsedLines", "parse_ndjson", "parse_graph", "parse_arrow", "read_arrow_ipc", "BadArrowBatch",
@@ -68,35 +78,46 @@ class ParsedLines:
         return len(self.line)
 
 
-def _nonblank_lines(body: bytes) -> np.ndarray:
-    """1-based numbers of the lines holding something other than whitespace."""
-    if not body:
-        return np.zeros(0, dtype=np.int64)
-    b = np.frombuffer(body, dtype=np.uint8)
-    nl = np.flatnonzero(b == 10)
-    starts = np.concatenate(([0], nl + 1))
-    ends = np.concatenate((nl, [len(b)]))
-    cs = np.concatenate(([0], np.cumsum(~_WS[b], dtype=np.int64)))
-    nonblank = (cs[ends] - cs[starts]) > 0
-    return np.flatnonzero(nonblank).astype(np.int64) + 1
+def _nonblank_lines(body: bytes, block: int = 1 << 22) -> np.ndarray:
+    """1-based numbers of the lines holding something other than whitespace (per block of
+    whole lines, so a body of millions of lines needs little memory beyond the result)."""
+    out: list[np.ndarray] = []
+    pos, line0, n = 0, 0, len(body)
+    while pos < n:
+        end = body.find(b"\n", min(n, pos + block))
+        end = n if end < 0 else end + 1
+        b = np.frombuffer(body, dtype=np.uint8, count=end - pos, offset=pos)
+        nl = np.flatnonzero(b == 10)
+        starts = np.concatenate(([0], nl + 1))
+        if starts[-1] >= len(b):
+            starts = starts[:-1]   # the piece ends with a newline: no line starts after it
+        counts = np.add.reduceat((~_WS[b]).view(np.uint8), starts, dtype=np.int64)
+        out.append(np.flatnonzero(counts > 0).astype(np.int64) + (line0 + 1))
+        line0 += len(nl)
+        pos = end
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
-def _fast_ndjson(body: bytes, need_t: bool, bnode_prefix: str) -> ParsedLines | None:
+def _fast_ndjson(body: bytes, need_t: bool, bnode_prefix: str, line0: int = 0) -> ParsedLines | None:
     """pyarrow's JSON reader into s/p/o/t columns, then the Arrow term validation.
 
     None when the body is not plain JSON lines of the expected shape (a line that is not
     an object, a term that is not a string, a non-integer ``t`` ...): the per-line path
     then finds and reports those lines."""
-    lines = _nonblank_lines(body)
-    if len(lines) == 0:
+    if not body.strip():
         e = pa.array([], pa.large_string())
         z = np.zeros(0, dtype=np.int64)
         return ParsedLines(e, e, e, z, np.zeros(0, dtype=bool), z)
-    try:
+    try:   # first: a body of bad lines fails here at once, before any per-line array is made
         tab = pj.read_json(io.BytesIO(body), parse_options=pj.ParseOptions(
             explicit_schema=_SCHEMA, unexpected_field_behavior="ignore"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
+    total = body.count(b"\n") + (0 if body.endswith(b"\n") else 1)
+    if tab.num_rows == total:   # no blank line
+        lines = np.arange(1 + line0, total + 1 + line0, dtype=np.int64)
+    else:
+        lines = _nonblank_lines(body) + line0
     if tab.num_rows != len(lines):
         return None
     s, p, o, t = (_one_chunk(tab.column(k)) for k in ("s", "p", "o", "t"))
@@ -140,18 +161,37 @@ def _string_column(col: pa.Array, name: str) -> pa.Array:
     raise BadArrowBatch(f"column {name!r} must hold strings (N-Triples terms), not {typ}")
 
 
-def _time_column(col: pa.Array) -> pa.Array:
+def _time_column(col: pa.Array) -> tuple[pa.Array, np.ndarray | None]:
+    """``t`` as int64 ms and the mask of the rows whose value cannot be one (None: all can).
+
+    Timestamp units are converted here with exact integer arithmetic (Arrow's unsafe cast
+    would wrap a seconds value times 1000 around int64); the range of the contract is
+    checked by :func:`_term_columns` for every format alike."""
     typ = col.type
     if pa.types.is_int64(typ):
-        return col
+        return col, None
     if pa.types.is_integer(typ):
-        try:
-            return col.cast(pa.int64())
-        except pa.ArrowInvalid as e:   # uint64 beyond int64
-            raise BadArrowBatch(f"column 't' does not fit int64 milliseconds: {e}") from None
+        if pa.types.is_unsigned_integer(typ) and typ.bit_width == 64:
+            v = col.fill_null(0).to_numpy(zero_copy_only=False)
+            big = v > np.uint64(TIME_MAX)
+            if big.any():
+                v = np.where(big, 0, v)
+            return pa.array(v.astype(np.int64), pa.int64(), mask=~col.is_valid().to_numpy(
+                zero_copy_only=False) if col.null_count else None), (big if big.any() else None)
+        return col.cast(pa.int64()), None
     if pa.types.is_timestamp(typ):   # e.g. Spark's timestamp[us]: whole milliseconds since the epoch
-        ms = col if typ.unit == "ms" else pc.cast(col, pa.timestamp("ms", typ.tz), safe=False)
-        return ms.cast(pa.int64())
+        raw = col.cast(pa.int64())
+        valid = None if raw.null_count == 0 else ~raw.is_valid().to_numpy(zero_copy_only=False)
+        v = raw.fill_null(0).to_numpy(zero_copy_only=False)
+        bad = None
+        if typ.unit == "s":
+            bad = (v < TIME_MIN) | (v > TIME_MAX // 1000)
+            v = np.where(bad, 0, v) * 1000
+        elif typ.unit == "us":
+            v = v // 1000
+        elif typ.unit == "ns":
+            v = v // 1_000_000
+        return pa.array(v, pa.int64(), mask=valid), (bad if bad is not None and bad.any() else None)
     raise BadArrowBatch(f"column 't' must be int64 (event time in ms) or a timestamp, not {typ}")
 
 
@@ -173,12 +213,13 @@ def parse_arrow(data, *, need_t: bool = True, bnode_prefix: str = "") -> ParsedL
     if dup:
         raise BadArrowBatch(f"column(s) {dup} appear more than once")
     s, p, o = (_string_column(_one_chunk(data.column(k)), k) for k in ("s", "p", "o"))
-    if "t" in names:
-        t = _time_column(_one_chunk(data.column("t")))
-    else:
+    t_bad = None
+    if "t" in names and need_t:
+        t, t_bad = _time_column(_one_chunk(data.column("t")))
+    else:   # an arrival-clock stream stamps the elements itself: a given t is ignored
         t = pa.nulls(data.num_rows, pa.int64())
     lines = np.arange(1, data.num_rows + 1, dtype=np.int64)
-    return _term_columns(s, p, o, t, lines, need_t, bnode_prefix)
+    return _term_columns(s, p, o, t, lines, need_t, bnode_prefix, t_bad)
 
 
 def read_arrow_ipc(body: bytes) -> pa.Table:
@@ -208,6 +249,11 @@ def _term_column(col: pa.Array, where: str) -> tuple[pa.DictionaryArray, np.ndar
         values, indices = enc.dictionary, enc.indices
     if values.type != t:
         values = values.cast(t)
+    bad: dict[int, str] = {}
+    try:
+        values.validate(full=True)
+    except pa.ArrowInvalid:   # invalid UTF-8 (Arrow IPC and the JSON reader take bytes as they come)
+        values, bad = _utf8_errors(values, where)
     idx = indices.to_numpy(zero_copy_only=False) if indices.null_count == 0 else \
         indices.cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False)
     ok = pc.match_substring_regex(values, _FAST_RE[where]).to_numpy(zero_copy_only=False)
@@ -215,7 +261,8 @@ def _term_column(col: pa.Array, where: str) -> tuple[pa.DictionaryArray, np.ndar
         redo = ~ok | pc.match_substring_regex(values, loader._F_NEEDS_CANON).to_numpy(zero_copy_only=False)
     else:
         redo = ~ok
-    bad: dict[int, str] = {}
+    if bad:
+        redo[list(bad)] = False
     if redo.any():
         pos = np.flatnonzero(redo)
         fixed: list[str | None] = []
@@ -231,8 +278,27 @@ def _term_column(col: pa.Array, where: str) -> tuple[pa.DictionaryArray, np.ndar
     return values, idx, bad
 
 
+def _utf8_errors(values: pa.Array, where: str) -> tuple[pa.Array, dict[int, str]]:
+    """The distinct values that are not valid UTF-8 (replaced by "" so the vectorized checks
+    can run) and an error for each; only runs for a column that failed validation."""
+    raw = values.cast(pa.large_binary()).to_pylist()
+    bad: dict[int, str] = {}
+    for j, b in enumerate(raw):
+        if b is None:
+            continue
+        try:
+            b.decode("utf-8")
+        except UnicodeDecodeError as e:
+            bad[j] = f"{where!r} is not valid UTF-8 (byte {e.start})"
+    mask = np.zeros(len(raw), dtype=bool)
+    mask[list(bad)] = True
+    fixed = pa.array([None if m else b for m, b in zip(mask.tolist(), raw, strict=True)], pa.large_binary())
+    fixed = pc.if_else(pa.array(mask), pa.scalar(b"", pa.large_binary()), fixed)
+    return fixed.cast(pa.large_string()), bad
+
+
 def _term_columns(s: pa.Array, p: pa.Array, o: pa.Array, t: pa.Array, lines: np.ndarray,
-                  need_t: bool, bnode_prefix: str) -> ParsedLines:
+                  need_t: bool, bnode_prefix: str, t_bad: np.ndarray | None = None) -> ParsedLines:
     """Shared by the Arrow and ndjson paths: per-row errors in the per-line path's order
     (missing term, missing ``t``, malformed s / p / o) and the good rows as dictionary columns."""
     n = len(lines)
@@ -251,6 +317,13 @@ def _term_columns(s: pa.Array, p: pa.Array, o: pa.Array, t: pa.Array, lines: np.
     if need_t and not has_t.all():
         why.append((~has_t & ok, "missing 't' (event time in ms)"))
         ok &= has_t
+    if need_t:
+        oob = time_out_of_range(t_np) & has_t
+        if t_bad is not None:
+            oob |= t_bad
+        if oob.any():
+            why.append((oob & ok, f"'t' out of range: event times are {RANGE_TEXT}"))
+            ok &= ~oob
     for _where, _values, idx, bad in cols:
         if bad:
             codes = np.fromiter(bad, dtype=np.int64, count=len(bad))
@@ -258,6 +331,12 @@ def _term_columns(s: pa.Array, p: pa.Array, o: pa.Array, t: pa.Array, lines: np.
             if m.any():
                 why.append((m, (idx, bad)))
                 ok &= ~m
+    n_bad = n - int(np.count_nonzero(ok))
+    if n_bad > MAX_BAD_LINES:
+        m, msg = why[0]
+        r = int(np.flatnonzero(m)[0])
+        text = msg if isinstance(msg, str) else msg[1][int(msg[0][r])]
+        raise TooManyBadLines(n_bad, {"line": int(lines[r]), "error": text})
     errors: list[dict] = []
     for m, msg in why:
         for r in np.flatnonzero(m).tolist():
@@ -275,10 +354,26 @@ def _term_columns(s: pa.Array, p: pa.Array, o: pa.Array, t: pa.Array, lines: np.
     return ParsedLines(out[0], out[1], out[2], t_np, has_t, lines, errors)
 
 
+# the N-Triples term grammar of the graph path (engine.kv.loader), so every format accepts the same terms
+_NT_TERM = {
+    "s": re.compile(f"(?:{loader._IRI}|{loader._BN})"),
+    "p": re.compile(loader._IRI),
+    "o": re.compile(f"(?:{loader._IRI}|{loader._BN}|{loader._LIT})"),
+}
+
+
 def _line_term(v, where: str, bnode_prefix: str) -> str:
     if not isinstance(v, str):
         raise ValueError(f"{where!r} must be a string holding a term in N-Triples syntax")
-    k = canonical_key(v.strip())
+    v = v.strip()
+    if not _NT_TERM[where].fullmatch(v):
+        if where == "p" and v[:1] in ('"', "_"):
+            raise ValueError("the predicate must be an IRI")
+        if where == "s" and v[:1] == '"':
+            raise ValueError("the subject must be an IRI or a blank node")
+        raise ValueError(f"{where!r} is not an N-Triples term (IRIs exclude spaces, <>\"{{}}|^`\\ and "
+                         f"control characters): {shorten(v)}")
+    k = canonical_key(v)
     if where == "p" and k[0] != "<":
         raise ValueError("the predicate must be an IRI")
     if where == "s" and k[0] == '"':
@@ -288,52 +383,142 @@ def _line_term(v, where: str, bnode_prefix: str) -> str:
     return k
 
 
-def _slow_ndjson(body: bytes, need_t: bool, bnode_prefix: str) -> ParsedLines:
-    ss, ps, os_, ts, hts, lines, errors = [], [], [], [], [], [], []
-    for i, raw in enumerate(body.split(b"\n"), start=1):
+def _ndjson_lines(body: bytes, line0: int = 0):
+    """(1-based number, line) of each line, without splitting the whole body at once."""
+    pos, i, n = 0, 1 + line0, len(body)
+    while pos <= n:
+        j = body.find(b"\n", pos)
+        if j < 0:
+            j = n
+        yield i, body[pos:j]
+        pos, i = j + 1, i + 1
+
+
+_SLOW_CHUNK = 65_536   # lines turned into Arrow columns at a time (bounded Python memory)
+
+
+def _slow_ndjson(body: bytes, need_t: bool, bnode_prefix: str, line0: int = 0) -> ParsedLines:
+    """The path for bodies the JSON reader refuses: each line's JSON shape is checked here
+    (one ``orjson.loads`` a line), the terms by the same vectorized validation as the fast
+    path and Arrow (:func:`_term_columns`). Stops at the bad-line limit."""
+    errors: list[dict] = []
+    parts: list[ParsedLines] = []
+    cols: tuple[list, ...] = ([], [], [], [], [])   # s, p, o, t (None: absent), line
+
+    def flush() -> None:
+        s_, p_, o_, t_, ln = cols
+        if ln:
+            lt = pa.large_string()
+            part = _term_columns(pa.array(s_, lt), pa.array(p_, lt), pa.array(o_, lt), pa.array(t_, pa.int64()),
+                                 np.asarray(ln, dtype=np.int64), need_t, bnode_prefix)
+            errors.extend(part.errors)
+            parts.append(part)
+            for c in cols:
+                c.clear()
+
+    def bad(i: int, why: str) -> None:
+        errors.append({"line": i, "error": why})
+        if len(errors) > MAX_BAD_LINES:   # stop here: the POST is refused anyway
+            raise TooManyBadLines(None, min(errors, key=lambda e: e["line"]))
+
+    for i, raw in _ndjson_lines(body, line0):
         if not raw.strip():
             continue
         try:
             obj = orjson.loads(raw)
-            if not isinstance(obj, dict):
-                raise ValueError("a line must be a JSON object")
-            for k in ("s", "p", "o"):
-                if k not in obj:
-                    raise ValueError(f"missing {k!r}")
-            tv = obj.get("t") if need_t else None   # arrival clock: any t is ignored
-            if tv is None:
-                if need_t:
-                    raise ValueError("missing 't' (event time in ms)")
-            elif isinstance(tv, bool) or not isinstance(tv, int):
-                raise ValueError("'t' must be an integer (ms)")
-            elif not -(1 << 63) <= tv < (1 << 63):
-                raise ValueError("'t' out of range")
-            s = _line_term(obj["s"], "s", bnode_prefix)
-            p = _line_term(obj["p"], "p", bnode_prefix)
-            o = _line_term(obj["o"], "o", bnode_prefix)
-        except (ValueError, orjson.JSONDecodeError) as e:
-            errors.append({"line": i, "error": str(e)})
+        except orjson.JSONDecodeError as e:
+            bad(i, str(e))
             continue
-        ss.append(s)
-        ps.append(p)
-        os_.append(o)
-        ts.append(0 if tv is None else tv)
-        hts.append(tv is not None)
-        lines.append(i)
-    t = pa.large_string()
-    return ParsedLines(pa.array(ss, t), pa.array(ps, t), pa.array(os_, t),
-                       np.asarray(ts, dtype=np.int64), np.asarray(hts, dtype=bool),
-                       np.asarray(lines, dtype=np.int64), errors)
+        if not isinstance(obj, dict):
+            bad(i, "a line must be a JSON object")
+            continue
+        miss = next((k for k in ("s", "p", "o") if k not in obj), None)
+        if miss is not None:
+            bad(i, f"missing {miss!r}")
+            continue
+        tv = obj.get("t") if need_t else None   # arrival clock: any t is ignored
+        if tv is None:
+            if need_t:
+                bad(i, "missing 't' (event time in ms)")
+                continue
+        elif isinstance(tv, bool) or not isinstance(tv, int):
+            bad(i, f"'t' must be an integer: event times are {RANGE_TEXT}")
+            continue
+        elif not TIME_MIN <= tv <= TIME_MAX:
+            bad(i, f"'t' out of range: event times are {RANGE_TEXT}")
+            continue
+        nonstr = next((k for k in ("s", "p", "o") if not isinstance(obj[k], str)), None)
+        if nonstr is not None:
+            bad(i, f"{nonstr!r} must be a string holding a term in N-Triples syntax")
+            continue
+        cols[0].append(obj["s"])
+        cols[1].append(obj["p"])
+        cols[2].append(obj["o"])
+        cols[3].append(tv)
+        cols[4].append(i)
+        if len(cols[4]) >= _SLOW_CHUNK:
+            flush()
+            if len(errors) > MAX_BAD_LINES:
+                raise TooManyBadLines(len(errors), min(errors, key=lambda e: e["line"]))
+    flush()
+    if len(errors) > MAX_BAD_LINES:
+        raise TooManyBadLines(len(errors), min(errors, key=lambda e: e["line"]))
+    errors.sort(key=lambda e: e["line"])
+    return _combine(parts, errors)
+
+
+def _combine(parts: list[ParsedLines], errors: list[dict]) -> ParsedLines:
+    """One ParsedLines from consecutive parts (their own errors replaced by ``errors``)."""
+    if not parts:
+        e = pa.array([], pa.large_string())
+        z = np.zeros(0, dtype=np.int64)
+        return ParsedLines(e, e, e, z, np.zeros(0, dtype=bool), z, errors)
+    if len(parts) == 1:
+        out = parts[0]
+        out.errors = errors
+        return out
+    lt = pa.large_string()
+    return ParsedLines(*(pa.concat_arrays([getattr(x, k).cast(lt) for x in parts]) for k in ("s", "p", "o")),
+                       np.concatenate([x.t for x in parts]), np.concatenate([x.has_t for x in parts]),
+                       np.concatenate([x.line for x in parts]), errors)
+
+
+_NDJSON_CHUNK = 1 << 20   # a body the JSON reader refuses is retried in pieces of about this size
+
+
+def _chunked_ndjson(body: bytes, need_t: bool, bnode_prefix: str) -> ParsedLines:
+    """Fast path per piece of whole lines; only the pieces holding a bad line take the
+    per-line path (a few bad lines in a large body cost little)."""
+    parts: list[ParsedLines] = []
+    errors: list[dict] = []
+    pos, line0, n = 0, 0, len(body)
+    while pos < n:
+        end = body.find(b"\n", min(n, pos + _NDJSON_CHUNK))
+        end = n if end < 0 else end + 1
+        piece = body[pos:end]
+        part = _fast_ndjson(piece, need_t, bnode_prefix, line0)
+        if part is None:
+            part = _slow_ndjson(piece, need_t, bnode_prefix, line0)
+        parts.append(part)
+        errors.extend(part.errors)
+        if len(errors) > MAX_BAD_LINES:
+            raise TooManyBadLines(len(errors), errors[0])
+        line0 += piece.count(b"\n")
+        pos = end
+    return _combine(parts, errors)
 
 
 def parse_ndjson(body: bytes, *, need_t: bool = True, bnode_prefix: str = "") -> ParsedLines:
     """Parse an ndjson body; bad lines land in ``errors`` (1-based line numbers)."""
     if isinstance(body, str):
         body = body.encode("utf-8")
-    fast = _fast_ndjson(bytes(body), need_t, bnode_prefix)
+    body = bytes(body)
+    fast = _fast_ndjson(body, need_t, bnode_prefix)
     if fast is not None:
         return fast
-    return _slow_ndjson(bytes(body), need_t, bnode_prefix)
+    if len(body) > _NDJSON_CHUNK:
+        return _chunked_ndjson(body, need_t, bnode_prefix)
+    return _slow_ndjson(body, need_t, bnode_prefix)
 
 
 def parse_graph(data: bytes, media_type: str, *, bnode_prefix: str = "") -> loader.ParsedKeys:

@@ -43,7 +43,7 @@ from engine.exec.serialize import NTRIPLES, serialize, sparql_json
 from engine.kv.transient import TransientStore
 from engine.stream.incremental import IncrementalCore
 from engine.stream.window_graph import SlidingWindowGraph
-from engine.stream.windows import Window, window_member
+from engine.stream.windows import Window, first_instant, window_member
 
 __all__ = ["AbsorbLog", "BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "rows_in", "set_diff"]
 
@@ -102,6 +102,19 @@ class AbsorbLog:
         if past:
             f = f[~rows_in(f, np.concatenate(past))]
         return f
+
+    def next_after(self, t: int) -> int | None:
+        """The smallest recorded timestamp above ``t`` (the next instant the stored default
+        graph "as of event time" can change), None if there is none."""
+        with self._lock:
+            chunks = list(self._chunks)
+        best = None
+        for tau, _rows, _new in chunks:
+            i = int(np.searchsorted(tau, t, side="right"))
+            if i < len(tau):
+                x = int(tau[i])
+                best = x if best is None or x < best else best
+        return best
 
     def prune(self, horizon: int | None) -> None:
         """Drop records with ``tau <= horizon`` (no instant ``< horizon`` will be evaluated)."""
@@ -350,6 +363,9 @@ class InstantEvaluator:
                                  if incremental and sliding else None)
         self._stored_parts: list = []
         self._window_graphs: list = []
+        self._vars: list = []
+        # the stored default graph is part of the dataset (absorbed triples change it over event time)
+        self.reads_stored_default = DEFAULT_GRAPH_IRI in self.from_default + self.from_named
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -403,6 +419,68 @@ class InstantEvaluator:
         for bw, g in wins:
             named[bw.gid] = g
         return DatasetView(default, named, ("continuous", t))
+
+    # -- unchanged instants -------------------------------------------------------
+    def capture(self, t: int) -> tuple:
+        """What instant ``t``'s evaluation depends on: (t, store snapshot number, the seq range
+        of each window). Taken before evaluating, so a commit meanwhile only makes
+        :meth:`unchanged_until` more conservative."""
+        return (int(t), self.db.store.snapshot().sn,
+                [bw.store.window_range(bw.window, t) for bw in self.windows])
+
+    def unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
+        """The last instant ``u`` in ``[t, last]`` such that every instant in ``(te, u]`` has the
+        same window contents and stored data as the evaluated instant ``te`` of ``state``
+        (so the same result); None when instant ``t`` may differ.
+
+        A time window's content changes only at the first instant >= the timestamp of the next
+        element to enter (the one after its range) or >= tau + RANGE of the oldest element in
+        it; a count window's only when an element enters. Elements admitted later have
+        tau >= the progress, beyond every ready instant. The stored default graph "as of
+        event time" changes at the next absorbed timestamp; any other commit since ``te``
+        means "changed"."""
+        te, sn, ranges = state
+        if self.db.store.snapshot().sn != sn:
+            return None
+        change: int | None = None
+
+        def at(x: int) -> None:
+            nonlocal change
+            c = first_instant(x, step)
+            change = c if change is None or c < change else change
+
+        for bw, (g0, g1) in zip(self.windows, ranges, strict=True):
+            store = bw.store
+            with store._lock:
+                live = store.live_start
+                if (g0 < g1 and g0 < live) or g1 < live:
+                    return None   # the GC freed data this window held or was about to hold
+                if g1 < store.end_seq:
+                    at(store._tau_at(g1))
+                if bw.window.range_ms is not None and g0 < g1:
+                    at(store._tau_at(g0) + int(bw.window.range_ms))
+        if self.absorb_log is not None and self.reads_stored_default:
+            nxt = self.absorb_log.next_after(te)
+            if nxt is not None:
+                at(nxt)
+        u = last if change is None else min(last, change - step)
+        return u if u >= t else None
+
+    def repeat_prefix(self, data: bytes, win: dict) -> bytes:
+        """The part of an event's data before its ``window`` member, for reporting later
+        unchanged instants: the same result (RSTREAM, errors) or an empty difference."""
+        suffix = _window_member(win) + b"}"
+        if not data.endswith(suffix):
+            raise ValueError("the event data does not end with its window member")
+        if self.mode == "RSTREAM" or data.startswith(b'{"error"'):
+            return data[:-len(suffix)]
+        if self.form == "CONSTRUCT":
+            return b'{"triples":""'
+        return b'{"head":' + orjson.dumps({"vars": self._vars}) + b',"results":{"bindings":[]}'
+
+    def repeat(self, prefix: bytes, t: int) -> bytes:
+        """The data of an unchanged instant ``t`` from :meth:`repeat_prefix`."""
+        return prefix + _window_member(self.window_member(t)) + b"}"
 
     # -- one instant ---------------------------------------------------------
     def oldest_count_tau(self, t: int) -> int | None:
@@ -469,6 +547,7 @@ class InstantEvaluator:
         prev = self._terms.refresh(prev)
         out = multiset_diff(cur, prev) if self.mode == "ISTREAM" else multiset_diff(prev, cur)
         self._prev = cur
+        self._vars = list(res.vars)
         frozen = _FrozenTerms(self._terms, out)
         self._terms.prune([cur])
         cols = [np.ascontiguousarray(out[:, j]) for j in range(out.shape[1])]

@@ -14,8 +14,18 @@ Threads and locks
   and wake the worker. Publishing after the append means an instant never
   fires before its data is readable.
 * One background worker thread per manager evaluates the ready instants, one
-  at a time, each query's instants in order (the query with the lowest ready
-  instant goes first). A slow query delays other evaluations, never ingestion.
+  at a time, each query's instants in order, taking the queries round-robin
+  (one instant, or one run of unchanged instants, per turn), so a query's
+  backlog never starves the others. A slow query delays other evaluations,
+  never ingestion.
+* Unchanged instants: after evaluating instant ``te`` the worker keeps what it
+  depended on (:meth:`InstantEvaluator.capture`); the following instants whose
+  windows and stored data are provably the same
+  (:meth:`InstantEvaluator.unchanged_until`) are not evaluated: a run of at
+  least ``idle_after`` of them is one ``idle`` event ``{"from", "to",
+  "instants", "same_as"}``, a shorter one a copy of ``te``'s result per
+  instant (its own ``window``; empty I/DSTREAM differences). The cost is one
+  evaluation per distinct window content, whatever the number of instants.
 * Lock order: a stream's ``lock`` -> the manager's ``_cv`` -> (never the other way).
   The transient stores' own locks are never requested while ``_cv`` is held.
 
@@ -93,6 +103,17 @@ from engine.stream.adaptor import (
     timeless_mask,
 )
 from engine.stream.continuous import AbsorbLog, BoundWindow, InstantEvaluator, WindowCache
+from engine.stream.limits import (
+    ABSORB_MAX,
+    BATCH_ID_MAX,
+    IRI_MAX,
+    MAX_BAD_LINES,
+    BadRequest,
+    TooManyBadLines,
+    check_name,
+    check_time,
+    shorten,
+)
 from engine.stream.progress import ARRIVAL, EVENT, LateElementError, StreamClock, wall_clock_ms
 from engine.stream.registry_store import FORMAT, VERSION, BatchLedger, RegistryError, RegistryFile
 from engine.stream.windows import Trigger, Window
@@ -101,7 +122,7 @@ __all__ = ["StreamManager", "ResultLog", "ResultEvent", "StreamConflict", "Strea
            "UnknownStream", "LateElementError", "RegistryError"]
 
 log = logging.getLogger("jindou.stream")
-_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+_IRI_BAD = re.compile(r'[\x00-\x20<>"{}|^`\\]')
 
 
 class StreamConflict(JindouError):
@@ -128,6 +149,20 @@ class ResultEvent:
     id: int
     event: str
     data: bytes
+    start: int | None = None   # "idle": the first instant it covers (``id`` is the last)
+    same_as: int | None = None  # "idle": the evaluated instant whose result they repeat
+
+
+def idle_data(start: int, end: int, step: int, same_as: int) -> bytes:
+    return orjson.dumps({"from": start, "to": end, "instants": (end - start) // step + 1, "same_as": same_as})
+
+
+def _trim_idle(ev: ResultEvent, first: int, step: int) -> ResultEvent:
+    """An idle event cut to the instants ``>= first`` (a client resuming inside its run)."""
+    start = -(-int(first) // step) * step
+    if ev.start is None or start <= ev.start:
+        return ev
+    return ResultEvent(ev.id, "idle", idle_data(start, ev.id, step, ev.same_as), start, ev.same_as)
 
 
 class ResultLog:
@@ -145,10 +180,20 @@ class ResultLog:
         self.last_id: int | None = None
 
     def append(self, t: int, data: bytes) -> None:
+        self._add(ResultEvent(int(t), "result", data))
+
+    def append_idle(self, start: int, end: int, same_as: int) -> None:
+        """One event for the unchanged instants ``start..end`` (results equal to instant
+        ``same_as``'s; empty ISTREAM/DSTREAM differences)."""
+        self._add(ResultEvent(int(end), "idle", idle_data(start, end, self.step or 1, same_as),
+                              int(start), int(same_as)))
+
+    def _add(self, ev: ResultEvent) -> None:
+        t = ev.id
         with self._lock:
             if self.closed:
                 return
-            self._events.append(ResultEvent(int(t), "result", data))
+            self._events.append(ev)
             while len(self._events) > self.retain:
                 self._dropped_last = self._events.popleft().id
             self.last_id = int(t)
@@ -184,9 +229,14 @@ class ResultLog:
                 missed = last_id + 1 if not self.step else (last_id // self.step + 1) * self.step
                 gap = {"missed_from": missed, "resumed_at": resumed}
                 out.append(ResultEvent(last_id, "gap", orjson.dumps(gap)))
-            out.extend(e for e in evs if e.id > last_id)
+            step = self.step or 1
+            out.extend(e if e.event != "idle" else _trim_idle(e, last_id + 1, step)
+                       for e in evs if e.id > last_id)
         elif from_t is not None:
-            out.extend(e for e in evs if e.id >= int(from_t))
+            from_t = int(from_t)
+            step = self.step or 1
+            out.extend(e if e.event != "idle" else _trim_idle(e, from_t, step)
+                       for e in evs if e.id >= from_t)
         if end is not None:
             out.append(end)
         return out
@@ -221,6 +271,7 @@ class _Stream:
         self.sclock = StreamClock(name, clock=clock, now_ms=now_ms)
         self.store = TransientStore(name, budget_bytes=budget, horizon=horizon)
         self.lock = threading.Lock()
+        self.deleting = False   # set by delete_stream: queries can no longer register against it
         self.published: int | None = None
         self.accepted = 0
         self.rejected = 0
@@ -243,6 +294,9 @@ class _Query:
         self.log = log
         self.deleted = False
         self.evaluated = 0
+        self.idle = 0                       # instants reported unchanged without evaluation
+        self.state: tuple | None = None     # InstantEvaluator.capture() of the last evaluated instant
+        self.prefix: bytes | None = None    # its data before the window member (repeat_prefix)
         self.errors = 0
         self.last_latency_ms: float | None = None
         self.out_lock = threading.Lock()
@@ -258,7 +312,8 @@ def _absorb_out(absorb):
 class StreamManager:
     def __init__(self, db, *, retain: int = 1000, transient_budget: int = 256 << 20,
                  now_ms: Callable[[], int] | None = None, data_dir: str | None = None,
-                 progress_sync_s: float = 1.0, incremental: bool | str = True, batch_id_limit: int = 100_000):
+                 progress_sync_s: float = 1.0, incremental: bool | str = True, batch_id_limit: int = 100_000,
+                 idle_after: int = 100):
         self.db = db
         # True: maintain sliding-window queries incrementally where it pays (adaptive); "always": even
         # where it does not (tests); False: every instant from scratch, windows rebuilt (bench A/B)
@@ -275,6 +330,9 @@ class StreamManager:
             db.store.dictionary.encode(["<" + DEFAULT_GRAPH_IRI + ">"])
         self._closed = False
         self._inflight: _Query | None = None
+        self._rr = 0                            # round-robin position of the worker
+        # unchanged runs of at least this many instants are reported as one "idle" event
+        self.idle_after = max(1, int(idle_after))
         # persistence of the registry (None without a data dir); lock order: _reg_lock -> _cv
         self._registry = RegistryFile(data_dir) if data_dir is not None else None
         self._batches = BatchLedger(data_dir, limit=batch_id_limit)   # applied batch ids (ingest_arrow)
@@ -305,9 +363,13 @@ class StreamManager:
                 self.register_stream(s["name"], s["iri"], absorb=s["absorb"], clock=s["clock"])
             except (ValueError, JindouError) as e:
                 raise RegistryError(f"stream registry {reg.path}: cannot register stream "
-                                    f"{s['name']!r} again: {e}") from e
+                                    f"{shorten(s['name'])} again: {e}") from e
             p = s.get("progress")
             if p is not None:
+                try:
+                    p = check_time(p, "progress")
+                except BadRequest as e:
+                    raise RegistryError(f"stream registry {reg.path}: stream {shorten(s['name'])}: {e}") from e
                 st = self._streams[s["name"]]
                 with st.lock:
                     st.sclock.restore(int(p))   # elements below the restored P stay rejected
@@ -317,10 +379,10 @@ class StreamManager:
                 info = self.register_query(q["text"])
             except JindouError as e:
                 raise RegistryError(f"stream registry {reg.path}: cannot register continuous query "
-                                    f"{q['name']!r} again: {e}") from e
+                                    f"{shorten(q['name'])} again: {e}") from e
             if info["id"] != q["name"]:
-                raise RegistryError(f"stream registry {reg.path}: query {q['name']!r} registers as "
-                                    f"{info['id']!r}")
+                raise RegistryError(f"stream registry {reg.path}: query {shorten(q['name'])} registers as "
+                                    f"{shorten(info['id'])}")
         log.info("restored %d stream(s) and %d continuous query(ies) from %s",
                  len(doc["streams"]), len(doc["queries"]), reg.path)
 
@@ -402,21 +464,34 @@ class StreamManager:
                 "elements": st.elements, "batches": st.batches, "budget_bytes": st.store.budget_bytes}
 
     def register_stream(self, name: str, iri: str, absorb="none", clock: str = EVENT) -> tuple[bool, dict]:
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise ValueError(f"bad stream name {name!r}: expected [A-Za-z0-9_.-]+")
+        check_name(name, "stream")
         if not isinstance(iri, str) or not iri.strip():
-            raise ValueError("the stream needs an IRI")
+            raise BadRequest("the stream needs an IRI")
         iri = iri.strip()
         if iri.startswith("<") and iri.endswith(">"):
             iri = iri[1:-1]
-        if any(c in iri for c in '<>" {}|\\^`\n\r\t'):
-            raise ValueError(f"bad stream IRI {iri!r}")
-        absorb = normalize_absorb(absorb)
+        if len(iri) > IRI_MAX or _IRI_BAD.search(iri) or ":" not in iri:
+            raise BadRequest(f"bad stream IRI {shorten(iri)}: an absolute IRI of at most {IRI_MAX} characters "
+                             'without spaces, <>"{}|^`\\ or control characters')
+        if isinstance(absorb, (list, tuple)):
+            if len(absorb) > ABSORB_MAX:
+                raise BadRequest(f"absorb lists at most {ABSORB_MAX} predicates, not {len(absorb)}")
+            for a in absorb:
+                a = a[1:-1] if isinstance(a, str) and a.startswith("<") and a.endswith(">") else a
+                if not isinstance(a, str) or len(a) > IRI_MAX or _IRI_BAD.search(a) or ":" not in a:
+                    raise BadRequest(f"absorb lists predicate IRIs (at most {IRI_MAX} characters); "
+                                     f"{shorten(a)} is not one")
+        try:
+            absorb = normalize_absorb(absorb)
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
         clock = clock or EVENT
         if clock not in (EVENT, ARRIVAL):
-            raise ValueError('clock must be "event" or "arrival"')
+            raise BadRequest('clock must be "event" or "arrival"')
         with self._cv:
             cur = self._streams.get(name)
+            if cur is not None and cur.deleting:
+                raise StreamConflict(f"stream {name!r} is being deleted")
             if cur is not None:
                 if cur.body() == (iri, absorb, clock):
                     return False, self._info(cur)
@@ -461,18 +536,21 @@ class StreamManager:
 
     def delete_stream(self, name: str, force: bool = False) -> list[str]:
         with self._cv:
-            if name not in self._streams:
+            st = self._streams.get(name)
+            if st is None or st.deleting:
                 raise KeyError(name)
             users = [q.name for q in self._queries.values() if name in q.streams]
             if users and not force:
                 raise StreamInUse(f"stream {name!r} is read by continuous queries: {', '.join(users)}")
+            st.deleting = True   # from now on no query registers against it (UnknownStream)
         for qn in users:
             try:
                 self.delete_query(qn)
             except KeyError:
                 pass
         with self._cv:
-            self._streams.pop(name, None)
+            if self._streams.get(name) is st:
+                del self._streams[name]
             self._cv.notify_all()
         self._batches.forget(name)
         self._persist()
@@ -568,9 +646,10 @@ class StreamManager:
     def _check_batch_id(batch_id) -> str | None:
         if batch_id is None:
             return None
-        if not isinstance(batch_id, str) or not batch_id or len(batch_id) > 256 \
+        if not isinstance(batch_id, str) or not batch_id or len(batch_id) > BATCH_ID_MAX \
                 or not batch_id.isprintable():
-            raise BadArrowBatch("a batch id is a non-empty printable string of at most 256 characters")
+            raise BadArrowBatch(f"a batch id is a non-empty printable string of at most {BATCH_ID_MAX} "
+                                f"characters, not {shorten(batch_id)}")
         return batch_id
 
     def _duplicate(self, st: _Stream, batch_id: str | None) -> dict | None:
@@ -588,6 +667,8 @@ class StreamManager:
         if dup is not None:
             return dup
         parsed = parse(st, f"L{self.db.store.next_load_id()}x")
+        if st.clock != ARRIVAL and len(parsed):   # refuse a flood of late elements before interning
+            self._check_late(parsed, st.sclock.peek())
         rows, mark = self._encode(parsed.s, parsed.p, parsed.o)
         with st.lock:
             dup = self._duplicate(st, batch_id)   # a concurrent delivery of the same batch
@@ -601,6 +682,30 @@ class StreamManager:
             else:
                 report.pop("_absorbed")
         return report
+
+    @staticmethod
+    def _late_mask(t: np.ndarray, p0: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """(late rows, progress each row sees) by the progress rules from ``p0``."""
+        n = len(t)
+        seen = np.empty(n, dtype=np.int64)
+        seen[0] = np.iinfo(np.int64).min if p0 is None else p0
+        if n > 1:
+            np.maximum.accumulate(t[:-1], out=seen[1:])
+            np.maximum(seen[1:], seen[0], out=seen[1:])
+        return t < seen, seen
+
+    @staticmethod
+    def _check_late(parsed: ParsedLines, p0: int | None) -> None:
+        """Raise TooManyBadLines when bad lines plus late elements (at least those late against
+        ``p0``; progress only grows) exceed the limit."""
+        late, seen = StreamManager._late_mask(parsed.t, p0)
+        n_late = int(np.count_nonzero(late))
+        if n_late + len(parsed.errors) > MAX_BAD_LINES:
+            i = int(np.argmax(late)) if n_late else 0
+            first = parsed.errors[0] if parsed.errors else {
+                "line": int(parsed.line[i]),
+                "error": f"late element: timestamp {int(parsed.t[i])} is below the stream's progress {int(seen[i])}"}
+            raise TooManyBadLines(n_late + len(parsed.errors), first)
 
     def _admit_rows(self, st: _Stream, parsed: ParsedLines, rows: np.ndarray,
                     mark: tuple[int, int] | None = None) -> dict:
@@ -617,6 +722,10 @@ class StreamManager:
             stamps = parsed.t
             p0 = st.sclock.peek()
             mask, _ = st.sclock.admit(stamps)
+            if not mask.all() and len(errors) + n - int(np.count_nonzero(mask)) > MAX_BAD_LINES:
+                st.sclock.rollback(saved)
+                self._check_late(parsed, p0)   # raises, naming the first bad line
+                raise TooManyBadLines(None, None)
             if not mask.all():
                 seen = np.empty(n, dtype=np.int64)
                 seen[0] = np.iinfo(np.int64).min if p0 is None else p0
@@ -674,6 +783,8 @@ class StreamManager:
                      batch_id: str | None = None) -> dict:
         batch_id = self._check_batch_id(batch_id)
         st = self._get_stream(name)
+        if t is not None:
+            t = check_time(t, "?t")
         dup = self._duplicate(st, batch_id)
         if dup is not None:
             return dup
@@ -716,7 +827,10 @@ class StreamManager:
         return report
 
     def heartbeat(self, name: str, t: int) -> int:
+        """Raise the stream's progress to ``t``; a time outside the contract's range raises
+        :class:`~engine.stream.limits.BadTimestamp` and changes nothing."""
         st = self._get_stream(name)
+        t = check_time(t, "heartbeat t")
         with st.lock:
             if st.clock == ARRIVAL:
                 p = st.sclock.tick()
@@ -742,8 +856,8 @@ class StreamManager:
             for spec in cq.windows:
                 ref = spec.stream
                 st = self._streams.get(ref.name) if ref.name is not None else by_iri.get(ref.iri)
-                if st is None:
-                    what = ref.name if ref.name is not None else f"<{ref.iri}>"
+                if st is None or st.deleting:
+                    what = shorten(ref.name) if ref.name is not None else f"<{shorten(ref.iri)[1:-1]}>"
                     raise UnknownStream(f"unknown stream {what}: register it with PUT /streams/{{name}} first")
                 spelled = ref.name if ref.name is not None else f"<{ref.iri}>"
                 if st.name in seen:
@@ -786,7 +900,7 @@ class StreamManager:
                 "windows": [{"stream": bw.stream, "iri": bw.iri, "range_ms": spec.range_ms,
                              "step_ms": spec.step_ms, "triples": spec.triples, "text": format_window(spec)}
                             for bw, spec in zip(q.windows, q.cq.windows, strict=True)],
-                "next_instant": q.trigger.next_instant, "evaluated": q.evaluated,
+                "next_instant": q.trigger.next_instant, "evaluated": q.evaluated, "unchanged_instants": q.idle,
                 "last_latency_ms": q.last_latency_ms}
 
     def queries(self) -> list[dict]:
@@ -831,20 +945,21 @@ class StreamManager:
                 st.sclock.tick()
                 self._publish(st)
 
-    def _next_job(self) -> tuple[_Query, int] | None:
-        """Caller holds ``_cv``: issue the lowest ready instant of any query."""
+    def _next_job(self) -> tuple[_Query, int, int] | None:
+        """Caller holds ``_cv``: the next query with a ready instant, round-robin (a query with a
+        long backlog gets one instant or one unchanged run per turn, never the worker), as
+        ``(query, its next instant, its last ready instant)``. Nothing is issued yet."""
         prog = self._progress()
-        best = None
-        for q in self._queries.values():
-            if q.trigger.ready_upto(prog) is not None:
-                t = q.trigger.next_instant
-                if best is None or t < best[1]:
-                    best = (q, t)
-        if best is None:
-            return None
-        q = best[0]
-        (t,) = q.trigger.ready(prog, limit=1)
-        return q, t
+        qs = list(self._queries.values())
+        n = len(qs)
+        for k in range(n):
+            i = (self._rr + k) % n
+            q = qs[i]
+            last = q.trigger.ready_upto(prog)
+            if last is not None:
+                self._rr = i + 1
+                return q, q.trigger.next_instant, last
+        return None
 
     def _has_ready(self) -> bool:
         prog = self._progress()
@@ -888,10 +1003,22 @@ class StreamManager:
                     wait = due if wait is None else min(wait, due)
                 self._cv.wait(timeout=wait)
                 return True
-            q, t = job
+            q, t, last = job
             self._inflight = q
         try:
-            self._evaluate(q, t)
+            # instants whose windows and stored data equal the last evaluated one's cost nothing
+            u = None
+            if q.state is not None and q.prefix is not None:
+                u = q.evaluator.unchanged_until(q.state, t, last, q.trigger.step)
+            with self._cv:
+                if u is None:
+                    issued = q.trigger.ready(self._progress(), limit=1)   # [] if its stream went away
+                else:
+                    q.trigger.advance(u)
+            if u is not None:
+                self._report_unchanged(q, t, u)
+            elif issued:
+                self._evaluate(q, issued[0])
         finally:
             with self._cv:
                 self._inflight = None
@@ -900,23 +1027,60 @@ class StreamManager:
         return True
 
     def _evaluate(self, q: _Query, t: int) -> None:
+        state = q.evaluator.capture(t)
+        win = None
         try:
             data, ms = q.evaluator.run(t)
         except Exception as e:  # noqa: BLE001 - reported in the query's result stream
             kind = getattr(e, "kind", "error")
+            if isinstance(e, JindouError):
+                detail = str(e)
+            else:   # never the text of an unexpected exception: a reference to the log
+                ref = f"{int(time.time() * 1000):x}-{id(e) & 0xffff:04x}"
+                log.exception("continuous query %s, instant %d (error id %s)", q.name, t, ref)
+                kind, detail = "internal", f"internal error (id {ref} in the server log)"
             try:
                 win = q.evaluator.window_member(t)
             except Exception:  # noqa: BLE001
                 win = {"start": t, "end": t}
-            data = orjson.dumps({"error": kind, "detail": str(e), "window": win})
+            data = orjson.dumps({"error": kind, "detail": detail, "window": win})
             ms = None
             q.errors += 1
+        try:
+            prefix = q.evaluator.repeat_prefix(data, win if win is not None else q.evaluator.window_member(t))
+        except Exception:  # noqa: BLE001 - then the next instant is evaluated, as without skipping
+            log.exception("continuous query %s: cannot keep instant %d for unchanged instants", q.name, t)
+            prefix = None
         with q.out_lock:
             if q.deleted:
                 return
             q.evaluated += 1
             q.last_latency_ms = ms
+            q.state, q.prefix = state, prefix
             q.log.append(t, data)
+
+    def _report_unchanged(self, q: _Query, t: int, u: int) -> None:
+        """Instants ``t..u`` equal the last evaluated one: a run of at least ``idle_after``
+        instants is one ``idle`` event, a shorter one a ``result`` event per instant (the same
+        result with its own window; an empty I/DSTREAM difference), without evaluating."""
+        step = q.trigger.step
+        n = (u - t) // step + 1
+        te = q.state[0]
+        if n >= self.idle_after:
+            with q.out_lock:
+                if not q.deleted:
+                    q.idle += n
+                    q.evaluated += n
+                    q.log.append_idle(t, u, te)
+            return
+        datas = [(x, q.evaluator.repeat(q.prefix, x)) for x in range(t, u + 1, step)]
+        with q.out_lock:
+            if q.deleted:
+                return
+            q.idle += n
+            q.evaluated += n
+            for x, d in datas:
+                q.log.append(x, d)
 
     # ------------------------------------------------------------ GC
     def _stream_horizon(self, name: str) -> int | None:

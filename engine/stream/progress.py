@@ -42,6 +42,7 @@ from collections.abc import Callable
 import numpy as np
 
 from engine.errors import JindouError
+from engine.stream.limits import check_int64
 
 __all__ = ["StreamClock", "LateElementError", "EVENT", "ARRIVAL", "wall_clock_ms"]
 
@@ -135,6 +136,7 @@ class StreamClock:
 
     def restore(self, progress: int) -> None:
         """Set ``P`` from a persisted value (restart); never lowers it."""
+        progress = check_int64(progress, "persisted progress")
         with self._lock:
             if self._p is None or progress > self._p:
                 self._p = int(progress)
@@ -220,9 +222,11 @@ class StreamClock:
     def heartbeat(self, t: int) -> int | None:
         """Raise ``P`` to ``t`` (a lower ``t`` is a no-op). Returns the new ``P``.
 
-        Ignored by arrival-clock streams (their progress follows the wall clock).
+        Ignored by arrival-clock streams (their progress follows the wall clock). A value that
+        is no int64 raises :class:`~engine.stream.limits.BadTimestamp` and changes nothing
+        (the manager checks the contract's range before).
         """
-        t = int(t)
+        t = check_int64(t, "heartbeat t")
         with self._lock:
             self.heartbeats += 1
             if self.clock == ARRIVAL:

@@ -14,7 +14,8 @@
 * From then on every instant is evaluated exactly once, in order, also when
   its windows are empty (:meth:`Trigger.ready`).
 
-All times are integer milliseconds (Python ints; negative times allowed).
+All times are integer milliseconds (Python ints; these helpers allow any; the API admits
+[0, 2^53-1], see :mod:`engine.stream.limits`).
 The brute-force selections here (:func:`time_window_mask`,
 :func:`count_window_slice`) define the semantics; the transient store
 (:mod:`engine.kv.transient`) computes the same ranges through its stream index.
@@ -227,6 +228,16 @@ class Trigger:
         self._next = last + self.step
         self._issued += len(out)
         return out
+
+    def advance(self, upto: int) -> int:
+        """Issue the instants from :attr:`next_instant` to ``upto`` (aligned, already known to
+        be ready) at once, without listing them; returns how many."""
+        if self._next is None or upto < self._next:
+            return 0
+        n = (int(upto) - self._next) // self.step + 1
+        self._next += n * self.step
+        self._issued += n
+        return n
 
     def __repr__(self) -> str:
         return f"Trigger(step={self.step}, streams={self.streams}, next={self._next})"

@@ -3,7 +3,8 @@
 * ``POST /queries`` (C-SPARQL text) -> 201 ``{"id", "streams", "vars"}``.
 * ``GET /queries``, ``GET|DELETE /queries/{name}``.
 * ``GET /queries/{name}/results`` -> ``text/event-stream``: one ``event:
-  result`` per evaluated instant (``id: <t>``), ``event: gap`` when a client
+  result`` per evaluated instant (``id: <t>``), ``event: idle`` for a run of
+  unchanged instants, ``event: gap`` when a client
   resumes before the retained history, ``event: end`` when the query is
   deleted, ``event: error`` when a client fell too far behind.
 
@@ -27,6 +28,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from engine.stream.limits import parse_time
 from server.api.common import (
     HTTPError,
     ServerState,
@@ -116,7 +118,9 @@ async def query_delete(name: str, request: Request) -> Response:
 @router.get("/queries/{name}/results", summary="Results as Server-Sent Events", responses={
     200: {"description": "text/event-stream", "content": {"text/event-stream": {}}}, **_ERR})
 async def query_results(name: str, request: Request) -> Response:
-    """One `event: result` per instant (`id: <t>`, `data:` SPARQL JSON results + `window`).
+    """One `event: result` per instant (`id: <t>`, `data:` SPARQL JSON results + `window`);
+    a run of unchanged instants (at least `--idle-after`) is one `event: idle` (`id:` its last
+    instant, `data: {"from", "to", "instants", "same_as"}`).
     Send `Last-Event-ID` to resume after that instant (an `event: gap` first if it is older
     than the retained history); `?from=<t>` replays the retained instants from t; otherwise
     the stream starts at the next instant. `event: end` when the query is deleted."""
@@ -130,9 +134,9 @@ async def query_results(name: str, request: Request) -> Response:
         leid = request.headers.get("last-event-id")
         if leid is not None and leid.strip():
             try:
-                last_id = int(leid.strip())
-            except ValueError:
-                raise HTTPError(400, "bad_request", f"Last-Event-ID must be an instant (integer ms), not {leid!r}") from None
+                last_id = parse_time(leid, "Last-Event-ID (an instant)")
+            except ValueError as e:
+                raise HTTPError(400, "bad_request", str(e)) from None
         log = await run_in_threadpool(m.log, name)
         return ResultStream(state, log, last_id, from_t)
     except Exception as exc:
@@ -308,7 +312,7 @@ class ResultStream(Response):
                     return
                 await self._send(send, encode_event(ev.event, ev.data, ev.id))
                 self.remaining -= 1
-                if ev.event == "result":
+                if ev.event in ("result", "idle"):
                     if self.last is None or ev.id > self.last:
                         self.last = ev.id
             if events:

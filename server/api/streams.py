@@ -27,6 +27,7 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from engine.stream.adaptor import ARROW_STREAM_TYPE, read_arrow_ipc
+from engine.stream.limits import ABSORB_MAX, IRI_MAX, name_error, parse_time, shorten
 from server.api.common import (
     HTTPError,
     ServerState,
@@ -44,7 +45,6 @@ from server.api.common import (
 
 router = APIRouter(tags=["Streams"])
 
-NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 _IRI_BAD = re.compile(r'[\x00-\x20<>"{}|^`\\]')
 
 NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl",
@@ -103,7 +103,7 @@ def error_response(state: ServerState, exc: BaseException, what: str) -> Respons
     """JSON error answer; a KeyError from the manager is a 404 about ``what``."""
     if isinstance(exc, KeyError):
         name = exc.args[0] if exc.args else ""
-        exc = HTTPError(404, "not_found", f"no {what} named {name!r}" if name else f"no such {what}")
+        exc = HTTPError(404, "not_found", f"no {what} named {shorten(name)}" if name else f"no such {what}")
     err = http_error_from(exc)
     if state.metrics is not None and err.status >= 500 and err.status != 503:
         state.metrics.log_internal(exc)
@@ -112,20 +112,22 @@ def error_response(state: ServerState, exc: BaseException, what: str) -> Respons
 
 
 def check_name(name: str, what: str = "stream") -> None:
-    if not NAME_RE.match(name):
-        raise HTTPError(400, "bad_request", f"a {what} name is [A-Za-z0-9_.-]+, not {name!r}")
+    err = name_error(name, what)
+    if err is not None:
+        raise HTTPError(400, "bad_request", err)
 
 
 def int_param(params: dict[str, list[str]], key: str, required: bool = False) -> int | None:
+    """A time parameter (``t``, ``from``): integer ms in the contract's range, else 400."""
     v = one(params, key)
     if v is None or v == "":
         if required:
             raise HTTPError(400, "bad_request", f"parameter {key!r} (integer milliseconds) is required")
         return None
     try:
-        return int(v.strip())
-    except ValueError:
-        raise HTTPError(400, "bad_request", f"parameter {key!r} must be integer milliseconds, not {v!r}") from None
+        return parse_time(v, f"parameter {key!r}")
+    except ValueError as e:
+        raise HTTPError(400, "bad_request", str(e)) from None
 
 
 def parse_registration(body: bytes) -> tuple[str, Any, str]:
@@ -137,21 +139,25 @@ def parse_registration(body: bytes) -> tuple[str, Any, str]:
     if unknown:
         raise HTTPError(400, "bad_request", f"unknown member(s) {unknown}; allowed: iri, absorb, clock")
     iri = doc.get("iri")
-    if not isinstance(iri, str) or ":" not in iri or _IRI_BAD.search(iri) or not iri:
-        raise HTTPError(400, "bad_request", f'"iri" must be an absolute IRI string, not {iri!r}')
+    if not isinstance(iri, str) or ":" not in iri or _IRI_BAD.search(iri) or not iri or len(iri) > IRI_MAX:
+        raise HTTPError(400, "bad_request", f'"iri" must be an absolute IRI string of at most {IRI_MAX} '
+                                            f"characters, not {shorten(iri)}")
     absorb = doc.get("absorb", "none")
     if isinstance(absorb, str):
         if absorb not in ("none", "all"):
-            raise HTTPError(400, "bad_request", f'"absorb" must be "none", "all" or a list of predicate IRIs, not {absorb!r}')
+            raise HTTPError(400, "bad_request", f'"absorb" must be "none", "all" or a list of predicate IRIs, not {shorten(absorb)}')
     elif isinstance(absorb, list):
+        if len(absorb) > ABSORB_MAX:
+            raise HTTPError(400, "bad_request", f'"absorb" lists at most {ABSORB_MAX} predicates, not {len(absorb)}')
         for p in absorb:
-            if not isinstance(p, str) or ":" not in p or _IRI_BAD.search(p):
-                raise HTTPError(400, "bad_request", f'"absorb" lists predicate IRIs; {p!r} is not one')
+            if not isinstance(p, str) or ":" not in p or _IRI_BAD.search(p) or len(p) > IRI_MAX:
+                raise HTTPError(400, "bad_request", f'"absorb" lists predicate IRIs (at most {IRI_MAX} '
+                                                    f"characters); {shorten(p)} is not one")
     else:
-        raise HTTPError(400, "bad_request", f'"absorb" must be "none", "all" or a list of predicate IRIs, not {absorb!r}')
+        raise HTTPError(400, "bad_request", f'"absorb" must be "none", "all" or a list of predicate IRIs, not {shorten(absorb)}')
     clock = doc.get("clock", "event")
     if clock not in ("event", "arrival"):
-        raise HTTPError(400, "bad_request", f'"clock" must be "event" or "arrival", not {clock!r}')
+        raise HTTPError(400, "bad_request", f'"clock" must be "event" or "arrival", not {shorten(clock)}')
     return iri, absorb, clock
 
 
@@ -203,7 +209,7 @@ async def stream_delete(name: str, request: Request) -> Response:
         params = parse_params(request.scope.get("query_string", b""))
         force_s = (one(params, "force") or "false").strip().lower()
         if force_s not in ("true", "false", "1", "0", "yes", "no", ""):
-            raise HTTPError(400, "bad_request", f"force must be true or false, not {force_s!r}")
+            raise HTTPError(400, "bad_request", f"force must be true or false, not {shorten(force_s)}")
         force = force_s in ("true", "1", "yes")
         queries = await run_in_threadpool(m.delete_stream, name, force)
         return json_response({"deleted": name, "queries": list(queries or [])})
@@ -221,7 +227,7 @@ def batch_id_of(request: Request, params: dict[str, list[str]]) -> str | None:
     h = request.headers.get("batch-id")
     q = one(params, "batch")
     if h is not None and q is not None and h.strip() != q.strip():
-        raise HTTPError(400, "bad_request", f"Batch-Id header {h!r} and ?batch={q!r} differ")
+        raise HTTPError(400, "bad_request", f"Batch-Id header {shorten(h)} and ?batch={shorten(q)} differ")
     v = h if h is not None else q
     if v is None:
         return None
@@ -252,7 +258,8 @@ def _ingest_arrow_body(m, name: str, body: bytes, batch_id: str | None) -> dict:
                      "application/n-triples": {"schema": {"type": "string"}},
                      "text/turtle": {"schema": {"type": "string"}}}}})
 async def stream_post(name: str, request: Request) -> Response:
-    """ndjson: one `{"s","p","o","t"}` a line, bad lines reported and the others kept.
+    """ndjson: one `{"s","p","o","t"}` a line, bad lines reported and the others kept
+    (`t`: integer ms in [0, 2^53-1]; more than 100,000 bad lines: 400, nothing stored).
     Arrow IPC stream (`application/vnd.apache.arrow.stream`): columns `s`, `p`, `o`
     (strings, N-Triples terms) and `t` (int64 ms), the vectorized fast path with the
     same rules as ndjson (`line` = 1-based row); a missing or mistyped column or a body
@@ -295,7 +302,8 @@ async def stream_post(name: str, request: Request) -> Response:
                                             "schema": {"type": "integer"}}]})
 async def stream_progress(name: str, request: Request) -> Response:
     """`?t=<ms>`: all elements with a timestamp below t have arrived. A lower t changes
-    nothing. Answers `{"progress": P}`."""
+    nothing; t outside [0, 2^53-1] (or not a plain integer) is a 400 that changes nothing.
+    Answers `{"progress": P}`."""
     state: ServerState = request.app.state.jindou
     try:
         check_write(state.config, headers_of(request))
