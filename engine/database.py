@@ -19,7 +19,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from engine.errors import QueryEvaluationError, QueryTimeout
+from engine.errors import JindouError, QueryEvaluationError, QueryTimeout
 from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import DatasetView, FastSelect, QueryContext, evaluate_query, make_dataset
 from engine.exec.result import QueryResult
@@ -119,10 +119,18 @@ class Database:
         """Evaluate a query; ``query_memory`` overrides the memory budget (bytes, 0 = unlimited)."""
         budget = MemoryBudget(self.query_memory if query_memory is None else query_memory)
         try:
-            return self._query(text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget)
-        finally:
-            if budget.peak > _TRIM_AFTER:
-                release_memory()
+            res = self._query(text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget)
+        except JindouError as e:
+            # the frames of a refused query hold its intermediate tables: drop them
+            # before giving the freed heap back
+            err = e.with_traceback(None)
+        else:
+            err = None
+        if budget.peak > _TRIM_AFTER:
+            release_memory()
+        if err is not None:
+            raise err
+        return res
 
     def _query(self, text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget) -> QueryResult:
         pq = self._prepare(text, base)

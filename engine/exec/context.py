@@ -142,6 +142,28 @@ def charge_rows(n_rows: int, n_cols: int, what: str = "intermediate result") -> 
         b.check(int(n_rows) * max(1, int(n_cols)) * CELL, what)
 
 
+class StringMeter:
+    """Counts the bytes of the strings a loop builds (computed terms) and
+    checks them against the running query's budget after every MiB, so a
+    loop of CONCATs is refused while it grows, not after."""
+
+    __slots__ = ("budget", "n", "next")
+
+    def __init__(self):
+        self.budget = _CURRENT.get()
+        self.n = 0
+        self.next = 1 << 20
+
+    def add(self, s: str | None) -> str | None:
+        if s is not None:
+            self.n += len(s) + 56
+            if self.n > self.next:
+                if self.budget is not None:
+                    self.budget.check(self.n, "computed strings")
+                self.next = self.n + (1 << 20)
+        return s
+
+
 class holding:  # noqa: N801 - used like a function: ``with holding(nbytes): ...``
     """Count ``nbytes`` (a table kept alive meanwhile, e.g. the left side of a
     join while its right side is evaluated) in every check inside the block."""

@@ -737,6 +737,10 @@ def evaluate_query(query: A.Query, ctx: QueryContext, dataset: DatasetView,
         return _evaluate_query(query, ctx, dataset, evaluator)
     finally:
         leave_budget(token)
+        if evaluator is None:
+            # ctx <-> evaluator is a cycle: without this the result's term overlay
+            # (ctx) lives until the cyclic GC runs, after the heap was trimmed
+            ctx.evaluator = None
 
 
 def _evaluate_query(query: A.Query, ctx: QueryContext, dataset: DatasetView,

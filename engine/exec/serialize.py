@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from contextvars import ContextVar
 
 import numpy as np
 import orjson
 
 from engine.errors import ResponseTooLarge
+from engine.exec.context import MemoryBudget
 from engine.exec.result import UNBOUND, QueryResult
 from engine.terms import RDF_LANGSTRING, RDF_TYPE, XSD, XSD_STRING, unescape_string
 
@@ -233,9 +235,22 @@ def _table(result: QueryResult, col: np.ndarray, renders, unbound: str = ""):
         inv = inv.reshape(-1)
     keys = result.terms.keys(uniq)
     tables = []
+    limit = _room()
     for render in renders:
         t = np.empty(len(keys), dtype=object)
-        t[:] = [unbound if k is None else render(k) for k in keys]
+        if limit is None:
+            t[:] = [unbound if k is None else render(k) for k in keys]
+        else:  # the distinct terms alone may pass the bound: stop rendering once they do
+            out = []
+            total = 0
+            for k in keys:
+                x = unbound if k is None else render(k)
+                if x is not None:
+                    total += len(x)
+                    if total > limit:
+                        check_size(total, _BOUND.get()[0])
+                out.append(x)
+            t[:] = out
         tables.append(t)
     return tables, inv
 
@@ -252,8 +267,36 @@ _LONG_NAME = 256
 _RDFLIB_TRIPLE_BYTES = 1024
 
 
+#: (max_bytes, memory budget of the query or None) of the serialization running in this context
+_BOUND: ContextVar[tuple[int, MemoryBudget | None] | None] = ContextVar("jindou_response_bound", default=None)
+
+
+def _bounded(result: QueryResult, max_bytes: int | None):
+    """Enter the bounds of serializing ``result``: ``max_bytes`` and, when the
+    result carries its query's memory budget, that budget (the body and its
+    pieces, about twice the body, are charged to it)."""
+    return _BOUND.set((max_bytes or 0, getattr(result.terms, "memory", None)))
+
+
+def _room() -> int | None:
+    """Bytes a rendered table may take before the bounds are certainly passed (None: unbounded)."""
+    b = _BOUND.get()
+    if b is None:
+        return None
+    room = b[0] or None
+    mem = b[1]
+    if mem is not None and mem.limit:
+        r = max(0, (mem.limit - mem.held) // 2)
+        room = r if room is None else min(room, r)
+    return room
+
+
 def check_size(size: int, max_bytes: int | None, what: str = "the response") -> None:
-    """Raise ResponseTooLarge when ``size`` passes ``max_bytes`` (None/0: no bound)."""
+    """Raise ResponseTooLarge when ``size`` passes ``max_bytes`` (None/0: no bound),
+    MemoryBudgetExceeded when building it would pass the query's memory budget."""
+    b = _BOUND.get()
+    if b is not None and b[1] is not None:
+        b[1].check(2 * size, "the response being built")
     if max_bytes and size > max_bytes:
         raise ResponseTooLarge(
             f"{what} would be about {size / (1 << 20):.1f} MiB, over the response bound of "
@@ -353,7 +396,11 @@ def json_term(key: str) -> dict:
 def sparql_json(result: QueryResult, extra: bytes = b"", max_bytes: int | None = None) -> bytes:
     """SPARQL JSON results; ``extra``: more top-level members, e.g. ``b',"window":{...}'``
     (written in place: a result of megabytes is not copied again to add them)."""
-    return _serialize_json(result, extra, max_bytes)
+    token = _bounded(result, max_bytes)
+    try:
+        return _serialize_json(result, extra, max_bytes)
+    finally:
+        _BOUND.reset(token)
 
 
 def _json_bytes(key: str) -> bytes:
@@ -806,6 +853,14 @@ def serialize(
     raised before the body is built). Raises ValueError for a media type that
     does not fit the result's form.
     """
+    token = _bounded(result, max_bytes)
+    try:
+        return _serialize(result, media_type, graph, prefixes, max_bytes)
+    finally:
+        _BOUND.reset(token)
+
+
+def _serialize(result: QueryResult, media_type: str, graph, prefixes, max_bytes) -> bytes:
     if result.is_graph:
         mt = canonical(media_type, "GRAPH")
         if mt == TURTLE:

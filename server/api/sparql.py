@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from engine.errors import JindouError
 from engine.exec import serialize as ser
 from engine.exec.context import release_memory
 from server.api.common import (
@@ -142,13 +143,19 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
         mt = ser.negotiate(accept, res.form)
         if mt is None:
             raise not_acceptable(accept, res.form)
-        n = len(res)
+        big = len(res) > _TRIM_ROWS
         try:
-            return res.form, mt, ser.serialize(res, mt, max_bytes=max_bytes)
-        finally:
-            if n > _TRIM_ROWS:  # a big answer's decoded terms leave freed heap behind
-                del res
-                release_memory()
+            body = ser.serialize(res, mt, max_bytes=max_bytes)
+            err = None
+        except JindouError as e:
+            err = e.with_traceback(None)  # its frames would keep the result alive
+        form = res.form
+        if big:  # a big answer's decoded terms leave freed heap behind
+            del res
+            release_memory()
+        if err is not None:
+            raise err
+        return form, mt, body
 
     # long texts never run inline (parsing them costs) and are not remembered as shapes
     shape = query_shape(text) if len(text) <= _SHAPE_MAX else None
