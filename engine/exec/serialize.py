@@ -503,7 +503,7 @@ def _serialize_xml(result: QueryResult, max_bytes: int | None = None) -> bytes:
     n = _row_count(result)
     if n:
         if result.vars:
-            size += n * 20
+            size += n * 18  # <result>...</result>\n
             cells = []
             for v, c in zip(result.vars, result.columns, strict=True):
                 pre = ('<binding name="' + _xml_text(v) + '">').encode("utf-8")
