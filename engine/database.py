@@ -31,7 +31,7 @@ _PLAN_CACHE_SIZE = 4096
 #: 512 cached texts of megabytes would pin gigabytes
 _CACHE_TEXT_MAX = 64 * 1024
 #: default per-query memory budget (bytes; 0 = unlimited)
-QUERY_MEMORY = 1 << 30
+QUERY_MEMORY = 768 << 20  # with a 100k-triple store the server stays under 1.5 GiB
 #: after a query whose working set passed this, freed heap goes back to the OS
 _TRIM_AFTER = 64 << 20
 
@@ -190,7 +190,14 @@ class Database:
                                 timeout=self.query_timeout, max_rows=self.max_rows,
                                 load_file=self._load_keys_for_update, changes_cls=Changes,
                                 empty_graph=lambda: self.store.snapshot().graph(-2))
-            ex.run(u)
+            budget = MemoryBudget(self.query_memory)  # the WHERE parts of DELETE/INSERT too
+            token = enter_budget(budget)
+            try:
+                ex.run(u)
+            finally:
+                leave_budget(token)
+                if budget.peak > _TRIM_AFTER:
+                    release_memory()
         self.updates += 1
 
     def _load_keys_for_update(self, path, base):

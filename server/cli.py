@@ -53,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-load", action="store_true", help="allow SPARQL Update LOAD <url>")
     s.add_argument("--query-timeout", type=float, default=30.0, metavar="S")
     s.add_argument("--max-rows", type=int, default=5_000_000, metavar="N")
-    s.add_argument("--query-memory", type=int, default=1 << 30, metavar="BYTES",
-                   help="per-query memory budget for intermediate results (default 1 GiB; 0 = unlimited)")
+    s.add_argument("--query-memory", type=int, default=768 << 20, metavar="BYTES",
+                   help="per-query memory budget for intermediate results, computed strings and the answer being built (default 768 MiB; 0 = unlimited)")
     s.add_argument("--max-response-bytes", type=int, default=256 << 20, metavar="BYTES",
                    help="largest query answer; a bigger one is refused before it is built "
                         "(default 256 MiB; 0 = unlimited)")

@@ -30,7 +30,7 @@ class Config:
     max_rows: int = 5_000_000
     #: per-query memory budget in bytes for intermediate results and computed
     #: terms, checked before allocating (0 = unlimited)
-    query_memory: int = 1024 * MiB
+    query_memory: int = 768 * MiB
     #: largest serialized query answer in bytes, checked before it is built (0 = unlimited)
     max_response_bytes: int = 256 * MiB
     #: request bodies larger than this are refused with 413 before being read

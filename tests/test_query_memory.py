@@ -221,7 +221,7 @@ def test_cli_flags():
     cfg = config_from_args(a)
     assert (cfg.query_memory, cfg.max_response_bytes) == (1234, 5678)
     d = config_from_args(build_parser().parse_args(["serve"]))
-    assert (d.query_memory, d.max_response_bytes) == (1 << 30, 256 << 20)
+    assert (d.query_memory, d.max_response_bytes) == (768 << 20, 256 << 20)
 
 
 # ---------------------------------------------------------------- serializer bound
@@ -289,3 +289,15 @@ def test_csv_long_name_costs_its_size_once():
     res = _result(2000, name)
     body = ser.serialize(res, ser.CSV, max_bytes=4 * MiB)
     assert body.count(name.encode()) == 1
+
+
+def test_update_where_is_under_the_budget():
+    from engine.database import Database  # noqa: PLC0415
+
+    db = Database(shards=1, query_memory=2 * MiB, max_rows=10**12)
+    db.load_data("".join(f"<{EX}s{i}> <{EX}p> <{EX}o{i % 50}> .\n" for i in range(3000)), "application/n-triples")
+    with pytest.raises(MemoryBudgetExceeded):
+        db.update(f"INSERT {{ ?a <{EX}q> ?c }} WHERE {{ ?a ?p ?b . ?c ?q ?d }}")
+    assert len(db.query(f"SELECT * WHERE {{ ?a <{EX}q> ?c }}")) == 0  # nothing applied
+    db.update(f"INSERT {{ ?a <{EX}q> ?b }} WHERE {{ ?a <{EX}p> ?b }}")
+    assert len(db.query(f"SELECT * WHERE {{ ?a <{EX}q> ?c }}")) == 3000

@@ -51,6 +51,7 @@ from engine.exec.context import (
     LOCAL_BASE,
     MemoryBudget,
     charge_rows,
+    current_budget,
     enter_budget,
     holding,
     leave_budget,
@@ -100,8 +101,10 @@ class QueryContext:
         self._local_keys: list[str] = []
         self._bnode_counter = 0
         self.evaluator: Evaluator | None = None
-        #: memory accounting of this query (intermediate tables, computed terms)
-        self.memory = MemoryBudget(query_memory)
+        #: memory accounting of this query (intermediate tables, computed terms); without
+        #: a budget of its own, the running one (e.g. of the update request it serves)
+        running = current_budget() if query_memory is None else None
+        self.memory = running if running is not None else MemoryBudget(query_memory)
 
     @property
     def now(self) -> _dt.datetime:

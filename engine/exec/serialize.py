@@ -294,14 +294,14 @@ def _room() -> int | None:
 def check_size(size: int, max_bytes: int | None, what: str = "the response") -> None:
     """Raise ResponseTooLarge when ``size`` passes ``max_bytes`` (None/0: no bound),
     MemoryBudgetExceeded when building it would pass the query's memory budget."""
-    b = _BOUND.get()
-    if b is not None and b[1] is not None:
-        b[1].check(2 * size, "the response being built")
     if max_bytes and size > max_bytes:
         raise ResponseTooLarge(
             f"{what} would be about {size / (1 << 20):.1f} MiB, over the response bound of "
             f"{max_bytes / (1 << 20):.1f} MiB (--max-response-bytes); add a LIMIT or select fewer "
             "or shorter values")
+    b = _BOUND.get()
+    if b is not None and b[1] is not None:
+        b[1].check(2 * size, "the response being built")
 
 
 class _Cells:
