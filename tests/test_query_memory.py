@@ -301,3 +301,24 @@ def test_update_where_is_under_the_budget():
     assert len(db.query(f"SELECT * WHERE {{ ?a <{EX}q> ?c }}")) == 0  # nothing applied
     db.update(f"INSERT {{ ?a <{EX}q> ?b }} WHERE {{ ?a <{EX}p> ?b }}")
     assert len(db.query(f"SELECT * WHERE {{ ?a <{EX}q> ?c }}")) == 3000
+
+
+@pytest.mark.parametrize("query", [
+    "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }",
+    f"CONSTRUCT {{ ?a <{EX}r> ?c . ?c a <{EX}T> }} WHERE {{ ?a <{EX}p0> ?b . ?b ?q ?c }}",
+    f"DESCRIBE <{EX}v3>",
+])
+def test_turtle_size_is_computed_exactly(query):
+    """Turtle is much shorter than N-Triples: its bound uses its own size, so a
+    graph that fits is never refused."""
+    from engine.database import Database  # noqa: PLC0415
+
+    db = Database(shards=1)
+    db.load_data(graph_nt(300, 3, 2000), "application/n-triples")
+    db.load_data(f'<{EX}v3> a <{EX}T> ; <{EX}lbl> "é\\"x"@fr , "2"^^<http://www.w3.org/2001/XMLSchema#integer> .',
+                 "text/turtle")
+    res = db.query(query)
+    body = ser.serialize(res, ser.TURTLE)
+    assert ser.serialize(res, ser.TURTLE, max_bytes=len(body)) == body
+    with pytest.raises(ResponseTooLarge):
+        ser.serialize(res, ser.TURTLE, max_bytes=len(body) - 1)

@@ -745,8 +745,6 @@ def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = Non
     t = result.triples
     if t is None or len(t) == 0:
         return b""
-    # Turtle abbreviates N-Triples: its size bounds this one (and the per-triple working lists)
-    check_size(_graph_cells(result, max_bytes, per_triple=40)[1], max_bytes)
     t = np.asarray(t, dtype=np.int64)
     order = np.lexsort((t[:, 2], t[:, 1], t[:, 0]))
     t = t[order]
@@ -761,6 +759,26 @@ def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = Non
     for i, k in enumerate(keys):
         if k == "<" + RDF_TYPE + ">":
             rdf_type_idx = i
+    if max_bytes or _room() is not None:
+        # the exact size of the abbreviated output, before it is written: an object
+        # per triple, a predicate per (subject, predicate) run, a subject per subject run
+        lens = np.fromiter((len(x.encode("utf-8")) for x in rendered), dtype=np.int64, count=len(rendered))
+        if rdf_type_idx is not None:
+            lens_p = lens.copy()
+            lens_p[rdf_type_idx] = 1
+        else:
+            lens_p = lens
+        new_s = np.ones(len(inv), dtype=bool)
+        new_s[1:] = inv[1:, 0] != inv[:-1, 0]
+        new_p = new_s.copy()
+        new_p[1:] |= inv[1:, 1] != inv[:-1, 1]
+        only_p = new_p & ~new_s
+        n_s = int(new_s.sum())
+        size = (int(lens[inv[:, 2]].sum()) + int(lens[inv[new_s, 0]].sum()) + int(lens_p[inv[new_p, 1]].sum())
+                + 6 * n_s + 4 * (n_s - 1) + 8 * int(only_p.sum()) + 2 * int((~new_p).sum()) + 3)
+        if names.used:
+            size += sum(len(ns.encode("utf-8")) + len(p) + 15 for ns, p in names.used) + 1
+        check_size(size, max_bytes)
     out = [f"@prefix {p}: <{ns}> .\n" for ns, p in names.used]
     if out:
         out.append("\n")
