@@ -779,29 +779,34 @@ def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = Non
         if names.used:
             size += sum(len(ns.encode("utf-8")) + len(p) + 15 for ns, p in names.used) + 1
         check_size(size, max_bytes)
-    out = [f"@prefix {p}: <{ns}> .\n" for ns, p in names.used]
-    if out:
-        out.append("\n")
+    head = [f"@prefix {p}: <{ns}> .\n" for ns, p in names.used]
+    if head:
+        head.append("\n")
+    chunks = ["".join(head).encode("utf-8")]
     prev_s = prev_p = -1
-    for s, p, o in inv.tolist():
-        if s != prev_s:
-            if prev_s != -1:
-                out.append(" .\n\n")
-            out.append(rendered[s])
-            out.append("\n    ")
-            out.append("a" if p == rdf_type_idx else rendered[p])
-            out.append(" ")
-            prev_s, prev_p = s, p
-        elif p != prev_p:
-            out.append(" ;\n    ")
-            out.append("a" if p == rdf_type_idx else rendered[p])
-            out.append(" ")
-            prev_p = p
-        else:
-            out.append(", ")
-        out.append(rendered[o])
-    out.append(" .\n")
-    return "".join(out).encode("utf-8")
+    # a chunk of triples at a time: the per-triple lists stay small next to the body
+    for a in range(0, len(inv), _CHUNK_ROWS):
+        out: list[str] = []
+        for s, p, o in inv[a:a + _CHUNK_ROWS].tolist():
+            if s != prev_s:
+                if prev_s != -1:
+                    out.append(" .\n\n")
+                out.append(rendered[s])
+                out.append("\n    ")
+                out.append("a" if p == rdf_type_idx else rendered[p])
+                out.append(" ")
+                prev_s, prev_p = s, p
+            elif p != prev_p:
+                out.append(" ;\n    ")
+                out.append("a" if p == rdf_type_idx else rendered[p])
+                out.append(" ")
+                prev_p = p
+            else:
+                out.append(", ")
+            out.append(rendered[o])
+        chunks.append("".join(out).encode("utf-8"))
+    chunks.append(b" .\n")
+    return b"".join(chunks)
 
 
 def _to_rdflib(key: str):
