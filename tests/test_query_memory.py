@@ -63,7 +63,7 @@ BOMBS = {
     "concat_growth": "SELECT ?x WHERE { ?s ?p ?o BIND(CONCAT(STR(?s), STR(?o), STR(?s), STR(?o)) AS ?x1) "
                      "BIND(CONCAT(?x1, ?x1, ?x1, ?x1) AS ?x2) BIND(CONCAT(?x2, ?x2, ?x2, ?x2) AS ?x3) "
                      "BIND(CONCAT(?x3, ?x3, ?x3, ?x3) AS ?x) }",
-    "construct_two_hops": f"CONSTRUCT {{ ?a <{EX}r> ?c . ?c <{EX}r> ?a }} WHERE {{ ?a ?p ?b . ?b ?q ?c }}",
+    "construct_three_hops": f"CONSTRUCT {{ ?a <{EX}r> ?d . ?d <{EX}r> ?a }} WHERE {{ ?a ?p ?b . ?b ?q ?c . ?c ?s ?d }}",
     "distinct_order_two_hops": "SELECT DISTINCT ?a ?b ?c WHERE { ?a ?p ?b . ?b ?q ?c } ORDER BY ?c ?b",
 }
 
