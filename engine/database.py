@@ -19,21 +19,31 @@ from collections import OrderedDict
 
 import numpy as np
 
-from engine.errors import QueryEvaluationError, QueryTimeout
+from engine.errors import JindouError, QueryEvaluationError, QueryTimeout
+from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import DatasetView, FastSelect, QueryContext, evaluate_query, make_dataset
 from engine.exec.result import QueryResult
 from engine.kv.store import Changes, Store
 
 _PARSE_CACHE_SIZE = 512
 _PLAN_CACHE_SIZE = 4096
+#: query texts longer than this are not cached (parsed and prepared forms):
+#: 512 cached texts of megabytes would pin gigabytes
+_CACHE_TEXT_MAX = 64 * 1024
+#: default per-query memory budget (bytes; 0 = unlimited)
+QUERY_MEMORY = 768 << 20  # with a 100k-triple store the server stays under 1.5 GiB
+#: after a query whose working set passed this, freed heap goes back to the OS
+_TRIM_AFTER = 64 << 20
 
 
 class Database:
     def __init__(self, shards: int = 4, data_dir: str | None = None, query_timeout: float = 30.0,
-                 max_rows: int = 5_000_000, allow_load: bool = False):
+                 max_rows: int = 5_000_000, allow_load: bool = False, query_memory: int = QUERY_MEMORY):
         self.store = Store(shards=shards, data_dir=data_dir)
         self.query_timeout = query_timeout
         self.max_rows = max_rows
+        #: per-query memory budget in bytes (0 = unlimited): see engine.exec.context.MemoryBudget
+        self.query_memory = query_memory
         self.allow_load = allow_load
         self._parse_cache: OrderedDict = OrderedDict()
         self._plan_cache: OrderedDict = OrderedDict()
@@ -57,6 +67,8 @@ class Database:
                 self._parse_cache.move_to_end(k)
                 return q
         q = parse_query(text, base)
+        if len(text) > _CACHE_TEXT_MAX:
+            return q
         with self._lock:
             self._parse_cache[k] = q
             if len(self._parse_cache) > _PARSE_CACHE_SIZE:
@@ -79,6 +91,8 @@ class Database:
         if pq is None:
             q = self._parse(text, base)
             pq = _Prepared(q, FastSelect.of(q))
+            if len(text) > _CACHE_TEXT_MAX:
+                return pq
             with self._lock:
                 if len(self._prepared) >= _PARSE_CACHE_SIZE:
                     self._prepared.clear()
@@ -100,7 +114,25 @@ class Database:
         return st
 
     def query(self, text: str, *, default_graph_uris=(), named_graph_uris=(), base: str | None = None,
-              timeout: float | None = None, max_rows: int | None = None) -> QueryResult:
+              timeout: float | None = None, max_rows: int | None = None,
+              query_memory: int | None = None) -> QueryResult:
+        """Evaluate a query; ``query_memory`` overrides the memory budget (bytes, 0 = unlimited)."""
+        budget = MemoryBudget(self.query_memory if query_memory is None else query_memory)
+        try:
+            res = self._query(text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget)
+        except JindouError as e:
+            # the frames of a refused query hold its intermediate tables: drop them
+            # before giving the freed heap back
+            err = e.with_traceback(None)
+        else:
+            err = None
+        if budget.peak > _TRIM_AFTER:
+            release_memory()
+        if err is not None:
+            raise err
+        return res
+
+    def _query(self, text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget) -> QueryResult:
         pq = self._prepare(text, base)
         q = pq.query
         if q.form not in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE"):
@@ -125,13 +157,18 @@ class Database:
                     if deadline is not None and time.monotonic() > deadline:
                         raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
 
-                res = fast.run(st[2], st[3], graph, max_rows or self.max_rows, check)
+                token = enter_budget(budget)
+                try:
+                    res = fast.run(st[2], st[3], graph, max_rows or self.max_rows, check)
+                finally:
+                    leave_budget(token)
                 check()
                 self.queries += 1
                 return res
         ctx = QueryContext(snap, base=q.base or base, timeout=timeout or self.query_timeout,
                            max_rows=max_rows or self.max_rows, plan_cache=self._plans(snap.sn),
                            term_cache=self._term_cache)
+        ctx.memory = budget
         if default_graph_uris or named_graph_uris:
             ds = make_dataset(ctx, tuple(default_graph_uris), tuple(named_graph_uris))
         elif q.dataset is not None and (q.dataset.default or q.dataset.named):
@@ -153,7 +190,14 @@ class Database:
                                 timeout=self.query_timeout, max_rows=self.max_rows,
                                 load_file=self._load_keys_for_update, changes_cls=Changes,
                                 empty_graph=lambda: self.store.snapshot().graph(-2))
-            ex.run(u)
+            budget = MemoryBudget(self.query_memory)  # the WHERE parts of DELETE/INSERT too
+            token = enter_budget(budget)
+            try:
+                ex.run(u)
+            finally:
+                leave_budget(token)
+                if budget.peak > _TRIM_AFTER:
+                    release_memory()
         self.updates += 1
 
     def _load_keys_for_update(self, path, base):
@@ -279,7 +323,7 @@ class Database:
             d = self.store.dictionary
             st["graph_triples"] = {(d.key(int(g))[1:-1] if isinstance(g, int) else str(g)): n for g, n in gt.items()}
         st.update(queries=self.queries, updates=self.updates, query_timeout=self.query_timeout,
-                  max_rows=self.max_rows, allow_load=self.allow_load)
+                  max_rows=self.max_rows, query_memory=self.query_memory, allow_load=self.allow_load)
         return st
 
     def close(self) -> None:

@@ -67,3 +67,17 @@ class LoadError(JindouError):
         if line is not None:
             where += f" at line {line}"
         super().__init__(message + where)
+
+
+class MemoryBudgetExceeded(JindouError):
+    """An intermediate result, computed strings or the response being built
+    would pass the per-query memory budget (HTTP 503); checked before the
+    memory is allocated."""
+
+    kind = "memory_budget"
+
+
+class ResponseTooLarge(MemoryBudgetExceeded):
+    """The serialized answer would pass the response-size bound (HTTP 503)."""
+
+    kind = "response_too_large"

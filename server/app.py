@@ -180,6 +180,7 @@ def _make_database(config: Config):
         query_timeout=config.query_timeout,
         max_rows=config.max_rows,
         allow_load=config.allow_load,
+        query_memory=config.query_memory,
     )
 
 

@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-load", action="store_true", help="allow SPARQL Update LOAD <url>")
     s.add_argument("--query-timeout", type=float, default=30.0, metavar="S")
     s.add_argument("--max-rows", type=int, default=5_000_000, metavar="N")
+    s.add_argument("--query-memory", type=int, default=768 << 20, metavar="BYTES",
+                   help="per-query memory budget for intermediate results, computed strings and the answer being built (default 768 MiB; 0 = unlimited)")
+    s.add_argument("--max-response-bytes", type=int, default=256 << 20, metavar="BYTES",
+                   help="largest query answer; a bigger one is refused before it is built "
+                        "(default 256 MiB; 0 = unlimited)")
     s.add_argument("--max-body", type=int, default=64 << 20, metavar="BYTES", help="largest accepted request body")
     s.add_argument("--max-concurrent", type=int, default=32, metavar="N",
                    help="queries running at once before 503 (default 32)")
@@ -90,6 +95,7 @@ def config_from_args(a: argparse.Namespace) -> Config:
         host=a.host, port=a.port, data=list(a.data), graphs=list(a.graph), data_dir=a.data_dir,
         token=a.token or None, read_token=a.read_token or None, cors_origin=a.cors_origin, shards=a.shards, demo=a.demo, lenient=a.lenient, allow_load=a.allow_load,
         query_timeout=a.query_timeout, max_rows=a.max_rows, max_body=a.max_body,
+        query_memory=a.query_memory, max_response_bytes=a.max_response_bytes,
         max_concurrent_queries=a.max_concurrent, inline_threshold=a.inline_ms / 1000.0, access_log=a.access_log, log_level=a.log_level,
         stream_retain=a.retain, transient_budget=a.transient_budget, sse_buffer=a.sse_buffer,
         sse_keepalive=a.sse_keepalive, stream_idle_after=a.idle_after,

@@ -28,6 +28,11 @@ class Config:
     allow_load: bool = False
     query_timeout: float = 30.0
     max_rows: int = 5_000_000
+    #: per-query memory budget in bytes for intermediate results and computed
+    #: terms, checked before allocating (0 = unlimited)
+    query_memory: int = 768 * MiB
+    #: largest serialized query answer in bytes, checked before it is built (0 = unlimited)
+    max_response_bytes: int = 256 * MiB
     #: request bodies larger than this are refused with 413 before being read
     max_body: int = 64 * MiB
     #: queries running at once; more are refused with 503 + Retry-After

@@ -340,7 +340,14 @@ def _group_concat(sep: str, ids, gi, n_groups, ctx) -> np.ndarray:
                 assert isinstance(t, BNode)
                 texts.append(None)
         ctx.check_budget()
-        for g, u in zip(gi[ok].tolist(), inv.reshape(-1).tolist(), strict=False):
+        # the joined strings, checked from their lengths before any is built
+        # (escaped key + text, plus a list slot per member)
+        inv = inv.reshape(-1)
+        lens = np.array([0 if t is None else len(t) + len(sep) for t in texts], dtype=np.int64)
+        memory = getattr(ctx, "memory", None)
+        if memory is not None:
+            memory.check(2 * int(lens[inv].sum()) + 8 * len(inv), "GROUP_CONCAT")
+        for g, u in zip(gi[ok].tolist(), inv.tolist(), strict=False):
             s = texts[u]
             if s is None:
                 bad[g] = True

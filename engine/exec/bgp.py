@@ -30,6 +30,7 @@ import numpy as np
 from engine.errors import RowBudgetExceeded
 from engine.exec.algebra import Const, TriplePattern
 from engine.exec.bindings import UNBOUND, Bindings, concat
+from engine.exec.context import charge_rows, current_budget, holding, table_bytes
 from engine.exec.planner import IN, OUT, plan
 from engine.kv.graph import GraphIndex
 from engine.kv.shard import has_neighbour
@@ -77,6 +78,39 @@ def expand_fj(graph, pid: int, direction: int, vids: np.ndarray):
         rows.append(np.asarray(r, dtype=np.int64) + a)
         nbrs.append(np.asarray(nb, dtype=np.int64))
     return np.concatenate(rows), np.concatenate(nbrs)
+
+
+_BOUNDED_CHUNK = 1 << 16
+
+
+def expand_charged(graph, pid: int, direction: int, vids: np.ndarray, width: int, max_rows: int | None):
+    """``expand_fj`` whose output (and the ``width`` columns the caller gathers
+    from it) is charged to the query's memory budget and checked against the
+    row budget as it grows: a large input is expanded a chunk at a time, so a
+    fan-out is refused after one chunk instead of after all of it."""
+    n = len(vids)
+    budget = current_budget()
+    if n <= _BOUNDED_CHUNK or budget is None:
+        rows, nbrs = expand_fj(graph, pid, direction, vids)
+        total = len(rows)
+        if max_rows is not None and total > max_rows:
+            raise RowBudgetExceeded(f"exploration of {total} rows exceeds the row budget of {max_rows}")
+        charge_rows(total, width + 2, "graph exploration")
+        return rows, nbrs
+    rows_p, nbrs_p = [], []
+    total = 0
+    for a in range(0, n, _BOUNDED_CHUNK):
+        r, nb = expand_fj(graph, pid, direction, vids[a:a + _BOUNDED_CHUNK])
+        total += len(r)
+        if max_rows is not None and total > max_rows:
+            raise RowBudgetExceeded(f"exploration of more than {max_rows} rows exceeds the row budget")
+        # the chunks so far, their concatenation and the gathered columns
+        charge_rows(total, width + 4, "graph exploration")
+        rows_p.append(np.asarray(r, dtype=np.int64) + a)
+        nbrs_p.append(np.asarray(nb, dtype=np.int64))
+    if len(rows_p) == 1:
+        return rows_p[0], nbrs_p[0]
+    return np.concatenate(rows_p), np.concatenate(nbrs_p)
 
 
 def contains_fj(graph, pid: int, s: np.ndarray, o: np.ndarray) -> np.ndarray:
@@ -311,12 +345,11 @@ def _step_const_p(cols: dict, n: int, s, pid: int, o, graph, max_rows):
             total = n * k
             if max_rows is not None and total > max_rows:
                 raise RowBudgetExceeded(f"exploration of {total} rows exceeds the row budget of {max_rows}")
+            charge_rows(total, len(cols) + 3, "graph exploration")
             rows = np.repeat(np.arange(n, dtype=np.int64), k)
             nbrs = np.tile(nbrs1, n)
         else:
-            rows, nbrs = expand_fj(graph, pid, direction, _end(src, cols, n))
-            if max_rows is not None and len(rows) > max_rows:
-                raise RowBudgetExceeded(f"exploration of {len(rows)} rows exceeds the row budget of {max_rows}")
+            rows, nbrs = expand_charged(graph, pid, direction, _end(src, cols, n), len(cols) + 1, max_rows)
         if n == 1:
             out = {v: np.repeat(c, len(rows)) if len(c) == 1 else c[rows] for v, c in cols.items()}
         else:
@@ -329,6 +362,7 @@ def _step_const_p(cols: dict, n: int, s, pid: int, o, graph, max_rows):
     total = n * k
     if max_rows is not None and total > max_rows:
         raise RowBudgetExceeded(f"exploration of {total} rows exceeds the row budget of {max_rows}")
+    charge_rows(total, len(cols) + 4, "graph exploration")
     if n == 1:
         out = {v: np.repeat(c, k) for v, c in cols.items()}
     else:
@@ -388,13 +422,15 @@ def _step(cols: dict, n: int, t, graph, max_rows):
     elif p[1] in cols:
         pcol = cols[p[1]]
         parts = []
-        for pid in np.unique(pcol).tolist():
-            idx = np.flatnonzero(pcol == pid)
-            sub = {v: c[idx] for v, c in cols.items()}
-            c2, n2 = _step_const_p(sub, len(idx), s, pid, o, graph, max_rows)
-            if n2:
-                parts.append(Bindings(c2, n2))
-        out = concat(parts)
+        with holding(0) as held:  # the parts made so far count in the next steps' checks
+            for pid in np.unique(pcol).tolist():
+                idx = np.flatnonzero(pcol == pid)
+                sub = {v: c[idx] for v, c in cols.items()}
+                c2, n2 = _step_const_p(sub, len(idx), s, pid, o, graph, max_rows)
+                if n2:
+                    parts.append(Bindings(c2, n2))
+                    held.add(table_bytes(n2, len(c2)))
+        out = concat(parts)  # counts the parts itself
         if out.n == 0:
             names_all = set(cols) | {x[1] for x in (s, o) if x[0] == "v"}
             return {v: _EMPTY for v in names_all}, 0
@@ -402,16 +438,18 @@ def _step(cols: dict, n: int, t, graph, max_rows):
     else:
         parts = []
         total = 0
-        for pid in candidate_predicates(graph, cols, n, s, o):
-            c2, n2 = _step_const_p(cols, n, s, pid, o, graph, max_rows)
-            if n2:
-                c2 = dict(c2)
-                c2[p[1]] = np.full(n2, pid, dtype=np.int64)
-                parts.append(Bindings(c2, n2))
-                total += n2
-                if max_rows is not None and total > max_rows:
-                    raise RowBudgetExceeded(f"exploration exceeds the row budget of {max_rows}")
-        out = concat(parts)
+        with holding(0) as held:
+            for pid in candidate_predicates(graph, cols, n, s, o):
+                c2, n2 = _step_const_p(cols, n, s, pid, o, graph, max_rows)
+                if n2:
+                    c2 = dict(c2)
+                    c2[p[1]] = np.full(n2, pid, dtype=np.int64)
+                    parts.append(Bindings(c2, n2))
+                    total += n2
+                    if max_rows is not None and total > max_rows:
+                        raise RowBudgetExceeded(f"exploration exceeds the row budget of {max_rows}")
+                    held.add(table_bytes(n2, len(c2)))
+        out = concat(parts)  # counts the parts itself
         if out.n == 0:
             names_all = set(cols) | {x[1] for x in (s, p, o) if x[0] == "v"}
             return {v: _EMPTY for v in names_all}, 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import RowBudgetExceeded
+from engine.exec.context import charge_rows
 
 UNBOUND = -1
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -64,6 +65,8 @@ class Bindings:
 
     # ------------------------------------------------------------ row operations
     def take(self, idx: np.ndarray) -> Bindings:
+        # working set: the gathered columns next to the ones they come from
+        charge_rows(len(idx), len(self.cols) + 1, "gathered solutions")
         return Bindings({v: c[idx] for v, c in self.cols.items()}, len(idx))
 
     def mask(self, m: np.ndarray) -> Bindings:
@@ -98,6 +101,7 @@ class Bindings:
             return self
         if not self.cols:
             return Bindings({}, 1)
+        charge_rows(self.n, len(self.cols) + 4, "DISTINCT")
         key = row_keys([self.cols[v] for v in self.cols])
         _, first = np.unique(key, return_index=True)
         if len(first) == self.n:
@@ -121,6 +125,7 @@ def concat(tables: list[Bindings]) -> Bindings:
         for v in t.cols:
             vars_[v] = None
     n = sum(t.n for t in tables)
+    charge_rows(2 * n, len(vars_), "union of solutions")  # the parts and their concatenation
     cols = {v: np.concatenate([t.col(v) for t in tables]) if n else _EMPTY for v in vars_}
     return Bindings(cols, n)
 
@@ -156,8 +161,11 @@ def _joint_keys(left: list[np.ndarray], right: list[np.ndarray]) -> tuple[np.nda
     return both[:nl], both[nl:]
 
 
-def key_join(lk: np.ndarray, rk: np.ndarray, max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Index pairs (li, ri) with lk[li] == rk[ri] (left order kept)."""
+def key_join(lk: np.ndarray, rk: np.ndarray, max_rows: int | None = None,
+             width: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (li, ri) with lk[li] == rk[ri] (left order kept). ``width``:
+    columns the caller will build from the pairs, charged to the memory budget
+    with the pair arrays before any of them is allocated."""
     if len(lk) == 0 or len(rk) == 0:
         return _EMPTY, _EMPTY
     order = np.argsort(rk, kind="stable")
@@ -168,6 +176,7 @@ def key_join(lk: np.ndarray, rk: np.ndarray, max_rows: int | None = None) -> tup
     total = int(cnt.sum())
     if max_rows is not None and total > max_rows:
         raise RowBudgetExceeded(f"join result of {total} rows exceeds the row budget of {max_rows}")
+    charge_rows(total, 4 + width, "join result")  # li, positions and their temporaries + output columns
     li = np.repeat(np.arange(len(lk), dtype=np.int64), cnt)
     if total == len(lk) and (cnt == 1).all():
         return li, order[lo]
@@ -176,10 +185,11 @@ def key_join(lk: np.ndarray, rk: np.ndarray, max_rows: int | None = None) -> tup
     return li, order[pos]
 
 
-def cross_pairs(nl: int, nr: int, max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def cross_pairs(nl: int, nr: int, max_rows: int | None = None, width: int = 0) -> tuple[np.ndarray, np.ndarray]:
     total = nl * nr
     if max_rows is not None and total > max_rows:
         raise RowBudgetExceeded(f"cross product of {total} rows exceeds the row budget of {max_rows}")
+    charge_rows(total, 2 + width, "cross product")
     return np.repeat(np.arange(nl, dtype=np.int64), nr), np.tile(np.arange(nr, dtype=np.int64), nl)
 
 
@@ -191,13 +201,14 @@ def _patterns(cols: list[np.ndarray], n: int) -> np.ndarray:
     return code
 
 
-def join_pairs(left: Bindings, right: Bindings, max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """All compatible (li, ri) pairs, ordered by left row."""
+def join_pairs(left: Bindings, right: Bindings, max_rows: int | None = None,
+               width: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """All compatible (li, ri) pairs, ordered by left row (``width``: see key_join)."""
     shared = [v for v in left.cols if v in right.cols]
     if left.n == 0 or right.n == 0:
         return _EMPTY, _EMPTY
     if not shared:
-        return cross_pairs(left.n, right.n, max_rows)
+        return cross_pairs(left.n, right.n, max_rows, width)
     lc = [left.cols[v] for v in shared]
     rc = [right.cols[v] for v in shared]
     lpat = _patterns(lc, left.n)
@@ -205,7 +216,7 @@ def join_pairs(left: Bindings, right: Bindings, max_rows: int | None = None) -> 
     full = (1 << len(shared)) - 1
     if (lpat == full).all() and (rpat == full).all():
         lk, rk = _joint_keys(lc, rc)
-        return key_join(lk, rk, max_rows)
+        return key_join(lk, rk, max_rows, width)
     # general path: one key join per pair of bound patterns
     out_l, out_r = [], []
     total = 0
@@ -218,12 +229,13 @@ def join_pairs(left: Bindings, right: Bindings, max_rows: int | None = None) -> 
             common = [i for i in range(len(shared)) if (a >> i) & 1 and (b >> i) & 1]
             if common:
                 lk, rk = _joint_keys([lc[i][lidx] for i in common], [rc[i][ridx] for i in common])
-                li, ri = key_join(lk, rk)
+                li, ri = key_join(lk, rk, None, width)
             else:
-                li, ri = cross_pairs(len(lidx), len(ridx))
+                li, ri = cross_pairs(len(lidx), len(ridx), None, width)
             total += len(li)
             if max_rows is not None and total > max_rows:
                 raise RowBudgetExceeded(f"join result exceeds the row budget of {max_rows}")
+            charge_rows(total, 2 + width, "join result")  # the pieces so far and the output they make
             out_l.append(lidx[li])
             out_r.append(ridx[ri])
     li = np.concatenate(out_l) if out_l else _EMPTY
@@ -234,6 +246,7 @@ def join_pairs(left: Bindings, right: Bindings, max_rows: int | None = None) -> 
 
 def merge(left: Bindings, right: Bindings, li: np.ndarray, ri: np.ndarray) -> Bindings:
     """The merged solutions of compatible pairs (bound value wins over UNBOUND)."""
+    charge_rows(len(li), len(left.cols) + len(right.cols) + 2, "join result")
     cols = {}
     for v, c in left.cols.items():
         lv = c[li]
@@ -253,7 +266,7 @@ def join(left: Bindings, right: Bindings, max_rows: int | None = None) -> Bindin
         return left
     if left.n == 1 and not left.cols:
         return right
-    li, ri = join_pairs(left, right, max_rows)
+    li, ri = join_pairs(left, right, max_rows, len(left.cols) + len(right.cols))
     return merge(left, right, li, ri)
 
 

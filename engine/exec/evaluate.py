@@ -47,11 +47,21 @@ from engine.exec.bindings import (
     minus,
     row_keys,
 )
-from engine.exec.context import LOCAL_BASE
+from engine.exec.context import (
+    LOCAL_BASE,
+    MemoryBudget,
+    charge_rows,
+    current_budget,
+    enter_budget,
+    holding,
+    leave_budget,
+    table_bytes,
+)
 from engine.exec.paths import PathEvaluator
 from engine.exec.result import QueryResult
 
 ROW = "#row"
+_KEY_OVERHEAD = 120  # str object, dict entry and list slot of one overlay term
 DEFAULT_GRAPH_IRI = "urn:jindou:default"
 
 
@@ -74,7 +84,7 @@ class QueryContext:
     """Per-query EvalContext and TermTable."""
 
     def __init__(self, snapshot, *, base=None, timeout=None, max_rows=None, plan_cache=None, now=None,
-                 term_cache: dict | None = None):
+                 term_cache: dict | None = None, query_memory: int | None = None):
         self.snapshot = snapshot
         self.dictionary = snapshot.dictionary
         self.base = base
@@ -91,6 +101,10 @@ class QueryContext:
         self._local_keys: list[str] = []
         self._bnode_counter = 0
         self.evaluator: Evaluator | None = None
+        #: memory accounting of this query (intermediate tables, computed terms); without
+        #: a budget of its own, the running one (e.g. of the update request it serves)
+        running = current_budget() if query_memory is None else None
+        self.memory = running if running is not None else MemoryBudget(query_memory)
 
     @property
     def now(self) -> _dt.datetime:
@@ -123,6 +137,8 @@ class QueryContext:
             return i
         j = self._local.get(key)
         if j is None:
+            # a computed term lives until the query ends: charged by its size
+            self.memory.hold(len(key) + _KEY_OVERHEAD, "computed terms")
             j = LOCAL_BASE + len(self._local_keys)
             self._local[key] = j
             self._local_keys.append(key)
@@ -184,6 +200,7 @@ class QueryContext:
             self._bnode_tag = "_:q" + uuid.uuid4().hex[:12]
         tag = f"{self._bnode_tag}c{self._bnode_counter}x"
         base = LOCAL_BASE + len(self._local_keys)
+        self.memory.hold(n * (len(tag) + 12 + _KEY_OVERHEAD), "blank nodes")
         keys = [f"{tag}{i}" for i in range(n)]
         for i, k in enumerate(keys):
             self._local[k] = base + i
@@ -194,6 +211,15 @@ class QueryContext:
     def check_budget(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise QueryTimeout(f"query exceeded its timeout of {self.timeout} s")
+
+    def charge_rows(self, n_rows: int, n_cols: int) -> None:
+        """Refuse (MemoryBudgetExceeded) a table of n_rows x n_cols ids that
+        would pass the memory budget; call before allocating it."""
+        self.memory.check(table_bytes(n_rows, n_cols))
+
+    def check_memory(self, nbytes: int) -> None:
+        """Refuse an allocation of ``nbytes`` that would pass the memory budget."""
+        self.memory.check(nbytes)
 
     def check_rows(self, n: int) -> None:
         if self.max_rows is not None and n > self.max_rows:
@@ -445,6 +471,7 @@ class Evaluator:
             return run_bgp(node.right.triples, self.graph, ctx.lookup, seed=left, max_rows=ctx.max_rows,
                            check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
         r = node.right
+        held = holding(table_bytes(left.n, len(left.cols)))
         if (isinstance(r, A.Filter) and _is_pure_bgp(r.input) and _filter_local(r.expr, r.input)
                 and seed_ok(left, r.input.triples)):
             # { ... } { BGP FILTER(f) } with f over the BGP's own variables only:
@@ -455,7 +482,8 @@ class Evaluator:
         if isinstance(r, A.PathPattern):
             # the path starts from the left rows' values when they bind an end
             return self._PathPattern(r, left)
-        right = self.eval(r, seed)
+        with held:
+            right = self.eval(r, seed)
         return join(left, right, ctx.max_rows)
 
     def _LeftJoin(self, node: A.LeftJoin, seed):
@@ -481,8 +509,9 @@ class Evaluator:
             out = concat([res if res.n else Bindings.empty(allcols), rest])
             origin = np.concatenate([li, np.flatnonzero(~hit)])
             return out.take(np.argsort(origin, kind="stable"))
-        right = self.eval(node.right, seed)
-        li, ri = join_pairs(left, right, ctx.max_rows)
+        with holding(table_bytes(left.n, len(left.cols))):
+            right = self.eval(node.right, seed)
+        li, ri = join_pairs(left, right, ctx.max_rows, len(left.cols) + len(right.cols))
         if node.expr is not None and len(li):
             merged = merge(left, right, li, ri)
             keep = self.filter_mask(node.expr, merged)
@@ -497,7 +526,8 @@ class Evaluator:
 
     def _Union(self, node: A.Union, seed):
         left = self.eval(node.left, seed)
-        right = self.eval(node.right, seed)
+        with holding(table_bytes(left.n, len(left.cols))):
+            right = self.eval(node.right, seed)
         out = concat([left, right])
         if out.n == 0:
             return Bindings.empty(set(left.cols) | set(right.cols))
@@ -507,7 +537,9 @@ class Evaluator:
         left = self.eval(node.left, seed)
         if left.n == 0:
             return left
-        right = self.eval(node.right, seed)
+        with holding(table_bytes(left.n, len(left.cols))):
+            right = self.eval(node.right, seed)
+        charge_rows(left.n + right.n, 4, "MINUS")
         return minus(left, right)
 
     def _Filter(self, node: A.Filter, seed):
@@ -579,6 +611,8 @@ class Evaluator:
     def _group(self, node: A.Group) -> Bindings:
         ctx = self.ctx
         res = self.eval(node.input)
+        # group keys, codes and per-aggregate argument columns next to the input
+        ctx.charge_rows(res.n, len(res.cols) + len(node.by) + 4 + 2 * len(node.aggregates))
         key_cols = []
         out_cols: dict[str, np.ndarray] = {}
         for expr, var in node.by:
@@ -621,6 +655,7 @@ class Evaluator:
         res = self.eval(node.input, seed)
         if res.n <= 1:
             return res
+        self.ctx.charge_rows(res.n, len(res.cols) + 2 * len(node.conditions) + 4)
         keys = [(self.expr_values(c.expr, res), c.ascending) for c in node.conditions]
         perm = _functions().order_permutation(keys, self.ctx)
         return res.take(np.asarray(perm, dtype=np.int64))
@@ -698,7 +733,21 @@ def _set_path(path) -> bool:
 def evaluate_query(query: A.Query, ctx: QueryContext, dataset: DatasetView,
                    evaluator: Evaluator | None = None) -> QueryResult:
     """Evaluate a parsed query; ``evaluator`` may be a subclass answering some nodes itself
-    (the incremental core of a continuous query)."""
+    (the incremental core of a continuous query). The query's memory budget
+    is the running one meanwhile (see :mod:`engine.exec.context`)."""
+    token = enter_budget(ctx.memory)
+    try:
+        return _evaluate_query(query, ctx, dataset, evaluator)
+    finally:
+        leave_budget(token)
+        if evaluator is None:
+            # ctx <-> evaluator is a cycle: without this the result's term overlay
+            # (ctx) lives until the cyclic GC runs, after the heap was trimmed
+            ctx.evaluator = None
+
+
+def _evaluate_query(query: A.Query, ctx: QueryContext, dataset: DatasetView,
+                    evaluator: Evaluator | None) -> QueryResult:
     ev = evaluator if evaluator is not None else Evaluator(ctx, dataset)
     form = query.form
     if form == "ASK":
@@ -730,6 +779,8 @@ def construct(template, res: Bindings, ctx: QueryContext) -> np.ndarray:
     if n == 0:
         return np.zeros((0, 3), dtype=np.int64)
     bnodes: dict[str, np.ndarray] = {}
+    # every template triple of every solution, then the set of them
+    ctx.charge_rows(n * len(template), 3 * 2 + 3)
     for t in template:
         cols = []
         for term in (t.s, t.p, t.o):
@@ -791,6 +842,7 @@ def describe(query: A.Query, ev: Evaluator) -> np.ndarray:
     g = ev.dataset.default
     seen = set()
     parts = []
+    held = 0
     while len(frontier):
         ctx.check_budget()
         seen.update(frontier.tolist())
@@ -799,6 +851,8 @@ def describe(query: A.Query, ev: Evaluator) -> np.ndarray:
             rows, nbrs = g.expand(pid, 0, frontier)
             if len(rows):
                 nbrs = np.asarray(nbrs, dtype=np.int64)
+                held += len(rows)
+                charge_rows(held, 3 + 3, "DESCRIBE")
                 parts.append(np.stack([frontier[rows], np.full(len(rows), pid, np.int64), nbrs], axis=1))
                 kinds = ctx.kinds(nbrs)
                 nxt.append(nbrs[kinds == 1])

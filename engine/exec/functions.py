@@ -35,6 +35,7 @@ import numpy as np
 
 from engine.exec import values as V
 from engine.exec.algebra import Call, Const, Exists, FunctionCall, Var
+from engine.exec.context import StringMeter
 from engine.exec.values import ERR, ExprError, Num
 from engine.iri import resolve_iri
 from engine.terms import (
@@ -691,12 +692,13 @@ class _Evaluator:
         uniq, inv = unique_rows([cols[nm] for nm in names])
         terms = _decode(uniq, ctx)
         out_keys: list[str | None] = []
+        meter = StringMeter()  # the memory budget sees the strings as they are built
         for j, row in enumerate(uniq.tolist()):
             if j % _BUDGET_EVERY == _BUDGET_EVERY - 1:
                 ctx.check_budget()
             env = {nm: terms.get(i) for nm, i in zip(names, row, strict=False)}
             try:
-                out_keys.append(to_key(scalar.eval(expr, env)))
+                out_keys.append(meter.add(to_key(scalar.eval(expr, env))))
             except ExprError:
                 out_keys.append(None)
         res = np.asarray(ctx.intern(out_keys), dtype=np.int64)
@@ -712,13 +714,14 @@ class _Evaluator:
             mat = np.zeros((n, 0), dtype=np.int64)
             terms = {}
         out_keys: list[str | None] = []
+        meter = StringMeter()
         for i, row in enumerate(mat.tolist()):
             if i % _BUDGET_EVERY == _BUDGET_EVERY - 1:
                 ctx.check_budget()
             env = {nm: terms.get(x) for nm, x in zip(names, row, strict=False)}
             scalar.row = i if self.rows is None else int(self.rows[i])
             try:
-                out_keys.append(to_key(scalar.eval(expr, env)))
+                out_keys.append(meter.add(to_key(scalar.eval(expr, env))))
             except ExprError:
                 out_keys.append(None)
         return np.asarray(ctx.intern(out_keys), dtype=np.int64)

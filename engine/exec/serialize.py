@@ -12,16 +12,25 @@ SELECT / ASK: SPARQL JSON, SPARQL XML, CSV, TSV (SPARQL 1.1 Query Results
 CSV and TSV Formats). CONSTRUCT / DESCRIBE and Graph Store reads: Turtle (with
 prefixes), N-Triples and N-Quads written straight from term keys; JSON-LD and
 RDF/XML through rdflib.
+
+Size bound: with ``max_bytes``, the size of the answer is computed from the
+rendered length of each distinct term times its row count *before* any row is
+assembled, and an answer over the bound raises :class:`ResponseTooLarge`;
+rows are assembled a chunk at a time, so building the body needs about twice
+its size. A variable name is rendered once, not once per distinct term.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from contextvars import ContextVar
 
 import numpy as np
 import orjson
 
+from engine.errors import ResponseTooLarge
+from engine.exec.context import MemoryBudget
 from engine.exec.result import UNBOUND, QueryResult
 from engine.terms import RDF_LANGSTRING, RDF_TYPE, XSD, XSD_STRING, unescape_string
 
@@ -226,23 +235,138 @@ def _table(result: QueryResult, col: np.ndarray, renders, unbound: str = ""):
         inv = inv.reshape(-1)
     keys = result.terms.keys(uniq)
     tables = []
+    limit = _room()
     for render in renders:
         t = np.empty(len(keys), dtype=object)
-        t[:] = [unbound if k is None else render(k) for k in keys]
+        if limit is None:
+            t[:] = [unbound if k is None else render(k) for k in keys]
+        else:  # the distinct terms alone may pass the bound: stop rendering once they do
+            out = []
+            total = 0
+            for k in keys:
+                x = unbound if k is None else render(k)
+                if x is not None:
+                    total += len(x)
+                    if total > limit:
+                        check_size(total, _BOUND.get()[0])
+                out.append(x)
+            t[:] = out
         tables.append(t)
     return tables, inv
 
 
-def _fragments(result: QueryResult, col: np.ndarray, render, unbound: str = "") -> list[str]:
-    """The rendered fragment of every row of ``col`` (each distinct id rendered once)."""
-    if len(col) == 0:
-        return []
-    (table,), inv = _table(result, col, (render,), unbound)
-    return table[inv].tolist()
-
-
 def _row_count(result: QueryResult) -> int:
     return len(result)
+
+
+#: rows assembled per chunk (bounds the per-row strings alive at once)
+_CHUNK_ROWS = 1 << 16
+#: variable names longer than this are not copied into every distinct term's fragment
+_LONG_NAME = 256
+#: working set of a term in an rdflib graph (JSON-LD, RDF/XML), per triple
+_RDFLIB_TRIPLE_BYTES = 1024
+
+
+#: (max_bytes, memory budget of the query or None) of the serialization running in this context
+_BOUND: ContextVar[tuple[int, MemoryBudget | None] | None] = ContextVar("jindou_response_bound", default=None)
+
+
+def _bounded(result: QueryResult, max_bytes: int | None):
+    """Enter the bounds of serializing ``result``: ``max_bytes`` and, when the
+    result carries its query's memory budget, that budget (the body and its
+    pieces, about twice the body, are charged to it)."""
+    return _BOUND.set((max_bytes or 0, getattr(result.terms, "memory", None)))
+
+
+def _room() -> int | None:
+    """Bytes a rendered table may take before the bounds are certainly passed (None: unbounded)."""
+    b = _BOUND.get()
+    if b is None:
+        return None
+    room = b[0] or None
+    mem = b[1]
+    if mem is not None and mem.limit:
+        r = max(0, (mem.limit - mem.held) // 2)
+        room = r if room is None else min(room, r)
+    return room
+
+
+def check_size(size: int, max_bytes: int | None, what: str = "the response") -> None:
+    """Raise ResponseTooLarge when ``size`` passes ``max_bytes`` (None/0: no bound),
+    MemoryBudgetExceeded when building it would pass the query's memory budget."""
+    if max_bytes and size > max_bytes:
+        raise ResponseTooLarge(
+            f"{what} would be about {size / (1 << 20):.1f} MiB, over the response bound of "
+            f"{max_bytes / (1 << 20):.1f} MiB (--max-response-bytes); add a LIMIT or select fewer "
+            "or shorter values")
+    b = _BOUND.get()
+    if b is not None and b[1] is not None:
+        b[1].check(2 * size, "the response being built")
+
+
+class _Cells:
+    """One column's rows as rendered fragments: each distinct term rendered
+    once (``table``), ``inv`` maps rows to it. ``pre``/``post`` wrap every
+    bound cell (e.g. the variable name); ``pre_alt`` is ``pre`` for cells that
+    follow an earlier bound cell of the row (JSON's comma). Short wrappers are
+    folded into the table; long ones stay separate, so a long variable name
+    costs its length once per row written, never once per distinct term."""
+
+    def __init__(self, result: QueryResult, col: np.ndarray, render, pre: bytes = b"", post: bytes = b"",
+                 pre_alt: bytes | None = None, use_alt: np.ndarray | bool = False):
+        col = np.asarray(col, dtype=np.int64)
+        (t,), inv = _table(result, col, (render,), None)
+        self.inv = inv
+        self.bound = None if len(col) == 0 or col.min() != UNBOUND else col != UNBOUND
+        lens = np.fromiter((0 if x is None else len(x) for x in t), dtype=np.int64, count=len(t))
+        self.n_bound = len(col) if self.bound is None else int(self.bound.sum())
+        alt = pre if pre_alt is None else pre_alt
+        n_alt = (self.n_bound if use_alt is True else 0) if not isinstance(use_alt, np.ndarray) else int(
+            (use_alt & (True if self.bound is None else self.bound)).sum())
+        self.size = int(lens[inv].sum()) + self.n_bound * (len(pre) + len(post)) + n_alt * (len(alt) - len(pre))
+        self.use_alt = use_alt
+        self.short = len(pre) + len(post) + len(alt) <= 3 * _LONG_NAME
+        if self.short:
+            self.t0 = _wrap(t, pre, post)
+            self.t1 = self.t0 if alt == pre else _wrap(t, alt, post)
+        else:
+            self.t0 = np.empty(len(t), dtype=object)
+            self.t0[:] = [b"" if x is None else x for x in t]
+            self.pre, self.alt, self.post = pre, alt, post
+
+    def lists(self, a: int, b: int) -> list[list[bytes]]:
+        """The fragments of rows a..b, as one or more lists to join per row."""
+        inv = self.inv[a:b]
+        alt = self.use_alt if not isinstance(self.use_alt, np.ndarray) else self.use_alt[a:b]
+        if self.short:
+            if alt is False:
+                return [self.t0[inv].tolist()]
+            if alt is True:
+                return [self.t1[inv].tolist()]
+            return [np.where(alt, self.t1[inv], self.t0[inv]).tolist()]
+        bound = np.ones(b - a, dtype=bool) if self.bound is None else self.bound[a:b]
+        pre = np.where(bound, np.where(alt, self.alt, self.pre) if alt is not False else self.pre, b"")
+        post = np.where(bound, self.post, b"")
+        return [pre.tolist(), self.t0[inv].tolist(), post.tolist()]
+
+
+def _wrap(t: np.ndarray, pre: bytes, post: bytes) -> np.ndarray:
+    out = np.empty(len(t), dtype=object)
+    out[:] = [b"" if x is None else pre + x + post for x in t]
+    return out
+
+
+def _assemble(cells: list[_Cells], n: int, row_sep: bytes) -> list[bytes]:
+    """Rows joined by ``row_sep``, built a chunk of rows at a time (bytes chunks)."""
+    out = []
+    for a in range(0, n, _CHUNK_ROWS):
+        b = min(n, a + _CHUNK_ROWS)
+        lists = [x for c in cells for x in c.lists(a, b)]
+        rows = map(b"".join, zip(*lists, strict=True)) if len(lists) > 1 else lists[0]
+        if a:
+            out.append(row_sep)
+        out.append(row_sep.join(rows))
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -269,23 +393,35 @@ def json_term(key: str) -> dict:
     return _json_term(key)
 
 
-def sparql_json(result: QueryResult, extra: bytes = b"") -> bytes:
+def sparql_json(result: QueryResult, extra: bytes = b"", max_bytes: int | None = None) -> bytes:
     """SPARQL JSON results; ``extra``: more top-level members, e.g. ``b',"window":{...}'``
     (written in place: a result of megabytes is not copied again to add them)."""
-    return _serialize_json(result, extra)
+    token = _bounded(result, max_bytes)
+    try:
+        return _serialize_json(result, extra, max_bytes)
+    finally:
+        _BOUND.reset(token)
 
 
-def _serialize_json(result: QueryResult, extra: bytes = b"") -> bytes:
+def _json_bytes(key: str) -> bytes:
+    return orjson.dumps(_json_term(key))
+
+
+def _serialize_json(result: QueryResult, extra: bytes = b"", max_bytes: int | None = None) -> bytes:
     if result.form == "ASK":
         return orjson.dumps({"head": {}, "boolean": bool(result.boolean)})[:-1] + extra + b"}"
     head = orjson.dumps({"vars": list(result.vars)})
     n = _row_count(result)
+    size = len(head) + len(extra) + 32
+    check_size(size, max_bytes)
     if n == 0:
         return b'{"head":' + head + b',"results":{"bindings":[]}' + extra + b"}"
     if not result.vars:
+        check_size(size + 3 * n, max_bytes)
         body = ",".join(["{}"] * n)
         return b'{"head":' + head + b',"results":{"bindings":[' + body.encode() + b"]}" + extra + b"}"
-    if n * len(result.vars) <= 256:
+    names = [orjson.dumps(v) + b":" for v in result.vars]
+    if n * len(result.vars) <= 256 and sum(map(len, names)) <= _LONG_NAME:
         # small answers: plain dicts and one orjson call beat the table machinery
         # one decode call for all columns (column-major), rows read back by offset
         flat = result.terms.keys(np.concatenate([np.asarray(c, dtype=np.int64) for c in result.columns]))
@@ -298,34 +434,24 @@ def _serialize_json(result: QueryResult, extra: bytes = b"") -> bytes:
                     row[v] = _json_term(k)
             rows.append(row)
         doc = orjson.dumps({"head": {"vars": list(result.vars)}, "results": {"bindings": rows}})
+        check_size(len(doc), max_bytes)
         return doc[:-1] + extra + b"}" if extra else doc
-    # vectorized: each distinct term rendered once as '"var":{...}' (and ',"var":{...}');
-    # rows are gathered from these tables and joined, no per-row Python code
+    # each distinct term rendered once as '"var":{...}' (and ',"var":{...}' after
+    # an earlier bound cell of its row); the size is known before rows are built
     masks = [np.asarray(c) != UNBOUND for c in result.columns]
     all_bound = all(bool(m.all()) for m in masks)
     first_bound = None if all_bound else np.argmax(np.vstack(masks), axis=0)
-    lists = []
-    for j, (v, c) in enumerate(zip(result.vars, result.columns, strict=True)):
-        name = orjson.dumps(v).decode() + ":"
-
-        def plain(key: str, _name=name) -> str:
-            return _name + orjson.dumps(_json_term(key)).decode()
-
-        def comma(key: str, _name=name) -> str:
-            return "," + _name + orjson.dumps(_json_term(key)).decode()
-
-        if j == 0:
-            (t0,), inv = _table(result, np.asarray(c), (plain,))
-            lists.append(t0[inv].tolist())
-            continue
-        (t0, t1), inv = _table(result, np.asarray(c), (plain, comma))
-        if all_bound:
-            lists.append(t1[inv].tolist())
-        else:
-            lists.append(np.where(first_bound < j, t1[inv], t0[inv]).tolist())
-    # one join and one encode of the (possibly many-MB) body, one copy to assemble the document
-    body = "},{".join(map("".join, zip(*lists, strict=True))).encode("utf-8")
-    return b"".join((b'{"head":', head, b',"results":{"bindings":[{', body, b"}]}", extra, b"}"))
+    cells = []
+    size += 3 * n
+    for j, (name, c) in enumerate(zip(names, result.columns, strict=True)):
+        use_alt = False if j == 0 else True if all_bound else first_bound < j
+        cells.append(_Cells(result, c, _json_bytes, name, b"", b"," + name, use_alt))
+        size += cells[-1].size
+        check_size(size, max_bytes)
+    parts = [b'{"head":', head, b',"results":{"bindings":[{']
+    parts += _assemble(cells, n, b"},{")
+    parts += [b"}]}", extra, b"}"]
+    return b"".join(parts)
 
 
 # --------------------------------------------------------------------------
@@ -360,7 +486,7 @@ def _xml_term(key: str) -> str:
 _XML_HEAD = '<?xml version="1.0" encoding="utf-8"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#">\n'
 
 
-def _serialize_xml(result: QueryResult) -> bytes:
+def _serialize_xml(result: QueryResult, max_bytes: int | None = None) -> bytes:
     if result.form == "ASK":
         return (
             _XML_HEAD + "<head/>\n<boolean>" + ("true" if result.boolean else "false") + "</boolean>\n</sparql>\n"
@@ -369,23 +495,33 @@ def _serialize_xml(result: QueryResult) -> bytes:
     for v in result.vars:
         parts.append('<variable name="' + _xml_text(v) + '"/>')
     parts.append("</head>\n<results>\n")
+    head = "".join(parts).encode("utf-8")
+    tail = b"</results>\n</sparql>\n"
+    size = len(head) + len(tail)
+    check_size(size, max_bytes)
+    out = [head]
     n = _row_count(result)
     if n:
-        lists = []
-        for v, c in zip(result.vars, result.columns, strict=True):
-            open_tag = '<binding name="' + _xml_text(v) + '">'
-
-            def render(key: str, _open=open_tag) -> str:
-                return _open + _xml_term(key) + "</binding>"
-
-            lists.append(_fragments(result, np.asarray(c), render))
-        if lists:
-            rows = map("".join, zip(*lists, strict=True))
-            parts.append("<result>" + "</result>\n<result>".join(rows) + "</result>\n")
+        if result.vars:
+            size += n * 18  # <result>...</result>\n
+            cells = []
+            for v, c in zip(result.vars, result.columns, strict=True):
+                pre = ('<binding name="' + _xml_text(v) + '">').encode("utf-8")
+                cells.append(_Cells(result, c, _xml_bytes, pre, b"</binding>"))
+                size += cells[-1].size
+                check_size(size, max_bytes)
+            out.append(b"<result>")
+            out += _assemble(cells, n, b"</result>\n<result>")
+            out.append(b"</result>\n")
         else:
-            parts.append("<result></result>\n" * n)
-    parts.append("</results>\n</sparql>\n")
-    return "".join(parts).encode("utf-8")
+            check_size(size + 18 * n, max_bytes)
+            out.append(b"<result></result>\n" * n)
+    out.append(tail)
+    return b"".join(out)
+
+
+def _xml_bytes(key: str) -> bytes:
+    return _xml_term(key).encode("utf-8")
 
 
 # --------------------------------------------------------------------------
@@ -416,29 +552,58 @@ def _tsv_term(key: str) -> str:
     return key
 
 
-def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, render) -> bytes:
+def _plain_cells(result: QueryResult, col: np.ndarray, render) -> tuple[np.ndarray, np.ndarray, int]:
+    """(table of encoded fragments, row -> table index, total bytes of the column); UNBOUND -> b''."""
+    (t,), inv = _table(result, np.asarray(col), (lambda k: render(k).encode("utf-8"),), b"")
+    lens = np.fromiter(map(len, t), dtype=np.int64, count=len(t))
+    return t, inv, int(lens[inv].sum())
+
+
+def _join_columns(tables: list[tuple[np.ndarray, np.ndarray]], n: int, sep: bytes, eol: bytes) -> list[bytes]:
+    """Rows of the columns joined by ``sep``, each ended by ``eol``; built a chunk at a time."""
+    out = []
+    for a in range(0, n, _CHUNK_ROWS):
+        b = min(n, a + _CHUNK_ROWS)
+        lists = [t[inv[a:b]].tolist() for t, inv in tables]
+        rows = map(sep.join, zip(*lists, strict=True)) if len(lists) > 1 else lists[0]
+        out.append(eol.join(rows))
+        out.append(eol)
+    return out
+
+
+def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, render,
+                         max_bytes: int | None = None) -> bytes:
     if result.form == "ASK":
         # Not defined by the CSV/TSV spec; the common convention.
         return (("_askResult" if sep == "," else "?_askResult") + eol + ("true" if result.boolean else "false") + eol).encode()
-    lines = [header + eol]
+    head = (header + eol).encode("utf-8")
+    size = len(head)
+    check_size(size, max_bytes)
+    out = [head]
     n = _row_count(result)
     if n:
         if not result.columns:  # no variables: one empty line per solution
-            lines.append(eol * n)
+            check_size(size + len(eol) * n, max_bytes)
+            out.append(eol.encode() * n)
         else:
-            lists = [_fragments(result, np.asarray(c), render) for c in result.columns]
-            rows = map(sep.join, zip(*lists, strict=True)) if len(lists) > 1 else lists[0]
-            lines.append(eol.join(rows))
-            lines.append(eol)
-    return "".join(lines).encode("utf-8")
+            size += n * (len(sep) * (len(result.columns) - 1) + len(eol))
+            tables = []
+            for c in result.columns:
+                t, inv, sz = _plain_cells(result, c, render)
+                size += sz
+                check_size(size, max_bytes)
+                tables.append((t, inv))
+            out += _join_columns(tables, n, sep.encode(), eol.encode())
+    return b"".join(out)
 
 
-def _serialize_csv(result: QueryResult) -> bytes:
-    return _serialize_delimited(result, ",", "\r\n", ",".join(_csv_field(v) for v in result.vars), _csv_value)
+def _serialize_csv(result: QueryResult, max_bytes: int | None = None) -> bytes:
+    return _serialize_delimited(result, ",", "\r\n", ",".join(_csv_field(v) for v in result.vars), _csv_value,
+                                max_bytes)
 
 
-def _serialize_tsv(result: QueryResult) -> bytes:
-    return _serialize_delimited(result, "\t", "\n", "\t".join("?" + v for v in result.vars), _tsv_term)
+def _serialize_tsv(result: QueryResult, max_bytes: int | None = None) -> bytes:
+    return _serialize_delimited(result, "\t", "\n", "\t".join("?" + v for v in result.vars), _tsv_term, max_bytes)
 
 
 # --------------------------------------------------------------------------
@@ -452,20 +617,30 @@ def _nt_term(key: str) -> str:
     return key
 
 
-def _graph_columns(result: QueryResult) -> list[np.ndarray]:
+def _graph_cells(result: QueryResult, max_bytes: int | None, tail: bytes = b" .\n",
+                 factor: int = 1, per_triple: int = 0):
+    """The three N-Triples columns and the N-Triples size of the graph; raises
+    ResponseTooLarge when ``factor`` x that size (+ ``per_triple`` per triple:
+    formats built through another representation) passes ``max_bytes``."""
     t = result.triples
     if t is None or len(t) == 0:
-        return []
-    return [_fragments(result, np.asarray(t[:, i]), _nt_term) for i in range(3)]
+        return [], 0
+    size = len(t) * (2 + len(tail) + per_triple)
+    tables = []
+    for i in range(3):
+        tab, inv, sz = _plain_cells(result, np.asarray(t[:, i]), _nt_term)
+        size += sz * factor
+        check_size(size, max_bytes)
+        tables.append((tab, inv))
+    return tables, size
 
 
-def _serialize_ntriples(result: QueryResult, graph: str | None = None) -> bytes:
-    cols = _graph_columns(result)
-    if not cols:
+def _serialize_ntriples(result: QueryResult, graph: str | None = None, max_bytes: int | None = None) -> bytes:
+    tail = b" .\n" if graph is None else (" <" + graph + "> .\n").encode("utf-8")
+    tables, _ = _graph_cells(result, max_bytes, tail)
+    if not tables:
         return b""
-    tail = " .\n" if graph is None else " <" + graph + "> .\n"
-    rows = map(" ".join, zip(*cols, strict=True))
-    return (tail.join(rows) + tail).encode("utf-8")
+    return b"".join(_join_columns(tables, len(result.triples), b" ", tail))
 
 
 COMMON_PREFIXES = {
@@ -565,7 +740,8 @@ class _TurtleNames:
         return key
 
 
-def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = None) -> bytes:
+def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = None,
+                      max_bytes: int | None = None) -> bytes:
     t = result.triples
     if t is None or len(t) == 0:
         return b""
@@ -583,29 +759,54 @@ def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = Non
     for i, k in enumerate(keys):
         if k == "<" + RDF_TYPE + ">":
             rdf_type_idx = i
-    out = [f"@prefix {p}: <{ns}> .\n" for ns, p in names.used]
-    if out:
-        out.append("\n")
-    prev_s = prev_p = -1
-    for s, p, o in inv.tolist():
-        if s != prev_s:
-            if prev_s != -1:
-                out.append(" .\n\n")
-            out.append(rendered[s])
-            out.append("\n    ")
-            out.append("a" if p == rdf_type_idx else rendered[p])
-            out.append(" ")
-            prev_s, prev_p = s, p
-        elif p != prev_p:
-            out.append(" ;\n    ")
-            out.append("a" if p == rdf_type_idx else rendered[p])
-            out.append(" ")
-            prev_p = p
+    if max_bytes or _room() is not None:
+        # the exact size of the abbreviated output, before it is written: an object
+        # per triple, a predicate per (subject, predicate) run, a subject per subject run
+        lens = np.fromiter((len(x.encode("utf-8")) for x in rendered), dtype=np.int64, count=len(rendered))
+        if rdf_type_idx is not None:
+            lens_p = lens.copy()
+            lens_p[rdf_type_idx] = 1
         else:
-            out.append(", ")
-        out.append(rendered[o])
-    out.append(" .\n")
-    return "".join(out).encode("utf-8")
+            lens_p = lens
+        new_s = np.ones(len(inv), dtype=bool)
+        new_s[1:] = inv[1:, 0] != inv[:-1, 0]
+        new_p = new_s.copy()
+        new_p[1:] |= inv[1:, 1] != inv[:-1, 1]
+        only_p = new_p & ~new_s
+        n_s = int(new_s.sum())
+        size = (int(lens[inv[:, 2]].sum()) + int(lens[inv[new_s, 0]].sum()) + int(lens_p[inv[new_p, 1]].sum())
+                + 6 * n_s + 4 * (n_s - 1) + 8 * int(only_p.sum()) + 2 * int((~new_p).sum()) + 3)
+        if names.used:
+            size += sum(len(ns.encode("utf-8")) + len(p) + 15 for ns, p in names.used) + 1
+        check_size(size, max_bytes)
+    head = [f"@prefix {p}: <{ns}> .\n" for ns, p in names.used]
+    if head:
+        head.append("\n")
+    chunks = ["".join(head).encode("utf-8")]
+    prev_s = prev_p = -1
+    # a chunk of triples at a time: the per-triple lists stay small next to the body
+    for a in range(0, len(inv), _CHUNK_ROWS):
+        out: list[str] = []
+        for s, p, o in inv[a:a + _CHUNK_ROWS].tolist():
+            if s != prev_s:
+                if prev_s != -1:
+                    out.append(" .\n\n")
+                out.append(rendered[s])
+                out.append("\n    ")
+                out.append("a" if p == rdf_type_idx else rendered[p])
+                out.append(" ")
+                prev_s, prev_p = s, p
+            elif p != prev_p:
+                out.append(" ;\n    ")
+                out.append("a" if p == rdf_type_idx else rendered[p])
+                out.append(" ")
+                prev_p = p
+            else:
+                out.append(", ")
+            out.append(rendered[o])
+        chunks.append("".join(out).encode("utf-8"))
+    chunks.append(b" .\n")
+    return b"".join(chunks)
 
 
 def _to_rdflib(key: str):
@@ -644,13 +845,16 @@ def _rdflib_graph(result: QueryResult, graph: str | None = None):
     return g, ds
 
 
-def _serialize_jsonld(result: QueryResult, graph: str | None = None) -> bytes:
+def _serialize_jsonld(result: QueryResult, graph: str | None = None, max_bytes: int | None = None) -> bytes:
+    # rdflib builds a graph of Python objects first: bound its working set too
+    _graph_cells(result, max_bytes, factor=3, per_triple=_RDFLIB_TRIPLE_BYTES)
     g, _ = _rdflib_graph(result)
     data = g.serialize(format="json-ld")
     return data.encode("utf-8") if isinstance(data, str) else data
 
 
-def _serialize_rdfxml(result: QueryResult) -> bytes:
+def _serialize_rdfxml(result: QueryResult, max_bytes: int | None = None) -> bytes:
+    _graph_cells(result, max_bytes, factor=3, per_triple=_RDFLIB_TRIPLE_BYTES)
     g, _ = _rdflib_graph(result)
     data = g.serialize(format="pretty-xml" if len(g) < 10000 else "xml")
     return data.encode("utf-8") if isinstance(data, str) else data
@@ -662,36 +866,46 @@ def _serialize_rdfxml(result: QueryResult) -> bytes:
 
 
 def serialize(
-    result: QueryResult, media_type: str, *, graph: str | None = None, prefixes: dict[str, str] | None = None
+    result: QueryResult, media_type: str, *, graph: str | None = None, prefixes: dict[str, str] | None = None,
+    max_bytes: int | None = None,
 ) -> bytes:
     """Serialize ``result`` as ``media_type`` (a type :func:`negotiate` returned).
 
     ``graph`` names the graph the triples belong to (N-Quads only);
-    ``prefixes`` adds Turtle prefixes. Raises ValueError for a media type that
+    ``prefixes`` adds Turtle prefixes; ``max_bytes`` bounds the answer (ResponseTooLarge,
+    raised before the body is built). Raises ValueError for a media type that
     does not fit the result's form.
     """
+    token = _bounded(result, max_bytes)
+    try:
+        return _serialize(result, media_type, graph, prefixes, max_bytes)
+    finally:
+        _BOUND.reset(token)
+
+
+def _serialize(result: QueryResult, media_type: str, graph, prefixes, max_bytes) -> bytes:
     if result.is_graph:
         mt = canonical(media_type, "GRAPH")
         if mt == TURTLE:
-            return _serialize_turtle(result, prefixes)
+            return _serialize_turtle(result, prefixes, max_bytes)
         if mt == NTRIPLES:
-            return _serialize_ntriples(result)
+            return _serialize_ntriples(result, None, max_bytes)
         if mt == NQUADS:
-            return _serialize_ntriples(result, graph)
+            return _serialize_ntriples(result, graph, max_bytes)
         if mt == JSONLD:
-            return _serialize_jsonld(result)
+            return _serialize_jsonld(result, None, max_bytes)
         if mt == RDFXML:
-            return _serialize_rdfxml(result)
+            return _serialize_rdfxml(result, max_bytes)
         raise ValueError(f"cannot serialize a graph as {media_type}")
     mt = canonical(media_type, result.form)
     if mt == SPARQL_JSON:
-        return _serialize_json(result)
+        return _serialize_json(result, b"", max_bytes)
     if mt == SPARQL_XML:
-        return _serialize_xml(result)
+        return _serialize_xml(result, max_bytes)
     if mt == CSV:
-        return _serialize_csv(result)
+        return _serialize_csv(result, max_bytes)
     if mt == TSV:
-        return _serialize_tsv(result)
+        return _serialize_tsv(result, max_bytes)
     raise ValueError(f"cannot serialize {result.form} results as {media_type}")
 
 

@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from engine.errors import (
     JindouError,
     LoadError,
+    MemoryBudgetExceeded,
     QueryEvaluationError,
     QuerySyntaxError,
     QueryTimeout,
@@ -113,7 +114,7 @@ def http_error_from(exc: BaseException) -> HTTPError:
             return HTTPError(status, exc.kind, str(exc))
     if isinstance(exc, QuerySyntaxError):
         return HTTPError(400, "syntax", exc.message, extra={"line": exc.line, "column": exc.column})
-    if isinstance(exc, (QueryTimeout, RowBudgetExceeded, TransientStoreFull)):
+    if isinstance(exc, (QueryTimeout, RowBudgetExceeded, MemoryBudgetExceeded, TransientStoreFull)):
         return HTTPError(503, exc.kind, str(exc), headers={"Retry-After": "1"})
     if isinstance(exc, LoadError):
         extra = {"line": exc.line} if exc.line is not None else {}

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from engine.errors import JindouError
 from engine.exec import serialize as ser
+from engine.exec.context import release_memory
 from server.api.common import (
     HTTPError,
     Reply,
@@ -33,6 +35,10 @@ router = APIRouter(tags=["SPARQL"])
 QUERY_TYPES = ("application/sparql-query",)
 FORM_TYPE = "application/x-www-form-urlencoded"
 ALLOW = "GET, POST, OPTIONS"
+#: answers with more rows than this return their freed heap to the OS after serializing
+_TRIM_ROWS = 100_000
+#: query texts longer than this get no shape (no inline run, no cost entry that pins the text)
+_SHAPE_MAX = 16 * 1024
 
 #: ``?format=`` / ``?output=`` shorthands (override Accept; handy in a browser, and sent by
 #: SPARQLWrapper). Each names the result type and the graph type it means; unknown values are ignored.
@@ -130,15 +136,31 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     db = state.db
     metrics = state.metrics
 
+    max_bytes = state.config.max_response_bytes
+
     def work():
         res = db.query(text, default_graph_uris=dg, named_graph_uris=ng, base=base)
         mt = ser.negotiate(accept, res.form)
         if mt is None:
             raise not_acceptable(accept, res.form)
-        return res.form, mt, ser.serialize(res, mt)
+        big = len(res) > _TRIM_ROWS
+        try:
+            body = ser.serialize(res, mt, max_bytes=max_bytes)
+            err = None
+        except JindouError as e:
+            err = e.with_traceback(None)  # its frames would keep the result alive
+        form = res.form
+        if big:  # a big answer's decoded terms leave freed heap behind
+            del res
+            release_memory()
+        if err is not None:
+            raise err
+        return form, mt, body
 
+    # long texts never run inline (parsing them costs) and are not remembered as shapes
+    shape = query_shape(text) if len(text) <= _SHAPE_MAX else None
     try:
-        form, mt, body = await state.run(work, query_shape(text))
+        form, mt, body = await state.run(work, shape)
     except Exception as exc:
         if metrics is not None:
             metrics.query_done("unknown", getattr(exc, "kind", "error"))
