@@ -130,15 +130,15 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     db = state.db
     metrics = state.metrics
 
-    def work():
-        res = db.query(text, default_graph_uris=dg, named_graph_uris=ng, base=base)
+    def work(deadline):
+        res = db.query(text, default_graph_uris=dg, named_graph_uris=ng, base=base, deadline=deadline)
         mt = ser.negotiate(accept, res.form)
         if mt is None:
             raise not_acceptable(accept, res.form)
         return res.form, mt, ser.serialize(res, mt)
 
     try:
-        form, mt, body = await state.run(work, query_shape(text))
+        form, mt, body = await state.run(work, query_shape(text), deadline=state.deadline())
     except Exception as exc:
         if metrics is not None:
             metrics.query_done("unknown", getattr(exc, "kind", "error"))

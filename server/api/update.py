@@ -7,6 +7,7 @@ import re
 from fastapi import APIRouter, Request, Response
 
 from server.api.common import (
+    CommitGate,
     HTTPError,
     Reply,
     ServerState,
@@ -89,11 +90,14 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     base = base_url(headers, scope) + "/update"
     db = state.db
 
-    def work():
-        db.update(text, base=base, using_graph_uris=using, using_named_graph_uris=using_named)
+    gate = CommitGate()
+
+    def work(deadline):
+        db.update(text, base=base, using_graph_uris=using, using_named_graph_uris=using_named, deadline=deadline,
+                  may_commit=gate.commit)
 
     try:
-        await state.run(work)
+        await state.run(work, deadline=state.deadline(), gate=gate)
     finally:
         state.data_changed()
     if state.metrics is not None:
