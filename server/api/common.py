@@ -326,11 +326,19 @@ def _blank_literal(m: re.Match) -> str:
     return m.group(1) or "$"
 
 
-def query_shape(text: str) -> str:
+#: Longer query texts get no shape: they always run in the thread pool (their
+#: cost grows with their size, and blanking a huge text would itself hold the
+#: event loop).
+SHAPE_MAX_CHARS = 4096
+
+
+def query_shape(text: str) -> str | None:
     """The query with its literal constants blanked: queries of one shape
     usually cost alike. IRIs are kept, since they decide the cost (``?x a
     <RareClass>`` vs ``?x a <Thing>``): a query runs inline on the event loop
-    only when this exact pattern was cheap before."""
+    only when this exact pattern was cheap before. None for long texts."""
+    if len(text) > SHAPE_MAX_CHARS:
+        return None
     return _SHAPE_RE.sub(_blank_literal, text)
 
 
