@@ -651,6 +651,7 @@ class Evaluator:
         if res.n <= 1:
             return res
         keys = [(self.expr_values(c.expr, res), c.ascending) for c in node.conditions]
+        self.ctx.check_budget()
         perm = _functions().order_permutation(keys, self.ctx)
         return res.take(np.asarray(perm, dtype=np.int64))
 
@@ -760,6 +761,7 @@ def construct(template, res: Bindings, ctx: QueryContext) -> np.ndarray:
         return np.zeros((0, 3), dtype=np.int64)
     bnodes: dict[str, np.ndarray] = {}
     for t in template:
+        ctx.check_budget()
         cols = []
         for term in (t.s, t.p, t.o):
             if isinstance(term, A.Var):
@@ -825,6 +827,7 @@ def describe(query: A.Query, ev: Evaluator) -> np.ndarray:
         seen.update(frontier.tolist())
         nxt = []
         for pid in candidate_predicates(g, {"#d": frontier}, len(frontier), ("v", "#d"), ("v", "#o")):
+            ctx.check_budget()
             rows, nbrs = g.expand(pid, 0, frontier)
             if len(rows):
                 nbrs = np.asarray(nbrs, dtype=np.int64)
