@@ -181,6 +181,14 @@ def parse_params(data: bytes | str, what: str = "query string") -> dict[str, lis
         raise HTTPError(400, "bad_request", f"malformed {what}: {e}") from None
 
 
+async def parse_form(body: bytes, what: str = "form body") -> dict[str, list[str]]:
+    """parse_params of a request body; a large one is decoded off the event loop
+    (percent-decoding 10 MB takes seconds, and other requests would wait)."""
+    if len(body) <= 65536:
+        return parse_params(body, what)
+    return await asyncio.get_running_loop().run_in_executor(None, parse_params, body, what)
+
+
 _QS_CACHE: dict[bytes, dict[str, list[str]]] = {}
 
 

@@ -22,7 +22,7 @@ from server.api.common import (
     http_error_from,
     one,
     parse_content_type,
-    parse_params,
+    parse_form,
     parse_params_cached,
     query_shape,
     request_body_reader,
@@ -102,7 +102,7 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
                 raise HTTPError(400, "bad_request", "updates go to /update")
             text = decode_utf8(await read_body(), "query")
         elif ct == FORM_TYPE:
-            form = parse_params(await read_body(), "form body")
+            form = await parse_form(await read_body())
             merged = {k: list(v) for k, v in params.items()}
             for k, v in form.items():
                 merged.setdefault(k, []).extend(v)

@@ -19,6 +19,7 @@ from server.api.common import (
     http_error_from,
     one,
     parse_content_type,
+    parse_form,
     parse_params,
     request_body_reader,
 )
@@ -67,7 +68,7 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
             raise HTTPError(400, "bad_request", "update given both in the URL and in the body")
         text = decode_utf8(await read_body(), "update")
     elif ct == FORM_TYPE:
-        form = parse_params(await read_body(), "form body")
+        form = await parse_form(await read_body())
         if "update" in params:
             raise HTTPError(400, "bad_request", "the 'update' parameter belongs in the body")
         for k, v in form.items():
