@@ -116,8 +116,9 @@ def test_path_closure_matches_a_plain_bfs(seed):
         nodes |= {s, o}
         a, b = (s, o) if p in (1, 3) else (o, s)
         edges.setdefault(a, set()).add(b)
-    path = f"(<{E}p1>|^<{E}p2>|<{E}p3>|^<{E}p4>)"
-    for op, zero in (("+", False), ("*", True)):
+    # (p1|^p2|p3|^p4) and the negated set that means the same edges
+    paths = [f"(<{E}p1>|^<{E}p2>|<{E}p3>|^<{E}p4>)", f"(!(<{E}p2>|<{E}p4>|^<{E}p1>|^<{E}p3>))"]
+    for path, (op, zero) in [(p, o) for p in paths for o in (("+", False), ("*", True))]:
         res = db.query(f"SELECT ?x ?y WHERE {{ ?x {path}{op} ?y }}")
         got = {(int(a[len(E) + 2:-1]), int(b[len(E) + 2:-1]))
                for a, b in zip(res.terms.keys(res.columns[0]), res.terms.keys(res.columns[1]), strict=True)}

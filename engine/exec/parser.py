@@ -726,14 +726,33 @@ class _Parser:
         vs = tuple(vs_l)
         self.expect("{")
         rows = []
+        data_value = self.data_value
+        nv = len(vs)
         while not self.accept("}"):
             tok = self.expect("(")
+            i = self.i
             row = []
-            while not self.accept(")"):
-                row.append(self.data_value())
-            if len(row) != len(vs):
-                raise self.error(f"VALUES row has {len(row)} values for {len(vs)} variables", tok)
+            # plain IRIs and strings inline (big VALUES blocks), the rest via data_value
+            while True:
+                t = toks[i]
+                k = t[0]
+                if k == ")":
+                    break
+                if k == "iriref" and (self.base is None or _ABSOLUTE_RE.match(t[1], 1)) or (
+                        k == "string" and t[1][0] == '"' and "\\" not in t[1]
+                        and toks[i + 1][0] != "lang" and toks[i + 1][0] != "^^"):
+                    row.append(t[1])
+                    i += 1
+                else:
+                    self.i = i
+                    row.append(data_value())
+                    i = self.i
+            self.i = i + 1
+            if len(row) != nv:
+                raise self.error(f"VALUES row has {len(row)} values for {nv} variables", tok)
             rows.append(tuple(row))
+            if self.i >= self.next_check:
+                self.tick()
         return A.Values(vs, tuple(rows))
 
     def data_value(self) -> str | None:

@@ -124,6 +124,7 @@ class PathEvaluator:
         self.lookup = lookup
         self.check = check or (lambda: None)
         self.max_rows = max_rows
+        self._negated_edges: dict = {}
 
     def _budget(self, n):
         if self.max_rows is not None and n > self.max_rows:
@@ -187,24 +188,38 @@ class PathEvaluator:
         raise TypeError(f"not a path: {path!r}")
 
     def _negated(self, path: PathNegated, starts):
-        s, p, o = (np.asarray(x, np.int64) for x in self.graph.scan_all())
-        outs_a, outs_b = [], []
-        fwd = [self.pid(i) for i in path.forward]
-        inv = [self.pid(i) for i in path.inverse]
-        if path.forward or not path.inverse:
-            keep = ~np.isin(p, np.array(fwd, dtype=np.int64))
-            outs_a.append(s[keep])
-            outs_b.append(o[keep])
-        if path.inverse:
-            keep = ~np.isin(p, np.array(inv, dtype=np.int64))
-            outs_a.append(o[keep])
-            outs_b.append(s[keep])
-        a = np.concatenate(outs_a)
-        b = np.concatenate(outs_b)
-        if starts is not None:
-            m = np.isin(a, starts)
-            a, b = a[m], b[m]
-        return a, b
+        # the matching edges are found once per evaluator, sorted by start, so a
+        # closure over a negated set does not rescan the graph at every level
+        hit = self._negated_edges.get(path)
+        if hit is None:
+            s, p, o = (np.asarray(x, np.int64) for x in self.graph.scan_all())
+            outs_a, outs_b = [], []
+            fwd = [self.pid(i) for i in path.forward]
+            inv = [self.pid(i) for i in path.inverse]
+            if path.forward or not path.inverse:
+                keep = ~np.isin(p, np.array(fwd, dtype=np.int64))
+                outs_a.append(s[keep])
+                outs_b.append(o[keep])
+            if path.inverse:
+                keep = ~np.isin(p, np.array(inv, dtype=np.int64))
+                outs_a.append(o[keep])
+                outs_b.append(s[keep])
+            a = np.concatenate(outs_a)
+            b = np.concatenate(outs_b)
+            order = np.argsort(a, kind="stable")
+            hit = self._negated_edges[path] = (a[order], b[order])
+        a, b = hit
+        if starts is None:
+            return a, b
+        starts = unique(starts)
+        lo = np.searchsorted(a, starts, "left")
+        cnt = np.searchsorted(a, starts, "right") - lo
+        total = int(cnt.sum())
+        if self.max_rows is not None and total > self.max_rows:
+            raise RowBudgetExceeded(f"property path of {total} rows exceeds the row budget of {self.max_rows}")
+        rows = np.repeat(np.arange(len(starts), dtype=np.int64), cnt)
+        pos = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt - lo, cnt)
+        return starts[rows], b[pos]
 
     def _closure(self, path, starts):
         """Distinct pairs (x, y) with a path of length >= 1 from x to y.
