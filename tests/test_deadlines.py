@@ -250,3 +250,38 @@ def test_http_update_past_its_deadline_changes_nothing(slow_server):
     assert n == (150_000 if r.status_code == 204 else 0)
     if r.status_code == 503:
         assert r.json()["error"] == "timeout"
+
+
+def test_a_write_is_either_abandoned_before_its_commit_or_waited_for():
+    from server.api.common import CommitGate, ServerState
+    from server.config import Config
+
+    state = ServerState(Config(query_timeout=0.2), database=None)
+    outcome = {}
+
+    def committing(gate):
+        def fn(deadline):
+            assert gate.commit()  # the commit starts before the deadline ...
+            time.sleep(1.2)       # ... and ends after the server's grace
+            return "committed"
+        return fn
+
+    def late(gate, done):
+        def fn(deadline):
+            time.sleep(1.2)
+            outcome["late_commit_allowed"] = gate.commit()
+            done.set()
+            return "committed"
+        return fn
+
+    async def go():
+        g = CommitGate()
+        assert await state.run(committing(g), deadline=state.deadline(), gate=g) == "committed"
+        g = CommitGate()
+        done = threading.Event()
+        with pytest.raises(QueryTimeout):
+            await state.run(late(g, done), deadline=state.deadline(), gate=g)
+        await asyncio.get_running_loop().run_in_executor(None, done.wait, 10)
+        assert outcome["late_commit_allowed"] is False
+
+    asyncio.run(go())

@@ -516,14 +516,14 @@ class ServerState:
                     self._release()
 
             fut = asyncio.wrap_future(self._workers.submit(job))
-            released = True  # the job releases its slot when it ends
-            if deadline is None:
-                return await fut
+            released = True  # the job releases its slot when it ends (never cancel it: shield)
             try:
+                if deadline is None:
+                    return await asyncio.shield(fut)
                 return await asyncio.wait_for(asyncio.shield(fut), max(0.0, deadline - time.monotonic()) + TIMEOUT_GRACE)
             except TimeoutError:
                 if gate is not None and not gate.abandon():
-                    return await fut  # already committing: its outcome is the answer
+                    return await asyncio.shield(fut)  # already committing: its outcome is the answer
                 fut.add_done_callback(_discard)
                 raise QueryTimeout(f"query exceeded its timeout of {self.config.query_timeout} s") from None
             except asyncio.CancelledError:  # the client went away: drop the result when it comes
