@@ -85,15 +85,16 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
                         f"{ct} is not an update media type; use {UPDATE_TYPE} or {FORM_TYPE}")
     using = tuple(params.get("using-graph-uri", ()))
     using_named = tuple(params.get("using-named-graph-uri", ()))
-    if (using or using_named) and uses_dataset_clause(text):
-        raise HTTPError(400, "bad_request",
-                        "using-graph-uri / using-named-graph-uri cannot be combined with USING or WITH in the update")
     base = base_url(headers, scope) + "/update"
     db = state.db
 
     gate = CommitGate()
 
     def work(deadline):
+        # scanning a large text for USING/WITH runs here, off the event loop
+        if (using or using_named) and uses_dataset_clause(text):
+            raise HTTPError(400, "bad_request",
+                            "using-graph-uri / using-named-graph-uri cannot be combined with USING or WITH in the update")
         db.update(text, base=base, using_graph_uris=using, using_named_graph_uris=using_named, deadline=deadline,
                   may_commit=gate.commit)
 
