@@ -285,3 +285,15 @@ def test_a_write_is_either_abandoned_before_its_commit_or_waited_for():
         assert outcome["late_commit_allowed"] is False
 
     asyncio.run(go())
+
+
+def test_no_timeout_means_no_deadline():
+    from server.api.common import ServerState
+    from server.config import Config
+
+    state = ServerState(Config(query_timeout=0), database=None)
+    assert state.deadline() is None
+    got = asyncio.run(state.run(lambda deadline: deadline, deadline=state.deadline()))
+    assert got is None and state.running == 0
+    db = Database(query_timeout=0)
+    assert db.query("ASK {}", deadline=None).boolean is True

@@ -421,6 +421,9 @@ class CommitGate:
             return self._state == "abandoned"
 
 
+_UNSET: Any = object()  # run(): no deadline argument for fn
+
+
 def _discard(fut: asyncio.Future) -> None:
     """Result of an abandoned call: dropped (and its exception marked retrieved)."""
     if not fut.cancelled():
@@ -447,9 +450,11 @@ class ServerState:
         """Forget measured query costs: after a write a cheap shape may have become expensive."""
         self.shape_cost.clear()
 
-    def deadline(self) -> float:
-        """time.monotonic() deadline of a query admitted now (``--query-timeout``)."""
-        return time.monotonic() + self.config.query_timeout
+    def deadline(self) -> float | None:
+        """time.monotonic() deadline of a query admitted now (``--query-timeout``;
+        None when it is 0: no timeout)."""
+        t = self.config.query_timeout
+        return time.monotonic() + t if t and t > 0 else None
 
     def _admit(self) -> None:
         if self.running >= self.config.max_concurrent_queries:
@@ -466,12 +471,12 @@ class ServerState:
         with self._running_lock:
             self.running -= 1
 
-    async def run(self, fn: Callable[..., Any], shape: str | None = None, deadline: float | None = None,
+    async def run(self, fn: Callable[..., Any], shape: str | None = None, deadline: Any = _UNSET,
                   gate: CommitGate | None = None) -> Any:
         """Run ``fn`` (a blocking engine call) with admission control.
 
-        With ``deadline`` (a ``time.monotonic()`` instant), ``fn`` is called as
-        ``fn(deadline)`` and the caller gets ``QueryTimeout`` at most
+        With ``deadline`` (a ``time.monotonic()`` instant, or None for none),
+        ``fn`` is called as ``fn(deadline)`` and the caller gets ``QueryTimeout`` at most
         ``TIMEOUT_GRACE`` after it even when the engine is stuck in one long
         step: the call is then abandoned, its result dropped, and it keeps its
         admission slot until its thread really ends (so runaway calls cannot
@@ -498,10 +503,10 @@ class ServerState:
         released = False
         try:
             if seen is not None and seen[1] >= 2 and seen[0] < self.config.inline_threshold:
-                if deadline is None:
+                if deadline is _UNSET:
                     return fn()
                 cap = time.monotonic() + INLINE_BUDGET
-                if cap < deadline:
+                if deadline is None or cap < deadline:
                     try:
                         return fn(cap)
                     except QueryTimeout:
@@ -511,14 +516,14 @@ class ServerState:
 
             def job():
                 try:
-                    return fn() if deadline is None else fn(deadline)
+                    return fn() if deadline is _UNSET else fn(deadline)
                 finally:
                     self._release()
 
             fut = asyncio.wrap_future(self._workers.submit(job))
             released = True  # the job releases its slot when it ends (never cancel it: shield)
             try:
-                if deadline is None:
+                if deadline is _UNSET or deadline is None:
                     return await asyncio.shield(fut)
                 return await asyncio.wait_for(asyncio.shield(fut), max(0.0, deadline - time.monotonic()) + TIMEOUT_GRACE)
             except TimeoutError:
