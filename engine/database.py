@@ -57,7 +57,7 @@ class Database:
         self.updates = 0
 
     # ------------------------------------------------------------ parsing
-    def _parse(self, text: str, base: str | None):
+    def _parse(self, text: str, base: str | None, deadline: float | None = None):
         from engine.exec.parser import parse_query  # noqa: PLC0415
 
         k = (text, base)
@@ -66,7 +66,7 @@ class Database:
             if q is not None:
                 self._parse_cache.move_to_end(k)
                 return q
-        q = parse_query(text, base)
+        q = parse_query(text, base, check=_deadline_check(deadline, self.query_timeout))
         if len(text) > _CACHE_TEXT_MAX:
             return q
         with self._lock:
@@ -85,11 +85,11 @@ class Database:
             return self._plan_cache
 
     # ------------------------------------------------------------ queries
-    def _prepare(self, text: str, base: str | None) -> _Prepared:
+    def _prepare(self, text: str, base: str | None, deadline: float | None = None) -> _Prepared:
         k = (text, base)
         pq = self._prepared.get(k)  # lock-free hit: dict reads are atomic
         if pq is None:
-            q = self._parse(text, base)
+            q = self._parse(text, base, deadline)
             pq = _Prepared(q, FastSelect.of(q))
             if len(text) > _CACHE_TEXT_MAX:
                 return pq
@@ -115,11 +115,17 @@ class Database:
 
     def query(self, text: str, *, default_graph_uris=(), named_graph_uris=(), base: str | None = None,
               timeout: float | None = None, max_rows: int | None = None,
-              query_memory: int | None = None) -> QueryResult:
-        """Evaluate a query; ``query_memory`` overrides the memory budget (bytes, 0 = unlimited)."""
+              query_memory: int | None = None, deadline: float | None = None) -> QueryResult:
+        """Evaluate a query. ``query_memory`` overrides the memory budget (bytes, 0 =
+        unlimited); ``deadline`` (a time.monotonic() instant, e.g. set when the server
+        admitted the request) covers parsing too, else the timeout starts now."""
+        timeout = timeout or self.query_timeout
+        if deadline is None and timeout:
+            deadline = time.monotonic() + timeout
         budget = MemoryBudget(self.query_memory if query_memory is None else query_memory)
         try:
-            res = self._query(text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget)
+            res = self._query(text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
+                              deadline)
         except JindouError as e:
             # the frames of a refused query hold its intermediate tables: drop them
             # before giving the freed heap back
@@ -132,8 +138,9 @@ class Database:
             raise err
         return res
 
-    def _query(self, text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget) -> QueryResult:
-        pq = self._prepare(text, base)
+    def _query(self, text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
+               deadline) -> QueryResult:
+        pq = self._prepare(text, base, deadline)
         q = pq.query
         if q.form not in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE"):
             raise QueryEvaluationError(f"unknown query form {q.form}")
@@ -149,9 +156,6 @@ class Database:
                     self._drop_programs(terms)          # program (they pin old snapshots)
                 st = pq.state = (snap, graph, fast.compile(graph, terms.lookup), terms)
             if st[2] is not None and not st[2][0].starts_big:
-                timeout = timeout or self.query_timeout
-                t0 = time.monotonic()
-                deadline = t0 + timeout if timeout else None
 
                 def check():
                     if deadline is not None and time.monotonic() > deadline:
@@ -169,6 +173,7 @@ class Database:
                            max_rows=max_rows or self.max_rows, plan_cache=self._plans(snap.sn),
                            term_cache=self._term_cache)
         ctx.memory = budget
+        ctx.deadline = deadline
         if default_graph_uris or named_graph_uris:
             ds = make_dataset(ctx, tuple(default_graph_uris), tuple(named_graph_uris))
         elif q.dataset is not None and (q.dataset.default or q.dataset.named):
@@ -179,17 +184,28 @@ class Database:
         return evaluate_query(q, ctx, ds)
 
     # ------------------------------------------------------------ updates
-    def update(self, text: str, *, base: str | None = None, using_graph_uris=(), using_named_graph_uris=()) -> None:
+    def update(self, text: str, *, base: str | None = None, using_graph_uris=(), using_named_graph_uris=(),
+               deadline: float | None = None, may_commit=None) -> None:
+        """``deadline`` (time.monotonic()) covers parsing, waiting for the write lock
+        and evaluation; ``may_commit()`` is asked once right before the commit
+        (False: the caller gave up, nothing is applied)."""
         from engine.exec.parser import parse_update  # noqa: PLC0415
         from engine.exec.update import UpdateExecutor  # noqa: PLC0415
 
-        u = parse_update(text, base)
-        with self.store.write_lock:
+        if deadline is None and self.query_timeout:
+            deadline = time.monotonic() + self.query_timeout
+        check = _deadline_check(deadline, self.query_timeout)
+        u = parse_update(text, base, check=check)
+        lock = self.store.write_lock
+        if not lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
+            raise QueryTimeout(f"update exceeded its timeout of {self.query_timeout} s waiting for other writes")
+        try:
             ex = UpdateExecutor(self.store, base=u.base or base, using=using_graph_uris,
                                 using_named=using_named_graph_uris, allow_load=self.allow_load,
                                 timeout=self.query_timeout, max_rows=self.max_rows,
                                 load_file=self._load_keys_for_update, changes_cls=Changes,
-                                empty_graph=lambda: self.store.snapshot().graph(-2))
+                                empty_graph=lambda: self.store.snapshot().graph(-2),
+                                deadline=deadline, may_commit=may_commit)
             budget = MemoryBudget(self.query_memory)  # the WHERE parts of DELETE/INSERT too
             token = enter_budget(budget)
             try:
@@ -198,6 +214,8 @@ class Database:
                 leave_budget(token)
                 if budget.peak > _TRIM_AFTER:
                     release_memory()
+        finally:
+            lock.release()
         self.updates += 1
 
     def _load_keys_for_update(self, path, base):
@@ -328,6 +346,18 @@ class Database:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _deadline_check(deadline: float | None, timeout: float):
+    """A callable raising QueryTimeout once ``deadline`` (time.monotonic()) has passed."""
+    if deadline is None:
+        return None
+
+    def check() -> None:
+        if time.monotonic() > deadline:
+            raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+
+    return check
 
 
 class _Prepared:

@@ -145,9 +145,37 @@ class QueryContext:
         return j
 
     def intern(self, keys) -> np.ndarray:
+        if len(keys) > 64:
+            return self._intern_bulk(keys)
         out = np.empty(len(keys), dtype=np.int64)
         for i, k in enumerate(keys):
             out[i] = UNBOUND if k is None else self.term_id(k)
+        return out
+
+    def _intern_bulk(self, keys) -> np.ndarray:
+        """intern() of many keys: distinct keys found by Arrow's hashing, the
+        store's ids in one vectorized dictionary lookup, query-local ids for
+        the rest."""
+        enc = pa.array(keys, type=pa.large_string()).dictionary_encode()
+        distinct = enc.dictionary
+        ids = self.dictionary.lookup_many(distinct) if len(distinct) else np.zeros(0, np.int64)
+        miss = np.flatnonzero(ids < 0)
+        if len(miss):
+            ids = np.array(ids, dtype=np.int64, copy=True)
+            missing = distinct.take(pa.array(miss)).to_pylist()
+            local = self._local
+            new = [k for k in missing if k not in local]
+            base = LOCAL_BASE + len(self._local_keys)
+            local.update(zip(new, range(base, base + len(new)), strict=True))
+            self._local_keys.extend(new)
+            ids[miss] = np.fromiter(map(local.__getitem__, missing), dtype=np.int64, count=len(missing))
+        idx = enc.indices
+        if idx.null_count:
+            idx = idx.fill_null(-1)
+        idx = idx.to_numpy(zero_copy_only=False).astype(np.int64)
+        out = np.full(len(idx), UNBOUND, dtype=np.int64)
+        ok = idx >= 0
+        out[ok] = np.asarray(ids, dtype=np.int64)[idx[ok]]
         return out
 
     def keys(self, ids) -> list[str | None]:
@@ -446,6 +474,7 @@ class Evaluator:
         n = len(node.rows)
         cols = {}
         for j, v in enumerate(names):
+            ctx.check_budget()
             cols[v] = ctx.intern([row[j] for row in node.rows]) if n else np.zeros(0, np.int64)
         res = Bindings(cols, n)
         if seed is None:
@@ -657,6 +686,7 @@ class Evaluator:
             return res
         self.ctx.charge_rows(res.n, len(res.cols) + 2 * len(node.conditions) + 4)
         keys = [(self.expr_values(c.expr, res), c.ascending) for c in node.conditions]
+        self.ctx.check_budget()
         perm = _functions().order_permutation(keys, self.ctx)
         return res.take(np.asarray(perm, dtype=np.int64))
 
@@ -782,6 +812,7 @@ def construct(template, res: Bindings, ctx: QueryContext) -> np.ndarray:
     # every template triple of every solution, then the set of them
     ctx.charge_rows(n * len(template), 3 * 2 + 3)
     for t in template:
+        ctx.check_budget()
         cols = []
         for term in (t.s, t.p, t.o):
             if isinstance(term, A.Var):
@@ -848,6 +879,7 @@ def describe(query: A.Query, ev: Evaluator) -> np.ndarray:
         seen.update(frontier.tolist())
         nxt = []
         for pid in candidate_predicates(g, {"#d": frontier}, len(frontier), ("v", "#d"), ("v", "#o")):
+            ctx.check_budget()
             rows, nbrs = g.expand(pid, 0, frontier)
             if len(rows):
                 nbrs = np.asarray(nbrs, dtype=np.int64)

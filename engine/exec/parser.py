@@ -59,6 +59,7 @@ _BUILTIN_START = frozenset(_BUILTINS) | {"BOUND", "EXISTS", "NOT"}
 _RELOPS = frozenset(["=", "!=", "<", ">", "<=", ">="])
 _PN_ESC_RE = re.compile(r"\\(.)")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_ABSOLUTE_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")  # an IRI with a scheme needs no resolution
 
 
 
@@ -154,15 +155,23 @@ def _expr_vars(e, out: set) -> None:
 # ---------------------------------------------------------------- the parser
 
 
+_CHECK_EVERY = 4096  # tokens between deadline checks
+
+
 class _Parser:
-    def __init__(self, text: str, base: str | None):
+    def __init__(self, text: str, base: str | None, check=None):
         try:
             text = decode_codepoints(text)
         except ValueError as e:
             raise QuerySyntaxError(str(e), 1, 1) from None
+        if check is not None:
+            check()
         self.text = text
-        self.toks = tokenize(text)
+        self.toks = tokenize(text, check)
         self.i = 0
+        # deadline check (raises QueryTimeout) when self.i passes next_check
+        self.check = check
+        self.next_check = _CHECK_EVERY if check is not None else len(self.toks) + 1
         self.base = base
         self.prefixes: dict[str, str] = {}
         self.prefix_order: dict[str, str] = {}
@@ -212,6 +221,12 @@ class _Parser:
             raise self.error(f"number too large: {tok[1][:20]}...", tok)
         return int(tok[1])
 
+    def tick(self) -> None:
+        """Check the deadline every _CHECK_EVERY tokens (called per term and expression)."""
+        if self.i >= self.next_check:
+            self.next_check = self.i + _CHECK_EVERY
+            self.check()
+
     def accept(self, kind: str) -> bool:
         if self.toks[self.i][0] == kind:
             self.i += 1
@@ -260,6 +275,8 @@ class _Parser:
                 return
 
     def iri(self) -> str:
+        if self.i >= self.next_check:
+            self.tick()
         tok = self.toks[self.i]
         k = tok[0]
         if k == "iriref":
@@ -339,6 +356,8 @@ class _Parser:
         return A.Var(label)
 
     def var_or_term(self) -> A.Var | A.Const:
+        if self.i >= self.next_check:
+            self.tick()
         toks = self.toks
         tok = toks[self.i]
         k = tok[0]
@@ -707,19 +726,49 @@ class _Parser:
         vs = tuple(vs_l)
         self.expect("{")
         rows = []
+        data_value = self.data_value
+        nv = len(vs)
         while not self.accept("}"):
             tok = self.expect("(")
+            i = self.i
             row = []
-            while not self.accept(")"):
-                row.append(self.data_value())
-            if len(row) != len(vs):
-                raise self.error(f"VALUES row has {len(row)} values for {len(vs)} variables", tok)
+            # plain IRIs and strings inline (big VALUES blocks), the rest via data_value
+            while True:
+                t = toks[i]
+                k = t[0]
+                if k == ")":
+                    break
+                if k == "iriref" and (self.base is None or _ABSOLUTE_RE.match(t[1], 1)) or (
+                        k == "string" and t[1][0] == '"' and "\\" not in t[1]
+                        and toks[i + 1][0] != "lang" and toks[i + 1][0] != "^^"):
+                    row.append(t[1])
+                    i += 1
+                else:
+                    self.i = i
+                    row.append(data_value())
+                    i = self.i
+            self.i = i + 1
+            if len(row) != nv:
+                raise self.error(f"VALUES row has {len(row)} values for {nv} variables", tok)
             rows.append(tuple(row))
+            if self.i >= self.next_check:
+                self.tick()
         return A.Values(vs, tuple(rows))
 
     def data_value(self) -> str | None:
-        tok = self.toks[self.i]
+        if self.i >= self.next_check:
+            self.tick()
+        toks = self.toks
+        tok = toks[self.i]
         k = tok[0]
+        # fast paths for big VALUES blocks: an absolute IRI or a plain
+        # double-quoted string without escapes is already its term key
+        if k == "iriref" and (self.base is None or _ABSOLUTE_RE.match(tok[1], 1)):
+            self.i += 1
+            return tok[1]
+        if k == "string" and tok[1][0] == '"' and "\\" not in tok[1] and toks[self.i + 1][0] not in ("lang", "^^"):
+            self.i += 1
+            return tok[1]
         if k == "UNDEF":
             self.i += 1
             return None
@@ -825,6 +874,8 @@ class _Parser:
         return self.primary()
 
     def primary(self):
+        if self.i >= self.next_check:
+            self.tick()
         toks = self.toks
         tok = toks[self.i]
         k = tok[0]
@@ -1376,17 +1427,19 @@ class _Parser:
         return g if g is not None else _EMPTY
 
 
-def parse_query(text: str, base: str | None = None) -> A.Query:
-    """Parse a SPARQL 1.1 query into the algebra. Raises QuerySyntaxError."""
+def parse_query(text: str, base: str | None = None, check=None) -> A.Query:
+    """Parse a SPARQL 1.1 query into the algebra. Raises QuerySyntaxError.
+    ``check()`` is called every few thousand tokens (it raises to stop, e.g.
+    QueryTimeout at the query's deadline)."""
     try:
-        return _Parser(text, base).parse_query()
+        return _Parser(text, base, check).parse_query()
     except RecursionError:
         raise QuerySyntaxError("query is nested too deeply") from None
 
 
-def parse_update(text: str, base: str | None = None) -> A.Update:
-    """Parse a SPARQL 1.1 update request into the algebra. Raises QuerySyntaxError."""
+def parse_update(text: str, base: str | None = None, check=None) -> A.Update:
+    """Parse a SPARQL 1.1 update request into the algebra (``check`` as for parse_query)."""
     try:
-        return _Parser(text, base).parse_update()
+        return _Parser(text, base, check).parse_update()
     except RecursionError:
         raise QuerySyntaxError("update is nested too deeply") from None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.errors import RowBudgetExceeded
+from engine.errors import QueryEvaluationError, RowBudgetExceeded
 from engine.exec.algebra import (
     PathAlt,
     PathInv,
@@ -29,7 +29,9 @@ from engine.exec.algebra import (
     PathZeroOrMore,
     PathZeroOrOne,
 )
+from engine.exec.arrays import unique
 from engine.exec.bindings import key_join
+from engine.exec.context import LOCAL_BASE
 from engine.exec.planner import IN, OUT
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -55,11 +57,63 @@ def inverse(path):
     raise TypeError(f"not a path: {path!r}")
 
 
+def _codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, dense code of each element)."""
+    u, inv = np.unique(x, return_inverse=True)
+    return u, inv.reshape(-1).astype(np.int64)
+
+
 def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (a, b) pairs, as one int64 key per pair over dense codes (a
+    plain int64 sort, not a row-wise sort of a 2-column array)."""
     if len(a) <= 1:
         return a, b
-    m = np.unique(np.stack([a, b], axis=1), axis=0)
-    return m[:, 0].copy(), m[:, 1].copy()
+    ua, ca = _codes(a)
+    ub, cb = _codes(b)
+    keys = unique(ca * np.int64(len(ub)) + cb)
+    return ua[keys // len(ub)], ub[keys % len(ub)]
+
+
+class _KeySet:
+    """A growing set of int64 keys kept as sorted runs of geometrically
+    decreasing size (a log-structured merge): a lookup is one binary search
+    per run, and an insert merges only runs of similar size, so n inserted
+    keys cost O(n log n) in all instead of a re-sort of the whole set per
+    BFS level."""
+
+    def __init__(self) -> None:
+        self.runs: list[np.ndarray] = []
+        self.size = 0
+
+    def fresh(self, keys: np.ndarray) -> np.ndarray:
+        """The keys (sorted, distinct) that are not in the set."""
+        keep = np.ones(len(keys), dtype=bool)
+        for r in self.runs:
+            pos = np.searchsorted(r, keys)
+            pos[pos >= len(r)] = len(r) - 1
+            keep &= r[pos] != keys
+        return keys[keep]
+
+    def add(self, keys: np.ndarray) -> None:
+        """Add sorted distinct keys that are not in the set yet."""
+        if not len(keys):
+            return
+        runs = self.runs
+        runs.append(keys)
+        self.size += len(keys)
+        while len(runs) > 1 and len(runs[-2]) <= 2 * len(runs[-1]):
+            b = runs.pop()
+            a = runs.pop()
+            m = np.concatenate([a, b])
+            m.sort(kind="stable")  # two sorted runs: a linear merge
+            runs.append(m)
+
+    def all(self) -> np.ndarray:
+        if not self.runs:
+            return _EMPTY
+        m = np.concatenate(self.runs)
+        m.sort(kind="stable")
+        return m
 
 
 class PathEvaluator:
@@ -70,6 +124,7 @@ class PathEvaluator:
         self.lookup = lookup
         self.check = check or (lambda: None)
         self.max_rows = max_rows
+        self._negated_edges: dict = {}
 
     def _budget(self, n):
         if self.max_rows is not None and n > self.max_rows:
@@ -110,7 +165,7 @@ class PathEvaluator:
             a, m = self.pairs(path.left, starts)
             if len(a) == 0:
                 return _EMPTY, _EMPTY
-            um = np.unique(m)
+            um = unique(m)
             m2, b = self.pairs(path.right, um)
             li, ri = key_join(m, m2, self.max_rows)
             return a[li], b[ri]
@@ -133,75 +188,92 @@ class PathEvaluator:
         raise TypeError(f"not a path: {path!r}")
 
     def _negated(self, path: PathNegated, starts):
-        s, p, o = (np.asarray(x, np.int64) for x in self.graph.scan_all())
-        outs_a, outs_b = [], []
-        fwd = [self.pid(i) for i in path.forward]
-        inv = [self.pid(i) for i in path.inverse]
-        if path.forward or not path.inverse:
-            keep = ~np.isin(p, np.array(fwd, dtype=np.int64))
-            outs_a.append(s[keep])
-            outs_b.append(o[keep])
-        if path.inverse:
-            keep = ~np.isin(p, np.array(inv, dtype=np.int64))
-            outs_a.append(o[keep])
-            outs_b.append(s[keep])
-        a = np.concatenate(outs_a)
-        b = np.concatenate(outs_b)
-        if starts is not None:
-            m = np.isin(a, starts)
-            a, b = a[m], b[m]
-        return a, b
+        # the matching edges are found once per evaluator, sorted by start, so a
+        # closure over a negated set does not rescan the graph at every level
+        hit = self._negated_edges.get(path)
+        if hit is None:
+            s, p, o = (np.asarray(x, np.int64) for x in self.graph.scan_all())
+            outs_a, outs_b = [], []
+            fwd = [self.pid(i) for i in path.forward]
+            inv = [self.pid(i) for i in path.inverse]
+            if path.forward or not path.inverse:
+                keep = ~np.isin(p, np.array(fwd, dtype=np.int64))
+                outs_a.append(s[keep])
+                outs_b.append(o[keep])
+            if path.inverse:
+                keep = ~np.isin(p, np.array(inv, dtype=np.int64))
+                outs_a.append(o[keep])
+                outs_b.append(s[keep])
+            a = np.concatenate(outs_a)
+            b = np.concatenate(outs_b)
+            order = np.argsort(a, kind="stable")
+            hit = self._negated_edges[path] = (a[order], b[order])
+        a, b = hit
+        if starts is None:
+            return a, b
+        starts = unique(starts)
+        lo = np.searchsorted(a, starts, "left")
+        cnt = np.searchsorted(a, starts, "right") - lo
+        total = int(cnt.sum())
+        if self.max_rows is not None and total > self.max_rows:
+            raise RowBudgetExceeded(f"property path of {total} rows exceeds the row budget of {self.max_rows}")
+        rows = np.repeat(np.arange(len(starts), dtype=np.int64), cnt)
+        pos = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt - lo, cnt)
+        return starts[rows], b[pos]
 
     def _closure(self, path, starts):
-        """Distinct pairs (x, y) with a path of length >= 1 from x to y."""
+        """Distinct pairs (x, y) with a path of length >= 1 from x to y.
+
+        Breadth-first from all origins at once: a pair (origin, node) enters
+        the frontier once, so every edge is expanded once per origin that
+        reaches it (whatever the inner path: alternatives, inverses). Pairs
+        are int64 keys (origin code * node count + node code) over dense
+        codes; the visited set is a _KeySet. Each level checks the deadline
+        and charges the visited pairs and the new frontier to the row budget.
+        """
         a, b = self.pairs(path, starts)
         a, b = _distinct_pairs(a, b)
         if len(a) == 0:
             return _EMPTY, _EMPTY
-        # origins are coded densely so (origin, node) fits one int64 key
-        origins, ocode = np.unique(a, return_inverse=True)
-        ocode = ocode.astype(np.int64).reshape(-1)
-        width = np.int64(max(int(b.max()), 0) + 1)
-        big = int(width) * len(origins) >= (1 << 62)
-        visited_o = [ocode]
-        visited_n = [b]
-        if big:  # fall back to row-wise uniqueness
-            seen = np.unique(np.stack([ocode, b], axis=1), axis=0)
-        else:
-            seen = np.unique(ocode * width + b)
-        front_o, front_n = ocode, b
-        while len(front_o):
+        origins, ocode = _codes(a)
+        # Node codes: a store id is its own code when (origins x 2^40) fits
+        # the key; otherwise dense codes over the graph's vertices and these
+        # ends (every node a further step reaches is one of them: a zero-length
+        # inner path only returns its starts).
+        nodes = None
+        width = np.int64(LOCAL_BASE)
+        if int(b.max()) >= LOCAL_BASE or len(origins) >= (1 << 62) // LOCAL_BASE:
+            nodes = np.union1d(self.all_nodes(), b)
+            width = np.int64(len(nodes))
+        seen = _KeySet()
+        fresh = unique(ocode * width + self._node_codes(nodes, b))
+        seen.add(fresh)
+        while len(fresh):
+            front_o = fresh // width
+            front_n = fresh % width if nodes is None else nodes[fresh % width]
             self.check()
-            nodes = np.unique(front_n)
-            m, nxt = self.pairs(path, nodes)
+            m, nxt = self.pairs(path, unique(front_n))
             if len(m) == 0:
                 break
             li, ri = key_join(front_n, m, self.max_rows)
-            no, nn = front_o[li], nxt[ri]
-            if len(no) == 0:
+            self._budget(seen.size + len(li))
+            if len(li) == 0:
                 break
-            if not big and len(nn) and int(nn.max()) >= int(width):
-                # new ids beyond the key width: recode everything with a wider key
-                big = True
-                seen = np.unique(np.stack([np.concatenate(visited_o), np.concatenate(visited_n)], axis=1), axis=0)
-            if big:
-                cand = np.unique(np.stack([no, nn], axis=1), axis=0)
-                allrows = np.concatenate([seen, cand])
-                u, idx, cnt = np.unique(allrows, axis=0, return_index=True, return_counts=True)
-                new_mask = (cnt == 1) & (idx >= len(seen))
-                new = u[new_mask]
-                seen = u
-                front_o, front_n = new[:, 0].copy(), new[:, 1].copy()
-            else:
-                keys = np.unique(no * width + nn)
-                pos = np.searchsorted(seen, keys)
-                pos[pos >= len(seen)] = 0
-                fresh = keys[seen[pos] != keys] if len(seen) else keys
-                seen = np.union1d(seen, fresh)
-                front_o, front_n = fresh // width, fresh % width
-            visited_o.append(front_o)
-            visited_n.append(front_n)
-            self._budget(sum(len(x) for x in visited_o))
-        if big:
-            return origins[seen[:, 0]], seen[:, 1].copy()
-        return origins[seen // width], seen % width
+            self.check()
+            keys = unique(front_o[li] * width + self._node_codes(nodes, nxt)[ri])
+            del li, ri
+            fresh = seen.fresh(keys)
+            seen.add(fresh)
+        keys = seen.all()
+        return origins[keys // width], (keys % width if nodes is None else nodes[keys % width])
+
+    @staticmethod
+    def _node_codes(nodes, ids: np.ndarray) -> np.ndarray:
+        if nodes is None:
+            if len(ids) and int(ids.max()) >= LOCAL_BASE:  # graph edges only hold store ids
+                raise QueryEvaluationError("property path reached a term outside the graph")
+            return ids
+        pos = np.minimum(np.searchsorted(nodes, ids), len(nodes) - 1)
+        if not (nodes[pos] == ids).all():
+            raise QueryEvaluationError("property path reached a term outside the graph")
+        return pos

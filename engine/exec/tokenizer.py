@@ -108,10 +108,21 @@ def line_col(text: str, pos: int) -> tuple[int, int]:
 Token = tuple[str, str, int]
 
 
-def tokenize(text: str) -> list[Token]:
+_CHECK_EVERY = 8192  # matches between calls of tokenize's ``check``
+
+
+def tokenize(text: str, check=None) -> list[Token]:
+    """``check()``, if given, is called every few thousand tokens; it raises to
+    stop (the query's deadline)."""
     out: list[Token] = []
     append = out.append
+    n = 0
     for m in _MASTER.finditer(text):
+        if check is not None:
+            n += 1
+            if n >= _CHECK_EVERY:
+                n = 0
+                check()
         kind = m.lastgroup
         if kind == "ws":
             continue

@@ -15,13 +15,14 @@ database allows it; otherwise it is an error, or a no-op with SILENT.
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import numpy as np
 
-from engine.errors import JindouError, UpdateError
+from engine.errors import JindouError, QueryTimeout, UpdateError
 from engine.exec import algebra as A
 from engine.exec.bindings import UNBOUND, Bindings
 from engine.exec.context import LOCAL_BASE
@@ -185,8 +186,12 @@ class WorkingView:
 
 class UpdateExecutor:
     def __init__(self, store, *, base=None, using=(), using_named=(), allow_load=False, timeout=None,
-                 max_rows=None, load_file=None, changes_cls=None, empty_graph=None):
+                 max_rows=None, load_file=None, changes_cls=None, empty_graph=None, deadline=None,
+                 may_commit=None):
         self.store = store
+        # one deadline (time.monotonic()) for the whole request, else ``timeout`` from now
+        self.deadline = deadline if deadline is not None else (time.monotonic() + timeout if timeout else None)
+        self.may_commit = may_commit  # asked once before committing: False = the caller gave up
         self.base = base
         self.using = tuple(using)
         self.using_named = tuple(using_named)
@@ -220,18 +225,29 @@ class UpdateExecutor:
         gid = self.gid(target.iri)
         return [gid] if gid >= 0 else [("absent", target.iri)]
 
+    def check(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise QueryTimeout(f"update exceeded its timeout of {self.timeout} s")
+
     # ---- driver
     def run(self, update: A.Update):
         for op in update.operations:
+            self.check()
             try:
                 self.apply(op)
+            except QueryTimeout:
+                raise  # SILENT does not hide running out of time
             except JindouError:
                 if getattr(op, "silent", False):
                     continue
                 raise
         if not self.view.dirty:
             return None
-        return self.store.commit(self.view.changes(self.changes_cls))
+        changes = self.view.changes(self.changes_cls)
+        self.check()
+        if self.may_commit is not None and not self.may_commit():
+            raise QueryTimeout(f"update exceeded its timeout of {self.timeout} s")
+        return self.store.commit(changes)
 
     def apply(self, op):
         meth = getattr(self, "_" + type(op).__name__)
@@ -241,7 +257,9 @@ class UpdateExecutor:
     def _ground_rows(self, quads, fresh_bnodes: bool) -> dict:
         labels: dict[str, str] = {}
         by_graph: dict = {}
-        for q in quads:
+        for i, q in enumerate(quads):
+            if not i & 4095:
+                self.check()
             keys = []
             for t in (q.s, q.p, q.o):
                 k = t.key
@@ -271,6 +289,7 @@ class UpdateExecutor:
     def _Modify(self, op: A.Modify):
         view = self.view
         ctx = QueryContext(view, base=self.base, timeout=self.timeout, max_rows=self.max_rows)
+        ctx.deadline = self.deadline
         using = self.using or op.using
         using_named = self.using_named or op.using_named
         if self.using or self.using_named:
@@ -292,8 +311,10 @@ class UpdateExecutor:
         deletes = self._instantiate(op.delete, sol, ctx, with_gid, insert=False)
         inserts = self._instantiate(op.insert, sol, ctx, with_gid, insert=True)
         for gid, rows in deletes.items():
+            self.check()
             view.remove(gid, rows)
         for gid, rows in inserts.items():
+            self.check()
             view.add(gid, rows)
 
     def _instantiate(self, quads, sol: Bindings, ctx: QueryContext, with_gid, insert: bool) -> dict:
@@ -303,6 +324,7 @@ class UpdateExecutor:
             return out
         bnodes: dict[str, np.ndarray] = {}
         for q in quads:
+            self.check()
             cols = []
             for t in (q.s, q.p, q.o):
                 if isinstance(t, A.Var):

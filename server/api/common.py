@@ -9,10 +9,14 @@ lean ASGI fast path and the FastAPI routes that document them.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import hmac
 import logging
+import queue
 import re
 import secrets
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,7 +24,6 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
-from starlette.concurrency import run_in_threadpool
 
 from engine.errors import (
     JindouError,
@@ -199,6 +202,14 @@ def parse_params(data: bytes | str, what: str = "query string") -> dict[str, lis
         raise HTTPError(400, "bad_request", f"malformed {what}: {e}") from None
 
 
+async def parse_form(body: bytes, what: str = "form body") -> dict[str, list[str]]:
+    """parse_params of a request body; a large one is decoded off the event loop
+    (percent-decoding 10 MB takes seconds, and other requests would wait)."""
+    if len(body) <= 65536:
+        return parse_params(body, what)
+    return await asyncio.get_running_loop().run_in_executor(None, parse_params, body, what)
+
+
 _QS_CACHE: dict[bytes, dict[str, list[str]]] = {}
 
 
@@ -344,12 +355,100 @@ def _blank_literal(m: re.Match) -> str:
     return m.group(1) or "$"
 
 
-def query_shape(text: str) -> str:
+#: Longer query texts get no shape: they always run in the thread pool (their
+#: cost grows with their size, and blanking a huge text would itself hold the
+#: event loop).
+SHAPE_MAX_CHARS = 4096
+
+
+def query_shape(text: str) -> str | None:
     """The query with its literal constants blanked: queries of one shape
     usually cost alike. IRIs are kept, since they decide the cost (``?x a
     <RareClass>`` vs ``?x a <Thing>``): a query runs inline on the event loop
-    only when this exact pattern was cheap before."""
+    only when this exact pattern was cheap before. None for long texts."""
+    if len(text) > SHAPE_MAX_CHARS:
+        return None
     return _SHAPE_RE.sub(_blank_literal, text)
+
+
+#: An answer past its deadline waits at most this long for the engine's own
+#: timeout (its checks run every few milliseconds) before the server answers
+#: the timeout itself and abandons the engine call.
+TIMEOUT_GRACE = 0.5
+#: An inline run (on the event loop) gets at most this much time; past it the
+#: engine stops at its next check and the query reruns in the thread pool, so
+#: a shape that was cheap before can never hold the event loop long.
+INLINE_BUDGET = 0.02
+
+
+class _Workers:
+    """Daemon worker threads for engine calls. An abandoned call (its client
+    got the timeout) keeps its thread until the engine's next deadline check;
+    daemon threads never hold up process exit behind it."""
+
+    def __init__(self, size: int):
+        self.size = max(1, size)
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        self.idle = 0
+        self.lock = threading.Lock()
+
+    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future:
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self.jobs.put((fn, fut))
+        with self.lock:
+            if self.idle > 0:
+                self.idle -= 1
+            elif len(self.threads) < self.size:
+                t = threading.Thread(target=self._loop, name=f"jindou-query-{len(self.threads)}", daemon=True)
+                self.threads.append(t)
+                t.start()
+        return fut
+
+    def _loop(self) -> None:
+        while True:
+            fn, fut = self.jobs.get()
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting handler
+                    fut.set_exception(exc)
+            del fn, fut
+            with self.lock:
+                self.idle += 1
+
+
+class CommitGate:
+    """Settles once, between threads, whether a write commits or its request
+    was answered with a timeout: a write the client was told timed out must
+    never be applied afterwards, and a commit under way is waited for."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: str | None = None
+
+    def commit(self) -> bool:
+        """The engine is about to commit: True unless the request was given up."""
+        with self._lock:
+            if self._state is None:
+                self._state = "commit"
+            return self._state == "commit"
+
+    def abandon(self) -> bool:
+        """The server answers the timeout: True unless the commit already started."""
+        with self._lock:
+            if self._state is None:
+                self._state = "abandoned"
+            return self._state == "abandoned"
+
+
+_UNSET: Any = object()  # run(): no deadline argument for fn
+
+
+def _discard(fut: asyncio.Future) -> None:
+    """Result of an abandoned call: dropped (and its exception marked retrieved)."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 class ServerState:
@@ -361,6 +460,9 @@ class ServerState:
         self.metrics = metrics
         self.started = time.time()
         self.running = 0
+        self._running_lock = threading.Lock()
+        # one thread per admitted call, so an admitted query never queues behind another
+        self._workers = _Workers(config.max_concurrent_queries + 4)
         self.shape_cost: dict[str, tuple[float, int]] = {}  # shape -> (recent cost s, runs)
         #: engine.stream.manager.StreamManager (set by create_app; None when streaming is off)
         self.streams = None
@@ -368,6 +470,12 @@ class ServerState:
     def data_changed(self) -> None:
         """Forget measured query costs: after a write a cheap shape may have become expensive."""
         self.shape_cost.clear()
+
+    def deadline(self) -> float | None:
+        """time.monotonic() deadline of a query admitted now (``--query-timeout``;
+        None when it is 0: no timeout)."""
+        t = self.config.query_timeout
+        return time.monotonic() + t if t and t > 0 else None
 
     def _admit(self) -> None:
         if self.running >= self.config.max_concurrent_queries:
@@ -380,27 +488,76 @@ class ServerState:
                 headers={"Retry-After": "1"},
             )
 
-    async def run(self, fn: Callable[[], Any], shape: str | None = None) -> Any:
+    def _release(self) -> None:
+        with self._running_lock:
+            self.running -= 1
+
+    async def run(self, fn: Callable[..., Any], shape: str | None = None, deadline: Any = _UNSET,
+                  gate: CommitGate | None = None) -> Any:
         """Run ``fn`` (a blocking engine call) with admission control.
+
+        With ``deadline`` (a ``time.monotonic()`` instant, or None for none),
+        ``fn`` is called as ``fn(deadline)`` and the caller gets ``QueryTimeout`` at most
+        ``TIMEOUT_GRACE`` after it even when the engine is stuck in one long
+        step: the call is then abandoned, its result dropped, and it keeps its
+        admission slot until its thread really ends (so runaway calls cannot
+        pile up beyond ``max_concurrent_queries``).
 
         A shape (the query with its constants blanked) whose recent cost is
         below ``inline_threshold`` runs right here on the event loop: the
-        thread-pool hop costs more than such a query does. Everything else,
-        and every shape seen fewer than twice, runs in the thread pool so the
-        loop stays responsive. The recent cost is a decaying maximum
-        (``max(last, previous / 2)``): one expensive run of a shape sends it to
-        the thread pool for the next several runs. Writes clear the estimates.
+        thread-pool hop costs more than such a query does. The inline run gets
+        a deadline ``INLINE_BUDGET`` away; if the constants make it expensive
+        the engine stops at that deadline and the query reruns in the thread
+        pool with its own deadline. A write passes a ``gate`` (its engine call
+        asks ``gate.commit()`` before committing): past the deadline the write
+        is either abandoned before its commit or waited for. Everything else, and every shape seen
+        fewer than twice, runs in the thread pool so the loop stays
+        responsive. The recent cost is a decaying maximum (``max(last,
+        previous / 2)``): one expensive run of a shape sends it to the thread
+        pool for the next several runs. Writes clear the estimates.
         """
         self._admit()
-        self.running += 1
+        with self._running_lock:
+            self.running += 1
         t0 = time.perf_counter()
         seen = self.shape_cost.get(shape) if shape is not None else None
+        released = False
         try:
             if seen is not None and seen[1] >= 2 and seen[0] < self.config.inline_threshold:
-                return fn()
-            return await run_in_threadpool(fn)
+                if deadline is _UNSET:
+                    return fn()
+                cap = time.monotonic() + INLINE_BUDGET
+                if deadline is None or cap < deadline:
+                    try:
+                        return fn(cap)
+                    except QueryTimeout:
+                        pass  # expensive after all: run it in the pool under its own deadline
+                else:
+                    return fn(deadline)
+
+            def job():
+                try:
+                    return fn() if deadline is _UNSET else fn(deadline)
+                finally:
+                    self._release()
+
+            fut = asyncio.wrap_future(self._workers.submit(job))
+            released = True  # the job releases its slot when it ends (never cancel it: shield)
+            try:
+                if deadline is _UNSET or deadline is None:
+                    return await asyncio.shield(fut)
+                return await asyncio.wait_for(asyncio.shield(fut), max(0.0, deadline - time.monotonic()) + TIMEOUT_GRACE)
+            except TimeoutError:
+                if gate is not None and not gate.abandon():
+                    return await asyncio.shield(fut)  # already committing: its outcome is the answer
+                fut.add_done_callback(_discard)
+                raise QueryTimeout(f"query exceeded its timeout of {self.config.query_timeout} s") from None
+            except asyncio.CancelledError:  # the client went away: drop the result when it comes
+                fut.add_done_callback(_discard)
+                raise
         finally:
-            self.running -= 1
+            if not released:
+                self._release()
             if shape is not None:
                 dt = time.perf_counter() - t0
                 if seen is None:

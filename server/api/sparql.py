@@ -24,7 +24,7 @@ from server.api.common import (
     http_error_from,
     one,
     parse_content_type,
-    parse_params,
+    parse_form,
     parse_params_cached,
     query_shape,
     request_body_reader,
@@ -37,8 +37,6 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 ALLOW = "GET, POST, OPTIONS"
 #: answers with more rows than this return their freed heap to the OS after serializing
 _TRIM_ROWS = 100_000
-#: query texts longer than this get no shape (no inline run, no cost entry that pins the text)
-_SHAPE_MAX = 16 * 1024
 
 #: ``?format=`` / ``?output=`` shorthands (override Accept; handy in a browser, and sent by
 #: SPARQLWrapper). Each names the result type and the graph type it means; unknown values are ignored.
@@ -108,7 +106,7 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
                 raise HTTPError(400, "bad_request", "updates go to /update")
             text = decode_utf8(await read_body(), "query")
         elif ct == FORM_TYPE:
-            form = parse_params(await read_body(), "form body")
+            form = await parse_form(await read_body())
             merged = {k: list(v) for k, v in params.items()}
             for k, v in form.items():
                 merged.setdefault(k, []).extend(v)
@@ -138,8 +136,8 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
 
     max_bytes = state.config.max_response_bytes
 
-    def work():
-        res = db.query(text, default_graph_uris=dg, named_graph_uris=ng, base=base)
+    def work(deadline):
+        res = db.query(text, default_graph_uris=dg, named_graph_uris=ng, base=base, deadline=deadline)
         mt = ser.negotiate(accept, res.form)
         if mt is None:
             raise not_acceptable(accept, res.form)
@@ -157,10 +155,9 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
             raise err
         return form, mt, body
 
-    # long texts never run inline (parsing them costs) and are not remembered as shapes
-    shape = query_shape(text) if len(text) <= _SHAPE_MAX else None
     try:
-        form, mt, body = await state.run(work, shape)
+        # long texts have no shape: they never run inline and are not remembered
+        form, mt, body = await state.run(work, query_shape(text), deadline=state.deadline())
     except Exception as exc:
         if metrics is not None:
             metrics.query_done("unknown", getattr(exc, "kind", "error"))

@@ -7,6 +7,7 @@ import re
 from fastapi import APIRouter, Request, Response
 
 from server.api.common import (
+    CommitGate,
     HTTPError,
     Reply,
     ServerState,
@@ -18,6 +19,7 @@ from server.api.common import (
     http_error_from,
     one,
     parse_content_type,
+    parse_form,
     parse_params,
     request_body_reader,
 )
@@ -66,7 +68,7 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
             raise HTTPError(400, "bad_request", "update given both in the URL and in the body")
         text = decode_utf8(await read_body(), "update")
     elif ct == FORM_TYPE:
-        form = parse_params(await read_body(), "form body")
+        form = await parse_form(await read_body())
         if "update" in params:
             raise HTTPError(400, "bad_request", "the 'update' parameter belongs in the body")
         for k, v in form.items():
@@ -83,17 +85,21 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
                         f"{ct} is not an update media type; use {UPDATE_TYPE} or {FORM_TYPE}")
     using = tuple(params.get("using-graph-uri", ()))
     using_named = tuple(params.get("using-named-graph-uri", ()))
-    if (using or using_named) and uses_dataset_clause(text):
-        raise HTTPError(400, "bad_request",
-                        "using-graph-uri / using-named-graph-uri cannot be combined with USING or WITH in the update")
     base = base_url(headers, scope) + "/update"
     db = state.db
 
-    def work():
-        db.update(text, base=base, using_graph_uris=using, using_named_graph_uris=using_named)
+    gate = CommitGate()
+
+    def work(deadline):
+        # scanning a large text for USING/WITH runs here, off the event loop
+        if (using or using_named) and uses_dataset_clause(text):
+            raise HTTPError(400, "bad_request",
+                            "using-graph-uri / using-named-graph-uri cannot be combined with USING or WITH in the update")
+        db.update(text, base=base, using_graph_uris=using, using_named_graph_uris=using_named, deadline=deadline,
+                  may_commit=gate.commit)
 
     try:
-        await state.run(work)
+        await state.run(work, deadline=state.deadline(), gate=gate)
     finally:
         state.data_changed()
     if state.metrics is not None:
