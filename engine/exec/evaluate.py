@@ -165,6 +165,8 @@ class QueryContext:
             missing = distinct.take(pa.array(miss)).to_pylist()
             local = self._local
             new = [k for k in missing if k not in local]
+            if new:  # computed terms live until the query ends: charged by their size
+                self.memory.hold(sum(map(len, new)) + _KEY_OVERHEAD * len(new), "computed terms")
             base = LOCAL_BASE + len(self._local_keys)
             local.update(zip(new, range(base, base + len(new)), strict=True))
             self._local_keys.extend(new)
