@@ -19,6 +19,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from engine.arrays import unique
 from engine.errors import JindouError, QueryEvaluationError, QueryTimeout
 from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import DatasetView, FastSelect, QueryContext, evaluate_query, make_dataset
@@ -261,7 +262,7 @@ class Database:
                 gids[valid] = d.encode(pk.g.filter(pk.g.is_valid()))
         if (gids < 0).all():
             return [(None, rows)]
-        return [(None if g < 0 else int(g), rows[gids == g]) for g in np.unique(gids).tolist()]
+        return [(None if g < 0 else int(g), rows[gids == g]) for g in unique(gids).tolist()]
 
     def load_file(self, path, graph: str | None = None, format: str | None = None, base: str | None = None,
                   lenient: bool = False, progress: bool = False):

@@ -25,6 +25,7 @@ from decimal import Decimal
 
 import numpy as np
 
+from engine.arrays import unique
 from engine.exec import values as V
 from engine.exec.functions import order_ranks
 from engine.terms import IRI, XSD_INTEGER, BNode, Literal, from_key, literal_key
@@ -284,7 +285,7 @@ def _numeric_winners(out: np.ndarray, ids: np.ndarray, g: np.ndarray, ctx) -> No
             type_rank[i] = _CANONICAL_TYPES.get(k[k.rfind('"') + 1:][3:-1], -1) if k else -1
         for grp, c in cand.items():
             out[grp] = max(sorted(c), key=lambda i: type_rank[i])
-    win = np.unique(out[has][~np.isnan(wn[has])])
+    win = unique(out[has][~np.isnan(wn[has])])
     if len(win) == 0:
         return
     repl: dict[int, str] = {}

@@ -27,6 +27,7 @@ from itertools import compress
 
 import numpy as np
 
+from engine.arrays import unique
 from engine.errors import RowBudgetExceeded
 from engine.exec.algebra import Const, TriplePattern
 from engine.exec.bindings import UNBOUND, Bindings, concat
@@ -178,7 +179,7 @@ def _dedup_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(a) <= 1:
         return a, b
     if int(a.min()) >= 0 and int(b.min()) >= 0 and int(a.max()) < (1 << 31) and int(b.max()) < (1 << 32):
-        k = np.unique((a << 32) | b)
+        k = unique((a << 32) | b)
         return k >> 32, k & 0xFFFFFFFF
     m = np.stack([a, b], axis=1)
     u = np.unique(m, axis=0)
@@ -200,7 +201,7 @@ class MergedGraph:
     def predicates(self):
         if self._preds is None:
             ps = [g.predicates() for g in self.graphs]
-            self._preds = np.unique(np.concatenate(ps)) if ps else _EMPTY
+            self._preds = unique(np.concatenate(ps)) if ps else _EMPTY
         return self._preds
 
     def stats(self, pid):
@@ -236,7 +237,7 @@ class MergedGraph:
 
     def index(self, pid, direction):
         parts = [g.index(pid, direction) for g in self.graphs]
-        return np.unique(np.concatenate(parts)) if parts else _EMPTY
+        return unique(np.concatenate(parts)) if parts else _EMPTY
 
     def scan(self, pid):
         ss, os_ = [], []
@@ -260,7 +261,7 @@ class MergedGraph:
 
     def vertices(self):
         parts = [g.vertices() for g in self.graphs]
-        return np.unique(np.concatenate(parts)) if parts else _EMPTY
+        return unique(np.concatenate(parts)) if parts else _EMPTY
 
 
 def merged_view(graphs):
@@ -388,7 +389,7 @@ def candidate_predicates(graph, cols: dict, n: int, s, o) -> list[int]:
         vids, direction = _end(o, cols, n), IN
     else:
         return preds
-    vids = np.unique(vids)
+    vids = unique(vids)
     out = []
     for pid in preds:
         idx = graph.index(pid, direction)
@@ -423,7 +424,7 @@ def _step(cols: dict, n: int, t, graph, max_rows):
         pcol = cols[p[1]]
         parts = []
         with holding(0) as held:  # the parts made so far count in the next steps' checks
-            for pid in np.unique(pcol).tolist():
+            for pid in unique(pcol).tolist():
                 idx = np.flatnonzero(pcol == pid)
                 sub = {v: c[idx] for v, c in cols.items()}
                 c2, n2 = _step_const_p(sub, len(idx), s, pid, o, graph, max_rows)

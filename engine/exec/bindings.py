@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.arrays import unique
 from engine.errors import RowBudgetExceeded
 from engine.exec.context import charge_rows
 
@@ -220,8 +221,8 @@ def join_pairs(left: Bindings, right: Bindings, max_rows: int | None = None,
     # general path: one key join per pair of bound patterns
     out_l, out_r = [], []
     total = 0
-    lpats = np.unique(lpat)
-    rpats = np.unique(rpat)
+    lpats = unique(lpat)
+    rpats = unique(rpat)
     for a in lpats.tolist():
         lidx = np.flatnonzero(lpat == a)
         for b in rpats.tolist():
@@ -296,9 +297,9 @@ def minus(left: Bindings, right: Bindings) -> Bindings:
     lpat = _patterns(lc, left.n)
     rpat = _patterns(rc, right.n)
     remove = np.zeros(left.n, dtype=bool)
-    for a in np.unique(lpat).tolist():
+    for a in unique(lpat).tolist():
         lidx = np.flatnonzero(lpat == a)
-        for b in np.unique(rpat).tolist():
+        for b in unique(rpat).tolist():
             common = [i for i in range(len(shared)) if (a >> i) & 1 and (b >> i) & 1]
             if not common:
                 continue

@@ -23,6 +23,7 @@ import uuid
 import numpy as np
 import pyarrow as pa
 
+from engine.arrays import unique
 from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded, UnsupportedError
 from engine.exec import algebra as A
 from engine.exec.bgp import (
@@ -432,21 +433,21 @@ class Evaluator:
                 m = b == ctx.term_id(o.key)
                 res = Bindings.unit() if m.any() else Bindings({}, 0)
             else:
-                res = Bindings({o.name: np.unique(b) if _set_path(path) else b})
+                res = Bindings({o.name: unique(b) if _set_path(path) else b})
         elif isinstance(o, A.Const):
             oid = ctx.term_id(o.key)
             from engine.exec.paths import inverse  # noqa: PLC0415
 
             a, b = pe.pairs(inverse(path), np.array([oid], dtype=np.int64))
-            res = Bindings({s.name: np.unique(b) if _set_path(path) else b})
+            res = Bindings({s.name: unique(b) if _set_path(path) else b})
         else:
             if seed is not None and s.name in seed.cols and (seed.cols[s.name] != UNBOUND).all():
-                starts = self._graph_nodes(np.unique(seed.cols[s.name]), path)
+                starts = self._graph_nodes(unique(seed.cols[s.name]), path)
                 a, b = pe.pairs(path, starts)
             elif seed is not None and o.name in seed.cols and (seed.cols[o.name] != UNBOUND).all():
                 from engine.exec.paths import inverse  # noqa: PLC0415
 
-                starts = self._graph_nodes(np.unique(seed.cols[o.name]), path)
+                starts = self._graph_nodes(unique(seed.cols[o.name]), path)
                 b, a = pe.pairs(inverse(path), starts)
             else:
                 a, b = pe.pairs(path, None)
@@ -607,7 +608,7 @@ class Evaluator:
             name = node.name.name
             gids = list(self.dataset.named)
             if seed is not None and name in seed.cols:
-                present = set(np.unique(seed.cols[name]).tolist())
+                present = set(unique(seed.cols[name]).tolist())
                 if UNBOUND not in present:
                     gids = [g for g in gids if g in present]
             parts = []
@@ -870,7 +871,7 @@ def describe(query: A.Query, ev: Evaluator) -> np.ndarray:
             ids.append(c[c != UNBOUND])
     if not ids:
         return np.zeros((0, 3), dtype=np.int64)
-    frontier = np.unique(np.concatenate(ids))
+    frontier = unique(np.concatenate(ids))
     frontier = frontier[frontier < LOCAL_BASE]
     g = ev.dataset.default
     seen = set()
@@ -892,7 +893,7 @@ def describe(query: A.Query, ev: Evaluator) -> np.ndarray:
                 nxt.append(nbrs[kinds == 1])
         if not nxt:
             break
-        cand = np.unique(np.concatenate(nxt))
+        cand = unique(np.concatenate(nxt))
         frontier = np.array([x for x in cand.tolist() if x not in seen], dtype=np.int64)
     if not parts:
         return np.zeros((0, 3), dtype=np.int64)

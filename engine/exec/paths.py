@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.arrays import unique
 from engine.errors import QueryEvaluationError, RowBudgetExceeded
 from engine.exec.algebra import (
     PathAlt,
@@ -29,7 +30,6 @@ from engine.exec.algebra import (
     PathZeroOrMore,
     PathZeroOrOne,
 )
-from engine.exec.arrays import unique
 from engine.exec.bindings import key_join
 from engine.exec.context import LOCAL_BASE
 from engine.exec.planner import IN, OUT

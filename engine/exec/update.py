@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 
+from engine.arrays import unique
 from engine.errors import JindouError, QueryTimeout, UpdateError
 from engine.exec import algebra as A
 from engine.exec.bindings import UNBOUND, Bindings
@@ -39,7 +40,7 @@ def _rows(m) -> np.ndarray:
 def _present(g, rows: np.ndarray) -> np.ndarray:
     """Which (s, p, o) rows graph ``g`` holds (one vectorized test per predicate)."""
     present = np.zeros(len(rows), dtype=bool)
-    for pid in np.unique(rows[:, 1]).tolist():
+    for pid in unique(rows[:, 1]).tolist():
         sel = np.flatnonzero(rows[:, 1] == pid)
         present[sel] = g.contains(pid, rows[sel, 0], rows[sel, 2])
     return present
@@ -364,7 +365,7 @@ class UpdateExecutor:
             if g is None:
                 out.setdefault(None, []).append(m)
             else:
-                for gid in np.unique(g).tolist():
+                for gid in unique(g).tolist():
                     out.setdefault(int(gid), []).append(m[g == gid])
         return {k: np.concatenate(v) for k, v in out.items()}
 

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from engine.arrays import unique
 from engine.kv.shard import CSR, EMPTY_CSR, IN, OUT, PredShard, Shard, csr_from_sorted_pairs, has_neighbour
 
 __all__ = ["OUT", "IN", "GraphIndex", "PredicateStats", "empty_graph"]
@@ -52,17 +53,6 @@ def _pack(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _unpack(k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (k >> _SH32).astype(np.int64), (k & _LOW32).astype(np.int64)
-
-
-def _sorted_unique(a: np.ndarray) -> np.ndarray:
-    """np.unique for 1-d integer arrays via sort (numpy's hash-based unique is slower here)."""
-    if len(a) < 2:
-        return np.sort(a)
-    a = np.sort(a)
-    keep = np.empty(len(a), dtype=bool)
-    keep[0] = True
-    np.not_equal(a[1:], a[:-1], out=keep[1:])
-    return a if keep.all() else a[keep]
 
 
 def _member(sorted_arr: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -250,7 +240,7 @@ class GraphIndex:
             for ps in sh.preds.values():
                 parts.append(ps.out.keys.astype(np.int64))
                 parts.append(ps.inn.keys.astype(np.int64))
-        res = np.unique(np.concatenate(parts))
+        res = unique(np.concatenate(parts))
         self._cache["vertices"] = res
         return res
 
@@ -277,7 +267,7 @@ class GraphIndex:
         for arr in (rem, addr):
             if len(arr) and (arr.min() < 0 or arr.max() >= 1 << 32):
                 raise ValueError("term ids must be in [0, 2**32) in a graph")
-        pids = _sorted_unique(np.concatenate([rem[:, 1], addr[:, 1]]))
+        pids = unique(np.concatenate([rem[:, 1], addr[:, 1]]))
         rem_groups = _group(rem)
         add_groups = _group(addr)
         stats = dict(self._stats)
@@ -293,7 +283,7 @@ class GraphIndex:
             else:
                 if a is None:
                     continue
-                built = build_pred_shards(_sorted_unique(_pack(a[:, 0], a[:, 2])), self.n_shards)
+                built = build_pred_shards(unique(_pack(a[:, 0], a[:, 2])), self.n_shards)
             changed = True
             t = su = ob = 0
             for k, ps in enumerate(built):
@@ -319,12 +309,12 @@ class GraphIndex:
         empty = np.zeros(0, np.uint64)
         rk = empty
         if r is not None:
-            rk = _sorted_unique(_pack(r[:, 0], r[:, 2]))
+            rk = unique(_pack(r[:, 0], r[:, 2]))
             s_, o_ = _unpack(rk)
             rk = rk[self.contains(pid, s_, o_)]
         ak = empty
         if a is not None:
-            ak = _sorted_unique(_pack(a[:, 0], a[:, 2]))
+            ak = unique(_pack(a[:, 0], a[:, 2]))
             if len(rk):
                 rk = rk[~_member(ak, rk)]  # removed then re-added: stays
             s_, o_ = _unpack(ak)

@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.arrays import unique
 from engine.errors import LoadError
 from engine.kv.store import Changes, Store
 from engine.terms import XSD_DECIMAL, XSD_INTEGER, XSD_STRING, canonical_key, iri_key, literal_key
@@ -825,7 +826,7 @@ def _load(store: Store, source, fmt: str, graph: str | None, base: str | None, l
             changes.add[None] = rows
             graphs.add(None)
         else:
-            for gv in np.unique(gids).tolist():
+            for gv in unique(gids).tolist():
                 sel = gids == gv
                 key = None if gv < 0 else gv
                 changes.add[key] = rows[sel]

@@ -20,7 +20,7 @@ evaluates instant ``t``:
 3. **Output.** RSTREAM: the result; ISTREAM / DSTREAM: the multiset difference
    of the solutions against the previous instant (set difference of the
    triples for CONSTRUCT), computed on term-stable ids (vectorized:
-   ``np.unique(axis=0)`` + ``bincount``). The ``data`` JSON gets a
+   ``unique(axis=0)`` + ``bincount``). The ``data`` JSON gets a
    ``"window": {"start", "end"}`` member.
 """
 
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
+from engine.arrays import unique
 from engine.exec import algebra as A
 from engine.exec.bgp import EmptyGraph, merged_view
 from engine.exec.context import LOCAL_BASE
@@ -222,7 +223,7 @@ class _StableTerms:
         if not neg.any():
             return rows
         out = rows.copy()
-        for j in np.unique(rows[neg]).tolist():
+        for j in unique(rows[neg]).tolist():
             sid = int(self.dictionary.lookup(self.key_of[j]))
             if sid >= 0:
                 out[rows == j] = sid
@@ -232,7 +233,7 @@ class _StableTerms:
         live = set()
         for r in keep:
             if r.size:
-                live.update(np.unique(r[r < UNBOUND]).tolist())
+                live.update(unique(r[r < UNBOUND]).tolist())
         for j in [j for j in self.key_of if j not in live]:
             self.id_of.pop(self.key_of.pop(j), None)
 
@@ -572,7 +573,7 @@ class _FrozenTerms:
 
     def __init__(self, terms: _StableTerms, rows: np.ndarray):
         neg = rows[rows < UNBOUND] if rows.size else np.zeros(0, dtype=np.int64)
-        self._local = {int(j): terms.key_of[int(j)] for j in np.unique(neg).tolist()} if len(neg) else {}
+        self._local = {int(j): terms.key_of[int(j)] for j in unique(neg).tolist()} if len(neg) else {}
         self._terms = terms
 
     def keys(self, ids: np.ndarray) -> list[str | None]:

@@ -35,6 +35,7 @@ import time
 
 import numpy as np
 
+from engine.arrays import unique
 from engine.exec import algebra as A
 from engine.exec.bgp import resolve, run_bgp
 from engine.exec.bindings import Bindings, concat
@@ -388,7 +389,7 @@ class IncrementalCore:
         if rows.n == 0:
             return rows
         mset = minus
-        preds = set(np.unique(minus.rows[:, 1]).tolist())
+        preds = set(unique(minus.rows[:, 1]).tolist())
         gone = np.zeros(rows.n, dtype=bool)
         for rt in resolved:
             if rt[1][0] == "c" and rt[1][1] not in preds:

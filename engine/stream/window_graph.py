@@ -24,6 +24,7 @@ import collections
 
 import numpy as np
 
+from engine.arrays import unique
 from engine.exec.bgp import EmptyGraph
 from engine.kv.graph import GraphIndex, empty_graph
 from engine.kv.transient import triple_hash
@@ -41,7 +42,7 @@ def contained(graphs: list, rows: np.ndarray) -> np.ndarray:
     if len(rows) == 0:
         return out
     preds = rows[:, 1]
-    for pid in np.unique(preds).tolist():
+    for pid in unique(preds).tolist():
         idx = np.flatnonzero(preds == pid)
         s, o = rows[idx, 0], rows[idx, 2]
         hit = np.zeros(len(idx), dtype=bool)

@@ -13,8 +13,8 @@ import numpy as np
 
 
 def unique(x: np.ndarray) -> np.ndarray:
-    """np.unique(x) for a 1-D array, sort-based."""
-    x = np.asarray(x)
+    """np.unique(x), sort-based (like np.unique, flattens its input)."""
+    x = np.asarray(x).ravel()
     if len(x) <= 1:
         return x.copy()
     s = np.sort(x)
