@@ -276,3 +276,26 @@ def test_write_resets_inline_costs(srv):
                       headers={"Content-Type": "application/sparql-update"})
     assert r.status_code == 204
     assert not state.shape_cost
+
+
+@pytest.mark.parametrize("name,value", [
+    ("default-graph-uri", "not an iri"), ("named-graph-uri", ""), ("default-graph-uri", "relative/path"),
+    ("named-graph-uri", "http://ex.org/a>b"), ("default-graph-uri", "http://ex.org/" + "x" * 5000),
+])
+def test_dataset_parameters_must_be_absolute_iris(srv, name, value):
+    r = requests.get(f"{srv.url}/sparql", params={"query": "ASK {}", name: value})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == "bad_request" and name in r.json()["detail"]
+    assert len(r.text) < 1000  # a huge value is not echoed back
+
+
+@pytest.mark.parametrize("name", ["using-graph-uri", "using-named-graph-uri"])
+def test_update_dataset_parameters_must_be_absolute_iris(srv, name):
+    r = requests.post(f"{srv.url}/update", params={name: "bad iri"}, data=f"INSERT DATA {{ <{EX}x> <{EX}p> 1 }}",
+                      headers={"Content-Type": "application/sparql-update"})
+    assert r.status_code == 400, r.text
+    assert name in r.json()["detail"]
+    # nothing was applied
+    ask = requests.get(f"{srv.url}/sparql", params={"query": f"ASK {{ <{EX}x> <{EX}p> 1 }}"},
+                       headers={"Accept": "application/sparql-results+json"})
+    assert ask.json()["boolean"] is False

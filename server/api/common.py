@@ -234,6 +234,23 @@ def one(params: dict[str, list[str]], name: str) -> str | None:
     return vals[0]
 
 
+#: an absolute IRI as a protocol parameter: a scheme, then IRIREF characters (no
+#: spaces, controls or <>"{}|^`\\), at most MAX_IRI_PARAM characters
+_IRI_PARAM_RE = re.compile(r'[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20<>"{}|^`\\]*')
+MAX_IRI_PARAM = 4096
+
+
+def iri_params(params: dict[str, list[str]], name: str) -> tuple[str, ...]:
+    """The values of a repeatable graph-IRI parameter (``default-graph-uri``,
+    ``using-graph-uri``, ``graph``...), each checked to be an absolute IRI (400 otherwise)."""
+    vals = params.get(name, ())
+    for v in vals:
+        if len(v) > MAX_IRI_PARAM or not _IRI_PARAM_RE.fullmatch(v):
+            shown = v if len(v) <= 80 else v[:80] + "..."
+            raise HTTPError(400, "bad_request", f"{name} must be an absolute IRI, not {shown!r}")
+    return tuple(vals)
+
+
 def header_dict(scope: dict) -> dict[str, str]:
     """Lower-cased header names -> values (repeated headers joined by ', ')."""
     out: dict[str, str] = {}

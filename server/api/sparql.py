@@ -22,6 +22,7 @@ from server.api.common import (
     decode_utf8,
     error_reply,
     http_error_from,
+    iri_params,
     one,
     parse_content_type,
     parse_form,
@@ -128,8 +129,8 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
         accept = FORMAT_PARAM.get(v, v if "/" in v else accept)
     if not _acceptable_at_all(accept):
         raise not_acceptable(accept, "SELECT")
-    dg = tuple(params.get("default-graph-uri", ()))
-    ng = tuple(params.get("named-graph-uri", ()))
+    dg = iri_params(params, "default-graph-uri")
+    ng = iri_params(params, "named-graph-uri")
     base = base_url(headers, scope) + "/sparql"
     db = state.db
     metrics = state.metrics

@@ -23,6 +23,7 @@ from server.api.common import (
     check_write,
     error_reply,
     http_error_from,
+    iri_params,
     parse_content_type,
     parse_params,
     request_body_reader,
@@ -76,9 +77,7 @@ def _target(request: Request, allow_none: bool = False) -> tuple[bool, str | Non
     if len(graphs) > 1:
         raise HTTPError(400, "bad_request", "more than one 'graph' parameter")
     if graphs:
-        iri = graphs[0].strip()
-        if not iri or ":" not in iri or any(c in iri for c in ' <>"{}|^`\\'):
-            raise HTTPError(400, "bad_request", f"graph must be an absolute IRI, not {iri!r}")
+        (iri,) = iri_params({"graph": [graphs[0].strip()]}, "graph")
         if iri == "urn:jindou:default":
             return True, None
         return True, iri

@@ -17,6 +17,7 @@ from server.api.common import (
     decode_utf8,
     error_reply,
     http_error_from,
+    iri_params,
     one,
     parse_content_type,
     parse_form,
@@ -83,8 +84,8 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     else:
         raise HTTPError(415, "unsupported_media_type",
                         f"{ct} is not an update media type; use {UPDATE_TYPE} or {FORM_TYPE}")
-    using = tuple(params.get("using-graph-uri", ()))
-    using_named = tuple(params.get("using-named-graph-uri", ()))
+    using = iri_params(params, "using-graph-uri")
+    using_named = iri_params(params, "using-named-graph-uri")
     base = base_url(headers, scope) + "/update"
     db = state.db
 
