@@ -20,7 +20,7 @@ from collections import OrderedDict
 import numpy as np
 
 from engine.arrays import unique
-from engine.errors import JindouError, QueryEvaluationError, QueryTimeout
+from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
 from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import DatasetView, FastSelect, QueryContext, evaluate_query, make_dataset
 from engine.exec.result import QueryResult
@@ -301,7 +301,7 @@ class Database:
         else:
             gid = self._graph_id(graph, create=False)
             if gid is None or gid < 0 or gid not in snap.named:
-                raise KeyError(graph)
+                raise NotFound("graph", graph or "default")
             g = snap.named[gid]
         s, p, o = g.scan_all()
         triples = np.stack([np.asarray(s, np.int64), np.asarray(p, np.int64), np.asarray(o, np.int64)], axis=1)
@@ -331,7 +331,7 @@ class Database:
     def graph_delete(self, graph: str | None) -> None:
         with self.store.write_lock:
             if not self._exists(graph):
-                raise KeyError(graph)
+                raise NotFound("graph", graph or "default")
             self.store.commit(Changes(drop={self._graph_id(graph, create=False)}))
 
     # ------------------------------------------------------------ status

@@ -33,6 +33,23 @@ class UnsupportedError(QueryEvaluationError):
     kind = "unsupported"
 
 
+class NotFound(JindouError, KeyError):
+    """A named thing (graph, stream, continuous query) that does not exist (HTTP
+    404). Also a KeyError, so lookups read like dict lookups; the HTTP layer maps
+    only this class to 404, never a stray KeyError."""
+
+    kind = "not_found"
+
+    def __init__(self, what: str, name: str):
+        self.what = what
+        self.name = name
+        shown = name if len(name) <= 80 else name[:80] + "..."
+        super().__init__(f"no {what} named {shown}")
+
+    def __str__(self) -> str:  # KeyError's str() would quote the message
+        return self.args[0]
+
+
 class QueryTimeout(JindouError):
     """The query ran past its timeout (HTTP 503); its memory is released."""
 

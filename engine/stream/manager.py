@@ -87,7 +87,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from engine.errors import JindouError, QueryEvaluationError
+from engine.errors import JindouError, NotFound, QueryEvaluationError
 from engine.exec.csparql import format_window, parse_continuous
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI
 from engine.kv.store import Changes
@@ -531,14 +531,14 @@ class StreamManager:
         with self._cv:
             st = self._streams.get(name)
         if st is None:
-            raise KeyError(name)
+            raise NotFound("stream", name)
         return st
 
     def delete_stream(self, name: str, force: bool = False) -> list[str]:
         with self._cv:
             st = self._streams.get(name)
             if st is None or st.deleting:
-                raise KeyError(name)
+                raise NotFound("stream", name)
             users = [q.name for q in self._queries.values() if name in q.streams]
             if users and not force:
                 raise StreamInUse(f"stream {name!r} is read by continuous queries: {', '.join(users)}")
@@ -911,14 +911,14 @@ class StreamManager:
         with self._cv:
             q = self._queries.get(name)
             if q is None:
-                raise KeyError(name)
+                raise NotFound("continuous query", name)
             return self._qinfo(q)
 
     def delete_query(self, name: str) -> None:
         with self._cv:
             q = self._queries.pop(name, None)
             if q is None:
-                raise KeyError(name)
+                raise NotFound("continuous query", name)
             self._cv.notify_all()
         with q.out_lock:
             q.deleted = True
@@ -930,7 +930,7 @@ class StreamManager:
         with self._cv:
             q = self._queries.get(name)
         if q is None:
-            raise KeyError(name)
+            raise NotFound("continuous query", name)
         return q.log
 
     # ------------------------------------------------------------ evaluation worker

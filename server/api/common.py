@@ -29,6 +29,7 @@ from engine.errors import (
     JindouError,
     LoadError,
     MemoryBudgetExceeded,
+    NotFound,
     QueryEvaluationError,
     QuerySyntaxError,
     QueryTimeout,
@@ -115,6 +116,8 @@ def http_error_from(exc: BaseException) -> HTTPError:
         status = _stream_error_status(exc)
         if status is not None:
             return HTTPError(status, exc.kind, str(exc))
+    if isinstance(exc, NotFound):
+        return HTTPError(404, exc.kind, str(exc))
     if isinstance(exc, QuerySyntaxError):
         return HTTPError(400, "syntax", exc.message, extra={"line": exc.line, "column": exc.column})
     if isinstance(exc, (QueryTimeout, RowBudgetExceeded, MemoryBudgetExceeded, TransientStoreFull)):

@@ -14,6 +14,7 @@ import zlib
 
 from fastapi import APIRouter, Request, Response
 
+from engine.errors import NotFound
 from engine.exec import serialize as ser
 from server.api.common import (
     HTTPError,
@@ -114,8 +115,6 @@ _BAD_DATA = (ValueError, EOFError, UnicodeError, zlib.error, gzip.BadGzipFile, S
 
 
 def _reply_error(state: ServerState, exc: Exception) -> Response:
-    if isinstance(exc, KeyError):
-        exc = HTTPError(404, "not_found", str(exc.args[0]) if exc.args else "graph not found")
     err = http_error_from(exc)
     if state.metrics is not None and err.status >= 500 and err.status != 503:
         state.metrics.log_internal(exc)
@@ -153,7 +152,7 @@ async def store_get(request: Request) -> Response:
         def work():
             try:
                 res = db.graph_get(graph)
-            except KeyError:
+            except NotFound:
                 raise HTTPError(404, "not_found", f"{_graph_label(graph)} does not exist") from None
             return ser.serialize(res, mt, graph=graph)
 
@@ -247,7 +246,7 @@ async def store_delete(request: Request) -> Response:
         def work():
             try:
                 db.graph_delete(graph)
-            except KeyError:
+            except NotFound:
                 raise HTTPError(404, "not_found", f"{_graph_label(graph)} does not exist") from None
 
         await state.run(work)

@@ -100,10 +100,7 @@ async def manager_read(request: Request, what: str, call) -> Response:
 
 
 def error_response(state: ServerState, exc: BaseException, what: str) -> Response:
-    """JSON error answer; a KeyError from the manager is a 404 about ``what``."""
-    if isinstance(exc, KeyError):
-        name = exc.args[0] if exc.args else ""
-        exc = HTTPError(404, "not_found", f"no {what} named {shorten(name)}" if name else f"no such {what}")
+    """JSON error answer (the manager's NotFound is a 404)."""
     err = http_error_from(exc)
     if state.metrics is not None and err.status >= 500 and err.status != 503:
         state.metrics.log_internal(exc)
