@@ -32,7 +32,9 @@ from decimal import Decimal
 from functools import lru_cache
 
 import numpy as np
+import re2
 
+from engine.errors import UnsupportedError
 from engine.exec import values as V
 from engine.exec.algebra import Call, Const, Exists, FunctionCall, Var
 from engine.exec.values import ERR, ExprError, Num
@@ -1228,20 +1230,37 @@ def _f_isnumeric(s, t):
 def _f_regex(s, text, pattern, flags=None):
     x = _string_lit(text)
     rx = xpath_regex(_simple(pattern), "" if flags is None else _simple(flags))
-    return V.bool_literal(rx.search(x.lexical) is not None)
+    return V.bool_literal(rx.search(x.lexical))
 
 
 def _f_replace(s, text, pattern, repl, flags=None):
     x = _string_lit(text)
     rx = xpath_regex(_simple(pattern), "" if flags is None else _simple(flags))
     r = _simple(repl)
-    if rx.search("") is not None and rx.fullmatch("") is not None:
+    if rx.search(""):
         raise ERR  # pattern matching the empty string (FORX0003)
-    expand = _replacement(r, rx.groups, "q" in ("" if flags is None else _simple(flags)))
-    return _like(x, rx.sub(expand, x.lexical))
+    expand = _replacement(r, rx.groups, rx.literal)
+    ctx = s.ctx
+    count = 0
+
+    def each(m):
+        # one text can hold millions of matches: keep the deadline in force
+        nonlocal count
+        count += 1
+        if count % _BUDGET_EVERY == 0:
+            ctx.check_budget()
+        return expand(m)
+
+    try:
+        return _like(x, rx.rx.sub(each, x.lexical))
+    except UnicodeEncodeError:
+        raise ERR from None
 
 
 def _replacement(r: str, ngroups: int, literal: bool):
+    """The replacement function of an XPath replacement string: ``$N`` is
+    group N (the longest digit run naming an existing group), ``\\$`` and
+    ``\\\\`` are ``$`` and ``\\``; anything else with them is an error (FORX0004)."""
     if literal:
         return lambda m: r
     parts: list[str | int] = []
@@ -1558,75 +1577,194 @@ def call_function(iri: str, args: list[Term]) -> Term:
 
 
 # ---------------------------------------------------------------- XPath regex
+#
+# User patterns run on RE2 (google-re2), whose matching time is linear in the
+# text: a backtracking engine (Python's re) can run for ever on patterns such
+# as ^(a|aa)+$ while holding the GIL, which no deadline can interrupt. XPath
+# syntax is translated to RE2 syntax here; XPath features RE2 cannot do are an
+# UnsupportedError (HTTP 400 naming the feature), invalid patterns an
+# expression error (FORX0002 -> unbound / FILTER false).
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+_MAX_REPEAT = 1000  # RE2's largest repetition count
+_MAX_CP = 0x10FFFF
 
 
-@lru_cache(maxsize=512)
-def xpath_regex(pattern: str, flags: str) -> re.Pattern:
+class _Regex:
+    """A compiled XPath pattern: ``search(text) -> bool``, ``groups``, ``sub``."""
+
+    __slots__ = ("rx", "groups", "literal")
+
+    def __init__(self, rx, literal: bool):
+        self.rx = rx
+        self.groups = rx.groups
+        self.literal = literal
+
+    def search(self, text: str) -> bool:
+        try:
+            return self.rx.search(text) is not None
+        except UnicodeEncodeError:  # a lone surrogate cannot be matched as UTF-8
+            raise ERR from None
+
+
+@lru_cache(maxsize=64)
+def xpath_regex(pattern: str, flags: str) -> _Regex:
     """Compile an XPath/XSD regular expression with XPath flags (s m i x q)
-    into a Python pattern; raises ExprError on invalid input."""
-    f = 0
-    for c in flags:
-        if c == "i":
-            f |= re.IGNORECASE
-        elif c == "s":
-            f |= re.DOTALL
-        elif c == "m":
-            f |= re.MULTILINE
-        elif c not in "xq":
-            raise ERR
+    for RE2; raises ExprError on an invalid pattern or flag, UnsupportedError
+    on a valid XPath feature RE2 cannot evaluate."""
+    if any(c not in "smixq" for c in flags):
+        raise ERR
     if "q" in flags:
-        py = re.escape(pattern)
+        body = re2.escape(pattern)
     else:
-        py = _translate_regex(pattern, "x" in flags, "m" in flags)
+        body = _translate_regex(pattern, "x" in flags, "m" in flags, "s" in flags)
+    mode = "".join(c for c in "ims" if c in flags)
     try:
-        return re.compile(py, f)
-    except (re.error, OverflowError, RecursionError):
+        rx = re2.compile(("(?" + mode + ")" if mode else "") + body, _RE2_OPTIONS)
+    except re2.error as e:
+        msg = str(e)
+        if "repetition size" in msg:
+            raise UnsupportedError(
+                "regular expression: repetition counts above 1000 (nested counts multiply) are not "
+                "supported by the linear-time regex engine") from None
+        if "too large" in msg or "too big" in msg:
+            raise UnsupportedError("regular expression too large for the regex engine") from None
         raise ERR from None
+    except UnicodeEncodeError:
+        raise ERR from None
+    return _Regex(rx, "q" in flags)
 
 
-def _translate_regex(p: str, strip_ws: bool, multiline: bool) -> str:
+_SINGLE_ESC = frozenset("nrt\\|.-^?*+{}()[]$")
+_QUANT_RE = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
+
+
+def _translate_regex(p: str, strip_ws: bool, multiline: bool, dotall: bool) -> str:
     out: list[str] = []
     i = 0
-    depth = 0  # inside a character class
-    while i < len(p):
+    n = len(p)
+    in_class = False
+    class_open = 0  # index in p just after '[' / '[^' of the open class
+    while i < n:
         c = p[i]
-        if c == "\\" and i + 1 < len(p):
-            nxt = p[i + 1]
-            if nxt in "pP" and i + 2 < len(p) and p[i + 2] == "{":
+        if c == "\\":
+            if i + 1 >= n:
+                raise ERR
+            d = p[i + 1]
+            if d in "pP":
+                if i + 2 >= n or p[i + 2] != "{":
+                    raise ERR
                 j = p.find("}", i + 3)
                 if j < 0:
                     raise ERR
-                cls = _unicode_class(p[i + 3:j], nxt == "P", depth > 0)
-                out.append(cls)
+                out.append(_class_text(_property_ranges(p[i + 3:j]), d == "P", in_class))
                 i = j + 1
                 continue
-            if nxt in "ic":
-                cls = r"A-Za-z_:\u00C0-\uFFFF" if nxt == "i" else r"\-.0-9A-Za-z_:\u00B7\u00C0-\uFFFF"
-                out.append(cls if depth else "[" + cls + "]")
+            if d in _CLASS_ESC:
+                out.append(_class_text(_CLASS_ESC[d.lower()](), d.isupper(), in_class))
                 i += 2
                 continue
-            if nxt in "IC":
-                cls = r"A-Za-z_:\u00C0-\uFFFF" if nxt == "I" else r"\-.0-9A-Za-z_:\u00B7\u00C0-\uFFFF"
-                out.append("[^" + cls + "]")
-                i += 2
-                continue
-            out.append(p[i:i + 2])
+            if d in "123456789" and not in_class:
+                raise UnsupportedError(
+                    f"regular expression: back-references (\\{d}) are not supported by the "
+                    "linear-time regex engine")
+            if d not in _SINGLE_ESC:
+                raise ERR  # not an XPath escape
+            out.append("\\" + d)
             i += 2
             continue
-        if strip_ws and depth == 0 and c in " \t\n\r":
+        if in_class:
+            if c == "[":
+                if i > class_open and p[i - 1] == "-":
+                    raise UnsupportedError(
+                        "regular expression: character class subtraction ([a-z-[aeiou]]) is not supported")
+                raise ERR
+            if c == "]":
+                if i == class_open:
+                    raise ERR  # empty class
+                in_class = False
+            out.append(c)
+            i += 1
+            continue
+        if strip_ws and c in " \t\n\r":
             i += 1
             continue
         if c == "[":
-            depth += 1
-        elif c == "]" and depth:
-            depth -= 1
-        elif c == "$" and depth == 0 and not multiline:
-            out.append(r"\Z")
-            i += 1
+            in_class = True
+            if p.startswith("[^", i):
+                out.append("[^")
+                i += 2
+            else:
+                out.append("[")
+                i += 1
+            class_open = i
             continue
-        out.append(c)
+        if c == "]":
+            raise ERR
+        if c == ".":
+            out.append("." if dotall else r"[^\n\r]")
+        elif c == "$":
+            out.append("$" if multiline else r"\z")
+        elif c == "(":
+            if p.startswith("(?", i) and not p.startswith("(?:", i):
+                raise ERR  # lookaround, inline flags ...: not XPath
+            out.append(c)
+        elif c == "{":
+            m = _QUANT_RE.match(p, i)
+            if m is None:
+                raise ERR
+            lo, hi = int(m.group(1)), m.group(3)
+            if lo > _MAX_REPEAT or (hi and int(hi) > _MAX_REPEAT):
+                raise UnsupportedError(
+                    "regular expression: repetition counts above 1000 are not supported by the "
+                    "linear-time regex engine")
+            if hi and int(hi) < lo:
+                raise ERR
+            out.append(m.group())
+            i = m.end()
+            continue
+        elif c == "}":
+            raise ERR
+        else:
+            out.append(c)
         i += 1
+    if in_class:
+        raise ERR
     return "".join(out)
+
+
+# ranges are sorted, disjoint lists of (first, last) code points
+
+def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = []
+    nxt = 0
+    for a, b in ranges:
+        if a > nxt:
+            out.append((nxt, a - 1))
+        nxt = b + 1
+    if nxt <= _MAX_CP:
+        out.append((nxt, _MAX_CP))
+    return out
+
+
+def _union(*sets: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(r for s in sets for r in s):
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _class_text(ranges: list[tuple[int, int]], negate: bool, inside: bool) -> str:
+    """RE2 text of a class escape: a class body inside ``[...]``, else a class."""
+    if negate:
+        ranges = _complement(ranges)
+    body = "".join(
+        f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
+    return body if inside else "[" + body + "]"
 
 
 _CATEGORIES = frozenset(
@@ -1635,41 +1773,51 @@ _CATEGORIES = frozenset(
 
 
 @lru_cache(maxsize=64)
-def _category_ranges(name: str) -> str:
-    """Character-class body (ranges) of a Unicode general category, computed
-    once from ``unicodedata`` (one- or two-letter names)."""
+def _category_set(name: str) -> list[tuple[int, int]]:
+    """Ranges of a Unicode general category (one- or two-letter name), computed
+    once from ``unicodedata`` (the same tables as the rest of the engine)."""
     import unicodedata  # noqa: PLC0415 - only for \p{..} patterns
 
-    parts: list[str] = []
+    out: list[tuple[int, int]] = []
     start = prev = None
-    for cp in range(0x110000):
+    for cp in range(_MAX_CP + 1):
         cat = unicodedata.category(chr(cp))
-        hit = cat == name if len(name) == 2 else cat[0] == name
-        if hit:
+        if cat == name if len(name) == 2 else cat[0] == name:
             if start is None:
                 start = cp
             prev = cp
         elif start is not None:
-            parts.append(_range(start, prev))
+            out.append((start, prev))
             start = None
     if start is not None:
-        parts.append(_range(start, prev))
-    return "".join(parts)
+        out.append((start, prev))
+    return out
 
 
-def _range(a: int, b: int) -> str:
-    esc = "\\U%08X"
-    return esc % a if a == b else esc % a + "-" + esc % b
+def _property_ranges(name: str) -> list[tuple[int, int]]:
+    if name in _CATEGORIES:
+        return _category_set(name)
+    if name.startswith("Is") and len(name) > 2:
+        raise UnsupportedError(f"regular expression: Unicode block escapes (\\p{{{name}}}) are not supported")
+    raise ERR
 
 
-def _unicode_class(name: str, negate: bool, inside: bool) -> str:
-    r"""\p{..} / \P{..}: general categories; block escapes (IsXxx) are not
-    supported (error)."""
-    if name not in _CATEGORIES:
-        raise ERR
-    body = _category_ranges(name)
-    if inside:
-        if negate:
-            raise ERR
-        return body
-    return "[" + ("^" if negate else "") + body + "]"
+@lru_cache(maxsize=1)
+def _word_set() -> list[tuple[int, int]]:
+    """XPath \\w: every character but punctuation, separators and others."""
+    return _complement(_union(_category_set("P"), _category_set("Z"), _category_set("C")))
+
+
+# XML 1.1 NameStartChar / NameChar (XPath \i and \c)
+_NAME_START = [(0x3A, 0x3A), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A), (0xC0, 0xD6), (0xD8, 0xF6),
+               (0xF8, 0x2FF), (0x370, 0x37D), (0x37F, 0x1FFF), (0x200C, 0x200D), (0x2070, 0x218F),
+               (0x2C00, 0x2FEF), (0x3001, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFFD), (0x10000, 0xEFFFF)]
+_NAME_CHAR = _union(_NAME_START, [(0x2D, 0x2E), (0x30, 0x39), (0xB7, 0xB7), (0x300, 0x36F), (0x203F, 0x2040)])
+_CLASS_ESC = {
+    "s": lambda: [(0x9, 0xA), (0xD, 0xD), (0x20, 0x20)],
+    "d": lambda: _category_set("Nd"),
+    "w": lambda: _word_set(),
+    "i": lambda: _NAME_START,
+    "c": lambda: _NAME_CHAR,
+}
+_CLASS_ESC.update({k.upper(): v for k, v in list(_CLASS_ESC.items())})
