@@ -1309,14 +1309,14 @@ def _replacement(r: str, ngroups: int, literal: bool):
 
 def _f_substr(s, text, start, length=None):
     x = _string_lit(text)
-    st = _xpath_round_float(float(_num(start).v))
+    st = _xpath_round_float(V.to_double(_num(start).v))
     chars = x.lexical
     if length is None:
         if math.isnan(st):
             return _like(x, "")
         first = max(st, 1.0)
         return _like(x, chars[int(first) - 1:] if first != math.inf else "")
-    ln = _xpath_round_float(float(_num(length).v))
+    ln = _xpath_round_float(V.to_double(_num(length).v))
     end = st + ln  # positions p with st <= p < end
     if math.isnan(end) or math.isnan(st):
         return _like(x, "")
@@ -1445,10 +1445,10 @@ def _cast_integer_value(t: Term) -> int:
         if n.rank == V.INTEGER:
             return n.v
         if n.rank == V.DECIMAL:
-            return int(n.v)
+            return V.checked_int(int(n.v))
         if math.isnan(n.v) or math.isinf(n.v):
             raise ERR
-        return int(n.v)
+        return V.checked_int(int(n.v))
     raise ERR
 
 
@@ -1503,7 +1503,7 @@ def _cast_floating(rank: int):
                 raise ERR
             x = float(b)
         elif kind == "numeric":
-            x = float(_num(lit).v)
+            x = V.to_double(_num(lit).v)
         else:
             raise ERR
         if rank == V.FLOAT:
