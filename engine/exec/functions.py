@@ -32,6 +32,8 @@ from decimal import Decimal
 from functools import lru_cache
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import re2
 
 from engine.errors import UnsupportedError
@@ -57,6 +59,7 @@ from engine.terms import (
     Literal,
     Term,
     from_key,
+    literal_key,
     to_key,
 )
 
@@ -152,6 +155,8 @@ _C_STRING, _C_LANG, _C_BOOLEAN, _C_DATETIME_TZ, _C_DATETIME, _C_DATE_TZ, _C_DATE
 _FAMILY = np.array([0, 1, 2, 3, 4, 4, 6, 6], dtype=np.int8)
 _CLASSIFY_MIN_ROWS = 64
 _NONDETERMINISTIC = frozenset({"RAND", "BNODE", "UUID", "STRUUID"})
+_RX_CHUNK_CHARS = 8 << 20  # text per RE2 kernel call between deadline checks
+_RX_CHUNK_ROWS = 65536
 _BOOL_OPS = frozenset(
     {"||", "&&", "!", "=", "!=", "<", ">", "<=", ">=", "IN", "NOT IN", "BOUND", "SAMETERM",
      "ISIRI", "ISBLANK", "ISLITERAL"}
@@ -180,6 +185,17 @@ def _vars_of(expr) -> list[str]:
 
 def _exists_of(expr) -> list[Exists]:
     return [e for e in _walk(expr) if isinstance(e, Exists)]
+
+
+def _vector_regex(expr) -> bool:
+    """REGEX(text, "p"[, "f"]) / REPLACE(text, "p", "r"[, "f"]) with simple
+    literal constants: evaluated over a column at once (RE2 kernels)."""
+    if not isinstance(expr, Call) or expr.op not in ("REGEX", "REPLACE"):
+        return False
+    lo, hi = (2, 3) if expr.op == "REGEX" else (3, 4)
+    if not lo <= len(expr.args) <= hi or _nondeterministic(expr.args[0]) or _exists_of(expr.args[0]):
+        return False
+    return all(isinstance(a, Const) and a.key[0] == '"' and a.key[-1] == '"' for a in expr.args[1:])
 
 
 def _nondeterministic(expr) -> bool:
@@ -310,7 +326,72 @@ class _Evaluator:
                 out = self._arith_fast(expr)
                 if out is not None:
                     return out
+            if n and _vector_regex(expr):
+                out = self._regex_vector(expr)
+                if out is not None:
+                    return out
         return self._fallback(expr)
+
+    def _regex_vector(self, expr) -> np.ndarray | None:
+        """REGEX / REPLACE with constant pattern, flags and replacement over the
+        distinct string values of the text argument, in RE2 (pyarrow) chunk by
+        chunk with the deadline checked in between; None when the replacement
+        cannot be written for RE2 (the per-value path handles it)."""
+        ctx = self.ctx
+        args = [from_key(a.key).lexical if isinstance(a, Const) else None for a in expr.args]
+        is_regex = expr.op == "REGEX"
+        flags = (args[2] if len(args) == 3 else "") if is_regex else (args[3] if len(args) == 4 else "")
+        out = np.full(self.n, UNBOUND, dtype=np.int64)
+        try:
+            rx = xpath_regex(args[1], flags)
+            rewrite = None
+            if not is_regex:
+                if rx.search(""):
+                    raise ERR  # FORX0003
+                rewrite = _rewrite(args[2], rx.groups, rx.literal)
+                if rewrite is None:
+                    return None
+        except ExprError:
+            return out
+        text = self.ids(expr.args[0])
+        uniq, inv = np.unique(text, return_inverse=True)
+        inv = inv.reshape(-1)
+        res = np.full(len(uniq), UNBOUND, dtype=np.int64)
+        cand = np.flatnonzero(uniq >= 0)
+        pos: list[int] = []
+        lexes: list[str] = []
+        langs: list[str | None] = []
+        for j, k in zip(cand.tolist(), ctx.keys(uniq[cand]), strict=True):
+            if k is None or k[0] != '"' or k[-1] == ">":
+                continue  # only simple and language-tagged strings (xsd:string is folded)
+            t = from_key(k)
+            pos.append(j)
+            lexes.append(t.lexical)
+            langs.append(t.lang)
+        if is_regex:
+            t_id, f_id = self._bool_ids()
+        start = 0
+        while start < len(pos):
+            ctx.check_budget()
+            end, size = start, 0
+            while end < len(pos) and (end == start or (size < _RX_CHUNK_CHARS and end - start < _RX_CHUNK_ROWS)):
+                size += len(lexes[end])
+                end += 1
+            arr = pa.array(lexes[start:end], pa.large_string())
+            try:
+                if is_regex:
+                    hit = pc.match_substring_regex(arr, pattern=rx.text).to_numpy(zero_copy_only=False)
+                    res[pos[start:end]] = np.where(hit, t_id, f_id)
+                else:
+                    new = pc.replace_substring_regex(arr, pattern=rx.text, replacement=rewrite).to_pylist()
+                    res[pos[start:end]] = ctx.intern(
+                        [literal_key(v, lang=g) for v, g in zip(new, langs[start:end], strict=True)])
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeEncodeError):
+                return None  # a pattern or text Arrow's RE2 refuses: the per-value path decides
+            start = end
+        ctx.check_budget()
+        out[:] = res[inv]
+        return out
 
     def _int_values(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(is xsd:integer of an exactly representable value, int64 value) per id."""
@@ -680,8 +761,19 @@ class _Evaluator:
             cols[pseudo] = self._bools_to_ids(val, err)
             exists_names[ex] = pseudo
             names.append(pseudo)
-        scalar = _Scalar(ctx, exists_names)
         per_row = _nondeterministic(expr)
+        if not per_row:
+            # nested REGEX/REPLACE with constant patterns: whole column in RE2 first
+            for k, sub in enumerate(e for e in _walk(expr) if e is not expr and _vector_regex(e)):
+                if sub in exists_names:
+                    continue
+                got = self._regex_vector(sub)
+                if got is not None:
+                    pseudo = f"\x00regex{k}"
+                    cols[pseudo] = got
+                    exists_names[sub] = pseudo
+                    names.append(pseudo)
+        scalar = _Scalar(ctx, exists_names)
         if per_row:
             return self._per_row(expr, names, cols, scalar)
         if not names:
@@ -797,6 +889,11 @@ class _Scalar:
             return t
         if isinstance(expr, Call):
             op = expr.op
+            if op in ("REGEX", "REPLACE") and expr in self.exists_names:
+                t = env.get(self.exists_names[expr])  # evaluated over the column beforehand
+                if t is None:
+                    raise ERR
+                return t
             special = _SPECIAL.get(op)
             if special is not None:
                 return special(self, expr.args, env)
@@ -1239,7 +1336,16 @@ def _f_replace(s, text, pattern, repl, flags=None):
     r = _simple(repl)
     if rx.search(""):
         raise ERR  # pattern matching the empty string (FORX0003)
-    expand = _replacement(r, rx.groups, rx.literal)
+    parts = _replacement_parts(r, rx.groups, rx.literal)
+    lex = x.lexical
+    if len(lex) > _RX_LONG_TEXT:
+        rewrite = _rewrite(r, rx.groups, rx.literal)
+        if rewrite is not None:  # one long text: RE2's own loop, not one Python call per match
+            try:
+                arr = pa.array([lex], pa.large_string())
+                return _like(x, pc.replace_substring_regex(arr, pattern=rx.text, replacement=rewrite)[0].as_py())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeEncodeError):
+                pass
     ctx = s.ctx
     count = 0
 
@@ -1249,23 +1355,27 @@ def _f_replace(s, text, pattern, repl, flags=None):
         count += 1
         if count % _BUDGET_EVERY == 0:
             ctx.check_budget()
-        return expand(m)
+        return "".join(p if isinstance(p, str) else (m.group(p) or "") for p in parts)
 
     try:
-        return _like(x, rx.rx.sub(each, x.lexical))
+        return _like(x, rx.rx.sub(each, lex))
     except UnicodeEncodeError:
         raise ERR from None
 
 
-def _replacement(r: str, ngroups: int, literal: bool):
-    """The replacement function of an XPath replacement string: ``$N`` is
-    group N (the longest digit run naming an existing group), ``\\$`` and
-    ``\\\\`` are ``$`` and ``\\``; anything else with them is an error (FORX0004)."""
+_RX_LONG_TEXT = 4096
+
+
+def _replacement_parts(r: str, ngroups: int, literal: bool) -> list[str | int]:
+    r"""An XPath replacement string as literal pieces and group numbers: ``$N``
+    is group N (the longest digit run naming an existing group; a group past
+    the last one is empty), ``\$`` and ``\\`` are ``$`` and ``\``; any other
+    use of them is an error (FORX0004)."""
     if literal:
-        return lambda m: r
+        return [r]
     parts: list[str | int] = []
     i = 0
-    buf = []
+    buf: list[str] = []
     while i < len(r):
         c = r[i]
         if c == "\\":
@@ -1286,25 +1396,29 @@ def _replacement(r: str, ngroups: int, literal: bool):
             if buf:
                 parts.append("".join(buf))
                 buf = []
-            parts.append(num)
+            if num <= ngroups:
+                parts.append(num)
             i = j
             continue
         buf.append(c)
         i += 1
     if buf:
         parts.append("".join(buf))
+    return parts
 
-    def expand(m):
-        out = []
-        for p in parts:
-            if isinstance(p, int):
-                if p <= ngroups:
-                    out.append(m.group(p) or "")
-            else:
-                out.append(p)
-        return "".join(out)
 
-    return expand
+def _rewrite(r: str, ngroups: int, literal: bool) -> str | None:
+    r"""The replacement as an RE2 rewrite string (``\N`` groups, ``\\`` a
+    backslash); None when it names a group past 9, which RE2 cannot."""
+    out = []
+    for p in _replacement_parts(r, ngroups, literal):
+        if isinstance(p, int):
+            if p > 9:
+                return None
+            out.append("\\" + str(p))
+        else:
+            out.append(p.replace("\\", "\\\\"))
+    return "".join(out)
 
 
 def _f_substr(s, text, start, length=None):
@@ -1594,10 +1708,11 @@ _MAX_CP = 0x10FFFF
 class _Regex:
     """A compiled XPath pattern: ``search(text) -> bool``, ``groups``, ``sub``."""
 
-    __slots__ = ("rx", "groups", "literal")
+    __slots__ = ("rx", "text", "groups", "literal")
 
-    def __init__(self, rx, literal: bool):
+    def __init__(self, rx, text: str, literal: bool):
         self.rx = rx
+        self.text = text  # the RE2 pattern (flags inline), also for Arrow's RE2 kernels
         self.groups = rx.groups
         self.literal = literal
 
@@ -1620,8 +1735,9 @@ def xpath_regex(pattern: str, flags: str) -> _Regex:
     else:
         body = _translate_regex(pattern, "x" in flags, "m" in flags, "s" in flags)
     mode = "".join(c for c in "ims" if c in flags)
+    text = ("(?" + mode + ")" if mode else "") + body
     try:
-        rx = re2.compile(("(?" + mode + ")" if mode else "") + body, _RE2_OPTIONS)
+        rx = re2.compile(text, _RE2_OPTIONS)
     except re2.error as e:
         msg = str(e)
         if "repetition size" in msg:
@@ -1633,7 +1749,7 @@ def xpath_regex(pattern: str, flags: str) -> _Regex:
         raise ERR from None
     except UnicodeEncodeError:
         raise ERR from None
-    return _Regex(rx, "q" in flags)
+    return _Regex(rx, text, "q" in flags)
 
 
 _SINGLE_ESC = frozenset("nrt\\|.-^?*+{}()[]$")

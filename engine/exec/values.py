@@ -88,7 +88,7 @@ DECIMAL_PREC = 28  # significant digits of decimal division
 # expression errors; the term itself is kept as written), and a computed
 # integer or decimal beyond that many digits is an expression error (overflow).
 MAX_INTEGER_DIGITS = sys.get_int_max_str_digits() or 4300
-_MAX_INT_BITS = int(MAX_INTEGER_DIGITS * math.log2(10))  # every int this wide has <= that many digits
+_INT_BOUND = 10**MAX_INTEGER_DIGITS  # exclusive bound of the exact integers
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +116,9 @@ def parse_integer(lex: str) -> int | None:
 
 def checked_int(v: int) -> int:
     """``v`` if it can be written as an xsd:integer, else an expression error."""
-    if v.bit_length() > _MAX_INT_BITS:
-        raise ERR
-    return v
+    if -_INT_BOUND < v < _INT_BOUND:
+        return v
+    raise ERR
 
 
 def parse_decimal(lex: str) -> Decimal | None:
