@@ -345,3 +345,47 @@ def test_huge_integers_stored_then_used(clean_server):
                       timeout=30)
     assert r.status_code in (200, 204)
     assert _bindings(_no_500(u, "SELECT (?o + 1 AS ?n) { <urn:f> <urn:r> ?o }")) == [{}]
+
+
+# ---------------------------------------------------------------- column path == per-value path
+
+_TEXTS = ['"a\\"b"', '"línea\\nBa"@es', '"x"^^<urn:t>', "<urn:i>", f'"42"^^{XI}', '"AbAb"@en', '""',
+          '"back\\\\slash $1"', '"été 😀 été"@fr-ca', '"tab\\there\\r"']
+
+
+@pytest.mark.parametrize("args", [
+    '"b", "[$0]"', '"(a|b)", "<$1>", "i"', '"^.", "^"', '"\\\\\\\\", "/"', '"a$", "!"', '"é", "e"', '"\\\\s", "_"',
+    '"(.)(.)", "$2$1", "s"', '"a", "\\\\$\\\\\\\\"', '"\\\\p{Lu}", "U"', '"[^a-z]+", "", "i"', '"a", "z", "q"',
+])
+def test_column_replace_and_regex_agree_with_per_value_evaluation(args):
+    db = Database()
+    # 8 subjects per text: enough rows for the column-wise path also when nested
+    db.update("INSERT DATA { " + " ".join(f"<urn:s{i}x{k}> <urn:p> {t} ." for i, t in enumerate(_TEXTS)
+                                          for k in range(8)) + " }")
+    pattern, rest = args.split(", ", 1)
+    flags = rest.split(", ")[1] if ", " in rest else '""'
+    # CONCAT(pattern, "") makes the pattern non-constant: the per-value (scalar RE2) path
+    forms = {
+        "replace": (f"REPLACE(?o, {args})", f'REPLACE(?o, CONCAT({pattern}, ""), {rest})'),
+        "regex": (f"REGEX(?o, {pattern}, {flags})", f'REGEX(?o, CONCAT({pattern}, ""), {flags})'),
+    }
+    for kind, (column, per_value) in forms.items():
+        for wrap in ("{}", "STR({})"):  # at the top, and nested in the per-value evaluator
+            got = []
+            for e in (column, per_value):
+                r = db.query(f"SELECT ?s ?r {{ ?s <urn:p> ?o BIND({wrap.format(e)} AS ?r) }} ORDER BY ?s")
+                got.append(r.terms.keys(r.columns[1]))
+            assert got[0] == got[1], (kind, wrap, args, got)
+            assert any(v is not None for v in got[0])
+
+
+def test_string_keys_round_trip():
+    from engine.exec.functions import _string_key_list, _string_keys  # noqa: PLC0415
+    from engine.terms import literal_key  # noqa: PLC0415
+
+    vals = [("a", None), ('a"b\\c\nd\re', "en"), ("", None), ("é😀", "fr-ca")]
+    keys = [literal_key(v, lang=g) for v, g in vals] + ["<urn:x>", f'"1"^^{XI}', None, "_:b"]
+    pos, bodies, tags = _string_keys(keys)
+    assert pos.tolist() == [0, 1, 2, 3]
+    assert bodies.to_pylist() == [v for v, _ in vals]
+    assert _string_key_list(bodies, tags) == keys[:4]

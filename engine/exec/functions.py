@@ -59,8 +59,8 @@ from engine.terms import (
     Literal,
     Term,
     from_key,
-    literal_key,
     to_key,
+    unescape_string,
 )
 
 UNBOUND = -1
@@ -198,6 +198,36 @@ def _vector_regex(expr) -> bool:
     return all(isinstance(a, Const) and a.key[0] == '"' and a.key[-1] == '"' for a in expr.args[1:])
 
 
+_STRING_KEY = r'^"(?P<b>.*)"(?:@(?P<l>[A-Za-z0-9-]+))?$'  # simple or language-tagged string keys
+
+
+def _string_keys(keys: list) -> tuple[np.ndarray, pa.Array, pa.Array]:
+    """(positions, lexical forms, language tags or "") of the simple and
+    language-tagged string literals among term keys, unescaped, column-wise."""
+    arr = pa.array(keys, pa.large_string())
+    parts = pc.extract_regex(arr, pattern=_STRING_KEY)
+    ok = parts.is_valid().to_numpy(zero_copy_only=False)
+    pos = np.flatnonzero(ok)
+    parts = parts.filter(pa.array(ok))
+    bodies, tags = parts.field("b"), parts.field("l")
+    esc = pc.match_substring(bodies, "\\").to_numpy(zero_copy_only=False)
+    if esc.any():  # keys escape only \\ \" \n \r: rare, resolved one by one
+        fixed = [unescape_string(b) for b in bodies.filter(pa.array(esc)).to_pylist()]
+        bodies = pc.replace_with_mask(bodies, pa.array(esc), pa.array(fixed, pa.large_string()))
+    return pos, bodies, tags
+
+
+def _string_key_list(lexes: pa.Array, tags: pa.Array) -> list[str]:
+    """Keys of string literals from lexical forms and tags ("" = none)."""
+    body = lexes
+    for a, b in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r")):
+        body = pc.replace_substring(body, a, b)
+    quote, at, empty = (pa.scalar(c, pa.large_string()) for c in ('"', "@", ""))
+    body = pc.binary_join_element_wise(quote, body.cast(pa.large_string()), quote, empty)
+    tagged = pc.binary_join_element_wise(body, tags.cast(pa.large_string()), at)
+    return pc.if_else(pc.equal(tags, ""), body, tagged).to_pylist()
+
+
 def _nondeterministic(expr) -> bool:
     return any(isinstance(e, Call) and e.op in _NONDETERMINISTIC for e in _walk(expr))
 
@@ -332,66 +362,87 @@ class _Evaluator:
                     return out
         return self._fallback(expr)
 
-    def _regex_vector(self, expr) -> np.ndarray | None:
-        """REGEX / REPLACE with constant pattern, flags and replacement over the
-        distinct string values of the text argument, in RE2 (pyarrow) chunk by
-        chunk with the deadline checked in between; None when the replacement
-        cannot be written for RE2 (the per-value path handles it)."""
+    def _regex_run(self, expr):
+        """Run a REGEX / REPLACE with constant pattern, flags and replacement
+        over the distinct string values of its text argument in RE2 (Arrow's
+        kernels), chunk by chunk with the deadline checked in between.
+        Returns (uniq ids, inverse, positions in uniq of the strings, their
+        lexical forms, tags, results: bools or new lexical forms); () when the
+        pattern is an error for every row; None when the per-value path must
+        decide (a replacement naming group 10 or more, a pattern Arrow refuses)."""
         ctx = self.ctx
-        args = [from_key(a.key).lexical if isinstance(a, Const) else None for a in expr.args]
+        args = [from_key(a.key).lexical for a in expr.args[1:]]
         is_regex = expr.op == "REGEX"
-        flags = (args[2] if len(args) == 3 else "") if is_regex else (args[3] if len(args) == 4 else "")
-        out = np.full(self.n, UNBOUND, dtype=np.int64)
+        flags = args[-1] if len(args) == (2 if is_regex else 3) else ""
         try:
-            rx = xpath_regex(args[1], flags)
+            rx = xpath_regex(args[0], flags)
             rewrite = None
             if not is_regex:
                 if rx.search(""):
                     raise ERR  # FORX0003
-                rewrite = _rewrite(args[2], rx.groups, rx.literal)
+                rewrite = _rewrite(args[1], rx.groups, rx.literal)
                 if rewrite is None:
                     return None
         except ExprError:
-            return out
+            return ()
         text = self.ids(expr.args[0])
         uniq, inv = np.unique(text, return_inverse=True)
-        inv = inv.reshape(-1)
-        res = np.full(len(uniq), UNBOUND, dtype=np.int64)
         cand = np.flatnonzero(uniq >= 0)
-        pos: list[int] = []
-        lexes: list[str] = []
-        langs: list[str | None] = []
-        for j, k in zip(cand.tolist(), ctx.keys(uniq[cand]), strict=True):
-            if k is None or k[0] != '"' or k[-1] == ">":
-                continue  # only simple and language-tagged strings (xsd:string is folded)
-            t = from_key(k)
-            pos.append(j)
-            lexes.append(t.lexical)
-            langs.append(t.lang)
-        if is_regex:
-            t_id, f_id = self._bool_ids()
-        start = 0
-        while start < len(pos):
+        pos, bodies, tags = _string_keys(ctx.keys(uniq[cand]))
+        results = []
+        start, m = 0, len(pos)
+        while start < m:
             ctx.check_budget()
-            end, size = start, 0
-            while end < len(pos) and (end == start or (size < _RX_CHUNK_CHARS and end - start < _RX_CHUNK_ROWS)):
-                size += len(lexes[end])
-                end += 1
-            arr = pa.array(lexes[start:end], pa.large_string())
+            end = min(m, start + _RX_CHUNK_ROWS)
+            chunk = bodies.slice(start, end - start)
+            while end - start > 1 and pc.sum(pc.binary_length(chunk)).as_py() > _RX_CHUNK_CHARS:
+                end = start + (end - start) // 2
+                chunk = bodies.slice(start, end - start)
             try:
                 if is_regex:
-                    hit = pc.match_substring_regex(arr, pattern=rx.text).to_numpy(zero_copy_only=False)
-                    res[pos[start:end]] = np.where(hit, t_id, f_id)
+                    results.append(pc.match_substring_regex(chunk, pattern=rx.text))
                 else:
-                    new = pc.replace_substring_regex(arr, pattern=rx.text, replacement=rewrite).to_pylist()
-                    res[pos[start:end]] = ctx.intern(
-                        [literal_key(v, lang=g) for v, g in zip(new, langs[start:end], strict=True)])
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeEncodeError):
-                return None  # a pattern or text Arrow's RE2 refuses: the per-value path decides
+                    results.append(pc.replace_substring_regex(chunk, pattern=rx.text, replacement=rewrite))
+            except pa.ArrowInvalid:
+                return None
             start = end
         ctx.check_budget()
-        out[:] = res[inv]
-        return out
+        got = pa.concat_arrays(results) if results else pa.array([], pa.bool_() if is_regex else pa.large_string())
+        return uniq, inv.reshape(-1), cand[pos], bodies, tags, got
+
+    def _regex_vector(self, expr) -> np.ndarray | None:
+        """Ids of a column-wise REGEX / REPLACE (see _regex_run); None for the
+        per-value path."""
+        run = self._regex_run(expr)
+        if run is None:
+            return None
+        out = np.full(self.n, UNBOUND, dtype=np.int64)
+        if not run:
+            return out
+        uniq, inv, pos, _, tags, got = run
+        res = np.full(len(uniq), UNBOUND, dtype=np.int64)
+        if expr.op == "REGEX":
+            t_id, f_id = self._bool_ids()
+            res[pos] = np.where(got.to_numpy(zero_copy_only=False), t_id, f_id)
+        else:
+            res[pos] = self.ctx.intern(_string_key_list(got, tags))
+        return res[inv]
+
+    def _regex_table(self, expr) -> dict | None:
+        """A nested column-wise REGEX / REPLACE as a table (lexical form, tag)
+        -> result term for the per-value evaluator: no interning of results."""
+        run = self._regex_run(expr)
+        if run is None:
+            return None
+        if not run:
+            return {}
+        _, _, _, bodies, tags, got = run
+        lex, tag = bodies.to_pylist(), tags.to_pylist()
+        if expr.op == "REGEX":
+            vals = [V.TRUE if h else V.FALSE for h in got.to_pylist()]
+        else:
+            vals = [Literal(v, RDF_LANGSTRING, g) if g else Literal(v) for v, g in zip(got.to_pylist(), tag, strict=True)]
+        return dict(zip(zip(lex, tag, strict=True), vals, strict=True))
 
     def _int_values(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(is xsd:integer of an exactly representable value, int64 value) per id."""
@@ -761,19 +812,15 @@ class _Evaluator:
             cols[pseudo] = self._bools_to_ids(val, err)
             exists_names[ex] = pseudo
             names.append(pseudo)
-        per_row = _nondeterministic(expr)
-        if not per_row:
-            # nested REGEX/REPLACE with constant patterns: whole column in RE2 first
-            for k, sub in enumerate(e for e in _walk(expr) if e is not expr and _vector_regex(e)):
-                if sub in exists_names:
-                    continue
-                got = self._regex_vector(sub)
-                if got is not None:
-                    pseudo = f"\x00regex{k}"
-                    cols[pseudo] = got
-                    exists_names[sub] = pseudo
-                    names.append(pseudo)
         scalar = _Scalar(ctx, exists_names)
+        per_row = _nondeterministic(expr)
+        if not per_row and n >= _CLASSIFY_MIN_ROWS:
+            # nested REGEX/REPLACE with constant patterns: the whole column in RE2 first
+            for sub in _walk(expr):
+                if sub is not expr and _vector_regex(sub) and id(sub) not in scalar.tables:
+                    table = self._regex_table(sub)
+                    if table is not None:
+                        scalar.tables[id(sub)] = table
         if per_row:
             return self._per_row(expr, names, cols, scalar)
         if not names:
@@ -873,6 +920,7 @@ class _Scalar:
     def __init__(self, ctx, exists_names: dict):
         self.ctx = ctx
         self.exists_names = exists_names
+        self.tables: dict[int, dict] = {}  # id(REGEX/REPLACE call) -> (lexical, tag) -> result
         self.row = 0
         self._consts: dict[str, Term] = {}
 
@@ -889,11 +937,14 @@ class _Scalar:
             return t
         if isinstance(expr, Call):
             op = expr.op
-            if op in ("REGEX", "REPLACE") and expr in self.exists_names:
-                t = env.get(self.exists_names[expr])  # evaluated over the column beforehand
-                if t is None:
-                    raise ERR
-                return t
+            if self.tables and op in ("REGEX", "REPLACE"):
+                table = self.tables.get(id(expr))  # evaluated over the column beforehand
+                if table is not None:
+                    t = self.eval(expr.args[0], env)
+                    if isinstance(t, Literal):
+                        r = table.get((t.lexical, t.lang or ""))
+                        if r is not None:
+                            return r
             special = _SPECIAL.get(op)
             if special is not None:
                 return special(self, expr.args, env)
