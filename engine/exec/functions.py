@@ -1939,26 +1939,32 @@ _CATEGORIES = frozenset(
 )
 
 
-@lru_cache(maxsize=64)
-def _category_set(name: str) -> list[tuple[int, int]]:
-    """Ranges of a Unicode general category (one- or two-letter name), computed
-    once from ``unicodedata`` (the same tables as the rest of the engine)."""
+@lru_cache(maxsize=1)
+def _all_categories() -> dict[str, list[tuple[int, int]]]:
+    """Ranges of every Unicode general category (two-letter names), from
+    ``unicodedata`` (the same tables as the rest of the engine), in one pass
+    on first use so no query pays for more than one."""
     import unicodedata  # noqa: PLC0415 - only for \p{..} patterns
 
-    out: list[tuple[int, int]] = []
-    start = prev = None
+    out: dict[str, list[tuple[int, int]]] = {}
+    cur, start = None, 0
     for cp in range(_MAX_CP + 1):
         cat = unicodedata.category(chr(cp))
-        if cat == name if len(name) == 2 else cat[0] == name:
-            if start is None:
-                start = cp
-            prev = cp
-        elif start is not None:
-            out.append((start, prev))
-            start = None
-    if start is not None:
-        out.append((start, prev))
+        if cat != cur:
+            if cur is not None:
+                out.setdefault(cur, []).append((start, cp - 1))
+            cur, start = cat, cp
+    out.setdefault(cur, []).append((start, _MAX_CP))
     return out
+
+
+@lru_cache(maxsize=64)
+def _category_set(name: str) -> list[tuple[int, int]]:
+    """Ranges of a Unicode general category (one- or two-letter name)."""
+    cats = _all_categories()
+    if len(name) == 2:
+        return cats.get(name, [])
+    return _union(*(r for c, r in cats.items() if c[0] == name))
 
 
 def _property_ranges(name: str) -> list[tuple[int, int]]:
