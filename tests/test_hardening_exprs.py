@@ -100,6 +100,7 @@ def test_regex_over_a_column_of_adversarial_texts(make_server):
     ("\\\\p{IsBasicLatin}", "block"),
     ("a{1001}", "repetition"),
     ("(a{1000}){1000}", "repetition"),
+    ("\\\\w{1000}", "too large"),
 ])
 def test_unsupported_regex_feature_is_a_400_naming_it(server, pattern, word):
     for q in (f'ASK {{ FILTER(REGEX("abab", "{pattern}")) }}',

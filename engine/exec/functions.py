@@ -1757,7 +1757,7 @@ _MAX_CP = 0x10FFFF
 
 
 class _Regex:
-    """A compiled XPath pattern: ``search(text) -> bool``, ``groups``, ``sub``."""
+    """A compiled XPath pattern: the RE2 object, its text, group count, q flag."""
 
     __slots__ = ("rx", "text", "groups", "literal")
 
