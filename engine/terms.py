@@ -85,10 +85,13 @@ def escape_lexical(text: str) -> str:
 
 
 def _unescape_one(m: re.Match) -> str:
-    if m.group(1) is not None:
-        return chr(int(m.group(1), 16))
-    if m.group(2) is not None:
-        return chr(int(m.group(2), 16))
+    hexd = m.group(1) or m.group(2)
+    if hexd is not None:
+        cp = int(hexd, 16)
+        if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+            raise ValueError(f"invalid codepoint escape \\{'u' if m.group(1) else 'U'}{hexd}: "
+                             "not a Unicode scalar value")
+        return chr(cp)
     c = m.group(3)
     if c in _SIMPLE_ESCAPES:
         return _SIMPLE_ESCAPES[c]

@@ -136,7 +136,7 @@ class _Numerics:
             j = int(idx[pos])
             self.ranks[j] = n.rank
             self.exact[j] = n
-            self.floats[j] = float(n.v)
+            self.floats[j] = V.to_double(n.v)
             if n.rank == V.INTEGER:
                 if abs(n.v) < 2**53:
                     self.ints[j] = n.v
@@ -225,10 +225,14 @@ def _sum_avg(is_avg: bool, ids, gi, n_groups, ctx) -> np.ndarray:
     return out
 
 
-def _result_key(total: V.Num, count: int, is_avg: bool) -> str:
-    if is_avg:
-        total = V.numeric_op("/", total, V.Num(V.INTEGER, count))
-    lit = V.num_literal(total)
+def _result_key(total: V.Num, count: int, is_avg: bool) -> str | None:
+    """Key of a SUM/AVG result; None (an error: unbound) when it overflows."""
+    try:
+        if is_avg:
+            total = V.numeric_op("/", total, V.Num(V.INTEGER, count))
+        lit = V.num_literal(total)
+    except V.ExprError:
+        return None
     return literal_key(lit.lexical, lit.datatype)
 
 

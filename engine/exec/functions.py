@@ -32,7 +32,11 @@ from decimal import Decimal
 from functools import lru_cache
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import re2
 
+from engine.errors import UnsupportedError
 from engine.exec import values as V
 from engine.exec.algebra import Call, Const, Exists, FunctionCall, Var
 from engine.exec.context import StringMeter
@@ -57,10 +61,11 @@ from engine.terms import (
     Term,
     from_key,
     to_key,
+    unescape_string,
 )
 
 UNBOUND = -1
-_BUDGET_EVERY = 4096
+_BUDGET_EVERY = 512  # loop iterations between deadline checks (a check costs ~0.1 us)
 
 # ---------------------------------------------------------------- public API
 
@@ -151,6 +156,8 @@ _C_STRING, _C_LANG, _C_BOOLEAN, _C_DATETIME_TZ, _C_DATETIME, _C_DATE_TZ, _C_DATE
 _FAMILY = np.array([0, 1, 2, 3, 4, 4, 6, 6], dtype=np.int8)
 _CLASSIFY_MIN_ROWS = 64
 _NONDETERMINISTIC = frozenset({"RAND", "BNODE", "UUID", "STRUUID"})
+_RX_CHUNK_CHARS = 8 << 20  # text per RE2 kernel call between deadline checks
+_RX_CHUNK_ROWS = 65536
 _BOOL_OPS = frozenset(
     {"||", "&&", "!", "=", "!=", "<", ">", "<=", ">=", "IN", "NOT IN", "BOUND", "SAMETERM",
      "ISIRI", "ISBLANK", "ISLITERAL"}
@@ -179,6 +186,47 @@ def _vars_of(expr) -> list[str]:
 
 def _exists_of(expr) -> list[Exists]:
     return [e for e in _walk(expr) if isinstance(e, Exists)]
+
+
+def _vector_regex(expr) -> bool:
+    """REGEX(text, "p"[, "f"]) / REPLACE(text, "p", "r"[, "f"]) with simple
+    literal constants: evaluated over a column at once (RE2 kernels)."""
+    if not isinstance(expr, Call) or expr.op not in ("REGEX", "REPLACE"):
+        return False
+    lo, hi = (2, 3) if expr.op == "REGEX" else (3, 4)
+    if not lo <= len(expr.args) <= hi or _nondeterministic(expr.args[0]) or _exists_of(expr.args[0]):
+        return False
+    return all(isinstance(a, Const) and a.key[0] == '"' and a.key[-1] == '"' for a in expr.args[1:])
+
+
+_STRING_KEY = r'^"(?P<b>.*)"(?:@(?P<l>[A-Za-z0-9-]+))?$'  # simple or language-tagged string keys
+
+
+def _string_keys(keys: list) -> tuple[np.ndarray, pa.Array, pa.Array]:
+    """(positions, lexical forms, language tags or "") of the simple and
+    language-tagged string literals among term keys, unescaped, column-wise."""
+    arr = pa.array(keys, pa.large_string())
+    parts = pc.extract_regex(arr, pattern=_STRING_KEY)
+    ok = parts.is_valid().to_numpy(zero_copy_only=False)
+    pos = np.flatnonzero(ok)
+    parts = parts.filter(pa.array(ok))
+    bodies, tags = parts.field("b"), parts.field("l")
+    esc = pc.match_substring(bodies, "\\").to_numpy(zero_copy_only=False)
+    if esc.any():  # keys escape only \\ \" \n \r: rare, resolved one by one
+        fixed = [unescape_string(b) for b in bodies.filter(pa.array(esc)).to_pylist()]
+        bodies = pc.replace_with_mask(bodies, pa.array(esc), pa.array(fixed, pa.large_string()))
+    return pos, bodies, tags
+
+
+def _string_key_list(lexes: pa.Array, tags: pa.Array) -> list[str]:
+    """Keys of string literals from lexical forms and tags ("" = none)."""
+    body = lexes
+    for a, b in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r")):
+        body = pc.replace_substring(body, a, b)
+    quote, at, empty = (pa.scalar(c, pa.large_string()) for c in ('"', "@", ""))
+    body = pc.binary_join_element_wise(quote, body.cast(pa.large_string()), quote, empty)
+    tagged = pc.binary_join_element_wise(body, tags.cast(pa.large_string()), at)
+    return pc.if_else(pc.equal(tags, ""), body, tagged).to_pylist()
 
 
 def _nondeterministic(expr) -> bool:
@@ -309,7 +357,93 @@ class _Evaluator:
                 out = self._arith_fast(expr)
                 if out is not None:
                     return out
+            if n and _vector_regex(expr):
+                out = self._regex_vector(expr)
+                if out is not None:
+                    return out
         return self._fallback(expr)
+
+    def _regex_run(self, expr):
+        """Run a REGEX / REPLACE with constant pattern, flags and replacement
+        over the distinct string values of its text argument in RE2 (Arrow's
+        kernels), chunk by chunk with the deadline checked in between.
+        Returns (uniq ids, inverse, positions in uniq of the strings, their
+        lexical forms, tags, results: bools or new lexical forms); () when the
+        pattern is an error for every row; None when the per-value path must
+        decide (a replacement naming group 10 or more, a pattern Arrow refuses)."""
+        ctx = self.ctx
+        args = [from_key(a.key).lexical for a in expr.args[1:]]
+        is_regex = expr.op == "REGEX"
+        flags = args[-1] if len(args) == (2 if is_regex else 3) else ""
+        try:
+            rx = xpath_regex(args[0], flags)
+            rewrite = None
+            if not is_regex:
+                if rx.search(""):
+                    raise ERR  # FORX0003
+                rewrite = _rewrite(args[1], rx.groups, rx.literal)
+                if rewrite is None:
+                    return None
+        except ExprError:
+            return ()
+        text = self.ids(expr.args[0])
+        uniq, inv = np.unique(text, return_inverse=True)
+        cand = np.flatnonzero(uniq >= 0)
+        pos, bodies, tags = _string_keys(ctx.keys(uniq[cand]))
+        results = []
+        start, m = 0, len(pos)
+        while start < m:
+            ctx.check_budget()
+            end = min(m, start + _RX_CHUNK_ROWS)
+            chunk = bodies.slice(start, end - start)
+            while end - start > 1 and pc.sum(pc.binary_length(chunk)).as_py() > _RX_CHUNK_CHARS:
+                end = start + (end - start) // 2
+                chunk = bodies.slice(start, end - start)
+            try:
+                if is_regex:
+                    results.append(pc.match_substring_regex(chunk, pattern=rx.text))
+                else:
+                    results.append(pc.replace_substring_regex(chunk, pattern=rx.text, replacement=rewrite))
+            except pa.ArrowInvalid:
+                return None
+            start = end
+        ctx.check_budget()
+        got = pa.concat_arrays(results) if results else pa.array([], pa.bool_() if is_regex else pa.large_string())
+        return uniq, inv.reshape(-1), cand[pos], bodies, tags, got
+
+    def _regex_vector(self, expr) -> np.ndarray | None:
+        """Ids of a column-wise REGEX / REPLACE (see _regex_run); None for the
+        per-value path."""
+        run = self._regex_run(expr)
+        if run is None:
+            return None
+        out = np.full(self.n, UNBOUND, dtype=np.int64)
+        if not run:
+            return out
+        uniq, inv, pos, _, tags, got = run
+        res = np.full(len(uniq), UNBOUND, dtype=np.int64)
+        if expr.op == "REGEX":
+            t_id, f_id = self._bool_ids()
+            res[pos] = np.where(got.to_numpy(zero_copy_only=False), t_id, f_id)
+        else:
+            res[pos] = self.ctx.intern(_string_key_list(got, tags))
+        return res[inv]
+
+    def _regex_table(self, expr) -> dict | None:
+        """A nested column-wise REGEX / REPLACE as a table (lexical form, tag)
+        -> result term for the per-value evaluator: no interning of results."""
+        run = self._regex_run(expr)
+        if run is None:
+            return None
+        if not run:
+            return {}
+        _, _, _, bodies, tags, got = run
+        lex, tag = bodies.to_pylist(), tags.to_pylist()
+        if expr.op == "REGEX":
+            vals = [V.TRUE if h else V.FALSE for h in got.to_pylist()]
+        else:
+            vals = [Literal(v, RDF_LANGSTRING, g) if g else Literal(v) for v, g in zip(got.to_pylist(), tag, strict=True)]
+        return dict(zip(zip(lex, tag, strict=True), vals, strict=True))
 
     def _int_values(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(is xsd:integer of an exactly representable value, int64 value) per id."""
@@ -681,6 +815,13 @@ class _Evaluator:
             names.append(pseudo)
         scalar = _Scalar(ctx, exists_names)
         per_row = _nondeterministic(expr)
+        if not per_row and n >= _CLASSIFY_MIN_ROWS:
+            # nested REGEX/REPLACE with constant patterns: the whole column in RE2 first
+            for sub in _walk(expr):
+                if sub is not expr and _vector_regex(sub) and id(sub) not in scalar.tables:
+                    table = self._regex_table(sub)
+                    if table is not None:
+                        scalar.tables[id(sub)] = table
         if per_row:
             return self._per_row(expr, names, cols, scalar)
         if not names:
@@ -782,6 +923,7 @@ class _Scalar:
     def __init__(self, ctx, exists_names: dict):
         self.ctx = ctx
         self.exists_names = exists_names
+        self.tables: dict[int, dict] = {}  # id(REGEX/REPLACE call) -> (lexical, tag) -> result
         self.row = 0
         self._consts: dict[str, Term] = {}
 
@@ -798,6 +940,14 @@ class _Scalar:
             return t
         if isinstance(expr, Call):
             op = expr.op
+            if self.tables and op in ("REGEX", "REPLACE"):
+                table = self.tables.get(id(expr))  # evaluated over the column beforehand
+                if table is not None:
+                    t = self.eval(expr.args[0], env)
+                    if isinstance(t, Literal):
+                        r = table.get((t.lexical, t.lang or ""))
+                        if r is not None:
+                            return r
             special = _SPECIAL.get(op)
             if special is not None:
                 return special(self, expr.args, env)
@@ -1231,25 +1381,55 @@ def _f_isnumeric(s, t):
 def _f_regex(s, text, pattern, flags=None):
     x = _string_lit(text)
     rx = xpath_regex(_simple(pattern), "" if flags is None else _simple(flags))
-    return V.bool_literal(rx.search(x.lexical) is not None)
+    return V.bool_literal(rx.search(x.lexical))
 
 
 def _f_replace(s, text, pattern, repl, flags=None):
     x = _string_lit(text)
     rx = xpath_regex(_simple(pattern), "" if flags is None else _simple(flags))
     r = _simple(repl)
-    if rx.search("") is not None and rx.fullmatch("") is not None:
+    if rx.search(""):
         raise ERR  # pattern matching the empty string (FORX0003)
-    expand = _replacement(r, rx.groups, "q" in ("" if flags is None else _simple(flags)))
-    return _like(x, rx.sub(expand, x.lexical))
+    parts = _replacement_parts(r, rx.groups, rx.literal)
+    lex = x.lexical
+    if len(lex) > _RX_LONG_TEXT:
+        rewrite = _rewrite(r, rx.groups, rx.literal)
+        if rewrite is not None:  # one long text: RE2's own loop, not one Python call per match
+            try:
+                arr = pa.array([lex], pa.large_string())
+                return _like(x, pc.replace_substring_regex(arr, pattern=rx.text, replacement=rewrite)[0].as_py())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeEncodeError):
+                pass
+    ctx = s.ctx
+    count = 0
+
+    def each(m):
+        # one text can hold millions of matches: keep the deadline in force
+        nonlocal count
+        count += 1
+        if count % _BUDGET_EVERY == 0:
+            ctx.check_budget()
+        return "".join(p if isinstance(p, str) else (m.group(p) or "") for p in parts)
+
+    try:
+        return _like(x, rx.rx.sub(each, lex))
+    except UnicodeEncodeError:
+        raise ERR from None
 
 
-def _replacement(r: str, ngroups: int, literal: bool):
+_RX_LONG_TEXT = 4096
+
+
+def _replacement_parts(r: str, ngroups: int, literal: bool) -> list[str | int]:
+    r"""An XPath replacement string as literal pieces and group numbers: ``$N``
+    is group N (the longest digit run naming an existing group; a group past
+    the last one is empty), ``\$`` and ``\\`` are ``$`` and ``\``; any other
+    use of them is an error (FORX0004)."""
     if literal:
-        return lambda m: r
+        return [r]
     parts: list[str | int] = []
     i = 0
-    buf = []
+    buf: list[str] = []
     while i < len(r):
         c = r[i]
         if c == "\\":
@@ -1270,37 +1450,41 @@ def _replacement(r: str, ngroups: int, literal: bool):
             if buf:
                 parts.append("".join(buf))
                 buf = []
-            parts.append(num)
+            if num <= ngroups:
+                parts.append(num)
             i = j
             continue
         buf.append(c)
         i += 1
     if buf:
         parts.append("".join(buf))
+    return parts
 
-    def expand(m):
-        out = []
-        for p in parts:
-            if isinstance(p, int):
-                if p <= ngroups:
-                    out.append(m.group(p) or "")
-            else:
-                out.append(p)
-        return "".join(out)
 
-    return expand
+def _rewrite(r: str, ngroups: int, literal: bool) -> str | None:
+    r"""The replacement as an RE2 rewrite string (``\N`` groups, ``\\`` a
+    backslash); None when it names a group past 9, which RE2 cannot."""
+    out = []
+    for p in _replacement_parts(r, ngroups, literal):
+        if isinstance(p, int):
+            if p > 9:
+                return None
+            out.append("\\" + str(p))
+        else:
+            out.append(p.replace("\\", "\\\\"))
+    return "".join(out)
 
 
 def _f_substr(s, text, start, length=None):
     x = _string_lit(text)
-    st = _xpath_round_float(float(_num(start).v))
+    st = _xpath_round_float(V.to_double(_num(start).v))
     chars = x.lexical
     if length is None:
         if math.isnan(st):
             return _like(x, "")
         first = max(st, 1.0)
         return _like(x, chars[int(first) - 1:] if first != math.inf else "")
-    ln = _xpath_round_float(float(_num(length).v))
+    ln = _xpath_round_float(V.to_double(_num(length).v))
     end = st + ln  # positions p with st <= p < end
     if math.isnan(end) or math.isnan(st):
         return _like(x, "")
@@ -1429,10 +1613,10 @@ def _cast_integer_value(t: Term) -> int:
         if n.rank == V.INTEGER:
             return n.v
         if n.rank == V.DECIMAL:
-            return int(n.v)
+            return V.checked_int(int(n.v))
         if math.isnan(n.v) or math.isinf(n.v):
             raise ERR
-        return int(n.v)
+        return V.checked_int(int(n.v))
     raise ERR
 
 
@@ -1487,7 +1671,7 @@ def _cast_floating(rank: int):
                 raise ERR
             x = float(b)
         elif kind == "numeric":
-            x = float(_num(lit).v)
+            x = V.to_double(_num(lit).v)
         else:
             raise ERR
         if rank == V.FLOAT:
@@ -1561,75 +1745,196 @@ def call_function(iri: str, args: list[Term]) -> Term:
 
 
 # ---------------------------------------------------------------- XPath regex
+#
+# User patterns run on RE2 (google-re2), whose matching time is linear in the
+# text: a backtracking engine (Python's re) can run for ever on patterns such
+# as ^(a|aa)+$ while holding the GIL, which no deadline can interrupt. XPath
+# syntax is translated to RE2 syntax here; XPath features RE2 cannot do are an
+# UnsupportedError (HTTP 400 naming the feature), invalid patterns an
+# expression error (FORX0002 -> unbound / FILTER false).
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+_MAX_REPEAT = 1000  # RE2's largest repetition count
+_MAX_CP = 0x10FFFF
 
 
-@lru_cache(maxsize=512)
-def xpath_regex(pattern: str, flags: str) -> re.Pattern:
+class _Regex:
+    """A compiled XPath pattern: the RE2 object, its text, group count, q flag."""
+
+    __slots__ = ("rx", "text", "groups", "literal")
+
+    def __init__(self, rx, text: str, literal: bool):
+        self.rx = rx
+        self.text = text  # the RE2 pattern (flags inline), also for Arrow's RE2 kernels
+        self.groups = rx.groups
+        self.literal = literal
+
+    def search(self, text: str) -> bool:
+        try:
+            return self.rx.search(text) is not None
+        except UnicodeEncodeError:  # a lone surrogate cannot be matched as UTF-8
+            raise ERR from None
+
+
+@lru_cache(maxsize=64)
+def xpath_regex(pattern: str, flags: str) -> _Regex:
     """Compile an XPath/XSD regular expression with XPath flags (s m i x q)
-    into a Python pattern; raises ExprError on invalid input."""
-    f = 0
-    for c in flags:
-        if c == "i":
-            f |= re.IGNORECASE
-        elif c == "s":
-            f |= re.DOTALL
-        elif c == "m":
-            f |= re.MULTILINE
-        elif c not in "xq":
-            raise ERR
+    for RE2; raises ExprError on an invalid pattern or flag, UnsupportedError
+    on a valid XPath feature RE2 cannot evaluate."""
+    if any(c not in "smixq" for c in flags):
+        raise ERR
     if "q" in flags:
-        py = re.escape(pattern)
+        body = re2.escape(pattern)
     else:
-        py = _translate_regex(pattern, "x" in flags, "m" in flags)
+        body = _translate_regex(pattern, "x" in flags, "m" in flags, "s" in flags)
+    mode = "".join(c for c in "ims" if c in flags)
+    text = ("(?" + mode + ")" if mode else "") + body
     try:
-        return re.compile(py, f)
-    except (re.error, OverflowError, RecursionError):
+        rx = re2.compile(text, _RE2_OPTIONS)
+    except re2.error as e:
+        msg = str(e)
+        if "repetition size" in msg:
+            raise UnsupportedError(
+                "regular expression: repetition counts above 1000 (nested counts multiply) are not "
+                "supported by the linear-time regex engine") from None
+        if "too large" in msg or "too big" in msg:
+            raise UnsupportedError("regular expression too large for the regex engine") from None
         raise ERR from None
+    except UnicodeEncodeError:
+        raise ERR from None
+    return _Regex(rx, text, "q" in flags)
 
 
-def _translate_regex(p: str, strip_ws: bool, multiline: bool) -> str:
+_SINGLE_ESC = frozenset("nrt\\|.-^?*+{}()[]$")
+_QUANT_RE = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
+
+
+def _translate_regex(p: str, strip_ws: bool, multiline: bool, dotall: bool) -> str:
     out: list[str] = []
     i = 0
-    depth = 0  # inside a character class
-    while i < len(p):
+    n = len(p)
+    in_class = False
+    class_open = 0  # index in p just after '[' / '[^' of the open class
+    while i < n:
         c = p[i]
-        if c == "\\" and i + 1 < len(p):
-            nxt = p[i + 1]
-            if nxt in "pP" and i + 2 < len(p) and p[i + 2] == "{":
+        if c == "\\":
+            if i + 1 >= n:
+                raise ERR
+            d = p[i + 1]
+            if d in "pP":
+                if i + 2 >= n or p[i + 2] != "{":
+                    raise ERR
                 j = p.find("}", i + 3)
                 if j < 0:
                     raise ERR
-                cls = _unicode_class(p[i + 3:j], nxt == "P", depth > 0)
-                out.append(cls)
+                out.append(_class_text(_property_ranges(p[i + 3:j]), d == "P", in_class))
                 i = j + 1
                 continue
-            if nxt in "ic":
-                cls = r"A-Za-z_:\u00C0-\uFFFF" if nxt == "i" else r"\-.0-9A-Za-z_:\u00B7\u00C0-\uFFFF"
-                out.append(cls if depth else "[" + cls + "]")
+            if d in _CLASS_ESC:
+                out.append(_class_text(_CLASS_ESC[d.lower()](), d.isupper(), in_class))
                 i += 2
                 continue
-            if nxt in "IC":
-                cls = r"A-Za-z_:\u00C0-\uFFFF" if nxt == "I" else r"\-.0-9A-Za-z_:\u00B7\u00C0-\uFFFF"
-                out.append("[^" + cls + "]")
-                i += 2
-                continue
-            out.append(p[i:i + 2])
+            if d in "123456789" and not in_class:
+                raise UnsupportedError(
+                    f"regular expression: back-references (\\{d}) are not supported by the "
+                    "linear-time regex engine")
+            if d not in _SINGLE_ESC:
+                raise ERR  # not an XPath escape
+            out.append("\\" + d)
             i += 2
             continue
-        if strip_ws and depth == 0 and c in " \t\n\r":
+        if in_class:
+            if c == "[":
+                if i > class_open and p[i - 1] == "-":
+                    raise UnsupportedError(
+                        "regular expression: character class subtraction ([a-z-[aeiou]]) is not supported")
+                raise ERR
+            if c == "]":
+                if i == class_open:
+                    raise ERR  # empty class
+                in_class = False
+            out.append(c)
+            i += 1
+            continue
+        if strip_ws and c in " \t\n\r":
             i += 1
             continue
         if c == "[":
-            depth += 1
-        elif c == "]" and depth:
-            depth -= 1
-        elif c == "$" and depth == 0 and not multiline:
-            out.append(r"\Z")
-            i += 1
+            in_class = True
+            if p.startswith("[^", i):
+                out.append("[^")
+                i += 2
+            else:
+                out.append("[")
+                i += 1
+            class_open = i
             continue
-        out.append(c)
+        if c == "]":
+            raise ERR
+        if c == ".":
+            out.append("." if dotall else r"[^\n\r]")
+        elif c == "$":
+            out.append("$" if multiline else r"\z")
+        elif c == "(":
+            if p.startswith("(?", i) and not p.startswith("(?:", i):
+                raise ERR  # lookaround, inline flags ...: not XPath
+            out.append(c)
+        elif c == "{":
+            m = _QUANT_RE.match(p, i)
+            if m is None:
+                raise ERR
+            lo, hi = int(m.group(1)), m.group(3)
+            if lo > _MAX_REPEAT or (hi and int(hi) > _MAX_REPEAT):
+                raise UnsupportedError(
+                    "regular expression: repetition counts above 1000 are not supported by the "
+                    "linear-time regex engine")
+            if hi and int(hi) < lo:
+                raise ERR
+            out.append(m.group())
+            i = m.end()
+            continue
+        elif c == "}":
+            raise ERR
+        else:
+            out.append(c)
         i += 1
+    if in_class:
+        raise ERR
     return "".join(out)
+
+
+# ranges are sorted, disjoint lists of (first, last) code points
+
+def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = []
+    nxt = 0
+    for a, b in ranges:
+        if a > nxt:
+            out.append((nxt, a - 1))
+        nxt = b + 1
+    if nxt <= _MAX_CP:
+        out.append((nxt, _MAX_CP))
+    return out
+
+
+def _union(*sets: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(r for s in sets for r in s):
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _class_text(ranges: list[tuple[int, int]], negate: bool, inside: bool) -> str:
+    """RE2 text of a class escape: a class body inside ``[...]``, else a class."""
+    if negate:
+        ranges = _complement(ranges)
+    body = "".join(
+        f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
+    return body if inside else "[" + body + "]"
 
 
 _CATEGORIES = frozenset(
@@ -1637,42 +1942,58 @@ _CATEGORIES = frozenset(
 )
 
 
-@lru_cache(maxsize=64)
-def _category_ranges(name: str) -> str:
-    """Character-class body (ranges) of a Unicode general category, computed
-    once from ``unicodedata`` (one- or two-letter names)."""
+@lru_cache(maxsize=1)
+def _all_categories() -> dict[str, list[tuple[int, int]]]:
+    """Ranges of every Unicode general category (two-letter names), from
+    ``unicodedata`` (the same tables as the rest of the engine), in one pass
+    on first use so no query pays for more than one."""
     import unicodedata  # noqa: PLC0415 - only for \p{..} patterns
 
-    parts: list[str] = []
-    start = prev = None
-    for cp in range(0x110000):
+    out: dict[str, list[tuple[int, int]]] = {}
+    cur, start = None, 0
+    for cp in range(_MAX_CP + 1):
         cat = unicodedata.category(chr(cp))
-        hit = cat == name if len(name) == 2 else cat[0] == name
-        if hit:
-            if start is None:
-                start = cp
-            prev = cp
-        elif start is not None:
-            parts.append(_range(start, prev))
-            start = None
-    if start is not None:
-        parts.append(_range(start, prev))
-    return "".join(parts)
+        if cat != cur:
+            if cur is not None:
+                out.setdefault(cur, []).append((start, cp - 1))
+            cur, start = cat, cp
+    out.setdefault(cur, []).append((start, _MAX_CP))
+    return out
 
 
-def _range(a: int, b: int) -> str:
-    esc = "\\U%08X"
-    return esc % a if a == b else esc % a + "-" + esc % b
+@lru_cache(maxsize=64)
+def _category_set(name: str) -> list[tuple[int, int]]:
+    """Ranges of a Unicode general category (one- or two-letter name)."""
+    cats = _all_categories()
+    if len(name) == 2:
+        return cats.get(name, [])
+    return _union(*(r for c, r in cats.items() if c[0] == name))
 
 
-def _unicode_class(name: str, negate: bool, inside: bool) -> str:
-    r"""\p{..} / \P{..}: general categories; block escapes (IsXxx) are not
-    supported (error)."""
-    if name not in _CATEGORIES:
-        raise ERR
-    body = _category_ranges(name)
-    if inside:
-        if negate:
-            raise ERR
-        return body
-    return "[" + ("^" if negate else "") + body + "]"
+def _property_ranges(name: str) -> list[tuple[int, int]]:
+    if name in _CATEGORIES:
+        return _category_set(name)
+    if name.startswith("Is") and len(name) > 2:
+        raise UnsupportedError(f"regular expression: Unicode block escapes (\\p{{{name}}}) are not supported")
+    raise ERR
+
+
+@lru_cache(maxsize=1)
+def _word_set() -> list[tuple[int, int]]:
+    """XPath \\w: every character but punctuation, separators and others."""
+    return _complement(_union(_category_set("P"), _category_set("Z"), _category_set("C")))
+
+
+# XML 1.1 NameStartChar / NameChar (XPath \i and \c)
+_NAME_START = [(0x3A, 0x3A), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A), (0xC0, 0xD6), (0xD8, 0xF6),
+               (0xF8, 0x2FF), (0x370, 0x37D), (0x37F, 0x1FFF), (0x200C, 0x200D), (0x2070, 0x218F),
+               (0x2C00, 0x2FEF), (0x3001, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFFD), (0x10000, 0xEFFFF)]
+_NAME_CHAR = _union(_NAME_START, [(0x2D, 0x2E), (0x30, 0x39), (0xB7, 0xB7), (0x300, 0x36F), (0x203F, 0x2040)])
+_CLASS_ESC = {
+    "s": lambda: [(0x9, 0xA), (0xD, 0xD), (0x20, 0x20)],
+    "d": lambda: _category_set("Nd"),
+    "w": lambda: _word_set(),
+    "i": lambda: _NAME_START,
+    "c": lambda: _NAME_CHAR,
+}
+_CLASS_ESC.update({k.upper(): v for k, v in list(_CLASS_ESC.items())})

@@ -93,10 +93,22 @@ def _prepass_one(m: re.Match) -> str:
 def decode_codepoints(text: str) -> str:
     """Resolve ``\\uXXXX`` / ``\\UXXXXXXXX`` escapes outside string literals
     and comments (SPARQL 19.2); escapes inside strings are resolved with the
-    string's other escapes."""
+    string's other escapes. An escape that is not a Unicode scalar value is a
+    QuerySyntaxError at its position."""
     if "\\u" not in text and "\\U" not in text:
         return text
-    return _PREPASS_RE.sub(_prepass_one, text)
+    pos = 0
+
+    def one(m: re.Match) -> str:
+        nonlocal pos
+        pos = m.start()
+        return _prepass_one(m)
+
+    try:
+        return _PREPASS_RE.sub(one, text)
+    except ValueError as e:
+        line, col = line_col(text, pos)
+        raise QuerySyntaxError(str(e), line, col) from None
 
 
 def line_col(text: str, pos: int) -> tuple[int, int]:

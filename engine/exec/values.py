@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation, localcontext
 
@@ -81,6 +82,14 @@ _DOUBLE_RE = re.compile(r"(?:[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0
 
 DECIMAL_PREC = 28  # significant digits of decimal division
 
+# Integers are exact up to Python's int/str conversion limit (a guard against
+# its quadratic cost; never lifted globally). An integer literal with more
+# significant digits is treated as ill-typed (numeric operations on it are
+# expression errors; the term itself is kept as written), and a computed
+# integer or decimal beyond that many digits is an expression error (overflow).
+MAX_INTEGER_DIGITS = sys.get_int_max_str_digits() or 4300
+_INT_BOUND = 10**MAX_INTEGER_DIGITS  # exclusive bound of the exact integers
+
 
 @dataclass(frozen=True, slots=True)
 class Num:
@@ -92,10 +101,24 @@ class Num:
 
 
 def parse_integer(lex: str) -> int | None:
+    """Value of an xsd:integer lexical form; None if invalid or longer than
+    MAX_INTEGER_DIGITS significant digits."""
     s = lex.strip()
     if not _INTEGER_RE.fullmatch(s):
         return None
+    if len(s) > MAX_INTEGER_DIGITS:
+        digits = s.lstrip("+-").lstrip("0")
+        if len(digits) > MAX_INTEGER_DIGITS:
+            return None
+        s = ("-" if s[0] == "-" else "") + (digits or "0")
     return int(s)
+
+
+def checked_int(v: int) -> int:
+    """``v`` if it can be written as an xsd:integer, else an expression error."""
+    if -_INT_BOUND < v < _INT_BOUND:
+        return v
+    raise ERR
 
 
 def parse_decimal(lex: str) -> Decimal | None:
@@ -112,6 +135,15 @@ def parse_double(lex: str) -> float | None:
     if s.endswith("INF"):
         return -math.inf if s[0] == "-" else math.inf
     return float(s)
+
+
+def to_double(v) -> float:
+    """float of an int/Decimal/float; integers beyond the double range give
+    +-INF (XPath casting) instead of Python's OverflowError."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
 
 
 def to_float32(x: float) -> float:
@@ -160,8 +192,8 @@ def _as_rank(n: Num, r: int):
     if r == DECIMAL:
         return Decimal(n.v)
     if r == FLOAT:
-        return to_float32(float(n.v))
-    return float(n.v)
+        return to_float32(to_double(n.v))
+    return to_double(n.v)
 
 
 def _fix(r: int, v) -> Num:
@@ -176,11 +208,11 @@ def numeric_op(op: str, a: Num, b: Num) -> Num:
     r, x, y = promote(a, b)
     if r == INTEGER:
         if op == "+":
-            return Num(INTEGER, x + y)
+            return Num(INTEGER, checked_int(x + y))
         if op == "-":
-            return Num(INTEGER, x - y)
+            return Num(INTEGER, checked_int(x - y))
         if op == "*":
-            return Num(INTEGER, x * y)
+            return Num(INTEGER, checked_int(x * y))
         if y == 0:
             raise ERR
         return Num(DECIMAL, _decimal_div(Decimal(x), Decimal(y)))
@@ -273,14 +305,14 @@ def num_round(a: Num) -> Num:
 
 
 def format_integer(v: int) -> str:
-    return str(v)
+    return str(checked_int(v))
 
 
 def format_decimal(d: Decimal) -> str:
     """XSD 1.0 canonical decimal: no exponent, no superfluous zeros, but
     always a '.' with at least one digit on each side (``2.0``, ``0.5``)."""
-    if not d.is_finite():
-        raise ERR
+    if not d.is_finite() or (d and abs(d.adjusted()) > MAX_INTEGER_DIGITS):
+        raise ERR  # written without exponent it would be longer than the integer limit
     s = format(d, "f")
     neg = s.startswith("-")
     if neg:
@@ -346,7 +378,7 @@ def format_float(x: float) -> str:
 
 def format_num(n: Num, integral_decimal: bool = False) -> str:
     if n.rank == INTEGER:
-        return str(n.v)
+        return format_integer(n.v)
     if n.rank == DECIMAL:
         return format_decimal_integral(n.v) if integral_decimal else format_decimal(n.v)
     if n.rank == FLOAT:
@@ -359,7 +391,7 @@ def num_literal(n: Num, integral_decimal: bool = False) -> Literal:
 
 
 def integer_literal(v: int) -> Literal:
-    return Literal(str(v), XSD_INTEGER)
+    return Literal(format_integer(v), XSD_INTEGER)
 
 
 def bool_literal(b: bool) -> Literal:
@@ -374,7 +406,7 @@ def string_cast_of_num(n: Num) -> str:
     """XPath casting of a numeric to xs:string (``1.0`` -> ``1``; doubles in
     [1e-6, 1e6) written as decimals)."""
     if n.rank == INTEGER:
-        return str(n.v)
+        return format_integer(n.v)
     if n.rank == DECIMAL:
         return format_decimal_integral(n.v)
     x = n.v

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.exec.values import MAX_INTEGER_DIGITS, parse_integer
 from engine.terms import XSD
 
 _MASK = (1 << 64) - 1
@@ -195,6 +196,9 @@ def numeric_values(keys: pa.LargeStringArray) -> np.ndarray:
         else:
             continue
         valid = pc.match_substring_regex(lx, pattern).to_numpy(zero_copy_only=False)
+        if name in _INT_TYPES:  # beyond the exact-integer limit: not numeric (engine.exec.values)
+            sig = pc.utf8_length(pc.utf8_ltrim(lx, characters="+-0")).to_numpy(zero_copy_only=False)
+            valid &= sig <= MAX_INTEGER_DIGITS
         rows, lx = rows[valid], lx.filter(pa.array(valid))
         if len(rows) == 0:
             continue
@@ -210,7 +214,7 @@ def numeric_values(keys: pa.LargeStringArray) -> np.ndarray:
                 if hi is not None:
                     good &= vals <= hi
                 for k in near:
-                    v = int(lx[int(k)].as_py())
+                    v = parse_integer(lx[int(k)].as_py())
                     good[k] = (lo is None or v >= lo) and (hi is None or v <= hi)
             rows, vals = rows[good], vals[good]
         out[idx[rows]] = vals
