@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import re2
 
+from engine.arrays import unique
 from engine.errors import UnsupportedError
 from engine.exec import values as V
 from engine.exec.algebra import Call, Const, Exists, FunctionCall, Var
@@ -702,7 +703,7 @@ class _Evaluator:
     def _pairwise(self, fn, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Apply a boolean term function to distinct (a, b) id pairs."""
         uniq, inv = unique_rows([a, b])
-        ids_needed = np.unique(uniq.reshape(-1))
+        ids_needed = unique(uniq.reshape(-1))
         terms = dict(zip(ids_needed.tolist(), (from_key(k) for k in self.ctx.keys(ids_needed)), strict=False))
         m = len(uniq)
         uv = np.zeros(m, dtype=bool)
@@ -722,7 +723,7 @@ class _Evaluator:
         (strings by codepoints, booleans, dateTimes and dates by instant);
         equal values have equal ranks."""
         uniqs = [np.unique(x, return_inverse=True) for x in arrays]
-        union = np.unique(np.concatenate([u for u, _ in uniqs]))
+        union = unique(np.concatenate([u for u, _ in uniqs]))
         m = len(union)
         cls = np.zeros(m, dtype=np.int8)
         rank = np.zeros(m, dtype=np.int64)
@@ -907,7 +908,7 @@ class _IdsExpr:
 
 
 def _decode(mat: np.ndarray, ctx) -> dict[int, Term]:
-    ids = np.unique(mat.reshape(-1))
+    ids = unique(mat.reshape(-1))
     ids = ids[ids >= 0]
     if len(ids) == 0:
         return {}

@@ -43,13 +43,34 @@ _MASTER = re.compile(
             r"(?P<string>'(?:[^'\\\n\r]|\\.)*'|\"(?:[^\"\\\n\r]|\\.)*\")",
             f"(?P<var>[?$]{_VARNAME})",
             f"(?P<bnode>_:[{_PN_CHARS_U}0-9](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?)",
+            # a bare name (keyword, function) that no name character, "." or ":" follows
+            f"(?P<name>[A-Za-z][A-Za-z0-9_]*+(?![{_PN_CHARS}.:]))",
+            # a run of name characters that no colon follows directly (or that ends
+            # in "."): it cannot hold a prefixed name, so it is one match, split by
+            # _RUN_PARTS. Without it every token start inside a long run such as
+            # "a-a-a-..." would rescan the run looking for a colon (quadratic).
+            f"(?P<run>[{_PN_CHARS_BASE}][{_PN_CHARS}.]*+(?:(?<=\\.)|(?!:)))",
             f"(?P<pname>(?:{_PN_PREFIX})?:(?:{_PN_LOCAL})?)",
             r"(?P<lang>@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*)",
             f"(?P<double>[0-9]+\\.[0-9]*{_EXP}|\\.[0-9]+{_EXP}|[0-9]+{_EXP})",
             r"(?P<decimal>[0-9]*\.[0-9]+)",
             r"(?P<integer>[0-9]+)",
-            r"(?P<name>[A-Za-z][A-Za-z0-9_]*)",
             r"(?P<punct>\^\^|\|\||&&|!=|<=|>=|[{}()\[\];,.=<>!+\-*/^|?])",
+            r"(?P<err>.)",
+        ]
+    ),
+    re.S,
+)
+
+#: the tokens of a "run" match: the master's rules that can match inside one, in its order
+_RUN_PARTS = re.compile(
+    "|".join(
+        [
+            f"(?P<double>[0-9]+\\.[0-9]*{_EXP}|\\.[0-9]+{_EXP}|[0-9]+{_EXP})",
+            r"(?P<decimal>[0-9]*\.[0-9]+)",
+            r"(?P<integer>[0-9]+)",
+            r"(?P<name>[A-Za-z][A-Za-z0-9_]*)",
+            r"(?P<punct>[.\-])",
             r"(?P<err>.)",
         ]
     ),
@@ -143,15 +164,36 @@ def tokenize(text: str, check=None) -> list[Token]:
             kind = "a" if raw == "a" else raw.upper()
         elif kind == "punct":
             kind = raw
+        elif kind == "run":
+            _split_run(out, text, m.start(), m.end())
+            continue
         elif kind == "err":
-            line, col = line_col(text, m.start())
-            if raw in "'\"":
-                raise QuerySyntaxError("unterminated string literal", line, col)
-            if raw == "<":
-                raise QuerySyntaxError("bad IRI or unexpected '<'", line, col)
-            raise QuerySyntaxError(f"unexpected character {raw!r}", line, col)
+            _unexpected(text, m)
         append((kind, raw, m.start()))
     # two sentinels: the parser may look one token past the current one
     append(("EOF", "", len(text)))
     append(("EOF", "", len(text)))
     return out
+
+
+def _split_run(out: list[Token], text: str, start: int, end: int) -> None:
+    for m in _RUN_PARTS.finditer(text, start, end):
+        kind = m.lastgroup
+        raw = m.group()
+        if kind == "name":
+            kind = "a" if raw == "a" else raw.upper()
+        elif kind == "punct":
+            kind = raw
+        elif kind == "err":
+            _unexpected(text, m)
+        out.append((kind, raw, m.start()))
+
+
+def _unexpected(text: str, m: re.Match) -> None:
+    raw = m.group()
+    line, col = line_col(text, m.start())
+    if raw in "'\"":
+        raise QuerySyntaxError("unterminated string literal", line, col)
+    if raw == "<":
+        raise QuerySyntaxError("bad IRI or unexpected '<'", line, col)
+    raise QuerySyntaxError(f"unexpected character {raw!r}", line, col)
