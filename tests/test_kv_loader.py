@@ -234,3 +234,18 @@ def test_truncated_gzip_payload_is_a_load_error():
     with pytest.raises(LoadError, match="gzip"):
         loader.load_data(store, b"\x1f\x8b\x08garbage", "application/n-triples")
     assert store.snapshot().default.n_triples == 0
+
+
+@pytest.mark.parametrize("media_type,data", [
+    ("text/turtle", '<http://a> <http://b> "\\uD800" .'),
+    ("text/turtle", '<http://a> <http://b> "x\\uDFFFy"@en .'),
+    ("application/trig", '<http://g> { <http://a> <http://b> "\\uDC00" . }'),
+])
+def test_surrogate_escapes_are_load_errors(media_type, data):
+    from engine.database import Database
+    from engine.errors import LoadError
+
+    db = Database(shards=1)
+    with pytest.raises(LoadError, match="surrogate"):
+        db.graph_put(None, data, media_type)
+    assert db.store.snapshot().default.n_triples == 0

@@ -640,7 +640,11 @@ def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_pr
         cid = c.identifier if hasattr(c, "identifier") else c
         gs.append(None if cid is None or str(cid) == default_id else key(cid))
     t = pa.large_string()
-    return pa.array(ss, t), pa.array(ps, t), pa.array(os_, t), pa.array(gs, t)
+    try:
+        return pa.array(ss, t), pa.array(ps, t), pa.array(os_, t), pa.array(gs, t)
+    except UnicodeEncodeError:  # e.g. "\uD800" in Turtle: rdflib keeps the lone surrogate
+        raise LoadError("a term holds a surrogate code point (U+D800..U+DFFF), which is not a "
+                        "Unicode scalar value", source=source) from None
 
 
 def _rdflib_line(e: Exception) -> int | None:
