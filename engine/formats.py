@@ -89,7 +89,7 @@ def _resolve(ref: str | None, name: str, what: str):
 
 
 _FORMATS: list[Format] = []
-# derived lookup tables, rebuilt by register()
+# derived lookup tables, rebuilt by register() / unregister()
 _BY_NAME: dict[str, dict[str, Format]] = {GRAPH: {}, RESULTS: {}}
 _BY_MEDIA: dict[str, dict[str, Format]] = {GRAPH: {}, RESULTS: {}}
 _BY_EXT: dict[str, Format] = {}
@@ -101,8 +101,9 @@ _ACCEPT_CACHE: dict[tuple[str, str], str | None] = {}
 
 
 def register(fmt: Format) -> Format:
-    """Add a format. Raises ValueError when a name or media type is already
-    claimed by a format of the same kind, or an extension by any format."""
+    """Add a format (meant for import time: registering is not locked against itself).
+    Raises ValueError when a name or media type is already claimed by a format of
+    the same kind, or an extension by any format."""
     if fmt.kind not in (GRAPH, RESULTS):
         raise ValueError(f"format {fmt.name!r}: kind must be {GRAPH!r} or {RESULTS!r}")
     names = (fmt.name, *fmt.names)
@@ -130,25 +131,33 @@ def unregister(name: str, kind: str = GRAPH) -> None:
 
 
 def _rebuild() -> None:
-    for table in (*_BY_NAME.values(), *_BY_MEDIA.values(), _BY_EXT, _CONTENT_TYPES, _FORMAT_PARAM, _ACCEPT_CACHE):
-        table.clear()
+    """Recompute the lookup tables and swap them in whole (a lookup running meanwhile sees
+    the old or the new tables, never half-built ones)."""
+    global _BY_NAME, _BY_MEDIA, _BY_EXT, _CONTENT_TYPES, _FORMAT_PARAM, _OFFERS, _ACCEPT_CACHE
+    by_name: dict[str, dict[str, Format]] = {GRAPH: {}, RESULTS: {}}
+    by_media: dict[str, dict[str, Format]] = {GRAPH: {}, RESULTS: {}}
+    by_ext: dict[str, Format] = {}
+    ctypes: dict[str, str] = {}
     param: dict[str, list[str]] = {}
     for f in _FORMATS:
         for n in (f.name, *f.names):
-            _BY_NAME[f.kind][n] = f
+            by_name[f.kind][n] = f
             if f.writer is not None:
                 param.setdefault(n, []).append(f.media_type)
         for mt in f.media_types:
-            _BY_MEDIA[f.kind][mt] = f
+            by_media[f.kind][mt] = f
         for ext in f.extensions:
-            _BY_EXT[ext] = f
+            by_ext[ext] = f
         if f.writer is not None:
-            _CONTENT_TYPES[f.media_type] = f.content_type
-    # "json" names SPARQL JSON and JSON-LD: the Accept value lists both, negotiation picks by the form
-    _FORMAT_PARAM.update({n: ", ".join(mts) for n, mts in param.items()})
+            ctypes[f.media_type] = f.content_type
+    offers_ = {}
     for kind in (GRAPH, RESULTS):
-        out = writable(kind)
-        _OFFERS[kind] = (tuple(f.media_type for f in out), {a: f.media_type for f in out for a in f.media_types[1:]})
+        out = [f for f in _FORMATS if f.kind == kind and f.writer is not None]
+        offers_[kind] = (tuple(f.media_type for f in out), {a: f.media_type for f in out for a in f.media_types[1:]})
+    _BY_NAME, _BY_MEDIA, _BY_EXT, _CONTENT_TYPES, _OFFERS = by_name, by_media, by_ext, ctypes, offers_
+    # "json" names SPARQL JSON and JSON-LD: the Accept value lists both, negotiation picks by the form
+    _FORMAT_PARAM = {n: ", ".join(mts) for n, mts in param.items()}
+    _ACCEPT_CACHE = {}
 
 
 # ----------------------------------------------------------------- lookups

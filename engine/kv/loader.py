@@ -539,9 +539,10 @@ def _parse_rdflib(data: bytes, fmt: formats.Format, base: str | None, source: st
         except Exception:  # noqa: BLE001 - the cause is not the client's business (no port scanner)
             raise _ContextFailed(str(url)) from None
 
-    if fmt.name == "xml":
+    # guards of rdflib's parsers, so they hold for every format read with them
+    if fmt.rdflib == "xml":
         check_xml_prolog(data, source)
-    elif fmt.name == "jsonld" and data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+    elif fmt.rdflib == "json-ld" and data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
         # rdflib would take a top-level JSON string for a document to fetch
         raise LoadError("a JSON-LD document must be a JSON object or array", source=source)
     _install_audit_hook()
