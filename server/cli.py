@@ -12,9 +12,6 @@ import time
 
 from server.config import Config
 
-RDF_EXTENSIONS = (".nt", ".ttl", ".nq", ".trig", ".rdf", ".owl", ".xml", ".jsonld", ".n3",
-                  ".nt.gz", ".ttl.gz", ".nq.gz", ".trig.gz")
-
 
 def _graph_arg(value: str) -> tuple[str, str]:
     """IRI=FILE; IRIs may contain '=', so the file is what follows the last '='

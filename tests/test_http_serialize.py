@@ -1,4 +1,4 @@
-"""Result serializers and content negotiation (engine/exec/serialize.py)."""
+"""Result serializers (engine/exec/serialize.py) and content negotiation (engine/formats.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 import rdflib
 
+from engine import formats as F
 from engine.exec import serialize as ser
 from engine.exec.result import QueryResult
-from engine.exec.serialize import KeyTable, graph_from_keys, negotiate, serialize
+from engine.exec.serialize import KeyTable, graph_from_keys, serialize
+from engine.formats import negotiate
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 KEYS = [
@@ -45,29 +47,29 @@ def rows_from_json(body: bytes):
 # ---------------------------------------------------------------- negotiation
 
 @pytest.mark.parametrize("accept,form,expected", [
-    (None, "SELECT", ser.SPARQL_JSON),
-    ("", "ASK", ser.SPARQL_JSON),
-    ("*/*", "SELECT", ser.SPARQL_JSON),
-    ("*/*", "CONSTRUCT", ser.TURTLE),
-    ("application/sparql-results+xml", "SELECT", ser.SPARQL_XML),
-    ("text/csv", "SELECT", ser.CSV),
-    ("text/tab-separated-values", "SELECT", ser.TSV),
-    ("application/sparql-results+json;q=0.5, application/sparql-results+xml", "SELECT", ser.SPARQL_XML),
-    ("application/sparql-results+xml;q=0.5, text/csv;q=0.9", "SELECT", ser.CSV),
-    ("text/*", "SELECT", ser.CSV),
+    (None, "SELECT", F.SPARQL_JSON),
+    ("", "ASK", F.SPARQL_JSON),
+    ("*/*", "SELECT", F.SPARQL_JSON),
+    ("*/*", "CONSTRUCT", F.TURTLE),
+    ("application/sparql-results+xml", "SELECT", F.SPARQL_XML),
+    ("text/csv", "SELECT", F.CSV),
+    ("text/tab-separated-values", "SELECT", F.TSV),
+    ("application/sparql-results+json;q=0.5, application/sparql-results+xml", "SELECT", F.SPARQL_XML),
+    ("application/sparql-results+xml;q=0.5, text/csv;q=0.9", "SELECT", F.CSV),
+    ("text/*", "SELECT", F.CSV),
     ("application/json", "SELECT", "application/json"),
-    ("application/n-triples, text/turtle;q=0.9, application/rdf+xml;q=0.5", "CONSTRUCT", ser.NTRIPLES),
-    ("application/rdf+xml", "DESCRIBE", ser.RDFXML),
-    ("application/ld+json", "CONSTRUCT", ser.JSONLD),
-    ("application/n-quads", "CONSTRUCT", ser.NQUADS),
+    ("application/n-triples, text/turtle;q=0.9, application/rdf+xml;q=0.5", "CONSTRUCT", F.NTRIPLES),
+    ("application/rdf+xml", "DESCRIBE", F.RDFXML),
+    ("application/ld+json", "CONSTRUCT", F.JSONLD),
+    ("application/n-quads", "CONSTRUCT", F.NQUADS),
     ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "SELECT", "application/xml"),
     ("text/html", "SELECT", None),
     ("text/turtle", "SELECT", None),
     ("application/sparql-results+json", "CONSTRUCT", None),
     ("application/sparql-results+json;q=0", "SELECT", None),
-    ("*/*;q=0.1, application/sparql-results+json;q=0", "SELECT", ser.SPARQL_XML),
+    ("*/*;q=0.1, application/sparql-results+json;q=0", "SELECT", F.SPARQL_XML),
     ("garbage;;;,,", "SELECT", None),
-    ("text/turtle;q=abc", "CONSTRUCT", ser.TURTLE),
+    ("text/turtle;q=abc", "CONSTRUCT", F.TURTLE),
 ])
 def test_negotiate(accept, form, expected):
     assert negotiate(accept, form) == expected
@@ -80,7 +82,7 @@ def test_json_select_roundtrip(n):
     a = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] * 5
     b = [-1, 3, -1, 0, 1, 2, 4, 5, 6, 7] * 5
     res = select({"a": a[:n], "b": b[:n]})
-    vars_, rows = rows_from_json(serialize(res, ser.SPARQL_JSON))
+    vars_, rows = rows_from_json(serialize(res, F.SPARQL_JSON))
     assert vars_ == ["a", "b"]
     assert len(rows) == n
     assert rows[0] == {"a": {"type": "uri", "value": "http://ex.org/a"}}
@@ -97,17 +99,17 @@ def test_json_select_roundtrip(n):
 
 def test_json_first_column_unbound_vectorized():
     res = select({"a": [-1] * 10, "b": [0] * 5 + [-1] * 5, "c": [1] * 10})
-    _, rows = rows_from_json(serialize(res, ser.SPARQL_JSON))
+    _, rows = rows_from_json(serialize(res, F.SPARQL_JSON))
     assert rows[0] == {"b": {"type": "uri", "value": "http://ex.org/a"}, "c": {"type": "literal", "value": "plain"}}
     assert rows[9] == {"c": {"type": "literal", "value": "plain"}}
 
 
 def test_json_empty_and_no_vars_and_ask():
-    assert rows_from_json(serialize(select({"x": []}), ser.SPARQL_JSON)) == (["x"], [])
+    assert rows_from_json(serialize(select({"x": []}), F.SPARQL_JSON)) == (["x"], [])
     res = QueryResult(form="SELECT", terms=KeyTable(KEYS), vars=[], columns=[], n_rows=2)
-    assert rows_from_json(serialize(res, ser.SPARQL_JSON)) == ([], [{}, {}])
+    assert rows_from_json(serialize(res, F.SPARQL_JSON)) == ([], [{}, {}])
     ask = QueryResult(form="ASK", terms=KeyTable(KEYS), boolean=True)
-    assert json.loads(serialize(ask, ser.SPARQL_JSON)) == {"head": {}, "boolean": True}
+    assert json.loads(serialize(ask, F.SPARQL_JSON)) == {"head": {}, "boolean": True}
     assert json.loads(serialize(ask, "application/json"))["boolean"] is True
 
 
@@ -120,17 +122,17 @@ def test_json_empty_and_no_vars_and_ask():
 ], ids=["small", "vectorized", "empty", "novars", "ask"])
 def test_json_extra_members(res):
     """``sparql_json(res, extra)`` is the plain document with the extra top-level members added."""
-    plain = json.loads(serialize(res, ser.SPARQL_JSON))
+    plain = json.loads(serialize(res, F.SPARQL_JSON))
     extra = b',"window":{"start":1,"end":2},"n":3'
     assert json.loads(ser.sparql_json(res, extra)) == {**plain, "window": {"start": 1, "end": 2}, "n": 3}
-    assert ser.sparql_json(res) == serialize(res, ser.SPARQL_JSON)
+    assert ser.sparql_json(res) == serialize(res, F.SPARQL_JSON)
 
 
 # ---------------------------------------------------------------- SPARQL XML
 
 def test_xml_select():
     res = select({"a": list(range(10)), "b": [-1] * 10})
-    root = ET.fromstring(serialize(res, ser.SPARQL_XML))
+    root = ET.fromstring(serialize(res, F.SPARQL_XML))
     assert [v.get("name") for v in root.iter(SRX + "variable")] == ["a", "b"]
     results = list(root.iter(SRX + "result"))
     assert len(results) == 10
@@ -143,7 +145,7 @@ def test_xml_select():
     assert results[4].find(SRX + "binding/" + SRX + "bnode").text == "b1"
     assert results[5].find(SRX + "binding/" + SRX + "literal").text == 'with, comma and "quotes"'
     ask = QueryResult(form="ASK", terms=KeyTable(KEYS), boolean=False)
-    root = ET.fromstring(serialize(ask, ser.SPARQL_XML))
+    root = ET.fromstring(serialize(ask, F.SPARQL_XML))
     assert root.find(SRX + "boolean").text == "false"
 
 
@@ -151,7 +153,7 @@ def test_xml_select():
 
 def test_csv():
     res = select({"a": list(range(10)), "b": [3] + [-1] * 9})
-    body = serialize(res, ser.CSV).decode()
+    body = serialize(res, F.CSV).decode()
     assert body.startswith("a,b\r\n")
     rows = list(csv.reader(io.StringIO(body, newline="")))
     assert rows[0] == ["a", "b"]
@@ -166,7 +168,7 @@ def test_csv():
 
 def test_tsv():
     res = select({"a": list(range(10)), "b": [3] + [-1] * 9})
-    lines = serialize(res, ser.TSV).decode().split("\n")
+    lines = serialize(res, F.TSV).decode().split("\n")
     assert lines[0] == "?a\t?b"
     assert lines[1] == f'<http://ex.org/a>\t"42"^^<{XSD}integer>'
     assert lines[2] == '"plain"\t'
@@ -197,8 +199,8 @@ def _expected_graph() -> rdflib.Graph:
 
 
 @pytest.mark.parametrize("mt,fmt", [
-    (ser.TURTLE, "turtle"), (ser.NTRIPLES, "nt"), (ser.NQUADS, "nt"),  # N-Quads without graph names
-    (ser.JSONLD, "json-ld"), (ser.RDFXML, "xml"), ("text/plain", "nt"),
+    (F.TURTLE, "turtle"), (F.NTRIPLES, "nt"), (F.NQUADS, "nt"),  # N-Quads without graph names
+    (F.JSONLD, "json-ld"), (F.RDFXML, "xml"), ("text/plain", "nt"),
 ])
 def test_graph_roundtrip(mt, fmt):
     res = graph_from_keys(TRIPLES)
@@ -215,29 +217,29 @@ def test_turtle_uses_prefixes_and_a():
                             "<http://xmlns.com/foaf/0.1/Person>"),
                            ("<http://xmlns.com/foaf/0.1/me>", "<http://xmlns.com/foaf/0.1/age>",
                             f'"7"^^<{XSD}integer>')])
-    body = serialize(res, ser.TURTLE).decode()
+    body = serialize(res, F.TURTLE).decode()
     assert "@prefix foaf: <http://xmlns.com/foaf/0.1/> ." in body
     assert "foaf:me" in body and " a foaf:Person" in body and "foaf:age 7" in body
 
 
 def test_nquads_with_graph_name():
     res = graph_from_keys(TRIPLES[:1])
-    body = serialize(res, ser.NQUADS, graph="http://ex.org/g").decode()
+    body = serialize(res, F.NQUADS, graph="http://ex.org/g").decode()
     assert body.strip().endswith("<http://ex.org/g> .")
 
 
 def test_empty_graph():
     res = QueryResult(form="CONSTRUCT", terms=KeyTable([]), triples=np.zeros((0, 3), dtype=np.int64))
-    for mt in ser.GRAPH_TYPES:
+    for mt in F.offers("GRAPH")[0]:
         body = serialize(res, mt)
         assert isinstance(body, bytes)
 
 
 def test_wrong_type_for_form():
     with pytest.raises(ValueError):
-        serialize(select({"a": [0]}), ser.TURTLE)
+        serialize(select({"a": [0]}), F.TURTLE)
     with pytest.raises(ValueError):
-        serialize(graph_from_keys(TRIPLES), ser.SPARQL_JSON)
+        serialize(graph_from_keys(TRIPLES), F.SPARQL_JSON)
 
 
 def test_large_select_is_fast_enough():
@@ -248,7 +250,7 @@ def test_large_select_is_fast_enough():
     res = QueryResult(form="SELECT", terms=KeyTable(keys), vars=["a", "b"],
                       columns=[np.arange(n) % 1000, (np.arange(n) * 7) % 1000])
     t0 = time.perf_counter()
-    body = serialize(res, ser.SPARQL_JSON)
+    body = serialize(res, F.SPARQL_JSON)
     dt = time.perf_counter() - t0
     doc = json.loads(body)
     assert len(doc["results"]["bindings"]) == n

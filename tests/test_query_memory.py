@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine import formats as F
 from engine.errors import MemoryBudgetExceeded, ResponseTooLarge
 from engine.exec import serialize as ser
 from engine.exec.bindings import Bindings, cross_pairs, join, key_join
@@ -237,7 +238,7 @@ def _result(n: int = 2000, name: str = "x", unbound_every: int = 0):
     return db.query(q)
 
 
-@pytest.mark.parametrize("mt", [ser.SPARQL_JSON, ser.SPARQL_XML, ser.CSV, ser.TSV])
+@pytest.mark.parametrize("mt", [F.SPARQL_JSON, F.SPARQL_XML, F.CSV, F.TSV])
 def test_select_serializers_refuse_over_the_bound(mt):
     res = _result()
     full = ser.serialize(res, mt)
@@ -246,7 +247,7 @@ def test_select_serializers_refuse_over_the_bound(mt):
         ser.serialize(res, mt, max_bytes=len(full) // 2)
 
 
-@pytest.mark.parametrize("mt", [ser.NTRIPLES, ser.TURTLE, ser.JSONLD, ser.RDFXML])
+@pytest.mark.parametrize("mt", [F.NTRIPLES, F.TURTLE, F.JSONLD, F.RDFXML])
 def test_graph_serializers_refuse_over_the_bound(mt):
     from engine.database import Database  # noqa: PLC0415
 
@@ -266,28 +267,28 @@ def test_long_variable_name_rendered_once_and_bounded():
     tracemalloc.start()
     try:
         with pytest.raises(ResponseTooLarge):
-            ser.serialize(res, ser.SPARQL_JSON, max_bytes=16 * MiB)
+            ser.serialize(res, F.SPARQL_JSON, max_bytes=16 * MiB)
         with pytest.raises(ResponseTooLarge):
-            ser.serialize(res, ser.SPARQL_XML, max_bytes=16 * MiB)
+            ser.serialize(res, F.SPARQL_XML, max_bytes=16 * MiB)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert peak < 16 * MiB
     # under the bound the long-name path writes the same document as row dicts would
     few = _result(60, "m" * 1000, unbound_every=10)
-    doc = json.loads(ser.serialize(few, ser.SPARQL_JSON, max_bytes=64 * MiB))
+    doc = json.loads(ser.serialize(few, F.SPARQL_JSON, max_bytes=64 * MiB))
     got = [{k: v["value"] for k, v in b.items()} for b in doc["results"]["bindings"]]
     want = [{k: (v[1:-1] if v[0] == "<" else v[1:v.rfind('"')]) for k, v in r.items()} for r in few.rows()]
     assert got == want
     assert any(len(r) == 1 for r in got) and any(len(r) == 2 for r in got)
-    xml = ser.serialize(few, ser.SPARQL_XML, max_bytes=64 * MiB).decode()
+    xml = ser.serialize(few, F.SPARQL_XML, max_bytes=64 * MiB).decode()
     assert xml.count('<binding name="' + "m" * 1000 + '">') == sum(len(r) == 2 for r in got)
 
 
 def test_csv_long_name_costs_its_size_once():
     name = "c" * 200_000
     res = _result(2000, name)
-    body = ser.serialize(res, ser.CSV, max_bytes=4 * MiB)
+    body = ser.serialize(res, F.CSV, max_bytes=4 * MiB)
     assert body.count(name.encode()) == 1
 
 
@@ -318,7 +319,7 @@ def test_turtle_size_is_computed_exactly(query):
     db.load_data(f'<{EX}v3> a <{EX}T> ; <{EX}lbl> "é\\"x"@fr , "2"^^<http://www.w3.org/2001/XMLSchema#integer> .',
                  "text/turtle")
     res = db.query(query)
-    body = ser.serialize(res, ser.TURTLE)
-    assert ser.serialize(res, ser.TURTLE, max_bytes=len(body)) == body
+    body = ser.serialize(res, F.TURTLE)
+    assert ser.serialize(res, F.TURTLE, max_bytes=len(body)) == body
     with pytest.raises(ResponseTooLarge):
-        ser.serialize(res, ser.TURTLE, max_bytes=len(body) - 1)
+        ser.serialize(res, F.TURTLE, max_bytes=len(body) - 1)

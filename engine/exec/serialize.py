@@ -1,4 +1,4 @@
-"""Result serializers and content negotiation.
+"""Result serializers (the writers of the format registry, engine/formats.py).
 
 Every serializer takes a columnar :class:`QueryResult` and returns bytes. Term
 ids are decoded once per *distinct* id of a column (``np.unique`` +
@@ -11,7 +11,8 @@ Formats
 SELECT / ASK: SPARQL JSON, SPARQL XML, CSV, TSV (SPARQL 1.1 Query Results
 CSV and TSV Formats). CONSTRUCT / DESCRIBE and Graph Store reads: Turtle (with
 prefixes), N-Triples and N-Quads written straight from term keys; JSON-LD and
-RDF/XML through rdflib.
+RDF/XML through rdflib. Which media type names which writer, and content
+negotiation, live in :mod:`engine.formats`.
 
 Size bound: with ``max_bytes``, the size of the answer is computed from the
 rendered length of each distinct term times its row count *before* any row is
@@ -29,162 +30,11 @@ from contextvars import ContextVar
 import numpy as np
 import orjson
 
+from engine import formats
 from engine.errors import ResponseTooLarge
 from engine.exec.context import MemoryBudget
 from engine.exec.result import UNBOUND, QueryResult
 from engine.terms import RDF_LANGSTRING, RDF_TYPE, XSD, XSD_STRING, unescape_string
-
-# --------------------------------------------------------------------------
-# Media types
-# --------------------------------------------------------------------------
-
-SPARQL_JSON = "application/sparql-results+json"
-SPARQL_XML = "application/sparql-results+xml"
-CSV = "text/csv"
-TSV = "text/tab-separated-values"
-TURTLE = "text/turtle"
-NTRIPLES = "application/n-triples"
-NQUADS = "application/n-quads"
-JSONLD = "application/ld+json"
-RDFXML = "application/rdf+xml"
-
-#: Offered media types per kind of answer, in server preference order (first = default).
-RESULT_TYPES = (SPARQL_JSON, SPARQL_XML, CSV, TSV)
-BOOLEAN_TYPES = (SPARQL_JSON, SPARQL_XML, CSV, TSV)
-GRAPH_TYPES = (TURTLE, NTRIPLES, NQUADS, JSONLD, RDFXML)
-
-#: Accepted aliases: alias -> canonical media type (answered with the alias as Content-Type).
-RESULT_ALIASES = {
-    "application/json": SPARQL_JSON,
-    "application/xml": SPARQL_XML,
-    "text/xml": SPARQL_XML,
-}
-GRAPH_ALIASES = {
-    "application/x-turtle": TURTLE,
-    "text/plain": NTRIPLES,
-    "application/json": JSONLD,
-    "application/xml": RDFXML,
-    "text/xml": RDFXML,
-}
-
-CONTENT_TYPES = {
-    SPARQL_JSON: "application/sparql-results+json",
-    SPARQL_XML: "application/sparql-results+xml; charset=utf-8",
-    CSV: "text/csv; charset=utf-8",
-    TSV: "text/tab-separated-values; charset=utf-8",
-    TURTLE: "text/turtle; charset=utf-8",
-    NTRIPLES: "application/n-triples",
-    NQUADS: "application/n-quads",
-    JSONLD: "application/ld+json",
-    RDFXML: "application/rdf+xml; charset=utf-8",
-}
-
-
-def content_type(media_type: str) -> str:
-    """The Content-Type header value for a negotiated media type."""
-    return CONTENT_TYPES.get(media_type) or (
-        media_type + "; charset=utf-8" if media_type.startswith(("text/", "application/xml")) else media_type
-    )
-
-
-def _offers(form: str) -> tuple[tuple[str, ...], dict[str, str]]:
-    form = (form or "SELECT").upper()
-    if form in ("CONSTRUCT", "DESCRIBE", "GRAPH"):
-        return GRAPH_TYPES, GRAPH_ALIASES
-    if form == "ASK":
-        return BOOLEAN_TYPES, RESULT_ALIASES
-    return RESULT_TYPES, RESULT_ALIASES
-
-
-_ACCEPT_CACHE: dict[tuple[str, str], str | None] = {}
-
-
-def parse_accept(header: str) -> list[tuple[str, str, float, int]]:
-    """Media ranges of an Accept header as (type, subtype, q, position).
-    Malformed ranges are skipped; a malformed q counts as 1."""
-    out = []
-    for pos, part in enumerate(header.split(",")):
-        fields = part.split(";")
-        mr = fields[0].strip().lower()
-        if not mr:
-            continue
-        if "/" not in mr:
-            if mr == "*":
-                mr = "*/*"
-            else:
-                continue
-        typ, _, sub = mr.partition("/")
-        q = 1.0
-        for f in fields[1:]:
-            k, _, v = f.strip().partition("=")
-            if k.strip().lower() == "q":
-                try:
-                    q = float(v.strip())
-                except ValueError:
-                    q = 1.0
-                q = min(max(q, 0.0), 1.0)
-        out.append((typ.strip(), sub.strip(), q, pos))
-    return out
-
-
-def negotiate(accept_header: str | None, form: str) -> str | None:
-    """Pick the media type to answer with.
-
-    ``form`` is the query form ('SELECT', 'ASK', 'CONSTRUCT', 'DESCRIBE') or
-    'GRAPH' for RDF graphs. Returns the media type to send (a canonical type
-    from :data:`RESULT_TYPES` / :data:`GRAPH_TYPES`, or an accepted alias such as
-    ``application/json``), the default when the header is absent, empty or
-    only wildcards, and None when nothing offered is acceptable (HTTP 406).
-
-    Highest q wins; among equal q, the more specific range, then the range the
-    client listed first, then server preference.
-    """
-    if not accept_header or not accept_header.strip():
-        return _offers(form)[0][0]
-    ck = (accept_header, form)
-    hit = _ACCEPT_CACHE.get(ck, False)
-    if hit is not False:
-        return hit  # type: ignore[return-value]
-    offers, aliases = _offers(form)
-    ranges = parse_accept(accept_header)
-    candidates = list(offers) + [a for a in aliases if aliases[a] in offers]
-    best = None
-    best_score = None
-    for pref, mt in enumerate(candidates):
-        t, _, s = mt.partition("/")
-        match = None  # (specificity, q, pos)
-        for rt, rs, q, pos in ranges:
-            if rt == t and rs == s:
-                spec = 2
-            elif rt == t and rs == "*":
-                spec = 1
-            elif rt == "*" and rs == "*":
-                spec = 0
-            else:
-                continue
-            if match is None or spec > match[0]:
-                match = (spec, q, pos)
-        if match is None or match[1] <= 0:
-            continue
-        # aliases only count when named explicitly
-        if pref >= len(offers) and match[0] < 2:
-            continue
-        score = (match[1], match[0], -match[2], -pref)
-        if best_score is None or score > best_score:
-            best, best_score = mt, score
-    if len(_ACCEPT_CACHE) > 512:
-        _ACCEPT_CACHE.clear()
-    _ACCEPT_CACHE[ck] = best
-    return best
-
-
-def canonical(media_type: str, form: str) -> str:
-    """Canonical media type of a negotiated (possibly alias) type."""
-    offers, aliases = _offers(form)
-    if media_type in offers:
-        return media_type
-    return aliases.get(media_type, media_type)
-
 
 # --------------------------------------------------------------------------
 # Term parsing helpers (keys -> parts)
@@ -869,7 +719,7 @@ def serialize(
     result: QueryResult, media_type: str, *, graph: str | None = None, prefixes: dict[str, str] | None = None,
     max_bytes: int | None = None,
 ) -> bytes:
-    """Serialize ``result`` as ``media_type`` (a type :func:`negotiate` returned).
+    """Serialize ``result`` as ``media_type`` (a type :func:`engine.formats.negotiate` returned).
 
     ``graph`` names the graph the triples belong to (N-Quads only);
     ``prefixes`` adds Turtle prefixes; ``max_bytes`` bounds the answer (ResponseTooLarge,
@@ -884,29 +734,53 @@ def serialize(
 
 
 def _serialize(result: QueryResult, media_type: str, graph, prefixes, max_bytes) -> bytes:
-    if result.is_graph:
-        mt = canonical(media_type, "GRAPH")
-        if mt == TURTLE:
-            return _serialize_turtle(result, prefixes, max_bytes)
-        if mt == NTRIPLES:
-            return _serialize_ntriples(result, None, max_bytes)
-        if mt == NQUADS:
-            return _serialize_ntriples(result, graph, max_bytes)
-        if mt == JSONLD:
-            return _serialize_jsonld(result, None, max_bytes)
-        if mt == RDFXML:
-            return _serialize_rdfxml(result, max_bytes)
-        raise ValueError(f"cannot serialize a graph as {media_type}")
-    mt = canonical(media_type, result.form)
-    if mt == SPARQL_JSON:
-        return _serialize_json(result, b"", max_bytes)
-    if mt == SPARQL_XML:
-        return _serialize_xml(result, max_bytes)
-    if mt == CSV:
-        return _serialize_csv(result, max_bytes)
-    if mt == TSV:
-        return _serialize_tsv(result, max_bytes)
-    raise ValueError(f"cannot serialize {result.form} results as {media_type}")
+    fmt = formats.output_format(media_type, formats.GRAPH if result.is_graph else formats.RESULTS)
+    if fmt is None:
+        if result.is_graph:
+            raise ValueError(f"cannot serialize a graph as {media_type}")
+        raise ValueError(f"cannot serialize {result.form} results as {media_type}")
+    return fmt.write(result, graph=graph, prefixes=prefixes, max_bytes=max_bytes)
+
+
+# The writers of the format registry (engine/formats.py), one signature for all:
+# write(result, *, graph, prefixes, max_bytes) -> bytes.
+
+
+def write_sparql_json(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
+    return _serialize_json(result, b"", max_bytes)
+
+
+def write_sparql_xml(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
+    return _serialize_xml(result, max_bytes)
+
+
+def write_csv(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
+    return _serialize_csv(result, max_bytes)
+
+
+def write_tsv(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
+    return _serialize_tsv(result, max_bytes)
+
+
+def write_turtle(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
+    return _serialize_turtle(result, prefixes, max_bytes)
+
+
+def write_ntriples(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
+    return _serialize_ntriples(result, None, max_bytes)
+
+
+def write_nquads(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
+    """N-Quads: the triples in ``graph`` (N-Triples lines when None: the default graph)."""
+    return _serialize_ntriples(result, graph, max_bytes)
+
+
+def write_jsonld(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
+    return _serialize_jsonld(result, None, max_bytes)
+
+
+def write_rdfxml(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
+    return _serialize_rdfxml(result, max_bytes)
 
 
 class KeyTable:

@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import formats
 from engine.arrays import unique
 from engine.errors import LoadError
 from engine.kv.store import Changes, Store
@@ -55,45 +56,8 @@ __all__ = [
     "parse_to_keys",
     "guess_format",
     "format_for_media_type",
-    "FORMATS",
 ]
 
-FORMATS = ("nt", "nq", "ttl", "trig", "xml", "jsonld")
-
-_EXT = {
-    ".nt": "nt",
-    ".ntriples": "nt",
-    ".nq": "nq",
-    ".nquads": "nq",
-    ".ttl": "ttl",
-    ".turtle": "ttl",
-    ".n3": "ttl",
-    ".trig": "trig",
-    ".rdf": "xml",
-    ".owl": "xml",
-    ".xml": "xml",
-    ".jsonld": "jsonld",
-    ".json": "jsonld",
-}
-
-_MEDIA = {
-    "application/n-triples": "nt",
-    "text/plain": "nt",
-    "application/n-quads": "nq",
-    "text/x-nquads": "nq",
-    "text/turtle": "ttl",
-    "application/x-turtle": "ttl",
-    "text/n3": "ttl",
-    "application/trig": "trig",
-    "application/x-trig": "trig",
-    "application/rdf+xml": "xml",
-    "application/xml": "xml",
-    "text/xml": "xml",
-    "application/ld+json": "jsonld",
-    "application/json": "jsonld",
-}
-
-_RDFLIB_FORMAT = {"ttl": "turtle", "trig": "trig", "xml": "xml", "jsonld": "json-ld", "nt": "nt", "nq": "nquads"}
 _MAX_ERRORS = 1000  # errors kept in a report (all are counted in ``skipped``)
 _CHUNK_BYTES = 16 << 20
 
@@ -121,41 +85,37 @@ class ParsedKeys:
         return len(self.s)
 
 
-# ------------------------------------------------------------------ formats
+# ------------------------------------------------------------------ formats (engine/formats.py)
+def _readable(f: formats.Format | None) -> formats.Format | None:
+    return f if f is not None and f.parser is not None else None
+
+
 def guess_format(path: str) -> str:
-    name = os.fspath(path).lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
-    ext = os.path.splitext(name)[1]
-    fmt = _EXT.get(ext)
-    if fmt is None:
+    """The loader name of a file's RDF format, by its extension (``.gz`` removed first)."""
+    f = _readable(formats.for_path(path))
+    if f is None:
+        ext = formats.path_extension(path)
         raise LoadError(f"cannot guess the RDF format of {ext or 'a file without extension'}", source=str(path))
-    return fmt
+    return f.name
 
 
 def format_for_media_type(media_type: str) -> str:
+    """The loader name of an RDF media type (parameters ignored) or of a format name (``turtle``)."""
     mt = media_type.split(";")[0].strip().lower()
-    if mt in _MEDIA:
-        return _MEDIA[mt]
-    if mt in FORMATS:
-        return mt
-    alias = {"turtle": "ttl", "ntriples": "nt", "nquads": "nq", "rdfxml": "xml", "json-ld": "jsonld"}
-    if mt in alias:
-        return alias[mt]
-    raise LoadError(f"unsupported media type {media_type!r}")
+    f = _readable(formats.for_media_type(mt) or formats.by_name(mt))
+    if f is None:
+        raise LoadError(f"unsupported media type {media_type!r}")
+    return f.name
 
 
-def _normalize_format(fmt: str) -> str:
+def _normalize_format(fmt: str) -> formats.Format:
+    """A format given as a name, a media type or an extension (with or without the dot)."""
     f = fmt.lower().lstrip(".")
-    if f in FORMATS:
-        return f
-    try:
-        return format_for_media_type(f)
-    except LoadError:
-        pass
-    if f in _EXT or "." + f in _EXT:
-        return _EXT.get(f) or _EXT["." + f]
-    raise LoadError(f"unknown RDF format {fmt!r}")
+    found = _readable(formats.by_name(f) or formats.for_media_type(f.split(";")[0].strip())
+                      or formats.for_extension("." + f))
+    if found is None:
+        raise LoadError(f"unknown RDF format {fmt!r}")
+    return found
 
 
 # ------------------------------------------------------------------ N-Triples / N-Quads (vectorized)
@@ -512,7 +472,7 @@ _rdflib_lock = threading.Lock()
 _TTL_LONG_NUMBER = re.compile(r"[+-]?[0-9]{4000,}(?![0-9eE]|\.[0-9eE])")
 
 
-def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_prefix: str,
+def _parse_rdflib(data: bytes, fmt: formats.Format, base: str | None, source: str, bnode_prefix: str,
                   allow_fetch: bool = False):
     """Parse with rdflib. Without ``allow_fetch`` nothing is fetched: a remote
     JSON-LD context (a string, in an array, nested, ``@import``) is a
@@ -579,9 +539,10 @@ def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_pr
         except Exception:  # noqa: BLE001 - the cause is not the client's business (no port scanner)
             raise _ContextFailed(str(url)) from None
 
-    if fmt == "xml":
+    # guards of rdflib's parsers, so they hold for every format read with them
+    if fmt.rdflib == "xml":
         check_xml_prolog(data, source)
-    elif fmt == "jsonld" and data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+    elif fmt.rdflib == "json-ld" and data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
         # rdflib would take a top-level JSON string for a document to fetch
         raise LoadError("a JSON-LD document must be a JSON object or array", source=source)
     _install_audit_hook()
@@ -602,7 +563,7 @@ def _parse_rdflib(data: bytes, fmt: str, base: str | None, source: str, bnode_pr
             _fetch_state.deny = refused
         try:
             ds = rdflib.Dataset()
-            kwargs = {"format": _RDFLIB_FORMAT[fmt]}
+            kwargs = {"format": fmt.rdflib}
             if base:
                 kwargs["publicID"] = base
             ds.parse(source=io.BytesIO(data), **kwargs)
@@ -688,7 +649,7 @@ def _open_source(source) -> tuple[io.BufferedIOBase, str, int | None]:
     path = os.fspath(source)
     name = os.path.basename(path)
     try:
-        if path.lower().endswith(".gz"):
+        if path.lower().endswith(formats.GZIP_SUFFIX):
             return gzip.open(path, "rb"), name, None
         return open(path, "rb"), name, os.path.getsize(path)
     except OSError as e:
@@ -728,41 +689,52 @@ def iter_parse(source, format: str, *, base: str | None = None, lenient: bool = 
 
         bar = tqdm(total=size, unit="B", unit_scale=True, desc=f"loading {display}", file=sys.stderr)
     try:
-        if fmt in ("nt", "nq"):
-            quads = fmt == "nq"
-            n_err = 0
-            first = 1
-            for chunk in _safe_chunks(stream, display):
-                if first == 1 and chunk.startswith(b"\xef\xbb\xbf"):
-                    chunk = chunk[3:]  # UTF-8 byte order mark
-                s, p, o, g, bad, n_lines = _parse_nt_chunk(chunk, quads, bnode_prefix)
-                errors = []
-                if bad:
-                    rows = sorted(bad)
-                    if not lenient:
-                        r = rows[0]
-                        raise LoadError(bad[r], source=display, line=first + r)
-                    for r in rows:
-                        if n_err < _MAX_ERRORS:
-                            errors.append((first + r, bad[r]))
-                        n_err += 1
-                if bar is not None:
-                    bar.update(len(chunk))
-                first += n_lines
-                yield ParsedKeys(s, p, o, g, skipped=len(bad), errors=errors)
-        else:
-            try:
-                data = stream.read()
-            except (OSError, EOFError, zlib.error) as e:
-                raise LoadError(f"cannot read input: {e}", source=display) from e
-            s, p, o, g = _parse_rdflib(data, fmt, base, display, bnode_prefix, allow_fetch)
-            if bar is not None:
-                bar.update(len(data))
-            yield ParsedKeys(s, p, o, g)
+        yield from fmt.parse(stream, fmt, display=display, base=base, lenient=lenient, bnode_prefix=bnode_prefix,
+                             allow_fetch=allow_fetch, bar=bar)
     finally:
         stream.close()
         if bar is not None:
             bar.close()
+
+
+# The parsers of the format registry (engine/formats.py), one signature for all.
+def parse_lines(stream, fmt: formats.Format, *, display: str, base: str | None, lenient: bool,
+                bnode_prefix: str, allow_fetch: bool, bar) -> Iterator[ParsedKeys]:
+    """N-Triples / N-Quads (``fmt.quads``), vectorized, a chunk of lines at a time."""
+    quads = fmt.quads
+    n_err = 0
+    first = 1
+    for chunk in _safe_chunks(stream, display):
+        if first == 1 and chunk.startswith(b"\xef\xbb\xbf"):
+            chunk = chunk[3:]  # UTF-8 byte order mark
+        s, p, o, g, bad, n_lines = _parse_nt_chunk(chunk, quads, bnode_prefix)
+        errors = []
+        if bad:
+            rows = sorted(bad)
+            if not lenient:
+                r = rows[0]
+                raise LoadError(bad[r], source=display, line=first + r)
+            for r in rows:
+                if n_err < _MAX_ERRORS:
+                    errors.append((first + r, bad[r]))
+                n_err += 1
+        if bar is not None:
+            bar.update(len(chunk))
+        first += n_lines
+        yield ParsedKeys(s, p, o, g, skipped=len(bad), errors=errors)
+
+
+def parse_with_rdflib(stream, fmt: formats.Format, *, display: str, base: str | None, lenient: bool,
+                      bnode_prefix: str, allow_fetch: bool, bar) -> Iterator[ParsedKeys]:
+    """A whole document through rdflib's ``fmt.rdflib`` parser (atomic: ``lenient`` does not apply)."""
+    try:
+        data = stream.read()
+    except (OSError, EOFError, zlib.error) as e:
+        raise LoadError(f"cannot read input: {e}", source=display) from e
+    s, p, o, g = _parse_rdflib(data, fmt, base, display, bnode_prefix, allow_fetch)
+    if bar is not None:
+        bar.update(len(data))
+    yield ParsedKeys(s, p, o, g)
 
 
 def parse_to_keys(source, format: str, *, base: str | None = None, lenient: bool = False,
@@ -874,10 +846,10 @@ def load_file(store: Store, path, graph: str | None = None, format: str | None =
     ``graph``: IRI of the target graph for default-graph statements (None =
     default graph); quads of N-Quads/TriG keep their own graph."""
     path = os.fspath(path)
-    fmt = _normalize_format(format) if format else guess_format(path)
+    fmt = _normalize_format(format).name if format else guess_format(path)
     if not os.path.exists(path):
         raise LoadError("file not found", source=path)
-    if base is None and fmt not in ("nt", "nq"):
+    if base is None:  # (line formats have no relative IRIs and ignore it)
         base = "file://" + os.path.abspath(path)
     try:
         return _load(store, path, fmt, graph, base, lenient, progress, os.path.basename(path))

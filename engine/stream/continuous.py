@@ -40,7 +40,8 @@ from engine.exec.bgp import EmptyGraph, merged_view
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
 from engine.exec.result import UNBOUND, QueryResult
-from engine.exec.serialize import NTRIPLES, serialize, sparql_json
+from engine.exec.serialize import serialize, sparql_json
+from engine.formats import NTRIPLES
 from engine.kv.transient import TransientStore
 from engine.stream.incremental import IncrementalCore
 from engine.stream.window_graph import SlidingWindowGraph

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from engine import formats
 from engine.errors import JindouError
 from engine.exec import serialize as ser
 from engine.exec.context import release_memory
@@ -39,28 +40,15 @@ ALLOW = "GET, POST, OPTIONS"
 #: answers with more rows than this return their freed heap to the OS after serializing
 _TRIM_ROWS = 100_000
 
-#: ``?format=`` / ``?output=`` shorthands (override Accept; handy in a browser, and sent by
-#: SPARQLWrapper). Each names the result type and the graph type it means; unknown values are ignored.
-FORMAT_PARAM = {
-    "json": ser.SPARQL_JSON + ", " + ser.JSONLD, "srj": ser.SPARQL_JSON,
-    "xml": ser.SPARQL_XML + ", " + ser.RDFXML, "srx": ser.SPARQL_XML,
-    "csv": ser.CSV, "tsv": ser.TSV,
-    "turtle": ser.TURTLE, "ttl": ser.TURTLE, "n3": ser.TURTLE,
-    "nt": ser.NTRIPLES, "ntriples": ser.NTRIPLES, "n-triples": ser.NTRIPLES,
-    "nq": ser.NQUADS, "nquads": ser.NQUADS, "n-quads": ser.NQUADS,
-    "jsonld": ser.JSONLD, "json-ld": ser.JSONLD, "rdfxml": ser.RDFXML, "rdf+xml": ser.RDFXML, "rdf": ser.RDFXML,
-}
-
-
 def _acceptable_at_all(accept: str | None) -> bool:
     """False if the Accept header rules out every result and graph format."""
     if not accept:
         return True
-    return any(ser.negotiate(accept, f) is not None for f in ("SELECT", "ASK", "CONSTRUCT"))
+    return any(formats.negotiate(accept, f) is not None for f in ("SELECT", "ASK", "CONSTRUCT"))
 
 
 def not_acceptable(accept: str | None, form: str) -> HTTPError:
-    offers = ser.GRAPH_TYPES if form in ("CONSTRUCT", "DESCRIBE", "GRAPH") else ser.RESULT_TYPES
+    offers = formats.offers(form)[0]
     return HTTPError(
         406,
         "not_acceptable",
@@ -123,10 +111,13 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
             raise HTTPError(415, "unsupported_media_type",
                             f"{ct} is not a query media type; use application/sparql-query or {FORM_TYPE}")
     accept = headers.get("accept")
+    # ?format= / ?output= override Accept (handy in a browser, and sent by SPARQLWrapper): a
+    # shorthand of the format registry ("json" names both SPARQL JSON and JSON-LD, the form picks)
+    # or a media type; unknown values are ignored
     fmt = params.get("format") or params.get("output")
     if fmt:
         v = fmt[0].strip().lower()
-        accept = FORMAT_PARAM.get(v, v if "/" in v else accept)
+        accept = formats.format_param(v) or (v if "/" in v else accept)
     if not _acceptable_at_all(accept):
         raise not_acceptable(accept, "SELECT")
     dg = iri_params(params, "default-graph-uri")
@@ -139,7 +130,7 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
 
     def work(deadline):
         res = db.query(text, default_graph_uris=dg, named_graph_uris=ng, base=base, deadline=deadline)
-        mt = ser.negotiate(accept, res.form)
+        mt = formats.negotiate(accept, res.form)
         if mt is None:
             raise not_acceptable(accept, res.form)
         big = len(res) > _TRIM_ROWS
@@ -165,7 +156,7 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
         raise
     if metrics is not None:
         metrics.query_done(form, "ok")
-    return Reply(200, body, ser.content_type(mt), {"Vary": "Accept"})
+    return Reply(200, body, formats.content_type(mt), {"Vary": "Accept"})
 
 
 # --------------------------------------------------------------------------
@@ -173,7 +164,6 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
 # --------------------------------------------------------------------------
 
 SD = "http://www.w3.org/ns/sparql-service-description#"
-FORMATS = "http://www.w3.org/ns/formats/"
 RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
 VOID_TRIPLES = "<http://rdfs.org/ns/void#triples>"
 XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
@@ -194,11 +184,10 @@ def service_description_triples(endpoint: str, update_endpoint: str, status: dic
         (svc, "<http://www.w3.org/2000/01/rdf-schema#label>", '"Jindou SPARQL 1.1 endpoint"'),
         (svc, "<http://www.w3.org/2000/01/rdf-schema#seeAlso>", "<" + update_endpoint + ">"),
     ]
-    for f in ("SPARQL_Results_JSON", "SPARQL_Results_XML", "SPARQL_Results_CSV", "SPARQL_Results_TSV",
-              "Turtle", "N-Triples", "N-Quads", "JSON-LD", "RDF_XML"):
-        t.append((svc, sd("resultFormat"), "<" + FORMATS + f + ">"))
-    for f in ("Turtle", "N-Triples", "N-Quads", "TriG", "RDF_XML", "JSON-LD"):
-        t.append((svc, sd("inputFormat"), "<" + FORMATS + f + ">"))
+    for f in formats.writable(formats.RESULTS) + formats.writable(formats.GRAPH):
+        t.append((svc, sd("resultFormat"), "<" + f.iri + ">"))
+    for f in formats.readable(formats.GRAPH):
+        t.append((svc, sd("inputFormat"), "<" + f.iri + ">"))
     ds = "_:dataset"
     dg = "_:defaultGraph"
     t += [
@@ -216,7 +205,7 @@ def service_description_triples(endpoint: str, update_endpoint: str, status: dic
 
 def service_description(state: ServerState, scope: dict, headers: dict[str, str]) -> Reply:
     accept = headers.get("accept")
-    mt = ser.negotiate(accept, "GRAPH")
+    mt = formats.negotiate(accept, "GRAPH")
     if mt is None:
         raise not_acceptable(accept, "GRAPH")
     root = base_url(headers, scope)
@@ -226,7 +215,7 @@ def service_description(state: ServerState, scope: dict, headers: dict[str, str]
         status = None
     res = ser.graph_from_keys(service_description_triples(root + "/sparql", root + "/update", status))
     body = ser.serialize(res, mt)
-    return Reply(200, body, ser.content_type(mt), {"Vary": "Accept"})
+    return Reply(200, body, formats.content_type(mt), {"Vary": "Accept"})
 
 
 # --------------------------------------------------------------------------
@@ -247,10 +236,7 @@ _QUERY_PARAMS = [
      "description": "IRI of a named graph of the dataset (repeatable)."},
 ]
 
-_RESULT_CONTENT = {
-    ser.SPARQL_JSON: {}, ser.SPARQL_XML: {}, ser.CSV: {}, ser.TSV: {},
-    ser.TURTLE: {}, ser.NTRIPLES: {}, ser.NQUADS: {}, ser.JSONLD: {}, ser.RDFXML: {},
-}
+_RESULT_CONTENT = {f.media_type: {} for f in formats.writable(formats.RESULTS) + formats.writable(formats.GRAPH)}
 
 _RESPONSES = {
     200: {"description": "Query results, negotiated by Accept", "content": _RESULT_CONTENT},

@@ -14,6 +14,7 @@ import zlib
 
 from fastapi import APIRouter, Request, Response
 
+from engine import formats
 from engine.errors import NotFound
 from engine.exec import serialize as ser
 from server.api.common import (
@@ -32,31 +33,14 @@ from server.api.common import (
 
 router = APIRouter(tags=["Graph Store"])
 
-#: RDF media types the store accepts, mapped to the type handed to the engine.
-RDF_INPUT = {
-    "text/turtle": "text/turtle",
-    "application/x-turtle": "text/turtle",
-    "application/n-triples": "application/n-triples",
-    "text/plain": "application/n-triples",
-    "application/n-quads": "application/n-quads",
-    "text/x-nquads": "application/n-quads",
-    "application/trig": "application/trig",
-    "application/rdf+xml": "application/rdf+xml",
-    "application/xml": "application/rdf+xml",
-    "application/ld+json": "application/ld+json",
-    "text/n3": "text/turtle",
-}
-
 _GRAPH_PARAMS = [
     {"name": "default", "in": "query", "required": False, "allowEmptyValue": True, "schema": {"type": "string"},
      "description": "Address the default graph (give `?default` or `?graph=`)."},
     {"name": "graph", "in": "query", "required": False, "schema": {"type": "string", "format": "iri"},
      "description": "IRI of the named graph."},
 ]
-_BODY = {"requestBody": {"required": True, "content": {mt: {"schema": {"type": "string"}} for mt in
-                                                        ("text/turtle", "application/n-triples", "application/n-quads",
-                                                         "application/trig", "application/rdf+xml",
-                                                         "application/ld+json")}}}
+_BODY = {"requestBody": {"required": True, "content": {f.media_type: {"schema": {"type": "string"}}
+                                                        for f in formats.readable(formats.GRAPH)}}}
 _ERR = {
     400: {"description": "Bad parameters or unparsable data"},
     401: {"description": "Token required"},
@@ -97,17 +81,22 @@ def _graph_label(g: str | None) -> str:
     return "the default graph" if g is None else f"graph <{g}>"
 
 
+def _input_types() -> str:
+    """The canonical media types of the RDF formats the store reads (named in 415 answers)."""
+    return ", ".join(sorted(f.media_type for f in formats.readable(formats.GRAPH)))
+
+
 async def _read_rdf(request: Request, state: ServerState) -> tuple[bytes, str]:
+    """(body, canonical media type); any media type of a readable format of the registry is accepted."""
     ct, params = parse_content_type(request.headers.get("content-type"))
     if ct is None:
-        raise HTTPError(415, "unsupported_media_type", "a Content-Type is needed: " + ", ".join(sorted(set(RDF_INPUT.values()))))
-    mt = RDF_INPUT.get(ct)
-    if mt is None:
-        raise HTTPError(415, "unsupported_media_type",
-                        f"{ct} is not a supported RDF format: " + ", ".join(sorted(set(RDF_INPUT.values()))))
+        raise HTTPError(415, "unsupported_media_type", "a Content-Type is needed: " + _input_types())
+    fmt = formats.for_media_type(ct)
+    if fmt is None or fmt.parser is None:
+        raise HTTPError(415, "unsupported_media_type", f"{ct} is not a supported RDF format: " + _input_types())
     check_charset(params)
     data = await request_body_reader(request, state.config.max_body)()
-    return data, mt
+    return data, fmt.media_type
 
 
 #: what parsers may raise on bad client data besides LoadError (reported as 400, not 500)
@@ -143,10 +132,10 @@ async def store_get(request: Request) -> Response:
         check_read(state.config, _headers(request))
         _, graph = _target(request)
         accept = request.headers.get("accept")
-        mt = ser.negotiate(accept, "GRAPH")
+        mt = formats.negotiate(accept, "GRAPH")
         if mt is None:
             raise HTTPError(406, "not_acceptable", f"no RDF format in {accept!r} is available",
-                            extra={"available": list(ser.GRAPH_TYPES)})
+                            extra={"available": list(formats.offers("GRAPH")[0])})
         db = state.db
 
         def work():
@@ -158,9 +147,9 @@ async def store_get(request: Request) -> Response:
 
         body = await state.run(work)
         if request.method == "HEAD":
-            return Response(b"", headers={"Content-Type": ser.content_type(mt), "Content-Length": str(len(body)),
+            return Response(b"", headers={"Content-Type": formats.content_type(mt), "Content-Length": str(len(body)),
                                           "Vary": "Accept"})
-        return Response(body, media_type=None, headers={"Content-Type": ser.content_type(mt), "Vary": "Accept"})
+        return Response(body, media_type=None, headers={"Content-Type": formats.content_type(mt), "Vary": "Accept"})
     except Exception as exc:
         return _reply_error(state, exc)
 

@@ -26,6 +26,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from engine import formats
 from engine.stream.adaptor import ARROW_STREAM_TYPE, read_arrow_ipc
 from engine.stream.limits import ABSORB_MAX, IRI_MAX, name_error, parse_time, shorten
 from server.api.common import (
@@ -49,11 +50,16 @@ _IRI_BAD = re.compile(r'[\x00-\x20<>"{}|^`\\]')
 
 NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl",
                           "application/x-jsonlines", "application/jsonlines"})
-GRAPH_TYPES = {
-    "application/n-triples": "application/n-triples",
-    "text/turtle": "text/turtle",
-    "application/x-turtle": "text/turtle",
-}
+
+
+def graph_body_format(ct: str | None) -> formats.Format | None:
+    """The registry format of a graph body (one graph = one stream element), None if not one."""
+    f = formats.for_media_type(ct) if ct else None
+    return f if f is not None and f.stream and f.parser is not None else None
+
+
+def _graph_body_types() -> list[str]:
+    return sorted(f.media_type for f in formats.readable(formats.GRAPH) if f.stream)
 
 _REG_KEYS = frozenset({"iri", "absorb", "clock"})
 
@@ -252,8 +258,7 @@ def _ingest_arrow_body(m, name: str, body: bytes, batch_id: str | None) -> dict:
                  "requestBody": {"required": True, "content": {
                      "application/x-ndjson": {"schema": {"type": "string"}},
                      ARROW_STREAM_TYPE: {"schema": _ARROW_SCHEMA},
-                     "application/n-triples": {"schema": {"type": "string"}},
-                     "text/turtle": {"schema": {"type": "string"}}}}})
+                     **{mt: {"schema": {"type": "string"}} for mt in _graph_body_types()}}}})
 async def stream_post(name: str, request: Request) -> Response:
     """ndjson: one `{"s","p","o","t"}` a line, bad lines reported and the others kept
     (`t`: integer ms in [0, 2^53-1]; more than 100,000 bad lines: 400, nothing stored).
@@ -280,15 +285,15 @@ async def stream_post(name: str, request: Request) -> Response:
             check_charset(ct_params)
             body = await request_body_reader(request, state.config.max_body)()
             report = await run_in_threadpool(m.ingest_ndjson, name, body, batch_id)
-        elif ct in GRAPH_TYPES:
+        elif (gf := graph_body_format(ct)) is not None:
             check_charset(ct_params)
             t = int_param(params, "t")
             body = await request_body_reader(request, state.config.max_body)()
-            report = await run_in_threadpool(m.ingest_graph, name, body, GRAPH_TYPES[ct], t, batch_id)
+            report = await run_in_threadpool(m.ingest_graph, name, body, gf.media_type, t, batch_id)
         else:
             raise HTTPError(415, "unsupported_media_type",
                             f"{ct or 'a missing Content-Type'} is not accepted here: send application/x-ndjson, "
-                            f"{ARROW_STREAM_TYPE}, application/n-triples or text/turtle")
+                            f"{ARROW_STREAM_TYPE}, " + " or ".join(_graph_body_types()))
         return json_response(report, 202)
     except Exception as exc:
         return error_response(state, exc, "stream")
