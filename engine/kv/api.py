@@ -71,7 +71,8 @@ class GraphReader(Protocol):
 
     @property
     def n_triples(self) -> int:
-        """Number of distinct triples."""
+        """Number of triples: exact for an index; a merge view reports the sum over
+        its graphs (an upper bound, like its :meth:`stats`)."""
         ...
 
     def predicates(self) -> np.ndarray:
@@ -79,7 +80,8 @@ class GraphReader(Protocol):
         ...
 
     def stats(self, pid: int) -> PredicateStats:
-        """Triple / distinct subject / distinct object counts of ``pid`` (zeros if absent)."""
+        """Triple / distinct subject / distinct object counts of ``pid`` (zeros if
+        absent); the planner's estimates, so a view may sum over overlapping parts."""
         ...
 
     def expand(self, pid: int, direction: int, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
