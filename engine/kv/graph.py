@@ -33,8 +33,6 @@ _EMPTY64 = np.zeros(0, dtype=np.int64)
 _SMALL_EXPAND = 12  # one shard
 _SMALL_CONTAINS = 20  # one shard
 _SMALL_SHARDED = 80  # several shards, expand and contains
-# multi-shard expand results of at least this many edges are merged shard by shard
-_MERGE_BY_SHARD_FROM = 32768
 
 _NO_STATS = PredicateStats(0, 0, 0)
 _NO_LOOKUP = object()
@@ -126,7 +124,7 @@ class GraphIndex:
         if len(res) == 1:
             sel, r, nb = res[0]
             return sel[r], nb
-        return _merge_groups(n, res)
+        return partition.merge_groups(n, res)
 
     def contains(self, pid: int, s: np.ndarray, o: np.ndarray) -> np.ndarray:
         s = np.asarray(s, dtype=np.int64)
@@ -236,50 +234,6 @@ class GraphIndex:
             stats.pop(pid, None)
         stats.update(self._stats_of(shards, touched))
         return GraphIndex(shards, stats)
-
-
-def _merge_groups(n: int, res: list) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, nbrs) in input-row order from per-shard ``(sel, r, nb)``: shard
-    output ``(r, nb)`` for input rows ``sel`` (``r`` local, nondecreasing). Each
-    input row's group is contiguous in exactly one shard's output, so every group
-    moves to its offset in the result (counts per row -> cumsum): no sort."""
-    total = sum(len(r) for _, r, _ in res)
-    out = np.empty(total, dtype=np.int64)
-    if total >= _MERGE_BY_SHARD_FROM:
-        # large: place shard by shard (fewer passes over the edges)
-        cnt = np.zeros(n, dtype=np.int64)
-        local = []
-        for sel, r, _ in res:
-            c = np.bincount(r, minlength=len(sel))
-            cnt[sel] = c
-            local.append(c)
-        starts = cnt.cumsum()
-        starts -= cnt
-        for (sel, r, nb), c in zip(res, local, strict=True):
-            shift = starts[sel]
-            shift -= c.cumsum()
-            shift += c  # output start - local start, per local row
-            dest = shift.repeat(c)
-            dest += np.arange(len(r), dtype=np.int64)
-            out[dest] = nb
-        return np.arange(n, dtype=np.int64).repeat(cnt), out
-    # small: one pass over the concatenation (fewer numpy calls)
-    rows = np.concatenate([sel[r] for sel, r, _ in res])
-    nbrs = np.concatenate([nb for _, _, nb in res])
-    cnt = np.bincount(rows, minlength=n)
-    starts = cnt.cumsum()
-    starts -= cnt
-    first = np.empty(total, dtype=bool)
-    first[0] = True
-    np.not_equal(rows[1:], rows[:-1], out=first[1:])
-    first = first.nonzero()[0]  # where each group starts in the concatenation
-    group = rows[first]
-    shift = starts[group]
-    shift -= first
-    dest = shift.repeat(cnt[group])
-    dest += np.arange(total, dtype=np.int64)
-    out[dest] = nbrs
-    return np.arange(n, dtype=np.int64).repeat(cnt), out
 
 
 def _by_pred(rows: np.ndarray) -> np.ndarray:

@@ -6,10 +6,12 @@ owner of ``s``, its IN edges with the owner of ``o``, and each shard's predicate
 index vertices (``[0|p|out]`` / ``[0|p|in]``) list only the vertices it owns.
 
 Every module that routes ids to shards (graph building and reads, the
-single-vertex fast path, persistence) goes through these functions, so a
-different placement (hash, range, a directory of hot vertices) changes this
-file only. Everything here is vectorized except :func:`router`, which builds the
-one-vertex dispatch of the in-place fast path.
+single-vertex fast path, a shard's CSR slot numbering via :func:`stride`) goes
+through these functions, so a different placement (hash, range, a directory of
+hot vertices) changes this file only. Batches are split by owner (:func:`split`, :func:`split_or_single`,
+:func:`split_edges`: per-shard positions) and the per-shard answers placed back
+(:func:`merge_groups`, or ``out[sel] = answer``), all vectorized; :func:`router`
+builds the one-vertex dispatch of the in-place fast path.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["owner", "owners", "owned_mask", "split", "split_or_single", "split_edges", "stride", "router"]
+__all__ = ["owner", "owners", "owned_mask", "split", "split_or_single", "split_edges", "merge_groups", "stride",
+           "router"]
 
 
 def owner(vid: int, n_shards: int) -> int:
@@ -66,6 +69,55 @@ def split_or_single(vids: np.ndarray, n_shards: int) -> tuple[int, list[np.ndarr
             return k, None
         out.append(sel if m else None)
     return -1, out
+
+
+# multi-shard expand results of at least this many edges are merged shard by shard
+_MERGE_BY_SHARD_FROM = 32768
+
+
+def merge_groups(n: int, res: list) -> tuple[np.ndarray, np.ndarray]:
+    """Place per-shard expand answers back: (rows, nbrs) in input-row order from
+    per-shard ``(sel, r, nb)``, shard output ``(r, nb)`` for the input rows
+    ``sel`` that :func:`split` gave it (``r`` local, nondecreasing). Each
+    input row's group is contiguous in exactly one shard's output, so every group
+    moves to its offset in the result (counts per row -> cumsum): no sort."""
+    total = sum(len(r) for _, r, _ in res)
+    out = np.empty(total, dtype=np.int64)
+    if total >= _MERGE_BY_SHARD_FROM:
+        # large: place shard by shard (fewer passes over the edges)
+        cnt = np.zeros(n, dtype=np.int64)
+        local = []
+        for sel, r, _ in res:
+            c = np.bincount(r, minlength=len(sel))
+            cnt[sel] = c
+            local.append(c)
+        starts = cnt.cumsum()
+        starts -= cnt
+        for (sel, r, nb), c in zip(res, local, strict=True):
+            shift = starts[sel]
+            shift -= c.cumsum()
+            shift += c  # output start - local start, per local row
+            dest = shift.repeat(c)
+            dest += np.arange(len(r), dtype=np.int64)
+            out[dest] = nb
+        return np.arange(n, dtype=np.int64).repeat(cnt), out
+    # small: one pass over the concatenation (fewer numpy calls)
+    rows = np.concatenate([sel[r] for sel, r, _ in res])
+    nbrs = np.concatenate([nb for _, _, nb in res])
+    cnt = np.bincount(rows, minlength=n)
+    starts = cnt.cumsum()
+    starts -= cnt
+    first = np.empty(total, dtype=bool)
+    first[0] = True
+    np.not_equal(rows[1:], rows[:-1], out=first[1:])
+    first = first.nonzero()[0]  # where each group starts in the concatenation
+    group = rows[first]
+    shift = starts[group]
+    shift -= first
+    dest = shift.repeat(cnt[group])
+    dest += np.arange(total, dtype=np.int64)
+    out[dest] = nbrs
+    return np.arange(n, dtype=np.int64).repeat(cnt), out
 
 
 def stride(n_shards: int) -> int:
