@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.kv import graph as graph_mod
+from engine.kv import partition
 from engine.kv import shard as shard_mod
 from engine.kv.graph import IN, OUT, empty_graph
 
@@ -43,7 +44,7 @@ def _build(edges, n_shards):
 def _set_mode(monkeypatch, mode):
     small, per_key, min_slots, sort_from = _MODES[mode]
     # the general path merges shard by shard, the others over the concatenation
-    monkeypatch.setattr(graph_mod, "_MERGE_BY_SHARD_FROM", 0 if mode == "general" else 10**9)
+    monkeypatch.setattr(partition, "_MERGE_BY_SHARD_FROM", 0 if mode == "general" else 10**9)
     if small is not None:
         for name in ("_SMALL_EXPAND", "_SMALL_CONTAINS", "_SMALL_SHARDED"):
             monkeypatch.setattr(graph_mod, name, small)

@@ -13,9 +13,8 @@ step takes one triple pattern (order from :mod:`engine.exec.planner`):
 
 Variable predicates run the step once per predicate (each one vectorized).
 Repeated variables in one pattern (``?x :p ?x``) become an equality filter
-right after the step. The module also holds the graph *views* a query
-evaluates over: the empty graph and the merge of several graphs (``FROM g1
-FROM g2``), both implementing the ``GraphIndex`` read interface.
+right after the step. The graph is any :class:`engine.kv.api.GraphReader`
+(an index or a view from :mod:`engine.kv.views`).
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from engine.exec.algebra import Const, TriplePattern
 from engine.exec.bindings import UNBOUND, Bindings, concat
 from engine.exec.context import charge_rows, current_budget, holding, table_bytes
 from engine.exec.planner import IN, OUT, plan
-from engine.kv.graph import GraphIndex
 from engine.kv.shard import has_neighbour
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -130,147 +128,6 @@ def gather(cols: dict, rows: np.ndarray) -> dict:
     names = list(cols)
     res = list(_get_pool().map(lambda v: cols[v][rows], names))
     return dict(zip(names, res, strict=True))
-
-
-# ---------------------------------------------------------------- graph views
-
-
-class _Stats:
-    __slots__ = ("triples", "subjects", "objects")
-
-    def __init__(self, triples=0, subjects=0, objects=0):
-        self.triples = triples
-        self.subjects = subjects
-        self.objects = objects
-
-
-class EmptyGraph:
-    """A graph with no triples (an absent graph)."""
-
-    n_triples = 0
-
-    def predicates(self):
-        return _EMPTY
-
-    def stats(self, pid):
-        return _Stats()
-
-    def expand(self, pid, direction, vids):
-        return _EMPTY, _EMPTY
-
-    def contains(self, pid, s, o):
-        return np.zeros(len(s), dtype=bool)
-
-    def index(self, pid, direction):
-        return _EMPTY
-
-    def scan(self, pid):
-        return _EMPTY, _EMPTY
-
-    def scan_all(self):
-        return _EMPTY, _EMPTY, _EMPTY
-
-    def vertices(self):
-        return _EMPTY
-
-
-def _dedup_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (a, b) pairs sorted by (a, b); one 1-D sort of packed keys when both fit."""
-    if len(a) <= 1:
-        return a, b
-    if int(a.min()) >= 0 and int(b.min()) >= 0 and int(a.max()) < (1 << 31) and int(b.max()) < (1 << 32):
-        k = unique((a << 32) | b)
-        return k >> 32, k & 0xFFFFFFFF
-    m = np.stack([a, b], axis=1)
-    u = np.unique(m, axis=0)
-    return u[:, 0].copy(), u[:, 1].copy()
-
-
-class MergedGraph:
-    """RDF merge (set union of triples) of several graphs."""
-
-    def __init__(self, graphs):
-        self.graphs = list(graphs)
-        self._preds = None
-        self._stats: dict[int, _Stats] = {}
-
-    @property
-    def n_triples(self) -> int:
-        return sum(g.n_triples for g in self.graphs)
-
-    def predicates(self):
-        if self._preds is None:
-            ps = [g.predicates() for g in self.graphs]
-            self._preds = unique(np.concatenate(ps)) if ps else _EMPTY
-        return self._preds
-
-    def stats(self, pid):
-        st = self._stats.get(pid)
-        if st is None:
-            parts = [g.stats(pid) for g in self.graphs]
-            st = _Stats(sum(p.triples for p in parts), sum(p.subjects for p in parts),
-                        sum(p.objects for p in parts))
-            self._stats[pid] = st
-        return st
-
-    def expand(self, pid, direction, vids):
-        rs, ns = [], []
-        for g in self.graphs:
-            r, nb = g.expand(pid, direction, vids)
-            if len(r):
-                rs.append(r)
-                ns.append(nb)
-        if not rs:
-            return _EMPTY, _EMPTY
-        if len(rs) == 1:  # one graph holds the predicate: its answer is already a set
-            return rs[0], ns[0]
-        r = np.concatenate(rs)
-        nb = np.concatenate(ns)
-        r, nb = _dedup_pairs(r, nb)  # sorted by row: the merge is a set
-        return r, nb
-
-    def contains(self, pid, s, o):
-        out = np.zeros(len(s), dtype=bool)
-        for g in self.graphs:
-            out |= g.contains(pid, s, o)
-        return out
-
-    def index(self, pid, direction):
-        parts = [g.index(pid, direction) for g in self.graphs]
-        return unique(np.concatenate(parts)) if parts else _EMPTY
-
-    def scan(self, pid):
-        ss, os_ = [], []
-        for g in self.graphs:
-            s, o = g.scan(pid)
-            if len(s):
-                ss.append(s)
-                os_.append(o)
-        if not ss:
-            return _EMPTY, _EMPTY
-        if len(ss) == 1:
-            return ss[0], os_[0]
-        return _dedup_pairs(np.concatenate(ss), np.concatenate(os_))
-
-    def scan_all(self):
-        parts = [np.stack(g.scan_all(), axis=1) for g in self.graphs]
-        if not parts:
-            return _EMPTY, _EMPTY, _EMPTY
-        m = np.unique(np.concatenate(parts), axis=0)
-        return m[:, 0].copy(), m[:, 1].copy(), m[:, 2].copy()
-
-    def vertices(self):
-        parts = [g.vertices() for g in self.graphs]
-        return unique(np.concatenate(parts)) if parts else _EMPTY
-
-
-def merged_view(graphs):
-    graphs = [g for g in graphs if g is not None]
-    if not graphs:
-        return EmptyGraph()
-    if len(graphs) == 1:
-        return graphs[0]
-    return MergedGraph(graphs)
 
 
 # ---------------------------------------------------------------- exploration
@@ -572,20 +429,19 @@ class SmallBGP:
     """A compiled tuple-at-a-time program for one BGP over one graph index.
 
     ``slots`` lists the variables in binding order (the tuple layout of a
-    row, seed columns first); every step is (kind, per-shard lookup
-    functions, a, b) where an end is (True, constant id) or (False, slot);
+    row, seed columns first); every step is (kind, lookup function(s)
+    ``v -> sorted neighbours`` from ``GraphReader.local_lookup``, a, b) where
+    an end is (True, constant id) or (False, slot);
     ``rtriples`` are the resolved patterns in step order and ``widths[k]``
     the number of slots bound before step k (for the hand-over)."""
 
-    __slots__ = ("slots", "steps", "rtriples", "widths", "n_shards", "empty", "starts_big")
+    __slots__ = ("slots", "steps", "rtriples", "widths", "empty", "starts_big")
 
-    def __init__(self, slots: list[str], steps: list, rtriples: list, widths: list[int], n_shards: int,
-                 empty: bool):
+    def __init__(self, slots: list[str], steps: list, rtriples: list, widths: list[int], empty: bool):
         self.slots = slots
         self.steps = steps
         self.rtriples = rtriples
         self.widths = widths
-        self.n_shards = n_shards
         self.empty = empty
         self.starts_big = False  # set once a run found the first step too big from one row
 
@@ -595,7 +451,6 @@ class SmallBGP:
         rest should run vectorized. ``rows``: the seed rows."""
         if self.empty:
             return [], len(self.steps)
-        n_sh = self.n_shards
         few = SMALL_FEW
         for k, (kind, fs, a, b) in enumerate(self.steps):
             ac, av = a
@@ -604,16 +459,16 @@ class SmallBGP:
                     return rows, k
                 if len(rows) <= 8:  # a few rows: their own (usually short) lists
                     fv = fs[1]
-                    rows = [r for r in rows if has_neighbour(fv[r[b] % n_sh](r[b]), av)]
+                    rows = [r for r in rows if has_neighbour(fv(r[b]), av)]
                 else:
-                    rows = list(compress(rows, _members(fs[0][av % n_sh](av), [r[b] for r in rows])))
+                    rows = list(compress(rows, _members(fs[0](av), [r[b] for r in rows])))
                 if not rows:
                     return rows, len(self.steps)
                 continue
             if kind == _PRUNE:
                 bc, bv = b
                 if ac and bc:
-                    if not has_neighbour(fs[av % n_sh](av), bv):
+                    if not has_neighbour(fs(av), bv):
                         return [], len(self.steps)
                     continue
                 if len(rows) > few:
@@ -621,10 +476,10 @@ class SmallBGP:
                 out = []
                 for r in rows:
                     x = av if ac else r[av]
-                    if has_neighbour(fs[x % n_sh](x), bv if bc else r[bv]):
+                    if has_neighbour(fs(x), bv if bc else r[bv]):
                         out.append(r)
             elif ac:
-                nb = fs[av % n_sh](av)
+                nb = fs(av)
                 if len(nb) * len(rows) > min(few, limit):  # many rows out: vectorized from here
                     if k == 0 and len(rows) == 1 and limit >= few:
                         self.starts_big = True  # not selective: callers go vectorized directly
@@ -637,8 +492,7 @@ class SmallBGP:
                 out = []
                 append = out.append
                 for r in rows:
-                    v = r[av]
-                    for x in fs[v % n_sh](v).tolist():
+                    for x in fs(r[av]).tolist():
                         append(r + (x,))
                     if len(out) > limit:
                         return rows, k
@@ -667,65 +521,75 @@ class SmallBGP:
         return Bindings(cols, n)
 
 
+class _NotLocal(Exception):
+    pass
+
+
 def compile_small(triples: tuple[TriplePattern, ...], graph, lookup, seed_vars: tuple[str, ...] = ()
                   ) -> SmallBGP | None:
     """The tuple-at-a-time program of a BGP with constant predicates whose every
     step (in the planner's order) has a bound end; None when the BGP does not
     qualify (variable predicates, a scan, a variable repeated within a pattern
-    before it is bound, a graph that is no index). ``seed_vars``: the columns
-    of the seed rows (bound in every row where the BGP shares them)."""
-    if type(graph) is not GraphIndex or not triples:
+    before it is bound, a graph without in-process ``local_lookup``: a view or
+    remote shards). ``seed_vars``: the columns of the seed rows (bound in every
+    row where the BGP shares them)."""
+    if not triples or any(not isinstance(t.p, Const) for t in triples):
         return None
-    if any(not isinstance(t.p, Const) for t in triples):
+    if graph.local_lookup(0, OUT) is None:  # not all in-process (or a view)
         return None
     resolved = resolve(triples, lookup)
-    n_sh = graph.n_shards
     all_vars = bgp_vars(triples)
     if resolved is None:  # a constant the store does not hold: no solution
-        return SmallBGP(list(seed_vars) + [v for v in all_vars if v not in seed_vars], [], [], [], n_sh, True)
+        return SmallBGP(list(seed_vars) + [v for v in all_vars if v not in seed_vars], [], [], [], True)
     bound = {v for v in seed_vars if v in all_vars}
     order = plan(resolved, graph, bound, 1.0)
     slots: dict[str, int] = {v: i for i, v in enumerate(seed_vars)}
     steps = []
     widths = []
-    lookups: dict[tuple[int, int], list] = {}
+    lookups: dict[tuple[int, int], object] = {}
 
-    def fns(pid: int, direction: int) -> list:
-        fs = lookups.get((pid, direction))
-        if fs is None:
-            fs = lookups[pid, direction] = [sh.lookup(pid, direction) for sh in graph.shards]
-        return fs
+    def fns(pid: int, direction: int):
+        f = lookups.get((pid, direction))
+        if f is None:
+            f = graph.local_lookup(pid, direction)
+            if f is None:
+                raise _NotLocal
+            lookups[pid, direction] = f
+        return f
 
     def end(pos):
         return (True, pos[1]) if pos[0] == "c" else (False, slots[pos[1]])
 
-    for i in order:
-        s, p, o = resolved[i]
-        pid = p[1]
-        s_b = s[0] == "c" or s[1] in slots
-        o_b = o[0] == "c" or o[1] in slots
-        widths.append(len(slots))
-        if s_b and o_b:
-            st = graph.stats(pid)
-            d_out = st.triples / max(1, st.subjects)
-            d_in = st.triples / max(1, st.objects)
-            if (s[0] == "c") != (o[0] == "c"):
-                # one constant end: one lookup of its (sorted) list, tested for every row
-                if s[0] == "c":
-                    steps.append((_MEMBER, (fns(pid, OUT), fns(pid, IN)), end(s), slots[o[1]]))
+    try:
+        for i in order:
+            s, p, o = resolved[i]
+            pid = p[1]
+            s_b = s[0] == "c" or s[1] in slots
+            o_b = o[0] == "c" or o[1] in slots
+            widths.append(len(slots))
+            if s_b and o_b:
+                st = graph.stats(pid)
+                d_out = st.triples / max(1, st.subjects)
+                d_in = st.triples / max(1, st.objects)
+                if (s[0] == "c") != (o[0] == "c"):
+                    # one constant end: one lookup of its (sorted) list, tested for every row
+                    if s[0] == "c":
+                        steps.append((_MEMBER, (fns(pid, OUT), fns(pid, IN)), end(s), slots[o[1]]))
+                    else:
+                        steps.append((_MEMBER, (fns(pid, IN), fns(pid, OUT)), end(o), slots[s[1]]))
+                elif d_out <= d_in:
+                    steps.append((_PRUNE, fns(pid, OUT), end(s), end(o)))
                 else:
-                    steps.append((_MEMBER, (fns(pid, IN), fns(pid, OUT)), end(o), slots[s[1]]))
-            elif d_out <= d_in:
-                steps.append((_PRUNE, fns(pid, OUT), end(s), end(o)))
+                    steps.append((_PRUNE, fns(pid, IN), end(o), end(s)))
+            elif s_b or o_b:
+                src, dst, direction = (s, o, OUT) if s_b else (o, s, IN)
+                steps.append((_EXPAND, fns(pid, direction), end(src), None))
+                slots[dst[1]] = len(slots)
             else:
-                steps.append((_PRUNE, fns(pid, IN), end(o), end(s)))
-        elif s_b or o_b:
-            src, dst, direction = (s, o, OUT) if s_b else (o, s, IN)
-            steps.append((_EXPAND, fns(pid, direction), end(src), None))
-            slots[dst[1]] = len(slots)
-        else:
-            return None  # a scan: not selective
-    return SmallBGP(list(slots), steps, [resolved[i] for i in order], widths, n_sh, False)
+                return None  # a scan: not selective
+    except _NotLocal:  # some shard answers by batched calls only
+        return None
+    return SmallBGP(list(slots), steps, [resolved[i] for i in order], widths, False)
 
 
 def seed_rows(seed: Bindings) -> list[tuple]:

@@ -28,11 +28,9 @@ from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded,
 from engine.exec import algebra as A
 from engine.exec.bgp import (
     SMALL_ROWS,
-    EmptyGraph,
     bgp_vars,
     candidate_predicates,
     compile_small,
-    merged_view,
     run_bgp,
     seed_ok,
 )
@@ -60,6 +58,7 @@ from engine.exec.context import (
 )
 from engine.exec.paths import PathEvaluator
 from engine.exec.result import QueryResult
+from engine.kv.views import EmptyGraph, merged_view
 
 ROW = "#row"
 _KEY_OVERHEAD = 120  # str object, dict entry and list slot of one overlay term

@@ -14,6 +14,10 @@ Only then are files that no manifest references deleted. A crash at any
 point leaves the previous manifest and everything it names intact; files of
 an interrupted commit are garbage-collected at the next start.
 
+Shards are read and rebuilt only through their columnar export/import calls
+(:meth:`engine.kv.api.ShardReader.export`, :meth:`Shard.from_columns`): a pack
+entry is one predicate's :class:`PredColumns` in one shard.
+
 Start-up reads the manifest and memory-maps the packs (``np.load(mmap_mode='r')``);
 CSR arrays are zero-copy views into them. The dictionary blob/offsets/numeric
 are read into growable in-memory arrays (they are appended to), its hash
@@ -29,9 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.kv.api import PredColumns
 from engine.kv.dictionary import Dictionary
 from engine.kv.graph import GraphIndex
-from engine.kv.shard import CSR, PredShard, Shard
+from engine.kv.shard import Shard
 
 MANIFEST = "MANIFEST.json"
 _VERSION = 1
@@ -132,13 +137,12 @@ class Persistence:
         return arr
 
     def _graph(self, entries: list, n_shards: int) -> GraphIndex:
-        per_shard: list[dict[int, PredShard]] = [{} for _ in range(n_shards)]
+        per_shard: list[dict] = [{} for _ in range(n_shards)]
         for shard_no, pid, pack, refs in entries:
             raw = self._pack(pack)
             arrs = [raw[off : off + n * np.dtype(dt).itemsize].view(dt) for off, dt, n in refs]
-            ps = PredShard(CSR(*arrs[:3]), CSR(*arrs[3:]), files={"pack": pack, "refs": refs})
-            per_shard[shard_no][int(pid)] = ps
-        return GraphIndex([Shard(k, n_shards, per_shard[k]) for k in range(n_shards)])
+            per_shard[shard_no][int(pid)] = (PredColumns(*arrs), {"pack": pack, "refs": refs})
+        return GraphIndex([Shard.from_columns(k, n_shards, per_shard[k]) for k in range(n_shards)])
 
     # ------------------------------------------------------------ save
     def save(self, snap, prev, n_shards: int, load_counter: int) -> None:
@@ -146,23 +150,26 @@ class Persistence:
         written: list[str] = []
         dict_chunks = self._save_dictionary(snap.dictionary, tag, written)
         graphs = {"default": snap.default, **{str(g): gi for g, gi in snap.named.items()}}
-        # collect PredShards not yet on disk
-        new: list[PredShard] = []
+        # collect the segments (one predicate in one shard) not yet on disk
+        new: list = []  # (segment, columns)
         seen: set[int] = set()
-        for gi in graphs.values():
+        exported: dict[str, list] = {}  # graph -> [(shard no, pid, segment)]
+        for name, gi in graphs.items():
+            rows = exported[name] = []
             for sh in gi.shards:
-                for ps in sh.preds.values():
-                    if ps.files is None and id(ps) not in seen:
-                        seen.add(id(ps))
-                        new.append(ps)
+                for pid, cols, seg in sh.export():
+                    rows.append((sh.no, pid, seg))
+                    if seg.files is None and id(seg) not in seen:
+                        seen.add(id(seg))
+                        new.append((seg, cols))
         if new:
             pack = f"pack-{tag}.npy"
             chunks: list[np.ndarray] = []
             pos = 0
             refs_of: list[list] = []
-            for ps in new:
+            for _, cols in new:
                 refs = []
-                for a in (ps.out.keys, ps.out.indptr, ps.out.indices, ps.inn.keys, ps.inn.indptr, ps.inn.indices):
+                for a in cols:
                     b = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
                     refs.append([pos, a.dtype.str, int(len(a))])
                     chunks.append(b)
@@ -177,16 +184,15 @@ class Persistence:
         else:
             pack, refs_of = None, []
         man_graphs: dict = {"default": None, "named": {}}
-        pending = {id(ps): (pack, refs) for ps, refs in zip(new, refs_of, strict=True)}
-        for name, gi in graphs.items():
+        pending = {id(seg): (pack, refs) for (seg, _), refs in zip(new, refs_of, strict=True)}
+        for name, rows in exported.items():
             entries = []
-            for sh in gi.shards:
-                for pid, ps in sh.preds.items():
-                    if ps.files is not None:
-                        entries.append([sh.no, int(pid), ps.files["pack"], ps.files["refs"]])
-                    else:
-                        pk, refs = pending[id(ps)]
-                        entries.append([sh.no, int(pid), pk, refs])
+            for no, pid, seg in rows:
+                if seg.files is not None:
+                    entries.append([no, int(pid), seg.files["pack"], seg.files["refs"]])
+                else:
+                    pk, refs = pending[id(seg)]
+                    entries.append([no, int(pid), pk, refs])
             if name == "default":
                 man_graphs["default"] = entries
             else:
@@ -201,9 +207,9 @@ class Persistence:
         }
         atomic_write(self._p(MANIFEST), json.dumps(man, separators=(",", ":")).encode("utf-8"))
         # the switch happened: mark arrays as persisted, then collect garbage
-        for ps in new:
-            pk, refs = pending[id(ps)]
-            ps.files = {"pack": pk, "refs": refs}
+        for seg, _ in new:
+            pk, refs = pending[id(seg)]
+            seg.files = {"pack": pk, "refs": refs}
         snap.dictionary.persisted_n = len(snap.dictionary)
         self._dict_chunks = dict_chunks
         self._gc(self._referenced(man))

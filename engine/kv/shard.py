@@ -1,16 +1,16 @@
 """One shard of a graph: per predicate CSR arrays for the vertices it owns.
 
-A shard owns the vertices ``v`` with ``v % n_shards == shard_no``. For each
+A shard owns the vertices :mod:`engine.kv.partition` assigns it. For each
 predicate it holds the OUT adjacency of its subjects and the IN adjacency of
 its objects (Wukong's differentiated partitioning: each shard's index arrays
-list only its own vertices). Shards are immutable; a commit builds new
-:class:`PredShard` objects only for the predicates it touched and shares the
-others.
+list only its own vertices). Shards are immutable; :meth:`Shard.apply` builds
+new :class:`PredShard` objects only for the predicates it touched and shares
+the others.
 
-:class:`Shard` is the only interface :class:`engine.kv.graph.GraphIndex` uses to
-read a shard (``expand``, ``contains``, ``index``, ``scan``, and for small
-inputs the one-vertex ``lookup`` / ``neighbours`` / ``has_edge``), so a shard
-can later live in another process or host.
+:class:`Shard` implements :class:`engine.kv.api.ShardReader` and
+:class:`engine.kv.api.ShardWriter`, the only calls
+:class:`engine.kv.graph.GraphIndex` and :mod:`engine.kv.persist` make of a
+shard, so a shard can later live in another process or host.
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-OUT, IN = 0, 1
+from engine.arrays import unique
+from engine.kv import partition
+from engine.kv.api import OUT, PredColumns
+
 _I32_MAX = int(np.iinfo(np.int32).max)
 _EMPTY64 = np.zeros(0, dtype=np.int64)
 
@@ -332,45 +335,99 @@ class PredShard:
         return self.out if direction == OUT else self.inn
 
 
-class Shard:
-    """Immutable per-shard map predicate id -> PredShard."""
+_LOW32 = np.uint64(0xFFFFFFFF)
+_SH32 = np.uint64(32)
 
-    __slots__ = ("no", "n_shards", "preds")
+
+def _pack(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(a, b) id pairs -> one sortable uint64 (ids must be < 2**32)."""
+    return (a.astype(np.uint64) << _SH32) | b.astype(np.uint64)
+
+
+def _unpack(k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return (k >> _SH32).astype(np.int64), (k & _LOW32).astype(np.int64)
+
+
+def _member(sorted_arr: np.ndarray, q: np.ndarray) -> np.ndarray:
+    if len(sorted_arr) == 0 or len(q) == 0:
+        return np.zeros(len(q), dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_arr, q), len(sorted_arr) - 1)
+    return sorted_arr[pos] == q
+
+
+def _merge_csr(csr: CSR | None, rem: np.ndarray, add: np.ndarray) -> CSR | None:
+    """CSR with sorted packed pairs ``rem`` removed and ``add`` (absent, sorted) merged in."""
+    if len(rem) == 0 and len(add) == 0:
+        return csr
+    if csr is not None and len(csr):
+        a, b = csr.pairs()
+        packed = _pack(a, b)
+        if len(rem):
+            packed = packed[~_member(rem, packed)]
+        if len(add):
+            packed = np.sort(np.concatenate([packed, add]), kind="stable")  # merges two sorted runs
+    else:
+        packed = add
+    if len(packed) == 0:
+        return EMPTY_CSR
+    a, b = _unpack(packed)
+    mx = max(int(a[-1]), int(b.max()))
+    return csr_from_sorted_pairs(a, b, np.int32 if mx < np.iinfo(np.int32).max else np.int64)
+
+
+def _group(rows: np.ndarray) -> dict[int, np.ndarray]:
+    """(n, 3) rows by predicate (column 1); rows already sorted by it are not re-sorted."""
+    if len(rows) == 0:
+        return {}
+    p = rows[:, 1]
+    if len(p) > 1 and not (p[1:] >= p[:-1]).all():
+        rows = rows[np.argsort(p, kind="stable")]
+        p = rows[:, 1]
+    cut = np.flatnonzero(p[1:] != p[:-1]) + 1
+    starts = [0, *cut.tolist()]
+    ends = [*cut.tolist(), len(rows)]
+    return {int(p[a]): rows[a:b] for a, b in zip(starts, ends, strict=True)}
+
+
+_NO_ROWS = np.zeros((0, 3), dtype=np.int64)
+
+
+class Shard:
+    """Immutable per-shard map predicate id -> PredShard (see module docstring)."""
+
+    __slots__ = ("no", "n_shards", "preds", "_stride")
 
     def __init__(self, no: int, n_shards: int, preds: dict[int, PredShard] | None = None):
         self.no = no
         self.n_shards = n_shards
         self.preds: dict[int, PredShard] = preds or {}
+        self._stride = partition.stride(n_shards)
 
     def _csr(self, pid: int, direction: int) -> CSR:
         ps = self.preds.get(int(pid))
         return EMPTY_CSR if ps is None else ps.csr(direction)
 
-    # ---- the interface GraphIndex uses
+    # ---- ShardReader
+    def pids(self):
+        return iter(self.preds)
+
     def expand(self, pid: int, direction: int, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Neighbours of int64 ``vids`` (all owned by this shard): (rows, nbrs), grouped
         by row in input order."""
-        return self._csr(pid, direction).expand(vids, self.n_shards)
+        return self._csr(pid, direction).expand(vids, self._stride)
 
     def contains(self, pid: int, s: np.ndarray, o: np.ndarray) -> np.ndarray:
         """Edge test for int64 subjects ``s`` owned by this shard."""
-        return self._csr(pid, OUT).contains(s, o, self.n_shards)
+        return self._csr(pid, OUT).contains(s, o, self._stride)
 
-    def lookup(self, pid: int, direction: int):
+    def local_lookup(self, pid: int, direction: int):
         """A function ``vid -> sorted neighbours`` (key dtype) for one vertex owned by
-        this shard at a time: the small-input path of :class:`GraphIndex`."""
+        this shard at a time: the small-input path of :class:`GraphIndex` and the
+        tuple-at-a-time executor."""
         ps = self.preds.get(pid)
         if ps is None:
             return _no_neighbours
-        return (ps.out if direction == OUT else ps.inn).lookup(self.n_shards)
-
-    def neighbours(self, pid: int, direction: int, vid: int) -> np.ndarray:
-        """Sorted neighbours of one vertex ``vid`` owned by this shard (key dtype)."""
-        return self.lookup(pid, direction)(vid)
-
-    def has_edge(self, pid: int, s: int, o: int) -> bool:
-        """Is ``(s, pid, o)`` in the graph (``s`` owned by this shard)?"""
-        return has_neighbour(self.lookup(pid, OUT)(s), o)
+        return (ps.out if direction == OUT else ps.inn).lookup(self._stride)
 
     def index(self, pid: int, direction: int) -> np.ndarray:
         """Sorted subjects (OUT) / objects (IN) of ``pid`` owned by this shard."""
@@ -380,6 +437,13 @@ class Shard:
         """(s, o) of all ``pid`` triples whose subject this shard owns, sorted."""
         return self._csr(pid, OUT).pairs()
 
+    def vertices(self) -> np.ndarray:
+        parts = [_EMPTY64]
+        for ps in self.preds.values():
+            parts.append(ps.out.keys.astype(np.int64))
+            parts.append(ps.inn.keys.astype(np.int64))
+        return unique(np.concatenate(parts))
+
     def degree_stats(self, pid: int) -> tuple[int, int, int]:
         """(triples, subjects, objects) owned here."""
         ps = self.preds.get(int(pid))
@@ -387,7 +451,45 @@ class Shard:
             return 0, 0, 0
         return len(ps.out.indices), len(ps.out.keys), len(ps.inn.keys)
 
-    def with_preds(self, updates: dict[int, PredShard | None]) -> Shard:
+    def export(self):
+        for pid, ps in self.preds.items():
+            yield pid, PredColumns(ps.out.keys, ps.out.indptr, ps.out.indices,
+                                   ps.inn.keys, ps.inn.indptr, ps.inn.indices), ps
+
+    @classmethod
+    def from_columns(cls, no: int, n_shards: int, segments: dict[int, tuple[PredColumns, dict | None]]) -> Shard:
+        """The shard holding ``segments`` (pid -> (columns, persistence tag)) as
+        zero-copy CSRs: the import side of :meth:`export`."""
+        preds = {}
+        for pid, (c, files) in segments.items():
+            preds[int(pid)] = PredShard(CSR(c.out_keys, c.out_indptr, c.out_indices),
+                                        CSR(c.in_keys, c.in_indptr, c.in_indices), files=files)
+        return cls(no, n_shards, preds)
+
+    # ---- ShardWriter
+    def apply(self, remove: np.ndarray | None, add: np.ndarray | None) -> Shard:
+        """See :meth:`engine.kv.api.ShardWriter.apply`. Only the CSRs (predicate,
+        direction) that really change are rebuilt, by merging sorted runs."""
+        rg = _group(_NO_ROWS if remove is None else remove)
+        ag = _group(_NO_ROWS if add is None else add)
+        updates: dict[int, PredShard | None] = {}
+        for pid in sorted(rg.keys() | ag.keys()):
+            r, a = rg.get(pid), ag.get(pid)
+            ps = self.preds.get(pid)
+            o_csr = ps.out if ps is not None else None
+            i_csr = ps.inn if ps is not None else None
+            new_out = self._apply_csr(o_csr, r, a, 0, 2)
+            new_in = self._apply_csr(i_csr, r, a, 2, 0)
+            if new_out is o_csr and new_in is i_csr:
+                continue
+            if (new_out is None or len(new_out) == 0) and (new_in is None or len(new_in) == 0):
+                if ps is not None:
+                    updates[pid] = None
+            else:
+                updates[pid] = PredShard(new_out if new_out is not None else EMPTY_CSR,
+                                         new_in if new_in is not None else EMPTY_CSR)
+        if not updates:
+            return self
         preds = dict(self.preds)
         for pid, ps in updates.items():
             if ps is None:
@@ -395,6 +497,38 @@ class Shard:
             else:
                 preds[pid] = ps
         return Shard(self.no, self.n_shards, preds)
+
+    def _apply_csr(self, csr: CSR | None, r: np.ndarray | None, a: np.ndarray | None, ki: int, vi: int
+                   ) -> CSR | None:
+        """``csr`` (keys from column ``ki``, neighbours from ``vi``) after removing the
+        rows ``r`` and adding ``a`` whose key this shard owns; ``csr`` itself if unchanged."""
+        n = self.n_shards
+        empty = np.zeros(0, np.uint64)
+        rk = ak = empty
+        if r is not None:
+            if n > 1:
+                r = r[partition.owned_mask(r[:, ki], n, self.no)]
+            if len(r):
+                rk = unique(_pack(r[:, ki], r[:, vi]))
+        if a is not None:
+            if n > 1:
+                a = a[partition.owned_mask(a[:, ki], n, self.no)]
+            if len(a):
+                ak = unique(_pack(a[:, ki], a[:, vi]))
+        if csr is None or len(csr) == 0:
+            rk = empty  # nothing to remove from
+        elif len(rk) and len(ak):
+            rk = rk[~_member(ak, rk)]  # removed then re-added: stays (or gets added below)
+        if csr is not None and len(csr):
+            if len(rk):
+                k_, v_ = _unpack(rk)
+                rk = rk[csr.contains(k_, v_, self._stride)]
+            if len(ak):
+                k_, v_ = _unpack(ak)
+                ak = ak[~csr.contains(k_, v_, self._stride)]
+        if len(rk) == 0 and len(ak) == 0:
+            return csr
+        return _merge_csr(csr, rk, ak)
 
     @property
     def nbytes(self) -> int:

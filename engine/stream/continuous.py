@@ -36,13 +36,13 @@ import orjson
 
 from engine.arrays import unique
 from engine.exec import algebra as A
-from engine.exec.bgp import EmptyGraph, merged_view
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import serialize, sparql_json
 from engine.formats import NTRIPLES
 from engine.kv.transient import TransientStore
+from engine.kv.views import EmptyGraph, merged_view
 from engine.stream.incremental import IncrementalCore
 from engine.stream.window_graph import SlidingWindowGraph
 from engine.stream.windows import Window, first_instant, window_member

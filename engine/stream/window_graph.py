@@ -25,9 +25,9 @@ import collections
 import numpy as np
 
 from engine.arrays import unique
-from engine.exec.bgp import EmptyGraph
 from engine.kv.graph import GraphIndex, empty_graph
 from engine.kv.transient import triple_hash
+from engine.kv.views import EmptyGraph
 
 __all__ = ["SlidingWindowGraph", "contained", "triple_hash"]
 
