@@ -22,8 +22,7 @@ from server.api.common import (
     check_charset,
     check_read,
     check_write,
-    error_reply,
-    http_error_from,
+    error_response,
     iri_params,
     parse_content_type,
     parse_params,
@@ -114,14 +113,6 @@ async def _read_rdf(request: Request, state: ServerState) -> tuple[bytes, str]:
 _BAD_DATA = (ValueError, EOFError, UnicodeError, zlib.error, gzip.BadGzipFile, SyntaxError)
 
 
-def _reply_error(state: ServerState, exc: Exception) -> Response:
-    err = http_error_from(exc)
-    if state.metrics is not None and err.status >= 500 and err.status != 503:
-        state.metrics.log_internal(exc)
-    r = error_reply(err)
-    return Response(r.body, status_code=r.status, headers=r.headers, media_type=r.content_type)
-
-
 def _base(request: Request, graph: str | None) -> str:
     if graph is not None:
         return graph
@@ -162,7 +153,7 @@ async def store_get(request: Request) -> Response:
                                           "Vary": "Accept"})
         return Response(body, media_type=None, headers={"Content-Type": ser.content_type(mt), "Vary": "Accept"})
     except Exception as exc:
-        return _reply_error(state, exc)
+        return error_response(state, exc)
 
 
 async def _write(request: Request, op: str) -> Response:
@@ -197,7 +188,7 @@ async def _write(request: Request, op: str) -> Response:
             state.metrics.store_write(op)
         return Response(status_code=201 if created else 204)
     except Exception as exc:
-        return _reply_error(state, exc)
+        return error_response(state, exc)
 
 
 def _report_json(report) -> bytes:
@@ -255,4 +246,4 @@ async def store_delete(request: Request) -> Response:
             state.metrics.store_write("delete")
         return Response(status_code=204)
     except Exception as exc:
-        return _reply_error(state, exc)
+        return error_response(state, exc)
