@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
@@ -33,7 +33,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 from engine.settings import EngineSettings, MiB, setting
 
 ENV_PREFIX = "JINDOU_"
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+LOG_LEVELS = get_args(LogLevel)
 
 
 def parse_graph_arg(value: str) -> tuple[str, str]:
@@ -91,7 +92,7 @@ class Settings(BaseSettings, EngineSettings):
                               ge=1)
     metrics: bool = setting(True, "expose /metrics (--no-metrics: 404)")
     access_log: bool = setting(False, "log every request")
-    log_level: Literal["critical", "error", "warning", "info", "debug"] = setting("info", "log level")
+    log_level: LogLevel = setting("info", "log level: " + ", ".join(LOG_LEVELS))
     no_progress: bool = setting(False, "no progress bars while loading")
 
     @classmethod
