@@ -111,14 +111,10 @@ class Settings(BaseSettings, EngineSettings):
     @classmethod
     def _env_list(cls, v, info):
         if isinstance(v, str):  # from the environment: one item, or a JSON list
-            v = _json_list(v, info.field_name) if v.lstrip().startswith("[") else [v]
+            v = _json_list(v) if v.lstrip().startswith("[") else [v]
         if info.field_name == "graph" and isinstance(v, list):
             return [parse_graph_arg(x) if isinstance(x, str) else x for x in v]
         return v
-
-    def engine(self) -> dict[str, Any]:
-        """The values of the engine's settings (keyword arguments of its constructors)."""
-        return {k: getattr(self, k) for k in EngineSettings.model_fields}
 
     def effective(self) -> dict[str, Any]:
         """Every setting's value as /status reports it: secrets only say whether they are set."""
@@ -175,7 +171,7 @@ def _explain(e: ValidationError, given: Mapping[str, Any], env: Mapping[str, str
     return "; ".join(lines)
 
 
-def _json_list(text: str, name: str) -> list:
+def _json_list(text: str) -> list:
     try:
         v = json.loads(text)
     except ValueError as e:
