@@ -150,3 +150,17 @@ def test_engine_constructor_defaults_are_the_declared_ones():
 
     db = _make_database(Settings(max_rows=77, query_timeout=9, query_memory=12345, allow_load=True))
     assert (db.max_rows, db.query_timeout, db.query_memory, db.allow_load) == (77, 9, 12345, True)
+
+
+def test_the_defaults_of_earlier_releases_are_kept():
+    d = cli.config_from_args(cli.build_parser().parse_args(["serve"]))
+    assert (d.host, d.port, d.data, d.graph, d.data_dir, d.token, d.read_token, d.cors_origin) == (
+        "127.0.0.1", 8000, [], [], None, None, None, "*")
+    assert (d.shards, d.demo, d.lenient, d.allow_load, d.query_timeout, d.max_rows) == (4, False, False, False,
+                                                                                       30.0, 5_000_000)
+    assert (d.query_memory, d.max_response_bytes, d.max_body, d.max_concurrent, d.inline_ms) == (
+        768 << 20, 256 << 20, 64 << 20, 32, 2.0)
+    assert (d.retain, d.idle_after, d.transient_budget, d.sse_buffer, d.sse_keepalive, d.sse_error_timeout) == (
+        1000, 100, 256 << 20, 1000, 15.0, 5.0)
+    assert (d.batch_id_limit, d.keep_alive, d.metrics, d.access_log, d.log_level, d.no_progress) == (
+        100_000, 30, True, False, "info", False)
