@@ -25,21 +25,21 @@ from engine.exec.context import MemoryBudget, enter_budget, leave_budget, releas
 from engine.exec.evaluate import DatasetView, FastSelect, QueryContext, evaluate_query, make_dataset
 from engine.exec.result import QueryResult
 from engine.kv.store import Changes, Store
+from engine.settings import DEFAULTS
 
 _PARSE_CACHE_SIZE = 512
 _PLAN_CACHE_SIZE = 4096
 #: query texts longer than this are not cached (parsed and prepared forms):
 #: 512 cached texts of megabytes would pin gigabytes
 _CACHE_TEXT_MAX = 64 * 1024
-#: default per-query memory budget (bytes; 0 = unlimited)
-QUERY_MEMORY = 768 << 20  # with a 100k-triple store the server stays under 1.5 GiB
 #: after a query whose working set passed this, freed heap goes back to the OS
 _TRIM_AFTER = 64 << 20
 
 
 class Database:
-    def __init__(self, shards: int = 4, data_dir: str | None = None, query_timeout: float = 30.0,
-                 max_rows: int = 5_000_000, allow_load: bool = False, query_memory: int = QUERY_MEMORY):
+    def __init__(self, shards: int = DEFAULTS.shards, data_dir: str | None = None,
+                 query_timeout: float = DEFAULTS.query_timeout, max_rows: int = DEFAULTS.max_rows,
+                 allow_load: bool = DEFAULTS.allow_load, query_memory: int = DEFAULTS.query_memory):
         self.store = Store(shards=shards, data_dir=data_dir)
         self.query_timeout = query_timeout
         self.max_rows = max_rows

@@ -1,12 +1,39 @@
-"""Errors the engine raises; the HTTP layer maps each class to one status code."""
+"""Errors the engine raises. Each class carries its :class:`Category` (what went
+wrong, protocol-neutral); the server maps a category to an HTTP status in one
+table (``server.api.common.CATEGORY_STATUS``), so a new error class needs no
+server change."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
+
+class Category(StrEnum):
+    """What kind of failure an error is, for whoever answers the caller."""
+
+    BAD_REQUEST = "bad_request"        # the input is wrong; resending it fails again
+    NOT_FOUND = "not_found"            # a named graph, stream or query does not exist
+    CONFLICT = "conflict"              # the request contradicts the current state (names, registrations)
+    UNPROCESSABLE = "unprocessable"    # well-formed but refused by the data's rules (late stream elements)
+    TIMEOUT = "timeout"                # the deadline passed; retrying may succeed
+    BUDGET = "budget"                  # a row/memory/size budget or backpressure; retrying may succeed
+    OUT_OF_MEMORY = "out_of_memory"    # the process ran out of memory for this request
+    INTERNAL = "internal"              # a bug: never the caller's fault
+
 
 class JindouError(Exception):
-    """Base class. ``kind`` is the short machine-readable name used in JSON errors."""
+    """Base class. ``kind`` is the short machine-readable name used in JSON errors,
+    ``category`` decides the status; ``detail()`` and ``fields()`` are what the
+    caller is told (the message and structured members such as line/column)."""
 
     kind = "error"
+    category = Category.BAD_REQUEST
+
+    def detail(self) -> str:
+        return str(self)
+
+    def fields(self) -> dict:
+        return {}
 
 
 class QuerySyntaxError(JindouError):
@@ -20,6 +47,12 @@ class QuerySyntaxError(JindouError):
         self.column = column
         where = f" at line {line}, column {column}" if line is not None else ""
         super().__init__(message + where)
+
+    def detail(self) -> str:
+        return self.message
+
+    def fields(self) -> dict:
+        return {"line": self.line, "column": self.column}
 
 
 class QueryEvaluationError(JindouError):
@@ -39,6 +72,7 @@ class NotFound(JindouError, KeyError):
     only this class to 404, never a stray KeyError."""
 
     kind = "not_found"
+    category = Category.NOT_FOUND
 
     def __init__(self, what: str, name: str):
         self.what = what
@@ -54,12 +88,14 @@ class QueryTimeout(JindouError):
     """The query ran past its timeout (HTTP 503); its memory is released."""
 
     kind = "timeout"
+    category = Category.TIMEOUT
 
 
 class RowBudgetExceeded(JindouError):
     """An intermediate or final result grew past the row budget (HTTP 503)."""
 
     kind = "row_budget"
+    category = Category.BUDGET
 
 
 class UpdateError(JindouError):
@@ -85,6 +121,12 @@ class LoadError(JindouError):
             where += f" at line {line}"
         super().__init__(message + where)
 
+    def detail(self) -> str:
+        return self.message
+
+    def fields(self) -> dict:
+        return {"line": self.line} if self.line is not None else {}
+
 
 class MemoryBudgetExceeded(JindouError):
     """An intermediate result, computed strings or the response being built
@@ -92,6 +134,7 @@ class MemoryBudgetExceeded(JindouError):
     memory is allocated."""
 
     kind = "memory_budget"
+    category = Category.BUDGET
 
 
 class ResponseTooLarge(MemoryBudgetExceeded):

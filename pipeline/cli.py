@@ -134,9 +134,9 @@ def _start_server(a):
     import uvicorn
 
     from server.app import create_app
-    from server.config import Config
+    from server.settings import Settings
 
-    cfg = Config(host=a.host, port=a.port, data_dir=a.data_dir, token=a.token or None)
+    cfg = Settings(host=a.host, port=a.port, data_dir=a.data_dir, token=a.token or None)
     app = create_app(cfg)
     state = app.state.jindou
     if state.streams is None:

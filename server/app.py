@@ -34,10 +34,10 @@ from server.api.common import (
     ServerState,
     asgi_body_reader,
     error_reply,
+    failure,
     header_dict,
-    http_error_from,
 )
-from server.config import Config
+from server.settings import Settings
 
 log = logging.getLogger("jindou.server")
 
@@ -134,9 +134,7 @@ class EdgeMiddleware:
                 else:
                     await self.app(scope, receive, send_wrapped)
         except Exception as exc:  # the last line of defence: answer JSON, never crash
-            err = http_error_from(exc)
-            if err.status >= 500 and self.metrics is not None:
-                self.metrics.log_internal(exc)
+            err = failure(exc, self.metrics)
             if not started[0]:
                 try:
                     await self._send_reply(send_wrapped, method, error_reply(err))
@@ -166,25 +164,14 @@ class EdgeMiddleware:
         await send({"type": "http.response.body", "body": b""})
 
 
-def _json_error_response(err: HTTPError) -> Response:
-    r = error_reply(err)
-    return Response(r.body, status_code=r.status, headers=r.headers, media_type=r.content_type)
-
-
-def _make_database(config: Config):
+def _make_database(config: Settings):
     from engine.database import Database
 
-    return Database(
-        shards=config.shards,
-        data_dir=config.data_dir,
-        query_timeout=config.query_timeout,
-        max_rows=config.max_rows,
-        allow_load=config.allow_load,
-        query_memory=config.query_memory,
-    )
+    return Database(shards=config.shards, data_dir=config.data_dir, query_timeout=config.query_timeout,
+                    max_rows=config.max_rows, allow_load=config.allow_load, query_memory=config.query_memory)
 
 
-def _make_stream_manager(config: Config, database):
+def _make_stream_manager(config: Settings, database):
     """The continuous-query engine over ``database`` (None when it is not available)."""
     try:
         from engine.stream.manager import StreamManager
@@ -194,8 +181,9 @@ def _make_stream_manager(config: Config, database):
     from engine.stream.registry_store import RegistryError
 
     try:
-        return StreamManager(database, retain=config.stream_retain, transient_budget=config.transient_budget,
-                             data_dir=config.data_dir, idle_after=config.stream_idle_after)
+        return StreamManager(database, retain=config.retain, transient_budget=config.transient_budget,
+                             data_dir=config.data_dir, idle_after=config.idle_after,
+                             batch_id_limit=config.batch_id_limit)
     except RegistryError:
         raise  # an unreadable streams.json stops the start (never a silent reset)
     except Exception as exc:  # e.g. a stand-in database object without a store
@@ -260,10 +248,10 @@ def _mount_static(app: FastAPI) -> None:
     app.mount("/static", _StaticFiles(directory=d), name="static")
 
 
-def create_app(config: Config | None = None, database=None) -> FastAPI:
+def create_app(config: Settings | None = None, database=None) -> FastAPI:
     """Build the ASGI app. ``database`` defaults to a new ``engine.database.Database``
     made from ``config`` (shards, data_dir, query_timeout, max_rows, allow_load)."""
-    config = config or Config()
+    config = config or Settings()
     if database is None:
         database = _make_database(config)
     metrics = admin.Metrics() if config.metrics else None
@@ -302,26 +290,23 @@ def create_app(config: Config | None = None, database=None) -> FastAPI:
 
     @app.exception_handler(HTTPError)
     async def _http_error(request: Request, exc: HTTPError):
-        return _json_error_response(exc)
+        return exc.response()
 
     @app.exception_handler(StarletteHTTPException)
     async def _starlette_error(request: Request, exc: StarletteHTTPException):
         kinds = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 403: "forbidden",
                  413: "too_large", 415: "unsupported_media_type"}
-        return _json_error_response(HTTPError(exc.status_code, kinds.get(exc.status_code, "http_error"),
-                                              exc.detail, headers=dict(exc.headers or {})))
+        return HTTPError(exc.status_code, kinds.get(exc.status_code, "http_error"), exc.detail,
+                         headers=dict(exc.headers or {})).response()
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError):
         errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()]
-        return _json_error_response(HTTPError(400, "bad_request", errors))
+        return HTTPError(400, "bad_request", errors).response()
 
     @app.exception_handler(Exception)
     async def _any_error(request: Request, exc: Exception):
-        err = http_error_from(exc)
-        if err.status >= 500 and metrics is not None:
-            metrics.log_internal(exc)
-        return _json_error_response(err)
+        return failure(exc, metrics).response()
 
     app.include_router(sparql.router)
     app.include_router(update.router)

@@ -10,72 +10,18 @@ import socket
 import sys
 import time
 
-from server.config import Config
-
-
-def _graph_arg(value: str) -> tuple[str, str]:
-    """IRI=FILE; IRIs may contain '=', so the file is what follows the last '='
-    unless only the first split names an existing file."""
-    if "=" not in value:
-        raise argparse.ArgumentTypeError(f"--graph wants IRI=FILE, got {value!r}")
-    iri, path = value.rsplit("=", 1)
-    if not os.path.exists(path):
-        first_iri, first_path = value.split("=", 1)
-        if os.path.exists(first_path):
-            iri, path = first_iri, first_path
-    if not iri or ":" not in iri:
-        raise argparse.ArgumentTypeError(f"--graph: {iri!r} is not an absolute IRI")
-    return iri, path
+from server.settings import Settings, SettingsFailure, add_arguments
+from server.settings import load as load_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jindou", description="Jindou: a SPARQL 1.1 server with continuous queries")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    s = sub.add_parser("serve", help="load data and serve SPARQL over HTTP")
-    s.add_argument("--data", action="append", default=[], metavar="FILE",
-                   help="RDF file to load into the default graph (repeatable; format by extension)")
-    s.add_argument("--graph", action="append", default=[], type=_graph_arg, metavar="IRI=FILE",
-                   help="RDF file to load into the named graph IRI (repeatable)")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--data-dir", default=None, metavar="DIR", help="persist the store in DIR (default: in memory)")
-    s.add_argument("--token", default=os.environ.get("JINDOU_TOKEN"),
-                   help="Bearer token required for writes (default: $JINDOU_TOKEN; none = open)")
-    s.add_argument("--read-token", default=os.environ.get("JINDOU_READ_TOKEN"),
-                   help="Bearer token required for reads too (default: $JINDOU_READ_TOKEN; none = open reads)")
-    s.add_argument("--cors-origin", default="*", help="Access-Control-Allow-Origin value (default *)")
-    s.add_argument("--shards", type=int, default=4)
-    s.add_argument("--demo", action="store_true", help="start with the built-in demo data")
-    s.add_argument("--lenient", action="store_true", help="skip bad lines of data files instead of failing")
-    s.add_argument("--allow-load", action="store_true", help="allow SPARQL Update LOAD <url>")
-    s.add_argument("--query-timeout", type=float, default=30.0, metavar="S")
-    s.add_argument("--max-rows", type=int, default=5_000_000, metavar="N")
-    s.add_argument("--query-memory", type=int, default=768 << 20, metavar="BYTES",
-                   help="per-query memory budget for intermediate results, computed strings and the answer being built (default 768 MiB; 0 = unlimited)")
-    s.add_argument("--max-response-bytes", type=int, default=256 << 20, metavar="BYTES",
-                   help="largest query answer; a bigger one is refused before it is built "
-                        "(default 256 MiB; 0 = unlimited)")
-    s.add_argument("--max-body", type=int, default=64 << 20, metavar="BYTES", help="largest accepted request body")
-    s.add_argument("--max-concurrent", type=int, default=32, metavar="N",
-                   help="queries running at once before 503 (default 32)")
-    s.add_argument("--inline-ms", type=float, default=2.0, metavar="MS",
-                   help="queries whose shape last ran faster than this run on the event loop, others in "
-                        "the thread pool (0 = always the thread pool; default 2)")
-    s.add_argument("--retain", type=int, default=1000, metavar="N",
-                   help="result instants kept per continuous query for SSE resume (default 1000)")
-    s.add_argument("--idle-after", type=int, default=100, metavar="N",
-                   help="report a run of at least N unchanged continuous-query instants as one SSE "
-                        "'idle' event (default 100)")
-    s.add_argument("--transient-budget", type=int, default=256 << 20, metavar="BYTES",
-                   help="memory for stream window data (default 256 MiB)")
-    s.add_argument("--sse-buffer", type=int, default=1000, metavar="N",
-                   help="events an SSE client may fall behind before it is cut off (default 1000)")
-    s.add_argument("--sse-keepalive", type=float, default=15.0, metavar="S",
-                   help="seconds between SSE keep-alive comments (default 15)")
-    s.add_argument("--access-log", action="store_true")
-    s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
-    s.add_argument("--no-progress", action="store_true", help="no progress bars while loading")
+    s = sub.add_parser("serve", help="load data and serve SPARQL over HTTP",
+                       epilog="Every flag can also be set by its JINDOU_* environment variable; a flag "
+                              "given here wins. docs/LIMITS.md lists them all.")
+    add_arguments(s)  # one option per declared setting (server/settings.py)
 
     b = sub.add_parser("bench", help="run benchmarks (see bench/)", add_help=False)
     b.add_argument("args", nargs=argparse.REMAINDER)
@@ -87,23 +33,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(a: argparse.Namespace) -> Config:
-    return Config(
-        host=a.host, port=a.port, data=list(a.data), graphs=list(a.graph), data_dir=a.data_dir,
-        token=a.token or None, read_token=a.read_token or None, cors_origin=a.cors_origin, shards=a.shards, demo=a.demo, lenient=a.lenient, allow_load=a.allow_load,
-        query_timeout=a.query_timeout, max_rows=a.max_rows, max_body=a.max_body,
-        query_memory=a.query_memory, max_response_bytes=a.max_response_bytes,
-        max_concurrent_queries=a.max_concurrent, inline_threshold=a.inline_ms / 1000.0, access_log=a.access_log, log_level=a.log_level,
-        stream_retain=a.retain, transient_budget=a.transient_budget, sse_buffer=a.sse_buffer,
-        sse_keepalive=a.sse_keepalive, stream_idle_after=a.idle_after,
-    )
+def config_from_args(a: argparse.Namespace) -> Settings:
+    """The settings of ``jindou serve``: the flags given, then JINDOU_* variables, then the
+    defaults. A bad value (flag or variable) exits with one line naming it."""
+    given = {k: v for k, v in vars(a).items() if k in Settings.model_fields}
+    try:
+        return load_settings(given)
+    except SettingsFailure as e:
+        raise SystemExit(f"jindou: {e}") from None
 
 
-def load_files(db, config: Config, progress: bool = True, out=sys.stderr) -> int:
+def load_files(db, config: Settings, progress: bool = True, out=sys.stderr) -> int:
     """Load --data / --graph files (and the demo). Returns the number of files loaded."""
     from engine.errors import LoadError
 
-    jobs: list[tuple[str | None, str]] = [(None, f) for f in config.data] + list(config.graphs)
+    jobs: list[tuple[str | None, str]] = [(None, f) for f in config.data] + list(config.graph)
     for _, path in jobs:
         if not os.path.isfile(path):
             raise SystemExit(f"jindou: no such file: {path}")
@@ -157,7 +101,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(config: Config, progress: bool = True) -> None:
+def serve(config: Settings, progress: bool = True) -> None:
     import uvicorn
 
     from server.app import _make_database, create_app
@@ -177,7 +121,7 @@ def serve(config: Config, progress: bool = True) -> None:
         print(f"jindou: serving on http://{config.host}:{config.port}/sparql  (docs: /docs)", file=sys.stderr)
         server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, loop=_loop(), http=_http(),
                                                access_log=config.access_log, log_level=config.log_level,
-                                               lifespan="on", timeout_keep_alive=30))
+                                               lifespan="on", timeout_keep_alive=config.keep_alive))
         server.run(sockets=[sock])
     finally:
         sock.close()
@@ -216,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
     if a.command == "serve":
-        serve(config_from_args(a), progress=not a.no_progress)
+        config = config_from_args(a)
+        serve(config, progress=not config.no_progress)
         return 0
     if a.command == "version":
         from server.api.admin import VERSION

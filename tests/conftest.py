@@ -88,10 +88,10 @@ def start_server(database=None, **overrides) -> RunningServer:
     import uvicorn
 
     from server.app import create_app
-    from server.config import Config
+    from server.settings import Settings
 
     port = free_port()
-    config = Config(host="127.0.0.1", port=port, **overrides)
+    config = Settings(host="127.0.0.1", port=port, **overrides)
     app = create_app(config, database=database)
     try:
         import uvloop  # noqa: F401

@@ -136,9 +136,9 @@ def test_path_closure_matches_a_plain_bfs(seed):
 
 def test_server_answers_the_timeout_even_when_the_engine_is_stuck():
     from server.api.common import ServerState
-    from server.config import Config
+    from server.settings import Settings
 
-    state = ServerState(Config(query_timeout=0.3), database=None)
+    state = ServerState(Settings(query_timeout=0.3), database=None)
     release = threading.Event()
 
     def stuck(deadline):  # ignores its deadline, like one long C call
@@ -254,9 +254,9 @@ def test_http_update_past_its_deadline_changes_nothing(slow_server):
 
 def test_a_write_is_either_abandoned_before_its_commit_or_waited_for():
     from server.api.common import CommitGate, ServerState
-    from server.config import Config
+    from server.settings import Settings
 
-    state = ServerState(Config(query_timeout=0.2), database=None)
+    state = ServerState(Settings(query_timeout=0.2), database=None)
     outcome = {}
 
     def committing(gate):
@@ -289,9 +289,9 @@ def test_a_write_is_either_abandoned_before_its_commit_or_waited_for():
 
 def test_no_timeout_means_no_deadline():
     from server.api.common import ServerState
-    from server.config import Config
+    from server.settings import Settings
 
-    state = ServerState(Config(query_timeout=0), database=None)
+    state = ServerState(Settings(query_timeout=0), database=None)
     assert state.deadline() is None
     got = asyncio.run(state.run(lambda deadline: deadline, deadline=state.deadline()))
     assert got is None and state.running == 0

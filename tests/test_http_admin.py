@@ -29,6 +29,25 @@ def test_status(server):
     assert mem["peak_rss_bytes"] >= mem["rss_bytes"]
 
 
+def test_status_reports_every_effective_setting_with_tokens_redacted(make_server, tmp_path):
+    from server.settings import Settings
+
+    s = make_server(token="write-secret-1", read_token="read-secret-2", max_rows=1234, retain=17,
+                    sse_error_timeout=2.5, data_dir=str(tmp_path))
+    r = requests.get(s.url + "/status", headers={"Authorization": "Bearer read-secret-2"})
+    assert r.status_code == 200
+    assert "write-secret-1" not in r.text and "read-secret-2" not in r.text
+    got = r.json()["settings"]
+    assert set(got) == set(Settings.model_fields)
+    assert got["token"] == got["read_token"] == "<set>"
+    assert (got["max_rows"], got["retain"], got["sse_error_timeout"], got["data_dir"]) == (1234, 17, 2.5,
+                                                                                          str(tmp_path))
+    for name, value in got.items():
+        if name not in ("token", "read_token"):
+            expected = getattr(s.config, name)
+            assert value == ([list(x) for x in expected] if name == "graph" else expected), name
+
+
 def test_metrics(server):
     requests.get(server.url + "/sparql", params={"query": "ASK {}"})
     requests.get(server.url + "/sparql", params={"query": "ASK {"})
@@ -94,7 +113,7 @@ class SlowDB:
 
 
 def test_overload_503(make_server):
-    s = make_server(database=SlowDB(1.0), max_concurrent_queries=1)
+    s = make_server(database=SlowDB(1.0), max_concurrent=1)
     results = []
 
     def run():
@@ -163,9 +182,9 @@ def test_inline_policy():
     import asyncio
 
     from server.api.common import ServerState, query_shape
-    from server.config import Config
+    from server.settings import Settings
 
-    state = ServerState(Config(inline_threshold=0.01), database=None)
+    state = ServerState(Settings(inline_ms=10), database=None)
     main_thread = threading.get_ident()
     where = []
 

@@ -25,7 +25,7 @@ def test_parse_serve_args(tmp_path):
         "--max-rows", "10"])
     c = cli.config_from_args(a)
     assert c.data == [str(f), str(f)]
-    assert c.graphs == [("http://ex.org/g?x=1", str(f))]
+    assert c.graph == [("http://ex.org/g?x=1", str(f))]
     assert (c.port, c.token, c.shards, c.demo, c.lenient, c.allow_load) == (9999, "t", 2, True, True, True)
     assert (c.query_timeout, c.max_rows, c.host) == (2.5, 10, "127.0.0.1")
 

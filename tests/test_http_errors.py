@@ -76,3 +76,105 @@ def test_deeply_nested_bodies_are_400(clean_server):
         assert r.status_code == 400, (path, ct, r.text[:300])
         assert "Error" not in r.text and "Traceback" not in r.text
     assert requests.get(u + "/status").status_code == 200
+
+
+# ---------------------------------------------------------------- one table: category -> status
+
+def _engine_error_classes() -> list[type]:
+    """Every JindouError subclass the engine defines (all engine modules imported)."""
+    import importlib
+    import pkgutil
+
+    import engine
+    from engine.errors import JindouError
+
+    for m in pkgutil.walk_packages(engine.__path__, "engine."):
+        importlib.import_module(m.name)
+    out, todo = [], [JindouError]
+    while todo:
+        cls = todo.pop()
+        out.append(cls)
+        todo.extend(cls.__subclasses__())
+    return [c for c in out if c.__module__.startswith("engine.")]
+
+
+def _instance(cls):
+    """An instance of an engine error class, whatever its constructor wants."""
+    import inspect
+
+    params = [p for p in list(inspect.signature(cls.__init__).parameters.values())[1:]
+              if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    args = {"count": 3, "first": None, "rejected": 1, "first_tau": 5, "progress": 7, "needed": 1,
+            "used": 2, "budget": 3, "line": 2, "column": 4}
+    return cls(*[args.get(p.name, "x") for p in params])
+
+
+def test_every_engine_error_has_a_category_in_the_status_table():
+    from engine.errors import Category
+    from server.api.common import CATEGORY_STATUS
+
+    assert set(CATEGORY_STATUS) == set(Category)
+    classes = _engine_error_classes()
+    assert len(classes) >= 20
+    for cls in classes:
+        assert isinstance(cls.category, Category), cls
+        err = http_error_from(_instance(cls))
+        assert err.status == CATEGORY_STATUS[cls.category][0] != 500, cls
+        assert err.kind == cls.kind and json.loads(err.body())["error"] == cls.kind
+        retry = CATEGORY_STATUS[cls.category][1]
+        assert err.headers.get("Retry-After") == retry, cls
+
+
+def test_statuses_of_the_engine_errors_are_unchanged():
+    """The statuses every error class had before the table (clients and tests depend on them)."""
+    from engine.errors import (
+        LoadError,
+        MemoryBudgetExceeded,
+        NotFound,
+        QueryEvaluationError,
+        QuerySyntaxError,
+        QueryTimeout,
+        ResponseTooLarge,
+        RowBudgetExceeded,
+        UnsupportedError,
+        UpdateError,
+    )
+    from engine.kv.transient import TransientStoreFull, WindowEvicted
+    from engine.stream.adaptor import BadArrowBatch
+    from engine.stream.limits import BadName, BadRequest, BadTimestamp, TooManyBadLines
+    from engine.stream.manager import QueryExists, StreamConflict, StreamInUse, UnknownStream
+    from engine.stream.progress import LateElementError
+    from engine.stream.registry_store import RegistryError
+
+    expected = {
+        QuerySyntaxError: 400, QueryEvaluationError: 400, UnsupportedError: 400, UpdateError: 400,
+        LoadError: 400, BadRequest: 400, BadName: 400, BadTimestamp: 400, TooManyBadLines: 400,
+        BadArrowBatch: 400, UnknownStream: 400, RegistryError: 400, WindowEvicted: 400,
+        NotFound: 404, StreamConflict: 409, StreamInUse: 409, QueryExists: 409, LateElementError: 422,
+        QueryTimeout: 503, RowBudgetExceeded: 503, MemoryBudgetExceeded: 503, ResponseTooLarge: 503,
+        TransientStoreFull: 503,
+    }
+    for cls, status in expected.items():
+        err = http_error_from(_instance(cls))
+        assert err.status == status, cls
+        assert ("Retry-After" in err.headers) == (status == 503), cls
+    mem = http_error_from(MemoryError())
+    assert (mem.status, mem.kind, mem.headers["Retry-After"]) == (503, "memory", "5")
+
+
+def test_structured_members_of_syntax_and_load_errors():
+    from engine.errors import LoadError, QuerySyntaxError
+
+    doc = json.loads(http_error_from(QuerySyntaxError("bad token", 3, 7)).body())
+    assert doc == {"error": "syntax", "detail": "bad token", "line": 3, "column": 7}
+    doc = json.loads(http_error_from(LoadError("bad triple", "f.nt", 9)).body())
+    assert doc == {"error": "load", "detail": "bad triple", "line": 9}
+    assert json.loads(http_error_from(LoadError("bad")).body()) == {"error": "load", "detail": "bad"}
+
+
+def test_a_stray_key_error_is_internal_but_not_found_is_404():
+    from engine.errors import NotFound
+
+    assert http_error_from(KeyError("stream")).status == 500
+    assert http_error_from(ValueError("x")).status == 500
+    assert http_error_from(NotFound("stream", "s")).status == 404

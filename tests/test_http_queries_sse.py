@@ -110,7 +110,7 @@ class SSE:
 
 @pytest.fixture
 def srv(make_server):
-    return make_server(sse_keepalive=0.3, stream_retain=1000)
+    return make_server(sse_keepalive=0.3, retain=1000)
 
 
 def _setup(c: httpx.Client, stream="s", **kw) -> dict:
@@ -225,7 +225,7 @@ def test_resume_replay_and_shared(srv):
 
 
 def test_gap_when_resuming_before_retained(make_server):
-    s = make_server(sse_keepalive=0.3, stream_retain=2)
+    s = make_server(sse_keepalive=0.3, retain=2)
     with httpx.Client(base_url=s.url, timeout=30) as c:
         _setup(c)
         _feed_three(c)
@@ -301,7 +301,7 @@ def test_stalled_client_is_cut_off(make_server, buffer, retain):
     # buffer; the healthy reader gets enough headroom (6 MB / 3.6 MB) not to be
     # cut off itself on a loaded machine. (60, 20): the backlog counts events
     # the log has dropped too.
-    s = make_server(sse_keepalive=5, sse_buffer=buffer, stream_retain=retain, sse_error_timeout=10)
+    s = make_server(sse_keepalive=5, sse_buffer=buffer, retain=retain, sse_error_timeout=10)
     port = int(s.url.rsplit(":", 1)[1])
     big = '"' + "x" * 500 + '"'
     with httpx.Client(base_url=s.url, timeout=60) as c:

@@ -212,9 +212,9 @@ def test_cli_stream_flags():
     a = build_parser().parse_args(["serve", "--retain", "5", "--sse-buffer", "7", "--sse-keepalive", "0.5",
                                    "--transient-budget", "1000"])
     cfg = config_from_args(a)
-    assert (cfg.stream_retain, cfg.sse_buffer, cfg.sse_keepalive, cfg.transient_budget) == (5, 7, 0.5, 1000)
+    assert (cfg.retain, cfg.sse_buffer, cfg.sse_keepalive, cfg.transient_budget) == (5, 7, 0.5, 1000)
     d = config_from_args(build_parser().parse_args(["serve"]))
-    assert (d.stream_retain, d.sse_buffer, d.sse_keepalive) == (1000, 1000, 15.0)
+    assert (d.retain, d.sse_buffer, d.sse_keepalive) == (1000, 1000, 15.0)
 
 
 def test_streams_503_without_manager(make_server):

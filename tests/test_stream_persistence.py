@@ -345,7 +345,7 @@ def test_server_restart_with_data_dir(tmp_path):
     import httpx
 
     from server.app import create_app
-    from server.config import Config
+    from server.settings import Settings
     from tests.conftest import start_server
 
     path = str(tmp_path / "data")
@@ -371,4 +371,4 @@ def test_server_restart_with_data_dir(tmp_path):
     with open(os.path.join(path, REGISTRY_NAME), "wb") as f:
         f.write(b"{broken")
     with pytest.raises(RegistryError, match=REGISTRY_NAME):
-        create_app(Config(data_dir=path, shards=2))
+        create_app(Settings(data_dir=path, shards=2))

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from engine.errors import JindouError
+from engine.errors import Category, JindouError
 from engine.kv.stream_index import StreamIndex
 from engine.stream.windows import Window
 
@@ -61,6 +61,7 @@ class TransientStoreFull(JindouError):
     (HTTP 503 / the injector retries after the queries move on)."""
 
     kind = "backpressure"
+    category = Category.BUDGET
 
     def __init__(self, stream: str, needed: int, used: int, budget: int):
         self.stream = stream

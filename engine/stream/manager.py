@@ -87,11 +87,12 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from engine.errors import JindouError, NotFound, QueryEvaluationError
+from engine.errors import Category, JindouError, NotFound, QueryEvaluationError
 from engine.exec.csparql import format_window, parse_continuous
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI
 from engine.kv.store import Changes
 from engine.kv.transient import NO_READERS, TransientStore, combine_horizons
+from engine.settings import DEFAULTS
 from engine.stream.adaptor import (
     BadArrowBatch,
     ParsedLines,
@@ -127,14 +128,17 @@ _IRI_BAD = re.compile(r'[\x00-\x20<>"{}|^`\\]')
 
 class StreamConflict(JindouError):
     kind = "conflict"
+    category = Category.CONFLICT
 
 
 class StreamInUse(JindouError):
     kind = "in_use"
+    category = Category.CONFLICT
 
 
 class QueryExists(JindouError):
     kind = "conflict"
+    category = Category.CONFLICT
 
 
 class UnknownStream(QueryEvaluationError):
@@ -310,10 +314,10 @@ def _absorb_out(absorb):
 
 
 class StreamManager:
-    def __init__(self, db, *, retain: int = 1000, transient_budget: int = 256 << 20,
+    def __init__(self, db, *, retain: int = DEFAULTS.retain, transient_budget: int = DEFAULTS.transient_budget,
                  now_ms: Callable[[], int] | None = None, data_dir: str | None = None,
-                 progress_sync_s: float = 1.0, incremental: bool | str = True, batch_id_limit: int = 100_000,
-                 idle_after: int = 100):
+                 progress_sync_s: float = 1.0, incremental: bool | str = True,
+                 batch_id_limit: int = DEFAULTS.batch_id_limit, idle_after: int = DEFAULTS.idle_after):
         self.db = db
         # True: maintain sliding-window queries incrementally where it pays (adaptive); "always": even
         # where it does not (tests); False: every instant from scratch, windows rebuilt (bench A/B)

@@ -41,7 +41,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from engine.errors import JindouError
+from engine.errors import Category, JindouError
 from engine.stream.limits import check_int64
 
 __all__ = ["StreamClock", "LateElementError", "EVENT", "ARRIVAL", "wall_clock_ms"]
@@ -56,9 +56,10 @@ def wall_clock_ms() -> int:
 
 
 class LateElementError(JindouError):
-    """Elements with ``tau < P`` were rejected (HTTP 400 / 409 at the API layer)."""
+    """Elements with ``tau < P`` were rejected (HTTP 422)."""
 
     kind = "late_element"
+    category = Category.UNPROCESSABLE
 
     def __init__(self, stream: str, progress: int | None, rejected: int, first_tau: int | None):
         self.stream = stream

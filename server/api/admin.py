@@ -27,8 +27,7 @@ from server.api.common import (
     ServerState,
     check_read,
     check_write,
-    error_reply,
-    http_error_from,
+    error_response,
     internal_error,
     json_object,
 )
@@ -217,8 +216,10 @@ def status_doc(state: ServerState) -> dict:
             "query_timeout_s": cfg.query_timeout,
             "max_rows": cfg.max_rows,
             "max_body_bytes": cfg.max_body,
-            "max_concurrent_queries": cfg.max_concurrent_queries,
+            "max_concurrent_queries": cfg.max_concurrent,
         },
+        # every effective setting (flag > JINDOU_* variable > default); tokens only say "<set>"
+        "settings": cfg.effective(),
         "auth": {"writes": "token" if cfg.token else "open", "reads": "token" if cfg.read_token else "open"},
         "store": store,
         "pipelines": pipelines_of(state),
@@ -246,11 +247,6 @@ async def metrics(request: Request) -> Response:
 
 
 _PIPELINE_NAME = re.compile(r"[A-Za-z0-9_.\-]+\Z")
-
-
-def _reply(exc: BaseException) -> Response:
-    r = error_reply(http_error_from(exc))
-    return Response(r.body, status_code=r.status, headers=r.headers, media_type=r.content_type)
 
 
 def _check_pipeline_report(doc: dict) -> None:
@@ -290,7 +286,7 @@ async def pipeline_put(name: str, request: Request) -> Response:
         pipelines_of(state)[name] = doc
         return Response(b'{"ok":true}', media_type="application/json")
     except Exception as exc:
-        return _reply(exc)
+        return error_response(state, exc)
 
 
 @router.get("/pipelines", summary="Ingestion pipelines and their progress")
@@ -300,4 +296,4 @@ async def pipelines_get(request: Request) -> Response:
         check_read(state.config, {k.lower(): v for k, v in request.headers.items()})
         return Response(orjson.dumps(pipelines_of(state), default=str), media_type="application/json")
     except Exception as exc:
-        return _reply(exc)
+        return error_response(state, exc)

@@ -24,20 +24,10 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
+from starlette.responses import Response
 
-from engine.errors import (
-    JindouError,
-    LoadError,
-    MemoryBudgetExceeded,
-    NotFound,
-    QueryEvaluationError,
-    QuerySyntaxError,
-    QueryTimeout,
-    RowBudgetExceeded,
-    UpdateError,
-)
-from engine.kv.transient import TransientStoreFull
-from server.config import Config
+from engine.errors import Category, JindouError, QueryTimeout
+from server.settings import Settings
 
 JSON_CT = b"application/json"
 log = logging.getLogger("jindou.server")
@@ -66,6 +56,9 @@ class HTTPError(Exception):
         doc.update(self.extra)
         return orjson.dumps(doc, default=str)
 
+    def response(self) -> Response:
+        return Response(self.body(), status_code=self.status, headers=self.headers, media_type="application/json")
+
 
 @dataclass
 class Reply:
@@ -90,50 +83,59 @@ def error_reply(err: HTTPError) -> Reply:
     return Reply(err.status, err.body(), "application/json", dict(err.headers))
 
 
-def _stream_error_status(exc: JindouError) -> int | None:
-    """Status of the streaming errors (engine.stream): 409 conflicts, 422 late elements,
-    400 unknown streams; None for every other error."""
-    from engine.stream.progress import LateElementError
+#: The one table from an error's category to its HTTP status, with the
+#: Retry-After of the categories worth retrying.
+CATEGORY_STATUS: dict[Category, tuple[int, str | None]] = {
+    Category.BAD_REQUEST: (400, None),
+    Category.NOT_FOUND: (404, None),
+    Category.CONFLICT: (409, None),
+    Category.UNPROCESSABLE: (422, None),
+    Category.TIMEOUT: (503, "1"),
+    Category.BUDGET: (503, "1"),
+    Category.OUT_OF_MEMORY: (503, "5"),
+    Category.INTERNAL: (500, None),
+}
 
-    if isinstance(exc, LateElementError):
-        return 422
-    try:
-        from engine.stream import manager as m
-    except ImportError:  # the stream manager is optional
-        return None
-    if isinstance(exc, (m.StreamConflict, m.StreamInUse, m.QueryExists)):
-        return 409
-    if isinstance(exc, m.UnknownStream):
-        return 400
-    return None
+#: Python's own exceptions that input can cause: (class, category, kind, detail)
+_BUILTIN_ERRORS = (
+    (MemoryError, Category.OUT_OF_MEMORY, "memory", "the server ran out of memory for this request"),
+    # input nested deeper than the parsers/evaluator can follow
+    (RecursionError, Category.BAD_REQUEST, "too_deep", "the request is nested too deeply to process"),
+)
+
+
+def _by_category(category: Category, kind: str, detail: str, extra: dict | None = None) -> HTTPError:
+    status, retry = CATEGORY_STATUS[category]
+    return HTTPError(status, kind, detail, headers={"Retry-After": retry} if retry else None, extra=extra)
 
 
 def http_error_from(exc: BaseException) -> HTTPError:
-    """Map any exception to the HTTPError the client gets."""
+    """Map any exception to the HTTPError the client gets: engine errors by their
+    category, anything unforeseen (a stray KeyError included) as a 500."""
     if isinstance(exc, HTTPError):
         return exc
-    if isinstance(exc, JindouError):
-        status = _stream_error_status(exc)
-        if status is not None:
-            return HTTPError(status, exc.kind, str(exc))
-    if isinstance(exc, NotFound):
-        return HTTPError(404, exc.kind, str(exc))
-    if isinstance(exc, QuerySyntaxError):
-        return HTTPError(400, "syntax", exc.message, extra={"line": exc.line, "column": exc.column})
-    if isinstance(exc, (QueryTimeout, RowBudgetExceeded, MemoryBudgetExceeded, TransientStoreFull)):
-        return HTTPError(503, exc.kind, str(exc), headers={"Retry-After": "1"})
-    if isinstance(exc, LoadError):
-        extra = {"line": exc.line} if exc.line is not None else {}
-        return HTTPError(400, exc.kind, exc.message, extra=extra)
-    if isinstance(exc, (QueryEvaluationError, UpdateError)):
-        return HTTPError(400, exc.kind, str(exc))
-    if isinstance(exc, JindouError):
-        return HTTPError(400, exc.kind, str(exc))
-    if isinstance(exc, MemoryError):
-        return HTTPError(503, "memory", "the server ran out of memory for this request", {"Retry-After": "5"})
-    if isinstance(exc, RecursionError):  # input nested deeper than the parsers/evaluator can follow
-        return HTTPError(400, "too_deep", "the request is nested too deeply to process")
+    if isinstance(exc, JindouError) and exc.category is not Category.INTERNAL:
+        return _by_category(exc.category, exc.kind, exc.detail(), exc.fields())
+    for cls, category, kind, detail in _BUILTIN_ERRORS:
+        if isinstance(exc, cls):
+            return _by_category(category, kind, detail)
     return internal_error(exc)
+
+
+def failure(exc: BaseException, metrics=None) -> HTTPError:
+    """What every request handler answers for an exception it did not handle
+    itself: the mapped error; an unexpected one (500) is also counted in
+    /metrics. Render it with :func:`error_reply` (ASGI fast path) or
+    :meth:`HTTPError.response` (FastAPI routes)."""
+    err = http_error_from(exc)
+    if err.status == 500 and metrics is not None:
+        metrics.log_internal(exc)
+    return err
+
+
+def error_response(state: ServerState, exc: BaseException) -> Response:
+    """:func:`failure` as a Starlette response (the FastAPI routes' except clause)."""
+    return failure(exc, state.metrics).response()
 
 
 def internal_error(exc: BaseException) -> HTTPError:
@@ -332,7 +334,7 @@ def _bearer(headers: dict[str, str]) -> str | None:
     return cred.strip()
 
 
-def check_write(config: Config, headers: dict[str, str]) -> None:
+def check_write(config: Settings, headers: dict[str, str]) -> None:
     """401 (missing credentials) / 403 (wrong token) for writes when a token is set."""
     if not config.token:
         return
@@ -348,7 +350,7 @@ def check_write(config: Config, headers: dict[str, str]) -> None:
         raise HTTPError(403, "forbidden", "wrong token", headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
 
 
-def check_read(config: Config, headers: dict[str, str]) -> None:
+def check_read(config: Settings, headers: dict[str, str]) -> None:
     if not config.read_token:
         return
     given = _bearer(headers)
@@ -474,7 +476,7 @@ def _discard(fut: asyncio.Future) -> None:
 class ServerState:
     """Everything the handlers share: database, config, metrics, counters."""
 
-    def __init__(self, config: Config, database, metrics=None):
+    def __init__(self, config: Settings, database, metrics=None):
         self.config = config
         self.db = database
         self.metrics = metrics
@@ -482,7 +484,9 @@ class ServerState:
         self.running = 0
         self._running_lock = threading.Lock()
         # one thread per admitted call, so an admitted query never queues behind another
-        self._workers = _Workers(config.max_concurrent_queries + 4)
+        self._workers = _Workers(config.max_concurrent + 4)
+        #: seconds: a shape measured cheaper than this runs inline (--inline-ms)
+        self.inline_threshold = config.inline_ms / 1000.0
         self.shape_cost: dict[str, tuple[float, int]] = {}  # shape -> (recent cost s, runs)
         #: engine.stream.manager.StreamManager (set by create_app; None when streaming is off)
         self.streams = None
@@ -498,13 +502,13 @@ class ServerState:
         return time.monotonic() + t if t and t > 0 else None
 
     def _admit(self) -> None:
-        if self.running >= self.config.max_concurrent_queries:
+        if self.running >= self.config.max_concurrent:
             if self.metrics is not None:
                 self.metrics.rejected.inc()
             raise HTTPError(
                 503,
                 "overloaded",
-                f"{self.running} queries are running (limit {self.config.max_concurrent_queries}); retry later",
+                f"{self.running} queries are running (limit {self.config.max_concurrent}); retry later",
                 headers={"Retry-After": "1"},
             )
 
@@ -521,7 +525,7 @@ class ServerState:
         ``TIMEOUT_GRACE`` after it even when the engine is stuck in one long
         step: the call is then abandoned, its result dropped, and it keeps its
         admission slot until its thread really ends (so runaway calls cannot
-        pile up beyond ``max_concurrent_queries``).
+        pile up beyond ``--max-concurrent``).
 
         A shape (the query with its constants blanked) whose recent cost is
         below ``inline_threshold`` runs right here on the event loop: the
@@ -543,7 +547,7 @@ class ServerState:
         seen = self.shape_cost.get(shape) if shape is not None else None
         released = False
         try:
-            if seen is not None and seen[1] >= 2 and seen[0] < self.config.inline_threshold:
+            if seen is not None and seen[1] >= 2 and seen[0] < self.inline_threshold:
                 if deadline is _UNSET:
                     return fn()
                 cap = time.monotonic() + INLINE_BUDGET

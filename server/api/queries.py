@@ -36,11 +36,12 @@ from server.api.common import (
     check_read,
     check_write,
     decode_utf8,
+    error_response,
     parse_content_type,
     parse_params,
     request_body_reader,
 )
-from server.api.streams import error_response, headers_of, int_param, json_response, manager_of, manager_read
+from server.api.streams import headers_of, int_param, json_response, manager_of, manager_read
 
 try:  # importing it early hooks uvicorn's exit handler (server_exiting)
     from sse_starlette.sse import AppStatus
@@ -88,18 +89,18 @@ async def queries_post(request: Request) -> Response:
         info = await run_in_threadpool(m.register_query, text)
         return json_response(info, 201, {"Location": f"/queries/{info['id']}"})
     except Exception as exc:
-        return error_response(state, exc, "query")
+        return error_response(state, exc)
 
 
 @router.get("/queries", summary="List the registered continuous queries", responses=_ERR)
 async def queries_list(request: Request) -> Response:
     """`{"queries": [info, ...]}`."""
-    return await manager_read(request, "query", lambda m: {"queries": m.queries()})
+    return await manager_read(request, lambda m: {"queries": m.queries()})
 
 
 @router.get("/queries/{name}", summary="A continuous query's text, windows and progress", responses=_ERR)
 async def query_get(name: str, request: Request) -> Response:
-    return await manager_read(request, "query", lambda m: m.query(name))
+    return await manager_read(request, lambda m: m.query(name))
 
 
 @router.delete("/queries/{name}", summary="Delete a continuous query", status_code=204, responses=_ERR)
@@ -112,7 +113,7 @@ async def query_delete(name: str, request: Request) -> Response:
         await run_in_threadpool(m.delete_query, name)
         return Response(status_code=204)
     except Exception as exc:
-        return error_response(state, exc, "query")
+        return error_response(state, exc)
 
 
 @router.get("/queries/{name}/results", summary="Results as Server-Sent Events", responses={
@@ -133,14 +134,11 @@ async def query_results(name: str, request: Request) -> Response:
         last_id = None
         leid = request.headers.get("last-event-id")
         if leid is not None and leid.strip():
-            try:
-                last_id = parse_time(leid, "Last-Event-ID (an instant)")
-            except ValueError as e:
-                raise HTTPError(400, "bad_request", str(e)) from None
+            last_id = parse_time(leid, "Last-Event-ID (an instant)")  # BadTimestamp: a 400
         log = await run_in_threadpool(m.log, name)
         return ResultStream(state, log, last_id, from_t)
     except Exception as exc:
-        return error_response(state, exc, "query")
+        return error_response(state, exc)
 
 
 # --------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from server.api.common import (
     check_read,
     decode_utf8,
     error_reply,
-    http_error_from,
+    failure,
     iri_params,
     one,
     parse_content_type,
@@ -63,10 +63,7 @@ async def handle_sparql(
     try:
         return await _handle(state, method, scope, headers, qs, read_body)
     except Exception as exc:  # every failure becomes a JSON error, never a crash
-        err = http_error_from(exc)
-        if state.metrics is not None and err.status >= 500 and err.status != 503:
-            state.metrics.log_internal(exc)
-        return error_reply(err)
+        return error_reply(failure(exc, state.metrics))
 
 
 async def _handle(state, method, scope, headers, qs, read_body) -> Reply:

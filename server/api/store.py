@@ -9,9 +9,6 @@ missing). ``POST /store`` with no parameter loads a whole RDF dataset
 
 from __future__ import annotations
 
-import gzip
-import zlib
-
 from fastapi import APIRouter, Request, Response
 
 from engine import formats
@@ -23,8 +20,7 @@ from server.api.common import (
     check_charset,
     check_read,
     check_write,
-    error_reply,
-    http_error_from,
+    error_response,
     iri_params,
     parse_content_type,
     parse_params,
@@ -99,18 +95,6 @@ async def _read_rdf(request: Request, state: ServerState) -> tuple[bytes, str]:
     return data, fmt.media_type
 
 
-#: what parsers may raise on bad client data besides LoadError (reported as 400, not 500)
-_BAD_DATA = (ValueError, EOFError, UnicodeError, zlib.error, gzip.BadGzipFile, SyntaxError)
-
-
-def _reply_error(state: ServerState, exc: Exception) -> Response:
-    err = http_error_from(exc)
-    if state.metrics is not None and err.status >= 500 and err.status != 503:
-        state.metrics.log_internal(exc)
-    r = error_reply(err)
-    return Response(r.body, status_code=r.status, headers=r.headers, media_type=r.content_type)
-
-
 def _base(request: Request, graph: str | None) -> str:
     if graph is not None:
         return graph
@@ -151,7 +135,7 @@ async def store_get(request: Request) -> Response:
                                           "Vary": "Accept"})
         return Response(body, media_type=None, headers={"Content-Type": formats.content_type(mt), "Vary": "Accept"})
     except Exception as exc:
-        return _reply_error(state, exc)
+        return error_response(state, exc)
 
 
 async def _write(request: Request, op: str) -> Response:
@@ -166,27 +150,21 @@ async def _write(request: Request, op: str) -> Response:
             def load():
                 return db.load_data(data, mt, graph=None, base=base)
 
-            try:
-                report = await state.run(load)
-                state.data_changed()
-            except _BAD_DATA as e:
-                raise HTTPError(400, "load", f"cannot parse the {mt} body: {e}") from e
+            report = await state.run(load)  # bad data: LoadError (400)
+            state.data_changed()
             return Response(_report_json(report), status_code=200, media_type="application/json")
         def work():
             if op == "put":
                 return db.graph_put(graph, data, mt, base=base)
             return db.graph_post(graph, data, mt, base=base)
 
-        try:
-            created = await state.run(work)
-            state.data_changed()
-        except _BAD_DATA as e:
-            raise HTTPError(400, "load", f"cannot parse the {mt} body: {e}") from e
+        created = await state.run(work)  # bad data: LoadError (400)
+        state.data_changed()
         if state.metrics is not None:
             state.metrics.store_write(op)
         return Response(status_code=201 if created else 204)
     except Exception as exc:
-        return _reply_error(state, exc)
+        return error_response(state, exc)
 
 
 def _report_json(report) -> bytes:
@@ -244,4 +222,4 @@ async def store_delete(request: Request) -> Response:
             state.metrics.store_write("delete")
         return Response(status_code=204)
     except Exception as exc:
-        return _reply_error(state, exc)
+        return error_response(state, exc)

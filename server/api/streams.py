@@ -35,8 +35,7 @@ from server.api.common import (
     check_charset,
     check_read,
     check_write,
-    error_reply,
-    http_error_from,
+    error_response,
     json_object,
     one,
     parse_content_type,
@@ -93,25 +92,16 @@ def manager_of(state: ServerState):
     return m
 
 
-async def manager_read(request: Request, what: str, call) -> Response:
+async def manager_read(request: Request, call) -> Response:
     """A read endpoint of the stream manager: check the read token, run ``call(manager)`` off the
-    event loop, answer its result as JSON (errors as :func:`error_response` about ``what``)."""
+    event loop, answer its result as JSON (errors through :func:`error_response`)."""
     state: ServerState = request.app.state.jindou
     try:
         check_read(state.config, headers_of(request))
         m = manager_of(state)
         return json_response(await run_in_threadpool(call, m))
     except Exception as exc:
-        return error_response(state, exc, what)
-
-
-def error_response(state: ServerState, exc: BaseException, what: str) -> Response:
-    """JSON error answer (the manager's NotFound is a 404)."""
-    err = http_error_from(exc)
-    if state.metrics is not None and err.status >= 500 and err.status != 503:
-        state.metrics.log_internal(exc)
-    r = error_reply(err)
-    return Response(r.body, status_code=r.status, headers=r.headers, media_type=r.content_type)
+        return error_response(state, exc)
 
 
 def check_name(name: str, what: str = "stream") -> None:
@@ -127,10 +117,7 @@ def int_param(params: dict[str, list[str]], key: str, required: bool = False) ->
         if required:
             raise HTTPError(400, "bad_request", f"parameter {key!r} (integer milliseconds) is required")
         return None
-    try:
-        return parse_time(v, f"parameter {key!r}")
-    except ValueError as e:
-        raise HTTPError(400, "bad_request", str(e)) from None
+    return parse_time(v, f"parameter {key!r}")  # BadTimestamp: a 400
 
 
 def parse_registration(body: bytes) -> tuple[str, Any, str]:
@@ -167,7 +154,7 @@ def parse_registration(body: bytes) -> tuple[str, Any, str]:
 @router.get("/streams", summary="List the registered streams", responses=_ERR)
 async def streams_list(request: Request) -> Response:
     """`{"streams": [info, ...]}` with each stream's IRI, absorb, clock, progress and counters."""
-    return await manager_read(request, "stream", lambda m: {"streams": m.streams()})
+    return await manager_read(request, lambda m: {"streams": m.streams()})
 
 
 @router.put("/streams/{name}", summary="Register a stream", status_code=201,
@@ -193,12 +180,12 @@ async def stream_put(name: str, request: Request) -> Response:
             return json_response(info, 201, {"Location": f"/streams/{name}"})
         return json_response(info, 200)
     except Exception as exc:
-        return error_response(state, exc, "stream")
+        return error_response(state, exc)
 
 
 @router.get("/streams/{name}", summary="A stream's registration and counters", responses=_ERR)
 async def stream_get(name: str, request: Request) -> Response:
-    return await manager_read(request, "stream", lambda m: m.stream(name))
+    return await manager_read(request, lambda m: m.stream(name))
 
 
 @router.delete("/streams/{name}", summary="Unregister a stream", responses=_ERR)
@@ -217,7 +204,7 @@ async def stream_delete(name: str, request: Request) -> Response:
         queries = await run_in_threadpool(m.delete_stream, name, force)
         return json_response({"deleted": name, "queries": list(queries or [])})
     except Exception as exc:
-        return error_response(state, exc, "stream")
+        return error_response(state, exc)
 
 
 _ARROW_SCHEMA = {"type": "string", "format": "binary", "description":
@@ -296,7 +283,7 @@ async def stream_post(name: str, request: Request) -> Response:
                             f"{ARROW_STREAM_TYPE}, " + " or ".join(_graph_body_types()))
         return json_response(report, 202)
     except Exception as exc:
-        return error_response(state, exc, "stream")
+        return error_response(state, exc)
 
 
 @router.post("/streams/{name}/progress", summary="Heartbeat: raise the stream's progress", responses=_ERR,
@@ -315,4 +302,4 @@ async def stream_progress(name: str, request: Request) -> Response:
         p = await run_in_threadpool(m.heartbeat, name, t)
         return json_response({"progress": p})
     except Exception as exc:
-        return error_response(state, exc, "stream")
+        return error_response(state, exc)

@@ -16,7 +16,7 @@ from server.api.common import (
     check_write,
     decode_utf8,
     error_reply,
-    http_error_from,
+    failure,
     iri_params,
     one,
     parse_content_type,
@@ -46,11 +46,9 @@ async def handle_update(
     try:
         return await _handle(state, method, scope, headers, qs, read_body)
     except Exception as exc:
-        err = http_error_from(exc)
+        err = failure(exc, state.metrics)
         if state.metrics is not None:
             state.metrics.update_done(err.kind)
-            if err.status >= 500 and err.status != 503:
-                state.metrics.log_internal(exc)
         return error_reply(err)
 
 

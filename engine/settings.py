@@ -1,0 +1,54 @@
+"""The engine's settings, declared once: type, default, meaning and bounds.
+
+``engine.database.Database`` and ``engine.stream.manager.StreamManager`` take
+their constructor defaults from :data:`DEFAULTS`; the server's settings
+(``server/settings.py``) extend :class:`EngineSettings`, which gives each one
+its ``jindou serve`` flag (``--query-timeout``), its environment variable
+(``JINDOU_QUERY_TIMEOUT``) and its row in docs/LIMITS.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MiB = 1 << 20
+
+
+def setting(default: Any, help: str, *, metavar: str | None = None, secret: bool = False,
+            **bounds: Any) -> Any:
+    """A declared setting: its default, its one-line help (shown by ``--help``, in
+    docs/LIMITS.md and in /status' documentation), an optional argparse metavar, whether
+    /status must hide it (``secret``), and pydantic bounds (``ge``, ``le``...)."""
+    extra = {"metavar": metavar, "secret": secret}
+    return Field(default, description=help, json_schema_extra=extra, **bounds)
+
+
+class EngineSettings(BaseModel):
+    """Settings the engine itself reads (the storage, query and stream limits)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    shards: int = setting(4, "shards the graph store is split into (by vertex id)", metavar="N", ge=1)
+    query_timeout: float = setting(
+        30.0, "seconds a query or update may take from admission to its last byte (0 = none)",
+        metavar="S", ge=0)
+    max_rows: int = setting(5_000_000, "rows of any intermediate or final result", metavar="N", ge=1)
+    # with a 100k-triple store the server stays under 1.5 GiB
+    query_memory: int = setting(
+        768 * MiB, "per-query memory budget for intermediate results, computed strings and the answer "
+                   "being built (0 = unlimited)", metavar="BYTES", ge=0)
+    allow_load: bool = setting(False, "allow SPARQL Update LOAD <url> and fetching while parsing "
+                                      "(JSON-LD contexts)")
+    retain: int = setting(1000, "result instants kept per continuous query for SSE resume", metavar="N", ge=1)
+    idle_after: int = setting(100, "report a run of at least N unchanged continuous-query instants as one SSE "
+                                   "'idle' event", metavar="N", ge=1)
+    transient_budget: int = setting(256 * MiB, "memory for stream window data; past it POSTs get 503 "
+                                               "backpressure", metavar="BYTES", ge=1)
+    batch_id_limit: int = setting(100_000, "batch ids remembered per stream (an older re-delivered batch "
+                                           "is applied again)", metavar="N", ge=1)
+
+
+#: the declared defaults (constructor defaults of Database and StreamManager)
+DEFAULTS = EngineSettings()
