@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.kv.stream_index import StreamIndex
-from engine.kv.transient import (
+from engine.stream.progress import StreamClock
+from engine.stream.stream_index import StreamIndex
+from engine.stream.transient import (
     BYTES_PER_TRIPLE,
     NO_READERS,
     TransientStore,
@@ -18,7 +19,6 @@ from engine.kv.transient import (
     combine_horizons,
     unique_rows,
 )
-from engine.stream.progress import StreamClock
 from engine.stream.windows import Trigger, Window, query_step
 
 
@@ -99,7 +99,7 @@ def test_unique_rows():
 
 
 def test_unique_rows_hash_collision_fallback(monkeypatch):
-    import engine.kv.transient as tr
+    import engine.stream.transient as tr
     monkeypatch.setattr(tr, "_H1", np.uint64(0))
     monkeypatch.setattr(tr, "_H2", np.uint64(0))
     monkeypatch.setattr(tr, "_H3", np.uint64(0))  # every row hashes to 0

@@ -27,7 +27,7 @@ import numpy as np
 from engine.arrays import unique
 from engine.exec.bgp import EmptyGraph
 from engine.kv.graph import GraphIndex, empty_graph
-from engine.kv.transient import triple_hash
+from engine.stream.transient import triple_hash
 
 __all__ = ["SlidingWindowGraph", "contained", "triple_hash"]
 

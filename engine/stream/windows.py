@@ -18,7 +18,7 @@ All times are integer milliseconds (Python ints; these helpers allow any; the AP
 [0, 2^53-1], see :mod:`engine.stream.limits`).
 The brute-force selections here (:func:`time_window_mask`,
 :func:`count_window_slice`) define the semantics; the transient store
-(:mod:`engine.kv.transient`) computes the same ranges through its stream index.
+(:mod:`engine.stream.transient`) computes the same ranges through its stream index.
 """
 
 from __future__ import annotations

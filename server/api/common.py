@@ -36,7 +36,7 @@ from engine.errors import (
     RowBudgetExceeded,
     UpdateError,
 )
-from engine.kv.transient import TransientStoreFull
+from engine.stream.transient import TransientStoreFull
 from server.config import Config
 
 JSON_CT = b"application/json"
