@@ -416,3 +416,21 @@ def test_two_streams_different_ranges_and_steps():
     assert window_member([wa, wb], t) == {"start": 1_000, "end": 11_000}
     wc = Window.count(3)
     assert window_member([wc], t, sb.oldest_tau(wc, t)) == {"start": 8_500, "end": 11_000}
+
+
+def test_store_layer_does_not_import_streams():
+    """engine/kv is below engine/stream: no module of the store imports the stream package
+    (the transient store, which reads stream windows, lives in engine/stream)."""
+    import ast
+    import pathlib
+
+    import engine.kv
+
+    kv = pathlib.Path(engine.kv.__file__).parent
+    bad = []
+    for f in sorted(kv.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            bad += [f"{f.name}: {n}" for n in names if n == "engine.stream" or n.startswith("engine.stream.")]
+    assert list(kv.glob("*.py")) and bad == []

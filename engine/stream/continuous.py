@@ -45,7 +45,7 @@ from engine.stream.absorb import AbsorbLog
 from engine.stream.incremental import IncrementalCore
 from engine.stream.transient import TransientStore
 from engine.stream.window_graph import SlidingWindowGraph
-from engine.stream.windows import Window, first_instant, window_member
+from engine.stream.windows import Window, first_instant, leaves_at, window_member
 
 __all__ = ["BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "set_diff"]
 
@@ -261,7 +261,7 @@ class InstantEvaluator:
         self._terms = _StableTerms(db.store.dictionary)
         # CQELS-style maintenance of the join core, for sliding windows (a tumbling window shares nothing
         # between instants)
-        sliding = any(bw.window.is_count or (bw.window.step_ms or 0) < (bw.window.range_ms or 0) for bw in windows)
+        sliding = any(bw.window.is_sliding for bw in windows)
         self.incremental_core = (IncrementalCore.of(query, adaptive=incremental != "always")
                                  if incremental and sliding else None)
         self._stored_parts: list = []
@@ -360,8 +360,8 @@ class InstantEvaluator:
                     return None   # the GC freed data this window held or was about to hold
                 if g1 < store.end_seq:
                     at(store._tau_at(g1))
-                if bw.window.range_ms is not None and g0 < g1:
-                    at(store._tau_at(g0) + int(bw.window.range_ms))
+                if not bw.window.is_count and g0 < g1:
+                    at(leaves_at(bw.window, store._tau_at(g0)))
         if self.absorb_log is not None and self.reads_stored_default:
             nxt = self.absorb_log.next_after(te)
             if nxt is not None:
