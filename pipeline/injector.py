@@ -156,7 +156,7 @@ class LocalInjector:
         self.m.register_stream(name, iri, absorb)
 
     def ingest(self, name: str, table: pa.Table, batch_id: str) -> dict:
-        from engine.kv.transient import TransientStoreFull
+        from engine.stream.transient import TransientStoreFull
 
         delay = 0.2
         while True:

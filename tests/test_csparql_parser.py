@@ -14,7 +14,6 @@ from engine.exec import algebra as A
 from engine.exec.csparql import (
     ContinuousQuery,
     StreamRef,
-    WindowSpec,
     format_duration,
     format_stream,
     format_window,
@@ -22,6 +21,7 @@ from engine.exec.csparql import (
     parse_continuous,
 )
 from engine.exec.parser import parse_query
+from engine.stream.windows import Window
 
 EX = "http://ex.org/"
 S1 = "http://ex.org/s1"
@@ -33,9 +33,9 @@ def reg(body: str, head: str = "REGISTER QUERY q AS") -> ContinuousQuery:
     return parse_continuous(f"{head} {body}")
 
 
-def one_window(win: str) -> WindowSpec:
+def one_window(win: str) -> Window:
     cq = reg(f"SELECT * FROM STREAM <{S1}> {win} {WHERE}")
-    assert len(cq.windows) == 1
+    assert len(cq.windows) == 1 and cq.streams == (StreamRef(S1, None),)
     return cq.windows[0]
 
 
@@ -50,22 +50,22 @@ def err(text: str) -> QuerySyntaxError:
 
 def test_range_step():
     w = one_window("[RANGE 3s STEP 1s]")
-    assert w == WindowSpec(StreamRef(S1, None), 3000, 1000, None)
+    assert w == Window(3000, 1000, None) == Window.time(3000, 1000)
 
 
 def test_range_tumbling():
     w = one_window("[RANGE 10m TUMBLING]")
-    assert w == WindowSpec(StreamRef(S1, None), 600_000, 600_000, None)
+    assert w == Window(600_000, 600_000, None) == Window.time(600_000)
 
 
 def test_range_triples_default_step():
     w = one_window("[RANGE TRIPLES 25]")
-    assert w == WindowSpec(StreamRef(S1, None), None, 1000, 25)
+    assert w == Window(None, 1000, 25) == Window.count(25)
 
 
 def test_range_triples_with_step():
     w = one_window("[RANGE TRIPLES 5 STEP 250ms]")
-    assert w == WindowSpec(StreamRef(S1, None), None, 250, 5)
+    assert w == Window(None, 250, 5)
 
 
 @pytest.mark.parametrize(
@@ -129,7 +129,7 @@ def test_prologue_before_register():
         f"PREFIX ex: <{EX}>\nREGISTER QUERY q AS SELECT ?o FROM STREAM ex:s1 [RANGE 1s STEP 1s] "
         "WHERE { ?s ex:p ?o }"
     )
-    assert cq.windows[0].stream == StreamRef(S1, None)
+    assert cq.streams[0] == StreamRef(S1, None)
     assert cq.query.prefixes == (("ex", EX),)
 
 
@@ -138,7 +138,7 @@ def test_prologue_after_as():
         f"REGISTER QUERY q AS PREFIX ex: <{EX}> SELECT ?o FROM STREAM ex:s1 [RANGE 1s STEP 1s] "
         "WHERE { ?s ex:p ?o }"
     )
-    assert cq.windows[0].stream == StreamRef(S1, None)
+    assert cq.streams[0] == StreamRef(S1, None)
 
 
 def test_prologue_before_and_after_both_apply():
@@ -148,7 +148,7 @@ def test_prologue_before_and_after_both_apply():
         "PREFIX st: <http://streams.org/>\n"
         "SELECT ?o FROM STREAM st:a [RANGE 1s STEP 1s] FROM <g1> WHERE { ?s ex:p ?o }"
     )
-    assert cq.windows[0].stream.iri == "http://streams.org/a"
+    assert cq.streams[0].iri == "http://streams.org/a"
     assert cq.query.dataset == A.Dataset(("http://base.org/dir/g1",), ())
     assert cq.query.base == "http://base.org/dir/"
     assert dict(cq.query.prefixes) == {"ex": EX, "st": "http://streams.org/"}
@@ -158,7 +158,7 @@ def test_prologue_before_and_after_both_apply():
 
 def test_base_argument_resolves_stream_iri():
     cq = parse_continuous("REGISTER QUERY q AS SELECT * FROM STREAM <s1> [RANGE 1s STEP 1s] " + WHERE, base=EX)
-    assert cq.windows[0].stream.iri == S1
+    assert cq.streams[0].iri == S1
 
 
 @pytest.mark.parametrize("name", ["q1", "Q_1", "my-query", "a.b.c", "2024-q", "x", "1", "-", "q-1.x_Y"])
@@ -181,12 +181,12 @@ def test_text_is_kept_verbatim():
 
 
 def test_stream_by_iri_keyword():
-    assert one_window("[RANGE 1s STEP 1s]").stream == StreamRef(S1, None)
+    assert reg(f"SELECT * FROM STREAM <{S1}> [RANGE 1s STEP 1s] {WHERE}").streams == (StreamRef(S1, None),)
 
 
 def test_stream_short_name_with_stream_keyword():
     cq = reg(f"SELECT * FROM STREAM poststream [RANGE 5s STEP 1s] {WHERE}")
-    assert cq.windows[0].stream == StreamRef(None, "poststream")
+    assert cq.streams[0] == StreamRef(None, "poststream")
 
 
 def test_stream_short_name_case_preserved_and_punctuation():
@@ -196,7 +196,8 @@ def test_stream_short_name_case_preserved_and_punctuation():
 
 def test_wukong_form_short_name():
     cq = reg(f"SELECT * FROM poststream [RANGE 10s STEP 2s] {WHERE}")
-    assert cq.windows == (WindowSpec(StreamRef(None, "poststream"), 10_000, 2000, None),)
+    assert cq.streams == (StreamRef(None, "poststream"),)
+    assert cq.windows == (Window(10_000, 2000, None),)
     assert cq.query.dataset is None
 
 
@@ -297,7 +298,8 @@ def test_subquery_does_not_take_windows():
 
 def test_two_windows_order():
     cq = reg(f"SELECT * FROM STREAM <{S2}> [RANGE 5s STEP 5s] FROM STREAM <{S1}> [RANGE 1s STEP 1s] {WHERE}")
-    assert [w.stream.iri for w in cq.windows] == [S2, S1]
+    assert [s.iri for s in cq.streams] == [S2, S1]
+    assert cq.windows == (Window.time(5000), Window.time(1000))
 
 
 # ---------------------------------------------------------------- errors
@@ -453,9 +455,9 @@ def test_format_duration(ms, lit):
 
 
 def test_format_window_and_stream():
-    assert format_window(WindowSpec(StreamRef(S1, None), 3000, 1000, None)) == "[RANGE 3s STEP 1s]"
-    assert format_window(WindowSpec(StreamRef(S1, None), None, 1000, 7)) == "[RANGE TRIPLES 7]"
-    assert format_window(WindowSpec(StreamRef(S1, None), None, 500, 7)) == "[RANGE TRIPLES 7 STEP 500ms]"
+    assert format_window(Window(3000, 1000, None)) == "[RANGE 3s STEP 1s]"
+    assert format_window(Window(None, 1000, 7)) == "[RANGE TRIPLES 7]"
+    assert format_window(Window(None, 500, 7)) == "[RANGE TRIPLES 7 STEP 500ms]"
     assert format_stream(StreamRef(S1, None)) == f"STREAM <{S1}>"
     assert format_stream(StreamRef(None, "ps")) == "STREAM ps"
 
@@ -484,9 +486,9 @@ def windows(draw):
         if draw(st.booleans()):
             rng = draw(_DUR_MS)
             step = rng if draw(st.booleans()) else draw(_DUR_MS)
-            out.append(WindowSpec(ref, rng, step, None))
+            out.append((ref, Window(rng, step, None)))
         else:
-            out.append(WindowSpec(ref, None, draw(st.one_of(st.just(1000), _DUR_MS)), draw(st.integers(1, 10**9))))
+            out.append((ref, Window(None, draw(st.one_of(st.just(1000), _DUR_MS)), draw(st.integers(1, 10**9)))))
     return out
 
 
@@ -500,7 +502,7 @@ def _print_duration(ms: int, draw) -> str:
     return draw(_KW_CASE)(lit)
 
 
-def _print_window(w: WindowSpec, draw) -> str:
+def _print_window(w: Window, draw) -> str:
     kw = draw(_KW_CASE)
     if w.triples is not None:
         step = ""
@@ -519,11 +521,11 @@ def _print_window(w: WindowSpec, draw) -> str:
 def test_property_windows_round_trip(data, ws, mode, name, stored):
     draw = data.draw
     froms = []
-    for w in ws:
-        if w.stream.iri is not None:
-            ref = draw(st.sampled_from([f"STREAM <{w.stream.iri}>", f"<{w.stream.iri}>"]))
+    for sr, w in ws:
+        if sr.iri is not None:
+            ref = draw(st.sampled_from([f"STREAM <{sr.iri}>", f"<{sr.iri}>"]))
         else:
-            ref = draw(st.sampled_from([f"STREAM {w.stream.name}", w.stream.name]))
+            ref = draw(st.sampled_from([f"STREAM {sr.name}", sr.name]))
         sep = draw(st.sampled_from([" ", "\n", "  ", " # c\n"]))
         froms.append(f"FROM {ref}{sep}{_print_window(w, draw)}")
     for g in stored:
@@ -532,7 +534,7 @@ def test_property_windows_round_trip(data, ws, mode, name, stored):
     head = f"REGISTER {mode} QUERY {name} AS" if mode else f"REGISTER QUERY {name} AS"
     text = f"{head}\nSELECT ?s\n" + "\n".join(froms) + "\nWHERE { ?s ?p ?o }"
     cq = parse_continuous(text)
-    assert cq.windows == tuple(ws)
+    assert list(zip(cq.streams, cq.windows, strict=True)) == ws
     assert cq.name == name and cq.mode == (mode or "RSTREAM") and cq.text == text
     expected_ds = A.Dataset(tuple(EX + g for g in stored), ()) if stored else None
     # stored graphs keep their relative order whatever the windows around them
@@ -542,9 +544,10 @@ def test_property_windows_round_trip(data, ws, mode, name, stored):
         assert cq.query.dataset is None
     # canonical printing round-trips too
     canon = "REGISTER QUERY x AS SELECT * " + " ".join(
-        f"FROM {format_stream(w.stream)} {format_window(w)}" for w in ws
+        f"FROM {format_stream(sr)} {format_window(w)}" for sr, w in ws
     ) + " " + WHERE
-    assert parse_continuous(canon).windows == tuple(ws)
+    again = parse_continuous(canon)
+    assert list(zip(again.streams, again.windows, strict=True)) == ws
 
 
 _VOCAB = [
@@ -616,8 +619,9 @@ def test_citybench_query_parses(path):
     cq = parse_continuous(text)
     assert cq.name == path.stem and cq.mode == "RSTREAM"
     assert cq.windows
-    for w in cq.windows:
-        assert w.stream.iri is not None and w.stream.iri.startswith(SES)
+    assert len(cq.streams) == len(cq.windows)
+    for sr, w in zip(cq.streams, cq.windows, strict=True):
+        assert sr.iri is not None and sr.iri.startswith(SES)
         assert w.triples is None
     if path.stem.startswith("Q") and "win" not in path.stem:
         assert all((w.range_ms, w.step_ms) == (3000, 1000) for w in cq.windows)
@@ -636,7 +640,7 @@ def test_citybench_specifics():
         return parse_continuous(f"REGISTER QUERY {stem} AS " + by[stem].read_text(encoding="utf-8"))
 
     q1 = load("Q1")
-    assert [w.stream.iri for w in q1.windows] == [SES + "AarhusTrafficData182955", SES + "AarhusTrafficData158505"]
+    assert [sr.iri for sr in q1.streams] == [SES + "AarhusTrafficData182955", SES + "AarhusTrafficData158505"]
     assert q1.query.dataset == A.Dataset(("http://127.0.0.1:9000/WebGlCity/RDF/SensorRepository.rdf",), ())
     assert load("Q11").query.form == "ASK"
     assert load("Q10_8").windows.__len__() == 8

@@ -139,12 +139,12 @@ def test_statuses_of_the_engine_errors_are_unchanged():
         UnsupportedError,
         UpdateError,
     )
-    from engine.kv.transient import TransientStoreFull, WindowEvicted
     from engine.stream.adaptor import BadArrowBatch
     from engine.stream.limits import BadName, BadRequest, BadTimestamp, TooManyBadLines
     from engine.stream.manager import QueryExists, StreamConflict, StreamInUse, UnknownStream
     from engine.stream.progress import LateElementError
     from engine.stream.registry_store import RegistryError
+    from engine.stream.transient import TransientStoreFull, WindowEvicted
 
     expected = {
         QuerySyntaxError: 400, QueryEvaluationError: 400, UnsupportedError: 400, UpdateError: 400,

@@ -231,7 +231,7 @@ def test_streams_503_without_manager(make_server):
 
 def test_transient_store_full_is_503():
     """Backpressure from the window store is a retryable 503, not a client error."""
-    from engine.kv.transient import TransientStoreFull
+    from engine.stream.transient import TransientStoreFull
     from server.api.common import http_error_from
 
     err = http_error_from(TransientStoreFull("s", needed=1 << 20, used=1 << 20, budget=1 << 20))

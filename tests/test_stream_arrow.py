@@ -10,10 +10,12 @@ import pyarrow as pa
 import pytest
 
 from engine.database import Database
-from engine.kv.transient import TransientStoreFull
+from engine.stream.absorb import absorb
 from engine.stream.adaptor import BadArrowBatch
+from engine.stream.ledger import LEDGER_NAME, BatchLedger
 from engine.stream.manager import StreamManager
-from engine.stream.registry_store import LEDGER_NAME, BatchLedger, RegistryError
+from engine.stream.registry_store import RegistryError
+from engine.stream.transient import TransientStoreFull
 
 EX = "http://ex.org/"
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -40,7 +42,7 @@ def ndjson(rows) -> bytes:
 
 
 def window_keys(db, m, name) -> list[tuple[str, str, str, int]]:
-    st = m._streams[name].store
+    st = m._reg.streams[name].store
     spo, tau = st.read(st.live_start, st.end_seq)
     d = db.store.dictionary
     return [(*d.keys(r), int(x)) for r, x in zip(spo, tau, strict=True)]
@@ -329,7 +331,7 @@ def test_absorb_marks_rows_new_to_the_store(env):
     keys = [db.store.dictionary.keys(r)[2] for r in rows]
     assert dict(zip(keys, new.tolist(), strict=True)) == {iri("b"): False, iri("new1"): True}
     # a stale mark (a commit since the encode that used the fresh term) falls back to the edge test
-    rows, mark = m._encode(*(pa.array([x]).dictionary_encode() for x in (iri("c"), iri("p"), iri("fresh"))))
+    rows, mark = m._ingest.encode(*(pa.array([x]).dictionary_encode() for x in (iri("c"), iri("p"), iri("fresh"))))
     db.update(f"INSERT DATA {{ {iri('c')} {iri('p')} {iri('fresh')} }}")
-    m._absorb(rows, np.array([20]), mark)
+    absorb(db.store, m._absorb_log, rows, np.array([20]), mark)
     assert m._absorb_log._chunks[-1][2].tolist() == [False]

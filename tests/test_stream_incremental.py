@@ -103,7 +103,7 @@ def _run(incremental: bool | str, static, data, texts, update_at=None):
         for name in [q["id"] for q in m.queries()]:
             events[name] = [(e.id, _bindings_bag(orjson.loads(e.data)), orjson.loads(e.data).get("window"))
                             for e in m.log(name).since(None, from_t=-1) if e.event == "result"]
-            inc = m._queries[name].evaluator.incremental_core
+            inc = m._reg.queries[name].evaluator.incremental_core
             stats[name] = (inc.delta_runs, inc.full_runs) if inc is not None else None
         return events, stats
     finally:

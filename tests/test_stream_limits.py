@@ -201,10 +201,10 @@ def test_largest_windows_work(env):
 def test_no_query_registers_against_a_stream_being_deleted(env):
     _, m = env
     m.register_stream("s", EX + "s")
-    m._streams["s"].deleting = True   # the state delete_stream holds while it removes the readers
+    m._reg.streams["s"].deleting = True   # the state delete_stream holds while it removes the readers
     with pytest.raises(UnknownStream):
         m.register_query("REGISTER QUERY q AS SELECT * FROM s [RANGE 1s STEP 1s] WHERE { ?s ?p ?o }")
-    m._streams["s"].deleting = False
+    m._reg.streams["s"].deleting = False
     m.delete_stream("s")
     assert m.streams() == [] and m.queries() == []
 

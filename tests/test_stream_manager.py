@@ -523,7 +523,7 @@ def test_slow_query_does_not_block_ingestion(env):
     m.register_stream("s", EX + "s")
     m.heartbeat("s", 0)
     m.register_query("REGISTER QUERY q AS SELECT ?o FROM s [RANGE 1s TUMBLING] WHERE { ?s ?p ?o }")
-    ev = m._queries["q"].evaluator
+    ev = m._reg.queries["q"].evaluator
     gate = threading.Event()
     real = ev.run
 
@@ -587,7 +587,7 @@ def test_update_seen_from_next_instant_and_errors_reported(env):
     m.heartbeat("s", 2001)
     assert rows(dict(results(m, "q"))[2000], "l") == [("A",)]
 
-    ev = m._queries["q"].evaluator
+    ev = m._reg.queries["q"].evaluator
 
     def boom(t):
         raise RuntimeError("kaput")
@@ -606,7 +606,8 @@ def test_update_seen_from_next_instant_and_errors_reported(env):
 def test_diff_helpers_and_absorb_log():
     import numpy as np
 
-    from engine.stream.continuous import AbsorbLog, multiset_diff, rows_in, set_diff
+    from engine.stream.absorb import AbsorbLog, rows_in
+    from engine.stream.continuous import multiset_diff, set_diff
 
     a = np.array([[1, 2], [1, 2], [3, 4], [5, 6]], dtype=np.int64)
     b = np.array([[1, 2], [5, 6], [7, 8]], dtype=np.int64)
@@ -629,7 +630,7 @@ def test_diff_helpers_and_absorb_log():
 
 
 def test_backpressure_when_window_store_is_full():
-    from engine.kv.transient import TransientStoreFull
+    from engine.stream.transient import TransientStoreFull
 
     db = Database(shards=1)
     m = StreamManager(db, transient_budget=32 * 100)
@@ -653,7 +654,7 @@ def test_backpressure_when_window_store_is_full():
 def test_refused_batch_leaves_progress_unchanged():
     """A POST the window store refuses (backpressure) changes nothing: not the
     stream's progress either, so no instant fires on data that was not stored."""
-    from engine.kv.transient import TransientStoreFull
+    from engine.stream.transient import TransientStoreFull
 
     db = Database(shards=1)
     m = StreamManager(db, transient_budget=32 * 100)

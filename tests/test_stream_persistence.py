@@ -234,10 +234,10 @@ def test_crash_keeps_last_persisted_progress(server):
     m.sync_registry()
     m.ingest_ndjson("s", body(line("a", "p", "c", 200)))
     # "crash": stop the worker without the final write, drop everything
-    with m._cv:
-        m._closed = True
-        m._cv.notify_all()
-    m._worker.join(5)
+    with m._reg.cv:
+        m._scheduler.closed = True
+        m._reg.cv.notify_all()
+    m._scheduler.worker.join(5)
     server.db = server.m = None
     db2 = Database(shards=2, data_dir=server.path)
     m2 = StreamManager(db2, data_dir=server.path)
@@ -314,7 +314,7 @@ def test_unwritable_registry_rolls_back_registration(tmp_path, monkeypatch):
         def fail(doc):
             raise RegistryError("cannot write stream registry (test)")
 
-        monkeypatch.setattr(m._registry, "save", fail)
+        monkeypatch.setattr(m._reg.file, "save", fail)
         with pytest.raises(RegistryError):
             m.register_stream("s2", EX + "s2")
         with pytest.raises(RegistryError):

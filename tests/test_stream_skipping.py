@@ -184,7 +184,7 @@ def test_worker_is_round_robin(env):
     order: list[str] = []
     gate = threading.Event()
     for name in ("busy", "calm"):
-        ev = m._queries[name].evaluator
+        ev = m._reg.queries[name].evaluator
         real = ev.run
 
         def run(t, real=real, name=name):

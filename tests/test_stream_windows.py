@@ -16,6 +16,7 @@ from engine.stream.windows import (
     first_instant,
     instants_between,
     is_aligned,
+    leaves_at,
     query_step,
     time_bounds,
     time_window_mask,
@@ -243,3 +244,16 @@ def test_triggered_instants_are_exactly_the_aligned_instants(pre, post, step, ns
     assert got == expected
     assert all(t < p for t in got for p in prog.values())
     assert len(set(got)) == len(got)
+
+
+def test_window_sliding_and_leaves_at_match_the_bounds():
+    assert Window.time(3000, 1000).is_sliding and not Window.time(3000).is_sliding
+    assert Window.count(5).is_sliding and Window.count(5, step_ms=10_000).is_sliding
+    assert not Window.time(1000, 5000).is_sliding   # sampling: instants never share content
+    w = Window.time(3000, 1000)
+    for tau in (0, 999, 1000, 12_345):
+        t = leaves_at(w, tau)
+        assert time_window_mask(np.array([tau]), w, t - 1)[0]   # still in at the instant before
+        assert not time_window_mask(np.array([tau]), w, t)[0]   # gone from then on
+    with pytest.raises(ValueError):
+        leaves_at(Window.count(3), 0)

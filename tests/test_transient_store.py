@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.kv.stream_index import StreamIndex
-from engine.kv.transient import (
+from engine.stream.progress import StreamClock
+from engine.stream.stream_index import StreamIndex
+from engine.stream.transient import (
     BYTES_PER_TRIPLE,
     NO_READERS,
     TransientStore,
@@ -18,7 +19,6 @@ from engine.kv.transient import (
     combine_horizons,
     unique_rows,
 )
-from engine.stream.progress import StreamClock
 from engine.stream.windows import Trigger, Window, query_step
 
 
@@ -99,7 +99,7 @@ def test_unique_rows():
 
 
 def test_unique_rows_hash_collision_fallback(monkeypatch):
-    import engine.kv.transient as tr
+    import engine.stream.transient as tr
     monkeypatch.setattr(tr, "_H1", np.uint64(0))
     monkeypatch.setattr(tr, "_H2", np.uint64(0))
     monkeypatch.setattr(tr, "_H3", np.uint64(0))  # every row hashes to 0
@@ -416,3 +416,21 @@ def test_two_streams_different_ranges_and_steps():
     assert window_member([wa, wb], t) == {"start": 1_000, "end": 11_000}
     wc = Window.count(3)
     assert window_member([wc], t, sb.oldest_tau(wc, t)) == {"start": 8_500, "end": 11_000}
+
+
+def test_store_layer_does_not_import_streams():
+    """engine/kv is below engine/stream: no module of the store imports the stream package
+    (the transient store, which reads stream windows, lives in engine/stream)."""
+    import ast
+    import pathlib
+
+    import engine.kv
+
+    kv = pathlib.Path(engine.kv.__file__).parent
+    bad = []
+    for f in sorted(kv.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            bad += [f"{f.name}: {n}" for n in names if n == "engine.stream" or n.startswith("engine.stream.")]
+    assert list(kv.glob("*.py")) and bad == []

@@ -46,11 +46,11 @@ from engine.exec import algebra as A
 from engine.exec.parser import _Parser
 from engine.exec.tokenizer import decode_codepoints
 from engine.stream.limits import MAX_DURATION_MS, MAX_TRIPLES, NAME_MAX
+from engine.stream.windows import DEFAULT_COUNT_STEP_MS, Window
 
 __all__ = [
     "ContinuousQuery",
     "StreamRef",
-    "WindowSpec",
     "format_duration",
     "format_stream",
     "format_window",
@@ -59,7 +59,6 @@ __all__ = [
 ]
 
 MODES = ("RSTREAM", "ISTREAM", "DSTREAM")
-DEFAULT_TRIPLES_STEP_MS = 1000
 _UNITS = {"MS": 1, "S": 1000, "M": 60_000, "H": 3_600_000, "D": 86_400_000}
 _MAX_MS = MAX_DURATION_MS
 _MAX_TRIPLES = MAX_TRIPLES
@@ -132,35 +131,20 @@ class StreamRef:
 
 
 @dataclass(frozen=True, slots=True)
-class WindowSpec:
-    """One ``FROM STREAM ... [window]``.
-
-    Time-based: ``range_ms`` set, ``triples`` None. Count-based
-    (``RANGE TRIPLES n``): ``range_ms`` None, ``triples`` = n. ``step_ms``
-    is always set (TUMBLING: = range; count windows default to 1000 ms).
-    """
-
-    stream: StreamRef
-    range_ms: int | None
-    step_ms: int
-    triples: int | None
-
-
-@dataclass(frozen=True, slots=True)
 class ContinuousQuery:
     """A registered continuous query: name, output mode, the inner SPARQL
-    query (stream windows removed from its dataset), its windows in order of
-    appearance and the original registration text."""
+    query (stream windows removed from its dataset), its ``FROM STREAM``
+    clauses in order of appearance -- ``streams[i]`` read through
+    ``windows[i]`` (the one :class:`~engine.stream.windows.Window` type the
+    trigger and the transient store also take; TUMBLING has step = range,
+    ``RANGE TRIPLES n`` defaults to a 1 s step) -- and the registration text."""
 
     name: str
     mode: str
     query: A.Query
-    windows: tuple[WindowSpec, ...]
+    streams: tuple[StreamRef, ...]
+    windows: tuple[Window, ...]
     text: str
-
-    @property
-    def streams(self) -> tuple[StreamRef, ...]:
-        return tuple(w.stream for w in self.windows)
 
 
 # ---------------------------------------------------------------- printing
@@ -174,9 +158,9 @@ def format_duration(ms: int) -> str:
     return f"{ms}ms"
 
 
-def format_window(w: WindowSpec) -> str:
+def format_window(w: Window) -> str:
     if w.triples is not None:
-        step = "" if w.step_ms == DEFAULT_TRIPLES_STEP_MS else f" STEP {format_duration(w.step_ms)}"
+        step = "" if w.step_ms == DEFAULT_COUNT_STEP_MS else f" STEP {format_duration(w.step_ms)}"
         return f"[RANGE TRIPLES {w.triples}{step}]"
     assert w.range_ms is not None
     return f"[RANGE {format_duration(w.range_ms)} STEP {format_duration(w.step_ms)}]"
@@ -205,7 +189,8 @@ class _ContinuousParser(_Parser):
         super().__init__(masked, base)
         # names are read from the unmasked text (same length, same positions)
         self.orig = decoded if len(decoded) == len(self.text) else self.text
-        self.windows: list[WindowSpec] = []
+        self.streams: list[StreamRef] = []
+        self.windows: list[Window] = []
         self.seen_iris: set[str] = set()
         self.seen_names: set[str] = set()
 
@@ -275,7 +260,7 @@ class _ContinuousParser(_Parser):
         query = self.parse_query()
         if not self.windows:
             raise self.error("a continuous query needs at least one FROM STREAM window", form_tok)
-        return ContinuousQuery(name, mode, query, tuple(self.windows), original)
+        return ContinuousQuery(name, mode, query, tuple(self.streams), tuple(self.windows), original)
 
     # ------------------------------------------------------------ FROM clauses
 
@@ -336,9 +321,10 @@ class _ContinuousParser(_Parser):
             if ref.name in self.seen_names:
                 raise self.error(f"stream {ref.name} appears twice in the query", tok)
             self.seen_names.add(ref.name)
-        self.windows.append(self.window(ref))
+        self.windows.append(self.window())
+        self.streams.append(ref)
 
-    def window(self, ref: StreamRef) -> WindowSpec:
+    def window(self) -> Window:
         if self.toks[self.i][0] != "[":
             raise self.unexpected("a window '[RANGE ...]' after the stream")
         self.i += 1
@@ -351,8 +337,7 @@ class _ContinuousParser(_Parser):
             if n <= 0 or n > _MAX_TRIPLES:
                 raise self.error(f"triple count must be between 1 and {_MAX_TRIPLES}, not {tok[1][:40]}", tok)
             self.i += 1
-            step = self.duration() if self.accept("STEP") else DEFAULT_TRIPLES_STEP_MS
-            w = WindowSpec(ref, None, step, n)
+            w = Window.count(n, self.duration() if self.accept("STEP") else DEFAULT_COUNT_STEP_MS)
         else:
             rng = self.duration()
             if self.accept("TUMBLING"):
@@ -361,7 +346,7 @@ class _ContinuousParser(_Parser):
                 step = self.duration()
             else:
                 raise self.unexpected("STEP or TUMBLING")
-            w = WindowSpec(ref, rng, step, None)
+            w = Window.time(rng, step)
         self.expect("]")
         return w
 

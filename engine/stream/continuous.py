@@ -12,7 +12,7 @@ evaluates instant ``t``:
    graphs and the ``FROM`` graphs; with neither, all stored named graphs.
    The stored default graph is taken *as of event time t*: absorbed timeless
    triples with ``tau > t`` that were new to the store when absorbed are
-   subtracted (see :class:`AbsorbLog`).
+   subtracted (see :class:`~engine.stream.absorb.AbsorbLog`).
 2. The inner query runs through the same executor as one-shot queries
    (:func:`engine.exec.evaluate.evaluate_query`) over a
    :class:`~engine.exec.evaluate.DatasetView` made here -- no change to the
@@ -41,102 +41,16 @@ from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, e
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import serialize, sparql_json
 from engine.formats import NTRIPLES
-from engine.kv.transient import TransientStore
 from engine.kv.views import EmptyGraph, merged_view
+from engine.stream.absorb import AbsorbLog
 from engine.stream.incremental import IncrementalCore
+from engine.stream.transient import TransientStore
 from engine.stream.window_graph import SlidingWindowGraph
-from engine.stream.windows import Window, first_instant, window_member
+from engine.stream.windows import Window, first_instant, leaves_at, window_member
 
-__all__ = ["AbsorbLog", "BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "rows_in", "set_diff"]
+__all__ = ["BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "set_diff"]
 
 _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
-
-
-# ---------------------------------------------------------------- absorbed triples as of event time
-
-
-class AbsorbLog:
-    """Absorbed timeless triples with their timestamps, to see the store "as of event time t".
-
-    Absorption commits timeless triples to the store's default graph as soon as
-    their batch is ingested (so one-shot queries see them at once). A continuous
-    query evaluating instant ``t`` must not see those with ``tau > t``:
-    :meth:`future_rows` gives the rows to subtract -- rows absorbed with
-    ``tau > t`` that were *new* to the default graph when absorbed, minus rows
-    also absorbed with some ``tau <= t``. A record is added *before* its
-    commit, and an evaluation takes its snapshot *before* reading the log, so a
-    snapshot never holds absorbed triples the evaluation does not know about.
-    Records are dropped once no present or future instant can be below them
-    (:meth:`prune`).
-    """
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        # one chunk per absorbing batch: (tau sorted non-decreasing, rows (n,3), new-mask)
-        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-
-    def add(self, tau: np.ndarray, rows: np.ndarray, new: np.ndarray) -> None:
-        if len(rows) == 0:
-            return
-        tau = np.asarray(tau, dtype=np.int64)
-        with self._lock:
-            self._chunks.append((tau, np.asarray(rows, dtype=np.int64), np.asarray(new, dtype=bool)))
-
-    def __len__(self) -> int:
-        return sum(len(c[0]) for c in self._chunks)
-
-    def future_rows(self, t: int) -> np.ndarray:
-        """Rows to subtract from the default graph when evaluating instant ``t``."""
-        with self._lock:
-            chunks = list(self._chunks)
-        fut, past = [], []
-        for tau, rows, new in chunks:
-            i = int(np.searchsorted(tau, t, side="right"))
-            if i < len(tau):
-                f = rows[i:][new[i:]]
-                if len(f):
-                    fut.append(f)
-            if i:
-                past.append(rows[:i])
-        if not fut:
-            return _EMPTY3
-        f = np.unique(np.concatenate(fut), axis=0)
-        if past:
-            f = f[~rows_in(f, np.concatenate(past))]
-        return f
-
-    def next_after(self, t: int) -> int | None:
-        """The smallest recorded timestamp above ``t`` (the next instant the stored default
-        graph "as of event time" can change), None if there is none."""
-        with self._lock:
-            chunks = list(self._chunks)
-        best = None
-        for tau, _rows, _new in chunks:
-            i = int(np.searchsorted(tau, t, side="right"))
-            if i < len(tau):
-                x = int(tau[i])
-                best = x if best is None or x < best else best
-        return best
-
-    def prune(self, horizon: int | None) -> None:
-        """Drop records with ``tau <= horizon`` (no instant ``< horizon`` will be evaluated)."""
-        if horizon is None:
-            return
-        with self._lock:
-            gone, keep = [], []
-            for tau, rows, new in self._chunks:
-                i = int(np.searchsorted(tau, horizon, side="right"))
-                if i:
-                    gone.append(rows[:i])
-                if i < len(tau):
-                    keep.append((tau[i:], rows[i:], new[i:]))
-            if not gone:
-                return
-            # rows of the dropped records are in the store for every later instant:
-            # a later record of the same row must not subtract it
-            old = np.concatenate(gone)
-            self._chunks = [(tau, rows, new & ~rows_in(rows, old)) if new.any() else (tau, rows, new)
-                            for tau, rows, new in keep]
 
 
 # ---------------------------------------------------------------- multiset / set differences
@@ -149,18 +63,6 @@ def _row_groups(a: np.ndarray, b: np.ndarray):
     ca = np.bincount(inv[:len(a)], minlength=len(uniq))
     cb = np.bincount(inv[len(a):], minlength=len(uniq))
     return uniq, ca, cb
-
-
-def rows_in(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Mask of the rows of ``a`` that occur in ``b``."""
-    if len(a) == 0 or len(b) == 0:
-        return np.zeros(len(a), dtype=bool)
-    both = np.concatenate([a, b])
-    _, inv = np.unique(both, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    inb = np.zeros(int(inv.max()) + 1, dtype=bool)
-    inb[inv[len(a):]] = True
-    return inb[inv[:len(a)]]
 
 
 def multiset_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -360,7 +262,7 @@ class InstantEvaluator:
         self._terms = _StableTerms(db.store.dictionary)
         # CQELS-style maintenance of the join core, for sliding windows (a tumbling window shares nothing
         # between instants)
-        sliding = any(bw.window.is_count or (bw.window.step_ms or 0) < (bw.window.range_ms or 0) for bw in windows)
+        sliding = any(bw.window.is_sliding for bw in windows)
         self.incremental_core = (IncrementalCore.of(query, adaptive=incremental != "always")
                                  if incremental and sliding else None)
         self._stored_parts: list = []
@@ -459,8 +361,8 @@ class InstantEvaluator:
                     return None   # the GC freed data this window held or was about to hold
                 if g1 < store.end_seq:
                     at(store._tau_at(g1))
-                if bw.window.range_ms is not None and g0 < g1:
-                    at(store._tau_at(g0) + int(bw.window.range_ms))
+                if not bw.window.is_count and g0 < g1:
+                    at(leaves_at(bw.window, store._tau_at(g0)))
         if self.absorb_log is not None and self.reads_stored_default:
             nxt = self.absorb_log.next_after(te)
             if nxt is not None:

@@ -26,8 +26,8 @@ import numpy as np
 
 from engine.arrays import unique
 from engine.kv.graph import GraphIndex, empty_graph
-from engine.kv.transient import triple_hash
 from engine.kv.views import EmptyGraph
+from engine.stream.transient import triple_hash
 
 __all__ = ["SlidingWindowGraph", "contained", "triple_hash"]
 

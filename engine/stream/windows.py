@@ -16,9 +16,12 @@
 
 All times are integer milliseconds (Python ints; these helpers allow any; the API admits
 [0, 2^53-1], see :mod:`engine.stream.limits`).
-The brute-force selections here (:func:`time_window_mask`,
-:func:`count_window_slice`) define the semantics; the transient store
-(:mod:`engine.kv.transient`) computes the same ranges through its stream index.
+:class:`Window` is the one window type: the C-SPARQL parser
+(:mod:`engine.exec.csparql`) produces it, the :class:`Trigger` steps by it and the transient
+store (:mod:`engine.stream.transient`) reads its ranges. The bounds of a time window
+(:func:`time_bounds`, :func:`leaves_at`) and the brute-force selections here
+(:func:`time_window_mask`, :func:`count_window_slice`) define the semantics; the transient
+store computes the same ranges through its stream index, from :func:`time_bounds`.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy as np
 
 __all__ = [
     "Window", "DEFAULT_COUNT_STEP_MS", "query_step", "first_instant", "is_aligned",
-    "align_down", "instants_between", "time_bounds", "time_window_mask",
+    "align_down", "instants_between", "time_bounds", "leaves_at", "time_window_mask",
     "time_window_slice", "count_window_slice", "window_member", "Trigger",
 ]
 
@@ -72,6 +75,11 @@ class Window:
     def is_count(self) -> bool:
         return self.triples is not None
 
+    @property
+    def is_sliding(self) -> bool:
+        """Consecutive instants can share content (a count window, or STEP < RANGE)."""
+        return self.triples is not None or self.step_ms < self.range_ms
+
 
 def query_step(windows: Iterable[Window]) -> int:
     """The step of a query: the smallest STEP among its windows."""
@@ -107,6 +115,14 @@ def time_bounds(window: Window, t: int) -> tuple[int, int]:
     if window.range_ms is None:
         raise ValueError("not a time window")
     return int(t) - int(window.range_ms), int(t)
+
+
+def leaves_at(window: Window, tau: int) -> int:
+    """The time from which a time window no longer holds an element with timestamp ``tau``
+    (``t - RANGE >= tau``, the lower bound of :func:`time_bounds`)."""
+    if window.range_ms is None:
+        raise ValueError("not a time window")
+    return int(tau) + int(window.range_ms)
 
 
 def time_window_mask(tau: np.ndarray, window: Window, t: int) -> np.ndarray:

@@ -7,7 +7,7 @@ preallocated numpy arrays -- ``spo`` (capacity x 3, int64 ids) and ``tau``
 (int64 ms) -- filled in arrival order. New slices are appended on the late
 side; the GC frees whole slices on the early side. A batch never moves; a
 batch larger than the room left in the open slice continues in the next one.
-The :class:`~engine.kv.stream_index.StreamIndex` has one entry per batch
+The :class:`~engine.stream.stream_index.StreamIndex` has one entry per batch
 (batch id, tau range, seq range, slice and offset).
 
 Since a stream admits only non-decreasing timestamps
@@ -28,6 +28,10 @@ the store runs the GC with the ``horizon`` callback (if one was given) and, if
 the slices still needed do not leave room, raises :class:`TransientStoreFull`
 -- a backpressure signal: nothing of the batch was stored.
 
+Home. It lives in :mod:`engine.stream`, not :mod:`engine.kv`: only streams use it, and its
+range reads take the one stream :class:`~engine.stream.windows.Window` (the persistent store
+below knows nothing of streams).
+
 Reads of data the GC already freed: ``strict=True`` raises
 :class:`WindowEvicted`; by default the window holds what is still retained
 (a query registered after the GC freed old data sees the retained part).
@@ -42,8 +46,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from engine.errors import Category, JindouError
-from engine.kv.stream_index import StreamIndex
-from engine.stream.windows import Window
+from engine.stream.stream_index import StreamIndex
+from engine.stream.windows import Window, time_bounds
 
 __all__ = ["TransientStore", "TransientStoreFull", "WindowEvicted", "combine_horizons",
            "unique_rows", "NO_READERS", "BYTES_PER_TRIPLE"]
@@ -373,7 +377,7 @@ class TransientStore:
             return None
         t = int(next_instant)
         if window.range_ms is not None:
-            return t - int(window.range_ms)
+            return time_bounds(window, t)[0]
         with self._lock:
             g1 = self._first_after(t)
             g0 = g1 - int(window.triples)
@@ -437,8 +441,9 @@ class TransientStore:
             return max(want, self.live_start), g1
 
     def window_range(self, window: Window, t: int, strict: bool = False) -> tuple[int, int]:
+        """Seq range of ``window`` at instant ``t`` (its bounds: :func:`~engine.stream.windows.time_bounds`)."""
         if window.range_ms is not None:
-            return self.time_range(int(t) - int(window.range_ms), int(t), strict)
+            return self.time_range(*time_bounds(window, t), strict)
         return self.count_range(int(window.triples), int(t), strict)
 
     # -- reading -------------------------------------------------------------

@@ -1,0 +1,60 @@
+"""Garbage collection of stream data: free what no registered window can read any more.
+
+A stream's transient store may free the triples below the smallest horizon of the windows
+reading it (each window's horizon from its query's next instant,
+:meth:`~engine.stream.transient.TransientStore.horizon_for`); a stream no query reads keeps
+nothing. The absorb log may drop the records below every query's next instant and every
+stream's progress (no present or, best effort, future query evaluates an instant below them).
+Run by the scheduler after each instant, after a query is deleted, and by a transient store
+that runs out of budget (its ``horizon`` callback).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from engine.stream.absorb import AbsorbLog
+from engine.stream.registry import Registry
+from engine.stream.transient import NO_READERS, combine_horizons
+
+__all__ = ["stream_horizon", "absorb_horizon", "collect"]
+
+
+def stream_horizon(reg: Registry, name: str) -> int | None:
+    """GC horizon of a stream over the windows of the queries reading it."""
+    with reg.cv:
+        uses = [(bw.store, bw.window, q.trigger.next_instant)
+                for q in reg.queries.values() for bw in q.windows if bw.stream == name]
+    if not uses:
+        return NO_READERS
+    return combine_horizons(store.horizon_for(w, nxt) for store, w, nxt in uses)
+
+
+def absorb_horizon(reg: Registry) -> int | None:
+    """No instant below this will be evaluated by a present or (best effort) future query."""
+    with reg.cv:
+        h = None
+        for q in reg.queries.values():
+            nxt = q.trigger.next_instant
+            if nxt is None:
+                ps = [reg.streams[s].published for s in q.streams if s in reg.streams]
+                ps = [p for p in ps if p is not None]
+                if not ps:
+                    return None
+                nxt = min(ps)
+            h = nxt if h is None else min(h, nxt)
+        for st in reg.streams.values():
+            if st.published is not None:
+                h = st.published if h is None else min(h, st.published)
+        return None if h is None else h - 1
+
+
+def collect(reg: Registry, absorb_log: AbsorbLog, stream_names: Iterable[str]) -> None:
+    """GC the transient stores of ``stream_names`` and the absorb log."""
+    for n in stream_names:
+        with reg.cv:
+            st = reg.streams.get(n)
+        if st is None:
+            continue
+        st.store.gc(stream_horizon(reg, n))
+    absorb_log.prune(absorb_horizon(reg))

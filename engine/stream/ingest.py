@@ -1,0 +1,252 @@
+"""Ingestion: a POST's elements become a transient-store batch (and absorbed store triples).
+
+The path of every ingest call (ndjson, Arrow, a graph, a heartbeat), on the caller's (HTTP
+worker) thread, kept short:
+
+1. a batch id the ledger holds for the stream answers ``duplicate`` at once (nothing parsed);
+2. parse (:mod:`engine.stream.adaptor`; blank node labels scoped to the POST, like a loaded
+   file); a flood of late elements is refused before interning;
+3. intern the terms in the store's dictionary (:meth:`Ingestor.encode`: each distinct key of a
+   dictionary column once);
+4. under the stream's lock: admit the timestamps (:class:`~engine.stream.progress.StreamClock`:
+   late elements become per-line errors), append one batch to the stream's transient store,
+   absorb its timeless triples (:func:`engine.stream.absorb.absorb`, one store commit per POST,
+   so every element is atomic for one-shot queries), record the batch id;
+5. only then *publish* the new progress and wake the scheduler: an instant never fires before
+   its data is readable.
+
+A :class:`~engine.stream.transient.TransientStoreFull` during a POST (budget exhausted even after
+GC) stores nothing of it and propagates (kind ``backpressure``); the stream's progress stays as
+it was before the POST.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from engine.stream.absorb import AbsorbLog, absorb
+from engine.stream.adaptor import ParsedLines, parse_graph, split_elements, timeless_mask
+from engine.stream.ledger import BatchLedger, check_batch_id, duplicate
+from engine.stream.limits import MAX_BAD_LINES, TooManyBadLines, check_time
+from engine.stream.progress import ARRIVAL, LateElementError
+from engine.stream.registry import Registry, StreamEntry
+
+__all__ = ["Ingestor"]
+
+
+class Ingestor:
+    """The ingestion path of one manager (thread-safe: one stream's batches are serialized by
+    the stream's lock, interning by the store's write lock)."""
+
+    def __init__(self, db, reg: Registry, ledger: BatchLedger, absorb_log: AbsorbLog, now_ms: Callable[[], int]):
+        self.db = db
+        self.reg = reg
+        self.ledger = ledger
+        self.absorb_log = absorb_log
+        self._now = now_ms
+
+    def _published(self, st: StreamEntry) -> None:
+        self.reg.publish(st)
+        self.reg.progress_changed()
+
+    # -- interning -----------------------------------------------------------------
+    def encode(self, s: pa.Array, p: pa.Array, o: pa.Array) -> tuple[np.ndarray, tuple[int, int]]:
+        """(n, 3) int64 ids, interning missing terms (dictionary columns: each distinct key once),
+        and ``(first id interned here, store snapshot number)`` for :func:`~engine.stream.absorb.absorb`."""
+        n = len(s)
+        store = self.db.store
+        d = store.dictionary
+        rows = np.empty((n, 3), dtype=np.int64)
+        with store.write_lock:
+            mark = (len(d), store.snapshot().sn)
+            if n == 0:
+                pass
+            elif all(isinstance(c, pa.DictionaryArray) for c in (s, p, o)):
+                for j, c in enumerate((s, p, o)):
+                    rows[:, j] = d.encode(c)
+            else:
+                t = pa.large_string()
+                ids = np.asarray(d.encode(pa.concat_arrays([s.cast(t), p.cast(t), o.cast(t)])), dtype=np.int64)
+                rows.T[:] = ids.reshape(3, n)
+        return rows, mark
+
+    # -- one batch -----------------------------------------------------------------
+    def store_batch(self, st: StreamEntry, rows: np.ndarray, tau: np.ndarray,
+                    mark: tuple[int, int] | None = None) -> bool:
+        """Caller holds ``st.lock``: append to the transient store, absorb the timeless part.
+
+        Returns whether timeless triples were committed to the store."""
+        if len(rows) == 0:
+            return False
+        st.store.append_rows(rows, tau)
+        st.batches += 1
+        st.elements += len(split_elements(tau))
+        tm = timeless_mask(rows[:, 1], st.absorb, st.absorb_pids)
+        if tm.all():
+            absorb(self.db.store, self.absorb_log, rows, tau, mark)
+            return True
+        if tm.any():
+            absorb(self.db.store, self.absorb_log, rows[tm], tau[tm], mark)
+            return True
+        return False
+
+    @staticmethod
+    def late_mask(t: np.ndarray, p0: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """(late rows, progress each row sees) by the progress rules from ``p0``."""
+        n = len(t)
+        seen = np.empty(n, dtype=np.int64)
+        seen[0] = np.iinfo(np.int64).min if p0 is None else p0
+        if n > 1:
+            np.maximum.accumulate(t[:-1], out=seen[1:])
+            np.maximum(seen[1:], seen[0], out=seen[1:])
+        return t < seen, seen
+
+    @staticmethod
+    def check_late(parsed: ParsedLines, p0: int | None) -> None:
+        """Raise TooManyBadLines when bad lines plus late elements (at least those late against
+        ``p0``; progress only grows) exceed the limit."""
+        late, seen = Ingestor.late_mask(parsed.t, p0)
+        n_late = int(np.count_nonzero(late))
+        if n_late + len(parsed.errors) > MAX_BAD_LINES:
+            i = int(np.argmax(late)) if n_late else 0
+            first = parsed.errors[0] if parsed.errors else {
+                "line": int(parsed.line[i]),
+                "error": f"late element: timestamp {int(parsed.t[i])} is below the stream's progress {int(seen[i])}"}
+            raise TooManyBadLines(n_late + len(parsed.errors), first)
+
+    def admit_rows(self, st: StreamEntry, parsed: ParsedLines, rows: np.ndarray,
+                   mark: tuple[int, int] | None = None) -> dict:
+        """Caller holds ``st.lock``: progress rules per row, then one transient-store batch.
+
+        A :class:`TransientStoreFull` stores nothing, counts the rows as rejected, leaves the
+        stream's progress as it was and propagates."""
+        errors = list(parsed.errors)
+        n = len(parsed)
+        saved = st.sclock.save()
+        if st.clock == ARRIVAL:
+            stamps, mask, _ = st.sclock.assign(n=n)
+        else:
+            stamps = parsed.t
+            p0 = st.sclock.peek()
+            mask, _ = st.sclock.admit(stamps)
+            if not mask.all() and len(errors) + n - int(np.count_nonzero(mask)) > MAX_BAD_LINES:
+                st.sclock.rollback(saved)
+                self.check_late(parsed, p0)   # raises, naming the first bad line
+                raise TooManyBadLines(None, None)
+            if not mask.all():
+                seen = np.empty(n, dtype=np.int64)
+                seen[0] = np.iinfo(np.int64).min if p0 is None else p0
+                if n > 1:
+                    np.maximum.accumulate(stamps[:-1], out=seen[1:])
+                    np.maximum(seen[1:], seen[0], out=seen[1:])
+                for i in np.flatnonzero(~mask).tolist():
+                    errors.append({"line": int(parsed.line[i]),
+                                   "error": f"late element: timestamp {int(stamps[i])} is below the "
+                                            f"stream's progress {int(seen[i])}"})
+        acc = int(np.count_nonzero(mask))
+        stored = absorbed = False
+        try:
+            if acc == n:
+                absorbed = self.store_batch(st, rows, np.asarray(stamps, dtype=np.int64), mark)
+            else:
+                absorbed = self.store_batch(st, rows[mask], np.asarray(stamps, dtype=np.int64)[mask], mark)
+            stored = True
+        finally:
+            if not stored:
+                st.sclock.rollback(saved)
+            st.accepted += acc if stored else 0
+            st.rejected += len(errors) + (0 if stored else acc)
+            self._published(st)
+        if len(errors) > 1:
+            errors.sort(key=lambda e: e["line"])
+        return {"accepted": acc, "rejected": len(errors), "errors": errors, "progress": st.sclock.peek(),
+                "_absorbed": absorbed}
+
+    # -- the ingestion paths ---------------------------------------------------------
+    def ingest(self, name: str, batch_id, parse: Callable[[StreamEntry, str], ParsedLines]) -> dict:
+        """The shared ingestion path (ndjson and Arrow): parse, intern, admit, store, publish."""
+        batch_id = check_batch_id(batch_id)
+        st = self.reg.stream(name)
+        dup = duplicate(self.ledger, st.name, batch_id, st.sclock.peek())   # a re-delivery interns nothing
+        if dup is not None:
+            return dup
+        parsed = parse(st, f"L{self.db.store.next_load_id()}x")
+        if st.clock != ARRIVAL and len(parsed):   # refuse a flood of late elements before interning
+            self.check_late(parsed, st.sclock.peek())
+        rows, mark = self.encode(parsed.s, parsed.p, parsed.o)
+        with st.lock:
+            dup = duplicate(self.ledger, st.name, batch_id, st.sclock.peek())   # a concurrent delivery
+            if dup is not None:
+                return dup
+            report = self.admit_rows(st, parsed, rows, mark)
+            if batch_id is not None:
+                self.ledger.record(st.name, batch_id, durable=report.pop("_absorbed"))
+                report["duplicate"] = False
+                report["batch_id"] = batch_id
+            else:
+                report.pop("_absorbed")
+        return report
+
+    def ingest_graph(self, name: str, data: bytes, media_type: str, t: int | None,
+                     batch_id: str | None = None) -> dict:
+        """One RDF graph, all of it one element at ``t`` (now without ``t``; arrival clock: its clock)."""
+        batch_id = check_batch_id(batch_id)
+        st = self.reg.stream(name)
+        if t is not None:
+            t = check_time(t, "?t")
+        dup = duplicate(self.ledger, st.name, batch_id, st.sclock.peek())
+        if dup is not None:
+            return dup
+        prefix = f"L{self.db.store.next_load_id()}x"
+        pk = parse_graph(data, media_type, bnode_prefix=prefix)   # LoadError: nothing stored
+        rows, mark = self.encode(pk.s, pk.p, pk.o)
+        n = len(rows)
+        with st.lock:
+            dup = duplicate(self.ledger, st.name, batch_id, st.sclock.peek())
+            if dup is not None:
+                return dup
+            saved = st.sclock.save()
+            if st.clock == ARRIVAL:
+                stamps, _, _ = st.sclock.assign(n=1)
+                tau = int(stamps[0])
+            else:
+                tau = int(self._now()) if t is None else int(t)
+                try:
+                    st.sclock.check(np.asarray([tau], dtype=np.int64))
+                except LateElementError:
+                    st.rejected += max(1, n)
+                    raise
+            stored = absorbed = False
+            try:
+                absorbed = self.store_batch(st, rows, np.full(n, tau, dtype=np.int64), mark)
+                stored = True
+            finally:
+                if stored:
+                    st.accepted += n
+                else:
+                    st.sclock.rollback(saved)
+                    st.rejected += n
+                self._published(st)
+            progress = st.sclock.peek()
+            report = {"accepted": n, "rejected": 0, "errors": [], "progress": progress}
+            if batch_id is not None:
+                self.ledger.record(st.name, batch_id, durable=absorbed)
+                report.update(duplicate=False, batch_id=batch_id)
+        return report
+
+    def heartbeat(self, name: str, t: int) -> int:
+        """Raise the stream's progress to ``t``; a time outside the contract's range raises
+        :class:`~engine.stream.limits.BadTimestamp` and changes nothing."""
+        st = self.reg.stream(name)
+        t = check_time(t, "heartbeat t")
+        with st.lock:
+            if st.clock == ARRIVAL:
+                p = st.sclock.tick()
+            else:
+                p = st.sclock.heartbeat(int(t))
+            self.reg.publish(st)
+        self.reg.progress_changed()
+        return p

@@ -1,0 +1,132 @@
+"""The result log of one continuous query: the events SSE clients read, shared by all of them.
+
+Each evaluated instant appends one ``result`` event (its JSON data, ``window`` member included);
+a run of unchanged instants is one ``idle`` event. The log keeps the last ``retain`` events so a
+client can resume (``Last-Event-ID`` / ``?from=``; a ``gap`` event when older ones were dropped),
+and calls its listeners on every append -- a listener only wakes its client, which then reads
+:meth:`ResultLog.since`, so a slow client never holds the evaluation back. Nothing of it is
+persisted: after a restart a query's log starts empty.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import orjson
+
+__all__ = ["ResultEvent", "ResultLog", "idle_data"]
+
+
+@dataclass(frozen=True)
+class ResultEvent:
+    id: int
+    event: str
+    data: bytes
+    start: int | None = None   # "idle": the first instant it covers (``id`` is the last)
+    same_as: int | None = None  # "idle": the evaluated instant whose result they repeat
+
+
+def idle_data(start: int, end: int, step: int, same_as: int) -> bytes:
+    return orjson.dumps({"from": start, "to": end, "instants": (end - start) // step + 1, "same_as": same_as})
+
+
+def _trim_idle(ev: ResultEvent, first: int, step: int) -> ResultEvent:
+    """An idle event cut to the instants ``>= first`` (a client resuming inside its run)."""
+    start = -(-int(first) // step) * step
+    if ev.start is None or start <= ev.start:
+        return ev
+    return ResultEvent(ev.id, "idle", idle_data(start, ev.id, step, ev.same_as), start, ev.same_as)
+
+
+class ResultLog:
+    """The retained events of one query (last ``retain`` instants) + listeners."""
+
+    def __init__(self, retain: int = 1000, step: int | None = None):
+        self.retain = max(1, int(retain))
+        self.step = step
+        self._events: collections.deque[ResultEvent] = collections.deque()
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
+        self._dropped_last: int | None = None   # id of the newest dropped event
+        self._end: ResultEvent | None = None
+        self.closed = False
+        self.last_id: int | None = None
+
+    def append(self, t: int, data: bytes) -> None:
+        self._add(ResultEvent(int(t), "result", data))
+
+    def append_idle(self, start: int, end: int, same_as: int) -> None:
+        """One event for the unchanged instants ``start..end`` (results equal to instant
+        ``same_as``'s; empty ISTREAM/DSTREAM differences)."""
+        self._add(ResultEvent(int(end), "idle", idle_data(start, end, self.step or 1, same_as),
+                              int(start), int(same_as)))
+
+    def _add(self, ev: ResultEvent) -> None:
+        t = ev.id
+        with self._lock:
+            if self.closed:
+                return
+            self._events.append(ev)
+            while len(self._events) > self.retain:
+                self._dropped_last = self._events.popleft().id
+            self.last_id = int(t)
+            listeners = list(self._listeners)
+        for fn in listeners:
+            fn()
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            lid = -1 if self.last_id is None else self.last_id
+            self._end = ResultEvent(lid, "end", orjson.dumps({"end": True, "last_id": lid}))
+            listeners = list(self._listeners)
+        for fn in listeners:
+            fn()
+
+    def since(self, last_id: int | None, from_t: int | None = None) -> list[ResultEvent]:
+        """Events after ``last_id`` (with a leading "gap" if some were dropped), or from ``from_t``.
+
+        Neither: ``[]`` (the client starts at the next instant). A closed log ends with "end".
+        """
+        with self._lock:
+            evs = list(self._events)
+            end = self._end
+            dropped = self._dropped_last
+        out: list[ResultEvent] = []
+        if last_id is not None:
+            last_id = int(last_id)
+            if dropped is not None and last_id < dropped and evs:
+                resumed = evs[0].id
+                missed = last_id + 1 if not self.step else (last_id // self.step + 1) * self.step
+                gap = {"missed_from": missed, "resumed_at": resumed}
+                out.append(ResultEvent(last_id, "gap", orjson.dumps(gap)))
+            step = self.step or 1
+            out.extend(e if e.event != "idle" else _trim_idle(e, last_id + 1, step)
+                       for e in evs if e.id > last_id)
+        elif from_t is not None:
+            from_t = int(from_t)
+            step = self.step or 1
+            out.extend(e if e.event != "idle" else _trim_idle(e, from_t, step)
+                       for e in evs if e.id >= from_t)
+        if end is not None:
+            out.append(end)
+        return out
+
+    def add_listener(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            self._listeners.append(fn)
+
+    def remove_listener(self, fn) -> None:
+        with self._lock:
+            try:
+                self._listeners.remove(fn)
+            except ValueError:
+                pass
+
+    def __len__(self) -> int:
+        return len(self._events)
