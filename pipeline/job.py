@@ -12,11 +12,14 @@ executors) -> Dispatcher (per stream, in event-time order) -> Injector, exactly 
   as Arrow (``toArrow``), is split by stream and ordered by event time (a stream's
   progress only moves forward, so each stream batch goes out sorted), and each
   stream batch is sent as one Arrow table with the stable id
-  ``<pipeline>:<spark batch id>:<stream>``. The split by shard happens in the
-  server's injector, which is where the shard key (the dictionary id) exists.
+  ``<pipeline>:<run>:<spark batch id>:<stream>`` (``run``: :func:`run_identity`).
+  The split by shard happens in the server's injector, which is where the shard
+  key (the dictionary id) exists. Upload runs in a thread behind Spark, overlapping
+  the mapping of the next batch (:class:`BatchWriter`, :class:`Spool`).
 * **Exactly once**: Spark's checkpoint replays an unfinished micro-batch with the
-  same batch id and the same input; the server skips stream batches whose id it
-  has applied; dead letters are written under the batch id (idempotent); the
+  same batch id and the same input, and a batch Spark committed before its upload
+  finished is in the spool; the server skips stream batches whose id it has
+  applied; dead letters are written under the run and batch id (idempotent); the
   counters in ``<checkpoint>/jindou-metrics.json`` advance once per batch id.
 """
 
@@ -593,9 +596,10 @@ def warm_up(spark, mapper, log=None) -> float | None:
 
 
 class Pipeline:
-    """One running job. ``start()`` returns at once; ``stop()`` waits for the batch in
-    flight (bounded) so SIGTERM never leaves a half-delivered batch behind without its
-    checkpoint (and a replay would be skipped anyway)."""
+    """One running job. ``start()`` warms the workers, delivers what an earlier run left
+    in the spool, and starts the query; ``stop()`` waits for the batch in flight and the
+    uploads (bounded; what is left stays spooled for the next run), so SIGTERM never
+    loses a batch Spark has committed."""
 
     def __init__(self, spec: Spec, spec_doc: dict, injector, *, master: str = "local[*]", once: bool = False,
                  log=None, spark_conf: dict | None = None, spark=None, upload_queue: int = 1, warm: bool = True):
