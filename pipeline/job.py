@@ -249,8 +249,9 @@ class Spool:
         tmp.mkdir(parents=True)
         names = sorted(b.streams)
         for k, name in enumerate(names):
-            with pa.OSFile(str(tmp / f"{k}.arrow"), "wb") as f, pa.ipc.new_file(f, b.streams[name].schema) as w:
-                w.write_table(b.streams[name])
+            t = b.streams[name].unify_dictionaries()    # chunks of different files: one dictionary a column
+            with pa.OSFile(str(tmp / f"{k}.arrow"), "wb") as f, pa.ipc.new_file(f, t.schema) as w:
+                w.write_table(t)
         (tmp / "meta.json").write_text(json.dumps(dict(b.meta, streams=names)))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
@@ -398,8 +399,11 @@ class BatchWriter:
 
     def close(self) -> None:
         if self._thread is not None:
-            self._q.put(None)
-            self._thread.join(5)
+            try:
+                self._q.put(None, timeout=1)
+                self._thread.join(5)
+            except queue.Full:       # an upload still retrying: the daemon thread ends with the process
+                pass
             self._thread = None
 
     def recover(self) -> None:

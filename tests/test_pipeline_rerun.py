@@ -88,3 +88,33 @@ def test_rerun_with_a_new_checkpoint_loses_nothing(tmp_path):
         assert sorted(d["source"].rsplit("/", 2)[-2] for d in dead) == ["in1", "in2"]
     finally:
         server.stop()
+
+
+def test_spool_keeps_a_batch_of_many_sources(tmp_path):
+    """A spooled batch reads back as it was, also when its chunks (files) came with different
+    dictionaries for the per-chunk columns; pending batches come oldest first."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipeline.job import Spool, _Prepared
+
+    def chunk(src, n, t0):
+        return pa.table({"stream": pc.dictionary_encode(pa.array(["e"] * n)), "s": [f"<s{i}>" for i in range(n)],
+                         "p": ["<p>"] * n, "o": ['"o"'] * n, "t": pa.array(range(t0, t0 + n), pa.int64()),
+                         "timeless": [True] * n, "source": pc.dictionary_encode(pa.array([src] * n)),
+                         "rec": pa.array(range(n), pa.int64())})
+
+    sub = pa.concat_tables([chunk("a.nt", 3, 0), chunk("b.nt", 2, 10)])
+    sp = Spool(str(tmp_path))
+    sp.put(_Prepared(7, {"e": sub, "f": chunk("c.nt", 1, 5)}, {"chunks": 3, "dead_letters": 0, "filtered": 0,
+                                                               "collect_s": 0.1}))
+    sp.put(_Prepared(3, {}, {"chunks": 0, "dead_letters": 1, "filtered": 0, "collect_s": 0.1}))
+    (sp.dir / "000000000009.tmp").mkdir()              # a half-written batch of a crashed run
+    assert sp.pending() == [3, 7]
+    b = sp.get(7)
+    assert b.meta["chunks"] == 3 and sorted(b.streams) == ["e", "f"]
+    got = b.streams["e"]
+    assert got["source"].to_pylist() == ["a.nt"] * 3 + ["b.nt"] * 2 and got["t"].to_pylist() == [0, 1, 2, 10, 11]
+    assert sp.get(3).streams == {} and sp.get(3).meta["dead_letters"] == 1
+    sp.drop(7)
+    assert sp.pending() == [3]
