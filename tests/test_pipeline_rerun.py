@@ -118,3 +118,17 @@ def test_spool_keeps_a_batch_of_many_sources(tmp_path):
     assert sp.get(3).streams == {} and sp.get(3).meta["dead_letters"] == 1
     sp.drop(7)
     assert sp.pending() == [3]
+
+
+def test_run_identity_lives_in_the_checkpoint(tmp_path):
+    from pipeline.job import run_identity, stream_batch_id
+
+    a, b = run_identity(str(tmp_path / "ck1")), run_identity(str(tmp_path / "ck2"))
+    assert a and b and a != b
+    assert run_identity(str(tmp_path / "ck1")) == a                  # a restart keeps it
+    assert stream_batch_id("p", a, 4, "s") == f"p:{a}:4:s"
+    legacy = tmp_path / "old"
+    (legacy / "offsets").mkdir(parents=True)
+    (legacy / "offsets" / "0").write_text("v1\n{}\n{\"seq\": 3}\n")
+    assert run_identity(str(legacy)) == ""                             # Spark state from before run ids
+    assert stream_batch_id("p", "", 4, "s") == "p:4:s"                 # ... keeps its old ids
