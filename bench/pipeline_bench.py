@@ -144,7 +144,8 @@ def _pipeline(doc: dict, base: Path, url: str, spark, once: bool):
     from pipeline.spec import parse_spec
 
     spec = parse_spec(doc, base)
-    log = (lambda m: print(f"  {m}", file=sys.stderr, flush=True)) if os.environ.get("BENCH_VERBOSE") else None
+    log = (lambda m: print(f"  {time.time():.3f} {m}", file=sys.stderr, flush=True)) \
+        if os.environ.get("BENCH_VERBOSE") else None
     return Pipeline(spec, doc, HttpInjector(url), master="local[*]", once=once, spark=spark, log=log, **OPTIONS)
 
 

@@ -320,6 +320,7 @@ class BatchWriter:
         self._raise_if_failed()
         t0 = time.perf_counter()
         tbl = df.toArrow()
+        self.log(f"batch {batch_id}: mapped and collected in {time.perf_counter() - t0:.2f} s")
         if self.counters.done(batch_id):
             # a replay of a batch that was delivered and counted before a crash, whose
             # commit Spark did not record: nothing left to do
@@ -580,18 +581,23 @@ def progress_doc(spec: Spec, query, writer: BatchWriter, counters: Counters, mas
             "last_batch": last, "spark_progress": lp, "pid": os.getpid()}
 
 
+def _passthrough(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield from batches
+
+
 def warm_up(spark, mapper, log=None) -> float | None:
     """Start the Python workers of every task slot and load the mapping (spec, tables,
-    pyarrow kernels) in them with a tiny job, before the first micro-batch: with worker
-    reuse on, the streaming tasks find them ready instead of paying a cold start inside
-    the first batch. The job's output is discarded. Returns its duration, None if it failed
-    (then the first batch just starts cold)."""
+    pyarrow kernels) in them with a tiny job: with worker reuse on, the streaming tasks
+    find them ready instead of paying a cold start inside the first batch. A streaming
+    task runs two Python stages (the source's reader for JetStream, then the mapper),
+    each in its own worker, so the job chains two. The output is discarded. Returns its
+    duration, None if it failed (then the first batch just starts cold)."""
     t0 = time.perf_counter()
     try:
         n = max(1, int(spark.sparkContext.defaultParallelism))
         df = spark.range(0, n, 1, n).selectExpr("'jindou-warm-up' AS source", "'' AS data",
                                                  "CAST(NULL AS BIGINT) AS rec")
-        df.mapInArrow(mapper, OUT_SCHEMA).toArrow()
+        df.mapInArrow(_passthrough, df.schema).mapInArrow(mapper, OUT_SCHEMA).toArrow()
     except Exception as e:       # an optimisation only
         if log:
             log(f"warm-up failed ({e}); the first batch starts cold")
@@ -632,7 +638,13 @@ class Pipeline:
         df, line_mode = input_frame(self.spark, self.spec)
         mapper = make_mapper(self.spec_doc, self.spec.base_dir, _tables_ipc(self.spec), line_mode)
         if self.warm:
-            self.warm_up_s = warm_up(self.spark, mapper, self.log)
+            # concurrently with the query's start (its source and planning take seconds too);
+            # the first batch's tasks queue behind the warm-up's and find the workers ready
+            def warm():
+                self.warm_up_s = warm_up(self.spark, mapper, self.log)
+                self.log(f"warm-up: {self.warm_up_s if self.warm_up_s is not None else float('nan'):.2f} s")
+
+            threading.Thread(target=warm, name="jindou-pipeline-warm-up", daemon=True).start()
         self.writer.recover()
         mapped = df.mapInArrow(mapper, OUT_SCHEMA)
         w = mapped.writeStream.foreachBatch(self.writer).option("checkpointLocation", self.spec.checkpoint)
