@@ -494,8 +494,9 @@ def _tables_ipc(spec: Spec) -> dict[str, bytes]:
     return out
 
 
-def spark_session(master: str, app: str, conf: dict | None = None):
-    """A SparkSession for the job (``local[*]`` or ``spark://host:7077`` alike)."""
+def spark_session(master: str, app: str, conf: dict | None = None, warm: bool = True, log=None):
+    """A SparkSession for the job (``local[*]`` or ``spark://host:7077`` alike); with
+    ``warm``, ready for a first micro-batch without a cold start (:func:`warm_up`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -518,6 +519,10 @@ def spark_session(master: str, app: str, conf: dict | None = None):
     spark.dataSource.register(JetStreamDataSource)
     if not master.startswith("local"):
         _ship_package(spark)
+    if warm:
+        took = warm_up(spark, None, log)
+        if log and took is not None:
+            log(f"session warmed up in {took:.2f} s")
     return spark
 
 
@@ -585,19 +590,22 @@ def _passthrough(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield from batches
 
 
-def warm_up(spark, mapper, log=None) -> float | None:
-    """Start the Python workers of every task slot and load the mapping (spec, tables,
-    pyarrow kernels) in them with a tiny job: with worker reuse on, the streaming tasks
-    find them ready instead of paying a cold start inside the first batch. A streaming
-    task runs two Python stages (the source's reader for JetStream, then the mapper),
-    each in its own worker, so the job chains two. The output is discarded. Returns its
-    duration, None if it failed (then the first batch just starts cold)."""
+def warm_up(spark, mapper=None, log=None) -> float | None:
+    """Pay the first job's cold start (the JVM's first planning, code generation and Arrow
+    collection; the Python daemon; a Python worker per task slot importing pyarrow, numpy
+    and the mapping code) with a tiny job, so the first micro-batch does not: with worker
+    reuse on, the streaming tasks find the workers ready. A streaming task runs two Python
+    stages (the JetStream reader, then the mapper), each in its own worker, so the job
+    chains two. With ``mapper`` the second stage is the job's own mapper (spec and tables
+    loaded). The output is discarded. Returns its duration, None if it failed (then the
+    first batch just starts cold)."""
     t0 = time.perf_counter()
     try:
         n = max(1, int(spark.sparkContext.defaultParallelism))
         df = spark.range(0, n, 1, n).selectExpr("'jindou-warm-up' AS source", "'' AS data",
                                                  "CAST(NULL AS BIGINT) AS rec")
-        df.mapInArrow(_passthrough, df.schema).mapInArrow(mapper, OUT_SCHEMA).toArrow()
+        df = df.mapInArrow(_passthrough, df.schema)
+        (df.mapInArrow(_passthrough, df.schema) if mapper is None else df.mapInArrow(mapper, OUT_SCHEMA)).toArrow()
     except Exception as e:       # an optimisation only
         if log:
             log(f"warm-up failed ({e}); the first batch starts cold")
@@ -634,17 +642,15 @@ class Pipeline:
         for name, m in self.spec.streams().items():
             self.injector.ensure_stream(name, m.stream_iri, m.absorb)
         if self.spark is None:
-            self.spark = spark_session(self.master, f"jindou-pipeline-{self.spec.name}", self.spark_conf)
+            self.spark = spark_session(self.master, f"jindou-pipeline-{self.spec.name}", self.spark_conf,
+                                       warm=self.warm, log=self.log)
         df, line_mode = input_frame(self.spark, self.spec)
         mapper = make_mapper(self.spec_doc, self.spec.base_dir, _tables_ipc(self.spec), line_mode)
         if self.warm:
-            # concurrently with the query's start (its source and planning take seconds too);
-            # the first batch's tasks queue behind the warm-up's and find the workers ready
-            def warm():
-                self.warm_up_s = warm_up(self.spark, mapper, self.log)
-                self.log(f"warm-up: {self.warm_up_s if self.warm_up_s is not None else float('nan'):.2f} s")
-
-            threading.Thread(target=warm, name="jindou-pipeline-warm-up", daemon=True).start()
+            # the session's start already paid the cold start (spark_session); this loads the
+            # spec and tables in the warm workers (a fraction of a second)
+            self.warm_up_s = warm_up(self.spark, mapper, self.log)
+            self.log(f"warm-up: {self.warm_up_s if self.warm_up_s is not None else float('nan'):.2f} s")
         self.writer.recover()
         mapped = df.mapInArrow(mapper, OUT_SCHEMA)
         w = mapped.writeStream.foreachBatch(self.writer).option("checkpointLocation", self.spec.checkpoint)
