@@ -146,19 +146,24 @@ async def _read_range(url: str, stream: str, subjects: list[str], lo: int, hi: i
                 break
             if msgs:
                 progress = time.monotonic()
-                if msgs[-1].metadata.num_pending or not await range_stored():
+                if msgs[-1].metadata.num_pending:
                     continue
-                break                    # nothing matching is left, and the whole range is stored
-            info = await state["sub"].consumer_info()
-            sent = int(info.delivered.consumer_seq or 0) if info.delivered else 0
-            if sent > state["received"]:  # delivered, but never reached us: read them again
-                await open_at(got + 1)
-            elif not info.num_pending and await range_stored():
-                break                    # no more messages up to hi
+            # nothing was pending when the last message left the server, or a fetch timed
+            # out. Done only if the whole range is stored (first) and afterwards the
+            # consumer has nothing pending and everything it delivered arrived: a
+            # message's own count may predate the end of the range being stored.
+            pending = "the range's end is not stored yet"
+            if await range_stored():
+                info = await state["sub"].consumer_info()
+                sent = int(info.delivered.consumer_seq or 0) if info.delivered else 0
+                if sent > state["received"]:      # delivered, but never reached us: read them again
+                    await open_at(got + 1)
+                elif not info.num_pending:
+                    break                         # no more messages up to hi
+                pending = f"{info.num_pending} pending"
             if time.monotonic() - progress > stall_timeout:
                 raise RuntimeError(f"jetstream source: reading sequences {lo}..{hi} of stream {stream!r}: no "
-                                   f"message for {stall_timeout:g} s after sequence {got} "
-                                   f"({info.num_pending} pending)")
+                                   f"message for {stall_timeout:g} s after sequence {got} ({pending})")
     finally:
         try:
             await close_consumer()
