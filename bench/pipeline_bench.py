@@ -9,9 +9,20 @@ ingestion pipelines (pipeline/), input -> queryable in a running `jindou serve`.
   ends), single readings are published one at a time and the time until each is
   visible through /sparql is measured, with Spark's own trigger time per batch.
 
-Throughput = triples / (first micro-batch starts -> last triple answered by /sparql),
-so Spark's session start (reported apart) is not counted. The stream absorbs every
-triple into the store, which is what makes them queryable by one-shot SPARQL.
+Two rates per source, both up to the last triple answered by /sparql:
+
+* ``triples_per_s`` (end to end, what a user waits for): from the job's start
+  (``Pipeline.start``: the first micro-batch's planning and every batch included) to
+  the last triple visible. ``target_met`` is judged on this rate. The Spark session's
+  own start (the JVM, and the warm-up job that pays the first job's cold start: the
+  Python workers, the first planning) is reported apart (``spark_session_seconds``), as
+  it is paid once per process and shared by the benchmarks of one run;
+  ``with_session_triples_per_s`` adds it for the first benchmark of the run.
+* ``sustained_triples_per_s``: from the end of the first micro-batch's delivery
+  to the last triple visible (the steady state of a long-running job).
+
+The stream absorbs every triple into the store, which is what makes them queryable
+by one-shot SPARQL.
 """
 
 from __future__ import annotations
@@ -34,7 +45,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-TARGET = 200_000          # triples/s sustained (Strider: ~86k triples/s per core)
+TARGET = 200_000          # triples/s end to end (Strider: ~86k triples/s per core)
 T0 = 1_700_000_000_000
 
 MAPPING = {
@@ -125,14 +136,18 @@ def _wait_count(url: str, want: int, timeout: float) -> float:
         time.sleep(0.05)
 
 
+OPTIONS = {"upload_queue": 1, "warm": True}     # set from the command line
+
+
 def _pipeline(doc: dict, base: Path, url: str, spark, once: bool):
     from pipeline.injector import HttpInjector
     from pipeline.job import Pipeline
     from pipeline.spec import parse_spec
 
     spec = parse_spec(doc, base)
-    log = (lambda m: print(f"  {m}", file=sys.stderr, flush=True)) if os.environ.get("BENCH_VERBOSE") else None
-    return Pipeline(spec, doc, HttpInjector(url), master="local[*]", once=once, spark=spark, log=log)
+    log = (lambda m: print(f"  {time.time():.3f} {m}", file=sys.stderr, flush=True)) \
+        if os.environ.get("BENCH_VERBOSE") else None
+    return Pipeline(spec, doc, HttpInjector(url), master="local[*]", once=once, spark=spark, log=log, **OPTIONS)
 
 
 def _run_once(pipe, url: str, stream: str, total_triples: int, last_t: int, base_count: int) -> dict:
@@ -152,7 +167,10 @@ def _run_once(pipe, url: str, stream: str, total_triples: int, last_t: int, base
     secs = t_done - t0
     out = {"triples": total_triples, "delivered": c["triples"], "batches": c["batches"],
            "seconds": round(secs, 3), "triples_per_s": round(total_triples / secs),
-           "deliver_seconds": round(t_delivered - t0, 3)}
+           "deliver_seconds": round(t_delivered - t0, 3),
+           "warm_up_seconds": None if pipe.warm_up_s is None else round(pipe.warm_up_s, 3)}
+    if hist:
+        out["first_batch_seconds"] = round(hist[0][1] - t0, 3)      # job start -> first batch delivered
     if len(hist) >= 2:
         rest = sum(n for _b, _t, n in hist[1:])
         out["sustained_triples_per_s"] = round(rest / (t_done - hist[0][1]))
@@ -266,7 +284,7 @@ def run(args) -> dict:
     nats_proc = None
     try:
         t = time.perf_counter()
-        spark = spark_session("local[*]", "jindou-pipeline-bench")
+        spark = spark_session("local[*]", "jindou-pipeline-bench", warm=OPTIONS["warm"])
         session_s = time.perf_counter() - t
         res = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                "spark_session_seconds": round(session_s, 1), "target_triples_per_s": TARGET}
@@ -290,9 +308,16 @@ def run(args) -> dict:
         if "latency" in args.only:
             res["latency"] = bench_latency(spark, server.url, work, nats_url, args.probes)
         spark.stop()
+        first = True
         for k in ("files", "jetstream"):
             if k in res:
-                res[k]["target_met"] = res[k].get("sustained_triples_per_s", res[k]["triples_per_s"]) >= TARGET
+                r = res[k]
+                if first:
+                    r["with_session_triples_per_s"] = round(r["triples"] / (r["seconds"] + session_s))
+                    first = False
+                r["target_met"] = r["triples_per_s"] >= TARGET       # end to end, as a user waits
+                r["sustained_target_met"] = r.get("sustained_triples_per_s", 0) >= TARGET
+        res["options"] = dict(OPTIONS)
         return res
     finally:
         if nats_proc is not None:
@@ -312,8 +337,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows-per-message", type=int, default=100)
     ap.add_argument("--max-records", type=int, default=2000, help="maxRecordsPerTrigger (messages)")
     ap.add_argument("--probes", type=int, default=20, help="latency probes")
+    ap.add_argument("--upload-queue", type=int, default=1,
+                    help="batches waiting for upload while Spark maps the next (0: upload inside the batch)")
+    ap.add_argument("--no-warm-up", action="store_true", help="no warm-up job before the first batch")
     ap.add_argument("--json", default=None, help="also write the result here")
     a = ap.parse_args(argv)
+    OPTIONS.update(upload_queue=a.upload_queue, warm=not a.no_warm_up)
     a.only = {x.strip() for x in a.only.split(",") if x.strip()}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # run the clean-up (server, nats-server)
     res = run(a)

@@ -41,6 +41,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--checkpoint", default=None, help="override the spec's checkpoint directory")
     r.add_argument("--input", default=None, help="override the spec's source.path (files)")
     r.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
+    r.add_argument("--retry-for", type=float, default=600.0, metavar="SECONDS",
+                   help="retry an unreachable, busy (502/503/504) or cut-short server for at most this long "
+                        "per request, then fail with exit status 1 (default %(default)g)")
+    r.add_argument("--upload-queue", type=int, default=1, metavar="N",
+                   help="micro-batches that may wait for upload while Spark maps the next (spooled in the "
+                        "checkpoint; default %(default)s; 0: upload inside the micro-batch)")
+    r.add_argument("--no-warm-up", action="store_true",
+                   help="skip the start-up job that readies the Python workers before the first micro-batch")
     r.add_argument("--host", default="127.0.0.1", help="--in-process: server host")
     r.add_argument("--port", type=int, default=8000, help="--in-process: server port")
     r.add_argument("--data-dir", default=None, help="--in-process: persist the store in DIR")
@@ -78,6 +86,8 @@ def _load(path: str, checkpoint: str | None = None, input_dir: str | None = None
 def _run(a) -> int:
     from pipeline.job import Pipeline
 
+    if a.upload_queue < 0 or not a.retry_for > 0:
+        raise SpecError("--upload-queue must be >= 0 and --retry-for > 0")
     spec, doc, _ = _load(a.spec, a.checkpoint, a.input)
     say = (lambda *_: None) if a.quiet else (lambda s: print(f"jindou pipeline: {s}", file=sys.stderr, flush=True))
     conf = {}
@@ -109,8 +119,9 @@ def _run(a) -> int:
     else:
         from pipeline.injector import HttpInjector
 
-        injector = HttpInjector(a.server, a.token)
-    pipe = Pipeline(spec, doc, injector, master=a.master, once=a.once, log=say, spark_conf=conf)
+        injector = HttpInjector(a.server, a.token, retry_for=a.retry_for)
+    pipe = Pipeline(spec, doc, injector, master=a.master, once=a.once, log=say, spark_conf=conf,
+                    upload_queue=a.upload_queue, warm=not a.no_warm_up)
     rc = 1
     try:
         pipe.start()

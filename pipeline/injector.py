@@ -3,13 +3,17 @@
 Both take an Arrow table with columns ``s, p, o`` (N-Triples terms) and ``t`` (int64
 ms) and a stable batch id; the server skips a batch id it has already applied to
 that stream (answer ``"duplicate": true``), which is what makes a re-run of a
-Spark micro-batch after a crash harmless. A busy server (503, e.g. the window
-store is full) and an unreachable one are retried with backoff, so backpressure
-from the store holds the micro-batch back instead of losing it.
+Spark micro-batch after a crash harmless. A busy server (502/503/504, e.g. the window
+store is full), an unreachable one, and an answer cut short (the server died
+mid-answer: ``IncompleteRead``, ``BadStatusLine``, a reset, a timeout) are retried
+with backoff — safe for the POSTs thanks to the batch ids — for at most
+``retry_for`` seconds in all, then :class:`InjectionError` fails the job (non-zero
+exit), never a silent loss.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
@@ -86,30 +90,47 @@ class HttpInjector:
             h["Content-Type"] = ctype
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
-        deadline = time.monotonic() + self.retry_for
+        start = time.monotonic()
+        deadline = start + self.retry_for
         delay = 0.2
+        attempts = 0
         while True:
+            attempts += 1
             req = urllib.request.Request(self.base + path, data=body, method=method, headers=h)
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as r:
                     raw = r.read()
-                    return r.status, (json.loads(raw) if raw else {})
+                    status = r.status
+                try:
+                    return status, (json.loads(raw) if raw else {})
+                except ValueError as e:     # a body that is not the whole answer
+                    raise http.client.IncompleteRead(raw) from e
             except urllib.error.HTTPError as e:
-                raw = e.read()
+                try:
+                    raw = e.read()
+                except (http.client.HTTPException, OSError):
+                    raw = b""
                 try:
                     doc = json.loads(raw) if raw else {}
                 except ValueError:
                     doc = {"detail": raw[:500].decode("utf-8", "replace")}
                 if e.code in (502, 503, 504) and time.monotonic() < deadline:
                     wait = float(e.headers.get("Retry-After") or delay)
-                    time.sleep(min(max(wait, delay), 5.0))
+                    time.sleep(min(max(wait, delay), 5.0, max(0.0, deadline - time.monotonic())))
                     delay = min(delay * 2, 5.0)
                     continue
+                if e.code in (502, 503, 504):
+                    raise InjectionError(f"{method} {self.base}{path}: HTTP {e.code} for {self.retry_for:g} s "
+                                         f"({attempts} attempts): {doc.get('detail', doc)}") from e
                 return e.code, doc
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+                # refused/reset connections, timeouts, and answers cut short (IncompleteRead,
+                # BadStatusLine/RemoteDisconnected): the request may or may not have been
+                # applied; the batch id makes sending it again safe
                 if time.monotonic() >= deadline:
-                    raise InjectionError(f"{method} {self.base}{path}: server unreachable: {e}") from e
-                time.sleep(delay)
+                    raise InjectionError(f"{method} {self.base}{path}: no complete answer in {self.retry_for:g} s "
+                                         f"({attempts} attempts); last error: {type(e).__name__}: {e}") from e
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
                 delay = min(delay * 2, 5.0)
 
     def ensure_stream(self, name: str, iri: str, absorb) -> None:
@@ -121,7 +142,7 @@ class HttpInjector:
     def ingest(self, name: str, table: pa.Table, batch_id: str) -> dict:
         """One POST per part (see :func:`split_parts`); part k > 0 has the id ``<batch_id>#k``.
         The parts of a replayed batch are the same, so each is recognised on its own."""
-        report = {"accepted": 0, "rejected": 0, "errors": [], "duplicate": True, "progress": None}
+        report = {"accepted": 0, "rejected": 0, "errors": [], "duplicate": True, "progress": None, "delivered": 0}
         for k, (lo, hi) in enumerate(split_parts(table, self.max_request_bytes)):
             part = table.slice(lo, hi - lo).select(list(COLUMNS))
             pid = batch_id if k == 0 else f"{batch_id}#{k}"
@@ -133,6 +154,9 @@ class HttpInjector:
             report["rejected"] += int(doc.get("rejected", 0))
             report["errors"] += [dict(e, line=int(e["line"]) + lo) for e in doc.get("errors") or []]
             report["duplicate"] = report["duplicate"] and bool(doc.get("duplicate"))
+            # a duplicate part is one the server applied before (its first answer did not
+            # reach us, or the job crashed before counting it): its rows are delivered
+            report["delivered"] += (hi - lo) if doc.get("duplicate") else int(doc.get("accepted", 0))
             report["progress"] = doc.get("progress")
         return report
 

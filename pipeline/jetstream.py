@@ -10,7 +10,10 @@ sequence (``deliver_policy=by_start_sequence``).
 
 Options: ``url`` (default nats://127.0.0.1:4222), ``stream`` (required),
 ``subjects`` (comma-separated filter, default all), ``maxRecordsPerTrigger``
-(backpressure: sequence numbers per micro-batch), ``partitions`` (default 2).
+(backpressure: sequence numbers per micro-batch), ``partitions`` (default 2),
+``fetchTimeout`` (seconds one fetch waits, default 2; a timeout is not the end of a
+range) and ``stallTimeout`` (seconds a partition may wait for a pending message
+before its task fails, default 600).
 Rows: ``subject`` string, ``seq`` long, ``data`` string (the UTF-8 payload).
 """
 
@@ -71,54 +74,101 @@ class SeqRange(InputPartition):
         self.lo, self.hi = lo, hi
 
 
-async def _read_range(url: str, stream: str, subjects: list[str], lo: int, hi: int) -> list[pa.RecordBatch]:
+async def _read_range(url: str, stream: str, subjects: list[str], lo: int, hi: int, fetch_timeout: float = 2.0,
+                      stall_timeout: float = 600.0) -> list[pa.RecordBatch]:
+    """Every message of sequences lo..hi (inclusive) that matches ``subjects``.
+
+    A fetch that times out is not the end of the range: the server is asked whether
+    messages matching the filter are still pending up to ``hi`` ("slow": fetch again)
+    or not ("no more": done; the rest of the range is other subjects or deleted
+    messages). Messages the server delivered that never arrived (a fetch that expired
+    with them in flight; nothing is redelivered without acks) are read again through a
+    new consumer from the first missing sequence. No new message for ``stall_timeout``
+    seconds while some are pending is an error (the task fails), never a short read."""
     import nats
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
     from nats.js.errors import NotFoundError
 
     nc = await nats.connect(url, connect_timeout=10, max_reconnect_attempts=3)
+    js = nc.jetstream()
     subj, seqs, data = [], [], []
-    try:
-        js = nc.jetstream()
-        cfg = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=lo,
-                             ack_policy=AckPolicy.NONE, inactive_threshold=60.0, mem_storage=True)
+    state = {"sub": None, "name": None, "received": 0}   # received: messages from this consumer
+
+    async def close_consumer():
+        sub, name = state["sub"], state["name"]
+        state["sub"] = state["name"] = None
+        if sub is not None:
+            await sub.unsubscribe()
+        if name:
+            try:
+                await nc.jsm().delete_consumer(stream, name)
+            except NotFoundError:
+                pass
+
+    async def open_at(start: int):
+        await close_consumer()
+        cfg = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start,
+                             ack_policy=AckPolicy.NONE, inactive_threshold=max(60.0, 4 * fetch_timeout),
+                             mem_storage=True)
         if len(subjects) > 1:
             cfg.filter_subjects = subjects
-        sub = await js.pull_subscribe(subjects[0] if len(subjects) == 1 else "", stream=stream, config=cfg)
-        name = None
-        try:
-            name = (await sub.consumer_info()).name
+        state["sub"] = await js.pull_subscribe(subjects[0] if len(subjects) == 1 else "", stream=stream,
+                                               config=cfg)
+        state["name"] = (await state["sub"].consumer_info()).name
+        state["received"] = 0
+
+    async def range_stored() -> bool:
+        return int((await js.stream_info(stream)).state.last_seq or 0) >= hi
+
+    got = lo - 1                       # the highest sequence handed over
+    try:
+        await open_at(lo)
+        progress = time.monotonic()
+        while got < hi:
+            try:
+                msgs = await state["sub"].fetch(batch=min(hi - got, 5000), timeout=fetch_timeout)
+            except (TimeoutError, nats.errors.TimeoutError):
+                msgs = []
+            state["received"] += len(msgs)
             done = False
-            while not done:
-                want = min(hi - lo + 1 - len(seqs), 5000) if hi >= lo else 0
-                if want <= 0:
+            for m in msgs:
+                s = m.metadata.sequence.stream
+                if s <= got:
+                    continue             # already read (a re-opened consumer)
+                if s > hi:
+                    done = True
                     break
-                try:
-                    msgs = await sub.fetch(batch=want, timeout=2.0)
-                except nats.errors.TimeoutError:
-                    break            # nothing more in the stream (messages of the range were deleted)
-                for m in msgs:
-                    s = m.metadata.sequence.stream
-                    if s > hi:
-                        done = True
-                        break
-                    subj.append(m.subject)
-                    seqs.append(s)
-                    data.append(m.data.decode("utf-8", "replace"))
-                    if s == hi:
-                        done = True
-                        break
-                if msgs and msgs[-1].metadata.num_pending == 0:
-                    break
-        finally:
-            await sub.unsubscribe()
-            if name:
-                try:
-                    await nc.jsm().delete_consumer(stream, name)
-                except NotFoundError:
-                    pass
+                subj.append(m.subject)
+                seqs.append(s)
+                data.append(m.data.decode("utf-8", "replace"))
+                got = s
+            if done or got >= hi:
+                break
+            if msgs:
+                progress = time.monotonic()
+                if msgs[-1].metadata.num_pending:
+                    continue
+            # nothing was pending when the last message left the server, or a fetch timed
+            # out. Done only if the whole range is stored (first) and afterwards the
+            # consumer has nothing pending and everything it delivered arrived: a
+            # message's own count may predate the end of the range being stored.
+            pending = "the range's end is not stored yet"
+            if await range_stored():
+                info = await state["sub"].consumer_info()
+                sent = int(info.delivered.consumer_seq or 0) if info.delivered else 0
+                if sent > state["received"]:      # delivered, but never reached us: read them again
+                    await open_at(got + 1)
+                elif not info.num_pending:
+                    break                         # no more messages up to hi
+                pending = f"{info.num_pending} pending"
+            if time.monotonic() - progress > stall_timeout:
+                raise RuntimeError(f"jetstream source: reading sequences {lo}..{hi} of stream {stream!r}: no "
+                                   f"message for {stall_timeout:g} s after sequence {got} ({pending})")
     finally:
-        await nc.close()
+        try:
+            await close_consumer()
+        finally:
+            await nc.close()
     if not seqs:
         return []
     return [pa.RecordBatch.from_arrays([pa.array(subj, pa.string()), pa.array(seqs, pa.int64()),
@@ -134,6 +184,8 @@ class JetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.subjects = [s.strip() for s in subs.split(",") if s.strip()]
         self.max_rows = int(options["maxrecordspertrigger"]) if options.get("maxrecordspertrigger") else None
         self.n_partitions = max(1, int(options.get("partitions", 2)))
+        self.fetch_timeout = float(options.get("fetchtimeout", 2.0))
+        self.stall_timeout = float(options.get("stalltimeout", 600.0))
         self.target: int | None = None
         self._planner: _Planner | None = None
         self._cached: tuple[float, int] | None = None
@@ -183,7 +235,8 @@ class JetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: SeqRange):
         subjects = self.subjects or [">"]
-        return iter(_run(_read_range(self.url, self.stream, subjects, partition.lo, partition.hi)))
+        return iter(_run(_read_range(self.url, self.stream, subjects, partition.lo, partition.hi,
+                                     self.fetch_timeout, self.stall_timeout)))
 
     def commit(self, end: dict) -> None:
         """Nothing to acknowledge: the committed offset lives in Spark's checkpoint."""

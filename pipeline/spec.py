@@ -159,6 +159,8 @@ class Source:
     max_files_per_trigger: int | None = None
     max_records_per_trigger: int | None = None
     partitions: int = 2
+    fetch_timeout: float = 2.0           # JetStream: seconds one fetch waits (a timeout is not the end)
+    stall_timeout: float = 600.0         # JetStream: seconds without a pending message before failing
 
 
 @dataclass
@@ -315,7 +317,7 @@ def _mapping(d: dict, i: int, pre: _Prefixes) -> Mapping:
 
 def _source(d: dict, base: Path) -> Source:
     _keys(d, {"kind", "path", "glob", "host", "port", "url", "stream", "subjects", "max_files_per_trigger",
-              "max_records_per_trigger", "partitions"}, "source")
+              "max_records_per_trigger", "partitions", "fetch_timeout", "stall_timeout"}, "source")
     kind = d.get("kind")
     if kind not in SOURCE_KINDS:
         raise SpecError(f"source.kind must be one of {SOURCE_KINDS}")
@@ -340,6 +342,11 @@ def _source(d: dict, base: Path) -> Source:
         src.subjects = [subj] if isinstance(subj, str) else [str(s) for s in subj]
         src.max_records_per_trigger = d.get("max_records_per_trigger")
         src.partitions = int(d.get("partitions", 2))
+        for k in ("fetch_timeout", "stall_timeout"):
+            v = d.get(k, getattr(src, k))
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise SpecError(f"source.{k} must be a positive number of seconds")
+            setattr(src, k, float(v))
     return src
 
 

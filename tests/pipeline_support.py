@@ -123,3 +123,74 @@ class Nats:
 def pipeline_cmd(spec: Path, server: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "server.cli", "pipeline", "run", str(spec), "--server", server,
             "--master", "local[2]", *extra]
+
+
+class CuttingProxy:
+    """A real HTTP peer on 127.0.0.1 in front of a Jindou server that, for the requests
+    ``cut(method, path, n)`` selects (n: the 1-based count of such method+path requests so
+    far), forwards the request (the server applies it) and then cuts the answer short the
+    way a server dying mid-answer does: ``"body"`` sends the status line, the headers and
+    half the body (IncompleteRead), ``"status"`` closes before the status line
+    (RemoteDisconnected, a BadStatusLine), ``"garbage"`` sends a broken status line."""
+
+    def __init__(self, upstream: str, cut):
+        import http.client
+        import socketserver
+        import threading
+
+        self.upstream = urllib.parse.urlsplit(upstream)
+        self.cut = cut
+        self.seen: list[tuple[str, str, dict]] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                line = self.rfile.readline().decode("latin-1").rstrip("\r\n")
+                if not line:
+                    return
+                method, path, _ = line.split(" ", 2)
+                headers = {}
+                while True:
+                    h = self.rfile.readline().decode("latin-1").rstrip("\r\n")
+                    if not h:
+                        break
+                    k, _, v = h.partition(":")
+                    headers[k.strip()] = v.strip()
+                body = self.rfile.read(int(headers.get("Content-Length", 0) or 0))
+                with proxy.lock:
+                    proxy.seen.append((method, path, headers))
+                    n = sum(1 for m, p, _ in proxy.seen if m == method and p == path)
+                mode = proxy.cut(method, path, n)
+                fwd = {k: v for k, v in headers.items() if k.lower() not in ("host", "connection")}
+                c = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
+                try:
+                    c.request(method, path, body=body, headers=fwd)
+                    r = c.getresponse()
+                    data = r.read()
+                    head = [f"HTTP/1.1 {r.status} {r.reason}"]
+                    head += [f"{k}: {v}" for k, v in r.getheaders()
+                             if k.lower() not in ("content-length", "connection", "transfer-encoding")]
+                    head += [f"Content-Length: {len(data)}", "Connection: close", "", ""]
+                finally:
+                    c.close()
+                if mode == "status":
+                    return
+                if mode == "garbage":
+                    self.wfile.write(b"HTTP/1.1 2xx what\r\n\r\n")
+                    return
+                self.wfile.write("\r\n".join(head).encode("latin-1"))
+                self.wfile.write(data[: len(data) // 2] if mode == "body" else data)
+
+        class Srv(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Srv(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

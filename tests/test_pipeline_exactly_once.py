@@ -100,6 +100,7 @@ def test_sigkill_and_server_restart_deliver_every_triple_once(tmp_path):
         assert wait_for(lambda: server.count() == TOTAL, 60, "all triples to be visible")
         counters = json.loads((tmp_path / "ckpt" / "jindou-metrics.json").read_text())
         assert counters["duplicate_batches"] >= 1         # the replay of batch 2 was recognised
+        assert counters["triples"] == TOTAL               # ... and its triples counted once
         assert counters["dead_letters"] == 0
         status = server.sparql("ASK { <http://ex.org/s/11/1999> <http://ex.org/p> ?o }")
         assert status["boolean"] is True

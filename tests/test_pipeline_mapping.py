@@ -261,3 +261,22 @@ def test_split_parts_keeps_elements_whole_and_bounded():
     assert split_parts(tab, 100) == [(0, 3), (3, 6), (6, 9), (9, 10)]      # an element over the cap is cut
     assert split_parts(tab, 200) == [(0, 6), (6, 10)]
     assert split_parts(tab.slice(0, 0), 100) == []
+
+
+def test_readme_check_command_runs_as_written():
+    """The README's `jindou pipeline check ...` line, run from the repository root exactly as
+    written (the sample it names ships with the repository)."""
+    import shlex
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    lines = [ln.split("#", 1)[0].strip() for ln in (repo / "README.md").read_text().splitlines()
+             if ln.startswith("jindou pipeline check ")]
+    assert len(lines) == 1, lines
+    argv = shlex.split(lines[0])
+    r = subprocess.run([sys.executable, "-m", "server.cli", *argv[1:]], cwd=repo, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "<http://www.w3.org/ns/sosa/Observation> 1700000000000 ." in r.stdout
+    assert re.search(r"# mapping 'readings': [1-9]\d* triples", r.stderr)
