@@ -403,7 +403,7 @@ class InstantEvaluator:
         t0 = time.perf_counter()
         snap = db.store.snapshot()  # before reading the absorb log (see AbsorbLog)
         ctx = QueryContext(snap, base=self.query.base, timeout=db.query_timeout, max_rows=db.max_rows,
-                           term_cache=db._term_cache)
+                           term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None))
         inc = self.incremental_core
         maintain = inc is not None and inc.wants()
         ds = self.dataset(ctx, t, track=maintain)

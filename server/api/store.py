@@ -127,7 +127,7 @@ async def store_get(request: Request) -> Response:
                 res = db.graph_get(graph)
             except NotFound:
                 raise HTTPError(404, "not_found", f"{_graph_label(graph)} does not exist") from None
-            return ser.serialize(res, mt, graph=graph)
+            return ser.serialize(res, mt, graph=graph, max_bytes=state.config.max_response_bytes)
 
         body = await state.run(work)
         if request.method == "HEAD":
