@@ -1,7 +1,8 @@
 """Basic graph patterns as Wukong graph exploration with full-history pruning.
 
 The history is a :class:`Bindings` table (rows = partial solutions). Each
-step takes one triple pattern (order from :mod:`engine.exec.planner`):
+step takes one triple pattern (order from :mod:`engine.plan.order`, a
+:class:`~engine.plan.order.BgpPlan` per snapshot in the plan cache):
 
 * one end bound, the other free: *expand* -- ``GraphIndex.expand`` returns
   for every row the CSR neighbour list of its bound vertex; the history is
@@ -32,9 +33,9 @@ from engine.errors import RowBudgetExceeded
 from engine.exec.algebra import Const, TriplePattern
 from engine.exec.bindings import UNBOUND, Bindings, concat
 from engine.exec.context import charge_rows, current_budget, holding, table_bytes
-from engine.exec.planner import IN, OUT, plan
 from engine.kv.graph import GraphIndex
 from engine.kv.shard import has_neighbour
+from engine.plan.order import IN, OUT, bgp_vars, plan, plan_bgp, resolve
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _PRUNE_BY_EXPAND_DEGREE = 4.0
@@ -276,33 +277,6 @@ def merged_view(graphs):
 # ---------------------------------------------------------------- exploration
 
 
-def resolve(triples: tuple[TriplePattern, ...], lookup) -> list | None:
-    """Map constants to store ids; None when a constant is absent from the
-    store (no triple can match it)."""
-    out = []
-    for t in triples:
-        r = []
-        for term in (t.s, t.p, t.o):
-            if isinstance(term, Const):
-                tid = lookup(term.key)
-                if tid < 0:
-                    return None
-                r.append(("c", int(tid)))
-            else:
-                r.append(("v", term.name))
-        out.append(tuple(r))
-    return out
-
-
-def bgp_vars(triples) -> list[str]:
-    seen: dict[str, None] = {}
-    for t in triples:
-        for term in (t.s, t.p, t.o):
-            if not isinstance(term, Const):
-                seen[term.name] = None
-    return list(seen)
-
-
 def _end(pos, cols, n):
     if pos[0] == "c":
         return np.full(n, pos[1], dtype=np.int64)
@@ -490,17 +464,13 @@ def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings
                 return _run_small(prog, seed, graph, max_rows, check)
         ck = (cache_key, id(triples), bound)
         entry = plan_cache.get(ck)
-        if entry is not None and entry[3] is not triples:
+        if entry is not None and entry.triples is not triples:
             entry = None
     if entry is None:
-        all_vars = bgp_vars(triples)
-        resolved = resolve(triples, lookup)
-        bound_here = {v for v in bound if v in all_vars}
-        order = plan(resolved, graph, bound_here, float(seed.n)) if resolved is not None else None
-        entry = (all_vars, resolved, order, triples)
+        entry = plan_bgp(triples, graph, lookup, bound, float(seed.n))
         if ck is not None:
             plan_cache[ck] = entry
-    all_vars, resolved, order, _ = entry
+    all_vars, resolved, order = entry.all_vars, entry.resolved, entry.order
     if resolved is None or seed.n == 0:
         return Bindings.empty(list(seed.cols) + [v for v in all_vars if v not in seed.cols])
     cols = dict(seed.cols)

@@ -7,6 +7,7 @@ below call it too, so /docs documents exactly what runs.
 
 from __future__ import annotations
 
+import orjson
 from fastapi import APIRouter, Request, Response
 
 from engine.errors import JindouError
@@ -122,12 +123,13 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
         else:
             raise HTTPError(415, "unsupported_media_type",
                             f"{ct} is not a query media type; use application/sparql-query or {FORM_TYPE}")
+    explain = explain_mode(params)
     accept = headers.get("accept")
     fmt = params.get("format") or params.get("output")
     if fmt:
         v = fmt[0].strip().lower()
         accept = FORMAT_PARAM.get(v, v if "/" in v else accept)
-    if not _acceptable_at_all(accept):
+    if explain is None and not _acceptable_at_all(accept):  # an explain answers JSON whatever Accept says
         raise not_acceptable(accept, "SELECT")
     dg = iri_params(params, "default-graph-uri")
     ng = iri_params(params, "named-graph-uri")
@@ -138,6 +140,10 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     max_bytes = state.config.max_response_bytes
 
     def work(deadline):
+        if explain is not None:
+            doc = db.explain(text, analyze=explain == "analyze", default_graph_uris=dg, named_graph_uris=ng,
+                             base=base, deadline=deadline)
+            return "EXPLAIN", "application/json", orjson.dumps(doc)
         res = db.query(text, default_graph_uris=dg, named_graph_uris=ng, base=base, deadline=deadline)
         mt = ser.negotiate(accept, res.form)
         if mt is None:
@@ -166,6 +172,20 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     if metrics is not None:
         metrics.query_done(form, "ok")
     return Reply(200, body, ser.content_type(mt), {"Vary": "Accept"})
+
+
+def explain_mode(params: dict) -> str | None:
+    """``explain=true`` (the plan instead of the results) or ``explain=analyze``
+    (the plan with per-operator actuals after running the query); None without it."""
+    v = one(params, "explain")
+    if v is None:
+        return None
+    v = v.strip().lower()
+    if v in ("true", "analyze"):
+        return v
+    if v == "false":
+        return None
+    raise HTTPError(400, "bad_request", f"explain must be true, analyze or false, not {v[:64]!r}")
 
 
 # --------------------------------------------------------------------------
@@ -242,6 +262,9 @@ _QUERY_PARAMS = [
     {"name": "format", "in": "query", "required": False, "schema": {"type": "string"},
      "description": "Result format overriding Accept: json, xml, csv, tsv, turtle, nt, nq, jsonld, rdfxml "
                     "(or a media type)."},
+    {"name": "explain", "in": "query", "required": False, "schema": {"type": "string", "enum": ["true", "analyze"]},
+     "description": "Answer the query plan as JSON instead of the results (true), or after running the query "
+                    "with actual rows and time per operator (analyze)."},
     {"name": "named-graph-uri", "in": "query", "required": False,
      "schema": {"type": "array", "items": {"type": "string"}}, "style": "form", "explode": True,
      "description": "IRI of a named graph of the dataset (repeatable)."},
