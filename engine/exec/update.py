@@ -28,7 +28,7 @@ from engine.exec import algebra as A
 from engine.exec.bindings import UNBOUND, Bindings
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import Evaluator, QueryContext, make_dataset
-from engine.plan.planner import plan_pattern
+from engine.plan.rewrite import rewrite
 
 _NO_ROWS = np.zeros((0, 3), dtype=np.int64)
 
@@ -306,7 +306,7 @@ class UpdateExecutor:
         else:
             ds = make_dataset(ctx)
         ev = Evaluator(ctx, ds)
-        sol = ev.eval(plan_pattern(op.where))
+        sol = ev.eval(rewrite(op.where))
         with_gid = None
         if op.with_iri is not None:
             with_gid = ("iri", op.with_iri)

@@ -81,25 +81,17 @@ def make_plan(query: A.Query) -> QueryPlan:
     return QueryPlan(query, root, fast_shape(query, root))
 
 
-_PLANS: dict[int, tuple[object, object]] = {}
-
-
-def _memo(key_obj, build):
-    hit = _PLANS.get(id(key_obj))
-    if hit is not None and hit[0] is key_obj:
-        return hit[1]
-    out = build(key_obj)
-    if len(_PLANS) > 4096:
-        _PLANS.clear()
-    _PLANS[id(key_obj)] = (key_obj, out)  # holds the key: its id cannot be reused meanwhile
-    return out
+_PLANS: dict[int, tuple[A.Query, QueryPlan]] = {}
 
 
 def plan_query(query: A.Query) -> QueryPlan:
-    """The plan of a parsed query, memoized per query object."""
-    return _memo(query, make_plan)
-
-
-def plan_pattern(pattern):
-    """The planned form of a pattern (e.g. the WHERE of DELETE/INSERT), memoized."""
-    return _memo(pattern, rewrite)
+    """The plan of a parsed query, memoized per query object (callers that keep
+    their parsed queries, e.g. continuous queries evaluated at every instant)."""
+    hit = _PLANS.get(id(query))
+    if hit is not None and hit[0] is query:
+        return hit[1]
+    out = make_plan(query)
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[id(query)] = (query, out)  # holds the query: its id cannot be reused meanwhile
+    return out
