@@ -192,7 +192,9 @@ class Database:
             raise QueryEvaluationError(f"unknown query form {q.form}")
         snap = self.store.snapshot()
         if pq.fast is not None and not default_graph_uris and not named_graph_uris:
-            st = self._fast_program(pq, snap)
+            st = pq.state
+            if st is None or st[0] is not snap or st[1] is not snap.default:
+                st = self._fast_program(pq, snap)
             if st[2] is not None and not st[2][0].starts_big:
 
                 def check():

@@ -268,3 +268,14 @@ def test_explain_of_bad_query_is_a_syntax_error(db):
 
     with pytest.raises(QuerySyntaxError):
         db.explain("SELECT WHERE {")
+
+
+def test_analyze_step_rows_of_a_vectorized_exploration(db):
+    """An exploration from many left rows runs vectorized: its last step's rows
+    are the operator's rows, and every step reports its rows."""
+    text = P + "SELECT * WHERE { ?s :p ?o . ?o :r ?x OPTIONAL { ?s :name ?n } ?x :q ?v }"
+    doc = db.explain(text, analyze=True)
+    ej = [n for n in walk(doc["plan"]) if n["operator"] == "ExploreJoin"][0]
+    assert ej["calls"] == 1 and ej["actual_rows"] == doc["result"]["rows"] == len(db.query(text)) > 40
+    assert all("actual_rows" in s for s in ej["steps"])
+    assert ej["steps"][-1]["actual_rows"] == ej["actual_rows"]

@@ -439,10 +439,12 @@ def _step(cols: dict, n: int, t, graph, max_rows):
 
 def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings | None = None,
             max_rows: int | None = None, check=None, plan_cache: dict | None = None,
-            cache_key=None) -> Bindings:
+            cache_key=None, trace: list | None = None) -> Bindings:
     """Evaluate a BGP over ``graph``. ``seed`` rows (fully bound in the vars the
     BGP shares with it) start the exploration; ``lookup(key) -> id`` maps
-    constants to store ids."""
+    constants to store ids. ``trace`` (EXPLAIN ANALYZE) gets one entry per run:
+    (step order, rows after each step) or (None, rows) for the tuple-at-a-time
+    program."""
     if seed is None:
         seed = Bindings.unit()
     if not triples:
@@ -461,7 +463,10 @@ def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings
                 plan_cache[sk] = hit
             prog = hit[1]
             if prog is not None and not (prog.starts_big and seed.n == 1):
-                return _run_small(prog, seed, graph, max_rows, check)
+                res = _run_small(prog, seed, graph, max_rows, check)
+                if trace is not None:
+                    trace.append((None, res.n))
+                return res
         ck = (cache_key, id(triples), bound)
         entry = plan_cache.get(ck)
         if entry is not None and entry.triples is not triples:
@@ -472,15 +477,22 @@ def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings
             plan_cache[ck] = entry
     all_vars, resolved, order = entry.all_vars, entry.resolved, entry.order
     if resolved is None or seed.n == 0:
+        if trace is not None:
+            trace.append((order, [0] * len(order or ())))
         return Bindings.empty(list(seed.cols) + [v for v in all_vars if v not in seed.cols])
     cols = dict(seed.cols)
     n = seed.n
+    sizes = [] if trace is not None else None
     for i in order:
         if check is not None:
             check()
         cols, n = _step(cols, n, resolved[i], graph, max_rows)
+        if sizes is not None:
+            sizes.append(n)
         if n == 0:
             break
+    if sizes is not None:
+        trace.append((order, sizes + [0] * (len(order) - len(sizes))))
     if n == 0:
         names = list(seed.cols) + [v for v in all_vars if v not in seed.cols]
         return Bindings.empty(names)

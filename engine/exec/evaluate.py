@@ -370,7 +370,12 @@ class Evaluator:
         if seed is not None and not seed_ok(seed, node.triples):
             res = self._BGP(node, None)
             return join(seed, res, ctx.max_rows)
-        return run_bgp(node.triples, self.graph, ctx.lookup, seed=seed, max_rows=ctx.max_rows,
+        return self._run_bgp(node, node.triples, seed)
+
+    def _run_bgp(self, node, triples, seed: Bindings | None) -> Bindings:
+        """The exploration of ``triples`` for plan node ``node`` (a hook for EXPLAIN ANALYZE)."""
+        ctx = self.ctx
+        return run_bgp(triples, self.graph, ctx.lookup, seed=seed, max_rows=ctx.max_rows,
                        check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
 
     def _PathPattern(self, node: A.PathPattern, seed):
@@ -454,15 +459,13 @@ class Evaluator:
         return join(left, right, self.ctx.max_rows)
 
     def _ExploreJoin(self, node: ExploreJoin, seed):
-        ctx = self.ctx
         left = self.eval(node.left, seed)
         if left.n == 0:
             return Bindings.empty(set(left.cols) | pattern_vars(node.right))
         if not seed_ok(left, node.bgp.triples):
             return self._join_eval(left, node.right, seed)
         # explore from the left rows (no intermediate join)
-        res = run_bgp(node.bgp.triples, self.graph, ctx.lookup, seed=left, max_rows=ctx.max_rows,
-                      check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
+        res = self._run_bgp(node, node.bgp.triples, left)
         if node.expr is not None and res.n:
             return res.mask(self.filter_mask(node.expr, res))
         return res
@@ -475,14 +478,12 @@ class Evaluator:
         return self._PathPattern(node.right, left)
 
     def _ExploreLeftJoin(self, node: ExploreLeftJoin, seed):
-        ctx = self.ctx
         left = self.eval(node.left, seed)
         if left.n == 0:
             return Bindings.empty(set(left.cols) | pattern_vars(node.right))
         if seed_ok(left, node.right.triples):
             tagged = left.with_col("#lrow", np.arange(left.n, dtype=np.int64))
-            res = run_bgp(node.right.triples, self.graph, ctx.lookup, seed=tagged, max_rows=ctx.max_rows,
-                          check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
+            res = self._run_bgp(node, node.right.triples, tagged)
             if node.expr is not None and res.n:
                 keep = self.filter_mask(node.expr, res)
                 res = res.mask(keep)

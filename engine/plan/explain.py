@@ -16,7 +16,11 @@ sharing a variable the larger of the two, without one their product).
 
 With ``analyze`` the query runs first and every operator gets
 ``actual_rows`` (summed over its executions), ``calls`` and ``time_ms``
-(wall time including its children). On the fast path the projection,
+(wall time including its children); the steps of a BGP get ``actual_rows``
+after the step when it ran vectorized (``small_program_runs`` counts its
+tuple-at-a-time runs, which keep no per-step counts; ``executed_order`` is
+set when the run used another order, e.g. from a differently sized seed).
+On the fast path the projection,
 DISTINCT, slice and BGP run fused in one program: its ``FastSelect``
 operator carries the actuals (the operators inside it are marked
 ``"fused": true``).
@@ -27,7 +31,7 @@ from __future__ import annotations
 import time
 
 from engine.exec import algebra as A
-from engine.exec.bgp import EmptyGraph, merged_view
+from engine.exec.bgp import EmptyGraph, merged_view, run_bgp
 from engine.exec.evaluate import Evaluator, evaluate_query, pattern_vars, run_fast
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.order import plan_bgp
@@ -42,6 +46,13 @@ class AnalyzingEvaluator(Evaluator):
     def __init__(self, ctx, dataset):
         super().__init__(ctx, dataset)
         self.stats: dict[int, list] = {}
+        self.traces: dict[int, list] = {}
+
+    def _run_bgp(self, node, triples, seed):
+        ctx = self.ctx
+        trace = self.traces.setdefault(id(node), [])  # the node is pinned by its stats entry
+        return run_bgp(triples, self.graph, ctx.lookup, seed=seed, max_rows=ctx.max_rows,
+                       check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key, trace=trace)
 
     def eval(self, node, seed=None):
         t0 = time.perf_counter()
@@ -64,6 +75,7 @@ def explain_plan(plan, ctx, dataset, *, fast_state=None, analyze: bool = False, 
     doc: dict = {"form": q.form, "path": "fast" if fast_state is not None else "general",
                  "snapshot": ctx.snapshot.sn, "analyze": analyze}
     stats: dict[int, list] = {}
+    traces: dict[int, list] = {}
     fused = None
     if analyze:
         t0 = time.perf_counter()
@@ -77,7 +89,7 @@ def explain_plan(plan, ctx, dataset, *, fast_state=None, analyze: bool = False, 
                 res = evaluate_query(q, ctx, dataset, evaluator=ev, plan=plan)
             finally:
                 ctx.evaluator = None
-            stats = ev.stats
+            stats, traces = ev.stats, ev.traces
         total = time.perf_counter() - t0
         doc["time_ms"] = _ms(total)
         if res.form == "ASK":
@@ -89,7 +101,7 @@ def explain_plan(plan, ctx, dataset, *, fast_state=None, analyze: bool = False, 
         if fast_state is not None:
             fused = {"calls": 1, "actual_rows": len(res) if res.form == "SELECT" else int(bool(res.boolean)),
                      "time_ms": doc["time_ms"]}
-    tree = _Describer(ctx, dataset, stats).node(plan.root, dataset.default, "default", frozenset(), 1.0)
+    tree = _Describer(ctx, dataset, stats, traces).node(plan.root, dataset.default, "default", frozenset(), 1.0)
     if fast_state is not None:
         top = {"operator": "FastSelect",
                "program": "tuple at a time over one-vertex lookups, vectorized past a few hundred rows",
@@ -115,10 +127,11 @@ def _ms(seconds: float) -> float:
 
 
 class _Describer:
-    def __init__(self, ctx, dataset, stats):
+    def __init__(self, ctx, dataset, stats, traces):
         self.ctx = ctx
         self.dataset = dataset
         self.stats = stats
+        self.traces = traces
 
     def node(self, n, graph, gname: str, bound: frozenset, rows_in: float) -> dict:
         name = type(n).__name__
@@ -126,12 +139,12 @@ class _Describer:
         children: list = []
         est = None
         if isinstance(n, A.BGP):
-            est = self._bgp(n.triples, graph, gname, bound, rows_in, out)
+            est = self._bgp(n, n.triples, graph, gname, bound, rows_in, out)
         elif isinstance(n, ExploreJoin):
             left = self.node(n.left, graph, gname, bound, rows_in)
             children.append(left)
             lb = bound | pattern_vars(n.left)
-            est = self._bgp(n.bgp.triples, graph, gname, lb, _num(left.get("estimated_rows"), 1.0), out)
+            est = self._bgp(n, n.bgp.triples, graph, gname, lb, _num(left.get("estimated_rows"), 1.0), out)
             if n.expr is not None:
                 out["filter"] = expr_text(n.expr)
         elif isinstance(n, ExploreLeftJoin):
@@ -139,7 +152,7 @@ class _Describer:
             children.append(left)
             lb = bound | pattern_vars(n.left)
             le = _num(left.get("estimated_rows"), 1.0)
-            est = max(le, self._bgp(n.right.triples, graph, gname, lb, le, out))
+            est = max(le, self._bgp(n, n.right.triples, graph, gname, lb, le, out))
             if n.expr is not None:
                 out["filter"] = expr_text(n.expr)
         elif isinstance(n, PathJoin):
@@ -225,7 +238,7 @@ class _Describer:
             return None
         return ests[0] if len(ests) == 1 else None
 
-    def _bgp(self, triples, graph, gname, bound, rows_in, out) -> float:
+    def _bgp(self, node, triples, graph, gname, bound, rows_in, out) -> float:
         out["graph"] = gname
         out["patterns"] = [triple_text(t) for t in triples]
         bp = plan_bgp(triples, graph, self.ctx.lookup, bound, rows_in)
@@ -240,7 +253,31 @@ class _Describer:
         out["order"] = bp.order
         out["steps"] = [{"pattern": out["patterns"][i], "step": _STEP[c], "estimated_rows": round(float(e), 2)}
                         for i, e, c in zip(bp.order, bp.estimates, bp.classes, strict=True)]
+        self._step_actuals(node, out)
         return float(bp.estimates[-1]) if bp.estimates else rows_in
+
+
+    def _step_actuals(self, node, out) -> None:
+        """Rows after each step of the vectorized runs (summed), keyed by pattern;
+        runs of the tuple-at-a-time program are only counted."""
+        runs = self.traces.get(id(node))
+        if not runs:
+            return
+        small = sum(1 for order, _ in runs if order is None)
+        if small:
+            out["small_program_runs"] = small
+        vec = [(order, sizes) for order, sizes in runs if order is not None]
+        if not vec:
+            return
+        after: dict[int, int] = {}
+        for order, sizes in vec:
+            for i, k in zip(order, sizes, strict=True):
+                after[i] = after.get(i, 0) + int(k)
+        for st in out["steps"]:
+            st["actual_rows"] = after.get(out["patterns"].index(st["pattern"]), 0)
+        executed = vec[0][0]
+        if list(executed) != out["order"]:
+            out["executed_order"] = list(executed)
 
 
 def _num(x, default: float) -> float:
