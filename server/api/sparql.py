@@ -164,7 +164,9 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
 
     try:
         # long texts have no shape: they never run inline and are not remembered
-        form, mt, body = await state.run(work, query_shape(text), deadline=state.deadline())
+        # explains run in the pool and do not teach the inline cost of the query's shape
+        shape = query_shape(text) if explain is None else None
+        form, mt, body = await state.run(work, shape, deadline=state.deadline())
     except Exception as exc:
         if metrics is not None:
             metrics.query_done("unknown", getattr(exc, "kind", "error"))
