@@ -101,7 +101,7 @@ def explain_plan(plan, ctx, dataset, *, fast_state=None, analyze: bool = False, 
         if fast_state is not None:
             fused = {"calls": 1, "actual_rows": len(res) if res.form == "SELECT" else int(bool(res.boolean)),
                      "time_ms": doc["time_ms"]}
-    tree = _Describer(ctx, dataset, stats, traces).node(plan.root, dataset.default, "default", frozenset(), 1.0)
+    tree = _Describer(ctx, dataset, stats, traces, analyze and fast_state is None).node(plan.root, dataset.default, "default", frozenset(), 1.0)
     if fast_state is not None:
         top = {"operator": "FastSelect",
                "program": "tuple at a time over one-vertex lookups, vectorized past a few hundred rows",
@@ -127,7 +127,8 @@ def _ms(seconds: float) -> float:
 
 
 class _Describer:
-    def __init__(self, ctx, dataset, stats, traces):
+    def __init__(self, ctx, dataset, stats, traces, analyzed: bool):
+        self.analyzed = analyzed
         self.ctx = ctx
         self.dataset = dataset
         self.stats = stats
@@ -191,7 +192,7 @@ class _Describer:
             out["calls"] = st[1]
             out["actual_rows"] = st[2]
             out["time_ms"] = _ms(st[3])
-        elif self.stats:
+        elif self.analyzed:  # not run (e.g. the right side of a join whose left side is empty)
             out["calls"] = 0
             out["actual_rows"] = 0
             out["time_ms"] = 0.0
