@@ -1,10 +1,14 @@
 """``Database``: the facade the HTTP layer, the CLI and the tests use.
 
-* ``query`` parses (LRU cache keyed by query text and base), takes the current
-  snapshot (consistent reads while updates commit), builds the dataset
-  (protocol ``default-graph-uri``/``named-graph-uri`` override ``FROM``/``FROM
-  NAMED``) and evaluates on the calling thread with a timeout and a row
-  budget. BGP plans are cached per snapshot.
+* ``query`` parses and plans (:mod:`engine.plan`; the plan is cached with the
+  parse, keyed by query text and base), takes the current snapshot
+  (consistent reads while updates commit), builds the dataset (protocol
+  ``default-graph-uri``/``named-graph-uri`` override ``FROM``/``FROM NAMED``)
+  and executes the plan on the calling thread with a timeout and a row
+  budget: the fast path's program when the planner chose one, else the
+  operator tree. BGP step orders are cached per snapshot.
+* ``explain`` returns the plan as JSON, optionally after running it with
+  per-operator row counts and times (:mod:`engine.plan.explain`).
 * ``update`` runs a whole SPARQL Update request atomically under the store's
   write lock (see :mod:`engine.exec.update`).
 * ``load_file`` / ``load_data`` and the Graph Store operations go through the
@@ -22,9 +26,17 @@ import numpy as np
 from engine.arrays import unique
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
 from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
-from engine.exec.evaluate import DatasetView, FastSelect, QueryContext, evaluate_query, make_dataset
+from engine.exec.evaluate import (
+    DatasetView,
+    QueryContext,
+    compile_fast,
+    evaluate_query,
+    make_dataset,
+    run_fast,
+)
 from engine.exec.result import QueryResult
 from engine.kv.store import Changes, Store
+from engine.plan.planner import QueryPlan, make_plan
 from engine.settings import DEFAULTS
 
 _PARSE_CACHE_SIZE = 512
@@ -86,12 +98,11 @@ class Database:
             return self._plan_cache
 
     # ------------------------------------------------------------ queries
-    def _prepare(self, text: str, base: str | None, deadline: float | None = None) -> _Prepared:
+    def _prepare(self, text: str, base: str | None, deadline: float | None = None) -> QueryPlan:
         k = (text, base)
         pq = self._prepared.get(k)  # lock-free hit: dict reads are atomic
         if pq is None:
-            q = self._parse(text, base, deadline)
-            pq = _Prepared(q, FastSelect.of(q))
+            pq = make_plan(self._parse(text, base, deadline))
             if len(text) > _CACHE_TEXT_MAX:
                 return pq
             with self._lock:
@@ -139,6 +150,40 @@ class Database:
             raise err
         return res
 
+    def explain(self, text: str, *, analyze: bool = False, default_graph_uris=(), named_graph_uris=(),
+                base: str | None = None, timeout: float | None = None, max_rows: int | None = None,
+                query_memory: int | None = None, deadline: float | None = None) -> dict:
+        """The plan of a query as a JSON-ready dict (:mod:`engine.plan.explain`);
+        with ``analyze`` the query runs first (same budgets as :meth:`query`) and
+        every operator reports its actual rows and time."""
+        from engine.plan.explain import explain_plan  # noqa: PLC0415
+
+        timeout = timeout or self.query_timeout
+        if deadline is None and timeout:
+            deadline = time.monotonic() + timeout
+        budget = MemoryBudget(self.query_memory if query_memory is None else query_memory)
+        pq = self._prepare(text, base, deadline)
+        if pq.query.form not in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE"):
+            raise QueryEvaluationError(f"unknown query form {pq.query.form}")
+        snap = self.store.snapshot()
+        st = None
+        if pq.fast is not None and not default_graph_uris and not named_graph_uris:
+            st = self._fast_program(pq, snap)
+            if st[2] is None or st[2][0].starts_big:
+                st = None
+        ctx, ds = self._context(pq, snap, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
+                                deadline)
+        token = enter_budget(budget)
+        try:
+            return explain_plan(pq, ctx, ds, fast_state=st, analyze=analyze, max_rows=max_rows or self.max_rows,
+                                check=_deadline_check(deadline, timeout))
+        except JindouError as e:
+            raise e.with_traceback(None) from None
+        finally:
+            leave_budget(token)
+            if budget.peak > _TRIM_AFTER:
+                release_memory()
+
     def _query(self, text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
                deadline) -> QueryResult:
         pq = self._prepare(text, base, deadline)
@@ -146,16 +191,10 @@ class Database:
         if q.form not in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE"):
             raise QueryEvaluationError(f"unknown query form {q.form}")
         snap = self.store.snapshot()
-        fast = pq.fast
-        if fast is not None and not default_graph_uris and not named_graph_uris:
-            # compiled once per snapshot (a commit makes a new snapshot object)
+        if pq.fast is not None and not default_graph_uris and not named_graph_uris:
             st = pq.state
-            graph = snap.default
-            if st is None or st[0] is not snap or st[1] is not graph:
-                terms = self._snapshot_terms(snap)
-                if terms is not self._snap_terms_prev:  # a new snapshot: drop every stale
-                    self._drop_programs(terms)          # program (they pin old snapshots)
-                st = pq.state = (snap, graph, fast.compile(graph, terms.lookup), terms)
+            if st is None or st[0] is not snap or st[1] is not snap.default:
+                st = self._fast_program(pq, snap)
             if st[2] is not None and not st[2][0].starts_big:
 
                 def check():
@@ -164,12 +203,33 @@ class Database:
 
                 token = enter_budget(budget)
                 try:
-                    res = fast.run(st[2], st[3], graph, max_rows or self.max_rows, check)
+                    res = run_fast(pq, st[2], st[3], st[1], max_rows or self.max_rows, check)
                 finally:
                     leave_budget(token)
                 check()
                 self.queries += 1
                 return res
+        ctx, ds = self._context(pq, snap, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
+                                deadline)
+        self.queries += 1
+        return evaluate_query(q, ctx, ds, plan=pq)
+
+    def _fast_program(self, pq: QueryPlan, snap) -> tuple:
+        """The plan's fast program for ``snap``: compiled once per snapshot (a
+        commit makes a new snapshot object); (snapshot, graph, (program, slots) or
+        None, term table)."""
+        st = pq.state
+        graph = snap.default
+        if st is None or st[0] is not snap or st[1] is not graph:
+            terms = self._snapshot_terms(snap)
+            if terms is not self._snap_terms_prev:  # a new snapshot: drop every stale
+                self._drop_programs(terms)          # program (they pin old snapshots)
+            st = pq.state = (snap, graph, compile_fast(pq.fast, graph, terms.lookup), terms)
+        return st
+
+    def _context(self, pq: QueryPlan, snap, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
+                 deadline) -> tuple[QueryContext, DatasetView]:
+        q = pq.query
         ctx = QueryContext(snap, base=q.base or base, timeout=timeout or self.query_timeout,
                            max_rows=max_rows or self.max_rows, plan_cache=self._plans(snap.sn),
                            term_cache=self._term_cache)
@@ -181,8 +241,7 @@ class Database:
             ds = make_dataset(ctx, q.dataset.default, q.dataset.named)
         else:
             ds = DatasetView(snap.default, snap.named)
-        self.queries += 1
-        return evaluate_query(q, ctx, ds)
+        return ctx, ds
 
     # ------------------------------------------------------------ updates
     def update(self, text: str, *, base: str | None = None, using_graph_uris=(), using_named_graph_uris=(),
@@ -359,19 +418,6 @@ def _deadline_check(deadline: float | None, timeout: float):
             raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
 
     return check
-
-
-class _Prepared:
-    """A parsed query and, when it qualifies, its fast path with the program
-    compiled for the last snapshot it ran on: (snapshot, default graph,
-    (program, slots) or None, term table)."""
-
-    __slots__ = ("query", "fast", "state")
-
-    def __init__(self, query, fast: FastSelect | None):
-        self.query = query
-        self.fast = fast
-        self.state: tuple | None = None
 
 
 class _BoundedDict(dict):

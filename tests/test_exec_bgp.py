@@ -6,7 +6,7 @@ import pytest
 
 from engine.database import Database
 from engine.exec import algebra as A
-from engine.exec.planner import plan
+from engine.plan.order import plan
 
 DATA = """
 @prefix : <http://ex.org/> .

@@ -1,7 +1,8 @@
 """Basic graph patterns as Wukong graph exploration with full-history pruning.
 
 The history is a :class:`Bindings` table (rows = partial solutions). Each
-step takes one triple pattern (order from :mod:`engine.exec.planner`):
+step takes one triple pattern (order from :mod:`engine.plan.order`, a
+:class:`~engine.plan.order.BgpPlan` per snapshot in the plan cache):
 
 * one end bound, the other free: *expand* -- ``GraphIndex.expand`` returns
   for every row the CSR neighbour list of its bound vertex; the history is
@@ -31,8 +32,8 @@ from engine.errors import RowBudgetExceeded
 from engine.exec.algebra import Const, TriplePattern
 from engine.exec.bindings import UNBOUND, Bindings, concat
 from engine.exec.context import charge_rows, current_budget, holding, table_bytes
-from engine.exec.planner import IN, OUT, plan
 from engine.kv.shard import has_neighbour
+from engine.plan.order import IN, OUT, bgp_vars, plan, plan_bgp, resolve
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _PRUNE_BY_EXPAND_DEGREE = 4.0
@@ -131,33 +132,6 @@ def gather(cols: dict, rows: np.ndarray) -> dict:
 
 
 # ---------------------------------------------------------------- exploration
-
-
-def resolve(triples: tuple[TriplePattern, ...], lookup) -> list | None:
-    """Map constants to store ids; None when a constant is absent from the
-    store (no triple can match it)."""
-    out = []
-    for t in triples:
-        r = []
-        for term in (t.s, t.p, t.o):
-            if isinstance(term, Const):
-                tid = lookup(term.key)
-                if tid < 0:
-                    return None
-                r.append(("c", int(tid)))
-            else:
-                r.append(("v", term.name))
-        out.append(tuple(r))
-    return out
-
-
-def bgp_vars(triples) -> list[str]:
-    seen: dict[str, None] = {}
-    for t in triples:
-        for term in (t.s, t.p, t.o):
-            if not isinstance(term, Const):
-                seen[term.name] = None
-    return list(seen)
 
 
 def _end(pos, cols, n):
@@ -322,10 +296,12 @@ def _step(cols: dict, n: int, t, graph, max_rows):
 
 def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings | None = None,
             max_rows: int | None = None, check=None, plan_cache: dict | None = None,
-            cache_key=None) -> Bindings:
+            cache_key=None, trace: list | None = None) -> Bindings:
     """Evaluate a BGP over ``graph``. ``seed`` rows (fully bound in the vars the
     BGP shares with it) start the exploration; ``lookup(key) -> id`` maps
-    constants to store ids."""
+    constants to store ids. ``trace`` (EXPLAIN ANALYZE) gets one entry per run:
+    (step order, rows after each step) or (None, rows) for the tuple-at-a-time
+    program."""
     if seed is None:
         seed = Bindings.unit()
     if not triples:
@@ -344,30 +320,36 @@ def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings
                 plan_cache[sk] = hit
             prog = hit[1]
             if prog is not None and not (prog.starts_big and seed.n == 1):
-                return _run_small(prog, seed, graph, max_rows, check)
+                res = _run_small(prog, seed, graph, max_rows, check)
+                if trace is not None:
+                    trace.append((None, res.n))
+                return res
         ck = (cache_key, id(triples), bound)
         entry = plan_cache.get(ck)
-        if entry is not None and entry[3] is not triples:
+        if entry is not None and entry.triples is not triples:
             entry = None
     if entry is None:
-        all_vars = bgp_vars(triples)
-        resolved = resolve(triples, lookup)
-        bound_here = {v for v in bound if v in all_vars}
-        order = plan(resolved, graph, bound_here, float(seed.n)) if resolved is not None else None
-        entry = (all_vars, resolved, order, triples)
+        entry = plan_bgp(triples, graph, lookup, bound, float(seed.n))
         if ck is not None:
             plan_cache[ck] = entry
-    all_vars, resolved, order, _ = entry
+    all_vars, resolved, order = entry.all_vars, entry.resolved, entry.order
     if resolved is None or seed.n == 0:
+        if trace is not None:
+            trace.append((order, [0] * len(order or ())))
         return Bindings.empty(list(seed.cols) + [v for v in all_vars if v not in seed.cols])
     cols = dict(seed.cols)
     n = seed.n
+    sizes = [] if trace is not None else None
     for i in order:
         if check is not None:
             check()
         cols, n = _step(cols, n, resolved[i], graph, max_rows)
+        if sizes is not None:
+            sizes.append(n)
         if n == 0:
             break
+    if sizes is not None:
+        trace.append((order, sizes + [0] * (len(order) - len(sizes))))
     if n == 0:
         names = list(seed.cols) + [v for v in all_vars if v not in seed.cols]
         return Bindings.empty(names)

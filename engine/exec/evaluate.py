@@ -28,7 +28,6 @@ from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded,
 from engine.exec import algebra as A
 from engine.exec.bgp import (
     SMALL_ROWS,
-    bgp_vars,
     candidate_predicates,
     compile_small,
     run_bgp,
@@ -59,6 +58,9 @@ from engine.exec.context import (
 from engine.exec.paths import PathEvaluator
 from engine.exec.result import QueryResult
 from engine.kv.views import EmptyGraph, merged_view
+from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
+from engine.plan.order import bgp_vars
+from engine.plan.planner import QueryPlan, plan_query
 
 ROW = "#row"
 _KEY_OVERHEAD = 120  # str object, dict entry and list slot of one overlay term
@@ -335,56 +337,6 @@ def pattern_vars(node, out: set | None = None) -> set:
     return out
 
 
-def _filter_local(expr, bgp: A.BGP) -> bool:
-    """Whether a filter only reads variables the BGP binds (and has no EXISTS)."""
-    own = set(bgp_vars(bgp.triples))
-
-    def walk(e) -> bool:
-        if isinstance(e, A.Var):
-            return e.name in own
-        if isinstance(e, A.Exists):
-            return False
-        if isinstance(e, (A.Call, A.FunctionCall)):
-            return all(walk(a) for a in e.args)
-        return True
-
-    return walk(expr)
-
-
-def _is_pure_bgp(node) -> bool:
-    return isinstance(node, A.BGP) and len(node.triples) > 0
-
-
-_MERGED: dict[int, tuple[A.Join, A.BGP | None]] = {}
-
-
-def merged_bgp(node: A.Join) -> A.BGP | None:
-    """The one BGP a tree of Joins of BGPs equals, or None.
-
-    Join(BGP1, BGP2) over one graph is BGP(t1 + t2) (blank-node labels cannot
-    be shared between two BGPs, the parser rejects that), and as one BGP the
-    planner may order all steps: ``{ ?a a C . ?b a C } { ?x p ?a } ...`` then
-    starts from the selective patterns instead of building the cross product
-    of the first group. Memoized per node object so the merged BGP keeps its
-    identity (plans are cached by it)."""
-    hit = _MERGED.get(id(node))
-    if hit is not None and hit[0] is node:
-        return hit[1]
-    sides = []
-    for side in (node.left, node.right):
-        if isinstance(side, A.Join):
-            side = merged_bgp(side)
-        if side is None or not _is_pure_bgp(side):
-            sides = None
-            break
-        sides.append(side)
-    out = A.BGP(sides[0].triples + sides[1].triples) if sides else None
-    if len(_MERGED) > 4096:
-        _MERGED.clear()
-    _MERGED[id(node)] = (node, out)
-    return out
-
-
 class Evaluator:
     def __init__(self, ctx: QueryContext, dataset: DatasetView):
         self.ctx = ctx
@@ -417,7 +369,12 @@ class Evaluator:
         if seed is not None and not seed_ok(seed, node.triples):
             res = self._BGP(node, None)
             return join(seed, res, ctx.max_rows)
-        return run_bgp(node.triples, self.graph, ctx.lookup, seed=seed, max_rows=ctx.max_rows,
+        return self._run_bgp(node, node.triples, seed)
+
+    def _run_bgp(self, node, triples, seed: Bindings | None) -> Bindings:
+        """The exploration of ``triples`` for plan node ``node`` (a hook for EXPLAIN ANALYZE)."""
+        ctx = self.ctx
+        return run_bgp(triples, self.graph, ctx.lookup, seed=seed, max_rows=ctx.max_rows,
                        check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
 
     def _PathPattern(self, node: A.PathPattern, seed):
@@ -490,42 +447,42 @@ class Evaluator:
 
     # ---- combinators
     def _Join(self, node: A.Join, seed):
-        ctx = self.ctx
-        merged = merged_bgp(node)
-        if merged is not None:
-            return self.eval(merged, seed)
         left = self.eval(node.left, seed)
         if left.n == 0:
             return Bindings.empty(set(left.cols) | pattern_vars(node.right))
-        if _is_pure_bgp(node.right) and seed_ok(left, node.right.triples):
-            # explore from the left rows (no intermediate join)
-            return run_bgp(node.right.triples, self.graph, ctx.lookup, seed=left, max_rows=ctx.max_rows,
-                           check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
-        r = node.right
-        held = holding(table_bytes(left.n, len(left.cols)))
-        if (isinstance(r, A.Filter) and _is_pure_bgp(r.input) and _filter_local(r.expr, r.input)
-                and seed_ok(left, r.input.triples)):
-            # { ... } { BGP FILTER(f) } with f over the BGP's own variables only:
-            # the filter sees the same values when the BGP explores from the left rows
-            res = run_bgp(r.input.triples, self.graph, ctx.lookup, seed=left, max_rows=ctx.max_rows,
-                          check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
-            return res.mask(self.filter_mask(r.expr, res)) if res.n else res
-        if isinstance(r, A.PathPattern):
-            # the path starts from the left rows' values when they bind an end
-            return self._PathPattern(r, left)
-        with held:
-            right = self.eval(r, seed)
-        return join(left, right, ctx.max_rows)
+        return self._join_eval(left, node.right, seed)
 
-    def _LeftJoin(self, node: A.LeftJoin, seed):
-        ctx = self.ctx
+    def _join_eval(self, left: Bindings, right_node, seed) -> Bindings:
+        with holding(table_bytes(left.n, len(left.cols))):
+            right = self.eval(right_node, seed)
+        return join(left, right, self.ctx.max_rows)
+
+    def _ExploreJoin(self, node: ExploreJoin, seed):
         left = self.eval(node.left, seed)
         if left.n == 0:
             return Bindings.empty(set(left.cols) | pattern_vars(node.right))
-        if _is_pure_bgp(node.right) and seed_ok(left, node.right.triples):
+        if not seed_ok(left, node.bgp.triples):
+            return self._join_eval(left, node.right, seed)
+        # explore from the left rows (no intermediate join)
+        res = self._run_bgp(node, node.bgp.triples, left)
+        if node.expr is not None and res.n:
+            return res.mask(self.filter_mask(node.expr, res))
+        return res
+
+    def _PathJoin(self, node: PathJoin, seed):
+        left = self.eval(node.left, seed)
+        if left.n == 0:
+            return Bindings.empty(set(left.cols) | pattern_vars(node.right))
+        # the path starts from the left rows' values when they bind an end
+        return self._PathPattern(node.right, left)
+
+    def _ExploreLeftJoin(self, node: ExploreLeftJoin, seed):
+        left = self.eval(node.left, seed)
+        if left.n == 0:
+            return Bindings.empty(set(left.cols) | pattern_vars(node.right))
+        if seed_ok(left, node.right.triples):
             tagged = left.with_col("#lrow", np.arange(left.n, dtype=np.int64))
-            res = run_bgp(node.right.triples, self.graph, ctx.lookup, seed=tagged, max_rows=ctx.max_rows,
-                          check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
+            res = self._run_bgp(node, node.right.triples, tagged)
             if node.expr is not None and res.n:
                 keep = self.filter_mask(node.expr, res)
                 res = res.mask(keep)
@@ -540,6 +497,16 @@ class Evaluator:
             out = concat([res if res.n else Bindings.empty(allcols), rest])
             origin = np.concatenate([li, np.flatnonzero(~hit)])
             return out.take(np.argsort(origin, kind="stable"))
+        return self._left_join_eval(node, left, seed)
+
+    def _LeftJoin(self, node: A.LeftJoin, seed):
+        left = self.eval(node.left, seed)
+        if left.n == 0:
+            return Bindings.empty(set(left.cols) | pattern_vars(node.right))
+        return self._left_join_eval(node, left, seed)
+
+    def _left_join_eval(self, node, left: Bindings, seed) -> Bindings:
+        ctx = self.ctx
         with holding(table_bytes(left.n, len(left.cols))):
             right = self.eval(node.right, seed)
         li, ri = join_pairs(left, right, ctx.max_rows, len(left.cols) + len(right.cols))
@@ -763,13 +730,23 @@ def _set_path(path) -> bool:
 
 
 def evaluate_query(query: A.Query, ctx: QueryContext, dataset: DatasetView,
-                   evaluator: Evaluator | None = None) -> QueryResult:
-    """Evaluate a parsed query; ``evaluator`` may be a subclass answering some nodes itself
-    (the incremental core of a continuous query). The query's memory budget
-    is the running one meanwhile (see :mod:`engine.exec.context`)."""
+                   evaluator: Evaluator | None = None, plan: QueryPlan | None = None) -> QueryResult:
+    """Evaluate a parsed query by its plan (``plan``, else the plan memoized for
+    the query object). ``evaluator`` may be a subclass answering some nodes of
+    ``query.pattern`` itself (the incremental core of a continuous query): it
+    identifies them as the parser built them, so it walks the parsed tree (the
+    rewrites only change speed, never answers). The query's memory budget is
+    the running one meanwhile (see :mod:`engine.exec.context`)."""
+    if plan is not None:
+        root = plan.root
+    elif evaluator is not None:
+        root = query.pattern
+    else:
+        root = plan_query(query).root
     token = enter_budget(ctx.memory)
     try:
-        return _evaluate_query(query, ctx, dataset, evaluator)
+        ev = evaluator if evaluator is not None else Evaluator(ctx, dataset)
+        return _evaluate_query(query, ctx, ev, root)
     finally:
         leave_budget(token)
         if evaluator is None:
@@ -778,24 +755,22 @@ def evaluate_query(query: A.Query, ctx: QueryContext, dataset: DatasetView,
             ctx.evaluator = None
 
 
-def _evaluate_query(query: A.Query, ctx: QueryContext, dataset: DatasetView,
-                    evaluator: Evaluator | None) -> QueryResult:
-    ev = evaluator if evaluator is not None else Evaluator(ctx, dataset)
+def _evaluate_query(query: A.Query, ctx: QueryContext, ev: Evaluator, root) -> QueryResult:
     form = query.form
     if form == "ASK":
-        res = ev.eval(query.pattern)
+        res = ev.eval(root)
         return QueryResult(form="ASK", terms=ctx, boolean=res.n > 0)
     if form == "SELECT":
-        res = ev.eval(query.pattern)
+        res = ev.eval(root)
         names = [v.name for v in query.vars]
         cols = [res.col(v) for v in names]
         return QueryResult(form="SELECT", terms=ctx, vars=names, columns=cols, ordered=_has_order(query.pattern),
                            n_rows=res.n)
     if form == "CONSTRUCT":
-        res = ev.eval(query.pattern)
+        res = ev.eval(root)
         return QueryResult(form="CONSTRUCT", terms=ctx, triples=construct(query.template, res, ctx))
     if form == "DESCRIBE":
-        return QueryResult(form="DESCRIBE", terms=ctx, triples=describe(query, ev))
+        return QueryResult(form="DESCRIBE", terms=ctx, triples=describe(query, ev, root))
     raise QueryEvaluationError(f"unknown query form {form}")
 
 
@@ -847,7 +822,7 @@ def _unique_rows(m: np.ndarray) -> np.ndarray:
     return m[first]
 
 
-def describe(query: A.Query, ev: Evaluator) -> np.ndarray:
+def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray:
     """DESCRIBE: for each resource its outgoing triples in the default graph,
     closed over blank-node objects (a concise bounded description without
     reification). Only the default graph of the dataset is described."""
@@ -855,7 +830,7 @@ def describe(query: A.Query, ev: Evaluator) -> np.ndarray:
     ids = []
     res = None
     if any(isinstance(t, A.Var) for t in query.describe) or not query.describe:
-        res = ev.eval(query.pattern)
+        res = ev.eval(query.pattern if root is None else root)
     for t in query.describe:
         if isinstance(t, A.Var):
             c = res.col(t.name)
@@ -902,90 +877,64 @@ def describe(query: A.Query, ev: Evaluator) -> np.ndarray:
 # ---------------------------------------------------------------- fast path
 
 
-class FastSelect:
-    """A SELECT (or ASK) whose pattern is one BGP with constant predicates under
-    Project / Distinct / Reduced / Slice: compiled per snapshot into a
-    tuple-at-a-time program (:class:`engine.exec.bgp.SmallBGP`) that skips the
-    evaluator, the Bindings tables and the numpy calls on tiny arrays. Answers
-    and their order are those of :func:`evaluate_query`."""
+def compile_fast(fast, graph, lookup):
+    """(program, output slots) of a plan's fast path for one snapshot's default
+    graph, or None (see :mod:`engine.plan.planner`)."""
+    prog = compile_small(fast.triples, graph, lookup)
+    if prog is None:
+        return None
+    if fast.names is None:
+        return prog, ()
+    pos = {v: i for i, v in enumerate(prog.slots)}
+    return prog, tuple(pos.get(v) for v in fast.names)
 
-    __slots__ = ("query", "triples", "names", "distinct", "offset", "limit")
 
-    def __init__(self, query, triples, names, distinct, offset, limit):
-        self.query = query
-        self.triples = triples
-        self.names = names
-        self.distinct = distinct
-        self.offset = offset
-        self.limit = limit
+class _GivenBGP(Evaluator):
+    """The ordinary operators over a BGP whose solutions are already known (the
+    fast program's hand-over): the modifiers above it run the general code."""
 
-    @staticmethod
-    def of(query: A.Query) -> FastSelect | None:
-        if query.form not in ("SELECT", "ASK") or (query.dataset is not None
-                                                   and (query.dataset.default or query.dataset.named)):
-            return None
-        node = query.pattern
-        offset, limit, distinct = 0, None, False
-        if isinstance(node, A.Slice):
-            offset, limit, node = node.offset, node.limit, node.input
-        if isinstance(node, (A.Distinct, A.Reduced)):
-            distinct, node = True, node.input
-        names = None
-        if isinstance(node, A.Project):
-            names = [v.name for v in node.vars]
-            node = node.input
-        if not isinstance(node, A.BGP) or not node.triples:
-            return None
-        if query.form == "SELECT":
-            if names is None or names != [v.name for v in query.vars] or not names:
-                return None
-        elif names is not None or distinct or offset or limit is not None:
-            return None
-        if any(not isinstance(t.p, A.Const) for t in node.triples):
-            return None
-        return FastSelect(query, node.triples, names, distinct, offset, limit)
+    def __init__(self, ctx, bgp, res: Bindings):
+        # no super().__init__: ctx is the snapshot's shared term table, left untouched
+        self.ctx = ctx
+        self._bgp = bgp
+        self._res = res
 
-    def compile(self, graph, lookup):
-        """(program, output slots) for one snapshot's default graph, or None."""
-        prog = compile_small(self.triples, graph, lookup)
-        if prog is None:
-            return None
-        if self.names is None:
-            return prog, ()
-        pos = {v: i for i, v in enumerate(prog.slots)}
-        return prog, tuple(pos.get(v) for v in self.names)
+    def eval(self, node, seed=None):
+        if node is self._bgp:
+            return self._res
+        return super().eval(node, seed)
 
-    def run(self, compiled, terms, graph, max_rows: int, check) -> QueryResult:
-        prog, out = compiled
-        rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
-        if k < len(prog.steps):  # the rest runs vectorized
-            res = prog.finish(rows, k, graph, max_rows, check)
-            if self.names is None:
-                return QueryResult(form="ASK", terms=terms, boolean=res.n > 0)
-            res = res.project(self.names)
-            if self.distinct:
-                res = res.distinct()
-            if self.offset or self.limit is not None:
-                res = res.slice(self.offset, self.limit)
-            return QueryResult(form="SELECT", terms=terms, vars=list(self.names),
-                               columns=[res.col(v) for v in self.names], n_rows=res.n)
-        if self.names is None:  # ASK
-            return QueryResult(form="ASK", terms=terms, boolean=len(rows) > 0)
-        n = len(rows)
-        if n == 0:
-            return QueryResult(form="SELECT", terms=terms, vars=list(self.names),
-                               columns=[np.zeros(0, dtype=np.int64) for _ in out], n_rows=0)
-        tcols = list(zip(*rows, strict=True)) if prog.slots else []
-        pcols = [(-1,) * n if i is None else tcols[i] for i in out]
-        if self.distinct and n > 1:
-            prows = dict.fromkeys(zip(*pcols, strict=True))
-            if len(prows) < n:
-                n = len(prows)
-                pcols = list(zip(*prows, strict=True))
-        if self.offset or self.limit is not None:
-            end = None if self.limit is None else self.offset + self.limit
-            pcols = [c[self.offset:end] for c in pcols]
-            n = len(pcols[0])
-        cols = [np.array(c, dtype=np.int64) for c in pcols]
-        return QueryResult(form="SELECT", terms=terms, vars=list(self.names), columns=cols, n_rows=n)
 
+def run_fast(plan: QueryPlan, compiled, terms, graph, max_rows: int, check) -> QueryResult:
+    """Run a plan's fast path. While the solutions stay small the program runs
+    tuple at a time and the projection, DISTINCT and slice are applied to the
+    tuples (building numpy tables for a few rows would cost more than the
+    query); once a step would grow past SMALL_ROWS the rest of the BGP runs
+    vectorized and the operators above it are the general ones. Answers and
+    their order are those of :func:`evaluate_query`."""
+    fast = plan.fast
+    prog, out = compiled
+    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    if k < len(prog.steps):  # the rest runs vectorized
+        res = prog.finish(rows, k, graph, max_rows, check)
+        return _evaluate_query(plan.query, terms, _GivenBGP(terms, fast.bgp, res), plan.root)
+    names = fast.names
+    if names is None:  # ASK
+        return QueryResult(form="ASK", terms=terms, boolean=len(rows) > 0)
+    n = len(rows)
+    if n == 0:
+        return QueryResult(form="SELECT", terms=terms, vars=list(names),
+                           columns=[np.zeros(0, dtype=np.int64) for _ in out], n_rows=0)
+    tcols = list(zip(*rows, strict=True)) if prog.slots else []
+    pcols = [(-1,) * n if i is None else tcols[i] for i in out]
+    if fast.distinct and n > 1:
+        prows = dict.fromkeys(zip(*pcols, strict=True))
+        if len(prows) < n:
+            n = len(prows)
+            pcols = list(zip(*prows, strict=True))
+    if fast.offset or fast.limit is not None:
+        end = None if fast.limit is None else fast.offset + fast.limit
+        pcols = [c[fast.offset:end] for c in pcols]
+        n = len(pcols[0])
+    cols = [np.array(c, dtype=np.int64) for c in pcols]
+    return QueryResult(form="SELECT", terms=terms, vars=list(names), columns=cols, n_rows=n)

@@ -32,7 +32,7 @@ from engine.exec.algebra import (
 )
 from engine.exec.bindings import key_join
 from engine.exec.context import LOCAL_BASE
-from engine.exec.planner import IN, OUT
+from engine.plan.order import IN, OUT
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 

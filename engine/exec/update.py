@@ -28,6 +28,7 @@ from engine.exec import algebra as A
 from engine.exec.bindings import UNBOUND, Bindings
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import Evaluator, QueryContext, make_dataset
+from engine.plan.rewrite import rewrite
 
 _NO_ROWS = np.zeros((0, 3), dtype=np.int64)
 
@@ -305,7 +306,7 @@ class UpdateExecutor:
         else:
             ds = make_dataset(ctx)
         ev = Evaluator(ctx, ds)
-        sol = ev.eval(op.where)
+        sol = ev.eval(rewrite(op.where))
         with_gid = None
         if op.with_iri is not None:
             with_gid = ("iri", op.with_iri)

@@ -37,9 +37,11 @@ import numpy as np
 
 from engine.arrays import unique
 from engine.exec import algebra as A
-from engine.exec.bgp import resolve, run_bgp
+from engine.exec.bgp import run_bgp
 from engine.exec.bindings import Bindings, concat
-from engine.exec.evaluate import Evaluator, _is_pure_bgp, evaluate_query, merged_bgp
+from engine.exec.evaluate import Evaluator, evaluate_query
+from engine.plan.order import resolve
+from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.stream.window_graph import contained, triple_hash
 
 __all__ = ["IncrementalCore", "TripleSet", "find_core"]
@@ -231,7 +233,7 @@ def find_core(query: A.Query):
             return None
     if isinstance(node, A.Join):
         bgp = merged_bgp(node)
-    elif _is_pure_bgp(node):
+    elif is_pure_bgp(node):
         bgp = node
     else:
         return None

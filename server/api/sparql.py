@@ -7,6 +7,7 @@ below call it too, so /docs documents exactly what runs.
 
 from __future__ import annotations
 
+import orjson
 from fastapi import APIRouter, Request, Response
 
 from engine import formats
@@ -107,6 +108,7 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
         else:
             raise HTTPError(415, "unsupported_media_type",
                             f"{ct} is not a query media type; use application/sparql-query or {FORM_TYPE}")
+    explain = explain_mode(params)
     accept = headers.get("accept")
     # ?format= / ?output= override Accept (handy in a browser, and sent by SPARQLWrapper): a
     # shorthand of the format registry ("json" names both SPARQL JSON and JSON-LD, the form picks)
@@ -115,7 +117,7 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     if fmt:
         v = fmt[0].strip().lower()
         accept = formats.format_param(v) or (v if "/" in v else accept)
-    if not _acceptable_at_all(accept):
+    if explain is None and not _acceptable_at_all(accept):  # an explain answers JSON whatever Accept says
         raise not_acceptable(accept, "SELECT")
     dg = iri_params(params, "default-graph-uri")
     ng = iri_params(params, "named-graph-uri")
@@ -126,6 +128,10 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     max_bytes = state.config.max_response_bytes
 
     def work(deadline):
+        if explain is not None:
+            doc = db.explain(text, analyze=explain == "analyze", default_graph_uris=dg, named_graph_uris=ng,
+                             base=base, deadline=deadline)
+            return "EXPLAIN", "application/json", orjson.dumps(doc)
         res = db.query(text, default_graph_uris=dg, named_graph_uris=ng, base=base, deadline=deadline)
         mt = formats.negotiate(accept, res.form)
         if mt is None:
@@ -146,7 +152,9 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
 
     try:
         # long texts have no shape: they never run inline and are not remembered
-        form, mt, body = await state.run(work, query_shape(text), deadline=state.deadline())
+        # explains run in the pool and do not teach the inline cost of the query's shape
+        shape = query_shape(text) if explain is None else None
+        form, mt, body = await state.run(work, shape, deadline=state.deadline())
     except Exception as exc:
         if metrics is not None:
             metrics.query_done("unknown", getattr(exc, "kind", "error"))
@@ -154,6 +162,20 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     if metrics is not None:
         metrics.query_done(form, "ok")
     return Reply(200, body, formats.content_type(mt), {"Vary": "Accept"})
+
+
+def explain_mode(params: dict) -> str | None:
+    """``explain=true`` (the plan instead of the results) or ``explain=analyze``
+    (the plan with per-operator actuals after running the query); None without it."""
+    v = one(params, "explain")
+    if v is None:
+        return None
+    v = v.strip().lower()
+    if v in ("true", "analyze"):
+        return v
+    if v == "false":
+        return None
+    raise HTTPError(400, "bad_request", f"explain must be true, analyze or false, not {v[:64]!r}")
 
 
 # --------------------------------------------------------------------------
@@ -228,6 +250,9 @@ _QUERY_PARAMS = [
     {"name": "format", "in": "query", "required": False, "schema": {"type": "string"},
      "description": "Result format overriding Accept: json, xml, csv, tsv, turtle, nt, nq, jsonld, rdfxml "
                     "(or a media type)."},
+    {"name": "explain", "in": "query", "required": False, "schema": {"type": "string", "enum": ["true", "analyze"]},
+     "description": "Answer the query plan as JSON instead of the results (true), or after running the query "
+                    "with actual rows and time per operator (analyze)."},
     {"name": "named-graph-uri", "in": "query", "required": False,
      "schema": {"type": "array", "items": {"type": "string"}}, "style": "form", "explode": True,
      "description": "IRI of a named graph of the dataset (repeatable)."},

@@ -15,12 +15,17 @@ the history after each step:
 * a step with no bound end is a scan of the predicate index, used only to
   start the exploration (or for a disconnected part).
 
-Plans are cached by the caller (per snapshot and query text).
+The order is chosen from one snapshot's statistics: the executor asks
+:func:`plan_bgp` on the first run of a BGP over a snapshot and keeps the
+:class:`BgpPlan` in the per-snapshot plan cache (``QueryContext.plan_cache``),
+so a commit (new statistics) re-plans; ``explain`` shows the same plan.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from engine.exec.algebra import Const
 
 OUT, IN = 0, 1
 
@@ -97,10 +102,15 @@ def estimate(t: RTriple, bound: set, rows: float, st: _Stats) -> tuple[float, in
 
 def plan(triples: list[RTriple], graph, bound: set, rows: float = 1.0) -> list[int]:
     """Greedy order of the triple indices."""
+    return [i for i, _, _ in ordered(triples, graph, bound, rows)]
+
+
+def ordered(triples: list[RTriple], graph, bound: set, rows: float = 1.0) -> list[tuple[int, float, int]]:
+    """Greedy order as (triple index, estimated rows after the step, class) per step."""
     st = _Stats(graph)
     bound = set(bound)
     left = list(range(len(triples)))
-    order: list[int] = []
+    order: list[tuple[int, float, int]] = []
     while left:
         best = None
         for i in left:
@@ -109,11 +119,65 @@ def plan(triples: list[RTriple], graph, bound: set, rows: float = 1.0) -> list[i
             key = (cls == 2, cls != 0, est)
             if best is None or key < best[0]:
                 best = (key, i, est)
-        _, i, est = best
-        order.append(i)
+        key, i, est = best
+        order.append((i, est, 2 if key[0] else 1 if key[1] else 0))
         left.remove(i)
         rows = max(est, 0.0)
         for pos in triples[i]:
             if pos[0] == "v":
                 bound.add(pos[1])
     return order
+
+
+def resolve(triples, lookup) -> list | None:
+    """Map constants to store ids; None when a constant is absent from the
+    store (no triple can match it)."""
+    out = []
+    for t in triples:
+        r = []
+        for term in (t.s, t.p, t.o):
+            if isinstance(term, Const):
+                tid = lookup(term.key)
+                if tid < 0:
+                    return None
+                r.append(("c", int(tid)))
+            else:
+                r.append(("v", term.name))
+        out.append(tuple(r))
+    return out
+
+
+def bgp_vars(triples) -> list[str]:
+    seen: dict[str, None] = {}
+    for t in triples:
+        for term in (t.s, t.p, t.o):
+            if not isinstance(term, Const):
+                seen[term.name] = None
+    return list(seen)
+
+
+class BgpPlan:
+    """The physical plan of one BGP over one snapshot's graph view, given the
+    variables its seed binds: constants resolved to ids (None: a constant the
+    store does not hold, no solution), the step order and each step's
+    estimate (rows after it) and class (0 prune, 1 expand, 2 scan)."""
+
+    __slots__ = ("triples", "all_vars", "resolved", "order", "estimates", "classes")
+
+    def __init__(self, triples, all_vars, resolved, steps):
+        self.triples = triples
+        self.all_vars = all_vars
+        self.resolved = resolved
+        self.order = [i for i, _, _ in steps] if steps is not None else None
+        self.estimates = [e for _, e, _ in steps] if steps is not None else None
+        self.classes = [c for _, _, c in steps] if steps is not None else None
+
+
+def plan_bgp(triples, graph, lookup, bound, rows: float = 1.0) -> BgpPlan:
+    """Resolve and order a BGP (``bound``: the seed's variables)."""
+    all_vars = bgp_vars(triples)
+    resolved = resolve(triples, lookup)
+    if resolved is None:
+        return BgpPlan(triples, all_vars, None, None)
+    bound_here = {v for v in bound if v in all_vars}
+    return BgpPlan(triples, all_vars, resolved, ordered(resolved, graph, bound_here, rows))

@@ -1,0 +1,97 @@
+"""The plan of a query: the rewritten pattern tree and the fast-path choice.
+
+``plan_query(query)`` is done once per parsed query (the Database caches the
+plan with the parse; other callers get it memoized per query object). The
+BGP step orders are chosen per snapshot (:mod:`engine.plan.order`) because
+they depend on the statistics of the data the query runs on.
+
+The fast path: a SELECT (or ASK) whose planned pattern is one BGP with
+constant predicates under Project / Distinct / Reduced / Slice runs as a
+tuple-at-a-time program compiled once per snapshot
+(:class:`engine.exec.bgp.SmallBGP`, run by :func:`engine.exec.evaluate.run_fast`):
+a selective one-shot query then costs tens of microseconds in process, which
+the operator tree over numpy tables (a few microseconds per numpy call on
+tiny arrays) cannot reach. It applies only to the default dataset.
+"""
+
+from __future__ import annotations
+
+from engine.exec import algebra as A
+from engine.plan.rewrite import rewrite
+
+
+class FastShape:
+    """The fast path's view of a query: the BGP node of the planned tree, the
+    projected names (None: ASK), DISTINCT / REDUCED, OFFSET and LIMIT."""
+
+    __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit")
+
+    def __init__(self, bgp, names, distinct, offset, limit):
+        self.bgp = bgp
+        self.triples = bgp.triples
+        self.names = names
+        self.distinct = distinct
+        self.offset = offset
+        self.limit = limit
+
+
+class QueryPlan:
+    """A parsed query, its planned pattern tree (``root``), the fast path when
+    it qualifies, and the fast program compiled for the last snapshot it ran
+    on (``state``: (snapshot, default graph, (program, slots) or None, term
+    table), managed by the Database)."""
+
+    __slots__ = ("query", "root", "fast", "state")
+
+    def __init__(self, query: A.Query, root, fast: FastShape | None):
+        self.query = query
+        self.root = root
+        self.fast = fast
+        self.state: tuple | None = None
+
+
+def fast_shape(query: A.Query, root) -> FastShape | None:
+    if query.form not in ("SELECT", "ASK") or (query.dataset is not None
+                                               and (query.dataset.default or query.dataset.named)):
+        return None
+    node = root
+    offset, limit, distinct = 0, None, False
+    if isinstance(node, A.Slice):
+        offset, limit, node = node.offset, node.limit, node.input
+    if isinstance(node, (A.Distinct, A.Reduced)):
+        distinct, node = True, node.input
+    names = None
+    if isinstance(node, A.Project):
+        names = [v.name for v in node.vars]
+        node = node.input
+    if not isinstance(node, A.BGP) or not node.triples:
+        return None
+    if query.form == "SELECT":
+        if names is None or names != [v.name for v in query.vars] or not names:
+            return None
+    elif names is not None or distinct or offset or limit is not None:
+        return None
+    if any(not isinstance(t.p, A.Const) for t in node.triples):
+        return None
+    return FastShape(node, names, distinct, offset, limit)
+
+
+def make_plan(query: A.Query) -> QueryPlan:
+    root = rewrite(query.pattern)
+    return QueryPlan(query, root, fast_shape(query, root))
+
+
+_PLANS: dict[int, tuple[A.Query, QueryPlan]] = {}
+
+
+def plan_query(query: A.Query) -> QueryPlan:
+    """The plan of a parsed query, memoized per query object (callers that keep
+    their parsed queries, e.g. continuous queries evaluated at every instant)."""
+    hit = _PLANS.get(id(query))
+    if hit is not None and hit[0] is query:
+        return hit[1]
+    out = make_plan(query)
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[id(query)] = (query, out)  # holds the query: its id cannot be reused meanwhile
+    return out

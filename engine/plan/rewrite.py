@@ -1,0 +1,104 @@
+"""Algebra rewrites, done once per parsed query (the plan is cached with it).
+
+* a tree of Joins of BGPs becomes one BGP: Join(BGP1, BGP2) over one graph is
+  BGP(t1 + t2) (blank-node labels cannot be shared between two BGPs, the
+  parser rejects that), and as one BGP the step order covers all patterns:
+  ``{ ?a a C . ?b a C } { ?x p ?a } ...`` then starts from the selective
+  patterns instead of building the cross product of the first group;
+* Join(left, BGP) and Join(left, BGP FILTER f) with f over the BGP's own
+  variables become :class:`ExploreJoin` (the filter sees the same values when
+  the BGP explores from the left rows), Join(left, path) :class:`PathJoin`,
+  LeftJoin(left, BGP) :class:`ExploreLeftJoin`.
+
+The rewrite returns the same node object wherever nothing below it changed,
+and descends into expressions (EXISTS patterns are rewritten too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from engine.exec import algebra as A
+from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
+from engine.plan.order import bgp_vars
+
+# nodes without patterns or expressions below them
+_LEAVES = (A.Var, A.Const, A.BGP, A.Values, A.TriplePattern, A.PathPattern, str, int, float, bool, type(None))
+
+
+def is_pure_bgp(node) -> bool:
+    return isinstance(node, A.BGP) and len(node.triples) > 0
+
+
+def filter_local(expr, bgp: A.BGP) -> bool:
+    """Whether a filter only reads variables the BGP binds (and has no EXISTS)."""
+    own = set(bgp_vars(bgp.triples))
+
+    def walk(e) -> bool:
+        if isinstance(e, A.Var):
+            return e.name in own
+        if isinstance(e, A.Exists):
+            return False
+        if isinstance(e, (A.Call, A.FunctionCall)):
+            return all(walk(a) for a in e.args)
+        return True
+
+    return walk(expr)
+
+
+def rewrite(node):
+    """The planned form of a pattern (or expression)."""
+    if isinstance(node, _LEAVES):
+        return node
+    if isinstance(node, tuple):
+        items = [rewrite(x) for x in node]
+        return node if all(a is b for a, b in zip(items, node, strict=True)) else tuple(items)
+    if not dataclasses.is_dataclass(node):
+        return node
+    changed = {}
+    for f in dataclasses.fields(node):
+        v = getattr(node, f.name)
+        nv = rewrite(v)
+        if nv is not v:
+            changed[f.name] = nv
+    if changed:
+        node = dataclasses.replace(node, **changed)
+    if isinstance(node, A.Join):
+        left, right = node.left, node.right
+        if is_pure_bgp(left) and is_pure_bgp(right):
+            return A.BGP(left.triples + right.triples)
+        if is_pure_bgp(right):
+            return ExploreJoin(left, right, right)
+        if isinstance(right, A.Filter) and is_pure_bgp(right.input) and filter_local(right.expr, right.input):
+            return ExploreJoin(left, right, right.input, right.expr)
+        if isinstance(right, A.PathPattern):
+            return PathJoin(left, right)
+    elif isinstance(node, A.LeftJoin) and is_pure_bgp(node.right):
+        return ExploreLeftJoin(node.left, node.right, node.expr)
+    return node
+
+
+_MERGED: dict[int, tuple[A.Join, A.BGP | None]] = {}
+
+
+def merged_bgp(node: A.Join) -> A.BGP | None:
+    """The one BGP a tree of Joins of BGPs equals, or None (for callers that
+    read the parsed tree, e.g. the incremental core of a continuous query).
+    Memoized per node object so the merged BGP keeps its identity (plans are
+    cached by it)."""
+    hit = _MERGED.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    sides = []
+    for side in (node.left, node.right):
+        if isinstance(side, A.Join):
+            side = merged_bgp(side)
+        if side is None or not is_pure_bgp(side):
+            sides = None
+            break
+        sides.append(side)
+    out = A.BGP(sides[0].triples + sides[1].triples) if sides else None
+    if len(_MERGED) > 4096:
+        _MERGED.clear()
+    _MERGED[id(node)] = (node, out)
+    return out
