@@ -31,8 +31,9 @@ from __future__ import annotations
 import time
 
 from engine.exec import algebra as A
-from engine.exec.bgp import EmptyGraph, merged_view, run_bgp
+from engine.exec.bgp import run_bgp
 from engine.exec.evaluate import Evaluator, evaluate_query, pattern_vars, run_fast
+from engine.kv.views import EmptyGraph, merged_view
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.order import plan_bgp
 
