@@ -110,9 +110,6 @@ class Bindings:
         first.sort()
         return self.take(first)
 
-    def matrix(self, vars_) -> np.ndarray:
-        return np.stack([self.col(v) for v in vars_], axis=1) if vars_ else np.zeros((self.n, 0), np.int64)
-
 
 def concat(tables: list[Bindings]) -> Bindings:
     """Bag union; a var missing from a table is UNBOUND in its rows."""
@@ -308,10 +305,3 @@ def minus(left: Bindings, right: Bindings) -> Bindings:
             remove[lidx[np.isin(lk, rk)]] = True
     return left.mask(~remove)
 
-
-def semi_mask(left: Bindings, right: Bindings) -> np.ndarray:
-    """For each left row, whether some right row is compatible with it."""
-    li, _ = join_pairs(left, right)
-    hit = np.zeros(left.n, dtype=bool)
-    hit[li] = True
-    return hit

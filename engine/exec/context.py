@@ -128,13 +128,6 @@ def leave_budget(token) -> None:
     _CURRENT.reset(token)
 
 
-def charge(nbytes: int, what: str = "intermediate result") -> None:
-    """Check an allocation of ``nbytes`` against the running query's budget."""
-    b = _CURRENT.get()
-    if b is not None:
-        b.check(nbytes, what)
-
-
 def charge_rows(n_rows: int, n_cols: int, what: str = "intermediate result") -> None:
     """Check a table of ``n_rows`` x ``n_cols`` int64 cells against the budget."""
     b = _CURRENT.get()

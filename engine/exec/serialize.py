@@ -238,11 +238,6 @@ def _json_term(key: str) -> dict:
     return {"type": "literal", "value": lex}
 
 
-def json_term(key: str) -> dict:
-    """SPARQL JSON term object of a key (used by other modules, e.g. SSE)."""
-    return _json_term(key)
-
-
 def sparql_json(result: QueryResult, extra: bytes = b"", max_bytes: int | None = None) -> bytes:
     """SPARQL JSON results; ``extra``: more top-level members, e.g. ``b',"window":{...}'``
     (written in place: a result of megabytes is not copied again to add them)."""

@@ -565,15 +565,6 @@ def format_timezone_duration(tz: int) -> str:
 # ---------------------------------------------------------------- term classes
 
 
-def is_string_literal(t: Term) -> bool:
-    """Simple literal, xsd:string or language-tagged literal."""
-    return isinstance(t, Literal) and (t.datatype == XSD_STRING or t.datatype == RDF_LANGSTRING)
-
-
-def is_simple(t: Term) -> bool:
-    return isinstance(t, Literal) and t.datatype == XSD_STRING
-
-
 # category codes of literals for comparison / ordering
 CAT_NUMERIC, CAT_STRING, CAT_LANG, CAT_BOOLEAN, CAT_DATETIME, CAT_DATE, CAT_OTHER = range(7)
 
