@@ -120,14 +120,14 @@ def graph_id(store: Store, iri: str | None, create: bool) -> int | None:
 
 # ------------------------------------------------------------------ parse + intern
 def read(store: Store, source, format: str | None = None, *, base: str | None = None, lenient: bool = False,
-         name: str | None = None, progress: bool = False, allow_fetch: bool | None = None,
-         report: LoadReport | None = None) -> tuple[np.ndarray, np.ndarray | None, LoadReport]:
+         name: str | None = None, progress: bool = False,
+         allow_fetch: bool | None = None) -> tuple[np.ndarray, np.ndarray | None, LoadReport]:
     """Parse ``source`` (a path, or the data as bytes; ``format`` None: by the path's
     extension) and intern it block by block: (rows (n, 3), gids as in :class:`Interned`,
     report). Nothing is committed."""
     if format is None:
         format = loader.guess_format(os.fspath(source))
-    report = LoadReport() if report is None else report
+    report = LoadReport()
     prefix = bnode_prefix(store)
     row_blocks: list[np.ndarray] = []
     g_blocks: list[np.ndarray | None] = []
@@ -233,7 +233,7 @@ def load(store: Store, source, format: str | None = None, *, media_type: str | N
     return report, created
 
 
-def release_memory() -> None:
+def _release_memory() -> None:
     """Give the parse temporaries back to the OS (arrow pool, glibc arenas)."""
     try:
         pa.default_memory_pool().release_unused()
@@ -262,7 +262,7 @@ def load_file(store: Store, path, graph: str | None = None, format: str | None =
         return load(store, path, fmt, graph=graph, base=base, lenient=lenient, progress=progress,
                     name=os.path.basename(path))[0]
     finally:
-        release_memory()
+        _release_memory()
 
 
 def load_data(store: Store, data: bytes | str, media_type: str, graph: str | None = None,
@@ -274,4 +274,4 @@ def load_data(store: Store, data: bytes | str, media_type: str, graph: str | Non
                     allow_fetch=allow_fetch)[0]
     finally:
         if len(data) > 1 << 20:
-            release_memory()
+            _release_memory()
