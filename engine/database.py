@@ -11,8 +11,8 @@
   per-operator row counts and times (:mod:`engine.plan.explain`).
 * ``update`` runs a whole SPARQL Update request atomically under the store's
   write lock (see :mod:`engine.exec.update`).
-* ``load_file`` / ``load_data`` and the Graph Store operations go through the
-  loaders of :mod:`engine.kv.loader`.
+* ``load_file`` / ``load_data``, the Graph Store operations and updates write
+  through :mod:`engine.io.ingest`, the one write path (parse -> intern -> apply).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from collections import OrderedDict
 
 import numpy as np
 
-from engine.arrays import unique
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
 from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import (
@@ -35,6 +34,7 @@ from engine.exec.evaluate import (
     run_fast,
 )
 from engine.exec.result import QueryResult
+from engine.io import ingest
 from engine.kv.store import Changes, Store
 from engine.plan.planner import QueryPlan, make_plan
 from engine.settings import DEFAULTS
@@ -256,14 +256,10 @@ class Database:
             deadline = time.monotonic() + self.query_timeout
         check = _deadline_check(deadline, self.query_timeout)
         u = parse_update(text, base, check=check)
-        lock = self.store.write_lock
-        if not lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
-            raise QueryTimeout(f"update exceeded its timeout of {self.query_timeout} s waiting for other writes")
-        try:
+        with ingest.write_locked(self.store, deadline, self.query_timeout):
             ex = UpdateExecutor(self.store, base=u.base or base, using=using_graph_uris,
                                 using_named=using_named_graph_uris, allow_load=self.allow_load,
                                 timeout=self.query_timeout, max_rows=self.max_rows,
-                                load_file=self._load_keys_for_update, changes_cls=Changes,
                                 empty_graph=lambda: self.store.snapshot().graph(-2),
                                 deadline=deadline, may_commit=may_commit)
             budget = MemoryBudget(self.query_memory)  # the WHERE parts of DELETE/INSERT too
@@ -274,83 +270,19 @@ class Database:
                 leave_budget(token)
                 if budget.peak > _TRIM_AFTER:
                     release_memory()
-        finally:
-            lock.release()
         self.updates += 1
-
-    def _load_keys_for_update(self, path, base):
-        from engine.kv import loader  # noqa: PLC0415
-
-        prefix = f"L{self.store.next_load_id()}x"
-        pk = loader.parse_to_keys(str(path), loader.guess_format(str(path)), base=base, bnode_prefix=prefix)
-        return list(zip(pk.s.to_pylist(), pk.p.to_pylist(), pk.o.to_pylist(), strict=True))
 
     # ------------------------------------------------------------ loading
     def _graph_id(self, graph: str | None, create: bool) -> int | None:
-        if graph is None:
-            return None
-        key = "<" + graph + ">"
-        if create:
-            return int(self.store.dictionary.encode([key])[0])
-        return int(self.store.dictionary.lookup(key))
-
-    def _parse_rows(self, data, media_type: str, base: str | None) -> list[tuple[int | None, np.ndarray]]:
-        """Parse a payload and intern its terms: [(graph id or None, (n,3) rows)]
-        (quads of N-Quads/TriG keep their graph)."""
-        import pyarrow as pa  # noqa: PLC0415
-
-        from engine.kv import loader  # noqa: PLC0415
-
-        fmt = loader.format_for_media_type(media_type)
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        prefix = f"L{self.store.next_load_id()}x"
-        pk = loader.parse_to_keys(bytes(data), fmt, base=base, bnode_prefix=prefix, name="<data>",
-                                  allow_fetch=self.allow_load)
-        n = len(pk)
-        if n == 0:
-            return []
-        d = self.store.dictionary
-        t = pa.large_string()
-        with self.store.write_lock:
-            ids = np.asarray(d.encode(pa.concat_arrays([pk.s.cast(t), pk.p.cast(t), pk.o.cast(t)])), np.int64)
-            rows = ids.reshape(3, n).T.copy()
-            gids = np.full(n, -1, dtype=np.int64)
-            if pk.g.null_count < n:
-                valid = pk.g.is_valid().to_numpy(zero_copy_only=False)
-                gids[valid] = d.encode(pk.g.filter(pk.g.is_valid()))
-        if (gids < 0).all():
-            return [(None, rows)]
-        return [(None if g < 0 else int(g), rows[gids == g]) for g in unique(gids).tolist()]
+        return ingest.graph_id(self.store, graph, create)
 
     def load_file(self, path, graph: str | None = None, format: str | None = None, base: str | None = None,
                   lenient: bool = False, progress: bool = False):
-        from engine.kv import loader  # noqa: PLC0415
-
-        return loader.load_file(self.store, path, graph=graph, format=format, base=base, lenient=lenient,
+        return ingest.load_file(self.store, path, graph=graph, format=format, base=base, lenient=lenient,
                                 progress=progress)
 
     def load_data(self, data: bytes | str, media_type: str, graph: str | None = None, base: str | None = None):
-        from engine.kv import loader  # noqa: PLC0415
-
-        return loader.load_data(self.store, data, media_type, graph=graph, base=base, allow_fetch=self.allow_load)
-
-    def _commit_rows(self, parts, graph: str | None, replace: bool) -> None:
-        """Add parsed rows (default-graph rows go to ``graph``), optionally
-        replacing ``graph`` first; caller holds the write lock."""
-        ch = Changes()
-        target = self._graph_id(graph, create=True)
-        if replace:
-            ch.drop.add(target)
-        if target is not None:
-            ch.create.add(target)
-        for g, rows in parts:
-            gid = target if g is None else g
-            if gid is not None:
-                ch.create.add(gid)
-            prev = ch.add.get(gid)
-            ch.add[gid] = rows if prev is None else np.concatenate([prev, rows])
-        self.store.commit(ch)
+        return ingest.load_data(self.store, data, media_type, graph=graph, base=base, allow_fetch=self.allow_load)
 
     # ------------------------------------------------------------ Graph Store Protocol
     def graph_get(self, graph: str | None) -> QueryResult:
@@ -374,24 +306,20 @@ class Database:
         return gid is not None and gid >= 0 and gid in self.store.snapshot().named
 
     def graph_put(self, graph: str | None, data, media_type: str, base: str | None = None) -> bool:
-        parts = self._parse_rows(data, media_type, base)
-        with self.store.write_lock:
-            created = not self._exists(graph)
-            self._commit_rows(parts, graph, replace=True)
-        return created
+        """Replace ``graph`` by the payload; True if the graph was created."""
+        return ingest.load(self.store, data, media_type=media_type, graph=graph, replace=True, base=base,
+                           allow_fetch=self.allow_load)[1]
 
     def graph_post(self, graph: str | None, data, media_type: str, base: str | None = None) -> bool:
-        parts = self._parse_rows(data, media_type, base)
-        with self.store.write_lock:
-            created = not self._exists(graph)
-            self._commit_rows(parts, graph, replace=False)
-        return created
+        """Add the payload to ``graph``; True if the graph was created."""
+        return ingest.load(self.store, data, media_type=media_type, graph=graph, base=base,
+                           allow_fetch=self.allow_load)[1]
 
     def graph_delete(self, graph: str | None) -> None:
         with self.store.write_lock:
             if not self._exists(graph):
                 raise NotFound("graph", graph or "default")
-            self.store.commit(Changes(drop={self._graph_id(graph, create=False)}))
+            ingest.apply(self.store, Changes(drop={self._graph_id(graph, create=False)}))
 
     # ------------------------------------------------------------ status
     def status(self) -> dict:

@@ -148,7 +148,7 @@ def test_parser_names(fmt):
         for path in ("x" + ext, "/d.ttl/X" + ext.upper(), "dump" + ext + ".gz", "d.gz/a" + ext + ".GZ"):
             assert F.for_path(path) is fmt
             assert loader.guess_format(path) == fmt.name
-        assert loader._normalize_format(ext[1:]) is fmt
+        assert loader.normalize_format(ext[1:]) is fmt
     # every spelling parses a document the same way
     doc = _sample(fmt)
     n = len(loader.parse_to_keys(doc, fmt.name))

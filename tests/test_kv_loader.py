@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from engine.errors import LoadError
+from engine.io.ingest import load_data, load_file
 from engine.kv import loader
-from engine.kv.loader import load_data, load_file, parse_to_keys
+from engine.kv.loader import parse_to_keys
 from engine.kv.store import Store
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -226,13 +227,9 @@ def test_corrupt_gzip(tmp_path):
 
 def test_truncated_gzip_payload_is_a_load_error():
     """A body that starts like gzip but is cut off is bad input, not a crash."""
-    from engine.errors import LoadError
-    from engine.kv import loader
-    from engine.kv.store import Store
-
     store = Store(shards=1)
     with pytest.raises(LoadError, match="gzip"):
-        loader.load_data(store, b"\x1f\x8b\x08garbage", "application/n-triples")
+        load_data(store, b"\x1f\x8b\x08garbage", "application/n-triples")
     assert store.snapshot().default.n_triples == 0
 
 

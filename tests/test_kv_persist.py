@@ -107,7 +107,7 @@ def test_many_commits_compaction(tmp_path, monkeypatch):
 
 
 def test_loader_into_persistent_store(tmp_path):
-    from engine.kv.loader import load_data
+    from engine.io.ingest import load_data
 
     d = str(tmp_path / "db")
     store = Store(shards=4, data_dir=d)

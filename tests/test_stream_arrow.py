@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from engine.database import Database
+from engine.io import ingest
 from engine.stream.absorb import absorb
 from engine.stream.adaptor import BadArrowBatch
 from engine.stream.ledger import LEDGER_NAME, BatchLedger
@@ -331,7 +332,8 @@ def test_absorb_marks_rows_new_to_the_store(env):
     keys = [db.store.dictionary.keys(r)[2] for r in rows]
     assert dict(zip(keys, new.tolist(), strict=True)) == {iri("b"): False, iri("new1"): True}
     # a stale mark (a commit since the encode that used the fresh term) falls back to the edge test
-    rows, mark = m._ingest.encode(*(pa.array([x]).dictionary_encode() for x in (iri("c"), iri("p"), iri("fresh"))))
+    iv = ingest.intern(db.store, *(pa.array([x]).dictionary_encode() for x in (iri("c"), iri("p"), iri("fresh"))))
+    rows, mark = iv.rows, (iv.first_new, iv.sn)
     db.update(f"INSERT DATA {{ {iri('c')} {iri('p')} {iri('fresh')} }}")
     absorb(db.store, m._absorb_log, rows, np.array([20]), mark)
     assert m._absorb_log._chunks[-1][2].tolist() == [False]

@@ -4,10 +4,11 @@ A request is atomic: its operations run in order against a private *working*
 view of the store (per graph ``GraphIndex.apply`` of the changes so far, so
 each operation sees the effect of the previous ones), while the net effect is
 accumulated per graph (rows added, rows removed, dropped/created). Only when
-every operation succeeded is one ``Changes`` committed; an error leaves the
-store untouched. New terms are interned in the shared (append-only)
-dictionary under the store's write lock, which the caller holds for the
-whole request.
+every operation succeeded is one ``Changes`` committed through
+:func:`engine.io.ingest.apply` (with the request's deadline and commit gate);
+an error leaves the store untouched. New terms are interned in the shared
+(append-only) dictionary by :func:`engine.io.ingest.intern_keys`, under the
+store's write lock, which the caller holds for the whole request.
 
 LOAD reads only local files (``file:`` IRIs or plain paths) and only when the
 database allows it; otherwise it is an error, or a no-op with SILENT.
@@ -28,6 +29,8 @@ from engine.exec import algebra as A
 from engine.exec.bindings import UNBOUND, Bindings
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import Evaluator, QueryContext, make_dataset
+from engine.io import ingest
+from engine.kv.store import Changes
 from engine.plan.rewrite import rewrite
 
 _NO_ROWS = np.zeros((0, 3), dtype=np.int64)
@@ -164,8 +167,8 @@ class WorkingView:
         if len(rest):
             st.added = _unique_rows(np.concatenate([st.added, rest]))
 
-    def changes(self, changes_cls):
-        ch = changes_cls()
+    def changes(self) -> Changes:
+        ch = Changes()
         for gid, st in self.state.items():
             if st.dropped:
                 ch.drop.add(gid)
@@ -188,8 +191,7 @@ class WorkingView:
 
 class UpdateExecutor:
     def __init__(self, store, *, base=None, using=(), using_named=(), allow_load=False, timeout=None,
-                 max_rows=None, load_file=None, changes_cls=None, empty_graph=None, deadline=None,
-                 may_commit=None):
+                 max_rows=None, empty_graph=None, deadline=None, may_commit=None):
         self.store = store
         # one deadline (time.monotonic()) for the whole request, else ``timeout`` from now
         self.deadline = deadline if deadline is not None else (time.monotonic() + timeout if timeout else None)
@@ -200,22 +202,15 @@ class UpdateExecutor:
         self.allow_load = allow_load
         self.timeout = timeout
         self.max_rows = max_rows
-        self.load_file = load_file  # callable(path, base) -> list of (s, p, o) keys
-        self.changes_cls = changes_cls
         self.view = WorkingView(store.snapshot(), empty_graph)
         self.dictionary = store.dictionary
 
     # ---- ids
     def gid(self, iri: str, create: bool = False) -> int:
-        key = "<" + iri + ">"
-        if create:
-            return int(self.dictionary.encode([key])[0])
-        return int(self.dictionary.lookup(key))
+        return ingest.graph_id(self.store, iri, create)
 
     def encode(self, keys: list[str]) -> np.ndarray:
-        if not keys:
-            return np.zeros(0, dtype=np.int64)
-        return np.asarray(self.dictionary.encode(keys), dtype=np.int64)
+        return ingest.intern_keys(self.store, keys)
 
     def target_gids(self, target: A.GraphTarget) -> list:
         if target.kind == "DEFAULT":
@@ -245,11 +240,8 @@ class UpdateExecutor:
                 raise
         if not self.view.dirty:
             return None
-        changes = self.view.changes(self.changes_cls)
-        self.check()
-        if self.may_commit is not None and not self.may_commit():
-            raise QueryTimeout(f"update exceeded its timeout of {self.timeout} s")
-        return self.store.commit(changes)
+        return ingest.apply(self.store, self.view.changes(), deadline=self.deadline, may_commit=self.may_commit,
+                            timeout=self.timeout)
 
     def apply(self, op):
         meth = getattr(self, "_" + type(op).__name__)
@@ -464,7 +456,8 @@ class UpdateExecutor:
         if not path.is_file():
             raise UpdateError(f"LOAD: no such file {path}")
         try:
-            triples = self.load_file(path, src)
+            # every statement goes to the target graph (quads lose their graph)
+            rows, _, _ = ingest.read(self.store, str(path), base=src)
         except JindouError:
             raise
         except Exception as e:  # noqa: BLE001 - any parser failure is a load error
@@ -472,5 +465,4 @@ class UpdateExecutor:
         gid = None if op.into is None else self.gid(op.into, create=True)
         if gid is not None:
             self.view.create(gid)
-        flat = [k for t in triples for k in t]
-        self.view.add(gid, _rows(self.encode(flat)))
+        self.view.add(gid, rows)

@@ -1,4 +1,4 @@
-"""Bulk loaders: RDF files / payloads -> key columns -> ids -> one atomic commit.
+"""Parsers: RDF files / payloads -> key columns (the parse stage of :mod:`engine.io.ingest`).
 
 * N-Triples / N-Quads: vectorized with pyarrow. The input is cut into chunks
   of whole lines; each chunk becomes one ``large_string`` array of lines
@@ -16,11 +16,11 @@ may fetch (a JSON-LD context next to the file). RDF/XML DTDs are checked before
 parsing (:func:`check_xml_prolog`): no external or nested entities, bounded
 expansion.
 
-A load is atomic: the whole input is parsed and encoded first and committed
-with one :meth:`engine.kv.store.Store.commit`; a syntax error raises
-:class:`engine.errors.LoadError` (source name and 1-based line) and commits
-nothing. With ``lenient=True`` bad statements are skipped and reported.
-Blank node labels are made unique per load (``_:b0`` of two loads differ).
+A syntax error raises :class:`engine.errors.LoadError` (source name and
+1-based line); with ``lenient=True`` bad statements are skipped and reported.
+Blank node labels get the caller's ``bnode_prefix`` (unique per load: see
+:func:`engine.io.ingest.bnode_prefix`). Interning and committing are
+:mod:`engine.io.ingest`'s.
 """
 
 from __future__ import annotations
@@ -43,31 +43,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import formats
-from engine.arrays import unique
 from engine.errors import LoadError
-from engine.kv.store import Changes, Store
 from engine.terms import XSD_DECIMAL, XSD_INTEGER, XSD_STRING, canonical_key, iri_key, literal_key
 
 __all__ = [
-    "LoadReport",
     "ParsedKeys",
-    "load_file",
-    "load_data",
+    "iter_parse",
+    "normalize_format",
     "parse_to_keys",
     "guess_format",
     "format_for_media_type",
 ]
 
-_MAX_ERRORS = 1000  # errors kept in a report (all are counted in ``skipped``)
+MAX_ERRORS = 1000  # errors kept in a report (all are counted in ``skipped``)
 _CHUNK_BYTES = 16 << 20
-
-
-@dataclass
-class LoadReport:
-    triples: int = 0  # statements accepted (before set de-duplication)
-    skipped: int = 0  # bad statements skipped (lenient)
-    errors: list[tuple[int, str]] = field(default_factory=list)  # (1-based line, message)
-    graphs: list[str | None] = field(default_factory=list)  # graphs written: IRI / key, None = default
 
 
 @dataclass
@@ -108,7 +97,7 @@ def format_for_media_type(media_type: str) -> str:
     return f.name
 
 
-def _normalize_format(fmt: str) -> formats.Format:
+def normalize_format(fmt: str) -> formats.Format:
     """A format given as a name, a media type or an extension (with or without the dot)."""
     f = fmt.lower().lstrip(".")
     found = _readable(formats.by_name(f) or formats.for_media_type(f.split(";")[0].strip())
@@ -678,7 +667,7 @@ def iter_parse(source, format: str, *, base: str | None = None, lenient: bool = 
     None = only for a path (the operator's own file), never for bytes (a
     client's payload; the server passes its ``--allow-load`` setting).
     """
-    fmt = _normalize_format(format)
+    fmt = normalize_format(format)
     if allow_fetch is None:
         allow_fetch = not isinstance(source, bytes | bytearray | memoryview)
     stream, display, size = _open_source(source)
@@ -715,7 +704,7 @@ def parse_lines(stream, fmt: formats.Format, *, display: str, base: str | None, 
                 r = rows[0]
                 raise LoadError(bad[r], source=display, line=first + r)
             for r in rows:
-                if n_err < _MAX_ERRORS:
+                if n_err < MAX_ERRORS:
                     errors.append((first + r, bad[r]))
                 n_err += 1
         if bar is not None:
@@ -755,117 +744,5 @@ def parse_to_keys(source, format: str, *, base: str | None = None, lenient: bool
         cat([b.o for b in blocks]),
         cat([b.g for b in blocks]),
         skipped=sum(b.skipped for b in blocks),
-        errors=[e for b in blocks for e in b.errors][:_MAX_ERRORS],
+        errors=[e for b in blocks for e in b.errors][:MAX_ERRORS],
     )
-
-
-# ------------------------------------------------------------------ loading into a store
-def _load(store: Store, source, fmt: str, graph: str | None, base: str | None, lenient: bool,
-          progress: bool, name: str | None, allow_fetch: bool | None = None) -> LoadReport:
-    prefix = f"L{store.next_load_id()}x"
-    d = store.dictionary
-    report = LoadReport()
-    target = None
-    row_blocks: list[np.ndarray] = []
-    g_blocks: list[np.ndarray] = []
-    if graph is not None:
-        with store.write_lock:
-            target = int(d.encode([iri_key(graph)])[0])
-    for block in iter_parse(source, fmt, base=base, lenient=lenient, bnode_prefix=prefix,
-                            name=name, progress=progress, allow_fetch=allow_fetch):
-        report.skipped += block.skipped
-        report.errors.extend(block.errors[: max(0, _MAX_ERRORS - len(report.errors))])
-        n = len(block)
-        if n == 0:
-            continue
-        with store.write_lock:
-            ids = np.concatenate([d.encode(block.s), d.encode(block.p), d.encode(block.o)])
-            gcol = block.g
-            gids = np.full(n, -1, dtype=np.int64)
-            if gcol.null_count < n:
-                valid = gcol.is_valid().to_numpy(zero_copy_only=False)
-                gids[valid] = d.encode(gcol.filter(gcol.is_valid()))
-        rows = ids.reshape(3, n).T
-        if target is not None:
-            gids[gids < 0] = target
-        row_blocks.append(rows)
-        g_blocks.append(gids)
-        report.triples += n
-    changes = Changes()
-    if target is not None:
-        changes.create.add(target)
-    graphs: set[int | None] = set()
-    if row_blocks:
-        rows = np.concatenate(row_blocks) if len(row_blocks) > 1 else row_blocks[0]
-        gids = np.concatenate(g_blocks) if len(g_blocks) > 1 else g_blocks[0]
-        if (gids < 0).all():
-            changes.add[None] = rows
-            graphs.add(None)
-        else:
-            for gv in unique(gids).tolist():
-                sel = gids == gv
-                key = None if gv < 0 else gv
-                changes.add[key] = rows[sel]
-                graphs.add(key)
-                if key is not None:
-                    changes.create.add(key)
-    if target is not None:
-        graphs.add(target)
-    with store.write_lock:
-        store.commit(changes)
-        names = []
-        for gv in graphs:
-            if gv is None:
-                names.append(None)
-            else:
-                k = d.key(gv)
-                names.append(k[1:-1] if k.startswith("<") else k)
-    report.graphs = sorted(names, key=lambda x: (x is not None, x or ""))
-    return report
-
-
-def _release_memory() -> None:
-    """Give the parse temporaries back to the OS (arrow pool, glibc arenas)."""
-    try:
-        pa.default_memory_pool().release_unused()
-    except Exception:  # noqa: BLE001
-        pass
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except Exception:  # noqa: BLE001
-            pass
-
-
-def load_file(store: Store, path, graph: str | None = None, format: str | None = None,
-              base: str | None = None, lenient: bool = False, progress: bool = False) -> LoadReport:
-    """Load one RDF file into ``store`` atomically (see module docstring).
-
-    ``graph``: IRI of the target graph for default-graph statements (None =
-    default graph); quads of N-Quads/TriG keep their own graph."""
-    path = os.fspath(path)
-    fmt = _normalize_format(format).name if format else guess_format(path)
-    if not os.path.exists(path):
-        raise LoadError("file not found", source=path)
-    if base is None:  # (line formats have no relative IRIs and ignore it)
-        base = "file://" + os.path.abspath(path)
-    try:
-        return _load(store, path, fmt, graph, base, lenient, progress, os.path.basename(path))
-    finally:
-        _release_memory()
-
-
-def load_data(store: Store, data: bytes | str, media_type: str, graph: str | None = None,
-              base: str | None = None, lenient: bool = False, allow_fetch: bool = False) -> LoadReport:
-    """Load an in-memory payload (``media_type`` like ``text/turtle``) atomically;
-    its parser fetches nothing unless ``allow_fetch``."""
-    fmt = format_for_media_type(media_type)
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    try:
-        return _load(store, bytes(data), fmt, graph, base, lenient, False, "<data>", allow_fetch)
-    finally:
-        if len(data) > 1 << 20:
-            _release_memory()

@@ -5,6 +5,9 @@ publishes it with one reference assignment, so readers holding an older
 snapshot are never disturbed. Commits are copy-on-write per (graph,
 predicate): only the predicates a commit touches get new CSR arrays.
 
+Writers do not call ``commit`` themselves: they go through the one write path,
+:func:`engine.io.ingest.apply`.
+
 With ``data_dir`` the store is persistent (see :mod:`engine.kv.persist`): a
 commit writes new segment files and atomically switches the manifest before
 the new snapshot is published.

@@ -17,6 +17,7 @@ import threading
 
 import numpy as np
 
+from engine.io import ingest
 from engine.kv.store import Changes
 
 __all__ = ["AbsorbLog", "absorb", "commit_absorbed", "rows_in"]
@@ -122,8 +123,8 @@ def rows_in(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def commit_absorbed(store, rows: np.ndarray) -> None:
     """The store write of absorption: ``rows`` (n, 3) ids into the default graph, one atomic
-    commit. Caller holds ``store.write_lock``."""
-    store.commit(Changes(add={None: rows}))
+    commit through the one write path. Caller holds ``store.write_lock``."""
+    ingest.apply(store, Changes(add={None: rows}))
 
 
 def absorb(store, log: AbsorbLog, rows: np.ndarray, tau: np.ndarray, mark: tuple[int, int] | None = None) -> None:

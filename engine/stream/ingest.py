@@ -6,8 +6,8 @@ worker) thread, kept short:
 1. a batch id the ledger holds for the stream answers ``duplicate`` at once (nothing parsed);
 2. parse (:mod:`engine.stream.adaptor`; blank node labels scoped to the POST, like a loaded
    file); a flood of late elements is refused before interning;
-3. intern the terms in the store's dictionary (:meth:`Ingestor.encode`: each distinct key of a
-   dictionary column once);
+3. intern the terms in the store's dictionary (:func:`engine.io.ingest.intern`, the one write
+   path's: each distinct key of a dictionary column once);
 4. under the stream's lock: admit the timestamps (:class:`~engine.stream.progress.StreamClock`:
    late elements become per-line errors), append one batch to the stream's transient store,
    absorb its timeless triples (:func:`engine.stream.absorb.absorb`, one store commit per POST,
@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import pyarrow as pa
 
+from engine.io import ingest as write_path
 from engine.stream.absorb import AbsorbLog, absorb
 from engine.stream.adaptor import ParsedLines, parse_graph, split_elements, timeless_mask
 from engine.stream.ledger import BatchLedger, check_batch_id, duplicate
@@ -51,27 +51,6 @@ class Ingestor:
     def _published(self, st: StreamEntry) -> None:
         self.reg.publish(st)
         self.reg.progress_changed()
-
-    # -- interning -----------------------------------------------------------------
-    def encode(self, s: pa.Array, p: pa.Array, o: pa.Array) -> tuple[np.ndarray, tuple[int, int]]:
-        """(n, 3) int64 ids, interning missing terms (dictionary columns: each distinct key once),
-        and ``(first id interned here, store snapshot number)`` for :func:`~engine.stream.absorb.absorb`."""
-        n = len(s)
-        store = self.db.store
-        d = store.dictionary
-        rows = np.empty((n, 3), dtype=np.int64)
-        with store.write_lock:
-            mark = (len(d), store.snapshot().sn)
-            if n == 0:
-                pass
-            elif all(isinstance(c, pa.DictionaryArray) for c in (s, p, o)):
-                for j, c in enumerate((s, p, o)):
-                    rows[:, j] = d.encode(c)
-            else:
-                t = pa.large_string()
-                ids = np.asarray(d.encode(pa.concat_arrays([s.cast(t), p.cast(t), o.cast(t)])), dtype=np.int64)
-                rows.T[:] = ids.reshape(3, n)
-        return rows, mark
 
     # -- one batch -----------------------------------------------------------------
     def store_batch(self, st: StreamEntry, rows: np.ndarray, tau: np.ndarray,
@@ -173,10 +152,11 @@ class Ingestor:
         dup = duplicate(self.ledger, st.name, batch_id, st.sclock.peek())   # a re-delivery interns nothing
         if dup is not None:
             return dup
-        parsed = parse(st, f"L{self.db.store.next_load_id()}x")
+        parsed = parse(st, write_path.bnode_prefix(self.db.store))
         if st.clock != ARRIVAL and len(parsed):   # refuse a flood of late elements before interning
             self.check_late(parsed, st.sclock.peek())
-        rows, mark = self.encode(parsed.s, parsed.p, parsed.o)
+        iv = write_path.intern(self.db.store, parsed.s, parsed.p, parsed.o)
+        rows, mark = iv.rows, (iv.first_new, iv.sn)   # mark: absorb()'s edge-test skip
         with st.lock:
             dup = duplicate(self.ledger, st.name, batch_id, st.sclock.peek())   # a concurrent delivery
             if dup is not None:
@@ -200,9 +180,10 @@ class Ingestor:
         dup = duplicate(self.ledger, st.name, batch_id, st.sclock.peek())
         if dup is not None:
             return dup
-        prefix = f"L{self.db.store.next_load_id()}x"
+        prefix = write_path.bnode_prefix(self.db.store)
         pk = parse_graph(data, media_type, bnode_prefix=prefix)   # LoadError: nothing stored
-        rows, mark = self.encode(pk.s, pk.p, pk.o)
+        iv = write_path.intern(self.db.store, pk.s, pk.p, pk.o)
+        rows, mark = iv.rows, (iv.first_new, iv.sn)
         n = len(rows)
         with st.lock:
             dup = duplicate(self.ledger, st.name, batch_id, st.sclock.peek())
