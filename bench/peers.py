@@ -605,7 +605,7 @@ def parse_bench(text: str, n_jindou: int = 2000, n_rdflib: int = 100) -> dict:
     """Median parse time (ms) of one query: Jindou's parser vs rdflib prepareQuery."""
     out: dict = {}
     try:
-        from engine.exec.parser import parse_query
+        from engine.sparql.parser import parse_query
 
         out["jindou_ms"] = _median_ms(lambda: parse_query(text), 20, n_jindou)
     except Exception as e:

@@ -44,8 +44,8 @@ import pyarrow as pa
 
 from engine import terms
 from engine.errors import QuerySyntaxError
-from engine.exec import algebra as A
-from engine.exec.parser import parse_query
+from engine.sparql import algebra as A
+from engine.sparql.parser import parse_query
 
 XSD = terms.XSD
 _RANK = {"integer": 0, "long": 0, "int": 0, "short": 0, "byte": 0, "nonNegativeInteger": 0,

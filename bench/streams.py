@@ -236,7 +236,7 @@ class BenchQuery:
 
     @property
     def window_spec(self) -> str:
-        from engine.exec.csparql import format_duration  # noqa: PLC0415
+        from engine.sparql.csparql import format_duration  # noqa: PLC0415
         specs = []
         for s, r in self.q.windows.items():
             st = self.q.steps[s]

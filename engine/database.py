@@ -71,7 +71,7 @@ class Database:
 
     # ------------------------------------------------------------ parsing
     def _parse(self, text: str, base: str | None, deadline: float | None = None):
-        from engine.exec.parser import parse_query  # noqa: PLC0415
+        from engine.sparql.parser import parse_query  # noqa: PLC0415
 
         k = (text, base)
         with self._lock:
@@ -249,8 +249,8 @@ class Database:
         """``deadline`` (time.monotonic()) covers parsing, waiting for the write lock
         and evaluation; ``may_commit()`` is asked once right before the commit
         (False: the caller gave up, nothing is applied)."""
-        from engine.exec.parser import parse_update  # noqa: PLC0415
         from engine.exec.update import UpdateExecutor  # noqa: PLC0415
+        from engine.sparql.parser import parse_update  # noqa: PLC0415
 
         if deadline is None and self.query_timeout:
             deadline = time.monotonic() + self.query_timeout

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine.exec.aggregates import aggregate
-from engine.exec.algebra import Aggregate, Var
+from engine.sparql.algebra import Aggregate, Var
 from engine.terms import XSD
 from tests.test_functions import DB, FALSE, TRUE, D, I, MemCtx, S, typed
 

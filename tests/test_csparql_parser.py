@@ -1,4 +1,4 @@
-"""Tests of the C-SPARQL continuous-query parser (engine/exec/csparql.py)."""
+"""Tests of the C-SPARQL continuous-query parser (engine/sparql/csparql.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import QuerySyntaxError
-from engine.exec import algebra as A
-from engine.exec.csparql import (
+from engine.sparql import algebra as A
+from engine.sparql.csparql import (
     ContinuousQuery,
     StreamRef,
     format_duration,
@@ -20,7 +20,7 @@ from engine.exec.csparql import (
     is_continuous,
     parse_continuous,
 )
-from engine.exec.parser import parse_query
+from engine.sparql.parser import parse_query
 from engine.stream.windows import Window
 
 EX = "http://ex.org/"

@@ -124,7 +124,7 @@ def test_snapshot_isolation():
     snap = db.store.snapshot()
     db.update(P + "INSERT DATA { :a :p :c }")
     from engine.exec.evaluate import QueryContext, evaluate_query, make_dataset
-    from engine.exec.parser import parse_query
+    from engine.sparql.parser import parse_query
 
     ctx = QueryContext(snap)
     res = evaluate_query(parse_query(P + "SELECT * WHERE { ?s ?p ?o }"), ctx, make_dataset(ctx))

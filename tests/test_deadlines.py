@@ -15,7 +15,7 @@ import requests
 
 from engine.database import Database
 from engine.errors import QueryTimeout
-from engine.exec.parser import parse_query, parse_update
+from engine.sparql.parser import parse_query, parse_update
 
 E = "http://ex.org/"
 TIMEOUT = 2.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine.database import Database
-from engine.exec import algebra as A
 from engine.plan.order import plan
+from engine.sparql import algebra as A
 
 DATA = """
 @prefix : <http://ex.org/> .

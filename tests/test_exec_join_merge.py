@@ -50,8 +50,8 @@ def test_joined_bgps_are_planned_together_and_match_oracle():
 
 
 def test_merge_keeps_plan_identity():
-    from engine.exec.parser import parse_query
     from engine.plan.rewrite import merged_bgp
+    from engine.sparql.parser import parse_query
 
     q = parse_query("SELECT * WHERE { ?a <http://e/p> ?b { ?b <http://e/q> ?c } }")
     join = q.pattern.input if hasattr(q.pattern, "input") else q.pattern

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from engine.exec import values as V
-from engine.exec.algebra import BGP, Call, Const, Exists, FunctionCall, Var
 from engine.exec.context import LOCAL_BASE
 from engine.exec.functions import eval_expr, eval_filter, order_permutation, resolve_iri, xpath_regex
+from engine.sparql.algebra import BGP, Call, Const, Exists, FunctionCall, Var
 from engine.terms import XSD, from_key, literal_key, to_key
 
 XI = XSD + "integer"

@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.database import Database
-from engine.exec.algebra import Const, TriplePattern, Var
 from engine.exec.bgp import compile_small, run_bgp
 from engine.kv import partition
 from engine.kv.api import IN, OUT, GraphReader, PredColumns, ShardReader, ShardWriter, TermDictionary
@@ -23,6 +22,7 @@ from engine.kv.dictionary import Dictionary
 from engine.kv.graph import GraphIndex, empty_graph
 from engine.kv.shard import Shard
 from engine.kv.views import EmptyGraph, MergedGraph, merged_view
+from engine.sparql.algebra import Const, TriplePattern, Var
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -6,9 +6,9 @@ import pytest
 
 from engine import terms
 from engine.errors import QuerySyntaxError
-from engine.exec import algebra as A
-from engine.exec.parser import parse_query, parse_update, resolve_iri
-from engine.exec.tokenizer import tokenize
+from engine.sparql import algebra as A
+from engine.sparql.parser import parse_query, parse_update, resolve_iri
+from engine.sparql.tokenizer import tokenize
 
 EX = "http://ex.org/"
 P = f"PREFIX : <{EX}> "

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from engine import terms
 from engine.errors import QuerySyntaxError
-from engine.exec import algebra as A
-from engine.exec.parser import parse_query, parse_update
+from engine.sparql import algebra as A
+from engine.sparql.parser import parse_query, parse_update
 
 EX = "http://ex.org/"
 VAR_NAMES = ["a", "b", "c", "d", "e", "x1", "long_name"]

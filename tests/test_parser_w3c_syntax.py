@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from engine.errors import QuerySyntaxError
-from engine.exec.parser import parse_query, parse_update
+from engine.sparql.parser import parse_query, parse_update
 
 ROOT = Path("/work/shared/w3c-sparql/sparql/sparql11")
 MANIFESTS = [

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from engine.database import Database
-from engine.exec import algebra as A
 from engine.exec.evaluate import DatasetView, QueryContext, evaluate_query
-from engine.exec.parser import parse_query
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.planner import QueryPlan, make_plan, plan_query
 from engine.plan.rewrite import rewrite
+from engine.sparql import algebra as A
+from engine.sparql.parser import parse_query
 
 P = "PREFIX : <http://ex.org/> "
 

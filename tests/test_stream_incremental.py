@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.database import Database
-from engine.exec.parser import parse_query
+from engine.sparql.parser import parse_query
 from engine.stream.incremental import IncrementalCore, TripleSet, find_core
 from engine.stream.manager import StreamManager
 from tests.test_continuous_oracle import END, EX, S1, S2, gen_query, gen_static, gen_stream

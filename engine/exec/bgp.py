@@ -29,11 +29,11 @@ import numpy as np
 
 from engine.arrays import unique
 from engine.errors import RowBudgetExceeded
-from engine.exec.algebra import Const, TriplePattern
 from engine.exec.bindings import UNBOUND, Bindings, concat
 from engine.exec.context import charge_rows, current_budget, holding, table_bytes
 from engine.kv.shard import has_neighbour
 from engine.plan.order import IN, OUT, bgp_vars, plan, plan_bgp, resolve
+from engine.sparql.algebra import Const, TriplePattern
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _PRUNE_BY_EXPAND_DEGREE = 4.0

@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from engine.errors import MemoryBudgetExceeded
-from engine.exec.algebra import Pattern
+from engine.sparql.algebra import Pattern
 
 UNBOUND = -1
 LOCAL_BASE = 1 << 40  # ids of terms a query computed that the store does not hold

@@ -25,7 +25,6 @@ import pyarrow as pa
 
 from engine.arrays import unique
 from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded, UnsupportedError
-from engine.exec import algebra as A
 from engine.exec.bgp import (
     SMALL_ROWS,
     candidate_predicates,
@@ -61,6 +60,7 @@ from engine.kv.views import EmptyGraph, merged_view
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.order import bgp_vars
 from engine.plan.planner import QueryPlan, plan_query
+from engine.sparql import algebra as A
 
 ROW = "#row"
 _KEY_OVERHEAD = 120  # str object, dict entry and list slot of one overlay term

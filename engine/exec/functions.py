@@ -39,10 +39,10 @@ import re2
 from engine.arrays import unique
 from engine.errors import UnsupportedError
 from engine.exec import values as V
-from engine.exec.algebra import Call, Const, Exists, FunctionCall, Var
 from engine.exec.context import StringMeter
 from engine.exec.values import ERR, ExprError, Num
 from engine.iri import resolve_iri
+from engine.sparql.algebra import Call, Const, Exists, FunctionCall, Var
 from engine.terms import (
     FALSE_KEY,
     IRI,

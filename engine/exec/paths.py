@@ -20,7 +20,10 @@ import numpy as np
 
 from engine.arrays import unique
 from engine.errors import QueryEvaluationError, RowBudgetExceeded
-from engine.exec.algebra import (
+from engine.exec.bindings import key_join
+from engine.exec.context import LOCAL_BASE
+from engine.plan.order import IN, OUT
+from engine.sparql.algebra import (
     PathAlt,
     PathInv,
     PathLink,
@@ -30,9 +33,6 @@ from engine.exec.algebra import (
     PathZeroOrMore,
     PathZeroOrOne,
 )
-from engine.exec.bindings import key_join
-from engine.exec.context import LOCAL_BASE
-from engine.plan.order import IN, OUT
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 

@@ -25,13 +25,13 @@ import numpy as np
 
 from engine.arrays import unique
 from engine.errors import JindouError, QueryTimeout, UpdateError
-from engine.exec import algebra as A
 from engine.exec.bindings import UNBOUND, Bindings
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import Evaluator, QueryContext, make_dataset
 from engine.io import ingest
 from engine.kv.store import Changes
 from engine.plan.rewrite import rewrite
+from engine.sparql import algebra as A
 
 _NO_ROWS = np.zeros((0, 3), dtype=np.int64)
 

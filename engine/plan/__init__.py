@@ -1,4 +1,4 @@
-"""The plan stage: parse (``engine.exec.parser``) -> plan (here) -> execute (``engine.exec``).
+"""The plan stage: parse (``engine.sparql.parser``) -> plan (here) -> execute (``engine.exec``).
 
 * :mod:`engine.plan.rewrite` -- algebra rewrites done once per parsed query (joins of
   BGPs merged, joins that explore from the left rows, filter placement) into the

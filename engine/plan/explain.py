@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import time
 
-from engine.exec import algebra as A
 from engine.exec.bgp import run_bgp
 from engine.exec.evaluate import Evaluator, evaluate_query, pattern_vars, run_fast
 from engine.kv.views import EmptyGraph, merged_view
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.order import plan_bgp
+from engine.sparql import algebra as A
 
 EXPLAIN_VALUES = ("true", "analyze")
 _STEP = {0: "prune", 1: "expand", 2: "scan"}

@@ -1,5 +1,5 @@
 """Plan operators the rewrites put into the algebra tree (the executor runs
-them next to the algebra nodes of :mod:`engine.exec.algebra`).
+them next to the algebra nodes of :mod:`engine.sparql.algebra`).
 
 Each keeps the pattern it replaces (``right``): when the run-time condition
 of the faster execution does not hold (the left rows leave a shared variable
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.exec import algebra as A
+from engine.sparql import algebra as A
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.exec.algebra import Const
+from engine.sparql.algebra import Const
 
 OUT, IN = 0, 1
 

@@ -16,8 +16,8 @@ tiny arrays) cannot reach. It applies only to the default dataset.
 
 from __future__ import annotations
 
-from engine.exec import algebra as A
 from engine.plan.rewrite import rewrite
+from engine.sparql import algebra as A
 
 
 class FastShape:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.exec import algebra as A
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.order import bgp_vars
+from engine.sparql import algebra as A
 
 # nodes without patterns or expressions below them
 _LEAVES = (A.Var, A.Const, A.BGP, A.Values, A.TriplePattern, A.PathPattern, str, int, float, bool, type(None))

@@ -35,13 +35,13 @@ import numpy as np
 import orjson
 
 from engine.arrays import unique
-from engine.exec import algebra as A
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import serialize, sparql_json
 from engine.formats import NTRIPLES
 from engine.kv.views import EmptyGraph, merged_view
+from engine.sparql import algebra as A
 from engine.stream.absorb import AbsorbLog
 from engine.stream.incremental import IncrementalCore
 from engine.stream.transient import TransientStore

@@ -36,12 +36,12 @@ import time
 import numpy as np
 
 from engine.arrays import unique
-from engine.exec import algebra as A
 from engine.exec.bgp import run_bgp
 from engine.exec.bindings import Bindings, concat
 from engine.exec.evaluate import Evaluator, evaluate_query
 from engine.plan.order import resolve
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
+from engine.sparql import algebra as A
 from engine.stream.window_graph import contained, triple_hash
 
 __all__ = ["IncrementalCore", "TripleSet", "find_core"]

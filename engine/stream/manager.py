@@ -33,9 +33,9 @@ import numpy as np
 import pyarrow as pa
 
 from engine.errors import Category, JindouError, NotFound, QueryEvaluationError
-from engine.exec.csparql import parse_continuous
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI
 from engine.settings import DEFAULTS
+from engine.sparql.csparql import parse_continuous
 from engine.stream.absorb import AbsorbLog
 from engine.stream.adaptor import parse_arrow, parse_ndjson
 from engine.stream.continuous import BoundWindow, InstantEvaluator, WindowCache

@@ -30,7 +30,7 @@ from collections.abc import Callable
 import numpy as np
 
 from engine.errors import JindouError, NotFound
-from engine.exec.csparql import format_window
+from engine.sparql.csparql import format_window
 from engine.stream.adaptor import normalize_absorb
 from engine.stream.continuous import BoundWindow, InstantEvaluator
 from engine.stream.limits import ABSORB_MAX, IRI_MAX, BadRequest, check_name, check_time, shorten

@@ -17,7 +17,7 @@
 All times are integer milliseconds (Python ints; these helpers allow any; the API admits
 [0, 2^53-1], see :mod:`engine.stream.limits`).
 :class:`Window` is the one window type: the C-SPARQL parser
-(:mod:`engine.exec.csparql`) produces it, the :class:`Trigger` steps by it and the transient
+(:mod:`engine.sparql.csparql`) produces it, the :class:`Trigger` steps by it and the transient
 store (:mod:`engine.stream.transient`) reads its ranges. The bounds of a time window
 (:func:`time_bounds`, :func:`leaves_at`) and the brute-force selections here
 (:func:`time_window_mask`, :func:`count_window_slice`) define the semantics; the transient

@@ -1,6 +1,6 @@
 """SPARQL algebra: the contract between the parser and the executor.
 
-The parser (``engine.exec.parser``) turns query text into these nodes,
+The parser (``engine.sparql.parser``) turns query text into these nodes,
 following the translation of SPARQL 1.1 section 18.2 (group graph patterns ->
 Join/LeftJoin/Filter/Union/Minus/Extend/Graph; aggregates -> Group; solution
 modifiers -> OrderBy/Project/Distinct/Reduced/Slice). The executor

@@ -42,9 +42,9 @@ import re
 from dataclasses import dataclass
 
 from engine.errors import QuerySyntaxError
-from engine.exec import algebra as A
-from engine.exec.parser import _Parser
-from engine.exec.tokenizer import decode_codepoints
+from engine.sparql import algebra as A
+from engine.sparql.parser import _Parser
+from engine.sparql.tokenizer import decode_codepoints
 from engine.stream.limits import MAX_DURATION_MS, MAX_TRIPLES, NAME_MAX
 from engine.stream.windows import DEFAULT_COUNT_STEP_MS, Window
 

@@ -1,5 +1,5 @@
 """SPARQL 1.1 query/update parser: recursive descent over the tokenizer's
-output, translating straight into ``engine.exec.algebra`` (SPARQL 1.1 §18.2).
+output, translating straight into ``engine.sparql.algebra`` (SPARQL 1.1 §18.2).
 
 Public API::
 
@@ -16,9 +16,9 @@ import re
 
 from engine import terms
 from engine.errors import QuerySyntaxError
-from engine.exec import algebra as A
-from engine.exec.tokenizer import decode_codepoints, line_col, tokenize
 from engine.iri import resolve_iri
+from engine.sparql import algebra as A
+from engine.sparql.tokenizer import decode_codepoints, line_col, tokenize
 
 __all__ = ["parse_query", "parse_update", "resolve_iri"]
 
