@@ -155,8 +155,13 @@ class HttpInjector:
             report["errors"] += [dict(e, line=int(e["line"]) + lo) for e in doc.get("errors") or []]
             report["duplicate"] = report["duplicate"] and bool(doc.get("duplicate"))
             # a duplicate part is one the server applied before (its first answer did not
-            # reach us, or the job crashed before counting it): its rows are delivered
-            report["delivered"] += (hi - lo) if doc.get("duplicate") else int(doc.get("accepted", 0))
+            # reach us, or the job crashed before counting it): the server repeats what it
+            # accepted then ("original"; a server without it: all its rows count)
+            if doc.get("duplicate"):
+                first = doc.get("original") or {}
+                report["delivered"] += int(first.get("accepted", hi - lo))
+            else:
+                report["delivered"] += int(doc.get("accepted", 0))
             report["progress"] = doc.get("progress")
         return report
 

@@ -56,7 +56,7 @@ def test_arrow_post_and_batch_id(srv):
         r = c.post("/streams/s", content=body, headers={**ARROW, "Batch-Id": "b-1"})
         assert r.status_code == 202
         assert r.json() == {"accepted": 0, "rejected": 0, "errors": [], "progress": 2014,
-                            "duplicate": True, "batch_id": "b-1"}
+                            "duplicate": True, "batch_id": "b-1", "original": {"accepted": 5, "rejected": 0}}
         # ?batch= is the same id space, also for ndjson bodies
         r = c.post("/streams/s?batch=b-1", content=b'{"s":"<a:x>","p":"<a:p>","o":"<a:y>","t":3000}\n',
                    headers={"Content-Type": "application/x-ndjson"})

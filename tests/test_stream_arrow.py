@@ -203,7 +203,7 @@ def test_duplicate_batches_change_nothing(env):
     other = table([(iri("new"), iri("p"), iri("fresh"), 99)])
     r2 = m.ingest_arrow("s", other, batch_id="k1")
     assert r2 == {"accepted": 0, "rejected": 0, "errors": [], "progress": 12, "duplicate": True,
-                  "batch_id": "k1"}
+                  "batch_id": "k1", "original": {"accepted": 3, "rejected": 0}}
     assert counters(m, "s") == info and len(db.store.dictionary) == n_terms
     assert db.store.snapshot().sn == sn
     # ids are per stream and shared by the ndjson and graph paths
@@ -337,3 +337,44 @@ def test_absorb_marks_rows_new_to_the_store(env):
     db.update(f"INSERT DATA {{ {iri('c')} {iri('p')} {iri('fresh')} }}")
     absorb(db.store, m._absorb_log, rows, np.array([20]), mark)
     assert m._absorb_log._chunks[-1][2].tolist() == [False]
+
+
+def test_duplicate_answer_repeats_the_first_outcome_across_a_restart(tmp_path):
+    """A re-delivered batch is answered with what its first delivery was answered
+    (accepted and rejected rows), also after a restart, so a re-sender counts it once."""
+    from engine.database import Database
+    from engine.stream.manager import StreamManager
+
+    path = str(tmp_path / "db")
+    db = Database(shards=2, data_dir=path)
+    m = StreamManager(db, data_dir=path)
+    m.register_stream("s", EX + "s", absorb="all")
+    rows = [(iri("a"), iri("p"), iri("o1"), 10), (iri("a b"), iri("p"), iri("o2"), 10),
+            (iri("a"), iri("p"), iri("o3"), 10)]
+    first = m.ingest_arrow("s", table(rows), batch_id="b-1")
+    assert (first["accepted"], first["rejected"]) == (2, 1)
+    again = m.ingest_arrow("s", table(rows), batch_id="b-1")
+    assert again["duplicate"] is True and again["accepted"] == 0
+    assert again["original"] == {"accepted": 2, "rejected": 1}
+    m.close()
+    db.close()
+
+    db = Database(shards=2, data_dir=path)
+    m = StreamManager(db, data_dir=path)
+    try:
+        again = m.ingest_arrow("s", table(rows), batch_id="b-1")
+        assert again["duplicate"] is True and again["original"] == {"accepted": 2, "rejected": 1}
+    finally:
+        m.close()
+        db.close()
+
+
+def test_ledger_reads_journals_without_outcomes(tmp_path):
+    with open(tmp_path / LEDGER_NAME, "wb") as f:
+        f.write(b'{"s": "a", "b": "old"}\n{"s": "a", "b": "new", "a": 3, "r": 0}\n')
+    led = BatchLedger(str(tmp_path))
+    try:
+        assert led.seen("a", "old") and led.outcome("a", "old") is None
+        assert led.outcome("a", "new") == (3, 0)
+    finally:
+        led.close()

@@ -163,7 +163,8 @@ class Ingestor:
                 return dup
             report = self.admit_rows(st, parsed, rows, mark)
             if batch_id is not None:
-                self.ledger.record(st.name, batch_id, durable=report.pop("_absorbed"))
+                self.ledger.record(st.name, batch_id, durable=report.pop("_absorbed"),
+                                   accepted=report["accepted"], rejected=report["rejected"])
                 report["duplicate"] = False
                 report["batch_id"] = batch_id
             else:
@@ -214,7 +215,7 @@ class Ingestor:
             progress = st.sclock.peek()
             report = {"accepted": n, "rejected": 0, "errors": [], "progress": progress}
             if batch_id is not None:
-                self.ledger.record(st.name, batch_id, durable=absorbed)
+                self.ledger.record(st.name, batch_id, durable=absorbed, accepted=n, rejected=0)
                 report.update(duplicate=False, batch_id=batch_id)
         return report
 

@@ -52,27 +52,47 @@ def duplicate(ledger: BatchLedger, stream: str, batch_id: str | None, progress: 
     """The answer for a batch already applied to ``stream`` (nothing changes), else None."""
     if batch_id is None or not ledger.seen(stream, batch_id):
         return None
-    return {"accepted": 0, "rejected": 0, "errors": [], "progress": progress,
-            "duplicate": True, "batch_id": batch_id}
+    doc = {"accepted": 0, "rejected": 0, "errors": [], "progress": progress, "duplicate": True,
+           "batch_id": batch_id}
+    first = ledger.outcome(stream, batch_id)
+    if first is not None:   # what the first delivery was answered: a re-sender counts it once
+        doc["original"] = {"accepted": first[0], "rejected": first[1]}
+    return doc
+
+
+def _outcome(accepted, rejected) -> tuple[int, int] | None:
+    if isinstance(accepted, int) and isinstance(rejected, int) and not isinstance(accepted, bool) \
+            and not isinstance(rejected, bool):
+        return accepted, rejected
+    return None
+
+
+def _line(stream: str, batch_id: str, outcome: tuple[int, int] | None) -> bytes:
+    rec = {"s": stream, "b": batch_id}
+    if outcome is not None:
+        rec["a"], rec["r"] = outcome
+    return orjson.dumps(rec) + b"\n"
 
 
 class _Recent:
-    """The most recent ``limit`` ids of one stream: O(1) membership, insert and eviction."""
+    """The most recent ``limit`` ids of one stream with the (accepted, rejected) counts of
+    their first delivery (None when unknown: journals written before they were kept):
+    O(1) membership, insert and eviction."""
 
     __slots__ = ("limit", "order", "members")
 
     def __init__(self, limit: int):
         self.limit = limit
         self.order: collections.deque[str] = collections.deque()
-        self.members: set[str] = set()
+        self.members: dict[str, tuple[int, int] | None] = {}
 
-    def add(self, bid: str) -> None:
+    def add(self, bid: str, outcome: tuple[int, int] | None = None) -> None:
         if bid in self.members:
             return
         self.order.append(bid)
-        self.members.add(bid)
+        self.members[bid] = outcome
         while len(self.order) > self.limit:
-            self.members.discard(self.order.popleft())
+            self.members.pop(self.order.popleft(), None)
 
 
 class BatchLedger:
@@ -119,9 +139,10 @@ class BatchLedger:
                 bid = rec["b"]
                 if not isinstance(bid, str):
                     raise TypeError("batch id")
+                outcome = _outcome(rec.get("a"), rec.get("r"))
             except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
                 raise RegistryError(f"batch id journal {self.path} line {no} is invalid: {e}") from e
-            self._recent(name).add(bid)
+            self._recent(name).add(bid, outcome)
         self._lines = len(lines)
         if torn.strip():   # rewrite without the torn tail, so later appends start on a fresh line
             self._compact_locked(reopen=False)
@@ -137,16 +158,25 @@ class BatchLedger:
             r = self._ids.get(stream)
             return r is not None and batch_id in r.members
 
+    def outcome(self, stream: str, batch_id: str) -> tuple[int, int] | None:
+        """(accepted, rejected) of the batch's first delivery, None if unknown."""
+        with self._lock:
+            r = self._ids.get(stream)
+            return None if r is None else r.members.get(batch_id)
+
     def count(self, stream: str) -> int:
         with self._lock:
             r = self._ids.get(stream)
             return 0 if r is None else len(r.order)
 
-    def record(self, stream: str, batch_id: str, durable: bool = False) -> None:
-        """Remember an applied batch; ``durable``: fsync the journal (its data is in the store)."""
+    def record(self, stream: str, batch_id: str, durable: bool = False, accepted: int | None = None,
+               rejected: int | None = None) -> None:
+        """Remember an applied batch and what it was answered; ``durable``: fsync the
+        journal (its data is in the store)."""
+        outcome = _outcome(accepted, rejected)
         with self._lock:
-            self._recent(stream).add(batch_id)
-            self._write(orjson.dumps({"s": stream, "b": batch_id}) + b"\n", durable)
+            self._recent(stream).add(batch_id, outcome)
+            self._write(_line(stream, batch_id, outcome), durable)
 
     def forget(self, stream: str) -> None:
         """A deleted stream: its ids no longer apply (a new stream of that name starts empty)."""
@@ -175,7 +205,7 @@ class BatchLedger:
         n = 0
         for name, r in self._ids.items():
             for bid in r.order:
-                out += orjson.dumps({"s": name, "b": bid}) + b"\n"
+                out += _line(name, bid, r.members.get(bid))
                 n += 1
         if reopen and self._f is not None:
             self._f.close()
