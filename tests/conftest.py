@@ -55,6 +55,18 @@ def env():
     m.close()
 
 
+@pytest.fixture
+def listener():
+    """A recording HTTP listener on 127.0.0.1 (must not be contacted by parsers); closed after."""
+    from tests.support.http_listener import Listener  # noqa: PLC0415
+
+    li = Listener()
+    try:
+        yield li
+    finally:
+        li.close()
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -114,17 +114,6 @@ def test_store_errors(clean_server, method, query, kwargs, status):
 
 
 # ------------------------------------------------------------------ no fetching, no entity expansion
-@pytest.fixture
-def listener():
-    from tests.support.http_listener import Listener
-
-    li = Listener()
-    try:
-        yield li
-    finally:
-        li.close()
-
-
 LD = {"Content-Type": "application/ld+json"}
 XML = {"Content-Type": "application/rdf+xml"}
 

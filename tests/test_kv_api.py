@@ -23,6 +23,7 @@ from engine.kv.graph import GraphIndex, empty_graph
 from engine.kv.shard import Shard
 from engine.kv.views import EmptyGraph, MergedGraph, merged_view
 from engine.sparql.algebra import Const, TriplePattern, Var
+from tests.support.graph_model import model_expand
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -96,18 +97,6 @@ def test_implementations_satisfy_the_protocols():
 _triples = st.sets(st.tuples(st.integers(0, 60), st.integers(0, 3), st.integers(0, 60)), max_size=150)
 
 
-def _model_expand(model, pid, direction, vids):
-    rows, nbrs = [], []
-    for i, v in enumerate(vids):
-        if direction == OUT:
-            nb = sorted(o for s, p, o in model if p == pid and s == v)
-        else:
-            nb = sorted(s for s, p, o in model if p == pid and o == v)
-        rows += [i] * len(nb)
-        nbrs += nb
-    return rows, nbrs
-
-
 def _check_reader(g, model, probes, objs, parts=None):
     """``parts``: the triple sets a merge is made of (its counts are their sums)."""
     parts = [model] if parts is None else parts
@@ -132,14 +121,14 @@ def _check_reader(g, model, probes, objs, parts=None):
             arr = np.array(vids, dtype=np.int64)
             for direction in (OUT, IN):
                 r, nb = g.expand(pid, direction, arr)
-                assert (r.tolist(), nb.tolist()) == _model_expand(model, pid, direction, vids)
+                assert (r.tolist(), nb.tolist()) == model_expand(model, pid, direction, vids)
             c = g.contains(pid, arr, np.array((objs * 6)[:len(vids)], dtype=np.int64))
             assert c.tolist() == [(v, pid, w) in model for v, w in zip(vids, (objs * 6)[:len(vids)], strict=True)]
         for direction in (OUT, IN):
             f = g.local_lookup(pid, direction)
             if f is not None:
                 for v in probes:
-                    assert f(v).tolist() == _model_expand(model, pid, direction, [v])[1]
+                    assert f(v).tolist() == model_expand(model, pid, direction, [v])[1]
 
 
 @settings(max_examples=40, deadline=None)

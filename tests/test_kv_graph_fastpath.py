@@ -14,6 +14,7 @@ from engine.kv import graph as graph_mod
 from engine.kv import partition
 from engine.kv import shard as shard_mod
 from engine.kv.graph import IN, OUT, empty_graph
+from tests.support.graph_model import model_expand
 
 # ids up to 200 with a few hubs; predicates 0..2
 _edges = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 2), st.integers(0, 200)), max_size=120)
@@ -51,18 +52,6 @@ def _set_mode(monkeypatch, mode):
     monkeypatch.setattr(shard_mod, "_DENSE_SLOTS_PER_KEY", per_key)
     monkeypatch.setattr(shard_mod, "_DENSE_MIN_SLOTS", min_slots)
     monkeypatch.setattr(shard_mod, "_SORT_PROBES", sort_from)
-
-
-def _expected_expand(model, pid, direction, probe):
-    rows, nbrs = [], []
-    for i, v in enumerate(probe):
-        if direction == OUT:
-            nb = sorted(o for s, p, o in model if p == pid and s == v)
-        else:
-            nb = sorted(s for s, p, o in model if p == pid and o == v)
-        rows += [i] * len(nb)
-        nbrs += nb
-    return rows, nbrs
 
 
 def _run_all(g, probe, objs):
@@ -106,7 +95,7 @@ def test_fast_paths_match_model_and_general_path(n_shards, edges, hubs, probe, d
     pl, ol = probe.tolist(), objs.tolist()
     for pid in range(4):
         for direction in (OUT, IN):
-            r, nb = _expected_expand(model, pid, direction, pl)
+            r, nb = model_expand(model, pid, direction, pl)
             assert base[i] == (r, nb)
             i += 1
         assert base[i] == [(a, pid, b) in model for a, b in zip(pl, ol, strict=True)]
@@ -181,5 +170,5 @@ def test_int64_ids_across_int32_max(edges, probe, n_shards):
     for mode, res in results.items():
         assert res == results["general"], mode
     pl = probe.tolist()
-    r, nb = _expected_expand(model, 0, OUT, pl)
+    r, nb = model_expand(model, 0, OUT, pl)
     assert results["general"][0] == (r, nb)

@@ -12,16 +12,7 @@ import pytest
 
 from engine.errors import LoadError
 from engine.kv import loader
-from tests.support.http_listener import CTX, Listener, closed_port
-
-
-@pytest.fixture
-def listener():
-    li = Listener()
-    try:
-        yield li
-    finally:
-        li.close()
+from tests.support.http_listener import CTX, closed_port
 
 
 def jsonld_bodies(url: str) -> dict[str, dict]:

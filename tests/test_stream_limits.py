@@ -28,14 +28,6 @@ ABSURD = [TIME_MAX + 1, 99999999999999999999999, 2**63 - 1, 2**64, -1, -(2**63),
           "5", None]
 
 
-@pytest.fixture
-def env():
-    db = Database(shards=1)
-    m = StreamManager(db)
-    yield db, m
-    m.close()
-
-
 def line(s, o, t) -> bytes:
     return orjson.dumps({"s": f"<{EX}{s}>", "p": f"<{EX}p>", "o": o, "t": t})
 

@@ -7,21 +7,10 @@ import threading
 import time
 
 import orjson
-import pytest
 
-from engine.database import Database
 from engine.stream.limits import TIME_MAX
-from engine.stream.manager import StreamManager
 
 EX = "http://ex.org/"
-
-
-@pytest.fixture
-def env():
-    db = Database(shards=1)
-    m = StreamManager(db)
-    yield db, m
-    m.close()
 
 
 def nd(*rows) -> bytes:

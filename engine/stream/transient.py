@@ -300,20 +300,9 @@ class TransientStore:
         self._tail += m
 
     def _make_room(self, n: int) -> int:
-        """Ensure ``n`` triples fit; returns the capacity of the new slice needed (0 if none)."""
-        room = 0
-        if self._slices:
-            last = self._slices[-1]
-            room = last.capacity - last.fill
-        need = n - room
-        if need <= 0:
-            return 0
-        cap = max(self.slice_triples, need)
-        used = self.slice_bytes
-        if used + cap * BYTES_PER_TRIPLE <= self.budget_bytes:
-            return cap
-        if self.horizon is not None:
-            self._gc_locked(self.horizon())
+        """Ensure ``n`` triples fit; returns the capacity of the new slice needed (0 if none).
+        A full budget is first relieved by a GC up to the readers' horizon."""
+        for attempt in range(2):
             room = 0
             if self._slices:
                 last = self._slices[-1]
@@ -322,9 +311,12 @@ class TransientStore:
             if need <= 0:
                 return 0
             cap = max(self.slice_triples, need)
-            used = self.slice_bytes
-            if used + cap * BYTES_PER_TRIPLE <= self.budget_bytes:
+            if self.slice_bytes + cap * BYTES_PER_TRIPLE <= self.budget_bytes:
                 return cap
+            if attempt or self.horizon is None:
+                break
+            self._gc_locked(self.horizon())
+        used = self.slice_bytes
         if used + need * BYTES_PER_TRIPLE <= self.budget_bytes:
             return need
         raise TransientStoreFull(self.name, need * BYTES_PER_TRIPLE, used, self.budget_bytes)
