@@ -31,6 +31,7 @@ API runs unchanged; only where the partitions live differs.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -64,6 +65,11 @@ _START_TIMEOUT = 60.0
 _PING_EVERY = 0.5
 _PING_TIMEOUT = 2.0
 _CALL_TIMEOUT = 600.0
+#: a dead worker this process started is restarted after this many seconds, doubling
+#: (to _RESTART_MAX) while it keeps failing: a crash loop never spins, and the down
+#: state is visible in /status meanwhile
+_RESTART_AFTER = 1.0
+_RESTART_MAX = 30.0
 
 
 class ClusterSnapshot(Snapshot):
@@ -110,6 +116,8 @@ class _Worker:
         self.desc: dict = {}
         self.transport = None
         self.restarts = 0
+        self.down_since = 0.0
+        self.backoff = _RESTART_AFTER
         self.replay: tuple[dict, object, int] | None = None  # (prepare header, rows table, sn)
         self.status: dict = {}
 
@@ -189,6 +197,7 @@ class ClusterStore:
         except BaseException:
             self.close()
             raise
+        atexit.register(self.close)
         self._monitor = threading.Thread(target=self._watch, name="jindou-cluster-monitor", daemon=True)
         self._monitor.start()
 
@@ -256,14 +265,15 @@ class ClusterStore:
                     return
                 if w.state == "up":
                     dead = w.proc is not None and w.proc.poll() is not None
-                    if not dead and ping and w.proc is None:
+                    if not dead and ping:
                         try:
                             w.status = w.client.action("status", timeout=_PING_TIMEOUT)
                         except WorkerUnavailable:
                             dead = True
                     if dead:
                         self._mark_down(w, "down")
-                if w.state == "down" and w.data_dir is not None and self.restart:
+                if (w.state == "down" and w.data_dir is not None and self.restart
+                        and now - w.down_since >= w.backoff):
                     self._recover(w)
                 elif w.state == "down" and w.proc is None and ping:
                     self._recover(w)  # a --cluster worker: try it again (the operator restarts it)
@@ -272,6 +282,7 @@ class ClusterStore:
         with self._lock:
             if w.state != "down":
                 log.warning("store worker %s is %s", w.address, why)
+                w.down_since = time.monotonic()
             w.state = "down"
             w.why = why
 
@@ -307,6 +318,7 @@ class ClusterStore:
                 self._snapshot = self._build(sn, self._snapshot)
                 w.state = "up"
                 w.why = ""
+                w.backoff = _RESTART_AFTER
                 log.warning("store worker %s is up again (version %d)", w.address, sn)
             except WorkerUnavailable as e:
                 w.state = "down"
@@ -315,6 +327,10 @@ class ClusterStore:
                 w.state = "down"
                 w.why = f"recovery failed: {type(e).__name__}"
                 log.exception("recovery of store worker %s failed", w.address)
+            finally:
+                if w.state != "up":
+                    w.down_since = time.monotonic()
+                    w.backoff = min(_RESTART_MAX, w.backoff * 2)
 
     def _require_up(self) -> None:
         for w in self.workers:
@@ -450,15 +466,11 @@ class ClusterStore:
 
     # ------------------------------------------------------------ status
     def workers_status(self) -> list[dict]:
+        """Per worker: address, pid, state (up / down / recovering / starting), partitions,
+        triples, resident memory, requests served (as of the last ping), version."""
         out = []
         for w in self.workers:
-            st = dict(w.status)
-            if w.state == "up" and w.proc is not None:
-                try:
-                    st = w.client.action("status", timeout=_PING_TIMEOUT)
-                    w.status = st
-                except WorkerUnavailable:
-                    pass
+            st = w.status  # refreshed by the supervisor every _PING_EVERY seconds
             out.append({
                 "address": w.address, "pid": st.get("pid", w.desc.get("pid")), "state": w.state,
                 **({"why": w.why} if w.why else {}),
