@@ -315,7 +315,7 @@ class ClusterStore:
                     w.why = f"stale (holds version {have}, the cluster is at {sn})"
                     return
                 w.replay = None
-                self._snapshot = self._build(sn, self._snapshot)
+                self._snapshot = self._build(sn)
                 w.state = "up"
                 w.why = ""
                 w.backoff = _RESTART_AFTER
@@ -348,28 +348,33 @@ class ClusterStore:
     def _keep(self) -> list[int]:
         return sorted({s.sn for s in list(self._live)})
 
-    def _build(self, sn: int, prev: ClusterSnapshot | None = None) -> ClusterSnapshot:
+    def _build(self, sn: int) -> ClusterSnapshot:
         """The snapshot at ``sn`` from every worker's current description."""
         per_worker = [w.transport.shards(w.desc, self.n_shards) for w in self.workers]
-        default = self._graph(-1, per_worker, prev.default if prev is not None else None)
-        named = {}
-        for g in sorted(self._graph_ids):
-            old = prev.named.get(g) if prev is not None else None
-            named[g] = self._graph(g, per_worker, old)
+        default = self._graph(-1, per_worker, sn)
+        named = {g: self._graph(g, per_worker, sn) for g in sorted(self._graph_ids)}
         snap = ClusterSnapshot(sn, self.dictionary, default, named, self._empty)
         self._live.add(snap)
         return snap
 
-    def _graph(self, g: int, per_worker: list, old: GraphIndex | None) -> GraphIndex:
+    def _graph(self, g: int, per_worker: list, sn: int) -> GraphIndex:
+        """Graph ``g`` at version ``sn``: a new index (fork-join names its version) over
+        the transports' shards (which keep unchanged segments and their tables)."""
         shards = []
         for k, w in enumerate(self.workers):
             sh = per_worker[k].get(g, {}).get(w.no)
             shards.append(sh if sh is not None else self._empty.shards[k])
-        if old is not None and all(a is b for a, b in zip(old.shards, shards, strict=True)):
-            return old
         gi = GraphIndex(shards)
         gi.cluster = self
+        gi.cluster_sn = sn
+        gi.cluster_gid = g
         return gi
+
+    @property
+    def transport_kind(self) -> str:
+        """The transport the workers are read with (the fork-join cost model's input)."""
+        t = self.workers[0].transport
+        return t.name if t is not None else "flight"
 
     # ------------------------------------------------------------ writes
     def next_load_id(self) -> int:
@@ -453,7 +458,7 @@ class ClusterStore:
                 self.plan.advance(self.vts.stable())
             self._graph_ids = self._graph_ids_after(changes)
             if all(w.state == "up" for w in self.workers):
-                snap = self._build(sn, cur)
+                snap = self._build(sn)
             else:
                 # a worker died between the phases: its share waits for its recovery;
                 # until then reads fail (503) and the others serve nothing half-done
