@@ -144,6 +144,7 @@ class ClusterStore:
         self._lock = threading.Lock()  # worker states
         self._live: weakref.WeakSet = weakref.WeakSet()
         self._graph_ids: set[int] = set()
+        self._batch_seq: dict[str, int] = {}
         self._own_tmp: str | None = None
         meta_dir = None
         if data_dir is not None:
@@ -417,9 +418,13 @@ class ClusterStore:
             sn = cur.sn + 1
             if self._persist is not None:
                 self._write_meta(cur.sn)  # the terms first: worker data must never name unknown ids
-            origin = dict(changes.origin or {})
-            for stream, batch in origin.items():
-                self.plan.assign(stream, int(batch))
+            # the coordinator numbers each stream's batches itself (the dispatcher of
+            # Wukong+S 4.3): increasing within the stream whatever the caller's counters
+            origin = {}
+            for stream in (changes.origin or {}):
+                origin[stream] = self._batch_seq.get(stream, self.vts.value(stream) or 0) + 1
+                self._batch_seq[stream] = origin[stream]
+                self.plan.assign(stream, origin[stream])
             header = {"sn": sn, "base": cur.sn,
                       "drop": [-1 if g is None else int(g) for g in changes.drop],
                       "create": sorted(int(g) for g in changes.create), "origin": origin}
