@@ -484,7 +484,7 @@ class ClusterStore:
             out.append({
                 "address": w.address, "pid": st.get("pid", w.desc.get("pid")), "state": w.state,
                 **({"why": w.why} if w.why else {}),
-                "partitions": list(w.desc.get("owned", [w.no])), "triples": st.get("triples", w.desc.get("triples")),
+                "partitions": list(w.desc.get("owned", [w.no])), "triples": w.desc.get("triples", st.get("triples")),  # as of its last commit
                 "rss_bytes": st.get("rss_bytes"), "requests": st.get("requests"), "version": w.desc.get("sn"),
                 "transport": w.transport.name if w.transport is not None else None, "restarts": w.restarts,
                 "vts": w.desc.get("vts", {}),
