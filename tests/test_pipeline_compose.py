@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tomllib
+import sys
 import zipfile
 from pathlib import Path
 
@@ -123,6 +123,8 @@ def _dockerfile_copies(path: Path) -> dict[str, str]:
 def test_cluster_topology(compose):
     """The coordinator's cluster file is in the image and names each worker service at the port it
     listens on; every worker keeps its partitions in a volume of its own."""
+    from engine.cluster.coordinator import read_cluster_file
+
     from server.cli import build_parser
 
     svc = compose["services"]
@@ -132,14 +134,19 @@ def test_cluster_topology(compose):
     local = REPO / src / cluster.removeprefix(copies[src].rstrip("/") + "/")
     assert local.is_file(), f"{cluster} is not in the image"
     assert "pipeline" in copies                     # the jindou image has every package pyproject names
-    addresses = [w["address"] for w in tomllib.loads(local.read_text())["worker"]]
+    addresses = read_cluster_file(str(local))
+    usage = subprocess.run([sys.executable, "-m", "server.cli", "worker", "--help"], capture_output=True,
+                           text=True, timeout=120, cwd=REPO).stdout
     listen = {}
     volumes = set()
     for name in WORKERS:
-        a = build_parser().parse_args(svc[name]["command"][1:])
-        assert svc[name]["command"][0] == "jindou" and a.command == "worker"
-        host, port = a.listen.rsplit(":", 1)
-        assert host == "0.0.0.0" and a.data_dir == "/data"
+        cmd = svc[name]["command"]
+        assert cmd[:2] == ["jindou", "worker"]
+        for opt in (o for o in cmd[2:] if o.startswith("--")):
+            assert opt in usage, f"jindou worker does not know {opt}"
+        opts = dict(zip(cmd[2::2], cmd[3::2], strict=True))
+        host, port = opts["--listen"].rsplit(":", 1)
+        assert host == "0.0.0.0" and opts["--data-dir"] == "/data"
         listen[name] = int(port)
         (vol,) = [v for v in svc[name]["volumes"] if v.endswith(":/data")]
         volumes.add(vol.split(":")[0])
