@@ -177,14 +177,23 @@ def test_queries_match_oxigraph_and_status(tmp_path, transport):
             got, want = _json_rows(json.loads(body)), _oxigraph_rows(q, data)
             assert want, f"{name}: the oracle answers nothing, the query tests nothing"
             assert got == want, name
-        st = _status(server)
-        workers = {w["address"]: w for w in st["workers"]}
+        total = data.count("\n")
+        deadline = time.monotonic() + 3               # worker figures may lag by one status ping
+        while True:
+            workers = {w["address"]: w for w in _status(server)["workers"]}
+            if sum(w["triples"] or 0 for w in workers.values()) == total or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert set(workers) == {f"{h.address}:{PORT}" for h in hosts}
         for h, p in zip(hosts, procs, strict=True):
             w = workers[f"{h.address}:{PORT}"]
             assert w["state"] == "up", w
             assert w["pid"] == p.pid, w                  # the process we started in that namespace
             assert w["triples"] > 0, w                   # the data really is spread over every host
+            if transport != "auto":
+                assert w["transport"] == transport, w
+        # each triple is held (as an OUT edge) by exactly one worker
+        assert sum(w["triples"] for w in workers.values()) == total
     _assert_removed(hosts, procs, server)
 
 
