@@ -124,7 +124,6 @@ def test_cluster_topology(compose):
     """The coordinator's cluster file is in the image and names each worker service at the port it
     listens on; every worker keeps its partitions in a volume of its own."""
     from engine.cluster.coordinator import read_cluster_file
-
     from server.cli import build_parser
 
     svc = compose["services"]
