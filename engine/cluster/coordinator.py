@@ -231,6 +231,8 @@ class ClusterStore:
             pass
         argv = [sys.executable, "-m", "server.cli", "worker", "--listen", w.address, "--data-dir", w.data_dir,
                 "--parent-pid", str(os.getpid())]
+        if self._own_tmp is not None:
+            argv.append("--remove-on-orphan")
         w.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
         w.state = "starting"
 

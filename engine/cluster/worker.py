@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import os
 import secrets
@@ -334,11 +335,12 @@ def _read_call(g: GraphIndex, h: dict, cols: dict) -> pa.Table:
 
 
 # ---------------------------------------------------------------- process
-def _watch_parent(ppid: int, server: WorkerService) -> None:
+def _watch_parent(ppid: int, server: WorkerService, orphaned: threading.Event) -> None:
     """A worker started by a serving process ends when that process is gone."""
     while True:
         time.sleep(0.5)
         if os.getppid() != ppid:
+            orphaned.set()
             server.shutdown()
             return
 
@@ -351,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", default=None,
                     help="where the partitions persist (default: a private directory in /dev/shm, removed at exit)")
     ap.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
+    # set by a serving process for the workers it starts in shared memory: when that
+    # process is gone (even killed), the worker removes its data and socket itself
+    ap.add_argument("--remove-on-orphan", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     private = None
     data_dir = a.data_dir
@@ -371,8 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, pa.ArrowException) as e:
         print(f"jindou worker: cannot listen on {a.listen}: {e}", file=sys.stderr)
         return 2
+    orphaned = threading.Event()
     if a.parent_pid:
-        threading.Thread(target=_watch_parent, args=(a.parent_pid, server), daemon=True).start()
+        threading.Thread(target=_watch_parent, args=(a.parent_pid, server, orphaned), daemon=True).start()
 
     def _stop(signum, frame):
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -381,6 +387,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"jindou worker: listening on {a.listen} (pid {os.getpid()}, data in {data_dir}, version {parts.sn})",
           file=sys.stderr, flush=True)
     server.serve()
+    if orphaned.is_set() and a.remove_on_orphan:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        if a.listen.startswith("unix:"):
+            with contextlib.suppress(OSError):
+                os.unlink(a.listen[5:])
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(data_dir))  # the last one out removes the cluster's directory
     return 0
 
 
