@@ -203,7 +203,7 @@ class Partitions:
                 self.vts = VectorClock(vts_before)
                 raise
             self._pending = None
-            self.versions[sn] = graphs
+            self.versions[sn] = self.persist.mapped()  # the heap copies go with the older versions
             self.sn = sn
             keep_set = {int(k) for k in keep} | {sn}
             older = sorted(v for v in self.versions if v not in keep_set)
