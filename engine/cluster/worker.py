@@ -151,7 +151,62 @@ class Partitions:
                 "graphs": man["graphs"] if man else {"default": [], "named": {}},
                 "stats": _stats_of(default, named) if default is not None else {},
                 "triples": self.triples(),
+                **({"rdma": self._rdma_publish(default, named)} if default is not None and self._rdma_ready()
+                   else {}),
             }
+
+    # ------------------------------------------------------------ RDMA
+    _rdma = None
+    _rdma_why: str | None = "not tried"
+
+    def _rdma_ready(self) -> bool:
+        """Whether this worker publishes its arrays for one-sided RDMA reads (an RDMA
+        device and pyverbs are present; :mod:`engine.cluster.rdma`)."""
+        if self._rdma is None and self._rdma_why == "not tried":
+            from engine.cluster import rdma
+
+            self._rdma_why = rdma.unavailable_reason()
+            if self._rdma_why is None:
+                self._rdma = rdma.RdmaExporter()
+                self._rdma_regs: dict[tuple, dict] = {}
+        return self._rdma is not None
+
+    def _rdma_publish(self, default: GraphIndex, named: dict) -> dict:
+        """``{graph: {partition: {pid: six descriptors}}}`` of the current version, every
+        array registered once (by segment); registrations of segments no retained
+        version holds are released."""
+        from engine.cluster.ranged import COLUMNS
+
+        out, used = {}, set()
+        for g, gi in [(-1, default), *named.items()]:
+            per = {}
+            for sh in gi.shards:
+                if gi.owned is not None and sh.no not in gi.owned:
+                    continue
+                segs = {}
+                for pid, cols, seg in sh.export():
+                    key = (id(seg), int(pid))
+                    descs = self._rdma_regs.get(key)
+                    if descs is None:
+                        descs = {n: self._rdma.register(a) for n, a in zip(COLUMNS, cols, strict=True)}
+                        self._rdma_regs[key] = descs
+                    segs[str(pid)] = descs
+                per[str(sh.no)] = segs
+            out[str(g)] = per
+        for d, nm in self.versions.values():
+            for gi in [d, *nm.values()]:
+                for sh in gi.shards:
+                    used.update((id(seg), int(pid)) for pid, _, seg in sh.export())
+        for key in [k for k in self._rdma_regs if k not in used]:
+            for desc in self._rdma_regs.pop(key).values():
+                self._rdma.unregister(desc)
+        return out
+
+    def rdma_accept(self, peer: dict) -> dict:
+        with self.lock:
+            if not self._rdma_ready():
+                raise Conflict(f"no RDMA here: {self._rdma_why}")
+            return self._rdma.accept(peer)
 
     def triples(self) -> int:
         """Triples stored here: OUT edges of owned subjects (each triple counted by one worker)."""
@@ -264,6 +319,8 @@ class WorkerService(flight.FlightServerBase):
                 res = {"pid": os.getpid(), "sn": self.parts.sn, "triples": self.parts.triples(),
                        "rss_bytes": rss_bytes(), "requests": self.requests, "owned": sorted(self.parts.owned),
                        "n_parts": self.parts.n_parts, "uptime_s": round(time.time() - self.started, 3)}
+            elif kind == "rdma_accept":
+                res = self.parts.rdma_accept(body["peer"])
             elif kind == "ping":
                 res = {"sn": self.parts.sn}
             else:
