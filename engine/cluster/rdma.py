@@ -18,6 +18,7 @@ exchange.
 from __future__ import annotations
 
 import random
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -39,7 +40,12 @@ class RdmaError(RuntimeError):
 
 
 def unavailable_reason() -> str | None:
-    """None when RDMA can be used here (pyverbs loads and lists a device), else why not."""
+    """None when RDMA can be used here (pyverbs loads and lists a device), else why not.
+    The kernel's device list is asked first: without a device, whether pyverbs is
+    installed does not matter."""
+    ib = "/sys/class/infiniband"
+    if not os.path.isdir(ib) or not os.listdir(ib):
+        return "no RDMA device on this host (/sys/class/infiniband is empty or absent)"
     try:
         import pyverbs.device as dev
     except ModuleNotFoundError as ex:
