@@ -17,8 +17,8 @@ exchange.
 
 from __future__ import annotations
 
-import random
 import os
+import random
 import threading
 import time
 from collections.abc import Callable
