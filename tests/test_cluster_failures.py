@@ -261,3 +261,146 @@ def test_worker_killed_during_ingestion_and_server_restart(tmp_path):
             r = c.post("/store?default", content="\n".join(lines).encode(), headers={"Content-Type": NT})
             assert 200 <= r.status_code < 300, r.text
             assert batch_counts(c) == {**before, 10_000: per_batch}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def test_worker_dies_between_prepare_and_commit():
+    """The worker dies after it prepared a write and before the commit reaches it: the write
+    is decided (every worker prepared), so it is acknowledged; reads get 503 naming the worker
+    until it is back, and then its share has been replayed -- the write is whole."""
+    from engine.errors import WorkerUnavailable  # noqa: PLC0415
+
+    db = Database(workers=3)
+    root = db.store._own_tmp
+    try:
+        db.load_data(dataset(60), NT)
+        victim = db.store.workers[1]
+        put = victim.client.put_rows
+
+        def put_then_die(header, table, timeout=None):
+            res = put(header, table, timeout)
+            os.kill(victim.proc.pid, signal.SIGKILL)   # prepared, then gone before the commit
+            victim.proc.wait()
+            return res
+
+        victim.client.put_rows = put_then_die
+        try:
+            db.update("INSERT DATA { " + " ".join(batch_triples(1, 40)) + " }")
+        finally:
+            victim.client.put_rows = put
+        with pytest.raises(WorkerUnavailable) as ei:
+            db.query("SELECT * WHERE { ?s ?p ?o }")
+        assert ei.value.address == victim.address
+        deadline = time.monotonic() + 30
+        while victim.state != "up" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert victim.state == "up" and victim.restarts == 1, (victim.state, victim.why)
+        q = f"SELECT (COUNT(*) AS ?n) WHERE {{ ?s <{EX}inBatch> ?b . ?s <{EX}next> ?t }}"
+        assert db.query(q).rows() == [{"n": '"40"^^<http://www.w3.org/2001/XMLSchema#integer>'}]
+        # and the cluster goes on
+        db.update("INSERT DATA { " + " ".join(batch_triples(2, 10)) + " }")
+        assert db.query(q).rows() == [{"n": '"50"^^<http://www.w3.org/2001/XMLSchema#integer>'}]
+    finally:
+        db.close()
+    assert root is None or not os.path.exists(root)
+
+
+def test_server_killed_then_restarted_on_its_data_dir(tmp_path):
+    """SIGKILL of the serving process itself: its workers notice and exit (no orphans), and a
+    new server on the same --data-dir has every acknowledged write."""
+    data_dir = str(tmp_path / "data")
+    srv = ServerProcess("--workers", "3", "--data-dir", data_dir)
+    with srv:
+        with httpx.Client(base_url=srv.url, timeout=30) as c:
+            for k in range(6):
+                r = c.post("/store?default", content="\n".join(batch_triples(k)).encode(),
+                           headers={"Content-Type": NT})
+                assert 200 <= r.status_code < 300, r.text
+            r = c.post("/update", content=f"DELETE WHERE {{ ?s <{EX}inBatch> \"3\" }}".encode(),
+                       headers={"Content-Type": "application/sparql-update"})
+            assert r.status_code == 204, r.text
+            before = batch_counts(c)
+            pids = [w["pid"] for w in workers(c)]
+        srv.proc.kill()
+        srv.proc.wait()
+    assert before == {k: 30 for k in (0, 1, 2, 4, 5)}
+    deadline = time.monotonic() + 10
+    while any(_pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_pid_alive(p) for p in pids), "workers outlived their server"
+    with ServerProcess("--workers", "3", "--data-dir", data_dir) as srv:
+        with httpx.Client(base_url=srv.url, timeout=30) as c:
+            assert batch_counts(c) == before
+            ws = workers(c)
+            assert all(w["state"] == "up" for w in ws) and {w["pid"] for w in ws}.isdisjoint(pids)
+
+
+@pytest.mark.parametrize("transport", ["auto", "flight"])
+def test_cluster_file_worker_restarted_by_operator(tmp_path, transport):
+    """Workers listed in a --cluster file (started by someone else) are not restarted by the
+    serving process: a killed one makes reads fail fast (naming it) until the operator starts
+    it again on its data directory; then the serving process takes it back by itself."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from engine.errors import WorkerUnavailable  # noqa: PLC0415
+
+    def start(k: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "server.cli", "worker", "--listen", addrs[k], "--data-dir",
+                                 str(tmp_path / f"w{k}")], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    addrs = [f"unix:{tmp_path / f'w{k}.sock'}" for k in range(3)]
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text("".join(f'[[worker]]\naddress = "{a}"\n\n' for a in addrs))
+    procs = [start(k) for k in range(3)]
+    db = None
+    try:
+        db = Database(cluster=str(cfg), cluster_transport=transport)
+        assert [w["transport"] for w in db.store.workers_status()] == ["shm" if transport == "auto" else transport] * 3
+        db.load_data(dataset(80), NT)
+        want = db.query(QUERIES[1]).rows()
+        procs[0].kill()
+        procs[0].wait()
+        deadline = time.monotonic() + 5
+        while db.store.workers[0].state == "up" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        with pytest.raises(WorkerUnavailable) as ei:
+            db.query(QUERIES[1])
+        assert time.monotonic() - t0 < ANSWER_WITHIN and ei.value.address == addrs[0]
+        with pytest.raises(WorkerUnavailable):
+            db.update("INSERT DATA { " + " ".join(batch_triples(1, 5)) + " }")
+        time.sleep(1.0)
+        assert db.store.workers[0].restarts == 0 and db.store.workers[0].state != "up"
+        procs[0] = start(0)
+        deadline = time.monotonic() + 30
+        while db.store.workers[0].state != "up" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert db.store.workers[0].state == "up", db.store.workers[0].why
+        assert sorted(map(str, db.query(QUERIES[1]).rows())) == sorted(map(str, want))
+        db.update("INSERT DATA { " + " ".join(batch_triples(1, 5)) + " }")
+        assert batch_counts_db(db) == {1: 5}
+    finally:
+        if db is not None:
+            db.close()
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def batch_counts_db(db: Database) -> dict[int, int]:
+    q = f"SELECT ?b (COUNT(*) AS ?n) WHERE {{ ?s <{EX}inBatch> ?b . ?s <{EX}next> ?t }} GROUP BY ?b"
+    return {int(r["b"].split('"')[1]): int(r["n"].split('"')[1]) for r in db.query(q).rows()}

@@ -348,3 +348,15 @@ def test_reopen_before_any_write(tmp_path):
         assert total_triples(db) == n
     finally:
         db.close()
+
+
+def test_status_right_after_a_write(pair):
+    """A worker's status row describes one version: right after a write its triples are the
+    new version's, as its version number already is."""
+    cluster, _ = pair
+    time.sleep(0.6)   # a supervisor ping has refreshed every row
+    cluster.load_data(likes(41, k=30), NT, graph=f"{EX}g7")
+    ws = cluster.store.workers_status()
+    sn = cluster.store.snapshot().sn
+    assert [w["version"] for w in ws] == [sn] * len(ws)
+    assert sum(w["triples"] for w in ws) == total_triples(cluster), ws
