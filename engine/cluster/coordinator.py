@@ -173,6 +173,8 @@ class ClusterStore:
                 self.dictionary = state.dictionary
                 self.load_counter = state.load_counter
         self._empty = empty_graph(self.n_shards)
+        if self._persist is not None and not self._meta:
+            self._write_meta(0)  # the cluster id, before any worker records it
         try:
             for w in self.workers:
                 if w.data_dir is not None:
