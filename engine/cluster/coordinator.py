@@ -165,6 +165,9 @@ class ClusterStore:
         self.vts = StableVTS(w.name for w in self.workers)
         self.plan = SnapshotPlan()
         self._pool = ThreadPoolExecutor(max_workers=max(2, self.n_shards), thread_name_prefix="jindou-cluster")
+        # in-place reads of remote partitions, the owners asked at once (a pool of its own:
+        # a commit never waits behind reads, nor reads behind a commit)
+        self._reads = ThreadPoolExecutor(max_workers=4 * max(2, self.n_shards), thread_name_prefix="jindou-reads")
         self._persist = Persistence(meta_dir) if meta_dir else None
         self.dictionary = Dictionary()
         if self._persist is not None:
@@ -371,6 +374,8 @@ class ClusterStore:
             shards.append(sh if sh is not None else self._empty.shards[k])
         gi = GraphIndex(shards)
         gi.cluster = self
+        if not all(w.transport is not None and w.transport.in_process for w in self.workers):
+            gi.remote_reads = self._reads
         gi.cluster_sn = sn
         gi.cluster_gid = g
         return gi
@@ -528,8 +533,8 @@ class ClusterStore:
                 except subprocess.TimeoutExpired:
                     w.proc.kill()
                     w.proc.wait()
-        pool = getattr(self, "_pool", None)
-        if pool is not None:
-            pool.shutdown(wait=False)
+        for pool in (getattr(self, "_pool", None), getattr(self, "_reads", None)):
+            if pool is not None:
+                pool.shutdown(wait=False)
         if self._own_tmp is not None:
             shutil.rmtree(self._own_tmp, ignore_errors=True)
