@@ -101,6 +101,14 @@ def read_cluster_file(path: str) -> list[str]:
     return out
 
 
+def _closer(ref: weakref.ref):
+    def close_at_exit() -> None:
+        store = ref()
+        if store is not None:
+            store.close()
+    return close_at_exit
+
+
 class _Worker:
     """One worker as the coordinator sees it."""
 
@@ -203,7 +211,8 @@ class ClusterStore:
         except BaseException:
             self.close()
             raise
-        atexit.register(self.close)
+        self._at_exit = _closer(weakref.ref(self))
+        atexit.register(self._at_exit)  # weakly: a closed store can be collected (its maps unmapped)
         self._monitor = threading.Thread(target=self._watch, name="jindou-cluster-monitor", daemon=True)
         self._monitor.start()
 
@@ -522,6 +531,9 @@ class ClusterStore:
 
     def close(self) -> None:
         self._closed = True
+        at_exit = getattr(self, "_at_exit", None)
+        if at_exit is not None:
+            atexit.unregister(at_exit)
         for w in getattr(self, "workers", []):
             w.client.close()
             if w.proc is not None and w.proc.poll() is None:
