@@ -166,3 +166,95 @@ def test_every_window_equals_the_single_process_answer(seed, absorb, backend):
     # the comparison has substance: most queries answer something at many instants
     assert nonempty > 200, nonempty
     assert sum(1 for per in want.values() if any(a[1] for a in per.values())) >= len(want) - 3
+
+
+# ---------------------------------------------------------------- the same over HTTP (`jindou serve --workers 3`)
+
+HTTP_QUERIES = {
+    "hx_join": "SELECT ?u ?prod ?g FROM STREAM hx1 [RANGE 2000ms STEP 1000ms] FROM STREAM hx2 [RANGE 2000ms STEP 1000ms] "
+               "FROM <urn:jindou:default> WHERE { ?u :posts ?p . ?p :about ?prod . ?prod :genre ?g "
+               "OPTIONAL { ?u :visits ?prod } }",
+    "hx_count": "SELECT ?prod (COUNT(*) AS ?n) FROM STREAM hx2 [RANGE 3000ms STEP 1000ms] "
+                "WHERE { ?u :visits ?prod } GROUP BY ?prod",
+}
+
+
+def _sse_answers(client, name: str, last: int) -> dict[int, tuple]:
+    """instant -> answer read from /queries/{name}/results?from=0 up to instant ``last``."""
+    out: dict[int, tuple] = {}
+    step = 1000  # every HTTP_QUERIES window steps by 1000 ms
+    ev: dict = {}
+    with client.stream("GET", f"/queries/{name}/results", params={"from": 0},
+                       headers={"Accept": "text/event-stream"}) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith(":"):
+                continue
+            if line:
+                k, _, v = line.partition(":")
+                ev[k] = v[1:] if v.startswith(" ") else v
+                continue
+            if not ev:
+                continue
+            t = int(ev["id"])
+            if ev["event"] == "result":
+                out[t] = _answer(ev["data"].encode(), False)
+            elif ev["event"] == "idle":
+                d = orjson.loads(ev["data"])
+                for i in range(t - (d["instants"] - 1) * step, t + 1, step):
+                    out[i] = out[d["same_as"]]
+            ev = {}
+            if t >= last:
+                return out
+    raise AssertionError(f"the results of {name} ended before instant {last}")
+
+
+def _http_run(s) -> tuple[dict, list]:
+    import httpx  # noqa: PLC0415
+
+    rng = random.Random(21)
+    static = gen_static(rng)
+    data = {"hx1": gen_stream(rng, "s1"), "hx2": gen_stream(rng, "s2")}
+    s.reset()
+    with httpx.Client(base_url=s.url, timeout=60) as c:
+        try:
+            nt = "".join(f"{a} {b} {o} .\n" for a, b, o in static).encode()
+            assert c.post("/store?default", content=nt, headers={"Content-Type": "application/n-triples"}).is_success
+            assert c.put("/streams/hx1", json={"iri": EX + "stream/hx1"}).status_code == 201
+            assert c.put("/streams/hx2", json={"iri": EX + "stream/hx2", "absorb": [EX + "visits"]}).status_code == 201
+            for name, text in HTTP_QUERIES.items():
+                r = c.post("/queries", content=f"{P}REGISTER QUERY {name} AS {text}",
+                           headers={"Content-Type": "application/sparql-query"})
+                assert r.status_code == 201, r.text
+            for name, rows in data.items():
+                assert c.post(f"/streams/{name}/progress", params={"t": 0}).is_success
+                for k in range(0, len(rows), 40):
+                    body = b"\n".join(orjson.dumps({"s": a, "p": b, "o": o, "t": t}) for a, b, o, t in rows[k:k + 40])
+                    r = c.post(f"/streams/{name}", content=body, headers={"Content-Type": "application/x-ndjson"})
+                    assert r.status_code == 202 and r.json()["rejected"] == 0, r.text
+            for name in data:
+                assert c.post(f"/streams/{name}/progress", params={"t": END + 1}).is_success
+            got = {name: _sse_answers(c, name, END) for name in HTTP_QUERIES}
+            r = c.get("/sparql", params={"query": f"{P}SELECT ?u ?prod WHERE {{ ?u :visits ?prod }}"},
+                      headers={"Accept": "application/sparql-results+json"})
+            assert r.status_code == 200
+            absorbed = sorted(_answer(r.content, False)[1].elements())
+            return got, absorbed
+        finally:
+            for name in HTTP_QUERIES:
+                c.delete(f"/queries/{name}")
+            for name in data:
+                c.delete(f"/streams/{name}")
+            s.reset()
+
+
+def test_http_windows_on_a_cluster_server_equal_the_single_server(server, cluster_server):
+    """Registration, NDJSON ingestion, heartbeats, SSE and absorption through `jindou serve --workers 3`."""
+    want, want_absorbed = _http_run(server)
+    got, got_absorbed = _http_run(cluster_server)
+    for name in HTTP_QUERIES:
+        assert sorted(got[name]) == sorted(want[name]) == list(range(0, END + 1, 1000)), name
+        bad = [t for t in want[name] if got[name][t] != want[name][t]]
+        assert not bad, (name, bad[:5])
+    assert got_absorbed == want_absorbed and len(want_absorbed) > 20
+    assert sum(bool(a[1]) for per in want.values() for a in per.values()) > 15
