@@ -3,7 +3,7 @@
 A `jindou serve --workers 3` stopped the way service managers stop it, and an
 in-process cluster ``Database`` once closed.
 
-Its workers are processes of their own and its partitions live in
+A served cluster's workers are processes of their own and its partitions live in
 /dev/shm/jindou-<pid>-<token>: after SIGTERM (systemd, docker stop, the
 tests' ServerProcess) and after Ctrl-C both must be gone, else every restart
 leaks shared memory.
