@@ -38,9 +38,6 @@ def test_ctrl_c_closes_the_cluster():
     _stop_and_check(signal.SIGINT)
 
 
-@pytest.mark.xfail(strict=True, reason="server/cli.py serve(): uvicorn re-raises SIGTERM after its shutdown with "
-                                       "the default handler, killing the process before `finally: db.close()`; "
-                                       "the workers exit (parent watch) but /dev/shm/jindou-* stays")
 def test_sigterm_closes_the_cluster():
     _stop_and_check(signal.SIGTERM)
 

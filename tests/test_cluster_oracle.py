@@ -7,7 +7,8 @@ OPTIONAL, UNION, NOT EXISTS, property paths over the stored graph, aggregates
 with ORDER BY/LIMIT, GRAPH ?g over the windows, count windows, CONSTRUCT,
 ISTREAM/DSTREAM, and stream elements absorbed into the stored graph. The same
 seeded scenario (stored graph, streams, POST cuts, heartbeats, drains) runs on
-one process and on ``--workers 3`` over shm and over Flight; per query, the
+one process and on ``--workers 3`` over shm, over Flight and with every step
+forced to fork-join; per query, the
 answer at every instant (an idle run standing for the result it repeats) must
 be the same multiset of bindings with the same head and window, and afterwards
 the stored graph must hold the same quads.
@@ -152,7 +153,8 @@ def _single(seed: int, absorb: bool):
 
 
 @pytest.mark.parametrize(("seed", "absorb", "backend"),
-                         [(3, True, "cluster"), (8, False, "cluster"), (3, True, "cluster-flight")])
+                         [(3, True, "cluster"), (8, False, "cluster"), (3, True, "cluster-flight"),
+                          (8, False, "cluster-fork-join")])
 def test_every_window_equals_the_single_process_answer(seed, absorb, backend):
     want, want_stored, nonempty = _single(seed, absorb)
     got, got_stored, _ = run_scenario(backend, seed, absorb)

@@ -2,8 +2,9 @@
 
 The shared harness of test_w3c_conformance.py skips update tests, so the
 update half of the suite runs here: the very test of test_exec_update_w3c.py,
-given a cluster ``Database`` (``--workers 3``, over shm and over Flight)
-instead of a single-process one. One cluster per transport serves all 94
+given a cluster ``Database`` (``--workers 3``: shm, Flight, shm with every
+step forced to fork-join) instead of a single-process one. One cluster per
+backend serves all 94
 cases, emptied with DROP ALL before each, as a server's store would be.
 """
 
@@ -15,7 +16,7 @@ from tests import test_exec_update_w3c as w3c
 from tests.support.clusters import close_database, open_database
 
 
-@pytest.fixture(scope="module", params=["cluster", "cluster-flight"])
+@pytest.fixture(scope="module", params=["cluster", "cluster-flight", "cluster-fork-join"])
 def cluster_db(request):
     db = open_database(request.param)
     try:

@@ -6,8 +6,9 @@ multisets of rows of term keys. Hypothesis then generates random BGPs over
 random small graphs and compares again. Blank nodes are avoided in the data
 so that rows compare exactly.
 
-Every test runs on each topology (``backend``): one process, and a 3-worker
-cluster (``--workers 3``) read over shared memory and over Arrow Flight. A
+Every test runs on each topology (``backend``, tests/support/clusters.py):
+one process, and a 3-worker cluster (``--workers 3``) read over shared memory
+and over Arrow Flight, adaptive and with each step kind forced. A
 cluster is started once per module and backend; a dataset replaces the
 previous one there through DROP ALL and a load (so deletes on the cluster are
 exercised too), where one process gets a fresh ``Database`` per dataset.
@@ -25,7 +26,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from engine.terms import literal_key  # noqa: E402
-from tests.support.clusters import close_database, open_database  # noqa: E402
+from tests.support.clusters import BACKENDS, close_database, open_database  # noqa: E402
 
 EX = "http://ex.org/"
 XSD_INT = "http://www.w3.org/2001/XMLSchema#integer"
@@ -97,7 +98,7 @@ class Backend:
                 close_database(db)
 
 
-@pytest.fixture(scope="module", params=["single", "cluster", "cluster-flight"])
+@pytest.fixture(scope="module", params=list(BACKENDS))
 def backend(request):
     b = Backend(request.param)
     try:
@@ -196,8 +197,9 @@ def test_backend_is_the_topology_it_names(backend):
     if backend.name == "single":
         assert ws is None
         return
-    want = "flight" if backend.name == "cluster-flight" else "shm"
-    assert [(w["state"], w["transport"]) for w in ws()] == [("up", want)] * 3
+    kw = BACKENDS[backend.name]
+    assert [(w["state"], w["transport"]) for w in ws()] == [("up", kw.get("cluster_transport", "shm"))] * 3
+    assert db.status()["cluster"]["exec"] == kw.get("cluster_exec", "adaptive")
 
 
 @pytest.mark.parametrize("q", QUERIES)

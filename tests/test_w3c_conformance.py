@@ -8,8 +8,9 @@ fails this test.
 
 The whole suite runs on every topology (issue 12: same answers whatever the
 topology): one process, and ``jindou serve --workers 3`` read over shared
-memory and over Arrow Flight, each with an exploration mode forced so both
-step kinds answer the suite (a run takes about 10 s, so all of them run in full).
+memory (adaptive, and every step forced to fork-join) and over Arrow Flight
+(every step forced in place), so both step kinds answer the whole suite over
+both transports (a run takes about 10 s, so all of them run in full).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ BAR = 225
 TOPOLOGIES = {
     "single": [],
     "cluster-shm": SERVE_ARGS["cluster"],
-    "cluster-shm-in-place": [*SERVE_ARGS["cluster"], "--cluster-exec", "in-place"],
-    "cluster-flight-fork-join": [*SERVE_ARGS["cluster-flight"], "--cluster-exec", "fork-join"],
+    "cluster-fork-join": SERVE_ARGS["cluster-fork-join"],
+    "cluster-flight-in-place": SERVE_ARGS["cluster-flight-in-place"],
 }
 
 
@@ -55,7 +56,7 @@ def test_w3c_sparql11_evaluation(tmp_path, topology):
             capture_output=True, text=True, timeout=1200,
         )
         after = server_workers(server.url)
-        # Ctrl-C: the server closes its cluster (SIGTERM does not yet: see test_cluster_lifecycle)
+        # Ctrl-C (test_cluster_lifecycle stops one with SIGTERM too)
         server.proc.send_signal(signal.SIGINT)
         server.proc.wait(timeout=30)
     # a stopped `jindou serve` ends its workers and removes their shared memory

@@ -4,9 +4,15 @@ The oracle and conformance suites run unchanged on a single process and on a
 3-worker cluster (issue 12: "same answers, whatever the topology"), so they
 take a *backend* name instead of building ``Database(shards=2)`` themselves:
 
-* ``single``         -- today's in-process store;
-* ``cluster``        -- ``--workers 3`` over the default same-host transport (shm);
-* ``cluster-flight`` -- ``--workers 3`` read over Arrow Flight.
+* ``single``                  -- today's in-process store;
+* ``cluster``                 -- ``--workers 3`` over the default same-host transport (shm);
+* ``cluster-flight``          -- ``--workers 3`` read over Arrow Flight;
+* ``cluster-fork-join``       -- shm, every exploration step shipped to the owners;
+* ``cluster-flight-in-place`` -- Flight, every step fetching neighbour lists here.
+
+The adaptive choice picks fork-join only for large frontiers, which the
+oracles' small graphs seldom have: the forced modes put each step kind
+through the same oracle.
 
 A cluster's workers are processes and its partitions live in
 ``/dev/shm/jindou-<pid>-<token>``: a test that leaves either behind leaks into
@@ -25,6 +31,8 @@ BACKENDS: dict[str, dict] = {
     "single": {"shards": 2},
     "cluster": {"workers": 3},
     "cluster-flight": {"workers": 3, "cluster_transport": "flight"},
+    "cluster-fork-join": {"workers": 3, "cluster_exec": "fork-join"},
+    "cluster-flight-in-place": {"workers": 3, "cluster_transport": "flight", "cluster_exec": "in-place"},
 }
 
 #: backend name -> `jindou serve` flags for the same topology
@@ -32,6 +40,8 @@ SERVE_ARGS: dict[str, list[str]] = {
     "single": ["--shards", "2"],
     "cluster": ["--workers", "3"],
     "cluster-flight": ["--workers", "3", "--cluster-transport", "flight"],
+    "cluster-fork-join": ["--workers", "3", "--cluster-exec", "fork-join"],
+    "cluster-flight-in-place": ["--workers", "3", "--cluster-transport", "flight", "--cluster-exec", "in-place"],
 }
 
 
