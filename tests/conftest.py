@@ -9,6 +9,10 @@ on 127.0.0.1 and a free port, in a background thread of the test process.
 Every server is stopped at teardown, also when a test fails.
 
 * ``env``         — an in-process (Database, StreamManager) pair, closed after the test.
+* ``cluster_server`` / ``flight_cluster_server`` — one server per session over
+                    a 3-worker cluster (``--workers 3``; shm / Arrow Flight
+                    transport); stopping it closes the cluster and checks its
+                    worker processes ended and its /dev/shm directory is gone.
 """
 
 from __future__ import annotations
@@ -143,6 +147,30 @@ def server():
         yield s
     finally:
         s.stop()
+
+
+def _cluster_server(**overrides):
+    """A server made from Settings(workers=3, ...) as `jindou serve --workers 3` makes it.
+    The app does not close its database (the CLI does, after uvicorn returns), so this does,
+    after the server stopped."""
+    from tests.support.clusters import close_database  # noqa: PLC0415
+
+    s = start_server(workers=3, **overrides)
+    try:
+        yield s
+    finally:
+        s.stop()
+        close_database(s.db)
+
+
+@pytest.fixture(scope="session")
+def cluster_server():
+    yield from _cluster_server()
+
+
+@pytest.fixture(scope="session")
+def flight_cluster_server():
+    yield from _cluster_server(cluster_transport="flight")
 
 
 @pytest.fixture

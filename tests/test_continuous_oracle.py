@@ -9,6 +9,12 @@ instant the result must equal pyoxigraph running the plain SPARQL (the inner
 query without stream clauses) over exactly that instant's window triples
 (default graph = merge of the windows + the static graph when joined; each
 window also as the named graph of its stream), compared as multisets of terms.
+
+Each scenario also runs on a 3-worker cluster (``--workers 3``, shared-memory
+transport; one scenario per test over Arrow Flight): the stored graph, the
+absorbed stream elements and every window's answer must be the same as on one
+process. Each run gets a fresh store: stream batch numbers and the cluster's
+VTS start together.
 """
 
 from __future__ import annotations
@@ -20,8 +26,8 @@ import orjson
 import pyoxigraph as ox
 import pytest
 
-from engine.database import Database
 from engine.stream.manager import StreamManager
+from tests.support.clusters import close_database, open_database
 
 EX = "http://ex.org/"
 XSD_INT = "http://www.w3.org/2001/XMLSchema#integer"
@@ -225,8 +231,15 @@ def norm_json(b: dict | None) -> tuple:
     return ("lit", b["value"], b.get("datatype", XSD_STRING), None)
 
 
-@pytest.mark.parametrize(("seed", "absorb"), [(4, False), (11, True), (2026, False), (7, True)])
-def test_random_continuous_queries_match_oracle(seed, absorb):
+def _cases(cases: list[tuple], flight: int) -> list[tuple]:
+    """Every case on one process and on a shm cluster; case ``flight`` also over Flight."""
+    out = [(*c, b) for c in cases for b in ("single", "cluster")]
+    return out + [(*cases[flight], "cluster-flight")]
+
+
+@pytest.mark.parametrize(("seed", "absorb", "backend"),
+                         _cases([(4, False), (11, True), (2026, False), (7, True)], flight=1))
+def test_random_continuous_queries_match_oracle(seed, absorb, backend):
     """``absorb``: stream s2's visits are timeless, absorbed into the stored default graph,
     so a query joining stored data sees the visits with ``tau <= t`` (as of event time t)."""
     rng = random.Random(seed)
@@ -234,11 +247,12 @@ def test_random_continuous_queries_match_oracle(seed, absorb):
     data = {"s1": gen_stream(rng, "s1"), "s2": gen_stream(rng, "s2")}
     queries = [gen_query(rng, k) for k in range(16)]
 
-    db = Database(shards=2)
+    db = open_database(backend)
     nt = "".join(f"{s} {p} {o} .\n" for s, p, o in static)
-    db.load_data(nt.encode(), "application/n-triples")
-    m = StreamManager(db)
+    m = None
     try:
+        db.load_data(nt.encode(), "application/n-triples")
+        m = StreamManager(db)
         m.register_stream("s1", S1)
         m.register_stream("s2", S2, absorb=[EX + "visits"] if absorb else "none")
         m.heartbeat("s1", 0)
@@ -341,7 +355,9 @@ def test_random_continuous_queries_match_oracle(seed, absorb):
             assert got == [{"n": f'"{n}"^^<{XSD_INT}>'}]
         assert nonempty > checked // 4, (checked, nonempty)
     finally:
-        m.close()
+        if m is not None:
+            m.close()
+        close_database(db)
 
 
 # ---------------------------------------------------------------- sparse streams: unchanged instants skipped
@@ -382,8 +398,8 @@ class Oracle:
         return names, Counter(tuple(norm_ox(s[v]) for v in names) for s in sol)
 
 
-@pytest.mark.parametrize(("seed", "absorb"), [(5, False), (31, True), (77, False)])
-def test_sparse_streams_skip_unchanged_instants_and_match_oracle(seed, absorb):
+@pytest.mark.parametrize(("seed", "absorb", "backend"), _cases([(5, False), (31, True), (77, False)], flight=1))
+def test_sparse_streams_skip_unchanged_instants_and_match_oracle(seed, absorb, backend):
     """Sparse bursts with long gaps, small steps and heartbeats at random points: every instant
     is reported exactly once, by a result (equal to the oracle) or inside an idle run (the
     oracle gives the same result at its first, middle and last instant as at the evaluated
@@ -395,11 +411,12 @@ def test_sparse_streams_skip_unchanged_instants_and_match_oracle(seed, absorb):
     wins_s1 = [(2000, 100, None), (1000, 250, None), (500, 500, None), (3000, 200, None)]
     wins_s2 = [(1000, 100, None), (None, 100, 3), (2500, 500, None)]
     queries = [gen_query(rng, k, wins_s1, wins_s2) for k in range(10)]
-    db = Database(shards=1)
-    db.load_data("".join(f"{s} {p} {o} .\n" for s, p, o in static).encode(), "application/n-triples")
-    m = StreamManager(db, idle_after=4)
+    db = open_database(backend, **({"shards": 1} if backend == "single" else {}))
     oracle = Oracle(static, data, absorb)
+    m = None
     try:
+        db.load_data("".join(f"{s} {p} {o} .\n" for s, p, o in static).encode(), "application/n-triples")
+        m = StreamManager(db, idle_after=4)
         m.register_stream("s1", S1)
         m.register_stream("s2", S2, absorb=[EX + "visits"] if absorb else "none")
         m.heartbeat("s1", 0)
@@ -470,4 +487,6 @@ def test_sparse_streams_skip_unchanged_instants_and_match_oracle(seed, absorb):
         assert results > 100 and idles > 20, (results, idles)
         assert instants > 5 * results, (instants, results)   # most instants were not evaluated
     finally:
-        m.close()
+        if m is not None:
+            m.close()
+        close_database(db)

@@ -5,6 +5,13 @@ of named graphs) is loaded into both; every query's solutions are compared as
 multisets of rows of term keys. Hypothesis then generates random BGPs over
 random small graphs and compares again. Blank nodes are avoided in the data
 so that rows compare exactly.
+
+Every test runs on each topology (``backend``, tests/support/clusters.py):
+one process, and a 3-worker cluster (``--workers 3``) read over shared memory
+and over Arrow Flight, adaptive and with each step kind forced. A
+cluster is started once per module and backend; a dataset replaces the
+previous one there through DROP ALL and a load (so deletes on the cluster are
+exercised too), where one process gets a fresh ``Database`` per dataset.
 """
 
 from __future__ import annotations
@@ -18,8 +25,8 @@ pyoxigraph = pytest.importorskip("pyoxigraph")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from engine.database import Database  # noqa: E402
 from engine.terms import literal_key  # noqa: E402
+from tests.support.clusters import BACKENDS, close_database, open_database  # noqa: E402
 
 EX = "http://ex.org/"
 XSD_INT = "http://www.w3.org/2001/XMLSchema#integer"
@@ -56,13 +63,48 @@ def generate(seed: int, n_nodes: int = 14, n_triples: int = 60, graphs: int = 2)
     return sorted(lines)
 
 
-def make_pair(lines: list[str]):
-    data = "\n".join(lines) + "\n"
-    db = Database(shards=2)
-    db.load_data(data, "application/n-quads")
-    ox = pyoxigraph.Store()
-    ox.load(data.encode(), format=pyoxigraph.RdfFormat.N_QUADS)
-    return db, ox
+class Backend:
+    """The Jindou store of one topology, holding one dataset at a time."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.shared = None if name == "single" else open_database(name)
+        self.loaded: tuple | None = None
+        self.oxes: dict[tuple, object] = {}
+        self.singles: dict[tuple, object] = {}
+
+    def pair(self, lines: list[str]):
+        key = tuple(lines)
+        data = "\n".join(lines) + "\n"
+        ox = self.oxes.get(key)
+        if ox is None:
+            ox = self.oxes[key] = pyoxigraph.Store()
+            ox.load(data.encode(), format=pyoxigraph.RdfFormat.N_QUADS)
+        if self.shared is None:
+            db = self.singles.get(key)
+            if db is None:
+                db = self.singles[key] = open_database("single")
+                db.load_data(data, "application/n-quads")
+            return db, ox
+        if self.loaded != key:
+            self.shared.update("DROP ALL")
+            self.shared.load_data(data, "application/n-quads")
+            self.loaded = key
+        return self.shared, ox
+
+    def close(self) -> None:
+        for db in [self.shared, *self.singles.values()]:
+            if db is not None:
+                close_database(db)
+
+
+@pytest.fixture(scope="module", params=list(BACKENDS))
+def backend(request):
+    b = Backend(request.param)
+    try:
+        yield b
+    finally:
+        b.close()
 
 
 def jindou_rows(db, q):
@@ -86,11 +128,6 @@ def ox_rows(ox, q):
     names = [v.value for v in res.variables]
     rows = Counter(frozenset((v, _ox_key(sol[v])) for v in names if sol[v] is not None) for sol in res)
     return rows, sorted(names)
-
-
-@pytest.fixture(scope="module")
-def pair():
-    return make_pair(generate(7))
 
 
 QUERIES = [
@@ -153,9 +190,21 @@ QUERIES = [
 ]
 
 
+def test_backend_is_the_topology_it_names(backend):
+    """A cluster backend really is 3 workers read over its transport (else the rest proves nothing)."""
+    db, _ = backend.pair(generate(7))
+    ws = getattr(db.store, "workers_status", None)
+    if backend.name == "single":
+        assert ws is None
+        return
+    kw = BACKENDS[backend.name]
+    assert [(w["state"], w["transport"]) for w in ws()] == [("up", kw.get("cluster_transport", "shm"))] * 3
+    assert db.status()["cluster"]["exec"] == kw.get("cluster_exec", "adaptive")
+
+
 @pytest.mark.parametrize("q", QUERIES)
-def test_against_oxigraph(pair, q):
-    db, ox = pair
+def test_against_oxigraph(backend, q):
+    db, ox = backend.pair(generate(7))
     assert jindou_rows(db, PFX + q) == ox_rows(ox, PFX + q), q
 
 
@@ -180,19 +229,14 @@ def bgps(draw):
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 5), bgp=bgps(), optional=st.booleans())
-def test_random_bgps(seed, bgp, optional):
-    db, ox = _pairs(seed)
+def test_random_bgps(backend, seed, bgp, optional):
+    db, ox = backend.pair(small(seed))
     q = PFX + "SELECT * WHERE { " + bgp + (" OPTIONAL { ?a :q ?z }" if optional else "") + " }"
     assert jindou_rows(db, q) == ox_rows(ox, q), q
 
 
-_CACHE: dict = {}
-
-
-def _pairs(seed):
-    if seed not in _CACHE:
-        _CACHE[seed] = make_pair(generate(seed, n_nodes=6, n_triples=30))
-    return _CACHE[seed]
+def small(seed: int) -> list[str]:
+    return generate(seed, n_nodes=6, n_triples=30)
 
 
 _OPS = [
@@ -211,7 +255,7 @@ _OPS = [
 
 @settings(max_examples=150, deadline=None)
 @given(seed=st.integers(0, 5), a=bgps(), b=bgps(), op=st.sampled_from(_OPS))
-def test_random_compositions(seed, a, b, op):
-    db, ox = _pairs(seed)
+def test_random_compositions(backend, seed, a, b, op):
+    db, ox = backend.pair(small(seed))
     q = PFX + "SELECT * WHERE { " + (op % (a, b)) + " }"
     assert jindou_rows(db, q) == ox_rows(ox, q), q

@@ -8,7 +8,8 @@ endpoints: update operations (tests named ``update_*`` / ``bad_update_*``,
 except their follow-up ``application/sparql-query`` checks) go to /update,
 everything else to /sparql. Before each test the store is emptied and the
 test's ``ut:graphData`` files are loaded as named graphs through the Graph
-Store Protocol.
+Store Protocol. Every test runs on one process and on a 3-worker cluster
+(``cluster_server``): the protocol must not depend on the topology.
 """
 
 from __future__ import annotations
@@ -155,6 +156,14 @@ def _load_graphs(server, graph_data) -> None:
         r.read()
         conn.close()
         assert r.status in (201, 204), r.status
+
+
+@pytest.fixture(params=["server", "cluster_server"])
+def clean_server(request):
+    """The session's single-process or 3-worker server, emptied."""
+    s = request.getfixturevalue(request.param)
+    s.reset()
+    return s
 
 
 @pytest.mark.parametrize("test", TESTS, ids=[t["name"] for t in TESTS])
