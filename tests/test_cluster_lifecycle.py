@@ -14,8 +14,6 @@ from __future__ import annotations
 import shutil
 import signal
 
-import pytest
-
 from tests.support.clusters import close_database, cluster_of, leftovers, open_database, server_workers
 from tests.support.server_process import ServerProcess
 
@@ -42,9 +40,6 @@ def test_sigterm_closes_the_cluster():
     _stop_and_check(signal.SIGTERM)
 
 
-@pytest.mark.xfail(strict=True, reason="engine/cluster/coordinator.py: ClusterStore.__init__ registers "
-                                       "atexit.register(self.close), which keeps every closed store (and the "
-                                       "snapshots mapping its unlinked /dev/shm segments) alive until exit")
 def test_a_closed_cluster_unmaps_its_segments():
     """Closing an in-process cluster gives its shared memory back (a bench or test run opens many)."""
     import gc  # noqa: PLC0415
