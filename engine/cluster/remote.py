@@ -114,13 +114,18 @@ class WorkerClient:
 class RemoteShard:
     """ShardReader of partition ``no`` of graph ``g`` at version ``sn`` on a worker (see module docstring)."""
 
-    def __init__(self, client: WorkerClient, no: int, n_shards: int, sn: int, g: int, stats: list):
+    def __init__(self, client: WorkerClient, no: int, n_shards: int, sn: int, g: int, stats: list,
+                 segments: dict[int, tuple] | None = None, cache: dict | None = None):
         self.client = client
         self._no = no
         self._n = n_shards
         self.sn = sn
         self.g = g
         self._stats = {int(p): (int(t), int(su), int(ob)) for p, t, su, ob in stats}
+        #: pid -> the identity of the worker's immutable segment (its pack and offsets), and
+        #: a cache of index arrays by (segment, direction) shared across versions
+        self._segments = segments or {}
+        self._cache = cache if cache is not None else {}
 
     @property
     def no(self) -> int:
@@ -154,9 +159,17 @@ class RemoteShard:
         return c["hit"].astype(bool, copy=False)
 
     def index(self, pid: int, direction: int) -> np.ndarray:
-        if int(pid) not in self._stats:
+        pid = int(pid)
+        if pid not in self._stats:
             return _EMPTY64
-        return self.client.exchange(self._h("index", pid=int(pid), dir=int(direction)), _EMPTY_V)["v"]
+        seg = self._segments.get(pid)
+        key = (seg, int(direction)) if seg is not None else None
+        hit = self._cache.get(key) if key is not None else None
+        if hit is None:
+            hit = self.client.exchange(self._h("index", pid=pid, dir=int(direction)), _EMPTY_V)["v"]
+            if key is not None:
+                self._cache[key] = hit
+        return hit
 
     def scan(self, pid: int) -> tuple[np.ndarray, np.ndarray]:
         if int(pid) not in self._stats:

@@ -105,16 +105,32 @@ class SharedMemoryTransport(Transport):
 
 
 class FlightTransport(Transport):
+    """Remote shards; each predicate index a query fetched (Wukong's index vertices) is
+    kept here while the worker's segment of that predicate is unchanged, so a
+    selective query pays round trips for its expansions only."""
+
     name = "flight"
+
+    def __init__(self, client: WorkerClient):
+        super().__init__(client)
+        self._cache: dict = {}
 
     def shards(self, desc: dict, n_parts: int) -> dict[int, dict[int, object]]:
         sn = int(desc["sn"])
         stats = desc.get("stats", {})
         graphs = desc["graphs"]
+        seg_keys: dict[tuple, dict[int, tuple]] = {}
+        for g, entries in [(-1, graphs["default"]), *((int(k), v) for k, v in graphs["named"].items())]:
+            for shard_no, pid, pack, refs in entries:
+                seg_keys.setdefault((g, int(shard_no)), {})[int(pid)] = (pack, tuple(tuple(r) for r in refs))
+        live = {key for per in seg_keys.values() for key in per.values()}
+        cache = {k: v for k, v in self._cache.items() if k[0] in live}
+        self._cache = cache
         out: dict[int, dict[int, object]] = {}
         for g in [-1, *(int(k) for k in graphs["named"])]:
             per = stats.get(str(g), {})
-            out[g] = {int(k): RemoteShard(self.client, int(k), n_parts, sn, g, per.get(str(k), []))
+            out[g] = {int(k): RemoteShard(self.client, int(k), n_parts, sn, g, per.get(str(k), []),
+                                          seg_keys.get((g, int(k)), {}), cache)
                       for k in desc["owned"]}
         return out
 
