@@ -14,23 +14,17 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from engine.database import Database
-from engine.stream.manager import StreamManager
 from tests.test_snapshot_consistency import (
     EX,
     PAIR_QUERY,
     Readers,
-    arrow_table,
-    batch_rows,
+    check_pair_batches,
     counts_of,
-    delete_batch_update,
-    ndjson,
     plan,
     run_writers,
 )
@@ -56,67 +50,13 @@ def cluster_db(request):
 def test_cluster_readers_never_see_half_a_batch(cluster_db, plan, seed, delete):
     """``plan``: per writer thread, its batches as (pairs, layout, format, re-delivered)."""
     db = cluster_db
-    ex = next(_examples)
     db.update("DROP ALL")
-    m = StreamManager(db)
-    try:
-        for w in range(len(plan)):
-            m.register_stream(f"e{ex}w{w}", f"{EX}stream{ex}_{w}", absorb="all")
-        done: list[tuple[int, int]] = []
-        deleted: set[tuple[int, int]] = set()
-        lock = threading.Lock()
-        left = [len(plan)]
-
-        def writer(w: int, batches) -> None:
-            try:
-                for k, (pairs, layout, fmt, again) in enumerate(batches):
-                    rows = batch_rows(w, k, pairs, layout, 1000 * (k + 1), seed + k)
-                    for attempt in range(2 if again else 1):
-                        bid = f"w{w}-b{k}"
-                        if fmt == "arrow":
-                            r = m.ingest_arrow(f"e{ex}w{w}", arrow_table(rows), batch_id=bid)
-                        else:
-                            r = m.ingest_ndjson(f"e{ex}w{w}", ndjson(rows), batch_id=bid)
-                        assert r["duplicate"] is (attempt == 1), r
-                        assert r["accepted"] == (2 * pairs if attempt == 0 else 0) and not r["errors"], r
-                    with lock:
-                        done.append((w, k))
-            finally:
-                with lock:
-                    left[0] -= 1
-
-        def deleter() -> None:
-            while True:
-                with lock:
-                    finished = left[0] == 0
-                    todo = [wk for wk in done if wk[1] % 2 == 0 and wk not in deleted]
-                for w, k in todo:
-                    db.update(delete_batch_update(w, k))
-                    deleted.add((w, k))
-                if finished and not todo:
-                    return
-                time.sleep(0.002)
-
-        def read() -> tuple[int, int]:
-            return counts_of(db.query(PAIR_QUERY).rows()[0])
-
-        with Readers(read, n=3, monotonic=not delete) as readers:
-            errors = run_writers([lambda w=w, b=b: writer(w, b) for w, b in enumerate(plan)]
-                                 + ([deleter] if delete else []), timeout=120)
-        assert not errors, errors
-        assert not readers.bad, readers.bad[:5]
-        assert readers.reads >= 3
-        total = sum(p for batches in plan for p, *_ in batches)
-        gone = sum(plan[w][k][0] for w, k in deleted)
-        assert read() == (total - gone, total - gone)
-        # the pairs really are spread: both predicates' triples sit on more than one worker
-        snap = db.store.snapshot()
-        if total - gone >= 20:
-            a = db.store.dictionary.lookup(f"<{EX}a>")
-            holders = [k for k, sh in enumerate(snap.default.shards) if sh.degree_stats(a)[0]]
-            assert len(holders) > 1, holders
-    finally:
-        m.close()
+    left = check_pair_batches(db, plan, seed, delete, prefix=f"e{next(_examples)}", timeout=120)
+    # the pairs really are spread: both predicates' triples sit on more than one worker
+    if left >= 20:
+        a = db.store.dictionary.lookup(f"<{EX}a>")
+        holders = [k for k, sh in enumerate(db.store.snapshot().default.shards) if sh.degree_stats(a)[0]]
+        assert len(holders) > 1, holders
 
 
 def test_pairs_written_by_sparql_updates(cluster_db):

@@ -142,15 +142,16 @@ batch_spec = st.tuples(st.integers(1, 200), st.sampled_from(LAYOUTS), st.sampled
 plan = st.lists(st.lists(batch_spec, min_size=1, max_size=6), min_size=1, max_size=2)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(plan=plan, seed=st.integers(0, 2**16), delete=st.booleans())
-def test_readers_never_see_half_a_batch(plan, seed, delete):
-    """``plan``: per writer thread, its batches as (pairs, layout, format, re-delivered)."""
-    db = Database(shards=2)
+def check_pair_batches(db, plan, seed: int, delete: bool, prefix: str = "", timeout: float | None = None) -> int:
+    """Writers ingest ``plan`` (per writer thread, its batches as (pairs, layout, format,
+    re-delivered)) into streams absorbed by ``db`` while three readers count pairs and, with
+    ``delete``, a deleter removes every even batch once written; no reader may see half a
+    batch, and the end count is exact. Returns the pairs left. Streams are named
+    ``<prefix>w<k>``."""
     m = StreamManager(db)
     try:
         for w in range(len(plan)):
-            m.register_stream(f"w{w}", f"{EX}stream{w}", absorb="all")
+            m.register_stream(f"{prefix}w{w}", f"{EX}stream{prefix}{w}", absorb="all")
         done: list[tuple[int, int]] = []       # (writer, batch) fully ingested, for the deleter
         deleted: set[tuple[int, int]] = set()
         lock = threading.Lock()
@@ -170,9 +171,9 @@ def test_readers_never_see_half_a_batch(plan, seed, delete):
                 for attempt in range(2 if again else 1):
                     bid = f"w{w}-b{k}"
                     if fmt == "arrow":
-                        r = m.ingest_arrow(f"w{w}", arrow_table(rows), batch_id=bid)
+                        r = m.ingest_arrow(f"{prefix}w{w}", arrow_table(rows), batch_id=bid)
                     else:
-                        r = m.ingest_ndjson(f"w{w}", ndjson(rows), batch_id=bid)
+                        r = m.ingest_ndjson(f"{prefix}w{w}", ndjson(rows), batch_id=bid)
                     assert r["duplicate"] is (attempt == 1), r
                     assert r["accepted"] == (2 * pairs if attempt == 0 else 0) and not r["errors"], r
                 with lock:
@@ -195,16 +196,24 @@ def test_readers_never_see_half_a_batch(plan, seed, delete):
             return counts_of(db.query(PAIR_QUERY).rows()[0])
 
         with Readers(read, n=3, monotonic=not delete) as readers:
-            errors = run_writers([lambda w=w, b=b: writer(w, b) for w, b in enumerate(plan)]
-                                 + ([deleter] if delete else []))
+            writers = [lambda w=w, b=b: writer(w, b) for w, b in enumerate(plan)] + ([deleter] if delete else [])
+            errors = run_writers(writers) if timeout is None else run_writers(writers, timeout=timeout)
         assert not errors, errors
         assert not readers.bad, readers.bad[:5]
         assert readers.reads >= 3
         total = sum(p for batches in plan for p, *_ in batches)
         gone = sum(plan[w][k][0] for w, k in deleted)
         assert read() == (total - gone, total - gone)
+        return total - gone
     finally:
         m.close()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan=plan, seed=st.integers(0, 2**16), delete=st.booleans())
+def test_readers_never_see_half_a_batch(plan, seed, delete):
+    """``plan``: per writer thread, its batches as (pairs, layout, format, re-delivered)."""
+    check_pair_batches(Database(shards=2), plan, seed, delete)
 
 
 def test_pairs_over_http_with_concurrent_clients(make_server):

@@ -54,7 +54,7 @@ from engine.kv import partition
 from engine.kv.dictionary import Dictionary
 from engine.kv.graph import GraphIndex, empty_graph
 from engine.kv.persist import Persistence, atomic_write
-from engine.kv.store import Changes, Snapshot
+from engine.kv.store import Changes, Snapshot, snapshot_stats
 from engine.snapshot.vts import SnapshotPlan, StableVTS
 
 __all__ = ["ClusterStore", "ClusterSnapshot", "read_cluster_file"]
@@ -510,24 +510,10 @@ class ClusterStore:
         return out
 
     def stats(self) -> dict:
-        snap = self._snapshot
-        d = self.dictionary
-        return {
-            "sn": snap.sn,
-            "shards": self.n_shards,
-            "terms": len(d),
-            "triples": snap.n_triples,
-            "default_triples": snap.default.n_triples,
-            "named_graphs": len(snap.named),
-            "graph_triples": {int(g): gi.n_triples for g, gi in snap.named.items()},
-            "dictionary_bytes": d.nbytes,
-            "dictionary_capacity_bytes": d.capacity_bytes,
-            "graph_bytes": 0,
-            "bytes": d.nbytes,
-            "persistent": self.data_dir is not None,
-            "cluster": {"workers": len(self.workers), "transport": self.transport_name, "exec": self.exec_mode,
-                        "stable_vts": self.vts.stable(), "stable_sn": self.plan.stable_sn},
-        }
+        st = snapshot_stats(self._snapshot, self.n_shards, 0, self.data_dir is not None)  # graphs: on the workers
+        st["cluster"] = {"workers": len(self.workers), "transport": self.transport_name, "exec": self.exec_mode,
+                         "stable_vts": self.vts.stable(), "stable_sn": self.plan.stable_sn}
+        return st
 
     def close(self) -> None:
         self._closed = True

@@ -25,7 +25,7 @@ import numpy as np
 from engine.kv.dictionary import Dictionary
 from engine.kv.graph import GraphIndex, empty_graph
 
-__all__ = ["Store", "Snapshot", "Changes", "apply_changes"]
+__all__ = ["Store", "Snapshot", "Changes", "apply_changes", "snapshot_stats"]
 
 
 @dataclass
@@ -96,6 +96,26 @@ def apply_changes(default: GraphIndex, named: Mapping[int, GraphIndex], changes:
     return default, named
 
 
+def snapshot_stats(snap: Snapshot, n_shards: int, graph_bytes: int, persistent: bool) -> dict:
+    """The figures /status shows of a store at ``snap`` (``graph_bytes``: what its graphs
+    hold in this process)."""
+    d = snap.dictionary
+    return {
+        "sn": snap.sn,
+        "shards": n_shards,
+        "terms": len(d),
+        "triples": snap.n_triples,
+        "default_triples": snap.default.n_triples,
+        "named_graphs": len(snap.named),
+        "graph_triples": {int(g): gi.n_triples for g, gi in snap.named.items()},
+        "dictionary_bytes": d.nbytes,
+        "dictionary_capacity_bytes": d.capacity_bytes,
+        "graph_bytes": graph_bytes,
+        "bytes": d.nbytes + graph_bytes,
+        "persistent": persistent,
+    }
+
+
 class Store:
     """The one evolving store (see module docstring)."""
 
@@ -143,22 +163,8 @@ class Store:
 
     def stats(self) -> dict:
         snap = self._snapshot
-        d = self.dictionary
         graph_bytes = snap.default.nbytes + sum(g.nbytes for g in snap.named.values())
-        return {
-            "sn": snap.sn,
-            "shards": self.n_shards,
-            "terms": len(d),
-            "triples": snap.n_triples,
-            "default_triples": snap.default.n_triples,
-            "named_graphs": len(snap.named),
-            "graph_triples": {int(g): gi.n_triples for g, gi in snap.named.items()},
-            "dictionary_bytes": d.nbytes,
-            "dictionary_capacity_bytes": d.capacity_bytes,
-            "graph_bytes": graph_bytes,
-            "bytes": d.nbytes + graph_bytes,
-            "persistent": self.data_dir is not None,
-        }
+        return snapshot_stats(snap, self.n_shards, graph_bytes, self.data_dir is not None)
 
     def close(self) -> None:
         pass
