@@ -51,8 +51,17 @@ _TRIM_AFTER = 64 << 20
 class Database:
     def __init__(self, shards: int = DEFAULTS.shards, data_dir: str | None = None,
                  query_timeout: float = DEFAULTS.query_timeout, max_rows: int = DEFAULTS.max_rows,
-                 allow_load: bool = DEFAULTS.allow_load, query_memory: int = DEFAULTS.query_memory):
-        self.store = Store(shards=shards, data_dir=data_dir)
+                 allow_load: bool = DEFAULTS.allow_load, query_memory: int = DEFAULTS.query_memory,
+                 workers: int = DEFAULTS.workers, cluster: str | None = DEFAULTS.cluster,
+                 cluster_transport: str = DEFAULTS.cluster_transport, cluster_exec: str = DEFAULTS.cluster_exec):
+        if workers or cluster:
+            from engine.cluster.coordinator import ClusterStore, read_cluster_file
+
+            addresses = read_cluster_file(cluster) if cluster else None
+            self.store = ClusterStore(workers=workers, addresses=addresses, transport=cluster_transport,
+                                      data_dir=data_dir, exec_mode=cluster_exec)
+        else:
+            self.store = Store(shards=shards, data_dir=data_dir)
         self.query_timeout = query_timeout
         self.max_rows = max_rows
         #: per-query memory budget in bytes (0 = unlimited): see engine.exec.context.MemoryBudget

@@ -18,6 +18,7 @@ class Category(StrEnum):
     TIMEOUT = "timeout"                # the deadline passed; retrying may succeed
     BUDGET = "budget"                  # a row/memory/size budget or backpressure; retrying may succeed
     OUT_OF_MEMORY = "out_of_memory"    # the process ran out of memory for this request
+    UNAVAILABLE = "unavailable"        # a part of the service (a store worker) is down; retry later
     INTERNAL = "internal"              # a bug: never the caller's fault
 
 
@@ -89,6 +90,22 @@ class QueryTimeout(JindouError):
 
     kind = "timeout"
     category = Category.TIMEOUT
+
+
+class WorkerUnavailable(JindouError):
+    """A store worker the request needs is down or unreachable (HTTP 503 naming the
+    worker): the request fails at once instead of waiting or answering partly."""
+
+    kind = "worker_unavailable"
+    category = Category.UNAVAILABLE
+
+    def __init__(self, address: str, why: str = "down"):
+        self.address = address
+        self.why = why
+        super().__init__(f"store worker {address} is {why}")
+
+    def fields(self) -> dict:
+        return {"worker": self.address}
 
 
 class RowBudgetExceeded(JindouError):

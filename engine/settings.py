@@ -9,7 +9,7 @@ its ``jindou serve`` flag (``--query-timeout``), its environment variable
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,7 +30,18 @@ class EngineSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    shards: int = setting(4, "shards the graph store is split into (by vertex id)", metavar="N", ge=1)
+    shards: int = setting(4, "shards the graph store is split into (by vertex id; with workers: one per "
+                             "worker)", metavar="N", ge=1)
+    workers: int = setting(0, "worker processes holding the store's partitions on this host (0 = the store "
+                              "lives in the serving process)", metavar="N", ge=0, le=64)
+    cluster: str | None = setting(None, "TOML/YAML file listing the addresses of `jindou worker` processes "
+                                        "(on any host) that hold the store", metavar="FILE")
+    cluster_transport: Literal["auto", "shm", "flight", "rdma"] = setting(
+        "auto", "how the serving process reads workers' partitions: shm (same host, mapped read-only), "
+                "flight (Arrow Flight), rdma (pyverbs), auto = shm where possible")
+    cluster_exec: Literal["adaptive", "in-place", "fork-join"] = setting(
+        "adaptive", "per exploration step on a cluster: fetch remote neighbour lists (in-place), ship the "
+                    "step to the owning workers (fork-join), or choose by cost (adaptive)")
     query_timeout: float = setting(
         30.0, "seconds a query or update may take from admission to its last byte (0 = none)",
         metavar="S", ge=0)

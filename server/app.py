@@ -168,7 +168,9 @@ def _make_database(config: Settings):
     from engine.database import Database
 
     return Database(shards=config.shards, data_dir=config.data_dir, query_timeout=config.query_timeout,
-                    max_rows=config.max_rows, allow_load=config.allow_load, query_memory=config.query_memory)
+                    max_rows=config.max_rows, allow_load=config.allow_load, query_memory=config.query_memory,
+                    workers=config.workers, cluster=config.cluster, cluster_transport=config.cluster_transport,
+                    cluster_exec=config.cluster_exec)
 
 
 def _make_stream_manager(config: Settings, database):

@@ -1,4 +1,5 @@
-"""The ``jindou`` command: ``jindou serve ...``, ``jindou bench ...`` and ``jindou pipeline ...``."""
+"""The ``jindou`` command: ``jindou serve ...``, ``jindou worker ...``, ``jindou bench ...`` and
+``jindou pipeline ...``."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("pipeline", help="Spark ingestion pipelines (see docs/PIPELINES.md)", add_help=False)
     pl.add_argument("args", nargs=argparse.REMAINDER)
 
+    sub.add_parser("worker", help="run a store worker for `serve --cluster` (see docs/ARCHITECTURE.md)",
+                   add_help=False)
     sub.add_parser("version", help="print the version")
     return p
 
@@ -153,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.runner import main as bench_main
 
         return bench_main(argv[1:]) or 0
+    if argv and argv[0] == "worker":
+        from engine.cluster.worker import main as worker_main
+
+        return worker_main(argv[1:]) or 0
     if argv and argv[0] == "pipeline":
         from pipeline.cli import main as pipeline_main
 

@@ -41,9 +41,17 @@ _NO_LOOKUP = object()
 class GraphIndex:
     """Immutable index of one graph (see module docstring)."""
 
-    def __init__(self, shards: list[Shard], stats: dict[int, PredicateStats] | None = None):
+    #: the :class:`engine.cluster.coordinator.ClusterStore` whose workers hold the
+    #: shards (fork-join steps go to them), None in a single process
+    cluster = None
+
+    def __init__(self, shards: list[Shard], stats: dict[int, PredicateStats] | None = None,
+                 owned: frozenset[int] | None = None):
         self.shards = shards
         self.n_shards = len(shards)
+        #: the shards this process holds (a cluster worker's partitions); None = all.
+        #: :meth:`apply` leaves the others empty: their rows belong to other workers
+        self.owned = owned
         if stats is None:
             pids = set()
             for sh in shards:
@@ -62,7 +70,7 @@ class GraphIndex:
             for sh in shards:
                 a, b, c = sh.degree_stats(pid)
                 t, su, ob = t + a, su + b, ob + c
-            if t:
+            if t or ob:  # a cluster worker may hold only IN edges of a predicate
                 stats[pid] = PredicateStats(t, su, ob)
         return stats
 
@@ -216,8 +224,9 @@ class GraphIndex:
         add_parts = partition.split_edges(addr[:, 0], addr[:, 2], n)
         shards = []
         changed = False
+        owned = self.owned
         for sh, rs, as_ in zip(self.shards, rem_parts, add_parts, strict=True):
-            if rs is None and as_ is None:
+            if (rs is None and as_ is None) or (owned is not None and sh.no not in owned):
                 shards.append(sh)
                 continue
             if n == 1:
@@ -233,7 +242,7 @@ class GraphIndex:
         for pid in touched:
             stats.pop(pid, None)
         stats.update(self._stats_of(shards, touched))
-        return GraphIndex(shards, stats)
+        return GraphIndex(shards, stats, owned)
 
 
 def _by_pred(rows: np.ndarray) -> np.ndarray:
@@ -253,5 +262,5 @@ def _rows(x) -> np.ndarray:
     return x.reshape(-1, 3)
 
 
-def empty_graph(n_shards: int = 1) -> GraphIndex:
-    return GraphIndex([Shard(k, n_shards) for k in range(n_shards)], {})
+def empty_graph(n_shards: int = 1, owned: frozenset[int] | None = None) -> GraphIndex:
+    return GraphIndex([Shard(k, n_shards) for k in range(n_shards)], {}, owned)

@@ -83,10 +83,31 @@ def _write_npy(path: str, arr: np.ndarray) -> None:
         os.fsync(f.fileno())
 
 
+def map_graph(directory: str, entries: list, n_shards: int, packs: dict[str, np.ndarray],
+              owned: frozenset[int] | None = None) -> GraphIndex:
+    """The graph a manifest's ``entries`` describe, as zero-copy CSR views of the
+    pack files in ``directory``, memory-mapped read-only (``packs`` caches the
+    maps by file name). Also how a cluster's serving process reads a worker's
+    partition on the same host: the worker's packs live in shared memory (or its
+    data directory), so in-place reads cost the worker no CPU."""
+    per_shard: list[dict] = [{} for _ in range(n_shards)]
+    for shard_no, pid, pack, refs in entries:
+        raw = packs.get(pack)
+        if raw is None:
+            raw = packs[pack] = np.load(os.path.join(directory, pack), mmap_mode="r")
+        arrs = [raw[off : off + n * np.dtype(dt).itemsize].view(dt) for off, dt, n in refs]
+        per_shard[shard_no][int(pid)] = (PredColumns(*arrs), {"pack": pack, "refs": refs})
+    return GraphIndex([Shard.from_columns(k, n_shards, per_shard[k]) for k in range(n_shards)], owned=owned)
+
+
 class Persistence:
-    def __init__(self, data_dir: str):
+    def __init__(self, data_dir: str, owned: frozenset[int] | None = None):
         self.dir = os.fspath(data_dir)
         os.makedirs(self.dir, exist_ok=True)
+        #: the shards this directory holds (a cluster worker's partitions); None = all
+        self.owned = owned
+        #: the manifest last read or written (a worker sends its graph entries to the coordinator)
+        self.manifest: dict | None = None
         # per chunk of ids: [blob, offsets, numeric, hashes, hash_ids] file names; the
         # hash files hold the sorted (hash, id) entries of that chunk's ids only
         self._dict_chunks: list[list[str]] = []
@@ -106,6 +127,7 @@ class Persistence:
         if man.get("version") != _VERSION:
             raise ValueError(f"unsupported manifest version in {path}")
         self._gc(self._referenced(man))
+        self.manifest = man
         dm = man["dictionary"]
         self._dict_chunks = [list(c) for c in dm["chunks"]]
         if self._dict_chunks:
@@ -129,23 +151,13 @@ class Persistence:
         named = {int(g): self._graph(entries, n_shards) for g, entries in man["graphs"]["named"].items()}
         return PersistedState(int(man["sn"]), n_shards, int(man.get("load_counter", 0)), d, default, named)
 
-    def _pack(self, name: str) -> np.ndarray:
-        arr = self._packs.get(name)
-        if arr is None:
-            arr = np.load(self._p(name), mmap_mode="r")
-            self._packs[name] = arr
-        return arr
-
     def _graph(self, entries: list, n_shards: int) -> GraphIndex:
-        per_shard: list[dict] = [{} for _ in range(n_shards)]
-        for shard_no, pid, pack, refs in entries:
-            raw = self._pack(pack)
-            arrs = [raw[off : off + n * np.dtype(dt).itemsize].view(dt) for off, dt, n in refs]
-            per_shard[shard_no][int(pid)] = (PredColumns(*arrs), {"pack": pack, "refs": refs})
-        return GraphIndex([Shard.from_columns(k, n_shards, per_shard[k]) for k in range(n_shards)])
+        return map_graph(self.dir, entries, n_shards, self._packs, self.owned)
 
     # ------------------------------------------------------------ save
-    def save(self, snap, prev, n_shards: int, load_counter: int) -> None:
+    def save(self, snap, prev, n_shards: int, load_counter: int, extra: dict | None = None) -> None:
+        """Persist ``snap`` (``prev``: the snapshot before it). ``extra`` is kept in the
+        manifest as it is (a cluster worker's partitions and vector timestamps)."""
         tag = f"{snap.sn:08d}-{secrets.token_hex(4)}"
         written: list[str] = []
         dict_chunks = self._save_dictionary(snap.dictionary, tag, written)
@@ -205,6 +217,8 @@ class Persistence:
             "dictionary": {"n": len(snap.dictionary), "chunks": dict_chunks},
             "graphs": man_graphs,
         }
+        if extra is not None:
+            man["extra"] = extra
         atomic_write(self._p(MANIFEST), json.dumps(man, separators=(",", ":")).encode("utf-8"))
         # the switch happened: mark arrays as persisted, then collect garbage
         for seg, _ in new:
@@ -212,12 +226,13 @@ class Persistence:
             seg.files = {"pack": pk, "refs": refs}
         snap.dictionary.persisted_n = len(snap.dictionary)
         self._dict_chunks = dict_chunks
+        self.manifest = man
         self._gc(self._referenced(man))
 
     def _save_dictionary(self, d: Dictionary, tag: str, written: list[str]) -> list[list[str]]:
         n = len(d)
         pn = d.persisted_n
-        if n == pn and self._dict_chunks:
+        if n == pn and (self._dict_chunks or n == 0):  # nothing new (a cluster worker has no terms)
             return self._dict_chunks
         raw = d.raw_arrays()
         if len(self._dict_chunks) >= _MAX_DICT_CHUNKS:

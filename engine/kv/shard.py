@@ -335,6 +335,12 @@ class PredShard:
         return self.out if direction == OUT else self.inn
 
 
+def segment(c: PredColumns, files: dict | None = None) -> PredShard:
+    """One predicate's segment over the six arrays of ``c`` (zero-copy)."""
+    return PredShard(CSR(c.out_keys, c.out_indptr, c.out_indices), CSR(c.in_keys, c.in_indptr, c.in_indices),
+                     files=files)
+
+
 _LOW32 = np.uint64(0xFFFFFFFF)
 _SH32 = np.uint64(32)
 
@@ -457,14 +463,21 @@ class Shard:
                                    ps.inn.keys, ps.inn.indptr, ps.inn.indices), ps
 
     @classmethod
+    def of_segments(cls, no: int, n_shards: int, segments: dict[int, PredShard]) -> Shard:
+        """The shard holding ``segments`` (pid -> :func:`segment`), shared, not copied:
+        a cluster's serving process reuses a worker's unchanged segments (and their
+        lookup tables) from one version to the next."""
+        return cls(no, n_shards, dict(segments))
+
+    def segments(self) -> dict[int, PredShard]:
+        """pid -> this shard's immutable segment of that predicate (a copy of the map)."""
+        return dict(self.preds)
+
+    @classmethod
     def from_columns(cls, no: int, n_shards: int, segments: dict[int, tuple[PredColumns, dict | None]]) -> Shard:
         """The shard holding ``segments`` (pid -> (columns, persistence tag)) as
         zero-copy CSRs: the import side of :meth:`export`."""
-        preds = {}
-        for pid, (c, files) in segments.items():
-            preds[int(pid)] = PredShard(CSR(c.out_keys, c.out_indptr, c.out_indices),
-                                        CSR(c.in_keys, c.in_indptr, c.in_indices), files=files)
-        return cls(no, n_shards, preds)
+        return cls(no, n_shards, {int(pid): segment(c, files) for pid, (c, files) in segments.items()})
 
     # ---- ShardWriter
     def apply(self, remove: np.ndarray | None, add: np.ndarray | None) -> Shard:

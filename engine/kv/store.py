@@ -25,7 +25,7 @@ import numpy as np
 from engine.kv.dictionary import Dictionary
 from engine.kv.graph import GraphIndex, empty_graph
 
-__all__ = ["Store", "Snapshot", "Changes"]
+__all__ = ["Store", "Snapshot", "Changes", "apply_changes"]
 
 
 @dataclass
@@ -36,6 +36,9 @@ class Changes:
     create: set[int] = field(default_factory=set)
     remove: dict[int | None, np.ndarray] = field(default_factory=dict)
     add: dict[int | None, np.ndarray] = field(default_factory=dict)
+    #: the stream batches this commit carries (stream name -> batch number); a
+    #: cluster advances each worker's vector timestamp by them (engine.snapshot.vts)
+    origin: dict[str, int] | None = None
 
     def is_empty(self) -> bool:
         return not (self.drop or self.create or self.remove or self.add)
@@ -62,6 +65,35 @@ class Snapshot:
     @property
     def n_triples(self) -> int:
         return self.default.n_triples + sum(g.n_triples for g in self.named.values())
+
+
+def apply_changes(default: GraphIndex, named: Mapping[int, GraphIndex], changes: Changes, empty: GraphIndex
+                  ) -> tuple[GraphIndex, dict[int, GraphIndex]]:
+    """The graphs after ``changes`` (drop, create, remove, add in that order); the
+    inputs are not modified. Shared by the single-process store and a cluster
+    worker, which applies its share of a commit to its own partitions."""
+    named = dict(named)
+    for g in changes.drop:
+        if g is None:
+            default = empty
+        else:
+            named.pop(int(g), None)
+    for g in changes.create:
+        named.setdefault(int(g), empty)
+    for g in set(changes.remove) | set(changes.add):
+        rem = changes.remove.get(g)
+        add = changes.add.get(g)
+        if g is None:
+            default = default.apply(rem, add)
+            continue
+        g = int(g)
+        base = named.get(g)
+        if base is None:
+            if add is None or np.asarray(add).size == 0:
+                continue  # removing from an absent graph: no-op
+            base = empty
+        named[g] = base.apply(rem, add)
+    return default, named
 
 
 class Store:
@@ -102,29 +134,7 @@ class Store:
     def commit(self, changes: Changes) -> Snapshot:
         with self.write_lock:
             cur = self._snapshot
-            default = cur.default
-            named = dict(cur.named)
-            for g in changes.drop:
-                if g is None:
-                    default = self._empty
-                else:
-                    named.pop(int(g), None)
-            for g in changes.create:
-                named.setdefault(int(g), self._empty)
-            touched = set(changes.remove) | set(changes.add)
-            for g in touched:
-                rem = changes.remove.get(g)
-                add = changes.add.get(g)
-                if g is None:
-                    default = default.apply(rem, add)
-                    continue
-                g = int(g)
-                base = named.get(g)
-                if base is None:
-                    if add is None or np.asarray(add).size == 0:
-                        continue  # removing from an absent graph: no-op
-                    base = self._empty
-                named[g] = base.apply(rem, add)
+            default, named = apply_changes(cur.default, cur.named, changes, self._empty)
             snap = Snapshot(cur.sn + 1, self.dictionary, default, named, self._empty)
             if self._persist is not None:
                 self._persist.save(snap, cur, self.n_shards, self.load_counter)

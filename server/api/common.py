@@ -93,6 +93,7 @@ CATEGORY_STATUS: dict[Category, tuple[int, str | None]] = {
     Category.TIMEOUT: (503, "1"),
     Category.BUDGET: (503, "1"),
     Category.OUT_OF_MEMORY: (503, "5"),
+    Category.UNAVAILABLE: (503, "2"),
     Category.INTERNAL: (500, None),
 }
 
