@@ -33,10 +33,13 @@ import argparse
 import datetime as _dt
 import http.client
 import json
+import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -74,20 +77,24 @@ class Config:
     workers: int = 0
     transport: str | None = None
     exec_mode: str | None = None
+    tcp: bool = False  # workers started here on 127.0.0.1 ports, used through --cluster FILE
 
-    def server_args(self, timeout: float) -> list[str]:
+    def server_args(self, timeout: float, cluster_file: str | None = None) -> list[str]:
         args = ["--query-timeout", f"{timeout:g}"]
         if self.workers:
-            args += ["--workers", str(self.workers), "--cluster-transport", self.transport,
-                     "--cluster-exec", self.exec_mode]
+            args += (["--cluster", cluster_file] if self.tcp else ["--workers", str(self.workers)])
+            args += ["--cluster-transport", self.transport, "--cluster-exec", self.exec_mode]
         return args
 
 
 def all_configs() -> list[Config]:
+    """``--workers N`` spawns its workers on unix sockets, so ``flight-3`` is Flight over a unix
+    socket; ``flight-tcp-3`` is Flight over TCP loopback (workers on 127.0.0.1, ``--cluster``)."""
     out = [Config("jindou-1", "jindou")]
     for transport, n in (("shm", 2), ("shm", 3), ("flight", 3)):
         for m in EXEC_MODES:
             out.append(Config(f"{transport}-{n}/{m}", "jindou", n, transport, m))
+    out.append(Config("flight-tcp-3/adaptive", "jindou", 3, "flight", "adaptive", tcp=True))
     out.append(Config("oxigraph", "oxigraph"))
     return out
 
@@ -111,7 +118,8 @@ class Server:
     error: str = ""
     load_s: float | None = None
     timeout: float = 60.0
-    info: dict = field(default_factory=dict)
+    workers: list = field(default_factory=list)  # worker processes started here (tcp configurations)
+    tmp: str | None = None
 
     def request(self, text: str) -> bytes:
         if self.peer.conn is None:  # the peers' own connection waits an hour; bound it
@@ -133,6 +141,52 @@ class Server:
     def stop(self) -> None:
         if self.peer is not None:
             self.peer.close()
+        for p in self.workers:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.workers = []
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+
+def start_tcp_workers(srv: Server, n: int, deadline_s: float = 60.0) -> str:
+    """``jindou worker --listen 127.0.0.1:PORT`` x n, ready; returns the cluster TOML file."""
+    from engine.cluster.remote import WorkerClient  # noqa: PLC0415
+
+    srv.tmp = tempfile.mkdtemp(prefix="jindou-bench-cluster-")
+    addrs = []
+    for k in range(n):
+        addr = f"127.0.0.1:{free_port()}"
+        log = open(os.path.join(srv.tmp, f"worker-{k}.log"), "wb")  # noqa: SIM115
+        srv.workers.append(subprocess.Popen(
+            [sys.executable, "-c", "import sys; from server.cli import main; sys.exit(main())", "worker",
+             "--listen", addr], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_env()))
+        log.close()
+        addrs.append(addr)
+    end = time.monotonic() + deadline_s
+    for addr, p in zip(addrs, srv.workers, strict=True):
+        c = WorkerClient(addr, call_timeout=2.0)
+        while True:
+            if p.poll() is not None:
+                raise RuntimeError(f"worker {addr} exited with {p.returncode}")
+            try:
+                c.action("ping", timeout=2.0)
+                break
+            except Exception:
+                if time.monotonic() > end:
+                    raise RuntimeError(f"worker {addr} not ready after {deadline_s} s") from None
+                time.sleep(0.1)
+        c.close()
+    path = os.path.join(srv.tmp, "cluster.toml")
+    with open(path, "w") as f:
+        f.write("".join(f'[[worker]]\naddress = "{a}"\n\n' for a in addrs))
+    return path
 
 
 def start_server(cfg: Config, data: str, opts) -> Server:
@@ -144,7 +198,8 @@ def start_server(cfg: Config, data: str, opts) -> Server:
             srv.peer.prepare()
             srv.peer.load(data)
         else:
-            srv.peer = ClusterJindou(cfg.server_args(opts.timeout))
+            cluster_file = start_tcp_workers(srv, cfg.workers) if cfg.tcp else None
+            srv.peer = ClusterJindou(cfg.server_args(opts.timeout, cluster_file))
             srv.peer.load(data)  # starts the server with --data and waits until it answers
     except Exception as e:
         srv.status, srv.error = "error", f"{type(e).__name__}: {str(e)[-1500:]}"
@@ -176,30 +231,82 @@ def _mem(pid: int) -> dict:
     return out
 
 
-def server_memory(srv: Server) -> dict:
-    """Resident memory of the serving process and of each worker, triples per worker."""
+def _cmd_arg(cmd: list[str], flag: str) -> str | None:
+    for i, a in enumerate(cmd[:-1]):
+        if a == flag:
+            return cmd[i + 1]
+    return None
+
+
+def _worker_procs(srv: Server) -> list[tuple[int, str | None]]:
+    """(pid, --listen address) of the server's workers: its child processes running
+    ``worker``, or the ones this benchmark started for it."""
     import psutil  # noqa: PLC0415
+
+    out = []
+    procs = [psutil.Process(p.pid) for p in srv.workers if p.poll() is None]
+    if not procs:
+        procs = psutil.Process(srv.peer.server_pid()).children(recursive=True)
+    for p in procs:
+        try:
+            cmd = p.cmdline()
+        except psutil.Error:
+            continue
+        if "worker" in cmd and "--listen" in cmd:
+            out.append((p.pid, _cmd_arg(cmd, "--listen")))
+    return out
+
+
+def _dir_bytes(path: str | None) -> int | None:
+    if not path or not os.path.isdir(path):
+        return None
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def server_memory(srv: Server) -> dict:
+    """Resident memory (RSS, PSS) of the serving process and of each worker, triples per
+    worker and the bytes of its partition files (in /dev/shm unless --data-dir): from
+    /status "workers" when the server lists them, else from each worker's own Flight
+    ``status``/``describe`` actions (found as the server's ``worker`` child processes)."""
+    import psutil  # noqa: PLC0415
+
+    from engine.cluster.remote import WorkerClient  # noqa: PLC0415
 
     pid = srv.peer.server_pid()
     out: dict = {"server": _mem(pid), "workers": []}
     if srv.cfg.kind != "jindou":
         return out
-    try:
-        st = srv.get_json("/status")
-    except Exception as e:
-        out["error"] = str(e)
-        return out
-    store = st.get("store") or {}
-    out["triples"] = store.get("triples")
-    children = {c.pid for c in psutil.Process(pid).children(recursive=True)}
-    for w in worker_entries(st):
-        entry = {"address": w.get("address"), "state": w.get("state"), "triples": w.get("triples"),
-                 "partitions": w.get("partitions"), "rss_reported": w.get("rss_bytes")}
-        wpid = w.get("pid")
-        if isinstance(wpid, int):
-            entry["child_of_server"] = wpid in children
+    st = srv.get_json("/status")
+    out["triples"] = (st.get("store") or {}).get("triples")
+    listed = worker_entries(st)
+    out["workers_in_status"] = bool(listed)
+    found = {a: p for p, a in _worker_procs(srv)}
+    entries = listed or [{"address": a, "pid": p} for a, p in found.items()]
+    for w in entries:
+        addr = w.get("address")
+        entry = {"address": addr, "state": w.get("state"), "triples": w.get("triples"), "pid": w.get("pid")}
+        if addr:
+            c = WorkerClient(addr, call_timeout=10.0)
             try:
-                entry.update(_mem(wpid))
+                ws = c.action("status", timeout=10.0)
+                desc = c.action("describe", timeout=10.0)
+                entry["triples"] = entry["triples"] if entry["triples"] is not None else ws.get("triples")
+                entry["pid"] = entry["pid"] or ws.get("pid")
+                entry["segment_bytes"] = _dir_bytes(desc.get("dir"))
+            except Exception as e:
+                entry["error"] = f"{type(e).__name__}: {e}"
+            finally:
+                c.close()
+        if isinstance(entry.get("pid"), int):
+            try:
+                entry.update(_mem(entry["pid"]))
             except psutil.Error as e:
                 entry["error"] = str(e)
         out["workers"].append(entry)
@@ -479,6 +586,11 @@ def _flight_echo(port: int) -> int:
             n = int(ticket.ticket)
             return fl.RecordBatchStream(pa.table({"v": pa.array(np.arange(n, dtype=np.int64))}))
 
+        def do_exchange(self, context, descriptor, reader, writer):
+            t = reader.read_all()
+            writer.begin(t.schema)
+            writer.write_table(t)
+
     srv = Echo(f"grpc://127.0.0.1:{port}")
     print("ready", flush=True)
     srv.serve()
@@ -488,7 +600,9 @@ def _flight_echo(port: int) -> int:
 def measure_flight(reps: int = 300) -> dict:
     """Round trips and per-byte cost of Arrow Flight over loopback (a real pyarrow.flight server
     in its own process)."""
+    import numpy as np  # noqa: PLC0415
     import psutil  # noqa: PLC0415
+    import pyarrow as pa  # noqa: PLC0415
     import pyarrow.flight as fl  # noqa: PLC0415
 
     port = free_port()
@@ -504,6 +618,16 @@ def measure_flight(reps: int = 300) -> dict:
 
         def get(n: int) -> None:
             client.do_get(fl.Ticket(str(n).encode())).read_all()
+
+        small = pa.table({"v": pa.array(np.arange(8, dtype=np.int64))})
+
+        def exchange(_n: int) -> None:
+            w, r = client.do_exchange(fl.FlightDescriptor.for_command(b"echo"))
+            w.begin(small.schema)
+            w.write_table(small)
+            w.done_writing()
+            r.read_all()
+            w.close()
 
         def med(fn, n, k) -> float:
             for _ in range(5):
@@ -522,6 +646,7 @@ def measure_flight(reps: int = 300) -> dict:
         read_us = med(action, 64, reps)  # a neighbour list of 8 ids
         cpu_per_req = (sum(sp.cpu_times()[:2]) - c0) / (reps + 5) * 1e6
         call_us = med(get, 16, reps)
+        exchange_us = med(exchange, 8, reps)
         big = 1 << 20
         big_us = med(get, big, max(5, reps // 30))
         byte_ns = max(big_us - call_us, 0.0) * 1000.0 / (big * 8)
@@ -541,11 +666,104 @@ def measure_flight(reps: int = 300) -> dict:
         conc_us = statistics.median(xs) * 1e6
         post_us = max(conc_us - read_us, 0.0) / (n - 1)
         client.close()
-        return {"read_us": read_us, "call_us": call_us, "byte_ns": byte_ns, "post_us": post_us,
+        return {"read_us": read_us, "call_us": call_us, "exchange_us": exchange_us, "byte_ns": byte_ns, "post_us": post_us,
                 "remote_cpu_us": cpu_per_req, "concurrent8_us": conc_us}
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def _median_us(fn, k: int, warm: int = 3) -> float:
+    for _ in range(warm):
+        fn()
+    xs = []
+    for _ in range(k):
+        t0 = time.perf_counter()
+        fn()
+        xs.append(time.perf_counter() - t0)
+    return statistics.median(xs) * 1e6
+
+
+def measure_jindou_transport(address: str, reps: int = 200) -> dict:
+    """Per-operation costs of Jindou's own transports against one running worker, through the
+    engine's reader classes (:mod:`engine.cluster.transport`): ``expand`` of one vertex (an
+    in-place read), of a batch (per byte), from 8 threads at once (per extra call); over Flight,
+    and over the mapped shared memory when the worker is on this host; worker CPU per call."""
+    import numpy as np  # noqa: PLC0415
+    import psutil  # noqa: PLC0415
+
+    from engine.cluster.remote import WorkerClient  # noqa: PLC0415
+    from engine.cluster.transport import FlightTransport, SharedMemoryTransport, same_host  # noqa: PLC0415
+
+    client = WorkerClient(address, call_timeout=60.0)
+    try:
+        desc = client.action("describe")
+        n_parts, part = int(desc["n_parts"]), int(desc["owned"][0])
+        stats = desc["stats"]["-1"][str(part)]
+        pid = int(max(stats, key=lambda r: r[1])[0])  # the largest predicate (takesCourse on LUBM)
+        readers = {"flight": FlightTransport(client).shards(desc, n_parts)[-1][part]}
+        if same_host(desc):
+            readers["shm"] = SharedMemoryTransport(client, desc["dir"]).shards(desc, n_parts)[-1][part]
+        vids = np.asarray(readers["flight"].index(pid, 0), dtype=np.int64)
+        if not len(vids):
+            raise RuntimeError("the worker's largest predicate has no vertices")
+        rng = np.random.default_rng(0)
+        out: dict = {"address": address, "pid": pid, "vertices": int(len(vids))}
+        wp = psutil.Process(int(desc["pid"])) if desc.get("pid") else None
+        for name, r in readers.items():
+            one = [vids[rng.integers(len(vids))][None] for _ in range(64)]
+            i = [0]
+
+            def read1(r=r, one=one, i=i):
+                i[0] += 1
+                return r.expand(pid, 0, one[i[0] % len(one)])
+
+            c0 = sum(wp.cpu_times()[:2]) if wp else 0.0
+            read_us = _median_us(read1, reps)
+            cpu_us = (sum(wp.cpu_times()[:2]) - c0) / (reps + 3) * 1e6 if wp else 0.0
+            batch = vids[rng.permutation(len(vids))[: min(len(vids), 4096)]]
+            rows, nbrs = r.expand(pid, 0, batch)
+            nbytes = (len(rows) + len(nbrs)) * 8 + len(batch) * 8
+            big_us = _median_us(lambda r=r, b=batch: r.expand(pid, 0, b), max(5, reps // 10))
+            res = {"read_us": read_us, "batch_us": big_us, "batch_vertices": int(len(batch)),
+                   "batch_bytes": int(nbytes), "byte_ns": max(big_us - read_us, 0.0) * 1000.0 / max(nbytes, 1),
+                   "worker_cpu_us": cpu_us}
+            if name == "flight":
+                n = 8
+                xs = []
+                for _ in range(max(10, reps // 10)):
+                    bar = threading.Barrier(n + 1)
+                    ths = [threading.Thread(target=lambda b=bar: (b.wait(), read1())) for _ in range(n)]
+                    for t in ths:
+                        t.start()
+                    t0 = time.perf_counter()
+                    bar.wait()
+                    for t in ths:
+                        t.join()
+                    xs.append(time.perf_counter() - t0)
+                res["concurrent8_us"] = statistics.median(xs) * 1e6
+                res["post_us"] = max(res["concurrent8_us"] - read_us, 0.0) / (n - 1)
+            out[name] = res
+        return out
+    finally:
+        client.close()
+
+
+def probe_transports(servers: list[Server], opts) -> dict:
+    """Jindou's transports measured on the running workers: the tcp configuration's first worker
+    (Flight over TCP loopback) and a --workers one's (Flight over a unix socket, shm)."""
+    out: dict = {}
+    for key, pick in (("tcp", lambda s: s.cfg.tcp), ("unix", lambda s: s.cfg.workers and not s.cfg.tcp)):
+        srv = next((s for s in servers if s.status == "ok" and pick(s)), None)
+        if srv is None:
+            continue
+        try:
+            addrs = [a for _p, a in _worker_procs(srv) if a]
+            if addrs:
+                out[key] = measure_jindou_transport(addrs[0], 50 if opts.quick else 300)
+        except Exception as e:
+            out[key] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    return out
 
 
 # --------------------------------------------------------------------------- model inputs
@@ -573,29 +791,45 @@ def jindou_effective(latency: dict, profiles: dict[str, cm.QueryProfile], cluste
     return out or None
 
 
-def model_inputs(result: dict, profiles: dict[str, cm.QueryProfile], flight: dict | None):
+def model_inputs(result: dict, profiles: dict[str, cm.QueryProfile]):
+    """(transports to project on, transports to show, compute) from the measurements.
+
+    RDMA: the paper's read latencies; its fork-join call is two one-sided WRITEs plus Jindou's
+    worker-side handling of a sub-query (``dispatch_us``: Jindou's Flight exchange round trip
+    minus a bare Flight exchange round trip, both over TCP loopback).  TCP: Jindou's Flight over
+    TCP loopback as measured on a worker (an in-place read = one ``expand`` exchange; a call =
+    a bare Flight exchange + dispatch; per byte, per extra concurrent call, worker CPU per
+    call).  Compute: ``fixed_us`` = the fastest selective query on one process over HTTP,
+    ``row_ns`` fitted on the one-process latencies (:func:`cluster_model.calibrate_row_ns`)."""
     lat = result["latency"]
     one = {q: v.get("jindou-1", {}).get("median_ms") for q, v in lat.items()}
     sel = [ms for q, ms in one.items() if ms is not None and q in profiles and profiles[q].selective]
     fixed_us = min(sel) * 1000.0 if sel else 0.0
     row_ns = cm.calibrate_row_ns(profiles, {k: v for k, v in one.items() if v is not None}, fixed_us)
-    transports = [cm.rdma_transport()]
+    raw = result.get("flight") or {}
+    probe = result.get("transport_probe") or {}
+    tcp_m = (probe.get("tcp") or {}).get("flight")
+    unix = probe.get("unix") or {}
     dispatch = 0.0
-    if flight:
-        tcp = cm.Transport("TCP", read_us=flight["read_us"], call_us=flight["call_us"],
-                           post_us=flight["post_us"], byte_ns=flight["byte_ns"],
-                           remote_cpu_us=flight["remote_cpu_us"], source="Arrow Flight over loopback, measured")
-        transports.append(tcp)
-        eff = result.get("effective", {}).get("flight-3")
-        if eff and "call_us" in eff:
-            dispatch = max(eff["call_us"] - flight["call_us"], 0.0)
-        if eff and "read_us" in eff:
-            transports.append(cm.Transport("Jindou-Flight", read_us=eff["read_us"],
-                                           call_us=eff.get("call_us", flight["call_us"]), post_us=flight["post_us"],
-                                           byte_ns=flight["byte_ns"], remote_cpu_us=flight["remote_cpu_us"],
-                                           source="Jindou over Flight, per remote op, from HTTP latencies"))
+    if tcp_m and raw.get("exchange_us") is not None:
+        dispatch = max(tcp_m["read_us"] - raw["exchange_us"], 0.0)
+    project_on = [cm.rdma_transport(dispatch_write_us=2 * cm.RDMA_READ_US[0])]
+    shown = list(project_on)
+    if tcp_m:
+        tcp = cm.Transport("TCP", read_us=tcp_m["read_us"],
+                           call_us=raw.get("exchange_us", tcp_m["read_us"] - dispatch),
+                           post_us=tcp_m.get("post_us", 0.0), byte_ns=tcp_m["byte_ns"],
+                           remote_cpu_us=tcp_m["worker_cpu_us"],
+                           source="Jindou worker over Arrow Flight, TCP loopback, measured")
+        project_on.append(tcp)
+        shown.append(tcp)
+    if unix.get("shm") and unix.get("flight"):
+        shown.append(cm.Transport("shm (1 host)", read_us=unix["shm"]["read_us"], call_us=unix["flight"]["read_us"],
+                                  post_us=unix["flight"].get("post_us", 0.0), byte_ns=unix["shm"]["byte_ns"],
+                                  remote_cpu_us=0.0, source="Jindou worker's mapped partition; calls: Flight over "
+                                  "a unix socket; measured (not projected)"))
     c = cm.Compute(row_ns=row_ns, fixed_us=fixed_us, dispatch_us=dispatch, threads=cm.PAPER_THREADS)
-    return transports, c
+    return project_on, shown, c
 
 
 # --------------------------------------------------------------------------- report
@@ -649,7 +883,7 @@ def _mb(b) -> str:
     return "-" if b is None else f"{b / 2**20:,.0f}"
 
 
-def render_markdown(result: dict, profiles, transports, compute, hosts: int) -> str:
+def render_markdown(result: dict, profiles, transports, shown, compute, hosts: int) -> str:
     names = [c["name"] for c in result["configs"]]
     L: list[str] = []
     m = result["machine"]
@@ -725,17 +959,31 @@ def render_markdown(result: dict, profiles, transports, compute, hosts: int) -> 
     L.append("")
     fl = result.get("flight")
     if fl:
-        L.append(f"Arrow Flight over loopback (measured): action round trip {fl['read_us']:.0f} us, "
-                 f"do_get round trip {fl['call_us']:.0f} us, {fl['byte_ns']:.3f} ns/byte, "
-                 f"{fl['post_us']:.0f} us per extra concurrent call, server CPU {fl['remote_cpu_us']:.0f} us "
-                 "per request.")
+        L.append(f"Bare Arrow Flight over TCP loopback (an echo server, measured): action round trip "
+                 f"{fl['read_us']:.0f} us, do_exchange {fl['exchange_us']:.0f} us, do_get {fl['call_us']:.0f} us, "
+                 f"{fl['byte_ns']:.3f} ns/byte, {fl['post_us']:.0f} us per extra concurrent call, server CPU "
+                 f"{fl['remote_cpu_us']:.0f} us per request.")
+        L.append("")
+    probe = result.get("transport_probe") or {}
+    for key, label in (("tcp", "TCP loopback"), ("unix", "unix socket")):
+        pr = probe.get(key) or {}
+        if "error" in pr:
+            L.append(f"Jindou worker probe ({label}): {pr['error']}")
+        for name, v in pr.items():
+            if isinstance(v, dict):
+                L.append(f"Jindou worker, {name} reader ({label}): expand of 1 vertex {v['read_us']:.1f} us, of "
+                         f"{v['batch_vertices']:,} vertices ({v['batch_bytes'] / 1024:,.0f} KiB) {v['batch_us']:,.0f} us "
+                         f"= {v['byte_ns']:.2f} ns/byte, worker CPU {v['worker_cpu_us']:.1f} us per read"
+                         + (f", {v['post_us']:.0f} us per extra concurrent call" if "post_us" in v else "") + ".")
+        if pr:
+            L.append("")
     for k, v in (result.get("effective") or {}).items():
         if v:
             L.append(f"Jindou {k}, per remote operation from HTTP latencies (vs jindou-1): "
                      + ", ".join(f"{kk.replace('_us', '')} {vv:.1f} us" for kk, vv in v.items()) + ".")
     L.append("")
     if profiles:
-        L.extend(cm.transport_table(transports, compute))
+        L.extend(cm.transport_table(shown, compute))
         L.extend(cm.projection_table(profiles, transports, compute, hosts))
         L.extend(cm.paper_table(profiles, transports[0], compute))
         ch = result.get("engine_choices") or {}
@@ -777,14 +1025,40 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--hosts", type=int, default=8, help="hosts of the projected cluster (default 8)")
     ap.add_argument("--no-flight-probe", action="store_true", help="skip the raw Flight loopback measurement")
     ap.add_argument("--quick", action="store_true", help="2 runs, 1 s throughput, fewer Flight probes (tests)")
+    ap.add_argument("--report-from", metavar="JSON",
+                    help="no measuring: re-run the cost model and print the report of a saved --json result")
     ap.add_argument("--out", help="also write the Markdown report here")
     ap.add_argument("--json", help="write raw results as JSON (default: --out with .json)")
     ap.add_argument("--quiet", action="store_true")
     return ap
 
 
+def profiles_of(result: dict) -> dict[str, cm.QueryProfile]:
+    """The query profiles saved in a result document."""
+    triples = int(result["data"]["triples"])
+    return {name: cm.QueryProfile(name, bool(result["queries"][name]["selective"]),
+                                  tuple(cm.Step(**st) for st in steps), triples)
+            for name, steps in (result.get("profiles") or {}).items()}
+
+
+def report(result: dict, hosts: int) -> str:
+    """Model inputs, projections, targets and the Markdown of a (measured or saved) result."""
+    profiles = profiles_of(result)
+    project_on, shown, compute = model_inputs(result, profiles)
+    result["model"] = {"transports": [t.__dict__ for t in shown], "compute": compute.__dict__}
+    result["targets"] = evaluate(result)
+    return render_markdown(result, profiles, project_on, shown, compute, hosts)
+
+
 def run_cluster(argv: list[str]) -> int:
     opts = build_parser().parse_args(argv)
+    if opts.report_from:
+        result = json.loads(Path(opts.report_from).read_text())
+        md = report(result, opts.hosts)
+        print(md)
+        if opts.out:
+            Path(opts.out).write_text(md + "\n")
+        return EXIT_MISMATCH if result["mismatches"] else 0
     if opts.quick:
         opts.runs = min(opts.runs, 2)
         opts.throughput_seconds = min(opts.throughput_seconds, 1.0)
@@ -840,6 +1114,7 @@ def run_cluster(argv: list[str]) -> int:
         ref = next((s for s in live if s.cfg.name == "jindou-1"), None)
         profiles = measure_profiles(ref, queries, triples, opts) if ref is not None else {}
         result["profiles"] = {k: [st.__dict__ for st in p.steps] for k, p in profiles.items()}
+        result["transport_probe"] = probe_transports(live, opts)
         adaptive3 = next((s for s in live if s.cfg.name == "shm-3/adaptive"), None)
         result["engine_choices"] = ({q.name: engine_choices(adaptive3, q.text) for q in queries}
                                     if adaptive3 else {})
@@ -850,10 +1125,7 @@ def run_cluster(argv: list[str]) -> int:
     result["effective"] = {}
     for cl, hosts in (("shm-3", 3), ("flight-3", 3), ("shm-2", 2)):
         result["effective"][cl] = jindou_effective(result["latency"], profiles, cl, "jindou-1", hosts)
-    transports, compute = model_inputs(result, profiles, result["flight"])
-    result["model"] = {"transports": [t.__dict__ for t in transports], "compute": compute.__dict__}
-    result["targets"] = evaluate(result)
-    md = render_markdown(result, profiles, transports, compute, opts.hosts)
+    md = report(result, opts.hosts)
     print(md)
     if result["mismatches"]:
         print("\n!!! ANSWER MISMATCH: " + "; ".join(result["mismatches"]), file=sys.stderr)
