@@ -112,6 +112,7 @@ def serve(config: Settings, progress: bool = True) -> None:
     logging.basicConfig(level=getattr(logging, config.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sock = bind_socket(config.host, config.port)
+    db = None
     try:
         db = _make_database(config)
         load_files(db, config, progress=progress)
@@ -128,6 +129,8 @@ def serve(config: Settings, progress: bool = True) -> None:
         server.run(sockets=[sock])
     finally:
         sock.close()
+        if db is not None:
+            db.close()  # a cluster's workers stop with the server
     if not server.started:  # start-up failed (uvicorn logged why)
         raise SystemExit(3)
 

@@ -31,6 +31,7 @@ API runs unchanged; only where the partitions live differs.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -64,6 +65,11 @@ _START_TIMEOUT = 60.0
 _PING_EVERY = 0.5
 _PING_TIMEOUT = 2.0
 _CALL_TIMEOUT = 600.0
+#: a dead worker this process started is restarted after this many seconds, doubling
+#: (to _RESTART_MAX) while it keeps failing: a crash loop never spins, and the down
+#: state is visible in /status meanwhile
+_RESTART_AFTER = 1.0
+_RESTART_MAX = 30.0
 
 
 class ClusterSnapshot(Snapshot):
@@ -110,6 +116,8 @@ class _Worker:
         self.desc: dict = {}
         self.transport = None
         self.restarts = 0
+        self.down_since = 0.0
+        self.backoff = _RESTART_AFTER
         self.replay: tuple[dict, object, int] | None = None  # (prepare header, rows table, sn)
         self.status: dict = {}
 
@@ -136,6 +144,7 @@ class ClusterStore:
         self._lock = threading.Lock()  # worker states
         self._live: weakref.WeakSet = weakref.WeakSet()
         self._graph_ids: set[int] = set()
+        self._batch_seq: dict[str, int] = {}
         self._own_tmp: str | None = None
         meta_dir = None
         if data_dir is not None:
@@ -189,6 +198,7 @@ class ClusterStore:
         except BaseException:
             self.close()
             raise
+        atexit.register(self.close)
         self._monitor = threading.Thread(target=self._watch, name="jindou-cluster-monitor", daemon=True)
         self._monitor.start()
 
@@ -256,14 +266,15 @@ class ClusterStore:
                     return
                 if w.state == "up":
                     dead = w.proc is not None and w.proc.poll() is not None
-                    if not dead and ping and w.proc is None:
+                    if not dead and ping:
                         try:
                             w.status = w.client.action("status", timeout=_PING_TIMEOUT)
                         except WorkerUnavailable:
                             dead = True
                     if dead:
                         self._mark_down(w, "down")
-                if w.state == "down" and w.data_dir is not None and self.restart:
+                if (w.state == "down" and w.data_dir is not None and self.restart
+                        and now - w.down_since >= w.backoff):
                     self._recover(w)
                 elif w.state == "down" and w.proc is None and ping:
                     self._recover(w)  # a --cluster worker: try it again (the operator restarts it)
@@ -272,6 +283,7 @@ class ClusterStore:
         with self._lock:
             if w.state != "down":
                 log.warning("store worker %s is %s", w.address, why)
+                w.down_since = time.monotonic()
             w.state = "down"
             w.why = why
 
@@ -304,9 +316,10 @@ class ClusterStore:
                     w.why = f"stale (holds version {have}, the cluster is at {sn})"
                     return
                 w.replay = None
-                self._snapshot = self._build(sn, self._snapshot)
+                self._snapshot = self._build(sn)
                 w.state = "up"
                 w.why = ""
+                w.backoff = _RESTART_AFTER
                 log.warning("store worker %s is up again (version %d)", w.address, sn)
             except WorkerUnavailable as e:
                 w.state = "down"
@@ -315,6 +328,10 @@ class ClusterStore:
                 w.state = "down"
                 w.why = f"recovery failed: {type(e).__name__}"
                 log.exception("recovery of store worker %s failed", w.address)
+            finally:
+                if w.state != "up":
+                    w.down_since = time.monotonic()
+                    w.backoff = min(_RESTART_MAX, w.backoff * 2)
 
     def _require_up(self) -> None:
         for w in self.workers:
@@ -332,28 +349,33 @@ class ClusterStore:
     def _keep(self) -> list[int]:
         return sorted({s.sn for s in list(self._live)})
 
-    def _build(self, sn: int, prev: ClusterSnapshot | None = None) -> ClusterSnapshot:
+    def _build(self, sn: int) -> ClusterSnapshot:
         """The snapshot at ``sn`` from every worker's current description."""
         per_worker = [w.transport.shards(w.desc, self.n_shards) for w in self.workers]
-        default = self._graph(-1, per_worker, prev.default if prev is not None else None)
-        named = {}
-        for g in sorted(self._graph_ids):
-            old = prev.named.get(g) if prev is not None else None
-            named[g] = self._graph(g, per_worker, old)
+        default = self._graph(-1, per_worker, sn)
+        named = {g: self._graph(g, per_worker, sn) for g in sorted(self._graph_ids)}
         snap = ClusterSnapshot(sn, self.dictionary, default, named, self._empty)
         self._live.add(snap)
         return snap
 
-    def _graph(self, g: int, per_worker: list, old: GraphIndex | None) -> GraphIndex:
+    def _graph(self, g: int, per_worker: list, sn: int) -> GraphIndex:
+        """Graph ``g`` at version ``sn``: a new index (fork-join names its version) over
+        the transports' shards (which keep unchanged segments and their tables)."""
         shards = []
         for k, w in enumerate(self.workers):
             sh = per_worker[k].get(g, {}).get(w.no)
             shards.append(sh if sh is not None else self._empty.shards[k])
-        if old is not None and all(a is b for a, b in zip(old.shards, shards, strict=True)):
-            return old
         gi = GraphIndex(shards)
         gi.cluster = self
+        gi.cluster_sn = sn
+        gi.cluster_gid = g
         return gi
+
+    @property
+    def transport_kind(self) -> str:
+        """The transport the workers are read with (the fork-join cost model's input)."""
+        t = self.workers[0].transport
+        return t.name if t is not None else "flight"
 
     # ------------------------------------------------------------ writes
     def next_load_id(self) -> int:
@@ -396,9 +418,13 @@ class ClusterStore:
             sn = cur.sn + 1
             if self._persist is not None:
                 self._write_meta(cur.sn)  # the terms first: worker data must never name unknown ids
-            origin = dict(changes.origin or {})
-            for stream, batch in origin.items():
-                self.plan.assign(stream, int(batch))
+            # the coordinator numbers each stream's batches itself (the dispatcher of
+            # Wukong+S 4.3): increasing within the stream whatever the caller's counters
+            origin = {}
+            for stream in (changes.origin or {}):
+                origin[stream] = self._batch_seq.get(stream, self.vts.value(stream) or 0) + 1
+                self._batch_seq[stream] = origin[stream]
+                self.plan.assign(stream, origin[stream])
             header = {"sn": sn, "base": cur.sn,
                       "drop": [-1 if g is None else int(g) for g in changes.drop],
                       "create": sorted(int(g) for g in changes.create), "origin": origin}
@@ -437,7 +463,7 @@ class ClusterStore:
                 self.plan.advance(self.vts.stable())
             self._graph_ids = self._graph_ids_after(changes)
             if all(w.state == "up" for w in self.workers):
-                snap = self._build(sn, cur)
+                snap = self._build(sn)
             else:
                 # a worker died between the phases: its share waits for its recovery;
                 # until then reads fail (503) and the others serve nothing half-done
@@ -450,15 +476,11 @@ class ClusterStore:
 
     # ------------------------------------------------------------ status
     def workers_status(self) -> list[dict]:
+        """Per worker: address, pid, state (up / down / recovering / starting), partitions,
+        triples, resident memory, requests served (as of the last ping), version."""
         out = []
         for w in self.workers:
-            st = dict(w.status)
-            if w.state == "up" and w.proc is not None:
-                try:
-                    st = w.client.action("status", timeout=_PING_TIMEOUT)
-                    w.status = st
-                except WorkerUnavailable:
-                    pass
+            st = w.status  # refreshed by the supervisor every _PING_EVERY seconds
             out.append({
                 "address": w.address, "pid": st.get("pid", w.desc.get("pid")), "state": w.state,
                 **({"why": w.why} if w.why else {}),

@@ -23,7 +23,7 @@ import pyarrow.flight as flight
 
 from engine.arrays import unique
 from engine.cluster import wire
-from engine.errors import WorkerUnavailable
+from engine.errors import RowBudgetExceeded, WorkerUnavailable
 from engine.kv.api import PredColumns
 from engine.kv.shard import Shard, segment
 
@@ -58,10 +58,12 @@ class WorkerClient:
         t = timeout if timeout is not None else self._call_timeout
         return flight.FlightCallOptions(timeout=t) if t else flight.FlightCallOptions()
 
-    def _fail(self, e: Exception) -> WorkerUnavailable:
+    def _fail(self, e: Exception) -> Exception:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         if isinstance(e, flight.FlightServerError) and "conflict:" in msg:
             return WorkerUnavailable(self.address, msg[msg.index("conflict:"):])
+        if isinstance(e, flight.FlightServerError) and "row_budget:" in msg:
+            return RowBudgetExceeded(msg[msg.index("row_budget:") + len("row_budget:"):].strip())
         return WorkerUnavailable(self.address, "unreachable")
 
     def action(self, kind: str, timeout: float | None = None, **body) -> dict:

@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from engine.cluster import wire
+from engine.errors import JindouError
 from engine.kv.api import PredColumns
 from engine.kv.dictionary import Dictionary
 from engine.kv.graph import GraphIndex, empty_graph
@@ -295,7 +296,10 @@ class WorkerService(flight.FlightServerBase):
             g = self.parts.graph(int(h["sn"]), int(h.get("g", -1)))
         except Conflict as e:
             raise flight.FlightServerError(f"conflict: {e}") from None
-        out = _read_call(g, h, cols)
+        try:
+            out = _read_call(g, h, cols)
+        except JindouError as e:  # a budget refusal travels as itself, not as a crash
+            raise flight.FlightServerError(f"{e.kind}: {e.detail()}") from None
         writer.begin(out.schema)
         writer.write_table(out)
         writer.close()
@@ -323,9 +327,9 @@ def _read_call(g: GraphIndex, h: dict, cols: dict) -> pa.Table:
         return pa.table({f: pa.array([np.asarray(a, dtype=np.int64)], type=pa.list_(pa.int64()))
                          for f, a in zip(PredColumns._fields, cols, strict=True)})
     if op == "step":
-        from engine.cluster.forkjoin import run_local_step
+        from engine.cluster.forkjoin import run_local_steps
 
-        return run_local_step(g, h, cols)
+        return run_local_steps(g, h, cols)
     raise flight.FlightServerError(f"unknown read call {op!r}")
 
 

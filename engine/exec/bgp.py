@@ -340,10 +340,27 @@ def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings
     cols = dict(seed.cols)
     n = seed.n
     sizes = [] if trace is not None else None
-    for i in order:
+    cluster = getattr(graph, "cluster", None)
+    pos = 0
+    while pos < len(order):
         if check is not None:
             check()
-        cols, n = _step(cols, n, resolved[i], graph, max_rows)
+        if cluster is not None and n > 1:
+            # a distributed store: this step (and the star after it) in place or forked
+            from engine.cluster import forkjoin
+
+            run = forkjoin.plan_run(resolved, order, pos, cols)
+            if run and forkjoin.choose(graph, resolved, run, n, cols) == "fork-join":
+                cols, n = forkjoin.fork_join(graph, resolved, run, cols, n, max_rows, check)
+                charge_rows(n, len(cols), "graph exploration")
+                if sizes is not None:
+                    sizes.extend([n] * len(run))
+                pos += len(run)
+                if n == 0:
+                    break
+                continue
+        cols, n = _step(cols, n, resolved[order[pos]], graph, max_rows)
+        pos += 1
         if sizes is not None:
             sizes.append(n)
         if n == 0:

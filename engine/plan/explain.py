@@ -255,6 +255,8 @@ class _Describer:
         out["order"] = bp.order
         out["steps"] = [{"pattern": out["patterns"][i], "step": _STEP[c], "estimated_rows": round(float(e), 2)}
                         for i, e, c in zip(bp.order, bp.estimates, bp.classes, strict=True)]
+        if getattr(graph, "cluster", None) is not None:
+            _cluster_choices(graph, bp, bound, rows_in, out["steps"])
         self._step_actuals(node, out)
         return float(bp.estimates[-1]) if bp.estimates else rows_in
 
@@ -348,3 +350,24 @@ def expr_text(e) -> str:
 def agg_text(a: A.Aggregate) -> str:
     arg = "*" if a.arg is None else expr_text(a.arg)
     return f"{a.name}({'DISTINCT ' if a.distinct else ''}{arg})"
+
+
+def _cluster_choices(graph, bp, bound, rows_in: float, steps: list[dict]) -> None:
+    """On a distributed store: each step's ``exec``, in-place or fork-join, as the
+    executor will choose it from the estimated rows before the step
+    (:mod:`engine.cluster.forkjoin`)."""
+    from engine.cluster import forkjoin
+
+    names = dict.fromkeys(v for v in bound if v in bp.all_vars)
+    order = bp.order
+    pos = 0
+    while pos < len(order):
+        rows = rows_in if pos == 0 else float(bp.estimates[pos - 1])
+        run = forkjoin.plan_run(bp.resolved, order, pos, names) if rows > 1 else []
+        how = forkjoin.choose(graph, bp.resolved, run, int(rows), names) if run else "in-place"
+        for k in range(pos, pos + max(1, len(run))):
+            steps[k]["exec"] = how
+            for x in (bp.resolved[order[k]][0], bp.resolved[order[k]][2]):
+                if x[0] == "v":
+                    names[x[1]] = None
+        pos += max(1, len(run))

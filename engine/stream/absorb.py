@@ -121,13 +121,15 @@ def rows_in(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return inb[inv[:len(a)]]
 
 
-def commit_absorbed(store, rows: np.ndarray) -> None:
+def commit_absorbed(store, rows: np.ndarray, origin: dict[str, int] | None = None) -> None:
     """The store write of absorption: ``rows`` (n, 3) ids into the default graph, one atomic
-    commit through the one write path. Caller holds ``store.write_lock``."""
-    ingest.apply(store, Changes(add={None: rows}))
+    commit through the one write path (``origin``: the stream batch it comes from). Caller
+    holds ``store.write_lock``."""
+    ingest.apply(store, Changes(add={None: rows}, origin=origin))
 
 
-def absorb(store, log: AbsorbLog, rows: np.ndarray, tau: np.ndarray, mark: tuple[int, int] | None = None) -> None:
+def absorb(store, log: AbsorbLog, rows: np.ndarray, tau: np.ndarray, mark: tuple[int, int] | None = None,
+           origin: dict[str, int] | None = None) -> None:
     """Commit timeless triples to the store's default graph (one commit = atomic).
 
     ``mark`` = (first id interned by this batch, snapshot number then): if no commit
@@ -158,4 +160,4 @@ def absorb(store, log: AbsorbLog, rows: np.ndarray, tau: np.ndarray, mark: tuple
             else:
                 present[old] = found
         log.add(tau, rows, ~present)   # before the commit (see AbsorbLog)
-        commit_absorbed(store, rows)
+        commit_absorbed(store, rows, origin)

@@ -64,11 +64,12 @@ class Ingestor:
         st.batches += 1
         st.elements += len(split_elements(tau))
         tm = timeless_mask(rows[:, 1], st.absorb, st.absorb_pids)
+        origin = {st.name: st.batches}  # a cluster advances its workers' vector timestamps by it
         if tm.all():
-            absorb(self.db.store, self.absorb_log, rows, tau, mark)
+            absorb(self.db.store, self.absorb_log, rows, tau, mark, origin)
             return True
         if tm.any():
-            absorb(self.db.store, self.absorb_log, rows[tm], tau[tm], mark)
+            absorb(self.db.store, self.absorb_log, rows[tm], tau[tm], mark, origin)
             return True
         return False
 

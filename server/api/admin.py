@@ -78,6 +78,14 @@ class Metrics:
         self.uptime = Gauge("jindou_uptime_seconds", "Seconds since start", registry=r)
         self.rss = Gauge("jindou_process_resident_memory_bytes", "Resident memory of the server process",
                          registry=r)
+        # the distributed store (--workers / --cluster): one series per worker address
+        self.worker_up = Gauge("jindou_worker_up", "1 while the store worker is up", ["worker"], registry=r)
+        self.worker_triples = Gauge("jindou_worker_triples", "Triples the store worker holds", ["worker"],
+                                    registry=r)
+        self.worker_rss = Gauge("jindou_worker_resident_memory_bytes", "Resident memory of the store worker",
+                                ["worker"], registry=r)
+        self.worker_requests = Gauge("jindou_worker_requests", "Calls the store worker has served", ["worker"],
+                                     registry=r)
         # Spark ingestion pipelines (pipeline/): the job reports its cumulative counters
         # and Spark's query progress with PUT /pipelines/{name}; they are exposed as gauges.
         self.pipeline_counts = Gauge("jindou_pipeline_records", "Pipeline totals by kind (triples, "
@@ -149,6 +157,13 @@ class Metrics:
 
     def refresh(self, state: ServerState) -> None:
         self.refresh_pipelines(pipelines_of(state))
+        for w in workers_of(state):
+            name = w["address"]
+            self.worker_up.labels(name).set(1 if w["state"] == "up" else 0)
+            for gauge, key in ((self.worker_triples, "triples"), (self.worker_rss, "rss_bytes"),
+                               (self.worker_requests, "requests")):
+                if isinstance(w.get(key), (int, float)):
+                    gauge.labels(name).set(w[key])
         self.running.set(state.running)
         self.uptime.set(time.time() - state.started)
         rss = process_memory().get("rss_bytes")
@@ -222,8 +237,15 @@ def status_doc(state: ServerState) -> dict:
         "settings": cfg.effective(),
         "auth": {"writes": "token" if cfg.token else "open", "reads": "token" if cfg.read_token else "open"},
         "store": store,
+        "workers": workers_of(state),
         "pipelines": pipelines_of(state),
     }
+
+
+def workers_of(state: ServerState) -> list[dict]:
+    """The store's workers (empty when the store lives in this process)."""
+    ws = getattr(getattr(state.db, "store", None), "workers_status", None)
+    return ws() if ws is not None else []
 
 
 @router.get("/status", summary="Server and store status")
