@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -122,9 +123,17 @@ class Server:
     tmp: str | None = None
 
     def request(self, text: str) -> bytes:
-        if self.peer.conn is None:  # the peers' own connection waits an hour; bound it
-            self.peer.conn = http.client.HTTPConnection("127.0.0.1", self.peer.port, timeout=self.timeout + 5)
-        return self.peer.request(text)
+        for attempt in (0, 1):
+            if self.peer.conn is None:  # the peers' own connection waits an hour; bound it
+                self.peer.conn = http.client.HTTPConnection("127.0.0.1", self.peer.port, timeout=self.timeout + 5)
+            try:
+                return self.peer.request(text)
+            except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                # a keep-alive connection the server closed while idle: once more on a new one
+                self.peer.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     def get_json(self, path: str) -> dict:
         conn = http.client.HTTPConnection("127.0.0.1", self.peer.port, timeout=60)
@@ -1050,8 +1059,14 @@ def report(result: dict, hosts: int) -> str:
     return render_markdown(result, profiles, project_on, shown, compute, hosts)
 
 
+def _terminate(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds through the finally that stops every server
+
+
 def run_cluster(argv: list[str]) -> int:
     opts = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     if opts.report_from:
         result = json.loads(Path(opts.report_from).read_text())
         md = report(result, opts.hosts)
