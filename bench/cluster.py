@@ -505,11 +505,13 @@ def profile_query(name: str, selective: bool, patterns: list[str], order: list[i
         s, p, o = pattern_terms(pat)
         vs = [t for t in (s, p, o) if _is_var(t)]
         start = None  # the variable whose lists the step reads
+        binds = None  # an index step: the variable it binds (its rows sit with that vertex's owner)
         if not bound:
             if not _is_var(s) or (not _is_var(o) and p != RDF_TYPE):
                 kind = "const"
             else:
                 kind = "index"
+                binds = s if _is_var(s) else o
         elif all(v in bound for v in vs):
             kind = "prune"
             start = s if _is_var(s) else o
@@ -520,6 +522,7 @@ def profile_query(name: str, selective: bool, patterns: list[str], order: list[i
             kind = "const"
         else:
             kind = "index"
+            binds = s if _is_var(s) else o
         body = " . ".join(seq[: k + 1])
         rows_out = count(f"{prefix}SELECT (COUNT(*) AS ?n) WHERE {{ {body} }}")
         if start is not None:
@@ -528,7 +531,8 @@ def profile_query(name: str, selective: bool, patterns: list[str], order: list[i
             reads = 1 if kind == "const" else 0
         width_in = len(bound)
         bound |= set(vs)
-        steps.append(cm.Step(pat, kind, reads, rows_in, rows_out, width_in, len(bound)))
+        steps.append(cm.Step(pat, kind, reads, rows_in, rows_out, width_in, len(bound),
+                             (start or binds or "")[1:] or None))
         rows_in = rows_out
     return cm.QueryProfile(name, selective, tuple(steps), triples)
 
@@ -652,31 +656,18 @@ def measure_flight(reps: int = 300) -> dict:
             action(64)
         sp = psutil.Process(proc.pid)
         c0 = sum(sp.cpu_times()[:2])
+        p0 = time.process_time()
         read_us = med(action, 64, reps)  # a neighbour list of 8 ids
+        post_us = (time.process_time() - p0) / (reps + 5) * 1e6  # the caller's CPU per call
         cpu_per_req = (sum(sp.cpu_times()[:2]) - c0) / (reps + 5) * 1e6
         call_us = med(get, 16, reps)
         exchange_us = med(exchange, 8, reps)
         big = 1 << 20
         big_us = med(get, big, max(5, reps // 30))
         byte_ns = max(big_us - call_us, 0.0) * 1000.0 / (big * 8)
-        # concurrent calls from 8 threads: the extra time per extra call is the sender's cost
-        n = 8
-        xs = []
-        for _ in range(max(10, reps // 10)):
-            barrier = threading.Barrier(n + 1)
-            ths = [threading.Thread(target=lambda b=barrier: (b.wait(), action(64))) for _ in range(n)]
-            for t in ths:
-                t.start()
-            t0 = time.perf_counter()
-            barrier.wait()
-            for t in ths:
-                t.join()
-            xs.append(time.perf_counter() - t0)
-        conc_us = statistics.median(xs) * 1e6
-        post_us = max(conc_us - read_us, 0.0) / (n - 1)
         client.close()
         return {"read_us": read_us, "call_us": call_us, "exchange_us": exchange_us, "byte_ns": byte_ns, "post_us": post_us,
-                "remote_cpu_us": cpu_per_req, "concurrent8_us": conc_us}
+                "remote_cpu_us": cpu_per_req}
     finally:
         proc.kill()
         proc.wait(10)
@@ -728,7 +719,9 @@ def measure_jindou_transport(address: str, reps: int = 200) -> dict:
                 return r.expand(pid, 0, one[i[0] % len(one)])
 
             c0 = sum(wp.cpu_times()[:2]) if wp else 0.0
+            p0 = time.process_time()
             read_us = _median_us(read1, reps)
+            post_us = (time.process_time() - p0) / (reps + 3) * 1e6  # this (calling) process's CPU per call
             cpu_us = (sum(wp.cpu_times()[:2]) - c0) / (reps + 3) * 1e6 if wp else 0.0
             batch = vids[rng.permutation(len(vids))[: min(len(vids), 4096)]]
             rows, nbrs = r.expand(pid, 0, batch)
@@ -736,22 +729,7 @@ def measure_jindou_transport(address: str, reps: int = 200) -> dict:
             big_us = _median_us(lambda r=r, b=batch: r.expand(pid, 0, b), max(5, reps // 10))
             res = {"read_us": read_us, "batch_us": big_us, "batch_vertices": int(len(batch)),
                    "batch_bytes": int(nbytes), "byte_ns": max(big_us - read_us, 0.0) * 1000.0 / max(nbytes, 1),
-                   "worker_cpu_us": cpu_us}
-            if name == "flight":
-                n = 8
-                xs = []
-                for _ in range(max(10, reps // 10)):
-                    bar = threading.Barrier(n + 1)
-                    ths = [threading.Thread(target=lambda b=bar: (b.wait(), read1())) for _ in range(n)]
-                    for t in ths:
-                        t.start()
-                    t0 = time.perf_counter()
-                    bar.wait()
-                    for t in ths:
-                        t.join()
-                    xs.append(time.perf_counter() - t0)
-                res["concurrent8_us"] = statistics.median(xs) * 1e6
-                res["post_us"] = max(res["concurrent8_us"] - read_us, 0.0) / (n - 1)
+                   "worker_cpu_us": cpu_us, "post_us": post_us}
             out[name] = res
         return out
     finally:
@@ -780,7 +758,8 @@ def jindou_effective(latency: dict, profiles: dict[str, cm.QueryProfile], cluste
                      hosts: int) -> dict | None:
     """Jindou's per-remote-operation cost on a cluster configuration, from HTTP latencies of the
     selective queries: (median latency on ``cluster`` - on ``base``) / remote operations, where
-    the in-place operations are the profile's remote reads and the fork-join ones its steps."""
+    the in-place operations are the profile's batched reads (one per remote worker and step, as
+    Jindou reads) and the fork-join ones its steps."""
     out = {}
     for mode, key in (("in-place", "read_us"), ("fork-join", "call_us")):
         vals = []
@@ -791,7 +770,7 @@ def jindou_effective(latency: dict, profiles: dict[str, cm.QueryProfile], cluste
             b = latency.get(name, {}).get(base, {}).get("median_ms")
             if a is None or b is None:
                 continue
-            ops = (sum(cm.remote_reads(st, hosts) for st in p.steps) if mode == "in-place"
+            ops = (sum(cm.destinations(st, hosts) for st in p.steps) if mode == "in-place"
                    else len(p.steps))
             if ops > 0:
                 vals.append(max(a - b, 0.0) * 1000.0 / ops)
@@ -829,14 +808,14 @@ def model_inputs(result: dict, profiles: dict[str, cm.QueryProfile]):
                            call_us=raw.get("exchange_us", tcp_m["read_us"] - dispatch),
                            post_us=tcp_m.get("post_us", 0.0), byte_ns=tcp_m["byte_ns"],
                            remote_cpu_us=tcp_m["worker_cpu_us"],
-                           source="Jindou worker over Arrow Flight, TCP loopback, measured")
+                           source="Jindou worker over Arrow Flight, TCP loopback, measured", batched=True)
         project_on.append(tcp)
         shown.append(tcp)
     if unix.get("shm") and unix.get("flight"):
         shown.append(cm.Transport("shm (1 host)", read_us=unix["shm"]["read_us"], call_us=unix["flight"]["read_us"],
                                   post_us=unix["flight"].get("post_us", 0.0), byte_ns=unix["shm"]["byte_ns"],
                                   remote_cpu_us=0.0, source="Jindou worker's mapped partition; calls: Flight over "
-                                  "a unix socket; measured (not projected)"))
+                                  "a unix socket; measured (not projected)", batched=True))
     c = cm.Compute(row_ns=row_ns, fixed_us=fixed_us, dispatch_us=dispatch, threads=cm.PAPER_THREADS)
     return project_on, shown, c
 
@@ -892,6 +871,34 @@ def _mb(b) -> str:
     return "-" if b is None else f"{b / 2**20:,.0f}"
 
 
+def choice_table(result: dict, profiles: dict[str, cm.QueryProfile], transports: list[cm.Transport]) -> list[str]:
+    """The engine's per-step choice (explain of the 3-worker adaptive servers) next to the
+    model's for 3 hosts, I = in-place, F = fork-join."""
+    ch = result.get("engine_choices") or {}
+    if ch and not any(isinstance(v, dict) for v in ch.values()):  # older results: shm-3/adaptive only
+        ch = {"shm-3/adaptive": ch}
+    cfgs = [k for k, v in ch.items() if isinstance(v, dict) and any(v.values())]
+    if not cfgs or not profiles:
+        return []
+    comp = result.get("model", {}).get("compute") or {}
+    c = cm.Compute(**comp) if comp else cm.Compute(0.0, 0.0, 0.0)
+
+    def short(xs):
+        return "".join("F" if str(x).startswith("fork") else "I" for x in xs) if xs else "-"
+
+    L = ["Per-step execution choice, the engine's (explain, 3 workers, adaptive) and the model's "
+         "(3 hosts; I in place, F fork-join):", "",
+         "| query | " + " | ".join(f"engine {k.split('/')[0]}" for k in cfgs) + " | "
+         + " | ".join(f"model {t.name}" for t in transports) + " |",
+         "| --- | " + " | ".join("---" for _ in cfgs) + " | " + " | ".join("---" for _ in transports) + " |"]
+    for name, p in profiles.items():
+        cells = [short(ch[k].get(name)) for k in cfgs]
+        cells += ["".join(cm.project(p, t, c, 3, "adaptive").choices) for t in transports]
+        L.append(f"| {name} | " + " | ".join(cells) + " |")
+    L.append("")
+    return L
+
+
 def render_markdown(result: dict, profiles, transports, shown, compute, hosts: int) -> str:
     names = [c["name"] for c in result["configs"]]
     L: list[str] = []
@@ -906,8 +913,9 @@ def render_markdown(result: dict, profiles, transports, shown, compute, hosts: i
     L.append("")
     L.append("### Configurations: load, memory, triples per worker")
     L.append("")
-    L.append("| configuration | status | load s | serving RSS MB | workers RSS MB (PSS) | triples per worker |")
-    L.append("| --- | --- | ---: | ---: | --- | --- |")
+    L.append("| configuration | status | load s | serving RSS MB | workers RSS MB (PSS) | workers' partition files MB "
+             "| triples per worker |")
+    L.append("| --- | --- | ---: | ---: | --- | --- | --- |")
     for c in result["configs"]:
         mem = result["memory"].get(c["name"], {})
         ws = mem.get("workers", [])
@@ -915,8 +923,12 @@ def render_markdown(result: dict, profiles, transports, shown, compute, hosts: i
         tr = ", ".join(f"{w['triples']:,}" if isinstance(w.get("triples"), int) else "?" for w in ws) or (
             f"{mem['triples']:,}" if isinstance(mem.get("triples"), int) else "-")
         load = "-" if c.get("load_s") is None else f"{c['load_s']:.1f}"
+        files = ", ".join(_mb(w.get("segment_bytes")) for w in ws) or "-"
         L.append(f"| {c['name']} | {c['status']} | {load} | {_mb(mem.get('server', {}).get('rss'))} | "
-                 f"{wtxt} | {tr} |")
+                 f"{wtxt} | {files} | {tr} |")
+    L.append("")
+    L.append("RSS counts the pages of the partition files a process has touched (shared between a worker and "
+             "the serving process that maps them); PSS splits shared pages among their users.")
     L.append("")
     L.append("### Latency (median ms over HTTP)")
     L.append("")
@@ -970,7 +982,7 @@ def render_markdown(result: dict, profiles, transports, shown, compute, hosts: i
     if fl:
         L.append(f"Bare Arrow Flight over TCP loopback (an echo server, measured): action round trip "
                  f"{fl['read_us']:.0f} us, do_exchange {fl['exchange_us']:.0f} us, do_get {fl['call_us']:.0f} us, "
-                 f"{fl['byte_ns']:.3f} ns/byte, {fl['post_us']:.0f} us per extra concurrent call, server CPU "
+                 f"{fl['byte_ns']:.3f} ns/byte, caller CPU {fl['post_us']:.0f} us per call, server CPU "
                  f"{fl['remote_cpu_us']:.0f} us per request.")
         L.append("")
     probe = result.get("transport_probe") or {}
@@ -982,8 +994,8 @@ def render_markdown(result: dict, profiles, transports, shown, compute, hosts: i
             if isinstance(v, dict):
                 L.append(f"Jindou worker, {name} reader ({label}): expand of 1 vertex {v['read_us']:.1f} us, of "
                          f"{v['batch_vertices']:,} vertices ({v['batch_bytes'] / 1024:,.0f} KiB) {v['batch_us']:,.0f} us "
-                         f"= {v['byte_ns']:.2f} ns/byte, worker CPU {v['worker_cpu_us']:.1f} us per read"
-                         + (f", {v['post_us']:.0f} us per extra concurrent call" if "post_us" in v else "") + ".")
+                         f"= {v['byte_ns']:.2f} ns/byte, worker CPU {v['worker_cpu_us']:.1f} us and caller CPU "
+                         f"{v['post_us']:.1f} us per read.")
         if pr:
             L.append("")
     for k, v in (result.get("effective") or {}).items():
@@ -995,11 +1007,7 @@ def render_markdown(result: dict, profiles, transports, shown, compute, hosts: i
         L.extend(cm.transport_table(shown, compute))
         L.extend(cm.projection_table(profiles, transports, compute, hosts))
         L.extend(cm.paper_table(profiles, transports[0], compute))
-        ch = result.get("engine_choices") or {}
-        if any(ch.values()):
-            L.append("Engine's own per-step choice (shm-3/adaptive explain): " + "; ".join(
-                f"{k} {'/'.join(v)}" for k, v in ch.items() if v))
-            L.append("")
+        L.extend(choice_table(result, profiles, transports))
     errs = [f"- {c['name']}: {c['error']}" for c in result["configs"] if c.get("error")]
     for qn, row in result["latency"].items():
         errs += [f"- {n} {qn}: {v['error']}" for n, v in row.items() if v.get("status") == "error"]
@@ -1130,9 +1138,8 @@ def run_cluster(argv: list[str]) -> int:
         profiles = measure_profiles(ref, queries, triples, opts) if ref is not None else {}
         result["profiles"] = {k: [st.__dict__ for st in p.steps] for k, p in profiles.items()}
         result["transport_probe"] = probe_transports(live, opts)
-        adaptive3 = next((s for s in live if s.cfg.name == "shm-3/adaptive"), None)
-        result["engine_choices"] = ({q.name: engine_choices(adaptive3, q.text) for q in queries}
-                                    if adaptive3 else {})
+        result["engine_choices"] = {s.cfg.name: {q.name: engine_choices(s, q.text) for q in queries}
+                                    for s in live if s.cfg.name in ("shm-3/adaptive", "flight-3/adaptive")}
     finally:
         for s in servers:
             s.stop()

@@ -15,43 +15,59 @@ Inputs
                neighbour list: a one-sided RDMA READ, or one request/response);
   ``call_us``  latency of one batched call (a fork-join sub-query out and its
                Arrow batch back);
-  ``post_us``  sender CPU per extra call when H-1 calls go out concurrently;
+  ``post_us``  the caller's CPU per call (the cost of issuing one more of H-1 concurrent calls);
   ``byte_ns``  per byte on the wire (1 / bandwidth);
-  ``remote_cpu_us`` remote CPU per read (0 for one-sided RDMA: the point of it).
+  ``remote_cpu_us`` remote CPU per read (0 for one-sided RDMA: the point of it);
+  ``batched``  whether an in-place step's reads go as one call per remote host
+               (Jindou over Flight: one ``expand`` exchange per worker and step)
+               instead of one read per vertex (Wukong's one-sided READs).
 ``Compute`` (measured on Jindou, 1 process): ``row_ns`` per row a step touches
   (rows in + rows out), ``fixed_us`` per query (HTTP, parse, plan, encode),
   ``dispatch_us`` per sub-query on a worker, ``threads`` worker threads per host.
 ``QueryProfile``: per plan step ``reads`` (distinct vertices whose lists the
   step reads), ``rows_in``/``rows_out`` and the history width in/out (columns).
 
+Where the history is (the state, after each step)
+-------------------------------------------------
+``L``    all rows on the query's one host;
+``D:v``  spread over the hosts, each row on the owner of its vertex ``v`` (after a
+         fork-join from ``v``, or an index start binding ``v``);
+A step starting from ``v`` in state ``D:v`` is local everywhere: no communication.
+
 Formulas (H hosts, vertices spread uniformly, so a fraction f = (H-1)/H of any
 set of vertices is remote; B = 8 bytes per id; T = threads per host)
 ------------------------------------------------------------------------------
-rows(s)            = rows_in + rows_out
-remote_reads(s)    = f * reads            (an index step: H-1, one index part per other host)
-in-place step      = remote_reads * read_us + f * rows_out * B * byte_ns + rows(s) * row_ns
-                     (one thread on the query's host; synchronous reads as in Wukong)
-destinations(s)    = H-1 for an index step, else min(H-1, ceil(f * reads))
-fork-join step     = call_us + destinations * post_us + dispatch_us
-                     + ship * byte_ns + rows(s) * row_ns / (H * T)
-                     where ship = f * rows_in * width_in * B from the one host holding the
-                     history (scatter), or f * rows_in * width_in * B / H when the history is
-                     already spread over the hosts (shuffle, all links in parallel)
-gather             = call_us + f * rows * width * B * byte_ns (bring a spread history back)
-latency(mode)      = fixed_us + sum of steps (+ the final gather if the history ends spread)
+rows(s)          = rows_in + rows_out
+remote_reads(s)  = f * reads
+destinations(s)  = min(H-1, ceil(f * reads))             (H-1 for an index step)
+reads_us(s)      = remote_reads * read_us                (per vertex, synchronous as in Wukong)
+                 = read_us + (destinations - 1) * post_us  (batched: one call per host)
+const step       = f * read_us + rows(s) * row_ns                        -> L
+                   (the first step, from a constant: one vertex, nothing to fork)
+index step       = call_us + (H-1) * post_us + dispatch_us + rows(s) * row_ns / (H*T)   -> D:v
+                   (Wukong's index vertices are split over all hosts: every mode starts there)
+local step       = rows(s) * row_ns / (H*T)                                             (D:v, from v)
+in-place, L      = reads_us + f * rows_out * B * byte_ns + rows(s) * row_ns  -> L (one thread)
+in-place, D:u    = reads_us / p + f * rows_out * B * byte_ns / H + rows(s) * row_ns / (H*T) -> D:u
+                   (every host reads for its own rows; p = H*T for per-vertex reads, 1 batched)
+fork-join        = call_us + destinations * post_us + dispatch_us + ship * byte_ns
+                   + rows(s) * row_ns / (H*T)                            -> D:v
+                   ship = f * rows_in * width_in * B from L (scatter), that / H from D (shuffle)
+gather           = call_us + f * rows * width * B * byte_ns   (at the end, from a D state)
+latency(mode)    = fixed_us + sum of steps (+ the gather)
 
-Modes: ``in-place`` runs every step in place; ``fork-join`` forks every step;
-``adaptive`` picks per step with a two-state dynamic programme (history on one
-host / spread over all), charging a gather when it switches back to in-place -
-the per-step choice of Wukong section 5.3, but optimal for the model instead of
-a threshold heuristic.
+Modes: ``in-place`` never forks a step, ``fork-join`` forks every step it can
+(an index start is distributed and a constant start in place in every mode, as
+in Wukong); ``adaptive`` picks per step with a small dynamic programme over the
+states above: the optimum of the model, where Wukong section 5.3 uses a
+threshold on the number of remote operations.
 
 Throughput of a query = H * T / busy, busy = thread time the query costs the
-whole cluster: an in-place step holds its thread for its latency and costs
-remote_reads * remote_cpu_us on the other hosts; a fork-join step costs
-destinations * (post_us + dispatch_us) + rows(s) * row_ns.  Capped by the
-links: H / (bytes_on_wire * byte_ns).  A mix's throughput uses the mean busy
-time (every query equally often).
+whole cluster: rows(s) * row_ns of compute per step, plus per remote read (or
+batched call) read_us of a blocked thread and remote_cpu_us on its owner, plus
+per fork-join or index message post_us + dispatch_us.  Capped by the links:
+H / (bytes_on_wire * byte_ns).  A mix's throughput uses the mean busy time
+(every query equally often).
 
 Scaling to the paper's data: a non-selective (group I) query's step counts
 grow linearly with the data; a selective (group II) query's do not (the
@@ -105,6 +121,7 @@ class Transport:
     byte_ns: float
     remote_cpu_us: float
     source: str = ""
+    batched: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,6 +145,7 @@ class Step:
     rows_out: int
     width_in: int
     width_out: int
+    start: str | None = None  # the variable the step starts from (an index step: the one it binds)
 
     @property
     def rows(self) -> int:
@@ -181,11 +199,7 @@ def _f(hosts: int) -> float:
 
 
 def remote_reads(step: Step, hosts: int) -> float:
-    if hosts <= 1:
-        return 0.0
-    if step.kind == "index":
-        return float(hosts - 1)
-    return _f(hosts) * step.reads
+    return _f(hosts) * step.reads if hosts > 1 else 0.0
 
 
 def destinations(step: Step, hosts: int) -> int:
@@ -196,9 +210,27 @@ def destinations(step: Step, hosts: int) -> int:
     return min(hosts - 1, math.ceil(_f(hosts) * step.reads))
 
 
-def inplace_step_us(step: Step, t: Transport, c: Compute, hosts: int) -> float:
+def remote_ops(step: Step, t: Transport, hosts: int) -> float:
+    """Remote operations of an in-place step: reads per vertex, or one call per host when batched."""
+    return float(destinations(step, hosts)) if t.batched else remote_reads(step, hosts)
+
+
+def _reads_us(step: Step, t: Transport, hosts: int) -> float:
+    if t.batched:
+        d = destinations(step, hosts)
+        return t.read_us + (d - 1) * t.post_us if d else 0.0
+    return remote_reads(step, hosts) * t.read_us
+
+
+def inplace_step_us(step: Step, t: Transport, c: Compute, hosts: int, spread: bool = False) -> float:
+    """An in-place step from one host, or (``spread``) from every host for its own rows."""
     wire = _f(hosts) * step.rows_out * ID_BYTES * t.byte_ns / 1000.0
-    return remote_reads(step, hosts) * t.read_us + wire + step.rows * c.row_ns / 1000.0
+    comp = step.rows * c.row_ns / 1000.0
+    if not spread:
+        return _reads_us(step, t, hosts) + wire + comp
+    par = hosts * c.threads
+    reads = _reads_us(step, t, hosts) if t.batched else _reads_us(step, t, hosts) / par
+    return reads + wire / hosts + comp / par
 
 
 def forkjoin_step_us(step: Step, t: Transport, c: Compute, hosts: int, spread: bool) -> float:
@@ -211,6 +243,13 @@ def forkjoin_step_us(step: Step, t: Transport, c: Compute, hosts: int, spread: b
         ship /= hosts
     d = destinations(step, hosts)
     return t.call_us + d * t.post_us + c.dispatch_us + ship * t.byte_ns / 1000.0 + comp
+
+
+def index_step_us(step: Step, t: Transport, c: Compute, hosts: int) -> float:
+    comp = step.rows * c.row_ns / 1000.0 / (hosts * c.threads)
+    if hosts <= 1:
+        return comp
+    return t.call_us + (hosts - 1) * t.post_us + c.dispatch_us + comp
 
 
 def gather_us(rows: int, width: int, t: Transport, hosts: int) -> float:
@@ -249,7 +288,9 @@ class Projection:
     latency_us: float
     busy_us: float  # thread time the query costs the cluster
     wire_bytes: float
-    choices: tuple[str, ...]  # per step: "I" in place, "F" fork-join
+    # per step: "I" in place (the rows' host(s) read remote lists), "F" on the owners of the
+    # step's vertices (forked there, an index start, or a step local to where a fork left the rows)
+    choices: tuple[str, ...]
     compute_us_per_host: float  # this query's compute share of each host when queries start everywhere
 
     def qps(self, t: Transport, threads: int) -> float:
@@ -259,43 +300,58 @@ class Projection:
         return cpu
 
 
+def _moves(st: Step, state: str, t: Transport, c: Compute, hosts: int, mode: str):
+    """The ways to run step ``st`` from ``state``: (next state, choice, latency, busy, wire bytes)."""
+    f = _f(hosts)
+    comp = st.rows * c.row_ns / 1000.0
+    d = destinations(st, hosts)
+    msg = t.post_us + c.dispatch_us
+    if hosts <= 1:
+        yield state, "I", comp, comp, 0.0
+        return
+    if st.kind == "const" and state == "L":
+        lat = f * t.read_us + comp
+        yield "L", "I", lat, lat + f * t.remote_cpu_us, f * st.rows_out * ID_BYTES
+        return
+    if st.kind == "index" and state == "L":
+        yield f"D:{st.start}", "F", index_step_us(st, t, c, hosts), (hosts - 1) * msg + comp, 0.0
+        return
+    if state != "L" and st.start is not None and state == f"D:{st.start}":
+        yield state, "F", comp / (hosts * c.threads), comp, 0.0  # runs where its rows are
+        return
+    spread = state != "L"
+    in_wire = f * st.rows_out * ID_BYTES
+    hist = f * st.rows_in * st.width_in * ID_BYTES
+    if mode != "fork-join" or st.start is None:
+        lat = inplace_step_us(st, t, c, hosts, spread)
+        n_ops = remote_ops(st, t, hosts) * (hosts if spread and t.batched else 1)
+        blocked = n_ops * t.read_us if spread else lat - comp
+        yield state, "I", lat, comp + blocked + n_ops * t.remote_cpu_us, in_wire
+    if mode != "in-place" and st.start is not None:
+        msgs = d * (hosts if spread else 1)
+        yield (f"D:{st.start}", "F", forkjoin_step_us(st, t, c, hosts, spread), msgs * msg + comp, hist)
+
+
 def project(p: QueryProfile, t: Transport, c: Compute, hosts: int, mode: str) -> Projection:
     """Latency and cost of one query on ``hosts`` hosts in ``mode`` (see the module docstring)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
-    # state -> (latency, busy, wire bytes, choices); "L" history on one host, "D" spread
+    # state -> (latency, busy, wire bytes, choices), the fastest way there
     best: dict[str, tuple[float, float, float, tuple[str, ...]]] = {"L": (0.0, 0.0, 0.0, ())}
-    f = _f(hosts)
     for st in p.steps:
         nxt: dict[str, tuple[float, float, float, tuple[str, ...]]] = {}
-
-        def offer(state, cand, _nxt=nxt):
-            if state not in _nxt or cand[0] < _nxt[state][0]:
-                _nxt[state] = cand
-
-        ip = inplace_step_us(st, t, c, hosts)
-        ip_busy = ip + remote_reads(st, hosts) * t.remote_cpu_us
-        ip_wire = f * st.rows_out * ID_BYTES
-        d = destinations(st, hosts)
-        fj_busy = d * (t.post_us + c.dispatch_us) + st.rows * c.row_ns / 1000.0
-        hist = f * st.rows_in * st.width_in * ID_BYTES
         for state, (lat, busy, wire, ch) in best.items():
-            if mode != "fork-join":
-                if state == "L":
-                    offer("L", (lat + ip, busy + ip_busy, wire + ip_wire, ch + ("I",)))
-                else:
-                    g = gather_us(st.rows_in, st.width_in, t, hosts)
-                    offer("L", (lat + g + ip, busy + g + ip_busy, wire + hist + ip_wire, ch + ("I",)))
-            if mode != "in-place":
-                fj = forkjoin_step_us(st, t, c, hosts, spread=state == "D")
-                offer("D", (lat + fj, busy + fj_busy, wire + hist, ch + ("F",)))
+            for to, how, dl, db, dw in _moves(st, state, t, c, hosts, mode):
+                cand = (lat + dl, busy + db, wire + dw, ch + (how,))
+                if to not in nxt or cand[0] < nxt[to][0]:
+                    nxt[to] = cand
         best = nxt
     finals = []
     for state, (lat, busy, wire, ch) in best.items():
-        if state == "D":
+        if state != "L":
             g = gather_us(p.result_rows, p.result_width, t, hosts)
             lat, busy = lat + g, busy + g
-            wire += f * p.result_rows * p.result_width * ID_BYTES
+            wire += _f(hosts) * p.result_rows * p.result_width * ID_BYTES
         finals.append((lat, busy, wire, ch))
     lat, busy, wire, ch = min(finals, key=lambda x: x[0])
     # queries start evenly on every host, so each host's share of a query's compute is 1/H of it
@@ -347,7 +403,8 @@ def projection_table(profiles: dict[str, QueryProfile], transports: list[Transpo
     and the selective mix throughput."""
     L = [f"Projected latency (ms) on {hosts} hosts x {c.threads} threads, data as measured "
          f"({next(iter(profiles.values())).triples:,} triples); adaptive's per-step choice "
-         "in brackets (I in place, F fork-join):", ""]
+         "in brackets (I: in place, remote lists read; F: on the owners - forked, an index start, "
+         "or local after a fork):", ""]
     head = ["query"] + [f"{t.name} {m}" for t in transports for m in MODES]
     L.append("| " + " | ".join(head) + " |")
     L.append("| --- | " + " | ".join("---:" for _ in head[1:]) + " |")
@@ -399,11 +456,11 @@ def paper_table(profiles: dict[str, QueryProfile], t: Transport, c: Compute) -> 
 
 
 def transport_table(transports: list[Transport], c: Compute) -> list[str]:
-    L = ["| transport | read us | call us | post us | ns/byte | remote CPU us/read | source |",
-         "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    L = ["| transport | in-place reads | read us | call us | post us | ns/byte | remote CPU us/read | source |",
+         "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for t in transports:
-        L.append(f"| {t.name} | {t.read_us:.2f} | {t.call_us:.2f} | {t.post_us:.2f} | {t.byte_ns:.3f} | "
-                 f"{t.remote_cpu_us:.2f} | {t.source} |")
+        L.append(f"| {t.name} | {'one call per host' if t.batched else 'one per vertex'} | {t.read_us:.2f} | "
+                 f"{t.call_us:.2f} | {t.post_us:.2f} | {t.byte_ns:.3f} | {t.remote_cpu_us:.2f} | {t.source} |")
     L.append("")
     L.append(f"Jindou compute (1 process): {c.row_ns:.1f} ns per row touched, {c.fixed_us:.0f} us fixed per "
              f"query, {c.dispatch_us:.0f} us per sub-query on a worker; {c.threads} threads per host "

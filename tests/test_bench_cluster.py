@@ -18,6 +18,8 @@ from bench import cluster_model as cm
 from bench.cluster import pattern_terms, profile_query, run_cluster
 
 TCP = cm.Transport("TCP", read_us=120.0, call_us=150.0, post_us=20.0, byte_ns=1.0, remote_cpu_us=60.0)
+TCP_BATCHED = cm.Transport("TCP-b", read_us=120.0, call_us=150.0, post_us=20.0, byte_ns=1.0, remote_cpu_us=60.0,
+                           batched=True)
 RDMA = cm.rdma_transport()
 COMPUTE = cm.Compute(row_ns=80.0, fixed_us=300.0, dispatch_us=40.0, threads=16)
 
@@ -25,19 +27,20 @@ COMPUTE = cm.Compute(row_ns=80.0, fixed_us=300.0, dispatch_us=40.0, threads=16)
 def _profiles() -> list[cm.QueryProfile]:
     """A selective star from a constant, a chain, and a non-selective index-started join."""
     star = cm.QueryProfile("star", True, (
-        cm.Step("c", "const", 1, 1, 12, 0, 1),
-        cm.Step("e1", "expand", 12, 12, 12, 1, 2),
-        cm.Step("e2", "expand", 12, 12, 12, 2, 3),
+        cm.Step("<c> p ?s", "const", 1, 1, 12, 0, 1),
+        cm.Step("?s q ?a", "expand", 12, 12, 12, 1, 2, "s"),
+        cm.Step("?s r ?b", "expand", 12, 12, 12, 2, 3, "s"),
     ), 1_000_000)
     chain = cm.QueryProfile("chain", True, (
-        cm.Step("c", "const", 1, 1, 30, 0, 1),
-        cm.Step("e", "expand", 30, 30, 600, 1, 2),
-        cm.Step("p", "prune", 250, 600, 40, 2, 2),
+        cm.Step("<c> p ?c", "const", 1, 1, 30, 0, 1),
+        cm.Step("?s q ?c", "expand", 30, 30, 600, 1, 2, "c"),
+        cm.Step("?s type T", "prune", 250, 600, 40, 2, 2, "s"),
     ), 1_000_000)
     big = cm.QueryProfile("big", False, (
-        cm.Step("i", "index", 0, 1, 200_000, 0, 1),
-        cm.Step("e", "expand", 200_000, 200_000, 800_000, 1, 2),
-        cm.Step("p", "prune", 50_000, 800_000, 100_000, 2, 2),
+        cm.Step("?x type T", "index", 0, 1, 200_000, 0, 1, "x"),
+        cm.Step("?x p ?y", "expand", 200_000, 200_000, 800_000, 1, 2, "x"),
+        cm.Step("?y type U", "prune", 50_000, 800_000, 100_000, 2, 2, "y"),
+        cm.Step("?y q ?z", "expand", 50_000, 100_000, 150_000, 2, 3, "y"),
     ), 1_000_000)
     return [star, chain, big]
 
@@ -54,7 +57,7 @@ def test_paper_numbers_are_cited_data():
 
 
 def test_one_step_by_hand():
-    st = cm.Step("e", "expand", 100, 100, 300, 1, 2)
+    st = cm.Step("e", "expand", 100, 100, 300, 1, 2, "x")
     h = 4
     f = 3 / 4
     # in place: remote reads * read + remote bytes * byte_ns + rows touched * row_ns
@@ -96,12 +99,27 @@ def test_single_host_has_no_communication():
 def test_rdma_projection_faster_than_tcp():
     for p in _profiles():
         for h in (2, 6, 8, 16):
-            for mode in cm.MODES:
+            for mode in cm.MODES:  # per-vertex reads on both: every mode
                 r, t = cm.project(p, RDMA, COMPUTE, h, mode), cm.project(p, TCP, COMPUTE, h, mode)
                 assert r.latency_us < t.latency_us, (p.name, h, mode)
-            sel = [cm.project(q, RDMA, COMPUTE, h, "adaptive") for q in _profiles() if q.selective]
-            tsel = [cm.project(q, TCP, COMPUTE, h, "adaptive") for q in _profiles() if q.selective]
-            assert cm.mix_qps(sel, RDMA, COMPUTE.threads) > cm.mix_qps(tsel, TCP, COMPUTE.threads)
+            for mode in ("fork-join", "adaptive"):  # against batched TCP reads: with the choice of forking
+                r, t = cm.project(p, RDMA, COMPUTE, h, mode), cm.project(p, TCP_BATCHED, COMPUTE, h, mode)
+                assert r.latency_us < t.latency_us, (p.name, h, mode)
+            for tcp in (TCP, TCP_BATCHED):
+                sel = [cm.project(q, RDMA, COMPUTE, h, "adaptive") for q in _profiles() if q.selective]
+                tsel = [cm.project(q, tcp, COMPUTE, h, "adaptive") for q in _profiles() if q.selective]
+                assert cm.mix_qps(sel, RDMA, COMPUTE.threads) > cm.mix_qps(tsel, tcp, COMPUTE.threads)
+
+
+def test_batched_reads_cost_one_call_per_host():
+    h = 8
+    small, large = cm.Step("a", "expand", 10, 10, 10, 1, 2, "x"), cm.Step("b", "expand", 10_000, 10, 10, 1, 2, "x")
+    # same rows, so the only difference would be the reads: batched, both reach all 7 other hosts
+    assert cm.inplace_step_us(small, TCP_BATCHED, COMPUTE, h) == cm.inplace_step_us(large, TCP_BATCHED, COMPUTE, h)
+    assert cm.inplace_step_us(large, TCP, COMPUTE, h) > 100 * cm.inplace_step_us(large, TCP_BATCHED, COMPUTE, h)
+    one = cm.Step("c", "expand", 1, 1, 1, 1, 2, "x")
+    comm = cm.inplace_step_us(one, TCP_BATCHED, COMPUTE, h) - one.rows * COMPUTE.row_ns / 1000
+    assert comm == pytest.approx(TCP_BATCHED.read_us + (7 / 8) * 8 * TCP_BATCHED.byte_ns / 1000)
 
 
 def test_adaptive_never_worse_than_a_forced_mode():
@@ -117,7 +135,23 @@ def test_adaptive_never_worse_than_a_forced_mode():
 def test_selective_stays_in_place_and_big_frontiers_fork_on_rdma():
     star, _chain, big = _profiles()
     assert cm.project(star, RDMA, COMPUTE, 8, "adaptive").choices == ("I", "I", "I")
-    assert cm.project(big, RDMA, COMPUTE, 8, "adaptive").choices[1] == "F"
+    # an index start is distributed, the step from its vertex local; then the big frontier forks
+    assert cm.project(big, RDMA, COMPUTE, 8, "adaptive").choices == ("F", "F", "F", "F")
+    assert cm.project(big, RDMA, COMPUTE, 8, "in-place").choices == ("F", "F", "I", "I")
+
+
+def test_steps_local_to_a_fork_cost_no_communication():
+    _star, _chain, big = _profiles()
+    for t in (RDMA, TCP):
+        r = cm.project(big, t, COMPUTE, 8, "fork-join")
+        local = big.steps[1].rows * COMPUTE.row_ns / 1000 / (8 * COMPUTE.threads)
+        rest = cm.project(cm.QueryProfile("x", False, big.steps[:1], 1), t, COMPUTE, 8, "fork-join")
+        two = cm.project(cm.QueryProfile("x", False, big.steps[:2], 1), t, COMPUTE, 8, "fork-join")
+        # the second step adds its parallel compute and a bigger final gather, no call
+        g1 = cm.gather_us(big.steps[0].rows_out, 1, t, 8)
+        g2 = cm.gather_us(big.steps[1].rows_out, 2, t, 8)
+        assert two.latency_us - rest.latency_us == pytest.approx(local + g2 - g1)
+        assert r.choices == ("F", "F", "F", "F")
 
 
 def test_crossover_moves_with_read_cost():
@@ -196,8 +230,9 @@ def test_profile_counts_match_the_engine(tmp_path):
         assert all(s.rows_in == prev.rows_out for prev, s in zip(p.steps, p.steps[1:], strict=False))
         if name == "C1":  # starts at the constant professor: one read
             assert p.steps[0].kind == "const" and p.steps[0].reads == 1
-        if name == "L2":  # ?X rdf:type ub:Course starts from the type index
-            assert p.steps[0].kind == "index"
+        if name == "L2":  # ?X rdf:type ub:Course starts from the type index, binding ?X
+            assert p.steps[0].kind == "index" and p.steps[0].start == "X"
+            assert p.steps[1].start == "X"
 
 
 # --------------------------------------------------------------------------- end to end
