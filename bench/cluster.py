@@ -2,11 +2,14 @@
 
 One run starts every configuration on the same LUBM data and keeps them up together:
 
-* ``jindou-1``            one process (``jindou serve``);
-* ``shm-2/<exec>``        ``--workers 2 --cluster-transport shm``;
-* ``shm-3/<exec>``        ``--workers 3 --cluster-transport shm``;
-* ``flight-3/<exec>``     ``--workers 3 --cluster-transport flight`` (Arrow Flight over loopback);
-* ``oxigraph``            ``oxigraph serve``;
+* ``jindou-1``               one process (``jindou serve``);
+* ``shm-2/<exec>``           ``--workers 2 --cluster-transport shm``;
+* ``shm-3/<exec>``           ``--workers 3 --cluster-transport shm``;
+* ``flight-3/<exec>``        ``--workers 3 --cluster-transport flight`` (the workers it spawns
+                             listen on unix sockets: Flight over a unix socket);
+* ``flight-tcp-3/adaptive``  three ``jindou worker --listen 127.0.0.1:PORT`` started here and
+                             ``--cluster FILE --cluster-transport flight``: Flight over TCP loopback;
+* ``oxigraph``               ``oxigraph serve``;
 
 with ``<exec>`` each of ``--cluster-exec in-place | fork-join | adaptive`` (a server flag, so one
 server per value).  Then, per query (L1-L7 and the selective S/C/Q ones): a warm-up on every
@@ -14,17 +17,19 @@ configuration, and R rounds that each run the query once on every configuration,
 rotating per round (alternating runs: drift of the machine hits every configuration alike);
 the median is reported.  Also: throughput of concurrent selective queries (8 client threads,
 bounded duration) per configuration; resident memory (RSS and PSS, psutil) of the serving
-process and of each worker (pids from GET /status "workers"); triples per worker (/status);
-the same answers everywhere (row counts for all queries, full results for the selective ones,
-exit status 3 on a mismatch).
+process and of each worker (pids from GET /status "workers", else the server's ``worker``
+child processes) and the size of each worker's partition files; triples per worker; the same
+answers everywhere (row counts for all queries, full results for the selective ones, exit
+status 3 on a mismatch).
 
-Transport costs for the cost model (:mod:`bench.cluster_model`) are measured twice: raw Arrow
-Flight over loopback against a small echo server (round trip of one action, of one do_get,
-per byte, per extra concurrent call, server CPU per request), and Jindou's effective per-remote-
-operation cost, derived from the HTTP latencies of the selective queries (cluster minus one
-process, divided by the remote operations their profiles imply).  Query profiles (per plan
-step: distinct vertices read, rows in/out, width) come from the one-process plan
-(``explain=true``) and COUNT queries over prefixes of the plan's pattern order.
+Per-operation transport costs for the cost model (:mod:`bench.cluster_model`): Jindou's own
+readers (:mod:`engine.cluster.transport`) timed against a running worker (one-vertex and
+batched ``expand`` over Flight on TCP loopback and on a unix socket, and through the mapped
+shared memory), a bare Arrow Flight echo server over TCP loopback (the framework's share), and,
+as a cross-check, per remote operation from the HTTP latencies (cluster minus one process).
+Query profiles (per plan step: distinct vertices read, rows in/out, width, start variable)
+come from the one-process plan (``explain=true``) and COUNT queries over prefixes of the
+plan's pattern order.  ``--report-from JSON`` re-runs the model on a saved result.
 """
 
 from __future__ import annotations
