@@ -219,6 +219,9 @@ def start_server(cfg: Config, data: str, opts) -> Server:
         srv.status, srv.error = "error", f"{type(e).__name__}: {str(e)[-1500:]}"
         srv.stop()
         return srv
+    except BaseException:  # interrupted while starting: it is nobody else's to stop
+        srv.stop()
+        raise
     srv.load_s = time.perf_counter() - t0
     return srv
 
