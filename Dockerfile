@@ -5,6 +5,8 @@ COPY server ./server
 COPY engine ./engine
 COPY bench ./bench
 COPY static ./static
+COPY pipeline ./pipeline
+COPY deploy ./deploy
 RUN pip install --no-cache-dir .
 EXPOSE 8000
 ENV JINDOU_STATIC=/app/static

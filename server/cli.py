@@ -7,6 +7,7 @@ import argparse
 import gc
 import logging
 import os
+import signal
 import socket
 import sys
 import time
@@ -112,6 +113,9 @@ def serve(config: Settings, progress: bool = True) -> None:
     logging.basicConfig(level=getattr(logging, config.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sock = bind_socket(config.host, config.port)
+    # a SIGTERM while loading still runs the cleanup below (a cluster's workers stop);
+    # uvicorn installs its own handler once it serves
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     db = None
     try:
         db = _make_database(config)
@@ -133,6 +137,10 @@ def serve(config: Settings, progress: bool = True) -> None:
             db.close()  # a cluster's workers stop with the server
     if not server.started:  # start-up failed (uvicorn logged why)
         raise SystemExit(3)
+
+
+def _exit_on_signal(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _loop() -> str:

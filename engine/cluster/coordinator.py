@@ -165,6 +165,9 @@ class ClusterStore:
         self.vts = StableVTS(w.name for w in self.workers)
         self.plan = SnapshotPlan()
         self._pool = ThreadPoolExecutor(max_workers=max(2, self.n_shards), thread_name_prefix="jindou-cluster")
+        # in-place reads of remote partitions, the owners asked at once (a pool of its own:
+        # a commit never waits behind reads, nor reads behind a commit)
+        self._reads = ThreadPoolExecutor(max_workers=4 * max(2, self.n_shards), thread_name_prefix="jindou-reads")
         self._persist = Persistence(meta_dir) if meta_dir else None
         self.dictionary = Dictionary()
         if self._persist is not None:
@@ -173,6 +176,8 @@ class ClusterStore:
                 self.dictionary = state.dictionary
                 self.load_counter = state.load_counter
         self._empty = empty_graph(self.n_shards)
+        if self._persist is not None and not self._meta:
+            self._write_meta(0)  # the cluster id, before any worker records it
         try:
             for w in self.workers:
                 if w.data_dir is not None:
@@ -231,6 +236,8 @@ class ClusterStore:
             pass
         argv = [sys.executable, "-m", "server.cli", "worker", "--listen", w.address, "--data-dir", w.data_dir,
                 "--parent-pid", str(os.getpid())]
+        if self._own_tmp is not None:
+            argv.append("--remove-on-orphan")
         w.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
         w.state = "starting"
 
@@ -367,6 +374,8 @@ class ClusterStore:
             shards.append(sh if sh is not None else self._empty.shards[k])
         gi = GraphIndex(shards)
         gi.cluster = self
+        if not all(w.transport is not None and w.transport.in_process for w in self.workers):
+            gi.remote_reads = self._reads
         gi.cluster_sn = sn
         gi.cluster_gid = g
         return gi
@@ -484,7 +493,7 @@ class ClusterStore:
             out.append({
                 "address": w.address, "pid": st.get("pid", w.desc.get("pid")), "state": w.state,
                 **({"why": w.why} if w.why else {}),
-                "partitions": list(w.desc.get("owned", [w.no])), "triples": st.get("triples", w.desc.get("triples")),
+                "partitions": list(w.desc.get("owned", [w.no])), "triples": w.desc.get("triples", st.get("triples")),  # as of its last commit
                 "rss_bytes": st.get("rss_bytes"), "requests": st.get("requests"), "version": w.desc.get("sn"),
                 "transport": w.transport.name if w.transport is not None else None, "restarts": w.restarts,
                 "vts": w.desc.get("vts", {}),
@@ -524,8 +533,8 @@ class ClusterStore:
                 except subprocess.TimeoutExpired:
                     w.proc.kill()
                     w.proc.wait()
-        pool = getattr(self, "_pool", None)
-        if pool is not None:
-            pool.shutdown(wait=False)
+        for pool in (getattr(self, "_pool", None), getattr(self, "_reads", None)):
+            if pool is not None:
+                pool.shutdown(wait=False)
         if self._own_tmp is not None:
             shutil.rmtree(self._own_tmp, ignore_errors=True)

@@ -11,10 +11,10 @@ back its extended rows. Rows carry their full history, so the fork point just
 concatenates the parts: no final join.
 
 The choice (:func:`choose`) compares the two costs from the number of remote
-operations: in-place pays a round trip per worker for every step of the run
-plus the neighbour lists' bytes; fork-join pays one round trip per worker for
-the whole run plus the history's bytes both ways, and divides the
-exploration's CPU among the workers. Per-operation costs are those measured by
+operations: in-place pays a round trip for every step of the run (the owners
+are asked at once) plus the neighbour lists' bytes, and does the exploration's
+CPU here; fork-join pays one round trip for the whole run (per chunk) plus the
+history's bytes both ways, and divides the CPU among the workers. Per-operation costs are those measured by
 ``python -m bench cluster`` on each transport (:data:`COSTS`; docs/BENCHMARKS.md).
 ``--cluster-exec in-place|fork-join`` forces one.
 
@@ -62,6 +62,8 @@ COSTS = {
 _PROBE_NS = 25.0
 _GATHER_NS = 2.0
 _CORES = max(1, os.cpu_count() or 1)
+#: building and reading the history tables and the threads of one fork (per round)
+_FORK_FIXED_US = 100.0
 
 
 def _src(t, cols: dict) -> tuple | None:
@@ -127,16 +129,16 @@ def choose(graph, resolved, run: list[int], n: int, cols) -> str:
         cpu = (rows * _PROBE_NS + out_rows * (width + 1) * _GATHER_NS) / 1e3
         cpu_total += cpu
         inplace += cpu
-        if not costs.local_reads:
-            inplace += workers * costs.call_us + (rows * 8 + out_rows * 16) * costs.byte_ns / 1e3
+        if not costs.local_reads:  # one round trip (the owners are asked at once) and the lists
+            inplace += costs.call_us + (rows * 8 + out_rows * 16) * costs.byte_ns / 1e3
         for x in (s, o):
             if x[0] == "v" and x[1] not in bound:
                 bound.add(x[1])
                 width += 1
         rows = out_rows
-    calls = workers * max(1, -(-n // CHUNK_ROWS))
+    rounds = max(1, -(-n // (CHUNK_ROWS * workers)))  # each worker takes its chunks one after another
     par = min(workers, _CORES)
-    forkjoin = (cpu_total + calls * fork.call_us) / par + (n * len(cols) + rows * width) * 8 * fork.byte_ns / 1e3
+    forkjoin = cpu_total / par + rounds * (fork.call_us + _FORK_FIXED_US) + (n * len(cols) + rows * width) * 8 * fork.byte_ns / 1e3
     return "fork-join" if forkjoin < inplace else "in-place"
 
 

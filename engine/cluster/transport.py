@@ -23,6 +23,7 @@ worker's directory visible here.
 from __future__ import annotations
 
 import os
+import weakref
 
 import numpy as np
 
@@ -119,8 +120,11 @@ class FlightTransport(Transport):
 
 
 class RdmaTransport(Transport):
-    """One-sided reads through pyverbs, where an RDMA device exists (none here: see
-    :func:`engine.cluster.rdma.unavailable_reason`)."""
+    """One-sided RDMA READs through pyverbs (:mod:`engine.cluster.rdma`): the worker
+    registers its arrays and says where they are in each version's description;
+    :class:`engine.cluster.ranged.RangedShard` caches each predicate's index arrays
+    and reads neighbour ranges. Only where a device exists (none on our CI machines:
+    :func:`engine.cluster.rdma.unavailable_reason` says why)."""
 
     name = "rdma"
 
@@ -131,10 +135,23 @@ class RdmaTransport(Transport):
         if why is not None:
             raise RuntimeError(f"the rdma transport cannot run here: {why}")
         super().__init__(client)
-        self._rdma = rdma
+        self._reader = rdma.RdmaRangeReader(lambda info: client.action("rdma_accept", peer=info))
+        self._cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def shards(self, desc: dict, n_parts: int) -> dict[int, dict[int, object]]:
-        return self._rdma.shards_of(self.client, desc, n_parts)
+        from engine.cluster.ranged import RangedShard
+
+        if "rdma" not in desc:
+            raise RuntimeError(f"worker {self.client.address} publishes no RDMA regions (no device there)")
+        out: dict[int, dict[int, object]] = {}
+        for g, per in desc["rdma"].items():
+            out[int(g)] = {int(k): RangedShard(int(k), n_parts, {int(p): d for p, d in segs.items()}, self._reader,
+                                               cache=self._cache)
+                           for k, segs in per.items()}
+        return out
+
+    def close(self) -> None:
+        self._reader.close()
 
 
 TRANSPORTS = {"shm": SharedMemoryTransport, "flight": FlightTransport, "rdma": RdmaTransport}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import os
 import secrets
@@ -150,7 +151,62 @@ class Partitions:
                 "graphs": man["graphs"] if man else {"default": [], "named": {}},
                 "stats": _stats_of(default, named) if default is not None else {},
                 "triples": self.triples(),
+                **({"rdma": self._rdma_publish(default, named)} if default is not None and self._rdma_ready()
+                   else {}),
             }
+
+    # ------------------------------------------------------------ RDMA
+    _rdma = None
+    _rdma_why: str | None = "not tried"
+
+    def _rdma_ready(self) -> bool:
+        """Whether this worker publishes its arrays for one-sided RDMA reads (an RDMA
+        device and pyverbs are present; :mod:`engine.cluster.rdma`)."""
+        if self._rdma is None and self._rdma_why == "not tried":
+            from engine.cluster import rdma
+
+            self._rdma_why = rdma.unavailable_reason()
+            if self._rdma_why is None:
+                self._rdma = rdma.RdmaExporter()
+                self._rdma_regs: dict[tuple, dict] = {}
+        return self._rdma is not None
+
+    def _rdma_publish(self, default: GraphIndex, named: dict) -> dict:
+        """``{graph: {partition: {pid: six descriptors}}}`` of the current version, every
+        array registered once (by segment); registrations of segments no retained
+        version holds are released."""
+        from engine.cluster.ranged import COLUMNS
+
+        out, used = {}, set()
+        for g, gi in [(-1, default), *named.items()]:
+            per = {}
+            for sh in gi.shards:
+                if gi.owned is not None and sh.no not in gi.owned:
+                    continue
+                segs = {}
+                for pid, cols, seg in sh.export():
+                    key = (id(seg), int(pid))
+                    descs = self._rdma_regs.get(key)
+                    if descs is None:
+                        descs = {n: self._rdma.register(a) for n, a in zip(COLUMNS, cols, strict=True)}
+                        self._rdma_regs[key] = descs
+                    segs[str(pid)] = descs
+                per[str(sh.no)] = segs
+            out[str(g)] = per
+        for d, nm in self.versions.values():
+            for gi in [d, *nm.values()]:
+                for sh in gi.shards:
+                    used.update((id(seg), int(pid)) for pid, _, seg in sh.export())
+        for key in [k for k in self._rdma_regs if k not in used]:
+            for desc in self._rdma_regs.pop(key).values():
+                self._rdma.unregister(desc)
+        return out
+
+    def rdma_accept(self, peer: dict) -> dict:
+        with self.lock:
+            if not self._rdma_ready():
+                raise Conflict(f"no RDMA here: {self._rdma_why}")
+            return self._rdma.accept(peer)
 
     def triples(self) -> int:
         """Triples stored here: OUT edges of owned subjects (each triple counted by one worker)."""
@@ -202,7 +258,7 @@ class Partitions:
                 self.vts = VectorClock(vts_before)
                 raise
             self._pending = None
-            self.versions[sn] = graphs
+            self.versions[sn] = self.persist.mapped()  # the heap copies go with the older versions
             self.sn = sn
             keep_set = {int(k) for k in keep} | {sn}
             older = sorted(v for v in self.versions if v not in keep_set)
@@ -263,6 +319,8 @@ class WorkerService(flight.FlightServerBase):
                 res = {"pid": os.getpid(), "sn": self.parts.sn, "triples": self.parts.triples(),
                        "rss_bytes": rss_bytes(), "requests": self.requests, "owned": sorted(self.parts.owned),
                        "n_parts": self.parts.n_parts, "uptime_s": round(time.time() - self.started, 3)}
+            elif kind == "rdma_accept":
+                res = self.parts.rdma_accept(body["peer"])
             elif kind == "ping":
                 res = {"sn": self.parts.sn}
             else:
@@ -334,11 +392,12 @@ def _read_call(g: GraphIndex, h: dict, cols: dict) -> pa.Table:
 
 
 # ---------------------------------------------------------------- process
-def _watch_parent(ppid: int, server: WorkerService) -> None:
+def _watch_parent(ppid: int, server: WorkerService, orphaned: threading.Event) -> None:
     """A worker started by a serving process ends when that process is gone."""
     while True:
         time.sleep(0.5)
         if os.getppid() != ppid:
+            orphaned.set()
             server.shutdown()
             return
 
@@ -351,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", default=None,
                     help="where the partitions persist (default: a private directory in /dev/shm, removed at exit)")
     ap.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
+    # set by a serving process for the workers it starts in shared memory: when that
+    # process is gone (even killed), the worker removes its data and socket itself
+    ap.add_argument("--remove-on-orphan", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     private = None
     data_dir = a.data_dir
@@ -371,8 +433,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, pa.ArrowException) as e:
         print(f"jindou worker: cannot listen on {a.listen}: {e}", file=sys.stderr)
         return 2
+    orphaned = threading.Event()
     if a.parent_pid:
-        threading.Thread(target=_watch_parent, args=(a.parent_pid, server), daemon=True).start()
+        threading.Thread(target=_watch_parent, args=(a.parent_pid, server, orphaned), daemon=True).start()
 
     def _stop(signum, frame):
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -381,6 +444,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"jindou worker: listening on {a.listen} (pid {os.getpid()}, data in {data_dir}, version {parts.sn})",
           file=sys.stderr, flush=True)
     server.serve()
+    if orphaned.is_set() and a.remove_on_orphan:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        if a.listen.startswith("unix:"):
+            with contextlib.suppress(OSError):
+                os.unlink(a.listen[5:])
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(data_dir))  # the last one out removes the cluster's directory
     return 0
 
 

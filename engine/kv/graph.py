@@ -44,6 +44,9 @@ class GraphIndex:
     #: the :class:`engine.cluster.coordinator.ClusterStore` whose workers hold the
     #: shards (fork-join steps go to them), None in a single process
     cluster = None
+    #: an executor for per-shard reads that wait on another process (a remote
+    #: transport): the owners are asked at once, one round trip instead of one per shard
+    remote_reads = None
 
     def __init__(self, shards: list[Shard], stats: dict[int, PredicateStats] | None = None,
                  owned: frozenset[int] | None = None):
@@ -121,10 +124,12 @@ class GraphIndex:
         if sels is None:  # all input on one shard
             return shards[k].expand(pid, direction, vids)
         res = []
-        for sh, sel in zip(shards, sels, strict=True):
-            if sel is None:
-                continue
-            r, nb = sh.expand(pid, direction, vids[sel])
+        asked = [(sh, sel) for sh, sel in zip(shards, sels, strict=True) if sel is not None]
+        if self.remote_reads is not None and len(asked) > 1:
+            answers = list(self.remote_reads.map(lambda a: a[0].expand(pid, direction, vids[a[1]]), asked))
+        else:
+            answers = [sh.expand(pid, direction, vids[sel]) for sh, sel in asked]
+        for (_, sel), (r, nb) in zip(asked, answers, strict=True):
             if len(r):
                 res.append((sel, r, nb))
         if not res:
@@ -151,9 +156,13 @@ class GraphIndex:
         if sels is None:
             return shards[k].contains(pid, s, o)
         res = np.zeros(n, dtype=bool)
-        for sh, sel in zip(shards, sels, strict=True):
-            if sel is not None:
-                res[sel] = sh.contains(pid, s[sel], o[sel])
+        asked = [(sh, sel) for sh, sel in zip(shards, sels, strict=True) if sel is not None]
+        if self.remote_reads is not None and len(asked) > 1:
+            answers = list(self.remote_reads.map(lambda a: a[0].contains(pid, s[a[1]], o[a[1]]), asked))
+        else:
+            answers = [sh.contains(pid, s[sel], o[sel]) for sh, sel in asked]
+        for (_, sel), hit in zip(asked, answers, strict=True):
+            res[sel] = hit
         return res
 
     def index(self, pid: int, direction: int) -> np.ndarray:

@@ -151,6 +151,15 @@ class Persistence:
         named = {int(g): self._graph(entries, n_shards) for g, entries in man["graphs"]["named"].items()}
         return PersistedState(int(man["sn"]), n_shards, int(man.get("load_counter", 0)), d, default, named)
 
+    def mapped(self) -> tuple[GraphIndex, dict[int, GraphIndex]]:
+        """The graphs of the last manifest, memory-mapped from the packs (a cluster
+        worker swaps its freshly built arrays for these after each commit, so the
+        only copy of its partition is the one the serving process maps too)."""
+        man = self.manifest
+        n = int(man["shards"])
+        return (self._graph(man["graphs"]["default"], n),
+                {int(g): self._graph(e, n) for g, e in man["graphs"]["named"].items()})
+
     def _graph(self, entries: list, n_shards: int) -> GraphIndex:
         return map_graph(self.dir, entries, n_shards, self._packs, self.owned)
 

@@ -418,13 +418,29 @@ class Shard:
         return iter(self.preds)
 
     def expand(self, pid: int, direction: int, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Neighbours of int64 ``vids`` (all owned by this shard): (rows, nbrs), grouped
-        by row in input order."""
-        return self._csr(pid, direction).expand(vids, self._stride)
+        """Neighbours of int64 ``vids``: (rows, nbrs), grouped by row in input order; an
+        id another shard owns has none (the span table is indexed by ``v // stride``,
+        so such an id must not reach it)."""
+        csr = self._csr(pid, direction)
+        if self.n_shards > 1 and len(vids):
+            mine = partition.owned_mask(vids, self.n_shards, self.no)
+            if not mine.all():
+                sel = mine.nonzero()[0]
+                r, nb = csr.expand(vids[sel], self._stride)
+                return sel[r], nb
+        return csr.expand(vids, self._stride)
 
     def contains(self, pid: int, s: np.ndarray, o: np.ndarray) -> np.ndarray:
-        """Edge test for int64 subjects ``s`` owned by this shard."""
-        return self._csr(pid, OUT).contains(s, o, self._stride)
+        """Edge test for int64 subjects ``s`` (False for a subject another shard owns)."""
+        csr = self._csr(pid, OUT)
+        if self.n_shards > 1 and len(s):
+            mine = partition.owned_mask(s, self.n_shards, self.no)
+            if not mine.all():
+                out = np.zeros(len(s), dtype=bool)
+                sel = mine.nonzero()[0]
+                out[sel] = csr.contains(s[sel], o[sel], self._stride)
+                return out
+        return csr.contains(s, o, self._stride)
 
     def local_lookup(self, pid: int, direction: int):
         """A function ``vid -> sorted neighbours`` (key dtype) for one vertex owned by

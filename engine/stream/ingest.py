@@ -60,10 +60,12 @@ class Ingestor:
         Returns whether timeless triples were committed to the store."""
         if len(rows) == 0:
             return False
+        tm = timeless_mask(rows[:, 1], st.absorb, st.absorb_pids)
+        if tm.any():
+            self.db.store.snapshot()  # a down store worker refuses the batch before anything changes
         st.store.append_rows(rows, tau)
         st.batches += 1
         st.elements += len(split_elements(tau))
-        tm = timeless_mask(rows[:, 1], st.absorb, st.absorb_pids)
         origin = {st.name: st.batches}  # a cluster advances its workers' vector timestamps by it
         if tm.all():
             absorb(self.db.store, self.absorb_log, rows, tau, mark, origin)

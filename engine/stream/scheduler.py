@@ -29,13 +29,16 @@ from collections.abc import Callable
 
 import orjson
 
-from engine.errors import JindouError
+from engine.errors import JindouError, WorkerUnavailable
 from engine.stream.absorb import AbsorbLog
 from engine.stream.gc import collect
 from engine.stream.progress import ARRIVAL
 from engine.stream.registry import QueryEntry, Registry
 
 __all__ = ["Scheduler"]
+
+#: seconds between tries of an instant while a store worker is down
+_STORE_RETRY_S = 0.2
 
 log = logging.getLogger("jindou.stream")
 
@@ -162,11 +165,25 @@ class Scheduler:
         collect(reg, self.absorb_log, q.streams)
         return True
 
+    def _run_instant(self, q: QueryEntry, t: int):
+        """Evaluate instant ``t``; while a store worker is down (a distributed store),
+        wait for it rather than give the window up: windows are at-least-once.
+        ``(None, None)`` if the scheduler closed or the query went away meanwhile."""
+        while True:
+            try:
+                return q.evaluator.run(t)
+            except WorkerUnavailable:
+                if self.closed or q.deleted:
+                    return None, None
+                time.sleep(_STORE_RETRY_S)
+
     def _evaluate(self, q: QueryEntry, t: int) -> None:
         state = q.evaluator.capture(t)
         win = None
         try:
-            data, ms = q.evaluator.run(t)
+            data, ms = self._run_instant(q, t)
+            if data is None:
+                return  # closed or deleted while the store was down
         except Exception as e:  # noqa: BLE001 - reported in the query's result stream
             kind = getattr(e, "kind", "error")
             if isinstance(e, JindouError):
