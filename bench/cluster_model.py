@@ -24,8 +24,9 @@ Inputs
 ``Compute`` (measured on Jindou, 1 process): ``row_ns`` per row a step touches
   (rows in + rows out), ``fixed_us`` per query (HTTP, parse, plan, encode),
   ``dispatch_us`` per sub-query on a worker, ``threads`` worker threads per host.
-``QueryProfile``: per plan step ``reads`` (distinct vertices whose lists the
-  step reads), ``rows_in``/``rows_out`` and the history width in/out (columns).
+``QueryProfile``: per plan step its kind (const / index start, expand, prune),
+  ``reads`` (distinct vertices whose lists the step reads), ``rows_in``/``rows_out``,
+  the history width in/out (columns) and ``start``, the variable it starts from.
 
 Where the history is (the state, after each step)
 -------------------------------------------------
