@@ -695,8 +695,9 @@ def _median_us(fn, k: int, warm: int = 3) -> float:
 def measure_jindou_transport(address: str, reps: int = 200) -> dict:
     """Per-operation costs of Jindou's own transports against one running worker, through the
     engine's reader classes (:mod:`engine.cluster.transport`): ``expand`` of one vertex (an
-    in-place read), of a batch (per byte), from 8 threads at once (per extra call); over Flight,
-    and over the mapped shared memory when the worker is on this host; worker CPU per call."""
+    in-place read; the worker's and the caller's CPU per call), ``scan`` of the largest
+    predicate (per byte); over Flight, and over the mapped shared memory when the worker is on
+    this host."""
     import numpy as np  # noqa: PLC0415
     import psutil  # noqa: PLC0415
 
@@ -716,7 +717,7 @@ def measure_jindou_transport(address: str, reps: int = 200) -> dict:
         if not len(vids):
             raise RuntimeError("the worker's largest predicate has no vertices")
         rng = np.random.default_rng(0)
-        out: dict = {"address": address, "pid": pid, "vertices": int(len(vids))}
+        out: dict = {"address": address, "predicate": pid, "vertices": int(len(vids))}
         wp = psutil.Process(int(desc["pid"])) if desc.get("pid") else None
         for name, r in readers.items():
             one = [vids[rng.integers(len(vids))][None] for _ in range(64)]
@@ -731,11 +732,11 @@ def measure_jindou_transport(address: str, reps: int = 200) -> dict:
             read_us = _median_us(read1, reps)
             post_us = (time.process_time() - p0) / (reps + 3) * 1e6  # this (calling) process's CPU per call
             cpu_us = (sum(wp.cpu_times()[:2]) - c0) / (reps + 3) * 1e6 if wp else 0.0
-            batch = vids[rng.permutation(len(vids))[: min(len(vids), 4096)]]
-            rows, nbrs = r.expand(pid, 0, batch)
-            nbytes = (len(rows) + len(nbrs)) * 8 + len(batch) * 8
-            big_us = _median_us(lambda r=r, b=batch: r.expand(pid, 0, b), max(5, reps // 10))
-            res = {"read_us": read_us, "batch_us": big_us, "batch_vertices": int(len(batch)),
+            # per byte: the whole predicate's pairs in one call (MBs, so the round trip is small beside it)
+            ss, oo = r.scan(pid)
+            nbytes = (len(ss) + len(oo)) * 8
+            big_us = _median_us(lambda r=r: r.scan(pid), max(5, reps // 10))
+            res = {"read_us": read_us, "batch_us": big_us, "batch_pairs": int(len(ss)),
                    "batch_bytes": int(nbytes), "byte_ns": max(big_us - read_us, 0.0) * 1000.0 / max(nbytes, 1),
                    "worker_cpu_us": cpu_us, "post_us": post_us}
             out[name] = res
@@ -1000,8 +1001,10 @@ def render_markdown(result: dict, profiles, transports, shown, compute, hosts: i
             L.append(f"Jindou worker probe ({label}): {pr['error']}")
         for name, v in pr.items():
             if isinstance(v, dict):
-                L.append(f"Jindou worker, {name} reader ({label}): expand of 1 vertex {v['read_us']:.1f} us, of "
-                         f"{v['batch_vertices']:,} vertices ({v['batch_bytes'] / 1024:,.0f} KiB) {v['batch_us']:,.0f} us "
+                what = (f"{v['batch_pairs']:,} pairs" if "batch_pairs" in v
+                        else f"{v.get('batch_vertices', 0):,} vertices")
+                L.append(f"Jindou worker, {name} reader ({label}): expand of 1 vertex {v['read_us']:.1f} us, all "
+                         f"{what} of a predicate ({v['batch_bytes'] / 1024:,.0f} KiB) {v['batch_us']:,.0f} us "
                          f"= {v['byte_ns']:.2f} ns/byte, worker CPU {v['worker_cpu_us']:.1f} us and caller CPU "
                          f"{v['post_us']:.1f} us per read.")
         if pr:
