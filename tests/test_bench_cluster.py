@@ -262,7 +262,8 @@ def test_cluster_bench_end_to_end(tmp_path):
     for name in names:
         if name.startswith(("shm-", "flight")):
             ws = res["memory"][name]["workers"]
-            assert len(ws) == int(name.split("/")[0][-1])
+            assert res["memory"][name]["workers_in_status"]  # GET /status lists the workers
+            assert len(ws) == int(name.split("/")[0][-1]) and all(w["state"] == "up" for w in ws)
             assert sum(w["triples"] for w in ws) == total  # each triple counted by one worker
             assert all(w["rss"] > 0 for w in ws)
         assert res["throughput"][name]["completed"] > 0 and res["throughput"][name]["errors"] == 0
