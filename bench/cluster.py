@@ -1001,10 +1001,10 @@ def render_markdown(result: dict, profiles, transports, shown, compute, hosts: i
             L.append(f"Jindou worker probe ({label}): {pr['error']}")
         for name, v in pr.items():
             if isinstance(v, dict):
-                what = (f"{v['batch_pairs']:,} pairs" if "batch_pairs" in v
-                        else f"{v.get('batch_vertices', 0):,} vertices")
-                L.append(f"Jindou worker, {name} reader ({label}): expand of 1 vertex {v['read_us']:.1f} us, all "
-                         f"{what} of a predicate ({v['batch_bytes'] / 1024:,.0f} KiB) {v['batch_us']:,.0f} us "
+                what = (f"scan of a predicate's {v['batch_pairs']:,} pairs" if "batch_pairs" in v
+                        else f"expand of {v.get('batch_vertices', 0):,} vertices")
+                L.append(f"Jindou worker, {name} reader ({label}): expand of 1 vertex {v['read_us']:.1f} us, "
+                         f"{what} ({v['batch_bytes'] / 1024:,.0f} KiB) {v['batch_us']:,.0f} us "
                          f"= {v['byte_ns']:.2f} ns/byte, worker CPU {v['worker_cpu_us']:.1f} us and caller CPU "
                          f"{v['post_us']:.1f} us per read.")
         if pr:
