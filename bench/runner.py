@@ -589,6 +589,8 @@ USAGE = """usage: python -m bench <command> [options]
 commands:
   sparql   run the LUBM SPARQL benchmark (python -m bench sparql --help)
   lubm     only generate LUBM-style N-Triples (python -m bench lubm --help)
+  cluster  Jindou 1 process vs --workers 2/3 (shm, Flight) vs oxigraph serve, plus the cluster
+           cost model's projection (python -m bench cluster --help)
 """
 
 
@@ -602,6 +604,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_sparql(rest)
     if cmd == "lubm":
         return lubm.main(rest)
+    if cmd == "cluster":
+        return __import__("bench.cluster", fromlist=["main"]).main(rest)
     if cmd == "citybench":
         return __import__("bench.citybench", fromlist=["main"]).main(rest)
     print(USAGE, file=sys.stderr)
