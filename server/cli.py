@@ -131,16 +131,30 @@ def serve(config: Settings, progress: bool = True) -> None:
                                                access_log=config.access_log, log_level=config.log_level,
                                                lifespan="on", timeout_keep_alive=config.keep_alive))
         server.run(sockets=[sock])
+    except _Terminated:
+        # after the clean-up below, end as the signal would have (exit status -SIGTERM,
+        # what supervisors and uvicorn's own re-raise give)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        terminated = True
+    else:
+        terminated = False
     finally:
         sock.close()
         if db is not None:
             db.close()  # a cluster's workers stop with the server
+    if terminated:
+        os.kill(os.getpid(), signal.SIGTERM)
     if not server.started:  # start-up failed (uvicorn logged why)
         raise SystemExit(3)
 
 
+class _Terminated(BaseException):
+    """SIGTERM arrived outside uvicorn's own handling (while loading, or re-raised by
+    uvicorn after its shutdown): unwind so the store is closed, then end."""
+
+
 def _exit_on_signal(signum, frame) -> None:
-    raise SystemExit(128 + signum)
+    raise _Terminated()
 
 
 def _loop() -> str:

@@ -55,7 +55,7 @@ class TransportCosts:
 #: measured on the 2-core CI machine (python -m bench cluster; docs/BENCHMARKS.md)
 COSTS = {
     "shm": TransportCosts(call_us=0.0, byte_ns=0.0, local_reads=True),
-    "flight": TransportCosts(call_us=450.0, byte_ns=1.0),
+    "flight": TransportCosts(call_us=700.0, byte_ns=3.4),
     "rdma": TransportCosts(call_us=2.0, byte_ns=0.1),
 }
 #: vectorized exploration CPU: per probed vertex, per gathered history cell
