@@ -129,14 +129,26 @@ def test_graph_ingest_late_and_syntax(srv):
         assert r.status_code == 404
 
 
-def test_graph_default_timestamp_is_arrival(srv):
+def test_graph_without_t_needs_an_arrival_clock(srv):
+    """A graph body without ?t on an event-time stream is a 400 that changes nothing (the
+    wall clock would jump the progress and make the data's own times late); an
+    arrival-clock stream stamps it on arrival."""
     import time
 
+    nt = f"<{EX}a> <{EX}p> <{EX}b> .\n".encode()
     with _c(srv) as c:
-        assert c.put("/streams/a", json={"iri": EX + "a"}).status_code == 201
+        assert c.put("/streams/ev", json={"iri": EX + "ev"}).status_code == 201
+        r = c.post("/streams/ev", content=nt, headers={"Content-Type": "application/n-triples"})
+        assert r.status_code == 400, r.text
+        assert "?t=" in r.json()["detail"] and "arrival" in r.json()["detail"]
+        doc = c.get("/streams/ev").json()
+        assert doc["progress"] is None and doc["accepted"] == 0, doc
+        r = c.post("/streams/ev?t=1000", content=nt, headers={"Content-Type": "application/n-triples"})
+        assert r.status_code == 202 and r.json()["progress"] == 1000, r.text
+
+        assert c.put("/streams/arr", json={"iri": EX + "arr", "clock": "arrival"}).status_code == 201
         before = time.time_ns() // 1_000_000
-        r = c.post("/streams/a", content=f"<{EX}a> <{EX}p> <{EX}b> .\n".encode(),
-                   headers={"Content-Type": "application/n-triples"})
+        r = c.post("/streams/arr", content=nt, headers={"Content-Type": "application/n-triples"})
         assert r.status_code == 202, r.text
         assert r.json()["progress"] >= before
 

@@ -30,7 +30,7 @@ from engine.io import ingest as write_path
 from engine.stream.absorb import AbsorbLog, absorb
 from engine.stream.adaptor import ParsedLines, parse_graph, split_elements, timeless_mask
 from engine.stream.ledger import BatchLedger, check_batch_id, duplicate
-from engine.stream.limits import MAX_BAD_LINES, TooManyBadLines, check_time
+from engine.stream.limits import MAX_BAD_LINES, BadRequest, TooManyBadLines, check_time
 from engine.stream.progress import ARRIVAL, LateElementError
 from engine.stream.registry import Registry, StreamEntry
 
@@ -176,11 +176,17 @@ class Ingestor:
 
     def ingest_graph(self, name: str, data: bytes, media_type: str, t: int | None,
                      batch_id: str | None = None) -> dict:
-        """One RDF graph, all of it one element at ``t`` (now without ``t``; arrival clock: its clock)."""
+        """One RDF graph, all of it one element at ``t`` (epoch ms). An event-time stream needs
+        ``t``: taking the wall clock instead would jump its progress to now and refuse the
+        data's own times as late, so a missing ``t`` is a 400 that changes nothing; an
+        arrival-clock stream stamps the element itself."""
         batch_id = check_batch_id(batch_id)
         st = self.reg.stream(name)
         if t is not None:
             t = check_time(t, "?t")
+        elif st.clock != ARRIVAL:
+            raise BadRequest(f"stream {st.name!r} takes event time: a graph body needs ?t=<event time, epoch "
+                             "milliseconds> (or register the stream with \"clock\": \"arrival\")")
         dup = duplicate(self.ledger, st.name, batch_id, st.sclock.peek())
         if dup is not None:
             return dup
@@ -198,7 +204,7 @@ class Ingestor:
                 stamps, _, _ = st.sclock.assign(n=1)
                 tau = int(stamps[0])
             else:
-                tau = int(self._now()) if t is None else int(t)
+                tau = int(t)
                 try:
                     st.sclock.check(np.asarray([tau], dtype=np.int64))
                 except LateElementError:

@@ -235,7 +235,8 @@ def _ingest_arrow_body(m, name: str, body: bytes, batch_id: str | None) -> dict:
 @router.post("/streams/{name}", summary="Send stream elements", status_code=202, responses=_ERR,
              openapi_extra={"parameters": [
                  {"name": "t", "in": "query", "required": False, "schema": {"type": "integer"},
-                  "description": "timestamp (ms) of a graph body; default: arrival time"},
+                  "description": "event time of a graph body, epoch milliseconds; required on an event-time "
+                                 "stream (400 without it), ignored by an arrival-clock stream"},
                  {"name": "Batch-Id", "in": "header", "required": False, "schema": {"type": "string"},
                   "description": "idempotency key: a batch already applied to this stream is skipped "
                                  "and answered {\"duplicate\": true, ...} (the most recent 100k ids per "
@@ -253,8 +254,9 @@ async def stream_post(name: str, request: Request) -> Response:
     (strings, N-Triples terms) and `t` (int64 ms), the vectorized fast path with the
     same rules as ndjson (`line` = 1-based row); a missing or mistyped column or a body
     that is not an IPC stream is 400 and stores nothing.
-    N-Triples / Turtle: one graph = one element, atomic (400 on a syntax error, 422
-    when `t` is below the stream's progress). Answers 202
+    N-Triples / Turtle: one graph = one element at `?t=` (epoch ms; an event-time stream
+    without it is 400, an arrival-clock stream stamps it), atomic (400 on a syntax error,
+    422 when `t` is below the stream's progress). Answers 202
     `{"accepted","rejected","errors","progress"}`; with a `Batch-Id` header (or
     `?batch=`) also `"duplicate"` and `"batch_id"`: a re-delivered batch changes nothing
     and answers `"duplicate": true`."""
