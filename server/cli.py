@@ -108,7 +108,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def serve(config: Settings, progress: bool = True) -> None:
     import uvicorn
 
-    from server.app import _make_database, create_app
+    from server.app import create_app
 
     logging.basicConfig(level=getattr(logging, config.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -118,7 +118,7 @@ def serve(config: Settings, progress: bool = True) -> None:
     signal.signal(signal.SIGTERM, _exit_on_signal)
     db = None
     try:
-        db = _make_database(config)
+        db = _make_store_or_exit(config)
         load_files(db, config, progress=progress)
         app = create_app(config, database=db)
         # Everything loaded so far lives for the whole run: keep it out of the GC's
@@ -146,6 +146,18 @@ def serve(config: Settings, progress: bool = True) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
     if not server.started:  # start-up failed (uvicorn logged why)
         raise SystemExit(3)
+
+
+def _make_store_or_exit(config: Settings):
+    """The database, or one line saying why it cannot start (a cluster file that is missing or
+    lists no workers, a worker unreachable or holding another cluster's data...)."""
+    from engine.errors import JindouError
+    from server.app import _make_database
+
+    try:
+        return _make_database(config)
+    except (OSError, ValueError, RuntimeError, JindouError) as e:
+        raise SystemExit(f"jindou: cannot start the store: {e}") from None
 
 
 class _Terminated(BaseException):

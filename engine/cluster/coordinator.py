@@ -81,14 +81,19 @@ def read_cluster_file(path: str) -> list[str]:
     (``workers: [{address: h:p}]`` or ``workers: [h:p]``) file."""
     with open(path, "rb") as f:
         raw = f.read()
-    if path.endswith((".yaml", ".yml")):
-        import yaml
+    try:
+        if path.endswith((".yaml", ".yml")):
+            import yaml
 
-        data = yaml.safe_load(raw) or {}
-    else:
-        import tomllib
+            data = yaml.safe_load(raw) or {}
+        else:
+            import tomllib
 
-        data = tomllib.loads(raw.decode("utf-8"))
+            data = tomllib.loads(raw.decode("utf-8"))
+    except Exception as e:  # noqa: BLE001 - any syntax error of either format: one message
+        raise ValueError(f"{path}: not a valid cluster file ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a cluster file is a table with a 'worker' (TOML) or 'workers' (YAML) list")
     items = data.get("worker") or data.get("workers") or []
     out = []
     for it in items:
@@ -263,6 +268,9 @@ class ClusterStore:
             except WorkerUnavailable as e:
                 if "conflict" in e.why or time.monotonic() > deadline:
                     raise
+                if w.proc is None and not w.why:
+                    log.warning("waiting for store worker %s", w.address)
+                    w.why = "waiting"
                 time.sleep(0.05)
         w.transport = choose(self.transport_name, w.client, w.desc)
         w.state = "up"
