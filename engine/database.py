@@ -182,7 +182,7 @@ class Database:
                 st = None
         ctx, ds = self._context(pq, snap, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
                                 deadline)
-        token = enter_budget(budget)
+        token = enter_budget(budget, deadline)
         try:
             return explain_plan(pq, ctx, ds, fast_state=st, analyze=analyze, max_rows=max_rows or self.max_rows,
                                 check=_deadline_check(deadline, timeout))
@@ -210,7 +210,7 @@ class Database:
                     if deadline is not None and time.monotonic() > deadline:
                         raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
 
-                token = enter_budget(budget)
+                token = enter_budget(budget, deadline)
                 try:
                     res = run_fast(pq, st[2], st[3], st[1], max_rows or self.max_rows, check)
                 finally:
@@ -272,7 +272,7 @@ class Database:
                                 empty_graph=lambda: self.store.snapshot().graph(-2),
                                 deadline=deadline, may_commit=may_commit)
             budget = MemoryBudget(self.query_memory)  # the WHERE parts of DELETE/INSERT too
-            token = enter_budget(budget)
+            token = enter_budget(budget, deadline)
             try:
                 ex.run(u)
             finally:

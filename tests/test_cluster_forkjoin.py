@@ -151,3 +151,29 @@ def test_the_choice_follows_the_costs():
     # big one, whole history rows coming back cost more than neighbour lists do
     assert forkjoin.choose(_Graph("flight", 1.0), star[:2], [0, 1], 400_000, cols) == "fork-join"
     assert forkjoin.choose(_Graph("flight", 50.0), star[:2], [0, 1], 400_000, cols) == "in-place"
+
+
+@pytest.mark.parametrize("mode", ["in-place", "fork-join"])
+def test_a_stopped_worker_cannot_hold_a_query_past_its_deadline(mode, data):
+    """SIGSTOP (alive, silent): every call to it is bounded by the query's deadline, so
+    the query ends as a timeout soon after it, whichever way the steps run."""
+    import os
+    import signal
+    import time
+
+    from engine.errors import QueryTimeout, WorkerUnavailable
+
+    db = Database(workers=2, cluster_transport="flight", cluster_exec=mode, query_timeout=1.0)
+    pid = None
+    try:
+        db.load_data(data, NT)
+        pid = db.store.workers_status()[1]["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        with pytest.raises((QueryTimeout, WorkerUnavailable)):
+            db.query(f"SELECT * WHERE {{ ?x <{EX}a> ?y . ?x <{EX}b> ?z }}")
+        assert time.monotonic() - t0 < 3.0
+    finally:
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+        db.close()

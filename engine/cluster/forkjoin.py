@@ -26,6 +26,7 @@ worker-obliger concern of Wukong section 5.4).
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 from dataclasses import dataclass
@@ -174,7 +175,9 @@ def fork_join(graph, resolved, run: list[int], cols: dict, n: int, max_rows: int
         except BaseException as e:  # noqa: BLE001 - re-raised on the query's thread
             errors.append(e)
 
-    threads = [threading.Thread(target=one, args=(k,), daemon=True) for k in range(cluster.n_shards)]
+    # each thread in a copy of this context: the query's deadline bounds its calls
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(one, k), daemon=True)
+               for k in range(cluster.n_shards)]
     for t in threads:
         t.start()
     for t in threads:

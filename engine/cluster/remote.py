@@ -16,6 +16,7 @@ statistics arrive with the version, so planning costs no call.
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +24,8 @@ import pyarrow.flight as flight
 
 from engine.arrays import unique
 from engine.cluster import wire
-from engine.errors import RowBudgetExceeded, WorkerUnavailable
+from engine.errors import QueryTimeout, RowBudgetExceeded, WorkerUnavailable
+from engine.exec.context import query_deadline
 from engine.kv.api import PredColumns
 from engine.kv.shard import Shard, segment
 
@@ -56,12 +58,20 @@ class WorkerClient:
 
     def _options(self, timeout: float | None) -> flight.FlightCallOptions:
         t = timeout if timeout is not None else self._call_timeout
+        deadline = query_deadline()
+        if deadline is not None:  # a query's call ends with the query (a stopped worker cannot hold it)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise QueryTimeout("the query's deadline passed while it waited for a store worker")
+            t = min(t, left) if t else left
         return flight.FlightCallOptions(timeout=t) if t else flight.FlightCallOptions()
 
     def _fail(self, e: Exception) -> Exception:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         if isinstance(e, flight.FlightServerError) and "conflict:" in msg:
             return WorkerUnavailable(self.address, msg[msg.index("conflict:"):])
+        if isinstance(e, flight.FlightTimedOutError) and query_deadline() is not None:
+            return QueryTimeout(f"the query's deadline passed while it waited for store worker {self.address}")
         if isinstance(e, flight.FlightServerError) and "row_budget:" in msg:
             return RowBudgetExceeded(msg[msg.index("row_budget:") + len("row_budget:"):].strip())
         return WorkerUnavailable(self.address, "unreachable")

@@ -119,13 +119,25 @@ def current_budget() -> MemoryBudget | None:
     return _CURRENT.get()
 
 
-def enter_budget(budget: MemoryBudget | None):
-    """Make ``budget`` the running query's; returns the token for ``leave_budget``."""
-    return _CURRENT.set(budget)
+#: the running query's deadline (time.monotonic()), for waits outside the executor's own
+#: checks: a call to a store worker is bounded by it
+_DEADLINE: ContextVar[float | None] = ContextVar("jindou_query_deadline", default=None)
+
+
+def enter_budget(budget: MemoryBudget | None, deadline: float | None = None):
+    """Make ``budget`` (and ``deadline``) the running query's; returns the token for
+    ``leave_budget``."""
+    return _CURRENT.set(budget), _DEADLINE.set(deadline)
 
 
 def leave_budget(token) -> None:
-    _CURRENT.reset(token)
+    _CURRENT.reset(token[0])
+    _DEADLINE.reset(token[1])
+
+
+def query_deadline() -> float | None:
+    """The running query's deadline (time.monotonic()), None without one."""
+    return _DEADLINE.get()
 
 
 def charge_rows(n_rows: int, n_cols: int, what: str = "intermediate result") -> None:

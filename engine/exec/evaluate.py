@@ -743,7 +743,7 @@ def evaluate_query(query: A.Query, ctx: QueryContext, dataset: DatasetView,
         root = query.pattern
     else:
         root = plan_query(query).root
-    token = enter_budget(ctx.memory)
+    token = enter_budget(ctx.memory, ctx.deadline)
     try:
         ev = evaluator if evaluator is not None else Evaluator(ctx, dataset)
         return _evaluate_query(query, ctx, ev, root)

@@ -16,6 +16,8 @@ batched :class:`engine.kv.api.ShardReader` / ``ShardWriter`` calls (plus
 
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 
 from engine.arrays import unique
@@ -126,7 +128,7 @@ class GraphIndex:
         res = []
         asked = [(sh, sel) for sh, sel in zip(shards, sels, strict=True) if sel is not None]
         if self.remote_reads is not None and len(asked) > 1:
-            answers = list(self.remote_reads.map(lambda a: a[0].expand(pid, direction, vids[a[1]]), asked))
+            answers = self._remote_map(lambda a: a[0].expand(pid, direction, vids[a[1]]), asked)
         else:
             answers = [sh.expand(pid, direction, vids[sel]) for sh, sel in asked]
         for (_, sel), (r, nb) in zip(asked, answers, strict=True):
@@ -158,12 +160,18 @@ class GraphIndex:
         res = np.zeros(n, dtype=bool)
         asked = [(sh, sel) for sh, sel in zip(shards, sels, strict=True) if sel is not None]
         if self.remote_reads is not None and len(asked) > 1:
-            answers = list(self.remote_reads.map(lambda a: a[0].contains(pid, s[a[1]], o[a[1]]), asked))
+            answers = self._remote_map(lambda a: a[0].contains(pid, s[a[1]], o[a[1]]), asked)
         else:
             answers = [sh.contains(pid, s[sel], o[sel]) for sh, sel in asked]
         for (_, sel), hit in zip(asked, answers, strict=True):
             res[sel] = hit
         return res
+
+    def _remote_map(self, fn, items: list) -> list:
+        """``fn`` over ``items`` at once on :attr:`remote_reads`, each call in a copy of the
+        caller's context (the running query's deadline and budget go along)."""
+        ctxs = [contextvars.copy_context() for _ in items]
+        return list(self.remote_reads.map(lambda ci: ci[0].run(fn, ci[1]), zip(ctxs, items, strict=True)))
 
     def index(self, pid: int, direction: int) -> np.ndarray:
         """Sorted unique subjects (OUT) / objects (IN) of ``pid`` (int64)."""
