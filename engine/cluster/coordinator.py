@@ -63,6 +63,8 @@ log = logging.getLogger("jindou.cluster")
 
 _START_TIMEOUT = 60.0
 _PING_EVERY = 0.5
+#: how often the supervisor looks at the workers' processes (a dead one is noticed this fast)
+_WATCH_EVERY = 0.05
 _PING_TIMEOUT = 2.0
 _CALL_TIMEOUT = 600.0
 #: a dead worker this process started is restarted after this many seconds, doubling
@@ -158,6 +160,8 @@ class ClusterStore:
         self._live: weakref.WeakSet = weakref.WeakSet()
         self._graph_ids: set[int] = set()
         self._batch_seq: dict[str, int] = {}
+        #: every worker up and alive, as the supervisor last saw it (False until it has looked)
+        self._healthy = False
         self._own_tmp: str | None = None
         meta_dir = None
         if data_dir is not None:
@@ -280,7 +284,9 @@ class ClusterStore:
         """Supervisor: notice dead workers, restart the ones this process started."""
         last_ping = 0.0
         while not self._closed:
-            time.sleep(0.05)
+            time.sleep(_WATCH_EVERY)
+            self._healthy = all(w.state == "up" and (w.proc is None or w.proc.poll() is None)
+                                for w in self.workers)
             now = time.monotonic()
             ping = now - last_ping >= _PING_EVERY
             if ping:
@@ -305,6 +311,7 @@ class ClusterStore:
 
     def _mark_down(self, w: _Worker, why: str) -> None:
         with self._lock:
+            self._healthy = False
             if w.state != "down":
                 log.warning("store worker %s is %s", w.address, why)
                 w.down_since = time.monotonic()
@@ -358,6 +365,8 @@ class ClusterStore:
                     w.backoff = min(_RESTART_MAX, w.backoff * 2)
 
     def _require_up(self) -> None:
+        if self._healthy:  # the supervisor's word, at most _WATCH_EVERY old
+            return
         for w in self.workers:
             if w.state != "up" or (w.proc is not None and w.proc.poll() is not None):
                 if w.state == "up":
