@@ -168,7 +168,7 @@ class Partitions:
             self._rdma_why = rdma.unavailable_reason()
             if self._rdma_why is None:
                 self._rdma = rdma.RdmaExporter()
-                self._rdma_regs: dict[tuple, dict] = {}
+                self._rdma_regs: dict[tuple, tuple] = {}
         return self._rdma is not None
 
     def _rdma_publish(self, default: GraphIndex, named: dict) -> dict:
@@ -186,11 +186,12 @@ class Partitions:
                 segs = {}
                 for pid, cols, seg in sh.export():
                     key = (id(seg), int(pid))
-                    descs = self._rdma_regs.get(key)
-                    if descs is None:
-                        descs = {n: self._rdma.register(a) for n, a in zip(COLUMNS, cols, strict=True)}
-                        self._rdma_regs[key] = descs
-                    segs[str(pid)] = descs
+                    hit = self._rdma_regs.get(key)
+                    if hit is None:
+                        # the entry holds the segment: its id cannot be reused while registered
+                        hit = (seg, {n: self._rdma.register(a) for n, a in zip(COLUMNS, cols, strict=True)})
+                        self._rdma_regs[key] = hit
+                    segs[str(pid)] = hit[1]
                 per[str(sh.no)] = segs
             out[str(g)] = per
         for d, nm in self.versions.values():
@@ -198,7 +199,7 @@ class Partitions:
                 for sh in gi.shards:
                     used.update((id(seg), int(pid)) for pid, _, seg in sh.export())
         for key in [k for k in self._rdma_regs if k not in used]:
-            for desc in self._rdma_regs.pop(key).values():
+            for desc in self._rdma_regs.pop(key)[1].values():
                 self._rdma.unregister(desc)
         return out
 
