@@ -148,7 +148,7 @@ class HttpInjector:
             pid = batch_id if k == 0 else f"{batch_id}#{k}"
             code, doc = self._request("POST", f"/streams/{urllib.parse.quote(name)}", arrow_ipc(part),
                                       ARROW_STREAM_TYPE, {"Batch-Id": pid})
-            if code != 202:
+            if code not in (202, 207, 422):  # 207/422: some/all rows refused, reported in the body
                 raise InjectionError(f"stream {name!r} batch {pid}: HTTP {code}: {doc.get('detail', doc)}")
             report["accepted"] += int(doc.get("accepted", 0))
             report["rejected"] += int(doc.get("rejected", 0))

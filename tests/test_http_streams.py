@@ -84,7 +84,7 @@ def test_ndjson_ingest_with_line_errors(srv):
                 + orjson.dumps(_row(3, 1500)) + b"\n"  # late: below the progress 2000
                 + orjson.dumps(_row(4, 2000)) + b"\n")  # tau == P is fine
         r = c.post("/streams/s", content=body, headers=NDJSON)
-        assert r.status_code == 202, r.text
+        assert r.status_code == 207, r.text  # some lines refused, the others kept
         rep = r.json()
         assert rep["accepted"] == 3 and rep["rejected"] == 3
         assert sorted(e["line"] for e in rep["errors"]) == [2, 3, 5]
@@ -93,6 +93,11 @@ def test_ndjson_ingest_with_line_errors(srv):
         info = c.get("/streams/s").json()
         assert info["progress"] == 2000
         assert info["accepted"] == 3 and info["rejected"] == 3
+        # every line refused: 422, nothing stored; all taken: 202
+        r = c.post("/streams/s", content=orjson.dumps(_row(5, 10)) + b"\n{x\n", headers=NDJSON)
+        assert r.status_code == 422 and r.json()["accepted"] == 0 and r.json()["rejected"] == 2, r.text
+        r = c.post("/streams/s", content=orjson.dumps(_row(6, 3000)) + b"\n", headers=NDJSON)
+        assert r.status_code == 202 and r.json()["rejected"] == 0, r.text
 
 
 def test_graph_ingest_late_and_syntax(srv):
@@ -165,7 +170,7 @@ def test_heartbeats(srv):
         assert c.post("/streams/nope/progress?t=1").status_code == 404
         # an element below the heartbeat is late
         r = c.post("/streams/h", content=_nd(_row(1, 4000), _row(2, 5000)), headers=NDJSON)
-        assert r.status_code == 202
+        assert r.status_code == 207
         assert r.json()["accepted"] == 1 and r.json()["rejected"] == 1 and r.json()["progress"] == 5000
 
 

@@ -74,7 +74,7 @@ def test_arrow_row_errors(srv):
                           ('"lit"', f"<{EX}p>", f"<{EX}b>", 11),
                           (f"<{EX}a>", f"<{EX}p>", f"<{EX}c>", 5)])
         r = c.post("/streams/s", content=ipc(tab), headers=ARROW)
-        assert r.status_code == 202
+        assert r.status_code == 207
         doc = r.json()
         assert doc["accepted"] == 1 and doc["rejected"] == 2
         assert [e["line"] for e in doc["errors"]] == [2, 3]

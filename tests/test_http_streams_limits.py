@@ -88,12 +88,12 @@ def test_times_out_of_range_on_every_path(srv):
         # ndjson and Arrow: bad lines / rows, the others kept
         r = c.post("/streams/s", content=_nd(_row(1, 10), _row(2, TIME_MAX + 1), _row(3, -1), _row(4, 2**63 - 1)),
                    headers=NDJSON)
-        assert r.status_code == 202 and r.json()["accepted"] == 1
+        assert r.status_code == 207 and r.json()["accepted"] == 1
         assert [e["line"] for e in r.json()["errors"]] == [2, 3, 4]
         tab = pa.table({"s": [f"<{EX}a>"] * 3, "p": [f"<{EX}p>"] * 3, "o": ['"1"', '"2"', '"3"'],
                         "t": pa.array([20, 10**17, 30], pa.timestamp("s"))})
         r = c.post("/streams/s", content=_ipc(tab), headers=ARROW)
-        assert r.status_code == 202, r.text
+        assert r.status_code == 207, r.text
         assert r.json()["accepted"] == 2 and [e["line"] for e in r.json()["errors"]] == [2]
         # graph ?t=, SSE ?from= and Last-Event-ID: 400, nothing stored
         before = c.get("/streams/s").json()
@@ -124,10 +124,10 @@ def test_names_and_terms_on_every_path(srv):
         # IRIs with spaces: refused alike in ndjson, Arrow and N-Triples bodies
         s = "n" * 128
         r = c.post(f"/streams/{s}", content=_nd(_row(1, 1), dict(_row(2, 2), s="<urn:a b>")), headers=NDJSON)
-        assert r.status_code == 202 and r.json()["accepted"] == 1 and r.json()["errors"][0]["line"] == 2
+        assert r.status_code == 207 and r.json()["accepted"] == 1 and r.json()["errors"][0]["line"] == 2
         tab = pa.table({"s": [f"<{EX}a>", "<urn:a b>"], "p": [f"<{EX}p>"] * 2, "o": ['"1"', '"2"'], "t": [3, 3]})
         r = c.post(f"/streams/{s}", content=_ipc(tab), headers=ARROW)
-        assert r.status_code == 202 and r.json()["accepted"] == 1 and r.json()["errors"][0]["line"] == 2
+        assert r.status_code == 207 and r.json()["accepted"] == 1 and r.json()["errors"][0]["line"] == 2
         r = c.post(f"/streams/{s}?t=4", content="<urn:a b> <urn:p> <urn:o> .\n", headers=NT)
         assert r.status_code == 400, r.text
 
@@ -138,14 +138,14 @@ def test_invalid_utf8_is_never_a_500(srv):
         body = (_nd(_row(1, 1)) + b'{"s":"<urn:a>","p":"<urn:p>","o":"\xff\xfe","t":2}\n'
                 + b'{"s":"<urn:\xc3\x28>","p":"<urn:p>","o":"<urn:o>","t":2}\n' + _nd(_row(4, 3)))
         r = c.post("/streams/u", content=body, headers=NDJSON)
-        assert r.status_code == 202, r.text
+        assert r.status_code == 207, r.text
         assert r.json()["accepted"] == 2 and [e["line"] for e in r.json()["errors"]] == [2, 3]
         raw = [b"<urn:a>", b"<urn:\xff>"]
         offsets = pa.array([0, len(raw[0]), len(raw[0]) + len(raw[1])], pa.int32()).buffers()[1]
         col = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"".join(raw))])
         tab = pa.table({"s": [f"<{EX}a>"] * 2, "p": [f"<{EX}p>"] * 2, "o": col, "t": [5, 6]})
         r = c.post("/streams/u", content=_ipc(tab), headers=ARROW)
-        assert r.status_code == 202, r.text
+        assert r.status_code == 207, r.text
         assert r.json()["accepted"] == 1 and [e["line"] for e in r.json()["errors"]] == [2]
 
 

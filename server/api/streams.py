@@ -70,7 +70,7 @@ _ERR = {
     409: {"description": "Conflicting registration / stream in use"},
     413: {"description": "Request body too large"},
     415: {"description": "Unsupported media type"},
-    422: {"description": "Element older than the stream's progress"},
+    422: {"description": "Element older than the stream's progress, or every line of a batch refused"},
     503: {"description": "Window store full (backpressure: retry after Retry-After) or streams unavailable"},
 }
 ARROW_TYPES = frozenset({ARROW_STREAM_TYPE, "application/x-apache-arrow-stream"})
@@ -232,7 +232,8 @@ def _ingest_arrow_body(m, name: str, body: bytes, batch_id: str | None) -> dict:
     return m.ingest_arrow(name, read_arrow_ipc(body), batch_id)
 
 
-@router.post("/streams/{name}", summary="Send stream elements", status_code=202, responses=_ERR,
+@router.post("/streams/{name}", summary="Send stream elements", status_code=202,
+             responses={**_ERR, 207: {"description": "Some lines refused (listed in errors), the others kept"}},
              openapi_extra={"parameters": [
                  {"name": "t", "in": "query", "required": False, "schema": {"type": "integer"},
                   "description": "event time of a graph body, epoch milliseconds; required on an event-time "
@@ -256,8 +257,10 @@ async def stream_post(name: str, request: Request) -> Response:
     that is not an IPC stream is 400 and stores nothing.
     N-Triples / Turtle: one graph = one element at `?t=` (epoch ms; an event-time stream
     without it is 400, an arrival-clock stream stamps it), atomic (400 on a syntax error,
-    422 when `t` is below the stream's progress). Answers 202
-    `{"accepted","rejected","errors","progress"}`; with a `Batch-Id` header (or
+    422 when `t` is below the stream's progress). Answers
+    `{"accepted","rejected","errors","progress"}` with 202 when every line was taken,
+    207 when some lines were refused (the others are kept; `errors` lists each refused
+    line and why), 422 when all were refused; with a `Batch-Id` header (or
     `?batch=`) also `"duplicate"` and `"batch_id"`: a re-delivered batch changes nothing
     and answers `"duplicate": true`."""
     state: ServerState = request.app.state.jindou
@@ -283,9 +286,18 @@ async def stream_post(name: str, request: Request) -> Response:
             raise HTTPError(415, "unsupported_media_type",
                             f"{ct or 'a missing Content-Type'} is not accepted here: send application/x-ndjson, "
                             f"{ARROW_STREAM_TYPE}, " + " or ".join(_graph_body_types()))
-        return json_response(report, 202)
+        return json_response(report, ingest_status(report))
     except Exception as exc:
         return error_response(state, exc)
+
+
+def ingest_status(report: dict) -> int:
+    """202 when every line was taken; 207 when some were refused and the others kept (the
+    report's ``errors`` say which and why); 422 when every line was refused (nothing
+    stored). A re-delivered batch changes nothing: 202."""
+    if report.get("duplicate") or not report.get("rejected"):
+        return 202
+    return 207 if report.get("accepted") else 422
 
 
 @router.post("/streams/{name}/progress", summary="Heartbeat: raise the stream's progress", responses=_ERR,
