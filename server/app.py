@@ -51,7 +51,7 @@ Jindou is a SPARQL 1.1 server (Wukong-style integrated store).
 * `/streams/{name}` — RDF streams: register (PUT), send elements (POST), heartbeats.
 * `/queries` — C-SPARQL continuous queries; results as Server-Sent Events at
   `/queries/{name}/results`.
-* `/status`, `/metrics` — operations.
+* `/status`, `/metrics`, `/healthz`, `/readyz` — operations.
 
 Errors are JSON `{"error": kind, "detail": ...}`. Writes need
 `Authorization: Bearer <token>` when the server was started with `--token`.

@@ -404,3 +404,41 @@ def test_cluster_file_worker_restarted_by_operator(tmp_path, transport):
 def batch_counts_db(db: Database) -> dict[int, int]:
     q = f"SELECT ?b (COUNT(*) AS ?n) WHERE {{ ?s <{EX}inBatch> ?b . ?s <{EX}next> ?t }} GROUP BY ?b"
     return {int(r["b"].split('"')[1]): int(r["n"].split('"')[1]) for r in db.query(q).rows()}
+
+
+def test_readyz_follows_the_workers_healthz_does_not(tmp_path):
+    """/readyz is 503 naming a dead worker until it is back; /healthz answers 200 throughout."""
+    import json as _json
+    import os as _os
+    import signal as _signal
+    import time as _time
+    import urllib.error
+    import urllib.request
+
+    from tests.support.server_process import ServerProcess
+
+    def get(url):
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return r.status, _json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, _json.loads(e.read())
+
+    with ServerProcess("--workers", "2") as srv:
+        assert get(srv.url + "/readyz") == (200, {"status": "ready"})
+        assert get(srv.url + "/healthz") == (200, {"status": "ok"})
+        _, st = get(srv.url + "/status")
+        victim = st["workers"][0]
+        _os.kill(victim["pid"], _signal.SIGKILL)
+        deadline = _time.monotonic() + 5
+        while True:
+            code, doc = get(srv.url + "/readyz")
+            if code == 503 or _time.monotonic() > deadline:
+                break
+            _time.sleep(0.05)
+        assert code == 503 and doc["workers"][0]["address"] == victim["address"], doc
+        assert get(srv.url + "/healthz")[0] == 200
+        deadline = _time.monotonic() + 20
+        while get(srv.url + "/readyz")[0] != 200:
+            assert _time.monotonic() < deadline, "the worker did not come back"
+            _time.sleep(0.2)

@@ -248,6 +248,26 @@ def workers_of(state: ServerState) -> list[dict]:
     return ws() if ws is not None else []
 
 
+@router.get("/healthz", summary="Liveness: the process answers")
+async def healthz(request: Request) -> Response:
+    """200 `{"status": "ok"}` whenever the server process answers HTTP (for orchestrators'
+    liveness probes: it never touches the store)."""
+    return Response(b'{"status":"ok"}', media_type="application/json")
+
+
+@router.get("/readyz", summary="Readiness: data loaded and every store worker up")
+async def readyz(request: Request) -> Response:
+    """200 when the server is serving (its data is loaded: it listens only after) and every
+    store worker is up; otherwise 503 naming the workers that are not (with Retry-After),
+    for orchestrators' readiness probes and docker-compose health checks."""
+    state: ServerState = request.app.state.jindou
+    not_up = [{"address": w["address"], "state": w["state"]} for w in workers_of(state) if w["state"] != "up"]
+    if not_up:
+        return Response(orjson.dumps({"status": "unavailable", "workers": not_up}), status_code=503,
+                        media_type="application/json", headers={"Retry-After": "2"})
+    return Response(b'{"status":"ready"}', media_type="application/json")
+
+
 @router.get("/status", summary="Server and store status")
 async def status(request: Request) -> Response:
     """JSON: version, uptime, limits, and the store's own status (triples, graphs, snapshot...)."""
