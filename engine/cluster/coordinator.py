@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from engine.cluster import wire
-from engine.cluster.remote import WorkerClient
+from engine.cluster.remote import TIMED_OUT, WorkerClient
 from engine.cluster.transport import choose
 from engine.errors import WorkerUnavailable
 from engine.kv import partition
@@ -66,6 +66,8 @@ _PING_EVERY = 0.5
 #: how often the supervisor looks at the workers' processes (a dead one is noticed this fast)
 _WATCH_EVERY = 0.05
 _PING_TIMEOUT = 2.0
+#: slow pings in a row after which a --cluster worker counts as down
+_SLOW_PINGS = 3
 _CALL_TIMEOUT = 600.0
 #: a dead worker this process started is restarted after this many seconds, doubling
 #: (to _RESTART_MAX) while it keeps failing: a crash loop never spins, and the down
@@ -131,6 +133,7 @@ class _Worker:
         self.desc: dict = {}
         self.transport = None
         self.restarts = 0
+        self.slow_pings = 0
         self.down_since = 0.0
         self.backoff = _RESTART_AFTER
         self.replay: tuple[dict, object, int] | None = None  # (prepare header, rows table, sn)
@@ -299,8 +302,16 @@ class ClusterStore:
                     if not dead and ping:
                         try:
                             w.status = w.client.action("status", timeout=_PING_TIMEOUT)
-                        except WorkerUnavailable:
-                            dead = True
+                            w.slow_pings = 0
+                        except WorkerUnavailable as e:
+                            # refused: gone. Slow: perhaps only busy -- a process this one
+                            # started is judged by its exit alone, another after a few
+                            # slow pings in a row
+                            if e.why != TIMED_OUT:
+                                dead = True
+                            elif w.proc is None:
+                                w.slow_pings += 1
+                                dead = w.slow_pings >= _SLOW_PINGS
                     if dead:
                         self._mark_down(w, "down")
                 if (w.state == "down" and w.data_dir is not None and self.restart

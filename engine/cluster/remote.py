@@ -29,7 +29,10 @@ from engine.exec.context import query_deadline
 from engine.kv.api import PredColumns
 from engine.kv.shard import Shard, segment
 
-__all__ = ["WorkerClient", "RemoteShard"]
+__all__ = ["WorkerClient", "RemoteShard", "TIMED_OUT"]
+
+#: why a call failed when the worker did not answer in time (it may just be busy)
+TIMED_OUT = "not answering in time"
 
 _EMPTY64 = np.zeros(0, dtype=np.int64)
 _EMPTY_V = wire.table_of(v=_EMPTY64)
@@ -74,6 +77,8 @@ class WorkerClient:
             return QueryTimeout(f"the query's deadline passed while it waited for store worker {self.address}")
         if isinstance(e, flight.FlightServerError) and "row_budget:" in msg:
             return RowBudgetExceeded(msg[msg.index("row_budget:") + len("row_budget:"):].strip())
+        if isinstance(e, flight.FlightTimedOutError):
+            return WorkerUnavailable(self.address, TIMED_OUT)
         return WorkerUnavailable(self.address, "unreachable")
 
     def action(self, kind: str, timeout: float | None = None, **body) -> dict:
