@@ -19,7 +19,7 @@ Grammar (on top of SPARQL 1.1; keywords and units are case-insensitive)::
     StreamRef ::= IRI | ShortName                      (ShortName: [A-Za-z0-9_.-]+)
     Window    ::= '[' 'RANGE' Dur ('STEP' Dur | 'TUMBLING') ']'
                 | '[' 'RANGE' 'TRIPLES' Int ('STEP' Dur)? ']'
-    Dur       ::= Int ('ms'|'s'|'m'|'h'|'d')           (no space between number and unit)
+    Dur       ::= Int ('ms'|'s'|'m'|'h'|'d')           ("10s", or C-SPARQL's "10 s")
 
 ``FROM NAMED STREAM x [...]`` is accepted as a synonym of ``FROM STREAM x
 [...]`` (windows are always named graphs). Every other syntax error, a FROM
@@ -356,10 +356,8 @@ class _ContinuousParser(_Parser):
         if tok[0] != "integer":
             raise self.unexpected("a duration such as 3s, 500ms, 5m, 1h or 1d")
         unit_tok = toks[self.i + 1]
-        if unit_tok[2] != tok[2] + len(tok[1]) or not unit_tok[1][:1].isalpha():
-            raise self.error(
-                f"duration {tok[1]} needs a unit directly after the number (ms, s, m, h or d)", tok
-            )
+        if not unit_tok[1][:1].isalpha() or unit_tok[1].upper() in ("STEP", "TUMBLING"):  # "10s" or "10 s"
+            raise self.error(f"duration {tok[1]} needs a unit after the number (ms, s, m, h or d)", tok)
         factor = _UNITS.get(unit_tok[1].upper())
         if factor is None:
             raise self.error(f"bad duration unit '{unit_tok[1]}': expected ms, s, m, h or d", unit_tok)
