@@ -59,12 +59,23 @@ from bench.peers import (
     _env,
     availability,
     free_port,
+    median_seconds,
     oxigraph_binary,
     result_digest,
 )
 from bench.queries import BY_NAME
 from bench.queries import select as select_queries
-from bench.runner import EXIT_MISMATCH, _fmt_ms, _machine, _versions, prepare_data
+from bench.runner import (
+    EXIT_MISMATCH,
+    _fmt_ms,
+    _machine,
+    _versions,
+    machine_summary,
+    mismatched,
+    prepare_data,
+    query_table_head,
+    targets_table,
+)
 
 EXEC_MODES = ("in-place", "fork-join", "adaptive")
 RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
@@ -682,14 +693,7 @@ def measure_flight(reps: int = 300) -> dict:
 
 
 def _median_us(fn, k: int, warm: int = 3) -> float:
-    for _ in range(warm):
-        fn()
-    xs = []
-    for _ in range(k):
-        t0 = time.perf_counter()
-        fn()
-        xs.append(time.perf_counter() - t0)
-    return statistics.median(xs) * 1e6
+    return median_seconds(fn, warm, k) * 1e6
 
 
 def measure_jindou_transport(address: str, reps: int = 200) -> dict:
@@ -911,11 +915,9 @@ def choice_table(result: dict, profiles: dict[str, cm.QueryProfile], transports:
 def render_markdown(result: dict, profiles, transports, shown, compute, hosts: int) -> str:
     names = [c["name"] for c in result["configs"]]
     L: list[str] = []
-    m = result["machine"]
     L.append(f"## Jindou cluster benchmark — LUBM {result['data']['triples']:,} triples")
     L.append("")
-    L.append(f"{result['date']} · {m['cpus']} CPUs ({m['cpu_model']}) · load avg {m.get('loadavg_1m') or 0:.2f} "
-             f"at start · Python {m['python']} · jindou {result['versions'].get('jindou', '?')} · "
+    L.append(f"{machine_summary(result)} · jindou {result['versions'].get('jindou', '?')} · "
              f"all over HTTP, every configuration up at once, median of {result['options']['runs']} "
              f"alternating runs after a warm-up · throughput: {result['options']['threads']} client threads for "
              f"{result['options']['throughput_s']:g} s over the selective queries")
@@ -941,9 +943,8 @@ def render_markdown(result: dict, profiles, transports, shown, compute, hosts: i
     L.append("")
     L.append("### Latency (median ms over HTTP)")
     L.append("")
-    L.append("| query | class | rows | " + " | ".join(names) + " |")
-    L.append("| --- | --- | ---: | " + " | ".join("---:" for _ in names) + " |")
-    bad = {line.split(":")[0] for line in result["mismatches"]}
+    L.extend(query_table_head(names))
+    bad = mismatched(result)
     for qn, meta in result["queries"].items():
         row = result["latency"].get(qn, {})
         rows = next((v["rows"] for v in row.values() if v.get("status") == "ok"), None)
@@ -977,14 +978,7 @@ def render_markdown(result: dict, profiles, transports, shown, compute, hosts: i
         L.append("")
         L.extend(f"- {x}" for x in result["mismatches"])
         L.append("")
-    L.append("### Targets")
-    L.append("")
-    L.append("| target | result | verdict |")
-    L.append("| --- | --- | --- |")
-    for key, text in TARGETS.items():
-        ok, detail = result["targets"][key]
-        L.append(f"| {text} | {detail} | {'n/a' if ok is None else ('met' if ok else '**not met**')} |")
-    L.append("")
+    L.extend(targets_table(TARGETS, result["targets"]))
     L.append("### Transport costs and the cost model")
     L.append("")
     fl = result.get("flight")

@@ -589,8 +589,8 @@ def _p50(peer, text: str, n: int) -> dict:
 
 
 # --------------------------------------------------------------------------- parse micro-bench
-def _median_ms(fn, warmup: int, n: int) -> float:
-    """Median wall time of ``fn()`` in ms over ``n`` runs after ``warmup`` runs."""
+def median_seconds(fn, warmup: int, n: int) -> float:
+    """Median wall time of ``fn()`` in seconds over ``n`` runs after ``warmup`` runs."""
     for _ in range(warmup):
         fn()
     lat = []
@@ -598,7 +598,11 @@ def _median_ms(fn, warmup: int, n: int) -> float:
         t0 = time.perf_counter_ns()
         fn()
         lat.append(time.perf_counter_ns() - t0)
-    return statistics.median(lat) / 1e6
+    return statistics.median(lat) / 1e9
+
+
+def _median_ms(fn, warmup: int, n: int) -> float:
+    return median_seconds(fn, warmup, n) * 1e3
 
 
 def parse_bench(text: str, n_jindou: int = 2000, n_rdflib: int = 100) -> dict:

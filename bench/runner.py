@@ -45,6 +45,34 @@ TARGETS = {
 }
 
 
+
+def query_table_head(columns) -> list[str]:
+    """The two header lines of a per-query Markdown table with one column per peer."""
+    return ["| query | class | rows | " + " | ".join(columns) + " |",
+            "| --- | --- | ---: | " + " | ".join("---:" for _ in columns) + " |"]
+
+
+def machine_summary(result: dict) -> str:
+    """When and on what a report was measured: date, CPUs, load average at start, Python."""
+    m = result["machine"]
+    return (f"{result['date']} · {m['cpus']} CPUs ({m['cpu_model']}) · load avg {m.get('loadavg_1m') or 0:.2f} "
+            f"at start · Python {m['python']}")
+
+
+def targets_table(targets: dict, verdicts: dict) -> list[str]:
+    """The "Targets" section: one row per target (text, what was measured, met or not)."""
+    L = ["### Targets", "", "| target | result | verdict |", "| --- | --- | --- |"]
+    for key, text in targets.items():
+        ok, detail = verdicts[key]
+        L.append(f"| {text} | {detail} | {'n/a' if ok is None else ('met' if ok else '**not met**')} |")
+    L.append("")
+    return L
+
+
+def mismatched(result: dict) -> set[str]:
+    """The names of the queries whose answers differed between peers."""
+    return {line.split(":")[0] for line in result["mismatches"]}
+
 def _log(msg: str, quiet: bool = False) -> None:
     if not quiet:
         print(msg, file=sys.stderr, flush=True)
@@ -346,11 +374,9 @@ def render_markdown(result: dict) -> str:
     peers = result["peers"]
     order = [p for p in ALL_PEERS if p in peers]
     L: list[str] = []
-    m = result["machine"]
     L.append(f"## Jindou SPARQL benchmark — LUBM {result['data']['triples']:,} triples")
     L.append("")
-    L.append(f"{result['date']} · {m['cpus']} CPUs ({m['cpu_model']}) · load avg {m.get('loadavg_1m') or 0:.2f} "
-             f"at start · Python {m['python']} · "
+    L.append(f"{machine_summary(result)} · "
              f"seed {result['data'].get('seed', '-')} · budget {result['options']['budget']} s/query · "
              f"timeout {result['options']['timeout']:.0f} s · "
              f"{'results decoded' if result['options']['decode'] else 'results counted, not decoded'} · "
@@ -375,9 +401,8 @@ def render_markdown(result: dict) -> str:
     L.append("")
     L.append("### Query latency (median ms; `(Nx)` = peer time / Jindou time, >1 means Jindou is faster)")
     L.append("")
-    L.append("| query | class | rows | " + " | ".join(order) + " |")
-    L.append("| --- | --- | ---: | " + " | ".join("---:" for _ in order) + " |")
-    mism = {line.split(":")[0] for line in result["mismatches"]}
+    L.extend(query_table_head(order))
+    mism = mismatched(result)
     for qname, meta in result["queries"].items():
         jr = peers.get("jindou", {}).get("queries", {}).get(qname) if peers.get("jindou", {}).get(
             "status") == "ok" else None
@@ -412,15 +437,7 @@ def render_markdown(result: dict) -> str:
     L.append(f"| HTTP p50 of {HTTP_QUERY}, keep-alive (ms) | {_fmt_ms(jh.get('p50_ms')) if 'p50_ms' in jh else '-'} "
              f"| oxigraph serve: {_fmt_ms(oh.get('p50_ms')) if 'p50_ms' in oh else '-'} |")
     L.append("")
-    L.append("### Targets")
-    L.append("")
-    L.append("| target | result | verdict |")
-    L.append("| --- | --- | --- |")
-    for key, text in TARGETS.items():
-        ok, detail = result["targets"][key]
-        verdict = "n/a" if ok is None else ("met" if ok else "**not met**")
-        L.append(f"| {text} | {detail} | {verdict} |")
-    L.append("")
+    L.extend(targets_table(TARGETS, result["targets"]))
     errs = []
     for p in order:
         r = peers[p]

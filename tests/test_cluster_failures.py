@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from engine.database import Database
+from tests.support.processes import stop_processes
 from tests.support.server_process import ServerProcess
 
 EX = "http://ex.org/f/"
@@ -37,6 +38,13 @@ JSON = "application/sparql-results+json"
 ANSWER_WITHIN = 5.0
 #: a write may wait for the write lock while a worker restarts
 WRITE_WITHIN = 15.0
+
+
+def _until_logged(log: list, wanted, n: int, seconds: float = 20.0) -> None:
+    """Wait (at most ``seconds``) until ``n`` entries of the clients' ``log`` are ``wanted``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and sum(1 for e in list(log) if wanted(e)) < n:
+        time.sleep(0.05)
 
 
 def dataset(n: int = 300, seed: int = 3) -> str:
@@ -144,12 +152,8 @@ def test_worker_killed_during_queries(transport):
             time.sleep(0.5)
             with httpx.Client(base_url=srv.url, timeout=30) as c:
                 victim = kill_and_recover(c, 1)
-            recovered_at = time.monotonic()
-            deadline = recovered_at + 20
-            while time.monotonic() < deadline:   # some complete answers after the recovery
-                if sum(1 for t0, _, s, _, _ in list(log) if t0 > recovered_at and s == 200) >= 8:
-                    break
-                time.sleep(0.05)
+            recovered_at = time.monotonic()   # then some complete answers after the recovery
+            _until_logged(log, lambda e: e[0] > recovered_at and e[2] == 200, 8)
         finally:
             stop.set()
             for t in threads:
@@ -228,11 +232,7 @@ def test_worker_killed_during_ingestion_and_server_restart(tmp_path):
             with httpx.Client(base_url=srv.url, timeout=30) as c:
                 victim = kill_and_recover(c, 2)
             recovered_at = time.monotonic()
-            deadline = recovered_at + 20
-            while time.monotonic() < deadline:
-                if sum(1 for _, s, _, _, t0 in list(log) if t0 > recovered_at and 200 <= s < 300) >= 5:
-                    break
-                time.sleep(0.05)
+            _until_logged(log, lambda e: e[4] > recovered_at and 200 <= e[1] < 300, 5)
         finally:
             stop.set()
             t.join(timeout=60)
@@ -390,15 +390,7 @@ def test_cluster_file_worker_restarted_by_operator(tmp_path, transport):
     finally:
         if db is not None:
             db.close()
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs)
 
 
 def batch_counts_db(db: Database) -> dict[int, int]:

@@ -24,7 +24,7 @@ import pytest
 
 from engine.stream.manager import StreamManager
 from tests.support.clusters import close_database, open_database
-from tests.test_continuous_oracle import EX, S1, S2, gen_query, gen_static, gen_stream
+from tests.test_continuous_oracle import EX, gen_query, gen_static, gen_stream, open_scenario
 
 END = 12_000
 P = f"PREFIX : <{EX}> "
@@ -100,12 +100,7 @@ def run_scenario(backend: str, seed: int, absorb: bool) -> tuple[dict, Counter, 
     db = open_database(backend)
     m = None
     try:
-        db.load_data("".join(f"{s} {p} {o} .\n" for s, p, o in static).encode(), "application/n-triples")
-        m = StreamManager(db, idle_after=3)
-        m.register_stream("s1", S1)
-        m.register_stream("s2", S2, absorb=[EX + "visits"] if absorb else "none")
-        m.heartbeat("s1", 0)
-        m.heartbeat("s2", 0)
+        m = open_scenario(db, static, absorb, idle_after=3)
         names = []
         for name, text in HAND:
             m.register_query(f"{P}REGISTER QUERY {name} AS {text}")

@@ -13,12 +13,12 @@ SPARQL UPDATE meanwhile.
 from __future__ import annotations
 
 import itertools
-import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from engine.database import Database
+from tests.support.processes import closed_after
 from tests.test_snapshot_consistency import (
     EX,
     PAIR_QUERY,
@@ -36,12 +36,8 @@ _examples = itertools.count()
 @pytest.fixture(scope="module", params=["shm", "flight"])
 def cluster_db(request):
     db = Database(workers=3, cluster_transport=request.param)
-    root = db.store._own_tmp
-    try:
+    with closed_after(db, db.store._own_tmp):
         yield db
-    finally:
-        db.close()
-    assert root is None or not os.path.exists(root), f"{root} left behind"
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

@@ -34,6 +34,7 @@ from engine.errors import WorkerUnavailable
 from engine.kv.graph import IN, OUT, GraphIndex, empty_graph
 from engine.kv.store import Changes, Store
 from tests.support.graph_model import model_expand
+from tests.support.processes import closed_after, stop_processes
 
 N = 3
 #: predicate ids (disjoint from nothing on purpose: ids are only ids here)
@@ -98,12 +99,8 @@ class Mirror:
 @pytest.fixture(scope="module", params=TRANSPORT_PARAMS)
 def mirror(request):
     m = Mirror(request.param)
-    root = m.cluster._own_tmp
-    try:
+    with closed_after(m, m.cluster._own_tmp):
         yield m
-    finally:
-        m.close()
-    assert root is None or not os.path.exists(root), f"{root} left behind"
 
 
 # ---------------------------------------------------------------- strategies
@@ -350,14 +347,7 @@ def test_hand_attached_workers(transport):
         finally:
             for c in clients:
                 c.close()
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop_processes(procs)
 
 
 def check_shard_n(reader, local, model: set, k: int, n: int, rnd: random.Random) -> None:

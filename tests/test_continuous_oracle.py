@@ -192,6 +192,19 @@ def gen_query(rng: random.Random, k: int, wins_s1=WINS_S1, wins_s2=WINS_S2) -> d
             "from": " ".join(from_parts)}
 
 
+def open_scenario(db, static, absorb: bool, **manager_options) -> StreamManager:
+    """Load ``static`` into ``db`` and open a stream manager with the scenario's streams
+    (s1 = posts/about/rating; s2 = visits, absorbed into the store when ``absorb``), both at
+    progress 0."""
+    db.load_data("".join(f"{s} {p} {o} .\n" for s, p, o in static).encode(), "application/n-triples")
+    m = StreamManager(db, **manager_options)
+    m.register_stream("s1", S1)
+    m.register_stream("s2", S2, absorb=[EX + "visits"] if absorb else "none")
+    m.heartbeat("s1", 0)
+    m.heartbeat("s2", 0)
+    return m
+
+
 def window_rows(data, spec, t):
     r, _, n = spec
     if n is None:
@@ -248,15 +261,9 @@ def test_random_continuous_queries_match_oracle(seed, absorb, backend):
     queries = [gen_query(rng, k) for k in range(16)]
 
     db = open_database(backend)
-    nt = "".join(f"{s} {p} {o} .\n" for s, p, o in static)
     m = None
     try:
-        db.load_data(nt.encode(), "application/n-triples")
-        m = StreamManager(db)
-        m.register_stream("s1", S1)
-        m.register_stream("s2", S2, absorb=[EX + "visits"] if absorb else "none")
-        m.heartbeat("s1", 0)
-        m.heartbeat("s2", 0)
+        m = open_scenario(db, static, absorb)
         for k, q in enumerate(queries):
             m.register_query(q["text"])
             if k % 3 == 0 and "GROUP BY" not in q["text"]:
@@ -415,12 +422,7 @@ def test_sparse_streams_skip_unchanged_instants_and_match_oracle(seed, absorb, b
     oracle = Oracle(static, data, absorb)
     m = None
     try:
-        db.load_data("".join(f"{s} {p} {o} .\n" for s, p, o in static).encode(), "application/n-triples")
-        m = StreamManager(db, idle_after=4)
-        m.register_stream("s1", S1)
-        m.register_stream("s2", S2, absorb=[EX + "visits"] if absorb else "none")
-        m.heartbeat("s1", 0)
-        m.heartbeat("s2", 0)
+        m = open_scenario(db, static, absorb, idle_after=4)
         for q in queries:
             m.register_query(q["text"])
             if "GROUP BY" not in q["text"]:

@@ -15,6 +15,7 @@ statistics arrive with the version, so planning costs no call.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -81,39 +82,42 @@ class WorkerClient:
             return WorkerUnavailable(self.address, TIMED_OUT)
         return WorkerUnavailable(self.address, "unreachable")
 
-    def action(self, kind: str, timeout: float | None = None, **body) -> dict:
+    @contextlib.contextmanager
+    def _call(self):
+        """One Flight call: counted, and every transport failure turned into this
+        module's errors (see :meth:`_fail`)."""
         self.calls += 1
         try:
-            res = list(self._c().do_action(flight.Action(kind, wire.dumps(body)), self._options(timeout)))
+            yield self._c()
         except (flight.FlightError, pa.ArrowException, OSError) as e:
             raise self._fail(e) from None
+
+    @staticmethod
+    def _descriptor(header: dict) -> flight.FlightDescriptor:
+        return flight.FlightDescriptor.for_command(wire.dumps(header))
+
+    def action(self, kind: str, timeout: float | None = None, **body) -> dict:
+        with self._call() as c:
+            res = list(c.do_action(flight.Action(kind, wire.dumps(body)), self._options(timeout)))
         return wire.loads(res[0].body) if res else {}
 
     def put_rows(self, header: dict, table: pa.Table, timeout: float | None = None) -> dict:
-        self.calls += 1
-        try:
-            writer, meta = self._c().do_put(flight.FlightDescriptor.for_command(wire.dumps(header)), table.schema,
-                                            self._options(timeout))
+        with self._call() as c:
+            writer, meta = c.do_put(self._descriptor(header), table.schema, self._options(timeout))
             writer.write_table(table)
             writer.done_writing()
             buf = meta.read()
             writer.close()
-        except (flight.FlightError, pa.ArrowException, OSError) as e:
-            raise self._fail(e) from None
         return wire.loads(buf) if buf is not None else {}
 
     def exchange(self, header: dict, table: pa.Table, timeout: float | None = None) -> dict[str, np.ndarray]:
-        self.calls += 1
-        try:
-            writer, reader = self._c().do_exchange(flight.FlightDescriptor.for_command(wire.dumps(header)),
-                                                   self._options(timeout))
+        with self._call() as c:
+            writer, reader = c.do_exchange(self._descriptor(header), self._options(timeout))
             writer.begin(table.schema)
             writer.write_table(table)
             writer.done_writing()
             out = reader.read_all()
             writer.close()
-        except (flight.FlightError, pa.ArrowException, OSError) as e:
-            raise self._fail(e) from None
         return wire.columns_of(out)
 
     def close(self) -> None:

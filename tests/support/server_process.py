@@ -15,6 +15,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.support.processes import stop_processes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -52,12 +54,7 @@ class ServerProcess:
         raise RuntimeError("server did not start in time")
 
     def __exit__(self, *exc) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            stop_processes([self.proc])
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()
