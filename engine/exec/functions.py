@@ -959,6 +959,9 @@ class _Scalar:
             return fn(self, *args)
         if isinstance(expr, FunctionCall):
             args = [self.eval(a, env) for a in expr.args]
+            ext = EXTENSION_FUNCTIONS.get(expr.iri)
+            if ext is not None:  # a registered extension (C-SPARQL's f:timestamp) sees the query context
+                return ext(self.ctx, args)
             return call_function(expr.iri, args)
         if isinstance(expr, Exists):
             name = self.exists_names.get(expr)
@@ -1734,6 +1737,29 @@ _CASTS = {
 }
 for _dt_iri in V.INTEGER_TYPES:
     _CASTS[_dt_iri] = _cast_integer_type(_dt_iri)
+
+
+#: extension functions by IRI: ``fn(ctx, args: list[Term]) -> Term`` (raise ExprError for an
+#: error). Registered by the modules that define them (``engine.stream.timestamps``: C-SPARQL's
+#: ``f:timestamp``, which reads the element times of a continuous query's windows from ``ctx``).
+EXTENSION_FUNCTIONS: dict = {}
+
+
+def register_extension(iri: str, fn, arity: int) -> None:
+    """Make ``fn`` the function called by ``<iri>(...)`` with ``arity`` arguments."""
+    EXTENSION_FUNCTIONS[iri] = fn
+    _ARITY[iri] = arity
+
+
+_ARITY: dict[str, int] = {}
+
+
+def function_arity(iri: str) -> int | None:
+    """The number of arguments of a function called by IRI (XSD casts: 1; registered
+    extensions: theirs), None for an unknown function (which evaluates to an error)."""
+    if iri in _CASTS:
+        return 1
+    return _ARITY.get(iri)
 
 
 def call_function(iri: str, args: list[Term]) -> Term:
