@@ -362,6 +362,10 @@ class _Evaluator:
                 out = self._regex_vector(expr)
                 if out is not None:
                     return out
+        if isinstance(expr, FunctionCall):
+            vec = VECTOR_EXTENSIONS.get(expr.iri)
+            if vec is not None:  # a registered extension evaluated over whole id columns
+                return vec(self.ctx, [self.ids(a) for a in expr.args])
         return self._fallback(expr)
 
     def _regex_run(self, expr):
@@ -1745,10 +1749,17 @@ for _dt_iri in V.INTEGER_TYPES:
 EXTENSION_FUNCTIONS: dict = {}
 
 
-def register_extension(iri: str, fn, arity: int) -> None:
-    """Make ``fn`` the function called by ``<iri>(...)`` with ``arity`` arguments."""
+#: the same functions over id columns: ``fn(ctx, [int64 id arrays]) -> int64 ids`` (UNBOUND = error)
+VECTOR_EXTENSIONS: dict = {}
+
+
+def register_extension(iri: str, fn, arity: int, vector=None) -> None:
+    """Make ``fn`` the function called by ``<iri>(...)`` with ``arity`` arguments (``vector``:
+    the same over whole id columns, used where the expression is the call itself)."""
     EXTENSION_FUNCTIONS[iri] = fn
     _ARITY[iri] = arity
+    if vector is not None:
+        VECTOR_EXTENSIONS[iri] = vector
 
 
 _ARITY: dict[str, int] = {}

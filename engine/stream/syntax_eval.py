@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.arrays import unique
+from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView
 from engine.exec.functions import register_extension
+from engine.exec.result import UNBOUND
 from engine.exec.values import ERR
 from engine.kv.views import EmptyGraph, merged_view
 from engine.sparql.csparql import CSPARQL_F
@@ -98,7 +101,25 @@ def _timestamp(ctx, args) -> Literal:
     return Literal(str(tau), _XSD_INTEGER)
 
 
-register_extension(TIMESTAMP_FN, _timestamp, 3)
+def _timestamp_columns(ctx, cols) -> np.ndarray:
+    """``f:timestamp`` over id columns: one lookup of all rows, one intern per distinct time."""
+    n = len(cols[0]) if cols else 0
+    out = np.full(n, UNBOUND, dtype=np.int64)
+    times: ElementTimes | None = getattr(ctx, "element_times", None)
+    if times is None or len(cols) != 3 or n == 0:
+        return out
+    rows = np.stack([np.asarray(c, dtype=np.int64) for c in cols], axis=1)
+    tau = times.latest(rows)
+    tau[(rows < 0).any(axis=1) | (rows >= LOCAL_BASE).any(axis=1)] = -1   # unbound / terms in no window
+    ok = tau >= 0
+    if ok.any():
+        u = unique(tau[ok])
+        ids = np.asarray(ctx.intern([f'"{int(x)}"^^<{_XSD_INTEGER}>' for x in u.tolist()]), dtype=np.int64)
+        out[ok] = ids[np.searchsorted(u, tau[ok])]
+    return out
+
+
+register_extension(TIMESTAMP_FN, _timestamp, 3, vector=_timestamp_columns)
 
 
 class WindowedEvaluator(InstantEvaluator):
