@@ -322,3 +322,27 @@ def test_headerless_query_with_a_given_name(env):
     with pytest.raises(QuerySyntaxError, match="REGISTER"):
         m.register_query(PFX + "SELECT ?s FROM NAMED WINDOW :w ON :s [RANGE PT1S STEP PT1S] "
                                "WHERE { WINDOW :w { ?s ?p ?o } }")
+
+
+def test_derived_stream_gets_an_element_per_instant_of_an_unchanged_run():
+    """A producer whose result stays the same for a long run (reported as one ``idle`` event)
+    still writes one element per instant: its readers see the triples at every instant."""
+    db = Database(shards=2)
+    m = StreamManager(db, idle_after=3)
+    try:
+        m.register_stream("s", EX + "s")
+        m.register_query(PFX + "REGISTER STREAM out AS CONSTRUCT { ?s :q ?o } FROM STREAM :s "
+                               "[RANGE TRIPLES 1 STEP 1s] WHERE { ?s :p ?o }")
+        m.register_query(PFX + READER)
+        m.ingest_ndjson("s", line("a", "p", "b", 500))
+        m.heartbeat("s", 12_000)
+        assert m.drain(20)
+        kinds = [e.event for e in m.log("out").since(None, from_t=0)]
+        assert "idle" in kinds
+        rd = dict(events(m, "rd"))
+        assert sorted(rd) == list(range(1000, 12_000, 1000))
+        for t, doc in rd.items():
+            assert solutions(doc) == [(("o", EX + "b"), ("s", EX + "a"))], f"instant {t}"
+        assert m.query("out")["derived"] == {"stream": "out", "elements": 11, "errors": 0}
+    finally:
+        m.close()
