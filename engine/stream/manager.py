@@ -12,6 +12,9 @@ request, raises the contract's errors, and hands the work to one part per concep
 * :mod:`engine.stream.scheduler` -- the one worker thread evaluating the ready instants
   (round-robin, unchanged instants skipped) with :mod:`engine.stream.continuous` (one instant),
   :mod:`engine.stream.gc` and :mod:`engine.stream.resultlog` (the events SSE clients read).
+* :mod:`engine.sparql.csparql` -- the query texts (C-SPARQL, RSP-QL, CQELS-QL);
+  :mod:`engine.stream.syntax_eval` evaluates RSP-QL / CQELS datasets and ``f:timestamp``;
+  :mod:`engine.stream.derived` feeds a ``REGISTER STREAM`` query's results into its stream.
 
 Lock order: a stream's ``lock`` -> the registry's ``cv`` (never the other way); the registry's
 write lock -> ``cv``. The transient stores' own locks are never requested while ``cv`` is held.

@@ -6,7 +6,8 @@ trigger, evaluator and result log). Its condition ``cv`` guards both tables, eve
 every stream's ``published`` progress; the scheduler waits on it. Lock order: a stream's
 ``lock`` -> ``cv`` (never the other way); the registry's write lock -> ``cv``.
 
-Persistence (``data_dir``): the streams (name, IRI, absorb, clock, progress ``P``) and queries
+Persistence (``data_dir``): the streams (name, IRI, absorb, clock, progress ``P``; the producing
+query of a ``REGISTER STREAM`` stream) and queries
 (name, registration text) are kept in ``<data_dir>/streams.json``
 (:mod:`engine.stream.registry_store`), rewritten atomically on every register/delete and, for
 progress, by the worker at most every ``progress_sync_s`` seconds after ingestion changed it
