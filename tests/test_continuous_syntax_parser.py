@@ -122,6 +122,8 @@ W = f"FROM STREAM <{EX}s>"
     (f"REGISTER RSTREAM <http://ex.org/caf%C3%A9> AS SELECT * {W} [RANGE 1s STEP 1s] WHERE {{ ?s ?p ?o }}",
      "<http://ex.org/caf%C3%A9>", "cannot name"),
     (f"REGISTER DSTREAM <q> AS ASK {W} [RANGE 1s STEP 1s] WHERE {{ ?s ?p ?o }}", "DSTREAM", "only be registered"),
+    (f"REGISTER RSTREAM <q> AS SELECT * FROM NAMED WINDOW <w> ON <{EX}s> [ITEM 10 STEP 5] "
+     "WHERE { WINDOW <w> { ?s ?p ?o } }", "5]", "counted in elements"),
 ])
 def test_errors_with_position(text, needle, fragment):
     with pytest.raises(QuerySyntaxError) as ei:
@@ -149,6 +151,9 @@ def test_forms():
     cq = parse_continuous(f"REGISTER QUERY q AS SELECT * FROM STREAM <{EX}a> [RANGE TRIPLES 3] "
                           f"FROM STREAM <{EX}b> [RANGE 5s STEP 2s] WHERE {{ ?s ?p ?o }}")
     assert cq.windows[0] == Window.count(3, 1000)   # C-SPARQL's count default is kept
+    cq = parse_continuous(f"REGISTER RSTREAM <q> AS SELECT * FROM NAMED WINDOW <w> ON <{EX}s> [ITEM 10 STEP PT2S] "
+                          "WHERE { WINDOW <w> { ?s ?p ?o } }")
+    assert cq.windows == (Window.count(10, 2000),)
 
 
 def test_http_registration_errors_are_400_with_position(make_server):

@@ -28,6 +28,7 @@ Grammar (on top of SPARQL 1.1; keywords and units are case-insensitive)::
     Window    ::= '[' 'RANGE' Dur (('STEP' | 'SLIDE') Dur | 'TUMBLING')? ']'
                 | '[' 'RANGE' 'TRIPLES' Int ('STEP' Dur)? ']'      C-SPARQL count window
                 | '[' 'TRIPLES' Int (('STEP' | 'SLIDE') Dur)? ']'  CQELS count window
+                | '[' ('ITEM' | 'ELEMENTS') Int ('STEP' Dur)? ']'  RSP-QL physical window (a time STEP)
                 | '[' 'NOW' ']'                                    CQELS: the elements at the instant
                 | '[' 'FROM' 'NOW' '-' Dur 'TO' 'NOW' 'STEP' Dur ']'    RSP-QL (= RANGE Dur STEP Dur)
     Dur       ::= Int ('ms'|'s'|'m'|'h'|'d')                       "10s", or "10 s"
@@ -594,9 +595,13 @@ class _ContinuousParser(_Parser):
                 else:
                     raise self.unexpected("STEP, SLIDE, TUMBLING or ']'")
                 spec = _Spec(rng, None, step, False, open_tok)
-        elif k == "TRIPLES":   # CQELS
+        elif k in ("TRIPLES", "ITEM", "ELEMENTS"):   # CQELS; RSP-QL physical windows
             self.i += 1
             n = self.triple_count()
+            if k != "TRIPLES" and toks[self.i][0] == "STEP" and toks[self.i + 1][0] == "integer" \
+                    and toks[self.i + 2][0] == "]":
+                raise self.error("a STEP counted in elements does not map onto instants of time: write STEP "
+                                 "<duration> (for example STEP PT1S)", toks[self.i + 1])
             step = None
             if toks[self.i][0] in ("STEP", "SLIDE"):
                 self.i += 1
@@ -623,7 +628,7 @@ class _ContinuousParser(_Parser):
         elif k == "ALL":
             raise self.error("[ALL] (a window without bounds) is not supported: give it a RANGE", toks[self.i])
         else:
-            raise self.unexpected("RANGE, TRIPLES, NOW or FROM NOW-<d> TO NOW")
+            raise self.unexpected("RANGE, TRIPLES, ITEM, NOW or FROM NOW-<d> TO NOW")
         spec.end_tok = self.expect("]")
         return spec
 
