@@ -7,6 +7,8 @@ import random
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
 
 from engine.database import Database
 from engine.errors import QuerySyntaxError
@@ -78,6 +80,15 @@ CASES = {
         "REGISTER ISTREAM QUERY {n} AS CONSTRUCT {{ ?o :back ?s }} WHERE {{ STREAM <http://ex.org/s> "
         "[RANGE 2s SLIDE 1s] {{ ?s :r ?o }} }}",
     ),
+    "two_streams": (
+        "REGISTER QUERY {n} AS SELECT ?s ?x FROM STREAM <http://ex.org/s> [RANGE 3s STEP 1s] "
+        "FROM STREAM <http://ex.org/u> [RANGE 2s STEP 1s] "
+        "WHERE {{ GRAPH <http://ex.org/s> {{ ?s :p ?o }} GRAPH <http://ex.org/u> {{ ?o :r ?x }} }}",
+        "REGISTER RSTREAM <{n}> AS SELECT ?s ?x FROM NAMED WINDOW :ws ON :s [RANGE PT3S STEP PT1S] "
+        "FROM NAMED WINDOW :wu ON :u [RANGE PT2S STEP PT1S] WHERE {{ WINDOW :ws {{ ?s :p ?o }} WINDOW :wu {{ ?o :r ?x }} }}",
+        "REGISTER QUERY {n} AS SELECT ?s ?x WHERE {{ STREAM <http://ex.org/s> [RANGE 3s SLIDE 1s] {{ ?s :p ?o }} "
+        "STREAM <http://ex.org/u> [RANGE 2s SLIDE 1s] {{ ?o :r ?x }} }}",
+    ),
     "count_window": (
         "REGISTER QUERY {n} AS SELECT ?s ?o FROM STREAM <http://ex.org/s> [RANGE TRIPLES 4 STEP 1s] "
         "WHERE {{ ?s ?p ?o }}",
@@ -97,16 +108,18 @@ def test_same_windows_in_every_syntax(case, seed):
     m = StreamManager(db)
     try:
         m.register_stream("s", EX + "s")
+        m.register_stream("u", EX + "u")
         names = []
         for k, tmpl in enumerate(CASES[case]):
             name = f"{case}{k}"
             info = m.register_query(PFX + tmpl.format(n=name))
             assert info["id"] == name
             names.append(name)
-        elems = random_elements(rng, 40, 12_000)
-        for i in range(0, len(elems), 7):
-            m.ingest_ndjson("s", b"\n".join(elems[i:i + 7]))
-        m.heartbeat("s", 15_000)
+        for st in ("s", "u"):
+            elems = random_elements(rng, 40, 12_000)
+            for i in range(0, len(elems), 7):
+                m.ingest_ndjson(st, b"\n".join(elems[i:i + 7]))
+            m.heartbeat(st, 15_000)
         got = [events(m, n) for n in names]
         assert len(got[0]) >= 2
         assert any(solutions(d) for _, d in got[0]), "the windows should not all be empty"
@@ -117,6 +130,41 @@ def test_same_windows_in_every_syntax(case, seed):
                 assert a["window"] == b["window"]
         syntaxes = [m.query(n)["syntax"] for n in names]
         assert syntaxes[0] == "csparql" and syntaxes[2] == "cqels"
+    finally:
+        m.close()
+
+
+_SPELL = {
+    "csparql": lambda ms: f"{ms}ms",
+    "spaced": lambda ms: f"{ms} ms" if ms % 1000 else f"{ms // 1000} s",
+    "iso": lambda ms: f"PT{ms // 1000}.{ms % 1000:03d}S",
+}
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hs.integers(1, 8), hs.integers(1, 4), hs.sampled_from(sorted(_SPELL)), hs.integers(0, 1 << 30))
+def test_random_windows_agree_across_syntaxes(range_units, step_units, spelling, seed):
+    """Random RANGE / STEP (multiples of 250 ms) spelled three ways; every window is the same."""
+    rng_ms, step_ms = range_units * 250, step_units * 250
+    sp = _SPELL[spelling]
+    texts = [
+        f"REGISTER QUERY a AS SELECT ?s ?o FROM STREAM :s [RANGE {sp(rng_ms)} STEP {sp(step_ms)}] WHERE {{ ?s ?p ?o }}",
+        f"REGISTER RSTREAM <b> AS SELECT ?s ?o FROM NAMED WINDOW :w ON :s [RANGE PT{rng_ms / 1000}S "
+        f"STEP PT{step_ms / 1000}S] WHERE {{ WINDOW :w {{ ?s ?p ?o }} }}",
+        f"REGISTER QUERY c COMPUTED EVERY {sp(step_ms)} AS SELECT ?s ?o WHERE {{ STREAM :s [RANGE {sp(rng_ms)}] "
+        "{ ?s ?p ?o } }",
+    ]
+    db = Database(shards=1)
+    m = StreamManager(db)
+    try:
+        m.register_stream("s", EX + "s")
+        for t in texts:
+            m.register_query(PFX + t)
+        elems = random_elements(random.Random(seed), 25, 5000)
+        m.ingest_ndjson("s", b"\n".join(elems))
+        m.heartbeat("s", 6000)
+        got = [[(t, solutions(d)) for t, d in events(m, n)] for n in "abc"]
+        assert got[0] and got[0] == got[1] == got[2]
     finally:
         m.close()
 
