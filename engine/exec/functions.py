@@ -1744,13 +1744,14 @@ for _dt_iri in V.INTEGER_TYPES:
 
 
 #: extension functions by IRI: ``fn(ctx, args: list[Term]) -> Term`` (raise ExprError for an
-#: error). Registered by the modules that define them (``engine.stream.timestamps``: C-SPARQL's
+#: error). Registered by the modules that define them (``engine.stream.syntax_eval``: C-SPARQL's
 #: ``f:timestamp``, which reads the element times of a continuous query's windows from ``ctx``).
 EXTENSION_FUNCTIONS: dict = {}
 
 
 #: the same functions over id columns: ``fn(ctx, [int64 id arrays]) -> int64 ids`` (UNBOUND = error)
 VECTOR_EXTENSIONS: dict = {}
+_ARITY: dict[str, int] = {}
 
 
 def register_extension(iri: str, fn, arity: int, vector=None) -> None:
@@ -1760,9 +1761,6 @@ def register_extension(iri: str, fn, arity: int, vector=None) -> None:
     _ARITY[iri] = arity
     if vector is not None:
         VECTOR_EXTENSIONS[iri] = vector
-
-
-_ARITY: dict[str, int] = {}
 
 
 def function_arity(iri: str) -> int | None:
