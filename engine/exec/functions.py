@@ -362,6 +362,10 @@ class _Evaluator:
                 out = self._regex_vector(expr)
                 if out is not None:
                     return out
+        if isinstance(expr, FunctionCall):
+            vec = VECTOR_EXTENSIONS.get(expr.iri)
+            if vec is not None:  # a registered extension evaluated over whole id columns
+                return vec(self.ctx, [self.ids(a) for a in expr.args])
         return self._fallback(expr)
 
     def _regex_run(self, expr):
@@ -959,6 +963,9 @@ class _Scalar:
             return fn(self, *args)
         if isinstance(expr, FunctionCall):
             args = [self.eval(a, env) for a in expr.args]
+            ext = EXTENSION_FUNCTIONS.get(expr.iri)
+            if ext is not None:  # a registered extension (C-SPARQL's f:timestamp) sees the query context
+                return ext(self.ctx, args)
             return call_function(expr.iri, args)
         if isinstance(expr, Exists):
             name = self.exists_names.get(expr)
@@ -1734,6 +1741,34 @@ _CASTS = {
 }
 for _dt_iri in V.INTEGER_TYPES:
     _CASTS[_dt_iri] = _cast_integer_type(_dt_iri)
+
+
+#: extension functions by IRI: ``fn(ctx, args: list[Term]) -> Term`` (raise ExprError for an
+#: error). Registered by the modules that define them (``engine.stream.syntax_eval``: C-SPARQL's
+#: ``f:timestamp``, which reads the element times of a continuous query's windows from ``ctx``).
+EXTENSION_FUNCTIONS: dict = {}
+
+
+#: the same functions over id columns: ``fn(ctx, [int64 id arrays]) -> int64 ids`` (UNBOUND = error)
+VECTOR_EXTENSIONS: dict = {}
+_ARITY: dict[str, int] = {}
+
+
+def register_extension(iri: str, fn, arity: int, vector=None) -> None:
+    """Make ``fn`` the function called by ``<iri>(...)`` with ``arity`` arguments (``vector``:
+    the same over whole id columns, used where the expression is the call itself)."""
+    EXTENSION_FUNCTIONS[iri] = fn
+    _ARITY[iri] = arity
+    if vector is not None:
+        VECTOR_EXTENSIONS[iri] = vector
+
+
+def function_arity(iri: str) -> int | None:
+    """The number of arguments of a function called by IRI (XSD casts: 1; registered
+    extensions: theirs), None for an unknown function (which evaluates to an error)."""
+    if iri in _CASTS:
+        return 1
+    return _ARITY.get(iri)
 
 
 def call_function(iri: str, args: list[Term]) -> Term:

@@ -1,8 +1,9 @@
-"""C-SPARQL continuous-query parser (contract: "continuous query semantics").
+"""Continuous-query parser: C-SPARQL, RSP-QL and CQELS-QL onto one model (contract:
+"continuous query semantics").
 
 Public API::
 
-    parse_continuous(text, base=None) -> ContinuousQuery
+    parse_continuous(text, base=None, name=None) -> ContinuousQuery
     is_continuous(text) -> bool
     format_duration(ms) -> str          # 3000 -> "3s"
     format_window(window) -> str        # "[RANGE 3s STEP 1s]"
@@ -10,25 +11,53 @@ Public API::
 
 Grammar (on top of SPARQL 1.1; keywords and units are case-insensitive)::
 
-    Register  ::= Prologue 'REGISTER' ('RSTREAM'|'ISTREAM'|'DSTREAM')? 'QUERY' Name 'AS'
-                  Prologue (SelectQuery | ConstructQuery | AskQuery)
+    Register  ::= Prologue Header Prologue (SelectQuery | ConstructQuery | AskQuery)
+    Header    ::= 'REGISTER' Mode? 'QUERY' Name Every? 'AS'        C-SPARQL
+                | 'REGISTER' 'STREAM' Name Every? 'AS'             C-SPARQL derived stream (CONSTRUCT only)
+                | 'REGISTER' Mode (IRI | Name) Every? 'AS'         RSP-QL (the name: the IRI's last segment)
+    Mode      ::= 'RSTREAM' | 'ISTREAM' | 'DSTREAM'
+    Every     ::= 'COMPUTED' 'EVERY' Dur                           the evaluation period (see below)
     Name      ::= [A-Za-z0-9_.-]+            (also accepted as <name> in angle brackets)
-    FROM      ::= 'FROM' 'NAMED'? 'STREAM' StreamRef Window
-                | 'FROM' (IRI | ShortName) Window      (Wukong+S form: a FROM with a window is a stream)
-                | 'FROM' IRI | 'FROM' 'NAMED' IRI      (stored graphs, as in SPARQL)
-    StreamRef ::= IRI | ShortName                      (ShortName: [A-Za-z0-9_.-]+)
-    Window    ::= '[' 'RANGE' Dur ('STEP' Dur | 'TUMBLING') ']'
-                | '[' 'RANGE' 'TRIPLES' Int ('STEP' Dur)? ']'
-    Dur       ::= Int ('ms'|'s'|'m'|'h'|'d')           ("10s", or C-SPARQL's "10 s")
+    FROM      ::= 'FROM' 'NAMED'? 'STREAM' StreamRef Window        C-SPARQL
+                | 'FROM' (IRI | ShortName) Window                  Wukong+S: a FROM with a window is a stream
+                | 'FROM' 'NAMED' 'WINDOW' IRI 'ON' 'STREAM'? StreamRef Window     RSP-QL
+                | 'FROM' IRI | 'FROM' 'NAMED' IRI                  stored graphs, as in SPARQL
+    in WHERE  ::= 'WINDOW' IRI GroupGraphPattern                   RSP-QL: the named window's graph
+                | 'STREAM' IRI Window GroupGraphPattern            CQELS: that stream's window graph
+    StreamRef ::= IRI | ShortName                                  (ShortName: [A-Za-z0-9_.-]+)
+    Window    ::= '[' 'RANGE' Dur (('STEP' | 'SLIDE') Dur | 'TUMBLING')? ']'
+                | '[' 'RANGE' 'TRIPLES' Int ('STEP' Dur)? ']'      C-SPARQL count window
+                | '[' 'TRIPLES' Int (('STEP' | 'SLIDE') Dur)? ']'  CQELS count window
+                | '[' ('ITEM' | 'ELEMENTS') Int ('STEP' Dur)? ']'  RSP-QL physical window (a time STEP)
+                | '[' 'NOW' ']'                                    CQELS: the elements at the instant
+                | '[' 'FROM' 'NOW' '-' Dur 'TO' 'NOW' 'STEP' Dur ']'    RSP-QL (= RANGE Dur STEP Dur)
+    Dur       ::= Int ('ms'|'s'|'m'|'h'|'d')                       "10s", or "10 s"
+                | ISO 8601 duration                                PT10S, PT1M30S, PT0.5S, P1D
+                                                                   (engine/sparql/durations.py)
+
+Steps: a window without its own STEP (``[RANGE 10s]``, ``[NOW]``, CQELS ``[TRIPLES n]``)
+takes ``COMPUTED EVERY``'s period, else the smallest STEP of the query's other windows; a time
+window with neither is an error. C-SPARQL's ``[RANGE TRIPLES n]`` without STEP keeps its 1 s
+default unless ``COMPUTED EVERY`` is given. With ``COMPUTED EVERY d`` the query's step (its
+smallest STEP) must be ``d``.
+
+Datasets (what :class:`ContinuousQuery` ``syntax`` tells the evaluator): C-SPARQL windows
+are merged into the default graph and named by their stream IRI. RSP-QL windows and CQELS
+STREAM blocks are named graphs only -- RSP-QL's by the window IRI, CQELS' by the stream IRI --
+and the default graph is that of SPARQL (the ``FROM`` graphs, else the store's default graph).
+``WINDOW :w { P }`` and ``STREAM <s> [..] { P }`` are parsed as ``GRAPH`` over that name. One
+query uses one of the two models (C-SPARQL FROM STREAM windows, or RSP-QL / CQELS windows).
+
+Function calls by IRI are listed with their position (``calls``): the manager refuses at
+registration any that is not a known function (XSD casts, C-SPARQL's ``f:timestamp``).
 
 ``FROM NAMED STREAM x [...]`` is accepted as a synonym of ``FROM STREAM x
-[...]`` (windows are always named graphs). Every other syntax error, a FROM
-short name without a window, a stream used twice, a zero duration or count,
-DESCRIBE, a query without any stream window, and ASK with ISTREAM/DSTREAM
-raise ``QuerySyntaxError`` with the line and column of the offending token.
-Duplicates are detected per spelling (the same IRI twice, the same short name
-twice); a short name and the IRI it is registered under can only be matched by
-the caller, which knows the stream registry. A step larger than the range is
+[...]``. Every other syntax error, a FROM short name without a window, a stream used twice,
+a zero duration or count, DESCRIBE, a query without any stream window, ASK with
+ISTREAM/DSTREAM and REGISTER STREAM without CONSTRUCT raise ``QuerySyntaxError`` with the
+line and column of the offending token. Duplicates are detected per spelling (the same IRI
+twice, the same short name twice); a short name and the IRI it is registered under can only
+be matched by the caller, which knows the stream registry. A step larger than the range is
 allowed (sampling windows).
 
 The stream windows are removed from the inner query's dataset: ``query.dataset``
@@ -43,12 +72,14 @@ from dataclasses import dataclass
 
 from engine.errors import QuerySyntaxError
 from engine.sparql import algebra as A
+from engine.sparql.durations import CSPARQL_UNITS, ISO_DURATION_RE, parse_iso_duration
 from engine.sparql.parser import _Parser
-from engine.sparql.tokenizer import decode_codepoints
+from engine.sparql.tokenizer import decode_codepoints, line_col
 from engine.stream.limits import MAX_DURATION_MS, MAX_TRIPLES, NAME_MAX
 from engine.stream.windows import DEFAULT_COUNT_STEP_MS, Window
 
 __all__ = [
+    "CSPARQL_F",
     "ContinuousQuery",
     "StreamRef",
     "format_duration",
@@ -59,7 +90,9 @@ __all__ = [
 ]
 
 MODES = ("RSTREAM", "ISTREAM", "DSTREAM")
-_UNITS = {"MS": 1, "S": 1000, "M": 60_000, "H": 3_600_000, "D": 86_400_000}
+#: C-SPARQL's extension function namespace (``f:timestamp``)
+CSPARQL_F = "http://larkc.eu/csparql/sparql/jena/ext#"
+_UNITS = CSPARQL_UNITS
 _MAX_MS = MAX_DURATION_MS
 _MAX_TRIPLES = MAX_TRIPLES
 NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -77,14 +110,14 @@ _IS_CONT_RE = re.compile(
 # tokenizer rejects where a token starts ('_' after '.', '-' or a digit, as in
 # "q._1"). Before tokenizing, such names are replaced by a run of 'N' of the
 # same length (one plain name token); the parser reads the real name from the
-# unmasked text at the same position. Only two places are masked: the name in
-# the REGISTER header and a word between FROM [NAMED] [STREAM] and a '['.
+# unmasked text at the same position. Masked: the name in the REGISTER header, a
+# word between FROM [NAMED] [STREAM] and a '[', and a word after ON [STREAM] (RSP-QL).
 _SEP = r"(?:[ \t\r\n]|#[^\r\n]*+)"
 _MASK_HEAD_RE = re.compile(
     r"(?:[ \t\r\n]++|#[^\r\n]*+"
     r"|(?i:PREFIX)[ \t\r\n]++[^\s:<>]*+:[ \t\r\n]*+<[^<>\s]*+>"
     r"|(?i:BASE)[ \t\r\n]*+<[^<>\s]*+>)*+"
-    rf"(?i:REGISTER){_SEP}++(?:(?i:[RID]STREAM){_SEP}++)?(?i:QUERY){_SEP}++"
+    rf"(?i:REGISTER){_SEP}++(?:(?:(?i:[RID]STREAM){_SEP}++)?(?i:QUERY|STREAM){_SEP}++|(?i:[RID]STREAM){_SEP}++)"
     r"(?P<name>[A-Za-z0-9_.\-]+)(?=[\s#]|\Z)"
 )
 _MASK_FROM_RE = re.compile(
@@ -95,7 +128,7 @@ _MASK_FROM_RE = re.compile(
     r"|'(?:[^'\\\n\r]|\\.)*'"
     r'|"(?:[^"\\\n\r]|\\.)*"'
     r"|#[^\r\n]*)"
-    rf"|(?<![A-Za-z0-9_:?$.\-])(?i:FROM){_SEP}++(?:(?i:NAMED){_SEP}++)?(?:(?i:STREAM){_SEP}++)?"
+    rf"|(?<![A-Za-z0-9_:?$.\-])(?:(?i:FROM){_SEP}++(?:(?i:NAMED){_SEP}++)?|(?i:ON){_SEP}++)(?:(?i:STREAM){_SEP}++)?"
     rf"(?P<name>[A-Za-z0-9_.\-]++){_SEP}*+\[",
     re.S,
 )
@@ -104,7 +137,7 @@ _MASK_FROM_RE = re.compile(
 def _mask_names(text: str) -> str:
     spans: list[tuple[int, int]] = []
     m = _MASK_HEAD_RE.match(text)
-    if m is not None:
+    if m is not None and m.group("name").upper() not in ("QUERY", "STREAM"):
         spans.append(m.span("name"))
     if "[" in text:
         for m in _MASK_FROM_RE.finditer(text):
@@ -133,11 +166,17 @@ class StreamRef:
 @dataclass(frozen=True, slots=True)
 class ContinuousQuery:
     """A registered continuous query: name, output mode, the inner SPARQL
-    query (stream windows removed from its dataset), its ``FROM STREAM``
-    clauses in order of appearance -- ``streams[i]`` read through
-    ``windows[i]`` (the one :class:`~engine.stream.windows.Window` type the
-    trigger and the transient store also take; TUMBLING has step = range,
-    ``RANGE TRIPLES n`` defaults to a 1 s step) -- and the registration text."""
+    query (stream windows removed from its dataset), its stream windows in order of
+    appearance -- ``streams[i]`` read through ``windows[i]`` (the one
+    :class:`~engine.stream.windows.Window` type the trigger and the transient store also
+    take; TUMBLING has step = range) -- and the registration text.
+
+    ``syntax``: ``"csparql"`` (windows merged into the default graph, named by stream IRI),
+    ``"rspql"`` / ``"cqels"`` (windows are named graphs only, the default graph is SPARQL's);
+    ``window_names[i]``: the IRI naming window ``i``'s graph when it is not the stream's
+    (RSP-QL), else None. ``derived``: ``REGISTER STREAM`` -- each instant's CONSTRUCT result
+    is an element of the stream ``name``. ``calls``: ``(iri, number of arguments, line,
+    column)`` of every function called by IRI."""
 
     name: str
     mode: str
@@ -145,6 +184,26 @@ class ContinuousQuery:
     streams: tuple[StreamRef, ...]
     windows: tuple[Window, ...]
     text: str
+    syntax: str = "csparql"
+    window_names: tuple[str | None, ...] = ()
+    derived: bool = False
+    calls: tuple[tuple[str, int, int, int], ...] = ()
+
+    @property
+    def windows_in_default(self) -> bool:
+        return self.syntax == "csparql"
+
+
+@dataclass(slots=True)
+class _Spec:
+    """A parsed window before its step is settled (``step`` None: none of its own)."""
+
+    range_ms: int | None
+    triples: int | None
+    step: int | None
+    count_default: bool     # C-SPARQL [RANGE TRIPLES n] without STEP: 1 s unless COMPUTED EVERY
+    tok: tuple
+    end_tok: tuple = ()
 
 
 # ---------------------------------------------------------------- printing
@@ -174,7 +233,8 @@ def format_stream(s: StreamRef) -> str:
 
 
 class _ContinuousParser(_Parser):
-    """The SPARQL parser with the REGISTER header and stream windows in FROM."""
+    """The SPARQL parser with a REGISTER header and stream windows (FROM clauses, RSP-QL
+    named windows, CQELS STREAM blocks)."""
 
     def __init__(self, text: str, base: str | None):
         try:
@@ -190,9 +250,14 @@ class _ContinuousParser(_Parser):
         # names are read from the unmasked text (same length, same positions)
         self.orig = decoded if len(decoded) == len(self.text) else self.text
         self.streams: list[StreamRef] = []
-        self.windows: list[Window] = []
+        self.specs: list[_Spec] = []
+        self.syntaxes: list[str] = []
+        self.window_names: list[str | None] = []
+        self.named_windows: dict[str, int] = {}     # RSP-QL window IRI -> index
         self.seen_iris: set[str] = set()
         self.seen_names: set[str] = set()
+        self.calls: list[tuple[str, int, int, int]] = []
+        self.blocks_done = False
 
     # ------------------------------------------------------------ helpers
 
@@ -211,6 +276,11 @@ class _ContinuousParser(_Parser):
         if nxt and not nxt.isspace() and nxt != "#" and nxt not in follow:
             bad = re.match(r"[^\s#\[]*", self.orig[tok[2] :]).group()
             raise self.error(f"bad {what.split(' [')[0]} '{bad[:80]}': expected [A-Za-z0-9_.-]+", tok)
+        self.skip_to(end, what)
+        return m.group()
+
+    def skip_to(self, end: int, what: str) -> None:
+        """Move past the tokens that start before text position ``end`` (none may straddle it)."""
         j = self.i
         while self.toks[j][0] != "EOF" and self.toks[j][2] < end:
             t = self.toks[j]
@@ -218,7 +288,6 @@ class _ContinuousParser(_Parser):
                 raise self.unexpected(what)
             j += 1
         self.i = j
-        return m.group()
 
     def is_word(self) -> bool:
         """Does a bare name (no IRI, variable, literal, punctuation) start here?"""
@@ -227,18 +296,17 @@ class _ContinuousParser(_Parser):
             return False
         return NAME_RE.match(self.orig, tok[2]) is not None
 
+    def iri_or_function(self, require_call: bool):
+        tok = self.toks[self.i]
+        e = super().iri_or_function(require_call)
+        if isinstance(e, A.FunctionCall):
+            line, col = line_col(self.text, tok[2])
+            self.calls.append((e.iri, len(e.args), line, col))
+        return e
+
     # ------------------------------------------------------------ REGISTER header
 
-    def parse_continuous(self, original: str) -> ContinuousQuery:
-        self.prologue()
-        self.expect("REGISTER")
-        mode = "RSTREAM"
-        mode_tok = None
-        if self.toks[self.i][0] in MODES:
-            mode_tok = self.toks[self.i]
-            mode = mode_tok[0]
-            self.i += 1
-        self.expect("QUERY")
+    def query_name(self) -> str:
         tok = self.toks[self.i]
         if tok[0] == "iriref":
             name = tok[1][1:-1]
@@ -249,18 +317,124 @@ class _ContinuousParser(_Parser):
             name = self.raw_name("query name")
         if len(name) > NAME_MAX:
             raise self.error(f"a query name has at most {NAME_MAX} characters, not {len(name)}", tok)
-        self.expect("AS")
+        return name
+
+    def rsp_name(self) -> str:
+        """RSP-QL ``REGISTER RSTREAM <out> AS``: the query is named by the output IRI's last
+        path segment or fragment (the whole IRI when it is a plain name)."""
+        tok = self.toks[self.i]
+        if tok[0] not in ("iriref", "pname"):
+            return self.query_name()
+        iri = tok[1][1:-1] if tok[0] == "iriref" else tok[1].partition(":")[2]
+        last = re.split(r"[/#:]", iri.rstrip("/"))[-1] if not _NAME_FULL_RE.match(iri) else iri
+        if not last or not _NAME_FULL_RE.match(last):
+            raise self.error(f"cannot name the query after {tok[1][:80]}: its last segment must be "
+                             "[A-Za-z0-9_.-]+ (for example REGISTER RSTREAM <http://ex.org/out1> AS)", tok)
+        if len(last) > NAME_MAX:
+            raise self.error(f"a query name has at most {NAME_MAX} characters, not {len(last)}", tok)
+        self.i += 1
+        return last
+
+    def parse_continuous(self, original: str, given_name: str | None = None) -> ContinuousQuery:
+        toks = self.toks
         self.prologue()
-        form_tok = self.toks[self.i]
+        mode = "RSTREAM"
+        mode_tok = None
+        derived = False
+        every = every_tok = None
+        if toks[self.i][0] != "REGISTER":
+            if given_name is None:
+                raise self.unexpected("'REGISTER' (REGISTER QUERY <name> AS ..., REGISTER STREAM <name> AS "
+                                      "CONSTRUCT ... or RSP-QL's REGISTER RSTREAM <name> AS ...)")
+            if not _NAME_FULL_RE.match(given_name) or len(given_name) > NAME_MAX:
+                raise QuerySyntaxError(f"bad query name {given_name[:80]!r}: expected [A-Za-z0-9_.-]+ "
+                                       f"(at most {NAME_MAX} characters)", 1, 1)
+            name = given_name
+        else:
+            self.i += 1
+            if toks[self.i][0] in MODES:
+                mode_tok = toks[self.i]
+                mode = mode_tok[0]
+                self.i += 1
+            k = toks[self.i][0]
+            if k == "QUERY":
+                self.i += 1
+                name = self.query_name()
+            elif k == "STREAM":
+                if mode_tok is not None:
+                    raise self.error("REGISTER STREAM takes no output mode: each instant's CONSTRUCT "
+                                     "result is one element of the stream", mode_tok)
+                if toks[self.i + 1][0] == "QUERY":
+                    raise self.error("the output mode before 'QUERY' is RSTREAM, ISTREAM or DSTREAM (REGISTER "
+                                     "STREAM <name> AS CONSTRUCT ... registers a derived stream)")
+                self.i += 1
+                derived = True
+                name = self.query_name()
+            elif mode_tok is not None:
+                name = self.rsp_name()
+            else:
+                raise self.unexpected("'QUERY', 'STREAM', or RSTREAM/ISTREAM/DSTREAM and a name")
+            if toks[self.i][0] == "COMPUTED":
+                self.i += 1
+                every_tok = toks[self.i]
+                self.expect("EVERY")
+                every = self.duration()
+            self.expect("AS")
+        self.prologue()
+        form_tok = toks[self.i]
         form = form_tok[0]
         if form not in ("SELECT", "CONSTRUCT", "ASK"):
             raise self.unexpected("SELECT, CONSTRUCT or ASK")
         if form == "ASK" and mode != "RSTREAM":
             raise self.error(f"ASK queries can only be registered as RSTREAM, not {mode}", mode_tok)
+        if derived and form != "CONSTRUCT":
+            raise self.error("REGISTER STREAM needs a CONSTRUCT query: its triples become the stream's "
+                             "elements", form_tok)
         query = self.parse_query()
-        if not self.windows:
-            raise self.error("a continuous query needs at least one FROM STREAM window", form_tok)
-        return ContinuousQuery(name, mode, query, tuple(self.streams), tuple(self.windows), original)
+        if not self.specs:
+            raise self.error("a continuous query needs at least one stream window (FROM STREAM <s> [...], "
+                             "FROM NAMED WINDOW <w> ON <s> [...] or STREAM <s> [...] { ... })", form_tok)
+        syntax = self.check_model()
+        windows = self.settle_steps(every, every_tok)
+        return ContinuousQuery(name, mode, query, tuple(self.streams), windows, original, syntax,
+                               tuple(self.window_names), derived, tuple(self.calls))
+
+    def check_model(self) -> str:
+        kinds = set(self.syntaxes)
+        if "csparql" in kinds and len(kinds) > 1:
+            k = next(i for i, s in enumerate(self.syntaxes) if s != "csparql")
+            raise self.error("a query reads its streams either through FROM STREAM windows (C-SPARQL: merged "
+                             "into the default graph) or through named windows (RSP-QL FROM NAMED WINDOW, "
+                             "CQELS STREAM blocks), not both", self.specs[k].tok)
+        if "rspql" in kinds:
+            return "rspql"
+        return "cqels" if "cqels" in kinds else "csparql"
+
+    def settle_steps(self, every: int | None, every_tok) -> tuple[Window, ...]:
+        """Give every window a step (see the module docstring) and check COMPUTED EVERY."""
+        own = [s.step for s in self.specs if s.step is not None]
+        fill = every if every is not None else (min(own) if own else None)
+        out: list[Window] = []
+        for s in self.specs:
+            step = s.step
+            if step is None:
+                if s.count_default:
+                    step = every if every is not None else DEFAULT_COUNT_STEP_MS
+                elif fill is not None:
+                    step = fill
+                elif s.triples is not None:
+                    step = DEFAULT_COUNT_STEP_MS
+                else:
+                    raise self.error("this window has no STEP or TUMBLING: add STEP <d> (SLIDE <d> in CQELS) "
+                                     "or COMPUTED EVERY <d> after the query name", s.end_tok)
+            out.append(Window.count(s.triples, step) if s.triples is not None else Window.time(s.range_ms, step))
+        if every is not None:
+            q = min(w.step_ms for w in out)
+            if q != every:
+                raise self.error(f"COMPUTED EVERY {format_duration(every)} disagrees with the windows: the "
+                                 f"smallest STEP, {format_duration(q)}, is how often the query is evaluated",
+                                 every_tok)
+        return tuple(out)
 
     # ------------------------------------------------------------ FROM clauses
 
@@ -272,19 +446,24 @@ class _ContinuousParser(_Parser):
             self.i += 1
             is_named = self.accept("NAMED")
             tok = toks[self.i]
+            if is_named and tok[0] == "WINDOW":
+                self.i += 1
+                self.named_window()
+                continue
             if tok[0] == "STREAM" and toks[self.i + 1][0] != "[":
                 self.i += 1
-                self.stream_window(*self.stream_ref())
+                self.stream_window(*self.stream_ref(), "csparql")
                 continue
             if is_named:
                 named.append(self.iri())
                 if toks[self.i][0] == "[":
-                    raise self.error("a window after FROM NAMED <g>: write FROM STREAM <iri> [...]")
+                    raise self.error("a window after FROM NAMED <g>: write FROM STREAM <iri> [...] "
+                                     "(or RSP-QL's FROM NAMED WINDOW <w> ON <iri> [...])")
                 continue
             if tok[0] in ("iriref", "pname"):
                 iri = self.iri()
                 if toks[self.i][0] == "[":
-                    self.stream_window(StreamRef(iri, None), tok)
+                    self.stream_window(StreamRef(iri, None), tok, "csparql")
                 else:
                     default.append(iri)
                 continue
@@ -297,10 +476,73 @@ class _ContinuousParser(_Parser):
                     "(a stored graph needs an IRI)",
                     tok,
                 )
-            self.stream_window(StreamRef(None, name), tok)
+            self.stream_window(StreamRef(None, name), tok, "csparql")
+        if not self.blocks_done:   # the WHERE clause follows: its WINDOW / STREAM blocks become GRAPH
+            self.blocks_done = True
+            self.rewrite_blocks()
         if not default and not named:
             return None
         return A.Dataset(tuple(default), tuple(named))
+
+    def named_window(self) -> None:
+        """RSP-QL ``FROM NAMED WINDOW <w> ON [STREAM] <s> [...]`` (``FROM NAMED WINDOW`` read)."""
+        wtok = self.toks[self.i]
+        wiri = self.iri()
+        if wiri in self.named_windows:
+            raise self.error(f"window <{wiri}> is declared twice", wtok)
+        if self.toks[self.i][0] != "ON":
+            raise self.unexpected("ON <stream> after the window name")
+        self.i += 1
+        self.accept("STREAM")
+        ref, rtok = self.stream_ref()
+        self.named_windows[wiri] = len(self.specs)
+        self.stream_window(ref, rtok, "rspql", wiri)
+
+    def rewrite_blocks(self) -> None:
+        """Turn RSP-QL ``WINDOW <w> {`` and CQELS ``STREAM <s> [window] {`` in the rest of the
+        query into ``GRAPH <name> {`` tokens (the windows are recorded here, in order)."""
+        toks = self.toks
+        start = self.i
+        if not any(t[0] in ("WINDOW", "STREAM") for t in toks[start:]):
+            return
+        out = toks[:start]
+        i = start
+        while toks[i][0] != "EOF":
+            k = toks[i][0]
+            if k == "WINDOW":
+                self.i = i + 1
+                wtok = toks[self.i]
+                if wtok[0] not in ("iriref", "pname"):
+                    raise self.unexpected("a window IRI after WINDOW")
+                wiri = self.iri()
+                if wiri not in self.named_windows:
+                    raise self.error(f"WINDOW <{wiri}> is not declared: add FROM NAMED WINDOW <{wiri}> ON "
+                                     "<stream> [RANGE ...] before WHERE", wtok)
+                if toks[self.i][0] != "{":
+                    raise self.unexpected("'{' after WINDOW <name>")
+                out.append(("GRAPH", toks[i][1], toks[i][2]))
+                out.append(("iriref", f"<{wiri}>", wtok[2]))
+                i = self.i
+                continue
+            if k == "STREAM":
+                self.i = i + 1
+                ref, rtok = self.stream_ref()
+                if ref.iri is None:
+                    raise self.error("a CQELS STREAM block names its stream by IRI: STREAM <iri> [RANGE ...] "
+                                     "{ ... }", rtok)
+                self.stream_window(ref, rtok, "cqels")
+                if toks[self.i][0] != "{":
+                    raise self.unexpected("'{' after the stream window (CQELS: STREAM <s> [RANGE 10s SLIDE "
+                                          "1s] { ... })")
+                out.append(("GRAPH", toks[i][1], toks[i][2]))
+                out.append(("iriref", f"<{ref.iri}>", rtok[2]))
+                i = self.i
+                continue
+            out.append(toks[i])
+            i += 1
+        out.extend(toks[i:])
+        self.toks = out
+        self.i = start
 
     def stream_ref(self) -> tuple[StreamRef, tuple]:
         tok = self.toks[self.i]
@@ -310,69 +552,139 @@ class _ContinuousParser(_Parser):
             raise self.unexpected("a stream IRI or stream name")
         return StreamRef(None, self.raw_name("stream name", "[")), tok
 
-    def stream_window(self, ref: StreamRef, tok: tuple) -> None:
+    def stream_window(self, ref: StreamRef, tok: tuple, syntax: str, wname: str | None = None) -> None:
         if ref.name is not None and len(ref.name) > NAME_MAX:
             raise self.error(f"a stream name has at most {NAME_MAX} characters, not {len(ref.name)}", tok)
         if ref.iri is not None:
             if ref.iri in self.seen_iris:
-                raise self.error(f"stream <{ref.iri}> appears twice in the query", tok)
+                raise self.error(f"stream <{ref.iri}> appears twice in the query (each stream is read "
+                                 "through one window)", tok)
             self.seen_iris.add(ref.iri)
         else:
             if ref.name in self.seen_names:
-                raise self.error(f"stream {ref.name} appears twice in the query", tok)
+                raise self.error(f"stream {ref.name} appears twice in the query (each stream is read "
+                                 "through one window)", tok)
             self.seen_names.add(ref.name)
-        self.windows.append(self.window())
+        self.specs.append(self.window())
         self.streams.append(ref)
+        self.syntaxes.append(syntax)
+        self.window_names.append(wname)
 
-    def window(self) -> Window:
-        if self.toks[self.i][0] != "[":
+    def window(self) -> _Spec:
+        toks = self.toks
+        open_tok = toks[self.i]
+        if open_tok[0] != "[":
             raise self.unexpected("a window '[RANGE ...]' after the stream")
         self.i += 1
-        self.expect("RANGE")
-        if self.accept("TRIPLES"):
-            tok = self.toks[self.i]
-            if tok[0] != "integer":
-                raise self.unexpected("a triple count")
-            n = int(tok[1]) if len(tok[1]) <= 20 else _MAX_TRIPLES + 1
-            if n <= 0 or n > _MAX_TRIPLES:
-                raise self.error(f"triple count must be between 1 and {_MAX_TRIPLES}, not {tok[1][:40]}", tok)
+        k = toks[self.i][0]
+        if k == "RANGE":
             self.i += 1
-            w = Window.count(n, self.duration() if self.accept("STEP") else DEFAULT_COUNT_STEP_MS)
-        else:
-            rng = self.duration()
-            if self.accept("TUMBLING"):
-                step = rng
-            elif self.accept("STEP"):
-                step = self.duration()
+            if self.accept("TRIPLES"):
+                n = self.triple_count()
+                step = self.duration() if self.accept("STEP") else None
+                spec = _Spec(None, n, step, step is None, open_tok)
             else:
-                raise self.unexpected("STEP or TUMBLING")
-            w = Window.time(rng, step)
-        self.expect("]")
-        return w
+                rng = self.duration()
+                if self.accept("TUMBLING"):
+                    step = rng
+                elif toks[self.i][0] in ("STEP", "SLIDE"):
+                    self.i += 1
+                    step = self.duration()
+                elif toks[self.i][0] == "]":
+                    step = None
+                else:
+                    raise self.unexpected("STEP, SLIDE, TUMBLING or ']'")
+                spec = _Spec(rng, None, step, False, open_tok)
+        elif k in ("TRIPLES", "ITEM", "ELEMENTS"):   # CQELS; RSP-QL physical windows
+            self.i += 1
+            n = self.triple_count()
+            if k != "TRIPLES" and toks[self.i][0] == "STEP" and toks[self.i + 1][0] == "integer" \
+                    and toks[self.i + 2][0] == "]":
+                raise self.error("a STEP counted in elements does not map onto instants of time: write STEP "
+                                 "<duration> (for example STEP PT1S)", toks[self.i + 1])
+            step = None
+            if toks[self.i][0] in ("STEP", "SLIDE"):
+                self.i += 1
+                step = self.duration()
+            spec = _Spec(None, n, step, False, open_tok)
+        elif k == "NOW":       # CQELS: the elements whose time is the instant
+            self.i += 1
+            spec = _Spec(1, None, None, False, open_tok)
+        elif k == "FROM":      # RSP-QL [FROM NOW-d TO NOW STEP d]
+            self.i += 1
+            self.expect("NOW")
+            self.expect("-")
+            rng = self.duration()
+            self.expect("TO")
+            self.expect("NOW")
+            if toks[self.i][0] == "-":
+                off_tok = toks[self.i]
+                self.i += 1
+                if self.duration(allow_zero=True) != 0:
+                    raise self.error("a window ending before the instant (TO NOW-d) is not supported: "
+                                     "windows end at the instant (TO NOW)", off_tok)
+            self.expect("STEP")
+            spec = _Spec(rng, None, self.duration(), False, open_tok)
+        elif k == "ALL":
+            raise self.error("[ALL] (a window without bounds) is not supported: give it a RANGE", toks[self.i])
+        else:
+            raise self.unexpected("RANGE, TRIPLES, ITEM, NOW or FROM NOW-<d> TO NOW")
+        spec.end_tok = self.expect("]")
+        return spec
 
-    def duration(self) -> int:
+    def triple_count(self) -> int:
+        tok = self.toks[self.i]
+        if tok[0] != "integer":
+            raise self.unexpected("a triple count")
+        n = int(tok[1]) if len(tok[1]) <= 20 else _MAX_TRIPLES + 1
+        if n <= 0 or n > _MAX_TRIPLES:
+            raise self.error(f"triple count must be between 1 and {_MAX_TRIPLES}, not {tok[1][:40]}", tok)
+        self.i += 1
+        return n
+
+    def duration(self, allow_zero: bool = False) -> int:
+        """``10s`` / ``10 s`` (C-SPARQL, CQELS) or an ISO 8601 duration (RSP-QL), in ms."""
         toks = self.toks
         tok = toks[self.i]
+        if tok[0] != "integer" and tok[0] != "EOF" and self.orig[tok[2]:tok[2] + 1] in ("P", "p"):
+            m = ISO_DURATION_RE.match(self.orig, tok[2])
+            nxt = self.orig[m.end():m.end() + 1]
+            if nxt and (nxt.isalnum() or nxt in "_.:"):
+                bad = re.match(r"[^\s\]#]*", self.orig[tok[2]:]).group()
+                raise self.error(f"bad duration '{bad[:40]}': expected an ISO 8601 duration such as PT10S, "
+                                 "PT1M30S or P1D (years and months have no fixed length)", tok)
+            try:
+                ms = parse_iso_duration(m)
+            except ValueError as e:
+                raise self.error(str(e), tok) from None
+            self.skip_to(m.end(), "a duration")
+            return self.check_ms(ms, m.group(), tok, allow_zero)
         if tok[0] != "integer":
-            raise self.unexpected("a duration such as 3s, 500ms, 5m, 1h or 1d")
+            if tok[0] == "decimal":
+                raise self.error(f"duration {tok[1]}: a number with a unit takes an integer (write 500ms, or "
+                                 "PT0.5S)", tok)
+            raise self.unexpected("a duration such as 3s, 500ms, 5m, 1h, 1d or PT10S")
         unit_tok = toks[self.i + 1]
-        if not unit_tok[1][:1].isalpha() or unit_tok[1].upper() in ("STEP", "TUMBLING"):  # "10s" or "10 s"
+        if not unit_tok[1][:1].isalpha() or unit_tok[1].upper() in ("STEP", "SLIDE", "TUMBLING", "AS", "TO"):
             raise self.error(f"duration {tok[1]} needs a unit after the number (ms, s, m, h or d)", tok)
         factor = _UNITS.get(unit_tok[1].upper())
         if factor is None:
             raise self.error(f"bad duration unit '{unit_tok[1]}': expected ms, s, m, h or d", unit_tok)
         ms = int(tok[1]) * factor if len(tok[1]) <= 20 else _MAX_MS + 1
-        if ms <= 0 or ms > _MAX_MS:
-            raise self.error(f"duration {tok[1][:40]}{unit_tok[1]} must be positive and at most {_MAX_MS} ms "
-                             "(2^53-1)", tok)
         self.i += 2
+        return self.check_ms(ms, f"{tok[1][:40]}{unit_tok[1]}", tok, allow_zero)
+
+    def check_ms(self, ms: int, spelled: str, tok, allow_zero: bool) -> int:
+        if (ms <= 0 and not (allow_zero and ms == 0)) or ms > _MAX_MS:
+            raise self.error(f"duration {spelled} must be positive and at most {_MAX_MS} ms (2^53-1)", tok)
         return ms
 
 
-def parse_continuous(text: str, base: str | None = None) -> ContinuousQuery:
-    """Parse a C-SPARQL ``REGISTER ... QUERY name AS ...`` text. Raises QuerySyntaxError."""
+def parse_continuous(text: str, base: str | None = None, name: str | None = None) -> ContinuousQuery:
+    """Parse a continuous query (C-SPARQL, RSP-QL or CQELS form). ``name`` names a query
+    written without a REGISTER header. Raises QuerySyntaxError."""
     try:
-        return _ContinuousParser(text, base).parse_continuous(text)
+        return _ContinuousParser(text, base).parse_continuous(text, name)
     except RecursionError:
         raise QuerySyntaxError("query is nested too deeply") from None
 

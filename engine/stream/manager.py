@@ -12,6 +12,9 @@ request, raises the contract's errors, and hands the work to one part per concep
 * :mod:`engine.stream.scheduler` -- the one worker thread evaluating the ready instants
   (round-robin, unchanged instants skipped) with :mod:`engine.stream.continuous` (one instant),
   :mod:`engine.stream.gc` and :mod:`engine.stream.resultlog` (the events SSE clients read).
+* :mod:`engine.sparql.csparql` -- the query texts (C-SPARQL, RSP-QL, CQELS-QL);
+  :mod:`engine.stream.syntax_eval` evaluates RSP-QL / CQELS datasets and ``f:timestamp``;
+  :mod:`engine.stream.derived` feeds a ``REGISTER STREAM`` query's results into its stream.
 
 Lock order: a stream's ``lock`` -> the registry's ``cv`` (never the other way); the registry's
 write lock -> ``cv``. The transient stores' own locks are never requested while ``cv`` is held.
@@ -32,13 +35,15 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from engine.errors import Category, JindouError, NotFound, QueryEvaluationError
+from engine.errors import Category, JindouError, NotFound, QueryEvaluationError, QuerySyntaxError
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI
+from engine.exec.functions import function_arity
 from engine.settings import DEFAULTS
 from engine.sparql.csparql import parse_continuous
 from engine.stream.absorb import AbsorbLog
 from engine.stream.adaptor import parse_arrow, parse_ndjson
 from engine.stream.continuous import BoundWindow, InstantEvaluator, WindowCache
+from engine.stream.derived import DerivedStreamLog, DerivedWriter, derived_iri
 from engine.stream.gc import collect, stream_horizon
 from engine.stream.ingest import Ingestor
 from engine.stream.ledger import BatchLedger
@@ -48,10 +53,11 @@ from engine.stream.registry import QueryEntry, Registry, StreamEntry, check_stre
 from engine.stream.registry_store import RegistryError
 from engine.stream.resultlog import ResultEvent, ResultLog
 from engine.stream.scheduler import Scheduler
+from engine.stream.syntax_eval import TIMESTAMP_FN, WindowedEvaluator
 from engine.stream.windows import Trigger, Window
 
 __all__ = ["StreamManager", "ResultLog", "ResultEvent", "StreamConflict", "StreamInUse", "QueryExists",
-           "UnknownStream", "LateElementError", "RegistryError"]
+           "UnknownStream", "LateElementError", "RegistryError", "StreamIsDerived"]
 
 log = logging.getLogger("jindou.stream")
 
@@ -73,6 +79,26 @@ class QueryExists(JindouError):
 
 class UnknownStream(QueryEvaluationError):
     kind = "unknown_stream"
+
+
+class StreamIsDerived(JindouError):
+    """A POST or heartbeat to a stream that a ``REGISTER STREAM`` query writes (409)."""
+
+    kind = "derived_stream"
+    category = Category.CONFLICT
+
+
+def check_calls(cq) -> None:
+    """Refuse at registration a function called by IRI that is not known (XSD casts,
+    ``f:timestamp``) or called with the wrong number of arguments: at an instant it would
+    only ever be an error (unbound, FILTER false)."""
+    for iri, n, line, col in cq.calls:
+        arity = function_arity(iri)
+        if arity is None:
+            raise QuerySyntaxError(f"unknown function <{iri}>: a continuous query may call the XSD casts and "
+                                   f"C-SPARQL's f:timestamp(?s, ?p, ?o) (<{TIMESTAMP_FN}>)", line, col)
+        if n != arity:
+            raise QuerySyntaxError(f"<{iri}> takes {arity} argument(s), not {n}", line, col)
 
 
 class StreamManager:
@@ -126,7 +152,10 @@ class StreamManager:
         self._batches.close()
 
     # ------------------------------------------------------------ streams
-    def register_stream(self, name: str, iri: str, absorb="none", clock: str = EVENT) -> tuple[bool, dict]:
+    def register_stream(self, name: str, iri: str, absorb="none", clock: str = EVENT, *,
+                        producer: str | None = None) -> tuple[bool, dict]:
+        """``producer``: the REGISTER STREAM query that writes the stream (set by the manager
+        itself and by a restore, never by a client)."""
         iri, absorb, clock = check_stream_args(name, iri, absorb, clock)
         reg = self._reg
         with reg.cv:
@@ -134,8 +163,11 @@ class StreamManager:
             if cur is not None and cur.deleting:
                 raise StreamConflict(f"stream {name!r} is being deleted")
             if cur is not None:
-                if cur.body() == (iri, absorb, clock):
+                if cur.body() == (iri, absorb, clock) and cur.producer == producer:
                     return False, cur.info(int(self._now()))
+                if cur.producer is not None:
+                    raise StreamConflict(f"stream {name!r} is written by continuous query {cur.producer!r} "
+                                         "(REGISTER STREAM)")
                 if cur.iri != iri:
                     raise StreamConflict(f"stream {name!r} is registered with IRI <{cur.iri}>")
                 raise StreamConflict(f"stream {name!r} is registered with another absorb/clock setting")
@@ -150,6 +182,7 @@ class StreamManager:
                     pids = np.sort(np.asarray(d.encode(["<" + a + ">" for a in absorb]), dtype=np.int64))
             st = StreamEntry(name, iri, absorb, clock, gid, pids, self.transient_budget, self._now,
                              horizon=lambda n=name: stream_horizon(reg, n))
+            st.producer = producer
             reg.streams[name] = st
         try:
             reg.persist()
@@ -175,14 +208,18 @@ class StreamManager:
             st = reg.streams.get(name)
             if st is None or st.deleting:
                 raise NotFound("stream", name)
+            if st.producer is not None and st.producer in reg.queries:
+                raise StreamInUse(f"stream {name!r} is written by continuous query {st.producer!r} (REGISTER "
+                                  f"STREAM): DELETE /queries/{st.producer} removes both")
             users = [q.name for q in reg.queries.values() if name in q.streams]
             if users and not force:
                 raise StreamInUse(f"stream {name!r} is read by continuous queries: {', '.join(users)}")
+            order = self._readers_first(users)   # readers of derived streams go before their producers
             st.deleting = True   # from now on no query registers against it (UnknownStream)
-        for qn in users:
+        for qn in order:
             try:
                 self.delete_query(qn)
-            except KeyError:
+            except (KeyError, NotFound):
                 pass
         with reg.cv:
             if reg.streams.get(name) is st:
@@ -190,11 +227,41 @@ class StreamManager:
             reg.cv.notify_all()
         self._batches.forget(name)
         reg.persist()
-        return users
+        return order
+
+    def _readers_first(self, names: list[str]) -> list[str]:
+        """Caller holds ``cv``: ``names`` and, for those that write a derived stream, every query
+        reading it (transitively), ordered so that a reader comes before its producer."""
+        reg = self._reg
+        out: list[str] = []
+        seen: set[str] = set()
+
+        def visit(qn: str) -> None:
+            if qn in seen:
+                return
+            seen.add(qn)
+            q = reg.queries.get(qn)
+            if q is not None and q.cq.derived:
+                for r in list(reg.queries.values()):
+                    if r.name != qn and qn in r.streams:
+                        visit(r.name)
+            out.append(qn)
+
+        for qn in names:
+            visit(qn)
+        return out
+
+    def _writable(self, name: str):
+        st = self._reg.stream(name)
+        if st.producer is not None:
+            raise StreamIsDerived(f"stream {name!r} is written by continuous query {st.producer!r} (REGISTER "
+                                  "STREAM); it takes no elements or heartbeats from clients")
+        return st
 
     # ------------------------------------------------------------ ingestion
     def ingest_ndjson(self, name: str, body: bytes, batch_id: str | None = None) -> dict:
         """One ndjson POST (bad lines reported, good ones kept); see :meth:`ingest_arrow` for ``batch_id``."""
+        self._writable(name)
         return self._ingest.ingest(name, batch_id, lambda st, prefix: parse_ndjson(
             body, need_t=st.clock != ARRIVAL, bnode_prefix=prefix))
 
@@ -208,16 +275,19 @@ class StreamManager:
         changed; the most recent ``batch_id_limit`` ids per stream are remembered (journaled
         under the data dir, so a restart still recognises them). A missing or mistyped column
         raises :class:`~engine.stream.adaptor.BadArrowBatch` before anything is stored."""
+        self._writable(name)
         return self._ingest.ingest(name, batch_id, lambda st, prefix: parse_arrow(
             table, need_t=st.clock != ARRIVAL, bnode_prefix=prefix))
 
     def ingest_graph(self, name: str, data: bytes, media_type: str, t: int | None,
                      batch_id: str | None = None) -> dict:
+        self._writable(name)
         return self._ingest.ingest_graph(name, data, media_type, t, batch_id)
 
     def heartbeat(self, name: str, t: int) -> int:
         """Raise the stream's progress to ``t``; a time outside the contract's range raises
         :class:`~engine.stream.limits.BadTimestamp` and changes nothing."""
+        self._writable(name)
         return self._ingest.heartbeat(name, t)
 
     def batch_seen(self, name: str, batch_id: str) -> bool:
@@ -226,9 +296,33 @@ class StreamManager:
         return self._batches.seen(name, batch_id)
 
     # ------------------------------------------------------------ continuous queries
-    def register_query(self, text: str) -> dict:
-        cq = parse_continuous(text)
+    def register_query(self, text: str, name: str | None = None) -> dict:
+        """Register a continuous query (C-SPARQL, RSP-QL or CQELS form; ``name`` names a text
+        without a REGISTER header). ``REGISTER STREAM x`` also registers the stream ``x`` its
+        results feed (see :mod:`engine.stream.derived`); a restore adopts the stream kept
+        from before."""
+        cq = parse_continuous(text, name=name)
+        check_calls(cq)
         self._scheduler.tick_arrivals()
+        reg = self._reg
+        created = False
+        if cq.derived:
+            with reg.cv:
+                if cq.name in reg.queries:
+                    raise QueryExists(f"continuous query {cq.name!r} exists")
+                cur = reg.streams.get(cq.name)
+                if cur is not None and cur.producer != cq.name:
+                    raise StreamConflict(f"stream {cq.name!r} exists: REGISTER STREAM {cq.name} needs a name no "
+                                         "stream has")
+            created, _ = self.register_stream(cq.name, derived_iri(cq.name), "none", EVENT, producer=cq.name)
+        try:
+            return self._register_query(cq)
+        except BaseException:
+            if created:
+                self._drop_derived(cq.name)
+            raise
+
+    def _register_query(self, cq) -> dict:
         reg = self._reg
         with reg.cv:
             if self._scheduler.closed:
@@ -245,6 +339,8 @@ class StreamManager:
                     what = shorten(ref.name) if ref.name is not None else f"<{shorten(ref.iri)[1:-1]}>"
                     raise UnknownStream(f"unknown stream {what}: register it with PUT /streams/{{name}} first")
                 spelled = ref.name if ref.name is not None else f"<{ref.iri}>"
+                if cq.derived and st.name == cq.name:
+                    raise QueryEvaluationError(f"REGISTER STREAM {cq.name} cannot read the stream it writes")
                 if st.name in seen:
                     raise QueryEvaluationError(
                         f"stream {st.name!r} is read twice ({seen[st.name]} and {spelled}); "
@@ -254,9 +350,11 @@ class StreamManager:
                 bound.append(BoundWindow(st.name, st.iri, st.gid, w, st.store))
             progress = {n: reg.streams[n].published for n in wins}
             trigger = Trigger.for_windows(wins, progress)
-            ev = InstantEvaluator(self.db, cq.query, cq.mode, bound, self._absorb_log, self._window_cache,
-                                  incremental=self.incremental)
-            q = QueryEntry(cq, list(wins), bound, trigger, ev, ResultLog(self.retain, trigger.step))
+            ev = self._evaluator(cq, bound)
+            rlog = ResultLog(self.retain, trigger.step)
+            if cq.derived:
+                rlog = DerivedStreamLog(rlog, DerivedWriter(self._ingest, cq.name, cq.name, trigger.step))
+            q = QueryEntry(cq, list(wins), bound, trigger, ev, rlog)
             reg.queries[cq.name] = q
             reg.cv.notify_all()
         try:
@@ -269,6 +367,34 @@ class StreamManager:
             raise
         return {"id": cq.name, "streams": list(wins), "vars": query_vars(cq)}
 
+    def _evaluator(self, cq, bound: list[BoundWindow]) -> InstantEvaluator:
+        """C-SPARQL without f:timestamp: the plain evaluator; RSP-QL / CQELS (windows as named
+        graphs) or f:timestamp: :class:`~engine.stream.syntax_eval.WindowedEvaluator`."""
+        uses_ts = any(c[0] == TIMESTAMP_FN for c in cq.calls)
+        if cq.windows_in_default and not uses_ts:
+            return InstantEvaluator(self.db, cq.query, cq.mode, bound, self._absorb_log, self._window_cache,
+                                    incremental=self.incremental)
+        gids = None
+        if not cq.windows_in_default:
+            names = [wn if wn is not None else bw.iri for wn, bw in zip(cq.window_names, bound, strict=True)]
+            with self.db.store.write_lock:
+                gids = [int(x) for x in self.db.store.dictionary.encode(["<" + n + ">" for n in names])]
+        return WindowedEvaluator(self.db, cq.query, cq.mode, bound, self._absorb_log, self._window_cache,
+                                 window_gids=gids, element_times=uses_ts)
+
+    def _drop_derived(self, name: str) -> None:
+        """Remove the derived stream ``name`` (its producer is gone or never registered)."""
+        reg = self._reg
+        with reg.cv:
+            st = reg.streams.get(name)
+            if st is None or st.producer != name:
+                return
+            st.deleting = True
+            del reg.streams[name]
+            reg.cv.notify_all()
+        self._batches.forget(name)
+        reg.persist()
+
     def queries(self) -> list[dict]:
         with self._reg.cv:
             return [q.info() for q in self._reg.queries.values()]
@@ -278,14 +404,24 @@ class StreamManager:
             return self._reg.query(name).info()
 
     def delete_query(self, name: str) -> None:
+        """Delete a query; a REGISTER STREAM query also deletes its stream, and is refused (409)
+        while other queries read that stream."""
         reg = self._reg
         with reg.cv:
-            q = reg.queries.pop(name, None)
+            q = reg.queries.get(name)
             if q is None:
                 raise NotFound("continuous query", name)
+            if q.cq.derived:
+                readers = [r.name for r in reg.queries.values() if r is not q and name in r.streams]
+                if readers:
+                    raise StreamInUse(f"continuous query {name!r} writes stream {name!r} (REGISTER STREAM), "
+                                      f"which continuous queries read: {', '.join(readers)}; delete them first")
+            del reg.queries[name]
             reg.cv.notify_all()
         q.close()
         collect(reg, self._absorb_log, [bw.stream for bw in q.windows])
+        if q.cq.derived:
+            self._drop_derived(name)
         reg.persist()
 
     def log(self, name: str) -> ResultLog:

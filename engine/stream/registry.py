@@ -6,7 +6,8 @@ trigger, evaluator and result log). Its condition ``cv`` guards both tables, eve
 every stream's ``published`` progress; the scheduler waits on it. Lock order: a stream's
 ``lock`` -> ``cv`` (never the other way); the registry's write lock -> ``cv``.
 
-Persistence (``data_dir``): the streams (name, IRI, absorb, clock, progress ``P``) and queries
+Persistence (``data_dir``): the streams (name, IRI, absorb, clock, progress ``P``; the producing
+query of a ``REGISTER STREAM`` stream) and queries
 (name, registration text) are kept in ``<data_dir>/streams.json``
 (:mod:`engine.stream.registry_store`), rewritten atomically on every register/delete and, for
 progress, by the worker at most every ``progress_sync_s`` seconds after ingestion changed it
@@ -95,6 +96,7 @@ class StreamEntry:
         self.store = TransientStore(name, budget_bytes=budget, horizon=horizon)
         self.lock = threading.Lock()
         self.deleting = False   # set by delete_stream: queries can no longer register against it
+        self.producer: str | None = None   # the REGISTER STREAM query writing it (a derived stream)
         self.published: int | None = None
         self.accepted = 0
         self.rejected = 0
@@ -112,7 +114,8 @@ class StreamEntry:
                 # progress behind the server's wall clock, element/batch counts and the memory budget
                 "published": self.published, "now_ms": now,
                 "lag_ms": None if self.sclock.progress is None else now - self.sclock.progress,
-                "elements": self.elements, "batches": self.batches, "budget_bytes": self.store.budget_bytes}
+                "elements": self.elements, "batches": self.batches, "budget_bytes": self.store.budget_bytes,
+                "producer": self.producer}
 
 
 def query_vars(cq) -> list[str]:
@@ -150,13 +153,19 @@ class QueryEntry:
 
     def info(self) -> dict:
         cq = self.cq
-        return {"id": self.name, "text": cq.text, "mode": cq.mode, "form": cq.query.form,
-                "streams": list(self.streams), "vars": query_vars(cq),
+        names = cq.window_names or (None,) * len(self.windows)
+        out = {"id": self.name, "text": cq.text, "mode": cq.mode, "form": cq.query.form,
+                "streams": list(self.streams), "vars": query_vars(cq), "syntax": cq.syntax,
                 "windows": [{"stream": bw.stream, "iri": bw.iri, "range_ms": bw.window.range_ms,
                              "step_ms": bw.window.step_ms, "triples": bw.window.triples,
-                             "text": format_window(bw.window)} for bw in self.windows],
+                             "text": format_window(bw.window), "name": wn}
+                            for bw, wn in zip(self.windows, names, strict=True)],
                 "next_instant": self.trigger.next_instant, "evaluated": self.evaluated,
                 "unchanged_instants": self.idle, "last_latency_ms": self.last_latency_ms}
+        writer = getattr(self.log, "writer", None)
+        if writer is not None:   # REGISTER STREAM: what it wrote into its stream
+            out["derived"] = writer.info()
+        return out
 
 
 class Registry:
@@ -209,7 +218,7 @@ class Registry:
     def path(self) -> str | None:
         return None if self.file is None else self.file.path
 
-    def restore(self, register_stream: Callable, register_query: Callable[[str], dict]) -> None:
+    def restore(self, register_stream: Callable, register_query: Callable[..., dict]) -> None:
         """Register again the streams and queries of the registry file (at start), through the
         manager's own registration (the same checks as a client's)."""
         reg = self.file
@@ -223,7 +232,8 @@ class Registry:
     def _restore(self, reg: RegistryFile, doc: dict, register_stream, register_query) -> None:
         for s in doc["streams"]:
             try:
-                register_stream(s["name"], s["iri"], absorb=s["absorb"], clock=s["clock"])
+                register_stream(s["name"], s["iri"], absorb=s["absorb"], clock=s["clock"],
+                                producer=s.get("producer"))
             except (ValueError, JindouError) as e:
                 raise RegistryError(f"stream registry {reg.path}: cannot register stream "
                                     f"{shorten(s['name'])} again: {e}") from e
@@ -239,7 +249,7 @@ class Registry:
                     st.published = int(p)
         for q in doc["queries"]:
             try:
-                info = register_query(q["text"])
+                info = register_query(q["text"], name=q["name"])
             except JindouError as e:
                 raise RegistryError(f"stream registry {reg.path}: cannot register continuous query "
                                     f"{shorten(q['name'])} again: {e}") from e
@@ -252,7 +262,8 @@ class Registry:
     def doc(self) -> dict:
         with self.cv:
             streams = [{"name": st.name, "iri": st.iri, "absorb": absorb_out(st.absorb), "clock": st.clock,
-                        "progress": st.sclock.peek()} for st in self.streams.values()]
+                        "progress": st.sclock.peek(), **({"producer": st.producer} if st.producer else {})}
+                       for st in self.streams.values()]
             queries = [{"name": q.name, "text": q.cq.text} for q in self.queries.values()]
         return {"format": FORMAT, "version": VERSION, "streams": streams, "queries": queries}
 

@@ -5,6 +5,7 @@ Format (JSON, UTF-8)::
     {"format": "jindou-stream-registry", "version": 1,
      "streams": [{"name": "s1", "iri": "http://ex.org/s1", "absorb": "all",
                   "clock": "event", "progress": 1700000000000}, ...],
+                 # a derived stream also has "producer": "<query name>" (REGISTER STREAM)
      "queries": [{"name": "q1", "text": "REGISTER QUERY q1 AS ..."}, ...]}
 
 ``absorb`` is ``"none"``, ``"all"`` or a list of predicate IRIs; ``progress``
@@ -85,6 +86,8 @@ def validate(doc, path: str) -> dict:
         p = s.get("progress")
         if p is not None and not _is_int(p):
             raise bad(f"streams[{i}].progress must be an integer or null")
+        if s.get("producer") is not None and not isinstance(s.get("producer"), str):
+            raise bad(f"streams[{i}].producer must be a string (the REGISTER STREAM query writing it)")
     for i, q in enumerate(queries):
         if not isinstance(q, dict) or not isinstance(q.get("name"), str) or not isinstance(q.get("text"), str):
             raise bad(f"queries[{i}] must be an object with string name and text")
