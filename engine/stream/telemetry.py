@@ -11,6 +11,7 @@ happens (each evaluation's duration, for a histogram) goes through here.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import weakref
 from collections.abc import Callable
@@ -22,17 +23,25 @@ _lock = threading.Lock()
 _evaluation_sinks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _ref(fn):
+    """A bound method is held weakly: a sink whose object (the server's metrics, which hold
+    the manager that owns the key) is gone must not keep that key alive."""
+    if inspect.ismethod(fn):
+        return weakref.WeakMethod(fn)
+    return lambda: fn
+
+
 def attach(owner: object, fn: Callable[[str, float], None]) -> None:
     """Call ``fn(query, seconds)`` after each instant that ``owner``'s queries evaluate."""
     with _lock:
-        sinks = list(_evaluation_sinks.get(owner, ()))
-        sinks.append(fn)
+        sinks = [r for r in _evaluation_sinks.get(owner, ()) if r() is not None]
+        sinks.append(_ref(fn))
         _evaluation_sinks[owner] = tuple(sinks)
 
 
 def detach(owner: object, fn: Callable[[str, float], None]) -> None:
     with _lock:
-        sinks = tuple(f for f in _evaluation_sinks.get(owner, ()) if f is not fn)
+        sinks = tuple(r for r in _evaluation_sinks.get(owner, ()) if r() is not None and r() != fn)
         if sinks:
             _evaluation_sinks[owner] = sinks
         else:
@@ -47,7 +56,10 @@ def evaluation(owner: object, query: str, ms: float | None) -> None:
     sinks = _evaluation_sinks.get(owner)
     if not sinks:
         return
-    for fn in sinks:
+    for ref in sinks:
+        fn = ref()
+        if fn is None:
+            continue
         try:
             fn(query, ms / 1000.0)
         except Exception:  # noqa: BLE001 - a metrics failure must not fail an evaluation

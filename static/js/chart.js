@@ -25,6 +25,7 @@ export function fmtMs(v) {
   if (v === null || v === undefined || Number.isNaN(v)) return "–";
   if (v >= 10000) return `${(v / 1000).toFixed(1)} s`;
   if (v >= 100 || v === 0) return `${Math.round(v)} ms`;
+  if (v < 1) return `${+v.toFixed(2)} ms`;
   return `${v.toFixed(1)} ms`;
 }
 
@@ -63,7 +64,7 @@ export function drawChart(host, points, { bar = null, maxPoints = 60 } = {}) {
   const integral = vals.every((v) => !Number.isFinite(v) || Number.isInteger(v));
   const maxBar = integral && top <= 20 ? Math.max(4, Math.ceil(top / 4) * 4) : niceMax(top); // integer ticks for small counts
   const evals = pts.map((p) => p.evalMs).filter((v) => v !== null && v !== undefined && v >= 0);
-  const maxLat = niceMax(Math.max(0.1, ...evals));
+  const maxLat = niceMax(Math.max(1, ...evals));
   const g = svg("g", { transform: `translate(${m.l},${m.t})` });
   root.append(g);
   // grid + axes labels

@@ -250,6 +250,10 @@ export class LiveView {
       else if (q && q.next_instant !== null && q.next_instant !== undefined && q.windows.length) {
         const step = Math.min(...q.windows.map((w) => w.step_ms || 1000));
         fromT = Math.max(0, q.next_instant - HISTORY * step); // event time starts at 0
+      } else {
+        // no instant known yet (or the list is older than the query's first windows):
+        // everything retained, then the windows as they come
+        fromT = 0;
       }
     }
     feed.open(s.lastId, fromT);

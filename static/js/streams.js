@@ -4,7 +4,7 @@
 import { ApiError, getJSON } from "./api.js";
 import { fmtMs } from "./chart.js";
 import { el, keepFocus } from "./results.js";
-import { UNIT, fmtEventTime, isWallClock, rawTitle } from "./time.js";
+import { fmtEventTime, isWallClock, rawTitle } from "./time.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -165,7 +165,7 @@ export class StreamsView {
       return;
     }
     const readers = (name) => this.queries.filter((q) => q.streams.includes(name)).map((q) => q.id);
-    const head = ["Stream", "Clock", "Rate", "Accepted / rejected", `Progress (event time, ${UNIT})`, "Lag", "Window store", "Queries"];
+    const head = ["Stream", "Clock", "Rate", "Accepted / rejected", "Progress (event time)", "Lag", "Window store", "Queries"];
     const table = el("table", { class: "results streams" },
       el("caption", { class: "sr-only", text: "Registered streams" }),
       el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col", text: h })))),
