@@ -560,6 +560,17 @@ ORDER BY ?property`);
   check("register-link", (await regPage.locator("#register-text").inputValue()) === readmeQuery &&
     (await regPage.locator("#tab-live").getAttribute("aria-selected")) === "true", regLink.slice(0, 80));
   await regPage.close();
+  // the API docs the top bar links to render from this server alone (any other origin is refused above)
+  phase = "api-docs";
+  const docsPage = await context.newPage();
+  docsPage.on("pageerror", (err) => report.pageErrors.push(String(err && err.stack ? err.stack : err)));
+  await docsPage.goto(opts.url + "/docs", { waitUntil: "load" });
+  await docsPage.waitForSelector(".swagger-ui .info .title");
+  await docsPage.waitForSelector(".swagger-ui .opblock-summary-path");
+  const apiTitle = (await docsPage.locator(".swagger-ui .info .title").textContent()) || "";
+  const ops = await docsPage.locator(".swagger-ui .opblock").count();
+  check("api-docs", apiTitle.startsWith("Jindou") && ops >= 10, `${apiTitle}: ${ops} operations`);
+  await docsPage.close();
   check("offline", foreign.length === 0, foreign.join(" "));
   await page.waitForTimeout(300);
 } catch (e) {
