@@ -123,6 +123,9 @@ def serve(config: Settings, progress: bool = True) -> None:
     from server.logs import setup as setup_logging
 
     setup_logging(config.log_level, config.log_format)
+    # the store workers this process starts (--workers) log in the same format
+    os.environ["JINDOU_LOG_FORMAT"] = config.log_format
+    os.environ["JINDOU_LOG_LEVEL"] = config.log_level
     sock = bind_socket(config.host, config.port)
     # a SIGTERM while loading still runs the cleanup below (a cluster's workers stop);
     # uvicorn installs its own handler once it serves
@@ -160,6 +163,18 @@ def serve(config: Settings, progress: bool = True) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
     if not server.started:  # start-up failed (uvicorn logged why)
         raise SystemExit(3)
+
+
+def _worker_logging() -> None:
+    """A store worker's log lines: the format and level of the server that started it
+    (JINDOU_LOG_FORMAT / JINDOU_LOG_LEVEL, exported by ``serve``), else text at info."""
+    from server.logs import FORMATS
+    from server.logs import setup as setup_logging
+    from server.settings import LOG_LEVELS
+
+    fmt = os.environ.get("JINDOU_LOG_FORMAT", "text").strip().lower()
+    level = os.environ.get("JINDOU_LOG_LEVEL", "info").strip().lower()
+    setup_logging(level if level in LOG_LEVELS else "info", fmt if fmt in FORMATS else "text")
 
 
 def _make_store_or_exit(config: Settings):
@@ -209,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         return bench_main(argv[1:]) or 0
     if argv and argv[0] == "worker":
         from engine.cluster.worker import main as worker_main
+
+        _worker_logging()
 
         return worker_main(argv[1:]) or 0
     if argv and argv[0] == "pipeline":

@@ -167,3 +167,14 @@ def test_bad_log_format_is_refused():
     p = subprocess.run([sys.executable, "-c", "from server.cli import main; main()", "serve", "--log-format",
                         "xml"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "--log-format" in p.stderr
+
+
+def test_store_workers_log_in_the_servers_format(tmp_path):
+    """`--workers`: the worker processes inherit the format (their lines are JSON too)."""
+    url, stop = run_server(tmp_path, "--workers", "2", "--log-format", "json")
+    try:
+        assert requests.get(url + "/readyz").status_code == 200
+    finally:
+        out = stop()
+    docs = [json.loads(ln) for ln in out.splitlines() if ln.strip()]
+    assert sum(1 for d in docs if d["logger"] == "jindou.worker" and d["msg"].startswith("listening on")) == 2
