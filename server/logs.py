@@ -48,9 +48,15 @@ def current_request_id() -> str | None:
     return _request_id.get()
 
 
+_second = [-1, ""]  # the last second formatted (one strftime a second, not one a line)
+
+
 def _timestamp(created: float) -> str:
-    t = time.gmtime(created)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", t) + f".{int(created % 1 * 1000):03d}Z"
+    sec = int(created)
+    if sec != _second[0]:
+        _second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+        _second[0] = sec
+    return f"{_second[1]}.{int(created % 1 * 1000):03d}Z"
 
 
 class _ContextFilter(logging.Filter):
@@ -67,9 +73,8 @@ class _ContextFilter(logging.Filter):
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         msg = record.getMessage()
-        fields = " ".join(f"{k}={_text_value(getattr(record, k))}" for k in _FIELDS
-                          if k not in ("method", "path", "status", "latency_ms")
-                          and getattr(record, k, None) is not None)
+        d = record.__dict__
+        fields = " ".join(f"{k}={_text_value(d[k])}" for k in _TEXT_FIELDS if d.get(k) is not None)
         line = f"{_timestamp(record.created)} {record.levelname} {record.name}: {msg}"
         if fields:
             line += " " + fields
@@ -78,9 +83,14 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+_PLAIN = re.compile(r'[^\s"=]+\Z')
+#: fields the text format prints after the message (method, path, status and latency are in it)
+_TEXT_FIELDS = tuple(k for k in _FIELDS if k not in ("method", "path", "status", "latency_ms"))
+
+
 def _text_value(v) -> str:
     s = str(v)
-    return s if s and not any(c.isspace() or c in "\"=" for c in s) else orjson.dumps(s).decode()
+    return s if _PLAIN.match(s) else orjson.dumps(s).decode()
 
 
 class JsonFormatter(logging.Formatter):
@@ -181,10 +191,16 @@ class RequestLog:
         ms = round(seconds * 1000.0, 3)
         method = scope.get("method", "")
         # status 0: the client went away before any answer was sent
-        self.log.log(logging.WARNING if status >= 500 else logging.INFO,
-                     "%s %s %d %.3fms", method, _printable(path), status, ms,
-                     extra={"method": method, "path": path, "status": status, "latency_ms": ms,
-                            "request_id": rid, "client": client[0] if client else None, "bytes": nbytes})
+        level = logging.WARNING if status >= 500 else logging.INFO
+        if not self.log.isEnabledFor(level):
+            return
+        # makeRecord + handle: what Logger.log does, without looking up the caller's frame
+        record = self.log.makeRecord(ACCESS_LOGGER, level, __file__, 0, "%s %s %d %.3fms",
+                                     (method, _printable(path), status, ms), None, None,
+                                     {"method": method, "path": path, "status": status, "latency_ms": ms,
+                                      "request_id": rid, "client": client[0] if client else None,
+                                      "bytes": nbytes})
+        self.log.handle(record)
 
 
 def _printable(s: str) -> str:
