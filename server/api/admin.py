@@ -29,6 +29,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.concurrency import run_in_threadpool
 
 from engine.stream import telemetry
 from server.api.common import (
@@ -440,7 +441,9 @@ async def metrics(request: Request) -> Response:
         return Response(orjson.dumps({"error": "not_found", "detail": "metrics are disabled"}),
                         status_code=404, media_type="application/json")
     m.refresh(state)
-    return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
+    # off the event loop: the scrape reads the store and the stream registry under their locks
+    body = await run_in_threadpool(generate_latest, m.registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 _PIPELINE_NAME = re.compile(r"[A-Za-z0-9_.\-]+\Z")
