@@ -259,6 +259,8 @@ def create_app(config: Settings | None = None, database=None) -> FastAPI:
     metrics = admin.Metrics() if config.metrics else None
     state = ServerState(config, database, metrics)
     state.streams = _make_stream_manager(config, database)
+    if metrics is not None:
+        metrics.bind(state)  # /metrics reads the stream manager, and hears its evaluations
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -282,7 +284,7 @@ def create_app(config: Settings | None = None, database=None) -> FastAPI:
         title="Jindou",
         version=admin.VERSION,
         description=DESCRIPTION,
-        docs_url="/docs",
+        docs_url=None,  # /docs is server/api/admin.py's: Swagger UI from local assets, no CDN
         redoc_url=None,
         lifespan=lifespan,
     )

@@ -15,6 +15,8 @@ import time
 from server.settings import Settings, SettingsFailure, add_arguments
 from server.settings import load as load_settings
 
+log = logging.getLogger("jindou.server")
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jindou", description="Jindou: a SPARQL 1.1 server with continuous queries")
@@ -47,7 +49,7 @@ def config_from_args(a: argparse.Namespace) -> Settings:
         raise SystemExit(f"jindou: {e}") from None
 
 
-def load_files(db, config: Settings, progress: bool = True, out=sys.stderr) -> int:
+def load_files(db, config: Settings, progress: bool = True, out=None) -> int:
     """Load --data / --graph files (and the demo). Returns the number of files loaded."""
     from engine.errors import LoadError
 
@@ -59,7 +61,7 @@ def load_files(db, config: Settings, progress: bool = True, out=sys.stderr) -> i
         from server.demo import load_demo
 
         n = load_demo(db)
-        print(f"jindou: demo data loaded ({n} triples)", file=out)
+        _say(out, f"demo data loaded ({n} triples)")
     for graph, path in jobs:
         t0 = time.perf_counter()
         try:
@@ -75,9 +77,17 @@ def load_files(db, config: Settings, progress: bool = True, out=sys.stderr) -> i
         skipped = getattr(report, "skipped", None)
         if skipped:
             extra = f", {skipped} bad lines skipped"
-        print(f"jindou: loaded {path} into {where}: {n if n is not None else '?'} triples in {dt:.2f}s{extra}",
-              file=out)
+        _say(out, f"loaded {path} into {where}: {n if n is not None else '?'} triples in {dt:.2f}s{extra}")
     return len(jobs)
+
+
+def _say(out, text: str) -> None:
+    """A start-up line: a log line when serving (stderr, the configured format); printed
+    as ``jindou: ...`` when a caller passes its own stream."""
+    if out is None:
+        log.info("%s", text)
+    else:
+        print(f"jindou: {text}", file=out)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -109,9 +119,13 @@ def serve(config: Settings, progress: bool = True) -> None:
     import uvicorn
 
     from server.app import create_app
+    from server.logs import RequestLog
+    from server.logs import setup as setup_logging
 
-    logging.basicConfig(level=getattr(logging, config.log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(config.log_level, config.log_format)
+    # the store workers this process starts (--workers) log in the same format
+    os.environ["JINDOU_LOG_FORMAT"] = config.log_format
+    os.environ["JINDOU_LOG_LEVEL"] = config.log_level
     sock = bind_socket(config.host, config.port)
     # a SIGTERM while loading still runs the cleanup below (a cluster's workers stop);
     # uvicorn installs its own handler once it serves
@@ -126,10 +140,13 @@ def serve(config: Settings, progress: bool = True) -> None:
         gc.collect()
         gc.freeze()
         sock.listen(2048)
-        print(f"jindou: serving on http://{config.host}:{config.port}/sparql  (docs: /docs)", file=sys.stderr)
-        server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, loop=_loop(), http=_http(),
-                                               access_log=config.access_log, log_level=config.log_level,
-                                               lifespan="on", timeout_keep_alive=config.keep_alive))
+        log.info("serving on http://%s:%d/sparql  (docs: /docs)", config.host, config.port)
+        # our RequestLog writes the access lines (request id, latency); uvicorn's loggers keep
+        # the handler setup_logging gave them (log_config=None)
+        server = uvicorn.Server(uvicorn.Config(RequestLog(app, access=config.access_log), host=config.host,
+                                               port=config.port, loop=_loop(), http=_http(), access_log=False,
+                                               log_config=None, log_level=config.log_level, lifespan="on",
+                                               timeout_keep_alive=config.keep_alive))
         server.run(sockets=[sock])
     except _Terminated:
         # after the clean-up below, end as the signal would have (exit status -SIGTERM,
@@ -146,6 +163,18 @@ def serve(config: Settings, progress: bool = True) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
     if not server.started:  # start-up failed (uvicorn logged why)
         raise SystemExit(3)
+
+
+def _worker_logging() -> None:
+    """A store worker's log lines: the format and level of the server that started it
+    (JINDOU_LOG_FORMAT / JINDOU_LOG_LEVEL, exported by ``serve``), else text at info."""
+    from server.logs import FORMATS
+    from server.logs import setup as setup_logging
+    from server.settings import LOG_LEVELS
+
+    fmt = os.environ.get("JINDOU_LOG_FORMAT", "text").strip().lower()
+    level = os.environ.get("JINDOU_LOG_LEVEL", "info").strip().lower()
+    setup_logging(level if level in LOG_LEVELS else "info", fmt if fmt in FORMATS else "text")
 
 
 def _make_store_or_exit(config: Settings):
@@ -196,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "worker":
         from engine.cluster.worker import main as worker_main
 
+        _worker_logging()
+
         return worker_main(argv[1:]) or 0
     if argv and argv[0] == "pipeline":
         from pipeline.cli import main as pipeline_main
@@ -205,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     a = parser.parse_args(argv)
     if a.command == "serve":
         config = config_from_args(a)
-        serve(config, progress=not config.no_progress)
+        # progress bars are not log lines: none when the lines go to a log shipper as JSON
+        serve(config, progress=not config.no_progress and config.log_format == "text")
         return 0
     if a.command == "version":
         from server.api.admin import VERSION

@@ -35,6 +35,8 @@ from engine.settings import EngineSettings, MiB, setting
 ENV_PREFIX = "JINDOU_"
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 LOG_LEVELS = get_args(LogLevel)
+LogFormat = Literal["text", "json"]
+LOG_FORMATS = get_args(LogFormat)
 
 
 def parse_graph_arg(value: str) -> tuple[str, str]:
@@ -91,8 +93,10 @@ class Settings(BaseSettings, EngineSettings):
     keep_alive: int = setting(30, "seconds an idle HTTP keep-alive connection stays open", metavar="S",
                               ge=1)
     metrics: bool = setting(True, "expose /metrics (--no-metrics: 404)")
-    access_log: bool = setting(False, "log every request")
+    access_log: bool = setting(False, "log one line per request (method, path, status, latency, request id)")
     log_level: LogLevel = setting("info", "log level: " + ", ".join(LOG_LEVELS))
+    log_format: LogFormat = setting("text", "log line format: text (timestamp level logger: message key=value) "
+                                            "or json (one object a line, for log shippers)")
     no_progress: bool = setting(False, "no progress bars while loading")
 
     @classmethod
@@ -212,6 +216,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             kw["action"] = "append"
         elif name == "log_level":
             kw["choices"] = LOG_LEVELS
+        elif name == "log_format":
+            kw["choices"] = LOG_FORMATS
         elif ann in (int, float):
             kw["type"] = ann
         if meta.get("metavar") and kw.get("action") not in ("store_true", argparse.BooleanOptionalAction):

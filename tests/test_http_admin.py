@@ -61,13 +61,25 @@ def test_metrics(server):
     assert 'jindou_queries_total{form="ASK",outcome="ok"}' in text
     assert 'jindou_queries_total{form="unknown",outcome="syntax"}' in text
     assert "jindou_store_triples" in text
-    rss = [ln for ln in text.splitlines() if ln.startswith("jindou_process_resident_memory_bytes ")]
+    rss = [ln for ln in text.splitlines() if ln.startswith("process_resident_memory_bytes ")]
     assert len(rss) == 1 and float(rss[0].split()[1]) > 1e6
 
 
 def test_docs_and_openapi(server):
     r = requests.get(server.url + "/docs")
     assert r.status_code == 200 and "swagger" in r.text.lower()
+    # every asset of the page comes from this server (a CDN would leave it blank offline)
+    import re  # noqa: PLC0415
+
+    urls = re.findall(r"""(?:src|href|url)\s*[:=]\s*['"]([^'"]+)['"]""", r.text)
+    assert urls and not [x for x in urls if "//" in x], urls
+    js = requests.get(server.url + "/docs/assets/swagger-ui-bundle.js")
+    assert js.status_code == 200 and js.headers["Content-Type"].startswith("text/javascript")
+    assert "SwaggerUIBundle" in js.text[:2000]
+    css = requests.get(server.url + "/docs/assets/swagger-ui.css")
+    assert css.status_code == 200 and css.headers["Content-Type"].startswith("text/css") and ".swagger-ui" in css.text
+    assert requests.get(server.url + "/docs/assets/..%2Fcore.py").status_code == 404
+    assert requests.get(server.url + "/redoc").status_code == 404
     spec = requests.get(server.url + "/openapi.json").json()
     paths = spec["paths"]
     assert {"/sparql", "/update", "/store", "/status", "/metrics"} <= set(paths)

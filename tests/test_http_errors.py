@@ -60,7 +60,7 @@ def test_bad_pipeline_reports_are_400_and_metrics_keep_working(clean_server):
     ok = {"state": "running", "counters": {"triples": 3}, "spark_progress": None, "last_batch": {}}
     r = requests.put(u + "/pipelines/pok", data=json.dumps(ok).encode(), headers={"Content-Type": "application/json"})
     assert r.status_code == 200
-    assert 'jindou_pipeline_records{kind="triples",pipeline="pok"} 3.0' in requests.get(u + "/metrics").text
+    assert 'jindou_pipeline_records_total{kind="triples",pipeline="pok"} 3.0' in requests.get(u + "/metrics").text
 
 
 def test_deeply_nested_bodies_are_400(clean_server):

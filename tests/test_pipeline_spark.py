@@ -142,8 +142,8 @@ def test_jetstream_source_resumes_from_committed_sequence(tmp_mod, server, spark
     assert status["pipelines"]["js"]["counters"]["triples"] == 680
     with urllib.request.urlopen(server.url + "/metrics", timeout=30) as r:
         metrics = r.read().decode()
-    assert 'jindou_pipeline_records{kind="dead_letters",pipeline="js"} 1.0' in metrics
-    assert 'jindou_pipeline_records{kind="triples",pipeline="js"} 680.0' in metrics
+    assert 'jindou_pipeline_records_total{kind="dead_letters",pipeline="js"} 1.0' in metrics
+    assert 'jindou_pipeline_records_total{kind="triples",pipeline="js"} 680.0' in metrics
 
 
 def test_socket_source(tmp_mod, server, spark):

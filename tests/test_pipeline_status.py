@@ -37,7 +37,7 @@ def test_report_shows_in_status_and_metrics(make_server):
     assert status["pipelines"]["p1"]["counters"]["triples"] == 1200
     assert json.loads(_req(s.url + "/pipelines")[1])["p1"]["state"] == "running"
     metrics = _req(s.url + "/metrics")[1].decode()
-    assert 'jindou_pipeline_records{kind="dead_letters",pipeline="p1"} 3.0' in metrics
+    assert 'jindou_pipeline_records_total{kind="dead_letters",pipeline="p1"} 3.0' in metrics
     assert 'jindou_pipeline_rows_per_second{pipeline="p1",rate="processedRowsPerSecond"} 80.0' in metrics
     assert 'jindou_pipeline_batch_seconds{part="trigger",pipeline="p1"} 1.5' in metrics
     assert 'jindou_pipeline_running{pipeline="p1"} 1.0' in metrics

@@ -25,6 +25,7 @@ import argparse
 import atexit
 import contextlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -442,8 +443,8 @@ def main(argv: list[str] | None = None) -> int:
         threading.Thread(target=server.shutdown, daemon=True).start()
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    print(f"jindou worker: listening on {a.listen} (pid {os.getpid()}, data in {data_dir}, version {parts.sn})",
-          file=sys.stderr, flush=True)
+    logging.getLogger("jindou.worker").info("listening on %s (pid %d, data in %s, version %s)", a.listen,
+                                            os.getpid(), data_dir, parts.sn)  # the server's log format
     server.serve()
     if orphaned.is_set() and a.remove_on_orphan:
         shutil.rmtree(data_dir, ignore_errors=True)

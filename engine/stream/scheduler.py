@@ -30,6 +30,7 @@ from collections.abc import Callable
 import orjson
 
 from engine.errors import JindouError, WorkerUnavailable
+from engine.stream import telemetry
 from engine.stream.absorb import AbsorbLog
 from engine.stream.gc import collect
 from engine.stream.progress import ARRIVAL
@@ -211,6 +212,7 @@ class Scheduler:
             q.last_latency_ms = ms
             q.state, q.prefix = state, prefix
             q.log.append(t, data)
+        telemetry.evaluation(self.reg, q.name, ms)  # metrics: the evaluation-time histogram
 
     def _report_unchanged(self, q: QueryEntry, t: int, u: int) -> None:
         """Instants ``t..u`` equal the last evaluated one: a run of at least ``idle_after``

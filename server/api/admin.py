@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import logging
 import os
 import platform
@@ -9,19 +10,28 @@ import re
 import resource
 import sys
 import time
+from pathlib import Path
 
 import orjson
 from fastapi import APIRouter, Request, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse
 from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     disable_created_metrics,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.concurrency import run_in_threadpool
 
+from engine.stream import telemetry
 from server.api.common import (
     HTTPError,
     ServerState,
@@ -44,7 +54,7 @@ _LAT_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 KNOWN_ROUTES = {
     "/sparql": "/sparql", "/sparql/": "/sparql", "/update": "/update", "/update/": "/update",
     "/store": "/store", "/status": "/status", "/metrics": "/metrics", "/docs": "/docs",
-    "/openapi.json": "/openapi.json", "/": "/",
+    "/openapi.json": "/openapi.json", "/": "/", "/healthz": "/healthz", "/readyz": "/readyz",
 }
 
 
@@ -53,15 +63,24 @@ def route_label(path: str) -> str:
     if r is not None:
         return r
     first = path.split("/", 2)[1] if path.startswith("/") else ""
-    return "/" + first if first in ("streams", "queries", "static", "pipelines") else "other"
+    return "/" + first if first in ("streams", "queries", "static", "pipelines", "docs") else "other"
 
 
 class Metrics:
-    """Prometheus metrics of one app (own registry, so several apps can live in one process)."""
+    """Prometheus metrics of one app (own registry, so several apps can live in one process).
+
+    Counted as it happens: HTTP requests, queries, updates, store writes, SSE clients and
+    each continuous evaluation's duration. Read when scraped (:class:`_StateCollector`):
+    store size, store workers, ingestion pipelines, streams and continuous queries, from
+    the counts those parts keep themselves. The process (memory, CPU, file descriptors,
+    start time) and the Python runtime come from prometheus-client's own collectors."""
 
     def __init__(self):
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
         self.requests = Counter("jindou_http_requests_total", "HTTP requests", ["route", "method", "status"], registry=r)
         self.latency = Histogram("jindou_http_request_duration_seconds", "HTTP request latency",
                                  ["route", "method"], buckets=_LAT_BUCKETS, registry=r)
@@ -73,33 +92,43 @@ class Metrics:
                                 registry=r)
         self.internal = Counter("jindou_internal_errors_total", "Unexpected server errors", registry=r)
         self.running = Gauge("jindou_queries_running", "Queries running now", registry=r)
-        self.triples = Gauge("jindou_store_triples", "Triples in the store", ["graph"], registry=r)
-        self.graphs = Gauge("jindou_store_named_graphs", "Named graphs in the store", registry=r)
-        self.uptime = Gauge("jindou_uptime_seconds", "Seconds since start", registry=r)
-        self.rss = Gauge("jindou_process_resident_memory_bytes", "Resident memory of the server process",
-                         registry=r)
-        # the distributed store (--workers / --cluster): one series per worker address
-        self.worker_up = Gauge("jindou_worker_up", "1 while the store worker is up", ["worker"], registry=r)
-        self.worker_triples = Gauge("jindou_worker_triples", "Triples the store worker holds", ["worker"],
-                                    registry=r)
-        self.worker_rss = Gauge("jindou_worker_resident_memory_bytes", "Resident memory of the store worker",
-                                ["worker"], registry=r)
-        self.worker_requests = Gauge("jindou_worker_requests", "Calls the store worker has served", ["worker"],
+        # continuous queries: what has to be seen as it happens
+        self.evaluation = Histogram("jindou_continuous_evaluation_seconds",
+                                    "Time to evaluate one instant of a continuous query (window, query, "
+                                    "rendering; unchanged instants are not evaluated and not counted)",
+                                    buckets=_LAT_BUCKETS, registry=r)
+        self.sse_subscribers = Gauge("jindou_sse_subscribers", "SSE clients reading continuous-query results now",
                                      registry=r)
-        # Spark ingestion pipelines (pipeline/): the job reports its cumulative counters
-        # and Spark's query progress with PUT /pipelines/{name}; they are exposed as gauges.
-        self.pipeline_counts = Gauge("jindou_pipeline_records", "Pipeline totals by kind (triples, "
-                                     "dead_letters, filtered, rejected, batches, duplicate_batches, ...)",
-                                     ["pipeline", "kind"], registry=r)
-        self.pipeline_rate = Gauge("jindou_pipeline_rows_per_second", "Spark query progress rates of the "
-                                   "last micro-batch", ["pipeline", "rate"], registry=r)
-        self.pipeline_batch = Gauge("jindou_pipeline_batch_seconds", "Last micro-batch: Spark trigger "
-                                    "duration and the delivery time into the store", ["pipeline", "part"],
-                                    registry=r)
-        self.pipeline_up = Gauge("jindou_pipeline_running", "1 while the pipeline reports state running",
-                                 ["pipeline"], registry=r)
+        self.sse_cut_off = Counter("jindou_sse_clients_cut_off_total", "SSE clients disconnected because they fell "
+                                   "more than --sse-buffer events behind", registry=r)
+        self.sse_dropped = Counter("jindou_sse_events_dropped_total", "Events not delivered to SSE clients that "
+                                   "were cut off (they may resume with Last-Event-ID)", registry=r)
+        self._state: ServerState | None = None
+        self._evaluations_of = None  # the stream registry whose evaluations this instance hears
+        r.register(_StateCollector(self))
         self._req_children: dict[tuple[str, str, int], tuple] = {}
         self._query_children: dict[tuple[str, str], object] = {}
+
+    def bind(self, state: ServerState) -> None:
+        """Read ``state`` when scraped, and hear the evaluations of its stream manager."""
+        self._state = state
+        owner = getattr(state.streams, "_reg", None)
+        if owner is not None and owner is not self._evaluations_of:
+            telemetry.attach(owner, self._observe_evaluation)
+            self._evaluations_of = owner
+
+    def _observe_evaluation(self, query: str, seconds: float) -> None:
+        self.evaluation.observe(seconds)
+
+    def sse_opened(self) -> None:
+        self.sse_subscribers.inc()
+
+    def sse_closed(self) -> None:
+        self.sse_subscribers.dec()
+
+    def sse_client_cut_off(self, pending: int) -> None:
+        self.sse_cut_off.inc()
+        self.sse_dropped.inc(max(0, pending))
 
     def observe_request(self, path: str, method: str, status: int, seconds: float) -> None:
         key = (path, method, status)
@@ -138,52 +167,150 @@ class Metrics:
         if getattr(exc, "_jindou_error_id", None) is None:
             internal_error(exc)
 
-    def refresh_pipelines(self, pipelines: dict) -> None:
-        for name, doc in pipelines.items():
-            for k, v in (doc.get("counters") or {}).items():
-                if isinstance(v, (int, float)):
-                    self.pipeline_counts.labels(name, k).set(v)
-            sp = doc.get("spark_progress") or {}
-            for k in ("inputRowsPerSecond", "processedRowsPerSecond"):
-                if isinstance(sp.get(k), (int, float)):
-                    self.pipeline_rate.labels(name, k).set(sp[k])
-            trig = (sp.get("durationMs") or {}).get("triggerExecution")
-            if isinstance(trig, (int, float)):
-                self.pipeline_batch.labels(name, "trigger").set(trig / 1000.0)
-            last = doc.get("last_batch") or {}
-            if isinstance(last.get("deliver_s"), (int, float)):
-                self.pipeline_batch.labels(name, "deliver").set(last["deliver_s"])
-            self.pipeline_up.labels(name).set(1 if doc.get("state") == "running" else 0)
-
     def refresh(self, state: ServerState) -> None:
-        self.refresh_pipelines(pipelines_of(state))
-        for w in workers_of(state):
-            name = w["address"]
-            self.worker_up.labels(name).set(1 if w["state"] == "up" else 0)
-            for gauge, key in ((self.worker_triples, "triples"), (self.worker_rss, "rss_bytes"),
-                               (self.worker_requests, "requests")):
-                if isinstance(w.get(key), (int, float)):
-                    gauge.labels(name).set(w[key])
+        """Before a scrape: the gauges kept here (the families read from ``state`` are
+        built by :class:`_StateCollector` during the scrape itself)."""
+        self.bind(state)
         self.running.set(state.running)
-        self.uptime.set(time.time() - state.started)
-        rss = process_memory().get("rss_bytes")
-        if rss is not None:
-            self.rss.set(rss)
-        try:
-            st = state.db.status() or {}
-        except Exception:
+
+
+class _StateCollector:
+    """The families read from the server's parts at scrape time, so a deleted stream,
+    query or pipeline leaves no stale series and nothing has to be pushed to /metrics.
+    Counts those parts keep cumulatively are exposed as counters (``_total``)."""
+
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+    def describe(self):
+        return []  # families vary with the state: not checked for duplicates at registration
+
+    def collect(self):
+        state = self.metrics._state
+        if state is None:
             return
-        default = _num(st, "default_triples")
-        total = _num(st, "triples")
-        if default is not None:
-            self.triples.labels("default").set(default)
+        yield from _store_families(state)
+        yield from _worker_families(state)
+        yield from _pipeline_families(pipelines_of(state))
+        yield from _stream_families(state)
+
+
+def _store_families(state: ServerState):
+    try:
+        st = state.db.status() or {}
+    except Exception:  # noqa: BLE001 - /metrics answers even when the engine is unwell
+        return
+    triples = GaugeMetricFamily("jindou_store_triples", "Triples in the store: the default graph and all "
+                                "named graphs together (their sum is the store's total)", labels=["graph"])
+    default, total = _num(st, "default_triples"), _num(st, "triples")
+    if default is not None:
+        triples.add_metric(["default"], default)
         if total is not None:
-            self.triples.labels("all").set(total)
-        ng = st.get("named_graphs", st.get("graphs"))
-        if isinstance(ng, (int, float)):
-            self.graphs.set(ng)
-        elif isinstance(ng, (list, dict)):
-            self.graphs.set(len(ng))
+            triples.add_metric(["named"], max(0, total - default))
+    elif total is not None:
+        triples.add_metric(["default"], total)
+    yield triples
+    ng = st.get("named_graphs", st.get("graphs"))
+    if isinstance(ng, (list, dict)):
+        ng = len(ng)
+    if isinstance(ng, (int, float)):
+        yield GaugeMetricFamily("jindou_store_named_graphs", "Named graphs in the store", value=ng)
+
+
+def _worker_families(state: ServerState):
+    ws = workers_of(state)
+    if not ws:
+        return
+    up = GaugeMetricFamily("jindou_worker_up", "1 while the store worker is up", labels=["worker"])
+    triples = GaugeMetricFamily("jindou_worker_triples", "Triples the store worker holds", labels=["worker"])
+    rss = GaugeMetricFamily("jindou_worker_resident_memory_bytes", "Resident memory of the store worker",
+                            labels=["worker"])
+    calls = CounterMetricFamily("jindou_worker_requests", "Calls the store worker has served", labels=["worker"])
+    for w in ws:
+        name = [w["address"]]
+        up.add_metric(name, 1 if w["state"] == "up" else 0)
+        for fam, key in ((triples, "triples"), (rss, "rss_bytes"), (calls, "requests")):
+            v = _num(w, key)
+            if v is not None:
+                fam.add_metric(name, v)
+    yield from (up, triples, rss, calls)
+
+
+def _pipeline_families(pipelines: dict):
+    """Spark ingestion pipelines (pipeline/): the job reports its cumulative counters and
+    Spark's query progress with PUT /pipelines/{name}."""
+    if not pipelines:
+        return
+    counts = CounterMetricFamily("jindou_pipeline_records", "Pipeline totals by kind (triples, dead_letters, "
+                                 "filtered, rejected, batches, duplicate_batches, ...)", labels=["pipeline", "kind"])
+    rate = GaugeMetricFamily("jindou_pipeline_rows_per_second", "Spark query progress rates of the last "
+                             "micro-batch", labels=["pipeline", "rate"])
+    batch = GaugeMetricFamily("jindou_pipeline_batch_seconds", "Last micro-batch: Spark trigger duration and "
+                              "the delivery time into the store", labels=["pipeline", "part"])
+    running = GaugeMetricFamily("jindou_pipeline_running", "1 while the pipeline reports state running",
+                                labels=["pipeline"])
+    for name, doc in pipelines.items():
+        for k, v in (doc.get("counters") or {}).items():
+            if _num({"v": v}, "v") is not None:
+                counts.add_metric([name, k], v)
+        sp = doc.get("spark_progress") or {}
+        for k in ("inputRowsPerSecond", "processedRowsPerSecond"):
+            if _num(sp, k) is not None:
+                rate.add_metric([name, k], sp[k])
+        trig = _num(sp.get("durationMs") or {}, "triggerExecution")
+        if trig is not None:
+            batch.add_metric([name, "trigger"], trig / 1000.0)
+        deliver = _num(doc.get("last_batch") or {}, "deliver_s")
+        if deliver is not None:
+            batch.add_metric([name, "deliver"], deliver)
+        running.add_metric([name], 1 if doc.get("state") == "running" else 0)
+    yield from (counts, rate, batch, running)
+
+
+def _stream_families(state: ServerState):
+    """Streams and continuous queries, from the counts the stream manager keeps."""
+    m = getattr(state, "streams", None)
+    if m is None:
+        return
+    try:
+        streams, queries = m.streams(), m.queries()
+    except Exception:  # noqa: BLE001 - /metrics answers even when the stream engine is unwell
+        return
+    fams = {
+        "accepted": CounterMetricFamily("jindou_stream_triples", "Stream triples (ndjson lines, Arrow rows, "
+                                        "graph triples) accepted", labels=["stream"]),
+        "rejected": CounterMetricFamily("jindou_stream_refused", "Stream lines refused (bad, late, over "
+                                        "budget); the rest of their batch was kept", labels=["stream"]),
+        "elements": CounterMetricFamily("jindou_stream_elements", "Stream elements (triples sharing one event "
+                                        "time) published", labels=["stream"]),
+        "batches": CounterMetricFamily("jindou_stream_batches", "Batches (POSTs, demo ticks) published",
+                                       labels=["stream"]),
+        "triples_in_window_store": GaugeMetricFamily("jindou_stream_window_triples", "Triples the stream's "
+                                                     "window store holds now", labels=["stream"]),
+        "bytes": GaugeMetricFamily("jindou_stream_window_bytes", "Bytes the stream's window store holds now",
+                                   labels=["stream"]),
+    }
+    for s in streams:
+        for key, fam in fams.items():
+            v = _num(s, key)
+            if v is not None:
+                fam.add_metric([s["name"]], v)
+    yield from fams.values()
+    inst = CounterMetricFamily("jindou_continuous_instants", "Instants a continuous query has reported "
+                               "(evaluated, or unchanged and repeated without evaluation)", labels=["query"])
+    unchanged = CounterMetricFamily("jindou_continuous_instants_unchanged", "Instants reported unchanged "
+                                    "without evaluation", labels=["query"])
+    last = GaugeMetricFamily("jindou_continuous_last_evaluation_seconds", "Duration of the query's last "
+                             "evaluated instant", labels=["query"])
+    for q in queries:
+        name = [q["id"]]
+        if _num(q, "evaluated") is not None:
+            inst.add_metric(name, q["evaluated"])
+        if _num(q, "unchanged_instants") is not None:
+            unchanged.add_metric(name, q["unchanged_instants"])
+        if _num(q, "last_latency_ms") is not None:
+            last.add_metric(name, q["last_latency_ms"] / 1000.0)
+    yield from (inst, unchanged, last)
 
 
 def _num(d: dict, key: str):
@@ -248,6 +375,35 @@ def workers_of(state: ServerState) -> list[dict]:
     return ws() if ws is not None else []
 
 
+# -- /docs: Swagger UI served from this server (no CDN: it works offline) ------------------------
+#: Swagger UI's distribution files, shipped by the fastapi-offline package (pinned in pyproject.toml)
+_DOCS_ASSETS = {"swagger-ui-bundle.js": "text/javascript; charset=utf-8", "swagger-ui.css": "text/css; charset=utf-8",
+                "favicon.png": "image/png"}
+DOCS_ASSET_PREFIX = "/docs/assets/"
+
+
+def docs_assets_dir() -> Path:
+    return Path(str(importlib.resources.files("fastapi_offline") / "static"))
+
+
+@router.get("/docs", include_in_schema=False)
+async def docs(request: Request) -> Response:
+    """Swagger UI for /openapi.json, every asset from this server."""
+    return get_swagger_ui_html(openapi_url=request.app.openapi_url or "/openapi.json", title="Jindou API",
+                               swagger_js_url=DOCS_ASSET_PREFIX + "swagger-ui-bundle.js",
+                               swagger_css_url=DOCS_ASSET_PREFIX + "swagger-ui.css",
+                               swagger_favicon_url="/static/favicon.svg")
+
+
+@router.get(DOCS_ASSET_PREFIX + "{name}", include_in_schema=False)
+async def docs_asset(name: str, request: Request) -> Response:
+    ctype = _DOCS_ASSETS.get(name)
+    if ctype is None:
+        return Response(orjson.dumps({"error": "not_found", "detail": f"no docs asset {name!r}"}), status_code=404,
+                        media_type="application/json")
+    return FileResponse(docs_assets_dir() / name, media_type=ctype, headers={"Cache-Control": "max-age=86400"})
+
+
 @router.get("/healthz", summary="Liveness: the process answers")
 async def healthz(request: Request) -> Response:
     """200 `{"status": "ok"}` whenever the server process answers HTTP (for orchestrators'
@@ -285,7 +441,9 @@ async def metrics(request: Request) -> Response:
         return Response(orjson.dumps({"error": "not_found", "detail": "metrics are disabled"}),
                         status_code=404, media_type="application/json")
     m.refresh(state)
-    return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
+    # off the event loop: the scrape reads the store and the stream registry under their locks
+    body = await run_in_threadpool(generate_latest, m.registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 _PIPELINE_NAME = re.compile(r"[A-Za-z0-9_.\-]+\Z")
@@ -339,3 +497,20 @@ async def pipelines_get(request: Request) -> Response:
         return Response(orjson.dumps(pipelines_of(state), default=str), media_type="application/json")
     except Exception as exc:
         return error_response(state, exc)
+
+
+# -- hooks for the SSE responses (server/api/queries.py): one line each there ------------------
+def sse_opened(state: ServerState) -> None:
+    if state.metrics is not None:
+        state.metrics.sse_opened()
+
+
+def sse_closed(state: ServerState) -> None:
+    if state.metrics is not None:
+        state.metrics.sse_closed()
+
+
+def sse_cut_off(state: ServerState, pending: int) -> None:
+    """A slow SSE client was cut off with ``pending`` events it had not been sent."""
+    if state.metrics is not None:
+        state.metrics.sse_client_cut_off(pending)

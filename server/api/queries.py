@@ -29,6 +29,7 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from engine.stream.limits import parse_time
+from server.api import admin
 from server.api.common import (
     HTTPError,
     ServerState,
@@ -234,6 +235,7 @@ class ResultStream(Response):
                 pass
 
         self.log.add_listener(listener)
+        admin.sse_opened(self.state)  # metrics: jindou_sse_subscribers
         try:
             if self.last is None and self.from_t is None:
                 # no Last-Event-ID, no ?from: start at the next instant
@@ -261,6 +263,7 @@ class ResultStream(Response):
                 await self._cut_off(send)
         finally:
             self.log.remove_listener(listener)
+            admin.sse_closed(self.state)
 
     async def _disconnected(self, receive) -> None:
         while True:
@@ -278,6 +281,7 @@ class ResultStream(Response):
 
     async def _cut_off(self, send) -> None:
         n = self._pending()
+        admin.sse_cut_off(self.state, n)  # metrics: jindou_sse_clients_cut_off_total, _events_dropped_total
         doc = {"error": "slow_client",
                "detail": f"this client fell {n} events behind (limit {self.max_pending}) and was disconnected; "
                          "reconnect with Last-Event-ID to resume",

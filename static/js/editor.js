@@ -1,6 +1,8 @@
 // A light code editor: a <textarea> (the real input: native undo, selection,
 // accessibility) over a <pre> with the highlighted text, plus a prefix
-// completion popup. No wrapping, so a caret position is (line, column).
+// completion popup. By default no wrapping, so a caret position is (line,
+// column); with {wrap: true} (a narrow editor) long lines wrap, the overlay
+// wraps them the same way and each line number is as tall as its wrapped line.
 
 import { KNOWN_PREFIXES, declaredPrefixes, tokenize } from "./sparql.js";
 
@@ -16,8 +18,10 @@ export class Editor {
   constructor(host, opts = {}) {
     this.host = host;
     this.onRun = opts.onRun || null;
+    this.wrap = !!opts.wrap;
     this.textarea = host.querySelector("textarea");
-    this.textarea.setAttribute("wrap", "off");
+    this.textarea.setAttribute("wrap", this.wrap ? "soft" : "off");
+    if (this.wrap) host.classList.add("wrap");
     this.textarea.spellcheck = false;
     this.textarea.setAttribute("autocapitalize", "off");
     this.textarea.setAttribute("autocomplete", "off");
@@ -42,7 +46,19 @@ export class Editor {
     this.textarea.addEventListener("keydown", (ev) => this.onKey(ev));
     this.textarea.addEventListener("blur", () => setTimeout(() => this.closePopup(), 150));
     this.textarea.addEventListener("click", () => this.closePopup());
+    if (this.wrap && typeof ResizeObserver !== "undefined") {
+      // a new width wraps the lines anew: the line numbers follow
+      this.resizer = new ResizeObserver(() => this.render());
+      this.resizer.observe(this.textarea);
+    }
     this.render();
+  }
+
+  /** Back to the first line and column (after the text was replaced or submitted). */
+  resetScroll() {
+    this.textarea.scrollTop = 0;
+    this.textarea.scrollLeft = 0;
+    this.syncScroll();
   }
 
   get value() { return this.textarea.value; }
@@ -56,6 +72,10 @@ export class Editor {
   focus() { this.textarea.focus(); }
 
   render() {
+    if (this.wrap) {
+      this.renderWrapped();
+      return;
+    }
     const text = this.textarea.value;
     let html = "";
     for (const t of tokenize(text)) {
@@ -78,6 +98,37 @@ export class Editor {
     for (const el of this.gutter.querySelectorAll(".error")) el.classList.remove("error");
     if (this.errorLine !== null && this.gutter.children[this.errorLine - 1]) {
       this.gutter.children[this.errorLine - 1].classList.add("error");
+    }
+    this.syncScroll();
+  }
+
+  /** Wrap mode: one block per line in the overlay (a token spanning lines is split at
+   * the line ends, so no element crosses a line), and each gutter number as tall as its block. */
+  renderWrapped() {
+    const ta = this.textarea;
+    const lines = [""];
+    for (const t of tokenize(ta.value)) {
+      const parts = t.text.split("\n");
+      parts.forEach((part, i) => {
+        if (i > 0) lines.push("");
+        if (!part) return;
+        lines[lines.length - 1] += t.kind === "ws" || t.kind === "other" ? esc(part) : `<span class="tok-${t.kind}">${esc(part)}</span>`;
+      });
+    }
+    const err = this.errorLine !== null ? this.errorLine - 1 : -1;
+    this.code.innerHTML = lines.map((l, i) =>
+      `<span class="ln${i === err ? " error-line" : ""}">${l || " "}</span>`).join("");
+    // the textarea's scroll bar narrows its text: the overlay keeps the same text width
+    const bar = ta.offsetWidth - ta.clientWidth - (parseFloat(getComputedStyle(ta).borderLeftWidth) || 0) * 2;
+    this.pre.style.paddingRight = `calc(12px + ${Math.max(0, bar)}px)`;
+    if (this.gutter.childElementCount !== lines.length) {
+      this.gutter.innerHTML = lines.map((_, i) => `<span>${i + 1}</span>`).join("");
+    }
+    const blocks = this.code.children;
+    for (let i = 0; i < lines.length; i++) {
+      const g = this.gutter.children[i];
+      g.style.height = `${blocks[i].offsetHeight || 20}px`;
+      g.classList.toggle("error", i === err);
     }
     this.syncScroll();
   }

@@ -4,6 +4,7 @@ import { ApiError, getJSON, getToken, registerQuery, runQuery, runUpdate, setTok
 import { Editor } from "./editor.js";
 import { ResultTable, download, el, toCSV, turtleNode } from "./results.js";
 import { KNOWN_PREFIXES, declaredPrefixes, operationOf } from "./sparql.js";
+import { addHistory, clearHistory, loadHistory, offerLink, shareLink, summary } from "./history.js";
 import { LiveView } from "./live.js";
 import { StreamsView } from "./streams.js";
 
@@ -161,7 +162,37 @@ class QueryView {
     });
     $("run").addEventListener("click", () => this.run());
     $("back").addEventListener("click", () => this.back());
+    $("share").addEventListener("click", () => offerLink($("share-bar"), shareLink("query", this.editor.value)));
+    const hist = $("history");
+    hist.addEventListener("change", () => {
+      const i = hist.value;
+      hist.value = "";
+      if (i === "clear") clearHistory();
+      else if (i !== "") this.fill(loadHistory()[Number(i)].text);
+    });
+    window.addEventListener("jindou-history", () => this.drawHistory());
+    window.addEventListener("storage", (ev) => { if (ev.key === "jindou.history") this.drawHistory(); });
+    this.drawHistory();
     this.editor.value = EXAMPLES["Sensors per district"];
+  }
+
+  /** The history menu: the queries run from this browser, newest first. */
+  drawHistory() {
+    const sel = $("history");
+    const list = loadHistory();
+    sel.replaceChildren(el("option", { value: "", text: list.length ? `History (${list.length})…` : "History (empty)" }),
+      ...list.map((e, i) => el("option", { value: String(i), text: `${e.kind === "register" ? "⟳ " : ""}${summary(e.text)}`,
+        title: `${new Date(e.at).toLocaleString()}\n${e.text}` })),
+      list.length ? el("option", { value: "clear", text: "Clear the history" }) : null);
+    sel.disabled = !list.length;
+  }
+
+  /** Put ``text`` in the editor (a history entry, a shared link), keeping the previous text for ← Back. */
+  fill(text) {
+    this.remember();
+    this.editor.value = text;
+    this.editor.resetScroll();
+    this.editor.focus();
   }
 
   remember() {
@@ -222,6 +253,7 @@ class QueryView {
     try {
       if (op === "register") {
         const r = await registerQuery(text);
+        addHistory(text, "register");
         info.textContent = `registered continuous query “${r.id}”`;
         dl.replaceChildren();
         out.replaceChildren(el("p", {}, "Registered ", el("code", { text: r.id }), ` reading ${r.streams.join(", ")}. `,
@@ -232,6 +264,7 @@ class QueryView {
       }
       if (op === "update") {
         const r = await runUpdate(text);
+        addHistory(text, "update");
         info.textContent = `update done in ${r.ms.toFixed(1)} ms`;
         dl.replaceChildren();
         out.replaceChildren(el("p", { class: "muted", text: "The update was applied." }));
@@ -239,6 +272,7 @@ class QueryView {
         return;
       }
       const r = await runQuery(text, ctl.signal);
+      addHistory(text, "query");
       if (ctl !== this.ctl) return;
       this.showResult(r, text);
     } catch (e) {
@@ -291,6 +325,22 @@ class QueryView {
 
 function routeHash(qv) {
   const h = location.hash;
+  // a shared link: fill the editor (never run: the text may be an update)
+  for (const [key, tab] of [["#query=", "query"], ["#register=", "live"]]) {
+    if (h.startsWith(key)) {
+      let text = "";
+      try {
+        text = decodeURIComponent(h.slice(key.length));
+      } catch {
+        text = "";
+      }
+      history.replaceState(null, "", `#${tab}`);
+      if (tab === "query") qv.fill(text);
+      else views.live.fill(text);
+      showTab(tab);
+      return;
+    }
+  }
   if (h.startsWith("#describe=")) {
     qv.explore(decodeURIComponent(h.slice("#describe=".length)));
     history.replaceState(null, "", "#query");

@@ -4,6 +4,7 @@
 import { ApiError, getJSON } from "./api.js";
 import { fmtMs } from "./chart.js";
 import { el, keepFocus } from "./results.js";
+import { fmtEventTime, isWallClock, rawTitle } from "./time.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -28,11 +29,6 @@ function fmtDuration(s) {
   return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
 }
 
-function fmtEventTime(ms) {
-  if (ms === null || ms === undefined) return "–";
-  const d = new Date(ms);
-  return `${d.toLocaleDateString("en-CA")} ${d.toLocaleTimeString([], { hour12: false })}`;
-}
 
 function sparkline(values, label) {
   const W = 120;
@@ -176,7 +172,9 @@ export class StreamsView {
       el("tbody", {}, streams.map((s) => {
         const budget = s.budget_bytes || 0;
         const pct = budget ? Math.min(100, (100 * (s.bytes || 0)) / budget) : 0;
-        const lagBad = s.lag_ms !== null && s.lag_ms !== undefined && s.lag_ms > 5000;
+        // a lag behind the server's clock only means something for wall-clock event times
+        const wall = s.progress === null || s.progress === undefined || isWallClock(s.progress);
+        const lagBad = wall && s.lag_ms !== null && s.lag_ms !== undefined && s.lag_ms > 5000;
         return el("tr", { "data-stream": s.name },
           el("th", { scope: "row" }, el("div", { class: "sname", text: s.name }), el("div", { class: "sub mono", text: s.iri })),
           el("td", { text: s.clock }),
@@ -184,10 +182,11 @@ export class StreamsView {
             sparkline(this.rates.get(s.name) || [], `rate of stream ${s.name} over the last minute`)),
           el("td", { class: "num" }, el("div", { text: fmtInt(s.accepted) }),
             el("div", { class: s.rejected ? "sub error-note" : "sub", text: `${fmtInt(s.rejected)} rejected` })),
-          el("td", {}, el("div", { text: fmtEventTime(s.progress) }),
+          el("td", { title: rawTitle(s.progress) }, el("div", { text: fmtEventTime(s.progress) }),
             el("div", { class: "sub", text: s.published !== undefined && s.published !== s.progress
               ? `published ${fmtEventTime(s.published)}` : "published = progress" })),
-          el("td", { class: lagBad ? "num warn" : "num", text: s.lag_ms === undefined ? "–" : fmtMs(s.lag_ms) }),
+          el("td", { class: lagBad ? "num warn" : "num", text: !wall ? "– (not wall-clock)" : s.lag_ms === undefined ? "–" : fmtMs(s.lag_ms),
+            title: wall ? "server clock − progress" : "the event times are small values, not wall-clock: no lag to measure" }),
           el("td", {}, el("div", { text: `${fmtBytes(s.bytes)} · ${fmtInt(s.triples_in_window_store)} triples` }),
             budget ? el("div", { class: "meter", role: "meter", "aria-valuemin": "0", "aria-valuemax": String(budget),
               "aria-valuenow": String(s.bytes || 0), "aria-label": `memory of ${s.name} of its budget`,

@@ -106,6 +106,7 @@ const check = (name, ok, detail) => {
 const profile = mkdtempSync(join(tmpdir(), "jindou-chromium-"));
 let context;
 let proxy;
+let failurePage = null; // screenshot of the page when a check fails (with --screenshots)
 try {
   context = await chromium.launchPersistentContext(profile, {
     executablePath: opts.chromium,
@@ -122,6 +123,7 @@ try {
   });
   context.setDefaultTimeout(opts.timeout);
   const page = context.pages()[0] || (await context.newPage());
+  failurePage = page;
   // Only the dashboard's own server may be contacted: anything else fails the run.
   const origin = new URL(opts.url).origin;
   proxy = await startProxy(opts.url);
@@ -142,6 +144,7 @@ try {
     if (msg.type() !== "error") return;
     const text = msg.text();
     if ((phase === "syntax-error" && /Failed to load resource: .*status of 400/.test(text)) ||
+        (phase === "conflict" && /Failed to load resource: .*status of 409/.test(text)) ||
         (phase === "token-missing" && /Failed to load resource: .*status of 401/.test(text))) {
       report.expectedConsoleErrors = (report.expectedConsoleErrors || 0) + 1;
       return;
@@ -274,6 +277,27 @@ ORDER BY ?sensor`);
   report.paged = pager > 0 ? await page.locator("#results .pager .pageinfo").textContent() : "one page";
   await shot("query-results");
 
+  // history (localStorage) and a shareable link that fills the editor (and does not run it)
+  phase = "history";
+  const ran = await editor.inputValue();
+  const hist = await page.evaluate(() => JSON.parse(localStorage.getItem("jindou.history") || "[]"));
+  check("history-stored", hist.length >= 1 && hist[0].text === ran, `${hist.length} entries`);
+  await page.locator("#share").click();
+  const link = await page.locator("#share-url").inputValue();
+  check("share-link", link.startsWith(`${origin}/#query=`) && decodeURIComponent(link.split("#query=")[1]) === ran, link.slice(0, 80));
+  const shared = await context.newPage();
+  shared.on("pageerror", (err) => report.pageErrors.push(String(err && err.stack ? err.stack : err)));
+  await shared.goto(link, { waitUntil: "load" });
+  await shared.waitForSelector("html[data-ready='true']");
+  check("share-opens", (await shared.locator("#query-text").inputValue()) === ran &&
+    (await shared.locator("#tab-query").getAttribute("aria-selected")) === "true" &&
+    ((await shared.locator("#results-info").textContent()) || "") === "", "editor filled, not run");
+  // the other tab sees the same history; choosing an entry fills the editor
+  await shared.locator("#query-text").fill("ASK { ?s ?p ?o }");
+  await shared.selectOption("#history", "0");
+  check("history-choose", (await shared.locator("#query-text").inputValue()) === ran, "history entry 0");
+  await shared.close();
+
   // explore a resource: DESCRIBE, shown as Turtle
   await page.locator("#results a.iri").first().click();
   await page.waitForSelector("#results pre.turtle");
@@ -318,6 +342,34 @@ ORDER BY ?sensor`);
   // ---------------------------------------------------------------- continuous query
   await page.locator("#tab-live").click();
   await page.waitForSelector("#view-live:not([hidden])");
+  phase = "register-form";
+  const proposed = async () => (await page.locator("#register-text").inputValue()).match(/REGISTER QUERY (\S+)/)[1];
+  const listed = async () => page.evaluate(async () => (await (await fetch("/queries")).json()).queries.map((q) => q.id));
+  const first = await proposed();
+  check("default-name-free", first !== "busy" && !(await listed()).includes(first), first);
+  // someone registered the proposed name (and the README's `busy`): the form proposes another free one
+  const registerText = (text) => page.evaluate(async (t) => (await fetch("/queries", { method: "POST", body: t,
+    headers: { "Content-Type": "application/sparql-query" } })).status, text);
+  const readmeQuery = `REGISTER QUERY busy AS SELECT ?road (COUNT(*) AS ?n)
+  FROM STREAM cars [RANGE 10s STEP 2s] WHERE { ?car <http://ex.org/on> ?road } GROUP BY ?road`;
+  const st = await page.evaluate(async () => (await fetch("/streams/cars", { method: "PUT",
+    headers: { "Content-Type": "application/json" }, body: JSON.stringify({ iri: "http://ex.org/stream/cars", absorb: "none" }) })).status);
+  check("readme-setup", st === 201 && (await registerText(readmeQuery)) === 201 &&
+    (await registerText((await page.locator("#register-text").inputValue()))) === 201, `stream ${st}`);
+  await page.locator("#cq-refresh").click();
+  await page.waitForFunction((n) => !document.querySelector("#register-text").value.includes(`QUERY ${n} AS`), first);
+  const second = await proposed();
+  check("default-name-fresh", second !== "busy" && second !== first && !(await listed()).includes(second), `${first} -> ${second}`);
+  // a taken name (the README's example) answers 409, and the form offers a free one
+  phase = "conflict";
+  await page.locator("#register-text").fill(readmeQuery);
+  await page.locator("#register").click();
+  await page.waitForSelector("#register-rename");
+  const renameText = await page.locator("#register-rename").textContent();
+  check("conflict-rename", /409/.test(await page.locator("#register-error").textContent()) && /busy_2/.test(renameText), renameText);
+  await page.locator("#register-rename").click();
+  await page.waitForSelector("#cq-list button[data-query='busy_2'][aria-current='true']");
+  phase = "continuous";
   const name = `browser_${Date.now().toString(36)}`;
   report.registered = name;
   await page.locator("#register-text").fill(`PREFIX sosa: <http://www.w3.org/ns/sosa/>
@@ -332,6 +384,20 @@ WHERE {
 }
 GROUP BY ?property
 ORDER BY ?property`);
+  // room and wrapping: the long lines wrap (no sideways scrolling), the line numbers follow
+  const formBox = await page.evaluate(() => {
+    const ta = document.querySelector("#register-text");
+    ta.scrollTop = ta.scrollHeight;
+    const pre = document.querySelector("#register-editor .editor-highlight");
+    const gutter = [...document.querySelectorAll("#register-editor .editor-gutter span")];
+    const lines = [...pre.querySelectorAll(".ln")];
+    return { width: ta.getBoundingClientRect().width, sideways: ta.scrollWidth - ta.clientWidth, scrolled: ta.scrollTop,
+      lines: lines.length, gutter: gutter.length, tall: lines.filter((l) => l.offsetHeight > 25).length,
+      aligned: lines.every((l, i) => Math.abs(l.offsetHeight - gutter[i].offsetHeight) < 1) };
+  });
+  report.registerForm = formBox;
+  check("register-room", formBox.width >= 320 && formBox.sideways <= 0 && formBox.tall >= 1 && formBox.aligned &&
+    formBox.lines === formBox.gutter, JSON.stringify(formBox));
   await page.locator("#register").click();
   await page.waitForSelector(`#cq-list button[data-query='${name}'][aria-current='true']`);
   // live window events arrive through the EventSource
@@ -344,6 +410,11 @@ ORDER BY ?property`);
   const liveRows = await page.locator("#live-table table.results tbody tr").count();
   check("live-rows", liveRows > 0, `${liveRows} rows in the latest window`);
   check("chart", (await page.locator("#live-chart svg rect.bar").count()) >= 3, "bars in the chart");
+  const scrolledBack = await page.evaluate(() => {
+    const ta = document.querySelector("#register-text");
+    return [ta.scrollTop, ta.scrollLeft];
+  });
+  check("register-scroll-reset", scrolledBack[0] === 0 && scrolledBack[1] === 0, JSON.stringify(scrolledBack));
   // the live table's sort order survives the arrival of the next windows
   await page.locator("#live-table th button.sort", { hasText: "?readings" }).click();
   const nSorted = await page.locator("#live-windows button.win").count();
@@ -372,6 +443,26 @@ ORDER BY ?property`);
   check("resume-contiguous", contiguous, ends.slice(0, 10).join(" "));
   // let more windows arrive for a fuller chart, then screenshot
   await page.waitForFunction(() => document.querySelectorAll("#live-windows button.win").length >= 12);
+  // the line is the server's evaluation time, labelled; the bars show a chosen column
+  await page.waitForFunction(() => document.querySelectorAll("#live-chart circle.dot").length >= 2);
+  const legend = await page.locator("#live-chart-controls + #live-chart + figcaption").textContent();
+  check("chart-labels", /evaluation time of the window on the server/.test(legend) &&
+    (await page.locator("#live-chart .axis-title.lat").textContent()) === "evaluation", legend);
+  const columns = await page.locator("#live-bars option").evaluateAll((os) => os.map((o) => o.value));
+  check("bar-columns", columns.includes("") && columns.includes("readings") && columns.includes("max"), JSON.stringify(columns));
+  await page.selectOption("#live-bars", "readings");
+  await page.selectOption("#live-agg", "sum");
+  const bars = await page.evaluate(() => {
+    const vals = [...document.querySelectorAll("#live-chart rect.bar")].map((r) => Number(r.dataset.value));
+    const head = [...document.querySelectorAll("#live-table thead th")].map((t) => t.textContent);
+    const col = head.findIndex((h) => h.includes("?readings"));
+    const sum = [...document.querySelectorAll("#live-table tbody tr")]
+      .reduce((a, tr) => a + Number(tr.children[col].textContent), 0);
+    return { last: vals[vals.length - 1], sum, n: vals.length, distinct: new Set(vals).size,
+      title: document.querySelector("#live-chart .axis-title.rows").textContent };
+  });
+  report.bars = bars;
+  check("bar-values", bars.last === bars.sum && bars.title === "sum of ?readings", JSON.stringify(bars));
   await shot("continuous-live");
 
   // ---------------------------------------------------------------- a dropped connection
@@ -410,6 +501,24 @@ ORDER BY ?property`);
     ends2.slice(0, 10).join(" "));
   await page2.close();
 
+  // ---------------------------------------------------------------- the README's stream example
+  // Its event times are small (t = 1000 ms): not wall-clock. No 1970 dates, no decades of lag.
+  phase = "relative-time";
+  await page.evaluate(async () => {
+    await fetch("/streams/cars", { method: "POST", headers: { "Content-Type": "application/x-ndjson" },
+      body: '{"s":"<http://ex.org/c1>","p":"<http://ex.org/on>","o":"<http://ex.org/r9>","t":1000}\n' });
+    await fetch("/streams/cars/progress?t=5000", { method: "POST" });
+  });
+  await page.locator("#cq-list button[data-query='busy']").click();
+  await page.waitForSelector("#cq-list button[data-query='busy'][aria-current='true']");
+  await page.waitForFunction(() => document.querySelectorAll("#live-windows button.win").length >= 2);
+  const relRanges = await page.locator("#live-windows .range").allTextContents();
+  const note = await page.locator("#live-time-note").textContent();
+  report.relativeRanges = relRanges.slice(0, 4);
+  check("relative-time", relRanges.every((r) => /^t=.* → t=/.test(r)) && relRanges.some((r) => /t=2 s$/.test(r)) &&
+    !(await page.locator("#live-view").textContent()).includes("1970") && /epoch milliseconds/.test(note),
+  `${relRanges.slice(0, 3).join(" | ")} / ${note}`);
+
   // ---------------------------------------------------------------- streams and status
   phase = "streams";
   // keyboard: the tab list moves with the arrow keys
@@ -425,6 +534,8 @@ ORDER BY ?property`);
   report.streams = await page.locator("#streams table.streams tbody tr").evaluateAll((trs) => trs.map((tr) => ({
     name: tr.dataset.stream, cells: [...tr.children].map((c) => c.innerText.replace(/\s+/g, " ").trim()),
   })));
+  const cars = await page.locator("#streams tr[data-stream='cars']").innerText();
+  check("relative-lag", /not wall-clock/.test(cars) && !/1970/.test(cars) && /t=5 s/.test(cars), cars.replace(/\s+/g, " "));
   const cards = await page.locator("#status-cards .card").count();
   check("status", cards >= 6, `${cards} status cards`);
   // a second rate sample draws the sparkline
@@ -439,10 +550,37 @@ ORDER BY ?property`);
   await page.locator("#live-delete").click();
   await page.waitForSelector(`#cq-list button[data-query='${name}']`, { state: "detached" });
   check("deleted", true, name);
+  // a link to the registration form's text
+  await page.locator("#register-text").fill(readmeQuery);
+  await page.locator("#register-share").click();
+  const regLink = await page.locator("#register-share-url").inputValue();
+  const regPage = await context.newPage();
+  await regPage.goto(regLink, { waitUntil: "load" });
+  await regPage.waitForSelector("html[data-ready='true']");
+  check("register-link", (await regPage.locator("#register-text").inputValue()) === readmeQuery &&
+    (await regPage.locator("#tab-live").getAttribute("aria-selected")) === "true", regLink.slice(0, 80));
+  await regPage.close();
+  // the API docs the top bar links to render from this server alone (any other origin is refused above)
+  phase = "api-docs";
+  const docsPage = await context.newPage();
+  docsPage.on("pageerror", (err) => report.pageErrors.push(String(err && err.stack ? err.stack : err)));
+  await docsPage.goto(opts.url + "/docs", { waitUntil: "load" });
+  await docsPage.waitForSelector(".swagger-ui .info .title");
+  await docsPage.waitForSelector(".swagger-ui .opblock-summary-path");
+  const apiTitle = (await docsPage.locator(".swagger-ui .info .title").textContent()) || "";
+  const ops = await docsPage.locator(".swagger-ui .opblock").count();
+  check("api-docs", apiTitle.startsWith("Jindou") && ops >= 10, `${apiTitle}: ${ops} operations`);
+  await docsPage.close();
   check("offline", foreign.length === 0, foreign.join(" "));
   await page.waitForTimeout(300);
 } catch (e) {
-  if (!(e instanceof Done)) report.failed = String(e && e.message ? e.message : e);
+  if (!(e instanceof Done)) {
+    report.failed = String(e && e.message ? e.message : e);
+    if (opts.screenshots && failurePage) {
+      mkdirSync(opts.screenshots, { recursive: true });
+      await failurePage.screenshot({ path: join(opts.screenshots, "failure.png") }).catch(() => {});
+    }
+  }
 } finally {
   if (context) await context.close().catch(() => {});
   if (proxy) await proxy.close();
