@@ -271,9 +271,9 @@ class Sink:
                     continue
                 if not self._deliver_retrying(ev):
                     return
-                self.cursor = ev.id
-                if self.store is not None:
+                if self.store is not None:   # committed before the status shows it
                     self.store.delivered(self.query, self.spec.name, ev.id)
+                self.cursor = ev.id
 
     def _deliver_retrying(self, ev: ResultEvent) -> bool:
         """Deliver ``ev`` (retried with backoff); False if the sink was stopped meanwhile."""
