@@ -53,7 +53,7 @@ class PostRecorder:
     body, the status it answered) and answers ``fail_next`` of them with ``fail_status`` first
     (a destination that is down for a while, then recovers)."""
 
-    def __init__(self, fail_next: int = 0, fail_status: int = 503):
+    def __init__(self, fail_next: int = 0, fail_status: int = 503, port: int = 0):
         self.posts: list[dict] = []
         self.fail_next = fail_next
         self.fail_status = fail_status
@@ -80,7 +80,7 @@ class PostRecorder:
             def log_message(self, *a):
                 pass
 
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.srv.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
         self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
