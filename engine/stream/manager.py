@@ -100,7 +100,7 @@ class StreamManager:
         self._batches = BatchLedger(data_dir, limit=batch_id_limit)   # applied batch ids
         self._ingest = Ingestor(db, self._reg, self._batches, self._absorb_log, self._now)
         self._scheduler = Scheduler(self._reg, self._absorb_log, self._now, idle_after)
-        # durable result logs and sink progress (results.sqlite); sinks start with start_sinks
+        # durable result logs and sink progress (results.sqlite); the server starts the sinks (sinks.start)
         self._results = ResultStore(data_dir) if data_dir is not None else None
         self.sinks = Sinks(self._results)
         self._reg.restore(self.register_stream, self.register_query)
