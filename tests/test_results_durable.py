@@ -152,3 +152,28 @@ def test_ticket_lets_an_eventsource_read_results(locked):
         assert r.status_code == 401 and "expired" in r.json()["detail"]
         c.post("/streams/s/progress?t=2001", headers=auth)
         sse.wait(lambda s: 2000 in s.ids())
+
+
+def test_an_event_is_visible_only_once_committed(tmp_path):
+    """Group commit: while the writer cannot write (the connection is held), an appended event
+    is neither readable nor signalled; once committed it is both, and it is in the file."""
+    from engine.stream.resultlog import ResultLog
+    from engine.stream.resultstore import ResultStore
+
+    store = ResultStore(str(tmp_path))
+    try:
+        log = ResultLog(retain=10, step=1000, store=store, name="q")
+        woken = []
+        log.add_listener(lambda: woken.append(1))
+        with store._lock:   # the writer blocks on the connection
+            log.append(1000, b'{"a": 1}')
+            log.append(2000, b'{"a": 2}')
+            time.sleep(0.2)
+            assert log.since(None, from_t=0) == [] and log.last_id is None and woken == []
+        assert store.flush(10)
+        assert [(e.id, e.data) for e in log.since(None, from_t=0)] == [(1000, b'{"a": 1}'), (2000, b'{"a": 2}')]
+        assert woken and log.last_id == 2000
+        again = ResultLog(retain=10, step=1000, store=store, name="q")   # what a restart reads
+        assert [(e.id, e.data) for e in again.since(1000)] == [(2000, b'{"a": 2}')]
+    finally:
+        store.close()
