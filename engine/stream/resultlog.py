@@ -64,8 +64,11 @@ class ResultLog:
         self.durable_name = name
         self._pending: collections.deque[ResultEvent] = collections.deque()
         self._pending_dropped: int | None = None
+        self._disk_rows = 0   # rows of this log in the store (trimmed to `retain` in steps of _slack)
+        self._slack = max(1, self.retain // 4)
         if store is not None:
             rows, dropped = store.load(name)
+            self._disk_rows = len(rows)
             for i, ev, data, start, same_as in rows:
                 self._events.append(ResultEvent(int(i), ev, bytes(data), start, same_as))
             while len(self._events) > self.retain:   # restarted with a smaller --retain
@@ -89,20 +92,31 @@ class ResultLog:
             with self._lock:
                 if self.closed:
                     return
+                first = not self._pending   # else the writer knows already: it takes them all
                 self._pending.append(ev)
                 while len(self._pending) > self.retain:   # the disk is behind by a whole log
                     self._pending_dropped = self._pending.popleft().id
-            self._store.submit(self)
+            if first:
+                self._store.submit(self)
             return
         self._publish([ev])
 
     # -- the store's writer: take the pending events, then publish them once committed
-    def _take_pending(self) -> tuple[list[ResultEvent], int | None]:
+    def _take_pending(self) -> tuple[list[ResultEvent], int | None, int | None]:
+        """``(events, newest pending one cut by retain, cut)`` for the writer. ``cut``: delete the
+        stored rows with ids up to it -- once the store holds ``retain + slack`` rows, back to the
+        newest ``retain`` (the visible events are the newest stored ones: one writer, which
+        publishes a batch before it takes the next)."""
         with self._lock:
             evs = [] if self.closed else list(self._pending)
             self._pending.clear()
             dropped, self._pending_dropped = self._pending_dropped, None
-        return evs, dropped
+            cut = None
+            if self._disk_rows + len(evs) > self.retain + self._slack:
+                k = len(self._events) + len(evs) - self.retain   # how many are older than the newest `retain`
+                if k > 0:
+                    cut = self._events[k - 1].id if k <= len(self._events) else evs[k - 1 - len(self._events)].id
+        return evs, dropped, cut
 
     def _requeue(self, evs: list[ResultEvent], dropped: int | None) -> None:
         """The commit failed: the events go back in front of the pending ones."""
@@ -113,8 +127,12 @@ class ResultLog:
                 self._pending_dropped = dropped if p is None else max(p, dropped)
         self._store.submit(self)
 
-    def _publish(self, evs: list[ResultEvent], dropped: int | None = None) -> None:
-        """Make committed events visible (``dropped``: the newest pending one cut by ``retain``)."""
+    def _publish(self, evs: list[ResultEvent], dropped: int | None = None, cut: int | None = None) -> None:
+        """Make committed events visible (``dropped``: the newest pending one cut by ``retain``;
+        ``cut``: the store trimmed its rows up to that id)."""
+        with self._lock:
+            self._disk_rows = min(self._disk_rows + len(evs), self.retain) if cut is not None \
+                else self._disk_rows + len(evs)
         if not evs:
             return
         with self._lock:

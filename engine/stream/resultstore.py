@@ -139,15 +139,15 @@ class ResultStore:
                 self._write(batch)
             except sqlite3.Error:
                 log.exception("cannot write the result logs to %s (will retry)", self.path)
-                for rl, (evs, dropped) in batch:
+                for rl, (evs, dropped, _cut) in batch:
                     rl._requeue(evs, dropped)
                 with self._cv:
                     self._busy = False
                     self._cv.notify_all()
                 time.sleep(1.0)
                 continue
-            for rl, (evs, dropped) in batch:
-                rl._publish(evs, dropped)
+            for rl, (evs, dropped, cut) in batch:
+                rl._publish(evs, dropped, cut)
             with self._cv:
                 self._busy = False
                 self.commits += 1
@@ -156,17 +156,13 @@ class ResultStore:
     def _write(self, batch) -> None:
         with self._lock, self._db:
             self._db.execute("BEGIN")
-            for rl, (evs, dropped) in batch:
-                if not evs and dropped is None:
-                    continue
+            # one statement for the events of every log (per-statement cost dominates small batches)
+            self._db.executemany(
+                "INSERT OR REPLACE INTO events (query, id, event, data, start, same_as) VALUES (?,?,?,?,?,?)",
+                [(rl.durable_name, e.id, e.event, e.data, e.start, e.same_as) for rl, (evs, _d, _c) in batch
+                 for e in evs])
+            for rl, (_evs, dropped, cut) in batch:
                 q = rl.durable_name
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO events (query, id, event, data, start, same_as) VALUES (?,?,?,?,?,?)",
-                    [(q, e.id, e.event, e.data, e.start, e.same_as) for e in evs])
-                # keep the newest `retain` rows: the row `retain` places below the newest is dropped
-                row = self._db.execute("SELECT id FROM events WHERE query=? ORDER BY id DESC LIMIT 1 OFFSET ?",
-                                       (q, rl.retain)).fetchone()
-                cut = row[0] if row is not None else None
                 if dropped is not None:
                     cut = dropped if cut is None else max(cut, dropped)
                 if cut is not None:
