@@ -179,3 +179,32 @@ def test_an_event_is_visible_only_once_committed(tmp_path):
         assert [(e.id, e.data) for e in again.since(1000)] == [(2000, b'{"a": 2}')]
     finally:
         store.close()
+
+
+def test_a_disk_behind_by_more_than_retain_keeps_the_newest(tmp_path):
+    """The pending events are bounded by ``retain`` too: while the writer is blocked, older
+    ones are dropped (a gap for a client resuming before them), on disk as in memory."""
+    from engine.stream.resultlog import ResultLog
+    from engine.stream.resultstore import ResultStore
+
+    store = ResultStore(str(tmp_path))
+    try:
+        log = ResultLog(retain=5, step=1000, store=store, name="q")
+        for t in range(1000, 4000, 1000):
+            log.append(t, b"{}")
+        assert store.flush(10)
+        with store._lock:
+            for t in range(4000, 20_000, 1000):
+                log.append(t, b'{"t": %d}' % t)
+        assert store.flush(10)
+        ids = list(range(15_000, 20_000, 1000))
+        evs = log.since(2000)
+        assert [e.event for e in evs] == ["gap"] + ["result"] * 5 and [e.id for e in evs[1:]] == ids
+        again = ResultLog(retain=5, step=1000, store=store, name="q")
+        evs = again.since(2000)
+        assert [e.id for e in evs[1:]] == ids and orjson.loads(evs[0].data) == {"missed_from": 3000,
+                                                                                "resumed_at": 15_000}
+        with store._lock:
+            assert store._db.execute("SELECT count(*) FROM events").fetchone()[0] == 5
+    finally:
+        store.close()
