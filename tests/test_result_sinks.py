@@ -52,6 +52,9 @@ def test_allow_list_rules():
             parse_sinks(bad, p)
     with pytest.raises(SinkRefused, match="--webhook-allow"):
         parse_sinks([{"type": "webhook", "url": "http://127.0.0.1:9000/a"}], SinkPolicy())
+    assert SinkPolicy.of("127.0.0.1:9000/a, ftp://h/, https://ok:1/", "http://x:1, 127.0.0.1:4222").webhook_allow \
+        == ("https://ok:1/",)
+    assert SinkPolicy.of("", "http://x:1, 127.0.0.1:4222").nats_allow == ("127.0.0.1:4222",)
 
 
 def test_webhook_exactly_once_through_failures_and_a_crash(tmp_path):

@@ -82,7 +82,22 @@ class SinkPolicy:
     @classmethod
     def of(cls, webhook_allow=None, nats_allow=None, retry_max_s: float = 30.0,
            timeout_s: float = 10.0) -> SinkPolicy:
-        return cls(_split(webhook_allow), _split(nats_allow), float(retry_max_s), float(timeout_s))
+        """From the settings' comma-separated lists; an entry that cannot match anything (no
+        http(s) scheme or no host; no nats/tls host) is left out with a warning."""
+        hooks, servers = [], []
+        for e in _split(webhook_allow):
+            u = urllib.parse.urlsplit(e)
+            if u.scheme in ("http", "https") and u.hostname and _port(u) is not None:
+                hooks.append(e)
+            else:
+                log.warning("--webhook-allow entry %r is ignored: it must be http(s)://host[:port][/path]", e)
+        for e in _split(nats_allow):
+            u = urllib.parse.urlsplit(e if "://" in e else "nats://" + e)
+            if u.scheme in ("nats", "tls") and u.hostname and _port(u) is not None:
+                servers.append(e)
+            else:
+                log.warning("--nats-allow entry %r is ignored: it must be nats://host:port", e)
+        return cls(tuple(hooks), tuple(servers), float(retry_max_s), float(timeout_s))
 
     def check_webhook(self, url: str) -> str:
         if not isinstance(url, str) or not url or len(url) > 2048:

@@ -180,7 +180,14 @@ async def query_delete(name: str, request: Request) -> Response:
 
 
 @router.get("/queries/{name}/results", summary="Results as Server-Sent Events", responses={
-    200: {"description": "text/event-stream", "content": {"text/event-stream": {}}}, **_ERR})
+    200: {"description": "text/event-stream", "content": {"text/event-stream": {}}}, **_ERR},
+    openapi_extra={"parameters": [
+        {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "integer"},
+         "description": "resume after this instant (epoch ms)"},
+        {"name": "from", "in": "query", "required": False, "schema": {"type": "integer"},
+         "description": "replay the retained instants from this one (epoch ms)"},
+        {"name": "ticket", "in": "query", "required": False, "schema": {"type": "string"},
+         "description": "a ticket from POST /queries/{name}/tickets, instead of the Authorization header"}]})
 async def query_results(name: str, request: Request) -> Response:
     """One `event: result` per instant (`id: <t>`, `data:` SPARQL JSON results + `window`);
     instants are event-time milliseconds since the epoch.
