@@ -183,9 +183,14 @@ def _make_stream_manager(config: Settings, database):
     from engine.stream.registry_store import RegistryError
 
     try:
-        return StreamManager(database, retain=config.retain, transient_budget=config.transient_budget,
-                             data_dir=config.data_dir, idle_after=config.idle_after,
-                             batch_id_limit=config.batch_id_limit)
+        manager = StreamManager(database, retain=config.retain, transient_budget=config.transient_budget,
+                                data_dir=config.data_dir, idle_after=config.idle_after,
+                                batch_id_limit=config.batch_id_limit)
+        from engine.stream.sinks import SinkPolicy  # result sinks: the operator's allow-lists
+
+        manager.sinks.start(SinkPolicy.of(config.webhook_allow, config.nats_allow, config.sink_retry_max),
+                            manager.log)
+        return manager
     except RegistryError:
         raise  # an unreadable streams.json stops the start (never a silent reset)
     except Exception as exc:  # e.g. a stand-in database object without a store

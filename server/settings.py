@@ -90,6 +90,14 @@ class Settings(BaseSettings, EngineSettings):
     sse_keepalive: float = setting(15.0, "seconds between SSE keep-alive comments", metavar="S", gt=0)
     sse_error_timeout: float = setting(5.0, "seconds a cut-off SSE client gets to take its 'event: error' "
                                             "before the connection is dropped", metavar="S", ge=0)
+    ticket_ttl: float = setting(60.0, "seconds an SSE ticket (POST /queries/{name}/tickets; for browsers "
+                                      "under --read-token) stays valid", metavar="S", gt=0, le=86400)
+    webhook_allow: str = setting("", "comma-separated URL prefixes continuous-query webhook sinks may POST to "
+                                     "(e.g. https://host:8443/hooks/; empty = no webhooks)", metavar="URLS")
+    nats_allow: str = setting("", "comma-separated NATS servers (nats://host:port) continuous-query sinks may "
+                                  "publish to (empty = none)", metavar="SERVERS")
+    sink_retry_max: float = setting(30.0, "longest wait between retries of a result sink delivery "
+                                          "(exponential backoff from 0.5 s)", metavar="S", gt=0)
     keep_alive: int = setting(30, "seconds an idle HTTP keep-alive connection stays open", metavar="S",
                               ge=1)
     metrics: bool = setting(True, "expose /metrics (--no-metrics: 404)")

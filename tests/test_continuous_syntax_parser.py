@@ -178,3 +178,20 @@ def test_http_registration_errors_are_400_with_position(make_server):
         assert c.delete("/streams/out").status_code == 409
         assert c.delete("/queries/out").status_code == 204
         assert c.get("/streams/out").status_code == 404
+
+
+def test_http_names_a_query_without_a_register_header(make_server):
+    s = make_server()
+    cqels = f"SELECT ?s WHERE {{ STREAM <{EX}s> [RANGE 2s SLIDE 1s] {{ ?s ?p ?o }} }}"
+    with httpx.Client(base_url=s.url, timeout=30) as c:
+        assert c.put("/streams/s", json={"iri": EX + "s"}).status_code == 201
+        r = c.post("/queries", content=cqels, headers={"Content-Type": "application/sparql-query"})
+        assert r.status_code == 400 and "REGISTER" in str(r.json()["detail"])
+        r = c.post("/queries", params={"name": "near"}, content=cqels,
+                   headers={"Content-Type": "application/sparql-query"})
+        assert r.status_code == 201, r.text
+        assert r.json()["id"] == "near" and r.headers["location"] == "/queries/near"
+        assert c.get("/queries/near").json()["streams"] == ["s"]
+        r = c.post("/queries", params={"name": "bad name!"}, content=cqels,
+                   headers={"Content-Type": "application/sparql-query"})
+        assert r.status_code == 400 and "bad query name" in str(r.json()["detail"])

@@ -22,9 +22,12 @@ write lock -> ``cv``. The transient stores' own locks are never requested while 
 Restart (``data_dir``): streams, queries and progress are registered again (see
 :mod:`engine.stream.registry`); applied batch ids are journaled (:mod:`engine.stream.ledger`);
 absorbed timeless triples are ordinary store commits and survive with the store. The transient
-(window) contents, the absorb log and the queries' result logs are not persisted: after a
-restart windows hold only elements received since, plus the stored data. A restored query's
-trigger starts at the restored progress, like a query registered on a stream with that progress.
+(window) contents and the absorb log are not persisted: after a restart windows hold only
+elements received since, plus the stored data. A restored query's trigger starts at the restored
+progress, like a query registered on a stream with that progress -- unless its durable result log
+(:mod:`engine.stream.resultstore`) holds instants: then it resumes at the instant after the log's
+last one, so SSE clients and sinks resuming after a restart see no gap. Result sinks:
+:mod:`engine.stream.sinks` (``self.sinks``).
 """
 
 from __future__ import annotations
@@ -52,7 +55,9 @@ from engine.stream.progress import ARRIVAL, EVENT, LateElementError, wall_clock_
 from engine.stream.registry import QueryEntry, Registry, StreamEntry, check_stream_args, query_vars
 from engine.stream.registry_store import RegistryError
 from engine.stream.resultlog import ResultEvent, ResultLog
+from engine.stream.resultstore import ResultStore
 from engine.stream.scheduler import Scheduler
+from engine.stream.sinks import Sinks
 from engine.stream.syntax_eval import TIMESTAMP_FN, WindowedEvaluator
 from engine.stream.windows import Trigger, Window
 
@@ -121,7 +126,13 @@ class StreamManager:
         self._batches = BatchLedger(data_dir, limit=batch_id_limit)   # applied batch ids
         self._ingest = Ingestor(db, self._reg, self._batches, self._absorb_log, self._now)
         self._scheduler = Scheduler(self._reg, self._absorb_log, self._now, idle_after)
+        # durable result logs and sink progress (results.sqlite); the server starts the sinks (sinks.start)
+        self._results = ResultStore(data_dir) if data_dir is not None else None
+        self.sinks = Sinks(self._results)
         self._reg.restore(self.register_stream, self.register_query)
+        if self._results is not None:   # rows of queries deleted just before a crash
+            for name in self._results.queries() - set(self._reg.queries):
+                self._results.forget(name)
         self._scheduler.start()
 
     @property
@@ -146,10 +157,15 @@ class StreamManager:
             self._reg.persist()   # final progress: exact after a clean close
         except RegistryError:
             log.exception("could not persist the stream registry at close")
+        if self._results is not None:
+            self._results.flush()
+        self.sinks.close()
         for q in qs:
             with q.out_lock:
                 q.log.close()
         self._batches.close()
+        if self._results is not None:
+            self._results.close()
 
     # ------------------------------------------------------------ streams
     def register_stream(self, name: str, iri: str, absorb="none", clock: str = EVENT, *,
@@ -351,7 +367,9 @@ class StreamManager:
             progress = {n: reg.streams[n].published for n in wins}
             trigger = Trigger.for_windows(wins, progress)
             ev = self._evaluator(cq, bound)
-            rlog = ResultLog(self.retain, trigger.step)
+            rlog = ResultLog(self.retain, trigger.step, store=self._results, name=cq.name)
+            if rlog.last_id is not None:   # a durable log: resume after its last instant
+                trigger = Trigger.for_windows(wins, {n: rlog.last_id + 1 for n in wins})
             if cq.derived:
                 rlog = DerivedStreamLog(rlog, DerivedWriter(self._ingest, cq.name, cq.name, trigger.step))
             q = QueryEntry(cq, list(wins), bound, trigger, ev, rlog)
@@ -419,6 +437,9 @@ class StreamManager:
             del reg.queries[name]
             reg.cv.notify_all()
         q.close()
+        self.sinks.drop(name)
+        if self._results is not None:
+            self._results.forget(name)
         collect(reg, self._absorb_log, [bw.stream for bw in q.windows])
         if q.cq.derived:
             self._drop_derived(name)
@@ -428,5 +449,9 @@ class StreamManager:
         return self._reg.query(name).log
 
     def drain(self, timeout: float = 10.0) -> bool:
-        """Wait until every ready instant is evaluated; False on timeout."""
-        return self._scheduler.drain(timeout)
+        """Wait until every ready instant is evaluated (and, with a data dir, its result is
+        committed and visible); False on timeout."""
+        ok = self._scheduler.drain(timeout)
+        if ok and self._results is not None:
+            ok = self._results.flush(timeout)
+        return ok

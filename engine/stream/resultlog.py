@@ -4,8 +4,13 @@ Each evaluated instant appends one ``result`` event (its JSON data, ``window`` m
 a run of unchanged instants is one ``idle`` event. The log keeps the last ``retain`` events so a
 client can resume (``Last-Event-ID`` / ``?from=``; a ``gap`` event when older ones were dropped),
 and calls its listeners on every append -- a listener only wakes its client, which then reads
-:meth:`ResultLog.since`, so a slow client never holds the evaluation back. Nothing of it is
-persisted: after a restart a query's log starts empty.
+:meth:`ResultLog.since`, so a slow client never holds the evaluation back.
+
+Durable logs (``--data-dir``): a log made with a :class:`~engine.stream.resultstore.ResultStore`
+starts with the events persisted for its query and makes an appended event visible (``since``,
+listeners, ``last_id``) only once the store's writer committed it to disk -- so every event a
+client or sink saw survives a crash. Without a store an append is visible at once and nothing
+survives a restart.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ def _trim_idle(ev: ResultEvent, first: int, step: int) -> ResultEvent:
 class ResultLog:
     """The retained events of one query (last ``retain`` instants) + listeners."""
 
-    def __init__(self, retain: int = 1000, step: int | None = None):
+    def __init__(self, retain: int = 1000, step: int | None = None, store=None, name: str | None = None):
         self.retain = max(1, int(retain))
         self.step = step
         self._events: collections.deque[ResultEvent] = collections.deque()
@@ -54,6 +59,24 @@ class ResultLog:
         self._end: ResultEvent | None = None
         self.closed = False
         self.last_id: int | None = None
+        # durable: events appended but not committed yet (invisible), newest dropped among them
+        self._store = store
+        self.durable_name = name
+        self._pending: collections.deque[ResultEvent] = collections.deque()
+        self._pending_dropped: int | None = None
+        self._disk_rows = 0   # rows of this log in the store (trimmed to `retain` in steps of _slack)
+        self._slack = max(1, self.retain // 4)
+        if store is not None:
+            rows, dropped = store.load(name)
+            self._disk_rows = len(rows)
+            for i, ev, data, start, same_as in rows:
+                self._events.append(ResultEvent(int(i), ev, bytes(data), start, same_as))
+            while len(self._events) > self.retain:   # restarted with a smaller --retain
+                self._dropped_last = self._events.popleft().id
+            if dropped is not None:
+                self._dropped_last = max(dropped, self._dropped_last or dropped)
+            if self._events:
+                self.last_id = self._events[-1].id
 
     def append(self, t: int, data: bytes) -> None:
         self._add(ResultEvent(int(t), "result", data))
@@ -65,14 +88,63 @@ class ResultLog:
                               int(start), int(same_as)))
 
     def _add(self, ev: ResultEvent) -> None:
-        t = ev.id
+        if self._store is not None:
+            with self._lock:
+                if self.closed:
+                    return
+                first = not self._pending   # else the writer knows already: it takes them all
+                self._pending.append(ev)
+                while len(self._pending) > self.retain:   # the disk is behind by a whole log
+                    self._pending_dropped = self._pending.popleft().id
+            if first:
+                self._store.submit(self)
+            return
+        self._publish([ev])
+
+    # -- the store's writer: take the pending events, then publish them once committed
+    def _take_pending(self) -> tuple[list[ResultEvent], int | None, int | None]:
+        """``(events, newest pending one cut by retain, cut)`` for the writer. ``cut``: delete the
+        stored rows with ids up to it -- once the store holds ``retain + slack`` rows, back to the
+        newest ``retain`` (the visible events are the newest stored ones: one writer, which
+        publishes a batch before it takes the next)."""
+        with self._lock:
+            evs = [] if self.closed else list(self._pending)
+            self._pending.clear()
+            dropped, self._pending_dropped = self._pending_dropped, None
+            cut = None
+            if self._disk_rows + len(evs) > self.retain + self._slack:
+                k = len(self._events) + len(evs) - self.retain   # how many are older than the newest `retain`
+                if k > 0:
+                    cut = self._events[k - 1].id if k <= len(self._events) else evs[k - 1 - len(self._events)].id
+        return evs, dropped, cut
+
+    def _requeue(self, evs: list[ResultEvent], dropped: int | None) -> None:
+        """The commit failed: the events go back in front of the pending ones."""
+        with self._lock:
+            self._pending.extendleft(reversed(evs))
+            if dropped is not None:
+                p = self._pending_dropped
+                self._pending_dropped = dropped if p is None else max(p, dropped)
+        self._store.submit(self)
+
+    def _publish(self, evs: list[ResultEvent], dropped: int | None = None, cut: int | None = None) -> None:
+        """Make committed events visible (``dropped``: the newest pending one cut by ``retain``;
+        ``cut``: the store trimmed its rows up to that id)."""
+        with self._lock:
+            self._disk_rows = min(self._disk_rows + len(evs), self.retain) if cut is not None \
+                else self._disk_rows + len(evs)
+        if not evs:
+            return
         with self._lock:
             if self.closed:
                 return
-            self._events.append(ev)
+            if dropped is not None:
+                self._dropped_last = max(dropped, self._dropped_last if self._dropped_last is not None else dropped)
+            for ev in evs:
+                self._events.append(ev)
+                self.last_id = int(ev.id)
             while len(self._events) > self.retain:
                 self._dropped_last = self._events.popleft().id
-            self.last_id = int(t)
             listeners = list(self._listeners)
         for fn in listeners:
             fn()

@@ -8,6 +8,12 @@
   resumes before the retained history, ``event: end`` when the query is
   deleted, ``event: error`` when a client fell too far behind.
 
+* ``POST /queries/{name}/tickets`` -> 201 ``{"ticket", "expires_in", "url"}``: a short-lived
+  ticket for ``GET /queries/{name}/results?ticket=...`` (browsers: EventSource cannot send an
+  ``Authorization`` header; the long-lived token never goes into a URL).
+* ``PUT|GET /queries/{name}/sinks``: result sinks (webhook, NATS JetStream), see
+  :mod:`engine.stream.sinks`.
+
 Delivery model: the engine appends each instant's result once to the query's
 :class:`ResultLog`; every SSE client only remembers the id of the last event it
 sent and reads ``log.since(last_id)`` when woken. The log's listener runs on
@@ -22,7 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import secrets
 import signal
+import threading
+import time
 
 import orjson
 from fastapi import APIRouter, Request, Response
@@ -64,6 +74,59 @@ _ERR = {
 }
 
 
+class Tickets:
+    """Short-lived SSE tickets: random (``secrets``), scoped to one query, expiring after
+    ``--ticket-ttl`` seconds. Kept by their SHA-256 (a lookup leaks nothing of a valid ticket).
+    A ticket may open the query's result stream any number of times until it expires (an
+    EventSource reconnects by itself with the same URL and ``Last-Event-ID``); a stream opened
+    before the expiry stays open. Tickets live in memory: a restart invalidates them."""
+
+    LIMIT = 10_000   # live tickets; past it the oldest are forgotten
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._live: dict[bytes, tuple[str, float]] = {}
+
+    @staticmethod
+    def _key(ticket: str) -> bytes:
+        return hashlib.sha256(ticket.encode("utf-8", "surrogatepass")).digest()
+
+    def issue(self, query: str, ttl: float) -> str:
+        ticket = secrets.token_urlsafe(32)
+        now = time.monotonic()
+        with self._lock:
+            if len(self._live) >= self.LIMIT:
+                self._live = {k: v for k, v in self._live.items() if v[1] > now}
+                while len(self._live) >= self.LIMIT:
+                    self._live.pop(next(iter(self._live)))
+            self._live[self._key(ticket)] = (query, now + ttl)
+        return ticket
+
+    def valid(self, ticket: str, query: str) -> bool:
+        key = self._key(ticket)
+        with self._lock:
+            got = self._live.get(key)
+            if got is None:
+                return False
+            if got[1] <= time.monotonic():
+                del self._live[key]
+                return False
+        return got[0] == query
+
+
+_tickets_lock = threading.Lock()
+
+
+def tickets_of(state: ServerState) -> Tickets:
+    t = getattr(state, "sse_tickets", None)
+    if t is None:
+        with _tickets_lock:
+            t = getattr(state, "sse_tickets", None)
+            if t is None:
+                t = state.sse_tickets = Tickets()
+    return t
+
+
 @router.post("/queries", summary="Register a continuous query", status_code=201, responses=_ERR,
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/sparql-query": {"schema": {"type": "string"},
@@ -71,9 +134,10 @@ _ERR = {
                                                          "FROM STREAM <http://ex.org/s> [RANGE 10s STEP 1s] "
                                                          "WHERE { ?s ?p ?o }"},
                  "text/plain": {"schema": {"type": "string"}}}}})
-async def queries_post(request: Request) -> Response:
-    """Body: `REGISTER [RSTREAM|ISTREAM|DSTREAM] QUERY <name> AS <query>` (C-SPARQL).
-    Answers 201 `{"id", "streams", "vars"}`; 400 `{"error": "syntax", "detail", "line",
+async def queries_post(request: Request, name: str | None = None) -> Response:
+    """Body: `REGISTER [RSTREAM|ISTREAM|DSTREAM] QUERY <name> AS <query>` (C-SPARQL), an RSP-QL
+    or CQELS-QL query (see the README's "Continuous-query syntaxes"); `?name=` names a query
+    written without a REGISTER header. Answers 201 `{"id", "streams", "vars"}`; 400 `{"error": "syntax", "detail", "line",
     "column"}` on a syntax error, 400 on an unknown stream, 409 when the name exists."""
     state: ServerState = request.app.state.jindou
     try:
@@ -86,8 +150,8 @@ async def queries_post(request: Request) -> Response:
         check_charset(params)
         text = decode_utf8(await request_body_reader(request, state.config.max_body)())
         if not text.strip():
-            raise HTTPError(400, "bad_request", "the body must be a C-SPARQL REGISTER QUERY")
-        info = await run_in_threadpool(m.register_query, text)
+            raise HTTPError(400, "bad_request", "the body must be a continuous query (C-SPARQL, RSP-QL or CQELS-QL)")
+        info = await run_in_threadpool(m.register_query, text, name)
         return json_response(info, 201, {"Location": f"/queries/{info['id']}"})
     except Exception as exc:
         return error_response(state, exc)
@@ -118,19 +182,42 @@ async def query_delete(name: str, request: Request) -> Response:
 
 
 @router.get("/queries/{name}/results", summary="Results as Server-Sent Events", responses={
-    200: {"description": "text/event-stream", "content": {"text/event-stream": {}}}, **_ERR})
+    200: {"description": "text/event-stream", "content": {"text/event-stream": {}}}, **_ERR},
+    openapi_extra={"parameters": [
+        {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "integer"},
+         "description": "resume after this instant (epoch ms)"},
+        {"name": "from", "in": "query", "required": False, "schema": {"type": "integer"},
+         "description": "replay the retained instants from this one (epoch ms)"},
+        {"name": "ticket", "in": "query", "required": False, "schema": {"type": "string"},
+         "description": "a ticket from POST /queries/{name}/tickets, instead of the Authorization header"}]})
 async def query_results(name: str, request: Request) -> Response:
     """One `event: result` per instant (`id: <t>`, `data:` SPARQL JSON results + `window`);
+    instants are event-time milliseconds since the epoch.
     a run of unchanged instants (at least `--idle-after`) is one `event: idle` (`id:` its last
     instant, `data: {"from", "to", "instants", "same_as"}`).
     Send `Last-Event-ID` to resume after that instant (an `event: gap` first if it is older
     than the retained history); `?from=<t>` replays the retained instants from t; otherwise
-    the stream starts at the next instant. `event: end` when the query is deleted."""
+    the stream starts at the next instant. `event: end` when the query is deleted.
+
+    With `--data-dir` the retained instants survive a restart (SIGKILL included): resuming with
+    `Last-Event-ID` after a restart continues without a gap, with the same ids and contents.
+    Delivery is at-least-once: the server re-sends exactly the retained events after the
+    client's `Last-Event-ID` (the only proof of delivery it has); an event is sent to anyone
+    only after it is on disk, so no client ever sees an instant that a crash could take back.
+
+    Under `--read-token`, instead of `Authorization: Bearer`, `?ticket=` may carry a ticket from
+    `POST /queries/{name}/tickets` (for EventSource, which cannot send headers)."""
     state: ServerState = request.app.state.jindou
     try:
-        check_read(state.config, headers_of(request))
-        m = manager_of(state)
         params = parse_params(request.scope.get("query_string", b""))
+        ticket = params.get("ticket")
+        if ticket:
+            if len(ticket) != 1 or not tickets_of(state).valid(ticket[0], name):
+                raise HTTPError(401, "unauthorized", "the ticket is not valid for this query or has expired: "
+                                                     "get a new one with POST /queries/{name}/tickets")
+        else:
+            check_read(state.config, headers_of(request))
+        m = manager_of(state)
         from_t = int_param(params, "from")
         last_id = None
         leid = request.headers.get("last-event-id")
@@ -140,6 +227,99 @@ async def query_results(name: str, request: Request) -> Response:
         return ResultStream(state, log, last_id, from_t)
     except Exception as exc:
         return error_response(state, exc)
+
+
+@router.post("/queries/{name}/tickets", summary="A short-lived ticket to read results from a browser",
+             status_code=201, responses=_ERR)
+async def query_ticket(name: str, request: Request) -> Response:
+    """Needs the read token (or the write token) like any read. Answers 201
+    `{"ticket", "query", "expires_in", "url"}`: open `url`
+    (`/queries/{name}/results?ticket=...`) with an EventSource. The ticket is random, valid
+    for this query only and for `--ticket-ttl` seconds (default 60): it may open the stream
+    (and reopen it, e.g. EventSource reconnecting with `Last-Event-ID`) until then; an open
+    stream is not cut at the expiry. Get a new ticket for a later reconnection."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_read(state.config, headers_of(request))
+        m = manager_of(state)
+        await run_in_threadpool(m.log, name)   # 404 for an unknown query
+        ttl = float(state.config.ticket_ttl)
+        ticket = tickets_of(state).issue(name, ttl)
+        doc = {"ticket": ticket, "query": name, "expires_in": ttl,
+               "url": f"/queries/{name}/results?ticket={ticket}"}
+        return json_response(doc, 201, {"Cache-Control": "no-store"})
+    except Exception as exc:
+        return error_response(state, exc)
+
+
+_SINK_DOC = {"type": "object", "properties": {"sinks": {"type": "array", "items": {"oneOf": [
+    {"type": "object", "required": ["type", "url"], "properties": {
+        "type": {"const": "webhook"}, "name": {"type": "string"}, "url": {"type": "string"}}},
+    {"type": "object", "required": ["type", "server", "subject"], "properties": {
+        "type": {"const": "nats"}, "name": {"type": "string"}, "server": {"type": "string"},
+        "subject": {"type": "string"}, "stream": {"type": "string"}}}]}}}}
+
+
+@router.put("/queries/{name}/sinks", summary="Set the result sinks of a continuous query (webhook, NATS)",
+            responses=_ERR, openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                "schema": _SINK_DOC,
+                "example": {"sinks": [{"name": "hook", "type": "webhook", "url": "https://example.org/hooks/q"},
+                                      {"name": "bus", "type": "nats", "server": "nats://127.0.0.1:4222",
+                                       "subject": "jindou.q", "stream": "JINDOU"}]}}}}})
+async def query_sinks_put(name: str, request: Request) -> Response:
+    """Replaces the query's sinks with the listed ones (`[]` removes them all). Each event of
+    the query's result stream (`result` and `idle`, the same JSON as SSE's `data:`) is
+    delivered to every sink exactly once per instant id, in id order:
+
+    * `webhook`: `POST url` with the JSON, headers `Idempotency-Key: <query>:<instant>`,
+      `X-Jindou-Query`, `X-Jindou-Instant`, `X-Jindou-Event`. A 2xx is delivered; a 5xx, 408,
+      425, 429 or a network error is retried with exponential backoff (0.5 s doubling up to
+      `--sink-retry-max`); another status counts as `failed` and is not retried. Redirects
+      are not followed. The URL must start with one of the operator's `--webhook-allow`
+      prefixes (same scheme, host and port; path prefix), else 400.
+    * `nats`: JetStream publish to `subject` on `server` (which must be listed in
+      `--nats-allow`, else 400) with `Nats-Msg-Id: <query>:<instant>` (JetStream drops a
+      re-sent id within its duplicate window); `stream` (optional) is created for the subject
+      if it does not exist.
+
+    A sink kept under the same name and destination keeps its progress; a new one starts
+    with the next instant. With `--data-dir` the sinks and their progress (committed after each
+    delivery) survive a restart: nothing delivered is resent (except the one event in flight
+    at a crash, with the same idempotency key) and nothing undelivered is skipped. A slow or
+    unreachable sink never holds evaluation back: it reads the query's retained log (its
+    bounded queue, `--retain` events) on its own thread; events it fell too far behind for are
+    counted as `dropped`. Answers `{"sinks": [status, ...]}` as `GET`."""
+    state: ServerState = request.app.state.jindou
+    try:
+        check_write(state.config, headers_of(request))
+        m = manager_of(state)
+        ct, params = parse_content_type(request.headers.get("content-type"))
+        if ct is not None and ct != "application/json":
+            raise HTTPError(415, "unsupported_media_type", f"{ct} is not accepted: send application/json")
+        body = await request_body_reader(request, state.config.max_body)()
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise HTTPError(400, "bad_request", f"the body is not valid JSON: {e}") from None
+        log = await run_in_threadpool(m.log, name)
+        sinks = await run_in_threadpool(m.sinks.put, name, log, doc)
+        return json_response({"sinks": sinks})
+    except Exception as exc:
+        return error_response(state, exc)
+
+
+@router.get("/queries/{name}/sinks", summary="The result sinks of a continuous query and their progress",
+            responses=_ERR)
+async def query_sinks_get(name: str, request: Request) -> Response:
+    """`{"sinks": [{"name", "type", "url" | "server", "subject", "stream", "state" ("running",
+    "retrying", "ended", "failed"), "delivered", "last_delivered" (instant id), "retries",
+    "failed", "dropped", "duplicates", "backlog", "last_error"}, ...]}`."""
+
+    def call(m):
+        m.log(name)
+        return {"sinks": m.sinks.status(name)}
+
+    return await manager_read(request, call)
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,543 @@
+"""Result sinks beyond SSE: a webhook observer and a NATS JetStream publisher per query.
+
+A sink is one more reader of a query's :class:`~engine.stream.resultlog.ResultLog`, like an SSE
+client: its own thread keeps a cursor (the id of the last event it delivered), is woken by the
+log's listener and reads ``log.since(cursor)``. The log is the sink's bounded queue (``retain``
+events), so a slow or unreachable destination never holds the evaluation back: when a sink
+falls more than ``retain`` events behind, the oldest are dropped and counted (``dropped``).
+
+Exactly once per instant id:
+
+* the events are delivered one at a time in id order, each retried with exponential backoff
+  (``0.5 s`` doubling up to ``retry_max_s``) until the destination takes it;
+* the cursor is committed (fsynced, ``<data_dir>/results.sqlite``) after each delivery, so a
+  restart neither resends delivered events nor skips undelivered ones; the one event that may
+  be sent twice (a crash between the destination's answer and the commit) carries the same
+  idempotency key both times: webhook header ``Idempotency-Key: <query>:<id>``, NATS header
+  ``Nats-Msg-Id: <query>:<id>`` (JetStream drops the duplicate within its duplicate window).
+
+Destinations are allowed only when the operator lists them (``--webhook-allow`` URL prefixes,
+``--nats-allow`` server addresses): anything else is refused with :class:`SinkRefused` (400).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+
+import orjson
+
+from engine.errors import Category, JindouError
+from engine.stream.resultlog import ResultEvent, ResultLog
+
+__all__ = ["SinkPolicy", "SinkSpec", "SinkRefused", "Sinks", "parse_sinks", "MAX_SINKS"]
+
+log = logging.getLogger("jindou.stream")
+
+MAX_SINKS = 16
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_STREAM = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_SUBJECT = re.compile(r"[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*")
+_MIN_T = -(2**62)
+_RETRY_FIRST_S = 0.5
+_RETRY_STATUS = frozenset({408, 425, 429})
+
+
+class SinkRefused(JindouError):
+    """A sink definition that is malformed or names a destination the operator did not allow."""
+
+    kind = "bad_sink"
+    category = Category.BAD_REQUEST
+
+
+def _split(value) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = value.split(",")
+    return tuple(v.strip() for v in value if v and v.strip())
+
+
+def _port(u: urllib.parse.SplitResult) -> int | None:
+    try:
+        return u.port or {"http": 80, "https": 443, "nats": 4222, "tls": 4222}.get(u.scheme)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class SinkPolicy:
+    """What the operator allows: webhook URL prefixes and NATS servers; retry and timeout."""
+
+    webhook_allow: tuple[str, ...] = ()
+    nats_allow: tuple[str, ...] = ()
+    retry_max_s: float = 30.0
+    timeout_s: float = 10.0
+
+    @classmethod
+    def of(cls, webhook_allow=None, nats_allow=None, retry_max_s: float = 30.0,
+           timeout_s: float = 10.0) -> SinkPolicy:
+        """From the settings' comma-separated lists; an entry that cannot match anything (no
+        http(s) scheme or no host; no nats/tls host) is left out with a warning."""
+        hooks, servers = [], []
+        for e in _split(webhook_allow):
+            u = urllib.parse.urlsplit(e)
+            if u.scheme in ("http", "https") and u.hostname and _port(u) is not None:
+                hooks.append(e)
+            else:
+                log.warning("--webhook-allow entry %r is ignored: it must be http(s)://host[:port][/path]", e)
+        for e in _split(nats_allow):
+            u = urllib.parse.urlsplit(e if "://" in e else "nats://" + e)
+            if u.scheme in ("nats", "tls") and u.hostname and _port(u) is not None:
+                servers.append(e)
+            else:
+                log.warning("--nats-allow entry %r is ignored: it must be nats://host:port", e)
+        return cls(tuple(hooks), tuple(servers), float(retry_max_s), float(timeout_s))
+
+    def check_webhook(self, url: str) -> str:
+        if not isinstance(url, str) or not url or len(url) > 2048:
+            raise SinkRefused("a webhook sink needs \"url\": an http(s) URL of at most 2048 characters")
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname or u.username or u.password or u.fragment \
+                or _port(u) is None or any(c in url for c in " \r\n\t"):
+            raise SinkRefused("a webhook URL is http:// or https://, with a host, without user info, "
+                              "fragment or spaces")
+        if not self.webhook_allow:
+            raise SinkRefused("webhook destinations are not allowed on this server: the operator lists "
+                              "them with --webhook-allow")
+        for entry in self.webhook_allow:
+            a = urllib.parse.urlsplit(entry)
+            if (a.scheme, (a.hostname or "").lower(), _port(a)) != (u.scheme, u.hostname.lower(), _port(u)):
+                continue
+            prefix, path = a.path or "/", u.path or "/"
+            if prefix.endswith("/") and path.startswith(prefix) or path == prefix \
+                    or path.startswith(prefix + "/"):
+                return url
+        raise SinkRefused(f"webhook destination {u.scheme}://{u.netloc}{u.path} is not among the destinations "
+                          "the operator allows (--webhook-allow)")
+
+    def check_nats(self, server: str) -> str:
+        if not isinstance(server, str) or not server or len(server) > 512:
+            raise SinkRefused("a nats sink needs \"server\": nats://host:port")
+        u = urllib.parse.urlsplit(server if "://" in server else "nats://" + server)
+        if u.scheme not in ("nats", "tls") or not u.hostname or u.username or u.password or _port(u) is None \
+                or u.path not in ("", "/"):
+            raise SinkRefused("a NATS server is nats://host:port or tls://host:port, without user info")
+        if not self.nats_allow:
+            raise SinkRefused("NATS destinations are not allowed on this server: the operator lists them "
+                              "with --nats-allow")
+        for entry in self.nats_allow:
+            a = urllib.parse.urlsplit(entry if "://" in entry else "nats://" + entry)
+            if ((a.hostname or "").lower(), _port(a)) == (u.hostname.lower(), _port(u)) and a.scheme == u.scheme:
+                return f"{u.scheme}://{u.hostname}:{_port(u)}"
+        raise SinkRefused(f"NATS server {u.hostname}:{_port(u)} is not among the servers the operator allows "
+                          "(--nats-allow)")
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    name: str
+    type: str                 # "webhook" | "nats"
+    url: str | None = None    # webhook
+    server: str | None = None  # nats
+    subject: str | None = None
+    stream: str | None = None  # nats: a JetStream stream created for the subject if missing
+
+    def doc(self) -> dict:
+        d = {"name": self.name, "type": self.type}
+        for k in ("url", "server", "subject", "stream"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = v
+        return d
+
+    def config(self) -> str:
+        return orjson.dumps(self.doc()).decode()
+
+
+def parse_sinks(doc, policy: SinkPolicy) -> list[SinkSpec]:
+    """The sinks of a ``PUT /queries/{name}/sinks`` body: ``{"sinks": [...]}`` or a list."""
+    if isinstance(doc, dict) and set(doc) <= {"sinks"}:
+        doc = doc.get("sinks", [])
+    if not isinstance(doc, list):
+        raise SinkRefused('the body is {"sinks": [{"type": "webhook", "url": ...} | {"type": "nats", '
+                          '"server": ..., "subject": ...}, ...]}')
+    if len(doc) > MAX_SINKS:
+        raise SinkRefused(f"at most {MAX_SINKS} sinks per query, not {len(doc)}")
+    out: list[SinkSpec] = []
+    names: set[str] = set()
+    for i, s in enumerate(doc):
+        if not isinstance(s, dict):
+            raise SinkRefused(f"sinks[{i}] is not an object")
+        typ = s.get("type")
+        allowed = {"webhook": {"type", "name", "url"}, "nats": {"type", "name", "server", "subject", "stream"}}
+        if typ not in allowed:
+            raise SinkRefused(f'sinks[{i}].type must be "webhook" or "nats"')
+        extra = set(s) - allowed[typ]
+        if extra:
+            raise SinkRefused(f"sinks[{i}] has unknown members: {', '.join(sorted(map(str, extra)))[:200]}")
+        name = s.get("name", f"{typ}-{i}")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise SinkRefused(f"sinks[{i}].name must be 1-64 characters of A-Z a-z 0-9 _ . -")
+        if name in names:
+            raise SinkRefused(f"two sinks are named {name!r}")
+        names.add(name)
+        if typ == "webhook":
+            out.append(SinkSpec(name, typ, url=policy.check_webhook(s.get("url"))))
+            continue
+        subject, stream = s.get("subject"), s.get("stream")
+        if not isinstance(subject, str) or len(subject) > 255 or not _SUBJECT.fullmatch(subject):
+            raise SinkRefused(f"sinks[{i}].subject must be a NATS subject without wildcards "
+                              "(tokens of A-Z a-z 0-9 _ - separated by dots)")
+        if stream is not None and (not isinstance(stream, str) or not _STREAM.fullmatch(stream)):
+            raise SinkRefused(f"sinks[{i}].stream must be 1-64 characters of A-Z a-z 0-9 _ -")
+        out.append(SinkSpec(name, typ, server=policy.check_nats(s.get("server")), subject=subject,
+                            stream=stream))
+    return out
+
+
+class _Retry(Exception):
+    """A delivery failed in a way worth retrying; the text is ours (shown in the sink's status)."""
+
+
+class _Permanent(Exception):
+    """The destination refused the event for good (a 4xx): counted as failed, not retried."""
+
+
+class Sink:
+    """One sink's thread, cursor and counters (base of the webhook and NATS sinks)."""
+
+    def __init__(self, query: str, spec: SinkSpec, rlog: ResultLog, store, policy: SinkPolicy,
+                 delivered: int | None):
+        self.query, self.spec, self.log, self.store, self.policy = query, spec, rlog, store, policy
+        self.cursor = delivered
+        self.delivered = self.retries = self.failed = self.dropped = self.duplicates = 0
+        self.state = "running"
+        self.last_error: str | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._main, daemon=True, name=f"jindou-sink-{query}-{spec.name}")
+
+    def start(self) -> None:
+        self.log.add_listener(self._wake.set)
+        self.thread.start()
+
+    def signal_stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self.log.remove_listener(self._wake.set)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.signal_stop()
+        if self.thread.is_alive() and threading.current_thread() is not self.thread:
+            self.thread.join(timeout)
+
+    def status(self) -> dict:
+        d = self.spec.doc()
+        last = self.log.last_id
+        backlog = 0
+        if last is not None:
+            step = self.log.step or 1
+            backlog = (last - self.cursor) // step if self.cursor is not None else len(self.log)
+        d.update({"state": self.state, "delivered": self.delivered, "last_delivered": self.cursor,
+                  "retries": self.retries, "failed": self.failed, "dropped": self.dropped,
+                  "duplicates": self.duplicates, "backlog": max(0, backlog), "last_error": self.last_error})
+        return d
+
+    # -- the thread ----------------------------------------------------------------
+    def _fetch(self) -> list[ResultEvent]:
+        if self.cursor is None:
+            return self.log.since(None, from_t=_MIN_T)
+        return self.log.since(self.cursor)
+
+    def _main(self) -> None:
+        try:
+            self._loop()
+        except Exception:  # noqa: BLE001 - a sink must not take the server down
+            log.exception("sink %s of continuous query %s stopped", self.spec.name, self.query)
+            self.state = "failed"
+        finally:
+            try:
+                self.close()
+            except Exception:  # noqa: BLE001
+                log.exception("closing sink %s of %s", self.spec.name, self.query)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            evs = self._fetch()
+            if not evs:
+                self.idle_wait(1.0)
+                continue
+            for ev in evs:
+                if self._stop.is_set():
+                    return
+                if ev.event == "end":
+                    self.state = "ended"
+                    return
+                if ev.event == "gap":   # the log dropped events this sink had not delivered
+                    g = orjson.loads(ev.data)
+                    self.dropped += max(1, (g["resumed_at"] - g["missed_from"]) // (self.log.step or 1))
+                    continue
+                if not self._deliver_retrying(ev):
+                    return
+                if self.store is not None:   # committed before the status shows it
+                    self.store.delivered(self.query, self.spec.name, ev.id)
+                self.cursor = ev.id
+
+    def _deliver_retrying(self, ev: ResultEvent) -> bool:
+        """Deliver ``ev`` (retried with backoff); False if the sink was stopped meanwhile."""
+        wait = _RETRY_FIRST_S
+        while not self._stop.is_set():
+            try:
+                dup = self.deliver(ev)
+            except _Permanent as e:
+                self.failed += 1
+                self.last_error = str(e)
+                log.warning("sink %s of %s: instant %d refused: %s", self.spec.name, self.query, ev.id, e)
+                return True
+            except _Retry as e:
+                self.retries += 1
+                self.last_error = str(e)
+                self.state = "retrying"
+                self.sleep(wait)
+                wait = min(wait * 2, max(_RETRY_FIRST_S, self.policy.retry_max_s))
+                continue
+            self.delivered += 1
+            self.duplicates += bool(dup)
+            self.state = "running"
+            return True
+        return False
+
+    # -- overridden per kind -----------------------------------------------------------
+    def idle_wait(self, timeout: float) -> None:
+        self._wake.wait(timeout)
+
+    def sleep(self, s: float) -> None:
+        self._stop.wait(s)
+
+    def deliver(self, ev: ResultEvent) -> bool:
+        """Send one event; True if the destination says it already had it. Raises _Retry/_Permanent."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class WebhookSink(Sink):
+    """POSTs each event's JSON to the URL (``Idempotency-Key: <query>:<id>``)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        import httpx
+
+        self._httpx = httpx
+        # no proxies from the environment, no redirects: only the allowed destination is contacted
+        self._client = httpx.Client(timeout=self.policy.timeout_s, follow_redirects=False, trust_env=False)
+
+    def deliver(self, ev: ResultEvent) -> bool:
+        httpx = self._httpx
+        headers = {"Content-Type": "application/json", "Idempotency-Key": f"{self.query}:{ev.id}",
+                   "X-Jindou-Query": self.query, "X-Jindou-Instant": str(ev.id), "X-Jindou-Event": ev.event}
+        try:
+            r = self._client.post(self.spec.url, content=ev.data, headers=headers)
+        except httpx.TimeoutException:
+            raise _Retry("timeout") from None
+        except httpx.ConnectError:
+            raise _Retry("cannot connect") from None
+        except httpx.HTTPError:
+            raise _Retry("transport error") from None
+        if 200 <= r.status_code < 300:
+            return False
+        if r.status_code >= 500 or r.status_code in _RETRY_STATUS:
+            raise _Retry(f"HTTP {r.status_code}")
+        raise _Permanent(f"HTTP {r.status_code}")
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class NatsSink(Sink):
+    """Publishes each event to a JetStream subject (``Nats-Msg-Id: <query>:<id>``) on its own loop."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.loop = asyncio.new_event_loop()
+        self._nc = None
+        self._js = None
+
+    def _run(self, coro, timeout: float):
+        return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
+
+    async def _poll(self, until: float, event: threading.Event) -> None:
+        # the loop keeps running (NATS pings, reconnects) while the thread waits
+        while not event.is_set() and time.monotonic() < until:
+            await asyncio.sleep(0.05)
+
+    def idle_wait(self, timeout: float) -> None:
+        self.loop.run_until_complete(self._poll(time.monotonic() + timeout, self._wake))
+
+    def sleep(self, s: float) -> None:
+        self.loop.run_until_complete(self._poll(time.monotonic() + s, self._stop))
+
+    async def _connect(self) -> None:
+        import nats
+
+        async def _quiet(*_a, **_k):  # errors are retried and shown in the status, not logged per try
+            return None
+
+        self._nc = await nats.connect(servers=[self.spec.server], connect_timeout=self.policy.timeout_s,
+                                      allow_reconnect=True, max_reconnect_attempts=-1,
+                                      error_cb=_quiet, disconnected_cb=_quiet, reconnected_cb=_quiet)
+        self._js = self._nc.jetstream(timeout=self.policy.timeout_s)
+        if self.spec.stream is not None:
+            from nats.js.errors import NotFoundError
+
+            try:
+                await self._js.stream_info(self.spec.stream)
+            except NotFoundError:
+                await self._js.add_stream(name=self.spec.stream, subjects=[self.spec.subject])
+
+    async def _publish(self, ev: ResultEvent) -> bool:
+        headers = {"Nats-Msg-Id": f"{self.query}:{ev.id}", "Jindou-Query": self.query,
+                   "Jindou-Instant": str(ev.id), "Jindou-Event": ev.event}
+        ack = await self._js.publish(self.spec.subject, ev.data, headers=headers)
+        return bool(getattr(ack, "duplicate", False))
+
+    def deliver(self, ev: ResultEvent) -> bool:
+        from nats import errors as nerr
+
+        try:
+            if self._nc is None or self._nc.is_closed:
+                self._nc = None
+                self._run(self._connect(), self.policy.timeout_s * 2)
+            return self._run(self._publish(ev), self.policy.timeout_s)
+        except nerr.NoRespondersError:
+            raise _Retry("no JetStream stream captures the subject") from None
+        except (TimeoutError, nerr.TimeoutError):
+            raise _Retry("timeout") from None
+        except (nerr.NoServersError, OSError):
+            self._drop_connection()
+            raise _Retry("cannot connect") from None
+        except Exception:  # noqa: BLE001 - any other client error: retried, named by its class only
+            log.debug("nats sink %s of %s", self.spec.name, self.query, exc_info=True)
+            self._drop_connection()
+            raise _Retry("publish failed") from None
+
+    def _drop_connection(self) -> None:
+        nc, self._nc = self._nc, None
+        if nc is not None:
+            try:
+                self._run(nc.close(), 5)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def close(self) -> None:
+        self._drop_connection()
+        self.loop.close()
+
+
+_KINDS = {"webhook": WebhookSink, "nats": NatsSink}
+
+
+class Sinks:
+    """Every query's sinks: started, replaced, stopped, restored after a restart."""
+
+    def __init__(self, store=None, policy: SinkPolicy | None = None):
+        self.store = store                      # ResultStore (data dir) or None: progress in memory only
+        self.policy = policy or SinkPolicy()
+        self._lock = threading.Lock()
+        self._by_query: dict[str, dict[str, Sink]] = {}
+
+    def start(self, policy: SinkPolicy, log_of) -> None:
+        """Set the operator's policy and start the persisted sinks (``log_of(query)``: its log or
+        None). A persisted sink whose destination is no longer allowed is not started (logged)."""
+        self.policy = policy
+        if self.store is None:
+            return
+        for query, name, config, delivered in self.store.sink_rows():
+            try:
+                rlog = log_of(query)
+            except JindouError:   # its query is gone
+                rlog = None
+            if rlog is None:
+                self.store.drop_sink(query, name)
+                continue
+            try:
+                spec = parse_sinks([orjson.loads(config)], policy)[0]
+            except (SinkRefused, ValueError) as e:
+                log.warning("sink %s of continuous query %s is not started: %s", name, query, e)
+                continue
+            self._start(query, spec, rlog, delivered)
+
+    def _start(self, query: str, spec: SinkSpec, rlog: ResultLog, delivered: int | None) -> Sink:
+        s = _KINDS[spec.type](query, spec, rlog, self.store, self.policy, delivered)
+        with self._lock:
+            self._by_query.setdefault(query, {})[spec.name] = s
+        s.start()
+        return s
+
+    def put(self, query: str, rlog: ResultLog, doc) -> list[dict]:
+        """Replace the sinks of ``query`` by those of ``doc``. A sink kept with the same name and
+        destination keeps its progress; a new one starts after the log's last event."""
+        specs = parse_sinks(doc, self.policy)
+        with self._lock:
+            cur = dict(self._by_query.get(query, {}))
+        keep = {s.name for s in specs if s.name in cur and cur[s.name].spec == s}
+        for name, s in cur.items():
+            if name not in keep:
+                s.stop()
+                with self._lock:
+                    self._by_query.get(query, {}).pop(name, None)
+                if self.store is not None:
+                    self.store.drop_sink(query, name)
+        for spec in specs:
+            if spec.name in keep:
+                continue
+            start = rlog.last_id
+            if self.store is not None:
+                self.store.save_sink(query, spec.name, spec.config(), start)
+            self._start(query, spec, rlog, start)
+        return self.status(query)
+
+    def status(self, query: str) -> list[dict]:
+        with self._lock:
+            sinks = list(self._by_query.get(query, {}).values())
+        return [s.status() for s in sinks]
+
+    def totals(self) -> dict[str, int]:
+        """Counters summed over every running sink (for ``/metrics``)."""
+        with self._lock:
+            sinks = [s for d in self._by_query.values() for s in d.values()]
+        out = {"sinks": len(sinks), "delivered": 0, "retries": 0, "failed": 0, "dropped": 0, "duplicates": 0}
+        for s in sinks:
+            for k in ("delivered", "retries", "failed", "dropped", "duplicates"):
+                out[k] += getattr(s, k)
+        return out
+
+    def drop(self, query: str) -> None:
+        """The query is deleted: stop its sinks (the store forgets their rows with the query)."""
+        with self._lock:
+            sinks = list(self._by_query.pop(query, {}).values())
+        _stop_all(sinks)
+
+    def close(self) -> None:
+        with self._lock:
+            sinks = [s for d in self._by_query.values() for s in d.values()]
+            self._by_query.clear()
+        _stop_all(sinks)
+
+
+def _stop_all(sinks: list[Sink], timeout: float = 10.0) -> None:
+    """Signal every sink first, then wait: one slow destination does not multiply the wait."""
+    for s in sinks:
+        s.signal_stop()
+    deadline = time.monotonic() + timeout
+    for s in sinks:
+        if s.thread.is_alive():
+            s.thread.join(max(0.0, deadline - time.monotonic()))
