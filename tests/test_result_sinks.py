@@ -129,7 +129,9 @@ def test_a_down_webhook_never_holds_evaluation_back(tmp_path):
                 wait_for(lambda: _sink(c)["last_delivered"] == 10_000, 60, "delivery after recovery")
                 st = _sink(c)
                 keys = sorted(rec.accepted(), key=lambda k: int(k.split(":")[1]))
-                assert keys[0] == "q:1000" and keys[-3:] == ["q:8000", "q:9000", "q:10000"]
+                # the retained tail arrives (and the event the sink held while retrying, if it had
+                # read one before the log moved past it); everything else is counted as dropped
+                assert keys[-3:] == ["q:8000", "q:9000", "q:10000"]
                 assert st["delivered"] == len(keys) and st["delivered"] + st["dropped"] == 10
             finally:
                 rec.close()
