@@ -6,7 +6,7 @@ pays the fixed per-query cost (dataset, plan walk, numpy calls on tiny arrays) a
 Here a *group* of such queries is evaluated once per instant:
 
 * :func:`analyze` turns a query into its **shape** (the algebra with the parameterized constants
-  replaced by hidden variables ``#p0, #p1, ...``, the windows and the mode; equal shapes = one
+  replaced by hidden variables ``~p0, ~p1, ...`` (a name the parser never makes; not ``#``-prefixed, which the BGP planner ignores as bound), the windows and the mode; equal shapes = one
   group) and its **parameters** (the constants, in the order of the placeholders), or says why the
   query is not batched (:class:`Refused`; it then runs alone, as before).
 * The batched query joins a :class:`ParamTable` -- one row per member: the hidden query index
@@ -57,10 +57,13 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import orjson
 
-from engine.exec.bindings import Bindings, join
+from engine.exec.bindings import UNBOUND, Bindings, join
+from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import Evaluator, QueryContext, construct, evaluate_query
 from engine.exec.result import QueryResult
+from engine.exec.serialize import _json_term
 from engine.plan.planner import QueryPlan, make_plan
 from engine.sparql import algebra as A
 
@@ -104,7 +107,7 @@ class _Params:
         self.keys: list[str] = []
 
     def var(self, key: str) -> A.Var:
-        v = A.Var(f"#p{len(self.keys)}")
+        v = A.Var(f"~p{len(self.keys)}")
         self.keys.append(key)
         return v
 
@@ -239,7 +242,7 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
             new = A.Project(body, bvars)
     else:
         raise Refused(f"{form} queries")
-    table = ParamTable((q, *(A.Var(f"#p{i}") for i in range(len(p.keys)))))
+    table = ParamTable((q, *(A.Var(f"~p{i}") for i in range(len(p.keys)))))
     new = _put_table(new, table)
     batched = dataclasses.replace(query, form="SELECT", pattern=new, vars=bvars, prefixes=(),
                                   template=query.template if form == "CONSTRUCT" else ())
@@ -280,7 +283,10 @@ class _BatchEvaluator(Evaluator):
 class Group:
     """The registered queries of one shape (members keep their own evaluators and logs)."""
 
-    __slots__ = ("shape", "plan", "members", "failures", "skip", "batches")
+    __slots__ = ("shape", "plan", "members", "failures", "skip", "batches", "_cells")
+
+    #: rendered cells kept per group (store ids only: they never change meaning)
+    CELL_CACHE = 1 << 17
 
     def __init__(self, shape: Shape):
         self.shape = shape
@@ -289,11 +295,12 @@ class Group:
         self.failures = 0
         self.skip = 0       # batches to run alone after a failed batch
         self.batches = 0
+        self._cells: dict[int, bytes] = {}    # term id -> its SPARQL JSON term
 
-    def run(self, members: list, t: int) -> tuple[list[bytes], float]:
+    def run(self, members: list, t: int) -> tuple[list[tuple[bytes, bytes | None]], float]:
         """Evaluate instant ``t`` for ``members`` ((QueryEntry, params) pairs) at once: each
-        member's event data, and the latency of the batch in ms. Raises what the batched
-        evaluation raises (the caller then evaluates the members alone)."""
+        member's ``(event data, its repeat prefix or None)`` and the latency of the batch in ms.
+        Raises what the batched evaluation raises (the caller then evaluates the members alone)."""
         t0 = time.perf_counter()
         ev0 = members[0][0].evaluator
         db = ev0.db
@@ -304,7 +311,7 @@ class Group:
         n = len(members)
         cols = {QVAR: np.arange(n, dtype=np.int64)}
         for j in range(len(self.shape.params)):
-            cols[f"#p{j}"] = ctx.intern([p[j] for _, p in members])
+            cols[f"~p{j}"] = ctx.intern([p[j] for _, p in members])
         res = evaluate_query(self.shape.batched, ctx, ds, evaluator=_BatchEvaluator(ctx, ds, Bindings(cols, n)),
                              plan=self.plan)
         ctx.evaluator = None   # ctx <-> evaluator is a cycle (see evaluate_query)
@@ -315,25 +322,80 @@ class Group:
         names = res.vars[:-1]
         form = self.shape.form
         win = ev0.window_member(t)
-        out: list[bytes] = []
-        empty: bytes | None = None   # RSTREAM SELECT members without solutions: one rendering
-        for i, (m, _) in enumerate(members):
-            a, b = bounds[i], bounds[i + 1]
-            ev = m.evaluator
-            if form == "ASK":
-                r = QueryResult(form="ASK", terms=ctx, boolean=b > a)
-            elif form == "CONSTRUCT":
-                rows = Bindings({v: c[a:b] for v, c in zip(names, vals, strict=True)}, b - a)
-                r = QueryResult(form="CONSTRUCT", terms=ctx, triples=construct(ev.query.template, rows, ctx))
-            else:
-                if a == b and ev.mode == "RSTREAM":
-                    if empty is None:
-                        empty = ev.render(QueryResult(form="SELECT", terms=ctx, vars=list(names),
-                                                      columns=[c[:0] for c in vals], n_rows=0), win)
-                    out.append(empty)
+        tail = b',"window":' + orjson.dumps(win) + b"}"
+        if form == "SELECT" and ev0.mode == "RSTREAM":
+            out = self._render_rows(ctx, names, vals, bounds, tail)
+        else:
+            out = []
+            fixed: dict = {}   # ASK: one rendering per answer
+            for i, (m, _) in enumerate(members):
+                a, b = bounds[i], bounds[i + 1]
+                ev = m.evaluator
+                if form == "ASK":
+                    hit = fixed.get(b > a)
+                    if hit is None:
+                        hit = fixed[b > a] = ev.render(QueryResult(form="ASK", terms=ctx, boolean=b > a), win)
+                    out.append((hit, None))
                     continue
-                r = QueryResult(form="SELECT", terms=ctx, vars=list(names), columns=[c[a:b] for c in vals],
-                                n_rows=b - a)
-            out.append(ev.render(r, win))
+                if form == "CONSTRUCT":
+                    rows = Bindings({v: c[a:b] for v, c in zip(names, vals, strict=True)}, b - a)
+                    r = QueryResult(form="CONSTRUCT", terms=ctx, triples=construct(ev.query.template, rows, ctx))
+                else:
+                    r = QueryResult(form="SELECT", terms=ctx, vars=list(names), columns=[c[a:b] for c in vals],
+                                    n_rows=b - a)
+                out.append((ev.render(r, win), None))
         self.batches += 1
         return out, (time.perf_counter() - t0) * 1000.0
+
+    def _render_rows(self, ctx, names: list[str], vals: list[np.ndarray], bounds: list[int],
+                     tail: bytes) -> list[tuple[bytes, bytes]]:
+        """SPARQL JSON of every member's RSTREAM answer (the bytes the single path writes for
+        them): each distinct term rendered once, each row joined once, each member one slice."""
+        total = bounds[-1]
+        head = b'{"head":' + orjson.dumps({"vars": list(names)}) + b',"results":{"bindings":['
+        if total == 0:
+            rows: list[bytes] = []
+        elif not names:
+            rows = [b"{}"] * total
+        else:
+            cells = []
+            for v, c in zip(names, vals, strict=True):
+                label = orjson.dumps(v) + b":"
+                uniq, inv = np.unique(c, return_inverse=True)
+                table = np.empty(len(uniq), dtype=object)
+                table[:] = self._term_cells(ctx, uniq)
+                col = table[inv.reshape(-1)]
+                bound = c != UNBOUND
+                if bound.all():
+                    cells.append((label + col).tolist())
+                else:
+                    col[bound] = label + col[bound]
+                    col[~bound] = b""
+                    cells.append(col.tolist())
+            if len(cells) == 1:
+                rows = [b"{" + x + b"}" for x in cells[0]]
+            else:
+                rows = [b"{" + b",".join([x for x in r if x]) + b"}" for r in zip(*cells, strict=True)]
+        out = []
+        for i in range(len(bounds) - 1):
+            a, b = bounds[i], bounds[i + 1]
+            prefix = head + b",".join(rows[a:b]) + b"]}"
+            out.append((prefix + tail, prefix))
+        return out
+
+    def _term_cells(self, ctx, ids: np.ndarray) -> list[bytes]:
+        """The SPARQL JSON term of each distinct id (store ids cached; b"" for UNBOUND)."""
+        cache = self._cells
+        out: list[bytes | None] = [cache.get(i) for i in ids.tolist()]
+        miss = [k for k, x in enumerate(out) if x is None]
+        if miss:
+            mids = ids[miss]
+            keys = ctx.keys(mids)
+            if len(cache) + len(miss) > self.CELL_CACHE:
+                cache.clear()
+            for k, i, key in zip(miss, mids.tolist(), keys, strict=True):
+                cell = b"" if key is None else orjson.dumps(_json_term(key))
+                out[k] = cell
+                if 0 <= i < LOCAL_BASE:
+                    cache[i] = cell
+        return out

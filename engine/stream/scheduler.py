@@ -244,14 +244,11 @@ class Scheduler:
         if g.skip > 0:   # a recent batch failed: alone for a while
             g.skip -= 1
             return None
-        prog = self.reg.progress()
         queries = self.reg.queries
         out = []
         for name, (m, params) in g.members.items():
-            if m.deleted or queries.get(name) is not m:
-                continue
-            tr = m.trigger
-            if tr.next_instant == t and tr.ready_upto(prog) == last:
+            # the same streams and step: a member at instant t is ready up to ``last`` as q is
+            if m.trigger.next_instant == t and not m.deleted and queries.get(name) is m:
                 out.append((m, params))
         if len(out) < 2:
             return None
@@ -272,13 +269,12 @@ class Scheduler:
             us.append(decided[k])
         evals, same = [], []
         with reg.cv:
-            prog = reg.progress()
             for (m, p), u in zip(members, us, strict=True):
-                if m.deleted:
+                if m.deleted or m.trigger.next_instant != t:
                     continue
                 if u is None:
-                    if m.trigger.ready(prog, limit=1):
-                        evals.append((m, p))
+                    m.trigger.advance(t)   # issue instant t (ready: checked by _peers)
+                    evals.append((m, p))
                 else:
                     m.trigger.advance(u)
                     same.append((m, u))
@@ -311,11 +307,20 @@ class Scheduler:
                 return
         g.failures = 0
         win = members[0][0].evaluator.window_member(t)
-        for (m, _), data in zip(members, datas, strict=True):
+        for (m, _), (data, prefix) in zip(members, datas, strict=True):
             inc = m.evaluator.incremental_core
             if inc is not None:
                 inc.reset()   # its maintained rows describe an older instant now
-            self._record(m, t, state, data, ms, win)
+            if prefix is None:
+                self._record(m, t, state, data, ms, win)
+                continue
+            with m.out_lock:
+                if m.deleted:
+                    continue
+                m.evaluated += 1
+                m.last_latency_ms = ms
+                m.state, m.prefix = state, prefix
+                m.log.append(t, data)
 
     def batch_info(self, name: str) -> dict:
         """Whether query ``name`` runs batched: ``{"batched", "peers", "reason"}`` (for status)."""
