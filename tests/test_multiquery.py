@@ -295,3 +295,45 @@ def test_sparse_streams_idle_runs_match_alone():
     assert sum(1 for evs in got.values() for e in evs if e[1] == "idle") > 10
     for name in want:
         assert got[name] == want[name], name
+
+
+HAND = [
+    # OPTIONAL with a condition on the spine, a BGP constant after it (off the spine)
+    "SELECT ?u ?p ?r {W} WHERE {{ ?u <{EX}posts> ?p OPTIONAL {{ ?p <{EX}rating> ?r FILTER(?r > {n}) }} "
+    "?p <{EX}about> <{EX}product{a}> }}",
+    # UNION; GRAPH scoped pattern; constants in both
+    "SELECT ?u ?x {W} WHERE {{ {{ ?u <{EX}posts> ?x . ?x <{EX}about> <{EX}product{a}> }} UNION "
+    "{{ GRAPH <{S1}> {{ ?x <{EX}about> <{EX}product{b}> }} ?u <{EX}posts> ?x }} }}",
+    # grouped COUNT / MAX joining the stored graph
+    "SELECT ?p (COUNT(*) AS ?n) (MAX(?r) AS ?m) {W} FROM <urn:jindou:default> WHERE {{ ?u <{EX}posts> ?p . "
+    "?p <{EX}rating> ?r . ?u <{EX}follows> <{EX}user{a}> }} GROUP BY ?p",
+    # DISTINCT, a numeric comparison, a subject constant
+    "SELECT DISTINCT ?p {W} WHERE {{ <{EX}user{a}> <{EX}posts> ?p . ?p <{EX}rating> ?r FILTER(?r >= {n} || ?r = {m}) }}",
+    # no constants at all: identical members
+    "SELECT ?p ?r {W} WHERE {{ ?p <{EX}rating> ?r }}",
+]
+
+
+@pytest.mark.parametrize("mode", ["", "ISTREAM ", "DSTREAM "])
+def test_handwritten_templates_batched_equal_alone(mode):
+    rng = random.Random(41)
+    static = gen_static(rng)
+    end = 7000
+    data = {"s1": gen_stream(rng, "s1", end=end), "s2": gen_stream(rng, "s2", end=end)}
+    texts = []
+    for i, tmpl in enumerate(HAND):
+        if mode and "GROUP BY" in tmpl:
+            continue
+        for j in range(5):
+            body = tmpl.format(W=f"FROM STREAM <{S1}> [RANGE 1500ms STEP 500ms]", EX=EX, S1=S1,
+                               a=rng.randrange(COUNTS["Product"]), b=rng.randrange(COUNTS["Product"]),
+                               n=rng.randint(1, 5), m=rng.randint(1, 5))
+            texts.append(f"REGISTER {mode}QUERY h{i}v{j} AS {body}")
+    got, info, batches = run_scenario(random.Random(3), static, data, end, texts, True)
+    want, _, _ = run_scenario(random.Random(3), static, data, end, texts, False)
+    assert batches > 0 and all(i["batched"] for i in info.values()), info
+    nonempty = 0
+    for name in want:
+        assert got[name] == want[name], name
+        nonempty += sum(1 for e in got[name] if len(e) == 5 and e[3])
+    assert nonempty > 20
