@@ -337,3 +337,28 @@ def test_handwritten_templates_batched_equal_alone(mode):
         assert got[name] == want[name], name
         nonempty += sum(1 for e in got[name] if len(e) == 5 and e[3])
     assert nonempty > 20
+
+
+def test_status_says_batched_and_peers():
+    db = Database()
+    m = open_scenario(db, gen_static(random.Random(1)), False)
+    try:
+        tmpl = f"REGISTER QUERY %s AS SELECT ?p FROM STREAM <{S1}> [RANGE 1s STEP 500ms] WHERE {{ <{EX}user%d> <{EX}posts> ?p }}"
+        for i in range(3):
+            m.register_query(tmpl % (f"a{i}", i))
+        m.register_query(f"REGISTER QUERY lim AS SELECT ?p FROM STREAM <{S1}> [RANGE 1s STEP 500ms] "
+                         f"WHERE {{ ?u <{EX}posts> ?p }} LIMIT 1")
+        m.heartbeat("s1", 2000)
+        m.heartbeat("s2", 2000)
+        assert m.drain(30)
+        a0 = m.query("a0")
+        assert a0["batched"] is True and a0["peers"] == 2
+        lim = m.query("lim")
+        assert lim["batched"] is False and "LIMIT" in lim["unbatched_reason"]
+        m.delete_query("a1")
+        m.delete_query("a2")
+        a0 = m.query("a0")
+        assert a0["batched"] is False and a0["peers"] == 0
+    finally:
+        m.close()
+        db.close()

@@ -141,6 +141,7 @@ class QueryEntry:
         self.errors = 0
         self.last_latency_ms: float | None = None
         self.out_lock = threading.Lock()
+        self.batch_status: Callable[[], dict] | None = None   # set by the scheduler (multi-query execution)
 
     def close(self) -> None:
         """Deleted: no more events; the log ends (clients get ``end``)."""
@@ -156,7 +157,8 @@ class QueryEntry:
                              "step_ms": bw.window.step_ms, "triples": bw.window.triples,
                              "text": format_window(bw.window)} for bw in self.windows],
                 "next_instant": self.trigger.next_instant, "evaluated": self.evaluated,
-                "unchanged_instants": self.idle, "last_latency_ms": self.last_latency_ms}
+                "unchanged_instants": self.idle, "last_latency_ms": self.last_latency_ms,
+                **(self.batch_status() if self.batch_status is not None else {"batched": False, "peers": 0})}
 
 
 class Registry:

@@ -145,6 +145,8 @@ class Scheduler:
         with reg.cv:
             if self.closed:
                 return False
+            if self.batching:
+                self._sync_shapes()   # new queries join their group (and say so in their status)
             job = self._next_job()
             if job is None:
                 reg.cv.notify_all()
@@ -199,6 +201,7 @@ class Scheduler:
             shape = analyze(q.cq.query, q.cq.mode, q.windows)
         except Refused as e:
             self._shapes[q.name] = (q, None, str(e))
+            q.batch_status = lambda name=q.name: self.batch_info(name)
             return None
         except Exception:  # noqa: BLE001 - an analysis bug must not stop the query: it runs alone
             log.exception("continuous query %s: cannot analyze its shape; it runs alone", q.name)
@@ -209,6 +212,8 @@ class Scheduler:
             g = self._groups[shape.key] = Group(shape)
         g.members[q.name] = (q, shape.params)
         self._shapes[q.name] = (q, g, None)
+        if q.batch_status is None:
+            q.batch_status = lambda name=q.name: self.batch_info(name)
         return g
 
     def _forget(self, name: str) -> None:
@@ -323,16 +328,21 @@ class Scheduler:
                 m.log.append(t, data)
 
     def batch_info(self, name: str) -> dict:
-        """Whether query ``name`` runs batched: ``{"batched", "peers", "reason"}`` (for status)."""
+        """Whether query ``name`` runs batched, with how many other queries of its shape, and
+        otherwise why not: ``{"batched", "peers", "unbatched_reason"}`` (its status)."""
         with self.reg.cv:
+            q = self.reg.queries.get(name)
+            if q is not None and not self.closed:
+                self._group_of(q)
             hit = self._shapes.get(name)
-            if hit is None:
-                return {"batched": False, "peers": 0, "reason": None}
-            q, g, reason = hit
+            if hit is None or not self.batching:
+                return {"batched": False, "peers": 0, "unbatched_reason": "batching is off" if hit else None}
+            _, g, reason = hit
             if g is None:
-                return {"batched": False, "peers": 0, "reason": reason}
-            n = len(g.members) - 1
-            return {"batched": n > 0, "peers": n, "reason": None if n > 0 else "no other query of its shape"}
+                return {"batched": False, "peers": 0, "unbatched_reason": reason}
+            n = sum(1 for m, _ in g.members.values() if not m.deleted) - 1
+            return {"batched": n > 0, "peers": n,
+                    "unbatched_reason": None if n > 0 else "no other query of its shape"}
 
     def _run_instant(self, q: QueryEntry, t: int):
         """Evaluate instant ``t``; while a store worker is down (a distributed store),
