@@ -362,3 +362,43 @@ def test_status_says_batched_and_peers():
     finally:
         m.close()
         db.close()
+
+
+def test_queries_of_different_shapes_share_the_window_graph():
+    """Three groups and two queries that run alone, all on one window: one window graph per
+    instant (the WindowCache), not one per query or per group."""
+    rng = random.Random(8)
+    static = gen_static(rng)
+    end = 6000
+    data = gen_stream(rng, "s1", end=end)
+    db = Database()
+    m = open_scenario(db, static, False)
+    w = f"FROM STREAM <{S1}> [RANGE 1s STEP 500ms]"
+    try:
+        for i in range(4):
+            m.register_query(f"REGISTER QUERY a{i} AS SELECT ?p {w} WHERE {{ <{EX}user{i}> <{EX}posts> ?p }}")
+            m.register_query(f"REGISTER QUERY b{i} AS SELECT ?u {w} WHERE {{ ?u <{EX}posts> ?p . "
+                             f"?p <{EX}about> <{EX}product{i}> }}")
+            m.register_query(f"REGISTER ISTREAM QUERY c{i} AS SELECT ?p ?r {w} WHERE {{ ?p <{EX}rating> ?r "
+                             f"FILTER(?r > {i}) }}")
+        m.register_query(f"REGISTER QUERY l0 AS SELECT ?p {w} WHERE {{ ?u <{EX}posts> ?p }} LIMIT 2")
+        m.register_query(f"REGISTER QUERY l1 AS SELECT ?p {w} WHERE {{ ?p <{EX}about> ?x }} ORDER BY ?p")
+        m.heartbeat("s2", end + 10_000)
+        steps = 0
+        for t in range(500, end + 1, 500):
+            body = b"\n".join(orjson.dumps({"s": s, "p": p, "o": o, "t": tau}) for s, p, o, tau in data
+                              if t - 500 < tau <= t)
+            if body:
+                m.ingest_ndjson("s1", body)
+            m.heartbeat("s1", t)
+            assert m.drain(30)
+            steps += 1
+        cache = m._window_cache
+        sched = m._scheduler
+        assert sum(g.batches for g in sched._groups.values()) > 10
+        assert {m.query(n)["batched"] for n in ("a0", "b1", "c2")} == {True}
+        assert cache.misses <= steps + 1, (cache.misses, cache.hits, steps)
+        assert cache.hits >= steps
+    finally:
+        m.close()
+        db.close()
