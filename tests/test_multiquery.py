@@ -181,8 +181,8 @@ def canon(e) -> tuple:
     return (e.id, "result", e.data)
 
 
-def run_scenario(rng, static, data, end, texts, batching: bool, between=None, **opts):
-    db = Database()
+def run_scenario(rng, static, data, end, texts, batching: bool, between=None, db_opts=None, **opts):
+    db = Database(**(db_opts or {}))
     m = open_scenario(db, static, False, **opts)
     m._scheduler.batching = batching
     try:
@@ -193,7 +193,10 @@ def run_scenario(rng, static, data, end, texts, batching: bool, between=None, **
         feed(m, rng, data, end)
         logs = {name: [canon(e) for e in m.log(name).since(None, from_t=-1)] for name in m._reg.queries}
         info = {name: m._scheduler.batch_info(name) for name in m._reg.queries}
-        batches = sum(g.batches for g in m._scheduler._groups.values())
+        groups = m._scheduler._groups.values()
+        batches = sum(g.batches for g in groups)
+        if db_opts:
+            info["#failures"] = sum(g.failures > 0 or g.skip > 0 for g in groups)
         return logs, info, batches
     finally:
         m.close()
@@ -402,3 +405,21 @@ def test_queries_of_different_shapes_share_the_window_graph():
     finally:
         m.close()
         db.close()
+
+
+def test_a_batch_over_the_row_budget_is_evaluated_member_by_member():
+    """The batch's intermediate rows count against the row budget like one query's: over it,
+    each member is evaluated alone and gets its own answer (or its own budget error)."""
+    rng = random.Random(12)
+    static = gen_static(rng)
+    end = 8000
+    data = {"s1": gen_stream(rng, "s1", end=end), "s2": gen_stream(rng, "s2", end=end)}
+    texts = [f"REGISTER QUERY r{i} AS SELECT ?p ?r FROM STREAM <{S1}> [RANGE 3s STEP 1s] "
+             f"WHERE {{ ?p <{EX}rating> ?r FILTER(?r >= {1 + i % 5}) }}" for i in range(12)]
+    opts = {"max_rows": 80}
+    got, info, _ = run_scenario(random.Random(4), static, data, end, texts, True, db_opts=opts)
+    want, _, _ = run_scenario(random.Random(4), static, data, end, texts, False, db_opts=opts)
+    assert info["#failures"] >= 1
+    for name in want:
+        assert got[name] == want[name], name
+    assert sum(1 for evs in got.values() for e in evs if len(e) == 5 and e[3]) > 20

@@ -297,10 +297,11 @@ class Group:
         self.batches = 0
         self._cells: dict[int, bytes] = {}    # term id -> its SPARQL JSON term
 
-    def run(self, members: list, t: int) -> tuple[list[tuple[bytes, bytes | None]], float]:
+    def run(self, members: list, t: int) -> tuple[list[tuple], float]:
         """Evaluate instant ``t`` for ``members`` ((QueryEntry, params) pairs) at once: each
-        member's ``(event data, its repeat prefix or None)`` and the latency of the batch in ms.
-        Raises what the batched evaluation raises (the caller then evaluates the members alone)."""
+        member's ``(event data, its repeat prefix or None)`` -- or ``(exception, None)`` when
+        rendering that member's answer failed -- and the latency of the batch in ms. Raises what
+        the batched evaluation raises (the caller then evaluates the members alone)."""
         t0 = time.perf_counter()
         ev0 = members[0][0].evaluator
         db = ev0.db
@@ -337,13 +338,19 @@ class Group:
                         hit = fixed[b > a] = ev.render(QueryResult(form="ASK", terms=ctx, boolean=b > a), win)
                     out.append((hit, None))
                     continue
-                if form == "CONSTRUCT":
-                    rows = Bindings({v: c[a:b] for v, c in zip(names, vals, strict=True)}, b - a)
-                    r = QueryResult(form="CONSTRUCT", terms=ctx, triples=construct(ev.query.template, rows, ctx))
-                else:
-                    r = QueryResult(form="SELECT", terms=ctx, vars=list(names), columns=[c[a:b] for c in vals],
-                                    n_rows=b - a)
-                out.append((ev.render(r, win), None))
+                # a member's own answer (its I/DSTREAM state moves on here): an error in it is that
+                # member's error, as alone, and the batch is not evaluated again
+                try:
+                    if form == "CONSTRUCT":
+                        rows = Bindings({v: c[a:b] for v, c in zip(names, vals, strict=True)}, b - a)
+                        r = QueryResult(form="CONSTRUCT", terms=ctx,
+                                        triples=construct(ev.query.template, rows, ctx))
+                    else:
+                        r = QueryResult(form="SELECT", terms=ctx, vars=list(names),
+                                        columns=[c[a:b] for c in vals], n_rows=b - a)
+                    out.append((ev.render(r, win), None))
+                except Exception as e:  # noqa: BLE001 - reported in that member's result stream
+                    out.append((e, None))
         self.batches += 1
         return out, (time.perf_counter() - t0) * 1000.0
 

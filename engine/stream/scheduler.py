@@ -316,6 +316,10 @@ class Scheduler:
             inc = m.evaluator.incremental_core
             if inc is not None:
                 inc.reset()   # its maintained rows describe an older instant now
+            if isinstance(data, BaseException):
+                data, _ = self._error_data(m, t, data)
+                self._record(m, t, state, data, None, win)
+                continue
             if prefix is None:
                 self._record(m, t, state, data, ms, win)
                 continue
@@ -365,21 +369,25 @@ class Scheduler:
             if data is None:
                 return  # closed or deleted while the store was down
         except Exception as e:  # noqa: BLE001 - reported in the query's result stream
-            kind = getattr(e, "kind", "error")
-            if isinstance(e, JindouError):
-                detail = str(e)
-            else:   # never the text of an unexpected exception: a reference to the log
-                ref = f"{int(time.time() * 1000):x}-{id(e) & 0xffff:04x}"
-                log.exception("continuous query %s, instant %d (error id %s)", q.name, t, ref)
-                kind, detail = "internal", f"internal error (id {ref} in the server log)"
-            try:
-                win = q.evaluator.window_member(t)
-            except Exception:  # noqa: BLE001
-                win = {"start": t, "end": t}
-            data = orjson.dumps({"error": kind, "detail": detail, "window": win})
+            data, win = self._error_data(q, t, e)
             ms = None
-            q.errors += 1
         self._record(q, t, state, data, ms, win)
+
+    def _error_data(self, q: QueryEntry, t: int, e: BaseException) -> tuple[bytes, dict]:
+        """The ``result`` event data of an instant whose evaluation failed, and its window."""
+        kind = getattr(e, "kind", "error")
+        if isinstance(e, JindouError):
+            detail = str(e)
+        else:   # never the text of an unexpected exception: a reference to the log
+            ref = f"{int(time.time() * 1000):x}-{id(e) & 0xffff:04x}"
+            log.error("continuous query %s, instant %d (error id %s)", q.name, t, ref, exc_info=e)
+            kind, detail = "internal", f"internal error (id {ref} in the server log)"
+        try:
+            win = q.evaluator.window_member(t)
+        except Exception:  # noqa: BLE001
+            win = {"start": t, "end": t}
+        q.errors += 1
+        return orjson.dumps({"error": kind, "detail": detail, "window": win}), win
 
     def _record(self, q: QueryEntry, t: int, state: tuple, data: bytes, ms: float | None, win: dict | None) -> None:
         """Append instant ``t``'s event and keep what the unchanged-instant check needs."""
