@@ -110,8 +110,13 @@ class Scheduler:
         return None
 
     def _has_ready(self) -> bool:
+        """Caller holds ``cv``. Scans from the round-robin position, where the next ready query
+        usually is (after a batch, its members follow each other)."""
         prog = self.reg.progress()
-        return any(q.trigger.ready_upto(prog) is not None for q in self.reg.queries.values())
+        qs = list(self.reg.queries.values())
+        n = len(qs)
+        rr = self._rr
+        return any(qs[(rr + k) % n].trigger.ready_upto(prog) is not None for k in range(n))
 
     def _wait_time(self) -> float | None:
         """Arrival-clock streams advance with the wall clock: wake at the next instant."""
