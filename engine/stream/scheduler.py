@@ -67,6 +67,7 @@ class Scheduler:
         self._groups: dict = {}
         self._shapes: dict[str, tuple] = {}
         self._analyzed = 0                      # queries analyzed (a test/bench hook)
+        self._synced = 0.0                      # monotonic time of the last full _sync_shapes
         self.worker = threading.Thread(target=self._run, name="jindou-continuous", daemon=True)
 
     def start(self) -> None:
@@ -233,10 +234,18 @@ class Scheduler:
             self._groups.pop(g.shape.key, None)
 
     def _sync_shapes(self) -> None:
-        """Caller holds ``cv``: analyze the queries registered since, forget the deleted ones."""
+        """Caller holds ``cv``: analyze the queries registered since, forget the deleted ones.
+        Compared name by name when the counts differ, else at most every second (a query
+        deleted and another registered between two steps: the new one is analyzed when its
+        turn comes anyway, and the old one is skipped, being no longer registered)."""
         queries = self.reg.queries
-        if len(self._shapes) == len(queries) and self._shapes.keys() == queries.keys():
-            return
+        if len(self._shapes) == len(queries):
+            now = time.monotonic()
+            if now - self._synced < 1.0:
+                return
+            self._synced = now
+            if self._shapes.keys() == queries.keys():
+                return
         for name in [n for n, hit in self._shapes.items() if queries.get(n) is not hit[0]]:
             self._forget(name)
         for q in queries.values():
