@@ -6,15 +6,18 @@ pays the fixed per-query cost (dataset, plan walk, numpy calls on tiny arrays) a
 Here a *group* of such queries is evaluated once per instant:
 
 * :func:`analyze` turns a query into its **shape** (the algebra with the parameterized constants
-  replaced by hidden variables ``~p0, ~p1, ...`` (a name the parser never makes; not ``#``-prefixed, which the BGP planner ignores as bound), the windows and the mode; equal shapes = one
+  replaced by hidden variables ``~p0, ~p1, ...``, the windows and the mode; equal shapes = one
   group) and its **parameters** (the constants, in the order of the placeholders), or says why the
-  query is not batched (:class:`Refused`; it then runs alone, as before).
+  query is not batched (:class:`Refused`; it then runs alone, as before). The parser never makes
+  a name starting with ``~``; the placeholders are not ``#``-prefixed because the BGP planner
+  does not count ``#`` columns of a seed as bound (it would explore from the wrong end).
 * The batched query joins a :class:`ParamTable` -- one row per member: the hidden query index
   ``#q`` and the member's constants -- at the leftmost leaf of the pattern, so the BGP explores
   from the members' constants (``ExploreJoin``) and every solution carries the ``#q`` of the
   member it belongs to. ``#q`` is projected (and added to GROUP BY), so :meth:`Group.run` splits
-  the result per member with one stable sort and renders each member's result through its own
-  :class:`~engine.stream.continuous.InstantEvaluator` (its I/DSTREAM state, its window member).
+  the result per member with one stable sort. RSTREAM SELECT answers are rendered together (each
+  distinct term once, the bytes the single path writes); the others through each member's own
+  :class:`~engine.stream.continuous.InstantEvaluator` (its I/DSTREAM state, ASK, CONSTRUCT).
   The window graphs are built once for the group (the evaluators share the manager's
   :class:`~engine.stream.continuous.WindowCache`).
 
