@@ -423,3 +423,40 @@ def test_a_batch_over_the_row_budget_is_evaluated_member_by_member():
     for name in want:
         assert got[name] == want[name], name
     assert sum(1 for evs in got.values() for e in evs if len(e) == 5 and e[3]) > 20
+
+
+def test_batch_rendering_writes_the_bytes_of_the_single_path():
+    """RSTREAM SELECT answers rendered together equal sparql_json of each member's answer, with
+    unbound cells, typed / language / escaped literals and computed terms."""
+    import numpy as np
+
+    from engine.exec.evaluate import QueryContext
+    from engine.exec.result import QueryResult
+    from engine.exec.serialize import sparql_json
+    from engine.stream.multiquery import Group
+
+    db = Database()
+    try:
+        db.load_data(b'<http://e/a> <http://e/p> "x\\"y\\n"@en .\n<http://e/b> <http://e/p> "5"^^<http://www.w3.org/2001/'
+                      b'XMLSchema#integer> .\n_:b1 <http://e/p> "plain" .\n', "application/n-triples")
+        ctx = QueryContext(db.store.snapshot())
+        keys = ['<http://e/a>', '"x\\"y\\n"@en', '<http://e/b>', '"5"^^<http://www.w3.org/2001/XMLSchema#integer>',
+                '"plain"', '"computed only here"']
+        ids = ctx.intern(keys)
+        u = -1
+        c1 = np.array([ids[0], ids[2], u, ids[5], ids[0]], dtype=np.int64)
+        c2 = np.array([ids[1], ids[3], ids[4], u, u], dtype=np.int64)
+        bounds = [0, 2, 2, 5]     # member 0: rows 0-1, member 1: none, member 2: rows 2-4
+        g = Group.__new__(Group)
+        g._cells = {}
+        tail = b',"window":{"start":0,"end":1}}'
+        out = g._render_rows(ctx, ["a", "b"], [c1, c2], bounds, tail)
+        for i in range(3):
+            a, b = bounds[i], bounds[i + 1]
+            r = QueryResult(form="SELECT", terms=ctx, vars=["a", "b"], columns=[c1[a:b], c2[a:b]], n_rows=b - a)
+            want = sparql_json(r, b',"window":{"start":0,"end":1}')
+            assert out[i][0] == want
+            assert out[i][0] == out[i][1] + tail
+        assert 0 < len(g._cells) < len(keys)   # store terms cached, the computed one not
+    finally:
+        db.close()
