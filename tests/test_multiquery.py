@@ -220,11 +220,14 @@ def test_batched_queries_equal_queries_registered_alone(seed):
                 for mode in ("ISTREAM", "DSTREAM"):
                     texts.append(t.replace("REGISTER QUERY ", f"REGISTER {mode} QUERY ")
                                  .replace(f" {name} AS", f" {name}_{mode} AS", 1))
-            if i % 2 == 1:   # the same pattern as ASK
-                where = t.split(" WHERE ", 1)[1]
-                if "GROUP BY" not in where:
-                    frm = t.split(" WHERE ", 1)[0][t.index(" FROM "):]
-                    texts.append(f"REGISTER QUERY {name}_ask AS ASK{frm} WHERE {where}")
+            where = t.split(" WHERE ", 1)[1]
+            frm = t.split(" WHERE ", 1)[0][t.index(" FROM "):]
+            if i % 2 == 1 and "GROUP BY" not in where:   # the same pattern as ASK
+                texts.append(f"REGISTER QUERY {name}_ask AS ASK{frm} WHERE {where}")
+            if q["cvars"] and "GROUP BY" not in where:   # and as CONSTRUCT
+                a, b = q["cvars"]
+                texts.append(f"REGISTER QUERY {name}_c AS CONSTRUCT {{ {a} <{EX}rel> {b} }}{frm} WHERE {where}")
+    assert any(t.split(" AS ", 2)[1].startswith("CONSTRUCT") for t in texts)
     got, info, batches = run_scenario(random.Random(seed), static, data, end, texts, True)
     want, _, none = run_scenario(random.Random(seed), static, data, end, texts, False)
     assert none == 0 and batches > 0
