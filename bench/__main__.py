@@ -1,5 +1,5 @@
 """`python -m bench sparql ...` / `python -m bench lubm ...` / `python -m bench citybench ...` /
-`python -m bench streams ...`."""
+`python -m bench streams ...` / `python -m bench manyqueries ...`."""
 
 import sys
 
@@ -15,6 +15,10 @@ def _main(argv: list[str]) -> int:
         from bench.pipeline_bench import main as pipeline_main  # noqa: PLC0415
 
         return pipeline_main(argv[1:])
+    if argv and argv[0] == "manyqueries":
+        from bench.manyqueries import main as manyqueries_main  # noqa: PLC0415
+
+        return manyqueries_main(argv[1:])
     if argv and argv[0] == "streams":
         from bench.streams import main as streams_main  # noqa: PLC0415
 
@@ -23,6 +27,8 @@ def _main(argv: list[str]) -> int:
         code = main(argv)
         print("  streams  per-window latency of continuous queries, Jindou vs peers "
               "(python -m bench streams --help)")
+        print("  manyqueries  executions/s of many continuous queries of one shape, batched vs not "
+              "(python -m bench manyqueries --help)")
         return code
     return main(argv)
 

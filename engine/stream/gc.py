@@ -23,8 +23,9 @@ __all__ = ["stream_horizon", "absorb_horizon", "collect"]
 def stream_horizon(reg: Registry, name: str) -> int | None:
     """GC horizon of a stream over the windows of the queries reading it."""
     with reg.cv:
-        uses = [(bw.store, bw.window, q.trigger.next_instant)
-                for q in reg.queries.values() for bw in q.windows if bw.stream == name]
+        # a set: many queries of one shape read the same window at the same next instant
+        uses = {(bw.store, bw.window, q.trigger.next_instant)
+                for q in reg.queries.values() for bw in q.windows if bw.stream == name}
     if not uses:
         return NO_READERS
     return combine_horizons(store.horizon_for(w, nxt) for store, w, nxt in uses)

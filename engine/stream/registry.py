@@ -144,6 +144,7 @@ class QueryEntry:
         self.errors = 0
         self.last_latency_ms: float | None = None
         self.out_lock = threading.Lock()
+        self.batch_status: Callable[[], dict] | None = None   # set by the scheduler (multi-query execution)
 
     def close(self) -> None:
         """Deleted: no more events; the log ends (clients get ``end``)."""
@@ -161,7 +162,8 @@ class QueryEntry:
                              "text": format_window(bw.window), "name": wn}
                             for bw, wn in zip(self.windows, names, strict=True)],
                 "next_instant": self.trigger.next_instant, "evaluated": self.evaluated,
-                "unchanged_instants": self.idle, "last_latency_ms": self.last_latency_ms}
+                "unchanged_instants": self.idle, "last_latency_ms": self.last_latency_ms,
+                **(self.batch_status() if self.batch_status is not None else {"batched": False, "peers": 0})}
         writer = getattr(self.log, "writer", None)
         if writer is not None:   # REGISTER STREAM: what it wrote into its stream
             out["derived"] = writer.info()

@@ -18,6 +18,12 @@
 * Arrival-clock streams advance with the wall clock: the worker ticks them and wakes at their
   next instant. Between instants it writes the registry's progress when due and runs the GC
   (:mod:`engine.stream.gc`).
+* Multi-query execution (:mod:`engine.stream.multiquery`): queries of one shape form a group.
+  When the turn comes to a query of a group with other members at the same next instant, those
+  members are taken together: the unchanged-instant check runs once per distinct member state,
+  the members that need evaluating get one batched execution (their results split per member,
+  each logged exactly as if evaluated alone), and the GC runs once for the batch. A query that
+  cannot be batched, or a group of one, takes the single path above.
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ import orjson
 from engine.errors import JindouError, WorkerUnavailable
 from engine.stream import telemetry
 from engine.stream.absorb import AbsorbLog
+from engine.stream.continuous import InstantEvaluator
 from engine.stream.gc import collect
+from engine.stream.multiquery import Group, Refused, analyze
 from engine.stream.progress import ARRIVAL
 from engine.stream.registry import QueryEntry, Registry
 
@@ -56,6 +64,12 @@ class Scheduler:
         self.closed = False                     # under reg.cv
         self._inflight: QueryEntry | None = None
         self._rr = 0                            # round-robin position
+        # multi-query execution: shape key -> Group; query name -> (entry, group or None, reason)
+        self.batching = True
+        self._groups: dict = {}
+        self._shapes: dict[str, tuple] = {}
+        self._analyzed = 0                      # queries analyzed (a test/bench hook)
+        self._synced = 0.0                      # monotonic time of the last full _sync_shapes
         self.worker = threading.Thread(target=self._run, name="jindou-continuous", daemon=True)
 
     def start(self) -> None:
@@ -99,8 +113,13 @@ class Scheduler:
         return None
 
     def _has_ready(self) -> bool:
+        """Caller holds ``cv``. Scans from the round-robin position, where the next ready query
+        usually is (after a batch, its members follow each other)."""
         prog = self.reg.progress()
-        return any(q.trigger.ready_upto(prog) is not None for q in self.reg.queries.values())
+        qs = list(self.reg.queries.values())
+        n = len(qs)
+        rr = self._rr
+        return any(qs[(rr + k) % n].trigger.ready_upto(prog) is not None for k in range(n))
 
     def _wait_time(self) -> float | None:
         """Arrival-clock streams advance with the wall clock: wake at the next instant."""
@@ -127,13 +146,15 @@ class Scheduler:
                 time.sleep(0.01)
 
     def _step(self) -> bool:
-        """One round of the worker: evaluate one ready instant or wait. False when closed."""
+        """One round of the worker: evaluate one ready instant (or one group's) or wait. False when closed."""
         reg = self.reg
         self.tick_arrivals()
         reg.maybe_sync()
         with reg.cv:
             if self.closed:
                 return False
+            if self.batching:
+                self._sync_shapes()   # new queries join their group (and say so in their status)
             job = self._next_job()
             if job is None:
                 reg.cv.notify_all()
@@ -145,26 +166,207 @@ class Scheduler:
                 return True
             q, t, last = job
             self._inflight = q
+            batch = self._peers(q, t, last) if self.batching else None
         try:
-            # instants whose windows and stored data equal the last evaluated one's cost nothing
-            u = None
-            if q.state is not None and q.prefix is not None:
-                u = q.evaluator.unchanged_until(q.state, t, last, q.trigger.step)
-            with reg.cv:
-                if u is None:
-                    issued = q.trigger.ready(reg.progress(), limit=1)   # [] if its stream went away
-                else:
-                    q.trigger.advance(u)
-            if u is not None:
-                self._report_unchanged(q, t, u)
-            elif issued:
-                self._evaluate(q, issued[0])
+            if batch is not None:
+                self._step_group(*batch, t, last)
+            else:
+                self._step_one(q, t, last)
         finally:
             with reg.cv:
                 self._inflight = None
                 reg.cv.notify_all()
         collect(reg, self.absorb_log, q.streams)
         return True
+
+    def _step_one(self, q: QueryEntry, t: int, last: int) -> None:
+        reg = self.reg
+        # instants whose windows and stored data equal the last evaluated one's cost nothing
+        u = None
+        if q.state is not None and q.prefix is not None:
+            u = q.evaluator.unchanged_until(q.state, t, last, q.trigger.step)
+        with reg.cv:
+            if u is None:
+                issued = q.trigger.ready(reg.progress(), limit=1)   # [] if its stream went away
+            else:
+                q.trigger.advance(u)
+        if u is not None:
+            self._report_unchanged(q, t, u)
+        elif issued:
+            self._evaluate(q, issued[0])
+
+    # -- multi-query execution -----------------------------------------------------
+    def _group_of(self, q: QueryEntry) -> Group | None:
+        """Caller holds ``cv``: the group of ``q`` (analyzed once per registration), None if
+        it cannot be batched."""
+        hit = self._shapes.get(q.name)
+        if hit is not None and hit[0] is q:
+            return hit[1]
+        if hit is not None:
+            self._forget(q.name)
+        self._analyzed += 1
+        try:
+            if type(q.evaluator) is not InstantEvaluator:
+                # RSP-QL / CQELS datasets and f:timestamp need their evaluator's own dataset
+                raise Refused("named windows (RSP-QL / CQELS) or f:timestamp: evaluated alone")
+            shape = analyze(q.cq.query, q.cq.mode, q.windows)
+        except Refused as e:
+            self._shapes[q.name] = (q, None, str(e))
+            q.batch_status = lambda name=q.name: self.batch_info(name)
+            return None
+        except Exception:  # noqa: BLE001 - an analysis bug must not stop the query: it runs alone
+            log.exception("continuous query %s: cannot analyze its shape; it runs alone", q.name)
+            self._shapes[q.name] = (q, None, "internal")
+            return None
+        g = self._groups.get(shape.key)
+        if g is None:
+            g = self._groups[shape.key] = Group(shape)
+        g.members[q.name] = (q, shape.params)
+        self._shapes[q.name] = (q, g, None)
+        if q.batch_status is None:
+            q.batch_status = lambda name=q.name: self.batch_info(name)
+        return g
+
+    def _forget(self, name: str) -> None:
+        hit = self._shapes.pop(name, None)
+        if hit is None or hit[1] is None:
+            return
+        g = hit[1]
+        cur = g.members.get(name)
+        if cur is not None and cur[0] is hit[0]:
+            del g.members[name]
+        if not g.members:
+            self._groups.pop(g.shape.key, None)
+
+    def _sync_shapes(self) -> None:
+        """Caller holds ``cv``: analyze the queries registered since, forget the deleted ones.
+        Compared name by name when the counts differ, else at most every second (a query
+        deleted and another registered between two steps: the new one is analyzed when its
+        turn comes anyway, and the old one is skipped, being no longer registered)."""
+        queries = self.reg.queries
+        if len(self._shapes) == len(queries):
+            now = time.monotonic()
+            if now - self._synced < 1.0:
+                return
+            self._synced = now
+            if self._shapes.keys() == queries.keys():
+                return
+        for name in [n for n, hit in self._shapes.items() if queries.get(n) is not hit[0]]:
+            self._forget(name)
+        for q in queries.values():
+            if q.name not in self._shapes:
+                self._group_of(q)
+
+    def _peers(self, q: QueryEntry, t: int, last: int):
+        """Caller holds ``cv``: ``(group, members)`` to take together with ``q`` at instant ``t``
+        -- the members of its group whose next instant is ``t`` (ready up to ``last``, as they
+        read the same streams) -- or None (the single path)."""
+        self._sync_shapes()
+        g = self._group_of(q)
+        if g is None or len(g.members) < 2:
+            return None
+        if g.skip > 0:   # a recent batch failed: alone for a while
+            g.skip -= 1
+            return None
+        queries = self.reg.queries
+        out = []
+        for name, (m, params) in g.members.items():
+            # the same streams and step: a member at instant t is ready up to ``last`` as q is
+            if m.trigger.next_instant == t and not m.deleted and queries.get(name) is m:
+                out.append((m, params))
+        if len(out) < 2:
+            return None
+        return g, out
+
+    def _step_group(self, g: Group, members: list, t: int, last: int) -> None:
+        reg = self.reg
+        # the unchanged-instant check, once per distinct state (members evaluated together share it)
+        decided: dict[int, int | None] = {}
+        us = []
+        for m, _ in members:
+            if m.state is None or m.prefix is None:
+                us.append(None)
+                continue
+            k = id(m.state)
+            if k not in decided:
+                decided[k] = m.evaluator.unchanged_until(m.state, t, last, m.trigger.step)
+            us.append(decided[k])
+        evals, same = [], []
+        with reg.cv:
+            for (m, p), u in zip(members, us, strict=True):
+                if m.deleted or m.trigger.next_instant != t:
+                    continue
+                if u is None:
+                    m.trigger.advance(t)   # issue instant t (ready: checked by _peers)
+                    evals.append((m, p))
+                else:
+                    m.trigger.advance(u)
+                    same.append((m, u))
+        for m, u in same:
+            self._report_unchanged(m, t, u)
+        if len(evals) == 1:
+            self._evaluate(evals[0][0], t)
+        elif evals:
+            self._evaluate_batch(g, evals, t)
+
+    def _evaluate_batch(self, g: Group, members: list, t: int) -> None:
+        """One batched execution of instant ``t`` for ``members``; if it fails as a whole, each
+        member is evaluated alone (its own answer or error) and the group runs alone for a while."""
+        state = members[0][0].evaluator.capture(t)
+        while True:
+            try:
+                datas, ms = g.run(members, t)
+                break
+            except WorkerUnavailable:
+                if self.closed:
+                    return
+                time.sleep(_STORE_RETRY_S)
+            except Exception as e:  # noqa: BLE001 - each member alone gets its own answer
+                g.failures += 1
+                g.skip = min(1 << min(g.failures, 10), 1024)
+                log.info("batch of %d continuous queries at instant %d failed (%s); evaluating them alone",
+                         len(members), t, getattr(e, "kind", type(e).__name__))
+                for m, _ in members:
+                    self._evaluate(m, t, state)
+                return
+        g.failures = 0
+        win = members[0][0].evaluator.window_member(t)
+        for (m, _), (data, prefix) in zip(members, datas, strict=True):
+            inc = m.evaluator.incremental_core
+            if inc is not None:
+                inc.reset()   # its maintained rows describe an older instant now
+            if isinstance(data, BaseException):
+                data, _ = self._error_data(m, t, data)
+                self._record(m, t, state, data, None, win)
+                continue
+            if prefix is None:
+                self._record(m, t, state, data, ms, win)
+                continue
+            with m.out_lock:
+                if m.deleted:
+                    continue
+                m.evaluated += 1
+                m.last_latency_ms = ms
+                m.state, m.prefix = state, prefix
+                m.log.append(t, data)
+            telemetry.evaluation(self.reg, m.name, ms)
+
+    def batch_info(self, name: str) -> dict:
+        """Whether query ``name`` runs batched, with how many other queries of its shape, and
+        otherwise why not: ``{"batched", "peers", "unbatched_reason"}`` (its status)."""
+        with self.reg.cv:
+            q = self.reg.queries.get(name)
+            if q is not None and not self.closed:
+                self._group_of(q)
+            hit = self._shapes.get(name)
+            if hit is None or not self.batching:
+                return {"batched": False, "peers": 0, "unbatched_reason": "batching is off" if hit else None}
+            _, g, reason = hit
+            if g is None:
+                return {"batched": False, "peers": 0, "unbatched_reason": reason}
+            n = sum(1 for m, _ in g.members.values() if not m.deleted) - 1
+            return {"batched": n > 0, "peers": n,
+                    "unbatched_reason": None if n > 0 else "no other query of its shape"}
 
     def _run_instant(self, q: QueryEntry, t: int):
         """Evaluate instant ``t``; while a store worker is down (a distributed store),
@@ -178,28 +380,37 @@ class Scheduler:
                     return None, None
                 time.sleep(_STORE_RETRY_S)
 
-    def _evaluate(self, q: QueryEntry, t: int) -> None:
-        state = q.evaluator.capture(t)
+    def _evaluate(self, q: QueryEntry, t: int, state: tuple | None = None) -> None:
+        if state is None:
+            state = q.evaluator.capture(t)
         win = None
         try:
             data, ms = self._run_instant(q, t)
             if data is None:
                 return  # closed or deleted while the store was down
         except Exception as e:  # noqa: BLE001 - reported in the query's result stream
-            kind = getattr(e, "kind", "error")
-            if isinstance(e, JindouError):
-                detail = str(e)
-            else:   # never the text of an unexpected exception: a reference to the log
-                ref = f"{int(time.time() * 1000):x}-{id(e) & 0xffff:04x}"
-                log.exception("continuous query %s, instant %d (error id %s)", q.name, t, ref)
-                kind, detail = "internal", f"internal error (id {ref} in the server log)"
-            try:
-                win = q.evaluator.window_member(t)
-            except Exception:  # noqa: BLE001
-                win = {"start": t, "end": t}
-            data = orjson.dumps({"error": kind, "detail": detail, "window": win})
+            data, win = self._error_data(q, t, e)
             ms = None
-            q.errors += 1
+        self._record(q, t, state, data, ms, win)
+
+    def _error_data(self, q: QueryEntry, t: int, e: BaseException) -> tuple[bytes, dict]:
+        """The ``result`` event data of an instant whose evaluation failed, and its window."""
+        kind = getattr(e, "kind", "error")
+        if isinstance(e, JindouError):
+            detail = str(e)
+        else:   # never the text of an unexpected exception: a reference to the log
+            ref = f"{int(time.time() * 1000):x}-{id(e) & 0xffff:04x}"
+            log.error("continuous query %s, instant %d (error id %s)", q.name, t, ref, exc_info=e)
+            kind, detail = "internal", f"internal error (id {ref} in the server log)"
+        try:
+            win = q.evaluator.window_member(t)
+        except Exception:  # noqa: BLE001
+            win = {"start": t, "end": t}
+        q.errors += 1
+        return orjson.dumps({"error": kind, "detail": detail, "window": win}), win
+
+    def _record(self, q: QueryEntry, t: int, state: tuple, data: bytes, ms: float | None, win: dict | None) -> None:
+        """Append instant ``t``'s event and keep what the unchanged-instant check needs."""
         try:
             prefix = q.evaluator.repeat_prefix(data, win if win is not None else q.evaluator.window_member(t))
         except Exception:  # noqa: BLE001 - then the next instant is evaluated, as without skipping

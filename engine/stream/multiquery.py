@@ -1,0 +1,411 @@
+"""Multi-query execution: continuous queries of one shape run as one batched execution per instant.
+
+Applications register one continuous query per user, sensor or area, all of one shape: the same
+algebra, windows and output mode, differing only in constants. Evaluated one by one, each instant
+pays the fixed per-query cost (dataset, plan walk, numpy calls on tiny arrays) a thousand times.
+Here a *group* of such queries is evaluated once per instant:
+
+* :func:`analyze` turns a query into its **shape** (the algebra with the parameterized constants
+  replaced by hidden variables ``~p0, ~p1, ...``, the windows and the mode; equal shapes = one
+  group) and its **parameters** (the constants, in the order of the placeholders), or says why the
+  query is not batched (:class:`Refused`; it then runs alone, as before). The parser never makes
+  a name starting with ``~``; the placeholders are not ``#``-prefixed because the BGP planner
+  does not count ``#`` columns of a seed as bound (it would explore from the wrong end).
+* The batched query joins a :class:`ParamTable` -- one row per member: the hidden query index
+  ``#q`` and the member's constants -- at the leftmost leaf of the pattern, so the BGP explores
+  from the members' constants (``ExploreJoin``) and every solution carries the ``#q`` of the
+  member it belongs to. ``#q`` is projected (and added to GROUP BY), so :meth:`Group.run` splits
+  the result per member with one stable sort. RSTREAM SELECT answers are rendered together (each
+  distinct term once, the bytes the single path writes); the others through each member's own
+  :class:`~engine.stream.continuous.InstantEvaluator` (its I/DSTREAM state, ASK, CONSTRUCT).
+  The window graphs are built once for the group (the evaluators share the manager's
+  :class:`~engine.stream.continuous.WindowCache`).
+
+Which constants are parameters (a constant replaced by a variable joined with the table gives the
+same solutions exactly when the variable is bound by the table before, or joined with it after,
+every operator that reads it):
+
+* subject and object constants of the triple patterns of BGPs -- on the *spine* (the chain of
+  left operands of Join / LeftJoin / Minus and the inputs of Filter / Extend from the top of the
+  WHERE pattern, where the table is joined first), in the right side of a Join, of an OPTIONAL on
+  the spine, and below Union / Graph / Filter / Extend there;
+* constant operands of comparisons (``= != < > <= >=``, under ``&& || !``) in FILTERs on the
+  spine and in the conditions of OPTIONALs on the spine (their rows carry the table's columns).
+
+Every other constant is part of the shape (queries differing there are different groups):
+predicates, GRAPH names, property-path ends (a zero-length path treats a constant end differently
+from a variable one), VALUES, BIND / SELECT expressions, EXISTS, MINUS right sides (a shared
+hidden variable would make MINUS remove rows it keeps), subqueries, HAVING, the CONSTRUCT
+template and the dataset.
+
+Not batched (the query runs alone): DESCRIBE; LIMIT / OFFSET and ORDER BY (per query, and ORDER BY
+ties are broken by row order); aggregates without GROUP BY (a member with no solutions still has
+its one group) and SUM / AVG / SAMPLE / GROUP_CONCAT (their value depends on the order of the
+rows in a group: floating-point sums, the sample, the concatenation); only COUNT / MIN / MAX are
+grouped by ``#q``.
+
+What each member gets is what it gets registered alone: the same window member, the same
+solutions (as a multiset: the order of rows within an answer is unspecified, as for SPARQL without
+ORDER BY), the same I/DSTREAM differences and unchanged-instant handling (the scheduler decides
+those per member, sharing the work between members with equal states). A batch that fails as a
+whole (timeout, row or memory budget: the batch's intermediate results count against the
+budgets like one query's) is evaluated again member by member, so each member gets its own
+answer or error; the group then runs alone for a while (a back-off that doubles per failure).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+from engine.exec.bindings import UNBOUND, Bindings, join
+from engine.exec.context import LOCAL_BASE
+from engine.exec.evaluate import Evaluator, QueryContext, construct, evaluate_query
+from engine.exec.result import QueryResult
+from engine.exec.serialize import _json_term
+from engine.plan.planner import QueryPlan, make_plan
+from engine.sparql import algebra as A
+
+__all__ = ["ParamTable", "Refused", "Shape", "Group", "analyze", "QVAR"]
+
+#: the hidden query-index variable of a batched query (the parser never makes a name with '#')
+QVAR = "#q"
+_CMP = frozenset(("=", "!=", "<", ">", "<=", ">="))
+_LOGIC = frozenset(("&&", "||", "!"))
+_GROUPABLE = frozenset(("COUNT", "MIN", "MAX"))
+
+
+class Refused(Exception):
+    """Why a query is not batched (it runs alone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParamTable:
+    """Plan leaf: the members' parameter table (``#q`` and one column per placeholder), supplied
+    per instant by the evaluator of the batch."""
+
+    vars: tuple[A.Var, ...]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A query's batching identity: ``key`` (equal keys = one group), ``params`` (its constants,
+    one per placeholder), the batched query and the original form."""
+
+    key: tuple
+    params: tuple[str, ...]
+    batched: A.Query
+    form: str
+
+
+# ---------------------------------------------------------------- parameterizing the algebra
+
+
+class _Params:
+    def __init__(self):
+        self.keys: list[str] = []
+
+    def var(self, key: str) -> A.Var:
+        v = A.Var(f"~p{len(self.keys)}")
+        self.keys.append(key)
+        return v
+
+    def bgp(self, node: A.BGP) -> A.BGP:
+        out = []
+        for tp in node.triples:
+            s = self.var(tp.s.key) if isinstance(tp.s, A.Const) else tp.s
+            o = self.var(tp.o.key) if isinstance(tp.o, A.Const) else tp.o
+            out.append(A.TriplePattern(s, tp.p, o))
+        return A.BGP(tuple(out))
+
+    def expr(self, e):
+        """Comparison operands (under && || !) of a filter whose rows carry the table."""
+        if not isinstance(e, A.Call):
+            return e
+        if e.op in _CMP:
+            args = tuple(self.var(a.key) if isinstance(a, A.Const) else a for a in e.args)
+        elif e.op in _LOGIC:
+            args = tuple(self.expr(a) for a in e.args)
+        else:
+            return e
+        return A.Call(e.op, args)
+
+    def off(self, node):
+        """A pattern evaluated on its own and joined with the table's rows afterwards: only BGP
+        constants (each placeholder is bound where the constant matched)."""
+        if isinstance(node, A.BGP):
+            return self.bgp(node)
+        if isinstance(node, (A.Join, A.Union)):
+            return type(node)(self.off(node.left), self.off(node.right))
+        if isinstance(node, A.Graph):
+            return A.Graph(node.name, self.off(node.input))
+        if isinstance(node, A.Filter):
+            return A.Filter(node.expr, self.off(node.input))
+        if isinstance(node, A.Extend):
+            return A.Extend(self.off(node.input), node.var, node.expr)
+        if isinstance(node, A.LeftJoin):   # the optional part has no placeholder to be joined on
+            return A.LeftJoin(self.off(node.left), node.right, node.expr)
+        if isinstance(node, A.Minus):
+            return A.Minus(self.off(node.left), node.right)
+        return node
+
+    def spine(self, node, table: ParamTable):
+        """The pattern with the table joined at its leftmost leaf: every row above carries it."""
+        if isinstance(node, A.Filter):
+            inner = self.spine(node.input, table)
+            return A.Filter(self.expr(node.expr), inner)
+        if isinstance(node, A.Join):
+            left = self.spine(node.left, table)
+            return A.Join(left, self.off(node.right))
+        if isinstance(node, A.LeftJoin):
+            left = self.spine(node.left, table)
+            right = self.off(node.right)
+            return A.LeftJoin(left, right, None if node.expr is None else self.expr(node.expr))
+        if isinstance(node, A.Extend):
+            return A.Extend(self.spine(node.input, table), node.var, node.expr)
+        if isinstance(node, A.Minus):
+            return A.Minus(self.spine(node.left, table), node.right)
+        if isinstance(node, A.BGP):
+            return A.Join(table, self.bgp(node))
+        return A.Join(table, self.off(node))
+
+
+def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
+    """Below Project: Extend/Filter nodes (SELECT expressions, HAVING) down to a Group, whose
+    input gets the table and whose keys get ``#q``; without a Group, the whole pattern."""
+    chain = []
+    cur = node
+    while isinstance(cur, (A.Extend, A.Filter)):
+        chain.append(cur)
+        cur = cur.input
+    if isinstance(cur, A.OrderBy):
+        raise Refused("ORDER BY (ties are broken by row order)")
+    if not isinstance(cur, A.Group):
+        if _has_group(node):
+            raise Refused("aggregates below SELECT expressions")
+        return p.spine(node, table)
+    if not cur.by:
+        raise Refused("aggregates without GROUP BY (a query without solutions still has its group)")
+    bad = sorted({a.name for _, a in cur.aggregates if a.name not in _GROUPABLE})
+    if bad:
+        raise Refused(f"{', '.join(bad)} (the value depends on the order of rows in a group)")
+    out = A.Group(p.spine(cur.input, table), cur.by + ((q, q),), cur.aggregates)
+    for c in reversed(chain):
+        out = dataclasses.replace(c, input=out)
+    return out
+
+
+def _has_group(node) -> bool:
+    if isinstance(node, A.Group):
+        return True
+    if isinstance(node, (A.Extend, A.Filter)):
+        return _has_group(node.input)
+    return False
+
+
+def analyze(query: A.Query, mode: str, windows) -> Shape:
+    """The shape and parameters of a continuous query (``windows``: its bound windows); raises
+    :class:`Refused` when it cannot be batched."""
+    p = _Params()
+    q = A.Var(QVAR)
+    form = query.form
+    pattern = query.pattern
+    if form == "SELECT":
+        node = pattern
+        if isinstance(node, A.Slice):
+            raise Refused("LIMIT / OFFSET")
+        wrap = None
+        if isinstance(node, (A.Distinct, A.Reduced)):
+            wrap, node = type(node), node.input
+        if not isinstance(node, A.Project):
+            raise Refused("an unexpected SELECT form")
+        body = _group_part(node.input, p, _TABLE_PLACEHOLDER, q)
+        new = A.Project(body, node.vars + (q,))
+        if wrap is not None:
+            new = wrap(new)
+        bvars = query.vars + (q,)
+    elif form in ("ASK", "CONSTRUCT"):
+        if isinstance(pattern, (A.Slice, A.OrderBy, A.Project, A.Distinct, A.Reduced, A.Group)):
+            raise Refused(f"solution modifiers on {form}")
+        body = p.spine(pattern, _TABLE_PLACEHOLDER)
+        if form == "ASK":
+            bvars = (q,)
+            new = A.Distinct(A.Project(body, bvars))
+        else:
+            names = []
+            for t in query.template:
+                for x in (t.s, t.p, t.o):
+                    if isinstance(x, A.Var) and x not in names:
+                        names.append(x)
+            bvars = (*names, q)
+            new = A.Project(body, bvars)
+    else:
+        raise Refused(f"{form} queries")
+    table = ParamTable((q, *(A.Var(f"~p{i}") for i in range(len(p.keys)))))
+    new = _put_table(new, table)
+    batched = dataclasses.replace(query, form="SELECT", pattern=new, vars=bvars, prefixes=(),
+                                  template=query.template if form == "CONSTRUCT" else ())
+    key = (batched, form, query.template, mode,
+           tuple((bw.stream, bw.iri, bw.window) for bw in windows))
+    return Shape(key, tuple(p.keys), batched, form)
+
+
+# the table's columns are known only after the walk: a placeholder leaf, replaced afterwards
+_TABLE_PLACEHOLDER = ParamTable(())
+
+
+def _put_table(node, table: ParamTable):
+    if node is _TABLE_PLACEHOLDER:
+        return table
+    if isinstance(node, (A.Join, A.LeftJoin, A.Minus)):
+        return dataclasses.replace(node, left=_put_table(node.left, table))
+    if isinstance(node, (A.Filter, A.Extend, A.Project, A.Distinct, A.Reduced, A.Group)):
+        return dataclasses.replace(node, input=_put_table(node.input, table))
+    return node
+
+
+# ---------------------------------------------------------------- one batched execution
+
+
+class _BatchEvaluator(Evaluator):
+    """The ordinary evaluator; the :class:`ParamTable` leaf answers the members' table."""
+
+    def __init__(self, ctx, dataset, table: Bindings):
+        super().__init__(ctx, dataset)
+        self._table = table
+
+    def _ParamTable(self, node: ParamTable, seed):
+        t = self._table
+        return t if seed is None else join(seed, t, self.ctx.max_rows)
+
+
+class Group:
+    """The registered queries of one shape (members keep their own evaluators and logs)."""
+
+    __slots__ = ("shape", "plan", "members", "failures", "skip", "batches", "_cells")
+
+    #: rendered cells kept per group (store ids only: they never change meaning)
+    CELL_CACHE = 1 << 17
+
+    def __init__(self, shape: Shape):
+        self.shape = shape
+        self.plan: QueryPlan = make_plan(shape.batched)
+        self.members: dict[str, tuple] = {}   # name -> (QueryEntry, params)
+        self.failures = 0
+        self.skip = 0       # batches to run alone after a failed batch
+        self.batches = 0
+        self._cells: dict[int, bytes] = {}    # term id -> its SPARQL JSON term
+
+    def run(self, members: list, t: int) -> tuple[list[tuple], float]:
+        """Evaluate instant ``t`` for ``members`` ((QueryEntry, params) pairs) at once: each
+        member's ``(event data, its repeat prefix or None)`` -- or ``(exception, None)`` when
+        rendering that member's answer failed -- and the latency of the batch in ms. Raises what
+        the batched evaluation raises (the caller then evaluates the members alone)."""
+        t0 = time.perf_counter()
+        ev0 = members[0][0].evaluator
+        db = ev0.db
+        snap = db.store.snapshot()  # before reading the absorb log, as InstantEvaluator.evaluate
+        ctx = QueryContext(snap, base=ev0.query.base, timeout=db.query_timeout, max_rows=db.max_rows,
+                           term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None))
+        ds = ev0.dataset(ctx, t)
+        n = len(members)
+        cols = {QVAR: np.arange(n, dtype=np.int64)}
+        for j in range(len(self.shape.params)):
+            cols[f"~p{j}"] = ctx.intern([p[j] for _, p in members])
+        res = evaluate_query(self.shape.batched, ctx, ds, evaluator=_BatchEvaluator(ctx, ds, Bindings(cols, n)),
+                             plan=self.plan)
+        ctx.evaluator = None   # ctx <-> evaluator is a cycle (see evaluate_query)
+        qcol = res.columns[-1]
+        order = np.argsort(qcol, kind="stable")
+        bounds = np.searchsorted(qcol[order], np.arange(n + 1, dtype=np.int64)).tolist()
+        vals = [c[order] for c in res.columns[:-1]]
+        names = res.vars[:-1]
+        form = self.shape.form
+        win = ev0.window_member(t)
+        tail = b',"window":' + orjson.dumps(win) + b"}"
+        if form == "SELECT" and ev0.mode == "RSTREAM":
+            out = self._render_rows(ctx, names, vals, bounds, tail)
+        else:
+            out = []
+            fixed: dict = {}   # ASK: one rendering per answer
+            for i, (m, _) in enumerate(members):
+                a, b = bounds[i], bounds[i + 1]
+                ev = m.evaluator
+                if form == "ASK":
+                    hit = fixed.get(b > a)
+                    if hit is None:
+                        hit = fixed[b > a] = ev.render(QueryResult(form="ASK", terms=ctx, boolean=b > a), win)
+                    out.append((hit, None))
+                    continue
+                # a member's own answer (its I/DSTREAM state moves on here): an error in it is that
+                # member's error, as alone, and the batch is not evaluated again
+                try:
+                    if form == "CONSTRUCT":
+                        rows = Bindings({v: c[a:b] for v, c in zip(names, vals, strict=True)}, b - a)
+                        r = QueryResult(form="CONSTRUCT", terms=ctx,
+                                        triples=construct(ev.query.template, rows, ctx))
+                    else:
+                        r = QueryResult(form="SELECT", terms=ctx, vars=list(names),
+                                        columns=[c[a:b] for c in vals], n_rows=b - a)
+                    out.append((ev.render(r, win), None))
+                except Exception as e:  # noqa: BLE001 - reported in that member's result stream
+                    out.append((e, None))
+        self.batches += 1
+        return out, (time.perf_counter() - t0) * 1000.0
+
+    def _render_rows(self, ctx, names: list[str], vals: list[np.ndarray], bounds: list[int],
+                     tail: bytes) -> list[tuple[bytes, bytes]]:
+        """SPARQL JSON of every member's RSTREAM answer (the bytes the single path writes for
+        them): each distinct term rendered once, each row joined once, each member one slice."""
+        total = bounds[-1]
+        head = b'{"head":' + orjson.dumps({"vars": list(names)}) + b',"results":{"bindings":['
+        if total == 0:
+            rows: list[bytes] = []
+        elif not names:
+            rows = [b"{}"] * total
+        else:
+            cells = []
+            for v, c in zip(names, vals, strict=True):
+                label = orjson.dumps(v) + b":"
+                uniq, inv = np.unique(c, return_inverse=True)
+                table = np.empty(len(uniq), dtype=object)
+                table[:] = self._term_cells(ctx, uniq)
+                col = table[inv.reshape(-1)]
+                bound = c != UNBOUND
+                if bound.all():
+                    cells.append((label + col).tolist())
+                else:
+                    col[bound] = label + col[bound]
+                    col[~bound] = b""
+                    cells.append(col.tolist())
+            if len(cells) == 1:
+                rows = [b"{" + x + b"}" for x in cells[0]]
+            else:
+                rows = [b"{" + b",".join([x for x in r if x]) + b"}" for r in zip(*cells, strict=True)]
+        out = []
+        for i in range(len(bounds) - 1):
+            a, b = bounds[i], bounds[i + 1]
+            prefix = head + b",".join(rows[a:b]) + b"]}"
+            out.append((prefix + tail, prefix))
+        return out
+
+    def _term_cells(self, ctx, ids: np.ndarray) -> list[bytes]:
+        """The SPARQL JSON term of each distinct id (store ids cached; b"" for UNBOUND)."""
+        cache = self._cells
+        out: list[bytes | None] = [cache.get(i) for i in ids.tolist()]
+        miss = [k for k, x in enumerate(out) if x is None]
+        if miss:
+            mids = ids[miss]
+            keys = ctx.keys(mids)
+            if len(cache) + len(miss) > self.CELL_CACHE:
+                cache.clear()
+            for k, i, key in zip(miss, mids.tolist(), keys, strict=True):
+                cell = b"" if key is None else orjson.dumps(_json_term(key))
+                out[k] = cell
+                if 0 <= i < LOCAL_BASE:
+                    cache[i] = cell
+        return out
