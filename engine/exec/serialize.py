@@ -10,8 +10,8 @@ Formats
 -------
 SELECT / ASK: SPARQL JSON, SPARQL XML, CSV, TSV (SPARQL 1.1 Query Results
 CSV and TSV Formats). CONSTRUCT / DESCRIBE and Graph Store reads: Turtle (with
-prefixes), N-Triples and N-Quads written straight from term keys; JSON-LD and
-RDF/XML through rdflib. Which media type names which writer, and content
+prefixes), N-Triples and N-Quads written straight from term keys; JSON-LD,
+RDF/XML and TriG re-written from that N-Triples/N-Quads body by pyoxigraph (in Rust). Which media type names which writer, and content
 negotiation, live in :mod:`engine.formats`.
 
 Size bound: with ``max_bytes``, the size of the answer is computed from the
@@ -34,7 +34,7 @@ from engine import formats
 from engine.errors import ResponseTooLarge
 from engine.exec.context import MemoryBudget
 from engine.exec.result import UNBOUND, QueryResult
-from engine.terms import RDF_LANGSTRING, RDF_TYPE, XSD, XSD_STRING, unescape_string
+from engine.terms import RDF_TYPE, XSD, XSD_STRING, unescape_string
 
 # --------------------------------------------------------------------------
 # Term parsing helpers (keys -> parts)
@@ -113,8 +113,6 @@ def _row_count(result: QueryResult) -> int:
 _CHUNK_ROWS = 1 << 16
 #: variable names longer than this are not copied into every distinct term's fragment
 _LONG_NAME = 256
-#: working set of a term in an rdflib graph (JSON-LD, RDF/XML), per triple
-_RDFLIB_TRIPLE_BYTES = 1024
 
 
 #: (max_bytes, memory budget of the query or None) of the serialization running in this context
@@ -452,7 +450,7 @@ def _serialize_tsv(result: QueryResult, max_bytes: int | None = None) -> bytes:
 
 
 # --------------------------------------------------------------------------
-# Graphs: N-Triples, N-Quads, Turtle (own writers), JSON-LD, RDF/XML (rdflib)
+# Graphs: N-Triples, N-Quads, Turtle (own writers), JSON-LD, RDF/XML, TriG (pyoxigraph)
 # --------------------------------------------------------------------------
 
 
@@ -654,55 +652,80 @@ def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = Non
     return b"".join(chunks)
 
 
-def _to_rdflib(key: str):
-    from rdflib import BNode, Literal, URIRef
-
-    c = key[0]
-    if c == "<":
-        return URIRef(key[1:-1])
-    if c == "_":
-        return BNode(key[2:])
-    lex, dt, lang = _literal_parts(key)
-    if lang is not None:
-        return Literal(lex, lang=lang)
-    if dt is not None and dt not in (XSD_STRING, RDF_LANGSTRING):
-        return Literal(lex, datatype=URIRef(dt))
-    return Literal(lex)
+def _used_prefixes(body: bytes, prefixes: dict[str, str] | None) -> dict[str, str]:
+    """The common prefixes (and the caller's) whose namespace occurs in an N-Triples/N-Quads body."""
+    known = dict(COMMON_PREFIXES)
+    if prefixes:
+        known.update(prefixes)
+    return {p: ns for p, ns in known.items() if _PN_PREFIX_OK.match(p) and ("<" + ns).encode("utf-8") in body}
 
 
-def _rdflib_graph(result: QueryResult, graph: str | None = None):
-    from rdflib import Dataset, Graph, URIRef
+def _ox_rewrite(body: bytes, quads: bool, target: str, prefixes: dict[str, str] | None,
+                max_bytes: int | None) -> bytes:
+    """Re-write an N-Triples (N-Quads with ``quads``) body in pyoxigraph's format ``target``
+    (RDF_XML, JSON_LD, TRIG): parsed and written in Rust, no Python per triple."""
+    import pyoxigraph as ox
 
-    if graph is not None:
-        ds = Dataset()
-        g = ds.graph(URIRef(graph))
-    else:
-        ds = None
-        g = Graph()
-    for p, ns in COMMON_PREFIXES.items():
-        g.bind(p, ns, override=True)
-    t = result.triples
-    if t is not None and len(t):
-        uniq, inv = np.unique(np.asarray(t, dtype=np.int64), return_inverse=True)
-        terms = [_to_rdflib(k) for k in result.terms.keys(uniq)]
-        for s, p, o in inv.reshape(-1, 3).tolist():
-            g.add((terms[s], terms[p], terms[o]))
-    return g, ds
+    src = ox.RdfFormat.N_QUADS if quads else ox.RdfFormat.N_TRIPLES
+    fmt = getattr(ox.RdfFormat, target)
+    try:
+        out = ox.serialize(ox.parse(body, src), format=fmt, prefixes=_used_prefixes(body, prefixes))
+    except (SyntaxError, ValueError, TypeError) as e:
+        # a term our keys hold that the target format cannot express (e.g. an RDF/XML
+        # predicate with no XML name): a plain error, the format's own words
+        raise ValueError(f"cannot write this graph as {target}: {e}") from None
+    check_size(len(out), max_bytes)
+    return out
 
 
 def _serialize_jsonld(result: QueryResult, graph: str | None = None, max_bytes: int | None = None) -> bytes:
-    # rdflib builds a graph of Python objects first: bound its working set too
-    _graph_cells(result, max_bytes, factor=3, per_triple=_RDFLIB_TRIPLE_BYTES)
-    g, _ = _rdflib_graph(result)
-    data = g.serialize(format="json-ld")
-    return data.encode("utf-8") if isinstance(data, str) else data
+    body = _serialize_ntriples(result, graph, max_bytes)
+    if not body:
+        return b"[]"
+    return _ox_rewrite(body, graph is not None, "JSON_LD", None, max_bytes)
 
 
 def _serialize_rdfxml(result: QueryResult, max_bytes: int | None = None) -> bytes:
-    _graph_cells(result, max_bytes, factor=3, per_triple=_RDFLIB_TRIPLE_BYTES)
-    g, _ = _rdflib_graph(result)
-    data = g.serialize(format="pretty-xml" if len(g) < 10000 else "xml")
-    return data.encode("utf-8") if isinstance(data, str) else data
+    body = _serialize_ntriples(result, None, max_bytes)
+    if not body:
+        return (b'<?xml version="1.0" encoding="UTF-8"?>\n'
+                b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n</rdf:RDF>\n')
+    return _ox_rewrite(body, False, "RDF_XML", None, max_bytes)
+
+
+def _serialize_trig(result: QueryResult, graph: str | None = None, prefixes: dict[str, str] | None = None,
+                    max_bytes: int | None = None) -> bytes:
+    """TriG: the triples in ``graph`` (a ``<g> { }`` block; None: default-graph statements)."""
+    body = _serialize_ntriples(result, graph, max_bytes)
+    if not body:
+        return b""
+    return _ox_rewrite(body, graph is not None, "TRIG", prefixes, max_bytes)
+
+
+def write_dataset(parts: Sequence[tuple[str | None, QueryResult]], media_type: str, *,
+                  prefixes: dict[str, str] | None = None, max_bytes: int | None = None) -> bytes:
+    """A whole dataset (``(graph IRI or None, graph)`` per graph) as N-Quads or TriG
+    (Graph Store ``GET /store`` without a graph). The bound applies to the whole answer."""
+    fmt = formats.output_format(media_type, formats.GRAPH)
+    if fmt is None or not fmt.quads or fmt.name not in ("nq", "trig"):
+        raise ValueError(f"cannot write a dataset as {media_type}")
+    chunks: list[bytes] = []
+    size = 0
+    for graph, res in parts:
+        token = _bounded(res, max_bytes)
+        try:
+            room = (max_bytes - size) if max_bytes else None
+            if room is not None and room <= 0:
+                check_size(size + 1, max_bytes)
+            body = _serialize_ntriples(res, graph, room)
+        finally:
+            _BOUND.reset(token)
+        size += len(body)
+        chunks.append(body)
+    body = b"".join(chunks)
+    if fmt.name == "nq" or not body:
+        return body
+    return _ox_rewrite(body, True, "TRIG", prefixes, max_bytes)
 
 
 # --------------------------------------------------------------------------
@@ -776,6 +799,11 @@ def write_jsonld(result: QueryResult, *, graph=None, prefixes=None, max_bytes=No
 
 def write_rdfxml(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
     return _serialize_rdfxml(result, max_bytes)
+
+
+def write_trig(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
+    """TriG: the triples in ``graph`` (the default graph when None)."""
+    return _serialize_trig(result, graph, prefixes, max_bytes)
 
 
 class KeyTable:
