@@ -15,6 +15,10 @@ def _main(argv: list[str]) -> int:
         from bench.pipeline_bench import main as pipeline_main  # noqa: PLC0415
 
         return pipeline_main(argv[1:])
+    if argv and argv[0] == "formats":
+        from bench.formats import main as formats_main  # noqa: PLC0415
+
+        return formats_main(argv[1:])
     if argv and argv[0] == "streams":
         from bench.streams import main as streams_main  # noqa: PLC0415
 
@@ -23,6 +27,8 @@ def _main(argv: list[str]) -> int:
         code = main(argv)
         print("  streams  per-window latency of continuous queries, Jindou vs peers "
               "(python -m bench streams --help)")
+        print("  formats  load and write time per RDF format, Jindou vs its old rdflib path and pyoxigraph "
+              "(python -m bench formats --help)")
         return code
     return main(argv)
 

@@ -31,10 +31,11 @@ import numpy as np
 import orjson
 
 from engine import formats
+from engine.arrays import unique
 from engine.errors import ResponseTooLarge
 from engine.exec.context import MemoryBudget
 from engine.exec.result import UNBOUND, QueryResult
-from engine.terms import RDF_TYPE, XSD, XSD_STRING, unescape_string
+from engine.terms import XSD, XSD_STRING, unescape_string
 
 # --------------------------------------------------------------------------
 # Term parsing helpers (keys -> parts)
@@ -505,11 +506,6 @@ COMMON_PREFIXES = {
 
 _PN_LOCAL = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z|[0-9]+\Z")
 _PN_PREFIX_OK = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
-_NUMERIC = {
-    XSD + "integer": re.compile(r"[+-]?[0-9]+\Z"),
-    XSD + "decimal": re.compile(r"[+-]?[0-9]*\.[0-9]+\Z"),
-    XSD + "double": re.compile(r"[+-]?([0-9]+\.[0-9]*|\.?[0-9]+)[eE][+-]?[0-9]+\Z"),
-}
 
 
 def _namespace(iri: str) -> tuple[str, str]:
@@ -557,99 +553,28 @@ class _TurtleNames:
                 self.ns_prefix[ns] = name
         self.used = sorted(self.ns_prefix.items(), key=lambda kv: kv[1])
 
-    def iri(self, iri: str) -> str:
-        ns, local = _namespace(iri)
-        p = self.ns_prefix.get(ns)
-        if p is not None and _PN_LOCAL.match(local):
-            return p + ":" + local
-        return "<" + iri + ">"
 
-    def term(self, key: str) -> str:
-        c = key[0]
-        if c == "<":
-            return self.iri(key[1:-1])
-        if c == "_":
-            return "_:" + _bnode_label(key[2:])
-        end = key.rfind('"')
-        suffix = key[end + 1 :]
-        if suffix.startswith("^^<"):
-            dt = suffix[3:-1]
-            rx = _NUMERIC.get(dt)
-            if rx is not None and rx.match(key[1:end]):
-                return key[1:end]
-            if dt == XSD + "boolean" and key[1:end] in ("true", "false"):
-                return key[1:end]
-            return key[: end + 1] + "^^" + self.iri(dt)
-        return key
+def _turtle_prefixes(result: QueryResult, prefixes: dict[str, str] | None) -> dict[str, str]:
+    """The prefixes a Turtle/TriG answer declares: the common ones (and the caller's) that
+    its IRIs use, plus ``ns1``, ``ns2`` ... (or a namespace's last word) for other
+    namespaces used at least twice. One pass over the distinct terms."""
+    t = result.triples
+    keys = result.terms.keys(unique(np.asarray(t, dtype=np.int64)))
+    iris = [k[1:-1] for k in keys if k and k[0] == "<"]
+    iris += [k[k.rfind('"') + 4 : -1] for k in keys if k and k[0] == '"' and "^^<" in k[k.rfind('"') :]]
+    return {p: ns for ns, p in _TurtleNames(iris, prefixes).used}
 
 
 def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = None,
                       max_bytes: int | None = None) -> bytes:
+    """Turtle written by pyoxigraph from our N-Triples body, with prefixes and ``a``.
+    Turtle is shorter than N-Triples: the bound is checked on the Turtle itself (the
+    N-Triples body in between stays under the query's memory budget)."""
     t = result.triples
     if t is None or len(t) == 0:
         return b""
-    t = np.asarray(t, dtype=np.int64)
-    order = np.lexsort((t[:, 2], t[:, 1], t[:, 0]))
-    t = t[order]
-    uniq, inv = np.unique(t, return_inverse=True)
-    keys = result.terms.keys(uniq)
-    inv = inv.reshape(t.shape)
-    iris = [k[1:-1] for k in keys if k and k[0] == "<"]
-    iris += [k[k.rfind('"') + 4 : -1] for k in keys if k and k[0] == '"' and "^^<" in k[k.rfind('"') :]]
-    names = _TurtleNames(iris, prefixes)
-    rendered = [names.term(k) for k in keys]
-    rdf_type_idx = None
-    for i, k in enumerate(keys):
-        if k == "<" + RDF_TYPE + ">":
-            rdf_type_idx = i
-    if max_bytes or _room() is not None:
-        # the exact size of the abbreviated output, before it is written: an object
-        # per triple, a predicate per (subject, predicate) run, a subject per subject run
-        lens = np.fromiter((len(x.encode("utf-8")) for x in rendered), dtype=np.int64, count=len(rendered))
-        if rdf_type_idx is not None:
-            lens_p = lens.copy()
-            lens_p[rdf_type_idx] = 1
-        else:
-            lens_p = lens
-        new_s = np.ones(len(inv), dtype=bool)
-        new_s[1:] = inv[1:, 0] != inv[:-1, 0]
-        new_p = new_s.copy()
-        new_p[1:] |= inv[1:, 1] != inv[:-1, 1]
-        only_p = new_p & ~new_s
-        n_s = int(new_s.sum())
-        size = (int(lens[inv[:, 2]].sum()) + int(lens[inv[new_s, 0]].sum()) + int(lens_p[inv[new_p, 1]].sum())
-                + 6 * n_s + 4 * (n_s - 1) + 8 * int(only_p.sum()) + 2 * int((~new_p).sum()) + 3)
-        if names.used:
-            size += sum(len(ns.encode("utf-8")) + len(p) + 15 for ns, p in names.used) + 1
-        check_size(size, max_bytes)
-    head = [f"@prefix {p}: <{ns}> .\n" for ns, p in names.used]
-    if head:
-        head.append("\n")
-    chunks = ["".join(head).encode("utf-8")]
-    prev_s = prev_p = -1
-    # a chunk of triples at a time: the per-triple lists stay small next to the body
-    for a in range(0, len(inv), _CHUNK_ROWS):
-        out: list[str] = []
-        for s, p, o in inv[a:a + _CHUNK_ROWS].tolist():
-            if s != prev_s:
-                if prev_s != -1:
-                    out.append(" .\n\n")
-                out.append(rendered[s])
-                out.append("\n    ")
-                out.append("a" if p == rdf_type_idx else rendered[p])
-                out.append(" ")
-                prev_s, prev_p = s, p
-            elif p != prev_p:
-                out.append(" ;\n    ")
-                out.append("a" if p == rdf_type_idx else rendered[p])
-                out.append(" ")
-                prev_p = p
-            else:
-                out.append(", ")
-            out.append(rendered[o])
-        chunks.append("".join(out).encode("utf-8"))
-    chunks.append(b" .\n")
-    return b"".join(chunks)
+    body = _serialize_ntriples(result, None, None)
+    return _ox_rewrite(body, False, "TURTLE", _turtle_prefixes(result, prefixes), max_bytes)
 
 
 def _used_prefixes(body: bytes, prefixes: dict[str, str] | None) -> dict[str, str]:
@@ -663,13 +588,14 @@ def _used_prefixes(body: bytes, prefixes: dict[str, str] | None) -> dict[str, st
 def _ox_rewrite(body: bytes, quads: bool, target: str, prefixes: dict[str, str] | None,
                 max_bytes: int | None) -> bytes:
     """Re-write an N-Triples (N-Quads with ``quads``) body in pyoxigraph's format ``target``
-    (RDF_XML, JSON_LD, TRIG): parsed and written in Rust, no Python per triple."""
+    (TURTLE, TRIG, RDF_XML, JSON_LD) with ``prefixes``: parsed and written in Rust, no
+    Python per triple."""
     import pyoxigraph as ox
 
     src = ox.RdfFormat.N_QUADS if quads else ox.RdfFormat.N_TRIPLES
     fmt = getattr(ox.RdfFormat, target)
     try:
-        out = ox.serialize(ox.parse(body, src), format=fmt, prefixes=_used_prefixes(body, prefixes))
+        out = ox.serialize(ox.parse(body, src), format=fmt, prefixes=prefixes or None)
     except (SyntaxError, ValueError, TypeError) as e:
         # a term our keys hold that the target format cannot express (e.g. an RDF/XML
         # predicate with no XML name): a plain error, the format's own words
@@ -690,16 +616,18 @@ def _serialize_rdfxml(result: QueryResult, max_bytes: int | None = None) -> byte
     if not body:
         return (b'<?xml version="1.0" encoding="UTF-8"?>\n'
                 b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n</rdf:RDF>\n')
-    return _ox_rewrite(body, False, "RDF_XML", None, max_bytes)
+    return _ox_rewrite(body, False, "RDF_XML", _used_prefixes(body, None), max_bytes)
 
 
 def _serialize_trig(result: QueryResult, graph: str | None = None, prefixes: dict[str, str] | None = None,
                     max_bytes: int | None = None) -> bytes:
-    """TriG: the triples in ``graph`` (a ``<g> { }`` block; None: default-graph statements)."""
-    body = _serialize_ntriples(result, graph, max_bytes)
-    if not body:
+    """TriG: the triples in ``graph`` (a ``<g> { }`` block; None: default-graph statements),
+    bounded like Turtle."""
+    t = result.triples
+    if t is None or len(t) == 0:
         return b""
-    return _ox_rewrite(body, graph is not None, "TRIG", prefixes, max_bytes)
+    body = _serialize_ntriples(result, graph, None)
+    return _ox_rewrite(body, graph is not None, "TRIG", _turtle_prefixes(result, prefixes), max_bytes)
 
 
 def write_dataset(parts: Sequence[tuple[str | None, QueryResult]], media_type: str, *,
@@ -725,7 +653,7 @@ def write_dataset(parts: Sequence[tuple[str | None, QueryResult]], media_type: s
     body = b"".join(chunks)
     if fmt.name == "nq" or not body:
         return body
-    return _ox_rewrite(body, True, "TRIG", prefixes, max_bytes)
+    return _ox_rewrite(body, True, "TRIG", _used_prefixes(body, prefixes), max_bytes)
 
 
 # --------------------------------------------------------------------------
