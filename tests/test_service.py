@@ -196,3 +196,10 @@ def test_remote_blank_nodes_are_not_the_stores(make_server):
     r = _query(s.url, f"SELECT ?x ?v WHERE {{ SERVICE <{remote.url}/sparql> {{ ?x <{EX}p> ?o }} ?x <{EX}p> ?v }}")
     assert r.status_code == 200 and r.json()["results"]["bindings"] == []
 
+
+
+def test_service_in_an_update_is_refused_clearly(pair):
+    local, remote = pair
+    r = requests.post(local.url + "/update", data=f"INSERT {{ ?o <{EX}copied> ?n }} WHERE {{ SERVICE <{remote.url}/sparql> "
+                      f"{{ ?o <{EX}name> ?n }} }}", headers={"Content-Type": "application/sparql-update"})
+    assert r.status_code == 400 and "one-shot queries only" in r.json()["detail"], r.text

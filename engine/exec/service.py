@@ -84,6 +84,7 @@ class ServicePolicy:
 
 
 DISABLED = ServicePolicy()
+_NOT_A_QUERY = object()
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -97,10 +98,14 @@ _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedire
 def evaluate(ev, node, seed) -> Bindings:
     """The SERVICE pattern ``node`` joined with ``seed`` (the evaluator's hook)."""
     ctx = ev.ctx
-    policy = getattr(ctx, "service_policy", None) or DISABLED
+    policy = getattr(ctx, "service_policy", _NOT_A_QUERY)
     endpoint = node.endpoint
     key = getattr(endpoint, "key", None)
     try:
+        if policy is _NOT_A_QUERY:  # an update's WHERE, a continuous query: no policy reaches them
+            raise ServiceRefused("SERVICE is evaluated in one-shot queries only, not in updates or "
+                                 "continuous queries")
+        policy = policy or DISABLED
         if key is None or not key.startswith("<"):
             raise ServiceRefused("SERVICE with a variable endpoint is not supported: name the endpoint's IRI")
         iri = key[1:-1]
