@@ -525,9 +525,15 @@ def _prefix_name(ns: str) -> str | None:
     return None
 
 
+#: namespaces of their own a Turtle/TriG answer declares at most (the most used ones): a
+#: prefix per namespace of a data set with many (LUBM: one per professor) reads badly and
+#: costs the writer a look-up per prefix for every IRI
+MAX_NEW_PREFIXES = 16
+
+
 class _TurtleNames:
     """Picks prefixes for a set of IRIs: the common ones plus ns1, ns2 ... for
-    other namespaces used at least twice."""
+    the (at most MAX_NEW_PREFIXES) most used other namespaces used at least twice."""
 
     def __init__(self, iris: Sequence[str], prefixes: dict[str, str] | None = None):
         known = dict(COMMON_PREFIXES)
@@ -541,10 +547,12 @@ class _TurtleNames:
                 counts[ns] = counts.get(ns, 0) + 1
         self.ns_prefix: dict[str, str] = {}
         i = 1
+        new = 0
         for ns, cnt in sorted(counts.items(), key=lambda kv: -kv[1]):
             if ns in by_ns:
                 self.ns_prefix[ns] = by_ns[ns]
-            elif cnt >= 2 and not ns.endswith(":"):
+            elif cnt >= 2 and not ns.endswith(":") and new < MAX_NEW_PREFIXES:
+                new += 1
                 name = _prefix_name(ns)
                 if name is None or name in known:
                     while f"ns{i}" in known:
@@ -597,7 +605,8 @@ def _ox_rewrite(body: bytes, quads: bool, target: str, prefixes: dict[str, str] 
     src = ox.RdfFormat.N_QUADS if quads else ox.RdfFormat.N_TRIPLES
     fmt = getattr(ox.RdfFormat, target)
     try:
-        out = ox.serialize(ox.parse(body, src), format=fmt, prefixes=prefixes or None)
+        # lenient: the body is ours, written from store keys already checked (twice as fast)
+        out = ox.serialize(ox.parse(body, src, lenient=True), format=fmt, prefixes=prefixes or None)
     except (SyntaxError, ValueError, TypeError) as e:
         # a term our keys hold that the target format cannot express (e.g. an RDF/XML
         # predicate with no XML name): a plain error, the format's own words
