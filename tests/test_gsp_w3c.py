@@ -10,6 +10,7 @@ later request is the Location header of the ``mf:expectedLocation`` answer.
 Checked per request: the expected status (one of ``mf:expectedStatus``), the
 expected response headers (Content-Type) and an expected body, compared as RDF
 graphs (isomorphism, blank nodes included). The store is emptied before each test.
+Every test runs on one process and on a 3-worker cluster, like the protocol tests.
 """
 
 from __future__ import annotations
@@ -105,9 +106,17 @@ def _same_graph(body: bytes, expected: bytes) -> bool:
     return isomorphic(got, want)
 
 
+@pytest.fixture(params=["server", "cluster_server"])
+def any_server(request):
+    """The session's single-process or 3-worker server, emptied."""
+    s = request.getfixturevalue(request.param)
+    s.reset()
+    return s
+
+
 @pytest.mark.parametrize("test", TESTS, ids=[t["name"] for t in TESTS])
-def test_w3c_gsp_indirect(clean_server, test):
-    port = int(urlsplit(clean_server.url).port)
+def test_w3c_gsp_indirect(any_server, test):
+    port = int(urlsplit(any_server.url).port)
     location = None
     for i, req in enumerate(test["requests"]):
         path = req["path"].replace("/gsp", ENDPOINT, 1)

@@ -294,3 +294,19 @@ def test_trig_of_one_graph(clean_server):
     ds = rdflib.Dataset()
     ds.parse(data=r.content, format="trig")
     assert [str(c.identifier) for c in ds.graphs() if len(c)] == [g]
+
+
+def test_dataset_and_multipart_on_a_cluster(cluster_server):
+    """The same GSP paths on a 3-worker store (graph creation, multipart, whole dataset)."""
+    u = cluster_server.url
+    cluster_server.reset()
+    body, h = _multipart(("a.ttl", None, f"<{EX}a> <{EX}p> 1 .".encode()),
+                         ("q.nq", None, f"<{EX}a> <{EX}p> <{EX}b> <{EX}gq> .\n".encode()))
+    r = requests.post(u + "/store", data=body, headers=h)
+    assert r.status_code == 201, r.text
+    loc = r.headers["Location"]
+    r = requests.get(u + "/store", headers={"Accept": "application/n-quads"})
+    assert r.status_code == 200
+    lines = sorted(r.text.splitlines())
+    assert lines == sorted([f'<{EX}a> <{EX}p> "1"^^<http://www.w3.org/2001/XMLSchema#integer> <{loc}> .',
+                            f"<{EX}a> <{EX}p> <{EX}b> <{EX}gq> ."])
