@@ -310,3 +310,13 @@ def test_dataset_and_multipart_on_a_cluster(cluster_server):
     lines = sorted(r.text.splitlines())
     assert lines == sorted([f'<{EX}a> <{EX}p> "1"^^<http://www.w3.org/2001/XMLSchema#integer> <{loc}> .',
                             f"<{EX}a> <{EX}p> <{EX}b> <{EX}gq> ."])
+
+
+def test_large_multipart_upload(clean_server):
+    u = clean_server.url
+    nt = "".join(f'<{EX}s{i}> <{EX}p> "value {i}" .\n' for i in range(5000)).encode()
+    body, h = _multipart(("big.nt", "application/n-triples", nt), ("small.ttl", None, f"<{EX}a> <{EX}p> 1 .".encode()))
+    assert len(body) > 1 << 16
+    r = requests.post(gurl(u, EX + "big"), data=body, headers=h)
+    assert r.status_code == 201, r.text
+    assert len(get_graph(u, EX + "big")) == 5001

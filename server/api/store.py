@@ -132,7 +132,11 @@ async def _read_rdf(request: Request, state: ServerState) -> list[Part]:
         if not boundary:
             raise HTTPError(400, "bad_request", "a multipart/form-data body needs a boundary parameter")
         data = await request_body_reader(request, state.config.max_body)()
-        return _multipart_parts(data, boundary)
+        if len(data) < 1 << 16:
+            return _multipart_parts(data, boundary)
+        from starlette.concurrency import run_in_threadpool
+
+        return await run_in_threadpool(_multipart_parts, data, boundary)  # off the event loop
     fmt = formats.for_media_type(ct)
     if fmt is None or fmt.parser is None:
         raise HTTPError(415, "unsupported_media_type", f"{ct} is not a supported RDF format: " + _input_types())
