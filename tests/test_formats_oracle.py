@@ -169,3 +169,37 @@ def test_relative_iri_without_base_is_a_load_error():
 def test_rdf12_triple_terms_are_refused_clearly():
     with pytest.raises(LoadError, match="RDF 1.2"):
         loader.parse_to_keys(b"<http://a> <http://b> <<( <http://c> <http://d> <http://e> )>> .", "ttl")
+
+
+# ---------------------------------------------------------------- property: any literal survives every format
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+_LANG = st.sampled_from(["en", "EN-us", "de-AT", "zh-Hant-TW", "sgn-BE-FR", "es-419", "x-private"])
+_LITERAL = st.one_of(
+    _TEXT.map(lambda t: ox.Literal(t)),
+    st.tuples(_TEXT, _LANG).map(lambda x: ox.Literal(x[0], language=x[1])),
+    st.tuples(_TEXT, st.sampled_from([X + "integer", X + "date", "http://ex.org/dt"])).map(
+        lambda x: ox.Literal(x[0], datatype=ox.NamedNode(x[1]))),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_LITERAL, min_size=1, max_size=6))
+def test_any_literal_survives_every_format(literals):
+    triples = [ox.Triple(ox.NamedNode(f"http://ex.org/s{i}"), ox.NamedNode("http://ex.org/p"), lit)
+               for i, lit in enumerate(literals)]
+    want = _canon(ox.Quad(t.subject, t.predicate, t.object) for t in triples)
+    for name, oxf in READ:
+        doc = ox.serialize(triples, format=getattr(ox.RdfFormat, oxf))
+        pk = loader.parse_to_keys(doc, name)
+        assert _keys_dataset(pk) == want, (name, doc)
+    pk = loader.parse_to_keys(ox.serialize(triples, format=ox.RdfFormat.N_TRIPLES), "nt")
+    keys = pk.s.to_pylist() + pk.p.to_pylist() + pk.o.to_pylist()
+    index: dict[str, int] = {}
+    ids = np.array([index.setdefault(k, len(index)) for k in keys], dtype=np.int64).reshape(3, -1).T
+    res = QueryResult(form="CONSTRUCT", terms=KeyTable(list(index)), triples=np.ascontiguousarray(ids))
+    for name, oxf in WRITE:
+        body = serialize(res, F.by_name(name).media_type)
+        assert _canon(ox.parse(body, getattr(ox.RdfFormat, oxf))) == want, (name, body)
