@@ -320,3 +320,18 @@ def test_large_multipart_upload(clean_server):
     r = requests.post(gurl(u, EX + "big"), data=body, headers=h)
     assert r.status_code == 201, r.text
     assert len(get_graph(u, EX + "big")) == 5001
+
+
+def test_created_graph_answers_at_its_own_iri(clean_server):
+    u = clean_server.url
+    r = requests.post(u + "/store", data=f"<{EX}a> <{EX}p> <{EX}b> .".encode(), headers=TTL)
+    loc = r.headers["Location"]
+    r = requests.get(loc, headers={"Accept": "application/n-triples"})
+    assert r.status_code == 200 and r.text == f"<{EX}a> <{EX}p> <{EX}b> .\n"
+    assert requests.post(loc, data=f"<{EX}a> <{EX}p> <{EX}c> .".encode(), headers=TTL).status_code == 204
+    assert len(get_graph(u, loc)) == 2
+    assert requests.head(loc).status_code == 200
+    assert requests.get(loc + "?default").status_code == 400
+    assert requests.delete(loc).status_code == 204
+    assert requests.get(loc).status_code == 404
+    assert requests.get(gurl(u, loc)).status_code == 404

@@ -10,7 +10,8 @@ missing). Without a parameter:
   named graph with a fresh IRI under the server's address and answers 201
   with its IRI in ``Location`` (GSP "graph creation"); a dataset (N-Quads,
   TriG, JSON-LD) is loaded as it is: quads into their graphs, the rest into
-  the default graph, answered with a load report.
+  the default graph, answered with a load report. A created graph also answers
+  at its own IRI, ``/store/graphs/{id}`` (direct identification).
 
 Bodies may be ``multipart/form-data`` (file uploads of Fuseki's and YASGUI's
 forms): each file part is read by its own Content-Type, or by its file name's
@@ -69,6 +70,11 @@ _ERR = {
 def _target(request: Request, allow_none: bool = False) -> tuple[bool, str | None]:
     """(addressed, graph IRI or None for the default graph)."""
     params = parse_params(request.scope.get("query_string", b""))
+    direct = request.scope.get(_DIRECT)
+    if direct is not None:  # /store/graphs/{id}: the request IRI names the graph
+        if "default" in params or "graph" in params:
+            raise HTTPError(400, "bad_request", "a graph addressed by its own IRI takes no ?default or ?graph=")
+        return True, direct
     has_default = "default" in params
     graphs = params.get("graph", [])
     if has_default and graphs:
@@ -85,6 +91,10 @@ def _target(request: Request, allow_none: bool = False) -> tuple[bool, str | Non
     if allow_none:
         return False, None
     raise HTTPError(400, "bad_request", "address a graph with ?default or ?graph=<iri>")
+
+
+#: scope key of the graph IRI a direct request (/store/graphs/{id}) names
+_DIRECT = "jindou.gsp_graph"
 
 
 def _headers(request: Request) -> dict[str, str]:
@@ -435,3 +445,17 @@ async def store_delete(request: Request) -> Response:
         return Response(status_code=204)
     except Exception as exc:
         return error_response(state, exc)
+
+
+@router.api_route("/store/graphs/{name}", methods=["GET", "HEAD", "PUT", "POST", "DELETE"],
+                  summary="A graph created by POST /store, by its own IRI", responses=_ERR)
+async def store_direct(request: Request, name: str) -> Response:
+    """Direct identification of the graphs ``POST /store`` creates: their IRI (the
+    ``Location`` of the 201) answers GET, HEAD, PUT, POST and DELETE like
+    ``/store?graph=<that IRI>``."""
+    request.scope[_DIRECT] = f"{base_url(_headers(request), request.scope)}/store/graphs/{name}"
+    if request.method in ("GET", "HEAD"):
+        return await store_get(request)
+    if request.method == "DELETE":
+        return await store_delete(request)
+    return await _write(request, "put" if request.method == "PUT" else "post")
