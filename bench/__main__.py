@@ -19,6 +19,10 @@ def _main(argv: list[str]) -> int:
         from bench.manyqueries import main as manyqueries_main  # noqa: PLC0415
 
         return manyqueries_main(argv[1:])
+    if argv and argv[0] == "formats":
+        from bench.formats import main as formats_main  # noqa: PLC0415
+
+        return formats_main(argv[1:])
     if argv and argv[0] == "streams":
         from bench.streams import main as streams_main  # noqa: PLC0415
 
@@ -29,6 +33,8 @@ def _main(argv: list[str]) -> int:
               "(python -m bench streams --help)")
         print("  manyqueries  executions/s of many continuous queries of one shape, batched vs not "
               "(python -m bench manyqueries --help)")
+        print("  formats  load and write time per RDF format, Jindou vs its old rdflib path and pyoxigraph "
+              "(python -m bench formats --help)")
         return code
     return main(argv)
 

@@ -49,6 +49,9 @@ _TRIM_AFTER = 64 << 20
 
 
 class Database:
+    #: which SERVICE endpoints queries may call (engine/exec/service.py; None: none; the server sets it)
+    service_policy = None
+
     def __init__(self, shards: int = DEFAULTS.shards, data_dir: str | None = None,
                  query_timeout: float = DEFAULTS.query_timeout, max_rows: int = DEFAULTS.max_rows,
                  allow_load: bool = DEFAULTS.allow_load, query_memory: int = DEFAULTS.query_memory,
@@ -244,6 +247,7 @@ class Database:
                            term_cache=self._term_cache)
         ctx.memory = budget
         ctx.deadline = deadline
+        ctx.service_policy = self.service_policy  # SERVICE: engine/exec/service.py
         if default_graph_uris or named_graph_uris:
             ds = make_dataset(ctx, tuple(default_graph_uris), tuple(named_graph_uris))
         elif q.dataset is not None and (q.dataset.default or q.dataset.named):

@@ -127,22 +127,30 @@ class LoadError(JindouError):
 
     kind = "load"
 
-    def __init__(self, message: str, source: str | None = None, line: int | None = None):
+    def __init__(self, message: str, source: str | None = None, line: int | None = None,
+                 column: int | None = None):
         self.message = message
         self.source = source
         self.line = line
+        self.column = column if line is not None else None
         where = ""
         if source:
             where += f" in {source}"
         if line is not None:
             where += f" at line {line}"
+            if self.column is not None:
+                where += f", column {self.column}"
         super().__init__(message + where)
 
     def detail(self) -> str:
         return self.message
 
     def fields(self) -> dict:
-        return {"line": self.line} if self.line is not None else {}
+        if self.line is None:
+            return {}
+        if self.column is None:
+            return {"line": self.line}
+        return {"line": self.line, "column": self.column}
 
 
 class MemoryBudgetExceeded(JindouError):

@@ -331,7 +331,7 @@ register(Format("tsv", RESULTS, (TSV,), TSV + "; charset=utf-8", "SPARQL_Results
 
 register(Format("ttl", GRAPH, (TURTLE, "application/x-turtle", "text/n3"), TURTLE + "; charset=utf-8", "Turtle",
                 extensions=(".ttl", ".turtle", ".n3"), names=("turtle", "n3"), stream=True,
-                parser=_LOAD + "parse_with_rdflib", writer=_SER + "write_turtle", rdflib="turtle"))
+                parser=_LOAD + "parse_with_oxigraph", writer=_SER + "write_turtle", rdflib="turtle"))
 register(Format("nt", GRAPH, (NTRIPLES, "text/plain"), NTRIPLES, "N-Triples",
                 extensions=(".nt", ".ntriples"), names=("ntriples", "n-triples"), stream=True,
                 parser=_LOAD + "parse_lines", writer=_SER + "write_ntriples", rdflib="nt"))
@@ -340,9 +340,10 @@ register(Format("nq", GRAPH, (NQUADS, "text/x-nquads"), NQUADS, "N-Quads",
                 parser=_LOAD + "parse_lines", writer=_SER + "write_nquads", rdflib="nquads"))
 register(Format("jsonld", GRAPH, (JSONLD, "application/json"), JSONLD, "JSON-LD",
                 extensions=(".jsonld", ".json"), names=("json-ld", "json"), quads=True,
-                parser=_LOAD + "parse_with_rdflib", writer=_SER + "write_jsonld", rdflib="json-ld"))
+                parser=_LOAD + "parse_with_oxigraph", writer=_SER + "write_jsonld", rdflib="json-ld"))
 register(Format("xml", GRAPH, (RDFXML, "application/xml", "text/xml"), RDFXML + "; charset=utf-8", "RDF_XML",
                 extensions=(".rdf", ".owl", ".xml"), names=("rdfxml", "rdf+xml", "rdf"),
-                parser=_LOAD + "parse_with_rdflib", writer=_SER + "write_rdfxml", rdflib="xml"))
+                parser=_LOAD + "parse_with_oxigraph", writer=_SER + "write_rdfxml", rdflib="xml"))
 register(Format("trig", GRAPH, (TRIG, "application/x-trig"), TRIG, "TriG",
-                extensions=(".trig",), quads=True, parser=_LOAD + "parse_with_rdflib", rdflib="trig"))
+                extensions=(".trig",), quads=True, parser=_LOAD + "parse_with_oxigraph", writer=_SER + "write_trig",
+                rdflib="trig"))

@@ -173,6 +173,13 @@ def _make_database(config: Settings):
                     cluster_exec=config.cluster_exec)
 
 
+def _service_policy(config: Settings):
+    """Which SERVICE endpoints queries may call (engine/exec/service.py)."""
+    from engine.exec.service import ServicePolicy
+
+    return ServicePolicy(config.allow_service, tuple(config.service_endpoints))
+
+
 def _make_stream_manager(config: Settings, database):
     """The continuous-query engine over ``database`` (None when it is not available)."""
     try:
@@ -261,6 +268,7 @@ def create_app(config: Settings | None = None, database=None) -> FastAPI:
     config = config or Settings()
     if database is None:
         database = _make_database(config)
+    database.service_policy = _service_policy(config)
     metrics = admin.Metrics() if config.metrics else None
     state = ServerState(config, database, metrics)
     state.streams = _make_stream_manager(config, database)

@@ -100,6 +100,11 @@ class Settings(BaseSettings, EngineSettings):
                                           "(exponential backoff from 0.5 s)", metavar="S", gt=0)
     keep_alive: int = setting(30, "seconds an idle HTTP keep-alive connection stays open", metavar="S",
                               ge=1)
+    allow_service: bool = setting(False, "evaluate SERVICE <iri> { } (federated query) for the endpoints in "
+                                         "--service-endpoints; off: SERVICE is a 400")
+    service_endpoints: Annotated[list[str], NoDecode] = setting(
+        [], "SERVICE endpoint a query may call with --allow-service: an IRI, or an IRI prefix ending in '*' "
+            "(repeatable; in the environment one IRI or a JSON list)", metavar="IRI")
     metrics: bool = setting(True, "expose /metrics (--no-metrics: 404)")
     access_log: bool = setting(False, "log one line per request (method, path, status, latency, request id)")
     log_level: LogLevel = setting("info", "log level: " + ", ".join(LOG_LEVELS))
@@ -119,7 +124,7 @@ class Settings(BaseSettings, EngineSettings):
     def _empty_is_none(cls, v):
         return None if v == "" else v
 
-    @field_validator("data", "graph", mode="before")
+    @field_validator("data", "graph", "service_endpoints", mode="before")
     @classmethod
     def _env_list(cls, v, info):
         if isinstance(v, str):  # from the environment: one item, or a JSON list

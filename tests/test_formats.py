@@ -112,7 +112,7 @@ def test_one_media_type_two_kinds():
     assert F.for_media_type("application/json", F.GRAPH).name == "jsonld"
     assert F.format_param("json") == F.SPARQL_JSON + ", " + F.JSONLD
     assert F.format_param("xml") == F.SPARQL_XML + ", " + F.RDFXML
-    assert F.format_param("trig") is None  # no writer: not a ?format= value
+    assert F.format_param("trig") == F.TRIG  # TriG has a writer: ?format=trig is TriG, not Turtle
 
 
 # ---------------------------------------------------------------- every format, every name

@@ -65,15 +65,18 @@ def test_bad_pipeline_reports_are_400_and_metrics_keep_working(clean_server):
 
 def test_deeply_nested_bodies_are_400(clean_server):
     u = clean_server.url
+    # pyoxigraph's parser does not recurse: deeply nested valid Turtle (the collections) is stored
+    # (204), the nested property lists (the innermost lacks its object) are a syntax error
     cases = [
-        ("/store?default", "application/ld+json", b"[" * 100_000),
-        ("/store?default", "text/turtle", b"<http://a> <http://b> " + b"[ <http://p> " * 5000 + b"]" * 5000 + b" ."),
-        ("/store?default", "text/turtle", b"<http://a> <http://b> " + b"( " * 5000 + b")" * 5000 + b" ."),
-        ("/sparql", "application/sparql-query", b"SELECT * {" + b"{" * 5000 + b"}" * 5000 + b"}"),
+        ("/store?default", "application/ld+json", b"[" * 100_000, 400),
+        ("/store?default", "text/turtle", b"<http://a> <http://b> " + b"[ <http://p> " * 5000 + b"]" * 5000 + b" .",
+         400),
+        ("/store?default", "text/turtle", b"<http://a> <http://b> " + b"( " * 5000 + b")" * 5000 + b" .", 204),
+        ("/sparql", "application/sparql-query", b"SELECT * {" + b"{" * 5000 + b"}" * 5000 + b"}", 400),
     ]
-    for path, ct, body in cases:
+    for path, ct, body, status in cases:
         r = requests.post(u + path, data=body, headers={"Content-Type": ct}, timeout=60)
-        assert r.status_code == 400, (path, ct, r.text[:300])
+        assert r.status_code == status, (path, ct, r.text[:300])
         assert "Error" not in r.text and "Traceback" not in r.text
     assert requests.get(u + "/status").status_code == 200
 

@@ -217,7 +217,8 @@ def test_union_minus_graph_service_values():
     assert p.right == A.Values((V("k"),), ((I("a").key,), (None,), (INT("3").key,)))
     svc = p.left
     assert isinstance(svc, A.Join) and svc.right == A.Service(
-        A.Const("<http://svc/>"), A.BGP((T(V("s"), I("w"), V("k")),)), True
+        A.Const("<http://svc/>"), A.BGP((T(V("s"), I("w"), V("k")),)), True, "{ ?s :w ?k }", None,
+        (("", "http://ex.org/"),)
     )
     g = svc.left
     assert isinstance(g, A.Join) and g.right == A.Graph(V("g"), A.BGP((T(V("s"), I("y"), V("z")),)))

@@ -41,6 +41,8 @@ def _other_value(name: str) -> tuple[str, object]:
         return "http://ex.org/g=x.nt", [("http://ex.org/g", "x.nt")]
     if name == "data":
         return '["a.nt", "b.nt"]', ["a.nt", "b.nt"]
+    if name == "service_endpoints":
+        return "http://ex.org/sparql", ["http://ex.org/sparql"]
     if ann is int:
         return str(d + 1), d + 1
     if ann is float:

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.arrays import unique
-from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded, UnsupportedError
+from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded
 from engine.exec.bgp import (
     SMALL_ROWS,
     candidate_predicates,
@@ -441,9 +441,9 @@ class Evaluator:
         return join(seed, res, ctx.max_rows)
 
     def _Service(self, node: A.Service, seed):
-        if node.silent:
-            return seed if seed is not None else Bindings.unit()
-        raise UnsupportedError("SERVICE (federated query) is not supported")
+        from engine.exec import service  # noqa: PLC0415 - federation: engine/exec/service.py
+
+        return service.evaluate(self, node, seed)
 
     # ---- combinators
     def _Join(self, node: A.Join, seed):

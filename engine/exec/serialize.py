@@ -9,16 +9,18 @@ per-row Python cost is a handful of C-level string concatenations.
 Formats
 -------
 SELECT / ASK: SPARQL JSON, SPARQL XML, CSV, TSV (SPARQL 1.1 Query Results
-CSV and TSV Formats). CONSTRUCT / DESCRIBE and Graph Store reads: Turtle (with
-prefixes), N-Triples and N-Quads written straight from term keys; JSON-LD and
-RDF/XML through rdflib. Which media type names which writer, and content
+CSV and TSV Formats). CONSTRUCT / DESCRIBE and Graph Store reads: N-Triples
+and N-Quads written straight from term keys; Turtle (with prefixes), TriG,
+JSON-LD and RDF/XML re-written from that body by pyoxigraph (in Rust, no
+Python per triple). Which media type names which writer, and content
 negotiation, live in :mod:`engine.formats`.
 
 Size bound: with ``max_bytes``, the size of the answer is computed from the
 rendered length of each distinct term times its row count *before* any row is
 assembled, and an answer over the bound raises :class:`ResponseTooLarge`;
 rows are assembled a chunk at a time, so building the body needs about twice
-its size. A variable name is rendered once, not once per distinct term.
+its size. Turtle and TriG, shorter than their N-Triples body, are checked on their
+own size once written (the body in between is held to the query's memory budget). A variable name is rendered once, not once per distinct term.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ import numpy as np
 import orjson
 
 from engine import formats
+from engine.arrays import unique
 from engine.errors import ResponseTooLarge
 from engine.exec.context import MemoryBudget
 from engine.exec.result import UNBOUND, QueryResult
-from engine.terms import RDF_LANGSTRING, RDF_TYPE, XSD, XSD_STRING, unescape_string
+from engine.terms import XSD, XSD_STRING, unescape_string
 
 # --------------------------------------------------------------------------
 # Term parsing helpers (keys -> parts)
@@ -113,8 +116,6 @@ def _row_count(result: QueryResult) -> int:
 _CHUNK_ROWS = 1 << 16
 #: variable names longer than this are not copied into every distinct term's fragment
 _LONG_NAME = 256
-#: working set of a term in an rdflib graph (JSON-LD, RDF/XML), per triple
-_RDFLIB_TRIPLE_BYTES = 1024
 
 
 #: (max_bytes, memory budget of the query or None) of the serialization running in this context
@@ -452,7 +453,7 @@ def _serialize_tsv(result: QueryResult, max_bytes: int | None = None) -> bytes:
 
 
 # --------------------------------------------------------------------------
-# Graphs: N-Triples, N-Quads, Turtle (own writers), JSON-LD, RDF/XML (rdflib)
+# Graphs: N-Triples, N-Quads, Turtle (own writers), JSON-LD, RDF/XML, TriG (pyoxigraph)
 # --------------------------------------------------------------------------
 
 
@@ -507,11 +508,6 @@ COMMON_PREFIXES = {
 
 _PN_LOCAL = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z|[0-9]+\Z")
 _PN_PREFIX_OK = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
-_NUMERIC = {
-    XSD + "integer": re.compile(r"[+-]?[0-9]+\Z"),
-    XSD + "decimal": re.compile(r"[+-]?[0-9]*\.[0-9]+\Z"),
-    XSD + "double": re.compile(r"[+-]?([0-9]+\.[0-9]*|\.?[0-9]+)[eE][+-]?[0-9]+\Z"),
-}
 
 
 def _namespace(iri: str) -> tuple[str, str]:
@@ -529,9 +525,15 @@ def _prefix_name(ns: str) -> str | None:
     return None
 
 
+#: namespaces of their own a Turtle/TriG answer declares at most (the most used ones): a
+#: prefix per namespace of a data set with many (LUBM: one per professor) reads badly and
+#: costs the writer a look-up per prefix for every IRI
+MAX_NEW_PREFIXES = 16
+
+
 class _TurtleNames:
     """Picks prefixes for a set of IRIs: the common ones plus ns1, ns2 ... for
-    other namespaces used at least twice."""
+    the (at most MAX_NEW_PREFIXES) most used other namespaces used at least twice."""
 
     def __init__(self, iris: Sequence[str], prefixes: dict[str, str] | None = None):
         known = dict(COMMON_PREFIXES)
@@ -545,10 +547,12 @@ class _TurtleNames:
                 counts[ns] = counts.get(ns, 0) + 1
         self.ns_prefix: dict[str, str] = {}
         i = 1
+        new = 0
         for ns, cnt in sorted(counts.items(), key=lambda kv: -kv[1]):
             if ns in by_ns:
                 self.ns_prefix[ns] = by_ns[ns]
-            elif cnt >= 2 and not ns.endswith(":"):
+            elif cnt >= 2 and not ns.endswith(":") and new < MAX_NEW_PREFIXES:
+                new += 1
                 name = _prefix_name(ns)
                 if name is None or name in known:
                     while f"ns{i}" in known:
@@ -559,150 +563,108 @@ class _TurtleNames:
                 self.ns_prefix[ns] = name
         self.used = sorted(self.ns_prefix.items(), key=lambda kv: kv[1])
 
-    def iri(self, iri: str) -> str:
-        ns, local = _namespace(iri)
-        p = self.ns_prefix.get(ns)
-        if p is not None and _PN_LOCAL.match(local):
-            return p + ":" + local
-        return "<" + iri + ">"
 
-    def term(self, key: str) -> str:
-        c = key[0]
-        if c == "<":
-            return self.iri(key[1:-1])
-        if c == "_":
-            return "_:" + _bnode_label(key[2:])
-        end = key.rfind('"')
-        suffix = key[end + 1 :]
-        if suffix.startswith("^^<"):
-            dt = suffix[3:-1]
-            rx = _NUMERIC.get(dt)
-            if rx is not None and rx.match(key[1:end]):
-                return key[1:end]
-            if dt == XSD + "boolean" and key[1:end] in ("true", "false"):
-                return key[1:end]
-            return key[: end + 1] + "^^" + self.iri(dt)
-        return key
+def _turtle_prefixes(result: QueryResult, prefixes: dict[str, str] | None) -> dict[str, str]:
+    """The prefixes a Turtle/TriG answer declares: the common ones (and the caller's) that
+    its IRIs use, plus ``ns1``, ``ns2`` ... (or a namespace's last word) for other
+    namespaces used at least twice. One pass over the distinct terms."""
+    t = result.triples
+    keys = result.terms.keys(unique(np.asarray(t, dtype=np.int64)))
+    iris = [k[1:-1] for k in keys if k and k[0] == "<"]
+    iris += [k[k.rfind('"') + 4 : -1] for k in keys if k and k[0] == '"' and "^^<" in k[k.rfind('"') :]]
+    return {p: ns for ns, p in _TurtleNames(iris, prefixes).used}
 
 
 def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = None,
                       max_bytes: int | None = None) -> bytes:
+    """Turtle written by pyoxigraph from our N-Triples body, with prefixes and ``a``.
+    Turtle is shorter than N-Triples: the bound is checked on the Turtle itself (the
+    N-Triples body in between stays under the query's memory budget)."""
     t = result.triples
     if t is None or len(t) == 0:
         return b""
-    t = np.asarray(t, dtype=np.int64)
-    order = np.lexsort((t[:, 2], t[:, 1], t[:, 0]))
-    t = t[order]
-    uniq, inv = np.unique(t, return_inverse=True)
-    keys = result.terms.keys(uniq)
-    inv = inv.reshape(t.shape)
-    iris = [k[1:-1] for k in keys if k and k[0] == "<"]
-    iris += [k[k.rfind('"') + 4 : -1] for k in keys if k and k[0] == '"' and "^^<" in k[k.rfind('"') :]]
-    names = _TurtleNames(iris, prefixes)
-    rendered = [names.term(k) for k in keys]
-    rdf_type_idx = None
-    for i, k in enumerate(keys):
-        if k == "<" + RDF_TYPE + ">":
-            rdf_type_idx = i
-    if max_bytes or _room() is not None:
-        # the exact size of the abbreviated output, before it is written: an object
-        # per triple, a predicate per (subject, predicate) run, a subject per subject run
-        lens = np.fromiter((len(x.encode("utf-8")) for x in rendered), dtype=np.int64, count=len(rendered))
-        if rdf_type_idx is not None:
-            lens_p = lens.copy()
-            lens_p[rdf_type_idx] = 1
-        else:
-            lens_p = lens
-        new_s = np.ones(len(inv), dtype=bool)
-        new_s[1:] = inv[1:, 0] != inv[:-1, 0]
-        new_p = new_s.copy()
-        new_p[1:] |= inv[1:, 1] != inv[:-1, 1]
-        only_p = new_p & ~new_s
-        n_s = int(new_s.sum())
-        size = (int(lens[inv[:, 2]].sum()) + int(lens[inv[new_s, 0]].sum()) + int(lens_p[inv[new_p, 1]].sum())
-                + 6 * n_s + 4 * (n_s - 1) + 8 * int(only_p.sum()) + 2 * int((~new_p).sum()) + 3)
-        if names.used:
-            size += sum(len(ns.encode("utf-8")) + len(p) + 15 for ns, p in names.used) + 1
-        check_size(size, max_bytes)
-    head = [f"@prefix {p}: <{ns}> .\n" for ns, p in names.used]
-    if head:
-        head.append("\n")
-    chunks = ["".join(head).encode("utf-8")]
-    prev_s = prev_p = -1
-    # a chunk of triples at a time: the per-triple lists stay small next to the body
-    for a in range(0, len(inv), _CHUNK_ROWS):
-        out: list[str] = []
-        for s, p, o in inv[a:a + _CHUNK_ROWS].tolist():
-            if s != prev_s:
-                if prev_s != -1:
-                    out.append(" .\n\n")
-                out.append(rendered[s])
-                out.append("\n    ")
-                out.append("a" if p == rdf_type_idx else rendered[p])
-                out.append(" ")
-                prev_s, prev_p = s, p
-            elif p != prev_p:
-                out.append(" ;\n    ")
-                out.append("a" if p == rdf_type_idx else rendered[p])
-                out.append(" ")
-                prev_p = p
-            else:
-                out.append(", ")
-            out.append(rendered[o])
-        chunks.append("".join(out).encode("utf-8"))
-    chunks.append(b" .\n")
-    return b"".join(chunks)
+    body = _serialize_ntriples(result, None, None)
+    return _ox_rewrite(body, False, "TURTLE", _turtle_prefixes(result, prefixes), max_bytes)
 
 
-def _to_rdflib(key: str):
-    from rdflib import BNode, Literal, URIRef
-
-    c = key[0]
-    if c == "<":
-        return URIRef(key[1:-1])
-    if c == "_":
-        return BNode(key[2:])
-    lex, dt, lang = _literal_parts(key)
-    if lang is not None:
-        return Literal(lex, lang=lang)
-    if dt is not None and dt not in (XSD_STRING, RDF_LANGSTRING):
-        return Literal(lex, datatype=URIRef(dt))
-    return Literal(lex)
+def _used_prefixes(body: bytes, prefixes: dict[str, str] | None) -> dict[str, str]:
+    """The common prefixes (and the caller's) whose namespace occurs in an N-Triples/N-Quads body."""
+    known = dict(COMMON_PREFIXES)
+    if prefixes:
+        known.update(prefixes)
+    return {p: ns for p, ns in known.items() if _PN_PREFIX_OK.match(p) and ("<" + ns).encode("utf-8") in body}
 
 
-def _rdflib_graph(result: QueryResult, graph: str | None = None):
-    from rdflib import Dataset, Graph, URIRef
+def _ox_rewrite(body: bytes, quads: bool, target: str, prefixes: dict[str, str] | None,
+                max_bytes: int | None) -> bytes:
+    """Re-write an N-Triples (N-Quads with ``quads``) body in pyoxigraph's format ``target``
+    (TURTLE, TRIG, RDF_XML, JSON_LD) with ``prefixes``: parsed and written in Rust, no
+    Python per triple."""
+    import pyoxigraph as ox
 
-    if graph is not None:
-        ds = Dataset()
-        g = ds.graph(URIRef(graph))
-    else:
-        ds = None
-        g = Graph()
-    for p, ns in COMMON_PREFIXES.items():
-        g.bind(p, ns, override=True)
-    t = result.triples
-    if t is not None and len(t):
-        uniq, inv = np.unique(np.asarray(t, dtype=np.int64), return_inverse=True)
-        terms = [_to_rdflib(k) for k in result.terms.keys(uniq)]
-        for s, p, o in inv.reshape(-1, 3).tolist():
-            g.add((terms[s], terms[p], terms[o]))
-    return g, ds
+    src = ox.RdfFormat.N_QUADS if quads else ox.RdfFormat.N_TRIPLES
+    fmt = getattr(ox.RdfFormat, target)
+    try:
+        # lenient: the body is ours, written from store keys already checked (twice as fast)
+        out = ox.serialize(ox.parse(body, src, lenient=True), format=fmt, prefixes=prefixes or None)
+    except (SyntaxError, ValueError, TypeError) as e:
+        # a term our keys hold that the target format cannot express (e.g. an RDF/XML
+        # predicate with no XML name): a plain error, the format's own words
+        raise ValueError(f"cannot write this graph as {target}: {e}") from None
+    check_size(len(out), max_bytes)
+    return out
 
 
 def _serialize_jsonld(result: QueryResult, graph: str | None = None, max_bytes: int | None = None) -> bytes:
-    # rdflib builds a graph of Python objects first: bound its working set too
-    _graph_cells(result, max_bytes, factor=3, per_triple=_RDFLIB_TRIPLE_BYTES)
-    g, _ = _rdflib_graph(result)
-    data = g.serialize(format="json-ld")
-    return data.encode("utf-8") if isinstance(data, str) else data
+    body = _serialize_ntriples(result, graph, max_bytes)
+    if not body:
+        return b"[]"
+    return _ox_rewrite(body, graph is not None, "JSON_LD", None, max_bytes)
 
 
 def _serialize_rdfxml(result: QueryResult, max_bytes: int | None = None) -> bytes:
-    _graph_cells(result, max_bytes, factor=3, per_triple=_RDFLIB_TRIPLE_BYTES)
-    g, _ = _rdflib_graph(result)
-    data = g.serialize(format="pretty-xml" if len(g) < 10000 else "xml")
-    return data.encode("utf-8") if isinstance(data, str) else data
+    body = _serialize_ntriples(result, None, max_bytes)
+    if not body:
+        return (b'<?xml version="1.0" encoding="UTF-8"?>\n'
+                b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n</rdf:RDF>\n')
+    return _ox_rewrite(body, False, "RDF_XML", _used_prefixes(body, None), max_bytes)
+
+
+def _serialize_trig(result: QueryResult, graph: str | None = None, prefixes: dict[str, str] | None = None,
+                    max_bytes: int | None = None) -> bytes:
+    """TriG: the triples in ``graph`` (a ``<g> { }`` block; None: default-graph statements),
+    bounded like Turtle."""
+    t = result.triples
+    if t is None or len(t) == 0:
+        return b""
+    body = _serialize_ntriples(result, graph, None)
+    return _ox_rewrite(body, graph is not None, "TRIG", _turtle_prefixes(result, prefixes), max_bytes)
+
+
+def write_dataset(parts: Sequence[tuple[str | None, QueryResult]], media_type: str, *,
+                  prefixes: dict[str, str] | None = None, max_bytes: int | None = None) -> bytes:
+    """A whole dataset (``(graph IRI or None, graph)`` per graph) as N-Quads or TriG
+    (Graph Store ``GET /store`` without a graph). The bound applies to the whole answer."""
+    fmt = formats.output_format(media_type, formats.GRAPH)
+    if fmt is None or not fmt.quads or fmt.name not in ("nq", "trig"):
+        raise ValueError(f"cannot write a dataset as {media_type}")
+    chunks: list[bytes] = []
+    size = 0
+    for graph, res in parts:
+        token = _bounded(res, max_bytes)
+        try:
+            room = (max_bytes - size) if max_bytes else None
+            if room is not None and room <= 0:
+                check_size(size + 1, max_bytes)
+            body = _serialize_ntriples(res, graph, room)
+        finally:
+            _BOUND.reset(token)
+        size += len(body)
+        chunks.append(body)
+    body = b"".join(chunks)
+    if fmt.name == "nq" or not body:
+        return body
+    return _ox_rewrite(body, True, "TRIG", _used_prefixes(body, prefixes), max_bytes)
 
 
 # --------------------------------------------------------------------------
@@ -776,6 +738,11 @@ def write_jsonld(result: QueryResult, *, graph=None, prefixes=None, max_bytes=No
 
 def write_rdfxml(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
     return _serialize_rdfxml(result, max_bytes)
+
+
+def write_trig(result: QueryResult, *, graph=None, prefixes=None, max_bytes=None) -> bytes:
+    """TriG: the triples in ``graph`` (the default graph when None)."""
+    return _serialize_trig(result, graph, prefixes, max_bytes)
 
 
 class KeyTable:

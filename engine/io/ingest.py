@@ -37,7 +37,7 @@ from engine.kv.store import Changes, Snapshot, Store
 from engine.terms import iri_key
 
 __all__ = ["LoadReport", "Interned", "bnode_prefix", "intern", "intern_keys", "graph_id", "read", "changes_for",
-           "apply", "write_locked", "load", "load_file", "load_data"]
+           "apply", "write_locked", "load", "load_parts", "load_file", "load_data"]
 
 _MAX_ERRORS = loader.MAX_ERRORS
 
@@ -217,6 +217,40 @@ def load(store: Store, source, format: str | None = None, *, media_type: str | N
     target = graph_id(store, graph, create=True)
     rows, gids, report = read(store, source, format, base=base, lenient=lenient, name=name, progress=progress,
                               allow_fetch=allow_fetch)
+    return _commit(store, rows, gids, report, target, replace)
+
+
+def load_parts(store: Store, parts, *, graph: str | None = None, replace: bool = False, base: str | None = None,
+               allow_fetch: bool = False) -> tuple[LoadReport, bool]:
+    """Several payloads (``(data, media_type, name)`` each: the files of one multipart
+    upload) committed as one write: every part is parsed and interned first (each with
+    its own blank node scope), so a bad part commits nothing of any part. Otherwise as
+    :func:`load`: (report, whether ``graph`` was created)."""
+    target = graph_id(store, graph, create=True)
+    report = LoadReport()
+    rows_l: list[np.ndarray] = []
+    gids_l: list[np.ndarray | None] = []
+    for data, media_type, name in parts:
+        fmt = loader.format_for_media_type(media_type)
+        try:
+            rows, gids, rep = read(store, bytes(data), fmt, base=base, name=name, allow_fetch=allow_fetch)
+        except LoadError as e:  # say which part
+            raise LoadError(f"{name}: {e.message}", source=e.source, line=e.line, column=e.column) from None
+        report.triples += rep.triples
+        rows_l.append(rows)
+        gids_l.append(gids)
+    if not rows_l:
+        return _commit(store, np.zeros((0, 3), dtype=np.int64), None, report, target, replace)
+    rows = np.concatenate(rows_l)
+    gids = None
+    if any(g is not None for g in gids_l):
+        gids = np.concatenate([np.full(len(r), -1, dtype=np.int64) if g is None else g
+                               for r, g in zip(rows_l, gids_l, strict=True)])
+    return _commit(store, rows, gids, report, target, replace)
+
+
+def _commit(store: Store, rows: np.ndarray, gids: np.ndarray | None, report: LoadReport, target: int | None,
+            replace: bool) -> tuple[LoadReport, bool]:
     changes = changes_for(rows, gids, target, replace)
     d = store.dictionary
     with store.write_lock:

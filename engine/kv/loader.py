@@ -6,9 +6,11 @@
   the N-Triples/N-Quads grammar (``pyarrow.compute.extract_regex``), and only
   the terms that need it (escapes, ``^^xsd:string``, upper-case language tags)
   are canonicalized in Python with :func:`engine.terms.canonical_key`.
-* Turtle, TriG, RDF/XML, JSON-LD: parsed by rdflib (with literal
-  normalization off, so lexical forms are kept exactly) and converted term by
-  term to keys.
+* Turtle, TriG, RDF/XML, JSON-LD: parsed by pyoxigraph (lexical forms kept
+  exactly, line and column in syntax errors) and written by it as N-Quads,
+  which the vectorized N-Quads path reads: no Python code runs per statement.
+  rdflib remains only for JSON-LD documents with a remote context (pyoxigraph
+  fetches nothing): fetched with ``--allow-load``, refused by name without.
 
 Parsers fetch nothing from a payload (bytes) unless the caller allows it (the
 server passes ``--allow-load``); files named by path are the operator's own and
@@ -622,6 +624,103 @@ def _rdflib_message(e: Exception) -> str:
         except Exception:  # noqa: BLE001
             pass
     return str(e) or type(e).__name__
+
+
+# ------------------------------------------------------------------ pyoxigraph formats
+#: pyoxigraph's name of each format it parses for us (Turtle also reads ``.n3`` files, as Turtle)
+_OX_FORMATS = {"ttl": "TURTLE", "trig": "TRIG", "xml": "RDF_XML", "jsonld": "JSON_LD"}
+_OX_WHERE = re.compile(r"^Parser error at line \d+ (?:between columns \d+ and \d+|column \d+): ")
+#: what pyoxigraph's JSON-LD parser says of a remote context (it fetches nothing itself)
+_OX_REMOTE = "LoadDocumentCallback"
+
+
+def _nquads_format() -> formats.Format:
+    return formats.by_name("nq")
+
+
+#: N-Quads written by pyoxigraph beyond this stay in a temporary file, read back a chunk at a time
+_SPOOL_BYTES = 64 << 20
+
+
+def _ox_parse_to_nquads(source, fmt: formats.Format, base: str | None, display: str, out) -> None:
+    """Write the document ``source`` (bytes or a binary stream) as N-Quads into ``out``,
+    parsed and written by pyoxigraph (Rust, no Python per statement).
+
+    Lexical forms, datatypes and blank node labels are kept as written (language tags
+    lower-cased, as :func:`engine.terms.canonical_key` does); relative IRIs are resolved
+    against ``base`` (none: a relative IRI is an error). Raises LoadError with the
+    line and column of a syntax error."""
+    import pyoxigraph as ox
+
+    oxf = getattr(ox.RdfFormat, _OX_FORMATS[fmt.name])
+    try:
+        ox.serialize(ox.parse(source, oxf, base_iri=base or None), out, format=ox.RdfFormat.N_QUADS)
+    except SyntaxError as e:
+        msg = _OX_WHERE.sub("", str(e.msg or e))
+        raise LoadError(f"syntax error: {msg}", source=display, line=e.lineno,
+                        column=e.offset if e.lineno is not None else None) from None
+    except ValueError as e:  # a bad base IRI
+        raise LoadError(f"cannot parse: {e}", source=display) from None
+    except RecursionError:
+        raise LoadError("the document is nested too deeply", source=display) from None
+    except (OSError, EOFError, zlib.error) as e:
+        raise LoadError(f"cannot read input: {e}", source=display) from None
+
+
+def _rdf12_error(err: LoadError, source: str) -> LoadError:
+    """An N-Quads line pyoxigraph wrote that our store cannot hold: RDF 1.2 terms."""
+    return LoadError("the document uses RDF 1.2 triple terms or directional language tags, which this store "
+                     f"does not hold ({err.message})", source=source)
+
+
+def parse_with_oxigraph(stream, fmt: formats.Format, *, display: str, base: str | None, lenient: bool,
+                        bnode_prefix: str, allow_fetch: bool, bar) -> Iterator[ParsedKeys]:
+    """Turtle, TriG, RDF/XML, JSON-LD: pyoxigraph parses the whole document (atomic:
+    ``lenient`` does not apply) and writes it as N-Quads, which the vectorized
+    N-Quads path turns into key columns a chunk at a time. Turtle and TriG are read
+    from the stream as they come, and N-Quads past ``_SPOOL_BYTES`` wait in a
+    temporary file, so a large file never sits in memory whole, twice.
+
+    rdflib stays for one case pyoxigraph cannot do: a JSON-LD document naming a remote
+    context (pyoxigraph fetches nothing). With ``allow_fetch`` rdflib fetches it under
+    the guards of :func:`_parse_rdflib`; without, it refuses naming the context."""
+    import tempfile
+
+    source = stream
+    if fmt.name in ("xml", "jsonld"):  # their guards read the document first
+        try:
+            source = stream.read()
+        except (OSError, EOFError, zlib.error) as e:
+            raise LoadError(f"cannot read input: {e}", source=display) from e
+        if fmt.name == "xml":
+            check_xml_prolog(source, display)  # pyoxigraph expands internal entities: bound them first
+        elif source.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+            raise LoadError("a JSON-LD document must be a JSON object or array", source=display)
+    with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as nq:
+        try:
+            _ox_parse_to_nquads(source, fmt, base, display, nq)
+        except LoadError as e:
+            if fmt.name == "jsonld" and _OX_REMOTE in e.message:
+                s, p, o, g = _parse_rdflib(source, fmt, base, display, bnode_prefix, allow_fetch)
+                if bar is not None:
+                    bar.update(len(source))
+                yield ParsedKeys(s, p, o, g)
+                return
+            raise
+        del source
+        if bar is not None:
+            bar.update(bar.total or 0)
+        nq.seek(0)
+        blocks = parse_lines(nq, _nquads_format(), display=display, base=None, lenient=False,
+                             bnode_prefix=bnode_prefix, allow_fetch=False, bar=None)
+        while True:
+            try:
+                block = next(blocks)
+            except StopIteration:
+                return
+            except LoadError as e:
+                raise _rdf12_error(e, display) from None
+            yield block
 
 
 # ------------------------------------------------------------------ parse_to_keys

@@ -287,12 +287,16 @@ class Slice:
 
 @dataclass(frozen=True, slots=True)
 class Service:
-    """SERVICE [SILENT] <iri> { } -- parsed so the error is precise; the
-    executor answers 'not supported' (or the unit table when SILENT)."""
+    """SERVICE [SILENT] <iri> { } -- evaluated by sending ``text`` (the group as
+    written, with the query's ``prefixes`` and ``base``) to the endpoint
+    (engine/exec/service.py), when the server allows federation."""
 
     endpoint: PatternTerm
     input: Pattern
     silent: bool = False
+    text: str = ""  # the group graph pattern as written, braces included
+    base: str | None = None
+    prefixes: tuple[tuple[str, str], ...] = ()
 
 
 Pattern = (

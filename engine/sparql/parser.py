@@ -663,7 +663,11 @@ class _Parser:
                 self.i += 1
                 silent = self.accept("SILENT")
                 name = self.var_or_iri()
-                g = _join(g, A.Service(name, self.group_graph_pattern(), silent))
+                start = toks[self.i][2]
+                inner = self.group_graph_pattern()
+                close = toks[self.i - 1]
+                g = _join(g, A.Service(name, inner, silent, self.text[start:close[2] + len(close[1])], self.base,
+                                       tuple(self.prefixes.items())))
             elif k == "BIND":
                 self.i += 1
                 self.expect("(")
