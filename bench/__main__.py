@@ -15,6 +15,10 @@ def _main(argv: list[str]) -> int:
         from bench.pipeline_bench import main as pipeline_main  # noqa: PLC0415
 
         return pipeline_main(argv[1:])
+    if argv and argv[0] == "http-load":
+        from bench.http_load import main as http_load_main  # noqa: PLC0415
+
+        return http_load_main(argv[1:])
     if argv and argv[0] == "streams":
         from bench.streams import main as streams_main  # noqa: PLC0415
 
