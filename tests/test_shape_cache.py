@@ -50,8 +50,8 @@ def _rows(db, text):
 
 def _ox_rows(ox, text):
     r = ox.query(text)
-    if isinstance(r, bool):
-        return r
+    if not hasattr(r, "variables"):  # an ASK answer
+        return bool(r)
     names = [v.value for v in r.variables]
     return sorted(tuple(None if s[n] is None else str(s[n]) for n in names) for s in r)
 
