@@ -177,10 +177,11 @@ def test_numpy_columns_survive_threadpool(make_server):
 
 
 def test_inline_policy():
-    """Cheap shapes run on the event loop after two runs; one slow run sends the shape back
+    """Cheap shapes run on the event loop; one slow run sends the shape back
     to the thread pool until its decaying cost estimate is low again."""
     import asyncio
 
+    from engine.errors import QueryTimeout
     from server.api.common import ServerState, query_shape
     from server.settings import Settings
 
@@ -203,7 +204,7 @@ def test_inline_policy():
     async def go():
         for _ in range(3):
             await state.run(job(), shape)
-        assert where == [False, False, True]
+        assert where == [False, False, True]  # not probed: the pool until seen twice
         await state.run(job(0.05), shape)  # slow, but ran inline: estimate is now 50 ms
         where.clear()
         for _ in range(3):
@@ -218,6 +219,27 @@ def test_inline_policy():
         assert where == [False]
         await state.run(job(), None)  # no shape (updates): always the thread pool
         assert where == [False, False]
+        # a selective shape (the engine's) never seen, run under a deadline: probed inline at once
+        other = query_shape("SELECT * WHERE { <http://ex.org/c> ?p 1 }")
+        where.clear()
+        await state.run(lambda deadline: job()(), other, deadline=None, probe=True)
+        assert where == [True]
+        # ... and an expensive one stops at the probe's budget and reruns in the pool
+        slow = query_shape("SELECT * WHERE { <http://ex.org/d> ?p 1 }")
+        where.clear()
+
+        def expensive(deadline):
+            where.append(threading.get_ident() == main_thread)
+            if where[-1]:
+                time.sleep(0.01)
+                assert deadline is not None and time.monotonic() > deadline
+                raise QueryTimeout("probe budget")
+            return 2
+        assert await state.run(expensive, slow, deadline=None, probe=True) == 2
+        assert where == [True, False]
+        where.clear()
+        assert await state.run(expensive, slow, deadline=None, probe=True) == 2
+        assert where == [False]  # known to be expensive now
 
     asyncio.run(go())
 

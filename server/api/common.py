@@ -370,11 +370,13 @@ def check_read(config: Settings, headers: dict[str, str]) -> None:
 # --------------------------------------------------------------------------
 
 _SHAPE_RE = re.compile(
-    r'(<[^<>"{}|^`\\\s]*>)|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|\b[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\b'
+    r'(<[^<>"{}|^`\\\s]*>)|(#[^\n\r]*)|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|\b[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\b'
 )
 
 
 def _blank_literal(m: re.Match) -> str:
+    if m.group(2) is not None:  # a comment: no part of the shape
+        return ""
     return m.group(1) or "$"
 
 
@@ -385,7 +387,7 @@ SHAPE_MAX_CHARS = 4096
 
 
 def query_shape(text: str) -> str | None:
-    """The query with its literal constants blanked: queries of one shape
+    """The query with its literal constants and comments blanked: queries of one shape
     usually cost alike. IRIs are kept, since they decide the cost (``?x a
     <RareClass>`` vs ``?x a <Thing>``): a query runs inline on the event loop
     only when this exact pattern was cheap before. None for long texts."""
@@ -402,6 +404,8 @@ TIMEOUT_GRACE = 0.5
 #: engine stops at its next check and the query reruns in the thread pool, so
 #: a shape that was cheap before can never hold the event loop long.
 INLINE_BUDGET = 0.02
+#: The inline budget of the first run of a shape never seen (its cost unknown).
+INLINE_PROBE = 0.005
 
 
 class _Workers:
@@ -517,8 +521,8 @@ class ServerState:
         with self._running_lock:
             self.running -= 1
 
-    async def run(self, fn: Callable[..., Any], shape: str | None = None, deadline: Any = _UNSET,
-                  gate: CommitGate | None = None) -> Any:
+    async def run(self, fn: Callable[..., Any], shape: Any = None, deadline: Any = _UNSET,
+                  gate: CommitGate | None = None, probe: bool = False) -> Any:
         """Run ``fn`` (a blocking engine call) with admission control.
 
         With ``deadline`` (a ``time.monotonic()`` instant, or None for none),
@@ -530,16 +534,23 @@ class ServerState:
 
         A shape (the query with its constants blanked) whose recent cost is
         below ``inline_threshold`` runs right here on the event loop: the
-        thread-pool hop costs more than such a query does. The inline run gets
-        a deadline ``INLINE_BUDGET`` away; if the constants make it expensive
-        the engine stops at that deadline and the query reruns in the thread
-        pool with its own deadline. A write passes a ``gate`` (its engine call
-        asks ``gate.commit()`` before committing): past the deadline the write
-        is either abandoned before its commit or waited for. Everything else, and every shape seen
-        fewer than twice, runs in the thread pool so the loop stays
-        responsive. The recent cost is a decaying maximum (``max(last,
-        previous / 2)``): one expensive run of a shape sends it to the thread
-        pool for the next several runs. Writes clear the estimates.
+        thread-pool hop (a queue, a thread wake-up and two GIL hand-overs, which
+        under load wait for the switch interval) costs more than such a query
+        does. The inline run gets a deadline ``INLINE_BUDGET`` away; if the
+        constants make it expensive the engine stops at that deadline and the
+        query reruns in the thread pool with its own deadline. A shape never
+        seen is probed inline with the shorter ``INLINE_PROBE``: most queries
+        are cheap, and an expensive one holds the loop that long once and is
+        then known. Only callers that know the query is selective by construction
+        (``probe``: the engine compiled its shape to a tuple-at-a-time program
+        from a constant) get the probe; other shapes run in the pool until seen
+        twice. A write passes a ``gate`` (its engine call asks
+        ``gate.commit()`` before committing): past the deadline the write is
+        either abandoned before its commit or waited for. Everything else runs
+        in the thread pool so the loop stays responsive. The recent cost is a
+        decaying maximum (``max(last, previous / 2)``) of the engine's own time:
+        one expensive run of a shape sends it to the thread pool for the next
+        several runs. Writes clear the estimates.
         """
         self._admit()
         with self._running_lock:
@@ -547,23 +558,31 @@ class ServerState:
         t0 = time.perf_counter()
         seen = self.shape_cost.get(shape) if shape is not None else None
         released = False
+        shape_known = probe
+        # the engine's own time in the pool (the hop and the queue are not the query's cost:
+        # counting them would keep a cheap shape in the pool for good)
+        ran: list[float | None] = [None]
+        spent = 0.0
         try:
-            if seen is not None and seen[1] >= 2 and seen[0] < self.inline_threshold:
+            probe = probe and seen is None and deadline is not _UNSET and gate is None
+            if probe or (seen is not None and (seen[1] >= 2 or shape_known) and seen[0] < self.inline_threshold):
                 if deadline is _UNSET:
                     return fn()
-                cap = time.monotonic() + INLINE_BUDGET
+                cap = time.monotonic() + (INLINE_PROBE if probe else INLINE_BUDGET)
                 if deadline is None or cap < deadline:
                     try:
                         return fn(cap)
-                    except QueryTimeout:
-                        pass  # expensive after all: run it in the pool under its own deadline
+                    except QueryTimeout:  # expensive after all: run it in the pool under its own
+                        spent = time.perf_counter() - t0  # deadline, and remember it costs at least this
                 else:
                     return fn(deadline)
 
             def job():
+                t1 = time.perf_counter()
                 try:
                     return fn() if deadline is _UNSET else fn(deadline)
                 finally:
+                    ran[0] = time.perf_counter() - t1
                     self._release()
 
             fut = asyncio.wrap_future(self._workers.submit(job))
@@ -584,7 +603,7 @@ class ServerState:
             if not released:
                 self._release()
             if shape is not None:
-                dt = time.perf_counter() - t0
+                dt = max(spent, ran[0]) if ran[0] is not None else time.perf_counter() - t0
                 if seen is None:
                     if len(self.shape_cost) >= 4096:
                         self.shape_cost.clear()

@@ -15,6 +15,7 @@ from engine.errors import JindouError
 from engine.exec import serialize as ser
 from engine.exec.context import release_memory
 from server.api.common import (
+    SHAPE_MAX_CHARS,
     HTTPError,
     Reply,
     ServerState,
@@ -151,10 +152,11 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
         return form, mt, body
 
     try:
-        # long texts have no shape: they never run inline and are not remembered
+        # long texts have no shape: they never run inline and are not remembered;
         # explains run in the pool and do not teach the inline cost of the query's shape
-        shape = query_shape(text) if explain is None else None
-        form, mt, body = await state.run(work, shape, deadline=state.deadline())
+        shape = _cost_shape(db, text, base, dg or ng) if explain is None else None
+        form, mt, body = await state.run(work, shape, deadline=state.deadline(),
+                                         probe=type(shape) is tuple)
     except Exception as exc:
         if metrics is not None:
             metrics.query_done("unknown", getattr(exc, "kind", "error"))
@@ -162,6 +164,23 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     if metrics is not None:
         metrics.query_done(form, "ok")
     return Reply(200, body, formats.content_type(mt), {"Vary": "Accept"})
+
+
+def _cost_shape(db, text: str, base: str, dataset) -> object:
+    """The key under which the server learns what a query costs (inline on the
+    event loop or in the thread pool): the engine's shape (a fast-path BGP with
+    its one entity constant as a parameter, so a new constant of a known shape
+    runs inline at once) when it has one, else the text with literals and
+    comments blanked. Parsing here is cheap (short texts only) and cached for
+    the run itself; a syntax error answers 400 from here as it would from there."""
+    if len(text) > SHAPE_MAX_CHARS:
+        return None
+    key = None
+    if not dataset:
+        fn = getattr(db, "shape_key", None)
+        if fn is not None:
+            key = fn(text, base)
+    return ("fast", key) if key is not None else query_shape(text)
 
 
 def explain_mode(params: dict) -> str | None:
