@@ -84,12 +84,18 @@ def error_reply(err: HTTPError) -> Reply:
 
 
 #: The one table from an error's category to its HTTP status, with the
-#: Retry-After of the categories worth retrying.
+#: Retry-After of the categories worth retrying. A deterministic limit (row,
+#: memory or response-size budget: the same query on the same data passes it
+#: again) is 422, "well-formed but the server cannot process what it asks for"
+#: (RFC 9110 section 15.5.21), with no Retry-After: not 413, which is about the
+#: request's own content, nor a 5xx, which says the server failed and invites a
+#: retry. Backpressure (Category.BUDGET) clears by itself: 503 with Retry-After.
 CATEGORY_STATUS: dict[Category, tuple[int, str | None]] = {
     Category.BAD_REQUEST: (400, None),
     Category.NOT_FOUND: (404, None),
     Category.CONFLICT: (409, None),
     Category.UNPROCESSABLE: (422, None),
+    Category.LIMIT: (422, None),
     Category.TIMEOUT: (503, "1"),
     Category.BUDGET: (503, "1"),
     Category.OUT_OF_MEMORY: (503, "5"),

@@ -1,4 +1,7 @@
-"""SPARQL 1.1 Protocol: the query operation at /sparql.
+"""SPARQL 1.1 Protocol at /sparql: the query operation, and the update
+operation for clients configured with one endpoint (an ``application/sparql-update``
+body or a form with ``update=`` goes to :func:`server.api.update.handle_update`,
+same token rules as /update).
 
 ``handle_sparql`` is the whole operation on raw request data; the app's ASGI
 fast path calls it directly (no routing, no pydantic), and the FastAPI routes
@@ -14,6 +17,7 @@ from engine import formats
 from engine.errors import JindouError
 from engine.exec import serialize as ser
 from engine.exec.context import release_memory
+from server.api import update
 from server.api.common import (
     SHAPE_MAX_CHARS,
     HTTPError,
@@ -37,6 +41,7 @@ from server.api.common import (
 router = APIRouter(tags=["SPARQL"])
 
 QUERY_TYPES = ("application/sparql-query",)
+UPDATE_TYPE = "application/sparql-update"
 FORM_TYPE = "application/x-www-form-urlencoded"
 ALLOW = "GET, POST, OPTIONS"
 #: answers with more rows than this return their freed heap to the OS after serializing
@@ -77,7 +82,8 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     params = parse_params_cached(qs)
     if method == "GET":
         if "update" in params:
-            raise HTTPError(400, "bad_request", "updates are not accepted on /sparql with GET; POST them to /update")
+            raise HTTPError(400, "bad_request", "SPARQL updates need POST (application/sparql-update, or a form "
+                                                "with 'update'), not GET")
         text = one(params, "query")
         if text is None:
             return service_description(state, scope, headers)
@@ -85,39 +91,48 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
         ct, ctp = parse_content_type(headers.get("content-type"))
         if ct is None:
             raise HTTPError(415, "unsupported_media_type",
-                            "POST /sparql needs Content-Type application/sparql-query or application/x-www-form-urlencoded")
+                            f"POST /sparql needs Content-Type application/sparql-query, {UPDATE_TYPE} or {FORM_TYPE}")
         check_charset(ctp)
         if ct in QUERY_TYPES:
             if "query" in params:
                 raise HTTPError(400, "bad_request", "query given both in the URL and in the body")
             if "update" in params:
-                raise HTTPError(400, "bad_request", "updates go to /update")
+                raise HTTPError(400, "bad_request", "the 'update' parameter cannot come with a query body")
             text = decode_utf8(await read_body(), "query")
+        elif ct == UPDATE_TYPE:
+            # the update operation, as at /update (same token rules, same handler)
+            if "query" in params:
+                raise HTTPError(400, "bad_request", "the 'query' parameter cannot come with an update body")
+            return await update.handle_update(state, method, scope, headers, qs, read_body)
         elif ct == FORM_TYPE:
-            form = await parse_form(await read_body())
+            body = await read_body()
+            form = await parse_form(body)
+            if "update" in form:
+                if "query" in form or "query" in params:
+                    raise HTTPError(400, "bad_request", "give either 'query' or 'update', not both")
+
+                async def again() -> bytes:
+                    return body
+
+                return await update.handle_update(state, method, scope, headers, qs, again)
             merged = {k: list(v) for k, v in params.items()}
             for k, v in form.items():
                 merged.setdefault(k, []).extend(v)
             params = merged
             if "update" in params:
-                raise HTTPError(400, "bad_request", "updates go to /update, not /sparql")
+                raise HTTPError(400, "bad_request", "the 'update' parameter belongs in the form body")
             text = one(params, "query")
             if text is None:
-                raise HTTPError(400, "bad_request", "missing 'query' parameter")
-        elif ct == "application/sparql-update":
-            raise HTTPError(400, "bad_request", "updates go to /update, not /sparql")
+                raise HTTPError(400, "bad_request", "missing 'query' (or 'update') parameter")
         else:
             raise HTTPError(415, "unsupported_media_type",
-                            f"{ct} is not a query media type; use application/sparql-query or {FORM_TYPE}")
+                            f"{ct} is neither a query nor an update media type; use application/sparql-query, "
+                            f"{UPDATE_TYPE} or {FORM_TYPE}")
     explain = explain_mode(params)
     accept = headers.get("accept")
-    # ?format= / ?output= override Accept (handy in a browser, and sent by SPARQLWrapper): a
-    # shorthand of the format registry ("json" names both SPARQL JSON and JSON-LD, the form picks)
-    # or a media type; unknown values are ignored
     fmt = params.get("format") or params.get("output")
     if fmt:
-        v = fmt[0].strip().lower()
-        accept = formats.format_param(v) or (v if "/" in v else accept)
+        accept = format_override(fmt[0])
     if explain is None and not _acceptable_at_all(accept):  # an explain answers JSON whatever Accept says
         raise not_acceptable(accept, "SELECT")
     dg = iri_params(params, "default-graph-uri")
@@ -164,6 +179,28 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     if metrics is not None:
         metrics.query_done(form, "ok")
     return Reply(200, body, formats.content_type(mt), {"Vary": "Accept"})
+
+
+def format_override(value: str) -> str:
+    """The Accept value that ``?format=`` / ``?output=`` (handy in a browser, and
+    sent by SPARQLWrapper) stands for: a shorthand of the format registry ("json"
+    names both SPARQL JSON and JSON-LD, the query form picks) or a media type. A
+    known format without a writer is a 406, an unknown name a 400 listing the
+    accepted ones (a silent fallback would answer in a format nobody asked for)."""
+    v = value.strip().lower()
+    if "/" in v:
+        return v
+    accept = formats.format_param(v)
+    if accept is not None:
+        return accept
+    known = formats.by_name(v, formats.GRAPH) or formats.by_name(v, formats.RESULTS)
+    if known is not None:
+        raise HTTPError(406, "not_acceptable", f"format {v!r} ({known.media_type}) cannot be written by this server",
+                        extra={"available": formats.format_param_names()})
+    shown = v if len(v) <= 64 else v[:64] + "..."
+    raise HTTPError(400, "bad_request", f"unknown format {shown!r}; use one of: "
+                    + ", ".join(formats.format_param_names()) + " (or a media type)",
+                    extra={"available": formats.format_param_names()})
 
 
 def _cost_shape(db, text: str, base: str, dataset) -> object:
@@ -268,7 +305,7 @@ _QUERY_PARAMS = [
      "description": "IRI of a graph to merge into the default graph (repeatable)."},
     {"name": "format", "in": "query", "required": False, "schema": {"type": "string"},
      "description": "Result format overriding Accept: json, xml, csv, tsv, turtle, nt, nq, jsonld, rdfxml "
-                    "(or a media type)."},
+                    "(or a media type); an unknown name is a 400 listing the accepted ones."},
     {"name": "explain", "in": "query", "required": False, "schema": {"type": "string", "enum": ["true", "analyze"]},
      "description": "Answer the query plan as JSON instead of the results (true), or after running the query "
                     "with actual rows and time per operator (analyze)."},
@@ -280,12 +317,18 @@ _QUERY_PARAMS = [
 _RESULT_CONTENT = {f.media_type: {} for f in formats.writable(formats.RESULTS) + formats.writable(formats.GRAPH)}
 
 _RESPONSES = {
-    200: {"description": "Query results, negotiated by Accept", "content": _RESULT_CONTENT},
+    200: {"description": "Query results, negotiated by Accept (an alias such as application/xml is answered "
+                          "under the canonical type; text/plain gets CSV, or N-Triples for graphs)",
+          "content": _RESULT_CONTENT},
+    204: {"description": "Update applied (POST with an update)"},
     400: {"description": "Syntax error or bad request: JSON {error, detail[, line, column]}"},
+    401: {"description": "Token required (updates, or reads with --read-token)"},
+    403: {"description": "Wrong token"},
     406: {"description": "No acceptable result format"},
     413: {"description": "Request body too large"},
     415: {"description": "Unsupported Content-Type"},
-    503: {"description": "Timeout, row budget or too many concurrent queries (Retry-After)"},
+    422: {"description": "Row, memory or response-size budget exceeded (deterministic: no Retry-After)"},
+    503: {"description": "Timeout or too many concurrent queries (Retry-After)"},
 }
 
 
@@ -310,7 +353,7 @@ async def sparql_get(request: Request) -> Response:
 
 @router.post(
     "/sparql",
-    summary="SPARQL query (POST)",
+    summary="SPARQL query or update (POST)",
     responses=_RESPONSES,
     openapi_extra={
         "parameters": _QUERY_PARAMS[1:],
@@ -318,16 +361,19 @@ async def sparql_get(request: Request) -> Response:
             "required": True,
             "content": {
                 "application/sparql-query": {"schema": {"type": "string"}, "example": "SELECT * WHERE { ?s ?p ?o } LIMIT 10"},
+                UPDATE_TYPE: {"schema": {"type": "string"}, "example": "INSERT DATA { <urn:a> <urn:b> <urn:c> }"},
                 FORM_TYPE: {"schema": {"type": "object", "properties": {
                     "query": {"type": "string"},
+                    "update": {"type": "string"},
                     "default-graph-uri": {"type": "array", "items": {"type": "string"}},
                     "named-graph-uri": {"type": "array", "items": {"type": "string"}},
-                }, "required": ["query"]}},
+                }}},
             },
         },
     },
 )
 async def sparql_post(request: Request) -> Response:
     """`POST /sparql` with the query as body (`application/sparql-query`) or as
-    form field `query` (`application/x-www-form-urlencoded`)."""
+    form field `query` (`application/x-www-form-urlencoded`); an update as body
+    (`application/sparql-update`) or form field `update` runs as at `/update`."""
     return await _via_fastapi(request)
