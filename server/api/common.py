@@ -527,6 +527,57 @@ class ServerState:
         with self._running_lock:
             self.running -= 1
 
+    def record_cost(self, shape: Any, dt: float) -> None:
+        """Teach the cost of one run of ``shape`` (a decaying maximum)."""
+        seen = self.shape_cost.get(shape)
+        if seen is None:
+            if len(self.shape_cost) >= 4096:
+                self.shape_cost.clear()
+            self.shape_cost[shape] = (dt, 1)
+        else:
+            self.shape_cost[shape] = (max(dt, seen[0] * 0.5), seen[1] + 1)
+
+    def inline_ok(self, shape: Any, probe: bool = False) -> bool:
+        """Whether a query of ``shape`` runs inline on the event loop (see :meth:`run`)."""
+        if shape is None or self.inline_threshold <= 0:
+            return False
+        seen = self.shape_cost.get(shape)
+        if seen is None:
+            return probe
+        return (seen[1] >= 2 or probe) and seen[0] < self.inline_threshold
+
+    def try_inline(self, fn: Callable[..., Any], shape: Any, deadline: Any = _UNSET,
+                   probe: bool = False) -> tuple[bool, Any]:
+        """Run ``fn`` right here when its shape runs inline (:meth:`inline_ok`):
+        (True, result); (False, None) when it belongs in the thread pool;
+        (False, seconds spent) when it passed its inline budget (the caller runs
+        it in the pool and teaches the cost, at least the time spent here).
+        Admission as in :meth:`run` (503 when full). Synchronous: the HTTP fast
+        lane answers such a query without a task."""
+        if not self.inline_ok(shape, probe):
+            return False, None
+        first = shape not in self.shape_cost
+        self._admit()
+        with self._running_lock:
+            self.running += 1
+        t0 = time.perf_counter()
+        spent = None
+        try:
+            if deadline is _UNSET:
+                return True, fn()
+            cap = time.monotonic() + (INLINE_PROBE if first else INLINE_BUDGET)
+            if deadline is not None and cap >= deadline:
+                return True, fn(deadline)
+            try:
+                return True, fn(cap)
+            except QueryTimeout:  # expensive after all: the pool runs it under its own deadline
+                spent = time.perf_counter() - t0
+                return False, spent
+        finally:
+            self._release()
+            if spent is None:
+                self.record_cost(shape, time.perf_counter() - t0)
+
     async def run(self, fn: Callable[..., Any], shape: Any = None, deadline: Any = _UNSET,
                   gate: CommitGate | None = None, probe: bool = False) -> Any:
         """Run ``fn`` (a blocking engine call) with admission control.
@@ -558,30 +609,21 @@ class ServerState:
         one expensive run of a shape sends it to the thread pool for the next
         several runs. Writes clear the estimates.
         """
+        spent = 0.0
+        if gate is None:
+            done, result = self.try_inline(fn, shape, deadline, probe and deadline is not _UNSET)
+            if done:
+                return result
+            spent = result or 0.0
         self._admit()
         with self._running_lock:
             self.running += 1
         t0 = time.perf_counter()
-        seen = self.shape_cost.get(shape) if shape is not None else None
         released = False
-        shape_known = probe
         # the engine's own time in the pool (the hop and the queue are not the query's cost:
         # counting them would keep a cheap shape in the pool for good)
         ran: list[float | None] = [None]
-        spent = 0.0
         try:
-            probe = probe and seen is None and deadline is not _UNSET and gate is None
-            if probe or (seen is not None and (seen[1] >= 2 or shape_known) and seen[0] < self.inline_threshold):
-                if deadline is _UNSET:
-                    return fn()
-                cap = time.monotonic() + (INLINE_PROBE if probe else INLINE_BUDGET)
-                if deadline is None or cap < deadline:
-                    try:
-                        return fn(cap)
-                    except QueryTimeout:  # expensive after all: run it in the pool under its own
-                        spent = time.perf_counter() - t0  # deadline, and remember it costs at least this
-                else:
-                    return fn(deadline)
 
             def job():
                 t1 = time.perf_counter()
@@ -609,10 +651,4 @@ class ServerState:
             if not released:
                 self._release()
             if shape is not None:
-                dt = max(spent, ran[0]) if ran[0] is not None else time.perf_counter() - t0
-                if seen is None:
-                    if len(self.shape_cost) >= 4096:
-                        self.shape_cost.clear()
-                    self.shape_cost[shape] = (dt, 1)
-                else:
-                    self.shape_cost[shape] = (max(dt, seen[0] * 0.5), seen[1] + 1)
+                self.record_cost(shape, max(spent, ran[0]) if ran[0] is not None else time.perf_counter() - t0)

@@ -128,6 +128,12 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
             raise HTTPError(415, "unsupported_media_type",
                             f"{ct} is neither a query nor an update media type; use application/sparql-query, "
                             f"{UPDATE_TYPE} or {FORM_TYPE}")
+    return await _run_query(state, scope, headers, params, text)
+
+
+def _query_job(state: ServerState, scope: dict, headers: dict[str, str], params: dict, text: str) -> tuple:
+    """(work, explain mode, dataset given, base) of a query request: ``work(deadline)``
+    runs the query and serializes it, -> (form, media type, body)."""
     explain = explain_mode(params)
     accept = headers.get("accept")
     fmt = params.get("format") or params.get("output")
@@ -139,8 +145,6 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     ng = iri_params(params, "named-graph-uri")
     base = base_url(headers, scope) + "/sparql"
     db = state.db
-    metrics = state.metrics
-
     max_bytes = state.config.max_response_bytes
 
     def work(deadline):
@@ -166,19 +170,65 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
             raise err
         return form, mt, body
 
+    return work, explain, bool(dg or ng), base
+
+
+def _ok(state: ServerState, form: str, mt: str, body: bytes) -> Reply:
+    if state.metrics is not None:
+        state.metrics.query_done(form, "ok")
+    return Reply(200, body, formats.content_type(mt), {"Vary": "Accept"})
+
+
+def _failed(state: ServerState, exc: Exception) -> None:
+    if state.metrics is not None:
+        state.metrics.query_done("unknown", getattr(exc, "kind", "error"))
+
+
+async def _run_query(state: ServerState, scope: dict, headers: dict[str, str], params: dict, text: str) -> Reply:
+    work, explain, dataset, base = _query_job(state, scope, headers, params, text)
     try:
         # long texts have no shape: they never run inline and are not remembered;
         # explains run in the pool and do not teach the inline cost of the query's shape
-        shape = _cost_shape(db, text, base, dg or ng) if explain is None else None
-        form, mt, body = await state.run(work, shape, deadline=state.deadline(),
-                                         probe=type(shape) is tuple)
+        shape = _cost_shape(state.db, text, base, dataset) if explain is None else None
+        form, mt, body = await state.run(work, shape, deadline=state.deadline(), probe=type(shape) is tuple)
     except Exception as exc:
-        if metrics is not None:
-            metrics.query_done("unknown", getattr(exc, "kind", "error"))
+        _failed(state, exc)
         raise
-    if metrics is not None:
-        metrics.query_done(form, "ok")
-    return Reply(200, body, formats.content_type(mt), {"Vary": "Accept"})
+    return _ok(state, form, mt, body)
+
+
+def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes) -> Reply | None:
+    """The GET query operation answered synchronously, for the HTTP fast lane
+    (``server.app.FastLaneProtocol``): the answer when the query's shape runs
+    inline (:meth:`ServerState.try_inline`) or the request fails before it
+    runs; None when it needs the thread pool, has no query (service
+    description), is an explain or names an update: the ordinary path
+    (:func:`handle_sparql`) answers those, with the same outcome."""
+    try:
+        check_read(state.config, headers)
+        params = parse_params_cached(qs)
+        text = one(params, "query")
+        if text is None or "update" in params:
+            return None
+        work, explain, dataset, base = _query_job(state, scope, headers, params, text)
+        if explain is not None:
+            return None
+        try:
+            shape = _cost_shape(state.db, text, base, dataset)
+            probe = type(shape) is tuple
+            if not state.inline_ok(shape, probe):
+                return None
+            done, result = state.try_inline(work, shape, state.deadline(), probe)
+        except Exception as exc:
+            _failed(state, exc)
+            raise
+        if not done:
+            if result is not None:  # passed its inline budget: the pool runs it, knowing its cost
+                state.record_cost(shape, result)
+            return None
+        return _ok(state, *result)
+    except Exception as exc:  # every failure becomes a JSON error, never a crash
+        return error_reply(failure(exc, state.metrics))
 
 
 def format_override(value: str) -> str:
