@@ -135,3 +135,92 @@ def test_budget_refusal_is_422_without_retry_after(make_server):
     # the same refusal at /sparql for an update whose WHERE passes the budget
     r = requests.post(s.url + "/sparql", data={"update": "INSERT { ?a ?p ?d } WHERE { ?a ?p ?b . ?c ?q ?d }"})
     assert r.status_code == 422 and "Retry-After" not in r.headers
+
+
+# ---------------------------------------------------------------- the HTTP fast lane
+
+def _raw(port: int, data: bytes, responses: int, close: bool = False) -> list[tuple[int, dict, bytes]]:
+    """Send raw bytes on one connection and read ``responses`` answers (Content-Length bodies)."""
+    import socket
+
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(data)
+    buf = b""
+    out = []
+    try:
+        while len(out) < responses:
+            while b"\r\n\r\n" not in buf:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError(f"closed after {len(out)} answers")
+                buf += chunk
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+            n = int(headers.get("content-length", "0"))
+            while len(buf) < n:
+                buf += sock.recv(65536)
+            out.append((int(lines[0].split()[1]), headers, buf[:n]))
+            buf = buf[n:]
+        if close:  # the server closes the connection after the last answer
+            assert sock.recv(1) == b""
+    finally:
+        sock.close()
+    return out
+
+
+def _get(path_qs: str, version: str = "1.1", extra: str = "") -> bytes:
+    return f"GET {path_qs} HTTP/{version}\r\nHost: 127.0.0.1\r\nAccept: application/sparql-results+json\r\n{extra}\r\n".encode()
+
+
+def test_fast_lane_answers_selective_gets_in_order(data_server):
+    import json
+    from urllib.parse import quote
+
+    port = int(data_server.url.rsplit(":", 1)[1])
+    edge = data_server.app.middleware_stack
+    lane = []
+    orig = edge.answer_inline
+
+    def counting(scope, qs):
+        out = orig(scope, qs)
+        lane.append(out is not None)
+        return out
+
+    edge.answer_inline = counting
+    try:
+        reqs = ["/sparql?query=" + quote(f"SELECT ?o WHERE {{ <{EX}s{i % 3}> <{EX}p> ?o }}", safe="")
+                for i in range(8)]
+        # pipelined: a status request (ordinary path) first, then queries the lane may answer
+        data = _get("/status") + b"".join(_get(r) for r in reqs)
+        answers = _raw(port, data, 1 + len(reqs))
+        assert answers[0][0] == 200 and json.loads(answers[0][2])["service"] == "jindou"
+        for i, (status, headers, body) in enumerate(answers[1:]):
+            assert status == 200
+            assert headers["content-type"] == F.SPARQL_JSON and headers["access-control-allow-origin"] == "*"
+            assert json.loads(body)["results"]["bindings"] == [{"o": {"type": "uri", "value": f"{EX}o{i % 3}"}}]
+        # one at a time on a keep-alive connection: the lane answers once the shape is known
+        lane.clear()
+        import socket
+
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            for i in range(6):
+                sock.sendall(_get(reqs[i]))
+                buf = b""
+                while True:
+                    buf += sock.recv(65536)
+                    head, sep, body = buf.partition(b"\r\n\r\n")
+                    if sep and len(body) >= int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]):
+                        break
+                assert json.loads(body)["results"]["bindings"][0]["o"]["value"] == f"{EX}o{i % 3}"
+        assert any(lane)  # (a run slowed past --inline-ms by a loaded machine sends a few to the pool)
+        # errors are answered by the lane as on the ordinary path; HTTP/1.0 closes
+        bad = _raw(port, _get("/sparql?query=SELEC"), 1)[0]
+        assert bad[0] == 400 and json.loads(bad[2])["error"] == "syntax"
+        old = _raw(port, _get(reqs[0], "1.0"), 1, close=True)[0]
+        assert old[0] == 200 and old[1].get("connection") == "close"
+        # the lane declines what it does not handle: a body, an explain, the service description
+        assert _raw(port, _get(reqs[0] + "&explain=true"), 1)[0][0] == 200
+        assert _raw(port, _get("/sparql", extra="Accept: text/turtle\r\n"), 1)[0][0] == 200
+    finally:
+        edge.answer_inline = orig
