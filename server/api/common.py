@@ -484,6 +484,14 @@ def _discard(fut: asyncio.Future) -> None:
         fut.exception()
 
 
+def _local_store(database) -> bool:
+    try:
+        from engine.kv.store import Store  # noqa: PLC0415
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(getattr(database, "store", None), Store)
+
+
 class ServerState:
     """Everything the handlers share: database, config, metrics, counters."""
 
@@ -499,6 +507,11 @@ class ServerState:
         #: seconds: a shape measured cheaper than this runs inline (--inline-ms)
         self.inline_threshold = config.inline_ms / 1000.0
         self.shape_cost: dict[str, tuple[float, int]] = {}  # shape -> (recent cost s, runs)
+        #: the clock a query's cost is measured with: the thread's CPU time when the store is
+        #: in this process (on a loaded machine the wall clock counts the time the process
+        #: waited for a core, and one such run would send a cheap shape to the pool), the
+        #: wall clock when queries wait on store workers (that wait would hold the loop)
+        self.clock = time.thread_time if _local_store(database) else time.perf_counter
         #: engine.stream.manager.StreamManager (set by create_app; None when streaming is off)
         self.streams = None
 
@@ -560,7 +573,7 @@ class ServerState:
         self._admit()
         with self._running_lock:
             self.running += 1
-        t0 = time.perf_counter()
+        t0 = self.clock()
         spent = None
         try:
             if deadline is _UNSET:
@@ -571,12 +584,12 @@ class ServerState:
             try:
                 return True, fn(cap)
             except QueryTimeout:  # expensive after all: the pool runs it under its own deadline
-                spent = time.perf_counter() - t0
+                spent = self.clock() - t0
                 return False, spent
         finally:
             self._release()
             if spent is None:
-                self.record_cost(shape, time.perf_counter() - t0)
+                self.record_cost(shape, self.clock() - t0)
 
     async def run(self, fn: Callable[..., Any], shape: Any = None, deadline: Any = _UNSET,
                   gate: CommitGate | None = None, probe: bool = False) -> Any:
@@ -626,11 +639,11 @@ class ServerState:
         try:
 
             def job():
-                t1 = time.perf_counter()
+                t1 = self.clock()
                 try:
                     return fn() if deadline is _UNSET else fn(deadline)
                 finally:
-                    ran[0] = time.perf_counter() - t1
+                    ran[0] = self.clock() - t1
                     self._release()
 
             fut = asyncio.wrap_future(self._workers.submit(job))
