@@ -239,7 +239,7 @@ def _check_rows(peers: dict) -> list[str]:
     return bad
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear script
     ap = argparse.ArgumentParser(prog="python -m bench http-load", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=None, help="N-Triples file (default: the cached 1M LUBM-like file)")
     ap.add_argument("--scale", default="1M")
@@ -248,7 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
     ap.add_argument("--seconds", type=float, default=4.0, help="seconds per peer per throughput round")
     ap.add_argument("--peers", default="jindou-http,oxigraph-serve")
+    ap.add_argument("--families", default=None, help="comma-separated subset of " + ",".join(f.name for f in FAMILIES))
+    ap.add_argument("--skip-latency", action="store_true", help="only the throughput phase")
+    ap.add_argument("--in-process", action="store_true",
+                    help="instead: unique texts in process, Jindou with and without the shape cache vs pyoxigraph")
     args = ap.parse_args(argv)
+    if args.families:
+        globals()["FAMILIES"] = tuple(f for f in FAMILIES if f.name in args.families.split(","))
 
     data = args.data
     if data is None:
@@ -256,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
 
         data = prepare_data(argparse.Namespace(data=None, workdir=None, universities=None, scale=args.scale,
                                                seed=0, quiet=False))[0]
+    if args.in_process:
+        print(in_process(data, args.rounds, args.requests))
+        return 0
     names = [p.strip() for p in args.peers.split(",") if p.strip()]
     if "oxigraph-serve" in names and not oxigraph_binary():
         print("oxigraph binary not found: measuring jindou-http alone", file=sys.stderr)
@@ -275,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         for b in bad:
             print(f"!!! row count mismatch: {b}", file=sys.stderr)
         lat: dict[tuple[str, str, str], list[float]] = {}
-        for r in range(args.rounds):
+        for r in range(0 if args.skip_latency else args.rounds):
             order = names if r % 2 == 0 else names[::-1]
             for mode in ("repeated", "varied"):
                 for fam in FAMILIES:
@@ -296,6 +305,58 @@ def main(argv: list[str] | None = None) -> int:
     return 3 if bad else 0
 
 
+def in_process(data: str, rounds: int, n: int) -> str:
+    """Unique query texts (a new constant and comment every time) in process:
+    Jindou's ``Database.query`` + SPARQL JSON with the shape cache, without it
+    (every text planned and compiled), and pyoxigraph's query + JSON, in
+    alternating rounds; medians of the per-round medians, in ms."""
+    import pyoxigraph
+
+    import engine.database as dbmod
+    from engine.exec import serialize as ser
+
+    db = dbmod.Database()
+    db.load_file(data)
+    ox = pyoxigraph.Store()
+    ox.bulk_load(path=data, format=pyoxigraph.RdfFormat.N_TRIPLES)
+    shaped = dbmod._fast_shape_key
+
+    def jindou(texts, cache: bool) -> float:
+        dbmod._fast_shape_key = shaped if cache else (lambda pq: None)
+        try:
+            ts = []
+            for t in texts:
+                t0 = time.perf_counter()
+                ser.serialize(db.query(t), JSON_RESULTS)
+                ts.append(time.perf_counter() - t0)
+        finally:
+            dbmod._fast_shape_key = shaped
+        return statistics.median(ts)
+
+    def oxi(texts) -> float:
+        ts = []
+        for t in texts:
+            t0 = time.perf_counter()
+            ox.query(t).serialize(format=pyoxigraph.QueryResultsFormat.JSON)
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts)
+
+    cells: dict[tuple[str, str], list[float]] = {}
+    for r in range(rounds):
+        for fam in FAMILIES:
+            for who in (("shape", "noshape", "ox") if r % 2 == 0 else ("ox", "noshape", "shape")):
+                texts = _texts(fam, "varied", n, f"{who}{r}")
+                v = oxi(texts) if who == "ox" else jindou(texts, who == "shape")
+                cells.setdefault((fam.name, who), []).append(v)
+    out = [f"Unique texts in process ({rounds} alternating rounds × {n} queries per family; query + SPARQL JSON):",
+           "", "| family | jindou, shape cache ms | jindou, no shape cache ms | pyoxigraph ms | ratio (cache) |",
+           "| --- | ---: | ---: | ---: | ---: |"]
+    for fam in FAMILIES:
+        a, b, c = (statistics.median(cells[(fam.name, w)]) * 1e3 for w in ("shape", "noshape", "ox"))
+        out.append(f"| {fam.name} | {a:.3f} | {b:.3f} | {c:.3f} | {a / c:.2f} |")
+    return "\n".join(out)
+
+
 def report(names, lat, tput, args, data, bad) -> str:
     base = names[-1] if "oxigraph-serve" in names else None
     out = [f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · {os.cpu_count()} CPUs · load avg "
@@ -303,7 +364,7 @@ def report(names, lat, tput, args, data, bad) -> str:
            f"{args.requests} requests per family · GET /sparql?query=..., Accept SPARQL JSON, one keep-alive connection",
            "", "| mode | family | " + " | ".join(f"{n} ms" for n in names) + (" | ratio jindou/oxigraph |" if base else " |"),
            "| --- | --- | " + " | ".join("---:" for _ in names) + (" | ---: |" if base else " |")]
-    for mode in ("repeated", "varied"):
+    for mode in ("repeated", "varied") if lat else ():
         ratios = []
         for fam in FAMILIES:
             cells = []
