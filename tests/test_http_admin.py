@@ -178,7 +178,7 @@ def test_numpy_columns_survive_threadpool(make_server):
 
 
 def test_inline_policy():
-    """Cheap shapes run on the event loop; one slow run sends the shape back
+    """Cheap shapes run on the event loop; two slow runs in a row send the shape back
     to the thread pool until its decaying cost estimate is low again."""
     import asyncio
 
@@ -206,7 +206,10 @@ def test_inline_policy():
         for _ in range(3):
             await state.run(job(), shape)
         assert where == [False, False, True]  # not probed: the pool until seen twice
-        await state.run(job(0.05), shape)  # slow, but ran inline: estimate is now 50 ms
+        await state.run(job(0.05), shape)  # one slow run (a loaded machine?): still inline next time
+        assert where[-1] is True and state.inline_ok(shape)
+        await state.run(job(0.05), shape)  # two in a row: the estimate is now 50 ms
+        assert not state.inline_ok(shape)
         where.clear()
         for _ in range(3):
             await state.run(job(), shape)

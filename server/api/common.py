@@ -484,14 +484,6 @@ def _discard(fut: asyncio.Future) -> None:
         fut.exception()
 
 
-def _local_store(database) -> bool:
-    try:
-        from engine.kv.store import Store  # noqa: PLC0415
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(getattr(database, "store", None), Store)
-
-
 class ServerState:
     """Everything the handlers share: database, config, metrics, counters."""
 
@@ -506,12 +498,8 @@ class ServerState:
         self._workers = _Workers(config.max_concurrent + 4)
         #: seconds: a shape measured cheaper than this runs inline (--inline-ms)
         self.inline_threshold = config.inline_ms / 1000.0
-        self.shape_cost: dict[str, tuple[float, int]] = {}  # shape -> (recent cost s, runs)
-        #: the clock a query's cost is measured with: the thread's CPU time when the store is
-        #: in this process (on a loaded machine the wall clock counts the time the process
-        #: waited for a core, and one such run would send a cheap shape to the pool), the
-        #: wall clock when queries wait on store workers (that wait would hold the loop)
-        self.clock = time.thread_time if _local_store(database) else time.perf_counter
+        #: shape -> (recent cost s, runs, last run's cost s): see record_cost
+        self.shape_cost: dict[Any, tuple[float, int, float]] = {}
         #: engine.stream.manager.StreamManager (set by create_app; None when streaming is off)
         self.streams = None
 
@@ -541,14 +529,19 @@ class ServerState:
             self.running -= 1
 
     def record_cost(self, shape: Any, dt: float) -> None:
-        """Teach the cost of one run of ``shape`` (a decaying maximum)."""
+        """Teach the cost of one run of ``shape``: a decaying maximum of the lesser
+        of the last two runs (``max(min(dt, last), previous / 2)``). Two expensive
+        runs in a row send the shape to the pool for several runs; one alone does
+        not, since on a loaded machine a run of a cheap query now and then takes
+        milliseconds of wall time waiting for a core (measuring CPU time instead
+        costs ~10 µs a call here, as much as a cheap query)."""
         seen = self.shape_cost.get(shape)
         if seen is None:
             if len(self.shape_cost) >= 4096:
                 self.shape_cost.clear()
-            self.shape_cost[shape] = (dt, 1)
+            self.shape_cost[shape] = (dt, 1, dt)
         else:
-            self.shape_cost[shape] = (max(dt, seen[0] * 0.5), seen[1] + 1)
+            self.shape_cost[shape] = (max(min(dt, seen[2]), seen[0] * 0.5), seen[1] + 1, dt)
 
     def inline_ok(self, shape: Any, probe: bool = False) -> bool:
         """Whether a query of ``shape`` runs inline on the event loop (see :meth:`run`)."""
@@ -573,7 +566,7 @@ class ServerState:
         self._admit()
         with self._running_lock:
             self.running += 1
-        t0 = self.clock()
+        t0 = time.perf_counter()
         spent = None
         try:
             if deadline is _UNSET:
@@ -584,12 +577,12 @@ class ServerState:
             try:
                 return True, fn(cap)
             except QueryTimeout:  # expensive after all: the pool runs it under its own deadline
-                spent = self.clock() - t0
+                spent = time.perf_counter() - t0
                 return False, spent
         finally:
             self._release()
             if spent is None:
-                self.record_cost(shape, self.clock() - t0)
+                self.record_cost(shape, time.perf_counter() - t0)
 
     async def run(self, fn: Callable[..., Any], shape: Any = None, deadline: Any = _UNSET,
                   gate: CommitGate | None = None, probe: bool = False) -> Any:
@@ -639,11 +632,11 @@ class ServerState:
         try:
 
             def job():
-                t1 = self.clock()
+                t1 = time.perf_counter()
                 try:
                     return fn() if deadline is _UNSET else fn(deadline)
                 finally:
-                    ran[0] = self.clock() - t1
+                    ran[0] = time.perf_counter() - t1
                     self._release()
 
             fut = asyncio.wrap_future(self._workers.submit(job))
