@@ -98,6 +98,7 @@ _FORMAT_PARAM: dict[str, str] = {}
 #: per kind: (offered canonical types in server preference order, alias -> canonical) of writable formats
 _OFFERS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {GRAPH: ((), {}), RESULTS: ((), {})}
 _ACCEPT_CACHE: dict[tuple[str, str], str | None] = {}
+_ANY_CACHE: dict[str, bool] = {}
 
 
 def register(fmt: Format) -> Format:
@@ -158,6 +159,7 @@ def _rebuild() -> None:
     # "json" names SPARQL JSON and JSON-LD: the Accept value lists both, negotiation picks by the form
     _FORMAT_PARAM = {n: ", ".join(mts) for n, mts in param.items()}
     _ACCEPT_CACHE = {}
+    _ANY_CACHE.clear()
 
 
 # ----------------------------------------------------------------- lookups
@@ -273,6 +275,20 @@ def parse_accept(header: str) -> list[tuple[str, str, float, int]]:
 #: ``text/csv`` / ``application/n-triples`` is not what such a client accepts
 #: and a browser would download it instead of showing it.
 VIEW_TYPES = frozenset({"text/plain"})
+
+
+def acceptable_at_all(accept_header: str | None) -> bool:
+    """False if the Accept header rules out every result and graph format
+    (memoized: a client sends the same Accept with every request)."""
+    if not accept_header:
+        return True
+    hit = _ANY_CACHE.get(accept_header)
+    if hit is None:
+        hit = any(negotiate(accept_header, f) is not None for f in ("SELECT", "ASK", "CONSTRUCT"))
+        if len(_ANY_CACHE) >= 512:
+            _ANY_CACHE.clear()
+        _ANY_CACHE[accept_header] = hit
+    return hit
 
 
 def negotiate(accept_header: str | None, form: str) -> str | None:

@@ -49,9 +49,7 @@ _TRIM_ROWS = 100_000
 
 def _acceptable_at_all(accept: str | None) -> bool:
     """False if the Accept header rules out every result and graph format."""
-    if not accept:
-        return True
-    return any(formats.negotiate(accept, f) is not None for f in ("SELECT", "ASK", "CONSTRUCT"))
+    return formats.acceptable_at_all(accept)
 
 
 def not_acceptable(accept: str | None, form: str) -> HTTPError:
