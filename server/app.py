@@ -230,7 +230,8 @@ def _fast_lane_class():
     class FastLaneProtocol(HttpToolsProtocol):
         """uvicorn's httptools protocol with a synchronous lane for selective
         ``GET /sparql?query=`` requests: when nothing is in flight on the
-        connection, the request has no body, and the query's shape runs inline,
+        connection, the request has no body, uvicorn's access log is off, and the
+        query's shape runs inline,
         the answer is computed in the parser's message-complete callback and
         written in one piece (status line, uvicorn's default headers, the
         reply's, CORS). Otherwise the request goes through the ordinary ASGI
@@ -243,6 +244,7 @@ def _fast_lane_class():
             self._lane = None
             url = self.url
             if ((url.startswith(b"/sparql?") or url.startswith(b"/sparql/?"))
+                    and not self.access_log  # uvicorn's access lines are written by its ASGI cycle
                     and (self.cycle is None or self.cycle.response_complete) and not self.pipeline
                     and self.parser.get_method() == b"GET"
                     and not any(k in _LANE_DECLINES for k, _ in self.headers)):
