@@ -224,3 +224,36 @@ def test_fast_lane_answers_selective_gets_in_order(data_server):
         assert _raw(port, _get("/sparql", extra="Accept: text/turtle\r\n"), 1)[0][0] == 200
     finally:
         edge.answer_inline = orig
+
+
+def test_query_string_decoding_is_parse_qs():
+    """The one-pass query-string decoder of the hot path agrees with urllib's parse_qs."""
+    from urllib.parse import parse_qs, quote
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from server.api.common import _QS_CACHE, HTTPError, parse_params, parse_params_cached
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.tuples(st.text(max_size=12), st.text(max_size=40)), max_size=4),
+           st.sampled_from(["", "&", "&&"]), st.binary(max_size=12))
+    def check(pairs, sep, junk):
+        qs = "&".join(quote(k, safe="") + "=" + quote(v, safe="/:") for k, v in pairs)
+        for raw in (qs.encode() + sep.encode(), qs.replace("%20", "+").encode(), b"a=%zz%4&b", junk):
+            _QS_CACHE.clear()
+            try:
+                want = parse_params(raw)
+            except HTTPError as e:
+                try:
+                    parse_params_cached(raw)
+                except HTTPError as e2:
+                    assert e2.status == e.status
+                else:
+                    raise AssertionError(f"no error for {raw!r}") from None
+                continue
+            assert parse_params_cached(raw) == want, raw
+            if raw.isascii():
+                assert want == parse_qs(raw.decode(), keep_blank_values=True)
+
+    check()
