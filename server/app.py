@@ -244,7 +244,7 @@ def _fast_lane_class():
             self._lane = None
             url = self.url
             if ((url.startswith(b"/sparql?") or url.startswith(b"/sparql/?"))
-                    and not self.access_log  # uvicorn's access lines are written by its ASGI cycle
+                    and not self.config.access_log  # uvicorn's access lines come from its ASGI cycle
                     and (self.cycle is None or self.cycle.response_complete) and not self.pipeline
                     and self.parser.get_method() == b"GET"
                     and not any(k in _LANE_DECLINES for k, _ in self.headers)):
