@@ -1,40 +1,30 @@
-"""`python -m bench sparql ...` / `python -m bench lubm ...` / `python -m bench citybench ...` /
-`python -m bench streams ...` / `python -m bench manyqueries ...`."""
+"""`python -m bench sparql ...` / `python -m bench lubm ...` / `python -m bench citybench ...` and
+the subcommands below, each its own module (imported only when asked for)."""
 
+import importlib
 import sys
 
 from bench.runner import main
 
+#: subcommand -> (module with a ``main(argv)``, what it measures; None: not listed in --help)
+SUBCOMMANDS = {
+    "stream-load": ("bench.stream_load", None),
+    "pipeline": ("bench.pipeline_bench", None),
+    "streams": ("bench.streams", "per-window latency of continuous queries, Jindou vs peers"),
+    "manyqueries": ("bench.manyqueries", "executions/s of many continuous queries of one shape, batched vs not"),
+    "formats": ("bench.formats", "load and write time per RDF format, Jindou vs its old rdflib path and pyoxigraph"),
+    "http-load": ("bench.http_load", "selective queries over HTTP and concurrent clients, Jindou vs oxigraph serve"),
+}
+
 
 def _main(argv: list[str]) -> int:
-    if argv and argv[0] == "stream-load":
-        from bench.stream_load import main as stream_load_main  # noqa: PLC0415
-
-        return stream_load_main(argv[1:])
-    if argv and argv[0] == "pipeline":
-        from bench.pipeline_bench import main as pipeline_main  # noqa: PLC0415
-
-        return pipeline_main(argv[1:])
-    if argv and argv[0] == "manyqueries":
-        from bench.manyqueries import main as manyqueries_main  # noqa: PLC0415
-
-        return manyqueries_main(argv[1:])
-    if argv and argv[0] == "formats":
-        from bench.formats import main as formats_main  # noqa: PLC0415
-
-        return formats_main(argv[1:])
-    if argv and argv[0] == "streams":
-        from bench.streams import main as streams_main  # noqa: PLC0415
-
-        return streams_main(argv[1:])
+    if argv and argv[0] in SUBCOMMANDS:
+        return importlib.import_module(SUBCOMMANDS[argv[0]][0]).main(argv[1:])
     if not argv or argv[0] in ("-h", "--help", "help"):
         code = main(argv)
-        print("  streams  per-window latency of continuous queries, Jindou vs peers "
-              "(python -m bench streams --help)")
-        print("  manyqueries  executions/s of many continuous queries of one shape, batched vs not "
-              "(python -m bench manyqueries --help)")
-        print("  formats  load and write time per RDF format, Jindou vs its old rdflib path and pyoxigraph "
-              "(python -m bench formats --help)")
+        for name, (_, what) in SUBCOMMANDS.items():
+            if what is not None:
+                print(f"  {name}  {what} (python -m bench {name} --help)")
         return code
     return main(argv)
 

@@ -1,7 +1,9 @@
 """``Database``: the facade the HTTP layer, the CLI and the tests use.
 
 * ``query`` parses and plans (:mod:`engine.plan`; the plan is cached with the
-  parse, keyed by query text and base), takes the current snapshot
+  parse, keyed by query text and base; a new text of a known *shape* - the
+  same BGP with another subject/object constant - reuses that shape's
+  compiled fast program with the constant swapped, see :meth:`shape_key`), takes the current snapshot
   (consistent reads while updates commit), builds the dataset (protocol
   ``default-graph-uri``/``named-graph-uri`` override ``FROM``/``FROM NAMED``)
   and executes the plan on the calling thread with a timeout and a row
@@ -24,6 +26,7 @@ from collections import OrderedDict
 import numpy as np
 
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
+from engine.exec.bgp import _PRUNE, SmallBGP
 from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import (
     DatasetView,
@@ -38,6 +41,7 @@ from engine.io import ingest
 from engine.kv.store import Changes, Store
 from engine.plan.planner import QueryPlan, make_plan
 from engine.settings import DEFAULTS
+from engine.sparql.algebra import Const
 
 _PARSE_CACHE_SIZE = 512
 _PLAN_CACHE_SIZE = 4096
@@ -74,7 +78,11 @@ class Database:
         self._plan_cache: OrderedDict = OrderedDict()
         self._plan_sn = -1
         self._term_cache: dict[str, int] = {}
-        self._prepared: dict = {}
+        self._prepared: dict = {}  # (text, base) -> QueryPlan
+        self._prepared_shape: dict = {}  # (text, base) -> shape (_fast_shape_key) or None
+        #: shape key -> (snapshot, graph, (program, slots), parameter id): one compiled
+        #: fast program per query shape and snapshot, rebound for new constants
+        self._shapes: dict = {}
         self._snap_terms: QueryContext | None = None
         self._snap_terms_prev: QueryContext | None = None
         self._lock = threading.Lock()
@@ -111,21 +119,38 @@ class Database:
 
     # ------------------------------------------------------------ queries
     def _prepare(self, text: str, base: str | None, deadline: float | None = None) -> QueryPlan:
+        return self._prepare_shaped(text, base, deadline)[0]
+
+    def _prepare_shaped(self, text: str, base: str | None, deadline: float | None = None) -> tuple:
+        """(plan, shape) of a text: parsed and planned once per (text, base)."""
         k = (text, base)
         pq = self._prepared.get(k)  # lock-free hit: dict reads are atomic
-        if pq is None:
-            pq = make_plan(self._parse(text, base, deadline))
-            if len(text) > _CACHE_TEXT_MAX:
-                return pq
-            with self._lock:
-                if len(self._prepared) >= _PARSE_CACHE_SIZE:
-                    self._prepared.clear()
-                self._prepared[k] = pq
-        return pq
+        if pq is not None:
+            return pq, self._prepared_shape.get(k)
+        pq = make_plan(self._parse(text, base, deadline))
+        shape = _fast_shape_key(pq)
+        if len(text) > _CACHE_TEXT_MAX:
+            return pq, shape
+        with self._lock:
+            if len(self._prepared) >= _PARSE_CACHE_SIZE:
+                self._prepared.clear()
+                self._prepared_shape.clear()
+            self._prepared_shape[k] = shape
+            self._prepared[k] = pq
+        return pq, shape
+
+    def shape_key(self, text: str, base: str | None = None, deadline: float | None = None):
+        """A hashable key shared by the queries that differ only in the one
+        subject/object constant of a fast-path BGP (None for other queries):
+        they cost alike and share one compiled program. Parses the text (cached;
+        a syntax error raises as :meth:`query` would)."""
+        sh = self._prepare_shaped(text, base, deadline)[1]
+        return None if sh is None else sh[0]
 
     def _drop_programs(self, terms) -> None:
         with self._lock:
             self._snap_terms_prev = terms
+            self._shapes = {}
             for pq in list(self._prepared.values()):
                 pq.state = None
 
@@ -198,7 +223,7 @@ class Database:
 
     def _query(self, text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
                deadline) -> QueryResult:
-        pq = self._prepare(text, base, deadline)
+        pq, shape = self._prepare_shaped(text, base, deadline)
         q = pq.query
         if q.form not in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE"):
             raise QueryEvaluationError(f"unknown query form {q.form}")
@@ -206,7 +231,7 @@ class Database:
         if pq.fast is not None and not default_graph_uris and not named_graph_uris:
             st = pq.state
             if st is None or st[0] is not snap or st[1] is not snap.default:
-                st = self._fast_program(pq, snap)
+                st = self._fast_program(pq, snap, shape)
             if st[2] is not None and not st[2][0].starts_big:
 
                 def check():
@@ -226,17 +251,34 @@ class Database:
         self.queries += 1
         return evaluate_query(q, ctx, ds, plan=pq)
 
-    def _fast_program(self, pq: QueryPlan, snap) -> tuple:
+    def _fast_program(self, pq: QueryPlan, snap, shape=None) -> tuple:
         """The plan's fast program for ``snap``: compiled once per snapshot (a
         commit makes a new snapshot object); (snapshot, graph, (program, slots) or
-        None, term table)."""
+        None, term table). With a ``shape`` (:func:`_fast_shape_key`) whose
+        program is known for this snapshot, that program is rebound to this
+        query's constant instead of planning and compiling again (its step order
+        is the one planned for the first constant seen: a generic plan, like a
+        prepared statement's; the executor still hands over to the vectorized
+        steps when the rows grow)."""
         st = pq.state
         graph = snap.default
         if st is None or st[0] is not snap or st[1] is not graph:
             terms = self._snapshot_terms(snap)
             if terms is not self._snap_terms_prev:  # a new snapshot: drop every stale
                 self._drop_programs(terms)          # program (they pin old snapshots)
-            st = pq.state = (snap, graph, compile_fast(pq.fast, graph, terms.lookup), terms)
+            compiled = None
+            tpl = self._shapes.get(shape[0]) if shape is not None else None
+            pid = terms.lookup(shape[1]) if shape is not None else -1
+            if tpl is not None and tpl[0] is snap and tpl[1] is graph and pid >= 0:
+                compiled = _rebind(tpl[2], tpl[3], pid)
+            if compiled is None:
+                compiled = compile_fast(pq.fast, graph, terms.lookup)
+                if shape is not None and pid >= 0 and compiled is not None and not compiled[0].empty:
+                    with self._lock:
+                        if len(self._shapes) >= _PLAN_CACHE_SIZE:
+                            self._shapes = {}
+                        self._shapes[shape[0]] = (snap, graph, compiled, pid)
+            st = pq.state = (snap, graph, compiled, terms)
         return st
 
     def _context(self, pq: QueryPlan, snap, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
@@ -359,6 +401,58 @@ def _deadline_check(deadline: float | None, timeout: float):
             raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
 
     return check
+
+
+_RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
+
+
+def _fast_shape_key(pq: QueryPlan) -> tuple | None:
+    """(shape key, parameter's term key) of a fast-path query whose subject/object
+    constants, other than the classes of ``rdf:type`` patterns, are one term (a
+    star on one entity names it in every pattern); classes and predicates decide
+    the cost and the program, so they stay in the key. None for every other
+    query. The parameter must not also be a predicate or class of the BGP, so
+    swapping it in the compiled program is unambiguous."""
+    fast = pq.fast
+    if fast is None:
+        return None
+    parts = []
+    param = None
+    others = set()
+    for t in fast.triples:
+        row = []
+        for i, term in enumerate((t.s, t.p, t.o)):
+            if not isinstance(term, Const):
+                row.append(("v", term.name))
+            elif i == 1 or (i == 2 and isinstance(t.p, Const) and t.p.key == _RDF_TYPE):
+                row.append(("c", term.key))
+                others.add(term.key)
+            else:
+                if param is not None and term.key != param:
+                    return None
+                param = term.key
+                row.append(None)
+        parts.append(tuple(row))
+    if param is None or param in others:
+        return None
+    key = (pq.query.form, tuple(parts), tuple(fast.names) if fast.names is not None else None,
+           fast.distinct, fast.offset, fast.limit)
+    return key, param
+
+
+def _rebind(compiled, old: int, new: int):
+    """A copy of a compiled fast program with the constant id ``old`` (the shape's
+    parameter, unique in it) replaced by ``new``; None for an empty program."""
+    prog, out = compiled
+    if prog.empty:
+        return None
+
+    def end(e):
+        return (True, new) if e is not None and e[0] is True and e[1] == old else e
+
+    steps = [(kind, fs, end(a), end(b) if kind == _PRUNE else b) for kind, fs, a, b in prog.steps]
+    rtriples = [tuple(("c", new) if p[0] == "c" and p[1] == old else p for p in rt) for rt in prog.rtriples]
+    return SmallBGP(list(prog.slots), steps, rtriples, list(prog.widths), False), out
 
 
 class _BoundedDict(dict):

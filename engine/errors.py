@@ -16,7 +16,8 @@ class Category(StrEnum):
     CONFLICT = "conflict"              # the request contradicts the current state (names, registrations)
     UNPROCESSABLE = "unprocessable"    # well-formed but refused by the data's rules (late stream elements)
     TIMEOUT = "timeout"                # the deadline passed; retrying may succeed
-    BUDGET = "budget"                  # a row/memory/size budget or backpressure; retrying may succeed
+    LIMIT = "limit"                    # a row/memory/size budget of one request: retrying fails again
+    BUDGET = "budget"                  # backpressure (a full buffer); retrying later may succeed
     OUT_OF_MEMORY = "out_of_memory"    # the process ran out of memory for this request
     UNAVAILABLE = "unavailable"        # a part of the service (a store worker) is down; retry later
     INTERNAL = "internal"              # a bug: never the caller's fault
@@ -109,10 +110,11 @@ class WorkerUnavailable(JindouError):
 
 
 class RowBudgetExceeded(JindouError):
-    """An intermediate or final result grew past the row budget (HTTP 503)."""
+    """An intermediate or final result grew past the row budget (HTTP 422: the
+    same query on the same data does again; not worth a retry)."""
 
     kind = "row_budget"
-    category = Category.BUDGET
+    category = Category.LIMIT
 
 
 class UpdateError(JindouError):
@@ -155,14 +157,14 @@ class LoadError(JindouError):
 
 class MemoryBudgetExceeded(JindouError):
     """An intermediate result, computed strings or the response being built
-    would pass the per-query memory budget (HTTP 503); checked before the
-    memory is allocated."""
+    would pass the per-query memory budget (HTTP 422, not retryable); checked
+    before the memory is allocated."""
 
     kind = "memory_budget"
-    category = Category.BUDGET
+    category = Category.LIMIT
 
 
 class ResponseTooLarge(MemoryBudgetExceeded):
-    """The serialized answer would pass the response-size bound (HTTP 503)."""
+    """The serialized answer would pass the response-size bound (HTTP 422)."""
 
     kind = "response_too_large"

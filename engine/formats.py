@@ -98,6 +98,7 @@ _FORMAT_PARAM: dict[str, str] = {}
 #: per kind: (offered canonical types in server preference order, alias -> canonical) of writable formats
 _OFFERS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {GRAPH: ((), {}), RESULTS: ((), {})}
 _ACCEPT_CACHE: dict[tuple[str, str], str | None] = {}
+_ANY_CACHE: dict[str, bool] = {}
 
 
 def register(fmt: Format) -> Format:
@@ -158,6 +159,7 @@ def _rebuild() -> None:
     # "json" names SPARQL JSON and JSON-LD: the Accept value lists both, negotiation picks by the form
     _FORMAT_PARAM = {n: ", ".join(mts) for n, mts in param.items()}
     _ACCEPT_CACHE = {}
+    _ANY_CACHE.clear()
 
 
 # ----------------------------------------------------------------- lookups
@@ -211,6 +213,11 @@ def format_param(value: str) -> str | None:
     return _FORMAT_PARAM.get(value)
 
 
+def format_param_names() -> list[str]:
+    """Every ``?format=`` shorthand (the names of the writable formats), sorted."""
+    return sorted(_FORMAT_PARAM)
+
+
 # ----------------------------------------------------------------- content negotiation
 
 
@@ -262,14 +269,38 @@ def parse_accept(header: str) -> list[tuple[str, str, float, int]]:
     return out
 
 
+#: Generic types a client names to read the answer as text: a match is answered
+#: under this name (the body in the format it is an alias of: CSV for results,
+#: N-Triples for graphs, whose historical type it is), since the canonical
+#: ``text/csv`` / ``application/n-triples`` is not what such a client accepts
+#: and a browser would download it instead of showing it.
+VIEW_TYPES = frozenset({"text/plain"})
+
+
+def acceptable_at_all(accept_header: str | None) -> bool:
+    """False if the Accept header rules out every result and graph format
+    (memoized: a client sends the same Accept with every request)."""
+    if not accept_header:
+        return True
+    hit = _ANY_CACHE.get(accept_header)
+    if hit is None:
+        hit = any(negotiate(accept_header, f) is not None for f in ("SELECT", "ASK", "CONSTRUCT"))
+        if len(_ANY_CACHE) >= 512:
+            _ANY_CACHE.clear()
+        _ANY_CACHE[accept_header] = hit
+    return hit
+
+
 def negotiate(accept_header: str | None, form: str) -> str | None:
     """Pick the media type to answer with.
 
     ``form`` is the query form ('SELECT', 'ASK', 'CONSTRUCT', 'DESCRIBE') or
-    'GRAPH' for RDF graphs. Returns the media type to send (a canonical type of
-    a writable format, or an accepted alias such as ``application/json``), the
-    default when the header is absent, empty or only wildcards, and None when
-    nothing offered is acceptable (HTTP 406).
+    'GRAPH' for RDF graphs. Returns the media type to send: the canonical type
+    of a writable format (an alias the client named, such as ``application/xml``
+    in a browser's Accept or ``application/json``, is answered under the
+    format's canonical type, which says what the body is), a :data:`VIEW_TYPES`
+    name as itself; the default when the header is absent, empty or only
+    wildcards, and None when nothing offered is acceptable (HTTP 406).
 
     Highest q wins; among equal q, the more specific range, then the range the
     client listed first, then server preference.
@@ -307,6 +338,8 @@ def negotiate(accept_header: str | None, form: str) -> str | None:
         score = (match[1], match[0], -match[2], -pref)
         if best_score is None or score > best_score:
             best, best_score = mt, score
+    if best is not None and best not in VIEW_TYPES:
+        best = aliases.get(best, best)
     if len(_ACCEPT_CACHE) > 512:
         _ACCEPT_CACHE.clear()
     _ACCEPT_CACHE[ck] = best
@@ -324,7 +357,7 @@ register(Format("srj", RESULTS, (SPARQL_JSON, "application/json"), SPARQL_JSON, 
                 extensions=(".srj",), names=("json",), writer=_SER + "write_sparql_json"))
 register(Format("srx", RESULTS, (SPARQL_XML, "application/xml", "text/xml"), SPARQL_XML + "; charset=utf-8",
                 "SPARQL_Results_XML", extensions=(".srx",), names=("xml",), writer=_SER + "write_sparql_xml"))
-register(Format("csv", RESULTS, (CSV,), CSV + "; charset=utf-8", "SPARQL_Results_CSV",
+register(Format("csv", RESULTS, (CSV, "text/plain"), CSV + "; charset=utf-8", "SPARQL_Results_CSV",
                 extensions=(".csv",), writer=_SER + "write_csv"))
 register(Format("tsv", RESULTS, (TSV,), TSV + "; charset=utf-8", "SPARQL_Results_TSV",
                 extensions=(".tsv",), writer=_SER + "write_tsv"))

@@ -11,6 +11,13 @@
 * the fast path: /sparql and /update go straight to their handlers (no
   routing, no dependency injection, no pydantic); the FastAPI routes for them
   exist for /docs and run the very same handler functions.
+
+Below the ASGI app, :class:`FastLaneProtocol` (uvicorn's httptools protocol,
+``http_protocol()`` for ``uvicorn.Config(http=...)``) answers a ``GET
+/sparql?query=`` whose shape runs inline synchronously from the parser's
+callback: no ASGI task, no request/response cycle, no per-message dicts, the
+response written in one piece. Everything else, and any such request the lane
+declines, takes the ordinary path unchanged.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ from server.api.common import (
     failure,
     header_dict,
 )
+from server.api.sparql import handle_sparql_inline
+from server.logs import RequestLog
 from server.settings import Settings
 
 log = logging.getLogger("jindou.server")
@@ -74,6 +83,7 @@ class EdgeMiddleware:
         self.origin = cfg.cors_origin.encode("latin-1")
         self.max_body = cfg.max_body
         self.metrics = state.metrics
+        self.cors = _cors_headers(self.origin)
         self.fast = {
             "/sparql": sparql.handle_sparql,
             "/sparql/": sparql.handle_sparql,
@@ -90,10 +100,7 @@ class EdgeMiddleware:
         path = scope["path"]
         status_box = [500]
         started = [False]
-        cors = [(b"access-control-allow-origin", self.origin),
-                (b"access-control-expose-headers", b"Content-Type, Content-Length, Location, Retry-After, WWW-Authenticate")]
-        if self.origin != b"*":
-            cors.append((b"vary", b"Origin"))
+        cors = self.cors
 
         async def send_wrapped(message):
             if message["type"] == "http.response.start":
@@ -144,6 +151,18 @@ class EdgeMiddleware:
             if self.metrics is not None:
                 self.metrics.observe_request(path, method, status_box[0], time.perf_counter() - t0)
 
+    def answer_inline(self, scope: dict, qs: bytes) -> tuple[int, list, bytes] | None:
+        """(status, headers, body) of a ``GET /sparql?query=`` answered right now
+        (see :func:`server.api.sparql.handle_sparql_inline`), CORS headers and
+        metrics as on the ordinary path; None to take the ordinary path."""
+        t0 = time.perf_counter()
+        reply = handle_sparql_inline(self.state, scope, header_dict(scope), qs)
+        if reply is None:
+            return None
+        if self.metrics is not None:
+            self.metrics.observe_request(scope["path"], "GET", reply.status, time.perf_counter() - t0)
+        return reply.status, reply.raw_headers() + self.cors, reply.body
+
     async def _send_reply(self, send, method: str, reply: Reply) -> None:
         await send({"type": "http.response.start", "status": reply.status, "headers": reply.raw_headers()})
         body = b"" if method == "HEAD" or reply.status in (204, 304) else reply.body
@@ -162,6 +181,134 @@ class EdgeMiddleware:
                 headers[1] = (b"access-control-allow-headers", v)
         await send({"type": "http.response.start", "status": 204, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
+
+
+def _cors_headers(origin: bytes) -> list[tuple[bytes, bytes]]:
+    out = [(b"access-control-allow-origin", origin),
+           (b"access-control-expose-headers", b"Content-Type, Content-Length, Location, Retry-After, WWW-Authenticate")]
+    if origin != b"*":
+        out.append((b"vary", b"Origin"))
+    return out
+
+
+def _edge_of(app) -> tuple[EdgeMiddleware | None, RequestLog | None]:
+    """The EdgeMiddleware inside uvicorn's wrappers of the app (built at the first
+    call, the lifespan start-up), or None; and the request log wrapping it, if any."""
+    rlog = None
+    for _ in range(8):
+        if isinstance(app, RequestLog):
+            rlog = app
+        if isinstance(app, JindouApp):
+            stack = app.middleware_stack
+            return (stack if isinstance(stack, EdgeMiddleware) else None), rlog
+        app = getattr(app, "app", None)
+        if app is None:
+            break
+    return None, rlog
+
+
+#: headers that make the fast lane decline a request: a body, a protocol switch,
+#: proxy headers (uvicorn's proxy middleware rewrites the scope for those)
+_LANE_DECLINES = frozenset({b"content-length", b"transfer-encoding", b"expect", b"upgrade",
+                            b"x-forwarded-for", b"x-forwarded-proto", b"forwarded"})
+
+
+def http_protocol():
+    """The ``http`` setting for ``uvicorn.Config``: :class:`FastLaneProtocol` when
+    httptools is installed, else uvicorn's h11 protocol (no fast lane)."""
+    try:
+        return _fast_lane_class()
+    except ImportError:
+        return "h11"
+
+
+_FAST_LANE = None
+
+
+def _fast_lane_class():
+    global _FAST_LANE
+    if _FAST_LANE is not None:
+        return _FAST_LANE
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+    class FastLaneProtocol(HttpToolsProtocol):
+        """uvicorn's httptools protocol with a synchronous lane for selective
+        ``GET /sparql?query=`` requests: when nothing is in flight on the
+        connection, the request has no body, uvicorn's access log is off, and the
+        query's shape runs inline,
+        the answer is computed in the parser's message-complete callback and
+        written in one piece (status line, uvicorn's default headers, the
+        reply's, CORS). Otherwise the request goes through the ordinary ASGI
+        path exactly as uvicorn would run it."""
+
+        _lane: bytes | None = None
+        _edge: EdgeMiddleware | None = None
+        _rlog: RequestLog | None = None
+
+        def on_headers_complete(self) -> None:
+            self._lane = None
+            url = self.url
+            if ((url.startswith(b"/sparql?") or url.startswith(b"/sparql/?"))
+                    and not self.config.access_log  # uvicorn's access lines come from its ASGI cycle
+                    and (self.cycle is None or self.cycle.response_complete) and not self.pipeline
+                    and self.parser.get_method() == b"GET"
+                    and not any(k in _LANE_DECLINES for k, _ in self.headers)):
+                edge = self._edge
+                if edge is None:
+                    edge, self._rlog = _edge_of(self.app)
+                    self._edge = edge
+                # our access lines are written by the request log's ASGI wrapper
+                if edge is not None and (self._rlog is None or not self._rlog.access):
+                    self._lane = url
+                    return
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            url = self._lane
+            if url is None:
+                super().on_message_complete()
+                return
+            self._lane = None
+            path, _, qs = url.partition(b"?")
+            scope = self.scope
+            scope["method"] = "GET"
+            scope["path"] = path.decode("ascii")
+            scope["raw_path"] = path
+            scope["query_string"] = qs
+            http10 = self.parser.get_http_version() == "1.0"
+            if http10:
+                scope["http_version"] = "1.0"
+            try:
+                answer = self._edge.answer_inline(scope, qs)
+            except Exception:  # the ordinary path answers (and logs) whatever went wrong
+                answer = None
+            if answer is None:
+                super().on_headers_complete()
+                super().on_message_complete()
+                return
+            status, headers, body = answer
+            if self._rlog is not None:
+                headers = [*headers, (b"x-request-id", self._rlog.request_id(self.headers).encode("ascii"))]
+            keep_alive = not http10 and self.parser.should_keep_alive()
+            out = [STATUS_LINE[status]]
+            for k, v in self.server_state.default_headers:
+                out += (k, b": ", v, b"\r\n")
+            for k, v in headers:
+                out += (k, b": ", v, b"\r\n")
+            if not keep_alive:
+                out.append(b"connection: close\r\n")
+            out += (b"\r\n", body)
+            self.transport.write(b"".join(out))
+            self.server_state.total_requests += 1
+            if not keep_alive:
+                self.transport.close()
+                return
+            self._unset_keepalive_if_required()
+            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
+                                                                self.timeout_keep_alive_handler)
+
+    _FAST_LANE = FastLaneProtocol
+    return _FAST_LANE
 
 
 def _make_database(config: Settings):

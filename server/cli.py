@@ -207,13 +207,10 @@ def _loop() -> str:
         return "asyncio"
 
 
-def _http() -> str:
-    try:
-        import httptools  # noqa: F401
+def _http():
+    from server.app import http_protocol  # httptools with the /sparql fast lane, else h11
 
-        return "httptools"
-    except ImportError:
-        return "h11"
+    return http_protocol()
 
 
 def main(argv: list[str] | None = None) -> int:

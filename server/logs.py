@@ -146,18 +146,21 @@ class RequestLog:
         self.log = logging.getLogger(ACCESS_LOGGER)
         self._ids = _request_ids()
 
+    def request_id(self, headers) -> str:
+        """The client's ``X-Request-Id`` when it is a sane one, else a new id; also for a
+        request answered below this wrapper (the HTTP fast lane of ``server/app.py``)."""
+        for k, v in headers:
+            if k == b"x-request-id":
+                if _SANE_ID.match(v):
+                    return v.decode("ascii")
+                break
+        return next(self._ids)
+
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = None
-        for k, v in scope["headers"]:
-            if k == b"x-request-id":
-                if _SANE_ID.match(v):
-                    rid = v.decode("ascii")
-                break
-        if rid is None:
-            rid = next(self._ids)
+        rid = self.request_id(scope["headers"])
         token = _request_id.set(rid)
         t0 = time.perf_counter()
         status = [0]

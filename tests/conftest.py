@@ -118,8 +118,10 @@ def start_server(database=None, **overrides) -> RunningServer:
         loop = "uvloop"
     except ImportError:
         loop = "asyncio"
+    from server.app import http_protocol
+
     uc = uvicorn.Config(app, host="127.0.0.1", port=port, loop=loop, log_level="warning",
-                        access_log=False, lifespan="on")
+                        access_log=False, lifespan="on", http=http_protocol())
     server = uvicorn.Server(uc)
     thread = threading.Thread(target=server.run, name=f"jindou-test-{port}", daemon=True)
     thread.start()

@@ -164,17 +164,18 @@ def test_timeout_is_503(make_server):
     q = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f }"
     r = requests.get(s.url + "/sparql", params={"query": q})
     assert r.status_code == 503, r.text[:300]
-    assert r.json()["error"] in ("timeout", "row_budget")
+    assert r.json()["error"] == "timeout"
     assert "Retry-After" in r.headers
     assert requests.get(s.url + "/sparql", params={"query": "ASK {}"}).status_code == 200
 
 
-def test_row_budget_is_503(make_server):
+def test_row_budget_is_422_and_not_retryable(make_server):
     s = make_server(max_rows=1000)
     rows = "".join(f"<http://ex.org/n{i}> <http://ex.org/p> <http://ex.org/m{i}> .\n" for i in range(200))
     requests.post(s.url + "/store?default", data=rows.encode(), headers={"Content-Type": "application/n-triples"})
     r = requests.get(s.url + "/sparql", params={"query": "SELECT * WHERE { ?a ?p ?b . ?c ?q ?d }"})
-    assert r.status_code == 503 and r.json()["error"] == "row_budget"
+    assert r.status_code == 422 and r.json()["error"] == "row_budget"
+    assert "Retry-After" not in r.headers
 
 
 def test_numpy_columns_survive_threadpool(make_server):
@@ -189,10 +190,11 @@ def test_numpy_columns_survive_threadpool(make_server):
 
 
 def test_inline_policy():
-    """Cheap shapes run on the event loop after two runs; one slow run sends the shape back
+    """Cheap shapes run on the event loop; two slow runs in a row send the shape back
     to the thread pool until its decaying cost estimate is low again."""
     import asyncio
 
+    from engine.errors import QueryTimeout
     from server.api.common import ServerState, query_shape
     from server.settings import Settings
 
@@ -215,8 +217,11 @@ def test_inline_policy():
     async def go():
         for _ in range(3):
             await state.run(job(), shape)
-        assert where == [False, False, True]
-        await state.run(job(0.05), shape)  # slow, but ran inline: estimate is now 50 ms
+        assert where == [False, False, True]  # not probed: the pool until seen twice
+        await state.run(job(0.05), shape)  # one slow run (a loaded machine?): still inline next time
+        assert where[-1] is True and state.inline_ok(shape)
+        await state.run(job(0.05), shape)  # two in a row: the estimate is now 50 ms
+        assert not state.inline_ok(shape)
         where.clear()
         for _ in range(3):
             await state.run(job(), shape)
@@ -230,6 +235,27 @@ def test_inline_policy():
         assert where == [False]
         await state.run(job(), None)  # no shape (updates): always the thread pool
         assert where == [False, False]
+        # a selective shape (the engine's) never seen, run under a deadline: probed inline at once
+        other = query_shape("SELECT * WHERE { <http://ex.org/c> ?p 1 }")
+        where.clear()
+        await state.run(lambda deadline: job()(), other, deadline=None, probe=True)
+        assert where == [True]
+        # ... and an expensive one stops at the probe's budget and reruns in the pool
+        slow = query_shape("SELECT * WHERE { <http://ex.org/d> ?p 1 }")
+        where.clear()
+
+        def expensive(deadline):
+            where.append(threading.get_ident() == main_thread)
+            if where[-1]:
+                time.sleep(0.01)
+                assert deadline is not None and time.monotonic() > deadline
+                raise QueryTimeout("probe budget")
+            return 2
+        assert await state.run(expensive, slow, deadline=None, probe=True) == 2
+        assert where == [True, False]
+        where.clear()
+        assert await state.run(expensive, slow, deadline=None, probe=True) == 2
+        assert where == [False]  # known to be expensive now
 
     asyncio.run(go())
 

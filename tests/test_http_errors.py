@@ -154,7 +154,7 @@ def test_statuses_of_the_engine_errors_are_unchanged():
         LoadError: 400, BadRequest: 400, BadName: 400, BadTimestamp: 400, TooManyBadLines: 400,
         BadArrowBatch: 400, UnknownStream: 400, RegistryError: 400, WindowEvicted: 400,
         NotFound: 404, StreamConflict: 409, StreamInUse: 409, QueryExists: 409, LateElementError: 422,
-        QueryTimeout: 503, RowBudgetExceeded: 503, MemoryBudgetExceeded: 503, ResponseTooLarge: 503,
+        QueryTimeout: 503, RowBudgetExceeded: 422, MemoryBudgetExceeded: 422, ResponseTooLarge: 422,
         TransientStoreFull: 503,
     }
     for cls, status in expected.items():

@@ -71,7 +71,9 @@ def test_json_terms(srv):
     ("application/sparql-results+xml", "application/sparql-results+xml"),
     ("text/csv", "text/csv"),
     ("text/tab-separated-values", "text/tab-separated-values"),
-    ("application/json", "application/json"),
+    ("application/json", "application/sparql-results+json"),  # an alias: the canonical type answers
+    ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "application/sparql-results+xml"),
+    ("text/plain", "text/plain"),  # CSV, labelled as what the client accepts
     ("*/*", "application/sparql-results+json"),
     ("text/csv;q=0.2, application/sparql-results+xml;q=0.9", "application/sparql-results+xml"),
 ])
@@ -80,7 +82,7 @@ def test_select_conneg(srv, accept, ctype):
     assert r.status_code == 200
     assert r.headers["Content-Type"].split(";")[0] == ctype
     assert "Accept" in r.headers.get("Vary", "")
-    if ctype == "text/csv":
+    if ctype in ("text/csv", "text/plain"):
         rows = list(csv.reader(io.StringIO(r.text, newline="")))
         assert rows[0] == ["s", "name"] and rows[3][1] == 'Carol, "C"'
     elif ctype == "text/tab-separated-values":
@@ -136,8 +138,11 @@ def test_dataset_parameters(srv):
     ("POST", {"data": b"ASK {}", "headers": {"Content-Type": "text/plain"}}, 415),
     ("POST", {"data": "ASK {}".encode("utf-16"), "headers": {"Content-Type": "application/sparql-query; charset=UTF-16"}}, 415),
     ("POST", {"data": b"ASK { \xff }", "headers": {"Content-Type": "application/sparql-query"}}, 400),
-    ("POST", {"data": b"CLEAR ALL", "headers": {"Content-Type": "application/sparql-update"}}, 400),
-    ("POST", {"data": {"update": "CLEAR ALL"}}, 400),
+    ("POST", {"params": {"query": "ASK {}"}, "data": b"CLEAR ALL",
+              "headers": {"Content-Type": "application/sparql-update"}}, 400),
+    ("POST", {"data": {"update": "CLEAR ALL", "query": "ASK {}"}}, 400),
+    ("POST", {"data": {"update": "CLEAR ALL", "using-graph-uri": "not an iri"}}, 400),
+    ("POST", {"data": b"CLEAR ALLL", "headers": {"Content-Type": "application/sparql-update"}}, 400),
     ("POST", {"data": {"nothing": "x"}}, 400),
     ("GET", {"params": {"update": "CLEAR ALL"}}, 400),
     ("PUT", {"params": {"query": "ASK {}"}}, 405),
@@ -263,9 +268,10 @@ def test_format_parameter(srv, fmt, ctype):
         assert r.status_code == 200 and r.headers["Content-Type"].startswith(graph_type)
     else:
         assert r.status_code == 406
-    # unknown values are ignored (Accept decides)
+    # unknown values are a 400 naming the accepted ones (never a silent fallback)
     r = requests.get(srv.url + "/sparql", params={"query": NAMES, "format": "bogus"})
-    assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/sparql-results+json")
+    assert r.status_code == 400 and r.json()["error"] == "bad_request"
+    assert "csv" in r.json()["available"] and "turtle" in r.json()["detail"]
 
 
 def test_write_resets_inline_costs(srv):

@@ -122,6 +122,18 @@ def test_no_access_lines_unless_asked(tmp_path):
     try:
         r = requests.get(url + "/status")
         assert r.headers["X-Request-Id"]
+        # selective GET /sparql is answered in the HTTP fast lane, below the ASGI wrappers:
+        # it still carries a request id, the client's own when sane
+        with requests.Session() as sess:
+            ids = set()
+            for _ in range(3):
+                r = sess.get(url + "/sparql", params={"query": "ASK { <urn:a> <urn:b> ?o }"})
+                assert r.status_code == 200 and re.fullmatch(r"[0-9a-f]{6}-[0-9a-f]+", r.headers["X-Request-Id"])
+                ids.add(r.headers["X-Request-Id"])
+            assert len(ids) == 3
+            r = sess.get(url + "/sparql", params={"query": "ASK { <urn:a> <urn:b> ?o }"},
+                         headers={"X-Request-Id": "client-7"})
+            assert r.headers["X-Request-Id"] == "client-7"
     finally:
         out = stop()
     assert "jindou.access" not in out and "serving on" in out

@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote_to_bytes
 
 import orjson
 from starlette.responses import Response
@@ -84,12 +84,18 @@ def error_reply(err: HTTPError) -> Reply:
 
 
 #: The one table from an error's category to its HTTP status, with the
-#: Retry-After of the categories worth retrying.
+#: Retry-After of the categories worth retrying. A deterministic limit (row,
+#: memory or response-size budget: the same query on the same data passes it
+#: again) is 422, "well-formed but the server cannot process what it asks for"
+#: (RFC 9110 section 15.5.21), with no Retry-After: not 413, which is about the
+#: request's own content, nor a 5xx, which says the server failed and invites a
+#: retry. Backpressure (Category.BUDGET) clears by itself: 503 with Retry-After.
 CATEGORY_STATUS: dict[Category, tuple[int, str | None]] = {
     Category.BAD_REQUEST: (400, None),
     Category.NOT_FOUND: (404, None),
     Category.CONFLICT: (409, None),
     Category.UNPROCESSABLE: (422, None),
+    Category.LIMIT: (422, None),
     Category.TIMEOUT: (503, "1"),
     Category.BUDGET: (503, "1"),
     Category.OUT_OF_MEMORY: (503, "5"),
@@ -217,13 +223,47 @@ async def parse_form(body: bytes, what: str = "form body") -> dict[str, list[str
 
 
 _QS_CACHE: dict[bytes, dict[str, list[str]]] = {}
+_HEX_BYTE = {f"{i:02x}".encode(): bytes([i]) for i in range(256)}
+_HEX_BYTE.update({k.upper(): v for k, v in list(_HEX_BYTE.items())})
+_HEX_BYTE.update({k[:1] + k[1:].upper(): v for k, v in list(_HEX_BYTE.items())})
+_HEX_BYTE.update({k[:1].upper() + k[1:]: v for k, v in list(_HEX_BYTE.items())})
+
+
+def _unquote_plus(v: bytes) -> str:
+    v = v.replace(b"+", b" ")
+    if b"%" in v:
+        parts = v.split(b"%")
+        try:
+            v = parts[0] + b"".join([_HEX_BYTE[p[:2]] + p[2:] for p in parts[1:]])
+        except KeyError:  # a '%' not followed by two hex digits stays as it is
+            v = unquote_to_bytes(v)
+    return v.decode("utf-8")
+
+
+def _fast_params(qs: bytes) -> dict[str, list[str]]:
+    """parse_params of a query string, decoding bytes in one pass (a query in a URL is
+    a few hundred escapes: urllib's str round trip costs twice as much). Raises on
+    anything that is not clean UTF-8; the caller then takes parse_params' answer."""
+    out: dict[str, list[str]] = {}
+    for part in qs.split(b"&"):
+        if part:
+            k, _, v = part.partition(b"=")
+            key = _unquote_plus(k)
+            if key in out:
+                out[key].append(_unquote_plus(v))
+            else:
+                out[key] = [_unquote_plus(v)]
+    return out
 
 
 def parse_params_cached(qs: bytes) -> dict[str, list[str]]:
     """parse_params for a URL query string, memoized (treat the result as read-only)."""
     hit = _QS_CACHE.get(qs)
     if hit is None:
-        hit = parse_params(qs)
+        try:
+            hit = _fast_params(qs)
+        except (UnicodeDecodeError, ValueError):  # parse_params says what is wrong
+            hit = parse_params(qs)
         if len(qs) <= 4096:
             if len(_QS_CACHE) >= 1024:
                 _QS_CACHE.clear()
@@ -370,11 +410,13 @@ def check_read(config: Settings, headers: dict[str, str]) -> None:
 # --------------------------------------------------------------------------
 
 _SHAPE_RE = re.compile(
-    r'(<[^<>"{}|^`\\\s]*>)|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|\b[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\b'
+    r'(<[^<>"{}|^`\\\s]*>)|(#[^\n\r]*)|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|\b[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\b'
 )
 
 
 def _blank_literal(m: re.Match) -> str:
+    if m.group(2) is not None:  # a comment: no part of the shape
+        return ""
     return m.group(1) or "$"
 
 
@@ -385,7 +427,7 @@ SHAPE_MAX_CHARS = 4096
 
 
 def query_shape(text: str) -> str | None:
-    """The query with its literal constants blanked: queries of one shape
+    """The query with its literal constants and comments blanked: queries of one shape
     usually cost alike. IRIs are kept, since they decide the cost (``?x a
     <RareClass>`` vs ``?x a <Thing>``): a query runs inline on the event loop
     only when this exact pattern was cheap before. None for long texts."""
@@ -402,6 +444,8 @@ TIMEOUT_GRACE = 0.5
 #: engine stops at its next check and the query reruns in the thread pool, so
 #: a shape that was cheap before can never hold the event loop long.
 INLINE_BUDGET = 0.02
+#: The inline budget of the first run of a shape never seen (its cost unknown).
+INLINE_PROBE = 0.005
 
 
 class _Workers:
@@ -488,7 +532,8 @@ class ServerState:
         self._workers = _Workers(config.max_concurrent + 4)
         #: seconds: a shape measured cheaper than this runs inline (--inline-ms)
         self.inline_threshold = config.inline_ms / 1000.0
-        self.shape_cost: dict[str, tuple[float, int]] = {}  # shape -> (recent cost s, runs)
+        #: shape -> (recent cost s, runs, last run's cost s): see record_cost
+        self.shape_cost: dict[Any, tuple[float, int, float]] = {}
         #: engine.stream.manager.StreamManager (set by create_app; None when streaming is off)
         self.streams = None
 
@@ -517,8 +562,64 @@ class ServerState:
         with self._running_lock:
             self.running -= 1
 
-    async def run(self, fn: Callable[..., Any], shape: str | None = None, deadline: Any = _UNSET,
-                  gate: CommitGate | None = None) -> Any:
+    def record_cost(self, shape: Any, dt: float) -> None:
+        """Teach the cost of one run of ``shape``: a decaying maximum of the lesser
+        of the last two runs (``max(min(dt, last), previous / 2)``). Two expensive
+        runs in a row send the shape to the pool for several runs; one alone does
+        not, since on a loaded machine a run of a cheap query now and then takes
+        milliseconds of wall time waiting for a core (measuring CPU time instead
+        costs ~10 µs a call here, as much as a cheap query)."""
+        seen = self.shape_cost.get(shape)
+        if seen is None:
+            if len(self.shape_cost) >= 4096:
+                self.shape_cost.clear()
+            self.shape_cost[shape] = (dt, 1, dt)
+        else:
+            self.shape_cost[shape] = (max(min(dt, seen[2]), seen[0] * 0.5), seen[1] + 1, dt)
+
+    def inline_ok(self, shape: Any, probe: bool = False) -> bool:
+        """Whether a query of ``shape`` runs inline on the event loop (see :meth:`run`)."""
+        if shape is None or self.inline_threshold <= 0:
+            return False
+        seen = self.shape_cost.get(shape)
+        if seen is None:
+            return probe
+        return (seen[1] >= 2 or probe) and seen[0] < self.inline_threshold
+
+    def try_inline(self, fn: Callable[..., Any], shape: Any, deadline: Any = _UNSET,
+                   probe: bool = False) -> tuple[bool, Any]:
+        """Run ``fn`` right here when its shape runs inline (:meth:`inline_ok`):
+        (True, result); (False, None) when it belongs in the thread pool;
+        (False, seconds spent) when it passed its inline budget (the caller runs
+        it in the pool and teaches the cost, at least the time spent here).
+        Admission as in :meth:`run` (503 when full). Synchronous: the HTTP fast
+        lane answers such a query without a task."""
+        if not self.inline_ok(shape, probe):
+            return False, None
+        first = shape not in self.shape_cost
+        self._admit()
+        with self._running_lock:
+            self.running += 1
+        t0 = time.perf_counter()
+        spent = None
+        try:
+            if deadline is _UNSET:
+                return True, fn()
+            cap = time.monotonic() + (INLINE_PROBE if first else INLINE_BUDGET)
+            if deadline is not None and cap >= deadline:
+                return True, fn(deadline)
+            try:
+                return True, fn(cap)
+            except QueryTimeout:  # expensive after all: the pool runs it under its own deadline
+                spent = time.perf_counter() - t0
+                return False, spent
+        finally:
+            self._release()
+            if spent is None:
+                self.record_cost(shape, time.perf_counter() - t0)
+
+    async def run(self, fn: Callable[..., Any], shape: Any = None, deadline: Any = _UNSET,
+                  gate: CommitGate | None = None, probe: bool = False) -> Any:
         """Run ``fn`` (a blocking engine call) with admission control.
 
         With ``deadline`` (a ``time.monotonic()`` instant, or None for none),
@@ -530,40 +631,46 @@ class ServerState:
 
         A shape (the query with its constants blanked) whose recent cost is
         below ``inline_threshold`` runs right here on the event loop: the
-        thread-pool hop costs more than such a query does. The inline run gets
-        a deadline ``INLINE_BUDGET`` away; if the constants make it expensive
-        the engine stops at that deadline and the query reruns in the thread
-        pool with its own deadline. A write passes a ``gate`` (its engine call
-        asks ``gate.commit()`` before committing): past the deadline the write
-        is either abandoned before its commit or waited for. Everything else, and every shape seen
-        fewer than twice, runs in the thread pool so the loop stays
-        responsive. The recent cost is a decaying maximum (``max(last,
-        previous / 2)``): one expensive run of a shape sends it to the thread
-        pool for the next several runs. Writes clear the estimates.
+        thread-pool hop (a queue, a thread wake-up and two GIL hand-overs, which
+        under load wait for the switch interval) costs more than such a query
+        does. The inline run gets a deadline ``INLINE_BUDGET`` away; if the
+        constants make it expensive the engine stops at that deadline and the
+        query reruns in the thread pool with its own deadline. A shape never
+        seen is probed inline with the shorter ``INLINE_PROBE``: most queries
+        are cheap, and an expensive one holds the loop that long once and is
+        then known. Only callers that know the query is selective by construction
+        (``probe``: the engine compiled its shape to a tuple-at-a-time program
+        from a constant) get the probe; other shapes run in the pool until seen
+        twice. A write passes a ``gate`` (its engine call asks
+        ``gate.commit()`` before committing): past the deadline the write is
+        either abandoned before its commit or waited for. Everything else runs
+        in the thread pool so the loop stays responsive. The recent cost is a
+        decaying maximum (``max(last, previous / 2)``) of the engine's own time:
+        one expensive run of a shape sends it to the thread pool for the next
+        several runs. Writes clear the estimates.
         """
+        spent = 0.0
+        if gate is None:
+            done, result = self.try_inline(fn, shape, deadline, probe and deadline is not _UNSET)
+            if done:
+                return result
+            spent = result or 0.0
         self._admit()
         with self._running_lock:
             self.running += 1
         t0 = time.perf_counter()
-        seen = self.shape_cost.get(shape) if shape is not None else None
         released = False
+        # the engine's own time in the pool (the hop and the queue are not the query's cost:
+        # counting them would keep a cheap shape in the pool for good)
+        ran: list[float | None] = [None]
         try:
-            if seen is not None and seen[1] >= 2 and seen[0] < self.inline_threshold:
-                if deadline is _UNSET:
-                    return fn()
-                cap = time.monotonic() + INLINE_BUDGET
-                if deadline is None or cap < deadline:
-                    try:
-                        return fn(cap)
-                    except QueryTimeout:
-                        pass  # expensive after all: run it in the pool under its own deadline
-                else:
-                    return fn(deadline)
 
             def job():
+                t1 = time.perf_counter()
                 try:
                     return fn() if deadline is _UNSET else fn(deadline)
                 finally:
+                    ran[0] = time.perf_counter() - t1
                     self._release()
 
             fut = asyncio.wrap_future(self._workers.submit(job))
@@ -584,10 +691,4 @@ class ServerState:
             if not released:
                 self._release()
             if shape is not None:
-                dt = time.perf_counter() - t0
-                if seen is None:
-                    if len(self.shape_cost) >= 4096:
-                        self.shape_cost.clear()
-                    self.shape_cost[shape] = (dt, 1)
-                else:
-                    self.shape_cost[shape] = (max(dt, seen[0] * 0.5), seen[1] + 1)
+                self.record_cost(shape, max(spent, ran[0]) if ran[0] is not None else time.perf_counter() - t0)

@@ -1,4 +1,7 @@
-"""SPARQL 1.1 Protocol: the query operation at /sparql.
+"""SPARQL 1.1 Protocol at /sparql: the query operation, and the update
+operation for clients configured with one endpoint (an ``application/sparql-update``
+body or a form with ``update=`` goes to :func:`server.api.update.handle_update`,
+same token rules as /update).
 
 ``handle_sparql`` is the whole operation on raw request data; the app's ASGI
 fast path calls it directly (no routing, no pydantic), and the FastAPI routes
@@ -14,7 +17,9 @@ from engine import formats
 from engine.errors import JindouError
 from engine.exec import serialize as ser
 from engine.exec.context import release_memory
+from server.api import update
 from server.api.common import (
+    SHAPE_MAX_CHARS,
     HTTPError,
     Reply,
     ServerState,
@@ -36,6 +41,7 @@ from server.api.common import (
 router = APIRouter(tags=["SPARQL"])
 
 QUERY_TYPES = ("application/sparql-query",)
+UPDATE_TYPE = "application/sparql-update"
 FORM_TYPE = "application/x-www-form-urlencoded"
 ALLOW = "GET, POST, OPTIONS"
 #: answers with more rows than this return their freed heap to the OS after serializing
@@ -43,9 +49,7 @@ _TRIM_ROWS = 100_000
 
 def _acceptable_at_all(accept: str | None) -> bool:
     """False if the Accept header rules out every result and graph format."""
-    if not accept:
-        return True
-    return any(formats.negotiate(accept, f) is not None for f in ("SELECT", "ASK", "CONSTRUCT"))
+    return formats.acceptable_at_all(accept)
 
 
 def not_acceptable(accept: str | None, form: str) -> HTTPError:
@@ -76,7 +80,8 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     params = parse_params_cached(qs)
     if method == "GET":
         if "update" in params:
-            raise HTTPError(400, "bad_request", "updates are not accepted on /sparql with GET; POST them to /update")
+            raise HTTPError(400, "bad_request", "SPARQL updates need POST (application/sparql-update, or a form "
+                                                "with 'update'), not GET")
         text = one(params, "query")
         if text is None:
             return service_description(state, scope, headers)
@@ -84,47 +89,60 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
         ct, ctp = parse_content_type(headers.get("content-type"))
         if ct is None:
             raise HTTPError(415, "unsupported_media_type",
-                            "POST /sparql needs Content-Type application/sparql-query or application/x-www-form-urlencoded")
+                            f"POST /sparql needs Content-Type application/sparql-query, {UPDATE_TYPE} or {FORM_TYPE}")
         check_charset(ctp)
         if ct in QUERY_TYPES:
             if "query" in params:
                 raise HTTPError(400, "bad_request", "query given both in the URL and in the body")
             if "update" in params:
-                raise HTTPError(400, "bad_request", "updates go to /update")
+                raise HTTPError(400, "bad_request", "the 'update' parameter cannot come with a query body")
             text = decode_utf8(await read_body(), "query")
+        elif ct == UPDATE_TYPE:
+            # the update operation, as at /update (same token rules, same handler)
+            if "query" in params:
+                raise HTTPError(400, "bad_request", "the 'query' parameter cannot come with an update body")
+            return await update.handle_update(state, method, scope, headers, qs, read_body)
         elif ct == FORM_TYPE:
-            form = await parse_form(await read_body())
+            body = await read_body()
+            form = await parse_form(body)
+            if "update" in form:
+                if "query" in form or "query" in params:
+                    raise HTTPError(400, "bad_request", "give either 'query' or 'update', not both")
+
+                async def again() -> bytes:
+                    return body
+
+                return await update.handle_update(state, method, scope, headers, qs, again)
             merged = {k: list(v) for k, v in params.items()}
             for k, v in form.items():
                 merged.setdefault(k, []).extend(v)
             params = merged
             if "update" in params:
-                raise HTTPError(400, "bad_request", "updates go to /update, not /sparql")
+                raise HTTPError(400, "bad_request", "the 'update' parameter belongs in the form body")
             text = one(params, "query")
             if text is None:
-                raise HTTPError(400, "bad_request", "missing 'query' parameter")
-        elif ct == "application/sparql-update":
-            raise HTTPError(400, "bad_request", "updates go to /update, not /sparql")
+                raise HTTPError(400, "bad_request", "missing 'query' (or 'update') parameter")
         else:
             raise HTTPError(415, "unsupported_media_type",
-                            f"{ct} is not a query media type; use application/sparql-query or {FORM_TYPE}")
+                            f"{ct} is neither a query nor an update media type; use application/sparql-query, "
+                            f"{UPDATE_TYPE} or {FORM_TYPE}")
+    return await _run_query(state, scope, headers, params, text)
+
+
+def _query_job(state: ServerState, scope: dict, headers: dict[str, str], params: dict, text: str) -> tuple:
+    """(work, explain mode, dataset given, base) of a query request: ``work(deadline)``
+    runs the query and serializes it, -> (form, media type, body)."""
     explain = explain_mode(params)
     accept = headers.get("accept")
-    # ?format= / ?output= override Accept (handy in a browser, and sent by SPARQLWrapper): a
-    # shorthand of the format registry ("json" names both SPARQL JSON and JSON-LD, the form picks)
-    # or a media type; unknown values are ignored
     fmt = params.get("format") or params.get("output")
     if fmt:
-        v = fmt[0].strip().lower()
-        accept = formats.format_param(v) or (v if "/" in v else accept)
+        accept = format_override(fmt[0])
     if explain is None and not _acceptable_at_all(accept):  # an explain answers JSON whatever Accept says
         raise not_acceptable(accept, "SELECT")
     dg = iri_params(params, "default-graph-uri")
     ng = iri_params(params, "named-graph-uri")
     base = base_url(headers, scope) + "/sparql"
     db = state.db
-    metrics = state.metrics
-
     max_bytes = state.config.max_response_bytes
 
     def work(deadline):
@@ -150,18 +168,104 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
             raise err
         return form, mt, body
 
-    try:
-        # long texts have no shape: they never run inline and are not remembered
-        # explains run in the pool and do not teach the inline cost of the query's shape
-        shape = query_shape(text) if explain is None else None
-        form, mt, body = await state.run(work, shape, deadline=state.deadline())
-    except Exception as exc:
-        if metrics is not None:
-            metrics.query_done("unknown", getattr(exc, "kind", "error"))
-        raise
-    if metrics is not None:
-        metrics.query_done(form, "ok")
+    return work, explain, bool(dg or ng), base
+
+
+def _ok(state: ServerState, form: str, mt: str, body: bytes) -> Reply:
+    if state.metrics is not None:
+        state.metrics.query_done(form, "ok")
     return Reply(200, body, formats.content_type(mt), {"Vary": "Accept"})
+
+
+def _failed(state: ServerState, exc: Exception) -> None:
+    if state.metrics is not None:
+        state.metrics.query_done("unknown", getattr(exc, "kind", "error"))
+
+
+async def _run_query(state: ServerState, scope: dict, headers: dict[str, str], params: dict, text: str) -> Reply:
+    work, explain, dataset, base = _query_job(state, scope, headers, params, text)
+    try:
+        # long texts have no shape: they never run inline and are not remembered;
+        # explains run in the pool and do not teach the inline cost of the query's shape
+        shape = _cost_shape(state.db, text, base, dataset) if explain is None else None
+        form, mt, body = await state.run(work, shape, deadline=state.deadline(), probe=type(shape) is tuple)
+    except Exception as exc:
+        _failed(state, exc)
+        raise
+    return _ok(state, form, mt, body)
+
+
+def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes) -> Reply | None:
+    """The GET query operation answered synchronously, for the HTTP fast lane
+    (``server.app.FastLaneProtocol``): the answer when the query's shape runs
+    inline (:meth:`ServerState.try_inline`) or the request fails before it
+    runs; None when it needs the thread pool, has no query (service
+    description), is an explain or names an update: the ordinary path
+    (:func:`handle_sparql`) answers those, with the same outcome."""
+    try:
+        check_read(state.config, headers)
+        params = parse_params_cached(qs)
+        text = one(params, "query")
+        if text is None or "update" in params:
+            return None
+        work, explain, dataset, base = _query_job(state, scope, headers, params, text)
+        if explain is not None:
+            return None
+        try:
+            shape = _cost_shape(state.db, text, base, dataset)
+            probe = type(shape) is tuple
+            if not state.inline_ok(shape, probe):
+                return None
+            done, result = state.try_inline(work, shape, state.deadline(), probe)
+        except Exception as exc:
+            _failed(state, exc)
+            raise
+        if not done:
+            if result is not None:  # passed its inline budget: the pool runs it, knowing its cost
+                state.record_cost(shape, result)
+            return None
+        return _ok(state, *result)
+    except Exception as exc:  # every failure becomes a JSON error, never a crash
+        return error_reply(failure(exc, state.metrics))
+
+
+def format_override(value: str) -> str:
+    """The Accept value that ``?format=`` / ``?output=`` (handy in a browser, and
+    sent by SPARQLWrapper) stands for: a shorthand of the format registry ("json"
+    names both SPARQL JSON and JSON-LD, the query form picks) or a media type. A
+    known format without a writer is a 406, an unknown name a 400 listing the
+    accepted ones (a silent fallback would answer in a format nobody asked for)."""
+    v = value.strip().lower()
+    if "/" in v:
+        return v
+    accept = formats.format_param(v)
+    if accept is not None:
+        return accept
+    known = formats.by_name(v, formats.GRAPH) or formats.by_name(v, formats.RESULTS)
+    if known is not None:
+        raise HTTPError(406, "not_acceptable", f"format {v!r} ({known.media_type}) cannot be written by this server",
+                        extra={"available": formats.format_param_names()})
+    shown = v if len(v) <= 64 else v[:64] + "..."
+    raise HTTPError(400, "bad_request", f"unknown format {shown!r}; use one of: "
+                    + ", ".join(formats.format_param_names()) + " (or a media type)",
+                    extra={"available": formats.format_param_names()})
+
+
+def _cost_shape(db, text: str, base: str, dataset) -> object:
+    """The key under which the server learns what a query costs (inline on the
+    event loop or in the thread pool): the engine's shape (a fast-path BGP with
+    its one entity constant as a parameter, so a new constant of a known shape
+    runs inline at once) when it has one, else the text with literals and
+    comments blanked. Parsing here is cheap (short texts only) and cached for
+    the run itself; a syntax error answers 400 from here as it would from there."""
+    if len(text) > SHAPE_MAX_CHARS:
+        return None
+    key = None
+    if not dataset:
+        fn = getattr(db, "shape_key", None)
+        if fn is not None:
+            key = fn(text, base)
+    return ("fast", key) if key is not None else query_shape(text)
 
 
 def explain_mode(params: dict) -> str | None:
@@ -249,7 +353,7 @@ _QUERY_PARAMS = [
      "description": "IRI of a graph to merge into the default graph (repeatable)."},
     {"name": "format", "in": "query", "required": False, "schema": {"type": "string"},
      "description": "Result format overriding Accept: json, xml, csv, tsv, turtle, nt, nq, jsonld, rdfxml "
-                    "(or a media type)."},
+                    "(or a media type); an unknown name is a 400 listing the accepted ones."},
     {"name": "explain", "in": "query", "required": False, "schema": {"type": "string", "enum": ["true", "analyze"]},
      "description": "Answer the query plan as JSON instead of the results (true), or after running the query "
                     "with actual rows and time per operator (analyze)."},
@@ -261,12 +365,18 @@ _QUERY_PARAMS = [
 _RESULT_CONTENT = {f.media_type: {} for f in formats.writable(formats.RESULTS) + formats.writable(formats.GRAPH)}
 
 _RESPONSES = {
-    200: {"description": "Query results, negotiated by Accept", "content": _RESULT_CONTENT},
+    200: {"description": "Query results, negotiated by Accept (an alias such as application/xml is answered "
+                          "under the canonical type; text/plain gets CSV, or N-Triples for graphs)",
+          "content": _RESULT_CONTENT},
+    204: {"description": "Update applied (POST with an update)"},
     400: {"description": "Syntax error or bad request: JSON {error, detail[, line, column]}"},
+    401: {"description": "Token required (updates, or reads with --read-token)"},
+    403: {"description": "Wrong token"},
     406: {"description": "No acceptable result format"},
     413: {"description": "Request body too large"},
     415: {"description": "Unsupported Content-Type"},
-    503: {"description": "Timeout, row budget or too many concurrent queries (Retry-After)"},
+    422: {"description": "Row, memory or response-size budget exceeded (deterministic: no Retry-After)"},
+    503: {"description": "Timeout or too many concurrent queries (Retry-After)"},
 }
 
 
@@ -291,7 +401,7 @@ async def sparql_get(request: Request) -> Response:
 
 @router.post(
     "/sparql",
-    summary="SPARQL query (POST)",
+    summary="SPARQL query or update (POST)",
     responses=_RESPONSES,
     openapi_extra={
         "parameters": _QUERY_PARAMS[1:],
@@ -299,16 +409,19 @@ async def sparql_get(request: Request) -> Response:
             "required": True,
             "content": {
                 "application/sparql-query": {"schema": {"type": "string"}, "example": "SELECT * WHERE { ?s ?p ?o } LIMIT 10"},
+                UPDATE_TYPE: {"schema": {"type": "string"}, "example": "INSERT DATA { <urn:a> <urn:b> <urn:c> }"},
                 FORM_TYPE: {"schema": {"type": "object", "properties": {
                     "query": {"type": "string"},
+                    "update": {"type": "string"},
                     "default-graph-uri": {"type": "array", "items": {"type": "string"}},
                     "named-graph-uri": {"type": "array", "items": {"type": "string"}},
-                }, "required": ["query"]}},
+                }}},
             },
         },
     },
 )
 async def sparql_post(request: Request) -> Response:
     """`POST /sparql` with the query as body (`application/sparql-query`) or as
-    form field `query` (`application/x-www-form-urlencoded`)."""
+    form field `query` (`application/x-www-form-urlencoded`); an update as body
+    (`application/sparql-update`) or form field `update` runs as at `/update`."""
     return await _via_fastapi(request)

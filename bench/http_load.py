@@ -1,0 +1,402 @@
+"""`python -m bench http-load`: selective queries over HTTP, Jindou's server vs
+`oxigraph serve`, one keep-alive client (latency) and N concurrent clients
+(throughput), side by side in one run.
+
+The query families are not the ones of ``bench/queries.py``: point lookup
+(variable predicate), 4-pattern star on one entity, 2- and 3-hop chains from a
+constant and an inverse lookup, each over many constants of one kind. Modes:
+
+* ``repeated`` - one constant per family, the same text every time (text caches hit);
+* ``varied``   - the constant rotates over the family's entities and every text
+  carries a unique comment (no text cache can hit; a shape cache can).
+
+The client speaks HTTP/1.1 on raw sockets with pre-built requests (a Python HTTP
+client library would cost more per request than the servers do). Peers are
+measured in alternating rounds; each cell is the median over rounds of the
+per-round median latency. The concurrent phase runs N threads, each on its own
+keep-alive connection cycling through the families with varied constants, for
+a fixed time per peer (alternating rounds too) and reports queries/s, p50, p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from bench.peers import JSON_RESULTS, JindouHttpPeer, OxigraphServePeer, oxigraph_binary
+
+UB = "http://swat.cse.lehigh.edu/onto/univ-bench.owl#"
+PREFIX = f"PREFIX ub: <{UB}>\n"
+
+
+def _dept(u: int, d: int) -> str:
+    return f"http://www.Department{d}.University{u}.edu"
+
+
+def _entities(kind: str, n: int) -> list[str]:
+    """``n`` entities of ``kind`` spread over departments 0-4 of universities 0-3
+    (all exist in the 1M LUBM-like data: every department has at least 7 full
+    professors, 10 associate professors and dozens of students)."""
+    per = {"FullProfessor": 7, "AssociateProfessor": 10, "GraduateStudent": 40, "UndergraduateStudent": 100}[kind]
+    out = []
+    i = 0
+    while len(out) < n:
+        u, d, k = (i // 5) % 4, i % 5, (i // 20) % per
+        out.append(f"{_dept(u, d)}/{kind}{k}")
+        i += 1
+    return out
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    description: str
+    template: str  # {c}: the constant IRI (without <>)
+    kind: str
+
+    def text(self, c: str, tag: str = "") -> str:
+        return PREFIX + self.template.format(c=c) + (f"\n# {tag}\n" if tag else "\n")
+
+
+FAMILIES = (
+    Family("point", "all triples of one entity (variable predicate)",
+           "SELECT ?p ?o WHERE {{ <{c}> ?p ?o }}", "AssociateProfessor"),
+    Family("star4", "4-pattern star on one entity",
+           "SELECT ?n ?e ?t ?w WHERE {{ <{c}> ub:name ?n ; ub:emailAddress ?e ; ub:telephone ?t ; ub:worksFor ?w }}",
+           "AssociateProfessor"),
+    Family("chain2", "2-hop chain from a constant: courses of a student and their teachers",
+           "SELECT ?c ?t WHERE {{ <{c}> ub:takesCourse ?c . ?t ub:teacherOf ?c }}", "GraduateStudent"),
+    Family("chain3", "3-hop chain: a student's advisor, the advisor's department, its university",
+           "SELECT ?p ?d ?u WHERE {{ <{c}> ub:advisor ?p . ?p ub:worksFor ?d . ?d ub:subOrganizationOf ?u }}",
+           "GraduateStudent"),
+    Family("inverse", "inverse lookup: the students one professor advises",
+           "SELECT ?s WHERE {{ ?s ub:advisor <{c}> }}", "FullProfessor"),
+)
+
+
+# ---------------------------------------------------------------- raw HTTP client
+def request_bytes(path: str, text: str, port: int) -> bytes:
+    """A GET of ``path?query=...`` asking for SPARQL JSON results."""
+    return (f"GET {path}?query={quote(text, safe='')} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Accept: {JSON_RESULTS}\r\n\r\n").encode()
+
+
+class Conn:
+    """One keep-alive connection; ``roundtrip`` sends a request and reads the whole
+    answer (Content-Length or chunked)."""
+
+    def __init__(self, port: int):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def _fill(self) -> None:
+        data = self.sock.recv(262144)
+        if not data:
+            raise ConnectionError("server closed the connection")
+        self.buf += data
+
+    def roundtrip(self, req: bytes) -> tuple[int, bytes]:
+        self.sock.sendall(req)
+        while (i := self.buf.find(b"\r\n\r\n")) < 0:
+            self._fill()
+        head, self.buf = self.buf[:i], self.buf[i + 4:]
+        lines = head.split(b"\r\n")
+        status = int(lines[0].split()[1])
+        length = None
+        chunked = False
+        for ln in lines[1:]:
+            k, _, v = ln.partition(b":")
+            k = k.strip().lower()
+            if k == b"content-length":
+                length = int(v)
+            elif k == b"transfer-encoding" and b"chunked" in v.lower():
+                chunked = True
+        if not chunked:
+            n = length or 0
+            while len(self.buf) < n:
+                self._fill()
+            body, self.buf = self.buf[:n], self.buf[n:]
+            return status, body
+        parts = []
+        while True:
+            while (j := self.buf.find(b"\r\n")) < 0:
+                self._fill()
+            size = int(self.buf[:j].split(b";")[0], 16)
+            self.buf = self.buf[j + 2:]
+            while len(self.buf) < size + 2:
+                self._fill()
+            parts.append(self.buf[:size])
+            self.buf = self.buf[size + 2:]
+            if size == 0:
+                return status, b"".join(parts)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# ---------------------------------------------------------------- measurement
+def _texts(fam: Family, mode: str, n: int, salt: str) -> list[str]:
+    ents = _entities(fam.kind, 60)
+    if mode == "repeated":
+        return [fam.text(ents[0])] * n
+    return [fam.text(ents[i % len(ents)], f"{salt}-{i}") for i in range(n)]
+
+
+def latency(port: int, path: str, fam: Family, mode: str, n: int, salt: str) -> float:
+    """Median seconds of ``n`` sequential requests on one connection (after warm-up)."""
+    reqs = [request_bytes(path, t, port) for t in _texts(fam, mode, n + 20, salt)]
+    c = Conn(port)
+    try:
+        for r in reqs[:20]:
+            st, body = c.roundtrip(r)
+            if st != 200:
+                raise RuntimeError(f"HTTP {st}: {body[:300]!r}")
+        ts = []
+        for r in reqs[20:]:
+            t0 = time.perf_counter()
+            c.roundtrip(r)
+            ts.append(time.perf_counter() - t0)
+    finally:
+        c.close()
+    return statistics.median(ts)
+
+
+def throughput(port: int, path: str, clients: int, seconds: float, salt: str) -> dict:
+    """``clients`` threads, each on its own connection cycling through every family
+    with varied constants, for ``seconds``: queries/s and latency percentiles."""
+    per = 400
+    pools = []
+    for k in range(clients):
+        reqs = []
+        for i in range(per):
+            fam = FAMILIES[(i + k) % len(FAMILIES)]
+            ents = _entities(fam.kind, 60)
+            reqs.append(request_bytes(path, fam.text(ents[(i * 7 + k) % len(ents)], f"{salt}-{k}-{i}"), port))
+        pools.append(reqs)
+    lat: list[list[float]] = [[] for _ in range(clients)]
+    errors = [0] * clients
+    start = threading.Barrier(clients + 1)
+    stop = [0.0]
+
+    def run(k: int) -> None:
+        c = Conn(port)
+        reqs = pools[k]
+        c.roundtrip(reqs[0])
+        start.wait()
+        i = 0
+        out = lat[k]
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= stop[0]:
+                break
+            st, _ = c.roundtrip(reqs[i % per])
+            out.append(time.perf_counter() - t0)
+            if st != 200:
+                errors[k] += 1
+            i += 1
+        c.close()
+
+    threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(clients)]
+    for t in threads:
+        t.start()
+    stop[0] = time.perf_counter() + 3600
+    start.wait()
+    t0 = time.perf_counter()
+    stop[0] = t0 + seconds
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    all_lat = sorted(x for lst in lat for x in lst)
+    n = len(all_lat)
+    return {"qps": n / wall, "p50": all_lat[n // 2] if n else math.nan,
+            "p99": all_lat[min(n - 1, int(n * 0.99))] if n else math.nan, "errors": sum(errors)}
+
+
+def _check_rows(peers: dict) -> list[str]:
+    """Row counts of every family's first few constants must agree between peers."""
+    import json
+
+    bad = []
+    for fam in FAMILIES:
+        for c in _entities(fam.kind, 60)[:5]:
+            counts = {}
+            for name, (port, path) in peers.items():
+                conn = Conn(port)
+                st, body = conn.roundtrip(request_bytes(path, fam.text(c), port))
+                conn.close()
+                counts[name] = len(json.loads(body)["results"]["bindings"]) if st == 200 else f"HTTP {st}"
+            if len(set(map(str, counts.values()))) > 1:
+                bad.append(f"{fam.name} <{c}>: {counts}")
+    return bad
+
+
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear script
+    ap = argparse.ArgumentParser(prog="python -m bench http-load", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=None, help="N-Triples file (default: the cached 1M LUBM-like file)")
+    ap.add_argument("--scale", default="1M")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
+    ap.add_argument("--requests", type=int, default=300, help="requests per family per round (default 300)")
+    ap.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
+    ap.add_argument("--seconds", type=float, default=4.0, help="seconds per peer per throughput round")
+    ap.add_argument("--peers", default="jindou-http,oxigraph-serve")
+    ap.add_argument("--families", default=None, help="comma-separated subset of " + ",".join(f.name for f in FAMILIES))
+    ap.add_argument("--skip-latency", action="store_true", help="only the throughput phase")
+    ap.add_argument("--in-process", action="store_true",
+                    help="instead: unique texts in process, Jindou with and without the shape cache vs pyoxigraph")
+    args = ap.parse_args(argv)
+    if args.families:
+        globals()["FAMILIES"] = tuple(f for f in FAMILIES if f.name in args.families.split(","))
+
+    data = args.data
+    if data is None:
+        from bench.runner import prepare_data  # noqa: PLC0415
+
+        data = prepare_data(argparse.Namespace(data=None, workdir=None, universities=None, scale=args.scale,
+                                               seed=0, quiet=False))[0]
+    if args.in_process:
+        print(in_process(data, args.rounds, args.requests))
+        return 0
+    names = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if "oxigraph-serve" in names and not oxigraph_binary():
+        print("oxigraph binary not found: measuring jindou-http alone", file=sys.stderr)
+        names.remove("oxigraph-serve")
+    peers = {}
+    objs = []
+    try:
+        for name in names:
+            p = JindouHttpPeer() if name == "jindou-http" else OxigraphServePeer()
+            objs.append(p)
+            p.prepare()
+            t0 = time.perf_counter()
+            p.load(data)
+            print(f"{name}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            peers[name] = (p.port, p.query_path)
+        bad = _check_rows(peers) if len(peers) > 1 else []
+        for b in bad:
+            print(f"!!! row count mismatch: {b}", file=sys.stderr)
+        lat: dict[tuple[str, str, str], list[float]] = {}
+        for r in range(0 if args.skip_latency else args.rounds):
+            order = names if r % 2 == 0 else names[::-1]
+            for mode in ("repeated", "varied"):
+                for fam in FAMILIES:
+                    for name in order:
+                        port, path = peers[name]
+                        lat.setdefault((name, mode, fam.name), []).append(
+                            latency(port, path, fam, mode, args.requests, f"r{r}"))
+        tput: dict[str, list[dict]] = {}
+        for r in range(max(1, args.rounds // 2)):
+            order = names if r % 2 == 0 else names[::-1]
+            for name in order:
+                port, path = peers[name]
+                tput.setdefault(name, []).append(throughput(port, path, args.clients, args.seconds, f"t{r}"))
+    finally:
+        for p in objs:
+            p.close()
+    print(report(names, lat, tput, args, data, bad))
+    return 3 if bad else 0
+
+
+def in_process(data: str, rounds: int, n: int) -> str:
+    """Unique query texts (a new constant and comment every time) in process:
+    Jindou's ``Database.query`` + SPARQL JSON with the shape cache, without it
+    (every text planned and compiled), and pyoxigraph's query + JSON, in
+    alternating rounds; medians of the per-round medians, in ms."""
+    import pyoxigraph
+
+    import engine.database as dbmod
+    from engine.exec import serialize as ser
+
+    db = dbmod.Database()
+    db.load_file(data)
+    ox = pyoxigraph.Store()
+    ox.bulk_load(path=data, format=pyoxigraph.RdfFormat.N_TRIPLES)
+    shaped = dbmod._fast_shape_key
+
+    def jindou(texts, cache: bool) -> float:
+        dbmod._fast_shape_key = shaped if cache else (lambda pq: None)
+        try:
+            ts = []
+            for t in texts:
+                t0 = time.perf_counter()
+                ser.serialize(db.query(t), JSON_RESULTS)
+                ts.append(time.perf_counter() - t0)
+        finally:
+            dbmod._fast_shape_key = shaped
+        return statistics.median(ts)
+
+    def oxi(texts) -> float:
+        ts = []
+        for t in texts:
+            t0 = time.perf_counter()
+            ox.query(t).serialize(format=pyoxigraph.QueryResultsFormat.JSON)
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts)
+
+    cells: dict[tuple[str, str], list[float]] = {}
+    for r in range(rounds):
+        for fam in FAMILIES:
+            for who in (("shape", "noshape", "ox") if r % 2 == 0 else ("ox", "noshape", "shape")):
+                texts = _texts(fam, "varied", n, f"{who}{r}")
+                v = oxi(texts) if who == "ox" else jindou(texts, who == "shape")
+                cells.setdefault((fam.name, who), []).append(v)
+    out = [f"Unique texts in process ({rounds} alternating rounds × {n} queries per family; query + SPARQL JSON):",
+           "", "| family | jindou, shape cache ms | jindou, no shape cache ms | pyoxigraph ms | ratio (cache) |",
+           "| --- | ---: | ---: | ---: | ---: |"]
+    for fam in FAMILIES:
+        a, b, c = (statistics.median(cells[(fam.name, w)]) * 1e3 for w in ("shape", "noshape", "ox"))
+        out.append(f"| {fam.name} | {a:.3f} | {b:.3f} | {c:.3f} | {a / c:.2f} |")
+    return "\n".join(out)
+
+
+def report(names, lat, tput, args, data, bad) -> str:
+    base = names[-1] if "oxigraph-serve" in names else None
+    out = [f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · {os.cpu_count()} CPUs · load avg "
+           f"{os.getloadavg()[0]:.2f} at end · data {os.path.basename(data)} · {args.rounds} alternating rounds × "
+           f"{args.requests} requests per family · GET /sparql?query=..., Accept SPARQL JSON, one keep-alive connection",
+           "", "| mode | family | " + " | ".join(f"{n} ms" for n in names) + (" | ratio jindou/oxigraph |" if base else " |"),
+           "| --- | --- | " + " | ".join("---:" for _ in names) + (" | ---: |" if base else " |")]
+    for mode in ("repeated", "varied") if lat else ():
+        ratios = []
+        for fam in FAMILIES:
+            cells = []
+            meds = {}
+            for n in names:
+                vals = lat[(n, mode, fam.name)]
+                meds[n] = statistics.median(vals)
+                spread = (max(vals) - min(vals)) / meds[n] * 100 if meds[n] else 0
+                cells.append(f"{meds[n] * 1e3:.3f} (±{spread / 2:.0f}%)")
+            row = f"| {mode} | {fam.name} | " + " | ".join(cells)
+            if base:
+                ratio = meds["jindou-http"] / meds[base]
+                ratios.append(ratio)
+                row += f" | {ratio:.2f} |"
+            else:
+                row += " |"
+            out.append(row)
+        if base:
+            gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+            out.append(f"| {mode} | **geometric mean** | " + " | ".join("" for _ in names) + f" | **{gm:.2f}** |")
+    out += ["", f"Throughput, {args.clients} concurrent clients (threads of this process, one keep-alive connection "
+            f"each, families and constants rotating, unique texts), {args.seconds:.0f} s per peer per round, "
+            "median round:", "", "| peer | queries/s | p50 ms | p99 ms | errors |", "| --- | ---: | ---: | ---: | ---: |"]
+    for n in names:
+        runs = sorted(tput[n], key=lambda d: d["qps"])
+        m = runs[len(runs) // 2]
+        out.append(f"| {n} | {m['qps']:,.0f} (rounds: {', '.join(format(d['qps'], ',.0f') for d in tput[n])}) | "
+                   f"{m['p50'] * 1e3:.2f} | {m['p99'] * 1e3:.2f} | {m['errors']} |")
+    if bad:
+        out += ["", "**Row count mismatches:** " + "; ".join(bad)]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
