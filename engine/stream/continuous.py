@@ -35,6 +35,7 @@ import numpy as np
 import orjson
 
 from engine.arrays import unique
+from engine.exec import serialize as _ser
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
 from engine.exec.result import UNBOUND, QueryResult
@@ -141,6 +142,43 @@ class _StableTerms:
             self.id_of.pop(self.key_of.pop(j), None)
 
 
+# ---------------------------------------------------------------- plans across instants
+
+
+class _InstantPlans(dict):
+    """The BGP plans of one continuous query, kept across its instants (the executor's
+    ``plan_cache``; the dataset's key is the query's, not the instant's).
+
+    A plan is the step order plus the constants' ids, which stay valid: the dictionary is
+    append-only, and the order only affects speed. Not kept: a plan that found a constant
+    absent from the store (a later element may bring it), and a compiled tuple-at-a-time
+    program (it holds the lookups of one instant's graph). :meth:`InstantEvaluator.evaluate`
+    empties the cache when the statistics it was planned on moved a lot (window size,
+    a commit to the store)."""
+
+    __slots__ = ("size", "sn")
+
+    def __init__(self):
+        super().__init__()
+        self.size = -1
+        self.sn = -1
+
+    def __setitem__(self, key, value):
+        if key[-1] == "small":
+            if value[1] is not None:
+                return
+        elif getattr(value, "resolved", None) is None:
+            return
+        super().__setitem__(key, value)
+
+    def fresh(self, size: int, sn: int) -> None:
+        """Forget the plans if the windows' size changed more than twofold or the store
+        committed since they were made."""
+        if sn != self.sn or size > 2 * self.size + 16 or 2 * size + 16 < self.size:
+            self.clear()
+            self.size, self.sn = size, sn
+
+
 # ---------------------------------------------------------------- the evaluator
 
 
@@ -237,6 +275,81 @@ class WindowCache:
             return None if sw is None or sw.store is not bw.store else (sw.g0, sw.g1)
 
 
+# ---------------------------------------------------------------- SPARQL JSON of the events
+
+
+def _codes(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, index of each value among them): one stable sort."""
+    order = np.argsort(col, kind="stable")
+    s = col[order]
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    inv = np.empty(len(col), dtype=np.int64)
+    inv[order] = np.cumsum(keep) - 1
+    return s[keep], inv
+
+
+class _JsonTerms:
+    """The SPARQL JSON object of each store term a query's results used, kept across its
+    instants: consecutive windows bind mostly the same terms (sensors, static entities), and
+    a store id's term never changes (append-only dictionary). Computed terms (query-local and
+    diff ids) are rendered every time."""
+
+    MAX = 1 << 16
+
+    def __init__(self):
+        self._d: dict[int, bytes] = {}
+
+    def render(self, ids: list[int], terms) -> list[bytes | None]:
+        """JSON bytes of each id of ``ids`` (distinct), None for UNBOUND."""
+        d = self._d
+        out = [d.get(i) for i in ids]
+        miss = [k for k, x in enumerate(out) if x is None and ids[k] != UNBOUND]
+        if miss:
+            keys = terms.keys(np.array([ids[k] for k in miss], dtype=np.int64))
+            if len(d) + len(miss) > self.MAX:
+                d.clear()
+            for k, key in zip(miss, keys, strict=True):
+                if key is None:
+                    continue
+                b = out[k] = orjson.dumps(_ser._json_term(key))
+                if 0 <= ids[k] < LOCAL_BASE:
+                    d[ids[k]] = b
+        return out
+
+    def select(self, res: QueryResult, extra: bytes) -> bytes:
+        """SPARQL JSON of a SELECT result with ``extra`` members: the bytes
+        :func:`~engine.exec.serialize.sparql_json` writes. Each column maps its distinct ids to
+        ``"var":{...}`` fragments, rows are joined by C-level ``join`` over the columns."""
+        n = len(res)
+        if n == 0 or not res.vars:
+            return sparql_json(res, extra)
+        cols = []
+        holes = False
+        for v, c in zip(res.vars, res.columns, strict=True):
+            name = orjson.dumps(v) + b":"
+            c = np.asarray(c, dtype=np.int64)
+            if n <= 64:
+                lst = c.tolist()
+                u = list(dict.fromkeys(lst))
+                frag = dict(zip(u, [b"" if x is None else name + x for x in self.render(u, res.terms)],
+                                strict=True))
+                cols.append([frag[i] for i in lst])
+            else:
+                uniq, inv = _codes(c)
+                t = np.empty(len(uniq), dtype=object)
+                t[:] = [b"" if x is None else name + x for x in self.render(uniq.tolist(), res.terms)]
+                cols.append(t[inv].tolist())
+            holes = holes or bool((c == UNBOUND).any())
+        if holes:
+            rows = [b",".join([x for x in r if x]) for r in zip(*cols, strict=True)]
+        else:
+            rows = map(b",".join, zip(*cols, strict=True)) if len(cols) > 1 else cols[0]
+        return b"".join([b'{"head":{"vars":', orjson.dumps(list(res.vars)), b'},"results":{"bindings":[{',
+                         b"},{".join(rows), b"}]}", extra, b"}"])
+
+
 def _window_member(window: dict) -> bytes:
     return b',"window":' + orjson.dumps(window)
 
@@ -270,6 +383,8 @@ class InstantEvaluator:
         self._vars: list = []
         # the stored default graph is part of the dataset (absorbed triples change it over event time)
         self.reads_stored_default = DEFAULT_GRAPH_IRI in self.from_default + self.from_named
+        self._plans = _InstantPlans()
+        self._json = _JsonTerms()
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -322,7 +437,8 @@ class InstantEvaluator:
                     named[gid] = g
         for bw, g in wins:
             named[bw.gid] = g
-        return DatasetView(default, named, ("continuous", t))
+        self._plans.fresh(sum(g.n_triples for _, g in wins), snap.sn)
+        return DatasetView(default, named, ("continuous",))
 
     # -- unchanged instants -------------------------------------------------------
     def capture(self, t: int) -> tuple:
@@ -403,7 +519,8 @@ class InstantEvaluator:
         t0 = time.perf_counter()
         snap = db.store.snapshot()  # before reading the absorb log (see AbsorbLog)
         ctx = QueryContext(snap, base=self.query.base, timeout=db.query_timeout, max_rows=db.max_rows,
-                           term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None))
+                           term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None),
+                           plan_cache=self._plans)
         inc = self.incremental_core
         maintain = inc is not None and inc.wants()
         ds = self.dataset(ctx, t, track=maintain)
@@ -437,7 +554,7 @@ class InstantEvaluator:
             return orjson.dumps({"triples": nt, "window": win})
         if self.mode != "RSTREAM":
             res = self._diff_rows(res)
-        return sparql_json(res, _window_member(win))
+        return self._json.select(res, _window_member(win))
 
     # -- I/DSTREAM -------------------------------------------------------------
     def _diff_rows(self, res: QueryResult) -> QueryResult:
