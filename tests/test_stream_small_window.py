@@ -195,3 +195,65 @@ def test_plan_cache_forgets_absent_constants(db):
     assert plans.size == 10
     plans["k"] = None  # not a plan: not kept
     assert "k" not in plans
+
+
+# ---------------------------------------------------------------- the compact dataset of an instant
+
+
+@st.composite
+def static_queries(draw):
+    """Queries over a window joined with the stored graph: constant predicates (the compact
+    path) and, now and then, a shape it must leave to the merged path."""
+    vars_ = ["a", "b", "c"]
+
+    def tp():
+        s = _term(draw, "s", vars_)
+        p = f"<{EX}p{draw(st.integers(0, N_PREDS))}>" if draw(st.integers(0, 5)) else "?p"
+        return f"{s} {p} {_term(draw, 'o', vars_)} ."
+
+    body = " ".join(tp() for _ in range(draw(st.integers(1, 3))))
+    shape = draw(st.sampled_from(["plain", "optional", "filter", "exists", "limit", "path", "group"]))
+    head = "SELECT *"
+    tail = ""
+    if shape == "optional":
+        body += " OPTIONAL { " + tp() + " }"
+    elif shape == "filter":
+        body += " FILTER(?a != ?b)"
+    elif shape == "exists":
+        body += " FILTER NOT EXISTS { " + tp() + " }"
+    elif shape == "limit":
+        tail = " ORDER BY ?a ?b ?c LIMIT 3"
+    elif shape == "path":
+        body += f" ?a <{EX}p0>+ ?c ."
+    elif shape == "group":
+        head, tail = "SELECT ?a (COUNT(*) AS ?n)", " GROUP BY ?a"
+    return f"{head} FROM <urn:jindou:default> WHERE {{ {body} }}{tail}"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_compact_dataset_equals_merged_view(db, data):
+    from engine.stream.continuous import BoundWindow, InstantEvaluator
+    from engine.stream.transient import TransientStore
+    from engine.stream.windows import Window
+
+    nodes, preds, lits = _vocab(db)
+    spo = _window_rows(data.draw, nodes, preds + [preds[0]], lits)
+    store = TransientStore("s")
+    if len(spo):
+        store.append_rows(spo, np.arange(1, len(spo) + 1) * 100)
+    iri = EX + "stream"
+    gid = int(db.store.dictionary.lookup(f"<{EX}n0>"))  # any id: only GRAPH patterns would read it
+    bw = BoundWindow("s", iri, gid, Window.time(2000, 1000), store)
+    text = data.draw(static_queries())
+    q = parse_query(text)
+    compact = InstantEvaluator(db, q, "RSTREAM", [bw], incremental=False)
+    merged = InstantEvaluator(db, q, "RSTREAM", [bw], incremental=False)
+    merged._compact.patterns = None
+    for t in (1000, 2000, 4000):
+        ctx = QueryContext(db.store.snapshot())
+        assert (compact.compact_dataset(ctx, t) is not None) == (compact._compact.patterns is not None)
+        a, b = compact.evaluate(t), merged.evaluate(t)
+        ka = sorted(tuple(x or "" for x in r) for r in zip(*[a.terms.keys(c) for c in a.columns], strict=True))
+        kb = sorted(tuple(x or "" for x in r) for r in zip(*[b.terms.keys(c) for c in b.columns], strict=True))
+        assert (len(a), ka) == (len(b), kb), text

@@ -72,6 +72,14 @@ class SmallGraph:
     remote_reads = None
 
     def __init__(self, spo: np.ndarray):
+        self._fns: dict = {}
+        self.load(spo)
+
+    def load(self, spo: np.ndarray) -> SmallGraph:
+        """Hold the triples ``spo`` from now on (replacing the previous ones; arrays handed out
+        before stay valid). The functions :meth:`local_lookup` gave stay valid and answer
+        for the new triples: a continuous query reloads one SmallGraph per instant and keeps
+        the tuple-at-a-time programs compiled over it."""
         spo = np.asarray(spo, dtype=np.int64).reshape(-1, 3)
         if len(spo) and (int(spo.min()) < 0 or int(spo.max()) >= 1 << 32):
             raise ValueError("term ids must be in [0, 2**32) in a graph")
@@ -94,6 +102,8 @@ class SmallGraph:
         self._os = None               # (o << 32 | s) sorted within each predicate, on first use
         self._in = None               # (o, s) columns in that order
         self._stats: dict[int, PredicateStats] = {}
+        self._luts: dict = {}         # (pid, direction) -> {vertex: sorted neighbours}
+        return self
 
     def __len__(self) -> int:
         return self.n_triples
@@ -134,7 +144,30 @@ class SmallGraph:
         return st
 
     def local_lookup(self, pid: int, direction: int):
-        return None
+        """``v -> sorted neighbours`` (int64) for the tuple-at-a-time executor; the function
+        follows :meth:`load`."""
+        key = (int(pid), direction)
+        f = self._fns.get(key)
+        if f is None:
+            def f(v, key=key):
+                lut = self._luts.get(key)
+                if lut is None:
+                    lut = self._lut(*key)
+                return lut.get(v, _EMPTYI)
+            self._fns[key] = f
+        return f
+
+    def _lut(self, pid: int, direction: int) -> dict:
+        cols = self._cols(pid, direction)
+        lut: dict = {}
+        if cols is not None:
+            keys, nbrs = cols
+            first = np.flatnonzero(_run_starts(keys))
+            ends = np.append(first[1:], len(keys))[:len(first)]
+            lut = {k: nbrs[a:b] for k, a, b in zip(keys[first].tolist(), first.tolist(), ends.tolist(),
+                                                    strict=True)}
+        self._luts[pid, direction] = lut
+        return lut
 
     def expand(self, pid: int, direction: int, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         vids = np.asarray(vids, dtype=np.int64)
