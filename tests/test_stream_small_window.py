@@ -58,7 +58,9 @@ rows_st = st.lists(st.tuples(st.integers(0, 12), st.integers(0, 5), st.integers(
 @settings(max_examples=150, deadline=None)
 @given(rows=rows_st, probes=st.lists(st.integers(-1, 14), max_size=25), data=st.data())
 def test_small_graph_answers_like_graph_index(rows, probes, data):
-    spo = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    # ids near 2**21 take the general sort (below it, (p, s, o) is packed into one int64)
+    base = data.draw(st.sampled_from([0, (1 << 21) - 6]))
+    spo = np.array(rows, dtype=np.int64).reshape(-1, 3) + base
     small = SmallGraph(spo)
     full = empty_graph(1).apply(None, spo) if len(spo) else None
     if full is None:
@@ -66,8 +68,8 @@ def test_small_graph_answers_like_graph_index(rows, probes, data):
         return
     assert small.n_triples == full.n_triples == len(small)
     assert small.predicates().tolist() == full.predicates().tolist()
-    vids = np.array(probes, dtype=np.int64)
-    for pid in range(-1, 7):
+    vids = np.array(probes, dtype=np.int64) + base
+    for pid in range(base - 1, base + 7):
         assert tuple(small.stats(pid)) == tuple(full.stats(pid))
         for d in (0, 1):
             a, b = small.expand(pid, d, vids), full.expand(pid, d, vids)
@@ -75,11 +77,26 @@ def test_small_graph_answers_like_graph_index(rows, probes, data):
             assert a[0].dtype == b[0].dtype == np.int64 and a[1].dtype == np.int64
             assert small.index(pid, d).tolist() == full.index(pid, d).tolist()
         s = np.array(data.draw(st.lists(st.integers(-1, 13), min_size=len(probes), max_size=len(probes))),
-                     dtype=np.int64)
+                     dtype=np.int64) + base
         assert small.contains(pid, s, vids).tolist() == full.contains(pid, s, vids).tolist()
         assert [x.tolist() for x in small.scan(pid)] == [x.tolist() for x in full.scan(pid)]
+        for d in (0, 1):
+            fs, ff = small.local_lookup(pid, d), full.local_lookup(pid, d)
+            assert [fs(v).tolist() for v in vids.tolist()] == [ff(v).tolist() for v in vids.tolist()]
     assert [x.tolist() for x in small.scan_all()] == [x.tolist() for x in full.scan_all()]
     assert small.vertices().tolist() == full.vertices().tolist()
+
+
+def test_small_graph_reload_keeps_lookups():
+    """A lookup function handed out before :meth:`SmallGraph.load` answers for the new triples."""
+    g = SmallGraph(np.array([[1, 2, 3], [1, 2, 4]]))
+    f = g.local_lookup(2, 0)
+    assert f(1).tolist() == [3, 4]
+    g.load(np.array([[1, 2, 5], [7, 2, 3]]))
+    assert f(1).tolist() == [5] and f(7).tolist() == [3] and g.local_lookup(2, 0) is f
+    assert g.local_lookup(2, 1)(3).tolist() == [7]
+    g.load(np.zeros((0, 3), dtype=np.int64))
+    assert f(1).tolist() == [] and g.n_triples == 0
 
 
 def test_window_index_threshold():

@@ -13,15 +13,24 @@ evaluates instant ``t``:
    The stored default graph is taken *as of event time t*: absorbed timeless
    triples with ``tau > t`` that were new to the store when absorbed are
    subtracted (see :class:`~engine.stream.absorb.AbsorbLog`).
+   **Compact dataset.** A query whose triple patterns all have constant
+   predicates (and no path, GRAPH, SERVICE, LIMIT, SAMPLE, GROUP_CONCAT)
+   gets, instead, one :class:`~engine.stream.window_graph.SmallGraph` as its
+   default graph: the windows' triples plus the stored ``FROM`` triples that
+   match some pattern (:class:`_Compact`); it falls back to the merge above
+   when that would exceed :data:`~engine.stream.window_graph.SMALL_WINDOW`
+   stored triples or the stored default graph is rewound by absorbed triples.
 2. The inner query runs through the same executor as one-shot queries
    (:func:`engine.exec.evaluate.evaluate_query`) over a
    :class:`~engine.exec.evaluate.DatasetView` made here -- no change to the
-   executor was needed.
+   executor was needed. BGP plans are kept across the query's instants
+   (:class:`_InstantPlans`).
 3. **Output.** RSTREAM: the result; ISTREAM / DSTREAM: the multiset difference
    of the solutions against the previous instant (set difference of the
    triples for CONSTRUCT), computed on term-stable ids (vectorized:
    ``unique(axis=0)`` + ``bincount``). The ``data`` JSON gets a
-   ``"window": {"start", "end"}`` member.
+   ``"window": {"start", "end"}`` member; SELECT results are written from a
+   per-query cache of rendered terms (:class:`_JsonTerms`).
 """
 
 from __future__ import annotations

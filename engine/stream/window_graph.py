@@ -37,6 +37,7 @@ _EMPTYH = np.zeros(0, dtype=np.uint64)
 _EMPTYI = np.zeros(0, dtype=np.int64)
 _NO_STATS = PredicateStats(0, 0, 0)
 _LOW32 = np.uint64(0xFFFFFFFF)
+_P21, _M21 = 1 << 21, (1 << 21) - 1
 _S32 = np.uint64(32)
 
 #: windows of up to this many triples are indexed as a :class:`SmallGraph` (two sorts) instead of
@@ -83,13 +84,20 @@ class SmallGraph:
         spo = np.asarray(spo, dtype=np.int64).reshape(-1, 3)
         if len(spo) and (int(spo.min()) < 0 or int(spo.max()) >= 1 << 32):
             raise ValueError("term ids must be in [0, 2**32) in a graph")
-        p = spo[:, 1]
-        so = (spo[:, 0].astype(np.uint64) << _S32) | spo[:, 2].astype(np.uint64)
-        order = np.lexsort((so, p))
-        p, so = p[order], so[order]
-        keep = _run_starts(p) | _run_starts(so)
-        if not keep.all():
-            p, so = p[keep], so[keep]
+        self._packed = bool(len(spo)) and int(spo.max()) < _P21
+        if self._packed:
+            # ids under 2**21: one sort of (p, s, o) packed into an int64
+            k = unique((spo[:, 1] << 42) | (spo[:, 0] << 21) | spo[:, 2])
+            p, s_, o_ = k >> 42, (k >> 21) & _M21, k & _M21
+            so = (s_.astype(np.uint64) << _S32) | o_.astype(np.uint64)
+        else:
+            p = spo[:, 1]
+            so = (spo[:, 0].astype(np.uint64) << _S32) | spo[:, 2].astype(np.uint64)
+            order = np.lexsort((so, p))
+            p, so = p[order], so[order]
+            keep = _run_starts(p) | _run_starts(so)
+            if not keep.all():
+                p, so = p[keep], so[keep]
         self._p, self._so = p, so
         self.n_triples = len(p)
         first = np.flatnonzero(_run_starts(p))
@@ -99,7 +107,6 @@ class SmallGraph:
                               strict=True))
         self._s = (so >> _S32).astype(np.int64)
         self._o = (so & _LOW32).astype(np.int64)
-        self._os = None               # (o << 32 | s) sorted within each predicate, on first use
         self._in = None               # (o, s) columns in that order
         self._stats: dict[int, PredicateStats] = {}
         self._luts: dict = {}         # (pid, direction) -> {vertex: sorted neighbours}
@@ -110,10 +117,13 @@ class SmallGraph:
 
     def _inverse(self):
         if self._in is None:
-            os_ = (self._o.astype(np.uint64) << _S32) | self._s.astype(np.uint64)
-            order = np.lexsort((os_, self._p))
-            self._os = os_[order]
-            self._in = (self._o[order], self._s[order])
+            if self._packed:
+                k = np.sort((self._p << 42) | (self._o << 21) | self._s)
+                self._in = ((k >> 21) & _M21, k & _M21)
+            else:
+                os_ = (self._o.astype(np.uint64) << _S32) | self._s.astype(np.uint64)
+                order = np.lexsort((os_, self._p))
+                self._in = (self._o[order], self._s[order])
         return self._in
 
     def _cols(self, pid: int, direction: int):
@@ -220,7 +230,7 @@ class SmallGraph:
 
     @property
     def nbytes(self) -> int:
-        return 8 * 4 * self.n_triples + (0 if self._os is None else 8 * 3 * self.n_triples)
+        return 8 * 4 * self.n_triples + (0 if self._in is None else 8 * 2 * self.n_triples)
 
     def rows(self) -> np.ndarray:
         """The distinct triples, sorted by (p, s, o)."""
