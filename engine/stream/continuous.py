@@ -447,12 +447,22 @@ class _JsonTerms:
                 t[:] = [b"" if x is None else name + x for x in self.render(uniq.tolist(), res.terms)]
                 cols.append(t[inv].tolist())
             holes = holes or bool((c == UNBOUND).any())
+        head = b'{"head":{"vars":' + orjson.dumps(list(res.vars)) + b'},"results":{"bindings":[{'
         if holes:
             rows = [b",".join([x for x in r if x]) for r in zip(*cols, strict=True)]
-        else:
-            rows = map(b",".join, zip(*cols, strict=True)) if len(cols) > 1 else cols[0]
-        return b"".join([b'{"head":{"vars":', orjson.dumps(list(res.vars)), b'},"results":{"bindings":[{',
-                         b"},{".join(rows), b"}]}", extra, b"}"])
+            return b"".join([head, b"},{".join(rows), b"}]}", extra, b"}"])
+        # one list of every fragment and separator, one join: no per-row strings, one copy
+        k = len(cols)
+        m = 2 * k * n
+        flat = [b","] * (m + 3)
+        flat[0] = head
+        for j, col in enumerate(cols):
+            flat[1 + 2 * j:1 + m:2 * k] = col
+        flat[2 * k:1 + m:2 * k] = [b"},{"] * n
+        flat[m] = b"}]}"
+        flat[m + 1] = extra
+        flat[m + 2] = b"}"
+        return b"".join(flat)
 
 
 def _window_member(window: dict) -> bytes:
