@@ -9,6 +9,8 @@ Workloads (same data, same windows, same instants for every peer):
   Aarhus streams, prepared by :func:`bench.citybench.prepare` (static graphs, CSV rows ->
   observation triples, event timestamps; CityBench's paced replay by default).
 * lsbench: L1-L7 over the seeded LSBench-style generator :mod:`bench.lsbench`.
+* lsbench-small: the same queries at ``--small-rate`` triples/s (default 20): windows of tens to
+  hundreds of triples, the size of CityBench's, where the per-window floor dominates.
 
 Peers:
 
@@ -60,7 +62,10 @@ from bench import citybench as cb
 from bench import lsbench
 
 PEERS = ("jindou", "jindou-full", "csparql-composite", "spark-sql")
-WORKLOADS = ("citybench", "lsbench")
+WORKLOADS = ("citybench", "lsbench", "lsbench-small")
+#: lsbench-small: LSBench at this rate (triples/s), so that its windows hold tens to hundreds of
+#: triples like CityBench's (the per-window floor, not the data, dominates)
+SMALL_RATE = 20.0
 CITYBENCH_QUERIES = [f"C{i}" for i in range(1, 12)]      # C<i> = csparql_query/Q<i>.txt
 LSBENCH_QUERIES = [f"L{i}" for i in range(1, 8)]
 EXIT_MISMATCH = 3
@@ -327,7 +332,8 @@ def load_citybench(ids: list[str], minutes: float, clock: str = "paced", frequen
                      "seed": seed})
 
 
-def load_lsbench(ids: list[str], minutes: float, rate: float, users: int, seed: int = 0, say=_log) -> Workload:
+def load_lsbench(ids: list[str], minutes: float, rate: float, users: int, seed: int = 0, say=_log,
+                 name: str = "lsbench") -> Workload:
     t0 = time.perf_counter()
     data = lsbench.generate(users=users, rate=rate, seconds=minutes * 60, seed=seed)
     texts = lsbench.queries()
@@ -337,7 +343,7 @@ def load_lsbench(ids: list[str], minutes: float, rate: float, users: int, seed: 
     streams = {iri: StreamData(short[iri], iri, els) for iri, els in data.streams.items() if iri in used}
     say(f"lsbench: {users} users, {len(data.static)} static triples, {data.n_stream_triples()} stream "
          f"triples ({rate:g}/s for {minutes * 60:g} s) in {time.perf_counter() - t0:.1f}s")
-    return Workload("lsbench", qs, {lsbench.STATIC_GRAPH: data.static_nt()}, streams, data.start_ms,
+    return Workload(name, qs, {lsbench.STATIC_GRAPH: data.static_nt()}, streams, data.start_ms,
                     data.end_ms, {"rate": rate, "users": users, "minutes": minutes, "seed": seed,
                                   "static_triples": len(data.static),
                                   "stream_triples": data.n_stream_triples()})
@@ -884,7 +890,7 @@ def _split(s: str | None) -> list[str]:
 def run(workloads: list[str], queries: list[str] | None = None, minutes: float = 2.0, rate: float = 2000.0,
         users: int = 1000, seed: int = 0, spark_windows: int = 10, peers: list[str] | None = None,
         clock: str = "paced", frequency: float = 1.0, root: Path | None = None, spark_master: str = "local[2]",
-        say=_log, spark_timeout: float = 300.0) -> dict:
+        say=_log, spark_timeout: float = 300.0, small_rate: float = SMALL_RATE) -> dict:
     peers = list(peers or PEERS)
     bad = [p for p in peers if p not in PEERS]
     if bad:
@@ -894,15 +900,19 @@ def run(workloads: list[str], queries: list[str] | None = None, minutes: float =
     for w in workloads:
         if w == "citybench":
             ids = [q for q in CITYBENCH_QUERIES if sel is None or q in sel or "Q" + q[1:] in sel]
-        elif w == "lsbench":
+        elif w in ("lsbench", "lsbench-small"):
             ids = [q for q in LSBENCH_QUERIES if sel is None or q in sel]
         else:
             raise ValueError(f"unknown workload {w!r}; known: {', '.join(WORKLOADS)}")
         if not ids:
             continue
         say(f"== {w}: {', '.join(ids)}")
-        wl = (load_citybench(ids, minutes, clock, frequency, seed, root, say) if w == "citybench"
-              else load_lsbench(ids, minutes, rate, users, seed, say))
+        if w == "citybench":
+            wl = load_citybench(ids, minutes, clock, frequency, seed, root, say)
+        elif w == "lsbench":
+            wl = load_lsbench(ids, minutes, rate, users, seed, say)
+        else:
+            wl = load_lsbench(ids, minutes, small_rate, users, seed, say, name="lsbench-small")
         runs: dict[str, dict[str, PeerRun]] = {}
         t0 = time.perf_counter()
         for p in peers:
@@ -934,12 +944,15 @@ def format_report(report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench streams", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", default=",".join(WORKLOADS), help="citybench,lsbench (default both)")
+    ap.add_argument("--workload", default=",".join(WORKLOADS),
+                    help="citybench,lsbench,lsbench-small (default all three)")
     ap.add_argument("--queries", default=None, help="e.g. C1,C5,L4 (default: C1-C11 and L1-L7)")
     ap.add_argument("--minutes", type=float, default=2.0, help="minutes of event time (default 2)")
     ap.add_argument("--rate", type=float, default=2000.0,
                     help="lsbench: triples per second of event time over the five streams (default 2000)")
     ap.add_argument("--users", type=int, default=1000, help="lsbench: users in the static graph (default 1000)")
+    ap.add_argument("--small-rate", type=float, default=SMALL_RATE,
+                    help=f"lsbench-small: triples per second of event time (default {SMALL_RATE:g})")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--spark-windows", type=int, default=10, help="windows per query measured on spark-sql")
     ap.add_argument("--spark-master", default="local[2]")
@@ -957,7 +970,7 @@ def main(argv: list[str] | None = None) -> int:
     root = cb.shared_root(a.shared) if "citybench" in _split(a.workload) else None
     report = run(_split(a.workload), _split(a.queries) or None, a.minutes, a.rate, a.users, a.seed,
                  a.spark_windows, _split(a.peers), a.clock, a.frequency, root, a.spark_master,
-                 spark_timeout=a.spark_timeout)
+                 spark_timeout=a.spark_timeout, small_rate=a.small_rate)
     md = format_report(report)
     print(md)
     if a.out:

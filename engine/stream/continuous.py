@@ -13,15 +13,24 @@ evaluates instant ``t``:
    The stored default graph is taken *as of event time t*: absorbed timeless
    triples with ``tau > t`` that were new to the store when absorbed are
    subtracted (see :class:`~engine.stream.absorb.AbsorbLog`).
+   **Compact dataset.** A query whose triple patterns all have constant
+   predicates (and no path, GRAPH, SERVICE, LIMIT, SAMPLE, GROUP_CONCAT)
+   gets, instead, one :class:`~engine.stream.window_graph.SmallGraph` as its
+   default graph: the windows' triples plus the stored ``FROM`` triples that
+   match some pattern (:class:`_Compact`); it falls back to the merge above
+   when that would exceed :data:`~engine.stream.window_graph.SMALL_WINDOW`
+   stored triples or the stored default graph is rewound by absorbed triples.
 2. The inner query runs through the same executor as one-shot queries
    (:func:`engine.exec.evaluate.evaluate_query`) over a
    :class:`~engine.exec.evaluate.DatasetView` made here -- no change to the
-   executor was needed.
+   executor was needed. BGP plans are kept across the query's instants
+   (:class:`_InstantPlans`).
 3. **Output.** RSTREAM: the result; ISTREAM / DSTREAM: the multiset difference
    of the solutions against the previous instant (set difference of the
    triples for CONSTRUCT), computed on term-stable ids (vectorized:
    ``unique(axis=0)`` + ``bincount``). The ``data`` JSON gets a
-   ``"window": {"start", "end"}`` member.
+   ``"window": {"start", "end"}`` member; SELECT results are written from a
+   per-query cache of rendered terms (:class:`_JsonTerms`).
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import numpy as np
 import orjson
 
 from engine.arrays import unique
+from engine.exec import serialize as _ser
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
 from engine.exec.result import UNBOUND, QueryResult
@@ -45,12 +55,13 @@ from engine.sparql import algebra as A
 from engine.stream.absorb import AbsorbLog
 from engine.stream.incremental import IncrementalCore
 from engine.stream.transient import TransientStore
-from engine.stream.window_graph import SlidingWindowGraph
+from engine.stream.window_graph import SMALL_WINDOW, SlidingWindowGraph, SmallGraph
 from engine.stream.windows import Window, first_instant, leaves_at, window_member
 
 __all__ = ["BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "set_diff"]
 
 _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
+_EMPTY1 = np.zeros(0, dtype=np.int64)
 
 
 # ---------------------------------------------------------------- multiset / set differences
@@ -139,6 +150,48 @@ class _StableTerms:
                 live.update(unique(r[r < UNBOUND]).tolist())
         for j in [j for j in self.key_of if j not in live]:
             self.id_of.pop(self.key_of.pop(j), None)
+
+
+# ---------------------------------------------------------------- plans across instants
+
+
+class _InstantPlans(dict):
+    """The BGP plans of one continuous query, kept across its instants (the executor's
+    ``plan_cache``; the dataset's key is the query's, not the instant's).
+
+    A plan is the step order plus the constants' ids, which stay valid: the dictionary is
+    append-only, and the order only affects speed. Not kept: a plan that found a constant
+    absent from the store (a later element may bring it), and a compiled tuple-at-a-time
+    program (it holds the lookups of one instant's graph). :meth:`InstantEvaluator.evaluate`
+    empties the cache when the statistics it was planned on moved a lot (window size,
+    a commit to the store)."""
+
+    __slots__ = ("size", "sn")
+
+    #: the graph key of the compact path: its graph is one SmallGraph reloaded per instant, whose
+    #: lookups follow the reloads, so a compiled program over it stays valid
+    COMPACT = ("default", ("compact",))
+
+    def __init__(self):
+        super().__init__()
+        self.size = -1
+        self.sn = -1
+
+    def __setitem__(self, key, value):
+        if key[-1] == "small":
+            prog = value[1]
+            if prog is not None if key[0] != self.COMPACT else (prog is not None and prog.empty):
+                return
+        elif getattr(value, "resolved", None) is None:
+            return
+        super().__setitem__(key, value)
+
+    def fresh(self, size: int, sn: int) -> None:
+        """Forget the plans if the windows' size changed more than twofold or the store
+        committed since they were made."""
+        if sn != self.sn or size > 2 * self.size + 16 or 2 * size + 16 < self.size:
+            self.clear()
+            self.size, self.sn = size, sn
 
 
 # ---------------------------------------------------------------- the evaluator
@@ -237,6 +290,181 @@ class WindowCache:
             return None if sw is None or sw.store is not bw.store else (sw.g0, sw.g1)
 
 
+# ---------------------------------------------------------------- one small graph per instant
+
+
+def _patterns(query: A.Query) -> list[A.TriplePattern] | None:
+    """The triple patterns of ``query``'s WHERE clause if every one of them has a constant
+    predicate and nothing in it reads the default graph otherwise (paths read whole
+    predicates and the graph's vertices, SERVICE, GRAPH) or depends on the order of
+    solutions (LIMIT/OFFSET, SAMPLE, GROUP_CONCAT); else None."""
+    if query.form not in ("SELECT", "ASK", "CONSTRUCT"):
+        return None
+    out: list[A.TriplePattern] = []
+    stack = [query.pattern]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, A.TriplePattern):
+            if not isinstance(x.p, A.Const):
+                return None
+            out.append(x)
+            continue
+        if isinstance(x, (A.PathPattern, A.Service, A.Graph, A.Slice)):
+            return None
+        if isinstance(x, A.Aggregate) and x.name.upper() in ("SAMPLE", "GROUP_CONCAT"):
+            return None
+        if isinstance(x, (tuple, list)):
+            stack.extend(x)
+        elif hasattr(x, "__dataclass_fields__"):
+            stack.extend(getattr(x, f) for f in x.__dataclass_fields__)
+    return out
+
+
+class _Compact:
+    """The default graph of an instant as one :class:`SmallGraph`: the windows' triples plus
+    the triples of the stored ``FROM`` graphs that match some triple pattern of the query.
+
+    A solution of a pattern only uses triples matching that pattern, so restricting the
+    stored graphs to the triples matching any pattern of the query changes no solution; with
+    constant predicates that part is small (the static facts about the query's sensors,
+    types, ...), is found once per store snapshot, and the instant's graph is one sort of a
+    few hundred rows -- instead of a merge view that asks every graph at every step. Used when
+    the query qualifies (:func:`_patterns`), the stored part and the windows stay under
+    :data:`SMALL_WINDOW` triples and the stored default graph is not rewound by absorbed
+    stream triples; otherwise the instant takes the merged view."""
+
+    def __init__(self, query: A.Query):
+        self.patterns = _patterns(query)
+        self._key: tuple | None = None
+        self._rows: np.ndarray | None = None
+
+    def stored_rows(self, ctx: QueryContext, graphs: list) -> np.ndarray | None:
+        """The triples of ``graphs`` matching some pattern; None if more than SMALL_WINDOW."""
+        key = (ctx.snapshot.sn, *map(id, graphs))
+        if self._key == key:
+            return self._rows
+        parts: list[np.ndarray] = []
+        total = 0
+        done: set = set()
+        for tp in self.patterns:
+            ids = [ctx.lookup(t.key) if isinstance(t, A.Const) else None for t in (tp.s, tp.p, tp.o)]
+            if any(i is not None and i < 0 for i in ids):
+                continue  # a constant the store does not hold: the pattern matches nothing
+            s, p, o = ids
+            if (s, p, o) in done:
+                continue
+            done.add((s, p, o))
+            for g in graphs:
+                if s is not None and o is not None:
+                    hit = bool(g.contains(p, np.array([s]), np.array([o]))[0])
+                    ss, os_ = (np.array([s]), np.array([o])) if hit else (_EMPTY1, _EMPTY1)
+                elif s is not None:
+                    _, os_ = g.expand(p, 0, np.array([s], dtype=np.int64))
+                    ss = np.full(len(os_), s, dtype=np.int64)
+                elif o is not None:
+                    _, ss = g.expand(p, 1, np.array([o], dtype=np.int64))
+                    os_ = np.full(len(ss), o, dtype=np.int64)
+                else:
+                    if g.stats(p).triples > SMALL_WINDOW:
+                        ss = None
+                    else:
+                        ss, os_ = g.scan(p)
+                if ss is None or total + len(ss) > SMALL_WINDOW:
+                    self._key, self._rows = key, None
+                    return None
+                if len(ss):
+                    parts.append(np.stack([ss, np.full(len(ss), p, dtype=np.int64), os_], axis=1))
+                    total += len(ss)
+        self._key = key
+        self._rows = np.concatenate(parts).astype(np.int64) if parts else _EMPTY3
+        return self._rows
+
+
+# ---------------------------------------------------------------- SPARQL JSON of the events
+
+
+def _codes(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, index of each value among them): one stable sort."""
+    order = np.argsort(col, kind="stable")
+    s = col[order]
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    inv = np.empty(len(col), dtype=np.int64)
+    inv[order] = np.cumsum(keep) - 1
+    return s[keep], inv
+
+
+class _JsonTerms:
+    """The SPARQL JSON object of each store term a query's results used, kept across its
+    instants: consecutive windows bind mostly the same terms (sensors, static entities), and
+    a store id's term never changes (append-only dictionary). Computed terms (query-local and
+    diff ids) are rendered every time."""
+
+    MAX = 1 << 16
+
+    def __init__(self):
+        self._d: dict[int, bytes] = {}
+
+    def render(self, ids: list[int], terms) -> list[bytes | None]:
+        """JSON bytes of each id of ``ids`` (distinct), None for UNBOUND."""
+        d = self._d
+        out = [d.get(i) for i in ids]
+        miss = [k for k, x in enumerate(out) if x is None and ids[k] != UNBOUND]
+        if miss:
+            keys = terms.keys(np.array([ids[k] for k in miss], dtype=np.int64))
+            if len(d) + len(miss) > self.MAX:
+                d.clear()
+            for k, key in zip(miss, keys, strict=True):
+                if key is None:
+                    continue
+                b = out[k] = orjson.dumps(_ser._json_term(key))
+                if 0 <= ids[k] < LOCAL_BASE:
+                    d[ids[k]] = b
+        return out
+
+    def select(self, res: QueryResult, extra: bytes) -> bytes:
+        """SPARQL JSON of a SELECT result with ``extra`` members: the bytes
+        :func:`~engine.exec.serialize.sparql_json` writes. Each column maps its distinct ids to
+        ``"var":{...}`` fragments, rows are joined by C-level ``join`` over the columns."""
+        n = len(res)
+        if n == 0 or not res.vars:
+            return sparql_json(res, extra)
+        cols = []
+        holes = False
+        for v, c in zip(res.vars, res.columns, strict=True):
+            name = orjson.dumps(v) + b":"
+            c = np.asarray(c, dtype=np.int64)
+            if n <= 64:
+                lst = c.tolist()
+                u = list(dict.fromkeys(lst))
+                frag = dict(zip(u, [b"" if x is None else name + x for x in self.render(u, res.terms)],
+                                strict=True))
+                cols.append([frag[i] for i in lst])
+            else:
+                uniq, inv = _codes(c)
+                t = np.empty(len(uniq), dtype=object)
+                t[:] = [b"" if x is None else name + x for x in self.render(uniq.tolist(), res.terms)]
+                cols.append(t[inv].tolist())
+            holes = holes or bool((c == UNBOUND).any())
+        head = b'{"head":{"vars":' + orjson.dumps(list(res.vars)) + b'},"results":{"bindings":[{'
+        if holes:
+            rows = [b",".join([x for x in r if x]) for r in zip(*cols, strict=True)]
+            return b"".join([head, b"},{".join(rows), b"}]}", extra, b"}"])
+        # one list of every fragment and separator, one join: no per-row strings, one copy
+        k = len(cols)
+        m = 2 * k * n
+        flat = [b","] * (m + 3)
+        flat[0] = head
+        for j, col in enumerate(cols):
+            flat[1 + 2 * j:1 + m:2 * k] = col
+        flat[2 * k:1 + m:2 * k] = [b"},{"] * n
+        flat[m] = b"}]}"
+        flat[m + 1] = extra
+        flat[m + 2] = b"}"
+        return b"".join(flat)
+
+
 def _window_member(window: dict) -> bytes:
     return b',"window":' + orjson.dumps(window)
 
@@ -270,6 +498,10 @@ class InstantEvaluator:
         self._vars: list = []
         # the stored default graph is part of the dataset (absorbed triples change it over event time)
         self.reads_stored_default = DEFAULT_GRAPH_IRI in self.from_default + self.from_named
+        self._plans = _InstantPlans()
+        self._json = _JsonTerms()
+        self._compact = _Compact(query)
+        self._graph: SmallGraph | None = None   # the compact path's graph, reloaded per instant
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -322,7 +554,48 @@ class InstantEvaluator:
                     named[gid] = g
         for bw, g in wins:
             named[bw.gid] = g
-        return DatasetView(default, named, ("continuous", t))
+        self._plans.fresh(sum(g.n_triples for _, g in wins), snap.sn)
+        return DatasetView(default, named, ("continuous",))
+
+    def compact_dataset(self, ctx: QueryContext, t: int) -> DatasetView | None:
+        """The dataset of instant ``t`` as one small graph (see :class:`_Compact`), or None
+        when the query or the instant does not qualify."""
+        cp = self._compact
+        if cp.patterns is None:
+            return None
+        if self.reads_stored_default and self.absorb_log is not None and len(self.absorb_log):
+            return None  # the stored default graph as of t: the merged path rewinds it
+        snap = ctx.snapshot
+        graphs = []
+        for iri in self.from_default:
+            if iri == DEFAULT_GRAPH_IRI:
+                g = snap.default
+            else:
+                gid = ctx.lookup("<" + iri + ">")
+                g = snap.named.get(gid) if gid >= 0 else None
+            if g is not None and not isinstance(g, EmptyGraph) and all(g is not h for h in graphs):
+                graphs.append(g)
+        stored = cp.stored_rows(ctx, graphs) if graphs else _EMPTY3
+        if stored is None:
+            return None
+        parts = [stored]
+        total = len(stored)
+        for bw in self.windows:
+            store = bw.store
+            with store._lock:  # the range and the read must see the same slices
+                g0, g1 = store.window_range(bw.window, t)
+                if total + g1 - g0 > 2 * SMALL_WINDOW:
+                    return None
+                spo, _ = store.read(g0, g1)
+            parts.append(spo)
+            total += len(spo)
+        rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        self._plans.fresh(total, snap.sn)
+        if self._graph is None:
+            self._graph = SmallGraph(rows)
+        else:
+            self._graph.load(rows)
+        return DatasetView(self._graph, {}, _InstantPlans.COMPACT[1])
 
     # -- unchanged instants -------------------------------------------------------
     def capture(self, t: int) -> tuple:
@@ -403,9 +676,16 @@ class InstantEvaluator:
         t0 = time.perf_counter()
         snap = db.store.snapshot()  # before reading the absorb log (see AbsorbLog)
         ctx = QueryContext(snap, base=self.query.base, timeout=db.query_timeout, max_rows=db.max_rows,
-                           term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None))
+                           term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None),
+                           plan_cache=self._plans)
         inc = self.incremental_core
         maintain = inc is not None and inc.wants()
+        ds = None if maintain else self.compact_dataset(ctx, t)
+        if ds is not None:
+            res = evaluate_query(self.query, ctx, ds)
+            if inc is not None:
+                inc.record_plain((time.perf_counter() - t0) * 1000.0)
+            return res
         ds = self.dataset(ctx, t, track=maintain)
         if maintain:
             try:
@@ -437,7 +717,7 @@ class InstantEvaluator:
             return orjson.dumps({"triples": nt, "window": win})
         if self.mode != "RSTREAM":
             res = self._diff_rows(res)
-        return sparql_json(res, _window_member(win))
+        return self._json.select(res, _window_member(win))
 
     # -- I/DSTREAM -------------------------------------------------------------
     def _diff_rows(self, res: QueryResult) -> QueryResult:

@@ -282,7 +282,8 @@ class IncrementalCore:
 
     REBUILD_FRACTION = 1.0
     BACKOFF_MIN, BACKOFF_MAX = 16, 1024
-    WARMUP_PLAIN = 3   # from-scratch instants measured before the first maintained one
+    WARMUP_PLAIN = 6   # from-scratch instants measured before the first maintained one
+    WARMUP_SKIP = 2    # of them, the first ones pay one-time costs (plans, imports, numeric parsing): not averaged
     PROBE_EVERY = 32   # maintained instants between two from-scratch ones that re-measure the plain cost
 
     def __init__(self, query: A.Query, core, bgp: A.BGP, pushed: list, adaptive: bool = True):
@@ -330,8 +331,8 @@ class IncrementalCore:
     def record_plain(self, ms: float) -> None:
         self.plain_runs += 1
         self._live = False
-        if self.plain_runs == 1:
-            return  # the first instant pays one-time costs (plans, numeric parsing of stored literals)
+        if self.plain_runs <= self.WARMUP_SKIP:
+            return  # the first instants pay one-time costs (plans, numeric parsing of stored literals)
         self.cost_plain = ms if self.cost_plain is None else 0.5 * self.cost_plain + 0.5 * ms
 
     def _record_delta(self, ms: float) -> None:

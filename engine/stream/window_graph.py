@@ -25,15 +25,227 @@ import collections
 import numpy as np
 
 from engine.arrays import unique
+from engine.kv.api import IN, OUT, PredicateStats
 from engine.kv.graph import GraphIndex, empty_graph
 from engine.kv.views import EmptyGraph
 from engine.stream.transient import triple_hash
 
-__all__ = ["SlidingWindowGraph", "contained", "triple_hash"]
+__all__ = ["SMALL_WINDOW", "SlidingWindowGraph", "SmallGraph", "contained", "triple_hash", "window_index"]
 
 _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
 _EMPTYH = np.zeros(0, dtype=np.uint64)
 _EMPTYI = np.zeros(0, dtype=np.int64)
+_NO_STATS = PredicateStats(0, 0, 0)
+_LOW32 = np.uint64(0xFFFFFFFF)
+_P21, _M21 = 1 << 21, (1 << 21) - 1
+_S32 = np.uint64(32)
+
+#: windows of up to this many triples are indexed as a :class:`SmallGraph` (two sorts) instead of
+#: a :class:`GraphIndex` (per-predicate CSR in shards: ~0.3 ms of fixed cost for a 100-triple
+#: window); above it, the CSR's O(1) neighbour lists pay for their build
+SMALL_WINDOW = 4096
+
+
+# ---------------------------------------------------------------- the small-window index
+
+
+def _run_starts(k: np.ndarray) -> np.ndarray:
+    """Mask of the first element of each run of equal values of ``k``."""
+    m = np.empty(len(k), dtype=bool)
+    if len(k):
+        m[0] = True
+        np.not_equal(k[1:], k[:-1], out=m[1:])
+    return m
+
+
+class SmallGraph:
+    """The graph of a small window as sorted arrays: the distinct triples sorted by
+    (p, s, o) and, built on first use, by (p, o, s); a predicate is one slice of each.
+
+    Answers every :class:`~engine.kv.api.GraphReader` call exactly as the
+    :class:`~engine.kv.graph.GraphIndex` of the same triples does (same rows, same order;
+    ``tests/test_stream_small_window.py``), with one ``searchsorted`` per call instead
+    of per-predicate CSR arrays split into shards: a window of a hundred triples is
+    indexed in a few microseconds. No ``local_lookup`` (like a view): the executor uses
+    the batched calls."""
+
+    cluster = None
+    remote_reads = None
+
+    def __init__(self, spo: np.ndarray):
+        self._fns: dict = {}
+        self.load(spo)
+
+    def load(self, spo: np.ndarray) -> SmallGraph:
+        """Hold the triples ``spo`` from now on (replacing the previous ones; arrays handed out
+        before stay valid). The functions :meth:`local_lookup` gave stay valid and answer
+        for the new triples: a continuous query reloads one SmallGraph per instant and keeps
+        the tuple-at-a-time programs compiled over it."""
+        spo = np.asarray(spo, dtype=np.int64).reshape(-1, 3)
+        if len(spo) and (int(spo.min()) < 0 or int(spo.max()) >= 1 << 32):
+            raise ValueError("term ids must be in [0, 2**32) in a graph")
+        self._packed = bool(len(spo)) and int(spo.max()) < _P21
+        if self._packed:
+            # ids under 2**21: one sort of (p, s, o) packed into an int64
+            k = unique((spo[:, 1] << 42) | (spo[:, 0] << 21) | spo[:, 2])
+            p, s_, o_ = k >> 42, (k >> 21) & _M21, k & _M21
+            so = (s_.astype(np.uint64) << _S32) | o_.astype(np.uint64)
+        else:
+            p = spo[:, 1]
+            so = (spo[:, 0].astype(np.uint64) << _S32) | spo[:, 2].astype(np.uint64)
+            order = np.lexsort((so, p))
+            p, so = p[order], so[order]
+            keep = _run_starts(p) | _run_starts(so)
+            if not keep.all():
+                p, so = p[keep], so[keep]
+        self._p, self._so = p, so
+        self.n_triples = len(p)
+        first = np.flatnonzero(_run_starts(p))
+        self._preds = p[first]
+        ends = np.append(first[1:], len(p))[:len(first)]
+        self._span = dict(zip(self._preds.tolist(), zip(first.tolist(), ends.tolist(), strict=True),
+                              strict=True))
+        self._s = (so >> _S32).astype(np.int64)
+        self._o = (so & _LOW32).astype(np.int64)
+        self._in = None               # (o, s) columns in that order
+        self._stats: dict[int, PredicateStats] = {}
+        self._luts: dict = {}         # (pid, direction) -> {vertex: sorted neighbours}
+        return self
+
+    def __len__(self) -> int:
+        return self.n_triples
+
+    def _inverse(self):
+        if self._in is None:
+            if self._packed:
+                k = np.sort((self._p << 42) | (self._o << 21) | self._s)
+                self._in = ((k >> 21) & _M21, k & _M21)
+            else:
+                os_ = (self._o.astype(np.uint64) << _S32) | self._s.astype(np.uint64)
+                order = np.lexsort((os_, self._p))
+                self._in = (self._o[order], self._s[order])
+        return self._in
+
+    def _cols(self, pid: int, direction: int):
+        """(keys, neighbours) of ``pid`` in ``direction``, sorted by (key, neighbour); None if absent."""
+        span = self._span.get(pid)
+        if span is None:
+            return None
+        a, b = span
+        if direction == OUT:
+            return self._s[a:b], self._o[a:b]
+        k, nb = self._inverse()
+        return k[a:b], nb[a:b]
+
+    # ------------------------------------------------------------ GraphReader
+    def predicates(self) -> np.ndarray:
+        return self._preds
+
+    def stats(self, pid: int) -> PredicateStats:
+        pid = int(pid)
+        st = self._stats.get(pid)
+        if st is None:
+            span = self._span.get(pid)
+            if span is None:
+                return _NO_STATS
+            s, _ = self._cols(pid, OUT)
+            o, _ = self._cols(pid, IN)
+            st = self._stats[pid] = PredicateStats(len(s), int(_run_starts(s).sum()), int(_run_starts(o).sum()))
+        return st
+
+    def local_lookup(self, pid: int, direction: int):
+        """``v -> sorted neighbours`` (int64) for the tuple-at-a-time executor; the function
+        follows :meth:`load`."""
+        key = (int(pid), direction)
+        f = self._fns.get(key)
+        if f is None:
+            def f(v, key=key):
+                lut = self._luts.get(key)
+                if lut is None:
+                    lut = self._lut(*key)
+                return lut.get(v, _EMPTYI)
+            self._fns[key] = f
+        return f
+
+    def _lut(self, pid: int, direction: int) -> dict:
+        cols = self._cols(pid, direction)
+        lut: dict = {}
+        if cols is not None:
+            keys, nbrs = cols
+            first = np.flatnonzero(_run_starts(keys))
+            ends = np.append(first[1:], len(keys))[:len(first)]
+            lut = {k: nbrs[a:b] for k, a, b in zip(keys[first].tolist(), first.tolist(), ends.tolist(),
+                                                    strict=True)}
+        self._luts[pid, direction] = lut
+        return lut
+
+    def expand(self, pid: int, direction: int, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        vids = np.asarray(vids, dtype=np.int64)
+        cols = self._cols(int(pid), direction) if len(vids) else None
+        if cols is None:
+            return _EMPTYI, _EMPTYI
+        keys, nbrs = cols
+        lo = keys.searchsorted(vids, "left")
+        cnt = keys.searchsorted(vids, "right") - lo
+        total = int(cnt.sum())
+        if total == 0:
+            return _EMPTYI, _EMPTYI
+        rows = np.repeat(np.arange(len(vids), dtype=np.int64), cnt)
+        # position of each neighbour: its row's first position + its rank within the row
+        pos = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt - lo, cnt)
+        return rows, nbrs[pos]
+
+    def contains(self, pid: int, s: np.ndarray, o: np.ndarray) -> np.ndarray:
+        s = np.asarray(s, dtype=np.int64)
+        o = np.asarray(o, dtype=np.int64)
+        n = len(s)
+        span = self._span.get(int(pid)) if n else None
+        if span is None:
+            return np.zeros(n, dtype=bool)
+        a, b = span
+        keys = self._so[a:b]
+        ok = (s >= 0) & (s < 1 << 32) & (o >= 0) & (o < 1 << 32)
+        q = (s.astype(np.uint64) << _S32) | (o.astype(np.uint64) & _LOW32)
+        i = keys.searchsorted(q)
+        hit = i < len(keys)
+        hit[hit] = keys[i[hit]] == q[hit]
+        return hit & ok
+
+    def index(self, pid: int, direction: int) -> np.ndarray:
+        cols = self._cols(int(pid), direction)
+        if cols is None:
+            return _EMPTYI
+        k = cols[0]
+        return k[_run_starts(k)]
+
+    def scan(self, pid: int) -> tuple[np.ndarray, np.ndarray]:
+        cols = self._cols(int(pid), OUT)
+        return (_EMPTYI, _EMPTYI) if cols is None else cols
+
+    def scan_all(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self._s, self._p.copy(), self._o
+
+    def vertices(self) -> np.ndarray:
+        return unique(np.concatenate([self._s, self._o]))
+
+    @property
+    def nbytes(self) -> int:
+        return 8 * 4 * self.n_triples + (0 if self._in is None else 8 * 2 * self.n_triples)
+
+    def rows(self) -> np.ndarray:
+        """The distinct triples, sorted by (p, s, o)."""
+        return np.stack([self._s, self._p, self._o], axis=1)
+
+
+def window_index(spo: np.ndarray, small: int | None = None):
+    """The index of a window's triples: :class:`SmallGraph` up to ``small`` (default
+    :data:`SMALL_WINDOW`) triples, else a :class:`GraphIndex`; :class:`EmptyGraph` if none."""
+    n = len(spo)
+    if n == 0:
+        return EmptyGraph()
+    if n <= (SMALL_WINDOW if small is None else small):
+        return SmallGraph(spo)
+    return empty_graph(1).apply(None, spo)
 
 
 def contained(graphs: list, rows: np.ndarray) -> np.ndarray:
@@ -99,7 +311,7 @@ class SlidingWindowGraph:
         spo = np.asarray(spo, dtype=np.int64).reshape(-1, 3)
         self.g0, self.g1 = g0, g1
         self.chunks = [(g0, spo)] if len(spo) else []
-        self.graph = empty_graph(1).apply(None, spo) if len(spo) else EmptyGraph()
+        self.graph = window_index(spo)
         self.history.clear()
         self.dup_h, self.dup_rows, self.dup_cnt = _EMPTYH, _EMPTY3, _EMPTYI
         self.counted = counts
@@ -168,7 +380,7 @@ class SlidingWindowGraph:
                     and self.APPLY_RATIO * (len(plus) + len(minus)) < len(rows)):
                 graph = graph.apply(minus, plus)
             else:  # a fresh index (one sort of packed keys) beats merging every predicate's runs
-                graph = empty_graph(1).apply(None, rows) if len(rows) else EmptyGraph()
+                graph = window_index(rows)
         self.history.append(((self.g0, self.g1), (g0, g1), plus, minus))
         self.graph, self.chunks, self.g0, self.g1 = graph, chunks, g0, g1
         self.dup_h, self.dup_rows, self.dup_cnt = dup
