@@ -139,6 +139,12 @@ class WindowedEvaluator(InstantEvaluator):
             self.from_default = (DEFAULT_GRAPH_IRI,)
             self.reads_stored_default = True
 
+    def compact_dataset(self, ctx, t: int) -> None:
+        """Never the one-graph small-window path: that merges every window into the default
+        graph, while here windows are named graphs and ``f:timestamp`` reads element times
+        from :meth:`dataset`."""
+        return None
+
     def dataset(self, ctx, t: int, track: bool = False) -> DatasetView:
         ds = super().dataset(ctx, t, track)
         if self.element_times:
