@@ -112,6 +112,41 @@ def order_permutation(keys: list[tuple[np.ndarray, bool]], ctx) -> np.ndarray:
 # ---------------------------------------------------------------- ranks
 
 
+def order_top(keys: list[tuple[np.ndarray, bool]], k: int, ctx) -> np.ndarray:
+    """The first ``k`` positions of :func:`order_permutation` (ORDER BY + LIMIT)
+    without ordering every row: the ``k``-th smallest rank of the first
+    condition (np.partition) bounds the candidates, all of its ties included,
+    and only those are ordered by every condition (a stable sort of the
+    candidates in row order is the full order restricted to them)."""
+    if not keys:
+        return np.zeros(0, dtype=np.int64)
+    n = len(keys[0][0])
+    if k <= 0 or n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k >= n or n < 4 * k:
+        return order_permutation(keys, ctx)[:k]
+    ids, asc = keys[0]
+    r = order_ranks(ids, ctx)
+    if not asc:
+        r = -r
+    ctx.check_budget()
+    bound = np.partition(r, k - 1)[k - 1]
+    cand = np.flatnonzero(r <= bound)
+    sub = [(np.asarray(x)[cand], a) for x, a in keys]
+    perm = order_permutation(sub, ctx) if len(keys) > 1 or len(cand) > k else np.argsort(
+        r[cand], kind="stable")
+    return cand[perm[:k]]
+
+
+def _rank_strings(arr: pa.Array) -> np.ndarray:
+    """Rank of each (distinct) string by code points: Arrow sorts UTF-8 bytes,
+    whose order is the code point order."""
+    order = pc.sort_indices(arr).to_numpy(zero_copy_only=False)
+    out = np.empty(len(arr), dtype=np.int64)
+    out[order] = np.arange(len(arr))
+    return out
+
+
 def _unique_ranks(uniq: np.ndarray, ctx) -> np.ndarray:
     """Ranks (0..len-1) of sorted unique ids in the SPARQL total order."""
     m = len(uniq)
@@ -128,6 +163,8 @@ def _unique_ranks(uniq: np.ndarray, ctx) -> np.ndarray:
         order = np.lexsort((uniq, nums, valid))
         ranks[order] = np.arange(m)
         return ranks
+    if m >= _CLASSIFY_MIN_ROWS:
+        return _unique_ranks_blocks(uniq, ctx, kinds, nums)
     keys = ctx.keys(uniq)
     sort_keys = []
     for i, k in enumerate(keys):
@@ -137,6 +174,65 @@ def _unique_ranks(uniq: np.ndarray, ctx) -> np.ndarray:
         sort_keys.append((V.order_key(t), int(uniq[i])))
     order = sorted(range(m), key=sort_keys.__getitem__)
     ranks[np.asarray(order, dtype=np.int64)] = np.arange(m)
+    return ranks
+
+
+def _unique_ranks_blocks(uniq: np.ndarray, ctx, kinds: np.ndarray, nums: np.ndarray) -> np.ndarray:
+    """_unique_ranks by blocks of the order (unbound < blank nodes < IRIs <
+    literals by category): blank nodes, IRIs, simple strings and numerics
+    with distinct float values (float rounding is monotonic, so distinct
+    floats order like the values) are ranked by vectorized sorts; the other
+    literals (tagged, booleans, dates, tied or NaN numerics) by their
+    ``order_key`` in Python, which also gives their category."""
+    m = len(uniq)
+    block = np.zeros(m, dtype=np.int64)  # unbound: block 0
+    intra = np.zeros(m, dtype=np.int64)
+    lit_base = 3 * 16
+    ctx.check_budget()
+    for kind, blk, start in ((1, 1, 2), (0, 2, 1)):
+        sel = np.flatnonzero(kinds == kind)
+        if len(sel):
+            arr = _keys_arrow(ctx, uniq[sel])
+            body = pc.utf8_slice_codeunits(arr, start, -1 if kind == 0 else None)
+            block[sel] = blk
+            intra[sel] = _rank_strings(body)
+    lit = np.flatnonzero(kinds == 2)
+    slow = np.zeros(m, dtype=bool)
+    if len(lit):
+        num = lit[~np.isnan(nums[lit])]
+        if len(num):
+            vals = nums[num]
+            if len(unique(vals)) == len(vals):
+                block[num] = lit_base + V.CAT_NUMERIC
+                intra[num] = np.argsort(np.argsort(vals, kind="stable"), kind="stable")
+            else:
+                slow[num] = True
+        other = lit[np.isnan(nums[lit])]
+        if len(other):
+            ctx.check_budget()
+            pos, bodies, tags = _string_keys(_keys_arrow(ctx, uniq[other]))
+            simple = pc.equal(tags, "").to_numpy(zero_copy_only=False)
+            sp = other[pos[simple]]
+            block[sp] = lit_base + V.CAT_STRING
+            intra[sp] = _rank_strings(bodies.filter(pa.array(simple)))
+            rest = np.ones(len(other), dtype=bool)
+            rest[pos[simple]] = False
+            slow[other[rest]] = True
+    sl = np.flatnonzero(slow)
+    if len(sl):
+        keys = ctx.keys(uniq[sl])
+        sort_keys = []
+        for i, k in enumerate(keys):
+            if i % _BUDGET_EVERY == _BUDGET_EVERY - 1:
+                ctx.check_budget()
+            sort_keys.append((V.order_key(from_key(k)), int(uniq[sl[i]])))
+        order = sorted(range(len(sl)), key=sort_keys.__getitem__)
+        for r, i in enumerate(order):
+            block[sl[i]] = lit_base + sort_keys[i][0][1]
+            intra[sl[i]] = r
+    order = np.lexsort((intra, block))
+    ranks = np.empty(m, dtype=np.int64)
+    ranks[order] = np.arange(m)
     return ranks
 
 
@@ -168,6 +264,10 @@ _CMP = {
     "<=": np.less_equal, ">=": np.greater_equal,
 }
 _FLOAT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+# STRSTARTS / STRENDS / CONTAINS with a constant string: one Arrow kernel over the
+# distinct values of the text argument (issue 14: 0.5 s term by term over 72k e-mails)
+_STR_TESTS = {"STRSTARTS": pc.starts_with, "STRENDS": pc.ends_with, "CONTAINS": pc.match_substring}
+_STR_TEST_MIN_ROWS = 64
 
 
 def _walk(expr):
@@ -203,15 +303,42 @@ def _vector_regex(expr) -> bool:
 _STRING_KEY = r'^"(?P<b>.*)"(?:@(?P<l>[A-Za-z0-9-]+))?$'  # simple or language-tagged string keys
 
 
-def _string_keys(keys: list) -> tuple[np.ndarray, pa.Array, pa.Array]:
+def _keys_arrow(ctx, ids: np.ndarray) -> pa.Array:
+    """Keys of (valid) ids as an Arrow string array: straight from the store
+    dictionary's buffers when every id is a store id, no Python strings."""
+    d = getattr(ctx, "dictionary", None)
+    if d is not None and hasattr(d, "keys_arrow") and (len(ids) == 0 or int(ids.max()) < len(d)):
+        return d.keys_arrow(ids)
+    return pa.array(ctx.keys(ids), pa.large_string())
+
+
+def _string_keys(keys) -> tuple[np.ndarray, pa.Array, pa.Array]:
     """(positions, lexical forms, language tags or "") of the simple and
-    language-tagged string literals among term keys, unescaped, column-wise."""
-    arr = pa.array(keys, pa.large_string())
-    parts = pc.extract_regex(arr, pattern=_STRING_KEY)
-    ok = parts.is_valid().to_numpy(zero_copy_only=False)
-    pos = np.flatnonzero(ok)
-    parts = parts.filter(pa.array(ok))
-    bodies, tags = parts.field("b"), parts.field("l")
+    language-tagged string literals among term keys (a list or an Arrow
+    string array), unescaped, column-wise. Simple strings (a key that starts
+    and ends with a quote) are sliced; only tagged ones go through a regex."""
+    arr = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.large_string())
+    arr = arr.cast(pa.large_string())
+    lit = pc.starts_with(arr, '"').to_numpy(zero_copy_only=False)
+    simple = lit & pc.ends_with(arr, '"').to_numpy(zero_copy_only=False)
+    simple &= pc.utf8_length(arr).to_numpy(zero_copy_only=False) >= 2
+    tagged = lit & ~simple & ~pc.ends_with(arr, ">").to_numpy(zero_copy_only=False)
+    spos = np.flatnonzero(simple)
+    sb = pc.utf8_slice_codeunits(arr.filter(pa.array(simple)), 1, -1)
+    if tagged.any():
+        tpos = np.flatnonzero(tagged)
+        parts = pc.extract_regex(arr.filter(pa.array(tagged)), pattern=_STRING_KEY)
+        ok = parts.is_valid().to_numpy(zero_copy_only=False)
+        parts = parts.filter(pa.array(ok))
+        pos = np.concatenate([spos, tpos[ok]])
+        bodies = pa.concat_arrays([sb, parts.field("b").cast(pa.large_string())])
+        tags = pa.concat_arrays([pa.array([""] * len(spos), pa.large_string()),
+                                 parts.field("l").cast(pa.large_string())])
+        order = np.argsort(pos, kind="stable")
+        pos, bodies, tags = pos[order], bodies.take(pa.array(order)), tags.take(pa.array(order))
+    else:
+        pos, bodies = spos, sb
+        tags = pa.nulls(len(spos), pa.large_string()).fill_null("")
     esc = pc.match_substring(bodies, "\\").to_numpy(zero_copy_only=False)
     if esc.any():  # keys escape only \\ \" \n \r: rare, resolved one by one
         fixed = [unescape_string(b) for b in bodies.filter(pa.array(esc)).to_pylist()]
@@ -321,6 +448,10 @@ class _Evaluator:
         if isinstance(expr, Exists) or (isinstance(expr, Call) and expr.op in _BOOL_OPS):
             val, err = self.bools(expr)
             return self._bools_to_ids(val, err)
+        if isinstance(expr, Call) and expr.op in _STR_TESTS:
+            got = self._str_test(expr)
+            if got is not None:
+                return self._bools_to_ids(*got)
         if isinstance(expr, Call):
             if expr.op == "COALESCE":
                 out = np.full(n, UNBOUND, dtype=np.int64)
@@ -535,6 +666,10 @@ class _Evaluator:
                 return self._compare(op, expr.args[0], expr.args[1])
             if op in ("IN", "NOT IN"):
                 return self._in(expr)
+            if op in _STR_TESTS:
+                got = self._str_test(expr)
+                if got is not None:
+                    return got
             if op == "BOUND":
                 a = expr.args[0]
                 if isinstance(a, Var):
@@ -555,6 +690,40 @@ class _Evaluator:
                 return (k == want) & ~err, err
         ids = self.ids(expr)
         return self._ebv(ids)
+
+    def _str_test(self, expr) -> tuple[np.ndarray, np.ndarray] | None:
+        """(value, error) of STRSTARTS / STRENDS / CONTAINS(text, "const"[@tag]) over
+        the distinct ids of ``text`` in one Arrow kernel: text that is no string
+        literal, or whose tag the constant's tag does not match, is an error
+        (argument compatibility). None: the per-value path decides (few rows, a
+        non-string or typed constant, a text argument that must run per row)."""
+        if len(expr.args) != 2 or self.n < _STR_TEST_MIN_ROWS:
+            return None
+        text, const = expr.args
+        if not isinstance(const, Const) or const.key[:1] != '"' or '"^^' in const.key:
+            return None
+        if _nondeterministic(text) or _exists_of(text):
+            return None
+        lit = from_key(const.key)
+        want = lit.lang.lower() if lit.lang else ""
+        ids = self.ids(text)
+        uniq, inv = np.unique(ids, return_inverse=True)
+        inv = inv.reshape(-1)
+        cand = np.flatnonzero(uniq >= 0)
+        uv = np.zeros(len(uniq), dtype=bool)
+        ue = np.ones(len(uniq), dtype=bool)  # not a string literal: an error
+        self.ctx.check_budget()
+        pos, bodies, tags = _string_keys(_keys_arrow(self.ctx, uniq[cand]))
+        if len(pos):
+            ok = np.ones(len(pos), dtype=bool)
+            if want:
+                ok = pc.equal(pc.utf8_lower(tags), want).to_numpy(zero_copy_only=False)
+            hit = _STR_TESTS[expr.op](bodies, pattern=lit.lexical).to_numpy(zero_copy_only=False)
+            where = cand[pos]
+            uv[where] = hit & ok
+            ue[where] = ~ok
+        self.ctx.check_budget()
+        return uv[inv], ue[inv]
 
     # -- EBV of ids
 
