@@ -39,6 +39,7 @@ import re2
 from engine.arrays import unique
 from engine.errors import UnsupportedError
 from engine.exec import values as V
+from engine.exec.bindings import distinct_inverse
 from engine.exec.context import StringMeter
 from engine.exec.values import ERR, ExprError, Num
 from engine.iri import resolve_iri
@@ -89,7 +90,7 @@ def order_ranks(ids: np.ndarray, ctx) -> np.ndarray:
     ids = np.asarray(ids, dtype=np.int64)
     if ids.size == 0:
         return np.zeros(0, dtype=np.int64)
-    uniq, inv = np.unique(ids, return_inverse=True)
+    uniq, inv = distinct_inverse(ids)
     return _unique_ranks(uniq, ctx)[inv.reshape(-1)]
 
 
@@ -519,7 +520,7 @@ class _Evaluator:
         except ExprError:
             return ()
         text = self.ids(expr.args[0])
-        uniq, inv = np.unique(text, return_inverse=True)
+        uniq, inv = distinct_inverse(text)
         cand = np.flatnonzero(uniq >= 0)
         pos, bodies, tags = _string_keys(ctx.keys(uniq[cand]))
         results = []
@@ -579,7 +580,7 @@ class _Evaluator:
 
     def _int_values(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(is xsd:integer of an exactly representable value, int64 value) per id."""
-        uniq, inv = np.unique(ids, return_inverse=True)
+        uniq, inv = distinct_inverse(ids)
         inv = inv.reshape(-1)
         nums = self._numeric(uniq)
         with np.errstate(invalid="ignore"):
@@ -614,7 +615,7 @@ class _Evaluator:
                 r = r[exact]
         out = np.empty(self.n, dtype=np.int64)
         if len(r):
-            ur, rinv = np.unique(r, return_inverse=True)
+            ur, rinv = distinct_inverse(r)
             rid = np.asarray(self.ctx.intern([f'"{v}"{_INTEGER_SUFFIX}' for v in ur.tolist()]), dtype=np.int64)
             out[both] = rid[rinv.reshape(-1)]
         rest = ~both
@@ -707,7 +708,7 @@ class _Evaluator:
         lit = from_key(const.key)
         want = lit.lang.lower() if lit.lang else ""
         ids = self.ids(text)
-        uniq, inv = np.unique(ids, return_inverse=True)
+        uniq, inv = distinct_inverse(ids)
         inv = inv.reshape(-1)
         cand = np.flatnonzero(uniq >= 0)
         uv = np.zeros(len(uniq), dtype=bool)
@@ -740,7 +741,7 @@ class _Evaluator:
         rest = ~err & ~is_t & ~is_f
         if rest.any():
             rids = ids[rest]
-            uniq, inv = np.unique(rids, return_inverse=True)
+            uniq, inv = distinct_inverse(rids)
             uv = np.zeros(len(uniq), dtype=bool)
             ue = np.zeros(len(uniq), dtype=bool)
             nums = self._numeric(uniq)
@@ -767,7 +768,7 @@ class _Evaluator:
         """(float64 value, class) per row of a leaf: class 2 xsd:double, 1 an integer or decimal (its
         cast to double is the nearest double, as the float64 parse), 0 anything else."""
         ids = self.ids(expr)
-        uniq, inv = np.unique(ids, return_inverse=True)
+        uniq, inv = distinct_inverse(ids)
         nums = self._numeric(uniq)
         cls = np.zeros(len(uniq), dtype=np.int8)
         cand = np.flatnonzero(~np.isnan(nums))
@@ -815,8 +816,40 @@ class _Evaluator:
                     break
                 val = _CMP[op](dv, ov) if tree is left else _CMP[op](ov, dv)
                 return np.asarray(val, dtype=bool), np.zeros(n, dtype=bool)
+        if op in ("=", "!=") and n >= _CLASSIFY_MIN_ROWS:
+            for const, other in ((right, left), (left, right)):
+                if isinstance(const, Const) and const.key[-1] != ">" and const.key[0] == '"':
+                    return self._equal_string(op, self.ids(other), self._const_id(const.key))
         a = self.ids(left)
         b = self.ids(right)
+        return self._compare_ids(op, a, b)
+
+    def _equal_string(self, op: str, x: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """``x = "c"`` / ``x != "c"`` for a simple or language-tagged string
+        constant: against any IRI, blank node or string literal the answer is
+        term identity (ids); only rows holding a typed literal (a number, a
+        date, an unknown datatype: errors or value comparisons) take the
+        general path."""
+        err = x < 0
+        val = (x == c) if op == "=" else (x != c)
+        uniq, inv = distinct_inverse(x)
+        cand = np.flatnonzero(uniq >= 0)
+        typed = np.zeros(len(uniq), dtype=bool)
+        if len(cand):
+            keys = _keys_arrow(self.ctx, uniq[cand])
+            typed[cand] = (pc.starts_with(keys, '"').to_numpy(zero_copy_only=False)
+                           & pc.ends_with(keys, ">").to_numpy(zero_copy_only=False))
+        rows = np.flatnonzero(typed[inv.reshape(-1)])
+        val &= ~err
+        if len(rows):
+            v, e = self._compare_ids(op, x[rows], np.full(len(rows), c, dtype=np.int64))
+            val[rows] = v
+            err = err.copy()
+            err[rows] = e
+        return val, err
+
+    def _compare_ids(self, op: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = len(a)
         err = (a < 0) | (b < 0)
         val = np.zeros(n, dtype=bool)
         na = self._numeric(a)
@@ -891,36 +924,41 @@ class _Evaluator:
         rank, shared by all arrays, ordering the values within each class
         (strings by codepoints, booleans, dateTimes and dates by instant);
         equal values have equal ranks."""
-        uniqs = [np.unique(x, return_inverse=True) for x in arrays]
+        uniqs = [distinct_inverse(x) for x in arrays]
         union = unique(np.concatenate([u for u, _ in uniqs]))
         m = len(union)
         cls = np.zeros(m, dtype=np.int8)
         rank = np.zeros(m, dtype=np.int64)
         ranked: dict[int, list] = {}
-        for j, k in enumerate(self.ctx.keys(union)):
-            if j % _BUDGET_EVERY == _BUDGET_EVERY - 1:
+        vidx = np.flatnonzero(union >= 0)
+        arr = _keys_arrow(self.ctx, union[vidx])
+        # strings: classified and ranked column-wise (distinct ids: distinct lexical forms)
+        pos, bodies, tags = _string_keys(arr)
+        simple = pc.equal(tags, "").to_numpy(zero_copy_only=False)
+        sp = vidx[pos[simple]]
+        cls[sp] = _C_STRING
+        rank[sp] = _rank_strings(bodies.filter(pa.array(simple)))
+        cls[vidx[pos[~simple]]] = _C_LANG
+        # booleans, dateTimes and dates: parsed one by one
+        typed = (pc.ends_with(arr, _BOOLEAN_SUFFIX).to_numpy(zero_copy_only=False)
+                 | pc.ends_with(arr, _DATETIME_SUFFIX).to_numpy(zero_copy_only=False)
+                 | pc.ends_with(arr, _DATE_SUFFIX).to_numpy(zero_copy_only=False))
+        tix = vidx[typed]
+        for i, (j, k) in enumerate(zip(tix.tolist(), self.ctx.keys(tix), strict=True)):
+            if i % _BUDGET_EVERY == _BUDGET_EVERY - 1:
                 self.ctx.check_budget()
-            if k is None or k[0] != '"':
-                continue
-            if k[-1] == '"':
-                c, v = _C_STRING, from_key(k).lexical
-            elif k[-1] != ">":
-                cls[j] = _C_LANG
-                continue
-            elif k.endswith(_BOOLEAN_SUFFIX):
+            if k.endswith(_BOOLEAN_SUFFIX):
                 b = V.parse_boolean(from_key(k).lexical)
                 if b is None:
                     continue
                 c, v = _C_BOOLEAN, b
-            elif k.endswith(_DATETIME_SUFFIX) or k.endswith(_DATE_SUFFIX):
+            else:
                 d = V.datetime_of(from_key(k))
                 if d is None:
                     continue
                 c = (_C_DATE_TZ if d.tz is not None else _C_DATE) if d.is_date else (
                     _C_DATETIME_TZ if d.tz is not None else _C_DATETIME)
                 v = d.instant()
-            else:
-                continue
             cls[j] = c
             ranked.setdefault(c, []).append((v, j))
         for entries in ranked.values():
@@ -1042,12 +1080,12 @@ def unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of equally long int64 columns: (unique rows as an
     (m, k) array, inverse index of each row)."""
     if len(columns) == 1:
-        uniq, inv = np.unique(columns[0], return_inverse=True)
+        uniq, inv = distinct_inverse(columns[0])
         return uniq.reshape(-1, 1), inv.reshape(-1)
     code = None
     size = 1
     for c in columns:
-        u, inv = np.unique(c, return_inverse=True)
+        u, inv = distinct_inverse(c)
         inv = inv.reshape(-1).astype(np.int64)
         if code is None:
             code, size = inv, len(u)
@@ -1058,7 +1096,7 @@ def unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
             return uniq, inv.reshape(-1)
         code = code * len(u) + inv
         size *= len(u)
-        code_u, code = np.unique(code, return_inverse=True)
+        code_u, code = distinct_inverse(code)
         code = code.reshape(-1)
         size = len(code_u)
     _, first, inv = np.unique(code, return_index=True, return_inverse=True)
