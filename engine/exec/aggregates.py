@@ -84,8 +84,12 @@ def _count(agg, arg_ids, gi, n_groups, ctx) -> np.ndarray:
     else:
         ok = arg_ids >= 0
         ids, g = arg_ids[ok], gi[ok]
-        if agg.distinct:
-            ids, g = _distinct_pairs(ids, g)
+        if agg.distinct and len(ids):
+            # distinct (group, value) pairs: only their number per group matters, no
+            # first occurrences (a plain sort of pair codes, no stable argsort)
+            _, inv = distinct_inverse(ids)
+            k = int(inv.max()) + 1
+            g = unique(g * k + inv) // k
         counts = np.bincount(g, minlength=n_groups)
     return _int_keys(counts[:n_groups], ctx)
 

@@ -320,10 +320,14 @@ def _string_keys(keys) -> tuple[np.ndarray, pa.Array, pa.Array]:
     and ends with a quote) are sliced; only tagged ones go through a regex."""
     arr = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.large_string())
     arr = arr.cast(pa.large_string())
-    lit = pc.starts_with(arr, '"').to_numpy(zero_copy_only=False)
-    simple = lit & pc.ends_with(arr, '"').to_numpy(zero_copy_only=False)
-    simple &= pc.utf8_length(arr).to_numpy(zero_copy_only=False) >= 2
-    tagged = lit & ~simple & ~pc.ends_with(arr, ">").to_numpy(zero_copy_only=False)
+
+    def mask(x) -> np.ndarray:  # absent keys (None) are no strings
+        return pc.fill_null(x, False).to_numpy(zero_copy_only=False)
+
+    lit = mask(pc.starts_with(arr, '"'))
+    simple = lit & mask(pc.ends_with(arr, '"'))
+    simple &= pc.fill_null(pc.utf8_length(arr), 0).to_numpy(zero_copy_only=False) >= 2
+    tagged = lit & ~simple & ~mask(pc.ends_with(arr, ">"))
     spos = np.flatnonzero(simple)
     sb = pc.utf8_slice_codeunits(arr.filter(pa.array(simple)), 1, -1)
     if tagged.any():
@@ -944,7 +948,7 @@ class _Evaluator:
                  | pc.ends_with(arr, _DATETIME_SUFFIX).to_numpy(zero_copy_only=False)
                  | pc.ends_with(arr, _DATE_SUFFIX).to_numpy(zero_copy_only=False))
         tix = vidx[typed]
-        for i, (j, k) in enumerate(zip(tix.tolist(), self.ctx.keys(tix), strict=True)):
+        for i, (j, k) in enumerate(zip(tix.tolist(), self.ctx.keys(union[tix]), strict=True)):
             if i % _BUDGET_EVERY == _BUDGET_EVERY - 1:
                 self.ctx.check_budget()
             if k.endswith(_BOOLEAN_SUFFIX):
