@@ -181,6 +181,17 @@ SELECT ?X WHERE {
   ?X ub:name ?N .
   FILTER(REGEX(?N, "^Publication1[0-9]$"))
 }"""), "regex over every name", "filter"),
+    BenchQuery("F7", False, _q("""
+SELECT ?X ?N WHERE {
+  ?X ub:name ?N .
+  FILTER(?N >= "GraduateStudent10" && ?N < "GraduateStudent12")
+}"""), "string range over every name", "filter"),
+    BenchQuery("F8", False, _q("""
+SELECT ?X ?C WHERE {
+  ?X ub:takesCourse ?C .
+  ?X ub:age ?A .
+  FILTER(?A > 23)
+}"""), "numeric range on a variable joined with a large predicate", "filter"),
     BenchQuery("C4", False, _q("""
 SELECT ?S ?C ?P ?D WHERE {
   ?S ub:takesCourse ?C .

@@ -104,7 +104,7 @@ def _same_bag(db, ox, q: str) -> None:
 FILTERS = [
     "?o > 10", "?o <= -3", "?o >= 2.5 && ?o < 7", "?o = 5", "?o != 5", "?o = 20.5",
     '?o = "b"', '?o != "b"', '?o = "apple1"@en', '?o = "b" || ?o > 50', '!(?o = "b")', '!(?o > 3)',
-    '?o < "b"', '?o >= "apricot"', '?o = "true"^^<http://www.w3.org/2001/XMLSchema#boolean>',
+    '?o < "b"', '?o >= "apricot"', '"apricot3" > ?o', '?o <= "b" && ?o > "a"', '?o = "true"^^<http://www.w3.org/2001/XMLSchema#boolean>',
     'STRSTARTS(?o, "ap")', 'STRENDS(?o, "1")', 'CONTAINS(?o, "an")', 'STRSTARTS(?o, "ap"@en)',
     '!CONTAINS(?o, "b")', 'STRSTARTS(?o, "say \\"")', 'CONTAINS(?o, "") && ?o != "b"',
     'REGEX(?o, "^a.*[0-3]$")', "?o IN (5, \"b\", 20.5)", "isNumeric(?o) && ?o < 0",
