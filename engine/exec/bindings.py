@@ -147,6 +147,7 @@ def distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = int(v.min()), int(v.max())
         span = hi - lo + 1
         if span <= 8 * n + _DENSE_SLACK:
+            charge_rows(span, 2, "distinct values")  # the mask and the lookup table, before allocating
             off = v - lo if lo else v
             seen = np.zeros(span, dtype=bool)
             seen[off] = True
