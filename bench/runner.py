@@ -590,15 +590,72 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-check-results", dest="check_results", action="store_false",
                     help="compare row counts only, not the rows themselves (order-independent digest)")
     ap.add_argument("--no-parse", action="store_true", help="skip the parse micro-benchmark")
+    ap.add_argument("--alternate", action="store_true",
+                    help="in process only: Jindou and pyoxigraph in one process, their runs alternating per "
+                         "query (a shared machine's drifting load hits both), answers compared row by row; "
+                         "prints the per-query and per-class tables")
     ap.add_argument("--out", help="also write the Markdown report to this file")
     ap.add_argument("--json", help="write the raw results as JSON (default: --out with .json)")
     ap.add_argument("--quiet", action="store_true")
     return ap
 
 
+def run_alternating(data: str, triples: int, queries, opts) -> int:
+    """Jindou and pyoxigraph loaded in this process; per query one warm-up each,
+    then ``--max-runs`` (at least 3) runs alternating, medians; every answer
+    compared as sorted row strings (in order when the query orders)."""
+    from bench.peers import JindouPeer, PyoxigraphPeer  # noqa: PLC0415
+
+    j, o = JindouPeer(), PyoxigraphPeer()
+    j.load(data)
+    o.load(data)
+    runs = max(3, min(opts.max_runs, 15))
+    result = {"queries": {}, "peers": {"jindou": {"status": "ok", "queries": {}},
+                                       "pyoxigraph": {"status": "ok", "queries": {}}}}
+    bad = []
+    for q in queries:
+        a, b = j.row_strings(q.text), o.row_strings(q.text)
+        ordered = "ORDER BY" in q.text.upper()
+        if (a if ordered else sorted(a)) != (b if ordered else sorted(b)):
+            bad.append(f"{q.name}: answers differ (jindou {len(a)} rows, pyoxigraph {len(b)} rows)")
+        tj, to = [], []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            j.count(q.text)
+            tj.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            o.count(q.text)
+            to.append(time.perf_counter() - t0)
+        result["queries"][q.name] = {"class": q.klass, "selective": q.selective}
+        for peer, ts in (("jindou", tj), ("pyoxigraph", to)):
+            result["peers"][peer]["queries"][q.name] = {"status": "ok", "rows": len(a),
+                                                        "median_ms": sorted(ts)[len(ts) // 2] * 1000}
+        _log(f"{q.name}: jindou {result['peers']['jindou']['queries'][q.name]['median_ms']:.3f} ms, "
+             f"pyoxigraph {result['peers']['pyoxigraph']['queries'][q.name]['median_ms']:.3f} ms", opts.quiet)
+    L = [f"## In process, alternating runs — LUBM {triples:,} triples, {runs} runs per query, "
+         f"{_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}, load avg {os.getloadavg()[0]:.2f} at end", "",
+         "| query | class | rows | jindou ms | pyoxigraph ms | jindou / pyoxigraph |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for name, meta in result["queries"].items():
+        a = result["peers"]["jindou"]["queries"][name]
+        b = result["peers"]["pyoxigraph"]["queries"][name]
+        L.append(f"| {name} | {meta['class']} | {a['rows']:,} | {_fmt_ms(a['median_ms'])} | {_fmt_ms(b['median_ms'])} "
+                 f"| {a['median_ms'] / b['median_ms']:.3f} |")
+    L.append("")
+    L.extend(class_table(result))
+    L.extend(f"- **{line}**" for line in bad)
+    md = "\n".join(L)
+    print(md)
+    if opts.out:
+        Path(opts.out).write_text(md + "\n")
+    return EXIT_MISMATCH if bad else 0
+
+
 def run_sparql(argv: list[str]) -> int:
     opts = build_parser().parse_args(argv)
     queries = select_queries(opts.queries)
+    if opts.alternate:
+        data, triples, _ = prepare_data(opts)
+        return run_alternating(data, triples, queries, opts)
     if opts.jindou_shards:
         os.environ["BENCH_JINDOU_SHARDS"] = str(opts.jindou_shards)  # read by the workers
     data, triples, info = prepare_data(opts)
