@@ -12,6 +12,8 @@ keeps as written (it canonicalizes others), so answers compare as strings.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -202,3 +204,11 @@ def test_group_by_count(stores, q):
 def test_cycles(stores, q):
     db, ox = stores
     _same_bag(db, ox, q.format(p0=P[0], p1=P[1], p2=P[2]))
+
+
+def test_explain_shows_the_top_k(stores):
+    db, _ = stores
+    doc = db.explain(f"SELECT ?s WHERE {{ ?s {P[1]} ?o }} ORDER BY ?o LIMIT 5 OFFSET 2")
+    assert '"top_k": 7' in json.dumps(doc)
+    doc = db.explain(f"SELECT DISTINCT ?s WHERE {{ ?s {P[1]} ?o }} ORDER BY ?o LIMIT 5")
+    assert "top_k" not in json.dumps(doc)  # DISTINCT in between: the full order
