@@ -212,3 +212,20 @@ def test_explain_shows_the_top_k(stores):
     assert '"top_k": 7' in json.dumps(doc)
     doc = db.explain(f"SELECT DISTINCT ?s WHERE {{ ?s {P[1]} ?o }} ORDER BY ?o LIMIT 5")
     assert "top_k" not in json.dumps(doc)  # DISTINCT in between: the full order
+
+
+@pytest.mark.parametrize("const", ['"a\\\\"', '"a\\n"', '"a\\""', '"\\\\n"', '"b\\r"', '""', '"a"'])
+def test_string_tests_over_escaped_text(const):
+    """Backslashes, quotes, newlines and carriage returns are escaped in the keys
+    the vectorized STRSTARTS / STRENDS / CONTAINS read: answers as Oxigraph's."""
+    bodies = ["a\\\\b", "a\\nb", "a\\\"b", "\\\\n", "b\\r", "a", "ba\\\\", "xa\\n", "\\\"", "plain"]
+    rows = [f'<urn:s{i}> <urn:p> "{b}"{tag} .\n' for i, b in enumerate(bodies * 8) for tag in ("", "@en")]
+    nt = "".join(dict.fromkeys(rows))
+    nt += "".join(f"<urn:t{i}> <urn:p> <urn:o{i}> .\n" for i in range(20))
+    db = Database()
+    db.load_data(nt, "application/n-triples")
+    ox = pyoxigraph.Store()
+    ox.load(nt, format=pyoxigraph.RdfFormat.N_TRIPLES)
+    for fn in ("STRSTARTS", "STRENDS", "CONTAINS"):
+        _same_bag(db, ox, f"SELECT ?s ?o WHERE {{ ?s <urn:p> ?o FILTER({fn}(?o, {const})) }}")
+        _same_bag(db, ox, f"SELECT ?s ?b WHERE {{ ?s <urn:p> ?o BIND({fn}(?o, {const}) AS ?b) }}")

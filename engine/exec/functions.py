@@ -62,6 +62,7 @@ from engine.terms import (
     Literal,
     Term,
     from_key,
+    literal_key,
     to_key,
     unescape_string,
 )
@@ -720,8 +721,8 @@ class _Evaluator:
             return None
         if _nondeterministic(text) or _exists_of(text):
             return None
-        lit = from_key(const.key)
-        want = lit.lang.lower() if lit.lang else ""
+        lit_ = from_key(const.key)
+        want = lit_.lang.lower() if lit_.lang else ""
         ids = self.ids(text)
         uniq, inv = distinct_inverse(ids)
         inv = inv.reshape(-1)
@@ -729,12 +730,23 @@ class _Evaluator:
         uv = np.zeros(len(uniq), dtype=bool)
         ue = np.ones(len(uniq), dtype=bool)  # not a string literal: an error
         self.ctx.check_budget()
-        pos, bodies, tags = _string_keys(_keys_arrow(self.ctx, uniq[cand]))
+        keys = _keys_arrow(self.ctx, uniq[cand])
+        if expr.op == "STRSTARTS" and not want:
+            # on the keys themselves: escaping maps characters to a prefix code, so the
+            # escaped body starts with the escaped constant iff the string starts with it
+            lit = pc.fill_null(pc.starts_with(keys, '"'), False).to_numpy(zero_copy_only=False)
+            string = lit & ~pc.fill_null(pc.ends_with(keys, ">"), False).to_numpy(zero_copy_only=False)
+            hit = pc.fill_null(pc.starts_with(keys, literal_key(lit_.lexical)[:-1]), False)
+            uv[cand] = hit.to_numpy(zero_copy_only=False) & string
+            ue[cand] = ~string
+            self.ctx.check_budget()
+            return uv[inv], ue[inv]
+        pos, bodies, tags = _string_keys(keys)
         if len(pos):
             ok = np.ones(len(pos), dtype=bool)
             if want:
                 ok = pc.equal(pc.utf8_lower(tags), want).to_numpy(zero_copy_only=False)
-            hit = _STR_TESTS[expr.op](bodies, pattern=lit.lexical).to_numpy(zero_copy_only=False)
+            hit = _STR_TESTS[expr.op](bodies, pattern=lit_.lexical).to_numpy(zero_copy_only=False)
             where = cand[pos]
             uv[where] = hit & ok
             ue[where] = ~ok
