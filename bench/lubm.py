@@ -6,7 +6,9 @@ assistant professors and 5-7 lecturers; 8-14 undergraduates and 3-4 graduate
 students per faculty member; every faculty member teaches 1-2 undergraduate and
 1-2 graduate courses; 10-20 research groups; publications per faculty member by
 rank; degrees "from" one of 1000 universities (as UBA does, most of them are not
-generated, so type-constrained joins prune them).  IRIs and literals look like
+generated, so type-constrained joins prune them).  Beyond UBA, every person has a
+``ub:age`` (``xsd:integer``, from a random stream of its own): the numeric literals
+the FILTER benchmark queries compare.  IRIs and literals look like
 UBA's: ``<http://www.Department0.University0.edu/GraduateStudent12>``,
 ``"GraduateStudent12@Department0.University0.edu"``.
 
@@ -66,6 +68,8 @@ P_DRDEG = _p("doctoralDegreeFrom")
 P_HEAD = _p("headOf")
 P_INTEREST = _p("researchInterest")
 P_TA = _p("teachingAssistantOf")
+P_AGE = _p("age")
+XSD_INTEGER = "<http://www.w3.org/2001/XMLSchema#integer>"
 
 C_UNIV = _p("University")
 C_DEPT = _p("Department")
@@ -224,6 +228,12 @@ def department_lines(seed: int, u: int, d: int, materialize: bool = True) -> lis
     if pub_iri:
         rows, vals = _multi_choice(rng, n_gs, 0, 5, len(pub_iri))
         _edges(out, pub_iri, P_AUTHOR, gss, vals, rows)
+    # ages (xsd:integer) from a stream of their own, so the draws above stay as they were:
+    # the numeric literals the FILTER-range benchmark queries compare
+    arng = np.random.default_rng([seed, u, d, 2])
+    for people, lo, hi in ((fac_iri, 30, 70), (ugs, 17, 25), (gss, 21, 40)):
+        ages = _randint(arng, lo, hi, len(people))
+        out.extend(f'{s} {P_AGE} "{a}"^^{XSD_INTEGER} .\n' for s, a in zip(people, ages.tolist(), strict=True))
     return out
 
 

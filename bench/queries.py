@@ -27,6 +27,7 @@ from dataclasses import dataclass
 PREFIXES = (
     "PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#>\n"
     "PREFIX ub: <http://swat.cse.lehigh.edu/onto/univ-bench.owl#>\n"
+    "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
 )
 
 D0 = "http://www.Department0.University0.edu"
@@ -39,10 +40,17 @@ class BenchQuery:
     selective: bool
     text: str
     description: str
+    #: the query class of issue 14 (selective, filter, cycle, type-join, order-limit, optional,
+    #: group-by, other): per-class geometric means are reported over these
+    cls: str = ""
 
     @property
     def kind(self) -> str:
         return "selective" if self.selective else "non-selective"
+
+    @property
+    def klass(self) -> str:
+        return self.cls or ("selective" if self.selective else "other")
 
 
 def _q(body: str) -> str:
@@ -58,12 +66,12 @@ SELECT ?X ?Y ?Z WHERE {
   ?X ub:memberOf ?Z .
   ?Z ub:subOrganizationOf ?Y .
   ?Z rdf:type ub:Department .
-}"""), "triangle grad student / department / university (LUBM Q2)"),
+}"""), "triangle grad student / department / university (LUBM Q2)", "cycle"),
     BenchQuery("L2", False, _q("""
 SELECT ?X WHERE {
   ?X rdf:type ub:Course .
   ?X ub:name ?Y .
-}"""), "all courses and names"),
+}"""), "all courses and names", "type-join"),
     BenchQuery("L3", False, _q("""
 SELECT ?X ?Y ?Z WHERE {
   ?X ub:undergraduateDegreeFrom ?Y .
@@ -72,7 +80,7 @@ SELECT ?X ?Y ?Z WHERE {
   ?Z rdf:type ub:Department .
   ?Z ub:subOrganizationOf ?Y .
   ?Y rdf:type ub:University .
-}"""), "L1 with undergraduates (empty answer)"),
+}"""), "L1 with undergraduates (empty answer)", "cycle"),
     BenchQuery("L4", True, _q(f"""
 SELECT ?X ?Y1 ?Y2 ?Y3 WHERE {{
   ?X ub:worksFor <{D0}> .
@@ -101,7 +109,7 @@ SELECT ?X ?Y ?Z WHERE {
   ?X ub:takesCourse ?Z .
   ?Z rdf:type ub:Course .
   ?Y ub:teacherOf ?Z .
-}"""), "triangle undergraduate / advisor / course (LUBM Q9)"),
+}"""), "triangle undergraduate / advisor / course (LUBM Q9)", "cycle"),
     BenchQuery("S1", True, _q(f"""
 SELECT ?N ?E ?T ?C ?R WHERE {{
   <{D0}/FullProfessor0> ub:name ?N ;
@@ -141,6 +149,122 @@ SELECT ?X ?Y1 ?Y2 ?Y3 WHERE {{
   ?X ub:emailAddress ?Y2 .
   ?X ub:telephone ?Y3 .
 }}"""), "LUBM Q4 (uses materialised ub:Professor)"),
+    # ---- issue 14's non-selective classes, several queries each
+    BenchQuery("F1", False, _q("""
+SELECT ?X ?A WHERE {
+  ?X ub:age ?A .
+  FILTER(?A > 38)
+}"""), "numeric range over every ub:age", "filter"),
+    BenchQuery("F2", False, _q("""
+SELECT ?X ?A WHERE {
+  ?X rdf:type ub:GraduateStudent .
+  ?X ub:age ?A .
+  FILTER(?A >= 30 && ?A < 32)
+}"""), "numeric range after a type join", "filter"),
+    BenchQuery("F3", False, _q("""
+SELECT ?X ?E WHERE {
+  ?X ub:emailAddress ?E .
+  FILTER(STRSTARTS(?E, "Lecturer"))
+}"""), "string prefix over every e-mail address", "filter"),
+    BenchQuery("F4", False, _q("""
+SELECT ?X ?N WHERE {
+  ?X ub:name ?N .
+  FILTER(?N = "GraduateStudent7" || ?N = "Course3")
+}"""), "string equality over every name", "filter"),
+    BenchQuery("F5", False, _q("""
+SELECT ?X ?A WHERE {
+  ?X ub:age ?A .
+  FILTER(?A = 17.0 || ?A >= "69"^^xsd:decimal)
+}"""), "numeric equality/range with other numeric datatypes", "filter"),
+    BenchQuery("F6", False, _q("""
+SELECT ?X WHERE {
+  ?X ub:name ?N .
+  FILTER(REGEX(?N, "^Publication1[0-9]$"))
+}"""), "regex over every name", "filter"),
+    BenchQuery("F7", False, _q("""
+SELECT ?X ?N WHERE {
+  ?X ub:name ?N .
+  FILTER(?N >= "GraduateStudent10" && ?N < "GraduateStudent12")
+}"""), "string range over every name", "filter"),
+    BenchQuery("F8", False, _q("""
+SELECT ?X ?C WHERE {
+  ?X ub:takesCourse ?C .
+  ?X ub:age ?A .
+  FILTER(?A > 23)
+}"""), "numeric range on a variable joined with a large predicate", "filter"),
+    BenchQuery("C4", False, _q("""
+SELECT ?S ?C ?P ?D WHERE {
+  ?S ub:takesCourse ?C .
+  ?P ub:teacherOf ?C .
+  ?P ub:worksFor ?D .
+  ?S ub:memberOf ?D .
+}"""), "4-cycle student / course / teacher / department", "cycle"),
+    BenchQuery("C5", False, _q("""
+SELECT ?S ?P ?C WHERE {
+  ?S ub:advisor ?P .
+  ?P ub:teacherOf ?C .
+  ?S ub:takesCourse ?C .
+}"""), "triangle student / advisor / course (no types)", "cycle"),
+    BenchQuery("C6", False, _q("""
+SELECT ?S ?P ?D ?U WHERE {
+  ?S ub:advisor ?P .
+  ?P ub:worksFor ?D .
+  ?D ub:subOrganizationOf ?U .
+  ?P ub:doctoralDegreeFrom ?U .
+}"""), "4-cycle student / advisor / department / university", "cycle"),
+    BenchQuery("T1", False, _q("""
+SELECT ?X ?D WHERE {
+  ?X rdf:type ub:GraduateStudent .
+  ?X ub:memberOf ?D .
+  ?D rdf:type ub:Department .
+}"""), "two type indexes joined through memberOf", "type-join"),
+    BenchQuery("T2", False, _q("""
+SELECT ?X ?C WHERE {
+  ?X rdf:type ub:FullProfessor .
+  ?X ub:teacherOf ?C .
+  ?C rdf:type ub:GraduateCourse .
+}"""), "full professors and their graduate courses", "type-join"),
+    BenchQuery("O1", False, _q("""
+SELECT ?X ?A WHERE {
+  ?X ub:age ?A .
+} ORDER BY DESC(?A) ?X LIMIT 10"""), "top 10 by a numeric literal (many ties)", "order-limit"),
+    BenchQuery("O2", False, _q("""
+SELECT ?X ?N WHERE {
+  ?X ub:name ?N .
+} ORDER BY ?N ?X LIMIT 25"""), "first 25 by a string literal", "order-limit"),
+    BenchQuery("O3", False, _q("""
+SELECT ?S ?C WHERE {
+  ?S ub:takesCourse ?C .
+} ORDER BY DESC(?C) ?S LIMIT 5 OFFSET 3"""), "ORDER BY IRIs + OFFSET/LIMIT", "order-limit"),
+    BenchQuery("P1", False, _q("""
+SELECT ?X ?P WHERE {
+  ?X rdf:type ub:UndergraduateStudent .
+  OPTIONAL { ?X ub:advisor ?P }
+}"""), "undergraduates with their advisor if any", "optional"),
+    BenchQuery("P2", False, _q("""
+SELECT ?X ?C WHERE {
+  ?X rdf:type ub:GraduateStudent .
+  OPTIONAL { ?X ub:teachingAssistantOf ?C }
+}"""), "graduate students with the course they assist if any", "optional"),
+    BenchQuery("P3", False, _q("""
+SELECT ?P ?R ?A WHERE {
+  ?P ub:worksFor ?D .
+  OPTIONAL { ?P ub:researchInterest ?R }
+  OPTIONAL { ?P ub:age ?A . FILTER(?A > 60) }
+}"""), "two OPTIONALs, one filtered", "optional"),
+    BenchQuery("G1", False, _q("""
+SELECT ?C (COUNT(?S) AS ?N) WHERE {
+  ?S ub:takesCourse ?C .
+} GROUP BY ?C"""), "students per course", "group-by"),
+    BenchQuery("G2", False, _q("""
+SELECT ?D (COUNT(*) AS ?N) WHERE {
+  ?S ub:memberOf ?D .
+  ?S rdf:type ub:UndergraduateStudent .
+} GROUP BY ?D"""), "undergraduates per department", "group-by"),
+    BenchQuery("G3", False, _q("""
+SELECT ?A (COUNT(DISTINCT ?X) AS ?N) WHERE {
+  ?X ub:age ?A .
+} GROUP BY ?A"""), "people per age (COUNT DISTINCT)", "group-by"),
 )
 
 BY_NAME = {q.name: q for q in QUERIES}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import select
@@ -42,7 +43,56 @@ TARGETS = {
     "load": "bulk load >= 500k triples/s (Oxigraph: 354k/s)",
     "memory": "<= 100 resident bytes per triple incl. dictionary (Oxigraph ~340, rdflib ~1250)",
     "http": "HTTP p50 of a selective query no slower than oxigraph serve",
+    "classes": "every non-selective class: geometric mean of Jindou / pyoxigraph time <= 0.2, none > 1 (issue 14)",
 }
+
+# Jindou's side against each peer in the per-class table (issue 14): in process and over HTTP
+CLASS_PAIRS = (("jindou", "pyoxigraph"), ("jindou-http", "oxigraph-serve"))
+
+
+def class_ratios(result: dict) -> dict:
+    """{class: {peer: [Jindou / peer time ratio per query]}} over the queries both sides answered."""
+    peers = result["peers"]
+    out: dict = {}
+    for qname, meta in result["queries"].items():
+        for mine, other in CLASS_PAIRS:
+            a, b = _median(peers.get(mine, {}), qname), _median(peers.get(other, {}), qname)
+            if a is not None and b:
+                out.setdefault(meta["class"], {}).setdefault(other, []).append(a / b)
+    return out
+
+
+def _median(p: dict, qname: str) -> float | None:
+    r = p.get("queries", {}).get(qname) if p.get("status") == "ok" else None
+    return r["median_ms"] if r and r.get("status") == "ok" else None
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def class_table(result: dict) -> list[str]:
+    """Per class: geometric mean (and worst) of Jindou's time over each peer's, in process and HTTP."""
+    cr = class_ratios(result)
+    if not cr:
+        return []
+    L = ["### Per query class (Jindou time / peer time: < 1 means Jindou is faster; geometric mean, worst)", "",
+         "| class | queries | vs pyoxigraph (in process) | vs oxigraph serve (HTTP) |", "| --- | ---: | ---: | ---: |"]
+    for cls in sorted(cr, key=lambda c: (c != "selective", c)):
+        n = max(len(v) for v in cr[cls].values())
+        cells = []
+        for _, other in CLASS_PAIRS:
+            xs = cr[cls].get(other)
+            cells.append("-" if not xs else f"{geomean(xs):.3f} (worst {max(xs):.2f})")
+        L.append(f"| {cls} | {n} | " + " | ".join(cells) + " |")
+    cells = []
+    for _, other in CLASS_PAIRS:
+        xs = [x for c, v in cr.items() if c != "selective" for x in v.get(other, [])]
+        cells.append("-" if not xs else f"{geomean(xs):.3f} (worst {max(xs):.2f})")
+    n = sum(len(v.get("pyoxigraph", [])) for c, v in cr.items() if c != "selective")
+    L.append(f"| all non-selective | {n} | " + " | ".join(cells) + " |")
+    L.append("")
+    return L
 
 
 
@@ -263,7 +313,7 @@ def prepare_data(opts) -> tuple[str, int, dict]:
     return str(path), int(info["triples"]), info
 
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3  # 3: ub:age literals
 
 
 def _count_lines(path: str) -> int:
@@ -353,6 +403,12 @@ def evaluate_targets(result: dict) -> dict:
             return None, "n/a"
         return worst >= need, f"worst {worst:.2f}x (" + ", ".join(detail) + ")"
 
+    cr = class_ratios(result)
+    per = {c: geomean(v["pyoxigraph"]) for c, v in cr.items() if c != "selective" and v.get("pyoxigraph")}
+    worst = max((x for c, v in cr.items() if c != "selective" for x in v.get("pyoxigraph", [])), default=None)
+    ev["classes"] = ((max(per.values()) <= 0.2 and worst <= 1.0,
+                      ", ".join(f"{c} {g:.3f}" for c, g in sorted(per.items())) + f"; worst query {worst:.2f}")
+                     if per else (None, "n/a"))
     ev["selective"] = ratio_target(True, 1.0)
     ev["nonselective"] = ratio_target(False, 10.0)
     pj = result.get("parse", {}).get("jindou_ms")
@@ -417,6 +473,7 @@ def render_markdown(result: dict) -> str:
         cells = [_cell(peers, p, qname, jms, p != "jindou") for p in order]
         L.append(f"| {qname} | {meta['class']} | {rows_s} | " + " | ".join(cells) + " |")
     L.append("")
+    L.extend(class_table(result))
     if result["mismatches"]:
         L.append("**Result mismatches between peers (correctness oracle):**")
         L.append("")
@@ -533,15 +590,72 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-check-results", dest="check_results", action="store_false",
                     help="compare row counts only, not the rows themselves (order-independent digest)")
     ap.add_argument("--no-parse", action="store_true", help="skip the parse micro-benchmark")
+    ap.add_argument("--alternate", action="store_true",
+                    help="in process only: Jindou and pyoxigraph in one process, their runs alternating per "
+                         "query (a shared machine's drifting load hits both), answers compared row by row; "
+                         "prints the per-query and per-class tables")
     ap.add_argument("--out", help="also write the Markdown report to this file")
     ap.add_argument("--json", help="write the raw results as JSON (default: --out with .json)")
     ap.add_argument("--quiet", action="store_true")
     return ap
 
 
+def run_alternating(data: str, triples: int, queries, opts) -> int:
+    """Jindou and pyoxigraph loaded in this process; per query one warm-up each,
+    then ``--max-runs`` (at least 3) runs alternating, medians; every answer
+    compared as sorted row strings (in order when the query orders)."""
+    from bench.peers import JindouPeer, PyoxigraphPeer  # noqa: PLC0415
+
+    j, o = JindouPeer(), PyoxigraphPeer()
+    j.load(data)
+    o.load(data)
+    runs = max(3, min(opts.max_runs, 15))
+    result = {"queries": {}, "peers": {"jindou": {"status": "ok", "queries": {}},
+                                       "pyoxigraph": {"status": "ok", "queries": {}}}}
+    bad = []
+    for q in queries:
+        a, b = j.row_strings(q.text), o.row_strings(q.text)
+        ordered = "ORDER BY" in q.text.upper()
+        if (a if ordered else sorted(a)) != (b if ordered else sorted(b)):
+            bad.append(f"{q.name}: answers differ (jindou {len(a)} rows, pyoxigraph {len(b)} rows)")
+        tj, to = [], []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            j.count(q.text)
+            tj.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            o.count(q.text)
+            to.append(time.perf_counter() - t0)
+        result["queries"][q.name] = {"class": q.klass, "selective": q.selective}
+        for peer, ts in (("jindou", tj), ("pyoxigraph", to)):
+            result["peers"][peer]["queries"][q.name] = {"status": "ok", "rows": len(a),
+                                                        "median_ms": sorted(ts)[len(ts) // 2] * 1000}
+        _log(f"{q.name}: jindou {result['peers']['jindou']['queries'][q.name]['median_ms']:.3f} ms, "
+             f"pyoxigraph {result['peers']['pyoxigraph']['queries'][q.name]['median_ms']:.3f} ms", opts.quiet)
+    L = [f"## In process, alternating runs — LUBM {triples:,} triples, {runs} runs per query, "
+         f"{_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}, load avg {os.getloadavg()[0]:.2f} at end", "",
+         "| query | class | rows | jindou ms | pyoxigraph ms | jindou / pyoxigraph |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for name, meta in result["queries"].items():
+        a = result["peers"]["jindou"]["queries"][name]
+        b = result["peers"]["pyoxigraph"]["queries"][name]
+        L.append(f"| {name} | {meta['class']} | {a['rows']:,} | {_fmt_ms(a['median_ms'])} | {_fmt_ms(b['median_ms'])} "
+                 f"| {a['median_ms'] / b['median_ms']:.3f} |")
+    L.append("")
+    L.extend(class_table(result))
+    L.extend(f"- **{line}**" for line in bad)
+    md = "\n".join(L)
+    print(md)
+    if opts.out:
+        Path(opts.out).write_text(md + "\n")
+    return EXIT_MISMATCH if bad else 0
+
+
 def run_sparql(argv: list[str]) -> int:
     opts = build_parser().parse_args(argv)
     queries = select_queries(opts.queries)
+    if opts.alternate:
+        data, triples, _ = prepare_data(opts)
+        return run_alternating(data, triples, queries, opts)
     if opts.jindou_shards:
         os.environ["BENCH_JINDOU_SHARDS"] = str(opts.jindou_shards)  # read by the workers
     data, triples, info = prepare_data(opts)
@@ -560,7 +674,7 @@ def run_sparql(argv: list[str]) -> int:
                     "decode": opts.decode, "check_results": opts.check_results, "uncached": opts.uncached,
                     "jindou_shards": opts.jindou_shards,
                     "http_requests": opts.http_requests},
-        "queries": {q.name: {"class": q.kind, "selective": q.selective, "description": q.description}
+        "queries": {q.name: {"class": q.klass, "selective": q.selective, "description": q.description}
                     for q in queries},
         "peers": {},
     }

@@ -10,6 +10,7 @@ from engine.exec.bindings import (
     UNBOUND,
     Bindings,
     concat,
+    distinct_inverse,
     join,
     join_pairs,
     left_outer,
@@ -116,3 +117,19 @@ def test_row_budget():
     b = B(y=list(range(100)))
     with pytest.raises(RowBudgetExceeded):
         join(a, b, max_rows=500)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_distinct_inverse_is_np_unique(seed):
+    """The counting pass over a dense range and the sort answer the same."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 5000))
+    lo = int(rng.choice([-1, 0, 7, 1 << 40]))
+    span = int(rng.choice([1, 50, 3000, 10**7]))
+    x = rng.integers(lo, lo + span, n).astype(np.int64)
+    if n and seed % 2:
+        x[rng.integers(0, n, n // 10)] = -1  # unbound
+    u, inv = distinct_inverse(x)
+    eu, einv = np.unique(x, return_inverse=True)
+    assert u.tolist() == eu.tolist()
+    assert inv.dtype == np.int64 and inv.tolist() == einv.reshape(-1).tolist()

@@ -27,6 +27,7 @@ import numpy as np
 
 from engine.arrays import unique
 from engine.exec import values as V
+from engine.exec.bindings import distinct_inverse
 from engine.exec.functions import order_ranks
 from engine.terms import IRI, XSD_INTEGER, BNode, Literal, from_key, literal_key
 
@@ -63,7 +64,7 @@ def _distinct_pairs(ids: np.ndarray, gi: np.ndarray) -> tuple[np.ndarray, np.nda
     """Keep the first occurrence of each (group, id) pair, in row order."""
     if len(ids) == 0:
         return ids, gi
-    _, inv = np.unique(ids, return_inverse=True)
+    _, inv = distinct_inverse(ids)
     inv = inv.reshape(-1).astype(np.int64)
     code = gi * (int(inv.max()) + 1) + inv
     _, first = np.unique(code, return_index=True)
@@ -72,7 +73,7 @@ def _distinct_pairs(ids: np.ndarray, gi: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def _int_keys(counts: np.ndarray, ctx) -> np.ndarray:
-    uniq, inv = np.unique(counts, return_inverse=True)
+    uniq, inv = distinct_inverse(counts)
     ids = np.asarray(ctx.intern([f'"{int(c)}"^^<{XSD_INTEGER}>' for c in uniq.tolist()]), dtype=np.int64)
     return ids[inv.reshape(-1)]
 
@@ -83,8 +84,12 @@ def _count(agg, arg_ids, gi, n_groups, ctx) -> np.ndarray:
     else:
         ok = arg_ids >= 0
         ids, g = arg_ids[ok], gi[ok]
-        if agg.distinct:
-            ids, g = _distinct_pairs(ids, g)
+        if agg.distinct and len(ids):
+            # distinct (group, value) pairs: only their number per group matters, no
+            # first occurrences (a plain sort of pair codes, no stable argsort)
+            _, inv = distinct_inverse(ids)
+            k = int(inv.max()) + 1
+            g = unique(g * k + inv) // k
         counts = np.bincount(g, minlength=n_groups)
     return _int_keys(counts[:n_groups], ctx)
 
@@ -160,7 +165,7 @@ def _sum_avg(is_avg: bool, ids, gi, n_groups, ctx) -> np.ndarray:
         out[empty] = int(ctx.intern([_ZERO_KEY])[0])
     if len(ids) == 0:
         return out
-    uniq, inv = np.unique(ids, return_inverse=True)
+    uniq, inv = distinct_inverse(ids)
     inv = inv.reshape(-1)
     num = _Numerics(uniq, ctx)
     row_rank = num.ranks[inv]
@@ -333,7 +338,7 @@ def _group_concat(sep: str, ids, gi, n_groups, ctx) -> np.ndarray:
     bad = np.zeros(n_groups, dtype=bool)
     ok = ids >= 0
     if ok.any():
-        uniq, inv = np.unique(ids[ok], return_inverse=True)
+        uniq, inv = distinct_inverse(ids[ok])
         texts: list[str | None] = []
         for k in ctx.keys(uniq):
             t = from_key(k)

@@ -337,12 +337,24 @@ def pattern_vars(node, out: set | None = None) -> set:
     return out
 
 
+def top_k_order(node: A.Slice):
+    """The ORDER BY node whose first OFFSET + LIMIT rows are all a Slice keeps
+    (right below it, or below a projection), else None."""
+    if node.limit is None:
+        return None
+    inner = node.input
+    if isinstance(inner, A.Project):
+        inner = inner.input
+    return inner if isinstance(inner, A.OrderBy) else None
+
+
 class Evaluator:
     def __init__(self, ctx: QueryContext, dataset: DatasetView):
         self.ctx = ctx
         self.dataset = dataset
         self.graph = dataset.default
         self.graph_key: object = ("default", dataset.key)
+        self._tops: dict[int, int] = {}  # id(OrderBy node) -> rows its Slice keeps
         ctx.evaluator = self
 
     # ---- helpers
@@ -650,13 +662,19 @@ class Evaluator:
         return Bindings(cols, n_groups)
 
     def _OrderBy(self, node: A.OrderBy, seed):
+        """ORDER BY; under an OFFSET/LIMIT (see _slice) only the first OFFSET +
+        LIMIT rows, chosen without ordering the others (functions.order_top)."""
+        top = self._tops.pop(id(node), None) if self._tops else None
         res = self.eval(node.input, seed)
         if res.n <= 1:
             return res
         self.ctx.charge_rows(res.n, len(res.cols) + 2 * len(node.conditions) + 4)
         keys = [(self.expr_values(c.expr, res), c.ascending) for c in node.conditions]
         self.ctx.check_budget()
-        perm = _functions().order_permutation(keys, self.ctx)
+        if top is not None:
+            perm = _functions().order_top(keys, top, self.ctx)
+        else:
+            perm = _functions().order_permutation(keys, self.ctx)
         return res.take(np.asarray(perm, dtype=np.int64))
 
     def _Project(self, node: A.Project, seed):
@@ -673,7 +691,19 @@ class Evaluator:
         return self._unseeded(node, seed, lambda n: self.eval(n.input).distinct())
 
     def _Slice(self, node: A.Slice, seed):
-        return self._unseeded(node, seed, lambda n: self.eval(n.input).slice(n.offset, n.limit))
+        return self._unseeded(node, seed, self._slice)
+
+    def _slice(self, node: A.Slice) -> Bindings:
+        """OFFSET/LIMIT; an ORDER BY right below (or below a projection: no
+        DISTINCT in between) is told to keep only the OFFSET + LIMIT first rows."""
+        order = top_k_order(node)
+        if order is not None:
+            self._tops[id(order)] = node.offset + node.limit
+        try:
+            return self.eval(node.input).slice(node.offset, node.limit)
+        finally:
+            if order is not None:
+                self._tops.pop(id(order), None)
 
     # ---- expressions
     def filter_mask(self, expr, res: Bindings) -> np.ndarray:

@@ -39,6 +39,7 @@ import re2
 from engine.arrays import unique
 from engine.errors import UnsupportedError
 from engine.exec import values as V
+from engine.exec.bindings import distinct_inverse
 from engine.exec.context import StringMeter
 from engine.exec.values import ERR, ExprError, Num
 from engine.iri import resolve_iri
@@ -61,6 +62,7 @@ from engine.terms import (
     Literal,
     Term,
     from_key,
+    literal_key,
     to_key,
     unescape_string,
 )
@@ -89,7 +91,7 @@ def order_ranks(ids: np.ndarray, ctx) -> np.ndarray:
     ids = np.asarray(ids, dtype=np.int64)
     if ids.size == 0:
         return np.zeros(0, dtype=np.int64)
-    uniq, inv = np.unique(ids, return_inverse=True)
+    uniq, inv = distinct_inverse(ids)
     return _unique_ranks(uniq, ctx)[inv.reshape(-1)]
 
 
@@ -112,6 +114,41 @@ def order_permutation(keys: list[tuple[np.ndarray, bool]], ctx) -> np.ndarray:
 # ---------------------------------------------------------------- ranks
 
 
+def order_top(keys: list[tuple[np.ndarray, bool]], k: int, ctx) -> np.ndarray:
+    """The first ``k`` positions of :func:`order_permutation` (ORDER BY + LIMIT)
+    without ordering every row: the ``k``-th smallest rank of the first
+    condition (np.partition) bounds the candidates, all of its ties included,
+    and only those are ordered by every condition (a stable sort of the
+    candidates in row order is the full order restricted to them)."""
+    if not keys:
+        return np.zeros(0, dtype=np.int64)
+    n = len(keys[0][0])
+    if k <= 0 or n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k >= n or n < 4 * k:
+        return order_permutation(keys, ctx)[:k]
+    ids, asc = keys[0]
+    r = order_ranks(ids, ctx)
+    if not asc:
+        r = -r
+    ctx.check_budget()
+    bound = np.partition(r, k - 1)[k - 1]
+    cand = np.flatnonzero(r <= bound)
+    sub = [(np.asarray(x)[cand], a) for x, a in keys]
+    perm = order_permutation(sub, ctx) if len(keys) > 1 or len(cand) > k else np.argsort(
+        r[cand], kind="stable")
+    return cand[perm[:k]]
+
+
+def _rank_strings(arr: pa.Array) -> np.ndarray:
+    """Rank of each (distinct) string by code points: Arrow sorts UTF-8 bytes,
+    whose order is the code point order."""
+    order = pc.sort_indices(arr).to_numpy(zero_copy_only=False)
+    out = np.empty(len(arr), dtype=np.int64)
+    out[order] = np.arange(len(arr))
+    return out
+
+
 def _unique_ranks(uniq: np.ndarray, ctx) -> np.ndarray:
     """Ranks (0..len-1) of sorted unique ids in the SPARQL total order."""
     m = len(uniq)
@@ -128,6 +165,8 @@ def _unique_ranks(uniq: np.ndarray, ctx) -> np.ndarray:
         order = np.lexsort((uniq, nums, valid))
         ranks[order] = np.arange(m)
         return ranks
+    if m >= _CLASSIFY_MIN_ROWS:
+        return _unique_ranks_blocks(uniq, ctx, kinds, nums)
     keys = ctx.keys(uniq)
     sort_keys = []
     for i, k in enumerate(keys):
@@ -137,6 +176,65 @@ def _unique_ranks(uniq: np.ndarray, ctx) -> np.ndarray:
         sort_keys.append((V.order_key(t), int(uniq[i])))
     order = sorted(range(m), key=sort_keys.__getitem__)
     ranks[np.asarray(order, dtype=np.int64)] = np.arange(m)
+    return ranks
+
+
+def _unique_ranks_blocks(uniq: np.ndarray, ctx, kinds: np.ndarray, nums: np.ndarray) -> np.ndarray:
+    """_unique_ranks by blocks of the order (unbound < blank nodes < IRIs <
+    literals by category): blank nodes, IRIs, simple strings and numerics
+    with distinct float values (float rounding is monotonic, so distinct
+    floats order like the values) are ranked by vectorized sorts; the other
+    literals (tagged, booleans, dates, tied or NaN numerics) by their
+    ``order_key`` in Python, which also gives their category."""
+    m = len(uniq)
+    block = np.zeros(m, dtype=np.int64)  # unbound: block 0
+    intra = np.zeros(m, dtype=np.int64)
+    lit_base = 3 * 16
+    ctx.check_budget()
+    for kind, blk, start in ((1, 1, 2), (0, 2, 1)):
+        sel = np.flatnonzero(kinds == kind)
+        if len(sel):
+            arr = _keys_arrow(ctx, uniq[sel])
+            body = pc.utf8_slice_codeunits(arr, start, -1 if kind == 0 else None)
+            block[sel] = blk
+            intra[sel] = _rank_strings(body)
+    lit = np.flatnonzero(kinds == 2)
+    slow = np.zeros(m, dtype=bool)
+    if len(lit):
+        num = lit[~np.isnan(nums[lit])]
+        if len(num):
+            vals = nums[num]
+            if len(unique(vals)) == len(vals):
+                block[num] = lit_base + V.CAT_NUMERIC
+                intra[num] = np.argsort(np.argsort(vals, kind="stable"), kind="stable")
+            else:
+                slow[num] = True
+        other = lit[np.isnan(nums[lit])]
+        if len(other):
+            ctx.check_budget()
+            pos, bodies, tags = _string_keys(_keys_arrow(ctx, uniq[other]))
+            simple = pc.equal(tags, "").to_numpy(zero_copy_only=False)
+            sp = other[pos[simple]]
+            block[sp] = lit_base + V.CAT_STRING
+            intra[sp] = _rank_strings(bodies.filter(pa.array(simple)))
+            rest = np.ones(len(other), dtype=bool)
+            rest[pos[simple]] = False
+            slow[other[rest]] = True
+    sl = np.flatnonzero(slow)
+    if len(sl):
+        keys = ctx.keys(uniq[sl])
+        sort_keys = []
+        for i, k in enumerate(keys):
+            if i % _BUDGET_EVERY == _BUDGET_EVERY - 1:
+                ctx.check_budget()
+            sort_keys.append((V.order_key(from_key(k)), int(uniq[sl[i]])))
+        order = sorted(range(len(sl)), key=sort_keys.__getitem__)
+        for r, i in enumerate(order):
+            block[sl[i]] = lit_base + sort_keys[i][0][1]
+            intra[sl[i]] = r
+    order = np.lexsort((intra, block))
+    ranks = np.empty(m, dtype=np.int64)
+    ranks[order] = np.arange(m)
     return ranks
 
 
@@ -167,7 +265,13 @@ _CMP = {
     "=": np.equal, "!=": np.not_equal, "<": np.less, ">": np.greater,
     "<=": np.less_equal, ">=": np.greater_equal,
 }
+_FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
+_STRING_CMP = {"<": pc.less, ">": pc.greater, "<=": pc.less_equal, ">=": pc.greater_equal}
 _FLOAT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+# STRSTARTS / STRENDS / CONTAINS with a constant string: one Arrow kernel over the
+# distinct values of the text argument (issue 14: 0.5 s term by term over 72k e-mails)
+_STR_TESTS = {"STRSTARTS": pc.starts_with, "STRENDS": pc.ends_with, "CONTAINS": pc.match_substring}
+_STR_TEST_MIN_ROWS = 64
 
 
 def _walk(expr):
@@ -203,15 +307,46 @@ def _vector_regex(expr) -> bool:
 _STRING_KEY = r'^"(?P<b>.*)"(?:@(?P<l>[A-Za-z0-9-]+))?$'  # simple or language-tagged string keys
 
 
-def _string_keys(keys: list) -> tuple[np.ndarray, pa.Array, pa.Array]:
+def _keys_arrow(ctx, ids: np.ndarray) -> pa.Array:
+    """Keys of (valid) ids as an Arrow string array: straight from the store
+    dictionary's buffers when every id is a store id, no Python strings."""
+    d = getattr(ctx, "dictionary", None)
+    if d is not None and hasattr(d, "keys_arrow") and (len(ids) == 0 or int(ids.max()) < len(d)):
+        return d.keys_arrow(ids)
+    return pa.array(ctx.keys(ids), pa.large_string())
+
+
+def _string_keys(keys) -> tuple[np.ndarray, pa.Array, pa.Array]:
     """(positions, lexical forms, language tags or "") of the simple and
-    language-tagged string literals among term keys, unescaped, column-wise."""
-    arr = pa.array(keys, pa.large_string())
-    parts = pc.extract_regex(arr, pattern=_STRING_KEY)
-    ok = parts.is_valid().to_numpy(zero_copy_only=False)
-    pos = np.flatnonzero(ok)
-    parts = parts.filter(pa.array(ok))
-    bodies, tags = parts.field("b"), parts.field("l")
+    language-tagged string literals among term keys (a list or an Arrow
+    string array), unescaped, column-wise. Simple strings (a key that starts
+    and ends with a quote) are sliced; only tagged ones go through a regex."""
+    arr = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.large_string())
+    arr = arr.cast(pa.large_string())
+
+    def mask(x) -> np.ndarray:  # absent keys (None) are no strings
+        return pc.fill_null(x, False).to_numpy(zero_copy_only=False)
+
+    lit = mask(pc.starts_with(arr, '"'))
+    simple = lit & mask(pc.ends_with(arr, '"'))
+    simple &= pc.fill_null(pc.utf8_length(arr), 0).to_numpy(zero_copy_only=False) >= 2
+    tagged = lit & ~simple & ~mask(pc.ends_with(arr, ">"))
+    spos = np.flatnonzero(simple)
+    sb = pc.utf8_slice_codeunits(arr.filter(pa.array(simple)), 1, -1)
+    if tagged.any():
+        tpos = np.flatnonzero(tagged)
+        parts = pc.extract_regex(arr.filter(pa.array(tagged)), pattern=_STRING_KEY)
+        ok = parts.is_valid().to_numpy(zero_copy_only=False)
+        parts = parts.filter(pa.array(ok))
+        pos = np.concatenate([spos, tpos[ok]])
+        bodies = pa.concat_arrays([sb, parts.field("b").cast(pa.large_string())])
+        tags = pa.concat_arrays([pa.array([""] * len(spos), pa.large_string()),
+                                 parts.field("l").cast(pa.large_string())])
+        order = np.argsort(pos, kind="stable")
+        pos, bodies, tags = pos[order], bodies.take(pa.array(order)), tags.take(pa.array(order))
+    else:
+        pos, bodies = spos, sb
+        tags = pa.nulls(len(spos), pa.large_string()).fill_null("")
     esc = pc.match_substring(bodies, "\\").to_numpy(zero_copy_only=False)
     if esc.any():  # keys escape only \\ \" \n \r: rare, resolved one by one
         fixed = [unescape_string(b) for b in bodies.filter(pa.array(esc)).to_pylist()]
@@ -228,6 +363,11 @@ def _string_key_list(lexes: pa.Array, tags: pa.Array) -> list[str]:
     body = pc.binary_join_element_wise(quote, body.cast(pa.large_string()), quote, empty)
     tagged = pc.binary_join_element_wise(body, tags.cast(pa.large_string()), at)
     return pc.if_else(pc.equal(tags, ""), body, tagged).to_pylist()
+
+
+def _constant(ids: np.ndarray) -> bool:
+    """A long column holding one id throughout (a constant's column)."""
+    return len(ids) >= _ARITH_MIN_ROWS and ids[0] == ids[-1] and bool((ids == ids[0]).all())
 
 
 def _nondeterministic(expr) -> bool:
@@ -294,6 +434,8 @@ class _Evaluator:
         return out
 
     def _kinds(self, ids: np.ndarray) -> np.ndarray:
+        if _constant(ids):  # a constant's column: one lookup
+            return np.full(len(ids), self._kinds(ids[:1])[0], dtype=np.int8)
         out = np.full(len(ids), -1, dtype=np.int8)
         ok = ids >= 0
         if ok.any():
@@ -301,6 +443,8 @@ class _Evaluator:
         return out
 
     def _numeric(self, ids: np.ndarray) -> np.ndarray:
+        if _constant(ids):  # a constant's column (a query-local term: parsed once, not per row)
+            return np.full(len(ids), self._numeric(ids[:1])[0])
         out = np.full(len(ids), np.nan)
         ok = ids >= 0
         if ok.any():
@@ -321,6 +465,10 @@ class _Evaluator:
         if isinstance(expr, Exists) or (isinstance(expr, Call) and expr.op in _BOOL_OPS):
             val, err = self.bools(expr)
             return self._bools_to_ids(val, err)
+        if isinstance(expr, Call) and expr.op in _STR_TESTS:
+            got = self._str_test(expr)
+            if got is not None:
+                return self._bools_to_ids(*got)
         if isinstance(expr, Call):
             if expr.op == "COALESCE":
                 out = np.full(n, UNBOUND, dtype=np.int64)
@@ -392,7 +540,7 @@ class _Evaluator:
         except ExprError:
             return ()
         text = self.ids(expr.args[0])
-        uniq, inv = np.unique(text, return_inverse=True)
+        uniq, inv = distinct_inverse(text)
         cand = np.flatnonzero(uniq >= 0)
         pos, bodies, tags = _string_keys(ctx.keys(uniq[cand]))
         results = []
@@ -452,7 +600,7 @@ class _Evaluator:
 
     def _int_values(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(is xsd:integer of an exactly representable value, int64 value) per id."""
-        uniq, inv = np.unique(ids, return_inverse=True)
+        uniq, inv = distinct_inverse(ids)
         inv = inv.reshape(-1)
         nums = self._numeric(uniq)
         with np.errstate(invalid="ignore"):
@@ -487,7 +635,7 @@ class _Evaluator:
                 r = r[exact]
         out = np.empty(self.n, dtype=np.int64)
         if len(r):
-            ur, rinv = np.unique(r, return_inverse=True)
+            ur, rinv = distinct_inverse(r)
             rid = np.asarray(self.ctx.intern([f'"{v}"{_INTEGER_SUFFIX}' for v in ur.tolist()]), dtype=np.int64)
             out[both] = rid[rinv.reshape(-1)]
         rest = ~both
@@ -539,6 +687,10 @@ class _Evaluator:
                 return self._compare(op, expr.args[0], expr.args[1])
             if op in ("IN", "NOT IN"):
                 return self._in(expr)
+            if op in _STR_TESTS:
+                got = self._str_test(expr)
+                if got is not None:
+                    return got
             if op == "BOUND":
                 a = expr.args[0]
                 if isinstance(a, Var):
@@ -560,6 +712,51 @@ class _Evaluator:
         ids = self.ids(expr)
         return self._ebv(ids)
 
+    def _str_test(self, expr) -> tuple[np.ndarray, np.ndarray] | None:
+        """(value, error) of STRSTARTS / STRENDS / CONTAINS(text, "const"[@tag]) over
+        the distinct ids of ``text`` in one Arrow kernel: text that is no string
+        literal, or whose tag the constant's tag does not match, is an error
+        (argument compatibility). None: the per-value path decides (few rows, a
+        non-string or typed constant, a text argument that must run per row)."""
+        if len(expr.args) != 2 or self.n < _STR_TEST_MIN_ROWS:
+            return None
+        text, const = expr.args
+        if not isinstance(const, Const) or const.key[:1] != '"' or '"^^' in const.key:
+            return None
+        if _nondeterministic(text) or _exists_of(text):
+            return None
+        lit_ = from_key(const.key)
+        want = lit_.lang.lower() if lit_.lang else ""
+        ids = self.ids(text)
+        uniq, inv = distinct_inverse(ids)
+        inv = inv.reshape(-1)
+        cand = np.flatnonzero(uniq >= 0)
+        uv = np.zeros(len(uniq), dtype=bool)
+        ue = np.ones(len(uniq), dtype=bool)  # not a string literal: an error
+        self.ctx.check_budget()
+        keys = _keys_arrow(self.ctx, uniq[cand])
+        if expr.op == "STRSTARTS" and not want:
+            # on the keys themselves: escaping maps characters to a prefix code, so the
+            # escaped body starts with the escaped constant iff the string starts with it
+            lit = pc.fill_null(pc.starts_with(keys, '"'), False).to_numpy(zero_copy_only=False)
+            string = lit & ~pc.fill_null(pc.ends_with(keys, ">"), False).to_numpy(zero_copy_only=False)
+            hit = pc.fill_null(pc.starts_with(keys, literal_key(lit_.lexical)[:-1]), False)
+            uv[cand] = hit.to_numpy(zero_copy_only=False) & string
+            ue[cand] = ~string
+            self.ctx.check_budget()
+            return uv[inv], ue[inv]
+        pos, bodies, tags = _string_keys(keys)
+        if len(pos):
+            ok = np.ones(len(pos), dtype=bool)
+            if want:
+                ok = pc.equal(pc.utf8_lower(tags), want).to_numpy(zero_copy_only=False)
+            hit = _STR_TESTS[expr.op](bodies, pattern=lit_.lexical).to_numpy(zero_copy_only=False)
+            where = cand[pos]
+            uv[where] = hit & ok
+            ue[where] = ~ok
+        self.ctx.check_budget()
+        return uv[inv], ue[inv]
+
     # -- EBV of ids
 
     def _ebv(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -575,7 +772,7 @@ class _Evaluator:
         rest = ~err & ~is_t & ~is_f
         if rest.any():
             rids = ids[rest]
-            uniq, inv = np.unique(rids, return_inverse=True)
+            uniq, inv = distinct_inverse(rids)
             uv = np.zeros(len(uniq), dtype=bool)
             ue = np.zeros(len(uniq), dtype=bool)
             nums = self._numeric(uniq)
@@ -602,7 +799,7 @@ class _Evaluator:
         """(float64 value, class) per row of a leaf: class 2 xsd:double, 1 an integer or decimal (its
         cast to double is the nearest double, as the float64 parse), 0 anything else."""
         ids = self.ids(expr)
-        uniq, inv = np.unique(ids, return_inverse=True)
+        uniq, inv = distinct_inverse(ids)
         nums = self._numeric(uniq)
         cls = np.zeros(len(uniq), dtype=np.int8)
         cand = np.flatnonzero(~np.isnan(nums))
@@ -650,8 +847,76 @@ class _Evaluator:
                     break
                 val = _CMP[op](dv, ov) if tree is left else _CMP[op](ov, dv)
                 return np.asarray(val, dtype=bool), np.zeros(n, dtype=bool)
+        if n >= _CLASSIFY_MIN_ROWS:
+            for const, other in ((right, left), (left, right)):
+                if not isinstance(const, Const) or const.key[0] != '"' or const.key[-1] == ">":
+                    continue
+                if op in ("=", "!="):
+                    return self._equal_string(op, self.ids(other), self._const_id(const.key))
+                if const.key[-1] == '"':  # a simple string
+                    flipped = op if const is right else _FLIP[op]
+                    return self._order_string(flipped, self.ids(other), const.key)
         a = self.ids(left)
         b = self.ids(right)
+        return self._compare_ids(op, a, b)
+
+    def _equal_string(self, op: str, x: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """``x = "c"`` / ``x != "c"`` for a simple or language-tagged string
+        constant: against any IRI, blank node or string literal the answer is
+        term identity (ids); only rows holding a typed literal (a number, a
+        date, an unknown datatype: errors or value comparisons) take the
+        general path."""
+        err = x < 0
+        val = (x == c) if op == "=" else (x != c)
+        uniq, inv = distinct_inverse(x)
+        cand = np.flatnonzero(uniq >= 0)
+        typed = np.zeros(len(uniq), dtype=bool)
+        if len(cand):
+            keys = _keys_arrow(self.ctx, uniq[cand])
+            typed[cand] = (pc.starts_with(keys, '"').to_numpy(zero_copy_only=False)
+                           & pc.ends_with(keys, ">").to_numpy(zero_copy_only=False))
+        rows = np.flatnonzero(typed[inv.reshape(-1)])
+        val &= ~err
+        if len(rows):
+            v, e = self._compare_ids(op, x[rows], np.full(len(rows), c, dtype=np.int64))
+            val[rows] = v
+            err = err.copy()
+            err[rows] = e
+        return val, err
+
+    def _order_string(self, op: str, x: np.ndarray, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """``x op "c"`` (< <= > >=) for a simple string constant: simple strings
+        compare by code points (Arrow compares UTF-8 bytes: the same order) over
+        the distinct ids; IRIs, blank nodes and tagged strings are errors;
+        typed literals take the general path."""
+        c = from_key(key).lexical
+        uniq, inv = distinct_inverse(x)
+        cand = np.flatnonzero(uniq >= 0)
+        uv = np.zeros(len(uniq), dtype=bool)
+        ue = np.ones(len(uniq), dtype=bool)
+        typed = np.zeros(len(uniq), dtype=bool)
+        self.ctx.check_budget()
+        if len(cand):
+            keys = _keys_arrow(self.ctx, uniq[cand])
+            typed[cand] = (pc.fill_null(pc.starts_with(keys, '"'), False).to_numpy(zero_copy_only=False)
+                           & pc.fill_null(pc.ends_with(keys, ">"), False).to_numpy(zero_copy_only=False))
+            pos, bodies, tags = _string_keys(keys)
+            simple = pc.equal(tags, "").to_numpy(zero_copy_only=False)
+            where = cand[pos[simple]]
+            got = _STRING_CMP[op](bodies.filter(pa.array(simple)), pa.scalar(c, pa.large_string()))
+            uv[where] = got.to_numpy(zero_copy_only=False)
+            ue[where] = False
+        self.ctx.check_budget()
+        val, err = uv[inv], ue[inv]
+        rows = np.flatnonzero(typed[inv])
+        if len(rows):
+            v, e = self._compare_ids(op, x[rows], np.full(len(rows), self._const_id(key), dtype=np.int64))
+            val[rows] = v
+            err[rows] = e
+        return val, err
+
+    def _compare_ids(self, op: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = len(a)
         err = (a < 0) | (b < 0)
         val = np.zeros(n, dtype=bool)
         na = self._numeric(a)
@@ -726,36 +991,41 @@ class _Evaluator:
         rank, shared by all arrays, ordering the values within each class
         (strings by codepoints, booleans, dateTimes and dates by instant);
         equal values have equal ranks."""
-        uniqs = [np.unique(x, return_inverse=True) for x in arrays]
+        uniqs = [distinct_inverse(x) for x in arrays]
         union = unique(np.concatenate([u for u, _ in uniqs]))
         m = len(union)
         cls = np.zeros(m, dtype=np.int8)
         rank = np.zeros(m, dtype=np.int64)
         ranked: dict[int, list] = {}
-        for j, k in enumerate(self.ctx.keys(union)):
-            if j % _BUDGET_EVERY == _BUDGET_EVERY - 1:
+        vidx = np.flatnonzero(union >= 0)
+        arr = _keys_arrow(self.ctx, union[vidx])
+        # strings: classified and ranked column-wise (distinct ids: distinct lexical forms)
+        pos, bodies, tags = _string_keys(arr)
+        simple = pc.equal(tags, "").to_numpy(zero_copy_only=False)
+        sp = vidx[pos[simple]]
+        cls[sp] = _C_STRING
+        rank[sp] = _rank_strings(bodies.filter(pa.array(simple)))
+        cls[vidx[pos[~simple]]] = _C_LANG
+        # booleans, dateTimes and dates: parsed one by one
+        typed = (pc.ends_with(arr, _BOOLEAN_SUFFIX).to_numpy(zero_copy_only=False)
+                 | pc.ends_with(arr, _DATETIME_SUFFIX).to_numpy(zero_copy_only=False)
+                 | pc.ends_with(arr, _DATE_SUFFIX).to_numpy(zero_copy_only=False))
+        tix = vidx[typed]
+        for i, (j, k) in enumerate(zip(tix.tolist(), self.ctx.keys(union[tix]), strict=True)):
+            if i % _BUDGET_EVERY == _BUDGET_EVERY - 1:
                 self.ctx.check_budget()
-            if k is None or k[0] != '"':
-                continue
-            if k[-1] == '"':
-                c, v = _C_STRING, from_key(k).lexical
-            elif k[-1] != ">":
-                cls[j] = _C_LANG
-                continue
-            elif k.endswith(_BOOLEAN_SUFFIX):
+            if k.endswith(_BOOLEAN_SUFFIX):
                 b = V.parse_boolean(from_key(k).lexical)
                 if b is None:
                     continue
                 c, v = _C_BOOLEAN, b
-            elif k.endswith(_DATETIME_SUFFIX) or k.endswith(_DATE_SUFFIX):
+            else:
                 d = V.datetime_of(from_key(k))
                 if d is None:
                     continue
                 c = (_C_DATE_TZ if d.tz is not None else _C_DATE) if d.is_date else (
                     _C_DATETIME_TZ if d.tz is not None else _C_DATETIME)
                 v = d.instant()
-            else:
-                continue
             cls[j] = c
             ranked.setdefault(c, []).append((v, j))
         for entries in ranked.values():
@@ -877,12 +1147,12 @@ def unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of equally long int64 columns: (unique rows as an
     (m, k) array, inverse index of each row)."""
     if len(columns) == 1:
-        uniq, inv = np.unique(columns[0], return_inverse=True)
+        uniq, inv = distinct_inverse(columns[0])
         return uniq.reshape(-1, 1), inv.reshape(-1)
     code = None
     size = 1
     for c in columns:
-        u, inv = np.unique(c, return_inverse=True)
+        u, inv = distinct_inverse(c)
         inv = inv.reshape(-1).astype(np.int64)
         if code is None:
             code, size = inv, len(u)
@@ -893,7 +1163,7 @@ def unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
             return uniq, inv.reshape(-1)
         code = code * len(u) + inv
         size *= len(u)
-        code_u, code = np.unique(code, return_inverse=True)
+        code_u, code = distinct_inverse(code)
         code = code.reshape(-1)
         size = len(code_u)
     _, first, inv = np.unique(code, return_index=True, return_inverse=True)

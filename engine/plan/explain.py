@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 
 from engine.exec.bgp import run_bgp
-from engine.exec.evaluate import Evaluator, evaluate_query, pattern_vars, run_fast
+from engine.exec.evaluate import Evaluator, evaluate_query, pattern_vars, run_fast, top_k_order
 from engine.kv.views import EmptyGraph, merged_view
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.order import plan_bgp
@@ -215,6 +215,8 @@ class _Describer:
         elif isinstance(n, A.Slice):
             out["offset"] = n.offset
             out["limit"] = n.limit
+            if top_k_order(n) is not None:
+                out["top_k"] = n.offset + n.limit  # the ORDER BY below keeps only these rows
             if ests[0] is None:
                 return None
             return max(0.0, min(ests[0] - n.offset, n.limit if n.limit is not None else ests[0]))

@@ -4,8 +4,9 @@ A BGP runs as one graph exploration: every step takes one triple pattern with
 at least one end already bound (a constant or a variable bound by an earlier
 step) and either *expands* the history through the CSR lists of that end or,
 when both ends are bound, *prunes* it. The order matters by orders of
-magnitude, so the planner orders the steps greedily by the estimated size of
-the history after each step:
+magnitude, so the planner orders the steps by the estimated size of the
+history after each step (greedily, an expansion chosen by the estimated rows
+of the whole greedy remainder after it):
 
 * constants give exact fan-outs (one CSR lookup each: ``?x rdf:type C`` is a
   type-index start whose size is the number of instances of C);
@@ -105,21 +106,43 @@ def plan(triples: list[RTriple], graph, bound: set, rows: float = 1.0) -> list[i
     return [i for i, _, _ in ordered(triples, graph, bound, rows)]
 
 
+_LOOKAHEAD_MAX = 8  # patterns left up to which every expansion is tried with its greedy completion
+
+
 def ordered(triples: list[RTriple], graph, bound: set, rows: float = 1.0) -> list[tuple[int, float, int]]:
-    """Greedy order as (triple index, estimated rows after the step, class) per step."""
+    """Order as (triple index, estimated rows after the step, class) per step.
+
+    Prunes go first and connected steps before scans, as in Wukong; among the
+    expansions (or scans) the choice is by the estimated total of the rows
+    every later step produces when the rest is ordered greedily (one-step
+    greedy takes the smallest next step, and on a cycle such as LUBM Q2 that
+    can force a large expansion right after it)."""
     st = _Stats(graph)
-    bound = set(bound)
-    left = list(range(len(triples)))
+    return _order(triples, list(range(len(triples))), set(bound), rows, st, lookahead=True)
+
+
+def _order(triples, left: list[int], bound: set, rows: float, st: _Stats, lookahead: bool):
+    left = list(left)
     order: list[tuple[int, float, int]] = []
     while left:
-        best = None
+        cands = []
         for i in left:
             est, cls = estimate(triples[i], bound, rows, st)
-            # connected steps before scans; prunes before expansions
-            key = (cls == 2, cls != 0, est)
-            if best is None or key < best[0]:
-                best = (key, i, est)
-        key, i, est = best
+            cands.append(((cls == 2, cls != 0, est), i, est))
+        cands.sort(key=lambda c: c[0])
+        key, i, est = cands[0]
+        if lookahead and key[1] and 1 < len(left) <= _LOOKAHEAD_MAX:
+            # the same kind of step as the greedy choice (expansion or scan), by total cost
+            best = None
+            for k2, j, e2 in cands:
+                if k2[:2] != key[:2]:
+                    continue
+                b2 = bound | {pos[1] for pos in triples[j] if pos[0] == "v"}
+                rest = _order(triples, [x for x in left if x != j], b2, max(e2, 0.0), st, lookahead=False)
+                total = e2 + sum(e for _, e, _ in rest)
+                if best is None or total < best[0]:
+                    best = (total, k2, j, e2)
+            _, key, i, est = best
         order.append((i, est, 2 if key[0] else 1 if key[1] else 0))
         left.remove(i)
         rows = max(est, 0.0)
