@@ -15,13 +15,13 @@ Every test runs on one process and on a 3-worker cluster, like the protocol test
 
 from __future__ import annotations
 
-import http.client
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from tests.support.shared import shared_dir
+from tests.support.w3c_http import send
 
 NS_MF = "http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#"
 NS_HT = "http://www.w3.org/2011/http#"
@@ -123,20 +123,7 @@ def test_w3c_gsp_indirect(any_server, test):
         if "$LOCATION$" in path:
             assert location is not None, "no Location from an earlier request"
             path = path.replace("$LOCATION$", location)
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        try:
-            conn.putrequest(req["method"], path, skip_host=True, skip_accept_encoding=True)
-            conn.putheader("Host", test["authority"])
-            for k, v in req["headers"].items():
-                conn.putheader(k, v)
-            body = req["body"]
-            if body is not None:
-                conn.putheader("Content-Length", str(len(body)))
-            conn.endheaders(body)
-            r = conn.getresponse()
-            data = r.read()
-        finally:
-            conn.close()
+        r, data = send(port, req, path, host=test["authority"])
         where = f"{test['name']} request {i + 1}: {req['method']} {path} -> {r.status} {data[:300]!r}"
         assert r.status in req["statuses"], where
         for name, value in req["resp_headers"].items():

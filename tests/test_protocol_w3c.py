@@ -23,6 +23,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from tests.support.shared import shared_dir
+from tests.support.w3c_http import send
 
 NS_MF = "http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#"
 NS_HT = "http://www.w3.org/2011/http#"
@@ -171,20 +172,8 @@ def test_w3c_protocol(clean_server, test):
     _load_graphs(clean_server, test["graph_data"])
     port = int(urlsplit(clean_server.url).port)
     for i, req in enumerate(test["requests"]):
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        try:
-            path = _route(test["name"], req)
-            conn.putrequest(req["method"], path, skip_accept_encoding=True)
-            for k, v in req["headers"].items():
-                conn.putheader(k, v)
-            body = req["body"]
-            if body is not None:
-                conn.putheader("Content-Length", str(len(body)))
-            conn.endheaders(body)
-            r = conn.getresponse()
-            data = r.read()
-        finally:
-            conn.close()
+        path = _route(test["name"], req)
+        r, data = send(port, req, path)
         where = f"{test['name']} request {i + 1}: {req['method']} {path} -> {r.status} {data[:300]!r}"
         assert _status_ok(r.status, req["statuses"]), where
         if r.status >= 400:

@@ -342,14 +342,7 @@ class Scheduler:
             if prefix is None:
                 self._record(m, t, state, data, ms, win)
                 continue
-            with m.out_lock:
-                if m.deleted:
-                    continue
-                m.evaluated += 1
-                m.last_latency_ms = ms
-                m.state, m.prefix = state, prefix
-                m.log.append(t, data)
-            telemetry.evaluation(self.reg, m.name, ms)
+            self._append(m, t, state, prefix, data, ms)
 
     def batch_info(self, name: str) -> dict:
         """Whether query ``name`` runs batched, with how many other queries of its shape, and
@@ -416,6 +409,12 @@ class Scheduler:
         except Exception:  # noqa: BLE001 - then the next instant is evaluated, as without skipping
             log.exception("continuous query %s: cannot keep instant %d for unchanged instants", q.name, t)
             prefix = None
+        self._append(q, t, state, prefix, data, ms)
+
+    def _append(self, q: QueryEntry, t: int, state: tuple, prefix: bytes | None, data: bytes,
+                ms: float | None) -> None:
+        """Instant ``t``'s event into the query's log, with what the unchanged-instant check
+        keeps (nothing if the query was deleted meanwhile)."""
         with q.out_lock:
             if q.deleted:
                 return
