@@ -590,7 +590,9 @@ class InstantEvaluator:
             parts.append(spo)
             total += len(spo)
         rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        self._plans.fresh(total, snap.sn)
+        # the windows' size, as :meth:`dataset` counts it (the stored part changes only with ``sn``):
+        # an instant on the other path then keeps the plans
+        self._plans.fresh(total - len(stored), snap.sn)
         if self._graph is None:
             self._graph = SmallGraph(rows)
         else:
