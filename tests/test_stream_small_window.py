@@ -76,6 +76,10 @@ def test_small_graph_answers_like_graph_index(rows, probes, data):
             assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
             assert a[0].dtype == b[0].dtype == np.int64 and a[1].dtype == np.int64
             assert small.index(pid, d).tolist() == full.index(pid, d).tolist()
+            for v in vids[:6].tolist():  # one vertex: the slice fast path
+                a, b = small.expand(pid, d, np.array([v], dtype=np.int64)), full.expand(pid, d, np.array([v]))
+                assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
+                assert a[0].dtype == a[1].dtype == np.int64
         s = np.array(data.draw(st.lists(st.integers(-1, 13), min_size=len(probes), max_size=len(probes))),
                      dtype=np.int64) + base
         assert small.contains(pid, s, vids).tolist() == full.contains(pid, s, vids).tolist()

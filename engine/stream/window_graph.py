@@ -185,6 +185,12 @@ class SmallGraph:
         if cols is None:
             return _EMPTYI, _EMPTYI
         keys, nbrs = cols
+        if len(vids) == 1:  # one vertex (a constant end, one row): a slice, no per-row arithmetic
+            a = int(keys.searchsorted(vids[0], "left"))
+            b = int(keys.searchsorted(vids[0], "right"))
+            if a == b:
+                return _EMPTYI, _EMPTYI
+            return np.zeros(b - a, dtype=np.int64), nbrs[a:b].copy()
         lo = keys.searchsorted(vids, "left")
         cnt = keys.searchsorted(vids, "right") - lo
         total = int(cnt.sum())
