@@ -62,6 +62,9 @@ __all__ = ["BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "s
 
 _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
 _EMPTY1 = np.zeros(0, dtype=np.int64)
+#: instants in a row whose restricted stored part exceeded the limit, after which a query with a
+#: wide stored pattern takes the merged view without trying (each try reads the stored graphs)
+_DEFER_TRIES = 2
 
 
 # ---------------------------------------------------------------- multiset / set differences
@@ -342,6 +345,7 @@ class _Compact:
         # too many stored triples (``?obs a ?type``) be restricted per instant (:meth:`anchored`)
         self.conjunctive = self.patterns is not None and find_core(query) is not None
         self._deferred: list = []   # (pid, var end 0/2, anchor pattern's (s, p, o) ids, anchor end)
+        self.defer_failures = 0     # instants in a row whose restricted part was too large
         self._graphs: list = []
 
     def _anchor(self, tp: A.TriplePattern, resolved: list) -> tuple | None:
@@ -648,6 +652,8 @@ class InstantEvaluator:
                 graphs.append(g)
         stored = cp.stored_rows(ctx, graphs) if graphs else _EMPTY3
         deferred = bool(graphs) and bool(cp._deferred)  # (set by stored_rows for these graphs)
+        if deferred and cp.defer_failures >= _DEFER_TRIES:
+            return None  # the restricted part kept exceeding the limit: the merged view directly
         if stored is None:
             return None
         parts = [stored]
@@ -665,7 +671,9 @@ class InstantEvaluator:
         if deferred:
             extra = cp.anchored(rows)
             if extra is None:
+                cp.defer_failures += 1
                 return None
+            cp.defer_failures = 0
             if len(extra):
                 rows = np.concatenate([rows, extra])
         # the windows' size, as :meth:`dataset` counts it (the stored part changes only with ``sn``):
