@@ -17,9 +17,12 @@ evaluates instant ``t``:
    predicates (and no path, GRAPH, SERVICE, LIMIT, SAMPLE, GROUP_CONCAT)
    gets, instead, one :class:`~engine.stream.window_graph.SmallGraph` as its
    default graph: the windows' triples plus the stored ``FROM`` triples that
-   match some pattern (:class:`_Compact`); it falls back to the merge above
-   when that would exceed :data:`~engine.stream.window_graph.SMALL_WINDOW`
-   stored triples or the stored default graph is rewound by absorbed triples.
+   match some pattern (:class:`_Compact`; in a conjunctive query, a pattern with
+   two variable ends and many stored matches contributes only the triples whose
+   shared variable another pattern's triples can bind at the instant); it falls
+   back to the merge above when that would exceed
+   :data:`~engine.stream.window_graph.SMALL_WINDOW` stored triples or the stored
+   default graph is rewound by absorbed triples.
 2. The inner query runs through the same executor as one-shot queries
    (:func:`engine.exec.evaluate.evaluate_query`) over a
    :class:`~engine.exec.evaluate.DatasetView` made here -- no change to the
