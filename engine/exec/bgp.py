@@ -235,6 +235,9 @@ def candidate_predicates(graph, cols: dict, n: int, s, o) -> list[int]:
 
 def _step(cols: dict, n: int, t, graph, max_rows):
     s, p, o = t
+    if p[0] == "c" and not (s[0] == "v" and o[0] == "v" and s[1] == o[1] and s[1] not in cols):
+        # the common step (constant predicate, no variable repeated unbound): no set-up per call
+        return _step_const_p(cols, n, s, p[1], o, graph, max_rows)
     # a variable repeated within the triple and not yet bound: bind a temporary,
     # then filter equality
     eq = []

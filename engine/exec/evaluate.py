@@ -81,6 +81,33 @@ def _aggregates():
 
 # ---------------------------------------------------------------- context
 
+#: float64 value (NaN: not numeric) of short computed/query-local keys, shared by all queries: the
+#: value is a function of the key alone, and the same few keys (a FILTER constant, small COUNT
+#: results) come back at every instant of a continuous query, where one Arrow parse costs ~100 us
+_NUMERIC_MEMO: dict[str, float] = {}
+_NUMERIC_MEMO_MAX = 65_536
+_NUMERIC_MEMO_KEY = 80
+
+
+def _local_numeric(keys: list[str]) -> np.ndarray:
+    """``numeric_values`` of ``keys``, through :data:`_NUMERIC_MEMO`."""
+    from engine.kv.dictionary import numeric_values  # noqa: PLC0415
+
+    memo = _NUMERIC_MEMO
+    vals = [memo.get(k) for k in keys]
+    miss = [i for i, v in enumerate(vals) if v is None]
+    if not miss:
+        return np.array(vals, dtype=np.float64)
+    got = numeric_values(pa.array([keys[i] for i in miss], type=pa.large_string())).tolist()
+    if len(memo) + len(miss) > _NUMERIC_MEMO_MAX:
+        memo.clear()
+    for i, v in zip(miss, got, strict=True):
+        vals[i] = v
+        if len(keys[i]) <= _NUMERIC_MEMO_KEY:
+            memo[keys[i]] = v
+    return np.array(vals, dtype=np.float64)
+
+
 
 class QueryContext:
     """Per-query EvalContext and TermTable."""
@@ -204,13 +231,11 @@ class QueryContext:
         out = self.dictionary.numeric(np.where(ids >= LOCAL_BASE, -1, ids))
         loc = np.flatnonzero(ids >= LOCAL_BASE)
         if len(loc):
-            from engine.kv.dictionary import numeric_values  # noqa: PLC0415
-
             # computed values (COUNT, arithmetic) repeat: parse each distinct local term once
             uniq, inv = np.unique(ids[loc], return_inverse=True)
             keys = [self._local_keys[i - LOCAL_BASE] for i in uniq.tolist()]
             out = np.array(out, dtype=np.float64, copy=True)
-            out[loc] = numeric_values(pa.array(keys, type=pa.large_string()))[inv.reshape(-1)]
+            out[loc] = _local_numeric(keys)[inv.reshape(-1)]
         return out
 
     def kinds(self, ids) -> np.ndarray:

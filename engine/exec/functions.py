@@ -814,6 +814,8 @@ class _Evaluator:
         promotion: one operand a double, the other a double, decimal or integer), computed in
         float64 without interning intermediate literals; None unless that holds for every row and
         every value is finite (the general path handles the rest)."""
+        leaves: dict = {}  # a variable repeated in the expression ((?a - ?b) * (?a - ?b)) is read once
+
         def walk(e):
             if isinstance(e, Call) and e.op in _DOUBLE_TREE_OPS and len(e.args) == 2:
                 la, ca = walk(e.args[0])
@@ -825,7 +827,10 @@ class _Evaluator:
                     v = _FLOAT_OPS[e.op](la, lb)
                 return v, np.where(ok, 2, 0).astype(np.int8)
             if isinstance(e, Var | Const):
-                return self._double_leaf(e)
+                got = leaves.get(e)
+                if got is None:
+                    got = leaves[e] = self._double_leaf(e)
+                return got
             return np.zeros(self.n), np.zeros(self.n, dtype=np.int8)
 
         if _nondeterministic(expr) or _exists_of(expr):

@@ -17,9 +17,12 @@ evaluates instant ``t``:
    predicates (and no path, GRAPH, SERVICE, LIMIT, SAMPLE, GROUP_CONCAT)
    gets, instead, one :class:`~engine.stream.window_graph.SmallGraph` as its
    default graph: the windows' triples plus the stored ``FROM`` triples that
-   match some pattern (:class:`_Compact`); it falls back to the merge above
-   when that would exceed :data:`~engine.stream.window_graph.SMALL_WINDOW`
-   stored triples or the stored default graph is rewound by absorbed triples.
+   match some pattern (:class:`_Compact`; in a conjunctive query, a pattern with
+   two variable ends and many stored matches contributes only the triples whose
+   shared variable another pattern's triples can bind at the instant); it falls
+   back to the merge above when that would exceed
+   :data:`~engine.stream.window_graph.SMALL_WINDOW` stored triples or the stored
+   default graph is rewound by absorbed triples.
 2. The inner query runs through the same executor as one-shot queries
    (:func:`engine.exec.evaluate.evaluate_query`) over a
    :class:`~engine.exec.evaluate.DatasetView` made here -- no change to the
@@ -53,7 +56,7 @@ from engine.formats import NTRIPLES
 from engine.kv.views import EmptyGraph, merged_view
 from engine.sparql import algebra as A
 from engine.stream.absorb import AbsorbLog
-from engine.stream.incremental import IncrementalCore
+from engine.stream.incremental import IncrementalCore, find_core
 from engine.stream.transient import TransientStore
 from engine.stream.window_graph import SMALL_WINDOW, SlidingWindowGraph, SmallGraph
 from engine.stream.windows import Window, first_instant, leaves_at, window_member
@@ -62,6 +65,9 @@ __all__ = ["BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "s
 
 _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
 _EMPTY1 = np.zeros(0, dtype=np.int64)
+#: instants in a row whose restricted stored part exceeded the limit, after which a query with a
+#: wide stored pattern takes the merged view without trying (each try reads the stored graphs)
+_DEFER_TRIES = 2
 
 
 # ---------------------------------------------------------------- multiset / set differences
@@ -337,23 +343,79 @@ class _Compact:
         self.patterns = _patterns(query)
         self._key: tuple | None = None
         self._rows: np.ndarray | None = None
+        # a conjunctive query (one BGP under unary operators without EXISTS): every solution
+        # matches all of its patterns at once, which lets a pattern with two variable ends and
+        # too many stored triples (``?obs a ?type``) be restricted per instant (:meth:`anchored`)
+        self.conjunctive = self.patterns is not None and find_core(query) is not None
+        self._deferred: list = []   # (pid, var end 0/2, anchor pattern's (s, p, o) ids, anchor end)
+        self.defer_failures = 0     # instants in a row whose restricted part was too large
+        self._graphs: list = []
+
+    def _anchor(self, tp: A.TriplePattern, resolved: list) -> tuple | None:
+        """For a deferred pattern ``tp``: (its end, an anchor's ids, the anchor's
+        end) where the anchor is a pattern whose stored triples are all loaded and that shares
+        the variable at that end; None if there is none."""
+        for end in (0, 2):
+            name = (tp.s, tp.p, tp.o)[end].name
+            for q, qids in resolved:
+                if q is tp:
+                    continue
+                for qend in (0, 2):
+                    t = (q.s, q.p, q.o)[qend]
+                    if isinstance(t, A.Var) and t.name == name:
+                        return end, qids, qend
+        return None
+
+    def anchored(self, rows: np.ndarray) -> np.ndarray | None:
+        """The stored triples of the deferred patterns that can take part in a solution over the
+        instant's loaded ``rows`` (windows + stored rows): those whose shared end holds a value
+        some triple matching the anchor pattern holds at its end (every solution matches both
+        patterns with the same value). A superset of what the solutions use, so the same
+        solutions; None above :data:`SMALL_WINDOW` triples."""
+        parts = []
+        total = 0
+        for pid, end, (qs, qp, qo), qend in self._deferred:
+            m = rows[:, 1] == qp
+            if qs is not None:
+                m &= rows[:, 0] == qs
+            if qo is not None:
+                m &= rows[:, 2] == qo
+            cand = unique(rows[m, qend])
+            if not len(cand):
+                continue
+            for g in self._graphs:
+                r, nb = g.expand(pid, 0 if end == 0 else 1, cand)
+                if not len(r):
+                    continue
+                v = cand[np.asarray(r, dtype=np.int64)]
+                nb = np.asarray(nb, dtype=np.int64)
+                total += len(v)
+                if total > SMALL_WINDOW:
+                    return None
+                sp = np.full(len(v), pid, dtype=np.int64)
+                parts.append(np.stack([v, sp, nb] if end == 0 else [nb, sp, v], axis=1))
+        return np.concatenate(parts) if parts else _EMPTY3
 
     def stored_rows(self, ctx: QueryContext, graphs: list) -> np.ndarray | None:
         """The triples of ``graphs`` matching some pattern; None if more than SMALL_WINDOW."""
         key = (ctx.snapshot.sn, *map(id, graphs))
         if self._key == key:
             return self._rows
+        self._graphs = list(graphs)
+        deferred: list = []
+        loaded: list = []
         parts: list[np.ndarray] = []
         total = 0
-        done: set = set()
+        done: dict = {}   # ids of a pattern -> deferred
         for tp in self.patterns:
             ids = [ctx.lookup(t.key) if isinstance(t, A.Const) else None for t in (tp.s, tp.p, tp.o)]
             if any(i is not None and i < 0 for i in ids):
                 continue  # a constant the store does not hold: the pattern matches nothing
             s, p, o = ids
-            if (s, p, o) in done:
+            if (s, p, o) in done:  # the same stored triples: loaded, or restricted for this one too
+                (deferred if done[s, p, o] else loaded).append(tp if done[s, p, o] else (tp, (s, p, o)))
                 continue
-            done.add((s, p, o))
+            done[s, p, o] = False
             for g in graphs:
                 if s is not None and o is not None:
                     hit = bool(g.contains(p, np.array([s]), np.array([o]))[0])
@@ -369,12 +431,28 @@ class _Compact:
                         ss = None
                     else:
                         ss, os_ = g.scan(p)
+                    if (ss is None or total + len(ss) > SMALL_WINDOW) and self.conjunctive:
+                        deferred.append(tp)  # restricted per instant (anchored)
+                        break
                 if ss is None or total + len(ss) > SMALL_WINDOW:
                     self._key, self._rows = key, None
                     return None
                 if len(ss):
                     parts.append(np.stack([ss, np.full(len(ss), p, dtype=np.int64), os_], axis=1))
                     total += len(ss)
+            if deferred and deferred[-1] is tp:
+                done[s, p, o] = True
+            else:
+                loaded.append((tp, (s, p, o)))
+        self._deferred = []
+        for tp in deferred:
+            pid = ctx.lookup(tp.p.key)
+            got = self._anchor(tp, loaded)
+            if got is None:  # no pattern bounds it: the merged view
+                self._key, self._rows = key, None
+                return None
+            end, qids, qend = got
+            self._deferred.append((pid, end, qids, qend))
         self._key = key
         self._rows = np.concatenate(parts).astype(np.int64) if parts else _EMPTY3
         return self._rows
@@ -576,6 +654,9 @@ class InstantEvaluator:
             if g is not None and not isinstance(g, EmptyGraph) and all(g is not h for h in graphs):
                 graphs.append(g)
         stored = cp.stored_rows(ctx, graphs) if graphs else _EMPTY3
+        deferred = bool(graphs) and bool(cp._deferred)  # (set by stored_rows for these graphs)
+        if deferred and cp.defer_failures >= _DEFER_TRIES:
+            return None  # the restricted part kept exceeding the limit: the merged view directly
         if stored is None:
             return None
         parts = [stored]
@@ -590,7 +671,17 @@ class InstantEvaluator:
             parts.append(spo)
             total += len(spo)
         rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        self._plans.fresh(total, snap.sn)
+        if deferred:
+            extra = cp.anchored(rows)
+            if extra is None:
+                cp.defer_failures += 1
+                return None
+            cp.defer_failures = 0
+            if len(extra):
+                rows = np.concatenate([rows, extra])
+        # the windows' size, as :meth:`dataset` counts it (the stored part changes only with ``sn``):
+        # an instant on the other path then keeps the plans
+        self._plans.fresh(total - len(stored), snap.sn)
         if self._graph is None:
             self._graph = SmallGraph(rows)
         else:

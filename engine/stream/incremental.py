@@ -292,6 +292,10 @@ class IncrementalCore:
         self.bgp = bgp
         self.pushed = pushed
         self.vars = _bgp_vars(bgp.triples)
+        # the delta join's BGPs (all patterns but one), built once: the executor's plan cache keys a
+        # BGP by the identity of its pattern tuple, so the same tuples keep their plans across instants
+        tr = bgp.triples
+        self._rests = [tr[:i] + tr[i + 1:] for i in range(len(tr))]
         self._change = WindowChange()
         self._live = False                     # the content and the rows describe the previous instant
         self._stored: list | None = None
@@ -364,7 +368,7 @@ class IncrementalCore:
     def _full(self, ctx, dataset) -> Bindings:
         self.full_runs += 1
         rows = run_bgp(self.bgp.triples, dataset.default, ctx.lookup, max_rows=ctx.max_rows,
-                       check=ctx.check_budget)
+                       check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=("incremental", -1))
         return self._filter(ctx, dataset, rows)
 
     def _arrivals(self, ctx, dataset, resolved, plus: np.ndarray) -> Bindings:
@@ -375,9 +379,10 @@ class IncrementalCore:
             seed = _scan(resolved[i], plus.rows)
             if seed.n == 0:
                 continue
-            rest = triples[:i] + triples[i + 1:]
+            rest = self._rests[i]
             rows = run_bgp(rest, dataset.default, ctx.lookup, seed=seed, max_rows=ctx.max_rows,
-                           check=ctx.check_budget) if rest else seed
+                           check=ctx.check_budget, plan_cache=ctx.plan_cache,
+                           cache_key=("incremental", i)) if rest else seed
             for j in range(i):  # counted at its first Δ+ pattern only
                 if rows.n == 0:
                     break

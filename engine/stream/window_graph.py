@@ -44,6 +44,9 @@ _S32 = np.uint64(32)
 #: a :class:`GraphIndex` (per-predicate CSR in shards: ~0.3 ms of fixed cost for a 100-triple
 #: window); above it, the CSR's O(1) neighbour lists pay for their build
 SMALL_WINDOW = 4096
+#: lookups of one predicate and direction per instant answered by binary search before its
+#: vertex -> neighbours table is built (the table costs a pass over the predicate's triples)
+_LUT_AFTER = 16
 
 
 # ---------------------------------------------------------------- the small-window index
@@ -110,6 +113,7 @@ class SmallGraph:
         self._in = None               # (o, s) columns in that order
         self._stats: dict[int, PredicateStats] = {}
         self._luts: dict = {}         # (pid, direction) -> {vertex: sorted neighbours}
+        self._calls: dict = {}        # (pid, direction) -> lookups answered without the table
         return self
 
     def __len__(self) -> int:
@@ -161,9 +165,19 @@ class SmallGraph:
         if f is None:
             def f(v, key=key):
                 lut = self._luts.get(key)
-                if lut is None:
-                    lut = self._lut(*key)
-                return lut.get(v, _EMPTYI)
+                if lut is not None:
+                    return lut.get(v, _EMPTYI)
+                n = self._calls.get(key, 0)
+                if n < _LUT_AFTER:  # a few lookups: two binary searches, no table of the predicate
+                    self._calls[key] = n + 1
+                    cols = self._cols(*key)
+                    if cols is None:
+                        return _EMPTYI
+                    keys, nbrs = cols
+                    a = int(keys.searchsorted(v, "left"))
+                    b = int(keys.searchsorted(v, "right"))
+                    return nbrs[a:b] if b > a else _EMPTYI
+                return self._lut(*key).get(v, _EMPTYI)
             self._fns[key] = f
         return f
 
@@ -185,6 +199,12 @@ class SmallGraph:
         if cols is None:
             return _EMPTYI, _EMPTYI
         keys, nbrs = cols
+        if len(vids) == 1:  # one vertex (a constant end, one row): a slice, no per-row arithmetic
+            a = int(keys.searchsorted(vids[0], "left"))
+            b = int(keys.searchsorted(vids[0], "right"))
+            if a == b:
+                return _EMPTYI, _EMPTYI
+            return np.zeros(b - a, dtype=np.int64), nbrs[a:b].copy()
         lo = keys.searchsorted(vids, "left")
         cnt = keys.searchsorted(vids, "right") - lo
         total = int(cnt.sum())
