@@ -144,12 +144,23 @@ def _room() -> int | None:
     return room
 
 
+#: the deadline (time.monotonic()) of the serialization running in this context, if given
+_DEADLINE: ContextVar[float | None] = ContextVar("jindou_serialize_deadline", default=None)
+
+
 def _tick():
-    """A deadline check between chunks of rows (None when the running context has no deadline):
-    a big answer stops at its query's deadline instead of running past it."""
-    dl = query_deadline()
+    """A deadline check between chunks of rows (None when neither the serialization nor the
+    running query has a deadline): a big answer stops at its deadline instead of running past it."""
+    dl = _DEADLINE.get()
+    if dl is None:
+        dl = query_deadline()
     if dl is None:
         return None
+    return deadline_check(dl)
+
+
+def deadline_check(dl: float):
+    """A function raising QueryTimeout once ``time.monotonic()`` passes ``dl``."""
 
     def tick() -> None:
         if time.monotonic() > dl:
@@ -204,7 +215,8 @@ def _json_bytes(key: str) -> bytes:
     return orjson.dumps(_json_term(key))
 
 
-def _serialize_json(result: QueryResult, extra: bytes = b"", max_bytes: int | None = None) -> bytes:
+def _serialize_json(result: QueryResult, extra: bytes = b"", max_bytes: int | None = None,
+                    lazy: bool = False) -> bytes | render.Rendered:
     if result.form == "ASK":
         return orjson.dumps({"head": {}, "boolean": bool(result.boolean)})[:-1] + extra + b"}"
     head = orjson.dumps({"vars": list(result.vars)})
@@ -234,7 +246,7 @@ def _serialize_json(result: QueryResult, extra: bytes = b"", max_bytes: int | No
         check_size(len(doc), max_bytes)
         return doc[:-1] + extra + b"}" if extra else doc
     r = _json_rendered(result, head, names, n, extra, size, max_bytes)
-    return r.body(_tick())
+    return r if lazy else r.body(_tick())
 
 
 def _json_rendered(result: QueryResult, head: bytes, names: list[bytes], n: int, extra: bytes, size: int,
@@ -299,7 +311,7 @@ def _xml_term(key: str) -> str:
 _XML_HEAD = '<?xml version="1.0" encoding="utf-8"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#">\n'
 
 
-def _serialize_xml(result: QueryResult, max_bytes: int | None = None) -> bytes:
+def _serialize_xml(result: QueryResult, max_bytes: int | None = None, lazy: bool = False) -> bytes | render.Rendered:
     if result.form == "ASK":
         return (
             _XML_HEAD + "<head/>\n<boolean>" + ("true" if result.boolean else "false") + "</boolean>\n</sparql>\n"
@@ -325,7 +337,7 @@ def _serialize_xml(result: QueryResult, max_bytes: int | None = None) -> bytes:
                 check_size(size, max_bytes)
             r = render.Rendered(head, cols, n, b"<result>", b"", b"</result>\n", 0, tail)
             check_size(r.size, max_bytes)
-            return r.body(_tick())
+            return r if lazy else r.body(_tick())
         check_size(size + 18 * n, max_bytes)
         out.append(b"<result></result>\n" * n)
     out.append(tail)
@@ -388,7 +400,7 @@ def _join_columns(tables: list[tuple[np.ndarray, np.ndarray]], n: int, sep: byte
 
 
 def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, frags,
-                         max_bytes: int | None = None) -> bytes:
+                         max_bytes: int | None = None, lazy: bool = False) -> bytes | render.Rendered:
     if result.form == "ASK":
         # Not defined by the CSV/TSV spec; the common convention.
         return (("_askResult" if sep == "," else "?_askResult") + eol + ("true" if result.boolean else "false") + eol).encode()
@@ -410,18 +422,18 @@ def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, f
                 check_size(size, max_bytes)
             r = render.Rendered(head, cols, n, b"", sep.encode(), eol.encode(), 0, b"")
             check_size(r.size, max_bytes)
-            return r.body(_tick())
+            return r if lazy else r.body(_tick())
     return b"".join(out)
 
 
-def _serialize_csv(result: QueryResult, max_bytes: int | None = None) -> bytes:
+def _serialize_csv(result: QueryResult, max_bytes: int | None = None, lazy: bool = False) -> bytes | render.Rendered:
     return _serialize_delimited(result, ",", "\r\n", ",".join(_csv_field(v) for v in result.vars), _csv_frags,
-                                max_bytes)
+                                max_bytes, lazy)
 
 
-def _serialize_tsv(result: QueryResult, max_bytes: int | None = None) -> bytes:
+def _serialize_tsv(result: QueryResult, max_bytes: int | None = None, lazy: bool = False) -> bytes | render.Rendered:
     return _serialize_delimited(result, "\t", "\n", "\t".join("?" + v for v in result.vars), _tsv_frags,
-                                max_bytes)
+                                max_bytes, lazy)
 
 
 def _csv_frags(keys):
@@ -654,18 +666,44 @@ def write_dataset(parts: Sequence[tuple[str | None, QueryResult]], media_type: s
 
 def serialize(
     result: QueryResult, media_type: str, *, graph: str | None = None, prefixes: dict[str, str] | None = None,
-    max_bytes: int | None = None,
+    max_bytes: int | None = None, deadline: float | None = None,
 ) -> bytes:
     """Serialize ``result`` as ``media_type`` (a type :func:`engine.formats.negotiate` returned).
 
     ``graph`` names the graph the triples belong to (N-Quads only);
     ``prefixes`` adds Turtle prefixes; ``max_bytes`` bounds the answer (ResponseTooLarge,
-    raised before the body is built). Raises ValueError for a media type that
-    does not fit the result's form.
+    raised before the body is built); past ``deadline`` (``time.monotonic()``) the
+    building of a large SELECT body stops with QueryTimeout. Raises ValueError for a
+    media type that does not fit the result's form.
     """
     token = _bounded(result, max_bytes)
+    dtoken = _DEADLINE.set(deadline)
     try:
         return _serialize(result, media_type, graph, prefixes, max_bytes)
+    finally:
+        _DEADLINE.reset(dtoken)
+        _BOUND.reset(token)
+
+
+#: the lazy writers of the SELECT result formats, by format name
+_LAZY = {"srj": lambda r, m: _serialize_json(r, b"", m, True), "srx": lambda r, m: _serialize_xml(r, m, True),
+         "csv": lambda r, m: _serialize_csv(r, m, True), "tsv": lambda r, m: _serialize_tsv(r, m, True)}
+
+
+def serialize_lazy(result: QueryResult, media_type: str, *, max_bytes: int | None = None,
+                   deadline: float | None = None) -> bytes | render.Rendered:
+    """As :func:`serialize`, but a SELECT answer with many rows in a result format
+    (JSON, XML, CSV, TSV) comes back as a :class:`~engine.exec.render.Rendered`:
+    its exact size checked against ``max_bytes`` and the memory budget, its rows
+    not yet built, so a server can stream ``chunks()`` (bounded memory) after
+    sending that size. Everything else comes back as bytes."""
+    fmt = formats.output_format(media_type, formats.GRAPH if result.is_graph else formats.RESULTS)
+    lazy = _LAZY.get(fmt.name) if fmt is not None and result.form == "SELECT" else None
+    if lazy is None:
+        return serialize(result, media_type, max_bytes=max_bytes, deadline=deadline)
+    token = _bounded(result, max_bytes)
+    try:
+        return lazy(result, max_bytes)
     finally:
         _BOUND.reset(token)
 
