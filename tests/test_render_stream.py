@@ -239,3 +239,13 @@ def test_a_failing_stream_never_ends_its_body():
     # nothing claims the end of the body: the connection is closed short of its Content-Length
     assert all(m.get("more_body", False) for m in sent[1:])
     assert sum(len(m["body"]) for m in sent[1:]) < _Failing.size
+
+
+def test_head_of_a_streamed_answer_gives_its_length_and_no_body(big_server):
+    url = big_server.url + "/sparql?" + urllib.parse.urlencode({"query": QUERY})
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": "text/csv"}), timeout=60) as r:
+        n = len(r.read())
+    req = urllib.request.Request(url, headers={"Accept": "text/csv"}, method="HEAD")
+    with urllib.request.urlopen(req, timeout=60) as r:
+        assert int(r.headers["Content-Length"]) == n
+        assert r.read() == b""
