@@ -1,10 +1,11 @@
 """Result serializers (the writers of the format registry, engine/formats.py).
 
 Every serializer takes a columnar :class:`QueryResult` and returns bytes. Term
-ids are decoded once per *distinct* id of a column (``np.unique`` +
-``terms.keys``); each distinct term is rendered once into a text fragment and
-the rows are assembled by gathering fragments with numpy object arrays, so the
-per-row Python cost is a handful of C-level string concatenations.
+ids are decoded once per *distinct* id of a column; each distinct term is
+rendered once into a text fragment. SELECT answers (JSON, XML, CSV, TSV) are
+rendered and assembled by :mod:`engine.exec.render` (Arrow kernels, no Python
+per row; :func:`serialize_lazy` returns them unbuilt for streaming); graph
+rows are assembled by gathering fragments with numpy object arrays.
 
 Formats
 -------
@@ -37,6 +38,7 @@ from engine import formats
 from engine.arrays import unique
 from engine.errors import QueryTimeout, ResponseTooLarge
 from engine.exec import render
+from engine.exec.bindings import distinct_inverse
 from engine.exec.context import MemoryBudget, query_deadline
 from engine.exec.result import UNBOUND, QueryResult
 from engine.terms import XSD, XSD_STRING, unescape_string
@@ -86,8 +88,7 @@ def _table(result: QueryResult, col: np.ndarray, renders, unbound: str = ""):
         uniq = np.asarray(col, dtype=np.int64)
         inv = np.arange(n)
     else:
-        uniq, inv = np.unique(col, return_inverse=True)
-        inv = inv.reshape(-1)
+        uniq, inv = distinct_inverse(col)
     keys = result.terms.keys(uniq)
     tables = []
     limit = _room()
