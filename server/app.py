@@ -164,9 +164,7 @@ class EdgeMiddleware:
         return reply.status, reply.raw_headers() + self.cors, reply.body
 
     async def _send_reply(self, send, method: str, reply: Reply) -> None:
-        await send({"type": "http.response.start", "status": reply.status, "headers": reply.raw_headers()})
-        body = b"" if method == "HEAD" or reply.status in (204, 304) else reply.body
-        await send({"type": "http.response.body", "body": body})
+        await reply.send(send, method)
 
     async def _preflight(self, scope, send) -> None:
         headers = [

@@ -1,10 +1,11 @@
 """Result serializers (the writers of the format registry, engine/formats.py).
 
 Every serializer takes a columnar :class:`QueryResult` and returns bytes. Term
-ids are decoded once per *distinct* id of a column (``np.unique`` +
-``terms.keys``); each distinct term is rendered once into a text fragment and
-the rows are assembled by gathering fragments with numpy object arrays, so the
-per-row Python cost is a handful of C-level string concatenations.
+ids are decoded once per *distinct* id of a column; each distinct term is
+rendered once into a text fragment. SELECT answers (JSON, XML, CSV, TSV) are
+rendered and assembled by :mod:`engine.exec.render` (Arrow kernels, no Python
+per row; :func:`serialize_lazy` returns them unbuilt for streaming); graph
+rows are assembled by gathering fragments with numpy object arrays.
 
 Formats
 -------
@@ -26,6 +27,7 @@ own size once written (the body in between is held to the query's memory budget)
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from contextvars import ContextVar
 
@@ -34,8 +36,10 @@ import orjson
 
 from engine import formats
 from engine.arrays import unique
-from engine.errors import ResponseTooLarge
-from engine.exec.context import MemoryBudget
+from engine.errors import QueryTimeout, ResponseTooLarge
+from engine.exec import render
+from engine.exec.bindings import distinct_inverse
+from engine.exec.context import MemoryBudget, query_deadline
 from engine.exec.result import UNBOUND, QueryResult
 from engine.terms import XSD, XSD_STRING, unescape_string
 
@@ -84,20 +88,19 @@ def _table(result: QueryResult, col: np.ndarray, renders, unbound: str = ""):
         uniq = np.asarray(col, dtype=np.int64)
         inv = np.arange(n)
     else:
-        uniq, inv = np.unique(col, return_inverse=True)
-        inv = inv.reshape(-1)
+        uniq, inv = distinct_inverse(col)
     keys = result.terms.keys(uniq)
     tables = []
     limit = _room()
-    for render in renders:
+    for fn in renders:
         t = np.empty(len(keys), dtype=object)
         if limit is None:
-            t[:] = [unbound if k is None else render(k) for k in keys]
+            t[:] = [unbound if k is None else fn(k) for k in keys]
         else:  # the distinct terms alone may pass the bound: stop rendering once they do
             out = []
             total = 0
             for k in keys:
-                x = unbound if k is None else render(k)
+                x = unbound if k is None else fn(k)
                 if x is not None:
                     total += len(x)
                     if total > limit:
@@ -142,6 +145,31 @@ def _room() -> int | None:
     return room
 
 
+#: the deadline (time.monotonic()) of the serialization running in this context, if given
+_DEADLINE: ContextVar[float | None] = ContextVar("jindou_serialize_deadline", default=None)
+
+
+def _tick():
+    """A deadline check between chunks of rows (None when neither the serialization nor the
+    running query has a deadline): a big answer stops at its deadline instead of running past it."""
+    dl = _DEADLINE.get()
+    if dl is None:
+        dl = query_deadline()
+    if dl is None:
+        return None
+    return deadline_check(dl)
+
+
+def deadline_check(dl: float):
+    """A function raising QueryTimeout once ``time.monotonic()`` passes ``dl``."""
+
+    def tick() -> None:
+        if time.monotonic() > dl:
+            raise QueryTimeout("the query ran past its timeout while its answer was written")
+
+    return tick
+
+
 def check_size(size: int, max_bytes: int | None, what: str = "the response") -> None:
     """Raise ResponseTooLarge when ``size`` passes ``max_bytes`` (None/0: no bound),
     MemoryBudgetExceeded when building it would pass the query's memory budget."""
@@ -153,71 +181,6 @@ def check_size(size: int, max_bytes: int | None, what: str = "the response") -> 
     b = _BOUND.get()
     if b is not None and b[1] is not None:
         b[1].check(2 * size, "the response being built")
-
-
-class _Cells:
-    """One column's rows as rendered fragments: each distinct term rendered
-    once (``table``), ``inv`` maps rows to it. ``pre``/``post`` wrap every
-    bound cell (e.g. the variable name); ``pre_alt`` is ``pre`` for cells that
-    follow an earlier bound cell of the row (JSON's comma). Short wrappers are
-    folded into the table; long ones stay separate, so a long variable name
-    costs its length once per row written, never once per distinct term."""
-
-    def __init__(self, result: QueryResult, col: np.ndarray, render, pre: bytes = b"", post: bytes = b"",
-                 pre_alt: bytes | None = None, use_alt: np.ndarray | bool = False):
-        col = np.asarray(col, dtype=np.int64)
-        (t,), inv = _table(result, col, (render,), None)
-        self.inv = inv
-        self.bound = None if len(col) == 0 or col.min() != UNBOUND else col != UNBOUND
-        lens = np.fromiter((0 if x is None else len(x) for x in t), dtype=np.int64, count=len(t))
-        self.n_bound = len(col) if self.bound is None else int(self.bound.sum())
-        alt = pre if pre_alt is None else pre_alt
-        n_alt = (self.n_bound if use_alt is True else 0) if not isinstance(use_alt, np.ndarray) else int(
-            (use_alt & (True if self.bound is None else self.bound)).sum())
-        self.size = int(lens[inv].sum()) + self.n_bound * (len(pre) + len(post)) + n_alt * (len(alt) - len(pre))
-        self.use_alt = use_alt
-        self.short = len(pre) + len(post) + len(alt) <= 3 * _LONG_NAME
-        if self.short:
-            self.t0 = _wrap(t, pre, post)
-            self.t1 = self.t0 if alt == pre else _wrap(t, alt, post)
-        else:
-            self.t0 = np.empty(len(t), dtype=object)
-            self.t0[:] = [b"" if x is None else x for x in t]
-            self.pre, self.alt, self.post = pre, alt, post
-
-    def lists(self, a: int, b: int) -> list[list[bytes]]:
-        """The fragments of rows a..b, as one or more lists to join per row."""
-        inv = self.inv[a:b]
-        alt = self.use_alt if not isinstance(self.use_alt, np.ndarray) else self.use_alt[a:b]
-        if self.short:
-            if alt is False:
-                return [self.t0[inv].tolist()]
-            if alt is True:
-                return [self.t1[inv].tolist()]
-            return [np.where(alt, self.t1[inv], self.t0[inv]).tolist()]
-        bound = np.ones(b - a, dtype=bool) if self.bound is None else self.bound[a:b]
-        pre = np.where(bound, np.where(alt, self.alt, self.pre) if alt is not False else self.pre, b"")
-        post = np.where(bound, self.post, b"")
-        return [pre.tolist(), self.t0[inv].tolist(), post.tolist()]
-
-
-def _wrap(t: np.ndarray, pre: bytes, post: bytes) -> np.ndarray:
-    out = np.empty(len(t), dtype=object)
-    out[:] = [b"" if x is None else pre + x + post for x in t]
-    return out
-
-
-def _assemble(cells: list[_Cells], n: int, row_sep: bytes) -> list[bytes]:
-    """Rows joined by ``row_sep``, built a chunk of rows at a time (bytes chunks)."""
-    out = []
-    for a in range(0, n, _CHUNK_ROWS):
-        b = min(n, a + _CHUNK_ROWS)
-        lists = [x for c in cells for x in c.lists(a, b)]
-        rows = map(b"".join, zip(*lists, strict=True)) if len(lists) > 1 else lists[0]
-        if a:
-            out.append(row_sep)
-        out.append(row_sep.join(rows))
-    return out
 
 
 # --------------------------------------------------------------------------
@@ -253,7 +216,8 @@ def _json_bytes(key: str) -> bytes:
     return orjson.dumps(_json_term(key))
 
 
-def _serialize_json(result: QueryResult, extra: bytes = b"", max_bytes: int | None = None) -> bytes:
+def _serialize_json(result: QueryResult, extra: bytes = b"", max_bytes: int | None = None,
+                    lazy: bool = False) -> bytes | render.Rendered:
     if result.form == "ASK":
         return orjson.dumps({"head": {}, "boolean": bool(result.boolean)})[:-1] + extra + b"}"
     head = orjson.dumps({"vars": list(result.vars)})
@@ -282,22 +246,38 @@ def _serialize_json(result: QueryResult, extra: bytes = b"", max_bytes: int | No
         doc = orjson.dumps({"head": {"vars": list(result.vars)}, "results": {"bindings": rows}})
         check_size(len(doc), max_bytes)
         return doc[:-1] + extra + b"}" if extra else doc
-    # each distinct term rendered once as '"var":{...}' (and ',"var":{...}' after
-    # an earlier bound cell of its row); the size is known before rows are built
+    r = _json_rendered(result, head, names, n, extra, size, max_bytes)
+    return r if lazy else r.body(_tick())
+
+
+def _json_rendered(result: QueryResult, head: bytes, names: list[bytes], n: int, extra: bytes, size: int,
+                   max_bytes: int | None) -> render.Rendered:
+    """The JSON body of a result with variables and rows: each distinct term
+    rendered once as '"var":{...}' (and ',"var":{...}' after an earlier bound
+    cell of its row); the exact size is checked before any row is built."""
     masks = [np.asarray(c) != UNBOUND for c in result.columns]
     all_bound = all(bool(m.all()) for m in masks)
     first_bound = None if all_bound else np.argmax(np.vstack(masks), axis=0)
-    cells = []
+    cols = []
     size += 3 * n
     for j, (name, c) in enumerate(zip(names, result.columns, strict=True)):
-        use_alt = False if j == 0 else True if all_bound else first_bound < j
-        cells.append(_Cells(result, c, _json_bytes, name, b"", b"," + name, use_alt))
-        size += cells[-1].size
+        if j == 0:
+            cols.append(render.column(result, c, _json_frags, [(name, b"")]))
+        elif all_bound:
+            cols.append(render.column(result, c, _json_frags, [(b"," + name, b"")]))
+        else:
+            variant = (first_bound < j).astype(np.int64)
+            cols.append(render.column(result, c, _json_frags, [(name, b""), (b"," + name, b"")], variant))
+        size += cols[-1].size
         check_size(size, max_bytes)
-    parts = [b'{"head":', head, b',"results":{"bindings":[{']
-    parts += _assemble(cells, n, b"},{")
-    parts += [b"}]}", extra, b"}"]
-    return b"".join(parts)
+    r = render.Rendered(b'{"head":' + head + b',"results":{"bindings":[', cols, n, b"{", b"", b"},", 1,
+                        b"]}" + extra + b"}")
+    check_size(r.size, max_bytes)
+    return r
+
+
+def _json_frags(keys):
+    return render.json_fragments(keys, _json_bytes)
 
 
 # --------------------------------------------------------------------------
@@ -332,7 +312,7 @@ def _xml_term(key: str) -> str:
 _XML_HEAD = '<?xml version="1.0" encoding="utf-8"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#">\n'
 
 
-def _serialize_xml(result: QueryResult, max_bytes: int | None = None) -> bytes:
+def _serialize_xml(result: QueryResult, max_bytes: int | None = None, lazy: bool = False) -> bytes | render.Rendered:
     if result.form == "ASK":
         return (
             _XML_HEAD + "<head/>\n<boolean>" + ("true" if result.boolean else "false") + "</boolean>\n</sparql>\n"
@@ -350,20 +330,23 @@ def _serialize_xml(result: QueryResult, max_bytes: int | None = None) -> bytes:
     if n:
         if result.vars:
             size += n * 18  # <result>...</result>\n
-            cells = []
+            cols = []
             for v, c in zip(result.vars, result.columns, strict=True):
                 pre = ('<binding name="' + _xml_text(v) + '">').encode("utf-8")
-                cells.append(_Cells(result, c, _xml_bytes, pre, b"</binding>"))
-                size += cells[-1].size
+                cols.append(render.column(result, c, _xml_frags, [(pre, b"</binding>")]))
+                size += cols[-1].size
                 check_size(size, max_bytes)
-            out.append(b"<result>")
-            out += _assemble(cells, n, b"</result>\n<result>")
-            out.append(b"</result>\n")
-        else:
-            check_size(size + 18 * n, max_bytes)
-            out.append(b"<result></result>\n" * n)
+            r = render.Rendered(head, cols, n, b"<result>", b"", b"</result>\n", 0, tail)
+            check_size(r.size, max_bytes)
+            return r if lazy else r.body(_tick())
+        check_size(size + 18 * n, max_bytes)
+        out.append(b"<result></result>\n" * n)
     out.append(tail)
     return b"".join(out)
+
+
+def _xml_frags(keys):
+    return render.xml_fragments(keys, _xml_bytes)
 
 
 def _xml_bytes(key: str) -> bytes:
@@ -417,8 +400,8 @@ def _join_columns(tables: list[tuple[np.ndarray, np.ndarray]], n: int, sep: byte
     return out
 
 
-def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, render,
-                         max_bytes: int | None = None) -> bytes:
+def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, frags,
+                         max_bytes: int | None = None, lazy: bool = False) -> bytes | render.Rendered:
     if result.form == "ASK":
         # Not defined by the CSV/TSV spec; the common convention.
         return (("_askResult" if sep == "," else "?_askResult") + eol + ("true" if result.boolean else "false") + eol).encode()
@@ -433,23 +416,33 @@ def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, r
             out.append(eol.encode() * n)
         else:
             size += n * (len(sep) * (len(result.columns) - 1) + len(eol))
-            tables = []
+            cols = []
             for c in result.columns:
-                t, inv, sz = _plain_cells(result, c, render)
-                size += sz
+                cols.append(render.column(result, c, frags))
+                size += cols[-1].size
                 check_size(size, max_bytes)
-                tables.append((t, inv))
-            out += _join_columns(tables, n, sep.encode(), eol.encode())
+            r = render.Rendered(head, cols, n, b"", sep.encode(), eol.encode(), 0, b"")
+            check_size(r.size, max_bytes)
+            return r if lazy else r.body(_tick())
     return b"".join(out)
 
 
-def _serialize_csv(result: QueryResult, max_bytes: int | None = None) -> bytes:
-    return _serialize_delimited(result, ",", "\r\n", ",".join(_csv_field(v) for v in result.vars), _csv_value,
-                                max_bytes)
+def _serialize_csv(result: QueryResult, max_bytes: int | None = None, lazy: bool = False) -> bytes | render.Rendered:
+    return _serialize_delimited(result, ",", "\r\n", ",".join(_csv_field(v) for v in result.vars), _csv_frags,
+                                max_bytes, lazy)
 
 
-def _serialize_tsv(result: QueryResult, max_bytes: int | None = None) -> bytes:
-    return _serialize_delimited(result, "\t", "\n", "\t".join("?" + v for v in result.vars), _tsv_term, max_bytes)
+def _serialize_tsv(result: QueryResult, max_bytes: int | None = None, lazy: bool = False) -> bytes | render.Rendered:
+    return _serialize_delimited(result, "\t", "\n", "\t".join("?" + v for v in result.vars), _tsv_frags,
+                                max_bytes, lazy)
+
+
+def _csv_frags(keys):
+    return render.csv_fragments(keys, lambda k: _csv_value(k).encode("utf-8"))
+
+
+def _tsv_frags(keys):
+    return render.tsv_fragments(keys, lambda k: _tsv_term(k).encode("utf-8"))
 
 
 # --------------------------------------------------------------------------
@@ -674,18 +667,44 @@ def write_dataset(parts: Sequence[tuple[str | None, QueryResult]], media_type: s
 
 def serialize(
     result: QueryResult, media_type: str, *, graph: str | None = None, prefixes: dict[str, str] | None = None,
-    max_bytes: int | None = None,
+    max_bytes: int | None = None, deadline: float | None = None,
 ) -> bytes:
     """Serialize ``result`` as ``media_type`` (a type :func:`engine.formats.negotiate` returned).
 
     ``graph`` names the graph the triples belong to (N-Quads only);
     ``prefixes`` adds Turtle prefixes; ``max_bytes`` bounds the answer (ResponseTooLarge,
-    raised before the body is built). Raises ValueError for a media type that
-    does not fit the result's form.
+    raised before the body is built); past ``deadline`` (``time.monotonic()``) the
+    building of a large SELECT body stops with QueryTimeout. Raises ValueError for a
+    media type that does not fit the result's form.
     """
     token = _bounded(result, max_bytes)
+    dtoken = _DEADLINE.set(deadline)
     try:
         return _serialize(result, media_type, graph, prefixes, max_bytes)
+    finally:
+        _DEADLINE.reset(dtoken)
+        _BOUND.reset(token)
+
+
+#: the lazy writers of the SELECT result formats, by format name
+_LAZY = {"srj": lambda r, m: _serialize_json(r, b"", m, True), "srx": lambda r, m: _serialize_xml(r, m, True),
+         "csv": lambda r, m: _serialize_csv(r, m, True), "tsv": lambda r, m: _serialize_tsv(r, m, True)}
+
+
+def serialize_lazy(result: QueryResult, media_type: str, *, max_bytes: int | None = None,
+                   deadline: float | None = None) -> bytes | render.Rendered:
+    """As :func:`serialize`, but a SELECT answer with many rows in a result format
+    (JSON, XML, CSV, TSV) comes back as a :class:`~engine.exec.render.Rendered`:
+    its exact size checked against ``max_bytes`` and the memory budget, its rows
+    not yet built, so a server can stream ``chunks()`` (bounded memory) after
+    sending that size. Everything else comes back as bytes."""
+    fmt = formats.output_format(media_type, formats.GRAPH if result.is_graph else formats.RESULTS)
+    lazy = _LAZY.get(fmt.name) if fmt is not None and result.form == "SELECT" else None
+    if lazy is None:
+        return serialize(result, media_type, max_bytes=max_bytes, deadline=deadline)
+    token = _bounded(result, max_bytes)
+    try:
+        return lazy(result, max_bytes)
     finally:
         _BOUND.reset(token)
 

@@ -62,21 +62,92 @@ class HTTPError(Exception):
 
 @dataclass
 class Reply:
-    """A complete HTTP answer built by a handler."""
+    """A complete HTTP answer built by a handler: ``body``, or ``stream`` (an
+    object with an exact ``size`` and ``chunks(tick)``, e.g. a large SELECT
+    answer from :func:`engine.exec.serialize.serialize_lazy`) whose rows are
+    built while they are sent. ``deadline`` (``time.monotonic()``) bounds the
+    building of a streamed body."""
 
     status: int
     body: bytes = b""
     content_type: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    stream: Any = None
+    deadline: float | None = None
 
     def raw_headers(self) -> list[tuple[bytes, bytes]]:
         out = []
         if self.content_type is not None:
             out.append((b"content-type", self.content_type.encode("latin-1")))
-        out.append((b"content-length", str(len(self.body)).encode()))
+        size = len(self.body) if self.stream is None else self.stream.size
+        out.append((b"content-length", str(size).encode()))
         for k, v in self.headers.items():
             out.append((k.lower().encode("latin-1"), str(v).encode("latin-1")))
         return out
+
+    async def send(self, send, method: str) -> None:
+        """Write the answer as ASGI messages. A streamed body goes out in pieces of
+        about ``STREAM_PIECE`` bytes, each built in a worker thread (the loop stays
+        free); its Content-Length is exact and was checked against the response
+        bounds before the status line. Should building a piece fail (the deadline
+        passed), the body ends short of its Content-Length and the connection
+        closes: the client sees an incomplete answer, never a short one that
+        looks complete."""
+        await send({"type": "http.response.start", "status": self.status, "headers": self.raw_headers()})
+        if method == "HEAD" or self.status in (204, 304):
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if self.stream is None:
+            await send({"type": "http.response.body", "body": self.body})
+            return
+        loop = asyncio.get_running_loop()
+        tick = None if self.deadline is None else _deadline_tick(self.deadline)
+        pieces = _pieces(self.stream.chunks(tick))
+        sent = 0
+        while True:
+            try:
+                piece = await loop.run_in_executor(None, next, pieces, None)
+            except Exception as exc:
+                log.warning("streamed answer stopped after %d of %d bytes: %s", sent, self.stream.size, exc)
+                raise StreamAborted(str(exc)) from None
+            if piece is None:
+                break
+            sent += len(piece)
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+
+#: bytes gathered into one write of a streamed answer
+STREAM_PIECE = 1 << 20
+
+
+class StreamAborted(Exception):
+    """A streamed body stopped part way; the response has started, so the only
+    honest ending is to close the connection short of its Content-Length."""
+
+
+def _deadline_tick(deadline: float):
+    def tick() -> None:
+        if time.monotonic() > deadline:
+            raise QueryTimeout("the query ran past its timeout while its answer was sent")
+
+    return tick
+
+
+def _pieces(chunks):
+    """Chunks gathered into bytes pieces of at least ``STREAM_PIECE`` (the last may be shorter)."""
+    buf: list = []
+    size = 0
+    for c in chunks:
+        if not len(c):
+            continue
+        buf.append(c)
+        size += len(c)
+        if size >= STREAM_PIECE:
+            yield b"".join(buf)
+            buf, size = [], 0
+    if buf:
+        yield b"".join(buf)
 
 
 def error_reply(err: HTTPError) -> Reply:

@@ -10,11 +10,14 @@ below call it too, so /docs documents exactly what runs.
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 from fastapi import APIRouter, Request, Response
 
 from engine import formats
 from engine.errors import JindouError
+from engine.exec import render
 from engine.exec import serialize as ser
 from engine.exec.context import release_memory
 from server.api import update
@@ -46,6 +49,8 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 ALLOW = "GET, POST, OPTIONS"
 #: answers with more rows than this return their freed heap to the OS after serializing
 _TRIM_ROWS = 100_000
+#: SELECT answers with more rows than this are streamed (built a chunk of rows at a time while sent)
+_STREAM_ROWS = render.CHUNK_ROWS
 
 def _acceptable_at_all(accept: str | None) -> bool:
     """False if the Accept header rules out every result and graph format."""
@@ -129,9 +134,12 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     return await _run_query(state, scope, headers, params, text)
 
 
-def _query_job(state: ServerState, scope: dict, headers: dict[str, str], params: dict, text: str) -> tuple:
+def _query_job(state: ServerState, scope: dict, headers: dict[str, str], params: dict, text: str,
+               stream: bool = False) -> tuple:
     """(work, explain mode, dataset given, base) of a query request: ``work(deadline)``
-    runs the query and serializes it, -> (form, media type, body)."""
+    runs the query and serializes it, -> (form, media type, body). With ``stream``,
+    a SELECT answer of more than ``_STREAM_ROWS`` rows comes back unbuilt (a
+    :class:`~engine.exec.render.Rendered`, size checked) for the reply to stream."""
     explain = explain_mode(params)
     accept = headers.get("accept")
     fmt = params.get("format") or params.get("output")
@@ -156,7 +164,10 @@ def _query_job(state: ServerState, scope: dict, headers: dict[str, str], params:
             raise not_acceptable(accept, res.form)
         big = len(res) > _TRIM_ROWS
         try:
-            body = ser.serialize(res, mt, max_bytes=max_bytes)
+            if stream and res.form == "SELECT" and len(res) > _STREAM_ROWS:
+                body = ser.serialize_lazy(res, mt, max_bytes=max_bytes, deadline=deadline)
+            else:
+                body = ser.serialize(res, mt, max_bytes=max_bytes, deadline=deadline)
             err = None
         except JindouError as e:
             err = e.with_traceback(None)  # its frames would keep the result alive
@@ -171,9 +182,11 @@ def _query_job(state: ServerState, scope: dict, headers: dict[str, str], params:
     return work, explain, bool(dg or ng), base
 
 
-def _ok(state: ServerState, form: str, mt: str, body: bytes) -> Reply:
+def _ok(state: ServerState, form: str, mt: str, body, deadline: float | None = None) -> Reply:
     if state.metrics is not None:
         state.metrics.query_done(form, "ok")
+    if isinstance(body, render.Rendered):
+        return Reply(200, b"", formats.content_type(mt), {"Vary": "Accept"}, stream=body, deadline=deadline)
     return Reply(200, body, formats.content_type(mt), {"Vary": "Accept"})
 
 
@@ -183,16 +196,17 @@ def _failed(state: ServerState, exc: Exception) -> None:
 
 
 async def _run_query(state: ServerState, scope: dict, headers: dict[str, str], params: dict, text: str) -> Reply:
-    work, explain, dataset, base = _query_job(state, scope, headers, params, text)
+    work, explain, dataset, base = _query_job(state, scope, headers, params, text, stream=True)
     try:
         # long texts have no shape: they never run inline and are not remembered;
         # explains run in the pool and do not teach the inline cost of the query's shape
         shape = _cost_shape(state.db, text, base, dataset) if explain is None else None
-        form, mt, body = await state.run(work, shape, deadline=state.deadline(), probe=type(shape) is tuple)
+        deadline = state.deadline()
+        form, mt, body = await state.run(work, shape, deadline=deadline, probe=type(shape) is tuple)
     except Exception as exc:
         _failed(state, exc)
         raise
-    return _ok(state, form, mt, body)
+    return _ok(state, form, mt, body, deadline)
 
 
 def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes) -> Reply | None:
@@ -387,7 +401,10 @@ async def _via_fastapi(request: Request) -> Response:
         state, request.method, request.scope, headers, request.scope.get("query_string", b""),
         request_body_reader(request, state.config.max_body),
     )
-    return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type=reply.content_type)
+    body = reply.body
+    if reply.stream is not None:  # this path (the API docs' try-it-out) builds the body whole
+        body = await asyncio.get_running_loop().run_in_executor(None, b"".join, reply.stream.chunks(None))
+    return Response(body, status_code=reply.status, headers=reply.headers, media_type=reply.content_type)
 
 
 @router.get("/sparql", summary="SPARQL query (GET) or Service Description", responses=_RESPONSES,
