@@ -185,7 +185,8 @@ def test_row_budget_counts_remote_rows(make_server):
     _put(remote.url, REMOTE)
     s = make_server(allow_service=True, service_endpoints=[remote.url + "/*"], max_rows=5)
     r = _query(s.url, f"SELECT * WHERE {{ SERVICE <{remote.url}/sparql> {{ ?s ?p ?o }} }}")
-    assert r.status_code == 503 and "row" in r.json()["error"], r.text
+    assert r.status_code == 422 and "row" in r.json()["error"], r.text   # a budget: not retryable
+    assert "retry-after" not in r.headers
 
 
 def test_remote_blank_nodes_are_not_the_stores(make_server):
