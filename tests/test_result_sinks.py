@@ -11,6 +11,7 @@ import httpx
 import orjson
 import pytest
 
+from engine.stream import sinks as sinks_mod
 from engine.stream.sinks import SinkPolicy, SinkRefused, parse_sinks
 from tests.pipeline_support import Nats, Server, wait_for
 from tests.support.http_listener import PostRecorder, closed_port
@@ -130,7 +131,8 @@ def test_a_down_webhook_never_holds_evaluation_back(tmp_path):
                 st = _sink(c)
                 keys = sorted(rec.accepted(), key=lambda k: int(k.split(":")[1]))
                 # the retained tail arrives (and the event the sink held while retrying, if it had
-                # read one before the log moved past it); everything else is counted as dropped
+                # read one before the log moved past it); everything else is counted as dropped,
+                # also what the log dropped before the sink first read it
                 assert keys[-3:] == ["q:8000", "q:9000", "q:10000"]
                 assert st["delivered"] == len(keys) and st["delivered"] + st["dropped"] == 10
             finally:
@@ -202,3 +204,38 @@ def test_nats_jetstream_exactly_once(tmp_path):
     finally:
         srv.stop()
         nats_srv.stop()
+
+
+class _Recording(sinks_mod.Sink):
+    """A sink that records what it is given (the accounting of the base class, no network)."""
+
+    def __init__(self, rlog):
+        super().__init__("q", sinks_mod.SinkSpec("rec", "webhook", url="http://127.0.0.1:1/x"), rlog, None,
+                         sinks_mod.SinkPolicy(), None)
+        self.got: list[int] = []
+
+    def deliver(self, ev) -> bool:
+        self.got.append(ev.id)
+        return False
+
+
+@pytest.mark.parametrize("before", [0, 2, 3, 5])
+def test_events_the_log_dropped_before_a_new_sink_read_count_as_dropped(before):
+    """A sink is owed what the log retains when it is set and everything after; what the log
+    drops before the sink's thread first reads it is counted as dropped, however late it reads."""
+    from engine.stream.resultlog import ResultLog
+
+    rlog = ResultLog(retain=3, step=1000)
+    for t in range(1, before + 1):
+        rlog.append(t * 1000, b"{}")
+    sink = _Recording(rlog)
+    for t in range(before + 1, 11):
+        rlog.append(t * 1000, b"{}")
+    sink.start()
+    try:
+        wait_for(lambda: sink.cursor == 10_000, 30, "delivery")
+    finally:
+        sink.stop()
+    owed = 10 - max(0, before - 3)   # retained at creation, and everything appended after
+    assert sink.got == [8000, 9000, 10_000]
+    assert sink.delivered + sink.dropped == owed, (sink.delivered, sink.dropped)

@@ -59,6 +59,7 @@ class ResultLog:
         self._end: ResultEvent | None = None
         self.closed = False
         self.last_id: int | None = None
+        self.first_id: int | None = None   # the first event ever appended (or restored)
         # durable: events appended but not committed yet (invisible), newest dropped among them
         self._store = store
         self.durable_name = name
@@ -77,6 +78,7 @@ class ResultLog:
                 self._dropped_last = max(dropped, self._dropped_last or dropped)
             if self._events:
                 self.last_id = self._events[-1].id
+                self.first_id = self._events[0].start if self._events[0].start is not None else self._events[0].id
 
     def append(self, t: int, data: bytes) -> None:
         self._add(ResultEvent(int(t), "result", data))
@@ -87,7 +89,20 @@ class ResultLog:
         self._add(ResultEvent(int(end), "idle", idle_data(start, end, self.step or 1, same_as),
                               int(start), int(same_as)))
 
+    def before_oldest(self) -> int | None:
+        """A reader position just before the oldest event a new reader is owed (the oldest
+        retained one, whole if it is an idle run, else the first ever appended): reading from
+        there it gets every retained event, and a "gap" for whatever the log drops before it
+        reads. None if nothing was ever appended."""
+        with self._lock:
+            if self._events:
+                ev = self._events[0]
+                return (ev.start if ev.start is not None else ev.id) - 1
+        return None if self.first_id is None else self.first_id - 1
+
     def _add(self, ev: ResultEvent) -> None:
+        if self.first_id is None:
+            self.first_id = int(ev.start if ev.start is not None else ev.id)
         if self._store is not None:
             with self._lock:
                 if self.closed:

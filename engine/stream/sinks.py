@@ -216,6 +216,9 @@ class Sink:
                  delivered: int | None):
         self.query, self.spec, self.log, self.store, self.policy = query, spec, rlog, store, policy
         self.cursor = delivered
+        # where a sink that never delivered reads from: what the log retains now and everything
+        # after it is owed (so what the log drops before the sink reads is counted as dropped)
+        self._start = rlog.before_oldest() if delivered is None else None
         self.delivered = self.retries = self.failed = self.dropped = self.duplicates = 0
         self.state = "running"
         self.last_error: str | None = None
@@ -251,9 +254,14 @@ class Sink:
 
     # -- the thread ----------------------------------------------------------------
     def _fetch(self) -> list[ResultEvent]:
-        if self.cursor is None:
-            return self.log.since(None, from_t=_MIN_T)
-        return self.log.since(self.cursor)
+        if self.cursor is not None:
+            return self.log.since(self.cursor)
+        if self._start is None:   # the log was empty when the sink was set: all of it is owed
+            first = self.log.first_id
+            if first is None:
+                return self.log.since(None, from_t=_MIN_T)   # nothing appended yet: only an "end"
+            self._start = first - 1
+        return self.log.since(self._start)
 
     def _main(self) -> None:
         try:
