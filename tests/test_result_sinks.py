@@ -10,6 +10,7 @@ import signal
 import httpx
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from engine.stream import sinks as sinks_mod
 from engine.stream.sinks import SinkPolicy, SinkRefused, parse_sinks
@@ -135,6 +136,13 @@ def test_a_down_webhook_never_holds_evaluation_back(tmp_path):
                 # also what the log dropped before the sink first read it
                 assert keys[-3:] == ["q:8000", "q:9000", "q:10000"]
                 assert st["delivered"] == len(keys) and st["delivered"] + st["dropped"] == 10
+                # the same counters in /metrics, per query and sink
+                got = {(m.name, s.name): s.value for m in text_string_to_metric_families(c.get("/metrics").text)
+                       for s in m.samples if s.labels.get("query") == "q" and s.labels.get("sink") == "hook"}
+                assert got[("jindou_sink_deliveries", "jindou_sink_deliveries_total")] == st["delivered"]
+                assert got[("jindou_sink_dropped", "jindou_sink_dropped_total")] == st["dropped"]
+                assert got[("jindou_sink_retries", "jindou_sink_retries_total")] >= 2
+                assert got[("jindou_sink_backlog", "jindou_sink_backlog")] == 0
             finally:
                 rec.close()
     finally:

@@ -518,15 +518,11 @@ class Sinks:
             sinks = list(self._by_query.get(query, {}).values())
         return [s.status() for s in sinks]
 
-    def totals(self) -> dict[str, int]:
-        """Counters summed over every running sink (for ``/metrics``)."""
+    def statuses(self) -> list[tuple[str, dict]]:
+        """``(query, status)`` of every running sink (for ``/metrics``)."""
         with self._lock:
-            sinks = [s for d in self._by_query.values() for s in d.values()]
-        out = {"sinks": len(sinks), "delivered": 0, "retries": 0, "failed": 0, "dropped": 0, "duplicates": 0}
-        for s in sinks:
-            for k in ("delivered", "retries", "failed", "dropped", "duplicates"):
-                out[k] += getattr(s, k)
-        return out
+            sinks = [(q, s) for q, d in self._by_query.items() for s in d.values()]
+        return [(q, s.status()) for q, s in sinks]
 
     def drop(self, query: str) -> None:
         """The query is deleted: stop its sinks (the store forgets their rows with the query)."""

@@ -311,6 +311,37 @@ def _stream_families(state: ServerState):
         if _num(q, "last_latency_ms") is not None:
             last.add_metric(name, q["last_latency_ms"] / 1000.0)
     yield from (inst, unchanged, last)
+    sinks = getattr(m, "sinks", None)
+    if sinks is not None:
+        yield from _sink_families(sinks.statuses())
+
+
+#: sink status key -> (family, help); counters get ``_total`` from prometheus-client
+_SINK_COUNTERS = {
+    "delivered": ("jindou_sink_deliveries", "Windows a result sink delivered (webhook POST accepted, NATS ack)"),
+    "retries": ("jindou_sink_retries", "Deliveries a result sink retried (5xx, 408, 425, 429, network errors)"),
+    "failed": ("jindou_sink_failures", "Windows a result sink's destination refused for good (other 4xx)"),
+    "dropped": ("jindou_sink_dropped", "Windows a result sink fell too far behind to deliver (the result "
+                "log had dropped them)"),
+    "duplicates": ("jindou_sink_duplicates", "Deliveries the destination already had (idempotency key / "
+                   "Nats-Msg-Id)"),
+}
+
+
+def _sink_families(statuses: list[tuple[str, dict]]):
+    """Per result sink (query, sink name): its delivery counters and its backlog."""
+    fams = {k: CounterMetricFamily(name, text, labels=["query", "sink"]) for k, (name, text) in _SINK_COUNTERS.items()}
+    backlog = GaugeMetricFamily("jindou_sink_backlog", "Windows retained in the query's log that the sink "
+                                "has not delivered yet", labels=["query", "sink"])
+    for query, st in statuses:
+        labels = [query, st["name"]]
+        for key, fam in fams.items():
+            if _num(st, key) is not None:
+                fam.add_metric(labels, st[key])
+        if _num(st, "backlog") is not None:
+            backlog.add_metric(labels, st["backlog"])
+    yield from fams.values()
+    yield backlog
 
 
 def _num(d: dict, key: str):
