@@ -21,11 +21,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support.shared import shared_dir
-from tests.support.w3c_http import send
+from tests.support.w3c_http import NS_HT, NS_MF, content, read_request, send
 
-NS_MF = "http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#"
-NS_HT = "http://www.w3.org/2011/http#"
-NS_CNT = "http://www.w3.org/2011/content#"
 STATUS = {"OK": 200, "Created": 201, "NoContent": 204, "NotFound": 404, "BadRequest": 400}
 ENDPOINT = "/store"
 
@@ -38,47 +35,27 @@ def _manifest() -> Path | None:
     return f if f.is_file() else None
 
 
-def _body(g, node, cnt):
-    if node is None:
-        return None
-    enc = str(g.value(node, cnt.characterEncoding) or "UTF-8")
-    return str(g.value(node, cnt.chars)).encode(enc)
-
-
 def load_manifest(path: Path) -> list[dict]:
     import rdflib
     from rdflib.collection import Collection
 
     g = rdflib.Graph()
     g.parse(path, format="turtle", publicID=path.as_uri())
-    mf, ht, cnt = rdflib.Namespace(NS_MF), rdflib.Namespace(NS_HT), rdflib.Namespace(NS_CNT)
+    mf, ht = rdflib.Namespace(NS_MF), rdflib.Namespace(NS_HT)
     manifest = next(g.subjects(rdflib.RDF.type, mf.Manifest))
     tests = []
     for e in Collection(g, g.value(manifest, mf.entries)):
         action = g.value(e, mf.action)
         reqs = []
         for r in Collection(g, g.value(action, ht.requests)):
-            headers = {}
-            hl = g.value(r, ht.headers)
-            if hl is not None:
-                for h in Collection(g, hl):
-                    headers[str(g.value(h, ht.fieldName))] = str(g.value(h, ht.fieldValue))
-            resp = g.value(r, ht.resp)
-            resp_headers = {}
-            rhl = g.value(resp, ht.headers)
-            if rhl is not None:
-                for h in Collection(g, rhl):
-                    resp_headers[str(g.value(h, ht.fieldName)).lower()] = str(g.value(h, ht.fieldValue))
-            reqs.append({
-                "method": str(g.value(r, ht.methodName)),
-                "path": str(g.value(r, ht.absolutePath)),
-                "headers": headers,
-                "body": _body(g, g.value(r, ht.body), cnt),
+            req = read_request(g, r)
+            resp = req.pop("resp")
+            req.update({
                 "statuses": sorted(STATUS[str(s).rsplit("#", 1)[-1]] for s in g.objects(resp, mf.expectedStatus)),
                 "location": g.value(resp, mf.expectedLocation) is not None,
-                "resp_headers": resp_headers,
-                "resp_body": _body(g, g.value(resp, ht.body), cnt),
+                "resp_body": content(g, g.value(resp, ht.body)),
             })
+            reqs.append(req)
         tests.append({"name": str(e).rsplit("#", 1)[-1], "authority": str(g.value(action, ht.connectionAuthority)),
                       "requests": reqs})
     return tests

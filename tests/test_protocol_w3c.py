@@ -23,11 +23,8 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from tests.support.shared import shared_dir
-from tests.support.w3c_http import send
+from tests.support.w3c_http import NS_HT, NS_MF, read_request, send
 
-NS_MF = "http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#"
-NS_HT = "http://www.w3.org/2011/http#"
-NS_CNT = "http://www.w3.org/2011/content#"
 NS_UT = "http://www.w3.org/2009/sparql/tests/test-update#"
 NS_HTS = "http://www.w3.org/2011/http-statusCodes#"
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
@@ -54,7 +51,6 @@ def load_manifest(directory: Path) -> list[dict]:
     g.parse(directory / "manifest.ttl", format="turtle", publicID=(directory / "manifest.ttl").as_uri())
     mf = rdflib.Namespace(NS_MF)
     ht = rdflib.Namespace(NS_HT)
-    cnt = rdflib.Namespace(NS_CNT)
     ut = rdflib.Namespace(NS_UT)
     manifest = next(g.subjects(rdflib.RDF.type, mf.Manifest))
     entries = list(Collection(g, g.value(manifest, mf.entries)))
@@ -69,29 +65,17 @@ def load_manifest(directory: Path) -> list[dict]:
         action = g.value(e, mf.action)
         reqs = []
         for r in Collection(g, g.value(action, ht.requests)):
-            headers = {}
-            hl = g.value(r, ht.headers)
-            if hl is not None:
-                for h in Collection(g, hl):
-                    headers[str(g.value(h, ht.fieldName))] = str(g.value(h, ht.fieldValue))
-            body = None
-            b = g.value(r, ht.body)
-            if b is not None:
-                enc = str(g.value(b, cnt.characterEncoding) or "UTF-8")
-                body = str(g.value(b, cnt.chars)).encode(enc)
-            resp = g.value(r, ht.resp)
-            statuses = sorted(str(s).rsplit("#", 1)[-1] for s in g.objects(resp, mf.expectedStatus))
+            req = read_request(g, r)
+            resp = req.pop("resp")
+            del req["resp_headers"]
             eb = g.value(resp, mf.expectedBoolean)
             ef = g.value(resp, mf.expectedFormat)
-            reqs.append({
-                "method": str(g.value(r, ht.methodName)),
-                "path": str(g.value(r, ht.absolutePath)),
-                "headers": headers,
-                "body": body,
-                "statuses": statuses,
+            req.update({
+                "statuses": sorted(str(s).rsplit("#", 1)[-1] for s in g.objects(resp, mf.expectedStatus)),
                 "boolean": None if eb is None else eb.toPython(),
                 "format": None if ef is None else str(ef),
             })
+            reqs.append(req)
         tests.append({"name": name, "title": str(g.value(e, mf.name)), "graph_data": graph_data, "requests": reqs})
     return tests
 

@@ -16,14 +16,9 @@ from engine.stream import sinks as sinks_mod
 from engine.stream.sinks import SinkPolicy, SinkRefused, parse_sinks
 from tests.pipeline_support import Nats, Server, wait_for
 from tests.support.http_listener import PostRecorder, closed_port
-from tests.test_results_durable import SPARQL_Q, Q, _feed
+from tests.test_results_durable import _feed, _setup
 
 EX = "http://ex.org/"
-
-
-def _setup(c: httpx.Client) -> None:
-    assert c.put("/streams/s", json={"iri": EX + "s"}).status_code == 201
-    assert c.post("/queries", content=Q, headers=SPARQL_Q).status_code == 201
 
 
 def _sink(c: httpx.Client, name: str = "hook") -> dict:

@@ -49,14 +49,19 @@ def _events(sse: SSE) -> dict[int, str]:
     return {e["id"]: e["data"] for e in sse.of("result")}
 
 
+
+def _setup(c: httpx.Client) -> None:
+    """Stream ``s`` and the continuous query ``q`` over it."""
+    assert c.put("/streams/s", json={"iri": EX + "s"}).status_code == 201
+    assert c.post("/queries", content=Q, headers=SPARQL_Q).status_code == 201
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_sse_resume_across_restart_has_no_gap(tmp_path, sig):
     data = tmp_path / "data"
     srv = Server(tmp_path, data)
     try:
         with httpx.Client(base_url=srv.url, timeout=30) as c:
-            assert c.put("/streams/s", json={"iri": EX + "s"}).status_code == 201
-            assert c.post("/queries", content=Q, headers=SPARQL_Q).status_code == 201
+            _setup(c)
             with SSE(srv.url + "/queries/q/results?from=0") as sse:
                 _feed(c, 0, 5)   # instants 1000..6000
                 sse.wait(lambda s: 6000 in s.ids())
@@ -231,8 +236,7 @@ def test_sigkill_mid_stream_loses_nothing_a_client_saw(tmp_path):
     srv = Server(tmp_path, data)
     try:
         with httpx.Client(base_url=srv.url, timeout=30) as c:
-            assert c.put("/streams/s", json={"iri": EX + "s"}).status_code == 201
-            assert c.post("/queries", content=Q, headers=SPARQL_Q).status_code == 201
+            _setup(c)
             with SSE(srv.url + "/queries/q/results?from=0") as sse:
                 _feed(c, 0, n - 1)   # instants 1000 .. n*1000
                 sse.wait(lambda s: len(s.ids()) >= 30)
