@@ -131,22 +131,40 @@ def serve(config: Settings, progress: bool = True) -> None:
     # uvicorn installs its own handler once it serves
     signal.signal(signal.SIGTERM, _exit_on_signal)
     db = None
+    group = None
+    group_dir = None
+    server = None
     try:
+        if config.processes > 1:
+            group_dir, store_dir = _group_dirs(config)
         db = _make_store_or_exit(config)
+        if group_dir is not None and config.data_dir is None:
+            db.store = _shared_store(config, store_dir)
         load_files(db, config, progress=progress)
+        if group_dir is not None:
+            db.store.remap()  # the graph now lives only in the packs every process maps
         app = create_app(config, database=db)
         # Everything loaded so far lives for the whole run: keep it out of the GC's
         # generations so collections during requests stay short.
         gc.collect()
         gc.freeze()
         sock.listen(2048)
-        log.info("serving on http://%s:%d/sparql  (docs: /docs)", config.host, config.port)
+        server_class = uvicorn.Server
+        if group_dir is not None:
+            from server.processes import ProcessGroup, primary_server_class
+
+            group = ProcessGroup(config, db.store, sock, group_dir, store_dir, own_dir=True)
+            group.start()
+            server_class = primary_server_class()
+        log.info("serving on http://%s:%d/sparql  (docs: /docs)%s", config.host, config.port,
+                 f"  with {config.processes} processes" if group is not None else "")
         # our RequestLog writes the access lines (request id, latency); uvicorn's loggers keep
         # the handler setup_logging gave them (log_config=None)
-        server = uvicorn.Server(uvicorn.Config(RequestLog(app, access=config.access_log), host=config.host,
-                                               port=config.port, loop=_loop(), http=_http(), access_log=False,
-                                               log_config=None, log_level=config.log_level, lifespan="on",
-                                               timeout_keep_alive=config.keep_alive))
+        server = server_class(uvicorn.Config(RequestLog(app, access=config.access_log), host=config.host,
+                                             port=config.port, loop=_loop(), http=_http(), access_log=False,
+                                             log_config=None, log_level=config.log_level, lifespan="on",
+                                             timeout_keep_alive=config.keep_alive))
+        server.group = group
         server.run(sockets=[sock])
     except _Terminated:
         # after the clean-up below, end as the signal would have (exit status -SIGTERM,
@@ -156,13 +174,46 @@ def serve(config: Settings, progress: bool = True) -> None:
     else:
         terminated = False
     finally:
+        if group is not None:
+            group.stop()  # the query processes stop with the server; the shared memory goes
+        elif group_dir is not None:
+            import shutil
+
+            shutil.rmtree(group_dir, ignore_errors=True)
         sock.close()
         if db is not None:
             db.close()  # a cluster's workers stop with the server
     if terminated:
         os.kill(os.getpid(), signal.SIGTERM)
-    if not server.started:  # start-up failed (uvicorn logged why)
+    if server is None or not server.started:  # start-up failed (uvicorn logged why)
         raise SystemExit(3)
+
+
+def _group_dirs(config: Settings) -> tuple[str, str]:
+    """``--processes N``: refuse what cannot be combined with it, then the group's
+    directory (shared memory) and the store's (``--data-dir`` or inside the group's)."""
+    if config.workers or config.cluster:
+        raise SystemExit("jindou: --processes cannot be combined with --workers/--cluster (the query "
+                         "processes map a store that lives in the serving process; use one or the other)")
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        raise SystemExit("jindou: --processes needs httptools (the connection hand-over is built on "
+                         "uvicorn's httptools protocol)") from None
+    from server.processes import group_directory
+
+    d, store_dir, _ = group_directory(config)
+    return d, store_dir
+
+
+def _shared_store(config: Settings, store_dir: str):
+    """The store of ``--processes`` without ``--data-dir``: persistent in shared memory
+    (the query processes map its packs), reported as in memory."""
+    from engine.kv.store import Store
+
+    store = Store(shards=config.shards, data_dir=store_dir)
+    store.data_dir = None  # /status: not persistent (the directory goes with the server)
+    return store
 
 
 def _worker_logging() -> None:

@@ -98,6 +98,12 @@ class Settings(BaseSettings, EngineSettings):
                                   "publish to (empty = none)", metavar="SERVERS")
     sink_retry_max: float = setting(30.0, "longest wait between retries of a result sink delivery "
                                           "(exponential backoff from 0.5 s)", metavar="S", gt=0)
+    processes: int = setting(1, "serving processes sharing the listening port and one store (mapped read-only "
+                                "from shared memory); the first owns writes, streams, SSE and admin, the "
+                                "others answer /sparql queries (1 = one process)", metavar="N", ge=1, le=64)
+    process_sync_timeout: float = setting(5.0, "seconds an acknowledged write waits for every query process "
+                                               "to switch to it; a process still behind is restarted and "
+                                               "serves nothing meanwhile", metavar="S", gt=0, le=600)
     keep_alive: int = setting(30, "seconds an idle HTTP keep-alive connection stays open", metavar="S",
                               ge=1)
     allow_service: bool = setting(False, "evaluate SERVICE <iri> { } (federated query) for the endpoints in "

@@ -482,6 +482,30 @@ class Dictionary:
             "hash_ids": i,
         }
 
+    def extend_persisted(self, blob, offsets, numeric, hashes, hash_ids) -> None:
+        """Append a chunk :mod:`engine.kv.persist` wrote (the ids ``len(self)`` on: its
+        bytes, absolute end offsets, numeric values and sorted (hash, id) entries): how a
+        read-only process follows the writer's dictionary without re-reading it all."""
+        k = len(offsets)
+        if k == 0:
+            return
+        n0 = self._n
+        start = int(self._offsets[n0])
+        total = len(blob)
+        if int(offsets[-1]) != start + total:
+            raise ValueError(f"dictionary chunk does not continue this dictionary ({n0} ids, {start} bytes; "
+                             f"chunk of {k} ids, {total} bytes, ending at {int(offsets[-1])})")
+        self._reserve(start + total, n0 + k)
+        self._blob[start : start + total] = blob
+        self._offsets[n0 + 1 : n0 + k + 1] = offsets
+        self._numeric[n0 : n0 + k] = numeric
+        hashes_old, hids_old = self._index
+        pos = np.searchsorted(hashes_old, hashes, side="right")
+        id_dtype = np.int32 if n0 + k < 2**31 else np.int64
+        self._index = (np.insert(hashes_old, pos, hashes),
+                       np.insert(hids_old.astype(id_dtype, copy=False), pos, np.asarray(hash_ids, dtype=id_dtype)))
+        self._n = n0 + k  # publish last
+
     @classmethod
     def from_arrays(cls, blob, offsets, numeric, hashes, hash_ids) -> Dictionary:
         d = cls()

@@ -119,6 +119,10 @@ def snapshot_stats(snap: Snapshot, n_shards: int, graph_bytes: int, persistent: 
 class Store:
     """The one evolving store (see module docstring)."""
 
+    #: called with each new snapshot right after it is published, still under the writer
+    #: lock (so in commit order); the commit returns after it (None: nothing to call)
+    on_commit = None
+
     def __init__(self, shards: int = 4, data_dir: str | None = None):
         if shards < 1:
             raise ValueError("shards must be >= 1")
@@ -159,7 +163,21 @@ class Store:
             if self._persist is not None:
                 self._persist.save(snap, cur, self.n_shards, self.load_counter)
             self._snapshot = snap
+            hook = self.on_commit
+            if hook is not None:  # e.g. server/processes.py: every query process switches before we return
+                hook(snap)
             return snap
+
+    def remap(self) -> None:
+        """Swap the current snapshot's graph arrays for the persisted, memory-mapped ones
+        (a persistent store only): after a bulk load the only copy of the graph is the
+        one other processes map too (``jindou serve --processes``)."""
+        if self._persist is None or self._persist.manifest is None:
+            return
+        with self.write_lock:
+            default, named = self._persist.mapped()
+            cur = self._snapshot
+            self._snapshot = Snapshot(cur.sn, self.dictionary, default, named, self._empty)
 
     def stats(self) -> dict:
         snap = self._snapshot

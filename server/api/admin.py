@@ -191,6 +191,7 @@ class _StateCollector:
             return
         yield from _store_families(state)
         yield from _worker_families(state)
+        yield from _process_families(state)
         yield from _pipeline_families(pipelines_of(state))
         yield from _stream_families(state)
 
@@ -234,6 +235,37 @@ def _worker_families(state: ServerState):
             if v is not None:
                 fam.add_metric(name, v)
     yield from (up, triples, rss, calls)
+
+
+def _process_families(state: ServerState):
+    """``--processes N``: one series per serving process (label ``process``: 0 is the
+    primary). The jindou_http_* families count the primary's requests only; the
+    requests of all processes are the sum of jindou_process_requests over ``process``."""
+    ps = processes_of(state)
+    if not ps:
+        return
+    up = GaugeMetricFamily("jindou_process_up", "1 while the serving process is up and at the store's version",
+                           labels=["process", "role"])
+    version = GaugeMetricFamily("jindou_process_store_version", "Store version the serving process answers from",
+                                labels=["process"])
+    rss = GaugeMetricFamily("jindou_process_resident_memory_bytes", "Resident memory of the serving process "
+                            "(shared pages counted in each)", labels=["process"])
+    pss = GaugeMetricFamily("jindou_process_proportional_memory_bytes", "Proportional set size of the serving "
+                            "process (shared pages split among the processes mapping them; sums to the total)",
+                            labels=["process"])
+    reqs = CounterMetricFamily("jindou_process_requests", "HTTP requests the serving process answered (sum over "
+                               "process for the server's total)", labels=["process"])
+    restarts = CounterMetricFamily("jindou_process_restarts", "Times the query process was restarted",
+                                   labels=["process"])
+    for p in ps:
+        name = str(p["process"])
+        up.add_metric([name, p["role"]], 1 if p["state"] == "up" else 0)
+        version.add_metric([name], p.get("version", -1))
+        for fam, key in ((rss, "rss_bytes"), (pss, "pss_bytes"), (reqs, "requests"), (restarts, "restarts")):
+            v = _num(p, key)
+            if v is not None:
+                fam.add_metric([name], v)
+    yield from (up, version, rss, pss, reqs, restarts)
 
 
 def _pipeline_families(pipelines: dict):
@@ -396,8 +428,15 @@ def status_doc(state: ServerState) -> dict:
         "auth": {"writes": "token" if cfg.token else "open", "reads": "token" if cfg.read_token else "open"},
         "store": store,
         "workers": workers_of(state),
+        "processes": processes_of(state),
         "pipelines": pipelines_of(state),
     }
+
+
+def processes_of(state: ServerState) -> list[dict]:
+    """The serving processes of ``--processes N`` (server/processes.py; empty with one)."""
+    ps = getattr(getattr(state.db, "store", None), "processes_status", None)
+    return ps() if ps is not None else []
 
 
 def workers_of(state: ServerState) -> list[dict]:

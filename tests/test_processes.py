@@ -1,0 +1,295 @@
+"""``jindou serve --processes N`` (server/processes.py): the real server with a
+query process next to the primary on 127.0.0.1 and free ports.
+
+Reads answer as with one process and are spread over both; a write is visible to
+the next query on any new connection; streams, SSE and updates work through
+whichever process accepts the connection (handed over to the primary); a killed
+or lagging query process is restarted; stopping the server leaves no process
+and no shared memory behind."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import httpx
+import pytest
+
+from server.processes import classify
+from tests.support.server_process import ROOT, ServerProcess
+
+EX = "http://ex.org/"
+JSON = "application/sparql-results+json"
+
+
+def _data(path: Path, n: int = 400) -> Path:
+    lines = []
+    for i in range(n):
+        s = f"<{EX}s{i}>"
+        lines.append(f"{s} <{EX}knows> <{EX}s{(i * 7 + 3) % n}> .")
+        lines.append(f"{s} <{EX}group> <{EX}g{i % 13}> .")
+        lines.append(f'{s} <{EX}name> "name {i}" .')
+        lines.append(f'{s} <{EX}age> "{i % 90}"^^<http://www.w3.org/2001/XMLSchema#integer> .')
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+QUERIES = [
+    f"SELECT ?o WHERE {{ <{EX}s5> ?p ?o }} ORDER BY ?o",
+    f"SELECT ?s ?n WHERE {{ ?s <{EX}group> <{EX}g3> . ?s <{EX}name> ?n }} ORDER BY ?s",
+    f"SELECT ?a ?c WHERE {{ <{EX}s9> <{EX}knows> ?a . ?a <{EX}knows> ?b . ?b <{EX}knows> ?c }} ORDER BY ?a",
+    f"SELECT ?g (COUNT(?s) AS ?n) WHERE {{ ?s <{EX}group> ?g }} GROUP BY ?g ORDER BY ?g",
+    f"SELECT ?s WHERE {{ ?s <{EX}age> ?a FILTER(?a > 85) }} ORDER BY ?s",
+    f"ASK {{ <{EX}s1> <{EX}knows> ?x }}",
+]
+
+
+def _get(url: str, text: str, accept: str = JSON) -> tuple[int, bytes]:
+    req = urllib.request.Request(url + "/sparql?" + urllib.parse.urlencode({"query": text}),
+                                 headers={"Accept": accept})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _status(url: str) -> dict:
+    with urllib.request.urlopen(url + "/status", timeout=30) as r:
+        return json.loads(r.read())
+
+
+def _reader(url: str) -> dict:
+    return [p for p in _status(url)["processes"] if p["role"] == "query"][0]
+
+
+def _wait(pred, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def datafile(tmp_path_factory) -> Path:
+    return _data(tmp_path_factory.mktemp("procs") / "g.nt")
+
+
+@pytest.fixture(scope="module")
+def one(datafile):
+    with ServerProcess("--data", str(datafile), "--log-level", "warning") as s:
+        yield s
+
+
+@pytest.fixture
+def two(datafile):
+    with ServerProcess("--data", str(datafile), "--processes", "2", "--log-level", "warning",
+                       "--process-sync-timeout", "2") as s:
+        _wait(lambda: _reader(s.url)["state"] == "up", what="the query process")
+        yield s
+
+
+def test_classify_sends_only_queries_to_query_processes():
+    head = b"Host: x\r\n"
+    assert classify(b"GET /sparql?query=ASK%7B%7D HTTP/1.1\r\n" + head + b"\r\n") == "read"
+    assert classify(b"GET /sparql?query=ASK%7B%7D HTTP/1.1\r\nHo") is None  # head not complete yet
+    assert classify(b"GET /status HTTP/1.1\r\n\r\n") == "primary"
+    assert classify(b"GET /queries/q/results HTTP/1.1\r\n\r\n") == "primary"
+    assert classify(b"POST /update HTTP/1.1\r\ncontent-length: 3\r\n\r\nabc") == "primary"
+    q = b"POST /sparql HTTP/1.1\r\nContent-Type: application/sparql-query\r\nContent-Length: 8\r\n\r\nASK {  }"
+    assert classify(q) == "read"
+    u = b"POST /sparql HTTP/1.1\r\nContent-Type: application/sparql-update\r\nContent-Length: 3\r\n\r\nabc"
+    assert classify(u) == "primary"
+    form = b"POST /sparql HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 12\r\n\r\n"
+    assert classify(form + b"update=CLEAR") == "primary"
+    assert classify(form + b"query=ASK{}x") == "read"
+    assert classify(form + b"query=") is None  # the form body is not all here yet
+    assert classify(b"PUT /sparql HTTP/1.1\r\n\r\n") == "primary"
+    assert classify(b"x" * 70000) == "primary"
+
+
+def test_concurrent_reads_match_one_process_and_use_both(one, two):
+    want = {q: _get(one.url, q) for q in QUERIES}
+    assert all(st == 200 for st, _ in want.values())
+
+    def run(k: int) -> list[str]:
+        bad = []
+        conn = http.client.HTTPConnection("127.0.0.1", two.port, timeout=30)  # keep-alive
+        for i in range(30):
+            q = QUERIES[(k + i) % len(QUERIES)]
+            if i % 2:
+                got = _get(two.url, q)  # a new connection
+            else:
+                conn.request("GET", "/sparql?" + urllib.parse.urlencode({"query": q}), headers={"Accept": JSON})
+                r = conn.getresponse()
+                got = (r.status, r.read())
+            if got != want[q]:
+                bad.append(q)
+        conn.close()
+        return bad
+
+    with cf.ThreadPoolExecutor(8) as ex:
+        bad = [b for part in ex.map(run, range(16)) for b in part]
+    assert not bad
+    # both processes answered some of them (the query process reports every second)
+    _wait(lambda: _reader(two.url)["requests"] > 0, what="the query process to report requests")
+    st = _status(two.url)
+    assert st["processes"][0]["role"] == "primary" and st["processes"][0]["pid"] == st["pid"]
+    assert st["store"]["triples"] == _status(one.url)["store"]["triples"]
+    for p in st["processes"]:
+        assert p["state"] == "up" and p["version"] == st["store"]["sn"]
+        assert p["rss_bytes"] > 0 and p["pss_bytes"] > 0
+    text = httpx.get(two.url + "/metrics").text
+    assert 'jindou_process_up{process="1",role="query"} 1.0' in text
+    assert 'jindou_process_requests_total{process="0"}' in text
+
+
+def test_write_is_visible_to_the_next_query_on_every_new_connection(two):
+    with httpx.Client(base_url=two.url, timeout=30) as c:
+        for i in range(12):
+            # new terms every time: the query process follows the dictionary too
+            r = c.post("/update", content=f'INSERT DATA {{ <{EX}new{i}> <{EX}tag{i}> "v{i}" }}',
+                       headers={"Content-Type": "application/sparql-update"})
+            assert r.status_code == 204, r.text
+            ask = f'ASK {{ <{EX}new{i}> <{EX}tag{i}> "v{i}" }}'
+            with cf.ThreadPoolExecutor(6) as ex:
+                got = list(ex.map(lambda _: _get(two.url, ask), range(12)))
+            assert all(st == 200 and json.loads(body)["boolean"] is True for st, body in got), (i, got)
+        r = c.post("/update", content=f"DELETE WHERE {{ <{EX}new0> ?p ?o }}",
+                   headers={"Content-Type": "application/sparql-update"})
+        assert r.status_code == 204
+        got = [_get(two.url, f"ASK {{ <{EX}new0> ?p ?o }}") for _ in range(12)]
+        assert all(json.loads(body)["boolean"] is False for _, body in got)
+
+
+def test_one_keep_alive_connection_mixes_queries_updates_and_admin(two):
+    # whichever process accepted it, the connection carries on after a hand-over
+    conn = http.client.HTTPConnection("127.0.0.1", two.port, timeout=30)
+    for i in range(6):
+        conn.request("GET", "/sparql?" + urllib.parse.urlencode({"query": f"ASK {{ <{EX}mix{i}> ?p ?o }}"}),
+                     headers={"Accept": JSON})
+        r = conn.getresponse()
+        assert r.status == 200 and json.loads(r.read())["boolean"] is False
+        body = f"INSERT DATA {{ <{EX}mix{i}> <{EX}p> <{EX}o> }}".encode()
+        conn.request("POST", "/sparql", body=body, headers={"Content-Type": "application/sparql-update"})
+        r = conn.getresponse()
+        assert r.status == 204, r.read()
+        r.read()
+        conn.request("GET", "/status")
+        r = conn.getresponse()
+        assert r.status == 200 and r.getheader("x-request-id") and json.loads(r.read())["status"] == "ok"
+        form = urllib.parse.urlencode({"query": f"ASK {{ <{EX}mix{i}> ?p ?o }}"}).encode()
+        conn.request("POST", "/sparql", body=form, headers={"Content-Type": "application/x-www-form-urlencoded",
+                                                            "Accept": JSON})
+        r = conn.getresponse()
+        assert r.status == 200 and json.loads(r.read())["boolean"] is True
+    conn.close()
+
+
+def test_streams_sse_and_updates_through_any_process(two):
+    from tests.test_http_queries_sse import NDJSON, SPARQL_Q, SSE, _nd, _query, _row, _subjects
+
+    with httpx.Client(base_url=two.url, timeout=30) as c:
+        assert c.put("/streams/s", json={"iri": EX + "s"}).status_code in (200, 201)
+        r = c.post("/queries", content=_query(), headers=SPARQL_Q)
+        assert r.status_code == 201, r.text
+    # several subscribers on new connections: each lands on one process or the other
+    subs = [SSE(two.url + "/queries/q/results") for _ in range(4)]
+    try:
+        assert all(s.status == 200 for s in subs)
+        for k in range(3):  # every element on a new connection
+            r = httpx.post(two.url + "/streams/s", content=_nd([_row(k + 1, 500 + 1000 * k)]), headers=NDJSON)
+            assert r.status_code == 202, r.text
+        assert httpx.post(two.url + "/streams/s/progress?t=3001").json()["progress"] == 3001
+        for s in subs:
+            s.wait(lambda s: len(s.of("result")) >= 3)
+            assert _subjects(s.of("result")[0]) == [EX + "a1"]
+    finally:
+        for s in subs:
+            s.close()
+
+
+def test_killed_query_process_is_restarted(two):
+    old = _reader(two.url)["pid"]
+    os.kill(old, signal.SIGKILL)
+    new = _wait(lambda: (p := _reader(two.url))["state"] == "up" and p["pid"] != old and p, what="a restart")
+    assert new["restarts"] >= 1 and _alive(new["pid"])
+    # and it follows writes again
+    r = httpx.post(two.url + "/update", content=f"INSERT DATA {{ <{EX}after> <{EX}p> <{EX}o> }}",
+                   headers={"Content-Type": "application/sparql-update"})
+    assert r.status_code == 204
+    got = [_get(two.url, f"ASK {{ <{EX}after> <{EX}p> <{EX}o> }}") for _ in range(12)]
+    assert all(json.loads(body)["boolean"] is True for _, body in got)
+    assert _reader(two.url)["version"] == _status(two.url)["store"]["sn"]
+
+
+def test_lagging_query_process_is_not_served_from(two):
+    old = _reader(two.url)["pid"]
+    os.kill(old, signal.SIGSTOP)  # alive but frozen: it cannot switch to the next version
+    try:
+        t0 = time.monotonic()
+        r = httpx.post(two.url + "/update", content=f"INSERT DATA {{ <{EX}lag> <{EX}p> <{EX}o> }}",
+                       headers={"Content-Type": "application/sparql-update"}, timeout=30)
+        assert r.status_code == 204
+        assert time.monotonic() - t0 < 15
+        assert not _alive(old) or _proc_state(old) == "Z"  # killed before the write was acknowledged
+        got = [_get(two.url, f"ASK {{ <{EX}lag> <{EX}p> <{EX}o> }}") for _ in range(12)]
+        assert all(json.loads(body)["boolean"] is True for _, body in got)
+        _wait(lambda: (p := _reader(two.url))["state"] == "up" and p["pid"] != old, what="a restart")
+    finally:
+        if _alive(old):
+            os.kill(old, signal.SIGCONT)
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except OSError:
+        return "?"
+
+
+def test_stop_leaves_no_process_and_no_shared_memory(datafile):
+    s = ServerProcess("--data", str(datafile), "--processes", "3", "--log-level", "warning").__enter__()
+    try:
+        _wait(lambda: all(p["state"] == "up" for p in _status(s.url)["processes"]), what="3 processes")
+        pids = [p["pid"] for p in _status(s.url)["processes"]]
+        assert len(set(pids)) == 3
+        shm = [d for d in os.listdir("/dev/shm") if d.startswith(f"jindou-procs-{pids[0]}-")]
+        assert len(shm) == 1
+    finally:
+        s.__exit__(None, None, None)
+    assert s.proc.returncode in (0, -signal.SIGTERM)
+    _wait(lambda: not any(_alive(p) for p in pids), timeout=15, what="every process to end")
+    assert not os.path.exists(os.path.join("/dev/shm", shm[0]))
+
+
+def test_processes_refuse_workers(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = subprocess.run([sys.executable, "-c", "from server.cli import main; main()", "serve", "--host",
+                          "127.0.0.1", "--port", str(port), "--processes", "2", "--workers", "2"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "--processes cannot be combined with --workers/--cluster" in out.stderr
