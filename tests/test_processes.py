@@ -293,3 +293,53 @@ def test_processes_refuse_workers(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "--processes cannot be combined with --workers/--cluster" in out.stderr
+
+
+def test_reader_store_follows_the_writer(tmp_path):
+    """A query process's store (mapped read-only) answers as the writer's at every
+    version: new terms (dictionary chunks appended, then compacted past 32 chunks),
+    named graphs created and dropped, removals; it never interns a term itself."""
+    from hypothesis import example, given, settings
+    from hypothesis import strategies as st
+
+    from engine.database import Database
+    from engine.errors import JindouError
+    from engine.kv.store import Store
+    from server.processes import ReaderStore
+
+    texts = [
+        "SELECT ?s ?p ?o WHERE { ?s ?p ?o } ORDER BY ?s ?p ?o",
+        "SELECT ?g ?s ?o WHERE { GRAPH ?g { ?s ?p ?o } } ORDER BY ?g ?s ?o",
+        f"SELECT ?s (COUNT(?o) AS ?n) WHERE {{ ?s <{EX}p> ?o }} GROUP BY ?s ORDER BY ?s",
+    ]
+    ops = st.lists(st.tuples(st.sampled_from(["insert", "insert_g", "delete", "drop"]),
+                             st.integers(0, 60)), min_size=1, max_size=45)
+
+    @settings(max_examples=6, deadline=None)
+    @given(ops)
+    @example([("insert", i) for i in range(40)] + [("insert_g", 1), ("drop", 1), ("delete", 3)])
+    def run(steps):
+        d = tmp_path / f"s{len(list(tmp_path.iterdir()))}"
+        writer = Database()
+        writer.store = Store(shards=3, data_dir=str(d))
+        reader_db = Database()
+        reader_db.store = reader = ReaderStore(str(d))
+        for kind, k in steps:
+            if kind == "insert":
+                writer.update(f'INSERT DATA {{ <{EX}n{k}> <{EX}p> "v{k}" . <{EX}n{k}> <{EX}q{k % 5}> <{EX}n{k + 1}> }}')
+            elif kind == "insert_g":
+                writer.update(f"INSERT DATA {{ GRAPH <{EX}g{k % 4}> {{ <{EX}n{k}> <{EX}p> <{EX}m{k}> }} }}")
+            elif kind == "delete":
+                writer.update(f"DELETE WHERE {{ <{EX}n{k}> ?p ?o }}")
+            else:
+                writer.update(f"DROP SILENT GRAPH <{EX}g{k % 4}>")
+            assert reader.refresh() == writer.store.snapshot().sn
+            for t in texts:
+                assert reader_db.query(t).rows() == writer.query(t).rows(), t
+        assert len(reader.dictionary) == len(writer.store.dictionary)
+        with pytest.raises(JindouError):
+            reader.dictionary.encode([f"<{EX}never-seen>"])
+        with pytest.raises(JindouError):
+            reader_db.update(f"INSERT DATA {{ <{EX}a> <{EX}p> <{EX}b> }}")
+
+    run()
