@@ -174,7 +174,7 @@ def test_write_is_visible_to_the_next_query_on_every_new_connection(two):
             assert r.status_code == 204, r.text
             ask = f'ASK {{ <{EX}new{i}> <{EX}tag{i}> "v{i}" }}'
             with cf.ThreadPoolExecutor(6) as ex:
-                got = list(ex.map(lambda _: _get(two.url, ask), range(12)))
+                got = list(ex.map(_get, [two.url] * 12, [ask] * 12))
             assert all(st == 200 and json.loads(body)["boolean"] is True for st, body in got), (i, got)
         r = c.post("/update", content=f"DELETE WHERE {{ <{EX}new0> ?p ?o }}",
                    headers={"Content-Type": "application/sparql-update"})
