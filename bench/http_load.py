@@ -250,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
     ap.add_argument("--peers", default="jindou-http,oxigraph-serve")
     ap.add_argument("--families", default=None, help="comma-separated subset of " + ",".join(f.name for f in FAMILIES))
     ap.add_argument("--skip-latency", action="store_true", help="only the throughput phase")
+    ap.add_argument("--processes", default="1",
+                    help="comma-separated `jindou serve --processes` values to compare side by side "
+                         "(e.g. 1,2: peers jindou-http and jindou-http-2p; default 1)")
     ap.add_argument("--in-process", action="store_true",
                     help="instead: unique texts in process, Jindou with and without the shape cache vs pyoxigraph")
     args = ap.parse_args(argv)
@@ -266,6 +269,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
         print(in_process(data, args.rounds, args.requests))
         return 0
     names = [p.strip() for p in args.peers.split(",") if p.strip()]
+    procs = {"jindou-http": 1}
+    if "jindou-http" in names:
+        counts = [int(x) for x in args.processes.split(",") if x.strip()]
+        at = names.index("jindou-http")
+        extra = {f"jindou-http-{k}p": k for k in counts if k != 1}
+        names[at:at + 1] = (["jindou-http"] if 1 in counts else []) + list(extra)
+        procs.update(extra)
     if "oxigraph-serve" in names and not oxigraph_binary():
         print("oxigraph binary not found: measuring jindou-http alone", file=sys.stderr)
         names.remove("oxigraph-serve")
@@ -273,11 +283,20 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
     objs = []
     try:
         for name in names:
-            p = JindouHttpPeer() if name == "jindou-http" else OxigraphServePeer()
+            p = JindouHttpPeer() if name in procs else OxigraphServePeer()
             objs.append(p)
             p.prepare()
             t0 = time.perf_counter()
-            p.load(data)
+            before = os.environ.get("JINDOU_PROCESSES")
+            if name in procs:  # the server reads JINDOU_PROCESSES from its environment
+                os.environ["JINDOU_PROCESSES"] = str(procs[name])
+            try:
+                p.load(data)
+            finally:
+                if before is None:
+                    os.environ.pop("JINDOU_PROCESSES", None)
+                else:
+                    os.environ["JINDOU_PROCESSES"] = before
             print(f"{name}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
             peers[name] = (p.port, p.query_path)
         bad = _check_rows(peers) if len(peers) > 1 else []
@@ -376,7 +395,7 @@ def report(names, lat, tput, args, data, bad) -> str:
                 cells.append(f"{meds[n] * 1e3:.3f} (±{spread / 2:.0f}%)")
             row = f"| {mode} | {fam.name} | " + " | ".join(cells)
             if base:
-                ratio = meds["jindou-http"] / meds[base]
+                ratio = meds[names[0]] / meds[base]
                 ratios.append(ratio)
                 row += f" | {ratio:.2f} |"
             else:
@@ -387,12 +406,14 @@ def report(names, lat, tput, args, data, bad) -> str:
             out.append(f"| {mode} | **geometric mean** | " + " | ".join("" for _ in names) + f" | **{gm:.2f}** |")
     out += ["", f"Throughput, {args.clients} concurrent clients (threads of this process, one keep-alive connection "
             f"each, families and constants rotating, unique texts), {args.seconds:.0f} s per peer per round, "
-            "median round:", "", "| peer | queries/s | p50 ms | p99 ms | errors |", "| --- | ---: | ---: | ---: | ---: |"]
+            "median round:", "", "| peer | queries/s | × oxigraph | p50 ms | p99 ms | errors |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    med = {n: sorted(tput[n], key=lambda d: d["qps"])[len(tput[n]) // 2] for n in names}
     for n in names:
-        runs = sorted(tput[n], key=lambda d: d["qps"])
-        m = runs[len(runs) // 2]
+        m = med[n]
+        rel = f"{m['qps'] / med[base]['qps']:.2f}" if base and med[base]["qps"] else ""
         out.append(f"| {n} | {m['qps']:,.0f} (rounds: {', '.join(format(d['qps'], ',.0f') for d in tput[n])}) | "
-                   f"{m['p50'] * 1e3:.2f} | {m['p99'] * 1e3:.2f} | {m['errors']} |")
+                   f"{rel} | {m['p50'] * 1e3:.2f} | {m['p99'] * 1e3:.2f} | {m['errors']} |")
     if bad:
         out += ["", "**Row count mismatches:** " + "; ".join(bad)]
     return "\n".join(out)

@@ -149,19 +149,19 @@ def serve(config: Settings, progress: bool = True) -> None:
         gc.collect()
         gc.freeze()
         sock.listen(2048)
-        server_class = uvicorn.Server
+        server_class, http = uvicorn.Server, _http()
         if group_dir is not None:
-            from server.processes import ProcessGroup, primary_server_class
+            from server.processes import ProcessGroup, primary_protocol_class, primary_server_class
 
             group = ProcessGroup(config, db.store, sock, group_dir, store_dir, own_dir=True)
             group.start()
-            server_class = primary_server_class()
+            server_class, http = primary_server_class(), primary_protocol_class()
         log.info("serving on http://%s:%d/sparql  (docs: /docs)%s", config.host, config.port,
                  f"  with {config.processes} processes" if group is not None else "")
         # our RequestLog writes the access lines (request id, latency); uvicorn's loggers keep
         # the handler setup_logging gave them (log_config=None)
         server = server_class(uvicorn.Config(RequestLog(app, access=config.access_log), host=config.host,
-                                             port=config.port, loop=_loop(), http=_http(), access_log=False,
+                                             port=config.port, loop=_loop(), http=http, access_log=False,
                                              log_config=None, log_level=config.log_level, lifespan="on",
                                              timeout_keep_alive=config.keep_alive))
         server.group = group

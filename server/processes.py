@@ -62,7 +62,11 @@ from engine.kv.store import Snapshot, Store
 
 log = logging.getLogger("jindou.server")
 
-_SWITCH, _ACK, _HELLO, _CONN, _STATS = b"S", b"A", b"R", b"H", b"T"
+_SWITCH, _ACK, _HELLO, _CONN, _MORE, _STATS = b"S", b"A", b"R", b"H", b"C", b"T"
+_GIVE, _PLACE = b"B", b"P"  # a fresh connection to balance: to the primary (+ target), to a query process
+#: bytes per hand-over message (the bytes a query process read may be more than one
+#: SOCK_SEQPACKET message holds where socket buffers are small)
+_PIECE = 32 << 10
 _SN = struct.Struct("<q")
 _BUF = 4 << 20  # control socket buffers: a handed-over connection's first bytes fit one message
 _MAX_MSG = 1 << 20
@@ -180,7 +184,8 @@ def _mapped_dictionary(chunks: list[list[str]]) -> Dictionary:
     shared with every process mapping it); several are concatenated."""
     if not chunks:
         return ReadOnlyDictionary()
-    parts = [[np.load(p, mmap_mode="r") for p in c] for c in chunks]
+    # plain ndarray views of the maps: np.memmap's slicing costs microseconds per key lookup
+    parts = [[np.load(p, mmap_mode="r").view(np.ndarray) for p in c] for c in chunks]
     if len(parts) == 1:
         blob, offs, num, hashes, hids = parts[0]
     else:
@@ -224,7 +229,7 @@ def classify(buf: bytes) -> str | None:
         return "read"
     if method != b"POST":
         return "primary"
-    ctype, length, chunked = b"", None, False
+    ctype, length, chunked, expect = b"", None, False, False
     for line in lines[1:]:
         name, _, value = line.partition(b":")
         name = name.strip().lower()
@@ -237,9 +242,12 @@ def classify(buf: bytes) -> str | None:
                 return "primary"
         elif name == b"transfer-encoding":
             chunked = True
+        elif name == b"expect":
+            expect = True  # the body comes after a 100 Continue: the primary looks into it
     if ctype == b"application/sparql-query":
         return "read"
-    if ctype != b"application/x-www-form-urlencoded" or chunked or length is None or length > _PEEK_LIMIT:
+    if (ctype != b"application/x-www-form-urlencoded" or chunked or length is None or length > _PEEK_LIMIT
+            or expect):
         return "primary"  # an update, another body, or a form too big to look into here
     body = buf[end + 4:]
     if len(body) < length:
@@ -266,6 +274,7 @@ class _Reader:
         self.failures = 0
         self.restarts = 0
         self.handed_over = 0
+        self.pending: tuple[int, list[bytes]] | None = None  # a connection whose bytes are still coming
         self.stats: dict = {}
 
 
@@ -298,6 +307,10 @@ class ProcessGroup:
             f.write(cfg.model_dump_json())
         self.store.on_commit = self.on_commit
         self.store.processes_status = self.status
+        global _BALANCE
+        path = os.path.join(self.dir, "connections")
+        np.zeros(len(self.readers) + 1, dtype=np.int64).tofile(path)
+        self.balance = _BALANCE = _Balance(path, 0, len(self.readers) + 1, self.place)
         for r in self.readers:
             self._spawn(r)
         self._thread = threading.Thread(target=self._run, name="jindou-processes", daemon=True)
@@ -379,6 +392,10 @@ class ProcessGroup:
         log.info("query process %d started (pid %d)", r.no, proc.pid)
 
     def _close_ctrl(self, r: _Reader) -> None:
+        if r.pending is not None:
+            with contextlib.suppress(OSError):
+                os.close(r.pending[0])
+            r.pending = None
         s, r.ctrl = r.ctrl, None
         if s is not None:
             with contextlib.suppress(KeyError, ValueError, OSError):
@@ -423,6 +440,8 @@ class ProcessGroup:
                     self._cond.notify_all()
                 self._close_ctrl(r)
                 r.proc = None
+                if _BALANCE is not None:
+                    _BALANCE.arr[r.no] = 0  # its connections went with it
                 ran = now - r.started
                 r.failures = 0 if ran > 30 else r.failures + 1
                 r.restart_at = now + min(5.0, 0.2 * 2 ** max(0, r.failures - 1))
@@ -447,10 +466,19 @@ class ProcessGroup:
                 self._cond.notify_all()
             return
         kind = msg[:1]
-        if kind == _CONN and fds:
-            r.handed_over += 1
-            self._adopt(fds[0], msg[1:])
+        if kind == _GIVE and fds:
+            self._place(int.from_bytes(msg[1:3], "little"), fds[0])
             fds = fds[1:]
+        elif kind == _CONN and fds:
+            r.pending = (fds[0], [msg[2:]])
+            fds = fds[1:]
+        elif kind == _MORE and r.pending is not None:
+            r.pending[1].append(msg[2:])
+        if kind in (_CONN, _MORE) and r.pending is not None and msg[1:2] == b"0":  # the last piece
+            fd, parts = r.pending
+            r.pending = None
+            r.handed_over += 1
+            self._adopt(fd, b"".join(parts))
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -500,6 +528,28 @@ class ProcessGroup:
                 self._cond.wait(left)
 
     # ---- connections handed over
+    def place(self, target: int, fd: int) -> None:
+        """Give a connection this process accepted to query process ``target`` (balance);
+        OSError when it cannot take it now."""
+        r = self.readers[target - 1] if 0 < target <= len(self.readers) else None
+        with self._cond:
+            if r is None or r.state != "up" or r.ctrl is None:
+                raise OSError("that process is not serving")
+            socket.send_fds(r.ctrl, [_PLACE], [fd])
+
+    def _place(self, target: int, fd: int) -> None:
+        """A connection a query process gives away: to ``target``, else here."""
+        if target != 0:
+            try:
+                self.place(target, fd)
+            except OSError:
+                pass
+            else:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                return
+        self._adopt(fd, b"")
+
     def _adopt(self, fd: int, data: bytes) -> None:
         with self._cond:
             loop = self.loop
@@ -537,6 +587,7 @@ class ProcessGroup:
         def protocol():
             proto = config.http_protocol_class(config=config, server_state=server.server_state,
                                                app_state=server.lifespan.state, _loop=loop)
+            proto._adopted = True
             made = proto.connection_made
 
             def connection_made(transport) -> None:
@@ -652,6 +703,98 @@ def primary_server_class():
     return PrimaryServer
 
 
+# ------------------------------------------------------------------ balancing connections
+class _Balance:
+    """Open connections per process, in a small shared array (each process writes its
+    own slot). A process that accepts a connection while it holds two more than the
+    least busy one gives it to that one: the accepting process is whichever woke
+    first (one may take a whole burst of connections), so without this a few keep-alive
+    clients can pile onto one process while another idles."""
+
+    def __init__(self, path: str, index: int, n: int, give):
+        self.arr = np.memmap(path, dtype=np.int64, mode="r+", shape=(n,))
+        self.i = index
+        self.give = give  # (target process, fd) -> None; OSError: keep it
+        self.mine = 0
+        self.arr[index] = 0
+        #: connections given to a process recently, counted until its own slot shows them
+        self.lent: dict[int, list[float]] = {}
+
+    def opened(self) -> None:
+        self.mine += 1
+        self.arr[self.i] = self.mine
+
+    def closed(self) -> None:
+        self.mine = max(0, self.mine - 1)
+        self.arr[self.i] = self.mine
+
+    def target(self) -> int | None:
+        c = np.array(self.arr)
+        now = time.monotonic()
+        for j, times in self.lent.items():
+            times[:] = [t for t in times if t > now]
+            c[j] += len(times)
+        c[self.i] = self.mine
+        j = int(np.argmin(c))
+        if c[self.i] - c[j] < 2:
+            return None
+        self.lent.setdefault(j, []).append(now + 0.2)
+        return j
+
+
+_BALANCE: _Balance | None = None
+
+
+def _balanced(base):
+    """``base`` (a uvicorn protocol class) counting its connections in :data:`_BALANCE`
+    and giving a freshly accepted one away when this process holds too many."""
+
+    class Balanced(base):
+        _adopted = False  # handed here by another process: kept
+        _given = False
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            b = _BALANCE
+            if b is None:
+                return
+            b.opened()
+            if self._adopted:
+                return
+            j = b.target()
+            sock = transport.get_extra_info("socket") if j is not None else None
+            if sock is None:
+                return
+            try:
+                b.give(j, sock.fileno())
+            except OSError:
+                return  # keep it
+            self._given = True
+            b.closed()
+            transport.close()  # our descriptor only: no FIN
+
+        def connection_lost(self, exc) -> None:
+            b = _BALANCE
+            if b is not None and not self._given:
+                b.closed()
+            super().connection_lost(exc)
+
+    return Balanced
+
+
+_PRIMARY_PROTOCOL = None
+
+
+def primary_protocol_class():
+    """The primary's HTTP protocol: :mod:`server.app`'s fast lane, balanced."""
+    global _PRIMARY_PROTOCOL
+    if _PRIMARY_PROTOCOL is None:
+        from server.app import _fast_lane_class
+
+        _PRIMARY_PROTOCOL = _balanced(_fast_lane_class())
+    return _PRIMARY_PROTOCOL
+
+
 # ------------------------------------------------------------------ query process side
 class _Channel:
     """The query process's end of the control socket."""
@@ -661,12 +804,25 @@ class _Channel:
         self.lock = threading.Lock()
         self.handed_over = 0
 
-    def send(self, msg: bytes, fds: tuple[int, ...] = ()) -> None:
+    def send(self, msg: bytes) -> None:
         with self.lock:
-            if fds:
-                socket.send_fds(self.sock, [msg], list(fds))
-            else:
-                self.sock.send(msg)
+            self.sock.send(msg)
+
+    def give(self, target: int, fd: int) -> None:
+        """A fresh connection to balance: to the primary, which places it at ``target``."""
+        with self.lock:
+            socket.send_fds(self.sock, [_GIVE + target.to_bytes(2, "little")], [fd])
+
+    def hand_over(self, fd: int, data: bytes) -> None:
+        """The connection ``fd`` and the bytes read from it, in pieces of at most ``_PIECE``."""
+        pieces = [data[k:k + _PIECE] for k in range(0, len(data), _PIECE)] or [b""]
+        with self.lock:
+            for k, piece in enumerate(pieces):
+                head = (_CONN if k == 0 else _MORE) + (b"1" if k < len(pieces) - 1 else b"0")
+                if k == 0:
+                    socket.send_fds(self.sock, [head + piece], [fd])
+                else:
+                    self.sock.sendall(head + piece)
 
 
 _CHANNEL: _Channel | None = None
@@ -686,7 +842,7 @@ def reader_protocol_class():
         return _READER_PROTOCOL
     from server.app import _fast_lane_class
 
-    base = _fast_lane_class()
+    base = _balanced(_fast_lane_class())
 
     class ReaderProtocol(base):
         _mid = False  # a request is being parsed
@@ -717,7 +873,7 @@ def reader_protocol_class():
             try:
                 if ch is None or sock is None:
                     raise OSError("no primary")
-                ch.send(_CONN + buf, (sock.fileno(),))
+                ch.hand_over(sock.fileno(), buf)
                 ch.handed_over += 1
             except OSError as e:
                 log.warning("cannot hand a connection to the primary: %s", e)
@@ -792,6 +948,8 @@ def reader_main(argv: list[str]) -> int:
     setup_logging(config.log_level, config.log_format)
     global _CHANNEL
     ch = _CHANNEL = _Channel(socket.socket(fileno=a.ctrl_fd))
+    global _BALANCE
+    _BALANCE = _Balance(os.path.join(a.dir, "connections"), a.no, int(config.processes), ch.give)
     store = ReaderStore(a.store)
     db = _make_database(config.model_copy(update={"workers": 0, "cluster": None}))
     db.store = store
@@ -840,18 +998,24 @@ def _reader_server_class(ch: _Channel, store: ReaderStore, db):
     class ReaderServer(uvicorn.Server):
         async def startup(self, sockets=None) -> None:
             loop = asyncio.get_running_loop()
-            ch.sock.setblocking(False)
+            ch.sock.settimeout(5.0)  # never blocks the loop for long; reads only when readable
             loop.add_reader(ch.sock.fileno(), self._on_control)
             loop.call_later(1.0, self._report)
             await super().startup(sockets=sockets)
 
         def _on_control(self) -> None:
             try:
-                msg = ch.sock.recv(_MAX_MSG)
-            except (BlockingIOError, InterruptedError):
+                msg, fds, _, _ = socket.recv_fds(ch.sock, _MAX_MSG, 4)
+            except (BlockingIOError, InterruptedError, TimeoutError):
                 return
             except OSError:
-                msg = b""
+                msg, fds = b"", []
+            if msg[:1] == _PLACE and fds:
+                self._adopt(fds[0])
+                fds = fds[1:]
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             if not msg:  # the primary is gone: stop serving
                 asyncio.get_running_loop().remove_reader(ch.sock.fileno())
                 self.should_exit = True
@@ -864,6 +1028,35 @@ def _reader_server_class(ch: _Channel, store: ReaderStore, db):
                     os._exit(3)
                 with contextlib.suppress(OSError):
                     ch.send(_ACK + _SN.pack(sn))
+
+        def _adopt(self, fd: int) -> None:
+            """A connection the primary placed here (balance): served as if accepted here."""
+            try:
+                sock = socket.socket(fileno=fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                return
+            if self.should_exit:
+                sock.close()
+                return
+            sock.setblocking(False)
+            loop = asyncio.get_running_loop()
+            config, state = self.config, self.server_state
+
+            def protocol():
+                proto = config.http_protocol_class(config=config, server_state=state,
+                                                   app_state=self.lifespan.state, _loop=loop)
+                proto._adopted = True
+                return proto
+
+            async def connect() -> None:
+                try:
+                    await loop.connect_accepted_socket(protocol, sock=sock)
+                except Exception:  # noqa: BLE001 - the client went away meanwhile
+                    sock.close()
+
+            loop.create_task(connect())
 
         def _report(self) -> None:
             if self.should_exit:

@@ -64,13 +64,13 @@ def _get(url: str, text: str, accept: str = JSON) -> tuple[int, bytes]:
         return e.code, e.read()
 
 
-def _status(url: str) -> dict:
-    with urllib.request.urlopen(url + "/status", timeout=30) as r:
+def _status(url: str, headers: dict | None = None) -> dict:
+    with urllib.request.urlopen(urllib.request.Request(url + "/status", headers=headers or {}), timeout=30) as r:
         return json.loads(r.read())
 
 
-def _reader(url: str) -> dict:
-    return [p for p in _status(url)["processes"] if p["role"] == "query"][0]
+def _reader(url: str, headers: dict | None = None) -> dict:
+    return [p for p in _status(url, headers)["processes"] if p["role"] == "query"][0]
 
 
 def _wait(pred, timeout: float = 30.0, what: str = "condition"):
@@ -343,3 +343,52 @@ def test_reader_store_follows_the_writer(tmp_path):
             reader_db.update(f"INSERT DATA {{ <{EX}a> <{EX}p> <{EX}b> }}")
 
     run()
+
+
+def test_big_bodies_tokens_and_request_ids_through_any_process(tmp_path, datafile):
+    with ServerProcess("--data", str(datafile), "--processes", "2", "--log-level", "warning",
+                       "--token", "w-secret", "--read-token", "r-secret") as s:
+        _wait(lambda: _reader(s.url, {"Authorization": "Bearer r-secret"})["state"] == "up",
+              what="the query process")
+        q = urllib.parse.urlencode({"query": f"ASK {{ <{EX}big0> ?p ?o }}"})
+        for _ in range(10):  # new connections: reads need the read token in every process
+            assert httpx.get(f"{s.url}/sparql?{q}").status_code == 401
+            r = httpx.get(f"{s.url}/sparql?{q}", headers={"Authorization": "Bearer r-secret",
+                                                          "X-Request-Id": "req-77"})
+            assert r.status_code == 200 and r.headers["x-request-id"] == "req-77"
+            assert httpx.get(f"{s.url}/sparql?{q}", headers={"Authorization": "Bearer r-secret"}
+                             ).headers["x-request-id"]
+        # a body far larger than one hand-over message, on new connections, some with Expect
+        body = "".join(f'<{EX}big{i}> <{EX}p> "{"x" * 200} {i}" .\n' for i in range(3000)).encode()
+        assert len(body) > 500_000
+        for k in range(4):
+            headers = {"Content-Type": "application/n-triples", "Authorization": "Bearer w-secret"}
+            if k % 2:
+                headers["Expect"] = "100-continue"
+            r = httpx.put(f"{s.url}/store?graph={EX}big{k}", content=body, headers=headers, timeout=60)
+            assert r.status_code in (201, 204), r.text
+            assert httpx.put(f"{s.url}/store?graph={EX}nope", content=body, timeout=60,
+                             headers={"Content-Type": "application/n-triples"}).status_code == 401
+        n = f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <{EX}big3> {{ ?s ?p ?o }} }}"
+        for _ in range(8):
+            r = httpx.get(f"{s.url}/sparql", params={"query": n},
+                          headers={"Authorization": "Bearer r-secret", "Accept": JSON})
+            assert r.json()["results"]["bindings"][0]["n"]["value"] == "3000"
+
+
+def test_with_data_dir_the_store_stays_and_the_group_goes(tmp_path, datafile):
+    d = tmp_path / "data"
+    with ServerProcess("--data-dir", str(d), "--data", str(datafile), "--processes", "2",
+                       "--log-level", "warning") as s:
+        _wait(lambda: _reader(s.url)["state"] == "up", what="the query process")
+        pid = _status(s.url)["pid"]
+        r = httpx.post(s.url + "/update", content=f"INSERT DATA {{ <{EX}kept> <{EX}p> <{EX}o> }}",
+                       headers={"Content-Type": "application/sparql-update"})
+        assert r.status_code == 204
+        got = [_get(s.url, f"ASK {{ <{EX}kept> <{EX}p> <{EX}o> }}") for _ in range(10)]
+        assert all(json.loads(body)["boolean"] is True for _, body in got)
+        assert _status(s.url)["store"]["persistent"] is True
+    assert (d / "MANIFEST.json").exists()
+    assert not [x for x in os.listdir("/dev/shm") if x.startswith(f"jindou-procs-{pid}-")]
+    with ServerProcess("--data-dir", str(d), "--log-level", "warning") as s:
+        assert json.loads(_get(s.url, f"ASK {{ <{EX}kept> <{EX}p> <{EX}o> }}")[1])["boolean"] is True
