@@ -221,6 +221,35 @@ def throughput(port: int, path: str, clients: int, seconds: float, salt: str) ->
             "p99": all_lat[min(n - 1, int(n * 0.99))] if n else math.nan, "errors": sum(errors)}
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` and its descendants
+    (a `jindou serve --processes N` primary and its query processes), from /proc; NaN
+    where /proc is not readable."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return math.nan
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    if pid not in stats:
+        return math.nan
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        total += stats[p][1]
+        todo += [c for c, (pp, _) in stats.items() if pp == p]
+    return total
+
+
 def _check_rows(peers: dict) -> list[str]:
     """Row counts of every family's first few constants must agree between peers."""
     import json
@@ -280,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
         print("oxigraph binary not found: measuring jindou-http alone", file=sys.stderr)
         names.remove("oxigraph-serve")
     peers = {}
+    pids: dict[str, int | None] = {}
     objs = []
     try:
         for name in names:
@@ -299,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
                     os.environ["JINDOU_PROCESSES"] = before
             print(f"{name}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
             peers[name] = (p.port, p.query_path)
+            pids[name] = p.proc.pid if getattr(p, "proc", None) is not None else None
         bad = _check_rows(peers) if len(peers) > 1 else []
         for b in bad:
             print(f"!!! row count mismatch: {b}", file=sys.stderr)
@@ -316,7 +347,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
             order = names if r % 2 == 0 else names[::-1]
             for name in order:
                 port, path = peers[name]
-                tput.setdefault(name, []).append(throughput(port, path, args.clients, args.seconds, f"t{r}"))
+                cpu0 = tree_cpu(pids[name]) if pids.get(name) else math.nan
+                res = throughput(port, path, args.clients, args.seconds, f"t{r}")
+                cpu = (tree_cpu(pids[name]) if pids.get(name) else math.nan) - cpu0
+                # the server's CPU (all its processes) per query answered, and cores it kept busy
+                res["cpu_ms"] = cpu / max(1, res["qps"] * args.seconds) * 1e3
+                res["cores"] = cpu / args.seconds
+                tput.setdefault(name, []).append(res)
     finally:
         for p in objs:
             p.close()
@@ -406,14 +443,16 @@ def report(names, lat, tput, args, data, bad) -> str:
             out.append(f"| {mode} | **geometric mean** | " + " | ".join("" for _ in names) + f" | **{gm:.2f}** |")
     out += ["", f"Throughput, {args.clients} concurrent clients (threads of this process, one keep-alive connection "
             f"each, families and constants rotating, unique texts), {args.seconds:.0f} s per peer per round, "
-            "median round:", "", "| peer | queries/s | × oxigraph | p50 ms | p99 ms | errors |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+            "median round; server CPU: user + system time of the server's processes per query, and cores busy:", "",
+            "| peer | queries/s | × oxigraph | p50 ms | p99 ms | errors | server CPU ms/query | cores |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     med = {n: sorted(tput[n], key=lambda d: d["qps"])[len(tput[n]) // 2] for n in names}
     for n in names:
         m = med[n]
         rel = f"{m['qps'] / med[base]['qps']:.2f}" if base and med[base]["qps"] else ""
         out.append(f"| {n} | {m['qps']:,.0f} (rounds: {', '.join(format(d['qps'], ',.0f') for d in tput[n])}) | "
-                   f"{rel} | {m['p50'] * 1e3:.2f} | {m['p99'] * 1e3:.2f} | {m['errors']} |")
+                   f"{rel} | {m['p50'] * 1e3:.2f} | {m['p99'] * 1e3:.2f} | {m['errors']} | "
+                   f"{m.get('cpu_ms', math.nan):.3f} | {m.get('cores', math.nan):.2f} |")
     if bad:
         out += ["", "**Row count mismatches:** " + "; ".join(bad)]
     return "\n".join(out)
