@@ -23,6 +23,7 @@ import urllib.request
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from server.processes import classify
@@ -415,3 +416,25 @@ def test_a_killed_primary_takes_its_query_processes_and_the_next_start_cleans_up
     assert shm and os.path.exists(os.path.join("/dev/shm", shm[0]))  # nobody could clean up
     with ServerProcess("--data", str(datafile), "--processes", "2", "--log-level", "warning"):
         assert not os.path.exists(os.path.join("/dev/shm", shm[0]))  # the next start did
+
+
+def test_remap_keeps_answers_and_writes_continue(tmp_path, datafile):
+    """Store.remap swaps the primary's heap arrays (graph and dictionary) for the mapped
+    packs: same answers, later writes (new terms, removals) and a reopen still agree."""
+    from engine.database import Database
+    from engine.kv.store import Store
+
+    db = Database()
+    db.store = Store(shards=3, data_dir=str(tmp_path / "d"))
+    db.load_file(str(datafile), progress=False)
+    before = {q: db.query(q).rows() for q in QUERIES[:5]}
+    db.store.remap()
+    assert isinstance(db.store.dictionary._blob, np.ndarray) and not db.store.dictionary._blob.flags.writeable
+    assert {q: db.query(q).rows() for q in QUERIES[:5]} == before
+    db.update(f'INSERT DATA {{ <{EX}s5> <{EX}name> "renamed" . <{EX}fresh> <{EX}group> <{EX}g3> }}')
+    db.update(f"DELETE DATA {{ <{EX}s1> <{EX}knows> <{EX}s10> }}")
+    after = {q: db.query(q).rows() for q in QUERIES[:5]}
+    assert after[QUERIES[0]] != before[QUERIES[0]]
+    again = Database()
+    again.store = Store(shards=3, data_dir=str(tmp_path / "d"))
+    assert {q: again.query(q).rows() for q in QUERIES[:5]} == after

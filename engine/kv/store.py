@@ -178,6 +178,26 @@ class Store:
             default, named = self._persist.mapped()
             cur = self._snapshot
             self._snapshot = Snapshot(cur.sn, self.dictionary, default, named, self._empty)
+            self._map_dictionary()
+
+    def _map_dictionary(self) -> None:
+        """The dictionary's arrays as the mapped chunk file when one chunk holds all of
+        it (same content; an append copies them to the heap again, see Dictionary._reserve)."""
+        import os
+
+        d = self.dictionary
+        chunks = self._persist.manifest["dictionary"]["chunks"]
+        if len(chunks) != 1 or d.persisted_n != len(d) or len(d) == 0:
+            return
+        blob, offs, num, hashes, hids = (np.load(os.path.join(self._persist.dir, f), mmap_mode="r").view(np.ndarray)
+                                         for f in chunks[0])
+        if len(offs) != len(d):
+            return
+        d._arrow_cache = None
+        d._blob = blob
+        d._offsets = np.concatenate([np.zeros(1, np.int64), offs])
+        d._numeric = num
+        d._index = (hashes, hids)
 
     def stats(self) -> dict:
         snap = self._snapshot
