@@ -148,6 +148,8 @@ def serve(config: Settings, progress: bool = True) -> None:
         # generations so collections during requests stay short.
         gc.collect()
         gc.freeze()
+        if group_dir is not None:
+            _release_memory()  # what loading freed (the arrays now mapped) goes back to the system
         sock.listen(2048)
         server_class, http = uvicorn.Server, _http()
         if group_dir is not None:
@@ -204,6 +206,21 @@ def _group_dirs(config: Settings) -> tuple[str, str]:
 
     d, store_dir, _ = group_directory(config)
     return d, store_dir
+
+
+def _release_memory() -> None:
+    """Return freed heap to the system: Arrow's pool and glibc's arenas keep what the
+    load freed (for --processes, the graph now lives in the mapped packs)."""
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _shared_store(config: Settings, store_dir: str):
