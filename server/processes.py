@@ -274,6 +274,7 @@ class _Reader:
         self.failures = 0
         self.restarts = 0
         self.handed_over = 0
+        self.last_seen = 0.0  # monotonic time of its last message (it reports every second)
         self.pending: tuple[int, list[bytes]] | None = None  # a connection whose bytes are still coming
         self.stats: dict = {}
 
@@ -290,6 +291,11 @@ class ProcessGroup:
         self.store_dir = store_dir
         self.own_dir = own_dir
         self.timeout = float(config.process_sync_timeout)
+        #: a query process reports every second; one silent for longer than a query may
+        #: run inline plus the switch time limit is restarted
+        #: (no query time limit: never)
+        qt = float(config.query_timeout)
+        self.silence = qt + self.timeout + 2.0 if qt > 0 else float("inf")
         self.readers = [_Reader(k) for k in range(1, int(config.processes))]
         self._cond = threading.Condition()
         self._sel = selectors.DefaultSelector()
@@ -387,7 +393,8 @@ class ProcessGroup:
         theirs.close()
         mine.settimeout(self.timeout)
         with self._cond:
-            r.proc, r.ctrl, r.state, r.acked, r.started = proc, mine, "starting", -1, time.monotonic()
+            r.proc, r.ctrl, r.state, r.acked = proc, mine, "starting", -1
+            r.started = r.last_seen = time.monotonic()
         self._sel.register(mine, selectors.EVENT_READ, r)
         log.info("query process %d started (pid %d)", r.no, proc.pid)
 
@@ -430,6 +437,10 @@ class ProcessGroup:
     def _supervise(self) -> None:
         now = time.monotonic()
         for r in self.readers:
+            if r.state == "up" and now - r.last_seen > self.silence and not self._stopping:
+                # its event loop has not run for longer than any query may take: wedged
+                with self._cond:
+                    self._kill(r, f"sent nothing for {now - r.last_seen:.0f} s")
             p = r.proc
             if p is not None and p.poll() is not None:
                 with self._cond:
@@ -465,6 +476,7 @@ class ProcessGroup:
                 r.state = "dead"
                 self._cond.notify_all()
             return
+        r.last_seen = time.monotonic()
         kind = msg[:1]
         if kind == _GIVE and fds:
             self._place(int.from_bytes(msg[1:3], "little"), fds[0])

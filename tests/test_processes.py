@@ -438,3 +438,18 @@ def test_remap_keeps_answers_and_writes_continue(tmp_path, datafile):
     again = Database()
     again.store = Store(shards=3, data_dir=str(tmp_path / "d"))
     assert {q: again.query(q).rows() for q in QUERIES[:5]} == after
+
+
+def test_a_wedged_query_process_is_restarted_without_any_write(datafile):
+    with ServerProcess("--data", str(datafile), "--processes", "2", "--log-level", "warning",
+                       "--query-timeout", "1", "--process-sync-timeout", "1") as s:
+        _wait(lambda: _reader(s.url)["state"] == "up", what="the query process")
+        old = _reader(s.url)["pid"]
+        os.kill(old, signal.SIGSTOP)  # its event loop stops: no reports, no answers
+        try:
+            _wait(lambda: (p := _reader(s.url))["state"] == "up" and p["pid"] != old, timeout=30,
+                  what="a restart of the silent process")
+            assert not _alive(old) or _proc_state(old) == "Z"
+        finally:
+            if _alive(old):
+                os.kill(old, signal.SIGCONT)
