@@ -197,15 +197,7 @@ def _mapped_dictionary(chunks: list[list[str]]) -> Dictionary:
         order = np.argsort(hashes, kind="stable")
         hashes, hids = hashes[order], hids[order]
     d = ReadOnlyDictionary()
-    n = len(offs)
-    if n == 0:
-        return d
-    d._blob = blob
-    d._offsets = np.concatenate([np.zeros(1, np.int64), np.asarray(offs, dtype=np.int64)])
-    d._numeric = num
-    d._index = (hashes, hids)
-    d._n = n
-    d.persisted_n = n
+    d.use_persisted(blob, offs, num, hashes, hids)
     return d
 
 

@@ -482,6 +482,22 @@ class Dictionary:
             "hash_ids": i,
         }
 
+    def use_persisted(self, blob, offsets, numeric, hashes, hash_ids) -> None:
+        """Hold these arrays (a persisted chunk holding every id, memory-mapped; ``offsets``
+        the chunk's end offsets) instead of its own: the same content without a heap copy,
+        shared by every process mapping the file. The next append copies them to the heap
+        (:meth:`_reserve`: a mapped array has no room to grow)."""
+        n = len(offsets)
+        if n != self._n and self._n:
+            raise ValueError("the chunk does not hold this dictionary")
+        self._arrow_cache = None
+        self._blob = blob if n else np.zeros(1 << 16, dtype=np.uint8)
+        self._offsets = np.concatenate([np.zeros(1, np.int64), np.asarray(offsets, dtype=np.int64)])
+        self._numeric = numeric
+        self._index = (hashes, hash_ids)
+        self._n = n
+        self.persisted_n = n
+
     def extend_persisted(self, blob, offsets, numeric, hashes, hash_ids) -> None:
         """Append a chunk :mod:`engine.kv.persist` wrote (the ids ``len(self)`` on: its
         bytes, absolute end offsets, numeric values and sorted (hash, id) entries): how a

@@ -189,15 +189,9 @@ class Store:
         chunks = self._persist.manifest["dictionary"]["chunks"]
         if len(chunks) != 1 or d.persisted_n != len(d) or len(d) == 0:
             return
-        blob, offs, num, hashes, hids = (np.load(os.path.join(self._persist.dir, f), mmap_mode="r").view(np.ndarray)
-                                         for f in chunks[0])
-        if len(offs) != len(d):
-            return
-        d._arrow_cache = None
-        d._blob = blob
-        d._offsets = np.concatenate([np.zeros(1, np.int64), offs])
-        d._numeric = num
-        d._index = (hashes, hids)
+        arrays = [np.load(os.path.join(self._persist.dir, f), mmap_mode="r").view(np.ndarray) for f in chunks[0]]
+        if len(arrays[1]) == len(d):
+            d.use_persisted(*arrays)
 
     def stats(self) -> dict:
         snap = self._snapshot
