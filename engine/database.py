@@ -41,6 +41,7 @@ from engine.io import ingest
 from engine.kv.store import Changes, Store
 from engine.plan.planner import QueryPlan, make_plan
 from engine.settings import DEFAULTS
+from engine.sparql import normalize as norm
 from engine.sparql.algebra import Const
 
 _PARSE_CACHE_SIZE = 512
@@ -83,6 +84,10 @@ class Database:
         #: shape key -> (snapshot, graph, (program, slots), parameter id): one compiled
         #: fast program per query shape and snapshot, rebound for new constants
         self._shapes: dict = {}
+        #: (skeleton, base) -> _Template (or None: that skeleton has none): texts of a
+        #: known fast shape answered without parsing (see _template_hit)
+        self._templates: dict = {}
+        self._norm_memo: tuple = (None, None)
         self._snap_terms: QueryContext | None = None
         self._snap_terms_prev: QueryContext | None = None
         self._lock = threading.Lock()
@@ -129,6 +134,8 @@ class Database:
             return pq, self._prepared_shape.get(k)
         pq = make_plan(self._parse(text, base, deadline))
         shape = _fast_shape_key(pq)
+        if shape is not None:
+            self._learn(text, base, pq, shape, deadline)
         if len(text) > _CACHE_TEXT_MAX:
             return pq, shape
         with self._lock:
@@ -144,8 +151,121 @@ class Database:
         subject/object constant of a fast-path BGP (None for other queries):
         they cost alike and share one compiled program. Parses the text (cached;
         a syntax error raises as :meth:`query` would)."""
+        k = (text, base)
+        if k not in self._prepared:
+            hit = self._template_hit(text, base)
+            if hit is not None:
+                return hit[0].key
         sh = self._prepare_shaped(text, base, deadline)[1]
         return None if sh is None else sh[0]
+
+    # ------------------------------------------------------------ shape templates
+    def _normalized(self, text: str):
+        memo = self._norm_memo
+        if memo[0] is text:
+            return memo[1]
+        n = norm.normalize(text)
+        self._norm_memo = (text, n)
+        return n
+
+    def _template_hit(self, text: str, base: str | None):
+        """(template, parameter key) when ``text`` is a known template's text with
+        only its parameter changed (:mod:`engine.sparql.normalize`): such a text
+        is not tokenized, parsed or planned; None otherwise."""
+        if not self._templates:
+            return None
+        n = self._normalized(text)
+        if n is None:
+            return None
+        tpl = self._templates.get((n[0], base))
+        if tpl is None:
+            return None
+        slots = n[1]
+        v = None
+        for s, f in zip(slots, tpl.fixed, strict=True):
+            if f is None:
+                if v is None:
+                    v = s
+                elif s != v:
+                    return None
+            elif s != f:
+                return None
+        key = norm.slot_key(v) if v[0] == tpl.quote else None
+        if key is None or key in tpl.others:
+            return None
+        return tpl, key
+
+    def _learn(self, text: str, base: str | None, pq: QueryPlan, shape: tuple, deadline) -> None:
+        """Make ``text`` (a fast shape, just parsed) the template of its skeleton
+        when its parameter is written as slots (an absolute IRI or a plain
+        string) and a probe text, the same with another constant in those
+        slots, parses to the same shape with that constant: then every text of
+        the skeleton that differs only there is that shape with its own constant."""
+        n = self._normalized(text)
+        if n is None:
+            return
+        tk = (n[0], base)
+        if tk in self._templates:
+            return
+        skel, slots = n
+        param = shape[1]
+        params = [i for i, s in enumerate(slots) if norm.slot_key(s) == param]
+        tpl = None
+        if params:
+            q = slots[params[0]][0]
+            probe = ("<urn:x-jindou:probe>" if q == "<" else q + "jindou probe" + q)
+            sp = norm.spans(text)
+            parts, last = [], 0
+            for i in params:
+                a, b = sp[i]
+                parts += (text[last:a], probe)
+                last = b
+            parts.append(text[last:])
+            try:
+                from engine.sparql.parser import parse_query  # noqa: PLC0415
+
+                got = _fast_shape_key(make_plan(parse_query("".join(parts), base,
+                                                            check=_deadline_check(deadline, self.query_timeout))))
+            except JindouError:
+                got = None
+            if got is not None and got == (shape[0], norm.slot_key(probe)):
+                fixed = tuple(None if i in params else s for i, s in enumerate(slots))
+                tpl = _Template(fixed, q, shape[0], pq, _shape_constants(shape[0]))
+        with self._lock:
+            if len(self._templates) >= _PLAN_CACHE_SIZE:
+                self._templates = {}
+            self._templates[tk] = tpl
+
+    def _run_template(self, tpl, key: str, max_rows, budget, deadline, timeout) -> QueryResult | None:
+        """Run a template's shape for the constant ``key`` by rebinding the shape's
+        program of the current snapshot; None when there is none to rebind (the
+        caller takes the full path, which compiles it)."""
+        snap = self.store.snapshot()
+        terms = self._snap_terms
+        if terms is None or terms.snapshot is not snap:
+            return None
+        known = self._shapes.get(tpl.key)
+        if known is None or known[0] is not snap or known[1] is not snap.default:
+            return None
+        pid = terms.lookup(key)
+        if pid < 0:
+            return None
+        compiled = _rebind(known[2], known[3], pid)
+        if compiled is None or compiled[0].starts_big:
+            return None
+
+        def check():
+            if deadline is not None and time.monotonic() > deadline:
+                raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+
+        token = enter_budget(budget, deadline)
+        try:
+            res = run_fast(tpl.pq, compiled, terms, snap.default, max_rows or self.max_rows, check)
+        finally:
+            leave_budget(token)
+        check()
+        self.queries += 1
+        return res
 
     def _drop_programs(self, terms) -> None:
         with self._lock:
@@ -223,6 +343,12 @@ class Database:
 
     def _query(self, text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
                deadline) -> QueryResult:
+        if not default_graph_uris and not named_graph_uris and (text, base) not in self._prepared:
+            hit = self._template_hit(text, base)
+            if hit is not None:
+                res = self._run_template(hit[0], hit[1], max_rows, budget, deadline, timeout)
+                if res is not None:
+                    return res
         pq, shape = self._prepare_shaped(text, base, deadline)
         q = pq.query
         if q.form not in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE"):
@@ -453,6 +579,29 @@ def _rebind(compiled, old: int, new: int):
     steps = [(kind, fs, end(a), end(b) if kind == _PRUNE else b) for kind, fs, a, b in prog.steps]
     rtriples = [tuple(("c", new) if p[0] == "c" and p[1] == old else p for p in rt) for rt in prog.rtriples]
     return SmallBGP(list(prog.slots), steps, rtriples, list(prog.widths), False), out
+
+
+class _Template:
+    """A text of a fast shape as its skeleton's template: the slots that must
+    stay as they are (None: the parameter's slots), the parameter's kind (its
+    first character: ``<`` or a quote), the shape key, the plan (its BGP's
+    constant is never read: the program is rebound, and the fast path's
+    hand-over replaces the BGP by its rows) and the shape's other constants
+    (a parameter equal to one of them has no shape)."""
+
+    __slots__ = ("fixed", "quote", "key", "pq", "others")
+
+    def __init__(self, fixed, quote, key, pq, others):
+        self.fixed = fixed
+        self.quote = quote
+        self.key = key
+        self.pq = pq
+        self.others = others
+
+
+def _shape_constants(key: tuple) -> frozenset:
+    """The predicates and classes of a shape key (see :func:`_fast_shape_key`)."""
+    return frozenset(c[1] for row in key[1] for c in row if c is not None and c[0] == "c")
 
 
 class _BoundedDict(dict):
