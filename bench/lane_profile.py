@@ -136,6 +136,55 @@ def run(proto, tr, reqs: list[bytes], loop) -> tuple[list[float], int]:
     return out, slow
 
 
+#: (label, module, attribute) of the functions timed by --stages (inclusive times)
+STAGES = (
+    ("data_received: HTTP parse + everything", "proto", "data_received"),
+    ("on_message_complete: the lane", "proto", "on_message_complete"),
+    ("answer_inline: handler + CORS + metrics", "server.app:EdgeMiddleware", "answer_inline"),
+    ("handle_sparql_inline", "server.app", "handle_sparql_inline"),
+    ("query string decode", "server.api.sparql", "parse_params_cached"),
+    ("text -> shape (cost key)", "server.api.sparql", "_cost_shape"),
+    ("normalize (skeleton + slots)", "engine.sparql.normalize", "normalize"),
+    ("parse + plan (texts without a template)", "engine.database:Database", "_prepare_shaped"),
+    ("Database.query", "engine.database:Database", "query"),
+    ("program rebinding", "engine.database", "_rebind"),
+    ("run_fast (compiled program)", "engine.database", "run_fast"),
+    ("render: small SPARQL JSON", "engine.small_json", "select_json"),
+    ("render: general writer", "engine.exec.serialize", "serialize"),
+)
+
+
+def instrument(proto) -> tuple[dict, list]:
+    """Wrap the STAGES functions with perf_counter_ns probes: (label -> [calls, ns],
+    the (owner, attribute, function) to put back)."""
+    import importlib
+
+    acc: dict = {}
+    undo: list = []
+    for label, where, attr in STAGES:
+        if where == "proto":
+            owner = type(proto)
+        else:
+            mod, _, cls = where.partition(":")
+            owner = importlib.import_module(mod)
+            if cls:
+                owner = getattr(owner, cls)
+        fn = getattr(owner, attr)
+        undo.append((owner, attr, fn))
+        cell = acc[label] = [0, 0]
+
+        def wrapped(*a, __fn=fn, __cell=cell, **k):
+            t0 = time.perf_counter_ns()
+            try:
+                return __fn(*a, **k)
+            finally:
+                __cell[0] += 1
+                __cell[1] += time.perf_counter_ns() - t0
+
+        setattr(owner, attr, wrapped)
+    return acc, undo
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.lane_profile", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="/tmp/jindou-bench/lubm-t1000000-seed0.nt")
@@ -144,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--families", default=None)
     ap.add_argument("--profile", default=None, help="cProfile the varied runs of this family ('all')")
     ap.add_argument("--profile-mode", default="varied")
+    ap.add_argument("--stages", action="store_true", help="instead: inclusive time per stage (perf_counter_ns probes)")
     ap.add_argument("--show", action="store_true", help="print one answer per family")
     args = ap.parse_args(argv)
     from engine.database import Database
@@ -160,6 +210,20 @@ def main(argv: list[str] | None = None) -> int:
     asyncio.set_event_loop(loop)
     proto, tr = make_protocol(db, loop)
     fams = args.families.split(",") if args.families else list(LANE_FAMILIES)
+    if args.stages:
+        for mode in ("repeated", "varied"):
+            for f in fams:
+                run(proto, tr, [request(t) for t in texts(f, mode, 100, "warm")], loop)
+            reqs = [request(t) for f in fams for t in texts(f, mode, args.requests, "stages")]
+            acc, undo = instrument(proto)
+            run(proto, tr, reqs, loop)
+            for owner, attr, fn in undo:  # take the probes out
+                setattr(owner, attr, fn)
+            print(f"\n{mode} texts, families {','.join(fams)}: µs per request (inclusive), calls per request\n")
+            print("| stage | µs | calls |\n| --- | ---: | ---: |")
+            for label, (calls, ns) in acc.items():
+                print(f"| {label} | {ns / len(reqs) / 1e3:.1f} | {calls / len(reqs):.2f} |")
+        return 0
     cells: dict = {}
     for r in range(args.rounds):
         for f in fams:

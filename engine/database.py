@@ -88,6 +88,7 @@ class Database:
         #: known fast shape answered without parsing (see _template_hit)
         self._templates: dict = {}
         self._norm_memo: tuple = (None, None)
+        self._hit_memo: tuple = (None, None, None)
         self._snap_terms: QueryContext | None = None
         self._snap_terms_prev: QueryContext | None = None
         self._lock = threading.Lock()
@@ -155,6 +156,7 @@ class Database:
         if k not in self._prepared:
             hit = self._template_hit(text, base)
             if hit is not None:
+                self._hit_memo = (text, base, hit)  # the query that follows uses it
                 return hit[0].key
         sh = self._prepare_shaped(text, base, deadline)[1]
         return None if sh is None else sh[0]
@@ -190,7 +192,7 @@ class Database:
                     return None
             elif s != f:
                 return None
-        key = norm.slot_key(v) if v[0] == tpl.quote else None
+        key = norm.slot_key(v) if v and v[0] == tpl.quote else None
         if key is None or key in tpl.others:
             return None
         return tpl, key
@@ -344,7 +346,8 @@ class Database:
     def _query(self, text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
                deadline) -> QueryResult:
         if not default_graph_uris and not named_graph_uris and (text, base) not in self._prepared:
-            hit = self._template_hit(text, base)
+            memo = self._hit_memo
+            hit = memo[2] if memo[0] is text and memo[1] == base else self._template_hit(text, base)
             if hit is not None:
                 res = self._run_template(hit[0], hit[1], max_rows, budget, deadline, timeout)
                 if res is not None:

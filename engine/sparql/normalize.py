@@ -30,13 +30,19 @@ import re
 
 from engine.terms import literal_key
 
-#: an IRI reference, a short string (the tokenizer's expressions) or a comment
+#: what str.split() takes for whitespace besides SPARQL's space, tab, CR and LF
+_OTHER_WS = "\x0b\x0c\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: an IRI reference (1), what makes a text unfit (2: a long string's quotes, a
+#: backslash, the slot marker or other whitespace, outside any slot), a short
+#: string (3; the tokenizer's expressions) or a comment; the lookahead lets the
+#: scan skip the other characters quickly
 _SLOTS = re.compile(
-    r"(<[^<>\"{}|^`\\\x00-\x20]*>)"
+    r"(?=[<'\"#\\\x01" + _OTHER_WS + "])"
+    r"(?:(<[^<>\"{}|^`\\\x00-\x20]*>)"
+    r"|('''|\"\"\"|[\\\x01" + _OTHER_WS + "])"
     r"|('(?:[^'\\\n\r]|\\.)*'|\"(?:[^\"\\\n\r]|\\.)*\")"
-    r"|#[^\r\n]*"
+    r"|#[^\r\n]*)"
 )
-_WS = re.compile(r"[ \t\r\n]+")
 #: the marker of a slot in a skeleton (no query text can hold it outside a slot:
 #: the tokenizer rejects it, and a text with one gets no skeleton)
 MARK = "\x01"
@@ -49,29 +55,19 @@ MAX_CHARS = 4096
 def normalize(text: str) -> tuple[str, list[str]] | None:
     """(skeleton, slots) of ``text``, or None when it cannot be proved to
     tokenize like every text of its skeleton (see the module docstring)."""
-    if len(text) > MAX_CHARS or MARK in text or '"""' in text or "'''" in text:
+    if len(text) > MAX_CHARS:
         return None
-    if "\\u" in text or "\\U" in text:
+    parts = _SLOTS.split(text)
+    if any(parts[2::4]):
         return None
-    slots: list[str] = []
-    add = slots.append
-
-    def one(m: re.Match) -> str:
-        g = m.lastindex
-        if g is None:  # a comment separates tokens like whitespace
-            return " "
-        add(m.group(g))
-        return MARK
-
-    skel = _WS.sub(" ", _SLOTS.sub(one, text))
-    if "\\" in skel:
-        return None
-    return skel, slots
+    # a comment is a slot that reads "" (a separator like whitespace, whatever it says)
+    slots = [a or b or "" for a, b in zip(parts[1::4], parts[3::4], strict=True)]
+    return " ".join(MARK.join(parts[0::4]).split()), slots
 
 
 def spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) in ``text`` of each slot :func:`normalize` reports, in order."""
-    return [m.span() for m in _SLOTS.finditer(text) if m.lastindex is not None]
+    """(start, end) in ``text`` of each slot :func:`normalize` reports (comments included), in order."""
+    return [m.span() for m in _SLOTS.finditer(text)]
 
 
 def slot_key(raw: str) -> str | None:
@@ -80,7 +76,9 @@ def slot_key(raw: str) -> str | None:
     IRI (resolution leaves it as it is) or a string without escapes, as a
     simple literal (where a language tag or datatype follows, the key the
     parser makes differs, which the caller's check against the parse finds).
-    None otherwise (the slot cannot be a query's parameter)."""
+    None otherwise (the slot cannot be a query's parameter; a comment's slot is "")."""
+    if not raw:
+        return None
     c = raw[0]
     if c == "<":
         return raw if _SCHEME.match(raw, 1) else None
