@@ -149,7 +149,8 @@ STAGES = (
     ("Database.query", "engine.database:Database", "query"),
     ("program rebinding", "engine.database", "_rebind"),
     ("run_fast (compiled program)", "engine.database", "run_fast"),
-    ("render: small SPARQL JSON", "engine.small_json", "select_json"),
+    ("render: small SPARQL JSON", "engine.small_answers", "select_json"),
+    ("render: small N-Triples", "engine.small_answers", "graph_ntriples"),
     ("render: general writer", "engine.exec.serialize", "serialize"),
 )
 

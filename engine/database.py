@@ -40,6 +40,7 @@ from engine.exec.result import QueryResult
 from engine.io import ingest
 from engine.kv.store import Changes, Store
 from engine.plan.planner import QueryPlan, make_plan
+from engine.plan.point import PointProgram, compile_point, describe_small
 from engine.settings import DEFAULTS
 from engine.sparql import normalize as norm
 from engine.sparql.algebra import Const
@@ -134,7 +135,7 @@ class Database:
         if pq is not None:
             return pq, self._prepared_shape.get(k)
         pq = make_plan(self._parse(text, base, deadline))
-        shape = _fast_shape_key(pq)
+        shape = _shape_key(pq)
         if shape is not None:
             self._learn(text, base, pq, shape, deadline)
         if len(text) > _CACHE_TEXT_MAX:
@@ -226,7 +227,7 @@ class Database:
             try:
                 from engine.sparql.parser import parse_query  # noqa: PLC0415
 
-                got = _fast_shape_key(make_plan(parse_query("".join(parts), base,
+                got = _shape_key(make_plan(parse_query("".join(parts), base,
                                                             check=_deadline_check(deadline, self.query_timeout))))
             except JindouError:
                 got = None
@@ -349,7 +350,10 @@ class Database:
             memo = self._hit_memo
             hit = memo[2] if memo[0] is text and memo[1] == base else self._template_hit(text, base)
             if hit is not None:
-                res = self._run_template(hit[0], hit[1], max_rows, budget, deadline, timeout)
+                if hit[0].key is _DESCRIBE_ONE:
+                    res = self._describe_small([hit[1]], self.store.snapshot(), budget, deadline, timeout)
+                else:
+                    res = self._run_template(hit[0], hit[1], max_rows, budget, deadline, timeout)
                 if res is not None:
                     return res
         pq, shape = self._prepare_shaped(text, base, deadline)
@@ -375,10 +379,38 @@ class Database:
                 check()
                 self.queries += 1
                 return res
+        if (q.form == "DESCRIBE" and q.describe and not default_graph_uris and not named_graph_uris
+                and (q.dataset is None or not (q.dataset.default or q.dataset.named))
+                and all(isinstance(t, Const) for t in q.describe)):
+            res = self._describe_small([t.key for t in q.describe], snap, budget, deadline, timeout)
+            if res is not None:
+                return res
         ctx, ds = self._context(pq, snap, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
                                 deadline)
         self.queries += 1
         return evaluate_query(q, ctx, ds, plan=pq)
+
+    def _describe_small(self, keys: list, snap, budget, deadline, timeout) -> QueryResult | None:
+        """DESCRIBE of constant resources (term keys) over the default graph, tuple
+        at a time (:func:`engine.plan.point.describe_small`); None: the general path."""
+        terms = self._snapshot_terms(snap)
+        if terms is not self._snap_terms_prev:
+            self._drop_programs(terms)
+        ids = [terms.lookup(k) for k in keys]
+
+        def check():
+            if deadline is not None and time.monotonic() > deadline:
+                raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+
+        token = enter_budget(budget, deadline)
+        try:
+            triples = describe_small(ids, snap.default, terms, check)
+        finally:
+            leave_budget(token)
+        if triples is None:
+            return None
+        self.queries += 1
+        return QueryResult(form="DESCRIBE", terms=terms, triples=triples)
 
     def _fast_program(self, pq: QueryPlan, snap, shape=None) -> tuple:
         """The plan's fast program for ``snap``: compiled once per snapshot (a
@@ -401,7 +433,8 @@ class Database:
             if tpl is not None and tpl[0] is snap and tpl[1] is graph and pid >= 0:
                 compiled = _rebind(tpl[2], tpl[3], pid)
             if compiled is None:
-                compiled = compile_fast(pq.fast, graph, terms.lookup)
+                compile = compile_point if pq.fast.point else compile_fast
+                compiled = compile(pq.fast, graph, terms.lookup)
                 if shape is not None and pid >= 0 and compiled is not None and not compiled[0].empty:
                     with self._lock:
                         if len(self._shapes) >= _PLAN_CACHE_SIZE:
@@ -535,6 +568,25 @@ def _deadline_check(deadline: float | None, timeout: float):
 _RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
 
 
+#: the shape key of ``DESCRIBE <one constant>`` (its parameter: that constant)
+_DESCRIBE_ONE = ("DESCRIBE",)
+
+
+def _shape_key(pq: QueryPlan) -> tuple | None:
+    """(shape key, parameter key) of a query whose texts differ only in one
+    constant and are answered without a parse from a template: a fast shape
+    (:func:`_fast_shape_key`) or the DESCRIBE of one constant over the default
+    graph (its WHERE clause, if any, is not evaluated for a constant); None otherwise."""
+    sh = _fast_shape_key(pq)
+    if sh is not None:
+        return sh
+    q = pq.query
+    if (q.form == "DESCRIBE" and len(q.describe) == 1 and isinstance(q.describe[0], Const)
+            and (q.dataset is None or not (q.dataset.default or q.dataset.named))):
+        return _DESCRIBE_ONE, q.describe[0].key
+    return None
+
+
 def _fast_shape_key(pq: QueryPlan) -> tuple | None:
     """(shape key, parameter's term key) of a fast-path query whose subject/object
     constants, other than the classes of ``rdf:type`` patterns, are one term (a
@@ -575,6 +627,8 @@ def _rebind(compiled, old: int, new: int):
     prog, out = compiled
     if prog.empty:
         return None
+    if isinstance(prog, PointProgram):
+        return prog.rebound(old, new), out
 
     def end(e):
         return (True, new) if e is not None and e[0] is True and e[1] == old else e
@@ -604,6 +658,8 @@ class _Template:
 
 def _shape_constants(key: tuple) -> frozenset:
     """The predicates and classes of a shape key (see :func:`_fast_shape_key`)."""
+    if key is _DESCRIBE_ONE:
+        return frozenset()
     return frozenset(c[1] for row in key[1] for c in row if c is not None and c[0] == "c")
 
 

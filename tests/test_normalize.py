@@ -129,6 +129,9 @@ FAMILIES = [
     "SELECT ?s WHERE {{ ?s <http://ex.org/label> {c} }}",
     "SELECT ?s ?o WHERE {{ ?s <http://ex.org/label> {c} . ?s <http://ex.org/p> ?o }} OFFSET 0 LIMIT 2",
     "PREFIX ex: <http://ex.org/>\nSELECT ?o WHERE {{ {c} ex:p ?o }}",
+    "SELECT ?p ?o WHERE {{ {c} ?p ?o }}",
+    "SELECT ?s WHERE {{ ?s ?p {c} }} LIMIT 3",
+    "DESCRIBE {c}",
 ]
 
 
@@ -157,6 +160,8 @@ def _answer(db, text, templates: bool):
             db._templates = saved
     if res.form == "ASK":
         return res.boolean
+    if res.is_graph:
+        return [tuple(res.terms.keys(t)) for t in res.triples]
     return res.vars, [tuple(r.get(v) for v in res.vars) for r in res.rows()]
 
 

@@ -6,7 +6,9 @@ BGP step orders are chosen per snapshot (:mod:`engine.plan.order`) because
 they depend on the statistics of the data the query runs on.
 
 The fast path: a SELECT (or ASK) whose planned pattern is one BGP with
-constant predicates under Project / Distinct / Reduced / Slice runs as a
+constant predicates (or a point lookup: one pattern with a variable predicate
+and a constant end, :mod:`engine.plan.point`) under Project / Distinct /
+Reduced / Slice runs as a
 tuple-at-a-time program compiled once per snapshot
 (:class:`engine.exec.bgp.SmallBGP`, run by :func:`engine.exec.evaluate.run_fast`):
 a selective one-shot query then costs tens of microseconds in process, which
@@ -16,6 +18,7 @@ tiny arrays) cannot reach. It applies only to the default dataset.
 
 from __future__ import annotations
 
+from engine.plan.point import is_point
 from engine.plan.rewrite import rewrite
 from engine.sparql import algebra as A
 
@@ -24,7 +27,7 @@ class FastShape:
     """The fast path's view of a query: the BGP node of the planned tree, the
     projected names (None: ASK), DISTINCT / REDUCED, OFFSET and LIMIT."""
 
-    __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit")
+    __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit", "point")
 
     def __init__(self, bgp, names, distinct, offset, limit):
         self.bgp = bgp
@@ -33,6 +36,8 @@ class FastShape:
         self.distinct = distinct
         self.offset = offset
         self.limit = limit
+        #: a point lookup (one pattern, variable predicate, constant end): engine/plan/point.py
+        self.point = is_point(bgp.triples)
 
 
 class QueryPlan:
@@ -71,7 +76,7 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
             return None
     elif names is not None or distinct or offset or limit is not None:
         return None
-    if any(not isinstance(t.p, A.Const) for t in node.triples):
+    if any(not isinstance(t.p, A.Const) for t in node.triples) and not is_point(node.triples):
         return None
     return FastShape(node, names, distinct, offset, limit)
 

@@ -1,13 +1,15 @@
-"""SPARQL JSON for small SELECT answers from rendered terms kept between queries.
+"""SPARQL JSON (small SELECT answers) and N-Triples (small graphs) from rendered
+terms kept between queries.
 
 A selective query answers a few rows of terms that the next queries answer
 again (the same professors, courses, departments). The general writer
 (:mod:`engine.exec.serialize`) decodes every id through the dictionary and
 renders it for each answer; here each store id's JSON object
 (``{"type":"uri","value":...}``) is rendered once per snapshot term table and
-the answer is joined from those bytes. The bytes are those
+the answer is joined from those bytes; likewise each id's N-Triples term for
+a small graph (a DESCRIBE or CONSTRUCT of one entity). The bytes are those
 ``engine.exec.serialize`` writes (same renderer per term, same layout:
-orjson's compact form of the same document).
+orjson's compact form of the same document; one ``s p o .`` line per triple).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ import orjson
 
 from engine.exec.context import LOCAL_BASE
 from engine.exec.result import UNBOUND
-from engine.exec.serialize import _json_bytes, check_size
+from engine.exec.serialize import _json_bytes, _nt_term, check_size
 
-#: answers with more cells than this go to the general writer
+#: answers with more cells (graphs: triples) than this go to the general writer
 MAX_CELLS = 256
 #: rendered terms kept (the table restarts when it is full)
 MAX_TERMS = 1 << 16
@@ -32,6 +34,7 @@ class TermFragments:
     def __init__(self):
         self.terms = None
         self.frags: dict[int, bytes] = {}
+        self.nt: dict[int, bytes] = {}
         self.heads: dict[tuple, tuple[bytes, list[bytes]]] = {}
         self.lock = threading.Lock()
 
@@ -40,6 +43,7 @@ class TermFragments:
             with self.lock:
                 if self.terms is not terms:
                     self.frags = {}
+                    self.nt = {}
                     self.terms = terms
         return self.frags
 
@@ -66,24 +70,57 @@ def select_json(result, max_bytes: int | None = None, fragments: TermFragments =
     if n * len(names) > MAX_CELLS:
         return None
     cols = [c.tolist() for c in result.columns]
-    frags = fragments.table(result.terms)
-    missing = {i for c in cols for i in c if i not in frags and i != UNBOUND}
-    if missing:
-        if any(i < 0 or i >= LOCAL_BASE for i in missing):
-            return None
-        ids = sorted(missing)
-        keys = result.terms.keys(ids)
-        if len(frags) + len(ids) > MAX_TERMS:
-            frags = fragments.frags = {}
-        for i, k in zip(ids, keys, strict=True):
-            if k is None:
-                return None
-            frags[i] = _json_bytes(k)
+    fragments.table(result.terms)
+    frags = _fill(fragments, "frags", result.terms, {i for c in cols for i in c}, _json_bytes)
+    if frags is None:
+        return None
     head, labels = fragments.head(names)
     rows = []
     for r in range(n):
         cells = [labels[j] + frags[c[r]] for j, c in enumerate(cols) if c[r] != UNBOUND]
         rows.append(b"{" + b",".join(cells) + b"}")
     doc = head + b",".join(rows) + b"]}}"
+    check_size(len(doc), max_bytes)
+    return doc
+
+
+def _nt_bytes(key: str) -> bytes:
+    return _nt_term(key).encode("utf-8")
+
+
+def _fill(fragments: TermFragments, which: str, terms, ids: set, render):
+    """The fragments table ``which`` with every id of ``ids`` (UNBOUND aside)
+    rendered; None when one is a computed term (not cached: the general writer)."""
+    table = getattr(fragments, which)
+    missing = [i for i in ids if i not in table and i != UNBOUND]
+    if missing:
+        if any(i < 0 or i >= LOCAL_BASE for i in missing):
+            return None
+        missing.sort()
+        keys = terms.keys(missing)
+        if len(table) + len(missing) > MAX_TERMS:
+            table = {}
+            setattr(fragments, which, table)
+        for i, k in zip(missing, keys, strict=True):
+            if k is None:
+                return None
+            table[i] = render(k)
+    return table
+
+
+def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
+    """The N-Triples body of a small CONSTRUCT/DESCRIBE ``result`` over store ids,
+    or None (the caller uses the general writer)."""
+    t = result.triples
+    if t is None or len(t) > MAX_CELLS:
+        return None
+    if len(t) == 0:
+        return b""
+    rows = t.tolist()
+    fragments.table(result.terms)
+    nt = _fill(fragments, "nt", result.terms, {i for r in rows for i in r}, _nt_bytes)
+    if nt is None:
+        return None
+    doc = b"".join([b"%s %s %s .\n" % (nt[s], nt[p], nt[o]) for s, p, o in rows])
     check_size(len(doc), max_bytes)
     return doc
