@@ -26,8 +26,8 @@ from collections import OrderedDict
 import numpy as np
 
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
-from engine.exec.bgp import _PRUNE, SmallBGP
-from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
+from engine.exec.bgp import _PRUNE, SMALL_ROWS, SmallBGP
+from engine.exec.context import MemoryBudget, charge_rows, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import (
     DatasetView,
     QueryContext,
@@ -263,11 +263,15 @@ class Database:
 
         token = enter_budget(budget, deadline)
         try:
-            res = run_fast(tpl.pq, compiled, terms, snap.default, max_rows or self.max_rows, check)
+            if tpl.pq.fast.template is None:
+                res = run_fast(tpl.pq, compiled, terms, snap.default, max_rows or self.max_rows, check)
+            else:
+                res = _construct_fast(compiled, terms, max_rows or self.max_rows)
         finally:
             leave_budget(token)
         check()
-        self.queries += 1
+        if res is not None:
+            self.queries += 1
         return res
 
     def _drop_programs(self, terms) -> None:
@@ -327,7 +331,7 @@ class Database:
             raise QueryEvaluationError(f"unknown query form {pq.query.form}")
         snap = self.store.snapshot()
         st = None
-        if pq.fast is not None and not default_graph_uris and not named_graph_uris:
+        if pq.fast is not None and pq.fast.template is None and not default_graph_uris and not named_graph_uris:
             st = self._fast_program(pq, snap)
             if st[2] is None or st[2][0].starts_big:
                 st = None
@@ -373,12 +377,16 @@ class Database:
 
                 token = enter_budget(budget, deadline)
                 try:
-                    res = run_fast(pq, st[2], st[3], st[1], max_rows or self.max_rows, check)
+                    if pq.fast.template is None:
+                        res = run_fast(pq, st[2], st[3], st[1], max_rows or self.max_rows, check)
+                    else:
+                        res = _construct_fast(st[2], st[3], max_rows or self.max_rows)
                 finally:
                     leave_budget(token)
                 check()
-                self.queries += 1
-                return res
+                if res is not None:
+                    self.queries += 1
+                    return res
         if (q.form == "DESCRIBE" and q.describe and not default_graph_uris and not named_graph_uris
                 and (q.dataset is None or not (q.dataset.default or q.dataset.named))
                 and all(isinstance(t, Const) for t in q.describe)):
@@ -433,7 +441,8 @@ class Database:
             if tpl is not None and tpl[0] is snap and tpl[1] is graph and pid >= 0:
                 compiled = _rebind(tpl[2], tpl[3], pid)
             if compiled is None:
-                compile = compile_point if pq.fast.point else compile_fast
+                compile = (compile_point if pq.fast.point else
+                           compile_construct if pq.fast.template is not None else compile_fast)
                 compiled = compile(pq.fast, graph, terms.lookup)
                 if shape is not None and pid >= 0 and compiled is not None and not compiled[0].empty:
                     with self._lock:
@@ -618,6 +627,9 @@ def _fast_shape_key(pq: QueryPlan) -> tuple | None:
         return None
     key = (pq.query.form, tuple(parts), tuple(fast.names) if fast.names is not None else None,
            fast.distinct, fast.offset, fast.limit)
+    if fast.template is not None:  # the template's constants (the parameter's places marked) too
+        key += (tuple(tuple(("v", x.name) if not isinstance(x, Const) else None if x.key == param else ("c", x.key)
+                            for x in (t.s, t.p, t.o)) for t in fast.template),)
     return key, param
 
 
@@ -627,6 +639,8 @@ def _rebind(compiled, old: int, new: int):
     prog, out = compiled
     if prog.empty:
         return None
+    if out and isinstance(out[0], tuple):  # a CONSTRUCT's resolved template
+        out = tuple(tuple(("c", new) if e == ("c", old) else e for e in t) for t in out)
     if isinstance(prog, PointProgram):
         return prog.rebound(old, new), out
 
@@ -636,6 +650,60 @@ def _rebind(compiled, old: int, new: int):
     steps = [(kind, fs, end(a), end(b) if kind == _PRUNE else b) for kind, fs, a, b in prog.steps]
     rtriples = [tuple(("c", new) if p[0] == "c" and p[1] == old else p for p in rt) for rt in prog.rtriples]
     return SmallBGP(list(prog.slots), steps, rtriples, list(prog.widths), False), out
+
+
+def compile_construct(fast, graph, lookup):
+    """(program, resolved template) of a CONSTRUCT's fast shape: the WHERE BGP's
+    program and each template triple as ``("c", id)`` / ``("v", slot or None)``;
+    None (the general path) when a template constant is not in the store (the
+    general CONSTRUCT gives it a query-local id)."""
+    c = compile_fast(fast, graph, lookup)
+    if c is None:
+        return None
+    prog = c[0]
+    pos = {v: i for i, v in enumerate(prog.slots)}
+    tpl = []
+    for t in fast.template:
+        row = []
+        for x in (t.s, t.p, t.o):
+            if isinstance(x, Const):
+                i = lookup(x.key)
+                if i < 0:
+                    return None
+                row.append(("c", int(i)))
+            else:
+                row.append(("v", pos.get(x.name)))
+        tpl.append(tuple(row))
+    return prog, tuple(tpl)
+
+
+def _construct_fast(compiled, terms, max_rows: int) -> QueryResult | None:
+    """A CONSTRUCT's triples from its BGP's solutions run tuple at a time, as
+    :func:`engine.exec.evaluate.construct` makes them (template triple by
+    template triple over the solutions in order, subjects IRIs or blank nodes,
+    predicates IRIs, each triple once); None when the solutions are not few
+    (the general path runs the query)."""
+    prog, tpl = compiled
+    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    if k < len(prog.steps):
+        return None
+    charge_rows(len(rows) * len(tpl), 3 * 2 + 3, "CONSTRUCT")
+    out: list[tuple] = []
+    have: set = set()
+    for t in tpl:
+        (a, x), (b, y), (c, z) = t
+        if (a == "v" and x is None) or (b == "v" and y is None) or (c == "v" and z is None):
+            continue  # a variable the WHERE does not bind: never a triple
+        for r in rows:
+            tr = (x if a == "c" else r[x], y if b == "c" else r[y], z if c == "c" else r[z])
+            if tr not in have:
+                have.add(tr)
+                out.append(tr)
+    if out:
+        ids = sorted({v for tr in out for v in tr[:2]})
+        kinds = dict(zip(ids, terms.kinds(np.asarray(ids, dtype=np.int64)).tolist(), strict=True))
+        out = [tr for tr in out if kinds[tr[0]] in (0, 1) and kinds[tr[1]] == 0]
+    return QueryResult(form="CONSTRUCT", terms=terms, triples=np.asarray(out, dtype=np.int64).reshape(-1, 3))
 
 
 class _Template:

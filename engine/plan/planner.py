@@ -5,7 +5,8 @@ plan with the parse; other callers get it memoized per query object). The
 BGP step orders are chosen per snapshot (:mod:`engine.plan.order`) because
 they depend on the statistics of the data the query runs on.
 
-The fast path: a SELECT (or ASK) whose planned pattern is one BGP with
+The fast path: a SELECT (or ASK, or a CONSTRUCT without modifiers or blank
+nodes in its template) whose planned pattern is one BGP with
 constant predicates (or a point lookup: one pattern with a variable predicate
 and a constant end, :mod:`engine.plan.point`) under Project / Distinct /
 Reduced / Slice runs as a
@@ -27,9 +28,9 @@ class FastShape:
     """The fast path's view of a query: the BGP node of the planned tree, the
     projected names (None: ASK), DISTINCT / REDUCED, OFFSET and LIMIT."""
 
-    __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit", "point")
+    __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit", "point", "template")
 
-    def __init__(self, bgp, names, distinct, offset, limit):
+    def __init__(self, bgp, names, distinct, offset, limit, template=None):
         self.bgp = bgp
         self.triples = bgp.triples
         self.names = names
@@ -38,6 +39,8 @@ class FastShape:
         self.limit = limit
         #: a point lookup (one pattern, variable predicate, constant end): engine/plan/point.py
         self.point = is_point(bgp.triples)
+        #: a CONSTRUCT's template (no blank nodes) over the BGP's solutions; None for SELECT / ASK
+        self.template = template
 
 
 class QueryPlan:
@@ -56,8 +59,17 @@ class QueryPlan:
 
 
 def fast_shape(query: A.Query, root) -> FastShape | None:
-    if query.form not in ("SELECT", "ASK") or (query.dataset is not None
-                                               and (query.dataset.default or query.dataset.named)):
+    if query.dataset is not None and (query.dataset.default or query.dataset.named):
+        return None
+    if query.form == "CONSTRUCT":
+        # the template over a BGP of constant predicates, no modifiers, no blank nodes in the template
+        if (not isinstance(root, A.BGP) or not root.triples or not query.template
+                or any(not isinstance(t.p, A.Const) for t in root.triples)
+                or any(isinstance(x, A.Const) and x.key.startswith("_:")
+                       for t in query.template for x in (t.s, t.p, t.o))):
+            return None
+        return FastShape(root, None, False, 0, None, tuple(query.template))
+    if query.form not in ("SELECT", "ASK"):
         return None
     node = root
     offset, limit, distinct = 0, None, False
