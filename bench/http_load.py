@@ -61,6 +61,7 @@ class Family:
     description: str
     template: str  # {c}: the constant IRI (without <>)
     kind: str
+    accept: str = JSON_RESULTS
 
     def text(self, c: str, tag: str = "") -> str:
         return PREFIX + self.template.format(c=c) + (f"\n# {tag}\n" if tag else "\n")
@@ -82,11 +83,31 @@ FAMILIES = (
 )
 
 
+NT = "application/n-triples"
+
+#: ``--extended``: more selective kinds (joins from a constant, DISTINCT + LIMIT,
+#: ORDER BY on a small answer, ASK, CONSTRUCT and DESCRIBE of one entity)
+EXTENDED = (
+    Family("join", "3-pattern join from a constant: a professor's students, their names and class",
+           "SELECT ?s ?n WHERE {{ ?s ub:advisor <{c}> . ?s ub:name ?n . ?s a ub:GraduateStudent }}",
+           "FullProfessor"),
+    Family("distinct", "DISTINCT + LIMIT: the courses of a professor's students",
+           "SELECT DISTINCT ?k WHERE {{ ?s ub:advisor <{c}> . ?s ub:takesCourse ?k }} LIMIT 10", "FullProfessor"),
+    Family("orderby", "ORDER BY on a small answer: a professor's students by name",
+           "SELECT ?s ?n WHERE {{ ?s ub:advisor <{c}> ; ub:name ?n }} ORDER BY ?n", "FullProfessor"),
+    Family("ask", "ASK on one entity", "ASK {{ <{c}> ub:worksFor ?d }}", "AssociateProfessor"),
+    Family("construct", "CONSTRUCT of one entity (N-Triples)",
+           "CONSTRUCT {{ <{c}> ub:name ?n ; ub:worksFor ?d }} WHERE {{ <{c}> ub:name ?n ; ub:worksFor ?d }}",
+           "AssociateProfessor", NT),
+    Family("describe", "DESCRIBE of one entity (N-Triples)", "DESCRIBE <{c}>", "AssociateProfessor", NT),
+)
+
+
 # ---------------------------------------------------------------- raw HTTP client
-def request_bytes(path: str, text: str, port: int) -> bytes:
-    """A GET of ``path?query=...`` asking for SPARQL JSON results."""
+def request_bytes(path: str, text: str, port: int, accept: str = JSON_RESULTS) -> bytes:
+    """A GET of ``path?query=...`` asking for ``accept`` (SPARQL JSON results by default)."""
     return (f"GET {path}?query={quote(text, safe='')} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"Accept: {JSON_RESULTS}\r\n\r\n").encode()
+            f"Accept: {accept}\r\n\r\n").encode()
 
 
 class Conn:
@@ -153,7 +174,7 @@ def _texts(fam: Family, mode: str, n: int, salt: str) -> list[str]:
 
 def latency(port: int, path: str, fam: Family, mode: str, n: int, salt: str) -> float:
     """Median seconds of ``n`` sequential requests on one connection (after warm-up)."""
-    reqs = [request_bytes(path, t, port) for t in _texts(fam, mode, n + 20, salt)]
+    reqs = [request_bytes(path, t, port, fam.accept) for t in _texts(fam, mode, n + 20, salt)]
     c = Conn(port)
     try:
         for r in reqs[:20]:
@@ -180,7 +201,8 @@ def throughput(port: int, path: str, clients: int, seconds: float, salt: str) ->
         for i in range(per):
             fam = FAMILIES[(i + k) % len(FAMILIES)]
             ents = _entities(fam.kind, 60)
-            reqs.append(request_bytes(path, fam.text(ents[(i * 7 + k) % len(ents)], f"{salt}-{k}-{i}"), port))
+            reqs.append(request_bytes(path, fam.text(ents[(i * 7 + k) % len(ents)], f"{salt}-{k}-{i}"), port,
+                                      fam.accept))
         pools.append(reqs)
     lat: list[list[float]] = [[] for _ in range(clients)]
     errors = [0] * clients
@@ -221,9 +243,18 @@ def throughput(port: int, path: str, clients: int, seconds: float, salt: str) ->
             "p99": all_lat[min(n - 1, int(n * 0.99))] if n else math.nan, "errors": sum(errors)}
 
 
+def _answer_size(fam: Family, body: bytes):
+    """Rows of a SELECT answer, the boolean of an ASK, the triples of a graph."""
+    import json
+
+    if fam.accept == NT:
+        return sum(1 for ln in body.splitlines() if ln.strip())
+    doc = json.loads(body)
+    return doc["boolean"] if "boolean" in doc else len(doc["results"]["bindings"])
+
+
 def _check_rows(peers: dict) -> list[str]:
     """Row counts of every family's first few constants must agree between peers."""
-    import json
 
     bad = []
     for fam in FAMILIES:
@@ -231,9 +262,9 @@ def _check_rows(peers: dict) -> list[str]:
             counts = {}
             for name, (port, path) in peers.items():
                 conn = Conn(port)
-                st, body = conn.roundtrip(request_bytes(path, fam.text(c), port))
+                st, body = conn.roundtrip(request_bytes(path, fam.text(c), port, fam.accept))
                 conn.close()
-                counts[name] = len(json.loads(body)["results"]["bindings"]) if st == 200 else f"HTTP {st}"
+                counts[name] = _answer_size(fam, body) if st == 200 else f"HTTP {st}"
             if len(set(map(str, counts.values()))) > 1:
                 bad.append(f"{fam.name} <{c}>: {counts}")
     return bad
@@ -250,9 +281,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
     ap.add_argument("--peers", default="jindou-http,oxigraph-serve")
     ap.add_argument("--families", default=None, help="comma-separated subset of " + ",".join(f.name for f in FAMILIES))
     ap.add_argument("--skip-latency", action="store_true", help="only the throughput phase")
+    ap.add_argument("--extended", action="store_true",
+                    help="the extended families instead: " + ",".join(f.name for f in EXTENDED))
     ap.add_argument("--in-process", action="store_true",
                     help="instead: unique texts in process, Jindou with and without the shape cache vs pyoxigraph")
     args = ap.parse_args(argv)
+    if args.extended:
+        globals()["FAMILIES"] = EXTENDED
     if args.families:
         globals()["FAMILIES"] = tuple(f for f in FAMILIES if f.name in args.families.split(","))
 
@@ -321,23 +356,28 @@ def in_process(data: str, rounds: int, n: int) -> str:
     ox.bulk_load(path=data, format=pyoxigraph.RdfFormat.N_TRIPLES)
     shaped = dbmod._fast_shape_key
 
-    def jindou(texts, cache: bool) -> float:
+    def jindou(texts, cache: bool, accept: str) -> float:
         dbmod._fast_shape_key = shaped if cache else (lambda pq: None)
+        templates = db._templates
+        if not cache:  # no shape: no template of one either (every text parsed and planned)
+            db._templates = {}
         try:
             ts = []
             for t in texts:
                 t0 = time.perf_counter()
-                ser.serialize(db.query(t), JSON_RESULTS)
+                ser.serialize(db.query(t), accept)
                 ts.append(time.perf_counter() - t0)
         finally:
             dbmod._fast_shape_key = shaped
+            db._templates = templates
         return statistics.median(ts)
 
-    def oxi(texts) -> float:
+    def oxi(texts, accept: str) -> float:
+        fmt = pyoxigraph.RdfFormat.N_TRIPLES if accept == NT else pyoxigraph.QueryResultsFormat.JSON
         ts = []
         for t in texts:
             t0 = time.perf_counter()
-            ox.query(t).serialize(format=pyoxigraph.QueryResultsFormat.JSON)
+            ox.query(t).serialize(format=fmt)
             ts.append(time.perf_counter() - t0)
         return statistics.median(ts)
 
@@ -346,7 +386,7 @@ def in_process(data: str, rounds: int, n: int) -> str:
         for fam in FAMILIES:
             for who in (("shape", "noshape", "ox") if r % 2 == 0 else ("ox", "noshape", "shape")):
                 texts = _texts(fam, "varied", n, f"{who}{r}")
-                v = oxi(texts) if who == "ox" else jindou(texts, who == "shape")
+                v = oxi(texts, fam.accept) if who == "ox" else jindou(texts, who == "shape", fam.accept)
                 cells.setdefault((fam.name, who), []).append(v)
     out = [f"Unique texts in process ({rounds} alternating rounds × {n} queries per family; query + SPARQL JSON):",
            "", "| family | jindou, shape cache ms | jindou, no shape cache ms | pyoxigraph ms | ratio (cache) |",
