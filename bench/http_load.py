@@ -191,6 +191,20 @@ def latency(port: int, path: str, fam: Family, mode: str, n: int, salt: str) -> 
     return statistics.median(ts)
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far; None
+    when unknown. Less sensitive to a loaded machine than wall time: a server
+    waiting for a core spends none."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def throughput(port: int, path: str, clients: int, seconds: float, salt: str) -> dict:
     """``clients`` threads, each on its own connection cycling through every family
     with varied constants, for ``seconds``: queries/s and latency percentiles."""
@@ -305,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
         print("oxigraph binary not found: measuring jindou-http alone", file=sys.stderr)
         names.remove("oxigraph-serve")
     peers = {}
+    pids: dict = {}
     objs = []
     try:
         for name in names:
@@ -315,28 +330,41 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
             p.load(data)
             print(f"{name}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
             peers[name] = (p.port, p.query_path)
+            pids[name] = p.server_pid() if hasattr(p, "server_pid") else None
         bad = _check_rows(peers) if len(peers) > 1 else []
         for b in bad:
             print(f"!!! row count mismatch: {b}", file=sys.stderr)
         lat: dict[tuple[str, str, str], list[float]] = {}
+        cpu: dict[tuple[str, str], list[float]] = {}  # (peer, mode) -> [CPU seconds, requests]
         for r in range(0 if args.skip_latency else args.rounds):
             order = names if r % 2 == 0 else names[::-1]
             for mode in ("repeated", "varied"):
                 for fam in FAMILIES:
                     for name in order:
                         port, path = peers[name]
+                        c0 = cpu_seconds(pids.get(name))
                         lat.setdefault((name, mode, fam.name), []).append(
                             latency(port, path, fam, mode, args.requests, f"r{r}"))
+                        c1 = cpu_seconds(pids.get(name))
+                        if c0 is not None and c1 is not None:
+                            acc = cpu.setdefault((name, mode), [0.0, 0])
+                            acc[0] += c1 - c0
+                            acc[1] += args.requests + 20
         tput: dict[str, list[dict]] = {}
         for r in range(max(1, args.rounds // 2)):
             order = names if r % 2 == 0 else names[::-1]
             for name in order:
                 port, path = peers[name]
-                tput.setdefault(name, []).append(throughput(port, path, args.clients, args.seconds, f"t{r}"))
+                c0 = cpu_seconds(pids.get(name))
+                res = throughput(port, path, args.clients, args.seconds, f"t{r}")
+                c1 = cpu_seconds(pids.get(name))
+                if c0 is not None and c1 is not None and res["qps"]:
+                    res["cpu_us"] = (c1 - c0) / (res["qps"] * args.seconds) * 1e6
+                tput.setdefault(name, []).append(res)
     finally:
         for p in objs:
             p.close()
-    print(report(names, lat, tput, args, data, bad))
+    print(report(names, lat, tput, args, data, bad, cpu))
     return 3 if bad else 0
 
 
@@ -397,7 +425,7 @@ def in_process(data: str, rounds: int, n: int) -> str:
     return "\n".join(out)
 
 
-def report(names, lat, tput, args, data, bad) -> str:
+def report(names, lat, tput, args, data, bad, cpu=None) -> str:
     base = names[-1] if "oxigraph-serve" in names else None
     out = [f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · {os.cpu_count()} CPUs · load avg "
            f"{os.getloadavg()[0]:.2f} at end · data {os.path.basename(data)} · {args.rounds} alternating rounds × "
@@ -425,14 +453,29 @@ def report(names, lat, tput, args, data, bad) -> str:
         if base:
             gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
             out.append(f"| {mode} | **geometric mean** | " + " | ".join("" for _ in names) + f" | **{gm:.2f}** |")
+    if cpu:
+        out += ["", "Server CPU per request (user + system time of the server process over all latency runs, "
+                "warm-up included; /proc, 10 ms ticks):", "",
+                "| mode | " + " | ".join(f"{n} µs" for n in names) + (" | ratio |" if base else " |"),
+                "| --- | " + " | ".join("---:" for _ in names) + (" | ---: |" if base else " |")]
+        for mode in ("repeated", "varied"):
+            per = {n: cpu[(n, mode)][0] / cpu[(n, mode)][1] * 1e6 for n in names if (n, mode) in cpu}
+            if len(per) < len(names):
+                continue
+            row = f"| {mode} | " + " | ".join(f"{per[n]:.0f}" for n in names)
+            if base and per[base]:
+                row += f" | {per['jindou-http'] / per[base]:.2f} |"
+            out.append(row + (" |" if not base else ""))
     out += ["", f"Throughput, {args.clients} concurrent clients (threads of this process, one keep-alive connection "
             f"each, families and constants rotating, unique texts), {args.seconds:.0f} s per peer per round, "
-            "median round:", "", "| peer | queries/s | p50 ms | p99 ms | errors |", "| --- | ---: | ---: | ---: | ---: |"]
+            "median round:", "", "| peer | queries/s | p50 ms | p99 ms | errors | server CPU µs per query |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for n in names:
         runs = sorted(tput[n], key=lambda d: d["qps"])
         m = runs[len(runs) // 2]
         out.append(f"| {n} | {m['qps']:,.0f} (rounds: {', '.join(format(d['qps'], ',.0f') for d in tput[n])}) | "
-                   f"{m['p50'] * 1e3:.2f} | {m['p99'] * 1e3:.2f} | {m['errors']} |")
+                   f"{m['p50'] * 1e3:.2f} | {m['p99'] * 1e3:.2f} | {m['errors']} | "
+                   + (f"{m['cpu_us']:.0f} |" if "cpu_us" in m else "|"))
     if bad:
         out += ["", "**Row count mismatches:** " + "; ".join(bad)]
     return "\n".join(out)

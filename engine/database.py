@@ -89,6 +89,8 @@ class Database:
         #: known fast shape answered without parsing (see _template_hit)
         self._templates: dict = {}
         self._norm_memo: tuple = (None, None)
+        #: (shape key, constant id) -> (the shape's entry, its program rebound to that constant)
+        self._rebound: dict = {}
         self._hit_memo: tuple = (None, None, None)
         self._snap_terms: QueryContext | None = None
         self._snap_terms_prev: QueryContext | None = None
@@ -253,7 +255,14 @@ class Database:
         pid = terms.lookup(key)
         if pid < 0:
             return None
-        compiled = _rebind(known[2], known[3], pid)
+        rk = (tpl.key, pid)
+        compiled = self._rebound.get(rk)
+        if compiled is None or compiled[0] is not known:
+            compiled = (known, _rebind(known[2], known[3], pid))
+            if len(self._rebound) >= _PLAN_CACHE_SIZE:
+                self._rebound = {}
+            self._rebound[rk] = compiled
+        compiled = compiled[1]
         if compiled is None or compiled[0].starts_big:
             return None
 
@@ -278,6 +287,7 @@ class Database:
         with self._lock:
             self._snap_terms_prev = terms
             self._shapes = {}
+            self._rebound = {}
             for pq in list(self._prepared.values()):
                 pq.state = None
 
