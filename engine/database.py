@@ -31,6 +31,8 @@ from engine.exec.context import MemoryBudget, charge_rows, enter_budget, leave_b
 from engine.exec.evaluate import (
     DatasetView,
     QueryContext,
+    _evaluate_query,
+    _GivenBGP,
     compile_fast,
     evaluate_query,
     make_dataset,
@@ -272,10 +274,7 @@ class Database:
 
         token = enter_budget(budget, deadline)
         try:
-            if tpl.pq.fast.template is None:
-                res = run_fast(tpl.pq, compiled, terms, snap.default, max_rows or self.max_rows, check)
-            else:
-                res = _construct_fast(compiled, terms, max_rows or self.max_rows)
+            res = _run_fast(tpl.pq, compiled, terms, snap.default, max_rows or self.max_rows, check)
         finally:
             leave_budget(token)
         check()
@@ -341,7 +340,8 @@ class Database:
             raise QueryEvaluationError(f"unknown query form {pq.query.form}")
         snap = self.store.snapshot()
         st = None
-        if pq.fast is not None and pq.fast.template is None and not default_graph_uris and not named_graph_uris:
+        if (pq.fast is not None and pq.fast.template is None and pq.fast.order is None
+                and not default_graph_uris and not named_graph_uris):
             st = self._fast_program(pq, snap)
             if st[2] is None or st[2][0].starts_big:
                 st = None
@@ -387,10 +387,7 @@ class Database:
 
                 token = enter_budget(budget, deadline)
                 try:
-                    if pq.fast.template is None:
-                        res = run_fast(pq, st[2], st[3], st[1], max_rows or self.max_rows, check)
-                    else:
-                        res = _construct_fast(st[2], st[3], max_rows or self.max_rows)
+                    res = _run_fast(pq, st[2], st[3], st[1], max_rows or self.max_rows, check)
                 finally:
                     leave_budget(token)
                 check()
@@ -636,7 +633,7 @@ def _fast_shape_key(pq: QueryPlan) -> tuple | None:
     if param is None or param in others:
         return None
     key = (pq.query.form, tuple(parts), tuple(fast.names) if fast.names is not None else None,
-           fast.distinct, fast.offset, fast.limit)
+           fast.distinct, fast.offset, fast.limit, fast.order)
     if fast.template is not None:  # the template's constants (the parameter's places marked) too
         key += (tuple(tuple(("v", x.name) if not isinstance(x, Const) else None if x.key == param else ("c", x.key)
                             for x in (t.s, t.p, t.o)) for t in fast.template),)
@@ -660,6 +657,32 @@ def _rebind(compiled, old: int, new: int):
     steps = [(kind, fs, end(a), end(b) if kind == _PRUNE else b) for kind, fs, a, b in prog.steps]
     rtriples = [tuple(("c", new) if p[0] == "c" and p[1] == old else p for p in rt) for rt in prog.rtriples]
     return SmallBGP(list(prog.slots), steps, rtriples, list(prog.widths), False), out
+
+
+def _run_fast(pq: QueryPlan, compiled, terms, graph, max_rows: int, check) -> QueryResult | None:
+    """A fast shape's answer from its compiled program: SELECT / ASK by ``run_fast``;
+    with ORDER BY the BGP's solutions (tuple at a time) go to the general operators
+    above it, as run_fast's hand-over does; CONSTRUCT by :func:`_construct_fast`
+    (None: the general path answers)."""
+    fast = pq.fast
+    if fast.template is not None:
+        return _construct_fast(compiled, terms, max_rows)
+    if fast.order is None:
+        return run_fast(pq, compiled, terms, graph, max_rows, check)
+    prog = compiled[0]
+    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    res = prog.finish(rows, k, graph, max_rows, check)
+    return _evaluate_query(pq.query, terms, _GivenOrdered(terms, fast.bgp, res), pq.root)
+
+
+class _GivenOrdered(_GivenBGP):
+    """The general operators over a BGP's known solutions, ORDER BY (and its top-k
+    under a LIMIT) included: the evaluator state ORDER BY keeps, nothing written
+    to the shared term table."""
+
+    def __init__(self, ctx, bgp, res):
+        super().__init__(ctx, bgp, res)
+        self._tops: dict[int, int] = {}
 
 
 def compile_construct(fast, graph, lookup):

@@ -132,6 +132,7 @@ FAMILIES = [
     "SELECT ?p ?o WHERE {{ {c} ?p ?o }}",
     "SELECT ?s WHERE {{ ?s ?p {c} }} LIMIT 3",
     "DESCRIBE {c}",
+    "SELECT ?s ?o WHERE {{ ?s <http://ex.org/p> ?o ; <http://ex.org/name> ?n . ?o <http://ex.org/q> {c} }} ORDER BY DESC(?n)",
     "CONSTRUCT {{ {c} <http://ex.org/seen> ?o . ?o <http://ex.org/by> {c} }} WHERE {{ {c} <http://ex.org/p> ?o }}",
 ]
 

@@ -136,6 +136,9 @@ def test_fast_path_chosen_by_the_planner():
     assert make_plan(parse_query(P + "SELECT * WHERE { ?s ?p :o1 . ?s :q ?x }")).fast is None
     assert make_plan(parse_query(P + "SELECT * WHERE { ?s ?p ?o }")).fast is None
     assert make_plan(parse_query(P + "SELECT * WHERE { :a ?p ?p }")).fast is None
+    # ORDER BY plain variables over such a BGP: fast (the operators above it general); computed keys: not
+    assert make_plan(parse_query(P + "SELECT * WHERE { ?s :p ?o } ORDER BY DESC(?o) ?s")).fast.order
+    assert make_plan(parse_query(P + "SELECT * WHERE { ?s :p ?o } ORDER BY STR(?o)")).fast is None
 
 
 def test_fast_path_handover_uses_general_operators():

@@ -28,9 +28,9 @@ class FastShape:
     """The fast path's view of a query: the BGP node of the planned tree, the
     projected names (None: ASK), DISTINCT / REDUCED, OFFSET and LIMIT."""
 
-    __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit", "point", "template")
+    __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit", "point", "template", "order")
 
-    def __init__(self, bgp, names, distinct, offset, limit, template=None):
+    def __init__(self, bgp, names, distinct, offset, limit, template=None, order=None):
         self.bgp = bgp
         self.triples = bgp.triples
         self.names = names
@@ -41,6 +41,9 @@ class FastShape:
         self.point = is_point(bgp.triples)
         #: a CONSTRUCT's template (no blank nodes) over the BGP's solutions; None for SELECT / ASK
         self.template = template
+        #: ORDER BY plain variables ((name, ascending), ...): the BGP runs tuple at a
+        #: time, the operators above it are the general ones (None: no ORDER BY)
+        self.order = order
 
 
 class QueryPlan:
@@ -81,6 +84,12 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
     if isinstance(node, A.Project):
         names = [v.name for v in node.vars]
         node = node.input
+    order = None
+    if isinstance(node, A.OrderBy) and query.form == "SELECT":
+        if not all(type(c.expr) is A.Var for c in node.conditions):
+            return None  # computed sort keys: the general path
+        order = tuple((c.expr.name, c.ascending) for c in node.conditions)
+        node = node.input
     if not isinstance(node, A.BGP) or not node.triples:
         return None
     if query.form == "SELECT":
@@ -90,7 +99,7 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
         return None
     if any(not isinstance(t.p, A.Const) for t in node.triples) and not is_point(node.triples):
         return None
-    return FastShape(node, names, distinct, offset, limit)
+    return FastShape(node, names, distinct, offset, limit, order=order)
 
 
 def make_plan(query: A.Query) -> QueryPlan:
