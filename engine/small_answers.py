@@ -70,15 +70,17 @@ def select_json(result, max_bytes: int | None = None, fragments: TermFragments =
     if n * len(names) > MAX_CELLS:
         return None
     cols = [c.tolist() for c in result.columns]
-    fragments.table(result.terms)
-    frags = _fill(fragments, "frags", result.terms, {i for c in cols for i in c}, _json_bytes)
-    if frags is None:
-        return None
     head, labels = fragments.head(names)
-    rows = []
-    for r in range(n):
-        cells = [labels[j] + frags[c[r]] for j, c in enumerate(cols) if c[r] != UNBOUND]
-        rows.append(b"{" + b",".join(cells) + b"}")
+    frags = fragments.table(result.terms)
+    # UNBOUND cells are skipped: the fragment of id -1 is never looked up
+    lc = list(zip(labels, cols, strict=True))
+    try:  # usually every term is rendered already: no scan for missing ones
+        rows = [b"{" + b",".join([lab + frags[c[r]] for lab, c in lc if c[r] != UNBOUND]) + b"}" for r in range(n)]
+    except KeyError:
+        frags = _fill(fragments, "frags", result.terms, {i for c in cols for i in c}, _json_bytes)
+        if frags is None:
+            return None
+        rows = [b"{" + b",".join([lab + frags[c[r]] for lab, c in lc if c[r] != UNBOUND]) + b"}" for r in range(n)]
     doc = head + b",".join(rows) + b"]}}"
     check_size(len(doc), max_bytes)
     return doc
