@@ -32,20 +32,21 @@ class TermFragments:
     """Store id -> its SPARQL JSON object's bytes, for one snapshot term table."""
 
     def __init__(self):
-        self.terms = None
-        self.frags: dict[int, bytes] = {}
-        self.nt: dict[int, bytes] = {}
+        #: (term table, JSON fragments, N-Triples terms), replaced as one
+        self.kept: tuple = (None, {}, {})
         self.heads: dict[tuple, tuple[bytes, list[bytes]]] = {}
         self.lock = threading.Lock()
 
-    def table(self, terms) -> dict[int, bytes]:
-        if self.terms is not terms:  # a new snapshot: ids are its dictionary's
+    def tables(self, terms) -> tuple[dict[int, bytes], dict[int, bytes]]:
+        """(JSON, N-Triples) tables for ``terms``: new ones for a new snapshot term
+        table (never cleared in place: other threads may be reading them)."""
+        kept = self.kept
+        if kept[0] is not terms:  # a new snapshot: ids are its dictionary's
             with self.lock:
-                if self.terms is not terms:
-                    self.frags = {}
-                    self.nt = {}
-                    self.terms = terms
-        return self.frags
+                kept = self.kept
+                if kept[0] is not terms:
+                    kept = self.kept = (terms, {}, {})
+        return kept[1], kept[2]
 
     def head(self, names: tuple) -> tuple[bytes, list[bytes]]:
         h = self.heads.get(names)
@@ -71,13 +72,13 @@ def select_json(result, max_bytes: int | None = None, fragments: TermFragments =
         return None
     cols = [c.tolist() for c in result.columns]
     head, labels = fragments.head(names)
-    frags = fragments.table(result.terms)
+    frags = fragments.tables(result.terms)[0]
     # UNBOUND cells are skipped: the fragment of id -1 is never looked up
     lc = list(zip(labels, cols, strict=True))
     try:  # usually every term is rendered already: no scan for missing ones
         rows = [b"{" + b",".join([lab + frags[c[r]] for lab, c in lc if c[r] != UNBOUND]) + b"}" for r in range(n)]
     except KeyError:
-        frags = _fill(fragments, "frags", result.terms, {i for c in cols for i in c}, _json_bytes)
+        frags = _fill(frags, result.terms, {i for c in cols for i in c}, _json_bytes)
         if frags is None:
             return None
         rows = [b"{" + b",".join([lab + frags[c[r]] for lab, c in lc if c[r] != UNBOUND]) + b"}" for r in range(n)]
@@ -90,10 +91,12 @@ def _nt_bytes(key: str) -> bytes:
     return _nt_term(key).encode("utf-8")
 
 
-def _fill(fragments: TermFragments, which: str, terms, ids: set, render):
-    """The fragments table ``which`` with every id of ``ids`` (UNBOUND aside)
-    rendered; None when one is a computed term (not cached: the general writer)."""
-    table = getattr(fragments, which)
+def _fill(table: dict, terms, ids: set, render) -> dict | None:
+    """``table`` (a kept table, never cleared in place: another thread may be
+    reading it) with every id of ``ids`` (UNBOUND aside) rendered; a full table
+    gets no more entries (this answer renders into a copy of what it needs; the
+    kept one restarts with the next snapshot). None when an id is a computed
+    term (not cached: the general writer answers)."""
     missing = [i for i in ids if i not in table and i != UNBOUND]
     if missing:
         if any(i < 0 or i >= LOCAL_BASE for i in missing):
@@ -101,8 +104,7 @@ def _fill(fragments: TermFragments, which: str, terms, ids: set, render):
         missing.sort()
         keys = terms.keys(missing)
         if len(table) + len(missing) > MAX_TERMS:
-            table = {}
-            setattr(fragments, which, table)
+            table = {i: table[i] for i in ids if i in table}
         for i, k in zip(missing, keys, strict=True):
             if k is None:
                 return None
@@ -119,8 +121,7 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
     if len(t) == 0:
         return b""
     rows = t.tolist()
-    fragments.table(result.terms)
-    nt = _fill(fragments, "nt", result.terms, {i for r in rows for i in r}, _nt_bytes)
+    nt = _fill(fragments.tables(result.terms)[1], result.terms, {i for r in rows for i in r}, _nt_bytes)
     if nt is None:
         return None
     doc = b"".join([b"%s %s %s .\n" % (nt[s], nt[p], nt[o]) for s, p, o in rows])
