@@ -24,7 +24,7 @@ from engine.exec.serialize import _json_bytes, _nt_term, check_size
 
 #: answers with more cells (graphs: triples) than this go to the general writer
 MAX_CELLS = 256
-#: rendered terms kept (the table restarts when it is full)
+#: rendered terms kept per snapshot (past it, an answer renders what it misses without keeping it)
 MAX_TERMS = 1 << 16
 
 

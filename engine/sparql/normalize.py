@@ -1,15 +1,17 @@
 """Query texts reduced to a *skeleton* and its *slots*, without parsing.
 
-A skeleton is the text with every IRI reference (``<...>``) and every short
-string literal replaced by a marker, comments dropped and whitespace runs
+A skeleton is the text with every IRI reference (``<...>``), every short
+string literal and every comment replaced by a marker and whitespace runs
 collapsed to one space; the slots are the raw IRI references and strings in
-order. Two texts with the same skeleton and the same slots are the same
+order (a comment's slot reads "", whatever it says). Two texts with the same skeleton and the same slots are the same
 token sequence for the tokenizer (:mod:`engine.sparql.tokenizer`), so they
 parse alike; when they differ only in the slots that carry one query
 parameter (the constant of a fast-path shape, see
 ``engine.database._fast_shape_key``), the second one is the first with that
 constant swapped, and the Database answers it from the first one's plan
-without tokenizing or parsing it (``Database._template_hit``).
+without tokenizing or parsing it (``Database._template_hit``; which slots
+carry the parameter is checked once per skeleton by parsing a probe text with
+another constant there, ``Database._learn``).
 
 Why that holds, character by character: the characters that can start a
 multi-character token containing ``<``, ``"``, ``'`` or ``#`` are exactly
@@ -19,9 +21,11 @@ makes :func:`normalize` give up). So scanning leftmost-first for IRI
 references, strings and comments with the tokenizer's own expressions, in
 its order of preference, finds the same tokens the tokenizer finds, and
 whatever lies between them is left as it is, but for whitespace, whose
-amount never matters outside strings. Texts the argument does not cover
-(long strings, any ``\\u`` escape, a backslash outside a string) get None:
-the caller parses them.
+amount never matters outside strings (a comment separates like whitespace).
+Texts the argument does not cover get None and are parsed: long strings
+(their quotes), a backslash outside a string (prefixed-name escapes, ``\\u``
+escapes, which the tokenizer resolves before scanning, outside strings only),
+the slot marker, or whitespace that ``str.split`` knows and SPARQL does not.
 """
 
 from __future__ import annotations
