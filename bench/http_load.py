@@ -61,6 +61,7 @@ class Family:
     description: str
     template: str  # {c}: the constant IRI (without <>)
     kind: str
+    accept: str = JSON_RESULTS
 
     def text(self, c: str, tag: str = "") -> str:
         return PREFIX + self.template.format(c=c) + (f"\n# {tag}\n" if tag else "\n")
@@ -82,11 +83,31 @@ FAMILIES = (
 )
 
 
+NT = "application/n-triples"
+
+#: ``--extended``: more selective kinds (joins from a constant, DISTINCT + LIMIT,
+#: ORDER BY on a small answer, ASK, CONSTRUCT and DESCRIBE of one entity)
+EXTENDED = (
+    Family("join", "3-pattern join from a constant: a professor's students, their names and class",
+           "SELECT ?s ?n WHERE {{ ?s ub:advisor <{c}> . ?s ub:name ?n . ?s a ub:GraduateStudent }}",
+           "FullProfessor"),
+    Family("distinct", "DISTINCT + LIMIT: the courses of a professor's students",
+           "SELECT DISTINCT ?k WHERE {{ ?s ub:advisor <{c}> . ?s ub:takesCourse ?k }} LIMIT 10", "FullProfessor"),
+    Family("orderby", "ORDER BY on a small answer: a professor's students by name",
+           "SELECT ?s ?n WHERE {{ ?s ub:advisor <{c}> ; ub:name ?n }} ORDER BY ?n", "FullProfessor"),
+    Family("ask", "ASK on one entity", "ASK {{ <{c}> ub:worksFor ?d }}", "AssociateProfessor"),
+    Family("construct", "CONSTRUCT of one entity (N-Triples)",
+           "CONSTRUCT {{ <{c}> ub:name ?n ; ub:worksFor ?d }} WHERE {{ <{c}> ub:name ?n ; ub:worksFor ?d }}",
+           "AssociateProfessor", NT),
+    Family("describe", "DESCRIBE of one entity (N-Triples)", "DESCRIBE <{c}>", "AssociateProfessor", NT),
+)
+
+
 # ---------------------------------------------------------------- raw HTTP client
-def request_bytes(path: str, text: str, port: int) -> bytes:
-    """A GET of ``path?query=...`` asking for SPARQL JSON results."""
+def request_bytes(path: str, text: str, port: int, accept: str = JSON_RESULTS) -> bytes:
+    """A GET of ``path?query=...`` asking for ``accept`` (SPARQL JSON results by default)."""
     return (f"GET {path}?query={quote(text, safe='')} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"Accept: {JSON_RESULTS}\r\n\r\n").encode()
+            f"Accept: {accept}\r\n\r\n").encode()
 
 
 class Conn:
@@ -153,7 +174,7 @@ def _texts(fam: Family, mode: str, n: int, salt: str) -> list[str]:
 
 def latency(port: int, path: str, fam: Family, mode: str, n: int, salt: str) -> float:
     """Median seconds of ``n`` sequential requests on one connection (after warm-up)."""
-    reqs = [request_bytes(path, t, port) for t in _texts(fam, mode, n + 20, salt)]
+    reqs = [request_bytes(path, t, port, fam.accept) for t in _texts(fam, mode, n + 20, salt)]
     c = Conn(port)
     try:
         for r in reqs[:20]:
@@ -170,6 +191,20 @@ def latency(port: int, path: str, fam: Family, mode: str, n: int, salt: str) -> 
     return statistics.median(ts)
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far; None
+    when unknown. Less sensitive to a loaded machine than wall time: a server
+    waiting for a core spends none."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def throughput(port: int, path: str, clients: int, seconds: float, salt: str) -> dict:
     """``clients`` threads, each on its own connection cycling through every family
     with varied constants, for ``seconds``: queries/s and latency percentiles."""
@@ -180,7 +215,8 @@ def throughput(port: int, path: str, clients: int, seconds: float, salt: str) ->
         for i in range(per):
             fam = FAMILIES[(i + k) % len(FAMILIES)]
             ents = _entities(fam.kind, 60)
-            reqs.append(request_bytes(path, fam.text(ents[(i * 7 + k) % len(ents)], f"{salt}-{k}-{i}"), port))
+            reqs.append(request_bytes(path, fam.text(ents[(i * 7 + k) % len(ents)], f"{salt}-{k}-{i}"), port,
+                                      fam.accept))
         pools.append(reqs)
     lat: list[list[float]] = [[] for _ in range(clients)]
     errors = [0] * clients
@@ -248,11 +284,18 @@ def tree_cpu(pid: int) -> float:
         total += stats[p][1]
         todo += [c for c, (pp, _) in stats.items() if pp == p]
     return total
+def _answer_size(fam: Family, body: bytes):
+    """Rows of a SELECT answer, the boolean of an ASK, the triples of a graph."""
+    import json
+
+    if fam.accept == NT:
+        return sum(1 for ln in body.splitlines() if ln.strip())
+    doc = json.loads(body)
+    return doc["boolean"] if "boolean" in doc else len(doc["results"]["bindings"])
 
 
 def _check_rows(peers: dict) -> list[str]:
     """Row counts of every family's first few constants must agree between peers."""
-    import json
 
     bad = []
     for fam in FAMILIES:
@@ -260,9 +303,9 @@ def _check_rows(peers: dict) -> list[str]:
             counts = {}
             for name, (port, path) in peers.items():
                 conn = Conn(port)
-                st, body = conn.roundtrip(request_bytes(path, fam.text(c), port))
+                st, body = conn.roundtrip(request_bytes(path, fam.text(c), port, fam.accept))
                 conn.close()
-                counts[name] = len(json.loads(body)["results"]["bindings"]) if st == 200 else f"HTTP {st}"
+                counts[name] = _answer_size(fam, body) if st == 200 else f"HTTP {st}"
             if len(set(map(str, counts.values()))) > 1:
                 bad.append(f"{fam.name} <{c}>: {counts}")
     return bad
@@ -282,9 +325,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
     ap.add_argument("--processes", default="1",
                     help="comma-separated `jindou serve --processes` values to compare side by side "
                          "(e.g. 1,2: peers jindou-http and jindou-http-2p; default 1)")
+    ap.add_argument("--extended", action="store_true",
+                    help="the extended families instead: " + ",".join(f.name for f in EXTENDED))
     ap.add_argument("--in-process", action="store_true",
                     help="instead: unique texts in process, Jindou with and without the shape cache vs pyoxigraph")
     args = ap.parse_args(argv)
+    if args.extended:
+        globals()["FAMILIES"] = EXTENDED
     if args.families:
         globals()["FAMILIES"] = tuple(f for f in FAMILIES if f.name in args.families.split(","))
 
@@ -329,19 +376,26 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
                     os.environ["JINDOU_PROCESSES"] = before
             print(f"{name}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
             peers[name] = (p.port, p.query_path)
-            pids[name] = p.proc.pid if getattr(p, "proc", None) is not None else None
+            pids[name] = p.server_pid() if hasattr(p, "server_pid") else None
         bad = _check_rows(peers) if len(peers) > 1 else []
         for b in bad:
             print(f"!!! row count mismatch: {b}", file=sys.stderr)
         lat: dict[tuple[str, str, str], list[float]] = {}
+        cpu: dict[tuple[str, str], list[float]] = {}  # (peer, mode) -> [CPU seconds, requests]
         for r in range(0 if args.skip_latency else args.rounds):
             order = names if r % 2 == 0 else names[::-1]
             for mode in ("repeated", "varied"):
                 for fam in FAMILIES:
                     for name in order:
                         port, path = peers[name]
+                        c0 = cpu_seconds(pids.get(name))
                         lat.setdefault((name, mode, fam.name), []).append(
                             latency(port, path, fam, mode, args.requests, f"r{r}"))
+                        c1 = cpu_seconds(pids.get(name))
+                        if c0 is not None and c1 is not None:
+                            acc = cpu.setdefault((name, mode), [0.0, 0])
+                            acc[0] += c1 - c0
+                            acc[1] += args.requests + 20
         tput: dict[str, list[dict]] = {}
         for r in range(max(1, args.rounds // 2)):
             order = names if r % 2 == 0 else names[::-1]
@@ -349,15 +403,15 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
                 port, path = peers[name]
                 cpu0 = tree_cpu(pids[name]) if pids.get(name) else math.nan
                 res = throughput(port, path, args.clients, args.seconds, f"t{r}")
-                cpu = (tree_cpu(pids[name]) if pids.get(name) else math.nan) - cpu0
+                used = (tree_cpu(pids[name]) if pids.get(name) else math.nan) - cpu0
                 # the server's CPU (all its processes) per query answered, and cores it kept busy
-                res["cpu_ms"] = cpu / max(1, res["qps"] * args.seconds) * 1e3
-                res["cores"] = cpu / args.seconds
+                res["cpu_ms"] = used / max(1, res["qps"] * args.seconds) * 1e3
+                res["cores"] = used / args.seconds
                 tput.setdefault(name, []).append(res)
     finally:
         for p in objs:
             p.close()
-    print(report(names, lat, tput, args, data, bad))
+    print(report(names, lat, tput, args, data, bad, cpu))
     return 3 if bad else 0
 
 
@@ -377,23 +431,28 @@ def in_process(data: str, rounds: int, n: int) -> str:
     ox.bulk_load(path=data, format=pyoxigraph.RdfFormat.N_TRIPLES)
     shaped = dbmod._fast_shape_key
 
-    def jindou(texts, cache: bool) -> float:
+    def jindou(texts, cache: bool, accept: str) -> float:
         dbmod._fast_shape_key = shaped if cache else (lambda pq: None)
+        templates = db._templates
+        if not cache:  # no shape: no template of one either (every text parsed and planned)
+            db._templates = {}
         try:
             ts = []
             for t in texts:
                 t0 = time.perf_counter()
-                ser.serialize(db.query(t), JSON_RESULTS)
+                ser.serialize(db.query(t), accept)
                 ts.append(time.perf_counter() - t0)
         finally:
             dbmod._fast_shape_key = shaped
+            db._templates = templates
         return statistics.median(ts)
 
-    def oxi(texts) -> float:
+    def oxi(texts, accept: str) -> float:
+        fmt = pyoxigraph.RdfFormat.N_TRIPLES if accept == NT else pyoxigraph.QueryResultsFormat.JSON
         ts = []
         for t in texts:
             t0 = time.perf_counter()
-            ox.query(t).serialize(format=pyoxigraph.QueryResultsFormat.JSON)
+            ox.query(t).serialize(format=fmt)
             ts.append(time.perf_counter() - t0)
         return statistics.median(ts)
 
@@ -402,7 +461,7 @@ def in_process(data: str, rounds: int, n: int) -> str:
         for fam in FAMILIES:
             for who in (("shape", "noshape", "ox") if r % 2 == 0 else ("ox", "noshape", "shape")):
                 texts = _texts(fam, "varied", n, f"{who}{r}")
-                v = oxi(texts) if who == "ox" else jindou(texts, who == "shape")
+                v = oxi(texts, fam.accept) if who == "ox" else jindou(texts, who == "shape", fam.accept)
                 cells.setdefault((fam.name, who), []).append(v)
     out = [f"Unique texts in process ({rounds} alternating rounds × {n} queries per family; query + SPARQL JSON):",
            "", "| family | jindou, shape cache ms | jindou, no shape cache ms | pyoxigraph ms | ratio (cache) |",
@@ -413,7 +472,7 @@ def in_process(data: str, rounds: int, n: int) -> str:
     return "\n".join(out)
 
 
-def report(names, lat, tput, args, data, bad) -> str:
+def report(names, lat, tput, args, data, bad, cpu=None) -> str:
     base = names[-1] if "oxigraph-serve" in names else None
     out = [f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · {os.cpu_count()} CPUs · load avg "
            f"{os.getloadavg()[0]:.2f} at end · data {os.path.basename(data)} · {args.rounds} alternating rounds × "
@@ -441,6 +500,19 @@ def report(names, lat, tput, args, data, bad) -> str:
         if base:
             gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
             out.append(f"| {mode} | **geometric mean** | " + " | ".join("" for _ in names) + f" | **{gm:.2f}** |")
+    if cpu:
+        out += ["", "Server CPU per request (user + system time of the server process over all latency runs, "
+                "warm-up included; /proc, 10 ms ticks):", "",
+                "| mode | " + " | ".join(f"{n} µs" for n in names) + (" | ratio |" if base else " |"),
+                "| --- | " + " | ".join("---:" for _ in names) + (" | ---: |" if base else " |")]
+        for mode in ("repeated", "varied"):
+            per = {n: cpu[(n, mode)][0] / cpu[(n, mode)][1] * 1e6 for n in names if (n, mode) in cpu}
+            if len(per) < len(names):
+                continue
+            row = f"| {mode} | " + " | ".join(f"{per[n]:.0f}" for n in names)
+            if base and per[base]:
+                row += f" | {per['jindou-http'] / per[base]:.2f} |"
+            out.append(row + (" |" if not base else ""))
     out += ["", f"Throughput, {args.clients} concurrent clients (threads of this process, one keep-alive connection "
             f"each, families and constants rotating, unique texts), {args.seconds:.0f} s per peer per round, "
             "median round; server CPU: user + system time of the server's processes per query, and cores busy:", "",

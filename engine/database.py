@@ -26,11 +26,13 @@ from collections import OrderedDict
 import numpy as np
 
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
-from engine.exec.bgp import _PRUNE, SmallBGP
-from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
+from engine.exec.bgp import _PRUNE, SMALL_ROWS, SmallBGP
+from engine.exec.context import MemoryBudget, charge_rows, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import (
     DatasetView,
     QueryContext,
+    _evaluate_query,
+    _GivenBGP,
     compile_fast,
     evaluate_query,
     make_dataset,
@@ -40,7 +42,9 @@ from engine.exec.result import QueryResult
 from engine.io import ingest
 from engine.kv.store import Changes, Store
 from engine.plan.planner import QueryPlan, make_plan
+from engine.plan.point import PointProgram, compile_point, describe_small
 from engine.settings import DEFAULTS
+from engine.sparql import normalize as norm
 from engine.sparql.algebra import Const
 
 _PARSE_CACHE_SIZE = 512
@@ -83,6 +87,13 @@ class Database:
         #: shape key -> (snapshot, graph, (program, slots), parameter id): one compiled
         #: fast program per query shape and snapshot, rebound for new constants
         self._shapes: dict = {}
+        #: (skeleton, base) -> _Template (or None: that skeleton has none): texts of a
+        #: known fast shape answered without parsing (see _template_hit)
+        self._templates: dict = {}
+        self._norm_memo: tuple = (None, None)
+        #: (shape key, constant id) -> (the shape's entry, its program rebound to that constant)
+        self._rebound: dict = {}
+        self._hit_memo: tuple = (None, None, None)
         self._snap_terms: QueryContext | None = None
         self._snap_terms_prev: QueryContext | None = None
         self._lock = threading.Lock()
@@ -128,7 +139,9 @@ class Database:
         if pq is not None:
             return pq, self._prepared_shape.get(k)
         pq = make_plan(self._parse(text, base, deadline))
-        shape = _fast_shape_key(pq)
+        shape = _shape_key(pq)
+        if shape is not None:
+            self._learn(text, base, pq, shape, deadline)
         if len(text) > _CACHE_TEXT_MAX:
             return pq, shape
         with self._lock:
@@ -144,13 +157,136 @@ class Database:
         subject/object constant of a fast-path BGP (None for other queries):
         they cost alike and share one compiled program. Parses the text (cached;
         a syntax error raises as :meth:`query` would)."""
+        k = (text, base)
+        if k not in self._prepared:
+            hit = self._template_hit(text, base)
+            if hit is not None:
+                self._hit_memo = (text, base, hit)  # the query that follows uses it
+                return hit[0].key
         sh = self._prepare_shaped(text, base, deadline)[1]
         return None if sh is None else sh[0]
+
+    # ------------------------------------------------------------ shape templates
+    def _normalized(self, text: str):
+        memo = self._norm_memo
+        if memo[0] is text:
+            return memo[1]
+        n = norm.normalize(text)
+        self._norm_memo = (text, n)
+        return n
+
+    def _template_hit(self, text: str, base: str | None):
+        """(template, parameter key) when ``text`` is a known template's text with
+        only its parameter changed (:mod:`engine.sparql.normalize`): such a text
+        is not tokenized, parsed or planned; None otherwise."""
+        if not self._templates:
+            return None
+        n = self._normalized(text)
+        if n is None:
+            return None
+        tpl = self._templates.get((n[0], base))
+        if tpl is None:
+            return None
+        slots = n[1]
+        v = None
+        for s, f in zip(slots, tpl.fixed, strict=True):
+            if f is None:
+                if v is None:
+                    v = s
+                elif s != v:
+                    return None
+            elif s != f:
+                return None
+        key = norm.slot_key(v) if v and v[0] == tpl.quote else None
+        if key is None or key in tpl.others:
+            return None
+        return tpl, key
+
+    def _learn(self, text: str, base: str | None, pq: QueryPlan, shape: tuple, deadline) -> None:
+        """Make ``text`` (a fast shape, just parsed) the template of its skeleton
+        when its parameter is written as slots (an absolute IRI or a plain
+        string) and a probe text, the same with another constant in those
+        slots, parses to the same shape with that constant: then every text of
+        the skeleton that differs only there is that shape with its own constant."""
+        n = self._normalized(text)
+        if n is None:
+            return
+        tk = (n[0], base)
+        if tk in self._templates:
+            return
+        skel, slots = n
+        param = shape[1]
+        params = [i for i, s in enumerate(slots) if norm.slot_key(s) == param]
+        tpl = None
+        if params:
+            q = slots[params[0]][0]
+            probe = ("<urn:x-jindou:probe>" if q == "<" else q + "jindou probe" + q)
+            sp = norm.spans(text)
+            parts, last = [], 0
+            for i in params:
+                a, b = sp[i]
+                parts += (text[last:a], probe)
+                last = b
+            parts.append(text[last:])
+            try:
+                from engine.sparql.parser import parse_query  # noqa: PLC0415
+
+                got = _shape_key(make_plan(parse_query("".join(parts), base,
+                                                            check=_deadline_check(deadline, self.query_timeout))))
+            except JindouError:
+                got = None
+            if got is not None and got == (shape[0], norm.slot_key(probe)):
+                fixed = tuple(None if i in params else s for i, s in enumerate(slots))
+                tpl = _Template(fixed, q, shape[0], pq, _shape_constants(shape[0]))
+        with self._lock:
+            if len(self._templates) >= _PLAN_CACHE_SIZE:
+                self._templates = {}
+            self._templates[tk] = tpl
+
+    def _run_template(self, tpl, key: str, max_rows, budget, deadline, timeout) -> QueryResult | None:
+        """Run a template's shape for the constant ``key`` by rebinding the shape's
+        program of the current snapshot; None when there is none to rebind (the
+        caller takes the full path, which compiles it)."""
+        snap = self.store.snapshot()
+        terms = self._snap_terms
+        if terms is None or terms.snapshot is not snap:
+            return None
+        known = self._shapes.get(tpl.key)
+        if known is None or known[0] is not snap or known[1] is not snap.default:
+            return None
+        pid = terms.lookup(key)
+        if pid < 0:
+            return None
+        rk = (tpl.key, pid)
+        compiled = self._rebound.get(rk)
+        if compiled is None or compiled[0] is not known:
+            compiled = (known, _rebind(known[2], known[3], pid))
+            if len(self._rebound) >= _PLAN_CACHE_SIZE:
+                self._rebound = {}
+            self._rebound[rk] = compiled
+        compiled = compiled[1]
+        if compiled is None or compiled[0].starts_big:
+            return None
+
+        def check():
+            if deadline is not None and time.monotonic() > deadline:
+                raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+
+        token = enter_budget(budget, deadline)
+        try:
+            res = _run_fast(tpl.pq, compiled, terms, snap.default, max_rows or self.max_rows, check)
+        finally:
+            leave_budget(token)
+        check()
+        if res is not None:
+            self.queries += 1
+        return res
 
     def _drop_programs(self, terms) -> None:
         with self._lock:
             self._snap_terms_prev = terms
             self._shapes = {}
+            self._rebound = {}
             for pq in list(self._prepared.values()):
                 pq.state = None
 
@@ -204,7 +340,8 @@ class Database:
             raise QueryEvaluationError(f"unknown query form {pq.query.form}")
         snap = self.store.snapshot()
         st = None
-        if pq.fast is not None and not default_graph_uris and not named_graph_uris:
+        if (pq.fast is not None and pq.fast.template is None and pq.fast.order is None
+                and not default_graph_uris and not named_graph_uris):
             st = self._fast_program(pq, snap)
             if st[2] is None or st[2][0].starts_big:
                 st = None
@@ -223,6 +360,16 @@ class Database:
 
     def _query(self, text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
                deadline) -> QueryResult:
+        if not default_graph_uris and not named_graph_uris and (text, base) not in self._prepared:
+            memo = self._hit_memo
+            hit = memo[2] if memo[0] is text and memo[1] == base else self._template_hit(text, base)
+            if hit is not None:
+                if hit[0].key is _DESCRIBE_ONE:
+                    res = self._describe_small([hit[1]], self.store.snapshot(), budget, deadline, timeout)
+                else:
+                    res = self._run_template(hit[0], hit[1], max_rows, budget, deadline, timeout)
+                if res is not None:
+                    return res
         pq, shape = self._prepare_shaped(text, base, deadline)
         q = pq.query
         if q.form not in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE"):
@@ -240,16 +387,45 @@ class Database:
 
                 token = enter_budget(budget, deadline)
                 try:
-                    res = run_fast(pq, st[2], st[3], st[1], max_rows or self.max_rows, check)
+                    res = _run_fast(pq, st[2], st[3], st[1], max_rows or self.max_rows, check)
                 finally:
                     leave_budget(token)
                 check()
-                self.queries += 1
+                if res is not None:
+                    self.queries += 1
+                    return res
+        if (q.form == "DESCRIBE" and q.describe and not default_graph_uris and not named_graph_uris
+                and (q.dataset is None or not (q.dataset.default or q.dataset.named))
+                and all(isinstance(t, Const) for t in q.describe)):
+            res = self._describe_small([t.key for t in q.describe], snap, budget, deadline, timeout)
+            if res is not None:
                 return res
         ctx, ds = self._context(pq, snap, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
                                 deadline)
         self.queries += 1
         return evaluate_query(q, ctx, ds, plan=pq)
+
+    def _describe_small(self, keys: list, snap, budget, deadline, timeout) -> QueryResult | None:
+        """DESCRIBE of constant resources (term keys) over the default graph, tuple
+        at a time (:func:`engine.plan.point.describe_small`); None: the general path."""
+        terms = self._snapshot_terms(snap)
+        if terms is not self._snap_terms_prev:
+            self._drop_programs(terms)
+        ids = [terms.lookup(k) for k in keys]
+
+        def check():
+            if deadline is not None and time.monotonic() > deadline:
+                raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+
+        token = enter_budget(budget, deadline)
+        try:
+            triples = describe_small(ids, snap.default, terms, check)
+        finally:
+            leave_budget(token)
+        if triples is None:
+            return None
+        self.queries += 1
+        return QueryResult(form="DESCRIBE", terms=terms, triples=triples)
 
     def _fast_program(self, pq: QueryPlan, snap, shape=None) -> tuple:
         """The plan's fast program for ``snap``: compiled once per snapshot (a
@@ -272,7 +448,9 @@ class Database:
             if tpl is not None and tpl[0] is snap and tpl[1] is graph and pid >= 0:
                 compiled = _rebind(tpl[2], tpl[3], pid)
             if compiled is None:
-                compiled = compile_fast(pq.fast, graph, terms.lookup)
+                compile = (compile_point if pq.fast.point else
+                           compile_construct if pq.fast.template is not None else compile_fast)
+                compiled = compile(pq.fast, graph, terms.lookup)
                 if shape is not None and pid >= 0 and compiled is not None and not compiled[0].empty:
                     with self._lock:
                         if len(self._shapes) >= _PLAN_CACHE_SIZE:
@@ -406,6 +584,25 @@ def _deadline_check(deadline: float | None, timeout: float):
 _RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
 
 
+#: the shape key of ``DESCRIBE <one constant>`` (its parameter: that constant)
+_DESCRIBE_ONE = ("DESCRIBE",)
+
+
+def _shape_key(pq: QueryPlan) -> tuple | None:
+    """(shape key, parameter key) of a query whose texts differ only in one
+    constant and are answered without a parse from a template: a fast shape
+    (:func:`_fast_shape_key`) or the DESCRIBE of one constant over the default
+    graph (its WHERE clause, if any, is not evaluated for a constant); None otherwise."""
+    sh = _fast_shape_key(pq)
+    if sh is not None:
+        return sh
+    q = pq.query
+    if (q.form == "DESCRIBE" and len(q.describe) == 1 and isinstance(q.describe[0], Const)
+            and (q.dataset is None or not (q.dataset.default or q.dataset.named))):
+        return _DESCRIBE_ONE, q.describe[0].key
+    return None
+
+
 def _fast_shape_key(pq: QueryPlan) -> tuple | None:
     """(shape key, parameter's term key) of a fast-path query whose subject/object
     constants, other than the classes of ``rdf:type`` patterns, are one term (a
@@ -436,7 +633,10 @@ def _fast_shape_key(pq: QueryPlan) -> tuple | None:
     if param is None or param in others:
         return None
     key = (pq.query.form, tuple(parts), tuple(fast.names) if fast.names is not None else None,
-           fast.distinct, fast.offset, fast.limit)
+           fast.distinct, fast.offset, fast.limit, fast.order)
+    if fast.template is not None:  # the template's constants (the parameter's places marked) too
+        key += (tuple(tuple(("v", x.name) if not isinstance(x, Const) else None if x.key == param else ("c", x.key)
+                            for x in (t.s, t.p, t.o)) for t in fast.template),)
     return key, param
 
 
@@ -446,6 +646,10 @@ def _rebind(compiled, old: int, new: int):
     prog, out = compiled
     if prog.empty:
         return None
+    if out and isinstance(out[0], tuple):  # a CONSTRUCT's resolved template
+        out = tuple(tuple(("c", new) if e == ("c", old) else e for e in t) for t in out)
+    if isinstance(prog, PointProgram):
+        return prog.rebound(old, new), out
 
     def end(e):
         return (True, new) if e is not None and e[0] is True and e[1] == old else e
@@ -453,6 +657,111 @@ def _rebind(compiled, old: int, new: int):
     steps = [(kind, fs, end(a), end(b) if kind == _PRUNE else b) for kind, fs, a, b in prog.steps]
     rtriples = [tuple(("c", new) if p[0] == "c" and p[1] == old else p for p in rt) for rt in prog.rtriples]
     return SmallBGP(list(prog.slots), steps, rtriples, list(prog.widths), False), out
+
+
+def _run_fast(pq: QueryPlan, compiled, terms, graph, max_rows: int, check) -> QueryResult | None:
+    """A fast shape's answer from its compiled program: SELECT / ASK by ``run_fast``;
+    with ORDER BY the BGP's solutions (tuple at a time) go to the general operators
+    above it, as run_fast's hand-over does; CONSTRUCT by :func:`_construct_fast`
+    (None: the general path answers)."""
+    fast = pq.fast
+    if fast.template is not None:
+        return _construct_fast(compiled, terms, max_rows)
+    if fast.order is None:
+        return run_fast(pq, compiled, terms, graph, max_rows, check)
+    prog = compiled[0]
+    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    res = prog.finish(rows, k, graph, max_rows, check)
+    return _evaluate_query(pq.query, terms, _GivenOrdered(terms, fast.bgp, res), pq.root)
+
+
+class _GivenOrdered(_GivenBGP):
+    """The general operators over a BGP's known solutions, ORDER BY (and its top-k
+    under a LIMIT) included: the evaluator state ORDER BY keeps, nothing written
+    to the shared term table."""
+
+    def __init__(self, ctx, bgp, res):
+        super().__init__(ctx, bgp, res)
+        self._tops: dict[int, int] = {}
+
+
+def compile_construct(fast, graph, lookup):
+    """(program, resolved template) of a CONSTRUCT's fast shape: the WHERE BGP's
+    program and each template triple as ``("c", id)`` / ``("v", slot or None)``;
+    None (the general path) when a template constant is not in the store (the
+    general CONSTRUCT gives it a query-local id)."""
+    c = compile_fast(fast, graph, lookup)
+    if c is None:
+        return None
+    prog = c[0]
+    pos = {v: i for i, v in enumerate(prog.slots)}
+    tpl = []
+    for t in fast.template:
+        row = []
+        for x in (t.s, t.p, t.o):
+            if isinstance(x, Const):
+                i = lookup(x.key)
+                if i < 0:
+                    return None
+                row.append(("c", int(i)))
+            else:
+                row.append(("v", pos.get(x.name)))
+        tpl.append(tuple(row))
+    return prog, tuple(tpl)
+
+
+def _construct_fast(compiled, terms, max_rows: int) -> QueryResult | None:
+    """A CONSTRUCT's triples from its BGP's solutions run tuple at a time, as
+    :func:`engine.exec.evaluate.construct` makes them (template triple by
+    template triple over the solutions in order, subjects IRIs or blank nodes,
+    predicates IRIs, each triple once); None when the solutions are not few
+    (the general path runs the query)."""
+    prog, tpl = compiled
+    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    if k < len(prog.steps):
+        return None
+    charge_rows(len(rows) * len(tpl), 3 * 2 + 3, "CONSTRUCT")
+    out: list[tuple] = []
+    have: set = set()
+    for t in tpl:
+        (a, x), (b, y), (c, z) = t
+        if (a == "v" and x is None) or (b == "v" and y is None) or (c == "v" and z is None):
+            continue  # a variable the WHERE does not bind: never a triple
+        for r in rows:
+            tr = (x if a == "c" else r[x], y if b == "c" else r[y], z if c == "c" else r[z])
+            if tr not in have:
+                have.add(tr)
+                out.append(tr)
+    if out:
+        ids = sorted({v for tr in out for v in tr[:2]})
+        kinds = dict(zip(ids, terms.kinds(np.asarray(ids, dtype=np.int64)).tolist(), strict=True))
+        out = [tr for tr in out if kinds[tr[0]] in (0, 1) and kinds[tr[1]] == 0]
+    return QueryResult(form="CONSTRUCT", terms=terms, triples=np.asarray(out, dtype=np.int64).reshape(-1, 3))
+
+
+class _Template:
+    """A text of a fast shape as its skeleton's template: the slots that must
+    stay as they are (None: the parameter's slots), the parameter's kind (its
+    first character: ``<`` or a quote), the shape key, the plan (its BGP's
+    constant is never read: the program is rebound, and the fast path's
+    hand-over replaces the BGP by its rows) and the shape's other constants
+    (a parameter equal to one of them has no shape)."""
+
+    __slots__ = ("fixed", "quote", "key", "pq", "others")
+
+    def __init__(self, fixed, quote, key, pq, others):
+        self.fixed = fixed
+        self.quote = quote
+        self.key = key
+        self.pq = pq
+        self.others = others
+
+
+def _shape_constants(key: tuple) -> frozenset:
+    """The predicates and classes of a shape key (see :func:`_fast_shape_key`)."""
+    if key is _DESCRIBE_ONE:
+        return frozenset()
+    return frozenset(c[1] for row in key[1] for c in row if c is not None and c[0] == "c")
 
 
 class _BoundedDict(dict):

@@ -84,6 +84,7 @@ class EdgeMiddleware:
         self.max_body = cfg.max_body
         self.metrics = state.metrics
         self.cors = _cors_headers(self.origin)
+        self._heads: dict = {}  # the fast lane's header bytes (see _head)
         self.fast = {
             "/sparql": sparql.handle_sparql,
             "/sparql/": sparql.handle_sparql,
@@ -151,8 +152,8 @@ class EdgeMiddleware:
             if self.metrics is not None:
                 self.metrics.observe_request(path, method, status_box[0], time.perf_counter() - t0)
 
-    def answer_inline(self, scope: dict, qs: bytes) -> tuple[int, list, bytes] | None:
-        """(status, headers, body) of a ``GET /sparql?query=`` answered right now
+    def answer_inline(self, scope: dict, qs: bytes) -> tuple[int, bytes, bytes] | None:
+        """(status, header lines, body) of a ``GET /sparql?query=`` answered right now
         (see :func:`server.api.sparql.handle_sparql_inline`), CORS headers and
         metrics as on the ordinary path; None to take the ordinary path."""
         t0 = time.perf_counter()
@@ -161,7 +162,24 @@ class EdgeMiddleware:
             return None
         if self.metrics is not None:
             self.metrics.observe_request(scope["path"], "GET", reply.status, time.perf_counter() - t0)
-        return reply.status, reply.raw_headers() + self.cors, reply.body
+        return reply.status, self._head(reply), reply.body
+
+    def _head(self, reply: Reply) -> bytes:
+        """The header lines of ``reply`` and CORS, as :meth:`Reply.raw_headers` orders
+        them: built once per (content type, headers) and kept, only the length
+        written per answer."""
+        if reply.stream is not None:
+            return b"".join(k + b": " + v + b"\r\n" for k, v in reply.raw_headers() + self.cors)
+        key = (reply.content_type, *reply.headers.items())
+        parts = self._heads.get(key)
+        if parts is None:
+            lines = [k + b": " + v + b"\r\n" for k, v in reply.raw_headers() + self.cors]
+            cut = 1 if reply.content_type is not None else 0  # the content-length line goes there
+            parts = (b"".join(lines[:cut]), b"".join(lines[cut + 1:]))
+            if len(self._heads) >= 256:
+                self._heads = {}
+            self._heads[key] = parts
+        return b"%scontent-length: %d\r\n%s" % (parts[0], len(reply.body), parts[1])
 
     async def _send_reply(self, send, method: str, reply: Reply) -> None:
         await reply.send(send, method)
@@ -240,6 +258,8 @@ def _fast_lane_class():
         path exactly as uvicorn would run it."""
 
         _lane: bytes | None = None
+        _dh_of: list | None = None  # the default headers last rendered, and their bytes
+        _dh_bytes: bytes = b""
         _edge: EdgeMiddleware | None = None
         _rlog: RequestLog | None = None
 
@@ -284,15 +304,15 @@ def _fast_lane_class():
                 super().on_headers_complete()
                 super().on_message_complete()
                 return
-            status, headers, body = answer
-            if self._rlog is not None:
-                headers = [*headers, (b"x-request-id", self._rlog.request_id(self.headers).encode("ascii"))]
+            status, head, body = answer
             keep_alive = not http10 and self.parser.should_keep_alive()
-            out = [STATUS_LINE[status]]
-            for k, v in self.server_state.default_headers:
-                out += (k, b": ", v, b"\r\n")
-            for k, v in headers:
-                out += (k, b": ", v, b"\r\n")
+            dh = self.server_state.default_headers
+            if dh is not FastLaneProtocol._dh_of:  # uvicorn renews the list (its date) every second
+                FastLaneProtocol._dh_bytes = b"".join(k + b": " + v + b"\r\n" for k, v in dh)
+                FastLaneProtocol._dh_of = dh
+            out = [STATUS_LINE[status], FastLaneProtocol._dh_bytes, head]
+            if self._rlog is not None:
+                out.append(b"x-request-id: " + self._rlog.request_id(self.headers).encode("ascii") + b"\r\n")
             if not keep_alive:
                 out.append(b"connection: close\r\n")
             out += (b"\r\n", body)

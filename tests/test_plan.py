@@ -131,7 +131,14 @@ def test_fast_path_chosen_by_the_planner():
         fast = make_plan(parse_query(P + QUERIES[name])).fast
         assert (fast is not None) == (name == "ask"), name
     assert make_plan(parse_query(P + "SELECT * FROM :G WHERE { ?s :p ?o }")).fast is None
-    assert make_plan(parse_query(P + "SELECT * WHERE { ?s ?p :o1 }")).fast is None  # variable predicate
+    # a variable predicate: only a point lookup (one pattern, a constant end: engine/plan/point.py)
+    assert make_plan(parse_query(P + "SELECT * WHERE { ?s ?p :o1 }")).fast.point
+    assert make_plan(parse_query(P + "SELECT * WHERE { ?s ?p :o1 . ?s :q ?x }")).fast is None
+    assert make_plan(parse_query(P + "SELECT * WHERE { ?s ?p ?o }")).fast is None
+    assert make_plan(parse_query(P + "SELECT * WHERE { :a ?p ?p }")).fast is None
+    # ORDER BY plain variables over such a BGP: fast (the operators above it general); computed keys: not
+    assert make_plan(parse_query(P + "SELECT * WHERE { ?s :p ?o } ORDER BY DESC(?o) ?s")).fast.order
+    assert make_plan(parse_query(P + "SELECT * WHERE { ?s :p ?o } ORDER BY STR(?o)")).fast is None
 
 
 def test_fast_path_handover_uses_general_operators():

@@ -5,8 +5,11 @@ plan with the parse; other callers get it memoized per query object). The
 BGP step orders are chosen per snapshot (:mod:`engine.plan.order`) because
 they depend on the statistics of the data the query runs on.
 
-The fast path: a SELECT (or ASK) whose planned pattern is one BGP with
-constant predicates under Project / Distinct / Reduced / Slice runs as a
+The fast path: a SELECT (or ASK, or a CONSTRUCT without modifiers or blank
+nodes in its template) whose planned pattern is one BGP with
+constant predicates (or a point lookup: one pattern with a variable predicate
+and a constant end, :mod:`engine.plan.point`) under Project / Distinct /
+Reduced / Slice runs as a
 tuple-at-a-time program compiled once per snapshot
 (:class:`engine.exec.bgp.SmallBGP`, run by :func:`engine.exec.evaluate.run_fast`):
 a selective one-shot query then costs tens of microseconds in process, which
@@ -16,6 +19,7 @@ tiny arrays) cannot reach. It applies only to the default dataset.
 
 from __future__ import annotations
 
+from engine.plan.point import is_point
 from engine.plan.rewrite import rewrite
 from engine.sparql import algebra as A
 
@@ -24,15 +28,22 @@ class FastShape:
     """The fast path's view of a query: the BGP node of the planned tree, the
     projected names (None: ASK), DISTINCT / REDUCED, OFFSET and LIMIT."""
 
-    __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit")
+    __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit", "point", "template", "order")
 
-    def __init__(self, bgp, names, distinct, offset, limit):
+    def __init__(self, bgp, names, distinct, offset, limit, template=None, order=None):
         self.bgp = bgp
         self.triples = bgp.triples
         self.names = names
         self.distinct = distinct
         self.offset = offset
         self.limit = limit
+        #: a point lookup (one pattern, variable predicate, constant end): engine/plan/point.py
+        self.point = is_point(bgp.triples)
+        #: a CONSTRUCT's template (no blank nodes) over the BGP's solutions; None for SELECT / ASK
+        self.template = template
+        #: ORDER BY plain variables ((name, ascending), ...): the BGP runs tuple at a
+        #: time, the operators above it are the general ones (None: no ORDER BY)
+        self.order = order
 
 
 class QueryPlan:
@@ -51,8 +62,17 @@ class QueryPlan:
 
 
 def fast_shape(query: A.Query, root) -> FastShape | None:
-    if query.form not in ("SELECT", "ASK") or (query.dataset is not None
-                                               and (query.dataset.default or query.dataset.named)):
+    if query.dataset is not None and (query.dataset.default or query.dataset.named):
+        return None
+    if query.form == "CONSTRUCT":
+        # the template over a BGP of constant predicates, no modifiers, no blank nodes in the template
+        if (not isinstance(root, A.BGP) or not root.triples or not query.template
+                or any(not isinstance(t.p, A.Const) for t in root.triples)
+                or any(isinstance(x, A.Const) and x.key.startswith("_:")
+                       for t in query.template for x in (t.s, t.p, t.o))):
+            return None
+        return FastShape(root, None, False, 0, None, tuple(query.template))
+    if query.form not in ("SELECT", "ASK"):
         return None
     node = root
     offset, limit, distinct = 0, None, False
@@ -64,6 +84,12 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
     if isinstance(node, A.Project):
         names = [v.name for v in node.vars]
         node = node.input
+    order = None
+    if isinstance(node, A.OrderBy) and query.form == "SELECT":
+        if not all(type(c.expr) is A.Var for c in node.conditions):
+            return None  # computed sort keys: the general path
+        order = tuple((c.expr.name, c.ascending) for c in node.conditions)
+        node = node.input
     if not isinstance(node, A.BGP) or not node.triples:
         return None
     if query.form == "SELECT":
@@ -71,9 +97,9 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
             return None
     elif names is not None or distinct or offset or limit is not None:
         return None
-    if any(not isinstance(t.p, A.Const) for t in node.triples):
+    if any(not isinstance(t.p, A.Const) for t in node.triples) and not is_point(node.triples):
         return None
-    return FastShape(node, names, distinct, offset, limit)
+    return FastShape(node, names, distinct, offset, limit, order=order)
 
 
 def make_plan(query: A.Query) -> QueryPlan:

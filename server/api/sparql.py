@@ -15,7 +15,7 @@ import asyncio
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from engine import formats
+from engine import formats, small_answers
 from engine.errors import JindouError
 from engine.exec import render
 from engine.exec import serialize as ser
@@ -51,6 +51,9 @@ ALLOW = "GET, POST, OPTIONS"
 _TRIM_ROWS = 100_000
 #: SELECT answers with more rows than this are streamed (built a chunk of rows at a time while sent)
 _STREAM_ROWS = render.CHUNK_ROWS
+#: SPARQL JSON and N-Triples: small answers are joined from cached rendered terms (engine/small_answers.py)
+_SRJ = "application/sparql-results+json"
+_NT = "application/n-triples"
 
 def _acceptable_at_all(accept: str | None) -> bool:
     """False if the Accept header rules out every result and graph format."""
@@ -164,7 +167,11 @@ def _query_job(state: ServerState, scope: dict, headers: dict[str, str], params:
             raise not_acceptable(accept, res.form)
         big = len(res) > _TRIM_ROWS
         try:
-            if stream and res.form == "SELECT" and len(res) > _STREAM_ROWS:
+            body = (small_answers.select_json(res, max_bytes) if mt == _SRJ
+                    else small_answers.graph_ntriples(res, max_bytes) if mt == _NT else None)
+            if body is not None:
+                pass
+            elif stream and res.form == "SELECT" and len(res) > _STREAM_ROWS:
                 body = ser.serialize_lazy(res, mt, max_bytes=max_bytes, deadline=deadline)
             else:
                 body = ser.serialize(res, mt, max_bytes=max_bytes, deadline=deadline)

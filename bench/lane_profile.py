@@ -1,0 +1,258 @@
+"""`python -m bench.lane_profile`: CPU per request of the HTTP fast lane, in process.
+
+Drives the real ``FastLaneProtocol`` (uvicorn's httptools protocol of
+``server/app.py``, the app of ``create_app`` wrapped in ``RequestLog`` as
+``jindou serve`` runs it) with pre-built ``GET /sparql?query=`` requests over
+a stand-in transport that only collects the written bytes: no sockets, no
+event-loop wake-ups, so the time per request is the server's own CPU for it
+(HTTP parse, query string, shape, parse, program, execution, rendering,
+headers, the write). Families: the selective shapes of issue 14 (point, star,
+chains, inverse, small joins from a constant, LIMIT/DISTINCT/ORDER BY, ASK,
+CONSTRUCT, DESCRIBE), each repeated (one text) and varied (a new constant and
+comment every request). ``--profile`` adds a cProfile of the varied runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import pstats
+import statistics
+import sys
+import time
+from urllib.parse import quote
+
+from bench.http_load import PREFIX, _entities
+
+#: name -> (template with {c}, entity kind, Accept)
+LANE_FAMILIES = {
+    "point": ("SELECT ?p ?o WHERE {{ <{c}> ?p ?o }}", "AssociateProfessor"),
+    "star4": ("SELECT ?n ?e ?t ?w WHERE {{ <{c}> ub:name ?n ; ub:emailAddress ?e ; ub:telephone ?t ; "
+              "ub:worksFor ?w }}", "AssociateProfessor"),
+    "chain2": ("SELECT ?c ?t WHERE {{ <{c}> ub:takesCourse ?c . ?t ub:teacherOf ?c }}", "GraduateStudent"),
+    "chain3": ("SELECT ?p ?d ?u WHERE {{ <{c}> ub:advisor ?p . ?p ub:worksFor ?d . ?d ub:subOrganizationOf ?u }}",
+               "GraduateStudent"),
+    "inverse": ("SELECT ?s WHERE {{ ?s ub:advisor <{c}> }}", "FullProfessor"),
+    "join": ("SELECT ?s ?n WHERE {{ ?s ub:advisor <{c}> . ?s ub:name ?n . ?s a ub:GraduateStudent }}",
+             "FullProfessor"),
+    "limit": ("SELECT ?s WHERE {{ ?s ub:advisor <{c}> }} LIMIT 3", "FullProfessor"),
+    "distinct": ("SELECT DISTINCT ?c WHERE {{ ?s ub:advisor <{c}> . ?s ub:takesCourse ?c }}", "FullProfessor"),
+    "orderby": ("SELECT ?s ?n WHERE {{ ?s ub:advisor <{c}> ; ub:name ?n }} ORDER BY ?n", "FullProfessor"),
+    "ask": ("ASK {{ <{c}> ub:worksFor ?d }}", "AssociateProfessor"),
+    "construct": ("CONSTRUCT {{ <{c}> ub:name ?n ; ub:worksFor ?d }} WHERE {{ <{c}> ub:name ?n ; ub:worksFor ?d }}",
+                  "AssociateProfessor"),
+    "describe": ("DESCRIBE <{c}>", "AssociateProfessor"),
+}
+
+
+GRAPH_ACCEPT = "application/n-triples"
+
+
+def texts(name: str, mode: str, n: int, salt: str) -> list[str]:
+    tpl, kind = LANE_FAMILIES[name]
+    ents = _entities(kind, 60)
+    if mode == "repeated":
+        return [PREFIX + tpl.format(c=ents[0]) + "\n"] * n
+    return [PREFIX + tpl.format(c=ents[i % len(ents)]) + f"\n# {salt}-{i}\n" for i in range(n)]
+
+
+def request(text: str, accept: str | None = None) -> bytes:
+    if accept is None:
+        graph = "\nCONSTRUCT" in text or "\nDESCRIBE" in text
+        accept = GRAPH_ACCEPT if graph else "application/sparql-results+json"
+    return (f"GET /sparql?query={quote(text, safe='')} HTTP/1.1\r\nHost: 127.0.0.1:7878\r\n"
+            f"Accept: {accept}\r\n\r\n").encode()
+
+
+class _Transport(asyncio.Transport):
+    """Collects what the protocol writes (the last answer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.out = []
+        self.closed = False
+
+    def write(self, data):
+        self.out.append(data)
+
+    def close(self):
+        self.closed = True
+
+    def is_closing(self):
+        return self.closed
+
+    def get_extra_info(self, name, default=None):
+        return {"peername": ("127.0.0.1", 50000), "sockname": ("127.0.0.1", 7878)}.get(name, default)
+
+    def pause_reading(self):
+        pass
+
+    def resume_reading(self):
+        pass
+
+
+def make_protocol(db, loop):
+    """A FastLaneProtocol over ``db`` as ``jindou serve`` builds it, connected to a stand-in transport."""
+    import uvicorn
+    from uvicorn.server import ServerState as UvState
+
+    from server.app import create_app, http_protocol
+    from server.logs import RequestLog
+    from server.settings import Settings
+
+    app = create_app(Settings(), database=db)
+    app.middleware_stack = app.build_middleware_stack()
+    cfg = uvicorn.Config(RequestLog(app, access=False), http=http_protocol(), access_log=False, log_config=None,
+                         lifespan="off")
+    cfg.load()
+    proto = cfg.http_protocol_class(config=cfg, server_state=UvState(), app_state={}, _loop=loop)
+    tr = _Transport()
+    proto.connection_made(tr)
+    return proto, tr
+
+
+def run(proto, tr, reqs: list[bytes], loop) -> tuple[list[float], int]:
+    """Per-request ns of the inline answers, and how many went the ASGI way."""
+    out = []
+    slow = 0
+    pc = time.perf_counter_ns
+    for r in reqs:
+        tr.out.clear()
+        t0 = pc()
+        proto.data_received(r)
+        t1 = pc()
+        if not tr.out or not proto.cycle.response_complete if proto.cycle is not None else not tr.out:
+            slow += 1
+            deadline = time.monotonic() + 30
+            while not (proto.cycle is not None and proto.cycle.response_complete) and time.monotonic() < deadline:
+                loop.run_until_complete(asyncio.sleep(0.0005))
+        else:
+            out.append(t1 - t0)
+        if proto.timeout_keep_alive_task is not None:
+            proto.timeout_keep_alive_task.cancel()
+            proto.timeout_keep_alive_task = None
+    return out, slow
+
+
+#: (label, module, attribute) of the functions timed by --stages (inclusive times)
+STAGES = (
+    ("data_received: HTTP parse + everything", "proto", "data_received"),
+    ("on_message_complete: the lane", "proto", "on_message_complete"),
+    ("answer_inline: handler + CORS + metrics", "server.app:EdgeMiddleware", "answer_inline"),
+    ("handle_sparql_inline", "server.app", "handle_sparql_inline"),
+    ("query string decode", "server.api.sparql", "parse_params_cached"),
+    ("text -> shape (cost key)", "server.api.sparql", "_cost_shape"),
+    ("normalize (skeleton + slots)", "engine.sparql.normalize", "normalize"),
+    ("parse + plan (texts without a template)", "engine.database:Database", "_prepare_shaped"),
+    ("Database.query", "engine.database:Database", "query"),
+    ("program rebinding", "engine.database", "_rebind"),
+    ("run_fast (compiled program)", "engine.database", "run_fast"),
+    ("render: small SPARQL JSON", "engine.small_answers", "select_json"),
+    ("render: small N-Triples", "engine.small_answers", "graph_ntriples"),
+    ("render: general writer", "engine.exec.serialize", "serialize"),
+)
+
+
+def instrument(proto) -> tuple[dict, list]:
+    """Wrap the STAGES functions with perf_counter_ns probes: (label -> [calls, ns],
+    the (owner, attribute, function) to put back)."""
+    import importlib
+
+    acc: dict = {}
+    undo: list = []
+    for label, where, attr in STAGES:
+        if where == "proto":
+            owner = type(proto)
+        else:
+            mod, _, cls = where.partition(":")
+            owner = importlib.import_module(mod)
+            if cls:
+                owner = getattr(owner, cls)
+        fn = getattr(owner, attr)
+        undo.append((owner, attr, fn))
+        cell = acc[label] = [0, 0]
+
+        def wrapped(*a, __fn=fn, __cell=cell, **k):
+            t0 = time.perf_counter_ns()
+            try:
+                return __fn(*a, **k)
+            finally:
+                __cell[0] += 1
+                __cell[1] += time.perf_counter_ns() - t0
+
+        setattr(owner, attr, wrapped)
+    return acc, undo
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.lane_profile", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default="/tmp/jindou-bench/lubm-t1000000-seed0.nt")
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--families", default=None)
+    ap.add_argument("--profile", default=None, help="cProfile the varied runs of this family ('all')")
+    ap.add_argument("--profile-mode", default="varied")
+    ap.add_argument("--stages", action="store_true", help="instead: inclusive time per stage (perf_counter_ns probes)")
+    ap.add_argument("--show", action="store_true", help="print one answer per family")
+    args = ap.parse_args(argv)
+    from engine.database import Database
+
+    db = Database(query_timeout=3600)
+    t0 = time.perf_counter()
+    db.load_file(args.data)
+    print(f"loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    proto, tr = make_protocol(db, loop)
+    fams = args.families.split(",") if args.families else list(LANE_FAMILIES)
+    if args.stages:
+        for mode in ("repeated", "varied"):
+            for f in fams:
+                run(proto, tr, [request(t) for t in texts(f, mode, 100, "warm")], loop)
+            reqs = [request(t) for f in fams for t in texts(f, mode, args.requests, "stages")]
+            acc, undo = instrument(proto)
+            run(proto, tr, reqs, loop)
+            for owner, attr, fn in undo:  # take the probes out
+                setattr(owner, attr, fn)
+            print(f"\n{mode} texts, families {','.join(fams)}: µs per request (inclusive), calls per request\n")
+            print("| stage | µs | calls |\n| --- | ---: | ---: |")
+            for label, (calls, ns) in acc.items():
+                print(f"| {label} | {ns / len(reqs) / 1e3:.1f} | {calls / len(reqs):.2f} |")
+        return 0
+    cells: dict = {}
+    for r in range(args.rounds):
+        for f in fams:
+            for mode in ("repeated", "varied"):
+                reqs = [request(t) for t in texts(f, mode, args.requests + 50, f"r{r}")]
+                ns, slow = run(proto, tr, reqs[:50], loop)
+                ns, slow = run(proto, tr, reqs[50:], loop)
+                cells.setdefault((f, mode), []).append(statistics.median(ns) / 1e3 if ns else float("nan"))
+                if slow:
+                    print(f"{f} {mode}: {slow} of {len(reqs) - 50} not inline", file=sys.stderr)
+                if args.show and r == 0 and mode == "repeated":
+                    print(f, b"".join(tr.out)[:600].decode(errors="replace"))
+    print("| family | repeated µs | varied µs |\n| --- | ---: | ---: |")
+    for f in fams:
+        a, b = (statistics.median(cells[(f, m)]) for m in ("repeated", "varied"))
+        print(f"| {f} | {a:.1f} | {b:.1f} |")
+    if args.profile:
+        pf = fams if args.profile == "all" else args.profile.split(",")
+        reqs = [request(t) for f in pf for t in texts(f, args.profile_mode, args.requests, "prof")]
+        pr = cProfile.Profile()
+        pr.enable()
+        run(proto, tr, reqs, loop)
+        pr.disable()
+        s = io.StringIO()
+        pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(45)
+        print(s.getvalue())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""The fast path of a point lookup: one triple pattern with a variable
+predicate and a constant end (``<s> ?p ?o``, ``?s ?p <o>``, ``<s> ?p <o>``).
+
+The general evaluator answers it by testing every predicate's index for the
+vertex and then stepping each candidate predicate with numpy tables: a dozen
+numpy calls per predicate for a handful of rows. Here the program holds, per
+predicate, the in-process one-vertex lookup (``GraphIndex.local_lookup``, a
+slice of the CSR neighbour lists) and walks them with plain Python: one
+lookup per predicate, rows as tuples. Rows come out in the evaluator's order
+(predicates ascending, neighbours ascending within one) and, past
+``limit`` rows, the step is handed to the vectorized executor
+(:meth:`PointProgram.finish`) like :class:`engine.exec.bgp.SmallBGP` does.
+The program has SmallBGP's interface, so :func:`engine.exec.evaluate.run_fast`
+runs it (projection, DISTINCT, slice) unchanged.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from engine.arrays import unique
+from engine.exec.bgp import _step
+from engine.exec.bindings import Bindings
+from engine.kv.shard import has_neighbour
+from engine.plan.order import IN, OUT
+from engine.sparql.algebra import Const
+
+#: graphs with more predicates than this take the general path (one lookup per
+#: predicate stops paying; a vertex -> predicates index would be the tool there)
+MAX_PREDICATES = 256
+
+
+_LOOKUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def predicate_lookups(graph, direction: int) -> list | None:
+    """[(pid, v -> sorted neighbours)] of every predicate of ``graph`` in ascending
+    pid order, kept per graph index (immutable: a commit makes a new one); None
+    for a graph without in-process lookups or with more than MAX_PREDICATES."""
+    per = _LOOKUPS.get(graph)
+    if per is None:
+        per = {}
+        try:
+            _LOOKUPS[graph] = per
+        except TypeError:  # an index that cannot be weakly referenced: not kept
+            pass
+    hit = per.get(direction, False)
+    if hit is not False:
+        return hit
+    out = None
+    preds = graph.predicates()
+    if len(preds) <= MAX_PREDICATES and graph.local_lookup(0, OUT) is not None:
+        out = []
+        for pid in preds.tolist():
+            f = graph.local_lookup(pid, direction)
+            if f is None:
+                out = None
+                break
+            out.append((pid, f))
+    per[direction] = out
+    return out
+
+
+def is_point(triples) -> bool:
+    """One pattern, a variable predicate, a constant end, no variable repeated."""
+    if len(triples) != 1:
+        return False
+    s, p, o = triples[0].s, triples[0].p, triples[0].o
+    if isinstance(p, Const) or not (isinstance(s, Const) or isinstance(o, Const)):
+        return False
+    names = [t.name for t in (s, p, o) if not isinstance(t, Const)]
+    return len(names) == len(set(names))
+
+
+class PointProgram:
+    """A compiled point lookup (SmallBGP's interface: ``slots``, ``steps``,
+    ``run``, ``finish``, ``empty``, ``starts_big``)."""
+
+    __slots__ = ("slots", "steps", "rtriples", "widths", "empty", "starts_big", "lookups", "const", "other",
+                 "pfirst")
+
+    def __init__(self, slots, rtriple, lookups, const: int, other: int | None, pfirst: bool, empty: bool = False):
+        self.slots = slots
+        self.steps = [None]
+        self.rtriples = [rtriple]
+        self.widths = [0]
+        self.empty = empty
+        self.starts_big = False
+        self.lookups = lookups  # [(pid, v -> sorted neighbours)] in ascending pid order
+        self.const = const      # the constant end's id (the lookups' direction starts there)
+        self.other = other      # the other end's id when both ends are constants
+        self.pfirst = pfirst    # rows are (pid, neighbour) (else (neighbour, pid))
+
+    def run(self, rows: list[tuple], limit: int) -> tuple[list[tuple], int]:
+        if self.empty:
+            return [], 1
+        c = self.const
+        out: list[tuple] = []
+        if self.other is not None:
+            o = self.other
+            for pid, f in self.lookups:
+                if has_neighbour(f(c), o):
+                    out.append((pid,))
+            return out, 1
+        pfirst = self.pfirst
+        for pid, f in self.lookups:
+            nb = f(c)
+            if len(nb):
+                if pfirst:
+                    out += [(pid, x) for x in nb.tolist()]
+                else:
+                    out += [(x, pid) for x in nb.tolist()]
+                if len(out) > limit:  # many rows: the vectorized step from the seed row
+                    return rows, 0
+        return out, 1
+
+    def finish(self, rows: list[tuple], k: int, graph, max_rows, check=None) -> Bindings:
+        if k >= 1:
+            if not rows:
+                return Bindings({v: np.zeros(0, dtype=np.int64) for v in self.slots}, 0)
+            cols = {v: np.array(c, dtype=np.int64) for v, c in zip(self.slots, zip(*rows, strict=True),
+                                                                    strict=True)}
+            return Bindings(cols, len(rows))
+        if check is not None:
+            check()
+        cols, n = _step({}, 1, self.rtriples[0], graph, max_rows)
+        return Bindings(cols, n)
+
+    def rebound(self, old: int, new: int) -> PointProgram:
+        """This program for the constant ``new`` where it had ``old``."""
+        rt = tuple(("c", new) if e[0] == "c" and e[1] == old else e for e in self.rtriples[0])
+        return PointProgram(self.slots, rt, self.lookups, new if self.const == old else self.const,
+                            new if self.other == old else self.other, self.pfirst)
+
+
+def compile_point(fast, graph, lookup):
+    """(program, output slots) of a point lookup's fast shape over ``graph``, or
+    None (the general path): a graph without in-process lookups, or with more
+    than MAX_PREDICATES predicates."""
+    t = fast.triples[0]
+    s, p, o = t.s, t.p, t.o
+    lookups = predicate_lookups(graph, OUT if isinstance(s, Const) else IN)
+    if lookups is None:
+        return None
+    ids = {}
+    for term in (s, o):
+        if isinstance(term, Const):
+            ids[term.key] = lookup(term.key)
+    rt = tuple(("c", int(ids[x.key])) if isinstance(x, Const) else ("v", x.name) for x in (s, p, o))
+    if isinstance(s, Const) and isinstance(o, Const):
+        slots = [p.name]
+        const, other, pfirst = ids[s.key], ids[o.key], True
+    elif isinstance(s, Const):
+        slots = [p.name, o.name]
+        const, other, pfirst = ids[s.key], None, True
+    else:
+        slots = [s.name, p.name]
+        const, other, pfirst = ids[o.key], None, False
+    empty = any(v < 0 for v in ids.values())
+    prog = PointProgram(slots, rt, lookups, int(const), None if other is None else int(other), pfirst, empty)
+    if fast.names is None:
+        return prog, ()
+    pos = {v: i for i, v in enumerate(slots)}
+    return prog, tuple(pos.get(v) for v in fast.names)
+
+
+#: a DESCRIBE answered tuple at a time stops here and the vectorized one runs instead
+DESCRIBE_ROWS = 512
+
+
+def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | None:
+    """The triples of ``DESCRIBE`` of a few constant resources (store ids),
+    as :func:`engine.exec.evaluate.describe` answers them (outgoing triples,
+    closed over blank-node objects, in its order: by round, predicate
+    ascending, resource, object), walking the one-vertex lookups with plain
+    Python; None when the graph has no in-process lookups, too many
+    predicates, or the description passes DESCRIBE_ROWS triples (the
+    vectorized one answers then)."""
+    from engine.exec.context import LOCAL_BASE, charge_rows  # noqa: PLC0415
+
+    lookups = predicate_lookups(graph, OUT)
+    if lookups is None:
+        return None
+    frontier = sorted({i for i in ids if 0 <= i < LOCAL_BASE})
+    seen: set[int] = set()
+    rows: list[tuple[int, int, int]] = []
+    have: set[tuple[int, int, int]] = set()
+    while frontier:
+        if check is not None:
+            check()
+        seen.update(frontier)
+        objs = []
+        for pid, f in lookups:
+            for v in frontier:
+                nb = f(v)
+                if len(nb):
+                    nbl = nb.tolist()
+                    objs += nbl
+                    for x in nbl:
+                        t = (v, pid, x)
+                        if t not in have:
+                            have.add(t)
+                            rows.append(t)
+            if len(rows) > DESCRIBE_ROWS:
+                return None
+        charge_rows(len(rows), 3 + 3, "DESCRIBE")
+        if not objs:
+            break
+        cand = unique(np.asarray(objs, dtype=np.int64))
+        cand = cand[terms.kinds(cand) == 1]
+        frontier = [x for x in cand.tolist() if x not in seen]
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 3)

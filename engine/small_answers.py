@@ -1,0 +1,129 @@
+"""SPARQL JSON (small SELECT answers) and N-Triples (small graphs) from rendered
+terms kept between queries.
+
+A selective query answers a few rows of terms that the next queries answer
+again (the same professors, courses, departments). The general writer
+(:mod:`engine.exec.serialize`) decodes every id through the dictionary and
+renders it for each answer; here each store id's JSON object
+(``{"type":"uri","value":...}``) is rendered once per snapshot term table and
+the answer is joined from those bytes; likewise each id's N-Triples term for
+a small graph (a DESCRIBE or CONSTRUCT of one entity). The bytes are those
+``engine.exec.serialize`` writes (same renderer per term, same layout:
+orjson's compact form of the same document; one ``s p o .`` line per triple).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import orjson
+
+from engine.exec.context import LOCAL_BASE
+from engine.exec.result import UNBOUND
+from engine.exec.serialize import _json_bytes, _nt_term, check_size
+
+#: answers with more cells (graphs: triples) than this go to the general writer
+MAX_CELLS = 256
+#: rendered terms kept per snapshot (past it, an answer renders what it misses without keeping it)
+MAX_TERMS = 1 << 16
+
+
+class TermFragments:
+    """Store id -> its SPARQL JSON object's bytes, for one snapshot term table."""
+
+    def __init__(self):
+        #: (term table, JSON fragments, N-Triples terms), replaced as one
+        self.kept: tuple = (None, {}, {})
+        self.heads: dict[tuple, tuple[bytes, list[bytes]]] = {}
+        self.lock = threading.Lock()
+
+    def tables(self, terms) -> tuple[dict[int, bytes], dict[int, bytes]]:
+        """(JSON, N-Triples) tables for ``terms``: new ones for a new snapshot term
+        table (never cleared in place: other threads may be reading them)."""
+        kept = self.kept
+        if kept[0] is not terms:  # a new snapshot: ids are its dictionary's
+            with self.lock:
+                kept = self.kept
+                if kept[0] is not terms:
+                    kept = self.kept = (terms, {}, {})
+        return kept[1], kept[2]
+
+    def head(self, names: tuple) -> tuple[bytes, list[bytes]]:
+        h = self.heads.get(names)
+        if h is None:
+            if len(self.heads) >= 1024:
+                self.heads = {}
+            h = self.heads[names] = (b'{"head":{"vars":' + orjson.dumps(list(names)) + b'},"results":{"bindings":[',
+                                     [orjson.dumps(v) + b":" for v in names])
+        return h
+
+
+_FRAGS = TermFragments()
+
+
+def select_json(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
+    """The SPARQL JSON body of a small SELECT ``result`` over store ids, or None
+    (not small, or holding computed terms): the caller uses the general writer."""
+    if result.form != "SELECT" or not result.vars:
+        return None
+    n = len(result)
+    names = tuple(result.vars)
+    if n * len(names) > MAX_CELLS:
+        return None
+    cols = [c.tolist() for c in result.columns]
+    head, labels = fragments.head(names)
+    frags = fragments.tables(result.terms)[0]
+    # UNBOUND cells are skipped: the fragment of id -1 is never looked up
+    lc = list(zip(labels, cols, strict=True))
+    try:  # usually every term is rendered already: no scan for missing ones
+        rows = [b"{" + b",".join([lab + frags[c[r]] for lab, c in lc if c[r] != UNBOUND]) + b"}" for r in range(n)]
+    except KeyError:
+        frags = _fill(frags, result.terms, {i for c in cols for i in c}, _json_bytes)
+        if frags is None:
+            return None
+        rows = [b"{" + b",".join([lab + frags[c[r]] for lab, c in lc if c[r] != UNBOUND]) + b"}" for r in range(n)]
+    doc = head + b",".join(rows) + b"]}}"
+    check_size(len(doc), max_bytes)
+    return doc
+
+
+def _nt_bytes(key: str) -> bytes:
+    return _nt_term(key).encode("utf-8")
+
+
+def _fill(table: dict, terms, ids: set, render) -> dict | None:
+    """``table`` (a kept table, never cleared in place: another thread may be
+    reading it) with every id of ``ids`` (UNBOUND aside) rendered; a full table
+    gets no more entries (this answer renders into a copy of what it needs; the
+    kept one restarts with the next snapshot). None when an id is a computed
+    term (not cached: the general writer answers)."""
+    missing = [i for i in ids if i not in table and i != UNBOUND]
+    if missing:
+        if any(i < 0 or i >= LOCAL_BASE for i in missing):
+            return None
+        missing.sort()
+        keys = terms.keys(missing)
+        if len(table) + len(missing) > MAX_TERMS:
+            table = {i: table[i] for i in ids if i in table}
+        for i, k in zip(missing, keys, strict=True):
+            if k is None:
+                return None
+            table[i] = render(k)
+    return table
+
+
+def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
+    """The N-Triples body of a small CONSTRUCT/DESCRIBE ``result`` over store ids,
+    or None (the caller uses the general writer)."""
+    t = result.triples
+    if t is None or len(t) > MAX_CELLS:
+        return None
+    if len(t) == 0:
+        return b""
+    rows = t.tolist()
+    nt = _fill(fragments.tables(result.terms)[1], result.terms, {i for r in rows for i in r}, _nt_bytes)
+    if nt is None:
+        return None
+    doc = b"".join([b"%s %s %s .\n" % (nt[s], nt[p], nt[o]) for s, p, o in rows])
+    check_size(len(doc), max_bytes)
+    return doc
