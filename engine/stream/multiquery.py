@@ -38,11 +38,17 @@ from a variable one), VALUES, BIND / SELECT expressions, EXISTS, MINUS right sid
 hidden variable would make MINUS remove rows it keeps), subqueries, HAVING, the CONSTRUCT
 template and the dataset.
 
+Aggregates: the Group gets ``#q`` as its last key, so every member's groups are its own: COUNT,
+SUM, AVG, MIN, MAX (also DISTINCT) are computed for all members at once by the engine's aggregate
+code (the same type promotion and error rules as alone; a floating SUM / AVG is summed in value
+order within a group, so the result does not depend on the order rows come in). Aggregates
+without GROUP BY are grouped by ``#q`` alone; a member without solutions gets the row of the
+query over no solutions (``Shape.empty``: COUNT 0, SUM / AVG 0, MIN / MAX unbound, then the
+SELECT expressions and HAVING), computed once per batch.
+
 Not batched (the query runs alone): DESCRIBE; LIMIT / OFFSET and ORDER BY (per query, and ORDER BY
-ties are broken by row order); aggregates without GROUP BY (a member with no solutions still has
-its one group) and SUM / AVG / SAMPLE / GROUP_CONCAT (their value depends on the order of the
-rows in a group: floating-point sums, the sample, the concatenation); only COUNT / MIN / MAX are
-grouped by ``#q``.
+ties are broken by row order); SAMPLE and GROUP_CONCAT (their value depends on the order of the
+rows in a group: the sample, the concatenation).
 
 What each member gets is what it gets registered alone: the same window member, the same
 solutions (as a multiset: the order of rows within an answer is unspecified, as for SPARQL without
@@ -76,7 +82,9 @@ __all__ = ["ParamTable", "Refused", "Shape", "Group", "analyze", "QVAR"]
 QVAR = "#q"
 _CMP = frozenset(("=", "!=", "<", ">", "<=", ">="))
 _LOGIC = frozenset(("&&", "||", "!"))
-_GROUPABLE = frozenset(("COUNT", "MIN", "MAX"))
+#: aggregates whose value is a function of the multiset of a group's rows (SUM / AVG: integer and
+#: decimal sums are exact, floating ones are summed in value order by engine.exec.aggregates)
+_GROUPABLE = frozenset(("COUNT", "MIN", "MAX", "SUM", "AVG"))
 
 
 class Refused(Exception):
@@ -100,6 +108,9 @@ class Shape:
     params: tuple[str, ...]
     batched: A.Query
     form: str
+    #: aggregates without GROUP BY: the query over no solutions (its one group's row, or none if
+    #: HAVING drops it), the answer of a member without solutions
+    empty: A.Query | None = None
 
 
 # ---------------------------------------------------------------- parameterizing the algebra
@@ -176,7 +187,9 @@ class _Params:
 
 def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
     """Below Project: Extend/Filter nodes (SELECT expressions, HAVING) down to a Group, whose
-    input gets the table and whose keys get ``#q``; without a Group, the whole pattern."""
+    input gets the table and whose keys get ``#q``; without a Group, the whole pattern. Returns
+    ``(pattern, implicit)``: ``implicit`` is the Group of aggregates without GROUP BY (then
+    ``#q`` is its only key, and a member without solutions gets the empty group's row)."""
     chain = []
     cur = node
     while isinstance(cur, (A.Extend, A.Filter)):
@@ -187,16 +200,19 @@ def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
     if not isinstance(cur, A.Group):
         if _has_group(node):
             raise Refused("aggregates below SELECT expressions")
-        return p.spine(node, table)
-    if not cur.by:
-        raise Refused("aggregates without GROUP BY (a query without solutions still has its group)")
+        return p.spine(node, table), None
     bad = sorted({a.name for _, a in cur.aggregates if a.name not in _GROUPABLE})
     if bad:
         raise Refused(f"{', '.join(bad)} (the value depends on the order of rows in a group)")
     out = A.Group(p.spine(cur.input, table), cur.by + ((q, q),), cur.aggregates)
     for c in reversed(chain):
         out = dataclasses.replace(c, input=out)
-    return out
+    implicit = None
+    if not cur.by:
+        implicit = cur
+        for c in reversed(chain):
+            implicit = dataclasses.replace(c, input=implicit)
+    return out, implicit
 
 
 def _has_group(node) -> bool:
@@ -213,6 +229,7 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
     p = _Params()
     q = A.Var(QVAR)
     form = query.form
+    empty = None
     pattern = query.pattern
     if form == "SELECT":
         node = pattern
@@ -223,11 +240,16 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
             wrap, node = type(node), node.input
         if not isinstance(node, A.Project):
             raise Refused("an unexpected SELECT form")
-        body = _group_part(node.input, p, _TABLE_PLACEHOLDER, q)
+        body, implicit = _group_part(node.input, p, _TABLE_PLACEHOLDER, q)
         new = A.Project(body, node.vars + (q,))
         if wrap is not None:
             new = wrap(new)
         bvars = query.vars + (q,)
+        if implicit is not None:
+            # the same aggregates, SELECT expressions and HAVING over no solutions (an empty table)
+            top = A.Project(_put_table(_empty_group(implicit), _EMPTY_TABLE), node.vars)
+            empty = dataclasses.replace(query, form="SELECT", pattern=top if wrap is None else wrap(top),
+                                        prefixes=(), template=())
     elif form in ("ASK", "CONSTRUCT"):
         if isinstance(pattern, (A.Slice, A.OrderBy, A.Project, A.Distinct, A.Reduced, A.Group)):
             raise Refused(f"solution modifiers on {form}")
@@ -251,11 +273,20 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
                                   template=query.template if form == "CONSTRUCT" else ())
     key = (batched, form, query.template, mode,
            tuple((bw.stream, bw.iri, bw.window) for bw in windows))
-    return Shape(key, tuple(p.keys), batched, form)
+    return Shape(key, tuple(p.keys), batched, form, empty)
 
 
 # the table's columns are known only after the walk: a placeholder leaf, replaced afterwards
 _TABLE_PLACEHOLDER = ParamTable(())
+# the input of the empty group (answered by an evaluator whose table has no rows)
+_EMPTY_TABLE = ParamTable((A.Var(QVAR),))
+
+
+def _empty_group(node):
+    """The implicit Group (under its Extend / Filter chain) with the placeholder as its input."""
+    if isinstance(node, A.Group):
+        return dataclasses.replace(node, input=_TABLE_PLACEHOLDER)
+    return dataclasses.replace(node, input=_empty_group(node.input))
 
 
 def _put_table(node, table: ParamTable):
@@ -277,16 +308,23 @@ class _BatchEvaluator(Evaluator):
     def __init__(self, ctx, dataset, table: Bindings):
         super().__init__(ctx, dataset)
         self._table = table
+        self.grouped: np.ndarray | None = None   # the #q of the members the top Group has a group for
 
     def _ParamTable(self, node: ParamTable, seed):
         t = self._table
         return t if seed is None else join(seed, t, self.ctx.max_rows)
 
+    def _group(self, node: A.Group) -> Bindings:
+        out = super()._group(node)
+        if node.by and node.by[-1][1].name == QVAR:
+            self.grouped = out.col(QVAR)
+        return out
+
 
 class Group:
     """The registered queries of one shape (members keep their own evaluators and logs)."""
 
-    __slots__ = ("shape", "plan", "members", "failures", "skip", "batches", "_cells")
+    __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "_cells")
 
     #: rendered cells kept per group (store ids only: they never change meaning)
     CELL_CACHE = 1 << 17
@@ -294,6 +332,7 @@ class Group:
     def __init__(self, shape: Shape):
         self.shape = shape
         self.plan: QueryPlan = make_plan(shape.batched)
+        self.empty_plan = None if shape.empty is None else make_plan(shape.empty)
         self.members: dict[str, tuple] = {}   # name -> (QueryEntry, params)
         self.failures = 0
         self.skip = 0       # batches to run alone after a failed batch
@@ -316,13 +355,16 @@ class Group:
         cols = {QVAR: np.arange(n, dtype=np.int64)}
         for j in range(len(self.shape.params)):
             cols[f"~p{j}"] = ctx.intern([p[j] for _, p in members])
-        res = evaluate_query(self.shape.batched, ctx, ds, evaluator=_BatchEvaluator(ctx, ds, Bindings(cols, n)),
-                             plan=self.plan)
+        bev = _BatchEvaluator(ctx, ds, Bindings(cols, n))
+        res = evaluate_query(self.shape.batched, ctx, ds, evaluator=bev, plan=self.plan)
         ctx.evaluator = None   # ctx <-> evaluator is a cycle (see evaluate_query)
-        qcol = res.columns[-1]
+        columns = res.columns
+        if self.shape.empty is not None:
+            columns = self._with_empty_groups(ctx, ds, columns, bev.grouped, n)
+        qcol = columns[-1]
         order = np.argsort(qcol, kind="stable")
         bounds = np.searchsorted(qcol[order], np.arange(n + 1, dtype=np.int64)).tolist()
-        vals = [c[order] for c in res.columns[:-1]]
+        vals = [c[order] for c in columns[:-1]]
         names = res.vars[:-1]
         form = self.shape.form
         win = ev0.window_member(t)
@@ -356,6 +398,24 @@ class Group:
                     out.append((e, None))
         self.batches += 1
         return out, (time.perf_counter() - t0) * 1000.0
+
+    def _with_empty_groups(self, ctx, ds, columns: list[np.ndarray], grouped, n: int) -> list[np.ndarray]:
+        """Aggregates without GROUP BY: the members the top Group had no group for (no solutions)
+        get the answer of the query over no solutions, as each gets alone."""
+        has = np.zeros(n, dtype=bool)
+        if grouped is not None and len(grouped):
+            has[grouped] = True
+        missing = np.flatnonzero(~has)
+        if len(missing) == 0:
+            return columns
+        ev = _BatchEvaluator(ctx, ds, Bindings({}, 0))
+        er = evaluate_query(self.shape.empty, ctx, ds, evaluator=ev, plan=self.empty_plan)
+        ctx.evaluator = None
+        k = len(er.columns[0]) if er.columns else er.n_rows
+        if k == 0:   # HAVING drops the empty group
+            return columns
+        extra = [np.tile(c, len(missing)) for c in er.columns] + [np.repeat(missing.astype(np.int64), k)]
+        return [np.concatenate((c, e)) for c, e in zip(columns, extra, strict=True)]
 
     def _render_rows(self, ctx, names: list[str], vals: list[np.ndarray], bounds: list[int],
                      tail: bytes) -> list[tuple[bytes, bytes]]:
