@@ -30,12 +30,14 @@ every operator that reads it):
   WHERE pattern, where the table is joined first), in the right side of a Join, of an OPTIONAL on
   the spine, and below Union / Graph / Filter / Extend there;
 * constant operands of comparisons (``= != < > <= >=``, under ``&& || !``) in FILTERs on the
-  spine and in the conditions of OPTIONALs on the spine (their rows carry the table's columns).
+  spine and in the conditions of OPTIONALs on the spine (their rows carry the table's columns),
+  and in HAVING with GROUP BY (its placeholders become group keys, constant per member).
 
 Every other constant is part of the shape (queries differing there are different groups):
 predicates, GRAPH names, property-path ends (a zero-length path treats a constant end differently
 from a variable one), VALUES, BIND / SELECT expressions, EXISTS, MINUS right sides (a shared
-hidden variable would make MINUS remove rows it keeps), subqueries, HAVING, the CONSTRUCT
+hidden variable would make MINUS remove rows it keeps), subqueries, HAVING of aggregates without
+GROUP BY, the CONSTRUCT
 template and the dataset.
 
 Aggregates: the Group gets ``#q`` as its last key, so every member's groups are its own: COUNT,
@@ -204,14 +206,22 @@ def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
     bad = sorted({a.name for _, a in cur.aggregates if a.name not in _GROUPABLE})
     if bad:
         raise Refused(f"{', '.join(bad)} (the value depends on the order of rows in a group)")
-    out = A.Group(p.spine(cur.input, table), cur.by + ((q, q),), cur.aggregates)
-    for c in reversed(chain):
-        out = dataclasses.replace(c, input=out)
+    inner = p.spine(cur.input, table)
+    keys = cur.by + ((q, q),)
     implicit = None
-    if not cur.by:
+    if not cur.by:   # HAVING's constants stay in the shape: the empty group's row is shared
         implicit = cur
         for c in reversed(chain):
             implicit = dataclasses.replace(c, input=implicit)
+    else:
+        # HAVING comparisons: their placeholders are group keys too (one value per member, so the
+        # groups are the same), hence bound in the rows HAVING filters
+        first = len(p.keys)
+        chain = [dataclasses.replace(c, expr=p.expr(c.expr)) if isinstance(c, A.Filter) else c for c in chain]
+        keys += tuple((A.Var(f"~p{j}"), A.Var(f"~p{j}")) for j in range(first, len(p.keys)))
+    out = A.Group(inner, keys, cur.aggregates)
+    for c in reversed(chain):
+        out = dataclasses.replace(c, input=out)
     return out, implicit
 
 
