@@ -78,7 +78,8 @@ def test_window_and_mode_are_part_of_the_shape():
 @pytest.mark.parametrize(("body", "why"), [
     ("SELECT ?o %W WHERE { ?o :at :s1 } LIMIT 3", "LIMIT"),
     ("SELECT ?o %W WHERE { ?o :at :s1 } OFFSET 1", "LIMIT"),
-    ("SELECT ?o %W WHERE { ?o :at :s1 } ORDER BY ?o", "ORDER BY"),
+    ("SELECT ?o ?s %W WHERE { ?o :at ?s } ORDER BY ?o", "ORDER BY"),
+    ("SELECT ?o ?s %W WHERE { ?o :at ?s } ORDER BY ?o LIMIT 1", "ORDER BY"),
     ("SELECT ?o (SAMPLE(?v) AS ?n) %W WHERE { ?o :v ?v } GROUP BY ?o", "SAMPLE"),
     ("SELECT ?o (GROUP_CONCAT(?v) AS ?n) %W WHERE { ?o :v ?v } GROUP BY ?o", "GROUP_CONCAT"),
     ("CONSTRUCT { ?o :r :s1 } %W WHERE { ?o :at :s1 } LIMIT 2", "modifiers"),
@@ -315,6 +316,9 @@ HAND = [
     "?p <{EX}rating> ?r . ?u <{EX}follows> <{EX}user{a}> }} GROUP BY ?p",
     # DISTINCT, a numeric comparison, a subject constant
     "SELECT DISTINCT ?p {W} WHERE {{ <{EX}user{a}> <{EX}posts> ?p . ?p <{EX}rating> ?r FILTER(?r >= {n} || ?r = {m}) }}",
+    # top-k: ORDER BY over every selected variable, a per-member LIMIT / OFFSET
+    "SELECT ?p ?r {W} WHERE {{ ?p <{EX}rating> ?r . ?p <{EX}about> ?x FILTER(?x != <{EX}product{a}>) }} "
+    "ORDER BY DESC(?r) ?p LIMIT 3 OFFSET 1",
     # no constants at all: identical members
     "SELECT ?p ?r {W} WHERE {{ ?p <{EX}rating> ?r }}",
 ]

@@ -48,9 +48,15 @@ without GROUP BY are grouped by ``#q`` alone; a member without solutions gets th
 query over no solutions (``Shape.empty``: COUNT 0, SUM / AVG 0, MIN / MAX unbound, then the
 SELECT expressions and HAVING), computed once per batch.
 
-Not batched (the query runs alone): DESCRIBE; LIMIT / OFFSET and ORDER BY (per query, and ORDER BY
-ties are broken by row order); SAMPLE and GROUP_CONCAT (their value depends on the order of the
-rows in a group: the sample, the concatenation).
+ORDER BY whose conditions include every selected variable (as a plain variable) is batched: the
+order is then total on the answer's rows (ties are equal rows), so each member's rows, split by a
+stable sort on ``#q``, are in the order it gets alone, and its OFFSET / LIMIT (``Shape.cut``, part
+of the shape) is applied to its own rows.
+
+Not batched (the query runs alone): DESCRIBE; ORDER BY that leaves some selected variable out and
+LIMIT / OFFSET without such an ORDER BY (ties, and so the rows kept, depend on the row order);
+SAMPLE and GROUP_CONCAT (their value depends on the order of the rows in a group: the sample, the
+concatenation); solution modifiers on ASK and CONSTRUCT.
 
 What each member gets is what it gets registered alone: the same window member, the same
 solutions (as a multiset: the order of rows within an answer is unspecified, as for SPARQL without
@@ -113,6 +119,9 @@ class Shape:
     #: aggregates without GROUP BY: the query over no solutions (its one group's row, or none if
     #: HAVING drops it), the answer of a member without solutions
     empty: A.Query | None = None
+    #: (OFFSET, LIMIT) of each member's rows (an ORDER BY over every selected variable: the order
+    #: is total on the rows, so the cut is the one alone)
+    cut: tuple[int, int | None] | None = None
 
 
 # ---------------------------------------------------------------- parameterizing the algebra
@@ -197,8 +206,6 @@ def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
     while isinstance(cur, (A.Extend, A.Filter)):
         chain.append(cur)
         cur = cur.input
-    if isinstance(cur, A.OrderBy):
-        raise Refused("ORDER BY (ties are broken by row order)")
     if not isinstance(cur, A.Group):
         if _has_group(node):
             raise Refused("aggregates below SELECT expressions")
@@ -240,17 +247,31 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
     q = A.Var(QVAR)
     form = query.form
     empty = None
+    cut = None   # (OFFSET, LIMIT) of a SELECT, applied to each member's rows
     pattern = query.pattern
     if form == "SELECT":
         node = pattern
         if isinstance(node, A.Slice):
-            raise Refused("LIMIT / OFFSET")
+            cut = (node.offset, node.limit)
+            node = node.input
         wrap = None
         if isinstance(node, (A.Distinct, A.Reduced)):
             wrap, node = type(node), node.input
         if not isinstance(node, A.Project):
             raise Refused("an unexpected SELECT form")
-        body, implicit = _group_part(node.input, p, _TABLE_PLACEHOLDER, q)
+        inner = node.input
+        order = None
+        if isinstance(inner, A.OrderBy):
+            keys = {c.expr for c in inner.conditions if isinstance(c.expr, A.Var)}
+            if not set(node.vars) <= keys:
+                raise Refused("ORDER BY not over every selected variable (ties are broken by row order)")
+            order, inner = inner, inner.input
+        elif cut is not None:
+            raise Refused("LIMIT / OFFSET without an ORDER BY over every selected variable "
+                          "(the rows kept depend on row order)")
+        body, implicit = _group_part(inner, p, _TABLE_PLACEHOLDER, q)
+        if order is not None:
+            body = A.OrderBy(body, order.conditions)
         new = A.Project(body, node.vars + (q,))
         if wrap is not None:
             new = wrap(new)
@@ -281,9 +302,9 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
     new = _put_table(new, table)
     batched = dataclasses.replace(query, form="SELECT", pattern=new, vars=bvars, prefixes=(),
                                   template=query.template if form == "CONSTRUCT" else ())
-    key = (batched, form, query.template, mode,
+    key = (batched, form, query.template, mode, cut,
            tuple((bw.stream, bw.iri, bw.window) for bw in windows))
-    return Shape(key, tuple(p.keys), batched, form, empty)
+    return Shape(key, tuple(p.keys), batched, form, empty, cut)
 
 
 # the table's columns are known only after the walk: a placeholder leaf, replaced afterwards
@@ -304,12 +325,25 @@ def _put_table(node, table: ParamTable):
         return table
     if isinstance(node, (A.Join, A.LeftJoin, A.Minus)):
         return dataclasses.replace(node, left=_put_table(node.left, table))
-    if isinstance(node, (A.Filter, A.Extend, A.Project, A.Distinct, A.Reduced, A.Group)):
+    if isinstance(node, (A.Filter, A.Extend, A.Project, A.Distinct, A.Reduced, A.Group, A.OrderBy)):
         return dataclasses.replace(node, input=_put_table(node.input, table))
     return node
 
 
 # ---------------------------------------------------------------- one batched execution
+
+
+def _cut(order: np.ndarray, bounds: list[int], offset: int, limit: int | None) -> tuple[np.ndarray, list[int]]:
+    """``order`` (row positions, member by member) keeping rows ``[offset, offset + limit)`` of
+    each member, and the new member bounds."""
+    b = np.asarray(bounds, dtype=np.int64)
+    lo = np.minimum(b[:-1] + offset, b[1:])
+    hi = b[1:] if limit is None else np.minimum(lo + limit, b[1:])
+    size = hi - lo
+    nb = np.zeros(len(b), dtype=np.int64)
+    np.cumsum(size, out=nb[1:])
+    pos = np.arange(int(nb[-1]), dtype=np.int64) - np.repeat(nb[:-1] - lo, size)
+    return order[pos], nb.tolist()
 
 
 class _BatchEvaluator(Evaluator):
@@ -374,6 +408,8 @@ class Group:
         qcol = columns[-1]
         order = np.argsort(qcol, kind="stable")
         bounds = np.searchsorted(qcol[order], np.arange(n + 1, dtype=np.int64)).tolist()
+        if self.shape.cut is not None:   # each member's OFFSET / LIMIT (its rows are in ORDER BY order)
+            order, bounds = _cut(order, bounds, *self.shape.cut)
         vals = [c[order] for c in columns[:-1]]
         names = res.vars[:-1]
         form = self.shape.form
