@@ -375,8 +375,8 @@ def test_status_says_batched_and_peers():
 
 
 def test_queries_of_different_shapes_share_the_window_graph():
-    """Three groups and two queries that run alone, all on one window: one window graph per
-    instant (the WindowCache), not one per query or per group."""
+    """Four groups and queries that run alone (LIMIT, RSP-QL and CQELS-QL syntax), all on one
+    window: one window graph per instant (the WindowCache), not one per query, group or syntax."""
     rng = random.Random(8)
     static = gen_static(rng)
     end = 6000
@@ -393,6 +393,14 @@ def test_queries_of_different_shapes_share_the_window_graph():
                              f"FILTER(?r > {i}) }}")
         m.register_query(f"REGISTER QUERY l0 AS SELECT ?p {w} WHERE {{ ?u <{EX}posts> ?p }} LIMIT 2")
         m.register_query(f"REGISTER QUERY l1 AS SELECT ?p {w} WHERE {{ ?p <{EX}about> ?x }} ORDER BY ?p")
+        # aggregates (batched), and the same window written in RSP-QL and CQELS-QL (evaluated alone)
+        for i in range(3):
+            m.register_query(f"REGISTER QUERY n{i} AS SELECT (SUM(?r) AS ?s) {w} WHERE {{ ?p <{EX}rating> ?r . "
+                             f"?p <{EX}about> <{EX}product{i}> }}")
+        m.register_query(f"REGISTER RSTREAM <{EX}rw> AS SELECT ?p FROM NAMED WINDOW <{EX}w> ON <{S1}> "
+                         f"[RANGE PT1S STEP PT0.5S] WHERE {{ WINDOW <{EX}w> {{ ?u <{EX}posts> ?p }} }}")
+        m.register_query(f"REGISTER QUERY cq AS SELECT ?p ?r WHERE {{ STREAM <{S1}> [RANGE 1 s SLIDE 500 ms] "
+                         f"{{ ?p <{EX}rating> ?r }} }}")
         m.heartbeat("s2", end + 10_000)
         steps = 0
         for t in range(500, end + 1, 500):
@@ -406,7 +414,8 @@ def test_queries_of_different_shapes_share_the_window_graph():
         cache = m._window_cache
         sched = m._scheduler
         assert sum(g.batches for g in sched._groups.values()) > 10
-        assert {m.query(n)["batched"] for n in ("a0", "b1", "c2")} == {True}
+        assert {m.query(n)["batched"] for n in ("a0", "b1", "c2", "n1")} == {True}
+        assert all(m.query(n)["evaluated"] >= steps - 1 for n in ("rw", "cq", "l0"))
         assert cache.misses <= steps + 1, (cache.misses, cache.hits, steps)
         assert cache.hits >= steps
     finally:
