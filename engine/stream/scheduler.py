@@ -17,8 +17,9 @@
   that is in the log, never its text).
 * Arrival-clock streams advance with the wall clock: the worker ticks them and wakes at their
   next instant. Between instants it writes the registry's progress when due and runs the GC
-  (:mod:`engine.stream.gc`, which looks at every query: at most every ``_GC_EVERY_S`` while
-  instants are ready, and when the worker has caught up; ``drain`` waits for it).
+  (:mod:`engine.stream.gc`, which looks at every query: while instants are ready after a
+  quarter as many evaluations as there are queries or a second, and when the worker has caught
+  up; ``drain`` waits for it).
 * The cost of choosing the next job does not grow with the queries that are not due: the
   worker keeps an index of due queries (per set of streams read, a heap by next instant; the
   ready ones in a FIFO, which gives the round-robin), follows registrations and deletions through
@@ -57,8 +58,10 @@ __all__ = ["Scheduler"]
 
 #: seconds between tries of an instant while a store worker is down
 _STORE_RETRY_S = 0.2
-#: seconds between GC runs while instants are ready (it looks at every query: not after each one)
-_GC_EVERY_S = 0.1
+#: GC while instants are ready (it looks at every query: not after each one): after a quarter as
+#: many evaluations as there are queries (at least _GC_MIN_STEPS), or _GC_EVERY_S seconds
+_GC_EVERY_S = 1.0
+_GC_MIN_STEPS = 16
 
 log = logging.getLogger("jindou.stream")
 
@@ -83,10 +86,11 @@ class Scheduler:
         self._waiting: dict[str, QueryEntry] = {}
         self._observed = -1                     # reg.observed when _waiting was last looked at
         self._seq = itertools.count()
-        # GC (engine.stream.gc looks at every query): the streams to collect, at most every _GC_EVERY_S
-        # while instants are ready, and when the worker runs out of them (drain waits for it)
+        # GC (engine.stream.gc looks at every query): the streams to collect, see _GC_EVERY_S; and
+        # when the worker runs out of ready instants (drain waits for it)
         self._gc_streams: set[str] = set()
         self._gc_last = 0.0
+        self._gc_steps = 0                      # evaluations since the last GC
         self._collecting = False
         # multi-query execution: shape key -> Group; query name -> (entry, group or None, reason)
         self.batching = True
@@ -312,8 +316,10 @@ class Scheduler:
                         if m is not q:
                             self._index(m, prog)
                 self._gc_streams.update(q.streams)
+                self._gc_steps += 1 if batch is None else len(batch[1])
                 gc_streams = None
-                if time.monotonic() - self._gc_last >= _GC_EVERY_S:
+                if self._gc_steps >= max(_GC_MIN_STEPS, len(reg.queries) // 4) \
+                        or time.monotonic() - self._gc_last >= _GC_EVERY_S:
                     gc_streams, self._gc_streams = self._gc_streams, set()
                     self._collecting = True
                 reg.cv.notify_all()
@@ -327,6 +333,7 @@ class Scheduler:
 
     def _collect(self, streams) -> None:
         self._gc_last = time.monotonic()
+        self._gc_steps = 0
         collect(self.reg, self.absorb_log, streams)
 
     def _step_one(self, q: QueryEntry, t: int, last: int) -> None:
