@@ -78,10 +78,8 @@ def test_window_and_mode_are_part_of_the_shape():
 @pytest.mark.parametrize(("body", "why"), [
     ("SELECT ?o %W WHERE { ?o :at :s1 } LIMIT 3", "LIMIT"),
     ("SELECT ?o %W WHERE { ?o :at :s1 } OFFSET 1", "LIMIT"),
-    ("SELECT ?o %W WHERE { ?o :at :s1 } ORDER BY ?o", "ORDER BY"),
-    ("SELECT (COUNT(*) AS ?n) %W WHERE { ?o :at :s1 }", "without GROUP BY"),
-    ("SELECT ?o (SUM(?v) AS ?n) %W WHERE { ?o :v ?v } GROUP BY ?o", "SUM"),
-    ("SELECT ?o (AVG(?v) AS ?n) %W WHERE { ?o :v ?v } GROUP BY ?o", "AVG"),
+    ("SELECT ?o ?s %W WHERE { ?o :at ?s } ORDER BY ?o", "ORDER BY"),
+    ("SELECT ?o ?s %W WHERE { ?o :at ?s } ORDER BY ?o LIMIT 1", "ORDER BY"),
     ("SELECT ?o (SAMPLE(?v) AS ?n) %W WHERE { ?o :v ?v } GROUP BY ?o", "SAMPLE"),
     ("SELECT ?o (GROUP_CONCAT(?v) AS ?n) %W WHERE { ?o :v ?v } GROUP BY ?o", "GROUP_CONCAT"),
     ("CONSTRUCT { ?o :r :s1 } %W WHERE { ?o :at :s1 } LIMIT 2", "modifiers"),
@@ -101,14 +99,17 @@ def test_grouped_count_min_max_are_batched_with_the_query_index_as_key():
 
 
 @pytest.mark.parametrize(("body", "params"), [
-    # MINUS right side, EXISTS, property paths, BIND, GRAPH names, VALUES, HAVING: part of the shape
+    # MINUS right side, EXISTS, property paths, BIND, GRAPH names, VALUES: part of the shape
     ("SELECT ?o %W WHERE { ?o :at ?s MINUS { ?o :at :s9 } }", ()),
     ("SELECT ?o %W WHERE { ?o :at ?s FILTER NOT EXISTS { ?o :at :s9 } }", ()),
     ("SELECT ?o %W WHERE { ?o :at/:in* :z }", ()),
     ("SELECT ?o ?k %W WHERE { ?o :at ?s BIND(:k AS ?k) }", ()),
     (f"SELECT ?o %W WHERE {{ GRAPH <{S1}> {{ ?o :at ?s }} }}", ()),
     ("SELECT ?o %W WHERE { VALUES ?s { :s1 } ?o :at ?s }", ()),
-    ("SELECT ?o (COUNT(*) AS ?n) %W WHERE { ?o :at ?s } GROUP BY ?o HAVING (COUNT(*) > 2)", ()),
+    # HAVING: with GROUP BY a parameter (a group key), without it part of the shape
+    ("SELECT ?o (COUNT(*) AS ?n) %W WHERE { ?o :at ?s } GROUP BY ?o HAVING (COUNT(*) > 2)",
+     ('"2"^^<http://www.w3.org/2001/XMLSchema#integer>',)),
+    ("SELECT (COUNT(*) AS ?n) %W WHERE { ?o :at ?s } HAVING (COUNT(*) > 2)", ()),
     # not parameterized: a regex pattern, a constant inside a function call
     ('SELECT ?o %W WHERE { ?o :name ?n FILTER(REGEX(?n, "^a")) }', ()),
     # parameterized: BGP subjects/objects on and off the spine, comparisons, OPTIONAL on the spine
@@ -315,6 +316,9 @@ HAND = [
     "?p <{EX}rating> ?r . ?u <{EX}follows> <{EX}user{a}> }} GROUP BY ?p",
     # DISTINCT, a numeric comparison, a subject constant
     "SELECT DISTINCT ?p {W} WHERE {{ <{EX}user{a}> <{EX}posts> ?p . ?p <{EX}rating> ?r FILTER(?r >= {n} || ?r = {m}) }}",
+    # top-k: ORDER BY over every selected variable, a per-member LIMIT / OFFSET
+    "SELECT ?p ?r {W} WHERE {{ ?p <{EX}rating> ?r . ?p <{EX}about> ?x FILTER(?x != <{EX}product{a}>) }} "
+    "ORDER BY DESC(?r) ?p LIMIT 3 OFFSET 1",
     # no constants at all: identical members
     "SELECT ?p ?r {W} WHERE {{ ?p <{EX}rating> ?r }}",
 ]
@@ -371,8 +375,8 @@ def test_status_says_batched_and_peers():
 
 
 def test_queries_of_different_shapes_share_the_window_graph():
-    """Three groups and two queries that run alone, all on one window: one window graph per
-    instant (the WindowCache), not one per query or per group."""
+    """Four groups and queries that run alone (LIMIT, RSP-QL and CQELS-QL syntax), all on one
+    window: one window graph per instant (the WindowCache), not one per query, group or syntax."""
     rng = random.Random(8)
     static = gen_static(rng)
     end = 6000
@@ -389,6 +393,14 @@ def test_queries_of_different_shapes_share_the_window_graph():
                              f"FILTER(?r > {i}) }}")
         m.register_query(f"REGISTER QUERY l0 AS SELECT ?p {w} WHERE {{ ?u <{EX}posts> ?p }} LIMIT 2")
         m.register_query(f"REGISTER QUERY l1 AS SELECT ?p {w} WHERE {{ ?p <{EX}about> ?x }} ORDER BY ?p")
+        # aggregates (batched), and the same window written in RSP-QL and CQELS-QL (evaluated alone)
+        for i in range(3):
+            m.register_query(f"REGISTER QUERY n{i} AS SELECT (SUM(?r) AS ?s) {w} WHERE {{ ?p <{EX}rating> ?r . "
+                             f"?p <{EX}about> <{EX}product{i}> }}")
+        m.register_query(f"REGISTER RSTREAM <{EX}rw> AS SELECT ?p FROM NAMED WINDOW <{EX}w> ON <{S1}> "
+                         f"[RANGE PT1S STEP PT0.5S] WHERE {{ WINDOW <{EX}w> {{ ?u <{EX}posts> ?p }} }}")
+        m.register_query(f"REGISTER QUERY cq AS SELECT ?p ?r WHERE {{ STREAM <{S1}> [RANGE 1 s SLIDE 500 ms] "
+                         f"{{ ?p <{EX}rating> ?r }} }}")
         m.heartbeat("s2", end + 10_000)
         steps = 0
         for t in range(500, end + 1, 500):
@@ -402,7 +414,8 @@ def test_queries_of_different_shapes_share_the_window_graph():
         cache = m._window_cache
         sched = m._scheduler
         assert sum(g.batches for g in sched._groups.values()) > 10
-        assert {m.query(n)["batched"] for n in ("a0", "b1", "c2")} == {True}
+        assert {m.query(n)["batched"] for n in ("a0", "b1", "c2", "n1")} == {True}
+        assert all(m.query(n)["evaluated"] >= steps - 1 for n in ("rw", "cq", "l0"))
         assert cache.misses <= steps + 1, (cache.misses, cache.hits, steps)
         assert cache.hits >= steps
     finally:

@@ -11,7 +11,8 @@ group (-1 = unbound, i.e. the aggregate raised an error):
 * SUM / AVG with numeric type promotion; an error or a non-numeric value
   makes the group's result an error; empty group -> ``"0"^^xsd:integer``.
   Integer-only groups are summed vectorized in int64 (Python ints when an
-  overflow is possible), double/float groups in float64, decimal groups
+  overflow is possible), double/float groups in float64 (in value order
+  within a group: the sum does not depend on the row order), decimal groups
   exactly with ``Decimal``.
 * MIN / MAX by the ORDER BY total order over all terms (errors skipped).
 * SAMPLE: the first bound value of the group.
@@ -206,7 +207,11 @@ def _sum_avg(is_avg: bool, ids, gi, n_groups, ctx) -> np.ndarray:
     fl_groups = (grank >= V.FLOAT) & ~bad
     if fl_groups.any():
         rows = fl_groups[gi]
-        sums = np.bincount(gi[rows], weights=num.floats[inv[rows]], minlength=n_groups)
+        # summed in value order within each group: the result depends on the group's values only,
+        # not on the order the rows come in (a batched continuous query must equal it alone)
+        rg, rv = gi[rows], num.floats[inv[rows]]
+        o = np.lexsort((rv, rg))
+        sums = np.bincount(rg[o], weights=rv[o], minlength=n_groups)
         for g in np.flatnonzero(fl_groups).tolist():
             total = V.Num(int(grank[g]), float(sums[g]))
             if total.rank == V.FLOAT:

@@ -373,14 +373,13 @@ class StreamManager:
             if cq.derived:
                 rlog = DerivedStreamLog(rlog, DerivedWriter(self._ingest, cq.name, cq.name, trigger.step))
             q = QueryEntry(cq, list(wins), bound, trigger, ev, rlog)
-            reg.queries[cq.name] = q
+            reg.add_query(q)
             reg.cv.notify_all()
         try:
             reg.persist()
         except RegistryError:
             with reg.cv:   # not persisted: not registered
-                if reg.queries.get(cq.name) is q:
-                    del reg.queries[cq.name]
+                reg.remove_query(q)
             q.close()
             raise
         return {"id": cq.name, "streams": list(wins), "vars": query_vars(cq)}
@@ -434,7 +433,7 @@ class StreamManager:
                 if readers:
                     raise StreamInUse(f"continuous query {name!r} writes stream {name!r} (REGISTER STREAM), "
                                       f"which continuous queries read: {', '.join(readers)}; delete them first")
-            del reg.queries[name]
+            reg.remove_query(q)
             reg.cv.notify_all()
         q.close()
         self.sinks.drop(name)

@@ -30,19 +30,33 @@ every operator that reads it):
   WHERE pattern, where the table is joined first), in the right side of a Join, of an OPTIONAL on
   the spine, and below Union / Graph / Filter / Extend there;
 * constant operands of comparisons (``= != < > <= >=``, under ``&& || !``) in FILTERs on the
-  spine and in the conditions of OPTIONALs on the spine (their rows carry the table's columns).
+  spine and in the conditions of OPTIONALs on the spine (their rows carry the table's columns),
+  and in HAVING with GROUP BY (its placeholders become group keys, constant per member).
 
 Every other constant is part of the shape (queries differing there are different groups):
 predicates, GRAPH names, property-path ends (a zero-length path treats a constant end differently
 from a variable one), VALUES, BIND / SELECT expressions, EXISTS, MINUS right sides (a shared
-hidden variable would make MINUS remove rows it keeps), subqueries, HAVING, the CONSTRUCT
+hidden variable would make MINUS remove rows it keeps), subqueries, HAVING of aggregates without
+GROUP BY, the CONSTRUCT
 template and the dataset.
 
-Not batched (the query runs alone): DESCRIBE; LIMIT / OFFSET and ORDER BY (per query, and ORDER BY
-ties are broken by row order); aggregates without GROUP BY (a member with no solutions still has
-its one group) and SUM / AVG / SAMPLE / GROUP_CONCAT (their value depends on the order of the
-rows in a group: floating-point sums, the sample, the concatenation); only COUNT / MIN / MAX are
-grouped by ``#q``.
+Aggregates: the Group gets ``#q`` as its last key, so every member's groups are its own: COUNT,
+SUM, AVG, MIN, MAX (also DISTINCT) are computed for all members at once by the engine's aggregate
+code (the same type promotion and error rules as alone; a floating SUM / AVG is summed in value
+order within a group, so the result does not depend on the order rows come in). Aggregates
+without GROUP BY are grouped by ``#q`` alone; a member without solutions gets the row of the
+query over no solutions (``Shape.empty``: COUNT 0, SUM / AVG 0, MIN / MAX unbound, then the
+SELECT expressions and HAVING), computed once per batch.
+
+ORDER BY whose conditions include every selected variable (as a plain variable) is batched: the
+order is then total on the answer's rows (ties are equal rows), so each member's rows, split by a
+stable sort on ``#q``, are in the order it gets alone, and its OFFSET / LIMIT (``Shape.cut``, part
+of the shape) is applied to its own rows.
+
+Not batched (the query runs alone): DESCRIBE; ORDER BY that leaves some selected variable out and
+LIMIT / OFFSET without such an ORDER BY (ties, and so the rows kept, depend on the row order);
+SAMPLE and GROUP_CONCAT (their value depends on the order of the rows in a group: the sample, the
+concatenation); solution modifiers on ASK and CONSTRUCT.
 
 What each member gets is what it gets registered alone: the same window member, the same
 solutions (as a multiset: the order of rows within an answer is unspecified, as for SPARQL without
@@ -76,7 +90,9 @@ __all__ = ["ParamTable", "Refused", "Shape", "Group", "analyze", "QVAR"]
 QVAR = "#q"
 _CMP = frozenset(("=", "!=", "<", ">", "<=", ">="))
 _LOGIC = frozenset(("&&", "||", "!"))
-_GROUPABLE = frozenset(("COUNT", "MIN", "MAX"))
+#: aggregates whose value is a function of the multiset of a group's rows (SUM / AVG: integer and
+#: decimal sums are exact, floating ones are summed in value order by engine.exec.aggregates)
+_GROUPABLE = frozenset(("COUNT", "MIN", "MAX", "SUM", "AVG"))
 
 
 class Refused(Exception):
@@ -100,6 +116,12 @@ class Shape:
     params: tuple[str, ...]
     batched: A.Query
     form: str
+    #: aggregates without GROUP BY: the query over no solutions (its one group's row, or none if
+    #: HAVING drops it), the answer of a member without solutions
+    empty: A.Query | None = None
+    #: (OFFSET, LIMIT) of each member's rows (an ORDER BY over every selected variable: the order
+    #: is total on the rows, so the cut is the one alone)
+    cut: tuple[int, int | None] | None = None
 
 
 # ---------------------------------------------------------------- parameterizing the algebra
@@ -176,27 +198,38 @@ class _Params:
 
 def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
     """Below Project: Extend/Filter nodes (SELECT expressions, HAVING) down to a Group, whose
-    input gets the table and whose keys get ``#q``; without a Group, the whole pattern."""
+    input gets the table and whose keys get ``#q``; without a Group, the whole pattern. Returns
+    ``(pattern, implicit)``: ``implicit`` is the Group of aggregates without GROUP BY (then
+    ``#q`` is its only key, and a member without solutions gets the empty group's row)."""
     chain = []
     cur = node
     while isinstance(cur, (A.Extend, A.Filter)):
         chain.append(cur)
         cur = cur.input
-    if isinstance(cur, A.OrderBy):
-        raise Refused("ORDER BY (ties are broken by row order)")
     if not isinstance(cur, A.Group):
         if _has_group(node):
             raise Refused("aggregates below SELECT expressions")
-        return p.spine(node, table)
-    if not cur.by:
-        raise Refused("aggregates without GROUP BY (a query without solutions still has its group)")
+        return p.spine(node, table), None
     bad = sorted({a.name for _, a in cur.aggregates if a.name not in _GROUPABLE})
     if bad:
         raise Refused(f"{', '.join(bad)} (the value depends on the order of rows in a group)")
-    out = A.Group(p.spine(cur.input, table), cur.by + ((q, q),), cur.aggregates)
+    inner = p.spine(cur.input, table)
+    keys = cur.by + ((q, q),)
+    implicit = None
+    if not cur.by:   # HAVING's constants stay in the shape: the empty group's row is shared
+        implicit = cur
+        for c in reversed(chain):
+            implicit = dataclasses.replace(c, input=implicit)
+    else:
+        # HAVING comparisons: their placeholders are group keys too (one value per member, so the
+        # groups are the same), hence bound in the rows HAVING filters
+        first = len(p.keys)
+        chain = [dataclasses.replace(c, expr=p.expr(c.expr)) if isinstance(c, A.Filter) else c for c in chain]
+        keys += tuple((A.Var(f"~p{j}"), A.Var(f"~p{j}")) for j in range(first, len(p.keys)))
+    out = A.Group(inner, keys, cur.aggregates)
     for c in reversed(chain):
         out = dataclasses.replace(c, input=out)
-    return out
+    return out, implicit
 
 
 def _has_group(node) -> bool:
@@ -213,21 +246,41 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
     p = _Params()
     q = A.Var(QVAR)
     form = query.form
+    empty = None
+    cut = None   # (OFFSET, LIMIT) of a SELECT, applied to each member's rows
     pattern = query.pattern
     if form == "SELECT":
         node = pattern
         if isinstance(node, A.Slice):
-            raise Refused("LIMIT / OFFSET")
+            cut = (node.offset, node.limit)
+            node = node.input
         wrap = None
         if isinstance(node, (A.Distinct, A.Reduced)):
             wrap, node = type(node), node.input
         if not isinstance(node, A.Project):
             raise Refused("an unexpected SELECT form")
-        body = _group_part(node.input, p, _TABLE_PLACEHOLDER, q)
+        inner = node.input
+        order = None
+        if isinstance(inner, A.OrderBy):
+            keys = {c.expr for c in inner.conditions if isinstance(c.expr, A.Var)}
+            if not set(node.vars) <= keys:
+                raise Refused("ORDER BY not over every selected variable (ties are broken by row order)")
+            order, inner = inner, inner.input
+        elif cut is not None:
+            raise Refused("LIMIT / OFFSET without an ORDER BY over every selected variable "
+                          "(the rows kept depend on row order)")
+        body, implicit = _group_part(inner, p, _TABLE_PLACEHOLDER, q)
+        if order is not None:
+            body = A.OrderBy(body, order.conditions)
         new = A.Project(body, node.vars + (q,))
         if wrap is not None:
             new = wrap(new)
         bvars = query.vars + (q,)
+        if implicit is not None:
+            # the same aggregates, SELECT expressions and HAVING over no solutions (an empty table)
+            top = A.Project(_put_table(_empty_group(implicit), _EMPTY_TABLE), node.vars)
+            empty = dataclasses.replace(query, form="SELECT", pattern=top if wrap is None else wrap(top),
+                                        prefixes=(), template=())
     elif form in ("ASK", "CONSTRUCT"):
         if isinstance(pattern, (A.Slice, A.OrderBy, A.Project, A.Distinct, A.Reduced, A.Group)):
             raise Refused(f"solution modifiers on {form}")
@@ -249,13 +302,22 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
     new = _put_table(new, table)
     batched = dataclasses.replace(query, form="SELECT", pattern=new, vars=bvars, prefixes=(),
                                   template=query.template if form == "CONSTRUCT" else ())
-    key = (batched, form, query.template, mode,
+    key = (batched, form, query.template, mode, cut,
            tuple((bw.stream, bw.iri, bw.window) for bw in windows))
-    return Shape(key, tuple(p.keys), batched, form)
+    return Shape(key, tuple(p.keys), batched, form, empty, cut)
 
 
 # the table's columns are known only after the walk: a placeholder leaf, replaced afterwards
 _TABLE_PLACEHOLDER = ParamTable(())
+# the input of the empty group (answered by an evaluator whose table has no rows)
+_EMPTY_TABLE = ParamTable((A.Var(QVAR),))
+
+
+def _empty_group(node):
+    """The implicit Group (under its Extend / Filter chain) with the placeholder as its input."""
+    if isinstance(node, A.Group):
+        return dataclasses.replace(node, input=_TABLE_PLACEHOLDER)
+    return dataclasses.replace(node, input=_empty_group(node.input))
 
 
 def _put_table(node, table: ParamTable):
@@ -263,12 +325,25 @@ def _put_table(node, table: ParamTable):
         return table
     if isinstance(node, (A.Join, A.LeftJoin, A.Minus)):
         return dataclasses.replace(node, left=_put_table(node.left, table))
-    if isinstance(node, (A.Filter, A.Extend, A.Project, A.Distinct, A.Reduced, A.Group)):
+    if isinstance(node, (A.Filter, A.Extend, A.Project, A.Distinct, A.Reduced, A.Group, A.OrderBy)):
         return dataclasses.replace(node, input=_put_table(node.input, table))
     return node
 
 
 # ---------------------------------------------------------------- one batched execution
+
+
+def _cut(order: np.ndarray, bounds: list[int], offset: int, limit: int | None) -> tuple[np.ndarray, list[int]]:
+    """``order`` (row positions, member by member) keeping rows ``[offset, offset + limit)`` of
+    each member, and the new member bounds."""
+    b = np.asarray(bounds, dtype=np.int64)
+    lo = np.minimum(b[:-1] + offset, b[1:])
+    hi = b[1:] if limit is None else np.minimum(lo + limit, b[1:])
+    size = hi - lo
+    nb = np.zeros(len(b), dtype=np.int64)
+    np.cumsum(size, out=nb[1:])
+    pos = np.arange(int(nb[-1]), dtype=np.int64) - np.repeat(nb[:-1] - lo, size)
+    return order[pos], nb.tolist()
 
 
 class _BatchEvaluator(Evaluator):
@@ -277,16 +352,23 @@ class _BatchEvaluator(Evaluator):
     def __init__(self, ctx, dataset, table: Bindings):
         super().__init__(ctx, dataset)
         self._table = table
+        self.grouped: np.ndarray | None = None   # the #q of the members the top Group has a group for
 
     def _ParamTable(self, node: ParamTable, seed):
         t = self._table
         return t if seed is None else join(seed, t, self.ctx.max_rows)
 
+    def _group(self, node: A.Group) -> Bindings:
+        out = super()._group(node)
+        if node.by and node.by[-1][1].name == QVAR:
+            self.grouped = out.col(QVAR)
+        return out
+
 
 class Group:
     """The registered queries of one shape (members keep their own evaluators and logs)."""
 
-    __slots__ = ("shape", "plan", "members", "failures", "skip", "batches", "_cells")
+    __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "_cells")
 
     #: rendered cells kept per group (store ids only: they never change meaning)
     CELL_CACHE = 1 << 17
@@ -294,6 +376,7 @@ class Group:
     def __init__(self, shape: Shape):
         self.shape = shape
         self.plan: QueryPlan = make_plan(shape.batched)
+        self.empty_plan = None if shape.empty is None else make_plan(shape.empty)
         self.members: dict[str, tuple] = {}   # name -> (QueryEntry, params)
         self.failures = 0
         self.skip = 0       # batches to run alone after a failed batch
@@ -316,13 +399,18 @@ class Group:
         cols = {QVAR: np.arange(n, dtype=np.int64)}
         for j in range(len(self.shape.params)):
             cols[f"~p{j}"] = ctx.intern([p[j] for _, p in members])
-        res = evaluate_query(self.shape.batched, ctx, ds, evaluator=_BatchEvaluator(ctx, ds, Bindings(cols, n)),
-                             plan=self.plan)
+        bev = _BatchEvaluator(ctx, ds, Bindings(cols, n))
+        res = evaluate_query(self.shape.batched, ctx, ds, evaluator=bev, plan=self.plan)
         ctx.evaluator = None   # ctx <-> evaluator is a cycle (see evaluate_query)
-        qcol = res.columns[-1]
+        columns = res.columns
+        if self.shape.empty is not None:
+            columns = self._with_empty_groups(ctx, ds, columns, bev.grouped, n)
+        qcol = columns[-1]
         order = np.argsort(qcol, kind="stable")
         bounds = np.searchsorted(qcol[order], np.arange(n + 1, dtype=np.int64)).tolist()
-        vals = [c[order] for c in res.columns[:-1]]
+        if self.shape.cut is not None:   # each member's OFFSET / LIMIT (its rows are in ORDER BY order)
+            order, bounds = _cut(order, bounds, *self.shape.cut)
+        vals = [c[order] for c in columns[:-1]]
         names = res.vars[:-1]
         form = self.shape.form
         win = ev0.window_member(t)
@@ -356,6 +444,24 @@ class Group:
                     out.append((e, None))
         self.batches += 1
         return out, (time.perf_counter() - t0) * 1000.0
+
+    def _with_empty_groups(self, ctx, ds, columns: list[np.ndarray], grouped, n: int) -> list[np.ndarray]:
+        """Aggregates without GROUP BY: the members the top Group had no group for (no solutions)
+        get the answer of the query over no solutions, as each gets alone."""
+        has = np.zeros(n, dtype=bool)
+        if grouped is not None and len(grouped):
+            has[grouped] = True
+        missing = np.flatnonzero(~has)
+        if len(missing) == 0:
+            return columns
+        ev = _BatchEvaluator(ctx, ds, Bindings({}, 0))
+        er = evaluate_query(self.shape.empty, ctx, ds, evaluator=ev, plan=self.empty_plan)
+        ctx.evaluator = None
+        k = len(er.columns[0]) if er.columns else er.n_rows
+        if k == 0:   # HAVING drops the empty group
+            return columns
+        extra = [np.tile(c, len(missing)) for c in er.columns] + [np.repeat(missing.astype(np.int64), k)]
+        return [np.concatenate((c, e)) for c, e in zip(columns, extra, strict=True)]
 
     def _render_rows(self, ctx, names: list[str], vals: list[np.ndarray], bounds: list[int],
                      tail: bytes) -> list[tuple[bytes, bytes]]:

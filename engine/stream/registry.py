@@ -145,6 +145,7 @@ class QueryEntry:
         self.last_latency_ms: float | None = None
         self.out_lock = threading.Lock()
         self.batch_status: Callable[[], dict] | None = None   # set by the scheduler (multi-query execution)
+        self.sched = 0      # the scheduler's index token: its entries for this query with another are stale
 
     def close(self) -> None:
         """Deleted: no more events; the log ends (clients get ``end``)."""
@@ -183,6 +184,12 @@ class Registry:
         self._progress_dirty = False          # progress changed since the last write
         self._progress_sync_s = max(0.0, float(progress_sync_s))
         self._last_sync = time.monotonic()
+        # registrations and deletions since the scheduler last looked ("add" / "del", entry), in
+        # order: its index of due queries follows them without scanning every query
+        self.changes: list[tuple[str, QueryEntry]] = []
+        # queries whose first instant is not known yet (publish feeds them the first timestamp)
+        self._pending: dict[str, QueryEntry] = {}
+        self.observed = 0   # how many times publish fixed the first instant of some query
 
     # -- lookups ---------------------------------------------------------------
     def stream(self, name: str) -> StreamEntry:
@@ -199,6 +206,23 @@ class Registry:
             raise NotFound("continuous query", name)
         return q
 
+    def add_query(self, q: QueryEntry) -> None:
+        """Caller holds ``cv``: ``q`` is registered (under its name)."""
+        self.queries[q.name] = q
+        self.changes.append(("add", q))
+        if q.trigger.pending:
+            self._pending[q.name] = q
+
+    def remove_query(self, q: QueryEntry) -> bool:
+        """Caller holds ``cv``: unregister ``q`` (False if its name is not ``q`` any more)."""
+        if self.queries.get(q.name) is not q:
+            return False
+        del self.queries[q.name]
+        self.changes.append(("del", q))
+        if self._pending.get(q.name) is q:
+            del self._pending[q.name]
+        return True
+
     def progress(self) -> dict[str, int | None]:
         """Caller holds ``cv``: the published progress of every stream (what the triggers see)."""
         return {n: s.published for n, s in self.streams.items()}
@@ -209,10 +233,13 @@ class Registry:
         with self.cv:
             st.published = st.sclock.peek()
             first = st.sclock.last_first
-            if first is not None:
-                for q in self.queries.values():
-                    if q.trigger.pending and st.name in q.streams:
+            if first is not None and self._pending:   # only the queries still waiting for it
+                for name, q in list(self._pending.items()):
+                    if st.name in q.streams:
                         q.trigger.observe(st.name, first)
+                        if not q.trigger.pending:
+                            del self._pending[name]
+                            self.observed += 1
             self.cv.notify_all()
 
     # -- persistence -----------------------------------------------------------

@@ -17,7 +17,14 @@
   that is in the log, never its text).
 * Arrival-clock streams advance with the wall clock: the worker ticks them and wakes at their
   next instant. Between instants it writes the registry's progress when due and runs the GC
-  (:mod:`engine.stream.gc`).
+  (:mod:`engine.stream.gc`, which looks at every query: while instants are ready after a
+  quarter as many evaluations as there are queries or a second, and when the worker has caught
+  up; ``drain`` waits for it).
+* The cost of choosing the next job does not grow with the queries that are not due: the
+  worker keeps an index of due queries (per set of streams read, a heap by next instant; the
+  ready ones in a FIFO, which gives the round-robin), follows registrations and deletions through
+  the registry's change list, and looks at a query only when its streams' progress passes its
+  next instant.
 * Multi-query execution (:mod:`engine.stream.multiquery`): queries of one shape form a group.
   When the turn comes to a query of a group with other members at the same next instant, those
   members are taken together: the unchanged-instant check runs once per distinct member state,
@@ -28,9 +35,12 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 import orjson
@@ -48,6 +58,10 @@ __all__ = ["Scheduler"]
 
 #: seconds between tries of an instant while a store worker is down
 _STORE_RETRY_S = 0.2
+#: GC while instants are ready (it looks at every query: not after each one): after a quarter as
+#: many evaluations as there are queries (at least _GC_MIN_STEPS), or _GC_EVERY_S seconds
+_GC_EVERY_S = 1.0
+_GC_MIN_STEPS = 16
 
 log = logging.getLogger("jindou.stream")
 
@@ -63,13 +77,26 @@ class Scheduler:
         self.idle_after = max(1, int(idle_after))
         self.closed = False                     # under reg.cv
         self._inflight: QueryEntry | None = None
-        self._rr = 0                            # round-robin position
+        # the index of due queries (under cv): per set of streams read, a heap of
+        # (next instant, seq, token, query) of the queries not ready yet; the ready ones in a FIFO
+        # (round-robin: a query still ready after its turn goes to the back); queries whose first
+        # instant is not known yet aside. Entries whose token is not the query's ``sched`` are stale.
+        self._heaps: dict[tuple[str, ...], list] = {}
+        self._ready: deque = deque()
+        self._waiting: dict[str, QueryEntry] = {}
+        self._observed = -1                     # reg.observed when _waiting was last looked at
+        self._seq = itertools.count()
+        # GC (engine.stream.gc looks at every query): the streams to collect, see _GC_EVERY_S; and
+        # when the worker runs out of ready instants (drain waits for it)
+        self._gc_streams: set[str] = set()
+        self._gc_last = 0.0
+        self._gc_steps = 0                      # evaluations since the last GC
+        self._collecting = False
         # multi-query execution: shape key -> Group; query name -> (entry, group or None, reason)
         self.batching = True
         self._groups: dict = {}
         self._shapes: dict[str, tuple] = {}
         self._analyzed = 0                      # queries analyzed (a test/bench hook)
-        self._synced = 0.0                      # monotonic time of the last full _sync_shapes
         self.worker = threading.Thread(target=self._run, name="jindou-continuous", daemon=True)
 
     def start(self) -> None:
@@ -95,42 +122,134 @@ class Scheduler:
                 st.sclock.tick()
                 reg.publish(st)
 
+    # -- the index of due queries -------------------------------------------------
+    def _drain_changes(self) -> None:
+        """Caller holds ``cv``: follow the registrations and deletions since the last look."""
+        ch = self.reg.changes
+        if not ch:
+            return
+        self.reg.changes = []
+        for what, q in ch:
+            if what == "add":
+                if self.reg.queries.get(q.name) is q:
+                    self._index(q)
+                    if self.batching:
+                        self._group_of(q)   # it joins its group (and says so in its status)
+            else:
+                q.sched += 1
+                if self._waiting.get(q.name) is q:
+                    del self._waiting[q.name]
+                hit = self._shapes.get(q.name)
+                if hit is not None and hit[0] is q:
+                    self._forget(q.name)
+
+    @staticmethod
+    def _lowest(key: tuple[str, ...], prog: dict) -> int | None:
+        lowest = None
+        for s in key:
+            p = prog.get(s)
+            if p is None:
+                return None
+            lowest = p if lowest is None or p < lowest else lowest
+        return lowest
+
+    def _index(self, q: QueryEntry, prog: dict | None = None, ready: bool = True) -> None:
+        """Caller holds ``cv``: (re)index ``q`` by its next instant (its older entries go stale).
+        ``ready=False``: into its heap even if its streams' progress says it is ready."""
+        q.sched += 1
+        if q.deleted or self.reg.queries.get(q.name) is not q:
+            return
+        nxt = q.trigger.next_instant
+        if nxt is None:
+            self._waiting[q.name] = q
+            return
+        key = q.trigger.streams
+        if ready:
+            lowest = self._lowest(key, self.reg.progress() if prog is None else prog)
+            if lowest is not None and nxt < lowest:   # ready_upto: align_down(lowest - 1) >= nxt
+                self._ready.append((q.sched, q))
+                return
+        heap = self._heaps.get(key)
+        if heap is None:
+            heap = self._heaps[key] = []
+        heapq.heappush(heap, (nxt, next(self._seq), q.sched, q))
+
+    def _refill(self) -> dict:
+        """Caller holds ``cv``: move the queries that became ready to the ready FIFO (the heap
+        prefixes below their streams' progress); returns the progress."""
+        self._drain_changes()
+        prog = self.reg.progress()
+        if self._waiting and self.reg.observed != self._observed:
+            self._observed = self.reg.observed
+            for q in [q for q in self._waiting.values() if not q.trigger.pending]:
+                del self._waiting[q.name]
+                self._index(q, prog)
+        for key, heap in self._heaps.items():
+            lowest = self._lowest(key, prog)
+            while heap and (heap[0][2] != heap[0][3].sched or (lowest is not None and heap[0][0] < lowest)):
+                nxt, _, tok, q = heapq.heappop(heap)
+                if tok != q.sched or q.deleted:
+                    continue
+                if q.trigger.next_instant != nxt:
+                    self._index(q, prog)
+                else:
+                    self._ready.append((tok, q))
+        return prog
+
+    def _pop_ready(self, prog: dict, take: bool) -> tuple[QueryEntry, int] | None:
+        """Caller holds ``cv``: the first valid entry of the ready FIFO and its last ready
+        instant (removed from the FIFO if ``take``)."""
+        rd = self._ready
+        queries = self.reg.queries
+        while rd:
+            tok, q = rd[0]
+            if tok != q.sched or q.deleted or queries.get(q.name) is not q:
+                rd.popleft()
+                continue
+            last = q.trigger.ready_upto(prog)
+            if last is None:   # not ready after all (a stream went away): back to its heap
+                rd.popleft()
+                self._index(q, prog, ready=False)
+                continue
+            if take:
+                rd.popleft()
+            return q, last
+        return None
+
     # -- choosing the next job ---------------------------------------------------
     def _next_job(self) -> tuple[QueryEntry, int, int] | None:
         """Caller holds ``cv``: the next query with a ready instant, round-robin (a query with a
         long backlog gets one instant or one unchanged run per turn, never the worker), as
-        ``(query, its next instant, its last ready instant)``. Nothing is issued yet."""
-        prog = self.reg.progress()
-        qs = list(self.reg.queries.values())
-        n = len(qs)
-        for k in range(n):
-            i = (self._rr + k) % n
-            q = qs[i]
-            last = q.trigger.ready_upto(prog)
-            if last is not None:
-                self._rr = i + 1
-                return q, q.trigger.next_instant, last
-        return None
+        ``(query, its next instant, its last ready instant)``. Nothing is issued yet. The cost
+        does not grow with the queries that are not due (the index of due queries)."""
+        hit = self._pop_ready(self._refill(), take=True)
+        if hit is None:
+            return None
+        q, last = hit
+        q.sched += 1   # taken: reindexed after its turn
+        return q, q.trigger.next_instant, last
 
     def _has_ready(self) -> bool:
-        """Caller holds ``cv``. Scans from the round-robin position, where the next ready query
-        usually is (after a batch, its members follow each other)."""
-        prog = self.reg.progress()
-        qs = list(self.reg.queries.values())
-        n = len(qs)
-        rr = self._rr
-        return any(qs[(rr + k) % n].trigger.ready_upto(prog) is not None for k in range(n))
+        """Caller holds ``cv``."""
+        return self._pop_ready(self._refill(), take=False) is not None
 
     def _wait_time(self) -> float | None:
         """Arrival-clock streams advance with the wall clock: wake at the next instant."""
+        streams = self.reg.streams
+
+        def arrival(key) -> bool:
+            return any(s in streams and streams[s].clock == ARRIVAL for s in key)
+
         best = None
         now = int(self._now())
-        streams = self.reg.streams
-        for q in self.reg.queries.values():
-            if any(streams[s].clock == ARRIVAL for s in q.streams if s in streams):
-                nxt = q.trigger.next_instant
-                w = 0.05 if nxt is None else (nxt + 1 - now) / 1000.0
+        for key, heap in self._heaps.items():
+            while heap and heap[0][2] != heap[0][3].sched:
+                heapq.heappop(heap)
+            if heap and arrival(key):
+                w = (heap[0][0] + 1 - now) / 1000.0
                 best = w if best is None else min(best, w)
+        if any(arrival(q.trigger.streams) for q in self._waiting.values()):
+            best = 0.05 if best is None else min(best, 0.05)
         if best is None:
             return None
         return min(1.0, max(0.005, best))
@@ -153,21 +272,36 @@ class Scheduler:
         with reg.cv:
             if self.closed:
                 return False
-            if self.batching:
-                self._sync_shapes()   # new queries join their group (and say so in their status)
             job = self._next_job()
             if job is None:
-                reg.cv.notify_all()
-                wait = self._wait_time()
-                due = reg.sync_due()
-                if due is not None:
-                    wait = due if wait is None else min(wait, due)
-                reg.cv.wait(timeout=wait)
-                return True
-            q, t, last = job
-            self._inflight = q
-            batch = self._peers(q, t, last) if self.batching else None
+                gc_streams = self._gc_streams
+                if gc_streams:   # caught up: collect now (outside cv), then wait
+                    self._gc_streams = set()
+                    self._collecting = True
+                else:
+                    reg.cv.notify_all()
+                    wait = self._wait_time()
+                    due = reg.sync_due()
+                    if due is not None:
+                        wait = due if wait is None else min(wait, due)
+                    reg.cv.wait(timeout=wait)
+                    return True
+            else:
+                q, t, last = job
+                self._inflight = q
+        if job is None:
+            try:
+                self._collect(gc_streams)
+            finally:
+                with reg.cv:
+                    self._collecting = False
+                    reg.cv.notify_all()
+            return True
+        batch = None
         try:
+            if self.batching:
+                with reg.cv:
+                    batch = self._peers(q, t, last)
             if batch is not None:
                 self._step_group(*batch, t, last)
             else:
@@ -175,9 +309,32 @@ class Scheduler:
         finally:
             with reg.cv:
                 self._inflight = None
+                prog = reg.progress()
+                self._index(q, prog)
+                if batch is not None:
+                    for m, _ in batch[1]:
+                        if m is not q:
+                            self._index(m, prog)
+                self._gc_streams.update(q.streams)
+                self._gc_steps += 1 if batch is None else len(batch[1])
+                gc_streams = None
+                if self._gc_steps >= max(_GC_MIN_STEPS, len(reg.queries) // 4) \
+                        or time.monotonic() - self._gc_last >= _GC_EVERY_S:
+                    gc_streams, self._gc_streams = self._gc_streams, set()
+                    self._collecting = True
                 reg.cv.notify_all()
-        collect(reg, self.absorb_log, q.streams)
+        if gc_streams:
+            try:
+                self._collect(gc_streams)
+            finally:
+                with reg.cv:
+                    self._collecting = False
         return True
+
+    def _collect(self, streams) -> None:
+        self._gc_last = time.monotonic()
+        self._gc_steps = 0
+        collect(self.reg, self.absorb_log, streams)
 
     def _step_one(self, q: QueryEntry, t: int, last: int) -> None:
         reg = self.reg
@@ -238,30 +395,11 @@ class Scheduler:
         if not g.members:
             self._groups.pop(g.shape.key, None)
 
-    def _sync_shapes(self) -> None:
-        """Caller holds ``cv``: analyze the queries registered since, forget the deleted ones.
-        Compared name by name when the counts differ, else at most every second (a query
-        deleted and another registered between two steps: the new one is analyzed when its
-        turn comes anyway, and the old one is skipped, being no longer registered)."""
-        queries = self.reg.queries
-        if len(self._shapes) == len(queries):
-            now = time.monotonic()
-            if now - self._synced < 1.0:
-                return
-            self._synced = now
-            if self._shapes.keys() == queries.keys():
-                return
-        for name in [n for n, hit in self._shapes.items() if queries.get(n) is not hit[0]]:
-            self._forget(name)
-        for q in queries.values():
-            if q.name not in self._shapes:
-                self._group_of(q)
-
     def _peers(self, q: QueryEntry, t: int, last: int):
         """Caller holds ``cv``: ``(group, members)`` to take together with ``q`` at instant ``t``
         -- the members of its group whose next instant is ``t`` (ready up to ``last``, as they
         read the same streams) -- or None (the single path)."""
-        self._sync_shapes()
+        self._drain_changes()
         g = self._group_of(q)
         if g is None or len(g.members) < 2:
             return None
@@ -453,7 +591,8 @@ class Scheduler:
         cv = self.reg.cv
         with cv:
             cv.notify_all()
-            while self._inflight is not None or self._has_ready():
+            while (self._inflight is not None or self._collecting or self._gc_streams
+                   or self._has_ready()):
                 left = deadline - time.monotonic()
                 if left <= 0 or self.closed:
                     return False

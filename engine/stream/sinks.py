@@ -15,6 +15,10 @@ Exactly once per instant id:
   be sent twice (a crash between the destination's answer and the commit) carries the same
   idempotency key both times: webhook header ``Idempotency-Key: <query>:<id>``, NATS header
   ``Nats-Msg-Id: <query>:<id>`` (JetStream drops the duplicate within its duplicate window).
+* a destination that goes away (a NATS server stopped, a webhook receiver answering 5xx or a
+  closed port) costs retries, never an instant: the NATS client reconnects on its own, and a
+  publish that finds no stream (a server back without its JetStream state) creates the sink's
+  stream again (``tests/test_result_sinks_outage.py``).
 
 Destinations are allowed only when the operator lists them (``--webhook-allow`` URL prefixes,
 ``--nats-allow`` server addresses): anything else is refused with :class:`SinkRefused` (400).
@@ -403,13 +407,18 @@ class NatsSink(Sink):
                                       allow_reconnect=True, max_reconnect_attempts=-1,
                                       error_cb=_quiet, disconnected_cb=_quiet, reconnected_cb=_quiet)
         self._js = self._nc.jetstream(timeout=self.policy.timeout_s)
-        if self.spec.stream is not None:
-            from nats.js.errors import NotFoundError
+        await self._ensure_stream()
 
-            try:
-                await self._js.stream_info(self.spec.stream)
-            except NotFoundError:
-                await self._js.add_stream(name=self.spec.stream, subjects=[self.spec.subject])
+    async def _ensure_stream(self) -> None:
+        """The sink's JetStream stream exists (created for the subject if it is missing)."""
+        if self.spec.stream is None:
+            return
+        from nats.js.errors import NotFoundError
+
+        try:
+            await self._js.stream_info(self.spec.stream)
+        except NotFoundError:
+            await self._js.add_stream(name=self.spec.stream, subjects=[self.spec.subject])
 
     async def _publish(self, ev: ResultEvent) -> bool:
         headers = {"Nats-Msg-Id": f"{self.query}:{ev.id}", "Jindou-Query": self.query,
@@ -419,13 +428,17 @@ class NatsSink(Sink):
 
     def deliver(self, ev: ResultEvent) -> bool:
         from nats import errors as nerr
+        from nats.js import errors as jerr
 
         try:
             if self._nc is None or self._nc.is_closed:
                 self._nc = None
                 self._run(self._connect(), self.policy.timeout_s * 2)
             return self._run(self._publish(ev), self.policy.timeout_s)
-        except nerr.NoRespondersError:
+        except (nerr.NoRespondersError, jerr.NoStreamResponseError):
+            # a NATS server that came back without its JetStream state (the client reconnected
+            # on its own, so _connect did not run): the sink's stream is created again
+            self._recreate_stream()
             raise _Retry("no JetStream stream captures the subject") from None
         except (TimeoutError, nerr.TimeoutError):
             raise _Retry("timeout") from None
@@ -436,6 +449,15 @@ class NatsSink(Sink):
             log.debug("nats sink %s of %s", self.spec.name, self.query, exc_info=True)
             self._drop_connection()
             raise _Retry("publish failed") from None
+
+    def _recreate_stream(self) -> None:
+        if self.spec.stream is None or self._js is None:
+            return
+        try:
+            self._run(self._ensure_stream(), self.policy.timeout_s)
+        except Exception:  # noqa: BLE001 - retried with the delivery
+            log.debug("nats sink %s of %s: cannot create stream %s", self.spec.name, self.query,
+                      self.spec.stream, exc_info=True)
 
     def _drop_connection(self) -> None:
         nc, self._nc = self._nc, None
