@@ -125,7 +125,7 @@ class _Anatomy:
             mask = mask | (buf < 0x20)
         if high_ef:
             mask = mask | (buf == 0xEF)  # U+F000..U+FFFF (XML's U+FFFE/U+FFFF among them): the exact writer decides
-        pos = np.flatnonzero(mask)
+        pos = np.flatnonzero(mask) if mask is not None else np.zeros(0, np.int64)
         cnt = np.bincount(np.searchsorted(end, pos, side="right"), minlength=n)[:n] if len(pos) else np.zeros(n, np.int64)
         per_kind = np.zeros(SLOW + 1, dtype=np.int64)  # delimiters among the special bytes, by kind
         if 0x22 in special:
