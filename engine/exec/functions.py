@@ -246,12 +246,16 @@ def _unique_ranks_blocks(uniq: np.ndarray, ctx, kinds: np.ndarray, nums: np.ndar
 _ARITH_MIN_ROWS = 32  # a column this long holding one id is read as a constant
 # numeric columns (_Evaluator._num_tree): classes of a value, and from how many rows the
 # column path beats the per-value one (~0.2 ms of fixed cost against ~30 us per row)
-_N_ERR, _N_OTHER, _N_INT, _N_DEC, _N_DBL = -1, 0, 1, 2, 4
+# (_N_DECS: a decimal of at most 15 significant digits, which its double identifies among
+# those and the integers below 2**53: equal doubles mean equal values)
+_N_ERR, _N_OTHER, _N_INT, _N_DEC, _N_DECS, _N_DBL = -1, 0, 1, 2, 3, 4
 _NUM_MIN_ROWS = 8
 _NUM_BINARY = frozenset({"+", "-", "*", "/"})
 _NUM_UNARY = frozenset({"NEG", "POS"})
 _INT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply}
 _DT_INT, _DT_DEC, _DT_DBL, _DT_FLT = 0, 1, 2, 3
+_DT_FAMILY, _DT_LONG = 0x0F, 0x10  # a datatype code's family, and its flag: lexical form over 15 bytes
+_SHORT_LEXICAL = 15
 _INT_TYPE_NAMES = ("integer", "nonPositiveInteger", "negativeInteger", "nonNegativeInteger", "positiveInteger",
                    "long", "int", "short", "byte", "unsignedLong", "unsignedInt", "unsignedShort", "unsignedByte")
 _NUM_DT_NAMES = [XSD + t for t in _INT_TYPE_NAMES] + [XSD_DECIMAL, XSD_DOUBLE, XSD_FLOAT]
@@ -386,8 +390,9 @@ def _is_arith(expr) -> bool:
 
 
 def _datatype_codes(keys: pa.Array) -> np.ndarray:
-    """Per key: its numeric datatype family (``_DT_*``), -1 for any other term
-    (one byte scan of the keys, one set lookup of their datatype IRIs)."""
+    """Per key: its numeric datatype family (``_DT_*``, with ``_DT_LONG`` set when the
+    lexical form is longer than ``_SHORT_LEXICAL`` bytes), -1 for any other term (one byte
+    scan of the keys, one set lookup of their datatype IRIs)."""
     an = render._Anatomy(keys, b"", False)
     out = np.full(len(keys), -1, dtype=np.int8)
     dt = np.flatnonzero(an.kind == render.DT)
@@ -395,7 +400,8 @@ def _datatype_codes(keys: pa.Array) -> np.ndarray:
         dts = render._slices(an.data, an.b0[dt], an.b1[dt])
         idx = pc.fill_null(pc.index_in(dts, value_set=_NUM_DT_SET), -1).to_numpy(zero_copy_only=False)
         hit = idx >= 0
-        out[dt[hit]] = _NUM_DT_CODE[idx[hit]]
+        lex_len = an.a1[dt] - an.a0[dt]
+        out[dt[hit]] = _NUM_DT_CODE[idx[hit]] | np.where(lex_len[hit] > _SHORT_LEXICAL, _DT_LONG, 0).astype(np.int8)
     return out
 
 
@@ -448,7 +454,7 @@ def _num_const(key: str) -> tuple[int, float, int]:
             return _N_INT, float(num.v), int(num.v)
         return _N_DEC, float(num.v), 0
     if num.rank == V.DECIMAL:
-        return _N_DEC, float(num.v) + 0.0, 0
+        return (_N_DECS if len(t.lexical) <= _SHORT_LEXICAL else _N_DEC), float(num.v) + 0.0, 0
     if num.rank == V.DOUBLE:
         return _N_DBL, float(num.v), 0
     return _N_OTHER, 0.0, 0
@@ -692,35 +698,42 @@ class _Evaluator:
     def _num_leaf(self, ids: np.ndarray, arith: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(class, float64, int64) per row of an id column (see ``_N_*``): the
         class and value of each distinct id from the dictionary's numeric side
-        array and one scan of the keys' datatypes, no term decoded. Without
-        ``arith`` (comparisons) literals that are no number stay ``_N_OTHER``
-        and only numbers' keys are scanned."""
+        array and its memoised datatype code (``_datatype_codes_of``), no term
+        decoded. Without ``arith`` (comparisons) every id that is no number is
+        ``_N_OTHER`` (the general path decides those); with it, an id that is no
+        literal or a literal of another datatype is ``_N_ERR`` (a type error)."""
+        if _constant(ids):
+            c, f, i = self._num_leaf(ids[:1], arith)
+            n = len(ids)
+            return np.full(n, c[0], dtype=np.int8), np.full(n, f[0]), np.full(n, i[0], dtype=np.int64)
         uniq, inv = distinct_inverse(ids)
         inv = inv.reshape(-1)
         m = len(uniq)
-        cls = np.full(m, _N_ERR, dtype=np.int8)  # unbound, IRIs, blank nodes: not numeric
+        nums = self._numeric(uniq)  # NaN for unbound, non-numeric and ill-typed ids (and "NaN")
+        has = np.flatnonzero(~np.isnan(nums))  # numeric literals only
+        cls = np.full(m, _N_OTHER, dtype=np.int8)
+        if arith:
+            cls[:] = _N_ERR
+            nan_lit = np.flatnonzero(np.isnan(nums) & (uniq >= 0))
+            if len(nan_lit):
+                nan_lit = nan_lit[self._kinds(uniq[nan_lit]) == 2]
+                # a numeric datatype: "NaN", ill-typed or a float: the exact path decides
+                cls[nan_lit[_datatype_codes_of(self.ctx, uniq[nan_lit]) >= 0]] = _N_OTHER
         f = np.zeros(m)
-        ok = uniq >= 0
-        if ok.any():
-            nums = self._numeric(uniq)
-            lit = ok & (self._kinds(uniq) == 2)
-            if not arith:
-                cls[lit] = _N_OTHER
-                lit &= ~np.isnan(nums)
-            li = np.flatnonzero(lit)
-            if len(li):
-                code = _datatype_codes_of(self.ctx, uniq[li])
-                v = nums[li]
-                c = np.full(len(li), _N_ERR, dtype=np.int8)  # strings, booleans, dates...: type errors
-                has = ~np.isnan(v)
-                c[code >= 0] = _N_OTHER  # a numeric datatype: NaN is "NaN", ill-typed or a float: exact path
-                c[has & (code == _DT_INT) & (np.abs(v) < 2.0**53)] = _N_INT
-                c[has & (code == _DT_INT) & (np.abs(v) >= 2.0**53)] = _N_DEC
-                c[has & (code == _DT_DEC)] = _N_DEC
-                c[has & (code == _DT_DBL)] = _N_DBL
-                cls[li] = c
-                # integers and decimals have no -0 (their "-0" is 0: 0.0 - (-0.0) = +0.0)
-                f[li] = np.where(c == _N_DBL, v, np.where(c > 0, 0.0 + v, 0.0))
+        if len(has):
+            code = _datatype_codes_of(self.ctx, uniq[has])
+            v = nums[has]
+            fam = code & _DT_FAMILY
+            c = np.full(len(has), _N_OTHER, dtype=np.int8)  # floats
+            big = np.abs(v) >= 2.0**53
+            c[(fam == _DT_INT) & ~big] = _N_INT
+            c[(fam == _DT_INT) & big] = _N_DEC
+            c[fam == _DT_DEC] = _N_DEC
+            c[(fam == _DT_DEC) & (code & _DT_LONG == 0)] = _N_DECS
+            c[fam == _DT_DBL] = _N_DBL
+            cls[has] = c
+            # integers and decimals have no -0 (their "-0" is 0: 0.0 + (-0.0) = +0.0)
+            f[has] = np.where(c == _N_DBL, v, np.where(c > 0, 0.0 + v, 0.0))
         i = np.where(cls == _N_INT, f, 0.0).astype(np.int64)
         return cls[inv], f[inv], i[inv]
 
@@ -789,7 +802,7 @@ class _Evaluator:
             u, inv = distinct_inverse(bits.view(np.int64))
             keys = [f'"{V.format_double(v)}"{_DOUBLE_SUFFIX}' for v in u.view(np.float64).tolist()]
             out[dbl] = np.asarray(self.ctx.intern(keys), dtype=np.int64)[inv.reshape(-1)]
-        rest = (c == _N_OTHER) | (c == _N_DEC)  # decimals are written exactly by the per-value path
+        rest = (c == _N_OTHER) | (c == _N_DEC) | (c == _N_DECS)  # decimals: written by the per-value path
         if rest.any():
             out[rest] = self._exact_rows(expr, rest)
         return out
@@ -825,7 +838,8 @@ class _Evaluator:
             val[dbl] = cmp(fl[dbl], fr[dbl])
             val[ints] = cmp(il[ints], ir[ints])
             exact = both & ~dbl & ~ints
-            decided = dbl | ints | (exact & (fl != fr))
+            # equal doubles: equal values when both sides are integers or short decimals
+            decided = dbl | ints | (exact & ((fl != fr) | ((cl != _N_DEC) & (cr != _N_DEC))))
             val[exact] = cmp(fl[exact], fr[exact])
         for side, c in ((left, cl), (right, cr)):
             if _is_arith(side):
@@ -1080,12 +1094,14 @@ class _Evaluator:
         # numbers: decided over the columns where promotion makes it exact (see _num_compare)
         ca, fa, ia = self._num_leaf(a, arith=False)
         cb, fb, ib = self._num_leaf(b, arith=False)
+        if (ca == _N_INT).all() and (cb == _N_INT).all():  # the usual integer column against a constant
+            return _CMP[op](ia, ib), err
         both = (ca > 0) & (cb > 0)
         dbl = both & ((ca == _N_DBL) | (cb == _N_DBL))
         ints = both & (ca == _N_INT) & (cb == _N_INT)
         exact = both & ~dbl & ~ints
         with np.errstate(invalid="ignore"):
-            fast = dbl | ints | (exact & (fa != fb))
+            fast = dbl | ints | (exact & ((fa != fb) | ((ca != _N_DEC) & (cb != _N_DEC))))
             if fast.any():
                 cmp = _CMP[op]
                 val[dbl] = cmp(fa[dbl], fb[dbl])
