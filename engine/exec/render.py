@@ -403,13 +403,21 @@ def _buffer_bytes(arr: pa.Array) -> memoryview:
     return memoryview(data)[int(offs[0]):int(offs[-1])]
 
 
+class RenderCancelled(Exception):
+    """The reader of a streamed answer went away (:meth:`Rendered.cancel`): the
+    rest of the body is not built."""
+
+
 class Rendered:
     """A body of known size made of ``head``, rows rendered chunk by chunk and
     ``tail``. ``size`` is exact; :meth:`chunks` yields the bytes in order
-    (rows built lazily, ``CHUNK_ROWS`` at a time); :meth:`body` joins them."""
+    (rows built lazily, ``CHUNK_ROWS`` at a time); :meth:`body` joins them.
+    :meth:`cancel` (from any thread, e.g. when the client disconnects) makes
+    the next chunk raise :class:`RenderCancelled` instead of being built."""
 
     def __init__(self, head: bytes, columns: list[Column], n: int, row_pre: bytes, col_sep: bytes,
                  row_post: bytes, strip: int, tail: bytes):
+        self.cancelled = False
         self.head, self.columns, self.n = head, columns, n
         self.row_pre, self.col_sep, self.row_post, self.strip, self.tail = row_pre, col_sep, row_post, strip, tail
         per_row = len(row_pre) + len(row_post) + len(col_sep) * max(0, len(columns) - 1)
@@ -430,6 +438,8 @@ class Rendered:
         yield self.head
         n = self.n
         for a in range(0, n, CHUNK_ROWS):
+            if self.cancelled:
+                raise RenderCancelled(f"the answer's reader went away after {a:,} of {n:,} rows")
             if tick is not None:
                 tick()
             b = min(n, a + CHUNK_ROWS)
@@ -438,6 +448,10 @@ class Rendered:
                 mv = mv[: len(mv) - self.strip]
             yield mv
         yield self.tail
+
+    def cancel(self) -> None:
+        """Stop building: the next chunk raises :class:`RenderCancelled`."""
+        self.cancelled = True
 
     def body(self, tick: Callable[[], None] | None = None) -> bytes:
         return b"".join(self.chunks(tick))

@@ -139,8 +139,11 @@ def parse_double(lex: str) -> float | None:
 
 def to_double(v) -> float:
     """float of an int/Decimal/float; integers beyond the double range give
-    +-INF (XPath casting) instead of Python's OverflowError."""
+    +-INF (XPath casting) instead of Python's OverflowError. xsd:decimal has no
+    negative zero: a decimal "-0.0" is the double 0.0."""
     try:
+        if isinstance(v, Decimal) and not v:
+            return 0.0
         return float(v)
     except OverflowError:
         return math.inf if v > 0 else -math.inf
