@@ -181,7 +181,10 @@ def _beyond_pyoxigraph(v, row) -> bool:
     digits) overflow into an error, in the result or on the way; the engine's are unbounded."""
     if any(_big(t) for t in row):
         return True
-    return isinstance(v, tuple) and v[1] == "decimal" and -v[0].as_tuple().exponent > 18
+    # a product of decimals with many fractional digits passes the 18 digits on the way
+    long_fraction = any(isinstance(x := _value_of(t), tuple) and x[1] == "decimal"
+                        and -x[0].as_tuple().exponent > 9 for t in row)
+    return isinstance(v, tuple) and v[1] == "decimal" and (long_fraction or -v[0].as_tuple().exponent > 18)
 
 
 def _big(term: str) -> bool:
