@@ -202,3 +202,14 @@ def test_lat_lon_distance_filter_over_a_window():
     got = sorted(_jindou(db, q))
     want = sorted(_ox(pyoxigraph.Store(), q))
     assert got == want and got
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(_TERM, st.text(max_size=6).map(lambda s: '"' + s.replace('"', "") + '"')), min_size=1,
+                max_size=20))
+def test_datatype_codes_one_key_equals_the_column_scan(keys):
+    """The code of a few query constants (one key at a time) equals the scan over a column."""
+    import pyarrow as pa
+
+    want = F._datatype_codes(pa.array(keys, pa.large_string())).tolist()
+    assert [F._key_dt_code(k) for k in keys] == want

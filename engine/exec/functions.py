@@ -405,6 +405,24 @@ def _datatype_codes(keys: pa.Array) -> np.ndarray:
     return out
 
 
+_NUM_DT_INDEX = {t: i for i, t in enumerate(_NUM_DT_NAMES)}
+
+
+@lru_cache(maxsize=4096)
+def _key_dt_code(key: str | None) -> int:
+    """``_datatype_codes`` of one key."""
+    if not key or key[0] != '"' or not key.endswith(">"):
+        return -1
+    end = key.rfind('"')
+    sfx = key[end + 1:]
+    if not sfx.startswith("^^<"):
+        return -1
+    i = _NUM_DT_INDEX.get(sfx[3:-1])
+    if i is None:
+        return -1
+    return int(_NUM_DT_CODE[i]) | (_DT_LONG if end - 1 > _SHORT_LEXICAL else 0)
+
+
 #: per store dictionary: the numeric datatype code of each id seen so far (``_DT_*``, -1 none,
 #: -2 not yet read): ids never change meaning (append-only), so each key is scanned once per
 #: process, not once per query or per instant of a continuous query; 1 byte per term
@@ -417,6 +435,8 @@ def _datatype_codes_of(ctx, ids: np.ndarray) -> np.ndarray:
     d = getattr(ctx, "dictionary", None)
     n = len(d) if d is not None and hasattr(d, "keys_arrow") else 0
     if n == 0 or int(ids.max()) >= min(n, LOCAL_BASE) or int(ids.min()) < 0:
+        if len(ids) <= 16:  # a few computed terms or constants of the query text
+            return np.array([_key_dt_code(k) for k in ctx.keys(ids)], dtype=np.int8)
         return _datatype_codes(_keys_arrow(ctx, ids))
     try:
         memo = _DT_MEMO.get(d)
@@ -1097,6 +1117,10 @@ class _Evaluator:
         if (ca == _N_INT).all() and (cb == _N_INT).all():  # the usual integer column against a constant
             return _CMP[op](ia, ib), err
         both = (ca > 0) & (cb > 0)
+        if both.all() and not ((ca == _N_DEC).any() or (cb == _N_DEC).any()):
+            # leaves' integers are below 2**53 and short decimals are told apart by their doubles:
+            # every row is decided by the doubles (with a double on a side, that is the promotion)
+            return _CMP[op](fa, fb), err
         dbl = both & ((ca == _N_DBL) | (cb == _N_DBL))
         ints = both & (ca == _N_INT) & (cb == _N_INT)
         exact = both & ~dbl & ~ints
