@@ -406,6 +406,7 @@ def _datatype_codes(keys: pa.Array) -> np.ndarray:
 
 
 _NUM_DT_INDEX = {t: i for i, t in enumerate(_NUM_DT_NAMES)}
+_FEW_KEYS = 256  # below this many keys the memo by key beats the column scan's fixed cost
 
 
 @lru_cache(maxsize=4096)
@@ -435,7 +436,9 @@ def _datatype_codes_of(ctx, ids: np.ndarray) -> np.ndarray:
     d = getattr(ctx, "dictionary", None)
     n = len(d) if d is not None and hasattr(d, "keys_arrow") else 0
     if n == 0 or int(ids.max()) >= min(n, LOCAL_BASE) or int(ids.min()) < 0:
-        if len(ids) <= 16:  # a few computed terms or constants of the query text
+        # terms outside the store's dictionary (a window's, a query's): a few keys are looked
+        # up in a memo by key (constants and windows repeat), many scanned as a column
+        if len(ids) <= _FEW_KEYS:
             return np.array([_key_dt_code(k) for k in ctx.keys(ids)], dtype=np.int8)
         return _datatype_codes(_keys_arrow(ctx, ids))
     try:
@@ -454,7 +457,11 @@ def _datatype_codes_of(ctx, ids: np.ndarray) -> np.ndarray:
     codes = memo[ids]
     miss = np.flatnonzero(codes == -2)
     if len(miss):
-        got = _datatype_codes(d.keys_arrow(ids[miss]))
+        mids = ids[miss]
+        if len(mids) <= _FEW_KEYS:  # the new terms of an instant, say
+            got = np.array([_key_dt_code(k) for k in d.keys(mids)], dtype=np.int8)
+        else:
+            got = _datatype_codes(d.keys_arrow(mids))
         codes[miss] = got
         memo[ids[miss]] = got
     return codes

@@ -261,10 +261,13 @@ def _decimal_div(x: Decimal, y: Decimal) -> Decimal:
 
 
 def num_abs(a: Num) -> Num:
-    return Num(a.rank, abs(a.v))
+    # Decimal's abs() and unary minus round to the context's 28 digits: copy_abs/copy_negate are exact
+    return Num(a.rank, a.v.copy_abs() if isinstance(a.v, Decimal) else abs(a.v))
 
 
 def num_neg(a: Num) -> Num:
+    if isinstance(a.v, Decimal):
+        return Num(a.rank, a.v.copy_negate() if a.v else a.v.copy_abs())  # xsd:decimal has no -0
     return Num(a.rank, -a.v)
 
 
