@@ -89,7 +89,7 @@ def class_table(result: dict) -> list[str]:
     for _, other in CLASS_PAIRS:
         xs = [x for c, v in cr.items() if c != "selective" for x in v.get(other, [])]
         cells.append("-" if not xs else f"{geomean(xs):.3f} (worst {max(xs):.2f})")
-    n = sum(len(v.get("pyoxigraph", [])) for c, v in cr.items() if c != "selective")
+    n = sum(max(map(len, v.values())) for c, v in cr.items() if c != "selective")
     L.append(f"| all non-selective | {n} | " + " | ".join(cells) + " |")
     L.append("")
     return L
@@ -594,50 +594,74 @@ def build_parser() -> argparse.ArgumentParser:
                     help="in process only: Jindou and pyoxigraph in one process, their runs alternating per "
                          "query (a shared machine's drifting load hits both), answers compared row by row; "
                          "prints the per-query and per-class tables")
+    ap.add_argument("--alternate-http", action="store_true",
+                    help="over HTTP: Jindou's server and oxigraph serve both up, their requests alternating per "
+                         "query (one keep-alive client each), answers compared row by row; prints the per-query "
+                         "and per-class tables")
     ap.add_argument("--out", help="also write the Markdown report to this file")
     ap.add_argument("--json", help="write the raw results as JSON (default: --out with .json)")
     ap.add_argument("--quiet", action="store_true")
     return ap
 
 
-def run_alternating(data: str, triples: int, queries, opts) -> int:
-    """Jindou and pyoxigraph loaded in this process; per query one warm-up each,
-    then ``--max-runs`` (at least 3) runs alternating, medians; every answer
-    compared as sorted row strings (in order when the query orders)."""
-    from bench.peers import JindouPeer, PyoxigraphPeer  # noqa: PLC0415
+def run_alternating(data: str, triples: int, queries, opts, http: bool = False) -> int:
+    """Jindou and its peer loaded side by side (in this process: pyoxigraph;
+    ``http``: Jindou's server and ``oxigraph serve``, one keep-alive client each);
+    per query one warm-up each, then ``--max-runs`` (3 to 15) runs alternating,
+    medians (a shared machine's drifting load hits both sides alike); every
+    answer compared as sorted row strings (in order when the query orders)."""
+    from bench.peers import JindouHttpPeer, JindouPeer, OxigraphServePeer, PyoxigraphPeer  # noqa: PLC0415
 
-    j, o = JindouPeer(), PyoxigraphPeer()
-    j.load(data)
-    o.load(data)
+    if http:
+        (jn, j), (on, o) = ("jindou-http", JindouHttpPeer()), ("oxigraph-serve", OxigraphServePeer())
+        o.prepare()
+    else:
+        (jn, j), (on, o) = ("jindou", JindouPeer()), ("pyoxigraph", PyoxigraphPeer())
+    try:
+        j.load(data)
+        o.load(data)
+        return _alternate(j, o, jn, on, triples, queries, opts, http)
+    finally:
+        j.close()
+        o.close()
+
+
+def _timed(peer, text: str, http: bool) -> float:
+    """Seconds for one run: in process the query; over HTTP the request until the
+    body is read (the client's parse of the body is not timed)."""
+    if http:
+        return peer.timed(text)[0]
+    t0 = time.perf_counter()
+    peer.count(text)
+    return time.perf_counter() - t0
+
+
+def _alternate(j, o, jn: str, on: str, triples: int, queries, opts, http: bool) -> int:
     runs = max(3, min(opts.max_runs, 15))
-    result = {"queries": {}, "peers": {"jindou": {"status": "ok", "queries": {}},
-                                       "pyoxigraph": {"status": "ok", "queries": {}}}}
+    result = {"queries": {}, "peers": {jn: {"status": "ok", "queries": {}}, on: {"status": "ok", "queries": {}}}}
     bad = []
     for q in queries:
         a, b = j.row_strings(q.text), o.row_strings(q.text)
         ordered = "ORDER BY" in q.text.upper()
         if (a if ordered else sorted(a)) != (b if ordered else sorted(b)):
-            bad.append(f"{q.name}: answers differ (jindou {len(a)} rows, pyoxigraph {len(b)} rows)")
+            bad.append(f"{q.name}: answers differ ({jn} {len(a)} rows, {on} {len(b)} rows)")
         tj, to = [], []
         for _ in range(runs):
-            t0 = time.perf_counter()
-            j.count(q.text)
-            tj.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            o.count(q.text)
-            to.append(time.perf_counter() - t0)
+            tj.append(_timed(j, q.text, http))
+            to.append(_timed(o, q.text, http))
         result["queries"][q.name] = {"class": q.klass, "selective": q.selective}
-        for peer, ts in (("jindou", tj), ("pyoxigraph", to)):
+        for peer, ts in ((jn, tj), (on, to)):
             result["peers"][peer]["queries"][q.name] = {"status": "ok", "rows": len(a),
                                                         "median_ms": sorted(ts)[len(ts) // 2] * 1000}
-        _log(f"{q.name}: jindou {result['peers']['jindou']['queries'][q.name]['median_ms']:.3f} ms, "
-             f"pyoxigraph {result['peers']['pyoxigraph']['queries'][q.name]['median_ms']:.3f} ms", opts.quiet)
-    L = [f"## In process, alternating runs — LUBM {triples:,} triples, {runs} runs per query, "
+        _log(f"{q.name}: {jn} {result['peers'][jn]['queries'][q.name]['median_ms']:.3f} ms, "
+             f"{on} {result['peers'][on]['queries'][q.name]['median_ms']:.3f} ms", opts.quiet)
+    where = "Over HTTP (one keep-alive client per server)" if http else "In process"
+    L = [f"## {where}, alternating runs — LUBM {triples:,} triples, {runs} runs per query, "
          f"{_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}, load avg {os.getloadavg()[0]:.2f} at end", "",
-         "| query | class | rows | jindou ms | pyoxigraph ms | jindou / pyoxigraph |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+         f"| query | class | rows | {jn} ms | {on} ms | {jn} / {on} |", "| --- | --- | ---: | ---: | ---: | ---: |"]
     for name, meta in result["queries"].items():
-        a = result["peers"]["jindou"]["queries"][name]
-        b = result["peers"]["pyoxigraph"]["queries"][name]
+        a = result["peers"][jn]["queries"][name]
+        b = result["peers"][on]["queries"][name]
         L.append(f"| {name} | {meta['class']} | {a['rows']:,} | {_fmt_ms(a['median_ms'])} | {_fmt_ms(b['median_ms'])} "
                  f"| {a['median_ms'] / b['median_ms']:.3f} |")
     L.append("")
@@ -653,9 +677,9 @@ def run_alternating(data: str, triples: int, queries, opts) -> int:
 def run_sparql(argv: list[str]) -> int:
     opts = build_parser().parse_args(argv)
     queries = select_queries(opts.queries)
-    if opts.alternate:
+    if opts.alternate or opts.alternate_http:
         data, triples, _ = prepare_data(opts)
-        return run_alternating(data, triples, queries, opts)
+        return run_alternating(data, triples, queries, opts, http=opts.alternate_http)
     if opts.jindou_shards:
         os.environ["BENCH_JINDOU_SHARDS"] = str(opts.jindou_shards)  # read by the workers
     data, triples, info = prepare_data(opts)

@@ -156,6 +156,23 @@ def test_small_chunks_and_size_bound(monkeypatch):
         ser.serialize(res, MEDIA[0], deadline=0.0)
 
 
+def test_cancel_stops_building_the_rest(monkeypatch):
+    """A reader that goes away (Rendered.cancel, e.g. on a client's disconnect) stops the
+    building of a streamed answer at the next chunk."""
+    monkeypatch.setattr(render, "CHUNK_ROWS", 10)
+    ks = [f"<http://e/{i}>" for i in range(300)]
+    res = QueryResult(form="SELECT", terms=KeyTable(ks), vars=["x"], columns=[np.arange(300, dtype=np.int64)])
+    r = ser.serialize_lazy(res, MEDIA[0])
+    built = []
+    monkeypatch.setattr(r, "_rows", lambda a, b, f=r._rows: built.append(a) or f(a, b))
+    it = r.chunks()
+    next(it), next(it), next(it)  # the head, then two chunks of rows
+    r.cancel()
+    with pytest.raises(render.RenderCancelled):
+        next(it)
+    assert built == [0, 10]
+
+
 def test_parsers_read_the_vectorized_answers():
     ks = ['"a,b"', '"x\\"y"', '"t\\tu"@en', "<http://e/a?b=1&c=2>", "_:n1", f'"5"^^<{XSD}integer>']
     n = 300

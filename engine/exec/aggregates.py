@@ -67,16 +67,37 @@ def _distinct_pairs(ids: np.ndarray, gi: np.ndarray) -> tuple[np.ndarray, np.nda
         return ids, gi
     _, inv = distinct_inverse(ids)
     inv = inv.reshape(-1).astype(np.int64)
-    code = gi * (int(inv.max()) + 1) + inv
+    # rows of ids that occur once are first occurrences whatever their group
+    rep = np.flatnonzero(np.bincount(inv)[inv] > 1)
+    if len(rep) == 0:
+        return ids, gi
+    code = gi[rep] * (int(inv.max()) + 1) + inv[rep]
     _, first = np.unique(code, return_index=True)
-    first.sort()
-    return ids[first], gi[first]
+    keep = np.ones(len(ids), dtype=bool)
+    keep[rep] = False
+    keep[rep[first]] = True
+    return ids[keep], gi[keep]
 
 
 def _int_keys(counts: np.ndarray, ctx) -> np.ndarray:
     uniq, inv = distinct_inverse(counts)
     ids = np.asarray(ctx.intern([f'"{int(c)}"^^<{XSD_INTEGER}>' for c in uniq.tolist()]), dtype=np.int64)
     return ids[inv.reshape(-1)]
+
+
+def _distinct_pair_groups(ids: np.ndarray, g: np.ndarray, n_groups: int) -> np.ndarray:
+    """The group of each distinct (group, id) pair (in no particular order).
+
+    A row whose id occurs once in the column is a distinct pair whatever its
+    group; only rows of repeated ids are sorted (in the usual COUNT(DISTINCT
+    ?x) over a functional property, e.g. one age per person, none are; a sort
+    costs ~35 ns per row here, the count ~2 ns)."""
+    _, inv = distinct_inverse(ids)
+    k = int(inv.max()) + 1
+    rep = np.bincount(inv, minlength=k)[inv] > 1
+    if not rep.any():
+        return g
+    return np.concatenate([g[~rep], unique(g[rep] * k + inv[rep]) // k])
 
 
 def _count(agg, arg_ids, gi, n_groups, ctx) -> np.ndarray:
@@ -88,9 +109,7 @@ def _count(agg, arg_ids, gi, n_groups, ctx) -> np.ndarray:
         if agg.distinct and len(ids):
             # distinct (group, value) pairs: only their number per group matters, no
             # first occurrences (a plain sort of pair codes, no stable argsort)
-            _, inv = distinct_inverse(ids)
-            k = int(inv.max()) + 1
-            g = unique(g * k + inv) // k
+            g = _distinct_pair_groups(ids, g, n_groups)
         counts = np.bincount(g, minlength=n_groups)
     return _int_keys(counts[:n_groups], ctx)
 

@@ -27,7 +27,9 @@ import math
 import random
 import re
 import secrets
+import threading
 import uuid
+import weakref
 from decimal import Decimal
 from functools import lru_cache
 
@@ -38,9 +40,10 @@ import re2
 
 from engine.arrays import unique
 from engine.errors import UnsupportedError
+from engine.exec import render
 from engine.exec import values as V
 from engine.exec.bindings import distinct_inverse
-from engine.exec.context import StringMeter
+from engine.exec.context import LOCAL_BASE, StringMeter
 from engine.exec.values import ERR, ExprError, Num
 from engine.iri import resolve_iri
 from engine.sparql.algebra import Call, Const, Exists, FunctionCall, Var
@@ -240,13 +243,28 @@ def _unique_ranks_blocks(uniq: np.ndarray, ctx, kinds: np.ndarray, nums: np.ndar
 
 # ---------------------------------------------------------------- helpers
 
-_ARITH_FAST = frozenset({"+", "-", "*"})
-_ARITH_MIN_ROWS = 32
+_ARITH_MIN_ROWS = 32  # a column this long holding one id is read as a constant
+# numeric columns (_Evaluator._num_tree): classes of a value, and from how many rows the
+# column path beats the per-value one (~0.2 ms of fixed cost against ~30 us per row)
+# (_N_DECS: a decimal of at most 15 significant digits, which its double identifies among
+# those and the integers below 2**53: equal doubles mean equal values)
+_N_ERR, _N_OTHER, _N_INT, _N_DEC, _N_DECS, _N_DBL = -1, 0, 1, 2, 3, 4
+_NUM_MIN_ROWS = 8
+_NUM_BINARY = frozenset({"+", "-", "*", "/"})
+_NUM_UNARY = frozenset({"NEG", "POS"})
+_INT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply}
+_DT_INT, _DT_DEC, _DT_DBL, _DT_FLT = 0, 1, 2, 3
+_DT_FAMILY, _DT_LONG = 0x0F, 0x10  # a datatype code's family, and its flag: lexical form over 15 bytes
+_SHORT_LEXICAL = 15
+_INT_TYPE_NAMES = ("integer", "nonPositiveInteger", "negativeInteger", "nonNegativeInteger", "positiveInteger",
+                   "long", "int", "short", "byte", "unsignedLong", "unsignedInt", "unsignedShort", "unsignedByte")
+_NUM_DT_NAMES = [XSD + t for t in _INT_TYPE_NAMES] + [XSD_DECIMAL, XSD_DOUBLE, XSD_FLOAT]
+_NUM_DT_SET = pa.array([t.encode() for t in _NUM_DT_NAMES], pa.large_binary())
+_NUM_DT_CODE = np.array([_DT_INT] * len(_INT_TYPE_NAMES) + [_DT_DEC, _DT_DBL, _DT_FLT], dtype=np.int8)
 _INTEGER_SUFFIX = "^^<" + XSD_INTEGER + ">"
 _BOOLEAN_SUFFIX = "^^<" + XSD_BOOLEAN + ">"
 _DOUBLE_SUFFIX = "^^<" + XSD_DOUBLE + ">"
 _FLOAT_SUFFIX = "^^<" + XSD_FLOAT + ">"
-_DOUBLE_TREE_OPS = frozenset({"+", "-", "*", "/"})
 _DATETIME_SUFFIX = "^^<" + XSD_DATETIME + ">"
 _DATE_SUFFIX = "^^<" + XSD_DATE + ">"
 # literal classes of the vectorized comparison path, and their families
@@ -363,6 +381,110 @@ def _string_key_list(lexes: pa.Array, tags: pa.Array) -> list[str]:
     body = pc.binary_join_element_wise(quote, body.cast(pa.large_string()), quote, empty)
     tagged = pc.binary_join_element_wise(body, tags.cast(pa.large_string()), at)
     return pc.if_else(pc.equal(tags, ""), body, tagged).to_pylist()
+
+
+def _is_arith(expr) -> bool:
+    """An arithmetic operation (+ - * / or a sign)."""
+    return isinstance(expr, Call) and ((expr.op in _NUM_BINARY and len(expr.args) == 2)
+                                       or (expr.op in _NUM_UNARY and len(expr.args) == 1))
+
+
+def _datatype_codes(keys: pa.Array) -> np.ndarray:
+    """Per key: its numeric datatype family (``_DT_*``, with ``_DT_LONG`` set when the
+    lexical form is longer than ``_SHORT_LEXICAL`` bytes), -1 for any other term (one byte
+    scan of the keys, one set lookup of their datatype IRIs)."""
+    an = render._Anatomy(keys, b"", False)
+    out = np.full(len(keys), -1, dtype=np.int8)
+    dt = np.flatnonzero(an.kind == render.DT)
+    if len(dt):
+        dts = render._slices(an.data, an.b0[dt], an.b1[dt])
+        idx = pc.fill_null(pc.index_in(dts, value_set=_NUM_DT_SET), -1).to_numpy(zero_copy_only=False)
+        hit = idx >= 0
+        lex_len = an.a1[dt] - an.a0[dt]
+        out[dt[hit]] = _NUM_DT_CODE[idx[hit]] | np.where(lex_len[hit] > _SHORT_LEXICAL, _DT_LONG, 0).astype(np.int8)
+    return out
+
+
+_NUM_DT_INDEX = {t: i for i, t in enumerate(_NUM_DT_NAMES)}
+_FEW_KEYS = 256  # below this many keys the memo by key beats the column scan's fixed cost
+
+
+@lru_cache(maxsize=4096)
+def _key_dt_code(key: str | None) -> int:
+    """``_datatype_codes`` of one key."""
+    if not key or key[0] != '"' or not key.endswith(">"):
+        return -1
+    end = key.rfind('"')
+    sfx = key[end + 1:]
+    if not sfx.startswith("^^<"):
+        return -1
+    i = _NUM_DT_INDEX.get(sfx[3:-1])
+    if i is None:
+        return -1
+    return int(_NUM_DT_CODE[i]) | (_DT_LONG if end - 1 > _SHORT_LEXICAL else 0)
+
+
+#: per store dictionary: the numeric datatype code of each id seen so far (``_DT_*``, -1 none,
+#: -2 not yet read): ids never change meaning (append-only), so each key is scanned once per
+#: process, not once per query or per instant of a continuous query; 1 byte per term
+_DT_MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_DT_MEMO_LOCK = threading.Lock()
+
+
+def _datatype_codes_of(ctx, ids: np.ndarray) -> np.ndarray:
+    """``_datatype_codes`` of the keys of literal ids, memoised per store dictionary."""
+    d = getattr(ctx, "dictionary", None)
+    n = len(d) if d is not None and hasattr(d, "keys_arrow") else 0
+    if n == 0 or int(ids.max()) >= min(n, LOCAL_BASE) or int(ids.min()) < 0:
+        # terms outside the store's dictionary (a window's, a query's): a few keys are looked
+        # up in a memo by key (constants and windows repeat), many scanned as a column
+        if len(ids) <= _FEW_KEYS:
+            return np.array([_key_dt_code(k) for k in ctx.keys(ids)], dtype=np.int8)
+        return _datatype_codes(_keys_arrow(ctx, ids))
+    try:
+        memo = _DT_MEMO.get(d)
+    except TypeError:  # not weak-referenceable: no memo
+        return _datatype_codes(_keys_arrow(ctx, ids))
+    if memo is None or len(memo) < n:
+        with _DT_MEMO_LOCK:
+            memo = _DT_MEMO.get(d)
+            if memo is None or len(memo) < n:
+                grown = np.full(max(n, 2 * len(memo) if memo is not None else 0), -2, dtype=np.int8)
+                if memo is not None:
+                    grown[: len(memo)] = memo
+                memo = grown
+                _DT_MEMO[d] = memo
+    codes = memo[ids]
+    miss = np.flatnonzero(codes == -2)
+    if len(miss):
+        mids = ids[miss]
+        if len(mids) <= _FEW_KEYS:  # the new terms of an instant, say
+            got = np.array([_key_dt_code(k) for k in d.keys(mids)], dtype=np.int8)
+        else:
+            got = _datatype_codes(d.keys_arrow(mids))
+        codes[miss] = got
+        memo[ids[miss]] = got
+    return codes
+
+
+@lru_cache(maxsize=4096)
+def _num_const(key: str) -> tuple[int, float, int]:
+    """(class, float64, int64) of a constant of the query text, as ``_num_leaf`` gives for an id."""
+    t = from_key(key)
+    if not isinstance(t, Literal):
+        return _N_ERR, 0.0, 0
+    num = V.numeric_of(t)
+    if num is None:
+        return (_N_OTHER if t.datatype in _NUM_DT_NAMES else _N_ERR), 0.0, 0
+    if num.rank == V.INTEGER:
+        if abs(num.v) < 2**53:
+            return _N_INT, float(num.v), int(num.v)
+        return _N_DEC, float(num.v), 0
+    if num.rank == V.DECIMAL:
+        return (_N_DECS if len(t.lexical) <= _SHORT_LEXICAL else _N_DEC), float(num.v) + 0.0, 0
+    if num.rank == V.DOUBLE:
+        return _N_DBL, float(num.v), 0
+    return _N_OTHER, 0.0, 0
 
 
 def _constant(ids: np.ndarray) -> bool:
@@ -502,8 +624,8 @@ class _Evaluator:
             if expr.op in ("UUID", "STRUUID") and not expr.args:
                 fmt = "<urn:uuid:{}>" if expr.op == "UUID" else '"{}"'
                 return np.asarray(self.ctx.intern([fmt.format(uuid.uuid4()) for _ in range(n)]), dtype=np.int64)
-            if expr.op in _ARITH_FAST and len(expr.args) == 2 and n >= _ARITH_MIN_ROWS:
-                out = self._arith_fast(expr)
+            if n >= _NUM_MIN_ROWS and _is_arith(expr):
+                out = self._num_ids(expr)
                 if out is not None:
                     return out
             if n and _vector_regex(expr):
@@ -598,51 +720,174 @@ class _Evaluator:
             vals = [Literal(v, RDF_LANGSTRING, g) if g else Literal(v) for v, g in zip(got.to_pylist(), tag, strict=True)]
         return dict(zip(zip(lex, tag, strict=True), vals, strict=True))
 
-    def _int_values(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(is xsd:integer of an exactly representable value, int64 value) per id."""
+    # -- numeric columns: arithmetic and comparisons over whole columns
+
+    def _num_leaf(self, ids: np.ndarray, arith: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(class, float64, int64) per row of an id column (see ``_N_*``): the
+        class and value of each distinct id from the dictionary's numeric side
+        array and its memoised datatype code (``_datatype_codes_of``), no term
+        decoded. Without ``arith`` (comparisons) every id that is no number is
+        ``_N_OTHER`` (the general path decides those); with it, an id that is no
+        literal or a literal of another datatype is ``_N_ERR`` (a type error)."""
+        if _constant(ids):
+            c, f, i = self._num_leaf(ids[:1], arith)
+            n = len(ids)
+            return np.full(n, c[0], dtype=np.int8), np.full(n, f[0]), np.full(n, i[0], dtype=np.int64)
         uniq, inv = distinct_inverse(ids)
         inv = inv.reshape(-1)
-        nums = self._numeric(uniq)
-        with np.errstate(invalid="ignore"):
-            ok = ~np.isnan(nums) & (np.abs(nums) < 2.0**52)
-        if ok.any():
-            cand = np.flatnonzero(ok)
-            keys = self.ctx.keys(uniq[cand])
-            ok[cand] = [k.endswith(_INTEGER_SUFFIX) for k in keys]
-        vals = np.where(ok, nums, 0).astype(np.int64)
-        return ok[inv], vals[inv]
+        m = len(uniq)
+        nums = self._numeric(uniq)  # NaN for unbound, non-numeric and ill-typed ids (and "NaN")
+        has = np.flatnonzero(~np.isnan(nums))  # numeric literals only
+        cls = np.full(m, _N_OTHER, dtype=np.int8)
+        if arith:
+            cls[:] = _N_ERR
+            nan_lit = np.flatnonzero(np.isnan(nums) & (uniq >= 0))
+            if len(nan_lit):
+                nan_lit = nan_lit[self._kinds(uniq[nan_lit]) == 2]
+                # a numeric datatype: "NaN", ill-typed or a float: the exact path decides
+                cls[nan_lit[_datatype_codes_of(self.ctx, uniq[nan_lit]) >= 0]] = _N_OTHER
+        f = np.zeros(m)
+        if len(has):
+            code = _datatype_codes_of(self.ctx, uniq[has])
+            v = nums[has]
+            fam = code & _DT_FAMILY
+            c = np.full(len(has), _N_OTHER, dtype=np.int8)  # floats
+            big = np.abs(v) >= 2.0**53
+            c[(fam == _DT_INT) & ~big] = _N_INT
+            c[(fam == _DT_INT) & big] = _N_DEC
+            c[fam == _DT_DEC] = _N_DEC
+            c[(fam == _DT_DEC) & (code & _DT_LONG == 0)] = _N_DECS
+            c[fam == _DT_DBL] = _N_DBL
+            cls[has] = c
+            # integers and decimals have no -0 (their "-0" is 0: 0.0 + (-0.0) = +0.0)
+            f[has] = np.where(c == _N_DBL, v, np.where(c > 0, 0.0 + v, 0.0))
+        i = np.where(cls == _N_INT, f, 0.0).astype(np.int64)
+        return cls[inv], f[inv], i[inv]
 
-    def _arith_fast(self, expr) -> np.ndarray | None:
-        """+ - * on two xsd:integer operands, vectorized in int64; the other
-        rows go through the per-value path."""
-        if any(_nondeterministic(a) or _exists_of(a) for a in expr.args):
+    def _num_tree(self, expr, leaves: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(class, float64, int64) per row of a numeric expression, computed over
+        whole columns with XPath's promotion where the result is exact: integer
+        + - * in int64 (no overflow), anything with a double in float64 (an
+        integer or decimal operand cast to its nearest double, as the XPath cast
+        does). Decimal and float results, integer division and overflows are
+        ``_N_OTHER`` (the exact per-value path computes them); an operand that is
+        no number makes the row ``_N_ERR``. Any other sub-expression is a leaf
+        (its ids classified); a leaf repeated in the tree is read once."""
+        if isinstance(expr, Call) and expr.op in _NUM_UNARY and len(expr.args) == 1:
+            c, f, i = self._num_tree(expr.args[0], leaves)
+            if expr.op == "NEG":
+                i = -i
+                f = np.where(c == _N_DBL, -f, 0.0 - f)  # an integer or decimal zero negated is no -0.0
+            return c, f, i
+        if isinstance(expr, Call) and expr.op in _NUM_BINARY and len(expr.args) == 2:
+            ca, fa, ia = self._num_tree(expr.args[0], leaves)
+            cb, fb, ib = self._num_tree(expr.args[1], leaves)
+            op = expr.op
+            c = np.full(self.n, _N_OTHER, dtype=np.int8)
+            with np.errstate(all="ignore"):
+                f = _FLOAT_OPS[op](fa, fb)
+            num_a, num_b = ca > 0, cb > 0
+            c[num_a & num_b & ((ca == _N_DBL) | (cb == _N_DBL))] = _N_DBL
+            i = np.zeros(self.n, dtype=np.int64)
+            if op != "/":
+                ints = (ca == _N_INT) & (cb == _N_INT) & (np.abs(f) < 2.0**62)
+                if ints.any():
+                    c[ints] = _N_INT
+                    i[ints] = _INT_OPS[op](ia[ints], ib[ints])
+                    f[ints] = i[ints]
+            c[(ca == _N_ERR) | (cb == _N_ERR)] = _N_ERR
+            return c, f, i
+        got = leaves.get(expr)
+        if got is None:
+            if isinstance(expr, Const):
+                c, f, i = _num_const(expr.key)
+                got = np.full(self.n, c, dtype=np.int8), np.full(self.n, f), np.full(self.n, i, dtype=np.int64)
+            else:
+                got = self._num_leaf(self.ids(expr))
+            leaves[expr] = got
+        return got
+
+    def _num_ids(self, expr) -> np.ndarray | None:
+        """ids of an arithmetic expression's value per row: integers and doubles
+        computed over the columns and interned once per distinct value, errors
+        unbound, the rest (decimals, floats, integer division...) by the exact
+        per-value path on those rows only. None: not for this expression."""
+        if _nondeterministic(expr) or _exists_of(expr):
             return None
-        a = self.ids(expr.args[0])
-        b = self.ids(expr.args[1])
-        oka, va = self._int_values(a)
-        okb, vb = self._int_values(b)
-        both = oka & okb
-        if not both.any():
-            return None
-        op = expr.op
-        r = va[both] + vb[both] if op == "+" else va[both] - vb[both] if op == "-" else va[both] * vb[both]
-        if op == "*":
-            with np.errstate(over="ignore"):
-                exact = np.abs(va[both].astype(np.float64) * vb[both].astype(np.float64)) < 2.0**62
-            if not exact.all():
-                both_idx = np.flatnonzero(both)
-                both[both_idx[~exact]] = False
-                r = r[exact]
-        out = np.empty(self.n, dtype=np.int64)
-        if len(r):
-            ur, rinv = distinct_inverse(r)
-            rid = np.asarray(self.ctx.intern([f'"{v}"{_INTEGER_SUFFIX}' for v in ur.tolist()]), dtype=np.int64)
-            out[both] = rid[rinv.reshape(-1)]
-        rest = ~both
+        c, f, i = self._num_tree(expr, {})
+        out = np.full(self.n, UNBOUND, dtype=np.int64)
+        ints = np.flatnonzero(c == _N_INT)
+        if len(ints):
+            u, inv = distinct_inverse(i[ints])
+            keys = [f'"{v}"{_INTEGER_SUFFIX}' for v in u.tolist()]
+            out[ints] = np.asarray(self.ctx.intern(keys), dtype=np.int64)[inv.reshape(-1)]
+        dbl = np.flatnonzero(c == _N_DBL)
+        if len(dbl):
+            # distinct by bit pattern: -0.0 and 0.0 are written apart, NaNs together
+            bits = f[dbl].copy()
+            bits[np.isnan(bits)] = np.nan
+            u, inv = distinct_inverse(bits.view(np.int64))
+            keys = [f'"{V.format_double(v)}"{_DOUBLE_SUFFIX}' for v in u.view(np.float64).tolist()]
+            out[dbl] = np.asarray(self.ctx.intern(keys), dtype=np.int64)[inv.reshape(-1)]
+        rest = (c == _N_OTHER) | (c == _N_DEC) | (c == _N_DECS)  # decimals: written by the per-value path
         if rest.any():
-            sub = _Evaluator({"\x00a": a[rest], "\x00b": b[rest]}, int(rest.sum()), self.ctx)
-            out[rest] = sub._fallback(Call(op, (Var("\x00a"), Var("\x00b"))))
+            out[rest] = self._exact_rows(expr, rest)
         return out
+
+    def _exact_rows(self, expr, mask: np.ndarray) -> np.ndarray:
+        """ids of ``expr`` on the rows of ``mask`` by the exact per-value path."""
+        names = [nm for nm in _vars_of(expr) if nm in self.columns]
+        cols = {k: np.asarray(self.columns[k])[mask] for k in names}
+        rows = np.flatnonzero(mask) if self.rows is None else self.rows[mask]
+        return _Evaluator(cols, int(mask.sum()), self.ctx, rows)._fallback(expr)
+
+    def _num_compare(self, op: str, left, right) -> tuple[np.ndarray, np.ndarray] | None:
+        """``left op right`` where a side is arithmetic: numbers compared over
+        the columns after promotion (a double on either side: as doubles;
+        otherwise exactly, by int64, or by the doubles when they differ: the
+        rounding to the nearest double is monotonic, so only ties between
+        inexact values are undecided); an arithmetic side in error makes the
+        row an error; the other rows (undecided ties, non-numeric leaves,
+        decimal or float results) by the general path."""
+        if _nondeterministic(left) or _nondeterministic(right) or _exists_of(left) or _exists_of(right):
+            return None
+        leaves: dict = {}
+        cl, fl, il = self._num_tree(left, leaves)
+        cr, fr, ir = self._num_tree(right, leaves)
+        n = self.n
+        val = np.zeros(n, dtype=bool)
+        err = np.zeros(n, dtype=bool)
+        cmp = _CMP[op]
+        both = (cl > 0) & (cr > 0)
+        dbl = both & ((cl == _N_DBL) | (cr == _N_DBL))
+        ints = both & (cl == _N_INT) & (cr == _N_INT)
+        with np.errstate(invalid="ignore"):
+            val[dbl] = cmp(fl[dbl], fr[dbl])
+            val[ints] = cmp(il[ints], ir[ints])
+            exact = both & ~dbl & ~ints
+            # equal doubles: equal values when both sides are integers or short decimals
+            decided = dbl | ints | (exact & ((fl != fr) | ((cl != _N_DEC) & (cr != _N_DEC))))
+            val[exact] = cmp(fl[exact], fr[exact])
+        for side, c in ((left, cl), (right, cr)):
+            if _is_arith(side):
+                bad = c == _N_ERR
+                err |= bad
+                decided |= bad
+        rest = ~decided
+        if rest.any():
+            rv, re_ = self._general_compare_rows(op, left, right, rest)
+            val[rest] = rv
+            err[rest] = re_
+        return val & ~err, err
+
+    def _general_compare_rows(self, op: str, left, right, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        names = [nm for nm in dict.fromkeys(_vars_of(left) + _vars_of(right)) if nm in self.columns]
+        cols = {k: np.asarray(self.columns[k])[mask] for k in names}
+        rows = np.flatnonzero(mask) if self.rows is None else self.rows[mask]
+        sub = _Evaluator(cols, int(mask.sum()), self.ctx, rows)
+        a = sub._fallback(left) if _is_arith(left) else sub.ids(left)
+        b = sub._fallback(right) if _is_arith(right) else sub.ids(right)
+        return sub._compare_ids(op, a, b)
 
     def _sub(self, expr, mask: np.ndarray) -> np.ndarray:
         """Evaluate ``expr`` for the rows selected by ``mask`` only."""
@@ -795,63 +1040,12 @@ class _Evaluator:
 
     # -- comparisons
 
-    def _double_leaf(self, expr) -> tuple[np.ndarray, np.ndarray]:
-        """(float64 value, class) per row of a leaf: class 2 xsd:double, 1 an integer or decimal (its
-        cast to double is the nearest double, as the float64 parse), 0 anything else."""
-        ids = self.ids(expr)
-        uniq, inv = distinct_inverse(ids)
-        nums = self._numeric(uniq)
-        cls = np.zeros(len(uniq), dtype=np.int8)
-        cand = np.flatnonzero(~np.isnan(nums))
-        if len(cand):
-            keys = self.ctx.keys(uniq[cand])
-            cls[cand] = [2 if k.endswith(_DOUBLE_SUFFIX) else 0 if k.endswith(_FLOAT_SUFFIX) else 1 for k in keys]
-        inv = inv.reshape(-1)
-        return nums[inv], cls[inv]
-
-    def _double_tree(self, expr) -> np.ndarray | None:
-        """Values of an arithmetic expression whose every operation is on xsd:double (XPath
-        promotion: one operand a double, the other a double, decimal or integer), computed in
-        float64 without interning intermediate literals; None unless that holds for every row and
-        every value is finite (the general path handles the rest)."""
-        leaves: dict = {}  # a variable repeated in the expression ((?a - ?b) * (?a - ?b)) is read once
-
-        def walk(e):
-            if isinstance(e, Call) and e.op in _DOUBLE_TREE_OPS and len(e.args) == 2:
-                la, ca = walk(e.args[0])
-                if not ca.any():
-                    return la, ca
-                lb, cb = walk(e.args[1])
-                ok = (ca > 0) & (cb > 0) & ((ca == 2) | (cb == 2))
-                with np.errstate(all="ignore"):
-                    v = _FLOAT_OPS[e.op](la, lb)
-                return v, np.where(ok, 2, 0).astype(np.int8)
-            if isinstance(e, Var | Const):
-                got = leaves.get(e)
-                if got is None:
-                    got = leaves[e] = self._double_leaf(e)
-                return got
-            return np.zeros(self.n), np.zeros(self.n, dtype=np.int8)
-
-        if _nondeterministic(expr) or _exists_of(expr):
-            return None
-        vals, cls = walk(expr)
-        if not (cls == 2).all() or not np.isfinite(vals).all():
-            return None
-        return vals
-
     def _compare(self, op: str, left, right) -> tuple[np.ndarray, np.ndarray]:
         n = self.n
-        for tree, other in ((left, right), (right, left)):
-            if n >= _ARITH_MIN_ROWS and isinstance(tree, Call) and tree.op in _DOUBLE_TREE_OPS:
-                dv = self._double_tree(tree)
-                if dv is None:
-                    break
-                ov = self._numeric(self.ids(other))
-                if not np.isfinite(ov).all():
-                    break
-                val = _CMP[op](dv, ov) if tree is left else _CMP[op](ov, dv)
-                return np.asarray(val, dtype=bool), np.zeros(n, dtype=bool)
+        if n >= _NUM_MIN_ROWS and (_is_arith(left) or _is_arith(right)):
+            got = self._num_compare(op, left, right)
+            if got is not None:
+                return got
         if n >= _CLASSIFY_MIN_ROWS:
             for const, other in ((right, left), (left, right)):
                 if not isinstance(const, Const) or const.key[0] != '"' or const.key[-1] == ">":
@@ -924,12 +1118,27 @@ class _Evaluator:
         n = len(a)
         err = (a < 0) | (b < 0)
         val = np.zeros(n, dtype=bool)
-        na = self._numeric(a)
-        nb = self._numeric(b)
+        # numbers: decided over the columns where promotion makes it exact (see _num_compare)
+        ca, fa, ia = self._num_leaf(a, arith=False)
+        cb, fb, ib = self._num_leaf(b, arith=False)
+        if (ca == _N_INT).all() and (cb == _N_INT).all():  # the usual integer column against a constant
+            return _CMP[op](ia, ib), err
+        both = (ca > 0) & (cb > 0)
+        if both.all() and not ((ca == _N_DEC).any() or (cb == _N_DEC).any()):
+            # leaves' integers are below 2**53 and short decimals are told apart by their doubles:
+            # every row is decided by the doubles (with a double on a side, that is the promotion)
+            return _CMP[op](fa, fb), err
+        dbl = both & ((ca == _N_DBL) | (cb == _N_DBL))
+        ints = both & (ca == _N_INT) & (cb == _N_INT)
+        exact = both & ~dbl & ~ints
         with np.errstate(invalid="ignore"):
-            fast = ~err & ~np.isnan(na) & ~np.isnan(nb) & (np.abs(na) < 2.0**53) & (np.abs(nb) < 2.0**53)
-        if fast.any():
-            val[fast] = _CMP[op](na[fast], nb[fast])
+            fast = dbl | ints | (exact & ((fa != fb) | ((ca != _N_DEC) & (cb != _N_DEC))))
+            if fast.any():
+                cmp = _CMP[op]
+                val[dbl] = cmp(fa[dbl], fb[dbl])
+                val[ints] = cmp(ia[ints], ib[ints])
+                ex = exact & fast
+                val[ex] = cmp(fa[ex], fb[ex])
         rest = ~err & ~fast
         if not rest.any():
             return val, err

@@ -32,10 +32,10 @@ CHUNK_ROWS = 1 << 15
 
 _BIN = pa.large_binary()
 
-#: below this many distinct terms the exact per-term writer renders them: the ~20 Arrow
-#: kernel calls of the vectorized path cost about 1 ms whatever their length (crossover measured
-#: at 1-2k distinct terms)
-SMALL_DISTINCT = 2048
+#: below this many distinct terms the exact per-term writer renders them: the vectorized
+#: path costs about 0.25 ms whatever the count, the exact writer 2-7 us per term
+#: (crossover measured at 128-256 terms)
+SMALL_DISTINCT = 160
 
 
 def _lit(b: bytes) -> pa.Scalar:
@@ -54,78 +54,223 @@ def keys_arrow(result: QueryResult, ids: np.ndarray) -> pa.LargeStringArray:
 
 
 # --------------------------------------------------------------------------
+# Term anatomy by byte scans: keys -> kind and piece boundaries
+# --------------------------------------------------------------------------
+
+#: kinds of a key (the fragment templates are indexed by them)
+IRI, BNODE, PLAIN, LANG, DT, SLOW = range(6)
+
+_XSD_STRING_SFX = ("^^<" + XSD_STRING + ">").encode()
+
+
+def _offsets_data(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Buffer]:
+    """(offsets relative to the data's first byte, the data as uint8, its buffer) of a large binary/string array."""
+    n = len(keys)
+    offs = np.frombuffer(keys.buffers()[1], dtype=np.int64, count=n + 1, offset=keys.offset * 8)
+    base = int(offs[0]) if n else 0
+    data = keys.buffers()[2]
+    if data is None or n == 0:
+        return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.uint8), pa.py_buffer(b"")
+    data = data.slice(base, int(offs[-1]) - base)
+    return offs - base, np.frombuffer(data, dtype=np.uint8), data
+
+
+class _Anatomy:
+    """Each key's kind and the byte ranges of its parts, found by scans over the
+    keys' bytes (no per-key Python, no regular expression).
+
+    A key is written by a fast template when its bytes among ``special`` (those a
+    format must escape) are exactly its own delimiters: the quotes of a literal
+    (when ``"`` is special) and the angle brackets of an IRI or datatype (when
+    ``<``/``>`` are). Anything else, and any key of unexpected shape, is ``SLOW``:
+    the exact per-term writer renders it. ``a``/``b`` are the main part (IRI,
+    label, lexical form) and the second part (language tag or datatype IRI, empty
+    otherwise) as [start, end) byte ranges into ``data``."""
+
+    def __init__(self, keys: pa.Array, special: bytes, ctrl: bool, high_ef: bool = False):
+        keys = keys.cast(_BIN) if keys.type != _BIN else keys
+        self.keys = keys
+        n = self.n = len(keys)
+        offs, buf, self.data = _offsets_data(keys)
+        start, end = offs[:-1], offs[1:]
+        self.start, self.end = start, end
+        length = end - start
+        if n and int(length.min()) > 0:
+            first, last = buf[start], buf[end - 1]
+        else:
+            nonempty = length > 0
+            first = np.zeros(n, dtype=np.uint8)
+            first[nonempty] = buf[start[nonempty]]
+            last = np.zeros(n, dtype=np.uint8)
+            last[nonempty] = buf[end[nonempty] - 1]
+        kind = np.full(n, SLOW, dtype=np.int8)
+        a0, a1 = start.copy(), end.copy()
+        b0, b1 = end.copy(), end.copy()
+        is_lit = first == 0x22
+        if is_lit.any():
+            self._literals(buf, is_lit, last, kind, a0, a1, b0, b1)
+        iri = (first == 0x3C) & (last == 0x3E) & (length >= 2)
+        kind[iri] = IRI
+        a0[iri] += 1
+        a1[iri] -= 1
+        bn = (first == 0x5F) & (length >= 2)
+        kind[bn] = BNODE
+        a0[bn] += 2
+        # special bytes: each key must hold exactly its own delimiters among them
+        mask = None
+        for c in special:
+            m = buf == c
+            mask = m if mask is None else mask | m
+        if ctrl:
+            mask = mask | (buf < 0x20)
+        if high_ef:
+            mask = mask | (buf == 0xEF)  # U+F000..U+FFFF (XML's U+FFFE/U+FFFF among them): the exact writer decides
+        pos = np.flatnonzero(mask) if mask is not None else np.zeros(0, np.int64)
+        cnt = np.bincount(np.searchsorted(end, pos, side="right"), minlength=n)[:n] if len(pos) else np.zeros(n, np.int64)
+        per_kind = np.zeros(SLOW + 1, dtype=np.int64)  # delimiters among the special bytes, by kind
+        if 0x22 in special:
+            per_kind[[PLAIN, LANG, DT]] += 2
+        per_kind[[IRI, DT]] += (0x3C in special) + (0x3E in special)
+        kind[cnt != per_kind[kind]] = SLOW
+        slow = kind == SLOW
+        if slow.any():
+            s = start[slow]
+            a0[slow] = a1[slow] = b0[slow] = b1[slow] = s
+        self.kind = kind
+        self.a0, self.a1, self.b0, self.b1 = a0, a1, b0, b1
+
+    def _literals(self, buf, is_lit, last, kind, a0, a1, b0, b1) -> None:
+        """Kinds and parts of the literal keys: the last quote closes the lexical form."""
+        start, end = self.start, self.end
+        qpos = np.flatnonzero(buf == 0x22)
+        j = np.searchsorted(qpos, end) - 1
+        lastq = qpos[np.maximum(j, 0)]  # a literal key holds its opening quote: j >= 0 for it
+        lit_ok = is_lit & (lastq > start)
+        sfx = np.where(lit_ok, lastq + 1, end)
+        sfx_len = end - sfx
+        has_sfx = lit_ok & (sfx_len > 0)
+        sfx_first = np.zeros(len(start), dtype=np.uint8)
+        sfx_first[has_sfx] = buf[sfx[has_sfx]]
+        a0[is_lit] += 1
+        a1[lit_ok] = lastq[lit_ok]
+        kind[lit_ok & (sfx_len == 0)] = PLAIN
+        lang = has_sfx & (sfx_first == 0x40) & (sfx_len > 1)
+        kind[lang] = LANG
+        b0[lang] = sfx[lang] + 1
+        dtm = has_sfx & (sfx_first == 0x5E) & (sfx_len > 4) & (last == 0x3E)
+        if dtm.any():
+            # '^^<' then the IRI then '>'
+            d = np.flatnonzero(dtm)
+            d = d[(buf[sfx[d] + 1] == 0x5E) & (buf[sfx[d] + 2] == 0x3C)]
+            kind[d] = DT
+            b0[d] = sfx[d] + 3
+            b1[d] = end[d] - 1
+            # xsd:string literals are written as plain ones
+            xs = d[sfx_len[d] == len(_XSD_STRING_SFX)]
+            if len(xs):
+                pieces = _slices(self.data, sfx[xs], end[xs])
+                eq = np.asarray(pc.equal(pieces, pa.scalar(_XSD_STRING_SFX, _BIN)).to_numpy(zero_copy_only=False),
+                                dtype=bool)
+                xs = xs[eq]
+                kind[xs] = PLAIN
+                b0[xs] = end[xs]
+                b1[xs] = end[xs]
+
+
+def _slices(data: pa.Buffer, s: np.ndarray, e: np.ndarray) -> pa.Array:
+    """data[s[i]:e[i]] for each i (ranges may overlap or leave gaps): the ranges
+    become every other element of one zero-copy array over ``data`` whose
+    offsets run s0, e0, s1, e1, ... (gaps between ranges are the odd elements;
+    ranges must come in increasing order of start, which keys' parts do), then
+    one ``take`` of the even elements."""
+    n = len(s)
+    if n == 0:
+        return pa.array([], _BIN)
+    offs = np.empty(2 * n + 1, dtype=np.int64)
+    offs[0:-1:2] = s
+    offs[1:-1:2] = e
+    offs[-1] = e[-1]
+    arr = pa.Array.from_buffers(_BIN, 2 * n, [None, pa.py_buffer(offs), data])
+    return arr.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+
+
+# --------------------------------------------------------------------------
 # Per-format renderers of distinct keys: keys -> fragments (large_binary)
 # --------------------------------------------------------------------------
 
-
-class _Parts:
-    """The keys split by kind: positions and parts of IRIs, blank nodes and
-    literals (plain, language-tagged, datatyped), plus the positions that need
-    the exact per-term writer (``slow``: a part matching ``bad``, a lexical
-    form matching ``lex_bad``)."""
-
-    def __init__(self, keys: pa.Array, bad: str, lex_bad: str):
-        n = len(keys)
-        keys = keys.cast(pa.large_string()) if keys.type != pa.large_string() else keys
-        first = _first_bytes(keys)
-        self.n = n
-        self.keys = keys
-        slow = ~((first == b"<") | (first == b"_") | (first == b'"'))
-        iri = np.flatnonzero(first == b"<")
-        inner = pc.utf8_slice_codeunits(keys.take(pa.array(iri)), 1, -1)
-        ok = ~_matches(inner, bad)
-        slow[iri[~ok]] = True
-        self.iri, self.iri_inner = iri[ok], inner.filter(pa.array(ok))
-        bn = np.flatnonzero(first == b"_")
-        label = pc.utf8_slice_codeunits(keys.take(pa.array(bn)), 2)
-        ok = ~_matches(label, bad)
-        slow[bn[~ok]] = True
-        self.bnode, self.bnode_label = bn[ok], label.filter(pa.array(ok))
-        lit = np.flatnonzero(first == b'"')
-        parts = pc.extract_regex(keys.take(pa.array(lit)), r'(?s)^"(?P<lex>.*)"(?P<suf>.*)$')
-        ok = np.asarray(parts.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        lex = pc.fill_null(parts.field("lex"), "")
-        suf = pc.fill_null(parts.field("suf"), "")
-        ok &= ~_matches(lex, lex_bad)
-        suf_first = _first_bytes(suf)
-        tag = pc.utf8_slice_codeunits(suf, 1)
-        dtv = pc.utf8_slice_codeunits(suf, 3, -1)
-        is_lang = ok & (suf_first == b"@") & ~_matches(tag, bad)
-        is_dt = ok & (suf_first == b"^") & ~_matches(dtv, bad)
-        is_xs = np.asarray(pc.equal(dtv, XSD_STRING).to_numpy(zero_copy_only=False), dtype=bool)
-        plain_sel = ok & (suf_first == b"") | (is_dt & is_xs)  # xsd:string literals are written as plain ones
-        dt_sel = is_dt & ~is_xs
-        slow[lit[~(plain_sel | is_lang | dt_sel)]] = True
-        ps, ls, ds = (pa.array(np.flatnonzero(m)) for m in (plain_sel, is_lang, dt_sel))
-        self.plain, self.lang, self.dt = lit[plain_sel], lit[is_lang], lit[dt_sel]
-        self.plain_lex = lex.take(ps)
-        self.lang_lex, self.lang_tag = lex.take(ls), tag.take(ls)
-        self.dt_lex, self.dt_iri = lex.take(ds), dtv.take(ds)
-        self.slow = np.flatnonzero(slow)
-
-    def assemble(self, pieces: list[tuple[np.ndarray, pa.Array]], slow_render: Callable[[str], bytes]) -> pa.Array:
-        """The fragments in key order from (positions, fragments) groups plus
-        the slow positions rendered by ``slow_render``."""
-        if len(self.slow):
-            slow_keys = self.keys.take(pa.array(self.slow)).to_pylist()
-            pieces = pieces + [(self.slow, pa.array([slow_render(k) for k in slow_keys], _BIN))]
-        pieces = [(p, f) for p, f in pieces if len(p)]
-        if not pieces:
-            return pa.array([], _BIN)
-        pos = np.concatenate([p for p, _ in pieces])
-        frags = pa.concat_arrays([f.cast(_BIN) for _, f in pieces])
-        order = np.empty(self.n, dtype=np.int64)
-        order[pos] = np.arange(len(pos), dtype=np.int64)
-        return frags.take(pa.array(order))
+#: a fragment template per kind: (pre, mid, post, swap); the fragment is
+#: pre + X + mid + Y + post with (X, Y) = (main, second) part, or swapped
+Template = tuple[bytes, bytes, bytes, bool]
 
 
-def _first_bytes(arr: pa.Array) -> np.ndarray:
-    """The first byte of each string (b"" for empty ones), as a numpy S1 array."""
-    return np.asarray(pc.binary_slice(arr.cast(_BIN), 0, 1).to_numpy(zero_copy_only=False), dtype="S1")
+def _few(keys: pa.Array, slow_render: Callable[[str], bytes], wraps) -> pa.Array | None:
+    """The fragments by the exact writer when there are few keys, else None."""
+    if len(keys) >= SMALL_DISTINCT:
+        return None
+    frags = [slow_render(k) for k in keys.to_pylist()]
+    return pa.array([pre + f + post for pre, post in wraps for f in frags], _BIN)
 
 
-def _matches(arr: pa.Array, pattern: str) -> np.ndarray:
-    return np.asarray(pc.match_substring_regex(arr, pattern).to_numpy(zero_copy_only=False), dtype=bool)
+def _render(keys: pa.Array, slow_render: Callable[[str], bytes], templates: dict[int, Template],
+            special: bytes, ctrl: bool, wraps: list[tuple[bytes, bytes]] | None, *, high_ef: bool = False,
+            bnode_whole: bool = False, second: bool = True) -> pa.Array:
+    """Fragments of ``keys`` by per-kind templates, one table per (pre, post)
+    wrap, concatenated; keys of no template (or needing escapes) by ``slow_render``.
+
+    Cost: a few numpy passes over the keys' bytes and offsets, two ``take`` of
+    byte ranges and one element-wise join per wrap; constant in the number of
+    kinds."""
+    wraps = wraps or [(b"", b"")]
+    if (few := _few(keys, slow_render, wraps)) is not None:
+        return few
+    an = _Anatomy(keys, special, ctrl, high_ef)
+    kind = an.kind
+    for k in (IRI, BNODE, PLAIN, LANG, DT):
+        if k not in templates:
+            kind[kind == k] = SLOW
+    a0, a1, b0, b1 = an.a0, an.a1, an.b0, an.b1
+    if bnode_whole:
+        bn = kind == BNODE
+        a0[bn] = an.start[bn]
+    if not second:
+        b0 = b1
+    s = kind == SLOW
+    if s.any():
+        a0[s] = a1[s] = an.start[s]
+        b0 = np.where(s, an.start, b0)
+        b1 = np.where(s, an.start, b1)
+    swap = np.zeros(len(kind), dtype=bool)
+    for k, t in templates.items():
+        if t[3]:
+            swap |= kind == k
+    if swap.any():
+        a0, a1, b0, b1 = np.where(swap, b0, a0), np.where(swap, b1, a1), np.where(swap, a0, b0), np.where(swap, a1, b1)
+    xs = _slices(an.data, a0, a1)
+    ys = _slices(an.data, b0, b1) if bool((b1 > b0).any()) else None
+    slow = np.flatnonzero(s)
+    if len(slow):
+        frags = [slow_render(k) for k in an.keys.take(pa.array(slow)).cast(pa.large_string()).to_pylist()]
+        xs = pc.replace_with_mask(xs, pa.array(s), pa.array(frags, _BIN))
+    k0 = int(kind[0])
+    uniform = bool((kind == k0).all())
+    kidx = None if uniform else pa.array(kind.astype(np.int64))
+
+    def per_kind(values: list[bytes]):
+        return values[k0] if uniform else pa.array(values, _BIN).take(kidx)
+
+    tables = []
+    for wpre, wpost in wraps:
+        pre = [wpre] * (SLOW + 1)
+        mid = [b""] * (SLOW + 1)
+        post = [wpost] * (SLOW + 1)
+        for k, (tp, tm, tpost, _) in templates.items():
+            pre[k], mid[k], post[k] = wpre + tp, tm, tpost + wpost
+        if ys is None:
+            args = [per_kind(pre), xs, per_kind([m + p for m, p in zip(mid, post, strict=True)])]
+        else:
+            args = [per_kind(pre), xs, per_kind(mid), ys, per_kind(post)]
+        tables.append(_join(*args))
+    return tables[0] if len(tables) == 1 else pa.concat_arrays(tables)
 
 
 def _join(*xs) -> pa.Array:
@@ -134,73 +279,74 @@ def _join(*xs) -> pa.Array:
     return pc.binary_join_element_wise(*args, _lit(b""))
 
 
-def _few(keys: pa.Array, slow_render: Callable[[str], bytes]) -> pa.Array | None:
-    """The fragments by the exact writer when there are few keys, else None."""
-    if len(keys) >= SMALL_DISTINCT:
-        return None
-    return pa.array([slow_render(k) for k in keys.to_pylist()], _BIN)
+_JSON = {
+    IRI: (b'{"type":"uri","value":"', b'"}', b"", False),
+    BNODE: (b'{"type":"bnode","value":"', b'"}', b"", False),
+    PLAIN: (b'{"type":"literal","value":"', b'"}', b"", False),
+    LANG: (b'{"type":"literal","value":"', b'","xml:lang":"', b'"}', False),
+    DT: (b'{"type":"literal","value":"', b'","datatype":"', b'"}', False),
+}
+
+_XML = {
+    IRI: (b"<uri>", b"</uri>", b"", False),
+    BNODE: (b"<bnode>", b"</bnode>", b"", False),
+    PLAIN: (b"<literal>", b"</literal>", b"", False),
+    LANG: (b'<literal xml:lang="', b'">', b"</literal>", True),
+    DT: (b'<literal datatype="', b'">', b"</literal>", True),
+}
+
+#: CSV writes a literal's lexical form alone (its tag or datatype dropped)
+_CSV = {k: (b"", b"", b"", False) for k in (IRI, BNODE, PLAIN, LANG, DT)}
 
 
-def json_fragments(keys: pa.Array, slow_render: Callable[[str], bytes]) -> pa.Array:
+def json_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None) -> pa.Array:
     """Each key as its SPARQL JSON term object (orjson's bytes exactly)."""
-    if (few := _few(keys, slow_render)) is not None:
-        return few
-    p = _Parts(keys, r'["\\\x00-\x1f]', r'["\\\x00-\x1f]')
-    pieces = [(p.iri, _join(b'{"type":"uri","value":"', p.iri_inner, b'"}'))]
-    pieces.append((p.bnode, _join(b'{"type":"bnode","value":"', p.bnode_label, b'"}')))
-    pieces.append((p.plain, _join(b'{"type":"literal","value":"', p.plain_lex, b'"}')))
-    pieces.append((p.lang, _join(b'{"type":"literal","value":"', p.lang_lex, b'","xml:lang":"', p.lang_tag,
-                                     b'"}')))
-    pieces.append((p.dt, _join(b'{"type":"literal","value":"', p.dt_lex, b'","datatype":"', p.dt_iri, b'"}')))
-    return p.assemble(pieces, slow_render)
+    return _render(keys, slow_render, _JSON, b'"\\', True, wraps)
 
 
-def xml_fragments(keys: pa.Array, slow_render: Callable[[str], bytes]) -> pa.Array:
+def xml_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None) -> pa.Array:
     """Each key as its SPARQL XML term element."""
-    if (few := _few(keys, slow_render)) is not None:
-        return few
-    bad = r'[&<>"\\\x00-\x1f\x{FFFE}\x{FFFF}]'
-    p = _Parts(keys, bad, bad)
-    pieces = [(p.iri, _join(b"<uri>", p.iri_inner, b"</uri>"))]
-    pieces.append((p.bnode, _join(b"<bnode>", p.bnode_label, b"</bnode>")))
-    pieces.append((p.plain, _join(b"<literal>", p.plain_lex, b"</literal>")))
-    pieces.append((p.lang, _join(b'<literal xml:lang="', p.lang_tag, b'">', p.lang_lex, b"</literal>")))
-    pieces.append((p.dt, _join(b'<literal datatype="', p.dt_iri, b'">', p.dt_lex, b"</literal>")))
-    return p.assemble(pieces, slow_render)
+    return _render(keys, slow_render, _XML, b'&<>"\\', True, wraps, high_ef=True)
 
 
-def csv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes]) -> pa.Array:
+def csv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None) -> pa.Array:
     """Each key as its CSV field (IRIs bare, blank nodes as ``_:x``, literals by lexical form)."""
-    if (few := _few(keys, slow_render)) is not None:
-        return few
-    bad = r'[",\r\n\\]'
-    p = _Parts(keys, bad, bad)
-    pieces = [(p.iri, p.iri_inner), (p.bnode, keys.take(pa.array(p.bnode)))]
-    pieces += [(p.plain, p.plain_lex), (p.lang, p.lang_lex), (p.dt, p.dt_lex)]
-    return p.assemble(pieces, slow_render)
+    return _render(keys, slow_render, _CSV, b'",\r\n\\', False, wraps, bnode_whole=True, second=False)
 
 
 _TSV_BNODE_OK = r"^_:[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_-])?$"
 
 
-def tsv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes]) -> pa.Array:
+def tsv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None) -> pa.Array:
     """Each key as its TSV field: the key itself, except tabs in literals and
     blank node labels outside the N-Triples label syntax (exact writer)."""
-    if (few := _few(keys, slow_render)) is not None:
+    wraps = wraps or [(b"", b"")]
+    if (few := _few(keys, slow_render, wraps)) is not None:
         return few
-    keys = keys.cast(pa.large_string()) if keys.type != pa.large_string() else keys
-    first = pc.binary_slice(keys.cast(_BIN), 0, 1).to_numpy(zero_copy_only=False).astype("S1")
-    tab = np.asarray(pc.match_substring(keys, "\t").to_numpy(zero_copy_only=False), dtype=bool)
-    bn = first == b"_"
-    bn_ok = np.asarray(pc.match_substring_regex(keys, _TSV_BNODE_OK).to_numpy(zero_copy_only=False), dtype=bool)
-    fast = ((first == b"<") | (first == b'"')) & ~tab | (bn & bn_ok)
-    if fast.all():
-        return keys.cast(_BIN)
-    slow = np.flatnonzero(~fast)
-    vals = pa.array([slow_render(k) for k in keys.take(pa.array(slow)).to_pylist()], _BIN)
-    mask = np.zeros(len(keys), dtype=bool)
-    mask[slow] = True
-    return pc.replace_with_mask(keys.cast(_BIN), pa.array(mask), vals)
+    keys = keys.cast(_BIN) if keys.type != _BIN else keys
+    offs, buf, _ = _offsets_data(keys)
+    n = len(keys)
+    start, end = offs[:-1], offs[1:]
+    first = np.zeros(n, dtype=np.uint8)
+    ne = end > start
+    first[ne] = buf[start[ne]]
+    tab = np.flatnonzero(buf == 0x09)
+    fast = (first == 0x3C) | (first == 0x22)
+    if len(tab):
+        fast[np.searchsorted(end, tab, side="right")] = False
+    bn = np.flatnonzero(first == 0x5F)
+    if len(bn):
+        ok = np.asarray(pc.match_substring_regex(keys.take(pa.array(bn)).cast(pa.large_string()),
+                                                 _TSV_BNODE_OK).to_numpy(zero_copy_only=False), dtype=bool)
+        fast[bn[ok]] = True
+    out = keys
+    if not fast.all():
+        slow = np.flatnonzero(~fast)
+        vals = pa.array([slow_render(k) for k in keys.take(pa.array(slow)).cast(pa.large_string()).to_pylist()],
+                        _BIN)
+        out = pc.replace_with_mask(keys, pa.array(~fast), vals)
+    tables = [out if (pre, post) == (b"", b"") else _join(pre, out, post) for pre, post in wraps]
+    return tables[0] if len(tables) == 1 else pa.concat_arrays(tables)
 
 
 # --------------------------------------------------------------------------
@@ -236,11 +382,8 @@ def column(result: QueryResult, col: np.ndarray, render, wrap: list[tuple[bytes,
     keys = keys_arrow(result, uniq)
     if check is not None:
         check(int(keys.nbytes))
-    frag = render(keys)
     d = len(uniq)
-    tables = [frag if (pre, post) == (b"", b"") else _join(pre, frag, post) for pre, post in wrap]
-    tables.append(pa.array([b""], _BIN))
-    table = pa.concat_arrays(tables)
+    table = pa.concat_arrays([render(keys, wrap), pa.array([b""], _BIN)])
     if variant is not None:
         inv = inv + d * (variant if all_bound else variant[bound])
     if all_bound:
@@ -260,13 +403,21 @@ def _buffer_bytes(arr: pa.Array) -> memoryview:
     return memoryview(data)[int(offs[0]):int(offs[-1])]
 
 
+class RenderCancelled(Exception):
+    """The reader of a streamed answer went away (:meth:`Rendered.cancel`): the
+    rest of the body is not built."""
+
+
 class Rendered:
     """A body of known size made of ``head``, rows rendered chunk by chunk and
     ``tail``. ``size`` is exact; :meth:`chunks` yields the bytes in order
-    (rows built lazily, ``CHUNK_ROWS`` at a time); :meth:`body` joins them."""
+    (rows built lazily, ``CHUNK_ROWS`` at a time); :meth:`body` joins them.
+    :meth:`cancel` (from any thread, e.g. when the client disconnects) makes
+    the next chunk raise :class:`RenderCancelled` instead of being built."""
 
     def __init__(self, head: bytes, columns: list[Column], n: int, row_pre: bytes, col_sep: bytes,
                  row_post: bytes, strip: int, tail: bytes):
+        self.cancelled = False
         self.head, self.columns, self.n = head, columns, n
         self.row_pre, self.col_sep, self.row_post, self.strip, self.tail = row_pre, col_sep, row_post, strip, tail
         per_row = len(row_pre) + len(row_post) + len(col_sep) * max(0, len(columns) - 1)
@@ -287,6 +438,8 @@ class Rendered:
         yield self.head
         n = self.n
         for a in range(0, n, CHUNK_ROWS):
+            if self.cancelled:
+                raise RenderCancelled(f"the answer's reader went away after {a:,} of {n:,} rows")
             if tick is not None:
                 tick()
             b = min(n, a + CHUNK_ROWS)
@@ -295,6 +448,10 @@ class Rendered:
                 mv = mv[: len(mv) - self.strip]
             yield mv
         yield self.tail
+
+    def cancel(self) -> None:
+        """Stop building: the next chunk raises :class:`RenderCancelled`."""
+        self.cancelled = True
 
     def body(self, tick: Callable[[], None] | None = None) -> bytes:
         return b"".join(self.chunks(tick))

@@ -139,8 +139,11 @@ def parse_double(lex: str) -> float | None:
 
 def to_double(v) -> float:
     """float of an int/Decimal/float; integers beyond the double range give
-    +-INF (XPath casting) instead of Python's OverflowError."""
+    +-INF (XPath casting) instead of Python's OverflowError. xsd:decimal has no
+    negative zero: a decimal "-0.0" is the double 0.0."""
     try:
+        if isinstance(v, Decimal) and not v:
+            return 0.0
         return float(v)
     except OverflowError:
         return math.inf if v > 0 else -math.inf
@@ -258,10 +261,13 @@ def _decimal_div(x: Decimal, y: Decimal) -> Decimal:
 
 
 def num_abs(a: Num) -> Num:
-    return Num(a.rank, abs(a.v))
+    # Decimal's abs() and unary minus round to the context's 28 digits: copy_abs/copy_negate are exact
+    return Num(a.rank, a.v.copy_abs() if isinstance(a.v, Decimal) else abs(a.v))
 
 
 def num_neg(a: Num) -> Num:
+    if isinstance(a.v, Decimal):
+        return Num(a.rank, a.v.copy_negate() if a.v else a.v.copy_abs())  # xsd:decimal has no -0
     return Num(a.rank, -a.v)
 
 
