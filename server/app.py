@@ -138,7 +138,7 @@ class EdgeMiddleware:
                     headers = header_dict(scope)
                     reply = await handler(self.state, method, scope, headers, scope.get("query_string", b""),
                                           asgi_body_reader(receive, self.max_body))
-                    await self._send_reply(send_wrapped, method, reply)
+                    await reply.send(send_wrapped, method, receive)
                 else:
                     await self.app(scope, receive, send_wrapped)
         except Exception as exc:  # the last line of defence: answer JSON, never crash

@@ -266,3 +266,53 @@ def test_head_of_a_streamed_answer_gives_its_length_and_no_body(big_server):
     with urllib.request.urlopen(req, timeout=60) as r:
         assert int(r.headers["Content-Length"]) == n
         assert r.read() == b""
+
+
+class _Endless:
+    """A stream that would build forever unless cancelled (as a renderer's ``cancel`` does)."""
+
+    size = 1 << 40
+
+    def __init__(self):
+        self.built = 0
+        self.cancelled = False
+
+    def chunks(self, tick):
+        while True:
+            if self.cancelled:
+                raise render.RenderCancelled("cancelled")
+            self.built += 1
+            yield b"x" * 1000
+
+    def cancel(self):
+        self.cancelled = True
+
+
+def test_a_client_that_goes_away_stops_the_building(monkeypatch):
+    import server.api.common as common
+
+    monkeypatch.setattr(common, "STREAM_PIECE", 4000)
+    stream = _Endless()
+    sent = []
+
+    async def main():
+        first_piece = asyncio.Event()
+
+        async def send(msg):
+            sent.append(msg)
+            if msg.get("body"):
+                first_piece.set()
+                await asyncio.sleep(0.01)
+
+        async def receive():  # the request body was read; the next message is the disconnect
+            await first_piece.wait()
+            return {"type": "http.disconnect"}
+
+        reply = Reply(200, b"", "text/csv", stream=stream)
+        with pytest.raises(StreamAborted):
+            await asyncio.wait_for(reply.send(send, "GET", receive), 30)
+
+    asyncio.run(main())
+    assert stream.cancelled
+    assert stream.built < 1000  # stopped within a few pieces, not after its whole size
+    assert all(m.get("more_body", False) for m in sent[1:])  # never claims the end of the body

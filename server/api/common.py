@@ -85,14 +85,16 @@ class Reply:
             out.append((k.lower().encode("latin-1"), str(v).encode("latin-1")))
         return out
 
-    async def send(self, send, method: str) -> None:
+    async def send(self, send, method: str, receive=None) -> None:
         """Write the answer as ASGI messages. A streamed body goes out in pieces of
         about ``STREAM_PIECE`` bytes, each built in a worker thread (the loop stays
         free); its Content-Length is exact and was checked against the response
         bounds before the status line. Should building a piece fail (the deadline
         passed), the body ends short of its Content-Length and the connection
         closes: the client sees an incomplete answer, never a short one that
-        looks complete."""
+        looks complete. With ``receive`` (the request body already read), a
+        client that goes away stops the building at the next piece: the
+        renderer is cancelled instead of writing the rest into a closed socket."""
         await send({"type": "http.response.start", "status": self.status, "headers": self.raw_headers()})
         if method == "HEAD" or self.status in (204, 304):
             await send({"type": "http.response.body", "body": b""})
@@ -103,18 +105,31 @@ class Reply:
         loop = asyncio.get_running_loop()
         tick = None if self.deadline is None else _deadline_tick(self.deadline)
         pieces = _pieces(self.stream.chunks(tick))
+        gone = asyncio.Event()
+        watch = None if receive is None else asyncio.ensure_future(_watch_disconnect(receive, gone, self.stream))
         sent = 0
-        while True:
-            try:
-                piece = await loop.run_in_executor(None, next, pieces, None)
-            except Exception as exc:
-                log.warning("streamed answer stopped after %d of %d bytes: %s", sent, self.stream.size, exc)
-                raise StreamAborted(str(exc)) from None
-            if piece is None:
-                break
-            sent += len(piece)
-            await send({"type": "http.response.body", "body": piece, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
+        try:
+            while True:
+                if gone.is_set():
+                    log.info("streamed answer stopped after %d of %d bytes: the client went away", sent, self.stream.size)
+                    raise StreamAborted("the client went away")
+                try:
+                    piece = await loop.run_in_executor(None, next, pieces, None)
+                except Exception as exc:
+                    if gone.is_set():
+                        log.info("streamed answer stopped after %d of %d bytes: the client went away",
+                                 sent, self.stream.size)
+                    else:
+                        log.warning("streamed answer stopped after %d of %d bytes: %s", sent, self.stream.size, exc)
+                    raise StreamAborted(str(exc)) from None
+                if piece is None:
+                    break
+                sent += len(piece)
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            if watch is not None:
+                watch.cancel()
 
 
 #: bytes gathered into one write of a streamed answer
@@ -124,6 +139,20 @@ STREAM_PIECE = 1 << 20
 class StreamAborted(Exception):
     """A streamed body stopped part way; the response has started, so the only
     honest ending is to close the connection short of its Content-Length."""
+
+
+async def _watch_disconnect(receive, gone: asyncio.Event, stream) -> None:
+    """Wait for the client to go away (``http.disconnect``) while an answer streams;
+    then flag it and cancel the renderer (``cancel()``, where it has one) so the
+    piece being built in its thread stops at its next chunk."""
+    while True:
+        message = await receive()
+        if message.get("type") == "http.disconnect":
+            gone.set()
+            cancel = getattr(stream, "cancel", None)
+            if cancel is not None:
+                cancel()
+            return
 
 
 def _deadline_tick(deadline: float):
