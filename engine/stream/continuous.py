@@ -45,9 +45,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.arrays import unique
+from engine.exec import render
 from engine.exec import serialize as _ser
+from engine.exec.bindings import distinct_inverse
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
 from engine.exec.result import UNBOUND, QueryResult
@@ -65,6 +69,7 @@ __all__ = ["BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "s
 
 _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
 _EMPTY1 = np.zeros(0, dtype=np.int64)
+_BIN = pa.large_binary()
 #: instants in a row whose restricted stored part exceeded the limit, after which a query with a
 #: wide stored pattern takes the merged view without trying (each try reads the stored graphs)
 _DEFER_TRIES = 2
@@ -480,6 +485,8 @@ class _JsonTerms:
     diff ids) are rendered every time."""
 
     MAX = 1 << 16
+    #: above this many rows the event is assembled by Arrow kernels (:meth:`_large`)
+    LARGE = 2048
 
     def __init__(self):
         self._d: dict[int, bytes] = {}
@@ -508,6 +515,8 @@ class _JsonTerms:
         n = len(res)
         if n == 0 or not res.vars:
             return sparql_json(res, extra)
+        if n > self.LARGE:
+            return self._large(res, extra)
         cols = []
         holes = False
         for v, c in zip(res.vars, res.columns, strict=True):
@@ -541,6 +550,58 @@ class _JsonTerms:
         flat[m + 1] = extra
         flat[m + 2] = b"}"
         return b"".join(flat)
+
+
+    def _large(self, res: QueryResult, extra: bytes) -> bytes:
+        """A large answer (C2, C8: thousands of rows): each column's distinct ids rendered once
+        (from the cache while they are few, by the Arrow kernels of :mod:`engine.exec.render`
+        when many are new) and the rows assembled by Arrow element-wise joins -- no Python per
+        row. Holes (unbound cells) take the serializer's own vectorized writer."""
+        cols = [np.asarray(c, dtype=np.int64) for c in res.columns]
+        if any(bool((c == UNBOUND).any()) for c in cols):
+            return sparql_json(res, extra)
+        n = len(res)
+        head = b'{"head":{"vars":' + orjson.dumps(list(res.vars)) + b'},"results":{"bindings":['
+        tables, invs = [], []
+        for j, (v, c) in enumerate(zip(res.vars, cols, strict=True)):
+            name = (b"," if j else b"") + orjson.dumps(v) + b":"
+            uniq, inv = distinct_inverse(c)
+            if len(uniq) <= render.SMALL_DISTINCT:
+                tables.append([name + x for x in self.render(uniq.tolist(), res.terms)])
+            else:
+                frag = render.json_fragments(render.keys_arrow(res, uniq), _ser._json_bytes)
+                tables.append(pc.binary_join_element_wise(pa.scalar(name, _BIN), frag, pa.scalar(b"", _BIN)))
+            invs.append(inv)
+        # adjacent columns with few distinct combinations (a cross product of a few values per
+        # column, columns bound together) merge into blocks, each distinct combination rendered
+        # once; the rows are then assembled from the blocks (one block: picked by code)
+        cap = min(render.SMALL_DISTINCT, max(1, n // 8))
+        blocks: list = []   # (fragments, index per row)
+        cur = None
+        for t, inv in zip(tables, invs, strict=True):
+            if not isinstance(t, list):
+                if cur is not None:
+                    blocks.append(cur)
+                    cur = None
+                blocks.append((t, inv))
+                continue
+            if cur is not None and len(cur[0]) * len(t) < 1 << 62:
+                ucode, rinv = distinct_inverse(cur[1] * len(t) + inv)
+                if len(ucode) <= cap:
+                    hi, lo = (ucode // len(t)).tolist(), (ucode % len(t)).tolist()
+                    prev = cur[0]
+                    cur = ([prev[i] + t[k] for i, k in zip(hi, lo, strict=True)], rinv)
+                    continue
+                blocks.append(cur)
+            cur = (t, inv)
+        if cur is not None:
+            blocks.append(cur)
+        if len(blocks) == 1 and isinstance(blocks[0][0], list):
+            frags = np.empty(len(blocks[0][0]), dtype=object)
+            frags[:] = blocks[0][0]
+            return b"".join([head, b"{", b"},{".join(frags[blocks[0][1]].tolist()), b"}]}", extra, b"}"])
+        out = [render.Column(t if not isinstance(t, list) else pa.array(t, _BIN), inv) for t, inv in blocks]
+        return render.Rendered(head, out, n, b"{", b"", b"},", 1, b"]}" + extra + b"}").body()
 
 
 def _window_member(window: dict) -> bytes:
