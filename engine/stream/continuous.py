@@ -61,6 +61,7 @@ from engine.kv.views import EmptyGraph, merged_view
 from engine.sparql import algebra as A
 from engine.stream.absorb import AbsorbLog
 from engine.stream.incremental import IncrementalCore, find_core
+from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.transient import TransientStore
 from engine.stream.window_graph import SMALL_WINDOW, SlidingWindowGraph, SmallGraph
 from engine.stream.windows import Window, first_instant, leaves_at, window_member
@@ -70,6 +71,11 @@ __all__ = ["BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "s
 _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
 _EMPTY1 = np.zeros(0, dtype=np.int64)
 _BIN = pa.large_binary()
+#: instants whose compact default graph holds at most this many triples evaluate their BGP core
+#: tuple at a time (:mod:`engine.stream.tiny`); larger ones take the vectorized executor
+TINY_WINDOW = 1024
+#: the dataset of the tuple-at-a-time path: nothing above its BGP core reads a graph
+_NO_GRAPH = DatasetView(EmptyGraph(), {}, ("tiny",))
 #: instants in a row whose restricted stored part exceeded the limit, after which a query with a
 #: wide stored pattern takes the merged view without trying (each try reads the stored graphs)
 _DEFER_TRIES = 2
@@ -641,6 +647,8 @@ class InstantEvaluator:
         self._json = _JsonTerms()
         self._compact = _Compact(query)
         self._graph: SmallGraph | None = None   # the compact path's graph, reloaded per instant
+        tiny = TinyCore(query) if self._compact.patterns is not None else None
+        self._tiny = tiny if tiny is not None and tiny.usable else None
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -699,6 +707,19 @@ class InstantEvaluator:
     def compact_dataset(self, ctx: QueryContext, t: int) -> DatasetView | None:
         """The dataset of instant ``t`` as one small graph (see :class:`_Compact`), or None
         when the query or the instant does not qualify."""
+        rows = self.compact_rows(ctx, t)
+        return None if rows is None else self._compact_view(rows)
+
+    def _compact_view(self, rows: np.ndarray) -> DatasetView:
+        if self._graph is None:
+            self._graph = SmallGraph(rows)
+        else:
+            self._graph.load(rows)
+        return DatasetView(self._graph, {}, _InstantPlans.COMPACT[1])
+
+    def compact_rows(self, ctx: QueryContext, t: int) -> np.ndarray | None:
+        """The triples of instant ``t``'s compact default graph (duplicates possible), or None
+        when the query or the instant does not qualify (see :class:`_Compact`)."""
         cp = self._compact
         if cp.patterns is None:
             return None
@@ -743,11 +764,7 @@ class InstantEvaluator:
         # the windows' size, as :meth:`dataset` counts it (the stored part changes only with ``sn``):
         # an instant on the other path then keeps the plans
         self._plans.fresh(total - len(stored), snap.sn)
-        if self._graph is None:
-            self._graph = SmallGraph(rows)
-        else:
-            self._graph.load(rows)
-        return DatasetView(self._graph, {}, _InstantPlans.COMPACT[1])
+        return rows
 
     # -- unchanged instants -------------------------------------------------------
     def capture(self, t: int) -> tuple:
@@ -832,7 +849,14 @@ class InstantEvaluator:
                            plan_cache=self._plans)
         inc = self.incremental_core
         maintain = inc is not None and inc.wants()
-        ds = None if maintain else self.compact_dataset(ctx, t)
+        rows = None if maintain else self.compact_rows(ctx, t)
+        if rows is not None and self._tiny is not None and len(rows) <= TINY_WINDOW:
+            res = self._evaluate_tiny(ctx, rows)
+            if res is not None:
+                if inc is not None:
+                    inc.record_plain((time.perf_counter() - t0) * 1000.0)
+                return res
+        ds = None if rows is None else self._compact_view(rows)
         if ds is not None:
             res = evaluate_query(self.query, ctx, ds)
             if inc is not None:
@@ -850,6 +874,20 @@ class InstantEvaluator:
         if inc is not None:
             inc.record_plain((time.perf_counter() - t0) * 1000.0)
         return res
+
+    def _evaluate_tiny(self, ctx: QueryContext, rows: np.ndarray) -> QueryResult | None:
+        """The instant by :class:`~engine.stream.tiny.TinyCore` (the BGP tuple at a time, the
+        operators above it by the executor); None when it hands the instant back."""
+        sol = self._tiny.solutions(rows, ctx)
+        if sol is None:
+            return None
+        ev = TinyEvaluator(ctx, _NO_GRAPH, self._tiny.base, sol)
+        try:
+            return evaluate_query(self.query, ctx, _NO_GRAPH, evaluator=ev)
+        except TinyFallback:
+            return None
+        finally:
+            ctx.evaluator = None
 
     def run(self, t: int) -> tuple[bytes, float]:
         """Evaluate instant ``t``: returns (the event's data JSON, latency in ms)."""
