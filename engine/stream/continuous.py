@@ -648,6 +648,8 @@ class InstantEvaluator:
         self._json = _JsonTerms()
         self._compact = _Compact(query)
         self._graph: SmallGraph | None = None   # the compact path's graph, reloaded per instant
+        self._n_stored = 0   # the stored part at the head of the compact rows (compact_rows)
+        self._stored_arr = _EMPTY3
         delta = DeltaGuard(query)
         self._delta = delta if delta.patterns is not None else None
         tiny = TinyCore(query) if self._compact.patterns is not None else None
@@ -767,6 +769,8 @@ class InstantEvaluator:
         # the windows' size, as :meth:`dataset` counts it (the stored part changes only with ``sn``):
         # an instant on the other path then keeps the plans
         self._plans.fresh(total - len(stored), snap.sn)
+        self._n_stored = len(stored)
+        self._stored_arr = stored
         return rows
 
     # -- unchanged instants -------------------------------------------------------
@@ -853,7 +857,7 @@ class InstantEvaluator:
         inc = self.incremental_core
         maintain = inc is not None and inc.wants()
         rows = None if maintain else self.compact_rows(ctx, t)
-        if rows is not None and self._tiny is not None and len(rows) <= TINY_WINDOW:
+        if rows is not None and self._tiny is not None and len(rows) - self._n_stored <= TINY_WINDOW:
             res = self._evaluate_tiny(ctx, rows)
             if res is not None:
                 if inc is not None:
@@ -881,7 +885,7 @@ class InstantEvaluator:
     def _evaluate_tiny(self, ctx: QueryContext, rows: np.ndarray) -> QueryResult | None:
         """The instant by :class:`~engine.stream.tiny.TinyCore` (the BGP tuple at a time, the
         operators above it by the executor); None when it hands the instant back."""
-        sol = self._tiny.solutions(rows, ctx)
+        sol = self._tiny.solutions(rows, ctx, self._stored_arr)
         if sol is None:
             return None
         ev = TinyEvaluator(ctx, _NO_GRAPH, self._tiny.base, sol)

@@ -31,6 +31,9 @@ from engine.stream.incremental import _UNARY, find_core
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
 
 
+_NONE = np.zeros((0, 3), dtype=np.int64)
+
+
 class TinyFallback(Exception):
     """The executor asked the core for something the tuple-at-a-time rows cannot answer."""
 
@@ -59,6 +62,9 @@ class TinyCore:
         self._sn = None
         self._pats: list | None = None        # per pattern: (s, p, o) with ("c", id) / ("v", name)
         self._preds = np.zeros(0, dtype=np.int64)
+        self._stored_key = None
+        self._stored: list = []
+        self._stored_ref = None
 
     @property
     def usable(self) -> bool:
@@ -77,18 +83,19 @@ class TinyCore:
         self._sn = sn
 
     # -- matches ---------------------------------------------------------------
-    def _matches(self, rows: np.ndarray) -> list[list[tuple]] | None:
-        """Per pattern, its distinct matching triples as ``(s, o)`` pairs of Python ints."""
+    def _select(self, rows: np.ndarray) -> list[list[tuple]]:
+        """Per pattern, its distinct matching triples of ``rows`` as ``(s, o)`` pairs of ints."""
+        out: list[list[tuple]] = []
+        if not len(rows):
+            return [[] for _ in self._pats]
         order = np.argsort(rows[:, 1], kind="stable")
         ps = rows[order, 1]
         lo = ps.searchsorted(self._preds, "left").tolist()
         hi = ps.searchsorted(self._preds, "right").tolist()
         span = dict(zip(self._preds.tolist(), zip(lo, hi, strict=True), strict=True))
-        out: list[list[tuple]] = []
         memo: dict[tuple, list[tuple]] = {}
         for s, p, o in self._pats:
-            key = (s if s[0] == "c" else None, p[1], o if o[0] == "c" else None,
-                   s[0] == "v" and s == o)
+            key = (s if s[0] == "c" else None, p[1], o if o[0] == "c" else None, s[0] == "v" and s == o)
             got = memo.get(key)
             if got is None:
                 a, b = span[p[1]]
@@ -110,15 +117,35 @@ class TinyCore:
             out.append(got)
         return out
 
+    def _matches(self, rows: np.ndarray, stored: np.ndarray) -> list[_Match]:
+        """Per pattern, its matches: the stored part (``stored``, the first rows of ``rows``;
+        the same array object for a store snapshot: selected and indexed once) and the
+        instant's part (the other rows, minus triples the stored part holds)."""
+        n_stored = len(stored)
+        key = (self._sn, id(stored), n_stored)
+        if self._stored_key != key or self._stored_ref is not stored:
+            self._stored = [_Match(m) for m in self._select(stored)]
+            self._stored_key = key
+            self._stored_ref = stored   # keeps the array (and so its id) alive
+        inst = self._select(rows[n_stored:])
+        out = []
+        for sm, wm in zip(self._stored, inst, strict=True):
+            if sm.pairs:
+                have = sm.pairset()
+                wm = [p for p in wm if p not in have]
+            out.append(sm.with_instant(wm) if wm else sm)
+        return out
+
     # -- the join ----------------------------------------------------------------
-    def solutions(self, rows: np.ndarray, ctx) -> Bindings | None:
+    def solutions(self, rows: np.ndarray, ctx, stored: np.ndarray | None = None) -> Bindings | None:
         """The BGP's solutions over the distinct triples of ``rows`` ((n, 3) int64, duplicates
-        allowed); None when the intermediate rows exceed the bound (the caller evaluates the
-        instant vectorized)."""
+        allowed), whose first rows are ``stored`` (the store's part: the same array object
+        while the store snapshot is the same, its matches are kept); None when the
+        intermediate rows exceed the bound (the caller evaluates the instant vectorized)."""
         self._resolve(ctx)
         if self._pats is None:   # a constant the store does not hold: no solution
             return Bindings.empty(self.vars)
-        matches = self._matches(rows)
+        matches = self._matches(rows, _NONE if stored is None else stored)
         limit = self.max_rows if ctx.max_rows is None else min(self.max_rows, ctx.max_rows)
         pats = self._pats
         left = list(range(len(pats)))
@@ -147,7 +174,7 @@ class TinyCore:
                         len(cur))
 
     @staticmethod
-    def _step(cur: list[tuple], pat, pairs: list[tuple], slots: dict, limit: int) -> list[tuple] | None:
+    def _step(cur: list[tuple], pat, m: _Match, slots: dict, limit: int) -> list[tuple] | None:
         s, _, o = pat
         ends = []   # (index in the pair, var name) of the variable ends, a repeated variable once
         if s[0] == "v":
@@ -156,43 +183,119 @@ class TinyCore:
             ends.append((1, o[1]))
         bound = [(k, slots[v]) for k, v in ends if v in slots]
         free = [(k, v) for k, v in ends if v not in slots]
-        if not pairs:
+        if not len(m):
             return []
         if not free:   # a test of every row
             if not bound:
                 return cur
             if len(bound) == 1:
                 (k, j), = bound
-                have = {p[k] for p in pairs}
-                return [r for r in cur if r[j] in have]
+                return [r for r in cur if m.has(k, r[j])]
             (k0, j0), (k1, j1) = bound
-            have = {(p[k0], p[k1]) for p in pairs}
-            return [r for r in cur if (r[j0], r[j1]) in have]
+            have = m.pairset()
+            if k0 == 0:
+                return [r for r in cur if (r[j0], r[j1]) in have or m.has_instant((r[j0], r[j1]))]
+            return [r for r in cur if (r[j1], r[j0]) in have or m.has_instant((r[j1], r[j0]))]
         for _, v in free:
             slots[v] = len(slots)
         if not bound:   # a product with the pattern's (distinct) values
-            if len(cur) * len(pairs) > limit:
+            if len(cur) * len(m) > limit:
                 return None
-            if len(free) == 1:
-                k = free[0][0]
-                vals = [(p[k],) for p in pairs]
-            else:
-                vals = pairs
+            vals = m.values(free[0][0]) if len(free) == 1 else m.all_pairs()
             return [r + x for r in cur for x in vals]
         (kb, j), = bound
         (kf, _), = free
-        idx: dict[int, list] = {}
-        for p in pairs:
-            idx.setdefault(p[kb], []).append((p[kf],))
         out: list[tuple] = []
-        get = idx.get
         for r in cur:
-            hit = get(r[j])
-            if hit is not None:
+            hit = m.get(kb, r[j])
+            if hit:
                 out += [r + x for x in hit]
                 if len(out) > limit:
                     return None
         return out
+
+
+class _Match:
+    """One pattern's distinct ``(s, o)`` pairs: a stored part whose indexes are built on first use
+    and kept while the store snapshot is the same, plus an instant's part (not in the stored one)."""
+
+    __slots__ = ("pairs", "inst", "_set", "_ends", "_idx", "_iset", "_iidx")
+
+    def __init__(self, pairs: list[tuple], base: _Match | None = None):
+        self.pairs = pairs
+        self.inst: list[tuple] = []
+        self._set = None
+        self._ends: dict[int, set] = {}
+        self._idx: dict[int, dict] = {}
+        self._iset = None
+        self._iidx: dict[int, dict] = {}
+
+    def with_instant(self, inst: list[tuple]) -> _Match:
+        m = _Match.__new__(_Match)
+        m.pairs, m.inst = self.pairs, inst
+        # the stored indexes are shared with the cached match (built there, kept across instants)
+        m._set, m._ends, m._idx = self, self._ends, self._idx
+        m._iset, m._iidx = None, {}
+        return m
+
+    def __len__(self) -> int:
+        return len(self.pairs) + len(self.inst)
+
+    def pairset(self) -> set:
+        base = self._set
+        if isinstance(base, _Match):
+            return base.pairset()
+        if base is None:
+            base = self._set = set(self.pairs)
+        return base
+
+    def has_instant(self, pair: tuple) -> bool:
+        if not self.inst:
+            return False
+        if self._iset is None:
+            self._iset = set(self.inst)
+        return pair in self._iset
+
+    def has(self, k: int, v: int) -> bool:
+        e = self._ends.get(k)
+        if e is None:
+            e = self._ends[k] = {p[k] for p in self.pairs}
+        if v in e:
+            return True
+        if self.inst:
+            ie = self._iidx.get(-1 - k)
+            if ie is None:
+                ie = self._iidx[-1 - k] = {p[k]: None for p in self.inst}
+            return v in ie
+        return False
+
+    def get(self, kb: int, v: int) -> list[tuple]:
+        idx = self._idx.get(kb)
+        if idx is None:
+            idx = self._idx[kb] = _index(self.pairs, kb)
+        hit = idx.get(v, ())
+        if self.inst:
+            ii = self._iidx.get(kb)
+            if ii is None:
+                ii = self._iidx[kb] = _index(self.inst, kb)
+            more = ii.get(v)
+            if more:
+                return list(hit) + more
+        return hit
+
+    def values(self, k: int) -> list[tuple]:
+        return [(p[k],) for p in self.pairs] + [(p[k],) for p in self.inst]
+
+    def all_pairs(self) -> list[tuple]:
+        return self.pairs + self.inst if self.inst else self.pairs
+
+
+def _index(pairs: list[tuple], kb: int) -> dict[int, list[tuple]]:
+    kf = 1 - kb
+    idx: dict[int, list] = {}
+    for p in pairs:
+        idx.setdefault(p[kb], []).append((p[kf],))
+    return idx
 
 
 class TinyEvaluator(Evaluator):
