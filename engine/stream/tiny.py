@@ -59,9 +59,11 @@ class TinyCore:
         self.base = node                      # the node of the parsed tree the rows answer
         self.triples = bgp.triples
         self.vars = bgp_vars(bgp.triples)
+        self._components = _components(bgp.triples)
         self._sn = None
         self._pats: list | None = None        # per pattern: (s, p, o) with ("c", id) / ("v", name)
-        self._preds = np.zeros(0, dtype=np.int64)
+        self._kp = np.zeros(0, dtype=np.int64)   # per distinct selection: p, s, o ids (-1: variable)
+        self._kof: list[int] = []                 # per pattern: its selection
         self._stored_key = None
         self._stored: list = []
         self._stored_ref = None
@@ -79,43 +81,41 @@ class TinyCore:
         res = resolve(self.triples, ctx.lookup)
         self._pats = res
         if res is not None:
-            self._preds = np.array(sorted({p[1] for _, p, _ in res}), dtype=np.int64)
+            # the distinct selections (patterns equal up to variable names select the same)
+            keys: dict[tuple, int] = {}
+            self._kof = []
+            for s, p, o in res:
+                key = (s[1] if s[0] == "c" else -1, p[1], o[1] if o[0] == "c" else -1, s[0] == "v" and s == o)
+                self._kof.append(keys.setdefault(key, len(keys)))
+            ks = list(keys)
+            self._ks = np.array([x[0] for x in ks], dtype=np.int64)
+            self._kp = np.array([x[1] for x in ks], dtype=np.int64)
+            self._ko = np.array([x[2] for x in ks], dtype=np.int64)
+            self._svar, self._ovar = self._ks < 0, self._ko < 0
+            self._same = np.array([x[3] for x in ks], dtype=bool)
+            self._any_same = bool(self._same.any())
         self._sn = sn
 
     # -- matches ---------------------------------------------------------------
     def _select(self, rows: np.ndarray) -> list[list[tuple]]:
-        """Per pattern, its distinct matching triples of ``rows`` as ``(s, o)`` pairs of ints."""
-        out: list[list[tuple]] = []
-        if not len(rows):
+        """Per pattern, its distinct matching triples of ``rows`` as ``(s, o)`` pairs of ints:
+        one (rows x distinct patterns) match matrix, one ``nonzero``, one read-out."""
+        k = len(self._kp)
+        if not len(rows) or not k:
             return [[] for _ in self._pats]
-        order = np.argsort(rows[:, 1], kind="stable")
-        ps = rows[order, 1]
-        lo = ps.searchsorted(self._preds, "left").tolist()
-        hi = ps.searchsorted(self._preds, "right").tolist()
-        span = dict(zip(self._preds.tolist(), zip(lo, hi, strict=True), strict=True))
-        memo: dict[tuple, list[tuple]] = {}
-        for s, p, o in self._pats:
-            key = (s if s[0] == "c" else None, p[1], o if o[0] == "c" else None, s[0] == "v" and s == o)
-            got = memo.get(key)
-            if got is None:
-                a, b = span[p[1]]
-                if a == b:
-                    got = []
-                else:
-                    sel = rows[order[a:b]]
-                    if s[0] == "c" or o[0] == "c" or key[3]:
-                        m = np.ones(b - a, dtype=bool)
-                        if s[0] == "c":
-                            m &= sel[:, 0] == s[1]
-                        if o[0] == "c":
-                            m &= sel[:, 2] == o[1]
-                        if key[3]:
-                            m &= sel[:, 0] == sel[:, 2]
-                        sel = sel[m]
-                    got = list(dict.fromkeys(zip(sel[:, 0].tolist(), sel[:, 2].tolist(), strict=True)))
-                memo[key] = got
-            out.append(got)
-        return out
+        m = rows[:, 1, None] == self._kp
+        m &= (rows[:, 0, None] == self._ks) | self._svar
+        m &= (rows[:, 2, None] == self._ko) | self._ovar
+        if self._any_same:
+            m &= (rows[:, 0] == rows[:, 2])[:, None] | ~self._same
+        pi, ri = np.nonzero(m.T)
+        if not len(pi):
+            return [[] for _ in self._pats]
+        sv, ov = rows[ri, 0].tolist(), rows[ri, 2].tolist()
+        bounds = pi.searchsorted(np.arange(k + 1)).tolist()
+        per = [list(dict.fromkeys(zip(sv[a:b], ov[a:b], strict=True))) if b > a else []
+               for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return [per[j] for j in self._kof]
 
     def _matches(self, rows: np.ndarray, stored: np.ndarray) -> list[_Match]:
         """Per pattern, its matches: the stored part (``stored``, the first rows of ``rows``;
@@ -147,18 +147,54 @@ class TinyCore:
             return Bindings.empty(self.vars)
         matches = self._matches(rows, _NONE if stored is None else stored)
         limit = self.max_rows if ctx.max_rows is None else min(self.max_rows, ctx.max_rows)
+        parts = []   # per connected component: (its solutions as tuples, var -> slot)
+        for comp in self._components:
+            got = self._join(comp, matches, limit, ctx)
+            if got is None:
+                return None
+            if not got[0]:
+                return Bindings.empty(self.vars)
+            parts.append(got)
+        # the product of the components, by repeat / tile of their columns: no Python per row
+        total = 1
+        for rs, _ in parts:
+            total *= len(rs)
+        if ctx.max_rows is not None and total > ctx.max_rows:
+            return None   # the vectorized path reports the row budget
+        cols: dict[str, np.ndarray] = {}
+        outer = 1
+        for rs, slots in parts:
+            n = len(rs)
+            inner = total // (outer * n)
+            if slots:
+                vals = list(zip(*rs, strict=True))
+                for v, j in slots.items():
+                    c = np.array(vals[j], dtype=np.int64)
+                    if inner > 1:
+                        c = np.repeat(c, inner)
+                    if outer > 1:
+                        c = np.tile(c, outer)
+                    cols[v] = c
+            outer *= n
+        return Bindings({v: cols[v] for v in self.vars}, total)
+
+    def _join(self, comp: list[int], matches: list, limit: int, ctx) -> tuple | None:
+        """The solutions of one connected group of patterns: ``(rows, var -> slot)``, None past
+        the bound. Order: a pattern whose variables are all bound (a test) first, then the
+        connected pattern with the fewest matches."""
         pats = self._pats
-        left = list(range(len(pats)))
+        left = list(comp)
         slots: dict[str, int] = {}
         cur: list[tuple] = [()]
         while left:
             ctx.check_budget()
-            # the connected pattern with the fewest matches (any pattern when none is connected)
             best = None
             for i in left:
                 s, _, o = pats[i]
+                sb = s[0] == "c" or s[1] in slots
+                ob = o[0] == "c" or o[1] in slots
                 conn = (s[0] == "v" and s[1] in slots) or (o[0] == "v" and o[1] in slots)
-                k = (not conn, len(matches[i]))
+                k = (not (sb and ob and conn), not conn, len(matches[i]))
                 if best is None or k < best[0]:
                     best = (k, i)
             i = best[1]
@@ -167,11 +203,8 @@ class TinyCore:
             if cur is None:
                 return None
             if not cur:
-                return Bindings.empty(self.vars)
-        pos = [slots[v] for v in self.vars]
-        cols = list(zip(*cur, strict=True))
-        return Bindings({v: np.array(cols[j], dtype=np.int64) for v, j in zip(self.vars, pos, strict=True)},
-                        len(cur))
+                return cur, slots
+        return cur, slots
 
     @staticmethod
     def _step(cur: list[tuple], pat, m: _Match, slots: dict, limit: int) -> list[tuple] | None:
@@ -296,6 +329,28 @@ def _index(pairs: list[tuple], kb: int) -> dict[int, list[tuple]]:
     for p in pairs:
         idx.setdefault(p[kb], []).append((p[kf],))
     return idx
+
+
+def _components(triples) -> list[list[int]]:
+    """The patterns' indexes grouped by connected component (patterns sharing a variable)."""
+    parent = list(range(len(triples)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for i, tp in enumerate(triples):
+        for term in (tp.s, tp.o):
+            if isinstance(term, A.Var):
+                j = first.setdefault(term.name, i)
+                parent[root(i)] = root(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(triples)):
+        groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
 
 
 class TinyEvaluator(Evaluator):
