@@ -526,21 +526,29 @@ class _JsonTerms:
             return self._large(res, extra)
         cols = []
         holes = False
-        for v, c in zip(res.vars, res.columns, strict=True):
-            name = orjson.dumps(v) + b":"
-            c = np.asarray(c, dtype=np.int64)
-            if n <= 64:
-                lst = c.tolist()
-                u = list(dict.fromkeys(lst))
-                frag = dict(zip(u, [b"" if x is None else name + x for x in self.render(u, res.terms)],
-                                strict=True))
-                cols.append([frag[i] for i in lst])
-            else:
+        if n <= 64:
+            # a few rows: every column's ids rendered by one call (one decode of the new terms)
+            lists = [np.asarray(c, dtype=np.int64).tolist() for c in res.columns]
+            u = list(dict.fromkeys(x for lst in lists for x in lst))
+            frag = dict(zip(u, self.render(u, res.terms), strict=True))
+            for v, lst in zip(res.vars, lists, strict=True):
+                name = orjson.dumps(v) + b":"
+                col = [frag[i] for i in lst]
+                if None in col:
+                    holes = True
+                    col = [b"" if x is None else name + x for x in col]
+                else:
+                    col = [name + x for x in col]
+                cols.append(col)
+        else:
+            for v, c in zip(res.vars, res.columns, strict=True):
+                name = orjson.dumps(v) + b":"
+                c = np.asarray(c, dtype=np.int64)
                 uniq, inv = _codes(c)
                 t = np.empty(len(uniq), dtype=object)
                 t[:] = [b"" if x is None else name + x for x in self.render(uniq.tolist(), res.terms)]
                 cols.append(t[inv].tolist())
-            holes = holes or bool((c == UNBOUND).any())
+                holes = holes or bool((c == UNBOUND).any())
         head = b'{"head":{"vars":' + orjson.dumps(list(res.vars)) + b'},"results":{"bindings":[{'
         if holes:
             rows = [b",".join([x for x in r if x]) for r in zip(*cols, strict=True)]
@@ -648,6 +656,7 @@ class InstantEvaluator:
         self._json = _JsonTerms()
         self._compact = _Compact(query)
         self._graph: SmallGraph | None = None   # the compact path's graph, reloaded per instant
+        self._tiny_last = False   # the last instant took the tuple-at-a-time path
         self._n_stored = 0   # the stored part at the head of the compact rows (compact_rows)
         self._stored_arr = _EMPTY3
         delta = DeltaGuard(query)
@@ -855,11 +864,16 @@ class InstantEvaluator:
                            term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None),
                            plan_cache=self._plans)
         inc = self.incremental_core
-        maintain = inc is not None and inc.wants()
+        # while the windows are small enough for the tuple-at-a-time path, evaluating from scratch
+        # is cheaper than maintaining (which reads the windows as slid graphs and joins deltas):
+        # the adaptive choice is not asked (its probes would cost a slow instant now and then)
+        maintain = inc is not None and not (self._tiny_last and inc.adaptive) and inc.wants()
         rows = None if maintain else self.compact_rows(ctx, t)
+        self._tiny_last = False
         if rows is not None and self._tiny is not None and len(rows) - self._n_stored <= TINY_WINDOW:
             res = self._evaluate_tiny(ctx, rows)
             if res is not None:
+                self._tiny_last = True
                 if inc is not None:
                     inc.record_plain((time.perf_counter() - t0) * 1000.0)
                 return res
