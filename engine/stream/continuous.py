@@ -731,9 +731,11 @@ class InstantEvaluator:
             self._graph.load(rows)
         return DatasetView(self._graph, {}, _InstantPlans.COMPACT[1])
 
-    def compact_rows(self, ctx: QueryContext, t: int) -> np.ndarray | None:
+    def compact_rows(self, ctx: QueryContext, t: int, unbounded: bool = False) -> np.ndarray | None:
         """The triples of instant ``t``'s compact default graph (duplicates possible), or None
-        when the query or the instant does not qualify (see :class:`_Compact`)."""
+        when the query or the instant does not qualify (see :class:`_Compact`). ``unbounded``:
+        windows of any size (for the one-pattern path of :mod:`engine.stream.tiny`, which
+        reads them by masks and builds no graph)."""
         cp = self._compact
         if cp.patterns is None:
             return None
@@ -761,7 +763,7 @@ class InstantEvaluator:
             store = bw.store
             with store._lock:  # the range and the read must see the same slices
                 g0, g1 = store.window_range(bw.window, t)
-                if total + g1 - g0 > 2 * SMALL_WINDOW:
+                if total + g1 - g0 > 2 * SMALL_WINDOW and not unbounded:
                     return None
                 spo, _ = store.read(g0, g1)
             parts.append(spo)
@@ -868,15 +870,19 @@ class InstantEvaluator:
         # is cheaper than maintaining (which reads the windows as slid graphs and joins deltas):
         # the adaptive choice is not asked (its probes would cost a slow instant now and then)
         maintain = inc is not None and not (self._tiny_last and inc.adaptive) and inc.wants()
-        rows = None if maintain else self.compact_rows(ctx, t)
+        tiny = self._tiny
+        flat = tiny is not None and tiny.flat
+        rows = None if maintain else self.compact_rows(ctx, t, unbounded=flat)
         self._tiny_last = False
-        if rows is not None and self._tiny is not None and len(rows) - self._n_stored <= TINY_WINDOW:
+        if rows is not None and tiny is not None and (flat or len(rows) - self._n_stored <= TINY_WINDOW):
             res = self._evaluate_tiny(ctx, rows)
             if res is not None:
                 self._tiny_last = True
                 if inc is not None:
                     inc.record_plain((time.perf_counter() - t0) * 1000.0)
                 return res
+        if rows is not None and len(rows) - self._n_stored > 2 * SMALL_WINDOW:
+            rows = None   # (read for the one-pattern path, which handed it back): too large a SmallGraph
         ds = None if rows is None else self._compact_view(rows)
         if ds is not None:
             res = evaluate_query(self.query, ctx, ds)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.arrays import unique
 from engine.exec.bindings import Bindings
 from engine.exec.evaluate import Evaluator
 from engine.plan.order import bgp_vars, resolve
@@ -32,6 +33,7 @@ __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
 
 
 _NONE = np.zeros((0, 3), dtype=np.int64)
+_PACK = 1 << 31
 
 
 class TinyFallback(Exception):
@@ -43,6 +45,8 @@ class TinyCore:
 
     #: intermediate rows above which an instant is handed to the vectorized path
     max_rows = 4096
+    #: solutions of a BGP of one-pattern components above which it is handed to the executor
+    flat_rows = 1 << 20
 
     def __init__(self, query: A.Query):
         self.base = None
@@ -60,6 +64,9 @@ class TinyCore:
         self.triples = bgp.triples
         self.vars = bgp_vars(bgp.triples)
         self._components = _components(bgp.triples)
+        self.flat = all(len(c) == 1 for c in self._components)
+        self._flat_key = None
+        self._flat_stored: list = []
         self._sn = None
         self._pats: list | None = None        # per pattern: (s, p, o) with ("c", id) / ("v", name)
         self._kp = np.zeros(0, dtype=np.int64)   # per distinct selection: p, s, o ids (-1: variable)
@@ -136,6 +143,64 @@ class TinyCore:
             out.append(sm.with_instant(wm) if wm else sm)
         return out
 
+    # -- one pattern per component: vectorized at any size ------------------------
+    def _mask(self, rows: np.ndarray) -> np.ndarray:
+        m = rows[:, 1, None] == self._kp
+        m &= (rows[:, 0, None] == self._ks) | self._svar
+        m &= (rows[:, 2, None] == self._ko) | self._ovar
+        if self._any_same:
+            m &= (rows[:, 0] == rows[:, 2])[:, None] | ~self._same
+        return m
+
+    def _flat(self, rows: np.ndarray, stored: np.ndarray, ctx) -> Bindings | None:
+        """Every component is one pattern (``?liker :like ?post``; a product of such): each
+        pattern's solutions are its distinct matching triples, selected by masks -- no index, no
+        Python per triple, whatever the window's size."""
+        n_stored = len(stored)
+        key = (self._sn, id(stored), n_stored)
+        if self._flat_key != key or self._stored_ref is not stored:
+            ms = self._mask(stored) if n_stored else None
+            self._flat_stored = [stored[ms[:, j]] if ms is not None else _NONE for j in range(len(self._kp))]
+            self._flat_key = key
+            self._stored_ref = stored
+        inst = rows[n_stored:]
+        mi = self._mask(inst) if len(inst) else None
+        sel = []
+        for j in range(len(self._kp)):
+            parts = [self._flat_stored[j]]
+            if mi is not None:
+                parts.append(inst[mi[:, j]])
+            sel.append(_distinct_so(np.concatenate(parts) if len(parts) > 1 else parts[0]))
+        cols: dict[str, np.ndarray] = {}
+        total = 1
+        per = []
+        for i, (s, _, o) in enumerate(self._pats):
+            ss, os_ = sel[self._kof[i]]
+            if not len(ss):
+                return Bindings.empty(self.vars)
+            c = {}
+            if s[0] == "v":
+                c[s[1]] = ss
+            if o[0] == "v" and o[1] not in c:
+                c[o[1]] = os_
+            n = len(ss) if c else 1
+            per.append((c, n))
+            total *= n
+        if total > (self.flat_rows if ctx.max_rows is None else min(self.flat_rows, ctx.max_rows)):
+            return None
+        outer = 1
+        for c, n in per:
+            inner = total // (outer * n)
+            for v, col in c.items():
+                col = np.ascontiguousarray(col, dtype=np.int64)
+                if inner > 1:
+                    col = np.repeat(col, inner)
+                if outer > 1:
+                    col = np.tile(col, outer)
+                cols[v] = col
+            outer *= n
+        return Bindings({v: cols[v] for v in self.vars}, total)
+
     # -- the join ----------------------------------------------------------------
     def solutions(self, rows: np.ndarray, ctx, stored: np.ndarray | None = None) -> Bindings | None:
         """The BGP's solutions over the distinct triples of ``rows`` ((n, 3) int64, duplicates
@@ -145,6 +210,8 @@ class TinyCore:
         self._resolve(ctx)
         if self._pats is None:   # a constant the store does not hold: no solution
             return Bindings.empty(self.vars)
+        if self.flat:
+            return self._flat(rows, _NONE if stored is None else stored, ctx)
         matches = self._matches(rows, _NONE if stored is None else stored)
         limit = self.max_rows if ctx.max_rows is None else min(self.max_rows, ctx.max_rows)
         parts = []   # per connected component: (its solutions as tuples, var -> slot)
@@ -329,6 +396,24 @@ def _index(pairs: list[tuple], kb: int) -> dict[int, list[tuple]]:
     for p in pairs:
         idx.setdefault(p[kb], []).append((p[kf],))
     return idx
+
+
+def _distinct_so(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (s, o) pairs of the triples of one selection (one predicate): a window is
+    a set, and stored and window triples may coincide. One sort of packed keys when the ids fit
+    in 31 bits (they do below 2^31 terms), else a lexsort."""
+    s, o = r[:, 0], r[:, 2]
+    if len(r) <= 1:
+        return s, o
+    if int(s.max()) < _PACK and int(o.max()) < _PACK:
+        u = unique((s << 32) | o)
+        return u >> 32, u & (_PACK - 1)
+    order = np.lexsort((o, s))
+    s, o = s[order], o[order]
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    keep[1:] = (s[1:] != s[:-1]) | (o[1:] != o[:-1])
+    return s[keep], o[keep]
 
 
 def _components(triples) -> list[list[int]]:
