@@ -27,7 +27,11 @@ evaluates instant ``t``:
    (:func:`engine.exec.evaluate.evaluate_query`) over a
    :class:`~engine.exec.evaluate.DatasetView` made here -- no change to the
    executor was needed. BGP plans are kept across the query's instants
-   (:class:`_InstantPlans`).
+   (:class:`_InstantPlans`). On the compact path, a query that is one BGP under
+   unary operators has its BGP answered tuple at a time from the instant's
+   triples (:mod:`engine.stream.tiny`) while the windows are small (any size
+   for single-pattern components), and an instant whose window change matches
+   none of the query's patterns reports the last result (:mod:`engine.stream.delta`).
 3. **Output.** RSTREAM: the result; ISTREAM / DSTREAM: the multiset difference
    of the solutions against the previous instant (set difference of the
    triples for CONSTRUCT), computed on term-stable ids (vectorized:
