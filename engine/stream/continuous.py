@@ -661,6 +661,8 @@ class InstantEvaluator:
         self._compact = _Compact(query)
         self._graph: SmallGraph | None = None   # the compact path's graph, reloaded per instant
         self._tiny_last = False   # the last instant took the tuple-at-a-time path
+        self._tiny_skip = 0       # instants left before trying that path again (after a hand-back)
+        self._tiny_backoff = 0
         self._n_stored = 0   # the stored part at the head of the compact rows (compact_rows)
         self._stored_arr = _EMPTY3
         delta = DeltaGuard(query)
@@ -878,13 +880,19 @@ class InstantEvaluator:
         flat = tiny is not None and tiny.flat
         rows = None if maintain else self.compact_rows(ctx, t, unbounded=flat)
         self._tiny_last = False
-        if rows is not None and tiny is not None and (flat or len(rows) - self._n_stored <= TINY_WINDOW):
+        if self._tiny_skip > 0:
+            self._tiny_skip -= 1
+        elif rows is not None and tiny is not None and (flat or len(rows) - self._n_stored <= TINY_WINDOW):
             res = self._evaluate_tiny(ctx, rows)
             if res is not None:
                 self._tiny_last = True
+                self._tiny_backoff = 0
                 if inc is not None:
                     inc.record_plain((time.perf_counter() - t0) * 1000.0)
                 return res
+            # handed back (too many rows for tuple-at-a-time): do not try again for a while
+            self._tiny_backoff = min(2 * self._tiny_backoff or 8, 256)
+            self._tiny_skip = self._tiny_backoff
         if rows is not None and len(rows) - self._n_stored > 2 * SMALL_WINDOW:
             rows = None   # (read for the one-pattern path, which handed it back): too large a SmallGraph
         ds = None if rows is None else self._compact_view(rows)

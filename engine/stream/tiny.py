@@ -45,6 +45,9 @@ class TinyCore:
 
     #: intermediate rows above which an instant is handed to the vectorized path
     max_rows = 4096
+    #: rows produced over all steps above which it is handed back too (~1 us of Python per
+    #: row and step against ~20 us per vectorized step)
+    max_work = 2048
     #: solutions of a BGP of one-pattern components above which it is handed to the executor
     flat_rows = 1 << 20
 
@@ -215,8 +218,9 @@ class TinyCore:
         matches = self._matches(rows, _NONE if stored is None else stored)
         limit = self.max_rows if ctx.max_rows is None else min(self.max_rows, ctx.max_rows)
         parts = []   # per connected component: (its solutions as tuples, var -> slot)
+        budget = [self.max_work]
         for comp in self._components:
-            got = self._join(comp, matches, limit, ctx)
+            got = self._join(comp, matches, limit, ctx, budget)
             if got is None:
                 return None
             if not got[0]:
@@ -245,7 +249,7 @@ class TinyCore:
             outer *= n
         return Bindings({v: cols[v] for v in self.vars}, total)
 
-    def _join(self, comp: list[int], matches: list, limit: int, ctx) -> tuple | None:
+    def _join(self, comp: list[int], matches: list, limit: int, ctx, budget: list[int]) -> tuple | None:
         """The solutions of one connected group of patterns: ``(rows, var -> slot)``, None past
         the bound. Order: a pattern whose variables are all bound (a test) first, then the
         connected pattern with the fewest matches."""
@@ -268,6 +272,9 @@ class TinyCore:
             left.remove(i)
             cur = self._step(cur, pats[i], matches[i], slots, limit)
             if cur is None:
+                return None
+            budget[0] -= len(cur)
+            if budget[0] < 0:   # many rows through many steps: the vectorized steps are cheaper
                 return None
             if not cur:
                 return cur, slots
