@@ -45,9 +45,10 @@ class TinyCore:
 
     #: intermediate rows above which an instant is handed to the vectorized path
     max_rows = 4096
-    #: rows produced over all steps above which it is handed back too (~1 us of Python per
-    #: row and step against ~20 us per vectorized step)
-    max_work = 2048
+    #: rows produced over all steps above which it is handed back too: ~1 us of Python per row
+    #: and step against ~20-40 us per vectorized step, so past a few dozen rows a step the
+    #: vectorized executor wins (CityBench C5: 300 rows through 8 steps)
+    max_work = 512
     #: solutions of a BGP of one-pattern components above which it is handed to the executor
     flat_rows = 1 << 20
 
@@ -270,7 +271,7 @@ class TinyCore:
                     best = (k, i)
             i = best[1]
             left.remove(i)
-            cur = self._step(cur, pats[i], matches[i], slots, limit)
+            cur = self._step(cur, pats[i], matches[i], slots, min(limit, budget[0]))
             if cur is None:
                 return None
             budget[0] -= len(cur)
