@@ -54,8 +54,8 @@ class DeltaGuard:
     change can affect its result. Backs off while the check keeps failing (windows where every
     change matches, like CityBench's observations), so it costs little where it cannot help."""
 
-    MISSES = 4          # failed checks in a row before backing off
-    BACKOFF_MAX = 64    # instants
+    MISSES = 2          # failed checks in a row before backing off
+    BACKOFF_MAX = 256   # instants
     hits_total = 0      # instants reused, all queries of the process (tests, diagnostics)
 
     def __init__(self, query: A.Query):
@@ -147,7 +147,7 @@ class DeltaGuard:
         self._misses += 1
         if self._misses >= self.MISSES:
             self._skip = self._backoff
-            self._backoff = min(self.BACKOFF_MAX, 2 * self._backoff)
+            self._backoff = min(self.BACKOFF_MAX, 4 * self._backoff)
             self._misses = 0
         return None
 
