@@ -145,7 +145,7 @@ class WindowedEvaluator(InstantEvaluator):
         from :meth:`dataset`."""
         return None
 
-    def compact_rows(self, ctx, t: int) -> None:
+    def compact_rows(self, ctx, t: int, unbounded: bool = False) -> None:
         """Never the compact path (see :meth:`compact_dataset`), nor its tuple-at-a-time one."""
         return None
 

@@ -5,16 +5,18 @@ executor's fixed cost per BGP step (~10-30 numpy calls on arrays of a few rows, 
 and the per-instant sort of the window into a :class:`~engine.stream.window_graph.SmallGraph`
 dominate an instant. :class:`TinyCore` answers the query's join core -- the one BGP under its
 chain of unary operators (:func:`~engine.stream.incremental.find_core`; every predicate
-constant) -- from the instant's triples directly: the triples are grouped by predicate with one
-sort, each pattern's matches are selected (constants by numpy masks) and its distinct
-``(s, o)`` pairs read out as Python ints, and the patterns are joined by hash lookups in an
-order chosen at each instant from the match counts. Everything above the BGP (FILTER,
+constant) -- from the instant's triples directly: one (rows x patterns) match matrix selects
+every pattern's triples, their distinct ``(s, o)`` pairs are read out as Python ints (the
+stored part's once per store snapshot, with its hash indexes), each connected component is
+joined by hash lookups in an order chosen at each instant from the match counts, and the
+components are combined by ``repeat`` / ``tile``. A BGP whose components are single patterns
+needs no join: its solutions are the masked triples, at any window size. Everything above the BGP (FILTER,
 aggregates, projection, DISTINCT, ORDER BY) still runs through the ordinary executor, so its
 semantics (errors, bags, unbound values) are the executor's.
 
-The intermediate results are bounded (:attr:`TinyCore.max_rows`): beyond that the instant is
-evaluated by the vectorized path (``None`` from :meth:`TinyCore.solutions`), which also owns
-the row budget's error.
+The intermediate results are bounded (:attr:`TinyCore.max_rows`, :attr:`TinyCore.max_work`):
+beyond that the instant is evaluated by the vectorized path (``None`` from
+:meth:`TinyCore.solutions`), which also owns the row budget's error.
 """
 
 from __future__ import annotations
