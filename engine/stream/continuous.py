@@ -27,7 +27,11 @@ evaluates instant ``t``:
    (:func:`engine.exec.evaluate.evaluate_query`) over a
    :class:`~engine.exec.evaluate.DatasetView` made here -- no change to the
    executor was needed. BGP plans are kept across the query's instants
-   (:class:`_InstantPlans`).
+   (:class:`_InstantPlans`). On the compact path, a query that is one BGP under
+   unary operators has its BGP answered tuple at a time from the instant's
+   triples (:mod:`engine.stream.tiny`) while the windows are small (any size
+   for single-pattern components), and an instant whose window change matches
+   none of the query's patterns reports the last result (:mod:`engine.stream.delta`).
 3. **Output.** RSTREAM: the result; ISTREAM / DSTREAM: the multiset difference
    of the solutions against the previous instant (set difference of the
    triples for CONSTRUCT), computed on term-stable ids (vectorized:
@@ -45,9 +49,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.arrays import unique
+from engine.exec import render
 from engine.exec import serialize as _ser
+from engine.exec.bindings import distinct_inverse
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
 from engine.exec.result import UNBOUND, QueryResult
@@ -56,7 +64,9 @@ from engine.formats import NTRIPLES
 from engine.kv.views import EmptyGraph, merged_view
 from engine.sparql import algebra as A
 from engine.stream.absorb import AbsorbLog
+from engine.stream.delta import DeltaGuard
 from engine.stream.incremental import IncrementalCore, find_core
+from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.transient import TransientStore
 from engine.stream.window_graph import SMALL_WINDOW, SlidingWindowGraph, SmallGraph
 from engine.stream.windows import Window, first_instant, leaves_at, window_member
@@ -65,6 +75,12 @@ __all__ = ["BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "s
 
 _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
 _EMPTY1 = np.zeros(0, dtype=np.int64)
+_BIN = pa.large_binary()
+#: instants whose compact default graph holds at most this many triples evaluate their BGP core
+#: tuple at a time (:mod:`engine.stream.tiny`); larger ones take the vectorized executor
+TINY_WINDOW = 1024
+#: the dataset of the tuple-at-a-time path: nothing above its BGP core reads a graph
+_NO_GRAPH = DatasetView(EmptyGraph(), {}, ("tiny",))
 #: instants in a row whose restricted stored part exceeded the limit, after which a query with a
 #: wide stored pattern takes the merged view without trying (each try reads the stored graphs)
 _DEFER_TRIES = 2
@@ -480,6 +496,8 @@ class _JsonTerms:
     diff ids) are rendered every time."""
 
     MAX = 1 << 16
+    #: above this many rows the event is assembled by Arrow kernels (:meth:`_large`)
+    LARGE = 2048
 
     def __init__(self):
         self._d: dict[int, bytes] = {}
@@ -508,23 +526,33 @@ class _JsonTerms:
         n = len(res)
         if n == 0 or not res.vars:
             return sparql_json(res, extra)
+        if n > self.LARGE:
+            return self._large(res, extra)
         cols = []
         holes = False
-        for v, c in zip(res.vars, res.columns, strict=True):
-            name = orjson.dumps(v) + b":"
-            c = np.asarray(c, dtype=np.int64)
-            if n <= 64:
-                lst = c.tolist()
-                u = list(dict.fromkeys(lst))
-                frag = dict(zip(u, [b"" if x is None else name + x for x in self.render(u, res.terms)],
-                                strict=True))
-                cols.append([frag[i] for i in lst])
-            else:
+        if n <= 64:
+            # a few rows: every column's ids rendered by one call (one decode of the new terms)
+            lists = [np.asarray(c, dtype=np.int64).tolist() for c in res.columns]
+            u = list(dict.fromkeys(x for lst in lists for x in lst))
+            frag = dict(zip(u, self.render(u, res.terms), strict=True))
+            for v, lst in zip(res.vars, lists, strict=True):
+                name = orjson.dumps(v) + b":"
+                col = [frag[i] for i in lst]
+                if None in col:
+                    holes = True
+                    col = [b"" if x is None else name + x for x in col]
+                else:
+                    col = [name + x for x in col]
+                cols.append(col)
+        else:
+            for v, c in zip(res.vars, res.columns, strict=True):
+                name = orjson.dumps(v) + b":"
+                c = np.asarray(c, dtype=np.int64)
                 uniq, inv = _codes(c)
                 t = np.empty(len(uniq), dtype=object)
                 t[:] = [b"" if x is None else name + x for x in self.render(uniq.tolist(), res.terms)]
                 cols.append(t[inv].tolist())
-            holes = holes or bool((c == UNBOUND).any())
+                holes = holes or bool((c == UNBOUND).any())
         head = b'{"head":{"vars":' + orjson.dumps(list(res.vars)) + b'},"results":{"bindings":[{'
         if holes:
             rows = [b",".join([x for x in r if x]) for r in zip(*cols, strict=True)]
@@ -541,6 +569,58 @@ class _JsonTerms:
         flat[m + 1] = extra
         flat[m + 2] = b"}"
         return b"".join(flat)
+
+
+    def _large(self, res: QueryResult, extra: bytes) -> bytes:
+        """A large answer (C2, C8: thousands of rows): each column's distinct ids rendered once
+        (from the cache while they are few, by the Arrow kernels of :mod:`engine.exec.render`
+        when many are new) and the rows assembled by Arrow element-wise joins -- no Python per
+        row. Holes (unbound cells) take the serializer's own vectorized writer."""
+        cols = [np.asarray(c, dtype=np.int64) for c in res.columns]
+        if any(bool((c == UNBOUND).any()) for c in cols):
+            return sparql_json(res, extra)
+        n = len(res)
+        head = b'{"head":{"vars":' + orjson.dumps(list(res.vars)) + b'},"results":{"bindings":['
+        tables, invs = [], []
+        for j, (v, c) in enumerate(zip(res.vars, cols, strict=True)):
+            name = (b"," if j else b"") + orjson.dumps(v) + b":"
+            uniq, inv = distinct_inverse(c)
+            if len(uniq) <= render.SMALL_DISTINCT:
+                tables.append([name + x for x in self.render(uniq.tolist(), res.terms)])
+            else:
+                frag = render.json_fragments(render.keys_arrow(res, uniq), _ser._json_bytes)
+                tables.append(pc.binary_join_element_wise(pa.scalar(name, _BIN), frag, pa.scalar(b"", _BIN)))
+            invs.append(inv)
+        # adjacent columns with few distinct combinations (a cross product of a few values per
+        # column, columns bound together) merge into blocks, each distinct combination rendered
+        # once; the rows are then assembled from the blocks (one block: picked by code)
+        cap = min(render.SMALL_DISTINCT, max(1, n // 8))
+        blocks: list = []   # (fragments, index per row)
+        cur = None
+        for t, inv in zip(tables, invs, strict=True):
+            if not isinstance(t, list):
+                if cur is not None:
+                    blocks.append(cur)
+                    cur = None
+                blocks.append((t, inv))
+                continue
+            if cur is not None and len(cur[0]) * len(t) < 1 << 62:
+                ucode, rinv = distinct_inverse(cur[1] * len(t) + inv)
+                if len(ucode) <= cap:
+                    hi, lo = (ucode // len(t)).tolist(), (ucode % len(t)).tolist()
+                    prev = cur[0]
+                    cur = ([prev[i] + t[k] for i, k in zip(hi, lo, strict=True)], rinv)
+                    continue
+                blocks.append(cur)
+            cur = (t, inv)
+        if cur is not None:
+            blocks.append(cur)
+        if len(blocks) == 1 and isinstance(blocks[0][0], list):
+            frags = np.empty(len(blocks[0][0]), dtype=object)
+            frags[:] = blocks[0][0]
+            return b"".join([head, b"{", b"},{".join(frags[blocks[0][1]].tolist()), b"}]}", extra, b"}"])
+        out = [render.Column(t if not isinstance(t, list) else pa.array(t, _BIN), inv) for t, inv in blocks]
+        return render.Rendered(head, out, n, b"{", b"", b"},", 1, b"]}" + extra + b"}").body()
 
 
 def _window_member(window: dict) -> bytes:
@@ -580,6 +660,15 @@ class InstantEvaluator:
         self._json = _JsonTerms()
         self._compact = _Compact(query)
         self._graph: SmallGraph | None = None   # the compact path's graph, reloaded per instant
+        self._tiny_last = False   # the last instant took the tuple-at-a-time path
+        self._tiny_skip = 0       # instants left before trying that path again (after a hand-back)
+        self._tiny_backoff = 0
+        self._n_stored = 0   # the stored part at the head of the compact rows (compact_rows)
+        self._stored_arr = _EMPTY3
+        delta = DeltaGuard(query)
+        self._delta = delta if delta.patterns is not None else None
+        tiny = TinyCore(query) if self._compact.patterns is not None else None
+        self._tiny = tiny if tiny is not None and tiny.usable else None
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -638,6 +727,21 @@ class InstantEvaluator:
     def compact_dataset(self, ctx: QueryContext, t: int) -> DatasetView | None:
         """The dataset of instant ``t`` as one small graph (see :class:`_Compact`), or None
         when the query or the instant does not qualify."""
+        rows = self.compact_rows(ctx, t)
+        return None if rows is None else self._compact_view(rows)
+
+    def _compact_view(self, rows: np.ndarray) -> DatasetView:
+        if self._graph is None:
+            self._graph = SmallGraph(rows)
+        else:
+            self._graph.load(rows)
+        return DatasetView(self._graph, {}, _InstantPlans.COMPACT[1])
+
+    def compact_rows(self, ctx: QueryContext, t: int, unbounded: bool = False) -> np.ndarray | None:
+        """The triples of instant ``t``'s compact default graph (duplicates possible), or None
+        when the query or the instant does not qualify (see :class:`_Compact`). ``unbounded``:
+        windows of any size (for the one-pattern path of :mod:`engine.stream.tiny`, which
+        reads them by masks and builds no graph)."""
         cp = self._compact
         if cp.patterns is None:
             return None
@@ -665,7 +769,7 @@ class InstantEvaluator:
             store = bw.store
             with store._lock:  # the range and the read must see the same slices
                 g0, g1 = store.window_range(bw.window, t)
-                if total + g1 - g0 > 2 * SMALL_WINDOW:
+                if total + g1 - g0 > 2 * SMALL_WINDOW and not unbounded:
                     return None
                 spo, _ = store.read(g0, g1)
             parts.append(spo)
@@ -682,11 +786,9 @@ class InstantEvaluator:
         # the windows' size, as :meth:`dataset` counts it (the stored part changes only with ``sn``):
         # an instant on the other path then keeps the plans
         self._plans.fresh(total - len(stored), snap.sn)
-        if self._graph is None:
-            self._graph = SmallGraph(rows)
-        else:
-            self._graph.load(rows)
-        return DatasetView(self._graph, {}, _InstantPlans.COMPACT[1])
+        self._n_stored = len(stored)
+        self._stored_arr = stored
+        return rows
 
     # -- unchanged instants -------------------------------------------------------
     def capture(self, t: int) -> tuple:
@@ -770,8 +872,30 @@ class InstantEvaluator:
                            term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None),
                            plan_cache=self._plans)
         inc = self.incremental_core
-        maintain = inc is not None and inc.wants()
-        ds = None if maintain else self.compact_dataset(ctx, t)
+        # while the windows are small enough for the tuple-at-a-time path, evaluating from scratch
+        # is cheaper than maintaining (which reads the windows as slid graphs and joins deltas):
+        # the adaptive choice is not asked (its probes would cost a slow instant now and then)
+        maintain = inc is not None and not (self._tiny_last and inc.adaptive) and inc.wants()
+        tiny = self._tiny
+        flat = tiny is not None and tiny.flat
+        rows = None if maintain else self.compact_rows(ctx, t, unbounded=flat)
+        self._tiny_last = False
+        if self._tiny_skip > 0:
+            self._tiny_skip -= 1
+        elif rows is not None and tiny is not None and (flat or len(rows) - self._n_stored <= TINY_WINDOW):
+            res = self._evaluate_tiny(ctx, rows)
+            if res is not None:
+                self._tiny_last = True
+                self._tiny_backoff = 0
+                if inc is not None:
+                    inc.record_plain((time.perf_counter() - t0) * 1000.0)
+                return res
+            # handed back (too many rows for tuple-at-a-time): do not try again for a while
+            self._tiny_backoff = min(2 * self._tiny_backoff or 8, 256)
+            self._tiny_skip = self._tiny_backoff
+        if rows is not None and len(rows) - self._n_stored > 2 * SMALL_WINDOW:
+            rows = None   # (read for the one-pattern path, which handed it back): too large a SmallGraph
+        ds = None if rows is None else self._compact_view(rows)
         if ds is not None:
             res = evaluate_query(self.query, ctx, ds)
             if inc is not None:
@@ -790,12 +914,44 @@ class InstantEvaluator:
             inc.record_plain((time.perf_counter() - t0) * 1000.0)
         return res
 
+    def _evaluate_tiny(self, ctx: QueryContext, rows: np.ndarray) -> QueryResult | None:
+        """The instant by :class:`~engine.stream.tiny.TinyCore` (the BGP tuple at a time, the
+        operators above it by the executor); None when it hands the instant back."""
+        sol = self._tiny.solutions(rows, ctx, self._stored_arr)
+        if sol is None:
+            return None
+        ev = TinyEvaluator(ctx, _NO_GRAPH, self._tiny.base, sol)
+        try:
+            return evaluate_query(self.query, ctx, _NO_GRAPH, evaluator=ev)
+        except TinyFallback:
+            return None
+        finally:
+            ctx.evaluator = None
+
     def run(self, t: int) -> tuple[bytes, float]:
-        """Evaluate instant ``t``: returns (the event's data JSON, latency in ms)."""
+        """Evaluate instant ``t``: returns (the event's data JSON, latency in ms). An instant
+        whose window change cannot touch the query's patterns (:mod:`engine.stream.delta`)
+        reports the last evaluated result without evaluating."""
         t0 = time.perf_counter()
+        dg = self._delta
+        keep = dg is not None and dg.wants_check()
+        if keep or (dg is not None and dg.last is None):
+            sn = self.db.store.snapshot().sn
+            ranges = [bw.store.window_range(bw.window, t) for bw in self.windows]
+            if keep:
+                absorbed = False
+                if self.reads_stored_default and self.absorb_log is not None:
+                    nxt = self.absorb_log.next_after(dg.last)
+                    absorbed = nxt is not None and nxt <= t
+                prefix = dg.reusable(self.windows, sn, ranges, self.db.store.dictionary.lookup, absorbed)
+                if prefix is not None:
+                    return self.repeat(prefix, t), (time.perf_counter() - t0) * 1000.0
+            keep = True
         res = self.evaluate(t)
         win = self.window_member(t)
         data = self.render(res, win)
+        if keep:
+            dg.remember(t, sn, ranges, self.repeat_prefix(data, win))
         return data, (time.perf_counter() - t0) * 1000.0
 
     def render(self, res: QueryResult, win: dict) -> bytes:

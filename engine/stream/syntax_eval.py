@@ -145,6 +145,10 @@ class WindowedEvaluator(InstantEvaluator):
         from :meth:`dataset`."""
         return None
 
+    def compact_rows(self, ctx, t: int, unbounded: bool = False) -> None:
+        """Never the compact path (see :meth:`compact_dataset`), nor its tuple-at-a-time one."""
+        return None
+
     def dataset(self, ctx, t: int, track: bool = False) -> DatasetView:
         ds = super().dataset(ctx, t, track)
         if self.element_times:

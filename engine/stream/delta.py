@@ -1,0 +1,166 @@
+"""Instants whose window changes cannot touch the query: the previous result, without evaluating.
+
+A query's result at an instant depends on its windows only through the triples that match one
+of its triple patterns (SPARQL reads a graph only by pattern matching). So when no triple that
+entered or left any of its windows since the last evaluated instant matches a pattern of the
+query -- checked on the constants of each pattern, vectorized over the change -- and the
+stored data it reads is the same snapshot, the instant's result is the last one's (the
+CQELS-style "no relevant change"). The instant is still reported as its own event: the same
+result for RSTREAM, an empty difference for ISTREAM / DSTREAM, exactly as for instants whose
+windows did not change at all (:meth:`~engine.stream.continuous.InstantEvaluator.repeat`).
+
+The change is read from the transient stores by sequence ranges: the triples with seq in
+``[h1, g1)`` entered, those in ``[h0, g0)`` left (``[h0, h1)`` -> ``[g0, g1)``). A triple that
+entered and left in between is in both ranges and counts. Not used (:class:`DeltaGuard`'s
+``patterns`` is None) for queries that read graphs other than by triple patterns with fixed
+graph names: property paths, ``GRAPH ?g``, SERVICE, DESCRIBE.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.sparql import algebra as A
+from engine.stream.transient import WindowEvicted
+
+__all__ = ["DeltaGuard", "query_patterns"]
+
+
+def query_patterns(query: A.Query) -> list[A.TriplePattern] | None:
+    """Every triple pattern of the query's WHERE clause (OPTIONAL, MINUS, EXISTS, GRAPH <g>
+    included), or None when the query reads graphs otherwise."""
+    if query.form not in ("SELECT", "ASK", "CONSTRUCT"):
+        return None
+    out: list[A.TriplePattern] = []
+    stack = [query.pattern]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, A.TriplePattern):
+            out.append(x)
+            continue
+        if isinstance(x, (A.PathPattern, A.Service)):
+            return None
+        if isinstance(x, A.Graph) and not isinstance(x.name, A.Const):
+            return None
+        if isinstance(x, (tuple, list)):
+            stack.extend(x)
+        elif hasattr(x, "__dataclass_fields__"):
+            stack.extend(getattr(x, f) for f in x.__dataclass_fields__)
+    return out
+
+
+class DeltaGuard:
+    """Remembers a query's last evaluated instant and decides whether a later instant's window
+    change can affect its result. Backs off while the check keeps failing (windows where every
+    change matches, like CityBench's observations), so it costs little where it cannot help."""
+
+    MISSES = 2          # failed checks in a row before backing off
+    BACKOFF_MAX = 256   # instants
+    hits_total = 0      # instants reused, all queries of the process (tests, diagnostics)
+
+    def __init__(self, query: A.Query):
+        pats = query_patterns(query)
+        self.patterns = pats
+        self._sn = None
+        self._consts: list | None = None    # per pattern: (s, p, o) ids or None for a variable
+        self._memo: tuple | None = None     # (t, sn, ranges, prefix)
+        self._misses = 0
+        self._skip = 0
+        self._backoff = 1
+        self.hits = 0
+
+    def _resolve(self, lookup, sn) -> list | None:
+        """The patterns' constants as ids; a pattern with a constant the dictionary does not hold
+        matches no triple (kept per snapshot only when every constant is known: stream elements
+        intern terms without a commit)."""
+        if self._sn == sn and self._consts is not None:
+            return self._consts
+        out = []
+        complete = True
+        for tp in self.patterns:
+            ids = []
+            absent = False
+            for term in (tp.s, tp.p, tp.o):
+                if isinstance(term, A.Const):
+                    i = int(lookup(term.key))
+                    absent |= i < 0
+                    ids.append(i)
+                else:
+                    ids.append(None)
+            if absent:
+                complete = False
+                continue
+            out.append(tuple(ids))
+        self._sn = sn
+        self._consts = out if complete else None
+        return out
+
+    def forget(self) -> None:
+        self._memo = None
+
+    def remember(self, t: int, sn: int, ranges: list, prefix: bytes | None) -> None:
+        """The evaluated instant ``t``: its store snapshot, its windows' seq ranges and the
+        event's data before the window member (None: not reusable, e.g. an error)."""
+        self._memo = None if prefix is None else (t, sn, ranges, prefix)
+
+    @property
+    def last(self) -> int | None:
+        """The remembered instant."""
+        return None if self._memo is None else self._memo[0]
+
+    def wants_check(self) -> bool:
+        if self._memo is None:
+            return False
+        if self._skip > 0:
+            self._skip -= 1
+            return False
+        return True
+
+    def reusable(self, windows, sn: int, ranges: list, lookup, stored_changed: bool = False) -> bytes | None:
+        """The remembered prefix if no triple entering or leaving the windows between the
+        remembered ranges and ``ranges`` matches a pattern, else None."""
+        memo = self._memo
+        if memo is None or memo[1] != sn or stored_changed:
+            return self._miss()
+        consts = self._resolve(lookup, sn)
+        for bw, (h0, h1), (g0, g1) in zip(windows, memo[2], ranges, strict=True):
+            if (h0, h1) == (g0, g1):
+                continue
+            if g0 < h0 or g1 < h1:
+                return self._miss()
+            store = bw.store
+            try:
+                # entered: [h1, g1); left: [h0, g0), of which [h1, g0) also entered
+                parts = [store.read(h1, g1)[0], store.read(h0, min(g0, h1))[0]]
+            except WindowEvicted:   # freed by the GC meanwhile: the change is unknown
+                return self._miss()
+            for rows in parts:
+                if len(rows) and _any_match(rows, consts):
+                    return self._miss()
+        self._misses = 0
+        self._backoff = 1
+        self.hits += 1
+        DeltaGuard.hits_total += 1
+        return memo[3]
+
+    def _miss(self) -> None:
+        self._misses += 1
+        if self._misses >= self.MISSES:
+            self._skip = self._backoff
+            self._backoff = min(self.BACKOFF_MAX, 4 * self._backoff)
+            self._misses = 0
+        return None
+
+
+def _any_match(rows: np.ndarray, consts: list) -> bool:
+    """Whether some row matches some pattern's constants."""
+    for s, p, o in consts:
+        m = None
+        for col, c in ((1, p), (0, s), (2, o)):
+            if c is None:
+                continue
+            eq = rows[:, col] == c
+            m = eq if m is None else m & eq
+        if m is None or m.any():
+            return True
+    return False

@@ -1,0 +1,464 @@
+"""Tuple-at-a-time evaluation of a continuous query's BGP over a window of a few hundred triples.
+
+Why: on windows of tens to hundreds of triples (CityBench, small LSBench) the vectorized
+executor's fixed cost per BGP step (~10-30 numpy calls on arrays of a few rows, ~20 us a step)
+and the per-instant sort of the window into a :class:`~engine.stream.window_graph.SmallGraph`
+dominate an instant. :class:`TinyCore` answers the query's join core -- the one BGP under its
+chain of unary operators (:func:`~engine.stream.incremental.find_core`; every predicate
+constant) -- from the instant's triples directly: one (rows x patterns) match matrix selects
+every pattern's triples, their distinct ``(s, o)`` pairs are read out as Python ints (the
+stored part's once per store snapshot, with its hash indexes), each connected component is
+joined by hash lookups in an order chosen at each instant from the match counts, and the
+components are combined by ``repeat`` / ``tile``. A BGP whose components are single patterns
+needs no join: its solutions are the masked triples, at any window size. Everything above the BGP (FILTER,
+aggregates, projection, DISTINCT, ORDER BY) still runs through the ordinary executor, so its
+semantics (errors, bags, unbound values) are the executor's.
+
+The intermediate results are bounded (:attr:`TinyCore.max_rows`, :attr:`TinyCore.max_work`):
+beyond that the instant is evaluated by the vectorized path (``None`` from
+:meth:`TinyCore.solutions`), which also owns the row budget's error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.arrays import unique
+from engine.exec.bindings import Bindings
+from engine.exec.evaluate import Evaluator
+from engine.plan.order import bgp_vars, resolve
+from engine.plan.rewrite import is_pure_bgp, merged_bgp
+from engine.sparql import algebra as A
+from engine.stream.incremental import _UNARY, find_core
+
+__all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
+
+
+_NONE = np.zeros((0, 3), dtype=np.int64)
+_PACK = 1 << 31
+
+
+class TinyFallback(Exception):
+    """The executor asked the core for something the tuple-at-a-time rows cannot answer."""
+
+
+class TinyCore:
+    """The BGP core of one continuous query, evaluated tuple at a time over an instant's triples."""
+
+    #: intermediate rows above which an instant is handed to the vectorized path
+    max_rows = 4096
+    #: rows produced over all steps above which it is handed back too: ~1 us of Python per row
+    #: and step against ~20-40 us per vectorized step, so past a few dozen rows a step the
+    #: vectorized executor wins (CityBench C5: 300 rows through 8 steps)
+    max_work = 512
+    #: solutions of a BGP of one-pattern components above which it is handed to the executor
+    flat_rows = 1 << 20
+
+    def __init__(self, query: A.Query):
+        self.base = None
+        self.triples: tuple = ()
+        found = find_core(query)
+        if found is None:
+            return
+        node = query.pattern
+        while isinstance(node, _UNARY + (A.Slice,)):
+            node = node.input
+        bgp = merged_bgp(node) if isinstance(node, A.Join) else node if is_pure_bgp(node) else None
+        if bgp is None or any(not isinstance(tp.p, A.Const) for tp in bgp.triples):
+            return
+        self.base = node                      # the node of the parsed tree the rows answer
+        self.triples = bgp.triples
+        self.vars = bgp_vars(bgp.triples)
+        self._components = _components(bgp.triples)
+        self.flat = all(len(c) == 1 for c in self._components)
+        self._flat_key = None
+        self._flat_stored: list = []
+        self._sn = None
+        self._pats: list | None = None        # per pattern: (s, p, o) with ("c", id) / ("v", name)
+        self._kp = np.zeros(0, dtype=np.int64)   # per distinct selection: p, s, o ids (-1: variable)
+        self._kof: list[int] = []                 # per pattern: its selection
+        self._stored_key = None
+        self._stored: list = []
+        self._stored_ref = None
+
+    @property
+    def usable(self) -> bool:
+        return self.base is not None
+
+    def _resolve(self, ctx) -> None:
+        """The patterns' constants as ids, kept per store snapshot -- but not when a constant is
+        absent: stream elements intern terms without a commit, so it may arrive at any instant."""
+        sn = ctx.snapshot.sn
+        if self._sn == sn and self._pats is not None:
+            return
+        res = resolve(self.triples, ctx.lookup)
+        self._pats = res
+        if res is not None:
+            # the distinct selections (patterns equal up to variable names select the same)
+            keys: dict[tuple, int] = {}
+            self._kof = []
+            for s, p, o in res:
+                key = (s[1] if s[0] == "c" else -1, p[1], o[1] if o[0] == "c" else -1, s[0] == "v" and s == o)
+                self._kof.append(keys.setdefault(key, len(keys)))
+            ks = list(keys)
+            self._ks = np.array([x[0] for x in ks], dtype=np.int64)
+            self._kp = np.array([x[1] for x in ks], dtype=np.int64)
+            self._ko = np.array([x[2] for x in ks], dtype=np.int64)
+            self._svar, self._ovar = self._ks < 0, self._ko < 0
+            self._same = np.array([x[3] for x in ks], dtype=bool)
+            self._any_same = bool(self._same.any())
+        self._sn = sn
+
+    # -- matches ---------------------------------------------------------------
+    def _select(self, rows: np.ndarray) -> list[list[tuple]]:
+        """Per pattern, its distinct matching triples of ``rows`` as ``(s, o)`` pairs of ints:
+        one (rows x distinct patterns) match matrix, one ``nonzero``, one read-out."""
+        k = len(self._kp)
+        if not len(rows) or not k:
+            return [[] for _ in self._pats]
+        m = rows[:, 1, None] == self._kp
+        m &= (rows[:, 0, None] == self._ks) | self._svar
+        m &= (rows[:, 2, None] == self._ko) | self._ovar
+        if self._any_same:
+            m &= (rows[:, 0] == rows[:, 2])[:, None] | ~self._same
+        pi, ri = np.nonzero(m.T)
+        if not len(pi):
+            return [[] for _ in self._pats]
+        sv, ov = rows[ri, 0].tolist(), rows[ri, 2].tolist()
+        bounds = pi.searchsorted(np.arange(k + 1)).tolist()
+        per = [list(dict.fromkeys(zip(sv[a:b], ov[a:b], strict=True))) if b > a else []
+               for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return [per[j] for j in self._kof]
+
+    def _matches(self, rows: np.ndarray, stored: np.ndarray) -> list[_Match]:
+        """Per pattern, its matches: the stored part (``stored``, the first rows of ``rows``;
+        the same array object for a store snapshot: selected and indexed once) and the
+        instant's part (the other rows, minus triples the stored part holds)."""
+        n_stored = len(stored)
+        key = (self._sn, id(stored), n_stored)
+        if self._stored_key != key or self._stored_ref is not stored:
+            self._stored = [_Match(m) for m in self._select(stored)]
+            self._stored_key = key
+            self._stored_ref = stored   # keeps the array (and so its id) alive
+        inst = self._select(rows[n_stored:])
+        out = []
+        for sm, wm in zip(self._stored, inst, strict=True):
+            if sm.pairs:
+                have = sm.pairset()
+                wm = [p for p in wm if p not in have]
+            out.append(sm.with_instant(wm) if wm else sm)
+        return out
+
+    # -- one pattern per component: vectorized at any size ------------------------
+    def _mask(self, rows: np.ndarray) -> np.ndarray:
+        m = rows[:, 1, None] == self._kp
+        m &= (rows[:, 0, None] == self._ks) | self._svar
+        m &= (rows[:, 2, None] == self._ko) | self._ovar
+        if self._any_same:
+            m &= (rows[:, 0] == rows[:, 2])[:, None] | ~self._same
+        return m
+
+    def _flat(self, rows: np.ndarray, stored: np.ndarray, ctx) -> Bindings | None:
+        """Every component is one pattern (``?liker :like ?post``; a product of such): each
+        pattern's solutions are its distinct matching triples, selected by masks -- no index, no
+        Python per triple, whatever the window's size."""
+        n_stored = len(stored)
+        key = (self._sn, id(stored), n_stored)
+        if self._flat_key != key or self._stored_ref is not stored:
+            ms = self._mask(stored) if n_stored else None
+            self._flat_stored = [stored[ms[:, j]] if ms is not None else _NONE for j in range(len(self._kp))]
+            self._flat_key = key
+            self._stored_ref = stored
+        inst = rows[n_stored:]
+        mi = self._mask(inst) if len(inst) else None
+        sel = []
+        for j in range(len(self._kp)):
+            parts = [self._flat_stored[j]]
+            if mi is not None:
+                parts.append(inst[mi[:, j]])
+            sel.append(_distinct_so(np.concatenate(parts) if len(parts) > 1 else parts[0]))
+        cols: dict[str, np.ndarray] = {}
+        total = 1
+        per = []
+        for i, (s, _, o) in enumerate(self._pats):
+            ss, os_ = sel[self._kof[i]]
+            if not len(ss):
+                return Bindings.empty(self.vars)
+            c = {}
+            if s[0] == "v":
+                c[s[1]] = ss
+            if o[0] == "v" and o[1] not in c:
+                c[o[1]] = os_
+            n = len(ss) if c else 1
+            per.append((c, n))
+            total *= n
+        if total > (self.flat_rows if ctx.max_rows is None else min(self.flat_rows, ctx.max_rows)):
+            return None
+        outer = 1
+        for c, n in per:
+            inner = total // (outer * n)
+            for v, col in c.items():
+                col = np.ascontiguousarray(col, dtype=np.int64)
+                if inner > 1:
+                    col = np.repeat(col, inner)
+                if outer > 1:
+                    col = np.tile(col, outer)
+                cols[v] = col
+            outer *= n
+        return Bindings({v: cols[v] for v in self.vars}, total)
+
+    # -- the join ----------------------------------------------------------------
+    def solutions(self, rows: np.ndarray, ctx, stored: np.ndarray | None = None) -> Bindings | None:
+        """The BGP's solutions over the distinct triples of ``rows`` ((n, 3) int64, duplicates
+        allowed), whose first rows are ``stored`` (the store's part: the same array object
+        while the store snapshot is the same, its matches are kept); None when the
+        intermediate rows exceed the bound (the caller evaluates the instant vectorized)."""
+        self._resolve(ctx)
+        if self._pats is None:   # a constant the store does not hold: no solution
+            return Bindings.empty(self.vars)
+        if self.flat:
+            return self._flat(rows, _NONE if stored is None else stored, ctx)
+        matches = self._matches(rows, _NONE if stored is None else stored)
+        limit = self.max_rows if ctx.max_rows is None else min(self.max_rows, ctx.max_rows)
+        parts = []   # per connected component: (its solutions as tuples, var -> slot)
+        budget = [self.max_work]
+        for comp in self._components:
+            got = self._join(comp, matches, limit, ctx, budget)
+            if got is None:
+                return None
+            if not got[0]:
+                return Bindings.empty(self.vars)
+            parts.append(got)
+        # the product of the components, by repeat / tile of their columns: no Python per row
+        total = 1
+        for rs, _ in parts:
+            total *= len(rs)
+        if ctx.max_rows is not None and total > ctx.max_rows:
+            return None   # the vectorized path reports the row budget
+        cols: dict[str, np.ndarray] = {}
+        outer = 1
+        for rs, slots in parts:
+            n = len(rs)
+            inner = total // (outer * n)
+            if slots:
+                vals = list(zip(*rs, strict=True))
+                for v, j in slots.items():
+                    c = np.array(vals[j], dtype=np.int64)
+                    if inner > 1:
+                        c = np.repeat(c, inner)
+                    if outer > 1:
+                        c = np.tile(c, outer)
+                    cols[v] = c
+            outer *= n
+        return Bindings({v: cols[v] for v in self.vars}, total)
+
+    def _join(self, comp: list[int], matches: list, limit: int, ctx, budget: list[int]) -> tuple | None:
+        """The solutions of one connected group of patterns: ``(rows, var -> slot)``, None past
+        the bound. Order: a pattern whose variables are all bound (a test) first, then the
+        connected pattern with the fewest matches."""
+        pats = self._pats
+        left = list(comp)
+        slots: dict[str, int] = {}
+        cur: list[tuple] = [()]
+        while left:
+            ctx.check_budget()
+            best = None
+            for i in left:
+                s, _, o = pats[i]
+                sb = s[0] == "c" or s[1] in slots
+                ob = o[0] == "c" or o[1] in slots
+                conn = (s[0] == "v" and s[1] in slots) or (o[0] == "v" and o[1] in slots)
+                k = (not (sb and ob and conn), not conn, len(matches[i]))
+                if best is None or k < best[0]:
+                    best = (k, i)
+            i = best[1]
+            left.remove(i)
+            cur = self._step(cur, pats[i], matches[i], slots, min(limit, budget[0]))
+            if cur is None:
+                return None
+            budget[0] -= len(cur)
+            if budget[0] < 0:   # many rows through many steps: the vectorized steps are cheaper
+                return None
+            if not cur:
+                return cur, slots
+        return cur, slots
+
+    @staticmethod
+    def _step(cur: list[tuple], pat, m: _Match, slots: dict, limit: int) -> list[tuple] | None:
+        s, _, o = pat
+        ends = []   # (index in the pair, var name) of the variable ends, a repeated variable once
+        if s[0] == "v":
+            ends.append((0, s[1]))
+        if o[0] == "v" and not (s[0] == "v" and o[1] == s[1]):
+            ends.append((1, o[1]))
+        bound = [(k, slots[v]) for k, v in ends if v in slots]
+        free = [(k, v) for k, v in ends if v not in slots]
+        if not len(m):
+            return []
+        if not free:   # a test of every row
+            if not bound:
+                return cur
+            if len(bound) == 1:
+                (k, j), = bound
+                return [r for r in cur if m.has(k, r[j])]
+            (k0, j0), (k1, j1) = bound
+            have = m.pairset()
+            if k0 == 0:
+                return [r for r in cur if (r[j0], r[j1]) in have or m.has_instant((r[j0], r[j1]))]
+            return [r for r in cur if (r[j1], r[j0]) in have or m.has_instant((r[j1], r[j0]))]
+        for _, v in free:
+            slots[v] = len(slots)
+        if not bound:   # a product with the pattern's (distinct) values
+            if len(cur) * len(m) > limit:
+                return None
+            vals = m.values(free[0][0]) if len(free) == 1 else m.all_pairs()
+            return [r + x for r in cur for x in vals]
+        (kb, j), = bound
+        (kf, _), = free
+        out: list[tuple] = []
+        for r in cur:
+            hit = m.get(kb, r[j])
+            if hit:
+                out += [r + x for x in hit]
+                if len(out) > limit:
+                    return None
+        return out
+
+
+class _Match:
+    """One pattern's distinct ``(s, o)`` pairs: a stored part whose indexes are built on first use
+    and kept while the store snapshot is the same, plus an instant's part (not in the stored one)."""
+
+    __slots__ = ("pairs", "inst", "_set", "_ends", "_idx", "_iset", "_iidx")
+
+    def __init__(self, pairs: list[tuple], base: _Match | None = None):
+        self.pairs = pairs
+        self.inst: list[tuple] = []
+        self._set = None
+        self._ends: dict[int, set] = {}
+        self._idx: dict[int, dict] = {}
+        self._iset = None
+        self._iidx: dict[int, dict] = {}
+
+    def with_instant(self, inst: list[tuple]) -> _Match:
+        m = _Match.__new__(_Match)
+        m.pairs, m.inst = self.pairs, inst
+        # the stored indexes are shared with the cached match (built there, kept across instants)
+        m._set, m._ends, m._idx = self, self._ends, self._idx
+        m._iset, m._iidx = None, {}
+        return m
+
+    def __len__(self) -> int:
+        return len(self.pairs) + len(self.inst)
+
+    def pairset(self) -> set:
+        base = self._set
+        if isinstance(base, _Match):
+            return base.pairset()
+        if base is None:
+            base = self._set = set(self.pairs)
+        return base
+
+    def has_instant(self, pair: tuple) -> bool:
+        if not self.inst:
+            return False
+        if self._iset is None:
+            self._iset = set(self.inst)
+        return pair in self._iset
+
+    def has(self, k: int, v: int) -> bool:
+        e = self._ends.get(k)
+        if e is None:
+            e = self._ends[k] = {p[k] for p in self.pairs}
+        if v in e:
+            return True
+        if self.inst:
+            ie = self._iidx.get(-1 - k)
+            if ie is None:
+                ie = self._iidx[-1 - k] = {p[k]: None for p in self.inst}
+            return v in ie
+        return False
+
+    def get(self, kb: int, v: int) -> list[tuple]:
+        idx = self._idx.get(kb)
+        if idx is None:
+            idx = self._idx[kb] = _index(self.pairs, kb)
+        hit = idx.get(v, ())
+        if self.inst:
+            ii = self._iidx.get(kb)
+            if ii is None:
+                ii = self._iidx[kb] = _index(self.inst, kb)
+            more = ii.get(v)
+            if more:
+                return list(hit) + more
+        return hit
+
+    def values(self, k: int) -> list[tuple]:
+        return [(p[k],) for p in self.pairs] + [(p[k],) for p in self.inst]
+
+    def all_pairs(self) -> list[tuple]:
+        return self.pairs + self.inst if self.inst else self.pairs
+
+
+def _index(pairs: list[tuple], kb: int) -> dict[int, list[tuple]]:
+    kf = 1 - kb
+    idx: dict[int, list] = {}
+    for p in pairs:
+        idx.setdefault(p[kb], []).append((p[kf],))
+    return idx
+
+
+def _distinct_so(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (s, o) pairs of the triples of one selection (one predicate): a window is
+    a set, and stored and window triples may coincide. One sort of packed keys when the ids fit
+    in 31 bits (they do below 2^31 terms), else a lexsort."""
+    s, o = r[:, 0], r[:, 2]
+    if len(r) <= 1:
+        return s, o
+    if int(s.max()) < _PACK and int(o.max()) < _PACK:
+        u = unique((s << 32) | o)
+        return u >> 32, u & (_PACK - 1)
+    order = np.lexsort((o, s))
+    s, o = s[order], o[order]
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    keep[1:] = (s[1:] != s[:-1]) | (o[1:] != o[:-1])
+    return s[keep], o[keep]
+
+
+def _components(triples) -> list[list[int]]:
+    """The patterns' indexes grouped by connected component (patterns sharing a variable)."""
+    parent = list(range(len(triples)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for i, tp in enumerate(triples):
+        for term in (tp.s, tp.o):
+            if isinstance(term, A.Var):
+                j = first.setdefault(term.name, i)
+                parent[root(i)] = root(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(triples)):
+        groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
+
+
+class TinyEvaluator(Evaluator):
+    """The executor, with the query's BGP core answered by :class:`TinyCore`'s rows."""
+
+    def __init__(self, ctx, dataset, base, rows: Bindings):
+        super().__init__(ctx, dataset)
+        self._base = base
+        self._rows = rows
+
+    def eval(self, node, seed=None):
+        if node is self._base:
+            if seed is not None:
+                raise TinyFallback
+            return self._check(self._rows)
+        return super().eval(node, seed)
