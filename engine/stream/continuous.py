@@ -64,7 +64,7 @@ from engine.formats import NTRIPLES
 from engine.kv.views import EmptyGraph, merged_view
 from engine.sparql import algebra as A
 from engine.stream.absorb import AbsorbLog
-from engine.stream.delta import DeltaGuard
+from engine.stream.delta import DeltaGuard, patterns_of
 from engine.stream.incremental import IncrementalCore, find_core
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.transient import TransientStore
@@ -320,26 +320,15 @@ def _patterns(query: A.Query) -> list[A.TriplePattern] | None:
     predicate and nothing in it reads the default graph otherwise (paths read whole
     predicates and the graph's vertices, SERVICE, GRAPH) or depends on the order of
     solutions (LIMIT/OFFSET, SAMPLE, GROUP_CONCAT); else None."""
-    if query.form not in ("SELECT", "ASK", "CONSTRUCT"):
-        return None
-    out: list[A.TriplePattern] = []
-    stack = [query.pattern]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, A.TriplePattern):
-            if not isinstance(x.p, A.Const):
-                return None
-            out.append(x)
-            continue
-        if isinstance(x, (A.PathPattern, A.Service, A.Graph, A.Slice)):
-            return None
-        if isinstance(x, A.Aggregate) and x.name.upper() in ("SAMPLE", "GROUP_CONCAT"):
-            return None
-        if isinstance(x, (tuple, list)):
-            stack.extend(x)
-        elif hasattr(x, "__dataclass_fields__"):
-            stack.extend(getattr(x, f) for f in x.__dataclass_fields__)
-    return out
+    return patterns_of(query, _not_compact)
+
+
+def _not_compact(x) -> bool:
+    return (
+        (isinstance(x, A.TriplePattern) and not isinstance(x.p, A.Const))
+        or isinstance(x, (A.PathPattern, A.Service, A.Graph, A.Slice))
+        or (isinstance(x, A.Aggregate) and x.name.upper() in ("SAMPLE", "GROUP_CONCAT"))
+    )
 
 
 class _Compact:

@@ -23,30 +23,39 @@ import numpy as np
 from engine.sparql import algebra as A
 from engine.stream.transient import WindowEvicted
 
-__all__ = ["DeltaGuard", "query_patterns"]
+__all__ = ["DeltaGuard", "patterns_of", "query_patterns"]
 
 
-def query_patterns(query: A.Query) -> list[A.TriplePattern] | None:
+def patterns_of(query: A.Query, refuse) -> list[A.TriplePattern] | None:
     """Every triple pattern of the query's WHERE clause (OPTIONAL, MINUS, EXISTS, GRAPH <g>
-    included), or None when the query reads graphs otherwise."""
+    included), or None when ``refuse`` holds for some node of it (or the form has no WHERE
+    patterns to read)."""
     if query.form not in ("SELECT", "ASK", "CONSTRUCT"):
         return None
     out: list[A.TriplePattern] = []
     stack = [query.pattern]
     while stack:
         x = stack.pop()
+        if refuse(x):
+            return None
         if isinstance(x, A.TriplePattern):
             out.append(x)
-            continue
-        if isinstance(x, (A.PathPattern, A.Service)):
-            return None
-        if isinstance(x, A.Graph) and not isinstance(x.name, A.Const):
-            return None
-        if isinstance(x, (tuple, list)):
+        elif isinstance(x, (tuple, list)):
             stack.extend(x)
         elif hasattr(x, "__dataclass_fields__"):
             stack.extend(getattr(x, f) for f in x.__dataclass_fields__)
     return out
+
+
+def _reads_otherwise(x) -> bool:
+    """A node that reads graphs other than through its triple patterns."""
+    return isinstance(x, (A.PathPattern, A.Service)) or (isinstance(x, A.Graph) and not isinstance(x.name, A.Const))
+
+
+def query_patterns(query: A.Query) -> list[A.TriplePattern] | None:
+    """Every triple pattern of the query's WHERE clause, or None when the query reads graphs
+    otherwise (property paths, SERVICE, GRAPH ?g)."""
+    return patterns_of(query, _reads_otherwise)
 
 
 class DeltaGuard:

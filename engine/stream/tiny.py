@@ -198,12 +198,7 @@ class TinyCore:
         for c, n in per:
             inner = total // (outer * n)
             for v, col in c.items():
-                col = np.ascontiguousarray(col, dtype=np.int64)
-                if inner > 1:
-                    col = np.repeat(col, inner)
-                if outer > 1:
-                    col = np.tile(col, outer)
-                cols[v] = col
+                cols[v] = _spread(np.ascontiguousarray(col, dtype=np.int64), inner, outer)
             outer *= n
         return Bindings({v: cols[v] for v in self.vars}, total)
 
@@ -243,12 +238,7 @@ class TinyCore:
             if slots:
                 vals = list(zip(*rs, strict=True))
                 for v, j in slots.items():
-                    c = np.array(vals[j], dtype=np.int64)
-                    if inner > 1:
-                        c = np.repeat(c, inner)
-                    if outer > 1:
-                        c = np.tile(c, outer)
-                    cols[v] = c
+                    cols[v] = _spread(np.array(vals[j], dtype=np.int64), inner, outer)
             outer *= n
         return Bindings({v: cols[v] for v in self.vars}, total)
 
@@ -462,3 +452,14 @@ class TinyEvaluator(Evaluator):
                 raise TinyFallback
             return self._check(self._rows)
         return super().eval(node, seed)
+
+
+def _spread(col: np.ndarray, inner: int, outer: int) -> np.ndarray:
+    """One component's column in the cross product of components: each value repeated for
+    the ``inner`` rows of the components after it, the whole tiled for the ``outer`` ones
+    before it."""
+    if inner > 1:
+        col = np.repeat(col, inner)
+    if outer > 1:
+        col = np.tile(col, outer)
+    return col
