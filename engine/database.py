@@ -268,13 +268,19 @@ class Database:
         if compiled is None or compiled[0].starts_big:
             return None
 
+        return self._run_program(tpl.pq, compiled, terms, snap.default, max_rows, budget, deadline, timeout)
+
+    def _run_program(self, pq: QueryPlan, program, terms, graph, max_rows, budget, deadline, timeout):
+        """Run a compiled fast program under the query's budget and deadline; its result,
+        or None when the program hands the query back to the general path."""
+
         def check():
             if deadline is not None and time.monotonic() > deadline:
                 raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
 
         token = enter_budget(budget, deadline)
         try:
-            res = _run_fast(tpl.pq, compiled, terms, snap.default, max_rows or self.max_rows, check)
+            res = _run_fast(pq, program, terms, graph, max_rows or self.max_rows, check)
         finally:
             leave_budget(token)
         check()
@@ -380,19 +386,8 @@ class Database:
             if st is None or st[0] is not snap or st[1] is not snap.default:
                 st = self._fast_program(pq, snap, shape)
             if st[2] is not None and not st[2][0].starts_big:
-
-                def check():
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
-
-                token = enter_budget(budget, deadline)
-                try:
-                    res = _run_fast(pq, st[2], st[3], st[1], max_rows or self.max_rows, check)
-                finally:
-                    leave_budget(token)
-                check()
+                res = self._run_program(pq, st[2], st[3], st[1], max_rows, budget, deadline, timeout)
                 if res is not None:
-                    self.queries += 1
                     return res
         if (q.form == "DESCRIBE" and q.describe and not default_graph_uris and not named_graph_uris
                 and (q.dataset is None or not (q.dataset.default or q.dataset.named))

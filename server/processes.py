@@ -673,11 +673,12 @@ def _sweep(base: str | None) -> None:
                 pid = int(name[len(_DIR_PREFIX):].split("-", 1)[0])
             except ValueError:
                 continue
-            if pid != os.getpid() and not _alive(pid):
+            if pid != os.getpid() and not pid_alive(pid):
                 shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (signal 0; one of another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -945,7 +946,7 @@ def reader_main(argv: list[str]) -> int:
     ap.add_argument("--parent", type=int, required=True)
     a = ap.parse_args(argv)
     _die_with_parent()
-    if not _alive(a.parent) or os.getppid() != a.parent:
+    if not pid_alive(a.parent) or os.getppid() != a.parent:
         return 1
     with open(os.path.join(a.dir, "config.json"), encoding="utf-8") as f:
         config = Settings.model_validate_json(f.read())

@@ -26,7 +26,7 @@ import httpx
 import numpy as np
 import pytest
 
-from server.processes import classify
+from server.processes import classify, pid_alive
 from tests.support.server_process import ROOT, ServerProcess
 
 EX = "http://ex.org/"
@@ -82,14 +82,6 @@ def _wait(pred, timeout: float = 30.0, what: str = "condition"):
             return v
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +227,7 @@ def test_killed_query_process_is_restarted(two):
     old = _reader(two.url)["pid"]
     os.kill(old, signal.SIGKILL)
     new = _wait(lambda: (p := _reader(two.url))["state"] == "up" and p["pid"] != old and p, what="a restart")
-    assert new["restarts"] >= 1 and _alive(new["pid"])
+    assert new["restarts"] >= 1 and pid_alive(new["pid"])
     # and it follows writes again
     r = httpx.post(two.url + "/update", content=f"INSERT DATA {{ <{EX}after> <{EX}p> <{EX}o> }}",
                    headers={"Content-Type": "application/sparql-update"})
@@ -254,12 +246,12 @@ def test_lagging_query_process_is_not_served_from(two):
                        headers={"Content-Type": "application/sparql-update"}, timeout=30)
         assert r.status_code == 204
         assert time.monotonic() - t0 < 15
-        assert not _alive(old) or _proc_state(old) == "Z"  # killed before the write was acknowledged
+        assert not pid_alive(old) or _proc_state(old) == "Z"  # killed before the write was acknowledged
         got = [_get(two.url, f"ASK {{ <{EX}lag> <{EX}p> <{EX}o> }}") for _ in range(12)]
         assert all(json.loads(body)["boolean"] is True for _, body in got)
         _wait(lambda: (p := _reader(two.url))["state"] == "up" and p["pid"] != old, what="a restart")
     finally:
-        if _alive(old):
+        if pid_alive(old):
             os.kill(old, signal.SIGCONT)
 
 
@@ -281,7 +273,7 @@ def test_stop_leaves_no_process_and_no_shared_memory(datafile):
     finally:
         s.__exit__(None, None, None)
     assert s.proc.returncode in (0, -signal.SIGTERM)
-    _wait(lambda: not any(_alive(p) for p in pids), timeout=15, what="every process to end")
+    _wait(lambda: not any(pid_alive(p) for p in pids), timeout=15, what="every process to end")
     assert not os.path.exists(os.path.join("/dev/shm", shm[0]))
 
 
@@ -410,7 +402,7 @@ def test_a_killed_primary_takes_its_query_processes_and_the_next_start_cleans_up
         shm = [d for d in os.listdir("/dev/shm") if d.startswith(f"jindou-procs-{primary}-")]
         os.kill(primary, signal.SIGKILL)
         s.proc.wait(10)
-        _wait(lambda: not _alive(reader), timeout=15, what="the query process to die with the primary")
+        _wait(lambda: not pid_alive(reader), timeout=15, what="the query process to die with the primary")
     finally:
         s.__exit__(None, None, None)
     assert shm and os.path.exists(os.path.join("/dev/shm", shm[0]))  # nobody could clean up
@@ -449,7 +441,7 @@ def test_a_wedged_query_process_is_restarted_without_any_write(datafile):
         try:
             _wait(lambda: (p := _reader(s.url))["state"] == "up" and p["pid"] != old, timeout=30,
                   what="a restart of the silent process")
-            assert not _alive(old) or _proc_state(old) == "Z"
+            assert not pid_alive(old) or _proc_state(old) == "Z"
         finally:
-            if _alive(old):
+            if pid_alive(old):
                 os.kill(old, signal.SIGCONT)

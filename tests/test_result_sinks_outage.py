@@ -7,6 +7,7 @@ backoff; the webhook's Idempotency-Key), and the sink's status and /metrics show
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -98,13 +99,10 @@ async def _messages(url: str, stream: str, subject: str) -> list[str]:
         await nc.close()
 
 
-@pytest.mark.parametrize(("sig", "fresh"), [(signal.SIGTERM, False), (signal.SIGKILL, False),
-                                           (signal.SIGTERM, True)], ids=["SIGTERM", "SIGKILL", "lost-state"])
-def test_nats_server_stopped_mid_stream_and_restarted(tmp_path, sig, fresh):
-    """Stopped while instants keep coming, then started again: with its JetStream store, the
-    stream holds every instant once; started without it (``lost-state``), the sink (which
-    reconnects from scratch after failed tries) creates its stream again and every instant it
-    had not delivered is in it once."""
+@contextlib.contextmanager
+def _nats_bus(tmp_path):
+    """A real ``nats-server -js`` and a Jindou server whose query ``q`` publishes to the subject
+    ``jindou.q`` of JetStream stream ``JQ`` (sink ``bus``); yields (NATS server, client)."""
     try:
         nats_srv = NatsProcess(tmp_path)
     except FileNotFoundError as e:
@@ -116,30 +114,41 @@ def test_nats_server_stopped_mid_stream_and_restarted(tmp_path, sig, fresh):
             r = c.put("/queries/q/sinks", json={"sinks": [{"name": "bus", "type": "nats", "server": nats_srv.url,
                                                            "subject": "jindou.q", "stream": "JQ"}]})
             assert r.status_code == 200, r.text
-            _feed(c, 0, 2)   # 1000..3000 while the server is up
-            wait_for(lambda: _sink(c, "bus")["last_delivered"] == 3000, 60, "the first publishes")
-            nats_srv.stop(sig)
-            _feed(c, 3, 6)   # 4000..7000 while it is down
-            wait_for(lambda: _sink(c, "bus")["retries"] >= 2, 60, "retries while NATS is down")
-            st = _sink(c, "bus")
-            assert st["state"] == "retrying" and st["last_delivered"] == 3000, st
-            assert st["last_error"] in ("cannot connect", "timeout", "publish failed"), st
-            nats_srv.start(fresh)
-            _feed(c, 7, 8)   # 8000, 9000 after it is back
-            wait_for(lambda: _sink(c, "bus")["last_delivered"] == 9000, 90, "the publishes after the restart")
-            st = _sink(c, "bus")
-            assert st["state"] == "running" and st["failed"] == 0 and st["dropped"] == 0, st
-            assert st["delivered"] == 9 and st["retries"] >= 2, st
-            got = _metrics(c, "bus")
-            assert got["jindou_sink_retries_total"] == st["retries"]
-            assert got["jindou_sink_deliveries_total"] == 9 and got["jindou_sink_failures_total"] == 0
+            yield nats_srv, c
+    finally:
+        srv.stop()
+        nats_srv.close()
+
+
+@pytest.mark.parametrize(("sig", "fresh"), [(signal.SIGTERM, False), (signal.SIGKILL, False),
+                                           (signal.SIGTERM, True)], ids=["SIGTERM", "SIGKILL", "lost-state"])
+def test_nats_server_stopped_mid_stream_and_restarted(tmp_path, sig, fresh):
+    """Stopped while instants keep coming, then started again: with its JetStream store, the
+    stream holds every instant once; started without it (``lost-state``), the sink (which
+    reconnects from scratch after failed tries) creates its stream again and every instant it
+    had not delivered is in it once."""
+    with _nats_bus(tmp_path) as (nats_srv, c):
+        _feed(c, 0, 2)   # 1000..3000 while the server is up
+        wait_for(lambda: _sink(c, "bus")["last_delivered"] == 3000, 60, "the first publishes")
+        nats_srv.stop(sig)
+        _feed(c, 3, 6)   # 4000..7000 while it is down
+        wait_for(lambda: _sink(c, "bus")["retries"] >= 2, 60, "retries while NATS is down")
+        st = _sink(c, "bus")
+        assert st["state"] == "retrying" and st["last_delivered"] == 3000, st
+        assert st["last_error"] in ("cannot connect", "timeout", "publish failed"), st
+        nats_srv.start(fresh)
+        _feed(c, 7, 8)   # 8000, 9000 after it is back
+        wait_for(lambda: _sink(c, "bus")["last_delivered"] == 9000, 90, "the publishes after the restart")
+        st = _sink(c, "bus")
+        assert st["state"] == "running" and st["failed"] == 0 and st["dropped"] == 0, st
+        assert st["delivered"] == 9 and st["retries"] >= 2, st
+        got = _metrics(c, "bus")
+        assert got["jindou_sink_retries_total"] == st["retries"]
+        assert got["jindou_sink_deliveries_total"] == 9 and got["jindou_sink_failures_total"] == 0
         ids = asyncio.run(_messages(nats_srv.url, "JQ", "jindou.q"))
         # every instant exactly once, in order: nothing lost while NATS was down, no duplicate of
         # a publish whose ack was lost (JetStream dropped it by its Nats-Msg-Id)
         assert ids == [f"q:{t}" for t in range(4000 if fresh else 1000, 10_000, 1000)]
-    finally:
-        srv.stop()
-        nats_srv.close()
 
 
 def _recorder(port: int, **kw) -> tuple[PostRecorder, list[socket.socket]]:
@@ -208,37 +217,24 @@ def test_nats_server_back_at_once_without_its_stream(tmp_path):
     """A quick restart without JetStream state: the client reconnects on its own before the next
     publish, which finds no stream (no responders); the sink creates its stream again and goes on
     (before, it retried forever)."""
-    try:
-        nats_srv = NatsProcess(tmp_path)
-    except FileNotFoundError as e:
-        pytest.skip(str(e))
-    srv = Server(tmp_path, tmp_path / "data", args=["--nats-allow", nats_srv.url, "--sink-retry-max", "0.5"])
-    try:
-        with httpx.Client(base_url=srv.url, timeout=30) as c:
-            _setup(c)
-            assert c.put("/queries/q/sinks", json={"sinks": [{"name": "bus", "type": "nats", "server": nats_srv.url,
-                                                              "subject": "jindou.q", "stream": "JQ"}]}
-                         ).status_code == 200
-            _feed(c, 0, 1)
-            wait_for(lambda: _sink(c, "bus")["last_delivered"] == 2000, 60, "the first publishes")
-            nats_srv.stop()
-            nats_srv.start(fresh=True)
+    with _nats_bus(tmp_path) as (nats_srv, c):
+        _feed(c, 0, 1)
+        wait_for(lambda: _sink(c, "bus")["last_delivered"] == 2000, 60, "the first publishes")
+        nats_srv.stop()
+        nats_srv.start(fresh=True)
 
-            async def reconnected_peer():   # the server answers again (the sink's client follows)
-                import nats
+        async def reconnected_peer():   # the server answers again (the sink's client follows)
+            import nats
 
-                nc = await nats.connect(nats_srv.url)
-                await nc.close()
-            asyncio.run(reconnected_peer())
-            time.sleep(4)   # nats-py's reconnect wait is 2 s: the sink's client is back
-            _feed(c, 2, 4)   # 3000..5000
-            wait_for(lambda: _sink(c, "bus")["last_delivered"] == 5000, 90, "the publishes after the restart")
-            st = _sink(c, "bus")
-            assert st["failed"] == 0 and st["dropped"] == 0 and st["delivered"] == 5, st
-            # the try that found no stream says so (and created it), not a generic failure
-            assert st["retries"] >= 1 and st["last_error"] == "no JetStream stream captures the subject", st
+            nc = await nats.connect(nats_srv.url)
+            await nc.close()
+        asyncio.run(reconnected_peer())
+        time.sleep(4)   # nats-py's reconnect wait is 2 s: the sink's client is back
+        _feed(c, 2, 4)   # 3000..5000
+        wait_for(lambda: _sink(c, "bus")["last_delivered"] == 5000, 90, "the publishes after the restart")
+        st = _sink(c, "bus")
+        assert st["failed"] == 0 and st["dropped"] == 0 and st["delivered"] == 5, st
+        # the try that found no stream says so (and created it), not a generic failure
+        assert st["retries"] >= 1 and st["last_error"] == "no JetStream stream captures the subject", st
         ids = asyncio.run(_messages(nats_srv.url, "JQ", "jindou.q"))
         assert ids == ["q:3000", "q:4000", "q:5000"]
-    finally:
-        srv.stop()
-        nats_srv.close()

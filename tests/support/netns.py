@@ -27,6 +27,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from server.processes import pid_alive
+
 NET = ipaddress.IPv4Network("198.18.0.0/15")
 _SLOTS = NET.num_addresses // 4                  # /30 links in the range
 _LOCK = os.path.join(tempfile.gettempdir(), "jindou-netns.lock")
@@ -79,26 +81,16 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale() -> None:
     """Remove namespaces and links named by a Hosts() of a process that no longer exists."""
     for name in namespaces():
         m = _NAME.match(name)
-        if m and not _alive(int(m.group(1), 16)):
+        if m and not pid_alive(int(m.group(1), 16)):
             _kill_all_in(name)
             _ip("netns", "del", name, check=False)
     for name in links():
         m = _NAME.match(name)
-        if m and not _alive(int(m.group(1), 16)):
+        if m and not pid_alive(int(m.group(1), 16)):
             _ip("link", "del", name, check=False)
 
 
