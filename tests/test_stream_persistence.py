@@ -170,12 +170,13 @@ def test_restart_restores_streams_queries_data_and_progress(server):
     m.heartbeat("s1", 4001)
     res = results(m, "qwin")
     # instant 1000 was evaluated before the restart: its result comes back from the durable log
-    # (the same content); 2000 was not (P was 2000): it comes now. Window contents are not
-    # persisted: b1 (tau 1500) is gone from the window of 2000.
-    assert {t: values(d, "o") for t, d in res.items()} == {0: [], 1000: [EX + "b0"], 2000: [EX + "ok"],
+    # (the same content); 2000 was not (P was 2000): it comes now. Window contents are
+    # journaled: b1 (tau 1500, received before the restart) is in the window of 2000.
+    assert {t: values(d, "o") for t, d in res.items()} == {0: [], 1000: [EX + "b0"],
+                                                           2000: [EX + "b1", EX + "ok"],
                                                            3000: [], 4000: [EX + "b3"]}
     join = results(m, "qjoin")
-    assert {t: values(d, "n") for t, d in join.items()} == {0: [], 1000: ["A"], 2000: ["A"], 3000: [],
+    assert {t: values(d, "n") for t, d in join.items()} == {0: [], 1000: ["A"], 2000: ["A", "A"], 3000: [],
                                                             4000: ["A"]}
     m.ingest_ndjson("s2", body(line("k", "v", "y", 13_500)))
     m.heartbeat("s2", 14_001)
@@ -230,7 +231,8 @@ def test_progress_synced_periodically(server):
 
 
 def test_crash_keeps_last_persisted_progress(server):
-    """Without close (a crash), P is the last persisted value; committed absorbed data is there."""
+    """Without close (a crash), P is the last persisted value raised to the last journaled
+    element (what the server had accepted); committed absorbed data is there."""
     db, m = server.open(progress_sync_s=3600)
     m.register_stream("s", EX + "s", absorb="all")
     m.ingest_ndjson("s", body(line("a", "p", "b", 100)))
@@ -245,11 +247,12 @@ def test_crash_keeps_last_persisted_progress(server):
     db2 = Database(shards=2, data_dir=server.path)
     m2 = StreamManager(db2, data_dir=server.path)
     try:
-        assert m2.stream("s")["progress"] == 100
+        assert m2.stream("s")["progress"] == 200   # the registry said 100; the journal holds c at 200
         got = db2.query(f"SELECT ?o WHERE {{ <{EX}a> <{EX}p> ?o }}").rows()
         assert sorted(x["o"] for x in got) == [f"<{EX}b>", f"<{EX}c>"]
-        r = m2.ingest_ndjson("s", body(line("a", "p", "d", 99), line("a", "p", "e", 150)))
-        assert r["accepted"] == 1 and r["rejected"] == 1
+        r = m2.ingest_ndjson("s", body(line("a", "p", "d", 99), line("a", "p", "e", 150),
+                                       line("a", "p", "f", 250)))
+        assert r["accepted"] == 1 and r["rejected"] == 2
     finally:
         m2.close()
 

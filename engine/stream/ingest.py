@@ -11,7 +11,8 @@ worker) thread, kept short:
 4. under the stream's lock: admit the timestamps (:class:`~engine.stream.progress.StreamClock`:
    late elements become per-line errors), append one batch to the stream's transient store,
    absorb its timeless triples (:func:`engine.stream.absorb.absorb`, one store commit per POST,
-   so every element is atomic for one-shot queries), record the batch id;
+   so every element is atomic for one-shot queries), journal it (with ``--data-dir``,
+   :mod:`engine.stream.window_journal`, so windows survive a restart), record the batch id;
 5. only then *publish* the new progress and wake the scheduler: an instant never fires before
    its data is readable.
 
@@ -22,9 +23,12 @@ it was before the POST.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.io import ingest as write_path
 from engine.stream.absorb import AbsorbLog, absorb
@@ -33,20 +37,26 @@ from engine.stream.ledger import BatchLedger, check_batch_id, duplicate
 from engine.stream.limits import MAX_BAD_LINES, BadRequest, TooManyBadLines, check_time
 from engine.stream.progress import ARRIVAL, LateElementError
 from engine.stream.registry import Registry, StreamEntry
+from engine.stream.transient import TransientStoreFull
+from engine.stream.window_journal import WindowJournal
 
 __all__ = ["Ingestor"]
+
+log = logging.getLogger("jindou.stream")
 
 
 class Ingestor:
     """The ingestion path of one manager (thread-safe: one stream's batches are serialized by
     the stream's lock, interning by the store's write lock)."""
 
-    def __init__(self, db, reg: Registry, ledger: BatchLedger, absorb_log: AbsorbLog, now_ms: Callable[[], int]):
+    def __init__(self, db, reg: Registry, ledger: BatchLedger, absorb_log: AbsorbLog, now_ms: Callable[[], int],
+                 journal: WindowJournal | None = None):
         self.db = db
         self.reg = reg
         self.ledger = ledger
         self.absorb_log = absorb_log
         self._now = now_ms
+        self.journal = journal
 
     def _published(self, st: StreamEntry) -> None:
         self.reg.publish(st)
@@ -54,8 +64,9 @@ class Ingestor:
 
     # -- one batch -----------------------------------------------------------------
     def store_batch(self, st: StreamEntry, rows: np.ndarray, tau: np.ndarray,
-                    mark: tuple[int, int] | None = None) -> bool:
-        """Caller holds ``st.lock``: append to the transient store, absorb the timeless part.
+                    mark: tuple[int, int] | None = None, keys=None) -> bool:
+        """Caller holds ``st.lock``: append to the transient store (and its journal: ``keys``
+        are the s, p, o key columns of ``rows``), absorb the timeless part.
 
         Returns whether timeless triples were committed to the store."""
         if len(rows) == 0:
@@ -64,6 +75,8 @@ class Ingestor:
         if tm.any():
             self.db.store.snapshot()  # a down store worker refuses the batch before anything changes
         st.store.append_rows(rows, tau)
+        if self.journal is not None and keys is not None:
+            self.journal.record(st.name, keys, tau, st.store.freed_tau)
         st.batches += 1
         st.elements += len(split_elements(tau))
         origin = {st.name: st.batches}  # a cluster advances its workers' vector timestamps by it
@@ -131,10 +144,13 @@ class Ingestor:
         acc = int(np.count_nonzero(mask))
         stored = absorbed = False
         try:
+            keys = (parsed.s, parsed.p, parsed.o)
             if acc == n:
-                absorbed = self.store_batch(st, rows, np.asarray(stamps, dtype=np.int64), mark)
+                absorbed = self.store_batch(st, rows, np.asarray(stamps, dtype=np.int64), mark, keys)
             else:
-                absorbed = self.store_batch(st, rows[mask], np.asarray(stamps, dtype=np.int64)[mask], mark)
+                kept = pa.array(mask)
+                absorbed = self.store_batch(st, rows[mask], np.asarray(stamps, dtype=np.int64)[mask], mark,
+                                            tuple(k.filter(kept) for k in keys))
             stored = True
         finally:
             if not stored:
@@ -212,7 +228,7 @@ class Ingestor:
                     raise
             stored = absorbed = False
             try:
-                absorbed = self.store_batch(st, rows, np.full(n, tau, dtype=np.int64), mark)
+                absorbed = self.store_batch(st, rows, np.full(n, tau, dtype=np.int64), mark, (pk.s, pk.p, pk.o))
                 stored = True
             finally:
                 if stored:
@@ -241,3 +257,46 @@ class Ingestor:
             self.reg.publish(st)
         self.reg.progress_changed()
         return p
+
+    # -- restart ---------------------------------------------------------------------
+    def replay_windows(self) -> None:
+        """Read every stream's journal back into its transient store (at start, before the
+        first instant is evaluated). A stream's progress is raised to its last replayed element
+        (the registry's saved progress may be older than a crash). A journal that no longer fits
+        the window budget is replayed up to that point (logged)."""
+        if self.journal is None:
+            return
+        top = 0   # the largest blank-node load id replayed (see _bump_load_ids)
+        with self.reg.cv:
+            streams = list(self.reg.streams.values())
+        for st in streams:
+            n = 0
+            try:
+                for b in self.journal.replay(st.name):
+                    iv = write_path.intern(self.db.store, b.s, b.p, b.o)
+                    top = max(top, _max_load_id(b.s), _max_load_id(b.o))
+                    with st.lock:
+                        st.store.append_rows(iv.rows, b.t)
+                        if st.clock != ARRIVAL:
+                            st.sclock.heartbeat(int(b.t[-1]))
+                    n += len(b.t)
+            except (TransientStoreFull, ValueError) as exc:
+                log.warning("stream %r: window journal replayed up to %d triples: %s", st.name, n, exc)
+            if n:
+                with st.lock:
+                    self.reg.publish(st)
+                log.info("stream %r: %d triples of its windows restored from the journal", st.name, n)
+        store = self.db.store
+        with store.write_lock:   # later POSTs must not reuse a replayed element's blank node labels
+            store.load_counter = max(store.load_counter, top)
+
+
+def _max_load_id(keys) -> int:
+    """The largest ``n`` of blank-node keys ``_:L<n>x...`` (:func:`engine.io.ingest.bnode_prefix`)
+    in a key column, 0 if none: the store's load counter is only saved with a commit, so a
+    restarted server could hand out a replayed POST's prefix again."""
+    m = pc.extract_regex(keys, r"^_:L(?P<n>[0-9]{1,18})x")
+    ids = m.filter(m.is_valid()).field("n")
+    if len(ids) == 0:
+        return 0
+    return int(pc.max(pc.cast(ids, pa.int64())).as_py())

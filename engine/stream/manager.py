@@ -21,9 +21,10 @@ write lock -> ``cv``. The transient stores' own locks are never requested while 
 
 Restart (``data_dir``): streams, queries and progress are registered again (see
 :mod:`engine.stream.registry`); applied batch ids are journaled (:mod:`engine.stream.ledger`);
-absorbed timeless triples are ordinary store commits and survive with the store. The transient
-(window) contents and the absorb log are not persisted: after a restart windows hold only
-elements received since, plus the stored data. A restored query's trigger starts at the restored
+absorbed timeless triples are ordinary store commits and survive with the store; the transient
+(window) contents are journaled (:mod:`engine.stream.window_journal`) and read back before the
+first instant. The absorb log is not persisted: after a restart absorbed triples are visible to
+every instant. A restored query's trigger starts at the restored
 progress, like a query registered on a stream with that progress -- unless its durable result log
 (:mod:`engine.stream.resultstore`) holds instants: then it resumes at the instant after the log's
 last one, so SSE clients and sinks resuming after a restart see no gap. Result sinks:
@@ -59,6 +60,7 @@ from engine.stream.resultstore import ResultStore
 from engine.stream.scheduler import Scheduler
 from engine.stream.sinks import Sinks
 from engine.stream.syntax_eval import TIMESTAMP_FN, WindowedEvaluator
+from engine.stream.window_journal import WindowJournal
 from engine.stream.windows import Trigger, Window
 
 __all__ = ["StreamManager", "ResultLog", "ResultEvent", "StreamConflict", "StreamInUse", "QueryExists",
@@ -124,7 +126,9 @@ class StreamManager:
             db.store.dictionary.encode(["<" + DEFAULT_GRAPH_IRI + ">"])
         self._reg = Registry(data_dir, progress_sync_s)
         self._batches = BatchLedger(data_dir, limit=batch_id_limit)   # applied batch ids
-        self._ingest = Ingestor(db, self._reg, self._batches, self._absorb_log, self._now)
+        # each stream's stored elements on disk, read back below: windows survive a restart
+        self._journal = WindowJournal(data_dir) if data_dir is not None else None
+        self._ingest = Ingestor(db, self._reg, self._batches, self._absorb_log, self._now, self._journal)
         self._scheduler = Scheduler(self._reg, self._absorb_log, self._now, idle_after)
         # durable result logs and sink progress (results.sqlite); the server starts the sinks (sinks.start)
         self._results = ResultStore(data_dir) if data_dir is not None else None
@@ -133,6 +137,7 @@ class StreamManager:
         if self._results is not None:   # rows of queries deleted just before a crash
             for name in self._results.queries() - set(self._reg.queries):
                 self._results.forget(name)
+        self._ingest.replay_windows()
         self._scheduler.start()
 
     @property
@@ -164,6 +169,8 @@ class StreamManager:
             with q.out_lock:
                 q.log.close()
         self._batches.close()
+        if self._journal is not None:
+            self._journal.close()
         if self._results is not None:
             self._results.close()
 
@@ -242,6 +249,8 @@ class StreamManager:
                 del reg.streams[name]
             reg.cv.notify_all()
         self._batches.forget(name)
+        if self._journal is not None:
+            self._journal.forget(name)
         reg.persist()
         return order
 
@@ -410,6 +419,8 @@ class StreamManager:
             del reg.streams[name]
             reg.cv.notify_all()
         self._batches.forget(name)
+        if self._journal is not None:
+            self._journal.forget(name)
         reg.persist()
 
     def queries(self) -> list[dict]:
