@@ -26,6 +26,7 @@ from server.api.common import (
     HTTPError,
     Reply,
     ServerState,
+    _unquote_plus,
     base_url,
     check_charset,
     check_read,
@@ -225,10 +226,14 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
     (:func:`handle_sparql`) answers those, with the same outcome."""
     try:
         check_read(state.config, headers)
-        params = parse_params_cached(qs)
-        text = one(params, "query")
-        if text is None or "update" in params:
-            return None
+        text = _lane_text(qs)
+        if text is not None:
+            params = {"query": [text]}
+        else:
+            params = parse_params_cached(qs)
+            text = one(params, "query")
+            if text is None or "update" in params:
+                return None
         work, explain, dataset, base = _query_job(state, scope, headers, params, text)
         if explain is not None:
             return None
@@ -248,6 +253,35 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
         return _ok(state, *result)
     except Exception as exc:  # every failure becomes a JSON error, never a crash
         return error_reply(failure(exc, state.metrics))
+
+
+#: the lane's plain query strings (``query=...`` and nothing else) -> the query text.
+#: Strings only: a cache entry holding a dict and a list per text (parse_params_cached)
+#: gives the garbage collector two tracked objects per unique text to promote through
+#: its generations, and a full collection of the grown heap costs milliseconds.
+_LANE_TEXTS: dict[bytes, str] = {}
+_LANE_TEXTS_MAX = 1024
+
+
+def _lane_text(qs: bytes) -> str | None:
+    """The query text of a query string that is ``query=<text>`` alone (decoded as
+    :func:`server.api.common.parse_params_cached` would); None for any other form,
+    or when the text is not clean UTF-8 (the general decoder says what is wrong)."""
+    text = _LANE_TEXTS.get(qs)
+    if text is not None:
+        return text
+    if not qs.startswith(b"query=") or b"&" in qs or len(qs) > SHAPE_MAX_CHARS * 3:
+        return None
+    try:
+        text = _unquote_plus(qs[6:])
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not text:
+        return None
+    if len(_LANE_TEXTS) >= _LANE_TEXTS_MAX:
+        _LANE_TEXTS.clear()
+    _LANE_TEXTS[qs] = text
+    return text
 
 
 def format_override(value: str) -> str:
