@@ -30,8 +30,6 @@ _HEAD = re.compile(
     rb"GET (/sparql/?)\?([A-Za-z0-9\-._~%!$&'()*+,;=:@/?]*) HTTP/1\.([01])\r\n"
     rb"((?:" + _TCHAR + rb"+:[ \t]*[ -~\t]*\r\n)*)\r\n"
 )
-#: one header line: name, value without the surrounding blanks
-_HEADER = re.compile(rb"(" + _TCHAR + rb"+):[ \t]*([ -~\t]*?)[ \t]*\r\n")
 
 #: headers that make the lane decline a request: a body, a protocol switch, proxy
 #: headers (uvicorn's proxy middleware rewrites the scope for those)
@@ -68,18 +66,20 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
     headers = []
     fields: dict[str, str] = {}
     close = minor == b"0"
-    for name, value in _HEADER.findall(block):
-        name = name.lower()
-        if name in DECLINES:
-            return None
-        if name == b"connection" and b"close" in value.lower():
-            if any(t.strip() == b"close" for t in value.lower().split(b",")):
+    if block:
+        # the expression checked every line: a token, a colon, printable ASCII
+        for line in block[:-2].split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            name = name.lower()
+            value = value.strip(b" \t")
+            if name in DECLINES:
+                return None
+            if name == b"connection" and any(t.strip() == b"close" for t in value.lower().split(b",")):
                 close = True
-        headers.append((name, value))
-        k = name.decode("latin-1")
-        v = value.decode("latin-1")
-        if k in fields:
-            fields[k] += ", " + v
-        else:
-            fields[k] = v
+            headers.append((name, value))
+            k = name.decode("latin-1")
+            if k in fields:
+                fields[k] += ", " + value.decode("latin-1")
+            else:
+                fields[k] = value.decode("latin-1")
     return Head(path, qs, minor == b"0", headers, fields, close, end)
