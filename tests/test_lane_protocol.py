@@ -96,3 +96,38 @@ def test_idle_connection_closes_after_the_last_answer(make_server):
         assert sock.recv(1) == b""  # then closed by the server
         closed = time.monotonic()
     assert 0.5 < closed - last + 0.3 < 2.5
+
+
+def test_request_id_on_the_lane(make_server):
+    """As ``jindou serve`` runs it (the app inside RequestLog, access lines off): the
+    lane echoes a sane X-Request-Id and makes one up otherwise."""
+    import threading
+
+    import uvicorn
+
+    from server.app import http_protocol
+    from server.logs import RequestLog
+    from tests.conftest import free_port
+
+    s, _ = _server(make_server)  # its app, with the data
+    port = free_port()
+    uc = uvicorn.Config(RequestLog(s.app, access=False), host="127.0.0.1", port=port, log_level="warning",
+                        access_log=False, lifespan="off", http=http_protocol())
+    srv = uvicorn.Server(uc)
+    th = threading.Thread(target=srv.run, daemon=True)
+    th.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not srv.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        q = f"SELECT ?o WHERE {{ <{EX}s0> <{EX}p> ?o }}"
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(_get(q, "X-Request-Id: lane-abc-1\r\n") + _get(q) + _get(q, "X-Request-Id: bad\tid\r\n"))
+            got = _read(sock, 3)
+        assert [a[0] for a in got] == [200, 200, 200]
+        assert got[0][1]["x-request-id"] == "lane-abc-1"
+        assert got[1][1]["x-request-id"] not in ("", "lane-abc-1")
+        assert got[2][1]["x-request-id"] not in ("", "bad\tid", got[1][1]["x-request-id"])
+    finally:
+        srv.should_exit = True
+        th.join(timeout=10)
