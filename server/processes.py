@@ -861,8 +861,13 @@ def reader_protocol_class():
             if not self._peek and (self._lean or (self._lean is None and self._lean_ok())) \
                     and not self.flow.write_paused:
                 # plain lane requests (server.lane: GET /sparql) are queries: answered here
-                data = self._answer_heads(data)
-                if not data or self.transport.is_closing():
+                rest = self._answer_heads(data)
+                if not rest or self.transport.is_closing():
+                    return
+                if rest is not data:
+                    # pipelined behind answers written here: parsed here, as any pipelined
+                    # request (a non-query gets 503 from _Gate; the connection stays)
+                    super().data_received(rest)
                     return
             buf = self._peek + data if self._peek else data
             verdict = classify(buf)
