@@ -94,7 +94,9 @@ def map_graph(directory: str, entries: list, n_shards: int, packs: dict[str, np.
     for shard_no, pid, pack, refs in entries:
         raw = packs.get(pack)
         if raw is None:
-            raw = packs[pack] = np.load(os.path.join(directory, pack), mmap_mode="r")
+            # a plain ndarray view of the map: np.memmap's slices run Python code (its
+            # __array_finalize__) that costs microseconds per one-vertex lookup
+            raw = packs[pack] = np.load(os.path.join(directory, pack), mmap_mode="r").view(np.ndarray)
         arrs = [raw[off : off + n * np.dtype(dt).itemsize].view(dt) for off, dt, n in refs]
         per_shard[shard_no][int(pid)] = (PredColumns(*arrs), {"pack": pack, "refs": refs})
     return GraphIndex([Shard.from_columns(k, n_shards, per_shard[k]) for k in range(n_shards)], owned=owned)
