@@ -137,8 +137,8 @@ class Persistence:
             blob = np.concatenate([np.load(self._p(c[0])) for c in ch])
             offs = np.concatenate([np.zeros(1, np.int64)] + [np.load(self._p(c[1])) for c in ch])
             num = np.concatenate([np.load(self._p(c[2])) for c in ch])
-            hashes = [np.load(self._p(c[3]), mmap_mode="r") for c in ch]
-            hids = [np.load(self._p(c[4]), mmap_mode="r") for c in ch]
+            hashes = [np.load(self._p(c[3]), mmap_mode="r").view(np.ndarray) for c in ch]
+            hids = [np.load(self._p(c[4]), mmap_mode="r").view(np.ndarray) for c in ch]
             if len(ch) == 1:
                 hashes, hids = hashes[0], hids[0]
             else:
