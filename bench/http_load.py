@@ -284,6 +284,16 @@ def tree_cpu(pid: int) -> float:
         total += stats[p][1]
         todo += [c for c, (pp, _) in stats.items() if pp == p]
     return total
+
+
+def _server_cpu(pid: int | None) -> float | None:
+    """CPU seconds of a server and its child processes (None: unknown)."""
+    if pid is None:
+        return None
+    v = tree_cpu(pid)
+    return None if math.isnan(v) else v
+
+
 def _answer_size(fam: Family, body: bytes):
     """Rows of a SELECT answer, the boolean of an ASK, the triples of a graph."""
     import json
@@ -388,10 +398,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
                 for fam in FAMILIES:
                     for name in order:
                         port, path = peers[name]
-                        c0 = cpu_seconds(pids.get(name))
+                        # all of the server's processes (`--processes N`: the query processes answer)
+                        c0 = _server_cpu(pids.get(name))
                         lat.setdefault((name, mode, fam.name), []).append(
                             latency(port, path, fam, mode, args.requests, f"r{r}"))
-                        c1 = cpu_seconds(pids.get(name))
+                        c1 = _server_cpu(pids.get(name))
                         if c0 is not None and c1 is not None:
                             acc = cpu.setdefault((name, mode), [0.0, 0])
                             acc[0] += c1 - c0
@@ -501,7 +512,7 @@ def report(names, lat, tput, args, data, bad, cpu=None) -> str:
             gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
             out.append(f"| {mode} | **geometric mean** | " + " | ".join("" for _ in names) + f" | **{gm:.2f}** |")
     if cpu:
-        out += ["", "Server CPU per request (user + system time of the server process over all latency runs, "
+        out += ["", "Server CPU per request (user + system time of the server's processes over all latency runs, "
                 "warm-up included; /proc, 10 ms ticks):", "",
                 "| mode | " + " | ".join(f"{n} µs" for n in names) + (" | ratio |" if base else " |"),
                 "| --- | " + " | ".join("---:" for _ in names) + (" | ---: |" if base else " |")]

@@ -1,7 +1,8 @@
 """`python -m bench.lane_profile`: CPU per request of the HTTP fast lane, in process.
 
 Drives the real ``FastLaneProtocol`` (uvicorn's httptools protocol of
-``server/app.py``, the app of ``create_app`` wrapped in ``RequestLog`` as
+``server/app.py``, whose ``data_received`` reads plain lane heads itself with
+``server/lane.py``; the app of ``create_app`` wrapped in ``RequestLog`` as
 ``jindou serve`` runs it) with pre-built ``GET /sparql?query=`` requests over
 a stand-in transport that only collects the written bytes: no sockets, no
 event-loop wake-ups, so the time per request is the server's own CPU for it

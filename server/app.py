@@ -45,6 +45,8 @@ from server.api.common import (
     header_dict,
 )
 from server.api.sparql import handle_sparql_inline
+from server.lane import DECLINES as LANE_DECLINES
+from server.lane import read_head
 from server.logs import RequestLog
 from server.settings import Settings
 
@@ -155,9 +157,12 @@ class EdgeMiddleware:
     def answer_inline(self, scope: dict, qs: bytes) -> tuple[int, bytes, bytes] | None:
         """(status, header lines, body) of a ``GET /sparql?query=`` answered right now
         (see :func:`server.api.sparql.handle_sparql_inline`), CORS headers and
-        metrics as on the ordinary path; None to take the ordinary path."""
+        metrics as on the ordinary path; None to take the ordinary path. The
+        headers as :func:`header_dict` gives them come from ``scope["jindou.fields"]``
+        when the caller has them already (:mod:`server.lane`)."""
         t0 = time.perf_counter()
-        reply = handle_sparql_inline(self.state, scope, header_dict(scope), qs)
+        fields = scope.get("jindou.fields")
+        reply = handle_sparql_inline(self.state, scope, header_dict(scope) if fields is None else fields, qs)
         if reply is None:
             return None
         if self.metrics is not None:
@@ -223,12 +228,6 @@ def _edge_of(app) -> tuple[EdgeMiddleware | None, RequestLog | None]:
     return None, rlog
 
 
-#: headers that make the fast lane decline a request: a body, a protocol switch,
-#: proxy headers (uvicorn's proxy middleware rewrites the scope for those)
-_LANE_DECLINES = frozenset({b"content-length", b"transfer-encoding", b"expect", b"upgrade",
-                            b"x-forwarded-for", b"x-forwarded-proto", b"forwarded"})
-
-
 def http_protocol():
     """The ``http`` setting for ``uvicorn.Config``: :class:`FastLaneProtocol` when
     httptools is installed, else uvicorn's h11 protocol (no fast lane)."""
@@ -262,15 +261,115 @@ def _fast_lane_class():
         _dh_bytes: bytes = b""
         _edge: EdgeMiddleware | None = None
         _rlog: RequestLog | None = None
+        _mid = False  # httptools is inside a request (between its message begin and complete)
+        _lean: bool | None = None  # heads read by server.lane (None: not decided yet)
+        _no_lane = False  # the next request httptools parses was declined by the lane already
+        _answered = 0.0  # loop time of the last answer written by the lane (keep-alive)
+
+        def _lean_ok(self) -> bool:
+            """Whether this connection's plain lane requests are read by :mod:`server.lane`
+            (decided once: the app is built and no access log needs the ASGI cycle)."""
+            ok = False
+            if not self.config.access_log:
+                edge = self._edge
+                if edge is None:
+                    edge, self._rlog = _edge_of(self.app)
+                    self._edge = edge
+                ok = edge is not None and (self._rlog is None or not self._rlog.access)
+            self._lean = ok
+            return ok
+
+        def data_received(self, data: bytes) -> None:
+            # Plain lane requests complete in ``data`` are answered here without httptools
+            # (server.lane); the rest (everything, while a request is in flight) as before.
+            if ((self._lean or (self._lean is None and self._lean_ok())) and not self._mid and not self._no_lane
+                    and (self.cycle is None or self.cycle.response_complete) and not self.pipeline
+                    and not self.flow.write_paused and not self.transport.is_closing()):
+                data = self._answer_heads(data)
+                if not data:
+                    return
+            super().data_received(data)
+
+        def _answer_heads(self, data: bytes) -> bytes:
+            """Answer the plain lane requests at the start of ``data`` (pipelined ones
+            in order); the bytes left for httptools (b"" when none)."""
+            pos = 0
+            edge = self._edge
+            while True:
+                head = read_head(data, pos)
+                if head is None:
+                    break
+                path = head.path
+                scope = {"type": "http", "http_version": "1.0" if head.http10 else "1.1", "method": "GET",
+                         "path": path.decode("ascii"), "raw_path": path, "query_string": head.qs,
+                         "headers": head.headers, "server": self.server, "client": self.client,
+                         "scheme": self.scheme, "root_path": self.root_path, "jindou.fields": head.fields}
+                try:
+                    answer = edge.answer_inline(scope, head.qs)
+                except Exception:  # the ordinary path answers (and logs) whatever went wrong
+                    answer = None
+                if answer is None:  # httptools parses it, the ASGI path answers it
+                    self._no_lane = True
+                    break
+                pos = head.end
+                if not self._write_answer(answer, head.headers, not head.close):
+                    return b""
+                if self.flow.write_paused:  # the client does not read: the rest waits in httptools
+                    break
+                if pos == len(data):
+                    return b""
+            return data[pos:] if pos else data
+
+        def _write_answer(self, answer, headers, keep_alive: bool) -> bool:
+            """Write one lane answer in one piece; False when the connection closes after it."""
+            status, head, body = answer
+            dh = self.server_state.default_headers
+            if dh is not FastLaneProtocol._dh_of:  # uvicorn renews the list (its date) every second
+                FastLaneProtocol._dh_bytes = b"".join(k + b": " + v + b"\r\n" for k, v in dh)
+                FastLaneProtocol._dh_of = dh
+            out = [STATUS_LINE[status], FastLaneProtocol._dh_bytes, head]
+            if self._rlog is not None:
+                out.append(b"x-request-id: " + self._rlog.request_id(headers).encode("ascii") + b"\r\n")
+            if not keep_alive:
+                out.append(b"connection: close\r\n")
+            out += (b"\r\n", body)
+            self.transport.write(b"".join(out))
+            self.server_state.total_requests += 1
+            if not keep_alive:
+                self.transport.close()
+                return False
+            # one keep-alive timer per idle spell, not one per request: the timer checks
+            # the time of the last answer when it fires (timeout_keep_alive_handler)
+            self._answered = self.loop.time()
+            if self.timeout_keep_alive_task is None:
+                self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
+                                                                    self.timeout_keep_alive_handler)
+            return True
+
+        def timeout_keep_alive_handler(self) -> None:
+            idle = self.loop.time() - self._answered
+            if idle < self.timeout_keep_alive:  # answered since the timer was set: wait the rest
+                self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive - idle,
+                                                                    self.timeout_keep_alive_handler)
+                return
+            super().timeout_keep_alive_handler()
+
+        def on_message_begin(self) -> None:
+            self._mid = True
+            super().on_message_begin()
 
         def on_headers_complete(self) -> None:
             self._lane = None
+            if self._no_lane:  # declined by the lane a moment ago: straight to the ASGI path
+                self._no_lane = False
+                super().on_headers_complete()
+                return
             url = self.url
             if ((url.startswith(b"/sparql?") or url.startswith(b"/sparql/?"))
                     and not self.config.access_log  # uvicorn's access lines come from its ASGI cycle
                     and (self.cycle is None or self.cycle.response_complete) and not self.pipeline
                     and self.parser.get_method() == b"GET"
-                    and not any(k in _LANE_DECLINES for k, _ in self.headers)):
+                    and not any(k in LANE_DECLINES for k, _ in self.headers)):
                 edge = self._edge
                 if edge is None:
                     edge, self._rlog = _edge_of(self.app)
@@ -282,6 +381,7 @@ def _fast_lane_class():
             super().on_headers_complete()
 
         def on_message_complete(self) -> None:
+            self._mid = False
             url = self._lane
             if url is None:
                 super().on_message_complete()
@@ -304,26 +404,7 @@ def _fast_lane_class():
                 super().on_headers_complete()
                 super().on_message_complete()
                 return
-            status, head, body = answer
-            keep_alive = not http10 and self.parser.should_keep_alive()
-            dh = self.server_state.default_headers
-            if dh is not FastLaneProtocol._dh_of:  # uvicorn renews the list (its date) every second
-                FastLaneProtocol._dh_bytes = b"".join(k + b": " + v + b"\r\n" for k, v in dh)
-                FastLaneProtocol._dh_of = dh
-            out = [STATUS_LINE[status], FastLaneProtocol._dh_bytes, head]
-            if self._rlog is not None:
-                out.append(b"x-request-id: " + self._rlog.request_id(self.headers).encode("ascii") + b"\r\n")
-            if not keep_alive:
-                out.append(b"connection: close\r\n")
-            out += (b"\r\n", body)
-            self.transport.write(b"".join(out))
-            self.server_state.total_requests += 1
-            if not keep_alive:
-                self.transport.close()
-                return
-            self._unset_keepalive_if_required()
-            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
-                                                                self.timeout_keep_alive_handler)
+            self._write_answer(answer, self.headers, not http10 and self.parser.should_keep_alive())
 
     _FAST_LANE = FastLaneProtocol
     return _FAST_LANE

@@ -850,7 +850,6 @@ def reader_protocol_class():
     base = _balanced(_fast_lane_class())
 
     class ReaderProtocol(base):
-        _mid = False  # a request is being parsed
         _peek = b""  # the start of a request not classified yet
 
         def data_received(self, data: bytes) -> None:
@@ -859,6 +858,17 @@ def reader_protocol_class():
                 # a pipelined request: parsed here; a non-query is refused (_gate)
                 super().data_received(data)
                 return
+            if not self._peek and (self._lean or (self._lean is None and self._lean_ok())) \
+                    and not self.flow.write_paused:
+                # plain lane requests (server.lane: GET /sparql) are queries: answered here
+                rest = self._answer_heads(data)
+                if not rest or self.transport.is_closing():
+                    return
+                if rest is not data:
+                    # pipelined behind answers written here: parsed here, as any pipelined
+                    # request (a non-query gets 503 from _Gate; the connection stays)
+                    super().data_received(rest)
+                    return
             buf = self._peek + data if self._peek else data
             verdict = classify(buf)
             if verdict is None:
@@ -885,14 +895,6 @@ def reader_protocol_class():
                 self.transport.write(_UNAVAILABLE)
             # our descriptor only: the primary holds the connection now (no FIN is sent)
             self.transport.close()
-
-        def on_message_begin(self) -> None:
-            self._mid = True
-            super().on_message_begin()
-
-        def on_message_complete(self) -> None:
-            self._mid = False
-            super().on_message_complete()
 
     _READER_PROTOCOL = ReaderProtocol
     return ReaderProtocol

@@ -445,3 +445,45 @@ def test_a_wedged_query_process_is_restarted_without_any_write(datafile):
         finally:
             if pid_alive(old):
                 os.kill(old, signal.SIGCONT)
+
+
+def test_pipelined_behind_lane_answers_stays_on_the_connection(two):
+    """A request pipelined behind a plain lane query (server/lane.py) answered by a
+    query process is parsed there, as any pipelined request: a non-query gets 503 and
+    the connection closes (it cannot be handed over with answers already written on
+    it); on the primary it is answered."""
+    import socket
+
+    q = urllib.parse.urlencode({"query": f"ASK {{ <{EX}pipe> ?p ?o }}"})
+    lane = f"GET /sparql?{q} HTTP/1.1\r\nHost: x\r\nAccept: {JSON}\r\n\r\n".encode()
+    status = b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n"
+    socks = [socket.create_connection(("127.0.0.1", two.port), timeout=30) for _ in range(6)]
+    seen = []
+    try:
+        for s in socks:
+            s.sendall(lane + status + lane)
+            buf, got = b"", []
+            while len(got) < 3:
+                while b"\r\n\r\n" not in buf:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    buf += chunk
+                if b"\r\n\r\n" not in buf:
+                    break  # closed
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                n = int([ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")][0])
+                while len(buf) < n:
+                    buf += s.recv(65536)
+                got.append((int(head.split()[1]), json.loads(buf[:n])))
+                buf = buf[n:]
+            assert got[0] == (200, {"head": {}, "boolean": False})
+            if got[1][0] == 503:  # a query process: refused, then closed
+                assert got[1][1]["error"] == "unavailable" and len(got) == 2
+            else:
+                assert got[1][0] == 200 and got[1][1]["status"] == "ok" and got[2] == got[0]
+            seen.append(got[1][0])
+    finally:
+        for s in socks:
+            s.close()
+    assert 503 in seen and 200 in seen  # connections on both processes

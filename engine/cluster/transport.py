@@ -79,7 +79,8 @@ class SharedMemoryTransport(Transport):
                     if raw is None:
                         raw = self._packs.get(pack)
                     if raw is None:
-                        raw = np.load(os.path.join(self.dir, pack), mmap_mode="r")
+                        # plain ndarray view: np.memmap slices cost microseconds per lookup
+                        raw = np.load(os.path.join(self.dir, pack), mmap_mode="r").view(np.ndarray)
                     packs[pack] = raw
                     c = PredColumns(*[raw[off:off + n * np.dtype(dt).itemsize].view(dt) for off, dt, n in refs])
                     seg = segment(c, {"pack": pack, "refs": refs})

@@ -94,7 +94,9 @@ def map_graph(directory: str, entries: list, n_shards: int, packs: dict[str, np.
     for shard_no, pid, pack, refs in entries:
         raw = packs.get(pack)
         if raw is None:
-            raw = packs[pack] = np.load(os.path.join(directory, pack), mmap_mode="r")
+            # a plain ndarray view of the map: np.memmap's slices run Python code (its
+            # __array_finalize__) that costs microseconds per one-vertex lookup
+            raw = packs[pack] = np.load(os.path.join(directory, pack), mmap_mode="r").view(np.ndarray)
         arrs = [raw[off : off + n * np.dtype(dt).itemsize].view(dt) for off, dt, n in refs]
         per_shard[shard_no][int(pid)] = (PredColumns(*arrs), {"pack": pack, "refs": refs})
     return GraphIndex([Shard.from_columns(k, n_shards, per_shard[k]) for k in range(n_shards)], owned=owned)
@@ -135,8 +137,8 @@ class Persistence:
             blob = np.concatenate([np.load(self._p(c[0])) for c in ch])
             offs = np.concatenate([np.zeros(1, np.int64)] + [np.load(self._p(c[1])) for c in ch])
             num = np.concatenate([np.load(self._p(c[2])) for c in ch])
-            hashes = [np.load(self._p(c[3]), mmap_mode="r") for c in ch]
-            hids = [np.load(self._p(c[4]), mmap_mode="r") for c in ch]
+            hashes = [np.load(self._p(c[3]), mmap_mode="r").view(np.ndarray) for c in ch]
+            hids = [np.load(self._p(c[4]), mmap_mode="r").view(np.ndarray) for c in ch]
             if len(ch) == 1:
                 hashes, hids = hashes[0], hids[0]
             else:

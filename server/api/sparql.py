@@ -26,6 +26,7 @@ from server.api.common import (
     HTTPError,
     Reply,
     ServerState,
+    _unquote_plus,
     base_url,
     check_charset,
     check_read,
@@ -189,6 +190,60 @@ def _query_job(state: ServerState, scope: dict, headers: dict[str, str], params:
     return work, explain, bool(dg or ng), base
 
 
+class _PlainJob:
+    """``work(deadline)`` of :func:`_query_job` for the plain ``?query=`` form (no
+    explain, format or dataset parameters): the same query, negotiation, small
+    answers and size check, without the closure and the parameter lookups."""
+
+    __slots__ = ("db", "text", "base", "accept", "max_bytes")
+
+    def __init__(self, db, text: str, base: str, accept: str | None, max_bytes):
+        self.db = db
+        self.text = text
+        self.base = base
+        self.accept = accept
+        self.max_bytes = max_bytes
+
+    def __call__(self, deadline):
+        res = self.db.query(self.text, base=self.base, deadline=deadline)
+        form = res.form
+        mt = formats.negotiate(self.accept, form)
+        if mt is None:
+            raise not_acceptable(self.accept, form)
+        if len(res) > _TRIM_ROWS:  # a big answer: the general job (releases its freed heap)
+            return _serialize(res, mt, self.max_bytes, deadline)
+        try:
+            body = (small_answers.select_json(res, self.max_bytes) if mt == _SRJ
+                    else small_answers.graph_ntriples(res, self.max_bytes) if mt == _NT else None)
+            if body is None:
+                body = ser.serialize(res, mt, max_bytes=self.max_bytes, deadline=deadline)
+        except JindouError as e:
+            raise e.with_traceback(None) from None
+        return form, mt, body
+
+
+def _serialize(res, mt: str, max_bytes, deadline) -> tuple:
+    """(form, media type, body) of a large answer, its freed heap returned after."""
+    form = res.form
+    try:
+        body = ser.serialize(res, mt, max_bytes=max_bytes, deadline=deadline)
+        err = None
+    except JindouError as e:
+        err = e.with_traceback(None)
+    del res
+    release_memory()
+    if err is not None:
+        raise err
+    return form, mt, body
+
+
+def _plain_job(state: ServerState, scope: dict, headers: dict[str, str], text: str) -> _PlainJob:
+    accept = headers.get("accept")
+    if not _acceptable_at_all(accept):
+        raise not_acceptable(accept, "SELECT")
+    return _PlainJob(state.db, text, base_url(headers, scope) + "/sparql", accept, state.config.max_response_bytes)
+
+
 def _ok(state: ServerState, form: str, mt: str, body, deadline: float | None = None) -> Reply:
     if state.metrics is not None:
         state.metrics.query_done(form, "ok")
@@ -225,18 +280,22 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
     (:func:`handle_sparql`) answers those, with the same outcome."""
     try:
         check_read(state.config, headers)
-        params = parse_params_cached(qs)
-        text = one(params, "query")
-        if text is None or "update" in params:
-            return None
-        work, explain, dataset, base = _query_job(state, scope, headers, params, text)
-        if explain is not None:
-            return None
-        try:
-            shape = _cost_shape(state.db, text, base, dataset)
-            probe = type(shape) is tuple
-            if not state.inline_ok(shape, probe):
+        text = _lane_text(qs)
+        if text is not None:  # the plain form: no explain, format or dataset parameters
+            work, base = _plain_job(state, scope, headers, text), None
+            dataset = False
+        else:
+            params = parse_params_cached(qs)
+            text = one(params, "query")
+            if text is None or "update" in params:
                 return None
+            work, explain, dataset, base = _query_job(state, scope, headers, params, text)
+            if explain is not None:
+                return None
+        try:
+            shape = _cost_shape(state.db, text, base or work.base, dataset)
+            probe = type(shape) is tuple
+            # (try_inline declines what does not run inline)
             done, result = state.try_inline(work, shape, state.deadline(), probe)
         except Exception as exc:
             _failed(state, exc)
@@ -248,6 +307,35 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
         return _ok(state, *result)
     except Exception as exc:  # every failure becomes a JSON error, never a crash
         return error_reply(failure(exc, state.metrics))
+
+
+#: the lane's plain query strings (``query=...`` and nothing else) -> the query text.
+#: Strings only: a cache entry holding a dict and a list per text (parse_params_cached)
+#: gives the garbage collector two tracked objects per unique text to promote through
+#: its generations, and a full collection of the grown heap costs milliseconds.
+_LANE_TEXTS: dict[bytes, str] = {}
+_LANE_TEXTS_MAX = 1024
+
+
+def _lane_text(qs: bytes) -> str | None:
+    """The query text of a query string that is ``query=<text>`` alone (decoded as
+    :func:`server.api.common.parse_params_cached` would); None for any other form,
+    or when the text is not clean UTF-8 (the general decoder says what is wrong)."""
+    text = _LANE_TEXTS.get(qs)
+    if text is not None:
+        return text
+    if not qs.startswith(b"query=") or b"&" in qs or len(qs) > SHAPE_MAX_CHARS * 3:
+        return None
+    try:
+        text = _unquote_plus(qs[6:])
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not text:
+        return None
+    if len(_LANE_TEXTS) >= _LANE_TEXTS_MAX:
+        _LANE_TEXTS.clear()
+    _LANE_TEXTS[qs] = text
+    return text
 
 
 def format_override(value: str) -> str:
