@@ -76,7 +76,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from engine.exec.bindings import UNBOUND, Bindings, join
+from engine.exec.bindings import UNBOUND, Bindings, distinct_inverse, join
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import Evaluator, QueryContext, construct, evaluate_query
 from engine.exec.result import QueryResult
@@ -84,12 +84,18 @@ from engine.exec.serialize import _json_term
 from engine.plan.planner import QueryPlan, make_plan
 from engine.sparql import algebra as A
 
-__all__ = ["ParamTable", "Refused", "Shape", "Group", "analyze", "QVAR"]
+__all__ = ["ALONE", "ParamTable", "ParamValues", "Refused", "Shape", "Group", "analyze", "QVAR"]
 
 #: the hidden query-index variable of a batched query (the parser never makes a name with '#')
 QVAR = "#q"
 _CMP = frozenset(("=", "!=", "<", ">", "<=", ">="))
 _LOGIC = frozenset(("&&", "||", "!"))
+#: calls whose constant arguments are parameters (a placeholder bound to the same term gives the
+#: same value: these functions read their arguments' terms only)
+_VALUE_ARGS = frozenset(("CONTAINS", "STRSTARTS", "STRENDS", "LANGMATCHES", "SAMETERM"))
+#: aggregates whose value depends on the order of a group's rows: batched, and a member whose
+#: group has more than one distinct value of their argument is evaluated alone (its order decides)
+_ORDERED = frozenset(("SAMPLE", "GROUP_CONCAT"))
 #: aggregates whose value is a function of the multiset of a group's rows (SUM / AVG: integer and
 #: decimal sums are exact, floating ones are summed in value order by engine.exec.aggregates)
 _GROUPABLE = frozenset(("COUNT", "MIN", "MAX", "SUM", "AVG"))
@@ -122,17 +128,41 @@ class Shape:
     #: (OFFSET, LIMIT) of each member's rows (an ORDER BY over every selected variable: the order
     #: is total on the rows, so the cut is the one alone)
     cut: tuple[int, int | None] | None = None
+    #: (OFFSET, LIMIT) without an ORDER BY over every selected variable: a member whose cut keeps
+    #: all its rows or none gets them; the others are evaluated alone (the order alone decides)
+    loose: tuple[int, int | None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParamValues:
+    """Plan leaf: a VALUES table whose constants are parameters. ``cells``: per row, per
+    variable, the placeholder index of the cell (None: UNDEF); evaluated as every member's rows,
+    with ``#q``."""
+
+    vars: tuple[A.Var, ...]
+    cells: tuple[tuple[int | None, ...], ...]
+
+
+#: the answer of a member that must be evaluated alone at this instant (its answer depends on the
+#: order of rows: GROUP_CONCAT / SAMPLE over distinct values, LIMIT / OFFSET that cut its rows)
+ALONE = object()
+
+
+#: the hidden COUNT(DISTINCT) columns of SAMPLE / GROUP_CONCAT arguments
+_DISTINCT = "#d"
+_AT_MOST_ONE = [f'"{i}"^^<http://www.w3.org/2001/XMLSchema#integer>' for i in (0, 1)]
 
 
 # ---------------------------------------------------------------- parameterizing the algebra
 
 
 class _Params:
-    def __init__(self):
+    def __init__(self, base: int = 0):
+        self.base = base
         self.keys: list[str] = []
 
     def var(self, key: str) -> A.Var:
-        v = A.Var(f"~p{len(self.keys)}")
+        v = A.Var(f"~p{self.base + len(self.keys)}")
         self.keys.append(key)
         return v
 
@@ -144,23 +174,51 @@ class _Params:
             out.append(A.TriplePattern(s, tp.p, o))
         return A.BGP(tuple(out))
 
+    def values(self, node: A.Values):
+        """VALUES: each member's own rows (:class:`ParamValues`, tagged with ``#q``); a table
+        without constants stays in the shape."""
+        if not any(c is not None for row in node.rows for c in row):
+            return node
+        cells = tuple(tuple(None if c is None else self._index(c) for c in row) for row in node.rows)
+        return ParamValues(node.vars, cells)
+
+    def _index(self, key: str) -> int:
+        self.var(key)
+        return self.base + len(self.keys) - 1
+
+    def value(self, e):
+        """An operand whose constant may be a placeholder (the rows carry the table)."""
+        return self.var(e.key) if isinstance(e, A.Const) else self.expr(e)
+
     def expr(self, e):
-        """Comparison operands (under && || !) of a filter whose rows carry the table."""
+        """Constants of an expression over rows that carry the table: operands of comparisons,
+        IN lists, string tests, SAMETERM, IF / COALESCE branches, under && || ! (not inside
+        EXISTS, arithmetic, REGEX patterns or other calls, which stay in the shape)."""
         if not isinstance(e, A.Call):
             return e
-        if e.op in _CMP:
-            args = tuple(self.var(a.key) if isinstance(a, A.Const) else a for a in e.args)
-        elif e.op in _LOGIC:
+        op = e.op
+        if op in _CMP or op in _VALUE_ARGS:
+            args = tuple(self.value(a) for a in e.args)
+        elif op in _LOGIC:
             args = tuple(self.expr(a) for a in e.args)
+        elif op in ("IN", "NOT IN"):
+            args = (self.expr(e.args[0]), *(self.value(a) for a in e.args[1:]))
+        elif op == "IF" and len(e.args) == 3:
+            args = (self.expr(e.args[0]), self.value(e.args[1]), self.value(e.args[2]))
+        elif op == "COALESCE":
+            args = tuple(self.value(a) for a in e.args)
         else:
             return e
-        return A.Call(e.op, args)
+        return A.Call(op, args)
 
     def off(self, node):
         """A pattern evaluated on its own and joined with the table's rows afterwards: only BGP
-        constants (each placeholder is bound where the constant matched)."""
+        constants (each placeholder is bound where the constant matched) and VALUES (its rows
+        carry ``#q``)."""
         if isinstance(node, A.BGP):
             return self.bgp(node)
+        if isinstance(node, A.Values):
+            return self.values(node)
         if isinstance(node, (A.Join, A.Union)):
             return type(node)(self.off(node.left), self.off(node.right))
         if isinstance(node, A.Graph):
@@ -175,6 +233,24 @@ class _Params:
             return A.Minus(self.off(node.left), node.right)
         return node
 
+    def sub(self, node, table: ParamTable):
+        """The right side of a Join / OPTIONAL on the spine. With the table joined into it
+        (``T ⋈ L ⋈ (T ⋈ R) = T ⋈ L ⋈ R``: T's rows are distinct) its FILTER / BIND / VALUES
+        constants become placeholders too -- when it starts from a constant (explored from the
+        members' constants; from a constant-free pattern it would be the cross product of the
+        table and the pattern); otherwise only its BGP constants, joined on their placeholders
+        (explored from the left rows, which carry them)."""
+        base = self.base + len(self.keys)
+        lone, whole = _Params(base), _Params(base)
+        a = lone.off(node)
+        if _anchored(node):
+            b = whole.spine(node, table)
+            if len(whole.keys) > len(lone.keys):
+                self.keys += whole.keys
+                return b
+        self.keys += lone.keys
+        return a
+
     def spine(self, node, table: ParamTable):
         """The pattern with the table joined at its leftmost leaf: every row above carries it."""
         if isinstance(node, A.Filter):
@@ -182,18 +258,36 @@ class _Params:
             return A.Filter(self.expr(node.expr), inner)
         if isinstance(node, A.Join):
             left = self.spine(node.left, table)
-            return A.Join(left, self.off(node.right))
+            return A.Join(left, self.sub(node.right, table))
         if isinstance(node, A.LeftJoin):
             left = self.spine(node.left, table)
-            right = self.off(node.right)
+            right = self.sub(node.right, table)
             return A.LeftJoin(left, right, None if node.expr is None else self.expr(node.expr))
         if isinstance(node, A.Extend):
-            return A.Extend(self.spine(node.input, table), node.var, node.expr)
+            inner = self.spine(node.input, table)
+            return A.Extend(inner, node.var, self.value(node.expr))
         if isinstance(node, A.Minus):
             return A.Minus(self.spine(node.left, table), node.right)
+        if isinstance(node, A.Union):   # T ⋈ (A ∪ B) = (T ⋈ A) ∪ (T ⋈ B)
+            left = self.spine(node.left, table)
+            return A.Union(left, self.spine(node.right, table))
         if isinstance(node, A.BGP):
             return A.Join(table, self.bgp(node))
         return A.Join(table, self.off(node))
+
+
+def _anchored(node) -> bool:
+    """Whether a pattern's leftmost leaf binds a parameter in every row: a BGP with a subject or
+    object constant, VALUES with constants, a UNION of such."""
+    while isinstance(node, (A.Filter, A.Extend, A.Join, A.LeftJoin, A.Minus)):
+        node = node.input if isinstance(node, (A.Filter, A.Extend)) else node.left
+    if isinstance(node, A.BGP):
+        return any(isinstance(x, A.Const) for tp in node.triples for x in (tp.s, tp.o))
+    if isinstance(node, A.Values):
+        return any(c is not None for row in node.rows for c in row)
+    if isinstance(node, A.Union):
+        return _anchored(node.left) and _anchored(node.right)
+    return False
 
 
 def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
@@ -210,11 +304,15 @@ def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
         if _has_group(node):
             raise Refused("aggregates below SELECT expressions")
         return p.spine(node, table), None
-    bad = sorted({a.name for _, a in cur.aggregates if a.name not in _GROUPABLE})
+    bad = sorted({a.name for _, a in cur.aggregates if a.name not in _GROUPABLE | _ORDERED})
     if bad:
-        raise Refused(f"{', '.join(bad)} (the value depends on the order of rows in a group)")
+        raise Refused(f"the aggregates {', '.join(bad)}")
     inner = p.spine(cur.input, table)
     keys = cur.by + ((q, q),)
+    # SAMPLE / GROUP_CONCAT: the number of distinct bound values of their argument per group (a
+    # hidden COUNT(DISTINCT)); where it is over 1 the member's answer depends on its row order
+    aggs = cur.aggregates + tuple((A.Var(f"{_DISTINCT}{i}"), A.Aggregate("COUNT", a.arg, True, None))
+                                  for i, (_, a) in enumerate(cur.aggregates) if a.name in _ORDERED)
     implicit = None
     if not cur.by:   # HAVING's constants stay in the shape: the empty group's row is shared
         implicit = cur
@@ -224,9 +322,10 @@ def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
         # HAVING comparisons: their placeholders are group keys too (one value per member, so the
         # groups are the same), hence bound in the rows HAVING filters
         first = len(p.keys)
-        chain = [dataclasses.replace(c, expr=p.expr(c.expr)) if isinstance(c, A.Filter) else c for c in chain]
+        chain = [dataclasses.replace(c, expr=p.expr(c.expr) if isinstance(c, A.Filter) else p.value(c.expr))
+                 for c in chain]
         keys += tuple((A.Var(f"~p{j}"), A.Var(f"~p{j}")) for j in range(first, len(p.keys)))
-    out = A.Group(inner, keys, cur.aggregates)
+    out = A.Group(inner, keys, aggs)
     for c in reversed(chain):
         out = dataclasses.replace(c, input=out)
     return out, implicit
@@ -248,6 +347,7 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
     form = query.form
     empty = None
     cut = None   # (OFFSET, LIMIT) of a SELECT, applied to each member's rows
+    loose = None   # (OFFSET, LIMIT) without a total order
     pattern = query.pattern
     if form == "SELECT":
         node = pattern
@@ -261,14 +361,15 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
             raise Refused("an unexpected SELECT form")
         inner = node.input
         order = None
-        if isinstance(inner, A.OrderBy):
-            keys = {c.expr for c in inner.conditions if isinstance(c.expr, A.Var)}
-            if not set(node.vars) <= keys:
-                raise Refused("ORDER BY not over every selected variable (ties are broken by row order)")
+        if isinstance(inner, A.OrderBy) and set(node.vars) <= {
+                c.expr for c in inner.conditions if isinstance(c.expr, A.Var)}:
             order, inner = inner, inner.input
+        elif isinstance(inner, A.OrderBy):
+            raise Refused("ORDER BY not over every selected variable (ties are broken by row order)")
         elif cut is not None:
-            raise Refused("LIMIT / OFFSET without an ORDER BY over every selected variable "
-                          "(the rows kept depend on row order)")
+            # the rows kept depend on the row order unless the cut keeps all of a member's rows
+            # or none: decided per member and instant (the others are evaluated alone)
+            loose, cut = cut, None
         body, implicit = _group_part(inner, p, _TABLE_PLACEHOLDER, q)
         if order is not None:
             body = A.OrderBy(body, order.conditions)
@@ -302,9 +403,9 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
     new = _put_table(new, table)
     batched = dataclasses.replace(query, form="SELECT", pattern=new, vars=bvars, prefixes=(),
                                   template=query.template if form == "CONSTRUCT" else ())
-    key = (batched, form, query.template, mode, cut,
+    key = (batched, form, query.template, mode, cut, loose,
            tuple((bw.stream, bw.iri, bw.window) for bw in windows))
-    return Shape(key, tuple(p.keys), batched, form, empty, cut)
+    return Shape(key, tuple(p.keys), batched, form, empty, cut, loose)
 
 
 # the table's columns are known only after the walk: a placeholder leaf, replaced afterwards
@@ -353,22 +454,42 @@ class _BatchEvaluator(Evaluator):
         super().__init__(ctx, dataset)
         self._table = table
         self.grouped: np.ndarray | None = None   # the #q of the members the top Group has a group for
+        self.ordered: np.ndarray | None = None   # the #q of members whose SAMPLE / GROUP_CONCAT see >1 value
 
     def _ParamTable(self, node: ParamTable, seed):
         t = self._table
         return t if seed is None else join(seed, t, self.ctx.max_rows)
 
+    def _ParamValues(self, node: ParamValues, seed):
+        t = self._table
+        n, k = t.n, len(node.cells)
+        cols = {QVAR: np.repeat(t.cols[QVAR], k)}
+        for j, v in enumerate(node.vars):
+            grid = np.full((n, k), UNBOUND, dtype=np.int64)
+            for r, row in enumerate(node.cells):
+                if row[j] is not None:
+                    grid[:, r] = t.cols[f"~p{row[j]}"]
+            cols[v.name] = grid.reshape(-1)
+        res = Bindings(cols, n * k)
+        return res if seed is None else join(seed, res, self.ctx.max_rows)
+
     def _group(self, node: A.Group) -> Bindings:
         out = super()._group(node)
         if node.by and node.by[-1][1].name == QVAR:
             self.grouped = out.col(QVAR)
+            hidden = [v.name for v, _ in node.aggregates if v.name.startswith(_DISTINCT)]
+            if hidden:
+                many = np.zeros(out.n, dtype=bool)
+                for h in hidden:
+                    many |= ~np.isin(out.col(h), self.ctx.intern(_AT_MOST_ONE))
+                self.ordered = self.grouped[many]
         return out
 
 
 class Group:
     """The registered queries of one shape (members keep their own evaluators and logs)."""
 
-    __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "_cells")
+    __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "misses", "_cells")
 
     #: rendered cells kept per group (store ids only: they never change meaning)
     CELL_CACHE = 1 << 17
@@ -381,6 +502,7 @@ class Group:
         self.failures = 0
         self.skip = 0       # batches to run alone after a failed batch
         self.batches = 0
+        self.misses = 0     # consecutive batches where most members had to be evaluated alone
         self._cells: dict[int, bytes] = {}    # term id -> its SPARQL JSON term
 
     def run(self, members: list, t: int) -> tuple[list[tuple], float]:
@@ -410,6 +532,15 @@ class Group:
         bounds = np.searchsorted(qcol[order], np.arange(n + 1, dtype=np.int64)).tolist()
         if self.shape.cut is not None:   # each member's OFFSET / LIMIT (its rows are in ORDER BY order)
             order, bounds = _cut(order, bounds, *self.shape.cut)
+        alone = np.zeros(n, dtype=bool)   # members whose answer depends on their row order
+        if bev.ordered is not None:
+            alone[bev.ordered] = True
+        if self.shape.loose is not None:
+            size = np.diff(np.asarray(bounds, dtype=np.int64))
+            order, bounds = _cut(order, bounds, *self.shape.loose)
+            kept = np.diff(np.asarray(bounds, dtype=np.int64))
+            alone |= (kept != 0) & (kept != size)
+        self._adapt(int(alone.sum()), n)
         vals = [c[order] for c in columns[:-1]]
         names = res.vars[:-1]
         form = self.shape.form
@@ -417,12 +548,17 @@ class Group:
         tail = b',"window":' + orjson.dumps(win) + b"}"
         if form == "SELECT" and ev0.mode == "RSTREAM":
             out = self._render_rows(ctx, names, vals, bounds, tail)
+            for i in np.flatnonzero(alone).tolist():
+                out[i] = (ALONE, None)
         else:
             out = []
             fixed: dict = {}   # ASK: one rendering per answer
             for i, (m, _) in enumerate(members):
                 a, b = bounds[i], bounds[i + 1]
                 ev = m.evaluator
+                if alone[i]:   # before its render: its I/DSTREAM state moves on alone
+                    out.append((ALONE, None))
+                    continue
                 if form == "ASK":
                     hit = fixed.get(b > a)
                     if hit is None:
@@ -444,6 +580,15 @@ class Group:
                     out.append((e, None))
         self.batches += 1
         return out, (time.perf_counter() - t0) * 1000.0
+
+    def _adapt(self, alone: int, n: int) -> None:
+        """Where most members need their own evaluation (their answers depend on row order), the
+        batch is extra work: the group then runs alone for a while (doubling while it lasts)."""
+        if 2 * alone > n:
+            self.misses += 1
+            self.skip = n * min(1 << min(self.misses, 6), 64)
+        else:
+            self.misses = 0
 
     def _with_empty_groups(self, ctx, ds, columns: list[np.ndarray], grouped, n: int) -> list[np.ndarray]:
         """Aggregates without GROUP BY: the members the top Group had no group for (no solutions)
@@ -477,7 +622,7 @@ class Group:
             cells = []
             for v, c in zip(names, vals, strict=True):
                 label = orjson.dumps(v) + b":"
-                uniq, inv = np.unique(c, return_inverse=True)
+                uniq, inv = distinct_inverse(c)
                 table = np.empty(len(uniq), dtype=object)
                 table[:] = self._term_cells(ctx, uniq)
                 col = table[inv.reshape(-1)]
