@@ -93,9 +93,6 @@ _LOGIC = frozenset(("&&", "||", "!"))
 #: calls whose constant arguments are parameters (a placeholder bound to the same term gives the
 #: same value: these functions read their arguments' terms only)
 _VALUE_ARGS = frozenset(("CONTAINS", "STRSTARTS", "STRENDS", "LANGMATCHES", "SAMETERM"))
-#: aggregates whose value depends on the order of a group's rows: batched, and a member whose
-#: group has more than one distinct value of their argument is evaluated alone (its order decides)
-_ORDERED = frozenset(("SAMPLE", "GROUP_CONCAT"))
 #: aggregates whose value is a function of the multiset of a group's rows (SUM / AVG: integer and
 #: decimal sums are exact, floating ones are summed in value order by engine.exec.aggregates)
 _GROUPABLE = frozenset(("COUNT", "MIN", "MAX", "SUM", "AVG"))
@@ -144,13 +141,10 @@ class ParamValues:
 
 
 #: the answer of a member that must be evaluated alone at this instant (its answer depends on the
-#: order of rows: GROUP_CONCAT / SAMPLE over distinct values, LIMIT / OFFSET that cut its rows)
+#: order of its rows: a LIMIT / OFFSET without total ORDER BY that cuts inside them)
 ALONE = object()
 
 
-#: the hidden COUNT(DISTINCT) columns of SAMPLE / GROUP_CONCAT arguments
-_DISTINCT = "#d"
-_AT_MOST_ONE = [f'"{i}"^^<http://www.w3.org/2001/XMLSchema#integer>' for i in (0, 1)]
 
 
 # ---------------------------------------------------------------- parameterizing the algebra
@@ -304,15 +298,13 @@ def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
         if _has_group(node):
             raise Refused("aggregates below SELECT expressions")
         return p.spine(node, table), None
-    bad = sorted({a.name for _, a in cur.aggregates if a.name not in _GROUPABLE | _ORDERED})
+    bad = sorted({a.name for _, a in cur.aggregates if a.name not in _GROUPABLE})
     if bad:
-        raise Refused(f"the aggregates {', '.join(bad)}")
+        raise Refused(f"{', '.join(bad)} (alone, the value depends on the order of a group's rows, which "
+                      "its evaluation path and the query's history decide)")
     inner = p.spine(cur.input, table)
     keys = cur.by + ((q, q),)
-    # SAMPLE / GROUP_CONCAT: the number of distinct bound values of their argument per group (a
-    # hidden COUNT(DISTINCT)); where it is over 1 the member's answer depends on its row order
-    aggs = cur.aggregates + tuple((A.Var(f"{_DISTINCT}{i}"), A.Aggregate("COUNT", a.arg, True, None))
-                                  for i, (_, a) in enumerate(cur.aggregates) if a.name in _ORDERED)
+    aggs = cur.aggregates
     implicit = None
     if not cur.by:   # HAVING's constants stay in the shape: the empty group's row is shared
         implicit = cur
@@ -454,7 +446,6 @@ class _BatchEvaluator(Evaluator):
         super().__init__(ctx, dataset)
         self._table = table
         self.grouped: np.ndarray | None = None   # the #q of the members the top Group has a group for
-        self.ordered: np.ndarray | None = None   # the #q of members whose SAMPLE / GROUP_CONCAT see >1 value
 
     def _ParamTable(self, node: ParamTable, seed):
         t = self._table
@@ -477,19 +468,13 @@ class _BatchEvaluator(Evaluator):
         out = super()._group(node)
         if node.by and node.by[-1][1].name == QVAR:
             self.grouped = out.col(QVAR)
-            hidden = [v.name for v, _ in node.aggregates if v.name.startswith(_DISTINCT)]
-            if hidden:
-                many = np.zeros(out.n, dtype=bool)
-                for h in hidden:
-                    many |= ~np.isin(out.col(h), self.ctx.intern(_AT_MOST_ONE))
-                self.ordered = self.grouped[many]
         return out
 
 
 class Group:
     """The registered queries of one shape (members keep their own evaluators and logs)."""
 
-    __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "misses", "_cells")
+    __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "misses", "alone", "_cells")
 
     #: rendered cells kept per group (store ids only: they never change meaning)
     CELL_CACHE = 1 << 17
@@ -503,6 +488,7 @@ class Group:
         self.skip = 0       # batches to run alone after a failed batch
         self.batches = 0
         self.misses = 0     # consecutive batches where most members had to be evaluated alone
+        self.alone = 0      # member-instants handed back to be evaluated alone (their row order decides)
         self._cells: dict[int, bytes] = {}    # term id -> its SPARQL JSON term
 
     def run(self, members: list, t: int) -> tuple[list[tuple], float]:
@@ -533,8 +519,6 @@ class Group:
         if self.shape.cut is not None:   # each member's OFFSET / LIMIT (its rows are in ORDER BY order)
             order, bounds = _cut(order, bounds, *self.shape.cut)
         alone = np.zeros(n, dtype=bool)   # members whose answer depends on their row order
-        if bev.ordered is not None:
-            alone[bev.ordered] = True
         if self.shape.loose is not None:
             size = np.diff(np.asarray(bounds, dtype=np.int64))
             order, bounds = _cut(order, bounds, *self.shape.loose)
@@ -584,6 +568,7 @@ class Group:
     def _adapt(self, alone: int, n: int) -> None:
         """Where most members need their own evaluation (their answers depend on row order), the
         batch is extra work: the group then runs alone for a while (doubling while it lasts)."""
+        self.alone += alone
         if 2 * alone > n:
             self.misses += 1
             self.skip = n * min(1 << min(self.misses, 6), 64)

@@ -1,0 +1,243 @@
+"""Multi-query execution of the shapes users register one per user / sensor / area with their
+constants outside triple patterns (engine/stream/multiquery.py): property tests.
+
+Random templates put the member's constants in a triple pattern, a FILTER comparison, an IN
+list, VALUES, BIND, an OPTIONAL's condition or both sides of a UNION, with or without a
+threshold FILTER, a BIND over IF / a comparison, and one of: no modifier, LIMIT / OFFSET without
+ORDER BY (a member whose cut falls inside its rows is evaluated alone), GROUP BY with a COUNT.
+Every member's events must be exactly what it gets with batching off, and its answers what
+pyoxigraph gives over the instant's dataset (LIMIT: a sub-multiset of the right size).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import orjson
+import pyoxigraph as ox
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.database import Database
+from engine.stream.manager import StreamManager
+from tests.test_multiquery import reg, shape
+
+EX = "http://ex.org/sh/"
+S = EX + "stream"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+AREAS, SENSORS, KINDS = 5, 4, 3   # area4 has no sensors
+
+
+def static_triples() -> list[tuple[str, str, str]]:
+    out = []
+    for a in range(AREAS - 1):
+        for j in range(SENSORS):
+            s = f"<{EX}s{a}_{j}>"
+            out.append((s, f"<{EX}in>", f"<{EX}area{a}>"))
+            if j < KINDS:   # the last sensor of each area has no kind (OPTIONAL leaves ?k unbound)
+                out.append((s, f"<{EX}kind>", f"<{EX}kind{j}>"))
+    return out
+
+
+def stream(rng: random.Random, end: int) -> list[tuple[str, str, str, int]]:
+    out, t, i = [], 0, 0
+    while True:
+        t += rng.choice((0, 30, 80, 150, 400))
+        if t > end:
+            return out
+        o = f"<{EX}o{i}>"
+        i += 1
+        out.append((o, f"<{EX}by>", f"<{EX}s{rng.randrange(AREAS - 1)}_{rng.randrange(SENSORS)}>", t))
+        v = f'"{rng.randint(0, 9)}"^^<{XSD}integer>' if rng.random() < 0.85 else f'"w{rng.randint(0, 2)}"'
+        out.append((o, f"<{EX}val>", v, t))
+
+
+# where the member's area goes ({A}, {B}: areas; {K}: a kind)
+ANCHORS = {
+    "bgp": "?s <{EX}in> <{EX}area{A}> .",
+    "filter": "?s <{EX}in> ?a . FILTER(?a = <{EX}area{A}>)",
+    "in": "?s <{EX}in> ?a . FILTER(?a IN (<{EX}area{A}>, <{EX}area{B}>))",
+    "values": "VALUES ?a { <{EX}area{A}> <{EX}area{B}> } ?s <{EX}in> ?a .",
+    "bind": "BIND(<{EX}area{A}> AS ?a) ?s <{EX}in> ?a .",
+    "union": "{ ?s <{EX}in> <{EX}area{A}> } UNION { ?s <{EX}kind> <{EX}kind{K}> }",
+}
+
+
+@st.composite
+def template(draw):
+    anchor = draw(st.sampled_from(sorted(ANCHORS)))
+    where = "?o <{EX}by> ?s . ?o <{EX}val> ?v . " + ANCHORS[anchor]
+    if draw(st.booleans()):
+        where += " OPTIONAL { ?s <{EX}kind> ?k FILTER(?k != <{EX}kind{K}>) }"
+    if draw(st.booleans()):
+        where += " FILTER(?v > {N} || ?v = \"w{W}\")"
+    hot = draw(st.booleans())
+    if hot:
+        where += " BIND(IF(?v >= {N}, \"hot\", \"cold\") AS ?h)"
+    mod = draw(st.sampled_from(["", "limit", "count"]))
+    win = draw(st.sampled_from(["[RANGE 1s STEP 500ms]", "[RANGE 2s STEP 1s]"]))
+    if mod in ("", "limit"):
+        head = "SELECT ?o ?v ?s" + (" ?h" if hot else "")
+        tail = ""
+        if mod == "limit":
+            tail = f" LIMIT {draw(st.integers(0, 4))}" + (f" OFFSET {draw(st.integers(1, 2))}"
+                                                           if draw(st.booleans()) else "")
+    else:
+        agg = "COUNT(DISTINCT ?v)"
+        key = draw(st.sampled_from(["?s", "?a" if anchor in ("filter", "in", "values", "bind") else "?s", ""]))
+        head = f"SELECT {key} ({agg} AS ?g) (COUNT(*) AS ?n)"
+        tail = f" GROUP BY {key}" if key else ""
+    text = (head + " FROM STREAM <" + S + "> " + win + " FROM <urn:jindou:default> WHERE { " + where + " }"
+            + tail)
+    return text.replace("{EX}", EX), mod
+
+
+def fill(tmpl: str, rng: random.Random, j: int) -> str:
+    a = AREAS - 1 if j == 4 else rng.randrange(AREAS - 1)   # one member without sensors
+    return (tmpl.replace("{A}", str(a)).replace("{B}", str(rng.randrange(AREAS)))
+            .replace("{K}", str(rng.randrange(KINDS))).replace("{N}", str(rng.randint(0, 9)))
+            .replace("{W}", str(rng.randint(0, 2))))
+
+
+def run(static, data, end, texts, batching: bool):
+    db = Database()
+    db.load_data("".join(f"{s} {p} {o} .\n" for s, p, o in static).encode(), "application/n-triples")
+    m = StreamManager(db)
+    m._scheduler.batching = batching
+    try:
+        m.register_stream("st", S)
+        m.heartbeat("st", 0)
+        for name, text in texts.items():
+            m.register_query(f"REGISTER QUERY {name} AS {text}")
+        for a in range(0, len(data), 29):
+            body = b"\n".join(orjson.dumps({"s": s, "p": p, "o": o, "t": t}) for s, p, o, t in data[a:a + 29])
+            assert m.ingest_ndjson("st", body)["rejected"] == 0
+        m.heartbeat("st", end + 1)
+        assert m.drain(120)
+        logs = {name: [(e.id, e.event, _answer(e.data) if e.event == "result" else e.data)
+                       for e in m.log(name).since(None, from_t=-1)] for name in texts}
+        info = {name: m._scheduler.batch_info(name) for name in texts}
+        groups = m._scheduler._groups.values()
+        return logs, info, sum(g.batches for g in groups), sum(g.alone for g in groups)
+    finally:
+        m.close()
+        db.close()
+
+
+def _term(b) -> tuple:
+    if b is None:
+        return ("unbound",)
+    return (b["type"], b["value"], b.get("datatype"), b.get("xml:lang"))
+
+
+def _answer(data: bytes):
+    """An answer's rows as a multiset (the order of rows is unspecified without ORDER BY), exact
+    terms)."""
+    doc = orjson.loads(data)
+    if "results" not in doc:
+        return data
+    names = doc["head"]["vars"]
+    rows = Counter(tuple(_term(b.get(v)) for v in names) for b in doc["results"]["bindings"])
+    return tuple(names), frozenset(rows.items()), orjson.dumps(doc["window"])
+
+
+def _ox(key: str):
+    if key.startswith("<"):
+        return ox.NamedNode(key[1:-1])
+    lex, _, dt = key[1:].partition('"^^<')
+    return ox.Literal(lex, datatype=ox.NamedNode(dt[:-1])) if dt else ox.Literal(lex[:-1])
+
+
+def _ox_term(t) -> tuple:
+    if t is None:
+        return ("unbound",)
+    if isinstance(t, ox.NamedNode):
+        return ("uri", t.value, None, None)
+    return ("literal", t.value, None if t.datatype.value == XSD + "string" else t.datatype.value, t.language)
+
+
+def oracle(static, data, text: str, t: int, range_ms: int) -> tuple[list[str], list[tuple]]:
+    store = ox.Store()
+    store.extend([ox.Quad(_ox(s), _ox(p), _ox(o), ox.DefaultGraph()) for s, p, o in static]
+                 + [ox.Quad(_ox(s), _ox(p), _ox(o), ox.DefaultGraph())
+                    for s, p, o, tau in data if t - range_ms < tau <= t])
+    plain = text.split(" FROM STREAM ", 1)[0] + " WHERE " + text.split(" WHERE ", 1)[1]
+    sol = store.query(plain)
+    names = [v.value for v in sol.variables]
+    return names, [tuple(_ox_term(s[v]) for v in names) for s in sol]
+
+
+def check_oracle(static, data, text, mod, names, rows: Counter, t: int) -> None:
+    range_ms = 1000 if "RANGE 1s" in text else 2000
+    if mod == "limit":
+        cut = text.rsplit(" LIMIT ", 1)
+        lim = int(cut[1].split()[0])
+        off = int(cut[1].split(" OFFSET ")[1]) if " OFFSET " in cut[1] else 0
+        onames, orows = oracle(static, data, cut[0], t, range_ms)
+        assert onames == list(names)
+        full = Counter(orows)
+        assert not rows - full, (text, t)
+        assert sum(rows.values()) == max(0, min(len(orows) - off, lim)), (text, t)
+        return
+    onames, orows = oracle(static, data, text, t, range_ms)
+    assert onames == list(names)
+    assert rows == Counter(orows), (text, t)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(template(), min_size=2, max_size=3), st.integers(0, 10_000))
+def test_batched_shapes_equal_alone_and_oracle(templates, seed):
+    rng = random.Random(seed)
+    static = static_triples()
+    end = 4000
+    data = stream(rng, end)
+    texts, mods = {}, {}
+    for i, (tmpl, mod) in enumerate(templates):
+        for j in range(5):
+            texts[f"g{i}m{j}"] = fill(tmpl, rng, j)
+            mods[f"g{i}m{j}"] = mod
+    got, info, batches, _ = run(static, data, end, texts, True)
+    want, _, none, _ = run(static, data, end, texts, False)
+    assert none == 0 and batches > 0
+    assert all(i["batched"] for i in info.values()), info
+    for name in want:
+        assert got[name] == want[name], (name, texts[name])
+    for name, text in list(texts.items())[::2]:
+        for ev in got[name][1::3]:
+            if ev[1] != "result" or not isinstance(ev[2], tuple):
+                continue
+            names, rows, _ = ev[2]
+            check_oracle(static, data, text, mods[name], names, Counter(dict(rows)), ev[0])
+
+
+def test_cuts_inside_a_members_rows_are_evaluated_alone_and_equal_alone():
+    """LIMIT / OFFSET without ORDER BY: members whose cut keeps all their rows or none keep the
+    batched answer; the others are handed back and evaluated alone."""
+    rng = random.Random(7)
+    static = static_triples()
+    end = 5000
+    data = stream(rng, end)
+    texts = {}
+    for j in range(8):
+        texts[f"l{j}"] = (f"SELECT ?o ?v FROM STREAM <{S}> [RANGE 2s STEP 500ms] FROM <urn:jindou:default> "
+                          f"WHERE {{ ?o <{EX}by> ?s . ?o <{EX}val> ?v . ?s <{EX}in> <{EX}area{j % AREAS}> }} "
+                          f"LIMIT {1 + 3 * (j % 2)}")
+    got, info, batches, alone = run(static, data, end, texts, True)
+    want, _, _, _ = run(static, data, end, texts, False)
+    assert batches > 0 and alone > 0
+    for name in want:
+        assert got[name] == want[name], name
+
+
+def test_constants_outside_triple_patterns_make_one_group():
+    tmpl = ["SELECT ?o %W WHERE { ?o :at ?s FILTER(?s = :s1) }",
+            "SELECT ?o %W WHERE { VALUES ?s { :s1 } ?o :at ?s }",
+            "SELECT ?o ?k %W WHERE { ?o :at ?s BIND(:s1 AS ?k) }",
+            "SELECT ?o %W WHERE { ?o :at ?s OPTIONAL { ?s :in ?z FILTER(?z = :s1) } }",
+            "SELECT ?o %W WHERE { { ?o :at :s1 } UNION { ?o :in ?z FILTER(?z != :s1) } }"]
+    for body in tmpl:
+        a = shape(reg(body))
+        b = shape(reg(body.replace(":s1", ":s7"), name="other"))
+        assert a.key == b.key and a.params != b.params, body
