@@ -322,7 +322,9 @@ class Scheduler:
                         or time.monotonic() - self._gc_last >= _GC_EVERY_S:
                     gc_streams, self._gc_streams = self._gc_streams, set()
                     self._collecting = True
-                reg.cv.notify_all()
+                # no notify here: only drain() waits on cv besides the worker, and it is woken
+                # when the worker runs out of jobs (a wake per instant cost the worker the GIL
+                # for every evaluation while a drain waited)
         if gc_streams:
             try:
                 self._collect(gc_streams)
