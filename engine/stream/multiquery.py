@@ -26,19 +26,30 @@ same solutions exactly when the variable is bound by the table before, or joined
 every operator that reads it):
 
 * subject and object constants of the triple patterns of BGPs -- on the *spine* (the chain of
-  left operands of Join / LeftJoin / Minus and the inputs of Filter / Extend from the top of the
-  WHERE pattern, where the table is joined first), in the right side of a Join, of an OPTIONAL on
-  the spine, and below Union / Graph / Filter / Extend there;
-* constant operands of comparisons (``= != < > <= >=``, under ``&& || !``) in FILTERs on the
-  spine and in the conditions of OPTIONALs on the spine (their rows carry the table's columns),
-  and in HAVING with GROUP BY (its placeholders become group keys, constant per member).
+  left operands of Join / LeftJoin / Minus, the inputs of Filter / Extend and both sides of a
+  Union from the top of the WHERE pattern, where the table is joined first:
+  ``T ⋈ (A ∪ B) = (T ⋈ A) ∪ (T ⋈ B)``), in the right side of a Join or OPTIONAL on the spine,
+  and below Union / Graph / Filter / Extend there;
+* the right side of a Join or OPTIONAL on the spine that starts from a constant gets the table
+  joined in as well (``T ⋈ L ⋈ (T ⋈ R) = T ⋈ L ⋈ R``: the table's rows are distinct), so its
+  FILTER / BIND / VALUES constants are parameters too (from a constant-free start the table
+  would multiply the pattern's rows: its FILTER constants then stay in the shape);
+* in expressions over rows that carry the table (FILTERs and BINDs on the spine, OPTIONAL
+  conditions, HAVING and SELECT expressions with GROUP BY, whose placeholders become group keys,
+  constant per member): a BIND of a constant, operands of comparisons, IN / NOT IN lists,
+  CONTAINS / STRSTARTS / STRENDS / LANGMATCHES / SAMETERM arguments, IF / COALESCE branches,
+  under ``&& || !`` (these read their arguments' terms only, so a placeholder bound to the same
+  term gives the same value);
+* VALUES constants (on the spine or off it): the table becomes :class:`ParamValues`, every
+  member's rows tagged with ``#q`` -- joined with the spine's rows on ``#q``, so each member
+  meets its own rows only (rows without ``#q`` stay compatible with every member).
 
 Every other constant is part of the shape (queries differing there are different groups):
 predicates, GRAPH names, property-path ends (a zero-length path treats a constant end differently
-from a variable one), VALUES, BIND / SELECT expressions, EXISTS, MINUS right sides (a shared
-hidden variable would make MINUS remove rows it keeps), subqueries, HAVING of aggregates without
-GROUP BY, the CONSTRUCT
-template and the dataset.
+from a variable one), constants inside arithmetic, REGEX / REPLACE patterns (compiled once as
+constants) and other calls, EXISTS, MINUS right sides (a shared hidden variable would make MINUS
+remove rows it keeps), subqueries, HAVING of aggregates without GROUP BY, the CONSTRUCT template,
+LIMIT / OFFSET values and the dataset.
 
 Aggregates: the Group gets ``#q`` as its last key, so every member's groups are its own: COUNT,
 SUM, AVG, MIN, MAX (also DISTINCT) are computed for all members at once by the engine's aggregate
@@ -53,10 +64,24 @@ order is then total on the answer's rows (ties are equal rows), so each member's
 stable sort on ``#q``, are in the order it gets alone, and its OFFSET / LIMIT (``Shape.cut``, part
 of the shape) is applied to its own rows.
 
-Not batched (the query runs alone): DESCRIBE; ORDER BY that leaves some selected variable out and
-LIMIT / OFFSET without such an ORDER BY (ties, and so the rows kept, depend on the row order);
-SAMPLE and GROUP_CONCAT (their value depends on the order of the rows in a group: the sample, the
-concatenation); solution modifiers on ASK and CONSTRUCT.
+LIMIT / OFFSET without such an ORDER BY (``Shape.loose``) is batched too: a member whose cut keeps
+all its rows or none gets them from the batch (the same multiset whatever the order); a member
+whose cut falls inside its rows is handed back (:data:`ALONE`) and evaluated alone at that
+instant, where its own evaluator's row order picks the rows. If most members are handed back, the
+group runs alone for a while. Such a query has no incremental core (it refuses LIMIT without
+ORDER BY), so its evaluator's row order is a function of the window -- except after the
+tuple-at-a-time path handed an instant back (a window over its row thresholds), when it skips that
+path for a few instants: a member batched meanwhile skips fewer, and a handed-back instant in that
+span may be evaluated by the other path, which can keep other rows than alone (both are answers
+SPARQL allows; the property tests, whose windows stay under the thresholds, find them equal).
+
+Not batched (the query runs alone): DESCRIBE; ORDER BY that leaves some selected variable out
+(ties are broken by row order); SAMPLE and GROUP_CONCAT: their value depends on the order of a
+group's rows, and alone that order is the evaluation path's -- incremental maintenance keeps the
+rows in the order they arrived over past instants, the tuple-at-a-time and the vectorized paths
+each have their own, chosen per instant by measured cost -- so no batch can reproduce it (a
+per-member check that the group has one distinct value would still leave the handed-back members
+with an evaluator whose history the batches skipped); solution modifiers on ASK and CONSTRUCT.
 
 What each member gets is what it gets registered alone: the same window member, the same
 solutions (as a multiset: the order of rows within an answer is unspecified, as for SPARQL without
