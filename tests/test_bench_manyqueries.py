@@ -26,7 +26,7 @@ def test_main_registered_in_bench_entry_point(capsys):
 
 
 def test_mixed_shapes_and_one_peer():
-    """--mixed: four shapes, GROUP_CONCAT alone; the answers agree across peers where
+    """--mixed: four shapes, two batched and two alone; the answers agree across peers where
     they are specified (LIMIT without ORDER BY and GROUP_CONCAT's order are not compared)."""
     rep = mq.run([16], instants=2, rounds=1, areas=4, sensors=3, rate=300.0, unbatched_budget=32,
                  composite_budget=16, say=lambda _m: None, mixed=True)

@@ -76,6 +76,8 @@ def test_window_and_mode_are_part_of_the_shape():
 
 
 @pytest.mark.parametrize(("body", "why"), [
+    ("SELECT ?o %W WHERE { ?o :at :s1 } LIMIT 3", "LIMIT"),
+    ("SELECT ?o %W WHERE { ?o :at :s1 } OFFSET 1", "LIMIT"),
     ("SELECT ?o ?s %W WHERE { ?o :at ?s } ORDER BY ?o", "ORDER BY"),
     ("SELECT ?o ?s %W WHERE { ?o :at ?s } ORDER BY ?o LIMIT 1", "ORDER BY"),
     ("CONSTRUCT { ?o :r :s1 } %W WHERE { ?o :at :s1 } LIMIT 2", "modifiers"),
@@ -85,18 +87,6 @@ def test_window_and_mode_are_part_of_the_shape():
 def test_refused_shapes_run_alone(body, why):
     with pytest.raises(Refused, match=why):
         shape(reg(body))
-
-
-@pytest.mark.parametrize(("body", "loose"), [
-    ("SELECT ?o %W WHERE { ?o :at :s1 } LIMIT 3", (0, 3)),
-    ("SELECT ?o %W WHERE { ?o :at :s1 } OFFSET 1", (1, None)),
-])
-def test_order_dependent_shapes_are_batched_with_a_per_member_check(body, loose):
-    """LIMIT / OFFSET without a total ORDER BY: batched; a member whose cut falls inside its rows
-    (its answer would depend on row order) is evaluated alone (checked per instant)."""
-    s = shape(reg(body))
-    assert s.loose == loose and s.cut is None
-    assert s.params == (f"<{EX}s1>",)
 
 
 def test_grouped_count_min_max_are_batched_with_the_query_index_as_key():

@@ -64,24 +64,18 @@ order is then total on the answer's rows (ties are equal rows), so each member's
 stable sort on ``#q``, are in the order it gets alone, and its OFFSET / LIMIT (``Shape.cut``, part
 of the shape) is applied to its own rows.
 
-LIMIT / OFFSET without such an ORDER BY (``Shape.loose``) is batched too: a member whose cut keeps
-all its rows or none gets them from the batch (the same multiset whatever the order); a member
-whose cut falls inside its rows is handed back (:data:`ALONE`) and evaluated alone at that
-instant, where its own evaluator's row order picks the rows. If most members are handed back, the
-group runs alone for a while. Such a query has no incremental core (it refuses LIMIT without
-ORDER BY), so its evaluator's row order is a function of the window -- except after the
-tuple-at-a-time path handed an instant back (a window over its row thresholds), when it skips that
-path for a few instants: a member batched meanwhile skips fewer, and a handed-back instant in that
-span may be evaluated by the other path, which can keep other rows than alone (both are answers
-SPARQL allows; the property tests, whose windows stay under the thresholds, find them equal).
-
-Not batched (the query runs alone): DESCRIBE; ORDER BY that leaves some selected variable out
-(ties are broken by row order); SAMPLE and GROUP_CONCAT: their value depends on the order of a
-group's rows, and alone that order is the evaluation path's -- incremental maintenance keeps the
-rows in the order they arrived over past instants, the tuple-at-a-time and the vectorized paths
-each have their own, chosen per instant by measured cost -- so no batch can reproduce it (a
-per-member check that the group has one distinct value would still leave the handed-back members
-with an evaluator whose history the batches skipped); solution modifiers on ASK and CONSTRUCT.
+Not batched (the query runs alone): DESCRIBE; solution modifiers on ASK and CONSTRUCT; and
+whatever depends on the order of rows, because alone that order is the query's own history, not
+a function of the window: ORDER BY that leaves some selected variable out (ties), LIMIT / OFFSET
+without an ORDER BY over every selected variable (the rows kept), SAMPLE and GROUP_CONCAT (the
+value). Alone, incremental maintenance keeps rows in the order they arrived over past instants,
+the tuple-at-a-time and vectorized paths are chosen per instant (by measured cost, with a
+back-off), and an instant whose window change cannot match reuses the answer of the last
+evaluated one -- rows picked from an earlier window's order. A batch has none of that history.
+Tried: batching them with a per-member check (a member whose answer provably does not depend on
+the order -- a cut keeping all its rows or none, groups with one distinct value -- takes the
+batch's, the others are evaluated alone): the members evaluated alone then differ from the query
+registered alone, whose evaluator saw the instants the batches took (property tests found it).
 
 What each member gets is what it gets registered alone: the same window member, the same
 solutions (as a multiset: the order of rows within an answer is unspecified, as for SPARQL without
@@ -109,7 +103,7 @@ from engine.exec.serialize import _json_term
 from engine.plan.planner import QueryPlan, make_plan
 from engine.sparql import algebra as A
 
-__all__ = ["ALONE", "ParamTable", "ParamValues", "Refused", "Shape", "Group", "analyze", "QVAR"]
+__all__ = ["ParamTable", "ParamValues", "Refused", "Shape", "Group", "analyze", "QVAR"]
 
 #: the hidden query-index variable of a batched query (the parser never makes a name with '#')
 QVAR = "#q"
@@ -150,9 +144,6 @@ class Shape:
     #: (OFFSET, LIMIT) of each member's rows (an ORDER BY over every selected variable: the order
     #: is total on the rows, so the cut is the one alone)
     cut: tuple[int, int | None] | None = None
-    #: (OFFSET, LIMIT) without an ORDER BY over every selected variable: a member whose cut keeps
-    #: all its rows or none gets them; the others are evaluated alone (the order alone decides)
-    loose: tuple[int, int | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,11 +154,6 @@ class ParamValues:
 
     vars: tuple[A.Var, ...]
     cells: tuple[tuple[int | None, ...], ...]
-
-
-#: the answer of a member that must be evaluated alone at this instant (its answer depends on the
-#: order of its rows: a LIMIT / OFFSET without total ORDER BY that cuts inside them)
-ALONE = object()
 
 
 
@@ -364,7 +350,6 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
     form = query.form
     empty = None
     cut = None   # (OFFSET, LIMIT) of a SELECT, applied to each member's rows
-    loose = None   # (OFFSET, LIMIT) without a total order
     pattern = query.pattern
     if form == "SELECT":
         node = pattern
@@ -384,9 +369,8 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
         elif isinstance(inner, A.OrderBy):
             raise Refused("ORDER BY not over every selected variable (ties are broken by row order)")
         elif cut is not None:
-            # the rows kept depend on the row order unless the cut keeps all of a member's rows
-            # or none: decided per member and instant (the others are evaluated alone)
-            loose, cut = cut, None
+            raise Refused("LIMIT / OFFSET without an ORDER BY over every selected variable (alone, the rows "
+                          "kept depend on the row order its evaluation path and history give)")
         body, implicit = _group_part(inner, p, _TABLE_PLACEHOLDER, q)
         if order is not None:
             body = A.OrderBy(body, order.conditions)
@@ -420,9 +404,9 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
     new = _put_table(new, table)
     batched = dataclasses.replace(query, form="SELECT", pattern=new, vars=bvars, prefixes=(),
                                   template=query.template if form == "CONSTRUCT" else ())
-    key = (batched, form, query.template, mode, cut, loose,
+    key = (batched, form, query.template, mode, cut,
            tuple((bw.stream, bw.iri, bw.window) for bw in windows))
-    return Shape(key, tuple(p.keys), batched, form, empty, cut, loose)
+    return Shape(key, tuple(p.keys), batched, form, empty, cut)
 
 
 # the table's columns are known only after the walk: a placeholder leaf, replaced afterwards
@@ -499,7 +483,7 @@ class _BatchEvaluator(Evaluator):
 class Group:
     """The registered queries of one shape (members keep their own evaluators and logs)."""
 
-    __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "misses", "alone", "_cells")
+    __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "_cells")
 
     #: rendered cells kept per group (store ids only: they never change meaning)
     CELL_CACHE = 1 << 17
@@ -512,8 +496,6 @@ class Group:
         self.failures = 0
         self.skip = 0       # batches to run alone after a failed batch
         self.batches = 0
-        self.misses = 0     # consecutive batches where most members had to be evaluated alone
-        self.alone = 0      # member-instants handed back to be evaluated alone (their row order decides)
         self._cells: dict[int, bytes] = {}    # term id -> its SPARQL JSON term
 
     def run(self, members: list, t: int) -> tuple[list[tuple], float]:
@@ -543,13 +525,6 @@ class Group:
         bounds = np.searchsorted(qcol[order], np.arange(n + 1, dtype=np.int64)).tolist()
         if self.shape.cut is not None:   # each member's OFFSET / LIMIT (its rows are in ORDER BY order)
             order, bounds = _cut(order, bounds, *self.shape.cut)
-        alone = np.zeros(n, dtype=bool)   # members whose answer depends on their row order
-        if self.shape.loose is not None:
-            size = np.diff(np.asarray(bounds, dtype=np.int64))
-            order, bounds = _cut(order, bounds, *self.shape.loose)
-            kept = np.diff(np.asarray(bounds, dtype=np.int64))
-            alone |= (kept != 0) & (kept != size)
-        self._adapt(int(alone.sum()), n)
         vals = [c[order] for c in columns[:-1]]
         names = res.vars[:-1]
         form = self.shape.form
@@ -557,17 +532,12 @@ class Group:
         tail = b',"window":' + orjson.dumps(win) + b"}"
         if form == "SELECT" and ev0.mode == "RSTREAM":
             out = self._render_rows(ctx, names, vals, bounds, tail)
-            for i in np.flatnonzero(alone).tolist():
-                out[i] = (ALONE, None)
         else:
             out = []
             fixed: dict = {}   # ASK: one rendering per answer
             for i, (m, _) in enumerate(members):
                 a, b = bounds[i], bounds[i + 1]
                 ev = m.evaluator
-                if alone[i]:   # before its render: its I/DSTREAM state moves on alone
-                    out.append((ALONE, None))
-                    continue
                 if form == "ASK":
                     hit = fixed.get(b > a)
                     if hit is None:
@@ -589,16 +559,6 @@ class Group:
                     out.append((e, None))
         self.batches += 1
         return out, (time.perf_counter() - t0) * 1000.0
-
-    def _adapt(self, alone: int, n: int) -> None:
-        """Where most members need their own evaluation (their answers depend on row order), the
-        batch is extra work: the group then runs alone for a while (doubling while it lasts)."""
-        self.alone += alone
-        if 2 * alone > n:
-            self.misses += 1
-            self.skip = n * min(1 << min(self.misses, 6), 64)
-        else:
-            self.misses = 0
 
     def _with_empty_groups(self, ctx, ds, columns: list[np.ndarray], grouped, n: int) -> list[np.ndarray]:
         """Aggregates without GROUP BY: the members the top Group had no group for (no solutions)

@@ -50,7 +50,7 @@ from engine.stream import telemetry
 from engine.stream.absorb import AbsorbLog
 from engine.stream.continuous import InstantEvaluator
 from engine.stream.gc import collect
-from engine.stream.multiquery import ALONE, Group, Refused, analyze
+from engine.stream.multiquery import Group, Refused, analyze
 from engine.stream.progress import ARRIVAL
 from engine.stream.registry import QueryEntry, Registry
 
@@ -478,9 +478,6 @@ class Scheduler:
             inc = m.evaluator.incremental_core
             if inc is not None:
                 inc.reset()   # its maintained rows describe an older instant now
-            if data is ALONE:   # its answer depends on its row order: the order alone decides
-                self._evaluate(m, t, state)
-                continue
             if isinstance(data, BaseException):
                 data, _ = self._error_data(m, t, data)
                 self._record(m, t, state, data, None, win)
