@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from engine.database import Database
 from engine.stream.manager import StreamManager
+from tests.test_multiquery import EX as EX0
 from tests.test_multiquery import reg, shape
 
 EX = "http://ex.org/sh/"
@@ -212,3 +213,30 @@ def test_constants_outside_triple_patterns_make_one_group():
         a = shape(reg(body))
         b = shape(reg(body.replace(":s1", ":s7"), name="other"))
         assert a.key == b.key and a.params != b.params, body
+
+
+def test_the_table_is_joined_into_union_branches_and_anchored_right_sides():
+    """Both UNION branches and an OPTIONAL that starts from a constant get the members' table
+    (so their FILTER / BIND constants are parameters); a constant-free OPTIONAL does not (it
+    would be the cross product of the table and the pattern): its BIND constant stays in the shape."""
+    from engine.stream.multiquery import ParamTable
+
+    def tables(node, out):
+        if isinstance(node, ParamTable):
+            out.append(node)
+        elif hasattr(node, "__dataclass_fields__"):
+            for f in node.__dataclass_fields__:
+                tables(getattr(node, f), out)
+        elif isinstance(node, tuple):
+            for x in node:
+                tables(x, out)
+        return out
+
+    s = shape(reg("SELECT ?o %W WHERE { { ?o :at :s1 FILTER(?o != :x) } UNION { ?o :in :z1 } }"))
+    found = tables(s.batched.pattern, [])
+    assert len(found) == 2 and all(len(t.vars) == 1 + len(s.params) for t in found)
+    assert len(s.params) == 3
+    anchored = shape(reg("SELECT ?o ?k %W WHERE { ?o :at ?s OPTIONAL { ?s :in :z1 BIND(:x AS ?k) } }"))
+    assert len(anchored.params) == 2 and len(tables(anchored.batched.pattern, [])) == 2
+    free = shape(reg("SELECT ?o ?k %W WHERE { ?o :at :s1 OPTIONAL { ?o :in ?z BIND(:x AS ?k) } }"))
+    assert free.params == (f"<{EX0}s1>",) and len(tables(free.batched.pattern, [])) == 1

@@ -425,7 +425,9 @@ def _empty_group(node):
 def _put_table(node, table: ParamTable):
     if node is _TABLE_PLACEHOLDER:
         return table
-    if isinstance(node, (A.Join, A.LeftJoin, A.Minus)):
+    if isinstance(node, (A.Join, A.LeftJoin, A.Union)):   # the table may be joined into both sides
+        return dataclasses.replace(node, left=_put_table(node.left, table), right=_put_table(node.right, table))
+    if isinstance(node, A.Minus):
         return dataclasses.replace(node, left=_put_table(node.left, table))
     if isinstance(node, (A.Filter, A.Extend, A.Project, A.Distinct, A.Reduced, A.Group, A.OrderBy)):
         return dataclasses.replace(node, input=_put_table(node.input, table))
