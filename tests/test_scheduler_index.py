@@ -87,3 +87,58 @@ def test_every_instant_once_in_order_round_robin_with_churn():
     finally:
         m.close()
         db.close()
+
+
+def test_registered_queries_keep_their_plans_and_gc_sees_each_window_once(monkeypatch):
+    """More queries than the plan memo holds (1,024), evaluated round-robin: none is re-planned
+    after its registration (the memo was cleared over and over), deleted ones are unpinned; the
+    stream GC asks a window's horizon once per distinct window, not once per query."""
+    from engine.plan import planner
+    from engine.stream import gc as sgc
+    from engine.stream.transient import TransientStore
+
+    made = {"n": 0}
+    orig_make = planner.make_plan
+
+    def counting_make(query):
+        made["n"] += 1
+        return orig_make(query)
+
+    monkeypatch.setattr(planner, "make_plan", counting_make)
+    asked = {"n": 0}
+    orig_h = TransientStore.horizon_for
+
+    def counting_h(self, window, nxt):
+        asked["n"] += 1
+        return orig_h(self, window, nxt)
+
+    monkeypatch.setattr(TransientStore, "horizon_for", counting_h)
+    db = Database()
+    m = StreamManager(db)
+    m._scheduler.batching = False
+    n = 1100
+    try:
+        m.register_stream("s", EX + "s")
+        m.heartbeat("s", 0)
+        for i in range(n):
+            m.register_query(f"REGISTER QUERY q{i} AS SELECT ?o FROM STREAM <{EX}s> [RANGE 200ms STEP 100ms] "
+                             f"WHERE {{ <{EX}x{i}> <{EX}p> ?o }}")
+        planned = made["n"]
+        assert planned <= n + 10
+        for t in (100, 200, 300):
+            m.ingest_ndjson("s", orjson.dumps({"s": f"{EX}x1", "p": f"{EX}p", "o": f"{EX}o{t}", "t": t}))
+            m.heartbeat("s", t)
+            assert m.drain(120)
+        assert sum(q.evaluated for q in m._reg.queries.values()) >= 3 * n
+        assert made["n"] - planned <= 10, made["n"] - planned   # not 3,300 re-plans
+        asked["n"] = 0
+        assert sgc.stream_horizon(m._reg, "s") is not None
+        assert asked["n"] == 1
+        q0 = m._reg.queries["q0"].evaluator.query
+        assert id(q0) in planner._PINNED
+        m.delete_query("q0")
+        assert id(q0) not in planner._PINNED
+    finally:
+        m.close()
+        db.close()
+    assert not any(id(q.evaluator.query) in planner._PINNED for q in m._reg.queries.values())   # unpinned at close

@@ -110,9 +110,28 @@ def make_plan(query: A.Query) -> QueryPlan:
 _PLANS: dict[int, tuple[A.Query, QueryPlan]] = {}
 
 
+_PINNED: dict[int, tuple[A.Query, QueryPlan]] = {}
+
+
+def pin_plan(query: A.Query) -> None:
+    """Keep ``query``'s plan outside the bounded memo until :func:`unpin_plan`: a registered
+    continuous query is evaluated at every instant, and with more of them registered than the
+    memo holds, round-robin evaluation re-planned every one every time."""
+    _PINNED[id(query)] = (query, plan_query(query))
+
+
+def unpin_plan(query: A.Query) -> None:
+    hit = _PINNED.get(id(query))
+    if hit is not None and hit[0] is query:
+        del _PINNED[id(query)]
+
+
 def plan_query(query: A.Query) -> QueryPlan:
     """The plan of a parsed query, memoized per query object (callers that keep
     their parsed queries, e.g. continuous queries evaluated at every instant)."""
+    hit = _PINNED.get(id(query))
+    if hit is not None and hit[0] is query:
+        return hit[1]
     hit = _PLANS.get(id(query))
     if hit is not None and hit[0] is query:
         return hit[1]

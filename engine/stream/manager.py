@@ -42,6 +42,7 @@ import pyarrow as pa
 from engine.errors import Category, JindouError, NotFound, QueryEvaluationError, QuerySyntaxError
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI
 from engine.exec.functions import function_arity
+from engine.plan.planner import unpin_plan
 from engine.settings import DEFAULTS
 from engine.sparql.csparql import parse_continuous
 from engine.stream.absorb import AbsorbLog
@@ -168,6 +169,9 @@ class StreamManager:
         for q in qs:
             with q.out_lock:
                 q.log.close()
+            query = getattr(q.evaluator, "query", None)
+            if query is not None:   # pinned while registered (Registry.add_query)
+                unpin_plan(query)
         self._batches.close()
         if self._journal is not None:
             self._journal.close()

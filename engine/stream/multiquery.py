@@ -26,19 +26,30 @@ same solutions exactly when the variable is bound by the table before, or joined
 every operator that reads it):
 
 * subject and object constants of the triple patterns of BGPs -- on the *spine* (the chain of
-  left operands of Join / LeftJoin / Minus and the inputs of Filter / Extend from the top of the
-  WHERE pattern, where the table is joined first), in the right side of a Join, of an OPTIONAL on
-  the spine, and below Union / Graph / Filter / Extend there;
-* constant operands of comparisons (``= != < > <= >=``, under ``&& || !``) in FILTERs on the
-  spine and in the conditions of OPTIONALs on the spine (their rows carry the table's columns),
-  and in HAVING with GROUP BY (its placeholders become group keys, constant per member).
+  left operands of Join / LeftJoin / Minus, the inputs of Filter / Extend and both sides of a
+  Union from the top of the WHERE pattern, where the table is joined first:
+  ``T ⋈ (A ∪ B) = (T ⋈ A) ∪ (T ⋈ B)``), in the right side of a Join or OPTIONAL on the spine,
+  and below Union / Graph / Filter / Extend there;
+* the right side of a Join or OPTIONAL on the spine that starts from a constant gets the table
+  joined in as well (``T ⋈ L ⋈ (T ⋈ R) = T ⋈ L ⋈ R``: the table's rows are distinct), so its
+  FILTER / BIND / VALUES constants are parameters too (from a constant-free start the table
+  would multiply the pattern's rows: its FILTER constants then stay in the shape);
+* in expressions over rows that carry the table (FILTERs and BINDs on the spine, OPTIONAL
+  conditions, HAVING and SELECT expressions with GROUP BY, whose placeholders become group keys,
+  constant per member): a BIND of a constant, operands of comparisons, IN / NOT IN lists,
+  CONTAINS / STRSTARTS / STRENDS / LANGMATCHES / SAMETERM arguments, IF / COALESCE branches,
+  under ``&& || !`` (these read their arguments' terms only, so a placeholder bound to the same
+  term gives the same value);
+* VALUES constants (on the spine or off it): the table becomes :class:`ParamValues`, every
+  member's rows tagged with ``#q`` -- joined with the spine's rows on ``#q``, so each member
+  meets its own rows only (rows without ``#q`` stay compatible with every member).
 
 Every other constant is part of the shape (queries differing there are different groups):
 predicates, GRAPH names, property-path ends (a zero-length path treats a constant end differently
-from a variable one), VALUES, BIND / SELECT expressions, EXISTS, MINUS right sides (a shared
-hidden variable would make MINUS remove rows it keeps), subqueries, HAVING of aggregates without
-GROUP BY, the CONSTRUCT
-template and the dataset.
+from a variable one), constants inside arithmetic, REGEX / REPLACE patterns (compiled once as
+constants) and other calls, EXISTS, MINUS right sides (a shared hidden variable would make MINUS
+remove rows it keeps), subqueries, HAVING of aggregates without GROUP BY, the CONSTRUCT template,
+LIMIT / OFFSET values and the dataset.
 
 Aggregates: the Group gets ``#q`` as its last key, so every member's groups are its own: COUNT,
 SUM, AVG, MIN, MAX (also DISTINCT) are computed for all members at once by the engine's aggregate
@@ -53,10 +64,18 @@ order is then total on the answer's rows (ties are equal rows), so each member's
 stable sort on ``#q``, are in the order it gets alone, and its OFFSET / LIMIT (``Shape.cut``, part
 of the shape) is applied to its own rows.
 
-Not batched (the query runs alone): DESCRIBE; ORDER BY that leaves some selected variable out and
-LIMIT / OFFSET without such an ORDER BY (ties, and so the rows kept, depend on the row order);
-SAMPLE and GROUP_CONCAT (their value depends on the order of the rows in a group: the sample, the
-concatenation); solution modifiers on ASK and CONSTRUCT.
+Not batched (the query runs alone): DESCRIBE; solution modifiers on ASK and CONSTRUCT; and
+whatever depends on the order of rows, because alone that order is the query's own history, not
+a function of the window: ORDER BY that leaves some selected variable out (ties), LIMIT / OFFSET
+without an ORDER BY over every selected variable (the rows kept), SAMPLE and GROUP_CONCAT (the
+value). Alone, incremental maintenance keeps rows in the order they arrived over past instants,
+the tuple-at-a-time and vectorized paths are chosen per instant (by measured cost, with a
+back-off), and an instant whose window change cannot match reuses the answer of the last
+evaluated one -- rows picked from an earlier window's order. A batch has none of that history.
+Tried: batching them with a per-member check (a member whose answer provably does not depend on
+the order -- a cut keeping all its rows or none, groups with one distinct value -- takes the
+batch's, the others are evaluated alone): the members evaluated alone then differ from the query
+registered alone, whose evaluator saw the instants the batches took (property tests found it).
 
 What each member gets is what it gets registered alone: the same window member, the same
 solutions (as a multiset: the order of rows within an answer is unspecified, as for SPARQL without
@@ -76,7 +95,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from engine.exec.bindings import UNBOUND, Bindings, join
+from engine.exec.bindings import UNBOUND, Bindings, distinct_inverse, join
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import Evaluator, QueryContext, construct, evaluate_query
 from engine.exec.result import QueryResult
@@ -84,12 +103,15 @@ from engine.exec.serialize import _json_term
 from engine.plan.planner import QueryPlan, make_plan
 from engine.sparql import algebra as A
 
-__all__ = ["ParamTable", "Refused", "Shape", "Group", "analyze", "QVAR"]
+__all__ = ["ParamTable", "ParamValues", "Refused", "Shape", "Group", "analyze", "QVAR"]
 
 #: the hidden query-index variable of a batched query (the parser never makes a name with '#')
 QVAR = "#q"
 _CMP = frozenset(("=", "!=", "<", ">", "<=", ">="))
 _LOGIC = frozenset(("&&", "||", "!"))
+#: calls whose constant arguments are parameters (a placeholder bound to the same term gives the
+#: same value: these functions read their arguments' terms only)
+_VALUE_ARGS = frozenset(("CONTAINS", "STRSTARTS", "STRENDS", "LANGMATCHES", "SAMETERM"))
 #: aggregates whose value is a function of the multiset of a group's rows (SUM / AVG: integer and
 #: decimal sums are exact, floating ones are summed in value order by engine.exec.aggregates)
 _GROUPABLE = frozenset(("COUNT", "MIN", "MAX", "SUM", "AVG"))
@@ -124,15 +146,28 @@ class Shape:
     cut: tuple[int, int | None] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ParamValues:
+    """Plan leaf: a VALUES table whose constants are parameters. ``cells``: per row, per
+    variable, the placeholder index of the cell (None: UNDEF); evaluated as every member's rows,
+    with ``#q``."""
+
+    vars: tuple[A.Var, ...]
+    cells: tuple[tuple[int | None, ...], ...]
+
+
+
+
 # ---------------------------------------------------------------- parameterizing the algebra
 
 
 class _Params:
-    def __init__(self):
+    def __init__(self, base: int = 0):
+        self.base = base
         self.keys: list[str] = []
 
     def var(self, key: str) -> A.Var:
-        v = A.Var(f"~p{len(self.keys)}")
+        v = A.Var(f"~p{self.base + len(self.keys)}")
         self.keys.append(key)
         return v
 
@@ -144,23 +179,51 @@ class _Params:
             out.append(A.TriplePattern(s, tp.p, o))
         return A.BGP(tuple(out))
 
+    def values(self, node: A.Values):
+        """VALUES: each member's own rows (:class:`ParamValues`, tagged with ``#q``); a table
+        without constants stays in the shape."""
+        if not any(c is not None for row in node.rows for c in row):
+            return node
+        cells = tuple(tuple(None if c is None else self._index(c) for c in row) for row in node.rows)
+        return ParamValues(node.vars, cells)
+
+    def _index(self, key: str) -> int:
+        self.var(key)
+        return self.base + len(self.keys) - 1
+
+    def value(self, e):
+        """An operand whose constant may be a placeholder (the rows carry the table)."""
+        return self.var(e.key) if isinstance(e, A.Const) else self.expr(e)
+
     def expr(self, e):
-        """Comparison operands (under && || !) of a filter whose rows carry the table."""
+        """Constants of an expression over rows that carry the table: operands of comparisons,
+        IN lists, string tests, SAMETERM, IF / COALESCE branches, under && || ! (not inside
+        EXISTS, arithmetic, REGEX patterns or other calls, which stay in the shape)."""
         if not isinstance(e, A.Call):
             return e
-        if e.op in _CMP:
-            args = tuple(self.var(a.key) if isinstance(a, A.Const) else a for a in e.args)
-        elif e.op in _LOGIC:
+        op = e.op
+        if op in _CMP or op in _VALUE_ARGS:
+            args = tuple(self.value(a) for a in e.args)
+        elif op in _LOGIC:
             args = tuple(self.expr(a) for a in e.args)
+        elif op in ("IN", "NOT IN"):
+            args = (self.expr(e.args[0]), *(self.value(a) for a in e.args[1:]))
+        elif op == "IF" and len(e.args) == 3:
+            args = (self.expr(e.args[0]), self.value(e.args[1]), self.value(e.args[2]))
+        elif op == "COALESCE":
+            args = tuple(self.value(a) for a in e.args)
         else:
             return e
-        return A.Call(e.op, args)
+        return A.Call(op, args)
 
     def off(self, node):
         """A pattern evaluated on its own and joined with the table's rows afterwards: only BGP
-        constants (each placeholder is bound where the constant matched)."""
+        constants (each placeholder is bound where the constant matched) and VALUES (its rows
+        carry ``#q``)."""
         if isinstance(node, A.BGP):
             return self.bgp(node)
+        if isinstance(node, A.Values):
+            return self.values(node)
         if isinstance(node, (A.Join, A.Union)):
             return type(node)(self.off(node.left), self.off(node.right))
         if isinstance(node, A.Graph):
@@ -175,6 +238,24 @@ class _Params:
             return A.Minus(self.off(node.left), node.right)
         return node
 
+    def sub(self, node, table: ParamTable):
+        """The right side of a Join / OPTIONAL on the spine. With the table joined into it
+        (``T ⋈ L ⋈ (T ⋈ R) = T ⋈ L ⋈ R``: T's rows are distinct) its FILTER / BIND / VALUES
+        constants become placeholders too -- when it starts from a constant (explored from the
+        members' constants; from a constant-free pattern it would be the cross product of the
+        table and the pattern); otherwise only its BGP constants, joined on their placeholders
+        (explored from the left rows, which carry them)."""
+        base = self.base + len(self.keys)
+        lone, whole = _Params(base), _Params(base)
+        a = lone.off(node)
+        if _anchored(node):
+            b = whole.spine(node, table)
+            if len(whole.keys) > len(lone.keys):
+                self.keys += whole.keys
+                return b
+        self.keys += lone.keys
+        return a
+
     def spine(self, node, table: ParamTable):
         """The pattern with the table joined at its leftmost leaf: every row above carries it."""
         if isinstance(node, A.Filter):
@@ -182,18 +263,36 @@ class _Params:
             return A.Filter(self.expr(node.expr), inner)
         if isinstance(node, A.Join):
             left = self.spine(node.left, table)
-            return A.Join(left, self.off(node.right))
+            return A.Join(left, self.sub(node.right, table))
         if isinstance(node, A.LeftJoin):
             left = self.spine(node.left, table)
-            right = self.off(node.right)
+            right = self.sub(node.right, table)
             return A.LeftJoin(left, right, None if node.expr is None else self.expr(node.expr))
         if isinstance(node, A.Extend):
-            return A.Extend(self.spine(node.input, table), node.var, node.expr)
+            inner = self.spine(node.input, table)
+            return A.Extend(inner, node.var, self.value(node.expr))
         if isinstance(node, A.Minus):
             return A.Minus(self.spine(node.left, table), node.right)
+        if isinstance(node, A.Union):   # T ⋈ (A ∪ B) = (T ⋈ A) ∪ (T ⋈ B)
+            left = self.spine(node.left, table)
+            return A.Union(left, self.spine(node.right, table))
         if isinstance(node, A.BGP):
             return A.Join(table, self.bgp(node))
         return A.Join(table, self.off(node))
+
+
+def _anchored(node) -> bool:
+    """Whether a pattern's leftmost leaf binds a parameter in every row: a BGP with a subject or
+    object constant, VALUES with constants, a UNION of such."""
+    while isinstance(node, (A.Filter, A.Extend, A.Join, A.LeftJoin, A.Minus)):
+        node = node.input if isinstance(node, (A.Filter, A.Extend)) else node.left
+    if isinstance(node, A.BGP):
+        return any(isinstance(x, A.Const) for tp in node.triples for x in (tp.s, tp.o))
+    if isinstance(node, A.Values):
+        return any(c is not None for row in node.rows for c in row)
+    if isinstance(node, A.Union):
+        return _anchored(node.left) and _anchored(node.right)
+    return False
 
 
 def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
@@ -212,9 +311,11 @@ def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
         return p.spine(node, table), None
     bad = sorted({a.name for _, a in cur.aggregates if a.name not in _GROUPABLE})
     if bad:
-        raise Refused(f"{', '.join(bad)} (the value depends on the order of rows in a group)")
+        raise Refused(f"{', '.join(bad)} (alone, the value depends on the order of a group's rows, which "
+                      "its evaluation path and the query's history decide)")
     inner = p.spine(cur.input, table)
     keys = cur.by + ((q, q),)
+    aggs = cur.aggregates
     implicit = None
     if not cur.by:   # HAVING's constants stay in the shape: the empty group's row is shared
         implicit = cur
@@ -224,9 +325,10 @@ def _group_part(node: A.Pattern, p: _Params, table: ParamTable, q: A.Var):
         # HAVING comparisons: their placeholders are group keys too (one value per member, so the
         # groups are the same), hence bound in the rows HAVING filters
         first = len(p.keys)
-        chain = [dataclasses.replace(c, expr=p.expr(c.expr)) if isinstance(c, A.Filter) else c for c in chain]
+        chain = [dataclasses.replace(c, expr=p.expr(c.expr) if isinstance(c, A.Filter) else p.value(c.expr))
+                 for c in chain]
         keys += tuple((A.Var(f"~p{j}"), A.Var(f"~p{j}")) for j in range(first, len(p.keys)))
-    out = A.Group(inner, keys, cur.aggregates)
+    out = A.Group(inner, keys, aggs)
     for c in reversed(chain):
         out = dataclasses.replace(c, input=out)
     return out, implicit
@@ -261,14 +363,14 @@ def analyze(query: A.Query, mode: str, windows) -> Shape:
             raise Refused("an unexpected SELECT form")
         inner = node.input
         order = None
-        if isinstance(inner, A.OrderBy):
-            keys = {c.expr for c in inner.conditions if isinstance(c.expr, A.Var)}
-            if not set(node.vars) <= keys:
-                raise Refused("ORDER BY not over every selected variable (ties are broken by row order)")
+        if isinstance(inner, A.OrderBy) and set(node.vars) <= {
+                c.expr for c in inner.conditions if isinstance(c.expr, A.Var)}:
             order, inner = inner, inner.input
+        elif isinstance(inner, A.OrderBy):
+            raise Refused("ORDER BY not over every selected variable (ties are broken by row order)")
         elif cut is not None:
-            raise Refused("LIMIT / OFFSET without an ORDER BY over every selected variable "
-                          "(the rows kept depend on row order)")
+            raise Refused("LIMIT / OFFSET without an ORDER BY over every selected variable (alone, the rows "
+                          "kept depend on the row order its evaluation path and history give)")
         body, implicit = _group_part(inner, p, _TABLE_PLACEHOLDER, q)
         if order is not None:
             body = A.OrderBy(body, order.conditions)
@@ -323,7 +425,9 @@ def _empty_group(node):
 def _put_table(node, table: ParamTable):
     if node is _TABLE_PLACEHOLDER:
         return table
-    if isinstance(node, (A.Join, A.LeftJoin, A.Minus)):
+    if isinstance(node, (A.Join, A.LeftJoin, A.Union)):   # the table may be joined into both sides
+        return dataclasses.replace(node, left=_put_table(node.left, table), right=_put_table(node.right, table))
+    if isinstance(node, A.Minus):
         return dataclasses.replace(node, left=_put_table(node.left, table))
     if isinstance(node, (A.Filter, A.Extend, A.Project, A.Distinct, A.Reduced, A.Group, A.OrderBy)):
         return dataclasses.replace(node, input=_put_table(node.input, table))
@@ -357,6 +461,19 @@ class _BatchEvaluator(Evaluator):
     def _ParamTable(self, node: ParamTable, seed):
         t = self._table
         return t if seed is None else join(seed, t, self.ctx.max_rows)
+
+    def _ParamValues(self, node: ParamValues, seed):
+        t = self._table
+        n, k = t.n, len(node.cells)
+        cols = {QVAR: np.repeat(t.cols[QVAR], k)}
+        for j, v in enumerate(node.vars):
+            grid = np.full((n, k), UNBOUND, dtype=np.int64)
+            for r, row in enumerate(node.cells):
+                if row[j] is not None:
+                    grid[:, r] = t.cols[f"~p{row[j]}"]
+            cols[v.name] = grid.reshape(-1)
+        res = Bindings(cols, n * k)
+        return res if seed is None else join(seed, res, self.ctx.max_rows)
 
     def _group(self, node: A.Group) -> Bindings:
         out = super()._group(node)
@@ -477,7 +594,7 @@ class Group:
             cells = []
             for v, c in zip(names, vals, strict=True):
                 label = orjson.dumps(v) + b":"
-                uniq, inv = np.unique(c, return_inverse=True)
+                uniq, inv = distinct_inverse(c)
                 table = np.empty(len(uniq), dtype=object)
                 table[:] = self._term_cells(ctx, uniq)
                 col = table[inv.reshape(-1)]

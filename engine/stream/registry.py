@@ -31,6 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 from engine.errors import JindouError, NotFound
+from engine.plan.planner import pin_plan, unpin_plan
 from engine.sparql.csparql import format_window
 from engine.stream.adaptor import normalize_absorb
 from engine.stream.continuous import BoundWindow, InstantEvaluator
@@ -210,6 +211,9 @@ class Registry:
         """Caller holds ``cv``: ``q`` is registered (under its name)."""
         self.queries[q.name] = q
         self.changes.append(("add", q))
+        query = getattr(q.evaluator, "query", None)
+        if query is not None:   # evaluated at every instant: its plan must not be evicted
+            pin_plan(query)
         if q.trigger.pending:
             self._pending[q.name] = q
 
@@ -219,6 +223,9 @@ class Registry:
             return False
         del self.queries[q.name]
         self.changes.append(("del", q))
+        query = getattr(q.evaluator, "query", None)
+        if query is not None:
+            unpin_plan(query)
         if self._pending.get(q.name) is q:
             del self._pending[q.name]
         return True

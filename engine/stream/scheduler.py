@@ -91,6 +91,7 @@ class Scheduler:
         self._gc_streams: set[str] = set()
         self._gc_last = 0.0
         self._gc_steps = 0                      # evaluations since the last GC
+        self._gc_cost = 0.0                     # seconds the last GC pass took
         self._collecting = False
         # multi-query execution: shape key -> Group; query name -> (entry, group or None, reason)
         self.batching = True
@@ -318,11 +319,14 @@ class Scheduler:
                 self._gc_streams.update(q.streams)
                 self._gc_steps += 1 if batch is None else len(batch[1])
                 gc_streams = None
+                # a pass looks at every query: while busy, at most ~2% of the time goes to it
                 if self._gc_steps >= max(_GC_MIN_STEPS, len(reg.queries) // 4) \
-                        or time.monotonic() - self._gc_last >= _GC_EVERY_S:
+                        or time.monotonic() - self._gc_last >= max(_GC_EVERY_S, 50 * self._gc_cost):
                     gc_streams, self._gc_streams = self._gc_streams, set()
                     self._collecting = True
-                reg.cv.notify_all()
+                # no notify here: only drain() waits on cv besides the worker, and it is woken
+                # when the worker runs out of jobs (a wake per instant cost the worker the GIL
+                # for every evaluation while a drain waited)
         if gc_streams:
             try:
                 self._collect(gc_streams)
@@ -332,9 +336,10 @@ class Scheduler:
         return True
 
     def _collect(self, streams) -> None:
-        self._gc_last = time.monotonic()
+        t0 = self._gc_last = time.monotonic()
         self._gc_steps = 0
         collect(self.reg, self.absorb_log, streams)
+        self._gc_cost = time.monotonic() - t0
 
     def _step_one(self, q: QueryEntry, t: int, last: int) -> None:
         reg = self.reg
