@@ -30,6 +30,7 @@ from engine.plan.order import bgp_vars, resolve
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
 from engine.stream.incremental import _UNARY, find_core
+from engine.stream.tiny_ops import CountGroup, having
 
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
 
@@ -80,6 +81,8 @@ class TinyCore:
         self._stored_key = None
         self._stored: list = []
         self._stored_ref = None
+        self._base_key = None
+        self._base: dict[int, tuple | None] = {}   # per component: its solutions over the stored part
 
     @property
     def usable(self) -> bool:
@@ -215,41 +218,108 @@ class TinyCore:
             return self._flat(rows, _NONE if stored is None else stored, ctx)
         matches = self._matches(rows, _NONE if stored is None else stored)
         limit = self.max_rows if ctx.max_rows is None else min(self.max_rows, ctx.max_rows)
-        parts = []   # per connected component: (its solutions as tuples, var -> slot)
+        parts = []   # per connected component: (var -> column, number of rows)
         budget = [self.max_work]
-        for comp in self._components:
-            got = self._join(comp, matches, limit, ctx, budget)
+        for ci, comp in enumerate(self._components):
+            got = self._component(ci, comp, matches, limit, ctx, budget)
             if got is None:
                 return None
-            if not got[0]:
+            if not got[1]:
                 return Bindings.empty(self.vars)
             parts.append(got)
         # the product of the components, by repeat / tile of their columns: no Python per row
         total = 1
-        for rs, _ in parts:
-            total *= len(rs)
+        for _, n in parts:
+            total *= n
         if ctx.max_rows is not None and total > ctx.max_rows:
             return None   # the vectorized path reports the row budget
         cols: dict[str, np.ndarray] = {}
         outer = 1
-        for rs, slots in parts:
-            n = len(rs)
+        for got, n in parts:
             inner = total // (outer * n)
-            if slots:
-                vals = list(zip(*rs, strict=True))
-                for v, j in slots.items():
-                    cols[v] = _spread(np.array(vals[j], dtype=np.int64), inner, outer)
+            for v, col in got.items():
+                cols[v] = _spread(col, inner, outer)
             outer *= n
         return Bindings({v: cols[v] for v in self.vars}, total)
 
-    def _join(self, comp: list[int], matches: list, limit: int, ctx, budget: list[int]) -> tuple | None:
-        """The solutions of one connected group of patterns: ``(rows, var -> slot)``, None past
-        the bound. Order: a pattern whose variables are all bound (a test) first, then the
-        connected pattern with the fewest matches."""
+    def _component(self, ci: int, comp: list[int], matches: list, limit: int, ctx,
+                   budget: list[int]) -> tuple | None:
+        """One connected component's solutions as ``(var -> column, n)``, by the delta
+        decomposition against the stored part (CQELS' static side): every solution takes each
+        pattern's triple either from the stored part S or from the instant's other triples W
+        (disjoint: W excludes S), so the solutions are those all in S -- joined once per store
+        snapshot and kept -- plus, for each pattern i with W matches, those taking pattern i
+        from W, the patterns before it from S and the ones after it from S or W. Each such
+        term starts from pattern i's few W triples and probes the others' hash indexes, so an
+        instant costs in proportion to the window's matches, not to the static data."""
+        base = self._base_solutions(ci, comp, ctx)
+        if base is None:
+            return None
+        stored = self._stored
+        cols = [base[0]] if base[1] else []
+        n = base[1]
+        for k, i in enumerate(comp):
+            inst = matches[i].inst if matches[i] is not stored[i] else ()
+            if not inst:
+                continue
+            if any(not len(stored[j]) for j in comp[:k]):
+                continue   # a pattern before i has no stored triple: the term is empty
+            pick = {j: (stored[j] if j in comp[:k] else matches[j]) for j in comp}
+            slots: dict[str, int] = {}
+            cur = self._step([()], self._pats[i], _Match(inst), slots, limit)
+            if cur is None:
+                return None
+            if cur:
+                left = [j for j in comp if j != i]
+                got = self._join(left, pick, limit, ctx, budget, cur, slots)
+                if got is None:
+                    return None
+                cur, slots = got
+            budget[0] -= len(cur)
+            if budget[0] < 0:   # many rows through many steps: the vectorized steps are cheaper
+                return None
+            if cur:
+                cols.append(_columns(cur, slots))
+                n += len(cur)
+                if n > limit:
+                    return None
+        if len(cols) == 1:
+            return cols[0], n
+        if not cols:
+            return {}, 0
+        return {v: np.concatenate([c[v] for c in cols]) for v in cols[0]}, n
+
+    def _base_solutions(self, ci: int, comp: list[int], ctx) -> tuple | None:
+        """The component's solutions over the stored part alone, kept per store snapshot (the
+        key of the stored matches); None when they exceed :attr:`max_rows` (kept as such)."""
+        key = self._stored_key
+        if self._base_key != key:
+            self._base = {}
+            self._base_key = key
+        if ci in self._base:
+            return self._base[ci]
+        stored = self._stored
+        out: tuple | None
+        if any(not len(stored[j]) for j in comp):
+            out = ({}, 0)
+        else:
+            got = self._join(list(comp), {j: stored[j] for j in comp}, self.max_rows, ctx, [1 << 62])
+            out = None if got is None else (_columns(*got), len(got[0]))
+            if out is not None and not out[1]:
+                out = ({}, 0)
+        self._base[ci] = out
+        return out
+
+    def _join(self, left: list[int], matches, limit: int, ctx, budget: list[int],
+              cur: list[tuple] | None = None, slots: dict | None = None) -> tuple | None:
+        """The solutions of one connected group of patterns (``left``; extending ``cur`` whose
+        variables are at ``slots``): ``(rows, var -> slot)``, None past the bound. Order: a
+        pattern whose variables are all bound (a test) first, then the connected pattern with
+        the fewest matches."""
         pats = self._pats
-        left = list(comp)
-        slots: dict[str, int] = {}
-        cur: list[tuple] = [()]
+        left = list(left)
+        slots = {} if slots is None else slots
+        cur = [()] if cur is None else cur
         while left:
             ctx.check_budget()
             best = None
@@ -390,6 +460,14 @@ class _Match:
         return self.pairs + self.inst if self.inst else self.pairs
 
 
+def _columns(rows: list[tuple], slots: dict) -> dict[str, np.ndarray]:
+    """Tuple rows as one int64 column per variable."""
+    if not rows:
+        return {v: np.zeros(0, dtype=np.int64) for v in slots}
+    vals = list(zip(*rows, strict=True))
+    return {v: np.array(vals[j], dtype=np.int64) for v, j in slots.items()}
+
+
 def _index(pairs: list[tuple], kb: int) -> dict[int, list[tuple]]:
     kf = 1 - kb
     idx: dict[int, list] = {}
@@ -451,6 +529,21 @@ class TinyEvaluator(Evaluator):
             if seed is not None:
                 raise TinyFallback
             return self._check(self._rows)
+        if seed is None:
+            # GROUP BY + COUNT (and a HAVING on the counts) right above the core: on integers
+            keep = None
+            group = node
+            if isinstance(node, A.Filter) and isinstance(node.input, A.Group):
+                group = node.input
+            if isinstance(group, A.Group) and group.input is self._base:
+                cg = CountGroup.of(group)
+                if cg is not None and group is not node:
+                    keep = having(node.expr, cg)
+                    if keep is None:
+                        cg = None   # the executor's HAVING over the executor's group
+                if cg is not None:
+                    self.ctx.check_budget()
+                    return self._check(cg.run(self._rows, self.ctx, keep))
         return super().eval(node, seed)
 
 

@@ -1,0 +1,198 @@
+"""GROUP BY with COUNT, and the HAVING above it, over the tuple-at-a-time path's solutions.
+
+Why: on a small window the executor's GROUP BY turns every group's count into a term id
+(an ``xsd:integer`` literal, interned -- a dictionary lookup per distinct count, since counts
+are rarely stored terms) and HAVING then reads those literals back as numbers; on LSBench's
+``GROUP BY ?post HAVING (COUNT(?liker) >= 3)`` over ~90 window triples that is most of an
+instant. Here the counts stay integers until the groups HAVING keeps are known: the
+comparison runs on the integer column and only the surviving groups' counts become terms.
+
+Exact for what it takes (:meth:`CountGroup.of`, :func:`having`): grouping by plain variables;
+``COUNT(*)``, ``COUNT(?v)``, ``COUNT(DISTINCT ?v)``; HAVING made of ``= != < > <= >=`` between
+counts and numeric constants (``xsd:integer`` / ``xsd:decimal`` / ``xsd:double`` in their
+plain lexical forms) joined by ``&&``, ``||``, ``!``. A count is always a bound
+integer, so none of these raises a SPARQL error. Anything else is left to the executor.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+import numpy as np
+
+from engine.arrays import unique
+from engine.exec.bindings import Bindings, distinct_inverse, factorize, row_keys
+from engine.sparql import algebra as A
+from engine.terms import XSD_INTEGER
+
+__all__ = ["CountGroup", "having"]
+
+_XSD = "http://www.w3.org/2001/XMLSchema#"
+_CONST = re.compile(r'^"([^"\\]*)"\^\^<' + re.escape(_XSD) + r'(integer|decimal|double|float)>$')
+_INT = re.compile(r"^[+-]?[0-9]+$")
+_DEC = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)$")
+_DBL = re.compile(r"^([+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?INF|NaN)$")
+_CMP = {"=": np.equal, "!=": np.not_equal, "<": np.less, ">": np.greater,
+        "<=": np.less_equal, ">=": np.greater_equal}
+_FLIP = {"=": "=", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+
+
+class CountGroup:
+    """A GROUP BY (plain variables) whose aggregates are all COUNTs, over the core's rows."""
+
+    __slots__ = ("by", "aggs")
+
+    def __init__(self, by: list[str], aggs: list[tuple[str, str | None, bool]]):
+        self.by = by        # grouping variables (output name = input name)
+        self.aggs = aggs    # (output var, counted var or None for *, distinct)
+
+    @staticmethod
+    def of(node: A.Group) -> CountGroup | None:
+        by = []
+        for expr, var in node.by:
+            if not isinstance(expr, A.Var) or expr.name != var.name:
+                return None
+            by.append(var.name)
+        aggs = []
+        for var, agg in node.aggregates:
+            if agg.name.upper() != "COUNT":
+                return None
+            if agg.arg is None:
+                if agg.distinct:
+                    return None
+                aggs.append((var.name, None, False))
+            elif isinstance(agg.arg, A.Var):
+                aggs.append((var.name, agg.arg.name, bool(agg.distinct)))
+            else:
+                return None
+        return CountGroup(by, aggs)
+
+    def counts(self, rows: Bindings) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
+        """(grouping columns, integer counts per aggregate variable, number of groups)."""
+        n = rows.n
+        if not self.by:
+            gi = np.zeros(n, dtype=np.int64)
+            ng = 1
+            out = {}
+        elif n == 0:
+            return {v: np.zeros(0, dtype=np.int64) for v in self.by}, \
+                {a: np.zeros(0, dtype=np.int64) for a, _, _ in self.aggs}, 0
+        elif len(self.by) == 1:
+            uniq, gi = distinct_inverse(rows.col(self.by[0]))
+            gi = gi.reshape(-1)
+            ng = len(uniq)
+            out = {self.by[0]: uniq}
+        else:
+            cols = [rows.col(v) for v in self.by]
+            gi, ng = factorize(row_keys(cols))
+            first = np.full(ng, n, dtype=np.int64)
+            np.minimum.at(first, gi, np.arange(n, dtype=np.int64))
+            out = {v: c[first] for v, c in zip(self.by, cols, strict=True)}
+        counts = {}
+        for name, arg, distinct in self.aggs:
+            if arg is None:
+                counts[name] = np.bincount(gi, minlength=ng)[:ng]
+                continue
+            ids = rows.col(arg)
+            ok = ids >= 0
+            g = gi[ok]
+            if distinct and len(g):
+                _, inv = distinct_inverse(ids[ok])
+                k = int(inv.max()) + 1
+                g = unique(g * k + inv.reshape(-1)) // k
+            counts[name] = np.bincount(g, minlength=ng)[:ng]
+        return out, counts, ng
+
+    def run(self, rows: Bindings, ctx, keep=None) -> Bindings:
+        """The group's solutions (counts as ``xsd:integer`` terms); ``keep``: a HAVING
+        predicate over the integer counts (:func:`having`), applied before any term is made."""
+        out, counts, ng = self.counts(rows)
+        if keep is not None and ng:
+            m = np.asarray(keep(counts, ng), dtype=bool)
+            if not m.all():
+                idx = np.flatnonzero(m)
+                out = {v: c[idx] for v, c in out.items()}
+                counts = {v: c[idx] for v, c in counts.items()}
+                ng = len(idx)
+        elif keep is not None:
+            ng = 0
+        cols = dict(out)
+        for name, c in counts.items():
+            cols[name] = _count_ids(c, ctx)
+        return Bindings(cols, ng)
+
+
+def _count_ids(counts: np.ndarray, ctx) -> np.ndarray:
+    if not len(counts):
+        return np.zeros(0, dtype=np.int64)
+    uniq, inv = distinct_inverse(counts)
+    ids = np.asarray(ctx.intern([f'"{int(c)}"^^<{XSD_INTEGER}>' for c in uniq.tolist()]), dtype=np.int64)
+    return ids[inv.reshape(-1)]
+
+
+def _number(key: str):
+    """A numeric constant's exact value (int / Fraction) or its double (float); None otherwise."""
+    m = _CONST.match(key)
+    if m is None:
+        return None
+    lex, dt = m.group(1), m.group(2)
+    if dt == "integer":
+        return int(lex) if _INT.match(lex) else None
+    if dt == "decimal":
+        return Fraction(lex) if _DEC.match(lex) else None
+    if dt == "float" or not _DBL.match(lex):
+        return None   # (a count compared with a float is rounded to a float first: the executor's)
+    return float(lex.replace("INF", "inf"))
+
+
+def having(expr, group: CountGroup):
+    """``expr`` as a function (counts, n) -> bool array over the groups, or None when it is not
+    made of comparisons between counts and numeric constants."""
+    names = {a for a, _, _ in group.aggs}
+    if isinstance(expr, A.Call):
+        op = expr.op
+        if op in ("&&", "||") and len(expr.args) == 2:
+            a, b = having(expr.args[0], group), having(expr.args[1], group)
+            if a is None or b is None:
+                return None
+            if op == "&&":
+                return lambda c, n: a(c, n) & b(c, n)
+            return lambda c, n: a(c, n) | b(c, n)
+        if op == "!" and len(expr.args) == 1:
+            a = having(expr.args[0], group)
+            return None if a is None else (lambda c, n: ~a(c, n))
+        if op in _CMP and len(expr.args) == 2:
+            left, right = expr.args
+            if isinstance(left, A.Const) and isinstance(right, A.Var):
+                left, right, op = right, left, _FLIP[op]
+            if not isinstance(left, A.Var) or left.name not in names:
+                return None
+            if isinstance(right, A.Var):
+                if right.name not in names:
+                    return None
+                f, ln, rn = _CMP[op], left.name, right.name
+                return lambda c, n: f(c[ln], c[rn])
+            if isinstance(right, A.Const):
+                return _against(left.name, op, _number(right.key))
+    return None
+
+
+def _against(name: str, op: str, v):
+    """``count op v``, exactly: an integer count against an exact value by integer
+    thresholds, against a double as doubles (a count is exact as a double)."""
+    if v is None:
+        return None
+    if isinstance(v, float):
+        f = _CMP[op]
+        return lambda c, n: f(c[name].astype(np.float64), v)
+    if isinstance(v, Fraction) and v.denominator != 1:
+        lo, hi = math.floor(v), math.ceil(v)   # no integer equals v
+        if op == "=":
+            return lambda c, n: np.zeros(n, dtype=bool)
+        if op == "!=":
+            return lambda c, n: np.ones(n, dtype=bool)
+        op, v = {"<": ("<=", lo), "<=": ("<=", lo), ">": (">=", hi), ">=": (">=", hi)}[op]
+    f, k = _CMP[op], max(min(int(v), 1 << 62), -(1 << 62))   # counts are far below 2^62
+    return lambda c, n: f(c[name], k)
