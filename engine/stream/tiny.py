@@ -51,7 +51,7 @@ class TinyCore:
     #: rows produced over all steps above which it is handed back too: ~1 us of Python per row
     #: and step against ~20-40 us per vectorized step, so past a few dozen rows a step the
     #: vectorized executor wins (CityBench C5: 300 rows through 8 steps)
-    max_work = 512
+    max_work = 1024
     #: solutions of a BGP of one-pattern components above which it is handed to the executor
     flat_rows = 1 << 20
 
@@ -83,6 +83,8 @@ class TinyCore:
         self._stored_ref = None
         self._base_key = None
         self._base: dict[int, tuple | None] = {}   # per component: its solutions over the stored part
+        self._groups_key = None
+        self._groups: dict[tuple, _Joined | None] = {}   # joined static pattern groups (per snapshot)
 
     @property
     def usable(self) -> bool:
@@ -258,20 +260,27 @@ class TinyCore:
         stored = self._stored
         cols = [base[0]] if base[1] else []
         n = base[1]
-        for k, i in enumerate(comp):
-            inst = matches[i].inst if matches[i] is not stored[i] else ()
+        # any order of the patterns gives the same union; patterns without stored triples first
+        # (the fewest matches leading): every term after the first of them is empty, so a
+        # component of window-only patterns costs one join, seeded by its most selective one
+        order = sorted(comp, key=lambda j: (len(stored[j]) > 0, len(matches[j])))
+        for k, i in enumerate(order):
+            inst = matches[i].inst
             if not inst:
+                if not len(stored[i]):
+                    break   # a pattern with no match at all: no solution
                 continue
-            if any(not len(stored[j]) for j in comp[:k]):
-                continue   # a pattern before i has no stored triple: the term is empty
-            pick = {j: (stored[j] if j in comp[:k] else matches[j]) for j in comp}
+            if any(not len(stored[j]) for j in order[:k]):
+                break   # a pattern before i has no stored triple: this term and the later ones are empty
+            before = set(order[:k])
+            pick = {j: (stored[j] if j in before else matches[j]) for j in comp}
             slots: dict[str, int] = {}
             cur = self._step([()], self._pats[i], _Match(inst), slots, limit)
             if cur is None:
                 return None
             if cur:
-                left = [j for j in comp if j != i]
-                got = self._join(left, pick, limit, ctx, budget, cur, slots)
+                left, groups = self._static_groups([j for j in comp if j != i], matches, ctx)
+                got = self._join(left, pick, limit, ctx, budget, cur, slots, groups)
                 if got is None:
                     return None
                 cur, slots = got
@@ -310,30 +319,74 @@ class TinyCore:
         self._base[ci] = out
         return out
 
+    def _static_groups(self, left: list[int], matches: list, ctx) -> tuple[list[int], list]:
+        """``left`` split into the patterns with window matches at this instant and groups of
+        connected patterns without (the static side): a group's join over the stored part is
+        kept per store snapshot with hash indexes on the variables it is probed by, so a term
+        reaches a chain of static patterns (sensor -> property -> location ...) in one lookup."""
+        stat = [j for j in left if not matches[j].inst]
+        if len(stat) < 2:
+            return left, []
+        if self._groups_key != self._stored_key:
+            self._groups = {}
+            self._groups_key = self._stored_key
+        dyn = [j for j in left if matches[j].inst]
+        groups = []
+        for g in _components([self.triples[j] for j in stat]):
+            members = tuple(stat[k] for k in g)
+            if len(members) < 2:
+                dyn.append(members[0])
+                continue
+            got = self._groups.get(members, False)
+            if got is False:
+                st = self._stored
+                j = self._join(list(members), {m: st[m] for m in members}, self.max_rows, ctx, [1 << 62])
+                got = self._groups[members] = None if j is None else _Joined(*j)
+            if got is None:
+                dyn.extend(members)   # too many rows to keep: joined pattern by pattern
+            else:
+                groups.append(got)
+        return dyn, groups
+
     def _join(self, left: list[int], matches, limit: int, ctx, budget: list[int],
-              cur: list[tuple] | None = None, slots: dict | None = None) -> tuple | None:
-        """The solutions of one connected group of patterns (``left``; extending ``cur`` whose
-        variables are at ``slots``): ``(rows, var -> slot)``, None past the bound. Order: a
-        pattern whose variables are all bound (a test) first, then the connected pattern with
-        the fewest matches."""
+              cur: list[tuple] | None = None, slots: dict | None = None, groups: list | None = None) -> tuple | None:
+        """The solutions of one connected group of patterns (``left``, and ``groups`` of already
+        joined ones; extending ``cur`` whose variables are at ``slots``): ``(rows, var -> slot)``,
+        None past the bound. Order: a pattern whose variables are all bound (a test) first, then
+        the connected pattern with the fewest matches."""
         pats = self._pats
         left = list(left)
+        if groups:
+            left += groups
         slots = {} if slots is None else slots
         cur = [()] if cur is None else cur
         while left:
             ctx.check_budget()
             best = None
             for i in left:
-                s, _, o = pats[i]
-                sb = s[0] == "c" or s[1] in slots
-                ob = o[0] == "c" or o[1] in slots
-                conn = (s[0] == "v" and s[1] in slots) or (o[0] == "v" and o[1] in slots)
-                k = (not (sb and ob and conn), not conn, len(matches[i]))
+                if isinstance(i, _Joined):
+                    conn = any(v in slots for v in i.slots)
+                    k = (not (conn and all(v in slots for v in i.slots)), 0 if conn else 1,
+                         len(cur) * (1 if conn else len(i.rows)))
+                else:
+                    s, _, o = pats[i]
+                    sv, ov = s[0] == "v" and s[1] in slots, o[0] == "v" and o[1] in slots
+                    sb, ob = s[0] == "c" or sv, o[0] == "c" or ov
+                    conn = sv or ov
+                    m = matches[i]
+                    # the rows it would produce: per bound row, its matches per value of the
+                    # bound end (a chain through a selective pattern beats a wide fan-out)
+                    k = (not (sb and ob and conn), 0 if conn else 1,
+                         len(cur) * (m.fanout(0 if sv else 1) if conn else len(m)))
+                k = (k[0], k[2], k[1])   # tests first, then the fewest rows produced
                 if best is None or k < best[0]:
                     best = (k, i)
             i = best[1]
             left.remove(i)
-            cur = self._step(cur, pats[i], matches[i], slots, min(limit, budget[0]))
+            if isinstance(i, _Joined):
+                cur = i.step(cur, slots, min(limit, budget[0]))
+            else:
+                cur = self._step(cur, pats[i], matches[i], slots, min(limit, budget[0]))
             if cur is None:
                 return None
             budget[0] -= len(cur)
@@ -385,11 +438,60 @@ class TinyCore:
         return out
 
 
+class _Joined:
+    """A group of patterns joined over the stored part: its rows, its variables' slots, and
+    hash indexes by the tuple of variables it is probed with (built on first use)."""
+
+    __slots__ = ("rows", "slots", "_idx")
+
+    def __init__(self, rows: list[tuple], slots: dict[str, int]):
+        self.rows = rows
+        self.slots = dict(slots)
+        self._idx: dict[tuple, dict] = {}
+
+    def step(self, cur: list[tuple], slots: dict, limit: int) -> list[tuple] | None:
+        """``cur`` joined with the group's rows on the variables both bind."""
+        bound = tuple(v for v in self.slots if v in slots)
+        free = [v for v in self.slots if v not in slots]
+        fpos = [self.slots[v] for v in free]
+        for v in free:
+            slots[v] = len(slots)
+        if not bound:
+            if len(cur) * len(self.rows) > limit:
+                return None
+            ext = [tuple(r[k] for k in fpos) for r in self.rows]
+            return [r + x for r in cur for x in ext]
+        idx = self._idx.get(bound)
+        if idx is None:
+            bpos = [self.slots[v] for v in bound]
+            idx = self._idx[bound] = {}
+            for r in self.rows:
+                idx.setdefault(tuple(r[k] for k in bpos), []).append(tuple(r[k] for k in fpos))
+        cpos = [slots[v] for v in bound]
+        out: list[tuple] = []
+        if len(cpos) == 1:
+            (c0,) = cpos
+            for r in cur:
+                hit = idx.get((r[c0],))
+                if hit:
+                    out += [r + x for x in hit]
+                    if len(out) > limit:
+                        return None
+            return out
+        for r in cur:
+            hit = idx.get(tuple(r[k] for k in cpos))
+            if hit:
+                out += [r + x for x in hit]
+                if len(out) > limit:
+                    return None
+        return out
+
+
 class _Match:
     """One pattern's distinct ``(s, o)`` pairs: a stored part whose indexes are built on first use
     and kept while the store snapshot is the same, plus an instant's part (not in the stored one)."""
 
-    __slots__ = ("pairs", "inst", "_set", "_ends", "_idx", "_iset", "_iidx")
+    __slots__ = ("pairs", "inst", "_set", "_ends", "_idx", "_iset", "_iidx", "_fan")
 
     def __init__(self, pairs: list[tuple], base: _Match | None = None):
         self.pairs = pairs
@@ -399,6 +501,17 @@ class _Match:
         self._idx: dict[int, dict] = {}
         self._iset = None
         self._iidx: dict[int, dict] = {}
+        self._fan: list = [None, None]
+
+    def fanout(self, k: int) -> float:
+        """Matches per distinct value at end ``k`` (of the stored part when it has any: kept
+        across instants)."""
+        fan = self._fan
+        f = fan[k]
+        if f is None:
+            pairs = self.pairs or self.inst
+            f = fan[k] = len(pairs) / max(1, len({p[k] for p in pairs}))
+        return f
 
     def with_instant(self, inst: list[tuple]) -> _Match:
         m = _Match.__new__(_Match)
@@ -406,6 +519,7 @@ class _Match:
         # the stored indexes are shared with the cached match (built there, kept across instants)
         m._set, m._ends, m._idx = self, self._ends, self._idx
         m._iset, m._iidx = None, {}
+        m._fan = self._fan if self.pairs else [None, None]
         return m
 
     def __len__(self) -> int:
