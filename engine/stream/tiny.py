@@ -30,7 +30,7 @@ from engine.plan.order import bgp_vars, resolve
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
 from engine.stream.incremental import _UNARY, find_core
-from engine.stream.tiny_ops import CountGroup, having
+from engine.stream.tiny_ops import CountGroup, filter_mask, having
 
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
 
@@ -659,6 +659,16 @@ class TinyEvaluator(Evaluator):
                     self.ctx.check_budget()
                     return self._check(cg.run(self._rows, self.ctx, keep))
         return super().eval(node, seed)
+
+
+    def filter_mask(self, expr, res: Bindings) -> np.ndarray:
+        """A FILTER over a few rows of numbers by :func:`engine.stream.tiny_ops.filter_mask`
+        (no fixed cost per operator), else the executor's."""
+        if res.n:
+            m = filter_mask(expr, res.cols, res.n, self.ctx)
+            if m is not None:
+                return m
+        return super().filter_mask(expr, res)
 
 
 def _spread(col: np.ndarray, inner: int, outer: int) -> np.ndarray:
