@@ -84,6 +84,8 @@ class TinyCore:
         self._base_key = None
         self._base: dict[int, tuple | None] = {}   # per component: its solutions over the stored part
         self._groups_key = None
+        self._fan_est: dict[tuple, list] = {}   # (pattern, end) -> [window fan-out, instants left]
+        self._stat_parts: dict[tuple, list] = {}   # static patterns -> their connected groups
         self._groups: dict[tuple, _Joined | None] = {}   # joined static pattern groups (per snapshot)
 
     @property
@@ -254,10 +256,19 @@ class TinyCore:
         from W, the patterns before it from S and the ones after it from S or W. Each such
         term starts from pattern i's few W triples and probes the others' hash indexes, so an
         instant costs in proportion to the window's matches, not to the static data."""
+        stored = self._stored
+        if not all(len(stored[j]) for j in comp):
+            # a pattern without stored triples: no solution lies in S alone and every term but
+            # the one seeded by that pattern is empty -- the component is one join of its
+            # matches (the patterns without window triples probed as kept static groups)
+            left, groups = self._static_groups(comp, matches, ctx)
+            got = self._join(left, matches, limit, ctx, budget, groups=groups)
+            if got is None:
+                return None
+            return _columns(*got), len(got[0])
         base = self._base_solutions(ci, comp, ctx)
         if base is None:
             return None
-        stored = self._stored
         cols = [base[0]] if base[1] else []
         n = base[1]
         # any order of the patterns gives the same union; patterns without stored triples first
@@ -319,6 +330,18 @@ class TinyCore:
         self._base[ci] = out
         return out
 
+    def _fanout(self, i: int, m: _Match, k: int) -> float:
+        """Pattern ``i``'s matches per value at end ``k``: the stored part's (kept per snapshot),
+        else an estimate from the windows, refreshed every 32 instants (stream data keeps its
+        shape: one value per observation and property)."""
+        if m.pairs:
+            return m.fanout(k)
+        est = self._fan_est.get((i, k))
+        if est is None or est[1] <= 0:
+            est = self._fan_est[i, k] = [m.fanout(k), 32]
+        est[1] -= 1
+        return est[0]
+
     def _static_groups(self, left: list[int], matches: list, ctx) -> tuple[list[int], list]:
         """``left`` split into the patterns with window matches at this instant and groups of
         connected patterns without (the static side): a group's join over the stored part is
@@ -332,8 +355,12 @@ class TinyCore:
             self._groups_key = self._stored_key
         dyn = [j for j in left if matches[j].inst]
         groups = []
-        for g in _components([self.triples[j] for j in stat]):
-            members = tuple(stat[k] for k in g)
+        key = tuple(stat)
+        parts = self._stat_parts.get(key)
+        if parts is None:   # (structural: kept for the query's life)
+            parts = self._stat_parts[key] = [tuple(stat[k] for k in g)
+                                             for g in _components([self.triples[j] for j in stat])]
+        for members in parts:
             if len(members) < 2:
                 dyn.append(members[0])
                 continue
@@ -377,7 +404,7 @@ class TinyCore:
                     # the rows it would produce: per bound row, its matches per value of the
                     # bound end (a chain through a selective pattern beats a wide fan-out)
                     k = (not (sb and ob and conn), 0 if conn else 1,
-                         len(cur) * (m.fanout(0 if sv else 1) if conn else len(m)))
+                         len(cur) * (self._fanout(i, m, 0 if sv else 1) if conn and not (sb and ob) else len(m)))
                 k = (k[0], k[2], k[1])   # tests first, then the fewest rows produced
                 if best is None or k < best[0]:
                     best = (k, i)
