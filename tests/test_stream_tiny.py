@@ -4,7 +4,8 @@ vectorized executor and like pyoxigraph.
 Random windows (duplicates included) over a small vocabulary and random queries of the forms
 the path takes (BGPs with constants, absent constants, repeated variables, joined groups,
 FILTERs with type errors and ``!bound``, GROUP BY / COUNT / HAVING, DISTINCT, ORDER BY, ASK)
-and of forms it must hand back (OPTIONAL, UNION): the solutions equal, as multisets, those of
+and with several BGPs (OPTIONAL with and without FILTER, UNION, MINUS, VALUES: each BGP tuple
+at a time, the operators between them by the executor): the solutions equal, as multisets, those of
 the executor over the window's index and those of pyoxigraph over the same triples.
 """
 
@@ -89,7 +90,8 @@ def queries(draw):
                         f"{_term(draw, 'o', vars_)} ." for _ in range(k))
 
     body = bgp(draw(st.integers(1, 3)))
-    shape = draw(st.sampled_from(["plain", "groups", "filter", "notbound", "optional", "union", "chain"]))
+    shape = draw(st.sampled_from(["plain", "groups", "filter", "notbound", "optional", "union", "chain",
+                                  "minus", "optfilter"]))
     if shape == "chain":   # a path of up to 6 patterns: static groups and delta terms of several steps
         k = draw(st.integers(3, 6))
         names = ["a", "b", "c", "d", "e", "f", "g"]
@@ -111,7 +113,14 @@ def queries(draw):
     elif shape == "optional":
         body += " OPTIONAL { " + bgp(1) + " }"
     elif shape == "union":
-        body = "{ " + body + " } UNION { " + bgp(1) + " }"
+        body = "{ " + body + " } UNION { " + bgp(draw(st.integers(1, 2))) + " }"
+        if draw(st.booleans()):
+            body += " OPTIONAL { " + bgp(1) + " }"
+    elif shape == "minus":
+        body += " MINUS { " + bgp(draw(st.integers(1, 2))) + " }"
+    elif shape == "optfilter":
+        body += f" OPTIONAL {{ {bgp(draw(st.integers(1, 2)))} FILTER(?{draw(st.sampled_from(vars_))} != 1) }}"
+        body += f" VALUES ?{draw(st.sampled_from(vars_))} {{ <{EX}n1> <{EX}n2> UNDEF }}" if draw(st.booleans()) else ""
     form = draw(st.sampled_from(["star", "distinct", "count", "ask", "order", "counts"]))
     v = draw(st.sampled_from(vars_))
     if form == "ask":
@@ -239,6 +248,7 @@ def test_tiny_path_equals_executor_and_pyoxigraph(db, data):
 def test_tiny_path_was_exercised():
     assert len(TAKEN) >= 50
     assert DECIDED["decided"] >= 3, DECIDED   # (the handed-back case: test_compiled_filter_semantics)
+    assert sum(any(k in t for k in ("OPTIONAL", "UNION", "MINUS")) for t in TAKEN) >= 10
 
 
 def test_compiled_filter_semantics(db):
@@ -275,7 +285,11 @@ def test_tiny_takes_the_forms_it_supports():
                          (f"ASK {{ {{ ?a <{EX}p0> ?b }} {{ ?b <{EX}p1> ?c }} FILTER(!bound(?a)) }}", True),
                          (f"SELECT ?a (COUNT(*) AS ?n) WHERE {{ ?a <{EX}p0> ?b }} GROUP BY ?a", True),
                          ("SELECT * WHERE { ?a ?p ?b }", False),
-                         (f"SELECT * WHERE {{ ?a <{EX}p0> ?b OPTIONAL {{ ?b <{EX}p1> ?c }} }}", False),
+                         (f"SELECT * WHERE {{ ?a <{EX}p0> ?b OPTIONAL {{ ?b <{EX}p1> ?c }} }}", True),
+                         (f"SELECT * WHERE {{ {{ ?a <{EX}p0> ?b }} UNION {{ ?b <{EX}p1> ?c }} MINUS {{ ?a <{EX}p2> ?c }} }}",
+                          True),
+                         (f"SELECT * WHERE {{ ?a <{EX}p0> ?b OPTIONAL {{ ?b ?p ?c }} }}", False),
+                         (f"SELECT * WHERE {{ ?a <{EX}p0> ?b FILTER EXISTS {{ ?b <{EX}p1> ?c }} }}", False),
                          (f"SELECT * WHERE {{ ?a <{EX}p0> ?b }} LIMIT 3", False)):
         assert TinyCore(parse_query(text)).usable is usable, text
 
@@ -376,7 +390,9 @@ def test_tiny_state_across_instants_and_snapshots(data):
                 continue
             assert got == _vectorized(d, q, rows), (text, step)
             fresh = TinyCore(q).solutions(rows, QueryContext(d.store.snapshot()), stored)
-            assert Counter(zip(*(fresh.cols[v].tolist() for v in core.vars), strict=True)) == \
-                Counter(zip(*(sol.cols[v].tolist() for v in core.vars), strict=True)) or not core.vars, text
+            names = sorted(sol.cols)
+            assert sorted(fresh.cols) == names and fresh.n == sol.n, text
+            assert Counter(zip(*(fresh.cols[v].tolist() for v in names), strict=True)) == \
+                Counter(zip(*(sol.cols[v].tolist() for v in names), strict=True)) or not names, text
     finally:
         d.close()

@@ -24,12 +24,14 @@ from __future__ import annotations
 import numpy as np
 
 from engine.arrays import unique
-from engine.exec.bindings import Bindings
-from engine.exec.evaluate import Evaluator
+from engine.errors import RowBudgetExceeded
+from engine.exec.bindings import Bindings, join
+from engine.exec.evaluate import DatasetView, Evaluator
+from engine.kv.views import EmptyGraph
 from engine.plan.order import bgp_vars, resolve
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
-from engine.stream.incremental import _UNARY, find_core
+from engine.stream.incremental import _UNARY, _exprs, _has_pattern, find_core
 from engine.stream.tiny_ops import CountGroup, filter_mask, having
 
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
@@ -55,22 +57,38 @@ class TinyCore:
     #: solutions of a BGP of one-pattern components above which it is handed to the executor
     flat_rows = 1 << 20
 
-    def __init__(self, query: A.Query):
+    def __init__(self, query: A.Query | None, bgp: A.BGP | None = None):
         self.base = None
         self.triples: tuple = ()
+        self.general = False
+        self.flat = False
+        self._subs: dict[int, tuple] = {}   # general queries: id(BGP node) -> (node, its core)
+        if bgp is not None:   # one BGP of a general query
+            self._setup(bgp, bgp.triples)
+            return
         found = find_core(query)
-        if found is None:
+        if found is not None:
+            node = query.pattern
+            while isinstance(node, _UNARY + (A.Slice,)):
+                node = node.input
+            bgp = merged_bgp(node) if isinstance(node, A.Join) else node if is_pure_bgp(node) else None
+            if bgp is not None and all(isinstance(tp.p, A.Const) for tp in bgp.triples):
+                self._setup(node, bgp.triples)
             return
-        node = query.pattern
-        while isinstance(node, _UNARY + (A.Slice,)):
-            node = node.input
-        bgp = merged_bgp(node) if isinstance(node, A.Join) else node if is_pure_bgp(node) else None
-        if bgp is None or any(not isinstance(tp.p, A.Const) for tp in bgp.triples):
-            return
+        # OPTIONAL, UNION, MINUS, joins of groups: every BGP answered tuple at a time, the
+        # operators between them by the executor over those rows
+        bgps: list = []
+        if query.form in ("SELECT", "ASK", "CONSTRUCT") and _general(query.pattern, bgps) and bgps:
+            self._subs = {id(b): (b, TinyCore(None, b)) for b in bgps}
+            self.base = query.pattern
+            self.general = True
+            self.vars = list(dict.fromkeys(v for b in bgps for v in bgp_vars(b.triples)))
+
+    def _setup(self, node, triples) -> None:
         self.base = node                      # the node of the parsed tree the rows answer
-        self.triples = bgp.triples
-        self.vars = bgp_vars(bgp.triples)
-        self._components = _components(bgp.triples)
+        self.triples = triples
+        self.vars = bgp_vars(triples)
+        self._components = _components(triples)
         self.flat = all(len(c) == 1 for c in self._components)
         self._flat_key = None
         self._flat_stored: list = []
@@ -215,6 +233,11 @@ class TinyCore:
         allowed), whose first rows are ``stored`` (the store's part: the same array object
         while the store snapshot is the same, its matches are kept); None when the
         intermediate rows exceed the bound (the caller evaluates the instant vectorized)."""
+        if self.general:
+            try:
+                return _Nested(ctx, self._subs, rows, stored).eval(self.base)
+            except (_HandBack, TinyFallback, RowBudgetExceeded):
+                return None   # the vectorized path evaluates the instant (and reports a budget)
         self._resolve(ctx)
         if self._pats is None:   # a constant the store does not hold: no solution
             return Bindings.empty(self.vars)
@@ -676,7 +699,8 @@ class TinyEvaluator(Evaluator):
             group = node
             if isinstance(node, A.Filter) and isinstance(node.input, A.Group):
                 group = node.input
-            if isinstance(group, A.Group) and group.input is self._base:
+            rows = self._direct(group.input) if isinstance(group, A.Group) else None
+            if rows is not None:
                 cg = CountGroup.of(group)
                 if cg is not None and group is not node:
                     keep = having(node.expr, cg)
@@ -684,8 +708,12 @@ class TinyEvaluator(Evaluator):
                         cg = None   # the executor's HAVING over the executor's group
                 if cg is not None:
                     self.ctx.check_budget()
-                    return self._check(cg.run(self._rows, self.ctx, keep))
+                    return self._check(cg.run(rows, self.ctx, keep))
         return super().eval(node, seed)
+
+    def _direct(self, node) -> Bindings | None:
+        """The rows of ``node`` when the core answers it directly, else None."""
+        return self._rows if node is self._base else None
 
 
     def filter_mask(self, expr, res: Bindings) -> np.ndarray:
@@ -696,6 +724,70 @@ class TinyEvaluator(Evaluator):
             if m is not None:
                 return m
         return super().filter_mask(expr, res)
+
+
+class _HandBack(Exception):
+    """A BGP of a general query exceeded the tuple-at-a-time bounds."""
+
+
+_NO_DATA = DatasetView(EmptyGraph(), {}, ("tiny",))
+
+
+class _Nested(TinyEvaluator):
+    """The pattern of a query with several BGPs: each BGP from its :class:`TinyCore` over the
+    instant's triples (a seeded BGP: joined with the seed, as the executor's contract says),
+    the operators between them by the executor."""
+
+    def __init__(self, ctx, subs: dict, rows: np.ndarray, stored):
+        super().__init__(ctx, _NO_DATA, None, None)
+        self._subs = subs
+        self._in = rows
+        self._stored_in = stored
+
+    def _direct(self, node) -> Bindings | None:
+        got = self._subs.get(id(node))
+        if got is None or got[0] is not node:
+            return None
+        sol = got[1].solutions(self._in, self.ctx, self._stored_in)
+        if sol is None:
+            raise _HandBack
+        return sol
+
+    def _BGP(self, node, seed):
+        if not node.triples:
+            return Bindings.unit() if seed is None else seed
+        sol = self._direct(node)
+        if sol is None:
+            raise _HandBack   # (every BGP of the query has its core)
+        return sol if seed is None else join(seed, sol, self.ctx.max_rows)
+
+
+#: the algebra a general query may use: operators the executor evaluates from their inputs'
+#: rows alone (no graph access besides the BGPs)
+_GENERAL = (A.Join, A.LeftJoin, A.Union, A.Minus, A.Filter, A.Extend, A.OrderBy, A.Group, A.Project,
+            A.Distinct, A.Reduced, A.Values)
+
+
+def _general(node, bgps: list) -> bool:
+    """Whether ``node`` is made of BGPs with constant predicates under :data:`_GENERAL`
+    operators without EXISTS; collects the BGPs."""
+    if isinstance(node, A.BGP):
+        if any(not isinstance(tp.p, A.Const) for tp in node.triples):
+            return False
+        if node.triples:
+            bgps.append(node)
+        return True
+    if not isinstance(node, _GENERAL):
+        return False
+    exprs = _exprs(node) + ([node.expr] if isinstance(node, A.LeftJoin) and node.expr is not None else [])
+    if isinstance(node, A.Group):
+        exprs += [a for _, a in node.aggregates]
+    if any(_has_pattern(e) for e in exprs if e is not None):
+        return False
+    if isinstance(node, A.Values):
+        return True
+    kids = [node.left, node.right] if isinstance(node, (A.Join, A.LeftJoin, A.Union, A.Minus)) else [node.input]
+    return all(_general(k, bgps) for k in kids)
 
 
 def _spread(col: np.ndarray, inner: int, outer: int) -> np.ndarray:
