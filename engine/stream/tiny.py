@@ -32,7 +32,7 @@ from engine.plan.order import bgp_vars, resolve
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
 from engine.stream.incremental import _UNARY, _exprs, _has_pattern, find_core
-from engine.stream.tiny_ops import CountGroup, filter_mask, having
+from engine.stream.tiny_ops import CountGroup, expr_ids, filter_mask, having
 
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
 
@@ -715,6 +715,15 @@ class TinyEvaluator(Evaluator):
         """The rows of ``node`` when the core answers it directly, else None."""
         return self._rows if node is self._base else None
 
+
+    def expr_values(self, expr, res: Bindings) -> np.ndarray:
+        """Arithmetic over a few rows by :func:`engine.stream.tiny_ops.expr_ids`, else the
+        executor's."""
+        if res.n and isinstance(expr, A.Call):
+            got = expr_ids(expr, res.cols, res.n, self.ctx)
+            if got is not None:
+                return got
+        return super().expr_values(expr, res)
 
     def filter_mask(self, expr, res: Bindings) -> np.ndarray:
         """A FILTER over a few rows of numbers by :func:`engine.stream.tiny_ops.filter_mask`

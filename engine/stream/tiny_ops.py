@@ -26,10 +26,11 @@ import numpy as np
 from engine.arrays import unique
 from engine.exec.bindings import Bindings, distinct_inverse, factorize, row_keys
 from engine.exec.context import LOCAL_BASE
+from engine.exec.values import format_double as _fmt_double
 from engine.sparql import algebra as A
 from engine.terms import XSD_INTEGER
 
-__all__ = ["CountGroup", "filter_mask", "having"]
+__all__ = ["CountGroup", "expr_ids", "filter_mask", "having"]
 
 _XSD = "http://www.w3.org/2001/XMLSchema#"
 _CONST = re.compile(r'^"([^"\\]*)"\^\^<' + re.escape(_XSD) + r'(integer|decimal|double|float)>$')
@@ -308,6 +309,31 @@ def _arith(op, fa, fb):
     return f
 
 
+def _div(fa, fb):
+    """``a / b`` where an operand is a double (IEEE division: x/0 is an infinity or NaN); an
+    integer or decimal quotient (a decimal) is the executor's."""
+    def f(env):
+        out = []
+        for a, b in zip(fa(env), fb(env), strict=True):
+            if a is _OTHER or b is _OTHER:
+                raise Undecided
+            if a is None or b is None or a is _NONNUM or b is _NONNUM:
+                out.append(None)
+            elif type(a) is not float and type(b) is not float:
+                raise Undecided
+            else:
+                a, b = _num(a, b)
+                if b == 0.0:
+                    out.append(math.nan if a == 0.0 or a != a else math.copysign(math.inf, a) * math.copysign(1.0, b))
+                else:
+                    try:
+                        out.append(a / b)
+                    except OverflowError:
+                        raise Undecided from None
+        return out
+    return f
+
+
 def _neg(fa):
     def f(env):
         out = []
@@ -403,6 +429,9 @@ def _compile(expr, boolean: bool):
     if op in ("+", "-", "*") and len(args) == 2:
         a, b = _compile(args[0], False), _compile(args[1], False)
         return None if a is None or b is None else _arith(op, a, b)
+    if op == "/" and len(args) == 2:
+        a, b = _compile(args[0], False), _compile(args[1], False)
+        return None if a is None or b is None else _div(a, b)
     if op == "NEG" and len(args) == 1:
         a = _compile(args[0], False)
         return None if a is None else _neg(a)
@@ -433,7 +462,7 @@ class _Env:
         return got
 
 
-_COMPILED: dict[int, tuple] = {}
+_COMPILED: dict = {}
 
 
 def filter_mask(expr, cols: dict, n: int, ctx) -> np.ndarray | None:
@@ -455,3 +484,39 @@ def filter_mask(expr, cols: dict, n: int, ctx) -> np.ndarray | None:
     except Undecided:
         return None
     return np.fromiter((v is True for v in vals), dtype=bool, count=n)
+
+
+
+
+def expr_ids(expr, cols: dict, n: int, ctx) -> np.ndarray | None:
+    """The ids of an arithmetic expression's value per row (``BIND``, ``SELECT (expr AS ?v)``)
+    over ``n`` rows (``n`` x its size <= :data:`FILTER_WORK`): integers and doubles written as
+    the executor writes them, errors unbound; None when the expression is not arithmetic of the
+    forms above or a row's value is not decided here (a decimal result, another term)."""
+    if not isinstance(expr, A.Call) or expr.op not in ("+", "-", "*", "/", "NEG"):
+        return None
+    key = ("expr", id(expr))
+    got = _COMPILED.get(key)
+    if got is None or got[0] is not expr:
+        if len(_COMPILED) > 4096:
+            _COMPILED.clear()
+        got = _COMPILED[key] = (expr, _compile(expr, False), _size(expr))
+    f = got[1]
+    if f is None or n * got[2] > FILTER_WORK:
+        return None
+    try:
+        vals = f(_Env(cols, n, ctx))
+    except Undecided:
+        return None
+    keys: list = []
+    for v in vals:
+        t = type(v)
+        if v is None:
+            keys.append(None)
+        elif t is int:
+            keys.append(f'"{v}"^^<{XSD_INTEGER}>')
+        elif t is float:
+            keys.append(f'"{_fmt_double(v)}"^^<{_XSD}double>')
+        else:
+            return None   # a decimal: its canonical form is the executor's
+    return np.asarray(ctx.intern(keys), dtype=np.int64)
