@@ -260,13 +260,16 @@ class _Values:
     """Term id -> numeric value, per store dictionary (ids of stored terms never change)."""
 
     def __init__(self):
-        self.dic = None
-        self.vals: dict[int, object] = {}
+        self._by: dict[int, tuple] = {}   # id(dictionary) -> (dictionary, {term id: value})
 
     def column(self, ids: np.ndarray, ctx) -> list:
-        if self.dic is not ctx.dictionary or len(self.vals) > 1_000_000:
-            self.dic, self.vals = ctx.dictionary, {}
-        vals = self.vals
+        d = ctx.dictionary
+        got = self._by.get(id(d))
+        if got is None or got[0] is not d or len(got[1]) > 1_000_000:
+            if len(self._by) > 8:
+                self._by.clear()
+            got = self._by[id(d)] = (d, {})
+        vals = got[1]   # (this dictionary's, whatever other threads do meanwhile)
         lst = ids.tolist()
         miss = [i for i in dict.fromkeys(lst) if i not in vals and i >= 0]
         if miss:
