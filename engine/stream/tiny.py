@@ -413,24 +413,29 @@ class TinyCore:
         while left:
             ctx.check_budget()
             best = None
+            n = len(cur)
             for i in left:
                 if isinstance(i, _Joined):
                     conn = any(v in slots for v in i.slots)
-                    k = (not (conn and all(v in slots for v in i.slots)), 0 if conn else 1,
-                         len(cur) * (1 if conn else len(i.rows)))
+                    if conn and all(v in slots for v in i.slots):
+                        best = (None, i)
+                        break   # a test
+                    key = (n if conn else n * len(i.rows), 0 if conn else 1)
                 else:
                     s, _, o = pats[i]
-                    sv, ov = s[0] == "v" and s[1] in slots, o[0] == "v" and o[1] in slots
-                    sb, ob = s[0] == "c" or sv, o[0] == "c" or ov
-                    conn = sv or ov
-                    m = matches[i]
-                    # the rows it would produce: per bound row, its matches per value of the
-                    # bound end (a chain through a selective pattern beats a wide fan-out)
-                    k = (not (sb and ob and conn), 0 if conn else 1,
-                         len(cur) * (self._fanout(i, m, 0 if sv else 1) if conn and not (sb and ob) else len(m)))
-                k = (k[0], k[2], k[1])   # tests first, then the fewest rows produced
-                if best is None or k < best[0]:
-                    best = (k, i)
+                    sv = s[0] == "v" and s[1] in slots
+                    ov = o[0] == "v" and o[1] in slots
+                    if sv or ov:
+                        if (sv or s[0] == "c") and (ov or o[0] == "c"):
+                            best = (None, i)
+                            break   # a test: every row kept or dropped, none added
+                        # the rows it would produce: per bound row, its matches per value of
+                        # the bound end (a chain through a selective pattern beats a wide fan-out)
+                        key = (n * self._fanout(i, matches[i], 0 if sv else 1), 0)
+                    else:
+                        key = (n * len(matches[i]), 1)
+                if best is None or key < best[0]:
+                    best = (key, i)
             i = best[1]
             left.remove(i)
             if isinstance(i, _Joined):
