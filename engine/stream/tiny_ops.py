@@ -456,6 +456,12 @@ class _Env:
     def __init__(self, cols, n, ctx):
         self.cols, self.n, self.ctx, self._memo = cols, n, ctx, {}
 
+    def doubles(self, name: str) -> np.ndarray:
+        got = self._memo.get(("d", name))
+        if got is None:
+            got = self._memo[("d", name)] = _doubles(self, name)
+        return got
+
     def column(self, name: str) -> list:
         got = self._memo.get(name)
         if got is None:
@@ -480,8 +486,12 @@ def filter_mask(expr, cols: dict, n: int, ctx) -> np.ndarray | None:
             _COMPILED.clear()
         got = _COMPILED[id(expr)] = (expr, _compile(expr, True), _size(expr))
     f = got[1]
-    if f is None or n * got[2] > FILTER_WORK:
+    if f is None:
         return None
+    if n * got[2] > FILTER_WORK // 8:
+        m = filter_mask_doubles(expr, cols, n, ctx)
+        if m is not None or n * got[2] > FILTER_WORK:
+            return m
     try:
         vals = f(_Env(cols, n, ctx))
     except Undecided:
@@ -523,3 +533,142 @@ def expr_ids(expr, cols: dict, n: int, ctx) -> np.ndarray | None:
         else:
             return None   # a decimal: its canonical form is the executor's
     return np.asarray(ctx.intern(keys), dtype=np.int64)
+
+
+# ---------------------------------------------------------------- FILTER over doubles, vectorized
+
+
+def _has_var(expr) -> bool:
+    if isinstance(expr, A.Var):
+        return True
+    return isinstance(expr, A.Call) and any(_has_var(a) for a in expr.args)
+
+
+_VOPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+
+
+def _vcompile(expr, boolean: bool):
+    """``expr`` as a closure env -> numpy column computed in doubles, or None when it is not of
+    the forms below. A numeric closure returns ``(column, doubles)``: ``doubles`` when every
+    row's value is an ``xsd:double``. An operator with a double operand is a double operation
+    in XPath (the other operand, integer or decimal, cast to its nearest double): IEEE
+    arithmetic and comparison, as numpy computes them. An operator whose operands may both be
+    integers or decimals is exact in XPath: :class:`Undecided` (the row-wise closures). Constant
+    sub-expressions are folded exactly first. A column holding anything but numbers (unbound,
+    an IRI, a string) raises :class:`Undecided` too."""
+    if boolean:
+        if not isinstance(expr, A.Call):
+            return None
+        op, args = expr.op, expr.args
+        if op in ("&&", "||") and len(args) == 2:
+            a, b = _vcompile(args[0], True), _vcompile(args[1], True)
+            if a is None or b is None:
+                return None
+            fn = np.logical_and if op == "&&" else np.logical_or
+            return lambda env: fn(a(env), b(env))
+        if op == "!" and len(args) == 1:
+            a = _vcompile(args[0], True)
+            return None if a is None else (lambda env: ~a(env))
+        if op in _CMP and len(args) == 2 and (_has_var(args[0]) or _has_var(args[1])):
+            a, b = _vcompile(args[0], False), _vcompile(args[1], False)
+            if a is None or b is None:
+                return None
+            fn = _CMP[op]
+
+            def cmp(env):
+                (x, dx), (y, dy) = a(env), b(env)
+                if not (dx or dy):
+                    raise Undecided
+                return np.broadcast_to(fn(x, y), (env.n,))
+            return cmp
+        return None
+    if not _has_var(expr):   # a constant (sub-)expression: its exact value, then as a double
+        f = _compile(expr, False)
+        if f is None:
+            return None
+        try:
+            v = f(_Env({}, 1, None))[0]
+        except Undecided:
+            return None
+        if v is None or v is _NONNUM or v is _OTHER:
+            return None
+        try:
+            got = (float(v), type(v) is float)
+        except OverflowError:
+            return None
+        return lambda env: got
+    if isinstance(expr, A.Var):
+        name = expr.name
+        return lambda env: env.doubles(name)
+    if not isinstance(expr, A.Call):
+        return None
+    op, args = expr.op, expr.args
+    if op in _VOPS and len(args) == 2:
+        a, b = _vcompile(args[0], False), _vcompile(args[1], False)
+        if a is None or b is None:
+            return None
+        fn = _VOPS[op]
+
+        def f(env):
+            (x, dx), (y, dy) = a(env), b(env)
+            if not (dx or dy):
+                raise Undecided
+            with np.errstate(all="ignore"):
+                return fn(x, y), True
+        return f
+    if op == "NEG" and len(args) == 1:
+        a = _vcompile(args[0], False)
+        if a is None:
+            return None
+
+        def neg(env):
+            x, dx = a(env)
+            if not dx:
+                raise Undecided   # (an integer or decimal zero negated is no -0.0)
+            return np.negative(x), True
+        return neg
+    if op == "POS" and len(args) == 1:
+        return _vcompile(args[0], False)
+    return None
+
+
+def _doubles(env, name: str) -> tuple[np.ndarray, bool]:
+    c = env.cols.get(name)
+    if c is None:
+        raise Undecided
+    uniq, inv = distinct_inverse(np.asarray(c))
+    if len(uniq) and int(uniq[0]) < 0:
+        raise Undecided   # an unbound row: an error there, the row-wise closures decide it
+    vals = _VALUES.column(uniq, env.ctx)
+    dbl = True
+    for v in vals:
+        t = type(v)
+        if t is not float:
+            if t is not int and t is not Fraction:
+                raise Undecided
+            dbl = False
+    try:
+        arr = np.array([float(v) for v in vals] if not dbl else vals, dtype=np.float64)
+    except OverflowError:
+        raise Undecided from None
+    return arr[inv.reshape(-1)], dbl
+
+
+def filter_mask_doubles(expr, cols: dict, n: int, ctx) -> np.ndarray | None:
+    """The FILTER's mask when every variable its arithmetic and comparisons read holds
+    doubles (CityBench's coordinates and readings): one numpy operation per operator,
+    whatever the rows; None otherwise."""
+    key = ("vec", id(expr))
+    got = _COMPILED.get(key)
+    if got is None or got[0] is not expr:
+        if len(_COMPILED) > 4096:
+            _COMPILED.clear()
+        got = _COMPILED[key] = (expr, _vcompile(expr, True))
+    f = got[1]
+    if f is None:
+        return None
+    try:
+        m = f(_Env(cols, n, ctx))
+    except Undecided:
+        return None
+    return np.asarray(m, dtype=bool)
