@@ -4,13 +4,15 @@ vectorized executor and like pyoxigraph.
 Random windows (duplicates included) over a small vocabulary and random queries of the forms
 the path takes (BGPs with constants, absent constants, repeated variables, joined groups,
 FILTERs with type errors and ``!bound``, GROUP BY / COUNT / HAVING, DISTINCT, ORDER BY, ASK)
-and of forms it must hand back (OPTIONAL, UNION): the solutions equal, as multisets, those of
+and with several BGPs (OPTIONAL with and without FILTER, UNION, MINUS, VALUES: each BGP tuple
+at a time, the operators between them by the executor): the solutions equal, as multisets, those of
 the executor over the window's index and those of pyoxigraph over the same triples.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from fractions import Fraction
 
 import numpy as np
 import pyoxigraph as ox
@@ -19,9 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.database import Database
-from engine.exec.evaluate import DatasetView, QueryContext, evaluate_query
+from engine.exec.bindings import Bindings
+from engine.exec.evaluate import DatasetView, Evaluator, QueryContext, evaluate_query
 from engine.kv.views import EmptyGraph
+from engine.sparql import algebra as A
 from engine.sparql.parser import parse_query
+from engine.stream import tiny as tiny_module
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.window_graph import window_index
 
@@ -29,6 +34,25 @@ EX = "http://ex.org/"
 N_NODES, N_PREDS = 6, 3
 INT = "<http://www.w3.org/2001/XMLSchema#integer>"
 TAKEN: list[str] = []   # queries the tiny path answered (the property test must exercise it)
+DECIDED: Counter = Counter()   # FILTERs the compiled closures decided / handed to the executor
+
+
+def _counting_filter(expr, cols, n, ctx):
+    m = _compiled_filter(expr, cols, n, ctx)
+    DECIDED["decided" if m is not None else "executor"] += 1
+    return m
+
+
+def _counting_values(expr, cols, n, ctx):
+    got = _compiled_values(expr, cols, n, ctx)
+    DECIDED["values" if got is not None else "values by the executor"] += 1
+    return got
+
+
+_compiled_filter = tiny_module.filter_mask
+tiny_module.filter_mask = _counting_filter
+_compiled_values = tiny_module.expr_ids
+tiny_module.expr_ids = _counting_values
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +60,9 @@ def db():
     d = Database()
     lines = [f"<{EX}n{i}> <{EX}p{j}> \"{i * j}\"^^{INT} .\n" for i in range(N_NODES) for j in range(N_PREDS)]
     lines += [f"<{EX}n{i}> <{EX}label> \"n{i}\"@en .\n" for i in range(N_NODES)]
+    lines += [f"<{EX}n{i}> <{EX}dec> \"{i}.5\"^^<http://www.w3.org/2001/XMLSchema#decimal> .\n"
+              f"<{EX}n{i}> <{EX}dbl> \"{i}.25\"^^<http://www.w3.org/2001/XMLSchema#double> .\n"
+              for i in range(3)]
     d.load_data("".join(lines).encode(), "application/n-triples")
     yield d
     d.close()
@@ -46,6 +73,9 @@ def _vocab(db):
     nodes = [int(dic.lookup(f"<{EX}n{i}>")) for i in range(N_NODES)]
     preds = [int(dic.lookup(f"<{EX}p{j}>")) for j in range(N_PREDS)]
     lits = [int(dic.lookup(f'"{v}"^^{INT}')) for v in (0, 1, 2, 4)]
+    lits += [int(dic.lookup(f'"{i}.5"^^<http://www.w3.org/2001/XMLSchema#decimal>')) for i in range(3)]
+    lits += [int(dic.lookup(f'"{i}.25"^^<http://www.w3.org/2001/XMLSchema#double>')) for i in range(3)]
+    lits.append(int(dic.lookup('"n1"@en')))
     assert min(nodes + preds + lits) >= 0
     return nodes, preds, lits
 
@@ -69,24 +99,62 @@ def queries(draw):
                         f"{_term(draw, 'o', vars_)} ." for _ in range(k))
 
     body = bgp(draw(st.integers(1, 3)))
-    shape = draw(st.sampled_from(["plain", "groups", "filter", "notbound", "optional", "union"]))
+    shape = draw(st.sampled_from(["plain", "groups", "filter", "notbound", "optional", "union", "chain",
+                                  "minus", "optfilter", "bind"]))
+    if shape == "chain":   # a path of up to 6 patterns: static groups and delta terms of several steps
+        k = draw(st.integers(3, 6))
+        names = ["a", "b", "c", "d", "e", "f", "g"]
+        body = " ".join(f"?{names[i]} <{EX}p{draw(st.integers(0, N_PREDS - 1))}> ?{names[i + 1]} ."
+                        for i in range(k))
+        vars_ = names[:k + 1]
     if shape == "groups":
         body = "{ " + body + " } { " + bgp(draw(st.integers(1, 2))) + " }"
     elif shape == "filter":
-        body += f" FILTER(?{draw(st.sampled_from(vars_))} {draw(st.sampled_from(['>', '<', '=', '!=']))} 1)"
+        a, b = draw(st.sampled_from(vars_)), draw(st.sampled_from(vars_))
+        op = draw(st.sampled_from([">", "<", "=", "!=", "<=", ">="]))
+        k = draw(st.sampled_from(["1", "1.5", "2.5e0", "-1", "0.0", '"1"']))
+        body += " FILTER(" + draw(st.sampled_from([
+            f"?{a} {op} {k}", f"?{a} + ?{b} {op} {k}", f"?{a} * 2 - ?{b} {op} {k}",
+            f"-?{a} < 0 || ?{b} {op} {k}", f"!(?{a} {op} {k}) && bound(?{b})",
+            f"(?{a} - ?{b}) * (?{a} - ?{b}) {op} {k}", f"?{a} + 0 {op} ?{b} * 1"])) + ")"
     elif shape == "notbound":
         body += f" FILTER(!bound(?{draw(st.sampled_from(vars_))}))"
     elif shape == "optional":
         body += " OPTIONAL { " + bgp(1) + " }"
     elif shape == "union":
-        body = "{ " + body + " } UNION { " + bgp(1) + " }"
-    form = draw(st.sampled_from(["star", "distinct", "count", "ask", "order"]))
+        body = "{ " + body + " } UNION { " + bgp(draw(st.integers(1, 2))) + " }"
+        if draw(st.booleans()):
+            body += " OPTIONAL { " + bgp(1) + " }"
+    elif shape == "bind":   # arithmetic values (tiny_ops.expr_ids), doubles, division
+        a, b = draw(st.sampled_from(vars_)), draw(st.sampled_from(vars_))
+        body += " BIND(" + draw(st.sampled_from([
+            f"(?{a} + ?{b}) / 2.0e0", f"?{a} * 2 - ?{b}", f"-?{a} + 1.5", f"?{a} / ?{b}", f"?{a} / 0.0e0",
+            f"?{a} * 0.5e0"])) + " AS ?z)"
+    elif shape == "minus":
+        body += " MINUS { " + bgp(draw(st.integers(1, 2))) + " }"
+    elif shape == "optfilter":
+        body += f" OPTIONAL {{ {bgp(draw(st.integers(1, 2)))} FILTER(?{draw(st.sampled_from(vars_))} != 1) }}"
+        body += f" VALUES ?{draw(st.sampled_from(vars_))} {{ <{EX}n1> <{EX}n2> UNDEF }}" if draw(st.booleans()) else ""
+    form = draw(st.sampled_from(["star", "distinct", "count", "ask", "order", "counts"]))
     v = draw(st.sampled_from(vars_))
     if form == "ask":
         return f"ASK {{ {body} }}"
     if form == "count":
         return (f"SELECT ?{v} (COUNT(*) AS ?n) WHERE {{ {body} }} GROUP BY ?{v} "
                 f"HAVING (COUNT(*) >= {draw(st.integers(1, 2))})")
+    if form == "counts":   # the integer GROUP BY / HAVING of engine.stream.tiny_ops
+        w = draw(st.sampled_from(vars_ + ["zz"]))   # ?zz: never bound
+        agg = draw(st.sampled_from(["COUNT(*)", f"COUNT(?{w})", f"COUNT(DISTINCT ?{w})", f"SUM(?{w})"]))
+        by = draw(st.sampled_from(["", f"GROUP BY ?{v}", f"GROUP BY ?{v} ?{w}"]))
+        sel = "" if not by else f"?{v} " + (f"?{w} " if "?" + w in by.split()[-1:] and w != v else "")
+        const = draw(st.sampled_from(["2", "1.5", "2.0", "1e0", '"2"^^<http://www.w3.org/2001/XMLSchema#double>',
+                                      "-1", '"x"']))
+        op = draw(st.sampled_from([">=", "<", "=", "!=", ">", "<="]))
+        cond = draw(st.sampled_from([f"?n {op} {const}", f"{const} {op} ?n", f"!(?n {op} {const}) || ?n = 1",
+                                     f"?n {op} {const} && ?n != 3", "?n", "", f"?n {op} COUNT(?{v})"]))
+        cond = cond.replace("?n", agg)   # HAVING names the aggregate (the alias is not in scope there)
+        having = f" HAVING ({cond})" if cond else ""
+        return f"SELECT {sel}(({agg}) AS ?n) WHERE {{ {body} }} {by}{having}"
     if form == "distinct":
         return f"SELECT DISTINCT ?{v} WHERE {{ {body} }}"
     if form == "order":
@@ -102,11 +170,27 @@ def _rows(draw, nodes, preds, lits):
     return np.array(out, dtype=np.int64).reshape(-1, 3)
 
 
+_DOUBLE = "^^<http://www.w3.org/2001/XMLSchema#double>"
+
+
+_DECIMAL = "^^<http://www.w3.org/2001/XMLSchema#decimal>"
+
+
+def _norm(key: str) -> str:
+    """Doubles and decimals by value: computed values' lexical forms differ between engines
+    (2.25E0 / 2.25, 1.0 / 1)."""
+    if key.endswith(_DOUBLE) and key.startswith('"'):
+        return "double:" + repr(float(key[1:-len(_DOUBLE) - 1].replace("INF", "inf")))
+    if key.endswith(_DECIMAL) and key.startswith('"'):
+        return "decimal:" + str(Fraction(key[1:-len(_DECIMAL) - 1]))
+    return key
+
+
 def _canon(res, ctx):
     if res.form == "ASK":
         return bool(res.boolean)
     keys = [ctx.keys(c) for c in res.columns]
-    rows = [tuple(k or "" for k in r) for r in zip(*keys, strict=True)] if keys else [()] * len(res)
+    rows = [tuple(_norm(k or "") for k in r) for r in zip(*keys, strict=True)] if keys else [()] * len(res)
     return Counter(rows)
 
 
@@ -147,7 +231,7 @@ def _oracle(db, text, rows, q):
     names = [v.name for v in q.vars]   # our column order
     out = Counter()
     for sol in res:
-        out[tuple(_ox_key(sol[n]) for n in names)] += 1
+        out[tuple(_norm(_ox_key(sol[n])) for n in names)] += 1
     return out
 
 
@@ -183,6 +267,37 @@ def test_tiny_path_equals_executor_and_pyoxigraph(db, data):
 
 def test_tiny_path_was_exercised():
     assert len(TAKEN) >= 50
+    assert DECIDED["decided"] >= 3, DECIDED   # (the handed-back case: test_compiled_filter_semantics)
+    assert sum(any(k in t for k in ("OPTIONAL", "UNION", "MINUS")) for t in TAKEN) >= 10
+
+
+def test_compiled_filter_semantics(db):
+    """XPath promotions and SPARQL errors of the compiled FILTER, against the executor."""
+    from engine.stream.tiny_ops import filter_mask
+
+    dic = db.store.dictionary
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    keys = [f'"3"^^<{xsd}integer>', f'"1.5"^^<{xsd}decimal>', f'"0.25"^^<{xsd}double>', '"n1"@en', f"<{EX}n1>"]
+    ids = np.asarray(dic.encode(keys), dtype=np.int64)
+    col = np.concatenate([ids, [-1]])   # and an unbound row
+    ctx = QueryContext(db.store.snapshot())
+    # arithmetic on a term that is no number is an error (false); a comparison with one is
+    # left to the executor (None)
+    cases = {"?x * 2 > 2.9": [True, True, False, False, False, False],
+             "?x - 1.5 = 0.0 || !bound(?x)": [False, True, False, False, False, True],
+             "-?x < 0 && ?x != 3": None}
+    for cond, want in cases.items():
+        q = parse_query(f"SELECT * WHERE {{ ?s ?p ?x FILTER({cond}) }}")
+        expr = q.pattern
+        while not isinstance(expr, A.Filter):
+            expr = expr.input
+        got = filter_mask(expr.expr, {"x": col}, len(col), ctx)
+        assert (None if got is None else got.tolist()) == want, cond
+        numeric = col[[0, 1, 2, 5]]
+        got = filter_mask(expr.expr, {"x": numeric}, len(numeric), ctx)
+        ev = Evaluator(ctx, DatasetView(EmptyGraph(), {}, ("t",)))
+        ref = ev.filter_mask(expr.expr, Bindings({"x": numeric}, len(numeric)))
+        assert got is not None and got.tolist() == ref.tolist(), cond
 
 
 def test_tiny_takes_the_forms_it_supports():
@@ -190,7 +305,11 @@ def test_tiny_takes_the_forms_it_supports():
                          (f"ASK {{ {{ ?a <{EX}p0> ?b }} {{ ?b <{EX}p1> ?c }} FILTER(!bound(?a)) }}", True),
                          (f"SELECT ?a (COUNT(*) AS ?n) WHERE {{ ?a <{EX}p0> ?b }} GROUP BY ?a", True),
                          ("SELECT * WHERE { ?a ?p ?b }", False),
-                         (f"SELECT * WHERE {{ ?a <{EX}p0> ?b OPTIONAL {{ ?b <{EX}p1> ?c }} }}", False),
+                         (f"SELECT * WHERE {{ ?a <{EX}p0> ?b OPTIONAL {{ ?b <{EX}p1> ?c }} }}", True),
+                         (f"SELECT * WHERE {{ {{ ?a <{EX}p0> ?b }} UNION {{ ?b <{EX}p1> ?c }} MINUS {{ ?a <{EX}p2> ?c }} }}",
+                          True),
+                         (f"SELECT * WHERE {{ ?a <{EX}p0> ?b OPTIONAL {{ ?b ?p ?c }} }}", False),
+                         (f"SELECT * WHERE {{ ?a <{EX}p0> ?b FILTER EXISTS {{ ?b <{EX}p1> ?c }} }}", False),
                          (f"SELECT * WHERE {{ ?a <{EX}p0> ?b }} LIMIT 3", False)):
         assert TinyCore(parse_query(text)).usable is usable, text
 
@@ -217,3 +336,145 @@ def test_a_constant_interned_later_is_found(db):
     nodes, preds, _ = _vocab(db)
     rows = np.array([[nodes[0], preds[0], later]], dtype=np.int64)
     assert core.solutions(rows, QueryContext(db.store.snapshot())).n == 1
+
+
+def test_integer_groups_were_exercised(db, monkeypatch):
+    """The random queries reach engine.stream.tiny_ops (COUNT groups, HAVING on integers)."""
+    from engine.stream import tiny_ops
+
+    calls = Counter()
+    run = tiny_ops.CountGroup.run
+
+    def counting(self, rows, ctx, keep=None):
+        calls["having" if keep is not None else "group"] += 1
+        return run(self, rows, ctx, keep)
+
+    monkeypatch.setattr(tiny_ops.CountGroup, "run", counting)
+    nodes, preds, lits = _vocab(db)
+    rows = np.array([[s, preds[0], o] for s in nodes[:3] for o in nodes[:s - nodes[0] + 1]], dtype=np.int64)
+    for text in (f"SELECT ?a (COUNT(?b) AS ?n) WHERE {{ ?a <{EX}p0> ?b }} GROUP BY ?a HAVING (COUNT(?b) >= 2)",
+                 f"SELECT ?a (COUNT(DISTINCT ?b) AS ?n) WHERE {{ ?a <{EX}p0> ?b }} GROUP BY ?a "
+                 f"HAVING (2.5 > COUNT(DISTINCT ?b) || COUNT(DISTINCT ?b) = 3.0e0)",
+                 f"SELECT (COUNT(*) AS ?n) WHERE {{ ?a <{EX}p0> ?b }}",
+                 f"SELECT (COUNT(*) AS ?n) WHERE {{ ?a <{EX}p1> ?b }}"):
+        q = parse_query(text)
+        assert _tiny(db, q, rows, 2) == _vectorized(db, q, rows) == _oracle(db, text, rows, q), text
+    assert calls["having"] == 2 and calls["group"] == 2
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_tiny_state_across_instants_and_snapshots(data):
+    """One TinyCore over a run of instants, as a continuous query uses it: the stored part's
+    matches, its stored-only solutions and its joined static groups are kept while the
+    stored part is the same array of the same snapshot, and rebuilt when the stored part
+    changes (another array: the windows' static graphs changed) or the store commits (a new
+    snapshot, new constants). Every instant equals the executor over that instant's triples,
+    and a core built afresh (a restart) answers the same."""
+    d = Database()
+    try:
+        lines = [f"<{EX}n{i}> <{EX}p{j}> <{EX}n{(i * (j + 2)) % N_NODES}> .\n"
+                 for i in range(N_NODES) for j in range(N_PREDS)]
+        d.load_data("".join(lines).encode(), "application/n-triples")
+        nodes = [int(d.store.dictionary.lookup(f"<{EX}n{i}>")) for i in range(N_NODES)]
+        preds = [int(d.store.dictionary.lookup(f"<{EX}p{j}>")) for j in range(N_PREDS)]
+        text = data.draw(queries())
+        q = parse_query(text)
+        core = TinyCore(q)
+        if not core.usable:
+            return
+
+        def draw_rows(lo, hi):
+            n = data.draw(st.integers(lo, hi))
+            return np.array([[data.draw(st.sampled_from(nodes)), data.draw(st.sampled_from(preds)),
+                              data.draw(st.sampled_from(nodes))] for _ in range(n)], dtype=np.int64).reshape(-1, 3)
+
+        stored = draw_rows(0, 12)
+        for step in range(5):
+            change = data.draw(st.sampled_from(["same", "same", "other part", "commit"]))
+            if change == "other part":
+                stored = draw_rows(0, 12)
+            elif change == "commit":
+                k = data.draw(st.integers(0, N_NODES - 1))
+                d.load_data(f"<{EX}n{k}> <{EX}p0> <{EX}n{step}x> .\n".encode(), "application/n-triples")
+                stored = stored.copy()
+            window = draw_rows(0, 15)
+            rows = np.concatenate([stored, window])
+            ctx = QueryContext(d.store.snapshot())
+            sol = core.solutions(rows, ctx, stored)
+            assert sol is not None
+            ds = DatasetView(EmptyGraph(), {}, ("tiny",))
+            try:
+                got = _canon(evaluate_query(q, ctx, ds, evaluator=TinyEvaluator(ctx, ds, core.base, sol)), ctx)
+            except TinyFallback:
+                continue
+            assert got == _vectorized(d, q, rows), (text, step)
+            fresh = TinyCore(q).solutions(rows, QueryContext(d.store.snapshot()), stored)
+            names = sorted(sol.cols)
+            assert sorted(fresh.cols) == names and fresh.n == sol.n, text
+            assert Counter(zip(*(fresh.cols[v].tolist() for v in names), strict=True)) == \
+                Counter(zip(*(sol.cols[v].tolist() for v in names), strict=True)) or not names, text
+    finally:
+        d.close()
+
+
+def test_compiled_values_equal_the_executor(db):
+    """BIND arithmetic over a few rows (engine.stream.tiny_ops.expr_ids): the same terms as
+    the executor writes, errors unbound; decimal results are left to the executor."""
+    from engine.stream.tiny_ops import expr_ids
+
+    dic = db.store.dictionary
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    keys = [f'"3"^^<{xsd}integer>', f'"0.25"^^<{xsd}double>', f'"-2"^^<{xsd}integer>', '"n1"@en', f"<{EX}n1>"]
+    col = np.concatenate([np.asarray(dic.encode(keys), dtype=np.int64), [-1]])
+    ctx = QueryContext(db.store.snapshot())
+    ev = Evaluator(ctx, DatasetView(EmptyGraph(), {}, ("t",)))
+    for text in ("(?x + 1) * 2.0e0", "?x * 2 - 7", "?x / 0.0e0", "-?x / 4.0e0", "?x / 2", "?x + 0.5"):
+        q = parse_query(f"SELECT ?x (({text}) AS ?z) WHERE {{ ?s ?p ?x }}")
+        node = q.pattern
+        while not isinstance(node, A.Extend):
+            node = node.input
+        got = expr_ids(node.expr, {"x": col}, len(col), ctx)
+        ref = ev.expr_values(node.expr, Bindings({"x": col}, len(col)))
+        if "/ 2" in text or "0.5" in text:   # an integer quotient or a decimal sum: the executor's
+            assert got is None, text
+            continue
+        assert got is not None, text
+        assert ctx.keys(got) == ctx.keys(ref), text
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_vectorized_double_filters_equal_the_executor(db, data):
+    """FILTERs over doubles (engine.stream.tiny_ops.filter_mask_doubles): a double operand makes
+    the operation IEEE (an integer or decimal operand cast to its nearest double), as the
+    executor computes it; operands that may both be exact hand the rows back (None)."""
+    from engine.stream.tiny_ops import filter_mask_doubles
+
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    dbl = data.draw(st.lists(st.sampled_from(["0.25", "-1.5E0", "56.1519", "1.0E-1", "0.0", "-0.0", "INF", "NaN",
+                                              "3"]), min_size=1, max_size=12))
+    n = len(dbl)
+    dec = [data.draw(st.sampled_from(["56.15", "0.1", "-2.5", "3.0"])) for _ in range(n)]
+    ints = [data.draw(st.sampled_from(["0", "3", "-7"])) for _ in range(n)]
+    dic = db.store.dictionary
+    cols = {"x": np.asarray(dic.encode([f'"{v}"^^<{xsd}double>' for v in dbl]), dtype=np.int64),
+            "y": np.asarray(dic.encode([f'"{v}"^^<{xsd}decimal>' for v in dec]), dtype=np.int64),
+            "z": np.asarray(dic.encode([f'"{v}"^^<{xsd}integer>' for v in ints]), dtype=np.int64)}
+    cond = data.draw(st.sampled_from([
+        "((?x - ?y) * (?x - ?y) + (?x - ?z) * (?x - ?z)) < 0.1", "?x / ?z > 1", "?x / 0 >= ?y",
+        "-?x <= ?y || ?z * ?x = 0.0", "!(?x + 1 < ?y) && ?x != ?z", "?y + ?z < 3", "?x * (0.1 + 0.2) = ?y",
+        "?y - ?y = ?x"]))
+    q = parse_query(f"SELECT * WHERE {{ ?s ?p ?x FILTER({cond}) }}")
+    node = q.pattern
+    while not isinstance(node, A.Filter):
+        node = node.input
+    ctx = QueryContext(db.store.snapshot())
+    got = filter_mask_doubles(node.expr, cols, n, ctx)
+    ref = Evaluator(ctx, DatasetView(EmptyGraph(), {}, ("t",))).filter_mask(node.expr, Bindings(dict(cols), n))
+    if cond.startswith("?y + ?z"):
+        assert got is None   # decimal + integer: exact, not here
+    elif got is not None:
+        assert got.tolist() == ref.tolist(), (cond, dbl, dec, ints)
+    if cond.startswith("((?x"):
+        assert got is not None

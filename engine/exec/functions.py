@@ -433,6 +433,8 @@ _DT_MEMO_LOCK = threading.Lock()
 
 def _datatype_codes_of(ctx, ids: np.ndarray) -> np.ndarray:
     """``_datatype_codes`` of the keys of literal ids, memoised per store dictionary."""
+    if not len(ids):   # (e.g. a column of IRIs only in an arithmetic leaf: no literal left)
+        return np.zeros(0, dtype=np.int8)
     d = getattr(ctx, "dictionary", None)
     n = len(d) if d is not None and hasattr(d, "keys_arrow") else 0
     if n == 0 or int(ids.max()) >= min(n, LOCAL_BASE) or int(ids.min()) < 0:

@@ -24,12 +24,15 @@ from __future__ import annotations
 import numpy as np
 
 from engine.arrays import unique
-from engine.exec.bindings import Bindings
-from engine.exec.evaluate import Evaluator
+from engine.errors import RowBudgetExceeded
+from engine.exec.bindings import Bindings, join
+from engine.exec.evaluate import DatasetView, Evaluator
+from engine.kv.views import EmptyGraph
 from engine.plan.order import bgp_vars, resolve
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
-from engine.stream.incremental import _UNARY, find_core
+from engine.stream.incremental import _UNARY, _exprs, _has_pattern, find_core
+from engine.stream.tiny_ops import CountGroup, expr_ids, filter_mask, having
 
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
 
@@ -50,26 +53,42 @@ class TinyCore:
     #: rows produced over all steps above which it is handed back too: ~1 us of Python per row
     #: and step against ~20-40 us per vectorized step, so past a few dozen rows a step the
     #: vectorized executor wins (CityBench C5: 300 rows through 8 steps)
-    max_work = 512
+    max_work = 1024
     #: solutions of a BGP of one-pattern components above which it is handed to the executor
     flat_rows = 1 << 20
 
-    def __init__(self, query: A.Query):
+    def __init__(self, query: A.Query | None, bgp: A.BGP | None = None):
         self.base = None
         self.triples: tuple = ()
+        self.general = False
+        self.flat = False
+        self._subs: dict[int, tuple] = {}   # general queries: id(BGP node) -> (node, its core)
+        if bgp is not None:   # one BGP of a general query
+            self._setup(bgp, bgp.triples)
+            return
         found = find_core(query)
-        if found is None:
+        if found is not None:
+            node = query.pattern
+            while isinstance(node, _UNARY + (A.Slice,)):
+                node = node.input
+            bgp = merged_bgp(node) if isinstance(node, A.Join) else node if is_pure_bgp(node) else None
+            if bgp is not None and all(isinstance(tp.p, A.Const) for tp in bgp.triples):
+                self._setup(node, bgp.triples)
             return
-        node = query.pattern
-        while isinstance(node, _UNARY + (A.Slice,)):
-            node = node.input
-        bgp = merged_bgp(node) if isinstance(node, A.Join) else node if is_pure_bgp(node) else None
-        if bgp is None or any(not isinstance(tp.p, A.Const) for tp in bgp.triples):
-            return
+        # OPTIONAL, UNION, MINUS, joins of groups: every BGP answered tuple at a time, the
+        # operators between them by the executor over those rows
+        bgps: list = []
+        if query.form in ("SELECT", "ASK", "CONSTRUCT") and _general(query.pattern, bgps) and bgps:
+            self._subs = {id(b): (b, TinyCore(None, b)) for b in bgps}
+            self.base = query.pattern
+            self.general = True
+            self.vars = list(dict.fromkeys(v for b in bgps for v in bgp_vars(b.triples)))
+
+    def _setup(self, node, triples) -> None:
         self.base = node                      # the node of the parsed tree the rows answer
-        self.triples = bgp.triples
-        self.vars = bgp_vars(bgp.triples)
-        self._components = _components(bgp.triples)
+        self.triples = triples
+        self.vars = bgp_vars(triples)
+        self._components = _components(triples)
         self.flat = all(len(c) == 1 for c in self._components)
         self._flat_key = None
         self._flat_stored: list = []
@@ -80,6 +99,12 @@ class TinyCore:
         self._stored_key = None
         self._stored: list = []
         self._stored_ref = None
+        self._base_key = None
+        self._base: dict[int, tuple | None] = {}   # per component: its solutions over the stored part
+        self._groups_key = None
+        self._fan_est: dict[tuple, list] = {}   # (pattern, end) -> [window fan-out, instants left]
+        self._stat_parts: dict[tuple, list] = {}   # static patterns -> their connected groups
+        self._groups: dict[tuple, _Joined | None] = {}   # joined static pattern groups (per snapshot)
 
     @property
     def usable(self) -> bool:
@@ -208,6 +233,11 @@ class TinyCore:
         allowed), whose first rows are ``stored`` (the store's part: the same array object
         while the store snapshot is the same, its matches are kept); None when the
         intermediate rows exceed the bound (the caller evaluates the instant vectorized)."""
+        if self.general:
+            try:
+                return _Nested(ctx, self._subs, rows, stored).eval(self.base)
+            except (_HandBack, TinyFallback, RowBudgetExceeded):
+                return None   # the vectorized path evaluates the instant (and reports a budget)
         self._resolve(ctx)
         if self._pats is None:   # a constant the store does not hold: no solution
             return Bindings.empty(self.vars)
@@ -215,55 +245,203 @@ class TinyCore:
             return self._flat(rows, _NONE if stored is None else stored, ctx)
         matches = self._matches(rows, _NONE if stored is None else stored)
         limit = self.max_rows if ctx.max_rows is None else min(self.max_rows, ctx.max_rows)
-        parts = []   # per connected component: (its solutions as tuples, var -> slot)
+        parts = []   # per connected component: (var -> column, number of rows)
         budget = [self.max_work]
-        for comp in self._components:
-            got = self._join(comp, matches, limit, ctx, budget)
+        for ci, comp in enumerate(self._components):
+            got = self._component(ci, comp, matches, limit, ctx, budget)
             if got is None:
                 return None
-            if not got[0]:
+            if not got[1]:
                 return Bindings.empty(self.vars)
             parts.append(got)
         # the product of the components, by repeat / tile of their columns: no Python per row
         total = 1
-        for rs, _ in parts:
-            total *= len(rs)
+        for _, n in parts:
+            total *= n
         if ctx.max_rows is not None and total > ctx.max_rows:
             return None   # the vectorized path reports the row budget
         cols: dict[str, np.ndarray] = {}
         outer = 1
-        for rs, slots in parts:
-            n = len(rs)
+        for got, n in parts:
             inner = total // (outer * n)
-            if slots:
-                vals = list(zip(*rs, strict=True))
-                for v, j in slots.items():
-                    cols[v] = _spread(np.array(vals[j], dtype=np.int64), inner, outer)
+            for v, col in got.items():
+                cols[v] = _spread(col, inner, outer)
             outer *= n
         return Bindings({v: cols[v] for v in self.vars}, total)
 
-    def _join(self, comp: list[int], matches: list, limit: int, ctx, budget: list[int]) -> tuple | None:
-        """The solutions of one connected group of patterns: ``(rows, var -> slot)``, None past
-        the bound. Order: a pattern whose variables are all bound (a test) first, then the
-        connected pattern with the fewest matches."""
+    def _component(self, ci: int, comp: list[int], matches: list, limit: int, ctx,
+                   budget: list[int]) -> tuple | None:
+        """One connected component's solutions as ``(var -> column, n)``, by the delta
+        decomposition against the stored part (CQELS' static side): every solution takes each
+        pattern's triple either from the stored part S or from the instant's other triples W
+        (disjoint: W excludes S), so the solutions are those all in S -- joined once per store
+        snapshot and kept -- plus, for each pattern i with W matches, those taking pattern i
+        from W, the patterns before it from S and the ones after it from S or W. Each such
+        term starts from pattern i's few W triples and probes the others' hash indexes, so an
+        instant costs in proportion to the window's matches, not to the static data."""
+        stored = self._stored
+        if not all(len(stored[j]) for j in comp):
+            # a pattern without stored triples: no solution lies in S alone and every term but
+            # the one seeded by that pattern is empty -- the component is one join of its
+            # matches (the patterns without window triples probed as kept static groups)
+            left, groups = self._static_groups(comp, matches, ctx)
+            got = self._join(left, matches, limit, ctx, budget, groups=groups)
+            if got is None:
+                return None
+            return _columns(*got), len(got[0])
+        base = self._base_solutions(ci, comp, ctx)
+        if base is None:
+            return None
+        cols = [base[0]] if base[1] else []
+        n = base[1]
+        # any order of the patterns gives the same union; patterns without stored triples first
+        # (the fewest matches leading): every term after the first of them is empty, so a
+        # component of window-only patterns costs one join, seeded by its most selective one
+        order = sorted(comp, key=lambda j: (len(stored[j]) > 0, len(matches[j])))
+        for k, i in enumerate(order):
+            inst = matches[i].inst
+            if not inst:
+                if not len(stored[i]):
+                    break   # a pattern with no match at all: no solution
+                continue
+            if any(not len(stored[j]) for j in order[:k]):
+                break   # a pattern before i has no stored triple: this term and the later ones are empty
+            before = set(order[:k])
+            pick = {j: (stored[j] if j in before else matches[j]) for j in comp}
+            slots: dict[str, int] = {}
+            cur = self._step([()], self._pats[i], _Match(inst), slots, limit)
+            if cur is None:
+                return None
+            if cur:
+                left, groups = self._static_groups([j for j in comp if j != i], matches, ctx)
+                got = self._join(left, pick, limit, ctx, budget, cur, slots, groups)
+                if got is None:
+                    return None
+                cur, slots = got
+            budget[0] -= len(cur)
+            if budget[0] < 0:   # many rows through many steps: the vectorized steps are cheaper
+                return None
+            if cur:
+                cols.append(_columns(cur, slots))
+                n += len(cur)
+                if n > limit:
+                    return None
+        if len(cols) == 1:
+            return cols[0], n
+        if not cols:
+            return {}, 0
+        return {v: np.concatenate([c[v] for c in cols]) for v in cols[0]}, n
+
+    def _base_solutions(self, ci: int, comp: list[int], ctx) -> tuple | None:
+        """The component's solutions over the stored part alone, kept per store snapshot (the
+        key of the stored matches); None when they exceed :attr:`max_rows` (kept as such)."""
+        key = self._stored_key
+        if self._base_key != key:
+            self._base = {}
+            self._base_key = key
+        if ci in self._base:
+            return self._base[ci]
+        stored = self._stored
+        out: tuple | None
+        if any(not len(stored[j]) for j in comp):
+            out = ({}, 0)
+        else:
+            got = self._join(list(comp), {j: stored[j] for j in comp}, self.max_rows, ctx, [1 << 62])
+            out = None if got is None else (_columns(*got), len(got[0]))
+            if out is not None and not out[1]:
+                out = ({}, 0)
+        self._base[ci] = out
+        return out
+
+    def _fanout(self, i: int, m: _Match, k: int) -> float:
+        """Pattern ``i``'s matches per value at end ``k``: the stored part's (kept per snapshot),
+        else an estimate from the windows, refreshed every 32 instants (stream data keeps its
+        shape: one value per observation and property)."""
+        if m.pairs:
+            return m.fanout(k)
+        est = self._fan_est.get((i, k))
+        if est is None or est[1] <= 0:
+            est = self._fan_est[i, k] = [m.fanout(k), 32]
+        est[1] -= 1
+        return est[0]
+
+    def _static_groups(self, left: list[int], matches: list, ctx) -> tuple[list[int], list]:
+        """``left`` split into the patterns with window matches at this instant and groups of
+        connected patterns without (the static side): a group's join over the stored part is
+        kept per store snapshot with hash indexes on the variables it is probed by, so a term
+        reaches a chain of static patterns (sensor -> property -> location ...) in one lookup."""
+        stat = [j for j in left if not matches[j].inst]
+        if len(stat) < 2:
+            return left, []
+        if self._groups_key != self._stored_key:
+            self._groups = {}
+            self._groups_key = self._stored_key
+        dyn = [j for j in left if matches[j].inst]
+        groups = []
+        key = tuple(stat)
+        parts = self._stat_parts.get(key)
+        if parts is None:   # (structural: kept for the query's life)
+            parts = self._stat_parts[key] = [tuple(stat[k] for k in g)
+                                             for g in _components([self.triples[j] for j in stat])]
+        for members in parts:
+            if len(members) < 2:
+                dyn.append(members[0])
+                continue
+            got = self._groups.get(members, False)
+            if got is False:
+                st = self._stored
+                j = self._join(list(members), {m: st[m] for m in members}, self.max_rows, ctx, [1 << 62])
+                got = self._groups[members] = None if j is None else _Joined(*j)
+            if got is None:
+                dyn.extend(members)   # too many rows to keep: joined pattern by pattern
+            else:
+                groups.append(got)
+        return dyn, groups
+
+    def _join(self, left: list[int], matches, limit: int, ctx, budget: list[int],
+              cur: list[tuple] | None = None, slots: dict | None = None, groups: list | None = None) -> tuple | None:
+        """The solutions of one connected group of patterns (``left``, and ``groups`` of already
+        joined ones; extending ``cur`` whose variables are at ``slots``): ``(rows, var -> slot)``,
+        None past the bound. Order: a pattern whose variables are all bound (a test) first, then
+        the connected pattern with the fewest matches."""
         pats = self._pats
-        left = list(comp)
-        slots: dict[str, int] = {}
-        cur: list[tuple] = [()]
+        left = list(left)
+        if groups:
+            left += groups
+        slots = {} if slots is None else slots
+        cur = [()] if cur is None else cur
         while left:
             ctx.check_budget()
             best = None
+            n = len(cur)
             for i in left:
-                s, _, o = pats[i]
-                sb = s[0] == "c" or s[1] in slots
-                ob = o[0] == "c" or o[1] in slots
-                conn = (s[0] == "v" and s[1] in slots) or (o[0] == "v" and o[1] in slots)
-                k = (not (sb and ob and conn), not conn, len(matches[i]))
-                if best is None or k < best[0]:
-                    best = (k, i)
+                if isinstance(i, _Joined):
+                    conn = any(v in slots for v in i.slots)
+                    if conn and all(v in slots for v in i.slots):
+                        best = (None, i)
+                        break   # a test
+                    key = (n if conn else n * len(i.rows), 0 if conn else 1)
+                else:
+                    s, _, o = pats[i]
+                    sv = s[0] == "v" and s[1] in slots
+                    ov = o[0] == "v" and o[1] in slots
+                    if sv or ov:
+                        if (sv or s[0] == "c") and (ov or o[0] == "c"):
+                            best = (None, i)
+                            break   # a test: every row kept or dropped, none added
+                        # the rows it would produce: per bound row, its matches per value of
+                        # the bound end (a chain through a selective pattern beats a wide fan-out)
+                        key = (n * self._fanout(i, matches[i], 0 if sv else 1), 0)
+                    else:
+                        key = (n * len(matches[i]), 1)
+                if best is None or key < best[0]:
+                    best = (key, i)
             i = best[1]
             left.remove(i)
-            cur = self._step(cur, pats[i], matches[i], slots, min(limit, budget[0]))
+            if isinstance(i, _Joined):
+                cur = i.step(cur, slots, min(limit, budget[0]))
+            else:
+                cur = self._step(cur, pats[i], matches[i], slots, min(limit, budget[0]))
             if cur is None:
                 return None
             budget[0] -= len(cur)
@@ -315,11 +493,60 @@ class TinyCore:
         return out
 
 
+class _Joined:
+    """A group of patterns joined over the stored part: its rows, its variables' slots, and
+    hash indexes by the tuple of variables it is probed with (built on first use)."""
+
+    __slots__ = ("rows", "slots", "_idx")
+
+    def __init__(self, rows: list[tuple], slots: dict[str, int]):
+        self.rows = rows
+        self.slots = dict(slots)
+        self._idx: dict[tuple, dict] = {}
+
+    def step(self, cur: list[tuple], slots: dict, limit: int) -> list[tuple] | None:
+        """``cur`` joined with the group's rows on the variables both bind."""
+        bound = tuple(v for v in self.slots if v in slots)
+        free = [v for v in self.slots if v not in slots]
+        fpos = [self.slots[v] for v in free]
+        for v in free:
+            slots[v] = len(slots)
+        if not bound:
+            if len(cur) * len(self.rows) > limit:
+                return None
+            ext = [tuple(r[k] for k in fpos) for r in self.rows]
+            return [r + x for r in cur for x in ext]
+        idx = self._idx.get(bound)
+        if idx is None:
+            bpos = [self.slots[v] for v in bound]
+            idx = self._idx[bound] = {}
+            for r in self.rows:
+                idx.setdefault(tuple(r[k] for k in bpos), []).append(tuple(r[k] for k in fpos))
+        cpos = [slots[v] for v in bound]
+        out: list[tuple] = []
+        if len(cpos) == 1:
+            (c0,) = cpos
+            for r in cur:
+                hit = idx.get((r[c0],))
+                if hit:
+                    out += [r + x for x in hit]
+                    if len(out) > limit:
+                        return None
+            return out
+        for r in cur:
+            hit = idx.get(tuple(r[k] for k in cpos))
+            if hit:
+                out += [r + x for x in hit]
+                if len(out) > limit:
+                    return None
+        return out
+
+
 class _Match:
     """One pattern's distinct ``(s, o)`` pairs: a stored part whose indexes are built on first use
     and kept while the store snapshot is the same, plus an instant's part (not in the stored one)."""
 
-    __slots__ = ("pairs", "inst", "_set", "_ends", "_idx", "_iset", "_iidx")
+    __slots__ = ("pairs", "inst", "_set", "_ends", "_idx", "_iset", "_iidx", "_fan")
 
     def __init__(self, pairs: list[tuple], base: _Match | None = None):
         self.pairs = pairs
@@ -329,6 +556,17 @@ class _Match:
         self._idx: dict[int, dict] = {}
         self._iset = None
         self._iidx: dict[int, dict] = {}
+        self._fan: list = [None, None]
+
+    def fanout(self, k: int) -> float:
+        """Matches per distinct value at end ``k`` (of the stored part when it has any: kept
+        across instants)."""
+        fan = self._fan
+        f = fan[k]
+        if f is None:
+            pairs = self.pairs or self.inst
+            f = fan[k] = len(pairs) / max(1, len({p[k] for p in pairs}))
+        return f
 
     def with_instant(self, inst: list[tuple]) -> _Match:
         m = _Match.__new__(_Match)
@@ -336,6 +574,7 @@ class _Match:
         # the stored indexes are shared with the cached match (built there, kept across instants)
         m._set, m._ends, m._idx = self, self._ends, self._idx
         m._iset, m._iidx = None, {}
+        m._fan = self._fan if self.pairs else [None, None]
         return m
 
     def __len__(self) -> int:
@@ -388,6 +627,14 @@ class _Match:
 
     def all_pairs(self) -> list[tuple]:
         return self.pairs + self.inst if self.inst else self.pairs
+
+
+def _columns(rows: list[tuple], slots: dict) -> dict[str, np.ndarray]:
+    """Tuple rows as one int64 column per variable."""
+    if not rows:
+        return {v: np.zeros(0, dtype=np.int64) for v in slots}
+    vals = list(zip(*rows, strict=True))
+    return {v: np.array(vals[j], dtype=np.int64) for v, j in slots.items()}
 
 
 def _index(pairs: list[tuple], kb: int) -> dict[int, list[tuple]]:
@@ -451,7 +698,110 @@ class TinyEvaluator(Evaluator):
             if seed is not None:
                 raise TinyFallback
             return self._check(self._rows)
+        if seed is None:
+            # GROUP BY + COUNT (and a HAVING on the counts) right above the core: on integers
+            keep = None
+            group = node
+            if isinstance(node, A.Filter) and isinstance(node.input, A.Group):
+                group = node.input
+            rows = self._direct(group.input) if isinstance(group, A.Group) else None
+            if rows is not None:
+                cg = CountGroup.of(group)
+                if cg is not None and group is not node:
+                    keep = having(node.expr, cg)
+                    if keep is None:
+                        cg = None   # the executor's HAVING over the executor's group
+                if cg is not None:
+                    self.ctx.check_budget()
+                    return self._check(cg.run(rows, self.ctx, keep))
         return super().eval(node, seed)
+
+    def _direct(self, node) -> Bindings | None:
+        """The rows of ``node`` when the core answers it directly, else None."""
+        return self._rows if node is self._base else None
+
+
+    def expr_values(self, expr, res: Bindings) -> np.ndarray:
+        """Arithmetic over a few rows by :func:`engine.stream.tiny_ops.expr_ids`, else the
+        executor's."""
+        if res.n and isinstance(expr, A.Call):
+            got = expr_ids(expr, res.cols, res.n, self.ctx)
+            if got is not None:
+                return got
+        return super().expr_values(expr, res)
+
+    def filter_mask(self, expr, res: Bindings) -> np.ndarray:
+        """A FILTER over a few rows of numbers by :func:`engine.stream.tiny_ops.filter_mask`
+        (no fixed cost per operator), else the executor's."""
+        if res.n:
+            m = filter_mask(expr, res.cols, res.n, self.ctx)
+            if m is not None:
+                return m
+        return super().filter_mask(expr, res)
+
+
+class _HandBack(Exception):
+    """A BGP of a general query exceeded the tuple-at-a-time bounds."""
+
+
+_NO_DATA = DatasetView(EmptyGraph(), {}, ("tiny",))
+
+
+class _Nested(TinyEvaluator):
+    """The pattern of a query with several BGPs: each BGP from its :class:`TinyCore` over the
+    instant's triples (a seeded BGP: joined with the seed, as the executor's contract says),
+    the operators between them by the executor."""
+
+    def __init__(self, ctx, subs: dict, rows: np.ndarray, stored):
+        super().__init__(ctx, _NO_DATA, None, None)
+        self._subs = subs
+        self._in = rows
+        self._stored_in = stored
+
+    def _direct(self, node) -> Bindings | None:
+        got = self._subs.get(id(node))
+        if got is None or got[0] is not node:
+            return None
+        sol = got[1].solutions(self._in, self.ctx, self._stored_in)
+        if sol is None:
+            raise _HandBack
+        return sol
+
+    def _BGP(self, node, seed):
+        if not node.triples:
+            return Bindings.unit() if seed is None else seed
+        sol = self._direct(node)
+        if sol is None:
+            raise _HandBack   # (every BGP of the query has its core)
+        return sol if seed is None else join(seed, sol, self.ctx.max_rows)
+
+
+#: the algebra a general query may use: operators the executor evaluates from their inputs'
+#: rows alone (no graph access besides the BGPs)
+_GENERAL = (A.Join, A.LeftJoin, A.Union, A.Minus, A.Filter, A.Extend, A.OrderBy, A.Group, A.Project,
+            A.Distinct, A.Reduced, A.Values)
+
+
+def _general(node, bgps: list) -> bool:
+    """Whether ``node`` is made of BGPs with constant predicates under :data:`_GENERAL`
+    operators without EXISTS; collects the BGPs."""
+    if isinstance(node, A.BGP):
+        if any(not isinstance(tp.p, A.Const) for tp in node.triples):
+            return False
+        if node.triples:
+            bgps.append(node)
+        return True
+    if not isinstance(node, _GENERAL):
+        return False
+    exprs = _exprs(node) + ([node.expr] if isinstance(node, A.LeftJoin) and node.expr is not None else [])
+    if isinstance(node, A.Group):
+        exprs += [a for _, a in node.aggregates]
+    if any(_has_pattern(e) for e in exprs if e is not None):
+        return False
+    if isinstance(node, A.Values):
+        return True
+    kids = [node.left, node.right] if isinstance(node, (A.Join, A.LeftJoin, A.Union, A.Minus)) else [node.input]
+    return all(_general(k, bgps) for k in kids)
 
 
 def _spread(col: np.ndarray, inner: int, outer: int) -> np.ndarray:
