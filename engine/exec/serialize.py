@@ -276,8 +276,8 @@ def _json_rendered(result: QueryResult, head: bytes, names: list[bytes], n: int,
     return r
 
 
-def _json_frags(keys, wraps=None):
-    return render.json_fragments(keys, _json_bytes, wraps)
+def _json_frags(keys, wraps=None, parts=False):
+    return render.json_fragments(keys, _json_bytes, wraps, parts)
 
 
 # --------------------------------------------------------------------------
@@ -345,8 +345,8 @@ def _serialize_xml(result: QueryResult, max_bytes: int | None = None, lazy: bool
     return b"".join(out)
 
 
-def _xml_frags(keys, wraps=None):
-    return render.xml_fragments(keys, _xml_bytes, wraps)
+def _xml_frags(keys, wraps=None, parts=False):
+    return render.xml_fragments(keys, _xml_bytes, wraps, parts)
 
 
 def _xml_bytes(key: str) -> bytes:
@@ -437,12 +437,12 @@ def _serialize_tsv(result: QueryResult, max_bytes: int | None = None, lazy: bool
                                 max_bytes, lazy)
 
 
-def _csv_frags(keys, wraps=None):
-    return render.csv_fragments(keys, lambda k: _csv_value(k).encode("utf-8"), wraps)
+def _csv_frags(keys, wraps=None, parts=False):
+    return render.csv_fragments(keys, lambda k: _csv_value(k).encode("utf-8"), wraps, parts)
 
 
-def _tsv_frags(keys, wraps=None):
-    return render.tsv_fragments(keys, lambda k: _tsv_term(k).encode("utf-8"), wraps)
+def _tsv_frags(keys, wraps=None, parts=False):
+    return render.tsv_fragments(keys, lambda k: _tsv_term(k).encode("utf-8"), wraps, parts)
 
 
 # --------------------------------------------------------------------------
