@@ -42,14 +42,29 @@ def _lit(b: bytes) -> pa.Scalar:
     return pa.scalar(b, _BIN)
 
 
-def keys_arrow(result: QueryResult, ids: np.ndarray) -> pa.LargeStringArray:
+_STRINGS = (pa.large_string(), pa.large_binary())
+
+
+def _as_bin(arr: pa.Array) -> pa.Array:
+    """``arr`` as large_binary: a zero-copy view of large_string (a cast costs a
+    compute call), a cast from anything else."""
+    t = arr.type
+    if t == _BIN:
+        return arr
+    return arr.view(_BIN) if t in _STRINGS else arr.cast(_BIN)
+
+
+def keys_arrow(result: QueryResult, ids: np.ndarray, sorted_ids: bool = False) -> pa.LargeStringArray:
     """Keys of distinct valid ids, as Arrow strings: from the store dictionary's
     buffers when every id is a store id, through ``terms.keys`` otherwise."""
     terms = result.terms
     d = getattr(terms, "dictionary", None)
-    if d is not None and hasattr(d, "keys_arrow") and (len(ids) == 0 or (
-            int(ids.max()) < min(len(d), LOCAL_BASE) and int(ids.min()) >= 0)):
-        return d.keys_arrow(ids)
+    if d is not None and hasattr(d, "as_arrow"):
+        if len(ids) == 0:
+            return d.keys_arrow(ids)
+        lo, hi = (int(ids[0]), int(ids[-1])) if sorted_ids else (int(ids.min()), int(ids.max()))
+        if lo >= 0 and hi < min(len(d), LOCAL_BASE):  # every id a store id: a take from its buffers
+            return d.as_arrow().take(pa.array(ids))
     return pa.array(terms.keys(ids), pa.large_string())
 
 
@@ -88,7 +103,7 @@ class _Anatomy:
     otherwise) as [start, end) byte ranges into ``data``."""
 
     def __init__(self, keys: pa.Array, special: bytes, ctrl: bool, high_ef: bool = False):
-        keys = keys.cast(_BIN) if keys.type != _BIN else keys
+        keys = _as_bin(keys)
         self.keys = keys
         n = self.n = len(keys)
         offs, buf, self.data = _offsets_data(keys)
@@ -301,7 +316,7 @@ def _uniform(keys: pa.Array, templates: dict[int, Template], special: bytes, ctr
     wrap render (about 0.1 ms for a few thousand keys instead of 0.25). With
     ``parts`` (one wrap) the answer is (pre, main parts, post): the constant
     pieces are left to the row join, which saves a join over the keys."""
-    keys = keys.cast(_BIN) if keys.type != _BIN else keys
+    keys = _as_bin(keys)
     offs, buf, _ = _offsets_data(keys)
     start, end = offs[:-1], offs[1:]
     if int((end - start).min()) < 2:
@@ -342,7 +357,7 @@ def _uniform(keys: pa.Array, templates: dict[int, Template], special: bytes, ctr
 
 def _join(*xs) -> pa.Array:
     """Element-wise concatenation of arrays and byte constants."""
-    args = [_lit(x) if isinstance(x, bytes) else x.cast(_BIN) for x in xs]
+    args = [_lit(x) if isinstance(x, bytes) else x if isinstance(x, pa.Scalar) else _as_bin(x) for x in xs]
     return pc.binary_join_element_wise(*args, _lit(b""))
 
 
@@ -391,7 +406,7 @@ def tsv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=Non
     wraps = wraps or [(b"", b"")]
     if (few := _few(keys, slow_render, wraps)) is not None:
         return few
-    keys = keys.cast(_BIN) if keys.type != _BIN else keys
+    keys = _as_bin(keys)
     offs, buf, _ = _offsets_data(keys)
     n = len(keys)
     start, end = offs[:-1], offs[1:]
@@ -433,7 +448,9 @@ class Column:
         self.table = table
         self.idx = idx
         self.pre, self.post = pre, post
-        lens = pc.binary_length(table).to_numpy(zero_copy_only=False).astype(np.int64)
+        table = self.table = _as_bin(table)
+        offs = np.frombuffer(table.buffers()[1], dtype=np.int64, count=len(table) + 1, offset=table.offset * 8)
+        lens = np.diff(offs)
         self.size = (int(lens[idx].sum()) if len(idx) else 0) + len(idx) * (len(pre) + len(post))
 
 
@@ -452,7 +469,7 @@ def column(result: QueryResult, col: np.ndarray, render, wrap: list[tuple[bytes,
     all_bound = bool(bound.all())
     ids = col if all_bound else col[bound]
     uniq, inv = distinct_inverse(ids)
-    keys = keys_arrow(result, uniq)
+    keys = keys_arrow(result, uniq, sorted_ids=True)
     if check is not None:
         check(int(keys.nbytes))
     d = len(uniq)
@@ -496,21 +513,22 @@ class Rendered:
     def __init__(self, head: bytes, columns: list[Column], n: int, row_pre: bytes, col_sep: bytes,
                  row_post: bytes, strip: int, tail: bytes):
         self.cancelled = False
+        self._tmpl: list | None = None
         self.head, self.columns, self.n = head, columns, n
         self.row_pre, self.col_sep, self.row_post, self.strip, self.tail = row_pre, col_sep, row_post, strip, tail
         per_row = len(row_pre) + len(row_post) + len(col_sep) * max(0, len(columns) - 1)
         self.size = len(head) + len(tail) + n * per_row + sum(c.size for c in columns) - (strip if n else 0)
 
-    def _rows(self, a: int, b: int) -> pa.Array:
+    def _template(self) -> list:
+        """The row join's arguments: constants merged and made Arrow scalars once,
+        a column's position where its fragments go."""
         args: list = [self.row_pre]
         for j, c in enumerate(self.columns):
             if j:
                 args.append(self.col_sep)
-            args.append(c.pre)
-            args.append(c.table.take(pa.array(c.idx[a:b])))
-            args.append(c.post)
+            args.extend((c.pre, j, c.post))
         args.append(self.row_post)
-        merged: list = []  # adjacent constants as one
+        merged: list = []
         for x in args:
             if isinstance(x, bytes):
                 if not x:
@@ -519,7 +537,15 @@ class Rendered:
                     merged[-1] += x
                     continue
             merged.append(x)
-        return _join(*merged)
+        return [_lit(x) if isinstance(x, bytes) else x for x in merged]
+
+    def _rows(self, a: int, b: int) -> pa.Array:
+        if self._tmpl is None:
+            self._tmpl = self._template()
+        cols = self.columns
+        whole = a == 0 and b == self.n
+        return _join(*[x if isinstance(x, pa.Scalar) else
+                       cols[x].table.take(pa.array(cols[x].idx if whole else cols[x].idx[a:b])) for x in self._tmpl])
 
     def chunks(self, tick: Callable[[], None] | None = None) -> Iterator[bytes | memoryview]:
         """The body in pieces; ``tick()`` runs before each chunk of rows (deadline checks)."""
