@@ -86,9 +86,10 @@ def test_fragments_equal_the_exact_writers(ks):
 def one_kind(draw) -> list[str]:
     """Distinct keys all of one kind (the columns of a join: all IRIs, all simple
     literals...), some needing escapes: the uniform fast path and its way out."""
-    kind = draw(st.sampled_from(["iri", "bnode", "plain", "raw", "lang"]))
+    kind = draw(st.sampled_from(["iri", "bnode", "plain", "raw", "lang", "dt", "xs"]))
     ks = draw(st.lists(keys(), min_size=1, max_size=40, unique=True))
-    base = {"iri": "<http://e/{}>", "bnode": "_:b{}", "plain": '"{}"', "raw": '"{}"', "lang": '"{}"@en'}[kind]
+    base = {"iri": "<http://e/{}>", "bnode": "_:b{}", "plain": '"{}"', "raw": '"{}"', "lang": '"{}"@en',
+            "dt": '"{}"^^<' + XSD + 'integer>', "xs": '"{}"^^<' + XSD_STRING + ">"}[kind]
     own = [base.format(i) for i in range(draw(st.integers(1, 30)))]
     mixed = [k for k in ks if k[0] == own[0][0]] if draw(st.booleans()) else []
     return list(dict.fromkeys(own + mixed))
@@ -103,22 +104,26 @@ def test_one_kind_columns_equal_the_exact_writers(ks):
         for vec, exact in WRITERS:
             assert vec(arr, exact).to_pylist() == [exact(k) for k in ks]
             out = vec(arr, exact, [(b"<", b">")], parts=True)
-            got = ([out[0] + x + out[2] for x in out[1].to_pylist()] if isinstance(out, tuple)
+            got = ([out[0][0] + x + out[2][0] for x in out[1].to_pylist()] if isinstance(out, tuple)
                    else out.to_pylist())
             assert got == [b"<" + exact(k) + b">" for k in ks]
     finally:
         render.SMALL_DISTINCT = small
 
 
-@settings(max_examples=30, deadline=None)
-@given(one_kind(), one_kind(), st.integers(0, 2**32 - 1), st.integers(130, 400))
-def test_bound_one_kind_answers_equal_row_by_row_reference(ka, kb, seed, n):
-    """Columns bound in every row (the row join writes their constant pieces)."""
+@settings(max_examples=40, deadline=None)
+@given(one_kind(), one_kind(), st.integers(0, 2**32 - 1), st.integers(130, 400), st.sampled_from([0.0, 0.0, 0.3, 1.0]))
+def test_one_kind_answers_equal_row_by_row_reference(ka, kb, seed, n, p_unbound):
+    """Columns of one kind (the row join writes their constant pieces), bound in
+    every row or not (then prefix and suffix are picked per row)."""
     rng = np.random.default_rng(seed)
     ks = list(dict.fromkeys(ka + kb))
     cols = [rng.integers(0, len(ka), n).astype(np.int64),
-            np.array([ks.index(k) for k in kb], dtype=np.int64)[rng.integers(0, len(kb), n)]]
-    res = QueryResult(form="SELECT", terms=KeyTable(ks), vars=["a", "b"], columns=cols)
+            np.array([ks.index(k) for k in kb], dtype=np.int64)[rng.integers(0, len(kb), n)],
+            rng.integers(0, len(ka), n).astype(np.int64)]
+    for c in cols[1:] if p_unbound < 1 else cols[:2]:
+        c[rng.random(n) < p_unbound] = UNBOUND
+    res = QueryResult(form="SELECT", terms=KeyTable(ks), vars=["a", "b", "c"], columns=cols)
     old, render.SMALL_DISTINCT = render.SMALL_DISTINCT, 0
     try:
         for mt in MEDIA:

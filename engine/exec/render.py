@@ -245,15 +245,17 @@ def _render(keys: pa.Array, slow_render: Callable[[str], bytes], templates: dict
             bnode_whole: bool = False, second: bool = True, parts: bool = False):
     """Fragments of ``keys`` by per-kind templates, one table per (pre, post)
     wrap, concatenated; keys of no template (or needing escapes) by ``slow_render``.
-    With ``parts``, may answer (pre, table, post) instead (see :func:`_uniform`).
+    With ``parts``, may answer (pres, table, posts) instead (see :func:`_uniform`).
 
     Cost: a few numpy passes over the keys' bytes and offsets, two ``take`` of
     byte ranges and one element-wise join per wrap; constant in the number of
     kinds."""
     wraps = wraps or [(b"", b"")]
+    if len(keys) == 0:  # a column never bound
+        return pa.array([], _BIN)
     if (few := _few(keys, slow_render, wraps)) is not None:
         return few
-    if (same := _uniform(keys, templates, special, ctrl, high_ef, bnode_whole, wraps, parts)) is not None:
+    if (same := _uniform(keys, templates, special, ctrl, high_ef, bnode_whole, wraps, second, parts)) is not None:
         return same
     an = _Anatomy(keys, special, ctrl, high_ef)
     kind = an.kind
@@ -306,34 +308,56 @@ def _render(keys: pa.Array, slow_render: Callable[[str], bytes], templates: dict
 
 
 def _uniform(keys: pa.Array, templates: dict[int, Template], special: bytes, ctrl: bool, high_ef: bool,
-             bnode_whole: bool, wraps: list[tuple[bytes, bytes]], parts: bool = False):
-    """The fragments when every key is of one kind whose main part is the key
-    less a fixed number of bytes at each end (IRIs ``<x>``, simple literals
-    ``"x"``, blank nodes ``_:x``) and no key needs escaping; None otherwise.
+             bnode_whole: bool, wraps: list[tuple[bytes, bytes]], second: bool = True,
+             parts: bool = False):
+    """The fragments when every key has one shape whose varying part is the key
+    less a fixed number of bytes at each end -- IRIs ``<x>``, blank nodes
+    ``_:x``, simple literals ``"x"``, literals of one datatype ``"x"^^<dt>`` or
+    one language ``"x"@en`` -- and no key needs escaping; None otherwise.
 
-    Why: join columns are usually all IRIs, and the general anatomy costs some
-    25 numpy calls; here a few byte scans decide, one slice and one join per
-    wrap render (about 0.1 ms for a few thousand keys instead of 0.25). With
-    ``parts`` (one wrap) the answer is (pre, main parts, post): the constant
-    pieces are left to the row join, which saves a join over the keys."""
+    Why: a column is usually all IRIs, or all numbers of one datatype, and the
+    general anatomy costs some 25 numpy calls; here a few byte scans decide, one
+    slice and one join per wrap render. With ``parts`` the answer is (pres,
+    main parts, posts), a constant prefix and suffix per wrap left to the row
+    join, which saves the join over the keys."""
     keys = _as_bin(keys)
+    n = len(keys)
+    if n == 0:
+        return None
     offs, buf, _ = _offsets_data(keys)
     start, end = offs[:-1], offs[1:]
-    if int((end - start).min()) < 2:
+    shortest = int((end - start).min())
+    if shortest < 2:
         return None
     first = buf[start]
     f0 = int(first[0])
+    if not bool((first == f0).all()):
+        return None
+    sfx = b""
     if f0 == 0x3C:
-        kind, cut, quotes, angles = IRI, (1, 1), 0, len(keys)
-    elif f0 == 0x22:
-        kind, cut, quotes, angles = PLAIN, (1, 1), 2 * len(keys), 0
+        kind, cut, quotes, angles = IRI, (1, 1), 0, n
     elif f0 == 0x5F:
         kind, cut, quotes, angles = BNODE, ((0 if bnode_whole else 2), 0), 0, 0
+    elif f0 == 0x22:
+        k0 = bytes(buf[start[0]:end[0]])
+        sfx = k0[k0.rindex(b'"') + 1:]  # what follows the lexical form (the same in every key, checked below)
+        quotes, angles = 2 * n, 0
+        if not sfx:
+            kind = PLAIN
+        elif sfx[:3] == b"^^<" and sfx[-1:] == b">" and len(sfx) > 4:
+            kind, angles = (PLAIN, n) if sfx[3:-1] == _XSD_STRING_SFX[3:-1] else (DT, n)
+        elif sfx[:1] == b"@" and len(sfx) > 1:
+            kind = LANG
+        else:
+            return None
+        cut = (1, len(sfx) + 1)
+        if shortest < len(sfx) + 2 or not bool((buf[end - len(sfx) - 1] == 0x22).all()):
+            return None
+        if sfx and not pc.all(pc.ends_with(keys, pattern=sfx)).as_py():
+            return None
     else:
         return None
-    if kind not in templates or templates[kind][3] or not bool((first == f0).all()):
-        return None
-    if kind != BNODE and not bool((buf[end - 1] == (0x3E if kind == IRI else 0x22)).all()):
+    if kind not in templates or (kind == IRI and not bool((buf[end - 1] == 0x3E).all())):
         return None
     # each key holds at least its own delimiters: totals equal to theirs mean no key holds another
     need = {0x22: quotes, 0x3C: angles, 0x3E: angles}
@@ -348,10 +372,17 @@ def _uniform(keys: pa.Array, templates: dict[int, Template], special: bytes, ctr
         xs = keys
     else:  # (a stop past the end overflows in Arrow: the longest key's length instead)
         xs = pc.binary_slice(keys, cut[0], -cut[1] if cut[1] else int((end - start).max()))
-    pre, mid, post, _ = templates[kind]
-    if parts and len(wraps) == 1:
-        return wraps[0][0] + pre, xs, mid + post + wraps[0][1]
-    tables = [_join(wpre + pre, xs, mid + post + wpost) for wpre, wpost in wraps]
+    second_part = (sfx[3:-1] if kind == DT else sfx[1:] if kind == LANG else b"") if second else b""
+    pre, mid, post, swap = templates[kind]
+    if swap:  # pre + second + mid + main + post
+        head, tail = pre + second_part + mid, post
+    else:     # pre + main + mid + second + post
+        head, tail = pre, mid + second_part + post
+    pres = [wpre + head for wpre, _ in wraps]
+    posts = [tail + wpost for _, wpost in wraps]
+    if parts:
+        return pres, xs, posts
+    tables = [_join(p, xs, q) for p, q in zip(pres, posts, strict=True)]
     return tables[0] if len(tables) == 1 else pa.concat_arrays(tables)
 
 
@@ -438,31 +469,40 @@ def tsv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=Non
 
 
 class Column:
-    """One column's rows as indexes into a table of fragments: the table holds
-    each distinct term rendered (in each variant the format needs) and one
-    empty entry for UNBOUND. ``pre``/``post``: constant bytes around every
-    row's fragment (only for columns bound in every row), written by the row
-    join instead of being joined into each fragment."""
+    """One column's rows as pieces for the row join, each either constant bytes
+    (the same in every row) or (table, idx): entry ``idx[row]`` of the table in
+    each row. ``Column(table, idx)`` is the one-piece form: a table of each
+    distinct term's fragment (per variant) and an empty entry for UNBOUND."""
 
-    def __init__(self, table: pa.Array, idx: np.ndarray, pre: bytes = b"", post: bytes = b""):
-        self.table = table
-        self.idx = idx
-        self.pre, self.post = pre, post
-        table = self.table = _as_bin(table)
-        offs = np.frombuffer(table.buffers()[1], dtype=np.int64, count=len(table) + 1, offset=table.offset * 8)
-        lens = np.diff(offs)
-        self.size = (int(lens[idx].sum()) if len(idx) else 0) + len(idx) * (len(pre) + len(post))
+    def __init__(self, table: pa.Array | None = None, idx: np.ndarray | None = None, pieces: list | None = None):
+        if pieces is None:
+            pieces = [(table, idx)]
+        self.pieces: list = []
+        size = const = rows = 0
+        for p in pieces:
+            if isinstance(p, bytes):
+                const += len(p)
+                self.pieces.append(p)
+                continue
+            t, i = _as_bin(p[0]), p[1]
+            offs = np.frombuffer(t.buffers()[1], dtype=np.int64, count=len(t) + 1, offset=t.offset * 8)
+            rows = len(i)
+            size += int(np.diff(offs)[i].sum()) if rows else 0
+            self.pieces.append((t, i))
+        self.size = size + rows * const
 
 
 def column(result: QueryResult, col: np.ndarray, render, wrap: list[tuple[bytes, bytes]] | None = None,
            variant: np.ndarray | None = None, check: Callable[[int], None] | None = None) -> Column:
-    """The Column of ``col`` with fragments from ``render(keys, wrap)``.
+    """The Column of ``col`` with fragments from ``render(keys, wrap, parts=True)``.
 
     ``wrap``: (pre, post) per variant, around each bound cell; ``variant`` (int
     per row, default 0) picks it. ``check(bytes)`` is called with the size of
     the decoded keys before rendering (a bound on the distinct terms alone).
-    A column bound in every row with one wrap asks ``render(keys, wrap,
-    parts=True)``, which may answer (pre, table, post)."""
+    ``render`` answers a table of fragments (each wrap's, concatenated) or
+    (pres, main parts, posts) (see :func:`_uniform`): for a column bound in
+    every row with one wrap, the main parts go to the row join between its
+    constant prefix and suffix, and no fragment is joined per term."""
     col = np.asarray(col, dtype=np.int64)
     wrap = wrap or [(b"", b"")]
     bound = col != UNBOUND
@@ -473,12 +513,15 @@ def column(result: QueryResult, col: np.ndarray, render, wrap: list[tuple[bytes,
     if check is not None:
         check(int(keys.nbytes))
     d = len(uniq)
-    if all_bound and variant is None and len(wrap) == 1:
-        out = render(keys, wrap, parts=True)
-        if isinstance(out, tuple):
-            return Column(out[1], inv, out[0], out[2])
-        return Column(out, inv)
-    table = pa.concat_arrays([render(keys, wrap), pa.array([b""], _BIN)])
+    out = render(keys, wrap, parts=True)
+    if isinstance(out, tuple):
+        pres, xs, posts = out
+        if all_bound and (len(wrap) == 1 or variant is None):
+            return Column(pieces=[pres[0], (xs, inv), posts[0]])
+        # cells unbound or of several variants: one table of fragments (a take per row, not
+        # three: the rows outnumber the distinct terms)
+        out = pa.concat_arrays([_join(p, xs, q) for p, q in zip(pres, posts, strict=True)])
+    table = pa.concat_arrays([out, pa.array([b""], _BIN)])
     if variant is not None:
         inv = inv + d * (variant if all_bound else variant[bound])
     if all_bound:
@@ -521,12 +564,12 @@ class Rendered:
 
     def _template(self) -> list:
         """The row join's arguments: constants merged and made Arrow scalars once,
-        a column's position where its fragments go."""
+        (table, idx) pieces where a column's entries go."""
         args: list = [self.row_pre]
         for j, c in enumerate(self.columns):
             if j:
                 args.append(self.col_sep)
-            args.extend((c.pre, j, c.post))
+            args.extend(c.pieces)
         args.append(self.row_post)
         merged: list = []
         for x in args:
@@ -542,10 +585,9 @@ class Rendered:
     def _rows(self, a: int, b: int) -> pa.Array:
         if self._tmpl is None:
             self._tmpl = self._template()
-        cols = self.columns
         whole = a == 0 and b == self.n
-        return _join(*[x if isinstance(x, pa.Scalar) else
-                       cols[x].table.take(pa.array(cols[x].idx if whole else cols[x].idx[a:b])) for x in self._tmpl])
+        return _join(*[x if isinstance(x, pa.Scalar) else x[0].take(pa.array(x[1] if whole else x[1][a:b]))
+                       for x in self._tmpl])
 
     def chunks(self, tick: Callable[[], None] | None = None) -> Iterator[bytes | memoryview]:
         """The body in pieces; ``tick()`` runs before each chunk of rows (deadline checks)."""
