@@ -66,6 +66,7 @@ WRITERS = [
     (render.xml_fragments, ser._xml_bytes),
     (render.csv_fragments, lambda k: ser._csv_value(k).encode("utf-8")),
     (render.tsv_fragments, lambda k: ser._tsv_term(k).encode("utf-8")),
+    (render.nt_fragments, lambda k: ser._nt_term(k).encode("utf-8")),
 ]
 
 
@@ -130,6 +131,24 @@ def test_one_kind_answers_equal_row_by_row_reference(ka, kb, seed, n, p_unbound)
             body = ser.serialize(res, mt)
             assert body == _reference(res, mt), mt
             assert ser.serialize_lazy(res, mt).size == len(body)
+    finally:
+        render.SMALL_DISTINCT = old
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(keys(), min_size=3, max_size=40, unique=True), st.integers(0, 2**32 - 1), st.integers(1, 400),
+       st.sampled_from([0, 512]))
+def test_ntriples_equal_the_per_triple_writer(ks, seed, n, small):
+    """N-Triples / N-Quads bodies (the graph writers' input too) equal one line per
+    triple written term by term."""
+    rng = np.random.default_rng(seed)
+    triples = rng.integers(0, len(ks), (n, 3)).astype(np.int64)
+    res = QueryResult(form="CONSTRUCT", terms=KeyTable(ks), triples=triples)
+    old, render.SMALL_DISTINCT = render.SMALL_DISTINCT, small
+    try:
+        for graph, tail in ((None, " .\n"), ("http://g/1", " <http://g/1> .\n")):
+            want = "".join(" ".join(ser._nt_term(ks[i]) for i in row) + tail for row in triples.tolist())
+            assert ser._serialize_ntriples(res, graph) == want.encode("utf-8")
     finally:
         render.SMALL_DISTINCT = old
 

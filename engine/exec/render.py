@@ -434,6 +434,18 @@ _TSV_BNODE_OK = r"^_:[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_-])?$"
 def tsv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None, parts: bool = False):
     """Each key as its TSV field: the key itself, except tabs in literals and
     blank node labels outside the N-Triples label syntax (exact writer)."""
+    return _keys_as_is(keys, slow_render, wraps, True)
+
+
+def nt_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None, parts: bool = False):
+    """Each key as its N-Triples term: the key itself (keys are N-Triples terms),
+    except blank node labels outside the N-Triples label syntax (exact writer)."""
+    return _keys_as_is(keys, slow_render, wraps, False)
+
+
+def _keys_as_is(keys: pa.Array, slow_render: Callable[[str], bytes], wraps, tabs: bool) -> pa.Array:
+    """The keys themselves, those that are not (blank nodes with another label
+    syntax, and with ``tabs`` literals holding a tab) by ``slow_render``."""
     wraps = wraps or [(b"", b"")]
     if (few := _few(keys, slow_render, wraps)) is not None:
         return few
@@ -444,10 +456,11 @@ def tsv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=Non
     first = np.zeros(n, dtype=np.uint8)
     ne = end > start
     first[ne] = buf[start[ne]]
-    tab = np.flatnonzero(buf == 0x09)
     fast = (first == 0x3C) | (first == 0x22)
-    if len(tab):
-        fast[np.searchsorted(end, tab, side="right")] = False
+    if tabs:
+        tab = np.flatnonzero(buf == 0x09)
+        if len(tab):
+            fast[np.searchsorted(end, tab, side="right")] = False
     bn = np.flatnonzero(first == 0x5F)
     if len(bn):
         ok = np.asarray(pc.match_substring_regex(keys.take(pa.array(bn)).cast(pa.large_string()),

@@ -38,7 +38,6 @@ from engine import formats
 from engine.arrays import unique
 from engine.errors import QueryTimeout, ResponseTooLarge
 from engine.exec import render
-from engine.exec.bindings import distinct_inverse
 from engine.exec.context import MemoryBudget, query_deadline
 from engine.exec.result import UNBOUND, QueryResult
 from engine.terms import XSD, XSD_STRING, unescape_string
@@ -77,46 +76,10 @@ def _bnode_label(label: str) -> str:
 # --------------------------------------------------------------------------
 
 
-def _table(result: QueryResult, col: np.ndarray, renders, unbound: str = ""):
-    """Render each distinct id of ``col`` once per render function.
-
-    Returns (tables, inv): ``tables[k][inv[i]]`` is row i rendered by
-    ``renders[k]`` (``unbound`` for UNBOUND). For tiny columns inv is the
-    identity."""
-    n = len(col)
-    if n <= 8:
-        uniq = np.asarray(col, dtype=np.int64)
-        inv = np.arange(n)
-    else:
-        uniq, inv = distinct_inverse(col)
-    keys = result.terms.keys(uniq)
-    tables = []
-    limit = _room()
-    for fn in renders:
-        t = np.empty(len(keys), dtype=object)
-        if limit is None:
-            t[:] = [unbound if k is None else fn(k) for k in keys]
-        else:  # the distinct terms alone may pass the bound: stop rendering once they do
-            out = []
-            total = 0
-            for k in keys:
-                x = unbound if k is None else fn(k)
-                if x is not None:
-                    total += len(x)
-                    if total > limit:
-                        check_size(total, _BOUND.get()[0])
-                out.append(x)
-            t[:] = out
-        tables.append(t)
-    return tables, inv
-
-
 def _row_count(result: QueryResult) -> int:
     return len(result)
 
 
-#: rows assembled per chunk (bounds the per-row strings alive at once)
-_CHUNK_ROWS = 1 << 16
 #: variable names longer than this are not copied into every distinct term's fragment
 _LONG_NAME = 256
 
@@ -130,19 +93,6 @@ def _bounded(result: QueryResult, max_bytes: int | None):
     result carries its query's memory budget, that budget (the body and its
     pieces, about twice the body, are charged to it)."""
     return _BOUND.set((max_bytes or 0, getattr(result.terms, "memory", None)))
-
-
-def _room() -> int | None:
-    """Bytes a rendered table may take before the bounds are certainly passed (None: unbounded)."""
-    b = _BOUND.get()
-    if b is None:
-        return None
-    room = b[0] or None
-    mem = b[1]
-    if mem is not None and mem.limit:
-        r = max(0, (mem.limit - mem.held) // 2)
-        room = r if room is None else min(room, r)
-    return room
 
 
 #: the deadline (time.monotonic()) of the serialization running in this context, if given
@@ -381,25 +331,6 @@ def _tsv_term(key: str) -> str:
     return key
 
 
-def _plain_cells(result: QueryResult, col: np.ndarray, render) -> tuple[np.ndarray, np.ndarray, int]:
-    """(table of encoded fragments, row -> table index, total bytes of the column); UNBOUND -> b''."""
-    (t,), inv = _table(result, np.asarray(col), (lambda k: render(k).encode("utf-8"),), b"")
-    lens = np.fromiter(map(len, t), dtype=np.int64, count=len(t))
-    return t, inv, int(lens[inv].sum())
-
-
-def _join_columns(tables: list[tuple[np.ndarray, np.ndarray]], n: int, sep: bytes, eol: bytes) -> list[bytes]:
-    """Rows of the columns joined by ``sep``, each ended by ``eol``; built a chunk at a time."""
-    out = []
-    for a in range(0, n, _CHUNK_ROWS):
-        b = min(n, a + _CHUNK_ROWS)
-        lists = [t[inv[a:b]].tolist() for t, inv in tables]
-        rows = map(sep.join, zip(*lists, strict=True)) if len(lists) > 1 else lists[0]
-        out.append(eol.join(rows))
-        out.append(eol)
-    return out
-
-
 def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, frags,
                          max_bytes: int | None = None, lazy: bool = False) -> bytes | render.Rendered:
     if result.form == "ASK":
@@ -456,30 +387,28 @@ def _nt_term(key: str) -> str:
     return key
 
 
-def _graph_cells(result: QueryResult, max_bytes: int | None, tail: bytes = b" .\n",
-                 factor: int = 1, per_triple: int = 0):
-    """The three N-Triples columns and the N-Triples size of the graph; raises
-    ResponseTooLarge when ``factor`` x that size (+ ``per_triple`` per triple:
-    formats built through another representation) passes ``max_bytes``."""
+def _serialize_ntriples(result: QueryResult, graph: str | None = None, max_bytes: int | None = None) -> bytes:
+    """N-Triples (N-Quads with ``graph``): each column's distinct terms are their
+    keys (blank nodes relabelled where their label is not N-Triples syntax), rows
+    joined by the vectorized row assembly (:mod:`engine.exec.render`); the exact
+    size is checked before any row is built."""
     t = result.triples
     if t is None or len(t) == 0:
-        return [], 0
-    size = len(t) * (2 + len(tail) + per_triple)
-    tables = []
-    for i in range(3):
-        tab, inv, sz = _plain_cells(result, np.asarray(t[:, i]), _nt_term)
-        size += sz * factor
-        check_size(size, max_bytes)
-        tables.append((tab, inv))
-    return tables, size
-
-
-def _serialize_ntriples(result: QueryResult, graph: str | None = None, max_bytes: int | None = None) -> bytes:
-    tail = b" .\n" if graph is None else (" <" + graph + "> .\n").encode("utf-8")
-    tables, _ = _graph_cells(result, max_bytes, tail)
-    if not tables:
         return b""
-    return b"".join(_join_columns(tables, len(result.triples), b" ", tail))
+    tail = b" .\n" if graph is None else (" <" + graph + "> .\n").encode("utf-8")
+    n = len(t)
+    size = n * (2 + len(tail))
+    check_size(size, max_bytes)
+    cols = []
+    for i in range(3):
+        cols.append(render.column(result, np.asarray(t[:, i]), _nt_frags))
+        size += cols[-1].size
+        check_size(size, max_bytes)
+    return render.Rendered(b"", cols, n, b"", b" ", tail, 0, b"").body(_tick())
+
+
+def _nt_frags(keys, wraps=None, parts=False):
+    return render.nt_fragments(keys, lambda k: _nt_term(k).encode("utf-8"), wraps, parts)
 
 
 COMMON_PREFIXES = {
