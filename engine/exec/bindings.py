@@ -162,6 +162,23 @@ def distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq, inv.astype(np.int64, copy=False).reshape(-1)
 
 
+def distinct_values(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (``engine.arrays.unique``); term ids in a dense range
+    by a seen-mask over the range instead of a sort (the distinct terms of a
+    graph's 300k cells: 1-2 ms instead of 10)."""
+    v = np.asarray(values).reshape(-1)
+    n = len(v)
+    if n >= _DENSE_MIN_ROWS and v.dtype.kind in "iu":
+        lo, hi = int(v.min()), int(v.max())
+        span = hi - lo + 1
+        if span <= _DENSE_SPAN_PER_ROW * n:
+            charge_rows(span // 8 + 1, 1, "distinct values")
+            seen = np.zeros(span, dtype=bool)
+            seen[v - lo if lo else v] = True
+            return (np.flatnonzero(seen) + lo).astype(v.dtype, copy=False)
+    return unique(v)
+
+
 def factorize(values: np.ndarray) -> tuple[np.ndarray, int]:
     """Dense codes 0..k-1 for the values (in value order) and k."""
     uniq, inv = distinct_inverse(values)

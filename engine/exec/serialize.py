@@ -33,11 +33,13 @@ from contextvars import ContextVar
 
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine import formats
-from engine.arrays import unique
 from engine.errors import QueryTimeout, ResponseTooLarge
 from engine.exec import render
+from engine.exec.bindings import distinct_values
 from engine.exec.context import MemoryBudget, query_deadline
 from engine.exec.result import UNBOUND, QueryResult
 from engine.terms import XSD, XSD_STRING, unescape_string
@@ -457,16 +459,12 @@ class _TurtleNames:
     """Picks prefixes for a set of IRIs: the common ones plus ns1, ns2 ... for
     the (at most MAX_NEW_PREFIXES) most used other namespaces used at least twice."""
 
-    def __init__(self, iris: Sequence[str], prefixes: dict[str, str] | None = None):
+    def __init__(self, counts: dict[str, int], prefixes: dict[str, str] | None = None):
+        """``counts``: namespace -> IRIs in it whose local part can be a prefixed name."""
         known = dict(COMMON_PREFIXES)
         if prefixes:
             known.update(prefixes)
         by_ns = {ns: p for p, ns in known.items()}
-        counts: dict[str, int] = {}
-        for iri in iris:
-            ns, local = _namespace(iri)
-            if ns and _PN_LOCAL.match(local):
-                counts[ns] = counts.get(ns, 0) + 1
         self.ns_prefix: dict[str, str] = {}
         i = 1
         new = 0
@@ -489,12 +487,27 @@ class _TurtleNames:
 def _turtle_prefixes(result: QueryResult, prefixes: dict[str, str] | None) -> dict[str, str]:
     """The prefixes a Turtle/TriG answer declares: the common ones (and the caller's) that
     its IRIs use, plus ``ns1``, ``ns2`` ... (or a namespace's last word) for other
-    namespaces used at least twice. One pass over the distinct terms."""
-    t = result.triples
-    keys = result.terms.keys(unique(np.asarray(t, dtype=np.int64)))
-    iris = [k[1:-1] for k in keys if k and k[0] == "<"]
-    iris += [k[k.rfind('"') + 4 : -1] for k in keys if k and k[0] == '"' and "^^<" in k[k.rfind('"') :]]
-    return {p: ns for ns, p in _TurtleNames(iris, prefixes).used}
+    namespaces used at least twice. Counted over the distinct terms (IRIs and
+    datatype IRIs) by a few Arrow kernels, no Python per term."""
+    keys = render.keys_arrow(result, distinct_values(result.triples), sorted_ids=True)
+    return {p: ns for ns, p in _TurtleNames(_namespace_counts(keys), prefixes).used}
+
+
+#: an IRI key, or a typed literal key's datatype IRI
+_IRI_OF_KEY = r'^<(?P<iri>[^<>"]*)>$|\^\^<(?P<dt>[^<>"]*)>$'
+#: namespace (up to the last '/' or '#') and a local part that can be a prefixed name (_PN_LOCAL)
+_NS_LOCAL = r"^(?P<ns>.*[/#])(?P<local>[A-Za-z_][A-Za-z0-9_-]*|[0-9]+)$"
+
+
+def _namespace_counts(keys) -> dict[str, int]:
+    """Namespace -> number of distinct IRIs (and datatype IRIs) in ``keys`` that are
+    that namespace plus a local name a prefixed name can write."""
+    keys = keys.cast(pa.large_string()) if keys.type != pa.large_string() else keys
+    found = pc.drop_null(pc.extract_regex(keys, _IRI_OF_KEY))  # null where neither (a group not taken: "")
+    a, b = found.field("iri"), found.field("dt")
+    parts = pc.drop_null(pc.extract_regex(pc.if_else(pc.not_equal(a, ""), a, b), _NS_LOCAL))
+    vc = pc.value_counts(parts.field("ns"))
+    return dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True))
 
 
 def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = None,
@@ -515,6 +528,18 @@ def _used_prefixes(body: bytes, prefixes: dict[str, str] | None) -> dict[str, st
     if prefixes:
         known.update(prefixes)
     return {p: ns for p, ns in known.items() if _PN_PREFIX_OK.match(p) and ("<" + ns).encode("utf-8") in body}
+
+
+def _used_prefixes_of(result: QueryResult, prefixes: dict[str, str] | None) -> dict[str, str]:
+    """:func:`_used_prefixes` of ``result``'s N-Triples body, found in its distinct
+    terms' keys instead of the body (a few Arrow substring scans over the distinct
+    terms rather than one scan of the whole body per namespace)."""
+    known = dict(COMMON_PREFIXES)
+    if prefixes:
+        known.update(prefixes)
+    keys = render.keys_arrow(result, distinct_values(result.triples), sorted_ids=True)
+    return {p: ns for p, ns in known.items()
+            if _PN_PREFIX_OK.match(p) and pc.any(pc.match_substring(keys, "<" + ns)).as_py()}
 
 
 def _ox_rewrite(body: bytes, quads: bool, target: str, prefixes: dict[str, str] | None,
@@ -549,7 +574,7 @@ def _serialize_rdfxml(result: QueryResult, max_bytes: int | None = None) -> byte
     if not body:
         return (b'<?xml version="1.0" encoding="UTF-8"?>\n'
                 b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n</rdf:RDF>\n')
-    return _ox_rewrite(body, False, "RDF_XML", _used_prefixes(body, None), max_bytes)
+    return _ox_rewrite(body, False, "RDF_XML", _used_prefixes_of(result, None), max_bytes)
 
 
 def _serialize_trig(result: QueryResult, graph: str | None = None, prefixes: dict[str, str] | None = None,
