@@ -278,14 +278,26 @@ def big_server():
 QUERY = "SELECT ?s ?v ?o WHERE { ?s <http://e/p> ?v OPTIONAL { ?s <http://e/q> ?o } }"
 
 
+@pytest.mark.parametrize("whole", [False, True])
 @pytest.mark.parametrize("mt", MEDIA)
-def test_streamed_answer_equals_the_whole_body(big_server, mt):
+def test_streamed_answer_equals_the_whole_body(big_server, mt, whole, monkeypatch):
+    """Streamed (a body over ``STREAM_MIN_BYTES``) or built whole where the query
+    ran (under it): the same bytes, the exact length."""
+    from server.api import sparql
+
     res = big_server.db.query(QUERY)
-    assert len(res) > render.CHUNK_ROWS  # the server streams this one
+    assert len(res) > render.CHUNK_ROWS  # enough rows to stream ...
+    built = []
+    if whole:
+        monkeypatch.setattr(render.Rendered, "body", lambda r, tick=None, f=render.Rendered.body: built.append(1)
+                            or f(r, tick))
+    else:  # ... and streamed whatever its size
+        monkeypatch.setattr(sparql, "STREAM_MIN_BYTES", 0)
     url = big_server.url + "/sparql?" + urllib.parse.urlencode({"query": QUERY})
     with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": mt}), timeout=60) as r:
         body = r.read()
         assert int(r.headers["Content-Length"]) == len(body)
+    assert bool(built) == whole  # (before the reference below builds its own)
     assert body == ser.serialize(res, mt)
     if mt == MEDIA[0]:
         assert len(json.loads(body)["results"]["bindings"]) == len(res)
@@ -329,7 +341,10 @@ def test_a_failing_stream_never_ends_its_body():
     assert sum(len(m["body"]) for m in sent[1:]) < _Failing.size
 
 
-def test_head_of_a_streamed_answer_gives_its_length_and_no_body(big_server):
+def test_head_of_a_streamed_answer_gives_its_length_and_no_body(big_server, monkeypatch):
+    from server.api import sparql
+
+    monkeypatch.setattr(sparql, "STREAM_MIN_BYTES", 0)
     url = big_server.url + "/sparql?" + urllib.parse.urlencode({"query": QUERY})
     with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": "text/csv"}), timeout=60) as r:
         n = len(r.read())

@@ -103,7 +103,7 @@ class Reply:
             await send({"type": "http.response.body", "body": self.body})
             return
         loop = asyncio.get_running_loop()
-        tick = None if self.deadline is None else _deadline_tick(self.deadline)
+        tick = None if self.deadline is None else deadline_tick(self.deadline)
         pieces = _pieces(self.stream.chunks(tick))
         gone = asyncio.Event()
         watch = None if receive is None else asyncio.ensure_future(_watch_disconnect(receive, gone, self.stream))
@@ -155,7 +155,8 @@ async def _watch_disconnect(receive, gone: asyncio.Event, stream) -> None:
             return
 
 
-def _deadline_tick(deadline: float):
+def deadline_tick(deadline: float):
+    """A check raising QueryTimeout once ``deadline`` (``time.monotonic()``) has passed."""
     def tick() -> None:
         if time.monotonic() > deadline:
             raise QueryTimeout("the query ran past its timeout while its answer was sent")
