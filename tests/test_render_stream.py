@@ -66,6 +66,7 @@ WRITERS = [
     (render.xml_fragments, ser._xml_bytes),
     (render.csv_fragments, lambda k: ser._csv_value(k).encode("utf-8")),
     (render.tsv_fragments, lambda k: ser._tsv_term(k).encode("utf-8")),
+    (render.nt_fragments, lambda k: ser._nt_term(k).encode("utf-8")),
 ]
 
 
@@ -80,6 +81,76 @@ def test_fragments_equal_the_exact_writers(ks):
             assert got == [exact(k) for k in ks]
     finally:
         render.SMALL_DISTINCT = small
+
+
+@st.composite
+def one_kind(draw) -> list[str]:
+    """Distinct keys all of one kind (the columns of a join: all IRIs, all simple
+    literals...), some needing escapes: the uniform fast path and its way out."""
+    kind = draw(st.sampled_from(["iri", "bnode", "plain", "raw", "lang", "dt", "xs"]))
+    ks = draw(st.lists(keys(), min_size=1, max_size=40, unique=True))
+    base = {"iri": "<http://e/{}>", "bnode": "_:b{}", "plain": '"{}"', "raw": '"{}"', "lang": '"{}"@en',
+            "dt": '"{}"^^<' + XSD + 'integer>', "xs": '"{}"^^<' + XSD_STRING + ">"}[kind]
+    own = [base.format(i) for i in range(draw(st.integers(1, 30)))]
+    mixed = [k for k in ks if k[0] == own[0][0]] if draw(st.booleans()) else []
+    return list(dict.fromkeys(own + mixed))
+
+
+@settings(max_examples=200, deadline=None)
+@given(one_kind())
+def test_one_kind_columns_equal_the_exact_writers(ks):
+    arr = pa.array(ks, pa.large_string())
+    small, render.SMALL_DISTINCT = render.SMALL_DISTINCT, 0
+    try:
+        for vec, exact in WRITERS:
+            assert vec(arr, exact).to_pylist() == [exact(k) for k in ks]
+            out = vec(arr, exact, [(b"<", b">")], parts=True)
+            got = ([out[0][0] + x + out[2][0] for x in out[1].to_pylist()] if isinstance(out, tuple)
+                   else out.to_pylist())
+            assert got == [b"<" + exact(k) + b">" for k in ks]
+    finally:
+        render.SMALL_DISTINCT = small
+
+
+@settings(max_examples=40, deadline=None)
+@given(one_kind(), one_kind(), st.integers(0, 2**32 - 1), st.integers(130, 400), st.sampled_from([0.0, 0.0, 0.3, 1.0]))
+def test_one_kind_answers_equal_row_by_row_reference(ka, kb, seed, n, p_unbound):
+    """Columns of one kind (the row join writes their constant pieces), bound in
+    every row or not (then prefix and suffix are picked per row)."""
+    rng = np.random.default_rng(seed)
+    ks = list(dict.fromkeys(ka + kb))
+    cols = [rng.integers(0, len(ka), n).astype(np.int64),
+            np.array([ks.index(k) for k in kb], dtype=np.int64)[rng.integers(0, len(kb), n)],
+            rng.integers(0, len(ka), n).astype(np.int64)]
+    for c in cols[1:] if p_unbound < 1 else cols[:2]:
+        c[rng.random(n) < p_unbound] = UNBOUND
+    res = QueryResult(form="SELECT", terms=KeyTable(ks), vars=["a", "b", "c"], columns=cols)
+    old, render.SMALL_DISTINCT = render.SMALL_DISTINCT, 0
+    try:
+        for mt in MEDIA:
+            body = ser.serialize(res, mt)
+            assert body == _reference(res, mt), mt
+            assert ser.serialize_lazy(res, mt).size == len(body)
+    finally:
+        render.SMALL_DISTINCT = old
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(keys(), min_size=3, max_size=40, unique=True), st.integers(0, 2**32 - 1), st.integers(1, 400),
+       st.sampled_from([0, 512]))
+def test_ntriples_equal_the_per_triple_writer(ks, seed, n, small):
+    """N-Triples / N-Quads bodies (the graph writers' input too) equal one line per
+    triple written term by term."""
+    rng = np.random.default_rng(seed)
+    triples = rng.integers(0, len(ks), (n, 3)).astype(np.int64)
+    res = QueryResult(form="CONSTRUCT", terms=KeyTable(ks), triples=triples)
+    old, render.SMALL_DISTINCT = render.SMALL_DISTINCT, small
+    try:
+        for graph, tail in ((None, " .\n"), ("http://g/1", " <http://g/1> .\n")):
+            want = "".join(" ".join(ser._nt_term(ks[i]) for i in row) + tail for row in triples.tolist())
+            assert ser._serialize_ntriples(res, graph) == want.encode("utf-8")
+    finally:
+        render.SMALL_DISTINCT = old
 
 
 def _reference(res: QueryResult, mt: str) -> bytes:
@@ -207,14 +278,26 @@ def big_server():
 QUERY = "SELECT ?s ?v ?o WHERE { ?s <http://e/p> ?v OPTIONAL { ?s <http://e/q> ?o } }"
 
 
+@pytest.mark.parametrize("whole", [False, True])
 @pytest.mark.parametrize("mt", MEDIA)
-def test_streamed_answer_equals_the_whole_body(big_server, mt):
+def test_streamed_answer_equals_the_whole_body(big_server, mt, whole, monkeypatch):
+    """Streamed (a body over ``STREAM_MIN_BYTES``) or built whole where the query
+    ran (under it): the same bytes, the exact length."""
+    from server.api import sparql
+
     res = big_server.db.query(QUERY)
-    assert len(res) > render.CHUNK_ROWS  # the server streams this one
+    assert len(res) > render.CHUNK_ROWS  # enough rows to stream ...
+    built = []
+    if whole:
+        monkeypatch.setattr(render.Rendered, "body", lambda r, tick=None, f=render.Rendered.body: built.append(1)
+                            or f(r, tick))
+    else:  # ... and streamed whatever its size
+        monkeypatch.setattr(sparql, "STREAM_MIN_BYTES", 0)
     url = big_server.url + "/sparql?" + urllib.parse.urlencode({"query": QUERY})
     with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": mt}), timeout=60) as r:
         body = r.read()
         assert int(r.headers["Content-Length"]) == len(body)
+    assert bool(built) == whole  # (before the reference below builds its own)
     assert body == ser.serialize(res, mt)
     if mt == MEDIA[0]:
         assert len(json.loads(body)["results"]["bindings"]) == len(res)
@@ -258,7 +341,10 @@ def test_a_failing_stream_never_ends_its_body():
     assert sum(len(m["body"]) for m in sent[1:]) < _Failing.size
 
 
-def test_head_of_a_streamed_answer_gives_its_length_and_no_body(big_server):
+def test_head_of_a_streamed_answer_gives_its_length_and_no_body(big_server, monkeypatch):
+    from server.api import sparql
+
+    monkeypatch.setattr(sparql, "STREAM_MIN_BYTES", 0)
     url = big_server.url + "/sparql?" + urllib.parse.urlencode({"query": QUERY})
     with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": "text/csv"}), timeout=60) as r:
         n = len(r.read())

@@ -132,7 +132,10 @@ def concat(tables: list[Bindings]) -> Bindings:
 
 
 _DENSE_MIN_ROWS = 1024
-_DENSE_SLACK = 1 << 20
+#: the counting pass costs about 2 ns per id of the range, the sort 15-65 ns per row
+#: (measured: 1.6k ids over a range of 213k: 42 us counting, 20 us sorting; 100k ids
+#: over 1M: 2.1 ms counting, 6 ms sorting)
+_DENSE_SPAN_PER_ROW = 32
 
 
 def distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -146,7 +149,7 @@ def distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if n >= _DENSE_MIN_ROWS and v.dtype.kind in "iu":
         lo, hi = int(v.min()), int(v.max())
         span = hi - lo + 1
-        if span <= 8 * n + _DENSE_SLACK:
+        if span <= _DENSE_SPAN_PER_ROW * n:
             charge_rows(span, 2, "distinct values")  # the mask and the lookup table, before allocating
             off = v - lo if lo else v
             seen = np.zeros(span, dtype=bool)
@@ -157,6 +160,23 @@ def distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return (present + lo).astype(v.dtype, copy=False), table[off]
     uniq, inv = np.unique(v, return_inverse=True)
     return uniq, inv.astype(np.int64, copy=False).reshape(-1)
+
+
+def distinct_values(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (``engine.arrays.unique``); term ids in a dense range
+    by a seen-mask over the range instead of a sort (the distinct terms of a
+    graph's 300k cells: 1-2 ms instead of 10)."""
+    v = np.asarray(values).reshape(-1)
+    n = len(v)
+    if n >= _DENSE_MIN_ROWS and v.dtype.kind in "iu":
+        lo, hi = int(v.min()), int(v.max())
+        span = hi - lo + 1
+        if span <= _DENSE_SPAN_PER_ROW * n:
+            charge_rows(span // 8 + 1, 1, "distinct values")
+            seen = np.zeros(span, dtype=bool)
+            seen[v - lo if lo else v] = True
+            return (np.flatnonzero(seen) + lo).astype(v.dtype, copy=False)
+    return unique(v)
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, int]:

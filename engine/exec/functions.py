@@ -614,8 +614,8 @@ class _Evaluator:
                     out[no] = self._sub(expr.args[2], no)
                 return out
             if expr.op == "RAND" and not expr.args:
-                vals = np.random.random(n).tolist()
-                return np.asarray(self.ctx.intern([f'"{V.format_double(v)}"{_DOUBLE_SUFFIX}' for v in vals]),
+                vals = np.random.random(n)
+                return np.asarray(self.ctx.intern(V.format_doubles(vals, '"', '"' + _DOUBLE_SUFFIX)),
                                   dtype=np.int64)
             if expr.op == "BNODE" and not expr.args:
                 st = _state(self.ctx)
@@ -829,7 +829,7 @@ class _Evaluator:
             bits = f[dbl].copy()
             bits[np.isnan(bits)] = np.nan
             u, inv = distinct_inverse(bits.view(np.int64))
-            keys = [f'"{V.format_double(v)}"{_DOUBLE_SUFFIX}' for v in u.view(np.float64).tolist()]
+            keys = V.format_doubles(u.view(np.float64), '"', '"' + _DOUBLE_SUFFIX)
             out[dbl] = np.asarray(self.ctx.intern(keys), dtype=np.int64)[inv.reshape(-1)]
         rest = (c == _N_OTHER) | (c == _N_DEC) | (c == _N_DECS)  # decimals: written by the per-value path
         if rest.any():

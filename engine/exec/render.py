@@ -42,14 +42,29 @@ def _lit(b: bytes) -> pa.Scalar:
     return pa.scalar(b, _BIN)
 
 
-def keys_arrow(result: QueryResult, ids: np.ndarray) -> pa.LargeStringArray:
+_STRINGS = (pa.large_string(), pa.large_binary())
+
+
+def _as_bin(arr: pa.Array) -> pa.Array:
+    """``arr`` as large_binary: a zero-copy view of large_string (a cast costs a
+    compute call), a cast from anything else."""
+    t = arr.type
+    if t == _BIN:
+        return arr
+    return arr.view(_BIN) if t in _STRINGS else arr.cast(_BIN)
+
+
+def keys_arrow(result: QueryResult, ids: np.ndarray, sorted_ids: bool = False) -> pa.LargeStringArray:
     """Keys of distinct valid ids, as Arrow strings: from the store dictionary's
     buffers when every id is a store id, through ``terms.keys`` otherwise."""
     terms = result.terms
     d = getattr(terms, "dictionary", None)
-    if d is not None and hasattr(d, "keys_arrow") and (len(ids) == 0 or (
-            int(ids.max()) < min(len(d), LOCAL_BASE) and int(ids.min()) >= 0)):
-        return d.keys_arrow(ids)
+    if d is not None and hasattr(d, "as_arrow"):
+        if len(ids) == 0:
+            return d.keys_arrow(ids)
+        lo, hi = (int(ids[0]), int(ids[-1])) if sorted_ids else (int(ids.min()), int(ids.max()))
+        if lo >= 0 and hi < min(len(d), LOCAL_BASE):  # every id a store id: a take from its buffers
+            return d.as_arrow().take(pa.array(ids))
     return pa.array(terms.keys(ids), pa.large_string())
 
 
@@ -88,7 +103,7 @@ class _Anatomy:
     otherwise) as [start, end) byte ranges into ``data``."""
 
     def __init__(self, keys: pa.Array, special: bytes, ctrl: bool, high_ef: bool = False):
-        keys = keys.cast(_BIN) if keys.type != _BIN else keys
+        keys = _as_bin(keys)
         self.keys = keys
         n = self.n = len(keys)
         offs, buf, self.data = _offsets_data(keys)
@@ -116,22 +131,36 @@ class _Anatomy:
         bn = (first == 0x5F) & (length >= 2)
         kind[bn] = BNODE
         a0[bn] += 2
-        # special bytes: each key must hold exactly its own delimiters among them
-        mask = None
-        for c in special:
-            m = buf == c
-            mask = m if mask is None else mask | m
-        if ctrl:
-            mask = mask | (buf < 0x20)
+        # special bytes: each key must hold exactly its own delimiters among them. Every key of
+        # a template kind holds at least its delimiters, so when each special byte's total over
+        # all keys is what the kinds need, each key holds exactly those: one count per byte, no
+        # per-key pass (the usual case); otherwise the per-key count finds the keys to escape.
+        kc = np.bincount(kind, minlength=SLOW + 1)
+        need = {c: 0 for c in special}
+        if 0x22 in need:
+            need[0x22] = 2 * int(kc[PLAIN] + kc[LANG] + kc[DT])
+        for c in (0x3C, 0x3E):
+            if c in need:
+                need[c] = int(kc[IRI] + kc[DT])
+        extra = (buf < 0x20,) if ctrl else ()
         if high_ef:
-            mask = mask | (buf == 0xEF)  # U+F000..U+FFFF (XML's U+FFFE/U+FFFF among them): the exact writer decides
-        pos = np.flatnonzero(mask) if mask is not None else np.zeros(0, np.int64)
-        cnt = np.bincount(np.searchsorted(end, pos, side="right"), minlength=n)[:n] if len(pos) else np.zeros(n, np.int64)
-        per_kind = np.zeros(SLOW + 1, dtype=np.int64)  # delimiters among the special bytes, by kind
-        if 0x22 in special:
-            per_kind[[PLAIN, LANG, DT]] += 2
-        per_kind[[IRI, DT]] += (0x3C in special) + (0x3E in special)
-        kind[cnt != per_kind[kind]] = SLOW
+            extra += (buf == 0xEF,)  # U+F000..U+FFFF (XML's U+FFFE/U+FFFF among them): the exact writer decides
+        exact = all(np.count_nonzero(buf == c) == k for c, k in need.items()) and not any(m.any() for m in extra)
+        if not exact:
+            mask = None
+            for c in special:
+                m = buf == c
+                mask = m if mask is None else mask | m
+            for m in extra:
+                mask = m if mask is None else mask | m
+            pos = np.flatnonzero(mask) if mask is not None else np.zeros(0, np.int64)
+            cnt = (np.bincount(np.searchsorted(end, pos, side="right"), minlength=n)[:n] if len(pos)
+                   else np.zeros(n, np.int64))
+            per_kind = np.zeros(SLOW + 1, dtype=np.int64)  # delimiters among the special bytes, by kind
+            if 0x22 in special:
+                per_kind[[PLAIN, LANG, DT]] += 2
+            per_kind[[IRI, DT]] += (0x3C in special) + (0x3E in special)
+            kind[cnt != per_kind[kind]] = SLOW
         slow = kind == SLOW
         if slow.any():
             s = start[slow]
@@ -213,16 +242,21 @@ def _few(keys: pa.Array, slow_render: Callable[[str], bytes], wraps) -> pa.Array
 
 def _render(keys: pa.Array, slow_render: Callable[[str], bytes], templates: dict[int, Template],
             special: bytes, ctrl: bool, wraps: list[tuple[bytes, bytes]] | None, *, high_ef: bool = False,
-            bnode_whole: bool = False, second: bool = True) -> pa.Array:
+            bnode_whole: bool = False, second: bool = True, parts: bool = False):
     """Fragments of ``keys`` by per-kind templates, one table per (pre, post)
     wrap, concatenated; keys of no template (or needing escapes) by ``slow_render``.
+    With ``parts``, may answer (pres, table, posts) instead (see :func:`_uniform`).
 
     Cost: a few numpy passes over the keys' bytes and offsets, two ``take`` of
     byte ranges and one element-wise join per wrap; constant in the number of
     kinds."""
     wraps = wraps or [(b"", b"")]
+    if len(keys) == 0:  # a column never bound
+        return pa.array([], _BIN)
     if (few := _few(keys, slow_render, wraps)) is not None:
         return few
+    if (same := _uniform(keys, templates, special, ctrl, high_ef, bnode_whole, wraps, second, parts)) is not None:
+        return same
     an = _Anatomy(keys, special, ctrl, high_ef)
     kind = an.kind
     for k in (IRI, BNODE, PLAIN, LANG, DT):
@@ -273,9 +307,88 @@ def _render(keys: pa.Array, slow_render: Callable[[str], bytes], templates: dict
     return tables[0] if len(tables) == 1 else pa.concat_arrays(tables)
 
 
+def _uniform(keys: pa.Array, templates: dict[int, Template], special: bytes, ctrl: bool, high_ef: bool,
+             bnode_whole: bool, wraps: list[tuple[bytes, bytes]], second: bool = True,
+             parts: bool = False):
+    """The fragments when every key has one shape whose varying part is the key
+    less a fixed number of bytes at each end -- IRIs ``<x>``, blank nodes
+    ``_:x``, simple literals ``"x"``, literals of one datatype ``"x"^^<dt>`` or
+    one language ``"x"@en`` -- and no key needs escaping; None otherwise.
+
+    Why: a column is usually all IRIs, or all numbers of one datatype, and the
+    general anatomy costs some 25 numpy calls; here a few byte scans decide, one
+    slice and one join per wrap render. With ``parts`` the answer is (pres,
+    main parts, posts), a constant prefix and suffix per wrap left to the row
+    join, which saves the join over the keys."""
+    keys = _as_bin(keys)
+    n = len(keys)
+    if n == 0:
+        return None
+    offs, buf, _ = _offsets_data(keys)
+    start, end = offs[:-1], offs[1:]
+    shortest = int((end - start).min())
+    if shortest < 2:
+        return None
+    first = buf[start]
+    f0 = int(first[0])
+    if not bool((first == f0).all()):
+        return None
+    sfx = b""
+    if f0 == 0x3C:
+        kind, cut, quotes, angles = IRI, (1, 1), 0, n
+    elif f0 == 0x5F:
+        kind, cut, quotes, angles = BNODE, ((0 if bnode_whole else 2), 0), 0, 0
+    elif f0 == 0x22:
+        k0 = bytes(buf[start[0]:end[0]])
+        sfx = k0[k0.rindex(b'"') + 1:]  # what follows the lexical form (the same in every key, checked below)
+        quotes, angles = 2 * n, 0
+        if not sfx:
+            kind = PLAIN
+        elif sfx[:3] == b"^^<" and sfx[-1:] == b">" and len(sfx) > 4:
+            kind, angles = (PLAIN, n) if sfx[3:-1] == _XSD_STRING_SFX[3:-1] else (DT, n)
+        elif sfx[:1] == b"@" and len(sfx) > 1:
+            kind = LANG
+        else:
+            return None
+        cut = (1, len(sfx) + 1)
+        if shortest < len(sfx) + 2 or not bool((buf[end - len(sfx) - 1] == 0x22).all()):
+            return None
+        if sfx and not pc.all(pc.ends_with(keys, pattern=sfx)).as_py():
+            return None
+    else:
+        return None
+    if kind not in templates or (kind == IRI and not bool((buf[end - 1] == 0x3E).all())):
+        return None
+    # each key holds at least its own delimiters: totals equal to theirs mean no key holds another
+    need = {0x22: quotes, 0x3C: angles, 0x3E: angles}
+    for c in special:
+        if np.count_nonzero(buf == c) != need.get(c, 0):
+            return None
+    if ctrl and bool((buf < 0x20).any()):
+        return None
+    if high_ef and bool((buf == 0xEF).any()):
+        return None
+    if cut == (0, 0):
+        xs = keys
+    else:  # (a stop past the end overflows in Arrow: the longest key's length instead)
+        xs = pc.binary_slice(keys, cut[0], -cut[1] if cut[1] else int((end - start).max()))
+    second_part = (sfx[3:-1] if kind == DT else sfx[1:] if kind == LANG else b"") if second else b""
+    pre, mid, post, swap = templates[kind]
+    if swap:  # pre + second + mid + main + post
+        head, tail = pre + second_part + mid, post
+    else:     # pre + main + mid + second + post
+        head, tail = pre, mid + second_part + post
+    pres = [wpre + head for wpre, _ in wraps]
+    posts = [tail + wpost for _, wpost in wraps]
+    if parts:
+        return pres, xs, posts
+    tables = [_join(p, xs, q) for p, q in zip(pres, posts, strict=True)]
+    return tables[0] if len(tables) == 1 else pa.concat_arrays(tables)
+
+
 def _join(*xs) -> pa.Array:
     """Element-wise concatenation of arrays and byte constants."""
-    args = [_lit(x) if isinstance(x, bytes) else x.cast(_BIN) for x in xs]
+    args = [_lit(x) if isinstance(x, bytes) else x if isinstance(x, pa.Scalar) else _as_bin(x) for x in xs]
     return pc.binary_join_element_wise(*args, _lit(b""))
 
 
@@ -299,41 +412,55 @@ _XML = {
 _CSV = {k: (b"", b"", b"", False) for k in (IRI, BNODE, PLAIN, LANG, DT)}
 
 
-def json_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None) -> pa.Array:
+def json_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None, parts: bool = False):
     """Each key as its SPARQL JSON term object (orjson's bytes exactly)."""
-    return _render(keys, slow_render, _JSON, b'"\\', True, wraps)
+    return _render(keys, slow_render, _JSON, b'"\\', True, wraps, parts=parts)
 
 
-def xml_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None) -> pa.Array:
+def xml_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None, parts: bool = False):
     """Each key as its SPARQL XML term element."""
-    return _render(keys, slow_render, _XML, b'&<>"\\', True, wraps, high_ef=True)
+    return _render(keys, slow_render, _XML, b'&<>"\\', True, wraps, high_ef=True, parts=parts)
 
 
-def csv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None) -> pa.Array:
+def csv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None, parts: bool = False):
     """Each key as its CSV field (IRIs bare, blank nodes as ``_:x``, literals by lexical form)."""
-    return _render(keys, slow_render, _CSV, b'",\r\n\\', False, wraps, bnode_whole=True, second=False)
+    return _render(keys, slow_render, _CSV, b'",\r\n\\', False, wraps, bnode_whole=True, second=False,
+                   parts=parts)
 
 
 _TSV_BNODE_OK = r"^_:[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_-])?$"
 
 
-def tsv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None) -> pa.Array:
+def tsv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None, parts: bool = False):
     """Each key as its TSV field: the key itself, except tabs in literals and
     blank node labels outside the N-Triples label syntax (exact writer)."""
+    return _keys_as_is(keys, slow_render, wraps, True)
+
+
+def nt_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=None, parts: bool = False):
+    """Each key as its N-Triples term: the key itself (keys are N-Triples terms),
+    except blank node labels outside the N-Triples label syntax (exact writer)."""
+    return _keys_as_is(keys, slow_render, wraps, False)
+
+
+def _keys_as_is(keys: pa.Array, slow_render: Callable[[str], bytes], wraps, tabs: bool) -> pa.Array:
+    """The keys themselves, those that are not (blank nodes with another label
+    syntax, and with ``tabs`` literals holding a tab) by ``slow_render``."""
     wraps = wraps or [(b"", b"")]
     if (few := _few(keys, slow_render, wraps)) is not None:
         return few
-    keys = keys.cast(_BIN) if keys.type != _BIN else keys
+    keys = _as_bin(keys)
     offs, buf, _ = _offsets_data(keys)
     n = len(keys)
     start, end = offs[:-1], offs[1:]
     first = np.zeros(n, dtype=np.uint8)
     ne = end > start
     first[ne] = buf[start[ne]]
-    tab = np.flatnonzero(buf == 0x09)
     fast = (first == 0x3C) | (first == 0x22)
-    if len(tab):
-        fast[np.searchsorted(end, tab, side="right")] = False
+    if tabs:
+        tab = np.flatnonzero(buf == 0x09)
+        if len(tab):
+            fast[np.searchsorted(end, tab, side="right")] = False
     bn = np.flatnonzero(first == 0x5F)
     if len(bn):
         ok = np.asarray(pc.match_substring_regex(keys.take(pa.array(bn)).cast(pa.large_string()),
@@ -355,35 +482,59 @@ def tsv_fragments(keys: pa.Array, slow_render: Callable[[str], bytes], wraps=Non
 
 
 class Column:
-    """One column's rows as indexes into a table of fragments: the table holds
-    each distinct term rendered (in each variant the format needs) and one
-    empty entry for UNBOUND."""
+    """One column's rows as pieces for the row join, each either constant bytes
+    (the same in every row) or (table, idx): entry ``idx[row]`` of the table in
+    each row. ``Column(table, idx)`` is the one-piece form: a table of each
+    distinct term's fragment (per variant) and an empty entry for UNBOUND."""
 
-    def __init__(self, table: pa.Array, idx: np.ndarray):
-        self.table = table
-        self.idx = idx
-        lens = pc.binary_length(table).to_numpy(zero_copy_only=False).astype(np.int64)
-        self.size = int(lens[idx].sum()) if len(idx) else 0
+    def __init__(self, table: pa.Array | None = None, idx: np.ndarray | None = None, pieces: list | None = None):
+        if pieces is None:
+            pieces = [(table, idx)]
+        self.pieces: list = []
+        size = const = rows = 0
+        for p in pieces:
+            if isinstance(p, bytes):
+                const += len(p)
+                self.pieces.append(p)
+                continue
+            t, i = _as_bin(p[0]), p[1]
+            offs = np.frombuffer(t.buffers()[1], dtype=np.int64, count=len(t) + 1, offset=t.offset * 8)
+            rows = len(i)
+            size += int(np.diff(offs)[i].sum()) if rows else 0
+            self.pieces.append((t, i))
+        self.size = size + rows * const
 
 
 def column(result: QueryResult, col: np.ndarray, render, wrap: list[tuple[bytes, bytes]] | None = None,
            variant: np.ndarray | None = None, check: Callable[[int], None] | None = None) -> Column:
-    """The Column of ``col`` with fragments from ``render(keys)``.
+    """The Column of ``col`` with fragments from ``render(keys, wrap, parts=True)``.
 
     ``wrap``: (pre, post) per variant, around each bound cell; ``variant`` (int
     per row, default 0) picks it. ``check(bytes)`` is called with the size of
-    the decoded keys before rendering (a bound on the distinct terms alone)."""
+    the decoded keys before rendering (a bound on the distinct terms alone).
+    ``render`` answers a table of fragments (each wrap's, concatenated) or
+    (pres, main parts, posts) (see :func:`_uniform`): for a column bound in
+    every row with one wrap, the main parts go to the row join between its
+    constant prefix and suffix, and no fragment is joined per term."""
     col = np.asarray(col, dtype=np.int64)
     wrap = wrap or [(b"", b"")]
     bound = col != UNBOUND
     all_bound = bool(bound.all())
     ids = col if all_bound else col[bound]
     uniq, inv = distinct_inverse(ids)
-    keys = keys_arrow(result, uniq)
+    keys = keys_arrow(result, uniq, sorted_ids=True)
     if check is not None:
         check(int(keys.nbytes))
     d = len(uniq)
-    table = pa.concat_arrays([render(keys, wrap), pa.array([b""], _BIN)])
+    out = render(keys, wrap, parts=True)
+    if isinstance(out, tuple):
+        pres, xs, posts = out
+        if all_bound and (len(wrap) == 1 or variant is None):
+            return Column(pieces=[pres[0], (xs, inv), posts[0]])
+        # cells unbound or of several variants: one table of fragments (a take per row, not
+        # three: the rows outnumber the distinct terms)
+        out = pa.concat_arrays([_join(p, xs, q) for p, q in zip(pres, posts, strict=True)])
+    table = pa.concat_arrays([out, pa.array([b""], _BIN)])
     if variant is not None:
         inv = inv + d * (variant if all_bound else variant[bound])
     if all_bound:
@@ -418,20 +569,38 @@ class Rendered:
     def __init__(self, head: bytes, columns: list[Column], n: int, row_pre: bytes, col_sep: bytes,
                  row_post: bytes, strip: int, tail: bytes):
         self.cancelled = False
+        self._tmpl: list | None = None
         self.head, self.columns, self.n = head, columns, n
         self.row_pre, self.col_sep, self.row_post, self.strip, self.tail = row_pre, col_sep, row_post, strip, tail
         per_row = len(row_pre) + len(row_post) + len(col_sep) * max(0, len(columns) - 1)
         self.size = len(head) + len(tail) + n * per_row + sum(c.size for c in columns) - (strip if n else 0)
 
-    def _rows(self, a: int, b: int) -> pa.Array:
-        args: list = [self.row_pre] if self.row_pre else []
+    def _template(self) -> list:
+        """The row join's arguments: constants merged and made Arrow scalars once,
+        (table, idx) pieces where a column's entries go."""
+        args: list = [self.row_pre]
         for j, c in enumerate(self.columns):
-            if j and self.col_sep:
+            if j:
                 args.append(self.col_sep)
-            args.append(c.table.take(pa.array(c.idx[a:b])))
-        if self.row_post:
-            args.append(self.row_post)
-        return _join(*args)
+            args.extend(c.pieces)
+        args.append(self.row_post)
+        merged: list = []
+        for x in args:
+            if isinstance(x, bytes):
+                if not x:
+                    continue
+                if merged and isinstance(merged[-1], bytes):
+                    merged[-1] += x
+                    continue
+            merged.append(x)
+        return [_lit(x) if isinstance(x, bytes) else x for x in merged]
+
+    def _rows(self, a: int, b: int) -> pa.Array:
+        if self._tmpl is None:
+            self._tmpl = self._template()
+        whole = a == 0 and b == self.n
+        return _join(*[x if isinstance(x, pa.Scalar) else x[0].take(pa.array(x[1] if whole else x[1][a:b]))
+                       for x in self._tmpl])
 
     def chunks(self, tick: Callable[[], None] | None = None) -> Iterator[bytes | memoryview]:
         """The body in pieces; ``tick()`` runs before each chunk of rows (deadline checks)."""

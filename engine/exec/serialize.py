@@ -33,12 +33,13 @@ from contextvars import ContextVar
 
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine import formats
-from engine.arrays import unique
 from engine.errors import QueryTimeout, ResponseTooLarge
 from engine.exec import render
-from engine.exec.bindings import distinct_inverse
+from engine.exec.bindings import distinct_values
 from engine.exec.context import MemoryBudget, query_deadline
 from engine.exec.result import UNBOUND, QueryResult
 from engine.terms import XSD, XSD_STRING, unescape_string
@@ -77,46 +78,10 @@ def _bnode_label(label: str) -> str:
 # --------------------------------------------------------------------------
 
 
-def _table(result: QueryResult, col: np.ndarray, renders, unbound: str = ""):
-    """Render each distinct id of ``col`` once per render function.
-
-    Returns (tables, inv): ``tables[k][inv[i]]`` is row i rendered by
-    ``renders[k]`` (``unbound`` for UNBOUND). For tiny columns inv is the
-    identity."""
-    n = len(col)
-    if n <= 8:
-        uniq = np.asarray(col, dtype=np.int64)
-        inv = np.arange(n)
-    else:
-        uniq, inv = distinct_inverse(col)
-    keys = result.terms.keys(uniq)
-    tables = []
-    limit = _room()
-    for fn in renders:
-        t = np.empty(len(keys), dtype=object)
-        if limit is None:
-            t[:] = [unbound if k is None else fn(k) for k in keys]
-        else:  # the distinct terms alone may pass the bound: stop rendering once they do
-            out = []
-            total = 0
-            for k in keys:
-                x = unbound if k is None else fn(k)
-                if x is not None:
-                    total += len(x)
-                    if total > limit:
-                        check_size(total, _BOUND.get()[0])
-                out.append(x)
-            t[:] = out
-        tables.append(t)
-    return tables, inv
-
-
 def _row_count(result: QueryResult) -> int:
     return len(result)
 
 
-#: rows assembled per chunk (bounds the per-row strings alive at once)
-_CHUNK_ROWS = 1 << 16
 #: variable names longer than this are not copied into every distinct term's fragment
 _LONG_NAME = 256
 
@@ -130,19 +95,6 @@ def _bounded(result: QueryResult, max_bytes: int | None):
     result carries its query's memory budget, that budget (the body and its
     pieces, about twice the body, are charged to it)."""
     return _BOUND.set((max_bytes or 0, getattr(result.terms, "memory", None)))
-
-
-def _room() -> int | None:
-    """Bytes a rendered table may take before the bounds are certainly passed (None: unbounded)."""
-    b = _BOUND.get()
-    if b is None:
-        return None
-    room = b[0] or None
-    mem = b[1]
-    if mem is not None and mem.limit:
-        r = max(0, (mem.limit - mem.held) // 2)
-        room = r if room is None else min(room, r)
-    return room
 
 
 #: the deadline (time.monotonic()) of the serialization running in this context, if given
@@ -276,8 +228,8 @@ def _json_rendered(result: QueryResult, head: bytes, names: list[bytes], n: int,
     return r
 
 
-def _json_frags(keys, wraps=None):
-    return render.json_fragments(keys, _json_bytes, wraps)
+def _json_frags(keys, wraps=None, parts=False):
+    return render.json_fragments(keys, _json_bytes, wraps, parts)
 
 
 # --------------------------------------------------------------------------
@@ -345,8 +297,8 @@ def _serialize_xml(result: QueryResult, max_bytes: int | None = None, lazy: bool
     return b"".join(out)
 
 
-def _xml_frags(keys, wraps=None):
-    return render.xml_fragments(keys, _xml_bytes, wraps)
+def _xml_frags(keys, wraps=None, parts=False):
+    return render.xml_fragments(keys, _xml_bytes, wraps, parts)
 
 
 def _xml_bytes(key: str) -> bytes:
@@ -379,25 +331,6 @@ def _tsv_term(key: str) -> str:
     if key[0] == "_":
         return "_:" + _bnode_label(key[2:])
     return key
-
-
-def _plain_cells(result: QueryResult, col: np.ndarray, render) -> tuple[np.ndarray, np.ndarray, int]:
-    """(table of encoded fragments, row -> table index, total bytes of the column); UNBOUND -> b''."""
-    (t,), inv = _table(result, np.asarray(col), (lambda k: render(k).encode("utf-8"),), b"")
-    lens = np.fromiter(map(len, t), dtype=np.int64, count=len(t))
-    return t, inv, int(lens[inv].sum())
-
-
-def _join_columns(tables: list[tuple[np.ndarray, np.ndarray]], n: int, sep: bytes, eol: bytes) -> list[bytes]:
-    """Rows of the columns joined by ``sep``, each ended by ``eol``; built a chunk at a time."""
-    out = []
-    for a in range(0, n, _CHUNK_ROWS):
-        b = min(n, a + _CHUNK_ROWS)
-        lists = [t[inv[a:b]].tolist() for t, inv in tables]
-        rows = map(sep.join, zip(*lists, strict=True)) if len(lists) > 1 else lists[0]
-        out.append(eol.join(rows))
-        out.append(eol)
-    return out
 
 
 def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, frags,
@@ -437,12 +370,12 @@ def _serialize_tsv(result: QueryResult, max_bytes: int | None = None, lazy: bool
                                 max_bytes, lazy)
 
 
-def _csv_frags(keys, wraps=None):
-    return render.csv_fragments(keys, lambda k: _csv_value(k).encode("utf-8"), wraps)
+def _csv_frags(keys, wraps=None, parts=False):
+    return render.csv_fragments(keys, lambda k: _csv_value(k).encode("utf-8"), wraps, parts)
 
 
-def _tsv_frags(keys, wraps=None):
-    return render.tsv_fragments(keys, lambda k: _tsv_term(k).encode("utf-8"), wraps)
+def _tsv_frags(keys, wraps=None, parts=False):
+    return render.tsv_fragments(keys, lambda k: _tsv_term(k).encode("utf-8"), wraps, parts)
 
 
 # --------------------------------------------------------------------------
@@ -456,30 +389,28 @@ def _nt_term(key: str) -> str:
     return key
 
 
-def _graph_cells(result: QueryResult, max_bytes: int | None, tail: bytes = b" .\n",
-                 factor: int = 1, per_triple: int = 0):
-    """The three N-Triples columns and the N-Triples size of the graph; raises
-    ResponseTooLarge when ``factor`` x that size (+ ``per_triple`` per triple:
-    formats built through another representation) passes ``max_bytes``."""
+def _serialize_ntriples(result: QueryResult, graph: str | None = None, max_bytes: int | None = None) -> bytes:
+    """N-Triples (N-Quads with ``graph``): each column's distinct terms are their
+    keys (blank nodes relabelled where their label is not N-Triples syntax), rows
+    joined by the vectorized row assembly (:mod:`engine.exec.render`); the exact
+    size is checked before any row is built."""
     t = result.triples
     if t is None or len(t) == 0:
-        return [], 0
-    size = len(t) * (2 + len(tail) + per_triple)
-    tables = []
-    for i in range(3):
-        tab, inv, sz = _plain_cells(result, np.asarray(t[:, i]), _nt_term)
-        size += sz * factor
-        check_size(size, max_bytes)
-        tables.append((tab, inv))
-    return tables, size
-
-
-def _serialize_ntriples(result: QueryResult, graph: str | None = None, max_bytes: int | None = None) -> bytes:
-    tail = b" .\n" if graph is None else (" <" + graph + "> .\n").encode("utf-8")
-    tables, _ = _graph_cells(result, max_bytes, tail)
-    if not tables:
         return b""
-    return b"".join(_join_columns(tables, len(result.triples), b" ", tail))
+    tail = b" .\n" if graph is None else (" <" + graph + "> .\n").encode("utf-8")
+    n = len(t)
+    size = n * (2 + len(tail))
+    check_size(size, max_bytes)
+    cols = []
+    for i in range(3):
+        cols.append(render.column(result, np.asarray(t[:, i]), _nt_frags))
+        size += cols[-1].size
+        check_size(size, max_bytes)
+    return render.Rendered(b"", cols, n, b"", b" ", tail, 0, b"").body(_tick())
+
+
+def _nt_frags(keys, wraps=None, parts=False):
+    return render.nt_fragments(keys, lambda k: _nt_term(k).encode("utf-8"), wraps, parts)
 
 
 COMMON_PREFIXES = {
@@ -528,16 +459,12 @@ class _TurtleNames:
     """Picks prefixes for a set of IRIs: the common ones plus ns1, ns2 ... for
     the (at most MAX_NEW_PREFIXES) most used other namespaces used at least twice."""
 
-    def __init__(self, iris: Sequence[str], prefixes: dict[str, str] | None = None):
+    def __init__(self, counts: dict[str, int], prefixes: dict[str, str] | None = None):
+        """``counts``: namespace -> IRIs in it whose local part can be a prefixed name."""
         known = dict(COMMON_PREFIXES)
         if prefixes:
             known.update(prefixes)
         by_ns = {ns: p for p, ns in known.items()}
-        counts: dict[str, int] = {}
-        for iri in iris:
-            ns, local = _namespace(iri)
-            if ns and _PN_LOCAL.match(local):
-                counts[ns] = counts.get(ns, 0) + 1
         self.ns_prefix: dict[str, str] = {}
         i = 1
         new = 0
@@ -560,12 +487,27 @@ class _TurtleNames:
 def _turtle_prefixes(result: QueryResult, prefixes: dict[str, str] | None) -> dict[str, str]:
     """The prefixes a Turtle/TriG answer declares: the common ones (and the caller's) that
     its IRIs use, plus ``ns1``, ``ns2`` ... (or a namespace's last word) for other
-    namespaces used at least twice. One pass over the distinct terms."""
-    t = result.triples
-    keys = result.terms.keys(unique(np.asarray(t, dtype=np.int64)))
-    iris = [k[1:-1] for k in keys if k and k[0] == "<"]
-    iris += [k[k.rfind('"') + 4 : -1] for k in keys if k and k[0] == '"' and "^^<" in k[k.rfind('"') :]]
-    return {p: ns for ns, p in _TurtleNames(iris, prefixes).used}
+    namespaces used at least twice. Counted over the distinct terms (IRIs and
+    datatype IRIs) by a few Arrow kernels, no Python per term."""
+    keys = render.keys_arrow(result, distinct_values(result.triples), sorted_ids=True)
+    return {p: ns for ns, p in _TurtleNames(_namespace_counts(keys), prefixes).used}
+
+
+#: an IRI key, or a typed literal key's datatype IRI
+_IRI_OF_KEY = r'^<(?P<iri>[^<>"]*)>$|\^\^<(?P<dt>[^<>"]*)>$'
+#: namespace (up to the last '/' or '#') and a local part that can be a prefixed name (_PN_LOCAL)
+_NS_LOCAL = r"^(?P<ns>.*[/#])(?P<local>[A-Za-z_][A-Za-z0-9_-]*|[0-9]+)$"
+
+
+def _namespace_counts(keys) -> dict[str, int]:
+    """Namespace -> number of distinct IRIs (and datatype IRIs) in ``keys`` that are
+    that namespace plus a local name a prefixed name can write."""
+    keys = keys.cast(pa.large_string()) if keys.type != pa.large_string() else keys
+    found = pc.drop_null(pc.extract_regex(keys, _IRI_OF_KEY))  # null where neither (a group not taken: "")
+    a, b = found.field("iri"), found.field("dt")
+    parts = pc.drop_null(pc.extract_regex(pc.if_else(pc.not_equal(a, ""), a, b), _NS_LOCAL))
+    vc = pc.value_counts(parts.field("ns"))
+    return dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True))
 
 
 def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = None,
@@ -586,6 +528,18 @@ def _used_prefixes(body: bytes, prefixes: dict[str, str] | None) -> dict[str, st
     if prefixes:
         known.update(prefixes)
     return {p: ns for p, ns in known.items() if _PN_PREFIX_OK.match(p) and ("<" + ns).encode("utf-8") in body}
+
+
+def _used_prefixes_of(result: QueryResult, prefixes: dict[str, str] | None) -> dict[str, str]:
+    """:func:`_used_prefixes` of ``result``'s N-Triples body, found in its distinct
+    terms' keys instead of the body (a few Arrow substring scans over the distinct
+    terms rather than one scan of the whole body per namespace)."""
+    known = dict(COMMON_PREFIXES)
+    if prefixes:
+        known.update(prefixes)
+    keys = render.keys_arrow(result, distinct_values(result.triples), sorted_ids=True)
+    return {p: ns for p, ns in known.items()
+            if _PN_PREFIX_OK.match(p) and pc.any(pc.match_substring(keys, "<" + ns)).as_py()}
 
 
 def _ox_rewrite(body: bytes, quads: bool, target: str, prefixes: dict[str, str] | None,
@@ -620,7 +574,7 @@ def _serialize_rdfxml(result: QueryResult, max_bytes: int | None = None) -> byte
     if not body:
         return (b'<?xml version="1.0" encoding="UTF-8"?>\n'
                 b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n</rdf:RDF>\n')
-    return _ox_rewrite(body, False, "RDF_XML", _used_prefixes(body, None), max_bytes)
+    return _ox_rewrite(body, False, "RDF_XML", _used_prefixes_of(result, None), max_bytes)
 
 
 def _serialize_trig(result: QueryResult, graph: str | None = None, prefixes: dict[str, str] | None = None,

@@ -30,6 +30,7 @@ from server.api.common import (
     base_url,
     check_charset,
     check_read,
+    deadline_tick,
     decode_utf8,
     error_reply,
     failure,
@@ -50,8 +51,11 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 ALLOW = "GET, POST, OPTIONS"
 #: answers with more rows than this return their freed heap to the OS after serializing
 _TRIM_ROWS = 100_000
-#: SELECT answers with more rows than this are streamed (built a chunk of rows at a time while sent)
+#: SELECT answers with more rows than this are streamed (built a chunk of rows at a time while sent) ...
 _STREAM_ROWS = render.CHUNK_ROWS
+#: ... when their body is larger than this (a smaller one is built whole where the query ran: a
+#: streamed piece of 1 MiB costs a thread hand-off, and the memory saved is small)
+STREAM_MIN_BYTES = 8 << 20
 #: SPARQL JSON and N-Triples: small answers are joined from cached rendered terms (engine/small_answers.py)
 _SRJ = "application/sparql-results+json"
 _NT = "application/n-triples"
@@ -174,6 +178,9 @@ def _query_job(state: ServerState, scope: dict, headers: dict[str, str], params:
                 pass
             elif stream and res.form == "SELECT" and len(res) > _STREAM_ROWS:
                 body = ser.serialize_lazy(res, mt, max_bytes=max_bytes, deadline=deadline)
+                if isinstance(body, render.Rendered) and body.size <= STREAM_MIN_BYTES:
+                    # built here, in one go: each streamed piece costs a hand-off to a thread
+                    body = body.body(None if deadline is None else deadline_tick(deadline))
             else:
                 body = ser.serialize(res, mt, max_bytes=max_bytes, deadline=deadline)
             err = None
