@@ -261,8 +261,36 @@ def test_inline_policy():
         where.clear()
         assert await state.run(expensive, slow, deadline=None, probe=True) == 2
         assert where == [False]  # known to be expensive now
+        # a probe that waits (a lock, the network) rather than computes is expensive too:
+        # it held the loop for its whole budget, whatever its CPU time was
+        waits = query_shape("SELECT * WHERE { <http://ex.org/e> ?p 1 }")
+        where.clear()
+
+        def waiting(deadline):
+            where.append(threading.get_ident() == main_thread)
+            if where[-1]:
+                time.sleep(max(0.0, deadline - time.monotonic()) + 0.001)
+                raise QueryTimeout("probe budget")
+            return 3
+        for _ in range(4):
+            assert await state.run(waiting, waits, deadline=None, probe=True) == 3
+        # the probe's 5 ms are below the 10 ms threshold: inline until two 20 ms budgets in a
+        # row are taught, then the pool (on CPU time alone it would stay inline for good)
+        assert where == [True, False, True, False, True, False, False]
 
     asyncio.run(go())
+
+
+def test_service_queries_never_run_inline():
+    """A SERVICE call waits on another endpoint: its shape is None (never on the event loop,
+    never remembered), however the keyword is spelled; other texts keep their shape."""
+    from server.api.common import query_shape
+
+    for text in ("SELECT * WHERE { SERVICE <http://ex.org/sparql> { ?s ?p ?o } }",
+                 "select * where { service silent <http://ex.org/sparql> { ?s ?p ?o } }",
+                 "SELECT * WHERE { ?s ?p ?o . SeRvIcE ?ep { ?s ?q ?r } }"):
+        assert query_shape(text) is None
+    assert query_shape("SELECT * WHERE { ?s <http://ex.org/services> ?o }") is not None
 
 
 def test_front_page_is_served(server):

@@ -528,10 +528,18 @@ def query_shape(text: str) -> str | None:
     """The query with its literal constants and comments blanked: queries of one shape
     usually cost alike. IRIs are kept, since they decide the cost (``?x a
     <RareClass>`` vs ``?x a <Thing>``): a query runs inline on the event loop
-    only when this exact pattern was cheap before. None for long texts."""
-    if len(text) > SHAPE_MAX_CHARS:
+    only when this exact pattern was cheap before. None for long texts, and for
+    texts that call SERVICE: such a query spends its time waiting on another
+    endpoint, which a CPU-time cost (:func:`cost_clock`) would call cheap, and the
+    event loop must never wait on the network."""
+    if len(text) > SHAPE_MAX_CHARS or _SERVICE_RE.search(text):
         return None
     return _SHAPE_RE.sub(_blank_literal, text)
+
+
+#: the SERVICE keyword anywhere (also inside a literal or a comment: such a text
+#: only loses the inline lane, it still runs in the pool)
+_SERVICE_RE = re.compile(r"(?i)\bSERVICE\b")
 
 
 #: An answer past its deadline waits at most this long for the engine's own
@@ -716,10 +724,12 @@ class ServerState:
             cap = time.monotonic() + (INLINE_PROBE if first else INLINE_BUDGET)
             if deadline is not None and cap >= deadline:
                 return True, fn(deadline)
+            w0 = time.perf_counter()
             try:
                 return True, fn(cap)
             except QueryTimeout:  # expensive after all: the pool runs it under its own deadline
-                spent = clock() - t0
+                # the loop was held for the whole cap, whatever the CPU clock says
+                spent = max(clock() - t0, time.perf_counter() - w0)
                 return False, spent
         finally:
             self._release()
