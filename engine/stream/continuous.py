@@ -490,6 +490,16 @@ class _JsonTerms:
 
     def __init__(self):
         self._d: dict[int, bytes] = {}
+        self._heads: dict[tuple, bytes] = {}   # vars -> b'{"head":{"vars":[...]}' (the same every instant)
+
+    def head(self, vars_) -> bytes:
+        key = tuple(vars_)
+        h = self._heads.get(key)
+        if h is None:
+            if len(self._heads) > 64:
+                self._heads.clear()
+            h = self._heads[key] = b'{"head":' + orjson.dumps({"vars": list(key)})
+        return h
 
     def render(self, ids: list[int], terms) -> list[bytes | None]:
         """JSON bytes of each id of ``ids`` (distinct), None for UNBOUND."""
@@ -513,7 +523,9 @@ class _JsonTerms:
         :func:`~engine.exec.serialize.sparql_json` writes. Each column maps its distinct ids to
         ``"var":{...}`` fragments, rows are joined by C-level ``join`` over the columns."""
         n = len(res)
-        if n == 0 or not res.vars:
+        if n == 0:   # the commonest event of a selective query: no work beyond two joins
+            return b"".join((self.head(res.vars), b',"results":{"bindings":[]}', extra, b"}"))
+        if not res.vars:
             return sparql_json(res, extra)
         if n > self.LARGE:
             return self._large(res, extra)
@@ -656,6 +668,15 @@ class InstantEvaluator:
         self._stored_arr = _EMPTY3
         delta = DeltaGuard(query)
         self._delta = delta if delta.patterns is not None else None
+        # per instant, computed once however many steps ask (the scheduler's capture, the delta
+        # check, the compact read, the event, its repeat prefix): the windows' seq ranges (stable
+        # once the instant is ready: later elements have tau beyond it), the window member
+        self._at: tuple | None = None        # (t, [(g0, g1) per window])
+        self._wm: tuple | None = None        # (t, member dict, b',"window":{...}')
+        self._pre: tuple = (None, 0.0)       # (t, ms capture(t) spent): counted in run(t)'s latency
+        ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
+        self._max_range = max(ranges) if ranges else None
+        self._from_graphs: tuple | None = None   # (snapshot, the FROM graphs the compact path reads)
         tiny = TinyCore(query) if self._compact.patterns is not None else None
         self._tiny = tiny if tiny is not None and tiny.usable else None
 
@@ -737,32 +758,37 @@ class InstantEvaluator:
         if self.reads_stored_default and self.absorb_log is not None and len(self.absorb_log):
             return None  # the stored default graph as of t: the merged path rewinds it
         snap = ctx.snapshot
-        graphs = []
-        for iri in self.from_default:
-            if iri == DEFAULT_GRAPH_IRI:
-                g = snap.default
-            else:
-                gid = ctx.lookup("<" + iri + ">")
-                g = snap.named.get(gid) if gid >= 0 else None
-            if g is not None and not isinstance(g, EmptyGraph) and all(g is not h for h in graphs):
-                graphs.append(g)
+        fg = self._from_graphs
+        if fg is not None and fg[0] is snap:
+            graphs = fg[1]
+        else:   # resolved once per store snapshot (a commit makes a new one)
+            graphs = []
+            for iri in self.from_default:
+                if iri == DEFAULT_GRAPH_IRI:
+                    g = snap.default
+                else:
+                    gid = ctx.lookup("<" + iri + ">")
+                    g = snap.named.get(gid) if gid >= 0 else None
+                if g is not None and not isinstance(g, EmptyGraph) and all(g is not h for h in graphs):
+                    graphs.append(g)
+            self._from_graphs = (snap, graphs)
         stored = cp.stored_rows(ctx, graphs) if graphs else _EMPTY3
         deferred = bool(graphs) and bool(cp._deferred)  # (set by stored_rows for these graphs)
         if deferred and cp.defer_failures >= _DEFER_TRIES:
             return None  # the restricted part kept exceeding the limit: the merged view directly
         if stored is None:
             return None
-        parts = [stored]
+        parts = [stored] if len(stored) else []
         total = len(stored)
-        for bw in self.windows:
-            store = bw.store
-            with store._lock:  # the range and the read must see the same slices
-                g0, g1 = store.window_range(bw.window, t)
-                if total + g1 - g0 > 2 * SMALL_WINDOW and not unbounded:
-                    return None
-                spo, _ = store.read(g0, g1)
-            parts.append(spo)
-            total += len(spo)
+        for bw, (g0, g1) in zip(self.windows, self.ranges(t), strict=True):
+            if total + g1 - g0 > 2 * SMALL_WINDOW and not unbounded:
+                return None
+            if g1 > g0:
+                spo, _ = bw.store.read(g0, g1)
+                parts.append(spo)
+                total += len(spo)
+        if not parts:
+            parts = [_EMPTY3]
         rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
         if deferred:
             extra = cp.anchored(rows)
@@ -780,12 +806,24 @@ class InstantEvaluator:
         return rows
 
     # -- unchanged instants -------------------------------------------------------
+    def ranges(self, t: int) -> list[tuple[int, int]]:
+        """The seq range of each window at the ready instant ``t``, computed once per instant
+        (a ready instant's ranges do not change: elements admitted later have tau beyond it)."""
+        at = self._at
+        if at is not None and at[0] == t:
+            return at[1]
+        r = [bw.store.window_range(bw.window, t) for bw in self.windows]
+        self._at = (t, r)
+        return r
+
     def capture(self, t: int) -> tuple:
         """What instant ``t``'s evaluation depends on: (t, store snapshot number, the seq range
         of each window). Taken before evaluating, so a commit meanwhile only makes
-        :meth:`unchanged_until` more conservative."""
-        return (int(t), self.db.store.snapshot().sn,
-                [bw.store.window_range(bw.window, t) for bw in self.windows])
+        :meth:`unchanged_until` more conservative. Its time counts in :meth:`run`'s latency."""
+        t0 = time.perf_counter()
+        st = (int(t), self.db.store.snapshot().sn, self.ranges(t))
+        self._pre = (t, (time.perf_counter() - t0) * 1000.0)
+        return st
 
     def unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
         """The last instant ``u`` in ``[t, last]`` such that every instant in ``(te, u]`` has the
@@ -828,18 +866,20 @@ class InstantEvaluator:
     def repeat_prefix(self, data: bytes, win: dict) -> bytes:
         """The part of an event's data before its ``window`` member, for reporting later
         unchanged instants: the same result (RSTREAM, errors) or an empty difference."""
-        suffix = _window_member(win) + b"}"
-        if not data.endswith(suffix):
+        wm = self._wm
+        member = wm[2] if wm is not None and wm[1] is win else _window_member(win)
+        if not (data.endswith(b"}") and data.endswith(member, 0, len(data) - 1)):
             raise ValueError("the event data does not end with its window member")
         if self.mode == "RSTREAM" or data.startswith(b'{"error"'):
-            return data[:-len(suffix)]
+            # a view, not a copy: an event of megabytes (C2: 8.7 MB) is not copied again per instant
+            return memoryview(data)[:len(data) - len(member) - 1]
         if self.form == "CONSTRUCT":
             return b'{"triples":""'
         return b'{"head":' + orjson.dumps({"vars": self._vars}) + b',"results":{"bindings":[]}'
 
     def repeat(self, prefix: bytes, t: int) -> bytes:
         """The data of an unchanged instant ``t`` from :meth:`repeat_prefix`."""
-        return prefix + _window_member(self.window_member(t)) + b"}"
+        return b"".join((prefix, self.member_bytes(t), b"}"))
 
     # -- one instant ---------------------------------------------------------
     def oldest_count_tau(self, t: int) -> int | None:
@@ -848,10 +888,25 @@ class InstantEvaluator:
         return min(taus) if taus else None
 
     def window_member(self, t: int) -> dict:
-        ws = [bw.window for bw in self.windows]
-        if any(w.range_ms is not None for w in ws):
-            return window_member(ws, t)
-        return window_member(ws, t, self.oldest_count_tau(t))
+        """The event's ``window`` member at ``t`` (the same dict for every asker of instant ``t``)."""
+        wm = self._wm
+        if wm is not None and wm[0] == t:
+            return wm[1]
+        if self._max_range is not None:
+            t = int(t)
+            win = {"start": t - self._max_range, "end": t}
+        else:
+            win = window_member([bw.window for bw in self.windows], t, self.oldest_count_tau(t))
+        self._wm = (t, win, _window_member(win))
+        return win
+
+    def member_bytes(self, t: int) -> bytes:
+        """``b',"window":{...}'`` of instant ``t``."""
+        wm = self._wm
+        if wm is None or wm[0] != t:
+            self.window_member(t)
+            wm = self._wm
+        return wm[2]
 
     def evaluate(self, t: int) -> QueryResult:
         db = self.db
@@ -920,13 +975,18 @@ class InstantEvaluator:
     def run(self, t: int) -> tuple[bytes, float]:
         """Evaluate instant ``t``: returns (the event's data JSON, latency in ms). An instant
         whose window change cannot touch the query's patterns (:mod:`engine.stream.delta`)
-        reports the last evaluated result without evaluating."""
+        reports the last evaluated result without evaluating. The latency covers the whole
+        instant: :meth:`capture` of ``t`` if the scheduler took it just before, reading the
+        windows, evaluating and writing the event."""
         t0 = time.perf_counter()
+        pre_t, pre_ms = self._pre
+        pre = pre_ms if pre_t == t else 0.0
+        self._pre = (None, 0.0)
         dg = self._delta
         keep = dg is not None and dg.wants_check()
         if keep or (dg is not None and dg.last is None):
             sn = self.db.store.snapshot().sn
-            ranges = [bw.store.window_range(bw.window, t) for bw in self.windows]
+            ranges = self.ranges(t)
             if keep:
                 absorbed = False
                 if self.reads_stored_default and self.absorb_log is not None:
@@ -934,18 +994,20 @@ class InstantEvaluator:
                     absorbed = nxt is not None and nxt <= t
                 prefix = dg.reusable(self.windows, sn, ranges, self.db.store.dictionary.lookup, absorbed)
                 if prefix is not None:
-                    return self.repeat(prefix, t), (time.perf_counter() - t0) * 1000.0
+                    return self.repeat(prefix, t), pre + (time.perf_counter() - t0) * 1000.0
             keep = True
         res = self.evaluate(t)
         win = self.window_member(t)
         data = self.render(res, win)
         if keep:
             dg.remember(t, sn, ranges, self.repeat_prefix(data, win))
-        return data, (time.perf_counter() - t0) * 1000.0
+        return data, pre + (time.perf_counter() - t0) * 1000.0
 
     def render(self, res: QueryResult, win: dict) -> bytes:
+        wm = self._wm
+        member = wm[2] if wm is not None and wm[1] is win else _window_member(win)
         if self.form == "ASK":
-            return sparql_json(res, _window_member(win))
+            return sparql_json(res, member)
         if self.form == "CONSTRUCT":
             if self.mode != "RSTREAM":
                 res = self._diff_triples(res)
@@ -953,7 +1015,7 @@ class InstantEvaluator:
             return orjson.dumps({"triples": nt, "window": win})
         if self.mode != "RSTREAM":
             res = self._diff_rows(res)
-        return self._json.select(res, _window_member(win))
+        return self._json.select(res, member)
 
     # -- I/DSTREAM -------------------------------------------------------------
     def _diff_rows(self, res: QueryResult) -> QueryResult:
