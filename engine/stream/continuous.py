@@ -354,6 +354,8 @@ class _Compact:
         self.conjunctive = self.patterns is not None and find_core(query) is not None
         self._deferred: list = []   # (pid, var end 0/2, anchor pattern's (s, p, o) ids, anchor end)
         self.defer_failures = 0     # instants in a row whose restricted part was too large
+        self._anchor_key: tuple | None = None   # the stored_rows key the memo below belongs to
+        self._anchor_memo: dict = {}  # deferred pattern -> (stored anchor values, their stored triples)
         self._graphs: list = []
 
     def _anchor(self, tp: A.TriplePattern, resolved: list) -> tuple | None:
@@ -371,35 +373,77 @@ class _Compact:
                         return end, qids, qend
         return None
 
-    def anchored(self, rows: np.ndarray) -> np.ndarray | None:
+    def anchored(self, rows: np.ndarray, n_stored: int = 0) -> np.ndarray | None:
         """The stored triples of the deferred patterns that can take part in a solution over the
-        instant's loaded ``rows`` (windows + stored rows): those whose shared end holds a value
-        some triple matching the anchor pattern holds at its end (every solution matches both
-        patterns with the same value). A superset of what the solutions use, so the same
-        solutions; None above :data:`SMALL_WINDOW` triples."""
+        instant's loaded ``rows`` (the ``n_stored`` stored rows first, then the windows'): those
+        whose shared end holds a value some triple matching the anchor pattern holds at its end
+        (every solution matches both patterns with the same value). A superset of what the
+        solutions use, so the same solutions; None above :data:`SMALL_WINDOW` triples.
+
+        The stored rows are the same at every instant of a store snapshot, so their anchor
+        values and expansion are kept (:meth:`stored_rows` resets them); per instant only the
+        windows' rows are scanned and only values the stored part does not hold expanded (the
+        last instant's expansion reused when they are the same values)."""
+        if self._anchor_key != self._key:
+            self._anchor_key = self._key
+            self._anchor_memo = {}
+        memo = self._anchor_memo
+        win = rows[n_stored:]
         parts = []
         total = 0
-        for pid, end, (qs, qp, qo), qend in self._deferred:
-            m = rows[:, 1] == qp
-            if qs is not None:
-                m &= rows[:, 0] == qs
-            if qo is not None:
-                m &= rows[:, 2] == qo
-            cand = unique(rows[m, qend])
-            if not len(cand):
-                continue
-            for g in self._graphs:
-                r, nb = g.expand(pid, 0 if end == 0 else 1, cand)
-                if not len(r):
-                    continue
-                v = cand[np.asarray(r, dtype=np.int64)]
-                nb = np.asarray(nb, dtype=np.int64)
-                total += len(v)
+        for k, (pid, end, anchor, qend) in enumerate(self._deferred):
+            hit = memo.get(k)
+            if hit is None:
+                cs = _anchor_values(rows[:n_stored], anchor, qend)
+                hit = memo[k] = (cs, self._expand(pid, end, cs, SMALL_WINDOW))
+            cs, ex = hit
+            if ex is None:
+                return None
+            total += len(ex)
+            if total > SMALL_WINDOW:
+                return None
+            if len(ex):
+                parts.append(ex)
+            cw = _anchor_values(win, anchor, qend)
+            if len(cw) and len(cs):
+                i = np.searchsorted(cs, cw).clip(max=len(cs) - 1)
+                cw = cw[cs[i] != cw]
+            if len(cw):
+                key = cw.tobytes()
+                last = memo.get(~k)   # consecutive instants' windows mostly hold the same values
+                if last is not None and last[0] == key:
+                    ew = last[1]
+                else:
+                    ew = self._expand(pid, end, cw, SMALL_WINDOW)
+                    memo[~k] = (key, ew)
+                if ew is None:
+                    return None
+                total += len(ew)
                 if total > SMALL_WINDOW:
                     return None
-                sp = np.full(len(v), pid, dtype=np.int64)
-                parts.append(np.stack([v, sp, nb] if end == 0 else [nb, sp, v], axis=1))
+                if len(ew):
+                    parts.append(ew)
         return np.concatenate(parts) if parts else _EMPTY3
+
+    def _expand(self, pid: int, end: int, cand: np.ndarray, limit: int) -> np.ndarray | None:
+        """The stored triples of predicate ``pid`` whose ``end`` (0: subject, 2: object) is one
+        of ``cand``; None above ``limit`` triples."""
+        parts = []
+        total = 0
+        if not len(cand):
+            return _EMPTY3
+        for g in self._graphs:
+            r, nb = g.expand(pid, 0 if end == 0 else 1, cand)
+            if not len(r):
+                continue
+            v = cand[np.asarray(r, dtype=np.int64)]
+            nb = np.asarray(nb, dtype=np.int64)
+            total += len(v)
+            if total > limit:
+                return None
+            sp = np.full(len(v), pid, dtype=np.int64)
+            parts.append(np.stack([v, sp, nb] if end == 0 else [nb, sp, v], axis=1))
+        return np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else _EMPTY3)
 
     def stored_rows(self, ctx: QueryContext, graphs: list) -> np.ndarray | None:
         """The triples of ``graphs`` matching some pattern; None if more than SMALL_WINDOW."""
@@ -461,6 +505,18 @@ class _Compact:
         self._key = key
         self._rows = np.concatenate(parts).astype(np.int64) if parts else _EMPTY3
         return self._rows
+
+
+def _anchor_values(rows: np.ndarray, anchor: tuple, qend: int) -> np.ndarray:
+    """Sorted distinct values at end ``qend`` of the ``rows`` matching the anchor pattern's
+    constants ``(s, p, o)`` (None: a variable)."""
+    qs, qp, qo = anchor
+    m = rows[:, 1] == qp
+    if qs is not None:
+        m &= rows[:, 0] == qs
+    if qo is not None:
+        m &= rows[:, 2] == qo
+    return unique(rows[m, qend])
 
 
 # ---------------------------------------------------------------- SPARQL JSON of the events
@@ -805,7 +861,7 @@ class InstantEvaluator:
             parts = [_EMPTY3]
         rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
         if deferred:
-            extra = cp.anchored(rows)
+            extra = cp.anchored(rows, len(stored))
             if extra is None:
                 cp.defer_failures += 1
                 return None
