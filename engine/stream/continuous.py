@@ -62,6 +62,7 @@ from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import serialize, sparql_json
 from engine.formats import NTRIPLES
 from engine.kv.views import EmptyGraph, merged_view
+from engine.plan.rewrite import is_pure_bgp
 from engine.sparql import algebra as A
 from engine.stream.absorb import AbsorbLog
 from engine.stream.delta import DeltaGuard, patterns_of
@@ -321,6 +322,22 @@ def _patterns(query: A.Query) -> list[A.TriplePattern] | None:
     predicates and the graph's vertices, SERVICE, GRAPH) or depends on the order of
     solutions (LIMIT/OFFSET, SAMPLE, GROUP_CONCAT); else None."""
     return patterns_of(query, _not_compact)
+
+
+#: operators that map an empty input to an empty output (not Group: an aggregate without GROUP
+#: BY has one row over no solutions)
+_EMPTY_TO_EMPTY = (A.Project, A.Distinct, A.Reduced, A.OrderBy, A.Extend, A.Filter, A.Slice)
+
+
+def _empty_preserving(query: A.Query) -> bool:
+    """Whether ``query`` is a SELECT whose pattern is a chain of :data:`_EMPTY_TO_EMPTY`
+    operators over its join core (so no solution of the core means an empty result)."""
+    if query.form != "SELECT" or find_core(query) is None:
+        return False
+    node = query.pattern
+    while isinstance(node, _EMPTY_TO_EMPTY):
+        node = node.input
+    return not isinstance(node, A.Group) and (isinstance(node, A.Join) or is_pure_bgp(node))
 
 
 def _not_compact(x) -> bool:
@@ -749,6 +766,11 @@ class InstantEvaluator:
         self._from_graphs: tuple | None = None   # (snapshot, the FROM graphs the compact path reads)
         tiny = TinyCore(query) if self._compact.patterns is not None else None
         self._tiny = tiny if tiny is not None and tiny.usable else None
+        # a SELECT whose operators above the BGP all map no rows to no rows (no aggregation):
+        # an instant without BGP solutions is the empty result; its variables are learned from
+        # the first instant the executor evaluates
+        self._empty_keeps = self._tiny is not None and _empty_preserving(query)
+        self._empty_vars: tuple | None = None
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -1034,13 +1056,21 @@ class InstantEvaluator:
         sol = self._tiny.solutions(rows, ctx, self._stored_arr)
         if sol is None:
             return None
+        if len(sol) == 0 and self._empty_vars is not None:
+            # no solution of the BGP, and every operator above it maps no rows to no rows: the
+            # empty result without the executor (the commonest instant of a selective query)
+            return QueryResult(form="SELECT", terms=ctx, vars=list(self._empty_vars),
+                               columns=[_EMPTY1] * len(self._empty_vars))
         ev = TinyEvaluator(ctx, _NO_GRAPH, self._tiny.base, sol)
         try:
-            return evaluate_query(self.query, ctx, _NO_GRAPH, evaluator=ev)
+            res = evaluate_query(self.query, ctx, _NO_GRAPH, evaluator=ev)
         except TinyFallback:
             return None
         finally:
             ctx.evaluator = None
+        if self._empty_keeps and self._empty_vars is None and res.form == "SELECT":
+            self._empty_vars = tuple(res.vars)   # a function of the query alone
+        return res
 
     def run(self, t: int) -> tuple[bytes, float]:
         """Evaluate instant ``t``: returns (the event's data JSON, latency in ms). An instant
