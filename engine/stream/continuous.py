@@ -43,6 +43,7 @@ evaluates instant ``t``:
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 import time
 from dataclasses import dataclass
@@ -564,6 +565,7 @@ class _JsonTerms:
     def __init__(self):
         self._d: dict[int, bytes] = {}
         self._heads: dict[tuple, bytes] = {}   # vars -> b'{"head":{"vars":[...]}' (the same every instant)
+        self._names: dict[str, bytes] = {}     # var -> b'"var":'
 
     def head(self, vars_) -> bytes:
         key = tuple(vars_)
@@ -607,10 +609,15 @@ class _JsonTerms:
         if n <= 64:
             # a few rows: every column's ids rendered by one call (one decode of the new terms)
             lists = [np.asarray(c, dtype=np.int64).tolist() for c in res.columns]
-            u = list(dict.fromkeys(x for lst in lists for x in lst))
+            u = list(dict.fromkeys(itertools.chain.from_iterable(lists)))
             frag = dict(zip(u, self.render(u, res.terms), strict=True))
+            names = self._names
             for v, lst in zip(res.vars, lists, strict=True):
-                name = orjson.dumps(v) + b":"
+                name = names.get(v)
+                if name is None:
+                    if len(names) > 256:
+                        names.clear()
+                    name = names[v] = orjson.dumps(v) + b":"
                 col = [frag[i] for i in lst]
                 if None in col:
                     holes = True
@@ -627,7 +634,7 @@ class _JsonTerms:
                 t[:] = [b"" if x is None else name + x for x in self.render(uniq.tolist(), res.terms)]
                 cols.append(t[inv].tolist())
                 holes = holes or bool((c == UNBOUND).any())
-        head = b'{"head":{"vars":' + orjson.dumps(list(res.vars)) + b'},"results":{"bindings":[{'
+        head = self.head(res.vars) + b',"results":{"bindings":[{'
         if holes:
             rows = [b",".join([x for x in r if x]) for r in zip(*cols, strict=True)]
             return b"".join([head, b"},{".join(rows), b"}]}", extra, b"}"])
