@@ -582,7 +582,14 @@ class _JsonTerms:
         out = [d.get(i) for i in ids]
         miss = [k for k, x in enumerate(out) if x is None and ids[k] != UNBOUND]
         if miss:
-            keys = terms.keys(np.array([ids[k] for k in miss], dtype=np.int64))
+            mids = [ids[k] for k in miss]
+            dic = getattr(terms, "dictionary", None)
+            if dic is not None and len(mids) <= 16 and all(0 <= i < LOCAL_BASE for i in mids):
+                # the few new store terms of an instant (a new observation's IRI and value): one
+                # scalar read each beats the ~10 numpy calls of a batch decode on tiny arrays
+                keys = [dic.key(i) for i in mids]
+            else:
+                keys = terms.keys(np.array(mids, dtype=np.int64))
             if len(d) + len(miss) > self.MAX:
                 d.clear()
             for k, key in zip(miss, keys, strict=True):
