@@ -42,6 +42,7 @@ evaluates instant ``t``:
 
 from __future__ import annotations
 
+import bisect
 import collections
 import itertools
 import threading
@@ -174,6 +175,27 @@ class _StableTerms:
                 live.update(unique(r[r < UNBOUND]).tolist())
         for j in [j for j in self.key_of if j not in live]:
             self.id_of.pop(self.key_of.pop(j), None)
+
+
+def advance_range(store: TransientStore, g0: int, g1: int, lo: int, hi: int) -> tuple[int, int] | None:
+    """The seq range of the triples with ``lo < tau <= hi`` from the range ``[g0, g1)`` of an
+    earlier instant of the same time window (bounds ``lo' <= lo``, ``hi' <= hi``) when every
+    stored triple has ``tau <= hi`` (a ready instant whose stream holds nothing newer, the usual
+    case): the end is the stream's end, the start one timestamp read if nothing left the
+    window, else a bisection of the timestamps from ``g0`` on. None otherwise (the caller
+    searches the stream index: ``TransientStore.window_range``). A stream's timestamps are
+    non-decreasing in arrival order, so the triples before ``g0`` have ``tau <= lo' <= lo``
+    and those before ``g1`` have ``tau <= hi``."""
+    with store._lock:
+        live, end = store.live_start, store.end_seq
+        if g0 < live or g1 < g0 or g1 > end or hi <= lo:
+            return None
+        tau_at = store._tau_at
+        if g1 < end and tau_at(end - 1) > hi:
+            return None
+        if g0 == end or tau_at(g0) > lo:
+            return g0, end
+        return g0 + 1 + bisect.bisect_right(range(g0 + 1, end), lo, key=tau_at), end
 
 
 # ---------------------------------------------------------------- plans across instants
@@ -918,7 +940,16 @@ class InstantEvaluator:
         at = self._at
         if at is not None and at[0] == t:
             return at[1]
-        r = [bw.store.window_range(bw.window, t) for bw in self.windows]
+        if at is not None and at[0] < t:   # from the last instant's ranges: a few steps, no search
+            r = []
+            for bw, (g0, g1) in zip(self.windows, at[1], strict=True):
+                w = bw.window
+                got = None
+                if w.range_ms is not None and w.range_ms > 0:
+                    got = advance_range(bw.store, g0, g1, t - w.range_ms, t)
+                r.append(got if got is not None else bw.store.window_range(w, t))
+        else:
+            r = [bw.store.window_range(bw.window, t) for bw in self.windows]
         self._at = (t, r)
         return r
 
