@@ -37,7 +37,14 @@ evaluates instant ``t``:
    triples for CONSTRUCT), computed on term-stable ids (vectorized:
    ``unique(axis=0)`` + ``bincount``). The ``data`` JSON gets a
    ``"window": {"start", "end"}`` member; SELECT results are written from a
-   per-query cache of rendered terms (:class:`_JsonTerms`).
+   per-query cache of rendered terms (:class:`_JsonTerms`; an empty result from a cached
+   head, a large one by one join over a grid of fragment references).
+
+What does not change within an instant is computed once for it: the windows' seq ranges
+(:meth:`InstantEvaluator.ranges`, shared by the scheduler's capture, the delta check and the
+compact read, and advanced from the last instant's by :func:`advance_range`), the window
+member; the compact path's stored graphs once per store snapshot. An instant whose BGP has no
+solution skips the executor when nothing above the BGP can turn no rows into a row.
 """
 
 from __future__ import annotations
