@@ -37,12 +37,21 @@ evaluates instant ``t``:
    triples for CONSTRUCT), computed on term-stable ids (vectorized:
    ``unique(axis=0)`` + ``bincount``). The ``data`` JSON gets a
    ``"window": {"start", "end"}`` member; SELECT results are written from a
-   per-query cache of rendered terms (:class:`_JsonTerms`).
+   per-query cache of rendered terms (:class:`_JsonTerms`; an empty result from a cached
+   head, a large one by one join over a grid of fragment references).
+
+What does not change within an instant is computed once for it: the windows' seq ranges
+(:meth:`InstantEvaluator.ranges`, shared by the scheduler's capture, the delta check and the
+compact read, and advanced from the last instant's by :func:`advance_range`), the window
+member; the compact path's stored graphs once per store snapshot. An instant whose BGP has no
+solution skips the executor when nothing above the BGP can turn no rows into a row.
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
+import itertools
 import threading
 import time
 from dataclasses import dataclass
@@ -62,6 +71,7 @@ from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import serialize, sparql_json
 from engine.formats import NTRIPLES
 from engine.kv.views import EmptyGraph, merged_view
+from engine.plan.rewrite import is_pure_bgp
 from engine.sparql import algebra as A
 from engine.stream.absorb import AbsorbLog
 from engine.stream.delta import DeltaGuard, patterns_of
@@ -172,6 +182,27 @@ class _StableTerms:
                 live.update(unique(r[r < UNBOUND]).tolist())
         for j in [j for j in self.key_of if j not in live]:
             self.id_of.pop(self.key_of.pop(j), None)
+
+
+def advance_range(store: TransientStore, g0: int, g1: int, lo: int, hi: int) -> tuple[int, int] | None:
+    """The seq range of the triples with ``lo < tau <= hi`` from the range ``[g0, g1)`` of an
+    earlier instant of the same time window (bounds ``lo' <= lo``, ``hi' <= hi``) when every
+    stored triple has ``tau <= hi`` (a ready instant whose stream holds nothing newer, the usual
+    case): the end is the stream's end, the start one timestamp read if nothing left the
+    window, else a bisection of the timestamps from ``g0`` on. None otherwise (the caller
+    searches the stream index: ``TransientStore.window_range``). A stream's timestamps are
+    non-decreasing in arrival order, so the triples before ``g0`` have ``tau <= lo' <= lo``
+    and those before ``g1`` have ``tau <= hi``."""
+    with store._lock:
+        live, end = store.live_start, store.end_seq
+        if g0 < live or g1 < g0 or g1 > end or hi <= lo:
+            return None
+        tau_at = store._tau_at
+        if g1 < end and tau_at(end - 1) > hi:
+            return None
+        if g0 == end or tau_at(g0) > lo:
+            return g0, end
+        return g0 + 1 + bisect.bisect_right(range(g0 + 1, end), lo, key=tau_at), end
 
 
 # ---------------------------------------------------------------- plans across instants
@@ -323,6 +354,22 @@ def _patterns(query: A.Query) -> list[A.TriplePattern] | None:
     return patterns_of(query, _not_compact)
 
 
+#: operators that map an empty input to an empty output (not Group: an aggregate without GROUP
+#: BY has one row over no solutions)
+_EMPTY_TO_EMPTY = (A.Project, A.Distinct, A.Reduced, A.OrderBy, A.Extend, A.Filter, A.Slice)
+
+
+def _empty_preserving(query: A.Query) -> bool:
+    """Whether ``query`` is a SELECT whose pattern is a chain of :data:`_EMPTY_TO_EMPTY`
+    operators over its join core (so no solution of the core means an empty result)."""
+    if query.form != "SELECT" or find_core(query) is None:
+        return False
+    node = query.pattern
+    while isinstance(node, _EMPTY_TO_EMPTY):
+        node = node.input
+    return not isinstance(node, A.Group) and (isinstance(node, A.Join) or is_pure_bgp(node))
+
+
 def _not_compact(x) -> bool:
     return (
         (isinstance(x, A.TriplePattern) and not isinstance(x.p, A.Const))
@@ -354,6 +401,8 @@ class _Compact:
         self.conjunctive = self.patterns is not None and find_core(query) is not None
         self._deferred: list = []   # (pid, var end 0/2, anchor pattern's (s, p, o) ids, anchor end)
         self.defer_failures = 0     # instants in a row whose restricted part was too large
+        self._anchor_key: tuple | None = None   # the stored_rows key the memo below belongs to
+        self._anchor_memo: dict = {}  # deferred pattern -> (stored anchor values, their stored triples)
         self._graphs: list = []
 
     def _anchor(self, tp: A.TriplePattern, resolved: list) -> tuple | None:
@@ -371,35 +420,77 @@ class _Compact:
                         return end, qids, qend
         return None
 
-    def anchored(self, rows: np.ndarray) -> np.ndarray | None:
+    def anchored(self, rows: np.ndarray, n_stored: int = 0) -> np.ndarray | None:
         """The stored triples of the deferred patterns that can take part in a solution over the
-        instant's loaded ``rows`` (windows + stored rows): those whose shared end holds a value
-        some triple matching the anchor pattern holds at its end (every solution matches both
-        patterns with the same value). A superset of what the solutions use, so the same
-        solutions; None above :data:`SMALL_WINDOW` triples."""
+        instant's loaded ``rows`` (the ``n_stored`` stored rows first, then the windows'): those
+        whose shared end holds a value some triple matching the anchor pattern holds at its end
+        (every solution matches both patterns with the same value). A superset of what the
+        solutions use, so the same solutions; None above :data:`SMALL_WINDOW` triples.
+
+        The stored rows are the same at every instant of a store snapshot, so their anchor
+        values and expansion are kept (:meth:`stored_rows` resets them); per instant only the
+        windows' rows are scanned and only values the stored part does not hold expanded (the
+        last instant's expansion reused when they are the same values)."""
+        if self._anchor_key != self._key:
+            self._anchor_key = self._key
+            self._anchor_memo = {}
+        memo = self._anchor_memo
+        win = rows[n_stored:]
         parts = []
         total = 0
-        for pid, end, (qs, qp, qo), qend in self._deferred:
-            m = rows[:, 1] == qp
-            if qs is not None:
-                m &= rows[:, 0] == qs
-            if qo is not None:
-                m &= rows[:, 2] == qo
-            cand = unique(rows[m, qend])
-            if not len(cand):
-                continue
-            for g in self._graphs:
-                r, nb = g.expand(pid, 0 if end == 0 else 1, cand)
-                if not len(r):
-                    continue
-                v = cand[np.asarray(r, dtype=np.int64)]
-                nb = np.asarray(nb, dtype=np.int64)
-                total += len(v)
+        for k, (pid, end, anchor, qend) in enumerate(self._deferred):
+            hit = memo.get(k)
+            if hit is None:
+                cs = _anchor_values(rows[:n_stored], anchor, qend)
+                hit = memo[k] = (cs, self._expand(pid, end, cs, SMALL_WINDOW))
+            cs, ex = hit
+            if ex is None:
+                return None
+            total += len(ex)
+            if total > SMALL_WINDOW:
+                return None
+            if len(ex):
+                parts.append(ex)
+            cw = _anchor_values(win, anchor, qend)
+            if len(cw) and len(cs):
+                i = np.searchsorted(cs, cw).clip(max=len(cs) - 1)
+                cw = cw[cs[i] != cw]
+            if len(cw):
+                key = cw.tobytes()
+                last = memo.get(~k)   # consecutive instants' windows mostly hold the same values
+                if last is not None and last[0] == key:
+                    ew = last[1]
+                else:
+                    ew = self._expand(pid, end, cw, SMALL_WINDOW)
+                    memo[~k] = (key, ew)
+                if ew is None:
+                    return None
+                total += len(ew)
                 if total > SMALL_WINDOW:
                     return None
-                sp = np.full(len(v), pid, dtype=np.int64)
-                parts.append(np.stack([v, sp, nb] if end == 0 else [nb, sp, v], axis=1))
+                if len(ew):
+                    parts.append(ew)
         return np.concatenate(parts) if parts else _EMPTY3
+
+    def _expand(self, pid: int, end: int, cand: np.ndarray, limit: int) -> np.ndarray | None:
+        """The stored triples of predicate ``pid`` whose ``end`` (0: subject, 2: object) is one
+        of ``cand``; None above ``limit`` triples."""
+        parts = []
+        total = 0
+        if not len(cand):
+            return _EMPTY3
+        for g in self._graphs:
+            r, nb = g.expand(pid, 0 if end == 0 else 1, cand)
+            if not len(r):
+                continue
+            v = cand[np.asarray(r, dtype=np.int64)]
+            nb = np.asarray(nb, dtype=np.int64)
+            total += len(v)
+            if total > limit:
+                return None
+            sp = np.full(len(v), pid, dtype=np.int64)
+            parts.append(np.stack([v, sp, nb] if end == 0 else [nb, sp, v], axis=1))
+        return np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else _EMPTY3)
 
     def stored_rows(self, ctx: QueryContext, graphs: list) -> np.ndarray | None:
         """The triples of ``graphs`` matching some pattern; None if more than SMALL_WINDOW."""
@@ -463,6 +554,18 @@ class _Compact:
         return self._rows
 
 
+def _anchor_values(rows: np.ndarray, anchor: tuple, qend: int) -> np.ndarray:
+    """Sorted distinct values at end ``qend`` of the ``rows`` matching the anchor pattern's
+    constants ``(s, p, o)`` (None: a variable)."""
+    qs, qp, qo = anchor
+    m = rows[:, 1] == qp
+    if qs is not None:
+        m &= rows[:, 0] == qs
+    if qo is not None:
+        m &= rows[:, 2] == qo
+    return unique(rows[m, qend])
+
+
 # ---------------------------------------------------------------- SPARQL JSON of the events
 
 
@@ -490,6 +593,17 @@ class _JsonTerms:
 
     def __init__(self):
         self._d: dict[int, bytes] = {}
+        self._heads: dict[tuple, bytes] = {}   # vars -> b'{"head":{"vars":[...]}' (the same every instant)
+        self._names: dict[str, bytes] = {}     # var -> b'"var":'
+
+    def head(self, vars_) -> bytes:
+        key = tuple(vars_)
+        h = self._heads.get(key)
+        if h is None:
+            if len(self._heads) > 64:
+                self._heads.clear()
+            h = self._heads[key] = b'{"head":' + orjson.dumps({"vars": list(key)})
+        return h
 
     def render(self, ids: list[int], terms) -> list[bytes | None]:
         """JSON bytes of each id of ``ids`` (distinct), None for UNBOUND."""
@@ -497,7 +611,14 @@ class _JsonTerms:
         out = [d.get(i) for i in ids]
         miss = [k for k, x in enumerate(out) if x is None and ids[k] != UNBOUND]
         if miss:
-            keys = terms.keys(np.array([ids[k] for k in miss], dtype=np.int64))
+            mids = [ids[k] for k in miss]
+            dic = getattr(terms, "dictionary", None)
+            if dic is not None and len(mids) <= 16 and all(0 <= i < LOCAL_BASE for i in mids):
+                # the few new store terms of an instant (a new observation's IRI and value): one
+                # scalar read each beats the ~10 numpy calls of a batch decode on tiny arrays
+                keys = [dic.key(i) for i in mids]
+            else:
+                keys = terms.keys(np.array(mids, dtype=np.int64))
             if len(d) + len(miss) > self.MAX:
                 d.clear()
             for k, key in zip(miss, keys, strict=True):
@@ -513,7 +634,9 @@ class _JsonTerms:
         :func:`~engine.exec.serialize.sparql_json` writes. Each column maps its distinct ids to
         ``"var":{...}`` fragments, rows are joined by C-level ``join`` over the columns."""
         n = len(res)
-        if n == 0 or not res.vars:
+        if n == 0:   # the commonest event of a selective query: no work beyond two joins
+            return b"".join((self.head(res.vars), b',"results":{"bindings":[]}', extra, b"}"))
+        if not res.vars:
             return sparql_json(res, extra)
         if n > self.LARGE:
             return self._large(res, extra)
@@ -522,10 +645,15 @@ class _JsonTerms:
         if n <= 64:
             # a few rows: every column's ids rendered by one call (one decode of the new terms)
             lists = [np.asarray(c, dtype=np.int64).tolist() for c in res.columns]
-            u = list(dict.fromkeys(x for lst in lists for x in lst))
+            u = list(dict.fromkeys(itertools.chain.from_iterable(lists)))
             frag = dict(zip(u, self.render(u, res.terms), strict=True))
+            names = self._names
             for v, lst in zip(res.vars, lists, strict=True):
-                name = orjson.dumps(v) + b":"
+                name = names.get(v)
+                if name is None:
+                    if len(names) > 256:
+                        names.clear()
+                    name = names[v] = orjson.dumps(v) + b":"
                 col = [frag[i] for i in lst]
                 if None in col:
                     holes = True
@@ -542,7 +670,7 @@ class _JsonTerms:
                 t[:] = [b"" if x is None else name + x for x in self.render(uniq.tolist(), res.terms)]
                 cols.append(t[inv].tolist())
                 holes = holes or bool((c == UNBOUND).any())
-        head = b'{"head":{"vars":' + orjson.dumps(list(res.vars)) + b'},"results":{"bindings":[{'
+        head = self.head(res.vars) + b',"results":{"bindings":[{'
         if holes:
             rows = [b",".join([x for x in r if x]) for r in zip(*cols, strict=True)]
             return b"".join([head, b"},{".join(rows), b"}]}", extra, b"}"])
@@ -604,12 +732,26 @@ class _JsonTerms:
             cur = (t, inv)
         if cur is not None:
             blocks.append(cur)
-        if len(blocks) == 1 and isinstance(blocks[0][0], list):
-            frags = np.empty(len(blocks[0][0]), dtype=object)
-            frags[:] = blocks[0][0]
-            return b"".join([head, b"{", b"},{".join(frags[blocks[0][1]].tolist()), b"}]}", extra, b"}"])
-        out = [render.Column(t if not isinstance(t, list) else pa.array(t, _BIN), inv) for t, inv in blocks]
-        return render.Rendered(head, out, n, b"{", b"", b"},", 1, b"]}" + extra + b"}").body()
+        return _assemble(head + b"{", blocks, n, b"}]}" + extra + b"}")
+
+
+def _assemble(head: bytes, blocks: list, n: int, tail: bytes) -> bytes:
+    """``head``, then per row its blocks' fragments (``(fragments, index per row)``; a Python
+    list of bytes or an Arrow binary array) followed by ``},{`` (``tail`` after the last row), as
+    one ``bytes``. The row-major grid of fragment references is filled a column at a time by
+    numpy (object arrays: pointer copies), and one ``join`` copies every byte exactly once --
+    no Python per row, and no intermediate row strings (an event of megabytes is written once)."""
+    k = len(blocks)
+    flat = np.empty(1 + n * (k + 1), dtype=object)
+    flat[0] = head
+    grid = flat[1:].reshape(n, k + 1)
+    for j, (frags, inv) in enumerate(blocks):
+        f = np.empty(len(frags), dtype=object)
+        f[:] = frags if isinstance(frags, list) else frags.to_pylist()
+        grid[:, j] = f[inv]
+    grid[:, k] = b"},{"
+    grid[n - 1, k] = tail
+    return b"".join(flat.tolist())
 
 
 def _window_member(window: dict) -> bytes:
@@ -656,8 +798,22 @@ class InstantEvaluator:
         self._stored_arr = _EMPTY3
         delta = DeltaGuard(query)
         self._delta = delta if delta.patterns is not None else None
+        # per instant, computed once however many steps ask (the scheduler's capture, the delta
+        # check, the compact read, the event, its repeat prefix): the windows' seq ranges (stable
+        # once the instant is ready: later elements have tau beyond it), the window member
+        self._at: tuple | None = None        # (t, [(g0, g1) per window])
+        self._wm: tuple | None = None        # (t, member dict, b',"window":{...}')
+        self._pre: tuple = (None, 0.0)       # (t, ms capture(t) spent): counted in run(t)'s latency
+        ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
+        self._max_range = max(ranges) if ranges else None
+        self._from_graphs: tuple | None = None   # (snapshot, the FROM graphs the compact path reads)
         tiny = TinyCore(query) if self._compact.patterns is not None else None
         self._tiny = tiny if tiny is not None and tiny.usable else None
+        # a SELECT whose operators above the BGP all map no rows to no rows (no aggregation):
+        # an instant without BGP solutions is the empty result; its variables are learned from
+        # the first instant the executor evaluates
+        self._empty_keeps = self._tiny is not None and _empty_preserving(query)
+        self._empty_vars: tuple | None = None
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -737,35 +893,40 @@ class InstantEvaluator:
         if self.reads_stored_default and self.absorb_log is not None and len(self.absorb_log):
             return None  # the stored default graph as of t: the merged path rewinds it
         snap = ctx.snapshot
-        graphs = []
-        for iri in self.from_default:
-            if iri == DEFAULT_GRAPH_IRI:
-                g = snap.default
-            else:
-                gid = ctx.lookup("<" + iri + ">")
-                g = snap.named.get(gid) if gid >= 0 else None
-            if g is not None and not isinstance(g, EmptyGraph) and all(g is not h for h in graphs):
-                graphs.append(g)
+        fg = self._from_graphs
+        if fg is not None and fg[0] is snap:
+            graphs = fg[1]
+        else:   # resolved once per store snapshot (a commit makes a new one)
+            graphs = []
+            for iri in self.from_default:
+                if iri == DEFAULT_GRAPH_IRI:
+                    g = snap.default
+                else:
+                    gid = ctx.lookup("<" + iri + ">")
+                    g = snap.named.get(gid) if gid >= 0 else None
+                if g is not None and not isinstance(g, EmptyGraph) and all(g is not h for h in graphs):
+                    graphs.append(g)
+            self._from_graphs = (snap, graphs)
         stored = cp.stored_rows(ctx, graphs) if graphs else _EMPTY3
         deferred = bool(graphs) and bool(cp._deferred)  # (set by stored_rows for these graphs)
         if deferred and cp.defer_failures >= _DEFER_TRIES:
             return None  # the restricted part kept exceeding the limit: the merged view directly
         if stored is None:
             return None
-        parts = [stored]
+        parts = [stored] if len(stored) else []
         total = len(stored)
-        for bw in self.windows:
-            store = bw.store
-            with store._lock:  # the range and the read must see the same slices
-                g0, g1 = store.window_range(bw.window, t)
-                if total + g1 - g0 > 2 * SMALL_WINDOW and not unbounded:
-                    return None
-                spo, _ = store.read(g0, g1)
-            parts.append(spo)
-            total += len(spo)
+        for bw, (g0, g1) in zip(self.windows, self.ranges(t), strict=True):
+            if total + g1 - g0 > 2 * SMALL_WINDOW and not unbounded:
+                return None
+            if g1 > g0:
+                spo, _ = bw.store.read(g0, g1)
+                parts.append(spo)
+                total += len(spo)
+        if not parts:
+            parts = [_EMPTY3]
         rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
         if deferred:
-            extra = cp.anchored(rows)
+            extra = cp.anchored(rows, len(stored))
             if extra is None:
                 cp.defer_failures += 1
                 return None
@@ -780,12 +941,33 @@ class InstantEvaluator:
         return rows
 
     # -- unchanged instants -------------------------------------------------------
+    def ranges(self, t: int) -> list[tuple[int, int]]:
+        """The seq range of each window at the ready instant ``t``, computed once per instant
+        (a ready instant's ranges do not change: elements admitted later have tau beyond it)."""
+        at = self._at
+        if at is not None and at[0] == t:
+            return at[1]
+        if at is not None and at[0] < t:   # from the last instant's ranges: a few steps, no search
+            r = []
+            for bw, (g0, g1) in zip(self.windows, at[1], strict=True):
+                w = bw.window
+                got = None
+                if w.range_ms is not None and w.range_ms > 0:
+                    got = advance_range(bw.store, g0, g1, t - w.range_ms, t)
+                r.append(got if got is not None else bw.store.window_range(w, t))
+        else:
+            r = [bw.store.window_range(bw.window, t) for bw in self.windows]
+        self._at = (t, r)
+        return r
+
     def capture(self, t: int) -> tuple:
         """What instant ``t``'s evaluation depends on: (t, store snapshot number, the seq range
         of each window). Taken before evaluating, so a commit meanwhile only makes
-        :meth:`unchanged_until` more conservative."""
-        return (int(t), self.db.store.snapshot().sn,
-                [bw.store.window_range(bw.window, t) for bw in self.windows])
+        :meth:`unchanged_until` more conservative. Its time counts in :meth:`run`'s latency."""
+        t0 = time.perf_counter()
+        st = (int(t), self.db.store.snapshot().sn, self.ranges(t))
+        self._pre = (t, (time.perf_counter() - t0) * 1000.0)
+        return st
 
     def unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
         """The last instant ``u`` in ``[t, last]`` such that every instant in ``(te, u]`` has the
@@ -828,18 +1010,20 @@ class InstantEvaluator:
     def repeat_prefix(self, data: bytes, win: dict) -> bytes:
         """The part of an event's data before its ``window`` member, for reporting later
         unchanged instants: the same result (RSTREAM, errors) or an empty difference."""
-        suffix = _window_member(win) + b"}"
-        if not data.endswith(suffix):
+        wm = self._wm
+        member = wm[2] if wm is not None and wm[1] is win else _window_member(win)
+        if not (data.endswith(b"}") and data.endswith(member, 0, len(data) - 1)):
             raise ValueError("the event data does not end with its window member")
         if self.mode == "RSTREAM" or data.startswith(b'{"error"'):
-            return data[:-len(suffix)]
+            # a view, not a copy: an event of megabytes (C2: 8.7 MB) is not copied again per instant
+            return memoryview(data)[:len(data) - len(member) - 1]
         if self.form == "CONSTRUCT":
             return b'{"triples":""'
         return b'{"head":' + orjson.dumps({"vars": self._vars}) + b',"results":{"bindings":[]}'
 
     def repeat(self, prefix: bytes, t: int) -> bytes:
         """The data of an unchanged instant ``t`` from :meth:`repeat_prefix`."""
-        return prefix + _window_member(self.window_member(t)) + b"}"
+        return b"".join((prefix, self.member_bytes(t), b"}"))
 
     # -- one instant ---------------------------------------------------------
     def oldest_count_tau(self, t: int) -> int | None:
@@ -848,10 +1032,25 @@ class InstantEvaluator:
         return min(taus) if taus else None
 
     def window_member(self, t: int) -> dict:
-        ws = [bw.window for bw in self.windows]
-        if any(w.range_ms is not None for w in ws):
-            return window_member(ws, t)
-        return window_member(ws, t, self.oldest_count_tau(t))
+        """The event's ``window`` member at ``t`` (the same dict for every asker of instant ``t``)."""
+        wm = self._wm
+        if wm is not None and wm[0] == t:
+            return wm[1]
+        if self._max_range is not None:
+            t = int(t)
+            win = {"start": t - self._max_range, "end": t}
+        else:
+            win = window_member([bw.window for bw in self.windows], t, self.oldest_count_tau(t))
+        self._wm = (t, win, _window_member(win))
+        return win
+
+    def member_bytes(self, t: int) -> bytes:
+        """``b',"window":{...}'`` of instant ``t``."""
+        wm = self._wm
+        if wm is None or wm[0] != t:
+            self.window_member(t)
+            wm = self._wm
+        return wm[2]
 
     def evaluate(self, t: int) -> QueryResult:
         db = self.db
@@ -909,24 +1108,37 @@ class InstantEvaluator:
         sol = self._tiny.solutions(rows, ctx, self._stored_arr)
         if sol is None:
             return None
+        if len(sol) == 0 and self._empty_vars is not None:
+            # no solution of the BGP, and every operator above it maps no rows to no rows: the
+            # empty result without the executor (the commonest instant of a selective query)
+            return QueryResult(form="SELECT", terms=ctx, vars=list(self._empty_vars),
+                               columns=[_EMPTY1] * len(self._empty_vars))
         ev = TinyEvaluator(ctx, _NO_GRAPH, self._tiny.base, sol)
         try:
-            return evaluate_query(self.query, ctx, _NO_GRAPH, evaluator=ev)
+            res = evaluate_query(self.query, ctx, _NO_GRAPH, evaluator=ev)
         except TinyFallback:
             return None
         finally:
             ctx.evaluator = None
+        if self._empty_keeps and self._empty_vars is None and res.form == "SELECT":
+            self._empty_vars = tuple(res.vars)   # a function of the query alone
+        return res
 
     def run(self, t: int) -> tuple[bytes, float]:
         """Evaluate instant ``t``: returns (the event's data JSON, latency in ms). An instant
         whose window change cannot touch the query's patterns (:mod:`engine.stream.delta`)
-        reports the last evaluated result without evaluating."""
+        reports the last evaluated result without evaluating. The latency covers the whole
+        instant: :meth:`capture` of ``t`` if the scheduler took it just before, reading the
+        windows, evaluating and writing the event."""
         t0 = time.perf_counter()
+        pre_t, pre_ms = self._pre
+        pre = pre_ms if pre_t == t else 0.0
+        self._pre = (None, 0.0)
         dg = self._delta
         keep = dg is not None and dg.wants_check()
         if keep or (dg is not None and dg.last is None):
             sn = self.db.store.snapshot().sn
-            ranges = [bw.store.window_range(bw.window, t) for bw in self.windows]
+            ranges = self.ranges(t)
             if keep:
                 absorbed = False
                 if self.reads_stored_default and self.absorb_log is not None:
@@ -934,18 +1146,20 @@ class InstantEvaluator:
                     absorbed = nxt is not None and nxt <= t
                 prefix = dg.reusable(self.windows, sn, ranges, self.db.store.dictionary.lookup, absorbed)
                 if prefix is not None:
-                    return self.repeat(prefix, t), (time.perf_counter() - t0) * 1000.0
+                    return self.repeat(prefix, t), pre + (time.perf_counter() - t0) * 1000.0
             keep = True
         res = self.evaluate(t)
         win = self.window_member(t)
         data = self.render(res, win)
         if keep:
             dg.remember(t, sn, ranges, self.repeat_prefix(data, win))
-        return data, (time.perf_counter() - t0) * 1000.0
+        return data, pre + (time.perf_counter() - t0) * 1000.0
 
     def render(self, res: QueryResult, win: dict) -> bytes:
+        wm = self._wm
+        member = wm[2] if wm is not None and wm[1] is win else _window_member(win)
         if self.form == "ASK":
-            return sparql_json(res, _window_member(win))
+            return sparql_json(res, member)
         if self.form == "CONSTRUCT":
             if self.mode != "RSTREAM":
                 res = self._diff_triples(res)
@@ -953,7 +1167,7 @@ class InstantEvaluator:
             return orjson.dumps({"triples": nt, "window": win})
         if self.mode != "RSTREAM":
             res = self._diff_rows(res)
-        return self._json.select(res, _window_member(win))
+        return self._json.select(res, member)
 
     # -- I/DSTREAM -------------------------------------------------------------
     def _diff_rows(self, res: QueryResult) -> QueryResult:

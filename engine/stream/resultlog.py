@@ -25,7 +25,7 @@ import orjson
 __all__ = ["ResultEvent", "ResultLog", "idle_data"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResultEvent:
     id: int
     event: str
@@ -114,7 +114,19 @@ class ResultLog:
             if first:
                 self._store.submit(self)
             return
-        self._publish([ev])
+        # in memory: visible at once (one lock round, the commonest append of all)
+        with self._lock:
+            if self.closed:
+                return
+            self._disk_rows += 1
+            self._events.append(ev)
+            self.last_id = ev.id
+            if len(self._events) > self.retain:
+                self._dropped_last = self._events.popleft().id
+            listeners = self._listeners[:] if self._listeners else None
+        if listeners:
+            for fn in listeners:
+                fn()
 
     # -- the store's writer: take the pending events, then publish them once committed
     def _take_pending(self) -> tuple[list[ResultEvent], int | None, int | None]:
