@@ -145,27 +145,32 @@ def _raw(port: int, data: bytes, responses: int, close: bool = False) -> list[tu
 
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     sock.sendall(data)
-    buf = b""
-    out = []
     try:
-        while len(out) < responses:
-            while b"\r\n\r\n" not in buf:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    raise ConnectionError(f"closed after {len(out)} answers")
-                buf += chunk
-            head, _, buf = buf.partition(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
-            n = int(headers.get("content-length", "0"))
-            while len(buf) < n:
-                buf += sock.recv(65536)
-            out.append((int(lines[0].split()[1]), headers, buf[:n]))
-            buf = buf[n:]
+        out = read_answers(sock, responses)
         if close:  # the server closes the connection after the last answer
             assert sock.recv(1) == b""
     finally:
         sock.close()
+    return out
+
+
+def read_answers(sock, n: int) -> list[tuple[int, dict, bytes]]:
+    """Read ``n`` answers (status, lower-case headers, Content-Length body) from a socket."""
+    buf, out = b"", []
+    while len(out) < n:
+        while b"\r\n\r\n" not in buf:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"closed after {len(out)} answers")
+            buf += chunk
+        head, _, buf = buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+        size = int(headers.get("content-length", "0"))
+        while len(buf) < size:
+            buf += sock.recv(65536)
+        out.append((int(lines[0].split()[1]), headers, buf[:size]))
+        buf = buf[size:]
     return out
 
 

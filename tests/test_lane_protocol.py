@@ -13,31 +13,14 @@ from urllib.parse import quote
 
 import requests
 
+from tests.test_http_sparql_protocol import read_answers
+
 EX = "http://example.org/"
 
 
 def _get(qs: str, extra: str = "", version: str = "1.1") -> bytes:
     return (f"GET /sparql?query={quote(qs, safe='')} HTTP/{version}\r\nHost: 127.0.0.1\r\n"
             f"Accept: application/sparql-results+json\r\n{extra}\r\n").encode()
-
-
-def _read(sock: socket.socket, n: int) -> list[tuple[int, dict, bytes]]:
-    buf, out = b"", []
-    while len(out) < n:
-        while b"\r\n\r\n" not in buf:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise ConnectionError(f"closed after {len(out)} answers")
-            buf += chunk
-        head, _, buf = buf.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
-        size = int(headers.get("content-length", "0"))
-        while len(buf) < size:
-            buf += sock.recv(65536)
-        out.append((int(lines[0].split()[1]), headers, buf[:size]))
-        buf = buf[size:]
-    return out
 
 
 def _server(make_server):
@@ -60,7 +43,7 @@ def test_pipelined_lane_and_ordinary_requests_in_order(make_server):
             + _get(q[3], "Connection: close\r\n"))
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(data)
-        got = _read(sock, 6)
+        got = read_answers(sock, 6)
         assert sock.recv(1) == b""  # Connection: close: closed after the last answer
     assert [a[0] for a in got] == [200, 200, 200, 200, 400, 200]
     assert _value(got[0][2]) == f"{EX}o0" and _value(got[1][2]) == f"{EX}o1"
@@ -75,7 +58,7 @@ def test_http10_closes(make_server):
     s, port = _server(make_server)
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(_get(f"SELECT ?o WHERE {{ <{EX}s1> <{EX}p> ?o }}", version="1.0"))
-        got = _read(sock, 1)
+        got = read_answers(sock, 1)
         assert sock.recv(1) == b""
     assert got[0][0] == 200 and _value(got[0][2]) == f"{EX}o1"
 
@@ -88,7 +71,7 @@ def test_idle_connection_closes_after_the_last_answer(make_server):
         t0 = time.monotonic()
         for _ in range(4):  # answers 0.3 s apart: each keeps the connection for another second
             sock.sendall(q)
-            assert _read(sock, 1)[0][0] == 200
+            assert read_answers(sock, 1)[0][0] == 200
             time.sleep(0.3)
         last = time.monotonic()
         assert last - t0 > 1.1  # past the first answer's timeout, still open
@@ -123,7 +106,7 @@ def test_request_id_on_the_lane(make_server):
         q = f"SELECT ?o WHERE {{ <{EX}s0> <{EX}p> ?o }}"
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             sock.sendall(_get(q, "X-Request-Id: lane-abc-1\r\n") + _get(q) + _get(q, "X-Request-Id: bad\tid\r\n"))
-            got = _read(sock, 3)
+            got = read_answers(sock, 3)
         assert [a[0] for a in got] == [200, 200, 200]
         assert got[0][1]["x-request-id"] == "lane-abc-1"
         assert got[1][1]["x-request-id"] not in ("", "lane-abc-1")
