@@ -141,7 +141,7 @@ class QueryEntry:
         self.evaluated = 0
         self.idle = 0                       # instants reported unchanged without evaluation
         self.state: tuple | None = None     # InstantEvaluator.capture() of the last evaluated instant
-        self.prefix: bytes | None = None    # its data before the window member (repeat_prefix)
+        self.prefix: memoryview | None = None   # its data before the window member (repeat_prefix: a view of the event)
         self.errors = 0
         self.last_latency_ms: float | None = None
         self.out_lock = threading.Lock()
