@@ -171,6 +171,33 @@ def feed(m, rng, data, end):
     assert m.drain(120)
 
 
+def run_registered(static, data, end, texts: dict[str, str], batching: bool, stream: str, read, chunk: int = 37):
+    """A fresh store holding ``static`` ((s, p, o) N-Triples terms), the stream ``st`` (IRI
+    ``stream``) and the queries ``texts`` (name -> full REGISTER text); ``data`` ((s, p, o, t))
+    sent as ndjson in posts of ``chunk`` lines, progress past ``end``, every instant evaluated;
+    returns ``read(manager)``."""
+    from engine.stream.manager import StreamManager
+
+    db = Database()
+    db.load_data("".join(f"{s} {p} {o} .\n" for s, p, o in static).encode(), "application/n-triples")
+    m = StreamManager(db)
+    m._scheduler.batching = batching
+    try:
+        m.register_stream("st", stream)
+        m.heartbeat("st", 0)
+        for text in texts.values():
+            m.register_query(text)
+        for a in range(0, len(data), chunk):
+            body = b"\n".join(orjson.dumps({"s": s, "p": p, "o": o, "t": t}) for s, p, o, t in data[a:a + chunk])
+            assert m.ingest_ndjson("st", body)["rejected"] == 0
+        m.heartbeat("st", end + 1)
+        assert m.drain(120)
+        return read(m)
+    finally:
+        m.close()
+        db.close()
+
+
 def canon(e) -> tuple:
     """An event with its answer as a multiset (row order within an answer is unspecified)."""
     if e.event != "result":

@@ -14,16 +14,14 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-import orjson
 import pyoxigraph as ox
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.database import Database
-from engine.stream.manager import StreamManager
 from engine.stream.multiquery import Refused
-from tests.test_multiquery import canon, reg, shape
+from tests.test_multiquery import canon, reg, run_registered, shape
 
 EX = "http://ex.org/ag/"
 S = EX + "stream"
@@ -105,27 +103,14 @@ def template(draw):
 
 
 def run(static, data, end, texts, batching: bool):
-    db = Database()
-    db.load_data("".join(f"{s} {p} {o} .\n" for s, p, o in static).encode(), "application/n-triples")
-    m = StreamManager(db)
-    m._scheduler.batching = batching
-    try:
-        m.register_stream("st", S)
-        m.heartbeat("st", 0)
-        for name, text in texts.items():
-            m.register_query(f"REGISTER QUERY {name} AS {text}")
-        for a in range(0, len(data), 37):
-            body = b"\n".join(orjson.dumps({"s": s, "p": p, "o": o, "t": t}) for s, p, o, t in data[a:a + 37])
-            assert m.ingest_ndjson("st", body)["rejected"] == 0
-        m.heartbeat("st", end + 1)
-        assert m.drain(120)
+    def read(m):
         logs = {name: [canon(e) for e in m.log(name).since(None, from_t=-1)] for name in texts}
         raw = {name: [(e.id, e.event, e.data) for e in m.log(name).since(None, from_t=-1)] for name in texts}
         info = {name: m._scheduler.batch_info(name) for name in texts}
         return logs, info, sum(g.batches for g in m._scheduler._groups.values()), raw
-    finally:
-        m.close()
-        db.close()
+
+    full = {name: f"REGISTER QUERY {name} AS {text}" for name, text in texts.items()}
+    return run_registered(static, data, end, full, batching, S, read)
 
 
 def ox_term(key: str):

@@ -18,10 +18,8 @@ import pyoxigraph as ox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.database import Database
-from engine.stream.manager import StreamManager
 from tests.test_multiquery import EX as EX0
-from tests.test_multiquery import reg, shape
+from tests.test_multiquery import reg, run_registered, shape
 
 EX = "http://ex.org/sh/"
 S = EX + "stream"
@@ -99,29 +97,17 @@ def fill(tmpl: str, rng: random.Random, j: int) -> str:
 
 
 def run(static, data, end, texts, batching: bool):
-    db = Database()
-    db.load_data("".join(f"{s} {p} {o} .\n" for s, p, o in static).encode(), "application/n-triples")
-    m = StreamManager(db)
-    m._scheduler.batching = batching
-    try:
-        m.register_stream("st", S)
-        m.heartbeat("st", 0)
-        for name, text in texts.items():
-            mode, _, body = text.rpartition("SELECT ")
-            m.register_query(f"REGISTER {mode}QUERY {name} AS SELECT {body}")
-        for a in range(0, len(data), 29):
-            body = b"\n".join(orjson.dumps({"s": s, "p": p, "o": o, "t": t}) for s, p, o, t in data[a:a + 29])
-            assert m.ingest_ndjson("st", body)["rejected"] == 0
-        m.heartbeat("st", end + 1)
-        assert m.drain(120)
+    def read(m):
         logs = {name: [(e.id, e.event, _answer(e.data) if e.event == "result" else e.data)
                        for e in m.log(name).since(None, from_t=-1)] for name in texts}
         info = {name: m._scheduler.batch_info(name) for name in texts}
-        groups = m._scheduler._groups.values()
-        return logs, info, sum(g.batches for g in groups)
-    finally:
-        m.close()
-        db.close()
+        return logs, info, sum(g.batches for g in m._scheduler._groups.values())
+
+    full = {}
+    for name, text in texts.items():
+        mode, _, body = text.rpartition("SELECT ")
+        full[name] = f"REGISTER {mode}QUERY {name} AS SELECT {body}"
+    return run_registered(static, data, end, full, batching, S, read, chunk=29)
 
 
 def _term(b) -> tuple:

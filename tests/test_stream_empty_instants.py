@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import random
 
-import orjson
 import pytest
 
 from engine.database import Database
 from engine.sparql.parser import parse_query
 from engine.stream import continuous
 from engine.stream.manager import StreamManager
-
-EX = "http://ex.org/"
+from tests.test_stream_delta import EX, _canon, _nd
 
 QUERIES = [
     ("SELECT ?s ?o FROM {a} [RANGE 2s STEP 1s] WHERE {{ ?s <{ex}p> ?o . ?o <{ex}q> ?z }}", True),
@@ -30,11 +28,6 @@ QUERIES = [
      "HAVING (COUNT(*) > 1)", False),
     ("ASK FROM {a} [RANGE 2s STEP 1s] WHERE {{ ?s <{ex}p> <{ex}v2> }}", False),
 ]
-
-
-def _nd(rows) -> bytes:
-    return b"\n".join(orjson.dumps({"s": f"<{EX}{s}>", "p": f"<{EX}{p}>", "o": f"<{EX}{o}>", "t": t})
-                      for s, p, o, t in rows)
 
 
 def _scenario(rng: random.Random):
@@ -79,14 +72,6 @@ def _run(scenario, text: str, mode: str, fast: bool, monkeypatch) -> tuple[list,
         m.close()
         db.close()
         monkeypatch.undo()
-
-
-def _canon(data: bytes):
-    d = orjson.loads(data)
-    res = d.get("results")
-    if res is not None:
-        res["bindings"] = sorted(orjson.dumps(b, option=orjson.OPT_SORT_KEYS) for b in res["bindings"])
-    return d
 
 
 class _Off(continuous.DeltaGuard):

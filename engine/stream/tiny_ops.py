@@ -295,9 +295,10 @@ def _num(a, b):
     return a, b
 
 
-def _arith(op, fa, fb):
-    fn = {"+": operator.add, "-": operator.sub, "*": operator.mul}[op]
-
+def _rowwise(fa, fb, op):
+    """A binary numeric operator row by row: ``op(a, b)`` on two numbers; an unbound or
+    non-numeric operand gives a type error (None); a value only the executor decides
+    (:data:`_OTHER`) raises :class:`Undecided`, as may ``op``."""
     def f(env):
         out = []
         for a, b in zip(fa(env), fb(env), strict=True):
@@ -306,35 +307,32 @@ def _arith(op, fa, fb):
             if a is None or b is None or a is _NONNUM or b is _NONNUM:
                 out.append(None)   # a type error
             else:
-                a, b = _num(a, b)
-                out.append(fn(a, b))
+                out.append(op(a, b))
         return out
     return f
+
+
+def _arith(op, fa, fb):
+    fn = {"+": operator.add, "-": operator.sub, "*": operator.mul}[op]
+    return _rowwise(fa, fb, lambda a, b: fn(*_num(a, b)))
+
+
+def _divide(a, b):
+    """``a / b`` where an operand is a double (IEEE division: x/0 is an infinity or NaN); an
+    integer or decimal quotient (a decimal) is the executor's."""
+    if type(a) is not float and type(b) is not float:
+        raise Undecided
+    a, b = _num(a, b)
+    if b == 0.0:
+        return math.nan if a == 0.0 or a != a else math.copysign(math.inf, a) * math.copysign(1.0, b)
+    try:
+        return a / b
+    except OverflowError:
+        raise Undecided from None
 
 
 def _div(fa, fb):
-    """``a / b`` where an operand is a double (IEEE division: x/0 is an infinity or NaN); an
-    integer or decimal quotient (a decimal) is the executor's."""
-    def f(env):
-        out = []
-        for a, b in zip(fa(env), fb(env), strict=True):
-            if a is _OTHER or b is _OTHER:
-                raise Undecided
-            if a is None or b is None or a is _NONNUM or b is _NONNUM:
-                out.append(None)
-            elif type(a) is not float and type(b) is not float:
-                raise Undecided
-            else:
-                a, b = _num(a, b)
-                if b == 0.0:
-                    out.append(math.nan if a == 0.0 or a != a else math.copysign(math.inf, a) * math.copysign(1.0, b))
-                else:
-                    try:
-                        out.append(a / b)
-                    except OverflowError:
-                        raise Undecided from None
-        return out
-    return f
+    return _rowwise(fa, fb, _divide)
 
 
 def _neg(fa):
@@ -570,17 +568,11 @@ def _vcompile(expr, boolean: bool):
             a = _vcompile(args[0], True)
             return None if a is None else (lambda env: ~a(env))
         if op in _CMP and len(args) == 2 and (_has_var(args[0]) or _has_var(args[1])):
-            a, b = _vcompile(args[0], False), _vcompile(args[1], False)
-            if a is None or b is None:
+            both = _double_operands(args)
+            if both is None:
                 return None
             fn = _CMP[op]
-
-            def cmp(env):
-                (x, dx), (y, dy) = a(env), b(env)
-                if not (dx or dy):
-                    raise Undecided
-                return np.broadcast_to(fn(x, y), (env.n,))
-            return cmp
+            return lambda env: np.broadcast_to(fn(*both(env)), (env.n,))
         return None
     if not _has_var(expr):   # a constant (sub-)expression: its exact value, then as a double
         f = _compile(expr, False)
@@ -604,15 +596,13 @@ def _vcompile(expr, boolean: bool):
         return None
     op, args = expr.op, expr.args
     if op in _VOPS and len(args) == 2:
-        a, b = _vcompile(args[0], False), _vcompile(args[1], False)
-        if a is None or b is None:
+        both = _double_operands(args)
+        if both is None:
             return None
         fn = _VOPS[op]
 
         def f(env):
-            (x, dx), (y, dy) = a(env), b(env)
-            if not (dx or dy):
-                raise Undecided
+            x, y = both(env)
             with np.errstate(all="ignore"):
                 return fn(x, y), True
         return f
@@ -630,6 +620,22 @@ def _vcompile(expr, boolean: bool):
     if op == "POS" and len(args) == 1:
         return _vcompile(args[0], False)
     return None
+
+
+def _double_operands(args):
+    """The two operands of a binary operator as a closure env -> (x, y) of double columns
+    (None when either is not of :func:`_vcompile`'s forms). With neither operand a double the
+    operation is exact in XPath: :class:`Undecided`."""
+    a, b = _vcompile(args[0], False), _vcompile(args[1], False)
+    if a is None or b is None:
+        return None
+
+    def both(env):
+        (x, dx), (y, dy) = a(env), b(env)
+        if not (dx or dy):
+            raise Undecided
+        return x, y
+    return both
 
 
 def _doubles(env, name: str) -> tuple[np.ndarray, bool]:
