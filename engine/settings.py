@@ -53,6 +53,9 @@ class EngineSettings(BaseModel):
     allow_load: bool = setting(False, "allow SPARQL Update LOAD <url> and fetching while parsing "
                                       "(JSON-LD contexts)")
     retain: int = setting(1000, "result instants kept per continuous query for SSE resume", metavar="N", ge=1)
+    retain_bytes: int = setting(64 * MiB, "bytes of result events kept per continuous query for SSE resume "
+                                          "(fewer than --retain instants when answers are large; the newest "
+                                          "is always kept)", metavar="BYTES", ge=1)
     idle_after: int = setting(100, "report a run of at least N unchanged continuous-query instants as one SSE "
                                    "'idle' event", metavar="N", ge=1)
     transient_budget: int = setting(256 * MiB, "memory for stream window data; past it POSTs get 503 "

@@ -436,7 +436,8 @@ def _make_stream_manager(config: Settings, database):
     from engine.stream.registry_store import RegistryError
 
     try:
-        manager = StreamManager(database, retain=config.retain, transient_budget=config.transient_budget,
+        manager = StreamManager(database, retain=config.retain, retain_bytes=config.retain_bytes,
+                                transient_budget=config.transient_budget,
                                 data_dir=config.data_dir, idle_after=config.idle_after,
                                 batch_id_limit=config.batch_id_limit)
         from engine.stream.sinks import SinkPolicy  # result sinks: the operator's allow-lists

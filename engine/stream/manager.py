@@ -110,7 +110,8 @@ def check_calls(cq) -> None:
 
 
 class StreamManager:
-    def __init__(self, db, *, retain: int = DEFAULTS.retain, transient_budget: int = DEFAULTS.transient_budget,
+    def __init__(self, db, *, retain: int = DEFAULTS.retain, retain_bytes: int = DEFAULTS.retain_bytes,
+                 transient_budget: int = DEFAULTS.transient_budget,
                  now_ms: Callable[[], int] | None = None, data_dir: str | None = None,
                  progress_sync_s: float = 1.0, incremental: bool | str = True,
                  batch_id_limit: int = DEFAULTS.batch_id_limit, idle_after: int = DEFAULTS.idle_after):
@@ -119,6 +120,7 @@ class StreamManager:
         # where it does not (tests); False: every instant from scratch, windows rebuilt (bench A/B)
         self.incremental = incremental if incremental == "always" else bool(incremental)
         self.retain = int(retain)
+        self.retain_bytes = int(retain_bytes)
         self.transient_budget = int(transient_budget)
         self._now = now_ms or wall_clock_ms
         self._absorb_log = AbsorbLog()
@@ -380,7 +382,8 @@ class StreamManager:
             progress = {n: reg.streams[n].published for n in wins}
             trigger = Trigger.for_windows(wins, progress)
             ev = self._evaluator(cq, bound)
-            rlog = ResultLog(self.retain, trigger.step, store=self._results, name=cq.name)
+            rlog = ResultLog(self.retain, trigger.step, store=self._results, name=cq.name,
+                             retain_bytes=self.retain_bytes)
             if rlog.last_id is not None:   # a durable log: resume after its last instant
                 trigger = Trigger.for_windows(wins, {n: rlog.last_id + 1 for n in wins})
             if cq.derived:

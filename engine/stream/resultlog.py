@@ -3,6 +3,8 @@
 Each evaluated instant appends one ``result`` event (its JSON data, ``window`` member included);
 a run of unchanged instants is one ``idle`` event. The log keeps the last ``retain`` events so a
 client can resume (``Last-Event-ID`` / ``?from=``; a ``gap`` event when older ones were dropped),
+and at most ``retain_bytes`` bytes of event data (the newest event always: an instant's answer of
+megabytes times ``retain`` would otherwise be gigabytes per query),
 and calls its listeners on every append -- a listener only wakes its client, which then reads
 :meth:`ResultLog.since`, so a slow client never holds the evaluation back.
 
@@ -46,11 +48,29 @@ def _trim_idle(ev: ResultEvent, first: int, step: int) -> ResultEvent:
     return ResultEvent(ev.id, "idle", idle_data(start, ev.id, step, ev.same_as), start, ev.same_as)
 
 
-class ResultLog:
-    """The retained events of one query (last ``retain`` instants) + listeners."""
+def _excess(events, total: int, retain: int, retain_bytes: int) -> int:
+    """How many of the oldest ``events`` (oldest first, ``total`` bytes of data together) the
+    bounds drop: the rest is at most ``retain`` events and at most ``retain_bytes`` bytes, and
+    never fewer than one event. Walks only the dropped ones."""
+    n = len(events)
+    k = max(0, n - retain)
+    for i in range(k):
+        total -= len(events[i].data)
+    while total > retain_bytes and n - k > 1:
+        total -= len(events[k].data)
+        k += 1
+    return k
 
-    def __init__(self, retain: int = 1000, step: int | None = None, store=None, name: str | None = None):
+
+class ResultLog:
+    """The retained events of one query (last ``retain`` instants, at most ``retain_bytes``
+    bytes of data) + listeners."""
+
+    def __init__(self, retain: int = 1000, step: int | None = None, store=None, name: str | None = None,
+                 retain_bytes: int = 1 << 62):
         self.retain = max(1, int(retain))
+        self.retain_bytes = max(1, int(retain_bytes))
+        self._bytes = 0   # data bytes of the visible events
         self.step = step
         self._events: collections.deque[ResultEvent] = collections.deque()
         self._lock = threading.Lock()
@@ -65,15 +85,18 @@ class ResultLog:
         self.durable_name = name
         self._pending: collections.deque[ResultEvent] = collections.deque()
         self._pending_dropped: int | None = None
+        self._pending_bytes = 0
         self._disk_rows = 0   # rows of this log in the store (trimmed to `retain` in steps of _slack)
+        self._disk_bytes = 0  # their data bytes (trimmed to `retain_bytes` in steps of a quarter of it)
         self._slack = max(1, self.retain // 4)
         if store is not None:
             rows, dropped = store.load(name)
             self._disk_rows = len(rows)
+            self._disk_bytes = sum(len(r[2]) for r in rows)
             for i, ev, data, start, same_as in rows:
                 self._events.append(ResultEvent(int(i), ev, bytes(data), start, same_as))
-            while len(self._events) > self.retain:   # restarted with a smaller --retain
-                self._dropped_last = self._events.popleft().id
+                self._bytes += len(data)
+            self._trim()   # restarted with a smaller --retain / --retain-bytes
             if dropped is not None:
                 self._dropped_last = max(dropped, self._dropped_last or dropped)
             if self._events:
@@ -109,8 +132,13 @@ class ResultLog:
                     return
                 first = not self._pending   # else the writer knows already: it takes them all
                 self._pending.append(ev)
-                while len(self._pending) > self.retain:   # the disk is behind by a whole log
-                    self._pending_dropped = self._pending.popleft().id
+                self._pending_bytes += len(ev.data)
+                if len(self._pending) > self.retain or self._pending_bytes > self.retain_bytes:
+                    # the disk is behind by a whole log
+                    for _ in range(_excess(self._pending, self._pending_bytes, self.retain, self.retain_bytes)):
+                        old = self._pending.popleft()
+                        self._pending_bytes -= len(old.data)
+                        self._pending_dropped = old.id
             if first:
                 self._store.submit(self)
             return
@@ -120,9 +148,10 @@ class ResultLog:
                 return
             self._disk_rows += 1
             self._events.append(ev)
+            self._bytes += len(ev.data)
             self.last_id = ev.id
-            if len(self._events) > self.retain:
-                self._dropped_last = self._events.popleft().id
+            if len(self._events) > self.retain or self._bytes > self.retain_bytes:
+                self._trim()
             listeners = self._listeners[:] if self._listeners else None
         if listeners:
             for fn in listeners:
@@ -137,18 +166,25 @@ class ResultLog:
         with self._lock:
             evs = [] if self.closed else list(self._pending)
             self._pending.clear()
+            self._pending_bytes = 0
             dropped, self._pending_dropped = self._pending_dropped, None
             cut = None
-            if self._disk_rows + len(evs) > self.retain + self._slack:
-                k = len(self._events) + len(evs) - self.retain   # how many are older than the newest `retain`
+            new = sum(len(e.data) for e in evs)
+            total = self._bytes + new
+            if self._disk_rows + len(evs) > self.retain + self._slack or \
+                    self._disk_bytes + new > self.retain_bytes + self.retain_bytes // 4:
+                k = _excess(list(self._events) + evs, total, self.retain, self.retain_bytes)   # older than the kept
                 if k > 0:
                     cut = self._events[k - 1].id if k <= len(self._events) else evs[k - 1 - len(self._events)].id
+                else:   # the disk may still hold events the byte bound dropped from view when published
+                    cut = self._dropped_last
         return evs, dropped, cut
 
     def _requeue(self, evs: list[ResultEvent], dropped: int | None) -> None:
         """The commit failed: the events go back in front of the pending ones."""
         with self._lock:
             self._pending.extendleft(reversed(evs))
+            self._pending_bytes += sum(len(e.data) for e in evs)
             if dropped is not None:
                 p = self._pending_dropped
                 self._pending_dropped = dropped if p is None else max(p, dropped)
@@ -158,8 +194,15 @@ class ResultLog:
         """Make committed events visible (``dropped``: the newest pending one cut by ``retain``;
         ``cut``: the store trimmed its rows up to that id)."""
         with self._lock:
-            self._disk_rows = min(self._disk_rows + len(evs), self.retain) if cut is not None \
-                else self._disk_rows + len(evs)
+            new = sum(len(e.data) for e in evs)
+            if cut is None:
+                self._disk_rows += len(evs)
+                self._disk_bytes += new
+            else:   # the store holds the rows after ``cut``: the events the bounds keep, as below
+                both = list(self._events) + evs
+                k = _excess(both, self._bytes + new, self.retain, self.retain_bytes)
+                self._disk_rows = len(both) - k
+                self._disk_bytes = sum(len(e.data) for e in both[k:])
         if not evs:
             return
         with self._lock:
@@ -169,12 +212,26 @@ class ResultLog:
                 self._dropped_last = max(dropped, self._dropped_last if self._dropped_last is not None else dropped)
             for ev in evs:
                 self._events.append(ev)
+                self._bytes += len(ev.data)
                 self.last_id = int(ev.id)
-            while len(self._events) > self.retain:
-                self._dropped_last = self._events.popleft().id
+            if len(self._events) > self.retain or self._bytes > self.retain_bytes:
+                self._trim()
             listeners = list(self._listeners)
         for fn in listeners:
             fn()
+
+    def _trim(self) -> None:
+        """Drop the oldest visible events past either bound (the caller holds the lock)."""
+        evs = self._events
+        for _ in range(_excess(evs, self._bytes, self.retain, self.retain_bytes)):
+            ev = evs.popleft()
+            self._bytes -= len(ev.data)
+            self._dropped_last = ev.id
+
+    @property
+    def retained_bytes(self) -> int:
+        """Data bytes of the retained (visible) events."""
+        return self._bytes
 
     def close(self) -> None:
         with self._lock:
