@@ -129,12 +129,14 @@ def commit_absorbed(store, rows: np.ndarray, origin: dict[str, int] | None = Non
 
 
 def absorb(store, log: AbsorbLog, rows: np.ndarray, tau: np.ndarray, mark: tuple[int, int] | None = None,
-           origin: dict[str, int] | None = None) -> None:
+           origin: dict[str, int] | None = None, recorded=None) -> None:
     """Commit timeless triples to the store's default graph (one commit = atomic).
 
     ``mark`` = (first id interned by this batch, snapshot number then): if no commit
     happened since, a row holding a term interned by this batch cannot be in the store,
-    so only the other rows need the edge test (a stream of new observations skips it)."""
+    so only the other rows need the edge test (a stream of new observations skips it).
+    ``recorded(new)``: called with the record's new-mask after it is in the log and before the
+    commit (the window journal writes it there: durable before the store holds the rows)."""
     with store.write_lock:
         snap = store.snapshot()
         default = snap.default
@@ -160,4 +162,6 @@ def absorb(store, log: AbsorbLog, rows: np.ndarray, tau: np.ndarray, mark: tuple
             else:
                 present[old] = found
         log.add(tau, rows, ~present)   # before the commit (see AbsorbLog)
+        if recorded is not None:
+            recorded(~present)
         commit_absorbed(store, rows, origin)

@@ -75,18 +75,25 @@ class Ingestor:
         if tm.any():
             self.db.store.snapshot()  # a down store worker refuses the batch before anything changes
         st.store.append_rows(rows, tau)
-        if self.journal is not None and keys is not None:
-            self.journal.record(st.name, keys, tau, st.store.freed_tau)
+        journal = self.journal if keys is not None else None
         st.batches += 1
         st.elements += len(split_elements(tau))
         origin = {st.name: st.batches}  # a cluster advances its workers' vector timestamps by it
+        if not tm.any():
+            if journal is not None:
+                journal.record(st.name, keys, tau, st.store.freed_tau)
+            return False
+        recorded = None
+        if journal is not None:
+            def recorded(new: np.ndarray) -> None:   # the batch with its absorb record, before the commit
+                flags = np.zeros(len(rows), dtype=bool)
+                flags[tm] = new
+                journal.record(st.name, keys, tau, st.store.freed_tau, pa.array(flags, mask=~tm))
         if tm.all():
-            absorb(self.db.store, self.absorb_log, rows, tau, mark, origin)
-            return True
-        if tm.any():
-            absorb(self.db.store, self.absorb_log, rows[tm], tau[tm], mark, origin)
-            return True
-        return False
+            absorb(self.db.store, self.absorb_log, rows, tau, mark, origin, recorded)
+        else:
+            absorb(self.db.store, self.absorb_log, rows[tm], tau[tm], mark, origin, recorded)
+        return True
 
     @staticmethod
     def late_mask(t: np.ndarray, p0: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -277,6 +284,10 @@ class Ingestor:
                     top = max(top, _max_load_id(b.s), _max_load_id(b.o))
                     with st.lock:
                         st.store.append_rows(iv.rows, b.t)
+                        if b.absorbed is not None:   # the absorb records: the store already holds the rows
+                            held = b.absorbed.is_valid().to_numpy(zero_copy_only=False)
+                            new = b.absorbed.fill_null(False).to_numpy(zero_copy_only=False)
+                            self.absorb_log.add(b.t[held], iv.rows[held], new[held])
                         if st.clock != ARRIVAL:
                             st.sclock.heartbeat(int(b.t[-1]))
                     n += len(b.t)

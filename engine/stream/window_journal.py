@@ -21,8 +21,13 @@ Bounded: a journal file is closed at ``SEGMENT_BYTES`` and a new one begun; a cl
 deleted once the stream's GC has freed every timestamp it holds (all its triples have
 ``tau <= TransientStore.freed_tau``: no present or future instant reads them).
 
-Not journaled: the absorb log (which absorbed timeless triples an instant may not yet see); after
-a restart absorbed triples, which are in the store, are visible to every instant.
+Absorbed rows carry their :class:`~engine.stream.absorb.AbsorbLog` record: column ``a`` is null
+for a window-only triple and, for a timeless one, whether it was new to the store's default graph
+when absorbed. Replaying a batch re-adds those records, so after a restart an instant still sees
+the stored default graph "as of event time" (absorbed triples with ``tau`` after it hidden), as it
+would have without the restart. Files written before the column existed replay without records.
+One case stays approximate: a triple absorbed by two streams out of timestamp order, the older
+record in a file already deleted, is hidden from instants between the two timestamps.
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ JOURNAL_DIR = "windows"
 #: a journal file is closed (and may be deleted once its elements are freed) past this size
 SEGMENT_BYTES = 8 << 20
 
-_SCHEMA = pa.schema([("s", pa.string()), ("p", pa.string()), ("o", pa.string()), ("t", pa.int64())])
+_SCHEMA = pa.schema([("s", pa.string()), ("p", pa.string()), ("o", pa.string()), ("t", pa.int64()),
+                     ("a", pa.bool_())])
 _FILE = re.compile(r"^(\d{12})\.arrows$")
 
 
@@ -57,6 +63,8 @@ class JournalBatch:
     p: pa.Array
     o: pa.Array
     t: np.ndarray
+    #: per triple: None (window only) or whether it was new to the default graph when absorbed
+    absorbed: pa.Array | None = None
 
 
 def _plain(a) -> pa.Array:
@@ -140,9 +148,11 @@ class WindowJournal:
             return j
 
     # -- writing -------------------------------------------------------------
-    def record(self, stream: str, keys, tau: np.ndarray, freed_tau: int | None) -> None:
+    def record(self, stream: str, keys, tau: np.ndarray, freed_tau: int | None,
+               absorbed: pa.Array | None = None) -> None:
         """Append one stored batch (``keys``: the s, p, o key columns aligned with ``tau``).
         ``freed_tau``: the stream's GC horizon, below which closed files are deleted.
+        ``absorbed``: per triple, null or its absorb record's "new" flag (module docstring).
 
         A write error is logged once per stream and journaling of the stream stops (the
         element is stored and answered as usual; only its durability is lost)."""
@@ -154,7 +164,8 @@ class WindowJournal:
                 return
             try:
                 s, p, o = (_plain(k) for k in keys)
-                batch = pa.record_batch([s, p, o, pa.array(tau, type=pa.int64())], schema=_SCHEMA)
+                a = pa.nulls(len(tau), pa.bool_()) if absorbed is None else absorbed
+                batch = pa.record_batch([s, p, o, pa.array(tau, type=pa.int64()), a], schema=_SCHEMA)
                 if j.current is None:
                     os.makedirs(j.root, exist_ok=True)
                     j.current = _Segment(j._next_path())
@@ -205,7 +216,9 @@ class WindowJournal:
                         t = rb.column(3).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
                         if len(t):
                             max_tau = int(t[-1])
-                            yield JournalBatch(rb.column(0), rb.column(1), rb.column(2), t)
+                            a = rb.column(4) if rb.num_columns > 4 else None
+                            yield JournalBatch(rb.column(0), rb.column(1), rb.column(2), t,
+                                               a if a is not None and a.null_count < len(a) else None)
             except (pa.ArrowInvalid, OSError):
                 log.warning("stream %r: journal file %s is unreadable; skipped", stream, path)
             if max_tau is None:   # nothing in it (or unreadable): nothing to keep
