@@ -804,6 +804,7 @@ class InstantEvaluator:
         self._at: tuple | None = None        # (t, [(g0, g1) per window])
         self._wm: tuple | None = None        # (t, member dict, b',"window":{...}')
         self._pre: tuple = (None, 0.0)       # (t, ms capture(t) spent): counted in run(t)'s latency
+        self._until: list | None = None      # [state, leave instant, next-element instant per window]
         ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
         self._max_range = max(ranges) if ranges else None
         self._from_graphs: tuple | None = None   # (snapshot, the FROM graphs the compact path reads)
@@ -960,13 +961,14 @@ class InstantEvaluator:
         self._at = (t, r)
         return r
 
-    def capture(self, t: int) -> tuple:
+    def capture(self, t: int, spent_ms: float = 0.0) -> tuple:
         """What instant ``t``'s evaluation depends on: (t, store snapshot number, the seq range
         of each window). Taken before evaluating, so a commit meanwhile only makes
-        :meth:`unchanged_until` more conservative. Its time counts in :meth:`run`'s latency."""
+        :meth:`unchanged_until` more conservative. Its time counts in :meth:`run`'s latency,
+        with ``spent_ms`` the scheduler spent on ``t`` before (the unchanged-instant check)."""
         t0 = time.perf_counter()
         st = (int(t), self.db.store.snapshot().sn, self.ranges(t))
-        self._pre = (t, (time.perf_counter() - t0) * 1000.0)
+        self._pre = (t, spent_ms + (time.perf_counter() - t0) * 1000.0)
         return st
 
     def unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
@@ -979,31 +981,46 @@ class InstantEvaluator:
         it; a count window's only when an element enters. Elements admitted later have
         tau >= the progress, beyond every ready instant. The stored default graph "as of
         event time" changes at the next absorbed timestamp; any other commit since ``te``
-        means "changed"."""
+        means "changed".
+
+        The timestamps read here are fixed once read (a seq's element never changes), so they
+        are kept per ``state`` (:attr:`_until`): a later call re-reads only a window whose next
+        element had not arrived yet, and checks the GC's progress (two integers per window)."""
         te, sn, ranges = state
         if self.db.store.snapshot().sn != sn:
             return None
-        change: int | None = None
-
-        def at(x: int) -> None:
-            nonlocal change
-            c = first_instant(x, step)
-            change = c if change is None or c < change else change
-
-        for bw, (g0, g1) in zip(self.windows, ranges, strict=True):
-            store = bw.store
-            with store._lock:
-                live = store.live_start
-                if (g0 < g1 and g0 < live) or g1 < live:
-                    return None   # the GC freed data this window held or was about to hold
-                if g1 < store.end_seq:
-                    at(store._tau_at(g1))
+        memo = self._until
+        if memo is None or memo[0] is not state:
+            leave = None   # the earliest instant at which an element leaves a time window
+            for bw, (g0, g1) in zip(self.windows, ranges, strict=True):
                 if not bw.window.is_count and g0 < g1:
-                    at(leaves_at(bw.window, store._tau_at(g0)))
+                    store = bw.store
+                    with store._lock:
+                        if g0 < store.live_start:
+                            return None
+                        c = first_instant(leaves_at(bw.window, store._tau_at(g0)), step)
+                    leave = c if leave is None or c < leave else leave
+            memo = self._until = [state, leave, [None] * len(ranges)]
+        change = memo[1]
+        nxt = memo[2]
+        for k, (bw, (g0, g1)) in enumerate(zip(self.windows, ranges, strict=True)):
+            store = bw.store
+            live = store.live_start
+            if (g0 < g1 and g0 < live) or g1 < live:
+                return None   # the GC freed data this window held or was about to hold
+            c = nxt[k]
+            if c is None and g1 < store.end_seq:   # the next element arrived: when it enters
+                with store._lock:
+                    if g1 < store.live_start:
+                        return None
+                    c = nxt[k] = first_instant(store._tau_at(g1), step)
+            if c is not None and (change is None or c < change):
+                change = c
         if self.absorb_log is not None and self.reads_stored_default:
-            nxt = self.absorb_log.next_after(te)
-            if nxt is not None:
-                at(nxt)
+            nxt_abs = self.absorb_log.next_after(te)
+            if nxt_abs is not None:
+                c = first_instant(nxt_abs, step)
+                change = c if change is None or c < change else change
         u = last if change is None else min(last, change - step)
         return u if u >= t else None
 
@@ -1144,7 +1161,7 @@ class InstantEvaluator:
                 if self.reads_stored_default and self.absorb_log is not None:
                     nxt = self.absorb_log.next_after(dg.last)
                     absorbed = nxt is not None and nxt <= t
-                prefix = dg.reusable(self.windows, sn, ranges, self.db.store.dictionary.lookup, absorbed)
+                prefix = dg.reusable(self.windows, sn, ranges, self.db.store.dictionary, absorbed)
                 if prefix is not None:
                     return self.repeat(prefix, t), pre + (time.perf_counter() - t0) * 1000.0
             keep = True

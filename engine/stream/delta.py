@@ -70,38 +70,43 @@ class DeltaGuard:
     def __init__(self, query: A.Query):
         pats = query_patterns(query)
         self.patterns = pats
-        self._sn = None
-        self._consts: list | None = None    # per pattern: (s, p, o) ids or None for a variable
+        # (dictionary, its size, per pattern (s, p, o) ids or None for a variable, key -> id)
+        self._consts: tuple | None = None
         self._memo: tuple | None = None     # (t, sn, ranges, prefix)
         self._misses = 0
         self._skip = 0
         self._backoff = 1
         self.hits = 0
 
-    def _resolve(self, lookup, sn) -> list | None:
-        """The patterns' constants as ids; a pattern with a constant the dictionary does not hold
-        matches no triple (kept per snapshot only when every constant is known: stream elements
-        intern terms without a commit)."""
-        if self._sn == sn and self._consts is not None:
-            return self._consts
+    def _resolve(self, dictionary) -> list:
+        """The patterns' constants as ids (``(s, p, o)``, None for a variable); a pattern with a
+        constant the dictionary does not hold matches no triple and is left out. Ids never
+        change (the dictionary is append-only), so a resolution is kept while the dictionary
+        object and its size are the same; when it grew (stream elements intern terms without
+        a commit) only the constants that were absent are looked up again."""
+        size = len(dictionary)
+        memo = self._consts
+        if memo is not None and memo[0] is dictionary and memo[1] == size:
+            return memo[2]
+        known = memo[3] if memo is not None and memo[0] is dictionary else {}
         out = []
-        complete = True
         for tp in self.patterns:
             ids = []
             absent = False
             for term in (tp.s, tp.p, tp.o):
                 if isinstance(term, A.Const):
-                    i = int(lookup(term.key))
+                    i = known.get(term.key)
+                    if i is None:
+                        i = int(dictionary.lookup(term.key))
+                        if i >= 0:
+                            known[term.key] = i
                     absent |= i < 0
                     ids.append(i)
                 else:
                     ids.append(None)
-            if absent:
-                complete = False
-                continue
-            out.append(tuple(ids))
-        self._sn = sn
-        self._consts = out if complete else None
+            if not absent:
+                out.append(tuple(ids))
+        self._consts = (dictionary, size, out, known)
         return out
 
     def forget(self) -> None:
@@ -125,13 +130,13 @@ class DeltaGuard:
             return False
         return True
 
-    def reusable(self, windows, sn: int, ranges: list, lookup, stored_changed: bool = False) -> bytes | None:
+    def reusable(self, windows, sn: int, ranges: list, dictionary, stored_changed: bool = False) -> bytes | None:
         """The remembered prefix if no triple entering or leaving the windows between the
         remembered ranges and ``ranges`` matches a pattern, else None."""
         memo = self._memo
         if memo is None or memo[1] != sn or stored_changed:
             return self._miss()
-        consts = self._resolve(lookup, sn)
+        consts = self._resolve(dictionary)
         for bw, (h0, h1), (g0, g1) in zip(windows, memo[2], ranges, strict=True):
             if (h0, h1) == (g0, g1):
                 continue
