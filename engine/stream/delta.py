@@ -70,7 +70,8 @@ class DeltaGuard:
     def __init__(self, query: A.Query):
         pats = query_patterns(query)
         self.patterns = pats
-        # (dictionary, its size, per pattern (s, p, o) ids or None for a variable, key -> id)
+        # (dictionary, its size, per pattern (s, p, o) ids or None for a variable, key -> id,
+        # the same as an (m, 3) array with -1 for a variable)
         self._consts: tuple | None = None
         self._memo: tuple | None = None     # (t, sn, ranges, prefix)
         self._misses = 0
@@ -106,7 +107,8 @@ class DeltaGuard:
                     ids.append(None)
             if not absent:
                 out.append(tuple(ids))
-        self._consts = (dictionary, size, out, known)
+        arr = np.array([[-1 if i is None else i for i in ids] for ids in out], dtype=np.int64).reshape(-1, 3)
+        self._consts = (dictionary, size, out, known, arr)
         return out
 
     def forget(self) -> None:
@@ -136,7 +138,8 @@ class DeltaGuard:
         memo = self._memo
         if memo is None or memo[1] != sn or stored_changed:
             return self._miss()
-        consts = self._resolve(dictionary)
+        self._resolve(dictionary)
+        consts = self._consts[4]
         for bw, (h0, h1), (g0, g1) in zip(windows, memo[2], ranges, strict=True):
             if (h0, h1) == (g0, g1):
                 continue
@@ -166,15 +169,20 @@ class DeltaGuard:
         return None
 
 
-def _any_match(rows: np.ndarray, consts: list) -> bool:
-    """Whether some row matches some pattern's constants."""
-    for s, p, o in consts:
-        m = None
-        for col, c in ((1, p), (0, s), (2, o)):
-            if c is None:
-                continue
-            eq = rows[:, col] == c
-            m = eq if m is None else m & eq
-        if m is None or m.any():
+def _any_match(rows: np.ndarray, consts) -> bool:
+    """Whether some row matches some pattern's constants: one broadcast comparison of the rows
+    against every pattern at once (``consts``: the ``(m, 3)`` id array of :meth:`DeltaGuard._resolve`,
+    -1 for a variable), a handful of numpy calls however many patterns the query has."""
+    if not len(consts):
+        return False
+    var = consts[None, :, :] < 0
+    step = max(1, _CHUNK // len(consts))   # bounded temporaries on a large change
+    for a in range(0, len(rows), step):
+        eq = rows[a:a + step, None, :] == consts[None, :, :]
+        eq |= var
+        if eq.all(axis=2).any():
             return True
     return False
+
+
+_CHUNK = 1 << 16   # rows x patterns compared per step
