@@ -78,6 +78,10 @@ def test_delta_constants_kept_until_the_dictionary_grows(env):
         d.encode([f"<{EX}never-seen>", f"<{EX}p>"])
     got = dg._resolve(d)
     assert got == [(None, d.lookup(f"<{EX}p>"), d.lookup(f"<{EX}never-seen>"))]
+    complete = dg._consts
+    with db.store.write_lock:
+        d.encode([f"<{EX}another>"])
+    assert dg._resolve(d) is got and dg._consts is complete   # nothing absent: no new lookup
 
 
 def test_small_event_cells_cached_across_instants_equal_sparql_json():

@@ -71,7 +71,7 @@ class DeltaGuard:
         pats = query_patterns(query)
         self.patterns = pats
         # (dictionary, its size, per pattern (s, p, o) ids or None for a variable, key -> id,
-        # the same as an (m, 3) array with -1 for a variable)
+        # the same as an (m, 3) array with -1 for a variable, patterns with an absent constant)
         self._consts: tuple | None = None
         self._memo: tuple | None = None     # (t, sn, ranges, prefix)
         self._misses = 0
@@ -87,10 +87,11 @@ class DeltaGuard:
         a commit) only the constants that were absent are looked up again."""
         size = len(dictionary)
         memo = self._consts
-        if memo is not None and memo[0] is dictionary and memo[1] == size:
-            return memo[2]
+        if memo is not None and memo[0] is dictionary and (memo[1] == size or memo[5] == 0):
+            return memo[2]   # the same dictionary, and nothing it could add is missing
         known = memo[3] if memo is not None and memo[0] is dictionary else {}
         out = []
+        n_absent = 0
         for tp in self.patterns:
             ids = []
             absent = False
@@ -107,8 +108,9 @@ class DeltaGuard:
                     ids.append(None)
             if not absent:
                 out.append(tuple(ids))
+            n_absent += absent
         arr = np.array([[-1 if i is None else i for i in ids] for ids in out], dtype=np.int64).reshape(-1, 3)
-        self._consts = (dictionary, size, out, known, arr)
+        self._consts = (dictionary, size, out, known, arr, n_absent)
         return out
 
     def forget(self) -> None:
