@@ -870,7 +870,7 @@ class InstantEvaluator:
         self._at: tuple | None = None        # (t, [(g0, g1) per window])
         self._wm: tuple | None = None        # (t, member dict, b',"window":{...}')
         self._pre: tuple = (None, 0.0)       # (t, ms capture(t) spent): counted in run(t)'s latency
-        self._until: list | None = None      # [state, leave instant, next-element instant per window]
+        self._until: list | None = None      # [state, leave known, leave instant, next-element instant per window]
         ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
         self._max_range = max(ranges) if ranges else None
         self._from_graphs: tuple | None = None   # (snapshot, the FROM graphs the compact path reads)
@@ -1057,18 +1057,10 @@ class InstantEvaluator:
             return None
         memo = self._until
         if memo is None or memo[0] is not state:
-            leave = None   # the earliest instant at which an element leaves a time window
-            for bw, (g0, g1) in zip(self.windows, ranges, strict=True):
-                if not bw.window.is_count and g0 < g1:
-                    store = bw.store
-                    with store._lock:
-                        if g0 < store.live_start:
-                            return None
-                        c = first_instant(leaves_at(bw.window, store._tau_at(g0)), step)
-                    leave = c if leave is None or c < leave else leave
-            memo = self._until = [state, leave, [None] * len(ranges)]
-        change = memo[1]
-        nxt = memo[2]
+            memo = self._until = [state, False, None, [None] * len(ranges)]
+        nxt = memo[3]
+        change = None
+        # first what usually decides it: a window's next element arrived and enters by t
         for k, (bw, (g0, g1)) in enumerate(zip(self.windows, ranges, strict=True)):
             store = bw.store
             live = store.live_start
@@ -1080,8 +1072,24 @@ class InstantEvaluator:
                     if g1 < store.live_start:
                         return None
                     c = nxt[k] = first_instant(store._tau_at(g1), step)
-            if c is not None and (change is None or c < change):
-                change = c
+            if c is not None:
+                if c <= t:
+                    return None
+                change = c if change is None or c < change else change
+        if not memo[1]:   # the earliest instant at which an element leaves a time window
+            leave = None
+            for bw, (g0, g1) in zip(self.windows, ranges, strict=True):
+                if not bw.window.is_count and g0 < g1:
+                    store = bw.store
+                    with store._lock:
+                        if g0 < store.live_start:
+                            return None
+                        c = first_instant(leaves_at(bw.window, store._tau_at(g0)), step)
+                    leave = c if leave is None or c < leave else leave
+            memo[1], memo[2] = True, leave
+        leave = memo[2]
+        if leave is not None and (change is None or leave < change):
+            change = leave
         if self.absorb_log is not None and self.reads_stored_default:
             nxt_abs = self.absorb_log.next_after(te)
             if nxt_abs is not None:
