@@ -191,3 +191,75 @@ def test_delta_match_equals_a_row_by_row_check():
             delta._CHUNK = old
 
     run()
+
+
+def test_unchanged_until_equals_comparing_the_window_ranges():
+    """``unchanged_until`` (checked, memo kept per state, early exit) against brute force: the
+    last instant ``u`` up to which every instant's windows hold the same seq ranges as the
+    evaluated instant's, for random streams (ties, bursts, quiet spells), time and count
+    windows on one or two streams, and elements arriving between two checks of one state."""
+    import numpy as np
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from engine.database import Database
+    from engine.sparql.csparql import parse_continuous
+    from engine.stream.continuous import BoundWindow, InstantEvaluator
+    from engine.stream.transient import TransientStore
+    from engine.stream.windows import Window
+
+    db = Database()
+    query = parse_continuous(f"REGISTER QUERY u AS SELECT * FROM <{EX}a> [RANGE 1s STEP 1s] "
+                             "WHERE { ?s ?p ?o }").query
+
+    def taus(data, n):
+        out, tau = [], 0
+        for _ in range(n):
+            tau += data.draw(st.sampled_from([0, 0, 1, 3, 10, 40]))
+            out.append(tau)
+        return out
+
+    @settings(max_examples=120, deadline=None)
+    @given(data=st.data())
+    def run(data):
+        step = data.draw(st.sampled_from([1, 5, 10]))
+        windows = []
+        for k in range(data.draw(st.integers(1, 2))):
+            store = TransientStore(f"s{k}", slice_triples=data.draw(st.sampled_from([2, 4, 64])))
+            ts = taus(data, data.draw(st.integers(0, 25)))
+            if ts:
+                store.append_rows(np.zeros((len(ts), 3), dtype=np.int64), ts)
+            w = (Window.count(data.draw(st.integers(1, 4)), step) if data.draw(st.integers(0, 3)) == 0
+                 else Window.time(data.draw(st.sampled_from([5, 20, 60])), step))
+            windows.append(BoundWindow(f"s{k}", f"{EX}s{k}", 0, w, store))
+        ev = InstantEvaluator(db, query, "RSTREAM", windows, None, incremental=False)
+
+        def ranges(t):
+            return [bw.store.window_range(bw.window, t) for bw in windows]
+
+        hi = max([bw.store.end_seq and bw.store._tau_at(bw.store.end_seq - 1) for bw in windows] + [0])
+        te = step * data.draw(st.integers(0, hi // step + 2))
+        last = te + step * data.draw(st.integers(1, 20))
+        # instants up to ``last`` are ready: elements arriving later (here between two checks
+        # of the same state) have tau beyond it
+        arrive = {bw.stream: te + step * data.draw(st.integers(1, 20)) for bw in windows if data.draw(st.booleans())}
+        state = (te, db.store.snapshot().sn, ranges(te))
+        for t in range(te + step, last + 1, step):
+            for bw in windows:
+                if arrive.get(bw.stream) == t:
+                    start = bw.store.end_seq and bw.store._tau_at(bw.store.end_seq - 1)
+                    extra = max(last + data.draw(st.integers(1, 30)), start)
+                    bw.store.append_rows(np.zeros((1, 3), dtype=np.int64), [extra])
+            want = None
+            for x in range(t, last + 1, step):
+                if ranges(x) != state[2]:
+                    break
+                want = x
+            assert ev.unchanged_until(state, t, last, step) == want, (te, t, last)
+            if want is None:
+                break
+
+    try:
+        run()
+    finally:
+        db.close()
