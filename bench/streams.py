@@ -18,8 +18,10 @@ Peers:
   over the peer's database (the static graphs loaded once): its streams are replayed in
   buckets of event time (one ndjson POST per stream and bucket, a heartbeat of every
   stream to the bucket's end, ``drain``); the latency of an instant is the manager's
-  ``last_latency_ms`` (the instant's capture by the scheduler, window read, evaluation and
-  the result event's JSON), the result is the instant's event in the query's result log.
+  ``last_latency_ms`` (the scheduler's unchanged-instant check and capture of the instant,
+  window read, evaluation and the result event's JSON; for an instant whose windows equal
+  the last evaluated one's, the check and its repeated event), the result is the instant's
+  event in the query's result log.
 * jindou-full: the same with ``StreamManager(incremental=False)``.
 * csparql-composite: the C-SPARQL composite design on pyoxigraph: the static graphs
   are in the store; per window the window's triples are inserted into a named graph,

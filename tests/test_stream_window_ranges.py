@@ -63,3 +63,19 @@ def test_advanced_range_is_taken_when_the_stream_holds_nothing_newer():
                 assert got == want
         prev = want
     assert taken == 29
+
+
+def test_advanced_range_is_taken_when_the_stream_is_ahead_of_the_instant():
+    """A stream holding elements newer than the instant (the next bucket already ingested, the
+    usual case for a replay or a stream ahead of its queries): the range still advances from
+    the last instant's, without the search, and equals it."""
+    store = TransientStore("s", slice_triples=3)
+    w = Window.time(10, 1)
+    prev = None
+    for k in range(40):
+        store.append_rows(np.full((3, 3), k, dtype=np.int64), [k * 5, k * 5 + 1, k * 5 + 4])
+        t = k * 5 - 3   # the instant lags the stream: the last elements are newer than t
+        want = store.window_range(w, t)
+        if prev is not None:
+            assert advance_range(store, *prev, t - 10, t) == want
+        prev = want

@@ -49,9 +49,7 @@ solution skips the executor when nothing above the BGP can turn no rows into a r
 
 from __future__ import annotations
 
-import bisect
 import collections
-import itertools
 import threading
 import time
 from dataclasses import dataclass
@@ -163,16 +161,32 @@ class _StableTerms:
         out[loc] = mapped[inv.reshape(-1)]
         return out
 
-    def refresh(self, rows: np.ndarray) -> np.ndarray:
-        """Previous rows: computed terms the store has interned since become store ids."""
-        neg = rows < UNBOUND
-        if not neg.any():
-            return rows
-        out = rows.copy()
-        for j in unique(rows[neg]).tolist():
-            sid = int(self.dictionary.lookup(self.key_of[j]))
-            if sid >= 0:
-                out[rows == j] = sid
+    def refresh(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        """Computed terms the store has interned since become store ids, in every array alike:
+        each key is looked up once, so the current rows and the previous ones agree even when
+        a stream element interns the term meanwhile (one looked up before, the other after,
+        would differ and make a row look added and removed)."""
+        negs = [a[a < UNBOUND] for a in arrays if a.size]
+        negs = [x for x in negs if len(x)]
+        if not negs:
+            return list(arrays)
+        sid = {}
+        for j in unique(np.concatenate(negs)).tolist():
+            i = int(self.dictionary.lookup(self.key_of[j]))
+            if i >= 0:
+                sid[j] = i
+        if not sid:
+            return list(arrays)
+        out = []
+        for a in arrays:
+            b = a
+            for j, i in sid.items():
+                hit = a == j
+                if hit.any():
+                    if b is a:
+                        b = a.copy()
+                    b[hit] = i
+            out.append(b)
         return out
 
     def prune(self, keep: list[np.ndarray]) -> None:
@@ -186,23 +200,42 @@ class _StableTerms:
 
 def advance_range(store: TransientStore, g0: int, g1: int, lo: int, hi: int) -> tuple[int, int] | None:
     """The seq range of the triples with ``lo < tau <= hi`` from the range ``[g0, g1)`` of an
-    earlier instant of the same time window (bounds ``lo' <= lo``, ``hi' <= hi``) when every
-    stored triple has ``tau <= hi`` (a ready instant whose stream holds nothing newer, the usual
-    case): the end is the stream's end, the start one timestamp read if nothing left the
-    window, else a bisection of the timestamps from ``g0`` on. None otherwise (the caller
-    searches the stream index: ``TransientStore.window_range``). A stream's timestamps are
-    non-decreasing in arrival order, so the triples before ``g0`` have ``tau <= lo' <= lo``
-    and those before ``g1`` have ``tau <= hi``."""
+    earlier instant of the same time window (bounds ``lo' <= lo``, ``hi' <= hi``): each bound
+    moves forward from where it was, by a timestamp read when it stays, else one
+    ``searchsorted`` per slice it crosses -- no stream-index search (which builds a dict per
+    bound) and no Python bisection. None when the GC freed the old start (the caller searches:
+    ``TransientStore.window_range``). A stream's timestamps are non-decreasing in arrival
+    order, so the triples before ``g0`` have ``tau <= lo' <= lo`` and those before ``g1`` have
+    ``tau <= hi' <= hi``: the new start is the first seq from ``g0`` on with ``tau > lo``, the
+    new end the first from ``g1`` on with ``tau > hi`` (elements newer than the instant, a
+    stream ahead of its queries, stay beyond it)."""
     with store._lock:
         live, end = store.live_start, store.end_seq
         if g0 < live or g1 < g0 or g1 > end or hi <= lo:
             return None
-        tau_at = store._tau_at
-        if g1 < end and tau_at(end - 1) > hi:
-            return None
-        if g0 == end or tau_at(g0) > lo:
-            return g0, end
-        return g0 + 1 + bisect.bisect_right(range(g0 + 1, end), lo, key=tau_at), end
+        e1 = _first_after_from(store, g1, end, hi)
+        return _first_after_from(store, g0, e1, lo), e1
+
+
+def _first_after_from(store: TransientStore, a: int, end: int, x: int) -> int:
+    """The first seq in ``[a, end)`` whose timestamp is ``> x`` (``end`` if none), the
+    timestamps being non-decreasing (under the store's lock)."""
+    if a >= end:
+        return end
+    slices = store._slices
+    k = store._slice_of(a)
+    while a < end:
+        sl = slices[k]
+        base = sl.base
+        stop = min(end, base + sl.fill)
+        tau = sl.tau
+        if tau[a - base] > x:
+            return a
+        if tau[stop - 1 - base] > x:
+            return a + int(tau[a - base:stop - base].searchsorted(x, side="right"))
+        a = stop
+        k += 1
+    return end
 
 
 # ---------------------------------------------------------------- plans across instants
@@ -595,6 +628,10 @@ class _JsonTerms:
         self._d: dict[int, bytes] = {}
         self._heads: dict[tuple, bytes] = {}   # vars -> b'{"head":{"vars":[...]}' (the same every instant)
         self._names: dict[str, bytes] = {}     # var -> b'"var":'
+        # var -> {store id -> b'"var":{...}'}: a small answer's cells are dict reads (C-level
+        # ``map``), no concatenation per cell; bounded with ``_d`` (cleared together)
+        self._cells: dict[str, dict[int, bytes]] = {}
+        self._n_cells = 0
 
     def head(self, vars_) -> bytes:
         key = tuple(vars_)
@@ -604,6 +641,10 @@ class _JsonTerms:
                 self._heads.clear()
             h = self._heads[key] = b'{"head":' + orjson.dumps({"vars": list(key)})
         return h
+
+    def _clear(self) -> None:
+        self._cells.clear()
+        self._n_cells = 0
 
     def render(self, ids: list[int], terms) -> list[bytes | None]:
         """JSON bytes of each id of ``ids`` (distinct), None for UNBOUND."""
@@ -643,24 +684,49 @@ class _JsonTerms:
         cols = []
         holes = False
         if n <= 64:
-            # a few rows: every column's ids rendered by one call (one decode of the new terms)
+            # a few rows: each cell's ``"var":{...}`` read from the per-variable cache; the misses
+            # of all columns rendered by one call (one decode of the instant's new terms)
             lists = [np.asarray(c, dtype=np.int64).tolist() for c in res.columns]
-            u = list(dict.fromkeys(itertools.chain.from_iterable(lists)))
-            frag = dict(zip(u, self.render(u, res.terms), strict=True))
-            names = self._names
+            cells = self._cells
+            tables = []
             for v, lst in zip(res.vars, lists, strict=True):
-                name = names.get(v)
-                if name is None:
-                    if len(names) > 256:
-                        names.clear()
-                    name = names[v] = orjson.dumps(v) + b":"
-                col = [frag[i] for i in lst]
-                if None in col:
-                    holes = True
-                    col = [b"" if x is None else name + x for x in col]
-                else:
-                    col = [name + x for x in col]
+                cd = cells.get(v)
+                if cd is None:
+                    if len(cells) > 256:
+                        self._clear()
+                    cd = cells[v] = {}
+                col = list(map(cd.get, lst))
+                tables.append(cd)
                 cols.append(col)
+            miss = [i for col, lst in zip(cols, lists, strict=True) if None in col
+                    for i, x in zip(lst, col, strict=True) if x is None]
+            if miss:
+                u = list(dict.fromkeys(miss))
+                frag = dict(zip(u, self.render(u, res.terms), strict=True))
+                if self._n_cells + len(miss) > self.MAX:
+                    self._clear()
+                    tables = [cells.setdefault(v, {}) for v in res.vars]
+                names = self._names
+                for v, lst, col, cd in zip(res.vars, lists, cols, tables, strict=True):
+                    if None not in col:
+                        continue
+                    name = names.get(v)
+                    if name is None:
+                        if len(names) > 256:
+                            names.clear()
+                        name = names[v] = orjson.dumps(v) + b":"
+                    for r, i in enumerate(lst):
+                        if col[r] is not None:
+                            continue
+                        f = frag[i]
+                        if f is None:    # unbound
+                            holes = True
+                            col[r] = b""
+                            continue
+                        col[r] = x = name + f
+                        if 0 <= i < LOCAL_BASE and i not in cd:   # a store id: the same cell forever
+                            cd[i] = x
+                            self._n_cells += 1
         else:
             for v, c in zip(res.vars, res.columns, strict=True):
                 name = orjson.dumps(v) + b":"
@@ -804,6 +870,7 @@ class InstantEvaluator:
         self._at: tuple | None = None        # (t, [(g0, g1) per window])
         self._wm: tuple | None = None        # (t, member dict, b',"window":{...}')
         self._pre: tuple = (None, 0.0)       # (t, ms capture(t) spent): counted in run(t)'s latency
+        self._until: list | None = None      # [state, leave known, leave instant, next-element instant per window]
         ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
         self._max_range = max(ranges) if ranges else None
         self._from_graphs: tuple | None = None   # (snapshot, the FROM graphs the compact path reads)
@@ -960,13 +1027,14 @@ class InstantEvaluator:
         self._at = (t, r)
         return r
 
-    def capture(self, t: int) -> tuple:
+    def capture(self, t: int, spent_ms: float = 0.0) -> tuple:
         """What instant ``t``'s evaluation depends on: (t, store snapshot number, the seq range
         of each window). Taken before evaluating, so a commit meanwhile only makes
-        :meth:`unchanged_until` more conservative. Its time counts in :meth:`run`'s latency."""
+        :meth:`unchanged_until` more conservative. Its time counts in :meth:`run`'s latency,
+        with ``spent_ms`` the scheduler spent on ``t`` before (the unchanged-instant check)."""
         t0 = time.perf_counter()
         st = (int(t), self.db.store.snapshot().sn, self.ranges(t))
-        self._pre = (t, (time.perf_counter() - t0) * 1000.0)
+        self._pre = (t, spent_ms + (time.perf_counter() - t0) * 1000.0)
         return st
 
     def unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
@@ -979,31 +1047,54 @@ class InstantEvaluator:
         it; a count window's only when an element enters. Elements admitted later have
         tau >= the progress, beyond every ready instant. The stored default graph "as of
         event time" changes at the next absorbed timestamp; any other commit since ``te``
-        means "changed"."""
+        means "changed".
+
+        The timestamps read here are fixed once read (a seq's element never changes), so they
+        are kept per ``state`` (:attr:`_until`): a later call re-reads only a window whose next
+        element had not arrived yet, and checks the GC's progress (two integers per window)."""
         te, sn, ranges = state
         if self.db.store.snapshot().sn != sn:
             return None
-        change: int | None = None
-
-        def at(x: int) -> None:
-            nonlocal change
-            c = first_instant(x, step)
-            change = c if change is None or c < change else change
-
-        for bw, (g0, g1) in zip(self.windows, ranges, strict=True):
+        memo = self._until
+        if memo is None or memo[0] is not state:
+            memo = self._until = [state, False, None, [None] * len(ranges)]
+        nxt = memo[3]
+        change = None
+        # first what usually decides it: a window's next element arrived and enters by t
+        for k, (bw, (g0, g1)) in enumerate(zip(self.windows, ranges, strict=True)):
             store = bw.store
-            with store._lock:
-                live = store.live_start
-                if (g0 < g1 and g0 < live) or g1 < live:
-                    return None   # the GC freed data this window held or was about to hold
-                if g1 < store.end_seq:
-                    at(store._tau_at(g1))
+            live = store.live_start
+            if (g0 < g1 and g0 < live) or g1 < live:
+                return None   # the GC freed data this window held or was about to hold
+            c = nxt[k]
+            if c is None and g1 < store.end_seq:   # the next element arrived: when it enters
+                with store._lock:
+                    if g1 < store.live_start:
+                        return None
+                    c = nxt[k] = first_instant(store._tau_at(g1), step)
+            if c is not None:
+                if c <= t:
+                    return None
+                change = c if change is None or c < change else change
+        if not memo[1]:   # the earliest instant at which an element leaves a time window
+            leave = None
+            for bw, (g0, g1) in zip(self.windows, ranges, strict=True):
                 if not bw.window.is_count and g0 < g1:
-                    at(leaves_at(bw.window, store._tau_at(g0)))
+                    store = bw.store
+                    with store._lock:
+                        if g0 < store.live_start:
+                            return None
+                        c = first_instant(leaves_at(bw.window, store._tau_at(g0)), step)
+                    leave = c if leave is None or c < leave else leave
+            memo[1], memo[2] = True, leave
+        leave = memo[2]
+        if leave is not None and (change is None or leave < change):
+            change = leave
         if self.absorb_log is not None and self.reads_stored_default:
-            nxt = self.absorb_log.next_after(te)
-            if nxt is not None:
-                at(nxt)
+            nxt_abs = self.absorb_log.next_after(te)
+            if nxt_abs is not None:
+                c = first_instant(nxt_abs, step)
+                change = c if change is None or c < change else change
         u = last if change is None else min(last, change - step)
         return u if u >= t else None
 
@@ -1144,7 +1235,7 @@ class InstantEvaluator:
                 if self.reads_stored_default and self.absorb_log is not None:
                     nxt = self.absorb_log.next_after(dg.last)
                     absorbed = nxt is not None and nxt <= t
-                prefix = dg.reusable(self.windows, sn, ranges, self.db.store.dictionary.lookup, absorbed)
+                prefix = dg.reusable(self.windows, sn, ranges, self.db.store.dictionary, absorbed)
                 if prefix is not None:
                     return self.repeat(prefix, t), pre + (time.perf_counter() - t0) * 1000.0
             keep = True
@@ -1178,7 +1269,7 @@ class InstantEvaluator:
         else:
             cur = np.zeros((n, 0), dtype=np.int64)
         prev = self._prev if self._prev is not None else np.zeros((0, cur.shape[1]), dtype=np.int64)
-        prev = self._terms.refresh(prev)
+        cur, prev = self._terms.refresh(cur, prev)
         out = multiset_diff(cur, prev) if self.mode == "ISTREAM" else multiset_diff(prev, cur)
         self._prev = cur
         self._vars = list(res.vars)
@@ -1193,7 +1284,7 @@ class InstantEvaluator:
         tr = res.triples if res.triples is not None else _EMPTY3
         cur = np.stack([self._terms.stabilize(tr[:, j], ctx) for j in range(3)], axis=1) if len(tr) else _EMPTY3
         prev = self._prev if self._prev is not None else _EMPTY3
-        prev = self._terms.refresh(prev)
+        cur, prev = self._terms.refresh(cur, prev)
         out = set_diff(cur, prev) if self.mode == "ISTREAM" else set_diff(prev, cur)
         self._prev = cur
         frozen = _FrozenTerms(self._terms, out)

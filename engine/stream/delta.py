@@ -70,38 +70,47 @@ class DeltaGuard:
     def __init__(self, query: A.Query):
         pats = query_patterns(query)
         self.patterns = pats
-        self._sn = None
-        self._consts: list | None = None    # per pattern: (s, p, o) ids or None for a variable
+        # (dictionary, its size, per pattern (s, p, o) ids or None for a variable, key -> id,
+        # the same as an (m, 3) array with -1 for a variable, patterns with an absent constant)
+        self._consts: tuple | None = None
         self._memo: tuple | None = None     # (t, sn, ranges, prefix)
         self._misses = 0
         self._skip = 0
         self._backoff = 1
         self.hits = 0
 
-    def _resolve(self, lookup, sn) -> list | None:
-        """The patterns' constants as ids; a pattern with a constant the dictionary does not hold
-        matches no triple (kept per snapshot only when every constant is known: stream elements
-        intern terms without a commit)."""
-        if self._sn == sn and self._consts is not None:
-            return self._consts
+    def _resolve(self, dictionary) -> list:
+        """The patterns' constants as ids (``(s, p, o)``, None for a variable); a pattern with a
+        constant the dictionary does not hold matches no triple and is left out. Ids never
+        change (the dictionary is append-only), so a resolution is kept while the dictionary
+        object and its size are the same; when it grew (stream elements intern terms without
+        a commit) only the constants that were absent are looked up again."""
+        size = len(dictionary)
+        memo = self._consts
+        if memo is not None and memo[0] is dictionary and (memo[1] == size or memo[5] == 0):
+            return memo[2]   # the same dictionary, and nothing it could add is missing
+        known = memo[3] if memo is not None and memo[0] is dictionary else {}
         out = []
-        complete = True
+        n_absent = 0
         for tp in self.patterns:
             ids = []
             absent = False
             for term in (tp.s, tp.p, tp.o):
                 if isinstance(term, A.Const):
-                    i = int(lookup(term.key))
+                    i = known.get(term.key)
+                    if i is None:
+                        i = int(dictionary.lookup(term.key))
+                        if i >= 0:
+                            known[term.key] = i
                     absent |= i < 0
                     ids.append(i)
                 else:
                     ids.append(None)
-            if absent:
-                complete = False
-                continue
-            out.append(tuple(ids))
-        self._sn = sn
-        self._consts = out if complete else None
+            if not absent:
+                out.append(tuple(ids))
+            n_absent += absent
+        arr = np.array([[-1 if i is None else i for i in ids] for ids in out], dtype=np.int64).reshape(-1, 3)
+        self._consts = (dictionary, size, out, known, arr, n_absent)
         return out
 
     def forget(self) -> None:
@@ -125,13 +134,14 @@ class DeltaGuard:
             return False
         return True
 
-    def reusable(self, windows, sn: int, ranges: list, lookup, stored_changed: bool = False) -> bytes | None:
+    def reusable(self, windows, sn: int, ranges: list, dictionary, stored_changed: bool = False) -> bytes | None:
         """The remembered prefix if no triple entering or leaving the windows between the
         remembered ranges and ``ranges`` matches a pattern, else None."""
         memo = self._memo
         if memo is None or memo[1] != sn or stored_changed:
             return self._miss()
-        consts = self._resolve(lookup, sn)
+        self._resolve(dictionary)
+        consts = self._consts[4]
         for bw, (h0, h1), (g0, g1) in zip(windows, memo[2], ranges, strict=True):
             if (h0, h1) == (g0, g1):
                 continue
@@ -161,15 +171,20 @@ class DeltaGuard:
         return None
 
 
-def _any_match(rows: np.ndarray, consts: list) -> bool:
-    """Whether some row matches some pattern's constants."""
-    for s, p, o in consts:
-        m = None
-        for col, c in ((1, p), (0, s), (2, o)):
-            if c is None:
-                continue
-            eq = rows[:, col] == c
-            m = eq if m is None else m & eq
-        if m is None or m.any():
+def _any_match(rows: np.ndarray, consts) -> bool:
+    """Whether some row matches some pattern's constants: one broadcast comparison of the rows
+    against every pattern at once (``consts``: the ``(m, 3)`` id array of :meth:`DeltaGuard._resolve`,
+    -1 for a variable), a handful of numpy calls however many patterns the query has."""
+    if not len(consts):
+        return False
+    var = consts[None, :, :] < 0
+    step = max(1, _CHUNK // len(consts))   # bounded temporaries on a large change
+    for a in range(0, len(rows), step):
+        eq = rows[a:a + step, None, :] == consts[None, :, :]
+        eq |= var
+        if eq.all(axis=2).any():
             return True
     return False
+
+
+_CHUNK = 1 << 16   # rows x patterns compared per step

@@ -50,6 +50,7 @@ from engine.stream.adaptor import parse_arrow, parse_ndjson
 from engine.stream.continuous import BoundWindow, InstantEvaluator, WindowCache
 from engine.stream.derived import DerivedStreamLog, DerivedWriter, derived_iri
 from engine.stream.gc import collect, stream_horizon
+from engine.stream.heap import keep_freed_heap
 from engine.stream.ingest import Ingestor
 from engine.stream.ledger import BatchLedger
 from engine.stream.limits import shorten
@@ -116,6 +117,7 @@ class StreamManager:
                  progress_sync_s: float = 1.0, incremental: bool | str = True,
                  batch_id_limit: int = DEFAULTS.batch_id_limit, idle_after: int = DEFAULTS.idle_after):
         self.db = db
+        keep_freed_heap()   # large result events reuse dropped events' memory (no page faults)
         # True: maintain sliding-window queries incrementally where it pays (adaptive); "always": even
         # where it does not (tests); False: every instant from scratch, windows rebuilt (bench A/B)
         self.incremental = incremental if incremental == "always" else bool(incremental)

@@ -343,19 +343,22 @@ class Scheduler:
 
     def _step_one(self, q: QueryEntry, t: int, last: int) -> None:
         reg = self.reg
-        # instants whose windows and stored data equal the last evaluated one's cost nothing
+        # instants whose windows and stored data equal the last evaluated one's cost only the
+        # check and the repeated event; the check's time counts in the instant's latency either way
+        t0 = time.perf_counter()
         u = None
         if q.state is not None and q.prefix is not None:
             u = q.evaluator.unchanged_until(q.state, t, last, q.trigger.step)
+        check_ms = (time.perf_counter() - t0) * 1000.0
         with reg.cv:
             if u is None:
                 issued = q.trigger.ready(reg.progress(), limit=1)   # [] if its stream went away
             else:
                 q.trigger.advance(u)
         if u is not None:
-            self._report_unchanged(q, t, u)
+            self._report_unchanged(q, t, u, check_ms)
         elif issued:
-            self._evaluate(q, issued[0])
+            self._evaluate(q, issued[0], q.evaluator.capture(issued[0], check_ms))
 
     # -- multi-query execution -----------------------------------------------------
     def _group_of(self, q: QueryEntry) -> Group | None:
@@ -567,10 +570,13 @@ class Scheduler:
             q.log.append(t, data)
         telemetry.evaluation(self.reg, q.name, ms)  # metrics: the evaluation-time histogram
 
-    def _report_unchanged(self, q: QueryEntry, t: int, u: int) -> None:
+    def _report_unchanged(self, q: QueryEntry, t: int, u: int, check_ms: float = 0.0) -> None:
         """Instants ``t..u`` equal the last evaluated one: a run of at least ``idle_after``
         instants is one ``idle`` event, a shorter one a ``result`` event per instant (the same
-        result with its own window; an empty I/DSTREAM difference), without evaluating."""
+        result with its own window; an empty I/DSTREAM difference), without evaluating. Their
+        latency (``last_latency_ms``): the check (``check_ms``) and writing the events, for the
+        whole run -- what reporting them cost, as an evaluated instant's covers its work."""
+        t0 = time.perf_counter()
         step = q.trigger.step
         n = (u - t) // step + 1
         te = q.state[0]
@@ -579,14 +585,17 @@ class Scheduler:
                 if not q.deleted:
                     q.idle += n
                     q.evaluated += n
+                    q.last_latency_ms = check_ms + (time.perf_counter() - t0) * 1000.0
                     q.log.append_idle(t, u, te)
             return
         datas = [(x, q.evaluator.repeat(q.prefix, x)) for x in range(t, u + 1, step)]
+        ms = check_ms + (time.perf_counter() - t0) * 1000.0
         with q.out_lock:
             if q.deleted:
                 return
             q.idle += n
             q.evaluated += n
+            q.last_latency_ms = ms
             for x, d in datas:
                 q.log.append(x, d)
 
