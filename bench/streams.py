@@ -74,8 +74,6 @@ LSBENCH_QUERIES = [f"L{i}" for i in range(1, 8)]
 EXIT_MISMATCH = 3
 TARGETS = {"csparql-composite": 10.0, "spark-sql": 100.0}   # jindou median >= N x lower
 MAX_BUCKET_MS = 1000
-#: events the jindou peer's result logs keep (see run_jindou)
-RETAIN = 8
 SAMPLE_ROWS = 400           # results up to this many rows keep their rows (for mismatch details)
 WINDOW_GRAPH = ox.NamedNode("urn:bench:window")
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -404,11 +402,9 @@ def run_jindou(wl: Workload, incremental: bool = True, say=_log) -> dict[str, Pe
         for bq in wl.queries:
             pr = out[bq.qid] = PeerRun()
             want = set(wl.instants(bq))
-            # the log is read after every drain (one or two events), so a short retention loses
-            # nothing; it also puts the measured instants in the steady state of a long-running
-            # server, whose heap reuses the memory of dropped events -- with a retention longer
-            # than the run every event of C2/C8 (7-9 MB) is fresh memory (page faults, ~3-4 ms)
-            m = StreamManager(db, retain=RETAIN, incremental=incremental)
+            # the server's default retention (--retain 1000 instants, --retain-bytes 64 MiB): C2/C8's
+            # 7-9 MB events keep about 8 in the log, the small ones every instant of the run
+            m = StreamManager(db, incremental=incremental)
             t0 = time.perf_counter()
             try:
                 sds = [wl.streams[s] for s in bq.q.windows]
