@@ -46,10 +46,20 @@ class Head:
         self.path = path          # b"/sparql" or b"/sparql/"
         self.qs = qs              # the raw query string
         self.http10 = http10      # HTTP/1.0 (the connection closes after the answer)
-        self.headers = headers    # [(lower-case name, value)] as bytes, as uvicorn's scope has them
+        self.headers = headers    # ((lower-case name, value), ...) as bytes, as uvicorn's scope has them
         self.fields = fields      # lower-case name -> value (str, repeats joined by ", "), as header_dict
         self.close = close        # the client asked to close (Connection: close) or HTTP/1.0
         self.end = end            # offset just past the head in the buffer
+
+
+#: header block -> (headers, fields, Connection: close) as read_head reads it, or
+#: None (a header the lane declines): a client sends the same few header lines
+#: with every request, so they are split and decoded once (the values are shared
+#: between requests: read-only)
+_BLOCKS: dict[bytes, tuple | None] = {}
+_BLOCKS_MAX = 256
+#: longest header block kept in _BLOCKS
+_BLOCK_KEEP = 2048
 
 
 def read_head(data: bytes, pos: int = 0) -> Head | None:
@@ -63,11 +73,29 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
     if m is None:
         return None
     path, qs, minor, block = m.groups()
+    known = _BLOCKS.get(block)
+    if known is None:
+        if block in _BLOCKS:
+            return None
+        known = _read_block(block)
+        if len(block) <= _BLOCK_KEEP and b"x-request-id" not in block.lower():  # (a new id every request)
+            if len(_BLOCKS) >= _BLOCKS_MAX:
+                _BLOCKS.clear()
+            _BLOCKS[block] = known
+        if known is None:
+            return None
+    http10 = minor == b"0"
+    return Head(path, qs, http10, known[0], known[1], known[2] or http10, end)
+
+
+def _read_block(block: bytes) -> tuple | None:
+    """(headers, fields, Connection: close) of a header block the expression
+    checked (each line a token, a colon, printable ASCII); None when a header
+    makes the lane decline the request."""
     headers = []
     fields: dict[str, str] = {}
-    close = minor == b"0"
+    close = False
     if block:
-        # the expression checked every line: a token, a colon, printable ASCII
         for line in block[:-2].split(b"\r\n"):
             name, _, value = line.partition(b":")
             name = name.lower()
@@ -82,4 +110,4 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
                 fields[k] += ", " + value.decode("latin-1")
             else:
                 fields[k] = value.decode("latin-1")
-    return Head(path, qs, minor == b"0", headers, fields, close, end)
+    return tuple(headers), fields, close

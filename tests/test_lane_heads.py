@@ -72,7 +72,7 @@ def test_read_head_agrees_with_httptools(data):
     assert method == b"GET"
     assert url == head.path + b"?" + head.qs
     assert version == ("1.0" if head.http10 else "1.1")
-    assert headers == head.headers
+    assert headers == list(head.headers)
     assert not any(k in DECLINES for k, _ in headers)
     if not head.http10:
         assert keep_alive == (not head.close)
