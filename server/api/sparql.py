@@ -307,12 +307,17 @@ def _plain_job(state: ServerState, scope: dict, headers: dict[str, str], text: s
     return _PlainJob(state.db, text, base_url(headers, scope) + "/sparql", accept, state.config.max_response_bytes)
 
 
+#: the headers of a query's answer (one read-only dict: ``EdgeMiddleware._head`` keys
+#: its rendered header lines by this object)
+VARY_ACCEPT = {"Vary": "Accept"}
+
+
 def _ok(state: ServerState, form: str, mt: str, body, deadline: float | None = None) -> Reply:
     if state.metrics is not None:
         state.metrics.query_done(form, "ok")
     if isinstance(body, render.Rendered):
-        return Reply(200, b"", formats.content_type(mt), {"Vary": "Accept"}, stream=body, deadline=deadline)
-    return Reply(200, body, formats.content_type(mt), {"Vary": "Accept"})
+        return Reply(200, b"", formats.content_type(mt), VARY_ACCEPT, stream=body, deadline=deadline)
+    return Reply(200, body, formats.content_type(mt), VARY_ACCEPT)
 
 
 def _failed(state: ServerState, exc: Exception) -> None:
@@ -348,7 +353,7 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
         work = _hit_job(state, scope, headers, qs) if qs not in _LANE_TEXTS else None
         if work is not None:  # a known template's text: no decoding, normalizing or parsing
             try:
-                done, result = state.try_inline(work, work.shape, state.deadline(), True)
+                done, result = state.try_inline_fast(work, work.shape, state.deadline())
             except Exception as exc:
                 _failed(state, exc)
                 raise
@@ -371,9 +376,9 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
                 return None
         try:
             shape = _cost_shape(state.db, text, base or work.base, dataset)
-            probe = type(shape) is tuple
             # (try_inline declines what does not run inline)
-            done, result = state.try_inline(work, shape, state.deadline(), probe)
+            done, result = (state.try_inline_fast(work, shape, state.deadline()) if type(shape) is tuple
+                            else state.try_inline(work, shape, state.deadline(), False))
         except Exception as exc:
             _failed(state, exc)
             raise
