@@ -146,7 +146,7 @@ STAGES = (
     ("query string decode", "server.api.sparql", "parse_params_cached"),
     ("raw text -> skeleton + slots (known layouts)", "engine.sparql.normalize", "raw_normalize"),
     ("skeleton -> template", "engine.database:Database", "match_template"),
-    ("admission + cost record + the run", "server.api.common:ServerState", "try_inline"),
+    ("admission + cost record + the run", "server.api.common:ServerState", "try_inline_fast"),
     ("Database.query_template", "engine.database:Database", "query_template"),
     ("text -> shape (cost key)", "server.api.sparql", "_cost_shape"),
     ("normalize (skeleton + slots)", "engine.sparql.normalize", "normalize"),
