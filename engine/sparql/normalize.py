@@ -111,6 +111,10 @@ _IRI_SLOT = re.compile(r"<[^<>\"'{}|^`\\\x00-\x20]*>")
 #: for an IRI, None for a comment), or None: that layout is not read from bytes
 _RAW_LAYOUTS: dict = {}
 _RAW_LAYOUTS_MAX = 1024
+#: raw IRI slot -> its text, for the ones that passed _IRI_SLOT (the same constants
+#: come back; strings only, so nothing here for the garbage collector to trace)
+_RAW_IRIS: dict[bytes, str] = {}
+_RAW_IRIS_MAX = 4096
 
 
 def raw_normalize(payload: bytes, decode) -> tuple[str, list[str]] | None:
@@ -150,12 +154,17 @@ def raw_normalize(payload: bytes, decode) -> tuple[str, list[str]] | None:
             continue
         if r is None or lr is None:  # an IRI where the layout had a comment, or the reverse
             return None
-        try:
-            s = decode(r)
-        except (UnicodeDecodeError, ValueError):
-            return None
-        if not _IRI_SLOT.fullmatch(s):
-            return None
+        s = _RAW_IRIS.get(r)
+        if s is None:
+            try:
+                s = decode(r)
+            except (UnicodeDecodeError, ValueError):
+                return None
+            if not _IRI_SLOT.fullmatch(s):
+                return None
+            if len(_RAW_IRIS) >= _RAW_IRIS_MAX:
+                _RAW_IRIS.clear()
+            _RAW_IRIS[r] = s
         if slots is None:
             slots = list(learned)
         slots[pos[j]] = s
