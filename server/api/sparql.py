@@ -243,7 +243,11 @@ class _HitJob(_PlainJob):
     __slots__ = ("hit", "payload", "shape")
 
     def __init__(self, db, hit, payload: bytes, base: str, accept: str | None, max_bytes):
-        super().__init__(db, None, base, accept, max_bytes)
+        self.db = db
+        self.text = None
+        self.base = base
+        self.accept = accept
+        self.max_bytes = max_bytes
         self.hit = hit
         self.payload = payload
         self.shape = ("fast", hit[0].key)  # as _cost_shape gives it for the text
