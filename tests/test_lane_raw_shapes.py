@@ -140,3 +140,19 @@ def test_template_texts_read_from_bytes_negotiate_and_fail_alike(server):
     r = requests.get(server.url + "/sparql?query=" + quote(tpl.format(c=f"{EX}s4", k="z"), safe="").replace(
         "s4", "%FF"))
     assert r.status_code == 400 and "Traceback" not in r.text
+
+
+def test_template_texts_read_from_bytes_see_writes(server):
+    """A write makes a new snapshot: the next text read from its bytes runs the shape's
+    program of that snapshot (the template's kept programs belong to the old one)."""
+    tpl = "SELECT ?o WHERE {{ <{c}> <" + EX + "w> ?o }} # {k}\n"
+    for k in range(3):  # learn the layout and the template, and keep a program
+        assert _ask(server, tpl.format(c=f"{EX}s{k}", k=f"w{k}"))[0] == 200
+    before = json.loads(_ask(server, tpl.format(c=f"{EX}s1", k="before"))[2])["results"]["bindings"]
+    assert before == []
+    r = requests.post(server.url + "/update", data=f"INSERT DATA {{ <{EX}s1> <{EX}w> <{EX}new> }}".encode(),
+                      headers={"Content-Type": "application/sparql-update"})
+    assert r.status_code == 204
+    for k in range(3):
+        rows = json.loads(_ask(server, tpl.format(c=f"{EX}s1", k=f"after{k}"))[2])["results"]["bindings"]
+        assert rows == [{"o": {"type": "uri", "value": f"{EX}new"}}]
