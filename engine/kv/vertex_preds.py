@@ -89,8 +89,11 @@ def estimated_pairs(graph, direction: int) -> int:
     return int(sum(stats(p).objects for p in graph.predicates().tolist()))
 
 
-def build(graph, direction: int, budget: int = MAX_BYTES) -> VertexPreds | None:
-    """The index of ``graph`` in ``direction``, or None above ``budget`` bytes."""
+def build(graph, direction: int, budget: int | None = None) -> VertexPreds | None:
+    """The index of ``graph`` in ``direction``, or None above ``budget`` bytes
+    (default :data:`MAX_BYTES`)."""
+    if budget is None:
+        budget = MAX_BYTES
     keys, pids = _key_arrays(graph, direction)
     counts = [len(k) for k in keys]
     total = sum(counts)
@@ -116,7 +119,7 @@ def cached(graph, direction: int) -> VertexPreds | None:
     return None if hit is None or hit is _NONE else hit
 
 
-def vertex_predicates(graph, direction: int, budget: int = MAX_BYTES) -> VertexPreds | None:
+def vertex_predicates(graph, direction: int, budget: int | None = None) -> VertexPreds | None:
     """The index of ``graph`` in ``direction``, built on first call and kept while
     the graph object lives; None when it would pass ``budget`` (remembered) or the
     graph cannot be weakly referenced (then it is built but not kept: a view)."""
