@@ -128,10 +128,10 @@ POINT_QUERIES = (
                        max_size=3))
 def test_point_and_describe_answers_equal_pyoxigraph(monkeypatch, mode, first, writes):
     if mode == "never":  # probe every predicate until the build is due, which fails (budget)
-        monkeypatch.setattr(point, "PAIRS_PER_USE", 1)
+        monkeypatch.setattr(point, "BUILD_NS", 1)  # due at once, refused by the budget
         monkeypatch.setattr(vertex_preds, "MAX_BYTES", 0)
-    else:  # build_after = pairs // huge = 0: built on the first lookup
-        monkeypatch.setattr(point, "PAIRS_PER_USE", 1 << 40)
+    else:  # build_after = 0: built on the first lookup
+        monkeypatch.setattr(point, "BUILD_NS", 0)
     if mode == "required":  # more predicates than probing each allows: the index or nothing
         monkeypatch.setattr(point, "MAX_PREDICATES", 3)
     calls = []

@@ -9,8 +9,8 @@ lookup, so :mod:`engine.plan.point` probes only those.
 
 It is a :class:`engine.kv.shard.CSR` (keys: vertices, indices: predicate ids
 ascending), made from the predicates' key arrays (the subjects / objects of
-each predicate) with one sort of packed ``(vertex, pid)`` keys: a Python loop
-per predicate, none per triple. Graph indexes are immutable (a commit makes a
+each predicate) with one run-merging sort of packed ``(vertex, pid)`` keys
+(~15 ms for 760k pairs): a Python loop per predicate, none per triple. Graph indexes are immutable (a commit makes a
 new object, :meth:`engine.kv.graph.GraphIndex.apply`), so the index is cached
 per graph object (weakly: it goes with the snapshot) and stays exact across
 writes: a new snapshot's graph gets its own. The build is bounded by a byte
@@ -27,7 +27,6 @@ import weakref
 
 import numpy as np
 
-from engine.arrays import unique
 from engine.kv.api import OUT
 from engine.kv.shard import CSR, csr_from_sorted_pairs
 
@@ -103,7 +102,15 @@ def build(graph, direction: int, budget: int | None = None) -> VertexPreds | Non
         return VertexPreds(csr_from_sorted_pairs(np.zeros(0, np.int64), np.zeros(0, np.int64), np.int32))
     v = np.concatenate(keys).astype(np.uint64)
     p = np.repeat(np.asarray(pids, dtype=np.uint64), counts)
-    packed = unique((v << np.uint64(32)) | p)  # sorted by (vertex, pid); shards may share a vertex
+    # Each predicate's keys are sorted, so the packed keys are a few sorted runs:
+    # the stable sort (a run-merging timsort) takes ~1/6 of a quicksort's time.
+    packed = np.sort((v << np.uint64(32)) | p, kind="stable")
+    if len(packed) > 1:  # (a vertex on two shards' keys of one predicate: once)
+        keep = np.empty(len(packed), dtype=bool)
+        keep[0] = True
+        np.not_equal(packed[1:], packed[:-1], out=keep[1:])
+        if not keep.all():
+            packed = packed[keep]
     a = (packed >> np.uint64(32)).astype(np.int64)
     b = (packed & _LOW32).astype(np.int64)
     mx = max(int(a[-1]), int(b.max()))

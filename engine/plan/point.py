@@ -34,12 +34,14 @@ from engine.sparql.algebra import Const
 #: up to this many predicates a graph's point lookups may probe every predicate
 #: (while its vertex -> predicates index is not built yet); above it they need the index
 MAX_PREDICATES = 256
-#: a graph's vertex -> predicates index is built once it has served (its
-#: estimated (vertex, predicate) pairs / this) point lookups the probe-every-
-#: predicate way: the build costs ~0.1-0.15 us a pair, a lookup through the index
-#: saves ~10 us on a dozen predicates, so a write-heavy store does not rebuild
-#: an index per snapshot for a handful of lookups (at most twice the better choice)
-PAIRS_PER_USE = 128
+#: a graph's vertex -> predicates index is built once the graph has served as
+#: many point lookups the probe-every-predicate way as the build costs: ~BUILD_NS
+#: a (vertex, predicate) pair (measured 15-45 ms for 760k pairs, 2 busy cores)
+#: against ~PROBE_NS per predicate probed in vain. A rent-or-buy rule: a
+#: write-heavy store does not rebuild an index per snapshot for a handful of
+#: lookups, a read-mostly one pays at most about twice the better choice
+BUILD_NS = 45
+PROBE_NS = 700
 
 
 class _Fns(dict):
@@ -76,7 +78,8 @@ class PointSource:
         self.fns.ref, self.fns.direction = self.ref, direction
         self.index = vertex_preds.cached(graph, direction)
         self.uses = 0
-        self.build_after = 0 if every is None else vertex_preds.estimated_pairs(graph, direction) // PAIRS_PER_USE
+        self.build_after = 0 if not every else (
+            vertex_preds.estimated_pairs(graph, direction) * BUILD_NS // (len(every) * PROBE_NS))
 
     def _build(self):
         g = self.ref()
