@@ -177,3 +177,20 @@ def test_point_and_describe_answers_equal_pyoxigraph(monkeypatch, mode, first, w
         assert built is None or g.n_triples == 0  # (an empty graph's index costs nothing)
     elif answered:
         assert built is not None
+
+
+@pytest.mark.parametrize("build_ns", [0, 1 << 30])
+def test_describe_closes_over_blank_nodes_like_the_vectorized_describe(monkeypatch, build_ns):
+    """Blank-node objects are described in later rounds (through the index, or every
+    predicate before it is built): the same triples as the general DESCRIBE."""
+    monkeypatch.setattr(point, "BUILD_NS", build_ns)
+    db = Database()
+    db.update("INSERT DATA { <http://x/a> <http://x/p3> _:b1 ; <http://x/p1> <http://x/c> . "
+              "_:b1 <http://x/p2> _:b2 ; <http://x/p5> \"v\" . _:b2 <http://x/p0> <http://x/a> . "
+              "<http://x/c> <http://x/p4> <http://x/a> }")
+    text = "DESCRIBE <http://x/a>"
+    got = _rows(db, text)
+    monkeypatch.setattr(database, "describe_small", lambda *a, **k: None)
+    want = _rows(db, text + " # general")
+    assert got == want and len(got) == 5
+    assert (vertex_preds.cached(db.store.snapshot().default, OUT) is not None) == (build_ns == 0)
