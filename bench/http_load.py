@@ -247,14 +247,17 @@ def throughput(port: int, path: str, clients: int, seconds: float, salt: str) ->
     stop[0] = time.perf_counter() + 3600
     start.wait()
     t0 = time.perf_counter()
+    c0 = time.process_time()  # the client's own CPU (all of this process's threads)
     stop[0] = t0 + seconds
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
+    client = time.process_time() - c0
     all_lat = sorted(x for lst in lat for x in lst)
     n = len(all_lat)
     return {"qps": n / wall, "p50": all_lat[n // 2] if n else math.nan,
-            "p99": all_lat[min(n - 1, int(n * 0.99))] if n else math.nan, "errors": sum(errors)}
+            "p99": all_lat[min(n - 1, int(n * 0.99))] if n else math.nan, "errors": sum(errors),
+            "client_cores": client / wall}
 
 
 def tree_cpu(pid: int) -> float:
@@ -526,16 +529,18 @@ def report(names, lat, tput, args, data, bad, cpu=None) -> str:
             out.append(row + (" |" if not base else ""))
     out += ["", f"Throughput, {args.clients} concurrent clients (threads of this process, one keep-alive connection "
             f"each, families and constants rotating, unique texts), {args.seconds:.0f} s per peer per round, "
-            "median round; server CPU: user + system time of the server's processes per query, and cores busy:", "",
-            "| peer | queries/s | × oxigraph | p50 ms | p99 ms | errors | server CPU ms/query | cores |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            "median round; server CPU: user + system time of the server's processes per query, and cores busy; "
+            "client cores: the CPU of this process's client threads (on the same cores):", "",
+            "| peer | queries/s | × oxigraph | p50 ms | p99 ms | errors | server CPU ms/query | cores | client cores |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     med = {n: sorted(tput[n], key=lambda d: d["qps"])[len(tput[n]) // 2] for n in names}
     for n in names:
         m = med[n]
         rel = f"{m['qps'] / med[base]['qps']:.2f}" if base and med[base]["qps"] else ""
         out.append(f"| {n} | {m['qps']:,.0f} (rounds: {', '.join(format(d['qps'], ',.0f') for d in tput[n])}) | "
                    f"{rel} | {m['p50'] * 1e3:.2f} | {m['p99'] * 1e3:.2f} | {m['errors']} | "
-                   f"{m.get('cpu_ms', math.nan):.3f} | {m.get('cores', math.nan):.2f} |")
+                   f"{m.get('cpu_ms', math.nan):.3f} | {m.get('cores', math.nan):.2f} | "
+                   f"{m.get('client_cores', math.nan):.2f} |")
     if bad:
         out += ["", "**Row count mismatches:** " + "; ".join(bad)]
     return "\n".join(out)

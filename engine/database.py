@@ -181,7 +181,11 @@ class Database:
         is not tokenized, parsed or planned; None otherwise."""
         if not self._templates:
             return None
-        n = self._normalized(text)
+        return self.match_template(self._normalized(text), base)
+
+    def match_template(self, n: tuple[str, list[str]] | None, base: str | None):
+        """:meth:`_template_hit` for a text's normalized form ``n`` (skeleton,
+        slots), e.g. read from a URL's bytes (``engine.sparql.normalize.raw_normalize``)."""
         if n is None:
             return None
         tpl = self._templates.get((n[0], base))
@@ -251,19 +255,33 @@ class Database:
         terms = self._snap_terms
         if terms is None or terms.snapshot is not snap:
             return None
-        known = self._shapes.get(tpl.key)
-        if known is None or known[0] is not snap or known[1] is not snap.default:
-            return None
+        # the template keeps its shape's entry and rebound programs of the current
+        # snapshot (a shape key is a nested tuple: hashing it per query costs more
+        # than the lookups; _drop_programs forgets them with the snapshot)
+        memo = tpl.memo
+        if memo is not None and memo[0][0] is snap and memo[0][1] is snap.default:
+            known, progs = memo
+        else:
+            known = self._shapes.get(tpl.key)
+            if known is None or known[0] is not snap or known[1] is not snap.default:
+                return None
+            progs = {}
+            tpl.memo = (known, progs)
         pid = terms.lookup(key)
         if pid < 0:
             return None
-        rk = (tpl.key, pid)
-        compiled = self._rebound.get(rk)
-        if compiled is None or compiled[0] is not known:
-            compiled = (known, _rebind(known[2], known[3], pid))
-            if len(self._rebound) >= _PLAN_CACHE_SIZE:
-                self._rebound = {}
-            self._rebound[rk] = compiled
+        compiled = progs.get(pid)
+        if compiled is None:
+            rk = (tpl.key, pid)
+            compiled = self._rebound.get(rk)
+            if compiled is None or compiled[0] is not known:
+                compiled = (known, _rebind(known[2], known[3], pid))
+                if len(self._rebound) >= _PLAN_CACHE_SIZE:
+                    self._rebound = {}
+                self._rebound[rk] = compiled
+            if len(progs) >= _PLAN_CACHE_SIZE:
+                progs.clear()
+            progs[pid] = compiled
         compiled = compiled[1]
         if compiled is None or compiled[0].starts_big:
             return None
@@ -293,6 +311,9 @@ class Database:
             self._snap_terms_prev = terms
             self._shapes = {}
             self._rebound = {}
+            for tpl in list(self._templates.values()):
+                if tpl is not None:
+                    tpl.memo = None
             for pq in list(self._prepared.values()):
                 pq.state = None
 
@@ -399,6 +420,31 @@ class Database:
                                 deadline)
         self.queries += 1
         return evaluate_query(q, ctx, ds, plan=pq)
+
+    def query_template(self, hit, *, deadline: float | None = None) -> QueryResult | None:
+        """:meth:`query` of a text known to be the template hit ``hit`` (from
+        :meth:`match_template`) with the default dataset, without the text: the
+        shape's program rebound to the hit's constant, under the same budgets and
+        deadline; None when no program of the current snapshot is there to
+        rebind (the caller runs the text through :meth:`query`, which compiles it)."""
+        timeout = self.query_timeout
+        if deadline is None and timeout:
+            deadline = time.monotonic() + timeout
+        budget = MemoryBudget(self.query_memory)
+        try:
+            if hit[0].key is _DESCRIBE_ONE:
+                res = self._describe_small([hit[1]], self.store.snapshot(), budget, deadline, timeout)
+            else:
+                res = self._run_template(hit[0], hit[1], None, budget, deadline, timeout)
+        except JindouError as e:
+            err = e.with_traceback(None)
+        else:
+            err = None
+        if budget.peak > _TRIM_AFTER:
+            release_memory()
+        if err is not None:
+            raise err
+        return res
 
     def _describe_small(self, keys: list, snap, budget, deadline, timeout) -> QueryResult | None:
         """DESCRIBE of constant resources (term keys) over the default graph, tuple
@@ -742,7 +788,7 @@ class _Template:
     hand-over replaces the BGP by its rows) and the shape's other constants
     (a parameter equal to one of them has no shape)."""
 
-    __slots__ = ("fixed", "quote", "key", "pq", "others")
+    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo")
 
     def __init__(self, fixed, quote, key, pq, others):
         self.fixed = fixed
@@ -750,6 +796,8 @@ class _Template:
         self.key = key
         self.pq = pq
         self.others = others
+        #: (the shape's entry of the current snapshot, constant id -> rebound program), see _run_template
+        self.memo = None
 
 
 def _shape_constants(key: tuple) -> frozenset:

@@ -48,13 +48,17 @@ class TermFragments:
                     kept = self.kept = (terms, {}, {})
         return kept[1], kept[2]
 
-    def head(self, names: tuple) -> tuple[bytes, list[bytes]]:
+    def head(self, names: tuple) -> tuple[bytes, list[bytes], bytes]:
+        """(document start, each variable's ``"name":``, the row of a binding of
+        every variable as a ``%`` format of the terms' fragments) for ``names``."""
         h = self.heads.get(names)
         if h is None:
             if len(self.heads) >= 1024:
                 self.heads = {}
+            labels = [orjson.dumps(v) + b":" for v in names]
             h = self.heads[names] = (b'{"head":{"vars":' + orjson.dumps(list(names)) + b'},"results":{"bindings":[',
-                                     [orjson.dumps(v) + b":" for v in names])
+                                     labels,
+                                     b"{" + b",".join(lab.replace(b"%", b"%%") + b"%s" for lab in labels) + b"}")
         return h
 
 
@@ -71,20 +75,30 @@ def select_json(result, max_bytes: int | None = None, fragments: TermFragments =
     if n * len(names) > MAX_CELLS:
         return None
     cols = [c.tolist() for c in result.columns]
-    head, labels = fragments.head(names)
+    head, labels, row = fragments.head(names)
     frags = fragments.tables(result.terms)[0]
-    # UNBOUND cells are skipped: the fragment of id -1 is never looked up
-    lc = list(zip(labels, cols, strict=True))
     try:  # usually every term is rendered already: no scan for missing ones
-        rows = [b"{" + b",".join([lab + frags[c[r]] for lab, c in lc if c[r] != UNBOUND]) + b"}" for r in range(n)]
+        rows = _rows(cols, labels, row, frags, n)
     except KeyError:
         frags = _fill(frags, result.terms, {i for c in cols for i in c}, _json_bytes)
         if frags is None:
             return None
-        rows = [b"{" + b",".join([lab + frags[c[r]] for lab, c in lc if c[r] != UNBOUND]) + b"}" for r in range(n)]
+        rows = _rows(cols, labels, row, frags, n)
     doc = head + b",".join(rows) + b"]}}"
     check_size(len(doc), max_bytes)
     return doc
+
+
+def _rows(cols: list[list[int]], labels: list[bytes], row: bytes, frags: dict, n: int) -> list[bytes]:
+    """Each row's JSON object: with every variable bound, the row format filled with
+    the terms' fragments (one C-level format per row); else the bound cells only
+    (the fragment of UNBOUND is never looked up). KeyError: a term not rendered yet."""
+    if not any(UNBOUND in c for c in cols):
+        if len(cols) == 1:
+            return [row % f for f in map(frags.__getitem__, cols[0])]
+        return [row % t for t in zip(*[[frags[i] for i in c] for c in cols], strict=True)]
+    lc = list(zip(labels, cols, strict=True))
+    return [b"{" + b",".join([lab + frags[c[r]] for lab, c in lc if c[r] != UNBOUND]) + b"}" for r in range(n)]
 
 
 def _nt_bytes(key: str) -> bytes:

@@ -44,7 +44,7 @@ from server.api.common import (
     failure,
     header_dict,
 )
-from server.api.sparql import handle_sparql_inline
+from server.api.sparql import VARY_ACCEPT, handle_sparql_inline
 from server.lane import DECLINES as LANE_DECLINES
 from server.lane import read_head
 from server.logs import RequestLog
@@ -175,7 +175,7 @@ class EdgeMiddleware:
         written per answer."""
         if reply.stream is not None:
             return b"".join(k + b": " + v + b"\r\n" for k, v in reply.raw_headers() + self.cors)
-        key = (reply.content_type, *reply.headers.items())
+        key = reply.content_type if reply.headers is VARY_ACCEPT else (reply.content_type, *reply.headers.items())
         parts = self._heads.get(key)
         if parts is None:
             lines = [k + b": " + v + b"\r\n" for k, v in reply.raw_headers() + self.cors]
@@ -265,6 +265,7 @@ def _fast_lane_class():
         _lean: bool | None = None  # heads read by server.lane (None: not decided yet)
         _no_lane = False  # the next request httptools parses was declined by the lane already
         _answered = 0.0  # loop time of the last answer written by the lane (keep-alive)
+        _lane_scope: dict | None = None  # the scope of the lane's requests on this connection
 
         def _lean_ok(self) -> bool:
             """Whether this connection's plain lane requests are read by :mod:`server.lane`
@@ -300,10 +301,19 @@ def _fast_lane_class():
                 if head is None:
                     break
                 path = head.path
-                scope = {"type": "http", "http_version": "1.0" if head.http10 else "1.1", "method": "GET",
-                         "path": path.decode("ascii"), "raw_path": path, "query_string": head.qs,
-                         "headers": head.headers, "server": self.server, "client": self.client,
-                         "scheme": self.scheme, "root_path": self.root_path, "jindou.fields": head.fields}
+                # one scope per connection, its request fields set per request (the lane's
+                # handler keeps no reference to it; a declined request gets httptools' own)
+                scope = self._lane_scope
+                if scope is None:
+                    scope = self._lane_scope = {"type": "http", "method": "GET", "server": self.server,
+                                                "client": self.client, "scheme": self.scheme,
+                                                "root_path": self.root_path}
+                scope["http_version"] = "1.0" if head.http10 else "1.1"
+                scope["path"] = "/sparql" if path == b"/sparql" else "/sparql/"
+                scope["raw_path"] = path
+                scope["query_string"] = head.qs
+                scope["headers"] = head.headers
+                scope["jindou.fields"] = head.fields
                 try:
                     answer = edge.answer_inline(scope, head.qs)
                 except Exception:  # the ordinary path answers (and logs) whatever went wrong

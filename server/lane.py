@@ -25,11 +25,16 @@ import re
 MAX_HEAD = 16 << 10
 
 _TCHAR = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]"
-#: the request line and the header block, the whole head (fullmatch)
+#: the request line and the header block, the whole head (fullmatch): what
+#: read_head accepts (it checks the same with byte operations, see there)
 _HEAD = re.compile(
     rb"GET (/sparql/?)\?([A-Za-z0-9\-._~%!$&'()*+,;=:@/?]*) HTTP/1\.([01])\r\n"
     rb"((?:" + _TCHAR + rb"+:[ \t]*[ -~\t]*\r\n)*)\r\n"
 )
+#: the query string's characters (as in _HEAD), for bytes.translate's delete
+_URL_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%!$&'()*+,;=:@/?"
+#: the header block (as in _HEAD)
+_BLOCK = re.compile(rb"(?:" + _TCHAR + rb"+:[ \t]*[ -~\t]*\r\n)*")
 
 #: headers that make the lane decline a request: a body, a protocol switch, proxy
 #: headers (uvicorn's proxy middleware rewrites the scope for those)
@@ -46,28 +51,74 @@ class Head:
         self.path = path          # b"/sparql" or b"/sparql/"
         self.qs = qs              # the raw query string
         self.http10 = http10      # HTTP/1.0 (the connection closes after the answer)
-        self.headers = headers    # [(lower-case name, value)] as bytes, as uvicorn's scope has them
+        self.headers = headers    # ((lower-case name, value), ...) as bytes, as uvicorn's scope has them
         self.fields = fields      # lower-case name -> value (str, repeats joined by ", "), as header_dict
         self.close = close        # the client asked to close (Connection: close) or HTTP/1.0
         self.end = end            # offset just past the head in the buffer
 
 
+#: header block -> (headers, fields, Connection: close) as read_head reads it, or
+#: None (a header the lane declines): a client sends the same few header lines
+#: with every request, so they are split and decoded once (the values are shared
+#: between requests: read-only)
+_BLOCKS: dict[bytes, tuple | None] = {}
+_BLOCKS_MAX = 256
+#: longest header block kept in _BLOCKS
+_BLOCK_KEEP = 2048
+
+
 def read_head(data: bytes, pos: int = 0) -> Head | None:
     """The head of the request starting at ``data[pos]`` when it is a plain lane
     request, complete in ``data``; None otherwise (httptools reads it)."""
+    # _HEAD.fullmatch(data, pos, end + 4), in byte operations: the request line is
+    # the head's first line (no URL byte is a space, CR or LF), the query string
+    # all URL bytes, and a header block is checked by _BLOCK once, when first seen
     end = data.find(b"\r\n\r\n", pos, pos + MAX_HEAD)
     if end < 0:
         return None
-    end += 4
-    m = _HEAD.fullmatch(data, pos, end)
-    if m is None:
+    eol = data.find(b"\r\n", pos, end + 2)
+    line = data[pos:eol]
+    if line.startswith(b"GET /sparql?"):
+        path, start = b"/sparql", 12
+    elif line.startswith(b"GET /sparql/?"):
+        path, start = b"/sparql/", 13
+    else:
         return None
-    path, qs, minor, block = m.groups()
+    version = line[-9:]
+    if version == b" HTTP/1.1":
+        http10 = False
+    elif version == b" HTTP/1.0":
+        http10 = True
+    else:
+        return None
+    if len(line) < start + 9:
+        return None
+    qs = line[start:-9]
+    if qs.translate(None, _URL_BYTES):
+        return None
+    block = data[eol + 2:end + 2]
+    known = _BLOCKS.get(block)
+    if known is None:
+        if block in _BLOCKS:
+            return None
+        known = _read_block(block) if _BLOCK.fullmatch(block) else None
+        if len(block) <= _BLOCK_KEEP and b"x-request-id" not in block.lower():  # (a new id every request)
+            if len(_BLOCKS) >= _BLOCKS_MAX:
+                _BLOCKS.clear()
+            _BLOCKS[block] = known
+        if known is None:
+            return None
+    return Head(path, qs, http10, known[0], known[1], known[2] or http10, end + 4)
+
+
+def _read_block(block: bytes) -> tuple | None:
+    """(headers, fields, Connection: close) of a header block the expression
+    checked (each line a token, a colon, printable ASCII); None when a header
+    makes the lane decline the request."""
     headers = []
     fields: dict[str, str] = {}
-    close = minor == b"0"
+    close = False
     if block:
-        # the expression checked every line: a token, a colon, printable ASCII
         for line in block[:-2].split(b"\r\n"):
             name, _, value = line.partition(b":")
             name = name.lower()
@@ -82,4 +133,4 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
                 fields[k] += ", " + value.decode("latin-1")
             else:
                 fields[k] = value.decode("latin-1")
-    return Head(path, qs, minor == b"0", headers, fields, close, end)
+    return tuple(headers), fields, close

@@ -7,7 +7,7 @@ import httptools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.lane import DECLINES, read_head
+from server.lane import _HEAD, DECLINES, read_head
 
 
 class _Sink:
@@ -72,7 +72,7 @@ def test_read_head_agrees_with_httptools(data):
     assert method == b"GET"
     assert url == head.path + b"?" + head.qs
     assert version == ("1.0" if head.http10 else "1.1")
-    assert headers == head.headers
+    assert headers == list(head.headers)
     assert not any(k in DECLINES for k, _ in headers)
     if not head.http10:
         assert keep_alive == (not head.close)
@@ -91,3 +91,20 @@ def test_plain_request_and_pipelining():
     assert read_head(b"GET /sparql?query=x HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n") is None
     assert read_head(b"GET /sparql?query=x HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n").close
     assert read_head(b"GET /sparql?query=x HTTP/1.0\r\n\r\n").close
+
+
+@settings(max_examples=600, deadline=None)
+@given(_requests(), st.booleans())
+def test_read_head_accepts_what_the_head_expression_matches(data, twice):
+    """read_head's byte checks (and its cache of header blocks) accept exactly the
+    heads that the expression ``_HEAD`` matches, less those with a declined header."""
+    end = data.find(b"\r\n\r\n")
+    m = _HEAD.fullmatch(data, 0, end + 4) if end >= 0 else None
+    declined = m is not None and any(
+        line.partition(b":")[0].lower() in DECLINES for line in m.group(4)[:-2].split(b"\r\n") if line)
+    for _ in range(1 + twice):  # the second time from the cache of header blocks
+        head = read_head(data)
+        assert (head is not None) == (m is not None and not declined), data
+        if head is not None:
+            assert (head.path, head.qs, head.http10, head.end) == (m.group(1), m.group(2), m.group(3) == b"0",
+                                                                    m.end())

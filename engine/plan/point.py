@@ -3,10 +3,13 @@ predicate and a constant end (``<s> ?p ?o``, ``?s ?p <o>``, ``<s> ?p <o>``).
 
 The general evaluator answers it by testing every predicate's index for the
 vertex and then stepping each candidate predicate with numpy tables: a dozen
-numpy calls per predicate for a handful of rows. Here the program holds, per
-predicate, the in-process one-vertex lookup (``GraphIndex.local_lookup``, a
-slice of the CSR neighbour lists) and walks them with plain Python: one
-lookup per predicate, rows as tuples. Rows come out in the evaluator's order
+numpy calls per predicate for a handful of rows. Here the program holds the
+graph's :class:`PointSource`: per predicate, the in-process one-vertex lookup
+(``GraphIndex.local_lookup``, a slice of the CSR neighbour lists), and the
+vertex -> predicates index (:mod:`engine.kv.vertex_preds`) that names the
+predicates the vertex has, and walks those with plain Python: one lookup per
+predicate the vertex has (every predicate until the index is built), rows as
+tuples. Rows come out in the evaluator's order
 (predicates ascending, neighbours ascending within one) and, past
 ``limit`` rows, the step is handed to the vectorized executor
 (:meth:`PointProgram.finish`) like :class:`engine.exec.bgp.SmallBGP` does.
@@ -23,44 +26,124 @@ import numpy as np
 from engine.arrays import unique
 from engine.exec.bgp import _step
 from engine.exec.bindings import Bindings
+from engine.kv import vertex_preds
 from engine.kv.shard import has_neighbour
 from engine.plan.order import IN, OUT
 from engine.sparql.algebra import Const
 
-#: graphs with more predicates than this take the general path (one lookup per
-#: predicate stops paying; a vertex -> predicates index would be the tool there)
+#: up to this many predicates a graph's point lookups may probe every predicate
+#: (while its vertex -> predicates index is not built yet); above it they need the index
 MAX_PREDICATES = 256
+#: a graph's vertex -> predicates index is built once the graph has served as
+#: many point lookups the probe-every-predicate way as the build costs: ~BUILD_NS
+#: a (vertex, predicate) pair (measured 15-45 ms for 760k pairs, 2 busy cores)
+#: against ~PROBE_NS per predicate probed in vain. A rent-or-buy rule: a
+#: write-heavy store does not rebuild an index per snapshot for a handful of
+#: lookups, a read-mostly one pays at most about twice the better choice
+BUILD_NS = 45
+PROBE_NS = 700
 
 
-_LOOKUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+class _Fns(dict):
+    """pid -> the graph's one-vertex lookup, filled on first use (weak: the
+    source must not keep its graph alive)."""
+
+    __slots__ = ("ref", "direction")
+
+    def __missing__(self, pid: int):
+        g = self.ref()
+        f = g.local_lookup(pid, self.direction) if g is not None else None
+        if f is None:  # (no in-process lookup after all: the batched call, one vertex)
+            ref, d = self.ref, self.direction
+
+            def f(v: int) -> np.ndarray:
+                return ref().expand(pid, d, np.array([v], dtype=np.int64))[1]
+        self[pid] = f
+        return f
 
 
-def predicate_lookups(graph, direction: int) -> list | None:
-    """[(pid, v -> sorted neighbours)] of every predicate of ``graph`` in ascending
-    pid order, kept per graph index (immutable: a commit makes a new one); None
-    for a graph without in-process lookups or with more than MAX_PREDICATES."""
-    per = _LOOKUPS.get(graph)
+class PointSource:
+    """The probes of one graph in one direction: every predicate's lookup in
+    ascending pid order (``every``; None above MAX_PREDICATES) and, once built,
+    the vertex -> predicates index (:mod:`engine.kv.vertex_preds`) that narrows
+    them to the predicates the vertex has. Immutable graph -> exact for it."""
+
+    __slots__ = ("ref", "direction", "every", "fns", "index", "uses", "build_after", "__weakref__")
+
+    def __init__(self, graph, direction: int, every: list | None):
+        self.ref = weakref.ref(graph)
+        self.direction = direction
+        self.every = every
+        self.fns = _Fns(every or ())
+        self.fns.ref, self.fns.direction = self.ref, direction
+        self.index = vertex_preds.cached(graph, direction)
+        self.uses = 0
+        self.build_after = 0 if not every else (
+            vertex_preds.estimated_pairs(graph, direction) * BUILD_NS // (len(every) * PROBE_NS))
+
+    def _build(self):
+        g = self.ref()
+        if g is None:
+            return None
+        self.index = idx = vertex_preds.vertex_predicates(g, self.direction)
+        if idx is None:
+            self.build_after = 1 << 62  # above the budget: probe every predicate for good
+        return idx
+
+    def usable(self) -> bool:
+        """Whether lookups can be answered (every predicate, or the index, built now if need be)."""
+        return self.every is not None or self.index is not None or self._build() is not None
+
+    def lookups_of(self, v: int) -> list:
+        """[(pid, v -> sorted neighbours)] covering every predicate ``v`` has in
+        this direction, ascending pid (:meth:`usable` must hold)."""
+        idx = self.index
+        if idx is None:
+            if self.uses < self.build_after:
+                self.uses += 1  # (racy count: a lost increment only delays the build)
+                return self.every
+            idx = self._build()
+            if idx is None:
+                return self.every
+        fns = self.fns
+        return [(pid, fns[pid]) for pid in idx.preds_of(v).tolist()]
+
+
+_SOURCES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def point_source(graph, direction: int) -> PointSource | None:
+    """The graph's :class:`PointSource` for ``direction``, kept per graph index
+    (immutable: a commit makes a new one); None for a graph without in-process
+    lookups (a view, a cluster's remote shards: the general path)."""
+    per = _SOURCES.get(graph)
     if per is None:
         per = {}
         try:
-            _LOOKUPS[graph] = per
-        except TypeError:  # an index that cannot be weakly referenced: not kept
-            pass
+            _SOURCES[graph] = per
+        except TypeError:  # an index that cannot be weakly referenced: no fast path
+            return None
     hit = per.get(direction, False)
     if hit is not False:
         return hit
-    out = None
-    preds = graph.predicates()
-    if len(preds) <= MAX_PREDICATES and graph.local_lookup(0, OUT) is not None:
-        out = []
-        for pid in preds.tolist():
-            f = graph.local_lookup(pid, direction)
-            if f is None:
-                out = None
-                break
-            out.append((pid, f))
-    per[direction] = out
-    return out
+    src = None
+    if graph.local_lookup(0, OUT) is not None:
+        preds = graph.predicates()
+        every: list | None = None
+        if len(preds) <= MAX_PREDICATES:
+            every = []
+            for pid in preds.tolist():
+                f = graph.local_lookup(pid, direction)
+                if f is None:
+                    every = None
+                    break
+                every.append((pid, f))
+            if every is None:
+                per[direction] = None
+                return None
+        src = PointSource(graph, direction, every)
+    per[direction] = src
+    return src
 
 
 def is_point(triples) -> bool:
@@ -78,17 +161,17 @@ class PointProgram:
     """A compiled point lookup (SmallBGP's interface: ``slots``, ``steps``,
     ``run``, ``finish``, ``empty``, ``starts_big``)."""
 
-    __slots__ = ("slots", "steps", "rtriples", "widths", "empty", "starts_big", "lookups", "const", "other",
+    __slots__ = ("slots", "steps", "rtriples", "widths", "empty", "starts_big", "src", "const", "other",
                  "pfirst")
 
-    def __init__(self, slots, rtriple, lookups, const: int, other: int | None, pfirst: bool, empty: bool = False):
+    def __init__(self, slots, rtriple, src: PointSource, const: int, other: int | None, pfirst: bool, empty: bool = False):
         self.slots = slots
         self.steps = [None]
         self.rtriples = [rtriple]
         self.widths = [0]
         self.empty = empty
         self.starts_big = False
-        self.lookups = lookups  # [(pid, v -> sorted neighbours)] in ascending pid order
+        self.src = src          # the graph's probes from the constant end's direction
         self.const = const      # the constant end's id (the lookups' direction starts there)
         self.other = other      # the other end's id when both ends are constants
         self.pfirst = pfirst    # rows are (pid, neighbour) (else (neighbour, pid))
@@ -98,14 +181,15 @@ class PointProgram:
             return [], 1
         c = self.const
         out: list[tuple] = []
+        lookups = self.src.lookups_of(c)
         if self.other is not None:
             o = self.other
-            for pid, f in self.lookups:
+            for pid, f in lookups:
                 if has_neighbour(f(c), o):
                     out.append((pid,))
             return out, 1
         pfirst = self.pfirst
-        for pid, f in self.lookups:
+        for pid, f in lookups:
             nb = f(c)
             if len(nb):
                 if pfirst:
@@ -131,18 +215,18 @@ class PointProgram:
     def rebound(self, old: int, new: int) -> PointProgram:
         """This program for the constant ``new`` where it had ``old``."""
         rt = tuple(("c", new) if e[0] == "c" and e[1] == old else e for e in self.rtriples[0])
-        return PointProgram(self.slots, rt, self.lookups, new if self.const == old else self.const,
+        return PointProgram(self.slots, rt, self.src, new if self.const == old else self.const,
                             new if self.other == old else self.other, self.pfirst)
 
 
 def compile_point(fast, graph, lookup):
     """(program, output slots) of a point lookup's fast shape over ``graph``, or
     None (the general path): a graph without in-process lookups, or with more
-    than MAX_PREDICATES predicates."""
+    than MAX_PREDICATES predicates and no vertex -> predicates index (above its budget)."""
     t = fast.triples[0]
     s, p, o = t.s, t.p, t.o
-    lookups = predicate_lookups(graph, OUT if isinstance(s, Const) else IN)
-    if lookups is None:
+    src = point_source(graph, OUT if isinstance(s, Const) else IN)
+    if src is None or not src.usable():
         return None
     ids = {}
     for term in (s, o):
@@ -159,7 +243,7 @@ def compile_point(fast, graph, lookup):
         slots = [s.name, p.name]
         const, other, pfirst = ids[o.key], None, False
     empty = any(v < 0 for v in ids.values())
-    prog = PointProgram(slots, rt, lookups, int(const), None if other is None else int(other), pfirst, empty)
+    prog = PointProgram(slots, rt, src, int(const), None if other is None else int(other), pfirst, empty)
     if fast.names is None:
         return prog, ()
     pos = {v: i for i, v in enumerate(slots)}
@@ -175,13 +259,14 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
     as :func:`engine.exec.evaluate.describe` answers them (outgoing triples,
     closed over blank-node objects, in its order: by round, predicate
     ascending, resource, object), walking the one-vertex lookups with plain
-    Python; None when the graph has no in-process lookups, too many
-    predicates, or the description passes DESCRIBE_ROWS triples (the
-    vectorized one answers then)."""
+    Python (only the predicates each resource has, once the graph's vertex ->
+    predicates index is built); None when the graph has no in-process lookups,
+    too many predicates for probing each and no index, or the description
+    passes DESCRIBE_ROWS triples (the vectorized one answers then)."""
     from engine.exec.context import LOCAL_BASE, charge_rows  # noqa: PLC0415
 
-    lookups = predicate_lookups(graph, OUT)
-    if lookups is None:
+    src = point_source(graph, OUT)
+    if src is None or not src.usable():
         return None
     frontier = sorted({i for i in ids if 0 <= i < LOCAL_BASE})
     seen: set[int] = set()
@@ -192,19 +277,22 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
             check()
         seen.update(frontier)
         objs = []
-        for pid, f in lookups:
-            for v in frontier:
-                nb = f(v)
-                if len(nb):
-                    nbl = nb.tolist()
-                    objs += nbl
-                    for x in nbl:
-                        t = (v, pid, x)
-                        if t not in have:
-                            have.add(t)
-                            rows.append(t)
-            if len(rows) > DESCRIBE_ROWS:
-                return None
+        # (pid, resource) ascending: the vectorized DESCRIBE's order within a round
+        probes = [(pid, v, f) for v in frontier for pid, f in src.lookups_of(v)]
+        if len(frontier) > 1:
+            probes.sort(key=lambda t: (t[0], t[1]))
+        for pid, v, f in probes:
+            nb = f(v)
+            if len(nb):
+                nbl = nb.tolist()
+                objs += nbl
+                for x in nbl:
+                    t = (v, pid, x)
+                    if t not in have:
+                        have.add(t)
+                        rows.append(t)
+                if len(rows) > DESCRIBE_ROWS:
+                    return None
         charge_rows(len(rows), 3 + 3, "DESCRIBE")
         if not objs:
             break

@@ -89,3 +89,116 @@ def slot_key(raw: str) -> str | None:
     if "\\" in raw:
         return None
     return literal_key(raw[1:-1])
+
+
+# --------------------------------------------------------------------------
+# The same, read from a percent-encoded query string (the HTTP lane)
+# --------------------------------------------------------------------------
+
+#: in a percent-encoded query text: an IRI reference (1: ``%3C`` ... ``%3E`` with
+#: no ``<``, ``>``, ``'`` or ``+`` inside) or a comment (``%23`` up to the first
+#: byte that is not plain ASCII text, a quote or a line break); possessive runs
+#: keep the scan near the speed of a byte search
+_RAW_SLOTS = re.compile(
+    rb"(%3[Cc][^%+'<>]*+(?:%(?!3[CcEe])[0-9A-Fa-f]{2}[^%+'<>]*+)*+%3[Ee])"
+    rb"|%23[A-Za-z0-9\-._~!$()*+,;=:@/?]*+(?:%(?!0[AaDd]|2[27])[0-7][0-9A-Fa-f][A-Za-z0-9\-._~!$()*+,;=:@/?]*+)*+"
+)
+#: a slot's text that may stand where another text of the layout had an IRI slot:
+#: an IRI reference (the tokenizer's) without a quote (see raw_normalize)
+_IRI_SLOT = re.compile(r"<[^<>\"'{}|^`\\\x00-\x20]*>")
+#: raw layout (the text's bytes between slots) -> (skeleton, the slots of the text
+#: it was learned from, each raw slot's index among them, the raw slots: bytes
+#: for an IRI, None for a comment), or None: that layout is not read from bytes
+_RAW_LAYOUTS: dict = {}
+_RAW_LAYOUTS_MAX = 1024
+#: raw IRI slot -> its text, for the ones that passed _IRI_SLOT (the same constants
+#: come back; strings only, so nothing here for the garbage collector to trace)
+_RAW_IRIS: dict[bytes, str] = {}
+_RAW_IRIS_MAX = 4096
+
+
+def raw_normalize(payload: bytes, decode) -> tuple[str, list[str]] | None:
+    """:func:`normalize` of ``decode(payload)`` (``payload``: a query text
+    percent-encoded as in a URL; ``decode``: the server's decoder of it), read
+    from the bytes, without decoding or scanning the whole text, for the texts
+    whose layout was seen before; None when it cannot say (the caller decodes
+    and normalizes). The first text of a layout (its bytes between IRI and
+    comment slots) is decoded and normalized, and the layout is kept only when
+    the raw slots are exactly normalize's IRI and comment slots there.
+
+    Why a later text of the layout normalizes to the same skeleton: percent
+    decoding is byte-local and the slots start and end at ASCII bytes, so the
+    text is the layout's decoded pieces with its own slots in between; a slot
+    that differs is checked to be an IRI reference without ``'`` (a comment
+    slot admits no quote or line break by the byte expression), so no string,
+    comment or IRI match starting before it can reach into it differently than
+    in the learned text (strings cannot hold a line break, IRIs no ``<``),
+    normalize's scan then matches it as an IRI slot again, and what follows is
+    the same text. A comment reads "" whatever it says."""
+    if len(payload) > MAX_CHARS or b"\x00" in payload:
+        return None
+    parts = _RAW_SLOTS.split(payload)
+    if len(parts) == 1:
+        return None
+    key = b"\x00".join(parts[0::2])
+    known = _RAW_LAYOUTS.get(key)
+    if known is None:
+        if key in _RAW_LAYOUTS:
+            return None
+        return _learn_raw(key, parts, payload, decode)
+    skel, learned, pos, raws = known
+    slots = None
+    for j, r in enumerate(parts[1::2]):
+        lr = raws[j]
+        if r == lr:
+            continue
+        if r is None or lr is None:  # an IRI where the layout had a comment, or the reverse
+            return None
+        s = _RAW_IRIS.get(r)
+        if s is None:
+            try:
+                s = decode(r)
+            except (UnicodeDecodeError, ValueError):
+                return None
+            if not _IRI_SLOT.fullmatch(s):
+                return None
+            if len(_RAW_IRIS) >= _RAW_IRIS_MAX:
+                _RAW_IRIS.clear()
+            _RAW_IRIS[r] = s
+        if slots is None:
+            slots = list(learned)
+        slots[pos[j]] = s
+    return skel, (learned if slots is None else slots)
+
+
+def _learn_raw(key: bytes, parts: list, payload: bytes, decode) -> tuple[str, list[str]] | None:
+    """normalize() of the decoded payload, keeping its layout when the raw slots
+    are normalize's IRI and comment slots (see :func:`raw_normalize`)."""
+    entry = None
+    try:
+        text = decode(payload)
+        pieces = [decode(p) for p in parts[0::2]]
+        rslots = [decode(m.group()) for m in _RAW_SLOTS.finditer(payload)]
+    except (UnicodeDecodeError, ValueError):
+        text = None
+    n = normalize(text) if text is not None else None
+    if n is not None and len(rslots) == len(pieces) - 1:
+        where = {sp: i for i, sp in enumerate(spans(text))}
+        raws = parts[1::2]
+        pos = []
+        at = 0
+        for j, s in enumerate(rslots):
+            at += len(pieces[j])
+            i = where.get((at, at + len(s)))
+            iri = raws[j] is not None
+            if (i is None or n[1][i] != (s if iri else "")
+                    or not (_IRI_SLOT.fullmatch(s) if iri else ("'" not in s and '"' not in s))):
+                break
+            pos.append(i)
+            at += len(s)
+        else:
+            entry = (n[0], n[1], pos, raws)
+    if len(_RAW_LAYOUTS) >= _RAW_LAYOUTS_MAX:
+        _RAW_LAYOUTS.clear()
+    _RAW_LAYOUTS[key] = entry
+    return n

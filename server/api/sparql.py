@@ -20,6 +20,7 @@ from engine.errors import JindouError
 from engine.exec import render
 from engine.exec import serialize as ser
 from engine.exec.context import release_memory
+from engine.sparql import normalize as norm
 from server.api import update
 from server.api.common import (
     SHAPE_MAX_CHARS,
@@ -212,7 +213,10 @@ class _PlainJob:
         self.max_bytes = max_bytes
 
     def __call__(self, deadline):
-        res = self.db.query(self.text, base=self.base, deadline=deadline)
+        return self.answer(self.db.query(self.text, base=self.base, deadline=deadline), deadline)
+
+    def answer(self, res, deadline) -> tuple:
+        """(form, media type, body) of the query's result ``res``."""
         form = res.form
         mt = formats.negotiate(self.accept, form)
         if mt is None:
@@ -227,6 +231,62 @@ class _PlainJob:
         except JindouError as e:
             raise e.with_traceback(None) from None
         return form, mt, body
+
+
+class _HitJob(_PlainJob):
+    """The :class:`_PlainJob` of a text read from the URL's bytes as a known
+    template with its constant (``engine.sparql.normalize.raw_normalize``,
+    ``Database.match_template``): run without decoding, tokenizing or parsing
+    the text (``Database.query_template``); decoded and run as a text only when
+    the shape has no program for the current snapshot yet."""
+
+    __slots__ = ("hit", "payload", "shape")
+
+    def __init__(self, db, hit, payload: bytes, base: str, accept: str | None, max_bytes):
+        self.db = db
+        self.text = None
+        self.base = base
+        self.accept = accept
+        self.max_bytes = max_bytes
+        self.hit = hit
+        self.payload = payload
+        self.shape = ("fast", hit[0].key)  # as _cost_shape gives it for the text
+
+    def __call__(self, deadline):
+        res = self.db.query_template(self.hit, deadline=deadline)
+        if res is None:
+            self.text = _unquote_plus(self.payload)
+            res = self.db.query(self.text, base=self.base, deadline=deadline)
+        return self.answer(res, deadline)
+
+
+def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes) -> _HitJob | None:
+    """The job of a plain ``query=<text>`` whose text is a known template with its
+    constant, read from the bytes (see :class:`_HitJob`); None otherwise."""
+    if not qs.startswith(b"query=") or b"&" in qs:
+        return None
+    if qs in _SEEN:  # its second time: a repeated text, for the text path (and its caches)
+        del _SEEN[qs]
+        return None
+    if len(_SEEN) >= _LANE_TEXTS_MAX:
+        _SEEN.clear()
+    _SEEN[qs] = None
+    db = state.db
+    match = getattr(db, "match_template", None)
+    if match is None:
+        return None
+    payload = qs[6:]
+    n = norm.raw_normalize(payload, _unquote_plus)
+    if n is None:
+        return None
+    base = base_url(headers, scope) + "/sparql"
+    hit = match(n, base)
+    if hit is None:
+        return None
+    accept = headers.get("accept")
+    if not _acceptable_at_all(accept):
+        raise not_acceptable(accept, "SELECT")
+    return _HitJob(db, hit, payload, base, accept, state.config.max_response_bytes)
 
 
 def _serialize(res, mt: str, max_bytes, deadline) -> tuple:
@@ -251,12 +311,17 @@ def _plain_job(state: ServerState, scope: dict, headers: dict[str, str], text: s
     return _PlainJob(state.db, text, base_url(headers, scope) + "/sparql", accept, state.config.max_response_bytes)
 
 
+#: the headers of a query's answer (one read-only dict: ``EdgeMiddleware._head`` keys
+#: its rendered header lines by this object)
+VARY_ACCEPT = {"Vary": "Accept"}
+
+
 def _ok(state: ServerState, form: str, mt: str, body, deadline: float | None = None) -> Reply:
     if state.metrics is not None:
         state.metrics.query_done(form, "ok")
     if isinstance(body, render.Rendered):
-        return Reply(200, b"", formats.content_type(mt), {"Vary": "Accept"}, stream=body, deadline=deadline)
-    return Reply(200, body, formats.content_type(mt), {"Vary": "Accept"})
+        return Reply(200, b"", formats.content_type(mt), VARY_ACCEPT, stream=body, deadline=deadline)
+    return Reply(200, body, formats.content_type(mt), VARY_ACCEPT)
 
 
 def _failed(state: ServerState, exc: Exception) -> None:
@@ -287,6 +352,20 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
     (:func:`handle_sparql`) answers those, with the same outcome."""
     try:
         check_read(state.config, headers)
+        # a text seen before is cached decoded (its parsed plan too): the text path is
+        # the cheaper one then; a new text of a known template is read from its bytes
+        work = _hit_job(state, scope, headers, qs) if qs not in _LANE_TEXTS else None
+        if work is not None:  # a known template's text: no decoding, normalizing or parsing
+            try:
+                done, result = state.try_inline_fast(work, work.shape, state.deadline())
+            except Exception as exc:
+                _failed(state, exc)
+                raise
+            if not done:
+                if result is not None:
+                    state.record_cost(work.shape, result)
+                return None
+            return _ok(state, *result)
         text = _lane_text(qs)
         if text is not None:  # the plain form: no explain, format or dataset parameters
             work, base = _plain_job(state, scope, headers, text), None
@@ -301,9 +380,9 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
                 return None
         try:
             shape = _cost_shape(state.db, text, base or work.base, dataset)
-            probe = type(shape) is tuple
             # (try_inline declines what does not run inline)
-            done, result = state.try_inline(work, shape, state.deadline(), probe)
+            done, result = (state.try_inline_fast(work, shape, state.deadline()) if type(shape) is tuple
+                            else state.try_inline(work, shape, state.deadline(), False))
         except Exception as exc:
             _failed(state, exc)
             raise
@@ -322,6 +401,9 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
 #: its generations, and a full collection of the grown heap costs milliseconds.
 _LANE_TEXTS: dict[bytes, str] = {}
 _LANE_TEXTS_MAX = 1024
+#: query strings the lane read from their bytes once (:func:`_hit_job`): keys only,
+#: no tracked objects per text
+_SEEN: dict[bytes, None] = {}
 
 
 def _lane_text(qs: bytes) -> str | None:

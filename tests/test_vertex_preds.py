@@ -1,0 +1,196 @@
+"""The vertex -> predicates index (engine/kv/vertex_preds.py) and the point
+lookups / DESCRIBE that use it (engine/plan/point.py): the index against a
+brute-force scan over random graphs and writes, and point/DESCRIBE answers
+against pyoxigraph over random data, with the index built at once, never
+built (every predicate probed) and required (more predicates than
+MAX_PREDICATES)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import engine.database as database
+from engine.database import Database
+from engine.kv import vertex_preds
+from engine.kv.api import IN, OUT
+from engine.kv.graph import empty_graph
+from engine.plan import point
+
+pyoxigraph = pytest.importorskip("pyoxigraph")
+
+_triple = st.tuples(st.integers(0, 30), st.integers(0, 6), st.integers(0, 30))
+_batch = st.lists(_triple, max_size=25)
+
+
+def _brute(triples: set, direction: int) -> dict[int, list[int]]:
+    out: dict[int, set[int]] = {}
+    for s, p, o in triples:
+        out.setdefault(s if direction == OUT else o, set()).add(p)
+    return {v: sorted(ps) for v, ps in out.items()}
+
+
+def _check(graph, triples: set) -> None:
+    for d in (OUT, IN):
+        idx = vertex_preds.vertex_predicates(graph, d)
+        assert idx is not None
+        want = _brute(triples, d)
+        for v in range(-2, 40):
+            assert idx.preds_of(v).tolist() == want.get(v, []), (d, v)
+        assert idx.pairs == sum(len(x) for x in want.values())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shards=st.sampled_from([1, 3]), first=_batch,
+       writes=st.lists(st.tuples(_batch, _batch), max_size=4))
+def test_index_equals_a_brute_force_scan_across_writes(shards, first, writes):
+    """Every snapshot's graph gets its own exact index; the older graphs' indexes
+    (still cached while they live) keep answering for their own triples."""
+    g = empty_graph(shards).apply(None, np.array(first, dtype=np.int64).reshape(-1, 3))
+    have = set(first)
+    history = [(g, set(have))]
+    _check(g, have)
+    for rem, add in writes:
+        g = g.apply(np.array(rem, dtype=np.int64).reshape(-1, 3), np.array(add, dtype=np.int64).reshape(-1, 3))
+        have = (have - set(rem)) | set(add)
+        history.append((g, set(have)))
+        _check(g, have)
+    for old, ts in history:  # the cached indexes of earlier snapshots are untouched
+        _check(old, ts)
+
+
+def test_above_the_budget_there_is_no_index_and_the_point_path_falls_back(monkeypatch):
+    g = empty_graph(1).apply(None, np.array([[1, p, 2] for p in range(10)], dtype=np.int64))
+    assert vertex_preds.build(g, OUT, budget=8) is None
+    assert vertex_preds.vertex_predicates(g, OUT, budget=8) is None
+    assert vertex_preds.cached(g, OUT) is None  # remembered as "none"
+    monkeypatch.setattr(point, "MAX_PREDICATES", 4)
+    src = point.point_source(g, OUT)
+    assert src is not None and src.every is None and not src.usable()  # the general path answers
+    g2 = empty_graph(1).apply(None, np.array([[1, p, 2] for p in range(10)], dtype=np.int64))
+    src2 = point.point_source(g2, OUT)
+    assert src2.usable() and [pid for pid, _ in src2.lookups_of(1)] == list(range(10))
+    assert src2.lookups_of(2) == []
+
+
+# ------------------------------------------------------------ answers vs pyoxigraph
+
+_N_PREDS = 12
+
+
+def _iri(kind: str, i: int) -> str:
+    return f"<http://x.example/{kind}{i}>"
+
+
+def _term(o: int) -> str:
+    return _iri("e", o) if o % 3 else f'"lit{o}"'
+
+
+_data_triple = st.tuples(st.integers(0, 14), st.integers(0, _N_PREDS - 1), st.integers(0, 20))
+
+
+def _nt(triples) -> str:
+    return "\n".join(f"{_iri('e', s)} {_iri('p', p)} {_term(o)} ." for s, p, o in triples)
+
+
+def _ox_rows(ox, text):
+    r = ox.query(text)
+    if hasattr(r, "variables"):
+        names = [v.value for v in r.variables]
+        return sorted(tuple(None if s[n] is None else str(s[n]) for n in names) for s in r)
+    return sorted((str(t.subject), str(t.predicate), str(t.object)) for t in r)
+
+
+def _rows(db, text):
+    res = db.query(text)
+    if res.form == "ASK":
+        return res.boolean
+    if res.is_graph:
+        return sorted(tuple(res.terms.keys(t)) for t in res.triples)
+    return sorted(tuple(r.get(v) for v in res.vars) for r in res.rows())
+
+
+POINT_QUERIES = (
+    "SELECT ?p ?o WHERE {{ {e} ?p ?o }}",
+    "SELECT ?s ?p WHERE {{ ?s ?p {e} }}",
+    "SELECT ?p WHERE {{ {e} ?p {f} }}",
+    "SELECT DISTINCT ?p WHERE {{ ?s ?p {e} }}",
+)
+
+
+@pytest.mark.parametrize("mode", ["built", "never", "required"])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(first=st.lists(_data_triple, min_size=1, max_size=60),
+       writes=st.lists(st.tuples(st.lists(_data_triple, max_size=8), st.lists(_data_triple, max_size=8)),
+                       max_size=3))
+def test_point_and_describe_answers_equal_pyoxigraph(monkeypatch, mode, first, writes):
+    if mode == "never":  # probe every predicate until the build is due, which fails (budget)
+        monkeypatch.setattr(point, "BUILD_NS", 1)  # due at once, refused by the budget
+        monkeypatch.setattr(vertex_preds, "MAX_BYTES", 0)
+    else:  # build_after = 0: built on the first lookup
+        monkeypatch.setattr(point, "BUILD_NS", 0)
+    if mode == "required":  # more predicates than probing each allows: the index or nothing
+        monkeypatch.setattr(point, "MAX_PREDICATES", 3)
+    calls = []
+    real = database.describe_small
+
+    def spy(*a, **k):
+        res = real(*a, **k)
+        calls.append(res is not None)
+        return res
+
+    monkeypatch.setattr(database, "describe_small", spy)
+    db = Database()
+    ox = pyoxigraph.Store()
+    db.update(f"INSERT DATA {{ {_nt(first)} }}")
+    ox.update(f"INSERT DATA {{ {_nt(first)} }}")
+    rounds = [None, *writes]
+    answered = False  # some lookup found a vertex of the last snapshot's graph
+    for w in rounds:
+        answered = False
+        if w is not None:
+            rem, add = w
+            for text in (f"DELETE DATA {{ {_nt(rem)} }}", f"INSERT DATA {{ {_nt(add)} }}"):
+                db.update(text)
+                ox.update(text)
+        for e in range(0, 21, 2):
+            f = _term((e * 7 + 1) % 21)
+            for q in POINT_QUERIES:
+                text = q.format(e=_term(e), f=f)
+                got = _rows(db, text)
+                assert got == _ox_rows(ox, text), text
+                answered = answered or bool(got)
+                pq = db._prepared.get((text, None))
+                if pq is not None:  # (answered from a template otherwise: a rebound point program)
+                    assert pq.fast is not None and pq.fast.point and pq.state[2] is not None, text
+            if e % 3:
+                text = f"DESCRIBE {_term(e)}"
+                cons = f"CONSTRUCT {{ {_term(e)} ?p ?o }} WHERE {{ {_term(e)} ?p ?o }}"
+                assert _rows(db, text) == _ox_rows(ox, cons), text
+    assert calls and all(calls)  # DESCRIBE went through describe_small every time
+    g = db.store.snapshot().default
+    built = vertex_preds.cached(g, OUT)
+    if mode == "never":
+        assert built is None or g.n_triples == 0  # (an empty graph's index costs nothing)
+    elif answered:
+        assert built is not None
+
+
+@pytest.mark.parametrize("build_ns", [0, 1 << 30])
+def test_describe_closes_over_blank_nodes_like_the_vectorized_describe(monkeypatch, build_ns):
+    """Blank-node objects are described in later rounds (through the index, or every
+    predicate before it is built): the same triples as the general DESCRIBE."""
+    monkeypatch.setattr(point, "BUILD_NS", build_ns)
+    db = Database()
+    db.update("INSERT DATA { <http://x/a> <http://x/p3> _:b1 ; <http://x/p1> <http://x/c> . "
+              "_:b1 <http://x/p2> _:b2 ; <http://x/p5> \"v\" . _:b2 <http://x/p0> <http://x/a> . "
+              "<http://x/c> <http://x/p4> <http://x/a> }")
+    text = "DESCRIBE <http://x/a>"
+    got = _rows(db, text)
+    monkeypatch.setattr(database, "describe_small", lambda *a, **k: None)
+    want = _rows(db, text + " # general")
+    assert got == want and len(got) == 5
+    assert (vertex_preds.cached(db.store.snapshot().default, OUT) is not None) == (build_ns == 0)
