@@ -25,8 +25,10 @@ import numpy as np
 
 from engine.kv.shard import CSR
 
-#: a span table is used when it has at most this many slots per key (+ _DENSE_MIN)
-_DENSE_PER_KEY = 3
+#: a span table (two int32 a slot) is used when it has at most this many slots per key
+#: (+ _DENSE_MIN): a gather per batch instead of a binary search per row, which on
+#: thousands of unsorted rows costs more than the rest of the read
+_DENSE_PER_KEY = 16
 _DENSE_MIN = 256
 #: an adjacency of at most this many edges is merged at its first batched read;
 #: a larger one after ``edges / _EDGES_PER_USE`` batched reads through the shards
@@ -86,6 +88,18 @@ class MergedAdjacency(CSR):
             keys = keys[:1]  # only its length (non-zero) is read by CSR's bulk ops
         super().__init__(keys, np.zeros(1, dtype=pdt), indices)
         self._one = self._make_one()
+
+    @staticmethod
+    def estimate(csrs: list[CSR]) -> int:
+        """An upper bound of the bytes a merge of ``csrs`` holds (before building it)."""
+        edges = sum(len(c.indices) for c in csrs)
+        nk = sum(len(c.keys) for c in csrs)
+        ends = [(int(c.keys[0]), int(c.keys[-1])) for c in csrs if len(c.keys)]
+        if not ends:
+            return 0
+        width = max(b for _, b in ends) - min(a for a, _ in ends) + 1
+        slots = width if width <= _DENSE_PER_KEY * nk + _DENSE_MIN else nk
+        return edges * 8 + slots * 16 + nk * 8
 
     @property
     def nbytes(self) -> int:
@@ -186,8 +200,7 @@ class MergedCache:
             self.uses[key] = n
             if n * _EDGES_PER_USE < edges:
                 return None
-        keys = sum(len(c.keys) for c in csrs)
-        need = edges * 4 + keys * 8 * (1 + _DENSE_PER_KEY)  # an upper estimate before building
+        need = MergedAdjacency.estimate(csrs)
         if self.used + need > self.budget:
             self.merged[key] = None
             return None
