@@ -26,17 +26,19 @@ import numpy as np
 from engine.kv.shard import CSR
 
 #: a span table (two int32 a slot) is used when it has at most this many slots per key
-#: (+ _DENSE_MIN): a gather per batch instead of a binary search per row, which on
-#: thousands of unsorted rows costs more than the rest of the read
-_DENSE_PER_KEY = 16
+#: (+ _DENSE_MIN), else a binary search of the sorted keys (probes sorted first when many)
+_DENSE_PER_KEY = 4
 _DENSE_MIN = 256
-#: an adjacency of at most this many edges is merged at its first batched read;
-#: a larger one after ``edges / _EDGES_PER_USE`` batched reads through the shards
-#: (a build costs ~2-8 ns per edge, a sharded read ~15 us per shard more than a merged one)
-_BUILD_AT_ONCE = 1 << 14
+#: an adjacency of at most this many edges is merged at its first batched read
+#: (at most ~1.5 ms, about one query's time); a larger one after ``edges /
+#: _EDGES_PER_USE`` batched reads through the shards (a build costs ~1-6 ns an edge, a
+#: sharded read ~15 us per shard more than a merged one)
+_BUILD_AT_ONCE = 1 << 18
 _EDGES_PER_USE = 1 << 13
 #: merged copies of one graph stay within this share of the graph's own bytes (+ a floor)
 BUDGET_SHARE = 0.5
+#: probes at least this many and unsorted are sorted before the binary search
+_SORT_PROBES = 2048
 BUDGET_FLOOR = 16 << 20
 
 
@@ -124,7 +126,13 @@ class MergedAdjacency(CSR):
             z = np.zeros(len(vids), dtype=np.int64)
             return z, z.copy()
         st, ct = self._sorted
-        pos = keys.searchsorted(vids)
+        n = len(vids)
+        if n >= _SORT_PROBES and not (vids[1:] >= vids[:-1]).all():
+            order = vids.argsort()  # a sorted search runs through the keys once
+            pos = np.empty(n, dtype=np.intp)
+            pos[order] = keys.searchsorted(vids[order])
+        else:
+            pos = keys.searchsorted(vids)
         np.minimum(pos, len(keys) - 1, out=pos)
         lo = st[pos]
         cnt = ct[pos]
