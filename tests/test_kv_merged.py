@@ -100,3 +100,13 @@ def test_empty_and_missing(n):
     assert same(g.expand(1, OUT, v), (np.zeros(0), np.zeros(0)))
     assert g.contains(1, v, v).tolist() == [False] * 20
     assert same(g.expand(9, OUT, v), (np.zeros(0), np.zeros(0)))
+
+
+def test_merged_bytes_counted_in_nbytes():
+    rows = [[i, 1, (i * 3) % 40] for i in range(300)]
+    g = build(rows, 4)
+    before = g.nbytes
+    g.expand(1, OUT, np.arange(0, 300, 2, dtype=np.int64))
+    m = g.merged(1, OUT)
+    assert m is not None and m.nbytes > 0
+    assert g.nbytes == before + m.nbytes

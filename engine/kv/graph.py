@@ -189,7 +189,7 @@ class GraphIndex:
         if mc is None:
             if self.n_shards < 2 or self.remote_reads is not None or self.cluster is not None:
                 return None
-            mc = self._merged = MergedCache(BUDGET_FLOOR + int(BUDGET_SHARE * self.nbytes))
+            mc = self._merged = MergedCache(BUDGET_FLOOR + int(BUDGET_SHARE * self._shard_bytes()))
         return mc.get((pid, direction), lambda: self._shard_csrs(pid, direction))
 
     def _shard_csrs(self, pid: int, direction: int):
@@ -252,6 +252,11 @@ class GraphIndex:
     # ------------------------------------------------------------ extras
     @property
     def nbytes(self) -> int:
+        """The shards' bytes and the merged adjacencies built from them."""
+        mc = self._merged
+        return self._shard_bytes() + (mc.used if mc is not None else 0)
+
+    def _shard_bytes(self) -> int:
         return sum(sh.nbytes for sh in self.shards)
 
     def apply(self, remove: np.ndarray | None, add: np.ndarray | None) -> GraphIndex:
@@ -293,7 +298,7 @@ class GraphIndex:
         new = GraphIndex(shards, stats, owned)
         if self._merged is not None and self._merged.merged:  # untouched predicates keep theirs
             gone = set(touched)
-            mc = new._merged = MergedCache(BUDGET_FLOOR + int(BUDGET_SHARE * new.nbytes))
+            mc = new._merged = MergedCache(BUDGET_FLOOR + int(BUDGET_SHARE * new._shard_bytes()))
             mc.carry(self._merged, lambda pid: pid not in gone)
         return new
 
