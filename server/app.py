@@ -246,7 +246,9 @@ def _fast_lane_class():
         return _FAST_LANE
     from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-    class FastLaneProtocol(HttpToolsProtocol):
+    from server.coalesce import HeldHeads
+
+    class FastLaneProtocol(HeldHeads, HttpToolsProtocol):
         """uvicorn's httptools protocol with a synchronous lane for selective
         ``GET /sparql?query=`` requests: when nothing is in flight on the
         connection, the request has no body, uvicorn's access log is off, and the

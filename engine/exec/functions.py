@@ -272,6 +272,8 @@ _DATE_SUFFIX = "^^<" + XSD_DATE + ">"
 _C_STRING, _C_LANG, _C_BOOLEAN, _C_DATETIME_TZ, _C_DATETIME, _C_DATE_TZ, _C_DATE = 1, 2, 3, 4, 5, 6, 7
 _FAMILY = np.array([0, 1, 2, 3, 4, 4, 6, 6], dtype=np.int8)
 _CLASSIFY_MIN_ROWS = 64
+#: comparisons of a column with a constant over at least this many rows are decided per distinct id
+_BY_DISTINCT_ROWS = 256
 _NONDETERMINISTIC = frozenset({"RAND", "BNODE", "UUID", "STRUUID"})
 _RX_CHUNK_CHARS = 8 << 20  # text per RE2 kernel call between deadline checks
 _RX_CHUNK_ROWS = 65536
@@ -539,6 +541,7 @@ class _Evaluator:
         self.rows = rows  # original row numbers (None = identity), for BNODE(str)
         self._true_id: int | None = None
         self._false_id: int | None = None
+        self._dist: tuple | None = None  # (column, distinct ids, inverse): see _distinct
 
     # -- small utilities
 
@@ -550,6 +553,18 @@ class _Evaluator:
             t, f = self.ctx.intern([TRUE_KEY, FALSE_KEY])
             self._true_id, self._false_id = int(t), int(f)
         return self._true_id, self._false_id
+
+    def _distinct(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``distinct_inverse(ids)``, remembered for the last column asked (a filter
+        such as ``?a = 1 || ?a > 9`` reads one column in each comparison)."""
+        d = self._dist
+        if d is not None and d[0] is ids:
+            return d[1], d[2]
+        uniq, inv = distinct_inverse(ids)
+        inv = inv.reshape(-1)
+        if len(ids) >= _BY_DISTINCT_ROWS:  # (not the short distinct columns derived from it)
+            self._dist = (ids, uniq, inv)
+        return uniq, inv
 
     def _bools_to_ids(self, val: np.ndarray, err: np.ndarray) -> np.ndarray:
         t, f = self._bool_ids()
@@ -735,8 +750,7 @@ class _Evaluator:
             c, f, i = self._num_leaf(ids[:1], arith)
             n = len(ids)
             return np.full(n, c[0], dtype=np.int8), np.full(n, f[0]), np.full(n, i[0], dtype=np.int64)
-        uniq, inv = distinct_inverse(ids)
-        inv = inv.reshape(-1)
+        uniq, inv = self._distinct(ids)
         m = len(uniq)
         nums = self._numeric(uniq)  # NaN for unbound, non-numeric and ill-typed ids (and "NaN")
         has = np.flatnonzero(~np.isnan(nums))  # numeric literals only
@@ -1118,6 +1132,18 @@ class _Evaluator:
 
     def _compare_ids(self, op: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = len(a)
+        if n >= _BY_DISTINCT_ROWS:
+            # a column against a constant: the answer depends on the column's id only, so
+            # it is decided once per distinct id and gathered (ages, prices: ~100 distinct
+            # values in thousands of rows; every pass below then runs over those)
+            for col, const in ((a, b), (b, a)):
+                if _constant(const) and not _constant(col):
+                    uniq, inv = self._distinct(col)
+                    if len(uniq) * 2 <= n:
+                        c = const[:len(uniq)]
+                        v, e = self._compare_ids(op, uniq, c) if col is a else self._compare_ids(op, c, uniq)
+                        return v[inv], e[inv]
+                    break
         err = (a < 0) | (b < 0)
         val = np.zeros(n, dtype=bool)
         # numbers: decided over the columns where promotion makes it exact (see _num_compare)
