@@ -92,8 +92,12 @@ TINY_WINDOW = 1024
 #: the dataset of the tuple-at-a-time path: nothing above its BGP core reads a graph
 _NO_GRAPH = DatasetView(EmptyGraph(), {}, ("tiny",))
 #: instants in a row whose restricted stored part exceeded the limit, after which a query with a
-#: wide stored pattern takes the merged view without trying (each try reads the stored graphs)
+#: wide stored pattern takes the merged view without trying for a doubling number of instants
+#: (8..256; each try reads the windows and expands the anchors' values)
 _DEFER_TRIES = 2
+#: the cost of one expansion call of a restricted pattern, in the rows it is weighed against
+#: (a few numpy calls per stored graph, ~20-30 us, against ~0.3 us per row the instant reads)
+_EXPAND_ROWS = 64
 
 
 # ---------------------------------------------------------------- multiset / set differences
@@ -399,16 +403,25 @@ class _Compact:
         # matches all of its patterns at once, which lets a pattern with two variable ends and
         # too many stored triples (``?obs a ?type``) be restricted per instant (:meth:`anchored`)
         self.conjunctive = self.patterns is not None and find_core(query) is not None
-        self._deferred: list = []   # (pid, var end 0/2, anchor pattern's (s, p, o) ids, anchor end)
+        # per deferred pattern: (its predicate id, [(its var end 0/2, an anchor pattern's (s, p, o)
+        # ids -- a str: a constant the dictionary did not hold yet --, the anchor's end), ...])
+        self._deferred: list = []
         self.defer_failures = 0     # instants in a row whose restricted part was too large
+        self.defer_skip = 0              # instants left before the restriction is tried again
+        self._backoff = 0
         self._anchor_key: tuple | None = None   # the stored_rows key the memo below belongs to
-        self._anchor_memo: dict = {}  # deferred pattern -> (stored anchor values, their stored triples)
+        self._anchor_memo: dict = {}  # (deferred, option) -> (stored anchor values, their stored triples)
         self._graphs: list = []
+        self._dictionary = None
+        self._fan: dict = {}          # (pid, end) -> stored triples per distinct value at that end
 
-    def _anchor(self, tp: A.TriplePattern, resolved: list) -> tuple | None:
-        """For a deferred pattern ``tp``: (its end, an anchor's ids, the anchor's
-        end) where the anchor is a pattern whose stored triples are all loaded and that shares
-        the variable at that end; None if there is none."""
+    def _anchors(self, tp: A.TriplePattern, resolved: list) -> list:
+        """For a deferred pattern ``tp``: every (its end, an anchor's ids, the anchor's end)
+        where the anchor is a pattern whose stored triples are all loaded (or that has none) and
+        that shares the variable at that end. Every solution matches both patterns with the same
+        value there, so any of them bounds ``tp``'s triples; :meth:`anchored` picks one per
+        instant."""
+        out = []
         for end in (0, 2):
             name = (tp.s, tp.p, tp.o)[end].name
             for q, qids in resolved:
@@ -417,46 +430,107 @@ class _Compact:
                 for qend in (0, 2):
                     t = (q.s, q.p, q.o)[qend]
                     if isinstance(t, A.Var) and t.name == name:
-                        return end, qids, qend
-        return None
+                        out.append((end, qids, qend))
+        return out
+
+    def _ids(self, ids: tuple) -> tuple | None:
+        """An anchor's ids with constants the dictionary did not hold resolved again (a stream
+        element interns terms without a store commit); None while one is still absent (the
+        anchor, hence the query, matches nothing)."""
+        if not any(isinstance(i, str) for i in ids):
+            return ids
+        out = []
+        for i in ids:
+            if isinstance(i, str):
+                i = int(self._dictionary.lookup(i))
+                if i < 0:
+                    return None
+            out.append(i)
+        return tuple(out)
+
+    def fanout(self, pid: int, end: int) -> float:
+        """Stored triples of ``pid`` per distinct value at ``end`` (per snapshot)."""
+        f = self._fan.get((pid, end))
+        if f is None:
+            n = d = 0
+            for g in self._graphs:
+                st = g.stats(pid)
+                n += st.triples
+                d += st.subjects if end == 0 else st.objects
+            f = self._fan[pid, end] = n / max(1, d)
+        return f
+
+    def skip_deferred(self) -> bool:
+        """Whether this instant takes the merged view without trying the restriction (it
+        exceeded the limit at the last tries: retried after a doubling number of instants)."""
+        if self.defer_skip > 0:
+            self.defer_skip -= 1
+            return True
+        return False
+
+    def deferred_result(self, ok: bool) -> None:
+        """Book one try of the restriction."""
+        if ok:
+            self.defer_failures = 0
+            self._backoff = 0
+            return
+        self.defer_failures += 1
+        if self.defer_failures >= _DEFER_TRIES:
+            self._backoff = min(2 * self._backoff or 8, 256)
+            self.defer_skip = self._backoff
 
     def anchored(self, rows: np.ndarray, n_stored: int = 0) -> np.ndarray | None:
         """The stored triples of the deferred patterns that can take part in a solution over the
         instant's loaded ``rows`` (the ``n_stored`` stored rows first, then the windows'): those
-        whose shared end holds a value some triple matching the anchor pattern holds at its end
+        whose shared end holds a value some triple matching an anchor pattern holds at its end
         (every solution matches both patterns with the same value). A superset of what the
         solutions use, so the same solutions; None above :data:`SMALL_WINDOW` triples.
 
-        The stored rows are the same at every instant of a store snapshot, so their anchor
-        values and expansion are kept (:meth:`stored_rows` resets them); per instant only the
-        windows' rows are scanned and only values the stored part does not hold expanded (the
-        last instant's expansion reused when they are the same values)."""
+        Per deferred pattern the anchor is chosen per instant by the work it brings: the stored
+        anchor values' expansion is kept per store snapshot (free per instant, but its triples
+        are read by the instant), the window's values not among them are expanded per instant
+        (the last instant's expansion reused when they are the same values). The expected rows
+        of each (kept + window values x the predicate's fan-out, an expansion call counted as
+        :data:`_EXPAND_ROWS`) decide; an anchor whose kept part exceeds the limit is not
+        taken."""
         if self._anchor_key != self._key:
             self._anchor_key = self._key
             self._anchor_memo = {}
         memo = self._anchor_memo
         win = rows[n_stored:]
+        head = rows[:n_stored]
         parts = []
         total = 0
-        for k, (pid, end, anchor, qend) in enumerate(self._deferred):
-            hit = memo.get(k)
-            if hit is None:
-                cs = _anchor_values(rows[:n_stored], anchor, qend)
-                hit = memo[k] = (cs, self._expand(pid, end, cs, SMALL_WINDOW))
-            cs, ex = hit
-            if ex is None:
+        for k, (pid, opts) in enumerate(self._deferred):
+            best = None
+            for oi, (end, anchor, qend) in enumerate(opts):
+                ids = self._ids(anchor)
+                hit = memo.get((k, oi))
+                if hit is None:
+                    cs = _anchor_values(head, ids, qend) if ids is not None and n_stored else _EMPTY1
+                    hit = memo[k, oi] = (cs, self._expand(pid, end, cs, SMALL_WINDOW))
+                cs, ex = hit
+                if ex is None:
+                    continue   # too many stored anchor values
+                cw = _anchor_values(win, ids, qend) if ids is not None and len(win) else _EMPTY1
+                if len(cw) and len(cs):
+                    i = np.searchsorted(cs, cw).clip(max=len(cs) - 1)
+                    cw = cw[cs[i] != cw]
+                cost = len(ex) + (len(cw) * self.fanout(pid, end) + _EXPAND_ROWS if len(cw) else 0)
+                if best is None or cost < best[0]:
+                    best = (cost, oi, end, ex, cw)
+                if not cost:
+                    break
+            if best is None:
                 return None
+            _, oi, end, ex, cw = best
             total += len(ex)
             if total > SMALL_WINDOW:
                 return None
             if len(ex):
                 parts.append(ex)
-            cw = _anchor_values(win, anchor, qend)
-            if len(cw) and len(cs):
-                i = np.searchsorted(cs, cw).clip(max=len(cs) - 1)
-                cw = cw[cs[i] != cw]
             if len(cw):
-                key = cw.tobytes()
+                key = (oi, cw.tobytes())
                 last = memo.get(~k)   # consecutive instants' windows mostly hold the same values
                 if last is not None and last[0] == key:
                     ew = last[1]
@@ -503,10 +577,17 @@ class _Compact:
         parts: list[np.ndarray] = []
         total = 0
         done: dict = {}   # ids of a pattern -> deferred
+        absent: list = []
+        self._dictionary = ctx.dictionary
+        self._fan = {}
         for tp in self.patterns:
             ids = [ctx.lookup(t.key) if isinstance(t, A.Const) else None for t in (tp.s, tp.p, tp.o)]
             if any(i is not None and i < 0 for i in ids):
-                continue  # a constant the store does not hold: the pattern matches nothing
+                # a constant the store does not hold: no stored triple matches, but the windows'
+                # may (streams intern terms without a commit): an anchor with that constant open
+                absent.append((tp, tuple(t.key if i is not None and i < 0 else i
+                                         for t, i in zip((tp.s, tp.p, tp.o), ids, strict=True))))
+                continue
             s, p, o = ids
             if (s, p, o) in done:  # the same stored triples: loaded, or restricted for this one too
                 (deferred if done[s, p, o] else loaded).append(tp if done[s, p, o] else (tp, (s, p, o)))
@@ -543,12 +624,11 @@ class _Compact:
         self._deferred = []
         for tp in deferred:
             pid = ctx.lookup(tp.p.key)
-            got = self._anchor(tp, loaded)
-            if got is None:  # no pattern bounds it: the merged view
+            got = self._anchors(tp, loaded + absent)
+            if not got:  # no pattern bounds it: the merged view
                 self._key, self._rows = key, None
                 return None
-            end, qids, qend = got
-            self._deferred.append((pid, end, qids, qend))
+            self._deferred.append((pid, got))
         self._key = key
         self._rows = np.concatenate(parts).astype(np.int64) if parts else _EMPTY3
         return self._rows
@@ -909,7 +989,7 @@ class InstantEvaluator:
             self._from_graphs = (snap, graphs)
         stored = cp.stored_rows(ctx, graphs) if graphs else _EMPTY3
         deferred = bool(graphs) and bool(cp._deferred)  # (set by stored_rows for these graphs)
-        if deferred and cp.defer_failures >= _DEFER_TRIES:
+        if deferred and cp.skip_deferred():
             return None  # the restricted part kept exceeding the limit: the merged view directly
         if stored is None:
             return None
@@ -927,10 +1007,9 @@ class InstantEvaluator:
         rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
         if deferred:
             extra = cp.anchored(rows, len(stored))
+            cp.deferred_result(extra is not None)
             if extra is None:
-                cp.defer_failures += 1
                 return None
-            cp.defer_failures = 0
             if len(extra):
                 rows = np.concatenate([rows, extra])
         # the windows' size, as :meth:`dataset` counts it (the stored part changes only with ``sn``):
