@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 import operator
 import re
+import threading
+import weakref
 from fractions import Fraction
 
 import numpy as np
@@ -127,11 +129,71 @@ class CountGroup:
         return Bindings(cols, ng)
 
 
+class CountTerms:
+    """The term ids of counts (``xsd:integer`` literals), kept across instants and queries for
+    one dictionary: a count's store id never changes once the dictionary holds its key, and a
+    count found absent stays absent until a numeric term is added (the ids added since the last
+    call are checked by their numeric values, vectorized), so an instant makes its counts'
+    terms without a dictionary look-up (~10 us each, the larger part of a small GROUP BY)."""
+
+    #: counts remembered per dictionary before the memo starts again
+    max_entries = 4096
+
+    def __init__(self, dictionary):
+        self._dic = dictionary
+        self._ids: dict[int, int] = {}
+        self._absent: set[int] = set()
+        self._n = len(dictionary)
+        self._lock = threading.Lock()
+
+    def ids(self, counts: list[int], ctx) -> list[int]:
+        dic = self._dic
+        with self._lock:
+            n = len(dic)
+            if n != self._n:
+                if self._absent:   # a stream or commit added terms: numbers among them re-checked
+                    num = dic.numeric(np.arange(self._n, n, dtype=np.int64))
+                    num = num[np.isfinite(num)]
+                    if len(num):
+                        self._absent.difference_update(int(v) for v in unique(num) if v == int(v))
+                self._n = n
+            if len(self._ids) + len(self._absent) > self.max_entries:
+                self._ids.clear()
+                self._absent.clear()
+            known, absent = self._ids, self._absent
+            out = []
+            for c in counts:
+                i = known.get(c)
+                if i is None:
+                    key = f'"{c}"^^<{XSD_INTEGER}>'
+                    if c in absent:
+                        i = ctx.absent_term_id(key)
+                    else:
+                        i = ctx.lookup(key)
+                        if i >= 0:
+                            known[c] = i
+                        else:
+                            absent.add(c)
+                            i = ctx.term_id(key)
+                out.append(i)
+            return out
+
+
+_COUNT_TERMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def count_terms(dictionary) -> CountTerms:
+    got = _COUNT_TERMS.get(dictionary)
+    if got is None:
+        got = _COUNT_TERMS.setdefault(dictionary, CountTerms(dictionary))
+    return got
+
+
 def _count_ids(counts: np.ndarray, ctx) -> np.ndarray:
     if not len(counts):
         return np.zeros(0, dtype=np.int64)
     uniq, inv = distinct_inverse(counts)
-    ids = np.asarray(ctx.intern([f'"{int(c)}"^^<{XSD_INTEGER}>' for c in uniq.tolist()]), dtype=np.int64)
+    ids = np.array(count_terms(ctx.dictionary).ids(uniq.tolist(), ctx), dtype=np.int64)
     return ids[inv.reshape(-1)]
 
 
