@@ -413,6 +413,7 @@ class _Compact:
         self._anchor_memo: dict = {}  # (deferred, option) -> (stored anchor values, their stored triples)
         self._graphs: list = []
         self._dictionary = None
+        self._id_bound = 0            # ids from here on were interned after the stored snapshot
         self._fan: dict = {}          # (pid, end) -> stored triples per distinct value at that end
 
     def _anchors(self, tp: A.TriplePattern, resolved: list) -> list:
@@ -501,6 +502,7 @@ class _Compact:
         head = rows[:n_stored]
         parts = []
         total = 0
+        seen: dict = {}   # (anchor ids, end) -> its window values at this instant
         for k, (pid, opts) in enumerate(self._deferred):
             best = None
             for oi, (end, anchor, qend) in enumerate(opts):
@@ -512,7 +514,12 @@ class _Compact:
                 cs, ex = hit
                 if ex is None:
                     continue   # too many stored anchor values
-                cw = _anchor_values(win, ids, qend) if ids is not None and len(win) else _EMPTY1
+                cw = _EMPTY1
+                if ids is not None and len(win):
+                    wk = (ids, qend)
+                    cw = seen.get(wk)
+                    if cw is None:   # (the same anchor often bounds several deferred patterns)
+                        cw = seen[wk] = _anchor_values(win, ids, qend, self._id_bound)
                 if len(cw) and len(cs):
                     i = np.searchsorted(cs, cw).clip(max=len(cs) - 1)
                     cw = cw[cs[i] != cw]
@@ -579,6 +586,9 @@ class _Compact:
         done: dict = {}   # ids of a pattern -> deferred
         absent: list = []
         self._dictionary = ctx.dictionary
+        # every id the snapshot's graphs hold was interned before it: later ids (a stream's new
+        # observations, posts ...) have no stored triple to expand
+        self._id_bound = len(ctx.dictionary)
         self._fan = {}
         for tp in self.patterns:
             ids = [ctx.lookup(t.key) if isinstance(t, A.Const) else None for t in (tp.s, tp.p, tp.o)]
@@ -634,16 +644,20 @@ class _Compact:
         return self._rows
 
 
-def _anchor_values(rows: np.ndarray, anchor: tuple, qend: int) -> np.ndarray:
+def _anchor_values(rows: np.ndarray, anchor: tuple, qend: int, bound: int | None = None) -> np.ndarray:
     """Sorted distinct values at end ``qend`` of the ``rows`` matching the anchor pattern's
-    constants ``(s, p, o)`` (None: a variable)."""
+    constants ``(s, p, o)`` (None: a variable); only those below ``bound`` if given (ids
+    interned after a store snapshot have no stored triple: dropped before the sort)."""
     qs, qp, qo = anchor
     m = rows[:, 1] == qp
     if qs is not None:
         m &= rows[:, 0] == qs
     if qo is not None:
         m &= rows[:, 2] == qo
-    return unique(rows[m, qend])
+    v = rows[m, qend]
+    if bound is not None and len(v):
+        v = v[v < bound]
+    return unique(v) if len(v) > 1 else v
 
 
 # ---------------------------------------------------------------- SPARQL JSON of the events
