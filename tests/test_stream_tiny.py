@@ -24,6 +24,7 @@ from engine.database import Database
 from engine.exec.bindings import Bindings
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import DatasetView, Evaluator, QueryContext, evaluate_query
+from engine.exec.result import UNBOUND
 from engine.kv.views import EmptyGraph
 from engine.sparql import algebra as A
 from engine.sparql.parser import parse_query
@@ -481,36 +482,41 @@ def test_vectorized_double_filters_equal_the_executor(db, data):
         assert got is not None
 
 
-def test_count_terms_follow_the_dictionary():
-    """Count terms are kept across instants: an absent count gets a query-local id without a
-    look-up, and becomes the store's id once a term with its key is interned (a stream
-    element interns without a commit), also when other terms were added in between; a count
-    the store held from the start is its store id."""
-    from engine.stream.tiny_ops import CountTerms
+def test_numeric_terms_follow_the_dictionary():
+    """Computed numbers' terms are kept across instants: an absent one gets a query-local id
+    without a look-up, and becomes the store's id once a term with its key is interned (a
+    stream element interns without a commit), also when other terms were added in between; a
+    number the store held from the start is its store id; NaN and huge integers (no numeric
+    value in the dictionary) are looked up every time."""
+    from engine.stream.tiny_ops import NumericTerms, _num_item
 
     d = Database()
     d.load_data(f"<{EX}a> <{EX}p> \"7\"^^{INT} .\n".encode(), "application/n-triples")
     try:
         dic = d.store.dictionary
-        terms = CountTerms(dic)
+        terms = NumericTerms(dic)
+        big = 10**30
+        nums = [7, 3, 2.5, float("nan"), big]
 
-        def ids(counts):
+        def ids(vals):
             ctx = QueryContext(d.store.snapshot())
-            got = terms.ids(counts, ctx)
-            want = [ctx.term_id(f'"{c}"^^{INT}') for c in counts]
+            got = terms.ids([_num_item(v) for v in vals], ctx)
+            want = [ctx.term_id(_num_item(v)[0]) for v in vals]
             return got, want, ctx
 
-        got, want, ctx = ids([7, 3, 1000000000001])
+        got, want, ctx = ids(nums)
         assert got == want and got[0] >= 0 and min(got[1:]) >= LOCAL_BASE
-        assert ctx.keys(np.array(got[1:])) == [f'"3"^^{INT}', f'"1000000000001"^^{INT}']
+        assert ctx.keys(np.array(got[1:3])) == [f'"3"^^{INT}', '"2.5E0"^^<http://www.w3.org/2001/XMLSchema#double>']
         dic.encode([f"<{EX}x{i}>" for i in range(5)] + ['"3.0"^^<http://www.w3.org/2001/XMLSchema#decimal>'])
-        got, want, _ = ids([3, 7])          # a decimal 3.0 arrived: 3 checked again, still absent
-        assert got == want and got[0] >= LOCAL_BASE
-        dic.encode([f'"{3}"^^{INT}', f"<{EX}y>"])
-        got, want, _ = ids([3, 1000000000001])
-        assert got == want and 0 <= got[0] < LOCAL_BASE and got[1] >= LOCAL_BASE
-        dic.encode([f'"1000000000001"^^{INT}'])
-        got, want, _ = ids([1000000000001, 3])
+        got, want, _ = ids(nums)          # a decimal 3.0 arrived: 3 checked again, still absent
+        assert got == want and got[1] >= LOCAL_BASE
+        dic.encode([f'"3"^^{INT}', f"<{EX}y>", '"NaN"^^<http://www.w3.org/2001/XMLSchema#double>'])
+        got, want, _ = ids(nums)
+        assert got == want and 0 <= got[1] < LOCAL_BASE and 0 <= got[3] < LOCAL_BASE and got[2] >= LOCAL_BASE
+        dic.encode(['"2.5E0"^^<http://www.w3.org/2001/XMLSchema#double>', f'"{big}"^^{INT}'])
+        got, want, _ = ids(nums)
         assert got == want and max(got) < LOCAL_BASE
+        ctx = QueryContext(d.store.snapshot())
+        assert terms.ids([None], ctx) == [UNBOUND]
     finally:
         d.close()
