@@ -415,6 +415,7 @@ class _Compact:
         self._dictionary = None
         self._id_bound = 0            # ids from here on were interned after the stored snapshot
         self._fan: dict = {}          # (pid, end) -> stored triples per distinct value at that end
+        self._resolved: dict = {}     # anchor ids with absent keys -> (resolved ids or None, dict size)
 
     def _anchors(self, tp: A.TriplePattern, resolved: list) -> list:
         """For a deferred pattern ``tp``: every (its end, an anchor's ids, the anchor's end)
@@ -437,17 +438,24 @@ class _Compact:
     def _ids(self, ids: tuple) -> tuple | None:
         """An anchor's ids with constants the dictionary did not hold resolved again (a stream
         element interns terms without a store commit); None while one is still absent (the
-        anchor, hence the query, matches nothing)."""
+        anchor, hence the query, matches nothing). A resolved id is kept (ids never change);
+        an absent key is looked up again only after the dictionary grew."""
         if not any(isinstance(i, str) for i in ids):
             return ids
+        got = self._resolved.get(ids)
+        n = len(self._dictionary)
+        if got is not None and (got[0] is not None or got[1] == n):
+            return got[0]
         out = []
         for i in ids:
             if isinstance(i, str):
                 i = int(self._dictionary.lookup(i))
                 if i < 0:
+                    self._resolved[ids] = (None, n)
                     return None
             out.append(i)
-        return tuple(out)
+        self._resolved[ids] = (tuple(out), n)
+        return self._resolved[ids][0]
 
     def fanout(self, pid: int, end: int) -> float:
         """Stored triples of ``pid`` per distinct value at ``end`` (per snapshot)."""
@@ -537,13 +545,7 @@ class _Compact:
             if len(ex):
                 parts.append(ex)
             if len(cw):
-                key = (oi, cw.tobytes())
-                last = memo.get(~k)   # consecutive instants' windows mostly hold the same values
-                if last is not None and last[0] == key:
-                    ew = last[1]
-                else:
-                    ew = self._expand(pid, end, cw, SMALL_WINDOW)
-                    memo[~k] = (key, ew)
+                ew = self._window_expansion(k, oi, pid, end, cw)
                 if ew is None:
                     return None
                 total += len(ew)
@@ -552,6 +554,41 @@ class _Compact:
                 if len(ew):
                     parts.append(ew)
         return np.concatenate(parts) if parts else _EMPTY3
+
+    def _window_expansion(self, k: int, oi: int, pid: int, end: int, cw: np.ndarray) -> np.ndarray | None:
+        """The stored triples of deferred pattern ``k`` whose ``end`` is one of the window's
+        values ``cw`` (sorted, distinct), from the last instant's expansion: a sliding window keeps
+        most values, so the kept values' triples are selected from it (one ``searchsorted``) and
+        only the values new to it are expanded. None above :data:`SMALL_WINDOW` triples."""
+        memo = self._anchor_memo
+        last = memo.get(~k)
+        col = 0 if end == 0 else 2
+        if last is not None and last[0] == oi:
+            _, vals, rows = last
+            if len(vals) == len(cw) and (vals == cw).all():
+                return rows
+            i = np.searchsorted(vals, cw).clip(max=max(len(vals) - 1, 0))
+            new = cw[vals[i] != cw] if len(vals) else cw
+            if len(rows):
+                j = np.searchsorted(cw, rows[:, col]).clip(max=len(cw) - 1)
+                rows = rows[cw[j] == rows[:, col]]
+            if len(new):
+                more = self._expand(pid, end, new, SMALL_WINDOW)
+                if more is None:
+                    memo.pop(~k, None)
+                    return None
+                if len(more):
+                    rows = np.concatenate([rows, more]) if len(rows) else more
+        else:
+            rows = self._expand(pid, end, cw, SMALL_WINDOW)
+            if rows is None:
+                memo.pop(~k, None)
+                return None
+        if len(rows) > SMALL_WINDOW:
+            memo.pop(~k, None)
+            return None
+        memo[~k] = (oi, cw, rows)
+        return rows
 
     def _expand(self, pid: int, end: int, cand: np.ndarray, limit: int) -> np.ndarray | None:
         """The stored triples of predicate ``pid`` whose ``end`` (0: subject, 2: object) is one
