@@ -15,6 +15,8 @@ restricted per instant through the candidates of its variables. These tests chec
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -49,7 +51,7 @@ def _ids(db, keys):
     return [int(x) for x in db.store.dictionary.encode(keys)]
 
 
-def _window(db, triples: list) -> BoundWindow:
+def _window(db, triples: list, range_ms: int = 1000, gap: int = 100) -> BoundWindow:
     """A time window of 1 s over ``triples`` (subject index, predicate name, object index),
     the k-th at 100*(k+1) ms."""
     store = TransientStore("s")
@@ -57,9 +59,9 @@ def _window(db, triples: list) -> BoundWindow:
         ks = [f"<{EX}n{s}>" for s, _, _ in triples] + [f"<{EX}{p}>" for _, p, _ in triples] + \
              [f"<{EX}n{o}>" for _, _, o in triples]
         ids = np.array(_ids(db, ks), dtype=np.int64).reshape(3, -1).T
-        store.append_rows(ids, np.arange(1, len(triples) + 1) * 100)
+        store.append_rows(ids, np.arange(1, len(triples) + 1) * gap)
     gid = _ids(db, [f"<{EX}stream>"])[0]
-    return BoundWindow("s", EX + "stream", gid, Window.time(1000, 1000), store)
+    return BoundWindow("s", EX + "stream", gid, Window.time(range_ms, 1000), store)
 
 
 def _rows_of(res):
@@ -129,18 +131,36 @@ def join_queries(draw):
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(knows=edges(), made=edges(), win=win_triples, query=join_queries(), limit=st.sampled_from([4, 8, 16, 32, 64]),
-       ages=st.booleans(), expand=st.sampled_from([0, 64, 10_000]))
-def test_anchor_choice_equals_merged_view(knows, made, win, query, limit, ages, expand, monkeypatch):
+       ages=st.booleans(), expand=st.sampled_from([0, 64, 10_000]), slide=st.sampled_from([1000, 2000, 3000]),
+       gap=st.sampled_from([100, 250]))
+def test_anchor_choice_equals_merged_view(knows, made, win, query, limit, ages, expand, slide, gap, monkeypatch):
+    """(``slide``: a window of 1-3 s stepping by 1 s over elements ``gap`` ms apart, so consecutive
+    instants share values and the last instant's expansion is extended.)"""
     monkeypatch.setattr(C, "SMALL_WINDOW", limit)
     monkeypatch.setattr(C, "_EXPAND_ROWS", expand)   # stored anchors preferred, or window ones
+    extend = C._Compact._window_expansion
+
+    def counting(self, k, oi, *a):
+        EXTENDED["from last" if self._anchor_memo.get(~k, (None,))[0] == oi else "fresh"] += 1
+        return extend(self, k, oi, *a)
+
+    monkeypatch.setattr(C._Compact, "_window_expansion", counting)
     db = _db(knows, made, ages)
     try:
-        bw = _window(db, win)
+        bw = _window(db, win, slide, gap)
         compact, merged = _pair(db, query, bw)
-        for t in (1000, 1000, 2000, 3000):
+        for t in (1000, 1000, 2000, 3000, 4000):
             _same(compact, merged, t, query)
     finally:
         db.close()
+
+
+EXTENDED: Counter = Counter()
+
+
+def test_window_expansions_were_extended():
+    """The property test above reached the extension of the last instant's expansion."""
+    assert EXTENDED["from last"] > 20 and EXTENDED["fresh"] > 20, EXTENDED
 
 
 L6 = (f"SELECT * FROM <urn:jindou:default> WHERE {{ ?post <{EX}made> ?creator . "
