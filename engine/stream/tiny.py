@@ -142,16 +142,18 @@ class TinyCore:
         self._sn = sn
 
     # -- matches ---------------------------------------------------------------
-    def _select(self, rows: np.ndarray) -> list[list[tuple]]:
-        """Per pattern, its distinct matching triples of ``rows`` as ``(s, o)`` pairs of ints:
-        one (distinct patterns x rows) match matrix (the subject / object tests only when some
-        pattern has a constant there), one ``nonzero``, one read-out."""
+    def _select(self, rows: np.ndarray, per_selection: bool = False) -> list[list[tuple]]:
+        """Per pattern (``per_selection``: per distinct selection), its distinct matching triples
+        of ``rows`` as ``(s, o)`` pairs of ints: one (distinct patterns x rows) match matrix (the
+        subject / object tests only when some pattern has a constant there), one ``nonzero``,
+        one read-out."""
         k = len(self._kp)
+        none = k if per_selection else len(self._pats)
         if not len(rows) or not k:
-            return [[] for _ in self._pats]
+            return [[] for _ in range(none)]
         pi, ri = np.nonzero(self._mask(rows))
         if not len(pi):
-            return [[] for _ in self._pats]
+            return [[] for _ in range(none)]
         sel = rows[ri]
         sv, ov = sel[:, 0].tolist(), sel[:, 2].tolist()
         if k == 1:
@@ -160,7 +162,7 @@ class TinyCore:
             bounds = pi.searchsorted(self._bounds_at).tolist()
             per = [list(dict.fromkeys(zip(sv[a:b], ov[a:b], strict=True))) if b > a else []
                    for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        return [per[j] for j in self._kof]
+        return per if per_selection else [per[j] for j in self._kof]
 
     def _matches(self, rows: np.ndarray, stored: np.ndarray) -> list[_Match]:
         """Per pattern, its matches: the stored part (``stored``, the first rows of ``rows``;
@@ -169,17 +171,20 @@ class TinyCore:
         n_stored = len(stored)
         key = (self._sn, id(stored), n_stored)
         if self._stored_key != key or self._stored_ref is not stored:
-            self._stored = [_Match(m) for m in self._select(stored)]
+            # one match per distinct selection: patterns equal up to variable names share it
+            # (and its indexes)
+            self._stored_sel = [_Match(m) for m in self._select(stored, True)]
+            self._stored = [self._stored_sel[j] for j in self._kof]
             self._stored_key = key
             self._stored_ref = stored   # keeps the array (and so its id) alive
-        inst = self._select(rows[n_stored:])
+        inst = self._select(rows[n_stored:], True)
         out = []
-        for sm, wm in zip(self._stored, inst, strict=True):
-            if sm.pairs:
+        for sm, wm in zip(self._stored_sel, inst, strict=True):
+            if sm.pairs and wm:
                 have = sm.pairset()
                 wm = [p for p in wm if p not in have]
             out.append(sm.with_instant(wm) if wm else sm)
-        return out
+        return [out[j] for j in self._kof]
 
     # -- one pattern per component: vectorized at any size ------------------------
     def _mask(self, rows: np.ndarray) -> np.ndarray:
