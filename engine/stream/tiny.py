@@ -62,6 +62,7 @@ class TinyCore:
         self.triples: tuple = ()
         self.general = False
         self.flat = False
+        self.never = False
         self._subs: dict[int, tuple] = {}   # general queries: id(BGP node) -> (node, its core)
         if bgp is not None:   # one BGP of a general query
             self._setup(bgp, bgp.triples)
@@ -74,6 +75,10 @@ class TinyCore:
             bgp = merged_bgp(node) if isinstance(node, A.Join) else node if is_pure_bgp(node) else None
             if bgp is not None and all(isinstance(tp.p, A.Const) for tp in bgp.triples):
                 self._setup(node, bgp.triples)
+                # a FILTER right above the BGP that no solution can pass (``!bound(?v)`` of a
+                # variable every solution binds): the core's rows are never read
+                have = set(self.vars)
+                self.never = any(_static_truth(e, have) is False for e in found[2])
             return
         # OPTIONAL, UNION, MINUS, joins of groups: every BGP answered tuple at a time, the
         # operators between them by the executor over those rows
@@ -253,6 +258,8 @@ class TinyCore:
                 return _Nested(ctx, self._subs, rows, stored).eval(self.base)
             except (_HandBack, TinyFallback, RowBudgetExceeded):
                 return None   # the vectorized path evaluates the instant (and reports a budget)
+        if self.never:   # the FILTER above drops every row: none needs computing
+            return Bindings.empty(self.vars)
         self._resolve(ctx)
         if self._pats is None:   # a constant the store does not hold: no solution
             return Bindings.empty(self.vars)
@@ -857,6 +864,28 @@ def _general(node, bgps: list) -> bool:
         return True
     kids = [node.left, node.right] if isinstance(node, (A.Join, A.LeftJoin, A.Union, A.Minus)) else [node.input]
     return all(_general(k, bgps) for k in kids)
+
+
+def _static_truth(expr, bound: set[str]) -> bool | None:
+    """A FILTER expression's value on every solution of a BGP whose variables are ``bound``
+    (each solution binds all of them; any other variable is unbound there) when it does not
+    depend on the row: ``BOUND`` under ``! && ||`` (SPARQL's logic: ``false && error`` is
+    false, ``true || error`` true); None otherwise."""
+    if not isinstance(expr, A.Call):
+        return None
+    op, args = expr.op, expr.args
+    if op == "BOUND" and len(args) == 1 and isinstance(args[0], A.Var):
+        return args[0].name in bound
+    if op == "!" and len(args) == 1:
+        v = _static_truth(args[0], bound)
+        return None if v is None else not v
+    if op in ("&&", "||") and len(args) == 2:
+        a, b = _static_truth(args[0], bound), _static_truth(args[1], bound)
+        decisive = op == "||"   # the value that decides alone
+        if a is decisive or b is decisive:
+            return decisive
+        return (not decisive) if a is not None and b is not None else None
+    return None
 
 
 def _spread(col: np.ndarray, inner: int, outer: int) -> np.ndarray:
