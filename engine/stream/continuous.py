@@ -98,6 +98,11 @@ _DEFER_TRIES = 2
 #: the cost of one expansion call of a restricted pattern, in the rows it is weighed against
 #: (a few numpy calls per stored graph, ~20-30 us, against ~0.3 us per row the instant reads)
 _EXPAND_ROWS = 64
+#: window values from which an anchor's expansion is extended from the last instant's rather
+#: than made afresh (below, one expansion call costs about what the selection would)
+_EXTEND_VALUES = 32
+#: instants a restricted pattern keeps its anchor before the anchors are weighed again
+_CHOOSE_EVERY = 16
 
 
 # ---------------------------------------------------------------- multiset / set differences
@@ -513,7 +518,16 @@ class _Compact:
         seen: dict = {}   # (anchor ids, end) -> its window values at this instant
         for k, (pid, opts) in enumerate(self._deferred):
             best = None
-            for oi, (end, anchor, qend) in enumerate(opts):
+            # the choice is weighed again every _CHOOSE_EVERY instants (any anchor gives the same
+            # solutions; between, only the chosen one's window values are read)
+            kept = memo.get(("choice", k))
+            if kept is not None and kept[1] > 0:
+                kept[1] -= 1
+                order = (kept[0],)
+            else:
+                order = range(len(opts))
+            for oi in order:
+                end, anchor, qend = opts[oi]
                 ids = self._ids(anchor)
                 hit = memo.get((k, oi))
                 if hit is None:
@@ -539,6 +553,10 @@ class _Compact:
             if best is None:
                 return None
             _, oi, end, ex, cw = best
+            if len(order) > 1 or kept is None:
+                memo["choice", k] = [oi, _CHOOSE_EVERY]
+            elif kept[1] <= 0:
+                kept[1] = _CHOOSE_EVERY
             total += len(ex)
             if total > SMALL_WINDOW:
                 return None
@@ -557,16 +575,17 @@ class _Compact:
 
     def _window_expansion(self, k: int, oi: int, pid: int, end: int, cw: np.ndarray) -> np.ndarray | None:
         """The stored triples of deferred pattern ``k`` whose ``end`` is one of the window's
-        values ``cw`` (sorted, distinct), from the last instant's expansion: a sliding window keeps
-        most values, so the kept values' triples are selected from it (one ``searchsorted``) and
-        only the values new to it are expanded. None above :data:`SMALL_WINDOW` triples."""
+        values ``cw`` (sorted, distinct): the last instant's when the values are the same; from
+        :data:`_EXTEND_VALUES` values on, extended from it (a sliding window keeps most values: the
+        kept values' triples selected by one ``searchsorted``, only the new values expanded);
+        else expanded afresh. None above :data:`SMALL_WINDOW` triples."""
         memo = self._anchor_memo
         last = memo.get(~k)
         col = 0 if end == 0 else 2
-        if last is not None and last[0] == oi:
+        if last is not None and last[0] == oi and len(last[1]) == len(cw) and (last[1] == cw).all():
+            return last[2]
+        if last is not None and last[0] == oi and len(cw) >= _EXTEND_VALUES:
             _, vals, rows = last
-            if len(vals) == len(cw) and (vals == cw).all():
-                return rows
             i = np.searchsorted(vals, cw).clip(max=max(len(vals) - 1, 0))
             new = cw[vals[i] != cw] if len(vals) else cw
             if len(rows):
