@@ -517,16 +517,9 @@ class _Compact:
         total = 0
         seen: dict = {}   # (anchor ids, end) -> its window values at this instant
         for k, (pid, opts) in enumerate(self._deferred):
-            best = None
-            # the choice is weighed again every _CHOOSE_EVERY instants (any anchor gives the same
-            # solutions; between, only the chosen one's window values are read)
-            kept = memo.get(("choice", k))
-            if kept is not None and kept[1] > 0:
-                kept[1] -= 1
-                order = (kept[0],)
-            else:
-                order = range(len(opts))
-            for oi in order:
+
+            def weigh(oi: int, k=k, pid=pid, opts=opts) -> tuple | None:
+                """(expected rows, oi, end, kept stored expansion, window values) of option oi."""
                 end, anchor, qend = opts[oi]
                 ids = self._ids(anchor)
                 hit = memo.get((k, oi))
@@ -535,7 +528,7 @@ class _Compact:
                     hit = memo[k, oi] = (cs, self._expand(pid, end, cs, SMALL_WINDOW))
                 cs, ex = hit
                 if ex is None:
-                    continue   # too many stored anchor values
+                    return None   # too many stored anchor values
                 cw = _EMPTY1
                 if ids is not None and len(win):
                     wk = (ids, qend)
@@ -546,17 +539,29 @@ class _Compact:
                     i = np.searchsorted(cs, cw).clip(max=len(cs) - 1)
                     cw = cw[cs[i] != cw]
                 cost = len(ex) + (len(cw) * self.fanout(pid, end) + _EXPAND_ROWS if len(cw) else 0)
-                if best is None or cost < best[0]:
-                    best = (cost, oi, end, ex, cw)
-                if not cost:
-                    break
+                return cost, oi, end, ex, cw
+
+            # the choice is kept for _CHOOSE_EVERY instants (any anchor gives the same solutions;
+            # meanwhile only the chosen one's window values are read), and weighed again at once
+            # when the chosen one costs more than twice what it did (a window that was empty then)
+            kept = memo.get(("choice", k))
+            best = None
+            if kept is not None and kept[1] > 0:
+                kept[1] -= 1
+                best = weigh(kept[0])
+                if best is not None and best[0] > 2 * kept[2] + _EXPAND_ROWS:
+                    best = None
             if best is None:
-                return None
+                for oi in range(len(opts)):
+                    got = weigh(oi)
+                    if got is not None and (best is None or got[0] < best[0]):
+                        best = got
+                        if not got[0]:
+                            break
+                if best is None:
+                    return None
+                memo["choice", k] = [best[1], _CHOOSE_EVERY, best[0]]
             _, oi, end, ex, cw = best
-            if len(order) > 1 or kept is None:
-                memo["choice", k] = [oi, _CHOOSE_EVERY]
-            elif kept[1] <= 0:
-                kept[1] = _CHOOSE_EVERY
             total += len(ex)
             if total > SMALL_WINDOW:
                 return None
