@@ -129,7 +129,8 @@ def join_queries(draw):
     return f"{head} FROM <urn:jindou:default> WHERE {{ {body} }}{tail}"
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          derandomize=True)   # (a fixed set of examples: the count below is deterministic)
 @given(knows=edges(), made=edges(), win=win_triples, query=join_queries(), limit=st.sampled_from([4, 8, 16, 32, 64]),
        ages=st.booleans(), expand=st.sampled_from([0, 64, 10_000]), slide=st.sampled_from([1000, 2000, 3000]),
        gap=st.sampled_from([100, 250]), every=st.sampled_from([0, 1, 16]), extend=st.sampled_from([0, 1, 2, 32]))
