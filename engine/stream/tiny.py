@@ -147,18 +147,17 @@ class TinyCore:
         self._sn = sn
 
     # -- matches ---------------------------------------------------------------
-    def _select(self, rows: np.ndarray, per_selection: bool = False) -> list[list[tuple]]:
-        """Per pattern (``per_selection``: per distinct selection), its distinct matching triples
-        of ``rows`` as ``(s, o)`` pairs of ints: one (distinct patterns x rows) match matrix (the
-        subject / object tests only when some pattern has a constant there), one ``nonzero``,
+    def _select(self, rows: np.ndarray) -> list[list[tuple]]:
+        """Per distinct selection (``self._kof`` maps patterns to them), its distinct matching
+        triples of ``rows`` as ``(s, o)`` pairs of ints: one (selections x rows) match matrix (the
+        subject / object tests only when some selection has a constant there), one ``nonzero``,
         one read-out."""
         k = len(self._kp)
-        none = k if per_selection else len(self._pats)
         if not len(rows) or not k:
-            return [[] for _ in range(none)]
+            return [[] for _ in range(k)]
         pi, ri = np.nonzero(self._mask(rows))
         if not len(pi):
-            return [[] for _ in range(none)]
+            return [[] for _ in range(k)]
         sel = rows[ri]
         sv, ov = sel[:, 0].tolist(), sel[:, 2].tolist()
         if k == 1:
@@ -167,7 +166,7 @@ class TinyCore:
             bounds = pi.searchsorted(self._bounds_at).tolist()
             per = [list(dict.fromkeys(zip(sv[a:b], ov[a:b], strict=True))) if b > a else []
                    for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        return per if per_selection else [per[j] for j in self._kof]
+        return per
 
     def _matches(self, rows: np.ndarray, stored: np.ndarray) -> list[_Match]:
         """Per pattern, its matches: the stored part (``stored``, the first rows of ``rows``;
@@ -178,11 +177,11 @@ class TinyCore:
         if self._stored_key != key or self._stored_ref is not stored:
             # one match per distinct selection: patterns equal up to variable names share it
             # (and its indexes)
-            self._stored_sel = [_Match(m) for m in self._select(stored, True)]
+            self._stored_sel = [_Match(m) for m in self._select(stored)]
             self._stored = [self._stored_sel[j] for j in self._kof]
             self._stored_key = key
             self._stored_ref = stored   # keeps the array (and so its id) alive
-        inst = self._select(rows[n_stored:], True)
+        inst = self._select(rows[n_stored:])
         out = []
         for sm, wm in zip(self._stored_sel, inst, strict=True):
             if sm.pairs and wm:
