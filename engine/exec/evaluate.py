@@ -173,6 +173,12 @@ class QueryContext:
             self._local_keys.append(key)
         return j
 
+    def absent_term_id(self, key: str) -> int:
+        """:meth:`term_id` of a key the caller has found absent from the dictionary since its
+        last addition (engine.stream.tiny_ops' count terms): the query-local id, no look-up."""
+        self._lookup_cache[key] = -1
+        return self.term_id(key)
+
     def intern(self, keys) -> np.ndarray:
         """ids of ``keys`` (None -> UNBOUND): known ones from the caches; the others
         looked up in the store in one vectorized call when there are more than a

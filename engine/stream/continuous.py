@@ -90,8 +90,17 @@ TINY_WINDOW = 1024
 #: the dataset of the tuple-at-a-time path: nothing above its BGP core reads a graph
 _NO_GRAPH = DatasetView(EmptyGraph(), {}, ("tiny",))
 #: instants in a row whose restricted stored part exceeded the limit, after which a query with a
-#: wide stored pattern takes the merged view without trying (each try reads the stored graphs)
+#: wide stored pattern takes the merged view without trying for a doubling number of instants
+#: (8..256; each try reads the windows and expands the anchors' values)
 _DEFER_TRIES = 2
+#: the cost of one expansion call of a restricted pattern, in the rows it is weighed against
+#: (a few numpy calls per stored graph, ~20-30 us, against ~0.3 us per row the instant reads)
+_EXPAND_ROWS = 64
+#: window values from which an anchor's expansion is extended from the last instant's rather
+#: than made afresh (below, one expansion call costs about what the selection would)
+_EXTEND_VALUES = 32
+#: instants a restricted pattern keeps its anchor before the anchors are weighed again
+_CHOOSE_EVERY = 16
 
 
 # ---------------------------------------------------------------- multiset / set differences
@@ -432,16 +441,27 @@ class _Compact:
         # matches all of its patterns at once, which lets a pattern with two variable ends and
         # too many stored triples (``?obs a ?type``) be restricted per instant (:meth:`anchored`)
         self.conjunctive = self.patterns is not None and find_core(query) is not None
-        self._deferred: list = []   # (pid, var end 0/2, anchor pattern's (s, p, o) ids, anchor end)
+        # per deferred pattern: (its predicate id, [(its var end 0/2, an anchor pattern's (s, p, o)
+        # ids -- a str: a constant the dictionary did not hold yet --, the anchor's end), ...])
+        self._deferred: list = []
         self.defer_failures = 0     # instants in a row whose restricted part was too large
+        self.defer_skip = 0              # instants left before the restriction is tried again
+        self._backoff = 0
         self._anchor_key: tuple | None = None   # the stored_rows key the memo below belongs to
-        self._anchor_memo: dict = {}  # deferred pattern -> (stored anchor values, their stored triples)
+        self._anchor_memo: dict = {}  # (deferred, option) -> (stored anchor values, their stored triples)
         self._graphs: list = []
+        self._dictionary = None
+        self._id_bound = 0            # ids from here on were interned after the stored snapshot
+        self._fan: dict = {}          # (pid, end) -> stored triples per distinct value at that end
+        self._resolved: dict = {}     # anchor ids with absent keys -> (resolved ids or None, dict size)
 
-    def _anchor(self, tp: A.TriplePattern, resolved: list) -> tuple | None:
-        """For a deferred pattern ``tp``: (its end, an anchor's ids, the anchor's
-        end) where the anchor is a pattern whose stored triples are all loaded and that shares
-        the variable at that end; None if there is none."""
+    def _anchors(self, tp: A.TriplePattern, resolved: list) -> list:
+        """For a deferred pattern ``tp``: every (its end, an anchor's ids, the anchor's end)
+        where the anchor is a pattern whose stored triples are all loaded (or that has none) and
+        that shares the variable at that end. Every solution matches both patterns with the same
+        value there, so any of them bounds ``tp``'s triples; :meth:`anchored` picks one per
+        instant."""
+        out = []
         for end in (0, 2):
             name = (tp.s, tp.p, tp.o)[end].name
             for q, qids in resolved:
@@ -450,52 +470,138 @@ class _Compact:
                 for qend in (0, 2):
                     t = (q.s, q.p, q.o)[qend]
                     if isinstance(t, A.Var) and t.name == name:
-                        return end, qids, qend
-        return None
+                        out.append((end, qids, qend))
+        return out
+
+    def _ids(self, ids: tuple) -> tuple | None:
+        """An anchor's ids with constants the dictionary did not hold resolved again (a stream
+        element interns terms without a store commit); None while one is still absent (the
+        anchor, hence the query, matches nothing). A resolved id is kept (ids never change);
+        an absent key is looked up again only after the dictionary grew."""
+        if not any(isinstance(i, str) for i in ids):
+            return ids
+        got = self._resolved.get(ids)
+        n = len(self._dictionary)
+        if got is not None and (got[0] is not None or got[1] == n):
+            return got[0]
+        out = []
+        for i in ids:
+            if isinstance(i, str):
+                i = int(self._dictionary.lookup(i))
+                if i < 0:
+                    self._resolved[ids] = (None, n)
+                    return None
+            out.append(i)
+        self._resolved[ids] = (tuple(out), n)
+        return self._resolved[ids][0]
+
+    def fanout(self, pid: int, end: int) -> float:
+        """Stored triples of ``pid`` per distinct value at ``end`` (per snapshot)."""
+        f = self._fan.get((pid, end))
+        if f is None:
+            n = d = 0
+            for g in self._graphs:
+                st = g.stats(pid)
+                n += st.triples
+                d += st.subjects if end == 0 else st.objects
+            f = self._fan[pid, end] = n / max(1, d)
+        return f
+
+    def skip_deferred(self) -> bool:
+        """Whether this instant takes the merged view without trying the restriction (it
+        exceeded the limit at the last tries: retried after a doubling number of instants)."""
+        if self.defer_skip > 0:
+            self.defer_skip -= 1
+            return True
+        return False
+
+    def deferred_result(self, ok: bool) -> None:
+        """Book one try of the restriction."""
+        if ok:
+            self.defer_failures = 0
+            self._backoff = 0
+            return
+        self.defer_failures += 1
+        if self.defer_failures >= _DEFER_TRIES:
+            self._backoff = min(2 * self._backoff or 8, 256)
+            self.defer_skip = self._backoff
 
     def anchored(self, rows: np.ndarray, n_stored: int = 0) -> np.ndarray | None:
         """The stored triples of the deferred patterns that can take part in a solution over the
         instant's loaded ``rows`` (the ``n_stored`` stored rows first, then the windows'): those
-        whose shared end holds a value some triple matching the anchor pattern holds at its end
+        whose shared end holds a value some triple matching an anchor pattern holds at its end
         (every solution matches both patterns with the same value). A superset of what the
         solutions use, so the same solutions; None above :data:`SMALL_WINDOW` triples.
 
-        The stored rows are the same at every instant of a store snapshot, so their anchor
-        values and expansion are kept (:meth:`stored_rows` resets them); per instant only the
-        windows' rows are scanned and only values the stored part does not hold expanded (the
-        last instant's expansion reused when they are the same values)."""
+        Per deferred pattern the anchor is chosen per instant by the work it brings: the stored
+        anchor values' expansion is kept per store snapshot (free per instant, but its triples
+        are read by the instant), the window's values not among them are expanded per instant
+        (the last instant's expansion reused when they are the same values). The expected rows
+        of each (kept + window values x the predicate's fan-out, an expansion call counted as
+        :data:`_EXPAND_ROWS`) decide; an anchor whose kept part exceeds the limit is not
+        taken."""
         if self._anchor_key != self._key:
             self._anchor_key = self._key
             self._anchor_memo = {}
         memo = self._anchor_memo
         win = rows[n_stored:]
+        head = rows[:n_stored]
         parts = []
         total = 0
-        for k, (pid, end, anchor, qend) in enumerate(self._deferred):
-            hit = memo.get(k)
-            if hit is None:
-                cs = _anchor_values(rows[:n_stored], anchor, qend)
-                hit = memo[k] = (cs, self._expand(pid, end, cs, SMALL_WINDOW))
-            cs, ex = hit
-            if ex is None:
-                return None
+        seen: dict = {}   # (anchor ids, end) -> its window values at this instant
+        for k, (pid, opts) in enumerate(self._deferred):
+
+            def weigh(oi: int, k=k, pid=pid, opts=opts) -> tuple | None:
+                """(expected rows, oi, end, kept stored expansion, window values) of option oi."""
+                end, anchor, qend = opts[oi]
+                ids = self._ids(anchor)
+                hit = memo.get((k, oi))
+                if hit is None:
+                    cs = _anchor_values(head, ids, qend) if ids is not None and n_stored else _EMPTY1
+                    hit = memo[k, oi] = (cs, self._expand(pid, end, cs, SMALL_WINDOW))
+                cs, ex = hit
+                if ex is None:
+                    return None   # too many stored anchor values
+                cw = _EMPTY1
+                if ids is not None and len(win):
+                    wk = (ids, qend)
+                    cw = seen.get(wk)
+                    if cw is None:   # (the same anchor often bounds several deferred patterns)
+                        cw = seen[wk] = _anchor_values(win, ids, qend, self._id_bound)
+                if len(cw) and len(cs):
+                    i = np.searchsorted(cs, cw).clip(max=len(cs) - 1)
+                    cw = cw[cs[i] != cw]
+                cost = len(ex) + (len(cw) * self.fanout(pid, end) + _EXPAND_ROWS if len(cw) else 0)
+                return cost, oi, end, ex, cw
+
+            # the choice is kept for _CHOOSE_EVERY instants (any anchor gives the same solutions;
+            # meanwhile only the chosen one's window values are read), and weighed again at once
+            # when the chosen one costs more than twice what it did (a window that was empty then)
+            kept = memo.get(("choice", k))
+            best = None
+            if kept is not None and kept[1] > 0:
+                kept[1] -= 1
+                best = weigh(kept[0])
+                if best is not None and best[0] > 2 * kept[2] + _EXPAND_ROWS:
+                    best = None
+            if best is None:
+                for oi in range(len(opts)):
+                    got = weigh(oi)
+                    if got is not None and (best is None or got[0] < best[0]):
+                        best = got
+                        if not got[0]:
+                            break
+                if best is None:
+                    return None
+                memo["choice", k] = [best[1], _CHOOSE_EVERY, best[0]]
+            _, oi, end, ex, cw = best
             total += len(ex)
             if total > SMALL_WINDOW:
                 return None
             if len(ex):
                 parts.append(ex)
-            cw = _anchor_values(win, anchor, qend)
-            if len(cw) and len(cs):
-                i = np.searchsorted(cs, cw).clip(max=len(cs) - 1)
-                cw = cw[cs[i] != cw]
             if len(cw):
-                key = cw.tobytes()
-                last = memo.get(~k)   # consecutive instants' windows mostly hold the same values
-                if last is not None and last[0] == key:
-                    ew = last[1]
-                else:
-                    ew = self._expand(pid, end, cw, SMALL_WINDOW)
-                    memo[~k] = (key, ew)
+                ew = self._window_expansion(k, oi, pid, end, cw)
                 if ew is None:
                     return None
                 total += len(ew)
@@ -504,6 +610,42 @@ class _Compact:
                 if len(ew):
                     parts.append(ew)
         return np.concatenate(parts) if parts else _EMPTY3
+
+    def _window_expansion(self, k: int, oi: int, pid: int, end: int, cw: np.ndarray) -> np.ndarray | None:
+        """The stored triples of deferred pattern ``k`` whose ``end`` is one of the window's
+        values ``cw`` (sorted, distinct): the last instant's when the values are the same; from
+        :data:`_EXTEND_VALUES` values on, extended from it (a sliding window keeps most values: the
+        kept values' triples selected by one ``searchsorted``, only the new values expanded);
+        else expanded afresh. None above :data:`SMALL_WINDOW` triples."""
+        memo = self._anchor_memo
+        last = memo.get(~k)
+        col = 0 if end == 0 else 2
+        if last is not None and last[0] == oi and len(last[1]) == len(cw) and (last[1] == cw).all():
+            return last[2]
+        if last is not None and last[0] == oi and len(cw) >= _EXTEND_VALUES:
+            _, vals, rows = last
+            i = np.searchsorted(vals, cw).clip(max=max(len(vals) - 1, 0))
+            new = cw[vals[i] != cw] if len(vals) else cw
+            if len(rows):
+                j = np.searchsorted(cw, rows[:, col]).clip(max=len(cw) - 1)
+                rows = rows[cw[j] == rows[:, col]]
+            if len(new):
+                more = self._expand(pid, end, new, SMALL_WINDOW)
+                if more is None:
+                    memo.pop(~k, None)
+                    return None
+                if len(more):
+                    rows = np.concatenate([rows, more]) if len(rows) else more
+        else:
+            rows = self._expand(pid, end, cw, SMALL_WINDOW)
+            if rows is None:
+                memo.pop(~k, None)
+                return None
+        if len(rows) > SMALL_WINDOW:
+            memo.pop(~k, None)
+            return None
+        memo[~k] = (oi, cw, rows)
+        return rows
 
     def _expand(self, pid: int, end: int, cand: np.ndarray, limit: int) -> np.ndarray | None:
         """The stored triples of predicate ``pid`` whose ``end`` (0: subject, 2: object) is one
@@ -536,10 +678,20 @@ class _Compact:
         parts: list[np.ndarray] = []
         total = 0
         done: dict = {}   # ids of a pattern -> deferred
+        absent: list = []
+        self._dictionary = ctx.dictionary
+        # every id the snapshot's graphs hold was interned before it: later ids (a stream's new
+        # observations, posts ...) have no stored triple to expand
+        self._id_bound = len(ctx.dictionary)
+        self._fan = {}
         for tp in self.patterns:
             ids = [ctx.lookup(t.key) if isinstance(t, A.Const) else None for t in (tp.s, tp.p, tp.o)]
             if any(i is not None and i < 0 for i in ids):
-                continue  # a constant the store does not hold: the pattern matches nothing
+                # a constant the store does not hold: no stored triple matches, but the windows'
+                # may (streams intern terms without a commit): an anchor with that constant open
+                absent.append((tp, tuple(t.key if i is not None and i < 0 else i
+                                         for t, i in zip((tp.s, tp.p, tp.o), ids, strict=True))))
+                continue
             s, p, o = ids
             if (s, p, o) in done:  # the same stored triples: loaded, or restricted for this one too
                 (deferred if done[s, p, o] else loaded).append(tp if done[s, p, o] else (tp, (s, p, o)))
@@ -576,27 +728,30 @@ class _Compact:
         self._deferred = []
         for tp in deferred:
             pid = ctx.lookup(tp.p.key)
-            got = self._anchor(tp, loaded)
-            if got is None:  # no pattern bounds it: the merged view
+            got = self._anchors(tp, loaded + absent)
+            if not got:  # no pattern bounds it: the merged view
                 self._key, self._rows = key, None
                 return None
-            end, qids, qend = got
-            self._deferred.append((pid, end, qids, qend))
+            self._deferred.append((pid, got))
         self._key = key
         self._rows = np.concatenate(parts).astype(np.int64) if parts else _EMPTY3
         return self._rows
 
 
-def _anchor_values(rows: np.ndarray, anchor: tuple, qend: int) -> np.ndarray:
+def _anchor_values(rows: np.ndarray, anchor: tuple, qend: int, bound: int | None = None) -> np.ndarray:
     """Sorted distinct values at end ``qend`` of the ``rows`` matching the anchor pattern's
-    constants ``(s, p, o)`` (None: a variable)."""
+    constants ``(s, p, o)`` (None: a variable); only those below ``bound`` if given (ids
+    interned after a store snapshot have no stored triple: dropped before the sort)."""
     qs, qp, qo = anchor
     m = rows[:, 1] == qp
     if qs is not None:
         m &= rows[:, 0] == qs
     if qo is not None:
         m &= rows[:, 2] == qo
-    return unique(rows[m, qend])
+    v = rows[m, qend]
+    if bound is not None and len(v):
+        v = v[v < bound]
+    return unique(v) if len(v) > 1 else v
 
 
 # ---------------------------------------------------------------- SPARQL JSON of the events
@@ -976,7 +1131,7 @@ class InstantEvaluator:
             self._from_graphs = (snap, graphs)
         stored = cp.stored_rows(ctx, graphs) if graphs else _EMPTY3
         deferred = bool(graphs) and bool(cp._deferred)  # (set by stored_rows for these graphs)
-        if deferred and cp.defer_failures >= _DEFER_TRIES:
+        if deferred and cp.skip_deferred():
             return None  # the restricted part kept exceeding the limit: the merged view directly
         if stored is None:
             return None
@@ -994,10 +1149,9 @@ class InstantEvaluator:
         rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
         if deferred:
             extra = cp.anchored(rows, len(stored))
+            cp.deferred_result(extra is not None)
             if extra is None:
-                cp.defer_failures += 1
                 return None
-            cp.defer_failures = 0
             if len(extra):
                 rows = np.concatenate([rows, extra])
         # the windows' size, as :meth:`dataset` counts it (the stored part changes only with ``sn``):

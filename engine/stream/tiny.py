@@ -62,6 +62,7 @@ class TinyCore:
         self.triples: tuple = ()
         self.general = False
         self.flat = False
+        self.never = False
         self._subs: dict[int, tuple] = {}   # general queries: id(BGP node) -> (node, its core)
         if bgp is not None:   # one BGP of a general query
             self._setup(bgp, bgp.triples)
@@ -74,6 +75,10 @@ class TinyCore:
             bgp = merged_bgp(node) if isinstance(node, A.Join) else node if is_pure_bgp(node) else None
             if bgp is not None and all(isinstance(tp.p, A.Const) for tp in bgp.triples):
                 self._setup(node, bgp.triples)
+                # a FILTER right above the BGP that no solution can pass (``!bound(?v)`` of a
+                # variable every solution binds): the core's rows are never read
+                have = set(self.vars)
+                self.never = any(_static_truth(e, have) is False for e in found[2])
             return
         # OPTIONAL, UNION, MINUS, joins of groups: every BGP answered tuple at a time, the
         # operators between them by the executor over those rows
@@ -132,28 +137,36 @@ class TinyCore:
             self._svar, self._ovar = self._ks < 0, self._ko < 0
             self._same = np.array([x[3] for x in ks], dtype=bool)
             self._any_same = bool(self._same.any())
+            # the same as (distinct selections x 1) columns, for a (selections x rows) match
+            # matrix whose rows nonzero() reads in order; a test left out when no selection needs it
+            self._cp = self._kp[:, None]
+            self._cs = (self._ks[:, None], self._svar[:, None]) if not self._svar.all() else None
+            self._co = (self._ko[:, None], self._ovar[:, None]) if not self._ovar.all() else None
+            self._csame = ~self._same[:, None]
+            self._bounds_at = np.arange(len(ks) + 1)
         self._sn = sn
 
     # -- matches ---------------------------------------------------------------
     def _select(self, rows: np.ndarray) -> list[list[tuple]]:
-        """Per pattern, its distinct matching triples of ``rows`` as ``(s, o)`` pairs of ints:
-        one (rows x distinct patterns) match matrix, one ``nonzero``, one read-out."""
+        """Per distinct selection (``self._kof`` maps patterns to them), its distinct matching
+        triples of ``rows`` as ``(s, o)`` pairs of ints: one (selections x rows) match matrix (the
+        subject / object tests only when some selection has a constant there), one ``nonzero``,
+        one read-out."""
         k = len(self._kp)
         if not len(rows) or not k:
-            return [[] for _ in self._pats]
-        m = rows[:, 1, None] == self._kp
-        m &= (rows[:, 0, None] == self._ks) | self._svar
-        m &= (rows[:, 2, None] == self._ko) | self._ovar
-        if self._any_same:
-            m &= (rows[:, 0] == rows[:, 2])[:, None] | ~self._same
-        pi, ri = np.nonzero(m.T)
+            return [[] for _ in range(k)]
+        pi, ri = np.nonzero(self._mask(rows))
         if not len(pi):
-            return [[] for _ in self._pats]
-        sv, ov = rows[ri, 0].tolist(), rows[ri, 2].tolist()
-        bounds = pi.searchsorted(np.arange(k + 1)).tolist()
-        per = [list(dict.fromkeys(zip(sv[a:b], ov[a:b], strict=True))) if b > a else []
-               for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        return [per[j] for j in self._kof]
+            return [[] for _ in range(k)]
+        sel = rows[ri]
+        sv, ov = sel[:, 0].tolist(), sel[:, 2].tolist()
+        if k == 1:
+            per = [list(dict.fromkeys(zip(sv, ov, strict=True)))]
+        else:
+            bounds = pi.searchsorted(self._bounds_at).tolist()
+            per = [list(dict.fromkeys(zip(sv[a:b], ov[a:b], strict=True))) if b > a else []
+                   for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return per
 
     def _matches(self, rows: np.ndarray, stored: np.ndarray) -> list[_Match]:
         """Per pattern, its matches: the stored part (``stored``, the first rows of ``rows``;
@@ -162,25 +175,31 @@ class TinyCore:
         n_stored = len(stored)
         key = (self._sn, id(stored), n_stored)
         if self._stored_key != key or self._stored_ref is not stored:
-            self._stored = [_Match(m) for m in self._select(stored)]
+            # one match per distinct selection: patterns equal up to variable names share it
+            # (and its indexes)
+            self._stored_sel = [_Match(m) for m in self._select(stored)]
+            self._stored = [self._stored_sel[j] for j in self._kof]
             self._stored_key = key
             self._stored_ref = stored   # keeps the array (and so its id) alive
         inst = self._select(rows[n_stored:])
         out = []
-        for sm, wm in zip(self._stored, inst, strict=True):
-            if sm.pairs:
+        for sm, wm in zip(self._stored_sel, inst, strict=True):
+            if sm.pairs and wm:
                 have = sm.pairset()
                 wm = [p for p in wm if p not in have]
             out.append(sm.with_instant(wm) if wm else sm)
-        return out
+        return [out[j] for j in self._kof]
 
     # -- one pattern per component: vectorized at any size ------------------------
     def _mask(self, rows: np.ndarray) -> np.ndarray:
-        m = rows[:, 1, None] == self._kp
-        m &= (rows[:, 0, None] == self._ks) | self._svar
-        m &= (rows[:, 2, None] == self._ko) | self._ovar
+        """(distinct selections x rows) booleans: which rows each selection matches."""
+        m = self._cp == rows[:, 1]
+        if self._cs is not None:
+            m &= (self._cs[0] == rows[:, 0]) | self._cs[1]
+        if self._co is not None:
+            m &= (self._co[0] == rows[:, 2]) | self._co[1]
         if self._any_same:
-            m &= (rows[:, 0] == rows[:, 2])[:, None] | ~self._same
+            m &= (rows[:, 0] == rows[:, 2]) | self._csame
         return m
 
     def _flat(self, rows: np.ndarray, stored: np.ndarray, ctx) -> Bindings | None:
@@ -191,7 +210,7 @@ class TinyCore:
         key = (self._sn, id(stored), n_stored)
         if self._flat_key != key or self._stored_ref is not stored:
             ms = self._mask(stored) if n_stored else None
-            self._flat_stored = [stored[ms[:, j]] if ms is not None else _NONE for j in range(len(self._kp))]
+            self._flat_stored = [stored[ms[j]] if ms is not None else _NONE for j in range(len(self._kp))]
             self._flat_key = key
             self._stored_ref = stored
         inst = rows[n_stored:]
@@ -200,7 +219,7 @@ class TinyCore:
         for j in range(len(self._kp)):
             parts = [self._flat_stored[j]]
             if mi is not None:
-                parts.append(inst[mi[:, j]])
+                parts.append(inst[mi[j]])
             sel.append(_distinct_so(np.concatenate(parts) if len(parts) > 1 else parts[0]))
         cols: dict[str, np.ndarray] = {}
         total = 1
@@ -238,6 +257,8 @@ class TinyCore:
                 return _Nested(ctx, self._subs, rows, stored).eval(self.base)
             except (_HandBack, TinyFallback, RowBudgetExceeded):
                 return None   # the vectorized path evaluates the instant (and reports a budget)
+        if self.never:   # the FILTER above drops every row: none needs computing
+            return Bindings.empty(self.vars)
         self._resolve(ctx)
         if self._pats is None:   # a constant the store does not hold: no solution
             return Bindings.empty(self.vars)
@@ -468,7 +489,8 @@ class TinyCore:
                 return cur
             if len(bound) == 1:
                 (k, j), = bound
-                return [r for r in cur if m.has(k, r[j])]
+                has = m.tester(k)
+                return [r for r in cur if has(r[j])]
             (k0, j0), (k1, j1) = bound
             have = m.pairset()
             if k0 == 0:
@@ -482,15 +504,18 @@ class TinyCore:
             vals = m.values(free[0][0]) if len(free) == 1 else m.all_pairs()
             return [r + x for r in cur for x in vals]
         (kb, j), = bound
-        (kf, _), = free
+        get = m.getter(kb)
         out: list[tuple] = []
         for r in cur:
-            hit = m.get(kb, r[j])
+            hit = get(r[j])
             if hit:
-                out += [r + x for x in hit]
-                if len(out) > limit:
-                    return None
-        return out
+                if len(hit) == 1:   # (at most one row per row of cur: checked at the end)
+                    out.append(r + hit[0])
+                else:
+                    out += [r + x for x in hit]
+                    if len(out) > limit:
+                        return None
+        return None if len(out) > limit else out
 
 
 class _Joined:
@@ -607,6 +632,42 @@ class _Match:
                 ie = self._iidx[-1 - k] = {p[k]: None for p in self.inst}
             return v in ie
         return False
+
+    def getter(self, kb: int):
+        """``v -> the (other end,) tuples of the pairs with v at end kb`` (None if there are
+        none): the index's own ``get`` when one part is empty, else both parts'."""
+        idx = self._idx.get(kb)
+        if idx is None:
+            idx = self._idx[kb] = _index(self.pairs, kb)
+        if not self.inst:
+            return idx.get
+        ii = self._iidx.get(kb)
+        if ii is None:
+            ii = self._iidx[kb] = _index(self.inst, kb)
+        if not idx:
+            return ii.get
+        sg, ig = idx.get, ii.get
+
+        def get(v):
+            a, b = sg(v), ig(v)
+            if b is None:
+                return a
+            return b if a is None else a + b
+        return get
+
+    def tester(self, k: int):
+        """``v -> whether some pair has v at end k``."""
+        e = self._ends.get(k)
+        if e is None:
+            e = self._ends[k] = {p[k] for p in self.pairs}
+        if not self.inst:
+            return e.__contains__
+        ie = self._iidx.get(-1 - k)
+        if ie is None:
+            ie = self._iidx[-1 - k] = {p[k]: None for p in self.inst}
+        if not e:
+            return ie.__contains__
+        return lambda v: v in e or v in ie
 
     def get(self, kb: int, v: int) -> list[tuple]:
         idx = self._idx.get(kb)
@@ -802,6 +863,28 @@ def _general(node, bgps: list) -> bool:
         return True
     kids = [node.left, node.right] if isinstance(node, (A.Join, A.LeftJoin, A.Union, A.Minus)) else [node.input]
     return all(_general(k, bgps) for k in kids)
+
+
+def _static_truth(expr, bound: set[str]) -> bool | None:
+    """A FILTER expression's value on every solution of a BGP whose variables are ``bound``
+    (each solution binds all of them; any other variable is unbound there) when it does not
+    depend on the row: ``BOUND`` under ``! && ||`` (SPARQL's logic: ``false && error`` is
+    false, ``true || error`` true); None otherwise."""
+    if not isinstance(expr, A.Call):
+        return None
+    op, args = expr.op, expr.args
+    if op == "BOUND" and len(args) == 1 and isinstance(args[0], A.Var):
+        return args[0].name in bound
+    if op == "!" and len(args) == 1:
+        v = _static_truth(args[0], bound)
+        return None if v is None else not v
+    if op in ("&&", "||") and len(args) == 2:
+        a, b = _static_truth(args[0], bound), _static_truth(args[1], bound)
+        decisive = op == "||"   # the value that decides alone
+        if a is decisive or b is decisive:
+            return decisive
+        return (not decisive) if a is not None and b is not None else None
+    return None
 
 
 def _spread(col: np.ndarray, inner: int, outer: int) -> np.ndarray:
