@@ -56,6 +56,24 @@ _CACHE_TEXT_MAX = 64 * 1024
 _TRIM_AFTER = 64 << 20
 
 
+
+def _released(budget: MemoryBudget, run, *args):
+    """``run(*args)``, then the freed heap given back when the query held more than
+    ``_TRIM_AFTER`` bytes at its peak (also when it was refused)."""
+    try:
+        res = run(*args)
+    except JindouError as e:
+        # the frames of a refused query hold its intermediate tables: drop them
+        # before giving the freed heap back
+        err = e.with_traceback(None)
+    else:
+        err = None
+    if budget.peak > _TRIM_AFTER:
+        release_memory()
+    if err is not None:
+        raise err
+    return res
+
 class Database:
     #: which SERVICE endpoints queries may call (engine/exec/service.py; None: none; the server sets it)
     service_policy = None
@@ -335,20 +353,8 @@ class Database:
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
         budget = MemoryBudget(self.query_memory if query_memory is None else query_memory)
-        try:
-            res = self._query(text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
-                              deadline)
-        except JindouError as e:
-            # the frames of a refused query hold its intermediate tables: drop them
-            # before giving the freed heap back
-            err = e.with_traceback(None)
-        else:
-            err = None
-        if budget.peak > _TRIM_AFTER:
-            release_memory()
-        if err is not None:
-            raise err
-        return res
+        return _released(budget, self._query, text, default_graph_uris, named_graph_uris, base, timeout,
+                         max_rows, budget, deadline)
 
     def explain(self, text: str, *, analyze: bool = False, default_graph_uris=(), named_graph_uris=(),
                 base: str | None = None, timeout: float | None = None, max_rows: int | None = None,
@@ -431,20 +437,10 @@ class Database:
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
         budget = MemoryBudget(self.query_memory)
-        try:
-            if hit[0].key is _DESCRIBE_ONE:
-                res = self._describe_small([hit[1]], self.store.snapshot(), budget, deadline, timeout)
-            else:
-                res = self._run_template(hit[0], hit[1], None, budget, deadline, timeout)
-        except JindouError as e:
-            err = e.with_traceback(None)
-        else:
-            err = None
-        if budget.peak > _TRIM_AFTER:
-            release_memory()
-        if err is not None:
-            raise err
-        return res
+        if hit[0].key is _DESCRIBE_ONE:
+            return _released(budget, self._describe_small, [hit[1]], self.store.snapshot(), budget, deadline,
+                             timeout)
+        return _released(budget, self._run_template, hit[0], hit[1], None, budget, deadline, timeout)
 
     def _describe_small(self, keys: list, snap, budget, deadline, timeout) -> QueryResult | None:
         """DESCRIBE of constant resources (term keys) over the default graph, tuple

@@ -18,6 +18,7 @@ from engine.kv import vertex_preds
 from engine.kv.api import IN, OUT
 from engine.kv.graph import empty_graph
 from engine.plan import point
+from tests.test_shape_cache import _rows
 
 pyoxigraph = pytest.importorskip("pyoxigraph")
 
@@ -101,15 +102,6 @@ def _ox_rows(ox, text):
         names = [v.value for v in r.variables]
         return sorted(tuple(None if s[n] is None else str(s[n]) for n in names) for s in r)
     return sorted((str(t.subject), str(t.predicate), str(t.object)) for t in r)
-
-
-def _rows(db, text):
-    res = db.query(text)
-    if res.form == "ASK":
-        return res.boolean
-    if res.is_graph:
-        return sorted(tuple(res.terms.keys(t)) for t in res.triples)
-    return sorted(tuple(r.get(v) for v in res.vars) for r in res.rows())
 
 
 POINT_QUERIES = (

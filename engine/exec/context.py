@@ -200,6 +200,26 @@ def table_bytes(n_rows: int, n_cols: int) -> int:
     return int(n_rows) * max(1, int(n_cols)) * CELL
 
 
+_GLIBC = None
+
+
+def glibc():
+    """The process's glibc (a ``ctypes.CDLL``), or None where the C library is not glibc."""
+    global _GLIBC
+    if _GLIBC is None:
+        _GLIBC = False
+        try:
+            import ctypes  # noqa: PLC0415
+            import ctypes.util  # noqa: PLC0415
+            import platform  # noqa: PLC0415
+
+            if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+                _GLIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        except OSError:
+            _GLIBC = False
+    return _GLIBC or None
+
+
 _TRIM = None
 
 
@@ -211,17 +231,12 @@ def release_memory() -> None:
     global _TRIM
     if _TRIM is None:
         _TRIM = False
-        try:
+        libc = glibc()
+        if libc is not None:
             import ctypes  # noqa: PLC0415
-            import ctypes.util  # noqa: PLC0415
-            import platform  # noqa: PLC0415
 
-            if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-                _TRIM = libc.malloc_trim
-                _TRIM.argtypes = [ctypes.c_size_t]
-                _TRIM.restype = ctypes.c_int
-        except (OSError, AttributeError):
-            _TRIM = False
+            _TRIM = libc.malloc_trim
+            _TRIM.argtypes = [ctypes.c_size_t]
+            _TRIM.restype = ctypes.c_int
     if _TRIM:
         _TRIM(0)

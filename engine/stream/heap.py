@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import threading
 
+from engine.exec.context import glibc
+
 __all__ = ["keep_freed_heap"]
 
 M_TRIM_THRESHOLD = -1
@@ -35,17 +37,12 @@ def keep_freed_heap() -> bool:
     with _lock:
         if _done is None:
             _done = False
-            try:
+            libc = glibc()
+            if libc is not None:
                 import ctypes  # noqa: PLC0415
-                import ctypes.util  # noqa: PLC0415
-                import platform  # noqa: PLC0415
 
-                if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
-                    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-                    fn = libc.mallopt
-                    fn.argtypes = [ctypes.c_int, ctypes.c_int]
-                    fn.restype = ctypes.c_int
-                    _done = bool(fn(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(fn(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
-            except (OSError, AttributeError):
-                _done = False
+                fn = libc.mallopt
+                fn.argtypes = [ctypes.c_int, ctypes.c_int]
+                fn.restype = ctypes.c_int
+                _done = bool(fn(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(fn(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
         return _done
