@@ -14,8 +14,8 @@
 
 Below the ASGI app, :class:`FastLaneProtocol` (uvicorn's httptools protocol,
 ``http_protocol()`` for ``uvicorn.Config(http=...)``) answers a ``GET
-/sparql?query=`` whose shape runs inline synchronously from the parser's
-callback: no ASGI task, no request/response cycle, no per-message dicts, the
+/sparql?query=`` (or a ``POST /sparql`` of a small query or form body) whose
+shape runs inline synchronously from the bytes received: no ASGI task, no request/response cycle, no per-message dicts, the
 response written in one piece. Everything else, and any such request the lane
 declines, takes the ordinary path unchanged.
 """
@@ -44,7 +44,7 @@ from server.api.common import (
     failure,
     header_dict,
 )
-from server.api.sparql import VARY_ACCEPT, handle_sparql_inline
+from server.api.sparql import VARY_ACCEPT, handle_sparql_inline, handle_sparql_post_inline
 from server.lane import DECLINES as LANE_DECLINES
 from server.lane import read_head
 from server.logs import RequestLog
@@ -154,6 +154,20 @@ class EdgeMiddleware:
             if self.metrics is not None:
                 self.metrics.observe_request(path, method, status_box[0], time.perf_counter() - t0)
 
+    def answer_post_inline(self, scope: dict, body: bytes) -> tuple[int, bytes, bytes] | None:
+        """:meth:`answer_inline` of a ``POST /sparql`` with a small body complete in
+        hand (:mod:`server.lane`; see :func:`server.api.sparql.handle_sparql_post_inline`);
+        None to take the ordinary path, which the body-size guard comes first on."""
+        if len(body) > self.max_body:  # (the ordinary path answers 413)
+            return None
+        t0 = time.perf_counter()
+        reply = handle_sparql_post_inline(self.state, scope, scope["jindou.fields"], body)
+        if reply is None:
+            return None
+        if self.metrics is not None:
+            self.metrics.observe_request(scope["path"], "POST", reply.status, time.perf_counter() - t0)
+        return reply.status, self._head(reply), reply.body
+
     def answer_inline(self, scope: dict, qs: bytes) -> tuple[int, bytes, bytes] | None:
         """(status, header lines, body) of a ``GET /sparql?query=`` answered right now
         (see :func:`server.api.sparql.handle_sparql_inline`), CORS headers and
@@ -250,11 +264,11 @@ def _fast_lane_class():
 
     class FastLaneProtocol(HeldHeads, HttpToolsProtocol):
         """uvicorn's httptools protocol with a synchronous lane for selective
-        ``GET /sparql?query=`` requests: when nothing is in flight on the
-        connection, the request has no body, uvicorn's access log is off, and the
-        query's shape runs inline,
-        the answer is computed in the parser's message-complete callback and
-        written in one piece (status line, uvicorn's default headers, the
+        ``GET /sparql?query=`` requests and ``POST /sparql`` ones with a small
+        query or form body (:mod:`server.lane`): when nothing is in flight on the
+        connection, uvicorn's access log is off, and the query's shape runs
+        inline, the answer is computed from the bytes received (a POST's body
+        waits for its last piece) and written in one piece (status line, uvicorn's default headers, the
         reply's, CORS). Otherwise the request goes through the ordinary ASGI
         path exactly as uvicorn would run it."""
 
@@ -268,6 +282,7 @@ def _fast_lane_class():
         _no_lane = False  # the next request httptools parses was declined by the lane already
         _answered = 0.0  # loop time of the last answer written by the lane (keep-alive)
         _lane_scope: dict | None = None  # the scope of the lane's requests on this connection
+        _held: bytes | None = None  # a lane POST whose body has not all arrived (data_received)
 
         def _lean_ok(self) -> bool:
             """Whether this connection's plain lane requests are read by :mod:`server.lane`
@@ -285,22 +300,37 @@ def _fast_lane_class():
         def data_received(self, data: bytes) -> None:
             # Plain lane requests complete in ``data`` are answered here without httptools
             # (server.lane); the rest (everything, while a request is in flight) as before.
+            # A lane POST whose body is still on its way waits in _held for the rest.
+            held = self._held
+            if held is not None:
+                self._held = None
+                data = held + data
             if ((self._lean or (self._lean is None and self._lean_ok())) and not self._mid and not self._no_lane
                     and (self.cycle is None or self.cycle.response_complete) and not self.pipeline
                     and not self.flow.write_paused and not self.transport.is_closing()):
-                data = self._answer_heads(data)
+                data = self._answer_heads(data, True)
                 if not data:
                     return
             super().data_received(data)
 
-        def _answer_heads(self, data: bytes) -> bytes:
+        def _answer_heads(self, data: bytes, hold: bool = False) -> bytes:
             """Answer the plain lane requests at the start of ``data`` (pipelined ones
-            in order); the bytes left for httptools (b"" when none)."""
+            in order); the bytes left for httptools (b"" when none). With ``hold``, a
+            lane POST whose body is not all in ``data`` yet is kept (in ``_held``, for
+            the next read: b"" is returned); without, it is left to the caller."""
             pos = 0
             edge = self._edge
             while True:
                 head = read_head(data, pos)
                 if head is None:
+                    break
+                post = head.body >= 0
+                if post and head.end > len(data):  # the body is on its way
+                    if hold:
+                        # as httptools would: no keep-alive timeout while a request arrives
+                        self._unset_keepalive_if_required()
+                        self._held = data[pos:]
+                        return b""
                     break
                 path = head.path
                 # one scope per connection, its request fields set per request (the lane's
@@ -313,11 +343,17 @@ def _fast_lane_class():
                 scope["http_version"] = "1.0" if head.http10 else "1.1"
                 scope["path"] = "/sparql" if path == b"/sparql" else "/sparql/"
                 scope["raw_path"] = path
-                scope["query_string"] = head.qs
                 scope["headers"] = head.headers
                 scope["jindou.fields"] = head.fields
                 try:
-                    answer = edge.answer_inline(scope, head.qs)
+                    if post:
+                        scope["method"] = "POST"
+                        scope["query_string"] = b""
+                        answer = edge.answer_post_inline(scope, data[head.body:head.end])
+                    else:
+                        scope["method"] = "GET"
+                        scope["query_string"] = head.qs
+                        answer = edge.answer_inline(scope, head.qs)
                 except Exception:  # the ordinary path answers (and logs) whatever went wrong
                     answer = None
                 if answer is None:  # httptools parses it, the ASGI path answers it

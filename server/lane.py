@@ -12,6 +12,11 @@ It is deliberately strict: only ``GET /sparql?...`` (or ``/sparql/?``) over
 HTTP/1.0 or 1.1, a URL of unreserved, percent-encoded and sub-delimiter
 characters, header lines ``name: value`` of a token and printable ASCII, no
 body or protocol-switch headers, a head of at most :data:`MAX_HEAD` bytes.
+The one form with a body is ``POST /sparql`` (or ``/sparql/``, no query
+string) with a single ``Content-Length`` of 1 to :data:`MAX_BODY` bytes and
+no ``Transfer-Encoding`` or ``Expect``: its :class:`Head` says where the body
+starts and ends, whether or not all of it is in the buffer yet (the caller
+waits for the rest or leaves the request to httptools).
 Anything else (and a head split over several reads) gets ``None`` and goes to
 httptools, which parses and answers it exactly as before: the lane never
 accepts a request the full parser would read differently.
@@ -23,6 +28,8 @@ import re
 
 #: longest head read here (a longer one goes to httptools)
 MAX_HEAD = 16 << 10
+#: longest POST body read here (a longer one goes to httptools)
+MAX_BODY = 64 << 10
 
 _TCHAR = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]"
 #: the request line and the header block, the whole head (fullmatch): what
@@ -32,7 +39,7 @@ _HEAD = re.compile(
     rb"((?:" + _TCHAR + rb"+:[ \t]*[ -~\t]*\r\n)*)\r\n"
 )
 #: the query string's characters (as in _HEAD), for bytes.translate's delete
-_URL_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%!$&'()*+,;=:@/?"
+URL_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%!$&'()*+,;=:@/?"
 #: the header block (as in _HEAD)
 _BLOCK = re.compile(rb"(?:" + _TCHAR + rb"+:[ \t]*[ -~\t]*\r\n)*")
 
@@ -40,21 +47,25 @@ _BLOCK = re.compile(rb"(?:" + _TCHAR + rb"+:[ \t]*[ -~\t]*\r\n)*")
 #: headers (uvicorn's proxy middleware rewrites the scope for those)
 DECLINES = frozenset({b"content-length", b"transfer-encoding", b"expect", b"upgrade",
                       b"x-forwarded-for", b"x-forwarded-proto", b"forwarded"})
+#: ... a POST's: the same but its Content-Length
+POST_DECLINES = DECLINES - {b"content-length"}
 
 
 class Head:
     """One request head read by :func:`read_head`."""
 
-    __slots__ = ("path", "qs", "http10", "headers", "fields", "close", "end")
+    __slots__ = ("path", "qs", "http10", "headers", "fields", "close", "end", "body")
 
-    def __init__(self, path, qs, http10, headers, fields, close, end):
+    def __init__(self, path, qs, http10, headers, fields, close, end, body=-1):
         self.path = path          # b"/sparql" or b"/sparql/"
-        self.qs = qs              # the raw query string
+        self.qs = qs              # the raw query string (a POST: None)
         self.http10 = http10      # HTTP/1.0 (the connection closes after the answer)
         self.headers = headers    # ((lower-case name, value), ...) as bytes, as uvicorn's scope has them
         self.fields = fields      # lower-case name -> value (str, repeats joined by ", "), as header_dict
         self.close = close        # the client asked to close (Connection: close) or HTTP/1.0
-        self.end = end            # offset just past the head in the buffer
+        self.end = end            # offset just past the request (head and body) in the buffer; a POST's
+        #                           may lie past the buffer's end (the body is not all there yet)
+        self.body = body          # a POST: offset of its body (data[body:end]); a GET: -1
 
 
 #: header block -> (headers, fields, Connection: close) as read_head reads it, or
@@ -78,10 +89,15 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
         return None
     eol = data.find(b"\r\n", pos, end + 2)
     line = data[pos:eol]
+    post = False
     if line.startswith(b"GET /sparql?"):
         path, start = b"/sparql", 12
     elif line.startswith(b"GET /sparql/?"):
         path, start = b"/sparql/", 13
+    elif line.startswith(b"POST /sparql"):
+        path, start, post = line[5:-9], len(line) - 9, True
+        if path != b"/sparql" and path != b"/sparql/":
+            return None
     else:
         return None
     version = line[-9:]
@@ -94,7 +110,7 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
     if len(line) < start + 9:
         return None
     qs = line[start:-9]
-    if qs.translate(None, _URL_BYTES):
+    if qs.translate(None, URL_BYTES):
         return None
     block = data[eol + 2:end + 2]
     known = _BLOCKS.get(block)
@@ -108,23 +124,35 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
             _BLOCKS[block] = known
         if known is None:
             return None
+    clen = known[3]
+    if post:
+        if clen is None or clen <= 0 or clen > MAX_BODY:
+            return None
+        return Head(path, None, http10, known[0], known[1], known[2] or http10, end + 4 + clen, end + 4)
+    if clen is not None:  # a GET with a body
+        return None
     return Head(path, qs, http10, known[0], known[1], known[2] or http10, end + 4)
 
 
 def _read_block(block: bytes) -> tuple | None:
-    """(headers, fields, Connection: close) of a header block the expression
-    checked (each line a token, a colon, printable ASCII); None when a header
-    makes the lane decline the request."""
+    """(headers, fields, Connection: close, Content-Length) of a header block the
+    expression checked (each line a token, a colon, printable ASCII); None when a
+    header makes the lane decline the request. The length is None without the
+    header, -1 when it is not one plain decimal number (repeated, signed, empty:
+    httptools' business)."""
     headers = []
     fields: dict[str, str] = {}
     close = False
+    clen = None
     if block:
         for line in block[:-2].split(b"\r\n"):
             name, _, value = line.partition(b":")
             name = name.lower()
             value = value.strip(b" \t")
-            if name in DECLINES:
+            if name in POST_DECLINES:
                 return None
+            if name == b"content-length":
+                clen = int(value) if clen is None and value.isdigit() and len(value) <= 9 else -1
             if name == b"connection" and any(t.strip() == b"close" for t in value.lower().split(b",")):
                 close = True
             headers.append((name, value))
@@ -133,4 +161,4 @@ def _read_block(block: bytes) -> tuple | None:
                 fields[k] += ", " + value.decode("latin-1")
             else:
                 fields[k] = value.decode("latin-1")
-    return tuple(headers), fields, close
+    return tuple(headers), fields, close, clen

@@ -853,7 +853,8 @@ def reader_protocol_class():
         _peek = b""  # the start of a request not classified yet
 
         def data_received(self, data: bytes) -> None:
-            busy = self._mid or self.pipeline or (self.cycle is not None and not self.cycle.response_complete)
+            busy = (self._mid or self.pipeline or (self.cycle is not None and not self.cycle.response_complete)
+                    or self._held is not None)  # (a lane POST whose body is arriving: read here)
             if busy or self.transport.is_closing():
                 # a pipelined request: parsed here; a non-query is refused (_gate)
                 super().data_received(data)

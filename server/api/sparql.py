@@ -43,6 +43,7 @@ from server.api.common import (
     query_shape,
     request_body_reader,
 )
+from server.lane import URL_BYTES
 
 router = APIRouter(tags=["SPARQL"])
 
@@ -368,29 +369,73 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
             return _ok(state, *result)
         text = _lane_text(qs)
         if text is not None:  # the plain form: no explain, format or dataset parameters
-            work, base = _plain_job(state, scope, headers, text), None
-            dataset = False
-        else:
-            params = parse_params_cached(qs)
-            text = one(params, "query")
-            if text is None or "update" in params:
-                return None
-            work, explain, dataset, base = _query_job(state, scope, headers, params, text)
-            if explain is not None:
-                return None
-        try:
-            shape = _cost_shape(state.db, text, base or work.base, dataset)
-            # (try_inline declines what does not run inline)
-            done, result = (state.try_inline_fast(work, shape, state.deadline()) if type(shape) is tuple
-                            else state.try_inline(work, shape, state.deadline(), False))
-        except Exception as exc:
-            _failed(state, exc)
-            raise
-        if not done:
-            if result is not None:  # passed its inline budget: the pool runs it, knowing its cost
-                state.record_cost(shape, result)
+            return _inline_run(state, _plain_job(state, scope, headers, text), text, None, False)
+        params = parse_params_cached(qs)
+        text = one(params, "query")
+        if text is None or "update" in params:
             return None
-        return _ok(state, *result)
+        work, explain, dataset, base = _query_job(state, scope, headers, params, text)
+        if explain is not None:
+            return None
+        return _inline_run(state, work, text, base, dataset)
+    except Exception as exc:  # every failure becomes a JSON error, never a crash
+        return error_reply(failure(exc, state.metrics))
+
+
+def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: bool) -> Reply | None:
+    """The answer of ``work`` (a query job of ``text``) run inline, or None when its
+    shape does not run inline (the pool runs it, knowing its cost)."""
+    try:
+        shape = _cost_shape(state.db, text, base or work.base, dataset)
+        # (try_inline declines what does not run inline)
+        done, result = (state.try_inline_fast(work, shape, state.deadline()) if type(shape) is tuple
+                        else state.try_inline(work, shape, state.deadline(), False))
+    except Exception as exc:
+        _failed(state, exc)
+        raise
+    if not done:
+        if result is not None:  # passed its inline budget: the pool runs it, knowing its cost
+            state.record_cost(shape, result)
+        return None
+    return _ok(state, *result)
+
+
+def handle_sparql_post_inline(state: ServerState, scope: dict, headers: dict[str, str], body: bytes) -> Reply | None:
+    """:func:`handle_sparql_inline` of a ``POST /sparql`` without a query string
+    and with its whole (small) body: an ``application/sparql-query`` body is the
+    query text (the text path: it is not percent-encoded, so the URL's raw
+    template reading does not apply); an ``application/x-www-form-urlencoded`` one
+    of URL bytes reads as a GET's query string would, as the form it is. None
+    (the ordinary path, :func:`handle_sparql`, answers) for any other media type or
+    charset, a body that is not clean UTF-8, a form that does not parse cleanly or
+    names an update, and whatever handle_sparql_inline declines, so that every
+    error the lane answers is one the ordinary path answers the same way."""
+    ct, ctp = parse_content_type(headers.get("content-type"))
+    if ctp:
+        try:
+            check_charset(ctp)
+        except HTTPError:
+            return None
+    if ct == FORM_TYPE:
+        if body.translate(None, URL_BYTES):
+            return None
+        if _lane_text(body) is None:  # not the plain query=<text>: its parameters must parse cleanly
+            try:
+                params = parse_params_cached(body)
+            except HTTPError:  # (the ordinary path says "form body", not "query string")
+                return None
+            if "update" in params:
+                return None
+        return handle_sparql_inline(state, scope, headers, body)
+    if ct not in QUERY_TYPES:
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    try:
+        check_read(state.config, headers)
+        return _inline_run(state, _plain_job(state, scope, headers, text), text, None, False)
     except Exception as exc:  # every failure becomes a JSON error, never a crash
         return error_reply(failure(exc, state.metrics))
 
