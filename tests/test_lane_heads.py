@@ -7,7 +7,7 @@ import httptools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.lane import _HEAD, DECLINES, read_head
+from server.lane import _HEAD, DECLINES, MAX_BODY, POST_DECLINES, read_head
 
 
 class _Sink:
@@ -108,3 +108,104 @@ def test_read_head_accepts_what_the_head_expression_matches(data, twice):
         if head is not None:
             assert (head.path, head.qs, head.http10, head.end) == (m.group(1), m.group(2), m.group(3) == b"0",
                                                                     m.end())
+
+
+class _BodySink(_Sink):
+    def __init__(self):
+        super().__init__()
+        self.body = b""
+        self.parser = None
+        self.keep_alive = None
+
+    def on_headers_complete(self):  # where uvicorn asks (the flags are reset once the body is read)
+        self.keep_alive = self.parser.should_keep_alive()
+
+    def on_body(self, body):
+        self.body += body
+
+
+def _httptools_post(data: bytes):
+    """(method, url, version, headers, keep-alive, body) of the first request httptools
+    reads completely from ``data``; None when it reads none (error or incomplete)."""
+    sink = _BodySink()
+    p = sink.parser = httptools.HttpRequestParser(sink)
+    try:
+        p.feed_data(data)
+    except httptools.HttpParserError:
+        return None
+    if not sink.done:
+        return None
+    return p.get_method(), sink.url, p.get_http_version(), sink.headers, sink.keep_alive, sink.body
+
+
+_post_paths = st.sampled_from([b"/sparql"] * 4 + [b"/sparql/", b"/sparql?query=x", b"/sparql?", b"/sparqlx",
+                                                   b"/update"])
+_post_versions = st.sampled_from([b"HTTP/1.1"] * 4 + [b"HTTP/1.0", b"HTTP/2.0", b"HTTP/1.1 ", b"http/1.1"])
+_post_names = st.sampled_from([b"Host", b"Accept", b"Content-Type", b"Content-Type", b"content-length", b"Connection",
+                               b"Connection", b"Transfer-Encoding", b"Expect", b"X-Request-Id", b"Bad Name"])
+_post_values = st.sampled_from([b"application/sparql-query", b"application/x-www-form-urlencoded",
+                                b"close", b"keep-alive", b"chunked", b"100-continue", b"a", b"", b"\xff"])
+_lengths = st.sampled_from([b"1", b"5", b"12", b"16", b"20", b"40"] * 3 + [
+    b"0", b"012", b"+5", b"-1", b"5 ", b" 5", b"5, 5", b"1e1", b"99999999999", b"65536", b"65537", b""])
+
+
+@st.composite
+def _posts(draw):
+    line = b"POST " + draw(_post_paths) + b" " + draw(_post_versions) + b"\r\n"
+    lines = [draw(_post_names) + b": " + draw(_post_values) for _ in range(draw(st.integers(0, 3)))]
+    for _ in range(draw(st.sampled_from([1, 1, 1, 0, 2]))):  # none, one or two Content-Length lines
+        lines.insert(draw(st.integers(0, len(lines))),
+                     draw(st.sampled_from([b"Content-Length", b"content-length", b"Content-length "]))
+                     + draw(st.sampled_from([b": ", b":", b":\t"])) + draw(_lengths))
+    head = line + b"".join(x + b"\r\n" for x in lines) + draw(st.sampled_from([b"\r\n", b"\r\n", b"\n"]))
+    body = draw(st.binary(max_size=24)) + draw(st.sampled_from([b"", b"GET /sparql?query=x HTTP/1.1\r\n\r\n"]))
+    return head + body
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_posts(), st.booleans())
+def test_read_head_of_a_post_agrees_with_httptools(data, twice):
+    """A POST head the lane reads (complete or with its body still arriving) is the
+    request httptools reads: method, URL, version, headers, keep-alive and the body
+    of exactly Content-Length bytes, what follows it being the next request."""
+    for _ in range(1 + twice):  # the second time from the cache of header blocks
+        head = read_head(data)
+        if head is None:
+            continue
+        assert head.body >= 0 and head.qs is None
+        whole = data if head.end <= len(data) else data + b"x" * (head.end - len(data))
+        if head.end > len(data):  # not all there: httptools waits too (no error, no request yet)
+            assert _httptools_post(data) is None
+            sink = _BodySink()
+            sink.parser = httptools.HttpRequestParser(sink)
+            sink.parser.feed_data(data)  # raises on an error
+            assert not sink.done
+        full = _httptools_post(whole[:head.end])
+        assert full is not None, data
+        method, url, version, headers, keep_alive, body = full
+        assert method == b"POST"
+        assert url == head.path
+        assert version == ("1.0" if head.http10 else "1.1")
+        assert headers == list(head.headers)
+        assert not any(k in POST_DECLINES for k, _ in headers)
+        assert sum(k == b"content-length" for k, _ in headers) == 1
+        if not head.http10:
+            assert keep_alive == (not head.close)
+        assert body == whole[head.body:head.end] and 0 < len(body) <= MAX_BODY
+
+
+def test_post_heads():
+    body = b"ASK {}"
+    one = b"POST /sparql HTTP/1.1\r\nContent-Type: application/sparql-query\r\nContent-Length: 6\r\n\r\n" + body
+    h = read_head(one + one)
+    assert h is not None and (h.body, h.end) == (len(one) - 6, len(one)) and h.fields["content-length"] == "6"
+    assert read_head(one + one, h.end).end == 2 * len(one)
+    h = read_head(one[:-2])  # the body still arriving: where it ends
+    assert h is not None and h.end == len(one)
+    assert read_head(one.replace(b"6\r\n", b"0\r\n")) is None  # no body
+    assert read_head(one.replace(b"/sparql ", b"/sparql?x=1 ")) is None  # a query string with it
+    assert read_head(one.replace(b"Content-Length: 6\r\n", b"")) is None
+    assert read_head(one.replace(b"Content-Length: 6\r\n", b"Content-Length: 6\r\nContent-Length: 6\r\n")) is None
+    assert read_head(one.replace(b"6\r\n", b"%d\r\n" % (MAX_BODY + 1))) is None
+    assert read_head(one.replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n")) is None
+    assert read_head(b"GET /sparql?query=x HTTP/1.1\r\nContent-Length: 1\r\n\r\nx") is None  # a GET with a body
