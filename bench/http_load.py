@@ -104,10 +104,23 @@ EXTENDED = (
 
 
 # ---------------------------------------------------------------- raw HTTP client
+#: how requests carry their query (``--method``): ``get`` (``?query=``), ``post`` (an
+#: ``application/sparql-query`` body), ``form`` (an ``application/x-www-form-urlencoded`` one)
+METHOD = "get"
+
+
 def request_bytes(path: str, text: str, port: int, accept: str = JSON_RESULTS) -> bytes:
-    """A GET of ``path?query=...`` asking for ``accept`` (SPARQL JSON results by default)."""
-    return (f"GET {path}?query={quote(text, safe='')} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"Accept: {accept}\r\n\r\n").encode()
+    """A GET of ``path?query=...`` asking for ``accept`` (SPARQL JSON results by default),
+    or the same query POSTed (:data:`METHOD`), head and body in one write."""
+    if METHOD == "get":
+        return (f"GET {path}?query={quote(text, safe='')} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                f"Accept: {accept}\r\n\r\n").encode()
+    if METHOD == "post":
+        ctype, body = "application/sparql-query", text.encode()
+    else:
+        ctype, body = "application/x-www-form-urlencoded", ("query=" + quote(text, safe="")).encode()
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: {accept}\r\n"
+            f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
 
 
 class Conn:
@@ -340,9 +353,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
                          "(e.g. 1,2: peers jindou-http and jindou-http-2p; default 1)")
     ap.add_argument("--extended", action="store_true",
                     help="the extended families instead: " + ",".join(f.name for f in EXTENDED))
+    ap.add_argument("--method", choices=("get", "post", "form"), default="get",
+                    help="how every peer gets the query: GET ?query= (default), POST application/sparql-query, "
+                         "or POST application/x-www-form-urlencoded")
     ap.add_argument("--in-process", action="store_true",
                     help="instead: unique texts in process, Jindou with and without the shape cache vs pyoxigraph")
     args = ap.parse_args(argv)
+    globals()["METHOD"] = args.method
     if args.extended:
         globals()["FAMILIES"] = EXTENDED
     if args.families:
@@ -490,7 +507,10 @@ def report(names, lat, tput, args, data, bad, cpu=None) -> str:
     base = names[-1] if "oxigraph-serve" in names else None
     out = [f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · {os.cpu_count()} CPUs · load avg "
            f"{os.getloadavg()[0]:.2f} at end · data {os.path.basename(data)} · {args.rounds} alternating rounds × "
-           f"{args.requests} requests per family · GET /sparql?query=..., Accept SPARQL JSON, one keep-alive connection",
+           f"{args.requests} requests per family · "
+           + {"get": "GET ?query=...", "post": "POST application/sparql-query",
+              "form": "POST application/x-www-form-urlencoded"}[METHOD]
+           + ", Accept SPARQL JSON, one keep-alive connection",
            "", "| mode | family | " + " | ".join(f"{n} ms" for n in names) + (" | ratio jindou/oxigraph |" if base else " |"),
            "| --- | --- | " + " | ".join("---:" for _ in names) + (" | ---: |" if base else " |")]
     for mode in ("repeated", "varied") if lat else ():
