@@ -325,6 +325,9 @@ def _fast_lane_class():
                 if head is None:
                     break
                 post = head.body >= 0
+                if post and head.end - head.body > edge.max_body:  # the ordinary path's 413, at once
+                    self._no_lane = True
+                    break
                 if post and head.end > len(data):  # the body is on its way
                     if hold:
                         # as httptools would: no keep-alive timeout while a request arrives

@@ -212,4 +212,8 @@ def test_content_length_mismatch_and_connection_ends(server):
     _same(server, [_post(t, version="1.0")])
     _same(server, [_post(t, extra="Connection: close\r\n")])
     _same(server, [_post(t, extra="Connection: close\r\n") + _post(t)])
-    _same(server, [_post(t, extra="Expect: 100-continue\r\n")], 2)  # (100 Continue, then the answer)
+    _same(server, [_post(t, extra="Expect: 100-continue\r\n")], 2)
+    # past max_body: 413 as soon as the head is in, not after the body
+    big = _post("x" * 5000)
+    got = _feed(server, [big[:big.index(b"\r\n\r\n") + 4]], 1, True)
+    assert got[0].startswith(b"HTTP/1.1 413 ")  # (100 Continue, then the answer)
