@@ -15,8 +15,9 @@
 Below the ASGI app, :class:`FastLaneProtocol` (uvicorn's httptools protocol,
 ``http_protocol()`` for ``uvicorn.Config(http=...)``) answers a ``GET
 /sparql?query=`` (or a ``POST /sparql`` of a small query or form body) whose
-shape runs inline synchronously from the bytes received: no ASGI task, no request/response cycle, no per-message dicts, the
-response written in one piece. Everything else, and any such request the lane
+shape runs inline synchronously from the bytes received: no ASGI task, no
+request/response cycle, no per-message dicts, the response written in one
+piece. Everything else, and any such request the lane
 declines, takes the ordinary path unchanged.
 """
 
@@ -268,8 +269,8 @@ def _fast_lane_class():
         query or form body (:mod:`server.lane`): when nothing is in flight on the
         connection, uvicorn's access log is off, and the query's shape runs
         inline, the answer is computed from the bytes received (a POST's body
-        waits for its last piece) and written in one piece (status line, uvicorn's default headers, the
-        reply's, CORS). Otherwise the request goes through the ordinary ASGI
+        waits for its last piece) and written in one piece (status line,
+        uvicorn's default headers, the reply's, CORS). Otherwise the request goes through the ordinary ASGI
         path exactly as uvicorn would run it."""
 
         _lane: bytes | None = None

@@ -68,7 +68,7 @@ class Head:
         self.body = body          # a POST: offset of its body (data[body:end]); a GET: -1
 
 
-#: header block -> (headers, fields, Connection: close) as read_head reads it, or
+#: header block -> (headers, fields, Connection: close, Content-Length) as read_head reads it, or
 #: None (a header the lane declines): a client sends the same few header lines
 #: with every request, so they are split and decoded once (the values are shared
 #: between requests: read-only)

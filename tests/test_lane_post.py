@@ -217,3 +217,36 @@ def test_content_length_mismatch_and_connection_ends(server):
     big = _post("x" * 5000)
     got = _feed(server, [big[:big.index(b"\r\n\r\n") + 4]], 1, True)
     assert got[0].startswith(b"HTTP/1.1 413 ")  # (100 Continue, then the answer)
+
+
+def test_over_a_socket_body_in_a_later_segment(make_server):
+    """A real server: head and body in two sends (as http.client sends them), a
+    POST pipelined after a GET, and the connection kept alive between them."""
+    import socket
+    import time
+
+    import requests
+
+    from tests.test_http_sparql_protocol import read_answers
+
+    ex = "http://example.org/"
+    s = make_server()
+    nt = "".join(f"<{ex}s{i}> <{ex}p> <{ex}o{i}> .\n" for i in range(3))
+    assert requests.post(s.url + "/store?default", data=nt.encode(),
+                         headers={"Content-Type": "application/n-triples"}).status_code == 204
+    port = int(s.url.rsplit(":", 1)[1])
+    q = [f"SELECT ?o WHERE {{ <{ex}s{i}> <{ex}p> ?o }}" for i in range(3)]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        req = _post(q[0])
+        cut = req.index(b"\r\n\r\n") + 4
+        sock.sendall(req[:cut])
+        time.sleep(0.05)
+        sock.sendall(req[cut:])
+        sock.sendall(_get(q[1]) + _post("query=" + quote_plus(q[2]), FORM))
+        got = read_answers(sock, 3)
+        r = requests.post(s.url + "/sparql", data=q[2].encode(),
+                          headers={"Content-Type": SPARQL, "Accept": "application/sparql-results+json"})
+    assert [a[0] for a in got] == [200, 200, 200]
+    values = [a[2].decode() for a in got]
+    assert all(f"{ex}o{i}" in values[i] for i in range(3))
+    assert r.status_code == 200 and r.content == got[2][2]
