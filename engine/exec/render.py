@@ -16,12 +16,15 @@ before anything is written, and a server can stream the chunks.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.arrays import unique
 from engine.exec.bindings import distinct_inverse
 from engine.exec.context import LOCAL_BASE
 from engine.exec.result import UNBOUND, QueryResult
@@ -484,7 +487,8 @@ def _keys_as_is(keys: pa.Array, slow_render: Callable[[str], bytes], wraps, tabs
 class Column:
     """One column's rows as pieces for the row join, each either constant bytes
     (the same in every row) or (table, idx): entry ``idx[row]`` of the table in
-    each row. ``Column(table, idx)`` is the one-piece form: a table of each
+    each row, or (table, None): the table holds the rows' entries in row order.
+    ``Column(table, idx)`` is the one-piece form: a table of each
     distinct term's fragment (per variant) and an empty entry for UNBOUND."""
 
     def __init__(self, table: pa.Array | None = None, idx: np.ndarray | None = None, pieces: list | None = None):
@@ -499,15 +503,23 @@ class Column:
                 continue
             t, i = _as_bin(p[0]), p[1]
             offs = np.frombuffer(t.buffers()[1], dtype=np.int64, count=len(t) + 1, offset=t.offset * 8)
-            rows = len(i)
-            size += int(np.diff(offs)[i].sum()) if rows else 0
+            if i is None:  # the table is the rows' entries in order
+                rows = len(t)
+                size += int(offs[-1] - offs[0])
+            else:
+                rows = len(i)
+                size += int(np.diff(offs)[i].sum()) if rows else 0
             self.pieces.append((t, i))
         self.size = size + rows * const
 
 
 def column(result: QueryResult, col: np.ndarray, render, wrap: list[tuple[bytes, bytes]] | None = None,
-           variant: np.ndarray | None = None, check: Callable[[int], None] | None = None) -> Column:
+           variant: np.ndarray | None = None, check: Callable[[int], None] | None = None,
+           fmt: str | None = None) -> Column:
     """The Column of ``col`` with fragments from ``render(keys, wrap, parts=True)``.
+
+    ``fmt`` (one of :data:`FORMATS`, the format ``render`` writes): try
+    :func:`shaped_column` first (the same bytes without a distinct step).
 
     ``wrap``: (pre, post) per variant, around each bound cell; ``variant`` (int
     per row, default 0) picks it. ``check(bytes)`` is called with the size of
@@ -518,6 +530,8 @@ def column(result: QueryResult, col: np.ndarray, render, wrap: list[tuple[bytes,
     constant prefix and suffix, and no fragment is joined per term."""
     col = np.asarray(col, dtype=np.int64)
     wrap = wrap or [(b"", b"")]
+    if fmt is not None and (shaped := shaped_column(result, col, fmt, wrap, variant, check)) is not None:
+        return shaped
     bound = col != UNBOUND
     all_bound = bool(bound.all())
     ids = col if all_bound else col[bound]
@@ -599,7 +613,9 @@ class Rendered:
         if self._tmpl is None:
             self._tmpl = self._template()
         whole = a == 0 and b == self.n
-        return _join(*[x if isinstance(x, pa.Scalar) else x[0].take(pa.array(x[1] if whole else x[1][a:b]))
+        return _join(*[x if isinstance(x, pa.Scalar)
+                       else (x[0] if whole else x[0].slice(a, b - a)) if x[1] is None
+                       else x[0].take(pa.array(x[1] if whole else x[1][a:b]))
                        for x in self._tmpl])
 
     def chunks(self, tick: Callable[[], None] | None = None) -> Iterator[bytes | memoryview]:
@@ -624,3 +640,217 @@ class Rendered:
 
     def body(self, tick: Callable[[], None] | None = None) -> bytes:
         return b"".join(self.chunks(tick))
+
+
+# --------------------------------------------------------------------------
+# Per-dictionary term shapes: rows rendered without a distinct step
+# --------------------------------------------------------------------------
+#
+# Why: a mid-size answer (10^3-10^4 rows) of mostly distinct terms paid, per column, a sort
+# for its distinct ids, byte scans over their keys to find their shape, a slice of their
+# main parts and a take of those by row. A term's shape (kind, the bytes after its main part,
+# and whether each format can write it by template) never changes: the dictionary is
+# append-only, so the shape is found once per id, kept in 2 bytes, and later answers only
+# gather it. A column whose rows' shapes all have templates is then one take of the rows'
+# keys from the dictionary (row order), one slice of their main parts, and a constant (or
+# per-shape) prefix and suffix for the row join: no distinct, no scan, no second take.
+
+#: formats with a shape template, and their bit in the per-id "needs the exact writer" mask
+FORMATS = ("json", "xml", "csv", "tsv", "nt")
+_FMT_BIT = {f: 1 << (11 + i) for i, f in enumerate(FORMATS)}
+_CODE_MASK = (1 << 11) - 1  # code 0: shape not yet found; _NO_SHAPE: no template shape
+_NO_SHAPE = _CODE_MASK
+#: the shape cache covers ids below this (2 bytes an id: 32 MiB at most per dictionary)
+SHAPE_MAX_IDS = 1 << 24
+#: rows below which the distinct path is kept (its fixed costs are lower on tiny columns)
+SHAPE_MIN_ROWS = 64
+#: rows above which the distinct path is kept: it assembles rows a chunk at a time, while
+#: this path holds every row's key at once (bounded memory for big answers)
+SHAPE_MAX_ROWS = 1 << 17
+
+_FMT_SPECIAL = {"json": (b'"\\', True, False), "xml": (b'&<>"\\', True, True), "csv": (b'",\r\n\\', False, False)}
+_FMT_TEMPLATES = {"json": _JSON, "xml": _XML, "csv": _CSV}
+_KEY_HEAD = {IRI: b"<", BNODE: b"_:", PLAIN: b'"', LANG: b'"', DT: b'"'}
+_CUT0 = {IRI: 1, BNODE: 2, PLAIN: 1, LANG: 1, DT: 1}
+
+
+class ShapeCache:
+    """Per id of one dictionary (uint16): a shape code (kind + the key's bytes after its
+    main part) in the low 11 bits, one bit per format whose template cannot write the term
+    (escapes, control bytes, odd blank node labels: the exact writer's job). Filled lazily
+    for the ids answers touch; entries are written once with the same value by any thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.marks = np.zeros(0, dtype=np.uint16)
+        self.shapes: list[tuple[int, bytes]] = [(SLOW, b"")]  # code -> (kind, suffix); 0 unused
+        self.code_of: dict[tuple[int, bytes], int] = {}
+        self.cut1 = np.zeros(_CODE_MASK + 1, dtype=np.int64)
+        self.cut0 = np.zeros(_CODE_MASK + 1, dtype=np.int64)
+
+    def marks_of(self, d, ids: np.ndarray) -> np.ndarray | None:
+        """The marks of store ids ``ids`` (all ``< len(d)``), finding unknown ones; None past the bound."""
+        hi = int(ids.max())
+        if hi >= SHAPE_MAX_IDS:
+            return None
+        marks = self.marks
+        if hi >= len(marks):
+            with self.lock:
+                marks = self.marks
+                if hi >= len(marks):
+                    grown = np.zeros(min(SHAPE_MAX_IDS, max(hi + 1, 2 * len(marks), 1 << 12)), dtype=np.uint16)
+                    grown[: len(marks)] = marks
+                    self.marks = marks = grown
+        m = marks[ids]
+        unknown = m == 0
+        if unknown.any():
+            new = unique(ids[unknown])
+            marks[new] = self._find(d.as_arrow().take(pa.array(new)))
+            m = marks[ids]
+        return m
+
+    def _find(self, keys: pa.Array) -> np.ndarray:
+        """Marks of ``keys`` by the anatomy scans (once per id ever)."""
+        base = _Anatomy(keys, b"", False)
+        kind = base.kind
+        sfx_start = base.a1
+        out = np.full(len(keys), _NO_SHAPE, dtype=np.uint16)
+        ok = np.flatnonzero(kind != SLOW)
+        if len(ok):
+            sfx = _slices(base.data, sfx_start[ok], base.end[ok])
+            tag = (kind[ok].astype(np.uint8) + 0x41).tobytes()  # the kind as one letter before the suffix
+            tags = pa.Array.from_buffers(_BIN, len(ok), [None, pa.py_buffer(np.arange(len(ok) + 1, dtype=np.int64)),
+                                                         pa.py_buffer(tag)])
+            pairs = pc.binary_join_element_wise(tags, sfx, _lit(b""))
+            vc = pc.unique(pairs)
+            codes = np.zeros(len(vc), dtype=np.uint16)
+            with self.lock:
+                for i, p in enumerate(vc.to_pylist()):
+                    k, s = p[0] - 0x41, p[1:]
+                    c = self.code_of.get((k, s))
+                    if c is None:
+                        if len(self.shapes) >= _NO_SHAPE:
+                            c = _NO_SHAPE
+                        else:
+                            c = len(self.shapes)
+                            self.shapes.append((k, s))
+                            self.cut0[c] = _CUT0[k]
+                            self.cut1[c] = len(s)
+                            self.code_of[(k, s)] = c
+                    codes[i] = c
+            out[ok] = codes[np.asarray(pc.index_in(pairs, vc).to_numpy(zero_copy_only=False), dtype=np.int64)]
+        for f, (special, ctrl, high_ef) in _FMT_SPECIAL.items():
+            slow = _Anatomy(keys, special, ctrl, high_ef).kind == SLOW
+            out[slow] |= _FMT_BIT[f]
+        # TSV and N-Triples write the key itself: odd blank node labels (and tabs, TSV) need the writer
+        bn = kind == BNODE
+        if bn.any():
+            i = np.flatnonzero(bn)
+            good = np.asarray(pc.match_substring_regex(_as_bin(keys).take(pa.array(i)).cast(pa.large_string()),
+                                                       _TSV_BNODE_OK).to_numpy(zero_copy_only=False), dtype=bool)
+            out[i[~good]] |= _FMT_BIT["tsv"] | _FMT_BIT["nt"]
+        tab = np.flatnonzero(_offsets_data(_as_bin(keys))[1] == 0x09)
+        if len(tab):
+            out[np.searchsorted(base.end, tab, side="right")] |= _FMT_BIT["tsv"]
+        out[kind == SLOW] |= sum(_FMT_BIT.values())
+        return out
+
+    def head_tail(self, code: int, fmt: str, wpre: bytes, wpost: bytes) -> tuple[bytes, bytes]:
+        """The bytes before and after a term's main part in ``fmt``, inside the wrap."""
+        kind, sfx = self.shapes[code]
+        if fmt in ("tsv", "nt"):
+            return wpre + _KEY_HEAD[kind], sfx + wpost
+        second = sfx[4:-1] if kind == DT else sfx[2:] if kind == LANG else b""
+        if fmt == "csv":
+            return wpre + (b"_:" if kind == BNODE else b""), wpost
+        pre, mid, post, swap = _FMT_TEMPLATES[fmt][kind]
+        if swap:
+            return wpre + pre + second + mid, post + wpost
+        return wpre + pre, mid + second + post + wpost
+
+
+_SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_SHAPES_LOCK = threading.Lock()
+
+
+def _shape_cache(d) -> ShapeCache:
+    c = _SHAPES.get(d)
+    if c is None:
+        with _SHAPES_LOCK:
+            c = _SHAPES.get(d)
+            if c is None:
+                c = _SHAPES[d] = ShapeCache()
+    return c
+
+
+def shaped_column(result: QueryResult, col: np.ndarray, fmt: str, wrap: list[tuple[bytes, bytes]],
+                  variant: np.ndarray | None = None, check: Callable[[int], None] | None = None) -> Column | None:
+    """The Column of ``col`` in ``fmt`` from the dictionary's shape cache, or None when
+    a term is not a store term, has no template in ``fmt``, or the column is small
+    (then :func:`column`'s distinct path renders it, with the same bytes)."""
+    n = len(col)
+    if not SHAPE_MIN_ROWS <= n <= SHAPE_MAX_ROWS:
+        return None
+    d = getattr(result.terms, "dictionary", None)
+    if d is None or not hasattr(d, "as_arrow"):
+        return None
+    bound = col != UNBOUND
+    all_bound = bool(bound.all())
+    ids = col if all_bound else col[bound]
+    if len(ids) == 0:
+        return None
+    if int(ids.min()) < 0 or int(ids.max()) >= min(len(d), LOCAL_BASE):
+        return None
+    cache = _shape_cache(d)
+    marks = cache.marks_of(d, ids)
+    if marks is None:
+        return None
+    codes = marks & _CODE_MASK
+    if bool(((marks & _FMT_BIT[fmt]) != 0).any()) or bool((codes == _NO_SHAPE).any()):
+        return None
+    dict_arr = d.as_arrow()
+    doffs = np.frombuffer(dict_arr.buffers()[1], dtype=np.int64, count=len(dict_arr) + 1,
+                          offset=dict_arr.offset * 8)
+    key_bytes = int((doffs[ids + 1] - doffs[ids]).sum())
+    if check is not None:
+        check(key_bytes)
+    keys = dict_arr.take(pa.array(ids))
+    koffs, _, data = _offsets_data(_as_bin(keys))
+    c0 = int(codes[0])
+    uniform = bool((codes == c0).all())
+    if uniform:
+        s, e = koffs[:-1] + int(cache.cut0[c0]), koffs[1:] - int(cache.cut1[c0])
+    else:
+        s, e = koffs[:-1] + cache.cut0[codes], koffs[1:] - cache.cut1[codes]
+    if not all_bound:  # unbound rows: empty ranges where the next bound key starts
+        p = np.cumsum(bound) - bound
+        rs = koffs[p].copy()
+        re_ = rs.copy()
+        rs[bound] = s
+        re_[bound] = e
+        s, e = rs, re_
+    inner = _slices(data, s, e)
+    if uniform and all_bound and (len(wrap) == 1 or variant is None):
+        head, tail = cache.head_tail(c0, fmt, *wrap[0])
+        return Column(pieces=[head, (inner, None), tail])
+    # per-shape (and per-variant) prefixes and suffixes: small tables, a take per row
+    ucodes = unique(codes) if not uniform else np.array([c0])
+    local = np.searchsorted(ucodes, codes)
+    nv = len(wrap)
+    heads, tails = [], []
+    for wpre, wpost in wrap:
+        for c in ucodes.tolist():
+            h, t = cache.head_tail(c, fmt, wpre, wpost)
+            heads.append(h)
+            tails.append(t)
+    heads.append(b"")
+    tails.append(b"")
+    k = len(ucodes)
+    v = np.zeros(len(ids), dtype=np.int64) if variant is None else (variant if all_bound else variant[bound])
+    sel = local + k * v
+    if all_bound:
+        idx = sel
+    else:
+        idx = np.full(n, nv * k, dtype=np.int64)
+        idx[bound] = sel
+    return Column(pieces=[(pa.array(heads, _BIN), idx), (inner, None), (pa.array(tails, _BIN), idx)])

@@ -214,12 +214,13 @@ def _json_rendered(result: QueryResult, head: bytes, names: list[bytes], n: int,
     size += 3 * n
     for j, (name, c) in enumerate(zip(names, result.columns, strict=True)):
         if j == 0:
-            cols.append(render.column(result, c, _json_frags, [(name, b"")]))
+            cols.append(render.column(result, c, _json_frags, [(name, b"")], fmt="json"))
         elif all_bound:
-            cols.append(render.column(result, c, _json_frags, [(b"," + name, b"")]))
+            cols.append(render.column(result, c, _json_frags, [(b"," + name, b"")], fmt="json"))
         else:
             variant = (first_bound < j).astype(np.int64)
-            cols.append(render.column(result, c, _json_frags, [(name, b""), (b"," + name, b"")], variant))
+            cols.append(render.column(result, c, _json_frags, [(name, b""), (b"," + name, b"")], variant,
+                                          fmt="json"))
         size += cols[-1].size
         check_size(size, max_bytes)
     r = render.Rendered(b'{"head":' + head + b',"results":{"bindings":[', cols, n, b"{", b"", b"},", 1,
@@ -285,7 +286,7 @@ def _serialize_xml(result: QueryResult, max_bytes: int | None = None, lazy: bool
             cols = []
             for v, c in zip(result.vars, result.columns, strict=True):
                 pre = ('<binding name="' + _xml_text(v) + '">').encode("utf-8")
-                cols.append(render.column(result, c, _xml_frags, [(pre, b"</binding>")]))
+                cols.append(render.column(result, c, _xml_frags, [(pre, b"</binding>")], fmt="xml"))
                 size += cols[-1].size
                 check_size(size, max_bytes)
             r = render.Rendered(head, cols, n, b"<result>", b"", b"</result>\n", 0, tail)
@@ -334,7 +335,8 @@ def _tsv_term(key: str) -> str:
 
 
 def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, frags,
-                         max_bytes: int | None = None, lazy: bool = False) -> bytes | render.Rendered:
+                         max_bytes: int | None = None, lazy: bool = False,
+                         fmt: str | None = None) -> bytes | render.Rendered:
     if result.form == "ASK":
         # Not defined by the CSV/TSV spec; the common convention.
         return (("_askResult" if sep == "," else "?_askResult") + eol + ("true" if result.boolean else "false") + eol).encode()
@@ -351,7 +353,7 @@ def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, f
             size += n * (len(sep) * (len(result.columns) - 1) + len(eol))
             cols = []
             for c in result.columns:
-                cols.append(render.column(result, c, frags))
+                cols.append(render.column(result, c, frags, fmt=fmt))
                 size += cols[-1].size
                 check_size(size, max_bytes)
             r = render.Rendered(head, cols, n, b"", sep.encode(), eol.encode(), 0, b"")
@@ -362,12 +364,12 @@ def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, f
 
 def _serialize_csv(result: QueryResult, max_bytes: int | None = None, lazy: bool = False) -> bytes | render.Rendered:
     return _serialize_delimited(result, ",", "\r\n", ",".join(_csv_field(v) for v in result.vars), _csv_frags,
-                                max_bytes, lazy)
+                                max_bytes, lazy, "csv")
 
 
 def _serialize_tsv(result: QueryResult, max_bytes: int | None = None, lazy: bool = False) -> bytes | render.Rendered:
     return _serialize_delimited(result, "\t", "\n", "\t".join("?" + v for v in result.vars), _tsv_frags,
-                                max_bytes, lazy)
+                                max_bytes, lazy, "tsv")
 
 
 def _csv_frags(keys, wraps=None, parts=False):
@@ -403,7 +405,7 @@ def _serialize_ntriples(result: QueryResult, graph: str | None = None, max_bytes
     check_size(size, max_bytes)
     cols = []
     for i in range(3):
-        cols.append(render.column(result, np.asarray(t[:, i]), _nt_frags))
+        cols.append(render.column(result, np.asarray(t[:, i]), _nt_frags, fmt="nt"))
         size += cols[-1].size
         check_size(size, max_bytes)
     return render.Rendered(b"", cols, n, b"", b" ", tail, 0, b"").body(_tick())
