@@ -688,9 +688,9 @@ class ShapeCache:
         self.cut1 = np.zeros(_CODE_MASK + 1, dtype=np.int64)
         self.cut0 = np.zeros(_CODE_MASK + 1, dtype=np.int64)
 
-    def marks_of(self, d, ids: np.ndarray) -> np.ndarray | None:
-        """The marks of store ids ``ids`` (all ``< len(d)``), finding unknown ones; None past the bound."""
-        hi = int(ids.max())
+    def marks_of(self, d, ids: np.ndarray, hi: int) -> np.ndarray | None:
+        """The marks of store ids ``ids`` (all ``< len(d)``, the largest ``hi``), finding unknown
+        ones; None past the bound."""
         if hi >= SHAPE_MAX_IDS:
             return None
         marks = self.marks
@@ -794,63 +794,59 @@ def shaped_column(result: QueryResult, col: np.ndarray, fmt: str, wrap: list[tup
     d = getattr(result.terms, "dictionary", None)
     if d is None or not hasattr(d, "as_arrow"):
         return None
-    bound = col != UNBOUND
-    all_bound = bool(bound.all())
-    ids = col if all_bound else col[bound]
-    if len(ids) == 0:
+    # cells unbound: the distinct path (one fragment table, one take a row) measured faster
+    # than a prefix, main part and suffix per row here (P3: 1.1 against 1.8 ms)
+    if bool((col == UNBOUND).any()):
         return None
-    if int(ids.min()) < 0 or int(ids.max()) >= min(len(d), LOCAL_BASE):
+    ids = col
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= min(len(d), LOCAL_BASE):
         return None
     cache = _shape_cache(d)
-    marks = cache.marks_of(d, ids)
+    marks = cache.marks_of(d, ids, hi)
     if marks is None:
         return None
-    codes = marks & _CODE_MASK
-    if bool(((marks & _FMT_BIT[fmt]) != 0).any()) or bool((codes == _NO_SHAPE).any()):
-        return None
-    dict_arr = d.as_arrow()
-    doffs = np.frombuffer(dict_arr.buffers()[1], dtype=np.int64, count=len(dict_arr) + 1,
-                          offset=dict_arr.offset * 8)
-    key_bytes = int((doffs[ids + 1] - doffs[ids]).sum())
-    if check is not None:
-        check(key_bytes)
-    keys = dict_arr.take(pa.array(ids))
-    koffs, _, data = _offsets_data(_as_bin(keys))
-    c0 = int(codes[0])
-    uniform = bool((codes == c0).all())
+    bit = _FMT_BIT[fmt]
+    mm = marks & (bit | _CODE_MASK)
+    m_lo, m_hi = int(mm.min()), int(mm.max())
+    uniform = m_lo == m_hi
     if uniform:
-        s, e = koffs[:-1] + int(cache.cut0[c0]), koffs[1:] - int(cache.cut1[c0])
+        if m_lo & bit or m_lo == _NO_SHAPE:
+            return None
+        codes = None
     else:
-        s, e = koffs[:-1] + cache.cut0[codes], koffs[1:] - cache.cut1[codes]
-    if not all_bound:  # unbound rows: empty ranges where the next bound key starts
-        p = np.cumsum(bound) - bound
-        rs = koffs[p].copy()
-        re_ = rs.copy()
-        rs[bound] = s
-        re_[bound] = e
-        s, e = rs, re_
-    inner = _slices(data, s, e)
-    if uniform and all_bound and (len(wrap) == 1 or variant is None):
-        head, tail = cache.head_tail(c0, fmt, *wrap[0])
-        return Column(pieces=[head, (inner, None), tail])
+        codes = marks & _CODE_MASK
+        if bool(((marks & bit) != 0).any()) or bool((codes == _NO_SHAPE).any()):
+            return None
+    c0 = m_lo
+    dict_arr = d.as_arrow()
+    if check is not None:
+        doffs = np.frombuffer(dict_arr.buffers()[1], dtype=np.int64, count=len(dict_arr) + 1,
+                              offset=dict_arr.offset * 8)
+        check(int((doffs[ids + 1] - doffs[ids]).sum()))
+    keys = _as_bin(dict_arr.take(pa.array(ids)))
+    if uniform:
+        cut0, cut1 = int(cache.cut0[c0]), int(cache.cut1[c0])
+        if cut1:
+            inner = pc.binary_slice(keys, cut0, -cut1)
+        else:  # (a stop past the end overflows in Arrow: the longest key's length instead)
+            koffs = _offsets_data(keys)[0]
+            inner = pc.binary_slice(keys, cut0, int(np.diff(koffs).max()))
+        if len(wrap) == 1 or variant is None:
+            head, tail = cache.head_tail(c0, fmt, *wrap[0])
+            return Column(pieces=[head, (inner, None), tail])
+        codes = np.full(len(ids), c0, dtype=np.uint16)
+    else:
+        koffs, _, data = _offsets_data(keys)
+        inner = _slices(data, koffs[:-1] + cache.cut0[codes], koffs[1:] - cache.cut1[codes])
     # per-shape (and per-variant) prefixes and suffixes: small tables, a take per row
-    ucodes = unique(codes) if not uniform else np.array([c0])
+    ucodes = unique(codes)
     local = np.searchsorted(ucodes, codes)
-    nv = len(wrap)
     heads, tails = [], []
     for wpre, wpost in wrap:
         for c in ucodes.tolist():
             h, t = cache.head_tail(c, fmt, wpre, wpost)
             heads.append(h)
             tails.append(t)
-    heads.append(b"")
-    tails.append(b"")
-    k = len(ucodes)
-    v = np.zeros(len(ids), dtype=np.int64) if variant is None else (variant if all_bound else variant[bound])
-    sel = local + k * v
-    if all_bound:
-        idx = sel
-    else:
-        idx = np.full(n, nv * k, dtype=np.int64)
-        idx[bound] = sel
+    idx = local if variant is None else local + len(ucodes) * np.asarray(variant, dtype=np.int64)
     return Column(pieces=[(pa.array(heads, _BIN), idx), (inner, None), (pa.array(tails, _BIN), idx)])
