@@ -845,20 +845,25 @@ def shaped_column(result: QueryResult, col: np.ndarray, fmt: str, wrap: list[tup
                               offset=dict_arr.offset * 8)
         check(int((doffs[ids + 1] - doffs[ids]).sum()))
     keys = _as_bin(dict_arr.take(pa.array(ids)))
+    koffs, _, data = _offsets_data(keys)
     if uniform:
-        cut0, cut1 = int(cache.cut0[c0]), int(cache.cut1[c0])
-        if cut1:
-            inner = pc.binary_slice(keys, cut0, -cut1)
-        else:  # (a stop past the end overflows in Arrow: the longest key's length instead)
-            koffs = _offsets_data(keys)[0]
-            inner = pc.binary_slice(keys, cut0, int(np.diff(koffs).max()))
-        if len(wrap) == 1 or variant is None:
-            head, tail = cache.head_tail(c0, fmt, *wrap[0])
-            return Column(pieces=[head, (inner, None), tail])
-        codes = np.full(len(ids), c0, dtype=np.uint16)
+        s0, e0 = koffs[:-1] + int(cache.cut0[c0]), koffs[1:] - int(cache.cut1[c0])
     else:
-        koffs, _, data = _offsets_data(keys)
-        inner = _slices(data, koffs[:-1] + cache.cut0[codes], koffs[1:] - cache.cut1[codes])
+        s0, e0 = koffs[:-1] + cache.cut0[codes], koffs[1:] - cache.cut1[codes]
+    # the main parts as the even elements of one zero-copy array over the keys (row order, so
+    # its offsets only grow): the row assembly takes them from there, no slice is copied
+    n2 = 2 * len(ids)
+    offs = np.empty(n2 + 1, dtype=np.int64)
+    offs[0:-1:2] = s0
+    offs[1:-1:2] = e0
+    offs[-1] = e0[-1]
+    inner = pa.Array.from_buffers(_BIN, n2, [None, pa.py_buffer(offs), data])
+    even = np.arange(0, n2, 2, dtype=np.int64)
+    if uniform and (len(wrap) == 1 or variant is None):
+        head, tail = cache.head_tail(c0, fmt, *wrap[0])
+        return Column(pieces=[head, (inner, even), tail])
+    if uniform:
+        codes = np.full(len(ids), c0, dtype=np.uint16)
     # per-shape (and per-variant) prefixes and suffixes: small tables, a take per row
     ucodes = unique(codes)
     local = np.searchsorted(ucodes, codes)
@@ -869,4 +874,4 @@ def shaped_column(result: QueryResult, col: np.ndarray, fmt: str, wrap: list[tup
             heads.append(h)
             tails.append(t)
     idx = local if variant is None else local + len(ucodes) * np.asarray(variant, dtype=np.int64)
-    return Column(pieces=[(pa.array(heads, _BIN), idx), (inner, None), (pa.array(tails, _BIN), idx)])
+    return Column(pieces=[(pa.array(heads, _BIN), idx), (inner, even), (pa.array(tails, _BIN), idx)])
