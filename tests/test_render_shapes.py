@@ -187,3 +187,25 @@ def test_database_answers_same_bytes(media):
     r = db.query("SELECT ?s ?v ?n WHERE { ?s <http://e/p> ?v . ?s <http://e/n> ?n }")
     shaped, distinct = _both(r, media)
     assert shaped == distinct
+
+
+def test_memory_budget_counts_the_keys_held():
+    """A column's keys are charged to the query's memory budget before they are taken,
+    and the recorded peak covers them with the body."""
+    from engine.errors import MemoryBudgetExceeded
+    from engine.exec.context import MemoryBudget
+
+    d = Dictionary()
+    ids = d.encode([f"<http://e/{'x' * 200}/{i}>" for i in range(500)])
+    terms = _Terms(d)
+    terms.memory = MemoryBudget(None)
+    r = QueryResult("SELECT", terms, ["x"], [ids])
+    body = ser.serialize(r, "application/sparql-results+json")
+    assert terms.memory.peak >= 2 * len(body)
+    terms.memory = MemoryBudget(len(body))  # less than the body and the keys held while building it
+    with pytest.raises(MemoryBudgetExceeded):
+        ser.serialize(r, "application/sparql-results+json")
+    # the response bound is about response bytes only: CSV is shorter than its keys, and fits
+    terms.memory = MemoryBudget(None)
+    csv = ser.serialize(r, "text/csv")
+    assert ser.serialize(r, "text/csv", max_bytes=len(csv)) == csv

@@ -619,7 +619,9 @@ class Rendered:
             else:
                 plan.append((base, x[1], True))
                 base += len(x[0])
-        return pa.concat_arrays([pa.array(consts, _BIN), *tables]), plan
+        big = pa.concat_arrays([pa.array(consts, _BIN), *tables])
+        self.columns = []  # their tables are copied into ``big``: not held twice while rows are built
+        return big, plan
 
     def _rows(self, a: int, b: int) -> pa.Array:
         """Rows ``a:b`` as one array whose data is their bytes: a single ``take`` of

@@ -136,6 +136,14 @@ def check_size(size: int, max_bytes: int | None, what: str = "the response") -> 
         b[1].check(2 * size, "the response being built")
 
 
+def check_memory(nbytes: int, what: str = "the response being built") -> None:
+    """MemoryBudgetExceeded when holding ``nbytes`` would pass the query's memory budget
+    (the response bound is not involved: key bytes are not response bytes)."""
+    b = _BOUND.get()
+    if b is not None and b[1] is not None:
+        b[1].check(nbytes, what)
+
+
 # --------------------------------------------------------------------------
 # SPARQL JSON
 # --------------------------------------------------------------------------
@@ -235,15 +243,19 @@ def _json_rendered(result: QueryResult, head: bytes, names: list[bytes], n: int,
     first_bound = None if all_bound else np.argmax(np.vstack(masks), axis=0)
     cols = []
     size += 3 * n
+
+    def held(key_bytes: int) -> None:  # a column's keys, held while it is rendered
+        check_memory(2 * size + key_bytes)
+
     for j, (name, c) in enumerate(zip(names, result.columns, strict=True)):
         if j == 0:
-            cols.append(render.column(result, c, _json_frags, [(name, b"")], fmt="json"))
+            cols.append(render.column(result, c, _json_frags, [(name, b"")], check=held, fmt="json"))
         elif all_bound:
-            cols.append(render.column(result, c, _json_frags, [(b"," + name, b"")], fmt="json"))
+            cols.append(render.column(result, c, _json_frags, [(b"," + name, b"")], check=held, fmt="json"))
         else:
             variant = (first_bound < j).astype(np.int64)
             cols.append(render.column(result, c, _json_frags, [(name, b""), (b"," + name, b"")], variant,
-                                          fmt="json"))
+                                      check=held, fmt="json"))
         size += cols[-1].size
         check_size(size, max_bytes)
     r = render.Rendered(b'{"head":' + head + b',"results":{"bindings":[', cols, n, b"{", b"", b"},", 1,
@@ -307,9 +319,13 @@ def _serialize_xml(result: QueryResult, max_bytes: int | None = None, lazy: bool
         if result.vars:
             size += n * 18  # <result>...</result>\n
             cols = []
+
+            def held(key_bytes: int) -> None:  # a column's keys, held while it is rendered
+                check_memory(2 * size + key_bytes)
+
             for v, c in zip(result.vars, result.columns, strict=True):
                 pre = ('<binding name="' + _xml_text(v) + '">').encode("utf-8")
-                cols.append(render.column(result, c, _xml_frags, [(pre, b"</binding>")], fmt="xml"))
+                cols.append(render.column(result, c, _xml_frags, [(pre, b"</binding>")], check=held, fmt="xml"))
                 size += cols[-1].size
                 check_size(size, max_bytes)
             r = render.Rendered(head, cols, n, b"<result>", b"", b"</result>\n", 0, tail)
@@ -376,8 +392,12 @@ def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, f
         else:
             size += n * (len(sep) * (len(result.columns) - 1) + len(eol))
             cols = []
+
+            def held(key_bytes: int) -> None:  # a column's keys, held while it is rendered
+                check_memory(2 * size + key_bytes)
+
             for c in result.columns:
-                cols.append(render.column(result, c, frags, fmt=fmt))
+                cols.append(render.column(result, c, frags, check=held, fmt=fmt))
                 size += cols[-1].size
                 check_size(size, max_bytes)
             r = render.Rendered(head, cols, n, b"", sep.encode(), eol.encode(), 0, b"")
