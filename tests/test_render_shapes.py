@@ -17,6 +17,7 @@ from engine.exec import render
 from engine.exec import serialize as ser
 from engine.exec.result import UNBOUND, QueryResult
 from engine.kv.dictionary import Dictionary
+from tests.test_render_stream import _escape
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 MEDIA = ["application/sparql-results+json", "application/sparql-results+xml", "text/csv",
@@ -24,10 +25,6 @@ MEDIA = ["application/sparql-results+json", "application/sparql-results+xml", "t
 
 _text = st.lists(st.sampled_from(list("ab, \"\\&<>\t\r\n\x01é☃😀\u2028\ufffe") + ["xyz", "q"] * 6),
                  max_size=6).map("".join)
-
-
-def _escape(s: str) -> str:
-    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
 
 
 @st.composite
