@@ -256,7 +256,12 @@ def test_sigkill_mid_stream_loses_nothing_a_client_saw(tmp_path):
             assert {t: again[t] for t in seen} == seen
             assert c.post(f"/streams/s/progress?t={n * 1000 + 1}").status_code == 200
             with SSE(srv.url + "/queries/q/results", headers={"Last-Event-ID": str(last)}) as sse:
-                sse.wait(lambda s: _covered(s) and _covered(s)[-1] == n * 1000, timeout=60)
+                try:
+                    sse.wait(lambda s: _covered(s) and _covered(s)[-1] == n * 1000, timeout=60)
+                except AssertionError as e:   # say what the server saw (a rare failure under load)
+                    status = c.get("/queries/q").text
+                    log = (tmp_path / f"server-{srv.port}.log").read_text(errors="replace")[-4000:]
+                    raise AssertionError(f"{e}\nlast={last}\nquery: {status}\nserver log: {log}") from None
                 # every instant once, in order (the empty windows after the restart as `idle` runs)
                 assert _covered(sse) == list(range(last + 1000, n * 1000 + 1, 1000))
     finally:

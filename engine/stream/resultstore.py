@@ -134,7 +134,12 @@ class ResultStore:
                 logs = list(self._dirty.values())
                 self._dirty.clear()
                 self._busy = True
-            batch = [(rl, rl._take_pending()) for rl in logs]
+            batch = []
+            for rl in logs:
+                try:
+                    batch.append((rl, rl._take_pending()))
+                except Exception:  # noqa: BLE001 - one log's failure must not stop every log's writer
+                    log.exception("result log %s: taking its pending events", rl.durable_name)
             try:
                 self._write(batch)
             except sqlite3.Error:
@@ -147,7 +152,10 @@ class ResultStore:
                 time.sleep(1.0)
                 continue
             for rl, (evs, dropped, cut) in batch:
-                rl._publish(evs, dropped, cut)
+                try:
+                    rl._publish(evs, dropped, cut)
+                except Exception:  # noqa: BLE001 - one log's listener must not stop every log's writer
+                    log.exception("result log %s: publishing committed events", rl.durable_name)
             with self._cv:
                 self._busy = False
                 self.commits += 1
