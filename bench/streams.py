@@ -31,7 +31,7 @@ Peers:
   member) and the window graph is cleared. Timed: insert + query + result event + clear, back
   to back on the calling thread (``--composite-timing hot``, the default), or on a worker
   thread woken for each window after an idle gap (``woken``), as Jindou's instants are
-  evaluated by its worker woken after the replay's ingestion: the same work costs 1.5-2.5x
+  evaluated by its worker woken after the replay's ingestion: the same work costs 1.1-3.4x
   more on a woken thread, for both engines.
 * spark-sql: :class:`bench.spark_peer.SparkSQLPeer` (imported lazily), on
   ``--spark-windows`` windows per query spread over the run.
@@ -519,7 +519,7 @@ class _Handoff:
     worker sleeps while the replay ingests the next bucket) and waits for the result.
 
     Why: an instant evaluated by a thread woken after its core idled for a few milliseconds
-    costs 1.5-2.5x what the same work costs back to back (a VM's halted vCPU comes back with
+    costs 1.1-3.4x what the same work costs back to back (a VM's halted vCPU comes back with
     cold caches) -- measured on both engines alike (docs/BENCHMARKS.md, sixth pass). The hot
     loop over prepared windows measured the composite warm and Jindou cold."""
 
