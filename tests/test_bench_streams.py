@@ -123,3 +123,23 @@ def test_citybench_workload_peers_agree():
     for q in wl["queries"]:
         assert q["disagreements"] == 0 and q["compared_windows"] == q["instants"] > 0, q
     assert {q["query"] for q in wl["queries"] if q["nonempty_windows"]} == {"C1", "C6"}   # C11 is never true
+
+
+def test_composite_woken_timing_gives_the_same_windows():
+    """``--composite-timing woken`` runs each window on a worker thread after an idle gap: only
+    where the time is measured changes, never a window's result (errors come back too)."""
+    wl = S.load_lsbench(["L1", "L4"], minutes=0.2, rate=200, users=60, say=lambda *_: None)
+    hot = S.run_composite(wl, say=lambda *_: None, timing="hot")
+    woken = S.run_composite(wl, say=lambda *_: None, timing="woken", idle_ms=0.5)
+    for q in ("L1", "L4"):
+        assert hot[q].results == woken[q].results and hot[q].results
+        assert set(woken[q].latency) == set(hot[q].latency) and woken[q].errors == 0
+    with pytest.raises(ValueError):
+        S.run_composite(wl, say=lambda *_: None, timing="lukewarm")
+    h = S._Handoff(0.0)
+    try:
+        with pytest.raises(ZeroDivisionError):
+            h.call(lambda: 1 / 0)
+        assert h.call(lambda a, b: a + b, 2, 3) == 5
+    finally:
+        h.close()

@@ -49,6 +49,7 @@ solution skips the executor when nothing above the BGP can turn no rows into a r
 
 from __future__ import annotations
 
+import bisect
 import collections
 import threading
 import time
@@ -228,7 +229,9 @@ def advance_range(store: TransientStore, g0: int, g1: int, lo: int, hi: int) -> 
 
 def _first_after_from(store: TransientStore, a: int, end: int, x: int) -> int:
     """The first seq in ``[a, end)`` whose timestamp is ``> x`` (``end`` if none), the
-    timestamps being non-decreasing (under the store's lock)."""
+    timestamps being non-decreasing (under the store's lock). The timestamps are read through a
+    ``memoryview`` (Python ints, ``bisect`` in C): on the few elements an instant moves a bound
+    over, numpy's scalar reads and ``searchsorted`` cost more than the search (~3.4 -> 1.9 µs)."""
     if a >= end:
         return end
     slices = store._slices
@@ -237,11 +240,13 @@ def _first_after_from(store: TransientStore, a: int, end: int, x: int) -> int:
         sl = slices[k]
         base = sl.base
         stop = min(end, base + sl.fill)
-        tau = sl.tau
-        if tau[a - base] > x:
+        tau = memoryview(sl.tau)
+        i = a - base
+        if tau[i] > x:
             return a
-        if tau[stop - 1 - base] > x:
-            return a + int(tau[a - base:stop - base].searchsorted(x, side="right"))
+        j = stop - base
+        if tau[j - 1] > x:
+            return base + bisect.bisect_right(tau, x, i, j)
         a = stop
         k += 1
     return end
