@@ -19,6 +19,7 @@ runs it (projection, DISTINCT, slice) unchanged.
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
@@ -28,6 +29,7 @@ from engine.exec.bgp import _step
 from engine.exec.bindings import Bindings
 from engine.kv import vertex_preds
 from engine.kv.shard import has_neighbour
+from engine.kv.vertex_preds import EDGE_NB, EDGE_PID
 from engine.plan.order import IN, OUT
 from engine.sparql.algebra import Const
 
@@ -42,6 +44,21 @@ MAX_PREDICATES = 256
 #: lookups, a read-mostly one pays at most about twice the better choice
 BUILD_NS = 45
 PROBE_NS = 700
+#: the same rule for the vertex -> (predicate, neighbour) edge index (all of a
+#: vertex's rows in one slice, :class:`engine.kv.vertex_preds.VertexEdges`): ~EDGE_BUILD_NS
+#: a triple to build (measured 40-80 ms for 1M triples, 2 busy cores) against
+#: ~EDGE_SAVE_NS saved per point lookup (the probes of the predicates a vertex
+#: has, ~7 on LUBM: 13 -> 2 µs). It is built in a background thread, so the
+#: lookups go on meanwhile (the event loop never waits for it)
+EDGE_BUILD_NS = 70
+EDGE_SAVE_NS = 7 * PROBE_NS
+#: ... and not before this many lookups (a thread's start costs ~20 lookups' savings)
+EDGE_MIN_USES = 64
+
+
+def _spawn(fn) -> None:
+    """Run ``fn`` in a background thread (the edge index build)."""
+    threading.Thread(target=fn, name="jindou-vertex-edges", daemon=True).start()
 
 
 class _Fns(dict):
@@ -68,7 +85,8 @@ class PointSource:
     the vertex -> predicates index (:mod:`engine.kv.vertex_preds`) that narrows
     them to the predicates the vertex has. Immutable graph -> exact for it."""
 
-    __slots__ = ("ref", "direction", "every", "fns", "index", "uses", "build_after", "__weakref__")
+    __slots__ = ("ref", "direction", "every", "fns", "index", "uses", "build_after", "edges", "edge_uses",
+                 "edges_after", "__weakref__")
 
     def __init__(self, graph, direction: int, every: list | None):
         self.ref = weakref.ref(graph)
@@ -80,6 +98,26 @@ class PointSource:
         self.uses = 0
         self.build_after = 0 if not every else (
             vertex_preds.estimated_pairs(graph, direction) * BUILD_NS // (len(every) * PROBE_NS))
+        self.edges = vertex_preds.cached_edges(graph, direction)
+        self.edge_uses = 0
+        self.edges_after = max(EDGE_MIN_USES, vertex_preds.estimated_triples(graph) * EDGE_BUILD_NS // EDGE_SAVE_NS)
+
+    def edge_index(self):
+        """The graph's edge index in this direction once built, else None; counts the
+        point lookups made without it and starts its build (a background thread)
+        when they have cost what the build does."""
+        e = self.edges
+        if e is not None:
+            return e
+        self.edge_uses += 1  # (racy count: a lost increment only delays the build)
+        if self.edge_uses == self.edges_after + 1:
+            _spawn(self._build_edges)
+        return None
+
+    def _build_edges(self) -> None:
+        g = self.ref()
+        if g is not None:
+            self.edges = vertex_preds.vertex_edges(g, self.direction)
 
     def _build(self):
         g = self.ref()
@@ -181,7 +219,10 @@ class PointProgram:
             return [], 1
         c = self.const
         out: list[tuple] = []
-        lookups = self.src.lookups_of(c)
+        if self.other is None and self.src.edges is not None:
+            lookups = ()
+        else:
+            lookups = self.src.lookups_of(c)
         if self.other is not None:
             o = self.other
             for pid, f in lookups:
@@ -189,6 +230,15 @@ class PointProgram:
                     out.append((pid,))
             return out, 1
         pfirst = self.pfirst
+        edges = self.src.edges or self.src.edge_index()
+        if edges is not None:  # all of the vertex's rows in one slice, (pid, neighbour) ascending
+            packed = edges.edges_of(c)
+            if len(packed) > limit:  # many rows: the vectorized step from the seed row
+                return rows, 0
+            flat = packed.view(np.int32).tolist()  # (neighbour, pid) int32 halves of each edge
+            if pfirst:
+                return list(zip(flat[EDGE_PID::2], flat[EDGE_NB::2], strict=True)), 1
+            return list(zip(flat[EDGE_NB::2], flat[EDGE_PID::2], strict=True)), 1
         for pid, f in lookups:
             nb = f(c)
             if len(nb):
