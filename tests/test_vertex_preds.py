@@ -174,7 +174,7 @@ def test_point_and_describe_answers_equal_pyoxigraph(monkeypatch, mode, first, w
         monkeypatch.setattr(point, "MAX_PREDICATES", 3)
     if mode == "edges":  # the edge index, built (here: synchronously) at the first lookup
         monkeypatch.setattr(point, "EDGE_BUILD_NS", 0)
-        monkeypatch.setattr(point, "EDGE_MIN_USES", 0)
+        monkeypatch.setattr(point, "EDGE_MIN_USES", 1)
         monkeypatch.setattr(point, "_spawn", lambda fn: fn())
     else:  # never built: the probes answer
         monkeypatch.setattr(point, "EDGE_MIN_USES", 1 << 62)

@@ -46,12 +46,12 @@ BUILD_NS = 45
 PROBE_NS = 700
 #: the same rule for the vertex -> (predicate, neighbour) edge index (all of a
 #: vertex's rows in one slice, :class:`engine.kv.vertex_preds.VertexEdges`): ~EDGE_BUILD_NS
-#: a triple to build (measured 40-80 ms for 1M triples, 2 busy cores) against
-#: ~EDGE_SAVE_NS saved per point lookup (the probes of the predicates a vertex
-#: has, ~7 on LUBM: 13 -> 2 µs). It is built in a background thread, so the
-#: lookups go on meanwhile (the event loop never waits for it)
-EDGE_BUILD_NS = 70
-EDGE_SAVE_NS = 7 * PROBE_NS
+#: a triple to build (measured 40-80 ms for 1M triples, 2 busy cores) against the
+#: rent of the lookups made without it: ~PROBE_NS per predicate probed (a LUBM
+#: entity's ~11: 13 -> 2 µs with the index). It is built in a background thread once
+#: the rent paid reaches the build's cost, so the lookups go on meanwhile (the event
+#: loop never waits for it)
+EDGE_BUILD_NS = 60
 #: ... and not before this many lookups (a thread's start costs ~20 lookups' savings)
 EDGE_MIN_USES = 64
 
@@ -86,7 +86,7 @@ class PointSource:
     them to the predicates the vertex has. Immutable graph -> exact for it."""
 
     __slots__ = ("ref", "direction", "every", "fns", "index", "uses", "build_after", "edges", "edge_uses",
-                 "edges_after", "__weakref__")
+                 "edge_rent", "edge_cost", "__weakref__")
 
     def __init__(self, graph, direction: int, every: list | None):
         self.ref = weakref.ref(graph)
@@ -100,17 +100,21 @@ class PointSource:
             vertex_preds.estimated_pairs(graph, direction) * BUILD_NS // (len(every) * PROBE_NS))
         self.edges = vertex_preds.cached_edges(graph, direction)
         self.edge_uses = 0
-        self.edges_after = max(EDGE_MIN_USES, vertex_preds.estimated_triples(graph) * EDGE_BUILD_NS // EDGE_SAVE_NS)
+        self.edge_rent = 0
+        self.edge_cost = vertex_preds.estimated_triples(graph) * EDGE_BUILD_NS
 
-    def edge_index(self):
+    def edge_index(self, probes: int):
         """The graph's edge index in this direction once built, else None; counts the
-        point lookups made without it and starts its build (a background thread)
-        when they have cost what the build does."""
+        rent of a point lookup made without it (``probes`` predicates probed) and starts
+        its build (a background thread) when the lookups have cost what the build does."""
         e = self.edges
         if e is not None:
             return e
-        self.edge_uses += 1  # (racy count: a lost increment only delays the build)
-        if self.edge_uses == self.edges_after + 1:
+        # (racy counts: a lost increment only delays the build)
+        self.edge_uses += 1
+        self.edge_rent += probes * PROBE_NS
+        if self.edge_rent >= self.edge_cost and self.edge_uses >= EDGE_MIN_USES:
+            self.edge_cost = 1 << 62  # (started: once)
             _spawn(self._build_edges)
         return None
 
@@ -230,7 +234,7 @@ class PointProgram:
                     out.append((pid,))
             return out, 1
         pfirst = self.pfirst
-        edges = self.src.edges or self.src.edge_index()
+        edges = self.src.edges or self.src.edge_index(len(lookups))
         if edges is not None:  # all of the vertex's rows in one slice, (pid, neighbour) ascending
             packed = edges.edges_of(c)
             if len(packed) > limit:  # many rows: the vectorized step from the seed row
