@@ -201,36 +201,49 @@ def build_edges(graph, direction: int, budget: int | None = None) -> VertexEdges
     pids = graph.predicates().tolist()
     if estimated_triples(graph) * _EDGE_BUILD_BYTES_PER_TRIPLE > budget:
         return None
+    shards = getattr(graph, "shards", None)
+    # in-process shards: each predicate's adjacency in this direction is sorted by
+    # (vertex, neighbour) in each shard, a run per (shard, predicate)
+    local = shards is not None and all(hasattr(sh, "_csr") for sh in shards)
     vs: list[np.ndarray] = []
     packed: list[np.ndarray] = []
-    for pid in pids:
-        if not 0 <= pid <= _I32_MAX:
-            return None
-        s, o = graph.scan(pid)  # (sorted by subject, object within each shard)
-        if not len(s):
-            continue
-        v, nb = (s, o) if direction == OUT else (o, s)
-        if int(nb.min()) < 0 or int(nb.max()) > _I32_MAX:
-            return None
-        vs.append(v.astype(np.int64, copy=False))
-        packed.append(nb.astype(np.int64) | (pid << 32))
+    for part in (shards if local else [None]):
+        for pid in pids:
+            if not 0 <= pid <= _I32_MAX:
+                return None
+            if part is not None:
+                v, nb = part._csr(pid, direction).pairs()
+            else:
+                s, o = graph.scan(pid)  # (sorted by subject, object within each shard)
+                v, nb = (s, o) if direction == OUT else (o, s)
+            if not len(v):
+                continue
+            if int(nb.min()) < 0 or int(nb.max()) > _I32_MAX:
+                return None
+            vs.append(v.astype(np.int64, copy=False))
+            packed.append(nb.astype(np.int64) | (pid << 32))
     if not vs:
         return VertexEdges(csr_from_sorted_pairs(np.zeros(0, np.int64), np.zeros(0, np.int64), np.int64))
     v = np.concatenate(vs)
     pk = np.concatenate(packed)
     del vs, packed
-    if getattr(graph, "n_shards", 1) == 1:
-        # one shard: a predicate's triples come sorted by (subject, object), so within one
-        # (vertex, predicate) the neighbours ascend already (OUT: by the scan's order; IN:
-        # the subjects' order) and a stable sort by (vertex, predicate) keeps them so; its
-        # keys are a few sorted runs (OUT) that timsort merges
-        key = (v.astype(np.uint64) << np.uint64(32)) | (pk >> 32).astype(np.uint64)
-        order = np.argsort(key, kind="stable")
-        del key
-    else:  # shards' runs interleave: sort by all three
+    order = None
+    if local:
+        # the runs are sorted by (vertex, neighbour) and come shard by shard, predicates
+        # ascending: a stable sort by vertex alone (timsort merges the runs) leaves each
+        # vertex's edges by predicate, then neighbour, when a vertex's edges are all in
+        # one shard (a shard owns its vertices); checked below, else the full sort
+        order = np.argsort(v, kind="stable")
+        sv, spk = v[order], pk[order]
+        if len(sv) < 2 or bool(((sv[1:] > sv[:-1]) | (spk[1:] > spk[:-1])).all()):
+            v, pk = sv, spk
+        else:
+            order = None
+        del sv, spk
+    if order is None:  # by vertex, then (predicate, neighbour)
         order = np.lexsort((pk, v))
-    v = v[order]
-    pk = pk[order]
+        v = v[order]
+        pk = pk[order]
     del order
     if len(v) > 1:  # (a triple read twice: once)
         keep = np.empty(len(v), dtype=bool)
