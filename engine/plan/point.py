@@ -46,12 +46,13 @@ BUILD_NS = 45
 PROBE_NS = 700
 #: the same rule for the vertex -> (predicate, neighbour) edge index (all of a
 #: vertex's rows in one slice, :class:`engine.kv.vertex_preds.VertexEdges`): ~EDGE_BUILD_NS
-#: a triple to build (measured 40-80 ms for 1M triples, 2 busy cores) against the
-#: rent of the lookups made without it: ~PROBE_NS per predicate probed (a LUBM
-#: entity's ~11: 13 -> 2 µs with the index). It is built in a background thread once
-#: the rent paid reaches the build's cost, so the lookups go on meanwhile (the event
-#: loop never waits for it)
-EDGE_BUILD_NS = 60
+#: a triple to build (measured 25-90 ms for 1M triples, 2 busy cores) against the
+#: rent of the lookups made without it: ~EDGE_PROBE_NS per predicate probed (a LUBM
+#: entity's ~11 probes with their rows: 13 µs, against 2 µs with the index). It is
+#: built in a background thread once the rent paid reaches the build's cost, so the
+#: lookups go on meanwhile (the event loop never waits for it)
+EDGE_BUILD_NS = 50
+EDGE_PROBE_NS = 1100
 #: ... and not before this many lookups (a thread's start costs ~20 lookups' savings)
 EDGE_MIN_USES = 64
 
@@ -112,7 +113,7 @@ class PointSource:
             return e
         # (racy counts: a lost increment only delays the build)
         self.edge_uses += 1
-        self.edge_rent += probes * PROBE_NS
+        self.edge_rent += probes * EDGE_PROBE_NS
         if self.edge_rent >= self.edge_cost and self.edge_uses >= EDGE_MIN_USES:
             self.edge_cost = 1 << 62  # (started: once)
             _spawn(self._build_edges)
