@@ -40,6 +40,10 @@ CHROME_HEADERS = (
 )
 
 
+#: what a browser leaves raw in a query typed in the address bar (besides letters, digits, -._~)
+_ADDRESS_BAR = "/:?@!$()*,;={}|^[]`\\"
+
+
 def _lower_hex(s: str) -> str:
     """curl's percent-encoding: lower-case hex digits."""
     return re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), s)
@@ -105,7 +109,12 @@ def forms(text: str, accept: str = SRJ) -> dict[str, list[bytes]]:
                                           "Content-Type: application/sparql-query\r\n"
                                           "User-Agent: sparqlwrapper 2.0.0 (rdflib.github.io/sparqlwrapper)\r\n"
                                           f"Accept: {SW_ACCEPT}\r\nConnection: close\r\n\r\n", raw, False),
-        # a web page's fetch() (encodeURIComponent), and YASGUI's default form POST
+        # a query typed in a browser's address bar (WHATWG's query percent-encode set: braces,
+        # brackets, |, ^, ` and \ stay raw; + & % encoded here so the text survives, which
+        # a browser would not do), a web page's fetch() (encodeURIComponent), YASGUI's form POST
+        "browser-address-bar": [(f"GET /sparql?query={quote(text, safe=_ADDRESS_BAR)} HTTP/1.1\r\nHost: {HOST}\r\n"
+                                 + CHROME_HEADERS.replace("Sec-Fetch-Mode: cors", "Sec-Fetch-Mode: navigate")
+                                 .format(accept=accept) + "\r\n").encode()],
         "browser-get": [(f"GET /sparql?query={quote(text, safe=chr(39) + '!()*')} HTTP/1.1\r\nHost: {HOST}\r\n"
                          + CHROME_HEADERS.format(accept=accept) + "\r\n").encode()],
         "yasgui-post-form": _post(f"POST /sparql HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: {{n}}\r\n"

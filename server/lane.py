@@ -10,7 +10,7 @@ straight from ``data_received``.
 
 It is deliberately strict: only ``GET /sparql?...`` (or ``/sparql/?``) over
 HTTP/1.0 or 1.1, a URL of unreserved, percent-encoded and sub-delimiter
-characters, header lines ``name: value`` of a token and printable ASCII, no
+characters (and those a browser leaves raw in a query: braces, quotes, ``<>``...), header lines ``name: value`` of a token and printable ASCII, no
 body or protocol-switch headers, a head of at most :data:`MAX_HEAD` bytes.
 The one form with a body is ``POST /sparql`` (or ``/sparql/``, with or
 without a query string of the same characters) with a single ``Content-Length`` of 1 to :data:`MAX_BODY` bytes and
@@ -35,11 +35,15 @@ _TCHAR = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]"
 #: the request line and the header block, the whole head (fullmatch): what
 #: read_head accepts (it checks the same with byte operations, see there)
 _HEAD = re.compile(
-    rb"GET (/sparql/?)\?([A-Za-z0-9\-._~%!$&'()*+,;=:@/?]*) HTTP/1\.([01])\r\n"
+    rb"GET (/sparql/?)\?([A-Za-z0-9\-._~%!$&'()*+,;=:@/?{}|^\[\]\\`\"<>]*) HTTP/1\.([01])\r\n"
     rb"((?:" + _TCHAR + rb"+:[ \t]*[ -~\t]*\r\n)*)\r\n"
 )
-#: the query string's characters (as in _HEAD), for bytes.translate's delete
-URL_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%!$&'()*+,;=:@/?"
+#: the query string's characters (as in _HEAD), for bytes.translate's delete: unreserved,
+#: percent-encoded and sub-delimiter characters, and the printable ones a browser leaves
+#: unencoded in a query (WHATWG's query percent-encode set: a SPARQL text typed in the
+#: address bar arrives with its braces raw), which httptools reads as they are; not ``#``
+URL_BYTES = (b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%!$&'()*+,;=:@/?"
+             b"{}|^[]\\`\"<>")
 #: the header block (as in _HEAD)
 _BLOCK = re.compile(rb"(?:" + _TCHAR + rb"+:[ \t]*[ -~\t]*\r\n)*")
 

@@ -40,7 +40,7 @@ def _httptools(data: bytes):
 
 _methods = st.sampled_from([b"GET", b"POST", b"HEAD", b"get", b"GET "])
 _paths = st.sampled_from([b"/sparql", b"/sparql/", b"/sparq", b"/update", b"/sparql//", b"/"])
-_qchars = st.sampled_from(list(b"azAZ09-._~%!$&'()*+,;=:@/?#<> \"\\{}|^`\x7f\x00\xc3") + [b"%2", b"%20"])
+_qchars = st.sampled_from(list(b"azAZ09-._~%!$&'()*+,;=:@/?#<> \"\\{}|^`[]\x7f\x00\xc3\t") + [b"%2", b"%20"])
 _versions = st.sampled_from([b"HTTP/1.1", b"HTTP/1.0", b"HTTP/2.0", b"HTTP/1.1 ", b"http/1.1", b"HTTP/1.2"])
 _names = st.sampled_from([b"Host", b"Accept", b"accept", b"X-Request-Id", b"Connection", b"Content-Length",
                           b"Transfer-Encoding", b"Upgrade", b"Expect", b"Bad Name", b"X(y)", b"Authorization",
@@ -207,7 +207,7 @@ def test_post_heads():
     h = read_head(one.replace(b"/sparql ", b"/sparql?x=1 "))  # a query string with it
     assert h is not None and (h.path, h.qs, h.end) == (b"/sparql", b"x=1", len(one) + 4)
     assert read_head(one).qs is None and read_head(one.replace(b"/sparql ", b"/sparql? ")).qs == b""
-    assert read_head(one.replace(b"/sparql ", b"/sparql?x=<1> ")) is None
+    assert read_head(one.replace(b"/sparql ", b"/sparql?x=#1 ")) is None
     assert read_head(one.replace(b"Content-Length: 6\r\n", b"")) is None
     assert read_head(one.replace(b"Content-Length: 6\r\n", b"Content-Length: 6\r\nContent-Length: 6\r\n")) is None
     assert read_head(one.replace(b"6\r\n", b"%d\r\n" % (MAX_BODY + 1))) is None
