@@ -279,6 +279,9 @@ def cached_edges(graph, direction: int) -> VertexEdges | None:
 
 
 _ECACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: (its own lock: an edge build in a background thread must not hold up a predicates
+#: index build that a lookup on the event loop waits for)
+_ELOCK = threading.Lock()
 
 
 def vertex_edges(graph, direction: int, budget: int | None = None) -> VertexEdges | None:
@@ -290,7 +293,7 @@ def vertex_edges(graph, direction: int, budget: int | None = None) -> VertexEdge
         hit = per.get(direction)
         if hit is not None:
             return None if hit is _NONE else hit
-    with _LOCK:
+    with _ELOCK:
         per = _ECACHE.get(graph)
         hit = per.get(direction) if per is not None else None
         if hit is not None:
