@@ -226,18 +226,23 @@ def test_point_and_describe_answers_equal_pyoxigraph(monkeypatch, mode, first, w
                 or vertex_preds.cached_edges(g, IN) is not None) == (mode == "edges")
 
 
-@pytest.mark.parametrize("build_ns", [0, 1 << 30])
-def test_describe_closes_over_blank_nodes_like_the_vectorized_describe(monkeypatch, build_ns):
+@pytest.mark.parametrize("build_ns,edges", [(0, False), (1 << 30, False), (0, True)])
+def test_describe_closes_over_blank_nodes_like_the_vectorized_describe(monkeypatch, build_ns, edges):
     """Blank-node objects are described in later rounds (through the index, or every
-    predicate before it is built): the same triples as the general DESCRIBE."""
+    predicate before it is built, or the edge index): the same triples as the general DESCRIBE."""
     monkeypatch.setattr(point, "BUILD_NS", build_ns)
     db = Database()
     db.update("INSERT DATA { <http://x/a> <http://x/p3> _:b1 ; <http://x/p1> <http://x/c> . "
-              "_:b1 <http://x/p2> _:b2 ; <http://x/p5> \"v\" . _:b2 <http://x/p0> <http://x/a> . "
+              "_:b1 <http://x/p2> _:b2 , _:b3 ; <http://x/p5> \"v\" . _:b2 <http://x/p0> <http://x/a> . "
+              "_:b3 <http://x/p0> <http://x/c> ; <http://x/p1> _:b2 . "
               "<http://x/c> <http://x/p4> <http://x/a> }")
     text = "DESCRIBE <http://x/a>"
+    if edges:
+        src = point.point_source(db.store.snapshot().default, OUT)
+        src.edges = vertex_preds.vertex_edges(db.store.snapshot().default, OUT)
+        assert src.edges is not None
     got = _rows(db, text)
     monkeypatch.setattr(database, "describe_small", lambda *a, **k: None)
     want = _rows(db, text + " # general")
-    assert got == want and len(got) == 5
-    assert (vertex_preds.cached(db.store.snapshot().default, OUT) is not None) == (build_ns == 0)
+    assert got == want and len(got) == 8
+    assert (vertex_preds.cached(db.store.snapshot().default, OUT) is not None) == (build_ns == 0 and not edges)

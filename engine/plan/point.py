@@ -315,7 +315,8 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
     closed over blank-node objects, in its order: by round, predicate
     ascending, resource, object), walking the one-vertex lookups with plain
     Python (only the predicates each resource has, once the graph's vertex ->
-    predicates index is built); None when the graph has no in-process lookups,
+    predicates index is built; each resource's triples in one slice once the
+    edge index is, which point lookups build); None when the graph has no in-process lookups,
     too many predicates for probing each and no index, or the description
     passes DESCRIBE_ROWS triples (the vectorized one answers then)."""
     from engine.exec.context import LOCAL_BASE, charge_rows  # noqa: PLC0415
@@ -332,6 +333,32 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
             check()
         seen.update(frontier)
         objs = []
+        edges = src.edges
+        if edges is not None:  # each resource's triples in one slice
+            found = []
+            for v in frontier:
+                packed = edges.edges_of(v)
+                if len(packed) > DESCRIBE_ROWS:
+                    return None
+                flat = packed.view(np.int32).tolist()  # (neighbour, pid) halves, (pid, neighbour) ascending
+                found += [(pid, v, x) for pid, x in zip(flat[EDGE_PID::2], flat[EDGE_NB::2], strict=True)]
+            if len(frontier) > 1:  # (pid, resource) ascending, objects in order within one (stable)
+                found.sort(key=lambda t: (t[0], t[1]))
+            for pid, v, x in found:
+                objs.append(x)
+                t = (v, pid, x)
+                if t not in have:
+                    have.add(t)
+                    rows.append(t)
+            if len(rows) > DESCRIBE_ROWS:
+                return None
+            charge_rows(len(rows), 3 + 3, "DESCRIBE")
+            if not objs:
+                break
+            cand = unique(np.asarray(objs, dtype=np.int64))
+            cand = cand[terms.kinds(cand) == 1]
+            frontier = [x for x in cand.tolist() if x not in seen]
+            continue
         # (pid, resource) ascending: the vectorized DESCRIBE's order within a round
         probes = [(pid, v, f) for v in frontier for pid, f in src.lookups_of(v)]
         if len(frontier) > 1:
