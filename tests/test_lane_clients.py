@@ -30,7 +30,7 @@ def _texts(tag: str) -> list[str]:
 
 
 @pytest.mark.parametrize("client", sorted(forms("ASK {}")))
-def test_every_client_form_takes_the_lane_with_the_ordinary_paths_bytes(server, client):
+def test_every_client_form_takes_the_lane_with_the_ordinary_paths_bytes(server, client):  # noqa: F811
     inline = 0
     texts = _texts(client)
     for t in texts + texts[:6]:  # new texts (a template's later ones read from their bytes), then repeated ones
@@ -41,7 +41,7 @@ def test_every_client_form_takes_the_lane_with_the_ordinary_paths_bytes(server, 
     assert inline >= len(texts) + 6 - len(QUERIES), (client, inline)
 
 
-def test_closing_forms_close_the_connection(server):
+def test_closing_forms_close_the_connection(server):  # noqa: F811
     t = _texts("close")[0]
     for client in CLOSING:
         out, inline, closed = _feed(server, forms(t)[client], 1, True)
@@ -76,7 +76,7 @@ PARAMS = [
 
 
 @pytest.mark.parametrize("params,lane", PARAMS)
-def test_result_format_parameters_read_as_the_general_parser_reads_them(server, params, lane):
+def test_result_format_parameters_read_as_the_general_parser_reads_them(server, params, lane):  # noqa: F811
     text = UB + QUERIES[2].format(c=ENTITIES[0]) + f"# p-{params}\n"
     q = "query=" + quote_plus(text)
     for chunks in (_get(f"{q}&{params}"), _get(f"{params}&{q}"), _post_form(f"{q}&{params}"),
