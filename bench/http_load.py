@@ -185,8 +185,88 @@ def _texts(fam: Family, mode: str, n: int, salt: str) -> list[str]:
     return [fam.text(ents[i % len(ents)], f"{salt}-{i}") for i in range(n)]
 
 
+#: ``--client``: the latency phase's requests as a common client sends them: a form of
+#: bench/client_forms.py (its bytes, one write per chunk; a closing form opens a new
+#: connection per request) or ``lib-<name>``: the client library itself (its own
+#: parsing of the answer included, as a user of it sees it)
+CLIENT = None
+LIB_CLIENTS = ("lib-http.client", "lib-requests-get", "lib-requests-post-form", "lib-sparqlwrapper-get")
+
+
+def _client_latency(port: int, path: str, fam: Family, mode: str, n: int, salt: str) -> float:
+    """:func:`latency` with the requests of :data:`CLIENT`."""
+    texts = _texts(fam, mode, n + 20, salt)
+    url = f"http://127.0.0.1:{port}{path}"
+    if CLIENT.startswith("lib-"):
+        if CLIENT == "lib-http.client":
+            import http.client  # noqa: PLC0415
+
+            conn = http.client.HTTPConnection("127.0.0.1", port)
+
+            def one(t):
+                conn.request("POST", path, body=t.encode(), headers={"Content-Type": "application/sparql-query",
+                                                                      "Accept": fam.accept})
+                r = conn.getresponse()
+                return r.status, r.read()
+        elif CLIENT.startswith("lib-requests"):
+            import requests  # noqa: PLC0415
+
+            conn = requests.Session()
+            hdr = {"Accept": fam.accept}
+
+            def one(t):
+                r = (conn.get(url, params={"query": t}, headers=hdr) if CLIENT == "lib-requests-get"
+                     else conn.post(url, data={"query": t}, headers=hdr))
+                return r.status_code, r.content
+        else:
+            from SPARQLWrapper import JSON, SPARQLWrapper  # noqa: PLC0415
+
+            conn = None
+
+            def one(t):
+                sw = SPARQLWrapper(url)
+                sw.setQuery(t)
+                sw.setReturnFormat(JSON)
+                r = sw.query().response
+                return r.status, r.read()
+    else:
+        from bench.client_forms import CLOSING, forms  # noqa: PLC0415
+
+        closing = CLIENT in CLOSING
+        sent = [[c.replace(b" /sparql", b" " + path.encode(), 1).replace(b"127.0.0.1:7878", b"127.0.0.1:%d" % port, 1)
+                 if i == 0 else c for i, c in enumerate(forms(t, fam.accept)[CLIENT])] for t in texts]
+        conn = None if closing else Conn(port)
+
+        def one(chunks):
+            c = Conn(port) if closing else conn
+            for piece in chunks[:-1]:
+                c.sock.sendall(piece)
+            try:
+                return c.roundtrip(chunks[-1])
+            finally:
+                if closing:
+                    c.close()
+        texts = sent
+    try:
+        for t in texts[:20]:
+            st, body = one(t)
+            if st != 200:
+                raise RuntimeError(f"HTTP {st}: {body[:300]!r}")
+        ts = []
+        for t in texts[20:]:
+            t0 = time.perf_counter()
+            one(t)
+            ts.append(time.perf_counter() - t0)
+    finally:
+        if conn is not None:
+            conn.close()
+    return statistics.median(ts)
+
+
 def latency(port: int, path: str, fam: Family, mode: str, n: int, salt: str) -> float:
     """Median seconds of ``n`` sequential requests on one connection (after warm-up)."""
+    if CLIENT is not None:
+        return _client_latency(port, path, fam, mode, n, salt)
     reqs = [request_bytes(path, t, port, fam.accept) for t in _texts(fam, mode, n + 20, salt)]
     c = Conn(port)
     try:
@@ -337,6 +417,29 @@ def _check_rows(peers: dict) -> list[str]:
     return bad
 
 
+def _latency_phase(names, peers, pids, args) -> tuple[dict, dict]:
+    """Per-round medians of every peer, mode and family (alternating), and the
+    servers' CPU over them (see :func:`main`)."""
+    lat: dict[tuple[str, str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}  # (peer, mode) -> [CPU seconds, requests]
+    for r in range(0 if args.skip_latency else args.rounds):
+        order = names if r % 2 == 0 else names[::-1]
+        for mode in ("repeated", "varied"):
+            for fam in FAMILIES:
+                for name in order:
+                    port, path = peers[name]
+                    # all of the server's processes (`--processes N`: the query processes answer)
+                    c0 = _server_cpu(pids.get(name))
+                    lat.setdefault((name, mode, fam.name), []).append(
+                        latency(port, path, fam, mode, args.requests, f"r{r}{CLIENT or ''}"))
+                    c1 = _server_cpu(pids.get(name))
+                    if c0 is not None and c1 is not None:
+                        acc = cpu.setdefault((name, mode), [0.0, 0])
+                        acc[0] += c1 - c0
+                        acc[1] += args.requests + 20
+    return lat, cpu
+
+
 def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear script
     ap = argparse.ArgumentParser(prog="python -m bench http-load", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=None, help="N-Triples file (default: the cached 1M LUBM-like file)")
@@ -358,8 +461,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
                          "or POST application/x-www-form-urlencoded")
     ap.add_argument("--in-process", action="store_true",
                     help="instead: unique texts in process, Jindou with and without the shape cache vs pyoxigraph")
+    ap.add_argument("--client", default=None,
+                    help="the latency phase's requests as a common client sends them: a form of bench/client_forms.py "
+                         "or one of " + ", ".join(LIB_CLIENTS) + " (the library itself)")
+    ap.add_argument("--skip-throughput", action="store_true", help="only the latency phase")
     args = ap.parse_args(argv)
     globals()["METHOD"] = args.method
+
     if args.extended:
         globals()["FAMILIES"] = EXTENDED
     if args.families:
@@ -410,25 +518,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
         bad = _check_rows(peers) if len(peers) > 1 else []
         for b in bad:
             print(f"!!! row count mismatch: {b}", file=sys.stderr)
-        lat: dict[tuple[str, str, str], list[float]] = {}
-        cpu: dict[tuple[str, str], list[float]] = {}  # (peer, mode) -> [CPU seconds, requests]
-        for r in range(0 if args.skip_latency else args.rounds):
-            order = names if r % 2 == 0 else names[::-1]
-            for mode in ("repeated", "varied"):
-                for fam in FAMILIES:
-                    for name in order:
-                        port, path = peers[name]
-                        # all of the server's processes (`--processes N`: the query processes answer)
-                        c0 = _server_cpu(pids.get(name))
-                        lat.setdefault((name, mode, fam.name), []).append(
-                            latency(port, path, fam, mode, args.requests, f"r{r}"))
-                        c1 = _server_cpu(pids.get(name))
-                        if c0 is not None and c1 is not None:
-                            acc = cpu.setdefault((name, mode), [0.0, 0])
-                            acc[0] += c1 - c0
-                            acc[1] += args.requests + 20
+        per_client = []
+        for client in (args.client.split(",") if args.client else [None]):
+            globals()["CLIENT"] = client
+            lat, cpu = _latency_phase(names, peers, pids, args)
+            per_client.append((client, lat, cpu))
         tput: dict[str, list[dict]] = {}
-        for r in range(max(1, args.rounds // 2)):
+        for r in range(0 if args.skip_throughput else max(1, args.rounds // 2)):
             order = names if r % 2 == 0 else names[::-1]
             for name in order:
                 port, path = peers[name]
@@ -442,7 +538,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
     finally:
         for p in objs:
             p.close()
-    print(report(names, lat, tput, args, data, bad, cpu))
+    for k, (client, lat, cpu) in enumerate(per_client):
+        globals()["CLIENT"] = client
+        print(report(names, lat, tput if k == len(per_client) - 1 else {}, args, data, bad, cpu))
+        print()
     return 3 if bad else 0
 
 
@@ -510,7 +609,7 @@ def report(names, lat, tput, args, data, bad, cpu=None) -> str:
            f"{args.requests} requests per family · "
            + {"get": "GET ?query=...", "post": "POST application/sparql-query",
               "form": "POST application/x-www-form-urlencoded"}[METHOD]
-           + ", Accept SPARQL JSON, one keep-alive connection",
+           + ", Accept SPARQL JSON, one keep-alive connection" + (f" · client {CLIENT}" if CLIENT else ""),
            "", "| mode | family | " + " | ".join(f"{n} ms" for n in names) + (" | ratio jindou/oxigraph |" if base else " |"),
            "| --- | --- | " + " | ".join("---:" for _ in names) + (" | ---: |" if base else " |")]
     for mode in ("repeated", "varied") if lat else ():
@@ -553,6 +652,8 @@ def report(names, lat, tput, args, data, bad, cpu=None) -> str:
             "client cores: the CPU of this process's client threads (on the same cores):", "",
             "| peer | queries/s | × oxigraph | p50 ms | p99 ms | errors | server CPU ms/query | cores | client cores |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    if not tput:
+        return "\n".join(out[:-5])
     med = {n: sorted(tput[n], key=lambda d: d["qps"])[len(tput[n]) // 2] for n in names}
     for n in names:
         m = med[n]

@@ -96,6 +96,12 @@ class _Transport(asyncio.Transport):
 
 def make_protocol(db, loop):
     """A FastLaneProtocol over ``db`` as ``jindou serve`` builds it, connected to a stand-in transport."""
+    return make_connector(db, loop)()
+
+
+def make_connector(db, loop):
+    """``connect()`` -> (a new FastLaneProtocol connection, its stand-in transport), all
+    of one app over ``db`` as ``jindou serve`` builds it."""
     import uvicorn
     from uvicorn.server import ServerState as UvState
 
@@ -108,10 +114,15 @@ def make_protocol(db, loop):
     cfg = uvicorn.Config(RequestLog(app, access=False), http=http_protocol(), access_log=False, log_config=None,
                          lifespan="off")
     cfg.load()
-    proto = cfg.http_protocol_class(config=cfg, server_state=UvState(), app_state={}, _loop=loop)
-    tr = _Transport()
-    proto.connection_made(tr)
-    return proto, tr
+    uv = UvState()
+
+    def connect():
+        proto = cfg.http_protocol_class(config=cfg, server_state=uv, app_state={}, _loop=loop)
+        tr = _Transport()
+        proto.connection_made(tr)
+        return proto, tr
+
+    return connect
 
 
 def run(proto, tr, reqs: list[bytes], loop) -> tuple[list[float], int]:
@@ -135,6 +146,71 @@ def run(proto, tr, reqs: list[bytes], loop) -> tuple[list[float], int]:
             proto.timeout_keep_alive_task.cancel()
             proto.timeout_keep_alive_task = None
     return out, slow
+
+
+def run_forms(connect, reqs: list[list[bytes]], loop, closing: bool) -> tuple[list[float], int, list[float]]:
+    """:func:`run` for requests of several chunks (one read each, timed together)
+    on connections from ``connect()``; with ``closing`` a new connection per
+    request (its set-up timed apart: the third list)."""
+    out, setup = [], []
+    slow = 0
+    pc = time.perf_counter_ns
+    proto = tr = None
+    for chunks in reqs:
+        if proto is None or closing:
+            t0 = pc()
+            proto, tr = connect()
+            setup.append(pc() - t0)
+        tr.out.clear()
+        t0 = pc()
+        for c in chunks:
+            proto.data_received(c)
+        t1 = pc()
+        if not tr.out or (proto.cycle is not None and not proto.cycle.response_complete):
+            slow += 1
+            deadline = time.monotonic() + 30
+            while not (tr.out and (proto.cycle is None or proto.cycle.response_complete)) \
+                    and time.monotonic() < deadline:
+                loop.run_until_complete(asyncio.sleep(0.0005))
+        else:
+            out.append(t1 - t0)
+        if proto.timeout_keep_alive_task is not None:
+            proto.timeout_keep_alive_task.cancel()
+            proto.timeout_keep_alive_task = None
+        if closing:
+            t0 = pc()
+            proto.connection_lost(None)
+            setup[-1] += pc() - t0
+    return out, slow, setup
+
+
+def client_table(db, loop, fams: list[str], names: list[str] | None, n: int, rounds: int) -> None:
+    """µs per request of each client's request form (bench/client_forms.py), repeated
+    and varied texts, and how many went the ASGI way."""
+    from bench.client_forms import CLOSING, forms
+
+    connect = make_connector(db, loop)
+    names = names or list(forms("ASK {}"))
+    cells: dict = {}
+    for r in range(rounds):
+        for name in names:
+            for mode in ("repeated", "varied"):
+                reqs = [forms(t)[name] for f in fams for t in texts(f, mode, n + 20, f"c{r}-{name}")]
+                run_forms(connect, reqs[:50], loop, name in CLOSING)
+                ns, slow, setup = run_forms(connect, reqs[50:], loop, name in CLOSING)
+                c = cells.setdefault((name, mode), [[], 0, []])
+                c[0].append(statistics.median(ns) / 1e3 if ns else float("nan"))
+                c[1] += slow
+                if setup and name in CLOSING:
+                    c[2].append(statistics.median(setup) / 1e3)
+    print(f"families {','.join(fams)}: µs per request (median of the rounds' medians), requests not answered "
+          "inline, a new connection's set-up + close\n")
+    print("| client form | repeated µs | varied µs | not inline | connection µs |\n| --- | ---: | ---: | ---: | ---: |")
+    for name in names:
+        a, b = cells[(name, "repeated")], cells[(name, "varied")]
+        conn = a[2] + b[2]
+        print(f"| {name} | {statistics.median(a[0]):.1f} | {statistics.median(b[0]):.1f} | {a[1] + b[1]} "
+              f"| {statistics.median(conn) if conn else 0:.1f} |")
 
 
 #: (label, module, attribute) of the functions timed by --stages (inclusive times)
@@ -201,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile-mode", default="varied")
     ap.add_argument("--stages", action="store_true", help="instead: inclusive time per stage (perf_counter_ns probes)")
     ap.add_argument("--show", action="store_true", help="print one answer per family")
+    ap.add_argument("--clients", nargs="?", const="all", default=None,
+                    help="instead: per client request form (bench/client_forms.py; comma-separated or all)")
     args = ap.parse_args(argv)
     from engine.database import Database
 
@@ -216,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     asyncio.set_event_loop(loop)
     proto, tr = make_protocol(db, loop)
     fams = args.families.split(",") if args.families else list(LANE_FAMILIES)
+    if args.clients:
+        client_table(db, loop, fams, None if args.clients == "all" else args.clients.split(","),
+                     args.requests, args.rounds)
+        return 0
     if args.stages:
         for mode in ("repeated", "varied"):
             for f in fams:

@@ -352,7 +352,7 @@ def _fast_lane_class():
                 try:
                     if post:
                         scope["method"] = "POST"
-                        scope["query_string"] = b""
+                        scope["query_string"] = head.qs or b""
                         answer = edge.answer_post_inline(scope, data[head.body:head.end])
                     else:
                         scope["method"] = "GET"

@@ -165,7 +165,8 @@ def serve(config: Settings, progress: bool = True) -> None:
         server = server_class(uvicorn.Config(RequestLog(app, access=config.access_log), host=config.host,
                                              port=config.port, loop=_loop(), http=http, access_log=False,
                                              log_config=None, log_level=config.log_level, lifespan="on",
-                                             timeout_keep_alive=config.keep_alive))
+                                             timeout_keep_alive=config.keep_alive,
+                                             server_header=False))  # (no `server: uvicorn`: a header less per answer)
         server.group = group
         server.run(sockets=[sock])
     except _Terminated:

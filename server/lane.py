@@ -10,10 +10,10 @@ straight from ``data_received``.
 
 It is deliberately strict: only ``GET /sparql?...`` (or ``/sparql/?``) over
 HTTP/1.0 or 1.1, a URL of unreserved, percent-encoded and sub-delimiter
-characters, header lines ``name: value`` of a token and printable ASCII, no
+characters (and those a browser leaves raw in a query: braces, quotes, ``<>``...), header lines ``name: value`` of a token and printable ASCII, no
 body or protocol-switch headers, a head of at most :data:`MAX_HEAD` bytes.
-The one form with a body is ``POST /sparql`` (or ``/sparql/``, no query
-string) with a single ``Content-Length`` of 1 to :data:`MAX_BODY` bytes and
+The one form with a body is ``POST /sparql`` (or ``/sparql/``, with or
+without a query string of the same characters) with a single ``Content-Length`` of 1 to :data:`MAX_BODY` bytes and
 no ``Transfer-Encoding`` or ``Expect``: its :class:`Head` says where the body
 starts and ends, whether or not all of it is in the buffer yet (the caller
 waits for the rest or leaves the request to httptools).
@@ -35,11 +35,15 @@ _TCHAR = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]"
 #: the request line and the header block, the whole head (fullmatch): what
 #: read_head accepts (it checks the same with byte operations, see there)
 _HEAD = re.compile(
-    rb"GET (/sparql/?)\?([A-Za-z0-9\-._~%!$&'()*+,;=:@/?]*) HTTP/1\.([01])\r\n"
+    rb"GET (/sparql/?)\?([A-Za-z0-9\-._~%!$&'()*+,;=:@/?{}|^\[\]\\`\"<>]*) HTTP/1\.([01])\r\n"
     rb"((?:" + _TCHAR + rb"+:[ \t]*[ -~\t]*\r\n)*)\r\n"
 )
-#: the query string's characters (as in _HEAD), for bytes.translate's delete
-URL_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%!$&'()*+,;=:@/?"
+#: the query string's characters (as in _HEAD), for bytes.translate's delete: unreserved,
+#: percent-encoded and sub-delimiter characters, and the printable ones a browser leaves
+#: unencoded in a query (WHATWG's query percent-encode set: a SPARQL text typed in the
+#: address bar arrives with its braces raw), which httptools reads as they are; not ``#``
+URL_BYTES = (b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%!$&'()*+,;=:@/?"
+             b"{}|^[]\\`\"<>")
 #: the header block (as in _HEAD)
 _BLOCK = re.compile(rb"(?:" + _TCHAR + rb"+:[ \t]*[ -~\t]*\r\n)*")
 
@@ -58,7 +62,7 @@ class Head:
 
     def __init__(self, path, qs, http10, headers, fields, close, end, body=-1):
         self.path = path          # b"/sparql" or b"/sparql/"
-        self.qs = qs              # the raw query string (a POST: None)
+        self.qs = qs              # the raw query string (a POST without one: None)
         self.http10 = http10      # HTTP/1.0 (the connection closes after the answer)
         self.headers = headers    # ((lower-case name, value), ...) as bytes, as uvicorn's scope has them
         self.fields = fields      # lower-case name -> value (str, repeats joined by ", "), as header_dict
@@ -89,15 +93,17 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
         return None
     eol = data.find(b"\r\n", pos, end + 2)
     line = data[pos:eol]
-    post = False
+    post = with_qs = False
     if line.startswith(b"GET /sparql?"):
         path, start = b"/sparql", 12
     elif line.startswith(b"GET /sparql/?"):
         path, start = b"/sparql/", 13
     elif line.startswith(b"POST /sparql"):
-        path, start, post = line[5:-9], len(line) - 9, True
+        path, q, _ = line[5:-9].partition(b"?")
         if path != b"/sparql" and path != b"/sparql/":
             return None
+        post, with_qs = True, bool(q)
+        start = 5 + len(path) + 1 if with_qs else len(line) - 9
     else:
         return None
     version = line[-9:]
@@ -128,7 +134,8 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
     if post:
         if clen is None or clen <= 0 or clen > MAX_BODY:
             return None
-        return Head(path, None, http10, known[0], known[1], known[2] or http10, end + 4 + clen, end + 4)
+        return Head(path, qs if with_qs else None, http10, known[0], known[1], known[2] or http10,
+                    end + 4 + clen, end + 4)
     if clen is not None:  # a GET with a body
         return None
     return Head(path, qs, http10, known[0], known[1], known[2] or http10, end + 4)

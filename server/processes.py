@@ -982,7 +982,8 @@ def reader_main(argv: list[str]) -> int:
     server = server_cls(uvicorn.Config(RequestLog(_Gate(app), access=config.access_log), host=config.host,
                                        port=config.port, loop=_loop_name(), http=reader_protocol_class(),
                                        access_log=False, log_config=None, log_level=config.log_level,
-                                       lifespan="on", timeout_keep_alive=config.keep_alive))
+                                       lifespan="on", timeout_keep_alive=config.keep_alive,
+                                       server_header=False))  # (no `server: uvicorn`: a header less per answer)
     server.run(sockets=[listen])
     return 0
 

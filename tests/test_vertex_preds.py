@@ -62,6 +62,52 @@ def test_index_equals_a_brute_force_scan_across_writes(shards, first, writes):
         _check(old, ts)
 
 
+def _brute_edges(triples: set, direction: int) -> dict[int, list[tuple[int, int]]]:
+    out: dict[int, list[tuple[int, int]]] = {}
+    for s, p, o in triples:
+        out.setdefault(s if direction == OUT else o, []).append((p, o if direction == OUT else s))
+    return {v: sorted(x) for v, x in out.items()}
+
+
+def _check_edges(graph, triples: set) -> None:
+    for d in (OUT, IN):
+        idx = vertex_preds.vertex_edges(graph, d)
+        assert idx is not None
+        want = _brute_edges(triples, d)
+        for v in range(-2, 40):
+            flat = idx.edges_of(v).view(np.int32).tolist()
+            got = list(zip(flat[vertex_preds.EDGE_PID::2], flat[vertex_preds.EDGE_NB::2], strict=True))
+            assert got == want.get(v, []), (d, v)
+        assert idx.triples == len(triples)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shards=st.sampled_from([1, 3]), first=_batch,
+       writes=st.lists(st.tuples(_batch, _batch), max_size=4))
+def test_edge_index_equals_a_brute_force_scan_across_writes(shards, first, writes):
+    """The vertex -> (predicate, neighbour) index: every vertex's triples in one slice,
+    (predicate, neighbour) ascending, exact for each snapshot's graph."""
+    g = empty_graph(shards).apply(None, np.array(first, dtype=np.int64).reshape(-1, 3))
+    have = set(first)
+    history = [(g, set(have))]
+    _check_edges(g, have)
+    for rem, add in writes:
+        g = g.apply(np.array(rem, dtype=np.int64).reshape(-1, 3), np.array(add, dtype=np.int64).reshape(-1, 3))
+        have = (have - set(rem)) | set(add)
+        history.append((g, set(have)))
+        _check_edges(g, have)
+    for old, ts in history:
+        _check_edges(old, ts)
+
+
+def test_edge_index_budget_and_wide_ids():
+    g = empty_graph(1).apply(None, np.array([[1, p, 2] for p in range(10)], dtype=np.int64))
+    assert vertex_preds.build_edges(g, OUT, budget=8) is None
+    assert vertex_preds.vertex_edges(g, OUT, budget=8) is None and vertex_preds.cached_edges(g, OUT) is None
+    wide = empty_graph(1).apply(None, np.array([[1, 0, (1 << 32) - 5]], dtype=np.int64))
+    assert vertex_preds.build_edges(wide, OUT) is None  # (a neighbour id past 31 bits: no packed edges)
+
+
 def test_above_the_budget_there_is_no_index_and_the_point_path_falls_back(monkeypatch):
     g = empty_graph(1).apply(None, np.array([[1, p, 2] for p in range(10)], dtype=np.int64))
     assert vertex_preds.build(g, OUT, budget=8) is None
@@ -112,7 +158,7 @@ POINT_QUERIES = (
 )
 
 
-@pytest.mark.parametrize("mode", ["built", "never", "required"])
+@pytest.mark.parametrize("mode", ["built", "never", "required", "edges"])
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(first=st.lists(_data_triple, min_size=1, max_size=60),
@@ -126,6 +172,12 @@ def test_point_and_describe_answers_equal_pyoxigraph(monkeypatch, mode, first, w
         monkeypatch.setattr(point, "BUILD_NS", 0)
     if mode == "required":  # more predicates than probing each allows: the index or nothing
         monkeypatch.setattr(point, "MAX_PREDICATES", 3)
+    if mode == "edges":  # the edge index, built (here: synchronously) at the first lookup
+        monkeypatch.setattr(point, "EDGE_BUILD_NS", 0)
+        monkeypatch.setattr(point, "EDGE_MIN_USES", 1)
+        monkeypatch.setattr(point, "_spawn", lambda fn: fn())
+    else:  # never built: the probes answer
+        monkeypatch.setattr(point, "EDGE_MIN_USES", 1 << 62)
     calls = []
     real = database.describe_small
 
@@ -167,22 +219,30 @@ def test_point_and_describe_answers_equal_pyoxigraph(monkeypatch, mode, first, w
     built = vertex_preds.cached(g, OUT)
     if mode == "never":
         assert built is None or g.n_triples == 0  # (an empty graph's index costs nothing)
-    elif answered:
+    elif answered and mode != "edges":
         assert built is not None
+    if answered:
+        assert (vertex_preds.cached_edges(g, OUT) is not None
+                or vertex_preds.cached_edges(g, IN) is not None) == (mode == "edges")
 
 
-@pytest.mark.parametrize("build_ns", [0, 1 << 30])
-def test_describe_closes_over_blank_nodes_like_the_vectorized_describe(monkeypatch, build_ns):
+@pytest.mark.parametrize("build_ns,edges", [(0, False), (1 << 30, False), (0, True)])
+def test_describe_closes_over_blank_nodes_like_the_vectorized_describe(monkeypatch, build_ns, edges):
     """Blank-node objects are described in later rounds (through the index, or every
-    predicate before it is built): the same triples as the general DESCRIBE."""
+    predicate before it is built, or the edge index): the same triples as the general DESCRIBE."""
     monkeypatch.setattr(point, "BUILD_NS", build_ns)
     db = Database()
     db.update("INSERT DATA { <http://x/a> <http://x/p3> _:b1 ; <http://x/p1> <http://x/c> . "
-              "_:b1 <http://x/p2> _:b2 ; <http://x/p5> \"v\" . _:b2 <http://x/p0> <http://x/a> . "
+              "_:b1 <http://x/p2> _:b2 , _:b3 ; <http://x/p5> \"v\" . _:b2 <http://x/p0> <http://x/a> . "
+              "_:b3 <http://x/p0> <http://x/c> ; <http://x/p1> _:b2 . "
               "<http://x/c> <http://x/p4> <http://x/a> }")
     text = "DESCRIBE <http://x/a>"
+    if edges:
+        src = point.point_source(db.store.snapshot().default, OUT)
+        src.edges = vertex_preds.vertex_edges(db.store.snapshot().default, OUT)
+        assert src.edges is not None
     got = _rows(db, text)
     monkeypatch.setattr(database, "describe_small", lambda *a, **k: None)
     want = _rows(db, text + " # general")
-    assert got == want and len(got) == 5
-    assert (vertex_preds.cached(db.store.snapshot().default, OUT) is not None) == (build_ns == 0)
+    assert got == want and len(got) == 8
+    assert (vertex_preds.cached(db.store.snapshot().default, OUT) is not None) == (build_ns == 0 and not edges)

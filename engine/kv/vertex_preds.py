@@ -22,6 +22,7 @@ shards in this process, which avoids the graph's cached int64 copies).
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 
@@ -30,7 +31,8 @@ import numpy as np
 from engine.kv.api import OUT
 from engine.kv.shard import CSR, csr_from_sorted_pairs
 
-__all__ = ["MAX_BYTES", "VertexPreds", "vertex_predicates", "cached", "estimated_pairs"]
+__all__ = ["MAX_BYTES", "VertexEdges", "VertexPreds", "cached", "cached_edges", "estimated_pairs", "vertex_edges",
+           "vertex_predicates"]
 
 #: the byte budget of one index's build (transient packed keys and their sort)
 #: and result; a graph needing more gets no index
@@ -146,5 +148,161 @@ def vertex_predicates(graph, direction: int, budget: int | None = None) -> Verte
                 per = _CACHE[graph] = {}
             per[direction] = _NONE if idx is None else idx
         except TypeError:  # not weakly referenceable: answer without keeping
+            pass
+        return idx
+
+
+# --------------------------------------------------------------------------
+# Vertex -> (predicate, neighbour) edges: a point lookup in one slice
+# --------------------------------------------------------------------------
+
+#: bytes per triple while building the edge index: int64 vertex and packed
+#: columns, the sort's order and gathered copies, the final packed column
+_EDGE_BUILD_BYTES_PER_TRIPLE = 48
+#: the (little-endian) int32 halves of a packed edge: (neighbour, predicate)
+EDGE_NB, EDGE_PID = (0, 1) if sys.byteorder == "little" else (1, 0)
+
+
+class VertexEdges:
+    """Every triple of one graph by vertex, in one direction (OUT: subject ->
+    (predicate, object), IN: object -> (predicate, subject)): a CSR whose
+    neighbour lists are packed ``pid << 32 | neighbour`` int64s, so a vertex's
+    edges are one view, sorted (predicate ascending, then neighbour: the order
+    of a point lookup's rows), and ``edges_of(v).view(np.int32).tolist()`` reads
+    them as a flat list of (neighbour, predicate) halves (:data:`EDGE_NB`,
+    :data:`EDGE_PID`): a point lookup answered with one lookup and one conversion
+    instead of a lookup per predicate. Built only when every id fits in 31 bits."""
+
+    __slots__ = ("csr", "edges_of", "triples")
+
+    def __init__(self, csr: CSR):
+        self.csr = csr
+        #: ``v -> packed edges`` (a view; empty for a vertex without any), one Python-int
+        #: vertex at a time, scalar operations only
+        self.edges_of = csr.lookup(1)
+        self.triples = len(csr)
+
+    @property
+    def nbytes(self) -> int:
+        return self.csr.nbytes
+
+
+def estimated_triples(graph) -> int:
+    """The triples of ``graph`` from its predicates' statistics (no arrays read)."""
+    stats = graph.stats
+    return int(sum(stats(p).triples for p in graph.predicates().tolist()))
+
+
+def build_edges(graph, direction: int, budget: int | None = None) -> VertexEdges | None:
+    """The edge index of ``graph`` in ``direction``, or None above ``budget`` bytes
+    (default :data:`MAX_BYTES`) or when an id does not fit in 31 bits."""
+    if budget is None:
+        budget = MAX_BYTES
+    pids = graph.predicates().tolist()
+    if estimated_triples(graph) * _EDGE_BUILD_BYTES_PER_TRIPLE > budget:
+        return None
+    shards = getattr(graph, "shards", None)
+    # in-process shards: each predicate's adjacency in this direction is sorted by
+    # (vertex, neighbour) in each shard, a run per (shard, predicate)
+    local = shards is not None and all(hasattr(sh, "_csr") for sh in shards)
+    vs: list[np.ndarray] = []
+    packed: list[np.ndarray] = []
+    for part in (shards if local else [None]):
+        for pid in pids:
+            if not 0 <= pid <= _I32_MAX:
+                return None
+            if part is not None:
+                v, nb = part._csr(pid, direction).pairs()
+            else:
+                s, o = graph.scan(pid)  # (sorted by subject, object within each shard)
+                v, nb = (s, o) if direction == OUT else (o, s)
+            if not len(v):
+                continue
+            if int(nb.min()) < 0 or int(nb.max()) > _I32_MAX:
+                return None
+            vs.append(v.astype(np.int64, copy=False))
+            packed.append(nb.astype(np.int64) | (pid << 32))
+    if not vs:
+        return VertexEdges(csr_from_sorted_pairs(np.zeros(0, np.int64), np.zeros(0, np.int64), np.int64))
+    v = np.concatenate(vs)
+    pk = np.concatenate(packed)
+    del vs, packed
+    order = None
+    if local:
+        # the runs are sorted by (vertex, neighbour) and come shard by shard, predicates
+        # ascending: a stable sort by vertex alone (timsort merges the runs) leaves each
+        # vertex's edges by predicate, then neighbour, when a vertex's edges are all in
+        # one shard (a shard owns its vertices); checked below, else the full sort
+        order = np.argsort(v, kind="stable")
+        sv, spk = v[order], pk[order]
+        if len(sv) < 2 or bool(((sv[1:] > sv[:-1]) | (spk[1:] > spk[:-1])).all()):
+            v, pk = sv, spk
+        else:
+            order = None
+        del sv, spk
+    if order is None:  # by vertex, then (predicate, neighbour)
+        order = np.lexsort((pk, v))
+        v = v[order]
+        pk = pk[order]
+    del order
+    if len(v) > 1:  # (a triple read twice: once)
+        keep = np.empty(len(v), dtype=bool)
+        keep[0] = True
+        keep[1:] = (v[1:] != v[:-1]) | (pk[1:] != pk[:-1])
+        if not keep.all():
+            v, pk = v[keep], pk[keep]
+    return VertexEdges(_csr_keep_indices(v, pk))
+
+
+def _csr_keep_indices(a: np.ndarray, b: np.ndarray) -> CSR:
+    """:func:`csr_from_sorted_pairs` with keys of ``a``'s dtype narrowed where they
+    fit and ``b`` kept as int64 (packed edges; a vertex may repeat in ``a``)."""
+    n = len(a)
+    start = np.empty(n, dtype=bool)
+    start[0] = True
+    np.not_equal(a[1:], a[:-1], out=start[1:])
+    first = np.flatnonzero(start)
+    indptr = np.empty(len(first) + 1, dtype=np.int32 if n < _I32_MAX else np.int64)
+    indptr[:-1] = first
+    indptr[-1] = n
+    keys = a[first]
+    return CSR(keys.astype(np.int32) if int(keys[-1]) < _I32_MAX else keys, indptr, b)
+
+
+def cached_edges(graph, direction: int) -> VertexEdges | None:
+    """The edge index already built for ``graph`` (None: not built, or none possible)."""
+    per = _ECACHE.get(graph)
+    if per is None:
+        return None
+    hit = per.get(direction)
+    return None if hit is None or hit is _NONE else hit
+
+
+_ECACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: (its own lock: an edge build in a background thread must not hold up a predicates
+#: index build that a lookup on the event loop waits for)
+_ELOCK = threading.Lock()
+
+
+def vertex_edges(graph, direction: int, budget: int | None = None) -> VertexEdges | None:
+    """The edge index of ``graph`` in ``direction``, built on first call and kept
+    while the graph object lives (as :func:`vertex_predicates`); None when it
+    cannot be built (remembered)."""
+    per = _ECACHE.get(graph)
+    if per is not None:
+        hit = per.get(direction)
+        if hit is not None:
+            return None if hit is _NONE else hit
+    with _ELOCK:
+        per = _ECACHE.get(graph)
+        hit = per.get(direction) if per is not None else None
+        if hit is not None:
+            return None if hit is _NONE else hit
+        idx = build_edges(graph, direction, budget)
+        try:
+            if per is None:
+                per = _ECACHE[graph] = {}
+            per[direction] = _NONE if idx is None else idx
+        except TypeError:
             pass
         return idx

@@ -96,12 +96,14 @@ def slot_key(raw: str) -> str | None:
 # --------------------------------------------------------------------------
 
 #: in a percent-encoded query text: an IRI reference (1: ``%3C`` ... ``%3E`` with
-#: no ``<``, ``>``, ``'`` or ``+`` inside) or a comment (``%23`` up to the first
-#: byte that is not plain ASCII text, a quote or a line break); possessive runs
-#: keep the scan near the speed of a byte search
+#: no ``<``, ``>``, ``'`` or ``+`` inside; the group leaves out the leading ``%``) or a
+#: comment (``%23`` up to the first byte that is not plain ASCII text, a quote or a
+#: line break); possessive runs keep the scan near the speed of a byte search, and
+#: the ``%`` both start with is one literal prefix (the engine then skips to each
+#: ``%`` at C speed: half the time of two alternatives that each start with it)
 _RAW_SLOTS = re.compile(
-    rb"(%3[Cc][^%+'<>]*+(?:%(?!3[CcEe])[0-9A-Fa-f]{2}[^%+'<>]*+)*+%3[Ee])"
-    rb"|%23[A-Za-z0-9\-._~!$()*+,;=:@/?]*+(?:%(?!0[AaDd]|2[27])[0-7][0-9A-Fa-f][A-Za-z0-9\-._~!$()*+,;=:@/?]*+)*+"
+    rb"%(?:(3[Cc][^%+'<>]*+(?:%(?!3[CcEe])[0-9A-Fa-f]{2}[^%+'<>]*+)*+%3[Ee])"
+    rb"|23[A-Za-z0-9\-._~!$()*+,;=:@/?]*+(?:%(?!0[AaDd]|2[27])[0-7][0-9A-Fa-f][A-Za-z0-9\-._~!$()*+,;=:@/?]*+)*+)"
 )
 #: a slot's text that may stand where another text of the layout had an IRI slot:
 #: an IRI reference (the tokenizer's) without a quote (see raw_normalize)
@@ -111,7 +113,7 @@ _IRI_SLOT = re.compile(r"<[^<>\"'{}|^`\\\x00-\x20]*>")
 #: for an IRI, None for a comment), or None: that layout is not read from bytes
 _RAW_LAYOUTS: dict = {}
 _RAW_LAYOUTS_MAX = 1024
-#: raw IRI slot -> its text, for the ones that passed _IRI_SLOT (the same constants
+#: raw IRI slot (less its leading '%') -> its text, for the ones that passed _IRI_SLOT (the same constants
 #: come back; strings only, so nothing here for the garbage collector to trace)
 _RAW_IRIS: dict[bytes, str] = {}
 _RAW_IRIS_MAX = 4096
@@ -157,7 +159,7 @@ def raw_normalize(payload: bytes, decode) -> tuple[str, list[str]] | None:
         s = _RAW_IRIS.get(r)
         if s is None:
             try:
-                s = decode(r)
+                s = decode(b"%" + r)  # (the group starts after the '%')
             except (UnicodeDecodeError, ValueError):
                 return None
             if not _IRI_SLOT.fullmatch(s):

@@ -261,9 +261,11 @@ class _HitJob(_PlainJob):
         return self.answer(res, deadline)
 
 
-def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes) -> _HitJob | None:
+def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes,
+             accept: str | None = None) -> _HitJob | None:
     """The job of a plain ``query=<text>`` whose text is a known template with its
-    constant, read from the bytes (see :class:`_HitJob`); None otherwise."""
+    constant, read from the bytes (see :class:`_HitJob`); None otherwise. ``accept``:
+    the Accept value a ``format=`` parameter stands for (None: the header's)."""
     if not qs.startswith(b"query=") or b"&" in qs:
         return None
     if qs in _SEEN:  # its second time: a repeated text, for the text path (and its caches)
@@ -284,7 +286,8 @@ def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes
     hit = match(n, base)
     if hit is None:
         return None
-    accept = headers.get("accept")
+    if accept is None:
+        accept = headers.get("accept")
     if not _acceptable_at_all(accept):
         raise not_acceptable(accept, "SELECT")
     return _HitJob(db, hit, payload, base, accept, state.config.max_response_bytes)
@@ -305,8 +308,10 @@ def _serialize(res, mt: str, max_bytes, deadline) -> tuple:
     return form, mt, body
 
 
-def _plain_job(state: ServerState, scope: dict, headers: dict[str, str], text: str) -> _PlainJob:
-    accept = headers.get("accept")
+def _plain_job(state: ServerState, scope: dict, headers: dict[str, str], text: str,
+               accept: str | None = None) -> _PlainJob:
+    if accept is None:
+        accept = headers.get("accept")
     if not _acceptable_at_all(accept):
         raise not_acceptable(accept, "SELECT")
     return _PlainJob(state.db, text, base_url(headers, scope) + "/sparql", accept, state.config.max_response_bytes)
@@ -344,18 +349,27 @@ async def _run_query(state: ServerState, scope: dict, headers: dict[str, str], p
     return _ok(state, form, mt, body, deadline)
 
 
-def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes) -> Reply | None:
+def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes,
+                         form: bool = False) -> Reply | None:
     """The GET query operation answered synchronously, for the HTTP fast lane
     (``server.app.FastLaneProtocol``): the answer when the query's shape runs
     inline (:meth:`ServerState.try_inline`) or the request fails before it
     runs; None when it needs the thread pool, has no query (service
     description), is an explain or names an update: the ordinary path
-    (:func:`handle_sparql`) answers those, with the same outcome."""
+    (:func:`handle_sparql`) answers those, with the same outcome. ``form``: ``qs``
+    is a form body (a parameter string that does not parse is then left to the
+    ordinary path, which names the form body in its error)."""
     try:
         check_read(state.config, headers)
+        accept = None
+        whole = qs
+        if b"&" in qs:  # query=<text> with result-format parameters (SPARQLWrapper's): as the plain form
+            split = _format_split(qs)
+            if split is not None:
+                qs, accept = split[0], split[1] or None
         # a text seen before is cached decoded (its parsed plan too): the text path is
         # the cheaper one then; a new text of a known template is read from its bytes
-        work = _hit_job(state, scope, headers, qs) if qs not in _LANE_TEXTS else None
+        work = _hit_job(state, scope, headers, qs, accept) if qs not in _LANE_TEXTS else None
         if work is not None:  # a known template's text: no decoding, normalizing or parsing
             try:
                 done, result = state.try_inline_fast(work, work.shape, state.deadline())
@@ -368,9 +382,15 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
                 return None
             return _ok(state, *result)
         text = _lane_text(qs)
-        if text is not None:  # the plain form: no explain, format or dataset parameters
-            return _inline_run(state, _plain_job(state, scope, headers, text), text, None, False)
-        params = parse_params_cached(qs)
+        if text is not None:  # the plain form: no explain or dataset parameters
+            return _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
+        if form:
+            try:
+                params = parse_params_cached(whole)
+            except HTTPError:  # (the ordinary path says "form body", not "query string")
+                return None
+        else:
+            params = parse_params_cached(whole)
         text = one(params, "query")
         if text is None or "update" in params:
             return None
@@ -416,28 +436,80 @@ def handle_sparql_post_inline(state: ServerState, scope: dict, headers: dict[str
             check_charset(ctp)
         except HTTPError:
             return None
+    qs = scope.get("query_string")
     if ct == FORM_TYPE:
-        if body.translate(None, URL_BYTES):
+        if qs or body.translate(None, URL_BYTES):  # (URL parameters merged with the form's: the ordinary path)
             return None
-        if _lane_text(body) is None:  # not the plain query=<text>: its parameters must parse cleanly
-            try:
+        # (the plain query=<text> is not decoded here: a new text of a known template is read from its bytes)
+        if not (body.startswith(b"query=") and (b"&" not in body or _format_split(body) is not None)):
+            try:  # its parameters must parse cleanly
                 params = parse_params_cached(body)
             except HTTPError:  # (the ordinary path says "form body", not "query string")
                 return None
             if "update" in params:
                 return None
-        return handle_sparql_inline(state, scope, headers, body)
+        return handle_sparql_inline(state, scope, headers, body, True)
     if ct not in QUERY_TYPES:
         return None
+    accept = None
+    if qs:  # only result-format parameters (SPARQLWrapper's) with a query body
+        accept = _format_accept(qs)
+        if accept is None:
+            return None
+        accept = accept or None
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return None
     try:
         check_read(state.config, headers)
-        return _inline_run(state, _plain_job(state, scope, headers, text), text, None, False)
+        return _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
     except Exception as exc:  # every failure becomes a JSON error, never a crash
         return error_reply(failure(exc, state.metrics))
+
+
+#: the parameters that only choose the result format (``format`` and ``output`` as in
+#: :func:`_query_job`; ``results``, which SPARQLWrapper also sends, is read by no one)
+_FORMAT_KEYS = frozenset({"format", "output", "results"})
+#: such parameters (their bytes) -> the Accept value they stand for ("": the header's),
+#: or None when they are not only those, do not parse cleanly or name no known format
+_FORMATS: dict[bytes, str | None] = {}
+
+
+def _format_accept(params: bytes) -> str | None:
+    """The Accept value of a parameter string of result-format parameters alone, as
+    :func:`_query_job` reads them ("" when it names none: the Accept header's); None
+    for any other parameter string (the general path answers it, errors included)."""
+    hit = _FORMATS.get(params, False)
+    if hit is not False:
+        return hit
+    hit = None
+    if len(params) <= 1024 and all(b"=" in p for p in params.split(b"&")):
+        try:
+            got = parse_params_cached(params)
+            if got and got.keys() <= _FORMAT_KEYS:
+                fmt = got.get("format") or got.get("output")
+                hit = format_override(fmt[0]) if fmt else ""
+        except HTTPError:  # malformed, or an unknown format: the general path's error
+            hit = None
+    if len(_FORMATS) >= 256:
+        _FORMATS.clear()
+    _FORMATS[params] = hit
+    return hit
+
+
+def _format_split(qs: bytes) -> tuple[bytes, str] | None:
+    """(``query=<text>``, Accept value) of a parameter string that is one
+    ``query=<text>`` and result-format parameters (:func:`_format_accept`), in any
+    order; None otherwise. The general parser splits at every ``&`` and decodes
+    each parameter on its own, so the query's text and the format are what it reads."""
+    pieces = qs.split(b"&")
+    at = [i for i, p in enumerate(pieces) if p.startswith(b"query=")]
+    if len(at) != 1:
+        return None
+    q = pieces.pop(at[0])
+    accept = _format_accept(b"&".join(pieces))
+    return None if accept is None else (q, accept)
 
 
 #: the lane's plain query strings (``query=...`` and nothing else) -> the query text.
