@@ -222,7 +222,12 @@ class QueryContext:
         """intern() of many keys: distinct keys found by Arrow's hashing, the
         store's ids in one vectorized dictionary lookup, query-local ids for
         the rest."""
-        enc = pa.array(keys, type=pa.large_string()).dictionary_encode()
+        return self.intern_arrow(pa.array(keys, type=pa.large_string()))
+
+    def intern_arrow(self, keys: pa.Array) -> np.ndarray:
+        """:meth:`intern` of keys given as an Arrow string array (the column-wise string
+        functions build theirs so): no Python string per key but the new ones."""
+        enc = keys.dictionary_encode()
         distinct = enc.dictionary
         ids = self.dictionary.lookup_many(distinct) if len(distinct) else np.zeros(0, np.int64)
         miss = np.flatnonzero(ids < 0)

@@ -41,6 +41,7 @@ import re2
 from engine.arrays import unique
 from engine.errors import UnsupportedError
 from engine.exec import render
+from engine.exec import strings as S
 from engine.exec import values as V
 from engine.exec.bindings import distinct_inverse
 from engine.exec.context import LOCAL_BASE, StringMeter
@@ -649,6 +650,10 @@ class _Evaluator:
                 out = self._regex_vector(expr)
                 if out is not None:
                     return out
+            if n >= _CLASSIFY_MIN_ROWS and S.supported(expr):
+                out = S.ids_of(self, expr)
+                if out is not None:
+                    return out
         if isinstance(expr, FunctionCall):
             vec = VECTOR_EXTENSIONS.get(expr.iri)
             if vec is not None:  # a registered extension evaluated over whole id columns
@@ -678,10 +683,16 @@ class _Evaluator:
                     return None
         except ExprError:
             return ()
-        text = self.ids(expr.args[0])
-        uniq, inv = distinct_inverse(text)
-        cand = np.flatnonzero(uniq >= 0)
-        pos, bodies, tags = _string_keys(ctx.keys(uniq[cand]))
+        lx = S.lex_of(self, expr.args[0]) if S.supported(expr.args[0]) else None
+        if lx is not None:  # a string function's values (STR(?iri), LCASE(?x) ...): no term per value
+            m = len(lx.lex)
+            uniq, inv = np.arange(m + 1), np.where(lx.inv < 0, m, lx.inv)  # entry m: the errors
+            cand, pos, bodies, tags = uniq[:m], np.arange(m), lx.lex, lx.tags()
+        else:
+            text = self.ids(expr.args[0])
+            uniq, inv = distinct_inverse(text)
+            cand = np.flatnonzero(uniq >= 0)
+            pos, bodies, tags = _string_keys(ctx.keys(uniq[cand]))
         results = []
         start, m = 0, len(pos)
         while start < m:
@@ -988,6 +999,10 @@ class _Evaluator:
             return None
         lit_ = from_key(const.key)
         want = lit_.lang.lower() if lit_.lang else ""
+        if S.supported(text):
+            lx = S.lex_of(self, text)
+            if lx is not None:
+                return self._lex_test(expr.op, lx, lit_.lexical, want)
         ids = self.ids(text)
         uniq, inv = distinct_inverse(ids)
         inv = inv.reshape(-1)
@@ -1016,6 +1031,52 @@ class _Evaluator:
             uv[where] = hit & ok
             ue[where] = ~ok
         self.ctx.check_budget()
+        return uv[inv], ue[inv]
+
+    def _lex_test(self, op: str, lx, needle: str, want: str) -> tuple[np.ndarray, np.ndarray]:
+        """(value, error) of STRSTARTS / STRENDS / CONTAINS(string function, "needle"[@want])
+        over the function's values (engine/exec/strings.py): a tagged needle
+        against another tag (or none) is an error."""
+        m = len(lx.lex)
+        uv = np.zeros(m + 1, dtype=bool)
+        ue = np.ones(m + 1, dtype=bool)  # entry m: the rows in error
+        if m:
+            ok = (pc.equal(pc.utf8_lower(lx.tags()), want).to_numpy(zero_copy_only=False) if want
+                  else np.ones(m, dtype=bool))
+            hit = _STR_TESTS[op](lx.lex, pattern=needle).to_numpy(zero_copy_only=False)
+            uv[:m] = hit & ok
+            ue[:m] = ~ok
+        self.ctx.check_budget()
+        inv = np.where(lx.inv < 0, m, lx.inv)
+        return uv[inv], ue[inv]
+
+    def _lex_compare(self, op: str, lx, key: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """``f op "c"`` for a string function f (its values are string literals,
+        engine/exec/strings.py) and a string constant: = and != are term
+        equality (lexical form and tag; never an error between string
+        literals); < <= > >= against a simple constant compare simple strings
+        by code points, tagged ones are errors. None: the general path decides
+        (an order against a tagged constant)."""
+        c = from_key(key)
+        ctag = (c.lang or "").lower()
+        m = len(lx.lex)
+        uv = np.zeros(m + 1, dtype=bool)
+        ue = np.zeros(m + 1, dtype=bool)
+        ue[m] = True
+        if op in ("=", "!="):
+            if m:
+                same = pc.and_(pc.equal(lx.lex, pa.scalar(c.lexical, pa.large_string())),
+                               pc.equal(lx.tags(), ctag)).to_numpy(zero_copy_only=False)
+                uv[:m] = same if op == "=" else ~same
+        elif ctag:
+            return None
+        elif m:
+            simple = pc.equal(lx.tags(), "").to_numpy(zero_copy_only=False)
+            got = _STRING_CMP[op](lx.lex, pa.scalar(c.lexical, pa.large_string())).to_numpy(zero_copy_only=False)
+            uv[:m] = got & simple
+            ue[:m] = ~simple
+        self.ctx.check_budget()
+        inv = np.where(lx.inv < 0, m, lx.inv)
         return uv[inv], ue[inv]
 
     # -- EBV of ids
@@ -1066,6 +1127,12 @@ class _Evaluator:
             for const, other in ((right, left), (left, right)):
                 if not isinstance(const, Const) or const.key[0] != '"' or const.key[-1] == ">":
                     continue
+                if isinstance(other, Call) and other.op in S.LEX_OPS:  # STR(?x) = "..." and the like
+                    lx = S.lex_of(self, other)
+                    if lx is not None:
+                        got = self._lex_compare(op if const is right else _FLIP[op], lx, const.key)
+                        if got is not None:
+                            return got
                 if op in ("=", "!="):
                     return self._equal_string(op, self.ids(other), self._const_id(const.key))
                 if const.key[-1] == '"':  # a simple string
