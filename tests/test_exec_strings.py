@@ -77,6 +77,8 @@ _EXPRS = [
     Call("STRAFTER", (Call("STR", (x,)), S("ex.org/"))),
     Call("CONCAT", (x, S("-"), y)), Call("CONCAT", (x, y)), Call("CONCAT", (S("x", "en"), x)),
     Call("CONCAT", (Call("UCASE", (x,)), Call("STR", (y,)))),
+    Call("IRI", (Call("STR", (x,)),)), Call("URI", (Call("CONCAT", (S("urn:"), x)),)),
+    Call("IRI", (Call("LCASE", (x,)),)),
 ]
 
 
@@ -155,6 +157,8 @@ _QUERIES = [
     'SELECT ?s (SUBSTR(?o, 2, 3) AS ?t) WHERE { ?s <http://ex.org/p> ?o }',
     'SELECT ?s (STRBEFORE(?o, "a") AS ?b) (STRAFTER(?o, "a") AS ?c) WHERE { ?s <http://ex.org/p> ?o }',
     'SELECT ?s (CONCAT(STR(?s), "|", ?o) AS ?c) WHERE { ?s <http://ex.org/p> ?o }',
+    'SELECT ?s (IRI(CONCAT("urn:x:", STRAFTER(STR(?s), "http://"))) AS ?i) WHERE { ?s <http://ex.org/p> ?o }',
+    'BASE <http://b.org/d/> SELECT ?s (IRI(STRAFTER(STR(?s), "ex.org/")) AS ?i) WHERE { ?s <http://ex.org/p> ?o }',
     'SELECT ?o WHERE { ?s <http://ex.org/p> ?o FILTER(STR(?o) = "a" || STRLEN(STR(?s)) > 20) }',
     'SELECT ?o WHERE { ?s <http://ex.org/p> ?o FILTER(REGEX(STR(?o), "^[0-9]+$")) }',
     'SELECT (COUNT(DISTINCT STR(?o)) AS ?n) WHERE { ?s <http://ex.org/p> ?o FILTER(!isBlank(?o)) }',

@@ -32,9 +32,11 @@ from engine.terms import XSD_INTEGER, from_key, unescape_string
 
 #: functions whose value is a string literal computed here
 LEX_OPS = frozenset({"STR", "LCASE", "UCASE", "SUBSTR", "STRBEFORE", "STRAFTER", "CONCAT"})
-#: ... and the one whose value is an integer
+#: ... and the ones whose value is an integer or an IRI
 INT_OPS = frozenset({"STRLEN"})
+IRI_OPS = frozenset({"IRI", "URI"})
 _INTEGER_SUFFIX = "^^<" + XSD_INTEGER + ">"
+_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]*:"
 _TYPED_BODY = r'^"(?P<b>.*)"\^\^<[^<>"]*>$'
 _LS = pa.large_string()
 #: per-value fix-ups (escaped bodies, non-ASCII case mapping) run this many at a time
@@ -60,7 +62,9 @@ class Lex:
 
 def supported(expr) -> bool:
     """Whether ``expr`` is a call this module may evaluate (it can still decline)."""
-    return isinstance(expr, Call) and (expr.op in LEX_OPS or expr.op in INT_OPS)
+    return isinstance(expr, Call) and (expr.op in LEX_OPS or expr.op in INT_OPS
+                                       or (expr.op in IRI_OPS and len(expr.args) == 1
+                                           and isinstance(expr.args[0], Call) and expr.args[0].op in LEX_OPS))
 
 
 def lex_of(ev, expr) -> Lex | None:
@@ -87,10 +91,41 @@ def ids_of(ev, expr) -> np.ndarray | None:
         uniq, inv = distinct_inverse(lengths)
         ids = np.asarray(ev.ctx.intern([f'"{v}"{_INTEGER_SUFFIX}' for v in uniq.tolist()]), dtype=np.int64)
         return _gather(ids[inv.reshape(-1)], lx.inv)
+    if expr.op in IRI_OPS:
+        return _iri_ids(ev, expr)
     lx = lex_of(ev, expr)
     if lx is None:
         return None
     return _gather(intern_lex(ev.ctx, lx.lex, lx.tag), lx.inv)
+
+
+def _iri_ids(ev, expr) -> np.ndarray | None:
+    """IRI / URI of a string function's values: a simple literal with a scheme is
+    that IRI, a relative one is resolved against the query's base (one by one);
+    a language-tagged string is an error (``functions._f_iri``)."""
+    from engine.iri import resolve_iri  # noqa: PLC0415
+
+    lx = lex_of(ev, expr.args[0])
+    if lx is None:
+        return None
+    m = len(lx.lex)
+    if not m:
+        return np.full(len(lx.inv), -1, dtype=np.int64)
+    lex = lx.lex
+    base = getattr(ev.ctx, "base", None)
+    if base:
+        rel = ~pc.match_substring_regex(lex, _SCHEME).to_numpy(zero_copy_only=False)
+        if rel.any():
+            fixed = [resolve_iri(base, v) for v in lex.filter(pa.array(rel)).to_pylist()]
+            lex = pc.replace_with_mask(lex, pa.array(rel), pa.array(fixed, _LS))
+    lt, gt, empty = (pa.scalar(c, _LS) for c in ("<", ">", ""))
+    keys = pc.binary_join_element_wise(lt, lex, gt, empty)
+    ev.ctx.check_budget()
+    fn = getattr(ev.ctx, "intern_arrow", None)
+    ids = np.asarray(fn(keys) if fn is not None else ev.ctx.intern(keys.to_pylist()), dtype=np.int64)
+    if lx.tag is not None:  # a language-tagged string is no IRI
+        ids[pc.not_equal(lx.tag, "").to_numpy(zero_copy_only=False)] = -1
+    return _gather(ids, lx.inv)
 
 
 def _gather(per_entry: np.ndarray, inv: np.ndarray) -> np.ndarray:
