@@ -202,7 +202,9 @@ def _string_literals(ev, ids: np.ndarray) -> Lex:
 
 def _unescape(bodies: pa.Array) -> pa.Array:
     """Literal bodies as in keys (\\\\ \\" \\n \\r escaped) -> lexical forms."""
-    esc = pc.match_substring(bodies, "\\").to_numpy(zero_copy_only=False)
+    from engine.exec.functions import has_backslash  # noqa: PLC0415
+
+    esc = has_backslash(bodies)
     if not esc.any():
         return bodies
     fixed = [unescape_string(b) for b in bodies.filter(pa.array(esc)).to_pylist()]
