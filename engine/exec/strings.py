@@ -139,15 +139,29 @@ def _gather(per_entry: np.ndarray, inv: np.ndarray) -> np.ndarray:
 def key_array(lex: pa.Array, tag: pa.Array | None) -> pa.Array:
     """Term keys of string literals (as ``engine.terms.literal_key`` writes them),
     column-wise."""
-    body = lex
-    for a, b in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r")):
-        body = pc.replace_substring(body, a, b)
+    body = lex.cast(_LS)
+    if _needs_escape(body):  # (Arrow's substring replacement scans plainly: only when needed)
+        for a, b in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r")):
+            body = pc.replace_substring(body, a, b)
     quote, at, empty = (pa.scalar(c, _LS) for c in ('"', "@", ""))
     body = pc.binary_join_element_wise(quote, body.cast(_LS), quote, empty)
     if tag is None:
         return body
     tagged = pc.binary_join_element_wise(body, tag.cast(_LS), at)
     return pc.if_else(pc.equal(tag, ""), body, tagged)
+
+
+def _needs_escape(arr: pa.Array) -> bool:
+    """Whether any value of a string array holds a byte a key escapes (\\ " LF CR):
+    one pass over the data buffer (it may hold bytes of other values: a false
+    "yes" only costs the replacements)."""
+    if len(arr) == 0:
+        return False
+    data = arr.buffers()[2]
+    if data is None:
+        return False
+    b = np.frombuffer(data, dtype=np.uint8)
+    return bool(((b == 0x5C) | (b == 0x22) | (b == 0x0A) | (b == 0x0D)).any())
 
 
 def intern_lex(ctx, lex: pa.Array, tag: pa.Array | None) -> np.ndarray:
@@ -165,11 +179,11 @@ def intern_lex(ctx, lex: pa.Array, tag: pa.Array | None) -> np.ndarray:
 # ---------------------------------------------------------------- sources
 
 
-def _keys(ev, ids: np.ndarray) -> pa.Array:
+def _keys(ctx, ids: np.ndarray) -> pa.Array:
     from engine.exec.functions import _keys_arrow  # noqa: PLC0415 (functions imports this module)
 
-    keys = _keys_arrow(ev.ctx, ids).cast(_LS)
-    _charge(ev.ctx, keys.nbytes * 3)  # the keys, and the bodies and results made from them
+    keys = _keys_arrow(ctx, ids).cast(_LS)
+    _charge(ctx, keys.nbytes * 3)  # the keys, and the bodies and results made from them
     return keys
 
 
@@ -192,7 +206,7 @@ def _string_literals(ev, ids: np.ndarray) -> Lex:
     emap = np.full(len(uniq), -1, dtype=np.int64)
     if not len(cand):
         return Lex(emap[inv], pa.array([], _LS), None)
-    pos, bodies, tags = _string_keys(_keys(ev, uniq[cand]))
+    pos, bodies, tags = _string_keys(_keys(ev.ctx, uniq[cand]))
     ev.ctx.check_budget()
     emap[cand[pos]] = np.arange(len(pos), dtype=np.int64)
     if len(tags) and not pc.any(pc.not_equal(tags, "")).as_py():
@@ -214,18 +228,23 @@ def _unescape(bodies: pa.Array) -> pa.Array:
 def _str(ev, expr) -> Lex | None:
     """STR: an IRI's text, a literal's lexical form (a simple literal); blank nodes
     and unbound are errors."""
-    from engine.exec.functions import _string_keys  # noqa: PLC0415
-
     if len(expr.args) != 1:
         return None
-    ids = ev.ids(expr.args[0])
+    return str_values(ev.ctx, ev.ids(expr.args[0]))
+
+
+def str_values(ctx, ids: np.ndarray) -> Lex:
+    """STR of each id: an IRI's text, a literal's lexical form; blank nodes and
+    unbound are errors (entry -1)."""
+    from engine.exec.functions import _string_keys  # noqa: PLC0415
+
     uniq, inv = distinct_inverse(ids)
     inv = inv.reshape(-1)
     cand = np.flatnonzero(uniq >= 0)
     emap = np.full(len(uniq), -1, dtype=np.int64)
     if not len(cand):
         return Lex(emap[inv], pa.array([], _LS), None)
-    keys = _keys(ev, uniq[cand])
+    keys = _keys(ctx, uniq[cand])
     iri = pc.fill_null(pc.starts_with(keys, "<"), False).to_numpy(zero_copy_only=False)
     lit = pc.fill_null(pc.starts_with(keys, '"'), False).to_numpy(zero_copy_only=False)
     pieces = []
@@ -252,7 +271,7 @@ def _str(ev, expr) -> Lex | None:
             parts = pc.extract_regex(lkeys.filter(pa.array(typed)), pattern=_TYPED_BODY)
             ok = parts.is_valid().to_numpy(zero_copy_only=False)
             add(lx[np.flatnonzero(typed)[ok]], _unescape(parts.filter(pa.array(ok)).field("b").cast(_LS)))
-    ev.ctx.check_budget()
+    ctx.check_budget()
     lex = pa.concat_arrays(pieces) if pieces else pa.array([], _LS)
     return Lex(emap[inv], lex, None)
 
@@ -354,50 +373,62 @@ def _before_after(ev, expr) -> Lex | None:
 
 
 def _concat(ev, expr) -> Lex | None:
-    """CONCAT: per row, the arguments' lexical forms joined; the common language
-    tag when every argument has the same one, else a simple literal."""
+    """CONCAT: the arguments' lexical forms joined, once per distinct combination of
+    their values; the common language tag when every argument has the same one,
+    else a simple literal."""
+    from engine.exec.functions import unique_rows  # noqa: PLC0415
+
     if not expr.args or all(isinstance(a, Const) for a in expr.args):
         return None  # (constants alone: the per-value path evaluates them once)
-    n = ev.n
-    bodies, tags, err = [], [], np.zeros(n, dtype=bool)
+    args: list = []
     for a in expr.args:
         c = _string_const(a)
         if c is not None:
-            bodies.append(pa.scalar(c[0], _LS))
-            tags.append(pa.scalar(c[1], _LS))
+            args.append(c)
             continue
         if isinstance(a, Const):
             return None
         lx = lex_of(ev, a)
         if lx is None:
             return None
-        bad = lx.inv < 0
-        err |= bad
-        idx = pa.array(np.maximum(lx.inv, 0), mask=bad) if len(lx.lex) else pa.nulls(n, pa.int64())
-        if len(lx.lex):  # the rows' copies of the values
-            _charge(ev.ctx, (lx.lex.nbytes // len(lx.lex) + 16) * n)
-        bodies.append(lx.lex.take(idx) if len(lx.lex) else pa.nulls(n, _LS))
-        tags.append(lx.tags().take(idx) if len(lx.lex) else pa.nulls(n, _LS))
-        ev.ctx.check_budget()
-    out = pc.binary_join_element_wise(*bodies, pa.scalar("", _LS))
-    if not any(isinstance(t, pa.Array) or t.as_py() for t in tags):
-        tag = None
+        args.append(lx)
+    lexes = [a for a in args if isinstance(a, Lex)]
+    if len(lexes) == 1:
+        combos, inv = np.arange(len(lexes[0].lex), dtype=np.int64).reshape(-1, 1), lexes[0].inv
     else:
-        first = tags[0]
+        combos, inv = unique_rows([a.inv for a in lexes])
+        bad = (combos < 0).any(axis=1)
+        if bad.any():  # a combination with an argument in error
+            keep = np.flatnonzero(~bad)
+            remap = np.full(len(combos), -1, dtype=np.int64)
+            remap[keep] = np.arange(len(keep), dtype=np.int64)
+            combos, inv = combos[keep], remap[inv]
+    m = len(combos)
+    _charge(ev.ctx, sum((a.lex.nbytes // max(1, len(a.lex)) + 16) * m for a in lexes))
+    bodies, tags = [], []
+    k = 0
+    for a in args:
+        if isinstance(a, Lex):
+            idx = pa.array(combos[:, k])
+            k += 1
+            bodies.append(a.lex.take(idx))
+            tags.append(a.tags().take(idx))
+        else:
+            bodies.append(pa.scalar(a[0], _LS))
+            tags.append(pa.scalar(a[1], _LS))
+    ev.ctx.check_budget()
+    if m == 0:
+        return Lex(inv, pa.array([], _LS), None)
+    out = pc.binary_join_element_wise(*bodies, pa.scalar("", _LS))
+    tag = None
+    if any(isinstance(t, pa.Array) and pc.any(pc.not_equal(t, "")).as_py() or
+           (isinstance(t, pa.Scalar) and t.as_py()) for t in tags):
         same = None
         for t in tags[1:]:
-            eq = pc.equal(first, t)
+            eq = pc.equal(tags[0], t)
             same = eq if same is None else pc.and_(same, eq)
-        if same is None:
-            tag = first if isinstance(first, pa.Array) else pa.array([first.as_py()] * n, _LS)
-        else:
-            tag = pc.if_else(pc.fill_null(same, False), first, pa.scalar("", _LS))
-            if not isinstance(tag, pa.Array):
-                tag = pa.array([tag.as_py()] * n, _LS)
-    inv = np.where(err, -1, np.arange(n, dtype=np.int64))
-    out = pc.fill_null(out, "")
-    if tag is not None:
-        tag = pc.fill_null(tag, "")
+        first = tags[0] if isinstance(tags[0], pa.Array) else pa.array([tags[0].as_py()] * m, _LS)
+        tag = first if same is None else pc.if_else(same, first, pa.scalar("", _LS))
     return Lex(inv, out.cast(_LS), tag)
 
 
