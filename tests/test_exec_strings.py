@@ -79,6 +79,9 @@ _EXPRS = [
     Call("CONCAT", (Call("UCASE", (x,)), Call("STR", (y,)))),
     Call("IRI", (Call("STR", (x,)),)), Call("URI", (Call("CONCAT", (S("urn:"), x)),)),
     Call("IRI", (Call("LCASE", (x,)),)),
+    Call("LANG", (x,)), Call("DATATYPE", (x,)), Call("STRLANG", (x, S("EN-gb"))), Call("STRLANG", (x, S("1bad"))),
+    Call("ENCODE_FOR_URI", (x,)), Call("MD5", (x,)), Call("SHA256", (Call("STR", (x,)),)),
+    Call("ENCODE_FOR_URI", (Call("STR", (x,)),)),
 ]
 
 
@@ -109,6 +112,10 @@ _TESTS = [
     Call(">", (Call("STRLEN", (x,)), I(3))),
     Call("=", (Call("STRLEN", (Call("STR", (x,)),)), I(1))),
     Call("=", (Call("STRAFTER", (x, S("a"))), S("b"))),
+    Call("LANGMATCHES", (Call("LANG", (x,)), S("en"))), Call("LANGMATCHES", (Call("LANG", (x,)), S("*"))),
+    Call("LANGMATCHES", (Call("LANG", (x,)), S(""))), Call("LANGMATCHES", (x, S("EN"))),
+    Call("=", (Call("LANG", (x,)), S("fr"))),
+    Call("=", (Call("DATATYPE", (x,)), Const("<" + XSD + "string>"))),
 ]
 
 
@@ -161,6 +168,9 @@ _QUERIES = [
     'BASE <http://b.org/d/> SELECT ?s (IRI(STRAFTER(STR(?s), "ex.org/")) AS ?i) WHERE { ?s <http://ex.org/p> ?o }',
     'SELECT ?o WHERE { ?s <http://ex.org/p> ?o FILTER(STR(?o) = "a" || STRLEN(STR(?s)) > 20) }',
     'SELECT ?o WHERE { ?s <http://ex.org/p> ?o FILTER(REGEX(STR(?o), "^[0-9]+$")) }',
+    'SELECT ?o (LANG(?o) AS ?l) (DATATYPE(?o) AS ?d) WHERE { ?s <http://ex.org/p> ?o }',
+    'SELECT ?o WHERE { ?s <http://ex.org/p> ?o FILTER(LANGMATCHES(LANG(?o), "en")) }',
+    'SELECT ?s (MD5(?o) AS ?h) (ENCODE_FOR_URI(?o) AS ?e) (STRLANG(?o, "de") AS ?g) WHERE { ?s <http://ex.org/p> ?o }',
     'SELECT (COUNT(DISTINCT STR(?o)) AS ?n) WHERE { ?s <http://ex.org/p> ?o FILTER(!isBlank(?o)) }',
 ]
 

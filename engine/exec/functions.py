@@ -1006,6 +1006,10 @@ class _Evaluator:
                 a, b = self.ids(expr.args[0]), self.ids(expr.args[1])
                 err = (a < 0) | (b < 0)
                 return (a == b) & ~err, err
+            if op == "LANGMATCHES" and n >= _CLASSIFY_MIN_ROWS:
+                got = self._langmatches(expr)
+                if got is not None:
+                    return got
             if op in ("ISIRI", "ISBLANK", "ISLITERAL"):
                 ids = self.ids(expr.args[0])
                 k = self._kinds(ids)
@@ -1062,6 +1066,38 @@ class _Evaluator:
             uv[where] = hit & ok
             ue[where] = ~ok
         self.ctx.check_budget()
+        return uv[inv], ue[inv]
+
+    def _langmatches(self, expr) -> tuple[np.ndarray, np.ndarray] | None:
+        """LANGMATCHES(tag, "range") with a constant simple range over the tags'
+        values (LANG(?x) column-wise, engine/exec/strings.py): "*" matches any
+        non-empty tag, else the range itself or a prefix of it followed by "-",
+        case-insensitively; a tagged (non-simple) first argument is an error."""
+        if len(expr.args) != 2:
+            return None
+        rng = expr.args[1]
+        if not isinstance(rng, Const) or rng.key[:1] != '"' or rng.key[-1] != '"':
+            return None
+        lx = S.lex_of(self, expr.args[0])
+        if lx is None:
+            return None
+        r = from_key(rng.key).lexical.lower()
+        m = len(lx.lex)
+        uv = np.zeros(m + 1, dtype=bool)
+        ue = np.ones(m + 1, dtype=bool)
+        if m:
+            low = pc.utf8_lower(lx.lex)
+            if r == "*":
+                hit = pc.not_equal(lx.lex, "")
+            else:
+                hit = pc.equal(low, r)
+                if r:
+                    hit = pc.or_(hit, pc.starts_with(low, r + "-"))
+            simple = pc.equal(lx.tags(), "").to_numpy(zero_copy_only=False)
+            uv[:m] = hit.to_numpy(zero_copy_only=False) & simple
+            ue[:m] = ~simple
+        self.ctx.check_budget()
+        inv = np.where(lx.inv < 0, m, lx.inv)
         return uv[inv], ue[inv]
 
     def _lex_test(self, op: str, lx, needle: str, want: str) -> tuple[np.ndarray, np.ndarray]:

@@ -31,10 +31,13 @@ from engine.sparql.algebra import Call, Const
 from engine.terms import XSD_INTEGER, from_key, unescape_string
 
 #: functions whose value is a string literal computed here
-LEX_OPS = frozenset({"STR", "LCASE", "UCASE", "SUBSTR", "STRBEFORE", "STRAFTER", "CONCAT"})
+LEX_OPS = frozenset({"STR", "LCASE", "UCASE", "SUBSTR", "STRBEFORE", "STRAFTER", "CONCAT", "LANG", "STRLANG",
+                     "ENCODE_FOR_URI", "MD5", "SHA1", "SHA256", "SHA384", "SHA512"})
 #: ... and the ones whose value is an integer or an IRI
 INT_OPS = frozenset({"STRLEN"})
 IRI_OPS = frozenset({"IRI", "URI"})
+#: DATATYPE: an IRI per distinct argument
+DT_OP = "DATATYPE"
 _INTEGER_SUFFIX = "^^<" + XSD_INTEGER + ">"
 _SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]*:"
 _TYPED_BODY = r'^"(?P<b>.*)"\^\^<[^<>"]*>$'
@@ -62,7 +65,7 @@ class Lex:
 
 def supported(expr) -> bool:
     """Whether ``expr`` is a call this module may evaluate (it can still decline)."""
-    return isinstance(expr, Call) and (expr.op in LEX_OPS or expr.op in INT_OPS
+    return isinstance(expr, Call) and (expr.op in LEX_OPS or expr.op in INT_OPS or expr.op == DT_OP
                                        or (expr.op in IRI_OPS and len(expr.args) == 1
                                            and isinstance(expr.args[0], Call) and expr.args[0].op in LEX_OPS))
 
@@ -93,6 +96,8 @@ def ids_of(ev, expr) -> np.ndarray | None:
         return _gather(ids[inv.reshape(-1)], lx.inv)
     if expr.op in IRI_OPS:
         return _iri_ids(ev, expr)
+    if expr.op == DT_OP:
+        return _datatype_ids(ev, expr)
     lx = lex_of(ev, expr)
     if lx is None:
         return None
@@ -432,6 +437,163 @@ def _concat(ev, expr) -> Lex | None:
     return Lex(inv, out.cast(_LS), tag)
 
 
-_LEX_FUNCS = {"STR": _str, "LCASE": _case, "UCASE": _case, "SUBSTR": _substr, "STRBEFORE": _before_after,
-              "STRAFTER": _before_after, "CONCAT": _concat}
+def _lang(ev, expr) -> Lex | None:
+    """LANG: a literal's language tag ("" for simple and typed ones); IRIs, blank
+    nodes and unbound are errors."""
+    from engine.exec.functions import _string_keys  # noqa: PLC0415
+
+    if len(expr.args) != 1:
+        return None
+    uniq, inv = distinct_inverse(ev.ids(expr.args[0]))
+    inv = inv.reshape(-1)
+    cand = np.flatnonzero(uniq >= 0)
+    emap = np.full(len(uniq), -1, dtype=np.int64)
+    if not len(cand):
+        return Lex(emap[inv], pa.array([], _LS), None)
+    keys = _keys(ev.ctx, uniq[cand])
+    lit = np.flatnonzero(pc.fill_null(pc.starts_with(keys, '"'), False).to_numpy(zero_copy_only=False))
+    tags = pa.nulls(len(lit), _LS).fill_null("")
+    if len(lit):
+        pos, _, t = _string_keys(keys.take(pa.array(lit)))
+        if len(pos):
+            mask = np.zeros(len(lit), dtype=bool)
+            mask[pos] = True
+            tags = pc.replace_with_mask(tags, pa.array(mask), t.cast(_LS))
+    emap[cand[lit]] = np.arange(len(lit), dtype=np.int64)
+    ev.ctx.check_budget()
+    return Lex(emap[inv], tags, None)
+
+
+_LANG_TAG = r"^[A-Za-z]+(?:-[A-Za-z0-9]+)*$"
+
+
+def _strlang(ev, expr) -> Lex | None:
+    """STRLANG(simple literal, "tag"): the literal with the (lower-cased) tag; a
+    tagged first argument, or a malformed tag, is an error."""
+    import re  # noqa: PLC0415
+
+    if len(expr.args) != 2:
+        return None
+    c = _string_const(expr.args[1])
+    if c is None or c[1]:
+        return None
+    lx = lex_of(ev, expr.args[0])
+    if lx is None:
+        return None
+    inv = _simple_only(lx)
+    if not re.fullmatch(_LANG_TAG[1:-1], c[0]):
+        inv = np.full(len(inv), -1, dtype=np.int64)
+    tag = pa.array([c[0].lower()] * len(lx.lex), _LS)
+    return Lex(inv, lx.lex, tag)
+
+
+def _simple_only(lx: Lex) -> np.ndarray:
+    """``lx.inv`` with the rows of language-tagged entries made errors."""
+    if lx.tag is None or not len(lx.lex):
+        return lx.inv
+    tagged = pc.not_equal(lx.tag, "").to_numpy(zero_copy_only=False)
+    return np.where((lx.inv >= 0) & tagged[np.maximum(lx.inv, 0)], -1, lx.inv)
+
+
+#: bytes ENCODE_FOR_URI keeps (RFC 3986's unreserved characters), and the hex digits
+_KEEP = np.zeros(256, dtype=bool)
+_KEEP[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~", dtype=np.uint8)] = True
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+
+
+def _percent_encode(arr: pa.Array) -> pa.Array:
+    """Every UTF-8 byte of every string outside the unreserved set as %XX, in one
+    pass over the data buffer (numpy): each byte's output width, their running
+    sum for the output positions and the strings' new offsets."""
+    arr = arr.cast(_LS)
+    n = len(arr)
+    offs = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=n + 1, offset=arr.offset * 8)
+    buf = arr.buffers()[2]
+    data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, dtype=np.uint8)
+    b = data[offs[0]:offs[-1]]
+    keep = _KEEP[b]
+    w = np.where(keep, 1, 3)
+    ends = np.cumsum(w)
+    starts = ends - w
+    out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
+    out[starts[keep]] = b[keep]
+    esc = ~keep
+    p, v = starts[esc], b[esc]
+    out[p] = 0x25  # %
+    out[p + 1] = _HEX[v >> 4]
+    out[p + 2] = _HEX[v & 15]
+    new_offs = np.concatenate([np.zeros(1, dtype=np.int64), ends])[offs - offs[0]]
+    return pa.LargeStringArray.from_buffers(n, pa.py_buffer(new_offs), pa.py_buffer(out))
+
+
+def _encode(ev, expr) -> Lex | None:
+    """ENCODE_FOR_URI: every UTF-8 byte outside the unreserved set as %XX (a simple
+    literal), column-wise (:func:`_percent_encode`)."""
+    if len(expr.args) != 1:
+        return None
+    lx = lex_of(ev, expr.args[0])
+    if lx is None:
+        return None
+    if not len(lx.lex):
+        return Lex(lx.inv, lx.lex, None)
+    _charge(ev.ctx, lx.lex.nbytes * 8)  # the output (up to 3x) and the per-byte positions
+    out = _percent_encode(lx.lex)
+    ev.ctx.check_budget()
+    return Lex(lx.inv, out, None)
+
+
+def _digest(ev, expr) -> Lex | None:
+    """MD5 / SHA1 / SHA256 / SHA384 / SHA512 of a simple literal's UTF-8 bytes, as
+    lower-case hex (a simple literal); a tagged string is an error."""
+    import hashlib  # noqa: PLC0415
+
+    if len(expr.args) != 1:
+        return None
+    lx = lex_of(ev, expr.args[0])
+    if lx is None:
+        return None
+    algo = expr.op.lower()
+    vals = lx.lex.to_pylist()
+    out = []
+    for i in range(0, len(vals), _CHUNK):
+        ev.ctx.check_budget()
+        out.extend(hashlib.new(algo, v.encode("utf-8")).hexdigest() for v in vals[i:i + _CHUNK])
+    return Lex(_simple_only(lx), pa.array(out, _LS), None)
+
+
+def _datatype_ids(ev, expr) -> np.ndarray | None:
+    """DATATYPE: per distinct argument, xsd:string for a simple literal,
+    rdf:langString for a tagged one, its datatype for a typed one; IRIs, blank
+    nodes and unbound are errors."""
+    from engine.terms import RDF_LANGSTRING, XSD_STRING  # noqa: PLC0415
+
+    if len(expr.args) != 1:
+        return None
+    uniq, inv = distinct_inverse(ev.ids(expr.args[0]))
+    inv = inv.reshape(-1)
+    cand = np.flatnonzero(uniq >= 0)
+    per = np.full(len(uniq), -1, dtype=np.int64)
+    if len(cand):
+        keys = _keys(ev.ctx, uniq[cand])
+        lit = pc.fill_null(pc.starts_with(keys, '"'), False)
+        simple = pc.and_(lit, pc.ends_with(keys, '"'))
+        typed = pc.and_(lit, pc.ends_with(keys, ">"))
+        dt = pc.extract_regex(keys, pattern=r'"\^\^<(?P<d>[^<>"]*)>$').field("d")
+        name = pc.if_else(simple, pa.scalar(XSD_STRING, _LS),
+                          pc.if_else(typed, dt.cast(_LS), pa.scalar(RDF_LANGSTRING, _LS)))
+        name = pc.if_else(lit, name, pa.scalar(None, _LS))
+        lt, gt, empty = (pa.scalar(c, _LS) for c in ("<", ">", ""))
+        iri = pc.binary_join_element_wise(lt, name, gt, empty)
+        ok = pc.is_valid(iri).to_numpy(zero_copy_only=False)
+        if ok.any():
+            got = iri.filter(pa.array(ok))
+            fn = getattr(ev.ctx, "intern_arrow", None)
+            per[cand[ok]] = np.asarray(fn(got) if fn is not None else ev.ctx.intern(got.to_pylist()), dtype=np.int64)
+    ev.ctx.check_budget()
+    return per[inv]
+
+
+_LEX_FUNCS = {"LANG": _lang, "STRLANG": _strlang, "ENCODE_FOR_URI": _encode, "MD5": _digest, "SHA1": _digest,
+              "SHA256": _digest, "SHA384": _digest, "SHA512": _digest, "STR": _str, "LCASE": _case, "UCASE": _case,
+              "SUBSTR": _substr, "STRBEFORE": _before_after, "STRAFTER": _before_after, "CONCAT": _concat}
 
