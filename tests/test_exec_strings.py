@@ -11,6 +11,7 @@ comparisons with constants."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -247,3 +248,18 @@ def test_group_concat_against_pyoxigraph():
     ox2 = {str(sol["s"]): sol["g"] for sol in ox.query(q2)}
     assert {s for s, g in got.items() if g is None} == {s for s, g in ox2.items() if g is None}
     assert any(g is None for g in got.values()) and any(g is not None for g in got.values())
+
+
+def test_keys_arrow_of_computed_terms():
+    """QueryContext.keys_arrow: store ids, query-local ids (interned one by one and
+    in bulk, in any order) and UNBOUND, as QueryContext.keys gives them."""
+    db = Database()
+    db.load_data('<urn:a> <urn:p> "x" .\n<urn:b> <urn:p> "y" .\n', "application/n-triples")
+    res = db.query('SELECT ?s (CONCAT(?o, "!") AS ?c) WHERE { ?s <urn:p> ?o }')
+    ctx = res.terms
+    one = int(ctx.term_id('"single"'))
+    bulk = ctx.intern_arrow(pa.array([f'"k{i}"' for i in range(100)] + ['"single"', '"x"'], pa.large_string()))
+    more = int(ctx.term_id('"later"'))
+    ids = np.concatenate([bulk[::-1], [one, more, -1], res.columns[0], res.columns[1]])
+    assert ctx.keys_arrow(ids).to_pylist() == ctx.keys(ids)
+

@@ -362,6 +362,9 @@ def _keys_arrow(ctx, ids: np.ndarray) -> pa.Array:
     d = getattr(ctx, "dictionary", None)
     if d is not None and hasattr(d, "keys_arrow") and (len(ids) == 0 or int(ids.max()) < len(d)):
         return d.keys_arrow(ids)
+    fn = getattr(ctx, "keys_arrow", None)
+    if fn is not None and len(ids) > 64:  # computed (query-local) terms among them
+        return fn(ids)
     return pa.array(ctx.keys(ids), pa.large_string())
 
 
