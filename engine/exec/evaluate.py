@@ -23,6 +23,7 @@ from itertools import compress
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.arrays import unique
 from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded
@@ -239,18 +240,26 @@ class QueryContext:
             missing_arr = distinct.take(pa.array(miss))
             missing = missing_arr.to_pylist()
             local = self._local
-            fresh = [k not in local for k in missing]
-            new = list(compress(missing, fresh))
+            if local:
+                fresh = [k not in local for k in missing]
+                new = list(compress(missing, fresh))
+            else:  # the query's first computed terms: all new
+                fresh, new = None, missing
             if new:  # computed terms live until the query ends: charged by their size
-                self.memory.hold(sum(map(len, new)) + _KEY_OVERHEAD * len(new), "computed terms")
+                size = (int(pc.sum(pc.binary_length(missing_arr)).as_py() or 0) if fresh is None
+                        else sum(map(len, new)))
+                self.memory.hold(size + _KEY_OVERHEAD * len(new), "computed terms")
                 prefix = self._locals_arrow() if self._local_arrow is not None or self._local_keys else None
             base = LOCAL_BASE + len(self._local_keys)
             local.update(zip(new, range(base, base + len(new)), strict=True))
             self._local_keys.extend(new)
             if new:  # their Arrow copy for keys_arrow, from the array in hand
-                chunk = missing_arr.filter(pa.array(fresh)).cast(pa.large_string())
+                chunk = (missing_arr if fresh is None else missing_arr.filter(pa.array(fresh))).cast(pa.large_string())
                 self._local_arrow = chunk if prefix is None else pa.concat_arrays([prefix, chunk])
-            ids[miss] = np.fromiter(map(local.__getitem__, missing), dtype=np.int64, count=len(missing))
+            if fresh is None:
+                ids[miss] = np.arange(base, base + len(new), dtype=np.int64)
+            else:
+                ids[miss] = np.fromiter(map(local.__getitem__, missing), dtype=np.int64, count=len(missing))
         idx = enc.indices
         if idx.null_count:
             idx = idx.fill_null(-1)
