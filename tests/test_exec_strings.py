@@ -263,3 +263,33 @@ def test_keys_arrow_of_computed_terms():
     ids = np.concatenate([bulk[::-1], [one, more, -1], res.columns[0], res.columns[1]])
     assert ctx.keys_arrow(ids).to_pylist() == ctx.keys(ids)
 
+
+
+def test_bulk_interned_terms_keep_one_id_per_key():
+    """Computed terms interned in bulk wait as Arrow (QueryContext._pending): every way
+    of asking for a key afterwards (one at a time, a small batch, another bulk batch
+    with old and new keys, few against many) gets the id it has, and keys / numeric /
+    kinds / keys_arrow / fresh blank nodes see every local term."""
+    db = Database()
+    db.load_data('<urn:a> <urn:p> "x" .\n', "application/n-triples")
+    ctx = db.query('SELECT ?s WHERE { ?s <urn:p> ?o }').terms
+    XI = "^^<http://www.w3.org/2001/XMLSchema#integer>"
+    first = [f'"{i}"{XI}' for i in range(1000, 1200)]
+    a = ctx.intern_arrow(pa.array(first, pa.large_string()))
+    assert len(set(a.tolist())) == 200 and min(a) >= (1 << 40)
+    assert ctx.term_id(first[5]) == a[5]                      # one at a time
+    assert ctx.intern([first[7], '"new"', None]).tolist()[0] == a[7]
+    second = first[100:] + [f'"{i}"{XI}' for i in range(5000, 5300)]
+    b = ctx.intern_arrow(pa.array(second, pa.large_string()))  # old and new, many
+    assert b[:100].tolist() == a[100:].tolist() and len(set(b.tolist())) == 400
+    c = ctx.intern_arrow(pa.array([second[150]] + ['"zz"'] * 70, pa.large_string()))  # few against many
+    assert c[0] == b[150] and len(set(c[1:].tolist())) == 1
+    every = np.concatenate([a, b, c])
+    keys = ctx.keys(every)
+    assert keys == ctx.keys_arrow(every).to_pylist()
+    assert dict(zip(keys, every.tolist(), strict=True)) == {k: ctx.term_id(k) for k in keys}
+    assert ctx.numeric(a[:3]).tolist() == [1000.0, 1001.0, 1002.0] and (ctx.kinds(b) == 2).all()
+    more = ctx.intern_arrow(pa.array([f'"{i}"' for i in range(80)], pa.large_string()))
+    bn = ctx.fresh_bnodes(3, "b")
+    assert not set(bn.tolist()) & set(np.concatenate([every, more]).tolist())
+    assert ctx.keys(more[:2]) == ['"0"', '"1"'] and ctx.keys(bn)[0].startswith("_:")
