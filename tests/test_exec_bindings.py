@@ -133,3 +133,19 @@ def test_distinct_inverse_is_np_unique(seed):
     eu, einv = np.unique(x, return_inverse=True)
     assert u.tolist() == eu.tolist()
     assert inv.dtype == np.int64 and inv.tolist() == einv.reshape(-1).tolist()
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_distinct_inverse_of_store_and_local_ids(seed):
+    """Store ids, UNBOUND and query-local ids (from LOCAL_BASE) in one column: two
+    dense bands counted as one, the same answer as np.unique."""
+    from engine.exec.context import LOCAL_BASE
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1024, 6000))
+    lows = rng.integers(-1, int(rng.integers(1, 4000)), n)
+    highs = LOCAL_BASE + rng.integers(0, int(rng.integers(1, 4000)), n)
+    x = np.where(rng.random(n) < rng.random(), lows, highs).astype(np.int64)
+    u, inv = distinct_inverse(x)
+    u2, inv2 = np.unique(x, return_inverse=True)
+    assert u.tolist() == u2.tolist() and inv.tolist() == inv2.reshape(-1).tolist()

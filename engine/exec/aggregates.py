@@ -25,12 +25,14 @@ from __future__ import annotations
 from decimal import Decimal
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.arrays import unique
 from engine.exec import values as V
 from engine.exec.bindings import distinct_inverse
 from engine.exec.functions import order_ranks
-from engine.terms import IRI, XSD_INTEGER, BNode, Literal, from_key, literal_key
+from engine.terms import XSD_INTEGER, Literal, from_key, literal_key
 
 UNBOUND = -1
 _ZERO_KEY = '"0"^^<' + XSD_INTEGER + ">"
@@ -358,34 +360,34 @@ def _sample(ids, gi, n_groups) -> np.ndarray:
 
 
 def _group_concat(sep: str, ids, gi, n_groups, ctx) -> np.ndarray:
-    parts: list[list[str]] = [[] for _ in range(n_groups)]
+    """Per group, the lexical forms (STR) of its bound values in row order joined by
+    ``sep`` (a simple literal); a blank node makes the group's value an error.
+    Column-wise: the values' texts by Arrow kernels over the distinct ids
+    (engine/exec/strings.py), each group's list by offsets over the rows sorted
+    by group, and one ``binary_join``."""
+    from engine.exec import strings  # noqa: PLC0415
+
     bad = np.zeros(n_groups, dtype=bool)
-    ok = ids >= 0
-    if ok.any():
-        uniq, inv = distinct_inverse(ids[ok])
-        texts: list[str | None] = []
-        for k in ctx.keys(uniq):
-            t = from_key(k)
-            if isinstance(t, Literal):
-                texts.append(t.lexical)
-            elif isinstance(t, IRI):
-                texts.append(t.value)
-            else:
-                assert isinstance(t, BNode)
-                texts.append(None)
-        ctx.check_budget()
-        # the joined strings, checked from their lengths before any is built
-        # (escaped key + text, plus a list slot per member)
-        inv = inv.reshape(-1)
-        lens = np.array([0 if t is None else len(t) + len(sep) for t in texts], dtype=np.int64)
-        memory = getattr(ctx, "memory", None)
-        if memory is not None:
-            memory.check(2 * int(lens[inv].sum()) + 8 * len(inv), "GROUP_CONCAT")
-        for g, u in zip(gi[ok].tolist(), inv.tolist(), strict=False):
-            s = texts[u]
-            if s is None:
-                bad[g] = True
-            else:
-                parts[g].append(s)
-    keys = [None if bad[g] else literal_key(sep.join(parts[g])) for g in range(n_groups)]
-    return np.asarray(ctx.intern(keys), dtype=np.int64)
+    ok = np.flatnonzero(ids >= 0)
+    if not len(ok):
+        return np.asarray(ctx.intern([literal_key("")] * n_groups), dtype=np.int64)
+    lx = strings.str_values(ctx, ids[ok])
+    g = gi[ok]
+    bad[g[lx.inv < 0]] = True  # blank nodes
+    fine = np.flatnonzero(lx.inv >= 0)
+    rows, g = lx.inv[fine], g[fine]
+    lens = pc.binary_length(lx.lex).to_numpy(zero_copy_only=False).astype(np.int64) if len(lx.lex) else None
+    memory = getattr(ctx, "memory", None)
+    if memory is not None and lens is not None:  # the joined strings, checked before any is built
+        memory.check(2 * int(lens[rows].sum() + len(sep) * len(rows)) + 8 * len(rows), "GROUP_CONCAT")
+    order = np.argsort(g, kind="stable")  # row order within each group
+    counts = np.bincount(g, minlength=n_groups)
+    offsets = np.zeros(n_groups + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    values = lx.lex.take(pa.array(rows[order])) if len(lx.lex) else pa.array([], pa.large_string())
+    ctx.check_budget()
+    lists = pa.LargeListArray.from_arrays(pa.array(offsets), values.cast(pa.large_string()))
+    joined = pc.binary_join(lists, pa.scalar(sep, pa.large_string()))
+    ids_out = strings.intern_lex(ctx, joined, None)
+    ids_out[bad] = UNBOUND
+    return ids_out

@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.arrays import unique
 from engine.errors import RowBudgetExceeded
-from engine.exec.context import charge_rows
+from engine.exec.context import LOCAL_BASE, charge_rows
 
 UNBOUND = -1
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -149,13 +149,44 @@ def _dense_range(v: np.ndarray) -> tuple[int, int] | None:
     return None
 
 
+def _two_bands(v: np.ndarray) -> tuple[int, int, int, int] | None:
+    """(low band's lowest value and span, high band's lowest value and span) of a
+    term id column holding store ids (and UNBOUND) below ``LOCAL_BASE`` and
+    query-local ids (computed terms: STRLEN, COUNT, BIND values) from it, when
+    each band is dense enough for the counting pass; None otherwise."""
+    if len(v) < _DENSE_MIN_ROWS or v.dtype.kind not in "iu" or int(v.max()) < LOCAL_BASE:
+        return None
+    high = v >= LOCAL_BASE
+    lows, highs = v[~high], v[high]
+    lo_l, span_l = (int(lows.min()), int(lows.max()) - int(lows.min()) + 1) if len(lows) else (0, 0)
+    lo_h = int(highs.min())
+    span_h = int(highs.max()) - lo_h + 1
+    if span_l + span_h > _DENSE_SPAN_PER_ROW * len(v):
+        return None
+    return lo_l, span_l, lo_h, span_h
+
+
 def distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(sorted distinct values, int64 index of each value into them), as
     ``np.unique(values, return_inverse=True)``. Term ids and row codes live in
     a dense range: there a counting pass (a seen-mask and a lookup table over
     the range, O(rows + range)) replaces the sort, several times faster on
-    100k rows; sparse or small inputs sort."""
+    100k rows; sparse or small inputs sort. A column of store ids and
+    computed (query-local) ids is two dense bands, counted as one."""
     v = np.asarray(values).reshape(-1)
+    bands = _two_bands(v)
+    if bands is not None:
+        lo_l, span_l, lo_h, span_h = bands
+        span = span_l + span_h
+        charge_rows(span, 2, "distinct values")
+        off = np.where(v >= LOCAL_BASE, v - lo_h + span_l, v - lo_l)
+        seen = np.zeros(span, dtype=bool)
+        seen[off] = True
+        present = np.flatnonzero(seen)
+        table = np.empty(span, dtype=np.int64)
+        table[present] = np.arange(len(present), dtype=np.int64)
+        uniq = np.where(present < span_l, present + lo_l, present - span_l + lo_h)
+        return uniq.astype(v.dtype, copy=False), table[off]
     dense = _dense_range(v)
     if dense is not None:
         lo, span = dense

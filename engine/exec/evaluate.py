@@ -22,6 +22,7 @@ import uuid
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.arrays import unique
 from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded
@@ -128,6 +129,12 @@ class QueryContext:
         self._term_cache = term_cache if term_cache is not None else {}
         self._local: dict[str, int] = {}
         self._local_keys: list[str] = []
+        #: the local keys as Arrow (:meth:`keys_arrow`): one array over a prefix of the local ids
+        self._local_arrow: pa.Array | None = None
+        #: local keys interned in bulk (:meth:`intern_arrow`) and not yet in ``_local`` /
+        #: ``_local_keys`` (the ids right after theirs): a projected computed column need
+        #: never become Python strings; :meth:`_sync` moves them when a reader needs them
+        self._pending: pa.Array | None = None
         self._bnode_counter = 0
         self.evaluator: Evaluator | None = None
         #: memory accounting of this query (intermediate tables, computed terms); without
@@ -159,11 +166,26 @@ class QueryContext:
                 self._lookup_cache[key] = c
         return c
 
+    def _sync(self) -> None:
+        """Move the bulk-interned local keys into ``_local`` / ``_local_keys``."""
+        pend = self._pending
+        if pend is not None:
+            self._pending = None
+            keys = pend.to_pylist()
+            base = LOCAL_BASE + len(self._local_keys)
+            self._local.update(zip(keys, range(base, base + len(keys)), strict=True))
+            self._local_keys.extend(keys)
+
+    def _n_local(self) -> int:
+        return len(self._local_keys) + (len(self._pending) if self._pending is not None else 0)
+
     def term_id(self, key: str) -> int:
         """Store id, else a query-local id."""
         i = self.lookup(key)
         if i >= 0:
             return i
+        if self._pending is not None:
+            self._sync()
         j = self._local.get(key)
         if j is None:
             # a computed term lives until the query ends: charged by its size
@@ -186,6 +208,8 @@ class QueryContext:
         look-up one key at a time costs ~8 us against ~35 us for a batch)."""
         if len(keys) > 64:
             return self._intern_bulk(keys)
+        if self._pending is not None:
+            self._sync()
         out = np.empty(len(keys), dtype=np.int64)
         known, local, missed = self._term_cache, self._local, self._lookup_cache
         todo = []
@@ -222,21 +246,53 @@ class QueryContext:
         """intern() of many keys: distinct keys found by Arrow's hashing, the
         store's ids in one vectorized dictionary lookup, query-local ids for
         the rest."""
-        enc = pa.array(keys, type=pa.large_string()).dictionary_encode()
+        return self.intern_arrow(pa.array(keys, type=pa.large_string()))
+
+    def intern_arrow(self, keys: pa.Array) -> np.ndarray:
+        """:meth:`intern` of keys given as an Arrow string array (the column-wise string
+        functions build theirs so): no Python string per key but the new ones."""
+        enc = keys.dictionary_encode()
         distinct = enc.dictionary
         ids = self.dictionary.lookup_many(distinct) if len(distinct) else np.zeros(0, np.int64)
         miss = np.flatnonzero(ids < 0)
         if len(miss):
             ids = np.array(ids, dtype=np.int64, copy=True)
-            missing = distinct.take(pa.array(miss)).to_pylist()
-            local = self._local
-            new = [k for k in missing if k not in local]
-            if new:  # computed terms live until the query ends: charged by their size
-                self.memory.hold(sum(map(len, new)) + _KEY_OVERHEAD * len(new), "computed terms")
-            base = LOCAL_BASE + len(self._local_keys)
-            local.update(zip(new, range(base, base + len(new)), strict=True))
-            self._local_keys.extend(new)
-            ids[miss] = np.fromiter(map(local.__getitem__, missing), dtype=np.int64, count=len(missing))
+            missing_arr = distinct.take(pa.array(miss)).cast(pa.large_string())
+            n_local = self._n_local()
+            if n_local and len(missing_arr) * 4 < n_local:  # a few keys against many locals: the dict
+                self._sync()
+                missing = missing_arr.to_pylist()
+                local = self._local
+                new = [k for k in missing if k not in local]
+                if new:  # computed terms live until the query ends: charged by their size
+                    self.memory.hold(sum(map(len, new)) + _KEY_OVERHEAD * len(new), "computed terms")
+                    self._locals_arrow()  # (its Arrow copy caught up before the list grows)
+                base = LOCAL_BASE + len(self._local_keys)
+                local.update(zip(new, range(base, base + len(new)), strict=True))
+                self._local_keys.extend(new)
+                ids[miss] = np.fromiter(map(local.__getitem__, missing), dtype=np.int64, count=len(missing))
+            else:
+                # found among the locals by Arrow's hashing; the new ones take the next ids and
+                # wait in _pending (no Python string per key until a reader needs one)
+                if n_local:
+                    at = pc.index_in(missing_arr, value_set=self._locals_arrow())
+                    found = at.is_valid().to_numpy(zero_copy_only=False)
+                else:
+                    at, found = None, np.zeros(len(missing_arr), dtype=bool)
+                fresh = ~found
+                chunk = missing_arr.filter(pa.array(fresh)) if found.any() else missing_arr
+                got = np.empty(len(missing_arr), dtype=np.int64)
+                if found.any():
+                    got[found] = LOCAL_BASE + at.to_numpy(zero_copy_only=False)[found].astype(np.int64)
+                if len(chunk):  # computed terms live until the query ends: charged by their size
+                    self.memory.hold(int(pc.sum(pc.binary_length(chunk)).as_py() or 0)
+                                     + _KEY_OVERHEAD * len(chunk), "computed terms")
+                    prefix = self._locals_arrow() if n_local else None
+                    base = LOCAL_BASE + n_local
+                    got[fresh] = np.arange(base, base + len(chunk), dtype=np.int64)
+                    self._pending = chunk if self._pending is None else pa.concat_arrays([self._pending, chunk])
+                    self._local_arrow = chunk if prefix is None else pa.concat_arrays([prefix, chunk])
+                ids[miss] = got
         idx = enc.indices
         if idx.null_count:
             idx = idx.fill_null(-1)
@@ -245,6 +301,38 @@ class QueryContext:
         ok = idx >= 0
         out[ok] = np.asarray(ids, dtype=np.int64)[idx[ok]]
         return out
+
+    def _locals_arrow(self) -> pa.Array:
+        """Every query-local key as one Arrow array (index = id - LOCAL_BASE), extended
+        by the keys added since the last call."""
+        have = self._local_arrow
+        n = len(self._local_keys)  # (pending keys are in it already: intern_arrow puts them there)
+        done = 0 if have is None else len(have)
+        if done < n and self._pending is None:
+            more = pa.array(self._local_keys[done:], pa.large_string())
+            have = more if have is None else pa.concat_arrays([have, more])
+            self._local_arrow = have
+        return have if have is not None else pa.array([], pa.large_string())
+
+    def keys_arrow(self, ids) -> pa.Array:
+        """Keys of ids as an Arrow string array (None for UNBOUND): store ids taken
+        from the dictionary's buffers, query-local ones from their Arrow copy (a
+        computed column of 16k terms: 6 ms through Python strings, 0.3 ms so)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if not hasattr(self.dictionary, "as_arrow"):  # (a remote dictionary: through its keys)
+            return pa.array(self.keys(ids), pa.large_string())
+        store = (ids >= 0) & (ids < LOCAL_BASE)
+        if store.all():
+            return self.dictionary.as_arrow().take(pa.array(ids)) if len(ids) else pa.array([], pa.large_string())
+        local = ids >= LOCAL_BASE
+        si, li = np.flatnonzero(store), np.flatnonzero(local)
+        parts = [self.dictionary.as_arrow().take(pa.array(ids[si])).cast(pa.large_string()),
+                 self._locals_arrow().take(pa.array(ids[li] - LOCAL_BASE)),
+                 pa.nulls(1, pa.large_string())]
+        pos = np.full(len(ids), len(si) + len(li), dtype=np.int64)  # unbound: the null
+        pos[si] = np.arange(len(si), dtype=np.int64)
+        pos[li] = len(si) + np.arange(len(li), dtype=np.int64)
+        return pa.concat_arrays(parts).take(pa.array(pos))
 
     def keys(self, ids) -> list[str | None]:
         ids = np.asarray(ids, dtype=np.int64)
@@ -258,6 +346,8 @@ class QueryContext:
         if len(sidx):
             for i, k in zip(sidx.tolist(), self.dictionary.keys(ids[sidx]), strict=True):
                 out[i] = k
+        if self._pending is not None:
+            self._sync()
         lk = self._local_keys
         for i in np.flatnonzero(ids >= LOCAL_BASE).tolist():
             out[i] = lk[int(ids[i]) - LOCAL_BASE]
@@ -269,6 +359,8 @@ class QueryContext:
         loc = np.flatnonzero(ids >= LOCAL_BASE)
         if len(loc):
             # computed values (COUNT, arithmetic) repeat: parse each distinct local term once
+            if self._pending is not None:
+                self._sync()
             uniq, inv = np.unique(ids[loc], return_inverse=True)
             keys = [self._local_keys[i - LOCAL_BASE] for i in uniq.tolist()]
             out = np.array(out, dtype=np.float64, copy=True)
@@ -281,6 +373,8 @@ class QueryContext:
         loc = np.flatnonzero(ids >= LOCAL_BASE)
         if len(loc):
             out = np.array(out, dtype=np.int8, copy=True)
+            if self._pending is not None:
+                self._sync()
             uniq, inv = np.unique(ids[loc], return_inverse=True)
             firsts = [self._local_keys[i - LOCAL_BASE][0] for i in uniq.tolist()]
             kinds = np.array([0 if c == "<" else 1 if c == "_" else 2 for c in firsts], dtype=np.int8)
@@ -293,6 +387,8 @@ class QueryContext:
         if self._bnode_counter == 1:
             self._bnode_tag = "_:q" + uuid.uuid4().hex[:12]
         tag = f"{self._bnode_tag}c{self._bnode_counter}x"
+        if self._pending is not None:
+            self._sync()
         base = LOCAL_BASE + len(self._local_keys)
         self.memory.hold(n * (len(tag) + 12 + _KEY_OVERHEAD), "blank nodes")
         keys = [f"{tag}{i}" for i in range(n)]

@@ -68,6 +68,9 @@ def keys_arrow(result: QueryResult, ids: np.ndarray, sorted_ids: bool = False) -
         lo, hi = (int(ids[0]), int(ids[-1])) if sorted_ids else (int(ids.min()), int(ids.max()))
         if lo >= 0 and hi < min(len(d), LOCAL_BASE):  # every id a store id: a take from its buffers
             return d.as_arrow().take(pa.array(ids))
+    fn = getattr(terms, "keys_arrow", None)
+    if fn is not None and len(ids) > 64:  # computed terms among them (engine.exec.evaluate.QueryContext)
+        return fn(ids).cast(pa.large_string())
     return pa.array(terms.keys(ids), pa.large_string())
 
 
