@@ -1337,11 +1337,14 @@ class InstantEvaluator:
         ds = self.dataset(ctx, t, track=maintain)
         if maintain:
             try:
-                return inc.evaluate(ctx, ds, self.cache, self.windows, self._window_graphs, t, self._stored_parts,
-                                    spent_ms=(time.perf_counter() - t0) * 1000.0)
+                res = inc.evaluate(ctx, ds, self.cache, self.windows, self._window_graphs, t, self._stored_parts,
+                                   spent_ms=(time.perf_counter() - t0) * 1000.0)
             except BaseException:
                 inc.reset()  # a failed instant (timeout, row budget) leaves no half-updated state
                 raise
+            if res is not None:
+                return res
+            t0 = time.perf_counter()   # abandoned (dearer than from scratch): the plain cost from here
         res = evaluate_query(self.query, ctx, ds)
         if inc is not None:
             inc.record_plain((time.perf_counter() - t0) * 1000.0)
