@@ -33,6 +33,7 @@ from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
 from engine.stream.incremental import _UNARY, _exprs, _has_pattern, find_core
 from engine.stream.tiny_ops import CountGroup, expr_ids, filter_mask, having
+from engine.stream.tiny_plan import compile_plan, group_step, pattern_step
 
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
 
@@ -56,6 +57,8 @@ class TinyCore:
     max_work = 1024
     #: solutions of a BGP of one-pattern components above which it is handed to the executor
     flat_rows = 1 << 20
+    #: joins run in a kept (compiled) order before the planner weighs the order again
+    replan_every = 32
 
     def __init__(self, query: A.Query | None, bgp: A.BGP | None = None):
         self.base = None
@@ -110,6 +113,7 @@ class TinyCore:
         self._fan_est: dict[tuple, list] = {}   # (pattern, end) -> [window fan-out, instants left]
         self._stat_parts: dict[tuple, list] = {}   # static patterns -> their connected groups
         self._groups: dict[tuple, _Joined | None] = {}   # joined static pattern groups (per snapshot)
+        self._plans: dict[tuple, list] = {}   # (patterns, groups, bound slots) -> a kept join order, compiled
 
     @property
     def usable(self) -> bool:
@@ -367,7 +371,8 @@ class TinyCore:
         if any(not len(stored[j]) for j in comp):
             out = ({}, 0)
         else:
-            got = self._join(list(comp), {j: stored[j] for j in comp}, self.max_rows, ctx, [1 << 62])
+            got = self._join(list(comp), {j: stored[j] for j in comp}, self.max_rows, ctx, [1 << 62],
+                             compiled=False)
             out = None if got is None else (_columns(*got), len(got[0]))
             if out is not None and not out[1]:
                 out = ({}, 0)
@@ -411,7 +416,8 @@ class TinyCore:
             got = self._groups.get(members, False)
             if got is False:
                 st = self._stored
-                j = self._join(list(members), {m: st[m] for m in members}, self.max_rows, ctx, [1 << 62])
+                j = self._join(list(members), {m: st[m] for m in members}, self.max_rows, ctx, [1 << 62],
+                               compiled=False)
                 got = self._groups[members] = None if j is None else _Joined(*j)
             if got is None:
                 dyn.extend(members)   # too many rows to keep: joined pattern by pattern
@@ -420,17 +426,82 @@ class TinyCore:
         return dyn, groups
 
     def _join(self, left: list[int], matches, limit: int, ctx, budget: list[int],
-              cur: list[tuple] | None = None, slots: dict | None = None, groups: list | None = None) -> tuple | None:
+              cur: list[tuple] | None = None, slots: dict | None = None, groups: list | None = None,
+              compiled: bool = True) -> tuple | None:
         """The solutions of one connected group of patterns (``left``, and ``groups`` of already
         joined ones; extending ``cur`` whose variables are at ``slots``): ``(rows, var -> slot)``,
         None past the bound. Order: a pattern whose variables are all bound (a test) first, then
-        the connected pattern with the fewest matches."""
+        the connected pattern with the fewest matches -- chosen by :meth:`_plan_join` and then
+        kept, compiled (:mod:`engine.stream.tiny_plan`), for :attr:`replan_every` calls."""
+        slots = {} if slots is None else slots
+        cur = [()] if cur is None else cur
+        if not compiled:
+            return self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, None)
+        key = (tuple(left), tuple(map(id, groups)) if groups else (), tuple(slots))
+        plan = self._plans.get(key)
+        if plan is not None and plan[2] > 0:
+            plan[2] -= 1
+            got = self._run_plan(plan, matches, limit, ctx, budget, cur, slots, groups)
+            if got is not None:
+                return got
+            # past the work bound in the kept order: weighed again at once
+        order: list = []
+        start = dict(slots)
+        got = self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, order)
+        if got is not None and len(order) == len(left) + (len(groups) if groups else 0):
+            if len(self._plans) > 256:
+                self._plans.clear()
+            self._plans[key] = self._compile(order, start, groups)
+        return got
+
+    def _compile(self, order: list, slots: dict, groups: list | None) -> list:
+        """``[run, step objects' refs, uses left, final slots]`` for a join order the planner
+        chose (refs: a pattern index, or ``~k`` for ``groups[k]``)."""
+        slots = dict(slots)
+        width = len(slots)
+        steps, refs = [], []
+        for item in order:
+            if isinstance(item, _Joined):
+                k = next(x for x, g in enumerate(groups) if g is item)
+                steps.append(group_step(item.slots, slots))
+                refs.append(~k)
+            else:
+                steps.append(pattern_step(self._pats[item], slots))
+                refs.append(item)
+        return [compile_plan(steps, width), refs, self.replan_every, slots]
+
+    def _run_plan(self, plan: list, matches, limit: int, ctx, budget: list[int], cur: list[tuple],
+                  slots: dict, groups: list | None) -> tuple | None:
+        """A kept join order's compiled loops; None past the work bound (then the planner runs)."""
+        run, refs, _, final = plan
+        objs = []
+        for r in refs:
+            if r < 0:
+                objs.append(groups[~r])
+            else:
+                m = matches[r]
+                if not len(m):   # a pattern without matches: no solution
+                    slots.update(final)
+                    return [], slots
+                objs.append(m)
+        ctx.check_budget()
+        got = run(cur, objs, min(limit, budget[0]))
+        if got is None:
+            return None
+        out, work = got
+        if len(out) > limit:
+            return None
+        budget[0] -= work
+        slots.update(final)
+        return out, slots
+
+    def _plan_join(self, left: list, matches, limit: int, ctx, budget: list[int], cur: list[tuple],
+                   slots: dict, groups: list | None, order: list | None) -> tuple | None:
+        """The interpreted join, choosing the order step by step (recorded in ``order``)."""
         pats = self._pats
         left = list(left)
         if groups:
             left += groups
-        slots = {} if slots is None else slots
-        cur = [()] if cur is None else cur
         while left:
             ctx.check_budget()
             best = None
@@ -459,6 +530,8 @@ class TinyCore:
                     best = (key, i)
             i = best[1]
             left.remove(i)
+            if order is not None:
+                order.append(i)
             if isinstance(i, _Joined):
                 cur = i.step(cur, slots, min(limit, budget[0]))
             else:
@@ -529,6 +602,18 @@ class _Joined:
         self.slots = dict(slots)
         self._idx: dict[tuple, dict] = {}
 
+    def index(self, bound: tuple) -> dict:
+        """The group's rows by their values of the variables ``bound``: tuples of the other
+        variables' values (in the group's order), built on first use."""
+        idx = self._idx.get(bound)
+        if idx is None:
+            bpos = [self.slots[v] for v in bound]
+            fpos = [k for v, k in self.slots.items() if v not in bound]
+            idx = self._idx[bound] = {}
+            for r in self.rows:
+                idx.setdefault(tuple(r[k] for k in bpos), []).append(tuple(r[k] for k in fpos))
+        return idx
+
     def step(self, cur: list[tuple], slots: dict, limit: int) -> list[tuple] | None:
         """``cur`` joined with the group's rows on the variables both bind."""
         bound = tuple(v for v in self.slots if v in slots)
@@ -541,12 +626,7 @@ class _Joined:
                 return None
             ext = [tuple(r[k] for k in fpos) for r in self.rows]
             return [r + x for r in cur for x in ext]
-        idx = self._idx.get(bound)
-        if idx is None:
-            bpos = [self.slots[v] for v in bound]
-            idx = self._idx[bound] = {}
-            for r in self.rows:
-                idx.setdefault(tuple(r[k] for k in bpos), []).append(tuple(r[k] for k in fpos))
+        idx = self.index(bound)
         cpos = [slots[v] for v in bound]
         out: list[tuple] = []
         if len(cpos) == 1:
@@ -654,6 +734,13 @@ class _Match:
                 return a
             return b if a is None else a + b
         return get
+
+    def pair_tester(self):
+        """``(s, o) -> whether the pair is a match``."""
+        have = self.pairset()
+        if not self.inst:
+            return lambda a, b: (a, b) in have
+        return lambda a, b: (a, b) in have or self.has_instant((a, b))
 
     def tester(self, k: int):
         """``v -> whether some pair has v at end k``."""
@@ -893,6 +980,6 @@ def _spread(col: np.ndarray, inner: int, outer: int) -> np.ndarray:
     before it."""
     if inner > 1:
         col = np.repeat(col, inner)
-    if outer > 1:
-        col = np.tile(col, outer)
+    if outer > 1:   # (np.tile's Python wrapper costs more than these three calls on a few rows)
+        col = col.reshape(1, -1).repeat(outer, axis=0).reshape(-1)
     return col
