@@ -542,8 +542,31 @@ class TinyCore:
             if budget[0] < 0:   # many rows through many steps: the vectorized steps are cheaper
                 return None
             if not cur:
+                if order is not None:
+                    order += self._rest_order(left, slots)
                 return cur, slots
         return cur, slots
+
+    def _rest_order(self, left: list, slots: dict) -> list:
+        """An order for the patterns / groups a join did not reach (it ran out of rows): each
+        next one connected to the variables bound so far when one is, to be compiled with the
+        order that was chosen (a later instant with rows weighs it again past the work bound)."""
+        bound = set(slots)
+        left = list(left)
+        out = []
+        while left:
+            pick = left[0]
+            for i in left:
+                names = i.slots if isinstance(i, _Joined) else [t[1] for t in (self._pats[i][0], self._pats[i][2])
+                                                                if t[0] == "v"]
+                if any(v in bound for v in names):
+                    pick = i
+                    break
+            left.remove(pick)
+            out.append(pick)
+            bound.update(pick.slots if isinstance(pick, _Joined)
+                         else (t[1] for t in (self._pats[pick][0], self._pats[pick][2]) if t[0] == "v"))
+        return out
 
     @staticmethod
     def _step(cur: list[tuple], pat, m: _Match, slots: dict, limit: int) -> list[tuple] | None:
