@@ -763,7 +763,12 @@ class _Match:
         have = self.pairset()
         if not self.inst:
             return lambda a, b: (a, b) in have
-        return lambda a, b: (a, b) in have or self.has_instant((a, b))
+        if self._iset is None:
+            self._iset = set(self.inst)
+        iset = self._iset
+        if not have:
+            return lambda a, b: (a, b) in iset
+        return lambda a, b: (a, b) in have or (a, b) in iset
 
     def tester(self, k: int):
         """``v -> whether some pair has v at end k``."""
