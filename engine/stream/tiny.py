@@ -82,6 +82,12 @@ class TinyCore:
                 # variable every solution binds): the core's rows are never read
                 have = set(self.vars)
                 self.never = any(_static_truth(e, have) is False for e in found[2])
+                # only the variables the operators above read become columns (CityBench C5 binds
+                # 13, reads 7; LSBench L7 counts rows per ?creator): a bag's rows stay its rows
+                used = _read_above(query, node)
+                if used is not None:
+                    self.out = [v for v in self.vars if v in used]
+                    self._keep = set(self.out)
             return
         # OPTIONAL, UNION, MINUS, joins of groups: every BGP answered tuple at a time, the
         # operators between them by the executor over those rows
@@ -91,11 +97,14 @@ class TinyCore:
             self.base = query.pattern
             self.general = True
             self.vars = list(dict.fromkeys(v for b in bgps for v in bgp_vars(b.triples)))
+            self.out = self.vars
 
     def _setup(self, node, triples) -> None:
         self.base = node                      # the node of the parsed tree the rows answer
         self.triples = triples
         self.vars = bgp_vars(triples)
+        self.out = self.vars          # the variables the solutions carry as columns
+        self._keep: set | None = None   # the same as a set, when some variable is left out
         self._components = _components(triples)
         self.flat = all(len(c) == 1 for c in self._components)
         self._flat_key = None
@@ -231,7 +240,7 @@ class TinyCore:
         for i, (s, _, o) in enumerate(self._pats):
             ss, os_ = sel[self._kof[i]]
             if not len(ss):
-                return Bindings.empty(self.vars)
+                return Bindings.empty(self.out)
             c = {}
             if s[0] == "v":
                 c[s[1]] = ss
@@ -246,9 +255,10 @@ class TinyCore:
         for c, n in per:
             inner = total // (outer * n)
             for v, col in c.items():
-                cols[v] = _spread(np.ascontiguousarray(col, dtype=np.int64), inner, outer)
+                if self._keep is None or v in self._keep:
+                    cols[v] = _spread(np.ascontiguousarray(col, dtype=np.int64), inner, outer)
             outer *= n
-        return Bindings({v: cols[v] for v in self.vars}, total)
+        return Bindings({v: cols[v] for v in self.out}, total)
 
     # -- the join ----------------------------------------------------------------
     def solutions(self, rows: np.ndarray, ctx, stored: np.ndarray | None = None) -> Bindings | None:
@@ -262,10 +272,10 @@ class TinyCore:
             except (_HandBack, TinyFallback, RowBudgetExceeded):
                 return None   # the vectorized path evaluates the instant (and reports a budget)
         if self.never:   # the FILTER above drops every row: none needs computing
-            return Bindings.empty(self.vars)
+            return Bindings.empty(self.out)
         self._resolve(ctx)
         if self._pats is None:   # a constant the store does not hold: no solution
-            return Bindings.empty(self.vars)
+            return Bindings.empty(self.out)
         if self.flat:
             return self._flat(rows, _NONE if stored is None else stored, ctx)
         matches = self._matches(rows, _NONE if stored is None else stored)
@@ -277,7 +287,7 @@ class TinyCore:
             if got is None:
                 return None
             if not got[1]:
-                return Bindings.empty(self.vars)
+                return Bindings.empty(self.out)
             parts.append(got)
         # the product of the components, by repeat / tile of their columns: no Python per row
         total = 1
@@ -292,7 +302,7 @@ class TinyCore:
             for v, col in got.items():
                 cols[v] = _spread(col, inner, outer)
             outer *= n
-        return Bindings({v: cols[v] for v in self.vars}, total)
+        return Bindings({v: cols[v] for v in self.out}, total)
 
     def _component(self, ci: int, comp: list[int], matches: list, limit: int, ctx,
                    budget: list[int]) -> tuple | None:
@@ -313,7 +323,7 @@ class TinyCore:
             got = self._join(left, matches, limit, ctx, budget, groups=groups)
             if got is None:
                 return None
-            return _columns(*got), len(got[0])
+            return _columns(*got, self._keep), len(got[0])
         base = self._base_solutions(ci, comp, ctx)
         if base is None:
             return None
@@ -347,7 +357,7 @@ class TinyCore:
             if budget[0] < 0:   # many rows through many steps: the vectorized steps are cheaper
                 return None
             if cur:
-                cols.append(_columns(cur, slots))
+                cols.append(_columns(cur, slots, self._keep))
                 n += len(cur)
                 if n > limit:
                     return None
@@ -373,7 +383,7 @@ class TinyCore:
         else:
             got = self._join(list(comp), {j: stored[j] for j in comp}, self.max_rows, ctx, [1 << 62],
                              compiled=False)
-            out = None if got is None else (_columns(*got), len(got[0]))
+            out = None if got is None else (_columns(*got, self._keep), len(got[0]))
             if out is not None and not out[1]:
                 out = ({}, 0)
         self._base[ci] = out
@@ -805,8 +815,10 @@ class _Match:
         return self.pairs + self.inst if self.inst else self.pairs
 
 
-def _columns(rows: list[tuple], slots: dict) -> dict[str, np.ndarray]:
-    """Tuple rows as one int64 column per variable."""
+def _columns(rows: list[tuple], slots: dict, keep: set | None = None) -> dict[str, np.ndarray]:
+    """Tuple rows as one int64 column per variable (of ``keep`` only, when given)."""
+    if keep is not None:
+        slots = {v: j for v, j in slots.items() if v in keep}
     if not rows:
         return {v: np.zeros(0, dtype=np.int64) for v in slots}
     vals = list(zip(*rows, strict=True))
@@ -978,6 +990,46 @@ def _general(node, bgps: list) -> bool:
         return True
     kids = [node.left, node.right] if isinstance(node, (A.Join, A.LeftJoin, A.Union, A.Minus)) else [node.input]
     return all(_general(k, bgps) for k in kids)
+
+
+def _read_above(query: A.Query, base) -> set[str] | None:
+    """The variables the operators between ``query.pattern`` and the core's node ``base`` (a
+    chain of unary operators and Slice) and the query's template read; None when every
+    column matters: no projection or grouping shapes the output (ASK, CONSTRUCT, a bare
+    pattern), or a DISTINCT / REDUCED / ``COUNT(DISTINCT *)`` compares whole solutions below
+    one."""
+    chain = []
+    node = query.pattern
+    while node is not base:
+        chain.append(node)
+        node = node.input
+    shaped = False
+    for n in chain:
+        if isinstance(n, (A.Project, A.Group)):
+            shaped = True
+        elif isinstance(n, (A.Distinct, A.Reduced)) and shaped:
+            return None
+        if isinstance(n, A.Group) and any(a.arg is None and a.distinct for _, a in n.aggregates):
+            return None
+    if not shaped:
+        return None
+    names: set[str] = set()
+
+    def walk(x) -> None:
+        if isinstance(x, A.Var):
+            names.add(x.name)
+        elif isinstance(x, (tuple, list)):
+            for y in x:
+                walk(y)
+        elif hasattr(x, "__dataclass_fields__"):
+            for f in x.__dataclass_fields__:
+                if f != "input":
+                    walk(getattr(x, f))
+
+    for n in chain:
+        walk(n)
+    walk(query.template)
+    return names
 
 
 def _static_truth(expr, bound: set[str]) -> bool | None:
