@@ -36,6 +36,7 @@ EX = "http://ex.org/"
 N_NODES, N_PREDS = 6, 3
 INT = "<http://www.w3.org/2001/XMLSchema#integer>"
 TAKEN: list[str] = []   # queries the tiny path answered (the property test must exercise it)
+DIRECT: list = []   # queries whose result TinyCore.result made (checked against the executor's)
 DECIDED: Counter = Counter()   # FILTERs the compiled closures decided / handed to the executor
 
 
@@ -212,6 +213,10 @@ def _tiny(db, q, rows, k=0):
         res = evaluate_query(q, ctx, ds, evaluator=TinyEvaluator(ctx, ds, core.base, sol))
     except TinyFallback:
         return None
+    if core.direct is not None:   # SELECT [DISTINCT] ?vars over the BGP: the result without the executor
+        DIRECT.append(q)
+        direct = core.result(sol, ctx)
+        assert direct.vars == res.vars and _canon(direct, ctx) == _canon(res, ctx)
     return _canon(res, ctx)
 
 
@@ -269,6 +274,7 @@ def test_tiny_path_equals_executor_and_pyoxigraph(db, data):
 
 def test_tiny_path_was_exercised():
     assert len(TAKEN) >= 50
+    assert len(DIRECT) >= 20
     assert DECIDED["decided"] >= 3, DECIDED   # (the handed-back case: test_compiled_filter_semantics)
     assert sum(any(k in t for k in ("OPTIONAL", "UNION", "MINUS")) for t in TAKEN) >= 10
 

@@ -1361,6 +1361,8 @@ class InstantEvaluator:
             # empty result without the executor (the commonest instant of a selective query)
             return QueryResult(form="SELECT", terms=ctx, vars=list(self._empty_vars),
                                columns=[_EMPTY1] * len(self._empty_vars))
+        if self._tiny.direct is not None:   # SELECT [DISTINCT] ?vars over the BGP: no executor
+            return self._tiny.result(sol, ctx)
         ev = TinyEvaluator(ctx, _NO_GRAPH, self._tiny.base, sol)
         try:
             res = evaluate_query(self.query, ctx, _NO_GRAPH, evaluator=ev)

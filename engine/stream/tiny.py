@@ -27,6 +27,7 @@ from engine.arrays import unique
 from engine.errors import RowBudgetExceeded
 from engine.exec.bindings import Bindings, join
 from engine.exec.evaluate import DatasetView, Evaluator
+from engine.exec.result import QueryResult
 from engine.kv.views import EmptyGraph
 from engine.plan.order import bgp_vars, resolve
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
@@ -66,6 +67,7 @@ class TinyCore:
         self.general = False
         self.flat = False
         self.never = False
+        self.direct: tuple | None = None   # (projected names, DISTINCT): see :meth:`result`
         self._subs: dict[int, tuple] = {}   # general queries: id(BGP node) -> (node, its core)
         if bgp is not None:   # one BGP of a general query
             self._setup(bgp, bgp.triples)
@@ -88,6 +90,12 @@ class TinyCore:
                 if used is not None:
                     self.out = [v for v in self.vars if v in used]
                     self._keep = set(self.out)
+                # SELECT [DISTINCT] ?vars right over the core: its result is the core's columns
+                top, distinct = query.pattern, False
+                if isinstance(top, A.Distinct):
+                    top, distinct = top.input, True
+                if query.form == "SELECT" and isinstance(top, A.Project) and top.input is node:
+                    self.direct = ([v.name for v in top.vars], distinct)
             return
         # OPTIONAL, UNION, MINUS, joins of groups: every BGP answered tuple at a time, the
         # operators between them by the executor over those rows
@@ -98,6 +106,18 @@ class TinyCore:
             self.general = True
             self.vars = list(dict.fromkeys(v for b in bgps for v in bgp_vars(b.triples)))
             self.out = self.vars
+
+    def result(self, sol: Bindings, ctx) -> QueryResult:
+        """The query's result from the core's solutions when the query is ``SELECT [DISTINCT]
+        ?vars`` right over the BGP (:attr:`direct`): the projection as the executor's
+        ``_Project`` / ``_Distinct`` make it, without walking the operator tree."""
+        names, distinct = self.direct
+        ctx.check_budget()
+        ctx.check_rows(sol.n)
+        if distinct:
+            sol = sol.project(names).distinct()
+        return QueryResult(form="SELECT", terms=ctx, vars=list(names), columns=[sol.col(v) for v in names],
+                           ordered=False, n_rows=sol.n)
 
     def _setup(self, node, triples) -> None:
         self.base = node                      # the node of the parsed tree the rows answer

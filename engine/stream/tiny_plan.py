@@ -72,7 +72,8 @@ def group_step(group_slots: dict, slots: dict) -> tuple:
 def compile_plan(steps: list[tuple], width: int):
     """One function ``f(cur, objs, bound) -> (rows, work) | None`` running ``steps`` over rows
     of ``width`` slots (see the module's docstring); ``objs[i]`` is step i's match or group."""
-    lines = ["def run(cur, o, B):", " w = 0", " out = []", " append = out.append"]
+    consts: dict[int, tuple] = {}
+    lines = ["def run(cur, o, B, K=K):", " w = 0", " out = []", " append = out.append"]
     n = width
     body: list[str] = []
     depth = 2
@@ -108,7 +109,8 @@ def compile_plan(steps: list[tuple], width: int):
             depth += 1
         elif kind == "gp":
             _, names, cpos, nf = st
-            lines.append(f" x{i} = o[{i}].index({names!r})")
+            consts[i] = names   # (passed in, never written into the source)
+            lines.append(f" x{i} = o[{i}].index(K[{i}])")
             key = "(" + "".join(f"a{j}, " for j in cpos) + ")"
             tgt = ", ".join(f"a{slot + x}" for x in range(nf)) + "," if nf else "_"
             body += [f"{pad}h{i} = x{i}.get({key})", f"{pad}if h{i}:",
@@ -132,6 +134,7 @@ def compile_plan(steps: list[tuple], width: int):
     row = "(" + "".join(f"a{j}, " for j in range(slot)) + ")"
     lines.append(" " * depth + f"append({row})")
     lines.append(" return out, w")
-    scope: dict = {}
-    exec(compile("\n".join(lines), "<tiny plan>", "exec"), scope)   # noqa: S102 - generated from step tuples only
+    # the source holds only slot numbers and step indexes (no name or value from the query)
+    scope: dict = {"K": consts}
+    exec(compile("\n".join(lines), "<tiny plan>", "exec"), scope)   # noqa: S102
     return scope["run"]
