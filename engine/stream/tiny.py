@@ -471,6 +471,8 @@ class TinyCore:
         plan = self._plans.get(key)
         if plan is not None and plan[2] > 0:
             plan[2] -= 1
+            if plan[0] is None:   # compiled on its second use: a join run once is not worth ~0.3 ms
+                plan[0] = compile_plan(*plan[4])
             got = self._run_plan(plan, matches, limit, ctx, budget, cur, slots, groups)
             if got is not None:
                 return got
@@ -485,8 +487,9 @@ class TinyCore:
         return got
 
     def _compile(self, order: list, slots: dict, groups: list | None) -> list:
-        """``[run, step objects' refs, uses left, final slots]`` for a join order the planner
-        chose (refs: a pattern index, or ``~k`` for ``groups[k]``)."""
+        """``[run (None until compiled), step objects' refs, uses left, final slots, (steps,
+        width)]`` for a join order the planner chose (refs: a pattern index, or ``~k`` for
+        ``groups[k]``)."""
         slots = dict(slots)
         width = len(slots)
         steps, refs = [], []
@@ -498,12 +501,12 @@ class TinyCore:
             else:
                 steps.append(pattern_step(self._pats[item], slots))
                 refs.append(item)
-        return [compile_plan(steps, width), refs, self.replan_every, slots]
+        return [None, refs, self.replan_every, slots, (steps, width)]
 
     def _run_plan(self, plan: list, matches, limit: int, ctx, budget: list[int], cur: list[tuple],
                   slots: dict, groups: list | None) -> tuple | None:
         """A kept join order's compiled loops; None past the work bound (then the planner runs)."""
-        run, refs, _, final = plan
+        run, refs, _, final, _ = plan
         objs = []
         for r in refs:
             if r < 0:

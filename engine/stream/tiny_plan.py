@@ -69,9 +69,24 @@ def group_step(group_slots: dict, slots: dict) -> tuple:
     return ("gp", bound, cpos, len(free))
 
 
+#: compiled plans by (steps, width), shared by every core (a replan mostly picks the same
+#: order again; queries of one shape share their plans): compiling costs ~0.3 ms
+_CODE: dict[tuple, object] = {}
+
+
 def compile_plan(steps: list[tuple], width: int):
     """One function ``f(cur, objs, bound) -> (rows, work) | None`` running ``steps`` over rows
     of ``width`` slots (see the module's docstring); ``objs[i]`` is step i's match or group."""
+    key = (tuple(steps), width)
+    run = _CODE.get(key)
+    if run is None:
+        if len(_CODE) >= 1024:
+            _CODE.clear()
+        run = _CODE[key] = _compile(steps, width)
+    return run
+
+
+def _compile(steps: list[tuple], width: int):
     consts: dict[int, tuple] = {}
     lines = ["def run(cur, o, B, K=K):", " w = 0", " out = []", " append = out.append"]
     n = width
