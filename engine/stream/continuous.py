@@ -1362,7 +1362,9 @@ class InstantEvaluator:
             return QueryResult(form="SELECT", terms=ctx, vars=list(self._empty_vars),
                                columns=[_EMPTY1] * len(self._empty_vars))
         if self._tiny.direct is not None:   # SELECT [DISTINCT] ?vars over the BGP: no executor
-            return self._tiny.result(sol, ctx)
+            res = self._tiny.result(sol, ctx)
+            if res is not None:
+                return res
         ev = TinyEvaluator(ctx, _NO_GRAPH, self._tiny.base, sol)
         try:
             res = evaluate_query(self.query, ctx, _NO_GRAPH, evaluator=ev)

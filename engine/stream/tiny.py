@@ -90,12 +90,19 @@ class TinyCore:
                 if used is not None:
                     self.out = [v for v in self.vars if v in used]
                     self._keep = set(self.out)
-                # SELECT [DISTINCT] ?vars right over the core: its result is the core's columns
+                # SELECT [DISTINCT] ?vars over FILTERs / BINDs right over the core: its result
+                # is made from the core's columns by the compiled closures, without the executor
                 top, distinct = query.pattern, False
                 if isinstance(top, A.Distinct):
                     top, distinct = top.input, True
-                if query.form == "SELECT" and isinstance(top, A.Project) and top.input is node:
-                    self.direct = ([v.name for v in top.vars], distinct)
+                if query.form == "SELECT" and isinstance(top, A.Project):
+                    ops = []
+                    below = top.input
+                    while isinstance(below, (A.Filter, A.Extend)):
+                        ops.append(below)
+                        below = below.input
+                    if below is node:
+                        self.direct = ([v.name for v in top.vars], distinct, ops[::-1])
             return
         # OPTIONAL, UNION, MINUS, joins of groups: every BGP answered tuple at a time, the
         # operators between them by the executor over those rows
@@ -107,13 +114,36 @@ class TinyCore:
             self.vars = list(dict.fromkeys(v for b in bgps for v in bgp_vars(b.triples)))
             self.out = self.vars
 
-    def result(self, sol: Bindings, ctx) -> QueryResult:
+    def result(self, sol: Bindings, ctx) -> QueryResult | None:
         """The query's result from the core's solutions when the query is ``SELECT [DISTINCT]
-        ?vars`` right over the BGP (:attr:`direct`): the projection as the executor's
-        ``_Project`` / ``_Distinct`` make it, without walking the operator tree."""
-        names, distinct = self.direct
+        ?vars`` over FILTERs and BINDs right over the BGP (:attr:`direct`): each FILTER / BIND
+        by :func:`~engine.stream.tiny_ops.filter_mask` / :func:`~engine.stream.tiny_ops.expr_ids`
+        and the projection as the executor's ``_Filter`` / ``_Extend`` / ``_Project`` /
+        ``_Distinct`` make them, without walking the operator tree; None when a closure leaves
+        rows undecided (the executor then evaluates the instant's rows)."""
+        names, distinct, ops = self.direct
         ctx.check_budget()
         ctx.check_rows(sol.n)
+        for op in ops:
+            if isinstance(op, A.Filter):
+                if sol.n:
+                    m = filter_mask(op.expr, sol.cols, sol.n, ctx)
+                    if m is None:
+                        return None
+                    sol = sol.mask(m)
+            else:
+                name = op.var.name
+                if name in sol.cols:
+                    return None   # (a variable bound below: the executor's compatibility rule)
+                if sol.n:
+                    vals = expr_ids(op.expr, sol.cols, sol.n, ctx) if isinstance(op.expr, A.Call) else None
+                    if vals is None:
+                        return None
+                else:
+                    vals = np.zeros(0, np.int64)
+                sol = sol.with_col(name, vals)
+            ctx.check_budget()
+            ctx.check_rows(sol.n)
         if distinct:
             sol = sol.project(names).distinct()
         return QueryResult(form="SELECT", terms=ctx, vars=list(names), columns=[sol.col(v) for v in names],
