@@ -101,8 +101,12 @@ class TinyCore:
                     while isinstance(below, (A.Filter, A.Extend)):
                         ops.append(below)
                         below = below.input
+                    group = None   # a GROUP BY + COUNT right over the core (tiny_ops.CountGroup)
+                    if isinstance(below, A.Group) and below.input is node:
+                        group = CountGroup.of(below)
+                        below = node if group is not None else below
                     if below is node:
-                        self.direct = ([v.name for v in top.vars], distinct, ops[::-1])
+                        self.direct = ([v.name for v in top.vars], distinct, ops[::-1], group)
             return
         # OPTIONAL, UNION, MINUS, joins of groups: every BGP answered tuple at a time, the
         # operators between them by the executor over those rows
@@ -121,9 +125,19 @@ class TinyCore:
         and the projection as the executor's ``_Filter`` / ``_Extend`` / ``_Project`` /
         ``_Distinct`` make them, without walking the operator tree; None when a closure leaves
         rows undecided (the executor then evaluates the instant's rows)."""
-        names, distinct, ops = self.direct
+        names, distinct, ops, group = self.direct
         ctx.check_budget()
         ctx.check_rows(sol.n)
+        if group is not None:   # as TinyEvaluator.eval: the counts, a HAVING right above on integers
+            keep = None
+            if ops and isinstance(ops[0], A.Filter):
+                keep = having(ops[0].expr, group)
+                if keep is None:
+                    return None
+                ops = ops[1:]
+            sol = group.run(sol, ctx, keep)
+            ctx.check_budget()
+            ctx.check_rows(sol.n)
         for op in ops:
             if isinstance(op, A.Filter):
                 if sol.n:
@@ -135,7 +149,9 @@ class TinyCore:
                 name = op.var.name
                 if name in sol.cols:
                     return None   # (a variable bound below: the executor's compatibility rule)
-                if sol.n:
+                if isinstance(op.expr, A.Var):   # (an aggregate's value under its name)
+                    vals = sol.col(op.expr.name)
+                elif sol.n:
                     vals = expr_ids(op.expr, sol.cols, sol.n, ctx) if isinstance(op.expr, A.Call) else None
                     if vals is None:
                         return None
