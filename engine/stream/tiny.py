@@ -67,7 +67,7 @@ class TinyCore:
         self.general = False
         self.flat = False
         self.never = False
-        self.direct: tuple | None = None   # (projected names, DISTINCT): see :meth:`result`
+        self.direct: tuple | None = None   # (names, DISTINCT, FILTERs/BINDs, CountGroup): :meth:`result`
         self._subs: dict[int, tuple] = {}   # general queries: id(BGP node) -> (node, its core)
         if bgp is not None:   # one BGP of a general query
             self._setup(bgp, bgp.triples)
