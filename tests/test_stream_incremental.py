@@ -191,3 +191,40 @@ def test_adaptive_choice_schedule():
     assert inc._pause == IncrementalCore.BACKOFF_MIN
     assert [inc.wants() for _ in range(IncrementalCore.BACKOFF_MIN)] == [False] * IncrementalCore.BACKOFF_MIN
     assert inc.wants()
+
+
+def test_abandoned_maintained_instants_equal_full_evaluation(monkeypatch):
+    """A maintained instant past its limit (ABANDON_AT times the plain cost) is abandoned midway
+    and evaluated from scratch: with a limit every delta instant reaches, the answers are still
+    every instant's full evaluation, and the abandoned instants were counted."""
+    monkeypatch.setattr(IncrementalCore, "WARMUP_PLAIN", 1)
+    monkeypatch.setattr(IncrementalCore, "WARMUP_SKIP", 0)
+    monkeypatch.setattr(IncrementalCore, "BACKOFF_MIN", 1)
+    monkeypatch.setattr(IncrementalCore, "BACKOFF_MAX", 2)
+    monkeypatch.setattr(IncrementalCore, "ABANDON_AT", 0.0)
+    monkeypatch.setattr(IncrementalCore, "ABANDON_MIN_MS", 0.0)
+    abandoned = []
+    real = IncrementalCore.evaluate
+
+    def counting(self, *a, **k):
+        got = real(self, *a, **k)
+        if got is None:
+            abandoned.append(1)
+        return got
+
+    monkeypatch.setattr(IncrementalCore, "evaluate", counting)
+    rng = random.Random(11)
+    static = gen_static(rng)
+    data = {"s1": gen_stream(rng, "s1"), "s2": gen_stream(rng, "s2")}
+    texts = [gen_query(rng, k)["text"] for k in range(6)] + HANDWRITTEN
+    adaptive, _ = _run("adaptive", static, data, texts, update_at=6000)
+    full, _ = _run(False, static, data, texts, update_at=6000)
+    assert adaptive == full
+    assert abandoned
+
+
+def test_abandon_backs_off_fourfold():
+    inc = IncrementalCore.of(parse_query("SELECT ?s WHERE { ?s <p> ?o }"))
+    inc._lose(4)
+    assert inc._pause == IncrementalCore.BACKOFF_MIN
+    assert inc._backoff == 4 * IncrementalCore.BACKOFF_MIN

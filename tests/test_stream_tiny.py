@@ -36,6 +36,7 @@ EX = "http://ex.org/"
 N_NODES, N_PREDS = 6, 3
 INT = "<http://www.w3.org/2001/XMLSchema#integer>"
 TAKEN: list[str] = []   # queries the tiny path answered (the property test must exercise it)
+DIRECT: list = []   # queries whose result TinyCore.result made (checked against the executor's)
 DECIDED: Counter = Counter()   # FILTERs the compiled closures decided / handed to the executor
 
 
@@ -212,6 +213,11 @@ def _tiny(db, q, rows, k=0):
         res = evaluate_query(q, ctx, ds, evaluator=TinyEvaluator(ctx, ds, core.base, sol))
     except TinyFallback:
         return None
+    if core.direct is not None:   # SELECT [DISTINCT] ?vars over the BGP: the result without the executor
+        direct = core.result(sol, ctx)
+        if direct is not None:
+            DIRECT.append(len(core.direct[2]))   # (FILTERs / BINDs below the projection)
+            assert direct.vars == res.vars and _canon(direct, ctx) == _canon(res, ctx)
     return _canon(res, ctx)
 
 
@@ -269,6 +275,7 @@ def test_tiny_path_equals_executor_and_pyoxigraph(db, data):
 
 def test_tiny_path_was_exercised():
     assert len(TAKEN) >= 50
+    assert len(DIRECT) >= 20 and sum(1 for k in DIRECT if k) >= 5, DIRECT
     assert DECIDED["decided"] >= 3, DECIDED   # (the handed-back case: test_compiled_filter_semantics)
     assert sum(any(k in t for k in ("OPTIONAL", "UNION", "MINUS")) for t in TAKEN) >= 10
 
@@ -361,7 +368,8 @@ def test_integer_groups_were_exercised(db, monkeypatch):
                  f"SELECT (COUNT(*) AS ?n) WHERE {{ ?a <{EX}p1> ?b }}"):
         q = parse_query(text)
         assert _tiny(db, q, rows, 2) == _vectorized(db, q, rows) == _oracle(db, text, rows, q), text
-    assert calls["having"] == 2 and calls["group"] == 2
+    # each query twice: the executor's walk (TinyEvaluator) and the direct SELECT (TinyCore.result)
+    assert calls["having"] == 4 and calls["group"] == 4
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -581,3 +589,124 @@ def test_one_core_over_sliding_windows(db, data):
         except TinyFallback:
             continue
         assert got == _vectorized(db, q, rows) == _oracle(db, text, rows, q), text
+
+
+COMPILED: Counter = Counter()   # joins answered by a kept, compiled order (engine.stream.tiny_plan)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_compiled_join_orders_equal_the_planner(db, data, monkeypatch):
+    """A join order chosen over one window (the planner's, from its match counts) and kept,
+    compiled into nested loops, for the next windows -- whose counts may favour another order, or
+    whose patterns may match nothing -- gives each window the solutions (as a bag) of a core that
+    plans afresh, and the query's answer is the executor's and pyoxigraph's."""
+    real = TinyCore._run_plan
+
+    def counting(self, *a, **k):
+        got = real(self, *a, **k)
+        COMPILED["compiled" if got is not None else "replanned"] += 1
+        return got
+
+    monkeypatch.setattr(TinyCore, "_run_plan", counting)
+    nodes, preds, lits = _vocab(db)
+    text = data.draw(queries())
+    q = parse_query(text)
+    core = TinyCore(q)
+    if not core.usable or core.general:
+        return
+    stored = _rows(data.draw, nodes, preds, lits)[:data.draw(st.integers(0, 8))].copy()
+    for _ in range(3):
+        rows = np.concatenate([stored, _rows(data.draw, nodes, preds, lits)])
+        ctx = QueryContext(db.store.snapshot())
+        sol = core.solutions(rows, ctx, stored)
+        fresh = TinyCore(q).solutions(rows, QueryContext(db.store.snapshot()), stored)
+        if sol is None or fresh is None:
+            continue
+        names = sorted(fresh.cols)
+        assert sol.n == fresh.n, text
+        assert Counter(zip(*(sol.cols[v].tolist() for v in names), strict=True)) == \
+            Counter(zip(*(fresh.cols[v].tolist() for v in names), strict=True)) or not names, text
+        ds = DatasetView(EmptyGraph(), {}, ("tiny",))
+        try:
+            got = _canon(evaluate_query(q, ctx, ds, evaluator=TinyEvaluator(ctx, ds, core.base, sol)), ctx)
+        except TinyFallback:
+            continue
+        assert got == _vectorized(db, q, rows) == _oracle(db, text, rows, q), text
+
+
+def test_compiled_join_orders_were_exercised():
+    assert COMPILED["compiled"] >= 50, COMPILED
+
+
+def test_compiled_plan_steps():
+    """Every step kind of a compiled order, by hand: probes, tests, products, static groups."""
+    from engine.stream.tiny import _Joined, _Match  # noqa: PLC0415
+    from engine.stream.tiny_plan import compile_plan, group_step, pattern_step  # noqa: PLC0415
+    slots: dict = {}
+    knows = _Match([(1, 2), (1, 3), (2, 3)])
+    likes = _Match([(2, 7), (3, 8)], None).with_instant([(3, 9)])
+    age = _Match([(2, 20)])
+    steps = [pattern_step((("v", "a"), None, ("v", "b")), slots),      # s2: ?a knows ?b
+             pattern_step((("v", "b"), None, ("v", "x")), slots),      # pr: ?b likes ?x
+             pattern_step((("v", "a"), None, ("v", "b")), slots),      # t2: the same pair again
+             pattern_step((("v", "b"), None, ("c", 20)), slots)]       # t1: ?b age 20
+    assert [s[0] for s in steps] == ["s2", "pr", "t2", "t1"]
+    run = compile_plan(steps, 0)
+    out, work = run([()], [knows, likes, knows, age], 100)
+    assert sorted(out) == [(1, 2, 7)] and work == 3 + 1 + 2 + 2
+    assert run([()], [knows, likes, knows, age], 7) is None   # past the work bound
+    group = _Joined([(2, 5), (3, 6), (3, 7)], {"b": 0, "y": 1})
+    st2 = group_step(group.slots, slots)
+    assert st2 == ("gp", ("b",), (1,), 1)
+    run2 = compile_plan([st2], 3)
+    out, _ = run2([(1, 2, 7), (1, 3, 8), (2, 3, 9), (9, 9, 9)], [group], 100)
+    assert sorted(out) == [(1, 2, 7, 5), (1, 3, 8, 6), (1, 3, 8, 7), (2, 3, 9, 6), (2, 3, 9, 7)]
+    run3 = compile_plan([group_step(group.slots, {})], 0)
+    assert sorted(run3([()], [group], 100)[0]) == sorted(group.rows)
+
+
+_NARROW = [   # queries whose output reads only some of the BGP's variables (the others are not columns)
+    "SELECT ?a WHERE {{ ?a <{p0}> ?b . ?b <{p1}> ?c }}",
+    "SELECT ?a ?c WHERE {{ ?a <{p0}> ?b . ?b <{p1}> ?c }} ORDER BY ?b",
+    "SELECT DISTINCT ?a WHERE {{ ?a <{p0}> ?b . ?b <{p1}> ?c }}",
+    "SELECT ?a (COUNT(*) AS ?n) WHERE {{ ?a <{p0}> ?b . ?b <{p1}> ?c }} GROUP BY ?a",
+    "SELECT (COUNT(DISTINCT *) AS ?n) WHERE {{ ?a <{p0}> ?b . ?b <{p1}> ?c }}",
+    "SELECT (COUNT(?c) AS ?n) WHERE {{ ?a <{p0}> ?b . ?b <{p1}> ?c }}",
+    "SELECT ?a WHERE {{ ?a <{p0}> ?b . ?b <{p1}> ?c FILTER(?c != ?a) }}",
+    "SELECT ?a ?z WHERE {{ ?a <{p0}> ?b . ?b <{p1}> ?c BIND(?c * 2 AS ?z) }}",
+    "SELECT ?a ?b WHERE {{ ?a <{p0}> ?b . ?b <{p1}> ?c . ?c <{p2}> ?d }}",
+    "ASK {{ ?a <{p0}> ?b . ?b <{p1}> ?c }}",
+    "SELECT ?a WHERE {{ ?a <{p0}> ?b }} ORDER BY ?b LIMIT 2",
+]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_columns_of_the_variables_read_above(db, data):
+    """Only the variables the operators above the BGP read become columns: the answers (bags,
+    DISTINCT, counts of rows and of DISTINCT *, ORDER BY a variable not projected) are the
+    executor's and pyoxigraph's."""
+    nodes, preds, lits = _vocab(db)
+    rows = _rows(data.draw, nodes, preds, lits)
+    ps = [data.draw(st.integers(0, N_PREDS - 1)) for _ in range(3)]
+    text = data.draw(st.sampled_from(_NARROW)).format(p0=f"{EX}p{ps[0]}", p1=f"{EX}p{ps[1]}", p2=f"{EX}p{ps[2]}")
+    q = parse_query(text)
+    got = _tiny(db, q, rows, data.draw(st.integers(0, len(rows))))
+    want = _vectorized(db, q, rows)
+    if got is not None and "LIMIT" not in text:
+        assert got == want, text
+    if "LIMIT" not in text:
+        assert want == _oracle(db, text, rows, q), text
+
+
+def test_columns_left_out():
+    cases = {
+        "SELECT ?a WHERE { ?a <p> ?b . ?b <q> ?c }": ["a"],
+        "SELECT ?a WHERE { ?a <p> ?b . ?b <q> ?c } ORDER BY ?c": ["a", "c"],
+        "SELECT (COUNT(DISTINCT *) AS ?n) WHERE { ?a <p> ?b }": ["a", "b"],
+        "ASK { ?a <p> ?b . ?b <q> ?c }": ["a", "b", "c"],
+        "SELECT ?a (COUNT(?c) AS ?n) WHERE { ?a <p> ?b . ?b <q> ?c } GROUP BY ?a": ["a", "c"],
+    }
+    for text, out in cases.items():
+        assert TinyCore(parse_query(text)).out == out, text

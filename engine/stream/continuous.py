@@ -1342,11 +1342,14 @@ class InstantEvaluator:
         ds = self.dataset(ctx, t, track=maintain)
         if maintain:
             try:
-                return inc.evaluate(ctx, ds, self.cache, self.windows, self._window_graphs, t, self._stored_parts,
-                                    spent_ms=(time.perf_counter() - t0) * 1000.0)
+                res = inc.evaluate(ctx, ds, self.cache, self.windows, self._window_graphs, t, self._stored_parts,
+                                   spent_ms=(time.perf_counter() - t0) * 1000.0)
             except BaseException:
                 inc.reset()  # a failed instant (timeout, row budget) leaves no half-updated state
                 raise
+            if res is not None:
+                return res
+            t0 = time.perf_counter()   # abandoned (dearer than from scratch): the plain cost from here
         res = evaluate_query(self.query, ctx, ds)
         if inc is not None:
             inc.record_plain((time.perf_counter() - t0) * 1000.0)
@@ -1363,6 +1366,10 @@ class InstantEvaluator:
             # empty result without the executor (the commonest instant of a selective query)
             return QueryResult(form="SELECT", terms=ctx, vars=list(self._empty_vars),
                                columns=[_EMPTY1] * len(self._empty_vars))
+        if self._tiny.direct is not None:   # SELECT [DISTINCT] ?vars over the BGP: no executor
+            res = self._tiny.result(sol, ctx)
+            if res is not None:
+                return res
         ev = TinyEvaluator(ctx, _NO_GRAPH, self._tiny.base, sol)
         try:
             res = evaluate_query(self.query, ctx, _NO_GRAPH, evaluator=ev)

@@ -278,13 +278,19 @@ class IncrementalCore:
     Adaptive (unless ``adaptive=False``): maintenance has fixed costs that a cheap, selective query
     evaluated from scratch does not pay, so the evaluator times both ways (exponential moving
     averages) and, when maintaining is slower, evaluates from scratch for a while (a back-off that
-    doubles each time maintenance loses, up to 1024 instants) before trying again."""
+    doubles each time maintenance loses, up to 1024 instants) before trying again. A maintained
+    instant that has already cost :attr:`ABANDON_AT` times the plain cost is abandoned midway
+    (:meth:`evaluate` returns None, the caller evaluates from scratch) and the back-off grows
+    fourfold: a query whose deltas are as large as its answer (CityBench C8, a product of 13,932
+    rows) used to pay three instants of 6-8x the plain cost at every probe, the latency's tail."""
 
     REBUILD_FRACTION = 1.0
     BACKOFF_MIN, BACKOFF_MAX = 16, 1024
     WARMUP_PLAIN = 6   # from-scratch instants measured before the first maintained one
     WARMUP_SKIP = 2    # of them, the first ones pay one-time costs (plans, imports, numeric parsing): not averaged
     PROBE_EVERY = 32   # maintained instants between two from-scratch ones that re-measure the plain cost
+    ABANDON_AT = 1.5   # a maintained instant past this many times the plain cost is abandoned
+    ABANDON_MIN_MS = 1.0   # ... but never before it has spent this long (noise on sub-ms instants)
 
     def __init__(self, query: A.Query, core, bgp: A.BGP, pushed: list, adaptive: bool = True):
         self.query = query
@@ -311,6 +317,8 @@ class IncrementalCore:
         self._backoff = self.BACKOFF_MIN
         self._since_resume = 0
         self._since_probe = 0
+        self._deadline: float | None = None   # perf_counter() past which a delta instant is abandoned
+        self.abandoned = 0
 
     @staticmethod
     def of(query: A.Query, adaptive: bool = True) -> IncrementalCore | None:
@@ -346,13 +354,24 @@ class IncrementalCore:
         if not self.adaptive or self.cost_plain is None or self._since_resume < 3:
             return
         if self.cost_delta > self.cost_plain:
-            self._pause = self._backoff
-            self._backoff = min(self._backoff * 2, self.BACKOFF_MAX)
-            self._since_resume = 0
-            self.cost_delta = None
-            self.reset()
+            self._lose(2)
         else:
             self._backoff = self.BACKOFF_MIN
+
+    def _lose(self, grow: int) -> None:
+        """Maintenance lost: evaluate from scratch for the back-off's instants, then try again."""
+        self._pause = self._backoff
+        self._backoff = min(self._backoff * grow, self.BACKOFF_MAX)
+        self._since_resume = 0
+        self.cost_delta = None
+        self.reset()
+
+    def _check(self, ctx) -> None:
+        """The query's deadline and budgets, and the maintained instant's own limit (see
+        :attr:`ABANDON_AT`)."""
+        ctx.check_budget()
+        if self._deadline is not None and time.perf_counter() > self._deadline:
+            raise _Abandon
 
     # -- solutions of the core ----------------------------------------------------
     def _filter(self, ctx, dataset, rows: Bindings) -> Bindings:
@@ -381,8 +400,9 @@ class IncrementalCore:
                 continue
             rest = self._rests[i]
             rows = run_bgp(rest, dataset.default, ctx.lookup, seed=seed, max_rows=ctx.max_rows,
-                           check=ctx.check_budget, plan_cache=ctx.plan_cache,
+                           check=lambda: self._check(ctx), plan_cache=ctx.plan_cache,
                            cache_key=("incremental", i)) if rest else seed
+            self._check(ctx)
             for j in range(i):  # counted at its first Δ+ pattern only
                 if rows.n == 0:
                     break
@@ -393,7 +413,7 @@ class IncrementalCore:
             return Bindings.empty(self.vars)
         return self._filter(ctx, dataset, concat(parts))
 
-    def _expire(self, resolved, rows: Bindings, minus: TripleSet) -> Bindings:
+    def _expire(self, ctx, resolved, rows: Bindings, minus: TripleSet) -> Bindings:
         if rows.n == 0:
             return rows
         mset = minus
@@ -403,6 +423,7 @@ class IncrementalCore:
             if rt[1][0] == "c" and rt[1][1] not in preds:
                 continue
             gone |= mset.contains(_instances(rows, rt))
+            self._check(ctx)
         return rows.mask(~gone) if gone.any() else rows
 
     def solutions(self, ctx, dataset, cache, windows, graphs: list, t: int, stored: list) -> Bindings:
@@ -429,7 +450,7 @@ class IncrementalCore:
             if stored:  # a triple the stored graphs hold does not change D when it enters or leaves W
                 plus = plus.subset(~contained(stored, plus.rows))
                 minus = minus.subset(~contained(stored, minus.rows))
-            rows = self._expire(resolved, self._rows, minus) if len(minus) else self._rows
+            rows = self._expire(ctx, resolved, self._rows, minus) if len(minus) else self._rows
             if len(plus):
                 new = self._arrivals(ctx, dataset, resolved, plus)
                 if new.n:
@@ -445,14 +466,31 @@ class IncrementalCore:
     def evaluate(self, ctx, dataset, cache, windows, graphs: list, t: int, stored: list,
                  spent_ms: float = 0.0):
         """Evaluate instant ``t`` from the maintained core; ``spent_ms``: time already spent on this
-        instant (building the dataset), counted in the cost of the maintained path."""
+        instant (building the dataset), counted in the cost of the maintained path. None when
+        the instant was abandoned (past :attr:`ABANDON_AT` times the plain cost): the caller
+        evaluates it from scratch."""
         t0 = time.perf_counter()
         before = self.delta_runs
-        rows = self.solutions(ctx, dataset, cache, windows, graphs, t, stored)
+        self._deadline = None
+        if self.adaptive and self.cost_plain is not None:
+            budget_ms = max(self.ABANDON_AT * self.cost_plain, self.ABANDON_MIN_MS) - spent_ms
+            self._deadline = t0 + max(budget_ms, 0.0) / 1000.0
+        try:
+            rows = self.solutions(ctx, dataset, cache, windows, graphs, t, stored)
+        except _Abandon:
+            self.abandoned += 1
+            self._deadline = None
+            self._lose(4)
+            return None
+        self._deadline = None
         res = evaluate_query(self.query, ctx, dataset, _CoreEvaluator(ctx, dataset, self.core, rows))
         if self.delta_runs > before:
             self._record_delta(spent_ms + (time.perf_counter() - t0) * 1000.0)
         return res
+
+
+class _Abandon(Exception):
+    """A maintained instant went past its limit (:attr:`IncrementalCore.ABANDON_AT`)."""
 
 
 def _bgp_vars(triples) -> list[str]:

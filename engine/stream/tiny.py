@@ -27,12 +27,14 @@ from engine.arrays import unique
 from engine.errors import RowBudgetExceeded
 from engine.exec.bindings import Bindings, join
 from engine.exec.evaluate import DatasetView, Evaluator
+from engine.exec.result import QueryResult
 from engine.kv.views import EmptyGraph
 from engine.plan.order import bgp_vars, resolve
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
 from engine.stream.incremental import _UNARY, _exprs, _has_pattern, find_core
 from engine.stream.tiny_ops import CountGroup, expr_ids, filter_mask, having
+from engine.stream.tiny_plan import compile_plan, group_step, pattern_step
 
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
 
@@ -56,6 +58,8 @@ class TinyCore:
     max_work = 1024
     #: solutions of a BGP of one-pattern components above which it is handed to the executor
     flat_rows = 1 << 20
+    #: joins run in a kept (compiled) order before the planner weighs the order again
+    replan_every = 32
 
     def __init__(self, query: A.Query | None, bgp: A.BGP | None = None):
         self.base = None
@@ -63,6 +67,7 @@ class TinyCore:
         self.general = False
         self.flat = False
         self.never = False
+        self.direct: tuple | None = None   # (names, DISTINCT, FILTERs/BINDs, CountGroup): :meth:`result`
         self._subs: dict[int, tuple] = {}   # general queries: id(BGP node) -> (node, its core)
         if bgp is not None:   # one BGP of a general query
             self._setup(bgp, bgp.triples)
@@ -79,6 +84,29 @@ class TinyCore:
                 # variable every solution binds): the core's rows are never read
                 have = set(self.vars)
                 self.never = any(_static_truth(e, have) is False for e in found[2])
+                # only the variables the operators above read become columns (CityBench C5 binds
+                # 13, reads 7; LSBench L7 counts rows per ?creator): a bag's rows stay its rows
+                used = _read_above(query, node)
+                if used is not None:
+                    self.out = [v for v in self.vars if v in used]
+                    self._keep = set(self.out)
+                # SELECT [DISTINCT] ?vars over FILTERs / BINDs right over the core: its result
+                # is made from the core's columns by the compiled closures, without the executor
+                top, distinct = query.pattern, False
+                if isinstance(top, A.Distinct):
+                    top, distinct = top.input, True
+                if query.form == "SELECT" and isinstance(top, A.Project):
+                    ops = []
+                    below = top.input
+                    while isinstance(below, (A.Filter, A.Extend)):
+                        ops.append(below)
+                        below = below.input
+                    group = None   # a GROUP BY + COUNT right over the core (tiny_ops.CountGroup)
+                    if isinstance(below, A.Group) and below.input is node:
+                        group = CountGroup.of(below)
+                        below = node if group is not None else below
+                    if below is node:
+                        self.direct = ([v.name for v in top.vars], distinct, ops[::-1], group)
             return
         # OPTIONAL, UNION, MINUS, joins of groups: every BGP answered tuple at a time, the
         # operators between them by the executor over those rows
@@ -88,11 +116,61 @@ class TinyCore:
             self.base = query.pattern
             self.general = True
             self.vars = list(dict.fromkeys(v for b in bgps for v in bgp_vars(b.triples)))
+            self.out = self.vars
+
+    def result(self, sol: Bindings, ctx) -> QueryResult | None:
+        """The query's result from the core's solutions when the query is ``SELECT [DISTINCT]
+        ?vars`` over FILTERs and BINDs right over the BGP (:attr:`direct`): each FILTER / BIND
+        by :func:`~engine.stream.tiny_ops.filter_mask` / :func:`~engine.stream.tiny_ops.expr_ids`
+        and the projection as the executor's ``_Filter`` / ``_Extend`` / ``_Project`` /
+        ``_Distinct`` make them, without walking the operator tree; None when a closure leaves
+        rows undecided (the executor then evaluates the instant's rows)."""
+        names, distinct, ops, group = self.direct
+        ctx.check_budget()
+        ctx.check_rows(sol.n)
+        if group is not None:   # as TinyEvaluator.eval: the counts, a HAVING right above on integers
+            keep = None
+            if ops and isinstance(ops[0], A.Filter):
+                keep = having(ops[0].expr, group)
+                if keep is None:
+                    return None
+                ops = ops[1:]
+            sol = group.run(sol, ctx, keep)
+            ctx.check_budget()
+            ctx.check_rows(sol.n)
+        for op in ops:
+            if isinstance(op, A.Filter):
+                if sol.n:
+                    m = filter_mask(op.expr, sol.cols, sol.n, ctx)
+                    if m is None:
+                        return None
+                    sol = sol.mask(m)
+            else:
+                name = op.var.name
+                if name in sol.cols:
+                    return None   # (a variable bound below: the executor's compatibility rule)
+                if isinstance(op.expr, A.Var):   # (an aggregate's value under its name)
+                    vals = sol.col(op.expr.name)
+                elif sol.n:
+                    vals = expr_ids(op.expr, sol.cols, sol.n, ctx) if isinstance(op.expr, A.Call) else None
+                    if vals is None:
+                        return None
+                else:
+                    vals = np.zeros(0, np.int64)
+                sol = sol.with_col(name, vals)
+            ctx.check_budget()
+            ctx.check_rows(sol.n)
+        if distinct:
+            sol = sol.project(names).distinct()
+        return QueryResult(form="SELECT", terms=ctx, vars=list(names), columns=[sol.col(v) for v in names],
+                           ordered=False, n_rows=sol.n)
 
     def _setup(self, node, triples) -> None:
         self.base = node                      # the node of the parsed tree the rows answer
         self.triples = triples
         self.vars = bgp_vars(triples)
+        self.out = self.vars          # the variables the solutions carry as columns
+        self._keep: set | None = None   # the same as a set, when some variable is left out
         self._components = _components(triples)
         self.flat = all(len(c) == 1 for c in self._components)
         self._flat_key = None
@@ -110,6 +188,7 @@ class TinyCore:
         self._fan_est: dict[tuple, list] = {}   # (pattern, end) -> [window fan-out, instants left]
         self._stat_parts: dict[tuple, list] = {}   # static patterns -> their connected groups
         self._groups: dict[tuple, _Joined | None] = {}   # joined static pattern groups (per snapshot)
+        self._plans: dict[tuple, list] = {}   # (patterns, groups, bound slots) -> a kept join order, compiled
 
     @property
     def usable(self) -> bool:
@@ -227,7 +306,7 @@ class TinyCore:
         for i, (s, _, o) in enumerate(self._pats):
             ss, os_ = sel[self._kof[i]]
             if not len(ss):
-                return Bindings.empty(self.vars)
+                return Bindings.empty(self.out)
             c = {}
             if s[0] == "v":
                 c[s[1]] = ss
@@ -242,9 +321,10 @@ class TinyCore:
         for c, n in per:
             inner = total // (outer * n)
             for v, col in c.items():
-                cols[v] = _spread(np.ascontiguousarray(col, dtype=np.int64), inner, outer)
+                if self._keep is None or v in self._keep:
+                    cols[v] = _spread(np.ascontiguousarray(col, dtype=np.int64), inner, outer)
             outer *= n
-        return Bindings({v: cols[v] for v in self.vars}, total)
+        return Bindings({v: cols[v] for v in self.out}, total)
 
     # -- the join ----------------------------------------------------------------
     def solutions(self, rows: np.ndarray, ctx, stored: np.ndarray | None = None) -> Bindings | None:
@@ -258,10 +338,10 @@ class TinyCore:
             except (_HandBack, TinyFallback, RowBudgetExceeded):
                 return None   # the vectorized path evaluates the instant (and reports a budget)
         if self.never:   # the FILTER above drops every row: none needs computing
-            return Bindings.empty(self.vars)
+            return Bindings.empty(self.out)
         self._resolve(ctx)
         if self._pats is None:   # a constant the store does not hold: no solution
-            return Bindings.empty(self.vars)
+            return Bindings.empty(self.out)
         if self.flat:
             return self._flat(rows, _NONE if stored is None else stored, ctx)
         matches = self._matches(rows, _NONE if stored is None else stored)
@@ -273,7 +353,7 @@ class TinyCore:
             if got is None:
                 return None
             if not got[1]:
-                return Bindings.empty(self.vars)
+                return Bindings.empty(self.out)
             parts.append(got)
         # the product of the components, by repeat / tile of their columns: no Python per row
         total = 1
@@ -288,7 +368,7 @@ class TinyCore:
             for v, col in got.items():
                 cols[v] = _spread(col, inner, outer)
             outer *= n
-        return Bindings({v: cols[v] for v in self.vars}, total)
+        return Bindings({v: cols[v] for v in self.out}, total)
 
     def _component(self, ci: int, comp: list[int], matches: list, limit: int, ctx,
                    budget: list[int]) -> tuple | None:
@@ -309,7 +389,7 @@ class TinyCore:
             got = self._join(left, matches, limit, ctx, budget, groups=groups)
             if got is None:
                 return None
-            return _columns(*got), len(got[0])
+            return _columns(*got, self._keep), len(got[0])
         base = self._base_solutions(ci, comp, ctx)
         if base is None:
             return None
@@ -343,7 +423,7 @@ class TinyCore:
             if budget[0] < 0:   # many rows through many steps: the vectorized steps are cheaper
                 return None
             if cur:
-                cols.append(_columns(cur, slots))
+                cols.append(_columns(cur, slots, self._keep))
                 n += len(cur)
                 if n > limit:
                     return None
@@ -367,8 +447,9 @@ class TinyCore:
         if any(not len(stored[j]) for j in comp):
             out = ({}, 0)
         else:
-            got = self._join(list(comp), {j: stored[j] for j in comp}, self.max_rows, ctx, [1 << 62])
-            out = None if got is None else (_columns(*got), len(got[0]))
+            got = self._join(list(comp), {j: stored[j] for j in comp}, self.max_rows, ctx, [1 << 62],
+                             compiled=False)
+            out = None if got is None else (_columns(*got, self._keep), len(got[0]))
             if out is not None and not out[1]:
                 out = ({}, 0)
         self._base[ci] = out
@@ -411,7 +492,8 @@ class TinyCore:
             got = self._groups.get(members, False)
             if got is False:
                 st = self._stored
-                j = self._join(list(members), {m: st[m] for m in members}, self.max_rows, ctx, [1 << 62])
+                j = self._join(list(members), {m: st[m] for m in members}, self.max_rows, ctx, [1 << 62],
+                               compiled=False)
                 got = self._groups[members] = None if j is None else _Joined(*j)
             if got is None:
                 dyn.extend(members)   # too many rows to keep: joined pattern by pattern
@@ -420,17 +502,85 @@ class TinyCore:
         return dyn, groups
 
     def _join(self, left: list[int], matches, limit: int, ctx, budget: list[int],
-              cur: list[tuple] | None = None, slots: dict | None = None, groups: list | None = None) -> tuple | None:
+              cur: list[tuple] | None = None, slots: dict | None = None, groups: list | None = None,
+              compiled: bool = True) -> tuple | None:
         """The solutions of one connected group of patterns (``left``, and ``groups`` of already
         joined ones; extending ``cur`` whose variables are at ``slots``): ``(rows, var -> slot)``,
         None past the bound. Order: a pattern whose variables are all bound (a test) first, then
-        the connected pattern with the fewest matches."""
+        the connected pattern with the fewest matches -- chosen by :meth:`_plan_join` and then
+        kept, compiled (:mod:`engine.stream.tiny_plan`), for :attr:`replan_every` calls."""
+        slots = {} if slots is None else slots
+        cur = [()] if cur is None else cur
+        if not compiled:
+            return self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, None)
+        key = (tuple(left), tuple(map(id, groups)) if groups else (), tuple(slots))
+        plan = self._plans.get(key)
+        if plan is not None and plan[2] > 0:
+            plan[2] -= 1
+            if plan[0] is None:   # compiled on its second use: a join run once is not worth ~0.3 ms
+                plan[0] = compile_plan(*plan[4])
+            got = self._run_plan(plan, matches, limit, ctx, budget, cur, slots, groups)
+            if got is not None:
+                return got
+            # past the work bound in the kept order: weighed again at once
+        order: list = []
+        start = dict(slots)
+        got = self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, order)
+        if got is not None and len(order) == len(left) + (len(groups) if groups else 0):
+            if len(self._plans) > 256:
+                self._plans.clear()
+            self._plans[key] = self._compile(order, start, groups)
+        return got
+
+    def _compile(self, order: list, slots: dict, groups: list | None) -> list:
+        """``[run (None until compiled), step objects' refs, uses left, final slots, (steps,
+        width)]`` for a join order the planner chose (refs: a pattern index, or ``~k`` for
+        ``groups[k]``)."""
+        slots = dict(slots)
+        width = len(slots)
+        steps, refs = [], []
+        for item in order:
+            if isinstance(item, _Joined):
+                k = next(x for x, g in enumerate(groups) if g is item)
+                steps.append(group_step(item.slots, slots))
+                refs.append(~k)
+            else:
+                steps.append(pattern_step(self._pats[item], slots))
+                refs.append(item)
+        return [None, refs, self.replan_every, slots, (steps, width)]
+
+    def _run_plan(self, plan: list, matches, limit: int, ctx, budget: list[int], cur: list[tuple],
+                  slots: dict, groups: list | None) -> tuple | None:
+        """A kept join order's compiled loops; None past the work bound (then the planner runs)."""
+        run, refs, _, final, _ = plan
+        objs = []
+        for r in refs:
+            if r < 0:
+                objs.append(groups[~r])
+            else:
+                m = matches[r]
+                if not len(m):   # a pattern without matches: no solution
+                    slots.update(final)
+                    return [], slots
+                objs.append(m)
+        ctx.check_budget()
+        got = run(cur, objs, min(limit, budget[0]))
+        if got is None:
+            return None
+        out, work = got
+        if len(out) > limit:
+            return None
+        budget[0] -= work
+        slots.update(final)
+        return out, slots
+
+    def _plan_join(self, left: list, matches, limit: int, ctx, budget: list[int], cur: list[tuple],
+                   slots: dict, groups: list | None, order: list | None) -> tuple | None:
+        """The interpreted join, choosing the order step by step (recorded in ``order``)."""
         pats = self._pats
         left = list(left)
         if groups:
             left += groups
-        slots = {} if slots is None else slots
-        cur = [()] if cur is None else cur
         while left:
             ctx.check_budget()
             best = None
@@ -459,6 +609,8 @@ class TinyCore:
                     best = (key, i)
             i = best[1]
             left.remove(i)
+            if order is not None:
+                order.append(i)
             if isinstance(i, _Joined):
                 cur = i.step(cur, slots, min(limit, budget[0]))
             else:
@@ -469,8 +621,31 @@ class TinyCore:
             if budget[0] < 0:   # many rows through many steps: the vectorized steps are cheaper
                 return None
             if not cur:
+                if order is not None:
+                    order += self._rest_order(left, slots)
                 return cur, slots
         return cur, slots
+
+    def _rest_order(self, left: list, slots: dict) -> list:
+        """An order for the patterns / groups a join did not reach (it ran out of rows): each
+        next one connected to the variables bound so far when one is, to be compiled with the
+        order that was chosen (a later instant with rows weighs it again past the work bound)."""
+        bound = set(slots)
+        left = list(left)
+        out = []
+        while left:
+            pick = left[0]
+            for i in left:
+                names = i.slots if isinstance(i, _Joined) else [t[1] for t in (self._pats[i][0], self._pats[i][2])
+                                                                if t[0] == "v"]
+                if any(v in bound for v in names):
+                    pick = i
+                    break
+            left.remove(pick)
+            out.append(pick)
+            bound.update(pick.slots if isinstance(pick, _Joined)
+                         else (t[1] for t in (self._pats[pick][0], self._pats[pick][2]) if t[0] == "v"))
+        return out
 
     @staticmethod
     def _step(cur: list[tuple], pat, m: _Match, slots: dict, limit: int) -> list[tuple] | None:
@@ -529,6 +704,18 @@ class _Joined:
         self.slots = dict(slots)
         self._idx: dict[tuple, dict] = {}
 
+    def index(self, bound: tuple) -> dict:
+        """The group's rows by their values of the variables ``bound``: tuples of the other
+        variables' values (in the group's order), built on first use."""
+        idx = self._idx.get(bound)
+        if idx is None:
+            bpos = [self.slots[v] for v in bound]
+            fpos = [k for v, k in self.slots.items() if v not in bound]
+            idx = self._idx[bound] = {}
+            for r in self.rows:
+                idx.setdefault(tuple(r[k] for k in bpos), []).append(tuple(r[k] for k in fpos))
+        return idx
+
     def step(self, cur: list[tuple], slots: dict, limit: int) -> list[tuple] | None:
         """``cur`` joined with the group's rows on the variables both bind."""
         bound = tuple(v for v in self.slots if v in slots)
@@ -541,12 +728,7 @@ class _Joined:
                 return None
             ext = [tuple(r[k] for k in fpos) for r in self.rows]
             return [r + x for r in cur for x in ext]
-        idx = self._idx.get(bound)
-        if idx is None:
-            bpos = [self.slots[v] for v in bound]
-            idx = self._idx[bound] = {}
-            for r in self.rows:
-                idx.setdefault(tuple(r[k] for k in bpos), []).append(tuple(r[k] for k in fpos))
+        idx = self.index(bound)
         cpos = [slots[v] for v in bound]
         out: list[tuple] = []
         if len(cpos) == 1:
@@ -655,6 +837,18 @@ class _Match:
             return b if a is None else a + b
         return get
 
+    def pair_tester(self):
+        """``(s, o) -> whether the pair is a match``."""
+        have = self.pairset()
+        if not self.inst:
+            return lambda a, b: (a, b) in have
+        if self._iset is None:
+            self._iset = set(self.inst)
+        iset = self._iset
+        if not have:
+            return lambda a, b: (a, b) in iset
+        return lambda a, b: (a, b) in have or (a, b) in iset
+
     def tester(self, k: int):
         """``v -> whether some pair has v at end k``."""
         e = self._ends.get(k)
@@ -690,8 +884,10 @@ class _Match:
         return self.pairs + self.inst if self.inst else self.pairs
 
 
-def _columns(rows: list[tuple], slots: dict) -> dict[str, np.ndarray]:
-    """Tuple rows as one int64 column per variable."""
+def _columns(rows: list[tuple], slots: dict, keep: set | None = None) -> dict[str, np.ndarray]:
+    """Tuple rows as one int64 column per variable (of ``keep`` only, when given)."""
+    if keep is not None:
+        slots = {v: j for v, j in slots.items() if v in keep}
     if not rows:
         return {v: np.zeros(0, dtype=np.int64) for v in slots}
     vals = list(zip(*rows, strict=True))
@@ -865,6 +1061,46 @@ def _general(node, bgps: list) -> bool:
     return all(_general(k, bgps) for k in kids)
 
 
+def _read_above(query: A.Query, base) -> set[str] | None:
+    """The variables the operators between ``query.pattern`` and the core's node ``base`` (a
+    chain of unary operators and Slice) and the query's template read; None when every
+    column matters: no projection or grouping shapes the output (ASK, CONSTRUCT, a bare
+    pattern), or a DISTINCT / REDUCED / ``COUNT(DISTINCT *)`` compares whole solutions below
+    one."""
+    chain = []
+    node = query.pattern
+    while node is not base:
+        chain.append(node)
+        node = node.input
+    shaped = False
+    for n in chain:
+        if isinstance(n, (A.Project, A.Group)):
+            shaped = True
+        elif isinstance(n, (A.Distinct, A.Reduced)) and shaped:
+            return None
+        if isinstance(n, A.Group) and any(a.arg is None and a.distinct for _, a in n.aggregates):
+            return None
+    if not shaped:
+        return None
+    names: set[str] = set()
+
+    def walk(x) -> None:
+        if isinstance(x, A.Var):
+            names.add(x.name)
+        elif isinstance(x, (tuple, list)):
+            for y in x:
+                walk(y)
+        elif hasattr(x, "__dataclass_fields__"):
+            for f in x.__dataclass_fields__:
+                if f != "input":
+                    walk(getattr(x, f))
+
+    for n in chain:
+        walk(n)
+    walk(query.template)
+    return names
+
+
 def _static_truth(expr, bound: set[str]) -> bool | None:
     """A FILTER expression's value on every solution of a BGP whose variables are ``bound``
     (each solution binds all of them; any other variable is unbound there) when it does not
@@ -893,6 +1129,6 @@ def _spread(col: np.ndarray, inner: int, outer: int) -> np.ndarray:
     before it."""
     if inner > 1:
         col = np.repeat(col, inner)
-    if outer > 1:
-        col = np.tile(col, outer)
+    if outer > 1:   # (np.tile's Python wrapper costs more than these three calls on a few rows)
+        col = col.reshape(1, -1).repeat(outer, axis=0).reshape(-1)
     return col

@@ -196,13 +196,26 @@ class NumericTerms:
             return out
 
 
+_DOUBLE_ITEMS: dict[float, tuple] = {}   # non-zero finite double -> its item (readings repeat)
+
+
 def _num_item(v):
-    """(key, value) of a computed int / float for :class:`NumericTerms`; None if another type."""
+    """(key, value) of a computed int / float for :class:`NumericTerms`; None if another type.
+    A double's canonical form (~3 us to write) is kept for the next instants (not for zeros:
+    ``-0.0 == 0.0`` as dictionary keys, but their forms differ)."""
     t = type(v)
     if t is int:
         return f'"{v}"^^<{XSD_INTEGER}>', (float(v) if -NumericTerms.exact_int < v < NumericTerms.exact_int else None)
     if t is float:
-        return f'"{_fmt_double(v)}"^^<{_XSD}double>', (v if math.isfinite(v) else None)
+        got = _DOUBLE_ITEMS.get(v)
+        if got is not None:
+            return got
+        item = f'"{_fmt_double(v)}"^^<{_XSD}double>', (v if math.isfinite(v) else None)
+        if v and item[1] is not None:
+            if len(_DOUBLE_ITEMS) >= 4096:
+                _DOUBLE_ITEMS.clear()
+            _DOUBLE_ITEMS[v] = item
+        return item
     return None
 
 
