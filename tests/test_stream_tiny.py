@@ -710,3 +710,25 @@ def test_columns_left_out():
     }
     for text, out in cases.items():
         assert TinyCore(parse_query(text)).out == out, text
+
+
+def test_a_join_order_too_deep_to_compile_stays_interpreted(db):
+    """A chain of 22 patterns: one generated function would nest more loops than CPython allows
+    ("too many statically nested blocks"); the order is interpreted instead, and the answers
+    equal the executor's at every call."""
+    nodes, preds, _ = _vocab(db)
+    n = len(nodes)
+    rows = np.array([[nodes[i], preds[0], nodes[(i + 1) % n]] for i in range(n)], dtype=np.int64)
+    chain = " . ".join(f"?x{i} <{EX}p0> ?x{i + 1}" for i in range(22))
+    q = parse_query(f"SELECT ?x0 ?x22 WHERE {{ {chain} }}")
+    core = TinyCore(q)
+    assert core.usable
+    ctx = QueryContext(db.store.snapshot())
+    want = _vectorized(db, q, rows)
+    assert sum(want.values()) == n
+    for _ in range(4):   # planned, then the kept order's uses (compiled from the second)
+        sol = core.solutions(rows, ctx, rows[:0])
+        assert sol is not None
+        ds = DatasetView(EmptyGraph(), {}, ("tiny",))
+        res = evaluate_query(q, ctx, ds, evaluator=TinyEvaluator(ctx, ds, core.base, sol))
+        assert _canon(res, ctx) == want

@@ -34,7 +34,7 @@ from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
 from engine.stream.incremental import _UNARY, _exprs, _has_pattern, find_core
 from engine.stream.tiny_ops import CountGroup, expr_ids, filter_mask, having
-from engine.stream.tiny_plan import compile_plan, group_step, pattern_step
+from engine.stream.tiny_plan import compilable, compile_plan, group_step, pattern_step
 
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
 
@@ -527,9 +527,11 @@ class TinyCore:
         start = dict(slots)
         got = self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, order)
         if got is not None and len(order) == len(left) + (len(groups) if groups else 0):
-            if len(self._plans) > 256:
-                self._plans.clear()
-            self._plans[key] = self._compile(order, start, groups)
+            plan = self._compile(order, start, groups)
+            if compilable(plan[4][0]):   # (else interpreted at every call: too deep to compile)
+                if len(self._plans) > 256:
+                    self._plans.clear()
+                self._plans[key] = plan
         return got
 
     def _compile(self, order: list, slots: dict, groups: list | None) -> list:

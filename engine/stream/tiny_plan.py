@@ -29,7 +29,7 @@ matches are distinct pairs, so the nested loops produce the join's multiplicitie
 
 from __future__ import annotations
 
-__all__ = ["compile_plan", "pattern_step", "group_step"]
+__all__ = ["compilable", "compile_plan", "pattern_step", "group_step"]
 
 
 def pattern_step(pat, slots: dict) -> tuple:
@@ -67,6 +67,18 @@ def group_step(group_slots: dict, slots: dict) -> tuple:
     if not bound:
         return ("gs", len(free))
     return ("gp", bound, cpos, len(free))
+
+
+#: the most loops a compiled plan nests (the row loop included): CPython refuses a function with
+#: 20 statically nested blocks ("too many statically nested blocks"), so longer orders stay
+#: interpreted
+MAX_LOOPS = 16
+_LOOPS = frozenset(("pr", "s1", "s2", "gp", "gs"))
+
+
+def compilable(steps: list[tuple]) -> bool:
+    """Whether ``steps`` fit one generated function (at most :data:`MAX_LOOPS` nested loops)."""
+    return 1 + sum(st[0] in _LOOPS for st in steps) <= MAX_LOOPS
 
 
 #: compiled plans by (steps, width), shared by every core (a replan mostly picks the same
