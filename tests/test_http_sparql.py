@@ -334,3 +334,20 @@ def test_update_dataset_parameters_must_be_absolute_iris(srv, name):
     ask = requests.get(f"{srv.url}/sparql", params={"query": f"ASK {{ <{EX}x> <{EX}p> 1 }}"},
                        headers={"Accept": "application/sparql-results+json"})
     assert ask.json()["boolean"] is False
+
+
+def test_cors_with_a_configured_origin(make_server):
+    """``--cors-origin`` names one origin: sent to requests with Origin, Vary names Origin
+    on every answer (preflights included, as before), one Vary line on SPARQL results."""
+    s = make_server(cors_origin="https://app.example")
+    hdr = {"Origin": "https://app.example"}
+    for kw in ({"params": {"query": "ASK {}"}}, {"data": {"query": "ASK {}"}}):
+        method = "GET" if "params" in kw else "POST"
+        r = requests.request(method, s.url + "/sparql", headers=hdr, **kw)
+        assert r.status_code == 200 and r.headers["Access-Control-Allow-Origin"] == "https://app.example"
+        assert _vary(r) == {"accept", "origin"}
+        r = requests.request(method, s.url + "/sparql", **kw)
+        assert "Access-Control-Allow-Origin" not in r.headers and _vary(r) == {"accept", "origin"}
+    r = requests.options(s.url + "/sparql", headers={**hdr, "Access-Control-Request-Method": "POST"})
+    assert r.status_code == 204 and r.headers["Access-Control-Allow-Origin"] == "https://app.example"
+    assert _vary(r) == {"origin"}
