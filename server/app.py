@@ -69,6 +69,8 @@ Jindou is a SPARQL 1.1 server (Wukong-style integrated store).
 
 Errors are JSON `{"error": kind, "detail": ...}`. Writes need
 `Authorization: Bearer <token>` when the server was started with `--token`.
+Requests with an `Origin` header (browsers' CORS requests) get the CORS headers;
+every answer names `Origin` in `Vary`.
 """
 
 _CORS_ALLOW_HEADERS = b"Accept, Authorization, Content-Type, Last-Event-ID, Cache-Control, X-Requested-With"
