@@ -6,7 +6,8 @@ A synthetic graph: each subject has ``--per`` triples over predicates drawn
 from ``--predicates`` (a Zipf-like skew: a few common predicates, a long
 tail), objects IRIs or literals. Times (median µs per query, unique texts,
 answers checked against the first run's) ``SELECT ?p ?o WHERE { <s> ?p ?o }``,
-``SELECT ?s ?p WHERE { ?s ?p <o> }`` and ``DESCRIBE <s>`` through
+``SELECT ?s ?p WHERE { ?s ?p <o> }``, ``SELECT ?p WHERE { <s> ?p <o> }`` (half of
+the pairs taken from the subject's own triples, half arbitrary) and ``DESCRIBE <s>`` through
 :meth:`engine.database.Database.query`. With more predicates than
 ``engine.plan.point.MAX_PREDICATES`` these took the general evaluator before
 the vertex -> predicates index (engine/kv/vertex_preds.py).
@@ -53,8 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     forms = {
         "point out": "SELECT ?p ?o WHERE {{ <http://x.example/e{k}> ?p ?o }}",
         "point in": "SELECT ?s ?p WHERE {{ ?s ?p <http://x.example/e{k}> }}",
+        "between": "SELECT ?p WHERE {{ <http://x.example/e{k}> ?p <http://x.example/e{m}> }}",
         "describe": "DESCRIBE <http://x.example/e{k}>",
     }
+    # the objects generate() drew (same seed): "between" asks linked pairs half the time
+    g = np.random.default_rng(0)
+    w = 1.0 / np.arange(1, args.predicates + 1)
+    g.choice(args.predicates, size=args.subjects * args.per, p=w / w.sum())
+    objs = g.integers(0, args.subjects, size=args.subjects * args.per)
     print(f"{args.subjects * args.per} triples, {args.predicates} predicates; median µs per query, "
           f"{args.queries} unique texts per form\n")
     print("| form | µs | rows/query |\n| --- | ---: | ---: |")
@@ -63,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         ks = rng.integers(1, args.subjects, size=args.queries).tolist()
         ns, rows = [], 0
         for i, k in enumerate(ks):
-            text = tpl.format(k=k) + f"\n# {i}"
+            m = int(objs[k * args.per + i % args.per]) if i % 2 else (k * 7919) % args.subjects
+            text = tpl.format(k=k, m=m) + f"\n# {i}"
             t0 = time.perf_counter_ns()
             res = db.query(text)
             ns.append(time.perf_counter_ns() - t0)

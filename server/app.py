@@ -4,7 +4,9 @@
 (server/api/*), JSON errors for everything, and one pure-ASGI middleware
 (:class:`EdgeMiddleware`) that does the cross-cutting work cheaply:
 
-* CORS headers on every response (errors included) and preflight answers;
+* CORS headers on every response (errors included) to a request that carries
+  an ``Origin`` header (every CORS request does: Fetch standard), ``Vary``
+  naming ``Origin`` on all of them, and preflight answers;
 * 413 for a declared Content-Length above ``config.max_body`` before any of
   the body is read (streamed bodies are counted while read);
 * request counts and latencies for /metrics;
@@ -67,6 +69,8 @@ Jindou is a SPARQL 1.1 server (Wukong-style integrated store).
 
 Errors are JSON `{"error": kind, "detail": ...}`. Writes need
 `Authorization: Bearer <token>` when the server was started with `--token`.
+Requests with an `Origin` header (browsers' CORS requests) get the CORS headers;
+every answer names `Origin` in `Vary`.
 """
 
 _CORS_ALLOW_HEADERS = b"Accept, Authorization, Content-Type, Last-Event-ID, Cache-Control, X-Requested-With"
@@ -104,25 +108,27 @@ class EdgeMiddleware:
         path = scope["path"]
         status_box = [500]
         started = [False]
-        cors = self.cors
+        cl = None
+        cors = method == "OPTIONS"  # preflights: the CORS headers always, as before
+        vary = not cors or self.origin != b"*"
+        for k, v in scope["headers"]:
+            if k == b"content-length":
+                cl = v
+            elif k == b"origin":
+                cors = True
 
         async def send_wrapped(message):
             if message["type"] == "http.response.start":
                 started[0] = True
                 status_box[0] = message["status"]
                 message = dict(message)
-                message["headers"] = list(message.get("headers", [])) + cors
+                message["headers"] = self.edge_headers(list(message.get("headers", [])), cors, vary)
             await send(message)
 
         try:
             if method == "OPTIONS":
                 await self._preflight(scope, send_wrapped)
             else:
-                cl = None
-                for k, v in scope["headers"]:
-                    if k == b"content-length":
-                        cl = v
-                        break
                 if cl is not None:
                     try:
                         n = int(cl)
@@ -155,6 +161,25 @@ class EdgeMiddleware:
             if self.metrics is not None:
                 self.metrics.observe_request(path, method, status_box[0], time.perf_counter() - t0)
 
+    def edge_headers(self, headers: list, cors: bool, vary: bool = True) -> list:
+        """``headers`` (a response's, as ASGI lists them) with the edge's: the CORS
+        lines only when ``cors`` (the request carried ``Origin``), and with ``vary``
+        ``Origin`` named in the one ``Vary`` line (added when there is none). Every
+        CORS request carries ``Origin`` (Fetch standard), so other clients are spared
+        two header lines per answer; ``Vary: Origin`` on the answers without them keeps
+        a shared cache from handing one of those to a browser's CORS request."""
+        if vary:
+            for i, (k, v) in enumerate(headers):
+                if k == b"vary":
+                    if b"origin" not in v.lower() and v.strip() != b"*":
+                        headers[i] = (k, v + b", Origin")
+                    break
+            else:
+                headers.append((b"vary", b"Origin"))
+        if cors:
+            headers += self.cors
+        return headers
+
     def answer_post_inline(self, scope: dict, body: bytes) -> tuple[int, bytes, bytes] | None:
         """:meth:`answer_inline` of a ``POST /sparql`` with a small body complete in
         hand (:mod:`server.lane`; see :func:`server.api.sparql.handle_sparql_post_inline`);
@@ -162,12 +187,13 @@ class EdgeMiddleware:
         if len(body) > self.max_body:  # (the ordinary path answers 413)
             return None
         t0 = time.perf_counter()
-        reply = handle_sparql_post_inline(self.state, scope, scope["jindou.fields"], body)
+        fields = scope["jindou.fields"]
+        reply = handle_sparql_post_inline(self.state, scope, fields, body)
         if reply is None:
             return None
         if self.metrics is not None:
             self.metrics.observe_request(scope["path"], "POST", reply.status, time.perf_counter() - t0)
-        return reply.status, self._head(reply), reply.body
+        return reply.status, self._head(reply, "origin" in fields), reply.body
 
     def answer_inline(self, scope: dict, qs: bytes) -> tuple[int, bytes, bytes] | None:
         """(status, header lines, body) of a ``GET /sparql?query=`` answered right now
@@ -177,23 +203,26 @@ class EdgeMiddleware:
         when the caller has them already (:mod:`server.lane`)."""
         t0 = time.perf_counter()
         fields = scope.get("jindou.fields")
-        reply = handle_sparql_inline(self.state, scope, header_dict(scope) if fields is None else fields, qs)
+        if fields is None:
+            fields = header_dict(scope)
+        reply = handle_sparql_inline(self.state, scope, fields, qs)
         if reply is None:
             return None
         if self.metrics is not None:
             self.metrics.observe_request(scope["path"], "GET", reply.status, time.perf_counter() - t0)
-        return reply.status, self._head(reply), reply.body
+        return reply.status, self._head(reply, "origin" in fields), reply.body
 
-    def _head(self, reply: Reply) -> bytes:
-        """The header lines of ``reply`` and CORS, as :meth:`Reply.raw_headers` orders
-        them: built once per (content type, headers) and kept, only the length
-        written per answer."""
+    def _head(self, reply: Reply, cors: bool) -> bytes:
+        """The header lines of ``reply`` and the edge's (:meth:`edge_headers`; CORS when
+        ``cors``), as :meth:`Reply.raw_headers` orders them: built once per (content
+        type, headers, CORS) and kept, only the length written per answer."""
         if reply.stream is not None:
-            return b"".join(k + b": " + v + b"\r\n" for k, v in reply.raw_headers() + self.cors)
-        key = reply.content_type if reply.headers is VARY_ACCEPT else (reply.content_type, *reply.headers.items())
+            return b"".join(k + b": " + v + b"\r\n" for k, v in self.edge_headers(reply.raw_headers(), cors))
+        key = ((reply.content_type, cors) if reply.headers is VARY_ACCEPT
+               else (reply.content_type, cors, *reply.headers.items()))
         parts = self._heads.get(key)
         if parts is None:
-            lines = [k + b": " + v + b"\r\n" for k, v in reply.raw_headers() + self.cors]
+            lines = [k + b": " + v + b"\r\n" for k, v in self.edge_headers(reply.raw_headers(), cors)]
             cut = 1 if reply.content_type is not None else 0  # the content-length line goes there
             parts = (b"".join(lines[:cut]), b"".join(lines[cut + 1:]))
             if len(self._heads) >= 256:
@@ -220,11 +249,10 @@ class EdgeMiddleware:
 
 
 def _cors_headers(origin: bytes) -> list[tuple[bytes, bytes]]:
-    out = [(b"access-control-allow-origin", origin),
-           (b"access-control-expose-headers", b"Content-Type, Content-Length, Location, Retry-After, WWW-Authenticate")]
-    if origin != b"*":
-        out.append((b"vary", b"Origin"))
-    return out
+    """The CORS lines of an answer to a request with ``Origin`` (``Vary: Origin`` is
+    :meth:`EdgeMiddleware.edge_headers`' part, on every answer)."""
+    return [(b"access-control-allow-origin", origin),
+            (b"access-control-expose-headers", b"Content-Type, Content-Length, Location, Retry-After, WWW-Authenticate")]
 
 
 def _edge_of(app) -> tuple[EdgeMiddleware | None, RequestLog | None]:

@@ -74,7 +74,10 @@ def test_the_lane_answers_what_the_ordinary_path_answers(lane):
             for acc in ACCEPTS:
                 req = request(text, acc) if acc is not None else request(text).replace(
                     b"Accept: application/sparql-results+json\r\n", b"")
+                if j % 2:  # a browser's CORS request: the CORS headers, on both paths alike
+                    req = req.replace(b"\r\n\r\n", b"\r\nOrigin: http://app.example\r\n\r\n", 1)
                 got, was_inline = _answer(proto, tr, loop, req)
+                assert (b"access-control-allow-origin: *\r\n" in got) == bool(j % 2)
                 inline += was_inline
                 orig = edge.answer_inline
                 edge.answer_inline = lambda scope, qs: None  # the lane declines: the ASGI path answers

@@ -13,7 +13,7 @@ from engine.exec.serialize import KeyTable
 
 
 def test_status(server):
-    r = requests.get(server.url + "/status")
+    r = requests.get(server.url + "/status", headers={"Origin": "http://app.example"})
     assert r.status_code == 200
     doc = r.json()
     assert doc["status"] == "ok" and doc["service"] == "jindou"
@@ -93,7 +93,7 @@ def test_docs_and_openapi(server):
 def test_body_limit(make_server):
     s = make_server(max_body=1000)
     big = b"ASK {}" + b" " * 5000
-    r = requests.post(s.url + "/sparql", data=big, headers={"Content-Type": "application/sparql-query"})
+    r = requests.post(s.url + "/sparql", data=big, headers={"Content-Type": "application/sparql-query", "Origin": "http://app.example"})
     assert r.status_code == 413 and r.json()["error"] == "too_large"
     assert r.headers["Access-Control-Allow-Origin"] == "*"
 
@@ -299,4 +299,5 @@ def test_front_page_is_served(server):
     r = requests.get(server.url + "/")
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
     assert "/sparql" in r.text
-    assert r.headers["access-control-allow-origin"]
+    # same origin: no Origin header, no CORS headers needed (Vary keeps caches apart)
+    assert "access-control-allow-origin" not in r.headers and "origin" in r.headers["vary"].lower()

@@ -164,7 +164,8 @@ def test_register_queries(srv):
 def test_events_per_instant(srv):
     with httpx.Client(base_url=srv.url, timeout=30) as c:
         _setup(c)
-        with SSE(srv.url + "/queries/q/results") as sse:
+        # as a cross-origin EventSource asks: with Origin
+        with SSE(srv.url + "/queries/q/results", headers={"Origin": "http://app.example"}) as sse:
             # headers come at once, before any event
             assert sse.status == 200
             assert sse.response_headers["content-type"].startswith("text/event-stream")

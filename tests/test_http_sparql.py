@@ -24,6 +24,7 @@ _:c <{EX}name> "Carol, \\"C\\"" .
 G1 = f"<{EX}g1s> <{EX}p> <{EX}g1o> .\n"
 G2 = f"<{EX}g2s> <{EX}p> <{EX}g2o> .\n"
 NAMES = f"SELECT ?s ?name WHERE {{ ?s <{EX}name> ?name }} ORDER BY STR(?name)"
+ORIGIN = {"Origin": "http://app.example"}  # what a browser adds to a cross-origin fetch
 
 
 @pytest.fixture
@@ -150,6 +151,7 @@ def test_dataset_parameters(srv):
     ("POST", {"params": {"query": "ASK {}"}, "data": b"ASK {}", "headers": {"Content-Type": "application/sparql-query"}}, 400),
 ])
 def test_bad_requests(srv, method, kwargs, status):
+    kwargs = {**kwargs, "headers": {**kwargs.get("headers", {}), **ORIGIN}}  # a browser's CORS request
     r = requests.request(method, srv.url + "/sparql", **kwargs)
     assert r.status_code == status, r.text
     assert r.headers["Content-Type"] == "application/json"
@@ -170,7 +172,7 @@ def test_syntax_error_has_position(srv):
 
 
 def test_not_acceptable(srv):
-    r = requests.get(srv.url + "/sparql", params={"query": NAMES}, headers={"Accept": "text/html"})
+    r = requests.get(srv.url + "/sparql", params={"query": NAMES}, headers={"Accept": "text/html", **ORIGIN})
     assert r.status_code == 406 and r.json()["error"] == "not_acceptable"
     assert r.headers["Access-Control-Allow-Origin"] == "*"
     # acceptable for graphs but not for SELECT
@@ -181,9 +183,36 @@ def test_not_acceptable(srv):
     assert r.status_code == 406
 
 
+def _vary(r) -> set[str]:
+    """The names of the response's ``Vary`` header, which must be one line."""
+    assert r.raw.headers.getlist("Vary") == [r.headers["Vary"]], "one Vary line"
+    return {v.strip().lower() for v in r.headers["Vary"].split(",")}
+
+
+CORS = ("Access-Control-Allow-Origin", "Access-Control-Expose-Headers")
+
+
 def test_cors(srv):
-    r = requests.get(srv.url + "/sparql", params={"query": "ASK {}"}, headers={"Origin": "http://app.example"})
-    assert r.headers["Access-Control-Allow-Origin"] == "*"
+    # every CORS request carries Origin (Fetch standard): the CORS headers go to those alone,
+    # on the lane (GET, POST) and the ordinary path (a dataset parameter, a 404) alike
+    ask = {"query": "ASK {}"}
+    reqs = [("GET", "/sparql", {"params": ask}), ("POST", "/sparql", {"data": ask}),
+            ("GET", "/sparql", {"params": {**ask, "default-graph-uri": "http://ex.org/g"}}),
+            ("POST", "/sparql", {"data": b"ASK {}", "headers": {"Content-Type": "application/sparql-query"}})]
+    for _ in range(2):  # the lane's head cache: both kinds of answer from it in turn
+        for method, path, kw in reqs:
+            plain = requests.request(method, srv.url + path, **kw)
+            cors = requests.request(method, srv.url + path, **{**kw, "headers": {**kw.get("headers", {}), **ORIGIN}})
+            assert plain.status_code == cors.status_code == 200 and plain.content == cors.content
+            assert not any(h in plain.headers for h in CORS)
+            assert cors.headers["Access-Control-Allow-Origin"] == "*"
+            assert "Content-Length" in cors.headers["Access-Control-Expose-Headers"]
+            # shared caches keep the two apart: Vary names Origin on both, in the one Vary line
+            assert _vary(plain) == _vary(cors) == {"accept", "origin"}
+            assert "Date" in plain.headers and plain.headers["Content-Type"] == cors.headers["Content-Type"]
+            assert plain.headers["Content-Length"] == str(len(plain.content))
+    r = requests.get(srv.url + "/no/such/path")
+    assert r.status_code == 404 and "Access-Control-Allow-Origin" not in r.headers and _vary(r) == {"origin"}
     r = requests.options(srv.url + "/sparql", headers={
         "Origin": "http://app.example", "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "content-type, authorization"})
@@ -193,7 +222,7 @@ def test_cors(srv):
     assert "authorization" in r.headers["Access-Control-Allow-Headers"].lower()
     r = requests.options(srv.url + "/store?default", headers={"Origin": "x", "Access-Control-Request-Method": "PUT"})
     assert r.status_code == 204 and "PUT" in r.headers["Access-Control-Allow-Methods"]
-    r = requests.get(srv.url + "/no/such/path")
+    r = requests.get(srv.url + "/no/such/path", headers=ORIGIN)
     assert r.status_code == 404 and r.headers["Access-Control-Allow-Origin"] == "*"
     assert r.json()["error"] == "not_found"
 
@@ -305,3 +334,20 @@ def test_update_dataset_parameters_must_be_absolute_iris(srv, name):
     ask = requests.get(f"{srv.url}/sparql", params={"query": f"ASK {{ <{EX}x> <{EX}p> 1 }}"},
                        headers={"Accept": "application/sparql-results+json"})
     assert ask.json()["boolean"] is False
+
+
+def test_cors_with_a_configured_origin(make_server):
+    """``--cors-origin`` names one origin: sent to requests with Origin, Vary names Origin
+    on every answer (preflights included, as before), one Vary line on SPARQL results."""
+    s = make_server(cors_origin="https://app.example")
+    hdr = {"Origin": "https://app.example"}
+    for kw in ({"params": {"query": "ASK {}"}}, {"data": {"query": "ASK {}"}}):
+        method = "GET" if "params" in kw else "POST"
+        r = requests.request(method, s.url + "/sparql", headers=hdr, **kw)
+        assert r.status_code == 200 and r.headers["Access-Control-Allow-Origin"] == "https://app.example"
+        assert _vary(r) == {"accept", "origin"}
+        r = requests.request(method, s.url + "/sparql", **kw)
+        assert "Access-Control-Allow-Origin" not in r.headers and _vary(r) == {"accept", "origin"}
+    r = requests.options(s.url + "/sparql", headers={**hdr, "Access-Control-Request-Method": "POST"})
+    assert r.status_code == 204 and r.headers["Access-Control-Allow-Origin"] == "https://app.example"
+    assert _vary(r) == {"origin"}

@@ -102,6 +102,7 @@ def test_dataset_post(clean_server):
     ("PATCH", "default", {"data": b"", "headers": NT}, 405),
 ])
 def test_store_errors(clean_server, method, query, kwargs, status):
+    kwargs = {**kwargs, "headers": {**kwargs.get("headers", {}), "Origin": "http://app.example"}}  # CORS headers with Origin
     r = requests.request(method, clean_server.url + "/store?" + query, **kwargs)
     assert r.status_code == status, r.text
     assert r.headers["Content-Type"] == "application/json"

@@ -17,7 +17,8 @@ def srv(make_server):
 
 
 def _c(s, token=None) -> httpx.Client:
-    h = {"Authorization": f"Bearer {token}"} if token else {}
+    # a browser's client: its Origin header asks for the CORS headers (on errors too)
+    h = {"Authorization": f"Bearer {token}", "Origin": "http://app.example"} if token else {"Origin": "http://app.example"}
     return httpx.Client(base_url=s.url, timeout=30, headers=h)
 
 

@@ -52,6 +52,7 @@ def test_update_using_graph_uri(clean_server):
     ({"data": b"\xff\xfe", "headers": UPD}, 400),
 ])
 def test_bad_updates(clean_server, kwargs, status):
+    kwargs = {**kwargs, "headers": {**kwargs.get("headers", {}), "Origin": "http://app.example"}}  # CORS headers with Origin
     r = requests.post(clean_server.url + "/update", **kwargs)
     assert r.status_code == status, r.text
     assert r.headers["Content-Type"] == "application/json"
@@ -75,7 +76,7 @@ def test_token_auth(make_server):
     s = make_server(token="s3cret")
     u = s.url
     body = f"INSERT DATA {{ <{EX}a> <{EX}p> <{EX}b> }}".encode()
-    r = requests.post(u + "/update", data=body, headers=UPD)
+    r = requests.post(u + "/update", data=body, headers={**UPD, "Origin": "http://app.example"})
     assert r.status_code == 401
     assert r.headers["WWW-Authenticate"].startswith("Bearer")
     assert r.headers["Access-Control-Allow-Origin"] == "*"

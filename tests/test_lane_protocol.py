@@ -39,7 +39,7 @@ def test_pipelined_lane_and_ordinary_requests_in_order(make_server):
     s, port = _server(make_server)
     q = [f"SELECT ?o WHERE {{ <{EX}s{i % 3}> <{EX}p> ?o }}" for i in range(4)]
     status = b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-    data = (_get(q[0]) + _get(q[1], "X-Custom: a\r\nx-custom: b\r\n") + status + _get(q[2]) + _get("SELEC")
+    data = (_get(q[0]) + _get(q[1], "X-Custom: a\r\nx-custom: b\r\n") + status + _get(q[2], "Origin: http://app.example\r\n") + _get("SELEC")
             + _get(q[3], "Connection: close\r\n"))
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(data)
@@ -51,7 +51,9 @@ def test_pipelined_lane_and_ordinary_requests_in_order(make_server):
     assert _value(got[3][2]) == f"{EX}o2" and _value(got[5][2]) == f"{EX}o0"
     assert json.loads(got[4][2])["error"] == "syntax"
     assert got[5][1]["connection"] == "close"
-    assert all(a[1]["access-control-allow-origin"] == "*" for a in got)
+    # CORS headers on the one request with Origin (a browser's CORS request), Vary naming it on all
+    assert [a[1].get("access-control-allow-origin") for a in got] == [None, None, None, "*", None, None]
+    assert all("Origin" in a[1]["vary"] for a in got)
 
 
 def test_http10_closes(make_server):

@@ -246,3 +246,57 @@ def test_describe_closes_over_blank_nodes_like_the_vectorized_describe(monkeypat
     want = _rows(db, text + " # general")
     assert got == want and len(got) == 8
     assert (vertex_preds.cached(db.store.snapshot().default, OUT) is not None) == (build_ns == 0 and not edges)
+
+
+# ------------------------------------------------------------ <s> ?p <o> through the edge index
+
+_dense_triple = st.tuples(st.integers(0, 5), st.integers(0, _N_PREDS - 1), st.integers(0, 8))
+
+
+@pytest.mark.parametrize("scan", ["python", "numpy", "probes"])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(first=st.lists(_dense_triple, min_size=1, max_size=120),
+       writes=st.lists(st.tuples(st.lists(_dense_triple, max_size=10), st.lists(_dense_triple, max_size=10)),
+                       max_size=2))
+def test_predicates_between_two_constants_equal_pyoxigraph(monkeypatch, scan, first, writes):
+    """``<s> ?p <o>`` (several predicates often join the same two ends here) answered
+    from the edge index's slice of ``s`` (scanned in Python, or with numpy), or, for a
+    vertex above EDGE_SCAN_MAX edges, by the per-predicate probes: pyoxigraph's rows,
+    across writes (each snapshot's graph its own index)."""
+    monkeypatch.setattr(point, "BUILD_NS", 0)
+    monkeypatch.setattr(point, "EDGE_BUILD_NS", 0)
+    monkeypatch.setattr(point, "EDGE_MIN_USES", 1)
+    monkeypatch.setattr(point, "_spawn", lambda fn: fn())
+    if scan == "numpy":
+        monkeypatch.setattr(point, "PY_SCAN_MAX", 0)
+    elif scan == "probes":
+        monkeypatch.setattr(point, "EDGE_SCAN_MAX", 0)
+    db = Database()
+    ox = pyoxigraph.Store()
+    for store in (db, ox):
+        store.update(f"INSERT DATA {{ {_nt(first)} }}")
+    for w in [None, *writes]:
+        if w is not None:
+            for text in (f"DELETE DATA {{ {_nt(w[0])} }}", f"INSERT DATA {{ {_nt(w[1])} }}"):
+                db.update(text)
+                ox.update(text)
+        found = 0
+        for e in range(7):
+            for f in range(10):
+                for q in ("SELECT ?p WHERE {{ {e} ?p {f} }}", "SELECT ?p WHERE {{ {e} ?p {f} }} LIMIT 1",
+                          "ASK {{ {e} ?p {f} }}"):
+                    text = q.format(e=_term(e), f=_term(f))
+                    got = _rows(db, text)
+                    if "ASK" in text:
+                        assert got is bool(ox.query(text)), text
+                        continue
+                    want = _ox_rows(ox, text)
+                    if "LIMIT" in text:
+                        assert len(got) == len(want) and set(got) <= set(_ox_rows(ox, text.split(" LIMIT")[0])), text
+                    else:
+                        assert got == want, text
+                        found += len(got)
+        g = db.store.snapshot().default
+        if found:  # the edge index was built by the lookups (and served them)
+            assert vertex_preds.cached_edges(g, OUT) is not None

@@ -9,7 +9,10 @@ graph's :class:`PointSource`: per predicate, the in-process one-vertex lookup
 vertex -> predicates index (:mod:`engine.kv.vertex_preds`) that names the
 predicates the vertex has, and walks those with plain Python: one lookup per
 predicate the vertex has (every predicate until the index is built), rows as
-tuples. Rows come out in the evaluator's order
+tuples; once the graph's vertex -> (predicate, neighbour) edge index is built
+(in the background, when the lookups have paid for it), a vertex's rows are one
+slice of it, and ``<s> ?p <o>`` one scan of the subject's edges for the object.
+Rows come out in the evaluator's order
 (predicates ascending, neighbours ascending within one) and, past
 ``limit`` rows, the step is handed to the vectorized executor
 (:meth:`PointProgram.finish`) like :class:`engine.exec.bgp.SmallBGP` does.
@@ -55,6 +58,28 @@ EDGE_BUILD_NS = 50
 EDGE_PROBE_NS = 1100
 #: ... and not before this many lookups (a thread's start costs ~20 lookups' savings)
 EDGE_MIN_USES = 64
+
+
+#: ``<s> ?p <o>`` through the edge index scans the subject's edges for the object up to
+#: this many (one slice, one conversion); a vertex with more probes each of its
+#: predicates by binary search instead
+EDGE_SCAN_MAX = 4096
+#: ... in plain Python up to this many edges, with numpy above
+PY_SCAN_MAX = 48
+_NB_MAX = int(np.iinfo(np.int32).max)
+
+
+def _preds_to(packed: np.ndarray, o: int) -> list[tuple]:
+    """[(pid,)] of the edges to neighbour ``o`` among one vertex's packed edges
+    (:class:`engine.kv.vertex_preds.VertexEdges`; pid ascending, each once)."""
+    if not 0 <= o <= _NB_MAX:  # (the index holds 31-bit ids only: no such neighbour)
+        return []
+    halves = packed.view(np.int32)
+    if len(packed) <= PY_SCAN_MAX:  # plain Python beats numpy's per-call overhead on a few edges
+        flat = halves.tolist()
+        return [(p,) for p, x in zip(flat[EDGE_PID::2], flat[EDGE_NB::2], strict=True) if x == o]
+    pairs = halves.reshape(-1, 2)
+    return [(p,) for p in pairs[pairs[:, EDGE_NB] == o, EDGE_PID].tolist()]
 
 
 def _spawn(fn) -> None:
@@ -224,16 +249,23 @@ class PointProgram:
             return [], 1
         c = self.const
         out: list[tuple] = []
-        if self.other is None and self.src.edges is not None:
-            lookups = ()
-        else:
-            lookups = self.src.lookups_of(c)
-        if self.other is not None:
+        src = self.src
+        if self.other is not None:  # <s> ?p <o>: the predicates between two constants
             o = self.other
+            edges = src.edges
+            if edges is None:
+                lookups = src.lookups_of(c)
+                edges = src.edge_index(len(lookups))
+            if edges is not None:
+                packed = edges.edges_of(c)
+                if len(packed) <= EDGE_SCAN_MAX:
+                    return _preds_to(packed, o), 1
+                lookups = src.lookups_of(c)  # a big vertex: a binary search per predicate it has
             for pid, f in lookups:
                 if has_neighbour(f(c), o):
                     out.append((pid,))
             return out, 1
+        lookups = () if src.edges is not None else src.lookups_of(c)
         pfirst = self.pfirst
         edges = self.src.edges or self.src.edge_index(len(lookups))
         if edges is not None:  # all of the vertex's rows in one slice, (pid, neighbour) ascending
