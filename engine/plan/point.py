@@ -384,29 +384,23 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
                     rows.append(t)
             if len(rows) > DESCRIBE_ROWS:
                 return None
-            charge_rows(len(rows), 3 + 3, "DESCRIBE")
-            if not objs:
-                break
-            cand = unique(np.asarray(objs, dtype=np.int64))
-            cand = cand[terms.kinds(cand) == 1]
-            frontier = [x for x in cand.tolist() if x not in seen]
-            continue
-        # (pid, resource) ascending: the vectorized DESCRIBE's order within a round
-        probes = [(pid, v, f) for v in frontier for pid, f in src.lookups_of(v)]
-        if len(frontier) > 1:
-            probes.sort(key=lambda t: (t[0], t[1]))
-        for pid, v, f in probes:
-            nb = f(v)
-            if len(nb):
-                nbl = nb.tolist()
-                objs += nbl
-                for x in nbl:
-                    t = (v, pid, x)
-                    if t not in have:
-                        have.add(t)
-                        rows.append(t)
-                if len(rows) > DESCRIBE_ROWS:
-                    return None
+        else:
+            # (pid, resource) ascending: the vectorized DESCRIBE's order within a round
+            probes = [(pid, v, f) for v in frontier for pid, f in src.lookups_of(v)]
+            if len(frontier) > 1:
+                probes.sort(key=lambda t: (t[0], t[1]))
+            for pid, v, f in probes:
+                nb = f(v)
+                if len(nb):
+                    nbl = nb.tolist()
+                    objs += nbl
+                    for x in nbl:
+                        t = (v, pid, x)
+                        if t not in have:
+                            have.add(t)
+                            rows.append(t)
+                    if len(rows) > DESCRIBE_ROWS:
+                        return None
         charge_rows(len(rows), 3 + 3, "DESCRIBE")
         if not objs:
             break
