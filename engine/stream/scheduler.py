@@ -63,6 +63,9 @@ _STORE_RETRY_S = 0.2
 #: many evaluations as there are queries (at least _GC_MIN_STEPS), or _GC_EVERY_S seconds
 _GC_EVERY_S = 1.0
 _GC_MIN_STEPS = 16
+#: ... and, when the step count triggers it, only after this many times the last pass's duration
+#: since that pass (at most ~1/_GC_SPACING of the worker's time in GC passes)
+_GC_SPACING = 10
 #: the interpreter's cyclic GC is held during an instant of a query whose last instant took less
 #: than this (ms); see _pause_gc
 _GC_PAUSE_MS = 20.0
@@ -209,6 +212,36 @@ class Scheduler:
             heap = self._heaps[key] = []
         heapq.heappush(heap, (nxt, next(self._seq), q.sched, q))
 
+    def _index_members(self, q: QueryEntry, members: list, prog: dict) -> None:
+        """Caller holds ``cv``: :meth:`_index` for the members of a batch other than ``q`` --
+        the lowest progress of their streams looked up once per set of streams (the members of
+        a group read the same ones), not per member."""
+        queries = self.reg.queries
+        ready = self._ready
+        lows: dict = {}
+        for m, _ in members:
+            if m is q:
+                continue
+            tr = m.trigger
+            nxt = tr.next_instant
+            if nxt is None:
+                self._index(m, prog)
+                continue
+            m.sched += 1
+            if m.deleted or queries.get(m.name) is not m:
+                continue
+            key = tr.streams
+            lowest = lows.get(key, lows)
+            if lowest is lows:
+                lowest = lows[key] = self._lowest(key, prog)
+            if lowest is not None and nxt < lowest:
+                ready.append((m.sched, m))
+                continue
+            heap = self._heaps.get(key)
+            if heap is None:
+                heap = self._heaps[key] = []
+            heapq.heappush(heap, (nxt, next(self._seq), m.sched, m))
+
     def _refill(self) -> dict:
         """Caller holds ``cv``: move the queries that became ready to the ready FIFO (the heap
         prefixes below their streams' progress); returns the progress."""
@@ -349,15 +382,18 @@ class Scheduler:
                 prog = reg.progress()
                 self._index(q, prog)
                 if batch is not None:
-                    for m, _ in batch[1]:
-                        if m is not q:
-                            self._index(m, prog)
+                    self._index_members(q, batch[1], prog)
                 self._gc_streams.update(q.streams)
                 self._gc_steps += 1 if batch is None else len(batch[1])
                 gc_streams = None
                 # a pass looks at every query: while busy, at most ~2% of the time goes to it
-                if self._gc_steps >= max(_GC_MIN_STEPS, len(reg.queries) // 4) \
-                        or time.monotonic() - self._gc_last >= max(_GC_EVERY_S, 50 * self._gc_cost):
+                # (time-triggered), or after a quarter as many evaluations as there are queries
+                # but then not more often than every _GC_SPACING passes' time (a batch evaluates
+                # all its members at once: without the spacing every batch paid a whole pass)
+                since = time.monotonic() - self._gc_last
+                if (self._gc_steps >= max(_GC_MIN_STEPS, len(reg.queries) // 4)
+                        and since >= _GC_SPACING * self._gc_cost) \
+                        or since >= max(_GC_EVERY_S, 50 * self._gc_cost):
                     gc_streams, self._gc_streams = self._gc_streams, set()
                     self._collecting = True
                 # no notify here: only drain() waits on cv besides the worker, and it is woken
@@ -513,18 +549,29 @@ class Scheduler:
                 return
         g.failures = 0
         win = members[0][0].evaluator.window_member(t)
+        # each member's event into its log, as _append does one by one (inlined: this loop is
+        # most of the per-member cost of a batch); the evaluation-time hook once per batch
+        appended = []
         for (m, _), (data, prefix) in zip(members, datas, strict=True):
             inc = m.evaluator.incremental_core
             if inc is not None:
                 inc.reset()   # its maintained rows describe an older instant now
-            if isinstance(data, BaseException):
-                data, _ = self._error_data(m, t, data)
-                self._record(m, t, state, data, None, win)
+            if prefix is None or isinstance(data, BaseException):
+                if isinstance(data, BaseException):
+                    data, _ = self._error_data(m, t, data)
+                    self._record(m, t, state, data, None, win)
+                else:
+                    self._record(m, t, state, data, ms, win)
                 continue
-            if prefix is None:
-                self._record(m, t, state, data, ms, win)
-                continue
-            self._append(m, t, state, prefix, data, ms)
+            with m.out_lock:
+                if m.deleted:
+                    continue
+                m.evaluated += 1
+                m.last_latency_ms = ms
+                m.state, m.prefix = state, prefix
+                m.log.append(t, data)
+            appended.append(m.name)
+        telemetry.evaluations(self.reg, appended, ms)
 
     def batch_info(self, name: str) -> dict:
         """Whether query ``name`` runs batched, with how many other queries of its shape, and

@@ -16,7 +16,7 @@ import threading
 import weakref
 from collections.abc import Callable
 
-__all__ = ["attach", "detach", "evaluation"]
+__all__ = ["attach", "detach", "evaluation", "evaluations"]
 
 _lock = threading.Lock()
 #: owner -> callbacks ``fn(query_name, seconds)``; weak, so a closed manager leaves nothing behind
@@ -64,3 +64,12 @@ def evaluation(owner: object, query: str, ms: float | None) -> None:
             fn(query, ms / 1000.0)
         except Exception:  # noqa: BLE001 - a metrics failure must not fail an evaluation
             pass
+
+
+def evaluations(owner: object, queries: list[str], ms: float | None) -> None:
+    """Hook: :func:`evaluation` for each of ``queries`` (a batch's members, each evaluated in
+    ``ms``) -- one lookup for the batch when no sink is attached."""
+    if ms is None or not queries or not _evaluation_sinks.get(owner):
+        return
+    for q in queries:
+        evaluation(owner, q, ms)
