@@ -485,7 +485,8 @@ class _BatchEvaluator(Evaluator):
 class Group:
     """The registered queries of one shape (members keep their own evaluators and logs)."""
 
-    __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "_cells", "_params")
+    __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "_cells", "_framed",
+                 "_params")
 
     #: rendered cells kept per group (store ids only: they never change meaning)
     CELL_CACHE = 1 << 17
@@ -500,6 +501,7 @@ class Group:
         self.batches = 0
         self._cells: dict[int, bytes] = {}    # term id -> its SPARQL JSON term
         self._params: tuple | None = None     # (member entries, their table): see _table
+        self._framed: dict = {}               # (pre, post) -> {term id: framed cell}: see _framed_cells
 
     def run(self, members: list, t: int) -> tuple[list[tuple], float]:
         """Evaluate instant ``t`` for ``members`` ((QueryEntry, params) pairs) at once: each
@@ -600,39 +602,88 @@ class Group:
         return [np.concatenate((c, e)) for c, e in zip(columns, extra, strict=True)]
 
     def _render_rows(self, ctx, names: list[str], vals: list[np.ndarray], bounds: list[int],
-                     tail: bytes) -> list[tuple[bytes, bytes]]:
+                     tail: bytes) -> list[tuple[bytes, memoryview]]:
         """SPARQL JSON of every member's RSTREAM answer (the bytes the single path writes for
-        them): each distinct term rendered once, each row joined once, each member one slice."""
+        them) and its repeat prefix (the data before the window member, a view as
+        ``InstantEvaluator.repeat_prefix`` gives): each distinct term rendered once with its
+        label and separators, the rows made by whole-column concatenation (no per-row Python
+        when every cell is bound), all rows joined once, each member one slice of them."""
         total = bounds[-1]
         head = b'{"head":' + orjson.dumps({"vars": list(names)}) + b',"results":{"bindings":['
+        close = b"]}" + tail
+        lt = len(tail)
         if total == 0:
-            rows: list[bytes] = []
-        elif not names:
-            rows = [b"{}"] * total
+            d = head + close
+            return [(d, memoryview(d)[:len(d) - lt])] * (len(bounds) - 1)
+        if not names:
+            rows = np.full(total, b"{}", dtype=object)
         else:
-            cells = []
-            for v, c in zip(names, vals, strict=True):
-                label = orjson.dumps(v) + b":"
-                uniq, inv = distinct_inverse(c)
-                table = np.empty(len(uniq), dtype=object)
-                table[:] = self._term_cells(ctx, uniq)
-                col = table[inv.reshape(-1)]
-                bound = c != UNBOUND
-                if bound.all():
-                    cells.append((label + col).tolist())
-                else:
-                    col[bound] = label + col[bound]
-                    col[~bound] = b""
-                    cells.append(col.tolist())
-            if len(cells) == 1:
-                rows = [b"{" + x + b"}" for x in cells[0]]
-            else:
-                rows = [b"{" + b",".join([x for x in r if x]) + b"}" for r in zip(*cells, strict=True)]
-        out = []
-        for i in range(len(bounds) - 1):
-            a, b = bounds[i], bounds[i + 1]
-            prefix = head + b",".join(rows[a:b]) + b"]}"
-            out.append((prefix + tail, prefix))
+            rows = self._rows(ctx, names, vals, total)
+        lens = np.fromiter(map(len, rows), dtype=np.int64, count=total)
+        starts = np.zeros(total + 1, dtype=np.int64)
+        np.cumsum(lens + 1, out=starts[1:])   # row i starts at starts[i] in the comma-joined body
+        body = b",".join(rows.tolist())
+        b = np.asarray(bounds, dtype=np.int64)
+        lo = starts[b[:-1]]
+        hi = np.maximum(starts[b[1:]] - 1, lo)
+        join = b"".join
+        datas = [join((head, body[x:y], close)) for x, y in zip(lo.tolist(), hi.tolist(), strict=True)]
+        # the repeat prefix: a copy while small (cheaper than a view), a view of a large answer
+        return [(d, d[:len(d) - lt] if len(d) < 4096 else memoryview(d)[:len(d) - lt]) for d in datas]
+
+    def _rows(self, ctx, names: list[str], vals: list[np.ndarray], total: int) -> np.ndarray:
+        """Each row's JSON object (an object array of bytes). When every cell is bound, the
+        ``{``, labels, commas and ``}`` are part of each column's distinct cells (kept across
+        instants: a window slides by a step, most of its terms stay), so a row is the sum of
+        its columns' cells."""
+        k = len(names)
+        parts = []
+        for j, (v, c) in enumerate(zip(names, vals, strict=True)):
+            uniq, inv = distinct_inverse(c)
+            label = orjson.dumps(v) + b":"
+            pre = (b"{" if j == 0 else b",") + label
+            cells = self._framed_cells(ctx, uniq, pre, b"}" if j == k - 1 else b"")
+            if not all(cells):   # an UNBOUND cell: rows joined one by one below
+                break
+            parts.append((cells, inv.reshape(-1)))
+        else:
+            rows = None
+            for cells, inv in parts:
+                table = np.empty(len(cells), dtype=object)
+                table[:] = cells
+                col = table[inv]
+                rows = col if rows is None else rows + col
+            return rows
+        cols = []
+        for v, c in zip(names, vals, strict=True):
+            uniq, inv = distinct_inverse(c)
+            table = np.empty(len(uniq), dtype=object)
+            table[:] = self._framed_cells(ctx, uniq, orjson.dumps(v) + b":", b"")
+            cols.append(table[inv.reshape(-1)].tolist())
+        rows = np.empty(total, dtype=object)
+        rows[:] = [b"{" + b",".join([x for x in r if x]) + b"}" for r in zip(*cols, strict=True)]
+        return rows
+
+    def _framed_cells(self, ctx, ids: np.ndarray, pre: bytes, post: bytes) -> list[bytes]:
+        """``pre + cell + post`` of each distinct id's SPARQL JSON term (b"" for UNBOUND), store
+        ids cached per framing."""
+        framed = self._framed
+        cache = framed.get((pre, post))
+        if cache is None:
+            if len(framed) > 64:
+                framed.clear()
+            cache = framed[(pre, post)] = {}
+        out: list[bytes | None] = [cache.get(i) for i in ids.tolist()]
+        miss = [k for k, x in enumerate(out) if x is None]
+        if miss:
+            mids = ids[miss]
+            if len(cache) + len(miss) > self.CELL_CACHE:
+                cache.clear()
+            for k, i, cell in zip(miss, mids.tolist(), self._term_cells(ctx, mids), strict=True):
+                f = pre + cell + post if cell else b""
+                out[k] = f
+                if 0 <= i < LOCAL_BASE:
+                    cache[i] = f
         return out
 
     def _term_cells(self, ctx, ids: np.ndarray) -> list[bytes]:
