@@ -486,7 +486,7 @@ class Group:
     """The registered queries of one shape (members keep their own evaluators and logs)."""
 
     __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "_cells", "_framed",
-                 "_params")
+                 "_params", "last_ms")
 
     #: rendered cells kept per group (store ids only: they never change meaning)
     CELL_CACHE = 1 << 17
@@ -499,6 +499,7 @@ class Group:
         self.failures = 0
         self.skip = 0       # batches to run alone after a failed batch
         self.batches = 0
+        self.last_ms: float | None = None     # the last batch's latency (the scheduler's GC pause)
         self._cells: dict[int, bytes] = {}    # term id -> its SPARQL JSON term
         self._params: tuple | None = None     # (member entries, their table): see _table
         self._framed: dict = {}               # (pre, post) -> {term id: framed cell}: see _framed_cells
