@@ -169,3 +169,34 @@ def test_members_equal_alone_across_membership_and_store_changes(t, consts, seed
     assert got.keys() == want.keys()
     for name in want:
         assert got[name] == want[name], (name, texts.get(name) or late.get(name))
+
+
+def test_batched_members_reach_the_evaluation_hook():
+    """Each member of a batch is heard by an attached metrics sink (one lookup per batch when
+    none is attached)."""
+    from engine.stream import telemetry
+    from engine.stream.manager import StreamManager
+
+    heard = []
+    db = Database()
+    db.load_data(_static(4).encode(), "application/n-triples")
+    m = StreamManager(db)
+    try:
+        assert not telemetry.listening(m._reg)
+        telemetry.attach(m._reg, lambda q, s: heard.append(q))
+        assert telemetry.listening(m._reg)
+        m.register_stream("st", f"{EX}s")
+        m.heartbeat("st", 0)
+        t = {"mode": "", "kind": "none", "filter": None, "select": "?obs ?v"}
+        for i in range(4):
+            m.register_query(_text(t, f"q{i}", i, 0, 0))
+        obs = _obs(5, 2000)
+        m.ingest_ndjson("st", b"\n".join(orjson.dumps({"s": s, "p": p, "o": o, "t": tau}) for s, p, o, tau in obs))
+        m.heartbeat("st", 2001)
+        assert m.drain(60)
+        assert sum(g.batches for g in m._scheduler._groups.values()) > 0
+        for i in range(4):
+            assert heard.count(f"q{i}") == m._reg.queries[f"q{i}"].evaluated - m._reg.queries[f"q{i}"].idle
+    finally:
+        m.close()
+        db.close()

@@ -64,8 +64,8 @@ _STORE_RETRY_S = 0.2
 _GC_EVERY_S = 1.0
 _GC_MIN_STEPS = 16
 #: ... and, when the step count triggers it, only after this many times the last pass's duration
-#: since that pass (at most ~1/_GC_SPACING of the worker's time in GC passes)
-_GC_SPACING = 10
+#: since that pass (at most ~1/_GC_SPACING of the worker's time in GC passes, as the time rule)
+_GC_SPACING = 50
 #: the interpreter's cyclic GC is held during an instant of a query whose last instant took less
 #: than this (ms); see _pause_gc
 _GC_PAUSE_MS = 20.0
@@ -560,7 +560,7 @@ class Scheduler:
         win = members[0][0].evaluator.window_member(t)
         # each member's event into its log, as _append does one by one (inlined: this loop is
         # most of the per-member cost of a batch); the evaluation-time hook once per batch
-        appended = []
+        appended = [] if telemetry.listening(self.reg) else None
         for (m, _), (data, prefix) in zip(members, datas, strict=True):
             inc = m.evaluator.incremental_core
             if inc is not None:
@@ -579,8 +579,10 @@ class Scheduler:
                 m.last_latency_ms = ms
                 m.state, m.prefix = state, prefix
                 m.log.append(t, data)
-            appended.append(m.name)
-        telemetry.evaluations(self.reg, appended, ms)
+            if appended is not None:
+                appended.append(m.name)
+        if appended:
+            telemetry.evaluations(self.reg, appended, ms)
 
     def batch_info(self, name: str) -> dict:
         """Whether query ``name`` runs batched, with how many other queries of its shape, and

@@ -16,7 +16,7 @@ import threading
 import weakref
 from collections.abc import Callable
 
-__all__ = ["attach", "detach", "evaluation", "evaluations"]
+__all__ = ["attach", "detach", "evaluation", "evaluations", "listening"]
 
 _lock = threading.Lock()
 #: owner -> callbacks ``fn(query_name, seconds)``; weak, so a closed manager leaves nothing behind
@@ -73,3 +73,9 @@ def evaluations(owner: object, queries: list[str], ms: float | None) -> None:
         return
     for q in queries:
         evaluation(owner, q, ms)
+
+
+def listening(owner: object) -> bool:
+    """Whether a sink is attached to ``owner`` (a batch skips collecting its members' names
+    for :func:`evaluations` otherwise)."""
+    return bool(_evaluation_sinks.get(owner))
