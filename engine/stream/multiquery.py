@@ -102,6 +102,7 @@ from engine.exec.result import QueryResult
 from engine.exec.serialize import _json_term
 from engine.plan.planner import QueryPlan, make_plan
 from engine.sparql import algebra as A
+from engine.stream.continuous import multiset_diff
 
 __all__ = ["ParamTable", "ParamValues", "Refused", "Shape", "Group", "analyze", "QVAR"]
 
@@ -533,8 +534,16 @@ class Group:
         form = self.shape.form
         win = ev0.window_member(t)
         tail = b',"window":' + orjson.dumps(win) + b"}"
+        diff = None
+        if form == "SELECT" and ev0.mode != "RSTREAM" and names:
+            diff = self._differences(members, names, vals, bounds, ev0.mode)
         if form == "SELECT" and ev0.mode == "RSTREAM":
             out = self._render_rows(ctx, names, vals, bounds, tail)
+        elif diff is not None:
+            # I/DSTREAM: every member's difference rendered together; the repeat prefix of a
+            # difference is the empty one (InstantEvaluator.repeat_prefix), the same for all
+            empty = b'{"head":' + orjson.dumps({"vars": list(names)}) + b',"results":{"bindings":[]}'
+            out = [(d, empty) for d, _ in self._render_rows(ctx, names, diff[0], diff[1], tail)]
         else:
             out = []
             fixed: dict = {}   # ASK: one rendering per answer
@@ -583,6 +592,38 @@ class Group:
             c.setflags(write=False)   # shared by the batches that reuse the table
         self._params = (who, cols) if stored else None
         return dict(cols)
+
+    def _differences(self, members: list, names, vals: list[np.ndarray], bounds: list[int],
+                     mode: str) -> tuple[list[np.ndarray], list[int]] | None:
+        """ISTREAM / DSTREAM SELECT: every member's difference with its previous answer in one
+        multiset difference over rows tagged with the member's index (rows of different
+        members never match), and each member's state moved on as its own
+        :meth:`~engine.stream.continuous.InstantEvaluator.render` would. ``(columns, bounds)``
+        of the differences, member by member; None when some answer or previous answer holds a
+        computed term (query-local ids: each member then takes its own difference)."""
+        k = len(names)
+        for c in vals:
+            if len(c) and bool(((c < UNBOUND) | (c >= LOCAL_BASE)).any()):
+                return None
+        evs = [m.evaluator for m, _ in members]
+        prevs = [ev.batch_prev(k) for ev in evs]
+        if any(p is None for p in prevs):
+            return None
+        n = len(members)
+        b = np.asarray(bounds, dtype=np.int64)
+        cur = np.stack(vals, axis=1) if vals[0].size else np.zeros((0, k), dtype=np.int64)
+        lens = np.fromiter(map(len, prevs), dtype=np.int64, count=n)
+        prev = np.concatenate(prevs) if n else np.zeros((0, k), dtype=np.int64)
+        who = np.arange(n, dtype=np.int64)
+        a_rows = np.column_stack((np.repeat(who, np.diff(b)), cur))
+        b_rows = np.column_stack((np.repeat(who, lens), prev))
+        out = multiset_diff(a_rows, b_rows) if mode == "ISTREAM" else multiset_diff(b_rows, a_rows)
+        out = out[np.argsort(out[:, 0], kind="stable")]
+        ob = np.searchsorted(out[:, 0], np.arange(n + 1, dtype=np.int64)).tolist()
+        shared = list(names)
+        for ev, x, y in zip(evs, bounds[:-1], bounds[1:], strict=True):
+            ev.batch_advance(cur[x:y], shared)
+        return [np.ascontiguousarray(out[:, j + 1]) for j in range(k)], ob
 
     def _with_empty_groups(self, ctx, ds, columns: list[np.ndarray], grouped, n: int) -> list[np.ndarray]:
         """Aggregates without GROUP BY: the members the top Group had no group for (no solutions)
