@@ -124,7 +124,12 @@ class Scheduler:
         # (round-robin: a query still ready after its turn goes to the back); queries whose first
         # instant is not known yet aside. Entries whose token is not the query's ``sched`` are stale.
         self._heaps: dict[tuple[str, ...], list] = {}
+        # the FIFO as two parallel deques (queries, their tokens): appending allocates no
+        # tuple the interpreter's GC tracks -- a batch re-queues thousands of members per
+        # instant, and those tuples, surviving into the old generation, brought on full
+        # collections that walk every query's objects
         self._ready: deque = deque()
+        self._ready_tok: deque = deque()
         self._waiting: dict[str, QueryEntry] = {}
         self._observed = -1                     # reg.observed when _waiting was last looked at
         self._seq = itertools.count()
@@ -210,7 +215,8 @@ class Scheduler:
         if ready:
             lowest = self._lowest(key, self.reg.progress() if prog is None else prog)
             if lowest is not None and nxt < lowest:   # ready_upto: align_down(lowest - 1) >= nxt
-                self._ready.append((q.sched, q))
+                self._ready.append(q)
+                self._ready_tok.append(q.sched)
                 return
         heap = self._heaps.get(key)
         if heap is None:
@@ -222,7 +228,7 @@ class Scheduler:
         the lowest progress of their streams looked up once per set of streams (the members of
         a group read the same ones), not per member."""
         queries = self.reg.queries
-        ready = self._ready
+        ready, ready_tok = self._ready, self._ready_tok
         lows: dict = {}
         for m, _ in members:
             if m is q:
@@ -240,7 +246,8 @@ class Scheduler:
             if lowest is lows:
                 lowest = lows[key] = self._lowest(key, prog)
             if lowest is not None and nxt < lowest:
-                ready.append((m.sched, m))
+                ready.append(m)
+                ready_tok.append(m.sched)
                 continue
             heap = self._heaps.get(key)
             if heap is None:
@@ -266,26 +273,30 @@ class Scheduler:
                 if q.trigger.next_instant != nxt:
                     self._index(q, prog)
                 else:
-                    self._ready.append((tok, q))
+                    self._ready.append(q)
+                    self._ready_tok.append(tok)
         return prog
 
     def _pop_ready(self, prog: dict, take: bool) -> tuple[QueryEntry, int] | None:
         """Caller holds ``cv``: the first valid entry of the ready FIFO and its last ready
         instant (removed from the FIFO if ``take``)."""
-        rd = self._ready
+        rd, rt = self._ready, self._ready_tok
         queries = self.reg.queries
         while rd:
-            tok, q = rd[0]
+            q, tok = rd[0], rt[0]
             if tok != q.sched or q.deleted or queries.get(q.name) is not q:
                 rd.popleft()
+                rt.popleft()
                 continue
             last = q.trigger.ready_upto(prog)
             if last is None:   # not ready after all (a stream went away): back to its heap
                 rd.popleft()
+                rt.popleft()
                 self._index(q, prog, ready=False)
                 continue
             if take:
                 rd.popleft()
+                rt.popleft()
             return q, last
         return None
 
