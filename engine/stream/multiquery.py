@@ -719,8 +719,10 @@ class Group:
         miss = [k for k, x in enumerate(out) if x is None]
         if miss:
             mids = ids[miss]
-            if len(cache) + len(miss) > self.CELL_CACHE:
-                cache.clear()
+            # one bound over all framings (a group has a few: its variables, first / last)
+            if sum(map(len, framed.values())) + len(miss) > self.CELL_CACHE:
+                for c in framed.values():
+                    c.clear()
             for k, i, cell in zip(miss, mids.tolist(), self._term_cells(ctx, mids), strict=True):
                 f = pre + cell + post if cell else b""
                 out[k] = f
