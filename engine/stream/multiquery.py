@@ -544,6 +544,12 @@ class Group:
             # difference is the empty one (InstantEvaluator.repeat_prefix), the same for all
             empty = b'{"head":' + orjson.dumps({"vars": list(names)}) + b',"results":{"bindings":[]}'
             out = [(d, empty) for d, _ in self._render_rows(ctx, names, diff[0], diff[1], tail)]
+            # rendered: each member's state moves on as its own render would move it (not
+            # before: a batch that fails is evaluated again member by member from the old state)
+            shared = list(names)
+            cur = diff[2]
+            for (m, _), x, y in zip(members, bounds[:-1], bounds[1:], strict=True):
+                m.evaluator.batch_advance(cur[x:y], shared)
         else:
             out = []
             fixed: dict = {}   # ASK: one rendering per answer
@@ -594,13 +600,14 @@ class Group:
         return dict(cols)
 
     def _differences(self, members: list, names, vals: list[np.ndarray], bounds: list[int],
-                     mode: str) -> tuple[list[np.ndarray], list[int]] | None:
+                     mode: str) -> tuple[list[np.ndarray], list[int], np.ndarray] | None:
         """ISTREAM / DSTREAM SELECT: every member's difference with its previous answer in one
         multiset difference over rows tagged with the member's index (rows of different
-        members never match), and each member's state moved on as its own
-        :meth:`~engine.stream.continuous.InstantEvaluator.render` would. ``(columns, bounds)``
-        of the differences, member by member; None when some answer or previous answer holds a
-        computed term (query-local ids: each member then takes its own difference)."""
+        members never match). ``(columns, bounds)`` of the differences, member by member, and
+        this instant's rows (member by member as ``bounds`` says: each member's next previous
+        answer, set by the caller once the batch is rendered); None when some answer or
+        previous answer holds a computed term (query-local ids: each member then takes its own
+        difference through :meth:`~engine.stream.continuous.InstantEvaluator.render`)."""
         k = len(names)
         for c in vals:
             if len(c) and bool(((c < UNBOUND) | (c >= LOCAL_BASE)).any()):
@@ -620,10 +627,7 @@ class Group:
         out = multiset_diff(a_rows, b_rows) if mode == "ISTREAM" else multiset_diff(b_rows, a_rows)
         out = out[np.argsort(out[:, 0], kind="stable")]
         ob = np.searchsorted(out[:, 0], np.arange(n + 1, dtype=np.int64)).tolist()
-        shared = list(names)
-        for ev, x, y in zip(evs, bounds[:-1], bounds[1:], strict=True):
-            ev.batch_advance(cur[x:y], shared)
-        return [np.ascontiguousarray(out[:, j + 1]) for j in range(k)], ob
+        return [np.ascontiguousarray(out[:, j + 1]) for j in range(k)], ob, cur
 
     def _with_empty_groups(self, ctx, ds, columns: list[np.ndarray], grouped, n: int) -> list[np.ndarray]:
         """Aggregates without GROUP BY: the members the top Group had no group for (no solutions)
