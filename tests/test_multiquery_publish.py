@@ -200,3 +200,28 @@ def test_batched_members_reach_the_evaluation_hook():
     finally:
         m.close()
         db.close()
+
+
+@pytest.mark.parametrize("mode", ["ISTREAM ", "DSTREAM "])
+def test_a_failed_difference_batch_leaves_the_members_state_for_their_own_evaluation(monkeypatch, mode):
+    """A batch that fails after taking the members' differences (here: its rendering, twice)
+    is evaluated member by member from the state before it: the same events as alone."""
+    from engine.stream.multiquery import Group
+
+    real = Group._render_rows
+    fails = {"left": 2}
+
+    def flaky(self, *a, **k):
+        if fails["left"] and self.batches >= 1:
+            fails["left"] -= 1
+            raise RuntimeError("rendering failed")
+        return real(self, *a, **k)
+
+    t = {"mode": mode, "kind": "none", "filter": None, "select": "?obs ?v"}
+    texts = {f"q{i}": _text(t, f"q{i}", i % 4, 0, 0) for i in range(5)}
+    obs = _obs(11, 4000)
+    want, _ = _run(texts, {}, [], obs, False)
+    monkeypatch.setattr(Group, "_render_rows", flaky)
+    got, batches = _run(texts, {}, [], obs, True)
+    assert fails["left"] == 0 and batches > 0
+    assert got == want
