@@ -1427,6 +1427,24 @@ class InstantEvaluator:
         return self._json.select(res, member)
 
     # -- I/DSTREAM -------------------------------------------------------------
+    def batch_prev(self, k: int) -> np.ndarray | None:
+        """For a batch that takes I/DSTREAM differences of many members at once
+        (:mod:`engine.stream.multiquery`): the rows this SELECT's next difference is taken
+        against ((n, k) store ids), or None when its term table holds computed terms (then
+        :meth:`render` takes the difference, as alone)."""
+        if self._terms.key_of:
+            return None
+        p = self._prev
+        if p is None:
+            return np.zeros((0, k), dtype=np.int64)
+        return p if p.ndim == 2 and p.shape[1] == k else None
+
+    def batch_advance(self, cur: np.ndarray, names: list[str]) -> None:
+        """After a batch took this member's difference against :meth:`batch_prev`: the state
+        :meth:`_diff_rows` leaves (the rows of this instant, the variables)."""
+        self._prev = cur
+        self._vars = names
+
     def _diff_rows(self, res: QueryResult) -> QueryResult:
         ctx = res.terms
         n = len(res)

@@ -102,6 +102,7 @@ from engine.exec.result import QueryResult
 from engine.exec.serialize import _json_term
 from engine.plan.planner import QueryPlan, make_plan
 from engine.sparql import algebra as A
+from engine.stream.continuous import multiset_diff
 
 __all__ = ["ParamTable", "ParamValues", "Refused", "Shape", "Group", "analyze", "QVAR"]
 
@@ -485,7 +486,8 @@ class _BatchEvaluator(Evaluator):
 class Group:
     """The registered queries of one shape (members keep their own evaluators and logs)."""
 
-    __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "_cells")
+    __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "_cells", "_framed",
+                 "_params", "last_ms")
 
     #: rendered cells kept per group (store ids only: they never change meaning)
     CELL_CACHE = 1 << 17
@@ -498,7 +500,10 @@ class Group:
         self.failures = 0
         self.skip = 0       # batches to run alone after a failed batch
         self.batches = 0
+        self.last_ms: float | None = None     # the last batch's latency (the scheduler's GC pause)
         self._cells: dict[int, bytes] = {}    # term id -> its SPARQL JSON term
+        self._params: tuple | None = None     # (member entries, their table): see _table
+        self._framed: dict = {}               # (pre, post) -> {term id: framed cell}: see _framed_cells
 
     def run(self, members: list, t: int) -> tuple[list[tuple], float]:
         """Evaluate instant ``t`` for ``members`` ((QueryEntry, params) pairs) at once: each
@@ -513,10 +518,7 @@ class Group:
                            term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None))
         ds = ev0.dataset(ctx, t)
         n = len(members)
-        cols = {QVAR: np.arange(n, dtype=np.int64)}
-        for j in range(len(self.shape.params)):
-            cols[f"~p{j}"] = ctx.intern([p[j] for _, p in members])
-        bev = _BatchEvaluator(ctx, ds, Bindings(cols, n))
+        bev = _BatchEvaluator(ctx, ds, Bindings(self._table(ctx, members), n))
         res = evaluate_query(self.shape.batched, ctx, ds, evaluator=bev, plan=self.plan)
         ctx.evaluator = None   # ctx <-> evaluator is a cycle (see evaluate_query)
         columns = res.columns
@@ -532,8 +534,22 @@ class Group:
         form = self.shape.form
         win = ev0.window_member(t)
         tail = b',"window":' + orjson.dumps(win) + b"}"
+        diff = None
+        if form == "SELECT" and ev0.mode != "RSTREAM" and names:
+            diff = self._differences(members, names, vals, bounds, ev0.mode)
         if form == "SELECT" and ev0.mode == "RSTREAM":
             out = self._render_rows(ctx, names, vals, bounds, tail)
+        elif diff is not None:
+            # I/DSTREAM: every member's difference rendered together; the repeat prefix of a
+            # difference is the empty one (InstantEvaluator.repeat_prefix), the same for all
+            empty = b'{"head":' + orjson.dumps({"vars": list(names)}) + b',"results":{"bindings":[]}'
+            out = [(d, empty) for d, _ in self._render_rows(ctx, names, diff[0], diff[1], tail)]
+            # rendered: each member's state moves on as its own render would move it (not
+            # before: a batch that fails is evaluated again member by member from the old state)
+            shared = list(names)
+            cur = diff[2]
+            for (m, _), x, y in zip(members, bounds[:-1], bounds[1:], strict=True):
+                m.evaluator.batch_advance(cur[x:y], shared)
         else:
             out = []
             fixed: dict = {}   # ASK: one rendering per answer
@@ -562,6 +578,57 @@ class Group:
         self.batches += 1
         return out, (time.perf_counter() - t0) * 1000.0
 
+    def _table(self, ctx, members: list) -> dict[str, np.ndarray]:
+        """The members' parameter table (``#q`` and each placeholder's ids). Kept for the next
+        batch of the same members when every constant is a store id (those never change
+        meaning; a constant absent from the store gets a query-local id, interned per batch):
+        consecutive instants usually batch the same members, and interning a thousand
+        constants per instant was a tenth of a batch's cost."""
+        who = tuple([m for m, _ in members])
+        hit = self._params
+        if hit is not None and hit[0] == who:
+            return dict(hit[1])
+        n = len(members)
+        cols = {QVAR: np.arange(n, dtype=np.int64)}
+        stored = True
+        for j in range(len(self.shape.params)):
+            ids = cols[f"~p{j}"] = ctx.intern([p[j] for _, p in members])
+            stored = stored and bool(((ids >= 0) & (ids < LOCAL_BASE)).all())
+        for c in cols.values():
+            c.setflags(write=False)   # shared by the batches that reuse the table
+        self._params = (who, cols) if stored else None
+        return dict(cols)
+
+    def _differences(self, members: list, names, vals: list[np.ndarray], bounds: list[int],
+                     mode: str) -> tuple[list[np.ndarray], list[int], np.ndarray] | None:
+        """ISTREAM / DSTREAM SELECT: every member's difference with its previous answer in one
+        multiset difference over rows tagged with the member's index (rows of different
+        members never match). ``(columns, bounds)`` of the differences, member by member, and
+        this instant's rows (member by member as ``bounds`` says: each member's next previous
+        answer, set by the caller once the batch is rendered); None when some answer or
+        previous answer holds a computed term (query-local ids: each member then takes its own
+        difference through :meth:`~engine.stream.continuous.InstantEvaluator.render`)."""
+        k = len(names)
+        for c in vals:
+            if len(c) and bool(((c < UNBOUND) | (c >= LOCAL_BASE)).any()):
+                return None
+        evs = [m.evaluator for m, _ in members]
+        prevs = [ev.batch_prev(k) for ev in evs]
+        if any(p is None for p in prevs):
+            return None
+        n = len(members)
+        b = np.asarray(bounds, dtype=np.int64)
+        cur = np.stack(vals, axis=1) if vals[0].size else np.zeros((0, k), dtype=np.int64)
+        lens = np.fromiter(map(len, prevs), dtype=np.int64, count=n)
+        prev = np.concatenate(prevs) if n else np.zeros((0, k), dtype=np.int64)
+        who = np.arange(n, dtype=np.int64)
+        a_rows = np.column_stack((np.repeat(who, np.diff(b)), cur))
+        b_rows = np.column_stack((np.repeat(who, lens), prev))
+        out = multiset_diff(a_rows, b_rows) if mode == "ISTREAM" else multiset_diff(b_rows, a_rows)
+        out = out[np.argsort(out[:, 0], kind="stable")]
+        ob = np.searchsorted(out[:, 0], np.arange(n + 1, dtype=np.int64)).tolist()
+        return [np.ascontiguousarray(out[:, j + 1]) for j in range(k)], ob, cur
+
     def _with_empty_groups(self, ctx, ds, columns: list[np.ndarray], grouped, n: int) -> list[np.ndarray]:
         """Aggregates without GROUP BY: the members the top Group had no group for (no solutions)
         get the answer of the query over no solutions, as each gets alone."""
@@ -581,39 +648,90 @@ class Group:
         return [np.concatenate((c, e)) for c, e in zip(columns, extra, strict=True)]
 
     def _render_rows(self, ctx, names: list[str], vals: list[np.ndarray], bounds: list[int],
-                     tail: bytes) -> list[tuple[bytes, bytes]]:
+                     tail: bytes) -> list[tuple[bytes, memoryview]]:
         """SPARQL JSON of every member's RSTREAM answer (the bytes the single path writes for
-        them): each distinct term rendered once, each row joined once, each member one slice."""
+        them) and its repeat prefix (the data before the window member, a view as
+        ``InstantEvaluator.repeat_prefix`` gives): each distinct term rendered once with its
+        label and separators, the rows made by whole-column concatenation (no per-row Python
+        when every cell is bound), all rows joined once, each member one slice of them."""
         total = bounds[-1]
         head = b'{"head":' + orjson.dumps({"vars": list(names)}) + b',"results":{"bindings":['
+        close = b"]}" + tail
+        lt = len(tail)
         if total == 0:
-            rows: list[bytes] = []
-        elif not names:
-            rows = [b"{}"] * total
+            d = head + close
+            return [(d, memoryview(d)[:len(d) - lt])] * (len(bounds) - 1)
+        if not names:
+            rows = np.full(total, b"{}", dtype=object)
         else:
-            cells = []
-            for v, c in zip(names, vals, strict=True):
-                label = orjson.dumps(v) + b":"
-                uniq, inv = distinct_inverse(c)
-                table = np.empty(len(uniq), dtype=object)
-                table[:] = self._term_cells(ctx, uniq)
-                col = table[inv.reshape(-1)]
-                bound = c != UNBOUND
-                if bound.all():
-                    cells.append((label + col).tolist())
-                else:
-                    col[bound] = label + col[bound]
-                    col[~bound] = b""
-                    cells.append(col.tolist())
-            if len(cells) == 1:
-                rows = [b"{" + x + b"}" for x in cells[0]]
-            else:
-                rows = [b"{" + b",".join([x for x in r if x]) + b"}" for r in zip(*cells, strict=True)]
-        out = []
-        for i in range(len(bounds) - 1):
-            a, b = bounds[i], bounds[i + 1]
-            prefix = head + b",".join(rows[a:b]) + b"]}"
-            out.append((prefix + tail, prefix))
+            rows = self._rows(ctx, names, vals, total)
+        lens = np.fromiter(map(len, rows), dtype=np.int64, count=total)
+        starts = np.zeros(total + 1, dtype=np.int64)
+        np.cumsum(lens + 1, out=starts[1:])   # row i starts at starts[i] in the comma-joined body
+        body = b",".join(rows.tolist())
+        b = np.asarray(bounds, dtype=np.int64)
+        lo = starts[b[:-1]]
+        hi = np.maximum(starts[b[1:]] - 1, lo)
+        join = b"".join
+        datas = [join((head, body[x:y], close)) for x, y in zip(lo.tolist(), hi.tolist(), strict=True)]
+        # the repeat prefix: a copy while small (cheaper than a view), a view of a large answer
+        return [(d, d[:len(d) - lt] if len(d) < 4096 else memoryview(d)[:len(d) - lt]) for d in datas]
+
+    def _rows(self, ctx, names: list[str], vals: list[np.ndarray], total: int) -> np.ndarray:
+        """Each row's JSON object (an object array of bytes). When every cell is bound, the
+        ``{``, labels, commas and ``}`` are part of each column's distinct cells (kept across
+        instants: a window slides by a step, most of its terms stay), so a row is the sum of
+        its columns' cells."""
+        k = len(names)
+        parts = []
+        for j, (v, c) in enumerate(zip(names, vals, strict=True)):
+            uniq, inv = distinct_inverse(c)
+            label = orjson.dumps(v) + b":"
+            pre = (b"{" if j == 0 else b",") + label
+            cells = self._framed_cells(ctx, uniq, pre, b"}" if j == k - 1 else b"")
+            if not all(cells):   # an UNBOUND cell: rows joined one by one below
+                break
+            parts.append((cells, inv.reshape(-1)))
+        else:
+            rows = None
+            for cells, inv in parts:
+                table = np.empty(len(cells), dtype=object)
+                table[:] = cells
+                col = table[inv]
+                rows = col if rows is None else rows + col
+            return rows
+        cols = []
+        for v, c in zip(names, vals, strict=True):
+            uniq, inv = distinct_inverse(c)
+            table = np.empty(len(uniq), dtype=object)
+            table[:] = self._framed_cells(ctx, uniq, orjson.dumps(v) + b":", b"")
+            cols.append(table[inv.reshape(-1)].tolist())
+        rows = np.empty(total, dtype=object)
+        rows[:] = [b"{" + b",".join([x for x in r if x]) + b"}" for r in zip(*cols, strict=True)]
+        return rows
+
+    def _framed_cells(self, ctx, ids: np.ndarray, pre: bytes, post: bytes) -> list[bytes]:
+        """``pre + cell + post`` of each distinct id's SPARQL JSON term (b"" for UNBOUND), store
+        ids cached per framing."""
+        framed = self._framed
+        cache = framed.get((pre, post))
+        if cache is None:
+            if len(framed) > 64:
+                framed.clear()
+            cache = framed[(pre, post)] = {}
+        out: list[bytes | None] = [cache.get(i) for i in ids.tolist()]
+        miss = [k for k, x in enumerate(out) if x is None]
+        if miss:
+            mids = ids[miss]
+            # one bound over all framings (a group has a few: its variables, first / last)
+            if sum(map(len, framed.values())) + len(miss) > self.CELL_CACHE:
+                for c in framed.values():
+                    c.clear()
+            for k, i, cell in zip(miss, mids.tolist(), self._term_cells(ctx, mids), strict=True):
+                f = pre + cell + post if cell else b""
+                out[k] = f
+                if 0 <= i < LOCAL_BASE:
+                    cache[i] = f
         return out
 
     def _term_cells(self, ctx, ids: np.ndarray) -> list[bytes]:

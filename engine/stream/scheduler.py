@@ -63,14 +63,22 @@ _STORE_RETRY_S = 0.2
 #: many evaluations as there are queries (at least _GC_MIN_STEPS), or _GC_EVERY_S seconds
 _GC_EVERY_S = 1.0
 _GC_MIN_STEPS = 16
+#: ... and, when the step count triggers it, only after this many times the last pass's duration
+#: since that pass (at most ~1/_GC_SPACING of the worker's time in GC passes, as the time rule)
+_GC_SPACING = 50
 #: the interpreter's cyclic GC is held during an instant of a query whose last instant took less
 #: than this (ms); see _pause_gc
 _GC_PAUSE_MS = 20.0
+#: ... and during a batched instant whose last batch took less than this (ms): a batch of
+#: thousands of members is one instant's work, and with the GC on, the young collections its
+#: allocations trigger (and now and then a full one, which walks every query's objects) landed
+#: inside it -- a third of a 10,000-member batch's time, measured
+_GC_PAUSE_BATCH_MS = 250.0
 
 log = logging.getLogger("jindou.stream")
 
 
-def _pause_gc(last_ms: float | None) -> bool:
+def _pause_gc(last_ms: float | None, below: float = _GC_PAUSE_MS) -> bool:
     """Hold the interpreter's cyclic GC for one instant of a query whose last instant took
     ``last_ms`` (held only below :data:`_GC_PAUSE_MS`: a long evaluation does not keep the
     process's GC off); True if it was paused (then :func:`_resume_gc` turns it back on).
@@ -82,7 +90,7 @@ def _pause_gc(last_ms: float | None) -> bool:
     had not frozen what it loaded). Held for the instant, the collection runs right after it
     (:func:`_resume_gc`): the same work, after the instant's result is in its log. Reference
     counting still frees everything that is not cyclic meanwhile."""
-    if last_ms is not None and last_ms < _GC_PAUSE_MS and gc.isenabled():
+    if last_ms is not None and last_ms < below and gc.isenabled():
         gc.disable()
         return True
     return False
@@ -116,7 +124,12 @@ class Scheduler:
         # (round-robin: a query still ready after its turn goes to the back); queries whose first
         # instant is not known yet aside. Entries whose token is not the query's ``sched`` are stale.
         self._heaps: dict[tuple[str, ...], list] = {}
+        # the FIFO as two parallel deques (queries, their tokens): appending allocates no
+        # tuple the interpreter's GC tracks -- a batch re-queues thousands of members per
+        # instant, and those tuples, surviving into the old generation, brought on full
+        # collections that walk every query's objects
         self._ready: deque = deque()
+        self._ready_tok: deque = deque()
         self._waiting: dict[str, QueryEntry] = {}
         self._observed = -1                     # reg.observed when _waiting was last looked at
         self._seq = itertools.count()
@@ -202,12 +215,44 @@ class Scheduler:
         if ready:
             lowest = self._lowest(key, self.reg.progress() if prog is None else prog)
             if lowest is not None and nxt < lowest:   # ready_upto: align_down(lowest - 1) >= nxt
-                self._ready.append((q.sched, q))
+                self._ready.append(q)
+                self._ready_tok.append(q.sched)
                 return
         heap = self._heaps.get(key)
         if heap is None:
             heap = self._heaps[key] = []
         heapq.heappush(heap, (nxt, next(self._seq), q.sched, q))
+
+    def _index_members(self, q: QueryEntry, members: list, prog: dict) -> None:
+        """Caller holds ``cv``: :meth:`_index` for the members of a batch other than ``q`` --
+        the lowest progress of their streams looked up once per set of streams (the members of
+        a group read the same ones), not per member."""
+        queries = self.reg.queries
+        ready, ready_tok = self._ready, self._ready_tok
+        lows: dict = {}
+        for m, _ in members:
+            if m is q:
+                continue
+            tr = m.trigger
+            nxt = tr.next_instant
+            if nxt is None:
+                self._index(m, prog)
+                continue
+            m.sched += 1
+            if m.deleted or queries.get(m.name) is not m:
+                continue
+            key = tr.streams
+            lowest = lows.get(key, lows)
+            if lowest is lows:
+                lowest = lows[key] = self._lowest(key, prog)
+            if lowest is not None and nxt < lowest:
+                ready.append(m)
+                ready_tok.append(m.sched)
+                continue
+            heap = self._heaps.get(key)
+            if heap is None:
+                heap = self._heaps[key] = []
+            heapq.heappush(heap, (nxt, next(self._seq), m.sched, m))
 
     def _refill(self) -> dict:
         """Caller holds ``cv``: move the queries that became ready to the ready FIFO (the heap
@@ -228,26 +273,30 @@ class Scheduler:
                 if q.trigger.next_instant != nxt:
                     self._index(q, prog)
                 else:
-                    self._ready.append((tok, q))
+                    self._ready.append(q)
+                    self._ready_tok.append(tok)
         return prog
 
     def _pop_ready(self, prog: dict, take: bool) -> tuple[QueryEntry, int] | None:
         """Caller holds ``cv``: the first valid entry of the ready FIFO and its last ready
         instant (removed from the FIFO if ``take``)."""
-        rd = self._ready
+        rd, rt = self._ready, self._ready_tok
         queries = self.reg.queries
         while rd:
-            tok, q = rd[0]
+            q, tok = rd[0], rt[0]
             if tok != q.sched or q.deleted or queries.get(q.name) is not q:
                 rd.popleft()
+                rt.popleft()
                 continue
             last = q.trigger.ready_upto(prog)
             if last is None:   # not ready after all (a stream went away): back to its heap
                 rd.popleft()
+                rt.popleft()
                 self._index(q, prog, ready=False)
                 continue
             if take:
                 rd.popleft()
+                rt.popleft()
             return q, last
         return None
 
@@ -333,11 +382,14 @@ class Scheduler:
                     reg.cv.notify_all()
             return True
         batch = None
-        paused = _pause_gc(q.last_latency_ms)
+        paused = False
         try:
             if self.batching:
                 with reg.cv:
                     batch = self._peers(q, t, last)
+            # a batch is one instant of many queries: held below _GC_PAUSE_BATCH_MS for the batch
+            paused = _pause_gc(q.last_latency_ms if batch is None else batch[0].last_ms,
+                               _GC_PAUSE_MS if batch is None else _GC_PAUSE_BATCH_MS)
             if batch is not None:
                 self._step_group(*batch, t, last)
             else:
@@ -349,15 +401,18 @@ class Scheduler:
                 prog = reg.progress()
                 self._index(q, prog)
                 if batch is not None:
-                    for m, _ in batch[1]:
-                        if m is not q:
-                            self._index(m, prog)
+                    self._index_members(q, batch[1], prog)
                 self._gc_streams.update(q.streams)
                 self._gc_steps += 1 if batch is None else len(batch[1])
                 gc_streams = None
                 # a pass looks at every query: while busy, at most ~2% of the time goes to it
-                if self._gc_steps >= max(_GC_MIN_STEPS, len(reg.queries) // 4) \
-                        or time.monotonic() - self._gc_last >= max(_GC_EVERY_S, 50 * self._gc_cost):
+                # (time-triggered), or after a quarter as many evaluations as there are queries
+                # but then not more often than every _GC_SPACING passes' time (a batch evaluates
+                # all its members at once: without the spacing every batch paid a whole pass)
+                since = time.monotonic() - self._gc_last
+                if (self._gc_steps >= max(_GC_MIN_STEPS, len(reg.queries) // 4)
+                        and since >= _GC_SPACING * self._gc_cost) \
+                        or since >= max(_GC_EVERY_S, 50 * self._gc_cost):
                     gc_streams, self._gc_streams = self._gc_streams, set()
                     self._collecting = True
                 # no notify here: only drain() waits on cv besides the worker, and it is woken
@@ -512,19 +567,33 @@ class Scheduler:
                     self._evaluate(m, t, state)
                 return
         g.failures = 0
+        g.last_ms = ms
         win = members[0][0].evaluator.window_member(t)
+        # each member's event into its log, as _append does one by one (inlined: this loop is
+        # most of the per-member cost of a batch); the evaluation-time hook once per batch
+        appended = [] if telemetry.listening(self.reg) else None
         for (m, _), (data, prefix) in zip(members, datas, strict=True):
             inc = m.evaluator.incremental_core
             if inc is not None:
                 inc.reset()   # its maintained rows describe an older instant now
-            if isinstance(data, BaseException):
-                data, _ = self._error_data(m, t, data)
-                self._record(m, t, state, data, None, win)
+            if prefix is None or isinstance(data, BaseException):
+                if isinstance(data, BaseException):
+                    data, _ = self._error_data(m, t, data)
+                    self._record(m, t, state, data, None, win)
+                else:
+                    self._record(m, t, state, data, ms, win)
                 continue
-            if prefix is None:
-                self._record(m, t, state, data, ms, win)
-                continue
-            self._append(m, t, state, prefix, data, ms)
+            with m.out_lock:
+                if m.deleted:
+                    continue
+                m.evaluated += 1
+                m.last_latency_ms = ms
+                m.state, m.prefix = state, prefix
+                m.log.append(t, data)
+            if appended is not None:
+                appended.append(m.name)
+        if appended:
+            telemetry.evaluations(self.reg, appended, ms)
 
     def batch_info(self, name: str) -> dict:
         """Whether query ``name`` runs batched, with how many other queries of its shape, and

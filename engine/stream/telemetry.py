@@ -16,7 +16,7 @@ import threading
 import weakref
 from collections.abc import Callable
 
-__all__ = ["attach", "detach", "evaluation"]
+__all__ = ["attach", "detach", "evaluation", "evaluations", "listening"]
 
 _lock = threading.Lock()
 #: owner -> callbacks ``fn(query_name, seconds)``; weak, so a closed manager leaves nothing behind
@@ -64,3 +64,18 @@ def evaluation(owner: object, query: str, ms: float | None) -> None:
             fn(query, ms / 1000.0)
         except Exception:  # noqa: BLE001 - a metrics failure must not fail an evaluation
             pass
+
+
+def evaluations(owner: object, queries: list[str], ms: float | None) -> None:
+    """Hook: :func:`evaluation` for each of ``queries`` (a batch's members, each evaluated in
+    ``ms``) -- one lookup for the batch when no sink is attached."""
+    if ms is None or not queries or not _evaluation_sinks.get(owner):
+        return
+    for q in queries:
+        evaluation(owner, q, ms)
+
+
+def listening(owner: object) -> bool:
+    """Whether a sink is attached to ``owner`` (a batch skips collecting its members' names
+    for :func:`evaluations` otherwise)."""
+    return bool(_evaluation_sinks.get(owner))
