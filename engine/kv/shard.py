@@ -303,8 +303,10 @@ def _empty_csr() -> CSR:
 EMPTY_CSR = _empty_csr()
 
 
-def csr_from_sorted_pairs(a: np.ndarray, b: np.ndarray, id_dtype) -> CSR:
-    """CSR of pairs already sorted by (a, b) and unique."""
+def csr_from_sorted_pairs(a: np.ndarray, b: np.ndarray, id_dtype, values_dtype=None) -> CSR:
+    """CSR of pairs already sorted by (a, b) and unique (``a`` may repeat). Keys are of
+    ``id_dtype`` (None: int32 where they fit, else ``a``'s), values of ``values_dtype``
+    (default ``id_dtype``; ``b`` is not copied when it already has that dtype)."""
     n = len(a)
     if n == 0:
         return EMPTY_CSR
@@ -316,7 +318,10 @@ def csr_from_sorted_pairs(a: np.ndarray, b: np.ndarray, id_dtype) -> CSR:
     indptr = np.empty(len(first) + 1, dtype=ptr_dtype)
     indptr[:-1] = first
     indptr[-1] = n
-    return CSR(a[first].astype(id_dtype), indptr, b.astype(id_dtype))
+    keys = a[first]
+    if id_dtype is None:
+        id_dtype = np.int32 if int(keys[-1]) < _I32_MAX else keys.dtype
+    return CSR(keys.astype(id_dtype), indptr, b.astype(values_dtype or id_dtype, copy=False))
 
 
 @dataclass(eq=False)

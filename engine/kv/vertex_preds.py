@@ -251,22 +251,7 @@ def build_edges(graph, direction: int, budget: int | None = None) -> VertexEdges
         keep[1:] = (v[1:] != v[:-1]) | (pk[1:] != pk[:-1])
         if not keep.all():
             v, pk = v[keep], pk[keep]
-    return VertexEdges(_csr_keep_indices(v, pk))
-
-
-def _csr_keep_indices(a: np.ndarray, b: np.ndarray) -> CSR:
-    """:func:`csr_from_sorted_pairs` with keys of ``a``'s dtype narrowed where they
-    fit and ``b`` kept as int64 (packed edges; a vertex may repeat in ``a``)."""
-    n = len(a)
-    start = np.empty(n, dtype=bool)
-    start[0] = True
-    np.not_equal(a[1:], a[:-1], out=start[1:])
-    first = np.flatnonzero(start)
-    indptr = np.empty(len(first) + 1, dtype=np.int32 if n < _I32_MAX else np.int64)
-    indptr[:-1] = first
-    indptr[-1] = n
-    keys = a[first]
-    return CSR(keys.astype(np.int32) if int(keys[-1]) < _I32_MAX else keys, indptr, b)
+    return VertexEdges(csr_from_sorted_pairs(v, pk, None, pk.dtype))   # (packed edges: int64)
 
 
 def cached_edges(graph, direction: int) -> VertexEdges | None:
