@@ -20,15 +20,19 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 
 __all__ = ["ResultEvent", "ResultLog", "idle_data"]
 
 
-@dataclass(frozen=True, slots=True)
-class ResultEvent:
+class ResultEvent(NamedTuple):
+    """One event as readers get it (:meth:`ResultLog.since`). A log keeps its events as plain
+    tuples of these fields (see :data:`_ID`): the interpreter's cyclic GC stops tracking a
+    plain tuple of ints, strings and bytes after its first collection, so a full collection
+    does not walk every retained event of every query (10,000 queries x 1,000 events made it
+    a pause of a second or more); a named tuple, like any instance of a class, stays tracked."""
     id: int
     event: str
     data: bytes
@@ -36,12 +40,20 @@ class ResultEvent:
     same_as: int | None = None  # "idle": the evaluated instant whose result they repeat
 
 
+#: the fields' positions in a log's own event tuples
+_ID, _EVENT, _DATA, _START = 0, 1, 2, 3
+
+
+_make = ResultEvent._make
+
+
 def idle_data(start: int, end: int, step: int, same_as: int) -> bytes:
     return orjson.dumps({"from": start, "to": end, "instants": (end - start) // step + 1, "same_as": same_as})
 
 
-def _trim_idle(ev: ResultEvent, first: int, step: int) -> ResultEvent:
+def _trim_idle(ev: tuple, first: int, step: int) -> ResultEvent:
     """An idle event cut to the instants ``>= first`` (a client resuming inside its run)."""
+    ev = ResultEvent._make(ev)
     start = -(-int(first) // step) * step
     if ev.start is None or start <= ev.start:
         return ev
@@ -55,9 +67,9 @@ def _excess(events, total: int, retain: int, retain_bytes: int) -> int:
     n = len(events)
     k = max(0, n - retain)
     for i in range(k):
-        total -= len(events[i].data)
+        total -= len(events[i][_DATA])
     while total > retain_bytes and n - k > 1:
-        total -= len(events[k].data)
+        total -= len(events[k][_DATA])
         k += 1
     return k
 
@@ -72,7 +84,7 @@ class ResultLog:
         self.retain_bytes = max(1, int(retain_bytes))
         self._bytes = 0   # data bytes of the visible events
         self.step = step
-        self._events: collections.deque[ResultEvent] = collections.deque()
+        self._events: collections.deque[tuple] = collections.deque()   # ResultEvent's fields
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
         self._dropped_last: int | None = None   # id of the newest dropped event
@@ -83,7 +95,7 @@ class ResultLog:
         # durable: events appended but not committed yet (invisible), newest dropped among them
         self._store = store
         self.durable_name = name
-        self._pending: collections.deque[ResultEvent] = collections.deque()
+        self._pending: collections.deque[tuple] = collections.deque()
         self._pending_dropped: int | None = None
         self._pending_bytes = 0
         self._disk_rows = 0   # rows of this log in the store (trimmed to `retain` in steps of _slack)
@@ -94,23 +106,23 @@ class ResultLog:
             self._disk_rows = len(rows)
             self._disk_bytes = sum(len(r[2]) for r in rows)
             for i, ev, data, start, same_as in rows:
-                self._events.append(ResultEvent(int(i), ev, bytes(data), start, same_as))
+                self._events.append((int(i), ev, bytes(data), start, same_as))
                 self._bytes += len(data)
             self._trim()   # restarted with a smaller --retain / --retain-bytes
             if dropped is not None:
                 self._dropped_last = max(dropped, self._dropped_last or dropped)
             if self._events:
-                self.last_id = self._events[-1].id
-                self.first_id = self._events[0].start if self._events[0].start is not None else self._events[0].id
+                first = self._events[0]
+                self.last_id = self._events[-1][_ID]
+                self.first_id = first[_START] if first[_START] is not None else first[_ID]
 
     def append(self, t: int, data: bytes) -> None:
-        self._add(ResultEvent(int(t), "result", data))
+        self._add((int(t), "result", data, None, None))
 
     def append_idle(self, start: int, end: int, same_as: int) -> None:
         """One event for the unchanged instants ``start..end`` (results equal to instant
         ``same_as``'s; empty ISTREAM/DSTREAM differences)."""
-        self._add(ResultEvent(int(end), "idle", idle_data(start, end, self.step or 1, same_as),
-                              int(start), int(same_as)))
+        self._add((int(end), "idle", idle_data(start, end, self.step or 1, same_as), int(start), int(same_as)))
 
     def before_oldest(self) -> int | None:
         """A reader position just before the oldest event a new reader is owed (the oldest
@@ -120,25 +132,25 @@ class ResultLog:
         with self._lock:
             if self._events:
                 ev = self._events[0]
-                return (ev.start if ev.start is not None else ev.id) - 1
+                return (ev[_START] if ev[_START] is not None else ev[_ID]) - 1
         return None if self.first_id is None else self.first_id - 1
 
-    def _add(self, ev: ResultEvent) -> None:
+    def _add(self, ev: tuple) -> None:
         if self.first_id is None:
-            self.first_id = int(ev.start if ev.start is not None else ev.id)
+            self.first_id = int(ev[_START] if ev[_START] is not None else ev[_ID])
         if self._store is not None:
             with self._lock:
                 if self.closed:
                     return
                 first = not self._pending   # else the writer knows already: it takes them all
                 self._pending.append(ev)
-                self._pending_bytes += len(ev.data)
+                self._pending_bytes += len(ev[_DATA])
                 if len(self._pending) > self.retain or self._pending_bytes > self.retain_bytes:
                     # the disk is behind by a whole log
                     for _ in range(_excess(self._pending, self._pending_bytes, self.retain, self.retain_bytes)):
                         old = self._pending.popleft()
-                        self._pending_bytes -= len(old.data)
-                        self._pending_dropped = old.id
+                        self._pending_bytes -= len(old[_DATA])
+                        self._pending_dropped = old[_ID]
             if first:
                 self._store.submit(self)
             return
@@ -148,8 +160,8 @@ class ResultLog:
                 return
             self._disk_rows += 1
             self._events.append(ev)
-            self._bytes += len(ev.data)
-            self.last_id = ev.id
+            self._bytes += len(ev[_DATA])
+            self.last_id = ev[_ID]
             if len(self._events) > self.retain or self._bytes > self.retain_bytes:
                 self._trim()
             listeners = self._listeners[:] if self._listeners else None
@@ -158,7 +170,7 @@ class ResultLog:
                 fn()
 
     # -- the store's writer: take the pending events, then publish them once committed
-    def _take_pending(self) -> tuple[list[ResultEvent], int | None, int | None]:
+    def _take_pending(self) -> tuple[list[tuple], int | None, int | None]:
         """``(events, newest pending one cut by retain, cut)`` for the writer. ``cut``: delete the
         stored rows with ids up to it -- once the store holds ``retain + slack`` rows, back to the
         newest ``retain`` (the visible events are the newest stored ones: one writer, which
@@ -169,32 +181,32 @@ class ResultLog:
             self._pending_bytes = 0
             dropped, self._pending_dropped = self._pending_dropped, None
             cut = None
-            new = sum(len(e.data) for e in evs)
+            new = sum(len(e[_DATA]) for e in evs)
             total = self._bytes + new
             if self._disk_rows + len(evs) > self.retain + self._slack or \
                     self._disk_bytes + new > self.retain_bytes + self.retain_bytes // 4:
                 k = _excess(list(self._events) + evs, total, self.retain, self.retain_bytes)   # older than the kept
                 if k > 0:
-                    cut = self._events[k - 1].id if k <= len(self._events) else evs[k - 1 - len(self._events)].id
+                    cut = self._events[k - 1][_ID] if k <= len(self._events) else evs[k - 1 - len(self._events)][_ID]
                 else:   # the disk may still hold events the byte bound dropped from view when published
                     cut = self._dropped_last
         return evs, dropped, cut
 
-    def _requeue(self, evs: list[ResultEvent], dropped: int | None) -> None:
+    def _requeue(self, evs: list[tuple], dropped: int | None) -> None:
         """The commit failed: the events go back in front of the pending ones."""
         with self._lock:
             self._pending.extendleft(reversed(evs))
-            self._pending_bytes += sum(len(e.data) for e in evs)
+            self._pending_bytes += sum(len(e[_DATA]) for e in evs)
             if dropped is not None:
                 p = self._pending_dropped
                 self._pending_dropped = dropped if p is None else max(p, dropped)
         self._store.submit(self)
 
-    def _publish(self, evs: list[ResultEvent], dropped: int | None = None, cut: int | None = None) -> None:
+    def _publish(self, evs: list[tuple], dropped: int | None = None, cut: int | None = None) -> None:
         """Make committed events visible (``dropped``: the newest pending one cut by ``retain``;
         ``cut``: the store trimmed its rows up to that id)."""
         with self._lock:
-            new = sum(len(e.data) for e in evs)
+            new = sum(len(e[_DATA]) for e in evs)
             if cut is None:
                 self._disk_rows += len(evs)
                 self._disk_bytes += new
@@ -202,7 +214,7 @@ class ResultLog:
                 both = list(self._events) + evs
                 k = _excess(both, self._bytes + new, self.retain, self.retain_bytes)
                 self._disk_rows = len(both) - k
-                self._disk_bytes = sum(len(e.data) for e in both[k:])
+                self._disk_bytes = sum(len(e[_DATA]) for e in both[k:])
         if not evs:
             return
         with self._lock:
@@ -212,8 +224,8 @@ class ResultLog:
                 self._dropped_last = max(dropped, self._dropped_last if self._dropped_last is not None else dropped)
             for ev in evs:
                 self._events.append(ev)
-                self._bytes += len(ev.data)
-                self.last_id = int(ev.id)
+                self._bytes += len(ev[_DATA])
+                self.last_id = int(ev[_ID])
             if len(self._events) > self.retain or self._bytes > self.retain_bytes:
                 self._trim()
             listeners = list(self._listeners)
@@ -225,8 +237,8 @@ class ResultLog:
         evs = self._events
         for _ in range(_excess(evs, self._bytes, self.retain, self.retain_bytes)):
             ev = evs.popleft()
-            self._bytes -= len(ev.data)
-            self._dropped_last = ev.id
+            self._bytes -= len(ev[_DATA])
+            self._dropped_last = ev[_ID]
 
     @property
     def retained_bytes(self) -> int:
@@ -257,18 +269,18 @@ class ResultLog:
         if last_id is not None:
             last_id = int(last_id)
             if dropped is not None and last_id < dropped and evs:
-                resumed = evs[0].id
+                resumed = evs[0][_ID]
                 missed = last_id + 1 if not self.step else (last_id // self.step + 1) * self.step
                 gap = {"missed_from": missed, "resumed_at": resumed}
                 out.append(ResultEvent(last_id, "gap", orjson.dumps(gap)))
             step = self.step or 1
-            out.extend(e if e.event != "idle" else _trim_idle(e, last_id + 1, step)
-                       for e in evs if e.id > last_id)
+            out.extend(_make(e) if e[_EVENT] != "idle" else _trim_idle(e, last_id + 1, step)
+                       for e in evs if e[_ID] > last_id)
         elif from_t is not None:
             from_t = int(from_t)
             step = self.step or 1
-            out.extend(e if e.event != "idle" else _trim_idle(e, from_t, step)
-                       for e in evs if e.id >= from_t)
+            out.extend(_make(e) if e[_EVENT] != "idle" else _trim_idle(e, from_t, step)
+                       for e in evs if e[_ID] >= from_t)
         if end is not None:
             out.append(end)
         return out

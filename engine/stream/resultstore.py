@@ -167,7 +167,7 @@ class ResultStore:
             # one statement for the events of every log (per-statement cost dominates small batches)
             self._db.executemany(
                 "INSERT OR REPLACE INTO events (query, id, event, data, start, same_as) VALUES (?,?,?,?,?,?)",
-                [(rl.durable_name, e.id, e.event, e.data, e.start, e.same_as) for rl, (evs, _d, _c) in batch
+                [(rl.durable_name, *e) for rl, (evs, _d, _c) in batch   # (id, event, data, start, same_as)
                  for e in evs])
             for rl, (_evs, dropped, cut) in batch:
                 q = rl.durable_name
