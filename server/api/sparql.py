@@ -20,6 +20,7 @@ from engine.errors import JindouError
 from engine.exec import render
 from engine.exec import serialize as ser
 from engine.exec.context import release_memory
+from engine.small_answers import SmallSelect
 from engine.sparql import normalize as norm
 from server.api import update
 from server.api.common import (
@@ -223,11 +224,13 @@ class _PlainJob:
         if mt is None:
             raise not_acceptable(self.accept, form)
         if len(res) > _TRIM_ROWS:  # a big answer: the general job (releases its freed heap)
-            return _serialize(res, mt, self.max_bytes, deadline)
+            return _serialize(res.result() if type(res) is SmallSelect else res, mt, self.max_bytes, deadline)
         try:
             body = (small_answers.select_json(res, self.max_bytes) if mt == _SRJ
                     else small_answers.graph_ntriples(res, self.max_bytes) if mt == _NT else None)
             if body is None:
+                if type(res) is SmallSelect:  # (a SELECT's Python lists: the general writer takes numpy)
+                    res = res.result()
                 body = ser.serialize(res, mt, max_bytes=self.max_bytes, deadline=deadline)
         except JindouError as e:
             raise e.with_traceback(None) from None
@@ -254,7 +257,7 @@ class _HitJob(_PlainJob):
         self.shape = ("fast", hit[0].key)  # as _cost_shape gives it for the text
 
     def __call__(self, deadline):
-        res = self.db.query_template(self.hit, deadline=deadline)
+        res = self.db.query_template(self.hit, deadline=deadline, lists=True)
         if res is None:
             self.text = _unquote_plus(self.payload)
             res = self.db.query(self.text, base=self.base, deadline=deadline)
