@@ -797,7 +797,7 @@ class _Template:
     hand-over replaces the BGP by its rows) and the shape's other constants
     (a parameter equal to one of them has no shape)."""
 
-    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo")
+    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key")
 
     def __init__(self, fixed, quote, key, pq, others):
         self.fixed = fixed
@@ -807,6 +807,8 @@ class _Template:
         self.others = others
         #: (the shape's entry of the current snapshot, constant id -> rebound program), see _run_template
         self.memo = None
+        #: the server's cost-table key of the shape, kept by the server (server/api/sparql.py _HitJob)
+        self.cost_key = None
 
 
 def _shape_constants(key: tuple) -> frozenset:

@@ -25,6 +25,7 @@ from engine.sparql import normalize as norm
 from server.api import update
 from server.api.common import (
     SHAPE_MAX_CHARS,
+    HashedShape,
     HTTPError,
     Reply,
     ServerState,
@@ -254,7 +255,11 @@ class _HitJob(_PlainJob):
         self.max_bytes = max_bytes
         self.hit = hit
         self.payload = payload
-        self.shape = ("fast", hit[0].key)  # as _cost_shape gives it for the text
+        tpl = hit[0]
+        shape = tpl.cost_key
+        if shape is None:  # as _cost_shape gives it for the text, hashed once
+            shape = tpl.cost_key = HashedShape(("fast", tpl.key))
+        self.shape = shape
 
     def __call__(self, deadline):
         res = self.db.query_template(self.hit, deadline=deadline, lists=True)
@@ -363,51 +368,61 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
     is a form body (a parameter string that does not parse is then left to the
     ordinary path, which names the form body in its error)."""
     try:
-        check_read(state.config, headers)
-        accept = None
-        whole = qs
-        if b"&" in qs:  # query=<text> with result-format parameters (SPARQLWrapper's): as the plain form
-            split = _format_split(qs)
-            if split is not None:
-                qs, accept = split[0], split[1] or None
-        # a text seen before is cached decoded (its parsed plan too): the text path is
-        # the cheaper one then; a new text of a known template is read from its bytes
-        work = _hit_job(state, scope, headers, qs, accept) if qs not in _LANE_TEXTS else None
-        if work is not None:  # a known template's text: no decoding, normalizing or parsing
-            try:
-                done, result = state.try_inline_fast(work, work.shape, state.deadline())
-            except Exception as exc:
-                _failed(state, exc)
-                raise
-            if not done:
-                if result is not None:
-                    state.record_cost(work.shape, result)
-                return None
-            return _ok(state, *result)
-        text = _lane_text(qs)
-        if text is not None:  # the plain form: no explain or dataset parameters
-            return _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
-        if form:
-            try:
-                params = parse_params_cached(whole)
-            except HTTPError:  # (the ordinary path says "form body", not "query string")
-                return None
-        else:
-            params = parse_params_cached(whole)
-        text = one(params, "query")
-        if text is None or "update" in params:
-            return None
-        work, explain, dataset, base = _query_job(state, scope, headers, params, text)
-        if explain is not None:
-            return None
-        return _inline_run(state, work, text, base, dataset)
+        got = inline_answer(state, scope, headers, qs, form)
     except Exception as exc:  # every failure becomes a JSON error, never a crash
         return error_reply(failure(exc, state.metrics))
+    return None if got is None else _ok(state, *got)
 
 
-def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: bool) -> Reply | None:
-    """The answer of ``work`` (a query job of ``text``) run inline, or None when its
-    shape does not run inline (the pool runs it, knowing its cost)."""
+def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes,
+                  form: bool = False) -> tuple | None:
+    """:func:`handle_sparql_inline` before its reply: (form, media type, body) of a
+    query run inline (its ``query_done`` not counted yet: :func:`_ok` or the lane's
+    ``EdgeMiddleware.answer_get`` counts it), None to take the ordinary path;
+    failures raise (the caller answers them as :func:`handle_sparql_inline` does)."""
+    check_read(state.config, headers)
+    accept = None
+    whole = qs
+    if b"&" in qs:  # query=<text> with result-format parameters (SPARQLWrapper's): as the plain form
+        split = _format_split(qs)
+        if split is not None:
+            qs, accept = split[0], split[1] or None
+    # a text seen before is cached decoded (its parsed plan too): the text path is
+    # the cheaper one then; a new text of a known template is read from its bytes
+    work = _hit_job(state, scope, headers, qs, accept) if qs not in _LANE_TEXTS else None
+    if work is not None:  # a known template's text: no decoding, normalizing or parsing
+        try:
+            done, result = state.try_inline_lane(work, work.shape)
+        except Exception as exc:
+            _failed(state, exc)
+            raise
+        if not done:
+            if result is not None:
+                state.record_cost(work.shape, result)
+            return None
+        return result
+    text = _lane_text(qs)
+    if text is not None:  # the plain form: no explain or dataset parameters
+        return _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
+    if form:
+        try:
+            params = parse_params_cached(whole)
+        except HTTPError:  # (the ordinary path says "form body", not "query string")
+            return None
+    else:
+        params = parse_params_cached(whole)
+    text = one(params, "query")
+    if text is None or "update" in params:
+        return None
+    work, explain, dataset, base = _query_job(state, scope, headers, params, text)
+    if explain is not None:
+        return None
+    return _inline_run(state, work, text, base, dataset)
+
+
+def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: bool) -> tuple | None:
+    """(form, media type, body) of ``work`` (a query job of ``text``) run inline, or None
+    when its shape does not run inline (the pool runs it, knowing its cost)."""
     try:
         shape = _cost_shape(state.db, text, base or work.base, dataset)
         # (try_inline declines what does not run inline)
@@ -420,7 +435,7 @@ def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: 
         if result is not None:  # passed its inline budget: the pool runs it, knowing its cost
             state.record_cost(shape, result)
         return None
-    return _ok(state, *result)
+    return result
 
 
 def handle_sparql_post_inline(state: ServerState, scope: dict, headers: dict[str, str], body: bytes) -> Reply | None:
@@ -466,9 +481,10 @@ def handle_sparql_post_inline(state: ServerState, scope: dict, headers: dict[str
         return None
     try:
         check_read(state.config, headers)
-        return _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
+        got = _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
     except Exception as exc:  # every failure becomes a JSON error, never a crash
         return error_reply(failure(exc, state.metrics))
+    return None if got is None else _ok(state, *got)
 
 
 #: the parameters that only choose the result format (``format`` and ``output`` as in
