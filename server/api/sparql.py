@@ -201,6 +201,11 @@ def _query_job(state: ServerState, scope: dict, headers: dict[str, str], params:
     return work, explain, bool(dg or ng), base
 
 
+#: (Accept value, query form) -> formats.negotiate's media type (a client sends the same
+#: Accept with every request; negotiate parses it each time)
+_NEGOTIATED: dict[tuple, str | None] = {}
+
+
 class _PlainJob:
     """``work(deadline)`` of :func:`_query_job` for the plain ``?query=`` form (no
     explain, format or dataset parameters): the same query, negotiation, small
@@ -221,7 +226,12 @@ class _PlainJob:
     def answer(self, res, deadline) -> tuple:
         """(form, media type, body) of the query's result ``res``."""
         form = res.form
-        mt = formats.negotiate(self.accept, form)
+        mt = _NEGOTIATED.get((self.accept, form), False)
+        if mt is False:
+            mt = formats.negotiate(self.accept, form)
+            if len(_NEGOTIATED) >= 512:
+                _NEGOTIATED.clear()
+            _NEGOTIATED[(self.accept, form)] = mt
         if mt is None:
             raise not_acceptable(self.accept, form)
         if len(res) > _TRIM_ROWS:  # a big answer: the general job (releases its freed heap)
@@ -296,7 +306,7 @@ def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes
         return None
     if accept is None:
         accept = headers.get("accept")
-    if not _acceptable_at_all(accept):
+    if not formats.acceptable_at_all(accept):
         raise not_acceptable(accept, "SELECT")
     return _HitJob(db, hit, payload, base, accept, state.config.max_response_bytes)
 
@@ -426,7 +436,7 @@ def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: 
     try:
         shape = _cost_shape(state.db, text, base or work.base, dataset)
         # (try_inline declines what does not run inline)
-        done, result = (state.try_inline_fast(work, shape, state.deadline()) if type(shape) is tuple
+        done, result = (state.try_inline_lane(work, shape) if type(shape) is tuple
                         else state.try_inline(work, shape, state.deadline(), False))
     except Exception as exc:
         _failed(state, exc)
