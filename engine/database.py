@@ -355,16 +355,18 @@ class Database:
 
     def query(self, text: str, *, default_graph_uris=(), named_graph_uris=(), base: str | None = None,
               timeout: float | None = None, max_rows: int | None = None,
-              query_memory: int | None = None, deadline: float | None = None) -> QueryResult:
+              query_memory: int | None = None, deadline: float | None = None, lists: bool = False):
         """Evaluate a query. ``query_memory`` overrides the memory budget (bytes, 0 =
         unlimited); ``deadline`` (a time.monotonic() instant, e.g. set when the server
-        admitted the request) covers parsing too, else the timeout starts now."""
+        admitted the request) covers parsing too, else the timeout starts now. With
+        ``lists``, a SELECT answered tuple at a time may come back as an
+        ``engine.small_answers.SmallSelect`` (see :meth:`query_template`)."""
         timeout = timeout or self.query_timeout
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
         budget = MemoryBudget(self.query_memory if query_memory is None else query_memory)
         return _released(budget, self._query, text, default_graph_uris, named_graph_uris, base, timeout,
-                         max_rows, budget, deadline)
+                         max_rows, budget, deadline, lists)
 
     def explain(self, text: str, *, analyze: bool = False, default_graph_uris=(), named_graph_uris=(),
                 base: str | None = None, timeout: float | None = None, max_rows: int | None = None,
@@ -402,7 +404,7 @@ class Database:
                 release_memory()
 
     def _query(self, text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
-               deadline) -> QueryResult:
+               deadline, lists: bool = False):
         if not default_graph_uris and not named_graph_uris and (text, base) not in self._prepared:
             memo = self._hit_memo
             hit = memo[2] if memo[0] is text and memo[1] == base else self._template_hit(text, base)
@@ -410,7 +412,7 @@ class Database:
                 if hit[0].key is _DESCRIBE_ONE:
                     res = self._describe_small([hit[1]], self.store.snapshot(), budget, deadline, timeout)
                 else:
-                    res = self._run_template(hit[0], hit[1], max_rows, budget, deadline, timeout)
+                    res = self._run_template(hit[0], hit[1], max_rows, budget, deadline, timeout, lists)
                 if res is not None:
                     return res
         pq, shape = self._prepare_shaped(text, base, deadline)
@@ -423,7 +425,7 @@ class Database:
             if st is None or st[0] is not snap or st[1] is not snap.default:
                 st = self._fast_program(pq, snap, shape)
             if st[2] is not None and not st[2][0].starts_big:
-                res = self._run_program(pq, st[2], st[3], st[1], max_rows, budget, deadline, timeout)
+                res = self._run_program(pq, st[2], st[3], st[1], max_rows, budget, deadline, timeout, lists)
                 if res is not None:
                     return res
         if (q.form == "DESCRIBE" and q.describe and not default_graph_uris and not named_graph_uris

@@ -1,5 +1,6 @@
-"""A known template's text run with its answer left as Python lists
-(``Database.query_template(..., lists=True)``, ``engine.exec.evaluate.run_fast_lists``)
+"""A known template's text, or any fast text, run with its answer left as Python lists
+(``Database.query_template(..., lists=True)``, ``Database.query(..., lists=True)``,
+``engine.exec.evaluate.run_fast_lists``)
 gives the same answer, row order included, as ``Database.query`` of the text,
 over random graphs and selective shapes with DISTINCT, LIMIT/OFFSET, projected
 unbound variables, empty answers and constants absent from the graph."""
@@ -49,6 +50,12 @@ def test_template_lists_equal_query(seed, tmp_path):
         for i in range(45):  # node 40..44: constants absent from the graph
             text = shape.format(c=f"http://e/n{i}") + f"\n# {i}\n"
             want = db.query(text, base=base)
+            again = db.query(text, base=base, lists=True)  # the text path (parsed plan cached)
+            if type(again) is SmallSelect:
+                lists_seen += 1
+                again = again.result()
+            assert again.vars == want.vars
+            assert [c.tolist() for c in again.columns] == [c.tolist() for c in want.columns], (text,)
             hit = db.match_template(norm.normalize(text), base)
             if hit is None:
                 continue

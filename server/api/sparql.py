@@ -221,7 +221,7 @@ class _PlainJob:
         self.max_bytes = max_bytes
 
     def __call__(self, deadline):
-        return self.answer(self.db.query(self.text, base=self.base, deadline=deadline), deadline)
+        return self.answer(self.db.query(self.text, base=self.base, deadline=deadline, lists=True), deadline)
 
     def answer(self, res, deadline) -> tuple:
         """(form, media type, body) of the query's result ``res``."""
@@ -275,7 +275,7 @@ class _HitJob(_PlainJob):
         res = self.db.query_template(self.hit, deadline=deadline, lists=True)
         if res is None:
             self.text = _unquote_plus(self.payload)
-            res = self.db.query(self.text, base=self.base, deadline=deadline)
+            res = self.db.query(self.text, base=self.base, deadline=deadline, lists=True)
         return self.answer(res, deadline)
 
 
