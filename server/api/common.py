@@ -595,7 +595,7 @@ def cost_clock(shape: Any) -> Callable[[], float]:
     here; wall time on a loaded machine is mostly waiting for a core), except for
     the engine's fast-path shapes (tuples: selective by construction, tens of
     microseconds), which keep the cheaper wall clock."""
-    return time.perf_counter if type(shape) is tuple else time.thread_time
+    return time.perf_counter if isinstance(shape, tuple) else time.thread_time
 
 
 class _Workers:

@@ -360,7 +360,7 @@ async def _run_query(state: ServerState, scope: dict, headers: dict[str, str], p
         # explains run in the pool and do not teach the inline cost of the query's shape
         shape = _cost_shape(state.db, text, base, dataset) if explain is None else None
         deadline = state.deadline()
-        form, mt, body = await state.run(work, shape, deadline=deadline, probe=type(shape) is tuple)
+        form, mt, body = await state.run(work, shape, deadline=deadline, probe=isinstance(shape, tuple))
     except Exception as exc:
         _failed(state, exc)
         raise
@@ -436,7 +436,7 @@ def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: 
     try:
         shape = _cost_shape(state.db, text, base or work.base, dataset)
         # (try_inline declines what does not run inline)
-        done, result = (state.try_inline_lane(work, shape) if type(shape) is tuple
+        done, result = (state.try_inline_lane(work, shape) if isinstance(shape, tuple)
                         else state.try_inline(work, shape, state.deadline(), False))
     except Exception as exc:
         _failed(state, exc)
@@ -609,7 +609,19 @@ def _cost_shape(db, text: str, base: str, dataset) -> object:
         fn = getattr(db, "shape_key", None)
         if fn is not None:
             key = fn(text, base)
-    return ("fast", key) if key is not None else query_shape(text)
+    if key is None:
+        return query_shape(text)
+    got = _FAST_SHAPES.get(id(key))  # (the engine hands out its kept key object for a known text)
+    if got is None or got[0] is not key:
+        if len(_FAST_SHAPES) >= 1024:
+            _FAST_SHAPES.clear()
+        got = _FAST_SHAPES[id(key)] = (key, HashedShape(("fast", key)))
+    return got[1]
+
+
+#: id(engine shape key) -> (that key, its cost key hashed once): the key object is kept
+#: alongside, so a reused id of a freed key is never taken for it
+_FAST_SHAPES: dict[int, tuple] = {}
 
 
 def explain_mode(params: dict) -> str | None:
