@@ -26,6 +26,9 @@ SHAPES = [
     "SELECT ?o WHERE {{ <{c}> ?p ?o }} OFFSET 9",
     "SELECT DISTINCT ?p WHERE {{ <{c}> ?p ?o }}",
     "SELECT ?s ?o WHERE {{ ?s <http://e/p0> <{c}> . <{c}> <http://e/p2> ?o }}",
+    "SELECT * WHERE {{ <{c}> <http://e/p0> <http://e/n1> }}",
+    "SELECT ?o ?x WHERE {{ <{c}> <http://e/p3> ?o }} LIMIT 1",
+    "ASK {{ <{c}> <http://e/p1> ?o }}",
 ]
 
 
@@ -54,7 +57,7 @@ def test_template_lists_equal_query(seed, tmp_path):
             if type(again) is SmallSelect:
                 lists_seen += 1
                 again = again.result()
-            assert again.vars == want.vars
+            assert again.vars == want.vars and again.boolean == want.boolean and len(again) == len(want)
             assert [c.tolist() for c in again.columns] == [c.tolist() for c in want.columns], (text,)
             hit = db.match_template(norm.normalize(text), base)
             if hit is None:
@@ -65,6 +68,6 @@ def test_template_lists_equal_query(seed, tmp_path):
             if type(got) is SmallSelect:
                 lists_seen += 1
                 got = got.result()
-            assert got.vars == want.vars
+            assert got.vars == want.vars and got.boolean == want.boolean and len(got) == len(want)
             assert [c.tolist() for c in got.columns] == [c.tolist() for c in want.columns], (text,)
     assert lists_seen > 100
