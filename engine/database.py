@@ -37,6 +37,7 @@ from engine.exec.evaluate import (
     evaluate_query,
     make_dataset,
     run_fast,
+    run_fast_lists,
 )
 from engine.exec.result import QueryResult
 from engine.io import ingest
@@ -44,6 +45,7 @@ from engine.kv.store import Changes, Store
 from engine.plan.planner import QueryPlan, make_plan
 from engine.plan.point import PointProgram, compile_point, describe_small
 from engine.settings import DEFAULTS
+from engine.small_answers import SmallSelect
 from engine.sparql import normalize as norm
 from engine.sparql.algebra import Const
 
@@ -265,7 +267,7 @@ class Database:
                 self._templates = {}
             self._templates[tk] = tpl
 
-    def _run_template(self, tpl, key: str, max_rows, budget, deadline, timeout) -> QueryResult | None:
+    def _run_template(self, tpl, key: str, max_rows, budget, deadline, timeout, lists: bool = False):
         """Run a template's shape for the constant ``key`` by rebinding the shape's
         program of the current snapshot; None when there is none to rebind (the
         caller takes the full path, which compiles it)."""
@@ -304,11 +306,13 @@ class Database:
         if compiled is None or compiled[0].starts_big:
             return None
 
-        return self._run_program(tpl.pq, compiled, terms, snap.default, max_rows, budget, deadline, timeout)
+        return self._run_program(tpl.pq, compiled, terms, snap.default, max_rows, budget, deadline, timeout, lists)
 
-    def _run_program(self, pq: QueryPlan, program, terms, graph, max_rows, budget, deadline, timeout):
+    def _run_program(self, pq: QueryPlan, program, terms, graph, max_rows, budget, deadline, timeout,
+                     lists: bool = False):
         """Run a compiled fast program under the query's budget and deadline; its result,
-        or None when the program hands the query back to the general path."""
+        or None when the program hands the query back to the general path. With
+        ``lists`` a SELECT without ORDER BY may come back as a ``SmallSelect``."""
 
         def check():
             if deadline is not None and time.monotonic() > deadline:
@@ -316,7 +320,13 @@ class Database:
 
         token = enter_budget(budget, deadline)
         try:
-            res = _run_fast(pq, program, terms, graph, max_rows or self.max_rows, check)
+            fast = pq.fast
+            if lists and fast.template is None and fast.order is None:
+                res = run_fast_lists(pq, program, terms, graph, max_rows or self.max_rows, check)
+                if type(res) is tuple:
+                    res = SmallSelect(tuple(fast.names), res[0], terms, res[1])
+            else:
+                res = _run_fast(pq, program, terms, graph, max_rows or self.max_rows, check)
         finally:
             leave_budget(token)
         check()
@@ -345,16 +355,18 @@ class Database:
 
     def query(self, text: str, *, default_graph_uris=(), named_graph_uris=(), base: str | None = None,
               timeout: float | None = None, max_rows: int | None = None,
-              query_memory: int | None = None, deadline: float | None = None) -> QueryResult:
+              query_memory: int | None = None, deadline: float | None = None, lists: bool = False):
         """Evaluate a query. ``query_memory`` overrides the memory budget (bytes, 0 =
         unlimited); ``deadline`` (a time.monotonic() instant, e.g. set when the server
-        admitted the request) covers parsing too, else the timeout starts now."""
+        admitted the request) covers parsing too, else the timeout starts now. With
+        ``lists``, a SELECT answered tuple at a time may come back as an
+        ``engine.small_answers.SmallSelect`` (see :meth:`query_template`)."""
         timeout = timeout or self.query_timeout
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
         budget = MemoryBudget(self.query_memory if query_memory is None else query_memory)
         return _released(budget, self._query, text, default_graph_uris, named_graph_uris, base, timeout,
-                         max_rows, budget, deadline)
+                         max_rows, budget, deadline, lists)
 
     def explain(self, text: str, *, analyze: bool = False, default_graph_uris=(), named_graph_uris=(),
                 base: str | None = None, timeout: float | None = None, max_rows: int | None = None,
@@ -392,7 +404,7 @@ class Database:
                 release_memory()
 
     def _query(self, text, default_graph_uris, named_graph_uris, base, timeout, max_rows, budget,
-               deadline) -> QueryResult:
+               deadline, lists: bool = False):
         if not default_graph_uris and not named_graph_uris and (text, base) not in self._prepared:
             memo = self._hit_memo
             hit = memo[2] if memo[0] is text and memo[1] == base else self._template_hit(text, base)
@@ -400,7 +412,7 @@ class Database:
                 if hit[0].key is _DESCRIBE_ONE:
                     res = self._describe_small([hit[1]], self.store.snapshot(), budget, deadline, timeout)
                 else:
-                    res = self._run_template(hit[0], hit[1], max_rows, budget, deadline, timeout)
+                    res = self._run_template(hit[0], hit[1], max_rows, budget, deadline, timeout, lists)
                 if res is not None:
                     return res
         pq, shape = self._prepare_shaped(text, base, deadline)
@@ -413,7 +425,7 @@ class Database:
             if st is None or st[0] is not snap or st[1] is not snap.default:
                 st = self._fast_program(pq, snap, shape)
             if st[2] is not None and not st[2][0].starts_big:
-                res = self._run_program(pq, st[2], st[3], st[1], max_rows, budget, deadline, timeout)
+                res = self._run_program(pq, st[2], st[3], st[1], max_rows, budget, deadline, timeout, lists)
                 if res is not None:
                     return res
         if (q.form == "DESCRIBE" and q.describe and not default_graph_uris and not named_graph_uris
@@ -427,12 +439,15 @@ class Database:
         self.queries += 1
         return evaluate_query(q, ctx, ds, plan=pq)
 
-    def query_template(self, hit, *, deadline: float | None = None) -> QueryResult | None:
+    def query_template(self, hit, *, deadline: float | None = None, lists: bool = False):
         """:meth:`query` of a text known to be the template hit ``hit`` (from
         :meth:`match_template`) with the default dataset, without the text: the
         shape's program rebound to the hit's constant, under the same budgets and
         deadline; None when no program of the current snapshot is there to
-        rebind (the caller runs the text through :meth:`query`, which compiles it)."""
+        rebind (the caller runs the text through :meth:`query`, which compiles it).
+        With ``lists``, a SELECT answered tuple at a time comes back as an
+        ``engine.small_answers.SmallSelect`` (Python sequences, no numpy columns:
+        cheaper for a few rows; its ``result()`` is the QueryResult)."""
         timeout = self.query_timeout
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
@@ -440,7 +455,17 @@ class Database:
         if hit[0].key is _DESCRIBE_ONE:
             return _released(budget, self._describe_small, [hit[1]], self.store.snapshot(), budget, deadline,
                              timeout)
-        return _released(budget, self._run_template, hit[0], hit[1], None, budget, deadline, timeout)
+        try:  # (_released, in place: one call less for the lane's every query)
+            res = self._run_template(hit[0], hit[1], None, budget, deadline, timeout, lists)
+        except JindouError as e:
+            err = e.with_traceback(None)
+        else:
+            err = None
+        if budget.peak > _TRIM_AFTER:
+            release_memory()
+        if err is not None:
+            raise err
+        return res
 
     def _describe_small(self, keys: list, snap, budget, deadline, timeout) -> QueryResult | None:
         """DESCRIBE of constant resources (term keys) over the default graph, tuple
@@ -784,7 +809,7 @@ class _Template:
     hand-over replaces the BGP by its rows) and the shape's other constants
     (a parameter equal to one of them has no shape)."""
 
-    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo")
+    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key")
 
     def __init__(self, fixed, quote, key, pq, others):
         self.fixed = fixed
@@ -794,6 +819,8 @@ class _Template:
         self.others = others
         #: (the shape's entry of the current snapshot, constant id -> rebound program), see _run_template
         self.memo = None
+        #: the server's cost-table key of the shape, kept by the server (server/api/sparql.py _HitJob)
+        self.cost_key = None
 
 
 def _shape_constants(key: tuple) -> frozenset:

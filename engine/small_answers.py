@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import orjson
 
 from engine.exec.context import LOCAL_BASE
-from engine.exec.result import UNBOUND
+from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import _json_bytes, _nt_term, check_size
 
 #: answers with more cells (graphs: triples) than this go to the general writer
@@ -65,6 +66,34 @@ class TermFragments:
 _FRAGS = TermFragments()
 
 
+class SmallSelect:
+    """A SELECT answer of a few rows as Python sequences of store ids (one per
+    variable, UNBOUND = -1), as ``engine.exec.evaluate.run_fast_lists`` leaves it:
+    :func:`select_json` reads the sequences as they are; any other writer gets the
+    :class:`QueryResult` of :meth:`result` (numpy columns)."""
+
+    __slots__ = ("vars", "cols", "terms", "n")
+    form = "SELECT"
+    triples = None
+
+    def __init__(self, names, cols, terms, n: int):
+        self.vars = names
+        self.cols = cols
+        self.terms = terms
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def result(self) -> QueryResult:
+        """The same answer as a QueryResult (what run_fast gives)."""
+        if self.n == 0:
+            cols = [np.zeros(0, dtype=np.int64) for _ in self.cols]
+        else:
+            cols = [np.array(c, dtype=np.int64) for c in self.cols]
+        return QueryResult(form="SELECT", terms=self.terms, vars=list(self.vars), columns=cols, n_rows=self.n)
+
+
 def select_json(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
     """The SPARQL JSON body of a small SELECT ``result`` over store ids, or None
     (not small, or holding computed terms): the caller uses the general writer."""
@@ -74,7 +103,7 @@ def select_json(result, max_bytes: int | None = None, fragments: TermFragments =
     names = tuple(result.vars)
     if n * len(names) > MAX_CELLS:
         return None
-    cols = [c.tolist() for c in result.columns]
+    cols = result.cols if type(result) is SmallSelect else [c.tolist() for c in result.columns]
     head, labels, row = fragments.head(names)
     frags = fragments.tables(result.terms)[0]
     try:  # usually every term is rendered already: no scan for missing ones

@@ -37,6 +37,7 @@ from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from engine import formats
 from server.api import admin, queries, sparql, store, streams, update
 from server.api.common import (
     HTTPError,
@@ -47,7 +48,7 @@ from server.api.common import (
     failure,
     header_dict,
 )
-from server.api.sparql import VARY_ACCEPT, handle_sparql_inline, handle_sparql_post_inline
+from server.api.sparql import VARY_ACCEPT, _ok, handle_sparql_inline, handle_sparql_post_inline, inline_answer
 from server.lane import DECLINES as LANE_DECLINES
 from server.lane import read_head
 from server.logs import RequestLog
@@ -92,6 +93,7 @@ class EdgeMiddleware:
         self.metrics = state.metrics
         self.cors = _cors_headers(self.origin)
         self._heads: dict = {}  # the fast lane's header bytes (see _head)
+        self._ok_heads: dict = {}  # ... of a 200 answer by (media type, CORS) (see answer_get)
         self.fast = {
             "/sparql": sparql.handle_sparql,
             "/sparql/": sparql.handle_sparql,
@@ -211,6 +213,46 @@ class EdgeMiddleware:
         if self.metrics is not None:
             self.metrics.observe_request(scope["path"], "GET", reply.status, time.perf_counter() - t0)
         return reply.status, self._head(reply, "origin" in fields), reply.body
+
+    def answer_get(self, scope: dict, fields: dict, qs: bytes) -> tuple[int, bytes, bytes] | None:
+        """:meth:`answer_inline` of a lane GET (``fields``: its header dict) in fewer
+        steps for a query run inline: its answer's header lines from the kept ones of
+        (media type, CORS) without a :class:`Reply`, the query and request counted in
+        one metrics call; the same bytes, metrics and outcomes (errors, declines)."""
+        t0 = time.perf_counter()
+        state = self.state
+        try:
+            got = inline_answer(state, scope, fields, qs)
+        except Exception as exc:  # every failure becomes a JSON error, never a crash
+            reply = error_reply(failure(exc, state.metrics))
+        else:
+            if got is None:
+                return None
+            body = got[2]
+            if type(body) is bytes:
+                cors = "origin" in fields
+                parts = self._ok_heads.get((got[1], cors))
+                if parts is None:
+                    parts = self._ok_head(got[1], cors)
+                m = self.metrics
+                if m is not None:
+                    m.query_request(got[0], scope["path"], "GET", time.perf_counter() - t0)
+                return 200, b"%scontent-length: %d\r\n%s" % (parts[0], len(body), parts[1]), body
+            reply = _ok(state, *got)
+        if self.metrics is not None:
+            self.metrics.observe_request(scope["path"], "GET", reply.status, time.perf_counter() - t0)
+        return reply.status, self._head(reply, "origin" in fields), reply.body
+
+    def _ok_head(self, mt: str, cors: bool) -> tuple[bytes, bytes]:
+        """The header lines around the length of a 200 answer of media type ``mt``
+        (:meth:`_head` of the reply ``_ok`` builds for it), kept per (mt, CORS)."""
+        reply = Reply(200, b"", formats.content_type(mt), VARY_ACCEPT)
+        self._head(reply, cors)
+        parts = self._heads[(reply.content_type, cors)]
+        if len(self._ok_heads) >= 256:
+            self._ok_heads = {}
+        self._ok_heads[(mt, cors)] = parts
+        return parts
 
     def _head(self, reply: Reply, cors: bool) -> bytes:
         """The header lines of ``reply`` and the edge's (:meth:`edge_headers`; CORS when
@@ -385,7 +427,7 @@ def _fast_lane_class():
                     else:
                         scope["method"] = "GET"
                         scope["query_string"] = head.qs
-                        answer = edge.answer_inline(scope, head.qs)
+                        answer = edge.answer_get(scope, head.fields, head.qs)
                 except Exception:  # the ordinary path answers (and logs) whatever went wrong
                     answer = None
                 if answer is None:  # httptools parses it, the ASGI path answers it
@@ -407,13 +449,18 @@ def _fast_lane_class():
             if dh is not FastLaneProtocol._dh_of:  # uvicorn renews the list (its date) every second
                 FastLaneProtocol._dh_bytes = b"".join(k + b": " + v + b"\r\n" for k, v in dh)
                 FastLaneProtocol._dh_of = dh
-            out = [STATUS_LINE[status], FastLaneProtocol._dh_bytes, head]
-            if self._rlog is not None:
-                out.append(b"x-request-id: " + self._rlog.request_id(headers).encode("ascii") + b"\r\n")
-            if not keep_alive:
-                out.append(b"connection: close\r\n")
-            out += (b"\r\n", body)
-            self.transport.write(b"".join(out))
+            rlog = self._rlog
+            if keep_alive and rlog is not None:  # the common case, in one format
+                self.transport.write(b"%s%s%s%s\r\n%s" % (STATUS_LINE[status], FastLaneProtocol._dh_bytes, head,
+                                                           rlog.request_id_line(headers), body))
+            else:
+                out = [STATUS_LINE[status], FastLaneProtocol._dh_bytes, head]
+                if rlog is not None:
+                    out.append(rlog.request_id_line(headers))
+                if not keep_alive:
+                    out.append(b"connection: close\r\n")
+                out += (b"\r\n", body)
+                self.transport.write(b"".join(out))
             self.server_state.total_requests += 1
             if not keep_alive:
                 self.transport.close()

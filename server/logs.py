@@ -129,10 +129,9 @@ def setup(level: str = "info", fmt: str = "text", stream=None) -> logging.Handle
 
 def _request_ids():
     """Ids unique in this process and unlikely to repeat across restarts: a random
-    prefix per process, then a counter (cheaper than random bytes per request)."""
-    prefix = os.urandom(3).hex()
-    for n in itertools.count(1):
-        yield f"{prefix}-{n:x}"
+    prefix per process, then a counter (cheaper than random bytes per request):
+    (the prefix, the counter)."""
+    return os.urandom(3).hex(), itertools.count(1)
 
 
 class RequestLog:
@@ -144,7 +143,8 @@ class RequestLog:
         self.app = app
         self.access = access
         self.log = logging.getLogger(ACCESS_LOGGER)
-        self._ids = _request_ids()
+        self._prefix, self._count = _request_ids()
+        self._prefix_bytes = self._prefix.encode("ascii")
 
     def request_id(self, headers) -> str:
         """The client's ``X-Request-Id`` when it is a sane one, else a new id; also for a
@@ -154,7 +154,17 @@ class RequestLog:
                 if _SANE_ID.match(v):
                     return v.decode("ascii")
                 break
-        return next(self._ids)
+        return f"{self._prefix}-{next(self._count):x}"
+
+    def request_id_line(self, headers) -> bytes:
+        """The ``x-request-id`` header line of an answer (:meth:`request_id`, formatted
+        straight to bytes: the HTTP fast lane writes one with every answer)."""
+        for k, v in headers:
+            if k == b"x-request-id":
+                if _SANE_ID.match(v):
+                    return b"x-request-id: " + v + b"\r\n"
+                break
+        return b"x-request-id: %s-%x\r\n" % (self._prefix_bytes, next(self._count))
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":

@@ -79,11 +79,13 @@ def test_the_lane_answers_what_the_ordinary_path_answers(lane):
                 got, was_inline = _answer(proto, tr, loop, req)
                 assert (b"access-control-allow-origin: *\r\n" in got) == bool(j % 2)
                 inline += was_inline
-                orig = edge.answer_inline
+                orig = edge.answer_inline, edge.answer_get
                 edge.answer_inline = lambda scope, qs: None  # the lane declines: the ASGI path answers
+                edge.answer_get = lambda scope, fields, qs: None
                 try:
-                    want, _ = _answer(proto, tr, loop, req)
+                    want, was = _answer(proto, tr, loop, req)
                 finally:
-                    edge.answer_inline = orig
+                    edge.answer_inline, edge.answer_get = orig
+                assert not was
                 assert got == want, (text, acc)
     assert inline > len(QUERIES) * len(ENTITIES)  # the lane did answer most of them

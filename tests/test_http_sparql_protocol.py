@@ -186,13 +186,20 @@ def test_fast_lane_answers_selective_gets_in_order(data_server):
     edge = data_server.app.middleware_stack
     lane = []
     orig = edge.answer_inline
+    orig_get = edge.answer_get
 
     def counting(scope, qs):
         out = orig(scope, qs)
         lane.append(out is not None)
         return out
 
+    def counting_get(scope, fields, qs):
+        out = orig_get(scope, fields, qs)
+        lane.append(out is not None)
+        return out
+
     edge.answer_inline = counting
+    edge.answer_get = counting_get
     try:
         reqs = ["/sparql?query=" + quote(f"SELECT ?o WHERE {{ <{EX}s{i % 3}> <{EX}p> ?o }}", safe="")
                 for i in range(8)]
@@ -232,6 +239,7 @@ def test_fast_lane_answers_selective_gets_in_order(data_server):
         assert _raw(port, _get("/sparql", extra="Accept: text/turtle\r\n"), 1)[0][0] == 200
     finally:
         edge.answer_inline = orig
+        edge.answer_get = orig_get
 
 
 def test_query_string_decoding_is_parse_qs():

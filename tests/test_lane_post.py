@@ -89,10 +89,11 @@ def _feed(server, chunks: list[bytes], answers: int, lane: bool) -> tuple[bytes,
     every request (the ordinary path answers)."""
     connect, edge, loop = server
     proto, tr = connect()
-    saved = edge.answer_inline, edge.answer_post_inline
+    saved = edge.answer_inline, edge.answer_post_inline, edge.answer_get
     if not lane:
         edge.answer_inline = lambda scope, qs: None
         edge.answer_post_inline = lambda scope, body: None
+        edge.answer_get = lambda scope, fields, qs: None
     try:
         for c in chunks:
             proto.data_received(c)
@@ -105,7 +106,7 @@ def _feed(server, chunks: list[bytes], answers: int, lane: bool) -> tuple[bytes,
             loop.run_until_complete(asyncio.sleep(0.001))
         loop.run_until_complete(asyncio.sleep(0.002))
     finally:
-        edge.answer_inline, edge.answer_post_inline = saved
+        edge.answer_inline, edge.answer_post_inline, edge.answer_get = saved
         if proto.timeout_keep_alive_task is not None:
             proto.timeout_keep_alive_task.cancel()
             proto.timeout_keep_alive_task = None

@@ -43,3 +43,23 @@ def test_small_answers_equal_the_writers(keys, data):
                     dtype=np.int64).reshape(-1, 3)
     g = QueryResult(form="CONSTRUCT", terms=table, triples=trip)
     assert small_answers.graph_ntriples(g, None, frags) == ser.serialize(g, "application/n-triples")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(TERMS, min_size=1, max_size=12, unique=True), st.data())
+def test_small_select_lists_equal_numpy_columns(keys, data):
+    """A SELECT answer kept as Python sequences (SmallSelect, the lane's tuple-at-a-time
+    answers) renders the same JSON as its numpy QueryResult, and result() is that."""
+    table = ser.KeyTable(keys)
+    nv = data.draw(st.integers(1, 4))
+    n = data.draw(st.integers(0, 6))
+    ids = st.integers(-1, len(keys) - 1)
+    cols = [tuple(data.draw(st.lists(ids, min_size=n, max_size=n))) for _ in range(nv)]
+    names = tuple(f"v{i}" for i in range(nv))
+    small = small_answers.SmallSelect(names, cols, table, n)
+    res = small.result()
+    assert len(small) == len(res) == n
+    assert [c.tolist() for c in res.columns] == [list(c) for c in cols] and res.vars == list(names)
+    frags = small_answers.TermFragments()
+    assert small_answers.select_json(small, None, frags) == ser.serialize(res, "application/sparql-results+json")
+    assert small_answers.graph_ntriples(small, None, frags) is None

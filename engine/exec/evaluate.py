@@ -1126,3 +1126,36 @@ def run_fast(plan: QueryPlan, compiled, terms, graph, max_rows: int, check) -> Q
         n = len(pcols[0])
     cols = [np.array(c, dtype=np.int64) for c in pcols]
     return QueryResult(form="SELECT", terms=terms, vars=list(names), columns=cols, n_rows=n)
+
+
+def run_fast_lists(plan: QueryPlan, compiled, terms, graph, max_rows: int, check):
+    """:func:`run_fast` of a SELECT without ORDER BY whose program ends tuple at a
+    time, its answer left as Python sequences: ``(columns, rows)`` (one sequence of
+    ids per projected variable, UNBOUND = -1; the same answer and order). For a few
+    rows, building numpy columns (and turning them back into lists for a small JSON
+    answer) costs more than the rows themselves. Any other case (ASK, the vectorized
+    hand-over) gives run_fast's QueryResult."""
+    fast = plan.fast
+    names = fast.names
+    prog, out = compiled
+    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    if k < len(prog.steps) or names is None:
+        if k < len(prog.steps):
+            res = prog.finish(rows, k, graph, max_rows, check)
+            return _evaluate_query(plan.query, terms, _GivenBGP(terms, fast.bgp, res), plan.root)
+        return QueryResult(form="ASK", terms=terms, boolean=len(rows) > 0)
+    n = len(rows)
+    if n == 0:
+        return [() for _ in out], 0
+    tcols = list(zip(*rows, strict=True)) if prog.slots else []
+    pcols = [(-1,) * n if i is None else tcols[i] for i in out]
+    if fast.distinct and n > 1:
+        prows = dict.fromkeys(zip(*pcols, strict=True))
+        if len(prows) < n:
+            n = len(prows)
+            pcols = list(zip(*prows, strict=True))
+    if fast.offset or fast.limit is not None:
+        end = None if fast.limit is None else fast.offset + fast.limit
+        pcols = [c[fast.offset:end] for c in pcols]
+        n = len(range(n)[fast.offset:end])
+    return pcols, n

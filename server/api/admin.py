@@ -180,6 +180,22 @@ class Metrics:
                 self._req_children[key] = ch
         return ch
 
+    def query_request(self, form: str, path: str, method: str, seconds: float) -> None:
+        """:meth:`query_done` (outcome ok) and :meth:`observe_request` (status 200) of
+        one query answered on the HTTP lane, in one call."""
+        key = (form, "ok")
+        self._pending_q[key] = self._pending_q.get(key, 0) + 1
+        if not _BATCHABLE:
+            self.observe_request(path, method, 200, seconds)
+            return
+        p = self._pending_req.get((path, method, 200))
+        if p is None:
+            self.observe_request(path, method, 200, seconds)
+            return
+        p[0] += 1
+        p[1] += seconds
+        p[2][bisect_left(self._bounds, seconds)] += 1
+
     def query_done(self, form: str, outcome: str) -> None:
         """Count a query by form and outcome (batched as :meth:`observe_request`)."""
         key = (form, outcome)

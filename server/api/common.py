@@ -155,6 +155,20 @@ async def _watch_disconnect(receive, gone: asyncio.Event, stream) -> None:
             return
 
 
+class HashedShape(tuple):
+    """A cost-table shape key (a nested tuple, equal to the plain one) whose hash is
+    computed once: the HTTP lane looks a template's cost up and records it for every
+    request, and hashing the nested tuple each time costs more than the lookup."""
+
+    def __new__(cls, items):
+        self = super().__new__(cls, items)
+        self._hash = tuple.__hash__(self)
+        return self
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
 def deadline_tick(deadline: float):
     """A check raising QueryTimeout once ``deadline`` (``time.monotonic()``) has passed."""
     def tick() -> None:
@@ -581,7 +595,7 @@ def cost_clock(shape: Any) -> Callable[[], float]:
     here; wall time on a loaded machine is mostly waiting for a core), except for
     the engine's fast-path shapes (tuples: selective by construction, tens of
     microseconds), which keep the cheaper wall clock."""
-    return time.perf_counter if type(shape) is tuple else time.thread_time
+    return time.perf_counter if isinstance(shape, tuple) else time.thread_time
 
 
 class _Workers:
@@ -804,6 +818,45 @@ class ServerState:
                     self.record_cost(shape, dt)
                 else:
                     self.shape_cost[shape] = (max(min(dt, seen[2]), seen[0] * 0.5), seen[1] + 1, dt)
+
+    def try_inline_lane(self, fn: Callable[[float | None], Any], shape: tuple) -> tuple[bool, Any]:
+        """:meth:`try_inline_fast` with the query's own deadline (``--query-timeout``,
+        as :meth:`deadline` gives it) taken from the same clock reading as the inline
+        cap: the HTTP lane's admission in one call (same budgets, cost record and
+        outcomes). ``shape`` is best a :class:`HashedShape` (hashed once, not per lookup)."""
+        cost = self.shape_cost
+        seen = cost.get(shape)
+        threshold = self.inline_threshold
+        if threshold <= 0 or (seen is not None and seen[0] >= threshold):
+            return False, None
+        config = self.config
+        if self.running >= config.max_concurrent:
+            self._admit()  # 503
+        lock = self._running_lock
+        with lock:
+            self.running += 1
+        t0 = time.perf_counter()
+        spent = None
+        try:
+            now = time.monotonic()
+            cap = now + (INLINE_PROBE if seen is None else INLINE_BUDGET)
+            t = config.query_timeout
+            if t and t > 0 and cap >= now + t:
+                return True, fn(now + t)
+            try:
+                return True, fn(cap)
+            except QueryTimeout:  # expensive after all: the pool runs it under its own deadline
+                spent = time.perf_counter() - t0
+                return False, spent
+        finally:
+            with lock:
+                self.running -= 1
+            if spent is None:
+                dt = time.perf_counter() - t0
+                if seen is None:
+                    self.record_cost(shape, dt)
+                else:
+                    cost[shape] = (max(min(dt, seen[2]), seen[0] * 0.5), seen[1] + 1, dt)
 
     async def run(self, fn: Callable[..., Any], shape: Any = None, deadline: Any = _UNSET,
                   gate: CommitGate | None = None, probe: bool = False) -> Any:

@@ -20,10 +20,12 @@ from engine.errors import JindouError
 from engine.exec import render
 from engine.exec import serialize as ser
 from engine.exec.context import release_memory
+from engine.small_answers import SmallSelect
 from engine.sparql import normalize as norm
 from server.api import update
 from server.api.common import (
     SHAPE_MAX_CHARS,
+    HashedShape,
     HTTPError,
     Reply,
     ServerState,
@@ -199,6 +201,11 @@ def _query_job(state: ServerState, scope: dict, headers: dict[str, str], params:
     return work, explain, bool(dg or ng), base
 
 
+#: (Accept value, query form) -> formats.negotiate's media type (a client sends the same
+#: Accept with every request; negotiate parses it each time)
+_NEGOTIATED: dict[tuple, str | None] = {}
+
+
 class _PlainJob:
     """``work(deadline)`` of :func:`_query_job` for the plain ``?query=`` form (no
     explain, format or dataset parameters): the same query, negotiation, small
@@ -214,20 +221,27 @@ class _PlainJob:
         self.max_bytes = max_bytes
 
     def __call__(self, deadline):
-        return self.answer(self.db.query(self.text, base=self.base, deadline=deadline), deadline)
+        return self.answer(self.db.query(self.text, base=self.base, deadline=deadline, lists=True), deadline)
 
     def answer(self, res, deadline) -> tuple:
         """(form, media type, body) of the query's result ``res``."""
         form = res.form
-        mt = formats.negotiate(self.accept, form)
+        mt = _NEGOTIATED.get((self.accept, form), False)
+        if mt is False:
+            mt = formats.negotiate(self.accept, form)
+            if len(_NEGOTIATED) >= 512:
+                _NEGOTIATED.clear()
+            _NEGOTIATED[(self.accept, form)] = mt
         if mt is None:
             raise not_acceptable(self.accept, form)
         if len(res) > _TRIM_ROWS:  # a big answer: the general job (releases its freed heap)
-            return _serialize(res, mt, self.max_bytes, deadline)
+            return _serialize(res.result() if type(res) is SmallSelect else res, mt, self.max_bytes, deadline)
         try:
             body = (small_answers.select_json(res, self.max_bytes) if mt == _SRJ
                     else small_answers.graph_ntriples(res, self.max_bytes) if mt == _NT else None)
             if body is None:
+                if type(res) is SmallSelect:  # (a SELECT's Python lists: the general writer takes numpy)
+                    res = res.result()
                 body = ser.serialize(res, mt, max_bytes=self.max_bytes, deadline=deadline)
         except JindouError as e:
             raise e.with_traceback(None) from None
@@ -251,13 +265,17 @@ class _HitJob(_PlainJob):
         self.max_bytes = max_bytes
         self.hit = hit
         self.payload = payload
-        self.shape = ("fast", hit[0].key)  # as _cost_shape gives it for the text
+        tpl = hit[0]
+        shape = tpl.cost_key
+        if shape is None:  # as _cost_shape gives it for the text, hashed once
+            shape = tpl.cost_key = HashedShape(("fast", tpl.key))
+        self.shape = shape
 
     def __call__(self, deadline):
-        res = self.db.query_template(self.hit, deadline=deadline)
+        res = self.db.query_template(self.hit, deadline=deadline, lists=True)
         if res is None:
             self.text = _unquote_plus(self.payload)
-            res = self.db.query(self.text, base=self.base, deadline=deadline)
+            res = self.db.query(self.text, base=self.base, deadline=deadline, lists=True)
         return self.answer(res, deadline)
 
 
@@ -288,7 +306,7 @@ def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes
         return None
     if accept is None:
         accept = headers.get("accept")
-    if not _acceptable_at_all(accept):
+    if not formats.acceptable_at_all(accept):
         raise not_acceptable(accept, "SELECT")
     return _HitJob(db, hit, payload, base, accept, state.config.max_response_bytes)
 
@@ -342,7 +360,7 @@ async def _run_query(state: ServerState, scope: dict, headers: dict[str, str], p
         # explains run in the pool and do not teach the inline cost of the query's shape
         shape = _cost_shape(state.db, text, base, dataset) if explain is None else None
         deadline = state.deadline()
-        form, mt, body = await state.run(work, shape, deadline=deadline, probe=type(shape) is tuple)
+        form, mt, body = await state.run(work, shape, deadline=deadline, probe=isinstance(shape, tuple))
     except Exception as exc:
         _failed(state, exc)
         raise
@@ -360,55 +378,65 @@ def handle_sparql_inline(state: ServerState, scope: dict, headers: dict[str, str
     is a form body (a parameter string that does not parse is then left to the
     ordinary path, which names the form body in its error)."""
     try:
-        check_read(state.config, headers)
-        accept = None
-        whole = qs
-        if b"&" in qs:  # query=<text> with result-format parameters (SPARQLWrapper's): as the plain form
-            split = _format_split(qs)
-            if split is not None:
-                qs, accept = split[0], split[1] or None
-        # a text seen before is cached decoded (its parsed plan too): the text path is
-        # the cheaper one then; a new text of a known template is read from its bytes
-        work = _hit_job(state, scope, headers, qs, accept) if qs not in _LANE_TEXTS else None
-        if work is not None:  # a known template's text: no decoding, normalizing or parsing
-            try:
-                done, result = state.try_inline_fast(work, work.shape, state.deadline())
-            except Exception as exc:
-                _failed(state, exc)
-                raise
-            if not done:
-                if result is not None:
-                    state.record_cost(work.shape, result)
-                return None
-            return _ok(state, *result)
-        text = _lane_text(qs)
-        if text is not None:  # the plain form: no explain or dataset parameters
-            return _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
-        if form:
-            try:
-                params = parse_params_cached(whole)
-            except HTTPError:  # (the ordinary path says "form body", not "query string")
-                return None
-        else:
-            params = parse_params_cached(whole)
-        text = one(params, "query")
-        if text is None or "update" in params:
-            return None
-        work, explain, dataset, base = _query_job(state, scope, headers, params, text)
-        if explain is not None:
-            return None
-        return _inline_run(state, work, text, base, dataset)
+        got = inline_answer(state, scope, headers, qs, form)
     except Exception as exc:  # every failure becomes a JSON error, never a crash
         return error_reply(failure(exc, state.metrics))
+    return None if got is None else _ok(state, *got)
 
 
-def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: bool) -> Reply | None:
-    """The answer of ``work`` (a query job of ``text``) run inline, or None when its
-    shape does not run inline (the pool runs it, knowing its cost)."""
+def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes,
+                  form: bool = False) -> tuple | None:
+    """:func:`handle_sparql_inline` before its reply: (form, media type, body) of a
+    query run inline (its ``query_done`` not counted yet: :func:`_ok` or the lane's
+    ``EdgeMiddleware.answer_get`` counts it), None to take the ordinary path;
+    failures raise (the caller answers them as :func:`handle_sparql_inline` does)."""
+    check_read(state.config, headers)
+    accept = None
+    whole = qs
+    if b"&" in qs:  # query=<text> with result-format parameters (SPARQLWrapper's): as the plain form
+        split = _format_split(qs)
+        if split is not None:
+            qs, accept = split[0], split[1] or None
+    # a text seen before is cached decoded (its parsed plan too): the text path is
+    # the cheaper one then; a new text of a known template is read from its bytes
+    work = _hit_job(state, scope, headers, qs, accept) if qs not in _LANE_TEXTS else None
+    if work is not None:  # a known template's text: no decoding, normalizing or parsing
+        try:
+            done, result = state.try_inline_lane(work, work.shape)
+        except Exception as exc:
+            _failed(state, exc)
+            raise
+        if not done:
+            if result is not None:
+                state.record_cost(work.shape, result)
+            return None
+        return result
+    text = _lane_text(qs)
+    if text is not None:  # the plain form: no explain or dataset parameters
+        return _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
+    if form:
+        try:
+            params = parse_params_cached(whole)
+        except HTTPError:  # (the ordinary path says "form body", not "query string")
+            return None
+    else:
+        params = parse_params_cached(whole)
+    text = one(params, "query")
+    if text is None or "update" in params:
+        return None
+    work, explain, dataset, base = _query_job(state, scope, headers, params, text)
+    if explain is not None:
+        return None
+    return _inline_run(state, work, text, base, dataset)
+
+
+def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: bool) -> tuple | None:
+    """(form, media type, body) of ``work`` (a query job of ``text``) run inline, or None
+    when its shape does not run inline (the pool runs it, knowing its cost)."""
     try:
         shape = _cost_shape(state.db, text, base or work.base, dataset)
         # (try_inline declines what does not run inline)
-        done, result = (state.try_inline_fast(work, shape, state.deadline()) if type(shape) is tuple
+        done, result = (state.try_inline_lane(work, shape) if isinstance(shape, tuple)
                         else state.try_inline(work, shape, state.deadline(), False))
     except Exception as exc:
         _failed(state, exc)
@@ -417,7 +445,7 @@ def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: 
         if result is not None:  # passed its inline budget: the pool runs it, knowing its cost
             state.record_cost(shape, result)
         return None
-    return _ok(state, *result)
+    return result
 
 
 def handle_sparql_post_inline(state: ServerState, scope: dict, headers: dict[str, str], body: bytes) -> Reply | None:
@@ -463,9 +491,10 @@ def handle_sparql_post_inline(state: ServerState, scope: dict, headers: dict[str
         return None
     try:
         check_read(state.config, headers)
-        return _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
+        got = _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
     except Exception as exc:  # every failure becomes a JSON error, never a crash
         return error_reply(failure(exc, state.metrics))
+    return None if got is None else _ok(state, *got)
 
 
 #: the parameters that only choose the result format (``format`` and ``output`` as in
@@ -580,7 +609,19 @@ def _cost_shape(db, text: str, base: str, dataset) -> object:
         fn = getattr(db, "shape_key", None)
         if fn is not None:
             key = fn(text, base)
-    return ("fast", key) if key is not None else query_shape(text)
+    if key is None:
+        return query_shape(text)
+    got = _FAST_SHAPES.get(id(key))  # (the engine hands out its kept key object for a known text)
+    if got is None or got[0] is not key:
+        if len(_FAST_SHAPES) >= 1024:
+            _FAST_SHAPES.clear()
+        got = _FAST_SHAPES[id(key)] = (key, HashedShape(("fast", key)))
+    return got[1]
+
+
+#: id(engine shape key) -> (that key, its cost key hashed once): the key object is kept
+#: alongside, so a reused id of a freed key is never taken for it
+_FAST_SHAPES: dict[int, tuple] = {}
 
 
 def explain_mode(params: dict) -> str | None:
