@@ -1100,32 +1100,12 @@ def run_fast(plan: QueryPlan, compiled, terms, graph, max_rows: int, check) -> Q
     query); once a step would grow past SMALL_ROWS the rest of the BGP runs
     vectorized and the operators above it are the general ones. Answers and
     their order are those of :func:`evaluate_query`."""
-    fast = plan.fast
-    prog, out = compiled
-    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
-    if k < len(prog.steps):  # the rest runs vectorized
-        res = prog.finish(rows, k, graph, max_rows, check)
-        return _evaluate_query(plan.query, terms, _GivenBGP(terms, fast.bgp, res), plan.root)
-    names = fast.names
-    if names is None:  # ASK
-        return QueryResult(form="ASK", terms=terms, boolean=len(rows) > 0)
-    n = len(rows)
-    if n == 0:
-        return QueryResult(form="SELECT", terms=terms, vars=list(names),
-                           columns=[np.zeros(0, dtype=np.int64) for _ in out], n_rows=0)
-    tcols = list(zip(*rows, strict=True)) if prog.slots else []
-    pcols = [(-1,) * n if i is None else tcols[i] for i in out]
-    if fast.distinct and n > 1:
-        prows = dict.fromkeys(zip(*pcols, strict=True))
-        if len(prows) < n:
-            n = len(prows)
-            pcols = list(zip(*prows, strict=True))
-    if fast.offset or fast.limit is not None:
-        end = None if fast.limit is None else fast.offset + fast.limit
-        pcols = [c[fast.offset:end] for c in pcols]
-        n = len(pcols[0])
-    cols = [np.array(c, dtype=np.int64) for c in pcols]
-    return QueryResult(form="SELECT", terms=terms, vars=list(names), columns=cols, n_rows=n)
+    got = run_fast_lists(plan, compiled, terms, graph, max_rows, check)
+    if isinstance(got, QueryResult):
+        return got
+    pcols, n = got
+    return QueryResult(form="SELECT", terms=terms, vars=list(plan.fast.names),
+                       columns=[np.array(c, dtype=np.int64) for c in pcols], n_rows=n)
 
 
 def run_fast_lists(plan: QueryPlan, compiled, terms, graph, max_rows: int, check):
