@@ -785,45 +785,12 @@ class ServerState:
             if spent is None:
                 self.record_cost(shape, clock() - t0)
 
-    def try_inline_fast(self, fn: Callable[[float | None], Any], shape: tuple, deadline: float | None) -> tuple[bool, Any]:
-        """:meth:`try_inline` of a fast-path shape (a tuple: selective by
-        construction, probed when new, wall-clock cost) with a deadline, for the
-        HTTP lane: the same admission, inline budget, cost record and outcomes,
-        with one cost lookup (only this thread changes the estimates: the loop's)."""
-        seen = self.shape_cost.get(shape)
-        if self.inline_threshold <= 0 or (seen is not None and seen[0] >= self.inline_threshold):
-            return False, None
-        if self.running >= self.config.max_concurrent:
-            self._admit()  # 503
-        lock = self._running_lock
-        with lock:
-            self.running += 1
-        t0 = time.perf_counter()
-        spent = None
-        try:
-            cap = time.monotonic() + (INLINE_PROBE if seen is None else INLINE_BUDGET)
-            if deadline is not None and cap >= deadline:
-                return True, fn(deadline)
-            try:
-                return True, fn(cap)
-            except QueryTimeout:  # expensive after all: the pool runs it under its own deadline
-                spent = time.perf_counter() - t0
-                return False, spent
-        finally:
-            with lock:
-                self.running -= 1
-            if spent is None:
-                dt = time.perf_counter() - t0
-                if seen is None:
-                    self.record_cost(shape, dt)
-                else:
-                    self.shape_cost[shape] = (max(min(dt, seen[2]), seen[0] * 0.5), seen[1] + 1, dt)
-
     def try_inline_lane(self, fn: Callable[[float | None], Any], shape: tuple) -> tuple[bool, Any]:
-        """:meth:`try_inline_fast` with the query's own deadline (``--query-timeout``,
-        as :meth:`deadline` gives it) taken from the same clock reading as the inline
-        cap: the HTTP lane's admission in one call (same budgets, cost record and
-        outcomes). ``shape`` is best a :class:`HashedShape` (hashed once, not per lookup)."""
+        """:meth:`try_inline` of a fast-path shape (a tuple: selective by construction,
+        probed when new, wall-clock cost, one cost lookup: only the loop's thread changes
+        the estimates) with the query's own deadline (``--query-timeout``, as
+        :meth:`deadline` gives it) taken from the same clock reading as the inline cap:
+        the HTTP lane's admission in one call (same budgets, cost record and outcomes). ``shape`` is best a :class:`HashedShape` (hashed once, not per lookup)."""
         cost = self.shape_cost
         seen = cost.get(shape)
         threshold = self.inline_threshold
