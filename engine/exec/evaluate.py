@@ -37,6 +37,7 @@ from engine.exec.bindings import (
     UNBOUND,
     Bindings,
     concat,
+    distinct_inverse,
     factorize,
     join,
     join_pairs,
@@ -88,6 +89,10 @@ def _aggregates():
 _NUMERIC_MEMO: dict[str, float] = {}
 _NUMERIC_MEMO_MAX = 65_536
 _NUMERIC_MEMO_KEY = 80
+
+
+#: more distinct computed terms than this are read from their Arrow copy, not as Python strings
+_LOCAL_ARROW_MIN = 256
 
 
 def _local_numeric(keys: list[str]) -> np.ndarray:
@@ -359,11 +364,17 @@ class QueryContext:
         loc = np.flatnonzero(ids >= LOCAL_BASE)
         if len(loc):
             # computed values (COUNT, arithmetic) repeat: parse each distinct local term once
+            uniq, inv = distinct_inverse(ids[loc])
+            out = np.array(out, dtype=np.float64, copy=True)
+            if len(uniq) > _LOCAL_ARROW_MIN:  # many computed terms (RAND, arithmetic): their Arrow copy
+                from engine.kv.dictionary import numeric_values  # noqa: PLC0415
+
+                keys = self._locals_arrow().take(pa.array(uniq - LOCAL_BASE))
+                out[loc] = numeric_values(keys.cast(pa.large_string()))[inv.reshape(-1)]
+                return out
             if self._pending is not None:
                 self._sync()
-            uniq, inv = np.unique(ids[loc], return_inverse=True)
             keys = [self._local_keys[i - LOCAL_BASE] for i in uniq.tolist()]
-            out = np.array(out, dtype=np.float64, copy=True)
             out[loc] = _local_numeric(keys)[inv.reshape(-1)]
         return out
 
@@ -373,11 +384,17 @@ class QueryContext:
         loc = np.flatnonzero(ids >= LOCAL_BASE)
         if len(loc):
             out = np.array(out, dtype=np.int8, copy=True)
-            if self._pending is not None:
-                self._sync()
-            uniq, inv = np.unique(ids[loc], return_inverse=True)
-            firsts = [self._local_keys[i - LOCAL_BASE][0] for i in uniq.tolist()]
-            kinds = np.array([0 if c == "<" else 1 if c == "_" else 2 for c in firsts], dtype=np.int8)
+            uniq, inv = distinct_inverse(ids[loc])
+            if len(uniq) > _LOCAL_ARROW_MIN:  # the first byte of each key, from their Arrow copy
+                keys = self._locals_arrow().take(pa.array(uniq - LOCAL_BASE)).cast(pa.large_string())
+                first = pc.utf8_slice_codeunits(keys, 0, 1)
+                kinds = np.where(pc.equal(first, "<").to_numpy(zero_copy_only=False), 0,
+                                 np.where(pc.equal(first, "_").to_numpy(zero_copy_only=False), 1, 2)).astype(np.int8)
+            else:
+                if self._pending is not None:
+                    self._sync()
+                firsts = [self._local_keys[i - LOCAL_BASE][0] for i in uniq.tolist()]
+                kinds = np.array([0 if c == "<" else 1 if c == "_" else 2 for c in firsts], dtype=np.int8)
             out[loc] = kinds[inv.reshape(-1)]
         return out
 
