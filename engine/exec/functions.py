@@ -717,7 +717,9 @@ class _Evaluator:
                 st = _state(self.ctx)
                 start = st.counter + 1
                 st.counter += n
-                return _intern_keys(self.ctx, _numbered_keys(f"_:q{st.salt}n", start, n))
+                keys = _numbered_keys(f"_:q{st.salt}n", start, n)
+                fresh = getattr(self.ctx, "intern_fresh", None)  # (labels no other term has: no look-up)
+                return _intern_keys(self.ctx, keys) if fresh is None else np.asarray(fresh(keys), dtype=np.int64)
             if expr.op in ("UUID", "STRUUID") and not expr.args:
                 head, tail = ("<urn:uuid:", ">") if expr.op == "UUID" else ('"', '"')
                 return _intern_keys(self.ctx, _uuid4_keys(n, head, tail))
