@@ -145,3 +145,22 @@ def test_bnodes_and_rands_per_row():
     # two BNODE() calls in one query never share a node
     q = _P + "SELECT (COUNT(DISTINCT ?b) AS ?n) WHERE { { ?s ex:q ?v BIND(BNODE() AS ?b) } UNION { ?s ex:q ?v BIND(BNODE() AS ?b) } }"
     assert _rows_jindou(db, q) == [('"800"^^<http://www.w3.org/2001/XMLSchema#integer>',)]
+
+
+def test_order_by_rand_is_a_random_order_of_the_same_rows():
+    db, ox = _pair()
+    every = _rows_jindou(db, _P + "SELECT ?s ?v WHERE { ?s ex:q ?v }")
+    for q, n in (("SELECT ?s ?v WHERE { ?s ex:q ?v } ORDER BY RAND()", 400),
+                 ("SELECT ?s ?v WHERE { ?s ex:q ?v } ORDER BY DESC(RAND()) ?s LIMIT 7 OFFSET 3", 7),
+                 ("SELECT DISTINCT ?v WHERE { ?s ex:q ?v FILTER(?v < 50) } ORDER BY RAND() LIMIT 80", 50)):
+        got = _rows_jindou(db, _P + q)
+        assert len(got) == n == len(_rows_ox(ox, _P + q))
+        if "?s" in q.split("WHERE")[0]:
+            assert set(got) <= set(every)
+    # the order is random: 400 rows in their scan order twice in a row has probability 1/400!^2
+    q = _P + "SELECT ?s WHERE { ?s ex:q ?v } ORDER BY RAND()"
+    runs = []
+    for _ in range(2):
+        res = db.query(q)
+        runs.append(res.terms.keys(res.columns[0]))
+    assert runs[0] != runs[1]

@@ -870,6 +870,13 @@ class Evaluator:
         if res.n <= 1:
             return res
         self.ctx.charge_rows(res.n, len(res.cols) + 2 * len(node.conditions) + 4)
+        first = node.conditions[0].expr
+        if isinstance(first, A.Call) and first.op == "RAND" and not first.args:
+            # ORDER BY RAND() ...: a fresh double per row puts the rows in a uniformly random
+            # order (two rows tie with probability ~n^2 / 2^54, so later keys decide nothing):
+            # a random permutation, no term per row (72k rows: 0.35 s so, pyoxigraph 0.28 s)
+            perm = np.random.permutation(res.n)
+            return res.take(perm[:top] if top is not None else perm)
         keys = [(self.expr_values(c.expr, res), c.ascending) for c in node.conditions]
         self.ctx.check_budget()
         if top is not None:
