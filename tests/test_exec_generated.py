@@ -164,3 +164,55 @@ def test_order_by_rand_is_a_random_order_of_the_same_rows():
         res = db.query(q)
         runs.append(res.terms.keys(res.columns[0]))
     assert runs[0] != runs[1]
+
+
+_CAST_TEXTS = ["12", " 12 ", "\u00a012\u2003", "\n-7\t", "+0", "1.5", ".5", "5.", ".", "-", "1e3", "1E-2", " INF",
+               "-INF", "NaN", "nan", "true", " false ", "1", "0", "2020-01-31", " 2020-02-30", "2020-01-01T10:00:00Z",
+               "-0001-01-01T00:00:00+01:00", "\u0661\u0662", "１２", "12abc", "", "x", 'say "1"', "back\\1",
+               "99999999999999999999999999", "300", "2020-01-01Z"]
+_CAST_TYPES = ["integer", "int", "byte", "nonNegativeInteger", "decimal", "double", "float", "boolean", "dateTime",
+               "date", "string"]
+
+
+def _cast_term(draw) -> str | None:
+    kind = draw(st.integers(0, 6))
+    text = draw(st.sampled_from(_CAST_TEXTS))
+    if kind == 0:
+        return None
+    if kind == 1:
+        return "<http://ex.org/" + draw(st.sampled_from(["1", "a"])) + ">"
+    if kind == 2:
+        return "_:b1"
+    if kind == 3:
+        return literal_key(text, lang="en")
+    if kind == 4:
+        return literal_key(text, XSD + draw(st.sampled_from(["integer", "decimal", "double", "boolean", "date",
+                                                              "dateTime", "gYear", "string"])))
+    return literal_key(text)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_casts_match_the_per_value_path(data):
+    from engine.sparql.algebra import FunctionCall  # noqa: PLC0415
+
+    n = data.draw(st.integers(64, 160))
+    pool = [_cast_term(data.draw) for _ in range(data.draw(st.integers(1, 30)))]
+    xs = [pool[data.draw(st.integers(0, len(pool) - 1))] for _ in range(n)]
+    for t in _CAST_TYPES:
+        expr = FunctionCall(XSD + t, (x,))
+        ctx = MemCtx()
+        columns, m = cols_of(ctx, x=xs)
+        want = ctx.keys(_Evaluator(columns, m, ctx)._fallback(expr))
+        assert ctx.keys(eval_expr(expr, columns, m, ctx)) == want, t
+
+
+@pytest.mark.parametrize("q", [
+    "SELECT ?s (xsd:integer(?o) AS ?i) WHERE { ?s ex:p ?o }",
+    "SELECT ?s (xsd:boolean(?o) AS ?i) WHERE { ?s ex:p ?o }",
+    "SELECT (COUNT(?i) AS ?n) WHERE { ?s ?p ?o BIND(xsd:double(?o) AS ?i) }",
+    "SELECT ?s WHERE { ?s ex:q ?v FILTER(xsd:integer(STR(?v)) > 100) }",
+])
+def test_casts_against_pyoxigraph(q):
+    db, ox = _pair()
+    assert _rows_jindou(db, _P + q) == _rows_ox(ox, _P + q)

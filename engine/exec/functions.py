@@ -420,6 +420,27 @@ def _string_key_list(lexes: pa.Array, tags: pa.Array) -> list[str]:
     return pc.if_else(pc.equal(tags, ""), body, tagged).to_pylist()
 
 
+_CAST_EDGE = r"[^0-9A-Za-z+.\-]*"  # what ``str.strip()`` may remove around a lexical form (and more)
+_CAST_INT = r"[+-]?[0-9]+"
+_CAST_DT = r"-?[0-9]{4,}-[0-9]{2}-[0-9]{2}[\s\S]*"
+
+
+def _cast_shape(core: str) -> str:
+    return "^" + _CAST_EDGE + "(?:" + core + ")" + _CAST_EDGE + "$"
+
+
+#: per cast target (not xsd:string): a regex every string a cast may accept matches
+_CAST_SHAPES = {
+    XSD_DECIMAL: _cast_shape(r"[+-]?[0-9.]+"),
+    XSD_FLOAT: _cast_shape(r"[+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?|[+-]?INF|NaN"),
+    XSD_DOUBLE: _cast_shape(r"[+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?|[+-]?INF|NaN"),
+    XSD_BOOLEAN: _cast_shape(r"true|false|1|0"),
+    XSD_DATETIME: _cast_shape(_CAST_DT),
+    XSD_DATE: _cast_shape(_CAST_DT),
+    **{t: _cast_shape(_CAST_INT) for t in V.INTEGER_TYPES},
+}
+
+
 def _is_arith(expr) -> bool:
     """An arithmetic operation (+ - * / or a sign)."""
     return isinstance(expr, Call) and ((expr.op in _NUM_BINARY and len(expr.args) == 2)
@@ -739,7 +760,38 @@ class _Evaluator:
             vec = VECTOR_EXTENSIONS.get(expr.iri)
             if vec is not None:  # a registered extension evaluated over whole id columns
                 return vec(self.ctx, [self.ids(a) for a in expr.args])
+            if n >= _CLASSIFY_MIN_ROWS and expr.iri in _CAST_SHAPES and len(expr.args) == 1:
+                return self._cast(expr)
         return self._fallback(expr)
+
+    def _cast(self, expr) -> np.ndarray:
+        """An XSD cast to a number, boolean or date type over the distinct ids of its
+        argument: IRIs, blank nodes, tagged strings and simple strings whose lexical
+        form cannot be the target's (a superset test of the parsers' regexes, by RE2
+        over the column) are errors at once; typed literals and the strings left go
+        term by term (``xsd:integer(?o)`` over 1M objects: 106k distinct, 5.9 s term
+        by term, pyoxigraph 1.5 s)."""
+        uniq, inv = distinct_inverse(self.ids(expr.args[0]))
+        inv = inv.reshape(-1)
+        per = np.full(len(uniq), UNBOUND, dtype=np.int64)
+        cand = np.flatnonzero(uniq >= 0)
+        if len(cand):
+            keys = _keys_arrow(self.ctx, uniq[cand]).cast(pa.large_string())
+            lit = pc.fill_null(pc.starts_with(keys, '"'), False).to_numpy(zero_copy_only=False)
+            typed = lit & pc.fill_null(pc.ends_with(keys, ">"), False).to_numpy(zero_copy_only=False)
+            go = typed
+            pos, bodies, tags = _string_keys(keys)
+            if len(pos):
+                simple = pc.equal(tags, "").to_numpy(zero_copy_only=False)
+                fits = pc.match_substring_regex(bodies, _CAST_SHAPES[expr.iri]).to_numpy(zero_copy_only=False)
+                go = go.copy()
+                go[pos[simple & fits]] = True
+            sel = cand[go]
+            self.ctx.check_budget()
+            if len(sel):
+                one = _Evaluator({"\x00c": uniq[sel]}, len(sel), self.ctx)
+                per[sel] = one._fallback(FunctionCall(expr.iri, (Var("\x00c"),)))
+        return per[inv]
 
     def _regex_run(self, expr):
         """Run a REGEX / REPLACE with constant pattern, flags and replacement
