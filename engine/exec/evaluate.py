@@ -184,6 +184,11 @@ class QueryContext:
             self._local.update(zip(keys, range(base, base + len(keys)), strict=True))
             self._local_keys.extend(keys)
 
+    def _many_pending(self) -> bool:
+        """Whether so many computed terms wait as Arrow that reading a few of them there
+        beats moving them all into Python strings (a constant next to a RAND() column)."""
+        return self._pending is not None and len(self._pending) >= _PENDING_HASH_MIN
+
     def _n_local(self) -> int:
         return len(self._local_keys) + (len(self._pending) if self._pending is not None else 0)
 
@@ -217,7 +222,7 @@ class QueryContext:
         if len(keys) > 64:
             return self._intern_bulk(keys)
         if self._pending is not None:
-            if len(self._pending) >= _PENDING_HASH_MIN and self._hashed_interns < 2:
+            if self._many_pending() and self._hashed_interns < 2:
                 # a constant or a group's count after a large computed column: a hash look-up
                 # in the locals' Arrow copy (~4 ms for 72k) instead of moving them all into
                 # Python strings (~14 ms); from the third such call on, the move pays
@@ -264,7 +269,7 @@ class QueryContext:
 
     def intern_fresh(self, keys: pa.Array) -> np.ndarray:
         """Query-local ids for distinct keys no term of the store or of this query
-        has (BNODE()'s salted, numbered labels): no look-up, the next ids in one
+        has (BNODE()'s salted, numbered labels, random UUIDs): no look-up, the next ids in one
         ``arange``, the keys waiting as Arrow like :meth:`intern_arrow`'s new ones."""
         chunk = keys.cast(pa.large_string())
         if len(chunk) == 0:
@@ -392,7 +397,7 @@ class QueryContext:
             # computed values (COUNT, arithmetic) repeat: parse each distinct local term once
             uniq, inv = distinct_inverse(ids[loc])
             out = np.array(out, dtype=np.float64, copy=True)
-            if len(uniq) > _LOCAL_ARROW_MIN:  # many computed terms (RAND, arithmetic): their Arrow copy
+            if len(uniq) > _LOCAL_ARROW_MIN or self._many_pending():  # their Arrow copy (RAND, arithmetic)
                 from engine.kv.dictionary import numeric_values  # noqa: PLC0415
 
                 keys = self._locals_arrow().take(pa.array(uniq - LOCAL_BASE))
@@ -411,7 +416,7 @@ class QueryContext:
         if len(loc):
             out = np.array(out, dtype=np.int8, copy=True)
             uniq, inv = distinct_inverse(ids[loc])
-            if len(uniq) > _LOCAL_ARROW_MIN:  # the first byte of each key, from their Arrow copy
+            if len(uniq) > _LOCAL_ARROW_MIN or self._many_pending():  # each key's first byte, from Arrow
                 keys = self._locals_arrow().take(pa.array(uniq - LOCAL_BASE)).cast(pa.large_string())
                 first = pc.utf8_slice_codeunits(keys, 0, 1)
                 kinds = np.where(pc.equal(first, "<").to_numpy(zero_copy_only=False), 0,

@@ -498,9 +498,11 @@ def _datatype_codes_of(ctx, ids: np.ndarray) -> np.ndarray:
     if n == 0 or int(ids.max()) >= min(n, LOCAL_BASE) or int(ids.min()) < 0:
         # terms outside the store's dictionary (a window's, a query's): a few keys are looked
         # up in a memo by key (constants and windows repeat), many scanned as a column
-        if len(ids) <= _FEW_KEYS:
+        many = getattr(ctx, "_many_pending", None)
+        if len(ids) <= _FEW_KEYS and not (many is not None and many()):
             return np.array([_key_dt_code(k) for k in ctx.keys(ids)], dtype=np.int8)
-        return _datatype_codes(_keys_arrow(ctx, ids))
+        kfn = getattr(ctx, "keys_arrow", None)  # (many computed terms waiting as Arrow: read there)
+        return _datatype_codes(kfn(ids) if kfn is not None else _keys_arrow(ctx, ids))
     try:
         memo = _DT_MEMO.get(d)
     except TypeError:  # not weak-referenceable: no memo
@@ -743,7 +745,11 @@ class _Evaluator:
                 return _intern_keys(self.ctx, keys) if fresh is None else np.asarray(fresh(keys), dtype=np.int64)
             if expr.op in ("UUID", "STRUUID") and not expr.args:
                 head, tail = ("<urn:uuid:", ">") if expr.op == "UUID" else ('"', '"')
-                return _intern_keys(self.ctx, _uuid4_keys(n, head, tail))
+                keys = _uuid4_keys(n, head, tail)
+                # 122 random bits a key: that one equals a stored term or another's has odds
+                # of 2^-122 a pair, so no look-up (which took half the time)
+                fresh = getattr(self.ctx, "intern_fresh", None)
+                return _intern_keys(self.ctx, keys) if fresh is None else np.asarray(fresh(keys), dtype=np.int64)
             if n >= _NUM_MIN_ROWS and _is_arith(expr):
                 out = self._num_ids(expr)
                 if out is not None:
