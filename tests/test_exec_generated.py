@@ -216,3 +216,13 @@ def test_casts_match_the_per_value_path(data):
 def test_casts_against_pyoxigraph(q):
     db, ox = _pair()
     assert _rows_jindou(db, _P + q) == _rows_ox(ox, _P + q)
+
+
+def test_rand_values_read_back_as_their_keys_say():
+    """RAND()'s numbers are remembered with their values and datatype: every reader
+    (comparison, arithmetic, a cast of their text, DATATYPE) sees what the key says."""
+    db, ox = _pair()
+    q = _P + ("SELECT (COUNT(*) AS ?n) WHERE { ?s ex:q ?v BIND(RAND() AS ?r) "
+              "FILTER(?r >= 0 && ?r < 1 && ?r = xsd:double(STR(?r)) && ?r * 2 < 2 && DATATYPE(?r) = xsd:double "
+              "&& isNumeric(?r) && STRLEN(STR(?r)) > 2 && ABS(?r - 0.5) <= 0.5) }")
+    assert _rows_jindou(db, q) == _rows_ox(ox, q) == [('"400"^^<http://www.w3.org/2001/XMLSchema#integer>',)]

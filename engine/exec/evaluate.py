@@ -143,6 +143,7 @@ class QueryContext:
         #: never become Python strings; :meth:`_sync` moves them when a reader needs them
         self._pending: pa.Array | None = None
         self._hashed_interns = 0  # intern() calls of a few keys answered by hashing the pending locals
+        self._known: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # see remember_numbers
         self._bnode_counter = 0
         self.evaluator: Evaluator | None = None
         #: memory accounting of this query (intermediate tables, computed terms); without
@@ -389,10 +390,41 @@ class QueryContext:
             out[i] = lk[int(ids[i]) - LOCAL_BASE]
         return out
 
+    def remember_numbers(self, ids: np.ndarray, values: np.ndarray, codes: np.ndarray) -> None:
+        """Values and datatype codes (functions.py ``_DT_*``) of computed numbers as their
+        maker knew them (RAND()): later readers skip parsing their keys back."""
+        loc = ids >= LOCAL_BASE
+        ids, values, codes = ids[loc], values[loc], codes[loc]
+        if self._known is not None:
+            ids = np.concatenate([self._known[0], ids])
+            values = np.concatenate([self._known[1], values])
+            codes = np.concatenate([self._known[2], codes])
+        order = np.argsort(ids, kind="stable")
+        ids, values, codes = ids[order], values[order], codes[order]
+        first = np.ones(len(ids), dtype=bool)
+        first[1:] = ids[1:] != ids[:-1]
+        self._known = (ids[first], values[first], codes[first])
+
+    def known_numbers(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(found, values, datatype codes) of ids among :meth:`remember_numbers`' ones."""
+        n = len(ids)
+        if self._known is None or n == 0:
+            return np.zeros(n, dtype=bool), np.full(n, np.nan), np.full(n, -1, dtype=np.int8)
+        kid, kval, kcode = self._known
+        pos = np.minimum(np.searchsorted(kid, ids), len(kid) - 1)
+        found = kid[pos] == ids
+        return found, np.where(found, kval[pos], np.nan), np.where(found, kcode[pos], -1).astype(np.int8)
+
     def numeric(self, ids) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
         out = self.dictionary.numeric(np.where(ids >= LOCAL_BASE, -1, ids))
         loc = np.flatnonzero(ids >= LOCAL_BASE)
+        if len(loc) and self._known is not None:
+            found, vals, _ = self.known_numbers(ids[loc])
+            if found.any():
+                out = np.array(out, dtype=np.float64, copy=True)
+                out[loc[found]] = vals[found]
+                loc = loc[~found]
         if len(loc):
             # computed values (COUNT, arithmetic) repeat: parse each distinct local term once
             uniq, inv = distinct_inverse(ids[loc])

@@ -498,6 +498,15 @@ def _datatype_codes_of(ctx, ids: np.ndarray) -> np.ndarray:
     if n == 0 or int(ids.max()) >= min(n, LOCAL_BASE) or int(ids.min()) < 0:
         # terms outside the store's dictionary (a window's, a query's): a few keys are looked
         # up in a memo by key (constants and windows repeat), many scanned as a column
+        known = getattr(ctx, "known_numbers", None)
+        if known is not None:  # numbers whose maker told their datatype (RAND())
+            found, _, codes = known(ids)
+            if found.all():
+                return codes
+            if found.any():
+                rest = np.flatnonzero(~found)
+                codes[rest] = _datatype_codes_of(ctx, ids[rest])
+                return codes
         many = getattr(ctx, "_many_pending", None)
         if len(ids) <= _FEW_KEYS and not (many is not None and many()):
             return np.array([_key_dt_code(k) for k in ctx.keys(ids)], dtype=np.int8)
@@ -735,7 +744,14 @@ class _Evaluator:
                 return out
             if expr.op == "RAND" and not expr.args:
                 vals = np.random.random(n)
-                return _intern_keys(self.ctx, V.format_doubles(vals, '"', '"' + _DOUBLE_SUFFIX))
+                keys = V.format_doubles(vals, '"', '"' + _DOUBLE_SUFFIX)
+                out = _intern_keys(self.ctx, keys)
+                remember = getattr(self.ctx, "remember_numbers", None)
+                if remember is not None and n >= _CLASSIFY_MIN_ROWS:  # (their values: no parse back)
+                    lex_len = np.fromiter(map(len, keys), dtype=np.int64, count=n) - (2 + len(_DOUBLE_SUFFIX))
+                    remember(out, vals, np.where(lex_len > _SHORT_LEXICAL, _DT_DBL | _DT_LONG, _DT_DBL)
+                             .astype(np.int8))
+                return out
             if expr.op == "BNODE" and not expr.args:
                 st = _state(self.ctx)
                 start = st.counter + 1
