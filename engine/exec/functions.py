@@ -744,11 +744,12 @@ class _Evaluator:
                 return out
             if expr.op == "RAND" and not expr.args:
                 vals = np.random.random(n)
-                keys = V.format_doubles(vals, '"', '"' + _DOUBLE_SUFFIX)
+                keys = V.format_doubles_arrow(vals, '"', '"' + _DOUBLE_SUFFIX)
                 out = _intern_keys(self.ctx, keys)
                 remember = getattr(self.ctx, "remember_numbers", None)
                 if remember is not None and n >= _CLASSIFY_MIN_ROWS:  # (their values: no parse back)
-                    lex_len = np.fromiter(map(len, keys), dtype=np.int64, count=n) - (2 + len(_DOUBLE_SUFFIX))
+                    lex_len = (np.asarray(pc.binary_length(keys).to_numpy(zero_copy_only=False), dtype=np.int64)
+                               - (2 + len(_DOUBLE_SUFFIX)))
                     remember(out, vals, np.where(lex_len > _SHORT_LEXICAL, _DT_DBL | _DT_LONG, _DT_DBL)
                              .astype(np.int8))
                 return out
