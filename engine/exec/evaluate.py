@@ -893,11 +893,51 @@ class Evaluator:
                     if names and len(names) == 1:
                         arg = factorize(arg)[0]
             else:
+                won = self._min_max_strings(agg, res, groups, n_groups)
+                if won is not None:
+                    cols[var.name] = won
+                    continue
                 arg = self.expr_values(agg.arg, res) if res.n else np.zeros(0, np.int64)
             cols[var.name] = np.asarray(aggmod.aggregate(agg, arg, groups, n_groups, ctx), dtype=np.int64)
         if not cols:
             return Bindings({}, n_groups)
         return Bindings(cols, n_groups)
+
+    def _min_max_strings(self, agg, res: Bindings, groups: np.ndarray, n_groups: int) -> np.ndarray | None:
+        """MIN / MAX of a string function (``MAX(STR(?x))``) when every value is a simple
+        literal: ranked by their lexical forms column-wise (UTF-8 byte order is code
+        point order, SPARQL's order of simple literals) and only each group's winner
+        interned, instead of a term per value first. None: the general path decides."""
+        from engine.exec import strings as S  # noqa: PLC0415
+
+        name = agg.name.upper()
+        arg = agg.arg
+        if (name not in ("MIN", "MAX") or res.n < 64 or not isinstance(arg, A.Call)
+                or arg.op not in S.LEX_OPS):
+            return None
+        fn = _functions()
+        lx = S.lex_of(fn._Evaluator(res.cols, res.n, self.ctx), arg)
+        if lx is None or (lx.tag is not None and not pc.all(pc.equal(lx.tag, "")).as_py()):
+            return None
+        out = np.full(n_groups, UNBOUND, dtype=np.int64)
+        ok = np.flatnonzero(lx.inv >= 0)
+        if len(ok) == 0 or len(lx.lex) == 0:
+            return out
+        order = np.asarray(pc.sort_indices(lx.lex).to_numpy(zero_copy_only=False), dtype=np.int64)
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order), dtype=np.int64)
+        r, g = rank[lx.inv[ok]], groups[ok]
+        if name == "MAX":
+            best = np.full(n_groups, -1, dtype=np.int64)
+            np.maximum.at(best, g, r)
+        else:
+            best = np.full(n_groups, len(order), dtype=np.int64)
+            np.minimum.at(best, g, r)
+        has = np.flatnonzero((best >= 0) & (best < len(order)))
+        if len(has):
+            win = order[best[has]]
+            out[has] = S.intern_lex(self.ctx, lx.lex.take(pa.array(win)), None)
+        return out
 
     def _OrderBy(self, node: A.OrderBy, seed):
         """ORDER BY; under an OFFSET/LIMIT (see _slice) only the first OFFSET +
