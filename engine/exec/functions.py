@@ -745,7 +745,11 @@ class _Evaluator:
             if expr.op == "RAND" and not expr.args:
                 vals = np.random.random(n)
                 keys = V.format_doubles_arrow(vals, '"', '"' + _DOUBLE_SUFFIX)
-                out = _intern_keys(self.ctx, keys)
+                # 53 random bits a value: two rows drawing the same double, or one a stored
+                # term, have odds of ~n^2 / 2^54 (3e-7 for 72k rows): fresh ids, no look-up
+                fresh = getattr(self.ctx, "intern_fresh", None)
+                out = _intern_keys(self.ctx, keys) if fresh is None or n < _CLASSIFY_MIN_ROWS \
+                    else np.asarray(fresh(keys), dtype=np.int64)
                 remember = getattr(self.ctx, "remember_numbers", None)
                 if remember is not None and n >= _CLASSIFY_MIN_ROWS:  # (their values: no parse back)
                     lex_len = (np.asarray(pc.binary_length(keys).to_numpy(zero_copy_only=False), dtype=np.int64)
