@@ -303,7 +303,34 @@ SELECT ?X (IRI(CONCAT("urn:x:", STRAFTER(STR(?X), "http://"))) AS ?I) WHERE { ?X
                "IRIs rewritten", "projection"),
 )
 
-BY_NAME = {q.name: q for q in QUERIES + FUNCTION_QUERIES}
+#: Queries of the classes written while hunting for slow mechanisms (wave 2f, helper I2):
+#: per-row generated values and a type test over every object ran per value in
+#: Python (isNumeric over 1M objects 1.4x pyoxigraph's time, STRUUID() per row 4.5x,
+#: RAND() 2x, BNODE() 1.3x, ORDER BY RAND() 1.3x, an XSD cast over every object 3.9x).
+#: Not in the default set; ``--queries hunted`` runs them (the random ones counted, so
+#: that both peers' answers compare equal).
+HUNTED_QUERIES: tuple[BenchQuery, ...] = (
+    BenchQuery("HN1", False, _q("""
+SELECT ?X ?O WHERE { ?X ?P ?O . FILTER(isNumeric(?O)) }"""), "numeric objects of every triple", "filter"),
+    BenchQuery("HN2", False, _q("""
+SELECT (COUNT(?U) AS ?N) WHERE { ?X ub:age ?A . BIND(STRUUID() AS ?U) }"""), "a fresh UUID per row", "projection"),
+    BenchQuery("HN3", False, _q("""
+SELECT (COUNT(?B) AS ?N) WHERE { ?X ub:age ?A . BIND(BNODE() AS ?B) }"""), "a fresh blank node per row", "projection"),
+    BenchQuery("HN4", False, _q("""
+SELECT (COUNT(?R) AS ?N) WHERE { ?X ub:age ?A . BIND(RAND() AS ?R) FILTER(?R < 2) }"""),
+               "a random number per row, filtered", "filter"),
+    BenchQuery("HN5", False, _q("""
+SELECT (COUNT(*) AS ?N) WHERE { ?X ub:age ?A . BIND(?A * 3 + 1 AS ?W) FILTER(isLiteral(?W) && ?W > 100) }"""),
+               "computed numbers typed and compared", "filter"),
+    BenchQuery("HN6", False, _q("""
+SELECT (COUNT(?I) AS ?N) WHERE { ?S ?P ?O . BIND(xsd:integer(?O) AS ?I) }"""),
+               "every object cast to an integer (most are errors)", "projection"),
+    BenchQuery("HN7", False, _q("""
+SELECT (COUNT(*) AS ?N) WHERE { { SELECT ?X WHERE { ?X ub:age ?A } ORDER BY RAND() LIMIT 10 } }"""),
+               "a random sample of 10 (counted: the sample differs on every run)", "order-limit"),
+)
+
+BY_NAME = {q.name: q for q in QUERIES + FUNCTION_QUERIES + HUNTED_QUERIES}
 
 # the selective query used for the HTTP p50 comparison
 HTTP_QUERY = "L4"
@@ -319,7 +346,7 @@ SELECT ?X ?N WHERE {{
 
 def select(names: str | None) -> list[BenchQuery]:
     """Comma-separated names (case-insensitive) or None for the default set;
-    ``functions`` stands for :data:`FUNCTION_QUERIES`."""
+    ``functions`` stands for :data:`FUNCTION_QUERIES`, ``hunted`` for :data:`HUNTED_QUERIES`."""
     if not names:
         return list(QUERIES)
     out = []
@@ -327,6 +354,9 @@ def select(names: str | None) -> list[BenchQuery]:
         n = n.strip().upper()
         if n == "FUNCTIONS":
             out.extend(FUNCTION_QUERIES)
+            continue
+        if n == "HUNTED":
+            out.extend(HUNTED_QUERIES)
             continue
         if n not in BY_NAME:
             raise SystemExit(f"unknown query {n!r}; known: {', '.join(BY_NAME)}")

@@ -25,3 +25,13 @@ def test_column_equals_per_value_writer(xs):
     arr = np.array(xs, dtype=np.float64)
     assert V.format_doubles(arr) == [V.format_double(v) for v in arr.tolist()]
     assert V.format_doubles(arr, '"', '"^^<d>') == ['"' + V.format_double(v) + '"^^<d>' for v in arr.tolist()]
+
+
+def test_arrow_variant_matches_the_list_one():
+    """format_doubles_arrow (RAND()'s keys) writes what format_doubles writes."""
+    from engine.exec.values import format_doubles, format_doubles_arrow  # noqa: PLC0415
+
+    rng = np.random.default_rng(3)
+    for x in (rng.random(500), rng.normal(0, 1e12, 300), np.array([0.5, -0.0, np.inf, 1e-300] * 20),
+              rng.random(10)):
+        assert format_doubles_arrow(x, '"', '"^^<d>').to_pylist() == format_doubles(x, '"', '"^^<d>')

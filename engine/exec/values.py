@@ -392,37 +392,50 @@ def format_doubles(x: np.ndarray, pre: str = "", post: str = "") -> list[str]:
         out[special] = [pre + format_double(v) + post for v in x[special].tolist()]
     idx = np.flatnonzero(finite)
     if len(idx):
-        v = x[idx]
-        s = pc.cast(pa.array(np.abs(v)), pa.large_string())
-        offs = np.frombuffer(s.buffers()[1], dtype=np.int64, count=len(s) + 1)
-        start, end = offs[:-1], offs[1:]
-        epos = np.asarray(pc.find_substring(s, "e").to_numpy(zero_copy_only=False), dtype=np.int64)
-        has_e = epos >= 0
-        mend = np.where(has_e, start + epos, end)  # the mantissa: digits with maybe a point
-        buf = np.frombuffer(s.buffers()[2], dtype=np.uint8)
-        e0 = np.minimum(mend + 1, end)
-        e0 = e0 + (has_e & (buf[np.minimum(e0, len(buf) - 1)] == 0x2B))  # '+' of the exponent
-        exps = _cut(s, e0, end)
-        e = np.asarray(pc.cast(pc.if_else(pc.equal(exps, ""), "0", exps), pa.int64())
-                       .to_numpy(zero_copy_only=False), dtype=np.int64)
-        m = _cut(s, start, mend)
-        dot = np.asarray(pc.find_substring(m, ".").to_numpy(zero_copy_only=False), dtype=np.int64)
-        mlen = mend - start
-        ip_len = np.where(dot >= 0, dot, mlen)
-        digits = pc.replace_substring(m, ".", "")
-        nz = pc.utf8_ltrim(digits, characters="0")
-        lead = (mlen - (dot >= 0)) - np.asarray(pc.binary_length(nz).to_numpy(zero_copy_only=False), dtype=np.int64)
-        exp = ip_len - lead - 1 + e
-        sig = pc.utf8_rtrim(nz, characters="0")
-        first = pc.utf8_slice_codeunits(sig, 0, 1)
-        rest = pc.utf8_slice_codeunits(sig, 1, 1 << 30)
-        rest = pc.if_else(pc.equal(rest, ""), "0", rest)
-        sign = pa.array(np.where(v < 0, "-", ""), pa.large_string())
-        lit = [pa.scalar(c, pa.large_string()) for c in (pre, ".", "E", post, "")]
-        txt = pc.binary_join_element_wise(lit[0], sign, first, lit[1], rest, lit[2],
-                                          pc.cast(pa.array(exp), pa.large_string()), lit[3], lit[4])
-        out[idx] = txt.to_pylist()
+        out[idx] = _finite_doubles(x[idx], pre, post).to_pylist()
     return out.tolist()
+
+
+def _finite_doubles(v: np.ndarray, pre: str, post: str) -> pa.Array:
+    """:func:`format_doubles` of finite non-zero doubles, as an Arrow string array."""
+    s = pc.cast(pa.array(np.abs(v)), pa.large_string())
+    offs = np.frombuffer(s.buffers()[1], dtype=np.int64, count=len(s) + 1)
+    start, end = offs[:-1], offs[1:]
+    epos = np.asarray(pc.find_substring(s, "e").to_numpy(zero_copy_only=False), dtype=np.int64)
+    has_e = epos >= 0
+    mend = np.where(has_e, start + epos, end)  # the mantissa: digits with maybe a point
+    buf = np.frombuffer(s.buffers()[2], dtype=np.uint8)
+    e0 = np.minimum(mend + 1, end)
+    e0 = e0 + (has_e & (buf[np.minimum(e0, len(buf) - 1)] == 0x2B))  # '+' of the exponent
+    exps = _cut(s, e0, end)
+    e = np.asarray(pc.cast(pc.if_else(pc.equal(exps, ""), "0", exps), pa.int64())
+                   .to_numpy(zero_copy_only=False), dtype=np.int64)
+    m = _cut(s, start, mend)
+    dot = np.asarray(pc.find_substring(m, ".").to_numpy(zero_copy_only=False), dtype=np.int64)
+    mlen = mend - start
+    ip_len = np.where(dot >= 0, dot, mlen)
+    digits = pc.replace_substring(m, ".", "")
+    nz = pc.utf8_ltrim(digits, characters="0")
+    lead = (mlen - (dot >= 0)) - np.asarray(pc.binary_length(nz).to_numpy(zero_copy_only=False), dtype=np.int64)
+    exp = ip_len - lead - 1 + e
+    sig = pc.utf8_rtrim(nz, characters="0")
+    first = pc.utf8_slice_codeunits(sig, 0, 1)
+    rest = pc.utf8_slice_codeunits(sig, 1, 1 << 30)
+    rest = pc.if_else(pc.equal(rest, ""), "0", rest)
+    sign = pa.array(np.where(v < 0, "-", ""), pa.large_string())
+    lit = [pa.scalar(c, pa.large_string()) for c in (pre, ".", "E", post, "")]
+    txt = pc.binary_join_element_wise(lit[0], sign, first, lit[1], rest, lit[2],
+                                      pc.cast(pa.array(exp), pa.large_string()), lit[3], lit[4])
+    return txt
+
+
+def format_doubles_arrow(x: np.ndarray, pre: str = "", post: str = "") -> pa.Array:
+    """:func:`format_doubles` as an Arrow string array (no Python string per value
+    when every value is finite and non-zero, as RAND()'s are)."""
+    x = np.asarray(x, dtype=np.float64)
+    if len(x) < 64 or not (np.isfinite(x) & (x != 0)).all():
+        return pa.array(format_doubles(x, pre, post), pa.large_string())
+    return _finite_doubles(x, pre, post)
 
 
 def _cut(s: pa.Array, a: np.ndarray, b: np.ndarray) -> pa.Array:
