@@ -134,3 +134,56 @@ def test_spread_keeps_a_static_columns_doubles(db, monkeypatch):
                        if j + 0.25 - (i + 0.5) > 0.1)
         assert got == want
     assert sorted(calls) == [3, 4, 5, 6, 9], calls   # (the stored column once)
+
+
+DOUBLES_SEEN: Counter = Counter()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_long_columns_of_doubles_equal_the_executor(db, data):
+    """Columns past the row-by-row size read their doubles through the kept sorted id arrays
+    (``tiny_ops._Doubles``, misses inserted as they come): the FILTER's mask equals the
+    executor's, and a column with an unbound row, a non-number or only exact operands is
+    handed back (None)."""
+    from engine.exec.bindings import Bindings
+    from engine.exec.evaluate import Evaluator
+    from engine.kv.views import EmptyGraph
+    from engine.sparql import algebra as A
+    from engine.stream.tiny_ops import filter_mask_doubles
+
+    dic = db.store.dictionary
+    n = data.draw(st.integers(tiny_ops._FEW + 1, 120))
+    pool = [f'"{v}"^^<{XSD}double>' for v in ("0.25", "-1.5E0", "56.1519", "56.2", "1.0E-1", "0.0", "-0.0",
+                                              "INF", data.draw(st.sampled_from(["7.5", "-3.25E1", "9.0E5"])))]
+    rare = data.draw(st.sampled_from([None, f'"3"^^<{XSD}integer>', f'"0.5"^^<{XSD}decimal>', '"x"', "UNBOUND"]))
+
+    def column():
+        terms = [data.draw(st.sampled_from(pool)) for _ in range(n)]
+        if rare is not None and data.draw(st.booleans()):
+            terms[data.draw(st.integers(0, n - 1))] = rare
+        ids = [-1 if t == "UNBOUND" else None for t in terms]
+        enc = dic.encode([t for t in terms if t != "UNBOUND"])
+        it = iter(enc)
+        return np.asarray([-1 if i == -1 else int(next(it)) for i in ids], dtype=np.int64)
+
+    cols = {"x": column(), "y": column()}
+    cond = data.draw(st.sampled_from(["((?x - ?y) * (?x - ?y)) < 0.1", "?x > ?y || ?x * 2 = ?y", "!(?x <= 1.0E0)"]))
+    q = parse_query(f"SELECT * WHERE {{ ?s ?p ?x FILTER({cond}) }}")
+    node = q.pattern
+    while not isinstance(node, A.Filter):
+        node = node.input
+    ctx = QueryContext(db.store.snapshot())
+    got = filter_mask_doubles(node.expr, cols, n, ctx)
+    ref = Evaluator(ctx, DatasetView(EmptyGraph(), {}, ("t",))).filter_mask(node.expr, Bindings(dict(cols), n))
+    if got is None:
+        DOUBLES_SEEN["handed back"] += 1
+        used = [cols["x"]] if cond.startswith("!") else [cols["x"], cols["y"]]
+        assert any((c < 0).any() or rare is not None for c in used)
+    else:
+        DOUBLES_SEEN["decided"] += 1
+        assert got.tolist() == ref.tolist(), cond
+
+
+def test_long_columns_were_decided():
+    assert DOUBLES_SEEN["decided"] >= 20, DOUBLES_SEEN

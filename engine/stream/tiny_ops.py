@@ -763,6 +763,9 @@ def _doubles_of(c: np.ndarray, ctx) -> tuple[np.ndarray, bool, bool]:
             raise Undecided   # an unbound row: an error there, the row-wise closures decide it
         uniq, inv = c, None
     else:
+        got = _DOUBLES.column(c, ctx)
+        if got is not None:
+            return got[0], got[1], True
         uniq, inv = distinct_inverse(c)
         if len(uniq) and int(uniq[0]) < 0:
             raise Undecided
@@ -786,6 +789,80 @@ def _doubles_of(c: np.ndarray, ctx) -> tuple[np.ndarray, bool, bool]:
 
 #: columns of at most this many rows are decoded row by row (a sort costs more below it)
 _FEW = 32
+
+_K_DBL, _K_EXACT, _K_UNDECIDED = 1, 2, 3   # kinds of term ids in :class:`_Doubles`
+
+
+class _Doubles:
+    """Stored term id -> its value as a double and its kind (an ``xsd:double``, an exact number,
+    or undecided here), per store dictionary, as sorted numpy arrays: a column of a few hundred
+    rows (CityBench C5's coordinates over its 297 join rows, new arrays every instant) is read
+    by one ``searchsorted`` and two gathers, instead of a sort for its distinct ids and a
+    Python loop over them. Misses go through :data:`_VALUES` and are inserted; at most
+    :attr:`cap` ids are kept (then the arrays start again). The arrays are replaced, never
+    written in place, so a concurrent reader sees one consistent triple."""
+
+    cap = 1 << 16
+
+    def __init__(self):
+        self._by: dict[int, tuple] = {}   # id(dictionary) -> (dictionary, ids, doubles, kinds)
+
+    def column(self, c: np.ndarray, ctx) -> tuple[np.ndarray, bool] | None:
+        """``(doubles, all xsd:double)`` of column ``c``; None when it holds a query-local id
+        (the caller's own path); :class:`Undecided` for an unbound row or a non-number."""
+        d = ctx.dictionary
+        got = self._by.get(id(d))
+        if got is None or got[0] is not d:
+            got = (d, _EMPTY_I, _EMPTY_F, _EMPTY_K)
+        _, ids, vals, kinds = got
+        pos = np.searchsorted(ids, c)
+        if len(ids):
+            np.minimum(pos, len(ids) - 1, out=pos)
+            hit = ids[pos] == c
+            ok = bool(hit.all())
+        else:
+            hit, ok = None, False
+        if not ok:
+            miss = unique(c if hit is None else c[~hit])
+            if int(miss[0]) < 0:
+                raise Undecided   # an unbound row: the row-wise closures decide it
+            if int(miss[-1]) >= LOCAL_BASE:
+                return None
+            mv, mk = [], []
+            for v in _VALUES.column(miss, ctx):
+                t = type(v)
+                if t is float:
+                    mv.append(v)
+                    mk.append(_K_DBL)
+                    continue
+                k = _K_UNDECIDED
+                f = 0.0
+                if t is int or t is Fraction:
+                    try:
+                        f, k = float(v), _K_EXACT
+                    except OverflowError:
+                        pass
+                mv.append(f)
+                mk.append(k)
+            at = np.searchsorted(ids, miss)
+            ids = np.insert(ids, at, miss)
+            vals = np.insert(vals, at, np.array(mv, dtype=np.float64))
+            kinds = np.insert(kinds, at, np.array(mk, dtype=np.int8))
+            if len(ids) <= self.cap:
+                if len(self._by) > 8:
+                    self._by.clear()
+                self._by[id(d)] = (d, ids, vals, kinds)
+            pos = np.searchsorted(ids, c)
+        k = kinds[pos]
+        if len(k) and int(k.max()) == _K_UNDECIDED:
+            raise Undecided
+        return vals[pos], bool((k == _K_DBL).all())
+
+
+_EMPTY_I = np.zeros(0, dtype=np.int64)
+_EMPTY_F = np.zeros(0, dtype=np.float64)
+_EMPTY_K = np.zeros(0, dtype=np.int8)
+_DOUBLES = _Doubles()
 
 
 def spread(col: np.ndarray, inner: int, outer: int) -> np.ndarray:
