@@ -187,3 +187,20 @@ def test_long_columns_of_doubles_equal_the_executor(db, data):
 
 def test_long_columns_were_decided():
     assert DOUBLES_SEEN["decided"] >= 20, DOUBLES_SEEN
+
+
+def test_kept_doubles_start_again_past_the_cap(db, monkeypatch):
+    """Past ``_Doubles.cap`` ids the arrays start again from the column at hand: the values
+    stay right before and after, and what is kept stays within the cap."""
+    from engine.stream.tiny_ops import _DOUBLES
+
+    monkeypatch.setattr(type(_DOUBLES), "cap", 50)
+    dic = db.store.dictionary
+    ctx = QueryContext(db.store.snapshot())
+    for base in range(0, 400, 20):   # (each column shares half its ids with the last: hits and misses)
+        vals = [base + k + 0.5 for k in range(40)]
+        c = np.asarray(dic.encode([f'"{v}"^^<{XSD}double>' for v in vals]), dtype=np.int64)
+        got = _DOUBLES.column(np.concatenate([c, c[::-1]]), ctx)
+        assert got is not None and got[1]
+        assert got[0].tolist() == vals + vals[::-1]
+        assert len(_DOUBLES._by[id(dic)][1]) <= 50

@@ -798,11 +798,13 @@ class _Doubles:
     or undecided here), per store dictionary, as sorted numpy arrays: a column of a few hundred
     rows (CityBench C5's coordinates over its 297 join rows, new arrays every instant) is read
     by one ``searchsorted`` and two gathers, instead of a sort for its distinct ids and a
-    Python loop over them. Misses go through :data:`_VALUES` and are inserted; at most
-    :attr:`cap` ids are kept (then the arrays start again). The arrays are replaced, never
-    written in place, so a concurrent reader sees one consistent triple."""
+    Python loop over them. Misses go through :data:`_VALUES` and are inserted (a copy of the
+    arrays: new stream values arrive every instant); at most :attr:`cap` ids are kept -- past it
+    the arrays start again from the column at hand, so an insert copies at most ~300 KB. The
+    arrays are replaced, never written in place, so a concurrent reader sees one consistent
+    triple."""
 
-    cap = 1 << 16
+    cap = 1 << 14
 
     def __init__(self):
         self._by: dict[int, tuple] = {}   # id(dictionary) -> (dictionary, ids, doubles, kinds)
@@ -828,6 +830,9 @@ class _Doubles:
                 raise Undecided   # an unbound row: the row-wise closures decide it
             if int(miss[-1]) >= LOCAL_BASE:
                 return None
+            if len(ids) + len(miss) > self.cap:   # full: start again from this column's ids (all
+                ids, vals, kinds = _EMPTY_I, _EMPTY_F, _EMPTY_K   # of them: its hits go too)
+                miss = unique(c)
             mv, mk = [], []
             for v in _VALUES.column(miss, ctx):
                 t = type(v)
