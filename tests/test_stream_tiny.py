@@ -40,8 +40,8 @@ DIRECT: list = []   # queries whose result TinyCore.result made (checked against
 DECIDED: Counter = Counter()   # FILTERs the compiled closures decided / handed to the executor
 
 
-def _counting_filter(expr, cols, n, ctx):
-    m = _compiled_filter(expr, cols, n, ctx)
+def _counting_filter(expr, cols, n, ctx, factors=None):
+    m = _compiled_filter(expr, cols, n, ctx, factors)
     DECIDED["decided" if m is not None else "executor"] += 1
     return m
 

@@ -33,7 +33,8 @@ from engine.plan.order import bgp_vars, resolve
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
 from engine.stream.incremental import _UNARY, _exprs, _has_pattern, find_core
-from engine.stream.tiny_ops import CountGroup, expr_ids, filter_mask, having
+from engine.stream.tiny_ops import CountGroup, Spread, expr_ids, filter_mask, having
+from engine.stream.tiny_ops import spread as _spread
 from engine.stream.tiny_plan import compilable, compile_plan, group_step, pattern_step
 
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
@@ -138,10 +139,12 @@ class TinyCore:
             sol = group.run(sol, ctx, keep)
             ctx.check_budget()
             ctx.check_rows(sol.n)
+        # the first FILTERs read the core's own solutions: their doubles per component column
+        first = sol if self._spread_of is sol else None
         for op in ops:
             if isinstance(op, A.Filter):
                 if sol.n:
-                    m = filter_mask(op.expr, sol.cols, sol.n, ctx)
+                    m = filter_mask(op.expr, sol.cols, sol.n, ctx, self._spread if sol is first else None)
                     if m is None:
                         return None
                     sol = sol.mask(m)
@@ -189,6 +192,8 @@ class TinyCore:
         self._stat_parts: dict[tuple, list] = {}   # static patterns -> their connected groups
         self._groups: dict[tuple, _Joined | None] = {}   # joined static pattern groups (per snapshot)
         self._plans: dict[tuple, list] = {}   # (patterns, groups, bound slots) -> a kept join order, compiled
+        self._spread = Spread()   # how the last solutions were spread from the components' columns
+        self._spread_of: Bindings | None = None   # ... those solutions
 
     @property
     def usable(self) -> bool:
@@ -318,13 +323,19 @@ class TinyCore:
         if total > (self.flat_rows if ctx.max_rows is None else min(self.flat_rows, ctx.max_rows)):
             return None
         outer = 1
+        factors: dict[str, tuple] = {}
         for c, n in per:
             inner = total // (outer * n)
             for v, col in c.items():
                 if self._keep is None or v in self._keep:
-                    cols[v] = _spread(np.ascontiguousarray(col, dtype=np.int64), inner, outer)
+                    col = np.ascontiguousarray(col, dtype=np.int64)
+                    cols[v] = _spread(col, inner, outer)
+                    factors[v] = (col, inner, outer)
             outer *= n
-        return Bindings({v: cols[v] for v in self.out}, total)
+        out = Bindings({v: cols[v] for v in self.out}, total)
+        self._spread.parts = factors
+        self._spread_of = out
+        return out
 
     # -- the join ----------------------------------------------------------------
     def solutions(self, rows: np.ndarray, ctx, stored: np.ndarray | None = None) -> Bindings | None:
@@ -362,13 +373,18 @@ class TinyCore:
         if ctx.max_rows is not None and total > ctx.max_rows:
             return None   # the vectorized path reports the row budget
         cols: dict[str, np.ndarray] = {}
+        factors: dict[str, tuple] = {}
         outer = 1
         for got, n in parts:
             inner = total // (outer * n)
             for v, col in got.items():
                 cols[v] = _spread(col, inner, outer)
+                factors[v] = (col, inner, outer)
             outer *= n
-        return Bindings({v: cols[v] for v in self.out}, total)
+        out = Bindings({v: cols[v] for v in self.out}, total)
+        self._spread.parts = factors
+        self._spread_of = out
+        return out
 
     def _component(self, ci: int, comp: list[int], matches: list, limit: int, ctx,
                    budget: list[int]) -> tuple | None:
@@ -1123,14 +1139,3 @@ def _static_truth(expr, bound: set[str]) -> bool | None:
             return decisive
         return (not decisive) if a is not None and b is not None else None
     return None
-
-
-def _spread(col: np.ndarray, inner: int, outer: int) -> np.ndarray:
-    """One component's column in the cross product of components: each value repeated for
-    the ``inner`` rows of the components after it, the whole tiled for the ``outer`` ones
-    before it."""
-    if inner > 1:
-        col = np.repeat(col, inner)
-    if outer > 1:   # (np.tile's Python wrapper costs more than these three calls on a few rows)
-        col = col.reshape(1, -1).repeat(outer, axis=0).reshape(-1)
-    return col

@@ -551,15 +551,22 @@ def _size(expr) -> int:
 
 
 class _Env:
-    __slots__ = ("cols", "n", "ctx", "_memo")
+    __slots__ = ("cols", "n", "ctx", "_memo", "spread")
 
-    def __init__(self, cols, n, ctx):
-        self.cols, self.n, self.ctx, self._memo = cols, n, ctx, {}
+    def __init__(self, cols, n, ctx, spread: Spread | None = None):
+        self.cols, self.n, self.ctx, self._memo, self.spread = cols, n, ctx, {}, spread
 
     def doubles(self, name: str) -> np.ndarray:
         got = self._memo.get(("d", name))
         if got is None:
-            got = self._memo[("d", name)] = _doubles(self, name)
+            sp = self.spread
+            part = None if sp is None else sp.parts.get(name)
+            if part is None:
+                got = _doubles(self, name)
+            else:   # the component's column decoded (or kept), then spread as its ids were
+                arr, dbl = sp.doubles(part[0], self.ctx)
+                got = (spread(arr, part[1], part[2]), dbl)
+            self._memo[("d", name)] = got
         return got
 
     def column(self, name: str) -> list:
@@ -574,12 +581,13 @@ class _Env:
 _COMPILED: dict = {}
 
 
-def filter_mask(expr, cols: dict, n: int, ctx) -> np.ndarray | None:
+def filter_mask(expr, cols: dict, n: int, ctx, factors: Spread | None = None) -> np.ndarray | None:
     """The FILTER's mask over ``n`` rows (``n`` x its size <= :data:`FILTER_WORK`) when ``expr`` is made of
     comparisons, ``+ - *`` and unary minus over variables and numeric constants, ``&& || !``
     and ``BOUND`` -- with XPath's promotions (integers exact, decimals exact, a double operand
     makes both doubles) and SPARQL's errors (unbound or non-numeric operands) -- and every row's
-    values are decided here; None otherwise (the executor's evaluator then runs)."""
+    values are decided here; None otherwise (the executor's evaluator then runs). ``factors``:
+    how ``cols`` were spread from the core's components (:class:`Spread`), for the doubles."""
     got = _COMPILED.get(id(expr))
     if got is None or got[0] is not expr:
         if len(_COMPILED) > 4096:
@@ -589,7 +597,7 @@ def filter_mask(expr, cols: dict, n: int, ctx) -> np.ndarray | None:
     if f is None:
         return None
     if n * got[2] > FILTER_WORK // 8:
-        m = filter_mask_doubles(expr, cols, n, ctx)
+        m = filter_mask_doubles(expr, cols, n, ctx, factors)
         if m is not None or n * got[2] > FILTER_WORK:
             return m
     try:
@@ -742,10 +750,27 @@ def _doubles(env, name: str) -> tuple[np.ndarray, bool]:
     c = env.cols.get(name)
     if c is None:
         raise Undecided
-    uniq, inv = distinct_inverse(np.asarray(c))
-    if len(uniq) and int(uniq[0]) < 0:
-        raise Undecided   # an unbound row: an error there, the row-wise closures decide it
-    vals = _VALUES.column(uniq, env.ctx)
+    return _doubles_of(np.asarray(c), env.ctx)[:2]
+
+
+def _doubles_of(c: np.ndarray, ctx) -> tuple[np.ndarray, bool, bool]:
+    """A column's values as doubles, whether all are ``xsd:double``, and whether every id is a
+    stored term's (its values never change: the column's doubles may be kept). A column of a
+    few rows (a window component's) is read row by row: no sort for its distinct ids."""
+    if len(c) <= _FEW:
+        lst = c.tolist()
+        if lst and (min(lst) < 0):
+            raise Undecided   # an unbound row: an error there, the row-wise closures decide it
+        uniq, inv = c, None
+    else:
+        got = _DOUBLES.column(c, ctx)
+        if got is not None:
+            return got[0], got[1], True
+        uniq, inv = distinct_inverse(c)
+        if len(uniq) and int(uniq[0]) < 0:
+            raise Undecided
+        lst = None
+    vals = _VALUES.column(uniq, ctx)
     dbl = True
     for v in vals:
         t = type(v)
@@ -757,10 +782,138 @@ def _doubles(env, name: str) -> tuple[np.ndarray, bool]:
         arr = np.array([float(v) for v in vals] if not dbl else vals, dtype=np.float64)
     except OverflowError:
         raise Undecided from None
-    return arr[inv.reshape(-1)], dbl
+    if inv is None:
+        return arr, dbl, not lst or max(lst) < LOCAL_BASE
+    return arr[inv.reshape(-1)], dbl, not len(uniq) or int(uniq[-1]) < LOCAL_BASE
 
 
-def filter_mask_doubles(expr, cols: dict, n: int, ctx) -> np.ndarray | None:
+#: columns of at most this many rows are decoded row by row (a sort costs more below it)
+_FEW = 32
+
+_K_DBL, _K_EXACT, _K_UNDECIDED = 1, 2, 3   # kinds of term ids in :class:`_Doubles`
+
+
+class _Doubles:
+    """Stored term id -> its value as a double and its kind (an ``xsd:double``, an exact number,
+    or undecided here), per store dictionary, as sorted numpy arrays: a column of a few hundred
+    rows (CityBench C5's coordinates over its 297 join rows, new arrays every instant) is read
+    by one ``searchsorted`` and two gathers, instead of a sort for its distinct ids and a
+    Python loop over them. Misses go through :data:`_VALUES` and are inserted (a copy of the
+    arrays: new stream values arrive every instant); at most :attr:`cap` ids are kept -- past it
+    the arrays start again from the column at hand, so an insert copies at most ~300 KB. The
+    arrays are replaced, never written in place, so a concurrent reader sees one consistent
+    triple."""
+
+    cap = 1 << 14
+
+    def __init__(self):
+        self._by: dict[int, tuple] = {}   # id(dictionary) -> (dictionary, ids, doubles, kinds)
+
+    def column(self, c: np.ndarray, ctx) -> tuple[np.ndarray, bool] | None:
+        """``(doubles, all xsd:double)`` of column ``c``; None when it holds a query-local id
+        (the caller's own path); :class:`Undecided` for an unbound row or a non-number."""
+        d = ctx.dictionary
+        got = self._by.get(id(d))
+        if got is None or got[0] is not d:
+            got = (d, _EMPTY_I, _EMPTY_F, _EMPTY_K)
+        _, ids, vals, kinds = got
+        pos = np.searchsorted(ids, c)
+        if len(ids):
+            np.minimum(pos, len(ids) - 1, out=pos)
+            hit = ids[pos] == c
+            ok = bool(hit.all())
+        else:
+            hit, ok = None, False
+        if not ok:
+            miss = unique(c if hit is None else c[~hit])
+            if int(miss[0]) < 0:
+                raise Undecided   # an unbound row: the row-wise closures decide it
+            if int(miss[-1]) >= LOCAL_BASE:
+                return None
+            if len(ids) + len(miss) > self.cap:   # full: start again from this column's ids (all
+                ids, vals, kinds = _EMPTY_I, _EMPTY_F, _EMPTY_K   # of them: its hits go too)
+                miss = unique(c)
+            mv, mk = [], []
+            for v in _VALUES.column(miss, ctx):
+                t = type(v)
+                if t is float:
+                    mv.append(v)
+                    mk.append(_K_DBL)
+                    continue
+                k = _K_UNDECIDED
+                f = 0.0
+                if t is int or t is Fraction:
+                    try:
+                        f, k = float(v), _K_EXACT
+                    except OverflowError:
+                        pass
+                mv.append(f)
+                mk.append(k)
+            at = np.searchsorted(ids, miss)
+            ids = np.insert(ids, at, miss)
+            vals = np.insert(vals, at, np.array(mv, dtype=np.float64))
+            kinds = np.insert(kinds, at, np.array(mk, dtype=np.int8))
+            if len(ids) <= self.cap:
+                if len(self._by) > 8:
+                    self._by.clear()
+                self._by[id(d)] = (d, ids, vals, kinds)
+            pos = np.searchsorted(ids, c)
+        k = kinds[pos]
+        if len(k) and int(k.max()) == _K_UNDECIDED:
+            raise Undecided
+        return vals[pos], bool((k == _K_DBL).all())
+
+
+_EMPTY_I = np.zeros(0, dtype=np.int64)
+_EMPTY_F = np.zeros(0, dtype=np.float64)
+_EMPTY_K = np.zeros(0, dtype=np.int8)
+_DOUBLES = _Doubles()
+
+
+def spread(col: np.ndarray, inner: int, outer: int) -> np.ndarray:
+    """One component's column in the cross product of components: each value repeated for
+    the ``inner`` rows of the components after it, the whole tiled for the ``outer`` ones
+    before it."""
+    if inner > 1:
+        col = np.repeat(col, inner)
+    if outer > 1:   # (np.tile's Python wrapper costs more than these three calls on a few rows)
+        col = col.reshape(1, -1).repeat(outer, axis=0).reshape(-1)
+    return col
+
+
+class Spread:
+    """How the tuple-at-a-time core's solutions were made from its connected components'
+    columns (``parts``: variable -> (component column, inner, outer) of :func:`spread`), with
+    the doubles of component columns kept by array identity.
+
+    Why: a FILTER across a static component and the window's (CityBench C4: 99 cultural
+    events x 3 location readings, 297 rows) read its coordinates as doubles over the product:
+    a sort for the distinct ids and a decode per variable per instant, ~60 us each. Decoded per
+    component column instead, the static component's columns -- the same arrays while the
+    store snapshot is (:meth:`~engine.stream.tiny.TinyCore._base_solutions` keeps them) -- are
+    decoded once, and an instant decodes the window's few rows and spreads the doubles
+    (elementwise, so the same as decoding the product's columns)."""
+
+    __slots__ = ("parts", "_kept")
+
+    def __init__(self):
+        self.parts: dict[str, tuple] = {}
+        self._kept: dict[int, tuple] = {}   # id(column) -> (column, dictionary, doubles, all doubles)
+
+    def doubles(self, col: np.ndarray, ctx) -> tuple[np.ndarray, bool]:
+        got = self._kept.get(id(col))
+        d = ctx.dictionary
+        if got is not None and got[0] is col and got[1] is d:
+            return got[2], got[3]
+        arr, dbl, stored = _doubles_of(col, ctx)
+        if stored:
+            if len(self._kept) >= 64:
+                self._kept.clear()
+            self._kept[id(col)] = (col, d, arr, dbl)   # (the column kept alive: its id stays its own)
+        return arr, dbl
+
+
+def filter_mask_doubles(expr, cols: dict, n: int, ctx, factors: Spread | None = None) -> np.ndarray | None:
     """The FILTER's mask when every variable its arithmetic and comparisons read holds
     doubles (CityBench's coordinates and readings): one numpy operation per operator,
     whatever the rows; None otherwise."""
@@ -774,7 +927,7 @@ def filter_mask_doubles(expr, cols: dict, n: int, ctx) -> np.ndarray | None:
     if f is None:
         return None
     try:
-        m = f(_Env(cols, n, ctx))
+        m = f(_Env(cols, n, ctx, factors))
     except Undecided:
         return None
     return np.asarray(m, dtype=bool)
