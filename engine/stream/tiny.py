@@ -35,7 +35,7 @@ from engine.sparql import algebra as A
 from engine.stream.incremental import _UNARY, _exprs, _has_pattern, find_core
 from engine.stream.tiny_ops import CountGroup, Spread, expr_ids, filter_mask, having
 from engine.stream.tiny_ops import spread as _spread
-from engine.stream.tiny_plan import compilable, compile_plan, group_step, pattern_step
+from engine.stream.tiny_plan import compilable, compile_plan, group_step, pattern_ends, pattern_step
 
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
 
@@ -667,14 +667,7 @@ class TinyCore:
 
     @staticmethod
     def _step(cur: list[tuple], pat, m: _Match, slots: dict, limit: int) -> list[tuple] | None:
-        s, _, o = pat
-        ends = []   # (index in the pair, var name) of the variable ends, a repeated variable once
-        if s[0] == "v":
-            ends.append((0, s[1]))
-        if o[0] == "v" and not (s[0] == "v" and o[1] == s[1]):
-            ends.append((1, o[1]))
-        bound = [(k, slots[v]) for k, v in ends if v in slots]
-        free = [(k, v) for k, v in ends if v not in slots]
+        bound, free = pattern_ends(pat, slots)
         if not len(m):
             return []
         if not free:   # a test of every row

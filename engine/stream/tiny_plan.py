@@ -29,20 +29,26 @@ matches are distinct pairs, so the nested loops produce the join's multiplicitie
 
 from __future__ import annotations
 
-__all__ = ["compilable", "compile_plan", "pattern_step", "group_step"]
+__all__ = ["compilable", "compile_plan", "pattern_ends", "pattern_step", "group_step"]
 
 
-def pattern_step(pat, slots: dict) -> tuple:
-    """The step of one resolved pattern ``((kind, x), p, (kind, x))`` given the bound ``slots``
-    (updated with the variables it binds), deciding as :meth:`TinyCore._step` does."""
+def pattern_ends(pat, slots: dict) -> tuple[list, list]:
+    """``(bound, free)`` variable ends of a resolved pattern given the bound ``slots``:
+    ``(end, slot)`` of the bound ones, ``(end, name)`` of the free ones (end 0: subject, 1:
+    object; a variable repeated at both ends counts once, as the subject)."""
     s, _, o = pat
     ends = []
     if s[0] == "v":
         ends.append((0, s[1]))
     if o[0] == "v" and not (s[0] == "v" and o[1] == s[1]):
         ends.append((1, o[1]))
-    bound = [(k, slots[v]) for k, v in ends if v in slots]
-    free = [(k, v) for k, v in ends if v not in slots]
+    return [(k, slots[v]) for k, v in ends if v in slots], [(k, v) for k, v in ends if v not in slots]
+
+
+def pattern_step(pat, slots: dict) -> tuple:
+    """The step of one resolved pattern ``((kind, x), p, (kind, x))`` given the bound ``slots``
+    (updated with the variables it binds), deciding as :meth:`TinyCore._step` does."""
+    bound, free = pattern_ends(pat, slots)
     if not free:
         if not bound:
             return ("t0",)
