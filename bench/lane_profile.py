@@ -99,9 +99,9 @@ def make_protocol(db, loop):
     return make_connector(db, loop)()
 
 
-def make_connector(db, loop):
+def make_connector(db, loop, settings=None):
     """``connect()`` -> (a new FastLaneProtocol connection, its stand-in transport), all
-    of one app over ``db`` as ``jindou serve`` builds it."""
+    of one app over ``db`` as ``jindou serve`` builds it (``settings``: default ones)."""
     import uvicorn
     from uvicorn.server import ServerState as UvState
 
@@ -109,7 +109,7 @@ def make_connector(db, loop):
     from server.logs import RequestLog
     from server.settings import Settings
 
-    app = create_app(Settings(), database=db)
+    app = create_app(settings if settings is not None else Settings(), database=db)
     app.middleware_stack = app.build_middleware_stack()
     cfg = uvicorn.Config(RequestLog(app, access=False), http=http_protocol(), access_log=False, log_config=None,
                          lifespan="off")

@@ -14,7 +14,7 @@ from urllib.parse import quote_plus
 import pytest
 
 from bench import lubm
-from bench.lane_profile import _Transport
+from bench.lane_profile import make_connector
 from engine.database import Database
 
 UB = "PREFIX ub: <http://swat.cse.lehigh.edu/onto/univ-bench.owl#>\n"
@@ -36,11 +36,7 @@ FORM = "application/x-www-form-urlencoded"
 def server(tmp_path_factory):
     """(make a connection, the edge middleware, the loop): a FastLaneProtocol as
     ``jindou serve`` builds it (RequestLog, access lines off), max_body 4096."""
-    import uvicorn
-    from uvicorn.server import ServerState as UvState
-
-    from server.app import _edge_of, create_app, http_protocol
-    from server.logs import RequestLog
+    from server.app import _edge_of
     from server.settings import Settings
 
     path = tmp_path_factory.mktemp("lanepost") / "d.nt"
@@ -48,19 +44,7 @@ def server(tmp_path_factory):
     db = Database()
     db.load_file(str(path))
     loop = asyncio.new_event_loop()
-    app = create_app(Settings(max_body=4096), database=db)
-    app.middleware_stack = app.build_middleware_stack()
-    cfg = uvicorn.Config(RequestLog(app, access=False), http=http_protocol(), access_log=False, log_config=None,
-                         lifespan="off")
-    cfg.load()
-    uv = UvState()
-
-    def connect():
-        proto = cfg.http_protocol_class(config=cfg, server_state=uv, app_state={}, _loop=loop)
-        tr = _Transport()
-        proto.connection_made(tr)
-        return proto, tr
-
+    connect = make_connector(db, loop, Settings(max_body=4096))
     proto, _ = connect()
     edge = _edge_of(proto.app)[0]
     assert edge is not None

@@ -437,17 +437,24 @@ def _concat(ev, expr) -> Lex | None:
     return Lex(inv, out.cast(_LS), tag)
 
 
+def _one_argument(ev, expr) -> tuple | None:
+    """A one-argument call's distinct argument ids: ``(uniq, inverse, positions of the
+    bound ones, a per-distinct map of -1)``; None for another arity."""
+    if len(expr.args) != 1:
+        return None
+    uniq, inv = distinct_inverse(ev.ids(expr.args[0]))
+    return uniq, inv.reshape(-1), np.flatnonzero(uniq >= 0), np.full(len(uniq), -1, dtype=np.int64)
+
+
 def _lang(ev, expr) -> Lex | None:
     """LANG: a literal's language tag ("" for simple and typed ones); IRIs, blank
     nodes and unbound are errors."""
     from engine.exec.functions import _string_keys  # noqa: PLC0415
 
-    if len(expr.args) != 1:
+    got = _one_argument(ev, expr)
+    if got is None:
         return None
-    uniq, inv = distinct_inverse(ev.ids(expr.args[0]))
-    inv = inv.reshape(-1)
-    cand = np.flatnonzero(uniq >= 0)
-    emap = np.full(len(uniq), -1, dtype=np.int64)
+    uniq, inv, cand, emap = got
     if not len(cand):
         return Lex(emap[inv], pa.array([], _LS), None)
     keys = _keys(ev.ctx, uniq[cand])
@@ -567,12 +574,10 @@ def _datatype_ids(ev, expr) -> np.ndarray | None:
     nodes and unbound are errors."""
     from engine.terms import RDF_LANGSTRING, XSD_STRING  # noqa: PLC0415
 
-    if len(expr.args) != 1:
+    got = _one_argument(ev, expr)
+    if got is None:
         return None
-    uniq, inv = distinct_inverse(ev.ids(expr.args[0]))
-    inv = inv.reshape(-1)
-    cand = np.flatnonzero(uniq >= 0)
-    per = np.full(len(uniq), -1, dtype=np.int64)
+    uniq, inv, cand, per = got
     if len(cand):
         keys = _keys(ev.ctx, uniq[cand])
         lit = pc.fill_null(pc.starts_with(keys, '"'), False)

@@ -366,8 +366,8 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
         seen.update(frontier)
         objs = []
         edges = src.edges
+        found = []
         if edges is not None:  # each resource's triples in one slice
-            found = []
             for v in frontier:
                 packed = edges.edges_of(v)
                 if len(packed) > DESCRIBE_ROWS:
@@ -376,14 +376,6 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
                 found += [(pid, v, x) for pid, x in zip(flat[EDGE_PID::2], flat[EDGE_NB::2], strict=True)]
             if len(frontier) > 1:  # (pid, resource) ascending, objects in order within one (stable)
                 found.sort(key=lambda t: (t[0], t[1]))
-            for pid, v, x in found:
-                objs.append(x)
-                t = (v, pid, x)
-                if t not in have:
-                    have.add(t)
-                    rows.append(t)
-            if len(rows) > DESCRIBE_ROWS:
-                return None
         else:
             # (pid, resource) ascending: the vectorized DESCRIBE's order within a round
             probes = [(pid, v, f) for v in frontier for pid, f in src.lookups_of(v)]
@@ -392,15 +384,17 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
             for pid, v, f in probes:
                 nb = f(v)
                 if len(nb):
-                    nbl = nb.tolist()
-                    objs += nbl
-                    for x in nbl:
-                        t = (v, pid, x)
-                        if t not in have:
-                            have.add(t)
-                            rows.append(t)
-                    if len(rows) > DESCRIBE_ROWS:
+                    found += [(pid, v, x) for x in nb.tolist()]
+                    if len(rows) + len(found) > DESCRIBE_ROWS:   # (a round's triples are new ones)
                         return None
+        for pid, v, x in found:
+            objs.append(x)
+            t = (v, pid, x)
+            if t not in have:
+                have.add(t)
+                rows.append(t)
+        if len(rows) > DESCRIBE_ROWS:
+            return None
         charge_rows(len(rows), 3 + 3, "DESCRIBE")
         if not objs:
             break

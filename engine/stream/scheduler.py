@@ -583,13 +583,8 @@ class Scheduler:
                 else:
                     self._record(m, t, state, data, ms, win)
                 continue
-            with m.out_lock:
-                if m.deleted:
-                    continue
-                m.evaluated += 1
-                m.last_latency_ms = ms
-                m.state, m.prefix = state, prefix
-                m.log.append(t, data)
+            if not self._store_event(m, t, state, prefix, data, ms):
+                continue
             if appended is not None:
                 appended.append(m.name)
         if appended:
@@ -664,16 +659,24 @@ class Scheduler:
 
     def _append(self, q: QueryEntry, t: int, state: tuple, prefix: bytes | None, data: bytes,
                 ms: float | None) -> None:
+        """Instant ``t``'s event into the query's log (:meth:`_store_event`), then its
+        evaluation time into the metrics."""
+        if self._store_event(q, t, state, prefix, data, ms):
+            telemetry.evaluation(self.reg, q.name, ms)  # metrics: the evaluation-time histogram
+
+    @staticmethod
+    def _store_event(q: QueryEntry, t: int, state: tuple, prefix: bytes | None, data: bytes,
+                     ms: float | None) -> bool:
         """Instant ``t``'s event into the query's log, with what the unchanged-instant check
-        keeps (nothing if the query was deleted meanwhile)."""
+        keeps; False (nothing stored) if the query was deleted meanwhile."""
         with q.out_lock:
             if q.deleted:
-                return
+                return False
             q.evaluated += 1
             q.last_latency_ms = ms
             q.state, q.prefix = state, prefix
             q.log.append(t, data)
-        telemetry.evaluation(self.reg, q.name, ms)  # metrics: the evaluation-time histogram
+        return True
 
     def _report_unchanged(self, q: QueryEntry, t: int, u: int, check_ms: float = 0.0) -> None:
         """Instants ``t..u`` equal the last evaluated one: a run of at least ``idle_after``
