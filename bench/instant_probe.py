@@ -173,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="repeats of each instant (default 3)")
     ap.add_argument("--idle-ms", type=float, default=0.0,
                     help="sleep this long before each repeat (default 0: warm repeats)")
+    ap.add_argument("--floor", action="store_true",
+                    help="probe each query's floor twin instead (bench.instant_floor: same windows, "
+                         "a pattern nothing matches)")
     a = ap.parse_args(argv)
     ids = [q.strip().upper() for q in a.queries.split(",") if q.strip()]
     quiet = lambda *_: None  # noqa: E731
@@ -183,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
             wl = bs.load_lsbench([qid], a.minutes, 2000.0, 1000, say=quiet)
         else:
             wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, say=quiet, name="lsbench-small")
+        if a.floor:
+            from bench.instant_floor import floor_twin  # noqa: PLC0415
+
+            wl.queries = [floor_twin(bq) for bq in wl.queries]
         probe = Probe(a.repeat, a.idle_ms)
         probe.install()
         try:

@@ -37,6 +37,8 @@ QUERIES = [
     "WHERE {{ ?s <{ex}p> ?o . ?o <{ex}r> ?z }}",
     "SELECT ?s ?q FROM {a} [RANGE 2s STEP 1s] WHERE {{ ?s ?q <{ex}v1> }}",
     "SELECT ?s FROM {a} [RANGE TRIPLES 5 STEP 1s] WHERE {{ ?s <{ex}p> ?o }}",
+    # <q> is in no dictionary until an element carries it: every pattern's constant absent first
+    "SELECT ?s ?o FROM {a} [RANGE 2s STEP 1s] WHERE {{ ?s <{ex}q> ?o }}",
 ]
 
 

@@ -148,6 +148,8 @@ class DeltaGuard:
                 continue
             if g0 < h0 or g1 < h1:
                 return self._miss()
+            if not len(consts):   # every pattern has a constant no triple holds: nothing can match
+                continue
             store = bw.store
             try:
                 # entered: [h1, g1); left: [h0, g0), of which [h1, g0) also entered
