@@ -57,6 +57,11 @@ def gen_static() -> list[tuple[str, str, str]]:
     return out
 
 
+#: a stored named graph: GRAPH ?g sees it next to the windows, WINDOW ?w does not
+G = EX + "g"
+STORED_NAMED = [(iri("n1"), iri("status"), iri("fail")), (iri("x"), iri("p"), iri("n1"))]
+
+
 def gen_streams(rng: random.Random) -> dict[str, list[tuple[str, str, str, int]]]:
     """(s, p, o, tau) per stream, non-decreasing tau; repeats and equal times happen."""
     s, u = [], []
@@ -224,6 +229,11 @@ Q: dict[str, tuple[str, dict, dict]] = {
         "REGISTER RSTREAM <{n}> AS SELECT ?g (COUNT(*) AS ?c) FROM NAMED WINDOW :w1 ON :s [RANGE PT1S STEP PT1S] "
         "FROM NAMED WINDOW :w2 ON :u [RANGE PT2S STEP PT1S] WHERE { GRAPH ?g { ?x ?p ?y } } GROUP BY ?g",
         {"s": (1000, 1000, None), "u": (2000, 1000, None)}, {"named": {"s": EX + "w1", "u": EX + "w2"}}),
+    "rsp_window_var": (   # WINDOW ?w ranges over the declared windows (RSP-QL's VarOrIri)
+        "REGISTER RSTREAM <{n}> AS SELECT ?w ?x ?y FROM NAMED WINDOW :w1 ON :s [RANGE PT2S STEP PT1S] "
+        "FROM NAMED WINDOW :w2 ON :u [RANGE PT3S STEP PT1S] WHERE { WINDOW ?w { ?x ?p ?y FILTER(?y != :ok) } }",
+        {"s": (2000, 1000, None), "u": W31}, {"named": {"s": EX + "w1", "u": EX + "w2"}, "oracle":
+         "SELECT ?w ?x ?y WHERE { GRAPH ?w { ?x ?p ?y FILTER(?y != :ok) } FILTER(?w IN (:w1, :w2)) }"}),
     # CQELS-QL
     "cqels_static": (
         "REGISTER QUERY {n} AS SELECT ?o ?r WHERE { STREAM <http://ex.org/s> [RANGE 3s SLIDE 1s] { ?o :by ?s } "
@@ -306,6 +316,9 @@ class Oracle:
                 text.append(nq(rows, named[name]))
         if named is not None or opts.get("static"):
             text.append(nq(self.static, None))
+        if not opts.get("static"):
+            # no FROM <g> / FROM NAMED <g>: every stored named graph is a named graph of the query
+            text.append(nq(STORED_NAMED, G))
         st.load("".join(text).encode(), format=ox.RdfFormat.N_QUADS)
         return st
 
@@ -334,6 +347,7 @@ def scenario():
     data = gen_streams(rng)
     db = Database(shards=2)
     db.load_data(nq(static, None).encode(), "application/n-triples")
+    db.load_data(nq(STORED_NAMED, G).encode(), "application/n-quads")
     m = StreamManager(db, idle_after=10_000)
     try:
         m.register_stream("s", S)
@@ -363,7 +377,7 @@ def scenario():
 def test_every_instant_matches_the_oracle(scenario, name):
     oracle, logs = scenario
     text, wins, opts = Q[name]
-    query = oracle_text(text.replace("{n}", name))
+    query = PFX + opts["oracle"] if "oracle" in opts else oracle_text(text.replace("{n}", name))
     step = min(st for _, st, _ in wins.values())
     evs = logs[name]
     assert [e for _, e, _ in evs] == ["result"] * len(evs)

@@ -23,6 +23,7 @@ Grammar (on top of SPARQL 1.1; keywords and units are case-insensitive)::
                 | 'FROM' 'NAMED' 'WINDOW' IRI 'ON' 'STREAM'? StreamRef Window     RSP-QL
                 | 'FROM' IRI | 'FROM' 'NAMED' IRI                  stored graphs, as in SPARQL
     in WHERE  ::= 'WINDOW' IRI GroupGraphPattern                   RSP-QL: the named window's graph
+                | 'WINDOW' Var GroupGraphPattern                   RSP-QL: ranges over the named windows
                 | 'STREAM' IRI Window GroupGraphPattern            CQELS: that stream's window graph
     StreamRef ::= IRI | ShortName                                  (ShortName: [A-Za-z0-9_.-]+)
     Window    ::= '[' 'RANGE' Dur (('STEP' | 'SLIDE') Dur | 'TUMBLING')? ']'
@@ -45,7 +46,8 @@ Datasets (what :class:`ContinuousQuery` ``syntax`` tells the evaluator): C-SPARQ
 are merged into the default graph and named by their stream IRI. RSP-QL windows and CQELS
 STREAM blocks are named graphs only -- RSP-QL's by the window IRI, CQELS' by the stream IRI --
 and the default graph is that of SPARQL (the ``FROM`` graphs, else the store's default graph).
-``WINDOW :w { P }`` and ``STREAM <s> [..] { P }`` are parsed as ``GRAPH`` over that name. One
+``WINDOW :w { P }`` and ``STREAM <s> [..] { P }`` are parsed as ``GRAPH`` over that name;
+``WINDOW ?w { P }`` as ``{ VALUES ?w { <w1> ... } GRAPH ?w { P } }`` over the declared windows. One
 query uses one of the two models (C-SPARQL FROM STREAM windows, or RSP-QL / CQELS windows).
 
 Function calls by IRI are listed with their position (``calls``): the manager refuses at
@@ -67,6 +69,7 @@ there are none). ``urn:jindou:default`` is passed through as an ordinary IRI.
 
 from __future__ import annotations
 
+import collections
 import re
 from dataclasses import dataclass
 
@@ -507,13 +510,36 @@ class _ContinuousParser(_Parser):
             return
         out = toks[:start]
         i = start
+        closes: collections.Counter = collections.Counter()   # token index -> extra '}' to add after it
         while toks[i][0] != "EOF":
             k = toks[i][0]
+            if k == "WINDOW" and toks[i + 1][0] == "var":
+                # WINDOW ?w { P } ranges over the query's named windows only (RSP-QL's VarOrIri):
+                # { VALUES ?w { <w1> ... } GRAPH ?w { P } }
+                wtok = toks[i + 1]
+                if not self.named_windows:
+                    raise self.error(f"WINDOW {wtok[1]} ranges over the named windows, and this query declares "
+                                     "none: add FROM NAMED WINDOW <w> ON <stream> [RANGE ...] before WHERE", wtok)
+                if toks[i + 2][0] != "{":
+                    self.i = i + 2
+                    raise self.unexpected("'{' after WINDOW ?var")
+                pos = toks[i][2]
+                out.append(("{", "{", pos))
+                out.append(("VALUES", "VALUES", pos))
+                out.append(wtok)
+                out.append(("{", "{", pos))
+                out.extend(("iriref", f"<{w}>", pos) for w in self.named_windows)
+                out.append(("}", "}", pos))
+                out.append(("GRAPH", toks[i][1], pos))
+                out.append(wtok)
+                closes[_matching_brace(toks, i + 2)] += 1
+                i += 2
+                continue
             if k == "WINDOW":
                 self.i = i + 1
                 wtok = toks[self.i]
                 if wtok[0] not in ("iriref", "pname"):
-                    raise self.unexpected("a window IRI after WINDOW")
+                    raise self.unexpected("a window IRI or variable after WINDOW")
                 wiri = self.iri()
                 if wiri not in self.named_windows:
                     raise self.error(f"WINDOW <{wiri}> is not declared: add FROM NAMED WINDOW <{wiri}> ON "
@@ -539,10 +565,14 @@ class _ContinuousParser(_Parser):
                 i = self.i
                 continue
             out.append(toks[i])
+            if closes[i]:
+                out.extend([("}", "}", toks[i][2])] * closes[i])
             i += 1
         out.extend(toks[i:])
         self.toks = out
         self.i = start
+        if self.check is None:   # the base parser's "no deadline" mark is past its last token
+            self.next_check = len(out) + 1
 
     def stream_ref(self) -> tuple[StreamRef, tuple]:
         tok = self.toks[self.i]
@@ -678,6 +708,23 @@ class _ContinuousParser(_Parser):
         if (ms <= 0 and not (allow_zero and ms == 0)) or ms > _MAX_MS:
             raise self.error(f"duration {spelled} must be positive and at most {_MAX_MS} ms (2^53-1)", tok)
         return ms
+
+
+def _matching_brace(toks: list, i: int) -> int:
+    """The index of the '}' closing the '{' at ``toks[i]`` (the EOF token's when unbalanced: the
+    parser then reports the missing brace)."""
+    depth = 0
+    j = i
+    while toks[j][0] != "EOF":
+        k = toks[j][0]
+        if k == "{":
+            depth += 1
+        elif k == "}":
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    return j
 
 
 def parse_continuous(text: str, base: str | None = None, name: str | None = None) -> ContinuousQuery:

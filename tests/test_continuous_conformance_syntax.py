@@ -1,0 +1,80 @@
+"""Conformance: syntax forms of the three continuous-query languages that users write and the
+earlier tests did not cover (RSP-QL's ``WINDOW ?var``, long texts), with their errors."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from engine.database import Database
+from engine.errors import QuerySyntaxError
+from engine.sparql.csparql import parse_continuous
+from engine.stream.manager import StreamManager
+
+EX = "http://ex.org/"
+PFX = f"PREFIX : <{EX}> "
+TWO = ("REGISTER RSTREAM <{n}> AS SELECT {sel} FROM NAMED WINDOW :w1 ON :s [RANGE PT10S STEP PT1S] "
+       "FROM NAMED WINDOW :w2 ON :u [RANGE PT1S STEP PT1S] WHERE {{ {where} }}")
+
+
+def line(s, o, t) -> bytes:
+    return orjson.dumps({"s": f"<{EX}{s}>", "p": f"<{EX}p>", "o": f"<{EX}{o}>", "t": t})
+
+
+def rows(m: StreamManager, name: str) -> list[dict]:
+    assert m.drain(10)
+    (ev,) = [e for e in m.log(name).since(None, from_t=-1) if e.event == "result"]
+    return sorted(tuple(sorted((k, v["value"]) for k, v in b.items()))
+                   for b in orjson.loads(ev.data)["results"]["bindings"])
+
+
+def test_window_variable_ranges_over_the_declared_windows_only():
+    """RSP-QL's ``WINDOW ?w { P }`` (WindowGraphPattern: 'WINDOW' VarOrIri): ?w takes each named
+    window's IRI, never a stored named graph (which ``GRAPH ?w`` would also give)."""
+    db = Database(shards=1)
+    db.update(PFX + "INSERT DATA { GRAPH :g { :a :p :stored } :a :p :default }")
+    m = StreamManager(db)
+    try:
+        m.register_stream("s", EX + "s")
+        m.register_stream("u", EX + "u")
+        m.register_query(PFX + TWO.format(n="wv", sel="?w ?y", where="WINDOW ?w { :a :p ?y }"))
+        m.register_query(PFX + TWO.format(n="gv", sel="?w ?y", where="GRAPH ?w { :a :p ?y }"))
+        # nested in OPTIONAL, with a WINDOW <iri> inside, next to a default-graph pattern
+        m.register_query(PFX + TWO.format(n="nest", sel="?w ?z", where="?x :p ?z OPTIONAL { WINDOW ?w { "
+                                          "?x :p ?y WINDOW :w1 { ?x :p ?y } } }"))
+        m.ingest_ndjson("s", line("a", "b", 500))
+        m.ingest_ndjson("u", line("a", "c", 600))
+        m.heartbeat("s", 1001)
+        m.heartbeat("u", 1001)
+        assert rows(m, "wv") == [(("w", EX + "w1"), ("y", EX + "b")), (("w", EX + "w2"), ("y", EX + "c"))]
+        assert rows(m, "gv") == [(("w", EX + "g"), ("y", EX + "stored")), (("w", EX + "w1"), ("y", EX + "b")),
+                                 (("w", EX + "w2"), ("y", EX + "c"))]
+        assert rows(m, "nest") == [(("w", EX + "w1"), ("z", EX + "default"))]
+    finally:
+        m.close()
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("REGISTER RSTREAM <q> AS SELECT * FROM NAMED WINDOW :w ON :s [RANGE PT1S STEP PT1S] "
+     "WHERE { WINDOW ?w ?x }", "'{' after WINDOW ?var"),
+    ("REGISTER RSTREAM <q> AS SELECT * WHERE { STREAM <http://ex.org/s> [RANGE 1s SLIDE 1s] { ?a ?b ?c } "
+     "WINDOW ?w { ?x ?y ?z } }", "declares none"),
+    ("REGISTER RSTREAM <q> AS SELECT * FROM NAMED WINDOW :w ON :s [RANGE PT1S STEP PT1S] "
+     "WHERE { WINDOW ?w { ?x ?y ?z }", "'}'"),
+])
+def test_window_variable_errors(text, fragment):
+    with pytest.raises(QuerySyntaxError, match=fragment.replace("{", r"\{").replace("?", r"\?")):
+        parse_continuous(PFX + text)
+
+
+@pytest.mark.parametrize("form", ["rspql", "rspql-var", "cqels", "csparql"])
+def test_long_query_texts_parse(form):
+    """Texts of more than the parser's deadline-check interval (4096 tokens), also after the
+    WINDOW / STREAM rewriting changed their token count."""
+    big = " ".join(f"?s :p{i} ?o{i} ." for i in range(1200))
+    head = {"rspql": "FROM NAMED WINDOW :w ON :s [RANGE PT1S STEP PT1S] WHERE { WINDOW :w { " + big + " } }",
+            "rspql-var": "FROM NAMED WINDOW :w ON :s [RANGE PT1S STEP PT1S] WHERE { WINDOW ?w { " + big + " } }",
+            "cqels": "WHERE { STREAM <http://ex.org/s> [RANGE 1s SLIDE 1s] { " + big + " } }",
+            "csparql": "FROM STREAM :s [RANGE 1s STEP 1s] WHERE { " + big + " }"}[form]
+    cq = parse_continuous(PFX + "REGISTER RSTREAM <q> AS SELECT ?s " + head)
+    assert cq.name == "q" and len(cq.windows) == 1
