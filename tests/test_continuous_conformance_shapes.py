@@ -35,6 +35,7 @@ F = "http://larkc.eu/csparql/sparql/jena/ext#"
 PFX = f"PREFIX : <{EX}> PREFIX f: <{F}> PREFIX xsd: <{XSD}> "
 S, U = EX + "s", EX + "u"
 END = 9000
+RESTART_AT = 4321
 NSENS = 6
 
 
@@ -340,15 +341,34 @@ def got_triples(doc: dict) -> set:
     return out
 
 
-@pytest.fixture(scope="module")
-def scenario():
+def _post(m: StreamManager, name: str, rows, rng: random.Random, parts: int) -> None:
+    cuts = sorted(rng.sample(range(1, len(rows)), parts)) if len(rows) > parts else []
+    for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True):
+        body = b"\n".join(orjson.dumps({"s": s, "p": p, "o": o, "t": tau}) for s, p, o, tau in rows[a:b])
+        r = m.ingest_ndjson(name, body)
+        assert r["rejected"] == 0, r
+
+
+def _read_logs(m: StreamManager) -> dict:
+    assert m.drain(60)
+    return {name: [(e.id, e.event, orjson.loads(e.data)) for e in m.log(name).since(None, from_t=-1)]
+            for name in Q}
+
+
+@pytest.fixture(scope="module", params=["one-run", "restarted"])
+def scenario(request, tmp_path_factory):
+    """Every query over the same streams; ``restarted``: with a data dir, the manager is closed
+    after the elements before RESTART_AT and opened again (registrations, progress, windows and
+    result logs come back from disk) before the rest arrive."""
+    restart = request.param == "restarted"
+    data_dir = str(tmp_path_factory.mktemp("conf")) if restart else None
     rng = random.Random(20261126)
     static = gen_static()
     data = gen_streams(rng)
     db = Database(shards=2)
     db.load_data(nq(static, None).encode(), "application/n-triples")
     db.load_data(nq(STORED_NAMED, G).encode(), "application/n-quads")
-    m = StreamManager(db, idle_after=10_000)
+    m = StreamManager(db, idle_after=10_000, data_dir=data_dir)
     try:
         m.register_stream("s", S)
         m.register_stream("u", U)
@@ -356,19 +376,20 @@ def scenario():
         m.heartbeat("u", 0)
         for name, (text, _, _) in Q.items():
             m.register_query(PFX + text.replace("{n}", name))
+        split = RESTART_AT if restart else END + 1
         for name in ("s", "u"):
-            rows = data[name]
-            cuts = sorted(rng.sample(range(1, len(rows)), 6))
-            for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True):
-                body = b"\n".join(orjson.dumps({"s": s, "p": p, "o": o, "t": tau}) for s, p, o, tau in rows[a:b])
-                r = m.ingest_ndjson(name, body)
-                assert r["rejected"] == 0, r
+            _post(m, name, [r for r in data[name] if r[3] < split], rng, 6)
+        if restart:
+            for name in ("s", "u"):
+                m.heartbeat(name, split)
+            assert m.drain(60)
+            m.close()
+            m = StreamManager(db, idle_after=10_000, data_dir=data_dir)
+            for name in ("s", "u"):
+                _post(m, name, [r for r in data[name] if r[3] >= split], rng, 3)
         m.heartbeat("s", END + 1)
         m.heartbeat("u", END + 1)
-        assert m.drain(60)
-        logs = {name: [(e.id, e.event, orjson.loads(e.data)) for e in m.log(name).since(None, from_t=-1)]
-                for name in Q}
-        yield Oracle(static, data), logs
+        yield Oracle(static, data), _read_logs(m)
     finally:
         m.close()
 

@@ -143,6 +143,7 @@ class StreamManager:
             for name in self._results.queries() - set(self._reg.queries):
                 self._results.forget(name)
         self._ingest.replay_windows()
+        self._reg.prime_restored()   # I/DSTREAM: the last logged instant again, to difference the next against
         self._scheduler.start()
 
     @property
