@@ -189,6 +189,10 @@ Q: dict[str, tuple[str, dict, dict]] = {
     "count_window": (
         "REGISTER QUERY {n} AS SELECT ?s ?st FROM STREAM <http://ex.org/u> [RANGE TRIPLES 3 STEP 1s] "
         "WHERE { ?s :status ?st }", {"u": (None, 1000, 3)}, {}),
+    "count_only_agg": (
+        "REGISTER QUERY {n} AS SELECT ?st (COUNT(*) AS ?c) FROM STREAM <http://ex.org/s> [RANGE TRIPLES 7 STEP 1s] "
+        "FROM STREAM <http://ex.org/u> [RANGE TRIPLES 2 STEP 500ms] WHERE { { ?o :by ?x } UNION { ?x :status ?st } } "
+        "GROUP BY ?st", {"s": (None, 1000, 7), "u": (None, 500, 2)}, {}),
     "count_and_time": (
         "REGISTER QUERY {n} AS SELECT ?o ?st FROM STREAM <http://ex.org/s> [RANGE 2s STEP 500ms] "
         "FROM STREAM <http://ex.org/u> [RANGE TRIPLES 2 STEP 1s] WHERE { ?o :by ?s . ?s :status ?st }",
@@ -411,6 +415,10 @@ def test_every_instant_matches_the_oracle(scenario, name):
         assert "error" not in doc, (name, t, doc)
         if rmax is not None:
             assert doc["window"] == {"start": t - rmax, "end": t}, (name, t)
+        else:   # count windows only: the oldest element time held (the instant when none)
+            taus = [tau for st, spec in wins.items() for tau in
+                    [x[3] for x in oracle.data[st] if x[3] <= t][-spec[2]:]]
+            assert doc["window"] == {"start": min(taus, default=t), "end": t}, (name, t)
         want = oracle.answer(query, wins, opts, t)
         if isinstance(want, bool):
             assert doc["boolean"] is want, (name, t)

@@ -3,6 +3,8 @@ earlier tests did not cover (RSP-QL's ``WINDOW ?var``, long texts), with their e
 
 from __future__ import annotations
 
+import random
+
 import orjson
 import pytest
 
@@ -78,3 +80,79 @@ def test_long_query_texts_parse(form):
             "csparql": "FROM STREAM :s [RANGE 1s STEP 1s] WHERE { " + big + " }"}[form]
     cq = parse_continuous(PFX + "REGISTER RSTREAM <q> AS SELECT ?s " + head)
     assert cq.name == "q" and len(cq.windows) == 1
+
+
+F = "http://larkc.eu/csparql/sparql/jena/ext#"
+TS = {
+    # projection, two windows (the latest time over both), FILTER, an aggregate over it, RSP-QL,
+    # and a triple no window holds (unbound)
+    "proj": "REGISTER QUERY proj AS SELECT ?x ?y (f:timestamp(?x, :p, ?y) AS ?t) FROM STREAM :s [RANGE 3s STEP 1s] "
+            "FROM STREAM :u [RANGE 1s STEP 500ms] WHERE { ?x :p ?y }",
+    "flt": "REGISTER QUERY flt AS SELECT ?x ?y FROM STREAM :s [RANGE 3s STEP 1s] "
+           "WHERE { ?x :p ?y FILTER(f:timestamp(?x, :p, ?y) >= 1500) }",
+    "rsp": "REGISTER RSTREAM <rsp> AS SELECT ?x ?y (f:timestamp(?x, :p, ?y) AS ?t) FROM NAMED WINDOW :w ON :s "
+           "[RANGE PT3S STEP PT1S] WHERE { WINDOW :w { ?x :p ?y } }",
+    "agg": "REGISTER QUERY agg AS SELECT ?x (MAX(f:timestamp(?x, :p, ?y)) AS ?t) FROM STREAM :s [RANGE 3s STEP 1s] "
+           "WHERE { ?x :p ?y } GROUP BY ?x",
+    "none": "REGISTER QUERY none AS SELECT ?x ?y ?t FROM STREAM :s [RANGE 3s STEP 1s] "
+            "WHERE { ?x :p ?y BIND(f:timestamp(?x, :q, ?y) AS ?t) }",
+}
+
+
+def test_f_timestamp_against_the_element_times():
+    """f:timestamp(?s, ?p, ?o): the latest time of an element of the query's windows holding the
+    triple, computed here from the elements sent (repeats of a triple at several times)."""
+    rng = random.Random(3)
+    data = {"s": [], "u": []}
+    db = Database(shards=1)
+    m = StreamManager(db)
+    try:
+        for st in data:
+            m.register_stream(st, EX + st)
+            m.heartbeat(st, 0)
+        for text in TS.values():
+            m.register_query(PFX + f"PREFIX f: <{F}> " + text)
+        for st, rows in data.items():
+            t = 0
+            while t < 6000:
+                t += rng.choice((0, 200, 450))
+                rows.append((f"a{rng.randrange(3)}", f"b{rng.randrange(2)}", t))
+            m.ingest_ndjson(st, b"\n".join(line(x, y, t) for x, y, t in rows))
+            m.heartbeat(st, 7001)
+        assert m.drain(20)
+
+        def latest(spans, t):
+            out: dict = {}
+            for st, r in spans:
+                for x, y, tau in data[st]:
+                    if t - r < tau <= t:
+                        out[(x, y)] = max(out.get((x, y), -1), tau)
+            return out
+
+        def evs(name):
+            return {e.id: orjson.loads(e.data)["results"]["bindings"]
+                    for e in m.log(name).since(None, from_t=-1) if e.event == "result"}
+
+        def short(b, k):
+            return b[k]["value"][len(EX):]
+
+        checked = 0
+        for name, spans in (("proj", [("s", 3000), ("u", 1000)]), ("rsp", [("s", 3000)])):
+            for t, bs in evs(name).items():
+                want = latest(spans, t)
+                assert {(short(b, "x"), short(b, "y")): int(b["t"]["value"]) for b in bs} == want, (name, t)
+                assert all(b["t"]["datatype"].endswith("#integer") for b in bs)
+                checked += bool(want)
+        for t, bs in evs("flt").items():
+            want = {k for k, v in latest([("s", 3000)], t).items() if v >= 1500}
+            assert {(short(b, "x"), short(b, "y")) for b in bs} == want, t
+        for t, bs in evs("agg").items():
+            want: dict = {}
+            for (x, _), v in latest([("s", 3000)], t).items():
+                want[x] = max(want.get(x, -1), v)
+            assert {short(b, "x"): int(b["t"]["value"]) for b in bs} == want, t
+        for t, bs in evs("none").items():
+            assert bs and all("t" not in b for b in bs) or not bs, t
+        assert checked > 10
+    finally:
+        m.close()
