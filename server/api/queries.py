@@ -277,7 +277,7 @@ async def query_sinks_put(name: str, request: Request) -> Response:
       `--sink-retry-max`); another status counts as `failed` and is not retried. Redirects
       are not followed. The URL must start with one of the operator's `--webhook-allow`
       prefixes (same scheme, host and port; path prefix), else 400; a path with `.` / `..`
-      segments or an encoded `/` or `\` (which could leave the prefix) is refused too.
+      segments or an encoded slash or backslash (which could leave the prefix) is refused too.
     * `nats`: JetStream publish to `subject` on `server` (which must be listed in
       `--nats-allow`, else 400) with `Nats-Msg-Id: <query>:<instant>` (JetStream drops a
       re-sent id within its duplicate window); `stream` (optional) is created for the subject
