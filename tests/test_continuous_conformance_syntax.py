@@ -156,3 +156,17 @@ def test_f_timestamp_against_the_element_times():
         assert checked > 10
     finally:
         m.close()
+
+
+@pytest.mark.parametrize("text", [
+    "REGISTER QUERY q AS SELECT * FROM STREAM :s [RANGE 1s STEP 1s] WHERE { ?a ?b ?c }",
+    "REGISTER RSTREAM <http://ex.org/out/q> AS SELECT * FROM NAMED WINDOW :w ON :s [RANGE PT1S STEP PT1S] "
+    "WHERE { WINDOW :w { ?a ?b ?c } }",
+    "REGISTER STREAM q AS CONSTRUCT { ?a ?b ?c } FROM STREAM :s [RANGE 1s STEP 1s] WHERE { ?a ?b ?c }",
+])
+def test_a_name_given_twice_must_agree(text):
+    """POST /queries?name=x with a text that names itself: the same name is fine, another is a
+    400 (it was silently ignored)."""
+    assert parse_continuous(PFX + text, name="q").name == "q"
+    with pytest.raises(QuerySyntaxError, match=r"named q in its text and other"):
+        parse_continuous(PFX + text, name="other")

@@ -377,6 +377,9 @@ class _ContinuousParser(_Parser):
                 name = self.rsp_name()
             else:
                 raise self.unexpected("'QUERY', 'STREAM', or RSTREAM/ISTREAM/DSTREAM and a name")
+            if given_name is not None and given_name != name:
+                raise self.error(f"the query is named {name} in its text and {given_name[:80]} by the request "
+                                 "(?name=): give one name, or the same", toks[self.i - 1])
             if toks[self.i][0] == "COMPUTED":
                 self.i += 1
                 every_tok = toks[self.i]
