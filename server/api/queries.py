@@ -194,7 +194,8 @@ async def query_results(name: str, request: Request) -> Response:
     """One `event: result` per instant (`id: <t>`, `data:` SPARQL JSON results + `window`);
     instants are event-time milliseconds since the epoch.
     a run of unchanged instants (at least `--idle-after`) is one `event: idle` (`id:` its last
-    instant, `data: {"from", "to", "instants", "same_as"}`).
+    instant, `data: {"from", "to", "instants", "same_as"}`): each of its instants has the result
+    of instant `same_as` (RSTREAM), or an empty difference (ISTREAM / DSTREAM).
     Send `Last-Event-ID` to resume after that instant (an `event: gap` first if it is older
     than the retained history); `?from=<t>` replays the retained instants from t; otherwise
     the stream starts at the next instant. `event: end` when the query is deleted.
