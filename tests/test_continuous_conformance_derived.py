@@ -1,7 +1,8 @@
 """Conformance: chains of derived streams (C-SPARQL REGISTER STREAM) against an oracle.
 
 s --(d1: CONSTRUCT over s)--> d1 --(d2: CONSTRUCT over d1, COMPUTED EVERY 500ms)--> d2 --> r (SELECT),
-and an RSP-QL reader of d1. The oracle computes each producer's instants with pyoxigraph, makes
+and a reader of d1; written in C-SPARQL (REGISTER STREAM, an RSP-QL reader) and in RSP-QL
+(REGISTER RSTREAM <iri> AS CONSTRUCT: the stream <iri>; a CQELS reader). The oracle computes each producer's instants with pyoxigraph, makes
 them elements of the derived stream at the instant's time, and evaluates the readers' windows over
 those. Every query's instants start at the first instant of the source (the producers' derived
 streams start there too, whether or not the first result is empty), also across a restart."""
@@ -25,6 +26,15 @@ D1 = "CONSTRUCT { ?x :hot ?v } WHERE { ?x :v ?v FILTER(?v > 3) }"
 D2 = "CONSTRUCT { ?x :veryhot true } WHERE { ?x :hot ?v FILTER(?v > 6) }"
 R = "SELECT ?x (COUNT(*) AS ?n) WHERE { ?x :veryhot ?b } GROUP BY ?x"
 R2 = "SELECT ?x ?v WHERE { ?x :hot ?v }"
+TEXTS_RSPQL = [   # the same chain in RSP-QL (REGISTER RSTREAM <iri> AS CONSTRUCT is the stream <iri>) and CQELS
+    "REGISTER RSTREAM <http://ex.org/out/d1> AS CONSTRUCT { ?x :hot ?v } FROM NAMED WINDOW :w ON :s "
+    "[RANGE PT2S STEP PT1S] WHERE { WINDOW :w { ?x :v ?v FILTER(?v > 3) } }",
+    "REGISTER RSTREAM :d2 COMPUTED EVERY PT0.5S AS CONSTRUCT { ?x :veryhot true } "
+    "FROM NAMED WINDOW :w ON <http://ex.org/out/d1> [RANGE PT1.5S] WHERE { WINDOW :w { ?x :hot ?v FILTER(?v > 6) } }",
+    "REGISTER RSTREAM <r> AS SELECT ?x (COUNT(*) AS ?n) FROM NAMED WINDOW :w ON :d2 [RANGE PT3S STEP PT1S] "
+    "WHERE { WINDOW :w { ?x :veryhot ?b } } GROUP BY ?x",
+    "REGISTER QUERY r2 AS SELECT ?x ?v WHERE { STREAM <http://ex.org/out/d1> [RANGE 1s SLIDE 1s] { ?x :hot ?v } }",
+]
 TEXTS = [
     "REGISTER STREAM d1 AS CONSTRUCT { ?x :hot ?v } FROM STREAM :s [RANGE 2s STEP 1s] WHERE { ?x :v ?v FILTER(?v > 3) }",
     "REGISTER STREAM d2 COMPUTED EVERY 500ms AS CONSTRUCT { ?x :veryhot true } FROM STREAM d1 [RANGE 1500ms] "
@@ -58,8 +68,9 @@ def oracle(rows):
     return d1, d2, r, r2
 
 
+@pytest.mark.parametrize("syntax", ["csparql", "rspql"])
 @pytest.mark.parametrize("restart", [False, True])
-def test_chain_of_derived_streams_matches_the_oracle(tmp_path, restart):
+def test_chain_of_derived_streams_matches_the_oracle(tmp_path, restart, syntax):
     rng = random.Random(1)
     rows, t = [], 0
     while t < END - 500:
@@ -76,8 +87,10 @@ def test_chain_of_derived_streams_matches_the_oracle(tmp_path, restart):
     try:
         m.register_stream("s", EX + "s")
         m.heartbeat("s", 0)
-        for text in TEXTS:
+        for text in TEXTS if syntax == "csparql" else TEXTS_RSPQL:
             m.register_query(PFX + text)
+        if syntax == "rspql":
+            assert m.stream("d1")["iri"] == EX + "out/d1" and m.stream("d2")["iri"] == EX + "d2"
         cut = 4200 if restart else END + 1
         post([x for x in rows if x[3] < cut])
         if restart:
@@ -112,5 +125,33 @@ def test_chain_of_derived_streams_matches_the_oracle(tmp_path, restart):
             assert sorted((b["x"]["value"], b["v"]["value"]) for b in got[t]["results"]["bindings"]) == r2[t], t
         assert sum(bool(v) for v in r.values()) > 3
         assert m.query("d1")["derived"]["errors"] == 0 and m.query("d2")["derived"]["errors"] == 0
+    finally:
+        m.close()
+
+
+@pytest.mark.parametrize("mode", ["RSTREAM", "ISTREAM"])
+def test_rspql_output_stream_of_an_unchanged_run(mode):
+    """An RSP-QL producer's stream over a run of unchanged instants (reported as one idle event):
+    RSTREAM repeats the result as an element at every instant, ISTREAM adds nothing (an empty
+    difference), so a reader sees the element once."""
+    db = Database(shards=1)
+    m = StreamManager(db, idle_after=3)
+    try:
+        m.register_stream("s", EX + "s")
+        m.heartbeat("s", 0)
+        m.register_query(PFX + f"REGISTER {mode} <http://ex.org/out/o> AS CONSTRUCT {{ ?x :q ?y }} "
+                               "FROM NAMED WINDOW :w ON :s [RANGE PT100S STEP PT1S] WHERE { WINDOW :w { ?x :p ?y } }")
+        m.register_query(PFX + "REGISTER QUERY rd AS SELECT (COUNT(*) AS ?n) FROM STREAM <http://ex.org/out/o> "
+                               "[RANGE TRIPLES 1000 STEP 1s] WHERE { ?x :q ?y }")
+        m.ingest_ndjson("s", orjson.dumps({"s": f"<{EX}a>", "p": f"<{EX}p>", "o": f"<{EX}b>", "t": 500}))
+        m.heartbeat("s", 12_001)
+        assert m.drain(20)
+        assert "idle" in [e.event for e in m.log("o").since(None, from_t=-1)]
+        info = m.query("o")["derived"]
+        assert info["errors"] == 0 and info["elements"] == (12 if mode == "RSTREAM" else 1)
+        st = m.stream("o")
+        assert st["iri"] == EX + "out/o" and st["producer"] == "o"
+        # the count window holds every element written: one per instant (RSTREAM) or one
+        assert st["accepted"] == info["elements"]
     finally:
         m.close()

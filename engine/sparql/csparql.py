@@ -14,7 +14,9 @@ Grammar (on top of SPARQL 1.1; keywords and units are case-insensitive)::
     Register  ::= Prologue Header Prologue (SelectQuery | ConstructQuery | AskQuery)
     Header    ::= 'REGISTER' Mode? 'QUERY' Name Every? 'AS'        C-SPARQL
                 | 'REGISTER' 'STREAM' Name Every? 'AS'             C-SPARQL derived stream (CONSTRUCT only)
-                | 'REGISTER' Mode (IRI | Name) Every? 'AS'         RSP-QL (the name: the IRI's last segment)
+                | 'REGISTER' Mode (IRI | Name) Every? 'AS'         RSP-QL (the name: the IRI's last segment;
+                                                                   with CONSTRUCT and an absolute IRI, the
+                                                                   results are the stream of that IRI)
     Mode      ::= 'RSTREAM' | 'ISTREAM' | 'DSTREAM'
     Every     ::= 'COMPUTED' 'EVERY' Dur                           the evaluation period (see below)
     Name      ::= [A-Za-z0-9_.-]+            (also accepted as <name> in angle brackets)
@@ -78,7 +80,7 @@ from engine.sparql import algebra as A
 from engine.sparql.durations import CSPARQL_UNITS, ISO_DURATION_RE, parse_iso_duration
 from engine.sparql.parser import _Parser
 from engine.sparql.tokenizer import decode_codepoints, line_col
-from engine.stream.limits import MAX_DURATION_MS, MAX_TRIPLES, NAME_MAX
+from engine.stream.limits import IRI_MAX, MAX_DURATION_MS, MAX_TRIPLES, NAME_MAX
 from engine.stream.windows import DEFAULT_COUNT_STEP_MS, Window
 
 __all__ = [
@@ -100,6 +102,7 @@ _MAX_MS = MAX_DURATION_MS
 _MAX_TRIPLES = MAX_TRIPLES
 NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 _NAME_FULL_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+_ABS_IRI_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20<>\"{}|^`\\]+\Z")
 
 # is_continuous: skip whitespace, comments and PREFIX/BASE declarations, then REGISTER.
 _IS_CONT_RE = re.compile(
@@ -178,7 +181,9 @@ class ContinuousQuery:
     ``"rspql"`` / ``"cqels"`` (windows are named graphs only, the default graph is SPARQL's);
     ``window_names[i]``: the IRI naming window ``i``'s graph when it is not the stream's
     (RSP-QL), else None. ``derived``: ``REGISTER STREAM`` -- each instant's CONSTRUCT result
-    is an element of the stream ``name``. ``calls``: ``(iri, number of arguments, line,
+    is an element of the stream ``name`` (also RSP-QL's ``REGISTER RSTREAM|ISTREAM|DSTREAM <iri> AS
+    CONSTRUCT``: the instant's triples, or their difference, are elements of the stream
+    ``output_iri``, named ``name``). ``calls``: ``(iri, number of arguments, line,
     column)`` of every function called by IRI."""
 
     name: str
@@ -191,6 +196,7 @@ class ContinuousQuery:
     window_names: tuple[str | None, ...] = ()
     derived: bool = False
     calls: tuple[tuple[str, int, int, int], ...] = ()
+    output_iri: str | None = None
 
     @property
     def windows_in_default(self) -> bool:
@@ -338,12 +344,29 @@ class _ContinuousParser(_Parser):
         self.i += 1
         return last
 
+    def output_stream_iri(self) -> str | None:
+        """RSP-QL ``REGISTER <mode> <iri> AS``: the absolute IRI of the output stream (after the
+        prologue's BASE and prefixes), None when it is a plain name, relative or not resolvable.
+        Does not move past the token."""
+        tok = self.toks[self.i]
+        if tok[0] not in ("iriref", "pname"):
+            return None
+        save = self.i
+        try:
+            iri = self.iri()
+        except QuerySyntaxError:
+            return None
+        finally:
+            self.i = save
+        return iri if _ABS_IRI_RE.match(iri) else None
+
     def parse_continuous(self, original: str, given_name: str | None = None) -> ContinuousQuery:
         toks = self.toks
         self.prologue()
         mode = "RSTREAM"
         mode_tok = None
         derived = False
+        out_iri = out_tok = None
         every = every_tok = None
         if toks[self.i][0] != "REGISTER":
             if given_name is None:
@@ -374,6 +397,8 @@ class _ContinuousParser(_Parser):
                 derived = True
                 name = self.query_name()
             elif mode_tok is not None:
+                out_tok = toks[self.i]
+                out_iri = self.output_stream_iri()
                 name = self.rsp_name()
             else:
                 raise self.unexpected("'QUERY', 'STREAM', or RSTREAM/ISTREAM/DSTREAM and a name")
@@ -393,6 +418,13 @@ class _ContinuousParser(_Parser):
             raise self.unexpected("SELECT, CONSTRUCT or ASK")
         if form == "ASK" and mode != "RSTREAM":
             raise self.error(f"ASK queries can only be registered as RSTREAM, not {mode}", mode_tok)
+        if out_iri is not None and form == "CONSTRUCT":
+            # RSP-QL: REGISTER RSTREAM <iri> AS CONSTRUCT -- the results are the stream <iri>
+            derived = True
+            if len(out_iri) > IRI_MAX:
+                raise self.error(f"the output stream IRI has at most {IRI_MAX} characters", out_tok)
+        else:
+            out_iri = None
         if derived and form != "CONSTRUCT":
             raise self.error("REGISTER STREAM needs a CONSTRUCT query: its triples become the stream's "
                              "elements", form_tok)
@@ -403,7 +435,7 @@ class _ContinuousParser(_Parser):
         syntax = self.check_model()
         windows = self.settle_steps(every, every_tok)
         return ContinuousQuery(name, mode, query, tuple(self.streams), windows, original, syntax,
-                               tuple(self.window_names), derived, tuple(self.calls))
+                               tuple(self.window_names), derived, tuple(self.calls), out_iri)
 
     def check_model(self) -> str:
         kinds = set(self.syntaxes)

@@ -1,4 +1,6 @@
-"""Derived streams: C-SPARQL's ``REGISTER STREAM <name> AS CONSTRUCT ...``.
+"""Derived streams: C-SPARQL's ``REGISTER STREAM <name> AS CONSTRUCT ...`` and RSP-QL's
+``REGISTER RSTREAM|ISTREAM|DSTREAM <iri> AS CONSTRUCT ...`` (the stream ``<iri>``, named after its
+last segment; with ISTREAM / DSTREAM each element is the instant's difference).
 
 The query's result at each instant ``t`` (its CONSTRUCT triples) becomes one element of the
 stream ``<name>`` with event time ``t``, which other continuous queries read like any stream
@@ -43,8 +45,11 @@ def derived_iri(name: str) -> str:
 class DerivedWriter:
     """Writes a producer's instants into its derived stream (on the evaluation worker)."""
 
-    def __init__(self, ingestor, stream: str, query: str, step: int):
+    def __init__(self, ingestor, stream: str, query: str, step: int, diff: bool = False):
+        """``diff``: the producer is ISTREAM / DSTREAM (RSP-QL), its instants' triples are differences,
+        and an unchanged run adds no element (an empty difference at each of its instants)."""
         self.ingest = ingestor
+        self.diff = diff
         self.stream = stream
         self.query = query
         self.step = int(step)
@@ -105,7 +110,7 @@ class DerivedWriter:
         if not self.started:
             self._start(start)
         try:
-            if self.last:
+            if self.last and not self.diff:
                 for t in range(int(start), int(end) + 1, self.step):
                     self._write(t, self.last)
             self._advance(end)
