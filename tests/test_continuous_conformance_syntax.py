@@ -170,3 +170,23 @@ def test_a_name_given_twice_must_agree(text):
     assert parse_continuous(PFX + text, name="q").name == "q"
     with pytest.raises(QuerySyntaxError, match=r"named q in its text and other"):
         parse_continuous(PFX + text, name="other")
+
+
+@pytest.mark.parametrize(("head", "name", "iri"), [
+    ("REGISTER STREAM hot AS", "hot", None),
+    ("REGISTER STREAM <http://ex.org/streams/hot> AS", "hot", EX + "streams/hot"),
+    ("REGISTER STREAM :hot AS", "hot", EX + "hot"),
+    ("REGISTER RSTREAM <http://ex.org/out/hot> AS", "hot", EX + "out/hot"),
+    ("REGISTER ISTREAM :hot AS", "hot", EX + "hot"),
+    ("REGISTER RSTREAM <hot> AS", "hot", None),      # relative: a query, no stream
+])
+def test_output_stream_names_and_iris(head, name, iri):
+    cq = parse_continuous(PFX + head + " CONSTRUCT { ?s ?p ?o } FROM STREAM :s [RANGE 1s STEP 1s] WHERE { ?s ?p ?o }")
+    assert cq.name == name and cq.output_iri == iri
+    assert cq.derived == (iri is not None or head.startswith("REGISTER STREAM"))
+    sel = parse_continuous(PFX + head.replace("STREAM hot", "QUERY hot") + " SELECT * FROM STREAM :s "
+                           "[RANGE 1s STEP 1s] WHERE { ?s ?p ?o }") if "STREAM hot" in head else None
+    assert sel is None or not sel.derived
+    if not head.startswith("REGISTER STREAM"):   # an RSP-QL SELECT is never a stream
+        cq = parse_continuous(PFX + head + " SELECT * FROM STREAM :s [RANGE 1s STEP 1s] WHERE { ?s ?p ?o }")
+        assert not cq.derived and cq.output_iri is None

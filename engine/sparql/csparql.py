@@ -13,7 +13,9 @@ Grammar (on top of SPARQL 1.1; keywords and units are case-insensitive)::
 
     Register  ::= Prologue Header Prologue (SelectQuery | ConstructQuery | AskQuery)
     Header    ::= 'REGISTER' Mode? 'QUERY' Name Every? 'AS'        C-SPARQL
-                | 'REGISTER' 'STREAM' Name Every? 'AS'             C-SPARQL derived stream (CONSTRUCT only)
+                | 'REGISTER' 'STREAM' (Name | IRI) Every? 'AS'     C-SPARQL derived stream (CONSTRUCT only; an
+                                                                   absolute IRI is the stream's, named by its
+                                                                   last segment)
                 | 'REGISTER' Mode (IRI | Name) Every? 'AS'         RSP-QL (the name: the IRI's last segment;
                                                                    with CONSTRUCT and an absolute IRI, the
                                                                    results are the stream of that IRI)
@@ -395,7 +397,9 @@ class _ContinuousParser(_Parser):
                                      "STREAM <name> AS CONSTRUCT ... registers a derived stream)")
                 self.i += 1
                 derived = True
-                name = self.query_name()
+                out_tok = toks[self.i]
+                out_iri = self.output_stream_iri()   # REGISTER STREAM <absolute iri>: the stream's IRI
+                name = self.rsp_name() if out_iri is not None else self.query_name()
             elif mode_tok is not None:
                 out_tok = toks[self.i]
                 out_iri = self.output_stream_iri()
