@@ -13,8 +13,12 @@ Grammar (on top of SPARQL 1.1; keywords and units are case-insensitive)::
 
     Register  ::= Prologue Header Prologue (SelectQuery | ConstructQuery | AskQuery)
     Header    ::= 'REGISTER' Mode? 'QUERY' Name Every? 'AS'        C-SPARQL
-                | 'REGISTER' 'STREAM' Name Every? 'AS'             C-SPARQL derived stream (CONSTRUCT only)
-                | 'REGISTER' Mode (IRI | Name) Every? 'AS'         RSP-QL (the name: the IRI's last segment)
+                | 'REGISTER' 'STREAM' (Name | IRI) Every? 'AS'     C-SPARQL derived stream (CONSTRUCT only; an
+                                                                   absolute IRI is the stream's, named by its
+                                                                   last segment)
+                | 'REGISTER' Mode (IRI | Name) Every? 'AS'         RSP-QL (the name: the IRI's last segment;
+                                                                   with CONSTRUCT and an absolute IRI, the
+                                                                   results are the stream of that IRI)
     Mode      ::= 'RSTREAM' | 'ISTREAM' | 'DSTREAM'
     Every     ::= 'COMPUTED' 'EVERY' Dur                           the evaluation period (see below)
     Name      ::= [A-Za-z0-9_.-]+            (also accepted as <name> in angle brackets)
@@ -23,6 +27,7 @@ Grammar (on top of SPARQL 1.1; keywords and units are case-insensitive)::
                 | 'FROM' 'NAMED' 'WINDOW' IRI 'ON' 'STREAM'? StreamRef Window     RSP-QL
                 | 'FROM' IRI | 'FROM' 'NAMED' IRI                  stored graphs, as in SPARQL
     in WHERE  ::= 'WINDOW' IRI GroupGraphPattern                   RSP-QL: the named window's graph
+                | 'WINDOW' Var GroupGraphPattern                   RSP-QL: ranges over the named windows
                 | 'STREAM' IRI Window GroupGraphPattern            CQELS: that stream's window graph
     StreamRef ::= IRI | ShortName                                  (ShortName: [A-Za-z0-9_.-]+)
     Window    ::= '[' 'RANGE' Dur (('STEP' | 'SLIDE') Dur | 'TUMBLING')? ']'
@@ -45,7 +50,8 @@ Datasets (what :class:`ContinuousQuery` ``syntax`` tells the evaluator): C-SPARQ
 are merged into the default graph and named by their stream IRI. RSP-QL windows and CQELS
 STREAM blocks are named graphs only -- RSP-QL's by the window IRI, CQELS' by the stream IRI --
 and the default graph is that of SPARQL (the ``FROM`` graphs, else the store's default graph).
-``WINDOW :w { P }`` and ``STREAM <s> [..] { P }`` are parsed as ``GRAPH`` over that name. One
+``WINDOW :w { P }`` and ``STREAM <s> [..] { P }`` are parsed as ``GRAPH`` over that name;
+``WINDOW ?w { P }`` as ``{ VALUES ?w { <w1> ... } GRAPH ?w { P } }`` over the declared windows. One
 query uses one of the two models (C-SPARQL FROM STREAM windows, or RSP-QL / CQELS windows).
 
 Function calls by IRI are listed with their position (``calls``): the manager refuses at
@@ -67,6 +73,7 @@ there are none). ``urn:jindou:default`` is passed through as an ordinary IRI.
 
 from __future__ import annotations
 
+import collections
 import re
 from dataclasses import dataclass
 
@@ -75,7 +82,7 @@ from engine.sparql import algebra as A
 from engine.sparql.durations import CSPARQL_UNITS, ISO_DURATION_RE, parse_iso_duration
 from engine.sparql.parser import _Parser
 from engine.sparql.tokenizer import decode_codepoints, line_col
-from engine.stream.limits import MAX_DURATION_MS, MAX_TRIPLES, NAME_MAX
+from engine.stream.limits import IRI_MAX, MAX_DURATION_MS, MAX_TRIPLES, NAME_MAX
 from engine.stream.windows import DEFAULT_COUNT_STEP_MS, Window
 
 __all__ = [
@@ -97,6 +104,7 @@ _MAX_MS = MAX_DURATION_MS
 _MAX_TRIPLES = MAX_TRIPLES
 NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 _NAME_FULL_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+_ABS_IRI_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20<>\"{}|^`\\]+\Z")
 
 # is_continuous: skip whitespace, comments and PREFIX/BASE declarations, then REGISTER.
 _IS_CONT_RE = re.compile(
@@ -175,7 +183,9 @@ class ContinuousQuery:
     ``"rspql"`` / ``"cqels"`` (windows are named graphs only, the default graph is SPARQL's);
     ``window_names[i]``: the IRI naming window ``i``'s graph when it is not the stream's
     (RSP-QL), else None. ``derived``: ``REGISTER STREAM`` -- each instant's CONSTRUCT result
-    is an element of the stream ``name``. ``calls``: ``(iri, number of arguments, line,
+    is an element of the stream ``name`` (also RSP-QL's ``REGISTER RSTREAM|ISTREAM|DSTREAM <iri> AS
+    CONSTRUCT``: the instant's triples, or their difference, are elements of the stream
+    ``output_iri``, named ``name``). ``calls``: ``(iri, number of arguments, line,
     column)`` of every function called by IRI."""
 
     name: str
@@ -188,6 +198,7 @@ class ContinuousQuery:
     window_names: tuple[str | None, ...] = ()
     derived: bool = False
     calls: tuple[tuple[str, int, int, int], ...] = ()
+    output_iri: str | None = None
 
     @property
     def windows_in_default(self) -> bool:
@@ -335,12 +346,29 @@ class _ContinuousParser(_Parser):
         self.i += 1
         return last
 
+    def output_stream_iri(self) -> str | None:
+        """RSP-QL ``REGISTER <mode> <iri> AS``: the absolute IRI of the output stream (after the
+        prologue's BASE and prefixes), None when it is a plain name, relative or not resolvable.
+        Does not move past the token."""
+        tok = self.toks[self.i]
+        if tok[0] not in ("iriref", "pname"):
+            return None
+        save = self.i
+        try:
+            iri = self.iri()
+        except QuerySyntaxError:
+            return None
+        finally:
+            self.i = save
+        return iri if _ABS_IRI_RE.match(iri) else None
+
     def parse_continuous(self, original: str, given_name: str | None = None) -> ContinuousQuery:
         toks = self.toks
         self.prologue()
         mode = "RSTREAM"
         mode_tok = None
         derived = False
+        out_iri = out_tok = None
         every = every_tok = None
         if toks[self.i][0] != "REGISTER":
             if given_name is None:
@@ -369,11 +397,18 @@ class _ContinuousParser(_Parser):
                                      "STREAM <name> AS CONSTRUCT ... registers a derived stream)")
                 self.i += 1
                 derived = True
-                name = self.query_name()
+                out_tok = toks[self.i]
+                out_iri = self.output_stream_iri()   # REGISTER STREAM <absolute iri>: the stream's IRI
+                name = self.rsp_name() if out_iri is not None else self.query_name()
             elif mode_tok is not None:
+                out_tok = toks[self.i]
+                out_iri = self.output_stream_iri()
                 name = self.rsp_name()
             else:
                 raise self.unexpected("'QUERY', 'STREAM', or RSTREAM/ISTREAM/DSTREAM and a name")
+            if given_name is not None and given_name != name:
+                raise self.error(f"the query is named {name} in its text and {given_name[:80]} by the request "
+                                 "(?name=): give one name, or the same", toks[self.i - 1])
             if toks[self.i][0] == "COMPUTED":
                 self.i += 1
                 every_tok = toks[self.i]
@@ -387,6 +422,13 @@ class _ContinuousParser(_Parser):
             raise self.unexpected("SELECT, CONSTRUCT or ASK")
         if form == "ASK" and mode != "RSTREAM":
             raise self.error(f"ASK queries can only be registered as RSTREAM, not {mode}", mode_tok)
+        if out_iri is not None and form == "CONSTRUCT":
+            # RSP-QL: REGISTER RSTREAM <iri> AS CONSTRUCT -- the results are the stream <iri>
+            derived = True
+            if len(out_iri) > IRI_MAX:
+                raise self.error(f"the output stream IRI has at most {IRI_MAX} characters", out_tok)
+        else:
+            out_iri = None
         if derived and form != "CONSTRUCT":
             raise self.error("REGISTER STREAM needs a CONSTRUCT query: its triples become the stream's "
                              "elements", form_tok)
@@ -397,7 +439,7 @@ class _ContinuousParser(_Parser):
         syntax = self.check_model()
         windows = self.settle_steps(every, every_tok)
         return ContinuousQuery(name, mode, query, tuple(self.streams), windows, original, syntax,
-                               tuple(self.window_names), derived, tuple(self.calls))
+                               tuple(self.window_names), derived, tuple(self.calls), out_iri)
 
     def check_model(self) -> str:
         kinds = set(self.syntaxes)
@@ -507,13 +549,36 @@ class _ContinuousParser(_Parser):
             return
         out = toks[:start]
         i = start
+        closes: collections.Counter = collections.Counter()   # token index -> extra '}' to add after it
         while toks[i][0] != "EOF":
             k = toks[i][0]
+            if k == "WINDOW" and toks[i + 1][0] == "var":
+                # WINDOW ?w { P } ranges over the query's named windows only (RSP-QL's VarOrIri):
+                # { VALUES ?w { <w1> ... } GRAPH ?w { P } }
+                wtok = toks[i + 1]
+                if not self.named_windows:
+                    raise self.error(f"WINDOW {wtok[1]} ranges over the named windows, and this query declares "
+                                     "none: add FROM NAMED WINDOW <w> ON <stream> [RANGE ...] before WHERE", wtok)
+                if toks[i + 2][0] != "{":
+                    self.i = i + 2
+                    raise self.unexpected("'{' after WINDOW ?var")
+                pos = toks[i][2]
+                out.append(("{", "{", pos))
+                out.append(("VALUES", "VALUES", pos))
+                out.append(wtok)
+                out.append(("{", "{", pos))
+                out.extend(("iriref", f"<{w}>", pos) for w in self.named_windows)
+                out.append(("}", "}", pos))
+                out.append(("GRAPH", toks[i][1], pos))
+                out.append(wtok)
+                closes[_matching_brace(toks, i + 2)] += 1
+                i += 2
+                continue
             if k == "WINDOW":
                 self.i = i + 1
                 wtok = toks[self.i]
                 if wtok[0] not in ("iriref", "pname"):
-                    raise self.unexpected("a window IRI after WINDOW")
+                    raise self.unexpected("a window IRI or variable after WINDOW")
                 wiri = self.iri()
                 if wiri not in self.named_windows:
                     raise self.error(f"WINDOW <{wiri}> is not declared: add FROM NAMED WINDOW <{wiri}> ON "
@@ -539,10 +604,14 @@ class _ContinuousParser(_Parser):
                 i = self.i
                 continue
             out.append(toks[i])
+            if closes[i]:
+                out.extend([("}", "}", toks[i][2])] * closes[i])
             i += 1
         out.extend(toks[i:])
         self.toks = out
         self.i = start
+        if self.check is None:   # the base parser's "no deadline" mark is past its last token
+            self.next_check = len(out) + 1
 
     def stream_ref(self) -> tuple[StreamRef, tuple]:
         tok = self.toks[self.i]
@@ -678,6 +747,23 @@ class _ContinuousParser(_Parser):
         if (ms <= 0 and not (allow_zero and ms == 0)) or ms > _MAX_MS:
             raise self.error(f"duration {spelled} must be positive and at most {_MAX_MS} ms (2^53-1)", tok)
         return ms
+
+
+def _matching_brace(toks: list, i: int) -> int:
+    """The index of the '}' closing the '{' at ``toks[i]`` (the EOF token's when unbalanced: the
+    parser then reports the missing brace)."""
+    depth = 0
+    j = i
+    while toks[j][0] != "EOF":
+        k = toks[j][0]
+        if k == "{":
+            depth += 1
+        elif k == "}":
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    return j
 
 
 def parse_continuous(text: str, base: str | None = None, name: str | None = None) -> ContinuousQuery:

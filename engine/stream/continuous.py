@@ -1381,6 +1381,16 @@ class InstantEvaluator:
             self._empty_vars = tuple(res.vars)   # a function of the query alone
         return res
 
+    def prime(self, t: int) -> None:
+        """I/DSTREAM after a restart: evaluate instant ``t`` -- the last one of the query's durable
+        result log -- without reporting it, so the next instant's difference is taken against
+        ``t``'s solutions as it would have been without the restart (not against nothing, which
+        reported every solution as added). The windows are back from the window journal by then,
+        and the GC keeps one step more of them for such queries (:func:`engine.stream.gc.stream_horizon`)."""
+        if self.mode == "RSTREAM":
+            return
+        self.run(int(t))
+
     def run(self, t: int) -> tuple[bytes, float]:
         """Evaluate instant ``t``: returns (the event's data JSON, latency in ms). An instant
         whose window change cannot touch the query's patterns (:mod:`engine.stream.delta`)

@@ -1,4 +1,6 @@
-"""Derived streams: C-SPARQL's ``REGISTER STREAM <name> AS CONSTRUCT ...``.
+"""Derived streams: C-SPARQL's ``REGISTER STREAM <name> AS CONSTRUCT ...`` and RSP-QL's
+``REGISTER RSTREAM|ISTREAM|DSTREAM <iri> AS CONSTRUCT ...`` (the stream ``<iri>``, named after its
+last segment; with ISTREAM / DSTREAM each element is the instant's difference).
 
 The query's result at each instant ``t`` (its CONSTRUCT triples) becomes one element of the
 stream ``<name>`` with event time ``t``, which other continuous queries read like any stream
@@ -6,7 +8,7 @@ stream ``<name>`` with event time ``t``, which other continuous queries read lik
 (:meth:`engine.stream.ingest.Ingestor.ingest_graph`: N-Triples parse, intern, admission, one
 transient batch, publish), with the batch id ``<query>@<t>`` so that an instant evaluated
 again (at-least-once) is not stored twice. After instant ``t`` the stream's progress is raised
-to ``t + STEP`` (a heartbeat): the producer's next instant is the earliest time it can still
+to ``t + STEP`` (a heartbeat; before its first instant, to that instant): the producer's next instant is the earliest time it can still
 write, so readers' instants before it fire without waiting.
 
 :class:`DerivedStreamLog` sits in front of the producer's result log: every event the
@@ -43,14 +45,18 @@ def derived_iri(name: str) -> str:
 class DerivedWriter:
     """Writes a producer's instants into its derived stream (on the evaluation worker)."""
 
-    def __init__(self, ingestor, stream: str, query: str, step: int):
+    def __init__(self, ingestor, stream: str, query: str, step: int, diff: bool = False):
+        """``diff``: the producer is ISTREAM / DSTREAM (RSP-QL), its instants' triples are differences,
+        and an unchanged run adds no element (an empty difference at each of its instants)."""
         self.ingest = ingestor
+        self.diff = diff
         self.stream = stream
         self.query = query
         self.step = int(step)
         self.last: bytes | None = None   # N-Triples of the last evaluated instant (idle runs repeat it)
         self.elements = 0
         self.errors = 0
+        self.started = False   # the stream's progress was raised to the first instant written
 
     def _write(self, t: int, nt: bytes) -> None:
         try:
@@ -73,7 +79,21 @@ class DerivedWriter:
             self.errors += 1
             log.warning("derived stream %s: progress not advanced to %d: %s", self.stream, nxt, e)
 
+    def _start(self, t: int) -> None:
+        """Before the producer's first instant (in this process): raise the stream's progress to
+        it. Nothing of the stream can be older, and a reader waiting for the stream's first
+        timestamp then starts at the producer's first instant whether or not that instant's
+        result is empty (else an empty one showed up only as the heartbeat ``t + STEP``)."""
+        self.started = True
+        try:
+            self.ingest.heartbeat(self.stream, int(t))
+        except JindouError as e:
+            self.errors += 1
+            log.warning("derived stream %s: progress not raised to %d: %s", self.stream, t, e)
+
     def instant(self, t: int, data: bytes) -> None:
+        if not self.started:
+            self._start(t)
         try:
             doc = orjson.loads(data)
             nt = None if "error" in doc else doc.get("triples")
@@ -87,8 +107,10 @@ class DerivedWriter:
 
     def run(self, start: int, end: int) -> None:
         """An idle run ``start..end``: the last evaluated result at every instant of it."""
+        if not self.started:
+            self._start(start)
         try:
-            if self.last:
+            if self.last and not self.diff:
                 for t in range(int(start), int(end) + 1, self.step):
                     self._write(t, self.last)
             self._advance(end)

@@ -30,6 +30,10 @@ def stream_horizon(reg: Registry, name: str) -> int | None:
     with reg.cv:
         for q in reg.queries.values():
             nxt = q.trigger.next_instant
+            if nxt is not None and q.cq.mode != "RSTREAM":
+                # I/DSTREAM: keep the last evaluated instant's windows too; after a restart it is
+                # evaluated again to difference the next instant against (InstantEvaluator.prime)
+                nxt -= q.trigger.step
             for bw in q.windows:
                 if bw.stream != name:
                     continue

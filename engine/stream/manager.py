@@ -143,6 +143,7 @@ class StreamManager:
             for name in self._results.queries() - set(self._reg.queries):
                 self._results.forget(name)
         self._ingest.replay_windows()
+        self._reg.prime_restored()   # I/DSTREAM: the last logged instant again, to difference the next against
         self._scheduler.start()
 
     @property
@@ -347,7 +348,8 @@ class StreamManager:
                 if cur is not None and cur.producer != cq.name:
                     raise StreamConflict(f"stream {cq.name!r} exists: REGISTER STREAM {cq.name} needs a name no "
                                          "stream has")
-            created, _ = self.register_stream(cq.name, derived_iri(cq.name), "none", EVENT, producer=cq.name)
+            created, _ = self.register_stream(cq.name, cq.output_iri or derived_iri(cq.name), "none", EVENT,
+                                              producer=cq.name)
         try:
             return self._register_query(cq)
         except BaseException:
@@ -389,7 +391,8 @@ class StreamManager:
             if rlog.last_id is not None:   # a durable log: resume after its last instant
                 trigger = Trigger.for_windows(wins, {n: rlog.last_id + 1 for n in wins})
             if cq.derived:
-                rlog = DerivedStreamLog(rlog, DerivedWriter(self._ingest, cq.name, cq.name, trigger.step))
+                rlog = DerivedStreamLog(rlog, DerivedWriter(self._ingest, cq.name, cq.name, trigger.step,
+                                                            diff=cq.mode != "RSTREAM"))
             q = QueryEntry(cq, list(wins), bound, trigger, ev, rlog)
             reg.add_query(q)
             reg.cv.notify_all()

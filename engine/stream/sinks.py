@@ -74,6 +74,18 @@ def _port(u: urllib.parse.SplitResult) -> int | None:
         return None
 
 
+def _escapes_prefix(path: str) -> bool:
+    """Could ``path`` reach outside a path prefix it starts with? A dot segment (``..``, ``.``,
+    also percent-encoded) is removed by the HTTP client or the destination server before routing
+    (``/hooks/../admin`` is sent as ``/admin``), and an encoded slash or backslash inside a segment
+    may be decoded into a separator by the server."""
+    for seg in path.split("/"):
+        dec = urllib.parse.unquote(seg)
+        if dec in (".", "..") or "/" in dec or "\\" in dec or "\\" in seg:
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class SinkPolicy:
     """What the operator allows: webhook URL prefixes and NATS servers; retry and timeout."""
@@ -111,6 +123,9 @@ class SinkPolicy:
                 or _port(u) is None or any(c in url for c in " \r\n\t"):
             raise SinkRefused("a webhook URL is http:// or https://, with a host, without user info, "
                               "fragment or spaces")
+        if _escapes_prefix(u.path):
+            raise SinkRefused("a webhook URL's path has no '.' or '..' segments and no encoded '/' or '\\' "
+                              "(the request would leave the allowed path prefix)")
         if not self.webhook_allow:
             raise SinkRefused("webhook destinations are not allowed on this server: the operator lists "
                               "them with --webhook-allow")

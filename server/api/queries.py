@@ -194,7 +194,8 @@ async def query_results(name: str, request: Request) -> Response:
     """One `event: result` per instant (`id: <t>`, `data:` SPARQL JSON results + `window`);
     instants are event-time milliseconds since the epoch.
     a run of unchanged instants (at least `--idle-after`) is one `event: idle` (`id:` its last
-    instant, `data: {"from", "to", "instants", "same_as"}`).
+    instant, `data: {"from", "to", "instants", "same_as"}`): each of its instants has the result
+    of instant `same_as` (RSTREAM), or an empty difference (ISTREAM / DSTREAM).
     Send `Last-Event-ID` to resume after that instant (an `event: gap` first if it is older
     than the retained history); `?from=<t>` replays the retained instants from t; otherwise
     the stream starts at the next instant. `event: end` when the query is deleted.
@@ -276,7 +277,8 @@ async def query_sinks_put(name: str, request: Request) -> Response:
       425, 429 or a network error is retried with exponential backoff (0.5 s doubling up to
       `--sink-retry-max`); another status counts as `failed` and is not retried. Redirects
       are not followed. The URL must start with one of the operator's `--webhook-allow`
-      prefixes (same scheme, host and port; path prefix), else 400.
+      prefixes (same scheme, host and port; path prefix), else 400; a path with `.` / `..`
+      segments or an encoded slash or backslash (which could leave the prefix) is refused too.
     * `nats`: JetStream publish to `subject` on `server` (which must be listed in
       `--nats-allow`, else 400) with `Nats-Msg-Id: <query>:<instant>` (JetStream drops a
       re-sent id within its duplicate window); `stream` (optional) is created for the subject
