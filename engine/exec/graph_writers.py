@@ -145,13 +145,13 @@ class _Consts:
             self.items.append(b)
         return i
 
-    def take(self, idx: np.ndarray) -> pa.Array:
-        return pa.array(self.items, _BIN).take(pa.array(idx))
 
 
 def _frags(consts: _Consts, p0, x, p1, y, p2) -> pa.Array:
     """Each term's fragment ``p0 + x + p1 + y + p2`` (p*: constant indexes per term, x and y arrays)."""
-    return pc.binary_join_element_wise(consts.take(p0), x, consts.take(p1), y, consts.take(p2), _lit(b""))
+    d = len(x)
+    ps = pa.array(consts.items, _BIN).take(pa.array(np.concatenate([p0, p1, p2])))
+    return pc.binary_join_element_wise(ps.slice(0, d), x, ps.slice(d, d), y, ps.slice(2 * d, d), _lit(b""))
 
 
 # --------------------------------------------------------------------------
@@ -268,13 +268,10 @@ _BARE = {XSD + "integer": r"^[+-]?[0-9]+$", XSD + "decimal": r"^[+-]?[0-9]*\.[0-
 # The distinct terms: kinds and part ranges by byte scans over their keys
 # --------------------------------------------------------------------------
 
-#: byte classes of a prefixed name's local part: 0 not allowed, 1 letter or _, 2 digit, 3 '-'
-_LOCAL_CLASS = np.zeros(256, dtype=np.uint8)
-for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_":
-    _LOCAL_CLASS[_c] = 1
-for _c in b"0123456789":
-    _LOCAL_CLASS[_c] = 2
-_LOCAL_CLASS[ord("-")] = 3
+#: bytes a prefixed name's local part (as written here: ``[A-Za-z_][A-Za-z0-9_-]*`` or digits) cannot hold
+_NOT_LOCAL = np.ones(256, dtype=bool)
+for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789-":
+    _NOT_LOCAL[_c] = False
 
 
 class Terms:
@@ -293,18 +290,19 @@ class Terms:
         if d and (end <= start).any():
             raise ValueError("an empty term key")
         first = buf[start] if d else np.zeros(0, dtype=np.uint8)
-        if not np.isin(first, (0x3C, 0x5F, 0x22)).all():
+        if not ((first == 0x3C) | (first == 0x5F) | (first == 0x22)).all():
             raise ValueError("a term key that is not an IRI, blank node or literal")
         kind = np.full(d, PLAIN, dtype=np.int8)
         kind[first == 0x3C] = IRI
         kind[first == 0x5F] = BNODE
         lit = np.flatnonzero(first == 0x22)
+        notlocal = np.flatnonzero(_NOT_LOCAL[buf])  # positions of every byte a local name cannot hold
         a0, a1 = start + 1, end - 1  # IRI: inside the brackets
         b0, b1 = end.copy(), end.copy()
         bn = kind == BNODE
         a0[bn], a1[bn] = start[bn] + 2, end[bn]
         if len(lit):
-            qpos = np.flatnonzero(buf == 0x22)
+            qpos = notlocal[buf[notlocal] == 0x22]
             q = qpos[np.searchsorted(qpos, end[lit], side="left") - 1]  # a literal key's closing quote
             a1[lit] = q
             after = q + 1 < end[lit]
@@ -320,20 +318,19 @@ class Terms:
         has = (kind == IRI) | (kind == DT)
         r0 = np.where(kind == IRI, a0, np.where(kind == DT, b0, end))
         r1 = np.where(kind == IRI, a1, np.where(kind == DT, b1, end))
-        seps = np.flatnonzero((buf == 0x2F) | (buf == 0x23))
-        j = np.searchsorted(seps, r1, side="left") - 1
-        cut = np.where(j >= 0, seps[np.maximum(j, 0)] if len(seps) else -1, -1)
+        # the local name runs from after the last byte a local name cannot hold, which must be '/' or '#'
+        j = np.searchsorted(notlocal, r1, side="left") - 1
+        cut = notlocal[np.maximum(j, 0)] if len(notlocal) else np.zeros(d, dtype=np.int64)
         lo = cut + 1
-        n_local = r1 - lo
-        has &= (cut >= r0) & (n_local > 0)
-        cls = _LOCAL_CLASS[buf]
-        badc = np.zeros(len(buf) + 1, dtype=np.int64)
-        np.cumsum(cls == 0, out=badc[1:])
-        digc = np.zeros(len(buf) + 1, dtype=np.int64)
-        np.cumsum(cls == 2, out=digc[1:])
-        lo_c = np.minimum(lo, max(len(buf) - 1, 0))
-        firstc = cls[lo_c] if len(buf) else np.zeros(d, dtype=np.uint8)
-        ok = has & (badc[r1] - badc[lo_c] == 0) & ((firstc == 1) | (digc[r1] - digc[lo_c] == n_local))
+        has &= (j >= 0) & (cut >= r0) & (lo < r1)
+        ok = has.copy()
+        hi = np.flatnonzero(has)
+        sep = buf[cut[hi]]
+        ok[hi] = ((sep == 0x2F) | (sep == 0x23)) & (buf[lo[hi]] != 0x2D)
+        digit = hi[(buf[lo[hi]] >= 0x30) & (buf[lo[hi]] <= 0x39)]
+        if len(digit):  # a local name that starts with a digit is all digits
+            alld = pc.match_substring_regex(_slices(data, lo[digit], r1[digit]), r"^[0-9]+$")
+            ok[digit] &= np.asarray(alld.to_numpy(zero_copy_only=False), bool)
         self.r0, self.r1, self.lo, self.local_ok = r0, r1, lo, ok
         self._bare: np.ndarray | None = None
         # namespaces: dictionary-encoded slices of the IRIs with a local name
@@ -435,7 +432,9 @@ class Rows:
             rank = np.where(p == self.type_idx, 0, rank)
         key = s * (d + 1) + rank
         if n > 1 and not (key[1:] >= key[:-1]).all():
-            order = np.argsort(key)
+            # stable (timsort): rows read from the store come as runs sorted by subject (one run
+            # per predicate), which it merges in a fraction of a full sort's time
+            order = np.argsort(key, kind="stable")
             s, p, o, key = s[order], p[order], o[order], key[order]
         self.s, self.p, self.o = s, p, o
         self.gs = np.ones(n, dtype=bool)

@@ -12,16 +12,15 @@ Formats
 SELECT / ASK: SPARQL JSON, SPARQL XML, CSV, TSV (SPARQL 1.1 Query Results
 CSV and TSV Formats). CONSTRUCT / DESCRIBE and Graph Store reads: N-Triples
 and N-Quads written straight from term keys; Turtle (with prefixes), TriG,
-JSON-LD and RDF/XML re-written from that body by pyoxigraph (in Rust, no
-Python per triple). Which media type names which writer, and content
+JSON-LD and RDF/XML written from the id columns by
+:mod:`engine.exec.graph_writers` (no Python per triple). Which media type names which writer, and content
 negotiation, live in :mod:`engine.formats`.
 
 Size bound: with ``max_bytes``, the size of the answer is computed from the
 rendered length of each distinct term times its row count *before* any row is
 assembled, and an answer over the bound raises :class:`ResponseTooLarge`;
 rows are assembled a chunk at a time, so building the body needs about twice
-its size. Turtle and TriG, shorter than their N-Triples body, are checked on their
-own size once written (the body in between is held to the query's memory budget). A variable name is rendered once, not once per distinct term.
+its size (the graph writers likewise). A variable name is rendered once, not once per distinct term.
 """
 
 from __future__ import annotations
@@ -432,7 +431,7 @@ def _tsv_bytes(key: str) -> bytes:
 
 
 # --------------------------------------------------------------------------
-# Graphs: N-Triples, N-Quads, Turtle (own writers), JSON-LD, RDF/XML, TriG (pyoxigraph)
+# Graphs: N-Triples, N-Quads here; Turtle, TriG, JSON-LD, RDF/XML in engine.exec.graph_writers
 # --------------------------------------------------------------------------
 
 
