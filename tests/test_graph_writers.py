@@ -312,3 +312,40 @@ def test_dataset_trig_one_prefix_head_every_graph():
     got = {(str(q.subject), str(q.graph_name)) for q in ox.parse(body, ox.RdfFormat.TRIG)}
     assert got == {("<http://e.org/s>", "DEFAULT"), ("<http://e.org/t>", "<http://e.org/g>")}
     assert ser.write_dataset([(None, a), ("http://e.org/g", b)], "application/n-quads").count(b"\n") == 2
+
+
+# ---------------------------------------------------------------- the two paths write the same bytes
+def _both(res: QueryResult):
+    keys = res.terms.keys
+    big = gw.Rows(res.triples, lambda ids: pa.array(keys(ids), pa.large_string()))
+    small = gw.SmallGraph(res.triples, keys)
+    return big, small
+
+
+def _ok(n: int) -> None:
+    return None
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_TRIPLES, st.sampled_from([None, "http://e.org/g"]))
+def test_the_per_term_writer_writes_the_vectorized_writers_bytes(triples, graph):
+    res, _ = _graph(triples)
+    big, small = _both(res)
+    for trig in (False, True):
+        assert (gw.write_turtle([(graph, small)], {"my": "http://e.org/a/b#"}, trig, _ok, None)
+                == gw.write_turtle([(graph, big)], {"my": "http://e.org/a/b#"}, trig, _ok, None))
+    assert gw.write_jsonld(small, graph, _ok, None) == gw.write_jsonld(big, graph, _ok, None)
+    try:
+        want = gw.write_rdfxml(big, _ok, None)
+    except ValueError as e:
+        with pytest.raises(ValueError, match=str(e)[:40]):
+            gw.write_rdfxml(small, _ok, None)
+    else:
+        assert gw.write_rdfxml(small, _ok, None) == want
+
+
+def test_small_and_large_graphs_share_a_dataset_prefix_head():
+    small = _graph([(("iri", "http://e.org/v/s"), ("iri", "http://e.org/v/p"), ("iri", "http://e.org/v/o"))])[0]
+    body = ser.write_dataset([(None, small), ("http://e.org/g", _big(100))], "application/trig")
+    assert body.count(b"@prefix") == 2  # ns for http://e.org/ and for http://e.org/v/
+    assert len(list(ox.parse(body, ox.RdfFormat.TRIG))) == 101

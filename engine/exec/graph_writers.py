@@ -575,29 +575,29 @@ def prefix_head(prefixes: dict[str, str]) -> bytes:
     return "".join(f"@prefix {p}: <{ns}> .\n" for p, ns in prefixes.items()).encode("utf-8")
 
 
-def turtle_rows(rows: Rows, frags: pa.Array, indent: bytes, check, tick) -> tuple[pa.Array, list, bytes]:
-    """(table, columns, tail) of a graph's Turtle statements: ``s p o`` grouped with ``;``
-    and ``,``, each statement on its line after ``indent``."""
+def turtle_rows(rows: Rows, frags: pa.Array, indent: bytes) -> tuple[pa.Array, list]:
+    """(table, columns) of a graph's Turtle statements: ``s p o`` grouped with ``;``
+    and ``,``, each statement on its line after ``indent`` (the last one's `` .`` is the tail's)."""
     d = rows.terms.d
     spaced = pc.binary_join_element_wise(frags, _lit(b" "), _lit(b""))
     extra = [b"a ", b"", b" .\n" + indent, b" ;\n" + indent + b"\t", b" , "]
     table = pa.concat_arrays([_as_bin(frags), spaced, pa.array(extra, _BIN)])
     A, E, DOT, SEMI, COMMA = (2 * d + i for i in range(5))
-    n = rows.n
     sep = np.where(rows.gs, DOT, np.where(rows.gp, SEMI, COMMA)).astype(np.int64)
     sep[0] = E
     subj = _col(rows.gs, d + rows.s, E)
     pred = _col(rows.gp, np.where(rows.p == rows.type_idx, A, d + rows.p), E)
-    return table, [sep, subj, pred, rows.o], (b" .\n" if n else b"")
+    return table, [sep, subj, pred, rows.o]
 
 
-def write_turtle(parts: Sequence[tuple[str | None, Rows]], prefixes: dict[str, str] | None, trig: bool,
+def write_turtle(parts: Sequence[tuple[str | None, Rows | SmallGraph]], prefixes: dict[str, str] | None, trig: bool,
                  check, tick) -> bytes:
     """Turtle (one part, its graph None) or TriG (every part: its graph's statements in a
     ``<g> { }`` block, the default graph's at the top level) with one prefix head."""
     counts: dict[str, int] = {}
     for _, r in parts:
-        for ns, cnt in r.terms.namespace_counts(r.turtle_unnamed()).items():
+        got = r.turtle_counts() if isinstance(r, SmallGraph) else r.terms.namespace_counts(r.turtle_unnamed())
+        for ns, cnt in got.items():
             counts[ns] = counts.get(ns, 0) + cnt
     chosen = choose_prefixes(counts, prefixes)
     pieces: list = [prefix_head(chosen)]
@@ -605,18 +605,19 @@ def write_turtle(parts: Sequence[tuple[str | None, Rows]], prefixes: dict[str, s
     for graph, r in parts:
         if r.n == 0:
             continue
-        frags = turtle_fragments(r.terms, chosen)
         named = trig and graph is not None
         indent = b"\t" if named else b""
         head = (b"<" + graph.encode("utf-8") + b"> {\n\t") if named else b""
-        table, cols, tail = turtle_rows(r, frags, indent, check, tick)
-        if named:
-            tail += b"}\n"
+        tail = b" .\n}\n" if named else b" .\n"
 
         def bound(n: int, size=size) -> None:
             check(size + n)
 
-        got = assemble(table, cols, r.n, head, tail, bound, tick)
+        if isinstance(r, SmallGraph):
+            got = _small_body(head, small_turtle(r, chosen, indent), tail, bound)
+        else:
+            table, cols = turtle_rows(r, turtle_fragments(r.terms, chosen), indent)
+            got = assemble(table, cols, r.n, head, tail, bound, tick)
         size += sum(len(x) for x in got)
         pieces.extend(got)
     if len(pieces) == 1:
@@ -629,6 +630,7 @@ def write_turtle(parts: Sequence[tuple[str | None, Rows]], prefixes: dict[str, s
 # --------------------------------------------------------------------------
 
 _XML_HEAD = b'<?xml version="1.0" encoding="UTF-8"?>\n'
+_XML_TAIL = b"\t</rdf:Description>\n</rdf:RDF>\n"
 #: rdf: names that cannot be a property element (syntax names; rdf:li is read as rdf:_n)
 _RDF_NOT_PROPERTY = {"RDF", "Description", "ID", "about", "parseType", "resource", "nodeID", "datatype", "li",
                      "aboutEach", "aboutEachPrefix", "bagID"}
@@ -669,16 +671,18 @@ def _predicate_qnames(iris: list[str], declared: dict[str, str]) -> list[str]:
     return out
 
 
-def write_rdfxml(r: Rows, check, tick) -> bytes:
+def write_rdfxml(r: Rows | SmallGraph, check, tick) -> bytes:
     """RDF/XML: one ``rdf:Description`` per subject, a property element per triple
     (``rdf:resource`` / ``rdf:nodeID`` for IRIs and blank nodes, element text with
     ``xml:lang`` or ``rdf:datatype`` for literals); every predicate namespace declared on
     the root. A predicate with no XML local name is a ValueError."""
+    if r.n == 0:
+        return _XML_HEAD + b'<rdf:RDF xmlns:rdf="' + RDF.encode() + b'">\n</rdf:RDF>\n'
+    if isinstance(r, SmallGraph):
+        return b"".join(_small_body(*small_rdfxml(r), _XML_TAIL, check))
     terms = r.terms
     d = terms.d
     declared: dict[str, str] = {RDF: "rdf"}
-    if r.n == 0:
-        return _XML_HEAD + b'<rdf:RDF xmlns:rdf="' + RDF.encode() + b'">\n</rdf:RDF>\n'
     preds = np.flatnonzero(np.bincount(r.p, minlength=d))
     pkeys = [k.decode("utf-8") for k in terms.keys.take(pa.array(preds)).to_pylist()]
     if any(not k.startswith("<") for k in pkeys):
@@ -724,7 +728,7 @@ def write_rdfxml(r: Rows, check, tick) -> bytes:
     close[0] = E
     cols = [close, _col(r.gs, r.s, E), LT, 2 * d + pmap[r.p], d + r.o,
             _col(lit[r.o], 2 * d + np_ + pmap[r.p], E)]
-    out = assemble(table, cols, r.n, head, b"\t</rdf:Description>\n</rdf:RDF>\n", check, tick)
+    out = assemble(table, cols, r.n, head, _XML_TAIL, check, tick)
     return b"".join(out)
 
 
@@ -733,16 +737,22 @@ def write_rdfxml(r: Rows, check, tick) -> bytes:
 # --------------------------------------------------------------------------
 
 
-def write_jsonld(r: Rows, graph: str | None, check, tick) -> bytes:
+def write_jsonld(r: Rows | SmallGraph, graph: str | None, check, tick) -> bytes:
     """JSON-LD in expanded form (as pyoxigraph writes it): an array of node objects, one per
     subject, each predicate's objects in one array (``@id`` for IRIs and blank nodes,
     ``@value`` with ``@language`` or ``@type`` for literals, the lexical form as a string);
     with ``graph``, the nodes inside that graph's ``@graph``."""
+    if r.n == 0:
+        return b"[]"
+    head, tail = b"[", b"]}]\n"
+    if graph is not None:
+        g = rewrite(pa.array([graph.encode("utf-8")], _BIN), JSON_TEXT).to_pylist()[0]
+        head, tail = b'[{"@id":"' + g + b'","@graph":[', b"]}]}]\n"
+    if isinstance(r, SmallGraph):
+        return b"".join(_small_body(head, small_jsonld(r), tail, check))
     terms = r.terms
     d = terms.d
     k = terms.kind
-    if r.n == 0:
-        return b"[]"
     lit = k >= PLAIN
     labels, _ = terms.labels()
     x = rewrite(labels, JSON_TEXT, only=~lit)
@@ -765,8 +775,227 @@ def write_jsonld(r: Rows, graph: str | None, check, tick) -> bytes:
     sep = np.where(r.gs, NODE, np.where(r.gp, PROP, ITEM)).astype(np.int64)
     sep[0] = E
     cols = [sep, _col(r.gs, r.s, E), _col(r.gp, d + r.p, E), 2 * d + r.o]
-    head, tail = b"[", b"]}]\n"
-    if graph is not None:
-        g = rewrite(pa.array([graph.encode("utf-8")], _BIN), JSON_TEXT).to_pylist()[0]
-        head, tail = b'[{"@id":"' + g + b'","@graph":[', b"]}]}]\n"
     return b"".join(assemble(table, cols, r.n, head, tail, check, tick))
+
+
+# --------------------------------------------------------------------------
+# Small graphs: the exact per-term writer
+# --------------------------------------------------------------------------
+#
+# Why: below a few dozen rows the vectorized path's fixed cost (some fifty numpy and Arrow
+# calls, ~0.3 ms) is most of an answer's time (a DESCRIBE of one resource). These graphs
+# are written term by term in Python, to the same bytes (tests hold the two paths equal).
+
+#: graphs of at most this many rows are written by the exact per-term writer
+SMALL_ROWS = 48
+
+_LOCAL_PY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*|[0-9]+")
+_BARE_PY = {dt: re.compile(p[1:-1]) for dt, p in _BARE.items()}
+_NCNAME_LABEL = re.compile(_NCNAME_LABEL_RE2[1:-1])
+_JSON_TEXT_PY = {c: r.decode() for c, r in JSON_TEXT[0].items()}
+_JSON_BODY_PY = {c: r.decode() for c, r in JSON_BODY[0].items()}
+
+
+def _split_local(iri: str) -> tuple[str, str] | None:
+    """(namespace, local name) when the IRI ends in a local name a prefixed name can write."""
+    cut = max(iri.rfind("/"), iri.rfind("#"))
+    if cut < 0 or not _LOCAL_PY.fullmatch(iri, cut + 1):
+        return None
+    return iri[: cut + 1], iri[cut + 1 :]
+
+
+def _xml_text_py(body: str) -> str:
+    from engine.terms import unescape_string
+
+    return (unescape_string(body).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\r", "&#13;"))
+
+
+class SmallGraph:
+    """A graph of few rows for the exact writer: its distinct terms' parts (kind, main part,
+    second part as key text) and its rows as term indexes, ordered as :class:`Rows` orders them."""
+
+    def __init__(self, triples: np.ndarray, keys_of: Callable[[np.ndarray], list]):
+        t = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
+        if (t < 0).any():
+            t = t[(t >= 0).all(axis=1)]
+        rows = t.tolist()
+        ids = sorted({x for r in rows for x in r})
+        keys = [str(k) for k in keys_of(np.array(ids, dtype=np.int64))]
+        where = {x: i for i, x in enumerate(ids)}
+        self.parts = [self._parts(k) for k in keys]
+        self.keys = keys
+        self.type_idx = keys.index(RDF_TYPE_KEY) if RDF_TYPE_KEY in keys else -1
+        ix = [(where[s], where[p], where[o]) for s, p, o in rows]
+        ty = self.type_idx
+        self.rows = sorted(ix, key=lambda r: (r[0], 0 if r[1] == ty else r[1] + 1))
+        self.n = len(self.rows)
+
+    @staticmethod
+    def _parts(key: str) -> tuple[int, str, str]:
+        c = key[:1]
+        if c == "<":
+            return IRI, key[1:-1], ""
+        if c == "_":
+            return BNODE, key[2:], ""
+        if c != '"':
+            raise ValueError("a term key that is not an IRI, blank node or literal")
+        q = key.rfind('"')
+        body, sfx = key[1:q], key[q + 1 :]
+        if not sfx:
+            return PLAIN, body, ""
+        if sfx[0] == "@":
+            return LANG, body, sfx[1:]
+        return DT, body, sfx[3:-1]
+
+    def bare(self, i: int) -> bool:
+        kind, body, dt = self.parts[i]
+        rx = _BARE_PY.get(dt) if kind == DT else None
+        return rx is not None and rx.fullmatch(body) is not None
+
+    def turtle_counts(self) -> dict[str, int]:
+        """As :meth:`Terms.namespace_counts` with :meth:`Rows.turtle_unnamed` skipped."""
+        ty = self.type_idx
+        type_named = ty >= 0 and any(r[0] == ty or r[2] == ty for r in self.rows)
+        counts: dict[str, int] = {}
+        for i, (kind, main, second) in enumerate(self.parts):
+            if kind == IRI and (i != ty or type_named):
+                sp = _split_local(main)
+            elif kind == DT and not self.bare(i):
+                sp = _split_local(second)
+            else:
+                continue
+            if sp is not None:
+                counts[sp[0]] = counts.get(sp[0], 0) + 1
+        return counts
+
+    def groups(self):
+        """(row, starts a subject, starts a (subject, predicate) group) in order."""
+        prev = None
+        for r in self.rows:
+            gs = prev is None or r[0] != prev[0]
+            gp = gs or r[1] != prev[1]
+            yield r, gs, gp
+            prev = r
+
+    def label(self, i: int) -> str:
+        return bnode_label(self.parts[i][1])
+
+
+def _turtle_term(g: SmallGraph, i: int, pfx_of: dict[str, str]) -> str:
+    kind, main, second = g.parts[i]
+    if kind == IRI:
+        sp = _split_local(main)
+        if sp is not None and sp[0] in pfx_of:
+            return pfx_of[sp[0]] + ":" + sp[1]
+        return "<" + main + ">"
+    if kind == BNODE:
+        return "_:" + g.label(i)
+    if kind == PLAIN:
+        return '"' + main + '"'
+    if kind == LANG:
+        return '"' + main + '"@' + second
+    if g.bare(i):
+        return main
+    sp = _split_local(second)
+    if sp is not None and sp[0] in pfx_of:
+        return '"' + main + '"^^' + pfx_of[sp[0]] + ":" + sp[1]
+    return '"' + main + '"^^<' + second + ">"
+
+
+def small_turtle(g: SmallGraph, chosen: dict[str, str], indent: bytes) -> list[bytes]:
+    """The rows of :func:`turtle_rows` (without the tail), term by term."""
+    pfx_of = {ns: p for p, ns in chosen.items()}
+    frag: dict[int, bytes] = {}
+
+    def f(i: int) -> bytes:
+        b = frag.get(i)
+        if b is None:
+            b = frag[i] = _turtle_term(g, i, pfx_of).encode("utf-8")
+        return b
+
+    out: list[bytes] = []
+    dot, semi = b" .\n" + indent, b" ;\n" + indent + b"\t"
+    for j, ((s, p, o), gs, gp) in enumerate(g.groups()):
+        if gs:
+            out += [dot if j else b"", f(s), b" ", b"a" if p == g.type_idx else f(p), b" "]
+        elif gp:
+            out += [semi, b"a" if p == g.type_idx else f(p), b" "]
+        else:
+            out.append(b" , ")
+        out.append(f(o))
+    return out
+
+
+def small_rdfxml(g: SmallGraph) -> tuple[bytes, list[bytes]]:
+    """(head, rows) of :func:`write_rdfxml`, term by term."""
+    declared: dict[str, str] = {RDF: "rdf"}
+    preds = sorted({r[1] for r in g.rows})
+    if any(g.parts[i][0] != IRI for i in preds):
+        raise ValueError("cannot write this graph as RDF/XML: a predicate that is not an IRI")
+    qn = dict(zip(preds, _predicate_qnames([g.parts[i][1] for i in preds], declared), strict=True))
+    head = _XML_HEAD + b"<rdf:RDF" + "".join(
+        f' xmlns:{p}="{_xml_escape_attr(ns)}"' for ns, p in sorted(declared.items(), key=lambda kv: kv[1])
+    ).encode("utf-8") + b">\n"
+    nc = all(_NCNAME_LABEL.fullmatch(g.label(i)) for i, pt in enumerate(g.parts) if pt[0] == BNODE)
+    node = ' rdf:nodeID="' + ("" if nc else "b")
+
+    def ident(i: int) -> str:  # an IRI or label as an attribute value (a literal's key text as it is)
+        kind, main, _ = g.parts[i]
+        return _xml_escape_attr(g.label(i) if kind == BNODE else main) if kind in (IRI, BNODE) else main
+
+    out: list[bytes] = []
+    for j, ((s, p, o), gs, _) in enumerate(g.groups()):
+        if gs:
+            if j:
+                out.append(b"\t</rdf:Description>\n")
+            pre = "\t<rdf:Description" + node if g.parts[s][0] == BNODE else '\t<rdf:Description rdf:about="'
+            out.append((pre + ident(s) + '">\n').encode("utf-8"))
+        kind, main, second = g.parts[o]
+        q = qn[p]
+        if kind == IRI:
+            obj = ' rdf:resource="' + ident(o) + '"/>\n'
+        elif kind == BNODE:
+            obj = node + ident(o) + '"/>\n'
+        elif kind == PLAIN:
+            obj = ">" + _xml_text_py(main) + "</" + q + ">\n"
+        else:
+            attr = ' xml:lang="' if kind == LANG else ' rdf:datatype="'
+            obj = attr + _xml_escape_attr(second) + '">' + _xml_text_py(main) + "</" + q + ">\n"
+        out.append(("\t\t<" + q + obj).encode("utf-8"))
+    return head, out
+
+
+def small_jsonld(g: SmallGraph) -> list[bytes]:
+    """The rows of :func:`write_jsonld`, term by term."""
+
+    def x(i: int) -> str:
+        kind, main, _ = g.parts[i]
+        if kind == BNODE:
+            return g.label(i).translate(_JSON_TEXT_PY)
+        return main.translate(_JSON_BODY_PY if kind >= PLAIN else _JSON_TEXT_PY)
+
+    out: list[bytes] = []
+    for j, ((s, p, o), gs, gp) in enumerate(g.groups()):
+        piece = "" if j == 0 else "]},\n" if gs else "]," if gp else ","
+        if gs:
+            piece += ('{"@id":"_:' if g.parts[s][0] == BNODE else '{"@id":"') + x(s) + '",'
+        if gp:
+            piece += '"' + x(p) + '":['
+        kind, _, second = g.parts[o]
+        if kind >= PLAIN:
+            piece += '{"@value":"' + x(o)
+            if kind == LANG:
+                piece += '","@language":"' + second.translate(_JSON_TEXT_PY)
+            elif kind == DT:
+                piece += '","@type":"' + second.translate(_JSON_TEXT_PY)
+            piece += '"}'
+        else:
+            piece += ('{"@id":"_:' if kind == BNODE else '{"@id":"') + x(o) + '"}'
+        out.append(piece.encode("utf-8"))
+    return out
+
+
+def _small_body(head: bytes, rows: list[bytes], tail: bytes, check) -> list[bytes]:
+    check(len(head) + len(tail) + sum(len(r) for r in rows))
+    return [head, *rows, tail]

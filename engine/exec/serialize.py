@@ -470,17 +470,21 @@ COMMON_PREFIXES = graph_writers.COMMON_PREFIXES
 MAX_NEW_PREFIXES = graph_writers.MAX_NEW_PREFIXES
 
 
-def _rows(result: QueryResult) -> graph_writers.Rows:
+def _rows(result: QueryResult) -> graph_writers.Rows | graph_writers.SmallGraph:
     """``result``'s triples grouped by subject and predicate, their distinct terms' keys read
-    once (those key bytes held against the query's memory budget)."""
+    once (those key bytes held against the query's memory budget); a graph of few rows for
+    the exact per-term writer."""
+    t = result.triples
+    t = np.zeros((0, 3), np.int64) if t is None else t
+    if len(t) <= graph_writers.SMALL_ROWS:
+        return graph_writers.SmallGraph(t, result.terms.keys)
 
     def keys_of(ids: np.ndarray):
         keys = render.keys_arrow(result, ids, sorted_ids=True)
         check_memory(int(keys.nbytes), "the terms of the answer being written")
         return keys
 
-    t = result.triples
-    return graph_writers.Rows(np.zeros((0, 3), np.int64) if t is None else t, keys_of)
+    return graph_writers.Rows(t, keys_of)
 
 
 def _checker(max_bytes: int | None):
