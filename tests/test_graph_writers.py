@@ -349,3 +349,17 @@ def test_small_and_large_graphs_share_a_dataset_prefix_head():
     body = ser.write_dataset([(None, small), ("http://e.org/g", _big(100))], "application/trig")
     assert body.count(b"@prefix") == 2  # ns for http://e.org/ and for http://e.org/v/
     assert len(list(ox.parse(body, ox.RdfFormat.TRIG))) == 101
+
+
+@pytest.mark.parametrize("name", ["ttl", "xml", "jsonld"])
+def test_the_memory_budget_holds(name):
+    from engine.errors import MemoryBudgetExceeded
+    from engine.exec.context import MemoryBudget, enter_budget, leave_budget
+
+    token = enter_budget(MemoryBudget(1 << 20))
+    try:
+        with pytest.raises(MemoryBudgetExceeded):
+            serialize(_big(), F.by_name(name).media_type)
+        assert serialize(_big(2000), F.by_name(name).media_type)  # a graph within it goes through
+    finally:
+        leave_budget(token)

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.exec.bindings import distinct_inverse
+from engine.exec.context import charge_rows
 from engine.terms import RDF, RDF_TYPE_KEY, XSD
 
 _BIN = pa.large_binary()
@@ -419,6 +420,8 @@ class Rows:
         if (t < 0).any():
             t = t[(t >= 0).all(axis=1)]
         self.n = n = len(t)
+        # the rows' term indexes, sort key, order and group marks, before they are allocated
+        charge_rows(n, 8, "the rows of the graph being written")
         uniq, inv = distinct_inverse(t.reshape(-1))
         self.ids = uniq
         self.terms = Terms(keys_of(uniq))
