@@ -785,26 +785,28 @@ def write_jsonld(r: Rows | SmallGraph, graph: str | None, check, tick) -> bytes:
 # Small graphs: the exact per-term writer
 # --------------------------------------------------------------------------
 #
-# Why: below a few dozen rows the vectorized path's fixed cost (some fifty numpy and Arrow
-# calls, ~0.3 ms) is most of an answer's time (a DESCRIBE of one resource). These graphs
-# are written term by term in Python, to the same bytes (tests hold the two paths equal).
+# Why: the vectorized path has a fixed cost of some fifty numpy and Arrow calls (0.6-0.8 ms);
+# a small graph (a DESCRIBE of one resource) is written term by term in Python in a
+# fraction of that, to the same bytes (tests hold the two paths equal).
 
-#: graphs of at most this many rows are written by the exact per-term writer
-SMALL_ROWS = 48
+#: graphs of at most this many rows are written by the exact per-term writer (measured
+#: crossover on rows of mostly distinct terms: 200-260 rows, 3-4 us a row here)
+SMALL_ROWS = 200
 
-_LOCAL_PY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*|[0-9]+")
 _BARE_PY = {dt: re.compile(p[1:-1]) for dt, p in _BARE.items()}
 _NCNAME_LABEL = re.compile(_NCNAME_LABEL_RE2[1:-1])
 _JSON_TEXT_PY = {c: r.decode() for c, r in JSON_TEXT[0].items()}
 _JSON_BODY_PY = {c: r.decode() for c, r in JSON_BODY[0].items()}
 
 
+#: namespace (up to the last '/' or '#') and a local name a prefixed name can write
+_SPLIT_PY = re.compile(r"(.*[/#])([A-Za-z_][A-Za-z0-9_-]*|[0-9]+)\Z", re.S)
+
+
 def _split_local(iri: str) -> tuple[str, str] | None:
     """(namespace, local name) when the IRI ends in a local name a prefixed name can write."""
-    cut = max(iri.rfind("/"), iri.rfind("#"))
-    if cut < 0 or not _LOCAL_PY.fullmatch(iri, cut + 1):
-        return None
-    return iri[: cut + 1], iri[cut + 1 :]
+    m = _SPLIT_PY.match(iri)
+    return None if m is None else (m.group(1), m.group(2))
 
 
 def _xml_text_py(body: str) -> str:
@@ -833,6 +835,16 @@ class SmallGraph:
         ty = self.type_idx
         self.rows = sorted(ix, key=lambda r: (r[0], 0 if r[1] == ty else r[1] + 1))
         self.n = len(self.rows)
+        self._split: list | None = None
+
+    @property
+    def split(self) -> list:
+        """Per term: the (namespace, local name) split of its IRI (an IRI's own, a literal's
+        datatype), None where there is none (Turtle only: found on first use)."""
+        if self._split is None:
+            self._split = [_split_local(m) if k == IRI else _split_local(sec) if k == DT else None
+                           for k, m, sec in self.parts]
+        return self._split
 
     @staticmethod
     def _parts(key: str) -> tuple[int, str, str]:
@@ -861,25 +873,21 @@ class SmallGraph:
         ty = self.type_idx
         type_named = ty >= 0 and any(r[0] == ty or r[2] == ty for r in self.rows)
         counts: dict[str, int] = {}
-        for i, (kind, main, second) in enumerate(self.parts):
-            if kind == IRI and (i != ty or type_named):
-                sp = _split_local(main)
-            elif kind == DT and not self.bare(i):
-                sp = _split_local(second)
-            else:
+        for i, sp in enumerate(self.split):
+            if sp is None or (i == ty and not type_named) or (self.parts[i][0] == DT and self.bare(i)):
                 continue
-            if sp is not None:
-                counts[sp[0]] = counts.get(sp[0], 0) + 1
+            counts[sp[0]] = counts.get(sp[0], 0) + 1
         return counts
 
-    def groups(self):
+    def groups(self) -> list:
         """(row, starts a subject, starts a (subject, predicate) group) in order."""
-        prev = None
+        out = []
+        ps = pp = -1
         for r in self.rows:
-            gs = prev is None or r[0] != prev[0]
-            gp = gs or r[1] != prev[1]
-            yield r, gs, gp
-            prev = r
+            gs = r[0] != ps
+            out.append((r, gs, gs or r[1] != pp))
+            ps, pp = r[0], r[1]
+        return out
 
     def label(self, i: int) -> str:
         return bnode_label(self.parts[i][1])
@@ -887,8 +895,8 @@ class SmallGraph:
 
 def _turtle_term(g: SmallGraph, i: int, pfx_of: dict[str, str]) -> str:
     kind, main, second = g.parts[i]
+    sp = g.split[i]
     if kind == IRI:
-        sp = _split_local(main)
         if sp is not None and sp[0] in pfx_of:
             return pfx_of[sp[0]] + ":" + sp[1]
         return "<" + main + ">"
@@ -900,7 +908,6 @@ def _turtle_term(g: SmallGraph, i: int, pfx_of: dict[str, str]) -> str:
         return '"' + main + '"@' + second
     if g.bare(i):
         return main
-    sp = _split_local(second)
     if sp is not None and sp[0] in pfx_of:
         return '"' + main + '"^^' + pfx_of[sp[0]] + ":" + sp[1]
     return '"' + main + '"^^<' + second + ">"
@@ -909,24 +916,21 @@ def _turtle_term(g: SmallGraph, i: int, pfx_of: dict[str, str]) -> str:
 def small_turtle(g: SmallGraph, chosen: dict[str, str], indent: bytes) -> list[bytes]:
     """The rows of :func:`turtle_rows` (without the tail), term by term."""
     pfx_of = {ns: p for p, ns in chosen.items()}
-    frag: dict[int, bytes] = {}
-
-    def f(i: int) -> bytes:
-        b = frag.get(i)
-        if b is None:
-            b = frag[i] = _turtle_term(g, i, pfx_of).encode("utf-8")
-        return b
-
+    f = [_turtle_term(g, i, pfx_of).encode("utf-8") for i in range(len(g.parts))]
+    if g.type_idx >= 0:
+        fp = list(f)
+        fp[g.type_idx] = b"a"
+    else:
+        fp = f
     out: list[bytes] = []
     dot, semi = b" .\n" + indent, b" ;\n" + indent + b"\t"
     for j, ((s, p, o), gs, gp) in enumerate(g.groups()):
         if gs:
-            out += [dot if j else b"", f(s), b" ", b"a" if p == g.type_idx else f(p), b" "]
+            out += [dot if j else b"", f[s], b" ", fp[p], b" ", f[o]]
         elif gp:
-            out += [semi, b"a" if p == g.type_idx else f(p), b" "]
+            out += [semi, fp[p], b" ", f[o]]
         else:
-            out.append(b" , ")
-        out.append(f(o))
+            out += [b" , ", f[o]]
     return out
 
 
@@ -942,31 +946,49 @@ def small_rdfxml(g: SmallGraph) -> tuple[bytes, list[bytes]]:
     ).encode("utf-8") + b">\n"
     nc = all(_NCNAME_LABEL.fullmatch(g.label(i)) for i, pt in enumerate(g.parts) if pt[0] == BNODE)
     node = ' rdf:nodeID="' + ("" if nc else "b")
+    opens: dict[int, bytes] = {}
+    objs: dict[int, str] = {}
+    start = {p: ("\t\t<" + q).encode("utf-8") for p, q in qn.items()}
+    end = {p: ("</" + q + ">\n").encode("utf-8") for p, q in qn.items()}
 
     def ident(i: int) -> str:  # an IRI or label as an attribute value (a literal's key text as it is)
         kind, main, _ = g.parts[i]
         return _xml_escape_attr(g.label(i) if kind == BNODE else main) if kind in (IRI, BNODE) else main
+
+    def obj(i: int) -> tuple[bytes, bool]:
+        kind, main, second = g.parts[i]
+        if kind == IRI:
+            return (' rdf:resource="' + ident(i) + '"/>\n').encode("utf-8"), False
+        if kind == BNODE:
+            return (node + ident(i) + '"/>\n').encode("utf-8"), False
+        if kind == PLAIN:
+            return (">" + _xml_text_py(main)).encode("utf-8"), True
+        attr = ' xml:lang="' if kind == LANG else ' rdf:datatype="'
+        return (attr + _xml_escape_attr(second) + '">' + _xml_text_py(main)).encode("utf-8"), True
 
     out: list[bytes] = []
     for j, ((s, p, o), gs, _) in enumerate(g.groups()):
         if gs:
             if j:
                 out.append(b"\t</rdf:Description>\n")
-            pre = "\t<rdf:Description" + node if g.parts[s][0] == BNODE else '\t<rdf:Description rdf:about="'
-            out.append((pre + ident(s) + '">\n').encode("utf-8"))
-        kind, main, second = g.parts[o]
-        q = qn[p]
-        if kind == IRI:
-            obj = ' rdf:resource="' + ident(o) + '"/>\n'
-        elif kind == BNODE:
-            obj = node + ident(o) + '"/>\n'
-        elif kind == PLAIN:
-            obj = ">" + _xml_text_py(main) + "</" + q + ">\n"
-        else:
-            attr = ' xml:lang="' if kind == LANG else ' rdf:datatype="'
-            obj = attr + _xml_escape_attr(second) + '">' + _xml_text_py(main) + "</" + q + ">\n"
-        out.append(("\t\t<" + q + obj).encode("utf-8"))
+            b = opens.get(s)
+            if b is None:
+                pre = "\t<rdf:Description" + node if g.parts[s][0] == BNODE else '\t<rdf:Description rdf:about="'
+                b = opens[s] = (pre + ident(s) + '">\n').encode("utf-8")
+            out.append(b)
+        ob = objs.get(o)
+        if ob is None:
+            ob = objs[o] = obj(o)
+        out += [start[p], ob[0], end[p]] if ob[1] else [start[p], ob[0]]
     return head, out
+
+
+_JSON_TEXT_SPECIAL = re.compile(r'[\x00-\x1f"\\]')
+_JSON_BODY_SPECIAL = re.compile(r"[\x00-\x1f]")
+
+
+def _json_text(s: str) -> str:
+    return s.translate(_JSON_TEXT_PY) if _JSON_TEXT_SPECIAL.search(s) else s
 
 
 def small_jsonld(g: SmallGraph) -> list[bytes]:
@@ -975,30 +997,37 @@ def small_jsonld(g: SmallGraph) -> list[bytes]:
     def x(i: int) -> str:
         kind, main, _ = g.parts[i]
         if kind == BNODE:
-            return g.label(i).translate(_JSON_TEXT_PY)
-        return main.translate(_JSON_BODY_PY if kind >= PLAIN else _JSON_TEXT_PY)
+            return _json_text(g.label(i))
+        if kind >= PLAIN:
+            return main.translate(_JSON_BODY_PY) if _JSON_BODY_SPECIAL.search(main) else main
+        return _json_text(main)
 
+    def obj(i: int) -> bytes:
+        kind, _, second = g.parts[i]
+        if kind == LANG:
+            return ('{"@value":"' + x(i) + '","@language":"' + _json_text(second) + '"}').encode("utf-8")
+        if kind == DT:
+            return ('{"@value":"' + x(i) + '","@type":"' + _json_text(second) + '"}').encode("utf-8")
+        if kind == PLAIN:
+            return ('{"@value":"' + x(i) + '"}').encode("utf-8")
+        return (('{"@id":"_:' if kind == BNODE else '{"@id":"') + x(i) + '"}').encode("utf-8")
+
+    objs: dict[int, bytes] = {}
     out: list[bytes] = []
     for j, ((s, p, o), gs, gp) in enumerate(g.groups()):
-        piece = "" if j == 0 else "]},\n" if gs else "]," if gp else ","
+        if j:
+            out.append(b"]},\n" if gs else b"]," if gp else b",")
         if gs:
-            piece += ('{"@id":"_:' if g.parts[s][0] == BNODE else '{"@id":"') + x(s) + '",'
+            out.append((('{"@id":"_:' if g.parts[s][0] == BNODE else '{"@id":"') + x(s) + '",').encode("utf-8"))
         if gp:
-            piece += '"' + x(p) + '":['
-        kind, _, second = g.parts[o]
-        if kind >= PLAIN:
-            piece += '{"@value":"' + x(o)
-            if kind == LANG:
-                piece += '","@language":"' + second.translate(_JSON_TEXT_PY)
-            elif kind == DT:
-                piece += '","@type":"' + second.translate(_JSON_TEXT_PY)
-            piece += '"}'
-        else:
-            piece += ('{"@id":"_:' if kind == BNODE else '{"@id":"') + x(o) + '"}'
-        out.append(piece.encode("utf-8"))
+            out.append(('"' + x(p) + '":[').encode("utf-8"))
+        ob = objs.get(o)
+        if ob is None:
+            ob = objs[o] = obj(o)
+        out.append(ob)
     return out
 
 
 def _small_body(head: bytes, rows: list[bytes], tail: bytes, check) -> list[bytes]:
-    check(len(head) + len(tail) + sum(len(r) for r in rows))
+    check(len(head) + len(tail) + sum(map(len, rows)))
     return [head, *rows, tail]
