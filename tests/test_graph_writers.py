@@ -363,3 +363,20 @@ def test_the_memory_budget_holds(name):
         assert serialize(_big(2000), F.by_name(name).media_type)  # a graph within it goes through
     finally:
         leave_budget(token)
+
+
+@pytest.mark.parametrize("rows", [5, 600])
+def test_a_construct_with_computed_terms_reads_back(rows):
+    """Store terms and terms the query computed (ids past the store's) in one graph, on both paths."""
+    from engine.database import Database
+
+    db = Database(shards=1)
+    nt = "".join(f'<http://e.org/s{i}> <http://e.org/p> "v{i} \\"q\\"\\n"@en .\n' for i in range(rows))
+    db.load_data(nt.encode(), "application/n-triples")
+    res = db.query('CONSTRUCT { ?s <http://e.org/q> ?c . ?s <http://e.org/p> ?o . ?s <http://e.org/n> ?n } '
+                   'WHERE { ?s <http://e.org/p> ?o BIND(CONCAT(STR(?o), "&<x>") AS ?c) BIND(STRLEN(?o) AS ?n) }')
+    want = _canon(ox.parse(serialize(res, "application/n-triples"), ox.RdfFormat.N_TRIPLES))
+    assert len(want) == 3 * rows
+    for name, oxf in WRITE:
+        body = serialize(res, F.by_name(name).media_type)
+        assert _canon(ox.parse(body, getattr(ox.RdfFormat, oxf))) == want, name

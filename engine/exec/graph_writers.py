@@ -446,7 +446,6 @@ class Rows:
             np.not_equal(s[1:], s[:-1], out=self.gs[1:])
             np.not_equal(key[1:], key[:-1], out=self.gp[1:])
 
-
     def turtle_unnamed(self) -> np.ndarray:
         """Per term: Turtle writes it without its IRI (a bare number or boolean; ``rdf:type``
         when it is only ever a predicate, written ``a``)."""
