@@ -263,6 +263,7 @@ def rewrite(arr: pa.Array, how: tuple[dict[int, bytes], dict[int, bytes] | None]
 #: Turtle's own forms of numbers and booleans (a literal of these types whose lexical form matches is written bare)
 _BARE = {XSD + "integer": r"^[+-]?[0-9]+$", XSD + "decimal": r"^[+-]?[0-9]*\.[0-9]+$",
          XSD + "double": r"^[+-]?([0-9]+\.[0-9]*|\.?[0-9]+)[eE][+-]?[0-9]+$", XSD + "boolean": r"^(true|false)$"}
+_BARE_TYPES = pa.array([t.encode() for t in _BARE], _BIN)
 
 
 # --------------------------------------------------------------------------
@@ -363,17 +364,15 @@ class Terms:
         dti = np.flatnonzero(self.kind == DT)
         if len(dti):
             dts = _slices(self.data, self.b0[dti], self.b1[dti])
-            bodies = None
-            for dtype, pattern in _BARE.items():
-                cand = np.asarray(pc.equal(dts, _lit(dtype.encode())).to_numpy(zero_copy_only=False), bool)
-                if not cand.any():
-                    continue
-                if bodies is None:
-                    bodies = _slices(self.data, self.a0[dti], self.a1[dti])
-                ci = np.flatnonzero(cand)
-                m = np.asarray(pc.match_substring_regex(bodies.take(pa.array(ci)), pattern)
-                               .to_numpy(zero_copy_only=False), bool)
-                bare[dti[ci[m]]] = True
+            which = pc.index_in(dts, value_set=_BARE_TYPES).fill_null(-1).to_numpy(zero_copy_only=False)
+            if (which >= 0).any():
+                bodies = _slices(self.data, self.a0[dti], self.a1[dti])
+                for j, pattern in enumerate(_BARE.values()):
+                    ci = np.flatnonzero(which == j)
+                    if len(ci):
+                        m = np.asarray(pc.match_substring_regex(bodies.take(pa.array(ci)), pattern)
+                                       .to_numpy(zero_copy_only=False), bool)
+                        bare[dti[ci[m]]] = True
         self._bare = bare
         return bare
 
