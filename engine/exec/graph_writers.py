@@ -619,7 +619,7 @@ def write_turtle(parts: Sequence[tuple[str | None, Rows | SmallGraph]], prefixes
         else:
             table, cols = turtle_rows(r, turtle_fragments(r.terms, chosen), indent)
             got = assemble(table, cols, r.n, head, tail, bound, tick)
-        size += sum(len(x) for x in got)
+        size += sum(map(len, got))
         pieces.extend(got)
     if len(pieces) == 1:
         return b""
@@ -891,9 +891,9 @@ class SmallGraph:
         return bnode_label(self.parts[i][1])
 
 
-def _turtle_term(g: SmallGraph, i: int, pfx_of: dict[str, str]) -> str:
+def _turtle_term(g: SmallGraph, i: int, pfx_of: dict[str, str], split: list) -> str:
     kind, main, second = g.parts[i]
-    sp = g.split[i]
+    sp = split[i]
     if kind == IRI:
         if sp is not None and sp[0] in pfx_of:
             return pfx_of[sp[0]] + ":" + sp[1]
@@ -914,7 +914,8 @@ def _turtle_term(g: SmallGraph, i: int, pfx_of: dict[str, str]) -> str:
 def small_turtle(g: SmallGraph, chosen: dict[str, str], indent: bytes) -> list[bytes]:
     """The rows of :func:`turtle_rows` (without the tail), term by term."""
     pfx_of = {ns: p for p, ns in chosen.items()}
-    f = [_turtle_term(g, i, pfx_of).encode("utf-8") for i in range(len(g.parts))]
+    split = g.split
+    f = [_turtle_term(g, i, pfx_of, split).encode("utf-8") for i in range(len(g.parts))]
     if g.type_idx >= 0:
         fp = list(f)
         fp[g.type_idx] = b"a"
