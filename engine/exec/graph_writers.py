@@ -518,7 +518,13 @@ def choose_prefixes(counts: dict[str, int], prefixes: dict[str, str] | None = No
                 i += 1
             known[name] = ns
             chosen[ns] = name
-    return {p: ns for ns, p in sorted(chosen.items(), key=lambda kv: kv[1])}
+    return {p: ns for ns, p in sorted(chosen.items(), key=lambda kv: _natural(kv[1]))}
+
+
+def _natural(name: str) -> tuple[str, int]:
+    """Sort key of a prefix: ns2 before ns10."""
+    word = name.rstrip("0123456789")
+    return word, int(name[len(word):] or -1)
 
 
 def _prefix_name(ns: str) -> str | None:
