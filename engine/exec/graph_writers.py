@@ -1,7 +1,8 @@
 """Turtle, TriG, RDF/XML and JSON-LD written straight from a graph's term-id columns.
 
 Why: these formats went from term ids to an N-Triples body and pyoxigraph parsed that text
-back to write them, 1.5-3.4x pyoxigraph's own ``Store.dump``. Here nothing is parsed:
+back to write them, 1.5-3.4x pyoxigraph's own ``Store.dump`` (docs/BENCHMARKS.md). Here nothing
+is parsed:
 
 * the distinct terms of the rows (one counting pass over the ids) have their keys read once
   from the dictionary; byte scans over those keys find each term's kind and the byte ranges
@@ -23,11 +24,15 @@ back to write them, 1.5-3.4x pyoxigraph's own ``Store.dump``. Here nothing is pa
   prefixed name can write, counted over the distinct terms; the common ones and the
   caller's by name, the (at most :data:`MAX_NEW_PREFIXES`) most used others as
   ``ns1``, ``ns2`` ... (or their last path word).
+* graphs of at most :data:`SMALL_ROWS` rows (a DESCRIBE of one resource) skip the fixed
+  cost of those kernel calls: :class:`SmallGraph` writes them term by term in Python, to
+  the same bytes.
 
 Bounds: the exact size of the body is known before any row is assembled (the fragments'
 lengths gathered by row) and checked against ``max_bytes`` and the query's memory budget
-(:func:`engine.exec.serialize.check_size`); the key bytes of the distinct terms count
-against the memory budget; a deadline check runs between chunks of rows.
+(:func:`engine.exec.serialize.check_size`); the key bytes of the distinct terms and the
+rows' working arrays count against the memory budget; a deadline check runs between
+chunks of rows.
 """
 
 from __future__ import annotations
