@@ -173,22 +173,39 @@ def _json_ctrl() -> dict[int, bytes]:
     return {c: named.get(c, b"\\u%04x" % c) for c in range(0x20)}
 
 
+class Rewrite:
+    """A byte rewrite for :func:`rewrite`: ``repl`` byte -> its replacement and, with
+    ``unesc``, a key escape (backslash + byte) -> the replacement of that byte; the lookup
+    tables are built once."""
+
+    def __init__(self, repl: dict[int, bytes], unesc: dict[int, bytes] | None = None):
+        self.repl, self.unesc = repl, unesc
+        items = list(repl.values()) + list((unesc or {}).values())
+        self.items = pa.array(items, _BIN)
+        self.rlen = np.array([len(x) for x in items], dtype=np.int64)
+        self.special = np.zeros(256, dtype=bool)  # bytes that start something to rewrite
+        self.special[list(repl)] = True
+        self.single = np.full(256, -1, dtype=np.int64)
+        self.single[list(repl)] = np.arange(len(repl))
+        self.esc = np.full(256, -1, dtype=np.int64)
+        if unesc is not None:
+            self.special[0x5C] = True
+            self.esc[list(unesc)] = len(repl) + np.arange(len(unesc))
+
+
 #: JSON string text of a literal key's lexical form: its escapes are JSON's own; raw control characters
-JSON_BODY = (_json_ctrl(), None)
+JSON_BODY = Rewrite(_json_ctrl())
 #: JSON string text of an IRI or label (no escapes of its own)
-JSON_TEXT = ({**_json_ctrl(), ord('"'): b'\\"', ord("\\"): b"\\\\"}, None)
+JSON_TEXT = Rewrite({**_json_ctrl(), ord('"'): b'\\"', ord("\\"): b"\\\\"})
 _XML_BASE = {ord("&"): b"&amp;", ord("<"): b"&lt;", ord(">"): b"&gt;", 13: b"&#13;"}
 #: XML element content of a literal key's lexical form (key escapes undone; CR kept by a reference)
-XML_BODY = (_XML_BASE, {c: _XML_BASE.get(ord(ch), ch.encode()) for c, ch in _KEY_ESCAPES.items()})
+XML_BODY = Rewrite(_XML_BASE, {c: _XML_BASE.get(ord(ch), ch.encode()) for c, ch in _KEY_ESCAPES.items()})
 #: an XML attribute value (whitespace other than space by reference: attribute values are normalized)
-XML_ATTR = ({**_XML_BASE, ord('"'): b"&quot;", 9: b"&#9;", 10: b"&#10;"}, None)
+XML_ATTR = Rewrite({**_XML_BASE, ord('"'): b"&quot;", 9: b"&#9;", 10: b"&#10;"})
 
 
-def rewrite(arr: pa.Array, how: tuple[dict[int, bytes], dict[int, bytes] | None],
-            only: np.ndarray | None = None) -> pa.Array:
-    """``arr`` (large binary) with each byte of ``how[0]`` replaced by its bytes and, when
-    ``how[1]`` is given, each key escape (backslash + byte) replaced by ``how[1]`` of its
-    byte; ``only`` (bool per element): rewrite just those elements.
+def rewrite(arr: pa.Array, how: Rewrite, only: np.ndarray | None = None) -> pa.Array:
+    """``arr`` (large binary) rewritten by ``how``; ``only`` (bool per element): just those elements.
 
     The text between special bytes is copied, not looked at: the data becomes one array of
     alternating runs (plain text, special bytes) whose special elements are swapped for
@@ -196,54 +213,47 @@ def rewrite(arr: pa.Array, how: tuple[dict[int, bytes], dict[int, bytes] | None]
     special positions. Elements with nothing to rewrite come back as they were (zero copy
     when none has)."""
     arr = _as_bin(arr)
-    repl, unesc = how
     offs, buf, data = _buffers(arr)
     if len(buf) == 0:
         return arr
-    table = np.zeros(256, dtype=bool)
-    table[list(repl)] = True
-    pos = np.flatnonzero(table[buf])
+    pos = np.flatnonzero(how.special[buf])
+    if len(pos) == 0:
+        return arr
     width = np.ones(len(pos), dtype=np.int64)
-    if unesc is not None:
-        bs = np.flatnonzero(buf == 0x5C)
+    if how.unesc is not None:
+        isbs = buf[pos] == 0x5C
+        bs = pos[isbs]
         if len(bs):
+            pos = pos[~isbs]
             # in each run of backslashes every other one, from the run's first, starts an escape
             run0 = np.ones(len(bs), dtype=bool)
             run0[1:] = bs[1:] != bs[:-1] + 1
             first = np.maximum.accumulate(np.where(run0, np.arange(len(bs)), 0))
             esc = bs[(np.arange(len(bs)) - first) % 2 == 0]
             pos = np.concatenate([pos, esc])
-            width = np.concatenate([width, np.full(len(esc), 2, dtype=np.int64)])
+            width = np.concatenate([np.ones(len(pos) - len(esc), dtype=np.int64),
+                                    np.full(len(esc), 2, dtype=np.int64)])
             o = np.argsort(pos, kind="stable")
             pos, width = pos[o], width[o]
             # a byte an escape covers is not a special of its own
             inside = np.zeros(len(pos), dtype=bool)
             inside[1:] = (width[:-1] == 2) & (pos[1:] == pos[:-1] + 1)
             pos, width = pos[~inside], width[~inside]
+        else:
+            width = np.ones(len(pos), dtype=np.int64)
     if only is not None and len(pos):
         keep = only[np.searchsorted(offs, pos, side="right") - 1]
         pos, width = pos[keep], width[keep]
     if len(pos) == 0:
         return arr
     # replacement of each special: a byte's own, or (escapes) the replacement of the escaped byte
-    items: list[bytes] = []
-    code_of: dict[tuple[int, int], int] = {}
-    single = np.full(256, -1, dtype=np.int64)
-    for c, r in repl.items():
-        single[c] = len(items)
-        items.append(r)
-    code = single[buf[pos]]
-    if unesc is not None and (width == 2).any():
-        two = np.flatnonzero(width == 2)
-        nxt = buf[np.minimum(pos[two] + 1, len(buf) - 1)]
-        esc_code = np.full(256, -1, dtype=np.int64)
-        for c, r in unesc.items():
-            code_of[(2, c)] = esc_code[c] = len(items)
-            items.append(r)
-        code[two] = esc_code[nxt]
-        if (code[two] < 0).any():
-            raise ValueError("a literal key holds an escape the key syntax does not have")
-    rlen = np.array([len(x) for x in items], dtype=np.int64)
+    code = how.single[buf[pos]]
+    two = np.flatnonzero(width == 2)
+    if len(two):
+        code[two] = how.esc[buf[np.minimum(pos[two] + 1, len(buf) - 1)]]
+    if (code < 0).any():
+        raise ValueError("a literal key holds an escape the key syntax does not have")
+    rlen = how.rlen
     # runs: plain text [0, p0), special [p0, p0+w0), plain [p0+w0, p1), ..., plain [last end, total)
     k = len(pos)
     cuts = np.empty(2 * k + 2, dtype=np.int64)
@@ -252,7 +262,7 @@ def rewrite(arr: pa.Array, how: tuple[dict[int, bytes], dict[int, bytes] | None]
     cuts[2:-1:2] = pos + width
     cuts[-1] = len(buf)
     runs = pa.Array.from_buffers(_BIN, 2 * k + 1, [None, pa.py_buffer(cuts), data])
-    big = pa.concat_arrays([runs, pa.array(items, _BIN)])
+    big = pa.concat_arrays([runs, how.items])
     idx = np.arange(2 * k + 1, dtype=np.int64)
     idx[1::2] = 2 * k + 1 + code
     out = big.take(pa.array(idx))
@@ -804,8 +814,8 @@ SMALL_ROWS = 200
 
 _BARE_PY = {dt: re.compile(p[1:-1]) for dt, p in _BARE.items()}
 _NCNAME_LABEL = re.compile(_NCNAME_LABEL_RE2[1:-1])
-_JSON_TEXT_PY = {c: r.decode() for c, r in JSON_TEXT[0].items()}
-_JSON_BODY_PY = {c: r.decode() for c, r in JSON_BODY[0].items()}
+_JSON_TEXT_PY = {c: r.decode() for c, r in JSON_TEXT.repl.items()}
+_JSON_BODY_PY = {c: r.decode() for c, r in JSON_BODY.repl.items()}
 
 
 #: namespace (up to the last '/' or '#') and a local name a prefixed name can write
