@@ -184,6 +184,8 @@ def run(scale: int, runs: int, rdflib_runs: int, seed: int = 0) -> dict:
         "pyoxigraph": lambda f: write_pyoxigraph(ox_store, f),
     }
     names = [n for n, _, _, _ in FORMATS]
+    smalls = _small_graphs(result)
+    small: dict = {f"{f} {k}": {"jindou": [], "pyoxigraph": []} for k in smalls for f in names}
     loads: dict = {f: {p: [] for p in load_paths} for f in names}
     loads["nt"] = {"jindou": [], "pyoxigraph": []}
     writes: dict = {f: {p: [] for p in write_paths} for f in names}
@@ -192,6 +194,15 @@ def run(scale: int, runs: int, rdflib_runs: int, seed: int = 0) -> dict:
         counts = {p: fn(docs[f], f) for p, fn in load_paths.items()}
         if len(set(counts.values())) != 1:
             raise SystemExit(f"triple counts differ for {f}: {counts}")
+    # and what Jindou writes, pyoxigraph reads back as the graph it holds
+    for f, oxf, _, _ in FORMATS:
+        from engine import formats as F
+        from engine.exec import serialize as ser
+
+        body = ser.serialize(result, F.by_name(f).media_type)
+        back = ox.Dataset(ox.Quad(q.subject, q.predicate, q.object) for q in ox.parse(body, getattr(ox.RdfFormat, oxf)))
+        if back != ox.Dataset(ox_store):
+            raise SystemExit(f"what Jindou writes as {f} does not read back as the same graph")
     for r in range(runs):
         for f in names:
             for p, fn in load_paths.items():
@@ -202,11 +213,44 @@ def run(scale: int, runs: int, rdflib_runs: int, seed: int = 0) -> dict:
                 if p == "jindou-rdflib" and (r >= rdflib_runs or f == "ttl"):
                     continue  # Turtle was (and is) Jindou's own writer
                 writes[f][p].append(_time(lambda fn=fn, f=f: fn(f)))
+        for k, (sub, sub_store) in smalls.items():
+            for f in names:
+                small[f"{f} {k}"]["jindou"].append(_per_call(lambda f=f, sub=sub: write_jindou(sub, f)))
+                small[f"{f} {k}"]["pyoxigraph"].append(_per_call(lambda f=f, st=sub_store: write_pyoxigraph(st, f)))
         loads["nt"]["jindou"].append(_time(lambda: load_jindou(nt, "nt")))
         loads["nt"]["pyoxigraph"].append(_time(lambda: load_pyoxigraph_nt(nt)))
     return {"triples": info["triples"], "scale": scale, "runs": runs, "rdflib_runs": rdflib_runs,
-            "bytes": {f: len(docs[f]) for f in docs}, "load": loads, "write": writes,
+            "bytes": {f: len(docs[f]) for f in docs}, "load": loads, "write": writes, "small": small,
             "machine": _machine()}
+
+
+#: rows of the small graphs whose write is timed too (a DESCRIBE-sized answer, a page of one)
+SMALL_SIZES = (20, 200)
+#: calls timed together for one small-graph measurement
+SMALL_CALLS = 50
+
+
+def _small_graphs(result) -> dict:
+    """Rows -> (the first rows of the graph as a result, a pyoxigraph store holding them)."""
+    from engine.exec import serialize as ser
+    from engine.exec.result import QueryResult
+
+    ox = _ox()
+    out = {}
+    for k in SMALL_SIZES:
+        sub = QueryResult(form="CONSTRUCT", terms=result.terms, triples=result.triples[:k])
+        st = ox.Store()
+        st.bulk_load(ser.serialize(sub, "application/n-triples"), ox.RdfFormat.N_TRIPLES)
+        out[k] = (sub, st)
+    return out
+
+
+def _per_call(fn) -> float:
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(SMALL_CALLS):
+        fn()
+    return (time.perf_counter() - t0) / SMALL_CALLS
 
 
 def load_pyoxigraph_nt(nt: bytes) -> int:
@@ -259,6 +303,14 @@ def report(res: dict) -> str:
         ref = _med(row["jindou"])
         lines.append(f"| {f} | {_cell(row['jindou'], None)} | {_cell(row.get('jindou-rdflib', []), ref)} | "
                      f"{_cell(row['pyoxigraph'], ref)} |")
+    if res.get("small"):
+        lines += ["", f"Write, small graphs (the first N rows of the graph), ms per graph (mean of {SMALL_CALLS} "
+                  "calls, median over runs); (Nx) = time / Jindou's time", "",
+                  "| format, rows | jindou | pyoxigraph Store.dump |", "| --- | --- | --- |"]
+        for f, row in res["small"].items():
+            ref = _med(row["jindou"])
+            ms = {p: [x * 1000 for x in xs] for p, xs in row.items()}
+            lines.append(f"| {f} | {_cell(ms['jindou'], None)} | {_cell(ms['pyoxigraph'], ref * 1000)} |")
     return "\n".join(lines)
 
 

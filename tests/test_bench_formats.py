@@ -12,8 +12,10 @@ def test_bench_formats_tiny():
     for f in ("ttl", "trig", "xml", "jsonld"):
         assert len(res["load"][f]["jindou"]) == 1 and len(res["load"][f]["jindou-rdflib"]) == 1
         assert len(res["write"][f]["jindou"]) == 1
+        for k in bf.SMALL_SIZES:
+            assert len(res["small"][f"{f} {k}"]["jindou"]) == 1
     text = bf.report(res)
-    assert "| ttl |" in text and "| jsonld |" in text and "pyoxigraph" in text
+    assert "| ttl |" in text and "| jsonld |" in text and "pyoxigraph" in text and "| xml 20 |" in text
 
 
 def test_documents_read_back_equal():

@@ -12,16 +12,15 @@ Formats
 SELECT / ASK: SPARQL JSON, SPARQL XML, CSV, TSV (SPARQL 1.1 Query Results
 CSV and TSV Formats). CONSTRUCT / DESCRIBE and Graph Store reads: N-Triples
 and N-Quads written straight from term keys; Turtle (with prefixes), TriG,
-JSON-LD and RDF/XML re-written from that body by pyoxigraph (in Rust, no
-Python per triple). Which media type names which writer, and content
+JSON-LD and RDF/XML written from the id columns by
+:mod:`engine.exec.graph_writers` (no Python per triple). Which media type names which writer, and content
 negotiation, live in :mod:`engine.formats`.
 
 Size bound: with ``max_bytes``, the size of the answer is computed from the
 rendered length of each distinct term times its row count *before* any row is
 assembled, and an answer over the bound raises :class:`ResponseTooLarge`;
 rows are assembled a chunk at a time, so building the body needs about twice
-its size. Turtle and TriG, shorter than their N-Triples body, are checked on their
-own size once written (the body in between is held to the query's memory budget). A variable name is rendered once, not once per distinct term.
+its size (the graph writers likewise). A variable name is rendered once, not once per distinct term.
 """
 
 from __future__ import annotations
@@ -34,16 +33,13 @@ from contextvars import ContextVar
 
 import numpy as np
 import orjson
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine import formats
 from engine.errors import QueryTimeout, ResponseTooLarge
-from engine.exec import render
-from engine.exec.bindings import distinct_values
+from engine.exec import graph_writers, render
 from engine.exec.context import MemoryBudget, query_deadline
 from engine.exec.result import UNBOUND, QueryResult
-from engine.terms import XSD, XSD_STRING, unescape_string
+from engine.terms import XSD_STRING, unescape_string
 
 # --------------------------------------------------------------------------
 # Term parsing helpers (keys -> parts)
@@ -435,7 +431,7 @@ def _tsv_bytes(key: str) -> bytes:
 
 
 # --------------------------------------------------------------------------
-# Graphs: N-Triples, N-Quads, Turtle (own writers), JSON-LD, RDF/XML, TriG (pyoxigraph)
+# Graphs: N-Triples, N-Quads here; Turtle, TriG, JSON-LD, RDF/XML in engine.exec.graph_writers
 # --------------------------------------------------------------------------
 
 
@@ -469,179 +465,59 @@ def _nt_frags(keys, wraps=None, parts=False):
     return render.nt_fragments(keys, lambda k: _nt_term(k).encode("utf-8"), wraps, parts)
 
 
-COMMON_PREFIXES = {
-    "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
-    "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
-    "xsd": XSD,
-    "owl": "http://www.w3.org/2002/07/owl#",
-    "foaf": "http://xmlns.com/foaf/0.1/",
-    "dc": "http://purl.org/dc/terms/",
-    "skos": "http://www.w3.org/2004/02/skos/core#",
-    "schema": "http://schema.org/",
-    "sosa": "http://www.w3.org/ns/sosa/",
-    "ssn": "http://www.w3.org/ns/ssn/",
-    "geo": "http://www.w3.org/2003/01/geo/wgs84_pos#",
-    "sd": "http://www.w3.org/ns/sparql-service-description#",
-    "void": "http://rdfs.org/ns/void#",
-    "prov": "http://www.w3.org/ns/prov#",
-}
-
-_PN_LOCAL = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z|[0-9]+\Z")
-_PN_PREFIX_OK = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
+# Turtle, TriG, RDF/XML and JSON-LD: written from the id columns by engine.exec.graph_writers
+COMMON_PREFIXES = graph_writers.COMMON_PREFIXES
+MAX_NEW_PREFIXES = graph_writers.MAX_NEW_PREFIXES
 
 
-def _namespace(iri: str) -> tuple[str, str]:
-    cut = max(iri.rfind("#"), iri.rfind("/"))
-    if cut < 0:
-        return "", iri
-    return iri[: cut + 1], iri[cut + 1 :]
+def _rows(result: QueryResult) -> graph_writers.Rows | graph_writers.SmallGraph:
+    """``result``'s triples grouped by subject and predicate, their distinct terms' keys read
+    once (those key bytes held against the query's memory budget); a graph of few rows for
+    the exact per-term writer."""
+    t = result.triples
+    t = np.zeros((0, 3), np.int64) if t is None else t
+    if len(t) <= graph_writers.SMALL_ROWS:
+        return graph_writers.SmallGraph(t, result.terms.keys)
+
+    def keys_of(ids: np.ndarray):
+        keys = render.keys_arrow(result, ids, sorted_ids=True)
+        check_memory(int(keys.nbytes), "the terms of the answer being written")
+        return keys
+
+    return graph_writers.Rows(t, keys_of)
 
 
-def _prefix_name(ns: str) -> str | None:
-    """A readable prefix for a namespace: its last path segment when that is a short word."""
-    seg = ns.rstrip("/#").rsplit("/", 1)[-1].lower()
-    if 1 < len(seg) <= 12 and seg.isalpha() and seg.isascii():
-        return seg
-    return None
-
-
-#: namespaces of their own a Turtle/TriG answer declares at most (the most used ones): a
-#: prefix per namespace of a data set with many (LUBM: one per professor) reads badly and
-#: costs the writer a look-up per prefix for every IRI
-MAX_NEW_PREFIXES = 16
-
-
-class _TurtleNames:
-    """Picks prefixes for a set of IRIs: the common ones plus ns1, ns2 ... for
-    the (at most MAX_NEW_PREFIXES) most used other namespaces used at least twice."""
-
-    def __init__(self, counts: dict[str, int], prefixes: dict[str, str] | None = None):
-        """``counts``: namespace -> IRIs in it whose local part can be a prefixed name."""
-        known = dict(COMMON_PREFIXES)
-        if prefixes:
-            known.update(prefixes)
-        by_ns = {ns: p for p, ns in known.items()}
-        self.ns_prefix: dict[str, str] = {}
-        i = 1
-        new = 0
-        for ns, cnt in sorted(counts.items(), key=lambda kv: -kv[1]):
-            if ns in by_ns:
-                self.ns_prefix[ns] = by_ns[ns]
-            elif cnt >= 2 and not ns.endswith(":") and new < MAX_NEW_PREFIXES:
-                new += 1
-                name = _prefix_name(ns)
-                if name is None or name in known:
-                    while f"ns{i}" in known:
-                        i += 1
-                    name = f"ns{i}"
-                    i += 1
-                known[name] = ns
-                self.ns_prefix[ns] = name
-        self.used = sorted(self.ns_prefix.items(), key=lambda kv: kv[1])
-
-
-def _turtle_prefixes(result: QueryResult, prefixes: dict[str, str] | None) -> dict[str, str]:
-    """The prefixes a Turtle/TriG answer declares: the common ones (and the caller's) that
-    its IRIs use, plus ``ns1``, ``ns2`` ... (or a namespace's last word) for other
-    namespaces used at least twice. Counted over the distinct terms (IRIs and
-    datatype IRIs) by a few Arrow kernels, no Python per term."""
-    keys = render.keys_arrow(result, distinct_values(result.triples), sorted_ids=True)
-    return {p: ns for ns, p in _TurtleNames(_namespace_counts(keys), prefixes).used}
-
-
-#: an IRI key, or a typed literal key's datatype IRI
-_IRI_OF_KEY = r'^<(?P<iri>[^<>"]*)>$|\^\^<(?P<dt>[^<>"]*)>$'
-#: namespace (up to the last '/' or '#') and a local part that can be a prefixed name (_PN_LOCAL)
-_NS_LOCAL = r"^(?P<ns>.*[/#])(?P<local>[A-Za-z_][A-Za-z0-9_-]*|[0-9]+)$"
-
-
-def _namespace_counts(keys) -> dict[str, int]:
-    """Namespace -> number of distinct IRIs (and datatype IRIs) in ``keys`` that are
-    that namespace plus a local name a prefixed name can write."""
-    keys = keys.cast(pa.large_string()) if keys.type != pa.large_string() else keys
-    found = pc.drop_null(pc.extract_regex(keys, _IRI_OF_KEY))  # null where neither (a group not taken: "")
-    a, b = found.field("iri"), found.field("dt")
-    parts = pc.drop_null(pc.extract_regex(pc.if_else(pc.not_equal(a, ""), a, b), _NS_LOCAL))
-    vc = pc.value_counts(parts.field("ns"))
-    return dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True))
+def _checker(max_bytes: int | None):
+    return lambda size: check_size(size, max_bytes)
 
 
 def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = None,
                       max_bytes: int | None = None) -> bytes:
-    """Turtle written by pyoxigraph from our N-Triples body, with prefixes and ``a``.
-    Turtle is shorter than N-Triples: the bound is checked on the Turtle itself (the
-    N-Triples body in between stays under the query's memory budget)."""
+    """Turtle with prefixes, ``a``, and statements grouped by subject (``;``) and predicate (``,``)."""
     t = result.triples
     if t is None or len(t) == 0:
         return b""
-    body = _serialize_ntriples(result, None, None)
-    return _ox_rewrite(body, False, "TURTLE", _turtle_prefixes(result, prefixes), max_bytes)
-
-
-def _used_prefixes(body: bytes, prefixes: dict[str, str] | None) -> dict[str, str]:
-    """The common prefixes (and the caller's) whose namespace occurs in an N-Triples/N-Quads body."""
-    known = dict(COMMON_PREFIXES)
-    if prefixes:
-        known.update(prefixes)
-    return {p: ns for p, ns in known.items() if _PN_PREFIX_OK.match(p) and ("<" + ns).encode("utf-8") in body}
-
-
-def _used_prefixes_of(result: QueryResult, prefixes: dict[str, str] | None) -> dict[str, str]:
-    """:func:`_used_prefixes` of ``result``'s N-Triples body, found in its distinct
-    terms' keys instead of the body (a few Arrow substring scans over the distinct
-    terms rather than one scan of the whole body per namespace)."""
-    known = dict(COMMON_PREFIXES)
-    if prefixes:
-        known.update(prefixes)
-    keys = render.keys_arrow(result, distinct_values(result.triples), sorted_ids=True)
-    return {p: ns for p, ns in known.items()
-            if _PN_PREFIX_OK.match(p) and pc.any(pc.match_substring(keys, "<" + ns)).as_py()}
-
-
-def _ox_rewrite(body: bytes, quads: bool, target: str, prefixes: dict[str, str] | None,
-                max_bytes: int | None) -> bytes:
-    """Re-write an N-Triples (N-Quads with ``quads``) body in pyoxigraph's format ``target``
-    (TURTLE, TRIG, RDF_XML, JSON_LD) with ``prefixes``: parsed and written in Rust, no
-    Python per triple."""
-    import pyoxigraph as ox
-
-    src = ox.RdfFormat.N_QUADS if quads else ox.RdfFormat.N_TRIPLES
-    fmt = getattr(ox.RdfFormat, target)
-    try:
-        # lenient: the body is ours, written from store keys already checked (twice as fast)
-        out = ox.serialize(ox.parse(body, src, lenient=True), format=fmt, prefixes=prefixes or None)
-    except (SyntaxError, ValueError, TypeError) as e:
-        # a term our keys hold that the target format cannot express (e.g. an RDF/XML
-        # predicate with no XML name): a plain error, the format's own words
-        raise ValueError(f"cannot write this graph as {target}: {e}") from None
-    check_size(len(out), max_bytes)
-    return out
+    return graph_writers.write_turtle([(None, _rows(result))], prefixes, False, _checker(max_bytes), _tick())
 
 
 def _serialize_jsonld(result: QueryResult, graph: str | None = None, max_bytes: int | None = None) -> bytes:
-    body = _serialize_ntriples(result, graph, max_bytes)
-    if not body:
+    t = result.triples
+    if t is None or len(t) == 0:
         return b"[]"
-    return _ox_rewrite(body, graph is not None, "JSON_LD", None, max_bytes)
+    return graph_writers.write_jsonld(_rows(result), graph, _checker(max_bytes), _tick())
 
 
 def _serialize_rdfxml(result: QueryResult, max_bytes: int | None = None) -> bytes:
-    body = _serialize_ntriples(result, None, max_bytes)
-    if not body:
-        return (b'<?xml version="1.0" encoding="UTF-8"?>\n'
-                b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n</rdf:RDF>\n')
-    return _ox_rewrite(body, False, "RDF_XML", _used_prefixes_of(result, None), max_bytes)
+    return graph_writers.write_rdfxml(_rows(result), _checker(max_bytes), _tick())
 
 
 def _serialize_trig(result: QueryResult, graph: str | None = None, prefixes: dict[str, str] | None = None,
                     max_bytes: int | None = None) -> bytes:
-    """TriG: the triples in ``graph`` (a ``<g> { }`` block; None: default-graph statements),
-    bounded like Turtle."""
+    """TriG: the triples in ``graph`` (a ``<g> { }`` block; None: default-graph statements)."""
     t = result.triples
     if t is None or len(t) == 0:
         return b""
-    body = _serialize_ntriples(result, graph, None)
-    return _ox_rewrite(body, graph is not None, "TRIG", _turtle_prefixes(result, prefixes), max_bytes)
+    return graph_writers.write_turtle([(graph, _rows(result))], prefixes, True, _checker(max_bytes), _tick())
 
 
 def write_dataset(parts: Sequence[tuple[str | None, QueryResult]], media_type: str, *,
@@ -651,6 +527,15 @@ def write_dataset(parts: Sequence[tuple[str | None, QueryResult]], media_type: s
     fmt = formats.output_format(media_type, formats.GRAPH)
     if fmt is None or not fmt.quads or fmt.name not in ("nq", "trig"):
         raise ValueError(f"cannot write a dataset as {media_type}")
+    if fmt.name == "trig":
+        rows = []
+        for graph, res in parts:
+            token = _bounded(res, max_bytes)
+            try:
+                rows.append((graph, _rows(res)))
+            finally:
+                _BOUND.reset(token)
+        return graph_writers.write_turtle(rows, prefixes, True, _checker(max_bytes), _tick())
     chunks: list[bytes] = []
     size = 0
     for graph, res in parts:
@@ -664,10 +549,7 @@ def write_dataset(parts: Sequence[tuple[str | None, QueryResult]], media_type: s
             _BOUND.reset(token)
         size += len(body)
         chunks.append(body)
-    body = b"".join(chunks)
-    if fmt.name == "nq" or not body:
-        return body
-    return _ox_rewrite(body, True, "TRIG", _used_prefixes(body, prefixes), max_bytes)
+    return b"".join(chunks)
 
 
 # --------------------------------------------------------------------------
