@@ -73,6 +73,9 @@ _MAX_MSG = 1 << 20
 #: request bytes a query process reads looking for the end of the head (and a small form body)
 _PEEK_LIMIT = 64 << 10
 _SHM = "/dev/shm"
+#: longest wait of the primary's control thread for a message (it supervises the query
+#: processes after each wait: exits are also seen at once, as their control socket closes)
+_IDLE = 0.5
 _DIR_PREFIX = "jindou-procs-"
 
 
@@ -417,14 +420,28 @@ class ProcessGroup:
     def _run(self) -> None:
         while not (self._stopping and all(r.proc is None or r.proc.poll() is not None for r in self.readers)):
             try:
-                events = self._sel.select(0.05) if self._sel.get_map() else []
+                events = self._sel.select(self._idle_wait()) if self._sel.get_map() else None
             except (OSError, ValueError):
-                events = []
-            if not events:
-                time.sleep(0.01 if self._sel.get_map() else 0.05)
-            for key, _ in events:
+                events = None
+            if events is None:
+                time.sleep(0.05)
+            for key, _ in events or ():
                 self._on_message(key.data)
             self._supervise()
+
+    def _idle_wait(self) -> float:
+        """How long the control thread may wait for a message: until the next restart
+        is due, else :data:`_IDLE` (a message wakes it at once). Every wake-up of this
+        thread takes the GIL from the event loop's thread in the middle of its requests
+        (it used to wake ~17 times a second)."""
+        if self._stopping:
+            return 0.05
+        wait = _IDLE
+        now = time.monotonic()
+        for r in self.readers:
+            if r.proc is None and r.state == "dead":
+                wait = min(wait, max(0.0, r.restart_at - now))
+        return wait
 
     def _supervise(self) -> None:
         now = time.monotonic()
@@ -722,8 +739,9 @@ class _Balance:
         self.give = give  # (target process, fd) -> None; OSError: keep it
         self.mine = 0
         self.arr[index] = 0
-        #: connections given to a process recently, counted until its own slot shows them
-        self.lent: dict[int, list[float]] = {}
+        #: connections given to a process recently: (until when, the count its slot
+        #: should reach once it has taken them) -- its slot lags while the hand-over travels
+        self.lent: dict[int, list[tuple[float, int]]] = {}
 
     def opened(self) -> None:
         self.mine += 1
@@ -734,16 +752,22 @@ class _Balance:
         self.arr[self.i] = self.mine
 
     def target(self) -> int | None:
-        c = np.array(self.arr)
+        """The process to give a connection just accepted to, or None (keep it). A
+        connection given away counts for its new process until that one's slot shows
+        it (at most 0.2 s): as the larger of the slot and what the slot should read,
+        never both (counted twice, the receiver looked busier than it was and a
+        burst of 8 connections could end 5 / 3 instead of 4 / 4)."""
+        c = self.arr.tolist()
         now = time.monotonic()
-        for j, times in self.lent.items():
-            times[:] = [t for t in times if t > now]
-            c[j] += len(times)
+        for j, owed in self.lent.items():
+            owed[:] = [o for o in owed if o[0] > now and o[1] > c[j]]
+            if owed:
+                c[j] = max(o[1] for o in owed)
         c[self.i] = self.mine
-        j = int(np.argmin(c))
+        j = min(range(len(c)), key=c.__getitem__)
         if c[self.i] - c[j] < 2:
             return None
-        self.lent.setdefault(j, []).append(now + 0.2)
+        self.lent.setdefault(j, []).append((now + 0.2, c[j] + 1))
         return j
 
 
