@@ -750,28 +750,40 @@ class _Balance:
         self.i = index
         self.give = give  # (target process, fd) -> None; OSError: keep it
         self.conns: set = set()  # this process's connections (protocols)
+        self.count = 0  # the busy ones among them, as last published
         self.arr[index] = 0
         #: connections given to a process recently: (until when, the count its slot
         #: should reach once it has taken them) -- its slot lags while the hand-over travels
         self.lent: dict[int, list[tuple[float, int]]] = {}
         self._timer = None
 
+    @staticmethod
+    def _is_busy(c, edge: float) -> bool:
+        return c._opened_at > edge or c._answered > edge or c._active_at > edge
+
     def busy(self, now: float) -> int:
         """This process's connections opened or used within the last _ACTIVE_S seconds."""
         edge = now - _ACTIVE_S
-        return sum(1 for c in self.conns if c._opened_at > edge or c._answered > edge or c._active_at > edge)
+        return sum(1 for c in self.conns if self._is_busy(c, edge))
 
     def publish(self, now: float) -> None:
-        self.arr[self.i] = self.busy(now)
+        """Recount (every _REPUBLISH_S; between recounts opens and closes adjust the
+        count, so an accept costs O(1) however many connections are open)."""
+        self.count = self.busy(now)
+        self.arr[self.i] = self.count
 
     def opened(self, conn, now: float) -> None:
         conn._opened_at = now
         self.conns.add(conn)
-        self.publish(now)
+        self.count += 1
+        self.arr[self.i] = self.count
 
     def closed(self, conn, now: float) -> None:
-        self.conns.discard(conn)
-        self.publish(now)
+        if conn in self.conns:
+            self.conns.discard(conn)
+            if self._is_busy(conn, now - _ACTIVE_S) and self.count > 0:
+                self.count -= 1
+        self.arr[self.i] = self.count
 
     def watch(self, loop) -> None:
         """Republish this process's count every _REPUBLISH_S while it has connections
@@ -796,7 +808,7 @@ class _Balance:
             owed[:] = [o for o in owed if o[0] > now and o[1] > c[j]]
             if owed:
                 c[j] = max(o[1] for o in owed)
-        c[self.i] = self.busy(now)
+        c[self.i] = self.count
         j = min(range(len(c)), key=c.__getitem__)
         if c[self.i] - c[j] < 2:
             return None

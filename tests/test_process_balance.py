@@ -113,3 +113,28 @@ def test_idle_connections_do_not_count(tmp_path):
     idle._answered = now[0]
     procs[0].publish(now[0])
     assert _counts(procs)[0] == 5
+
+
+def test_counts_follow_opens_closes_and_recounts(tmp_path):
+    """Between recounts, opens and closes adjust the published count (O(1) per
+    connection event); closing an idle connection takes nothing off it; the
+    recount (every 0.5 s) drops connections gone idle and adds ones used again."""
+    now = [100.0]
+    procs, _ = _group(tmp_path, 1, False, now)
+    b = procs[0]
+    idle = _accept(b, now[0])
+    now[0] += _ACTIVE_S + 0.5
+    b.publish(now[0])
+    assert _counts(procs) == [0]
+    conns = [_accept(b, now[0]) for _ in range(3)]
+    assert _counts(procs) == [3]
+    b.closed(idle, now[0])
+    assert _counts(procs) == [3]
+    b.closed(conns[0], now[0])
+    assert _counts(procs) == [2]
+    now[0] += _ACTIVE_S + 0.5
+    conns[1]._answered = now[0]
+    b.publish(now[0])
+    assert _counts(procs) == [1]
+    b.closed(conns[0], now[0])  # (closed twice: counted once)
+    assert _counts(procs) == [1]
