@@ -353,6 +353,28 @@ def throughput(port: int, path: str, clients: int, seconds: float, salt: str) ->
             "client_cores": client / wall}
 
 
+def wait_processes(port: int, n: int, timeout: float = 300.0) -> bool:
+    """Wait until a ``jindou serve --processes n`` has all its processes up (``/status``):
+    the server answers as soon as its primary does, and a connection accepted while a
+    query process is still starting stays on the primary (keep-alive), so a measurement
+    started then measures fewer processes. False when they are not up in ``timeout``."""
+    import json
+    import urllib.request
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10) as r:
+                ps = json.loads(r.read()).get("processes") or []
+            if len(ps) >= n and all(p.get("state") == "up" for p in ps):
+                return True
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    print(f"!!! port {port}: not all {n} processes up after {timeout:.0f} s", file=sys.stderr)
+    return False
+
+
 def tree_cpu(pid: int) -> float:
     """CPU seconds (user + system) used so far by process ``pid`` and its descendants
     (a `jindou serve --processes N` primary and its query processes), from /proc; NaN
@@ -512,6 +534,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
                     os.environ.pop("JINDOU_PROCESSES", None)
                 else:
                     os.environ["JINDOU_PROCESSES"] = before
+            if procs.get(name, 1) > 1:
+                wait_processes(p.port, procs[name])
             print(f"{name}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
             peers[name] = (p.port, p.query_path)
             pids[name] = p.server_pid() if hasattr(p, "server_pid") else None

@@ -284,12 +284,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", action="store_true", help="print one answer per family")
     ap.add_argument("--clients", nargs="?", const="all", default=None,
                     help="instead: per client request form (bench/client_forms.py; comma-separated or all)")
+    ap.add_argument("--mapped", action="store_true",
+                    help="the store as a `--processes N` server holds it: persisted in /dev/shm, the graph "
+                         "and dictionary arrays mapped from the packs (Store.remap)")
     args = ap.parse_args(argv)
     from engine.database import Database
 
-    db = Database(query_timeout=3600)
+    tmp = None
+    if args.mapped:
+        import atexit
+        import shutil
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="jindou-lane-profile-", dir="/dev/shm")
+        atexit.register(shutil.rmtree, tmp, True)
+        db = Database(query_timeout=3600, data_dir=tmp)
+    else:
+        db = Database(query_timeout=3600)
     t0 = time.perf_counter()
     db.load_file(args.data)
+    if args.mapped:
+        db.store.remap()
     print(f"loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     import gc
 

@@ -352,6 +352,8 @@ def _fast_lane_class():
         _lean: bool | None = None  # heads read by server.lane (None: not decided yet)
         _no_lane = False  # the next request httptools parses was declined by the lane already
         _answered = 0.0  # loop time of the last answer written by the lane (keep-alive)
+        _active_at = 0.0  # loop time of the last request httptools began (connection balance)
+        _opened_at = 0.0  # loop time the connection was opened (connection balance)
         _lane_scope: dict | None = None  # the scope of the lane's requests on this connection
         _held: bytes | None = None  # a lane POST whose body has not all arrived (data_received)
 
@@ -483,6 +485,7 @@ def _fast_lane_class():
 
         def on_message_begin(self) -> None:
             self._mid = True
+            self._active_at = self.loop.time()
             super().on_message_begin()
 
         def on_headers_complete(self) -> None:

@@ -73,6 +73,14 @@ _MAX_MSG = 1 << 20
 #: request bytes a query process reads looking for the end of the head (and a small form body)
 _PEEK_LIMIT = 64 << 10
 _SHM = "/dev/shm"
+#: longest wait of the primary's control thread for a message (it supervises the query
+#: processes after each wait: exits are also seen at once, as their control socket closes)
+_IDLE = 0.5
+#: a connection counts towards its process's load (the balance) while it was opened
+#: or asked something within this many seconds
+_ACTIVE_S = 1.0
+#: how often a process republishes that count
+_REPUBLISH_S = 0.5
 _DIR_PREFIX = "jindou-procs-"
 
 
@@ -417,14 +425,28 @@ class ProcessGroup:
     def _run(self) -> None:
         while not (self._stopping and all(r.proc is None or r.proc.poll() is not None for r in self.readers)):
             try:
-                events = self._sel.select(0.05) if self._sel.get_map() else []
+                events = self._sel.select(self._idle_wait()) if self._sel.get_map() else None
             except (OSError, ValueError):
-                events = []
-            if not events:
-                time.sleep(0.01 if self._sel.get_map() else 0.05)
-            for key, _ in events:
+                events = None
+            if events is None:
+                time.sleep(0.05)
+            for key, _ in events or ():
                 self._on_message(key.data)
             self._supervise()
+
+    def _idle_wait(self) -> float:
+        """How long the control thread may wait for a message: until the next restart
+        is due, else :data:`_IDLE` (a message wakes it at once). Every wake-up of this
+        thread takes the GIL from the event loop's thread in the middle of its requests
+        (it used to wake ~17 times a second)."""
+        if self._stopping:
+            return 0.05
+        wait = _IDLE
+        now = time.monotonic()
+        for r in self.readers:
+            if r.proc is None and r.state == "dead":
+                wait = min(wait, max(0.0, r.restart_at - now))
+        return wait
 
     def _supervise(self) -> None:
         now = time.monotonic()
@@ -710,40 +732,87 @@ def primary_server_class():
 
 # ------------------------------------------------------------------ balancing connections
 class _Balance:
-    """Open connections per process, in a small shared array (each process writes its
+    """Busy connections per process, in a small shared array (each process writes its
     own slot). A process that accepts a connection while it holds two more than the
     least busy one gives it to that one: the accepting process is whichever woke
     first (one may take a whole burst of connections), so without this a few keep-alive
-    clients can pile onto one process while another idles."""
+    clients can pile onto one process while another idles.
+
+    A connection counts while it is busy: opened, or asked something, within the last
+    :data:`_ACTIVE_S` seconds. An idle keep-alive connection (a monitor's, a browser
+    tab's, the one a benchmark loaded its data with) costs its process nothing, and
+    counted as one it tipped a burst of 8 clients into 3 / 5 instead of 4 / 4. Each
+    process republishes its count every :data:`_REPUBLISH_S` while it has connections.
+    ``now`` is the event loop's clock (``loop.time()``)."""
 
     def __init__(self, path: str, index: int, n: int, give):
         self.arr = np.memmap(path, dtype=np.int64, mode="r+", shape=(n,))
         self.i = index
         self.give = give  # (target process, fd) -> None; OSError: keep it
-        self.mine = 0
+        self.conns: set = set()  # this process's connections (protocols)
+        self.count = 0  # the busy ones among them, as last published
         self.arr[index] = 0
-        #: connections given to a process recently, counted until its own slot shows them
-        self.lent: dict[int, list[float]] = {}
+        #: connections given to a process recently: (until when, the count its slot
+        #: should reach once it has taken them) -- its slot lags while the hand-over travels
+        self.lent: dict[int, list[tuple[float, int]]] = {}
+        self._timer = None
 
-    def opened(self) -> None:
-        self.mine += 1
-        self.arr[self.i] = self.mine
+    @staticmethod
+    def _is_busy(c, edge: float) -> bool:
+        return c._opened_at > edge or c._answered > edge or c._active_at > edge
 
-    def closed(self) -> None:
-        self.mine = max(0, self.mine - 1)
-        self.arr[self.i] = self.mine
+    def busy(self, now: float) -> int:
+        """This process's connections opened or used within the last _ACTIVE_S seconds."""
+        edge = now - _ACTIVE_S
+        return sum(1 for c in self.conns if self._is_busy(c, edge))
 
-    def target(self) -> int | None:
-        c = np.array(self.arr)
-        now = time.monotonic()
-        for j, times in self.lent.items():
-            times[:] = [t for t in times if t > now]
-            c[j] += len(times)
-        c[self.i] = self.mine
-        j = int(np.argmin(c))
+    def publish(self, now: float) -> None:
+        """Recount (every _REPUBLISH_S; between recounts opens and closes adjust the
+        count, so an accept costs O(1) however many connections are open)."""
+        self.count = self.busy(now)
+        self.arr[self.i] = self.count
+
+    def opened(self, conn, now: float) -> None:
+        conn._opened_at = now
+        self.conns.add(conn)
+        self.count += 1
+        self.arr[self.i] = self.count
+
+    def closed(self, conn, now: float) -> None:
+        if conn in self.conns:
+            self.conns.discard(conn)
+            if self._is_busy(conn, now - _ACTIVE_S) and self.count > 0:
+                self.count -= 1
+        self.arr[self.i] = self.count
+
+    def watch(self, loop) -> None:
+        """Republish this process's count every _REPUBLISH_S while it has connections
+        (a connection going idle changes it without an event)."""
+        if self._timer is None:
+            self._timer = loop.call_later(_REPUBLISH_S, self._tick, loop)
+
+    def _tick(self, loop) -> None:
+        self._timer = None
+        self.publish(loop.time())
+        if self.conns:
+            self.watch(loop)
+
+    def target(self, now: float) -> int | None:
+        """The process to give a connection just accepted to, or None (keep it). A
+        connection given away counts for its new process until that one's slot shows
+        it (at most 0.2 s): as the larger of the slot and what the slot should read,
+        never both (counted twice, the receiver looked busier than it was and a
+        burst of 8 connections could end 5 / 3 instead of 4 / 4)."""
+        c = self.arr.tolist()
+        for j, owed in self.lent.items():
+            owed[:] = [o for o in owed if o[0] > now and o[1] > c[j]]
+            if owed:
+                c[j] = max(o[1] for o in owed)
+        c[self.i] = self.count
+        j = min(range(len(c)), key=c.__getitem__)
         if c[self.i] - c[j] < 2:
             return None
-        self.lent.setdefault(j, []).append(now + 0.2)
+        self.lent.setdefault(j, []).append((now + 0.2, c[j] + 1))
         return j
 
 
@@ -763,10 +832,12 @@ def _balanced(base):
             b = _BALANCE
             if b is None:
                 return
-            b.opened()
+            now = self.loop.time()
+            b.opened(self, now)
+            b.watch(self.loop)
             if self._adopted:
                 return
-            j = b.target()
+            j = b.target(now)
             sock = transport.get_extra_info("socket") if j is not None else None
             if sock is None:
                 return
@@ -775,13 +846,13 @@ def _balanced(base):
             except OSError:
                 return  # keep it
             self._given = True
-            b.closed()
+            b.closed(self, now)
             transport.close()  # our descriptor only: no FIN
 
         def connection_lost(self, exc) -> None:
             b = _BALANCE
             if b is not None and not self._given:
-                b.closed()
+                b.closed(self, self.loop.time())
             super().connection_lost(exc)
 
     return Balanced

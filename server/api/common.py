@@ -822,8 +822,10 @@ class ServerState:
                 dt = time.perf_counter() - t0
                 if seen is None:
                     self.record_cost(shape, dt)
-                else:
-                    cost[shape] = (max(min(dt, seen[2]), seen[0] * 0.5), seen[1] + 1, dt)
+                else:  # record_cost's decaying maximum, in comparisons (no builtin calls)
+                    low = dt if dt < seen[2] else seen[2]
+                    half = seen[0] * 0.5
+                    cost[shape] = (low if low > half else half, seen[1] + 1, dt)
 
     async def run(self, fn: Callable[..., Any], shape: Any = None, deadline: Any = _UNSET,
                   gate: CommitGate | None = None, probe: bool = False) -> Any:

@@ -300,7 +300,7 @@ def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes
     n = norm.raw_normalize(payload, _unquote_plus)
     if n is None:
         return None
-    base = base_url(headers, scope) + "/sparql"
+    base = _sparql_base(headers, scope)
     hit = match(n, base)
     if hit is None:
         return None
@@ -309,6 +309,25 @@ def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes
     if not formats.acceptable_at_all(accept):
         raise not_acceptable(accept, "SELECT")
     return _HitJob(db, hit, payload, base, accept, state.config.max_response_bytes)
+
+
+#: (Host header, scheme) -> the query's base IRI (``base_url`` + "/sparql"): a client
+#: sends the same Host with every request; one kept string is hashed once, not per
+#: request in the template lookup
+_BASES: dict[tuple, str] = {}
+
+
+def _sparql_base(headers: dict[str, str], scope: dict) -> str:
+    host = headers.get("host")
+    if not host:  # (base_url then reads the scope's server address)
+        return base_url(headers, scope) + "/sparql"
+    key = (host, scope.get("scheme", "http"))
+    base = _BASES.get(key)
+    if base is None:
+        if len(_BASES) >= 256:
+            _BASES.clear()
+        base = _BASES[key] = base_url(headers, scope) + "/sparql"
+    return base
 
 
 def _serialize(res, mt: str, max_bytes, deadline) -> tuple:
@@ -332,7 +351,7 @@ def _plain_job(state: ServerState, scope: dict, headers: dict[str, str], text: s
         accept = headers.get("accept")
     if not _acceptable_at_all(accept):
         raise not_acceptable(accept, "SELECT")
-    return _PlainJob(state.db, text, base_url(headers, scope) + "/sparql", accept, state.config.max_response_bytes)
+    return _PlainJob(state.db, text, _sparql_base(headers, scope), accept, state.config.max_response_bytes)
 
 
 #: the headers of a query's answer (one read-only dict: ``EdgeMiddleware._head`` keys
