@@ -26,6 +26,8 @@ import pyarrow.compute as pc
 
 from engine.arrays import unique
 from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded
+from engine.exec import numbers as N
+from engine.exec import values as V
 from engine.exec.bgp import (
     SMALL_ROWS,
     candidate_predicates,
@@ -144,6 +146,9 @@ class QueryContext:
         self._pending: pa.Array | None = None
         self._hashed_interns = 0  # intern() calls of a few keys answered by hashing the pending locals
         self._known: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # see remember_numbers
+        #: computed numbers held as values, keys written on first read as text (intern_numbers)
+        self._lazy: N.LazyNumbers | None = None
+        self._local_nums: tuple[int, np.ndarray] | None = None  # sorted numeric values of the keyed locals
         self._bnode_counter = 0
         self.evaluator: Evaluator | None = None
         #: memory accounting of this query (intermediate tables, computed terms); without
@@ -201,6 +206,10 @@ class QueryContext:
         if self._pending is not None:
             self._sync()
         j = self._local.get(key)
+        if j is None and self._lazy is not None and key.endswith((N.INT_SFX, N.DBL_SFX)):
+            z = int(self._lazy.find(pa.array([key], pa.large_string()))[0])
+            if z >= 0:
+                return z
         if j is None:
             # a computed term lives until the query ends: charged by its size
             self.memory.hold(len(key) + _KEY_OVERHEAD, "computed terms")
@@ -284,14 +293,21 @@ class QueryContext:
         self._local_arrow = chunk if prefix is None else pa.concat_arrays([prefix, chunk])
         return np.arange(base, base + len(chunk), dtype=np.int64)
 
-    def intern_arrow(self, keys: pa.Array, by_hash: bool = False) -> np.ndarray:
+    def intern_arrow(self, keys: pa.Array, by_hash: bool = False, lazy: bool = True) -> np.ndarray:
         """:meth:`intern` of keys given as an Arrow string array (the column-wise string
         functions build theirs so): no Python string per key but the new ones.
-        ``by_hash``: the locals searched by Arrow's hashing even for a few keys."""
+        ``by_hash``: the locals searched by Arrow's hashing even for a few keys;
+        ``lazy``: whether numbers held as values (:meth:`intern_numbers`) may hold them."""
         enc = keys.dictionary_encode()
         distinct = enc.dictionary
         ids = self.dictionary.lookup_many(distinct) if len(distinct) else np.zeros(0, np.int64)
         miss = np.flatnonzero(ids < 0)
+        if len(miss) and lazy and self._lazy is not None:
+            z = self._lazy.find(distinct.take(pa.array(miss)))
+            if (z >= 0).any():
+                ids = np.array(ids, dtype=np.int64, copy=True)
+                ids[miss] = z
+                miss = miss[z < 0]
         if len(miss):
             ids = np.array(ids, dtype=np.int64, copy=True)
             missing_arr = distinct.take(pa.array(miss)).cast(pa.large_string())
@@ -361,14 +377,17 @@ class QueryContext:
         store = (ids >= 0) & (ids < LOCAL_BASE)
         if store.all():
             return self.dictionary.as_arrow().take(pa.array(ids)) if len(ids) else pa.array([], pa.large_string())
-        local = ids >= LOCAL_BASE
-        si, li = np.flatnonzero(store), np.flatnonzero(local)
+        lazy = ids >= N.LAZY_BASE
+        local = (ids >= LOCAL_BASE) & ~lazy
+        si, li, zi = np.flatnonzero(store), np.flatnonzero(local), np.flatnonzero(lazy)
         parts = [self.dictionary.as_arrow().take(pa.array(ids[si])).cast(pa.large_string()),
                  self._locals_arrow().take(pa.array(ids[li] - LOCAL_BASE)),
+                 self._lazy.keys_arrow(ids[zi]) if len(zi) else pa.array([], pa.large_string()),
                  pa.nulls(1, pa.large_string())]
-        pos = np.full(len(ids), len(si) + len(li), dtype=np.int64)  # unbound: the null
+        pos = np.full(len(ids), len(si) + len(li) + len(zi), dtype=np.int64)  # unbound: the null
         pos[si] = np.arange(len(si), dtype=np.int64)
         pos[li] = len(si) + np.arange(len(li), dtype=np.int64)
+        pos[zi] = len(si) + len(li) + np.arange(len(zi), dtype=np.int64)
         return pa.concat_arrays(parts).take(pa.array(pos))
 
     def keys(self, ids) -> list[str | None]:
@@ -383,12 +402,71 @@ class QueryContext:
         if len(sidx):
             for i, k in zip(sidx.tolist(), self.dictionary.keys(ids[sidx]), strict=True):
                 out[i] = k
-        if self._pending is not None:
-            self._sync()
-        lk = self._local_keys
-        for i in np.flatnonzero(ids >= LOCAL_BASE).tolist():
-            out[i] = lk[int(ids[i]) - LOCAL_BASE]
+        lazy = np.flatnonzero(ids >= N.LAZY_BASE)
+        if len(lazy):
+            for i, k in zip(lazy.tolist(), self._lazy.keys_arrow(ids[lazy]).to_pylist(), strict=True):
+                out[i] = k
+        local = np.flatnonzero((ids >= LOCAL_BASE) & (ids < N.LAZY_BASE))
+        if len(local):
+            if self._pending is not None:
+                self._sync()
+            lk = self._local_keys
+            for i in local.tolist():
+                out[i] = lk[int(ids[i]) - LOCAL_BASE]
         return out
+
+    def intern_numbers(self, vals: np.ndarray, code: int) -> np.ndarray:
+        """Ids of computed numbers, one per row: integers (int64, ``N.INT``) or doubles
+        (float64, ``N.DBL``). Many distinct values are held as values (``N.LazyNumbers``),
+        their keys written only if a reader needs text; a value that may be a term of the
+        store or a keyed computed term (equal number: its canonical key looked up) and few
+        distinct values go by their keys."""
+        kv = N.value_keys(vals, code)
+        u, inv = distinct_inverse(kv)
+        inv = inv.reshape(-1)
+        store = N.store_values(self.dictionary) if len(u) >= N.LAZY_MIN else None
+        if store is None:
+            if len(u) <= 64:  # (a few keys: the dict path of intern)
+                keys = ([f'"{v}"{N.INT_SFX}' for v in u.tolist()] if code == N.INT
+                        else V.format_doubles(u.view(np.float64), '"', '"' + N.DBL_SFX))
+                return np.asarray(self.intern(keys), dtype=np.int64)[inv]
+            return self.intern_arrow(N.canonical_keys(u if code == N.INT else u.view(np.float64), code))[inv]
+        ids = np.full(len(u), UNBOUND, dtype=np.int64)
+        fl = u.astype(np.float64) if code == N.INT else u.view(np.float64)
+        keyed = N.maybe_in(store, fl)
+        if code == N.INT:
+            keyed |= np.abs(fl) >= 2.0**53
+        if self._n_local():
+            keyed |= N.maybe_in(self._local_values(), fl)
+        if self._lazy is not None:
+            ids = self._lazy.lookup(u, code)
+            keyed &= ids < 0
+        if keyed.any():
+            k = np.flatnonzero(keyed)
+            ids[k] = self.intern_arrow(N.canonical_keys(u[k] if code == N.INT else fl[k], code), lazy=False)
+        rest = np.flatnonzero(ids < 0)
+        if len(rest):
+            self.memory.hold(24 * len(rest), "computed numbers")
+            if self._lazy is None:
+                self._lazy = N.LazyNumbers()
+            ids[rest] = self._lazy.add(u[rest], code)
+        return ids[inv]
+
+    def _local_values(self) -> np.ndarray:
+        """Sorted finite numeric values of the keyed computed terms (kept up to date as
+        they are added: the locals only grow)."""
+        from engine.kv.dictionary import numeric_values  # noqa: PLC0415
+
+        n = self._n_local()
+        have = self._local_nums
+        if have is not None and have[0] == n:
+            return have[1]
+        done = 0 if have is None else have[0]
+        new = numeric_values(self._locals_arrow().slice(done).cast(pa.large_string()))
+        vals = np.concatenate([have[1], new[np.isfinite(new)]]) if have is not None else new[np.isfinite(new)]
+        vals.sort()
+        self._local_nums = (n, vals)
+        return vals
 
     def remember_numbers(self, ids: np.ndarray, values: np.ndarray, codes: np.ndarray) -> None:
         """Values and datatype codes (functions.py ``_DT_*``) of computed numbers as their
@@ -408,6 +486,13 @@ class QueryContext:
     def known_numbers(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(found, values, datatype codes) of ids among :meth:`remember_numbers`' ones."""
         n = len(ids)
+        lazy = ids >= N.LAZY_BASE
+        if self._lazy is not None and lazy.any():
+            found, vals, codes = self.known_numbers(np.where(lazy, UNBOUND, ids))
+            zi = np.flatnonzero(lazy)
+            found[zi] = True
+            vals[zi], codes[zi] = self._lazy.values(ids[zi])
+            return found, vals, codes
         if self._known is None or n == 0:
             return np.zeros(n, dtype=bool), np.full(n, np.nan), np.full(n, -1, dtype=np.int8)
         kid, kval, kcode = self._known
@@ -419,6 +504,12 @@ class QueryContext:
         ids = np.asarray(ids, dtype=np.int64)
         out = self.dictionary.numeric(np.where(ids >= LOCAL_BASE, -1, ids))
         loc = np.flatnonzero(ids >= LOCAL_BASE)
+        if len(loc) and self._lazy is not None:
+            lazy = ids[loc] >= N.LAZY_BASE
+            if lazy.any():
+                out = np.array(out, dtype=np.float64, copy=True)
+                out[loc[lazy]] = self._lazy.values(ids[loc[lazy]])[0]
+                loc = loc[~lazy]
         if len(loc) and self._known is not None:
             found, vals, _ = self.known_numbers(ids[loc])
             if found.any():
@@ -445,6 +536,12 @@ class QueryContext:
         ids = np.asarray(ids, dtype=np.int64)
         out = self.dictionary.kinds(np.where(ids >= LOCAL_BASE, -1, ids))
         loc = np.flatnonzero(ids >= LOCAL_BASE)
+        if len(loc) and self._lazy is not None:
+            lazy = ids[loc] >= N.LAZY_BASE
+            if lazy.any():  # computed numbers: literals
+                out = np.array(out, dtype=np.int8, copy=True)
+                out[loc[lazy]] = 2
+                loc = loc[~lazy]
         if len(loc):
             out = np.array(out, dtype=np.int8, copy=True)
             uniq, inv = distinct_inverse(ids[loc])

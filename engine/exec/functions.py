@@ -744,6 +744,9 @@ class _Evaluator:
                 return out
             if expr.op == "RAND" and not expr.args:
                 vals = np.random.random(n)
+                lazy = getattr(self.ctx, "intern_numbers", None)
+                if lazy is not None and n >= _CLASSIFY_MIN_ROWS:  # held as values, written if read as text
+                    return np.asarray(lazy(vals, _DT_DBL), dtype=np.int64)
                 keys = V.format_doubles_arrow(vals, '"', '"' + _DOUBLE_SUFFIX)
                 # 53 random bits a value: two rows drawing the same double, or one a stored
                 # term, have odds of ~n^2 / 2^54 (3e-7 for 72k rows): fresh ids, no look-up
@@ -1004,12 +1007,17 @@ class _Evaluator:
         c, f, i = self._num_tree(expr, {})
         out = np.full(self.n, UNBOUND, dtype=np.int64)
         ints = np.flatnonzero(c == _N_INT)
-        if len(ints):
+        lazy = getattr(self.ctx, "intern_numbers", None)
+        if len(ints) and lazy is not None:  # (many distinct values: held as values, not keys)
+            out[ints] = np.asarray(lazy(i[ints], _DT_INT), dtype=np.int64)
+        elif len(ints):
             u, inv = distinct_inverse(i[ints])
             keys = [f'"{v}"{_INTEGER_SUFFIX}' for v in u.tolist()]
             out[ints] = np.asarray(self.ctx.intern(keys), dtype=np.int64)[inv.reshape(-1)]
         dbl = np.flatnonzero(c == _N_DBL)
-        if len(dbl):
+        if len(dbl) and lazy is not None:
+            out[dbl] = np.asarray(lazy(f[dbl], _DT_DBL), dtype=np.int64)
+        elif len(dbl):
             # distinct by bit pattern: -0.0 and 0.0 are written apart, NaNs together
             bits = f[dbl].copy()
             bits[np.isnan(bits)] = np.nan
