@@ -128,6 +128,14 @@ ORACLE = [
     "SELECT ?k (COUNT(*) AS ?n) (SUM(?a) AS ?s) WHERE { ?x :a ?a } GROUP BY (FLOOR(?a / 10) AS ?k)",
     "SELECT (AVG(?n) AS ?m) (MAX(?n) AS ?mx) (SUM(?n) AS ?t) WHERE { { SELECT ?g (COUNT(?x) AS ?n) "
     "WHERE { ?x :g ?g } GROUP BY ?g } }",
+    # GROUP_CONCAT of string functions' values (no term per value) and REPLACE's keys written column-wise
+    "SELECT ?g (STRLEN(GROUP_CONCAT(DISTINCT STR(?g); separator=',')) AS ?l) "
+    "(STRLEN(GROUP_CONCAT(STR(?x); separator='')) AS ?k) WHERE { ?x :g ?g } GROUP BY ?g",
+    "SELECT ?g (STRLEN(GROUP_CONCAT(DISTINCT LCASE(?m))) AS ?l) (STRLEN(GROUP_CONCAT(STR(?a))) AS ?k) "
+    "WHERE { ?x :g ?g ; :a ?a ; :m ?m } GROUP BY ?g",
+    "SELECT (COUNT(DISTINCT ?r) AS ?n) WHERE { ?x :g ?g BIND(REPLACE(STR(?x), 's1', 'S') AS ?r) "
+    "FILTER(STRSTARTS(?r, 'http://e/S')) }",
+    "SELECT ?r WHERE { ?x :m ?m BIND(REPLACE(?m, 'm(1)', '\"$1\"') AS ?r) }",
 ]
 
 

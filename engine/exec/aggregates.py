@@ -65,20 +65,29 @@ def aggregate(agg, arg_ids: np.ndarray | None, group_index: np.ndarray, n_groups
 
 def _distinct_pairs(ids: np.ndarray, gi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep the first occurrence of each (group, id) pair, in row order."""
+    keep = _first_pairs(ids, gi)
+    return (ids, gi) if keep is None else (ids[keep], gi[keep])
+
+
+def _first_pairs(ids: np.ndarray, gi: np.ndarray) -> np.ndarray | None:
+    """Mask of the rows holding the first occurrence of their (group, id) pair; None: all do."""
     if len(ids) == 0:
-        return ids, gi
+        return None
     _, inv = distinct_inverse(ids)
     inv = inv.reshape(-1).astype(np.int64)
     # rows of ids that occur once are first occurrences whatever their group
     rep = np.flatnonzero(np.bincount(inv)[inv] > 1)
     if len(rep) == 0:
-        return ids, gi
+        return None
     code = gi[rep] * (int(inv.max()) + 1) + inv[rep]
-    _, first = np.unique(code, return_index=True)
+    order = np.argsort(code, kind="stable")  # (stable: the first row of each code leads its run)
+    sc = code[order]
+    lead = np.ones(len(sc), dtype=bool)
+    lead[1:] = sc[1:] != sc[:-1]
     keep = np.ones(len(ids), dtype=bool)
     keep[rep] = False
-    keep[rep[first]] = True
-    return ids[keep], gi[keep]
+    keep[rep[order[lead]]] = True
+    return keep
 
 
 def _int_keys(counts: np.ndarray, ctx) -> np.ndarray:
@@ -467,27 +476,50 @@ def _group_concat(sep: str, ids, gi, n_groups, ctx) -> np.ndarray:
     by group, and one ``binary_join``."""
     from engine.exec import strings  # noqa: PLC0415
 
-    bad = np.zeros(n_groups, dtype=bool)
     ok = np.flatnonzero(ids >= 0)
     if not len(ok):
         return np.asarray(ctx.intern([literal_key("")] * n_groups), dtype=np.int64)
     lx = strings.str_values(ctx, ids[ok])
     g = gi[ok]
+    bad = np.zeros(n_groups, dtype=bool)
     bad[g[lx.inv < 0]] = True  # blank nodes
     fine = np.flatnonzero(lx.inv >= 0)
-    rows, g = lx.inv[fine], g[fine]
-    lens = pc.binary_length(lx.lex).to_numpy(zero_copy_only=False).astype(np.int64) if len(lx.lex) else None
+    ids_out = _join_groups(sep, lx.lex, lx.inv[fine], g[fine], n_groups, ctx)
+    ids_out[bad] = UNBOUND
+    return ids_out
+
+
+def group_concat_lex(sep: str, lx, gi: np.ndarray, n_groups: int, distinct: bool, ctx) -> np.ndarray:
+    """GROUP_CONCAT of a string function's values (``strings.Lex``: ``GROUP_CONCAT(STR(?x))``)
+    without a term made per value: rows in error are left out (as unbound values
+    are), DISTINCT keeps each group's first row of each value (lexical form and tag)."""
+    from engine.exec import strings  # noqa: PLC0415
+
+    ok = np.flatnonzero(lx.inv >= 0)
+    rows, g = lx.inv[ok], np.asarray(gi, dtype=np.int64)[ok]
+    if distinct and len(rows) and len(lx.lex):
+        vals = lx.lex if lx.tag is None else strings.key_array(lx.lex, lx.tag)
+        code = vals.dictionary_encode().indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        keep = _first_pairs(code[rows], g)
+        if keep is not None:
+            rows, g = rows[keep], g[keep]
+    return _join_groups(sep, lx.lex, rows, g, n_groups, ctx)
+
+
+def _join_groups(sep: str, lex: pa.Array, rows: np.ndarray, g: np.ndarray, n_groups: int, ctx) -> np.ndarray:
+    """Ids of the simple literals joining, per group, ``lex[rows]`` of its rows in row order."""
+    from engine.exec import strings  # noqa: PLC0415
+
+    lens = pc.binary_length(lex).to_numpy(zero_copy_only=False).astype(np.int64) if len(lex) else None
     memory = getattr(ctx, "memory", None)
     if memory is not None and lens is not None:  # the joined strings, checked before any is built
         memory.check(2 * int(lens[rows].sum() + len(sep) * len(rows)) + 8 * len(rows), "GROUP_CONCAT")
     order = np.argsort(g, kind="stable")  # row order within each group
-    counts = np.bincount(g, minlength=n_groups)
+    counts = np.bincount(g, minlength=n_groups)[:n_groups]
     offsets = np.zeros(n_groups + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    values = lx.lex.take(pa.array(rows[order])) if len(lx.lex) else pa.array([], pa.large_string())
+    values = lex.take(pa.array(rows[order])) if len(lex) else pa.array([], pa.large_string())
     ctx.check_budget()
     lists = pa.LargeListArray.from_arrays(pa.array(offsets), values.cast(pa.large_string()))
     joined = pc.binary_join(lists, pa.scalar(sep, pa.large_string()))
-    ids_out = strings.intern_lex(ctx, joined, None)
-    ids_out[bad] = UNBOUND
-    return ids_out
+    return strings.intern_lex(ctx, joined, None)

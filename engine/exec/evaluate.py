@@ -1009,11 +1009,14 @@ class Evaluator:
 
         name = agg.name.upper()
         arg = agg.arg
-        if (name not in ("MIN", "MAX") or res.n < 64 or not isinstance(arg, A.Call)
+        if (name not in ("MIN", "MAX", "GROUP_CONCAT") or res.n < 64 or not isinstance(arg, A.Call)
                 or arg.op not in S.LEX_OPS):
             return None
         fn = _functions()
         lx = S.lex_of(fn._Evaluator(res.cols, res.n, self.ctx), arg)
+        if lx is not None and name == "GROUP_CONCAT":  # the values' texts joined: no term per value
+            sep = " " if agg.separator is None else agg.separator
+            return _aggregates().group_concat_lex(sep, lx, groups, n_groups, agg.distinct, self.ctx)
         if lx is None or (lx.tag is not None and not pc.all(pc.equal(lx.tag, "")).as_py()):
             return None
         out = np.full(n_groups, UNBOUND, dtype=np.int64)

@@ -409,17 +409,6 @@ def _string_keys(keys) -> tuple[np.ndarray, pa.Array, pa.Array]:
     return pos, bodies, tags
 
 
-def _string_key_list(lexes: pa.Array, tags: pa.Array) -> list[str]:
-    """Keys of string literals from lexical forms and tags ("" = none)."""
-    body = lexes
-    for a, b in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r")):
-        body = pc.replace_substring(body, a, b)
-    quote, at, empty = (pa.scalar(c, pa.large_string()) for c in ('"', "@", ""))
-    body = pc.binary_join_element_wise(quote, body.cast(pa.large_string()), quote, empty)
-    tagged = pc.binary_join_element_wise(body, tags.cast(pa.large_string()), at)
-    return pc.if_else(pc.equal(tags, ""), body, tagged).to_pylist()
-
-
 _CAST_EDGE = r"[^0-9A-Za-z+.\-]*"  # what ``str.strip()`` may remove around a lexical form (and more)
 _CAST_INT = r"[+-]?[0-9]+"
 _CAST_DT = r"-?[0-9]{4,}-[0-9]{2}-[0-9]{2}[\s\S]*"
@@ -891,8 +880,8 @@ class _Evaluator:
         if expr.op == "REGEX":
             t_id, f_id = self._bool_ids()
             res[pos] = np.where(got.to_numpy(zero_copy_only=False), t_id, f_id)
-        else:
-            res[pos] = self.ctx.intern(_string_key_list(got, tags))
+        else:  # the new strings' keys written and interned column-wise
+            res[pos] = S.intern_lex(self.ctx, got.cast(pa.large_string()), tags.cast(pa.large_string()))
         return res[inv]
 
     def _regex_table(self, expr) -> dict | None:
