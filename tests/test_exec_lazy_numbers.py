@@ -305,3 +305,17 @@ def test_count_and_distinct_count(stores, groups):
     for g, a, b in zip(groups, got, gd, strict=True):
         assert a == literal_key(str(sum(k is not None for k in g)), XI)
         assert b == literal_key(str(len({k for k in g if k is not None})), XI)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=st.lists(st.tuples(st.one_of(st.integers(-(2**61), 2**61), st.integers(-100, 100),
+                                          st.sampled_from([10**17 - 1, 2 * 10**17 - 1, -(10**18) + 1, 0])),
+                                st.one_of(st.integers(1, 2**40), st.integers(1, 40),
+                                          st.sampled_from([3**10, 7**12, 2 * 10**17, 10**17 + 3]))),
+                      min_size=1, max_size=50))
+def test_decimal_quotients_match_decimal_division(pairs):
+    num = np.array([p[0] for p in pairs], dtype=np.int64)
+    den = np.array([p[1] for p in pairs], dtype=np.int64)
+    got = V.decimal_quotients(num, den).to_pylist()
+    want = [V.format_decimal(V._decimal_div(Decimal(int(a)), Decimal(int(b)))) for a, b in pairs]
+    assert got == want

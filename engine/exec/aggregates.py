@@ -282,9 +282,16 @@ def _sum_avg(is_avg: bool, ids, gi, n_groups, ctx) -> np.ndarray:
         if not num.big and bound < 2**62:
             sums = np.zeros(n_groups, dtype=np.int64)
             np.add.at(sums, gi[rows], num.ints[row_u])
+        ig = np.flatnonzero(int_groups)
         if sums is not None and not is_avg:
-            ig = np.flatnonzero(int_groups)
             out[ig] = _intern_numbers(ctx, sums[ig], 0)
+        elif sums is not None:  # AVG: the decimal quotients written column-wise
+            lex = V.decimal_quotients(sums[ig], counts[ig])
+            qkeys = pc.binary_join_element_wise(pa.scalar('"', pa.large_string()), lex,
+                                               pa.scalar('"^^<' + V.RANK_DATATYPE[V.DECIMAL] + ">", pa.large_string()),
+                                               pa.scalar("", pa.large_string()))
+            fn = getattr(ctx, "intern_arrow", None)
+            out[ig] = np.asarray(fn(qkeys) if fn is not None else ctx.intern(qkeys.to_pylist()), dtype=np.int64)
         else:
             if sums is not None:
                 sums_list = sums.tolist()
