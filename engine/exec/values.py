@@ -801,6 +801,9 @@ def order_key(t: Term | None) -> tuple:
     return (3, CAT_OTHER, t.datatype, t.lexical)
 
 
+_QUOTIENT_CHUNK = 1 << 16
+
+
 def decimal_quotients(num: np.ndarray, den: np.ndarray) -> pa.Array:
     """Canonical lexical forms of the xsd:decimal quotients ``num / den`` (int64, ``den`` > 0,
     ``|num|`` < 2^62), as :func:`_decimal_div` and :func:`format_decimal` write them
@@ -811,13 +814,16 @@ def decimal_quotients(num: np.ndarray, den: np.ndarray) -> pa.Array:
     n = len(num)
     if n == 0:
         return pa.array([], pa.large_string())
+    if n > _QUOTIENT_CHUNK:  # (a digit matrix of ~50 bytes a row and its temporaries: in chunks)
+        return pa.concat_arrays([decimal_quotients(num[i:i + _QUOTIENT_CHUNK], den[i:i + _QUOTIENT_CHUNK])
+                                 for i in range(0, n, _QUOTIENT_CHUNK)])
     neg = num < 0
     a = np.abs(num)
     q, r = a // den, a % den
     d_int = np.where(q > 0, np.asarray(pc.utf8_length(pc.cast(pa.array(q), pa.large_string()))
                                        .to_numpy(zero_copy_only=False), dtype=np.int64), 0)
     width = DECIMAL_PREC + 21  # fraction digits enough for 28 significant ones after any leading zeros
-    digits = np.zeros((n, width + 1), dtype=np.int64)
+    digits = np.zeros((n, width + 1), dtype=np.uint8)
     for k in range(width + 1):
         r = r * 10
         digits[:, k] = r // den
