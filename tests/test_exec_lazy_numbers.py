@@ -106,6 +106,11 @@ ORACLE = [
     "SELECT ?w ?k WHERE { ?x :a ?a BIND(?a * 0.0e0 * (STRLEN(STR(?x)) - 14) AS ?w) ?k :b ?w }",
     "SELECT (COUNT(?r) AS ?n) WHERE { ?x :a ?a BIND(RAND() AS ?r) FILTER(?r < 2 && ?r >= 0) }",
     "SELECT (COUNT(*) AS ?n) WHERE { ?x :a ?a BIND(RAND() AS ?r) FILTER(DATATYPE(?r) = xsd:double) }",
+    # RAND() inside arithmetic: column-wise, each call its own draw (two calls never read as one)
+    "SELECT (COUNT(*) AS ?n) WHERE { ?x :a ?a BIND(?a * RAND() AS ?r) "
+    "FILTER(?r >= 0 && ?r <= ?a && DATATYPE(?r) = xsd:double) }",
+    "SELECT (COUNT(*) AS ?n) WHERE { ?x :a ?a BIND(RAND() - RAND() AS ?d) FILTER(?d != 0 && ?d > -1 && ?d < 1) }",
+    "SELECT (COUNT(*) AS ?n) WHERE { ?x :a ?a FILTER(RAND() * 2 < 3 && RAND() + 1 >= 1) }",
     "SELECT (COUNT(*) AS ?n) WHERE { ?x :a ?a BIND(STR(RAND()) AS ?r) FILTER(CONTAINS(?r, '.') && STRLEN(?r) > 2) }",
     # aggregates over stored values: integers, decimals, doubles, mixed, errors, empty groups
     "SELECT ?g (SUM(?a) AS ?s) (AVG(?a) AS ?v) (MIN(?a) AS ?lo) (MAX(?a) AS ?hi) WHERE { ?x :g ?g ; :a ?a } GROUP BY ?g",

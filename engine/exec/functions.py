@@ -983,7 +983,8 @@ class _Evaluator:
                 got = np.full(self.n, c, dtype=np.int8), np.full(self.n, f), np.full(self.n, i, dtype=np.int64)
             else:
                 got = self._num_leaf(self.ids(expr))
-            leaves[expr] = got
+            if not _nondeterministic(expr):  # (each RAND() of the tree draws its own values)
+                leaves[expr] = got
         return got
 
     def _num_ids(self, expr) -> np.ndarray | None:
@@ -991,7 +992,7 @@ class _Evaluator:
         computed over the columns and interned once per distinct value, errors
         unbound, the rest (decimals, floats, integer division...) by the exact
         per-value path on those rows only. None: not for this expression."""
-        if _nondeterministic(expr) or _exists_of(expr):
+        if _exists_of(expr):
             return None
         c, f, i = self._num_tree(expr, {})
         out = np.full(self.n, UNBOUND, dtype=np.int64)
@@ -1033,7 +1034,7 @@ class _Evaluator:
         inexact values are undecided); an arithmetic side in error makes the
         row an error; the other rows (undecided ties, non-numeric leaves,
         decimal or float results) by the general path."""
-        if _nondeterministic(left) or _nondeterministic(right) or _exists_of(left) or _exists_of(right):
+        if _exists_of(left) or _exists_of(right):
             return None
         leaves: dict = {}
         cl, fl, il = self._num_tree(left, leaves)
