@@ -415,22 +415,28 @@ class QueryContext:
                 out[i] = lk[int(ids[i]) - LOCAL_BASE]
         return out
 
-    def intern_numbers(self, vals: np.ndarray, code: int) -> np.ndarray:
+    def intern_numbers(self, vals: np.ndarray, code: int, fresh: bool = False) -> np.ndarray:
         """Ids of computed numbers, one per row: integers (int64, ``N.INT``) or doubles
         (float64, ``N.DBL``). Many distinct values are held as values (``N.LazyNumbers``),
         their keys written only if a reader needs text; a value that may be a term of the
         store or a keyed computed term (equal number: its canonical key looked up) and few
-        distinct values go by their keys."""
+        distinct values go by their keys. ``fresh``: values drawn at random (RAND()), taken
+        as distinct without a sort (two of n rows drawing one double: odds ~n^2 / 2^54)."""
         kv = N.value_keys(vals, code)
-        u, inv = distinct_inverse(kv)
-        inv = inv.reshape(-1)
+        if fresh and len(kv) >= N.LAZY_MIN:  # (distinct with odds 1 - n^2/2^54: RAND()'s draws)
+            u, inv = kv, None
+        else:
+            u, inv = distinct_inverse(kv)
+            inv = inv.reshape(-1)
         store = N.store_values(self.dictionary) if len(u) >= N.LAZY_MIN else None
         if store is None:
             if len(u) <= 64:  # (a few keys: the dict path of intern)
                 keys = ([f'"{v}"{N.INT_SFX}' for v in u.tolist()] if code == N.INT
                         else V.format_doubles(u.view(np.float64), '"', '"' + N.DBL_SFX))
-                return np.asarray(self.intern(keys), dtype=np.int64)[inv]
-            return self.intern_arrow(N.canonical_keys(u if code == N.INT else u.view(np.float64), code))[inv]
+                got = np.asarray(self.intern(keys), dtype=np.int64)
+            else:
+                got = self.intern_arrow(N.canonical_keys(u if code == N.INT else u.view(np.float64), code))
+            return got if inv is None else got[inv]
         ids = np.full(len(u), UNBOUND, dtype=np.int64)
         fl = u.astype(np.float64) if code == N.INT else u.view(np.float64)
         keyed = N.maybe_in(store, fl)
@@ -438,7 +444,7 @@ class QueryContext:
             keyed |= np.abs(fl) >= 2.0**53
         if self._n_local():
             keyed |= N.maybe_in(self._local_values(), fl)
-        if self._lazy is not None:
+        if self._lazy is not None and not fresh:  # (a fresh draw equal to an earlier value: same odds)
             ids = self._lazy.lookup(u, code)
             keyed &= ids < 0
         if keyed.any():
@@ -450,7 +456,12 @@ class QueryContext:
             if self._lazy is None:
                 self._lazy = N.LazyNumbers()
             ids[rest] = self._lazy.add(u[rest], code)
-        return ids[inv]
+        return ids if inv is None else ids[inv]
+
+    def lazy_values(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(float64 values, datatype codes) of ids that are all numbers held as values
+        (every id >= ``N.LAZY_BASE``)."""
+        return self._lazy.values(ids)
 
     def _local_values(self) -> np.ndarray:
         """Sorted finite numeric values of the keyed computed terms (kept up to date as
@@ -502,6 +513,8 @@ class QueryContext:
 
     def numeric(self, ids) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
+        if self._lazy is not None and len(ids) and int(ids.min()) >= N.LAZY_BASE:  # a computed column
+            return self._lazy.values(ids)[0]
         out = self.dictionary.numeric(np.where(ids >= LOCAL_BASE, -1, ids))
         loc = np.flatnonzero(ids >= LOCAL_BASE)
         if len(loc) and self._lazy is not None:

@@ -45,6 +45,7 @@ from engine.exec import strings as S
 from engine.exec import values as V
 from engine.exec.bindings import distinct_inverse
 from engine.exec.context import LOCAL_BASE, StringMeter
+from engine.exec.numbers import LAZY_BASE as _LAZY_BASE
 from engine.exec.values import ERR, ExprError, Num
 from engine.iri import resolve_iri
 from engine.sparql.algebra import Call, Const, Exists, FunctionCall, Var
@@ -735,7 +736,7 @@ class _Evaluator:
                 vals = np.random.random(n)
                 lazy = getattr(self.ctx, "intern_numbers", None)
                 if lazy is not None and n >= _CLASSIFY_MIN_ROWS:  # held as values, written if read as text
-                    return np.asarray(lazy(vals, _DT_DBL), dtype=np.int64)
+                    return np.asarray(lazy(vals, _DT_DBL, fresh=True), dtype=np.int64)
                 keys = V.format_doubles_arrow(vals, '"', '"' + _DOUBLE_SUFFIX)
                 # 53 random bits a value: two rows drawing the same double, or one a stored
                 # term, have odds of ~n^2 / 2^54 (3e-7 for 72k rows): fresh ids, no look-up
@@ -915,6 +916,14 @@ class _Evaluator:
             return np.full(n, c[0], dtype=np.int8), np.full(n, f[0]), np.full(n, i[0], dtype=np.int64)
         uniq, inv = self._distinct(ids)
         m = len(uniq)
+        lazy = getattr(self.ctx, "lazy_values", None)
+        if lazy is not None and m and int(uniq[0]) >= _LAZY_BASE:  # computed numbers held as values
+            v, code = lazy(uniq)
+            isnan = np.isnan(v)
+            cls = np.where(code == _DT_INT, _N_INT, np.where(isnan, _N_OTHER, _N_DBL)).astype(np.int8)
+            f = np.where(code == _DT_INT, 0.0 + v, np.where(isnan, 0.0, v))
+            i = np.where(cls == _N_INT, f, 0.0).astype(np.int64)
+            return cls[inv], f[inv], i[inv]
         nums = self._numeric(uniq)  # NaN for unbound, non-numeric and ill-typed ids (and "NaN")
         has = np.flatnonzero(~np.isnan(nums))  # numeric literals only
         cls = np.full(m, _N_OTHER, dtype=np.int8)

@@ -106,15 +106,15 @@ def store_values(d) -> np.ndarray | None:
 def maybe_in(sorted_vals: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Which of ``x`` may equal a value of ``sorted_vals`` (non-finite ones always may)."""
     out = ~np.isfinite(x)
-    if len(sorted_vals):
-        pos = np.minimum(np.searchsorted(sorted_vals, x), len(sorted_vals) - 1)
-        out |= sorted_vals[pos] == x
+    if len(sorted_vals):  # by hashing (+0.0: -0.0 hashes apart from 0.0 but equals it)
+        hit = pc.is_in(pa.array(x + 0.0), value_set=pa.array(sorted_vals + 0.0))
+        out |= np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
     return out
 
 
 class LazyNumbers:
-    """The lazy band of one query: values, datatype codes and, per code, a sorted
-    index from value key to id; the keys written so far (a prefix of the band)."""
+    """The lazy band of one query: values, datatype codes and, per code, the value keys
+    and their ids (looked up by hashing); the keys written so far (a prefix of the band)."""
 
     __slots__ = ("n", "_vals", "_ints", "_codes", "_chunks", "_index", "_keys")
 
@@ -149,26 +149,21 @@ class LazyNumbers:
         self._chunks.append((vals, ints, np.full(m, code, dtype=np.int8)))
         self.n += m
         have = self._index.get(code)
-        if have is None:
-            order = np.argsort(keys, kind="stable")
-            self._index[code] = (np.asarray(keys, dtype=np.int64)[order], ids[order])
-        else:
-            k = np.concatenate([have[0], keys])
-            i = np.concatenate([have[1], ids])
-            order = np.argsort(k, kind="stable")
-            self._index[code] = (k[order], i[order])
+        k = np.asarray(keys, dtype=np.int64)
+        self._index[code] = (k, ids) if have is None else (np.concatenate([have[0], k]), np.concatenate([have[1], ids]))
         return ids
 
     def lookup(self, keys: np.ndarray, code: int) -> np.ndarray:
-        """Ids of value keys among the lazy values of ``code``, -1 where absent."""
+        """Ids of value keys among the lazy values of ``code``, -1 where absent (Arrow's
+        hashing: no sort of either side)."""
         out = np.full(len(keys), -1, dtype=np.int64)
         have = self._index.get(code)
         if have is None or not len(keys) or not len(have[0]):
             return out
-        sk, si = have
-        pos = np.minimum(np.searchsorted(sk, keys), len(sk) - 1)
-        hit = sk[pos] == keys
-        out[hit] = si[pos[hit]]
+        at = pc.index_in(pa.array(np.asarray(keys, dtype=np.int64)), value_set=pa.array(have[0]))
+        pos = np.asarray(at.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        hit = pos >= 0
+        out[hit] = have[1][pos[hit]]
         return out
 
     def values(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
