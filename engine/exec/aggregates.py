@@ -219,7 +219,11 @@ def _decimal_totals(num: _Numerics, inv: np.ndarray, g: np.ndarray, n_groups: in
     (one vectorized sum), else value by value over the distinct (group, value) pairs."""
     rows = np.flatnonzero(groups[g])
     ug, uv = g[rows], inv[rows]
-    vals_u, at = unique(uv), None
+    m = len(num.ranks)
+    vals_u = np.flatnonzero(np.bincount(uv, minlength=m) > 0)  # the distinct values present
+    pos = np.full(m, -1, dtype=np.int64)
+    pos[vals_u] = np.arange(len(vals_u), dtype=np.int64)
+    at = pos[uv]
     vals = [num.exact_value(int(j)) for j in vals_u.tolist()]
     decs = [v if isinstance(v, Decimal) else Decimal(v) for v in vals]
     exps = [d.as_tuple().exponent for d in decs]
@@ -232,12 +236,11 @@ def _decimal_totals(num: _Numerics, inv: np.ndarray, g: np.ndarray, n_groups: in
         if scaled is not None and len(scaled):
             biggest = int(np.abs(scaled).max())
             if biggest * max(len(rows), 1) < 2**62:
-                at = np.searchsorted(vals_u, uv)
                 sums = np.zeros(n_groups, dtype=np.int64)
                 np.add.at(sums, ug, scaled[at])
                 present = np.flatnonzero(np.bincount(ug, minlength=n_groups)[:n_groups] > 0)
                 return {int(k): Decimal(int(sums[k])).scaleb(-scale) for k in present.tolist()}
-    pg, pv, cnt = _group_values(ug, np.searchsorted(vals_u, uv), len(vals_u))
+    pg, pv, cnt = _group_values(ug, at, len(vals_u))
     totals: dict[int, Decimal] = {}
     for k, j, c in zip(pg.tolist(), pv.tolist(), cnt.tolist(), strict=True):
         totals[k] = totals.get(k, Decimal(0)) + decs[j] * c
