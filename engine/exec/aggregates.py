@@ -108,7 +108,8 @@ def _distinct_pair_groups(ids: np.ndarray, g: np.ndarray, n_groups: int) -> np.n
     rep = np.bincount(inv, minlength=k)[inv] > 1
     if not rep.any():
         return g
-    return np.concatenate([g[~rep], unique(g[rep] * k + inv[rep]) // k])
+    # (group, value) codes over a dense range when groups are few: a counting pass, no sort
+    return np.concatenate([g[~rep], distinct_values(g[rep] * k + inv[rep]) // k])
 
 
 def _count(agg, arg_ids, gi, n_groups, ctx) -> np.ndarray:
