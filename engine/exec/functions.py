@@ -184,6 +184,50 @@ def _unique_ranks(uniq: np.ndarray, ctx) -> np.ndarray:
     return ranks
 
 
+#: per store dictionary: (its length then, the rank of each IRI id among the store's IRIs, -1
+#: for other terms): ids keep their meaning (append-only), so MIN / MAX / ORDER BY over many
+#: IRIs read ranks instead of sorting their texts per query
+_IRI_RANKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_IRI_RANKS_LOCK = threading.Lock()
+_IRI_RANKS_SHARE = 8  # rebuilt (after the store grew) for a query ranking at least 1/8 of its terms
+
+
+def _iri_ranks(ctx, ids: np.ndarray) -> np.ndarray | None:
+    """Order-preserving ranks of store IRI ids (their texts in code point order), from
+    a memo per dictionary; None where the memo does not serve (computed IRIs, a grown
+    store and too few ids to pay for ranking it again: the caller sorts)."""
+    d = getattr(ctx, "dictionary", None)
+    if d is None or not hasattr(d, "as_arrow") or not len(ids):
+        return None
+    n = len(d)
+    if int(ids.max()) >= min(n, LOCAL_BASE):
+        return None
+    try:
+        memo = _IRI_RANKS.get(d)
+    except TypeError:
+        return None
+    if memo is None or memo[0] != n:
+        if len(ids) * _IRI_RANKS_SHARE < n:
+            return None
+        with _IRI_RANKS_LOCK:
+            memo = _IRI_RANKS.get(d)
+            if memo is None or memo[0] != n:
+                ctx.check_budget()
+                check = getattr(ctx, "check_memory", None)
+                if check is not None:
+                    check(24 * n)
+                keys = d.as_arrow()
+                iri = np.flatnonzero(pc.fill_null(pc.starts_with(keys, "<"), False).to_numpy(zero_copy_only=False))
+                bodies = pc.binary_slice(keys.take(pa.array(iri)).cast(pa.large_binary()), 1, -1)
+                order = np.asarray(pc.sort_indices(bodies).to_numpy(zero_copy_only=False), dtype=np.int64)
+                ranks = np.full(n, -1, dtype=np.int64)
+                ranks[iri[order]] = np.arange(len(order), dtype=np.int64)
+                memo = (n, ranks)
+                _IRI_RANKS[d] = memo
+    got = memo[1][ids]
+    return got if (got >= 0).all() else None
+
+
 def _unique_ranks_blocks(uniq: np.ndarray, ctx, kinds: np.ndarray, nums: np.ndarray) -> np.ndarray:
     """_unique_ranks by blocks of the order (unbound < blank nodes < IRIs <
     literals by category): blank nodes, IRIs, simple strings and numerics
@@ -198,6 +242,12 @@ def _unique_ranks_blocks(uniq: np.ndarray, ctx, kinds: np.ndarray, nums: np.ndar
     ctx.check_budget()
     for kind, blk, start in ((1, 1, 2), (0, 2, 1)):
         sel = np.flatnonzero(kinds == kind)
+        if len(sel) and kind == 0:
+            memo = _iri_ranks(ctx, uniq[sel])
+            if memo is not None:  # the store's IRIs ranked once per dictionary
+                block[sel] = blk
+                intra[sel] = memo
+                continue
         if len(sel):
             arr = _keys_arrow(ctx, uniq[sel])
             body = pc.utf8_slice_codeunits(arr, start, -1 if kind == 0 else None)
