@@ -215,16 +215,16 @@ def _iri_ranks(ctx, ids: np.ndarray) -> np.ndarray | None:
                 ctx.check_budget()
                 check = getattr(ctx, "check_memory", None)
                 if check is not None:
-                    check(24 * n)
+                    check(16 * n)
                 keys = d.as_arrow()
                 iri = np.flatnonzero(pc.fill_null(pc.starts_with(keys, "<"), False).to_numpy(zero_copy_only=False))
                 bodies = pc.binary_slice(keys.take(pa.array(iri)).cast(pa.large_binary()), 1, -1)
                 order = np.asarray(pc.sort_indices(bodies).to_numpy(zero_copy_only=False), dtype=np.int64)
-                ranks = np.full(n, -1, dtype=np.int64)
-                ranks[iri[order]] = np.arange(len(order), dtype=np.int64)
+                ranks = np.full(n, -1, dtype=np.int32 if n < 2**31 else np.int64)  # (4 bytes a term)
+                ranks[iri[order]] = np.arange(len(order), dtype=ranks.dtype)
                 memo = (n, ranks)
                 _IRI_RANKS[d] = memo
-    got = memo[1][ids]
+    got = memo[1][ids].astype(np.int64)
     return got if (got >= 0).all() else None
 
 
