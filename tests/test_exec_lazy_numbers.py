@@ -141,6 +141,10 @@ ORACLE = [
     "SELECT (COUNT(DISTINCT ?r) AS ?n) WHERE { ?x :g ?g BIND(REPLACE(STR(?x), 's1', 'S') AS ?r) "
     "FILTER(STRSTARTS(?r, 'http://e/S')) }",
     "SELECT ?r WHERE { ?x :m ?m BIND(REPLACE(?m, 'm(1)', '\"$1\"') AS ?r) }",
+    # literal patterns and replacements (a plain substring replacement): repeats, overlaps, quotes
+    "SELECT ?r WHERE { ?x :m ?m BIND(REPLACE(CONCAT(?m, 'aaa', ?m), 'aa', 'é\"') AS ?r) }",
+    "SELECT ?r WHERE { ?x :m ?m BIND(REPLACE(STR(?x), 'e/', '', 's') AS ?r) }",
+    "SELECT ?r WHERE { ?x :m ?m BIND(REPLACE(?m, '1', '') AS ?r) }",
 ]
 
 
