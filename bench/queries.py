@@ -355,8 +355,9 @@ WHERE { ?X ub:memberOf ?D . ?X ub:age ?A } GROUP BY ?D"""),
 SELECT ?D (COUNT(?P) AS ?N) (COUNT(*) AS ?M) WHERE { ?X ub:memberOf ?D OPTIONAL { ?X ub:advisor ?P } } GROUP BY ?D"""),
                "COUNT and COUNT(*) over an OPTIONAL, per department", "group-by"),
     BenchQuery("AG7", False, _q("""
-SELECT ?D (SAMPLE(?A) AS ?S) (MIN(?X) AS ?LO) (MAX(?X) AS ?HI) WHERE { ?X ub:memberOf ?D . ?X ub:age ?A } GROUP BY ?D"""),
-               "SAMPLE and MIN / MAX of IRIs per department", "group-by"),
+SELECT ?D (isNumeric(SAMPLE(?A)) AS ?S) (MIN(?X) AS ?LO) (MAX(?X) AS ?HI)
+WHERE { ?X ub:memberOf ?D . ?X ub:age ?A } GROUP BY ?D"""),
+               "SAMPLE (tested: any value is right) and MIN / MAX of IRIs per department", "group-by"),
     BenchQuery("AG8", False, _q("""
 SELECT (xsd:integer(FLOOR(AVG(?N) * 1000)) AS ?M) (MAX(?N) AS ?MX) WHERE {
   { SELECT ?C (COUNT(?X) AS ?N) WHERE { ?X ub:takesCourse ?C } GROUP BY ?C } }"""),
