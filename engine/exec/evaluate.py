@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 import uuid
+import weakref
 
 import numpy as np
 import pyarrow as pa
@@ -117,6 +118,31 @@ def _local_numeric(keys: list[str]) -> np.ndarray:
             memo[keys[i]] = v
     return np.array(vals, dtype=np.float64)
 
+
+
+#: per store dictionary: (its length then, the byte length of its longest key)
+_LONGEST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _longest_key(d) -> int | None:
+    """Byte length of the store dictionary's longest key (memoised per dictionary and
+    length: append-only, it only grows); None when the dictionary cannot tell."""
+    if not hasattr(d, "as_arrow"):
+        return None
+    n = len(d)
+    try:
+        got = _LONGEST.get(d)
+    except TypeError:
+        return None
+    if got is not None and got[0] == n:
+        return got[1]
+    if got is not None and got[0] < n:
+        new = d.as_arrow().slice(got[0])
+        m = max(got[1], int(pc.max(pc.binary_length(new)).as_py() or 0))
+    else:
+        m = int(pc.max(pc.binary_length(d.as_arrow())).as_py() or 0) if n else 0
+    _LONGEST[d] = (n, m)
+    return m
 
 
 class QueryContext:
@@ -300,7 +326,7 @@ class QueryContext:
         ``lazy``: whether numbers held as values (:meth:`intern_numbers`) may hold them."""
         enc = keys.dictionary_encode()
         distinct = enc.dictionary
-        ids = self.dictionary.lookup_many(distinct) if len(distinct) else np.zeros(0, np.int64)
+        ids = self._store_ids(distinct)
         miss = np.flatnonzero(ids < 0)
         if len(miss) and lazy and self._lazy is not None:
             z = self._lazy.find(distinct.take(pa.array(miss)))
@@ -354,6 +380,23 @@ class QueryContext:
         ok = idx >= 0
         out[ok] = np.asarray(ids, dtype=np.int64)[idx[ok]]
         return out
+
+    def _store_ids(self, distinct: pa.Array) -> np.ndarray:
+        """Store ids of distinct keys (-1: absent). A key longer than the store's longest
+        cannot be one of its terms: not hashed (GROUP_CONCAT's long strings, ~40 KB each)."""
+        if not len(distinct):
+            return np.zeros(0, np.int64)
+        longest = _longest_key(self.dictionary)
+        if longest is not None:
+            lens = np.asarray(pc.binary_length(distinct).to_numpy(zero_copy_only=False), dtype=np.int64)
+            fit = lens <= longest
+            if not fit.all():
+                out = np.full(len(distinct), -1, dtype=np.int64)
+                sel = np.flatnonzero(fit)
+                if len(sel):
+                    out[sel] = self.dictionary.lookup_many(distinct.take(pa.array(sel)))
+                return out
+        return self.dictionary.lookup_many(distinct)
 
     def _locals_arrow(self) -> pa.Array:
         """Every query-local key as one Arrow array (index = id - LOCAL_BASE), extended
