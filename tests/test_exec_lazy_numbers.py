@@ -359,3 +359,22 @@ def test_iri_ranks_memo_orders_like_the_texts(tmp_path):
     from engine.exec import functions as F
 
     assert any(len(v[1]) for v in F._IRI_RANKS.values())  # (the memo served these queries)
+
+
+def test_held_numbers_count_against_the_memory_budget(tmp_path):
+    """Values held and keys written later are charged to the query's budget: a small
+    budget refuses the query with a clear error, a large one answers it."""
+    from engine.errors import MemoryBudgetExceeded
+
+    path = tmp_path / "m.nt"
+    path.write_text("".join(f'<http://e/s{i}> <http://e/a> "{i}"^^<{XI}> .\n' for i in range(20000)))
+    small = Database(query_memory=1_500_000)
+    small.load_file(str(path), format="application/n-triples")
+    q = "SELECT ?r WHERE { ?x <http://e/a> ?a BIND(?a * RAND() AS ?r) }"
+    with pytest.raises(MemoryBudgetExceeded, match="computed"):
+        r = small.query(q)
+        r.terms.keys(r.columns[0])
+    big = Database()
+    big.load_file(str(path), format="application/n-triples")
+    r = big.query(q)
+    assert len(r) == 20000 and all(k.endswith(f"^^<{XDB}>") for k in r.terms.keys(r.columns[0]))

@@ -425,7 +425,7 @@ class QueryContext:
         si, li, zi = np.flatnonzero(store), np.flatnonzero(local), np.flatnonzero(lazy)
         parts = [self.dictionary.as_arrow().take(pa.array(ids[si])).cast(pa.large_string()),
                  self._locals_arrow().take(pa.array(ids[li] - LOCAL_BASE)),
-                 self._lazy.keys_arrow(ids[zi]) if len(zi) else pa.array([], pa.large_string()),
+                 self._lazy.keys_arrow(ids[zi], self._hold_keys) if len(zi) else pa.array([], pa.large_string()),
                  pa.nulls(1, pa.large_string())]
         pos = np.full(len(ids), len(si) + len(li) + len(zi), dtype=np.int64)  # unbound: the null
         pos[si] = np.arange(len(si), dtype=np.int64)
@@ -447,7 +447,7 @@ class QueryContext:
                 out[i] = k
         lazy = np.flatnonzero(ids >= N.LAZY_BASE)
         if len(lazy):
-            for i, k in zip(lazy.tolist(), self._lazy.keys_arrow(ids[lazy]).to_pylist(), strict=True):
+            for i, k in zip(lazy.tolist(), self._lazy.keys_arrow(ids[lazy], self._hold_keys).to_pylist(), strict=True):
                 out[i] = k
         local = np.flatnonzero((ids >= LOCAL_BASE) & (ids < N.LAZY_BASE))
         if len(local):
@@ -500,6 +500,9 @@ class QueryContext:
                 self._lazy = N.LazyNumbers()
             ids[rest] = self._lazy.add(u[rest], code)
         return ids if inv is None else ids[inv]
+
+    def _hold_keys(self, nbytes: int) -> None:
+        self.memory.hold(nbytes, "computed terms")
 
     def lazy_values(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(float64 values, datatype codes) of ids that are all numbers held as values

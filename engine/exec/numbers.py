@@ -41,6 +41,7 @@ DBL_SFX = "^^<" + XSD_DOUBLE + ">"
 LAZY_MIN = 256
 _EXACT = 2.0**53
 _NAN_BITS = np.array([np.nan]).view(np.int64)[0]
+_KEY_BYTES = 64  # a written key (~20 bytes of digits and ~45 of datatype) and its offset
 
 
 def value_keys(vals: np.ndarray, code: int) -> np.ndarray:
@@ -172,8 +173,9 @@ class LazyNumbers:
         j = np.asarray(ids, dtype=np.int64) - LAZY_BASE
         return vals[j], codes[j]
 
-    def keys_arrow(self, ids: np.ndarray) -> pa.Array:
-        """Keys of lazy ids: the band's keys written up to the highest id asked, once."""
+    def keys_arrow(self, ids: np.ndarray, hold=None) -> pa.Array:
+        """Keys of lazy ids: the band's keys written up to the highest id asked, once
+        (``hold(nbytes)``: the query's memory budget told before they are written)."""
         ids = np.asarray(ids, dtype=np.int64)
         if not len(ids):
             return pa.array([], pa.large_string())
@@ -182,6 +184,8 @@ class LazyNumbers:
         have = self._keys
         done = 0 if have is None else len(have)
         if done < need:
+            if hold is not None:
+                hold(_KEY_BYTES * (need - done))
             vals, ints, codes = self._arrays()
             parts = [] if have is None else [have]
             start = done
