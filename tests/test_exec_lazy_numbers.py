@@ -106,6 +106,12 @@ ORACLE = [
     "SELECT ?w ?k WHERE { ?x :a ?a BIND(?a * 0.0e0 * (STRLEN(STR(?x)) - 14) AS ?w) ?k :b ?w }",
     "SELECT (COUNT(?r) AS ?n) WHERE { ?x :a ?a BIND(RAND() AS ?r) FILTER(?r < 2 && ?r >= 0) }",
     "SELECT (COUNT(*) AS ?n) WHERE { ?x :a ?a BIND(RAND() AS ?r) FILTER(DATATYPE(?r) = xsd:double) }",
+    # arithmetic over one column of few distinct ids (computed per id): unbound, decimals, errors
+    "SELECT (COUNT(*) AS ?n) (SUM(?w) AS ?s) WHERE { ?x :a ?a OPTIONAL { ?x :d ?d } BIND(?d * 2 + 1 AS ?w) "
+    "FILTER(!BOUND(?w) || ?w > 10) }",
+    "SELECT (COUNT(*) AS ?n) WHERE { ?x :a ?a FILTER(?a * 3 + 1 > 100 && -?a < -5) }",
+    "SELECT ?w (COUNT(*) AS ?n) WHERE { ?x :a ?a OPTIONAL { ?x :m ?m } BIND(COALESCE(?m * 2, ?a / 4) AS ?w) } "
+    "GROUP BY ?w",
     # RAND() inside arithmetic: column-wise, each call its own draw (two calls never read as one)
     "SELECT (COUNT(*) AS ?n) WHERE { ?x :a ?a BIND(?a * RAND() AS ?r) "
     "FILTER(?r >= 0 && ?r <= ?a && DATATYPE(?r) = xsd:double) }",

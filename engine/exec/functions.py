@@ -1054,6 +1054,25 @@ class _Evaluator:
                 leaves[expr] = got
         return got
 
+    def _one_column_distinct(self, expr) -> tuple[np.ndarray, np.ndarray, str] | None:
+        """(distinct ids, inverse, variable) when ``expr`` reads one variable only, holds no
+        RAND() / BNODE() / EXISTS, and that column has at most half as many distinct ids as
+        rows: the value per row is then a function of the id (``?a * 3 + 1`` over 72k ages:
+        60 evaluations, not 72k). None otherwise."""
+        if self.n < _BY_DISTINCT_ROWS or _nondeterministic(expr) or _exists_of(expr):
+            return None
+        names = set(_vars_of(expr))
+        if len(names) != 1:
+            return None
+        name = names.pop()
+        col = self.columns.get(name)
+        if col is None:
+            return None
+        uniq, inv = self._distinct(np.asarray(col, dtype=np.int64))
+        if len(uniq) * 2 > self.n:
+            return None
+        return uniq, inv, name
+
     def _num_ids(self, expr) -> np.ndarray | None:
         """ids of an arithmetic expression's value per row: integers and doubles
         computed over the columns and interned once per distinct value, errors
@@ -1061,6 +1080,11 @@ class _Evaluator:
         per-value path on those rows only. None: not for this expression."""
         if _exists_of(expr):
             return None
+        few = self._one_column_distinct(expr)
+        if few is not None:  # a function of one column of few distinct ids: computed per id
+            uniq, inv, name = few
+            got = _Evaluator({name: uniq}, len(uniq), self.ctx)._num_ids(expr)
+            return None if got is None else got[inv]
         c, f, i = self._num_tree(expr, {})
         out = np.full(self.n, UNBOUND, dtype=np.int64)
         ints = np.flatnonzero(c == _N_INT)
@@ -1103,6 +1127,11 @@ class _Evaluator:
         decimal or float results) by the general path."""
         if _exists_of(left) or _exists_of(right):
             return None
+        few = self._one_column_distinct(Call("=", (left, right)))
+        if few is not None:  # both sides functions of one column of few distinct ids
+            uniq, inv, name = few
+            got = _Evaluator({name: uniq}, len(uniq), self.ctx)._num_compare(op, left, right)
+            return None if got is None else (got[0][inv], got[1][inv])
         leaves: dict = {}
         cl, fl, il = self._num_tree(left, leaves)
         cr, fr, ir = self._num_tree(right, leaves)
