@@ -330,7 +330,58 @@ SELECT (COUNT(*) AS ?N) WHERE { { SELECT ?X WHERE { ?X ub:age ?A } ORDER BY RAND
                "a random sample of 10 (counted: the sample differs on every run)", "order-limit"),
 )
 
-BY_NAME = {q.name: q for q in QUERIES + FUNCTION_QUERIES + HUNTED_QUERIES}
+#: aggregates and computed columns hunted in wave 2g (``--queries aggregates``): group-by shapes
+#: the default set does not have (HAVING, several keys, a key that is an expression, AVG of
+#: decimals, SUM of mixed integers and decimals, COUNT(*) over OPTIONAL, SAMPLE, aggregates of a
+#: subquery's aggregates, DISTINCT aggregates) and filters over computed values
+AGGREGATE_QUERIES: tuple[BenchQuery, ...] = (
+    BenchQuery("AG1", False, _q("""
+SELECT (SUM(?A) AS ?S) (AVG(?A) > 40 AS ?V) (MIN(?A) AS ?LO) (MAX(?A) AS ?HI) WHERE { ?X ub:age ?A }"""),
+               "SUM / AVG / MIN / MAX of every age, one group", "group-by"),
+    BenchQuery("AG2", False, _q("""
+SELECT ?D (COUNT(*) AS ?N) WHERE { ?X ub:memberOf ?D . ?X ub:age ?A } GROUP BY ?D HAVING (AVG(?A) > 38)"""),
+               "average age per department, HAVING", "group-by"),
+    BenchQuery("AG3", False, _q("""
+SELECT ?D ?A (COUNT(*) AS ?N) WHERE { ?X ub:memberOf ?D . ?X ub:age ?A } GROUP BY ?D ?A"""),
+               "people per department and age (two keys)", "group-by"),
+    BenchQuery("AG4", False, _q("""
+SELECT ?K (COUNT(*) AS ?N) (SUM(?A) AS ?S) WHERE { ?X ub:age ?A } GROUP BY (FLOOR(?A / 10) AS ?K)"""),
+               "people per decade of age (key an expression)", "group-by"),
+    BenchQuery("AG5", False, _q("""
+SELECT ?D (xsd:integer(FLOOR(AVG(?A * 1.5))) AS ?V) (xsd:integer(SUM(IF(?A > 40, ?A, ?A * 0.5)) * 2) AS ?S)
+WHERE { ?X ub:memberOf ?D . ?X ub:age ?A } GROUP BY ?D"""),
+               "AVG of decimals, SUM of mixed integers and decimals, per department", "group-by"),
+    BenchQuery("AG6", False, _q("""
+SELECT ?D (COUNT(?P) AS ?N) (COUNT(*) AS ?M) WHERE { ?X ub:memberOf ?D OPTIONAL { ?X ub:advisor ?P } } GROUP BY ?D"""),
+               "COUNT and COUNT(*) over an OPTIONAL, per department", "group-by"),
+    BenchQuery("AG7", False, _q("""
+SELECT ?D (isNumeric(SAMPLE(?A)) AS ?S) (MIN(?X) AS ?LO) (MAX(?X) AS ?HI)
+WHERE { ?X ub:memberOf ?D . ?X ub:age ?A } GROUP BY ?D"""),
+               "SAMPLE (tested: any value is right) and MIN / MAX of IRIs per department", "group-by"),
+    BenchQuery("AG8", False, _q("""
+SELECT (xsd:integer(FLOOR(AVG(?N) * 1000)) AS ?M) (MAX(?N) AS ?MX) WHERE {
+  { SELECT ?C (COUNT(?X) AS ?N) WHERE { ?X ub:takesCourse ?C } GROUP BY ?C } }"""),
+               "aggregates of a subquery's counts per course", "group-by"),
+    BenchQuery("AG9", False, _q("""
+SELECT ?K (COUNT(*) AS ?C) WHERE { { SELECT ?X (COUNT(?C0) AS ?K) WHERE { ?X ub:takesCourse ?C0 } GROUP BY ?X } }
+GROUP BY ?K"""), "students per number of courses taken (a group-by of a group-by)", "group-by"),
+    BenchQuery("AG10", False, _q("""
+SELECT (COUNT(DISTINCT ?O) AS ?N) WHERE { ?S ?P ?O }"""), "distinct objects of every triple", "group-by"),
+    BenchQuery("AG11", False, _q("""
+SELECT ?D (STRLEN(GROUP_CONCAT(DISTINCT STR(?X))) AS ?G) WHERE { ?X ub:memberOf ?D } GROUP BY ?D"""),
+               "the members' IRIs of each department, concatenated", "group-by"),
+    BenchQuery("AG12", False, _q("""
+SELECT (COUNT(*) AS ?N) WHERE { ?X ub:age ?A BIND(?A * 2.5 AS ?W) FILTER(?W > 100.0) }"""),
+               "a computed decimal filtered", "filter"),
+    BenchQuery("AG13", False, _q("""
+SELECT (COUNT(*) AS ?N) (SUM(?Z) AS ?S) WHERE { ?X ub:age ?A BIND(?A * RAND() AS ?R) BIND(IF(?R < 100, 1, 0) AS ?Z) }"""),
+               "a random number per row, computed and aggregated", "filter"),
+    BenchQuery("AG14", False, _q("""
+SELECT ?D (SUM(STRLEN(?N)) AS ?S) (xsd:integer(FLOOR(AVG(STRLEN(?N)) * 100)) AS ?V) WHERE { ?X ub:memberOf ?D . ?X ub:name ?N } GROUP BY ?D"""),
+               "SUM / AVG of name lengths per department", "group-by"),
+)
+
+BY_NAME = {q.name: q for q in QUERIES + FUNCTION_QUERIES + HUNTED_QUERIES + AGGREGATE_QUERIES}
 
 # the selective query used for the HTTP p50 comparison
 HTTP_QUERY = "L4"
@@ -346,7 +397,8 @@ SELECT ?X ?N WHERE {{
 
 def select(names: str | None) -> list[BenchQuery]:
     """Comma-separated names (case-insensitive) or None for the default set;
-    ``functions`` stands for :data:`FUNCTION_QUERIES`, ``hunted`` for :data:`HUNTED_QUERIES`."""
+    ``functions`` stands for :data:`FUNCTION_QUERIES`, ``hunted`` for :data:`HUNTED_QUERIES`,
+    ``aggregates`` for :data:`AGGREGATE_QUERIES`."""
     if not names:
         return list(QUERIES)
     out = []
@@ -357,6 +409,9 @@ def select(names: str | None) -> list[BenchQuery]:
             continue
         if n == "HUNTED":
             out.extend(HUNTED_QUERIES)
+            continue
+        if n == "AGGREGATES":
+            out.extend(AGGREGATE_QUERIES)
             continue
         if n not in BY_NAME:
             raise SystemExit(f"unknown query {n!r}; known: {', '.join(BY_NAME)}")

@@ -30,8 +30,8 @@ import pyarrow.compute as pc
 
 from engine.arrays import unique
 from engine.exec import values as V
-from engine.exec.bindings import distinct_inverse
-from engine.exec.functions import order_ranks
+from engine.exec.bindings import distinct_inverse, distinct_values
+from engine.exec.functions import _unique_ranks
 from engine.terms import XSD_INTEGER, Literal, from_key, literal_key
 
 UNBOUND = -1
@@ -65,20 +65,29 @@ def aggregate(agg, arg_ids: np.ndarray | None, group_index: np.ndarray, n_groups
 
 def _distinct_pairs(ids: np.ndarray, gi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep the first occurrence of each (group, id) pair, in row order."""
+    keep = _first_pairs(ids, gi)
+    return (ids, gi) if keep is None else (ids[keep], gi[keep])
+
+
+def _first_pairs(ids: np.ndarray, gi: np.ndarray) -> np.ndarray | None:
+    """Mask of the rows holding the first occurrence of their (group, id) pair; None: all do."""
     if len(ids) == 0:
-        return ids, gi
+        return None
     _, inv = distinct_inverse(ids)
     inv = inv.reshape(-1).astype(np.int64)
     # rows of ids that occur once are first occurrences whatever their group
     rep = np.flatnonzero(np.bincount(inv)[inv] > 1)
     if len(rep) == 0:
-        return ids, gi
+        return None
     code = gi[rep] * (int(inv.max()) + 1) + inv[rep]
-    _, first = np.unique(code, return_index=True)
+    order = np.argsort(code, kind="stable")  # (stable: the first row of each code leads its run)
+    sc = code[order]
+    lead = np.ones(len(sc), dtype=bool)
+    lead[1:] = sc[1:] != sc[:-1]
     keep = np.ones(len(ids), dtype=bool)
     keep[rep] = False
-    keep[rep[first]] = True
-    return ids[keep], gi[keep]
+    keep[rep[order[lead]]] = True
+    return keep
 
 
 def _int_keys(counts: np.ndarray, ctx) -> np.ndarray:
@@ -99,7 +108,8 @@ def _distinct_pair_groups(ids: np.ndarray, g: np.ndarray, n_groups: int) -> np.n
     rep = np.bincount(inv, minlength=k)[inv] > 1
     if not rep.any():
         return g
-    return np.concatenate([g[~rep], unique(g[rep] * k + inv[rep]) // k])
+    # (group, value) codes over a dense range when groups are few: a counting pass, no sort
+    return np.concatenate([g[~rep], distinct_values(g[rep] * k + inv[rep]) // k])
 
 
 def _count(agg, arg_ids, gi, n_groups, ctx) -> np.ndarray:
@@ -108,6 +118,8 @@ def _count(agg, arg_ids, gi, n_groups, ctx) -> np.ndarray:
     else:
         ok = arg_ids >= 0
         ids, g = arg_ids[ok], gi[ok]
+        if agg.distinct and len(ids) and n_groups == 1:  # one group: the number of distinct ids
+            return _int_keys(np.array([len(distinct_values(ids))], dtype=np.int64), ctx)
         if agg.distinct and len(ids):
             # distinct (group, value) pairs: only their number per group matters, no
             # first occurrences (a plain sort of pair codes, no stable argsort)
@@ -119,17 +131,17 @@ def _count(agg, arg_ids, gi, n_groups, ctx) -> np.ndarray:
 # ---------------------------------------------------------------- SUM / AVG
 
 
-_INT_SFX = "^^<" + V.RANK_DATATYPE[V.INTEGER] + ">"
-_DBL_SFX = "^^<" + V.RANK_DATATYPE[V.DOUBLE] + ">"
-
-
 class _Numerics:
     """Numeric classification of unique ids: ``ranks`` (-1 = not numeric),
     ``ints`` (int64, exact for INTEGER ranks unless in ``big``), ``floats``
     (float64 approximations) and ``exact`` (Num of the ids parsed from their
-    lexical form: decimals, floats, derived/big integers)."""
+    lexical form: decimals, floats, big integers). Integers below 2^53 and
+    doubles are read column-wise from the dictionary's numeric side array and
+    the memoised datatype codes (no key per value); only the others are parsed."""
 
     def __init__(self, uniq: np.ndarray, ctx):
+        from engine.exec.functions import _DT_DBL, _DT_FAMILY, _DT_INT, _datatype_codes_of  # noqa: PLC0415
+
         m = len(uniq)
         self.ranks = np.full(m, -1, dtype=np.int64)
         self.ints = np.zeros(m, dtype=np.int64)
@@ -140,27 +152,28 @@ class _Numerics:
         if not valid.any():
             return
         idx = np.flatnonzero(valid)
-        nums = np.asarray(ctx.numeric(uniq[idx]), dtype=np.float64)
-        keys = ctx.keys(uniq[idx])
-        is_int = np.fromiter((k.endswith(_INT_SFX) for k in keys), dtype=bool, count=len(keys))
-        is_dbl = np.fromiter((k.endswith(_DBL_SFX) for k in keys), dtype=bool, count=len(keys))
+        lit = idx[np.asarray(ctx.kinds(uniq[idx])) == 2]
+        if not len(lit):
+            return
+        nums = np.asarray(ctx.numeric(uniq[lit]), dtype=np.float64)
+        codes = np.asarray(_datatype_codes_of(ctx, uniq[lit]), dtype=np.int8)
+        fam = np.where(codes >= 0, codes & _DT_FAMILY, -1)
         with np.errstate(invalid="ignore"):
-            fast_int = is_int & (np.abs(nums) < 2.0**53)
-        fast_dbl = is_dbl & ~np.isnan(nums)
-        fi, fd = idx[fast_int], idx[fast_dbl]
+            fast_int = (fam == _DT_INT) & (np.abs(nums) < 2.0**53)
+        fast_dbl = (fam == _DT_DBL) & ~np.isnan(nums)
+        fi, fd = lit[fast_int], lit[fast_dbl]
         self.ranks[fi] = V.INTEGER
         self.ints[fi] = nums[fast_int].astype(np.int64)
         self.floats[fi] = nums[fast_int]
         self.ranks[fd] = V.DOUBLE
         self.floats[fd] = nums[fast_dbl]
-        for pos in np.flatnonzero(~fast_int & ~fast_dbl).tolist():
-            k = keys[pos]
-            if k is None or k[0] != '"':
-                continue
-            n = V.numeric_of(from_key(k))
+        slow = np.flatnonzero((codes >= 0) & ~fast_int & ~fast_dbl)
+        if not len(slow):
+            return
+        for j, k in zip(lit[slow].tolist(), ctx.keys(uniq[lit[slow]]), strict=True):
+            n = V.numeric_of(from_key(k)) if k is not None else None
             if n is None:
                 continue
-            j = int(idx[pos])
             self.ranks[j] = n.rank
             self.exact[j] = n
             self.floats[j] = V.to_double(n.v)
@@ -179,7 +192,68 @@ class _Numerics:
         return float(self.floats[j])
 
 
+def _intern_numbers(ctx, vals: np.ndarray, code: int) -> np.ndarray:
+    """Ids of integers (int64) or doubles (float64), column-wise: held as values by a
+    context that can (``QueryContext.intern_numbers``), else their keys interned."""
+    from engine.exec import numbers as N  # noqa: PLC0415
+
+    fn = getattr(ctx, "intern_numbers", None)
+    if fn is not None:
+        return np.asarray(fn(vals, code), dtype=np.int64)
+    if not len(vals):
+        return np.zeros(0, dtype=np.int64)
+    return np.asarray(ctx.intern(N.canonical_keys(vals, code).to_pylist()), dtype=np.int64)
+
+
+def _group_values(g: np.ndarray, vi: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (group, value index) pairs of rows, in (group, value index) order,
+    with the number of rows of each."""
+    code = g * m + vi
+    u, inv = distinct_inverse(code)
+    cnt = np.bincount(inv.reshape(-1), minlength=len(u))
+    return u // m, u % m, cnt
+
+
+def _decimal_totals(num: _Numerics, inv: np.ndarray, g: np.ndarray, n_groups: int, groups: np.ndarray) -> dict:
+    """Exact sums (Decimal) of the rows of ``groups`` (mixed integer / decimal values):
+    as int64 multiples of one power of ten when every value and the totals fit
+    (one vectorized sum), else value by value over the distinct (group, value) pairs."""
+    rows = np.flatnonzero(groups[g])
+    ug, uv = g[rows], inv[rows]
+    m = len(num.ranks)
+    vals_u = np.flatnonzero(np.bincount(uv, minlength=m) > 0)  # the distinct values present
+    pos = np.full(m, -1, dtype=np.int64)
+    pos[vals_u] = np.arange(len(vals_u), dtype=np.int64)
+    at = pos[uv]
+    vals = [num.exact_value(int(j)) for j in vals_u.tolist()]
+    decs = [v if isinstance(v, Decimal) else Decimal(v) for v in vals]
+    exps = [d.as_tuple().exponent for d in decs]
+    scale = max(0, -min(exps)) if exps and all(isinstance(e, int) for e in exps) else None
+    if scale is not None and scale <= 18:
+        try:
+            scaled = np.array([int(d.scaleb(scale)) for d in decs], dtype=np.int64)
+        except OverflowError:
+            scaled = None
+        if scaled is not None and len(scaled):
+            biggest = int(np.abs(scaled).max())
+            if biggest * max(len(rows), 1) < 2**62:
+                sums = np.zeros(n_groups, dtype=np.int64)
+                np.add.at(sums, ug, scaled[at])
+                present = np.flatnonzero(np.bincount(ug, minlength=n_groups)[:n_groups] > 0)
+                return {int(k): Decimal(int(sums[k])).scaleb(-scale) for k in present.tolist()}
+    pg, pv, cnt = _group_values(ug, at, len(vals_u))
+    totals: dict[int, Decimal] = {}
+    for k, j, c in zip(pg.tolist(), pv.tolist(), cnt.tolist(), strict=True):
+        totals[k] = totals.get(k, Decimal(0)) + decs[j] * c
+    return totals
+
+
 def _sum_avg(is_avg: bool, ids, gi, n_groups, ctx) -> np.ndarray:
+    """SUM / AVG per group, column-wise: integer groups summed in int64, double groups
+    in float64 over their distinct values in value order (the result depends on the
+    group's values only, not the rows' order: a batched continuous query equals it
+    alone), decimal groups exactly as scaled int64; integer sums and double results
+    interned column-wise (held as values), decimal results (AVG of integers too) per group."""
     out = np.full(n_groups, UNBOUND, dtype=np.int64)
     counts = np.bincount(gi, minlength=n_groups)[:n_groups]
     empty = counts == 0
@@ -190,13 +264,11 @@ def _sum_avg(is_avg: bool, ids, gi, n_groups, ctx) -> np.ndarray:
     uniq, inv = distinct_inverse(ids)
     inv = inv.reshape(-1)
     num = _Numerics(uniq, ctx)
+    ctx.check_budget()
     row_rank = num.ranks[inv]
     # highest numeric rank per group; groups holding an error/non-numeric are bad
     grank = np.full(n_groups, -2, dtype=np.int64)  # -2: no rows
-    for r in (V.INTEGER, V.DECIMAL, V.FLOAT, V.DOUBLE):
-        sel = row_rank == r
-        if sel.any():
-            grank[np.bincount(gi[sel], minlength=n_groups)[:n_groups] > 0] = r
+    np.maximum.at(grank, gi, row_rank)
     bad = np.zeros(n_groups, dtype=bool)
     sel = row_rank < 0
     if sel.any():
@@ -210,44 +282,54 @@ def _sum_avg(is_avg: bool, ids, gi, n_groups, ctx) -> np.ndarray:
         row_u = inv[rows]
         biggest = int(np.abs(num.ints).max()) if len(num.ints) else 0
         bound = biggest * max(len(row_u), 1)
-        if not num.big and bound < 2**53:
-            sums = np.bincount(gi[rows], weights=num.ints[row_u].astype(np.float64), minlength=n_groups)
-            sums_list = [int(x) for x in sums.tolist()]
-        elif not num.big and bound < 2**62:
+        sums = None
+        if not num.big and bound < 2**62:
             sums = np.zeros(n_groups, dtype=np.int64)
             np.add.at(sums, gi[rows], num.ints[row_u])
-            sums_list = sums.tolist()
+        ig = np.flatnonzero(int_groups)
+        if sums is not None and not is_avg:
+            out[ig] = _intern_numbers(ctx, sums[ig], 0)
+        elif sums is not None:  # AVG: the decimal quotients written column-wise
+            lex = V.decimal_quotients(sums[ig], counts[ig])
+            qkeys = pc.binary_join_element_wise(pa.scalar('"', pa.large_string()), lex,
+                                               pa.scalar('"^^<' + V.RANK_DATATYPE[V.DECIMAL] + ">", pa.large_string()),
+                                               pa.scalar("", pa.large_string()))
+            fn = getattr(ctx, "intern_arrow", None)
+            out[ig] = np.asarray(fn(qkeys) if fn is not None else ctx.intern(qkeys.to_pylist()), dtype=np.int64)
         else:
-            sums_list = [0] * n_groups
-            for g, u in zip(gi[rows].tolist(), row_u.tolist(), strict=False):
-                sums_list[g] += num.exact_value(u)
-        for g in np.flatnonzero(int_groups).tolist():
-            keys[g] = _result_key(V.Num(V.INTEGER, sums_list[g]), int(counts[g]), is_avg)
+            if sums is not None:
+                sums_list = sums.tolist()
+            else:
+                sums_list = [0] * n_groups
+                for g, u in zip(gi[rows].tolist(), row_u.tolist(), strict=False):
+                    sums_list[g] += num.exact_value(u)
+            for g in np.flatnonzero(int_groups).tolist():
+                keys[g] = _result_key(V.Num(V.INTEGER, sums_list[g]), int(counts[g]), is_avg)
 
-    # floating groups: float64 sum
+    # floating groups: float64 sums over the distinct values, in value order
     fl_groups = (grank >= V.FLOAT) & ~bad
     if fl_groups.any():
         rows = fl_groups[gi]
-        # summed in value order within each group: the result depends on the group's values only,
-        # not on the order the rows come in (a batched continuous query must equal it alone)
-        rg, rv = gi[rows], num.floats[inv[rows]]
-        o = np.lexsort((rv, rg))
-        sums = np.bincount(rg[o], weights=rv[o], minlength=n_groups)
-        for g in np.flatnonzero(fl_groups).tolist():
-            total = V.Num(int(grank[g]), float(sums[g]))
-            if total.rank == V.FLOAT:
-                total = V.Num(V.FLOAT, V.to_float32(total.v))
+        vals_u = num.floats
+        vorder = np.argsort(vals_u, kind="stable")
+        vrank = np.empty(len(vorder), dtype=np.int64)
+        vrank[vorder] = np.arange(len(vorder), dtype=np.int64)
+        pg, pv, cnt = _group_values(gi[rows], vrank[inv[rows]], len(vorder))
+        with np.errstate(all="ignore"):
+            sums = np.bincount(pg, weights=vals_u[vorder[pv]] * cnt, minlength=n_groups)[:n_groups]
+        dg = np.flatnonzero(fl_groups & (grank == V.DOUBLE))
+        if len(dg):
+            with np.errstate(all="ignore"):
+                res = sums[dg] / counts[dg] if is_avg else sums[dg]
+            out[dg] = _intern_numbers(ctx, res, 2)
+        for g in np.flatnonzero(fl_groups & (grank == V.FLOAT)).tolist():
+            total = V.Num(V.FLOAT, V.to_float32(float(sums[g])))
             keys[g] = _result_key(total, int(counts[g]), is_avg)
 
     # decimal groups: exact
     dec_groups = (grank == V.DECIMAL) & ~bad
     if dec_groups.any():
-        rows = np.flatnonzero(dec_groups[gi])
-        totals: dict[int, Decimal] = {}
-        for g, u in zip(gi[rows].tolist(), inv[rows].tolist(), strict=False):
-            v = num.exact_value(u)
-            totals[g] = totals.get(g, Decimal(0)) + (v if isinstance(v, Decimal) else Decimal(v))
-        for g, tot in totals.items():
+        for g, tot in _decimal_totals(num, inv, gi, n_groups, dec_groups).items():
             keys[g] = _result_key(V.Num(V.DECIMAL, tot), int(counts[g]), is_avg)
 
     if keys:
@@ -271,32 +353,39 @@ def _result_key(total: V.Num, count: int, is_avg: bool) -> str | None:
 
 
 def _min_max(is_max: bool, ids, gi, n_groups, ctx) -> np.ndarray:
+    """MIN / MAX by the ORDER BY order: the distinct values ranked once, each row's
+    rank reduced per group, each group's winning rank mapped back to its value (no
+    sort of the rows)."""
     out = np.full(n_groups, UNBOUND, dtype=np.int64)
     ok = ids >= 0
     ids, g = ids[ok], gi[ok]
     if len(ids) == 0:
         return out
-    ranks = order_ranks(ids, ctx)
-    if is_max:
+    uniq, inv = distinct_inverse(ids)
+    inv = inv.reshape(-1)
+    ranks_u = _unique_ranks(uniq, ctx)
+    ctx.check_budget()
+    r = ranks_u[inv]
+    if n_groups == 1:
+        best = np.array([r.max() if is_max else r.min()], dtype=np.int64)
+    elif is_max:
         best = np.full(n_groups, -1, dtype=np.int64)
-        np.maximum.at(best, g, ranks)
+        np.maximum.at(best, g, r)
     else:
         best = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(best, g, ranks)
-    # map winning ranks back to ids (ranks are a bijection with ids)
-    order = np.argsort(ranks, kind="stable")
-    sorted_ranks = ranks[order]
+        np.minimum.at(best, g, r)
+    by_rank = np.empty(len(ranks_u), dtype=np.int64)  # ranks are a bijection with the distinct ids
+    by_rank[ranks_u] = np.arange(len(ranks_u), dtype=np.int64)
     has = np.bincount(g, minlength=n_groups)[:n_groups] > 0
-    pos = np.searchsorted(sorted_ranks, best[has])
-    out[has] = ids[order[pos]]
-    _numeric_winners(out, ids, g, ctx)
+    out[has] = uniq[by_rank[best[has]]]
+    _numeric_winners(out, uniq, inv, g, ctx)
     return out
 
 
 _CANONICAL_TYPES = {V.RANK_DATATYPE[r]: r for r in (V.INTEGER, V.DECIMAL, V.FLOAT, V.DOUBLE)}
 
 
-def _numeric_winners(out: np.ndarray, ids: np.ndarray, g: np.ndarray, ctx) -> None:
+def _numeric_winners(out: np.ndarray, uniq: np.ndarray, inv: np.ndarray, g: np.ndarray, ctx) -> None:
     """Numeric MIN/MAX results: among values equal to the winner (1 = 1.0 =
     1E0) take the one of the widest type (the type the comparison promotes
     to), and return it in canonical lexical form ("2E-1" -> "2.0E-1")."""
@@ -307,10 +396,14 @@ def _numeric_winners(out: np.ndarray, ids: np.ndarray, g: np.ndarray, ctx) -> No
     wn[has] = ctx.numeric(out[has])
     if np.isnan(wn).all():
         return
-    nums = np.asarray(ctx.numeric(ids), dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        tied = (nums == wn[g]) & (ids != out[g])
-    if tied.any():
+    nums_u = np.asarray(ctx.numeric(uniq), dtype=np.float64)
+    vals = nums_u[~np.isnan(nums_u)]
+    tied = None
+    if len(unique(vals)) < len(vals):  # two distinct ids of one value (1 and 1.0): ties possible
+        with np.errstate(invalid="ignore"):
+            tied = (nums_u[inv] == wn[g]) & (uniq[inv] != out[g])
+    if tied is not None and tied.any():
+        ids = uniq[inv]
         cand: dict[int, set[int]] = {}
         for grp, i in zip(g[tied].tolist(), ids[tied].tolist(), strict=False):
             cand.setdefault(grp, {int(out[grp])}).add(i)
@@ -322,6 +415,33 @@ def _numeric_winners(out: np.ndarray, ids: np.ndarray, g: np.ndarray, ctx) -> No
             out[grp] = max(sorted(c), key=lambda i: type_rank[i])
     win = unique(out[has][~np.isnan(wn[has])])
     if len(win) == 0:
+        return
+    _canonical_numbers(out, has, win, ctx)
+
+
+def _canonical_numbers(out: np.ndarray, has: np.ndarray, win: np.ndarray, ctx) -> None:
+    """Replace winners written in a non-canonical lexical form by the canonical one.
+    Integers and doubles the context holds as values are canonical already; the
+    store's integers and doubles are checked column-wise (a key scan), only the
+    non-canonical ones (and other numeric types) parsed."""
+    from engine.exec import numbers as N  # noqa: PLC0415
+
+    lazy = win >= N.LAZY_BASE
+    win = win[~lazy]
+    if len(win) > 64 and hasattr(ctx, "keys_arrow"):
+        keys = ctx.keys_arrow(win).cast(pa.large_string())
+        nums = np.asarray(ctx.numeric(win), dtype=np.float64)
+        is_int = pc.fill_null(pc.ends_with(keys, N.INT_SFX), False).to_numpy(zero_copy_only=False)
+        is_dbl = pc.fill_null(pc.ends_with(keys, N.DBL_SFX), False).to_numpy(zero_copy_only=False)
+        check = np.ones(len(win), dtype=bool)
+        for mask, code in ((is_int & (np.abs(np.nan_to_num(nums)) < 2.0**53), N.INT), (is_dbl, N.DBL)):
+            sel = np.flatnonzero(mask & ~np.isnan(nums))
+            if len(sel):
+                vals = nums[sel].astype(np.int64) if code == N.INT else nums[sel]
+                same = pc.equal(N.canonical_keys(vals, code), keys.take(pa.array(sel))).to_numpy(zero_copy_only=False)
+                check[sel[same]] = False
+        win = win[check]
+    if not len(win):
         return
     repl: dict[int, str] = {}
     for i, k in zip(win.tolist(), ctx.keys(win), strict=False):
@@ -367,27 +487,50 @@ def _group_concat(sep: str, ids, gi, n_groups, ctx) -> np.ndarray:
     by group, and one ``binary_join``."""
     from engine.exec import strings  # noqa: PLC0415
 
-    bad = np.zeros(n_groups, dtype=bool)
     ok = np.flatnonzero(ids >= 0)
     if not len(ok):
         return np.asarray(ctx.intern([literal_key("")] * n_groups), dtype=np.int64)
     lx = strings.str_values(ctx, ids[ok])
     g = gi[ok]
+    bad = np.zeros(n_groups, dtype=bool)
     bad[g[lx.inv < 0]] = True  # blank nodes
     fine = np.flatnonzero(lx.inv >= 0)
-    rows, g = lx.inv[fine], g[fine]
-    lens = pc.binary_length(lx.lex).to_numpy(zero_copy_only=False).astype(np.int64) if len(lx.lex) else None
+    ids_out = _join_groups(sep, lx.lex, lx.inv[fine], g[fine], n_groups, ctx)
+    ids_out[bad] = UNBOUND
+    return ids_out
+
+
+def group_concat_lex(sep: str, lx, gi: np.ndarray, n_groups: int, distinct: bool, ctx) -> np.ndarray:
+    """GROUP_CONCAT of a string function's values (``strings.Lex``: ``GROUP_CONCAT(STR(?x))``)
+    without a term made per value: rows in error are left out (as unbound values
+    are), DISTINCT keeps each group's first row of each value (lexical form and tag)."""
+    from engine.exec import strings  # noqa: PLC0415
+
+    ok = np.flatnonzero(lx.inv >= 0)
+    rows, g = lx.inv[ok], np.asarray(gi, dtype=np.int64)[ok]
+    if distinct and len(rows) and len(lx.lex):
+        vals = lx.lex if lx.tag is None else strings.key_array(lx.lex, lx.tag)
+        code = vals.dictionary_encode().indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        keep = _first_pairs(code[rows], g)
+        if keep is not None:
+            rows, g = rows[keep], g[keep]
+    return _join_groups(sep, lx.lex, rows, g, n_groups, ctx)
+
+
+def _join_groups(sep: str, lex: pa.Array, rows: np.ndarray, g: np.ndarray, n_groups: int, ctx) -> np.ndarray:
+    """Ids of the simple literals joining, per group, ``lex[rows]`` of its rows in row order."""
+    from engine.exec import strings  # noqa: PLC0415
+
+    lens = pc.binary_length(lex).to_numpy(zero_copy_only=False).astype(np.int64) if len(lex) else None
     memory = getattr(ctx, "memory", None)
     if memory is not None and lens is not None:  # the joined strings, checked before any is built
         memory.check(2 * int(lens[rows].sum() + len(sep) * len(rows)) + 8 * len(rows), "GROUP_CONCAT")
     order = np.argsort(g, kind="stable")  # row order within each group
-    counts = np.bincount(g, minlength=n_groups)
+    counts = np.bincount(g, minlength=n_groups)[:n_groups]
     offsets = np.zeros(n_groups + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    values = lx.lex.take(pa.array(rows[order])) if len(lx.lex) else pa.array([], pa.large_string())
+    values = lex.take(pa.array(rows[order])) if len(lex) else pa.array([], pa.large_string())
     ctx.check_budget()
     lists = pa.LargeListArray.from_arrays(pa.array(offsets), values.cast(pa.large_string()))
     joined = pc.binary_join(lists, pa.scalar(sep, pa.large_string()))
-    ids_out = strings.intern_lex(ctx, joined, None)
-    ids_out[bad] = UNBOUND
-    return ids_out
+    return strings.intern_lex(ctx, joined, None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 import uuid
+import weakref
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +27,8 @@ import pyarrow.compute as pc
 
 from engine.arrays import unique
 from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded
+from engine.exec import numbers as N
+from engine.exec import values as V
 from engine.exec.bgp import (
     SMALL_ROWS,
     candidate_predicates,
@@ -117,6 +120,31 @@ def _local_numeric(keys: list[str]) -> np.ndarray:
 
 
 
+#: per store dictionary: (its length then, the byte length of its longest key)
+_LONGEST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _longest_key(d) -> int | None:
+    """Byte length of the store dictionary's longest key (memoised per dictionary and
+    length: append-only, it only grows); None when the dictionary cannot tell."""
+    if not hasattr(d, "as_arrow"):
+        return None
+    n = len(d)
+    try:
+        got = _LONGEST.get(d)
+    except TypeError:
+        return None
+    if got is not None and got[0] == n:
+        return got[1]
+    if got is not None and got[0] < n:
+        new = d.as_arrow().slice(got[0])
+        m = max(got[1], int(pc.max(pc.binary_length(new)).as_py() or 0))
+    else:
+        m = int(pc.max(pc.binary_length(d.as_arrow())).as_py() or 0) if n else 0
+    _LONGEST[d] = (n, m)
+    return m
+
+
 class QueryContext:
     """Per-query EvalContext and TermTable."""
 
@@ -144,6 +172,9 @@ class QueryContext:
         self._pending: pa.Array | None = None
         self._hashed_interns = 0  # intern() calls of a few keys answered by hashing the pending locals
         self._known: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # see remember_numbers
+        #: computed numbers held as values, keys written on first read as text (intern_numbers)
+        self._lazy: N.LazyNumbers | None = None
+        self._local_nums: tuple[int, np.ndarray] | None = None  # sorted numeric values of the keyed locals
         self._bnode_counter = 0
         self.evaluator: Evaluator | None = None
         #: memory accounting of this query (intermediate tables, computed terms); without
@@ -201,6 +232,10 @@ class QueryContext:
         if self._pending is not None:
             self._sync()
         j = self._local.get(key)
+        if j is None and self._lazy is not None and key.endswith((N.INT_SFX, N.DBL_SFX)):
+            z = int(self._lazy.find(pa.array([key], pa.large_string()))[0])
+            if z >= 0:
+                return z
         if j is None:
             # a computed term lives until the query ends: charged by its size
             self.memory.hold(len(key) + _KEY_OVERHEAD, "computed terms")
@@ -284,14 +319,21 @@ class QueryContext:
         self._local_arrow = chunk if prefix is None else pa.concat_arrays([prefix, chunk])
         return np.arange(base, base + len(chunk), dtype=np.int64)
 
-    def intern_arrow(self, keys: pa.Array, by_hash: bool = False) -> np.ndarray:
+    def intern_arrow(self, keys: pa.Array, by_hash: bool = False, lazy: bool = True) -> np.ndarray:
         """:meth:`intern` of keys given as an Arrow string array (the column-wise string
         functions build theirs so): no Python string per key but the new ones.
-        ``by_hash``: the locals searched by Arrow's hashing even for a few keys."""
+        ``by_hash``: the locals searched by Arrow's hashing even for a few keys;
+        ``lazy``: whether numbers held as values (:meth:`intern_numbers`) may hold them."""
         enc = keys.dictionary_encode()
         distinct = enc.dictionary
-        ids = self.dictionary.lookup_many(distinct) if len(distinct) else np.zeros(0, np.int64)
+        ids = self._store_ids(distinct)
         miss = np.flatnonzero(ids < 0)
+        if len(miss) and lazy and self._lazy is not None:
+            z = self._lazy.find(distinct.take(pa.array(miss)))
+            if (z >= 0).any():
+                ids = np.array(ids, dtype=np.int64, copy=True)
+                ids[miss] = z
+                miss = miss[z < 0]
         if len(miss):
             ids = np.array(ids, dtype=np.int64, copy=True)
             missing_arr = distinct.take(pa.array(miss)).cast(pa.large_string())
@@ -339,6 +381,23 @@ class QueryContext:
         out[ok] = np.asarray(ids, dtype=np.int64)[idx[ok]]
         return out
 
+    def _store_ids(self, distinct: pa.Array) -> np.ndarray:
+        """Store ids of distinct keys (-1: absent). A key longer than the store's longest
+        cannot be one of its terms: not hashed (GROUP_CONCAT's long strings, ~40 KB each)."""
+        if not len(distinct):
+            return np.zeros(0, np.int64)
+        longest = _longest_key(self.dictionary)
+        if longest is not None:
+            lens = np.asarray(pc.binary_length(distinct).to_numpy(zero_copy_only=False), dtype=np.int64)
+            fit = lens <= longest
+            if not fit.all():
+                out = np.full(len(distinct), -1, dtype=np.int64)
+                sel = np.flatnonzero(fit)
+                if len(sel):
+                    out[sel] = self.dictionary.lookup_many(distinct.take(pa.array(sel)))
+                return out
+        return self.dictionary.lookup_many(distinct)
+
     def _locals_arrow(self) -> pa.Array:
         """Every query-local key as one Arrow array (index = id - LOCAL_BASE), extended
         by the keys added since the last call."""
@@ -361,14 +420,17 @@ class QueryContext:
         store = (ids >= 0) & (ids < LOCAL_BASE)
         if store.all():
             return self.dictionary.as_arrow().take(pa.array(ids)) if len(ids) else pa.array([], pa.large_string())
-        local = ids >= LOCAL_BASE
-        si, li = np.flatnonzero(store), np.flatnonzero(local)
+        lazy = ids >= N.LAZY_BASE
+        local = (ids >= LOCAL_BASE) & ~lazy
+        si, li, zi = np.flatnonzero(store), np.flatnonzero(local), np.flatnonzero(lazy)
         parts = [self.dictionary.as_arrow().take(pa.array(ids[si])).cast(pa.large_string()),
                  self._locals_arrow().take(pa.array(ids[li] - LOCAL_BASE)),
+                 self._lazy.keys_arrow(ids[zi], self._hold_keys) if len(zi) else pa.array([], pa.large_string()),
                  pa.nulls(1, pa.large_string())]
-        pos = np.full(len(ids), len(si) + len(li), dtype=np.int64)  # unbound: the null
+        pos = np.full(len(ids), len(si) + len(li) + len(zi), dtype=np.int64)  # unbound: the null
         pos[si] = np.arange(len(si), dtype=np.int64)
         pos[li] = len(si) + np.arange(len(li), dtype=np.int64)
+        pos[zi] = len(si) + len(li) + np.arange(len(zi), dtype=np.int64)
         return pa.concat_arrays(parts).take(pa.array(pos))
 
     def keys(self, ids) -> list[str | None]:
@@ -383,12 +445,85 @@ class QueryContext:
         if len(sidx):
             for i, k in zip(sidx.tolist(), self.dictionary.keys(ids[sidx]), strict=True):
                 out[i] = k
-        if self._pending is not None:
-            self._sync()
-        lk = self._local_keys
-        for i in np.flatnonzero(ids >= LOCAL_BASE).tolist():
-            out[i] = lk[int(ids[i]) - LOCAL_BASE]
+        lazy = np.flatnonzero(ids >= N.LAZY_BASE)
+        if len(lazy):
+            for i, k in zip(lazy.tolist(), self._lazy.keys_arrow(ids[lazy], self._hold_keys).to_pylist(), strict=True):
+                out[i] = k
+        local = np.flatnonzero((ids >= LOCAL_BASE) & (ids < N.LAZY_BASE))
+        if len(local):
+            if self._pending is not None:
+                self._sync()
+            lk = self._local_keys
+            for i in local.tolist():
+                out[i] = lk[int(ids[i]) - LOCAL_BASE]
         return out
+
+    def intern_numbers(self, vals: np.ndarray, code: int, fresh: bool = False) -> np.ndarray:
+        """Ids of computed numbers, one per row: integers (int64, ``N.INT``) or doubles
+        (float64, ``N.DBL``). Many distinct values are held as values (``N.LazyNumbers``),
+        their keys written only if a reader needs text; a value that may be a term of the
+        store or a keyed computed term (equal number: its canonical key looked up) and few
+        distinct values go by their keys. ``fresh``: values drawn at random (RAND()), taken
+        as distinct without a sort (two of n rows drawing one double: odds ~n^2 / 2^54)."""
+        kv = N.value_keys(vals, code)
+        if fresh and len(kv) >= N.LAZY_MIN:  # (distinct with odds 1 - n^2/2^54: RAND()'s draws)
+            u, inv = kv, None
+        else:
+            u, inv = distinct_inverse(kv)
+            inv = inv.reshape(-1)
+        store = N.store_values(self.dictionary) if len(u) >= N.LAZY_MIN else None
+        if store is None:
+            if len(u) <= 64:  # (a few keys: the dict path of intern)
+                keys = ([f'"{v}"{N.INT_SFX}' for v in u.tolist()] if code == N.INT
+                        else V.format_doubles(u.view(np.float64), '"', '"' + N.DBL_SFX))
+                got = np.asarray(self.intern(keys), dtype=np.int64)
+            else:
+                got = self.intern_arrow(N.canonical_keys(u if code == N.INT else u.view(np.float64), code))
+            return got if inv is None else got[inv]
+        ids = np.full(len(u), UNBOUND, dtype=np.int64)
+        fl = u.astype(np.float64) if code == N.INT else u.view(np.float64)
+        keyed = N.maybe_in(store, fl)
+        if code == N.INT:
+            keyed |= np.abs(fl) >= 2.0**53
+        if self._n_local():
+            keyed |= N.maybe_in(self._local_values(), fl)
+        if self._lazy is not None and not fresh:  # (a fresh draw equal to an earlier value: same odds)
+            ids = self._lazy.lookup(u, code)
+            keyed &= ids < 0
+        if keyed.any():
+            k = np.flatnonzero(keyed)
+            ids[k] = self.intern_arrow(N.canonical_keys(u[k] if code == N.INT else fl[k], code), lazy=False)
+        rest = np.flatnonzero(ids < 0)
+        if len(rest):
+            self.memory.hold(24 * len(rest), "computed numbers")
+            if self._lazy is None:
+                self._lazy = N.LazyNumbers()
+            ids[rest] = self._lazy.add(u[rest], code)
+        return ids if inv is None else ids[inv]
+
+    def _hold_keys(self, nbytes: int) -> None:
+        self.memory.hold(nbytes, "computed terms")
+
+    def lazy_values(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(float64 values, datatype codes) of ids that are all numbers held as values
+        (every id >= ``N.LAZY_BASE``)."""
+        return self._lazy.values(ids)
+
+    def _local_values(self) -> np.ndarray:
+        """Sorted finite numeric values of the keyed computed terms (kept up to date as
+        they are added: the locals only grow)."""
+        from engine.kv.dictionary import numeric_values  # noqa: PLC0415
+
+        n = self._n_local()
+        have = self._local_nums
+        if have is not None and have[0] == n:
+            return have[1]
+        done = 0 if have is None else have[0]
+        new = numeric_values(self._locals_arrow().slice(done).cast(pa.large_string()))
+        vals = np.concatenate([have[1], new[np.isfinite(new)]]) if have is not None else new[np.isfinite(new)]
+        vals.sort()
+        self._local_nums = (n, vals)
+        return vals
 
     def remember_numbers(self, ids: np.ndarray, values: np.ndarray, codes: np.ndarray) -> None:
         """Values and datatype codes (functions.py ``_DT_*``) of computed numbers as their
@@ -408,6 +543,13 @@ class QueryContext:
     def known_numbers(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(found, values, datatype codes) of ids among :meth:`remember_numbers`' ones."""
         n = len(ids)
+        lazy = ids >= N.LAZY_BASE
+        if self._lazy is not None and lazy.any():
+            found, vals, codes = self.known_numbers(np.where(lazy, UNBOUND, ids))
+            zi = np.flatnonzero(lazy)
+            found[zi] = True
+            vals[zi], codes[zi] = self._lazy.values(ids[zi])
+            return found, vals, codes
         if self._known is None or n == 0:
             return np.zeros(n, dtype=bool), np.full(n, np.nan), np.full(n, -1, dtype=np.int8)
         kid, kval, kcode = self._known
@@ -417,8 +559,16 @@ class QueryContext:
 
     def numeric(self, ids) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
+        if self._lazy is not None and len(ids) and int(ids.min()) >= N.LAZY_BASE:  # a computed column
+            return self._lazy.values(ids)[0]
         out = self.dictionary.numeric(np.where(ids >= LOCAL_BASE, -1, ids))
         loc = np.flatnonzero(ids >= LOCAL_BASE)
+        if len(loc) and self._lazy is not None:
+            lazy = ids[loc] >= N.LAZY_BASE
+            if lazy.any():
+                out = np.array(out, dtype=np.float64, copy=True)
+                out[loc[lazy]] = self._lazy.values(ids[loc[lazy]])[0]
+                loc = loc[~lazy]
         if len(loc) and self._known is not None:
             found, vals, _ = self.known_numbers(ids[loc])
             if found.any():
@@ -445,6 +595,12 @@ class QueryContext:
         ids = np.asarray(ids, dtype=np.int64)
         out = self.dictionary.kinds(np.where(ids >= LOCAL_BASE, -1, ids))
         loc = np.flatnonzero(ids >= LOCAL_BASE)
+        if len(loc) and self._lazy is not None:
+            lazy = ids[loc] >= N.LAZY_BASE
+            if lazy.any():  # computed numbers: literals
+                out = np.array(out, dtype=np.int8, copy=True)
+                out[loc[lazy]] = 2
+                loc = loc[~lazy]
         if len(loc):
             out = np.array(out, dtype=np.int8, copy=True)
             uniq, inv = distinct_inverse(ids[loc])
@@ -912,11 +1068,14 @@ class Evaluator:
 
         name = agg.name.upper()
         arg = agg.arg
-        if (name not in ("MIN", "MAX") or res.n < 64 or not isinstance(arg, A.Call)
+        if (name not in ("MIN", "MAX", "GROUP_CONCAT") or res.n < 64 or not isinstance(arg, A.Call)
                 or arg.op not in S.LEX_OPS):
             return None
         fn = _functions()
         lx = S.lex_of(fn._Evaluator(res.cols, res.n, self.ctx), arg)
+        if lx is not None and name == "GROUP_CONCAT":  # the values' texts joined: no term per value
+            sep = " " if agg.separator is None else agg.separator
+            return _aggregates().group_concat_lex(sep, lx, groups, n_groups, agg.distinct, self.ctx)
         if lx is None or (lx.tag is not None and not pc.all(pc.equal(lx.tag, "")).as_py()):
             return None
         out = np.full(n_groups, UNBOUND, dtype=np.int64)

@@ -45,6 +45,7 @@ from engine.exec import strings as S
 from engine.exec import values as V
 from engine.exec.bindings import distinct_inverse
 from engine.exec.context import LOCAL_BASE, StringMeter
+from engine.exec.numbers import LAZY_BASE as _LAZY_BASE
 from engine.exec.values import ERR, ExprError, Num
 from engine.iri import resolve_iri
 from engine.sparql.algebra import Call, Const, Exists, FunctionCall, Var
@@ -183,6 +184,50 @@ def _unique_ranks(uniq: np.ndarray, ctx) -> np.ndarray:
     return ranks
 
 
+#: per store dictionary: (its length then, the rank of each IRI id among the store's IRIs, -1
+#: for other terms): ids keep their meaning (append-only), so MIN / MAX / ORDER BY over many
+#: IRIs read ranks instead of sorting their texts per query
+_IRI_RANKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_IRI_RANKS_LOCK = threading.Lock()
+_IRI_RANKS_SHARE = 8  # rebuilt (after the store grew) for a query ranking at least 1/8 of its terms
+
+
+def _iri_ranks(ctx, ids: np.ndarray) -> np.ndarray | None:
+    """Order-preserving ranks of store IRI ids (their texts in code point order), from
+    a memo per dictionary; None where the memo does not serve (computed IRIs, a grown
+    store and too few ids to pay for ranking it again: the caller sorts)."""
+    d = getattr(ctx, "dictionary", None)
+    if d is None or not hasattr(d, "as_arrow") or not len(ids):
+        return None
+    n = len(d)
+    if int(ids.max()) >= min(n, LOCAL_BASE):
+        return None
+    try:
+        memo = _IRI_RANKS.get(d)
+    except TypeError:
+        return None
+    if memo is None or memo[0] != n:
+        if len(ids) * _IRI_RANKS_SHARE < n:
+            return None
+        with _IRI_RANKS_LOCK:
+            memo = _IRI_RANKS.get(d)
+            if memo is None or memo[0] != n:
+                ctx.check_budget()
+                check = getattr(ctx, "check_memory", None)
+                if check is not None:
+                    check(16 * n)
+                keys = d.as_arrow()
+                iri = np.flatnonzero(pc.fill_null(pc.starts_with(keys, "<"), False).to_numpy(zero_copy_only=False))
+                bodies = pc.binary_slice(keys.take(pa.array(iri)).cast(pa.large_binary()), 1, -1)
+                order = np.asarray(pc.sort_indices(bodies).to_numpy(zero_copy_only=False), dtype=np.int64)
+                ranks = np.full(n, -1, dtype=np.int32 if n < 2**31 else np.int64)  # (4 bytes a term)
+                ranks[iri[order]] = np.arange(len(order), dtype=ranks.dtype)
+                memo = (n, ranks)
+                _IRI_RANKS[d] = memo
+    got = memo[1][ids].astype(np.int64)
+    return got if (got >= 0).all() else None
+
+
 def _unique_ranks_blocks(uniq: np.ndarray, ctx, kinds: np.ndarray, nums: np.ndarray) -> np.ndarray:
     """_unique_ranks by blocks of the order (unbound < blank nodes < IRIs <
     literals by category): blank nodes, IRIs, simple strings and numerics
@@ -197,6 +242,12 @@ def _unique_ranks_blocks(uniq: np.ndarray, ctx, kinds: np.ndarray, nums: np.ndar
     ctx.check_budget()
     for kind, blk, start in ((1, 1, 2), (0, 2, 1)):
         sel = np.flatnonzero(kinds == kind)
+        if len(sel) and kind == 0:
+            memo = _iri_ranks(ctx, uniq[sel])
+            if memo is not None:  # the store's IRIs ranked once per dictionary
+                block[sel] = blk
+                intra[sel] = memo
+                continue
         if len(sel):
             arr = _keys_arrow(ctx, uniq[sel])
             body = pc.utf8_slice_codeunits(arr, start, -1 if kind == 0 else None)
@@ -407,17 +458,6 @@ def _string_keys(keys) -> tuple[np.ndarray, pa.Array, pa.Array]:
         fixed = [unescape_string(b) for b in bodies.filter(pa.array(esc)).to_pylist()]
         bodies = pc.replace_with_mask(bodies, pa.array(esc), pa.array(fixed, pa.large_string()))
     return pos, bodies, tags
-
-
-def _string_key_list(lexes: pa.Array, tags: pa.Array) -> list[str]:
-    """Keys of string literals from lexical forms and tags ("" = none)."""
-    body = lexes
-    for a, b in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r")):
-        body = pc.replace_substring(body, a, b)
-    quote, at, empty = (pa.scalar(c, pa.large_string()) for c in ('"', "@", ""))
-    body = pc.binary_join_element_wise(quote, body.cast(pa.large_string()), quote, empty)
-    tagged = pc.binary_join_element_wise(body, tags.cast(pa.large_string()), at)
-    return pc.if_else(pc.equal(tags, ""), body, tagged).to_pylist()
 
 
 _CAST_EDGE = r"[^0-9A-Za-z+.\-]*"  # what ``str.strip()`` may remove around a lexical form (and more)
@@ -744,6 +784,9 @@ class _Evaluator:
                 return out
             if expr.op == "RAND" and not expr.args:
                 vals = np.random.random(n)
+                lazy = getattr(self.ctx, "intern_numbers", None)
+                if lazy is not None and n >= _CLASSIFY_MIN_ROWS:  # held as values, written if read as text
+                    return np.asarray(lazy(vals, _DT_DBL, fresh=True), dtype=np.int64)
                 keys = V.format_doubles_arrow(vals, '"', '"' + _DOUBLE_SUFFIX)
                 # 53 random bits a value: two rows drawing the same double, or one a stored
                 # term, have odds of ~n^2 / 2^54 (3e-7 for 72k rows): fresh ids, no look-up
@@ -843,6 +886,12 @@ class _Evaluator:
                     return None
         except ExprError:
             return ()
+        # REPLACE of a literal text by a literal text (no metacharacter, group or escape): Arrow's
+        # plain substring replacement, ~5x faster than RE2's over IRIs' texts
+        plain = None
+        if (not is_regex and set(flags) <= {"s", "m"} and not any(c in args[0] for c in _RX_META)
+                and "$" not in args[1] and "\\" not in args[1]):
+            plain = (args[0], args[1])
         lx = S.lex_of(self, expr.args[0]) if S.supported(expr.args[0]) else None
         if lx is not None:  # a string function's values (STR(?iri), LCASE(?x) ...): no term per value
             m = len(lx.lex)
@@ -865,6 +914,8 @@ class _Evaluator:
             try:
                 if is_regex:
                     results.append(pc.match_substring_regex(chunk, pattern=rx.text))
+                elif plain is not None:  # a literal pattern and replacement: a plain substring scan
+                    results.append(pc.replace_substring(chunk, pattern=plain[0], replacement=plain[1]))
                 else:
                     results.append(pc.replace_substring_regex(chunk, pattern=rx.text, replacement=rewrite))
             except pa.ArrowInvalid:
@@ -888,8 +939,8 @@ class _Evaluator:
         if expr.op == "REGEX":
             t_id, f_id = self._bool_ids()
             res[pos] = np.where(got.to_numpy(zero_copy_only=False), t_id, f_id)
-        else:
-            res[pos] = self.ctx.intern(_string_key_list(got, tags))
+        else:  # the new strings' keys written and interned column-wise
+            res[pos] = S.intern_lex(self.ctx, got.cast(pa.large_string()), tags.cast(pa.large_string()))
         return res[inv]
 
     def _regex_table(self, expr) -> dict | None:
@@ -923,6 +974,14 @@ class _Evaluator:
             return np.full(n, c[0], dtype=np.int8), np.full(n, f[0]), np.full(n, i[0], dtype=np.int64)
         uniq, inv = self._distinct(ids)
         m = len(uniq)
+        lazy = getattr(self.ctx, "lazy_values", None)
+        if lazy is not None and m and int(uniq[0]) >= _LAZY_BASE:  # computed numbers held as values
+            v, code = lazy(uniq)
+            isnan = np.isnan(v)
+            cls = np.where(code == _DT_INT, _N_INT, np.where(isnan, _N_OTHER, _N_DBL)).astype(np.int8)
+            f = np.where(code == _DT_INT, 0.0 + v, np.where(isnan, 0.0, v))
+            i = np.where(cls == _N_INT, f, 0.0).astype(np.int64)
+            return cls[inv], f[inv], i[inv]
         nums = self._numeric(uniq)  # NaN for unbound, non-numeric and ill-typed ids (and "NaN")
         has = np.flatnonzero(~np.isnan(nums))  # numeric literals only
         cls = np.full(m, _N_OTHER, dtype=np.int8)
@@ -991,25 +1050,55 @@ class _Evaluator:
                 got = np.full(self.n, c, dtype=np.int8), np.full(self.n, f), np.full(self.n, i, dtype=np.int64)
             else:
                 got = self._num_leaf(self.ids(expr))
-            leaves[expr] = got
+            if not _nondeterministic(expr):  # (each RAND() of the tree draws its own values)
+                leaves[expr] = got
         return got
+
+    def _one_column_distinct(self, expr) -> tuple[np.ndarray, np.ndarray, str] | None:
+        """(distinct ids, inverse, variable) when ``expr`` reads one variable only, holds no
+        RAND() / BNODE() / EXISTS, and that column has at most half as many distinct ids as
+        rows: the value per row is then a function of the id (``?a * 3 + 1`` over 72k ages:
+        60 evaluations, not 72k). None otherwise."""
+        if self.n < _BY_DISTINCT_ROWS or _nondeterministic(expr) or _exists_of(expr):
+            return None
+        names = set(_vars_of(expr))
+        if len(names) != 1:
+            return None
+        name = names.pop()
+        col = self.columns.get(name)
+        if col is None:
+            return None
+        uniq, inv = self._distinct(np.asarray(col, dtype=np.int64))
+        if len(uniq) * 2 > self.n:
+            return None
+        return uniq, inv, name
 
     def _num_ids(self, expr) -> np.ndarray | None:
         """ids of an arithmetic expression's value per row: integers and doubles
         computed over the columns and interned once per distinct value, errors
         unbound, the rest (decimals, floats, integer division...) by the exact
         per-value path on those rows only. None: not for this expression."""
-        if _nondeterministic(expr) or _exists_of(expr):
+        if _exists_of(expr):
             return None
+        few = self._one_column_distinct(expr)
+        if few is not None:  # a function of one column of few distinct ids: computed per id
+            uniq, inv, name = few
+            got = _Evaluator({name: uniq}, len(uniq), self.ctx)._num_ids(expr)
+            return None if got is None else got[inv]
         c, f, i = self._num_tree(expr, {})
         out = np.full(self.n, UNBOUND, dtype=np.int64)
         ints = np.flatnonzero(c == _N_INT)
-        if len(ints):
+        lazy = getattr(self.ctx, "intern_numbers", None)
+        if len(ints) and lazy is not None:  # (many distinct values: held as values, not keys)
+            out[ints] = np.asarray(lazy(i[ints], _DT_INT), dtype=np.int64)
+        elif len(ints):
             u, inv = distinct_inverse(i[ints])
             keys = [f'"{v}"{_INTEGER_SUFFIX}' for v in u.tolist()]
             out[ints] = np.asarray(self.ctx.intern(keys), dtype=np.int64)[inv.reshape(-1)]
         dbl = np.flatnonzero(c == _N_DBL)
-        if len(dbl):
+        if len(dbl) and lazy is not None:
+            out[dbl] = np.asarray(lazy(f[dbl], _DT_DBL), dtype=np.int64)
+        elif len(dbl):
             # distinct by bit pattern: -0.0 and 0.0 are written apart, NaNs together
             bits = f[dbl].copy()
             bits[np.isnan(bits)] = np.nan
@@ -1036,8 +1125,13 @@ class _Evaluator:
         inexact values are undecided); an arithmetic side in error makes the
         row an error; the other rows (undecided ties, non-numeric leaves,
         decimal or float results) by the general path."""
-        if _nondeterministic(left) or _nondeterministic(right) or _exists_of(left) or _exists_of(right):
+        if _exists_of(left) or _exists_of(right):
             return None
+        few = self._one_column_distinct(Call("=", (left, right)))
+        if few is not None:  # both sides functions of one column of few distinct ids
+            uniq, inv, name = few
+            got = _Evaluator({name: uniq}, len(uniq), self.ctx)._num_compare(op, left, right)
+            return None if got is None else (got[0][inv], got[1][inv])
         leaves: dict = {}
         cl, fl, il = self._num_tree(left, leaves)
         cr, fr, ir = self._num_tree(right, leaves)
@@ -2227,6 +2321,7 @@ def _f_replace(s, text, pattern, repl, flags=None):
 
 
 _RX_LONG_TEXT = 4096
+_RX_META = frozenset("\\^$.|?*+()[]{}")  # a pattern without these (and no flag but s / m) is a literal text
 
 
 def _replacement_parts(r: str, ngroups: int, literal: bool) -> list[str | int]:

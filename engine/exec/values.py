@@ -799,3 +799,67 @@ def order_key(t: Term | None) -> tuple:
     if cat in (CAT_DATETIME, CAT_DATE):
         return (3, cat, v.instant(), t.lexical)
     return (3, CAT_OTHER, t.datatype, t.lexical)
+
+
+_QUOTIENT_CHUNK = 1 << 16
+
+
+def decimal_quotients(num: np.ndarray, den: np.ndarray) -> pa.Array:
+    """Canonical lexical forms of the xsd:decimal quotients ``num / den`` (int64, ``den`` > 0,
+    ``|num|`` < 2^62), as :func:`_decimal_div` and :func:`format_decimal` write them
+    (28 significant digits, half-even rounding, trailing zeros dropped), column-wise:
+    long division digit by digit over the whole column (AVG of integers per group)."""
+    num = np.asarray(num, dtype=np.int64)
+    den = np.asarray(den, dtype=np.int64)
+    n = len(num)
+    if n == 0:
+        return pa.array([], pa.large_string())
+    if n > _QUOTIENT_CHUNK:  # (a digit matrix of ~50 bytes a row and its temporaries: in chunks)
+        return pa.concat_arrays([decimal_quotients(num[i:i + _QUOTIENT_CHUNK], den[i:i + _QUOTIENT_CHUNK])
+                                 for i in range(0, n, _QUOTIENT_CHUNK)])
+    neg = num < 0
+    a = np.abs(num)
+    q, r = a // den, a % den
+    d_int = np.where(q > 0, np.asarray(pc.utf8_length(pc.cast(pa.array(q), pa.large_string()))
+                                       .to_numpy(zero_copy_only=False), dtype=np.int64), 0)
+    width = DECIMAL_PREC + 21  # fraction digits enough for 28 significant ones after any leading zeros
+    digits = np.zeros((n, width + 1), dtype=np.uint8)
+    for k in range(width + 1):
+        r = r * 10
+        digits[:, k] = r // den
+        r = r % den
+    rest_nonzero = r != 0  # anything after the last digit computed
+    first_nz = np.argmax(digits != 0, axis=1)
+    keep = np.where(q > 0, DECIMAL_PREC - d_int, first_nz + DECIMAL_PREC)  # fraction digits kept
+    keep = np.clip(keep, 0, width)
+    rows = np.arange(n)
+    nxt = digits[rows, keep]
+    after = (np.cumsum(digits[:, ::-1] != 0, axis=1)[:, ::-1])  # nonzero digits from a position on
+    tail = np.where(keep + 1 <= width, after[rows, np.minimum(keep + 1, width)] > 0, False) | rest_nonzero
+    last = np.where(keep > 0, digits[rows, np.maximum(keep - 1, 0)], q % 10)
+    up = (nxt > 5) | ((nxt == 5) & (tail | (last % 2 == 1)))
+    col = np.arange(width + 1)
+    digits[col[None, :] >= keep[:, None]] = 0
+    # round up: the run of 9s before the last kept digit becomes 0s, the digit before it +1
+    ui = np.flatnonzero(up)
+    if len(ui):
+        sub = digits[ui]
+        inside = col[None, :] < keep[ui, None]
+        non9 = (sub != 9) & inside
+        has = non9.any(axis=1)
+        pos = np.where(has, width - np.argmax(non9[:, ::-1], axis=1), -1)  # the last non-9 kept digit
+        sub[(col[None, :] > pos[:, None]) & inside] = 0
+        hit = np.flatnonzero(has)
+        sub[hit, pos[hit]] += 1
+        digits[ui] = sub
+        q[ui[~has]] += 1
+    frac = np.ascontiguousarray((digits[:, :width] + 48).astype(np.uint8))
+    offs = np.arange(0, (n + 1) * width, width, dtype=np.int64)
+    fs = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offs), pa.py_buffer(frac))
+    fs = pc.utf8_rtrim(fs, characters="0")
+    fs = pc.if_else(pc.equal(fs, ""), "0", fs)
+    zero = (q == 0) & np.asarray(pc.equal(fs, "0").to_numpy(zero_copy_only=False), dtype=bool)
+    sign = pa.array(np.where(neg & ~zero, "-", ""), pa.large_string())
+    ip = pc.cast(pa.array(q), pa.large_string())
+    dot, empty = pa.scalar(".", pa.large_string()), pa.scalar("", pa.large_string())
+    return pc.binary_join_element_wise(sign, ip, dot, fs, empty)
