@@ -33,6 +33,7 @@ from engine.plan.order import bgp_vars, resolve
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
 from engine.stream.incremental import _UNARY, _exprs, _has_pattern, find_core
+from engine.stream.stored_relation import LazyMatch, WholeRelation
 from engine.stream.tiny_ops import CountGroup, Spread, expr_ids, filter_mask, having
 from engine.stream.tiny_ops import spread as _spread
 from engine.stream.tiny_plan import compilable, compile_plan, group_step, pattern_ends, pattern_step
@@ -228,6 +229,9 @@ class TinyCore:
             self._co = (self._ko[:, None], self._ovar[:, None]) if not self._ovar.all() else None
             self._csame = ~self._same[:, None]
             self._bounds_at = np.arange(len(ks) + 1)
+            # per distinct selection: its predicate when both ends are distinct variables (a wide
+            # stored predicate the caller may hand over as a StoredRelation), else None
+            self._kwide = [x[1] if x[0] < 0 and x[2] < 0 and not x[3] else None for x in ks]
         self._sn = sn
 
     # -- matches ---------------------------------------------------------------
@@ -252,22 +256,39 @@ class TinyCore:
                    for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         return per
 
-    def _matches(self, rows: np.ndarray, stored: np.ndarray) -> list[_Match]:
+    def _matches(self, rows: np.ndarray, stored: np.ndarray, wide: dict | None = None) -> list:
         """Per pattern, its matches: the stored part (``stored``, the first rows of ``rows``;
         the same array object for a store snapshot: selected and indexed once) and the
-        instant's part (the other rows, minus triples the stored part holds)."""
+        instant's part (the other rows, minus triples the stored part holds). ``wide``: predicate
+        -> :class:`~engine.stream.stored_relation.StoredRelation` of the stored predicates the
+        rows leave out; a selection of one of them (both ends variables) reads it by probes
+        (:class:`~engine.stream.stored_relation.LazyMatch`) and counts as having no stored
+        part (the component is joined from its matches at every instant, as when the rows
+        carried the relation's restriction)."""
         n_stored = len(stored)
-        key = (self._sn, id(stored), n_stored)
+        lazy = None
+        if wide:
+            lazy = [wide.get(p) if p is not None else None for p in self._kwide]
+            if not any(x is not None for x in lazy):
+                lazy = None
+        key = (self._sn, id(stored), n_stored, lazy is not None)
         if self._stored_key != key or self._stored_ref is not stored:
             # one match per distinct selection: patterns equal up to variable names share it
             # (and its indexes)
             self._stored_sel = [_Match(m) for m in self._select(stored)]
+            if lazy is not None:   # (their stored pairs are the relation's: read from it)
+                self._stored_sel = [_Match([]) if rel is not None else sm
+                                    for sm, rel in zip(self._stored_sel, lazy, strict=True)]
             self._stored = [self._stored_sel[j] for j in self._kof]
             self._stored_key = key
             self._stored_ref = stored   # keeps the array (and so its id) alive
         inst = self._select(rows[n_stored:])
         out = []
-        for sm, wm in zip(self._stored_sel, inst, strict=True):
+        for j, (sm, wm) in enumerate(zip(self._stored_sel, inst, strict=True)):
+            rel = lazy[j] if lazy is not None else None
+            if rel is not None:
+                out.append(LazyMatch(rel, rel.fresh(wm) if wm else wm))
+                continue
             if sm.pairs and wm:
                 have = sm.pairset()
                 wm = [p for p in wm if p not in have]
@@ -338,11 +359,21 @@ class TinyCore:
         return out
 
     # -- the join ----------------------------------------------------------------
-    def solutions(self, rows: np.ndarray, ctx, stored: np.ndarray | None = None) -> Bindings | None:
+    def solutions(self, rows: np.ndarray, ctx, stored: np.ndarray | None = None,
+                  wide: dict | None = None) -> Bindings | None:
         """The BGP's solutions over the distinct triples of ``rows`` ((n, 3) int64, duplicates
         allowed), whose first rows are ``stored`` (the store's part: the same array object
-        while the store snapshot is the same, its matches are kept); None when the
-        intermediate rows exceed the bound (the caller evaluates the instant vectorized)."""
+        while the store snapshot is the same, its matches are kept), plus the stored relations
+        ``wide`` (predicate -> :class:`~engine.stream.stored_relation.StoredRelation`: wide
+        stored predicates the rows leave out, read by probes); None when the intermediate rows
+        exceed the bound or a step needs a whole relation (the caller evaluates the instant
+        vectorized)."""
+        try:
+            return self._solutions(rows, ctx, stored, wide)
+        except WholeRelation:
+            return None
+
+    def _solutions(self, rows: np.ndarray, ctx, stored: np.ndarray | None, wide: dict | None) -> Bindings | None:
         if self.general:
             try:
                 return _Nested(ctx, self._subs, rows, stored).eval(self.base)
@@ -355,7 +386,7 @@ class TinyCore:
             return Bindings.empty(self.out)
         if self.flat:
             return self._flat(rows, _NONE if stored is None else stored, ctx)
-        matches = self._matches(rows, _NONE if stored is None else stored)
+        matches = self._matches(rows, _NONE if stored is None else stored, wide)
         limit = self.max_rows if ctx.max_rows is None else min(self.max_rows, ctx.max_rows)
         parts = []   # per connected component: (var -> column, number of rows)
         budget = [self.max_work]
@@ -475,7 +506,7 @@ class TinyCore:
         """Pattern ``i``'s matches per value at end ``k``: the stored part's (kept per snapshot),
         else an estimate from the windows, refreshed every 32 instants (stream data keeps its
         shape: one value per observation and property)."""
-        if m.pairs:
+        if m.pairs or m.lazy:
             return m.fanout(k)
         est = self._fan_est.get((i, k))
         if est is None or est[1] <= 0:
@@ -488,13 +519,14 @@ class TinyCore:
         connected patterns without (the static side): a group's join over the stored part is
         kept per store snapshot with hash indexes on the variables it is probed by, so a term
         reaches a chain of static patterns (sensor -> property -> location ...) in one lookup."""
-        stat = [j for j in left if not matches[j].inst]
+        # (a wide stored relation is probed, never joined whole)
+        stat = [j for j in left if not matches[j].inst and not matches[j].lazy]
         if len(stat) < 2:
             return left, []
         if self._groups_key != self._stored_key:
             self._groups = {}
             self._groups_key = self._stored_key
-        dyn = [j for j in left if matches[j].inst]
+        dyn = [j for j in left if matches[j].inst or matches[j].lazy]
         groups = []
         key = tuple(stat)
         parts = self._stat_parts.get(key)
@@ -621,6 +653,8 @@ class TinyCore:
                         # the rows it would produce: per bound row, its matches per value of
                         # the bound end (a chain through a selective pattern beats a wide fan-out)
                         key = (n * self._fanout(i, matches[i], 0 if sv else 1), 0)
+                    elif matches[i].lazy:
+                        key = (float("inf"), 2)   # a wide stored relation: only probed by a bound end
                     else:
                         key = (n * len(matches[i]), 1)
                 if best is None or key < best[0]:
@@ -678,10 +712,10 @@ class TinyCore:
                 has = m.tester(k)
                 return [r for r in cur if has(r[j])]
             (k0, j0), (k1, j1) = bound
-            have = m.pairset()
+            test = m.pair_tester()
             if k0 == 0:
-                return [r for r in cur if (r[j0], r[j1]) in have or m.has_instant((r[j0], r[j1]))]
-            return [r for r in cur if (r[j1], r[j0]) in have or m.has_instant((r[j1], r[j0]))]
+                return [r for r in cur if test(r[j0], r[j1])]
+            return [r for r in cur if test(r[j1], r[j0])]
         for _, v in free:
             slots[v] = len(slots)
         if not bound:   # a product with the pattern's (distinct) values
@@ -765,6 +799,8 @@ class _Match:
     and kept while the store snapshot is the same, plus an instant's part (not in the stored one)."""
 
     __slots__ = ("pairs", "inst", "_set", "_ends", "_idx", "_iset", "_iidx", "_fan")
+
+    lazy = False   # (a StoredRelation's LazyMatch: True)
 
     def __init__(self, pairs: list[tuple], base: _Match | None = None):
         self.pairs = pairs

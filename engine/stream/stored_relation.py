@@ -1,0 +1,199 @@
+"""A wide stored relation read by the tuple-at-a-time join through per-value lookups kept
+across instants, instead of a per-instant restriction copied into the instant's triples.
+
+Why: a pattern with two variable ends over a stored predicate with thousands of triples
+(LSBench's ``?creator foaf:knows ?friend``, CityBench's ``?evtId a ?ob``) cannot be loaded into
+an instant's compact graph, so :class:`~engine.stream.continuous._Compact` restricted it at every
+instant to the triples whose shared end holds a value of an anchor pattern: ~10 numpy calls per
+restricted pattern (70-190 us on CityBench C5 / LSBench L7), then the tuple-at-a-time core
+selected, deduplicated and hash-indexed those ~100-800 triples again at every instant (they
+change with the window's values, so nothing could be kept). The join only ever probes such a
+pattern by a bound value (its anchor binds one end first), so :class:`StoredRelation` answers
+those probes from the store's own adjacency (one ``expand`` per value never seen before, ~3 us)
+and keeps each value's neighbours for the next instants: a sliding window sees mostly the same
+users, sensors and types again. Nothing is copied per instant.
+
+Exactness: the relation is every stored triple of the predicate (a superset of any
+restriction, so the same solutions); a window triple the relation also holds is counted once
+(:meth:`StoredRelation.fresh`), as the merged default graph is a set. A join step that would need
+the whole relation (a product with it) raises :class:`WholeRelation` and the instant goes to the
+vectorized path, whose dataset then gets the restricted triples as before.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["LazyMatch", "StoredRelation", "WholeRelation"]
+
+
+class WholeRelation(Exception):
+    """A join step asked for every pair of a stored relation (a product): not done here."""
+
+
+_MISS = object()
+
+
+class StoredRelation:
+    """The stored triples of one predicate over the FROM graphs of one store snapshot, probed
+    by value: ``v -> [(other end,), ...]`` per end, filled on first ask and kept (at most
+    :attr:`max_cached` neighbours over both ends; past it the caches start again)."""
+
+    max_cached = 1 << 17
+
+    __slots__ = ("pid", "graphs", "n", "_nb", "_sets", "_cached", "_fan")
+
+    def __init__(self, pid: int, graphs: list):
+        self.pid = int(pid)
+        self.graphs = list(graphs)
+        self.n = sum(int(g.stats(self.pid).triples) for g in self.graphs)   # (an upper bound)
+        self._nb: tuple[dict, dict] = ({}, {})     # per end (0: by subject, 1: by object)
+        self._sets: tuple[dict, dict] = ({}, {})   # per end: v -> set of the other ends (pair tests)
+        self._cached = 0
+        self._fan: list = [None, None]
+
+    def _fill(self, k: int, v: int) -> list | tuple:
+        if self._cached > self.max_cached:
+            for d in self._nb + self._sets:
+                d.clear()   # (the same dicts: closures handed out keep reading them)
+            self._cached = 0
+        got: list = []
+        key = np.array([v], dtype=np.int64)
+        for g in self.graphs:
+            _, nb = g.expand(self.pid, k, key)
+            if len(nb):
+                got += nb.tolist()
+        if len(self.graphs) > 1 and got:
+            got = list(dict.fromkeys(got))   # (a triple in two FROM graphs is one triple of their merge)
+        out = [(x,) for x in got] if got else ()
+        self._nb[k][v] = out
+        self._cached += len(got) + 1
+        return out
+
+    def getter(self, k: int):
+        """``v -> the (other end,) tuples of the triples with v at end k`` (falsy if none)."""
+        get = self._nb[k].get
+        fill = self._fill
+
+        def look(v):
+            hit = get(v, _MISS)
+            if hit is _MISS:
+                hit = fill(k, v)
+            return hit
+        return look
+
+    def others(self, k: int, v: int) -> set:
+        """The set of other ends of the triples with ``v`` at end ``k``."""
+        s = self._sets[k].get(v)
+        if s is None:
+            hit = self._nb[k].get(v, _MISS)
+            if hit is _MISS:
+                hit = self._fill(k, v)
+            s = self._sets[k][v] = {x for x, in hit}
+        return s
+
+    def pair_tester(self):
+        """``(s, o) -> whether (s, pid, o) is stored``."""
+        sets = self._sets[0]
+        others = self.others
+
+        def test(a, b):
+            s = sets.get(a)
+            if s is None:
+                s = others(0, a)
+            return b in s
+        return test
+
+    def tester(self, k: int):
+        """``v -> whether some triple has v at end k``."""
+        look = self.getter(k)
+        return lambda v: bool(look(v))
+
+    def fanout(self, k: int) -> float:
+        """Triples per distinct value at end ``k`` (the graphs' statistics)."""
+        f = self._fan[k]
+        if f is None:
+            d = 0
+            for g in self.graphs:
+                st = g.stats(self.pid)
+                d += st.subjects if k == 0 else st.objects
+            f = self._fan[k] = self.n / max(1, d)
+        return f
+
+    def fresh(self, pairs: list[tuple]) -> list[tuple]:
+        """The window's ``(s, o)`` pairs of this predicate that no stored graph holds."""
+        s = np.array([p[0] for p in pairs], dtype=np.int64)
+        o = np.array([p[1] for p in pairs], dtype=np.int64)
+        held = np.zeros(len(pairs), dtype=bool)
+        for g in self.graphs:
+            held |= np.asarray(g.contains(self.pid, s, o), dtype=bool)
+        if not held.any():
+            return pairs
+        return [p for p, h in zip(pairs, held.tolist(), strict=True) if not h]
+
+
+class LazyMatch:
+    """A pattern's matches as :class:`~engine.stream.tiny._Match` offers them to the join, for
+    a pattern over a :class:`StoredRelation` plus the instant's own pairs (``inst``, none of
+    which the relation holds). Only probes and tests: a product raises :class:`WholeRelation`."""
+
+    lazy = True
+    pairs: list = []
+
+    __slots__ = ("rel", "inst", "_iidx", "_iset")
+
+    def __init__(self, rel: StoredRelation, inst: list[tuple]):
+        self.rel = rel
+        self.inst = inst
+        self._iidx: dict = {}
+        self._iset = None
+
+    def __len__(self) -> int:
+        return self.rel.n + len(self.inst)
+
+    def fanout(self, k: int) -> float:
+        return self.rel.fanout(k)
+
+    def getter(self, kb: int):
+        look = self.rel.getter(kb)
+        if not self.inst:
+            return look
+        ii = self._iidx.get(kb)
+        if ii is None:
+            ii = self._iidx[kb] = {}
+            kf = 1 - kb
+            for p in self.inst:
+                ii.setdefault(p[kb], []).append((p[kf],))
+        ig = ii.get
+
+        def get(v):
+            a, b = look(v), ig(v)
+            if b is None:
+                return a
+            return b if not a else list(a) + b
+        return get
+
+    def tester(self, k: int):
+        has = self.rel.tester(k)
+        if not self.inst:
+            return has
+        ends = {p[k] for p in self.inst}
+        return lambda v: v in ends or has(v)
+
+    def pair_tester(self):
+        test = self.rel.pair_tester()
+        if not self.inst:
+            return test
+        if self._iset is None:
+            self._iset = set(self.inst)
+        iset = self._iset
+        return lambda a, b: (a, b) in iset or test(a, b)
+
+    def values(self, k: int):
+        raise WholeRelation
+
+    def all_pairs(self):
+        raise WholeRelation
+
+    def pairset(self):
+        raise WholeRelation
