@@ -29,6 +29,7 @@ from engine.database import Database
 from engine.exec.evaluate import QueryContext
 from engine.sparql.parser import parse_query
 from engine.stream import stored_relation as SR
+from engine.stream import tiny_vec
 from engine.stream.continuous import BoundWindow, InstantEvaluator
 from engine.stream.transient import TransientStore
 from engine.stream.windows import Window
@@ -109,10 +110,12 @@ def _oracle(text: str, stored_nt: str, win: list, t: int, range_ms: int) -> list
 @given(knows=edges(), made=edges(), knows2=st.one_of(st.just([]), edges()), win=win_triples,
        query=join_queries(), limit=st.sampled_from([4, 8, 16, 32]), ages=st.booleans(),
        range_ms=st.sampled_from([1000, 2000, 3000]), gap=st.sampled_from([100, 250]),
-       cached=st.sampled_from([2, 1 << 17]))
+       cached=st.sampled_from([2, 1 << 17]), vec=st.sampled_from([0, tiny_vec.VEC_ROWS]))
 def test_probed_relations_equal_merged_view_and_pyoxigraph(knows, made, knows2, win, query, limit, ages, range_ms,
-                                                           gap, cached, monkeypatch):
+                                                           gap, cached, vec, monkeypatch):
+    """(``vec``: the joins' tails on columns from their first expanding step, or as planned.)"""
     monkeypatch.setattr(C, "SMALL_WINDOW", limit)
+    monkeypatch.setattr(tiny_vec, "VEC_ROWS", vec)
     monkeypatch.setattr(SR.StoredRelation, "max_cached", cached)   # (2: the caches start again often)
     if knows2:
         query = query.replace(" FROM <urn:jindou:default>", f" FROM <urn:jindou:default> FROM <{G2}>")

@@ -572,7 +572,7 @@ class _Compact:
         if not rel:
             for pid, _ in self._deferred:
                 if pid not in rel:
-                    rel[pid] = StoredRelation(pid, self._graphs)
+                    rel[pid] = StoredRelation(pid, self._graphs, self._id_bound)
         return rel
 
     def complete(self, rows: np.ndarray, n_stored: int) -> np.ndarray | None:

@@ -32,6 +32,7 @@ class WholeRelation(Exception):
 
 
 _MISS = object()
+_NONE: frozenset = frozenset()
 
 
 class StoredRelation:
@@ -41,11 +42,14 @@ class StoredRelation:
 
     max_cached = 1 << 17
 
-    __slots__ = ("pid", "graphs", "n", "_nb", "_sets", "_cached", "_fan")
+    __slots__ = ("pid", "graphs", "bound", "n", "_nb", "_sets", "_cached", "_fan")
 
-    def __init__(self, pid: int, graphs: list):
+    def __init__(self, pid: int, graphs: list, bound: int | None = None):
         self.pid = int(pid)
         self.graphs = list(graphs)
+        # ids from here on were interned after the graphs' snapshot: no stored triple holds them
+        # (a stream's new observations, posts ...), answered without a look-up or a cache entry
+        self.bound = (1 << 62) if bound is None else int(bound)
         self.n = sum(int(g.stats(self.pid).triples) for g in self.graphs)   # (an upper bound)
         self._nb: tuple[dict, dict] = ({}, {})     # per end (0: by subject, 1: by object)
         self._sets: tuple[dict, dict] = ({}, {})   # per end: v -> set of the other ends (pair tests)
@@ -53,6 +57,8 @@ class StoredRelation:
         self._fan: list = [None, None]
 
     def _fill(self, k: int, v: int) -> list | tuple:
+        if v >= self.bound or v < 0:
+            return ()
         if self._cached > self.max_cached:
             for d in self._nb + self._sets:
                 d.clear()   # (the same dicts: closures handed out keep reading them)
@@ -86,6 +92,8 @@ class StoredRelation:
         """The set of other ends of the triples with ``v`` at end ``k``."""
         s = self._sets[k].get(v)
         if s is None:
+            if v >= self.bound or v < 0:
+                return _NONE
             hit = self._nb[k].get(v, _MISS)
             if hit is _MISS:
                 hit = self._fill(k, v)

@@ -37,6 +37,7 @@ from engine.stream.stored_relation import LazyMatch, WholeRelation
 from engine.stream.tiny_ops import CountGroup, Spread, expr_ids, filter_mask, having
 from engine.stream.tiny_ops import spread as _spread
 from engine.stream.tiny_plan import compilable, compile_plan, group_step, pattern_ends, pattern_step
+from engine.stream.tiny_vec import ColRows, run_tail, tail_start
 
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
 
@@ -566,30 +567,35 @@ class TinyCore:
         if plan is not None and plan[2] > 0:
             plan[2] -= 1
             if plan[0] is None:   # compiled on its second use: a join run once is not worth ~0.3 ms
-                plan[0] = compile_plan(*plan[4])
+                plan[0] = compile_plan(*plan[4]) if plan[4][0] or plan[5] is None else True
             got = self._run_plan(plan, matches, limit, ctx, budget, cur, slots, groups)
             if got is not None:
                 return got
             # past the work bound in the kept order: weighed again at once
         order: list = []
+        sizes: list = []
         start = dict(slots)
-        got = self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, order)
+        got = self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, order, sizes)
         if got is not None and len(order) == len(left) + (len(groups) if groups else 0):
-            plan = self._compile(order, start, groups)
+            plan = self._compile(order, start, groups, sizes)
             if compilable(plan[4][0]):   # (else interpreted at every call: too deep to compile)
                 if len(self._plans) > 256:
                     self._plans.clear()
                 self._plans[key] = plan
         return got
 
-    def _compile(self, order: list, slots: dict, groups: list | None) -> list:
+    def _compile(self, order: list, slots: dict, groups: list | None, sizes: list | None = None) -> list:
         """``[run (None until compiled), step objects' refs, uses left, final slots, (steps,
-        width)]`` for a join order the planner chose (refs: a pattern index, or ``~k`` for
-        ``groups[k]``)."""
+        width), tail]`` for a join order the planner chose (refs: a pattern index, or ``~k`` for
+        ``groups[k]``). ``tail``: None, or ``(s, steps, width)`` -- from step ``s`` on, where the
+        planner saw the rows reach :data:`~engine.stream.tiny_vec.VEC_ROWS` (``sizes``), the
+        steps run on columns (:func:`~engine.stream.tiny_vec.run_tail`), the compiled loops
+        before it."""
         slots = dict(slots)
         width = len(slots)
-        steps, refs = [], []
+        steps, refs, widths = [], [], []
         for item in order:
+            widths.append(len(slots))
             if isinstance(item, _Joined):
                 k = next(x for x, g in enumerate(groups) if g is item)
                 steps.append(group_step(item.slots, slots))
@@ -597,12 +603,15 @@ class TinyCore:
             else:
                 steps.append(pattern_step(self._pats[item], slots))
                 refs.append(item)
-        return [None, refs, self.replan_every, slots, (steps, width)]
+        s = tail_start(steps, sizes) if sizes else None
+        if s is None:
+            return [None, refs, self.replan_every, slots, (steps, width), None]
+        return [None, refs, self.replan_every, slots, (steps[:s], width), (s, steps[s:], widths[s])]
 
     def _run_plan(self, plan: list, matches, limit: int, ctx, budget: list[int], cur: list[tuple],
                   slots: dict, groups: list | None) -> tuple | None:
         """A kept join order's compiled loops; None past the work bound (then the planner runs)."""
-        run, refs, _, final, _ = plan
+        run, refs, _, final, _, tail = plan
         objs = []
         for r in refs:
             if r < 0:
@@ -614,7 +623,16 @@ class TinyCore:
                     return [], slots
                 objs.append(m)
         ctx.check_budget()
-        got = run(cur, objs, min(limit, budget[0]))
+        if tail is None:
+            got = run(cur, objs, min(limit, budget[0]))
+        else:   # the loops up to the fan-out, the rest on columns
+            s, tsteps, twidth = tail
+            got = run(cur, objs[:s], min(limit, budget[0])) if s else (cur, 0)
+            if got is not None:
+                pre, w0 = got
+                got = run_tail(pre, objs[s:], tsteps, twidth, limit, min(limit, budget[0]) - w0)
+                if got is not None:
+                    got = got[0], got[1] + w0
         if got is None:
             return None
         out, work = got
@@ -625,8 +643,9 @@ class TinyCore:
         return out, slots
 
     def _plan_join(self, left: list, matches, limit: int, ctx, budget: list[int], cur: list[tuple],
-                   slots: dict, groups: list | None, order: list | None) -> tuple | None:
-        """The interpreted join, choosing the order step by step (recorded in ``order``)."""
+                   slots: dict, groups: list | None, order: list | None, sizes: list | None = None) -> tuple | None:
+        """The interpreted join, choosing the order step by step (recorded in ``order``, the
+        rows after each step in ``sizes``)."""
         pats = self._pats
         left = list(left)
         if groups:
@@ -669,6 +688,8 @@ class TinyCore:
                 cur = self._step(cur, pats[i], matches[i], slots, min(limit, budget[0]))
             if cur is None:
                 return None
+            if sizes is not None:
+                sizes.append(len(cur))
             budget[0] -= len(cur)
             if budget[0] < 0:   # many rows through many steps: the vectorized steps are cheaper
                 return None
@@ -742,12 +763,13 @@ class _Joined:
     """A group of patterns joined over the stored part: its rows, its variables' slots, and
     hash indexes by the tuple of variables it is probed with (built on first use)."""
 
-    __slots__ = ("rows", "slots", "_idx")
+    __slots__ = ("rows", "slots", "_idx", "_vec")
 
     def __init__(self, rows: list[tuple], slots: dict[str, int]):
         self.rows = rows
         self.slots = dict(slots)
         self._idx: dict[tuple, dict] = {}
+        self._vec: dict = {}   # (engine.stream.tiny_vec: sorted arrays per probing variable)
 
     def index(self, bound: tuple) -> dict:
         """The group's rows by their values of the variables ``bound``: tuples of the other
@@ -798,7 +820,7 @@ class _Match:
     """One pattern's distinct ``(s, o)`` pairs: a stored part whose indexes are built on first use
     and kept while the store snapshot is the same, plus an instant's part (not in the stored one)."""
 
-    __slots__ = ("pairs", "inst", "_set", "_ends", "_idx", "_iset", "_iidx", "_fan")
+    __slots__ = ("pairs", "inst", "_set", "_ends", "_idx", "_iset", "_iidx", "_fan", "_arrs")
 
     lazy = False   # (a StoredRelation's LazyMatch: True)
 
@@ -811,6 +833,7 @@ class _Match:
         self._iset = None
         self._iidx: dict[int, dict] = {}
         self._fan: list = [None, None]
+        self._arrs: dict = {}   # end -> the stored pairs sorted by it (engine.stream.tiny_vec)
 
     def fanout(self, k: int) -> float:
         """Matches per distinct value at end ``k`` (of the stored part when it has any: kept
@@ -826,7 +849,7 @@ class _Match:
         m = _Match.__new__(_Match)
         m.pairs, m.inst = self.pairs, inst
         # the stored indexes are shared with the cached match (built there, kept across instants)
-        m._set, m._ends, m._idx = self, self._ends, self._idx
+        m._set, m._ends, m._idx, m._arrs = self, self._ends, self._idx, self._arrs
         m._iset, m._iidx = None, {}
         m._fan = self._fan if self.pairs else [None, None]
         return m
@@ -931,10 +954,13 @@ class _Match:
         return self.pairs + self.inst if self.inst else self.pairs
 
 
-def _columns(rows: list[tuple], slots: dict, keep: set | None = None) -> dict[str, np.ndarray]:
-    """Tuple rows as one int64 column per variable (of ``keep`` only, when given)."""
+def _columns(rows: list[tuple] | ColRows, slots: dict, keep: set | None = None) -> dict[str, np.ndarray]:
+    """Tuple rows (or a join's columns) as one int64 column per variable (of ``keep`` only, when
+    given)."""
     if keep is not None:
         slots = {v: j for v, j in slots.items() if v in keep}
+    if isinstance(rows, ColRows):
+        return {v: rows.cols[j] for v, j in slots.items()}
     if not rows:
         return {v: np.zeros(0, dtype=np.int64) for v in slots}
     vals = list(zip(*rows, strict=True))

@@ -1,0 +1,238 @@
+"""The wide tail of a tuple-at-a-time join, run on columns.
+
+Why: a compiled join order (:mod:`engine.stream.tiny_plan`) costs ~0.3-1 us of Python per row and
+step, which is what a join of a few window rows needs -- but where a step fans the rows out
+(CityBench C5: 3 readings x the 99 cultural events that share their ``?ob``, then each event's
+location; LSBench's friends of friends) the rows after it are hundreds, each built as a tuple,
+looped over by the next steps and finally split into columns. From the first step the planner
+saw produce :data:`VEC_ROWS` rows or more, :func:`run_tail` runs the remaining steps on int64
+columns instead: a probe is one ``searchsorted`` pair over the stored pairs' sorted arrays (kept
+with the match for the store snapshot) plus the instant's few pairs looked up per distinct
+key, and the row expansion is ``repeat`` / gather. The steps and their meaning are the
+compiled plan's (see :mod:`engine.stream.tiny_plan`), the result the same bag of rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["ColRows", "VEC_ROWS", "run_tail", "tail_start"]
+
+#: rows out of a step from which the join's remaining steps run on columns
+VEC_ROWS = 48
+
+_E = np.zeros(0, dtype=np.int64)
+
+
+class ColRows:
+    """A join's rows as one int64 column per slot (what :func:`run_tail` returns)."""
+
+    __slots__ = ("cols", "n")
+
+    def __init__(self, cols: list[np.ndarray], n: int):
+        self.cols = cols
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def tail_start(steps: list[tuple], sizes: list[int]) -> int | None:
+    """The first step whose rows (as the planner saw them, ``sizes[i]`` after step ``i``)
+    reach :data:`VEC_ROWS` and that expands rows (a probe or a product); None if none does."""
+    for i, (st, n) in enumerate(zip(steps, sizes, strict=False)):
+        if n >= VEC_ROWS and st[0] in ("pr", "gp", "s1", "s2", "gs"):
+            return i
+    return None
+
+
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, index of each value among them)."""
+    if len(keys) <= 1:
+        return keys.copy(), np.zeros(len(keys), dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    s = keys[order]
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    inv = np.empty(len(keys), dtype=np.int64)
+    inv[order] = np.cumsum(keep) - 1
+    return s[keep], inv
+
+
+def _expand(keys: np.ndarray, sk: np.ndarray, so: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``keys`` matched against sorted ``sk`` (with ``so`` aligned, 1-d or 2-d):
+    ``(row of each match, its so row)``, grouped by row."""
+    lo = np.searchsorted(sk, keys, "left")
+    cnt = np.searchsorted(sk, keys, "right") - lo
+    total = int(cnt.sum())
+    if not total:
+        return _E, so[:0]
+    rep = np.repeat(np.arange(len(keys), dtype=np.int64), cnt)
+    idx = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(total, dtype=np.int64)
+    return rep, so[idx]
+
+
+def _sorted_pairs(m, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """A tiny-core match's stored pairs sorted by end ``k``: (keys, other ends), kept on the
+    match (its stored part is the same for the store snapshot)."""
+    arrs = m._arrs
+    got = arrs.get(k)
+    if got is None:
+        if m.pairs:
+            a = np.array(m.pairs, dtype=np.int64)
+            order = np.argsort(a[:, k], kind="stable")
+            got = (a[order, k], a[order, 1 - k])
+        else:
+            got = (_E, _E)
+        arrs[k] = got
+    return got
+
+
+def _by_key(uk: list, get, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted keys ``uk``'s hits (``get(key)`` -> tuples of ``width`` values, or falsy) as sorted
+    arrays ``(keys, values)`` for :func:`_expand`."""
+    ks: list = []
+    vs: list = []
+    for u in uk:
+        h = get(u)
+        if h:
+            ks += [u] * len(h)
+            vs += h
+    if not ks:
+        return _E, np.zeros((0, width), dtype=np.int64) if width != 1 else _E
+    sk = np.array(ks, dtype=np.int64)
+    so = np.array(vs, dtype=np.int64).reshape(len(vs), width)
+    return sk, so[:, 0] if width == 1 else so
+
+
+def _probe(m, k: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``keys`` expanded by pattern match ``m``'s pairs with the key at end ``k``:
+    ``(row, other end)``; the stored part by sorted arrays, the instant's (and a stored
+    relation's, whose lookups are kept) per distinct key."""
+    parts = []
+    if m.lazy or not m.pairs:
+        uk, inv = _distinct(keys)
+        sk, so = _by_key(uk.tolist(), m.getter(k), 1)
+        r, v = _expand(uk, sk, so)
+        if len(r):
+            # the distinct keys' matches, then every row of each key
+            return _spread_keys(inv, r, v)
+        return _E, _E
+    sk, so = _sorted_pairs(m, k)
+    parts.append(_expand(keys, sk, so))
+    if m.inst:
+        uk, inv = _distinct(keys)
+        ii = {}
+        for p in m.inst:
+            ii.setdefault(p[k], []).append((p[1 - k],))
+        sk, so = _by_key(uk.tolist(), ii.get, 1)
+        r, v = _expand(uk, sk, so)
+        if len(r):
+            parts.append(_spread_keys(inv, r, v))
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _spread_keys(inv: np.ndarray, r: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Matches per distinct key (``r``: the key's index, grouped; ``v``: values) to matches per
+    row (row ``i`` has key ``inv[i]``)."""
+    nk = int(inv.max()) + 1 if len(inv) else 0
+    cnt_k = np.bincount(r, minlength=nk)
+    start_k = np.cumsum(cnt_k) - cnt_k
+    cnt = cnt_k[inv]
+    total = int(cnt.sum())
+    if not total:
+        return _E, v[:0]
+    rep = np.repeat(np.arange(len(inv), dtype=np.int64), cnt)
+    idx = np.repeat(start_k[inv] - (np.cumsum(cnt) - cnt), cnt) + np.arange(total, dtype=np.int64)
+    return rep, v[idx]
+
+
+def _group_arrays(g, names: tuple) -> tuple[np.ndarray, np.ndarray, list]:
+    """A joined static group's rows sorted by its (single) bound variable: (keys, the free
+    variables' values as a 2-d array, positions), kept on the group."""
+    got = g._vec.get(names)
+    if got is None:
+        a = np.array(g.rows, dtype=np.int64).reshape(len(g.rows), len(g.slots))
+        (b,) = [g.slots[v] for v in names]
+        fpos = [k for v, k in g.slots.items() if v not in names]
+        order = np.argsort(a[:, b], kind="stable")
+        got = g._vec[names] = (a[order, b], a[order][:, fpos], fpos)
+    return got
+
+
+def run_tail(rows, objs: list, steps: list[tuple], width: int, limit: int, bound: int) -> tuple | None:
+    """``steps`` (with their matches / groups ``objs``) over ``rows`` (tuples of ``width``
+    slots, or a :class:`ColRows`), on columns: ``(ColRows, work)``, None past ``bound`` rows
+    of work or ``limit`` rows."""
+    if isinstance(rows, ColRows):
+        cols, n = list(rows.cols), rows.n
+    else:
+        n = len(rows)
+        cols = [np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)] if n and width else \
+            [np.zeros(n, dtype=np.int64) for _ in range(width)]
+    work = 0
+    for st, o in zip(steps, objs, strict=True):
+        kind = st[0]
+        if kind == "t0":
+            continue
+        if kind == "t1":
+            _, k, j = st
+            if n:
+                uk, inv = _distinct(cols[j])
+                has = o.tester(k)
+                keep = np.fromiter((bool(has(u)) for u in uk.tolist()), dtype=bool, count=len(uk))[inv]
+                cols = [c[keep] for c in cols]
+                n = len(cols[0]) if cols else int(keep.sum())
+            continue
+        if kind == "t2":
+            _, js, jo = st
+            if n:
+                test = o.pair_tester()
+                keep = np.fromiter((bool(test(a, b)) for a, b in zip(cols[js].tolist(), cols[jo].tolist(),
+                                                                      strict=True)),
+                                   dtype=bool, count=n)
+                cols = [c[keep] for c in cols]
+                n = len(cols[0])
+            continue
+        if kind == "pr":
+            _, k, j = st
+            rep, v = _probe(o, k, cols[j]) if n else (_E, _E)
+            cols = [c[rep] for c in cols] + [v]
+        elif kind == "gp":
+            _, names, cpos, nf = st
+            if len(cpos) == 1:
+                sk, so, _ = _group_arrays(o, names)
+                rep, v = _expand(cols[cpos[0]], sk, so) if n else (_E, so[:0])
+            else:   # probed by several variables (rare): per row through the group's hash index
+                idx = o.index(names)
+                reps: list = []
+                vs: list = []
+                for r, key in enumerate(zip(*[cols[j].tolist() for j in cpos], strict=True)):
+                    h = idx.get(key)
+                    if h:
+                        reps += [r] * len(h)
+                        vs += h
+                rep = np.array(reps, dtype=np.int64)
+                v = np.array(vs, dtype=np.int64).reshape(len(vs), nf)
+            cols = [c[rep] for c in cols] + [v[:, x] for x in range(nf)]
+        else:   # products: s1 / s2 / gs
+            if kind == "s1":
+                vals = np.array([x for x, in o.values(st[1])], dtype=np.int64).reshape(-1, 1)
+            elif kind == "s2":
+                vals = np.array(o.all_pairs(), dtype=np.int64).reshape(-1, 2)
+            else:   # (the compiled loop binds a group's row values in their order)
+                vals = np.array(o.rows, dtype=np.int64).reshape(len(o.rows), len(o.slots))[:, :st[1]]
+            m = len(vals)
+            if n * m > limit:
+                return None
+            rep = np.repeat(np.arange(n, dtype=np.int64), m)
+            cols = [c[rep] for c in cols] + [np.tile(vals[:, x], n) for x in range(vals.shape[1])]
+        n = len(cols[0]) if cols else 0
+        work += n
+        if work > bound or n > limit:
+            return None
+    return ColRows(cols, n), work
+
