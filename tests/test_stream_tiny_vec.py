@@ -46,9 +46,10 @@ def _bag(rows) -> Counter:
 def _same(steps, width, cur, objs, bound=10_000):
     loops = compile_plan(steps, width)(cur, objs, bound)
     cols = tiny_vec.run_tail(cur, objs, steps, width, 10_000, bound)
-    assert (loops is None) == (cols is None)
-    if loops is not None:
-        assert _bag(loops[0]) == _bag(cols[0]) and loops[1] == cols[1]
+    if loops is not None:   # (rows on columns count less of the work bound)
+        assert cols is not None and _bag(loops[0]) == _bag(cols[0]) and cols[1] <= loops[1]
+    if cols is None:
+        assert loops is None
     return cols
 
 

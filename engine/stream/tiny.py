@@ -32,6 +32,7 @@ from engine.kv.views import EmptyGraph
 from engine.plan.order import bgp_vars, resolve
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
+from engine.stream import tiny_vec
 from engine.stream.incremental import _UNARY, _exprs, _has_pattern, find_core
 from engine.stream.stored_relation import LazyMatch, WholeRelation
 from engine.stream.tiny_ops import CountGroup, Spread, expr_ids, filter_mask, having
@@ -560,8 +561,8 @@ class TinyCore:
         kept, compiled (:mod:`engine.stream.tiny_plan`), for :attr:`replan_every` calls."""
         slots = {} if slots is None else slots
         cur = [()] if cur is None else cur
-        if not compiled:
-            return self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, None)
+        if not compiled:   # (a static group's rows, kept as tuples: joined once per snapshot)
+            return self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, None, columns=False)
         key = (tuple(left), tuple(map(id, groups)) if groups else (), tuple(slots))
         plan = self._plans.get(key)
         if plan is not None and plan[2] > 0:
@@ -643,9 +644,11 @@ class TinyCore:
         return out, slots
 
     def _plan_join(self, left: list, matches, limit: int, ctx, budget: list[int], cur: list[tuple],
-                   slots: dict, groups: list | None, order: list | None, sizes: list | None = None) -> tuple | None:
+                   slots: dict, groups: list | None, order: list | None, sizes: list | None = None,
+                   columns: bool = True) -> tuple | None:
         """The interpreted join, choosing the order step by step (recorded in ``order``, the
-        rows after each step in ``sizes``)."""
+        rows after each step in ``sizes``); from :data:`~engine.stream.tiny_vec.VEC_ROWS` rows
+        on, the steps run on columns (unless ``columns`` is false)."""
         pats = self._pats
         left = list(left)
         if groups:
@@ -682,15 +685,25 @@ class TinyCore:
             left.remove(i)
             if order is not None:
                 order.append(i)
-            if isinstance(i, _Joined):
+            if columns and (isinstance(cur, ColRows) or len(cur) >= tiny_vec.VEC_ROWS):   # wide: on columns
+                width = len(slots)
+                joined = isinstance(i, _Joined)
+                st = group_step(i.slots, slots) if joined else pattern_step(pats[i], slots)
+                got = run_tail(cur, [i if joined else matches[i]], [st], width, limit, budget[0])
+                if got is None:
+                    return None
+                cur, work = got
+            elif isinstance(i, _Joined):
                 cur = i.step(cur, slots, min(limit, budget[0]))
+                work = len(cur) if cur is not None else 0
             else:
                 cur = self._step(cur, pats[i], matches[i], slots, min(limit, budget[0]))
+                work = len(cur) if cur is not None else 0
             if cur is None:
                 return None
             if sizes is not None:
                 sizes.append(len(cur))
-            budget[0] -= len(cur)
+            budget[0] -= work
             if budget[0] < 0:   # many rows through many steps: the vectorized steps are cheaper
                 return None
             if not cur:

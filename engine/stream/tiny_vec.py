@@ -22,6 +22,10 @@ __all__ = ["ColRows", "VEC_ROWS", "run_tail", "tail_start"]
 VEC_ROWS = 48
 
 _E = np.zeros(0, dtype=np.int64)
+_PACK = 1 << 31
+#: rows produced on columns per unit of the join's work bound (which counts the loops' rows at
+#: ~0.3-1 us each; a step on columns costs ~10-20 us plus ~0.02 us a row)
+ROW_WORK = 16
 
 
 class ColRows:
@@ -106,33 +110,90 @@ def _by_key(uk: list, get, width: int) -> tuple[np.ndarray, np.ndarray]:
     return sk, so[:, 0] if width == 1 else so
 
 
-def _probe(m, k: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of ``keys`` expanded by pattern match ``m``'s pairs with the key at end ``k``:
-    ``(row, other end)``; the stored part by sorted arrays, the instant's (and a stored
-    relation's, whose lookups are kept) per distinct key."""
-    parts = []
-    if m.lazy or not m.pairs:
-        uk, inv = _distinct(keys)
-        sk, so = _by_key(uk.tolist(), m.getter(k), 1)
-        r, v = _expand(uk, sk, so)
-        if len(r):
-            # the distinct keys' matches, then every row of each key
-            return _spread_keys(inv, r, v)
+def _per_key(keys: np.ndarray, get) -> tuple[np.ndarray, np.ndarray]:
+    """``(row, other end)`` of each row's hits through ``get`` (key -> 1-tuples), asked once
+    per distinct key."""
+    uk, inv = _distinct(keys)
+    sk, so = _by_key(uk.tolist(), get, 1)
+    r, v = _expand(uk, sk, so)
+    if not len(r):
         return _E, _E
-    sk, so = _sorted_pairs(m, k)
-    parts.append(_expand(keys, sk, so))
-    if m.inst:
-        uk, inv = _distinct(keys)
-        ii = {}
+    return _spread_keys(inv, r, v)
+
+
+def _inst_index(m, k: int) -> dict:
+    ii = m._iidx.get(("vec", k))
+    if ii is None:
+        ii = m._iidx[("vec", k)] = {}
         for p in m.inst:
             ii.setdefault(p[k], []).append((p[1 - k],))
-        sk, so = _by_key(uk.tolist(), ii.get, 1)
-        r, v = _expand(uk, sk, so)
-        if len(r):
-            parts.append(_spread_keys(inv, r, v))
+    return ii
+
+
+def _probe(m, k: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``keys`` expanded by pattern match ``m``'s pairs with the key at end ``k``:
+    ``(row, other end)``: stored pairs (and a small enough stored relation) by sorted arrays,
+    a wide relation's kept look-ups and the instant's pairs per distinct key."""
+    parts = []
+    if m.lazy:
+        arr = m.rel.sorted_by(k)
+        parts.append(_expand(keys, *arr) if arr is not None else _per_key(keys, m.rel.getter(k)))
+    elif m.pairs:
+        parts.append(_expand(keys, *_sorted_pairs(m, k)))
+    if m.inst:
+        parts.append(_per_key(keys, _inst_index(m, k).get))
+    parts = [p for p in parts if len(p[0])]
+    if not parts:
+        return _E, _E
     if len(parts) == 1:
         return parts[0]
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _packed_pairs(pairs) -> np.ndarray | None:
+    a = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    if len(a) and (int(a.min()) < 0 or int(a.max()) >= _PACK):
+        return None
+    return np.sort((a[:, 0] << 32) | a[:, 1])
+
+
+def _in_sorted(x: np.ndarray, sorted_: np.ndarray) -> np.ndarray:
+    if not len(sorted_):
+        return np.zeros(len(x), dtype=bool)
+    pos = np.searchsorted(sorted_, x)
+    np.minimum(pos, len(sorted_) - 1, out=pos)
+    return sorted_[pos] == x
+
+
+def _pair_mask(m, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Whether each ``(a[i], b[i])`` is one of ``m``'s pairs: packed keys against sorted packed
+    pairs; row by row through the match's tester where the ids do not pack."""
+    n = len(a)
+    if n and (int(min(a.min(), b.min())) < 0 or int(max(a.max(), b.max())) >= _PACK):
+        test = m.pair_tester()
+        return np.fromiter((bool(test(x, y)) for x, y in zip(a.tolist(), b.tolist(), strict=True)),
+                           dtype=bool, count=n)
+    key = (a << 32) | b
+    if m.lazy:
+        stored = m.rel.packed()
+        if stored is None:
+            test = m.pair_tester()
+            return np.fromiter((bool(test(x, y)) for x, y in zip(a.tolist(), b.tolist(), strict=True)),
+                               dtype=bool, count=n)
+    else:
+        stored = m._arrs.get("packed", False) if m.pairs else None
+        if stored is False:
+            stored = m._arrs["packed"] = _packed_pairs(m.pairs)
+    out = _in_sorted(key, stored) if stored is not None else np.zeros(n, dtype=bool)
+    if m.inst:
+        inst = _packed_pairs(m.inst)
+        if inst is None:
+            iset = set(m.inst)
+            out |= np.fromiter(((x, y) in iset for x, y in zip(a.tolist(), b.tolist(), strict=True)),
+                               dtype=bool, count=n)
+        else:
+            out |= _in_sorted(key, inst)
+    return out
 
 
 def _spread_keys(inv: np.ndarray, r: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -176,7 +237,10 @@ def run_tail(rows, objs: list, steps: list[tuple], width: int, limit: int, bound
     work = 0
     for st, o in zip(steps, objs, strict=True):
         kind = st[0]
-        if kind == "t0":
+        if kind == "t0":   # a pattern without variables: all rows or none
+            if not len(o):
+                cols = [c[:0] for c in cols]
+                n = 0
             continue
         if kind == "t1":
             _, k, j = st
@@ -190,10 +254,7 @@ def run_tail(rows, objs: list, steps: list[tuple], width: int, limit: int, bound
         if kind == "t2":
             _, js, jo = st
             if n:
-                test = o.pair_tester()
-                keep = np.fromiter((bool(test(a, b)) for a, b in zip(cols[js].tolist(), cols[jo].tolist(),
-                                                                      strict=True)),
-                                   dtype=bool, count=n)
+                keep = _pair_mask(o, cols[js], cols[jo])
                 cols = [c[keep] for c in cols]
                 n = len(cols[0])
             continue
@@ -231,7 +292,7 @@ def run_tail(rows, objs: list, steps: list[tuple], width: int, limit: int, bound
             rep = np.repeat(np.arange(n, dtype=np.int64), m)
             cols = [c[rep] for c in cols] + [np.tile(vals[:, x], n) for x in range(vals.shape[1])]
         n = len(cols[0]) if cols else 0
-        work += n
+        work += (1 + n // ROW_WORK) if n else 0   # (never more than the loops count)
         if work > bound or n > limit:
             return None
     return ColRows(cols, n), work
