@@ -172,6 +172,11 @@ def test_l7_shape_probes_without_restricting(monkeypatch):
         assert len(probed.evaluate(3000)) > 0
         assert not restricted
         assert fills and max(fills.values()) == 1   # (kept across instants)
+        other = InstantEvaluator(db, q, "RSTREAM", [bw], incremental=False)   # (the same query again)
+        assert _rows(other.evaluate(3000)) == _rows(probed.evaluate(3000))
+        mine, theirs = probed._compact.relations(), other._compact.relations()
+        assert mine and all(mine[p] is theirs[p] for p in mine)   # one relation for both
+        assert max(fills.values()) == 1
     finally:
         db.close()
 
@@ -215,6 +220,11 @@ def test_relation_lookups_and_fresh_window_pairs(monkeypatch):
             assert not rel.getter(0)(ids[5])
             test = rel.pair_tester()
             assert test(ids[4], ids[0]) and test(ids[3], ids[1]) and not test(ids[1], ids[0])
+        late = int(db.store.dictionary.encode([f"<{EX}late>"])[0])   # interned after the relation's bound
+        fenced = SR.StoredRelation(pid, [snap.default], late)
+        assert not fenced.getter(0)(late) and not fenced.others(1, late) and not fenced._nb[0]
+        assert sorted(fenced.getter(0)(ids[0])) == sorted([(ids[1],), (ids[2],)])
+        assert sorted(fenced.sorted_by(1)[0].tolist()) == sorted([ids[1], ids[2], ids[1]])
         pairs = [(ids[0], ids[1]), (ids[5], ids[0]), (ids[4], ids[0])]
         assert rel.fresh(pairs) == [(ids[5], ids[0])]
         m = SR.LazyMatch(rel, [(ids[5], ids[0])])

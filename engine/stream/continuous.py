@@ -75,7 +75,7 @@ from engine.sparql import algebra as A
 from engine.stream.absorb import AbsorbLog
 from engine.stream.delta import DeltaGuard, patterns_of
 from engine.stream.incremental import IncrementalCore, find_core
-from engine.stream.stored_relation import StoredRelation
+from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.transient import TransientStore
 from engine.stream.window_graph import SMALL_WINDOW, SlidingWindowGraph, SmallGraph
@@ -572,7 +572,7 @@ class _Compact:
         if not rel:
             for pid, _ in self._deferred:
                 if pid not in rel:
-                    rel[pid] = StoredRelation(pid, self._graphs, self._id_bound)
+                    rel[pid] = shared_relation(pid, self._graphs, self._id_bound, self._key[0])
         return rel
 
     def complete(self, rows: np.ndarray, n_stored: int) -> np.ndarray | None:

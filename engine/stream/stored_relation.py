@@ -22,9 +22,11 @@ vectorized path, whose dataset then gets the restricted triples as before.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
-__all__ = ["LazyMatch", "StoredRelation", "WholeRelation"]
+__all__ = ["LazyMatch", "StoredRelation", "WholeRelation", "shared_relation"]
 
 
 class WholeRelation(Exception):
@@ -195,6 +197,29 @@ class StoredRelation:
         if not held.any():
             return pairs
         return [p for p, h in zip(pairs, held.tolist(), strict=True) if not h]
+
+
+_SHARED: dict = {}   # (pid, graphs' ids) -> (snapshot number, graphs, relation)
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_relation(pid: int, graphs: list, bound: int, sn: int) -> StoredRelation:
+    """The :class:`StoredRelation` of ``pid`` over ``graphs`` (of store snapshot ``sn``), one for
+    every query reading the same graphs: a thousand registered queries of one shape fill and
+    keep one set of look-ups and arrays. Only the newest snapshot's relations are kept (an older
+    one's graphs are let go); ``bound`` is any dictionary size read after the snapshot (valid for
+    every reader of it)."""
+    key = (int(pid), tuple(id(g) for g in graphs))
+    with _SHARED_LOCK:
+        got = _SHARED.get(key)
+        if got is not None and got[0] == sn and all(a is b for a, b in zip(got[1], graphs, strict=True)):
+            return got[2]
+        if any(v[0] != sn for v in _SHARED.values()) or len(_SHARED) >= 256:
+            for k in [k for k, v in _SHARED.items() if v[0] != sn or len(_SHARED) >= 256]:
+                del _SHARED[k]
+        rel = StoredRelation(pid, graphs, bound)
+        _SHARED[key] = (sn, tuple(graphs), rel)
+        return rel
 
 
 class LazyMatch:
