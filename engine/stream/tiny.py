@@ -685,7 +685,10 @@ class TinyCore:
             left.remove(i)
             if order is not None:
                 order.append(i)
-            if columns and (isinstance(cur, ColRows) or len(cur) >= tiny_vec.VEC_ROWS):   # wide: on columns
+            # wide (rows in, or the rows expected out by the key above): the step on columns
+            wide = isinstance(cur, ColRows) or len(cur) >= tiny_vec.VEC_ROWS or (
+                best[0] is not None and best[0][0] >= tiny_vec.VEC_ROWS)
+            if columns and wide:
                 width = len(slots)
                 joined = isinstance(i, _Joined)
                 st = group_step(i.slots, slots) if joined else pattern_step(pats[i], slots)
