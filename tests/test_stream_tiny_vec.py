@@ -72,7 +72,7 @@ def test_every_step_kind_on_columns():
     assert st2 == ("gp", ("b",), (1,), 1)
     rows = [(1, 2, 7), (1, 3, 8), (2, 3, 9), (9, 9, 9)]
     _same([st2], 3, rows, [group])
-    cols = tiny_vec.ColRows([np.array(c) for c in zip(*rows, strict=True)], 4)
+    cols = tiny_vec.ColRows(np.array(rows, dtype=np.int64))
     assert _bag(tiny_vec.run_tail(cols, [group], [st2], 3, 100, 100)[0]) == _bag(compile_plan([st2], 3)(rows, [group],
                                                                                                    100)[0])
     pair = _Joined([(2, 5, 1), (3, 6, 1), (3, 6, 2)], {"b": 0, "y": 1, "z": 2})

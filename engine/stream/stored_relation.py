@@ -188,7 +188,20 @@ class StoredRelation:
         return got
 
     def fresh(self, pairs: list[tuple]) -> list[tuple]:
-        """The window's ``(s, o)`` pairs of this predicate that no stored graph holds."""
+        """The window's ``(s, o)`` pairs of this predicate that no stored graph holds (a pair
+        with an id past :attr:`bound` cannot be stored: a stream's new observations)."""
+        bound = self.bound
+        cand = [p for p in pairs if 0 <= p[0] < bound and 0 <= p[1] < bound]
+        if not cand:
+            return pairs
+        packed = self.packed()
+        if packed is not None and max(max(p) for p in cand) < _PACK:
+            held = set()
+            keys = np.array([(x << 32) | y for x, y in cand], dtype=np.int64)
+            if len(packed):
+                pos = np.minimum(np.searchsorted(packed, keys), len(packed) - 1)
+                held = {p for p, h in zip(cand, (packed[pos] == keys).tolist(), strict=True) if h}
+            return [p for p in pairs if p not in held] if held else pairs
         s = np.array([p[0] for p in pairs], dtype=np.int64)
         o = np.array([p[1] for p in pairs], dtype=np.int64)
         held = np.zeros(len(pairs), dtype=bool)

@@ -29,16 +29,27 @@ ROW_WORK = 16
 
 
 class ColRows:
-    """A join's rows as one int64 column per slot (what :func:`run_tail` returns)."""
+    """A join's rows as an (n x slots) int64 array (what :func:`run_tail` returns); ``cols``: one
+    contiguous column per slot, made on first use."""
 
-    __slots__ = ("cols", "n")
+    __slots__ = ("_a", "_cols", "n")
 
-    def __init__(self, cols: list[np.ndarray], n: int):
-        self.cols = cols
-        self.n = n
+    def __init__(self, a: np.ndarray):
+        self._a = a
+        self._cols: list | None = None
+        self.n = len(a)
 
     def __len__(self) -> int:
         return self.n
+
+    def matrix(self) -> np.ndarray:
+        return self._a
+
+    @property
+    def cols(self) -> list[np.ndarray]:
+        if self._cols is None:
+            self._cols = list(np.ascontiguousarray(self._a.T))
+        return self._cols
 
 
 def tail_start(steps: list[tuple], sizes: list[int]) -> int | None:
@@ -169,7 +180,7 @@ def _pair_mask(m, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Whether each ``(a[i], b[i])`` is one of ``m``'s pairs: packed keys against sorted packed
     pairs; row by row through the match's tester where the ids do not pack."""
     n = len(a)
-    if n and (int(min(a.min(), b.min())) < 0 or int(max(a.max(), b.max())) >= _PACK):
+    if n and ((a | b) >> 31).any():   # (a negative id or one past 2^31: not packed)
         test = m.pair_tester()
         return np.fromiter((bool(test(x, y)) for x, y in zip(a.tolist(), b.tolist(), strict=True)),
                            dtype=bool, count=n)
@@ -186,7 +197,9 @@ def _pair_mask(m, a: np.ndarray, b: np.ndarray) -> np.ndarray:
             stored = m._arrs["packed"] = _packed_pairs(m.pairs)
     out = _in_sorted(key, stored) if stored is not None else np.zeros(n, dtype=bool)
     if m.inst:
-        inst = _packed_pairs(m.inst)
+        inst = m._iidx.get("packed", False)
+        if inst is False:
+            inst = m._iidx["packed"] = _packed_pairs(m.inst)
         if inst is None:
             iset = set(m.inst)
             out |= np.fromiter(((x, y) in iset for x, y in zip(a.tolist(), b.tolist(), strict=True)),
@@ -227,73 +240,85 @@ def _group_arrays(g, names: tuple) -> tuple[np.ndarray, np.ndarray, list]:
 def run_tail(rows, objs: list, steps: list[tuple], width: int, limit: int, bound: int) -> tuple | None:
     """``steps`` (with their matches / groups ``objs``) over ``rows`` (tuples of ``width``
     slots, or a :class:`ColRows`), on columns: ``(ColRows, work)``, None past ``bound`` rows
-    of work or ``limit`` rows."""
+    of work or ``limit`` rows. The rows are one (n x slots) array: a step gathers every slot
+    in one call, whatever the width."""
     if isinstance(rows, ColRows):
-        cols, n = list(rows.cols), rows.n
+        a = rows.matrix()
     else:
-        n = len(rows)
-        cols = [np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)] if n and width else \
-            [np.zeros(n, dtype=np.int64) for _ in range(width)]
+        a = np.array(rows, dtype=np.int64).reshape(len(rows), width)
     work = 0
     for st, o in zip(steps, objs, strict=True):
         kind = st[0]
+        n = len(a)
         if kind == "t0":   # a pattern without variables: all rows or none
             if not len(o):
-                cols = [c[:0] for c in cols]
-                n = 0
+                a = a[:0]
             continue
         if kind == "t1":
             _, k, j = st
             if n:
-                uk, inv = _distinct(cols[j])
+                uk, inv = _distinct(a[:, j])
                 has = o.tester(k)
-                keep = np.fromiter((bool(has(u)) for u in uk.tolist()), dtype=bool, count=len(uk))[inv]
-                cols = [c[keep] for c in cols]
-                n = len(cols[0]) if cols else int(keep.sum())
+                a = a[np.fromiter((bool(has(u)) for u in uk.tolist()), dtype=bool, count=len(uk))[inv]]
             continue
         if kind == "t2":
             _, js, jo = st
             if n:
-                keep = _pair_mask(o, cols[js], cols[jo])
-                cols = [c[keep] for c in cols]
-                n = len(cols[0])
+                a = a[_pair_mask(o, a[:, js], a[:, jo])]
             continue
+        w = a.shape[1]
         if kind == "pr":
             _, k, j = st
-            rep, v = _probe(o, k, cols[j]) if n else (_E, _E)
-            cols = [c[rep] for c in cols] + [v]
+            rep, v = _probe(o, k, np.ascontiguousarray(a[:, j])) if n else (_E, _E)
+            out = np.empty((len(rep), w + 1), dtype=np.int64)
+            if w:
+                out[:, :w] = a[rep]
+            out[:, w] = v
         elif kind == "gp":
             _, names, cpos, nf = st
             if len(cpos) == 1:
                 sk, so, _ = _group_arrays(o, names)
-                rep, v = _expand(cols[cpos[0]], sk, so) if n else (_E, so[:0])
+                rep, v = _expand(np.ascontiguousarray(a[:, cpos[0]]), sk, so) if n else (_E, so[:0])
             else:   # probed by several variables (rare): per row through the group's hash index
                 idx = o.index(names)
                 reps: list = []
                 vs: list = []
-                for r, key in enumerate(zip(*[cols[j].tolist() for j in cpos], strict=True)):
+                for r, key in enumerate(zip(*[a[:, j].tolist() for j in cpos], strict=True)):
                     h = idx.get(key)
                     if h:
                         reps += [r] * len(h)
                         vs += h
                 rep = np.array(reps, dtype=np.int64)
                 v = np.array(vs, dtype=np.int64).reshape(len(vs), nf)
-            cols = [c[rep] for c in cols] + [v[:, x] for x in range(nf)]
+            out = np.empty((len(rep), w + nf), dtype=np.int64)
+            if w:
+                out[:, :w] = a[rep]
+            out[:, w:] = v
         else:   # products: s1 / s2 / gs
             if kind == "s1":
                 vals = np.array([x for x, in o.values(st[1])], dtype=np.int64).reshape(-1, 1)
             elif kind == "s2":
                 vals = np.array(o.all_pairs(), dtype=np.int64).reshape(-1, 2)
             else:   # (the compiled loop binds a group's row values in their order)
-                vals = np.array(o.rows, dtype=np.int64).reshape(len(o.rows), len(o.slots))[:, :st[1]]
+                vals = _group_matrix(o)[:, :st[1]]
             m = len(vals)
             if n * m > limit:
                 return None
-            rep = np.repeat(np.arange(n, dtype=np.int64), m)
-            cols = [c[rep] for c in cols] + [np.tile(vals[:, x], n) for x in range(vals.shape[1])]
-        n = len(cols[0]) if cols else 0
+            out = np.empty((n * m, w + vals.shape[1]), dtype=np.int64)
+            if w:
+                out[:, :w] = np.repeat(a, m, axis=0)
+            if m:
+                out[:, w:] = vals.reshape(1, m, vals.shape[1]).repeat(n, axis=0).reshape(n * m, vals.shape[1])
+        a = out
+        n = len(a)
         work += (1 + n // ROW_WORK) if n else 0   # (never more than the loops count)
         if work > bound or n > limit:
             return None
-    return ColRows(cols, n), work
+    return ColRows(a), work
 
+
+def _group_matrix(g) -> np.ndarray:
+    got = g._vec.get("matrix")
+    if got is None:
+        got = g._vec["matrix"] = np.array(g.rows, dtype=np.int64).reshape(len(g.rows), len(g.slots))
+    return got
