@@ -237,63 +237,103 @@ def _group_arrays(g, names: tuple) -> tuple[np.ndarray, np.ndarray, list]:
     return got
 
 
+class _Rows:
+    """The tail's rows: a materialized (n x slots) array ``a``, or rows of it picked by ``rep``
+    (an expansion's source rows) plus the columns the expansion bound (``ext``). A test reads
+    only the columns it needs and filters ``rep`` / ``ext``; the next expansion (or the end)
+    builds the array -- so a probe followed by tests (a path closed by a pair test, LSBench
+    L7's friend of a friend) never gathers the rows the tests drop."""
+
+    __slots__ = ("a", "rep", "ext")
+
+    def __init__(self, a: np.ndarray):
+        self.a = a
+        self.rep: np.ndarray | None = None
+        self.ext: list = []
+
+    def __len__(self) -> int:
+        return len(self.a) if self.rep is None else len(self.rep)
+
+    def col(self, j: int) -> np.ndarray:
+        w = self.a.shape[1]
+        if j >= w:
+            return self.ext[j - w]
+        c = self.a[:, j] if self.rep is None else self.a[self.rep, j]
+        return np.ascontiguousarray(c)
+
+    def keep(self, m: np.ndarray) -> None:
+        if self.rep is None:
+            self.a = self.a[m]
+        else:
+            self.rep = self.rep[m]
+            self.ext = [e[m] for e in self.ext]
+
+    def matrix(self) -> np.ndarray:
+        if self.rep is None:
+            return self.a
+        w = self.a.shape[1]
+        out = np.empty((len(self.rep), w + len(self.ext)), dtype=np.int64)
+        if w:
+            out[:, :w] = self.a[self.rep]
+        for x, e in enumerate(self.ext):
+            out[:, w + x] = e
+        self.a, self.rep, self.ext = out, None, []
+        return out
+
+    def expand(self, rep: np.ndarray, ext: list) -> None:
+        self.a = self.matrix()
+        self.rep, self.ext = rep, ext
+
+
 def run_tail(rows, objs: list, steps: list[tuple], width: int, limit: int, bound: int) -> tuple | None:
     """``steps`` (with their matches / groups ``objs``) over ``rows`` (tuples of ``width``
     slots, or a :class:`ColRows`), on columns: ``(ColRows, work)``, None past ``bound`` rows
-    of work or ``limit`` rows. The rows are one (n x slots) array: a step gathers every slot
-    in one call, whatever the width."""
+    of work or ``limit`` rows (see :class:`_Rows`)."""
     if isinstance(rows, ColRows):
-        a = rows.matrix()
+        r = _Rows(rows.matrix())
     else:
-        a = np.array(rows, dtype=np.int64).reshape(len(rows), width)
+        r = _Rows(np.array(rows, dtype=np.int64).reshape(len(rows), width))
     work = 0
     for st, o in zip(steps, objs, strict=True):
         kind = st[0]
-        n = len(a)
+        n = len(r)
         if kind == "t0":   # a pattern without variables: all rows or none
-            if not len(o):
-                a = a[:0]
+            if not len(o) and n:
+                r.keep(np.zeros(n, dtype=bool))
             continue
         if kind == "t1":
             _, k, j = st
             if n:
-                uk, inv = _distinct(a[:, j])
+                uk, inv = _distinct(r.col(j))
                 has = o.tester(k)
-                a = a[np.fromiter((bool(has(u)) for u in uk.tolist()), dtype=bool, count=len(uk))[inv]]
+                r.keep(np.fromiter((bool(has(u)) for u in uk.tolist()), dtype=bool, count=len(uk))[inv])
             continue
         if kind == "t2":
             _, js, jo = st
             if n:
-                a = a[_pair_mask(o, a[:, js], a[:, jo])]
+                r.keep(_pair_mask(o, r.col(js), r.col(jo)))
             continue
-        w = a.shape[1]
         if kind == "pr":
             _, k, j = st
-            rep, v = _probe(o, k, np.ascontiguousarray(a[:, j])) if n else (_E, _E)
-            out = np.empty((len(rep), w + 1), dtype=np.int64)
-            if w:
-                out[:, :w] = a[rep]
-            out[:, w] = v
+            rep, v = _probe(o, k, r.col(j)) if n else (_E, _E)
+            r.expand(rep, [v])
         elif kind == "gp":
             _, names, cpos, nf = st
             if len(cpos) == 1:
                 sk, so, _ = _group_arrays(o, names)
-                rep, v = _expand(np.ascontiguousarray(a[:, cpos[0]]), sk, so) if n else (_E, so[:0])
+                rep, v = _expand(r.col(cpos[0]), sk, so) if n else (_E, so[:0])
             else:   # probed by several variables (rare): per row through the group's hash index
                 idx = o.index(names)
                 reps: list = []
                 vs: list = []
-                for r, key in enumerate(zip(*[a[:, j].tolist() for j in cpos], strict=True)):
+                for i, key in enumerate(zip(*[r.col(j).tolist() for j in cpos], strict=True)):
                     h = idx.get(key)
                     if h:
-                        reps += [r] * len(h)
+                        reps += [i] * len(h)
                         vs += h
                 rep = np.array(reps, dtype=np.int64)
                 v = np.array(vs, dtype=np.int64).reshape(len(vs), nf)
-            out = np.empty((len(rep), w + nf), dtype=np.int64)
-            if w:
-                out[:, :w] = a[rep]
-            out[:, w:] = v
+            r.expand(rep, [np.ascontiguousarray(v[:, x]) for x in range(nf)])
         else:   # products: s1 / s2 / gs
             if kind == "s1":
                 vals = np.array([x for x, in o.values(st[1])], dtype=np.int64).reshape(-1, 1)
@@ -304,17 +344,13 @@ def run_tail(rows, objs: list, steps: list[tuple], width: int, limit: int, bound
             m = len(vals)
             if n * m > limit:
                 return None
-            out = np.empty((n * m, w + vals.shape[1]), dtype=np.int64)
-            if w:
-                out[:, :w] = np.repeat(a, m, axis=0)
-            if m:
-                out[:, w:] = vals.reshape(1, m, vals.shape[1]).repeat(n, axis=0).reshape(n * m, vals.shape[1])
-        a = out
-        n = len(a)
+            rep = np.repeat(np.arange(n, dtype=np.int64), m)
+            r.expand(rep, [vals[:, x].reshape(1, m).repeat(n, axis=0).reshape(n * m) for x in range(vals.shape[1])])
+        n = len(r)
         work += (1 + n // ROW_WORK) if n else 0   # (never more than the loops count)
         if work > bound or n > limit:
             return None
-    return ColRows(a), work
+    return ColRows(r.matrix()), work
 
 
 def _group_matrix(g) -> np.ndarray:
