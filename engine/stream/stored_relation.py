@@ -55,7 +55,7 @@ class StoredRelation:
     #: twenty new users cost more than the join)
     max_full = 1 << 16
 
-    __slots__ = ("pid", "graphs", "bound", "n", "_nb", "_sets", "_cached", "_fan", "_arrays", "_full")
+    __slots__ = ("pid", "graphs", "bound", "n", "_nb", "_sets", "_cached", "_fan", "_arrays", "_full", "_lock")
 
     def __init__(self, pid: int, graphs: list, bound: int | None = None):
         self.pid = int(pid)
@@ -70,16 +70,22 @@ class StoredRelation:
         self._fan: list = [None, None]
         self._arrays: dict = {}
         self._full = [False, False]   # per end: _nb holds every value (a value not in it has none)
+        # (shared by the queries reading the graphs, maybe on several threads: completing an end
+        # and the cache's clearing are exclusive; a dict is never emptied while it is complete)
+        self._lock = threading.Lock()
 
     def _fill(self, k: int, v: int) -> list | tuple:
-        if v >= self.bound or v < 0 or self._full[k]:
+        if v >= self.bound or v < 0:
             return ()
+        if self._full[k]:
+            return self._nb[k].get(v) or ()
         if self._cached > self.max_cached:
-            for end in (0, 1):
-                if not self._full[end]:   # (a complete end stays: its look-ups read absent as none)
-                    self._nb[end].clear()   # (the same dicts: closures handed out keep reading them)
-                    self._sets[end].clear()
-            self._cached = 0
+            with self._lock:
+                for end in (0, 1):
+                    if not self._full[end]:   # (a complete end stays: its look-ups read absent as none)
+                        self._nb[end].clear()   # (the same dicts: closures handed out keep reading them)
+                        self._sets[end].clear()
+                self._cached = 0
         got: list = []
         key = np.array([v], dtype=np.int64)
         for g in self.graphs:
@@ -111,9 +117,12 @@ class StoredRelation:
             vals = [(x,) for x in others.tolist()]
             for key, a, b in zip(ks, [0] + cut, cut + [len(vals)], strict=True):
                 nb[key] = vals[a:b]
-        self._nb[k].clear()
-        self._nb[k].update(nb)   # (the same dict: look-ups handed out keep reading it)
-        self._full[k] = True
+        with self._lock:
+            if not self._full[k]:
+                # (added to what per-value fills hold -- the same values -- never emptied: the
+                # look-ups handed out keep reading this dict)
+                self._nb[k].update(nb)
+                self._full[k] = True
         return True
 
     def getter(self, k: int):
@@ -145,10 +154,11 @@ class StoredRelation:
     def pair_tester(self):
         """``(s, o) -> whether (s, pid, o) is stored``."""
         sets = self._sets[0]
-        if self._whole(0) and not sets:   # every subject's set at once
-            sets.update({v: {x for x, in h} for v, h in self._nb[0].items()})
-        if self._full[0]:
-            get = sets.get
+        if self._whole(0):   # every subject's set at once
+            full = self._arrays.get("sets")
+            if full is None:
+                full = self._arrays["sets"] = {v: {x for x, in h} for v, h in list(self._nb[0].items())}
+            get = full.get
             return lambda a, b: b in get(a, _NONE)
         others = self.others
 
