@@ -685,23 +685,30 @@ class TinyCore:
             left.remove(i)
             if order is not None:
                 order.append(i)
-            # wide (rows in, or the rows expected out by the key above): the step on columns
-            wide = isinstance(cur, ColRows) or len(cur) >= tiny_vec.VEC_ROWS or (
-                best[0] is not None and best[0][0] >= tiny_vec.VEC_ROWS)
-            if columns and wide:
+            # wide (from VEC_ROWS rows in; or a step the loops give up on: too many rows out of
+            # it for the work bound): the step on columns
+            joined = isinstance(i, _Joined)
+            step_in = cur
+            if not (columns and (isinstance(cur, ColRows) or len(cur) >= tiny_vec.VEC_ROWS)):
+                before = dict(slots)
+                if joined:
+                    cur = i.step(cur, slots, min(limit, budget[0]))
+                else:
+                    cur = self._step(cur, pats[i], matches[i], slots, min(limit, budget[0]))
+                work = len(cur) if cur is not None else 0
+                if columns and (cur is None or work > budget[0]):
+                    slots.clear()   # (the same dict: the caller reads it)
+                    slots.update(before)
+                    cur = None
+                else:
+                    step_in = None
+            if step_in is not None:
                 width = len(slots)
-                joined = isinstance(i, _Joined)
                 st = group_step(i.slots, slots) if joined else pattern_step(pats[i], slots)
-                got = run_tail(cur, [i if joined else matches[i]], [st], width, limit, budget[0])
+                got = run_tail(step_in, [i if joined else matches[i]], [st], width, limit, budget[0])
                 if got is None:
                     return None
                 cur, work = got
-            elif isinstance(i, _Joined):
-                cur = i.step(cur, slots, min(limit, budget[0]))
-                work = len(cur) if cur is not None else 0
-            else:
-                cur = self._step(cur, pats[i], matches[i], slots, min(limit, budget[0]))
-                work = len(cur) if cur is not None else 0
             if cur is None:
                 return None
             if sizes is not None:

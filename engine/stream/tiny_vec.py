@@ -18,8 +18,10 @@ import numpy as np
 
 __all__ = ["ColRows", "VEC_ROWS", "run_tail", "tail_start"]
 
-#: rows out of a step from which the join's remaining steps run on columns
-VEC_ROWS = 48
+#: rows out of a step from which the join's remaining steps run on columns (measured on
+#: CityBench's cold instants: at ~50-100 rows a step on columns -- ~5 numpy calls -- costs what
+#: the loops do; C5's 297-row product and LSBench L7's ~1,000 friends of friends are far above)
+VEC_ROWS = 128
 
 _E = np.zeros(0, dtype=np.int64)
 _PACK = 1 << 31
