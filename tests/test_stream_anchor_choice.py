@@ -1,4 +1,5 @@
-"""The compact path's restriction of wide stored patterns (:meth:`_Compact.anchored`).
+"""The compact path's restriction of wide stored patterns (:meth:`_Compact.anchored`), with the
+join core's probes of the stored relations (:mod:`engine.stream.stored_relation`) turned off.
 
 A stored pattern with two variable ends and too many triples (``?liker :knows ?creator``) is
 restricted per instant through the candidates of its variables. These tests check that
@@ -71,6 +72,9 @@ def _rows_of(res):
 def _pair(db, text: str, bw: BoundWindow):
     q = parse_query(text)
     compact = InstantEvaluator(db, q, "RSTREAM", [bw], incremental=False)
+    # the restriction itself (the join core probing the stored relations instead is
+    # tests/test_stream_stored_relation.py's)
+    compact._tiny_wide = False
     merged = InstantEvaluator(db, q, "RSTREAM", [bw], incremental=False)
     merged._compact.patterns = None
     return compact, merged
@@ -222,9 +226,12 @@ def test_absent_predicate_is_resolved_when_a_stream_brings_it(monkeypatch):
         db.close()
 
 
-def test_restriction_is_tried_again_after_a_burst(monkeypatch):
+@pytest.mark.parametrize("wide", [False, True])
+def test_restriction_is_tried_again_after_a_burst(monkeypatch, wide):
     """A burst whose restriction exceeds the limit sends the query to the merged view for a
-    while (not for good): once the windows are small again, the compact path comes back."""
+    while (not for good): once the windows are small again, the compact path comes back.
+    With the join core probing the stored ``knows`` relation (``wide``,
+    :mod:`engine.stream.stored_relation`) no restriction is made and the burst stays on it."""
     monkeypatch.setattr(C, "SMALL_WINDOW", 20)
     db = _db(_ring(), [], ages=False)
     try:
@@ -238,10 +245,14 @@ def test_restriction_is_tried_again_after_a_burst(monkeypatch):
         bw = BoundWindow("s", EX + "stream", gid, Window.time(1000, 1000), store)
         text = f"SELECT * FROM <urn:jindou:default> WHERE {{ ?liker <{EX}like> ?post . ?liker <{EX}knows> ?c }}"
         compact, merged = _pair(db, text, bw)
+        compact._tiny_wide = wide
         used = []
         for t in range(1000, 40001, 1000):
             _same(compact, merged, t, text)
             used.append(compact._compact.defer_failures == 0 and compact._compact.defer_skip == 0)
-        assert not any(used[:10]) and used[-1]   # two failures, then 8 instants without trying
+        if wide:
+            assert all(used)
+        else:
+            assert not any(used[:10]) and used[-1]   # two failures, then 8 instants without trying
     finally:
         db.close()

@@ -75,6 +75,7 @@ from engine.sparql import algebra as A
 from engine.stream.absorb import AbsorbLog
 from engine.stream.delta import DeltaGuard, patterns_of
 from engine.stream.incremental import IncrementalCore, find_core
+from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.transient import TransientStore
 from engine.stream.window_graph import SMALL_WINDOW, SlidingWindowGraph, SmallGraph
@@ -459,6 +460,13 @@ class _Compact:
         self._id_bound = 0            # ids from here on were interned after the stored snapshot
         self._fan: dict = {}          # (pid, end) -> stored triples per distinct value at that end
         self._resolved: dict = {}     # anchor ids with absent keys -> (resolved ids or None, dict size)
+        # the deferred patterns read by probes instead (engine.stream.stored_relation): the
+        # reader asks for it per instant (``lazy_next``, consumed by :meth:`anchored`), which then
+        # leaves the restriction to :meth:`complete` -- run only if the reader hands the instant back
+        self.lazy_next = False
+        self._lazy_ok = False         # every deferred pattern has two distinct variable ends
+        self._pending = False         # the last anchored() call left its restriction undone
+        self._relations: dict = {}    # predicate id -> StoredRelation, for the stored_rows key
 
     def _anchors(self, tp: A.TriplePattern, resolved: list) -> list:
         """For a deferred pattern ``tp``: every (its end, an anchor's ids, the anchor's end)
@@ -544,7 +552,43 @@ class _Compact:
         (the last instant's expansion reused when they are the same values). The expected rows
         of each (kept + window values x the predicate's fan-out, an expansion call counted as
         :data:`_EXPAND_ROWS`) decide; an anchor whose kept part exceeds the limit is not
-        taken."""
+        taken.
+
+        With :attr:`lazy_next` set (the reader probes the deferred patterns' stored relations,
+        :meth:`relations`) nothing is restricted here: :meth:`complete` does it if needed."""
+        if self.lazy_next and self._lazy_ok:
+            self.lazy_next = False
+            self._pending = True
+            return _EMPTY3
+        self._pending = False
+        return self._restrict(rows, n_stored)
+
+    def relations(self) -> dict | None:
+        """Predicate id -> :class:`~engine.stream.stored_relation.StoredRelation` of the deferred
+        patterns when the last :meth:`anchored` call left them out of the rows; else None."""
+        if not self._pending:
+            return None
+        rel = self._relations
+        if not rel:
+            for pid, _ in self._deferred:
+                if pid not in rel:
+                    rel[pid] = shared_relation(pid, self._graphs, self._id_bound, self._key[0])
+        return rel
+
+    def complete(self, rows: np.ndarray, n_stored: int) -> np.ndarray | None:
+        """``rows`` with the deferred patterns' restriction when :meth:`anchored` left it out
+        (the instant goes to a path that reads only the rows); None above the limit."""
+        if not self._pending:
+            return rows
+        self._pending = False
+        extra = self._restrict(rows, n_stored)
+        self.deferred_result(extra is not None)
+        if extra is None:
+            return None
+        return np.concatenate([rows, extra]) if len(extra) else rows
+
+    def _restrict(self, rows: np.ndarray, n_stored: int) -> np.ndarray | None:
+        """The restriction of :meth:`anchored`."""
         if self._anchor_key != self._key:
             self._anchor_key = self._key
             self._anchor_memo = {}
@@ -731,6 +775,10 @@ class _Compact:
             else:
                 loaded.append((tp, (s, p, o)))
         self._deferred = []
+        self._relations = {}
+        self._pending = False
+        # probes of a relation give pairs with distinct ends (``?x :p ?x`` keeps the restriction)
+        self._lazy_ok = bool(deferred) and all(tp.s != tp.o for tp in deferred)
         for tp in deferred:
             pid = ctx.lookup(tp.p.key)
             got = self._anchors(tp, loaded + absent)
@@ -1036,6 +1084,8 @@ class InstantEvaluator:
         self._from_graphs: tuple | None = None   # (snapshot, the FROM graphs the compact path reads)
         tiny = TinyCore(query) if self._compact.patterns is not None else None
         self._tiny = tiny if tiny is not None and tiny.usable else None
+        # the join core reads wide stored patterns by probes (not the one-pattern path: it masks rows)
+        self._tiny_wide = self._tiny is not None and not self._tiny.flat and not self._tiny.general
         # a SELECT whose operators above the BGP all map no rows to no rows (no aggregation):
         # an instant without BGP solutions is the empty result; its variables are learned from
         # the first instant the executor evaluates
@@ -1316,7 +1366,9 @@ class InstantEvaluator:
         maintain = inc is not None and not (self._tiny_last and inc.adaptive) and inc.wants()
         tiny = self._tiny
         flat = tiny is not None and tiny.flat
+        self._compact.lazy_next = self._tiny_skip == 0 and self._tiny_wide   # (hook: stored_relation)
         rows = None if maintain else self.compact_rows(ctx, t, unbounded=flat)
+        self._compact.lazy_next = False
         self._tiny_last = False
         if self._tiny_skip > 0:
             self._tiny_skip -= 1
@@ -1331,6 +1383,8 @@ class InstantEvaluator:
             # handed back (too many rows for tuple-at-a-time): do not try again for a while
             self._tiny_backoff = min(2 * self._tiny_backoff or 8, 256)
             self._tiny_skip = self._tiny_backoff
+        if rows is not None:   # (hook: the deferred patterns' restriction, if the tiny path left it out)
+            rows = self._compact.complete(rows, self._n_stored)
         if rows is not None and len(rows) - self._n_stored > 2 * SMALL_WINDOW:
             rows = None   # (read for the one-pattern path, which handed it back): too large a SmallGraph
         ds = None if rows is None else self._compact_view(rows)
@@ -1358,7 +1412,7 @@ class InstantEvaluator:
     def _evaluate_tiny(self, ctx: QueryContext, rows: np.ndarray) -> QueryResult | None:
         """The instant by :class:`~engine.stream.tiny.TinyCore` (the BGP tuple at a time, the
         operators above it by the executor); None when it hands the instant back."""
-        sol = self._tiny.solutions(rows, ctx, self._stored_arr)
+        sol = self._tiny.solutions(rows, ctx, self._stored_arr, self._compact.relations())
         if sol is None:
             return None
         if len(sol) == 0 and self._empty_vars is not None:

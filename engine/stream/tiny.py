@@ -32,10 +32,13 @@ from engine.kv.views import EmptyGraph
 from engine.plan.order import bgp_vars, resolve
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
+from engine.stream import tiny_vec
 from engine.stream.incremental import _UNARY, _exprs, _has_pattern, find_core
+from engine.stream.stored_relation import LazyMatch, WholeRelation
 from engine.stream.tiny_ops import CountGroup, Spread, expr_ids, filter_mask, having
 from engine.stream.tiny_ops import spread as _spread
 from engine.stream.tiny_plan import compilable, compile_plan, group_step, pattern_ends, pattern_step
+from engine.stream.tiny_vec import ColRows, run_tail, tail_start
 
 __all__ = ["TinyCore", "TinyEvaluator", "TinyFallback"]
 
@@ -228,6 +231,9 @@ class TinyCore:
             self._co = (self._ko[:, None], self._ovar[:, None]) if not self._ovar.all() else None
             self._csame = ~self._same[:, None]
             self._bounds_at = np.arange(len(ks) + 1)
+            # per distinct selection: its predicate when both ends are distinct variables (a wide
+            # stored predicate the caller may hand over as a StoredRelation), else None
+            self._kwide = [x[1] if x[0] < 0 and x[2] < 0 and not x[3] else None for x in ks]
         self._sn = sn
 
     # -- matches ---------------------------------------------------------------
@@ -252,22 +258,39 @@ class TinyCore:
                    for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         return per
 
-    def _matches(self, rows: np.ndarray, stored: np.ndarray) -> list[_Match]:
+    def _matches(self, rows: np.ndarray, stored: np.ndarray, wide: dict | None = None) -> list:
         """Per pattern, its matches: the stored part (``stored``, the first rows of ``rows``;
         the same array object for a store snapshot: selected and indexed once) and the
-        instant's part (the other rows, minus triples the stored part holds)."""
+        instant's part (the other rows, minus triples the stored part holds). ``wide``: predicate
+        -> :class:`~engine.stream.stored_relation.StoredRelation` of the stored predicates the
+        rows leave out; a selection of one of them (both ends variables) reads it by probes
+        (:class:`~engine.stream.stored_relation.LazyMatch`) and counts as having no stored
+        part (the component is joined from its matches at every instant, as when the rows
+        carried the relation's restriction)."""
         n_stored = len(stored)
-        key = (self._sn, id(stored), n_stored)
+        lazy = None
+        if wide:
+            lazy = [wide.get(p) if p is not None else None for p in self._kwide]
+            if not any(x is not None for x in lazy):
+                lazy = None
+        key = (self._sn, id(stored), n_stored, lazy is not None)
         if self._stored_key != key or self._stored_ref is not stored:
             # one match per distinct selection: patterns equal up to variable names share it
             # (and its indexes)
             self._stored_sel = [_Match(m) for m in self._select(stored)]
+            if lazy is not None:   # (their stored pairs are the relation's: read from it)
+                self._stored_sel = [_Match([]) if rel is not None else sm
+                                    for sm, rel in zip(self._stored_sel, lazy, strict=True)]
             self._stored = [self._stored_sel[j] for j in self._kof]
             self._stored_key = key
             self._stored_ref = stored   # keeps the array (and so its id) alive
         inst = self._select(rows[n_stored:])
         out = []
-        for sm, wm in zip(self._stored_sel, inst, strict=True):
+        for j, (sm, wm) in enumerate(zip(self._stored_sel, inst, strict=True)):
+            rel = lazy[j] if lazy is not None else None
+            if rel is not None:
+                out.append(LazyMatch(rel, rel.fresh(wm) if wm else wm))
+                continue
             if sm.pairs and wm:
                 have = sm.pairset()
                 wm = [p for p in wm if p not in have]
@@ -338,11 +361,21 @@ class TinyCore:
         return out
 
     # -- the join ----------------------------------------------------------------
-    def solutions(self, rows: np.ndarray, ctx, stored: np.ndarray | None = None) -> Bindings | None:
+    def solutions(self, rows: np.ndarray, ctx, stored: np.ndarray | None = None,
+                  wide: dict | None = None) -> Bindings | None:
         """The BGP's solutions over the distinct triples of ``rows`` ((n, 3) int64, duplicates
         allowed), whose first rows are ``stored`` (the store's part: the same array object
-        while the store snapshot is the same, its matches are kept); None when the
-        intermediate rows exceed the bound (the caller evaluates the instant vectorized)."""
+        while the store snapshot is the same, its matches are kept), plus the stored relations
+        ``wide`` (predicate -> :class:`~engine.stream.stored_relation.StoredRelation`: wide
+        stored predicates the rows leave out, read by probes); None when the intermediate rows
+        exceed the bound or a step needs a whole relation (the caller evaluates the instant
+        vectorized)."""
+        try:
+            return self._solutions(rows, ctx, stored, wide)
+        except WholeRelation:
+            return None
+
+    def _solutions(self, rows: np.ndarray, ctx, stored: np.ndarray | None, wide: dict | None) -> Bindings | None:
         if self.general:
             try:
                 return _Nested(ctx, self._subs, rows, stored).eval(self.base)
@@ -355,7 +388,7 @@ class TinyCore:
             return Bindings.empty(self.out)
         if self.flat:
             return self._flat(rows, _NONE if stored is None else stored, ctx)
-        matches = self._matches(rows, _NONE if stored is None else stored)
+        matches = self._matches(rows, _NONE if stored is None else stored, wide)
         limit = self.max_rows if ctx.max_rows is None else min(self.max_rows, ctx.max_rows)
         parts = []   # per connected component: (var -> column, number of rows)
         budget = [self.max_work]
@@ -475,7 +508,7 @@ class TinyCore:
         """Pattern ``i``'s matches per value at end ``k``: the stored part's (kept per snapshot),
         else an estimate from the windows, refreshed every 32 instants (stream data keeps its
         shape: one value per observation and property)."""
-        if m.pairs:
+        if m.pairs or m.lazy:
             return m.fanout(k)
         est = self._fan_est.get((i, k))
         if est is None or est[1] <= 0:
@@ -488,13 +521,14 @@ class TinyCore:
         connected patterns without (the static side): a group's join over the stored part is
         kept per store snapshot with hash indexes on the variables it is probed by, so a term
         reaches a chain of static patterns (sensor -> property -> location ...) in one lookup."""
-        stat = [j for j in left if not matches[j].inst]
+        # (a wide stored relation is probed, never joined whole)
+        stat = [j for j in left if not matches[j].inst and not matches[j].lazy]
         if len(stat) < 2:
             return left, []
         if self._groups_key != self._stored_key:
             self._groups = {}
             self._groups_key = self._stored_key
-        dyn = [j for j in left if matches[j].inst]
+        dyn = [j for j in left if matches[j].inst or matches[j].lazy]
         groups = []
         key = tuple(stat)
         parts = self._stat_parts.get(key)
@@ -527,37 +561,42 @@ class TinyCore:
         kept, compiled (:mod:`engine.stream.tiny_plan`), for :attr:`replan_every` calls."""
         slots = {} if slots is None else slots
         cur = [()] if cur is None else cur
-        if not compiled:
-            return self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, None)
+        if not compiled:   # (a static group's rows, kept as tuples: joined once per snapshot)
+            return self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, None, columns=False)
         key = (tuple(left), tuple(map(id, groups)) if groups else (), tuple(slots))
         plan = self._plans.get(key)
         if plan is not None and plan[2] > 0:
             plan[2] -= 1
             if plan[0] is None:   # compiled on its second use: a join run once is not worth ~0.3 ms
-                plan[0] = compile_plan(*plan[4])
+                plan[0] = compile_plan(*plan[4]) if plan[4][0] or plan[5] is None else True
             got = self._run_plan(plan, matches, limit, ctx, budget, cur, slots, groups)
             if got is not None:
                 return got
             # past the work bound in the kept order: weighed again at once
         order: list = []
+        sizes: list = []
         start = dict(slots)
-        got = self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, order)
+        got = self._plan_join(left, matches, limit, ctx, budget, cur, slots, groups, order, sizes)
         if got is not None and len(order) == len(left) + (len(groups) if groups else 0):
-            plan = self._compile(order, start, groups)
+            plan = self._compile(order, start, groups, sizes)
             if compilable(plan[4][0]):   # (else interpreted at every call: too deep to compile)
                 if len(self._plans) > 256:
                     self._plans.clear()
                 self._plans[key] = plan
         return got
 
-    def _compile(self, order: list, slots: dict, groups: list | None) -> list:
+    def _compile(self, order: list, slots: dict, groups: list | None, sizes: list | None = None) -> list:
         """``[run (None until compiled), step objects' refs, uses left, final slots, (steps,
-        width)]`` for a join order the planner chose (refs: a pattern index, or ``~k`` for
-        ``groups[k]``)."""
+        width), tail]`` for a join order the planner chose (refs: a pattern index, or ``~k`` for
+        ``groups[k]``). ``tail``: None, or ``(s, steps, width)`` -- from step ``s`` on, where the
+        planner saw the rows reach :data:`~engine.stream.tiny_vec.VEC_ROWS` (``sizes``), the
+        steps run on columns (:func:`~engine.stream.tiny_vec.run_tail`), the compiled loops
+        before it."""
         slots = dict(slots)
         width = len(slots)
-        steps, refs = [], []
+        steps, refs, widths = [], [], []
         for item in order:
+            widths.append(len(slots))
             if isinstance(item, _Joined):
                 k = next(x for x, g in enumerate(groups) if g is item)
                 steps.append(group_step(item.slots, slots))
@@ -565,12 +604,15 @@ class TinyCore:
             else:
                 steps.append(pattern_step(self._pats[item], slots))
                 refs.append(item)
-        return [None, refs, self.replan_every, slots, (steps, width)]
+        s = tail_start(steps, sizes) if sizes else None
+        if s is None:
+            return [None, refs, self.replan_every, slots, (steps, width), None]
+        return [None, refs, self.replan_every, slots, (steps[:s], width), (s, steps[s:], widths[s])]
 
     def _run_plan(self, plan: list, matches, limit: int, ctx, budget: list[int], cur: list[tuple],
                   slots: dict, groups: list | None) -> tuple | None:
         """A kept join order's compiled loops; None past the work bound (then the planner runs)."""
-        run, refs, _, final, _ = plan
+        run, refs, _, final, _, tail = plan
         objs = []
         for r in refs:
             if r < 0:
@@ -582,7 +624,16 @@ class TinyCore:
                     return [], slots
                 objs.append(m)
         ctx.check_budget()
-        got = run(cur, objs, min(limit, budget[0]))
+        if tail is None:
+            got = run(cur, objs, min(limit, budget[0]))
+        else:   # the loops up to the fan-out, the rest on columns
+            s, tsteps, twidth = tail
+            got = run(cur, objs[:s], min(limit, budget[0])) if s else (cur, 0)
+            if got is not None:
+                pre, w0 = got
+                got = run_tail(pre, objs[s:], tsteps, twidth, limit, min(limit, budget[0]) - w0)
+                if got is not None:
+                    got = got[0], got[1] + w0
         if got is None:
             return None
         out, work = got
@@ -593,8 +644,11 @@ class TinyCore:
         return out, slots
 
     def _plan_join(self, left: list, matches, limit: int, ctx, budget: list[int], cur: list[tuple],
-                   slots: dict, groups: list | None, order: list | None) -> tuple | None:
-        """The interpreted join, choosing the order step by step (recorded in ``order``)."""
+                   slots: dict, groups: list | None, order: list | None, sizes: list | None = None,
+                   columns: bool = True) -> tuple | None:
+        """The interpreted join, choosing the order step by step (recorded in ``order``, the
+        rows after each step in ``sizes``); from :data:`~engine.stream.tiny_vec.VEC_ROWS` rows
+        on, the steps run on columns (unless ``columns`` is false)."""
         pats = self._pats
         left = list(left)
         if groups:
@@ -621,6 +675,8 @@ class TinyCore:
                         # the rows it would produce: per bound row, its matches per value of
                         # the bound end (a chain through a selective pattern beats a wide fan-out)
                         key = (n * self._fanout(i, matches[i], 0 if sv else 1), 0)
+                    elif matches[i].lazy:
+                        key = (float("inf"), 2)   # a wide stored relation: only probed by a bound end
                     else:
                         key = (n * len(matches[i]), 1)
                 if best is None or key < best[0]:
@@ -629,13 +685,35 @@ class TinyCore:
             left.remove(i)
             if order is not None:
                 order.append(i)
-            if isinstance(i, _Joined):
-                cur = i.step(cur, slots, min(limit, budget[0]))
-            else:
-                cur = self._step(cur, pats[i], matches[i], slots, min(limit, budget[0]))
+            # wide (from VEC_ROWS rows in; or a step the loops give up on: too many rows out of
+            # it for the work bound): the step on columns
+            joined = isinstance(i, _Joined)
+            step_in = cur
+            if not (columns and (isinstance(cur, ColRows) or len(cur) >= tiny_vec.VEC_ROWS)):
+                before = dict(slots)
+                if joined:
+                    cur = i.step(cur, slots, min(limit, budget[0]))
+                else:
+                    cur = self._step(cur, pats[i], matches[i], slots, min(limit, budget[0]))
+                work = len(cur) if cur is not None else 0
+                if columns and (cur is None or work > budget[0]):
+                    slots.clear()   # (the same dict: the caller reads it)
+                    slots.update(before)
+                    cur = None
+                else:
+                    step_in = None
+            if step_in is not None:
+                width = len(slots)
+                st = group_step(i.slots, slots) if joined else pattern_step(pats[i], slots)
+                got = run_tail(step_in, [i if joined else matches[i]], [st], width, limit, budget[0])
+                if got is None:
+                    return None
+                cur, work = got
             if cur is None:
                 return None
-            budget[0] -= len(cur)
+            if sizes is not None:
+                sizes.append(len(cur))
+            budget[0] -= work
             if budget[0] < 0:   # many rows through many steps: the vectorized steps are cheaper
                 return None
             if not cur:
@@ -678,10 +756,10 @@ class TinyCore:
                 has = m.tester(k)
                 return [r for r in cur if has(r[j])]
             (k0, j0), (k1, j1) = bound
-            have = m.pairset()
+            test = m.pair_tester()
             if k0 == 0:
-                return [r for r in cur if (r[j0], r[j1]) in have or m.has_instant((r[j0], r[j1]))]
-            return [r for r in cur if (r[j1], r[j0]) in have or m.has_instant((r[j1], r[j0]))]
+                return [r for r in cur if test(r[j0], r[j1])]
+            return [r for r in cur if test(r[j1], r[j0])]
         for _, v in free:
             slots[v] = len(slots)
         if not bound:   # a product with the pattern's (distinct) values
@@ -708,12 +786,13 @@ class _Joined:
     """A group of patterns joined over the stored part: its rows, its variables' slots, and
     hash indexes by the tuple of variables it is probed with (built on first use)."""
 
-    __slots__ = ("rows", "slots", "_idx")
+    __slots__ = ("rows", "slots", "_idx", "_vec")
 
     def __init__(self, rows: list[tuple], slots: dict[str, int]):
         self.rows = rows
         self.slots = dict(slots)
         self._idx: dict[tuple, dict] = {}
+        self._vec: dict = {}   # (engine.stream.tiny_vec: sorted arrays per probing variable)
 
     def index(self, bound: tuple) -> dict:
         """The group's rows by their values of the variables ``bound``: tuples of the other
@@ -764,7 +843,9 @@ class _Match:
     """One pattern's distinct ``(s, o)`` pairs: a stored part whose indexes are built on first use
     and kept while the store snapshot is the same, plus an instant's part (not in the stored one)."""
 
-    __slots__ = ("pairs", "inst", "_set", "_ends", "_idx", "_iset", "_iidx", "_fan")
+    __slots__ = ("pairs", "inst", "_set", "_ends", "_idx", "_iset", "_iidx", "_fan", "_arrs")
+
+    lazy = False   # (a StoredRelation's LazyMatch: True)
 
     def __init__(self, pairs: list[tuple], base: _Match | None = None):
         self.pairs = pairs
@@ -775,6 +856,7 @@ class _Match:
         self._iset = None
         self._iidx: dict[int, dict] = {}
         self._fan: list = [None, None]
+        self._arrs: dict = {}   # end -> the stored pairs sorted by it (engine.stream.tiny_vec)
 
     def fanout(self, k: int) -> float:
         """Matches per distinct value at end ``k`` (of the stored part when it has any: kept
@@ -790,7 +872,7 @@ class _Match:
         m = _Match.__new__(_Match)
         m.pairs, m.inst = self.pairs, inst
         # the stored indexes are shared with the cached match (built there, kept across instants)
-        m._set, m._ends, m._idx = self, self._ends, self._idx
+        m._set, m._ends, m._idx, m._arrs = self, self._ends, self._idx, self._arrs
         m._iset, m._iidx = None, {}
         m._fan = self._fan if self.pairs else [None, None]
         return m
@@ -895,10 +977,13 @@ class _Match:
         return self.pairs + self.inst if self.inst else self.pairs
 
 
-def _columns(rows: list[tuple], slots: dict, keep: set | None = None) -> dict[str, np.ndarray]:
-    """Tuple rows as one int64 column per variable (of ``keep`` only, when given)."""
+def _columns(rows: list[tuple] | ColRows, slots: dict, keep: set | None = None) -> dict[str, np.ndarray]:
+    """Tuple rows (or a join's columns) as one int64 column per variable (of ``keep`` only, when
+    given)."""
     if keep is not None:
         slots = {v: j for v, j in slots.items() if v in keep}
+    if isinstance(rows, ColRows):
+        return {v: rows.cols[j] for v, j in slots.items()}
     if not rows:
         return {v: np.zeros(0, dtype=np.int64) for v in slots}
     vals = list(zip(*rows, strict=True))
