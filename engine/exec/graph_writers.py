@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 
 from engine.exec.bindings import distinct_inverse
 from engine.exec.context import charge_rows
+from engine.exec.render import _slices
 from engine.terms import RDF, RDF_TYPE_KEY, XSD
 
 _BIN = pa.large_binary()
@@ -116,21 +117,6 @@ def _buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Buffer]:
     base = int(offs[0])
     data = data.slice(base, int(offs[-1]) - base)
     return offs - base, np.frombuffer(data, dtype=np.uint8), data
-
-
-def _slices(data: pa.Buffer, s: np.ndarray, e: np.ndarray) -> pa.Array:
-    """``data[s[i]:e[i]]`` for each i (starts non-decreasing, ranges not overlapping): the
-    ranges are every other element of one zero-copy array whose offsets run s0, e0, s1, e1
-    ..., then one ``take`` of those elements."""
-    n = len(s)
-    if n == 0:
-        return pa.array([], _BIN)
-    offs = np.empty(2 * n + 1, dtype=np.int64)
-    offs[0:-1:2] = s
-    offs[1:-1:2] = e
-    offs[-1] = e[-1]
-    arr = pa.Array.from_buffers(_BIN, 2 * n, [None, pa.py_buffer(offs), data])
-    return arr.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
 
 
 def _lit(b: bytes) -> pa.Scalar:

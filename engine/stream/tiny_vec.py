@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.arrays import unique_inverse
+
 __all__ = ["ColRows", "VEC_ROWS", "run_tail", "tail_start"]
 
 #: rows out of a step from which the join's remaining steps run on columns (measured on
@@ -61,20 +63,6 @@ def tail_start(steps: list[tuple], sizes: list[int]) -> int | None:
         if n >= VEC_ROWS and st[0] in ("pr", "gp", "s1", "s2", "gs"):
             return i
     return None
-
-
-def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct values, index of each value among them)."""
-    if len(keys) <= 1:
-        return keys.copy(), np.zeros(len(keys), dtype=np.int64)
-    order = np.argsort(keys, kind="stable")
-    s = keys[order]
-    keep = np.empty(len(s), dtype=bool)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    inv = np.empty(len(keys), dtype=np.int64)
-    inv[order] = np.cumsum(keep) - 1
-    return s[keep], inv
 
 
 def _expand(keys: np.ndarray, sk: np.ndarray, so: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -126,7 +114,7 @@ def _by_key(uk: list, get, width: int) -> tuple[np.ndarray, np.ndarray]:
 def _per_key(keys: np.ndarray, get) -> tuple[np.ndarray, np.ndarray]:
     """``(row, other end)`` of each row's hits through ``get`` (key -> 1-tuples), asked once
     per distinct key."""
-    uk, inv = _distinct(keys)
+    uk, inv = unique_inverse(keys)
     sk, so = _by_key(uk.tolist(), get, 1)
     r, v = _expand(uk, sk, so)
     if not len(r):
@@ -306,7 +294,7 @@ def run_tail(rows, objs: list, steps: list[tuple], width: int, limit: int, bound
         if kind == "t1":
             _, k, j = st
             if n:
-                uk, inv = _distinct(r.col(j))
+                uk, inv = unique_inverse(r.col(j))
                 has = o.tester(k)
                 r.keep(np.fromiter((bool(has(u)) for u in uk.tolist()), dtype=bool, count=len(uk))[inv])
             continue
