@@ -1031,6 +1031,9 @@ class InstantEvaluator:
         self._wm: tuple | None = None        # (t, member dict, b',"window":{...}')
         self._pre: tuple = (None, 0.0)       # (t, ms capture(t) spent): counted in run(t)'s latency
         self._until: list | None = None      # [state, leave known, leave instant, next-element instant per window]
+        self._until_fails = 0      # unchanged-instant checks failed in a row
+        self._until_skip = 0       # instants left whose check is skipped (windows changing every step)
+        self._until_backoff = 1
         ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
         self._max_range = max(ranges) if ranges else None
         self._from_graphs: tuple | None = None   # (snapshot, the FROM graphs the compact path reads)
@@ -1196,7 +1199,33 @@ class InstantEvaluator:
         self._pre = (t, spent_ms + (time.perf_counter() - t0) * 1000.0)
         return st
 
+    #: failed unchanged-instant checks in a row before skipping some, and the most skipped at a
+    #: time: an instant whose check is skipped is evaluated (or its delta check reuses the last
+    #: result), so a skip never changes a result; at most this many instants of an unchanged
+    #: run are reported one by one rather than in the run's event
+    UNTIL_FAILS = 3
+    UNTIL_SKIP_MAX = 4
+
     def unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
+        """:meth:`_unchanged_until`, skipped (None) for a few instants after it kept failing
+        (windows that change at every step: a check then costs 15-25 µs on a woken worker for
+        nothing)."""
+        if self._until_skip > 0:
+            self._until_skip -= 1
+            return None
+        u = self._unchanged_until(state, t, last, step)
+        if u is not None:
+            self._until_fails = 0
+            self._until_backoff = 1
+        else:
+            self._until_fails += 1
+            if self._until_fails >= self.UNTIL_FAILS:
+                self._until_fails = 0
+                self._until_skip = self._until_backoff
+                self._until_backoff = min(self.UNTIL_SKIP_MAX, 2 * self._until_backoff)
+        return u
+
+    def _unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
         """The last instant ``u`` in ``[t, last]`` such that every instant in ``(te, u]`` has the
         same window contents and stored data as the evaluated instant ``te`` of ``state``
         (so the same result); None when instant ``t`` may differ.
