@@ -1432,7 +1432,9 @@ class InstantEvaluator:
         self._pre = (None, 0.0)
         dg = self._delta
         keep = dg is not None and dg.wants_check()
-        if keep or (dg is not None and dg.last is None):
+        # the instant before a check (the last of a back-off) is remembered too: the check then
+        # reads one step's change, not everything since the last remembered instant
+        if keep or (dg is not None and (dg.last is None or dg.checks_next())):
             sn = self.db.store.snapshot().sn
             ranges = self.ranges(t)
             if keep:

@@ -152,6 +152,10 @@ class DeltaGuard:
             return False
         return True
 
+    def checks_next(self) -> bool:
+        """Whether the next instant is checked (no back-off left)."""
+        return self._skip == 0
+
     def reusable(self, windows, sn: int, ranges: list, dictionary, stored_changed: bool = False) -> bytes | None:
         """The remembered prefix if no triple entering or leaving the windows between the
         remembered ranges and ``ranges`` matches a pattern, else None.
