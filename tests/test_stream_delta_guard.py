@@ -30,6 +30,8 @@ QUERIES = [
     "?s ?q <{ex}late>",                                # variable predicate, absent object
     "<{ex}s1> <{ex}p1> ?o OPTIONAL {{ ?o <{ex}p2> ?z }}",
     "?s <{ex}late> <{ex}s0>",
+    "?s ?q <{ex}s0> . ?z ?r <{ex}p1>",                 # constants only in the object position
+    "?s ?q <{ex}s0> . <{ex}s1> ?r ?z",                 # no position constant in every pattern
 ]
 
 
@@ -55,7 +57,7 @@ step = st.tuples(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(q=st.sampled_from(QUERIES), steps=st.lists(step, min_size=1, max_size=25))
 def test_a_reusable_instant_has_the_same_matching_triples(q, steps):
     db = Database()

@@ -79,7 +79,9 @@ class DeltaGuard:
         # (checked once; a seq's triple never changes), for the resolution ``_clean_of``
         self._clean: list = []
         self._clean_of = None
-        self._preds: frozenset | None = None   # every pattern's constant predicate, if all have one
+        # (position, the constants there) for a position where every pattern has a constant
+        # (the predicate, else the object, else the subject), or None
+        self._preds: tuple | None = None
         self._misses = 0
         self._skip = 0
         self._backoff = 1
@@ -125,7 +127,8 @@ class DeltaGuard:
         arr = np.array([[-1 if i is None else i for i in ids] for ids in out], dtype=np.int64).reshape(-1, 3)
         prev = self._consts
         if prev is None or prev[0] is not dictionary or not np.array_equal(prev[4], arr):
-            self._preds = frozenset(ids[1] for ids in out) if all(ids[1] is not None for ids in out) else None
+            col = next((j for j in (1, 2, 0) if all(ids[j] is not None for ids in out)), None)
+            self._preds = None if col is None else (col, frozenset(ids[col] for ids in out))
         else:
             arr = prev[4]   # the same constants: the clean ranges checked against them still hold
         self._consts = (dictionary, size, out, known, arr, n_absent, tuple(sorted(absent_cols)))
@@ -218,8 +221,9 @@ class DeltaGuard:
 
     def _clean_rows(self, rows: np.ndarray, consts: np.ndarray) -> bool:
         """No row matches a pattern. A few dozen rows (one step's change) are first tested on
-        their predicates in Python (numpy's per-call overhead exceeds the work there): when
-        every pattern has a constant predicate and no row carries one of them, none matches.
+        one position in Python (numpy's per-call overhead exceeds the work there): when every
+        pattern has a constant there (the predicate, usually) and no row carries one of them,
+        none matches.
         Rows carrying an id interned since the resolution where an absent constant stands
         make the absent constants looked up again; if one is there now: not clean."""
         n = len(rows)
@@ -235,7 +239,7 @@ class DeltaGuard:
                     return False   # a constant is in the dictionary now: the check starts afresh
                 break
         preds = self._preds
-        if preds is not None and small and preds.isdisjoint(rows[:, 1].tolist()):
+        if preds is not None and small and preds[1].isdisjoint(rows[:, preds[0]].tolist()):
             return True
         return not _any_match(rows, consts)
 
