@@ -1030,6 +1030,7 @@ class InstantEvaluator:
         self._at: tuple | None = None        # (t, [(g0, g1) per window])
         self._wm: tuple | None = None        # (t, member dict, b',"window":{...}')
         self._pre: tuple = (None, 0.0)       # (t, ms capture(t) spent): counted in run(t)'s latency
+        self._rp: tuple | None = None        # (the last event's data, its repeat prefix)
         self._until: list | None = None      # [state, leave known, leave instant, next-element instant per window]
         self._until_fails = 0      # unchanged-instant checks failed in a row
         self._until_skip = 0       # instants left whose check is skipped (windows changing every step)
@@ -1289,6 +1290,9 @@ class InstantEvaluator:
     def repeat_prefix(self, data: bytes, win: dict) -> bytes:
         """The part of an event's data before its ``window`` member, for reporting later
         unchanged instants: the same result (RSTREAM, errors) or an empty difference."""
+        rp = self._rp
+        if rp is not None and rp[0] is data:   # the one run() made (or reused) for this event
+            return rp[1]
         wm = self._wm
         member = wm[2] if wm is not None and wm[1] is win else _window_member(win)
         if not (data.endswith(b"}") and data.endswith(member, 0, len(data) - 1)):
@@ -1444,13 +1448,17 @@ class InstantEvaluator:
                     absorbed = nxt is not None and nxt <= t
                 prefix = dg.reusable(self.windows, sn, ranges, self.db.store.dictionary, absorbed)
                 if prefix is not None:
-                    return self.repeat(prefix, t), pre + (time.perf_counter() - t0) * 1000.0
+                    data = self.repeat(prefix, t)
+                    self._rp = (data, prefix)
+                    return data, pre + (time.perf_counter() - t0) * 1000.0
             keep = True
         res = self.evaluate(t)
         win = self.window_member(t)
         data = self.render(res, win)
         if keep:
-            dg.remember(t, sn, ranges, self.repeat_prefix(data, win))
+            prefix = self.repeat_prefix(data, win)
+            self._rp = (data, prefix)
+            dg.remember(t, sn, ranges, prefix)
         return data, pre + (time.perf_counter() - t0) * 1000.0
 
     def render(self, res: QueryResult, win: dict) -> bytes:
