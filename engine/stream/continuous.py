@@ -1201,19 +1201,23 @@ class InstantEvaluator:
         return st
 
     #: failed unchanged-instant checks in a row before skipping some, and the most skipped at a
-    #: time: an instant whose check is skipped is evaluated (or its delta check reuses the last
-    #: result), so a skip never changes a result; at most this many instants of an unchanged
-    #: run are reported one by one rather than in the run's event
+    #: time: an instant whose check is skipped goes to the delta check (which reuses the last
+    #: result when nothing changed), so a skip never changes a result; at most this many
+    #: instants of an unchanged run are reported one by one rather than in the run's event
     UNTIL_FAILS = 3
     UNTIL_SKIP_MAX = 4
 
     def unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
         """:meth:`_unchanged_until`, skipped (None) for a few instants after it kept failing
         (windows that change at every step: a check then costs 15-25 µs on a woken worker for
-        nothing)."""
+        nothing). Only while the delta check is on (not backing off): an unchanged instant whose
+        check was skipped is then that check's cheap hit, not an evaluation."""
         if self._until_skip > 0:
-            self._until_skip -= 1
-            return None
+            dg = self._delta
+            if dg is not None and dg.last is not None and dg.checks_next():
+                self._until_skip -= 1
+                return None
+            self._until_skip = 0
         u = self._unchanged_until(state, t, last, step)
         if u is not None:
             self._until_fails = 0
