@@ -63,9 +63,12 @@ def test_unchanged_check_sees_an_element_that_arrives_after_its_first_call(env):
     assert m.query("q")["evaluated"] == 5 and m.query("q")["unchanged_instants"] == 2
 
 
-def test_delta_constants_kept_until_the_dictionary_grows(env):
-    """The delta check resolves its constants once per dictionary size; a constant absent at
-    first is found once a later element interns it."""
+def test_delta_constants_kept_until_a_row_carries_a_newer_id(env):
+    """The delta check resolves its constants once per dictionary; a constant absent at first
+    is looked up again only when a changed row carries an id interned since where it stands,
+    and is found then."""
+    import numpy as np
+
     db, m = env
     cq = parse_continuous(f"REGISTER QUERY d AS SELECT ?s FROM <{EX}a> [RANGE 10s STEP 1s] "
                           f"WHERE {{ ?s <{EX}p> <{EX}never-seen> }}")
@@ -73,15 +76,31 @@ def test_delta_constants_kept_until_the_dictionary_grows(env):
     d = db.store.dictionary
     assert dg._resolve(d) == []          # the constant is absent: the pattern matches nothing
     first = dg._consts
-    assert dg._resolve(d) == [] and dg._consts is first   # same size: kept
+    assert first[6] == (1,) or first[6] == (2,)   # where a newer id must be looked for
+    with db.store.write_lock:
+        d.encode([f"<{EX}other>"])
+    assert dg._resolve(d) == [] and dg._consts is first   # grown, but no row asked: kept
+    old = dg._consts[4]
+    other = d.lookup(f"<{EX}other>")
+    # a row with a newer id elsewhere than where the absent constant stands: no lookup
+    col = first[6][0]
+    row = np.zeros((1, 3), dtype=np.int64)
+    row[0, 0 if col else 1] = other
+    assert dg._clean_rows(row, old) and dg._consts is first
+    # a row with a newer id where it stands: looked up again (still absent: clean)
+    row = np.zeros((1, 3), dtype=np.int64)
+    row[0, col] = other
+    assert dg._clean_rows(row, old) and dg._consts is not first and dg._consts[4] is old
     with db.store.write_lock:
         d.encode([f"<{EX}never-seen>", f"<{EX}p>"])
-    got = dg._resolve(d)
-    assert got == [(None, d.lookup(f"<{EX}p>"), d.lookup(f"<{EX}never-seen>"))]
+    p, ns = d.lookup(f"<{EX}p>"), d.lookup(f"<{EX}never-seen>")
+    row = np.array([[0, p, ns]], dtype=np.int64)
+    assert not dg._clean_rows(row, old)    # the constant is there now: not clean
+    assert dg._resolve(d) == [(None, p, ns)]
     complete = dg._consts
     with db.store.write_lock:
         d.encode([f"<{EX}another>"])
-    assert dg._resolve(d) is got and dg._consts is complete   # nothing absent: no new lookup
+    assert dg._resolve(d) == [(None, p, ns)] and dg._consts is complete   # nothing absent: kept
 
 
 def test_small_event_cells_cached_across_instants_equal_sparql_json():

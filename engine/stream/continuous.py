@@ -1078,7 +1078,11 @@ class InstantEvaluator:
         self._at: tuple | None = None        # (t, [(g0, g1) per window])
         self._wm: tuple | None = None        # (t, member dict, b',"window":{...}')
         self._pre: tuple = (None, 0.0)       # (t, ms capture(t) spent): counted in run(t)'s latency
+        self._rp: tuple | None = None        # (the last event's data, its repeat prefix)
         self._until: list | None = None      # [state, leave known, leave instant, next-element instant per window]
+        self._until_fails = 0      # unchanged-instant checks failed in a row
+        self._until_skip = 0       # instants left whose check is skipped (windows changing every step)
+        self._until_backoff = 1
         ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
         self._max_range = max(ranges) if ranges else None
         self._from_graphs: tuple | None = None   # (snapshot, the FROM graphs the compact path reads)
@@ -1246,7 +1250,37 @@ class InstantEvaluator:
         self._pre = (t, spent_ms + (time.perf_counter() - t0) * 1000.0)
         return st
 
+    #: failed unchanged-instant checks in a row before skipping some, and the most skipped at a
+    #: time: an instant whose check is skipped goes to the delta check (which reuses the last
+    #: result when nothing changed), so a skip never changes a result; at most this many
+    #: instants of an unchanged run are reported one by one rather than in the run's event
+    UNTIL_FAILS = 3
+    UNTIL_SKIP_MAX = 4
+
     def unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
+        """:meth:`_unchanged_until`, skipped (None) for a few instants after it kept failing
+        (windows that change at every step: a check then costs 15-25 µs on a woken worker for
+        nothing). Only while the delta check is on (not backing off): an unchanged instant whose
+        check was skipped is then that check's cheap hit, not an evaluation."""
+        if self._until_skip > 0:
+            dg = self._delta
+            if dg is not None and dg.last is not None and dg.checks_next():
+                self._until_skip -= 1
+                return None
+            self._until_skip = 0
+        u = self._unchanged_until(state, t, last, step)
+        if u is not None:
+            self._until_fails = 0
+            self._until_backoff = 1
+        else:
+            self._until_fails += 1
+            if self._until_fails >= self.UNTIL_FAILS:
+                self._until_fails = 0
+                self._until_skip = self._until_backoff
+                self._until_backoff = min(self.UNTIL_SKIP_MAX, 2 * self._until_backoff)
+        return u
+
+    def _unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
         """The last instant ``u`` in ``[t, last]`` such that every instant in ``(te, u]`` has the
         same window contents and stored data as the evaluated instant ``te`` of ``state``
         (so the same result); None when instant ``t`` may differ.
@@ -1310,6 +1344,9 @@ class InstantEvaluator:
     def repeat_prefix(self, data: bytes, win: dict) -> bytes:
         """The part of an event's data before its ``window`` member, for reporting later
         unchanged instants: the same result (RSTREAM, errors) or an empty difference."""
+        rp = self._rp
+        if rp is not None and rp[0] is data:   # the one run() made (or reused) for this event
+            return rp[1]
         wm = self._wm
         member = wm[2] if wm is not None and wm[1] is win else _window_member(win)
         if not (data.endswith(b"}") and data.endswith(member, 0, len(data) - 1)):
@@ -1457,7 +1494,9 @@ class InstantEvaluator:
         self._pre = (None, 0.0)
         dg = self._delta
         keep = dg is not None and dg.wants_check()
-        if keep or (dg is not None and dg.last is None):
+        # the instant before a check (the last of a back-off) is remembered too: the check then
+        # reads one step's change, not everything since the last remembered instant
+        if keep or (dg is not None and (dg.last is None or dg.checks_next())):
             sn = self.db.store.snapshot().sn
             ranges = self.ranges(t)
             if keep:
@@ -1467,13 +1506,17 @@ class InstantEvaluator:
                     absorbed = nxt is not None and nxt <= t
                 prefix = dg.reusable(self.windows, sn, ranges, self.db.store.dictionary, absorbed)
                 if prefix is not None:
-                    return self.repeat(prefix, t), pre + (time.perf_counter() - t0) * 1000.0
+                    data = self.repeat(prefix, t)
+                    self._rp = (data, prefix)
+                    return data, pre + (time.perf_counter() - t0) * 1000.0
             keep = True
         res = self.evaluate(t)
         win = self.window_member(t)
         data = self.render(res, win)
         if keep:
-            dg.remember(t, sn, ranges, self.repeat_prefix(data, win))
+            prefix = self.repeat_prefix(data, win)
+            self._rp = (data, prefix)
+            dg.remember(t, sn, ranges, prefix)
         return data, pre + (time.perf_counter() - t0) * 1000.0
 
     def render(self, res: QueryResult, win: dict) -> bytes:

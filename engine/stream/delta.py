@@ -75,43 +75,63 @@ class DeltaGuard:
         # the same as an (m, 3) array with -1 for a variable, patterns with an absent constant)
         self._consts: tuple | None = None
         self._memo: tuple | None = None     # (t, sn, ranges, prefix)
+        # per window, (store, c, e): no triple with seq in [c, e) of that store matches a pattern
+        # (checked once; a seq's triple never changes), for the resolution ``_clean_of``
+        self._clean: list = []
+        self._clean_of = None
+        # (position, the constants there) for a position where every pattern has a constant
+        # (the predicate, else the object, else the subject), or None
+        self._preds: tuple | None = None
         self._misses = 0
         self._skip = 0
         self._backoff = 1
         self.hits = 0
 
-    def _resolve(self, dictionary) -> list:
+    def _resolve(self, dictionary, again: bool = False) -> list:
         """The patterns' constants as ids (``(s, p, o)``, None for a variable); a pattern with a
         constant the dictionary does not hold matches no triple and is left out. Ids never
         change (the dictionary is append-only), so a resolution is kept while the dictionary
-        object and its size are the same; when it grew (stream elements intern terms without
-        a commit) only the constants that were absent are looked up again."""
-        size = len(dictionary)
+        object is the same; a constant absent at a resolution can only appear later with an id
+        at least the dictionary's size then, so the absent ones are looked up again (``again``,
+        a lookup hashes its key in Python: ~10 µs) only when a changed row carries such an id
+        where an absent constant stands (:meth:`_clean_rows`), not whenever stream elements
+        interned terms."""
         memo = self._consts
-        if memo is not None and memo[0] is dictionary and (memo[1] == size or memo[5] == 0):
-            return memo[2]   # the same dictionary, and nothing it could add is missing
+        if memo is not None and memo[0] is dictionary and not again:
+            return memo[2]
+        size = len(dictionary)   # before the lookups: a term interned after one has an id >= size
         known = memo[3] if memo is not None and memo[0] is dictionary else {}
         out = []
         n_absent = 0
+        absent_cols = set()
         for tp in self.patterns:
             ids = []
-            absent = False
-            for term in (tp.s, tp.p, tp.o):
+            first_absent = None
+            for j, term in enumerate((tp.s, tp.p, tp.o)):
                 if isinstance(term, A.Const):
                     i = known.get(term.key)
                     if i is None:
                         i = int(dictionary.lookup(term.key))
                         if i >= 0:
                             known[term.key] = i
-                    absent |= i < 0
+                    if i < 0 and first_absent is None:
+                        first_absent = j
                     ids.append(i)
                 else:
                     ids.append(None)
-            if not absent:
+            if first_absent is None:
                 out.append(tuple(ids))
-            n_absent += absent
+            else:
+                n_absent += 1
+                absent_cols.add(first_absent)
         arr = np.array([[-1 if i is None else i for i in ids] for ids in out], dtype=np.int64).reshape(-1, 3)
-        self._consts = (dictionary, size, out, known, arr, n_absent)
+        prev = self._consts
+        if prev is None or prev[0] is not dictionary or not np.array_equal(prev[4], arr):
+            col = next((j for j in (1, 2, 0) if all(ids[j] is not None for ids in out)), None)
+            self._preds = None if col is None else (col, frozenset(ids[col] for ids in out))
+        else:
+            arr = prev[4]   # the same constants: the clean ranges checked against them still hold
+        self._consts = (dictionary, size, out, known, arr, n_absent, tuple(sorted(absent_cols)))
         return out
 
     def forget(self) -> None:
@@ -135,35 +155,93 @@ class DeltaGuard:
             return False
         return True
 
+    def checks_next(self) -> bool:
+        """Whether the next instant is checked (no back-off left)."""
+        return self._skip == 0
+
     def reusable(self, windows, sn: int, ranges: list, dictionary, stored_changed: bool = False) -> bytes | None:
         """The remembered prefix if no triple entering or leaving the windows between the
-        remembered ranges and ``ranges`` matches a pattern, else None."""
+        remembered ranges and ``ranges`` matches a pattern, else None.
+
+        On a hit the memory moves to the new ranges (the result there is the remembered one),
+        so the next check reads one step's change, not everything since the last evaluation.
+        What a window's check read and found clean is kept as a seq range per window
+        (:attr:`_clean`): a triple leaving it was usually checked when it entered, and is not
+        read again."""
         memo = self._memo
         if memo is None or memo[1] != sn or stored_changed:
             return self._miss()
         self._resolve(dictionary)
         consts = self._consts[4]
-        for bw, (h0, h1), (g0, g1) in zip(windows, memo[2], ranges, strict=True):
+        if self._clean_of is not consts:
+            self._clean_of = consts
+            self._clean = [None] * len(ranges)
+        clean = self._clean
+        if len(clean) != len(ranges):
+            clean = self._clean = [None] * len(ranges)
+        for k, (bw, (h0, h1), (g0, g1)) in enumerate(zip(windows, memo[2], ranges, strict=True)):
             if (h0, h1) == (g0, g1):
                 continue
             if g0 < h0 or g1 < h1:
                 return self._miss()
-            if not len(consts):   # every pattern has a constant no triple holds: nothing can match
+            if not len(consts) and not self._consts[6]:   # no pattern at all (none can match)
                 continue
             store = bw.store
+            if g0 < g1 and g0 < store.live_start:   # freed by the GC meanwhile: the change is unknown
+                return self._miss()
+            cl = clean[k]
+            if cl is None or cl[0] is not store or not (cl[1] <= h1 <= cl[2]):
+                c = e = h1    # nothing known clean next to the entered part
+            else:
+                c, e = cl[1], cl[2]
             try:
-                # entered: [h1, g1); left: [h0, g0), of which [h1, g0) also entered
-                parts = [store.read(h1, g1)[0], store.read(h0, min(g0, h1))[0]]
+                # entered: [h1, g1), of which [h1, e) is known clean
+                if g1 > e:
+                    if not self._clean_rows(store.read(e, g1)[0], consts):
+                        clean[k] = (store, c, e)
+                        return self._miss()
+                    e = g1
+                # left: [h0, g0), of which [h1, g0) also entered, and [c, e) is known clean
+                a, b = h0, min(g0, h1)
+                if a < b and a < c:
+                    if not self._clean_rows(store.read(a, min(b, c))[0], consts):
+                        clean[k] = (store, c, e)
+                        return self._miss()
+                    if b >= c:
+                        c = a
             except WindowEvicted:   # freed by the GC meanwhile: the change is unknown
                 return self._miss()
-            for rows in parts:
-                if len(rows) and _any_match(rows, consts):
-                    return self._miss()
+            clean[k] = (store, c, e)
         self._misses = 0
         self._backoff = 1
         self.hits += 1
         DeltaGuard.hits_total += 1
+        self._memo = (memo[0], sn, ranges, memo[3])
         return memo[3]
+
+    def _clean_rows(self, rows: np.ndarray, consts: np.ndarray) -> bool:
+        """No row matches a pattern. A few dozen rows (one step's change) are first tested on
+        one position in Python (numpy's per-call overhead exceeds the work there): when every
+        pattern has a constant there (the predicate, usually) and no row carries one of them,
+        none matches.
+        Rows carrying an id interned since the resolution where an absent constant stands
+        make the absent constants looked up again; if one is there now: not clean."""
+        n = len(rows)
+        if not n:
+            return True
+        memo = self._consts
+        small = n <= _SMALL
+        for j in memo[6]:
+            col = rows[:, j]
+            if (max(col.tolist()) if small else int(col.max())) >= memo[1]:
+                self._resolve(memo[0], again=True)
+                if self._consts[4] is not consts:
+                    return False   # a constant is in the dictionary now: the check starts afresh
+                break
+        preds = self._preds
+        if preds is not None and small and preds[1].isdisjoint(rows[:, preds[0]].tolist()):
+            return True
+        return not _any_match(rows, consts)
 
     def _miss(self) -> None:
         self._misses += 1
@@ -191,3 +269,4 @@ def _any_match(rows: np.ndarray, consts) -> bool:
 
 
 _CHUNK = 1 << 16   # rows x patterns compared per step
+_SMALL = 512       # rows tested on their predicates in Python first
