@@ -60,7 +60,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.arrays import unique
+from engine.arrays import unique, unique_inverse
 from engine.exec import render
 from engine.exec import serialize as _ser
 from engine.exec.bindings import distinct_inverse
@@ -809,19 +809,6 @@ def _anchor_values(rows: np.ndarray, anchor: tuple, qend: int, bound: int | None
 
 # ---------------------------------------------------------------- SPARQL JSON of the events
 
-
-def _codes(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct values, index of each value among them): one stable sort."""
-    order = np.argsort(col, kind="stable")
-    s = col[order]
-    keep = np.empty(len(s), dtype=bool)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    inv = np.empty(len(col), dtype=np.int64)
-    inv[order] = np.cumsum(keep) - 1
-    return s[keep], inv
-
-
 class _JsonTerms:
     """The SPARQL JSON object of each store term a query's results used, kept across its
     instants: consecutive windows bind mostly the same terms (sensors, static entities), and
@@ -939,7 +926,7 @@ class _JsonTerms:
             for v, c in zip(res.vars, res.columns, strict=True):
                 name = orjson.dumps(v) + b":"
                 c = np.asarray(c, dtype=np.int64)
-                uniq, inv = _codes(c)
+                uniq, inv = unique_inverse(c)
                 t = np.empty(len(uniq), dtype=object)
                 t[:] = [b"" if x is None else name + x for x in self.render(uniq.tolist(), res.terms)]
                 cols.append(t[inv].tolist())
