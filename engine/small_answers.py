@@ -174,3 +174,63 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
     doc = b"".join([b"%s %s %s .\n" % (nt[s], nt[p], nt[o]) for s, p, o in rows])
     check_size(len(doc), max_bytes)
     return doc
+
+
+# ---------------------------------------------------------------- ORDER BY of a few rows
+
+#: ORDER BY over at most this many rows is ordered here (plain Python over each
+#: distinct term's order key) instead of by the vectorized ranking, whose fixed cost
+#: (a dozen numpy calls per condition: distinct ids, kinds, numeric values, lexsort)
+#: is most of a selective ordered query's time; below engine.exec.functions'
+#: _CLASSIFY_MIN_ROWS, so both rank the distinct terms the same way
+SMALL_ORDER_ROWS = 48
+_EXACT = 2.0 ** 53
+
+
+def _small_ranks(ids: list[int], ctx) -> dict[int, int]:
+    """id -> rank of the distinct ``ids`` in the SPARQL total order, exactly as
+    ``engine.exec.functions._unique_ranks`` ranks them below its block threshold:
+    unbound first; when every bound one is a finite numeric literal (exact in a
+    double), by value then id; otherwise by the term's order key then id."""
+    from engine.exec.values import order_key  # noqa: PLC0415
+    from engine.terms import from_key  # noqa: PLC0415
+
+    uniq = sorted(set(ids))
+    valid = [i for i in uniq if i >= 0]
+    keys = ctx.keys(np.asarray(valid, dtype=np.int64)) if valid else []
+    # (a numeric literal's key ends in its XSD datatype: a key without "^^<" is no
+    # number, and the dictionary's numeric values need not be read)
+    if all(k is not None and k[:1] == '"' and '"^^<' in k for k in keys):
+        nums = ctx.numeric(np.asarray(valid, dtype=np.int64)).tolist() if valid else []
+        if all(x == x and abs(x) < _EXACT for x in nums):
+            order = [i for i in uniq if i < 0] + [i for _, i in sorted(zip(nums, valid, strict=True))]
+            return {i: r for r, i in enumerate(order)}
+    sk = [((0,), i) for i in uniq if i < 0]
+    sk += [(order_key(None if k is None else from_key(k)), i) for k, i in zip(keys, valid, strict=True)]
+    sk.sort()
+    return {i: r for r, (_, i) in enumerate(sk)}
+
+
+def small_order_permutation(keys: list[tuple[np.ndarray, bool]], ctx) -> np.ndarray | None:
+    """The stable permutation ``engine.exec.functions.order_permutation`` gives for
+    the (ids, ascending) conditions of at most :data:`SMALL_ORDER_ROWS` rows (None:
+    more rows, the vectorized ranking orders them): each condition's distinct terms
+    ranked once, the rows sorted by their rank tuples (Python's sort is stable, as
+    np.lexsort is)."""
+    if not keys:
+        return None
+    n = len(keys[0][0])
+    if n > SMALL_ORDER_ROWS:
+        return None
+    cols = []
+    for ids, asc in keys:
+        il = np.asarray(ids, dtype=np.int64).tolist()
+        rank = _small_ranks(il, ctx)
+        cols.append([rank[i] for i in il] if asc else [-rank[i] for i in il])
+    if len(cols) == 1:
+        c = cols[0]
+        perm = sorted(range(n), key=c.__getitem__)
+    else:
+        rows = list(zip(*cols, strict=True))
+        perm = sorted(range(n), key=rows.__getitem__)
+    return np.asarray(perm, dtype=np.int64)
