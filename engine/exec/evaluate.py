@@ -599,6 +599,8 @@ class QueryContext:
 
     def kinds(self, ids) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) and int(ids.max()) < LOCAL_BASE:  # store ids only (a DESCRIBE's objects...)
+            return self.dictionary.kinds(ids)
         out = self.dictionary.kinds(np.where(ids >= LOCAL_BASE, -1, ids))
         loc = np.flatnonzero(ids >= LOCAL_BASE)
         if len(loc) and self._lazy is not None:
