@@ -195,12 +195,22 @@ _EXACT = 2.0 ** 53
 _ORDER_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+#: (weak reference to the dictionary last asked for, its table): the usual hit
+#: without the weak dictionary's lookup
+_LAST_ORDER: tuple = (lambda: None, None)
+
+
 def _order_table(ctx) -> dict:
+    global _LAST_ORDER
     d = getattr(ctx, "dictionary", None)
+    ref, table = _LAST_ORDER
+    if d is not None and ref() is d and len(table) <= MAX_TERMS:
+        return table
     try:
         table = _ORDER_KEYS.get(d)
         if table is None or len(table) > MAX_TERMS:
             table = _ORDER_KEYS[d] = {}
+        _LAST_ORDER = (weakref.ref(d), table)
     except TypeError:  # (no dictionary to key by: nothing kept)
         return {}
     return table
