@@ -63,7 +63,8 @@ def test_more_rows_go_to_the_vectorized_ranking(db):
     assert small_answers.small_order_permutation(keys, ctx) is None
 
 
-@pytest.mark.parametrize("order", ["?o", "DESC(?o)", "DESC(?o) ?s", "STR(?o) ?s", "?o DESC(?s)"])
+@pytest.mark.parametrize("order", ["?o", "DESC(?o)", "DESC(?o) ?s", "STR(?o) ?s", "?o DESC(?s)",
+                                   "STRLEN(STR(?o)) ?s", "DESC(STRLEN(STR(?o))) ?o", "CONCAT(STR(?o), \"x\") ?s"])
 def test_ordered_queries_agree_with_the_general_order(db, order, monkeypatch):
     q = f"SELECT ?s ?o WHERE {{ ?s <http://e/p> ?o }} ORDER BY {order}"
     got = db.query(q)
