@@ -51,6 +51,15 @@ LANE_FAMILIES = {
 GRAPH_ACCEPT = "application/n-triples"
 
 
+def use_extended() -> None:
+    """``--extended``: the families of ``python -m bench http-load --extended`` (their
+    exact templates and entity kinds) instead of LANE_FAMILIES."""
+    from bench.http_load import EXTENDED  # noqa: PLC0415
+
+    LANE_FAMILIES.clear()
+    LANE_FAMILIES.update({f.name: (f.template, f.kind) for f in EXTENDED})
+
+
 def texts(name: str, mode: str, n: int, salt: str) -> list[str]:
     tpl, kind = LANE_FAMILIES[name]
     ents = _entities(kind, 60)
@@ -287,7 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mapped", action="store_true",
                     help="the store as a `--processes N` server holds it: persisted in /dev/shm, the graph "
                          "and dictionary arrays mapped from the packs (Store.remap)")
+    ap.add_argument("--extended", action="store_true",
+                    help="the families of `bench http-load --extended` (their texts) instead")
     args = ap.parse_args(argv)
+    if args.extended:
+        use_extended()
     from engine.database import Database
 
     tmp = None

@@ -15,6 +15,7 @@ orjson's compact form of the same document; one ``s p o .`` line per triple).
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 import orjson
@@ -174,3 +175,118 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
     doc = b"".join([b"%s %s %s .\n" % (nt[s], nt[p], nt[o]) for s, p, o in rows])
     check_size(len(doc), max_bytes)
     return doc
+
+
+# ---------------------------------------------------------------- ORDER BY of a few rows
+
+#: ORDER BY over at most this many rows is ordered here (plain Python over each
+#: distinct term's order key) instead of by the vectorized ranking, whose fixed cost
+#: (a dozen numpy calls per condition: distinct ids, kinds, numeric values, lexsort)
+#: is most of a selective ordered query's time; below engine.exec.functions'
+#: _CLASSIFY_MIN_ROWS, so both rank the distinct terms the same way
+SMALL_ORDER_ROWS = 48
+_EXACT = 2.0 ** 53
+
+
+#: per store dictionary (ids keep their meaning: append-only): store id -> (its
+#: ORDER BY key, its numeric value when its key is a typed literal's, else None), so
+#: the terms a selective ordered query answers again (the same names, courses) are
+#: not decoded and classified per query; at most MAX_TERMS ids (then restarted)
+_ORDER_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+#: (weak reference to the dictionary last asked for, its table): the usual hit
+#: without the weak dictionary's lookup
+_LAST_ORDER: tuple = (lambda: None, None)
+
+
+def _order_table(ctx) -> dict:
+    global _LAST_ORDER
+    d = getattr(ctx, "dictionary", None)
+    ref, table = _LAST_ORDER
+    if d is not None and ref() is d and len(table) <= MAX_TERMS:
+        return table
+    try:
+        table = _ORDER_KEYS.get(d)
+        if table is None or len(table) > MAX_TERMS:
+            table = _ORDER_KEYS[d] = {}
+        _LAST_ORDER = (weakref.ref(d), table)
+    except TypeError:  # (no dictionary to key by: nothing kept)
+        return {}
+    return table
+
+
+def _order_entries(valid: list[int], ctx) -> list[tuple]:
+    """(order key, numeric value or None) of each bound id of ``valid``: store ids
+    from the kept table, the others (and the kept table's misses) decoded now."""
+    from engine.exec.values import order_key  # noqa: PLC0415
+    from engine.terms import from_key  # noqa: PLC0415
+
+    table = _order_table(ctx)
+    got = [table.get(i) for i in valid]
+    miss = [i for i, g in zip(valid, got, strict=True) if g is None]
+    if not miss:
+        return got
+    keys = ctx.keys(np.asarray(miss, dtype=np.int64))
+    # (a numeric literal's key ends in its XSD datatype: a key without "^^<" is no number)
+    typed = [j for j, k in enumerate(keys) if k is not None and k[:1] == '"' and '"^^<' in k]
+    nums: list = [None] * len(miss)
+    if typed:
+        vals = ctx.numeric(np.asarray([miss[j] for j in typed], dtype=np.int64)).tolist()
+        for j, x in zip(typed, vals, strict=True):
+            nums[j] = x
+    new = {}
+    for i, k, x in zip(miss, keys, nums, strict=True):
+        new[i] = (order_key(None if k is None else from_key(k)), x)
+    for i, e in new.items():
+        if 0 <= i < LOCAL_BASE:
+            table[i] = e
+    return [g if g is not None else new[i] for i, g in zip(valid, got, strict=True)]
+
+
+def _small_ranks(ids: list[int], ctx) -> dict[int, int]:
+    """id -> rank of the distinct ``ids`` in the SPARQL total order, exactly as
+    ``engine.exec.functions._unique_ranks`` ranks them below its block threshold:
+    unbound first; when every bound one is a finite numeric literal (exact in a
+    double), by value then id; otherwise by the term's order key then id."""
+    uniq = sorted(set(ids))
+    valid = [i for i in uniq if i >= 0]
+    entries = _order_entries(valid, ctx) if valid else []
+    if all(x is not None and x == x and abs(x) < _EXACT for _, x in entries):
+        order = [i for i in uniq if i < 0] + [i for (_, x), i in sorted(zip(entries, valid, strict=True),
+                                                                         key=_by_value)]
+        return {i: r for r, i in enumerate(order)}
+    sk = [((0,), i) for i in uniq if i < 0]
+    sk += [(e[0], i) for e, i in zip(entries, valid, strict=True)]
+    sk.sort()
+    return {i: r for r, (_, i) in enumerate(sk)}
+
+
+def _by_value(pair):
+    """(numeric value, id): the vectorized ranking's order of finite numerics."""
+    return pair[0][1], pair[1]
+
+
+def small_order_permutation(keys: list[tuple[np.ndarray, bool]], ctx) -> np.ndarray | None:
+    """The stable permutation ``engine.exec.functions.order_permutation`` gives for
+    the (ids, ascending) conditions of at most :data:`SMALL_ORDER_ROWS` rows (None:
+    more rows, the vectorized ranking orders them): each condition's distinct terms
+    ranked once, the rows sorted by their rank tuples (Python's sort is stable, as
+    np.lexsort is)."""
+    if not keys:
+        return None
+    n = len(keys[0][0])
+    if n > SMALL_ORDER_ROWS:
+        return None
+    cols = []
+    for ids, asc in keys:
+        il = np.asarray(ids, dtype=np.int64).tolist()
+        rank = _small_ranks(il, ctx)
+        cols.append([rank[i] for i in il] if asc else [-rank[i] for i in il])
+    if len(cols) == 1:
+        c = cols[0]
+        perm = sorted(range(n), key=c.__getitem__)
+    else:
+        rows = list(zip(*cols, strict=True))
+        perm = sorted(range(n), key=rows.__getitem__)
+    return np.asarray(perm, dtype=np.int64)

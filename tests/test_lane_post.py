@@ -26,6 +26,8 @@ QUERIES = [
     "CONSTRUCT {{ <{c}> ub:name ?n }} WHERE {{ <{c}> ub:name ?n }}",
     "DESCRIBE <{c}>",
     "SELECT ?s ?n WHERE {{ ?s ub:advisor <{c}> ; ub:name ?n }} ORDER BY ?n",
+    "SELECT ?p ?o WHERE {{ <{c}> ?p ?o }} ORDER BY DESC(?o) ?p",
+    "SELECT DISTINCT ?k WHERE {{ ?s ub:advisor <{c}> . ?s ub:takesCourse ?k }} LIMIT 10",
 ]
 ENTITIES = [f"{D}/FullProfessor{i}" for i in range(2)] + [f"{D}/GraduateStudent0", f"{D}/None"]
 SPARQL = "application/sparql-query"

@@ -300,3 +300,26 @@ def test_predicates_between_two_constants_equal_pyoxigraph(monkeypatch, scan, fi
         g = db.store.snapshot().default
         if found:  # the edge index was built by the lookups (and served them)
             assert vertex_preds.cached_edges(g, OUT) is not None
+
+
+def test_describes_alone_build_the_edge_index(monkeypatch):
+    """A workload of DESCRIBEs (no point lookups) rents the edge index like point
+    lookups do: once their probes have cost what the build does, it is built and
+    later DESCRIBEs read each resource's triples in one slice, with the same answer."""
+    import time
+
+    monkeypatch.setattr(point, "EDGE_MIN_USES", 3)
+    monkeypatch.setattr(point, "EDGE_BUILD_NS", 0)  # the build costs nothing: due at the third use
+    db = Database()
+    db.update("INSERT DATA { <http://x/a> <http://x/p1> <http://x/c> ; <http://x/p2> \"v\" . "
+              "<http://x/c> <http://x/p1> <http://x/a> }")
+    src = point.point_source(db.store.snapshot().default, OUT)
+    assert src.edges is None
+    first = _rows(db, "DESCRIBE <http://x/a>")
+    for i in range(5):
+        assert _rows(db, f"DESCRIBE <http://x/a> # {i}") == first
+    deadline = time.monotonic() + 10
+    while src.edges is None and time.monotonic() < deadline:  # (built by a background thread)
+        time.sleep(0.01)
+    assert src.edges is not None
+    assert _rows(db, "DESCRIBE <http://x/a> # after") == first and len(first) == 2

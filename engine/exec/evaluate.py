@@ -78,6 +78,12 @@ def _functions():
     return functions
 
 
+def _small_order(keys, ctx):
+    from engine.small_answers import small_order_permutation  # noqa: PLC0415
+
+    return small_order_permutation(keys, ctx)
+
+
 def _aggregates():
     from engine.exec import aggregates  # noqa: PLC0415
 
@@ -593,6 +599,8 @@ class QueryContext:
 
     def kinds(self, ids) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) and int(ids.max()) < LOCAL_BASE:  # store ids only (a DESCRIBE's objects...)
+            return self.dictionary.kinds(ids)
         out = self.dictionary.kinds(np.where(ids >= LOCAL_BASE, -1, ids))
         loc = np.flatnonzero(ids >= LOCAL_BASE)
         if len(loc) and self._lazy is not None:
@@ -1115,6 +1123,9 @@ class Evaluator:
             return res.take(perm[:top] if top is not None else perm)
         keys = [(self.expr_values(c.expr, res), c.ascending) for c in node.conditions]
         self.ctx.check_budget()
+        perm = _small_order(keys, self.ctx)  # a few rows (a selective query's answer): plain Python
+        if perm is not None:
+            return res.take(perm[:top] if top is not None else perm)
         if top is not None:
             perm = _functions().order_top(keys, top, self.ctx)
         else:

@@ -235,6 +235,11 @@ def _cast_float(lx: pa.Array) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ dictionary
+#: a key's first byte -> its kind as Dictionary.kinds gives it
+_KIND_OF_FIRST = np.full(256, -1, dtype=np.int8)
+_KIND_OF_FIRST[ord("<")], _KIND_OF_FIRST[ord("_")], _KIND_OF_FIRST[ord('"')] = 0, 1, 2
+
+
 class Dictionary:
     """Append-only key <-> id map (see module docstring)."""
 
@@ -320,6 +325,8 @@ class Dictionary:
         """int8 per id: 0 IRI, 1 blank node, 2 literal (-1 for ids not in the dictionary)."""
         ids = np.asarray(ids, dtype=np.int64)
         n = self._n
+        if len(ids) and int(ids.min()) >= 0 and int(ids.max()) < n:  # (the usual case: two array reads)
+            return _KIND_OF_FIRST[self._blob[self._offsets[ids]]]
         ok = (ids >= 0) & (ids < n)
         first = np.zeros(len(ids), dtype=np.uint8)
         first[ok] = self._blob[self._offsets[ids[ok]]]

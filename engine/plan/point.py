@@ -27,7 +27,6 @@ import weakref
 
 import numpy as np
 
-from engine.arrays import unique
 from engine.exec.bgp import _step
 from engine.exec.bindings import Bindings
 from engine.kv import vertex_preds
@@ -348,7 +347,8 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
     ascending, resource, object), walking the one-vertex lookups with plain
     Python (only the predicates each resource has, once the graph's vertex ->
     predicates index is built; each resource's triples in one slice once the
-    edge index is, which point lookups build); None when the graph has no in-process lookups,
+    edge index is, whose build its probes count toward as point lookups'
+    do); None when the graph has no in-process lookups,
     too many predicates for probing each and no index, or the description
     passes DESCRIBE_ROWS triples (the vectorized one answers then)."""
     from engine.exec.context import LOCAL_BASE, charge_rows  # noqa: PLC0415
@@ -379,6 +379,7 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
         else:
             # (pid, resource) ascending: the vectorized DESCRIBE's order within a round
             probes = [(pid, v, f) for v in frontier for pid, f in src.lookups_of(v)]
+            src.edge_index(len(probes))  # (a DESCRIBE rents the edge index as point lookups do)
             if len(frontier) > 1:
                 probes.sort(key=lambda t: (t[0], t[1]))
             for pid, v, f in probes:
@@ -398,7 +399,7 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
         charge_rows(len(rows), 3 + 3, "DESCRIBE")
         if not objs:
             break
-        cand = unique(np.asarray(objs, dtype=np.int64))
-        cand = cand[terms.kinds(cand) == 1]
-        frontier = [x for x in cand.tolist() if x not in seen]
+        cand = sorted(set(objs))  # (a few ids: Python's set beats a numpy unique)
+        kinds = terms.kinds(np.asarray(cand, dtype=np.int64)).tolist()
+        frontier = [x for x, k in zip(cand, kinds, strict=True) if k == 1 and x not in seen]
     return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
