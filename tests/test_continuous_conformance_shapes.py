@@ -28,6 +28,7 @@ import pytest
 
 from engine.database import Database
 from engine.stream.manager import StreamManager
+from tests.test_continuous_oracle import norm_json, norm_ox
 
 EX = "http://ex.org/"
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -275,26 +276,6 @@ def window_rows(rows, spec, t) -> set:
 def nq(rows, graph: str | None) -> str:
     g = f" <{graph}>" if graph else ""
     return "".join(f"{s} {p} {o}{g} .\n" for s, p, o in rows)
-
-
-def norm_ox(term) -> tuple:
-    if term is None:
-        return ("unbound",)
-    if isinstance(term, ox.NamedNode):
-        return ("uri", term.value)
-    if term.language:
-        return ("lit", term.value, None, term.language)
-    return ("lit", term.value, term.datatype.value, None)
-
-
-def norm_json(b: dict | None) -> tuple:
-    if b is None:
-        return ("unbound",)
-    if b["type"] == "uri":
-        return ("uri", b["value"])
-    if "xml:lang" in b:
-        return ("lit", b["value"], None, b["xml:lang"])
-    return ("lit", b["value"], b.get("datatype", XSD + "string"), None)
 
 
 def canon(t: tuple) -> tuple:

@@ -79,8 +79,9 @@ def _graph(n: int = 400) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _pair():
-    nt = _graph()
+def _pair(nt: str | None = None):
+    """Jindou and pyoxigraph over the same graph (``_graph()`` by default)."""
+    nt = _graph() if nt is None else nt
     db = Database()
     db.load_data(nt, "application/n-triples")
     ox = pyoxigraph.Store()
@@ -248,12 +249,7 @@ _MINMAX_ERRORS = [  # errors and tagged values among them: compared with the gen
 def _strings_pair():
     from tests.test_exec_strings import _graph as strings_graph  # noqa: PLC0415
 
-    nt = strings_graph()
-    db = Database()
-    db.load_data(nt, "application/n-triples")
-    ox = pyoxigraph.Store()
-    ox.load(nt.encode(), format=pyoxigraph.RdfFormat.N_TRIPLES)
-    return db, ox
+    return _pair(strings_graph())
 
 
 @pytest.mark.parametrize("q", _MINMAX)

@@ -459,7 +459,6 @@ def test_vectorized_double_filters_equal_the_executor(db, data):
     """FILTERs over doubles (engine.stream.tiny_ops.filter_mask_doubles): a double operand makes
     the operation IEEE (an integer or decimal operand cast to its nearest double), as the
     executor computes it; operands that may both be exact hand the rows back (None)."""
-    from engine.stream.tiny_ops import filter_mask_doubles
 
     xsd = "http://www.w3.org/2001/XMLSchema#"
     dbl = data.draw(st.lists(st.sampled_from(["0.25", "-1.5E0", "56.1519", "1.0E-1", "0.0", "-0.0", "INF", "NaN",
@@ -475,13 +474,7 @@ def test_vectorized_double_filters_equal_the_executor(db, data):
         "((?x - ?y) * (?x - ?y) + (?x - ?z) * (?x - ?z)) < 0.1", "?x / ?z > 1", "?x / 0 >= ?y",
         "-?x <= ?y || ?z * ?x = 0.0", "!(?x + 1 < ?y) && ?x != ?z", "?y + ?z < 3", "?x * (0.1 + 0.2) = ?y",
         "?y - ?y = ?x"]))
-    q = parse_query(f"SELECT * WHERE {{ ?s ?p ?x FILTER({cond}) }}")
-    node = q.pattern
-    while not isinstance(node, A.Filter):
-        node = node.input
-    ctx = QueryContext(db.store.snapshot())
-    got = filter_mask_doubles(node.expr, cols, n, ctx)
-    ref = Evaluator(ctx, DatasetView(EmptyGraph(), {}, ("t",))).filter_mask(node.expr, Bindings(dict(cols), n))
+    got, ref = doubles_mask_and_reference(db, cond, cols, n)
     if cond.startswith("?y + ?z"):
         assert got is None   # decimal + integer: exact, not here
     elif got is not None:
@@ -583,12 +576,7 @@ def test_one_core_over_sliding_windows(db, data):
             assert sorted(fresh.cols) == names and fresh.n == sol.n, text
             assert Counter(zip(*(sol.cols[v].tolist() for v in names), strict=True)) == \
                 Counter(zip(*(fresh.cols[v].tolist() for v in names), strict=True)) or not names, text
-        ds = DatasetView(EmptyGraph(), {}, ("tiny",))
-        try:
-            got = _canon(evaluate_query(q, ctx, ds, evaluator=TinyEvaluator(ctx, ds, core.base, sol)), ctx)
-        except TinyFallback:
-            continue
-        assert got == _vectorized(db, q, rows) == _oracle(db, text, rows, q), text
+        check_answer(db, q, text, rows, ctx, core, sol)
 
 
 COMPILED: Counter = Counter()   # joins answered by a kept, compiled order (engine.stream.tiny_plan)
@@ -621,18 +609,7 @@ def test_compiled_join_orders_equal_the_planner(db, data, monkeypatch):
         ctx = QueryContext(db.store.snapshot())
         sol = core.solutions(rows, ctx, stored)
         fresh = TinyCore(q).solutions(rows, QueryContext(db.store.snapshot()), stored)
-        if sol is None or fresh is None:
-            continue
-        names = sorted(fresh.cols)
-        assert sol.n == fresh.n, text
-        assert Counter(zip(*(sol.cols[v].tolist() for v in names), strict=True)) == \
-            Counter(zip(*(fresh.cols[v].tolist() for v in names), strict=True)) or not names, text
-        ds = DatasetView(EmptyGraph(), {}, ("tiny",))
-        try:
-            got = _canon(evaluate_query(q, ctx, ds, evaluator=TinyEvaluator(ctx, ds, core.base, sol)), ctx)
-        except TinyFallback:
-            continue
-        assert got == _vectorized(db, q, rows) == _oracle(db, text, rows, q), text
+        check_solutions(db, q, text, rows, ctx, core, sol, fresh)
 
 
 def test_compiled_join_orders_were_exercised():
@@ -732,3 +709,42 @@ def test_a_join_order_too_deep_to_compile_stays_interpreted(db):
         ds = DatasetView(EmptyGraph(), {}, ("tiny",))
         res = evaluate_query(q, ctx, ds, evaluator=TinyEvaluator(ctx, ds, core.base, sol))
         assert _canon(res, ctx) == want
+
+
+def check_solutions(db, q, text: str, rows, ctx, core, sol, fresh) -> None:
+    """A core's solutions over ``rows`` are a fresh core's (as a bag), and the query's answer
+    from them is the executor's and pyoxigraph's (nothing to check when either core handed the
+    window back, or the answer falls back)."""
+    if sol is None or fresh is None:
+        return
+    names = sorted(fresh.cols)
+    assert sol.n == fresh.n, text
+    assert Counter(zip(*(sol.cols[v].tolist() for v in names), strict=True)) == \
+        Counter(zip(*(fresh.cols[v].tolist() for v in names), strict=True)) or not names, text
+    check_answer(db, q, text, rows, ctx, core, sol)
+
+
+def check_answer(db, q, text: str, rows, ctx, core, sol) -> None:
+    """The query's answer from a core's solutions is the executor's and pyoxigraph's (unless
+    the answer falls back)."""
+    ds = DatasetView(EmptyGraph(), {}, ("tiny",))
+    try:
+        got = _canon(evaluate_query(q, ctx, ds, evaluator=TinyEvaluator(ctx, ds, core.base, sol)), ctx)
+    except TinyFallback:
+        return
+    assert got == _vectorized(db, q, rows) == _oracle(db, text, rows, q), text
+
+
+def doubles_mask_and_reference(db, cond: str, cols: dict, n: int):
+    """``filter_mask_doubles``'s mask of ``FILTER(cond)`` over ``cols`` (None: handed back),
+    and the executor's own mask of it."""
+    from engine.stream.tiny_ops import filter_mask_doubles  # noqa: PLC0415
+
+    q = parse_query(f"SELECT * WHERE {{ ?s ?p ?x FILTER({cond}) }}")
+    node = q.pattern
+    while not isinstance(node, A.Filter):
+        node = node.input
+    ctx = QueryContext(db.store.snapshot())
+    got = filter_mask_doubles(node.expr, cols, n, ctx)
+    ref = Evaluator(ctx, DatasetView(EmptyGraph(), {}, ("t",))).filter_mask(node.expr, Bindings(dict(cols), n))
+    return got, ref

@@ -19,6 +19,7 @@ from engine.sparql.parser import parse_query
 from engine.stream import tiny_ops
 from engine.stream.tiny import TinyCore
 from engine.stream.window_graph import window_index
+from tests.test_stream_tiny import doubles_mask_and_reference
 
 EX = "http://ex.org/"
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -146,11 +147,6 @@ def test_long_columns_of_doubles_equal_the_executor(db, data):
     (``tiny_ops._Doubles``, misses inserted as they come): the FILTER's mask equals the
     executor's, and a column with an unbound row, a non-number or only exact operands is
     handed back (None)."""
-    from engine.exec.bindings import Bindings
-    from engine.exec.evaluate import Evaluator
-    from engine.kv.views import EmptyGraph
-    from engine.sparql import algebra as A
-    from engine.stream.tiny_ops import filter_mask_doubles
 
     dic = db.store.dictionary
     n = data.draw(st.integers(tiny_ops._FEW + 1, 120))
@@ -169,13 +165,7 @@ def test_long_columns_of_doubles_equal_the_executor(db, data):
 
     cols = {"x": column(), "y": column()}
     cond = data.draw(st.sampled_from(["((?x - ?y) * (?x - ?y)) < 0.1", "?x > ?y || ?x * 2 = ?y", "!(?x <= 1.0E0)"]))
-    q = parse_query(f"SELECT * WHERE {{ ?s ?p ?x FILTER({cond}) }}")
-    node = q.pattern
-    while not isinstance(node, A.Filter):
-        node = node.input
-    ctx = QueryContext(db.store.snapshot())
-    got = filter_mask_doubles(node.expr, cols, n, ctx)
-    ref = Evaluator(ctx, DatasetView(EmptyGraph(), {}, ("t",))).filter_mask(node.expr, Bindings(dict(cols), n))
+    got, ref = doubles_mask_and_reference(db, cond, cols, n)
     if got is None:
         DOUBLES_SEEN["handed back"] += 1
         used = [cols["x"]] if cond.startswith("!") else [cols["x"], cols["y"]]
