@@ -117,6 +117,17 @@ def test_stream_input_statuses_and_good_lines_kept(srv):
         # every line refused: 422, nothing stored, progress unchanged
         r = c.post("/streams/s", content=_nd([good(9, 5), good(9, 6)]), headers=NDJSON)
         assert r.status_code == 422 and r.json()["accepted"] == 0 and r.json()["progress"] == 1300
+        # ndjson with no t on any line (an event-time stream): 400 with the per-line report,
+        # nothing stored, progress unchanged; one line with t among them makes it a 207
+        r = c.post("/streams/s", content=_nd([{"s": f"<{EX}x>", "p": f"<{EX}p>", "o": f'"{i}"'} for i in range(3)]),
+                   headers=NDJSON)
+        assert r.status_code == 400 and r.json()["error"] == "missing_time", r.text
+        assert r.json()["accepted"] == 0 and r.json()["rejected"] == 3 and r.json()["progress"] == 1300
+        assert "arrival" in r.json()["detail"]
+        r = c.post("/streams/s", content=_nd([{"s": f"<{EX}x>", "p": f"<{EX}p>", "o": '"no t"'}, good(8, 5)]),
+                   headers=NDJSON)
+        assert r.status_code == 422, r.text   # refused for two reasons, not only a missing time
+        assert c.get("/streams/s").json()["progress"] == 1300
         # a graph without t on an event-time stream: 400, nothing stored
         r = c.post("/streams/s", content=f'<{EX}x> <{EX}p> "graph" .\n', headers=NT)
         assert r.status_code == 400 and "t" in r.json()["detail"]

@@ -52,11 +52,14 @@ from engine.stream.limits import (
 from engine.terms import canonical_key
 
 __all__ = ["ParsedLines", "parse_ndjson", "parse_graph", "parse_arrow", "read_arrow_ipc", "BadArrowBatch",
-           "ARROW_STREAM_TYPE", "split_elements", "timeless_mask", "normalize_absorb"]
+           "ARROW_STREAM_TYPE", "MISSING_T", "split_elements", "timeless_mask", "normalize_absorb"]
 
 #: media type of an Arrow IPC stream body (``POST /streams/{name}``)
 ARROW_STREAM_TYPE = "application/vnd.apache.arrow.stream"
 
+#: the error of a line (or row) without ``t`` on an event-time stream; a batch whose every line
+#: says this is answered 400 (the client forgot the time, not a few late or bad lines)
+MISSING_T = "missing 't' (event time in ms)"
 _SCHEMA = pa.schema([("s", pa.string()), ("p", pa.string()), ("o", pa.string()), ("t", pa.int64())])
 _WS = np.zeros(256, dtype=bool)
 _WS[[9, 10, 13, 32]] = True
@@ -315,7 +318,7 @@ def _term_columns(s: pa.Array, p: pa.Array, o: pa.Array, t: pa.Array, lines: np.
     t_np = t.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     has_t = t.is_valid().to_numpy(zero_copy_only=False) if t.null_count else np.ones(n, dtype=bool)
     if need_t and not has_t.all():
-        why.append((~has_t & ok, "missing 't' (event time in ms)"))
+        why.append((~has_t & ok, MISSING_T))
         ok &= has_t
     if need_t:
         oob = time_out_of_range(t_np) & has_t
@@ -439,7 +442,7 @@ def _slow_ndjson(body: bytes, need_t: bool, bnode_prefix: str, line0: int = 0) -
         tv = obj.get("t") if need_t else None   # arrival clock: any t is ignored
         if tv is None:
             if need_t:
-                bad(i, "missing 't' (event time in ms)")
+                bad(i, MISSING_T)
                 continue
         elif isinstance(tv, bool) or not isinstance(tv, int):
             bad(i, f"'t' must be an integer: event times are {RANGE_TEXT}")

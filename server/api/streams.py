@@ -27,7 +27,7 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from engine import formats
-from engine.stream.adaptor import ARROW_STREAM_TYPE, read_arrow_ipc
+from engine.stream.adaptor import ARROW_STREAM_TYPE, MISSING_T, read_arrow_ipc
 from engine.stream.limits import ABSORB_MAX, IRI_MAX, name_error, parse_time, shorten
 from server.api.common import (
     HTTPError,
@@ -260,7 +260,8 @@ async def stream_post(name: str, request: Request) -> Response:
     422 when `t` is below the stream's progress). Answers
     `{"accepted","rejected","errors","progress"}` with 202 when every line was taken,
     207 when some lines were refused (the others are kept; `errors` lists each refused
-    line and why), 422 when all were refused; with a `Batch-Id` header (or
+    line and why), 400 when no line had `t` on an event-time stream, 422 when all were
+    refused otherwise; with a `Batch-Id` header (or
     `?batch=`) also `"duplicate"` and `"batch_id"`: a re-delivered batch changes nothing
     and answers `"duplicate": true`."""
     state: ServerState = request.app.state.jindou
@@ -286,18 +287,27 @@ async def stream_post(name: str, request: Request) -> Response:
             raise HTTPError(415, "unsupported_media_type",
                             f"{ct or 'a missing Content-Type'} is not accepted here: send application/x-ndjson, "
                             f"{ARROW_STREAM_TYPE}, " + " or ".join(_graph_body_types()))
-        return json_response(report, ingest_status(report))
+        status = ingest_status(report)
+        if status == 400:
+            report = {"error": "missing_time", "detail": f"stream {name!r} takes event time: every line needs "
+                      "\"t\" (epoch milliseconds), or register the stream with \"clock\": \"arrival\"", **report}
+        return json_response(report, status)
     except Exception as exc:
         return error_response(state, exc)
 
 
 def ingest_status(report: dict) -> int:
     """202 when every line was taken; 207 when some were refused and the others kept (the
-    report's ``errors`` say which and why); 422 when every line was refused (nothing
-    stored). A re-delivered batch changes nothing: 202."""
+    report's ``errors`` say which and why); 400 when no line had a ``t`` on an event-time
+    stream (the sender forgot the time: taking the clock instead would refuse the data's
+    own times as late); 422 when every line was refused otherwise. Nothing is stored
+    unless some line was taken. A re-delivered batch changes nothing: 202."""
     if report.get("duplicate") or not report.get("rejected"):
         return 202
-    return 207 if report.get("accepted") else 422
+    if report.get("accepted"):
+        return 207
+    errors = report.get("errors") or ()
+    return 400 if errors and all(e.get("error") == MISSING_T for e in errors) else 422
 
 
 @router.post("/streams/{name}/progress", summary="Heartbeat: raise the stream's progress", responses=_ERR,
