@@ -160,8 +160,6 @@ def test_f_timestamp_against_the_element_times():
 
 @pytest.mark.parametrize("text", [
     "REGISTER QUERY q AS SELECT * FROM STREAM :s [RANGE 1s STEP 1s] WHERE { ?a ?b ?c }",
-    "REGISTER RSTREAM <http://ex.org/out/q> AS SELECT * FROM NAMED WINDOW :w ON :s [RANGE PT1S STEP PT1S] "
-    "WHERE { WINDOW :w { ?a ?b ?c } }",
     "REGISTER STREAM q AS CONSTRUCT { ?a ?b ?c } FROM STREAM :s [RANGE 1s STEP 1s] WHERE { ?a ?b ?c }",
 ])
 def test_a_name_given_twice_must_agree(text):
@@ -170,6 +168,16 @@ def test_a_name_given_twice_must_agree(text):
     assert parse_continuous(PFX + text, name="q").name == "q"
     with pytest.raises(QuerySyntaxError, match=r"named q in its text and other"):
         parse_continuous(PFX + text, name="other")
+
+
+@pytest.mark.parametrize("head", ["REGISTER RSTREAM <http://ex.org/out/q> AS", "REGISTER ISTREAM :q AS"])
+def test_an_output_iri_names_a_query_only_by_default(head):
+    """RSP-QL's output IRI names the query by its last segment unless the request names it
+    (``<a/out>`` and ``<b/out>`` would clash otherwise); the IRI is unchanged."""
+    text = PFX + head + " SELECT * FROM NAMED WINDOW :w ON :s [RANGE PT1S STEP PT1S] WHERE { WINDOW :w { ?a ?b ?c } }"
+    assert parse_continuous(text).name == "q" and parse_continuous(text).iri_named
+    cq = parse_continuous(text, name="other")
+    assert cq.name == "other" and not cq.iri_named
 
 
 @pytest.mark.parametrize(("head", "name", "iri"), [

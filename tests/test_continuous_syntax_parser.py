@@ -195,3 +195,27 @@ def test_http_names_a_query_without_a_register_header(make_server):
         r = c.post("/queries", params={"name": "bad name!"}, content=cqels,
                    headers={"Content-Type": "application/sparql-query"})
         assert r.status_code == 400 and "bad query name" in str(r.json()["detail"])
+
+
+def test_http_two_output_iris_ending_alike(make_server):
+    """RSP-QL names a query after its output IRI's last segment; a second IRI ending the same way
+    is a 409 that says ``?name=`` can name it, and with ``?name=`` it registers (the text's own
+    C-SPARQL name still cannot be contradicted)."""
+    s = make_server()
+    rsp = ("REGISTER RSTREAM <http://HOST/out> AS SELECT ?s FROM NAMED WINDOW <w> ON <" + EX
+           + "s> [RANGE PT2S STEP PT1S] WHERE { WINDOW <w> { ?s ?p ?o } }").replace
+    hdr = {"Content-Type": "application/sparql-query"}
+    with httpx.Client(base_url=s.url, timeout=30) as c:
+        assert c.put("/streams/s", json={"iri": EX + "s"}).status_code == 201
+        r = c.post("/queries", content=rsp("HOST", "a.example"), headers=hdr)
+        assert r.status_code == 201 and r.json()["id"] == "out", r.text
+        r = c.post("/queries", content=rsp("HOST", "b.example"), headers=hdr)
+        assert r.status_code == 409 and "?name=" in r.json()["detail"], r.text
+        r = c.post("/queries", params={"name": "out_b"}, content=rsp("HOST", "b.example"), headers=hdr)
+        assert r.status_code == 201 and r.json()["id"] == "out_b", r.text
+        assert {q["id"] if "id" in q else q["name"] for q in c.get("/queries").json()["queries"]} >= {"out", "out_b"}
+        r = c.post("/queries", params={"name": "bad name!"}, content=rsp("HOST", "c.example"), headers=hdr)
+        assert r.status_code == 400 and "bad query name" in str(r.json()["detail"])
+        q = f"REGISTER QUERY q AS SELECT * FROM STREAM <{EX}s> [RANGE 2s STEP 1s] WHERE {{ ?s ?p ?o }}"
+        r = c.post("/queries", params={"name": "z"}, content=q, headers=hdr)
+        assert r.status_code == 400 and "give one name" in str(r.json()["detail"]), r.text

@@ -205,6 +205,21 @@ def test_deletes_persist_across_restart(server):
     assert m.stream("s1")["iri"] == EX + "other" and m.stream("s1")["clock"] == "arrival"
 
 
+def test_rsp_query_named_by_request_survives_restart(server):
+    """Two RSP-QL output IRIs ending alike: the second is named by the request (``?name=``), and a
+    restart restores it under that name (the text alone would name it like the first)."""
+    _, m = server.open()
+    m.register_stream("s1", EX + "s1")
+    text = ("REGISTER RSTREAM <http://{}/out> AS SELECT ?s FROM NAMED WINDOW <w> ON <" + EX
+            + "s1> [RANGE PT2S STEP PT1S] WHERE {{ WINDOW <w> {{ ?s ?p ?o }} }}")
+    m.register_query(text.format("a.example"))
+    m.register_query(text.format("b.example"), name="out_b")
+    server.close()
+    _, m = server.open()
+    assert sorted(q["id"] for q in m.queries()) == ["out", "out_b"]
+    assert "b.example" in m.query("out_b")["text"]
+
+
 def test_arrival_progress_is_restored(server):
     clock = [1_000_000]
     _, m = server.open(now_ms=lambda: clock[0])

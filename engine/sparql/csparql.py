@@ -186,7 +186,8 @@ class ContinuousQuery:
     is an element of the stream ``name`` (also RSP-QL's ``REGISTER RSTREAM|ISTREAM|DSTREAM <iri> AS
     CONSTRUCT``: the instant's triples, or their difference, are elements of the stream
     ``output_iri``, named ``name``). ``calls``: ``(iri, number of arguments, line,
-    column)`` of every function called by IRI."""
+    column)`` of every function called by IRI. ``iri_named``: the name is the last segment of
+    an RSP-QL output IRI (the request's ``?name=`` may name the query instead)."""
 
     name: str
     mode: str
@@ -199,6 +200,7 @@ class ContinuousQuery:
     derived: bool = False
     calls: tuple[tuple[str, int, int, int], ...] = ()
     output_iri: str | None = None
+    iri_named: bool = False
 
     @property
     def windows_in_default(self) -> bool:
@@ -330,12 +332,16 @@ class _ContinuousParser(_Parser):
             raise self.error(f"a query name has at most {NAME_MAX} characters, not {len(name)}", tok)
         return name
 
-    def rsp_name(self) -> str:
+    def rsp_name(self, given: str | None = None) -> str:
         """RSP-QL ``REGISTER RSTREAM <out> AS``: the query is named by the output IRI's last
-        path segment or fragment (the whole IRI when it is a plain name)."""
+        path segment or fragment (the whole IRI when it is a plain name), or by ``given`` (the
+        request's ``?name=``): two output IRIs can end alike (``<a/out>``, ``<b/out>``)."""
         tok = self.toks[self.i]
         if tok[0] not in ("iriref", "pname"):
             return self.query_name()
+        if given is not None:
+            self.i += 1
+            return given
         iri = tok[1][1:-1] if tok[0] == "iriref" else tok[1].partition(":")[2]
         last = re.split(r"[/#:]", iri.rstrip("/"))[-1] if not _NAME_FULL_RE.match(iri) else iri
         if not last or not _NAME_FULL_RE.match(last):
@@ -367,16 +373,16 @@ class _ContinuousParser(_Parser):
         self.prologue()
         mode = "RSTREAM"
         mode_tok = None
-        derived = False
+        derived = iri_named = False
         out_iri = out_tok = None
         every = every_tok = None
+        if given_name is not None and (not _NAME_FULL_RE.match(given_name) or len(given_name) > NAME_MAX):
+            raise QuerySyntaxError(f"bad query name {given_name[:80]!r}: expected [A-Za-z0-9_.-]+ "
+                                   f"(at most {NAME_MAX} characters)", 1, 1)
         if toks[self.i][0] != "REGISTER":
             if given_name is None:
                 raise self.unexpected("'REGISTER' (REGISTER QUERY <name> AS ..., REGISTER STREAM <name> AS "
                                       "CONSTRUCT ... or RSP-QL's REGISTER RSTREAM <name> AS ...)")
-            if not _NAME_FULL_RE.match(given_name) or len(given_name) > NAME_MAX:
-                raise QuerySyntaxError(f"bad query name {given_name[:80]!r}: expected [A-Za-z0-9_.-]+ "
-                                       f"(at most {NAME_MAX} characters)", 1, 1)
             name = given_name
         else:
             self.i += 1
@@ -399,11 +405,13 @@ class _ContinuousParser(_Parser):
                 derived = True
                 out_tok = toks[self.i]
                 out_iri = self.output_stream_iri()   # REGISTER STREAM <absolute iri>: the stream's IRI
-                name = self.rsp_name() if out_iri is not None else self.query_name()
+                iri_named = out_iri is not None and given_name is None
+                name = self.rsp_name(given_name) if out_iri is not None else self.query_name()
             elif mode_tok is not None:
                 out_tok = toks[self.i]
                 out_iri = self.output_stream_iri()
-                name = self.rsp_name()
+                iri_named = toks[self.i][0] in ("iriref", "pname") and given_name is None
+                name = self.rsp_name(given_name)
             else:
                 raise self.unexpected("'QUERY', 'STREAM', or RSTREAM/ISTREAM/DSTREAM and a name")
             if given_name is not None and given_name != name:
@@ -439,7 +447,7 @@ class _ContinuousParser(_Parser):
         syntax = self.check_model()
         windows = self.settle_steps(every, every_tok)
         return ContinuousQuery(name, mode, query, tuple(self.streams), windows, original, syntax,
-                               tuple(self.window_names), derived, tuple(self.calls), out_iri)
+                               tuple(self.window_names), derived, tuple(self.calls), out_iri, iri_named)
 
     def check_model(self) -> str:
         kinds = set(self.syntaxes)

@@ -81,6 +81,12 @@ class StreamInUse(JindouError):
     category = Category.CONFLICT
 
 
+def _exists(cq) -> str:
+    """The 409's text; a query named after its output IRI can take another name (``?name=``)."""
+    hint = " (?name= registers it under another name)" if getattr(cq, "iri_named", False) else ""
+    return f"continuous query {cq.name!r} exists{hint}"
+
+
 class QueryExists(JindouError):
     kind = "conflict"
     category = Category.CONFLICT
@@ -343,7 +349,7 @@ class StreamManager:
         if cq.derived:
             with reg.cv:
                 if cq.name in reg.queries:
-                    raise QueryExists(f"continuous query {cq.name!r} exists")
+                    raise QueryExists(_exists(cq))
                 cur = reg.streams.get(cq.name)
                 if cur is not None and cur.producer != cq.name:
                     raise StreamConflict(f"stream {cq.name!r} exists: REGISTER STREAM {cq.name} needs a name no "
@@ -363,7 +369,7 @@ class StreamManager:
             if self._scheduler.closed:
                 raise QueryEvaluationError("the stream manager is closed")
             if cq.name in reg.queries:
-                raise QueryExists(f"continuous query {cq.name!r} exists")
+                raise QueryExists(_exists(cq))
             by_iri = {s.iri: s for s in reg.streams.values()}
             seen: dict[str, str] = {}
             bound: list[BoundWindow] = []
