@@ -41,6 +41,7 @@ import operator
 import re
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -630,7 +631,7 @@ def write_turtle(parts: Sequence[tuple[str | None, Rows | SmallGraph]], prefixes
             return b""
         named = trig and graph is not None
         indent = b"\t" if named else b""
-        out = small_turtle(r, chosen, indent)
+        out = small_turtle(r, chosen, indent, head)
         out[0] = (head + b"<" + graph.encode("utf-8") + b"> {\n\t") if named else head
         out.append(b" .\n}\n" if named else b" .\n")
         check(sum(map(len, out)))
@@ -902,13 +903,20 @@ class TermCache:
     computed gets a cache of its own for that answer. Fragments that depend on the whole
     graph (Turtle prefixes, RDF/XML blank node ids) are split into the parts that do not."""
 
-    __slots__ = ("parts", "ttl", "nt", "xml_open", "xml_obj", "js_subj", "js_pred", "js_obj", "type_id", "heads")
+    __slots__ = ("parts", "bnodes", "ttl", "ttl_ns", "ttl_frags", "nt", "xml_open", "xml_obj", "js_subj", "js_pred",
+                 "js_obj", "type_id", "heads")
 
     def __init__(self) -> None:
         #: id -> (kind, main, second, key)
         self.parts: dict[int, tuple] = {}
+        #: the ids of blank nodes among them
+        self.bnodes: set[int] = set()
         #: id -> (namespace counted for prefixes or None, text before the prefix, local name, full form)
         self.ttl: dict[int, tuple] = {}
+        #: id -> the namespace Turtle counts for it (None: none)
+        self.ttl_ns: dict[int, str | None] = {}
+        #: a Turtle prefix head -> id -> the term as Turtle under those prefixes
+        self.ttl_frags: dict[bytes, dict[int, bytes]] = {}
         self.nt: dict[int, bytes] = {}
         self.xml_open: dict[int, bytes] = {}
         self.xml_obj: dict[int, tuple[bytes, bool]] = {}
@@ -922,10 +930,9 @@ class TermCache:
 
     @staticmethod
     def fill(table: dict, make, ids) -> dict:
-        """``table`` with an entry for each of ``ids`` (``make`` adds the missing ones)."""
-        for i in ids:
-            if i not in table:
-                make(i)
+        """``table`` with an entry for each of ``ids`` (a set; ``make`` adds the missing ones)."""
+        for i in ids.difference(table):
+            make(i)
         return table
 
     # ---- per-term fragments (each computed once per cache)
@@ -951,6 +958,7 @@ class TermCache:
             full = ('"' + main + '"^^<' + second + ">").encode("utf-8")
             rec = ((None, b"", b"", full) if sp is None
                    else (sp[0], ('"' + main + '"^^').encode("utf-8"), sp[1].encode("utf-8"), full))
+        self.ttl_ns[i] = rec[0]
         self.ttl[i] = rec
         return rec
 
@@ -1071,13 +1079,15 @@ def small_terms(triples: np.ndarray, keys_of: Callable[[np.ndarray], list],
     if cache is None or (ids and max(ids) >= LOCAL_BASE):
         cache = TermCache()
     parts = cache.parts
-    miss = [i for i in ids if i not in parts]
+    miss = ids.difference(parts)
     if miss:
-        miss.sort()
+        miss = sorted(miss)
         for i, k in zip(miss, keys_of(np.array(miss, dtype=np.int64)), strict=True):
             k = str(k)
-            parts[i] = _term_parts(k)
-            if k == RDF_TYPE_KEY:
+            pt = parts[i] = _term_parts(k)
+            if pt[0] == BNODE:
+                cache.bnodes.add(i)
+            elif k == RDF_TYPE_KEY:
                 cache.type_id = i
     return t, flat, ids, cache
 
@@ -1091,7 +1101,7 @@ class SmallGraph:
     and the :class:`TermCache` holding their parts (``cache``: the store dictionary's kept
     one; None or a graph holding computed terms: one of its own)."""
 
-    __slots__ = ("rows", "ids", "cache", "type_id", "n")
+    __slots__ = ("rows", "ids", "cache", "type_id", "n", "preds", "typed_only")
 
     def __init__(self, triples: np.ndarray, keys_of: Callable[[np.ndarray], list], cache: TermCache | None = None):
         t, flat, ids, cache = small_terms(triples, keys_of, cache)
@@ -1112,18 +1122,19 @@ class SmallGraph:
             rows.sort(key=_SUBJ_PRED)
         self.rows = rows
         self.ids, self.cache, self.type_id, self.n = ids, cache, ty, n
+        pl = flat[1::3]
+        #: the distinct predicates; whether rdf:type is one and nothing else (Turtle writes it ``a``)
+        self.preds = set(pl)
+        self.typed_only = ty >= 0 and flat.count(ty) == pl.count(ty)
 
     def turtle_counts(self) -> dict[str, int]:
         """As :meth:`Terms.namespace_counts` with :meth:`Rows.turtle_unnamed` skipped."""
         ty = self.type_id
         cache = self.cache
         ttl = cache.fill(cache.ttl, cache.ttl_of, self.ids)
-        counts: dict[str, int] = {}
-        for i in self.ids:
-            ns = ttl[i][0]
-            if ns is not None:
-                counts[ns] = counts.get(ns, 0) + 1
-        if ty >= 0 and ttl[ty][0] is not None and not any(r[0] == ty or r[2] == ty for r in self.rows):
+        counts = Counter(map(cache.ttl_ns.__getitem__, self.ids))
+        counts.pop(None, None)
+        if self.typed_only and ttl[ty][0] is not None:
             ns = ttl[ty][0]  # rdf:type only ever a predicate: written ``a``
             counts[ns] -= 1
             if not counts[ns]:
@@ -1131,18 +1142,30 @@ class SmallGraph:
         return counts
 
 
-def small_turtle(g: SmallGraph, chosen: dict[str, str], indent: bytes) -> list[bytes]:
-    """The rows of :func:`turtle_rows` (without the tail), term by term."""
-    pfx = {ns: (p + ":").encode("utf-8") for p, ns in chosen.items()}
-    ttl = g.cache.fill(g.cache.ttl, g.cache.ttl_of, g.ids)
-    f = {}
-    for i in g.ids:
-        ns, pre, local, full = ttl[i]
-        b = pfx.get(ns)
-        f[i] = full if b is None else pre + b + local
+def small_turtle(g: SmallGraph, chosen: dict[str, str], indent: bytes, head: bytes | None = None) -> list[bytes]:
+    """The rows of :func:`turtle_rows` (without the tail), term by term; with ``head`` (the
+    prefix head of ``chosen``) the terms' Turtle under those prefixes is kept by it."""
+    cache = g.cache
+    f = None if head is None else cache.ttl_frags.get(head)
+    if f is None:
+        f = {}
+        if head is not None:
+            if len(cache.ttl_frags) >= 16:
+                cache.ttl_frags = {}
+            cache.ttl_frags[head] = f
+    elif len(f) > MAX_CACHED // 4:
+        f = cache.ttl_frags[head] = {}
+    miss = g.ids.difference(f)
+    if miss:
+        pfx = {ns: (p + ":").encode("utf-8") for p, ns in chosen.items()}
+        ttl = cache.fill(cache.ttl, cache.ttl_of, miss)
+        for i in miss:
+            ns, pre, local, full = ttl[i]
+            b = pfx.get(ns)
+            f[i] = full if b is None else pre + b + local
     fp = f
     if g.type_id >= 0:
-        fp = dict(f)
+        fp = {p: f[p] for p in g.preds}
         fp[g.type_id] = b"a"
     out: list[bytes] = []
     dot, semi, sp, comma = b" .\n" + indent, b" ;\n" + indent + b"\t", b" ", b" , "
@@ -1165,7 +1188,7 @@ def small_rdfxml(g: SmallGraph) -> tuple[bytes, list[bytes]]:
     """(head, rows) of :func:`write_rdfxml`, term by term."""
     cache = g.cache
     parts = cache.parts
-    preds = tuple(sorted({r[1] for r in g.rows}))
+    preds = tuple(sorted(g.preds))
     hd = cache.heads.get(preds)
     if hd is None:
         if any(parts[i][0] != IRI for i in preds):
@@ -1181,9 +1204,14 @@ def small_rdfxml(g: SmallGraph) -> tuple[bytes, list[bytes]]:
             cache.heads = {}
         cache.heads[preds] = hd
     head, start, end = hd
-    nc = all(_NCNAME_LABEL.fullmatch(bnode_label(parts[i][1])) for i in g.ids if parts[i][0] == BNODE)
+    bn = g.ids & cache.bnodes
+    nc = all(_NCNAME_LABEL.fullmatch(bnode_label(parts[i][1])) for i in bn)
     node = ' rdf:nodeID="' + ("" if nc else "b")
-    open_of, obj_of = cache.xml_open_of, cache.xml_obj_of
+    opens = {s: cache.xml_open_of(s, node) for s in {r[0] for r in g.rows}}
+    if bn:  # (a blank node's element depends on the graph's labels: made for this graph)
+        objs = {i: cache.xml_obj_of(i, node) for i in g.ids}
+    else:
+        objs = cache.fill(cache.xml_obj, lambda i: cache.xml_obj_of(i, node), g.ids)
     close = b"\t</rdf:Description>\n"
     out: list[bytes] = []
     ps = -1
@@ -1191,9 +1219,9 @@ def small_rdfxml(g: SmallGraph) -> tuple[bytes, list[bytes]]:
         if s != ps:
             if ps >= 0:
                 out.append(close)
-            out.append(open_of(s, node))
+            out.append(opens[s])
             ps = s
-        ob, lit = obj_of(o, node)
+        ob, lit = objs[o]
         if lit:
             out += [start[p], ob, end[p]]
         else:
@@ -1204,7 +1232,10 @@ def small_rdfxml(g: SmallGraph) -> tuple[bytes, list[bytes]]:
 def small_jsonld(g: SmallGraph) -> list[bytes]:
     """The rows of :func:`write_jsonld`, term by term."""
     cache = g.cache
-    subj, pred, obj = cache.js_subj_of, cache.js_pred_of, cache.js_obj_of
+    rows = g.rows
+    subj = cache.fill(cache.js_subj, cache.js_subj_of, {r[0] for r in rows}).__getitem__
+    pred = cache.fill(cache.js_pred, cache.js_pred_of, {r[1] for r in rows}).__getitem__
+    obj = cache.fill(cache.js_obj, cache.js_obj_of, {r[2] for r in rows}).__getitem__
     out: list[bytes] = []
     ps = pp = -1
     for s, p, o in g.rows:
