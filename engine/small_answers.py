@@ -5,8 +5,8 @@ A selective query answers a few rows of terms that the next queries answer
 again (the same professors, courses, departments). The general writer
 (:mod:`engine.exec.serialize`) decodes every id through the dictionary and
 renders it for each answer; here each store id's JSON object
-(``{"type":"uri","value":...}``) is rendered once per snapshot term table and
-the answer is joined from those bytes; likewise each id's N-Triples term for
+(``{"type":"uri","value":...}``) is rendered once per store dictionary (ids
+keep their meaning: it only grows) and the answer is joined from those bytes; likewise each id's N-Triples term for
 a small graph (a DESCRIBE or CONSTRUCT of one entity). The bytes are those
 ``engine.exec.serialize`` writes (same renderer per term, same layout:
 orjson's compact form of the same document; one ``s p o .`` line per triple).
@@ -20,9 +20,10 @@ import weakref
 import numpy as np
 import orjson
 
-from engine.exec.context import LOCAL_BASE
+from engine.exec.bgp import SMALL_ROWS
+from engine.exec.context import LOCAL_BASE, charge_rows
 from engine.exec.result import UNBOUND, QueryResult
-from engine.exec.serialize import _json_bytes, _nt_term, check_size
+from engine.exec.serialize import _json_bytes, _nt_term, _serialize_json, check_size
 
 #: answers with more cells (graphs: triples) than this go to the general writer
 MAX_CELLS = 256
@@ -31,7 +32,7 @@ MAX_TERMS = 1 << 16
 
 
 class TermFragments:
-    """Store id -> its SPARQL JSON object's bytes, for one snapshot term table."""
+    """Store id -> its SPARQL JSON object's bytes (and N-Triples term), for one store dictionary."""
 
     def __init__(self):
         #: (term table, JSON fragments, N-Triples terms), replaced as one
@@ -40,14 +41,17 @@ class TermFragments:
         self.lock = threading.Lock()
 
     def tables(self, terms) -> tuple[dict[int, bytes], dict[int, bytes]]:
-        """(JSON, N-Triples) tables for ``terms``: new ones for a new snapshot term
-        table (never cleared in place: other threads may be reading them)."""
+        """(JSON, N-Triples) tables for ``terms``: kept per store dictionary (its ids keep
+        their meaning from snapshot to snapshot: the dictionary only grows), new ones for
+        another dictionary or a term table without one (never cleared in place: other
+        threads may be reading them)."""
+        owner = getattr(terms, "dictionary", None) or terms  # store ids keep their meaning per dictionary
         kept = self.kept
-        if kept[0] is not terms:  # a new snapshot: ids are its dictionary's
+        if kept[0] is not owner:  # another store dictionary (or term table): other ids
             with self.lock:
                 kept = self.kept
-                if kept[0] is not terms:
-                    kept = self.kept = (terms, {}, {})
+                if kept[0] is not owner:
+                    kept = self.kept = (owner, {}, {})
         return kept[1], kept[2]
 
     def head(self, names: tuple) -> tuple[bytes, list[bytes], bytes]:
@@ -65,6 +69,9 @@ class TermFragments:
 
 
 _FRAGS = TermFragments()
+
+#: an ASK answer's SPARQL JSON body by its boolean (the general writer's bytes)
+_ASK_JSON = {b: _serialize_json(QueryResult(form="ASK", terms=None, boolean=b)) for b in (False, True)}
 
 
 class SmallSelect:
@@ -97,9 +104,10 @@ class SmallSelect:
 
 def select_json(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
     """The SPARQL JSON body of a small SELECT ``result`` over store ids, or None
-    (not small, or holding computed terms): the caller uses the general writer."""
+    (not small, or holding computed terms): the caller uses the general writer. An
+    ASK answer's body is one of two constants."""
     if result.form != "SELECT" or not result.vars:
-        return None
+        return _ASK_JSON[bool(result.boolean)] if result.form == "ASK" else None
     n = len(result)
     names = tuple(result.vars)
     if n * len(names) > MAX_CELLS:
@@ -290,3 +298,60 @@ def small_order_permutation(keys: list[tuple[np.ndarray, bool]], ctx) -> np.ndar
         rows = list(zip(*cols, strict=True))
         perm = sorted(range(n), key=rows.__getitem__)
     return np.asarray(perm, dtype=np.int64)
+
+
+# ---------------------------------------------------------------- CONSTRUCT of a few solutions
+
+_SUBJECT_KINDS = (0, 1)  # engine.kv.dictionary kinds: IRI, blank node
+
+
+def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
+    """A CONSTRUCT's triples from its fast BGP's solutions run tuple at a time, as
+    :func:`engine.exec.evaluate.construct` makes them (template triple by template
+    triple over the solutions in order, subjects IRIs or blank nodes, predicates
+    IRIs, each triple once); None when the solutions are not few (the general path
+    runs the query). ``compiled``: (program, template triples of ``("c", id)`` /
+    ``("v", slot or None)``).
+
+    The kind rule is settled from the patterns where it can be: a template term the
+    WHERE also holds as a subject or predicate is an IRI or blank node in every
+    solution, one it holds as a predicate an IRI; only the other template terms have
+    their kinds read (one dictionary call for all of them)."""
+    prog, tpl = compiled
+    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    if k < len(prog.steps):
+        return None
+    if not rows:
+        return QueryResult(form="CONSTRUCT", terms=terms, triples=_NO_TRIPLES)
+    charge_rows(len(rows) * len(tpl), 3 * 2 + 3, "CONSTRUCT")
+    slots = prog.slots
+    subj_like = set()
+    pred_like = set()
+    for s, p, _ in prog.rtriples:
+        subj_like.add(s)
+        subj_like.add(p)
+        pred_like.add(p)
+    out: list[tuple] = []
+    have: set = set()
+    check_s = check_p = False
+    for (a, x), (b, y), (c, z) in tpl:
+        if (a == "v" and x is None) or (b == "v" and y is None) or (c == "v" and z is None):
+            continue  # a variable the WHERE does not bind: never a triple
+        if not check_s:
+            check_s = (a, slots[x] if a == "v" else x) not in subj_like
+        if not check_p:
+            check_p = (b, slots[y] if b == "v" else y) not in pred_like
+        for r in rows:
+            tr = (x if a == "c" else r[x], y if b == "c" else r[y], z if c == "c" else r[z])
+            if tr not in have:
+                have.add(tr)
+                out.append(tr)
+    if out and (check_s or check_p):
+        ids = sorted({v for tr in out for v in tr[:2]})
+        kinds = dict(zip(ids, terms.kinds(np.asarray(ids, dtype=np.int64)).tolist(), strict=True))
+        out = [tr for tr in out if kinds[tr[0]] in _SUBJECT_KINDS and kinds[tr[1]] == 0]
+    return QueryResult(form="CONSTRUCT", terms=terms, triples=np.array(out, dtype=np.int64).reshape(-1, 3))
+
+
+_NO_TRIPLES = np.zeros((0, 3), dtype=np.int64)
+_NO_TRIPLES.flags.writeable = False

@@ -63,3 +63,9 @@ def test_small_select_lists_equal_numpy_columns(keys, data):
     frags = small_answers.TermFragments()
     assert small_answers.select_json(small, None, frags) == ser.serialize(res, "application/sparql-results+json")
     assert small_answers.graph_ntriples(small, None, frags) is None
+
+
+def test_an_ask_answer_is_the_writers_constant():
+    for b in (False, True):
+        res = QueryResult(form="ASK", terms=ser.KeyTable([]), boolean=b)
+        assert small_answers.select_json(res, None) == ser.serialize(res, "application/sparql-results+json")

@@ -833,9 +833,9 @@ def write_jsonld(r: Rows | SmallGraph, graph: str | None, check, tick) -> bytes:
 # regular expression, no encoding.
 
 #: graphs of at most this many rows are written by the exact per-term writer (measured
-#: crossover on rows of mostly distinct terms: 200-260 rows, 3-4 us a row here, before
-#: terms were kept between answers)
-SMALL_ROWS = 200
+#: crossover with the vectorized writers on rows of mostly distinct terms: ~400 rows when no
+#: term is kept yet, 1,000-2,500 when all are; 200-260 before terms were kept)
+SMALL_ROWS = 400
 
 #: store terms a :class:`TermCache` keeps (past it, the next answer starts a new one)
 MAX_CACHED = 1 << 15
