@@ -45,7 +45,7 @@ from engine.kv.store import Changes, Store
 from engine.plan.planner import QueryPlan, make_plan
 from engine.plan.point import PointProgram, compile_point, describe_small
 from engine.settings import DEFAULTS
-from engine.small_answers import SmallSelect, construct_triples
+from engine.small_answers import SmallSelect, construct_triples, ordered_lists
 from engine.sparql import normalize as norm
 from engine.sparql.algebra import Const
 
@@ -326,7 +326,7 @@ class Database:
                 if type(res) is tuple:
                     res = SmallSelect(tuple(fast.names), res[0], terms, res[1])
             else:
-                res = _run_fast(pq, program, terms, graph, max_rows or self.max_rows, check)
+                res = _run_fast(pq, program, terms, graph, max_rows or self.max_rows, check, lists)
         finally:
             leave_budget(token)
         check()
@@ -721,11 +721,13 @@ def _rebind(compiled, old: int, new: int):
     return SmallBGP(list(prog.slots), steps, rtriples, list(prog.widths), False), out
 
 
-def _run_fast(pq: QueryPlan, compiled, terms, graph, max_rows: int, check) -> QueryResult | None:
+def _run_fast(pq: QueryPlan, compiled, terms, graph, max_rows: int, check, lists: bool = False
+              ) -> QueryResult | SmallSelect | None:
     """A fast shape's answer from its compiled program: SELECT / ASK by ``run_fast``;
-    with ORDER BY the BGP's solutions (tuple at a time) go to the general operators
-    above it, as run_fast's hand-over does; CONSTRUCT by :func:`_construct_fast`
-    (None: the general path answers)."""
+    with ORDER BY a few solutions are ordered as tuples (``small_answers.ordered_lists``;
+    with ``lists`` a SmallSelect), more go to the general operators above the BGP,
+    as run_fast's hand-over does; CONSTRUCT by :func:`_construct_fast` (None: the
+    general path answers)."""
     fast = pq.fast
     if fast.template is not None:
         return _construct_fast(compiled, terms, max_rows)
@@ -733,6 +735,11 @@ def _run_fast(pq: QueryPlan, compiled, terms, graph, max_rows: int, check) -> Qu
         return run_fast(pq, compiled, terms, graph, max_rows, check)
     prog = compiled[0]
     rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    if k == len(prog.steps):
+        got = ordered_lists(fast, compiled, rows, terms)
+        if got is not None:
+            res = SmallSelect(tuple(fast.names), got[0], terms, got[1])
+            return res if lists else res.result()
     res = prog.finish(rows, k, graph, max_rows, check)
     return _evaluate_query(pq.query, terms, _GivenOrdered(terms, fast.bgp, res), pq.root)
 

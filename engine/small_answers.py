@@ -286,18 +286,55 @@ def small_order_permutation(keys: list[tuple[np.ndarray, bool]], ctx) -> np.ndar
     n = len(keys[0][0])
     if n > SMALL_ORDER_ROWS:
         return None
+    perm = _order_perm([(np.asarray(ids, dtype=np.int64).tolist(), asc) for ids, asc in keys], ctx, n)
+    return np.asarray(perm, dtype=np.int64)
+
+
+def _order_perm(keys: list[tuple[list[int], bool]], ctx, n: int) -> list[int]:
+    """The stable permutation of ``n`` rows ordered by the (ids, ascending) conditions
+    (Python sequences): each condition's distinct terms ranked once, the rows sorted by
+    their rank tuples (Python's sort is stable, as np.lexsort is)."""
     cols = []
-    for ids, asc in keys:
-        il = np.asarray(ids, dtype=np.int64).tolist()
+    for il, asc in keys:
         rank = _small_ranks(il, ctx)
         cols.append([rank[i] for i in il] if asc else [-rank[i] for i in il])
     if len(cols) == 1:
-        c = cols[0]
-        perm = sorted(range(n), key=c.__getitem__)
-    else:
-        rows = list(zip(*cols, strict=True))
-        perm = sorted(range(n), key=rows.__getitem__)
-    return np.asarray(perm, dtype=np.int64)
+        return sorted(range(n), key=cols[0].__getitem__)
+    rows = list(zip(*cols, strict=True))
+    return sorted(range(n), key=rows.__getitem__)
+
+
+def ordered_lists(fast, compiled, rows: list[tuple], ctx) -> tuple[list, int] | None:
+    """``(columns, rows)`` (as :func:`engine.exec.evaluate.run_fast_lists` gives them)
+    of a SELECT ... ORDER BY plain variables whose BGP solutions ``rows`` (tuples in
+    the program's slot order) are at most :data:`SMALL_ORDER_ROWS`: ordered here
+    (:func:`small_order_permutation`'s order), then projected, DISTINCT, OFFSET/LIMIT,
+    as the general operators do; None for more rows (the general operators)."""
+    n = len(rows)
+    if n > SMALL_ORDER_ROWS:
+        return None
+    prog, out = compiled
+    if n == 0:
+        return [() for _ in out], 0
+    tcols = list(zip(*rows, strict=True)) if prog.slots else []
+    if n > 1 and tcols:
+        pos = {v: i for i, v in enumerate(prog.slots)}
+        # (a variable the BGP does not bind is unbound in every row: a tie, no key)
+        keys = [(tcols[pos[v]], asc) for v, asc in fast.order if v in pos]
+        if keys:
+            perm = _order_perm(keys, ctx, n)
+            tcols = [[c[j] for j in perm] for c in tcols]
+    pcols = [(-1,) * n if i is None else tcols[i] for i in out]
+    if fast.distinct and n > 1:
+        prows = dict.fromkeys(zip(*pcols, strict=True))
+        if len(prows) < n:
+            n = len(prows)
+            pcols = list(zip(*prows, strict=True))
+    if fast.offset or fast.limit is not None:
+        end = None if fast.limit is None else fast.offset + fast.limit
+        pcols = [c[fast.offset:end] for c in pcols]
+        n = len(range(n)[fast.offset:end])
+    return pcols, n
 
 
 # ---------------------------------------------------------------- CONSTRUCT of a few solutions
