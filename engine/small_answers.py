@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from operator import itemgetter
 
 import numpy as np
 import orjson
@@ -316,14 +317,14 @@ def ordered_lists(fast, compiled, rows: list[tuple], ctx) -> tuple[list, int] | 
     prog, out = compiled
     if n == 0:
         return [() for _ in out], 0
-    tcols = list(zip(*rows, strict=True)) if prog.slots else []
+    slots = prog.slots
+    tcols = list(zip(*rows, strict=True)) if slots else []
     if n > 1 and tcols:
-        pos = {v: i for i, v in enumerate(prog.slots)}
         # (a variable the BGP does not bind is unbound in every row: a tie, no key)
-        keys = [(tcols[pos[v]], asc) for v, asc in fast.order if v in pos]
+        keys = [(tcols[slots.index(v)], asc) for v, asc in fast.order if v in slots]
         if keys:
-            perm = _order_perm(keys, ctx, n)
-            tcols = [[c[j] for j in perm] for c in tcols]
+            take = itemgetter(*_order_perm(keys, ctx, n))
+            tcols = [take(c) for c in tcols]
     pcols = [(-1,) * n if i is None else tcols[i] for i in out]
     if fast.distinct and n > 1:
         prows = dict.fromkeys(zip(*pcols, strict=True))
