@@ -177,13 +177,13 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
         return None
     if len(t) == 0:
         return b""
-    rows = t.tolist()
-    nt = _fill(fragments.tables(result.terms)[1], result.terms, {i for r in rows for i in r}, _nt_bytes)
+    flat = t.ravel().tolist()
+    nt = _fill(fragments.tables(result.terms)[1], result.terms, set(flat), _nt_bytes)
     if nt is None:
         return None
-    doc = b"".join([b"%s %s %s .\n" % (nt[s], nt[p], nt[o]) for s, p, o in rows])
-    check_size(len(doc), max_bytes)
-    return doc
+    frags = tuple(map(nt.__getitem__, flat))
+    check_size(sum(map(len, frags)) + 4 * len(t), max_bytes)
+    return b"%s %s %s .\n" * len(t) % frags
 
 
 # ---------------------------------------------------------------- ORDER BY of a few rows

@@ -446,3 +446,19 @@ def test_the_kept_terms_of_a_store_are_its_dictionarys():
     second = serialize(db2.graph_get(None), "text/turtle")
     assert b"two" in second and b"one" not in second and b"one" in first
     assert gw.term_cache(KeyTable(["<http://e.org/a>"])) is None
+
+
+def test_a_full_term_cache_is_replaced_not_grown(monkeypatch):
+    """Past its bound (terms or key characters) a store's kept TermCache is replaced by a new one."""
+    from engine.database import Database
+
+    db = Database(shards=1)
+    db.load_data("".join(f'<http://e.org/s{i}> <http://e.org/p> "{"x" * 100}{i}" .\n' for i in range(50)).encode(),
+                 "application/n-triples")
+    whole = db.graph_get(None)
+    monkeypatch.setattr(gw, "MAX_CACHED_CHARS", 1000)
+    first = gw.term_cache(whole.terms)
+    body = serialize(QueryResult(form="CONSTRUCT", terms=whole.terms, triples=whole.triples[:20]), "text/turtle")
+    assert first.chars > 1000 and gw.term_cache(whole.terms) is not first
+    again = serialize(QueryResult(form="CONSTRUCT", terms=whole.terms, triples=whole.triples[:20]), "text/turtle")
+    assert again == body

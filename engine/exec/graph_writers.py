@@ -837,8 +837,10 @@ def write_jsonld(r: Rows | SmallGraph, graph: str | None, check, tick) -> bytes:
 #: term is kept yet, 1,000-2,500 when all are; 200-260 before terms were kept)
 SMALL_ROWS = 400
 
-#: store terms a :class:`TermCache` keeps (past it, the next answer starts a new one)
+#: store terms a :class:`TermCache` keeps, and the characters of their keys (past either,
+#: the next answer starts a new one: each kept term has a fragment per format besides)
 MAX_CACHED = 1 << 15
+MAX_CACHED_CHARS = 4 << 20
 
 _BARE_PY = {dt: re.compile(p[1:-1]) for dt, p in _BARE.items()}
 _NCNAME_LABEL = re.compile(_NCNAME_LABEL_RE2[1:-1])
@@ -903,12 +905,14 @@ class TermCache:
     computed gets a cache of its own for that answer. Fragments that depend on the whole
     graph (Turtle prefixes, RDF/XML blank node ids) are split into the parts that do not."""
 
-    __slots__ = ("parts", "bnodes", "ttl", "ttl_ns", "ttl_frags", "nt", "xml_open", "xml_obj", "js_subj", "js_pred",
+    __slots__ = ("parts", "chars", "bnodes", "ttl", "ttl_ns", "ttl_frags", "nt", "xml_open", "xml_obj", "js_subj", "js_pred",
                  "js_obj", "type_id", "heads")
 
     def __init__(self) -> None:
         #: id -> (kind, main, second, key)
         self.parts: dict[int, tuple] = {}
+        #: characters of the keys of those terms
+        self.chars = 0
         #: the ids of blank nodes among them
         self.bnodes: set[int] = set()
         #: id -> (namespace counted for prefixes or None, text before the prefix, local name, full form)
@@ -1051,12 +1055,12 @@ def term_cache(terms) -> TermCache | None:
     if d is None:
         return None
     ref, c = _LAST
-    if ref() is d and len(c.parts) <= MAX_CACHED:
+    if ref() is d and len(c.parts) <= MAX_CACHED and c.chars <= MAX_CACHED_CHARS:
         return c
     with _CACHE_LOCK:
         try:
             c = _CACHES.get(d)
-            if c is None or len(c.parts) > MAX_CACHED:
+            if c is None or len(c.parts) > MAX_CACHED or c.chars > MAX_CACHED_CHARS:
                 c = _CACHES[d] = TermCache()
             _LAST = (weakref.ref(d), c)
         except TypeError:  # (not weakly referable: nothing kept)
@@ -1084,11 +1088,14 @@ def small_terms(triples: np.ndarray, keys_of: Callable[[np.ndarray], list],
         miss = sorted(miss)
         for i, k in zip(miss, keys_of(np.array(miss, dtype=np.int64)), strict=True):
             k = str(k)
-            pt = parts[i] = _term_parts(k)
+            pt = _term_parts(k)
+            # (the sets first: another thread that finds the parts finds them too)
             if pt[0] == BNODE:
                 cache.bnodes.add(i)
             elif k == RDF_TYPE_KEY:
                 cache.type_id = i
+            cache.chars += len(k)
+            parts[i] = pt
     return t, flat, ids, cache
 
 
