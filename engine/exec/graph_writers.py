@@ -1076,11 +1076,14 @@ def small_terms(triples: np.ndarray, keys_of: Callable[[np.ndarray], list],
     t = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
     flat = t.ravel().tolist()
     ids = set(flat)
-    if ids and min(ids) < 0:  # (unbound cells: no triple)
+    if not ids:
+        return t, flat, ids, cache if cache is not None else TermCache()
+    lo, hi = (min(ids), max(ids)) if len(ids) <= 32 else (int(t.min()), int(t.max()))
+    if lo < 0:  # (unbound cells: no triple)
         t = t[(t >= 0).all(axis=1)]
         flat = t.ravel().tolist()
         ids = set(flat)
-    if cache is None or (ids and max(ids) >= LOCAL_BASE):
+    if cache is None or hi >= LOCAL_BASE:
         cache = TermCache()
     parts = cache.parts
     miss = ids.difference(parts)
