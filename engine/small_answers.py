@@ -23,6 +23,7 @@ import orjson
 
 from engine.exec.bgp import SMALL_ROWS
 from engine.exec.context import LOCAL_BASE, charge_rows
+from engine.exec.graph_writers import store_keys
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import _json_bytes, _nt_term, _serialize_json, check_size
 
@@ -159,7 +160,7 @@ def _fill(table: dict, terms, ids: set, render) -> dict | None:
         if any(i < 0 or i >= LOCAL_BASE for i in missing):
             return None
         missing.sort()
-        keys = terms.keys(missing)
+        keys = store_keys(terms, missing)
         if len(table) + len(missing) > MAX_TERMS:
             table = {i: table[i] for i in ids if i in table}
         for i, k in zip(missing, keys, strict=True):
@@ -236,7 +237,7 @@ def _order_entries(valid: list[int], ctx) -> list[tuple]:
     miss = [i for i, g in zip(valid, got, strict=True) if g is None]
     if not miss:
         return got
-    keys = ctx.keys(np.asarray(miss, dtype=np.int64))
+    keys = store_keys(ctx, miss)
     # (a numeric literal's key ends in its XSD datatype: a key without "^^<" is no number)
     typed = [j for j, k in enumerate(keys) if k is not None and k[:1] == '"' and '"^^<' in k]
     nums: list = [None] * len(miss)
