@@ -45,14 +45,15 @@ class TermFragments:
     def tables(self, terms) -> tuple[dict[int, bytes], dict[int, bytes]]:
         """(JSON, N-Triples) tables for ``terms``: kept per store dictionary (its ids keep
         their meaning from snapshot to snapshot: the dictionary only grows), new ones for
-        another dictionary or a term table without one (never cleared in place: other
-        threads may be reading them)."""
+        another dictionary or a term table without one, or once one holds more than
+        MAX_TERMS terms (never cleared in place: other threads may be reading them)."""
         owner = getattr(terms, "dictionary", None) or terms  # store ids keep their meaning per dictionary
         kept = self.kept
-        if kept[0] is not owner:  # another store dictionary (or term table): other ids
+        # another store dictionary (or term table): other ids; full tables: restarted
+        if kept[0] is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
             with self.lock:
                 kept = self.kept
-                if kept[0] is not owner:
+                if kept[0] is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
                     kept = self.kept = (owner, {}, {})
         return kept[1], kept[2]
 
@@ -151,18 +152,17 @@ def _nt_bytes(key: str) -> bytes:
 
 def _fill(table: dict, terms, ids: set, render) -> dict | None:
     """``table`` (a kept table, never cleared in place: another thread may be
-    reading it) with every id of ``ids`` (UNBOUND aside) rendered; a full table
-    gets no more entries (this answer renders into a copy of what it needs; the
-    kept one restarts with the next snapshot). None when an id is a computed
-    term (not cached: the general writer answers)."""
-    missing = [i for i in ids if i not in table and i != UNBOUND]
+    reading it; :meth:`TermFragments.tables` replaces a full one) with every id
+    of ``ids`` (UNBOUND aside) rendered. None when an id is a computed term (not
+    cached: the general writer answers)."""
+    missing = ids.difference(table)  # (C-level: usually every term is kept)
+    missing.discard(UNBOUND)
     if missing:
+        missing = list(missing)
         if any(i < 0 or i >= LOCAL_BASE for i in missing):
             return None
         missing.sort()
         keys = store_keys(terms, missing)
-        if len(table) + len(missing) > MAX_TERMS:
-            table = {i: table[i] for i in ids if i in table}
         for i, k in zip(missing, keys, strict=True):
             if k is None:
                 return None

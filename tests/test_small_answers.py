@@ -89,3 +89,15 @@ def test_a_few_store_keys_one_by_one_are_the_term_tables():
     assert local >= LOCAL_BASE and store_keys(ctx, [0, local]) == ['<http://e/s0>', '"not in the store"']
     table = ser.KeyTable(["<http://e/a>", '"b"'])
     assert store_keys(table, [1, 0]) == ['"b"', "<http://e/a>"]
+
+
+def test_full_fragment_tables_restart(monkeypatch):
+    monkeypatch.setattr(small_answers, "MAX_TERMS", 3)
+    table = ser.KeyTable([f"<http://e/{i}>" for i in range(10)])
+    frags = small_answers.TermFragments()
+    g = QueryResult(form="CONSTRUCT", terms=table, triples=np.array([[0, 1, 2], [3, 4, 5]], dtype=np.int64))
+    want = ser.serialize(g, "application/n-triples")
+    assert small_answers.graph_ntriples(g, None, frags) == want
+    first = frags.tables(table)[1]
+    assert small_answers.graph_ntriples(g, None, frags) == want
+    assert frags.tables(table)[1] is not first and len(frags.tables(table)[1]) <= 6
