@@ -1127,13 +1127,12 @@ class SmallGraph:
     and the :class:`TermCache` holding their parts (``cache``: the store dictionary's kept
     one; None or a graph holding computed terms: one of its own)."""
 
-    __slots__ = ("rows", "ids", "cache", "type_id", "n", "preds", "typed_only")
+    __slots__ = ("cols", "ids", "cache", "type_id", "n", "preds", "typed_only")
 
     def __init__(self, triples: np.ndarray, keys_of: Callable[[list[int]], list], cache: TermCache | None = None):
         t, flat, ids, cache = small_terms(triples, keys_of, cache)
         ty = cache.type_id if cache.type_id in ids else -1
         n = len(t)
-        rows = list(zip(flat[0::3], flat[1::3], flat[2::3], strict=True))
         if n > 64:
             s, p = t[:, 0], t[:, 1]
             if ty >= 0:
@@ -1141,17 +1140,29 @@ class SmallGraph:
             # (subject, predicate) order, stable: rows that already are in it (one subject's
             # rows read from the store) keep their order without a sort
             if not ((s[1:] > s[:-1]) | ((s[1:] == s[:-1]) & (p[1:] >= p[:-1]))).all():
-                rows = [rows[j] for j in np.lexsort((p, s)).tolist()]
-        elif ty >= 0:
-            rows.sort(key=lambda r: (r[0], -1 if r[1] == ty else r[1]))
+                flat = t[np.lexsort((p, s))].ravel().tolist()
+            cols = (flat[0::3], flat[1::3], flat[2::3])
+        elif n > 1:
+            rows = list(zip(flat[0::3], flat[1::3], flat[2::3], strict=True))
+            if ty >= 0:
+                rows.sort(key=lambda r: (r[0], -1 if r[1] == ty else r[1]))
+            else:
+                rows.sort(key=_SUBJ_PRED)
+            cols = tuple(map(list, zip(*rows, strict=True)))
         else:
-            rows.sort(key=_SUBJ_PRED)
-        self.rows = rows
+            cols = (flat[0::3], flat[1::3], flat[2::3])
+        #: the rows as three columns of ids (subjects, predicates, objects), in order
+        self.cols = cols
         self.ids, self.cache, self.type_id, self.n = ids, cache, ty, n
         pl = flat[1::3]
         #: the distinct predicates; whether rdf:type is one and nothing else (Turtle writes it ``a``)
         self.preds = set(pl)
         self.typed_only = ty >= 0 and flat.count(ty) == pl.count(ty)
+
+    @property
+    def rows(self):
+        """The rows as (s, p, o) in order."""
+        return zip(*self.cols, strict=True)
 
     def turtle_counts(self) -> dict[str, int]:
         """As :meth:`Terms.namespace_counts` with :meth:`Rows.turtle_unnamed` skipped."""
@@ -1172,15 +1183,14 @@ def small_turtle(g: SmallGraph, chosen: dict[str, str], indent: bytes, head: byt
     """The rows of :func:`turtle_rows` (without the tail), term by term; with ``head`` (the
     prefix head of ``chosen``) the terms' Turtle under those prefixes is kept by it."""
     cache = g.cache
-    f = None if head is None else cache.ttl_frags.get(head)
-    if f is None:
-        f = {}
+    got = None if head is None else cache.ttl_frags.get(head)
+    if got is None or len(got[0]) > MAX_CACHED // 4:
+        got = ({}, {})  # (each term as Turtle, and followed by a space: a subject's)
         if head is not None:
             if len(cache.ttl_frags) >= 16:
                 cache.ttl_frags = {}
-            cache.ttl_frags[head] = f
-    elif len(f) > MAX_CACHED // 4:
-        f = cache.ttl_frags[head] = {}
+            cache.ttl_frags[head] = got
+    f, fsp = got
     miss = g.ids.difference(f)
     if miss:
         pfx = {ns: (p + ":").encode("utf-8") for p, ns in chosen.items()}
@@ -1188,20 +1198,20 @@ def small_turtle(g: SmallGraph, chosen: dict[str, str], indent: bytes, head: byt
         for i in miss:
             ns, pre, local, full = ttl[i]
             b = pfx.get(ns)
-            f[i] = full if b is None else pre + b + local
-    fp = f
+            fsp[i] = (full if b is None else pre + b + local) + b" "
+            f[i] = fsp[i][:-1]
+    fp = {p: fsp[p] for p in g.preds}  # (the few predicates: rdf:type written ``a``)
     if g.type_id >= 0:
-        fp = {p: f[p] for p in g.preds}
-        fp[g.type_id] = b"a"
+        fp[g.type_id] = b"a "
     out: list[bytes] = []
-    dot, semi, sp, comma = b" .\n" + indent, b" ;\n" + indent + b"\t", b" ", b" , "
+    dot, semi, comma = b" .\n" + indent, b" ;\n" + indent + b"\t", b" , "
     ps = pp = -1
-    for s, p, o in g.rows:
+    for s, p, o in zip(*g.cols, strict=True):
         if s != ps:
-            out += [dot, f[s], sp, fp[p], sp, f[o]]
+            out += [dot, fsp[s], fp[p], f[o]]
             ps, pp = s, p
         elif p != pp:
-            out += [semi, fp[p], sp, f[o]]
+            out += [semi, fp[p], f[o]]
             pp = p
         else:
             out += [comma, f[o]]
@@ -1233,7 +1243,7 @@ def small_rdfxml(g: SmallGraph) -> tuple[bytes, list[bytes]]:
     bn = g.ids & cache.bnodes
     nc = all(_NCNAME_LABEL.fullmatch(bnode_label(parts[i][1])) for i in bn)
     node = ' rdf:nodeID="' + ("" if nc else "b")
-    opens = {s: cache.xml_open_of(s, node) for s in {r[0] for r in g.rows}}
+    opens = {s: cache.xml_open_of(s, node) for s in set(g.cols[0])}
     if bn:  # (a blank node's element depends on the graph's labels: made for this graph)
         objs = {i: cache.xml_obj_of(i, node) for i in g.ids}
     else:
@@ -1258,10 +1268,10 @@ def small_rdfxml(g: SmallGraph) -> tuple[bytes, list[bytes]]:
 def small_jsonld(g: SmallGraph) -> list[bytes]:
     """The rows of :func:`write_jsonld`, term by term."""
     cache = g.cache
-    rows = g.rows
-    subj = cache.fill(cache.js_subj, cache.js_subj_of, {r[0] for r in rows}).__getitem__
-    pred = cache.fill(cache.js_pred, cache.js_pred_of, {r[1] for r in rows}).__getitem__
-    obj = cache.fill(cache.js_obj, cache.js_obj_of, {r[2] for r in rows}).__getitem__
+    sl, pl, ol = g.cols
+    subj = cache.fill(cache.js_subj, cache.js_subj_of, set(sl)).__getitem__
+    pred = cache.fill(cache.js_pred, cache.js_pred_of, g.preds).__getitem__
+    obj = cache.fill(cache.js_obj, cache.js_obj_of, set(ol)).__getitem__
     out: list[bytes] = []
     ps = pp = -1
     for s, p, o in g.rows:
