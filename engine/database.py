@@ -27,7 +27,7 @@ import numpy as np
 
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
 from engine.exec.bgp import _PRUNE, SMALL_ROWS, SmallBGP
-from engine.exec.context import MemoryBudget, charge_rows, enter_budget, leave_budget, release_memory
+from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import (
     DatasetView,
     QueryContext,
@@ -45,7 +45,7 @@ from engine.kv.store import Changes, Store
 from engine.plan.planner import QueryPlan, make_plan
 from engine.plan.point import PointProgram, compile_point, describe_small
 from engine.settings import DEFAULTS
-from engine.small_answers import SmallSelect
+from engine.small_answers import SmallSelect, construct_triples, ordered_lists
 from engine.sparql import normalize as norm
 from engine.sparql.algebra import Const
 
@@ -326,7 +326,7 @@ class Database:
                 if type(res) is tuple:
                     res = SmallSelect(tuple(fast.names), res[0], terms, res[1])
             else:
-                res = _run_fast(pq, program, terms, graph, max_rows or self.max_rows, check)
+                res = _run_fast(pq, program, terms, graph, max_rows or self.max_rows, check, lists)
         finally:
             leave_budget(token)
         check()
@@ -721,11 +721,13 @@ def _rebind(compiled, old: int, new: int):
     return SmallBGP(list(prog.slots), steps, rtriples, list(prog.widths), False), out
 
 
-def _run_fast(pq: QueryPlan, compiled, terms, graph, max_rows: int, check) -> QueryResult | None:
+def _run_fast(pq: QueryPlan, compiled, terms, graph, max_rows: int, check, lists: bool = False
+              ) -> QueryResult | SmallSelect | None:
     """A fast shape's answer from its compiled program: SELECT / ASK by ``run_fast``;
-    with ORDER BY the BGP's solutions (tuple at a time) go to the general operators
-    above it, as run_fast's hand-over does; CONSTRUCT by :func:`_construct_fast`
-    (None: the general path answers)."""
+    with ORDER BY a few solutions are ordered as tuples (``small_answers.ordered_lists``;
+    with ``lists`` a SmallSelect), more go to the general operators above the BGP,
+    as run_fast's hand-over does; CONSTRUCT by :func:`_construct_fast` (None: the
+    general path answers)."""
     fast = pq.fast
     if fast.template is not None:
         return _construct_fast(compiled, terms, max_rows)
@@ -733,6 +735,11 @@ def _run_fast(pq: QueryPlan, compiled, terms, graph, max_rows: int, check) -> Qu
         return run_fast(pq, compiled, terms, graph, max_rows, check)
     prog = compiled[0]
     rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    if k == len(prog.steps):
+        got = ordered_lists(fast, compiled, rows, terms)
+        if got is not None:
+            res = SmallSelect(tuple(fast.names), got[0], terms, got[1])
+            return res if lists else res.result()
     res = prog.finish(rows, k, graph, max_rows, check)
     return _evaluate_query(pq.query, terms, _GivenOrdered(terms, fast.bgp, res), pq.root)
 
@@ -773,32 +780,9 @@ def compile_construct(fast, graph, lookup):
 
 
 def _construct_fast(compiled, terms, max_rows: int) -> QueryResult | None:
-    """A CONSTRUCT's triples from its BGP's solutions run tuple at a time, as
-    :func:`engine.exec.evaluate.construct` makes them (template triple by
-    template triple over the solutions in order, subjects IRIs or blank nodes,
-    predicates IRIs, each triple once); None when the solutions are not few
-    (the general path runs the query)."""
-    prog, tpl = compiled
-    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
-    if k < len(prog.steps):
-        return None
-    charge_rows(len(rows) * len(tpl), 3 * 2 + 3, "CONSTRUCT")
-    out: list[tuple] = []
-    have: set = set()
-    for t in tpl:
-        (a, x), (b, y), (c, z) = t
-        if (a == "v" and x is None) or (b == "v" and y is None) or (c == "v" and z is None):
-            continue  # a variable the WHERE does not bind: never a triple
-        for r in rows:
-            tr = (x if a == "c" else r[x], y if b == "c" else r[y], z if c == "c" else r[z])
-            if tr not in have:
-                have.add(tr)
-                out.append(tr)
-    if out:
-        ids = sorted({v for tr in out for v in tr[:2]})
-        kinds = dict(zip(ids, terms.kinds(np.asarray(ids, dtype=np.int64)).tolist(), strict=True))
-        out = [tr for tr in out if kinds[tr[0]] in (0, 1) and kinds[tr[1]] == 0]
-    return QueryResult(form="CONSTRUCT", terms=terms, triples=np.asarray(out, dtype=np.int64).reshape(-1, 3))
+    """A CONSTRUCT's triples from its compiled program (None: the general path
+    answers): :func:`engine.small_answers.construct_triples`."""
+    return construct_triples(compiled, terms, max_rows)
 
 
 class _Template:

@@ -5,8 +5,8 @@ A selective query answers a few rows of terms that the next queries answer
 again (the same professors, courses, departments). The general writer
 (:mod:`engine.exec.serialize`) decodes every id through the dictionary and
 renders it for each answer; here each store id's JSON object
-(``{"type":"uri","value":...}``) is rendered once per snapshot term table and
-the answer is joined from those bytes; likewise each id's N-Triples term for
+(``{"type":"uri","value":...}``) is rendered once per store dictionary (ids
+keep their meaning: it only grows) and the answer is joined from those bytes; likewise each id's N-Triples term for
 a small graph (a DESCRIBE or CONSTRUCT of one entity). The bytes are those
 ``engine.exec.serialize`` writes (same renderer per term, same layout:
 orjson's compact form of the same document; one ``s p o .`` line per triple).
@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import threading
 import weakref
+from operator import itemgetter
 
 import numpy as np
 import orjson
 
-from engine.exec.context import LOCAL_BASE
+from engine.exec.bgp import SMALL_ROWS
+from engine.exec.context import LOCAL_BASE, charge_rows
+from engine.exec.graph_writers import store_keys
 from engine.exec.result import UNBOUND, QueryResult
-from engine.exec.serialize import _json_bytes, _nt_term, check_size
+from engine.exec.serialize import _json_bytes, _nt_term, _serialize_json, check_size
 
 #: answers with more cells (graphs: triples) than this go to the general writer
 MAX_CELLS = 256
@@ -31,7 +34,7 @@ MAX_TERMS = 1 << 16
 
 
 class TermFragments:
-    """Store id -> its SPARQL JSON object's bytes, for one snapshot term table."""
+    """Store id -> its SPARQL JSON object's bytes (and N-Triples term), for one store dictionary."""
 
     def __init__(self):
         #: (term table, JSON fragments, N-Triples terms), replaced as one
@@ -40,14 +43,18 @@ class TermFragments:
         self.lock = threading.Lock()
 
     def tables(self, terms) -> tuple[dict[int, bytes], dict[int, bytes]]:
-        """(JSON, N-Triples) tables for ``terms``: new ones for a new snapshot term
-        table (never cleared in place: other threads may be reading them)."""
+        """(JSON, N-Triples) tables for ``terms``: kept per store dictionary (its ids keep
+        their meaning from snapshot to snapshot: the dictionary only grows), new ones for
+        another dictionary or a term table without one, or once one holds more than
+        MAX_TERMS terms (never cleared in place: other threads may be reading them)."""
+        owner = getattr(terms, "dictionary", None) or terms  # store ids keep their meaning per dictionary
         kept = self.kept
-        if kept[0] is not terms:  # a new snapshot: ids are its dictionary's
+        # another store dictionary (or term table): other ids; full tables: restarted
+        if kept[0] is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
             with self.lock:
                 kept = self.kept
-                if kept[0] is not terms:
-                    kept = self.kept = (terms, {}, {})
+                if kept[0] is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
+                    kept = self.kept = (owner, {}, {})
         return kept[1], kept[2]
 
     def head(self, names: tuple) -> tuple[bytes, list[bytes], bytes]:
@@ -65,6 +72,9 @@ class TermFragments:
 
 
 _FRAGS = TermFragments()
+
+#: an ASK answer's SPARQL JSON body by its boolean (the general writer's bytes)
+_ASK_JSON = {b: _serialize_json(QueryResult(form="ASK", terms=None, boolean=b)) for b in (False, True)}
 
 
 class SmallSelect:
@@ -97,9 +107,10 @@ class SmallSelect:
 
 def select_json(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
     """The SPARQL JSON body of a small SELECT ``result`` over store ids, or None
-    (not small, or holding computed terms): the caller uses the general writer."""
+    (not small, or holding computed terms): the caller uses the general writer. An
+    ASK answer's body is one of two constants."""
     if result.form != "SELECT" or not result.vars:
-        return None
+        return _ASK_JSON[bool(result.boolean)] if result.form == "ASK" else None
     n = len(result)
     names = tuple(result.vars)
     if n * len(names) > MAX_CELLS:
@@ -141,18 +152,17 @@ def _nt_bytes(key: str) -> bytes:
 
 def _fill(table: dict, terms, ids: set, render) -> dict | None:
     """``table`` (a kept table, never cleared in place: another thread may be
-    reading it) with every id of ``ids`` (UNBOUND aside) rendered; a full table
-    gets no more entries (this answer renders into a copy of what it needs; the
-    kept one restarts with the next snapshot). None when an id is a computed
-    term (not cached: the general writer answers)."""
-    missing = [i for i in ids if i not in table and i != UNBOUND]
+    reading it; :meth:`TermFragments.tables` replaces a full one) with every id
+    of ``ids`` (UNBOUND aside) rendered. None when an id is a computed term (not
+    cached: the general writer answers)."""
+    missing = ids.difference(table)  # (C-level: usually every term is kept)
+    missing.discard(UNBOUND)
     if missing:
+        missing = list(missing)
         if any(i < 0 or i >= LOCAL_BASE for i in missing):
             return None
         missing.sort()
-        keys = terms.keys(missing)
-        if len(table) + len(missing) > MAX_TERMS:
-            table = {i: table[i] for i in ids if i in table}
+        keys = store_keys(terms, missing)
         for i, k in zip(missing, keys, strict=True):
             if k is None:
                 return None
@@ -168,13 +178,13 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
         return None
     if len(t) == 0:
         return b""
-    rows = t.tolist()
-    nt = _fill(fragments.tables(result.terms)[1], result.terms, {i for r in rows for i in r}, _nt_bytes)
+    flat = t.ravel().tolist()
+    nt = _fill(fragments.tables(result.terms)[1], result.terms, set(flat), _nt_bytes)
     if nt is None:
         return None
-    doc = b"".join([b"%s %s %s .\n" % (nt[s], nt[p], nt[o]) for s, p, o in rows])
-    check_size(len(doc), max_bytes)
-    return doc
+    frags = tuple(map(nt.__getitem__, flat))
+    check_size(sum(map(len, frags)) + 4 * len(t), max_bytes)
+    return b"%s %s %s .\n" * len(t) % frags
 
 
 # ---------------------------------------------------------------- ORDER BY of a few rows
@@ -227,7 +237,7 @@ def _order_entries(valid: list[int], ctx) -> list[tuple]:
     miss = [i for i, g in zip(valid, got, strict=True) if g is None]
     if not miss:
         return got
-    keys = ctx.keys(np.asarray(miss, dtype=np.int64))
+    keys = store_keys(ctx, miss)
     # (a numeric literal's key ends in its XSD datatype: a key without "^^<" is no number)
     typed = [j for j, k in enumerate(keys) if k is not None and k[:1] == '"' and '"^^<' in k]
     nums: list = [None] * len(miss)
@@ -278,15 +288,109 @@ def small_order_permutation(keys: list[tuple[np.ndarray, bool]], ctx) -> np.ndar
     n = len(keys[0][0])
     if n > SMALL_ORDER_ROWS:
         return None
+    perm = _order_perm([(np.asarray(ids, dtype=np.int64).tolist(), asc) for ids, asc in keys], ctx, n)
+    return np.asarray(perm, dtype=np.int64)
+
+
+def _order_perm(keys: list[tuple[list[int], bool]], ctx, n: int) -> list[int]:
+    """The stable permutation of ``n`` rows ordered by the (ids, ascending) conditions
+    (Python sequences): each condition's distinct terms ranked once, the rows sorted by
+    their rank tuples (Python's sort is stable, as np.lexsort is)."""
     cols = []
-    for ids, asc in keys:
-        il = np.asarray(ids, dtype=np.int64).tolist()
+    for il, asc in keys:
         rank = _small_ranks(il, ctx)
         cols.append([rank[i] for i in il] if asc else [-rank[i] for i in il])
     if len(cols) == 1:
-        c = cols[0]
-        perm = sorted(range(n), key=c.__getitem__)
-    else:
-        rows = list(zip(*cols, strict=True))
-        perm = sorted(range(n), key=rows.__getitem__)
-    return np.asarray(perm, dtype=np.int64)
+        return sorted(range(n), key=cols[0].__getitem__)
+    rows = list(zip(*cols, strict=True))
+    return sorted(range(n), key=rows.__getitem__)
+
+
+def ordered_lists(fast, compiled, rows: list[tuple], ctx) -> tuple[list, int] | None:
+    """``(columns, rows)`` (as :func:`engine.exec.evaluate.run_fast_lists` gives them)
+    of a SELECT ... ORDER BY plain variables whose BGP solutions ``rows`` (tuples in
+    the program's slot order) are at most :data:`SMALL_ORDER_ROWS`: ordered here
+    (:func:`small_order_permutation`'s order), then projected, DISTINCT, OFFSET/LIMIT,
+    as the general operators do; None for more rows (the general operators)."""
+    n = len(rows)
+    if n > SMALL_ORDER_ROWS:
+        return None
+    prog, out = compiled
+    if n == 0:
+        return [() for _ in out], 0
+    slots = prog.slots
+    tcols = list(zip(*rows, strict=True)) if slots else []
+    if n > 1 and tcols:
+        # (a variable the BGP does not bind is unbound in every row: a tie, no key)
+        keys = [(tcols[slots.index(v)], asc) for v, asc in fast.order if v in slots]
+        if keys:
+            take = itemgetter(*_order_perm(keys, ctx, n))
+            tcols = [take(c) for c in tcols]
+    pcols = [(-1,) * n if i is None else tcols[i] for i in out]
+    if fast.distinct and n > 1:
+        prows = dict.fromkeys(zip(*pcols, strict=True))
+        if len(prows) < n:
+            n = len(prows)
+            pcols = list(zip(*prows, strict=True))
+    if fast.offset or fast.limit is not None:
+        end = None if fast.limit is None else fast.offset + fast.limit
+        pcols = [c[fast.offset:end] for c in pcols]
+        n = len(range(n)[fast.offset:end])
+    return pcols, n
+
+
+# ---------------------------------------------------------------- CONSTRUCT of a few solutions
+
+_SUBJECT_KINDS = (0, 1)  # engine.kv.dictionary kinds: IRI, blank node
+
+
+def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
+    """A CONSTRUCT's triples from its fast BGP's solutions run tuple at a time, as
+    :func:`engine.exec.evaluate.construct` makes them (template triple by template
+    triple over the solutions in order, subjects IRIs or blank nodes, predicates
+    IRIs, each triple once); None when the solutions are not few (the general path
+    runs the query). ``compiled``: (program, template triples of ``("c", id)`` /
+    ``("v", slot or None)``).
+
+    The kind rule is settled from the patterns where it can be: a template term the
+    WHERE also holds as a subject or predicate is an IRI or blank node in every
+    solution, one it holds as a predicate an IRI; only the other template terms have
+    their kinds read (one dictionary call for all of them)."""
+    prog, tpl = compiled
+    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    if k < len(prog.steps):
+        return None
+    if not rows:
+        return QueryResult(form="CONSTRUCT", terms=terms, triples=_NO_TRIPLES)
+    charge_rows(len(rows) * len(tpl), 3 * 2 + 3, "CONSTRUCT")
+    slots = prog.slots
+    subj_like = set()
+    pred_like = set()
+    for s, p, _ in prog.rtriples:
+        subj_like.add(s)
+        subj_like.add(p)
+        pred_like.add(p)
+    out: list[tuple] = []
+    have: set = set()
+    check_s = check_p = False
+    for (a, x), (b, y), (c, z) in tpl:
+        if (a == "v" and x is None) or (b == "v" and y is None) or (c == "v" and z is None):
+            continue  # a variable the WHERE does not bind: never a triple
+        if not check_s:
+            check_s = (a, slots[x] if a == "v" else x) not in subj_like
+        if not check_p:
+            check_p = (b, slots[y] if b == "v" else y) not in pred_like
+        for r in rows:
+            tr = (x if a == "c" else r[x], y if b == "c" else r[y], z if c == "c" else r[z])
+            if tr not in have:
+                have.add(tr)
+                out.append(tr)
+    if out and (check_s or check_p):
+        ids = sorted({v for tr in out for v in tr[:2]})
+        kinds = dict(zip(ids, terms.kinds(np.asarray(ids, dtype=np.int64)).tolist(), strict=True))
+        out = [tr for tr in out if kinds[tr[0]] in _SUBJECT_KINDS and kinds[tr[1]] == 0]
+    return QueryResult(form="CONSTRUCT", terms=terms, triples=np.array(out, dtype=np.int64).reshape(-1, 3))
+
+
+_NO_TRIPLES = np.zeros((0, 3), dtype=np.int64)
+_NO_TRIPLES.flags.writeable = False

@@ -63,3 +63,41 @@ def test_small_select_lists_equal_numpy_columns(keys, data):
     frags = small_answers.TermFragments()
     assert small_answers.select_json(small, None, frags) == ser.serialize(res, "application/sparql-results+json")
     assert small_answers.graph_ntriples(small, None, frags) is None
+
+
+def test_an_ask_answer_is_the_writers_constant():
+    for b in (False, True):
+        res = QueryResult(form="ASK", terms=ser.KeyTable([]), boolean=b)
+        assert small_answers.select_json(res, None) == ser.serialize(res, "application/sparql-results+json")
+
+
+def test_a_few_store_keys_one_by_one_are_the_term_tables():
+    """graph_writers.store_keys: a few store ids one by one from the dictionary, anything else
+    (many ids, unbound, computed terms) by the term table: the same keys."""
+    from engine.database import Database
+    from engine.exec.context import LOCAL_BASE
+    from engine.exec.evaluate import QueryContext
+    from engine.exec.graph_writers import store_keys
+
+    db = Database(shards=1)
+    db.load_data("".join(f'<http://e/s{i}> <http://e/p> "v\\"{i}"@en .\n' for i in range(20)).encode(),
+                 "application/n-triples")
+    ctx = QueryContext(db.store.snapshot())
+    for ids in ([0], [3, 1, 2], list(range(9)), list(range(30))):
+        assert store_keys(ctx, ids) == ctx.keys(np.array(ids, dtype=np.int64))
+    local = int(ctx.intern(['"not in the store"'])[0])
+    assert local >= LOCAL_BASE and store_keys(ctx, [0, local]) == ['<http://e/s0>', '"not in the store"']
+    table = ser.KeyTable(["<http://e/a>", '"b"'])
+    assert store_keys(table, [1, 0]) == ['"b"', "<http://e/a>"]
+
+
+def test_full_fragment_tables_restart(monkeypatch):
+    monkeypatch.setattr(small_answers, "MAX_TERMS", 3)
+    table = ser.KeyTable([f"<http://e/{i}>" for i in range(10)])
+    frags = small_answers.TermFragments()
+    g = QueryResult(form="CONSTRUCT", terms=table, triples=np.array([[0, 1, 2], [3, 4, 5]], dtype=np.int64))
+    want = ser.serialize(g, "application/n-triples")
+    assert small_answers.graph_ntriples(g, None, frags) == want
+    first = frags.tables(table)[1]
+    assert small_answers.graph_ntriples(g, None, frags) == want
+    assert frags.tables(table)[1] is not first and len(frags.tables(table)[1]) <= 6

@@ -37,7 +37,11 @@ chunks of rows.
 
 from __future__ import annotations
 
+import operator
 import re
+import threading
+import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -45,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.exec.bindings import distinct_inverse
-from engine.exec.context import charge_rows
+from engine.exec.context import LOCAL_BASE, charge_rows
 from engine.exec.render import _slices
 from engine.terms import RDF, RDF_TYPE_KEY, XSD
 
@@ -522,6 +526,24 @@ def choose_prefixes(counts: dict[str, int], prefixes: dict[str, str] | None = No
     return {p: ns for ns, p in sorted(chosen.items(), key=lambda kv: _natural(kv[1]))}
 
 
+#: (namespace counts, caller's prefixes) -> (chosen prefixes, their head): small answers of
+#: one shape count the same namespaces again and again
+_CHOICES: dict[tuple, tuple[dict[str, str], bytes]] = {}
+
+
+def _prefix_choice(counts: dict[str, int], prefixes: dict[str, str] | None) -> tuple[dict[str, str], bytes]:
+    """:func:`choose_prefixes` and its :func:`prefix_head`, remembered by their inputs."""
+    key = (frozenset(counts.items()), tuple(prefixes.items()) if prefixes else ())
+    got = _CHOICES.get(key)
+    if got is None:
+        chosen = choose_prefixes(counts, prefixes)
+        got = (chosen, prefix_head(chosen))
+        if len(_CHOICES) >= 4096:
+            _CHOICES.clear()
+        _CHOICES[key] = got
+    return got
+
+
 def _natural(name: str) -> tuple[str, int]:
     """Sort key of a prefix: ns2 before ns10."""
     word = name.rstrip("0123456789")
@@ -602,13 +624,25 @@ def write_turtle(parts: Sequence[tuple[str | None, Rows | SmallGraph]], prefixes
                  check, tick) -> bytes:
     """Turtle (one part, its graph None) or TriG (every part: its graph's statements in a
     ``<g> { }`` block, the default graph's at the top level) with one prefix head."""
+    if len(parts) == 1 and isinstance(parts[0][1], SmallGraph):  # (one small graph: no chunks, one size check)
+        graph, r = parts[0]
+        chosen, head = _prefix_choice(r.turtle_counts(), prefixes)
+        if r.n == 0:
+            return b""
+        named = trig and graph is not None
+        indent = b"\t" if named else b""
+        out = small_turtle(r, chosen, indent, head)
+        out[0] = (head + b"<" + graph.encode("utf-8") + b"> {\n\t") if named else head
+        out.append(b" .\n}\n" if named else b" .\n")
+        check(sum(map(len, out)))
+        return b"".join(out)
     counts: dict[str, int] = {}
     for _, r in parts:
         got = r.turtle_counts() if isinstance(r, SmallGraph) else r.terms.namespace_counts(r.turtle_unnamed())
         for ns, cnt in got.items():
             counts[ns] = counts.get(ns, 0) + cnt
-    chosen = choose_prefixes(counts, prefixes)
-    pieces: list = [prefix_head(chosen)]
+    chosen, head = _prefix_choice(counts, prefixes)
+    pieces: list = [head]
     size = len(pieces[0])
     for graph, r in parts:
         if r.n == 0:
@@ -787,16 +821,26 @@ def write_jsonld(r: Rows | SmallGraph, graph: str | None, check, tick) -> bytes:
 
 
 # --------------------------------------------------------------------------
-# Small graphs: the exact per-term writer
+# Small graphs: the exact per-term writer, its terms kept between answers
 # --------------------------------------------------------------------------
 #
 # Why: the vectorized path has a fixed cost of some fifty numpy and Arrow calls (0.6-0.8 ms);
-# a small graph (a DESCRIBE of one resource) is written term by term in Python in a
-# fraction of that, to the same bytes (tests hold the two paths equal).
+# a small graph (a DESCRIBE or CONSTRUCT of one resource) is written term by term in Python
+# to the same bytes (tests hold the two paths equal). The terms such answers hold come back
+# (the same predicates, classes, departments), so each store term's parts and its fragment
+# in each format are kept per store dictionary (:class:`TermCache`): an answer of known terms
+# costs a dictionary lookup per term and a few list appends per row, no key decoding, no
+# regular expression, no encoding.
 
 #: graphs of at most this many rows are written by the exact per-term writer (measured
-#: crossover on rows of mostly distinct terms: 200-260 rows, 3-4 us a row here)
-SMALL_ROWS = 200
+#: crossover with the vectorized writers on rows of mostly distinct terms: ~400 rows when no
+#: term is kept yet, 1,000-2,500 when all are; 200-260 before terms were kept)
+SMALL_ROWS = 400
+
+#: store terms a :class:`TermCache` keeps, and the characters of their keys (past either,
+#: the next answer starts a new one: each kept term has a fragment per format besides)
+MAX_CACHED = 1 << 15
+MAX_CACHED_CHARS = 4 << 20
 
 _BARE_PY = {dt: re.compile(p[1:-1]) for dt, p in _BARE.items()}
 _NCNAME_LABEL = re.compile(_NCNAME_LABEL_RE2[1:-1])
@@ -821,217 +865,438 @@ def _xml_text_py(body: str) -> str:
             .replace("\r", "&#13;"))
 
 
-class SmallGraph:
-    """A graph of few rows for the exact writer: its distinct terms' parts (kind, main part,
-    second part as key text) and its rows as term indexes, ordered as :class:`Rows` orders them."""
-
-    def __init__(self, triples: np.ndarray, keys_of: Callable[[np.ndarray], list]):
-        t = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
-        if (t < 0).any():
-            t = t[(t >= 0).all(axis=1)]
-        rows = t.tolist()
-        ids = sorted({x for r in rows for x in r})
-        keys = [str(k) for k in keys_of(np.array(ids, dtype=np.int64))]
-        where = {x: i for i, x in enumerate(ids)}
-        self.parts = [self._parts(k) for k in keys]
-        self.keys = keys
-        self.type_idx = keys.index(RDF_TYPE_KEY) if RDF_TYPE_KEY in keys else -1
-        ix = [(where[s], where[p], where[o]) for s, p, o in rows]
-        ty = self.type_idx
-        self.rows = sorted(ix, key=lambda r: (r[0], 0 if r[1] == ty else r[1] + 1))
-        self.n = len(self.rows)
-        self._split: list | None = None
-
-    @property
-    def split(self) -> list:
-        """Per term: the (namespace, local name) split of its IRI (an IRI's own, a literal's
-        datatype), None where there is none (Turtle only: found on first use)."""
-        if self._split is None:
-            self._split = [_split_local(m) if k == IRI else _split_local(sec) if k == DT else None
-                           for k, m, sec in self.parts]
-        return self._split
-
-    @staticmethod
-    def _parts(key: str) -> tuple[int, str, str]:
-        c = key[:1]
-        if c == "<":
-            return IRI, key[1:-1], ""
-        if c == "_":
-            return BNODE, key[2:], ""
-        if c != '"':
-            raise ValueError("a term key that is not an IRI, blank node or literal")
-        q = key.rfind('"')
-        body, sfx = key[1:q], key[q + 1 :]
-        if not sfx:
-            return PLAIN, body, ""
-        if sfx[0] == "@":
-            return LANG, body, sfx[1:]
-        return DT, body, sfx[3:-1]
-
-    def bare(self, i: int) -> bool:
-        kind, body, dt = self.parts[i]
-        rx = _BARE_PY.get(dt) if kind == DT else None
-        return rx is not None and rx.fullmatch(body) is not None
-
-    def turtle_counts(self) -> dict[str, int]:
-        """As :meth:`Terms.namespace_counts` with :meth:`Rows.turtle_unnamed` skipped."""
-        ty = self.type_idx
-        type_named = ty >= 0 and any(r[0] == ty or r[2] == ty for r in self.rows)
-        counts: dict[str, int] = {}
-        for i, sp in enumerate(self.split):
-            if sp is None or (i == ty and not type_named) or (self.parts[i][0] == DT and self.bare(i)):
-                continue
-            counts[sp[0]] = counts.get(sp[0], 0) + 1
-        return counts
-
-    def groups(self) -> list:
-        """(row, starts a subject, starts a (subject, predicate) group) in order."""
-        out = []
-        ps = pp = -1
-        for r in self.rows:
-            gs = r[0] != ps
-            out.append((r, gs, gs or r[1] != pp))
-            ps, pp = r[0], r[1]
-        return out
-
-    def label(self, i: int) -> str:
-        return bnode_label(self.parts[i][1])
+def _term_parts(key: str) -> tuple[int, str, str, str]:
+    """(kind, main part, second part, key) of a term key."""
+    c = key[:1]
+    if c == "<":
+        return IRI, key[1:-1], "", key
+    if c == "_":
+        return BNODE, key[2:], "", key
+    if c != '"':
+        raise ValueError("a term key that is not an IRI, blank node or literal")
+    q = key.rfind('"')
+    body, sfx = key[1:q], key[q + 1 :]
+    if not sfx:
+        return PLAIN, body, "", key
+    if sfx[0] == "@":
+        return LANG, body, sfx[1:], key
+    return DT, body, sfx[3:-1], key
 
 
-def _turtle_term(g: SmallGraph, i: int, pfx_of: dict[str, str], split: list) -> str:
-    kind, main, second = g.parts[i]
-    sp = split[i]
-    if kind == IRI:
-        if sp is not None and sp[0] in pfx_of:
-            return pfx_of[sp[0]] + ":" + sp[1]
-        return "<" + main + ">"
-    if kind == BNODE:
-        return "_:" + g.label(i)
-    if kind == PLAIN:
-        return '"' + main + '"'
-    if kind == LANG:
-        return '"' + main + '"@' + second
-    if g.bare(i):
-        return main
-    if sp is not None and sp[0] in pfx_of:
-        return '"' + main + '"^^' + pfx_of[sp[0]] + ":" + sp[1]
-    return '"' + main + '"^^<' + second + ">"
-
-
-def small_turtle(g: SmallGraph, chosen: dict[str, str], indent: bytes) -> list[bytes]:
-    """The rows of :func:`turtle_rows` (without the tail), term by term."""
-    pfx_of = {ns: p for p, ns in chosen.items()}
-    split = g.split
-    f = [_turtle_term(g, i, pfx_of, split).encode("utf-8") for i in range(len(g.parts))]
-    if g.type_idx >= 0:
-        fp = list(f)
-        fp[g.type_idx] = b"a"
-    else:
-        fp = f
-    out: list[bytes] = []
-    dot, semi = b" .\n" + indent, b" ;\n" + indent + b"\t"
-    for j, ((s, p, o), gs, gp) in enumerate(g.groups()):
-        if gs:
-            out += [dot if j else b"", f[s], b" ", fp[p], b" ", f[o]]
-        elif gp:
-            out += [semi, fp[p], b" ", f[o]]
-        else:
-            out += [b" , ", f[o]]
-    return out
-
-
-def small_rdfxml(g: SmallGraph) -> tuple[bytes, list[bytes]]:
-    """(head, rows) of :func:`write_rdfxml`, term by term."""
-    declared: dict[str, str] = {RDF: "rdf"}
-    preds = sorted({r[1] for r in g.rows})
-    if any(g.parts[i][0] != IRI for i in preds):
-        raise ValueError("cannot write this graph as RDF/XML: a predicate that is not an IRI")
-    qn = dict(zip(preds, _predicate_qnames([g.parts[i][1] for i in preds], declared), strict=True))
-    head = _XML_HEAD + b"<rdf:RDF" + "".join(
-        f' xmlns:{p}="{_xml_escape_attr(ns)}"' for ns, p in sorted(declared.items(), key=lambda kv: kv[1])
-    ).encode("utf-8") + b">\n"
-    nc = all(_NCNAME_LABEL.fullmatch(g.label(i)) for i, pt in enumerate(g.parts) if pt[0] == BNODE)
-    node = ' rdf:nodeID="' + ("" if nc else "b")
-    opens: dict[int, bytes] = {}
-    objs: dict[int, str] = {}
-    start = {p: ("\t\t<" + q).encode("utf-8") for p, q in qn.items()}
-    end = {p: ("</" + q + ">\n").encode("utf-8") for p, q in qn.items()}
-
-    def ident(i: int) -> str:  # an IRI or label as an attribute value (a literal's key text as it is)
-        kind, main, _ = g.parts[i]
-        return _xml_escape_attr(g.label(i) if kind == BNODE else main) if kind in (IRI, BNODE) else main
-
-    def obj(i: int) -> tuple[bytes, bool]:
-        kind, main, second = g.parts[i]
-        if kind == IRI:
-            return (' rdf:resource="' + ident(i) + '"/>\n').encode("utf-8"), False
-        if kind == BNODE:
-            return (node + ident(i) + '"/>\n').encode("utf-8"), False
-        if kind == PLAIN:
-            return (">" + _xml_text_py(main)).encode("utf-8"), True
-        attr = ' xml:lang="' if kind == LANG else ' rdf:datatype="'
-        return (attr + _xml_escape_attr(second) + '">' + _xml_text_py(main)).encode("utf-8"), True
-
-    out: list[bytes] = []
-    for j, ((s, p, o), gs, _) in enumerate(g.groups()):
-        if gs:
-            if j:
-                out.append(b"\t</rdf:Description>\n")
-            b = opens.get(s)
-            if b is None:
-                pre = "\t<rdf:Description" + node if g.parts[s][0] == BNODE else '\t<rdf:Description rdf:about="'
-                b = opens[s] = (pre + ident(s) + '">\n').encode("utf-8")
-            out.append(b)
-        ob = objs.get(o)
-        if ob is None:
-            ob = objs[o] = obj(o)
-        out += [start[p], ob[0], end[p]] if ob[1] else [start[p], ob[0]]
-    return head, out
-
-
-_JSON_TEXT_SPECIAL = re.compile(r'[\x00-\x1f"\\]')
-_JSON_BODY_SPECIAL = re.compile(r"[\x00-\x1f]")
+def _bare_py(kind: int, body: str, dt: str) -> bool:
+    rx = _BARE_PY.get(dt) if kind == DT else None
+    return rx is not None and rx.fullmatch(body) is not None
 
 
 def _json_text(s: str) -> str:
     return s.translate(_JSON_TEXT_PY) if _JSON_TEXT_SPECIAL.search(s) else s
 
 
-def small_jsonld(g: SmallGraph) -> list[bytes]:
-    """The rows of :func:`write_jsonld`, term by term."""
+_JSON_TEXT_SPECIAL = re.compile(r'[\x00-\x1f"\\]')
+_JSON_BODY_SPECIAL = re.compile(r"[\x00-\x1f]")
 
-    def x(i: int) -> str:
-        kind, main, _ = g.parts[i]
+
+class TermCache:
+    """Term id -> its parts and, filled on first use, its fragment in each small-graph format.
+
+    One per store dictionary (ids keep their meaning: the dictionary only grows), shared by
+    the answers of every snapshot and thread: entries are only added (a dict's item set is
+    atomic); a full cache is replaced, never cleared in place. A graph with terms the query
+    computed gets a cache of its own for that answer. Fragments that depend on the whole
+    graph (Turtle prefixes, RDF/XML blank node ids) are split into the parts that do not."""
+
+    __slots__ = ("parts", "chars", "bnodes", "ttl", "ttl_ns", "ttl_frags", "nt", "xml_open", "xml_obj", "js_subj", "js_pred",
+                 "js_obj", "type_id", "heads")
+
+    def __init__(self) -> None:
+        #: id -> (kind, main, second, key)
+        self.parts: dict[int, tuple] = {}
+        #: characters of the keys of those terms
+        self.chars = 0
+        #: the ids of blank nodes among them
+        self.bnodes: set[int] = set()
+        #: id -> (namespace counted for prefixes or None, text before the prefix, local name, full form)
+        self.ttl: dict[int, tuple] = {}
+        #: id -> the namespace Turtle counts for it (None: none)
+        self.ttl_ns: dict[int, str | None] = {}
+        #: a Turtle prefix head -> id -> the term as Turtle under those prefixes
+        self.ttl_frags: dict[bytes, dict[int, bytes]] = {}
+        self.nt: dict[int, bytes] = {}
+        self.xml_open: dict[int, bytes] = {}
+        self.xml_obj: dict[int, tuple[bytes, bool]] = {}
+        self.js_subj: dict[int, bytes] = {}
+        self.js_pred: dict[int, bytes] = {}
+        self.js_obj: dict[int, bytes] = {}
+        #: the id of rdf:type once seen (-1: not yet)
+        self.type_id = -1
+        #: RDF/XML heads (namespace declarations, property element names) by predicate ids
+        self.heads: dict[tuple, tuple] = {}
+
+    @staticmethod
+    def fill(table: dict, make, ids) -> dict:
+        """``table`` with an entry for each of ``ids`` (a set; ``make`` adds the missing ones)."""
+        for i in ids.difference(table):
+            make(i)
+        return table
+
+    # ---- per-term fragments (each computed once per cache)
+    def ttl_of(self, i: int) -> tuple:
+        rec = self.ttl.get(i)
+        if rec is not None:
+            return rec
+        kind, main, second, _ = self.parts[i]
+        if kind == IRI:
+            sp = _split_local(main)
+            full = ("<" + main + ">").encode("utf-8")
+            rec = (None, b"", b"", full) if sp is None else (sp[0], b"", sp[1].encode("utf-8"), full)
+        elif kind == BNODE:
+            rec = (None, b"", b"", ("_:" + bnode_label(main)).encode("utf-8"))
+        elif kind == PLAIN:
+            rec = (None, b"", b"", ('"' + main + '"').encode("utf-8"))
+        elif kind == LANG:
+            rec = (None, b"", b"", ('"' + main + '"@' + second).encode("utf-8"))
+        elif _bare_py(kind, main, second):
+            rec = (None, b"", b"", main.encode("utf-8"))
+        else:
+            sp = _split_local(second)
+            full = ('"' + main + '"^^<' + second + ">").encode("utf-8")
+            rec = ((None, b"", b"", full) if sp is None
+                   else (sp[0], ('"' + main + '"^^').encode("utf-8"), sp[1].encode("utf-8"), full))
+        self.ttl_ns[i] = rec[0]
+        self.ttl[i] = rec
+        return rec
+
+    def nt_of(self, i: int) -> bytes:
+        b = self.nt.get(i)
+        if b is None:
+            kind, main, _, key = self.parts[i]
+            b = self.nt[i] = (("_:" + bnode_label(main)) if kind == BNODE else key).encode("utf-8")
+        return b
+
+    def xml_obj_of(self, i: int, node: str) -> tuple[bytes, bool]:
+        """A property element's rest after its name (``node``: a blank node's attribute start)."""
+        ob = self.xml_obj.get(i)
+        if ob is not None:
+            return ob
+        kind, main, second, _ = self.parts[i]
+        if kind == IRI:
+            return self.xml_obj.setdefault(i, ((' rdf:resource="' + _xml_escape_attr(main) + '"/>\n')
+                                               .encode("utf-8"), False))
+        if kind == BNODE:  # (depends on the graph's labels: not kept)
+            return (node + _xml_escape_attr(bnode_label(main)) + '"/>\n').encode("utf-8"), False
+        if kind == PLAIN:
+            ob = (">" + _xml_text_py(main)).encode("utf-8"), True
+        else:
+            attr = ' xml:lang="' if kind == LANG else ' rdf:datatype="'
+            ob = (attr + _xml_escape_attr(second) + '">' + _xml_text_py(main)).encode("utf-8"), True
+        self.xml_obj[i] = ob
+        return ob
+
+    def xml_open_of(self, i: int, node: str) -> bytes:
+        b = self.xml_open.get(i)
+        if b is not None:
+            return b
+        kind, main, _, _ = self.parts[i]
+        if kind == BNODE:  # (depends on the graph's labels: not kept)
+            return ("\t<rdf:Description" + node + _xml_escape_attr(bnode_label(main)) + '">\n').encode("utf-8")
+        ident = _xml_escape_attr(main) if kind == IRI else main
+        return self.xml_open.setdefault(i, ('\t<rdf:Description rdf:about="' + ident + '">\n').encode("utf-8"))
+
+    def _js_x(self, i: int) -> str:
+        kind, main, _, _ = self.parts[i]
         if kind == BNODE:
-            return _json_text(g.label(i))
+            return _json_text(bnode_label(main))
         if kind >= PLAIN:
             return main.translate(_JSON_BODY_PY) if _JSON_BODY_SPECIAL.search(main) else main
         return _json_text(main)
 
-    def obj(i: int) -> bytes:
-        kind, _, second = g.parts[i]
-        if kind == LANG:
-            return ('{"@value":"' + x(i) + '","@language":"' + _json_text(second) + '"}').encode("utf-8")
-        if kind == DT:
-            return ('{"@value":"' + x(i) + '","@type":"' + _json_text(second) + '"}').encode("utf-8")
-        if kind == PLAIN:
-            return ('{"@value":"' + x(i) + '"}').encode("utf-8")
-        return (('{"@id":"_:' if kind == BNODE else '{"@id":"') + x(i) + '"}').encode("utf-8")
+    def js_subj_of(self, i: int) -> bytes:
+        b = self.js_subj.get(i)
+        if b is None:
+            pre = '{"@id":"_:' if self.parts[i][0] == BNODE else '{"@id":"'
+            b = self.js_subj[i] = (pre + self._js_x(i) + '",').encode("utf-8")
+        return b
 
-    objs: dict[int, bytes] = {}
+    def js_pred_of(self, i: int) -> bytes:
+        b = self.js_pred.get(i)
+        if b is None:
+            b = self.js_pred[i] = ('"' + self._js_x(i) + '":[').encode("utf-8")
+        return b
+
+    def js_obj_of(self, i: int) -> bytes:
+        b = self.js_obj.get(i)
+        if b is not None:
+            return b
+        kind, _, second, _ = self.parts[i]
+        x = self._js_x(i)
+        if kind == LANG:
+            s = '{"@value":"' + x + '","@language":"' + _json_text(second) + '"}'
+        elif kind == DT:
+            s = '{"@value":"' + x + '","@type":"' + _json_text(second) + '"}'
+        elif kind == PLAIN:
+            s = '{"@value":"' + x + '"}'
+        else:
+            s = ('{"@id":"_:' if kind == BNODE else '{"@id":"') + x + '"}'
+        b = self.js_obj[i] = s.encode("utf-8")
+        return b
+
+
+#: store dictionary -> its TermCache; (weak reference, cache) of the last one asked for
+#: at most this many store ids are decoded one by one (``Dictionary.key``, ~0.5 µs each)
+#: rather than by one array call (~5 µs whatever the count)
+FEW_KEYS = 8
+
+
+def store_keys(terms, ids: list[int]) -> list:
+    """Keys of ``ids`` in ``terms``: a few store ids (0 <= id < LOCAL_BASE) straight from its
+    store dictionary one by one (the new terms of a small answer: the entity, its name),
+    anything else by ``terms.keys``."""
+    if len(ids) <= FEW_KEYS and ids:
+        key = getattr(getattr(terms, "dictionary", None), "key", None)
+        if key is not None and min(ids) >= 0 and max(ids) < LOCAL_BASE:
+            return [key(i) for i in ids]
+    return terms.keys(np.asarray(ids, dtype=np.int64))
+
+
+_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LAST: tuple = (lambda: None, None)
+_CACHE_LOCK = threading.Lock()
+
+
+def term_cache(terms) -> TermCache | None:
+    """The kept TermCache of ``terms``' store dictionary (None: a term table with no store
+    dictionary behind it, e.g. a server-built graph: nothing is kept)."""
+    global _LAST
+    d = getattr(terms, "dictionary", None)
+    if d is None:
+        return None
+    ref, c = _LAST
+    if ref() is d and len(c.parts) <= MAX_CACHED and c.chars <= MAX_CACHED_CHARS:
+        return c
+    with _CACHE_LOCK:
+        try:
+            c = _CACHES.get(d)
+            if c is None or len(c.parts) > MAX_CACHED or c.chars > MAX_CACHED_CHARS:
+                c = _CACHES[d] = TermCache()
+            _LAST = (weakref.ref(d), c)
+        except TypeError:  # (not weakly referable: nothing kept)
+            return None
+    return c
+
+
+def small_terms(triples: np.ndarray, keys_of: Callable[[list[int]], list],
+                cache: TermCache | None) -> tuple[np.ndarray, list, set, TermCache]:
+    """(rows with an unbound cell dropped, as an array and as one flat list of ids; their
+    distinct ids; a cache holding every id's parts): ``cache`` when given and the graph holds
+    store terms only, else a new one. Only the ids missing from the cache have their keys read."""
+    t = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
+    flat = t.ravel().tolist()
+    ids = set(flat)
+    if not ids:
+        return t, flat, ids, cache if cache is not None else TermCache()
+    lo, hi = (min(ids), max(ids)) if len(ids) <= 32 else (int(t.min()), int(t.max()))
+    if lo < 0:  # (unbound cells: no triple)
+        t = t[(t >= 0).all(axis=1)]
+        flat = t.ravel().tolist()
+        ids = set(flat)
+    if cache is None or hi >= LOCAL_BASE:
+        cache = TermCache()
+    parts = cache.parts
+    miss = ids.difference(parts)
+    if miss:
+        miss = sorted(miss)
+        for i, k in zip(miss, keys_of(miss), strict=True):
+            k = str(k)
+            pt = _term_parts(k)
+            # (the sets first: another thread that finds the parts finds them too)
+            if pt[0] == BNODE:
+                cache.bnodes.add(i)
+            elif k == RDF_TYPE_KEY:
+                cache.type_id = i
+            cache.chars += len(k)
+            parts[i] = pt
+    return t, flat, ids, cache
+
+
+_SUBJ_PRED = operator.itemgetter(0, 1)
+
+
+class SmallGraph:
+    """A graph of few rows for the exact writer: its rows (term ids) ordered as :class:`Rows`
+    orders them (subject, then predicate with ``rdf:type`` first, stable), its distinct ids
+    and the :class:`TermCache` holding their parts (``cache``: the store dictionary's kept
+    one; None or a graph holding computed terms: one of its own)."""
+
+    __slots__ = ("cols", "ids", "cache", "type_id", "n", "preds", "typed_only")
+
+    def __init__(self, triples: np.ndarray, keys_of: Callable[[list[int]], list], cache: TermCache | None = None):
+        t, flat, ids, cache = small_terms(triples, keys_of, cache)
+        ty = cache.type_id if cache.type_id in ids else -1
+        n = len(t)
+        if n > 64:
+            s, p = t[:, 0], t[:, 1]
+            if ty >= 0:
+                p = np.where(p == ty, -1, p)
+            # (subject, predicate) order, stable: rows that already are in it (one subject's
+            # rows read from the store) keep their order without a sort
+            if not ((s[1:] > s[:-1]) | ((s[1:] == s[:-1]) & (p[1:] >= p[:-1]))).all():
+                flat = t[np.lexsort((p, s))].ravel().tolist()
+            cols = (flat[0::3], flat[1::3], flat[2::3])
+        elif n > 1:
+            rows = list(zip(flat[0::3], flat[1::3], flat[2::3], strict=True))
+            if ty >= 0:
+                rows.sort(key=lambda r: (r[0], -1 if r[1] == ty else r[1]))
+            else:
+                rows.sort(key=_SUBJ_PRED)
+            cols = tuple(map(list, zip(*rows, strict=True)))
+        else:
+            cols = (flat[0::3], flat[1::3], flat[2::3])
+        #: the rows as three columns of ids (subjects, predicates, objects), in order
+        self.cols = cols
+        self.ids, self.cache, self.type_id, self.n = ids, cache, ty, n
+        pl = flat[1::3]
+        #: the distinct predicates; whether rdf:type is one and nothing else (Turtle writes it ``a``)
+        self.preds = set(pl)
+        self.typed_only = ty >= 0 and flat.count(ty) == pl.count(ty)
+
+    @property
+    def rows(self):
+        """The rows as (s, p, o) in order."""
+        return zip(*self.cols, strict=True)
+
+    def turtle_counts(self) -> dict[str, int]:
+        """As :meth:`Terms.namespace_counts` with :meth:`Rows.turtle_unnamed` skipped."""
+        ty = self.type_id
+        cache = self.cache
+        ttl = cache.fill(cache.ttl, cache.ttl_of, self.ids)
+        counts = Counter(map(cache.ttl_ns.__getitem__, self.ids))
+        counts.pop(None, None)
+        if self.typed_only and ttl[ty][0] is not None:
+            ns = ttl[ty][0]  # rdf:type only ever a predicate: written ``a``
+            counts[ns] -= 1
+            if not counts[ns]:
+                del counts[ns]
+        return counts
+
+
+def small_turtle(g: SmallGraph, chosen: dict[str, str], indent: bytes, head: bytes | None = None) -> list[bytes]:
+    """The rows of :func:`turtle_rows` (without the tail), term by term; with ``head`` (the
+    prefix head of ``chosen``) the terms' Turtle under those prefixes is kept by it."""
+    cache = g.cache
+    got = None if head is None else cache.ttl_frags.get(head)
+    if got is None or len(got[0]) > MAX_CACHED // 4:
+        got = ({}, {})  # (each term as Turtle, and followed by a space: a subject's)
+        if head is not None:
+            if len(cache.ttl_frags) >= 16:
+                cache.ttl_frags = {}
+            cache.ttl_frags[head] = got
+    f, fsp = got
+    miss = g.ids.difference(f)
+    if miss:
+        pfx = {ns: (p + ":").encode("utf-8") for p, ns in chosen.items()}
+        ttl = cache.fill(cache.ttl, cache.ttl_of, miss)
+        for i in miss:
+            ns, pre, local, full = ttl[i]
+            b = pfx.get(ns)
+            fsp[i] = (full if b is None else pre + b + local) + b" "
+            f[i] = fsp[i][:-1]
+    fp = {p: fsp[p] for p in g.preds}  # (the few predicates: rdf:type written ``a``)
+    if g.type_id >= 0:
+        fp[g.type_id] = b"a "
     out: list[bytes] = []
-    for j, ((s, p, o), gs, gp) in enumerate(g.groups()):
-        if j:
-            out.append(b"]},\n" if gs else b"]," if gp else b",")
-        if gs:
-            out.append((('{"@id":"_:' if g.parts[s][0] == BNODE else '{"@id":"') + x(s) + '",').encode("utf-8"))
-        if gp:
-            out.append(('"' + x(p) + '":[').encode("utf-8"))
-        ob = objs.get(o)
-        if ob is None:
-            ob = objs[o] = obj(o)
-        out.append(ob)
+    dot, semi, comma = b" .\n" + indent, b" ;\n" + indent + b"\t", b" , "
+    ps = pp = -1
+    for s, p, o in zip(*g.cols, strict=True):
+        if s != ps:
+            out += [dot, fsp[s], fp[p], f[o]]
+            ps, pp = s, p
+        elif p != pp:
+            out += [semi, fp[p], f[o]]
+            pp = p
+        else:
+            out += [comma, f[o]]
+    if out:
+        out[0] = b""
     return out
+
+
+def small_rdfxml(g: SmallGraph) -> tuple[bytes, list[bytes]]:
+    """(head, rows) of :func:`write_rdfxml`, term by term."""
+    cache = g.cache
+    parts = cache.parts
+    preds = tuple(sorted(g.preds))
+    hd = cache.heads.get(preds)
+    if hd is None:
+        if any(parts[i][0] != IRI for i in preds):
+            raise ValueError("cannot write this graph as RDF/XML: a predicate that is not an IRI")
+        declared: dict[str, str] = {RDF: "rdf"}
+        qn = dict(zip(preds, _predicate_qnames([parts[i][1] for i in preds], declared), strict=True))
+        head = _XML_HEAD + b"<rdf:RDF" + "".join(
+            f' xmlns:{p}="{_xml_escape_attr(ns)}"' for ns, p in sorted(declared.items(), key=lambda kv: kv[1])
+        ).encode("utf-8") + b">\n"
+        hd = (head, {p: ("\t\t<" + q).encode("utf-8") for p, q in qn.items()},
+              {p: ("</" + q + ">\n").encode("utf-8") for p, q in qn.items()})
+        if len(cache.heads) >= 4096:
+            cache.heads = {}
+        cache.heads[preds] = hd
+    head, start, end = hd
+    bn = g.ids & cache.bnodes
+    nc = all(_NCNAME_LABEL.fullmatch(bnode_label(parts[i][1])) for i in bn)
+    node = ' rdf:nodeID="' + ("" if nc else "b")
+    opens = {s: cache.xml_open_of(s, node) for s in set(g.cols[0])}
+    if bn:  # (a blank node's element depends on the graph's labels: made for this graph)
+        objs = {i: cache.xml_obj_of(i, node) for i in g.ids}
+    else:
+        objs = cache.fill(cache.xml_obj, lambda i: cache.xml_obj_of(i, node), g.ids)
+    close = b"\t</rdf:Description>\n"
+    out: list[bytes] = []
+    ps = -1
+    for s, p, o in g.rows:
+        if s != ps:
+            if ps >= 0:
+                out.append(close)
+            out.append(opens[s])
+            ps = s
+        ob, lit = objs[o]
+        if lit:
+            out += [start[p], ob, end[p]]
+        else:
+            out += [start[p], ob]
+    return head, out
+
+
+def small_jsonld(g: SmallGraph) -> list[bytes]:
+    """The rows of :func:`write_jsonld`, term by term."""
+    cache = g.cache
+    sl, pl, ol = g.cols
+    subj = cache.fill(cache.js_subj, cache.js_subj_of, set(sl)).__getitem__
+    pred = cache.fill(cache.js_pred, cache.js_pred_of, g.preds).__getitem__
+    obj = cache.fill(cache.js_obj, cache.js_obj_of, set(ol)).__getitem__
+    out: list[bytes] = []
+    ps = pp = -1
+    for s, p, o in g.rows:
+        if s != ps:
+            if ps >= 0:
+                out.append(b"]},\n")
+            out += [subj(s), pred(p), obj(o)]
+            ps, pp = s, p
+        elif p != pp:
+            out += [b"],", pred(p), obj(o)]
+            pp = p
+        else:
+            out += [b",", obj(o)]
+    return out
+
+
+def small_ntriples(triples: np.ndarray, keys_of: Callable[[list[int]], list], cache: TermCache | None,
+                   tail: bytes) -> tuple[list[bytes], bytes]:
+    """(every cell's term, a format of the body) of a small graph's N-Triples lines (N-Quads:
+    ``tail`` names the graph) in the rows' order (as the vectorized writer keeps them), each
+    term's text kept in ``cache``: the body is one ``%`` of the format with the terms."""
+    t, flat, ids, cache = small_terms(triples, keys_of, cache)
+    nt = cache.fill(cache.nt, cache.nt_of, ids)
+    frags = list(map(nt.__getitem__, flat))
+    return frags, (b"%s %s %s" + tail.replace(b"%", b"%%")) * len(t)
 
 
 def _small_body(head: bytes, rows: list[bytes], tail: bytes, check) -> list[bytes]:

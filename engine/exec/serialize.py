@@ -451,6 +451,11 @@ def _serialize_ntriples(result: QueryResult, graph: str | None = None, max_bytes
         return b""
     tail = b" .\n" if graph is None else (" <" + graph + "> .\n").encode("utf-8")
     n = len(t)
+    if n <= graph_writers.SMALL_ROWS and t.min() >= 0:  # term by term, each term's text kept
+        frags, form = graph_writers.small_ntriples(t, functools.partial(graph_writers.store_keys, result.terms),
+                                                   graph_writers.term_cache(result.terms), tail)
+        check_size(sum(map(len, frags)) + len(form) - 6 * n, max_bytes)
+        return form % tuple(frags)
     size = n * (2 + len(tail))
     check_size(size, max_bytes)
     cols = []
@@ -477,7 +482,8 @@ def _rows(result: QueryResult) -> graph_writers.Rows | graph_writers.SmallGraph:
     t = result.triples
     t = np.zeros((0, 3), np.int64) if t is None else t
     if len(t) <= graph_writers.SMALL_ROWS:
-        return graph_writers.SmallGraph(t, result.terms.keys)
+        return graph_writers.SmallGraph(t, functools.partial(graph_writers.store_keys, result.terms),
+                                        graph_writers.term_cache(result.terms))
 
     def keys_of(ids: np.ndarray):
         keys = render.keys_arrow(result, ids, sorted_ids=True)
