@@ -259,7 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strace", action="store_true", help="one more round per peer under strace -c -f")
     ap.add_argument("--perf", action="store_true", help="one more round per peer under perf record")
     ap.add_argument("--scale", default="1M")
+    ap.add_argument("--method", default="get",
+                    help="how the queries travel (as `bench http-load --method`: get, post, form); several "
+                         "comma-separated: each round measures every peer with each, alternating")
     args = ap.parse_args(argv)
+    methods = [m.strip() for m in args.method.split(",") if m.strip()]
+    if not methods or set(methods) - {"get", "post", "form"}:
+        ap.error("--method: get, post or form (comma-separated)")
+    http_load.METHOD = methods[0]
     from bench.peers import JindouHttpPeer, OxigraphServePeer
     from bench.runner import prepare_data
 
@@ -291,10 +298,12 @@ def main(argv: list[str] | None = None) -> int:
         with open("/proc/loadavg") as f:
             print(f"{time.strftime('%H:%M:%S', time.gmtime())} UTC, load {f.read().split()[0]}", flush=True)
         for r in range(args.rounds):
-            for name in (names if r % 2 == 0 else names[::-1]):
-                port, path, pid = peers[name]
-                m = measure(port, path, pid, args.seconds, f"r{r}")
-                print(show(name, m, args.seconds), flush=True)
+            for method in (methods if r % 2 == 0 else methods[::-1]):
+                http_load.METHOD = method
+                for name in (names if r % 2 == 0 else names[::-1]):
+                    port, path, pid = peers[name]
+                    m = measure(port, path, pid, args.seconds, f"r{r}")
+                    print(show(f"{name} ({method})" if len(methods) > 1 else name, m, args.seconds), flush=True)
         if args.strace:
             for name in names:
                 port, path, pid = peers[name]
