@@ -290,9 +290,14 @@ def _body_hit_job(state: ServerState, scope: dict, headers: dict[str, str], body
     template read from its UTF-8 bytes (``engine.sparql.normalize.body_normalize``),
     repeated texts too (a body is decoded anew for every request, so the text path's
     caches keyed by the text object do not help it); None otherwise."""
-    n = norm.body_normalize(body)
+    n = _BODY_TEXTS.get(body)
     if n is None:
-        return None
+        n = norm.body_normalize(body)
+        if n is None:
+            return None
+        if len(_BODY_TEXTS) >= _LANE_TEXTS_MAX:
+            _BODY_TEXTS.clear()
+        _BODY_TEXTS[body] = n = (n[0], tuple(n[1]))  # (a tuple of strings: nothing for the collector to trace)
     db = state.db
     base = _sparql_base(headers, scope)
     hit = db.match_template(n, base)
@@ -644,6 +649,9 @@ _LANE_TEXTS_MAX = 1024
 #: query strings the lane read from their bytes once (:func:`_hit_job`): keys only,
 #: no tracked objects per text
 _SEEN: dict[bytes, None] = {}
+#: ``application/sparql-query`` bodies -> their normalized form (:func:`_body_hit_job`): a
+#: repeated body is neither scanned again nor decoded
+_BODY_TEXTS: dict[bytes, tuple] = {}
 
 
 def _lane_text(qs: bytes) -> str | None:
