@@ -3,7 +3,7 @@
 Drives the real ``FastLaneProtocol`` (uvicorn's httptools protocol of
 ``server/app.py``, whose ``data_received`` reads plain lane heads itself with
 ``server/lane.py``; the app of ``create_app`` wrapped in ``RequestLog`` as
-``jindou serve`` runs it) with pre-built ``GET /sparql?query=`` requests over
+``jindou serve`` runs it) with pre-built ``GET /sparql?query=`` requests (``--method post`` / ``form``: POSTs) over
 a stand-in transport that only collects the written bytes: no sockets, no
 event-loop wake-ups, so the time per request is the server's own CPU for it
 (HTTP parse, query string, shape, parse, program, execution, rendering,
@@ -68,12 +68,24 @@ def texts(name: str, mode: str, n: int, salt: str) -> list[str]:
     return [PREFIX + tpl.format(c=ents[i % len(ents)]) + f"\n# {salt}-{i}\n" for i in range(n)]
 
 
+#: how request() sends a query (``--method``): get, post (application/sparql-query) or form
+METHOD = "get"
+
+
 def request(text: str, accept: str | None = None) -> bytes:
     if accept is None:
         graph = "\nCONSTRUCT" in text or "\nDESCRIBE" in text
         accept = GRAPH_ACCEPT if graph else "application/sparql-results+json"
-    return (f"GET /sparql?query={quote(text, safe='')} HTTP/1.1\r\nHost: 127.0.0.1:7878\r\n"
-            f"Accept: {accept}\r\n\r\n").encode()
+    if METHOD == "get":
+        return (f"GET /sparql?query={quote(text, safe='')} HTTP/1.1\r\nHost: 127.0.0.1:7878\r\n"
+                f"Accept: {accept}\r\n\r\n").encode()
+    # as bench http-load --method post / form sends it: head and body in one piece
+    if METHOD == "post":
+        ctype, body = "application/sparql-query", text.encode()
+    else:
+        ctype, body = "application/x-www-form-urlencoded", ("query=" + quote(text, safe="")).encode()
+    return (f"POST /sparql HTTP/1.1\r\nHost: 127.0.0.1:7878\r\nAccept: {accept}\r\n"
+            f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
 
 
 class _Transport(asyncio.Transport):
@@ -232,6 +244,8 @@ STAGES = (
     ("inline_answer: the handler before its reply", "server.app", "inline_answer"),
     ("query string decode", "server.api.sparql", "parse_params_cached"),
     ("raw text -> skeleton + slots (known layouts)", "engine.sparql.normalize", "raw_normalize"),
+    ("POST: post_answer (the body's handler before its reply)", "server.app", "post_answer"),
+    ("POST: body bytes -> skeleton + slots", "engine.sparql.normalize", "body_normalize"),
     ("skeleton -> template", "engine.database:Database", "match_template"),
     ("admission + cost record + the run (try_inline_lane)", "server.api.common:ServerState", "try_inline_lane"),
     ("the job's answer: negotiation + JSON", "server.api.sparql:_PlainJob", "answer"),
@@ -241,6 +255,7 @@ STAGES = (
     ("parse + plan (texts without a template)", "engine.database:Database", "_prepare_shaped"),
     ("Database.query", "engine.database:Database", "query"),
     ("program rebinding", "engine.database", "_rebind"),
+    ("template -> rebound program (_template_program)", "engine.database:Database", "_template_program"),
     ("run_fast (compiled program)", "engine.database", "run_fast"),
     ("run_fast_lists (compiled program, lists out)", "engine.database", "run_fast_lists"),
     ("write (status line, headers, request id)", "proto", "_write_answer"),
@@ -298,7 +313,10 @@ def main(argv: list[str] | None = None) -> int:
                          "and dictionary arrays mapped from the packs (Store.remap)")
     ap.add_argument("--extended", action="store_true",
                     help="the families of `bench http-load --extended` (their texts) instead")
+    ap.add_argument("--method", choices=("get", "post", "form"), default="get",
+                    help="how the requests carry their query (as `bench http-load --method`)")
     args = ap.parse_args(argv)
+    globals()["METHOD"] = args.method
     if args.extended:
         use_extended()
     from engine.database import Database

@@ -251,6 +251,55 @@ def perf_round(port: int, path: str, pid: int, seconds: float, salt: str, top: i
     return "\n".join(lines)
 
 
+def independent(data: str, rounds: int, seconds: float) -> None:
+    """``--independent``: per-query CPU of one 1-process server under 8 clients against
+    two independent 1-process servers (each its own heap store, no ``--processes``
+    machinery) under 4 clients each, alternating: whether ``--processes 2``'s extra CPU
+    per query is its own or comes from two busy interpreters sharing the cores."""
+    from bench.peers import JindouHttpPeer
+
+    peers = []
+    try:
+        for _ in range(2):
+            p = JindouHttpPeer()
+            peers.append(p)
+            p.prepare()
+            os.environ["JINDOU_PROCESSES"] = "1"
+            try:
+                p.load(data)
+            finally:
+                os.environ.pop("JINDOU_PROCESSES", None)
+            throughput(p.port, p.query_path, 8, 1.0, "warm")
+
+        def run(ps, clients: int, salt: str) -> tuple[float, list[float]]:
+            pids = [p.server_pid() for p in ps]
+            before = [_proc(x)["run"] for x in pids]
+            res: list = [None] * len(ps)
+
+            def one(k: int) -> None:
+                res[k] = throughput(ps[k].port, ps[k].query_path, clients, seconds, f"{salt}{k}")
+
+            ts = [threading.Thread(target=one, args=(k,)) for k in range(len(ps))]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            after = [_proc(x)["run"] for x in pids]
+            return (sum(r["qps"] for r in res),
+                    [1e6 * (after[k] - before[k]) / max(1.0, res[k]["qps"] * seconds) for k in range(len(ps))])
+
+        for r in range(rounds):
+            q1, c1 = run(peers[:1], 8, f"a{r}")
+            q2, c2 = run(peers, 4, f"b{r}")
+            with open("/proc/loadavg") as f:
+                load = f.read().split()[0]
+            print(f"load {load}: one server, 8 clients: {q1:,.0f} q/s, {c1[0]:.1f} µs/q | two servers, 4 + 4 "
+                  f"clients: {q2:,.0f} q/s, " + " / ".join(f"{c:.1f}" for c in c2) + " µs/q", flush=True)
+    finally:
+        for p in peers:
+            p.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.throughput_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--peers", default="jindou-http,jindou-http-2p,oxigraph-serve")
@@ -259,13 +308,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strace", action="store_true", help="one more round per peer under strace -c -f")
     ap.add_argument("--perf", action="store_true", help="one more round per peer under perf record")
     ap.add_argument("--scale", default="1M")
+    ap.add_argument("--method", default="get",
+                    help="how the queries travel (as `bench http-load --method`: get, post, form); several "
+                         "comma-separated: each round measures every peer with each, alternating")
+    ap.add_argument("--independent", action="store_true",
+                    help="instead: one 1-process server (8 clients) against two independent ones (4 + 4)")
     args = ap.parse_args(argv)
+    methods = [m.strip() for m in args.method.split(",") if m.strip()]
+    if not methods or set(methods) - {"get", "post", "form"}:
+        ap.error("--method: get, post or form (comma-separated)")
+    http_load.METHOD = methods[0]
     from bench.peers import JindouHttpPeer, OxigraphServePeer
     from bench.runner import prepare_data
 
     http_load.Conn = _Counting  # throughput() builds its connections from the module's Conn
     data = prepare_data(argparse.Namespace(data=None, workdir=None, universities=None, scale=args.scale,
                                            seed=0, quiet=True))[0]
+    if args.independent:
+        independent(data, args.rounds, args.seconds)
+        return 0
     names = [p.strip() for p in args.peers.split(",") if p.strip()]
     peers, objs = {}, []
     try:
@@ -291,10 +352,12 @@ def main(argv: list[str] | None = None) -> int:
         with open("/proc/loadavg") as f:
             print(f"{time.strftime('%H:%M:%S', time.gmtime())} UTC, load {f.read().split()[0]}", flush=True)
         for r in range(args.rounds):
-            for name in (names if r % 2 == 0 else names[::-1]):
-                port, path, pid = peers[name]
-                m = measure(port, path, pid, args.seconds, f"r{r}")
-                print(show(name, m, args.seconds), flush=True)
+            for method in (methods if r % 2 == 0 else methods[::-1]):
+                http_load.METHOD = method
+                for name in (names if r % 2 == 0 else names[::-1]):
+                    port, path, pid = peers[name]
+                    m = measure(port, path, pid, args.seconds, f"r{r}")
+                    print(show(f"{name} ({method})" if len(methods) > 1 else name, m, args.seconds), flush=True)
         if args.strace:
             for name in names:
                 port, path, pid = peers[name]

@@ -271,6 +271,16 @@ class Database:
         """Run a template's shape for the constant ``key`` by rebinding the shape's
         program of the current snapshot; None when there is none to rebind (the
         caller takes the full path, which compiles it)."""
+        got = self._template_program(tpl, key)
+        if got is None:
+            return None
+        return self._run_program(tpl.pq, got[0], got[1], got[2], max_rows, budget, deadline, timeout, lists)
+
+    def _template_program(self, tpl, key: str):
+        """(program rebound to the constant ``key``, the snapshot's term table, its
+        default graph) of a template's shape on the current snapshot; None when the
+        snapshot has no program of the shape yet, the constant is not in the store
+        (the full path answers), or the program starts big."""
         snap = self.store.snapshot()
         terms = self._snap_terms
         if terms is None or terms.snapshot is not snap:
@@ -279,11 +289,12 @@ class Database:
         # snapshot (a shape key is a nested tuple: hashing it per query costs more
         # than the lookups; _drop_programs forgets them with the snapshot)
         memo = tpl.memo
-        if memo is not None and memo[0][0] is snap and memo[0][1] is snap.default:
+        graph = snap.default
+        if memo is not None and memo[0][0] is snap and memo[0][1] is graph:
             known, progs = memo
         else:
             known = self._shapes.get(tpl.key)
-            if known is None or known[0] is not snap or known[1] is not snap.default:
+            if known is None or known[0] is not snap or known[1] is not graph:
                 return None
             progs = {}
             tpl.memo = (known, progs)
@@ -305,8 +316,7 @@ class Database:
         compiled = compiled[1]
         if compiled is None or compiled[0].starts_big:
             return None
-
-        return self._run_program(tpl.pq, compiled, terms, snap.default, max_rows, budget, deadline, timeout, lists)
+        return compiled, terms, graph
 
     def _run_program(self, pq: QueryPlan, program, terms, graph, max_rows, budget, deadline, timeout,
                      lists: bool = False):
@@ -447,24 +457,51 @@ class Database:
         rebind (the caller runs the text through :meth:`query`, which compiles it).
         With ``lists``, a SELECT answered tuple at a time comes back as an
         ``engine.small_answers.SmallSelect`` (Python sequences, no numpy columns:
-        cheaper for a few rows; its ``result()`` is the QueryResult)."""
+        cheaper for a few rows; its ``result()`` is the QueryResult).
+
+        The HTTP lane's every query comes here: :meth:`_run_template`,
+        :meth:`_run_program` and :func:`_released` in one frame (the same budget,
+        deadline checks, count and heap release)."""
+        tpl, key = hit
         timeout = self.query_timeout
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
         budget = MemoryBudget(self.query_memory)
-        if hit[0].key is _DESCRIBE_ONE:
-            return _released(budget, self._describe_small, [hit[1]], self.store.snapshot(), budget, deadline,
+        if tpl.key is _DESCRIBE_ONE:
+            return _released(budget, self._describe_small, [key], self.store.snapshot(), budget, deadline,
                              timeout)
-        try:  # (_released, in place: one call less for the lane's every query)
-            res = self._run_template(hit[0], hit[1], None, budget, deadline, timeout, lists)
+        got = self._template_program(tpl, key)
+        if got is None:
+            return None
+        program, terms, graph = got
+
+        def check():
+            if deadline is not None and time.monotonic() > deadline:
+                raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+
+        pq = tpl.pq
+        token = enter_budget(budget, deadline)
+        try:
+            fast = pq.fast
+            if lists and fast.template is None and fast.order is None:
+                res = run_fast_lists(pq, program, terms, graph, self.max_rows, check)
+                if type(res) is tuple:
+                    res = SmallSelect(tuple(fast.names), res[0], terms, res[1])
+            else:
+                res = _run_fast(pq, program, terms, graph, self.max_rows, check)
+            check()
         except JindouError as e:
             err = e.with_traceback(None)
         else:
             err = None
+        finally:
+            leave_budget(token)
         if budget.peak > _TRIM_AFTER:
             release_memory()
         if err is not None:
             raise err
+        if res is not None:
+            self.queries += 1
         return res
 
     def _describe_small(self, keys: list, snap, budget, deadline, timeout) -> QueryResult | None:

@@ -48,7 +48,7 @@ from server.api.common import (
     failure,
     header_dict,
 )
-from server.api.sparql import VARY_ACCEPT, _ok, handle_sparql_inline, handle_sparql_post_inline, inline_answer
+from server.api.sparql import VARY_ACCEPT, _ok, handle_sparql_inline, inline_answer, post_answer
 from server.lane import DECLINES as LANE_DECLINES
 from server.lane import read_head
 from server.logs import RequestLog
@@ -183,16 +183,33 @@ class EdgeMiddleware:
         return headers
 
     def answer_post_inline(self, scope: dict, body: bytes) -> tuple[int, bytes, bytes] | None:
-        """:meth:`answer_inline` of a ``POST /sparql`` with a small body complete in
-        hand (:mod:`server.lane`; see :func:`server.api.sparql.handle_sparql_post_inline`);
-        None to take the ordinary path, which the body-size guard comes first on."""
+        """:meth:`answer_get` of a ``POST /sparql`` with a small body complete in
+        hand (:mod:`server.lane`; see :func:`server.api.sparql.handle_sparql_post_inline`):
+        the same bytes, metrics and outcomes; None to take the ordinary path, which the
+        body-size guard comes first on."""
         if len(body) > self.max_body:  # (the ordinary path answers 413)
             return None
         t0 = time.perf_counter()
         fields = scope["jindou.fields"]
-        reply = handle_sparql_post_inline(self.state, scope, fields, body)
-        if reply is None:
-            return None
+        state = self.state
+        try:
+            got = post_answer(state, scope, fields, body)
+        except Exception as exc:  # every failure becomes a JSON error, never a crash
+            reply = error_reply(failure(exc, state.metrics))
+        else:
+            if got is None:
+                return None
+            out = got[2]
+            if type(out) is bytes:
+                cors = "origin" in fields
+                parts = self._ok_heads.get((got[1], cors))
+                if parts is None:
+                    parts = self._ok_head(got[1], cors)
+                m = self.metrics
+                if m is not None:
+                    m.query_request(got[0], scope["path"], "POST", time.perf_counter() - t0)
+                return 200, b"%scontent-length: %d\r\n%s" % (parts[0], len(out), parts[1]), out
+            reply = _ok(state, *got)
         if self.metrics is not None:
             self.metrics.observe_request(scope["path"], "POST", reply.status, time.perf_counter() - t0)
         return reply.status, self._head(reply, "origin" in fields), reply.body

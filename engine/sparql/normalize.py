@@ -119,7 +119,8 @@ _RAW_IRIS: dict[bytes, str] = {}
 _RAW_IRIS_MAX = 4096
 
 
-def raw_normalize(payload: bytes, decode) -> tuple[str, list[str]] | None:
+def raw_normalize(payload: bytes, decode, rx=_RAW_SLOTS, layouts: dict = _RAW_LAYOUTS, iris: dict = _RAW_IRIS,
+                  lead: bytes = b"%") -> tuple[str, list[str]] | None:
     """:func:`normalize` of ``decode(payload)`` (``payload``: a query text
     percent-encoded as in a URL; ``decode``: the server's decoder of it), read
     from the bytes, without decoding or scanning the whole text, for the texts
@@ -136,18 +137,22 @@ def raw_normalize(payload: bytes, decode) -> tuple[str, list[str]] | None:
     comment or IRI match starting before it can reach into it differently than
     in the learned text (strings cannot hold a line break, IRIs no ``<``),
     normalize's scan then matches it as an IRI slot again, and what follows is
-    the same text. A comment reads "" whatever it says."""
+    the same text. A comment reads "" whatever it says.
+
+    ``rx``, ``layouts``, ``iris`` and ``lead``: the expression (an IRI slot as group 1,
+    less its ``lead`` byte(s); a comment slot with no group), learned layouts and
+    decoded IRI slots of another encoding (:func:`body_normalize`)."""
     if len(payload) > MAX_CHARS or b"\x00" in payload:
         return None
-    parts = _RAW_SLOTS.split(payload)
+    parts = rx.split(payload)
     if len(parts) == 1:
         return None
     key = b"\x00".join(parts[0::2])
-    known = _RAW_LAYOUTS.get(key)
+    known = layouts.get(key)
     if known is None:
-        if key in _RAW_LAYOUTS:
+        if key in layouts:
             return None
-        return _learn_raw(key, parts, payload, decode)
+        return _learn_raw(key, parts, payload, decode, rx, layouts)
     skel, learned, pos, raws = known
     slots = None
     for j, r in enumerate(parts[1::2]):
@@ -156,31 +161,59 @@ def raw_normalize(payload: bytes, decode) -> tuple[str, list[str]] | None:
             continue
         if r is None or lr is None:  # an IRI where the layout had a comment, or the reverse
             return None
-        s = _RAW_IRIS.get(r)
+        s = iris.get(r)
         if s is None:
             try:
-                s = decode(b"%" + r)  # (the group starts after the '%')
+                s = decode(lead + r)  # (the group starts after the lead)
             except (UnicodeDecodeError, ValueError):
                 return None
             if not _IRI_SLOT.fullmatch(s):
                 return None
-            if len(_RAW_IRIS) >= _RAW_IRIS_MAX:
-                _RAW_IRIS.clear()
-            _RAW_IRIS[r] = s
+            if len(iris) >= _RAW_IRIS_MAX:
+                iris.clear()
+            iris[r] = s
         if slots is None:
             slots = list(learned)
         slots[pos[j]] = s
     return skel, (learned if slots is None else slots)
 
 
-def _learn_raw(key: bytes, parts: list, payload: bytes, decode) -> tuple[str, list[str]] | None:
+#: in a query text's UTF-8 bytes (an ``application/sparql-query`` body): an IRI
+#: reference without a quote (1: less its leading ``<``) or a comment of ASCII up to
+#: its line end (a comment with a quote in it is no slot here: see raw_normalize; with
+#: another byte, the rest is layout, which the learned text's check decodes)
+_BODY_SLOTS = re.compile(rb"<([^<>\"'{}|^`\\\x00-\x20]*>)|#[^\r\n'\"\x80-\xff]*")
+#: raw layout -> entry (as _RAW_LAYOUTS) of query bodies
+_BODY_LAYOUTS: dict = {}
+#: a body's IRI slot (less its '<') -> its text
+_BODY_IRIS: dict[bytes, str] = {}
+
+
+def _utf8(b: bytes) -> str:
+    return b.decode("utf-8")
+
+
+def body_normalize(body: bytes) -> tuple[str, list[str]] | None:
+    """:func:`raw_normalize` of a query text's own UTF-8 bytes (a POST body of
+    ``application/sparql-query``): :func:`normalize` of ``body.decode("utf-8")``
+    for a body whose layout (the bytes between IRI and comment slots) was seen
+    before, without decoding or scanning the text as a string; None when it
+    cannot say. The same argument holds: UTF-8 decoding is byte-local at the
+    ASCII bytes the slots start and end at (no byte of a multi-byte character is
+    ASCII), a changed slot must be an IRI reference without a quote, and a comment
+    slot holds no quote or line break."""
+    return raw_normalize(body, _utf8, _BODY_SLOTS, _BODY_LAYOUTS, _BODY_IRIS, b"<")
+
+
+def _learn_raw(key: bytes, parts: list, payload: bytes, decode, rx=_RAW_SLOTS,
+               layouts: dict = _RAW_LAYOUTS) -> tuple[str, list[str]] | None:
     """normalize() of the decoded payload, keeping its layout when the raw slots
     are normalize's IRI and comment slots (see :func:`raw_normalize`)."""
     entry = None
     try:
         text = decode(payload)
         pieces = [decode(p) for p in parts[0::2]]
-        rslots = [decode(m.group()) for m in _RAW_SLOTS.finditer(payload)]
+        rslots = [decode(m.group()) for m in rx.finditer(payload)]
     except (UnicodeDecodeError, ValueError):
         text = None
     n = normalize(text) if text is not None else None
@@ -200,7 +233,7 @@ def _learn_raw(key: bytes, parts: list, payload: bytes, decode) -> tuple[str, li
             at += len(s)
         else:
             entry = (n[0], n[1], pos, raws)
-    if len(_RAW_LAYOUTS) >= _RAW_LAYOUTS_MAX:
-        _RAW_LAYOUTS.clear()
-    _RAW_LAYOUTS[key] = entry
+    if len(layouts) >= _RAW_LAYOUTS_MAX:
+        layouts.clear()
+    layouts[key] = entry
     return n

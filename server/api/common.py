@@ -676,7 +676,10 @@ class ServerState:
         self.db = database
         self.metrics = metrics
         self.started = time.time()
-        self.running = 0
+        #: queries running in the pool and inline outside the lane (changed under the lock)
+        self._pooled = 0
+        #: ... inline on the HTTP lane (try_inline_lane: the event loop's thread alone changes it)
+        self._inline = 0
         self._running_lock = threading.Lock()
         # one thread per admitted call, so an admitted query never queues behind another
         self._workers = _Workers(config.max_concurrent + 4)
@@ -688,6 +691,15 @@ class ServerState:
         self.streams = None
         #: perf_counter of the last two queries' arrivals at try_inline (the idle test)
         self._arrived = (0.0, 0.0)
+
+    @property
+    def running(self) -> int:
+        """Queries running now (admitted and not finished), wherever they run."""
+        return self._pooled + self._inline
+
+    @running.setter
+    def running(self, value: int) -> None:  # (the count outside the lane: tests stand in for a pooled query)
+        self._pooled = value - self._inline
 
     def data_changed(self) -> None:
         """Forget measured query costs: after a write a cheap shape may have become expensive."""
@@ -712,7 +724,7 @@ class ServerState:
 
     def _release(self) -> None:
         with self._running_lock:
-            self.running -= 1
+            self._pooled -= 1
 
     def record_cost(self, shape: Any, dt: float) -> None:
         """Teach the cost of one run of ``shape``: a decaying maximum of the lesser
@@ -763,7 +775,7 @@ class ServerState:
         first = shape not in self.shape_cost
         self._admit()
         with self._running_lock:
-            self.running += 1
+            self._pooled += 1
         clock = cost_clock(shape)
         t0 = clock()
         spent = None
@@ -790,22 +802,23 @@ class ServerState:
         probed when new, wall-clock cost, one cost lookup: only the loop's thread changes
         the estimates) with the query's own deadline (``--query-timeout``, as
         :meth:`deadline` gives it) taken from the same clock reading as the inline cap:
-        the HTTP lane's admission in one call (same budgets, cost record and outcomes). ``shape`` is best a :class:`HashedShape` (hashed once, not per lookup)."""
+        the HTTP lane's admission in one call (same budgets, cost record and outcomes).
+        ``shape`` is best a :class:`HashedShape` (hashed once, not per lookup). Two clock
+        readings (``time.monotonic``: the deadline's clock, and the cost's: a wall clock,
+        see :func:`cost_clock`) and no lock: the run is counted in ``_inline``, which only
+        the loop's thread changes (a query runs inline on it at a time)."""
         cost = self.shape_cost
         seen = cost.get(shape)
         threshold = self.inline_threshold
         if threshold <= 0 or (seen is not None and seen[0] >= threshold):
             return False, None
         config = self.config
-        if self.running >= config.max_concurrent:
+        if self._pooled + self._inline >= config.max_concurrent:
             self._admit()  # 503
-        lock = self._running_lock
-        with lock:
-            self.running += 1
-        t0 = time.perf_counter()
+        self._inline += 1
         spent = None
+        now = time.monotonic()
         try:
-            now = time.monotonic()
             cap = now + (INLINE_PROBE if seen is None else INLINE_BUDGET)
             t = config.query_timeout
             if t and t > 0 and cap >= now + t:
@@ -813,13 +826,12 @@ class ServerState:
             try:
                 return True, fn(cap)
             except QueryTimeout:  # expensive after all: the pool runs it under its own deadline
-                spent = time.perf_counter() - t0
+                spent = time.monotonic() - now
                 return False, spent
         finally:
-            with lock:
-                self.running -= 1
+            self._inline -= 1
             if spent is None:
-                dt = time.perf_counter() - t0
+                dt = time.monotonic() - now
                 if seen is None:
                     self.record_cost(shape, dt)
                 else:  # record_cost's decaying maximum, in comparisons (no builtin calls)
@@ -866,7 +878,7 @@ class ServerState:
             spent = result or 0.0
         self._admit()
         with self._running_lock:
-            self.running += 1
+            self._pooled += 1
         t0 = time.perf_counter()
         released = False
         # the engine's own time in the pool (the hop and the queue are not the query's cost:

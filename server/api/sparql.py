@@ -255,9 +255,9 @@ class _HitJob(_PlainJob):
     the text (``Database.query_template``); decoded and run as a text only when
     the shape has no program for the current snapshot yet."""
 
-    __slots__ = ("hit", "payload", "shape")
+    __slots__ = ("hit", "payload", "shape", "decode")
 
-    def __init__(self, db, hit, payload: bytes, base: str, accept: str | None, max_bytes):
+    def __init__(self, db, hit, payload: bytes, base: str, accept: str | None, max_bytes, decode=_unquote_plus):
         self.db = db
         self.text = None
         self.base = base
@@ -265,6 +265,7 @@ class _HitJob(_PlainJob):
         self.max_bytes = max_bytes
         self.hit = hit
         self.payload = payload
+        self.decode = decode  # the payload's text (a URL's percent-encoding, or a body's UTF-8)
         tpl = hit[0]
         shape = tpl.cost_key
         if shape is None:  # as _cost_shape gives it for the text, hashed once
@@ -274,9 +275,57 @@ class _HitJob(_PlainJob):
     def __call__(self, deadline):
         res = self.db.query_template(self.hit, deadline=deadline, lists=True)
         if res is None:
-            self.text = _unquote_plus(self.payload)
+            self.text = self.decode(self.payload)
             res = self.db.query(self.text, base=self.base, deadline=deadline, lists=True)
         return self.answer(res, deadline)
+
+
+def _utf8(body: bytes) -> str:
+    return body.decode("utf-8")
+
+
+def _body_hit_job(state: ServerState, scope: dict, headers: dict[str, str], body: bytes,
+                  accept: str | None) -> _HitJob | None:
+    """:func:`_hit_job` of an ``application/sparql-query`` body: a text of a known
+    template read from its UTF-8 bytes (``engine.sparql.normalize.body_normalize``),
+    repeated texts too (a body is decoded anew for every request, so the text path's
+    caches keyed by the text object do not help it); None otherwise."""
+    n = _BODY_TEXTS.get(body)
+    if n is None:
+        n = norm.body_normalize(body)
+        if n is None:
+            return None
+        if len(_BODY_TEXTS) >= _LANE_TEXTS_MAX:
+            _BODY_TEXTS.clear()
+        _BODY_TEXTS[body] = n = (n[0], tuple(n[1]))  # (a tuple of strings: nothing for the collector to trace)
+    db = state.db
+    base = _sparql_base(headers, scope)
+    hit = db.match_template(n, base)
+    if hit is None:
+        return None
+    # (read from its bytes: the body is UTF-8, checked as the text path checks it, and
+    # then the token and the Accept value, in the text path's order)
+    check_read(state.config, headers)
+    if accept is None:
+        accept = headers.get("accept")
+    if not formats.acceptable_at_all(accept):
+        raise not_acceptable(accept, "SELECT")
+    return _HitJob(db, hit, body, base, accept, state.config.max_response_bytes, _utf8)
+
+
+def _run_hit(state: ServerState, work: _HitJob) -> tuple | None:
+    """(form, media type, body) of a template hit's job run inline, None when its
+    shape goes to the pool (see :func:`_inline_run`)."""
+    try:
+        done, result = state.try_inline_lane(work, work.shape)
+    except Exception as exc:
+        _failed(state, exc)
+        raise
+    if not done:
+        if result is not None:  # passed its inline budget: the pool runs it, knowing its cost
+            state.record_cost(work.shape, result)
+        return None
+    return result
 
 
 def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes,
@@ -420,7 +469,7 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
     # the cheaper one then; a new text of a known template is read from its bytes
     work = _hit_job(state, scope, headers, qs, accept) if qs not in _LANE_TEXTS else None
     if work is not None:  # a known template's text: no decoding, normalizing or parsing
-        try:
+        try:  # (_run_hit, in place: one call less for the lane's every GET)
             done, result = state.try_inline_lane(work, work.shape)
         except Exception as exc:
             _failed(state, exc)
@@ -470,19 +519,50 @@ def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: 
 def handle_sparql_post_inline(state: ServerState, scope: dict, headers: dict[str, str], body: bytes) -> Reply | None:
     """:func:`handle_sparql_inline` of a ``POST /sparql`` without a query string
     and with its whole (small) body: an ``application/sparql-query`` body is the
-    query text (the text path: it is not percent-encoded, so the URL's raw
-    template reading does not apply); an ``application/x-www-form-urlencoded`` one
+    query text (a new text of a known template read from its UTF-8 bytes, as a
+    GET's from its URL bytes); an ``application/x-www-form-urlencoded`` one
     of URL bytes reads as a GET's query string would, as the form it is. None
     (the ordinary path, :func:`handle_sparql`, answers) for any other media type or
     charset, a body that is not clean UTF-8, a form that does not parse cleanly or
     names an update, and whatever handle_sparql_inline declines, so that every
     error the lane answers is one the ordinary path answers the same way."""
-    ct, ctp = parse_content_type(headers.get("content-type"))
+    try:
+        got = post_answer(state, scope, headers, body)
+    except Exception as exc:  # every failure becomes a JSON error, never a crash
+        return error_reply(failure(exc, state.metrics))
+    return None if got is None else _ok(state, *got)
+
+
+#: Content-Type value -> (media type, parameters), or None when a charset parameter
+#: is not UTF-8 (a client sends the same value with every request)
+_CTYPES: dict[str | None, tuple | None] = {}
+
+
+def _post_type(value: str | None) -> tuple | None:
+    got = _CTYPES.get(value, False)
+    if got is not False:
+        return got
+    ct, ctp = parse_content_type(value)
+    got = (ct, ctp)
     if ctp:
         try:
             check_charset(ctp)
         except HTTPError:
-            return None
+            got = None
+    if len(_CTYPES) >= 64:
+        _CTYPES.clear()
+    _CTYPES[value] = got
+    return got
+
+
+def post_answer(state: ServerState, scope: dict, headers: dict[str, str], body: bytes) -> tuple | None:
+    """:func:`handle_sparql_post_inline` before its reply, as :func:`inline_answer` is
+    handle_sparql_inline's: (form, media type, body) of a query run inline, None to
+    take the ordinary path; failures raise (the caller answers them)."""
+    got = _post_type(headers.get("content-type"))
+    if got is None:
+        return None
+    ct = got[0]
     qs = scope.get("query_string")
     if ct == FORM_TYPE:
         if qs or body.translate(None, URL_BYTES):  # (URL parameters merged with the form's: the ordinary path)
@@ -495,7 +575,7 @@ def handle_sparql_post_inline(state: ServerState, scope: dict, headers: dict[str
                 return None
             if "update" in params:
                 return None
-        return handle_sparql_inline(state, scope, headers, body, True)
+        return inline_answer(state, scope, headers, body, True)
     if ct not in QUERY_TYPES:
         return None
     accept = None
@@ -504,16 +584,16 @@ def handle_sparql_post_inline(state: ServerState, scope: dict, headers: dict[str
         if accept is None:
             return None
         accept = accept or None
+    if len(body) <= norm.MAX_CHARS:
+        work = _body_hit_job(state, scope, headers, body, accept)
+        if work is not None:  # a known template's text: no decoding, normalizing or parsing
+            return _run_hit(state, work)
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    try:
-        check_read(state.config, headers)
-        got = _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
-    except Exception as exc:  # every failure becomes a JSON error, never a crash
-        return error_reply(failure(exc, state.metrics))
-    return None if got is None else _ok(state, *got)
+    check_read(state.config, headers)
+    return _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
 
 
 #: the parameters that only choose the result format (``format`` and ``output`` as in
@@ -569,6 +649,9 @@ _LANE_TEXTS_MAX = 1024
 #: query strings the lane read from their bytes once (:func:`_hit_job`): keys only,
 #: no tracked objects per text
 _SEEN: dict[bytes, None] = {}
+#: ``application/sparql-query`` bodies -> their normalized form (:func:`_body_hit_job`): a
+#: repeated body is neither scanned again nor decoded
+_BODY_TEXTS: dict[bytes, tuple] = {}
 
 
 def _lane_text(qs: bytes) -> str | None:
