@@ -311,7 +311,7 @@ def _cors_headers(origin: bytes) -> list[tuple[bytes, bytes]]:
     """The CORS lines of an answer to a request with ``Origin`` (``Vary: Origin`` is
     :meth:`EdgeMiddleware.edge_headers`' part, on every answer)."""
     return [(b"access-control-allow-origin", origin),
-            (b"access-control-expose-headers", b"Content-Type, Content-Length, Location, Retry-After, WWW-Authenticate")]
+            (b"access-control-expose-headers", b"Content-Type, Content-Length, Location, Retry-After, WWW-Authenticate, X-Request-Id")]
 
 
 def _edge_of(app) -> tuple[EdgeMiddleware | None, RequestLog | None]:

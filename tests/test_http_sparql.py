@@ -207,6 +207,8 @@ def test_cors(srv):
             assert not any(h in plain.headers for h in CORS)
             assert cors.headers["Access-Control-Allow-Origin"] == "*"
             assert "Content-Length" in cors.headers["Access-Control-Expose-Headers"]
+            # a browser client can read the id to quote it to the operator
+            assert "X-Request-Id" in cors.headers["Access-Control-Expose-Headers"]
             # shared caches keep the two apart: Vary names Origin on both, in the one Vary line
             assert _vary(plain) == _vary(cors) == {"accept", "origin"}
             assert "Date" in plain.headers and plain.headers["Content-Type"] == cors.headers["Content-Type"]
