@@ -25,7 +25,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from engine.arrays import unique
+from engine.arrays import unique, unique_inverse
 from engine.exec.bindings import Bindings, distinct_inverse, factorize, row_keys
 from engine.exec.context import LOCAL_BASE
 from engine.exec.result import UNBOUND
@@ -43,6 +43,11 @@ _DBL = re.compile(r"^([+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?I
 _CMP = {"=": np.equal, "!=": np.not_equal, "<": np.less, ">": np.greater,
         "<=": np.less_equal, ">=": np.greater_equal}
 _FLIP = {"=": "=", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+
+
+#: rows up to which a group's keys are found by one stable sort (engine.arrays.unique_inverse)
+#: rather than the dense-range counting pass, whose set-up costs more on a window's rows
+_SMALL_ROWS = 1024
 
 
 class CountGroup:
@@ -86,7 +91,9 @@ class CountGroup:
             return {v: np.zeros(0, dtype=np.int64) for v in self.by}, \
                 {a: np.zeros(0, dtype=np.int64) for a, _, _ in self.aggs}, 0
         elif len(self.by) == 1:
-            uniq, gi = distinct_inverse(rows.col(self.by[0]))
+            # one sort on a window's few hundred rows; the counting pass pays on large ones
+            col = rows.col(self.by[0])
+            uniq, gi = unique_inverse(col) if n <= _SMALL_ROWS else distinct_inverse(col)
             gi = gi.reshape(-1)
             ng = len(uniq)
             out = {self.by[0]: uniq}
@@ -229,9 +236,19 @@ def numeric_terms(dictionary) -> NumericTerms:
     return got
 
 
+#: groups up to which a count column's distinct values are found by a dict (Python per group,
+#: not per triple): below a few hundred values that beats a sort's ~6 numpy calls
+_SMALL_GROUPS = 256
+
+
 def _count_ids(counts: np.ndarray, ctx) -> np.ndarray:
     if not len(counts):
         return np.zeros(0, dtype=np.int64)
+    if len(counts) <= _SMALL_GROUPS:
+        lst = counts.tolist()
+        u = list(dict.fromkeys(lst))
+        got = dict(zip(u, numeric_terms(ctx.dictionary).ids([_num_item(c) for c in u], ctx), strict=True))
+        return np.array([got[c] for c in lst], dtype=np.int64)
     uniq, inv = distinct_inverse(counts)
     ids = np.array(numeric_terms(ctx.dictionary).ids([_num_item(c) for c in uniq.tolist()], ctx), dtype=np.int64)
     return ids[inv.reshape(-1)]
