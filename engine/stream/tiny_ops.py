@@ -169,11 +169,16 @@ class NumericTerms:
             if n != self._n:
                 if self._absent:   # terms were added: keys absent with their values looked up again
                     num = dic.numeric(np.arange(self._n, n, dtype=np.int64))
-                    num = num[np.isfinite(num)]
-                    if len(num):
-                        for v in unique(num).tolist():
-                            for k in self._absent.pop(v, ()):
-                                self._gone.discard(k)
+                    if len(num) <= 4096:
+                        # an instant's new stream terms: the few absent values met by a set
+                        # (NaN never equals a key: absent values are finite)
+                        found = self._absent.keys() & set(num.tolist())
+                    else:
+                        num = num[np.isfinite(num)]
+                        found = unique(num).tolist() if len(num) else ()
+                    for v in found:
+                        for k in self._absent.pop(v, ()):
+                            self._gone.discard(k)
                 self._n = n
             if len(self._ids) + len(self._gone) > self.max_entries:
                 self._ids.clear()
