@@ -324,10 +324,14 @@ class TinyCore:
         mi = self._mask(inst) if len(inst) else None
         sel = []
         for j in range(len(self._kp)):
-            parts = [self._flat_stored[j]]
-            if mi is not None:
-                parts.append(inst[mi[j]])
-            sel.append(_distinct_so(np.concatenate(parts) if len(parts) > 1 else parts[0]))
+            st = self._flat_stored[j]
+            if mi is None:
+                r = st
+            else:
+                r = inst[mi[j]]
+                if len(st):   # (a stream-only pattern has no stored part to add)
+                    r = np.concatenate([st, r])
+            sel.append(_distinct_so(r))
         cols: dict[str, np.ndarray] = {}
         total = 1
         per = []
@@ -1005,7 +1009,7 @@ def _distinct_so(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s, o = r[:, 0], r[:, 2]
     if len(r) <= 1:
         return s, o
-    if int(s.max()) < _PACK and int(o.max()) < _PACK:
+    if int(r[:, ::2].max()) < _PACK:   # (both ends: one reduction)
         u = unique((s << 32) | o)
         return u >> 32, u & (_PACK - 1)
     order = np.lexsort((o, s))
