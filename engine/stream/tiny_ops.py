@@ -397,7 +397,13 @@ class _Values:
         lst = ids.tolist()
         miss = [i for i in dict.fromkeys(lst) if i not in vals and i >= 0]
         if miss:
-            for i, k in zip(miss, ctx.keys(np.array(miss, dtype=np.int64)), strict=True):
+            if len(miss) <= 16 and max(miss) < LOCAL_BASE:
+                # an instant's few new readings: a scalar read each, not a batch decode's ~12
+                # numpy calls on a one- or two-element array
+                keys = [d.key(i) for i in miss]
+            else:
+                keys = ctx.keys(np.array(miss, dtype=np.int64))
+            for i, k in zip(miss, keys, strict=True):
                 v = _value(k)
                 if i < LOCAL_BASE:
                     vals[i] = v
