@@ -1009,7 +1009,7 @@ def _distinct_so(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s, o = r[:, 0], r[:, 2]
     if len(r) <= 1:
         return s, o
-    if int(r[:, ::2].max()) < _PACK:   # (both ends: one reduction)
+    if int(s.max()) < _PACK and int(o.max()) < _PACK:
         u = unique((s << 32) | o)
         return u >> 32, u & (_PACK - 1)
     order = np.lexsort((o, s))
