@@ -108,3 +108,22 @@ def test_value_filter_decides_absent_values_without_lookup(db, monkeypatch):
     assert _num_item(2.5)[0] not in looked and _num_item(-0.0)[0] not in looked
     assert _num_item(3)[0] in looked and _num_item(7)[0] in looked   # values the dictionary holds
     assert tiny_ops.ValueFilter().may_hold(1.0) is False
+
+
+def test_value_filter_build_stops_at_the_deadline(db):
+    """Building the filter is checked against the query's deadline: a query past it gets the
+    timeout and no half-built filter is kept; the next query builds it and is answered."""
+    import time
+
+    from engine.errors import QueryTimeout
+
+    dic = db.store.dictionary
+    terms = NumericTerms(dic)
+    late = QueryContext(db.store.snapshot(), timeout=1e-6)
+    time.sleep(0.01)
+    with pytest.raises(QueryTimeout):
+        terms.ids([_num_item(2.5)], late)
+    assert terms._values is None
+    ctx = QueryContext(db.store.snapshot())
+    got = terms.ids([_num_item(2.5)], ctx)
+    assert got[0] >= LOCAL_BASE and terms._values is not None

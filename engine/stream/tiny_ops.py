@@ -200,7 +200,7 @@ class NumericTerms:
                 if i is None:
                     if key in gone:
                         i = ctx.absent_term_id(key)
-                    elif v is not None and not self._may_hold(v):
+                    elif v is not None and not self._may_hold(v, ctx):
                         # no stored term has this value, so none has this key: absent without
                         # the dictionary's probe (~10 us warm, ~30 cold: a new reading's average)
                         gone.add(key)
@@ -219,14 +219,14 @@ class NumericTerms:
             return out
 
 
-    def _may_hold(self, v: float) -> bool:
+    def _may_hold(self, v: float, ctx) -> bool:
         """Whether some term of the dictionary (its first ``self._n`` ids) may have the
         numeric value ``v`` (False: none has)."""
         vf = self._values
         if vf is None:
             if self._n > ValueFilter.max_build:
                 return True   # (too large to scan once: looked up)
-            vf = self._values = ValueFilter.of(self._dic, self._n)
+            vf = self._values = ValueFilter.of(self._dic, self._n, ctx.check_budget)
         return vf.may_hold(v)
 
 
@@ -248,11 +248,14 @@ class ValueFilter:
         self._shift = 64 - self.bits_log
 
     @classmethod
-    def of(cls, dictionary, n: int) -> ValueFilter:
-        """The filter of the dictionary's first ``n`` ids (~75 ms per million terms, once)."""
+    def of(cls, dictionary, n: int, check=None) -> ValueFilter:
+        """The filter of the dictionary's first ``n`` ids (~75 ms per million terms, once);
+        ``check`` (the query's deadline) is called between chunks of a million."""
         vf = cls()
         flags = np.zeros(1 << vf.bits_log, dtype=bool)
         for a in range(0, n, 1 << 20):
+            if check is not None:
+                check()
             num = dictionary.numeric(np.arange(a, min(n, a + (1 << 20)), dtype=np.int64))
             num = num[np.isfinite(num)]
             if len(num):
