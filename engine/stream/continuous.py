@@ -814,11 +814,12 @@ class _JsonTerms:
     """The SPARQL JSON object of each store term a query's results used, kept across its
     instants: consecutive windows bind mostly the same terms (sensors, static entities), and
     a store id's term never changes (append-only dictionary). Computed terms (query-local and
-    diff ids) are rendered every time."""
+    diff ids, new every instant) are kept by their key instead (numbers and short strings)."""
 
     MAX = 1 << 16
     #: computed terms' fragments remembered by key (counts, BIND values repeat across instants)
     MAX_COMPUTED = 4096
+    MAX_COMPUTED_KEY = 256   # (longer computed terms, a CONCAT's, are written every time)
     #: above this many rows the event is assembled by Arrow kernels (:meth:`_large`)
     LARGE = 2048
 
@@ -830,7 +831,7 @@ class _JsonTerms:
         # ``map``), no concatenation per cell; bounded with ``_d`` (cleared together)
         self._cells: dict[str, dict[int, bytes]] = {}
         self._n_cells = 0
-        self._by_key: dict[str, bytes] = {}   # computed term's key -> its JSON (short keys only)
+        self._by_key: dict[str, bytes] = {}   # computed term's key -> its JSON (short keys)
 
     def head(self, vars_) -> bytes:
         key = tuple(vars_)
@@ -869,9 +870,11 @@ class _JsonTerms:
                 # instant, its key and fragment are not
                 b = by_key.get(key)
                 if b is None:
-                    if len(by_key) >= self.MAX_COMPUTED:
-                        by_key.clear()
-                    b = by_key[key] = orjson.dumps(_ser._json_term(key))
+                    b = orjson.dumps(_ser._json_term(key))
+                    if len(key) <= self.MAX_COMPUTED_KEY:
+                        if len(by_key) >= self.MAX_COMPUTED:
+                            by_key.clear()
+                        by_key[key] = b
                 out[k] = b
         return out
 
