@@ -98,3 +98,30 @@ def test_event_json_empty_result_uses_the_cached_head(db):
                           columns=[np.zeros(0, dtype=np.int64) for _ in names])
         assert jt.select(res, b',"window":{"start":0,"end":1}') == sparql_json(res, b',"window":{"start":0,"end":1}')
     assert len(jt._heads) == 2
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_event_json_computed_terms_across_instants(db, data):
+    """Computed terms (query-local ids: a COUNT, a BIND's number) get new ids every instant, and
+    one local id names different terms in different instants: the writer keeps their fragments
+    by key, so every instant's bytes are still sparql_json's (store ids, unbound cells, few and
+    many misses)."""
+    ids = _ids(db)
+    jt = _JsonTerms()
+    pool = ([f'"{i}"^^<http://www.w3.org/2001/XMLSchema#integer>' for i in range(500, 520)]
+            + [f'"{i}.5e0"^^<http://www.w3.org/2001/XMLSchema#double>' for i in range(8)]
+            + ['"new"', f"<{EX}computed>", '"x"@fr'])
+    for _ in range(data.draw(st.integers(1, 4))):
+        ctx = QueryContext(db.store.snapshot())
+        keys = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=12, unique=True))
+        local = np.array([ctx.term_id(k) for k in keys], dtype=np.int64)
+        n = data.draw(st.integers(1, 40))
+        rows = data.draw(st.lists(st.tuples(st.integers(0, len(local) - 1), st.integers(0, len(ids) - 1),
+                                            st.integers(0, 9)), min_size=n, max_size=n))
+        a = np.array([local[i] for i, _, _ in rows], dtype=np.int64)
+        b = np.array([ids[j] for _, j, _ in rows], dtype=np.int64)
+        c = np.array([UNBOUND if u == 0 else local[i] for i, _, u in rows], dtype=np.int64)
+        res = QueryResult(form="SELECT", terms=ctx, vars=["a", "b", "c"], columns=[a, b, c])
+        extra = b',"window":{"start":0,"end":1}'
+        assert jt.select(res, extra) == sparql_json(res, extra)

@@ -66,6 +66,7 @@ from engine.exec import serialize as _ser
 from engine.exec.bindings import distinct_inverse
 from engine.exec.context import LOCAL_BASE
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
+from engine.exec.numbers import LAZY_BASE as _LAZY_BASE
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import serialize, sparql_json
 from engine.formats import NTRIPLES
@@ -813,9 +814,12 @@ class _JsonTerms:
     """The SPARQL JSON object of each store term a query's results used, kept across its
     instants: consecutive windows bind mostly the same terms (sensors, static entities), and
     a store id's term never changes (append-only dictionary). Computed terms (query-local and
-    diff ids) are rendered every time."""
+    diff ids, new every instant) are kept by their key instead (numbers and short strings)."""
 
     MAX = 1 << 16
+    #: computed terms' fragments remembered by key (counts, BIND values repeat across instants)
+    MAX_COMPUTED = 4096
+    MAX_COMPUTED_KEY = 256   # (longer computed terms, a CONCAT's, are written every time)
     #: above this many rows the event is assembled by Arrow kernels (:meth:`_large`)
     LARGE = 2048
 
@@ -827,6 +831,7 @@ class _JsonTerms:
         # ``map``), no concatenation per cell; bounded with ``_d`` (cleared together)
         self._cells: dict[str, dict[int, bytes]] = {}
         self._n_cells = 0
+        self._by_key: dict[str, bytes] = {}   # computed term's key -> its JSON (short keys)
 
     def head(self, vars_) -> bytes:
         key = tuple(vars_)
@@ -848,21 +853,29 @@ class _JsonTerms:
         miss = [k for k, x in enumerate(out) if x is None and ids[k] != UNBOUND]
         if miss:
             mids = [ids[k] for k in miss]
-            dic = getattr(terms, "dictionary", None)
-            if dic is not None and len(mids) <= 16 and all(0 <= i < LOCAL_BASE for i in mids):
-                # the few new store terms of an instant (a new observation's IRI and value): one
-                # scalar read each beats the ~10 numpy calls of a batch decode on tiny arrays
-                keys = [dic.key(i) for i in mids]
-            else:
+            keys = _few_keys(terms, mids) if len(mids) <= 16 else None
+            if keys is None:
                 keys = terms.keys(np.array(mids, dtype=np.int64))
             if len(d) + len(miss) > self.MAX:
                 d.clear()
+            by_key = self._by_key
             for k, key in zip(miss, keys, strict=True):
                 if key is None:
                     continue
-                b = out[k] = orjson.dumps(_ser._json_term(key))
-                if 0 <= ids[k] < LOCAL_BASE:
-                    d[ids[k]] = b
+                i = ids[k]
+                if 0 <= i < LOCAL_BASE:
+                    out[k] = d[i] = orjson.dumps(_ser._json_term(key))
+                    continue
+                # a computed term (a COUNT, a BIND's number): its query-local id is new every
+                # instant, its key and fragment are not
+                b = by_key.get(key)
+                if b is None:
+                    b = orjson.dumps(_ser._json_term(key))
+                    if len(key) <= self.MAX_COMPUTED_KEY:
+                        if len(by_key) >= self.MAX_COMPUTED:
+                            by_key.clear()
+                        by_key[key] = b
+                out[k] = b
         return out
 
     def select(self, res: QueryResult, extra: bytes) -> bytes:
@@ -994,6 +1007,35 @@ class _JsonTerms:
         if cur is not None:
             blocks.append(cur)
         return _assemble(head + b"{", blocks, n, b"}]}" + extra + b"}")
+
+
+def _few_keys(terms, ids: list[int]) -> list[str | None] | None:
+    """The keys of a few ids (store and query-local) by scalar reads: one ``key`` call or list
+    index each beats the ~10 numpy calls of a batch decode on an instant's handful of new
+    terms (a new observation's IRI and value, a group's count). None when an id needs the
+    batch path (lazily held numbers, computed terms still pending as Arrow)."""
+    dic = getattr(terms, "dictionary", None)
+    if dic is None:
+        return None
+    local = None
+    out = []
+    for i in ids:
+        if 0 <= i < LOCAL_BASE:
+            out.append(dic.key(i))
+        elif LOCAL_BASE <= i < _LAZY_BASE:
+            if local is None:
+                if getattr(terms, "_pending", None) is not None:
+                    return None
+                local = getattr(terms, "_local_keys", None)
+                if local is None:
+                    return None
+            j = i - LOCAL_BASE
+            if j >= len(local):
+                return None
+            out.append(local[j])
+        else:
+            return None
+    return out
 
 
 def _assemble(head: bytes, blocks: list, n: int, tail: bytes) -> bytes:

@@ -324,10 +324,14 @@ class TinyCore:
         mi = self._mask(inst) if len(inst) else None
         sel = []
         for j in range(len(self._kp)):
-            parts = [self._flat_stored[j]]
-            if mi is not None:
-                parts.append(inst[mi[j]])
-            sel.append(_distinct_so(np.concatenate(parts) if len(parts) > 1 else parts[0]))
+            st = self._flat_stored[j]
+            if mi is None:
+                r = st
+            else:
+                r = inst[mi[j]]
+                if len(st):   # (a stream-only pattern has no stored part to add)
+                    r = np.concatenate([st, r])
+            sel.append(_distinct_so(r))
         cols: dict[str, np.ndarray] = {}
         total = 1
         per = []

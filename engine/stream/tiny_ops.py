@@ -19,13 +19,14 @@ from __future__ import annotations
 import math
 import operator
 import re
+import struct
 import threading
 import weakref
 from fractions import Fraction
 
 import numpy as np
 
-from engine.arrays import unique
+from engine.arrays import unique, unique_inverse
 from engine.exec.bindings import Bindings, distinct_inverse, factorize, row_keys
 from engine.exec.context import LOCAL_BASE
 from engine.exec.result import UNBOUND
@@ -43,6 +44,11 @@ _DBL = re.compile(r"^([+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?I
 _CMP = {"=": np.equal, "!=": np.not_equal, "<": np.less, ">": np.greater,
         "<=": np.less_equal, ">=": np.greater_equal}
 _FLIP = {"=": "=", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+
+
+#: rows up to which a group's keys are found by one stable sort (engine.arrays.unique_inverse)
+#: rather than the dense-range counting pass, whose set-up costs more on a window's rows
+_SMALL_ROWS = 1024
 
 
 class CountGroup:
@@ -86,7 +92,9 @@ class CountGroup:
             return {v: np.zeros(0, dtype=np.int64) for v in self.by}, \
                 {a: np.zeros(0, dtype=np.int64) for a, _, _ in self.aggs}, 0
         elif len(self.by) == 1:
-            uniq, gi = distinct_inverse(rows.col(self.by[0]))
+            # one sort on a window's few hundred rows; the counting pass pays on large ones
+            col = rows.col(self.by[0])
+            uniq, gi = unique_inverse(col) if n <= _SMALL_ROWS else distinct_inverse(col)
             gi = gi.reshape(-1)
             ng = len(uniq)
             out = {self.by[0]: uniq}
@@ -153,6 +161,7 @@ class NumericTerms:
         self._gone: set[str] = set()
         self._n = len(dictionary)
         self._lock = threading.Lock()
+        self._values: ValueFilter | None = None   # built at the first key never seen
 
     def ids(self, items: list, ctx) -> list[int]:
         """The ids of ``items`` ((key, its numeric value or None), or None for unbound)."""
@@ -160,13 +169,21 @@ class NumericTerms:
         with self._lock:
             n = len(dic)
             if n != self._n:
+                vf = self._values
+                num = dic.numeric(np.arange(self._n, n, dtype=np.int64)) if vf is not None or self._absent else None
+                if vf is not None:   # the filter follows the dictionary's additions
+                    vf.add(num)
                 if self._absent:   # terms were added: keys absent with their values looked up again
-                    num = dic.numeric(np.arange(self._n, n, dtype=np.int64))
-                    num = num[np.isfinite(num)]
-                    if len(num):
-                        for v in unique(num).tolist():
-                            for k in self._absent.pop(v, ()):
-                                self._gone.discard(k)
+                    if len(num) <= 4096:
+                        # an instant's new stream terms: the few absent values met by a set
+                        # (NaN never equals a key: absent values are finite)
+                        found = self._absent.keys() & set(num.tolist())
+                    else:
+                        num = num[np.isfinite(num)]
+                        found = unique(num).tolist() if len(num) else ()
+                    for v in found:
+                        for k in self._absent.pop(v, ()):
+                            self._gone.discard(k)
                 self._n = n
             if len(self._ids) + len(self._gone) > self.max_entries:
                 self._ids.clear()
@@ -183,6 +200,12 @@ class NumericTerms:
                 if i is None:
                     if key in gone:
                         i = ctx.absent_term_id(key)
+                    elif v is not None and not self._may_hold(v, ctx):
+                        # no stored term has this value, so none has this key: absent without
+                        # the dictionary's probe (~10 us warm, ~30 cold: a new reading's average)
+                        gone.add(key)
+                        self._absent.setdefault(v, []).append(key)
+                        i = ctx.absent_term_id(key)
                     else:
                         i = ctx.lookup(key)
                         if i >= 0:
@@ -194,6 +217,78 @@ class NumericTerms:
                             i = ctx.term_id(key)
                 out.append(i)
             return out
+
+
+    def _may_hold(self, v: float, ctx) -> bool:
+        """Whether some term of the dictionary (its first ``self._n`` ids) may have the
+        numeric value ``v`` (False: none has)."""
+        vf = self._values
+        if vf is None:
+            if self._n > ValueFilter.max_build:
+                return True   # (too large to scan once: looked up)
+            vf = self._values = ValueFilter.of(self._dic, self._n, ctx.check_budget)
+        return vf.may_hold(v)
+
+
+class ValueFilter:
+    """The finite numeric values of a dictionary's terms as a bit set of their hashes (one
+    bit per value, false positives only): "no term has value v" is then decided without a
+    look-up of the key, exactly -- a term whose key is a number's canonical form has that
+    number as its numeric value. Fixed size: as values accumulate the bits fill and more
+    answers are "maybe" (a look-up, as without the filter)."""
+
+    #: log2 of the bits (1 MiB)
+    bits_log = 23
+    #: dictionaries larger than this are not scanned to build a filter
+    max_build = 1 << 21
+    _MUL = 0x9E3779B97F4A7C15
+
+    def __init__(self):
+        self._bits = bytearray(1 << (self.bits_log - 3))
+        self._shift = 64 - self.bits_log
+
+    @classmethod
+    def of(cls, dictionary, n: int, check=None) -> ValueFilter:
+        """The filter of the dictionary's first ``n`` ids (~75 ms per million terms, once);
+        ``check`` (the query's deadline) is called between chunks of a million."""
+        vf = cls()
+        flags = np.zeros(1 << vf.bits_log, dtype=bool)
+        for a in range(0, n, 1 << 20):
+            if check is not None:
+                check()
+            num = dictionary.numeric(np.arange(a, min(n, a + (1 << 20)), dtype=np.int64))
+            num = num[np.isfinite(num)]
+            if len(num):
+                flags[vf._slots(num)] = True
+        vf._bits[:] = np.packbits(flags, bitorder="little").tobytes()
+        return vf
+
+    def _slots(self, num: np.ndarray) -> np.ndarray:
+        x = (num + 0.0).view(np.uint64)   # (+ 0.0: -0.0 and 0.0 are one value)
+        return ((x * np.uint64(self._MUL)) >> np.uint64(self._shift)).astype(np.int64)
+
+    def add(self, num: np.ndarray) -> None:
+        num = np.asarray(num, dtype=np.float64)
+        bits = self._bits
+        if len(num) <= 64:   # an instant's few new terms: by scalars (a scatter's set-up costs more)
+            for v in num.tolist():
+                if v - v == 0.0:   # (finite)
+                    h = self._slot(v)
+                    bits[h >> 3] |= 1 << (h & 7)
+            return
+        num = num[np.isfinite(num)]
+        if len(num):
+            h = self._slots(num)
+            arr = np.frombuffer(bits, dtype=np.uint8)   # (a view: written in place)
+            np.bitwise_or.at(arr, h >> 3, np.left_shift(np.uint8(1), (h & 7).astype(np.uint8)))
+
+    def _slot(self, v: float) -> int:
+        x = struct.unpack("=Q", struct.pack("=d", v + 0.0))[0]   # (the bits .view reads)
+        return ((x * self._MUL) & 0xFFFFFFFFFFFFFFFF) >> self._shift
+
+    def may_hold(self, v: float) -> bool:
+        h = self._slot(v)
+        return bool(self._bits[h >> 3] >> (h & 7) & 1)
 
 
 _DOUBLE_ITEMS: dict[float, tuple] = {}   # non-zero finite double -> its item (readings repeat)
@@ -229,9 +324,19 @@ def numeric_terms(dictionary) -> NumericTerms:
     return got
 
 
+#: groups up to which a count column's distinct values are found by a dict (Python per group,
+#: not per triple): below a few hundred values that beats a sort's ~6 numpy calls
+_SMALL_GROUPS = 256
+
+
 def _count_ids(counts: np.ndarray, ctx) -> np.ndarray:
     if not len(counts):
         return np.zeros(0, dtype=np.int64)
+    if len(counts) <= _SMALL_GROUPS:
+        lst = counts.tolist()
+        u = list(dict.fromkeys(lst))
+        got = dict(zip(u, numeric_terms(ctx.dictionary).ids([_num_item(c) for c in u], ctx), strict=True))
+        return np.array([got[c] for c in lst], dtype=np.int64)
     uniq, inv = distinct_inverse(counts)
     ids = np.array(numeric_terms(ctx.dictionary).ids([_num_item(c) for c in uniq.tolist()], ctx), dtype=np.int64)
     return ids[inv.reshape(-1)]
@@ -375,7 +480,13 @@ class _Values:
         lst = ids.tolist()
         miss = [i for i in dict.fromkeys(lst) if i not in vals and i >= 0]
         if miss:
-            for i, k in zip(miss, ctx.keys(np.array(miss, dtype=np.int64)), strict=True):
+            if len(miss) <= 16 and max(miss) < LOCAL_BASE:
+                # an instant's few new readings: a scalar read each, not a batch decode's ~12
+                # numpy calls on a one- or two-element array
+                keys = [d.key(i) for i in miss]
+            else:
+                keys = ctx.keys(np.array(miss, dtype=np.int64))
+            for i, k in zip(miss, keys, strict=True):
                 v = _value(k)
                 if i < LOCAL_BASE:
                     vals[i] = v
