@@ -72,9 +72,11 @@ from engine.formats import NTRIPLES
 from engine.kv.views import EmptyGraph, merged_view
 from engine.plan.rewrite import is_pure_bgp
 from engine.sparql import algebra as A
+from engine.stream import pred_times
 from engine.stream.absorb import AbsorbLog
-from engine.stream.delta import DeltaGuard, patterns_of
+from engine.stream.delta import DeltaGuard, patterns_of, relevant_predicates
 from engine.stream.incremental import IncrementalCore, find_core
+from engine.stream.pred_times import next_change
 from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.transient import TransientStore
@@ -85,6 +87,8 @@ __all__ = ["BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "s
 
 _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
 _EMPTY1 = np.zeros(0, dtype=np.int64)
+_EVERY = (pred_times.ALL,)   # every element of a stream (pred_times)
+_EVALUATE = (None, True)     # InstantEvaluator.quiet_until: evaluate the instant
 _BIN = pa.large_binary()
 #: instants whose compact default graph holds at most this many triples evaluate their BGP core
 #: tuple at a time (:mod:`engine.stream.tiny`); larger ones take the vectorized executor
@@ -1070,6 +1074,11 @@ class InstantEvaluator:
         self._until_fails = 0      # unchanged-instant checks failed in a row
         self._until_skip = 0       # instants left whose check is skipped (windows changing every step)
         self._until_backoff = 1
+        # the relevance check (engine.stream.pred_times), set up on its first use: [every window
+        # a time window, the relevant predicates' keys (None: every triple), the windows' indexes,
+        # (dictionary, its size, the keys' ids, how many are absent) or None]
+        self._rel: list | None = None
+        self._ok: int | None = None   # the last instant run() answered (not an error)
         ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
         self._max_range = max(ranges) if ranges else None
         self._from_graphs: tuple | None = None   # (snapshot, the FROM graphs the compact path reads)
@@ -1267,6 +1276,112 @@ class InstantEvaluator:
                 self._until_backoff = min(self.UNTIL_SKIP_MAX, 2 * self._until_backoff)
         return u
 
+    def _relevance(self) -> list:
+        rel = self._rel
+        if rel is None:
+            timed = all(bw.window.range_ms is not None for bw in self.windows)
+            # f:timestamp reads element times, which a repeat of a triple changes (WindowedEvaluator)
+            keys = relevant_predicates(self.query) if timed and not getattr(self, "element_times", False) else None
+            pts = [pred_times.of(bw.store) for bw in self.windows] if timed else None
+            rel = self._rel = [timed, keys, pts, None]
+        return rel
+
+    def _relevant_ids(self, rel: list) -> tuple | None:
+        """The ids of the relevant predicates (None: every triple is relevant). Ids never change;
+        a key absent from the dictionary can only appear later with an id at least its size
+        then, so it is looked up again only once some stream of the query indexed such a
+        predicate id (new predicates are rare; new subjects and objects are not)."""
+        keys = rel[1]
+        if keys is None:
+            return None
+        d = self.db.store.dictionary
+        memo = rel[3]
+        if memo is not None and memo[0] is d:
+            if not memo[3]:
+                return memo[2]
+            top = max(pt.max_pid for pt in rel[2])
+            if top < memo[1]:
+                return memo[2]
+        size = len(d)   # before the lookups: a term interned after one has an id >= size
+        ids = []
+        for k in keys:
+            i = int(d.lookup(k))
+            if i >= 0:
+                ids.append(i)
+        rel[3] = (d, size, tuple(ids), len(keys) - len(ids))
+        return rel[3][2]
+
+    def quiet_until(self, state: tuple, t: int, last: int, step: int) -> tuple[int | None, bool]:
+        """The scheduler's check of instant ``t`` against the evaluated (or reused) instant
+        ``te`` of ``state``: ``(u, True)`` when the windows and stored data stay the same for
+        ``t..u`` (:meth:`unchanged_until`'s answer); ``(t, False)`` when no triple of a predicate
+        the query's patterns can match entered or left its windows (the result is ``te``'s:
+        :meth:`reused_state`); ``(None, True)``: evaluate ``t``.
+
+        For time windows both answers come from the streams' element times per predicate
+        (:mod:`engine.stream.pred_times`: a few bisections, no window read); other windows take
+        :meth:`unchanged_until`. A result is reused only after an answered instant (not after
+        an error), with the same store snapshot and no absorbed fact of the stored default graph
+        becoming visible "as of event time" (both also end an unchanged run). With one instant
+        ready (``last == t``) an unchanged run is that instant alone, whose event is the same
+        either way: only the relevant predicates are looked at then."""
+        rel = self._rel
+        if rel is None:
+            rel = self._relevance()
+        if not rel[0]:
+            return self.unchanged_until(state, t, last, step), True
+        te, sn, ranges = state
+        if self.db.store.snapshot().sn != sn:
+            return _EVALUATE
+        ch = None
+        al = self.absorb_log
+        if al is not None and self.reads_stored_default and len(al):
+            nxt_abs = al.next_after(te)
+            if nxt_abs is not None:
+                ch = first_instant(nxt_abs, step)
+                if ch <= t:
+                    return _EVALUATE
+        memo = rel[3]
+        if memo is not None and memo[0] is self.db.store.dictionary and not memo[3]:
+            ids = memo[2]
+        else:
+            ids = self._relevant_ids(rel)
+        reuse = ids is not None and self._ok == te
+        every = last > t or not reuse   # the whole windows: an unchanged run, or no relevance
+        ch_all = ch
+        for bw, pt in zip(self.windows, rel[2], strict=True):
+            store = bw.store
+            if pt.seq != store.end_seq:
+                pt.sync(store)
+            rng = bw.window.range_ms
+            since = pt.since
+            if since is not None and te - rng < since:   # trimmed below te's window: not known here
+                return (None if ranges is None else self.unchanged_until(state, t, last, step)), True
+            if reuse and ids:
+                c = next_change(pt, ids, te, rng, step)
+                if c is not None and (ch is None or c < ch):
+                    if c <= t:
+                        if not every:
+                            return _EVALUATE
+                        reuse = False
+                    ch = c
+            if every:
+                c = next_change(pt, _EVERY, te, rng, step)
+                if c is not None and (ch_all is None or c < ch_all):
+                    ch_all = c
+        if every:
+            u = last if ch_all is None else min(last, ch_all - step)
+            if u >= t:
+                return u, True
+        return (t, False) if reuse else _EVALUATE
+
+    def reused_state(self, state: tuple, t: int) -> tuple:
+        """The state of instant ``t`` whose result :meth:`quiet_until` found to be ``state``'s:
+        its instant moves on (the next check reads one step's change), the snapshot is the same;
+        no seq ranges (only a time-window query reuses this way, and its checks read none)."""
+        self._ok = t
+        return (int(t), state[1], None)
+
     def _unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
         """The last instant ``u`` in ``[t, last]`` such that every instant in ``(te, u]`` has the
         same window contents and stored data as the evaluated instant ``te`` of ``state``
@@ -1283,7 +1398,7 @@ class InstantEvaluator:
         are kept per ``state`` (:attr:`_until`): a later call re-reads only a window whose next
         element had not arrived yet, and checks the GC's progress (two integers per window)."""
         te, sn, ranges = state
-        if self.db.store.snapshot().sn != sn:
+        if ranges is None or self.db.store.snapshot().sn != sn:   # (a reused instant's state: quiet_until)
             return None
         memo = self._until
         if memo is None or memo[0] is not state:
@@ -1369,7 +1484,12 @@ class InstantEvaluator:
         return win
 
     def member_bytes(self, t: int) -> bytes:
-        """``b',"window":{...}'`` of instant ``t``."""
+        """``b',"window":{...}'`` of instant ``t`` (a time-window query's by one formatting:
+        the bytes ``orjson`` writes for :meth:`window_member`'s dict)."""
+        r = self._max_range
+        if r is not None:
+            t = int(t)
+            return b',"window":{"start":%d,"end":%d}' % (t - r, t)
         wm = self._wm
         if wm is None or wm[0] != t:
             self.window_member(t)
@@ -1495,6 +1615,7 @@ class InstantEvaluator:
                 if prefix is not None:
                     data = self.repeat(prefix, t)
                     self._rp = (data, prefix)
+                    self._ok = t
                     return data, pre + (time.perf_counter() - t0) * 1000.0
             keep = True
         res = self.evaluate(t)
@@ -1504,6 +1625,7 @@ class InstantEvaluator:
             prefix = self.repeat_prefix(data, win)
             self._rp = (data, prefix)
             dg.remember(t, sn, ranges, prefix)
+        self._ok = t
         return data, pre + (time.perf_counter() - t0) * 1000.0
 
     def render(self, res: QueryResult, win: dict) -> bytes:

@@ -438,18 +438,22 @@ class Scheduler:
         # check and the repeated event; the check's time counts in the instant's latency either way
         t0 = time.perf_counter()
         u = None
+        same = True
         if q.state is not None and q.prefix is not None:
-            u = q.evaluator.unchanged_until(q.state, t, last, q.trigger.step)
+            u, same = q.evaluator.quiet_until(q.state, t, last, q.trigger.step)
         check_ms = (time.perf_counter() - t0) * 1000.0
         with reg.cv:
             if u is None:
                 issued = q.trigger.ready(reg.progress(), limit=1)   # [] if its stream went away
             else:
                 q.trigger.advance(u)
-        if u is not None:
+        if u is None:
+            if issued:
+                self._evaluate(q, issued[0], q.evaluator.capture(issued[0], check_ms))
+        elif same:
             self._report_unchanged(q, t, u, check_ms)
-        elif issued:
-            self._evaluate(q, issued[0], q.evaluator.capture(issued[0], check_ms))
+        else:
+            self._report_reused(q, t, check_ms)
 
     # -- multi-query execution -----------------------------------------------------
     def _group_of(self, q: QueryEntry) -> Group | None:
@@ -677,6 +681,21 @@ class Scheduler:
             q.state, q.prefix = state, prefix
             q.log.append(t, data)
         return True
+
+    def _report_reused(self, q: QueryEntry, t: int, check_ms: float) -> None:
+        """Instant ``t``, whose windows changed by no triple the query can match
+        (:meth:`InstantEvaluator.quiet_until`): the last result as its own ``result`` event
+        (an empty I/DSTREAM difference), as an evaluated instant's event, without capture or
+        evaluation; its state moves to ``t``. Latency: the check and writing the event, as
+        for an unchanged instant."""
+        t0 = time.perf_counter()
+        ev = q.evaluator
+        prefix = q.prefix
+        data = ev.repeat(prefix, t)
+        state = ev.reused_state(q.state, t)
+        ms = check_ms + (time.perf_counter() - t0) * 1000.0
+        if self._store_event(q, t, state, prefix, data, ms):
+            telemetry.evaluation(self.reg, q.name, ms)
 
     def _report_unchanged(self, q: QueryEntry, t: int, u: int, check_ms: float = 0.0) -> None:
         """Instants ``t..u`` equal the last evaluated one: a run of at least ``idle_after``

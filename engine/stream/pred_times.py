@@ -1,0 +1,194 @@
+"""Element times per predicate of one stream: "did anything a query can match enter or leave?"
+
+A continuous query reads its windows only through its triple patterns, so the triples whose
+predicate is none of its patterns' constant predicates cannot change its result (a pattern
+with a variable predicate makes every triple relevant). This index keeps, per stream, the
+timestamps of its elements grouped by predicate id (and of all elements together, key
+:data:`ALL`), each group non-decreasing (a stream's timestamps are, in arrival order).
+Whether a time window ``(t - RANGE, t]`` holds the same elements of the relevant predicates at
+a later instant is then a few bisections per predicate (:func:`next_change`), with no read of
+the window, no capture of its seq range and no look at the triples that changed.
+
+It is a *derived* record of the transient store: :meth:`PredicateTimes.sync` appends what the
+store holds beyond what the index has seen (the ingestion path calls it after each batch,
+before the progress is published, so a ready instant finds its elements indexed; a check
+catches up itself if some writer did not). It is complete for the timestamps above
+:attr:`PredicateTimes.since` (the trim point: the GC horizon of its readers' last instants,
+:func:`engine.stream.gc.collect`); a question reaching below it is not answered (the caller
+evaluates). One writer at a time (its lock); readers take a group's ``(array, head)`` pair as
+one object, which trimming replaces rather than mutates, so a reader on another thread never
+sees a half-trimmed group.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import weakref
+from array import array
+
+import numpy as np
+
+__all__ = ["ALL", "PredicateTimes", "known", "next_change", "note", "of"]
+
+#: the key of every element's time (a pattern with a variable predicate reads every triple)
+ALL = -1
+#: a group is compacted when its dropped head reaches this many entries and half its length
+_COMPACT = 256
+
+
+class PredicateTimes:
+    """The element times of one stream's transient store, per predicate id (see the module)."""
+
+    __slots__ = ("lock", "seq", "since", "groups", "max_pid", "__weakref__")
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.seq = 0            # the store's seqs below this are indexed
+        self.since: int | None = None   # complete for times above this (None: from the start)
+        #: key -> [array('q') of times, head]: the live entries are ``arr[head:]``
+        self.groups: dict[int, list] = {}
+        self.max_pid = -1       # the largest predicate id ever indexed (new predicates are rare)
+
+    def sync(self, store) -> None:
+        """Index what ``store`` holds beyond :attr:`seq` (the ingestion path's hook and a
+        check's catch-up); if the store's GC freed some of it first, start again from what it
+        retains (complete above the store's freed time)."""
+        with self.lock:
+            end = store.end_seq
+            if self.seq >= end:
+                return
+            with store._lock:
+                live = store.live_start
+                if self.seq < live:   # freed before it was indexed: rebuild from the retained part
+                    self.groups = {}
+                    freed = store.freed_tau
+                    self.since = freed if self.since is None or (freed is not None and freed > self.since) \
+                        else self.since
+                    self.seq = live
+                end = store.end_seq
+                spo, tau = store.read(self.seq, end)
+            self._add(spo[:, 1], tau)
+            self.seq = end
+
+    def _add(self, p: np.ndarray, tau: np.ndarray) -> None:
+        n = len(tau)
+        if not n:
+            return
+        groups = self.groups
+        g = groups.get(ALL)
+        if g is None:
+            g = groups[ALL] = [array("q"), 0]
+        g[0].frombytes(np.ascontiguousarray(tau, dtype=np.int64).tobytes())
+        p0 = int(p[0])
+        if n == 1 or not (p != p0).any():   # one predicate (a graph element of one kind, one row)
+            self._extend(p0, tau)
+            return
+        order = np.argsort(p, kind="stable")   # stable: each group keeps arrival (time) order
+        ps = p[order]
+        ts = tau[order]
+        cut = np.flatnonzero(ps[1:] != ps[:-1]) + 1
+        starts = [0, *cut.tolist()]
+        ends = [*cut.tolist(), n]
+        for a, b in zip(starts, ends, strict=True):   # per distinct predicate of the batch
+            self._extend(int(ps[a]), ts[a:b])
+
+    def _extend(self, pid: int, tau: np.ndarray) -> None:
+        g = self.groups.get(pid)
+        if g is None:
+            g = self.groups[pid] = [array("q"), 0]
+            if pid > self.max_pid:
+                self.max_pid = pid
+        g[0].frombytes(np.ascontiguousarray(tau, dtype=np.int64).tobytes())
+
+    def trim(self, horizon: int | None) -> None:
+        """Forget the times ``<= horizon`` (no reader's check reaches them any more): a group's
+        head moves; a group is copied without its head once that is half of it."""
+        if horizon is None:
+            return
+        h = int(horizon)
+        with self.lock:
+            if self.since is not None and h <= self.since:
+                return
+            self.since = h
+            for key, g in list(self.groups.items()):
+                arr, head = g
+                k = bisect.bisect_right(arr, h, head)
+                if k == head:
+                    continue
+                if k >= len(arr):
+                    if key == ALL:
+                        self.groups[key] = [array("q"), 0]
+                    else:
+                        del self.groups[key]
+                elif k >= _COMPACT and 2 * k >= len(arr):
+                    self.groups[key] = [arr[k:], 0]
+                else:
+                    self.groups[key] = [arr, k]
+
+    def __len__(self) -> int:
+        """Times held (all groups, ALL included)."""
+        return sum(len(g[0]) - g[1] for g in self.groups.values())
+
+
+_indexes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_indexes_lock = threading.Lock()
+
+
+def of(store) -> PredicateTimes:
+    """The index of ``store`` (made on first use, then filled from what the store retains)."""
+    pt = _indexes.get(store)
+    if pt is None:
+        with _indexes_lock:
+            pt = _indexes.get(store)
+            if pt is None:
+                pt = _indexes[store] = PredicateTimes()
+    return pt
+
+
+def known(store) -> PredicateTimes | None:
+    """The index of ``store`` if one was made (the GC trims it)."""
+    return _indexes.get(store)
+
+
+def note(store) -> None:
+    """Ingestion hook, after a batch went into ``store``: index it if some query uses the
+    index of that store (otherwise nothing: a first check reads the store)."""
+    pt = _indexes.get(store)
+    if pt is not None:
+        pt.sync(store)
+
+
+def next_change(pt: PredicateTimes, keys, te: int, rng: int, step: int) -> int | None:
+    """The first instant ``x > te`` (a multiple of ``step``) at which the time window of
+    ``rng`` ms may hold other elements of the predicates ``keys`` than at ``te`` -- the first
+    instant at or after the next such element's time (it enters), or at or after
+    ``tau + rng`` of the oldest one the window held at ``te`` (it leaves); None if no element
+    of theirs is in the window at ``te`` or after it. Conservative: an element entering and
+    leaving between two instants counts. The caller checked ``pt.since <= te - rng``."""
+    groups = pt.groups
+    lo = te - rng
+    best = None
+    for key in keys:
+        g = groups.get(key)
+        if g is None:
+            continue
+        arr, head = g
+        n = len(arr)
+        i = bisect.bisect_right(arr, lo, head, n)
+        if i >= n:
+            continue
+        b = arr[i]
+        if b > te:     # nothing of it in the window at te: the next one enters at b
+            c = -((-b) // step) * step
+        else:          # the oldest in it leaves at b + rng; the next one enters at its time
+            c = -((-(b + rng)) // step) * step
+            j = bisect.bisect_right(arr, te, i, n)
+            if j < n:
+                a = arr[j]
+                ca = -((-a) // step) * step
+                if ca < c:
+                    c = ca
+        if best is None or c < best:
+            best = c
+    return best
