@@ -65,6 +65,7 @@ def _scenario(rng: random.Random):
 def _run(scenario, text: str, mode: str, delta: bool, monkeypatch) -> list[tuple]:
     if not delta:
         monkeypatch.setattr(continuous, "DeltaGuard", _Off)
+        monkeypatch.setattr(continuous.InstantEvaluator, "RELEVANCE", False)   # (pred_times)
     db = Database()
     db.load_data(f"<{EX}x1> <{EX}label> \"one\" .\n".encode(), "application/n-triples")
     m = StreamManager(db, idle_after=1000)

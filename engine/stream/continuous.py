@@ -1276,10 +1276,21 @@ class InstantEvaluator:
                 self._until_backoff = min(self.UNTIL_SKIP_MAX, 2 * self._until_backoff)
         return u
 
+    #: the relevance check on (tests compare with it off); instants reused by it, all queries
+    RELEVANCE = True
+    reused_total = 0
+
+    @property
+    def delta_last(self) -> int | None:
+        """The instant the delta check compares with (:class:`~engine.stream.delta.DeltaGuard`),
+        None if none: the GC keeps the absorbed facts after it (:func:`engine.stream.gc.absorb_horizon`)."""
+        dg = self._delta
+        return None if dg is None else dg.last
+
     def _relevance(self) -> list:
         rel = self._rel
         if rel is None:
-            timed = all(bw.window.range_ms is not None for bw in self.windows)
+            timed = self.RELEVANCE and all(bw.window.range_ms is not None for bw in self.windows)
             # f:timestamp reads element times, which a repeat of a triple changes (WindowedEvaluator)
             keys = relevant_predicates(self.query) if timed and not getattr(self, "element_times", False) else None
             pts = [pred_times.of(bw.store) for bw in self.windows] if timed else None
@@ -1380,6 +1391,7 @@ class InstantEvaluator:
         its instant moves on (the next check reads one step's change), the snapshot is the same;
         no seq ranges (only a time-window query reuses this way, and its checks read none)."""
         self._ok = t
+        InstantEvaluator.reused_total += 1
         return (int(t), state[1], None)
 
     def _unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:

@@ -69,11 +69,21 @@ def _horizons(reg: Registry, name: str) -> tuple[int | None, int | None]:
 
 
 def absorb_horizon(reg: Registry) -> int | None:
-    """No instant below this will be evaluated by a present or (best effort) future query."""
+    """No instant below this will be evaluated by a present or (best effort) future query,
+    nor compared with: a query's unchanged-instant and relevance checks ask the log whether an
+    absorbed fact became visible after its last evaluated (or reused) instant, so the records
+    above that instant stay."""
     with reg.cv:
         h = None
         for q in reg.queries.values():
             nxt = q.trigger.next_instant
+            if nxt is not None:
+                st = q.state
+                if st is not None and st[0] < nxt:
+                    nxt = st[0] + 1
+                dl = getattr(q.evaluator, "delta_last", None)   # the delta check's remembered instant
+                if dl is not None and dl < nxt:
+                    nxt = dl + 1
             if nxt is None:
                 ps = [reg.streams[s].published for s in q.streams if s in reg.streams]
                 ps = [p for p in ps if p is not None]
