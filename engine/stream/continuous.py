@@ -89,6 +89,16 @@ _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
 _EMPTY1 = np.zeros(0, dtype=np.int64)
 _EVERY = (pred_times.ALL,)   # every element of a stream (pred_times)
 _EVALUATE = (None, True)     # InstantEvaluator.quiet_until: evaluate the instant
+#: instants reused by the relevance check, all queries of the process (a list: counting must not
+#: write a class attribute, which would drop the interpreter's caches of the class's attributes)
+_REUSED = [0]
+#: repeat prefixes up to this many bytes are kept as bytes, longer ones as views of their event
+_SMALL_PREFIX = 1 << 16
+
+
+def reused_total() -> int:
+    """Instants the relevance check reused (:meth:`InstantEvaluator.quiet_until`), all queries."""
+    return _REUSED[0]
 _BIN = pa.large_binary()
 #: instants whose compact default graph holds at most this many triples evaluate their BGP core
 #: tuple at a time (:mod:`engine.stream.tiny`); larger ones take the vectorized executor
@@ -1074,10 +1084,10 @@ class InstantEvaluator:
         self._until_fails = 0      # unchanged-instant checks failed in a row
         self._until_skip = 0       # instants left whose check is skipped (windows changing every step)
         self._until_backoff = 1
-        # the relevance check (engine.stream.pred_times), set up on its first use: [every window
-        # a time window, the relevant predicates' keys (None: every triple), the windows' indexes,
-        # (dictionary, its size, the keys' ids, how many are absent) or None]
-        self._rel: list | None = None
+        # the relevance check (engine.stream.pred_times), set up on its first use (_relevance),
+        # and the ids of its predicates (_relevant_ids)
+        self._rel: tuple | None = None
+        self._rel_ids: tuple | None = None
         self._ok: int | None = None   # the last instant run() answered (not an error)
         ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
         self._max_range = max(ranges) if ranges else None
@@ -1276,9 +1286,8 @@ class InstantEvaluator:
                 self._until_backoff = min(self.UNTIL_SKIP_MAX, 2 * self._until_backoff)
         return u
 
-    #: the relevance check on (tests compare with it off); instants reused by it, all queries
+    #: the relevance check on (tests compare with it off)
     RELEVANCE = True
-    reused_total = 0
 
     @property
     def delta_last(self) -> int | None:
@@ -1287,47 +1296,45 @@ class InstantEvaluator:
         dg = self._delta
         return None if dg is None else dg.last
 
-    def _relevance(self) -> list:
+    def _relevance(self) -> tuple:
+        """``(usable, the relevant predicates' keys or None for every triple, per window
+        (its store, the store's element-time index, RANGE))``, made on the first check."""
         rel = self._rel
         if rel is None:
             timed = self.RELEVANCE and all(bw.window.range_ms is not None for bw in self.windows)
             # f:timestamp reads element times, which a repeat of a triple changes (WindowedEvaluator)
             keys = relevant_predicates(self.query) if timed and not getattr(self, "element_times", False) else None
-            pts = [pred_times.of(bw.store) for bw in self.windows] if timed else None
-            rel = self._rel = [timed, keys, pts, None]
+            wins = tuple((bw.store, pred_times.of(bw.store), int(bw.window.range_ms))
+                         for bw in self.windows) if timed else ()
+            rel = self._rel = (timed, keys, wins)
         return rel
 
-    def _relevant_ids(self, rel: list) -> tuple | None:
-        """The ids of the relevant predicates (None: every triple is relevant). Ids never change;
-        a key absent from the dictionary can only appear later with an id at least its size
-        then, so it is looked up again only once some stream of the query indexed such a
-        predicate id (new predicates are rare; new subjects and objects are not)."""
-        keys = rel[1]
-        if keys is None:
-            return None
+    def _relevant_ids(self) -> tuple:
+        """``(dictionary, its size then, the ids of the relevant predicates, how many keys are
+        absent)``. Ids never change; a key absent from the dictionary can only appear later with
+        an id at least its size then, so it is looked up again only once some stream of the
+        query indexed such a predicate id (new predicates are rare; new subjects and objects
+        are not)."""
+        rel = self._rel
         d = self.db.store.dictionary
-        memo = rel[3]
-        if memo is not None and memo[0] is d:
-            if not memo[3]:
-                return memo[2]
-            top = max(pt.max_pid for pt in rel[2])
-            if top < memo[1]:
-                return memo[2]
+        memo = self._rel_ids
+        if memo is not None and memo[0] is d and (not memo[3] or max(w[1].max_pid for w in rel[2]) < memo[1]):
+            return memo
         size = len(d)   # before the lookups: a term interned after one has an id >= size
         ids = []
-        for k in keys:
+        for k in rel[1]:
             i = int(d.lookup(k))
             if i >= 0:
                 ids.append(i)
-        rel[3] = (d, size, tuple(ids), len(keys) - len(ids))
-        return rel[3][2]
+        memo = self._rel_ids = (d, size, tuple(ids), len(rel[1]) - len(ids))
+        return memo
 
     def quiet_until(self, state: tuple, t: int, last: int, step: int) -> tuple[int | None, bool]:
         """The scheduler's check of instant ``t`` against the evaluated (or reused) instant
         ``te`` of ``state``: ``(u, True)`` when the windows and stored data stay the same for
         ``t..u`` (:meth:`unchanged_until`'s answer); ``(t, False)`` when no triple of a predicate
         the query's patterns can match entered or left its windows (the result is ``te``'s:
-        :meth:`reused_state`); ``(None, True)``: evaluate ``t``.
+        :meth:`reuse`); ``(None, True)``: evaluate ``t``.
 
         For time windows both answers come from the streams' element times per predicate
         (:mod:`engine.stream.pred_times`: a few bisections, no window read); other windows take
@@ -1335,47 +1342,59 @@ class InstantEvaluator:
         an error), with the same store snapshot and no absorbed fact of the stored default graph
         becoming visible "as of event time" (both also end an unchanged run). With one instant
         ready (``last == t``) an unchanged run is that instant alone, whose event is the same
-        either way: only the relevant predicates are looked at then."""
+        either way: only the relevant predicates are looked at then. Kept to one call on the
+        commonest path (an instant runs on a woken thread, where every call and object touched
+        costs a few cache misses)."""
         rel = self._rel
         if rel is None:
             rel = self._relevance()
         if not rel[0]:
             return self.unchanged_until(state, t, last, step), True
         te, sn, ranges = state
-        if self.db.store.snapshot().sn != sn:
+        dbs = self.db.store
+        if dbs.snapshot().sn != sn:
             return _EVALUATE
         ch = None
-        al = self.absorb_log
-        if al is not None and self.reads_stored_default and len(al):
-            nxt_abs = al.next_after(te)
-            if nxt_abs is not None:
-                ch = first_instant(nxt_abs, step)
-                if ch <= t:
-                    return _EVALUATE
-        memo = rel[3]
-        if memo is not None and memo[0] is self.db.store.dictionary and not memo[3]:
+        if self.reads_stored_default:
+            al = self.absorb_log
+            if al is not None and len(al):
+                nxt_abs = al.next_after(te)
+                if nxt_abs is not None:
+                    ch = first_instant(nxt_abs, step)
+                    if ch <= t:
+                        return _EVALUATE
+        reuse = rel[1] is not None and self._ok == te
+        if reuse:
+            memo = self._rel_ids
+            if memo is None or memo[0] is not dbs.dictionary or memo[3]:
+                memo = self._relevant_ids()
             ids = memo[2]
-        else:
-            ids = self._relevant_ids(rel)
-        reuse = ids is not None and self._ok == te
         every = last > t or not reuse   # the whole windows: an unchanged run, or no relevance
         ch_all = ch
-        for bw, pt in zip(self.windows, rel[2], strict=True):
-            store = bw.store
+        for store, pt, rng in rel[2]:
             if pt.seq != store.end_seq:
                 pt.sync(store)
-            rng = bw.window.range_ms
+            lo = te - rng
             since = pt.since
-            if since is not None and te - rng < since:   # trimmed below te's window: not known here
+            if since is not None and lo < since:   # trimmed below te's window: not known here
                 return (None if ranges is None else self.unchanged_until(state, t, last, step)), True
-            if reuse and ids:
-                c = next_change(pt, ids, te, rng, step)
-                if c is not None and (ch is None or c < ch):
+            if reuse:
+                groups = pt.groups
+                for key in ids:
+                    g = groups.get(key)
+                    if g is None:
+                        continue
+                    arr = g[0]
+                    if not arr or arr[-1] <= lo:   # all of them left before te's window
+                        continue
+                    c = next_change(pt, (key,), te, rng, step)
                     if c <= t:
                         if not every:
                             return _EVALUATE
                         reuse = False
-                    ch = c
+                        break
+                    if ch is None or c < ch:
+                        ch = c
             if every:
                 c = next_change(pt, _EVERY, te, rng, step)
                 if c is not None and (ch_all is None or c < ch_all):
@@ -1386,13 +1405,17 @@ class InstantEvaluator:
                 return u, True
         return (t, False) if reuse else _EVALUATE
 
-    def reused_state(self, state: tuple, t: int) -> tuple:
-        """The state of instant ``t`` whose result :meth:`quiet_until` found to be ``state``'s:
-        its instant moves on (the next check reads one step's change), the snapshot is the same;
-        no seq ranges (only a time-window query reuses this way, and its checks read none)."""
+    def reuse(self, state: tuple, prefix, t: int) -> tuple[bytes, tuple]:
+        """``(the event data, the state)`` of instant ``t``, whose result :meth:`quiet_until`
+        found to be ``state``'s: the same result (an empty I/DSTREAM difference) with ``t``'s
+        window; the state's instant moves on (the next check reads one step's change), the
+        snapshot is the same, no seq ranges (only a time-window query reuses this way, and its
+        checks read none)."""
         self._ok = t
-        InstantEvaluator.reused_total += 1
-        return (int(t), state[1], None)
+        _REUSED[0] += 1
+        r = self._max_range
+        tail = b',"window":{"start":%d,"end":%d}}' % (t - r, t)
+        return (prefix + tail if type(prefix) is bytes else b"".join((prefix, tail))), (t, state[1], None)
 
     def _unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
         """The last instant ``u`` in ``[t, last]`` such that every instant in ``(te, u]`` has the
@@ -1466,8 +1489,10 @@ class InstantEvaluator:
         if not (data.endswith(b"}") and data.endswith(member, 0, len(data) - 1)):
             raise ValueError("the event data does not end with its window member")
         if self.mode == "RSTREAM" or data.startswith(b'{"error"'):
-            # a view, not a copy: an event of megabytes (C2: 8.7 MB) is not copied again per instant
-            return memoryview(data)[:len(data) - len(member) - 1]
+            # a view, not a copy: an event of megabytes (C2: 8.7 MB) is not copied again per instant;
+            # a small one is copied once (each repeat then concatenates bytes, cheaper than a join)
+            n = len(data) - len(member) - 1
+            return data[:n] if n <= _SMALL_PREFIX else memoryview(data)[:n]
         if self.form == "CONSTRUCT":
             return b'{"triples":""'
         return b'{"head":' + orjson.dumps({"vars": self._vars}) + b',"results":{"bindings":[]}'

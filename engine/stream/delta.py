@@ -23,7 +23,7 @@ import numpy as np
 from engine.sparql import algebra as A
 from engine.stream.transient import WindowEvicted
 
-__all__ = ["DeltaGuard", "patterns_of", "query_patterns", "relevant_predicates"]
+__all__ = ["DeltaGuard", "hits_total", "patterns_of", "query_patterns", "relevant_predicates"]
 
 
 def patterns_of(query: A.Query, refuse) -> list[A.TriplePattern] | None:
@@ -115,7 +115,6 @@ class DeltaGuard:
     MISSES = 1          # failed checks in a row before backing off (a check costs 20-70 µs on a
     #                     woken worker, and where one change matched, the next usually does too)
     BACKOFF_MAX = 256   # instants
-    hits_total = 0      # instants reused, all queries of the process (tests, diagnostics)
 
     def __init__(self, query: A.Query):
         pats = query_patterns(query)
@@ -264,7 +263,7 @@ class DeltaGuard:
         self._misses = 0
         self._backoff = 1
         self.hits += 1
-        DeltaGuard.hits_total += 1
+        _HITS[0] += 1
         self._memo = (memo[0], sn, ranges, memo[3])
         return memo[3]
 
@@ -315,6 +314,16 @@ def _any_match(rows: np.ndarray, consts) -> bool:
         if eq.all(axis=2).any():
             return True
     return False
+
+
+#: instants reused, all queries of the process (tests, diagnostics); a list: counting must not
+#: write a class attribute (that drops the interpreter's caches of the class's attributes)
+_HITS = [0]
+
+
+def hits_total() -> int:
+    """Instants the delta check reused, all queries of the process."""
+    return _HITS[0]
 
 
 _CHUNK = 1 << 16   # rows x patterns compared per step

@@ -689,10 +689,8 @@ class Scheduler:
         evaluation; its state moves to ``t``. Latency: the check and writing the event, as
         for an unchanged instant."""
         t0 = time.perf_counter()
-        ev = q.evaluator
         prefix = q.prefix
-        data = ev.repeat(prefix, t)
-        state = ev.reused_state(q.state, t)
+        data, state = q.evaluator.reuse(q.state, prefix, t)
         ms = check_ms + (time.perf_counter() - t0) * 1000.0
         if self._store_event(q, t, state, prefix, data, ms):
             telemetry.evaluation(self.reg, q.name, ms)
