@@ -74,7 +74,7 @@ from engine.plan.rewrite import is_pure_bgp
 from engine.sparql import algebra as A
 from engine.stream import pred_times
 from engine.stream.absorb import AbsorbLog
-from engine.stream.delta import DeltaGuard, patterns_of, relevant_predicates
+from engine.stream.delta import DeltaGuard, patterns_of, query_patterns, relevant_predicates
 from engine.stream.incremental import IncrementalCore, find_core
 from engine.stream.pred_times import next_change
 from engine.stream.stored_relation import shared_relation
@@ -1088,6 +1088,7 @@ class InstantEvaluator:
         # and the ids of its predicates (_relevant_ids)
         self._rel: tuple | None = None
         self._rel_ids: tuple | None = None
+        self._dg_skip: int | None = None   # the instant whose delta check is hopeless (quiet_until)
         self._ok: int | None = None   # the last instant run() answered (not an error)
         ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
         self._max_range = max(ranges) if ranges else None
@@ -1298,7 +1299,10 @@ class InstantEvaluator:
 
     def _relevance(self) -> tuple:
         """``(usable, the relevant predicates' keys or None for every triple, per window
-        (its store, the store's element-time index, RANGE))``, made on the first check."""
+        (its store, the store's element-time index, RANGE), the ids of the predicates some
+        pattern matches with both ends variable)``, made on the first check. A change of one of
+        the latter matches that pattern: the delta check (finer: it compares subjects and
+        objects too) is not asked then (:meth:`run`)."""
         rel = self._rel
         if rel is None:
             timed = self.RELEVANCE and all(bw.window.range_ms is not None for bw in self.windows)
@@ -1306,7 +1310,13 @@ class InstantEvaluator:
             keys = relevant_predicates(self.query) if timed and not getattr(self, "element_times", False) else None
             wins = tuple((bw.store, pred_times.of(bw.store), int(bw.window.range_ms))
                          for bw in self.windows) if timed else ()
-            rel = self._rel = (timed, keys, wins)
+            coarse = frozenset()
+            if keys is not None:   # predicates some pattern matches with both ends variable
+                d = self.db.store.dictionary
+                ids = (d.lookup(tp.p.key) for tp in query_patterns(self.query)
+                       if not isinstance(tp.s, A.Const) and not isinstance(tp.o, A.Const))
+                coarse = frozenset(int(i) for i in ids if i >= 0)
+            rel = self._rel = (timed, keys, wins, coarse)
         return rel
 
     def _relevant_ids(self) -> tuple:
@@ -1389,6 +1399,8 @@ class InstantEvaluator:
                         continue
                     c = next_change(pt, (key,), te, rng, step)
                     if c <= t:
+                        if key in rel[3]:
+                            self._dg_skip = t
                         if not every:
                             return _EVALUATE
                         reuse = False
@@ -1637,10 +1649,13 @@ class InstantEvaluator:
         pre = pre_ms if pre_t == t else 0.0
         self._pre = (None, 0.0)
         dg = self._delta
-        keep = dg is not None and dg.wants_check()
+        # the relevance check saw a change the delta check cannot find clean (a triple of a
+        # predicate some pattern matches with variable ends): not asked, but remembered
+        hopeless = self._dg_skip == t
+        keep = dg is not None and not hopeless and dg.wants_check()
         # the instant before a check (the last of a back-off) is remembered too: the check then
         # reads one step's change, not everything since the last remembered instant
-        if keep or (dg is not None and (dg.last is None or dg.checks_next())):
+        if keep or (dg is not None and (hopeless or dg.last is None or dg.checks_next())):
             sn = self.db.store.snapshot().sn
             ranges = self.ranges(t)
             if keep:
