@@ -160,7 +160,8 @@ QUERIES = [
 
 
 def _scenario(rng: random.Random):
-    """Elements mostly of predicates no query reads; commits, absorbed labels, quiet stretches."""
+    """Elements mostly of predicates no query reads; commits, absorbed labels, quiet stretches,
+    buckets after which the worker is not waited for (several instants ready at once)."""
     steps = []
     quiet = 0
     for k in range(40):
@@ -170,17 +171,20 @@ def _scenario(rng: random.Random):
             quiet -= 1
         elif rng.random() < 0.15:
             quiet = rng.randint(2, 6)   # a stretch with nothing but noise
-        if rng.random() < 0.8:
+        if rng.random() < (0.3 if quiet else 0.8):   # sometimes nothing at all: unchanged windows
             for j in range(rng.randint(0, 4)):
                 p = rng.choice(["noise"] * 4 + (["noise"] if quiet else ["p", "q" if k > 15 else "noise"]))
                 rows_a.append((f"x{rng.randint(0, 3)}", p, f"v{rng.randint(0, 3)}", t0 + j))
             if rng.random() < 0.15:
                 rows_a.append((f"x{rng.randint(0, 3)}", "label", f"v{k}", t0 + 5))   # absorbed
-        rows_b = [(f"v{rng.randint(0, 3)}", rng.choice(["r", "noise"]), "z", t0 + 3)] if rng.random() < 0.4 else []
+        rows_b = [(f"v{rng.randint(0, 3)}", rng.choice(["r", "noise"]), "z", t0 + 3)] \
+            if rng.random() < (0.1 if quiet else 0.4) else []
         if rng.random() < 0.3:   # absorbed from a stream the query may not read: "as of event time"
             rows_b.append((f"x{rng.randint(0, 3)}", "label", f"b{k}", t0 + rng.choice([6, 400, 690])))
-        steps.append((t0 + 699, rows_a, rows_b, rng.random() < 0.2))
-    return steps
+        steps.append((t0 + 699, rows_a, rows_b, rng.random() < 0.2, rng.random() < 0.6))
+    # a commit lands between instants: the worker has caught up before it (else which instants
+    # see it would depend on the threads' timing)
+    return [(*x[:4], x[4] or (k + 1 < len(steps) and steps[k + 1][3])) for k, x in enumerate(steps)]
 
 
 def _run(scenario, text: str, mode: str, relevance: bool, monkeypatch) -> list[tuple]:
@@ -197,13 +201,20 @@ def _run(scenario, text: str, mode: str, relevance: bool, monkeypatch) -> list[t
         m.heartbeat("b", 0)
         head = "REGISTER QUERY q AS " if not mode else f"REGISTER {mode} QUERY q AS "
         m.register_query(f"PREFIX f: <{F}>\n" + head + text.format(a=EX + "a", b=EX + "b", ex=EX))
-        for k, (end, rows_a, rows_b, commit) in enumerate(scenario):
-            if rows_a:
-                m.ingest_ndjson("a", _nd(rows_a))
-            if rows_b:
-                m.ingest_ndjson("b", _nd(rows_b))
+        pend_a: list = []
+        pend_b: list = []
+        for k, (end, rows_a, rows_b, commit, send) in enumerate(scenario):
             if commit:
                 db.update(f'INSERT DATA {{ <{EX}x{k % 4}> <{EX}label> "l{k}" }}')
+            pend_a += rows_a
+            pend_b += rows_b
+            if not send and k + 1 < len(scenario):
+                continue   # posted with the next buckets': several instants ready at once
+            if pend_a:
+                m.ingest_ndjson("a", _nd(pend_a))
+            if pend_b:
+                m.ingest_ndjson("b", _nd(pend_b))
+            pend_a, pend_b = [], []
             m.heartbeat("a", end)
             m.heartbeat("b", end)
             assert m.drain(30)
