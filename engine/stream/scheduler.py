@@ -11,7 +11,11 @@
   least ``idle_after`` of them is one ``idle`` event ``{"from", "to", "instants", "same_as"}``, a
   shorter one a copy of ``te``'s result per instant (its own ``window``; empty I/DSTREAM
   differences). The cost is one evaluation per distinct window content, whatever the number of
-  instants.
+  instants. An instant whose time windows changed, but by no triple of a predicate the query's
+  patterns can match (:meth:`InstantEvaluator.quiet_until`, over the streams' element times per
+  predicate: :mod:`engine.stream.pred_times`), is reported as the last result with its own
+  window without capture or evaluation (:meth:`_report_reused`), and becomes the state the
+  next instant is checked against.
 * An instant whose evaluation fails still produces its ``result`` event, with
   ``{"error": kind, "detail": ..., "window": ...}`` (an unforeseen error: ``internal`` and an id
   that is in the log, never its text).
