@@ -35,7 +35,7 @@ from bench import streams as bs
 #: (module path, class or None, attribute) of the steps timed
 STEPS = [
     ("engine.stream.continuous", "InstantEvaluator", "quiet_until"),
-    ("engine.stream.scheduler", "Scheduler", "_report_reused"),
+    ("engine.stream.continuous", "InstantEvaluator", "reuse"),
     ("engine.stream.continuous", "InstantEvaluator", "repeat"),
     ("engine.stream.continuous", "InstantEvaluator", "member_bytes"),
     ("engine.stream.resultlog", "ResultLog", "append"),

@@ -272,3 +272,39 @@ def test_now_is_never_reused(monkeypatch):
     assert continuous.reused_total() == before
     assert len(got) > 10
     assert any("n" in orjson.loads(b) for _, _, d in got for b in d["results"]["bindings"])
+
+
+def test_the_index_goes_with_its_last_reader():
+    """A stream no window reads any more drops its index (the GC's horizon would trim it to the
+    end); a query registered later builds a new one and is reused by the check again."""
+    db = Database()
+    m = StreamManager(db)
+    text = f"SELECT ?s FROM STREAM <{EX}a> [RANGE 2s STEP 1s] WHERE {{ ?s <{EX}p> ?o }}"
+
+    def feed(k0: int, k1: int) -> None:
+        for k in range(k0, k1):
+            rows = [("x1", "p", "v1", k * 1000 + 1)] if k == k0 else [("x2", "noise", "v", k * 1000 + 1)]
+            m.ingest_ndjson("a", _nd(rows))
+            m.heartbeat("a", (k + 1) * 1000)
+            assert m.drain(30)
+
+    try:
+        m.register_stream("a", EX + "a")
+        m.heartbeat("a", 0)
+        m.register_query("REGISTER QUERY q1 AS " + text)
+        store = m._reg.streams["a"].store
+        before = continuous.reused_total()
+        feed(0, 8)
+        assert continuous.reused_total() > before and pred_times.known(store) is not None
+        m.delete_query("q1")
+        assert pred_times.known(store) is None
+        m.register_query("REGISTER QUERY q2 AS " + text)
+        before = continuous.reused_total()
+        feed(8, 16)
+        assert continuous.reused_total() > before
+        events = [e for e in m.log("q2").since(None, from_t=0) if e.event == "result"]
+        assert len(events) >= 7
+        assert all(orjson.loads(e.data)["results"]["bindings"] == [] for e in events if e.id >= 11_000)
+    finally:
+        m.close()
+        db.close()

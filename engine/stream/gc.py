@@ -106,7 +106,10 @@ def collect(reg: Registry, absorb_log: AbsorbLog, stream_names: Iterable[str]) -
             continue
         h, ih = _horizons(reg, n)
         st.store.gc(h)
-        pt = pred_times.known(st.store)
-        if pt is not None:
-            pt.trim(ih)
+        if ih == NO_READERS:
+            pred_times.forget(st.store)
+        else:
+            pt = pred_times.known(st.store)
+            if pt is not None:
+                pt.trim(ih)
     absorb_log.prune(absorb_horizon(reg))

@@ -29,7 +29,7 @@ from array import array
 
 import numpy as np
 
-__all__ = ["ALL", "PredicateTimes", "known", "next_change", "note", "of"]
+__all__ = ["ALL", "PredicateTimes", "forget", "known", "next_change", "note", "of"]
 
 #: the key of every element's time (a pattern with a variable predicate reads every triple)
 ALL = -1
@@ -149,6 +149,13 @@ def of(store) -> PredicateTimes:
 def known(store) -> PredicateTimes | None:
     """The index of ``store`` if one was made (the GC trims it)."""
     return _indexes.get(store)
+
+
+def forget(store) -> None:
+    """Drop the index of ``store`` (no time window reads it any more: a later reader builds a
+    new one from what the store retains, rather than find this one trimmed to the end)."""
+    with _indexes_lock:
+        _indexes.pop(store, None)
 
 
 def note(store) -> None:

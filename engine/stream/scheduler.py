@@ -14,7 +14,7 @@
   instants. An instant whose time windows changed, but by no triple of a predicate the query's
   patterns can match (:meth:`InstantEvaluator.quiet_until`, over the streams' element times per
   predicate: :mod:`engine.stream.pred_times`), is reported as the last result with its own
-  window without capture or evaluation (:meth:`_report_reused`), and becomes the state the
+  window without capture or evaluation (:meth:`_step_one`), and becomes the state the
   next instant is checked against.
 * An instant whose evaluation fails still produces its ``result`` event, with
   ``{"error": kind, "detail": ..., "window": ...}`` (an unforeseen error: ``internal`` and an id
@@ -438,13 +438,18 @@ class Scheduler:
 
     def _step_one(self, q: QueryEntry, t: int, last: int) -> None:
         reg = self.reg
+        ev = q.evaluator
         # instants whose windows and stored data equal the last evaluated one's cost only the
-        # check and the repeated event; the check's time counts in the instant's latency either way
+        # check and the repeated event; the check's time counts in the instant's latency either
+        # way. A reused instant (no relevant change) gets its event at once, inside that time.
         t0 = time.perf_counter()
         u = None
         same = True
-        if q.state is not None and q.prefix is not None:
-            u, same = q.evaluator.quiet_until(q.state, t, last, q.trigger.step)
+        state = q.state
+        if state is not None and q.prefix is not None:
+            u, same = ev.quiet_until(state, t, last, q.trigger.step)
+            if not same:
+                data, state = ev.reuse(state, q.prefix, t)
         check_ms = (time.perf_counter() - t0) * 1000.0
         with reg.cv:
             if u is None:
@@ -453,11 +458,14 @@ class Scheduler:
                 q.trigger.advance(u)
         if u is None:
             if issued:
-                self._evaluate(q, issued[0], q.evaluator.capture(issued[0], check_ms))
+                self._evaluate(q, issued[0], ev.capture(issued[0], check_ms))
         elif same:
             self._report_unchanged(q, t, u, check_ms)
-        else:
-            self._report_reused(q, t, check_ms)
+        elif self._store_event(q, t, state, q.prefix, data, check_ms):
+            # instant t, whose windows changed by no triple the query can match
+            # (InstantEvaluator.quiet_until): the last result as its own result event (an empty
+            # I/DSTREAM difference) without capture or evaluation; its state moves to t
+            telemetry.evaluation(reg, q.name, check_ms)
 
     # -- multi-query execution -----------------------------------------------------
     def _group_of(self, q: QueryEntry) -> Group | None:
@@ -685,19 +693,6 @@ class Scheduler:
             q.state, q.prefix = state, prefix
             q.log.append(t, data)
         return True
-
-    def _report_reused(self, q: QueryEntry, t: int, check_ms: float) -> None:
-        """Instant ``t``, whose windows changed by no triple the query can match
-        (:meth:`InstantEvaluator.quiet_until`): the last result as its own ``result`` event
-        (an empty I/DSTREAM difference), as an evaluated instant's event, without capture or
-        evaluation; its state moves to ``t``. Latency: the check and writing the event, as
-        for an unchanged instant."""
-        t0 = time.perf_counter()
-        prefix = q.prefix
-        data, state = q.evaluator.reuse(q.state, prefix, t)
-        ms = check_ms + (time.perf_counter() - t0) * 1000.0
-        if self._store_event(q, t, state, prefix, data, ms):
-            telemetry.evaluation(self.reg, q.name, ms)
 
     def _report_unchanged(self, q: QueryEntry, t: int, u: int, check_ms: float = 0.0) -> None:
         """Instants ``t..u`` equal the last evaluated one: a run of at least ``idle_after``
