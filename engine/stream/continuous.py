@@ -93,7 +93,7 @@ _EVALUATE = (None, True)     # InstantEvaluator.quiet_until: evaluate the instan
 #: write a class attribute, which would drop the interpreter's caches of the class's attributes)
 _REUSED = [0]
 #: repeat prefixes up to this many bytes are kept as bytes, longer ones as views of their event
-_SMALL_PREFIX = 1 << 16
+_SMALL_PREFIX = 4096
 
 
 def reused_total() -> int:
