@@ -89,7 +89,7 @@ def test_next_change_is_the_window_recomputed(batches, rng, step, keys, probes):
             te = first_instant(pr % (tau + 1), step)
             if pt.since is not None and te - rng < pt.since:
                 continue   # not answerable from the index: the caller evaluates
-            got = next_change(pt, ks, te, rng, step)
+            got = next_change(pt.groups, ks, te, rng, step)
             rel = [x for p, x in zip(hist_p, hist_t, strict=True) if ALL in ks or p in ks]
             cands = [first_instant(x, step) if x > te else first_instant(x + rng, step)
                      for x in rel if x > te - rng]

@@ -1385,11 +1385,11 @@ class InstantEvaluator:
             if pt.seq != store.end_seq:
                 pt.sync(store)
             lo = te - rng
+            groups = pt.groups   # before its bound (pred_times: a trim publishes new groups after it)
             since = pt.since
             if since is not None and lo < since:   # trimmed below te's window: not known here
                 return (None if ranges is None else self.unchanged_until(state, t, last, step)), True
             if reuse:
-                groups = pt.groups
                 for key in ids:
                     g = groups.get(key)
                     if g is None:
@@ -1397,7 +1397,7 @@ class InstantEvaluator:
                     arr = g[0]
                     if not arr or arr[-1] <= lo:   # all of them left before te's window
                         continue
-                    c = next_change(pt, (key,), te, rng, step)
+                    c = next_change(groups, (key,), te, rng, step)
                     if c <= t:
                         if key in rel[3]:
                             self._dg_skip = t
@@ -1408,7 +1408,7 @@ class InstantEvaluator:
                     if ch is None or c < ch:
                         ch = c
             if every:
-                c = next_change(pt, _EVERY, te, rng, step)
+                c = next_change(groups, _EVERY, te, rng, step)
                 if c is not None and (ch_all is None or c < ch_all):
                     ch_all = c
         if every:

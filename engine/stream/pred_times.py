@@ -15,9 +15,10 @@ before the progress is published, so a ready instant finds its elements indexed;
 catches up itself if some writer did not). It is complete for the timestamps above
 :attr:`PredicateTimes.since` (the trim point: the GC horizon of its readers' last instants,
 :func:`engine.stream.gc.collect`); a question reaching below it is not answered (the caller
-evaluates). One writer at a time (its lock); readers take a group's ``(array, head)`` pair as
-one object, which trimming replaces rather than mutates, so a reader on another thread never
-sees a half-trimmed group.
+evaluates). One writer at a time (its lock); appends go into the current groups in place,
+while a trim or a rebuild sets the new bound first and then publishes new groups: a reader
+takes :attr:`PredicateTimes.groups` once, then :attr:`PredicateTimes.since`, and never trusts
+a group below the bound it read.
 """
 
 from __future__ import annotations
@@ -60,29 +61,30 @@ class PredicateTimes:
                 return
             with store._lock:
                 live = store.live_start
-                if self.seq < live:   # freed before it was indexed: rebuild from the retained part
-                    self.groups = {}
+                fresh = self.seq < live   # freed before it was indexed: rebuild from the retained part
+                if fresh:
                     freed = store.freed_tau
-                    self.since = freed if self.since is None or (freed is not None and freed > self.since) \
-                        else self.since
+                    if freed is not None and (self.since is None or freed > self.since):
+                        self.since = freed
                     self.seq = live
                 end = store.end_seq
                 spo, tau = store.read(self.seq, end)
-            self._add(spo[:, 1], tau)
+            groups = {} if fresh else self.groups
+            self._add(groups, spo[:, 1], tau)
+            self.groups = groups
             self.seq = end
 
-    def _add(self, p: np.ndarray, tau: np.ndarray) -> None:
+    def _add(self, groups: dict, p: np.ndarray, tau: np.ndarray) -> None:
         n = len(tau)
         if not n:
             return
-        groups = self.groups
         g = groups.get(ALL)
         if g is None:
             g = groups[ALL] = [array("q"), 0]
         g[0].frombytes(np.ascontiguousarray(tau, dtype=np.int64).tobytes())
         p0 = int(p[0])
         if n == 1 or not (p != p0).any():   # one predicate (a graph element of one kind, one row)
-            self._extend(p0, tau)
+            self._extend(groups, p0, tau)
             return
         order = np.argsort(p, kind="stable")   # stable: each group keeps arrival (time) order
         ps = p[order]
@@ -91,19 +93,22 @@ class PredicateTimes:
         starts = [0, *cut.tolist()]
         ends = [*cut.tolist(), n]
         for a, b in zip(starts, ends, strict=True):   # per distinct predicate of the batch
-            self._extend(int(ps[a]), ts[a:b])
+            self._extend(groups, int(ps[a]), ts[a:b])
 
-    def _extend(self, pid: int, tau: np.ndarray) -> None:
-        g = self.groups.get(pid)
+    def _extend(self, groups: dict, pid: int, tau: np.ndarray) -> None:
+        g = groups.get(pid)
         if g is None:
-            g = self.groups[pid] = [array("q"), 0]
+            g = groups[pid] = [array("q"), 0]
             if pid > self.max_pid:
                 self.max_pid = pid
         g[0].frombytes(np.ascontiguousarray(tau, dtype=np.int64).tobytes())
 
     def trim(self, horizon: int | None) -> None:
         """Forget the times ``<= horizon`` (no reader's check reaches them any more): a group's
-        head moves; a group is copied without its head once that is half of it."""
+        head moves; a group is copied without its head once that is half of it. The trimmed
+        groups are a new dict, published after the new :attr:`since`: a reader takes
+        :attr:`groups` first, then :attr:`since`, and so never trusts a trimmed group below
+        the bound it read."""
         if horizon is None:
             return
         h = int(horizon)
@@ -111,20 +116,20 @@ class PredicateTimes:
             if self.since is not None and h <= self.since:
                 return
             self.since = h
-            for key, g in list(self.groups.items()):
+            out = {}
+            for key, g in self.groups.items():
                 arr, head = g
                 k = bisect.bisect_right(arr, h, head)
-                if k == head:
-                    continue
                 if k >= len(arr):
                     if key == ALL:
-                        self.groups[key] = [array("q"), 0]
-                    else:
-                        del self.groups[key]
+                        out[key] = [array("q"), 0]
+                elif k == head:
+                    out[key] = g
                 elif k >= _COMPACT and 2 * k >= len(arr):
-                    self.groups[key] = [arr[k:], 0]
+                    out[key] = [arr[k:], 0]
                 else:
-                    self.groups[key] = [arr, k]
+                    out[key] = [arr, k]
+            self.groups = out
 
     def __len__(self) -> int:
         """Times held (all groups, ALL included)."""
@@ -166,14 +171,14 @@ def note(store) -> None:
         pt.sync(store)
 
 
-def next_change(pt: PredicateTimes, keys, te: int, rng: int, step: int) -> int | None:
+def next_change(groups: dict, keys, te: int, rng: int, step: int) -> int | None:
     """The first instant ``x > te`` (a multiple of ``step``) at which the time window of
     ``rng`` ms may hold other elements of the predicates ``keys`` than at ``te`` -- the first
     instant at or after the next such element's time (it enters), or at or after
     ``tau + rng`` of the oldest one the window held at ``te`` (it leaves); None if no element
     of theirs is in the window at ``te`` or after it. Conservative: an element entering and
-    leaving between two instants counts. The caller checked ``pt.since <= te - rng``."""
-    groups = pt.groups
+    leaving between two instants counts. ``groups``: :attr:`PredicateTimes.groups`, read before
+    the caller checked ``since <= te - rng``."""
     lo = te - rng
     best = None
     for key in keys:
