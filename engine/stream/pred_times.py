@@ -36,6 +36,8 @@ __all__ = ["ALL", "PredicateTimes", "forget", "known", "next_change", "note", "o
 ALL = -1
 #: a group is compacted when its dropped head reaches this many entries and half its length
 _COMPACT = 256
+#: batches up to this many rows are grouped by list calls (list.count per distinct predicate)
+_SMALL = 128
 
 
 class PredicateTimes:
@@ -75,33 +77,43 @@ class PredicateTimes:
             self.seq = end
 
     def _add(self, groups: dict, p: np.ndarray, tau: np.ndarray) -> None:
+        """Append a run of elements (predicate ids ``p``, times ``tau``, arrival order): every
+        time to :data:`ALL`, each predicate's to its group -- numpy per batch, Python per
+        distinct predicate of the batch (a handful), never per element."""
         n = len(tau)
         if not n:
             return
         g = groups.get(ALL)
         if g is None:
             g = groups[ALL] = [array("q"), 0]
-        g[0].frombytes(np.ascontiguousarray(tau, dtype=np.int64).tobytes())
-        p0 = int(p[0])
-        if n == 1 or not (p != p0).any():   # one predicate (a graph element of one kind, one row)
-            self._extend(groups, p0, tau)
+        g[0].frombytes(tau.tobytes())
+        if n <= _SMALL:   # a few dozen rows: C-level list calls beat numpy's per-call overhead
+            pl = p.tolist()
+            ds = set(pl)
+            if len(ds) == 1:   # one predicate (a graph element of one kind, one row)
+                self._extend(groups, pl[0], tau.tobytes())
+                return
+            ts = tau[p.argsort(kind="stable")].tobytes()   # stable: a group keeps arrival order
+            a = 0
+            for pid in sorted(ds):   # per distinct predicate of the batch, in the sort's order
+                b = a + pl.count(pid)
+                self._extend(groups, pid, ts[8 * a:8 * b])
+                a = b
             return
-        order = np.argsort(p, kind="stable")   # stable: each group keeps arrival (time) order
+        order = p.argsort(kind="stable")
         ps = p[order]
-        ts = tau[order]
-        cut = np.flatnonzero(ps[1:] != ps[:-1]) + 1
-        starts = [0, *cut.tolist()]
-        ends = [*cut.tolist(), n]
-        for a, b in zip(starts, ends, strict=True):   # per distinct predicate of the batch
-            self._extend(groups, int(ps[a]), ts[a:b])
+        ts = tau[order].tobytes()
+        cut = [0, *((ps[1:] != ps[:-1]).nonzero()[0] + 1).tolist(), n]
+        for i, pid in enumerate(ps[cut[:-1]].tolist()):   # per distinct predicate of the batch
+            self._extend(groups, pid, ts[8 * cut[i]:8 * cut[i + 1]])
 
-    def _extend(self, groups: dict, pid: int, tau: np.ndarray) -> None:
+    def _extend(self, groups: dict, pid: int, tau: bytes) -> None:
         g = groups.get(pid)
         if g is None:
             g = groups[pid] = [array("q"), 0]
             if pid > self.max_pid:
                 self.max_pid = pid
-        g[0].frombytes(np.ascontiguousarray(tau, dtype=np.int64).tobytes())
+        g[0].frombytes(tau)
 
     def trim(self, horizon: int | None) -> None:
         """Forget the times ``<= horizon`` (no reader's check reaches them any more): a group's
