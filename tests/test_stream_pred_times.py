@@ -103,6 +103,30 @@ def test_next_change_is_the_window_recomputed(batches, rng, step, keys, probes):
                 x += step
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_batches_of_any_size_are_grouped_in_arrival_order(seed):
+    """Small batches (list calls) and large ones (one argsort): each group holds its
+    predicate's times in arrival order, ALL every time."""
+    rng = np.random.default_rng(seed)
+    store = TransientStore("a", slice_triples=64)
+    pt = PredicateTimes()
+    hist: list[tuple[int, int]] = []
+    for i in range(60):
+        n = int(rng.choice([1, 3, 40, 127, 128, 129, 400]))
+        rows = np.stack([np.zeros(n, dtype=np.int64), rng.integers(0, 6, n), np.zeros(n, dtype=np.int64)], axis=1)
+        tau = np.sort(rng.integers(0, 50, n)) + i * 100
+        store.append_rows(rows, tau)
+        if rng.random() < 0.7:
+            pt.sync(store)
+        hist += list(zip(rows[:, 1].tolist(), tau.tolist(), strict=True))
+    pt.sync(store)
+    for pid in range(6):
+        g = pt.groups.get(pid)
+        assert (list(g[0]) if g else []) == [x for p, x in hist if p == pid]
+    assert list(pt.groups[ALL][0]) == [x for _, x in hist]
+    assert pt.max_pid == max(p for p, _ in hist)
+
+
 def test_a_fresh_index_starts_from_what_the_store_retains():
     store = TransientStore("a", slice_triples=4)
     rows = np.array([[1, 7, 2]] * 4, dtype=np.int64)
