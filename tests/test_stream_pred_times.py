@@ -29,7 +29,7 @@ from engine.sparql.parser import parse_query
 from engine.stream import continuous, pred_times
 from engine.stream.delta import relevant_predicates
 from engine.stream.manager import StreamManager
-from engine.stream.pred_times import ALL, PredicateTimes, next_change
+from engine.stream.pred_times import ALL, PredicateTimes, next_change, window_seqs
 from engine.stream.transient import TransientStore
 from engine.stream.windows import first_instant
 from tests.test_stream_delta import _canon, _nd, _Off
@@ -89,6 +89,12 @@ def test_next_change_is_the_window_recomputed(batches, rng, step, keys, probes):
             te = first_instant(pr % (tau + 1), step)
             if pt.since is not None and te - rng < pt.since:
                 continue   # not answerable from the index: the caller evaluates
+            # the window's seq range by the index, as the store's own search finds it
+            seqs = window_seqs(pt.groups, te - rng, te)
+            if seqs is not None:
+                live = store.live_start
+                g0 = max(seqs[0], live)
+                assert (g0, max(seqs[1], g0)) == store.time_range(te - rng, te)
             got = next_change(pt.groups, ks, te, rng, step)
             rel = [x for p, x in zip(hist_p, hist_t, strict=True) if ALL in ks or p in ks]
             cands = [first_instant(x, step) if x > te else first_instant(x + rng, step)
@@ -125,6 +131,22 @@ def test_batches_of_any_size_are_grouped_in_arrival_order(seed):
         assert (list(g[0]) if g else []) == [x for p, x in hist if p == pid]
     assert list(pt.groups[ALL][0]) == [x for _, x in hist]
     assert pt.max_pid == max(p for p, _ in hist)
+    # trims (compacting groups past their first 256 entries) and the store's GC: window ranges
+    # by the index equal the store's search wherever the index still holds the window
+    end = hist[-1][1]
+    for h in range(0, end, 450):
+        if rng.random() < 0.5:
+            store.gc(h - 300)
+        pt.trim(h)
+        pt.sync(store)
+        for lo in range(h, end + 100, 170):
+            got = window_seqs(pt.groups, lo, lo + 1000)
+            live = store.live_start
+            g0 = max(got[0], live)
+            assert (g0, max(got[1], g0)) == store.time_range(lo, lo + 1000)
+        for pid in range(6):
+            g = pt.groups.get(pid)
+            assert (list(g[0][g[1]:]) if g else []) == [x for p, x in hist if p == pid and x > h]
 
 
 def test_a_fresh_index_starts_from_what_the_store_retains():

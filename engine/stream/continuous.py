@@ -76,7 +76,7 @@ from engine.stream import pred_times
 from engine.stream.absorb import AbsorbLog
 from engine.stream.delta import DeltaGuard, patterns_of, query_patterns, relevant_predicates
 from engine.stream.incremental import IncrementalCore, find_core
-from engine.stream.pred_times import next_change
+from engine.stream.pred_times import next_change, window_seqs
 from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.transient import TransientStore
@@ -1234,6 +1234,26 @@ class InstantEvaluator:
         at = self._at
         if at is not None and at[0] == t:
             return at[1]
+        rel = self._rel
+        if rel is None:
+            rel = self._relevance()
+        if rel[0]:   # time windows: two bisections over the stream's element times (pred_times)
+            r = []
+            for (store, pt, rng), bw in zip(rel[2], self.windows, strict=True):
+                if pt.seq != store.end_seq:
+                    pt.sync(store)
+                lo = t - rng
+                groups = pt.groups   # before its bound (see pred_times)
+                since = pt.since
+                got = None if since is not None and lo < since else window_seqs(groups, lo, t)
+                if got is None:
+                    r.append(bw.store.window_range(bw.window, t))
+                else:
+                    live = store.live_start
+                    g0 = got[0] if got[0] > live else live
+                    r.append((g0, got[1] if got[1] > g0 else g0))
+            self._at = (t, r)
+            return r
         if at is not None and at[0] < t:   # from the last instant's ranges: a few steps, no search
             r = []
             for bw, (g0, g1) in zip(self.windows, at[1], strict=True):

@@ -30,7 +30,7 @@ from array import array
 
 import numpy as np
 
-__all__ = ["ALL", "PredicateTimes", "forget", "known", "next_change", "note", "of"]
+__all__ = ["ALL", "PredicateTimes", "forget", "known", "next_change", "note", "of", "window_seqs"]
 
 #: the key of every element's time (a pattern with a variable predicate reads every triple)
 ALL = -1
@@ -84,8 +84,8 @@ class PredicateTimes:
         if not n:
             return
         g = groups.get(ALL)
-        if g is None:
-            g = groups[ALL] = [array("q"), 0]
+        if g is None:   # [times, head, the seq of times[0]]: ALL holds every element in seq order
+            g = groups[ALL] = [array("q"), 0, self.seq]
         g[0].frombytes(tau.tobytes())
         if n <= _SMALL:   # a few dozen rows: C-level list calls beat numpy's per-call overhead
             pl = p.tolist()
@@ -130,13 +130,19 @@ class PredicateTimes:
             self.since = h
             out = {}
             for key, g in self.groups.items():
-                arr, head = g
+                arr, head = g[0], g[1]
                 k = bisect.bisect_right(arr, h, head)
-                if k >= len(arr):
-                    if key == ALL:
-                        out[key] = [array("q"), 0]
-                elif k == head:
+                if k == head:
                     out[key] = g
+                elif key == ALL:   # its first seq moves with what is dropped
+                    if k >= len(arr):
+                        out[key] = [array("q"), 0, g[2] + len(arr)]
+                    elif k >= _COMPACT and 2 * k >= len(arr):
+                        out[key] = [arr[k:], 0, g[2] + k]
+                    else:
+                        out[key] = [arr, k, g[2]]
+                elif k >= len(arr):
+                    continue
                 elif k >= _COMPACT and 2 * k >= len(arr):
                     out[key] = [arr[k:], 0]
                 else:
@@ -197,7 +203,7 @@ def next_change(groups: dict, keys, te: int, rng: int, step: int) -> int | None:
         g = groups.get(key)
         if g is None:
             continue
-        arr, head = g
+        arr, head = g[0], g[1]
         n = len(arr)
         i = bisect.bisect_right(arr, lo, head, n)
         if i >= n:
@@ -216,3 +222,17 @@ def next_change(groups: dict, keys, te: int, rng: int, step: int) -> int | None:
         if best is None or c < best:
             best = c
     return best
+
+
+def window_seqs(groups: dict, lo: int, hi: int) -> tuple[int, int] | None:
+    """The seq range of the elements with ``lo < tau <= hi`` by two bisections over :data:`ALL`
+    (what :meth:`~engine.stream.transient.TransientStore.time_range` finds through the stream
+    index and the slices), None if nothing was indexed. The caller checked ``since <= lo``
+    (every element above ``lo`` is held) and clamps the start to what the store retains."""
+    g = groups.get(ALL)
+    if g is None:
+        return None
+    arr, head, seq0 = g
+    i0 = bisect.bisect_right(arr, lo, head)
+    i1 = bisect.bisect_right(arr, hi, i0) if hi > lo else i0
+    return seq0 + i0, seq0 + i1
