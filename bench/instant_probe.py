@@ -34,6 +34,12 @@ from bench import streams as bs
 
 #: (module path, class or None, attribute) of the steps timed
 STEPS = [
+    ("engine.stream.continuous", "InstantEvaluator", "quiet_until"),
+    ("engine.stream.continuous", "InstantEvaluator", "reuse"),
+    ("engine.stream.continuous", "InstantEvaluator", "repeat"),
+    ("engine.stream.continuous", "InstantEvaluator", "member_bytes"),
+    ("engine.stream.resultlog", "ResultLog", "append"),
+    ("engine.stream.pred_times", "PredicateTimes", "sync"),
     ("engine.stream.continuous", "InstantEvaluator", "unchanged_until"),
     ("engine.stream.continuous", "InstantEvaluator", "capture"),
     ("engine.stream.continuous", "InstantEvaluator", "run"),

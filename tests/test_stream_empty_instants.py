@@ -46,6 +46,7 @@ def _scenario(rng: random.Random):
 
 def _run(scenario, text: str, mode: str, fast: bool, monkeypatch) -> tuple[list, int]:
     monkeypatch.setattr(continuous, "DeltaGuard", _Off)   # evaluate every instant
+    monkeypatch.setattr(continuous.InstantEvaluator, "RELEVANCE", False)   # (pred_times: no reuse either)
     if not fast:   # every instant through the executor (no empty shortcut, no direct SELECT)
         monkeypatch.setattr(continuous, "_empty_preserving", lambda q: False)
         monkeypatch.setattr(TinyCore, "result", lambda self, sol, ctx: None)

@@ -73,9 +73,11 @@ from engine.formats import NTRIPLES
 from engine.kv.views import EmptyGraph, merged_view
 from engine.plan.rewrite import is_pure_bgp
 from engine.sparql import algebra as A
+from engine.stream import pred_times
 from engine.stream.absorb import AbsorbLog
-from engine.stream.delta import DeltaGuard, patterns_of
+from engine.stream.delta import DeltaGuard, patterns_of, query_patterns, relevant_predicates
 from engine.stream.incremental import IncrementalCore, find_core
+from engine.stream.pred_times import next_change, window_seqs
 from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.transient import TransientStore
@@ -86,6 +88,18 @@ __all__ = ["BoundWindow", "InstantEvaluator", "WindowCache", "multiset_diff", "s
 
 _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
 _EMPTY1 = np.zeros(0, dtype=np.int64)
+_EVERY = (pred_times.ALL,)   # every element of a stream (pred_times)
+_EVALUATE = (None, True)     # InstantEvaluator.quiet_until: evaluate the instant
+#: instants reused by the relevance check, all queries of the process (a list: counting must not
+#: write a class attribute, which would drop the interpreter's caches of the class's attributes)
+_REUSED = [0]
+#: repeat prefixes up to this many bytes are kept as bytes, longer ones as views of their event
+_SMALL_PREFIX = 4096
+
+
+def reused_total() -> int:
+    """Instants the relevance check reused (:meth:`InstantEvaluator.quiet_until`), all queries."""
+    return _REUSED[0]
 _BIN = pa.large_binary()
 #: instants whose compact default graph holds at most this many triples evaluate their BGP core
 #: tuple at a time (:mod:`engine.stream.tiny`); larger ones take the vectorized executor
@@ -1112,6 +1126,12 @@ class InstantEvaluator:
         self._until_fails = 0      # unchanged-instant checks failed in a row
         self._until_skip = 0       # instants left whose check is skipped (windows changing every step)
         self._until_backoff = 1
+        # the relevance check (engine.stream.pred_times), set up on its first use (_relevance),
+        # and the ids of its predicates (_relevant_ids)
+        self._rel: tuple | None = None
+        self._rel_ids: tuple | None = None
+        self._dg_skip: int | None = None   # the instant whose delta check is hopeless (quiet_until)
+        self._ok: int | None = None   # the last instant run() answered (not an error)
         ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
         self._max_range = max(ranges) if ranges else None
         self._from_graphs: tuple | None = None   # (snapshot, the FROM graphs the compact path reads)
@@ -1256,6 +1276,26 @@ class InstantEvaluator:
         at = self._at
         if at is not None and at[0] == t:
             return at[1]
+        rel = self._rel
+        if rel is None:
+            rel = self._relevance()
+        if rel[0]:   # time windows: two bisections over the stream's element times (pred_times)
+            r = []
+            for (store, pt, rng), bw in zip(rel[2], self.windows, strict=True):
+                if pt.seq != store.end_seq:
+                    pt.sync(store)
+                lo = t - rng
+                groups = pt.groups   # before its bound (see pred_times)
+                since = pt.since
+                got = None if since is not None and lo < since else window_seqs(groups, lo, t)
+                if got is None:
+                    r.append(bw.store.window_range(bw.window, t))
+                else:
+                    live = store.live_start
+                    g0 = got[0] if got[0] > live else live
+                    r.append((g0, got[1] if got[1] > g0 else g0))
+            self._at = (t, r)
+            return r
         if at is not None and at[0] < t:   # from the last instant's ranges: a few steps, no search
             r = []
             for bw, (g0, g1) in zip(self.windows, at[1], strict=True):
@@ -1309,6 +1349,148 @@ class InstantEvaluator:
                 self._until_backoff = min(self.UNTIL_SKIP_MAX, 2 * self._until_backoff)
         return u
 
+    #: the relevance check on (tests compare with it off)
+    RELEVANCE = True
+
+    @property
+    def delta_last(self) -> int | None:
+        """The instant the delta check compares with (:class:`~engine.stream.delta.DeltaGuard`),
+        None if none: the GC keeps the absorbed facts after it (:func:`engine.stream.gc.absorb_horizon`)."""
+        dg = self._delta
+        return None if dg is None else dg.last
+
+    def _relevance(self) -> tuple:
+        """``(usable, the relevant predicates' keys or None for every triple, per window
+        (its store, the store's element-time index, RANGE), the ids of the predicates some
+        pattern matches with both ends variable)``, made on the first check. A change of one of
+        the latter matches that pattern: the delta check (finer: it compares subjects and
+        objects too) is not asked then (:meth:`run`)."""
+        rel = self._rel
+        if rel is None:
+            timed = self.RELEVANCE and all(bw.window.range_ms is not None for bw in self.windows)
+            # f:timestamp reads element times, which a repeat of a triple changes (WindowedEvaluator)
+            keys = relevant_predicates(self.query) if timed and not getattr(self, "element_times", False) else None
+            wins = tuple((bw.store, pred_times.of(bw.store), int(bw.window.range_ms))
+                         for bw in self.windows) if timed else ()
+            coarse = frozenset()
+            if keys is not None:   # predicates some pattern matches with both ends variable
+                d = self.db.store.dictionary
+                ids = (d.lookup(tp.p.key) for tp in query_patterns(self.query)
+                       if not isinstance(tp.s, A.Const) and not isinstance(tp.o, A.Const))
+                coarse = frozenset(int(i) for i in ids if i >= 0)
+            rel = self._rel = (timed, keys, wins, coarse)
+        return rel
+
+    def _relevant_ids(self) -> tuple:
+        """``(dictionary, its size then, the ids of the relevant predicates, how many keys are
+        absent)``. Ids never change; a key absent from the dictionary can only appear later with
+        an id at least its size then, so it is looked up again only once some stream of the
+        query indexed such a predicate id (new predicates are rare; new subjects and objects
+        are not)."""
+        rel = self._rel
+        d = self.db.store.dictionary
+        memo = self._rel_ids
+        if memo is not None and memo[0] is d and (not memo[3] or max(w[1].max_pid for w in rel[2]) < memo[1]):
+            return memo
+        size = len(d)   # before the lookups: a term interned after one has an id >= size
+        ids = []
+        for k in rel[1]:
+            i = int(d.lookup(k))
+            if i >= 0:
+                ids.append(i)
+        memo = self._rel_ids = (d, size, tuple(ids), len(rel[1]) - len(ids))
+        return memo
+
+    def quiet_until(self, state: tuple, t: int, last: int, step: int) -> tuple[int | None, bool]:
+        """The scheduler's check of instant ``t`` against the evaluated (or reused) instant
+        ``te`` of ``state``: ``(u, True)`` when the windows and stored data stay the same for
+        ``t..u`` (:meth:`unchanged_until`'s answer); ``(t, False)`` when no triple of a predicate
+        the query's patterns can match entered or left its windows (the result is ``te``'s:
+        :meth:`reuse`); ``(None, True)``: evaluate ``t``.
+
+        For time windows both answers come from the streams' element times per predicate
+        (:mod:`engine.stream.pred_times`: a few bisections, no window read); other windows take
+        :meth:`unchanged_until`. A result is reused only after an answered instant (not after
+        an error), with the same store snapshot and no absorbed fact of the stored default graph
+        becoming visible "as of event time" (both also end an unchanged run). With one instant
+        ready (``last == t``) an unchanged run is that instant alone, whose event is the same
+        either way: only the relevant predicates are looked at then. Kept to one call on the
+        commonest path (an instant runs on a woken thread, where every call and object touched
+        costs a few cache misses)."""
+        rel = self._rel
+        if rel is None:
+            rel = self._relevance()
+        if not rel[0]:
+            return self.unchanged_until(state, t, last, step), True
+        te, sn, ranges = state
+        dbs = self.db.store
+        if dbs.snapshot().sn != sn:
+            return _EVALUATE
+        ch = None
+        if self.reads_stored_default:
+            al = self.absorb_log
+            if al is not None and len(al):
+                nxt_abs = al.next_after(te)
+                if nxt_abs is not None:
+                    ch = first_instant(nxt_abs, step)
+                    if ch <= t:
+                        return _EVALUATE
+        reuse = rel[1] is not None and self._ok == te
+        if reuse:
+            memo = self._rel_ids
+            if memo is None or memo[0] is not dbs.dictionary or memo[3]:
+                memo = self._relevant_ids()
+            ids = memo[2]
+        every = last > t or not reuse   # the whole windows: an unchanged run, or no relevance
+        ch_all = ch
+        for store, pt, rng in rel[2]:
+            if pt.seq != store.end_seq:
+                pt.sync(store)
+            lo = te - rng
+            groups = pt.groups   # before its bound (pred_times: a trim publishes new groups after it)
+            since = pt.since
+            if since is not None and lo < since:   # trimmed below te's window: not known here
+                return (None if ranges is None else self.unchanged_until(state, t, last, step)), True
+            if reuse:
+                for key in ids:
+                    g = groups.get(key)
+                    if g is None:
+                        continue
+                    arr = g[0]
+                    if not arr or arr[-1] <= lo:   # all of them left before te's window
+                        continue
+                    c = next_change(groups, (key,), te, rng, step)
+                    if c <= t:
+                        if key in rel[3]:
+                            self._dg_skip = t
+                        if not every:
+                            return _EVALUATE
+                        reuse = False
+                        break
+                    if ch is None or c < ch:
+                        ch = c
+            if every:
+                c = next_change(groups, _EVERY, te, rng, step)
+                if c is not None and (ch_all is None or c < ch_all):
+                    ch_all = c
+        if every:
+            u = last if ch_all is None else min(last, ch_all - step)
+            if u >= t:
+                return u, True
+        return (t, False) if reuse else _EVALUATE
+
+    def reuse(self, state: tuple, prefix, t: int) -> tuple[bytes, tuple]:
+        """``(the event data, the state)`` of instant ``t``, whose result :meth:`quiet_until`
+        found to be ``state``'s: the same result (an empty I/DSTREAM difference) with ``t``'s
+        window; the state's instant moves on (the next check reads one step's change), the
+        snapshot is the same, no seq ranges (only a time-window query reuses this way, and its
+        checks read none)."""
+        self._ok = t
+        _REUSED[0] += 1
+        r = self._max_range
+        tail = b',"window":{"start":%d,"end":%d}}' % (t - r, t)
+        return (prefix + tail if type(prefix) is bytes else b"".join((prefix, tail))), (t, state[1], None)
+
     def _unchanged_until(self, state: tuple, t: int, last: int, step: int) -> int | None:
         """The last instant ``u`` in ``[t, last]`` such that every instant in ``(te, u]`` has the
         same window contents and stored data as the evaluated instant ``te`` of ``state``
@@ -1325,7 +1507,7 @@ class InstantEvaluator:
         are kept per ``state`` (:attr:`_until`): a later call re-reads only a window whose next
         element had not arrived yet, and checks the GC's progress (two integers per window)."""
         te, sn, ranges = state
-        if self.db.store.snapshot().sn != sn:
+        if ranges is None or self.db.store.snapshot().sn != sn:   # (a reused instant's state: quiet_until)
             return None
         memo = self._until
         if memo is None or memo[0] is not state:
@@ -1381,8 +1563,10 @@ class InstantEvaluator:
         if not (data.endswith(b"}") and data.endswith(member, 0, len(data) - 1)):
             raise ValueError("the event data does not end with its window member")
         if self.mode == "RSTREAM" or data.startswith(b'{"error"'):
-            # a view, not a copy: an event of megabytes (C2: 8.7 MB) is not copied again per instant
-            return memoryview(data)[:len(data) - len(member) - 1]
+            # a view, not a copy: an event of megabytes (C2: 8.7 MB) is not copied again per instant;
+            # a small one is copied once (each repeat then concatenates bytes, cheaper than a join)
+            n = len(data) - len(member) - 1
+            return data[:n] if n <= _SMALL_PREFIX else memoryview(data)[:n]
         if self.form == "CONSTRUCT":
             return b'{"triples":""'
         return b'{"head":' + orjson.dumps({"vars": self._vars}) + b',"results":{"bindings":[]}'
@@ -1411,7 +1595,12 @@ class InstantEvaluator:
         return win
 
     def member_bytes(self, t: int) -> bytes:
-        """``b',"window":{...}'`` of instant ``t``."""
+        """``b',"window":{...}'`` of instant ``t`` (a time-window query's by one formatting:
+        the bytes ``orjson`` writes for :meth:`window_member`'s dict)."""
+        r = self._max_range
+        if r is not None:
+            t = int(t)
+            return b',"window":{"start":%d,"end":%d}' % (t - r, t)
         wm = self._wm
         if wm is None or wm[0] != t:
             self.window_member(t)
@@ -1522,10 +1711,13 @@ class InstantEvaluator:
         pre = pre_ms if pre_t == t else 0.0
         self._pre = (None, 0.0)
         dg = self._delta
-        keep = dg is not None and dg.wants_check()
+        # the relevance check saw a change the delta check cannot find clean (a triple of a
+        # predicate some pattern matches with variable ends): not asked, but remembered
+        hopeless = self._dg_skip == t
+        keep = dg is not None and not hopeless and dg.wants_check()
         # the instant before a check (the last of a back-off) is remembered too: the check then
         # reads one step's change, not everything since the last remembered instant
-        if keep or (dg is not None and (dg.last is None or dg.checks_next())):
+        if keep or (dg is not None and (hopeless or dg.last is None or dg.checks_next())):
             sn = self.db.store.snapshot().sn
             ranges = self.ranges(t)
             if keep:
@@ -1537,6 +1729,7 @@ class InstantEvaluator:
                 if prefix is not None:
                     data = self.repeat(prefix, t)
                     self._rp = (data, prefix)
+                    self._ok = t
                     return data, pre + (time.perf_counter() - t0) * 1000.0
             keep = True
         res = self.evaluate(t)
@@ -1546,6 +1739,7 @@ class InstantEvaluator:
             prefix = self.repeat_prefix(data, win)
             self._rp = (data, prefix)
             dg.remember(t, sn, ranges, prefix)
+        self._ok = t
         return data, pre + (time.perf_counter() - t0) * 1000.0
 
     def render(self, res: QueryResult, win: dict) -> bytes:

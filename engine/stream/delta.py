@@ -23,7 +23,7 @@ import numpy as np
 from engine.sparql import algebra as A
 from engine.stream.transient import WindowEvicted
 
-__all__ = ["DeltaGuard", "patterns_of", "query_patterns"]
+__all__ = ["DeltaGuard", "hits_total", "patterns_of", "query_patterns", "relevant_predicates"]
 
 
 def patterns_of(query: A.Query, refuse) -> list[A.TriplePattern] | None:
@@ -58,6 +58,55 @@ def query_patterns(query: A.Query) -> list[A.TriplePattern] | None:
     return patterns_of(query, _reads_otherwise)
 
 
+#: built-ins whose value is not a function of the solution (each evaluation differs)
+_VOLATILE = frozenset({"NOW", "RAND", "UUID", "STRUUID", "BNODE"})
+#: XSD casts are the only calls by IRI known to depend on their arguments alone
+_XSD = "http://www.w3.org/2001/XMLSchema#"
+
+
+def _order_dependent(x) -> bool:
+    """A node whose answer may depend on the order the matches come in (which the windows'
+    other triples can change: plans are chosen by window size) or on more than the matches:
+    LIMIT/OFFSET, SAMPLE, GROUP_CONCAT, volatile built-ins, extension functions (C-SPARQL's
+    ``f:timestamp`` reads element times)."""
+    if isinstance(x, A.Slice):
+        return True
+    if isinstance(x, A.Aggregate):
+        return x.name in ("SAMPLE", "GROUP_CONCAT")
+    if isinstance(x, A.Call):
+        return x.op in _VOLATILE
+    if isinstance(x, A.FunctionCall):
+        return not x.iri.startswith(_XSD)
+    return False
+
+
+def relevant_predicates(query: A.Query) -> tuple[str, ...] | None:
+    """The keys of the constant predicates of every triple pattern of ``query`` -- the only
+    stream triples that can change its result -- or None when every triple can (a pattern with
+    a variable predicate, a graph read otherwise than by patterns: :func:`query_patterns`), or
+    when its answer may change without its matches changing (:func:`_order_dependent`): then
+    only instants whose windows did not change at all reuse a result."""
+    pats = query_patterns(query)
+    if pats is None:
+        return None
+    stack: list = [query.pattern, query.template]
+    while stack:
+        x = stack.pop()
+        if _order_dependent(x):
+            return None
+        if isinstance(x, (tuple, list)):
+            stack.extend(x)
+        elif hasattr(x, "__dataclass_fields__"):
+            stack.extend(getattr(x, f) for f in x.__dataclass_fields__)
+    keys = []
+    for tp in pats:
+        if not isinstance(tp.p, A.Const):
+            return None
+        if tp.p.key not in keys:
+            keys.append(tp.p.key)
+    return tuple(keys)
+
+
 class DeltaGuard:
     """Remembers a query's last evaluated instant and decides whether a later instant's window
     change can affect its result. Backs off while the check keeps failing (windows where every
@@ -66,7 +115,6 @@ class DeltaGuard:
     MISSES = 1          # failed checks in a row before backing off (a check costs 20-70 µs on a
     #                     woken worker, and where one change matched, the next usually does too)
     BACKOFF_MAX = 256   # instants
-    hits_total = 0      # instants reused, all queries of the process (tests, diagnostics)
 
     def __init__(self, query: A.Query):
         pats = query_patterns(query)
@@ -215,7 +263,7 @@ class DeltaGuard:
         self._misses = 0
         self._backoff = 1
         self.hits += 1
-        DeltaGuard.hits_total += 1
+        _HITS[0] += 1
         self._memo = (memo[0], sn, ranges, memo[3])
         return memo[3]
 
@@ -266,6 +314,16 @@ def _any_match(rows: np.ndarray, consts) -> bool:
         if eq.all(axis=2).any():
             return True
     return False
+
+
+#: instants reused, all queries of the process (tests, diagnostics); a list: counting must not
+#: write a class attribute (that drops the interpreter's caches of the class's attributes)
+_HITS = [0]
+
+
+def hits_total() -> int:
+    """Instants the delta check reused, all queries of the process."""
+    return _HITS[0]
 
 
 _CHUNK = 1 << 16   # rows x patterns compared per step

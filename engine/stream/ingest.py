@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.io import ingest as write_path
+from engine.stream import pred_times
 from engine.stream.absorb import AbsorbLog, absorb
 from engine.stream.adaptor import ParsedLines, parse_graph, split_elements, timeless_mask
 from engine.stream.ledger import BatchLedger, check_batch_id, duplicate
@@ -75,6 +76,7 @@ class Ingestor:
         if tm.any():
             self.db.store.snapshot()  # a down store worker refuses the batch before anything changes
         st.store.append_rows(rows, tau)
+        pred_times.note(st.store)   # indexed before the progress is published (relevance checks)
         journal = self.journal if keys is not None else None
         st.batches += 1
         st.elements += len(split_elements(tau))
@@ -284,6 +286,7 @@ class Ingestor:
                     top = max(top, _max_load_id(b.s), _max_load_id(b.o))
                     with st.lock:
                         st.store.append_rows(iv.rows, b.t)
+                        pred_times.note(st.store)
                         if b.absorbed is not None:   # the absorb records: the store already holds the rows
                             held = b.absorbed.is_valid().to_numpy(zero_copy_only=False)
                             new = b.absorbed.fill_null(False).to_numpy(zero_copy_only=False)

@@ -11,7 +11,11 @@
   least ``idle_after`` of them is one ``idle`` event ``{"from", "to", "instants", "same_as"}``, a
   shorter one a copy of ``te``'s result per instant (its own ``window``; empty I/DSTREAM
   differences). The cost is one evaluation per distinct window content, whatever the number of
-  instants.
+  instants. An instant whose time windows changed, but by no triple of a predicate the query's
+  patterns can match (:meth:`InstantEvaluator.quiet_until`, over the streams' element times per
+  predicate: :mod:`engine.stream.pred_times`), is reported as the last result with its own
+  window without capture or evaluation (:meth:`_step_one`), and becomes the state the
+  next instant is checked against.
 * An instant whose evaluation fails still produces its ``result`` event, with
   ``{"error": kind, "detail": ..., "window": ...}`` (an unforeseen error: ``internal`` and an id
   that is in the log, never its text).
@@ -434,22 +438,34 @@ class Scheduler:
 
     def _step_one(self, q: QueryEntry, t: int, last: int) -> None:
         reg = self.reg
+        ev = q.evaluator
         # instants whose windows and stored data equal the last evaluated one's cost only the
-        # check and the repeated event; the check's time counts in the instant's latency either way
+        # check and the repeated event; the check's time counts in the instant's latency either
+        # way. A reused instant (no relevant change) gets its event at once, inside that time.
         t0 = time.perf_counter()
         u = None
-        if q.state is not None and q.prefix is not None:
-            u = q.evaluator.unchanged_until(q.state, t, last, q.trigger.step)
+        same = True
+        state = q.state
+        if state is not None and q.prefix is not None:
+            u, same = ev.quiet_until(state, t, last, q.trigger.step)
+            if not same:
+                data, state = ev.reuse(state, q.prefix, t)
         check_ms = (time.perf_counter() - t0) * 1000.0
         with reg.cv:
             if u is None:
                 issued = q.trigger.ready(reg.progress(), limit=1)   # [] if its stream went away
             else:
                 q.trigger.advance(u)
-        if u is not None:
+        if u is None:
+            if issued:
+                self._evaluate(q, issued[0], ev.capture(issued[0], check_ms))
+        elif same:
             self._report_unchanged(q, t, u, check_ms)
-        elif issued:
-            self._evaluate(q, issued[0], q.evaluator.capture(issued[0], check_ms))
+        elif self._store_event(q, t, state, q.prefix, data, check_ms):
+            # instant t, whose windows changed by no triple the query can match
+            # (InstantEvaluator.quiet_until): the last result as its own result event (an empty
+            # I/DSTREAM difference) without capture or evaluation; its state moves to t
+            telemetry.evaluation(reg, q.name, check_ms)
 
     # -- multi-query execution -----------------------------------------------------
     def _group_of(self, q: QueryEntry) -> Group | None:
