@@ -100,7 +100,8 @@ def test_edge_index_equals_a_brute_force_scan_across_writes(shards, first, write
         _check_edges(old, ts)
 
 
-def test_edge_index_budget_and_wide_ids():
+def test_edge_index_budget_and_wide_ids(monkeypatch):
+    monkeypatch.setattr(vertex_preds, "EAGER", False)  # (the lazy build: no index carried from the empty graph)
     g = empty_graph(1).apply(None, np.array([[1, p, 2] for p in range(10)], dtype=np.int64))
     assert vertex_preds.build_edges(g, OUT, budget=8) is None
     assert vertex_preds.vertex_edges(g, OUT, budget=8) is None and vertex_preds.cached_edges(g, OUT) is None
@@ -109,6 +110,7 @@ def test_edge_index_budget_and_wide_ids():
 
 
 def test_above_the_budget_there_is_no_index_and_the_point_path_falls_back(monkeypatch):
+    monkeypatch.setattr(vertex_preds, "EAGER", False)
     g = empty_graph(1).apply(None, np.array([[1, p, 2] for p in range(10)], dtype=np.int64))
     assert vertex_preds.build(g, OUT, budget=8) is None
     assert vertex_preds.vertex_predicates(g, OUT, budget=8) is None
@@ -158,13 +160,17 @@ POINT_QUERIES = (
 )
 
 
-@pytest.mark.parametrize("mode", ["built", "never", "required", "edges"])
+@pytest.mark.parametrize("mode", ["built", "never", "required", "edges", "eager"])
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(first=st.lists(_data_triple, min_size=1, max_size=60),
        writes=st.lists(st.tuples(st.lists(_data_triple, max_size=8), st.lists(_data_triple, max_size=8)),
                        max_size=3))
 def test_point_and_describe_answers_equal_pyoxigraph(monkeypatch, mode, first, writes):
+    """Every way the one-vertex lookups can be answered: the predicates index built at
+    once, never, or required; the edge index built lazily at the first lookup; or
+    (``eager``, the default) carried along every commit from the empty graph's."""
+    monkeypatch.setattr(vertex_preds, "EAGER", mode == "eager")
     if mode == "never":  # probe every predicate until the build is due, which fails (budget)
         monkeypatch.setattr(point, "BUILD_NS", 1)  # due at once, refused by the budget
         monkeypatch.setattr(vertex_preds, "MAX_BYTES", 0)
@@ -219,9 +225,11 @@ def test_point_and_describe_answers_equal_pyoxigraph(monkeypatch, mode, first, w
     built = vertex_preds.cached(g, OUT)
     if mode == "never":
         assert built is None or g.n_triples == 0  # (an empty graph's index costs nothing)
-    elif answered and mode != "edges":
+    elif answered and mode not in ("edges", "eager"):  # (the edge index answers: no predicates index)
         assert built is not None
-    if answered:
+    if mode == "eager":  # (carried by every commit: there even when no lookup ran)
+        assert vertex_preds.cached_edges(g, OUT) is not None and vertex_preds.cached_edges(g, IN) is not None
+    elif answered:
         assert (vertex_preds.cached_edges(g, OUT) is not None
                 or vertex_preds.cached_edges(g, IN) is not None) == (mode == "edges")
 
@@ -231,6 +239,7 @@ def test_describe_closes_over_blank_nodes_like_the_vectorized_describe(monkeypat
     """Blank-node objects are described in later rounds (through the index, or every
     predicate before it is built, or the edge index): the same triples as the general DESCRIBE."""
     monkeypatch.setattr(point, "BUILD_NS", build_ns)
+    monkeypatch.setattr(vertex_preds, "EAGER", False)
     db = Database()
     db.update("INSERT DATA { <http://x/a> <http://x/p3> _:b1 ; <http://x/p1> <http://x/c> . "
               "_:b1 <http://x/p2> _:b2 , _:b3 ; <http://x/p5> \"v\" . _:b2 <http://x/p0> <http://x/a> . "
@@ -308,6 +317,7 @@ def test_describes_alone_build_the_edge_index(monkeypatch):
     later DESCRIBEs read each resource's triples in one slice, with the same answer."""
     import time
 
+    monkeypatch.setattr(vertex_preds, "EAGER", False)
     monkeypatch.setattr(point, "EDGE_MIN_USES", 3)
     monkeypatch.setattr(point, "EDGE_BUILD_NS", 0)  # the build costs nothing: due at the third use
     db = Database()
@@ -323,3 +333,82 @@ def test_describes_alone_build_the_edge_index(monkeypatch):
         time.sleep(0.01)
     assert src.edges is not None
     assert _rows(db, "DESCRIBE <http://x/a> # after") == first and len(first) == 2
+
+
+# ------------------------------------------------------------ the eager edge index, carried by commits
+
+_wide_triple = st.tuples(st.integers(0, 60), st.integers(0, 9), st.integers(0, 60))
+
+
+@pytest.mark.parametrize("overlay_min", [0, 8, 1 << 20])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(shards=st.sampled_from([1, 2, 3]), first=st.lists(_wide_triple, max_size=80),
+       writes=st.lists(st.tuples(st.lists(_wide_triple, max_size=20), st.lists(_wide_triple, max_size=20)),
+                       min_size=1, max_size=6))
+def test_carried_edge_index_equals_a_recomputation(monkeypatch, overlay_min, shards, first, writes):
+    """Random deletes and inserts (rows absent, present, repeated, deleted and re-inserted
+    in one commit): each commit's graph has both edge indexes from its predecessor's,
+    patched in an overlay (``overlay_min`` large), rebuilt (0), or either by size (8),
+    and each equals a brute-force recomputation, as does every earlier snapshot's; the
+    vertex -> predicates lists read off them equal the recomputed ones too."""
+    monkeypatch.setattr(vertex_preds, "EAGER", True)
+    monkeypatch.setattr(vertex_preds, "OVERLAY_MIN", overlay_min)
+    monkeypatch.setattr(vertex_preds, "OVERLAY_SHARE", 1 << 30)
+    g = empty_graph(shards).apply(None, np.array(first, dtype=np.int64).reshape(-1, 3))
+    have = set(first)
+    history = [(g, set(have))]
+    overlays = 0
+    for rem, add in writes:
+        if rem and add:  # (a triple deleted and inserted by one commit stays)
+            add = [*add, rem[0]]
+        g = g.apply(np.array(rem, dtype=np.int64).reshape(-1, 3), np.array(add, dtype=np.int64).reshape(-1, 3))
+        have = (have - set(rem)) | set(add)
+        history.append((g, set(have)))
+    for gr, ts in history:
+        for d in (OUT, IN):
+            idx = vertex_preds.cached_edges(gr, d)
+            assert idx is not None  # carried, never built lazily here
+            overlays += idx.overlay is not None
+            want = _brute_edges(ts, d)
+            for v in range(-1, 62):
+                flat = idx.edges_of(v).view(np.int32).tolist()
+                got = list(zip(flat[vertex_preds.EDGE_PID::2], flat[vertex_preds.EDGE_NB::2], strict=True))
+                assert got == want.get(v, []), (d, v)
+                assert sorted(set(flat[vertex_preds.EDGE_PID::2])) == _brute(ts, d).get(v, [])
+            assert idx.triples == len(ts)
+    if overlay_min == 0:
+        assert overlays == 0
+    elif overlay_min > 1000 and len(history) > 1 and any(r or a for r, a in writes):
+        assert overlays > 0
+
+
+def test_a_store_opened_from_disk_and_a_remapped_one_have_the_edge_index(tmp_path):
+    """Persistence: the graphs read back from the data directory get their edge
+    indexes at open (built), a remapped store keeps its own (same triples), and
+    later commits carry them; answers equal pyoxigraph's after reopening."""
+    from engine.kv.store import Store
+
+    data = "<http://x/a> <http://x/p> <http://x/b> . <http://x/b> <http://x/q> \"v\" ."
+    db = Database(data_dir=str(tmp_path))
+    db.update(f"INSERT DATA {{ {data} }} ; INSERT DATA {{ GRAPH <http://x/g> {{ {data} }} }}")
+    snap = db.store.snapshot()
+    before = vertex_preds.cached_edges(snap.default, OUT)
+    assert before is not None
+    db.store.remap()
+    snap = db.store.snapshot()
+    assert vertex_preds.cached_edges(snap.default, OUT) is before
+    db.update("DELETE DATA { <http://x/a> <http://x/p> <http://x/b> } ; INSERT DATA { <http://x/c> <http://x/p> <http://x/a> }")
+    del db
+    st2 = Store(data_dir=str(tmp_path))
+    snap = st2.snapshot()
+    for gr in (snap.default, *snap.named.values()):
+        for d in (OUT, IN):
+            assert vertex_preds.cached_edges(gr, d) is not None
+    db2 = Database(data_dir=str(tmp_path))
+    ox = pyoxigraph.Store()
+    ox.update(f"INSERT DATA {{ {data} }}")
+    ox.update("DELETE DATA { <http://x/a> <http://x/p> <http://x/b> } ; INSERT DATA { <http://x/c> <http://x/p> <http://x/a> }")
+    for text in ("SELECT ?p ?o WHERE { <http://x/a> ?p ?o }", "SELECT ?s ?p WHERE { ?s ?p <http://x/a> }",
+                 "SELECT ?p ?o WHERE { <http://x/b> ?p ?o }"):
+        assert _rows(db2, text) == _ox_rows(ox, text), text

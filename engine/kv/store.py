@@ -22,6 +22,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from engine.kv import vertex_preds
 from engine.kv.dictionary import Dictionary
 from engine.kv.graph import GraphIndex, empty_graph
 
@@ -141,6 +142,8 @@ class Store:
                 self._empty = empty_graph(self.n_shards)
                 self.load_counter = state.load_counter
                 self._snapshot = Snapshot(state.sn, self.dictionary, state.default, state.named, self._empty)
+                for g in (state.default, *state.named.values()):  # (commits carry them from here on)
+                    vertex_preds.prime(g)
                 return
         self.n_shards = shards
         self.dictionary = Dictionary()
@@ -177,6 +180,10 @@ class Store:
         with self.write_lock:
             default, named = self._persist.mapped()
             cur = self._snapshot
+            vertex_preds.transfer(cur.default, default)  # (the same triples: the same edge indexes)
+            for g, gi in named.items():
+                if g in cur.named:
+                    vertex_preds.transfer(cur.named[g], gi)
             self._snapshot = Snapshot(cur.sn, self.dictionary, default, named, self._empty)
             self._map_dictionary()
 

@@ -28,7 +28,8 @@ import weakref
 
 import numpy as np
 
-from engine.kv.api import OUT
+from engine.arrays import unique
+from engine.kv.api import IN, OUT
 from engine.kv.shard import CSR, csr_from_sorted_pairs
 
 __all__ = ["MAX_BYTES", "VertexEdges", "VertexPreds", "cached", "cached_edges", "estimated_pairs", "vertex_edges",
@@ -171,20 +172,82 @@ class VertexEdges:
     of a point lookup's rows), and ``edges_of(v).view(np.int32).tolist()`` reads
     them as a flat list of (neighbour, predicate) halves (:data:`EDGE_NB`,
     :data:`EDGE_PID`): a point lookup answered with one lookup and one conversion
-    instead of a lookup per predicate. Built only when every id fits in 31 bits."""
+    instead of a lookup per predicate. Built only when every id fits in 31 bits.
 
-    __slots__ = ("csr", "edges_of", "triples")
+    A commit's graph gets its index from its predecessor's (:func:`carry`): the
+    base CSR is shared and the vertices the commits since the last full build
+    touched are in a small ``overlay`` (:class:`_Overlay`, their whole new edge
+    lists), so a small write costs a few arrays the size of what it touched, not
+    a rebuild; past :func:`_overlay_limit` edges the next commit builds afresh."""
 
-    def __init__(self, csr: CSR):
+    __slots__ = ("csr", "edges_of", "triples", "overlay", "hidden")
+
+    def __init__(self, csr: CSR, overlay: _Overlay | None = None, hidden: int = 0):
         self.csr = csr
-        #: ``v -> packed edges`` (a view; empty for a vertex without any), one Python-int
-        #: vertex at a time, scalar operations only
-        self.edges_of = csr.lookup(1)
-        self.triples = len(csr)
+        self.overlay = overlay
+        #: edges of the base CSR that belong to overlay vertices (superseded by it)
+        self.hidden = hidden
+        base = csr.lookup(1)
+        if overlay is None:
+            #: ``v -> packed edges`` (a view; empty for a vertex without any), one Python-int
+            #: vertex at a time, scalar operations only
+            self.edges_of = base
+        else:
+            touched = overlay.members
+            own = overlay.csr.lookup(1)
+
+            def edges_of(v: int) -> np.ndarray:
+                return own(v) if v in touched else base(v)
+            self.edges_of = edges_of
+        self.triples = len(csr) - hidden + (len(overlay.csr) if overlay is not None else 0)
 
     @property
     def nbytes(self) -> int:
-        return self.csr.nbytes
+        return self.csr.nbytes + (self.overlay.nbytes if self.overlay is not None else 0)
+
+    def current(self, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(vertex, packed edge) int64 pairs of the sorted unique int64 ``vids`` as this
+        index holds them (overlay first, else base), sorted by (vertex, edge)."""
+        ov = self.overlay
+        if ov is None:
+            rows, pk = self.csr.expand(vids)
+            return vids[rows], pk
+        inov = _member(ov.csr.keys, vids)
+        r1, pk1 = ov.csr.expand(vids[inov]) if inov.any() else (_E64, _E64)
+        rest = vids[~inov]
+        r2, pk2 = self.csr.expand(rest) if len(rest) else (_E64, _E64)
+        v = np.concatenate([vids[inov][r1], rest[r2]])
+        pk = np.concatenate([pk1, pk2])
+        order = np.lexsort((pk, v))
+        return v[order], pk[order]
+
+
+class _Overlay:
+    """The full new edge lists of the vertices written since the base CSR was built:
+    ``csr`` keyed by every such vertex (an empty list: it has no edge any more),
+    ``members`` the same vertices as a Python set (the per-lookup test)."""
+
+    __slots__ = ("csr", "members")
+
+    def __init__(self, csr: CSR):
+        self.csr = csr
+        self.members = frozenset(csr.keys.tolist())
+
+    @property
+    def nbytes(self) -> int:
+        # (the set: ~60 bytes a member)
+        return self.csr.nbytes + 60 * len(self.members)
+
+
+_E64 = np.zeros(0, dtype=np.int64)
+
+
+def _member(sorted_arr: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``q[i] in sorted_arr`` for each i (vectorized)."""
+    if len(sorted_arr) == 0 or len(q) == 0:
+        return np.zeros(len(q), dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_arr, q), len(sorted_arr) - 1)
+    return sorted_arr[pos] == q
 
 
 def estimated_triples(graph) -> int:
@@ -252,6 +315,126 @@ def build_edges(graph, direction: int, budget: int | None = None) -> VertexEdges
         if not keep.all():
             v, pk = v[keep], pk[keep]
     return VertexEdges(csr_from_sorted_pairs(v, pk, None, pk.dtype))   # (packed edges: int64)
+
+
+#: eager: every graph a commit makes gets its edge indexes from its predecessor's
+#: (:func:`carry`), the empty graph starts with empty ones, a store opened from disk
+#: builds them at once; False: only the lazy rent-or-buy build of engine/plan/point.py
+EAGER = True
+#: an overlay holds at most this many edges, or ``base / OVERLAY_SHARE`` if more: past
+#: it the commit builds the index afresh (~50 ns a triple), so a commit's patch costs
+#: at most a few sorts of that size while the rebuilds are rare
+OVERLAY_MIN = 4096
+OVERLAY_SHARE = 32
+
+
+def _overlay_limit(base_triples: int) -> int:
+    return max(OVERLAY_MIN, base_triples // OVERLAY_SHARE)
+
+
+def empty_edges() -> VertexEdges:
+    """The edge index of a graph without triples."""
+    return VertexEdges(csr_from_sorted_pairs(_E64, _E64, np.int64))
+
+
+def patched(old: VertexEdges, remove: np.ndarray, add: np.ndarray, direction: int, graph,
+            budget: int | None = None) -> VertexEdges | None:
+    """The edge index of ``graph``, which is ``old``'s graph after deleting the
+    (n, 3) s/p/o rows ``remove`` and then inserting ``add`` (set semantics; rows
+    need not exist / may exist already): the touched vertices' edge lists
+    recomputed from their old ones and the rows, vectorized, into the overlay;
+    built afresh from ``graph`` when the overlay would pass its limit."""
+    kc, nc = (0, 2) if direction == OUT else (2, 0)
+    rows = np.concatenate([remove, add])
+    if len(rows) == 0:
+        return old
+    if int(rows.min()) < 0 or int(rows.max()) > _I32_MAX:
+        return None  # (an id past 31 bits: no packed edges, as build_edges)
+    touched = unique(rows[:, kc])
+    ov = old.overlay
+    keys = touched if ov is None else unique(np.concatenate([ov.csr.keys.astype(np.int64), touched]))
+    fresh = touched if ov is None else touched[~_member(ov.csr.keys.astype(np.int64), touched)]
+    _, cnt = old.csr.spans(fresh) if len(fresh) and len(old.csr.keys) else (_E64, _E64)
+    newly_hidden = int(cnt.sum())
+    size = (len(ov.csr) if ov is not None else 0) + newly_hidden + len(add)
+    if size > _overlay_limit(len(old.csr)):
+        return build_edges(graph, direction, budget)
+    v_cur, pk_cur = old.current(keys)
+    pid_shift = np.int64(32)
+    pk_rem = (remove[:, 1] << pid_shift) | remove[:, nc]
+    pk_add = (add[:, 1] << pid_shift) | add[:, nc]
+    v = np.concatenate([v_cur, remove[:, kc], add[:, kc]])
+    pk = np.concatenate([pk_cur, pk_rem, pk_add])
+    tag = np.concatenate([np.zeros(len(v_cur), np.int8), np.ones(len(remove), np.int8),
+                          np.full(len(add), 2, np.int8)])
+    order = np.lexsort((pk, v))
+    v, pk, tag = v[order], pk[order], tag[order]
+    if len(v):
+        start = np.empty(len(v), dtype=bool)
+        start[0] = True
+        start[1:] = (v[1:] != v[:-1]) | (pk[1:] != pk[:-1])
+        first = np.flatnonzero(start)
+        grp = np.cumsum(start) - 1
+        has = np.zeros((3, len(first)), dtype=bool)
+        has[tag, grp] = True
+        keep = has[2] | (has[0] & ~has[1])  # (delete first, then insert)
+        v, pk = v[first[keep]], pk[first[keep]]
+    indptr = np.empty(len(keys) + 1, dtype=np.int64)
+    indptr[:-1] = np.searchsorted(v, keys)
+    indptr[-1] = len(v)
+    key_dtype = np.int32 if len(keys) == 0 or int(keys[-1]) < _I32_MAX else np.int64
+    ocsr = CSR(keys.astype(key_dtype), indptr, pk.astype(np.int64, copy=False))
+    return VertexEdges(old.csr, _Overlay(ocsr), old.hidden + newly_hidden)
+
+
+def carry(old_graph, new_graph, remove: np.ndarray, add: np.ndarray) -> None:
+    """Give ``new_graph`` (``old_graph`` after deleting the s/p/o rows ``remove``,
+    then inserting ``add``) the edge indexes ``old_graph`` has, patched
+    (:func:`patched`); a direction ``old_graph`` has none of (never built, above the
+    budget) stays lazy. Called by :meth:`engine.kv.graph.GraphIndex.apply`."""
+    if not EAGER:
+        return
+    per = _ECACHE.get(old_graph)
+    if not per:
+        return
+    mine = {}
+    for d, hit in per.items():
+        if hit is _NONE:
+            continue
+        idx = patched(hit, remove, add, d, new_graph)
+        mine[d] = _NONE if idx is None else idx
+    if mine:
+        try:
+            _ECACHE[new_graph] = mine
+        except TypeError:
+            pass
+
+
+def seed_empty(graph) -> None:
+    """An empty graph's (empty) edge indexes, so the graphs commits make from it carry theirs."""
+    if EAGER:
+        try:
+            _ECACHE[graph] = {OUT: empty_edges(), IN: empty_edges()}
+        except TypeError:
+            pass
+
+
+def prime(graph) -> None:
+    """Build ``graph``'s edge indexes now (a store opened from its data directory)."""
+    if EAGER:
+        for d in (OUT, IN):
+            vertex_edges(graph, d)
+
+
+def transfer(old_graph, new_graph) -> None:
+    """``new_graph`` holds the same triples as ``old_graph`` (the same store mapped
+    from its packs): it gets ``old_graph``'s edge indexes as they are."""
+    per = _ECACHE.get(old_graph)
+    if per:
+        try:
+            _ECACHE[new_graph] = dict(per)
+        except TypeError:
+            pass
 
 
 def cached_edges(graph, direction: int) -> VertexEdges | None:
