@@ -357,6 +357,8 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
     if src is None or not src.usable():
         return None
     frontier = sorted({i for i in ids if 0 <= i < LOCAL_BASE})
+    if src.edges is not None:
+        return _describe_edges(frontier, src.edges, terms, check)
     seen: set[int] = set()
     rows: list[tuple[int, int, int]] = []
     have: set[tuple[int, int, int]] = set()
@@ -403,3 +405,55 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
         kinds = terms.kinds(np.asarray(cand, dtype=np.int64)).tolist()
         frontier = [x for x, k in zip(cand, kinds, strict=True) if k == 1 and x not in seen]
     return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+
+
+_LOW31 = np.int64(0xFFFFFFFF)
+
+
+def _describe_edges(frontier: list[int], edges, terms, check=None) -> np.ndarray | None:
+    """:func:`describe_small` through the edge index: each round's triples are the
+    frontier's edge slices, turned into (s, p, o) columns by a few whole-array
+    operations; the blank-node objects not described yet are the next round's
+    frontier (their triples are new: their subject is new, so no triple repeats).
+    None past DESCRIBE_ROWS triples."""
+    from engine.exec.context import charge_rows  # noqa: PLC0415
+
+    seen: set[int] = set()
+    chunks: list[np.ndarray] = []
+    total = 0
+    while frontier:
+        if check is not None:
+            check()
+        seen.update(frontier)
+        if len(frontier) == 1:
+            v = frontier[0]
+            pk = edges.edges_of(v)
+            n = len(pk)
+            subj = v
+        else:
+            parts = [edges.edges_of(v) for v in frontier]
+            cnt = [len(x) for x in parts]
+            n = sum(cnt)
+            pk = np.concatenate(parts) if n else None
+            subj = np.repeat(np.asarray(frontier, dtype=np.int64), cnt) if n else None
+        total += n
+        if total > DESCRIBE_ROWS:
+            return None
+        if not n:
+            break
+        t = np.empty((n, 3), dtype=np.int64)
+        t[:, 0] = subj
+        np.right_shift(pk, 32, out=t[:, 1])
+        np.bitwise_and(pk, _LOW31, out=t[:, 2])
+        if len(frontier) > 1:  # (predicate, resource) ascending, objects in order within one
+            t = t[np.lexsort((t[:, 2], t[:, 0], t[:, 1]))]
+        chunks.append(t)
+        charge_rows(total, 3 + 3, "DESCRIBE")
+        objs = t[:, 2]
+        blank = terms.kinds(objs) == 1
+        if not blank.any():
+            break
+        frontier = sorted({x for x in objs[blank].tolist() if x not in seen})
+    if not chunks:
+        return np.zeros((0, 3), dtype=np.int64)
+    return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
