@@ -418,6 +418,8 @@ def _describe_edges(frontier: list[int], edges, terms, check=None) -> np.ndarray
     None past DESCRIBE_ROWS triples."""
     from engine.exec.context import charge_rows  # noqa: PLC0415
 
+    d = getattr(terms, "dictionary", None)
+    kinds_of = d.kinds if d is not None else terms.kinds
     seen: set[int] = set()
     chunks: list[np.ndarray] = []
     total = 0
@@ -450,10 +452,10 @@ def _describe_edges(frontier: list[int], edges, terms, check=None) -> np.ndarray
         chunks.append(t)
         charge_rows(total, 3 + 3, "DESCRIBE")
         objs = t[:, 2]
-        blank = terms.kinds(objs) == 1
-        if not blank.any():
+        kinds = kinds_of(objs).tolist()  # (store ids: the dictionary's kinds, as the context's would)
+        if 1 not in kinds:
             break
-        frontier = sorted({x for x in objs[blank].tolist() if x not in seen})
+        frontier = sorted({x for x, k in zip(objs.tolist(), kinds, strict=True) if k == 1 and x not in seen})
     if not chunks:
         return np.zeros((0, 3), dtype=np.int64)
     return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
