@@ -30,10 +30,10 @@ import numpy as np
 
 from engine.arrays import unique
 from engine.kv.api import IN, OUT
-from engine.kv.shard import CSR, csr_from_sorted_pairs
+from engine.kv.shard import CSR, csr_from_sorted_pairs, csr_of
 
-__all__ = ["MAX_BYTES", "VertexEdges", "VertexPreds", "cached", "cached_edges", "estimated_pairs", "vertex_edges",
-           "vertex_predicates"]
+__all__ = ["MAX_BYTES", "VertexEdges", "VertexPreds", "cached", "cached_edges", "carry", "estimated_pairs",
+           "expand_edges", "prime", "seed_empty", "transfer", "vertex_edges", "vertex_predicates"]
 
 #: the byte budget of one index's build (transient packed keys and their sort)
 #: and result; a graph needing more gets no index
@@ -383,7 +383,7 @@ def patched(old: VertexEdges, remove: np.ndarray, add: np.ndarray, direction: in
     indptr[:-1] = np.searchsorted(v, keys)
     indptr[-1] = len(v)
     key_dtype = np.int32 if len(keys) == 0 or int(keys[-1]) < _I32_MAX else np.int64
-    ocsr = CSR(keys.astype(key_dtype), indptr, pk.astype(np.int64, copy=False))
+    ocsr = csr_of(keys.astype(key_dtype), indptr, pk.astype(np.int64, copy=False))
     return VertexEdges(old.csr, _Overlay(ocsr), old.hidden + newly_hidden)
 
 
@@ -435,6 +435,47 @@ def transfer(old_graph, new_graph) -> None:
             _ECACHE[new_graph] = dict(per)
         except TypeError:
             pass
+
+
+def expand_edges(graph, direction: int, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every edge of each ``vids[i]`` in ``direction`` from the graph's edge index,
+    whatever its predicate: ``(rows, pids, neighbours)`` int64, grouped by row in
+    input order, (predicate, neighbour) ascending within a row -- a variable
+    predicate's step in one gather instead of one per predicate. None when the
+    graph has no edge index in ``direction`` (the caller steps each predicate)."""
+    try:
+        e = cached_edges(graph, direction)
+    except TypeError:  # (a view that cannot be weakly referenced: none)
+        return None
+    if e is None:
+        return None
+    vids = np.asarray(vids, dtype=np.int64)
+    ov = e.overlay
+    if ov is None or len(vids) == 0:
+        rows, pk = _csr_expand(e.csr, vids)
+    else:
+        inov = _member(ov.csr.keys.astype(np.int64, copy=False), vids)
+        if not inov.any():
+            rows, pk = _csr_expand(e.csr, vids)
+        else:
+            s1 = np.flatnonzero(inov)
+            s2 = np.flatnonzero(~inov)
+            r1, p1 = _csr_expand(ov.csr, vids[s1])
+            r2, p2 = _csr_expand(e.csr, vids[s2])
+            rows = np.concatenate([s1[r1], s2[r2]])
+            pk = np.concatenate([p1, p2])
+            order = np.argsort(rows, kind="stable")
+            rows, pk = rows[order], pk[order]
+    return rows, pk >> np.int64(32), pk & _LOW31_64
+
+
+_LOW31_64 = np.int64(0xFFFFFFFF)
+
+
+def _csr_expand(csr: CSR, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if len(csr.keys) == 0 or len(vids) == 0:
+        return _E64, _E64
+    return csr.expand(vids)
 
 
 def cached_edges(graph, direction: int) -> VertexEdges | None:
