@@ -132,7 +132,9 @@ def test_expand_edges_groups_by_input_row_over_base_and_overlay(monkeypatch):
 
     rng = np.random.default_rng(3)
     base = rng.integers(0, 40, size=(300, 3))
-    g = empty_graph(2).apply(None, base)
+    g0 = empty_graph(2)
+    vertex_preds.seed_empty(g0)
+    g = g0.apply(None, base)
     g2 = g.apply(base[:20], rng.integers(0, 40, size=(15, 3)))
     assert vertex_preds.cached_edges(g2, OUT).overlay is not None
     s, p, o = g2.scan_all()

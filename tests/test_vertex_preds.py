@@ -344,25 +344,30 @@ _wide_triple = st.tuples(st.integers(0, 60), st.integers(0, 9), st.integers(0, 6
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(shards=st.sampled_from([1, 2, 3]), first=st.lists(_wide_triple, max_size=80),
-       writes=st.lists(st.tuples(st.lists(_wide_triple, max_size=20), st.lists(_wide_triple, max_size=20)),
-                       min_size=1, max_size=6))
+       writes=st.lists(st.tuples(st.lists(_wide_triple, max_size=20), st.lists(_wide_triple, max_size=20),
+                                 st.booleans()), min_size=1, max_size=6))
 def test_carried_edge_index_equals_a_recomputation(monkeypatch, overlay_min, shards, first, writes):
     """Random deletes and inserts (rows absent, present, repeated, deleted and re-inserted
     in one commit): each commit's graph has both edge indexes from its predecessor's,
-    patched in an overlay (``overlay_min`` large), rebuilt (0), or either by size (8),
-    and each equals a brute-force recomputation, as does every earlier snapshot's; the
-    vertex -> predicates lists read off them equal the recomputed ones too."""
+    patched in an overlay (``overlay_min`` large; on top of an earlier overlay, or as
+    a chain of pending steps), rebuilt (0), or either by size (8), and each equals a
+    brute-force recomputation, as does every earlier snapshot's; the vertex ->
+    predicates lists read off them equal the recomputed ones too."""
     monkeypatch.setattr(vertex_preds, "EAGER", True)
     monkeypatch.setattr(vertex_preds, "OVERLAY_MIN", overlay_min)
     monkeypatch.setattr(vertex_preds, "OVERLAY_SHARE", 1 << 30)
-    g = empty_graph(shards).apply(None, np.array(first, dtype=np.int64).reshape(-1, 3))
+    g0 = empty_graph(shards)
+    vertex_preds.seed_empty(g0)  # (as a store's empty graph)
+    g = g0.apply(None, np.array(first, dtype=np.int64).reshape(-1, 3))
     have = set(first)
     history = [(g, set(have))]
     overlays = 0
-    for rem, add in writes:
+    for rem, add, settle in writes:
         if rem and add:  # (a triple deleted and inserted by one commit stays)
             add = [*add, rem[0]]
         g = g.apply(np.array(rem, dtype=np.int64).reshape(-1, 3), np.array(add, dtype=np.int64).reshape(-1, 3))
+        if settle:  # (as a store's commit: resolved now, the next patch goes on top of its overlay;
+            vertex_preds.settle(g)  # else the next graph's pending patch extends this one's steps)
         have = (have - set(rem)) | set(add)
         history.append((g, set(have)))
     for gr, ts in history:

@@ -323,9 +323,4 @@ def _rows(x) -> np.ndarray:
 
 
 def empty_graph(n_shards: int = 1, owned: frozenset[int] | None = None) -> GraphIndex:
-    """A graph without triples; its edge indexes (empty) are there, so every graph a
-    commit makes from it has them too (:func:`engine.kv.vertex_preds.carry`)."""
-    g = GraphIndex([Shard(k, n_shards) for k in range(n_shards)], {}, owned)
-    if owned is None:
-        vertex_preds.seed_empty(g)
-    return g
+    return GraphIndex([Shard(k, n_shards) for k in range(n_shards)], {}, owned)

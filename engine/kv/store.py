@@ -140,6 +140,7 @@ class Store:
                 self.n_shards = state.n_shards
                 self.dictionary = state.dictionary
                 self._empty = empty_graph(self.n_shards)
+                vertex_preds.seed_empty(self._empty)
                 self.load_counter = state.load_counter
                 self._snapshot = Snapshot(state.sn, self.dictionary, state.default, state.named, self._empty)
                 for g in (state.default, *state.named.values()):  # (commits carry them from here on)
@@ -148,6 +149,7 @@ class Store:
         self.n_shards = shards
         self.dictionary = Dictionary()
         self._empty = empty_graph(shards)
+        vertex_preds.seed_empty(self._empty)  # (every graph the commits make carries its edge indexes)
         self._snapshot = Snapshot(0, self.dictionary, self._empty, {}, self._empty)
 
     def snapshot(self) -> Snapshot:
@@ -162,6 +164,11 @@ class Store:
         with self.write_lock:
             cur = self._snapshot
             default, named = apply_changes(cur.default, cur.named, changes, self._empty)
+            if default is not cur.default:  # (the writer pays for the edge-index patches)
+                vertex_preds.settle(default)
+            for g, gi in named.items():
+                if gi is not cur.named.get(g):
+                    vertex_preds.settle(gi)
             snap = Snapshot(cur.sn + 1, self.dictionary, default, named, self._empty)
             if self._persist is not None:
                 self._persist.save(snap, cur, self.n_shards, self.load_counter)

@@ -33,7 +33,7 @@ from engine.kv.api import IN, OUT
 from engine.kv.shard import CSR, csr_from_sorted_pairs, csr_of
 
 __all__ = ["MAX_BYTES", "VertexEdges", "VertexPreds", "cached", "cached_edges", "carry", "estimated_pairs",
-           "expand_edges", "prime", "seed_empty", "transfer", "vertex_edges", "vertex_predicates"]
+           "expand_edges", "prime", "seed_empty", "settle", "transfer", "vertex_edges", "vertex_predicates"]
 
 #: the byte budget of one index's build (transient packed keys and their sort)
 #: and result; a graph needing more gets no index
@@ -317,9 +317,11 @@ def build_edges(graph, direction: int, budget: int | None = None) -> VertexEdges
     return VertexEdges(csr_from_sorted_pairs(v, pk, None, pk.dtype))   # (packed edges: int64)
 
 
-#: eager: every graph a commit makes gets its edge indexes from its predecessor's
-#: (:func:`carry`), the empty graph starts with empty ones, a store opened from disk
-#: builds them at once; False: only the lazy rent-or-buy build of engine/plan/point.py
+#: eager: every graph a store's commit makes gets its edge indexes from its
+#: predecessor's (:func:`carry`, :func:`settle`), the store's empty graph starts with
+#: empty ones (:func:`seed_empty`), a store opened from disk builds them at once
+#: (:func:`prime`); False: only the lazy rent-or-buy build of engine/plan/point.py.
+#: Graphs outside a store's lineage (a window's, a transient store's) stay lazy
 EAGER = True
 #: an overlay holds at most this many edges, or ``base / OVERLAY_SHARE`` if more: past
 #: it the commit builds the index afresh (~50 ns a triple), so a commit's patch costs
@@ -337,15 +339,17 @@ def empty_edges() -> VertexEdges:
     return VertexEdges(csr_from_sorted_pairs(_E64, _E64, np.int64))
 
 
-def patched(old: VertexEdges, remove: np.ndarray, add: np.ndarray, direction: int, graph,
+def patched(old: VertexEdges, steps: list[tuple[np.ndarray, np.ndarray]], direction: int, graph,
             budget: int | None = None) -> VertexEdges | None:
-    """The edge index of ``graph``, which is ``old``'s graph after deleting the
-    (n, 3) s/p/o rows ``remove`` and then inserting ``add`` (set semantics; rows
-    need not exist / may exist already): the touched vertices' edge lists
-    recomputed from their old ones and the rows, vectorized, into the overlay;
+    """The edge index of ``graph``, which is ``old``'s graph after each step of
+    ``steps`` in order: delete the (n, 3) s/p/o rows ``remove``, then insert
+    ``add`` (set semantics: rows need not exist / may exist already). The touched
+    vertices' edge lists are recomputed from their old ones and the rows,
+    vectorized (the last step touching an edge decides it), into the overlay;
     built afresh from ``graph`` when the overlay would pass its limit."""
     kc, nc = (0, 2) if direction == OUT else (2, 0)
-    rows = np.concatenate([remove, add])
+    parts = [r for step in steps for r in step]
+    rows = np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
     if len(rows) == 0:
         return old
     if int(rows.min()) < 0 or int(rows.max()) > _I32_MAX:
@@ -356,29 +360,25 @@ def patched(old: VertexEdges, remove: np.ndarray, add: np.ndarray, direction: in
     fresh = touched if ov is None else touched[~_member(ov.csr.keys.astype(np.int64), touched)]
     _, cnt = old.csr.spans(fresh) if len(fresh) and len(old.csr.keys) else (_E64, _E64)
     newly_hidden = int(cnt.sum())
-    size = (len(ov.csr) if ov is not None else 0) + newly_hidden + len(add)
+    size = (len(ov.csr) if ov is not None else 0) + newly_hidden + sum(len(a) for _, a in steps)
     if size > _overlay_limit(len(old.csr)):
         return build_edges(graph, direction, budget)
     v_cur, pk_cur = old.current(keys)
-    pid_shift = np.int64(32)
-    pk_rem = (remove[:, 1] << pid_shift) | remove[:, nc]
-    pk_add = (add[:, 1] << pid_shift) | add[:, nc]
-    v = np.concatenate([v_cur, remove[:, kc], add[:, kc]])
-    pk = np.concatenate([pk_cur, pk_rem, pk_add])
-    tag = np.concatenate([np.zeros(len(v_cur), np.int8), np.ones(len(remove), np.int8),
-                          np.full(len(add), 2, np.int8)])
-    order = np.lexsort((pk, v))
+    # tags: 0 the current edges, 2k+1 step k's deletions, 2k+2 its insertions; per edge
+    # the largest tag wins, and an even one (current, or inserted last) keeps it
+    tags = [np.zeros(len(v_cur), np.int32)]
+    tags += [np.full(len(r), 2 * k + 1 + (j == 1), np.int32) for k, step in enumerate(steps) for j, r in enumerate(step)]
+    v = np.concatenate([v_cur, rows[:, kc]])
+    pk = np.concatenate([pk_cur, (rows[:, 1] << np.int64(32)) | rows[:, nc]])
+    tag = np.concatenate(tags)
+    order = np.lexsort((tag, pk, v))
     v, pk, tag = v[order], pk[order], tag[order]
     if len(v):
-        start = np.empty(len(v), dtype=bool)
-        start[0] = True
-        start[1:] = (v[1:] != v[:-1]) | (pk[1:] != pk[:-1])
-        first = np.flatnonzero(start)
-        grp = np.cumsum(start) - 1
-        has = np.zeros((3, len(first)), dtype=bool)
-        has[tag, grp] = True
-        keep = has[2] | (has[0] & ~has[1])  # (delete first, then insert)
-        v, pk = v[first[keep]], pk[first[keep]]
+        last = np.empty(len(v), dtype=bool)
+        last[-1] = True
+        last[:-1] = (v[1:] != v[:-1]) | (pk[1:] != pk[:-1])
+        keep = last & (tag % 2 == 0)
+        v, pk = v[keep], pk[keep]
     indptr = np.empty(len(keys) + 1, dtype=np.int64)
     indptr[:-1] = np.searchsorted(v, keys)
     indptr[-1] = len(v)
@@ -387,27 +387,71 @@ def patched(old: VertexEdges, remove: np.ndarray, add: np.ndarray, direction: in
     return VertexEdges(old.csr, _Overlay(ocsr), old.hidden + newly_hidden)
 
 
+class _Pending:
+    """An edge index not computed yet: ``base`` (an index of an earlier graph of the
+    lineage) after ``steps`` (each: delete rows, then insert rows), resolved
+    (:func:`patched`) when the graph is first read through it (or :func:`settle`d:
+    a store's commit), so a graph derived for a moment (an update's working
+    graphs, a query's view of the store before some rows) costs nothing unless a
+    lookup reads it; a graph made from a pending one extends its steps."""
+
+    __slots__ = ("base", "steps")
+
+    def __init__(self, base: VertexEdges, steps: list):
+        self.base, self.steps = base, steps
+
+
+#: resolves pending patches (not _ELOCK: a lazy full build may hold that one for long)
+_PLOCK = threading.Lock()
+
+
+def _resolve(graph, per: dict, direction: int):
+    """``per[direction]`` with a pending patch resolved (and stored)."""
+    hit = per.get(direction)
+    if type(hit) is not _Pending:
+        return hit
+    with _PLOCK:
+        hit = per.get(direction)
+        if type(hit) is _Pending:
+            idx = patched(hit.base, hit.steps, direction, graph)
+            hit = per[direction] = _NONE if idx is None else idx
+    return hit
+
+
 def carry(old_graph, new_graph, remove: np.ndarray, add: np.ndarray) -> None:
     """Give ``new_graph`` (``old_graph`` after deleting the s/p/o rows ``remove``,
-    then inserting ``add``) the edge indexes ``old_graph`` has, patched
-    (:func:`patched`); a direction ``old_graph`` has none of (never built, above the
-    budget) stays lazy. Called by :meth:`engine.kv.graph.GraphIndex.apply`."""
+    then inserting ``add``) the edge indexes ``old_graph`` has, as pending patches
+    (:class:`_Pending`; :func:`settle` resolves them at once); a direction
+    ``old_graph`` has none of (never built, above the budget) stays lazy. Called by
+    :meth:`engine.kv.graph.GraphIndex.apply`."""
     if not EAGER:
         return
-    per = _ECACHE.get(old_graph)
+    try:
+        per = _ECACHE.get(old_graph)
+    except TypeError:
+        return
     if not per:
         return
     mine = {}
-    for d, hit in per.items():
-        if hit is _NONE:
-            continue
-        idx = patched(hit, remove, add, d, new_graph)
-        mine[d] = _NONE if idx is None else idx
+    for d, hit in list(per.items()):
+        if type(hit) is _Pending:
+            mine[d] = _Pending(hit.base, [*hit.steps, (remove, add)])
+        elif isinstance(hit, VertexEdges):
+            mine[d] = _Pending(hit, [(remove, add)])
     if mine:
         try:
             _ECACHE[new_graph] = mine
         except TypeError:
             pass
+
+
+def settle(graph) -> None:
+    """Resolve ``graph``'s pending edge-index patches now (a store's commit: the
+    writer pays for them, not the first lookup)."""
+    per = _ECACHE.get(graph)
+    if per:
+        for d in list(per):
+            _resolve(graph, per, d)
 
 
 def seed_empty(graph) -> None:
@@ -429,6 +473,7 @@ def prime(graph) -> None:
 def transfer(old_graph, new_graph) -> None:
     """``new_graph`` holds the same triples as ``old_graph`` (the same store mapped
     from its packs): it gets ``old_graph``'s edge indexes as they are."""
+    settle(old_graph)
     per = _ECACHE.get(old_graph)
     if per:
         try:
@@ -479,11 +524,14 @@ def _csr_expand(csr: CSR, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def cached_edges(graph, direction: int) -> VertexEdges | None:
-    """The edge index already built for ``graph`` (None: not built, or none possible)."""
+    """The edge index already built or carried for ``graph`` (None: not built, or
+    none possible); a pending patch is resolved first."""
     per = _ECACHE.get(graph)
     if per is None:
         return None
     hit = per.get(direction)
+    if type(hit) is _Pending:
+        hit = _resolve(graph, per, direction)
     return None if hit is None or hit is _NONE else hit
 
 
@@ -499,7 +547,7 @@ def vertex_edges(graph, direction: int, budget: int | None = None) -> VertexEdge
     cannot be built (remembered)."""
     per = _ECACHE.get(graph)
     if per is not None:
-        hit = per.get(direction)
+        hit = _resolve(graph, per, direction)
         if hit is not None:
             return None if hit is _NONE else hit
     with _ELOCK:
