@@ -33,7 +33,7 @@ from engine.kv.api import IN, OUT
 from engine.kv.shard import CSR, csr_from_sorted_pairs, csr_of
 
 __all__ = ["MAX_BYTES", "VertexEdges", "VertexPreds", "cached", "cached_edges", "carry", "estimated_pairs",
-           "expand_edges", "prime", "seed_empty", "settle", "transfer", "vertex_edges", "vertex_predicates"]
+           "expand_edges", "follow", "prime", "seed_empty", "settle", "transfer", "vertex_edges", "vertex_predicates"]
 
 #: the byte budget of one index's build (transient packed keys and their sort)
 #: and result; a graph needing more gets no index
@@ -397,8 +397,14 @@ class _Pending:
 
     __slots__ = ("base", "steps")
 
-    def __init__(self, base: VertexEdges, steps: list):
+    def __init__(self, base: VertexEdges, steps):
+        #: the steps, or a function computing them (:func:`follow`: the difference of two graphs)
         self.base, self.steps = base, steps
+
+    def resolved_steps(self) -> list:
+        if callable(self.steps):
+            self.steps = self.steps()
+        return self.steps
 
 
 #: resolves pending patches (not _ELOCK: a lazy full build may hold that one for long)
@@ -413,7 +419,7 @@ def _resolve(graph, per: dict, direction: int):
     with _PLOCK:
         hit = per.get(direction)
         if type(hit) is _Pending:
-            idx = patched(hit.base, hit.steps, direction, graph)
+            idx = patched(hit.base, hit.resolved_steps(), direction, graph)
             hit = per[direction] = _NONE if idx is None else idx
     return hit
 
@@ -435,7 +441,7 @@ def carry(old_graph, new_graph, remove: np.ndarray, add: np.ndarray) -> None:
     mine = {}
     for d, hit in list(per.items()):
         if type(hit) is _Pending:
-            mine[d] = _Pending(hit.base, [*hit.steps, (remove, add)])
+            mine[d] = _Pending(hit.base, [*hit.resolved_steps(), (remove, add)])
         elif isinstance(hit, VertexEdges):
             mine[d] = _Pending(hit, [(remove, add)])
     if mine:
@@ -443,6 +449,71 @@ def carry(old_graph, new_graph, remove: np.ndarray, add: np.ndarray) -> None:
             _ECACHE[new_graph] = mine
         except TypeError:
             pass
+
+
+def follow(old_graph, new_graph) -> None:
+    """``new_graph`` is the next version of ``old_graph`` read from the same store
+    (a query process following the primary's commits: the same shards but for the
+    predicate segments the commit rebuilt): it gets ``old_graph``'s edge indexes
+    with a pending patch whose rows are the difference of the changed segments,
+    computed (like the patch) only when a lookup reads it; a graph without an
+    old version gets its indexes built (:func:`prime`)."""
+    if not EAGER:
+        return
+    per = _ECACHE.get(old_graph) if old_graph is not None else None
+    if not per:
+        prime(new_graph)
+        return
+
+    memo: list = []
+    # (the shards, not the graphs: the pending patch lives in the cache keyed weakly by
+    # the new graph and must not keep it alive; the old shards stay until it resolves)
+    old_shards, new_shards = list(old_graph.shards), list(new_graph.shards)
+
+    def steps() -> list:  # (one difference for both directions, computed under _PLOCK)
+        if not memo:
+            memo.append([_segment_difference(old_shards, new_shards)])
+        return memo[0]
+
+    mine = {}
+    for d in list(per):
+        hit = _resolve(old_graph, per, d)
+        if isinstance(hit, VertexEdges):
+            mine[d] = _Pending(hit, steps)
+    if mine:
+        _ECACHE[new_graph] = mine
+
+
+def _segment_difference(old_shards: list, new_shards: list) -> tuple[np.ndarray, np.ndarray]:
+    """(rows removed, rows added) s/p/o from one version's shards to the next's: the triples
+    of each (shard, predicate) segment that is not the same object in both, compared
+    as sorted packed (s, o) keys (each shard's OUT side: every triple once)."""
+    rem: list[np.ndarray] = [np.zeros((0, 3), dtype=np.int64)]
+    add: list[np.ndarray] = [np.zeros((0, 3), dtype=np.int64)]
+    for a, b in zip(old_shards, new_shards, strict=True):
+        if a is b:
+            continue
+        sa, sb = a.segments(), b.segments()
+        for pid in sorted(sa.keys() | sb.keys()):
+            if sa.get(pid) is sb.get(pid):
+                continue
+            ka = _packed_scan(a, pid) if pid in sa else np.zeros(0, np.uint64)
+            kb = _packed_scan(b, pid) if pid in sb else np.zeros(0, np.uint64)
+            for keys, other, out in ((ka, kb, rem), (kb, ka, add)):
+                gone = keys[~_member(other, keys)]
+                if len(gone):
+                    r = np.empty((len(gone), 3), dtype=np.int64)
+                    r[:, 0] = (gone >> np.uint64(32)).astype(np.int64)
+                    r[:, 1] = pid
+                    r[:, 2] = (gone & np.uint64(0xFFFFFFFF)).astype(np.int64)
+                    out.append(r)
+    return np.concatenate(rem), np.concatenate(add)
+
+
+def _packed_scan(shard, pid: int) -> np.ndarray:
+    """A shard's (s, o) pairs of ``pid`` as sorted ``s << 32 | o`` uint64 keys."""
+    s, o = shard.scan(pid)
+    return (s.astype(np.uint64) << np.uint64(32)) | o.astype(np.uint64)
 
 
 def settle(graph) -> None:
