@@ -33,7 +33,7 @@ from engine.kv.api import IN, OUT
 from engine.kv.shard import CSR, csr_from_sorted_pairs, csr_of
 
 __all__ = ["MAX_BYTES", "VertexEdges", "VertexPreds", "cached", "cached_edges", "carry", "estimated_pairs",
-           "expand_edges", "follow", "prime", "seed_empty", "settle", "transfer", "vertex_edges", "vertex_predicates"]
+           "expand_edges", "follow", "prime", "seed_empty", "settle", "transfer", "wait_builds", "vertex_edges", "vertex_predicates"]
 
 #: the byte budget of one index's build (transient packed keys and their sort)
 #: and result; a graph needing more gets no index
@@ -348,6 +348,8 @@ def patched(old: VertexEdges, steps: list[tuple[np.ndarray, np.ndarray]], direct
     vectorized (the last step touching an edge decides it), into the overlay;
     built afresh from ``graph`` when the overlay would pass its limit."""
     kc, nc = (0, 2) if direction == OUT else (2, 0)
+    if sum(len(a) for _, a in steps) > _overlay_limit(len(old.csr)):  # (a bulk load: no overlay, skip to the build)
+        return build_edges(graph, direction, budget)
     parts = [r for step in steps for r in step]
     rows = np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
     if len(rows) == 0:
@@ -411,17 +413,28 @@ class _Pending:
 _PLOCK = threading.Lock()
 
 
-def _resolve(graph, per: dict, direction: int):
-    """``per[direction]`` with a pending patch resolved (and stored)."""
+def _resolve(graph, per: dict, direction: int, wait: bool = True):
+    """``per[direction]`` with a pending patch resolved (and stored); without ``wait``,
+    None while another thread resolves one (a bulk load's build in the background:
+    the lookup goes its general way meanwhile instead of waiting)."""
     hit = per.get(direction)
     if type(hit) is not _Pending:
         return hit
-    with _PLOCK:
+    if not _PLOCK.acquire(blocking=wait):
+        return None
+    try:
         hit = per.get(direction)
         if type(hit) is _Pending:
             idx = patched(hit.base, hit.resolved_steps(), direction, graph)
             hit = per[direction] = _NONE if idx is None else idx
+    finally:
+        _PLOCK.release()
     return hit
+
+
+def _rebuilds(p: _Pending) -> bool:
+    """Whether resolving ``p`` builds the index afresh (a bulk load's worth of rows)."""
+    return not callable(p.steps) and sum(len(a) for _, a in p.steps) > _overlay_limit(len(p.base.csr))
 
 
 def carry(old_graph, new_graph, remove: np.ndarray, add: np.ndarray) -> None:
@@ -516,13 +529,43 @@ def _packed_scan(shard, pid: int) -> np.ndarray:
     return (s.astype(np.uint64) << np.uint64(32)) | o.astype(np.uint64)
 
 
+#: the background builds :func:`settle` started (joined by :func:`wait_builds`)
+_BUILDS: list[threading.Thread] = []
+
+
 def settle(graph) -> None:
-    """Resolve ``graph``'s pending edge-index patches now (a store's commit: the
-    writer pays for them, not the first lookup)."""
+    """Resolve ``graph``'s pending edge-index patches (a store's commit: the writer
+    pays for them, not the first lookup): a patch at once, a full build (a bulk
+    load's rows) in a background thread, so the commit does not wait for it (the
+    lookups meanwhile go their general way, :func:`cached_edges` does not wait)."""
     per = _ECACHE.get(graph)
-    if per:
-        for d in list(per):
+    if not per:
+        return
+    big = []
+    for d, hit in list(per.items()):
+        if type(hit) is _Pending and _rebuilds(hit):
+            big.append(d)
+        else:
             _resolve(graph, per, d)
+    if big:
+        ref = weakref.ref(graph)
+
+        def build() -> None:
+            g = ref()
+            p = _ECACHE.get(g) if g is not None else None
+            if p:
+                for d in big:
+                    _resolve(g, p, d)
+
+        t = threading.Thread(target=build, name="jindou-edge-index", daemon=True)
+        _BUILDS[:] = [x for x in _BUILDS if x.is_alive()] + [t]
+        t.start()
+
+
+def wait_builds(timeout: float | None = None) -> None:
+    """Wait for the background builds :func:`settle` started (tests, benchmarks)."""
+    for t in list(_BUILDS):
+        t.join(timeout)
 
 
 def seed_empty(graph) -> None:
@@ -602,7 +645,7 @@ def cached_edges(graph, direction: int) -> VertexEdges | None:
         return None
     hit = per.get(direction)
     if type(hit) is _Pending:
-        hit = _resolve(graph, per, direction)
+        hit = _resolve(graph, per, direction, wait=False)
     return None if hit is None or hit is _NONE else hit
 
 

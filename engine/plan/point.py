@@ -135,6 +135,10 @@ class PointSource:
         e = self.edges
         if e is not None:
             return e
+        g = self.ref()
+        if g is not None and (e := vertex_preds.cached_edges(g, self.direction)) is not None:
+            self.edges = e  # (a store's graph: its carried index, built after this source was made)
+            return e
         # (racy counts: a lost increment only delays the build)
         self.edge_uses += 1
         self.edge_rent += probes * EDGE_PROBE_NS
