@@ -209,7 +209,8 @@ class Store:
 
     def stats(self) -> dict:
         snap = self._snapshot
-        graph_bytes = snap.default.nbytes + sum(g.nbytes for g in snap.named.values())
+        # (with the vertex indexes held for them: the edge indexes are about the graphs' size)
+        graph_bytes = sum(g.nbytes + vertex_preds.index_bytes(g) for g in (snap.default, *snap.named.values()))
         return snapshot_stats(snap, self.n_shards, graph_bytes, self.data_dir is not None)
 
     def close(self) -> None:

@@ -33,7 +33,7 @@ from engine.kv.api import IN, OUT
 from engine.kv.shard import CSR, csr_from_sorted_pairs, csr_of
 
 __all__ = ["MAX_BYTES", "VertexEdges", "VertexPreds", "cached", "cached_edges", "carry", "estimated_pairs",
-           "expand_edges", "follow", "prime", "seed_empty", "settle", "transfer", "wait_builds", "vertex_edges", "vertex_predicates"]
+           "expand_edges", "follow", "index_bytes", "prime", "seed_empty", "settle", "transfer", "wait_builds", "vertex_edges", "vertex_predicates"]
 
 #: the byte budget of one index's build (transient packed keys and their sort)
 #: and result; a graph needing more gets no index
@@ -560,6 +560,21 @@ def settle(graph) -> None:
         t = threading.Thread(target=build, name="jindou-edge-index", daemon=True)
         _BUILDS[:] = [x for x in _BUILDS if x.is_alive()] + [t]
         t.start()
+
+
+def index_bytes(graph) -> int:
+    """Bytes of the vertex indexes this module holds for ``graph`` (edge indexes and
+    predicate lists built or carried; pending patches count nothing yet)."""
+    n = 0
+    for cache in (_ECACHE, _CACHE):
+        try:
+            per = cache.get(graph)
+        except TypeError:
+            continue
+        for hit in (per or {}).values():
+            if isinstance(hit, (VertexEdges, VertexPreds)):
+                n += hit.nbytes
+    return n
 
 
 def wait_builds(timeout: float | None = None) -> None:
