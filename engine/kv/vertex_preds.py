@@ -210,16 +210,35 @@ class VertexEdges:
         index holds them (overlay first, else base), sorted by (vertex, edge)."""
         ov = self.overlay
         if ov is None:
-            rows, pk = self.csr.expand(vids)
+            rows, pk = _csr_expand(self.csr, vids)
             return vids[rows], pk
-        inov = _member(ov.csr.keys, vids)
-        r1, pk1 = ov.csr.expand(vids[inov]) if inov.any() else (_E64, _E64)
-        rest = vids[~inov]
-        r2, pk2 = self.csr.expand(rest) if len(rest) else (_E64, _E64)
-        v = np.concatenate([vids[inov][r1], rest[r2]])
+        inov = _member(ov.csr.keys.astype(np.int64, copy=False), vids)
+        mine, rest = vids[inov], vids[~inov]
+        r1, pk1 = _csr_expand(ov.csr, mine)
+        r2, pk2 = _csr_expand(self.csr, rest)
+        v = np.concatenate([mine[r1], rest[r2]])
         pk = np.concatenate([pk1, pk2])
-        order = np.lexsort((pk, v))
-        return v[order], pk[order]
+        if len(r1) and len(r2):  # two runs sorted by (vertex, edge), no vertex in both: merged
+            order = np.argsort(v, kind="stable")
+            v, pk = v[order], pk[order]
+        return v, pk
+
+
+def _lower_bound(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Per i, the first position in ``[lo[i], hi[i])`` of the sorted run of ``arr`` holding
+    a value >= ``x[i]`` (``hi[i]`` if none): a branchless binary search of all rows at once."""
+    pos = lo - 1  # (the last position < x)
+    if len(arr) == 0 or len(lo) == 0:
+        return lo.copy()
+    last = len(arr) - 1
+    step = (1 << int((hi - lo).max()).bit_length()) >> 1
+    while step:
+        cand = pos + step
+        ok = cand < hi
+        ok &= arr[np.minimum(cand, last)] < x
+        pos = np.where(ok, cand, pos)
+        step >>= 1
+    return pos + 1
 
 
 class _Overlay:
@@ -365,22 +384,47 @@ def patched(old: VertexEdges, steps: list[tuple[np.ndarray, np.ndarray]], direct
     size = (len(ov.csr) if ov is not None else 0) + newly_hidden + sum(len(a) for _, a in steps)
     if size > _overlay_limit(len(old.csr)):
         return build_edges(graph, direction, budget)
-    v_cur, pk_cur = old.current(keys)
-    # tags: 0 the current edges, 2k+1 step k's deletions, 2k+2 its insertions; per edge
-    # the largest tag wins, and an even one (current, or inserted last) keeps it
-    tags = [np.zeros(len(v_cur), np.int32)]
-    tags += [np.full(len(r), 2 * k + 1 + (j == 1), np.int32) for k, step in enumerate(steps) for j, r in enumerate(step)]
-    v = np.concatenate([v_cur, rows[:, kc]])
-    pk = np.concatenate([pk_cur, (rows[:, 1] << np.int64(32)) | rows[:, nc]])
-    tag = np.concatenate(tags)
-    order = np.lexsort((tag, pk, v))
-    v, pk, tag = v[order], pk[order], tag[order]
-    if len(v):
-        last = np.empty(len(v), dtype=bool)
-        last[-1] = True
-        last[:-1] = (v[1:] != v[:-1]) | (pk[1:] != pk[:-1])
-        keep = last & (tag % 2 == 0)
-        v, pk = v[keep], pk[keep]
+    # the touched vertices' current lists, then each edge the steps name: the last step
+    # naming it decides (tags: step k's deletions 2k+1, its insertions 2k+2: even = kept)
+    v_cur, pk_cur = old.current(touched)
+    dv = rows[:, kc]
+    dpk = (rows[:, 1] << np.int64(32)) | rows[:, nc]
+    dtag = np.concatenate([np.full(len(r), 2 * k + 1 + (j == 1), np.int32)
+                           for k, step in enumerate(steps) for j, r in enumerate(step)])
+    order = np.lexsort((dtag, dpk, dv))
+    dv, dpk, dtag = dv[order], dpk[order], dtag[order]
+    last = np.empty(len(dv), dtype=bool)
+    last[-1] = True
+    last[:-1] = (dv[1:] != dv[:-1]) | (dpk[1:] != dpk[:-1])
+    dv, dpk, present = dv[last], dpk[last], dtag[last] % 2 == 0
+    # where each named edge is (or would go) in the current lists: O(delta log degree)
+    lo = np.searchsorted(v_cur, dv, "left")
+    hi = np.searchsorted(v_cur, dv, "right")
+    pos = _lower_bound(pk_cur, lo, hi, dpk)
+    found = pos < hi
+    found[found] = pk_cur[pos[found]] == dpk[found]
+    keep = np.ones(len(v_cur), dtype=bool)
+    keep[pos[found & ~present]] = False
+    ins = ~found & present
+    if ins.any():  # (positions ascending: the named edges are sorted as the lists are)
+        at = pos[ins]
+        keep = np.insert(keep, at, True)
+        v_cur = np.insert(v_cur, at, dv[ins])
+        pk_cur = np.insert(pk_cur, at, dpk[ins])
+    v_new, pk_new = v_cur[keep], pk_cur[keep]
+    # the overlay: its other vertices' lists as they were, the touched ones' new lists
+    if ov is not None:
+        ov_v, ov_pk = ov.csr.pairs()
+        other = ~_member(touched, ov_v)
+        if not other.all():
+            ov_v, ov_pk = ov_v[other], ov_pk[other]
+        v = np.concatenate([ov_v, v_new])
+        pk = np.concatenate([ov_pk, pk_new])
+        if len(ov_v) and len(v_new):  # (two runs sorted by vertex, none in both: merged)
+            order = np.argsort(v, kind="stable")
+            v, pk = v[order], pk[order]
+    else:
+        v, pk = v_new, pk_new
     indptr = np.empty(len(keys) + 1, dtype=np.int64)
     indptr[:-1] = np.searchsorted(v, keys)
     indptr[-1] = len(v)
