@@ -441,11 +441,13 @@ class _Pending:
     graphs, a query's view of the store before some rows) costs nothing unless a
     lookup reads it; a graph made from a pending one extends its steps."""
 
-    __slots__ = ("base", "steps")
+    __slots__ = ("base", "steps", "superseded")
 
     def __init__(self, base: VertexEdges, steps):
         #: the steps, or a function computing them (:func:`follow`: the difference of two graphs)
         self.base, self.steps = base, steps
+        #: a later graph's pending patch extends this one (a background build skips it)
+        self.superseded = False
 
     def resolved_steps(self) -> list:
         if callable(self.steps):
@@ -499,6 +501,7 @@ def carry(old_graph, new_graph, remove: np.ndarray, add: np.ndarray) -> None:
     for d, hit in list(per.items()):
         if type(hit) is _Pending:
             mine[d] = _Pending(hit.base, [*hit.resolved_steps(), (remove, add)])
+            hit.superseded = True
         elif isinstance(hit, VertexEdges):
             mine[d] = _Pending(hit, [(remove, add)])
     if mine:
@@ -599,7 +602,11 @@ def settle(graph) -> None:
             p = _ECACHE.get(g) if g is not None else None
             if p:
                 for d in big:
-                    _resolve(g, p, d)
+                    hit = p.get(d)
+                    # (a commit since made from this graph carries the rows on: only the
+                    # newest graph's build is worth running; a reader of this one builds it)
+                    if type(hit) is _Pending and not hit.superseded:
+                        _resolve(g, p, d)
 
         t = threading.Thread(target=build, name="jindou-edge-index", daemon=True)
         _BUILDS[:] = [x for x in _BUILDS if x.is_alive()] + [t]
