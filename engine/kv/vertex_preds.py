@@ -1,23 +1,35 @@
-"""Vertex -> predicates index of one graph, per direction, built lazily.
+"""Vertex indexes of one graph, per direction: vertex -> predicates, and vertex ->
+(predicate, neighbour) edges.
 
 A lookup of every triple of one vertex with a variable predicate
-(``<s> ?p ?o``, ``?s ?p <o>``, DESCRIBE) otherwise probes each predicate's
-adjacency for the vertex, whether or not the vertex has it: a dozen probes on
-LUBM, and graphs with hundreds of predicates cannot afford it at all. This
-index answers "which predicates does ``v`` have in ``direction``" with one
-lookup, so :mod:`engine.plan.point` probes only those.
+(``<s> ?p ?o``, ``?s ?p <o>``, DESCRIBE, a variable predicate's step of the
+general evaluator) otherwise probes each predicate's adjacency for the vertex,
+whether or not the vertex has it: a dozen probes on LUBM, and graphs with
+hundreds of predicates cannot afford it at all.
 
-It is a :class:`engine.kv.shard.CSR` (keys: vertices, indices: predicate ids
-ascending), made from the predicates' key arrays (the subjects / objects of
-each predicate) with one run-merging sort of packed ``(vertex, pid)`` keys
-(~15 ms for 760k pairs): a Python loop per predicate, none per triple. Graph indexes are immutable (a commit makes a
-new object, :meth:`engine.kv.graph.GraphIndex.apply`), so the index is cached
-per graph object (weakly: it goes with the snapshot) and stays exact across
-writes: a new snapshot's graph gets its own. The build is bounded by a byte
-budget on its transient and final arrays; a graph above it gets none (None:
-the caller keeps its general path). Reads only the GraphReader calls
-``predicates`` and ``index`` (or the shards' own ``index`` when the graph has
-shards in this process, which avoids the graph's cached int64 copies).
+* :class:`VertexEdges` (the edge index): every triple by vertex in one CSR of
+  packed ``pid << 32 | neighbour``, so a vertex's rows are one slice. A store's
+  graphs always have it: the store's empty graph is seeded with empty ones
+  (:func:`seed_empty`), each commit's new graph gets its predecessor's with a
+  pending patch (:func:`carry`, :class:`_Pending`) that the store's commit
+  resolves (:func:`settle`: the touched vertices' new lists in a small overlay
+  over the shared base, or a fresh build in the background past a size limit),
+  a store opened from disk builds them (:func:`prime`), a query process of
+  ``--processes`` patches the last version's (:func:`follow`). Other graphs (a
+  window's, a transient store's) build it lazily when their lookups have paid
+  for it (:func:`vertex_edges`, rent or buy in :mod:`engine.plan.point`).
+* :class:`VertexPreds` (the predicates index, Wukong's ``[v|0|dir]`` key): the
+  ascending predicate ids of each vertex, built lazily (the fallback when a
+  graph has no edge index) from the predicates' key arrays with one run-merging
+  sort of packed ``(vertex, pid)`` keys (~15 ms for 760k pairs).
+
+Graph indexes are immutable (a commit makes a new object,
+:meth:`engine.kv.graph.GraphIndex.apply`), so both are cached per graph object
+(weakly: they go with the snapshot) and stay exact across writes. Builds are
+bounded by a byte budget on their transient and final arrays; a graph above it
+gets none (None: the caller keeps its general path). They read only the
+GraphReader calls (or the shards' own arrays when the graph has shards in this
+process, which avoids the graph's cached int64 copies).
 """
 
 from __future__ import annotations

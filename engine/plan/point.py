@@ -9,9 +9,10 @@ graph's :class:`PointSource`: per predicate, the in-process one-vertex lookup
 vertex -> predicates index (:mod:`engine.kv.vertex_preds`) that names the
 predicates the vertex has, and walks those with plain Python: one lookup per
 predicate the vertex has (every predicate until the index is built), rows as
-tuples; once the graph's vertex -> (predicate, neighbour) edge index is built
-(in the background, when the lookups have paid for it), a vertex's rows are one
-slice of it, and ``<s> ?p <o>`` one scan of the subject's edges for the object.
+tuples; with the graph's vertex -> (predicate, neighbour) edge index (always
+there for a store's graphs; for others built in the background once the
+lookups have paid for it), a vertex's rows are one slice of it, and
+``<s> ?p <o>`` one scan of the subject's edges for the object.
 Rows come out in the evaluator's order
 (predicates ascending, neighbours ascending within one) and, past
 ``limit`` rows, the step is handed to the vectorized executor
