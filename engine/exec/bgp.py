@@ -250,15 +250,20 @@ def _step_any_p(cols: dict, n: int, s, p, o, graph, max_rows):
     if n > _BOUNDED_CHUNK:
         return None
     const = src[0] == "c"
-    got = vertex_preds.expand_edges(graph, direction, np.array([src[1]], dtype=np.int64) if const else cols[src[1]])
+
+    def check(k: int) -> None:  # (before the edges are gathered: the row and memory budgets)
+        total = k * n if const else k
+        if max_rows is not None and total > max_rows:
+            raise RowBudgetExceeded(f"exploration of {total} rows exceeds the row budget of {max_rows}")
+        charge_rows(total, len(cols) + 3, "graph exploration")
+
+    got = vertex_preds.expand_edges(graph, direction, np.array([src[1]], dtype=np.int64) if const else cols[src[1]],
+                                    check)
     if got is None:
         return None
     rows, pids, nbrs = got
     if const and n > 1:  # the one vertex's edges for every history row
         k = len(rows)
-        if max_rows is not None and n * k > max_rows:
-            raise RowBudgetExceeded(f"exploration of {n * k} rows exceeds the row budget of {max_rows}")
-        charge_rows(n * k, len(cols) + 3, "graph exploration")
         rows = np.repeat(np.arange(n, dtype=np.int64), k)
         pids, nbrs = np.tile(pids, n), np.tile(nbrs, n)
     bound_dst = dst[0] == "c" or dst[1] in cols

@@ -674,12 +674,15 @@ def transfer(old_graph, new_graph) -> None:
             pass
 
 
-def expand_edges(graph, direction: int, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def expand_edges(graph, direction: int, vids: np.ndarray, check=None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Every edge of each ``vids[i]`` in ``direction`` from the graph's edge index,
     whatever its predicate: ``(rows, pids, neighbours)`` int64, grouped by row in
     input order, (predicate, neighbour) ascending within a row -- a variable
     predicate's step in one gather instead of one per predicate. None when the
-    graph has no edge index in ``direction`` (the caller steps each predicate)."""
+    graph has no edge index in ``direction`` (the caller steps each predicate).
+    ``check(n)`` is called with the number of edges before they are gathered (the
+    caller's row and memory budgets: it raises to refuse them)."""
     try:
         e = cached_edges(graph, direction)
     except TypeError:  # (a view that cannot be weakly referenced: none)
@@ -688,6 +691,14 @@ def expand_edges(graph, direction: int, vids: np.ndarray) -> tuple[np.ndarray, n
         return None
     vids = np.asarray(vids, dtype=np.int64)
     ov = e.overlay
+    if check is not None:
+        if len(vids) == 1:
+            check(len(e.edges_of(int(vids[0]))))
+        elif ov is None:
+            check(_count(e.csr, vids))
+        else:
+            inov = _member(ov.csr.keys.astype(np.int64, copy=False), vids)
+            check(_count(ov.csr, vids[inov]) + _count(e.csr, vids[~inov]))
     if ov is None or len(vids) == 0:
         rows, pk = _csr_expand(e.csr, vids)
     else:
@@ -707,6 +718,13 @@ def expand_edges(graph, direction: int, vids: np.ndarray) -> tuple[np.ndarray, n
 
 
 _LOW31_64 = np.int64(0xFFFFFFFF)
+
+
+def _count(csr: CSR, vids: np.ndarray) -> int:
+    """The neighbours of ``vids`` in ``csr``, in all (no array of them made)."""
+    if len(csr.keys) == 0 or len(vids) == 0:
+        return 0
+    return int(csr.spans(vids)[1].sum())
 
 
 def _csr_expand(csr: CSR, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
