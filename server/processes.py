@@ -55,6 +55,7 @@ from urllib.parse import parse_qs
 
 import numpy as np
 
+from engine.kv import vertex_preds
 from engine.kv.dictionary import Dictionary
 from engine.kv.graph import GraphIndex, empty_graph
 from engine.kv.persist import MANIFEST
@@ -148,6 +149,8 @@ class ReaderStore(Store):
             hit = self._graphs.get(g)
             # the same shards: the same GraphIndex, so its statistics and caches carry over
             graphs[g] = hit if hit is not None and hit[0] == ids else (ids, GraphIndex(shards))
+            if graphs[g] is not hit:  # its edge indexes: the last version's patched (or built)
+                vertex_preds.follow(hit[1] if hit is not None else None, graphs[g][1])
         self._graphs = graphs
         default = graphs[-1][1] if -1 in graphs else self._empty
         named = {g: gi for g, (_, gi) in graphs.items() if g != -1}

@@ -31,6 +31,7 @@ from engine.arrays import unique
 from engine.errors import RowBudgetExceeded
 from engine.exec.bindings import UNBOUND, Bindings, concat
 from engine.exec.context import charge_rows, current_budget, holding, table_bytes
+from engine.kv import vertex_preds
 from engine.kv.shard import has_neighbour
 from engine.plan.order import IN, OUT, bgp_vars, plan, plan_bgp, resolve
 from engine.sparql.algebra import Const, TriplePattern
@@ -233,6 +234,61 @@ def candidate_predicates(graph, cols: dict, n: int, s, o) -> list[int]:
     return out
 
 
+def _step_any_p(cols: dict, n: int, s, p, o, graph, max_rows):
+    """A variable (unbound) predicate's step from a bound end through the graph's
+    vertex -> (predicate, neighbour) edge index (:func:`engine.kv.vertex_preds.expand_edges`):
+    one gather for all predicates instead of a step per predicate; rows in the
+    per-predicate steps' order (predicate ascending, then history row, then
+    neighbour). None (the per-predicate steps answer): no bound end, no edge
+    index, or a history above ``_BOUNDED_CHUNK`` rows (charged a chunk at a time there)."""
+    if s[0] == "c" or s[1] in cols:
+        src, dst, direction = s, o, OUT
+    elif o[0] == "c" or o[1] in cols:
+        src, dst, direction = o, s, IN
+    else:
+        return None
+    if n > _BOUNDED_CHUNK:
+        return None
+    const = src[0] == "c"
+
+    def check(k: int) -> None:  # (before the edges are gathered: the row and memory budgets)
+        total = k * n if const else k
+        if max_rows is not None and total > max_rows:
+            raise RowBudgetExceeded(f"exploration of {total} rows exceeds the row budget of {max_rows}")
+        charge_rows(total, len(cols) + 3, "graph exploration")
+
+    got = vertex_preds.expand_edges(graph, direction, np.array([src[1]], dtype=np.int64) if const else cols[src[1]],
+                                    check)
+    if got is None:
+        return None
+    rows, pids, nbrs = got
+    if const and n > 1:  # the one vertex's edges for every history row
+        k = len(rows)
+        rows = np.repeat(np.arange(n, dtype=np.int64), k)
+        pids, nbrs = np.tile(pids, n), np.tile(nbrs, n)
+    bound_dst = dst[0] == "c" or dst[1] in cols
+    if bound_dst:  # both ends bound: the edges that reach the other end
+        keep = nbrs == (_end(dst, cols, n)[rows])
+        rows, pids = rows[keep], pids[keep]
+    total = len(rows)
+    if max_rows is not None and total > max_rows:
+        raise RowBudgetExceeded(f"exploration of {total} rows exceeds the row budget of {max_rows}")
+    charge_rows(total, len(cols) + 3, "graph exploration")
+    if n > 1 and total > 1:  # (one row's edges are already by predicate)
+        order = np.argsort(pids, kind="stable")
+        rows, pids = rows[order], pids[order]
+        if not bound_dst:
+            nbrs = nbrs[order]
+    if n == 1:
+        out = {v: np.repeat(c, total) if len(c) == 1 else c[rows] for v, c in cols.items()}
+    else:
+        out = gather(cols, rows)
+    if not bound_dst:
+        out[dst[1]] = nbrs
+    out[p[1]] = pids
+    return out, total
+
+
 def _step(cols: dict, n: int, t, graph, max_rows):
     s, p, o = t
     if p[0] == "c" and not (s[0] == "v" and o[0] == "v" and s[1] == o[1] and s[1] not in cols):
@@ -270,6 +326,8 @@ def _step(cols: dict, n: int, t, graph, max_rows):
             names_all = set(cols) | {x[1] for x in (s, o) if x[0] == "v"}
             return {v: _EMPTY for v in names_all}, 0
         cols, n = out.cols, out.n
+    elif (got := _step_any_p(cols, n, s, p, o, graph, max_rows)) is not None:
+        cols, n = got
     else:
         parts = []
         total = 0

@@ -236,6 +236,8 @@ def _cast_float(lx: pa.Array) -> np.ndarray:
 
 # ------------------------------------------------------------------ dictionary
 #: a key's first byte -> its kind as Dictionary.kinds gives it
+#: up to this many ids :meth:`Dictionary.kinds` checks their range in plain Python
+_SMALL_KINDS = 64
 _KIND_OF_FIRST = np.full(256, -1, dtype=np.int8)
 _KIND_OF_FIRST[ord("<")], _KIND_OF_FIRST[ord("_")], _KIND_OF_FIRST[ord('"')] = 0, 1, 2
 
@@ -325,7 +327,12 @@ class Dictionary:
         """int8 per id: 0 IRI, 1 blank node, 2 literal (-1 for ids not in the dictionary)."""
         ids = np.asarray(ids, dtype=np.int64)
         n = self._n
-        if len(ids) and int(ids.min()) >= 0 and int(ids.max()) < n:  # (the usual case: two array reads)
+        k = len(ids)
+        if k and k <= _SMALL_KINDS:  # (a few ids: Python's min/max of a list beat two numpy reductions)
+            lst = ids.tolist()
+            if min(lst) >= 0 and max(lst) < n:
+                return _KIND_OF_FIRST[self._blob[self._offsets[ids]]]
+        elif k and int(ids.min()) >= 0 and int(ids.max()) < n:  # (the usual case: two array reads)
             return _KIND_OF_FIRST[self._blob[self._offsets[ids]]]
         ok = (ids >= 0) & (ids < n)
         first = np.zeros(len(ids), dtype=np.uint8)

@@ -21,7 +21,7 @@ import contextvars
 import numpy as np
 
 from engine.arrays import unique
-from engine.kv import partition
+from engine.kv import partition, vertex_preds
 from engine.kv.api import IN, OUT, PredicateStats
 from engine.kv.merged import BUDGET_FLOOR, BUDGET_SHARE, MergedCache
 from engine.kv.shard import Shard, has_neighbour
@@ -300,6 +300,8 @@ class GraphIndex:
             gone = set(touched)
             mc = new._merged = MergedCache(BUDGET_FLOOR + int(BUDGET_SHARE * new._shard_bytes()))
             mc.carry(self._merged, lambda pid: pid not in gone)
+        if owned is None:  # (a cluster worker applies only its partitions' share of the rows)
+            vertex_preds.carry(self, new, rem, addr)
         return new
 
 

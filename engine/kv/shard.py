@@ -303,6 +303,11 @@ def _empty_csr() -> CSR:
 EMPTY_CSR = _empty_csr()
 
 
+def csr_of(keys: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> CSR:
+    """A CSR over ready arrays (keys sorted unique; a key may have an empty list)."""
+    return CSR(keys, indptr, indices)
+
+
 def csr_from_sorted_pairs(a: np.ndarray, b: np.ndarray, id_dtype, values_dtype=None) -> CSR:
     """CSR of pairs already sorted by (a, b) and unique (``a`` may repeat). Keys are of
     ``id_dtype`` (None: int32 where they fit, else ``a``'s), values of ``values_dtype``

@@ -22,6 +22,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from engine.kv import vertex_preds
 from engine.kv.dictionary import Dictionary
 from engine.kv.graph import GraphIndex, empty_graph
 
@@ -139,12 +140,16 @@ class Store:
                 self.n_shards = state.n_shards
                 self.dictionary = state.dictionary
                 self._empty = empty_graph(self.n_shards)
+                vertex_preds.seed_empty(self._empty)
                 self.load_counter = state.load_counter
                 self._snapshot = Snapshot(state.sn, self.dictionary, state.default, state.named, self._empty)
+                for g in (state.default, *state.named.values()):  # (commits carry them from here on)
+                    vertex_preds.prime(g)
                 return
         self.n_shards = shards
         self.dictionary = Dictionary()
         self._empty = empty_graph(shards)
+        vertex_preds.seed_empty(self._empty)  # (every graph the commits make carries its edge indexes)
         self._snapshot = Snapshot(0, self.dictionary, self._empty, {}, self._empty)
 
     def snapshot(self) -> Snapshot:
@@ -159,6 +164,11 @@ class Store:
         with self.write_lock:
             cur = self._snapshot
             default, named = apply_changes(cur.default, cur.named, changes, self._empty)
+            if default is not cur.default:  # (the writer pays for the edge-index patches)
+                vertex_preds.settle(default)
+            for g, gi in named.items():
+                if gi is not cur.named.get(g):
+                    vertex_preds.settle(gi)
             snap = Snapshot(cur.sn + 1, self.dictionary, default, named, self._empty)
             if self._persist is not None:
                 self._persist.save(snap, cur, self.n_shards, self.load_counter)
@@ -177,6 +187,10 @@ class Store:
         with self.write_lock:
             default, named = self._persist.mapped()
             cur = self._snapshot
+            vertex_preds.transfer(cur.default, default)  # (the same triples: the same edge indexes)
+            for g, gi in named.items():
+                if g in cur.named:
+                    vertex_preds.transfer(cur.named[g], gi)
             self._snapshot = Snapshot(cur.sn, self.dictionary, default, named, self._empty)
             self._map_dictionary()
 
@@ -195,7 +209,8 @@ class Store:
 
     def stats(self) -> dict:
         snap = self._snapshot
-        graph_bytes = snap.default.nbytes + sum(g.nbytes for g in snap.named.values())
+        # (with the vertex indexes held for them: the edge indexes are about the graphs' size)
+        graph_bytes = sum(g.nbytes + vertex_preds.index_bytes(g) for g in (snap.default, *snap.named.values()))
         return snapshot_stats(snap, self.n_shards, graph_bytes, self.data_dir is not None)
 
     def close(self) -> None:

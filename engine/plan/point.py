@@ -9,9 +9,10 @@ graph's :class:`PointSource`: per predicate, the in-process one-vertex lookup
 vertex -> predicates index (:mod:`engine.kv.vertex_preds`) that names the
 predicates the vertex has, and walks those with plain Python: one lookup per
 predicate the vertex has (every predicate until the index is built), rows as
-tuples; once the graph's vertex -> (predicate, neighbour) edge index is built
-(in the background, when the lookups have paid for it), a vertex's rows are one
-slice of it, and ``<s> ?p <o>`` one scan of the subject's edges for the object.
+tuples; with the graph's vertex -> (predicate, neighbour) edge index (always
+there for a store's graphs; for others built in the background once the
+lookups have paid for it), a vertex's rows are one slice of it, and
+``<s> ?p <o>`` one scan of the subject's edges for the object.
 Rows come out in the evaluator's order
 (predicates ascending, neighbours ascending within one) and, past
 ``limit`` rows, the step is handed to the vectorized executor
@@ -134,6 +135,10 @@ class PointSource:
         its build (a background thread) when the lookups have cost what the build does."""
         e = self.edges
         if e is not None:
+            return e
+        g = self.ref()
+        if g is not None and (e := vertex_preds.cached_edges(g, self.direction)) is not None:
+            self.edges = e  # (a store's graph: its carried index, built after this source was made)
             return e
         # (racy counts: a lost increment only delays the build)
         self.edge_uses += 1
@@ -357,6 +362,8 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
     if src is None or not src.usable():
         return None
     frontier = sorted({i for i in ids if 0 <= i < LOCAL_BASE})
+    if src.edges is not None:
+        return _describe_edges(frontier, src.edges, terms, check)
     seen: set[int] = set()
     rows: list[tuple[int, int, int]] = []
     have: set[tuple[int, int, int]] = set()
@@ -403,3 +410,57 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
         kinds = terms.kinds(np.asarray(cand, dtype=np.int64)).tolist()
         frontier = [x for x, k in zip(cand, kinds, strict=True) if k == 1 and x not in seen]
     return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+
+
+_LOW31 = np.int64(0xFFFFFFFF)
+
+
+def _describe_edges(frontier: list[int], edges, terms, check=None) -> np.ndarray | None:
+    """:func:`describe_small` through the edge index: each round's triples are the
+    frontier's edge slices, turned into (s, p, o) columns by a few whole-array
+    operations; the blank-node objects not described yet are the next round's
+    frontier (their triples are new: their subject is new, so no triple repeats).
+    None past DESCRIBE_ROWS triples."""
+    from engine.exec.context import charge_rows  # noqa: PLC0415
+
+    d = getattr(terms, "dictionary", None)
+    kinds_of = d.kinds if d is not None else terms.kinds
+    seen: set[int] = set()
+    chunks: list[np.ndarray] = []
+    total = 0
+    while frontier:
+        if check is not None:
+            check()
+        seen.update(frontier)
+        if len(frontier) == 1:
+            v = frontier[0]
+            pk = edges.edges_of(v)
+            n = len(pk)
+            subj = v
+        else:
+            parts = [edges.edges_of(v) for v in frontier]
+            cnt = [len(x) for x in parts]
+            n = sum(cnt)
+            pk = np.concatenate(parts) if n else None
+            subj = np.repeat(np.asarray(frontier, dtype=np.int64), cnt) if n else None
+        total += n
+        if total > DESCRIBE_ROWS:
+            return None
+        if not n:
+            break
+        t = np.empty((n, 3), dtype=np.int64)
+        t[:, 0] = subj
+        np.right_shift(pk, 32, out=t[:, 1])
+        np.bitwise_and(pk, _LOW31, out=t[:, 2])
+        if len(frontier) > 1:  # (predicate, resource) ascending, objects in order within one
+            t = t[np.lexsort((t[:, 2], t[:, 0], t[:, 1]))]
+        chunks.append(t)
+        charge_rows(total, 3 + 3, "DESCRIBE")
+        objs = t[:, 2]
+        kinds = kinds_of(objs).tolist()  # (store ids: the dictionary's kinds, as the context's would)
+        if 1 not in kinds:
+            break
+        frontier = sorted({x for x, k in zip(objs.tolist(), kinds, strict=True) if k == 1 and x not in seen})
+    if not chunks:
+        return np.zeros((0, 3), dtype=np.int64)
+    return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
