@@ -23,6 +23,7 @@ import orjson
 
 from engine.exec.bgp import SMALL_ROWS
 from engine.exec.context import LOCAL_BASE, charge_rows
+from engine.exec.evaluate import project_lists
 from engine.exec.graph_writers import store_keys
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import _json_bytes, _nt_term, _serialize_json, check_size
@@ -326,17 +327,7 @@ def ordered_lists(fast, compiled, rows: list[tuple], ctx) -> tuple[list, int] | 
         if keys:
             take = itemgetter(*_order_perm(keys, ctx, n))
             tcols = [take(c) for c in tcols]
-    pcols = [(-1,) * n if i is None else tcols[i] for i in out]
-    if fast.distinct and n > 1:
-        prows = dict.fromkeys(zip(*pcols, strict=True))
-        if len(prows) < n:
-            n = len(prows)
-            pcols = list(zip(*prows, strict=True))
-    if fast.offset or fast.limit is not None:
-        end = None if fast.limit is None else fast.offset + fast.limit
-        pcols = [c[fast.offset:end] for c in pcols]
-        n = len(range(n)[fast.offset:end])
-    return pcols, n
+    return project_lists(fast, tcols, out, n)
 
 
 # ---------------------------------------------------------------- CONSTRUCT of a few solutions

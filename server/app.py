@@ -189,30 +189,7 @@ class EdgeMiddleware:
         body-size guard comes first on."""
         if len(body) > self.max_body:  # (the ordinary path answers 413)
             return None
-        t0 = time.perf_counter()
-        fields = scope["jindou.fields"]
-        state = self.state
-        try:
-            got = post_answer(state, scope, fields, body)
-        except Exception as exc:  # every failure becomes a JSON error, never a crash
-            reply = error_reply(failure(exc, state.metrics))
-        else:
-            if got is None:
-                return None
-            out = got[2]
-            if type(out) is bytes:
-                cors = "origin" in fields
-                parts = self._ok_heads.get((got[1], cors))
-                if parts is None:
-                    parts = self._ok_head(got[1], cors)
-                m = self.metrics
-                if m is not None:
-                    m.query_request(got[0], scope["path"], "POST", time.perf_counter() - t0)
-                return 200, b"%scontent-length: %d\r\n%s" % (parts[0], len(out), parts[1]), out
-            reply = _ok(state, *got)
-        if self.metrics is not None:
-            self.metrics.observe_request(scope["path"], "POST", reply.status, time.perf_counter() - t0)
-        return reply.status, self._head(reply, "origin" in fields), reply.body
+        return self._lane_answer(scope, scope["jindou.fields"], "POST", time.perf_counter(), post_answer, body)
 
     def answer_inline(self, scope: dict, qs: bytes) -> tuple[int, bytes, bytes] | None:
         """(status, header lines, body) of a ``GET /sparql?query=`` answered right now
@@ -236,10 +213,15 @@ class EdgeMiddleware:
         steps for a query run inline: its answer's header lines from the kept ones of
         (media type, CORS) without a :class:`Reply`, the query and request counted in
         one metrics call; the same bytes, metrics and outcomes (errors, declines)."""
-        t0 = time.perf_counter()
+        return self._lane_answer(scope, fields, "GET", time.perf_counter(), inline_answer, qs)
+
+    def _lane_answer(self, scope: dict, fields: dict, method: str, t0: float, answer, arg: bytes):
+        """A lane GET's or POST's answer: ``answer(state, scope, fields, arg)`` gives None (take
+        the ordinary path), (kind, media type, body bytes) written with the kept header lines,
+        or a result for :func:`_ok`; any failure becomes a JSON error, never a crash."""
         state = self.state
         try:
-            got = inline_answer(state, scope, fields, qs)
+            got = answer(state, scope, fields, arg)
         except Exception as exc:  # every failure becomes a JSON error, never a crash
             reply = error_reply(failure(exc, state.metrics))
         else:
@@ -253,11 +235,11 @@ class EdgeMiddleware:
                     parts = self._ok_head(got[1], cors)
                 m = self.metrics
                 if m is not None:
-                    m.query_request(got[0], scope["path"], "GET", time.perf_counter() - t0)
+                    m.query_request(got[0], scope["path"], method, time.perf_counter() - t0)
                 return 200, b"%scontent-length: %d\r\n%s" % (parts[0], len(body), parts[1]), body
             reply = _ok(state, *got)
         if self.metrics is not None:
-            self.metrics.observe_request(scope["path"], "GET", reply.status, time.perf_counter() - t0)
+            self.metrics.observe_request(scope["path"], method, reply.status, time.perf_counter() - t0)
         return reply.status, self._head(reply, "origin" in fields), reply.body
 
     def _ok_head(self, mt: str, cors: bool) -> tuple[bytes, bytes]:

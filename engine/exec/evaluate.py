@@ -1424,7 +1424,13 @@ def run_fast_lists(plan: QueryPlan, compiled, terms, graph, max_rows: int, check
     n = len(rows)
     if n == 0:
         return [() for _ in out], 0
-    tcols = list(zip(*rows, strict=True)) if prog.slots else []
+    return project_lists(fast, list(zip(*rows, strict=True)) if prog.slots else [], out, n)
+
+
+def project_lists(fast, tcols: list, out: list, n: int) -> tuple[list, int]:
+    """The projected columns of ``n`` tuple-at-a-time solutions (``tcols``: one tuple per slot;
+    ``out``: the slot of each selected variable, None when unbound), DISTINCT and
+    OFFSET/LIMIT of the fast plan ``fast`` applied, and their count."""
     pcols = [(-1,) * n if i is None else tcols[i] for i in out]
     if fast.distinct and n > 1:
         prows = dict.fromkeys(zip(*pcols, strict=True))

@@ -17,7 +17,6 @@ before anything is written, and a server can stream the chunks.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -28,6 +27,7 @@ from engine.arrays import unique
 from engine.exec.bindings import distinct_inverse
 from engine.exec.context import LOCAL_BASE
 from engine.exec.result import UNBOUND, QueryResult
+from engine.memo import PerObject
 from engine.terms import XSD_STRING
 
 #: rows assembled per chunk (bounds the memory of one step, and the latency to the first byte)
@@ -794,18 +794,7 @@ class ShapeCache:
         return wpre + pre, mid + second + post + wpost
 
 
-_SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_SHAPES_LOCK = threading.Lock()
-
-
-def _shape_cache(d) -> ShapeCache:
-    c = _SHAPES.get(d)
-    if c is None:
-        with _SHAPES_LOCK:
-            c = _SHAPES.get(d)
-            if c is None:
-                c = _SHAPES[d] = ShapeCache()
-    return c
+_shape_cache: PerObject[ShapeCache] = PerObject(lambda _d: ShapeCache())   # per store dictionary
 
 
 def shaped_column(result: QueryResult, col: np.ndarray, fmt: str, wrap: list[tuple[bytes, bytes]],

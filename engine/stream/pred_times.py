@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import bisect
 import threading
-import weakref
 from array import array
 
 import numpy as np
+
+from engine.memo import PerObject
 
 __all__ = ["ALL", "PredicateTimes", "forget", "known", "next_change", "note", "of", "window_seqs"]
 
@@ -154,19 +155,12 @@ class PredicateTimes:
         return sum(len(g[0]) - g[1] for g in self.groups.values())
 
 
-_indexes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_indexes_lock = threading.Lock()
+_indexes: PerObject[PredicateTimes] = PerObject(lambda _store: PredicateTimes())
 
 
 def of(store) -> PredicateTimes:
     """The index of ``store`` (made on first use, then filled from what the store retains)."""
-    pt = _indexes.get(store)
-    if pt is None:
-        with _indexes_lock:
-            pt = _indexes.get(store)
-            if pt is None:
-                pt = _indexes[store] = PredicateTimes()
-    return pt
+    return _indexes(store)
 
 
 def known(store) -> PredicateTimes | None:
@@ -177,8 +171,7 @@ def known(store) -> PredicateTimes | None:
 def forget(store) -> None:
     """Drop the index of ``store`` (no time window reads it any more: a later reader builds a
     new one from what the store retains, rather than find this one trimmed to the end)."""
-    with _indexes_lock:
-        _indexes.pop(store, None)
+    _indexes.forget(store)
 
 
 def note(store) -> None:
