@@ -1,21 +1,16 @@
 """Query texts of ``application/sparql-query`` POST bodies read from their UTF-8
 bytes (engine.sparql.normalize.body_normalize, the lane's ``_body_hit_job`` in
 server/api/sparql.py): whatever layouts were learned before, the reading is
-either "don't know" or exactly :func:`normalize` of the decoded text; over HTTP,
-bodies of a known template read from their bytes answer what the same texts
-answer when parsed, errors included."""
+either "don't know" or exactly :func:`normalize` of the decoded text (over HTTP:
+tests/test_lane_raw_shapes.py, GET and POST alike)."""
 
 from __future__ import annotations
 
-import json
-
-import pytest
-import requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.sparql import normalize as norm
-from tests.test_lane_raw_shapes import COMMENTS, IRIS, _loaded
+from tests.test_lane_raw_shapes import COMMENTS, IRIS
 from tests.test_normalize import PIECES, WS
 
 #: comments a body may carry besides those of the URL test: non-ASCII, a backslash, a quote late
@@ -69,57 +64,3 @@ def test_body_reading_examples():
 
 
 EX = "http://example.org/"
-
-
-@pytest.fixture(scope="module")
-def server():
-    from tests.conftest import start_server
-
-    s = start_server(None)
-    try:
-        yield _loaded(s)
-    finally:
-        s.stop()
-
-
-def _post(s, body: bytes, accept: str = "application/sparql-results+json"):
-    r = requests.post(s.url + "/sparql", data=body,
-                      headers={"Accept": accept, "Content-Type": "application/sparql-query"})
-    return r.status_code, r.headers.get("content-type"), r.content
-
-
-def test_template_bodies_read_from_bytes_answer_as_parsed(server, monkeypatch):
-    from server.api import sparql
-
-    tpl = "SELECT ?o ?n WHERE {{ <{c}> <" + EX + "p> ?o ; <" + EX + "q> ?n }} # {k}\n"
-    consts = [f"{EX}s{i}" for i in range(5)] + [f"{EX}none", f"{EX}o1", "urn:x:y"]
-    hits = []
-    real = sparql._HitJob.__call__
-
-    def spy(self, deadline):
-        hits.append(self.hit[1])
-        return real(self, deadline)
-
-    monkeypatch.setattr(sparql._HitJob, "__call__", spy)
-    got = [_post(server, tpl.format(c=c, k=i).encode()) for i, c in enumerate(consts * 2)]
-    assert len(hits) >= len(consts)  # the texts after the first went the raw way
-    monkeypatch.setattr(sparql, "_body_hit_job", lambda *a: None)  # the raw reading off: parsed
-    want = [_post(server, tpl.format(c=c, k=f"p{i}").encode()) for i, c in enumerate(consts * 2)]
-    assert got == want
-    rows = json.loads(got[1][2])["results"]["bindings"]
-    assert rows == [{"o": {"type": "uri", "value": f"{EX}o1"}, "n": {"type": "literal", "value": "n1"}}]
-
-
-def test_template_bodies_read_from_bytes_negotiate_and_fail_alike(server):
-    tpl = "SELECT ?o WHERE {{ <{c}> <" + EX + "p> ?o }} # {k}\n"
-    _post(server, tpl.format(c=f"{EX}s0", k="learn").encode())
-    _post(server, tpl.format(c=f"{EX}s1", k="learn2").encode())
-    status, ctype, body = _post(server, tpl.format(c=f"{EX}s2", k="x").encode(), accept="text/csv")
-    assert status == 200 and ctype.startswith("text/csv") and body.splitlines()[1] == f"{EX}o2".encode()
-    status, _, body = _post(server, tpl.format(c=f"{EX}s3", k="y").encode(), accept="image/png")
-    assert status == 406 and json.loads(body)["error"] == "not_acceptable"
-    # invalid UTF-8 where the constant goes, or in the comment: the ordinary path's 400
-    for bad in (tpl.format(c=f"{EX}s4", k="z").encode().replace(b"s4", b"\xff"),
-                tpl.format(c=f"{EX}s4", k="z\xffz").encode("latin-1")):
-        status, _, body = _post(server, bad)
-        assert status == 400 and b"Traceback" not in body

@@ -109,9 +109,22 @@ def _ask(s, text: str, accept: str = "application/sparql-results+json"):
     return r.status_code, r.headers.get("content-type"), r.content
 
 
-def test_template_texts_read_from_bytes_answer_as_parsed(server, monkeypatch):
+def _post(s, body: bytes, accept: str = "application/sparql-results+json"):
+    r = requests.post(s.url + "/sparql", data=body,
+                      headers={"Accept": accept, "Content-Type": "application/sparql-query"})
+    return r.status_code, r.headers.get("content-type"), r.content
+
+
+#: a text sent as a GET's URL (read by ``raw_normalize``) or as a POST's sparql-query body
+#: (``body_normalize``), and the lane's reading of it to switch off for the parsed answers
+SENDERS = {"get": (_ask, "_hit_job"), "post": (lambda s, text, **kw: _post(s, text.encode(), **kw), "_body_hit_job")}
+
+
+@pytest.mark.parametrize("how", sorted(SENDERS))
+def test_template_texts_read_from_bytes_answer_as_parsed(server, monkeypatch, how):
     from server.api import sparql
 
+    send, reader = SENDERS[how]
     tpl = "SELECT ?o ?n WHERE {{ <{c}> <" + EX + "p> ?o ; <" + EX + "q> ?n }} # {k}\n"
     consts = [f"{EX}s{i}" for i in range(5)] + [f"{EX}none", f"{EX}o1", "urn:x:y"]
     hits = []
@@ -122,28 +135,36 @@ def test_template_texts_read_from_bytes_answer_as_parsed(server, monkeypatch):
         return real(self, deadline)
 
     monkeypatch.setattr(sparql._HitJob, "__call__", spy)
-    got = [_ask(server, tpl.format(c=c, k=i)) for i, c in enumerate(consts * 2)]
+    got = [send(server, tpl.format(c=c, k=f"{how}{i}")) for i, c in enumerate(consts * 2)]
     assert len(hits) >= len(consts)  # the unique texts after the first went the raw way
     # the same texts with the raw reading off: parsed
-    monkeypatch.setattr(sparql, "_hit_job", lambda *a: None)
-    want = [_ask(server, tpl.format(c=c, k=f"p{i}")) for i, c in enumerate(consts * 2)]
+    monkeypatch.setattr(sparql, reader, lambda *a: None)
+    want = [send(server, tpl.format(c=c, k=f"{how}p{i}")) for i, c in enumerate(consts * 2)]
     assert got == want
     rows = json.loads(got[1][2])["results"]["bindings"]
     assert rows == [{"o": {"type": "uri", "value": f"{EX}o1"}, "n": {"type": "literal", "value": "n1"}}]
 
 
-def test_template_texts_read_from_bytes_negotiate_and_fail_alike(server):
+@pytest.mark.parametrize("how", sorted(SENDERS))
+def test_template_texts_read_from_bytes_negotiate_and_fail_alike(server, how):
+    send = SENDERS[how][0]
     tpl = "SELECT ?o WHERE {{ <{c}> <" + EX + "p> ?o }} # {k}\n"
-    _ask(server, tpl.format(c=f"{EX}s0", k="learn"))
-    _ask(server, tpl.format(c=f"{EX}s1", k="learn2"))
-    status, ctype, body = _ask(server, tpl.format(c=f"{EX}s2", k="x"), accept="text/csv")
+    send(server, tpl.format(c=f"{EX}s0", k=how + "learn"))
+    send(server, tpl.format(c=f"{EX}s1", k=how + "learn2"))
+    status, ctype, body = send(server, tpl.format(c=f"{EX}s2", k="x"), accept="text/csv")
     assert status == 200 and ctype.startswith("text/csv") and body.splitlines()[1] == f"{EX}o2".encode()
-    status, _, body = _ask(server, tpl.format(c=f"{EX}s3", k="y"), accept="image/png")
+    status, _, body = send(server, tpl.format(c=f"{EX}s3", k="y"), accept="image/png")
     assert status == 406 and json.loads(body)["error"] == "not_acceptable"
-    # invalid UTF-8 where the constant goes: the decoder's 400, as for any text
-    r = requests.get(server.url + "/sparql?query=" + quote(tpl.format(c=f"{EX}s4", k="z"), safe="").replace(
-        "s4", "%FF"))
-    assert r.status_code == 400 and "Traceback" not in r.text
+    # invalid UTF-8 where the constant goes (or, in a body, in the comment): the decoder's 400
+    if how == "get":
+        r = requests.get(server.url + "/sparql?query=" + quote(tpl.format(c=f"{EX}s4", k="z"), safe="").replace(
+            "s4", "%FF"))
+        assert r.status_code == 400 and "Traceback" not in r.text
+    else:
+        for bad in (tpl.format(c=f"{EX}s4", k="z").encode().replace(b"s4", b"\xff"),
+                    tpl.format(c=f"{EX}s4", k="z\xffz").encode("latin-1")):
+            status, _, body = _post(server, bad)
+            assert status == 400 and b"Traceback" not in body
 
 
 def test_template_texts_read_from_bytes_see_writes(server):
