@@ -11,20 +11,15 @@ from hypothesis import strategies as st
 
 from engine.sparql import normalize as norm
 from tests.test_lane_raw_shapes import COMMENTS, IRIS
-from tests.test_normalize import PIECES, WS
+from tests.test_lane_raw_shapes import _text as raw_text
+from tests.test_normalize import PIECES
 
 #: comments a body may carry besides those of the URL test: non-ASCII, a backslash, a quote late
 BODY_COMMENTS = COMMENTS + ["# é'\n", "#\\\n", "# a\\'b\n", "# x\xa0y\n", "#\u2028\n"]
 
 
 def _text(data, pieces) -> str:
-    out = []
-    for p in pieces:
-        if p == "<http://e/x>" and data.draw(st.booleans()):
-            p = data.draw(st.sampled_from(IRIS + ["<http://e/\xa0>", "<http://e/\u2028>"]))
-        out.append(p)
-        out.append(data.draw(st.sampled_from([" ", " "] + WS + BODY_COMMENTS)))
-    return "".join(out)
+    return raw_text(data, pieces, IRIS + ["<http://e/\xa0>", "<http://e/\u2028>"], BODY_COMMENTS)
 
 
 @settings(max_examples=500, deadline=None)

@@ -42,13 +42,14 @@ def _encode(text: str, how: str) -> bytes:
     return raw.encode("ascii")
 
 
-def _text(data, pieces) -> str:
+def _text(data, pieces, iris=IRIS, comments=COMMENTS) -> str:
+    """The pieces joined by drawn white space or comments, some IRI slots swapped for ``iris``."""
     out = []
     for p in pieces:
         if p == "<http://e/x>" and data.draw(st.booleans()):
-            p = data.draw(st.sampled_from(IRIS))
+            p = data.draw(st.sampled_from(iris))
         out.append(p)
-        out.append(data.draw(st.sampled_from([" ", " "] + WS + COMMENTS)))
+        out.append(data.draw(st.sampled_from([" ", " "] + WS + comments)))
     return "".join(out)
 
 
