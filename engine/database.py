@@ -47,6 +47,7 @@ from engine.plan.point import PointProgram, compile_point, describe_small
 from engine.settings import DEFAULTS
 from engine.small_answers import SmallSelect, construct_triples, ordered_lists
 from engine.sparql import normalize as norm
+from engine.sparql import shapes
 from engine.sparql.algebra import Const
 
 _PARSE_CACHE_SIZE = 512
@@ -54,6 +55,8 @@ _PLAN_CACHE_SIZE = 4096
 #: query texts longer than this are not cached (parsed and prepared forms):
 #: 512 cached texts of megabytes would pin gigabytes
 _CACHE_TEXT_MAX = 64 * 1024
+#: no parse shape learned yet for a skeleton (see Database._parse_shaped)
+_NO_SHAPE = object()
 #: after a query whose working set passed this, freed heap goes back to the OS
 _TRIM_AFTER = 64 << 20
 
@@ -110,6 +113,9 @@ class Database:
         #: (skeleton, base) -> _Template (or None: that skeleton has none): texts of a
         #: known fast shape answered without parsing (see _template_hit)
         self._templates: dict = {}
+        #: (skeleton, base) -> engine.sparql.shapes.ParseShape (or None: none for that
+        #: skeleton): texts that differ only in constants are rebound, not parsed
+        self._parse_shapes: dict = {}
         self._norm_memo: tuple = (None, None)
         #: (shape key, constant id) -> (the shape's entry, its program rebound to that constant)
         self._rebound: dict = {}
@@ -122,7 +128,6 @@ class Database:
 
     # ------------------------------------------------------------ parsing
     def _parse(self, text: str, base: str | None, deadline: float | None = None):
-        from engine.sparql.parser import parse_query  # noqa: PLC0415
 
         k = (text, base)
         with self._lock:
@@ -130,13 +135,38 @@ class Database:
             if q is not None:
                 self._parse_cache.move_to_end(k)
                 return q
-        q = parse_query(text, base, check=_deadline_check(deadline, self.query_timeout))
+        q = self._parse_shaped(text, base, deadline)
         if len(text) > _CACHE_TEXT_MAX:
             return q
         with self._lock:
             self._parse_cache[k] = q
             if len(self._parse_cache) > _PARSE_CACHE_SIZE:
                 self._parse_cache.popitem(last=False)
+        return q
+
+    def _parse_shaped(self, text: str, base: str | None, deadline: float | None):
+        """The parse of a text: from its skeleton's parse shape (the algebra rebound
+        to its constants, :mod:`engine.sparql.shapes`) when one is known, else
+        parsed (learning the skeleton's shape on the way)."""
+        from engine.sparql.parser import parse_query  # noqa: PLC0415
+
+        check = _deadline_check(deadline, self.query_timeout)
+        n = self._normalized(text)
+        if n is None:
+            return parse_query(text, base, check=check)
+        tk = (n[0], base)
+        sh = self._parse_shapes.get(tk, _NO_SHAPE)
+        if sh is not _NO_SHAPE and sh is not None:
+            q = sh.bind(n[1])
+            if q is not None:
+                return q
+        q = parse_query(text, base, check=check)
+        if sh is _NO_SHAPE:
+            sh = shapes.learn(text, n, q, lambda t: parse_query(t, base, check=check))
+            with self._lock:
+                if len(self._parse_shapes) >= _PARSE_CACHE_SIZE:
+                    self._parse_shapes = {}
+                self._parse_shapes[tk] = sh
         return q
 
     def _plans(self, sn: int) -> dict:
