@@ -42,8 +42,9 @@ from engine.exec.evaluate import (
 from engine.exec.result import QueryResult
 from engine.io import ingest
 from engine.kv.store import Changes, Store
-from engine.plan.planner import QueryPlan, make_plan
+from engine.plan.planner import QueryPlan, fast_shape, make_plan
 from engine.plan.point import PointProgram, compile_point, describe_small
+from engine.plan.rewrite import rewrite
 from engine.settings import DEFAULTS
 from engine.small_answers import SmallSelect, construct_triples, ordered_lists
 from engine.sparql import normalize as norm
@@ -169,6 +170,35 @@ class Database:
                 self._parse_shapes[tk] = sh
         return q
 
+    def _shaped_plan(self, text: str, base: str | None) -> QueryPlan | None:
+        """The plan of a text of a known parse shape (see :meth:`_parse_shaped`)
+        without parsing or rewriting it: the algebra and the planned tree of the
+        shape's probe text with the text's constants (the rewrite looks only at
+        node kinds, checked on the shape's first rebound text: its rebound tree
+        must equal the rewrite of its algebra); the fast path's view is made
+        afresh (it reads constants). None: parse and plan it."""
+        n = self._normalized(text)
+        if n is None:
+            return None
+        sh = self._parse_shapes.get((n[0], base))
+        if sh is None or sh is _NO_SHAPE:
+            return None
+        c = sh.consts(n[1])
+        if c is None:
+            return None
+        q = sh.build(c)
+        root_fn = sh.plan
+        if root_fn is False:
+            return None
+        if root_fn is None:
+            root_fn = shapes.rebinder(rewrite(sh.query.pattern), sh.probes)
+            if root_fn is None or root_fn(c) != rewrite(q.pattern):
+                sh.plan = False
+                return None
+            sh.plan = root_fn
+        root = root_fn(c)
+        return QueryPlan(q, root, fast_shape(q, root))
+
     def _plans(self, sn: int) -> dict:
         with self._lock:
             if sn > self._plan_sn:
@@ -188,7 +218,9 @@ class Database:
         pq = self._prepared.get(k)  # lock-free hit: dict reads are atomic
         if pq is not None:
             return pq, self._prepared_shape.get(k)
-        pq = make_plan(self._parse(text, base, deadline))
+        pq = self._shaped_plan(text, base)
+        if pq is None:
+            pq = make_plan(self._parse(text, base, deadline))
         shape = _shape_key(pq)
         if shape is not None:
             self._learn(text, base, pq, shape, deadline)

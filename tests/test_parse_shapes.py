@@ -137,6 +137,15 @@ def test_rebinding_skips_the_parse_and_keeps_errors(stores, monkeypatch):
         text = tpl.format(a=f"<http://t/e{i}>", b=f"<http://t/e{4 - i}>", c=f"'v{i}'")
         assert db.query(text).form == "SELECT"
     assert calls == []
+    # the planned tree was rebound too, and the fast view matches a fresh plan's
+    from engine.plan.planner import make_plan
+
+    assert any(callable(sh.plan) for sh in db._parse_shapes.values() if sh is not None)
+    text = tpl.format(a="<http://t/e3>", b="<http://t/e2>", c="'w'")
+    pq = db._prepare(text, None)
+    fresh = make_plan(parse_query(text))
+    assert pq.query == fresh.query and pq.root == fresh.root
+    assert (pq.fast is None) == (fresh.fast is None)
     # a syntax error or an unknown prefix in a text of a learned skeleton: the parser's error
     with pytest.raises(JindouError, match="undefined prefix"):
         db.query(tpl.format(a="ex:e0", b="<http://t/e1>", c='"x"'))

@@ -57,19 +57,22 @@ def _fields(tp: type) -> tuple[str, ...] | None:
 class ParseShape:
     """The algebra of one skeleton's probe text and where its parameters are."""
 
-    __slots__ = ("fixed", "kinds", "query", "probes", "dirty")
+    __slots__ = ("fixed", "kinds", "query", "probes", "build", "plan")
 
     def __init__(self, fixed: tuple, kinds: dict, query: A.Query, probes: dict, dirty: frozenset):
         self.fixed = fixed  # per slot: the raw text it must have, or None (a parameter)
         self.kinds = kinds  # parameter slot -> True for an IRI, False for a string
         self.query = query  # the probe text's algebra
         self.probes = probes  # probe term key -> its slot
-        self.dirty = dirty  # ids of the probe algebra's nodes with a probe constant below them
+        #: consts (slot -> Const) -> the algebra with them (only the nodes above a parameter are new)
+        self.build = _compile(query, probes, dirty) or (lambda c: query)
+        #: what the Database keeps to rebind the plan too (see Database._parse_shaped)
+        self.plan = None
 
-    def bind(self, slots: list[str]) -> A.Query | None:
-        """The algebra of the text with these slots (normalize's); None when a
-        fixed slot differs or a parameter slot cannot stand for its constant."""
-        keys: dict[int, str] = {}
+    def consts(self, slots: list[str]) -> dict | None:
+        """slot -> Const for the parameters of a text with these slots (normalize's);
+        None when a fixed slot differs or a parameter slot cannot stand for its constant."""
+        out: dict[int, A.Const] = {}
         kinds = self.kinds
         for i, (s, f) in enumerate(zip(slots, self.fixed, strict=True)):
             if f is not None:
@@ -81,22 +84,63 @@ class ParseShape:
             k = norm.slot_key(s)
             if k is None:
                 return None
-            keys[i] = k
-        consts = {pk: A.Const(keys[i]) for pk, i in self.probes.items()}
-        return _rebuild(self.query, consts, self.dirty)
+            out[i] = A.Const(k)
+        return out
+
+    def bind(self, slots: list[str]) -> A.Query | None:
+        """The algebra of the text with these slots; None as for :meth:`consts`."""
+        c = self.consts(slots)
+        return None if c is None else self.build(c)
 
 
-def _rebuild(node, consts: dict, dirty: frozenset):
-    if type(node) is A.Const:
-        return consts.get(node.key, node)
+def rebinder(obj, probes: dict):
+    """consts (slot -> Const) -> ``obj`` (an algebra or planned tree built from a
+    probe text's algebra) with its probe constants replaced; None when a probe
+    sits anywhere but as a whole constant in rebuildable nodes (dataclasses, tuples)."""
+    good: set = set()
+    bad: set = set()
+    dirty: set = set()
+    _scan(obj, probes, good, bad, dirty)
+    if bad:
+        return None
+    f = _compile(obj, probes, frozenset(dirty))
+    return f if f is not None else (lambda c: obj)
+
+
+def _compile(node, probes: dict, dirty: frozenset):
+    """A function of consts (slot -> Const) that rebuilds ``node`` with them:
+    nodes with no parameter below them are shared, the others rebuilt once per call."""
+    tp = type(node)
+    if tp is A.Const:
+        i = probes.get(node.key)
+        if i is None:
+            return None
+        return lambda c: c[i]
     if id(node) not in dirty:
-        return node
-    if type(node) is tuple:
-        return tuple(_rebuild(x, consts, dirty) for x in node)
-    if type(node) is list:
-        return [_rebuild(x, consts, dirty) for x in node]
-    names = _FIELDS[type(node)]
-    return type(node)(*[_rebuild(getattr(node, f), consts, dirty) for f in names])
+        return None
+    if tp is tuple or tp is list:
+        items = list(node)
+    else:
+        items = [getattr(node, f) for f in _FIELDS[tp]]
+    subs = tuple((k, g) for k, x in enumerate(items) if (g := _compile(x, probes, dirty)) is not None)
+    if not subs:
+        return None
+    if len(subs) == 1:
+        (k0, g0), = subs
+        before, after = tuple(items[:k0]), tuple(items[k0 + 1:])
+        if tp is tuple:
+            return lambda c: (*before, g0(c), *after)
+        if tp is list:
+            return lambda c: [*before, g0(c), *after]
+        return lambda c: tp(*before, g0(c), *after)
+
+    def build(c):
+        out = items.copy()
+        for k, g in subs:
+            out[k] = g(c)
+        return tuple(out) if tp is tuple else out if tp is list else tp(*out)
+
+    return build
 
 
 def _scan(node, probes: dict, good: set, bad: set, dirty: set) -> bool:
@@ -172,6 +216,8 @@ def learn(text: str, n: tuple[str, list[str]], query: A.Query, parse) -> ParseSh
             if not cands:
                 return None
             continue
+        if cands - good:
+            return None
         sh = ParseShape(tuple(None if i in cands else s for i, s in enumerate(slots)),
                         {i: slots[i][0] == "<" for i in cands}, pq, probes, frozenset(dirty))
         # the check: the learned text is the probe's algebra with its own constants
