@@ -58,6 +58,8 @@ _PLAN_CACHE_SIZE = 4096
 _CACHE_TEXT_MAX = 64 * 1024
 #: no parse shape learned yet for a skeleton (see Database._parse_shaped)
 _NO_SHAPE = object()
+#: one text of the skeleton seen, none learned yet
+_SEEN_ONCE = object()
 #: after a query whose working set passed this, freed heap goes back to the OS
 _TRIM_AFTER = 64 << 20
 
@@ -157,13 +159,15 @@ class Database:
             return parse_query(text, base, check=check)
         tk = (n[0], base)
         sh = self._parse_shapes.get(tk, _NO_SHAPE)
-        if sh is not _NO_SHAPE and sh is not None:
+        if sh is not _NO_SHAPE and sh is not None and sh is not _SEEN_ONCE:
             q = sh.bind(n[1])
             if q is not None:
                 return q
         q = parse_query(text, base, check=check)
-        if sh is _NO_SHAPE:
-            sh = shapes.learn(text, n, q, lambda t: parse_query(t, base, check=check))
+        if sh is _NO_SHAPE or sh is _SEEN_ONCE:
+            # learned at a skeleton's second text: a text seen once pays no probe parse
+            sh = _SEEN_ONCE if sh is _NO_SHAPE else shapes.learn(text, n, q, lambda t: parse_query(t, base,
+                                                                                                     check=check))
             with self._lock:
                 if len(self._parse_shapes) >= _PARSE_CACHE_SIZE:
                     self._parse_shapes = {}
@@ -181,7 +185,7 @@ class Database:
         if n is None:
             return None
         sh = self._parse_shapes.get((n[0], base))
-        if sh is None or sh is _NO_SHAPE:
+        if sh is None or sh is _SEEN_ONCE:
             return None
         c = sh.consts(n[1])
         if c is None:

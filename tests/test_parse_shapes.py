@@ -114,8 +114,8 @@ def test_rebound_algebra_is_the_parse(data):
 def test_rebound_answers_like_pyoxigraph(stores, data):
     db, ox = stores
     skel = _skeleton(data)
-    texts = [_fill(skel, data.draw) + f"\n# {i}\n" for i in range(3)]
-    for text in texts:  # the first teaches the skeleton's shape, the others are rebound
+    texts = [_fill(skel, data.draw) + f"\n# {i}\n" for i in range(4)]
+    for text in texts:  # the second teaches the skeleton's shape, the others are rebound
         want = _theirs(ox, text)
         got = _ours(db, text)
         if want == ("error",):
@@ -130,6 +130,8 @@ def test_rebinding_skips_the_parse_and_keeps_errors(stores, monkeypatch):
     db, _ = stores
     tpl = "SELECT ?o WHERE {{ {a} <http://t/p0> ?o . ?o ?q {b} FILTER(?o != {c}) }}"
     db.query(tpl.format(a="<http://t/e0>", b="<http://t/e1>", c='"x"'))
+    assert db._parse_shapes  # seen once: nothing learned yet (a one-off text pays no probe)
+    db.query(tpl.format(a="<http://t/e1>", b="<http://t/e0>", c='"y"'))  # the second: learned
     calls = []
     real = parser.parse_query
     monkeypatch.setattr(parser, "parse_query", lambda *a, **k: calls.append(1) or real(*a, **k))
