@@ -70,6 +70,8 @@ def texts(name: str, mode: str, n: int, salt: str) -> list[str]:
 
 #: how request() sends a query (``--method``): get, post (application/sparql-query) or form
 METHOD = "get"
+#: how --profile sorts (--profile-sort)
+PROFILE_SORT = "tottime"
 
 
 def request(text: str, accept: str | None = None) -> bytes:
@@ -304,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--families", default=None)
     ap.add_argument("--profile", default=None, help="cProfile the varied runs of this family ('all')")
     ap.add_argument("--profile-mode", default="varied")
+    ap.add_argument("--profile-sort", default="tottime", help="pstats order of --profile (e.g. cumulative)")
     ap.add_argument("--stages", action="store_true", help="instead: inclusive time per stage (perf_counter_ns probes)")
     ap.add_argument("--show", action="store_true", help="print one answer per family")
     ap.add_argument("--clients", nargs="?", const="all", default=None,
@@ -317,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="how the requests carry their query (as `bench http-load --method`)")
     args = ap.parse_args(argv)
     globals()["METHOD"] = args.method
+    globals()["PROFILE_SORT"] = args.profile_sort
     if args.extended:
         use_extended()
     from engine.database import Database
@@ -387,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         run(proto, tr, reqs, loop)
         pr.disable()
         s = io.StringIO()
-        pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(45)
+        pstats.Stats(pr, stream=s).sort_stats(PROFILE_SORT).print_stats(45)
         print(s.getvalue())
     return 0
 

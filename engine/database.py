@@ -42,11 +42,13 @@ from engine.exec.evaluate import (
 from engine.exec.result import QueryResult
 from engine.io import ingest
 from engine.kv.store import Changes, Store
-from engine.plan.planner import QueryPlan, make_plan
+from engine.plan.planner import QueryPlan, fast_shape, make_plan
 from engine.plan.point import PointProgram, compile_point, describe_small
+from engine.plan.rewrite import rewrite
 from engine.settings import DEFAULTS
 from engine.small_answers import SmallSelect, construct_triples, ordered_lists
 from engine.sparql import normalize as norm
+from engine.sparql import shapes
 from engine.sparql.algebra import Const
 
 _PARSE_CACHE_SIZE = 512
@@ -54,6 +56,10 @@ _PLAN_CACHE_SIZE = 4096
 #: query texts longer than this are not cached (parsed and prepared forms):
 #: 512 cached texts of megabytes would pin gigabytes
 _CACHE_TEXT_MAX = 64 * 1024
+#: no parse shape learned yet for a skeleton (see Database._parse_shaped)
+_NO_SHAPE = object()
+#: one text of the skeleton seen, none learned yet
+_SEEN_ONCE = object()
 #: after a query whose working set passed this, freed heap goes back to the OS
 _TRIM_AFTER = 64 << 20
 
@@ -110,6 +116,9 @@ class Database:
         #: (skeleton, base) -> _Template (or None: that skeleton has none): texts of a
         #: known fast shape answered without parsing (see _template_hit)
         self._templates: dict = {}
+        #: (skeleton, base) -> engine.sparql.shapes.ParseShape (or None: none for that
+        #: skeleton): texts that differ only in constants are rebound, not parsed
+        self._parse_shapes: dict = {}
         self._norm_memo: tuple = (None, None)
         #: (shape key, constant id) -> (the shape's entry, its program rebound to that constant)
         self._rebound: dict = {}
@@ -122,7 +131,6 @@ class Database:
 
     # ------------------------------------------------------------ parsing
     def _parse(self, text: str, base: str | None, deadline: float | None = None):
-        from engine.sparql.parser import parse_query  # noqa: PLC0415
 
         k = (text, base)
         with self._lock:
@@ -130,7 +138,7 @@ class Database:
             if q is not None:
                 self._parse_cache.move_to_end(k)
                 return q
-        q = parse_query(text, base, check=_deadline_check(deadline, self.query_timeout))
+        q = self._parse_shaped(text, base, deadline)
         if len(text) > _CACHE_TEXT_MAX:
             return q
         with self._lock:
@@ -138,6 +146,62 @@ class Database:
             if len(self._parse_cache) > _PARSE_CACHE_SIZE:
                 self._parse_cache.popitem(last=False)
         return q
+
+    def _parse_shaped(self, text: str, base: str | None, deadline: float | None):
+        """The parse of a text: from its skeleton's parse shape (the algebra rebound
+        to its constants, :mod:`engine.sparql.shapes`) when one is known, else
+        parsed (learning the skeleton's shape on the way)."""
+        from engine.sparql.parser import parse_query  # noqa: PLC0415
+
+        check = _deadline_check(deadline, self.query_timeout)
+        n = self._normalized(text)
+        if n is None:
+            return parse_query(text, base, check=check)
+        tk = (n[0], base)
+        sh = self._parse_shapes.get(tk, _NO_SHAPE)
+        if sh is not _NO_SHAPE and sh is not None and sh is not _SEEN_ONCE:
+            q = sh.bind(n[1])
+            if q is not None:
+                return q
+        q = parse_query(text, base, check=check)
+        if sh is _NO_SHAPE or sh is _SEEN_ONCE:
+            # learned at a skeleton's second text: a text seen once pays no probe parse
+            sh = _SEEN_ONCE if sh is _NO_SHAPE else shapes.learn(text, n, q, lambda t: parse_query(t, base,
+                                                                                                     check=check))
+            with self._lock:
+                if len(self._parse_shapes) >= _PARSE_CACHE_SIZE:
+                    self._parse_shapes = {}
+                self._parse_shapes[tk] = sh
+        return q
+
+    def _shaped_plan(self, text: str, base: str | None) -> QueryPlan | None:
+        """The plan of a text of a known parse shape (see :meth:`_parse_shaped`)
+        without parsing or rewriting it: the algebra and the planned tree of the
+        shape's probe text with the text's constants (the rewrite looks only at
+        node kinds, checked on the shape's first rebound text: its rebound tree
+        must equal the rewrite of its algebra); the fast path's view is made
+        afresh (it reads constants). None: parse and plan it."""
+        n = self._normalized(text)
+        if n is None:
+            return None
+        sh = self._parse_shapes.get((n[0], base))
+        if sh is None or sh is _SEEN_ONCE:
+            return None
+        c = sh.consts(n[1])
+        if c is None:
+            return None
+        q = sh.build(c)
+        root_fn = sh.plan
+        if root_fn is False:
+            return None
+        if root_fn is None:
+            root_fn = shapes.rebinder(rewrite(sh.query.pattern), sh.probes)
+            if root_fn is None or root_fn(c) != rewrite(q.pattern):
+                sh.plan = False
+                return None
+            sh.plan = root_fn
+        root = root_fn(c)
+        return QueryPlan(q, root, fast_shape(q, root))
 
     def _plans(self, sn: int) -> dict:
         with self._lock:
@@ -158,7 +222,9 @@ class Database:
         pq = self._prepared.get(k)  # lock-free hit: dict reads are atomic
         if pq is not None:
             return pq, self._prepared_shape.get(k)
-        pq = make_plan(self._parse(text, base, deadline))
+        pq = self._shaped_plan(text, base)
+        if pq is None:
+            pq = make_plan(self._parse(text, base, deadline))
         shape = _shape_key(pq)
         if shape is not None:
             self._learn(text, base, pq, shape, deadline)
