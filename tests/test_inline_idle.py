@@ -85,3 +85,47 @@ def test_over_the_idle_bound_stays_in_the_pool():
 
     asyncio.run(go())
     assert where == [False] * 4
+
+
+def test_new_constant_of_a_cheap_shape_is_probed_inline():
+    """A text never seen whose shape with its IRIs blanked ran cheap (twice or more) is probed
+    inline (server/api/common.py ``coarse_shape``): a lookup of ever new entities does not pay
+    the pool's hop per entity. Once that coarse shape ran expensive, new constants go to the pool."""
+    state = ServerState(Settings(inline_ms=5), database=None)
+    main = threading.get_ident()
+    where: list[bool] = []
+
+    def job(cost: float):
+        def run():
+            where.append(threading.get_ident() == main)
+            _burn(cost)
+            return 1
+        return run
+
+    def shape(i: int) -> str:
+        return query_shape(f"SELECT ?p ?o WHERE {{ <http://ex.org/e{i}> ?p ?o }}")
+
+    other = query_shape("SELECT ?p ?o WHERE { ?s ?p <http://ex.org/e1> }")
+
+    async def go():
+        state.running += 1   # (not idle: only the shape's cost decides)
+        try:
+            await state.run(job(0.0), shape(0))
+            assert where == [False]               # nothing known yet: the pool
+            await state.run(job(0.0), shape(1))
+            assert where == [False, False]        # the coarse shape seen once
+            for i in range(2, 5):
+                await state.run(job(0.0), shape(i))
+            assert where[2:] == [True, True, True]   # new entities of a cheap shape: inline
+            where.clear()
+            await state.run(job(0.0), other)
+            assert where == [False]               # another shape: not taught by these
+            where.clear()
+            await state.run(job(0.02), shape(5))  # an expensive entity (inline: its own cost unknown)
+            await state.run(job(0.02), shape(6))
+            await state.run(job(0.0), shape(7))
+            assert where[-1] is False             # the coarse shape ran expensive: the pool
+        finally:
+            state.running -= 1
+
+    asyncio.run(go())

@@ -558,6 +558,28 @@ def query_shape(text: str) -> str | None:
     return shape
 
 
+def coarse_shape(shape: Any) -> str | None:
+    """A text shape (:func:`query_shape`) with its IRIs blanked too: the cost key a shape never
+    seen falls back on. A new constant of a shape whose queries all ran cheap (``?s ?p <x1>``,
+    then ``<x2>``, ...) is probed inline like a selective query rather than sent to the pool
+    until its own text was seen twice; an expensive constant holds the loop at most
+    :data:`INLINE_PROBE` once and reruns in the pool (and its cost sends the coarse shape to the
+    pool for the next few runs). None for other shapes (the lane's tuples)."""
+    if type(shape) is not str:
+        return None
+    c = _COARSE.get(shape)
+    if c is None:
+        c = _IRI_RE.sub("<>", shape)
+        if len(_COARSE) >= _SHAPES_MAX:
+            _COARSE.clear()
+        _COARSE[shape] = c
+    return c
+
+
+_IRI_RE = re.compile(r'<[^<>"{}|^`\\\s]*>')
+_COARSE: dict[str, str] = {}
+
+
 #: query text -> its shape: the blanking is a regular expression with a Python call
 #: per IRI, literal and comment (~30 us for a 400-character query, a tenth of a
 #: cheap query's server time); a repeated text is looked up instead
@@ -734,13 +756,19 @@ class ServerState:
         on a loaded machine a cheap query's wall time is mostly waiting for a
         core, which would send cheap shapes to the pool, whose hand-off then
         waits for a core twice more."""
-        seen = self.shape_cost.get(shape)
+        self._teach(shape, dt)
+        c = coarse_shape(shape)
+        if c is not None and c != shape:
+            self._teach(c, dt)
+
+    def _teach(self, key: Any, dt: float) -> None:
+        seen = self.shape_cost.get(key)
         if seen is None:
             if len(self.shape_cost) >= 4096:
                 self.shape_cost.clear()
-            self.shape_cost[shape] = (dt, 1, dt)
+            self.shape_cost[key] = (dt, 1, dt)
         else:
-            self.shape_cost[shape] = (max(min(dt, seen[2]), seen[0] * 0.5), seen[1] + 1, dt)
+            self.shape_cost[key] = (max(min(dt, seen[2]), seen[0] * 0.5), seen[1] + 1, dt)
 
     def inline_ok(self, shape: Any, probe: bool = False, gap: float = 0.0) -> bool:
         """Whether a query of ``shape`` runs inline on the event loop (see :meth:`run`):
@@ -754,7 +782,11 @@ class ServerState:
             return False
         seen = self.shape_cost.get(shape)
         if seen is None:
-            return probe
+            if probe:
+                return True
+            c = coarse_shape(shape)   # a new constant of a shape that ran cheap: probed
+            cs = None if c is None or c == shape else self.shape_cost.get(c)
+            return cs is not None and cs[1] >= 2 and cs[0] < self.inline_threshold
         if (seen[1] >= 2 or probe) and seen[0] < self.inline_threshold:
             return True
         return seen[1] >= 2 and seen[0] < IDLE_INLINE and self.running == 0 and gap > seen[0]
@@ -862,7 +894,8 @@ class ServerState:
         then known. Only callers that know the query is selective by construction
         (``probe``: the engine compiled its shape to a tuple-at-a-time program
         from a constant) get the probe; other shapes run in the pool until seen
-        twice. A write passes a ``gate`` (its engine call asks
+        twice, or until their shape with the IRIs blanked too (:func:`coarse_shape`) ran
+        cheap twice: a new constant of such a shape is probed. A write passes a ``gate`` (its engine call asks
         ``gate.commit()`` before committing): past the deadline the write is
         either abandoned before its commit or waited for. Everything else runs
         in the thread pool so the loop stays responsive. The recent cost is a
