@@ -109,13 +109,14 @@ EXTENDED = (
 METHOD = "get"
 
 
-def request_bytes(path: str, text: str, port: int, accept: str = JSON_RESULTS) -> bytes:
+def request_bytes(path: str, text: str, port: int, accept: str = JSON_RESULTS, method: str | None = None) -> bytes:
     """A GET of ``path?query=...`` asking for ``accept`` (SPARQL JSON results by default),
-    or the same query POSTed (:data:`METHOD`), head and body in one write."""
-    if METHOD == "get":
+    or the same query POSTed (``method``, by default :data:`METHOD`), head and body in one write."""
+    method = method or METHOD
+    if method == "get":
         return (f"GET {path}?query={quote(text, safe='')} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
                 f"Accept: {accept}\r\n\r\n").encode()
-    if METHOD == "post":
+    if method == "post":
         ctype, body = "application/sparql-query", text.encode()
     else:
         ctype, body = "application/x-www-form-urlencoded", ("query=" + quote(text, safe="")).encode()

@@ -23,9 +23,8 @@ import pstats
 import statistics
 import sys
 import time
-from urllib.parse import quote
 
-from bench.http_load import PREFIX, _entities
+from bench.http_load import PREFIX, _entities, request_bytes
 
 #: name -> (template with {c}, entity kind, Accept)
 LANE_FAMILIES = {
@@ -78,16 +77,7 @@ def request(text: str, accept: str | None = None) -> bytes:
     if accept is None:
         graph = "\nCONSTRUCT" in text or "\nDESCRIBE" in text
         accept = GRAPH_ACCEPT if graph else "application/sparql-results+json"
-    if METHOD == "get":
-        return (f"GET /sparql?query={quote(text, safe='')} HTTP/1.1\r\nHost: 127.0.0.1:7878\r\n"
-                f"Accept: {accept}\r\n\r\n").encode()
-    # as bench http-load --method post / form sends it: head and body in one piece
-    if METHOD == "post":
-        ctype, body = "application/sparql-query", text.encode()
-    else:
-        ctype, body = "application/x-www-form-urlencoded", ("query=" + quote(text, safe="")).encode()
-    return (f"POST /sparql HTTP/1.1\r\nHost: 127.0.0.1:7878\r\nAccept: {accept}\r\n"
-            f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    return request_bytes("/sparql", text, 7878, accept, METHOD)
 
 
 class _Transport(asyncio.Transport):
