@@ -111,3 +111,19 @@ def test_graph_ntriples_leaves_computed_terms_and_big_graphs_to_the_general_writ
 
 if __name__ == "__main__":
     pytest.main([__file__])
+
+
+def test_kept_kinds_do_not_keep_a_dropped_dictionary_alive():
+    """The kept kinds hold their dictionary weakly: a store that is dropped frees it."""
+    import gc
+    import weakref
+
+    from engine.kv.dictionary import Dictionary
+
+    d = Dictionary()
+    d.encode(["<http://x/a>", "_:b"])
+    assert point.kinds_kept(d, [1, 0]) == [1, 0]
+    ref = weakref.ref(d)
+    del d
+    gc.collect()
+    assert ref() is None

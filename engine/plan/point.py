@@ -416,8 +416,9 @@ _LOW31 = np.int64(0xFFFFFFFF)
 #: kinds (0 IRI, 1 blank node, 2 literal) of store ids kept per store dictionary
 #: (its ids keep their meaning: it only grows); at most this many (then restarted)
 KINDS_KEPT = 1 << 16
-#: (dictionary, id -> kind), replaced as one (never cleared in place: other threads read it)
-_KINDS: tuple = (None, {})
+#: (weak reference to the dictionary, id -> kind), replaced as one (never cleared in place:
+#: other threads read it; weak: a dropped store's dictionary is not kept alive by it)
+_KINDS: tuple = (lambda: None, {})
 
 
 def kinds_kept(d, ids: list[int]) -> list[int]:
@@ -427,10 +428,13 @@ def kinds_kept(d, ids: list[int]) -> list[int]:
     lookup per id against ~3 µs of small-array numpy per call); misses are read by
     one dictionary call."""
     global _KINDS
-    owner, table = _KINDS
-    if owner is not d or len(table) > KINDS_KEPT:
+    ref, table = _KINDS
+    if ref() is not d or len(table) > KINDS_KEPT:
         table = {}
-        _KINDS = (d, table)
+        try:
+            _KINDS = (weakref.ref(d), table)
+        except TypeError:  # (not weakly referable: nothing kept)
+            return d.kinds(np.asarray(ids, dtype=np.int64)).tolist()
     try:
         return list(map(table.__getitem__, ids))
     except KeyError:
