@@ -1120,7 +1120,6 @@ def small_terms(triples: np.ndarray, keys_of: Callable[[list[int]], list],
     return t, flat, ids, cache
 
 
-_SUBJ_PRED = operator.itemgetter(0, 1)
 
 
 class SmallGraph:
@@ -1145,12 +1144,20 @@ class SmallGraph:
                 flat = t[np.lexsort((p, s))].ravel().tolist()
             cols = (flat[0::3], flat[1::3], flat[2::3])
         elif n > 1:
-            rows = list(zip(flat[0::3], flat[1::3], flat[2::3], strict=True))
-            if ty >= 0:
-                rows.sort(key=lambda r: (r[0], -1 if r[1] == ty else r[1]))
+            # a stable sort of the row numbers by (subject, predicate with rdf:type first);
+            # one subject's rows (a DESCRIBE, a CONSTRUCT about one entity) by the predicate
+            # alone, or not at all when they are in order already
+            sl, pl, ol = flat[0::3], flat[1::3], flat[2::3]
+            pk = [-1 if x == ty else x for x in pl] if ty >= 0 else pl
+            if sl.count(sl[0]) == n:
+                order = None if pk == sorted(pk) else sorted(range(n), key=pk.__getitem__)
             else:
-                rows.sort(key=_SUBJ_PRED)
-            cols = tuple(map(list, zip(*rows, strict=True)))
+                order = sorted(range(n), key=list(zip(sl, pk, strict=True)).__getitem__)
+            if order is None:
+                cols = (sl, pl, ol)
+            else:
+                take = operator.itemgetter(*order)
+                cols = (list(take(sl)), list(take(pl)), list(take(ol)))
         else:
             cols = (flat[0::3], flat[1::3], flat[2::3])
         #: the rows as three columns of ids (subjects, predicates, objects), in order
