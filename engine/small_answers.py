@@ -173,19 +173,31 @@ def _fill(table: dict, terms, ids: set, render) -> dict | None:
 
 def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
     """The N-Triples body of a small CONSTRUCT/DESCRIBE ``result`` over store ids,
-    or None (the caller uses the general writer)."""
+    or None (the caller uses the general writer). Usually every term is rendered
+    already: the body is one ``%`` format of the kept fragments, no scan for
+    missing ones (the body is at most MAX_CELLS lines: built, then its size checked)."""
     t = result.triples
     if t is None or len(t) > MAX_CELLS:
         return None
-    if len(t) == 0:
+    n = len(t)
+    if n == 0:
         return b""
     flat = t.ravel().tolist()
-    nt = _fill(fragments.tables(result.terms)[1], result.terms, set(flat), _nt_bytes)
-    if nt is None:
-        return None
-    frags = tuple(map(nt.__getitem__, flat))
-    check_size(sum(map(len, frags)) + 4 * len(t), max_bytes)
-    return b"%s %s %s .\n" * len(t) % frags
+    nt = fragments.tables(result.terms)[1]
+    try:
+        frags = tuple(map(nt.__getitem__, flat))
+    except KeyError:
+        nt = _fill(nt, result.terms, set(flat), _nt_bytes)
+        if nt is None:
+            return None
+        frags = tuple(map(nt.__getitem__, flat))
+    body = _NT_LINES[n] % frags if n < len(_NT_LINES) else b"%s %s %s .\n" * n % frags
+    check_size(len(body), max_bytes)
+    return body
+
+
+#: the ``%`` format of n N-Triples lines, by n
+_NT_LINES = [b"%s %s %s .\n" * n for n in range(MAX_CELLS + 1)]
 
 
 # ---------------------------------------------------------------- ORDER BY of a few rows

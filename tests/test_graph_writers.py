@@ -462,3 +462,30 @@ def test_a_full_term_cache_is_replaced_not_grown(monkeypatch):
     assert first.chars > 1000 and gw.term_cache(whole.terms) is not first
     again = serialize(QueryResult(form="CONSTRUCT", terms=whole.terms, triples=whole.triples[:20]), "text/turtle")
     assert again == body
+
+
+def test_turtle_terms_are_kept_for_answers_of_many_prefix_heads(monkeypatch):
+    """Answers about entities of many namespaces (one Turtle prefix head each, more than
+    the old 16) keep their terms' Turtle (a second round writes none anew) and write the
+    vectorized bytes; the kept fragments are bounded by their total (then replaced)."""
+    from engine.database import Database
+
+    k = 40
+    db = Database(shards=1)
+    db.load_data("".join(f"<http://e.org/d{i}/ent> <http://e.org/v#p{j}> <http://e.org/d{i}/obj{j}> .\n"
+                         for i in range(k) for j in range(3)).encode(), "application/n-triples")
+    whole = db.graph_get(None)
+    t = whole.triples
+    answers = [QueryResult(form="CONSTRUCT", terms=whole.terms, triples=t[t[:, 0] == s]) for s in sorted(set(t[:, 0]))]
+    assert len(answers) == k
+    bodies = [serialize(r, "text/turtle") for r in answers]
+    cache = gw.term_cache(whole.terms)
+    kept = cache.ttl_kept
+    assert len(cache.ttl_frags) >= k and kept > 0
+    assert [serialize(r, "text/turtle") for r in answers] == bodies
+    assert cache.ttl_kept == kept  # every term's Turtle came from the kept fragments
+    for r, b in zip(answers, bodies, strict=True):
+        assert _write_all(r, small=False)["ttl"] == b
+    monkeypatch.setattr(gw, "MAX_CACHED", 20)
+    assert [serialize(r, "text/turtle") for r in answers] == bodies
+    assert gw.term_cache(whole.terms).ttl_kept <= 20 + 8

@@ -905,8 +905,8 @@ class TermCache:
     computed gets a cache of its own for that answer. Fragments that depend on the whole
     graph (Turtle prefixes, RDF/XML blank node ids) are split into the parts that do not."""
 
-    __slots__ = ("parts", "chars", "bnodes", "ttl", "ttl_ns", "ttl_frags", "nt", "xml_open", "xml_obj", "js_subj", "js_pred",
-                 "js_obj", "type_id", "heads")
+    __slots__ = ("parts", "chars", "bnodes", "ttl", "ttl_ns", "ttl_frags", "ttl_kept", "nt", "xml_open", "xml_obj",
+                 "js_subj", "js_pred", "js_obj", "type_id", "heads")
 
     def __init__(self) -> None:
         #: id -> (kind, main, second, key)
@@ -921,6 +921,8 @@ class TermCache:
         self.ttl_ns: dict[int, str | None] = {}
         #: a Turtle prefix head -> id -> the term as Turtle under those prefixes
         self.ttl_frags: dict[bytes, dict[int, bytes]] = {}
+        #: terms kept in ttl_frags over all its heads (bounds them together, see small_turtle)
+        self.ttl_kept = 0
         self.nt: dict[int, bytes] = {}
         self.xml_open: dict[int, bytes] = {}
         self.xml_obj: dict[int, tuple[bytes, bool]] = {}
@@ -1118,7 +1120,6 @@ def small_terms(triples: np.ndarray, keys_of: Callable[[list[int]], list],
     return t, flat, ids, cache
 
 
-_SUBJ_PRED = operator.itemgetter(0, 1)
 
 
 class SmallGraph:
@@ -1143,12 +1144,20 @@ class SmallGraph:
                 flat = t[np.lexsort((p, s))].ravel().tolist()
             cols = (flat[0::3], flat[1::3], flat[2::3])
         elif n > 1:
-            rows = list(zip(flat[0::3], flat[1::3], flat[2::3], strict=True))
-            if ty >= 0:
-                rows.sort(key=lambda r: (r[0], -1 if r[1] == ty else r[1]))
+            # a stable sort of the row numbers by (subject, predicate with rdf:type first);
+            # one subject's rows (a DESCRIBE, a CONSTRUCT about one entity) by the predicate
+            # alone, or not at all when they are in order already
+            sl, pl, ol = flat[0::3], flat[1::3], flat[2::3]
+            pk = [-1 if x == ty else x for x in pl] if ty >= 0 else pl
+            if sl.count(sl[0]) == n:
+                order = None if pk == sorted(pk) else sorted(range(n), key=pk.__getitem__)
             else:
-                rows.sort(key=_SUBJ_PRED)
-            cols = tuple(map(list, zip(*rows, strict=True)))
+                order = sorted(range(n), key=list(zip(sl, pk, strict=True)).__getitem__)
+            if order is None:
+                cols = (sl, pl, ol)
+            else:
+                take = operator.itemgetter(*order)
+                cols = (list(take(sl)), list(take(pl)), list(take(ol)))
         else:
             cols = (flat[0::3], flat[1::3], flat[2::3])
         #: the rows as three columns of ids (subjects, predicates, objects), in order
@@ -1179,20 +1188,29 @@ class SmallGraph:
         return counts
 
 
+#: Turtle prefix heads whose terms' fragments a TermCache keeps (with at most MAX_CACHED terms over all)
+TTL_HEADS = 1024
+
+
 def small_turtle(g: SmallGraph, chosen: dict[str, str], indent: bytes, head: bytes | None = None) -> list[bytes]:
     """The rows of :func:`turtle_rows` (without the tail), term by term; with ``head`` (the
     prefix head of ``chosen``) the terms' Turtle under those prefixes is kept by it."""
     cache = g.cache
     got = None if head is None else cache.ttl_frags.get(head)
-    if got is None or len(got[0]) > MAX_CACHED // 4:
+    if got is None:
         got = ({}, {})  # (each term as Turtle, and followed by a space: a subject's)
         if head is not None:
-            if len(cache.ttl_frags) >= 16:
+            # bounded by the terms kept over all heads, not by the heads' number: answers
+            # about entities of many namespaces (one head each) keep theirs too
+            if len(cache.ttl_frags) >= TTL_HEADS or cache.ttl_kept > MAX_CACHED:
                 cache.ttl_frags = {}
+                cache.ttl_kept = 0
             cache.ttl_frags[head] = got
     f, fsp = got
     miss = g.ids.difference(f)
     if miss:
+        if head is not None:
+            cache.ttl_kept += len(miss)
         pfx = {ns: (p + ":").encode("utf-8") for p, ns in chosen.items()}
         ttl = cache.fill(cache.ttl, cache.ttl_of, miss)
         for i in miss:

@@ -30,6 +30,7 @@ import numpy as np
 
 from engine.exec.bgp import _step
 from engine.exec.bindings import Bindings
+from engine.exec.context import LOCAL_BASE, charge_rows
 from engine.kv import vertex_preds
 from engine.kv.shard import has_neighbour
 from engine.kv.vertex_preds import EDGE_NB, EDGE_PID
@@ -356,8 +357,6 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
     do); None when the graph has no in-process lookups,
     too many predicates for probing each and no index, or the description
     passes DESCRIBE_ROWS triples (the vectorized one answers then)."""
-    from engine.exec.context import LOCAL_BASE, charge_rows  # noqa: PLC0415
-
     src = point_source(graph, OUT)
     if src is None or not src.usable():
         return None
@@ -414,6 +413,37 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
 
 _LOW31 = np.int64(0xFFFFFFFF)
 
+#: kinds (0 IRI, 1 blank node, 2 literal) of store ids kept per store dictionary
+#: (its ids keep their meaning: it only grows); at most this many (then restarted)
+KINDS_KEPT = 1 << 16
+#: (weak reference to the dictionary, id -> kind), replaced as one (never cleared in place:
+#: other threads read it; weak: a dropped store's dictionary is not kept alive by it)
+_KINDS: tuple = (lambda: None, {})
+
+
+def kinds_kept(d, ids: list[int]) -> list[int]:
+    """The kinds of the store ids ``ids`` (of dictionary ``d``): a DESCRIBE's objects
+    are mostly terms other answers named before (the same departments, courses,
+    classes), so each id's kind is read from the dictionary once and kept (a dict
+    lookup per id against ~3 µs of small-array numpy per call); misses are read by
+    one dictionary call."""
+    global _KINDS
+    ref, table = _KINDS
+    if ref() is not d or len(table) > KINDS_KEPT:
+        table = {}
+        try:
+            _KINDS = (weakref.ref(d), table)
+        except TypeError:  # (not weakly referable: nothing kept)
+            return d.kinds(np.asarray(ids, dtype=np.int64)).tolist()
+    try:
+        return list(map(table.__getitem__, ids))
+    except KeyError:
+        miss = sorted(set(ids).difference(table))
+        got = d.kinds(np.asarray(miss, dtype=np.int64)).tolist()
+        new = dict(zip(miss, got, strict=True))
+        table.update({i: k for i, k in new.items() if k >= 0})  # (-1: not in this dictionary yet)
+        return [table.get(i, new.get(i, -1)) for i in ids]
+
 
 def _describe_edges(frontier: list[int], edges, terms, check=None) -> np.ndarray | None:
     """:func:`describe_small` through the edge index: each round's triples are the
@@ -421,10 +451,7 @@ def _describe_edges(frontier: list[int], edges, terms, check=None) -> np.ndarray
     operations; the blank-node objects not described yet are the next round's
     frontier (their triples are new: their subject is new, so no triple repeats).
     None past DESCRIBE_ROWS triples."""
-    from engine.exec.context import charge_rows  # noqa: PLC0415
-
     d = getattr(terms, "dictionary", None)
-    kinds_of = d.kinds if d is not None else terms.kinds
     seen: set[int] = set()
     chunks: list[np.ndarray] = []
     total = 0
@@ -456,11 +483,12 @@ def _describe_edges(frontier: list[int], edges, terms, check=None) -> np.ndarray
             t = t[np.lexsort((t[:, 2], t[:, 0], t[:, 1]))]
         chunks.append(t)
         charge_rows(total, 3 + 3, "DESCRIBE")
-        objs = t[:, 2]
-        kinds = kinds_of(objs).tolist()  # (store ids: the dictionary's kinds, as the context's would)
+        objs = t[:, 2].tolist()
+        # (store ids: the dictionary's kinds, as the context's would)
+        kinds = kinds_kept(d, objs) if d is not None else terms.kinds(t[:, 2]).tolist()
         if 1 not in kinds:
             break
-        frontier = sorted({x for x, k in zip(objs.tolist(), kinds, strict=True) if k == 1 and x not in seen})
+        frontier = sorted({x for x, k in zip(objs, kinds, strict=True) if k == 1 and x not in seen})
     if not chunks:
         return np.zeros((0, 3), dtype=np.int64)
     return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
