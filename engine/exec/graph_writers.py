@@ -1128,7 +1128,7 @@ class SmallGraph:
     and the :class:`TermCache` holding their parts (``cache``: the store dictionary's kept
     one; None or a graph holding computed terms: one of its own)."""
 
-    __slots__ = ("cols", "ids", "cache", "type_id", "n", "preds", "typed_only")
+    __slots__ = ("cols", "ids", "cache", "type_id", "n", "pred_ids", "typed_only")
 
     def __init__(self, triples: np.ndarray, keys_of: Callable[[list[int]], list], cache: TermCache | None = None):
         t, flat, ids, cache = small_terms(triples, keys_of, cache)
@@ -1165,7 +1165,7 @@ class SmallGraph:
         self.ids, self.cache, self.type_id, self.n = ids, cache, ty, n
         pl = flat[1::3]
         #: the distinct predicates; whether rdf:type is one and nothing else (Turtle writes it ``a``)
-        self.preds = set(pl)
+        self.pred_ids = set(pl)
         self.typed_only = ty >= 0 and flat.count(ty) == pl.count(ty)
 
     @property
@@ -1218,7 +1218,7 @@ def small_turtle(g: SmallGraph, chosen: dict[str, str], indent: bytes, head: byt
             b = pfx.get(ns)
             fsp[i] = (full if b is None else pre + b + local) + b" "
             f[i] = fsp[i][:-1]
-    fp = {p: fsp[p] for p in g.preds}  # (the few predicates: rdf:type written ``a``)
+    fp = {p: fsp[p] for p in g.pred_ids}  # (the few predicates: rdf:type written ``a``)
     if g.type_id >= 0:
         fp[g.type_id] = b"a "
     out: list[bytes] = []
@@ -1242,7 +1242,7 @@ def small_rdfxml(g: SmallGraph) -> tuple[bytes, list[bytes]]:
     """(head, rows) of :func:`write_rdfxml`, term by term."""
     cache = g.cache
     parts = cache.parts
-    preds = tuple(sorted(g.preds))
+    preds = tuple(sorted(g.pred_ids))
     hd = cache.heads.get(preds)
     if hd is None:
         if any(parts[i][0] != IRI for i in preds):
@@ -1288,7 +1288,7 @@ def small_jsonld(g: SmallGraph) -> list[bytes]:
     cache = g.cache
     sl, pl, ol = g.cols
     subj = cache.fill(cache.js_subj, cache.js_subj_of, set(sl)).__getitem__
-    pred = cache.fill(cache.js_pred, cache.js_pred_of, g.preds).__getitem__
+    pred = cache.fill(cache.js_pred, cache.js_pred_of, g.pred_ids).__getitem__
     obj = cache.fill(cache.js_obj, cache.js_obj_of, set(ol)).__getitem__
     out: list[bytes] = []
     ps = pp = -1
