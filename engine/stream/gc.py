@@ -23,11 +23,11 @@ __all__ = ["stream_horizon", "absorb_horizon", "collect"]
 
 def stream_horizon(reg: Registry, name: str) -> int | None:
     """GC horizon of a stream over the windows of the queries reading it."""
-    return _horizons(reg, name)[0]
+    return _horizons(reg, name, index=False)[0]
 
 
-def _horizons(reg: Registry, name: str) -> tuple[int | None, int | None]:
-    """:func:`stream_horizon`, and the horizon of the stream's element-time index
+def _horizons(reg: Registry, name: str, index: bool = True) -> tuple[int | None, int | None]:
+    """:func:`stream_horizon`, and (``index``) the horizon of the stream's element-time index
     (:mod:`engine.stream.pred_times`, read by time windows only): the windows of each query's
     last evaluated or reused instant (its state), which its next check compares with."""
     # a window's horizon never decreases with its next instant: per store and window (by value:
@@ -63,9 +63,11 @@ def _horizons(reg: Registry, name: str) -> tuple[int | None, int | None]:
                         hit[3] = prev
     if not least:
         return NO_READERS, NO_READERS
-    return (combine_horizons(store.horizon_for(w, nxt) for store, w, nxt, _ in least.values()),
-            combine_horizons(store.horizon_for(w, prev) if w.range_ms is not None else NO_READERS
-                             for store, w, _, prev in least.values()))
+    h = combine_horizons(store.horizon_for(w, nxt) for store, w, nxt, _ in least.values())
+    if not index:   # (the stream's own horizon only: one horizon_for per distinct window)
+        return h, None
+    return h, combine_horizons(store.horizon_for(w, prev) if w.range_ms is not None else NO_READERS
+                               for store, w, _, prev in least.values())
 
 
 def absorb_horizon(reg: Registry) -> int | None:
