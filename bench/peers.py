@@ -129,6 +129,11 @@ class JindouPeer:
 
     def load(self, path: str) -> int | None:
         rep = self.db.load_file(path, format="application/n-triples")
+        # a bulk load's edge indexes are built on a background thread (the commit does not
+        # wait for them): the load is complete, and its memory settled, once they are there
+        from engine.kv import vertex_preds  # noqa: PLC0415
+
+        vertex_preds.wait_builds()
         for attr in ("triples", "n_triples", "inserted", "added"):
             v = getattr(rep, attr, None)
             if isinstance(v, int):
