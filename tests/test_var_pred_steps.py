@@ -19,6 +19,7 @@ from engine.exec import bgp
 from engine.kv import vertex_preds
 from engine.kv.api import IN, OUT
 from engine.plan import point
+from tests.test_vertex_preds import answer_spy
 
 pyoxigraph = pytest.importorskip("pyoxigraph")
 
@@ -83,15 +84,7 @@ def test_variable_predicate_steps_equal_pyoxigraph_and_the_per_predicate_steps(m
     slow = Database()  # no edge index: a step per predicate
     monkeypatch.setattr(vertex_preds, "EAGER", True)
     ox = pyoxigraph.Store()
-    steps = []
-    real = bgp._step_any_p
-
-    def spy(*a, **k):
-        res = real(*a, **k)
-        steps.append(res is not None)
-        return res
-
-    monkeypatch.setattr(bgp, "_step_any_p", spy)
+    steps = answer_spy(monkeypatch, bgp, "_step_any_p")
     first = [(1, 0, 4, None), *first]  # (the default graph is never empty: the steps run)
     for w in [(None, first), *writes]:
         for rows, verb in ((w[0], "DELETE"), (w[1], "INSERT")):

@@ -129,6 +129,21 @@ def test_above_the_budget_there_is_no_index_and_the_point_path_falls_back(monkey
 _N_PREDS = 12
 
 
+def answer_spy(monkeypatch, owner, name: str, real=None) -> list[bool]:
+    """Patch ``owner.name`` with a spy of ``real`` (by default the attribute itself): the list
+    it returns gets, per call, whether the fast path answered (a result, not None)."""
+    real = getattr(owner, name) if real is None else real
+    calls: list[bool] = []
+
+    def spy(*a, **k):
+        res = real(*a, **k)
+        calls.append(res is not None)
+        return res
+
+    monkeypatch.setattr(owner, name, spy)
+    return calls
+
+
 def _iri(kind: str, i: int) -> str:
     return f"<http://x.example/{kind}{i}>"
 
@@ -184,15 +199,7 @@ def test_point_and_describe_answers_equal_pyoxigraph(monkeypatch, mode, first, w
         monkeypatch.setattr(point, "_spawn", lambda fn: fn())
     else:  # never built: the probes answer
         monkeypatch.setattr(point, "EDGE_MIN_USES", 1 << 62)
-    calls = []
-    real = database.describe_small
-
-    def spy(*a, **k):
-        res = real(*a, **k)
-        calls.append(res is not None)
-        return res
-
-    monkeypatch.setattr(database, "describe_small", spy)
+    calls = answer_spy(monkeypatch, database, "describe_small")
     db = Database()
     ox = pyoxigraph.Store()
     db.update(f"INSERT DATA {{ {_nt(first)} }}")
@@ -445,15 +452,8 @@ def test_describe_through_the_edge_index_equals_the_general_describe(monkeypatch
     db.update(f"INSERT DATA {{ {nt} }}")
     assert vertex_preds.cached_edges(db.store.snapshot().default, OUT) is not None
     text = "DESCRIBE " + " ".join(_iri("e", r) for r in resources)
-    calls = []
-    real = point.describe_small  # (the module's: a previous example's patch stays until the test ends)
-
-    def spy(*a, **k):
-        res = real(*a, **k)
-        calls.append(res is not None)
-        return res
-
-    monkeypatch.setattr(database, "describe_small", spy)
+    # (the spy wraps point's: a previous example's patch of database's stays until the test ends)
+    calls = answer_spy(monkeypatch, database, "describe_small", point.describe_small)
     fast = db.query(text)
     assert calls == [True]
     monkeypatch.setattr(database, "describe_small", lambda *a, **k: None)
