@@ -7,9 +7,11 @@ say *why* a query costs what it does, per server process and for the client:
 * per server process: the requests it answered (``/status``: ``--processes N``),
   user and system CPU, voluntary context switches (it slept in ``epoll_wait`` /
   ``recv`` and was woken) and involuntary ones (preempted), per query;
-* the client (this process, all its threads, ``getrusage``): CPU and context
-  switches per query, and the ``recv`` calls per answer (an answer that arrives
-  in pieces costs the client a wake-up per piece);
+* the client (this process, all its threads, ``getrusage``): CPU, context
+  switches and page faults per query, and the ``recv`` calls per answer (an
+  answer that arrives in pieces costs the client a wake-up per piece); the
+  machine's TLB shootdowns and rescheduling interrupts per query (what a client
+  thread's wake-up or unmapping costs another CPU);
 * with ``--strace``, one more round per peer under ``strace -c -f`` (slow: the
   counts per query are what to read, not the time) for the system calls per
   query.
@@ -112,7 +114,22 @@ def _connections(pid: int) -> list[int] | None:
 
 def _client() -> dict:
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    return {"user": ru.ru_utime, "sys": ru.ru_stime, "vcs": ru.ru_nvcsw, "ivcs": ru.ru_nivcsw}
+    return {"user": ru.ru_utime, "sys": ru.ru_stime, "vcs": ru.ru_nvcsw, "ivcs": ru.ru_nivcsw,
+            "minflt": ru.ru_minflt, **_interrupts()}
+
+
+def _interrupts() -> dict:
+    """Machine-wide TLB shootdowns and rescheduling interrupts so far (/proc/interrupts,
+    all CPUs): a multi-threaded client that unmaps memory while another CPU holds its
+    address space (running, or idle in lazy TLB mode) interrupts that CPU each time."""
+    out = {"tlb": 0, "res": 0}
+    with contextlib.suppress(OSError):
+        with open("/proc/interrupts", encoding="ascii", errors="replace") as f:
+            for line in f:
+                name, _, rest = line.strip().partition(":")
+                if name in ("TLB", "RES"):
+                    out[name.lower()] = sum(int(x) for x in rest.split() if x.isdigit())
+    return out
 
 
 class _Counting(Conn):
@@ -167,7 +184,8 @@ def show(name: str, m: dict, seconds: float) -> str:
              f"{(s['user'] + s['sys']) / seconds:.2f} cores, "
              f"vcs {s['vcs'] / n:.2f}/q, ivcs {s['ivcs'] / n:.2f}/q, migrations {s['mig'] / n:.3f}/q; client {1e6 * (c['user'] + c['sys']) / n:.1f} µs/q "
              f"(user {1e6 * c['user'] / n:.1f}, sys {1e6 * c['sys'] / n:.1f}), vcs {c['vcs'] / n:.2f}/q, "
-             f"ivcs {c['ivcs'] / n:.2f}/q, recv {m['recv_per_answer']:.2f}/answer"
+             f"ivcs {c['ivcs'] / n:.2f}/q, page faults {c['minflt'] / n:.2f}/q, recv {m['recv_per_answer']:.2f}/answer; "
+             f"machine: TLB shootdowns {c['tlb'] / n:.3f}/q, rescheduling IPIs {c['res'] / n:.2f}/q"
              + (f"; connections per process mid-round {m['conns']}" if m["conns"] else "")]
     for r in m["procs"]:
         cpu = r["run"]
