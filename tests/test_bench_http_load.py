@@ -36,3 +36,46 @@ def test_every_family_has_answers(small):
         ents = http_load._entities(fam.kind, 60)
         rows = [len(db.query(fam.text(c))) for c in ents if "University0." in c]
         assert sum(rows) > 0, fam.name
+
+
+def test_conn_reads_answers_in_pieces():
+    """Conn's one receive buffer per connection: answers split over many reads, two
+    answers in one read, a chunked one and one larger than the buffer, each whole."""
+    import socket
+    import threading
+
+    big = b"x" * (http_load.RECV_SIZE + 12345)
+    answers = [
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+        b"HTTP/1.1 404 Not Found\r\ncontent-length: %d\r\n\r\n%s" % (len(big), big),
+    ]
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve():
+        c, _ = srv.accept()
+        with c:
+            c.recv(100)
+            for piece in (answers[0][:7], answers[0][7:30], answers[0][30:]):  # one answer in pieces
+                c.sendall(piece)
+            c.recv(100)
+            c.sendall(answers[1] + answers[0])  # two answers in one write
+            got = b""
+            while len(got) < 2:  # "c" and "d" (maybe in one read)
+                got += c.recv(100)
+            c.sendall(answers[2])
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    conn = http_load.Conn(srv.getsockname()[1])
+    try:
+        assert conn.roundtrip(b"a") == (200, b"hello")
+        assert conn.roundtrip(b"b") == (200, b"abcde")
+        assert conn.roundtrip(b"c") == (200, b"hello")  # (already in the buffer)
+        assert conn.roundtrip(b"d") == (404, big)
+    finally:
+        conn.close()
+        srv.close()
+    t.join(5)
