@@ -34,12 +34,21 @@ MAX_CELLS = 256
 MAX_TERMS = 1 << 16
 
 
+def _gone():
+    """A weak reference's call once its object is gone (nothing kept yet)."""
+    return None
+
+
 class TermFragments:
-    """Store id -> its SPARQL JSON object's bytes (and N-Triples term), for one store dictionary."""
+    """Store id -> its SPARQL JSON object's bytes (and N-Triples term), for one store dictionary.
+
+    The dictionary (or a term table without one) the tables belong to is held weakly:
+    a store that is closed and dropped is freed even while its rendered terms are the
+    last ones kept here."""
 
     def __init__(self):
-        #: (term table, JSON fragments, N-Triples terms), replaced as one
-        self.kept: tuple = (None, {}, {})
+        #: (weak reference to the term table's owner, JSON fragments, N-Triples terms), replaced as one
+        self.kept: tuple = (_gone, {}, {})
         self.heads: dict[tuple, tuple[bytes, list[bytes]]] = {}
         self.lock = threading.Lock()
 
@@ -47,15 +56,19 @@ class TermFragments:
         """(JSON, N-Triples) tables for ``terms``: kept per store dictionary (its ids keep
         their meaning from snapshot to snapshot: the dictionary only grows), new ones for
         another dictionary or a term table without one, or once one holds more than
-        MAX_TERMS terms (never cleared in place: other threads may be reading them)."""
+        MAX_TERMS terms (never cleared in place: other threads may be reading them).
+        An owner that cannot be weakly referenced gets tables of its own, not kept."""
         owner = getattr(terms, "dictionary", None) or terms  # store ids keep their meaning per dictionary
         kept = self.kept
         # another store dictionary (or term table): other ids; full tables: restarted
-        if kept[0] is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
+        if kept[0]() is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
             with self.lock:
                 kept = self.kept
-                if kept[0] is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
-                    kept = self.kept = (owner, {}, {})
+                if kept[0]() is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
+                    try:
+                        kept = self.kept = (weakref.ref(owner), {}, {})
+                    except TypeError:  # (not weakly referable: nothing kept)
+                        return {}, {}
         return kept[1], kept[2]
 
     def head(self, names: tuple) -> tuple[bytes, list[bytes], bytes]:
