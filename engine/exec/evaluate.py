@@ -1310,7 +1310,9 @@ def _unique_rows(m: np.ndarray) -> np.ndarray:
 def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray:
     """DESCRIBE: for each resource its outgoing triples in the default graph,
     closed over blank-node objects (a concise bounded description without
-    reification). Only the default graph of the dataset is described."""
+    reification). Only the default graph of the dataset is described. Order: by
+    round (the resources, then the blank nodes they reach...), subject, predicate,
+    object."""
     ctx = ev.ctx
     ids = []
     res = None
@@ -1340,6 +1342,7 @@ def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray:
         ctx.check_budget()
         seen.update(frontier.tolist())
         nxt = []
+        got = []
         for pid in candidate_predicates(g, {"#d": frontier}, len(frontier), ("v", "#d"), ("v", "#o")):
             ctx.check_budget()
             rows, nbrs = g.expand(pid, 0, frontier)
@@ -1347,9 +1350,14 @@ def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray:
                 nbrs = np.asarray(nbrs, dtype=np.int64)
                 held += len(rows)
                 charge_rows(held, 3 + 3, "DESCRIBE")
-                parts.append(np.stack([frontier[rows], np.full(len(rows), pid, np.int64), nbrs], axis=1))
+                got.append(np.stack([frontier[rows], np.full(len(rows), pid, np.int64), nbrs], axis=1))
                 kinds = ctx.kinds(nbrs)
                 nxt.append(nbrs[kinds == 1])
+        if got:
+            # a round's triples by subject (then predicate, object as read): each resource's
+            # description in one run, as the tuple-at-a-time DESCRIBE gives them
+            r = np.concatenate(got) if len(got) > 1 else got[0]
+            parts.append(r[np.argsort(r[:, 0], kind="stable")] if len(frontier) > 1 else r)
         if not nxt:
             break
         cand = unique(np.concatenate(nxt))
