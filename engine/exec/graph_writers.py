@@ -634,8 +634,9 @@ def write_turtle(parts: Sequence[tuple[str | None, Rows | SmallGraph]], prefixes
         out = small_turtle(r, chosen, indent, head)
         out[0] = (head + b"<" + graph.encode("utf-8") + b"> {\n\t") if named else head
         out.append(b" .\n}\n" if named else b" .\n")
-        check(sum(map(len, out)))
-        return b"".join(out)
+        body = b"".join(out)
+        check(len(body))  # (built, then checked: at most SMALL_ROWS rows of kept fragments)
+        return body
     counts: dict[str, int] = {}
     for _, r in parts:
         got = r.turtle_counts() if isinstance(r, SmallGraph) else r.terms.namespace_counts(r.turtle_unnamed())
@@ -656,7 +657,7 @@ def write_turtle(parts: Sequence[tuple[str | None, Rows | SmallGraph]], prefixes
             check(size + n)
 
         if isinstance(r, SmallGraph):
-            got = _small_body(head, small_turtle(r, chosen, indent), tail, bound)
+            got = [_small_body(head, small_turtle(r, chosen, indent), tail, bound)]
         else:
             table, cols = turtle_rows(r, turtle_fragments(r.terms, chosen), indent)
             got = assemble(table, cols, r.n, head, tail, bound, tick)
@@ -721,7 +722,7 @@ def write_rdfxml(r: Rows | SmallGraph, check, tick) -> bytes:
     if r.n == 0:
         return _XML_HEAD + b'<rdf:RDF xmlns:rdf="' + RDF.encode() + b'">\n</rdf:RDF>\n'
     if isinstance(r, SmallGraph):
-        return b"".join(_small_body(*small_rdfxml(r), _XML_TAIL, check))
+        return _small_body(*small_rdfxml(r), _XML_TAIL, check)
     terms = r.terms
     d = terms.d
     declared: dict[str, str] = {RDF: "rdf"}
@@ -791,7 +792,7 @@ def write_jsonld(r: Rows | SmallGraph, graph: str | None, check, tick) -> bytes:
         g = rewrite(pa.array([graph.encode("utf-8")], _BIN), JSON_TEXT).to_pylist()[0]
         head, tail = b'[{"@id":"' + g + b'","@graph":[', b"]}]}]\n"
     if isinstance(r, SmallGraph):
-        return b"".join(_small_body(head, small_jsonld(r), tail, check))
+        return _small_body(head, small_jsonld(r), tail, check)
     terms = r.terms
     d = terms.d
     k = terms.kind
@@ -1096,7 +1097,7 @@ def small_terms(triples: np.ndarray, keys_of: Callable[[list[int]], list],
     ids = set(flat)
     if not ids:
         return t, flat, ids, cache if cache is not None else TermCache()
-    lo, hi = (min(ids), max(ids)) if len(ids) <= 32 else (int(t.min()), int(t.max()))
+    lo, hi = min(ids), max(ids)  # (C-level over the distinct ids: cheaper than two numpy reductions)
     if lo < 0:  # (unbound cells: no triple)
         t = t[(t >= 0).all(axis=1)]
         flat = t.ravel().tolist()
@@ -1317,6 +1318,12 @@ def small_ntriples(triples: np.ndarray, keys_of: Callable[[list[int]], list], ca
     return frags, (b"%s %s %s" + tail.replace(b"%", b"%%")) * len(t)
 
 
-def _small_body(head: bytes, rows: list[bytes], tail: bytes, check) -> list[bytes]:
-    check(len(head) + len(tail) + sum(map(len, rows)))
-    return [head, *rows, tail]
+def _small_body(head: bytes, rows: list[bytes], tail: bytes, check) -> bytes:
+    """``head + rows + tail`` joined, then its size checked: a small graph's body is at
+    most SMALL_ROWS rows of fragments already held (summing their lengths first cost as
+    much as the join)."""
+    rows.append(tail)
+    rows[0] = head + rows[0]
+    body = b"".join(rows)
+    check(len(body))
+    return body
