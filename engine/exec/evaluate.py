@@ -65,6 +65,7 @@ from engine.kv.views import EmptyGraph, merged_view
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.order import bgp_vars
 from engine.plan.planner import QueryPlan, plan_query
+from engine.plan.point import DESCRIBE_RESOURCES, describe_small
 from engine.sparql import algebra as A
 
 ROW = "#row"
@@ -1255,7 +1256,8 @@ def _evaluate_query(query: A.Query, ctx: QueryContext, ev: Evaluator, root) -> Q
         res = ev.eval(root)
         return QueryResult(form="CONSTRUCT", terms=ctx, triples=construct(query.template, res, ctx))
     if form == "DESCRIBE":
-        return QueryResult(form="DESCRIBE", terms=ctx, triples=describe(query, ev, root))
+        got = describe(query, ev, root)
+        return got if isinstance(got, QueryResult) else QueryResult(form="DESCRIBE", terms=ctx, triples=got)
     raise QueryEvaluationError(f"unknown query form {form}")
 
 
@@ -1307,12 +1309,14 @@ def _unique_rows(m: np.ndarray) -> np.ndarray:
     return m[first]
 
 
-def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray:
+def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray | QueryResult:
     """DESCRIBE: for each resource its outgoing triples in the default graph,
     closed over blank-node objects (a concise bounded description without
     reification). Only the default graph of the dataset is described. Order: by
     round (the resources, then the blank nodes they reach...), subject, predicate,
-    object."""
+    object. A few resources over a graph with in-process lookups are described
+    tuple at a time (:func:`engine.plan.point.describe_small`: its result, same
+    triples, same order)."""
     ctx = ev.ctx
     ids = []
     res = None
@@ -1335,6 +1339,10 @@ def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray:
     frontier = unique(np.concatenate(ids))
     frontier = frontier[frontier < LOCAL_BASE]
     g = ev.dataset.default
+    if len(frontier) <= DESCRIBE_RESOURCES:  # a few resources (DESCRIBE ?x WHERE ... with a few
+        got = describe_small(frontier.tolist(), g, ctx, ctx.check_budget)  # solutions): tuple at a time
+        if got is not None:
+            return got
     seen = set()
     parts = []
     held = 0

@@ -345,6 +345,8 @@ def compile_point(fast, graph, lookup):
 
 #: a DESCRIBE answered tuple at a time stops here and the vectorized one runs instead
 DESCRIBE_ROWS = 512
+#: ... and is tried for at most this many resources (``DESCRIBE ?x WHERE ...``'s solutions)
+DESCRIBE_RESOURCES = 64
 
 
 class Described(QueryResult):
