@@ -357,14 +357,17 @@ class Described(QueryResult):
     ``engine.small_answers.graph_ntriples``); the ``triples`` array the other writers
     read is built from them on first use."""
 
+    # (a DESCRIBE's fields other than its triples are constants: class attributes, so an
+    # answer sets four attributes, not ten)
+    form = "DESCRIBE"
+    vars = ()
+    columns = ()
+    boolean = None
+    ordered = False
+    n_rows = 0
+
     def __init__(self, terms, runs: list | None, n: int, triples: np.ndarray | None = None):
-        self.form = "DESCRIBE"
         self.terms = terms
-        self.vars = []
-        self.columns = []
-        self.boolean = None
-        self.ordered = False
-        self.n_rows = 0
         self.runs = runs
         self.n = n
         self._triples = triples
