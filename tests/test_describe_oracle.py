@@ -144,3 +144,27 @@ def test_a_describe_of_a_few_solutions_is_answered_tuple_at_a_time(monkeypatch):
 
 if __name__ == "__main__":
     pytest.main([__file__])
+
+
+def test_a_small_description_is_written_from_its_runs_in_every_format(monkeypatch):
+    """A Described answer of a few triples is written from its runs (``flat_rows``, the
+    lane's N-Triples from the runs themselves): no triple array is built, and the bytes
+    are those of the same triples given as an array."""
+    from engine.exec.result import QueryResult
+
+    db = Database()
+    db.update('INSERT DATA { <http://x/a> a <http://x/C> ; <http://x/p> "v"@en , _:b . '
+              '_:b <http://x/q> "1"^^<http://www.w3.org/2001/XMLSchema#integer> }')
+    res = db.query("DESCRIBE <http://x/a>")
+    assert isinstance(res, point.Described) and res.runs is not None and len(res) == 4
+    plain = QueryResult(form="DESCRIBE", terms=res.terms, triples=res.triples.copy())
+    want = {mt: ser.serialize(plain, mt) for mt in FORMATS}
+    again = db.query("DESCRIBE <http://x/a> # again")
+
+    def no_array(self):
+        raise AssertionError("the triple array was built")
+
+    monkeypatch.setattr(point.Described, "triples", property(no_array))
+    for mt in FORMATS:
+        assert ser.serialize(again, mt) == want[mt], mt
+    assert small_answers.graph_ntriples(again) == want["application/n-triples"]

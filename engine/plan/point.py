@@ -375,6 +375,19 @@ class Described(QueryResult):
     def __len__(self) -> int:
         return self.n
 
+    def flat_rows(self) -> list[int]:
+        """The triples as one flat list (s, p, o, s, p, o...), read from the runs' lists."""
+        if self.runs is None:
+            return self.triples.ravel().tolist()
+        out: list[int] = []
+        for s, _, f in self.runs:
+            m = len(f) >> 1
+            rows = [s] * (3 * m)
+            rows[1::3] = f[EDGE_PID::2]
+            rows[2::3] = f[EDGE_NB::2]
+            out += rows
+        return out
+
     @property
     def triples(self) -> np.ndarray:
         t = self._triples
