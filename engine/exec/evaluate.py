@@ -1314,9 +1314,9 @@ def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray | QueryResu
     closed over blank-node objects (a concise bounded description without
     reification). Only the default graph of the dataset is described. Order: by
     round (the resources, then the blank nodes they reach...), subject, predicate,
-    object. A few resources over a graph with in-process lookups are described
-    tuple at a time (:func:`engine.plan.point.describe_small`: its result, same
-    triples, same order)."""
+    object. A few resources of the WHERE's solutions over a graph with in-process
+    lookups are described tuple at a time (:func:`engine.plan.point.describe_small`:
+    its result, same triples, same order)."""
     ctx = ev.ctx
     ids = []
     res = None
@@ -1339,8 +1339,10 @@ def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray | QueryResu
     frontier = unique(np.concatenate(ids))
     frontier = frontier[frontier < LOCAL_BASE]
     g = ev.dataset.default
-    if len(frontier) <= DESCRIBE_RESOURCES:  # a few resources (DESCRIBE ?x WHERE ... with a few
-        got = describe_small(frontier.tolist(), g, ctx, ctx.check_budget)  # solutions): tuple at a time
+    if res is not None and len(frontier) <= DESCRIBE_RESOURCES:
+        # a few resources from the WHERE's solutions: tuple at a time (DESCRIBE of constants
+        # only came here when the caller's describe_small did not answer it)
+        got = describe_small(frontier.tolist(), g, ctx, ctx.check_budget)
         if got is not None:
             return got
     seen = set()
