@@ -168,3 +168,29 @@ def test_a_small_description_is_written_from_its_runs_in_every_format(monkeypatc
     for mt in FORMATS:
         assert ser.serialize(again, mt) == want[mt], mt
     assert small_answers.graph_ntriples(again) == want["application/n-triples"]
+
+
+@pytest.mark.parametrize("text,fast", [
+    ("DESCRIBE ?x FROM <http://g/1> WHERE { ?x <http://x/p> ?y }", True),
+    ("DESCRIBE ?x FROM <http://g/1> FROM <http://g/2> WHERE { ?x <http://x/p> ?y }", False),
+    ("DESCRIBE ?x WHERE { GRAPH <http://g/2> { ?x <http://x/r> ?y } }", True),
+    ("DESCRIBE ?x <http://x/d> WHERE { ?x <http://x/s> ?y }", True),
+])
+def test_describe_of_solutions_over_datasets_is_pyoxigraph_s(text, fast):
+    """``DESCRIBE ?x`` with FROM (one graph: described tuple at a time over it; two: a merged
+    view without in-process lookups, the vectorized DESCRIBE) and over GRAPH patterns: the
+    graph pyoxigraph describes (the dataset's default graph)."""
+    upd = ('INSERT DATA { GRAPH <http://g/1> { <http://x/a> <http://x/p> _:b . _:b <http://x/q> "v" . '
+           "<http://x/c> <http://x/p> <http://x/a> } GRAPH <http://g/2> { <http://x/a> <http://x/r> <http://x/d> . "
+           '<http://x/d> <http://x/p> "w" } <http://x/a> <http://x/s> "default" . <http://x/d> <http://x/s> _:e . '
+           '_:e <http://x/q> "in default" }')
+    db = Database()
+    db.update(upd)
+    store = ox.Store()
+    store.update(upd)
+    res = db.query(text)
+    assert isinstance(res, point.Described) == fast
+    want = _rdflib(_ox_nt(store.query(text)))
+    assert len(want)
+    for mt, fmt in FORMATS.items():
+        assert isomorphic(_rdflib(_read_back(ser.serialize(res, mt), fmt)), want), mt
