@@ -584,13 +584,12 @@ class Database:
 
         token = enter_budget(budget, deadline)
         try:
-            triples = describe_small(ids, snap.default, terms, check)
+            res = describe_small(ids, snap.default, terms, check)
         finally:
             leave_budget(token)
-        if triples is None:
-            return None
-        self.queries += 1
-        return QueryResult(form="DESCRIBE", terms=terms, triples=triples)
+        if res is not None:
+            self.queries += 1
+        return res
 
     def _fast_program(self, pq: QueryPlan, snap, shape=None) -> tuple:
         """The plan's fast program for ``snap``: compiled once per snapshot (a

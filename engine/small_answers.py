@@ -27,6 +27,7 @@ from engine.exec.evaluate import project_lists
 from engine.exec.graph_writers import store_keys
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import _json_bytes, _nt_term, _serialize_json, check_size
+from engine.kv.vertex_preds import EDGE_NB
 
 #: answers with more cells (graphs: triples) than this go to the general writer
 MAX_CELLS = 256
@@ -34,12 +35,21 @@ MAX_CELLS = 256
 MAX_TERMS = 1 << 16
 
 
+def _gone():
+    """A weak reference's call once its object is gone (nothing kept yet)."""
+    return None
+
+
 class TermFragments:
-    """Store id -> its SPARQL JSON object's bytes (and N-Triples term), for one store dictionary."""
+    """Store id -> its SPARQL JSON object's bytes (and N-Triples term), for one store dictionary.
+
+    The dictionary (or a term table without one) the tables belong to is held weakly:
+    a store that is closed and dropped is freed even while its rendered terms are the
+    last ones kept here."""
 
     def __init__(self):
-        #: (term table, JSON fragments, N-Triples terms), replaced as one
-        self.kept: tuple = (None, {}, {})
+        #: (weak reference to the term table's owner, JSON fragments, N-Triples terms), replaced as one
+        self.kept: tuple = (_gone, {}, {})
         self.heads: dict[tuple, tuple[bytes, list[bytes]]] = {}
         self.lock = threading.Lock()
 
@@ -47,15 +57,19 @@ class TermFragments:
         """(JSON, N-Triples) tables for ``terms``: kept per store dictionary (its ids keep
         their meaning from snapshot to snapshot: the dictionary only grows), new ones for
         another dictionary or a term table without one, or once one holds more than
-        MAX_TERMS terms (never cleared in place: other threads may be reading them)."""
+        MAX_TERMS terms (never cleared in place: other threads may be reading them).
+        An owner that cannot be weakly referenced gets tables of its own, not kept."""
         owner = getattr(terms, "dictionary", None) or terms  # store ids keep their meaning per dictionary
         kept = self.kept
         # another store dictionary (or term table): other ids; full tables: restarted
-        if kept[0] is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
+        if kept[0]() is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
             with self.lock:
                 kept = self.kept
-                if kept[0] is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
-                    kept = self.kept = (owner, {}, {})
+                if kept[0]() is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
+                    try:
+                        kept = self.kept = (weakref.ref(owner), {}, {})
+                    except TypeError:  # (not weakly referable: nothing kept)
+                        return {}, {}
         return kept[1], kept[2]
 
     def head(self, names: tuple) -> tuple[bytes, list[bytes], bytes]:
@@ -176,6 +190,9 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
     or None (the caller uses the general writer). Usually every term is rendered
     already: the body is one ``%`` format of the kept fragments, no scan for
     missing ones (the body is at most MAX_CELLS lines: built, then its size checked)."""
+    runs = getattr(result, "runs", None)
+    if runs is not None:  # (a DESCRIBE through the edge index: each subject's edges as they are)
+        return _runs_ntriples(runs, result.terms, max_bytes, fragments)
     t = result.triples
     if t is None or len(t) > MAX_CELLS:
         return None
@@ -198,6 +215,31 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
 
 #: the ``%`` format of n N-Triples lines, by n
 _NT_LINES = [b"%s %s %s .\n" * n for n in range(MAX_CELLS + 1)]
+
+
+def _runs_ntriples(runs: list, terms, max_bytes, fragments: TermFragments) -> bytes | None:
+    """The N-Triples body of triples given as runs of one subject's edges
+    (``engine.plan.point.Described``: (subject, packed edges, their (neighbour, pid)
+    int32 halves as a list)): per run one ``%`` format of the subject's line with the
+    kept terms of its predicates and objects, no triple array, no row of three ids."""
+    nt = fragments.tables(terms)[1]
+    out = []
+    for s, _, flat in runs:
+        try:
+            subj = nt[s]
+            f = list(map(nt.__getitem__, flat))
+        except KeyError:
+            nt = _fill(nt, terms, {s, *flat}, _nt_bytes)
+            if nt is None:
+                return None
+            subj = nt[s]
+            f = list(map(nt.__getitem__, flat))
+        if EDGE_NB == 0:  # (neighbour first in each pair: the line wants the predicate first)
+            f[0::2], f[1::2] = f[1::2], f[0::2]
+        out.append((subj.replace(b"%", b"%%") + b" %s %s .\n") * (len(f) >> 1) % tuple(f))
+    body = out[0] if len(out) == 1 else b"".join(out)
+    check_size(len(body), max_bytes)
+    return body
 
 
 # ---------------------------------------------------------------- ORDER BY of a few rows

@@ -101,3 +101,30 @@ def test_full_fragment_tables_restart(monkeypatch):
     first = frags.tables(table)[1]
     assert small_answers.graph_ntriples(g, None, frags) == want
     assert frags.tables(table)[1] is not first and len(frags.tables(table)[1]) <= 6
+
+
+def test_kept_fragments_do_not_keep_a_dropped_store_alive():
+    """The fragments kept by the lane's writers hold their store dictionary weakly: a
+    database that is closed and dropped is freed although its terms were the last ones
+    rendered (its answers rendered through the module's shared tables)."""
+    import gc
+    import weakref
+
+    from engine.database import Database
+
+    db = Database()
+    db.update('INSERT DATA { <http://x/a> <http://x/p> "v" , _:b . _:b <http://x/q> <http://x/c> }')
+    sel = db.query("SELECT ?p ?o WHERE { <http://x/a> ?p ?o }")
+    assert small_answers.select_json(sel) == ser.serialize(sel, "application/sparql-results+json")
+    desc = db.query("DESCRIBE <http://x/a>")
+    assert small_answers.graph_ntriples(desc) == ser.serialize(desc, "application/n-triples")
+    ref = weakref.ref(db.store.dictionary)
+    db.close()
+    del db, sel, desc
+    gc.collect()
+    assert ref() is None
+    # (the shared tables still answer for the next store: new tables for its dictionary)
+    db2 = Database()
+    db2.update("INSERT DATA { <http://x/z> <http://x/p> <http://x/y> }")
+    res = db2.query("SELECT ?o WHERE { <http://x/z> ?p ?o }")
+    assert small_answers.select_json(res) == ser.serialize(res, "application/sparql-results+json")

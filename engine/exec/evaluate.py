@@ -65,6 +65,7 @@ from engine.kv.views import EmptyGraph, merged_view
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.order import bgp_vars
 from engine.plan.planner import QueryPlan, plan_query
+from engine.plan.point import DESCRIBE_RESOURCES, describe_small
 from engine.sparql import algebra as A
 
 ROW = "#row"
@@ -1255,7 +1256,8 @@ def _evaluate_query(query: A.Query, ctx: QueryContext, ev: Evaluator, root) -> Q
         res = ev.eval(root)
         return QueryResult(form="CONSTRUCT", terms=ctx, triples=construct(query.template, res, ctx))
     if form == "DESCRIBE":
-        return QueryResult(form="DESCRIBE", terms=ctx, triples=describe(query, ev, root))
+        got = describe(query, ev, root)
+        return got if isinstance(got, QueryResult) else QueryResult(form="DESCRIBE", terms=ctx, triples=got)
     raise QueryEvaluationError(f"unknown query form {form}")
 
 
@@ -1307,10 +1309,14 @@ def _unique_rows(m: np.ndarray) -> np.ndarray:
     return m[first]
 
 
-def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray:
+def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray | QueryResult:
     """DESCRIBE: for each resource its outgoing triples in the default graph,
     closed over blank-node objects (a concise bounded description without
-    reification). Only the default graph of the dataset is described."""
+    reification). Only the default graph of the dataset is described. Order: by
+    round (the resources, then the blank nodes they reach...), subject, predicate,
+    object. A few resources of the WHERE's solutions over a graph with in-process
+    lookups are described tuple at a time (:func:`engine.plan.point.describe_small`:
+    its result, same triples, same order)."""
     ctx = ev.ctx
     ids = []
     res = None
@@ -1333,6 +1339,12 @@ def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray:
     frontier = unique(np.concatenate(ids))
     frontier = frontier[frontier < LOCAL_BASE]
     g = ev.dataset.default
+    if res is not None and len(frontier) <= DESCRIBE_RESOURCES:
+        # a few resources from the WHERE's solutions: tuple at a time (DESCRIBE of constants
+        # only came here when the caller's describe_small did not answer it)
+        got = describe_small(frontier.tolist(), g, ctx, ctx.check_budget)
+        if got is not None:
+            return got
     seen = set()
     parts = []
     held = 0
@@ -1340,6 +1352,7 @@ def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray:
         ctx.check_budget()
         seen.update(frontier.tolist())
         nxt = []
+        got = []
         for pid in candidate_predicates(g, {"#d": frontier}, len(frontier), ("v", "#d"), ("v", "#o")):
             ctx.check_budget()
             rows, nbrs = g.expand(pid, 0, frontier)
@@ -1347,9 +1360,14 @@ def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray:
                 nbrs = np.asarray(nbrs, dtype=np.int64)
                 held += len(rows)
                 charge_rows(held, 3 + 3, "DESCRIBE")
-                parts.append(np.stack([frontier[rows], np.full(len(rows), pid, np.int64), nbrs], axis=1))
+                got.append(np.stack([frontier[rows], np.full(len(rows), pid, np.int64), nbrs], axis=1))
                 kinds = ctx.kinds(nbrs)
                 nxt.append(nbrs[kinds == 1])
+        if got:
+            # a round's triples by subject (then predicate, object as read): each resource's
+            # description in one run, as the tuple-at-a-time DESCRIBE gives them
+            r = np.concatenate(got) if len(got) > 1 else got[0]
+            parts.append(r[np.argsort(r[:, 0], kind="stable")] if len(frontier) > 1 else r)
         if not nxt:
             break
         cand = unique(np.concatenate(nxt))

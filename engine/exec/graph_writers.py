@@ -634,8 +634,9 @@ def write_turtle(parts: Sequence[tuple[str | None, Rows | SmallGraph]], prefixes
         out = small_turtle(r, chosen, indent, head)
         out[0] = (head + b"<" + graph.encode("utf-8") + b"> {\n\t") if named else head
         out.append(b" .\n}\n" if named else b" .\n")
-        check(sum(map(len, out)))
-        return b"".join(out)
+        body = b"".join(out)
+        check(len(body))  # (built, then checked: at most SMALL_ROWS rows of kept fragments)
+        return body
     counts: dict[str, int] = {}
     for _, r in parts:
         got = r.turtle_counts() if isinstance(r, SmallGraph) else r.terms.namespace_counts(r.turtle_unnamed())
@@ -656,7 +657,7 @@ def write_turtle(parts: Sequence[tuple[str | None, Rows | SmallGraph]], prefixes
             check(size + n)
 
         if isinstance(r, SmallGraph):
-            got = _small_body(head, small_turtle(r, chosen, indent), tail, bound)
+            got = [_small_body(head, small_turtle(r, chosen, indent), tail, bound)]
         else:
             table, cols = turtle_rows(r, turtle_fragments(r.terms, chosen), indent)
             got = assemble(table, cols, r.n, head, tail, bound, tick)
@@ -721,7 +722,7 @@ def write_rdfxml(r: Rows | SmallGraph, check, tick) -> bytes:
     if r.n == 0:
         return _XML_HEAD + b'<rdf:RDF xmlns:rdf="' + RDF.encode() + b'">\n</rdf:RDF>\n'
     if isinstance(r, SmallGraph):
-        return b"".join(_small_body(*small_rdfxml(r), _XML_TAIL, check))
+        return _small_body(*small_rdfxml(r), _XML_TAIL, check)
     terms = r.terms
     d = terms.d
     declared: dict[str, str] = {RDF: "rdf"}
@@ -791,7 +792,7 @@ def write_jsonld(r: Rows | SmallGraph, graph: str | None, check, tick) -> bytes:
         g = rewrite(pa.array([graph.encode("utf-8")], _BIN), JSON_TEXT).to_pylist()[0]
         head, tail = b'[{"@id":"' + g + b'","@graph":[', b"]}]}]\n"
     if isinstance(r, SmallGraph):
-        return b"".join(_small_body(head, small_jsonld(r), tail, check))
+        return _small_body(head, small_jsonld(r), tail, check)
     terms = r.terms
     d = terms.d
     k = terms.kind
@@ -1086,18 +1087,24 @@ def term_cache(terms) -> TermCache | None:
     return c
 
 
-def small_terms(triples: np.ndarray, keys_of: Callable[[list[int]], list],
-                cache: TermCache | None) -> tuple[np.ndarray, list, set, TermCache]:
+def small_terms(triples: np.ndarray | None, keys_of: Callable[[list[int]], list],
+                cache: TermCache | None, flat: list | None = None) -> tuple[np.ndarray | None, list, set, TermCache]:
     """(rows with an unbound cell dropped, as an array and as one flat list of ids; their
     distinct ids; a cache holding every id's parts): ``cache`` when given and the graph holds
-    store terms only, else a new one. Only the ids missing from the cache have their keys read."""
-    t = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
-    flat = t.ravel().tolist()
+    store terms only, else a new one. Only the ids missing from the cache have their keys read.
+    With ``flat`` (the rows as one flat list already) no array is made (None) unless a cell is unbound."""
+    if flat is None:
+        t = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
+        flat = t.ravel().tolist()
+    else:
+        t = None
     ids = set(flat)
     if not ids:
         return t, flat, ids, cache if cache is not None else TermCache()
-    lo, hi = (min(ids), max(ids)) if len(ids) <= 32 else (int(t.min()), int(t.max()))
+    lo, hi = min(ids), max(ids)  # (C-level over the distinct ids: cheaper than two numpy reductions)
     if lo < 0:  # (unbound cells: no triple)
+        if t is None:
+            t = np.asarray(flat, dtype=np.int64).reshape(-1, 3)
         t = t[(t >= 0).all(axis=1)]
         flat = t.ravel().tolist()
         ids = set(flat)
@@ -1126,15 +1133,19 @@ class SmallGraph:
     """A graph of few rows for the exact writer: its rows (term ids) ordered as :class:`Rows`
     orders them (subject, then predicate with ``rdf:type`` first, stable), its distinct ids
     and the :class:`TermCache` holding their parts (``cache``: the store dictionary's kept
-    one; None or a graph holding computed terms: one of its own)."""
+    one; None or a graph holding computed terms: one of its own). The rows are ``triples``
+    (an (n, 3) array) or ``flat`` (one list s, p, o, s, p, o...: no array to convert)."""
 
     __slots__ = ("cols", "ids", "cache", "type_id", "n", "pred_ids", "typed_only")
 
-    def __init__(self, triples: np.ndarray, keys_of: Callable[[list[int]], list], cache: TermCache | None = None):
-        t, flat, ids, cache = small_terms(triples, keys_of, cache)
+    def __init__(self, triples: np.ndarray | None, keys_of: Callable[[list[int]], list],
+                 cache: TermCache | None = None, flat: list | None = None):
+        t, flat, ids, cache = small_terms(triples, keys_of, cache, flat)
         ty = cache.type_id if cache.type_id in ids else -1
-        n = len(t)
+        n = len(flat) // 3
         if n > 64:
+            if t is None:
+                t = np.asarray(flat, dtype=np.int64).reshape(-1, 3)
             s, p = t[:, 0], t[:, 1]
             if ty >= 0:
                 p = np.where(p == ty, -1, p)
@@ -1306,17 +1317,23 @@ def small_jsonld(g: SmallGraph) -> list[bytes]:
     return out
 
 
-def small_ntriples(triples: np.ndarray, keys_of: Callable[[list[int]], list], cache: TermCache | None,
-                   tail: bytes) -> tuple[list[bytes], bytes]:
+def small_ntriples(triples: np.ndarray | None, keys_of: Callable[[list[int]], list], cache: TermCache | None,
+                   tail: bytes, flat: list | None = None) -> tuple[list[bytes], bytes]:
     """(every cell's term, a format of the body) of a small graph's N-Triples lines (N-Quads:
     ``tail`` names the graph) in the rows' order (as the vectorized writer keeps them), each
     term's text kept in ``cache``: the body is one ``%`` of the format with the terms."""
-    t, flat, ids, cache = small_terms(triples, keys_of, cache)
+    _, flat, ids, cache = small_terms(triples, keys_of, cache, flat)
     nt = cache.fill(cache.nt, cache.nt_of, ids)
     frags = list(map(nt.__getitem__, flat))
-    return frags, (b"%s %s %s" + tail.replace(b"%", b"%%")) * len(t)
+    return frags, (b"%s %s %s" + tail.replace(b"%", b"%%")) * (len(flat) // 3)
 
 
-def _small_body(head: bytes, rows: list[bytes], tail: bytes, check) -> list[bytes]:
-    check(len(head) + len(tail) + sum(map(len, rows)))
-    return [head, *rows, tail]
+def _small_body(head: bytes, rows: list[bytes], tail: bytes, check) -> bytes:
+    """``head + rows + tail`` joined, then its size checked: a small graph's body is at
+    most SMALL_ROWS rows of fragments already held (summing their lengths first cost as
+    much as the join)."""
+    rows.append(tail)
+    rows[0] = head + rows[0]
+    body = b"".join(rows)
+    check(len(body))
+    return body

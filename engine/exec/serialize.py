@@ -446,11 +446,17 @@ def _serialize_ntriples(result: QueryResult, graph: str | None = None, max_bytes
     keys (blank nodes relabelled where their label is not N-Triples syntax), rows
     joined by the vectorized row assembly (:mod:`engine.exec.render`); the exact
     size is checked before any row is built."""
-    t = result.triples
-    if t is None or len(t) == 0:
+    n = _n_triples(result)
+    if n == 0:
         return b""
     tail = b" .\n" if graph is None else (" <" + graph + "> .\n").encode("utf-8")
-    n = len(t)
+    flat_rows = getattr(result, "flat_rows", None)
+    if flat_rows is not None and n <= FLAT_ROWS:  # (a DESCRIBE's runs: rows without an array)
+        frags, form = graph_writers.small_ntriples(None, functools.partial(graph_writers.store_keys, result.terms),
+                                                   graph_writers.term_cache(result.terms), tail, flat_rows())
+        check_size(sum(map(len, frags)) + len(form) - 6 * n, max_bytes)
+        return form % tuple(frags)
+    t = result.triples
     if n <= graph_writers.SMALL_ROWS and t.min() >= 0:  # term by term, each term's text kept
         frags, form = graph_writers.small_ntriples(t, functools.partial(graph_writers.store_keys, result.terms),
                                                    graph_writers.term_cache(result.terms), tail)
@@ -475,10 +481,19 @@ COMMON_PREFIXES = graph_writers.COMMON_PREFIXES
 MAX_NEW_PREFIXES = graph_writers.MAX_NEW_PREFIXES
 
 
+#: a result that gives its rows as one flat list (``flat_rows``: engine.plan.point.Described)
+#: is written from that list up to this many rows (above, its array is the cheaper start)
+FLAT_ROWS = 64
+
+
 def _rows(result: QueryResult) -> graph_writers.Rows | graph_writers.SmallGraph:
     """``result``'s triples grouped by subject and predicate, their distinct terms' keys read
     once (those key bytes held against the query's memory budget); a graph of few rows for
     the exact per-term writer."""
+    flat_rows = getattr(result, "flat_rows", None)
+    if flat_rows is not None and len(result) <= FLAT_ROWS:  # (a DESCRIBE's runs: rows without an array)
+        return graph_writers.SmallGraph(None, functools.partial(graph_writers.store_keys, result.terms),
+                                        graph_writers.term_cache(result.terms), flat=flat_rows())
     t = result.triples
     t = np.zeros((0, 3), np.int64) if t is None else t
     if len(t) <= graph_writers.SMALL_ROWS:
@@ -493,6 +508,15 @@ def _rows(result: QueryResult) -> graph_writers.Rows | graph_writers.SmallGraph:
     return graph_writers.Rows(t, keys_of)
 
 
+def _n_triples(result: QueryResult) -> int:
+    """The rows of a graph result (0 when it holds none), without building a result's
+    triple array when it gives its rows otherwise (``flat_rows``)."""
+    if getattr(result, "flat_rows", None) is not None:
+        return len(result)
+    t = result.triples
+    return 0 if t is None else len(t)
+
+
 def _checker(max_bytes: int | None):
     return lambda size: check_size(size, max_bytes)
 
@@ -500,15 +524,13 @@ def _checker(max_bytes: int | None):
 def _serialize_turtle(result: QueryResult, prefixes: dict[str, str] | None = None,
                       max_bytes: int | None = None) -> bytes:
     """Turtle with prefixes, ``a``, and statements grouped by subject (``;``) and predicate (``,``)."""
-    t = result.triples
-    if t is None or len(t) == 0:
+    if _n_triples(result) == 0:
         return b""
     return graph_writers.write_turtle([(None, _rows(result))], prefixes, False, _checker(max_bytes), _tick())
 
 
 def _serialize_jsonld(result: QueryResult, graph: str | None = None, max_bytes: int | None = None) -> bytes:
-    t = result.triples
-    if t is None or len(t) == 0:
+    if _n_triples(result) == 0:
         return b"[]"
     return graph_writers.write_jsonld(_rows(result), graph, _checker(max_bytes), _tick())
 
@@ -520,8 +542,7 @@ def _serialize_rdfxml(result: QueryResult, max_bytes: int | None = None) -> byte
 def _serialize_trig(result: QueryResult, graph: str | None = None, prefixes: dict[str, str] | None = None,
                     max_bytes: int | None = None) -> bytes:
     """TriG: the triples in ``graph`` (a ``<g> { }`` block; None: default-graph statements)."""
-    t = result.triples
-    if t is None or len(t) == 0:
+    if _n_triples(result) == 0:
         return b""
     return graph_writers.write_turtle([(graph, _rows(result))], prefixes, True, _checker(max_bytes), _tick())
 

@@ -31,6 +31,7 @@ import numpy as np
 from engine.exec.bgp import _step
 from engine.exec.bindings import Bindings
 from engine.exec.context import LOCAL_BASE, charge_rows
+from engine.exec.result import QueryResult
 from engine.kv import vertex_preds
 from engine.kv.shard import has_neighbour
 from engine.kv.vertex_preds import EDGE_NB, EDGE_PID
@@ -344,13 +345,69 @@ def compile_point(fast, graph, lookup):
 
 #: a DESCRIBE answered tuple at a time stops here and the vectorized one runs instead
 DESCRIBE_ROWS = 512
+#: ... and is tried for at most this many resources (``DESCRIBE ?x WHERE ...``'s solutions)
+DESCRIBE_RESOURCES = 64
 
 
-def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | None:
+class Described(QueryResult):
+    """A DESCRIBE answered tuple at a time (:func:`describe_small`): its triples in the
+    general DESCRIBE's order (by round, subject, predicate, object). Through the edge
+    index they are ``runs``, one per subject: (subject, its packed edges, their int32
+    halves as a list), which the small writers read as they are (the lane's N-Triples:
+    ``engine.small_answers.graph_ntriples``); the ``triples`` array the other writers
+    read is built from them on first use."""
+
+    # (a DESCRIBE's fields other than its triples are constants: class attributes, so an
+    # answer sets four attributes, not ten)
+    form = "DESCRIBE"
+    vars = ()
+    columns = ()
+    boolean = None
+    ordered = False
+    n_rows = 0
+
+    def __init__(self, terms, runs: list | None, n: int, triples: np.ndarray | None = None):
+        self.terms = terms
+        self.runs = runs
+        self.n = n
+        self._triples = triples
+
+    def __len__(self) -> int:
+        return self.n
+
+    def flat_rows(self) -> list[int]:
+        """The triples as one flat list (s, p, o, s, p, o...), read from the runs' lists."""
+        if self.runs is None:
+            return self.triples.ravel().tolist()
+        out: list[int] = []
+        for s, _, f in self.runs:
+            m = len(f) >> 1
+            rows = [s] * (3 * m)
+            rows[1::3] = f[EDGE_PID::2]
+            rows[2::3] = f[EDGE_NB::2]
+            out += rows
+        return out
+
+    @property
+    def triples(self) -> np.ndarray:
+        t = self._triples
+        if t is None:
+            t = np.empty((self.n, 3), dtype=np.int64)
+            if self.n:
+                t[:, 0] = np.repeat(np.asarray([r[0] for r in self.runs], dtype=np.int64),
+                                    [len(r[1]) for r in self.runs])
+                pk = np.concatenate([r[1] for r in self.runs]) if len(self.runs) > 1 else self.runs[0][1]
+                np.right_shift(pk, 32, out=t[:, 1])
+                np.bitwise_and(pk, _LOW32, out=t[:, 2])
+            self._triples = t
+        return t
+
+
+def describe_small(ids: list[int], graph, terms, check=None) -> Described | None:
     """The triples of ``DESCRIBE`` of a few constant resources (store ids),
     as :func:`engine.exec.evaluate.describe` answers them (outgoing triples,
-    closed over blank-node objects, in its order: by round, predicate
-    ascending, resource, object), walking the one-vertex lookups with plain
+    closed over blank-node objects, in its order: by round, resource,
+    predicate, object), walking the one-vertex lookups with plain
     Python (only the predicates each resource has, once the graph's vertex ->
     predicates index is built; each resource's triples in one slice once the
     edge index is, whose build its probes count toward as point lookups'
@@ -365,53 +422,32 @@ def describe_small(ids: list[int], graph, terms, check=None) -> np.ndarray | Non
         return _describe_edges(frontier, src.edges, terms, check)
     seen: set[int] = set()
     rows: list[tuple[int, int, int]] = []
-    have: set[tuple[int, int, int]] = set()
     while frontier:
         if check is not None:
             check()
         seen.update(frontier)
         objs = []
-        edges = src.edges
-        found = []
-        if edges is not None:  # each resource's triples in one slice
-            for v in frontier:
-                packed = edges.edges_of(v)
-                if len(packed) > DESCRIBE_ROWS:
+        # (resource, pid) ascending: the frontier is sorted, each one's predicates ascending
+        probes = [(pid, v, f) for v in frontier for pid, f in src.lookups_of(v)]
+        src.edge_index(len(probes))  # (a DESCRIBE rents the edge index as point lookups do)
+        for pid, v, f in probes:
+            nb = f(v)
+            if len(nb):
+                got = nb.tolist()
+                objs += got
+                rows += [(v, pid, x) for x in got]  # (a round's triples are new: new subjects)
+                if len(rows) > DESCRIBE_ROWS:
                     return None
-                flat = packed.view(np.int32).tolist()  # (neighbour, pid) halves, (pid, neighbour) ascending
-                found += [(pid, v, x) for pid, x in zip(flat[EDGE_PID::2], flat[EDGE_NB::2], strict=True)]
-            if len(frontier) > 1:  # (pid, resource) ascending, objects in order within one (stable)
-                found.sort(key=lambda t: (t[0], t[1]))
-        else:
-            # (pid, resource) ascending: the vectorized DESCRIBE's order within a round
-            probes = [(pid, v, f) for v in frontier for pid, f in src.lookups_of(v)]
-            src.edge_index(len(probes))  # (a DESCRIBE rents the edge index as point lookups do)
-            if len(frontier) > 1:
-                probes.sort(key=lambda t: (t[0], t[1]))
-            for pid, v, f in probes:
-                nb = f(v)
-                if len(nb):
-                    found += [(pid, v, x) for x in nb.tolist()]
-                    if len(rows) + len(found) > DESCRIBE_ROWS:   # (a round's triples are new ones)
-                        return None
-        for pid, v, x in found:
-            objs.append(x)
-            t = (v, pid, x)
-            if t not in have:
-                have.add(t)
-                rows.append(t)
-        if len(rows) > DESCRIBE_ROWS:
-            return None
         charge_rows(len(rows), 3 + 3, "DESCRIBE")
         if not objs:
             break
         cand = sorted(set(objs))  # (a few ids: Python's set beats a numpy unique)
         kinds = terms.kinds(np.asarray(cand, dtype=np.int64)).tolist()
         frontier = [x for x, k in zip(cand, kinds, strict=True) if k == 1 and x not in seen]
-    return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+    return Described(terms, None, len(rows), np.asarray(rows, dtype=np.int64).reshape(-1, 3))
 
 
-_LOW31 = np.int64(0xFFFFFFFF)
+_LOW32 = np.int64(0xFFFFFFFF)
 
 #: kinds (0 IRI, 1 blank node, 2 literal) of store ids kept per store dictionary
 #: (its ids keep their meaning: it only grows); at most this many (then restarted)
@@ -445,50 +481,37 @@ def kinds_kept(d, ids: list[int]) -> list[int]:
         return [table.get(i, new.get(i, -1)) for i in ids]
 
 
-def _describe_edges(frontier: list[int], edges, terms, check=None) -> np.ndarray | None:
-    """:func:`describe_small` through the edge index: each round's triples are the
-    frontier's edge slices, turned into (s, p, o) columns by a few whole-array
-    operations; the blank-node objects not described yet are the next round's
-    frontier (their triples are new: their subject is new, so no triple repeats).
-    None past DESCRIBE_ROWS triples."""
+def _describe_edges(frontier: list[int], edges, terms, check=None) -> Described | None:
+    """:func:`describe_small` through the edge index: each resource's triples are its
+    edge slice, kept as it is with its int32 halves as a list (one conversion; the
+    objects' kinds and the small writers read that list); the blank-node objects not
+    described yet are the next round's frontier (their triples are new: their subject
+    is new, so no triple repeats). None past DESCRIBE_ROWS triples."""
     d = getattr(terms, "dictionary", None)
     seen: set[int] = set()
-    chunks: list[np.ndarray] = []
+    runs: list[tuple] = []
     total = 0
     while frontier:
         if check is not None:
             check()
         seen.update(frontier)
-        if len(frontier) == 1:
-            v = frontier[0]
+        objs: list[int] = []
+        for v in frontier:
             pk = edges.edges_of(v)
             n = len(pk)
-            subj = v
-        else:
-            parts = [edges.edges_of(v) for v in frontier]
-            cnt = [len(x) for x in parts]
-            n = sum(cnt)
-            pk = np.concatenate(parts) if n else None
-            subj = np.repeat(np.asarray(frontier, dtype=np.int64), cnt) if n else None
-        total += n
-        if total > DESCRIBE_ROWS:
-            return None
-        if not n:
+            if n:
+                total += n
+                if total > DESCRIBE_ROWS:
+                    return None
+                flat = pk.view(np.int32).tolist()  # (neighbour, pid) halves, (pid, neighbour) ascending
+                runs.append((v, pk, flat))
+                objs += flat[EDGE_NB::2]
+        if not objs:
             break
-        t = np.empty((n, 3), dtype=np.int64)
-        t[:, 0] = subj
-        np.right_shift(pk, 32, out=t[:, 1])
-        np.bitwise_and(pk, _LOW31, out=t[:, 2])
-        if len(frontier) > 1:  # (predicate, resource) ascending, objects in order within one
-            t = t[np.lexsort((t[:, 2], t[:, 0], t[:, 1]))]
-        chunks.append(t)
         charge_rows(total, 3 + 3, "DESCRIBE")
-        objs = t[:, 2].tolist()
         # (store ids: the dictionary's kinds, as the context's would)
-        kinds = kinds_kept(d, objs) if d is not None else terms.kinds(t[:, 2]).tolist()
+        kinds = kinds_kept(d, objs) if d is not None else terms.kinds(np.asarray(objs, dtype=np.int64)).tolist()
         if 1 not in kinds:
             break
         frontier = sorted({x for x, k in zip(objs, kinds, strict=True) if k == 1 and x not in seen})
-    if not chunks:
-        return np.zeros((0, 3), dtype=np.int64)
-    return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+    return Described(terms, runs, total)
