@@ -26,7 +26,7 @@ from collections import OrderedDict
 import numpy as np
 
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
-from engine.exec.bgp import _PRUNE, SMALL_ROWS, SmallBGP
+from engine.exec.bgp import _ANY, _PRUNE, SMALL_ROWS, SmallBGP
 from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import (
     DatasetView,
@@ -41,7 +41,10 @@ from engine.exec.evaluate import (
 )
 from engine.exec.result import QueryResult
 from engine.io import ingest
+from engine.kv import vertex_preds
 from engine.kv.store import Changes, Store
+from engine.plan.fast_tree import compile_filtered
+from engine.plan.fast_tree import constants as filter_constants
 from engine.plan.planner import QueryPlan, fast_shape, make_plan
 from engine.plan.point import PointProgram, compile_point, describe_small
 from engine.plan.rewrite import rewrite
@@ -613,14 +616,21 @@ class Database:
             if tpl is not None and tpl[0] is snap and tpl[1] is graph and pid >= 0:
                 compiled = _rebind(tpl[2], tpl[3], pid)
             if compiled is None:
-                compile = (compile_point if pq.fast.point else
-                           compile_construct if pq.fast.template is not None else compile_fast)
-                compiled = compile(pq.fast, graph, terms.lookup)
+                if pq.fast.filters:
+                    compiled = compile_filtered(pq.fast, graph, terms)
+                else:
+                    compile = (compile_point if pq.fast.point else
+                               compile_construct if pq.fast.template is not None else compile_fast)
+                    compiled = compile(pq.fast, graph, terms.lookup)
                 if shape is not None and pid >= 0 and compiled is not None and not compiled[0].empty:
                     with self._lock:
                         if len(self._shapes) >= _PLAN_CACHE_SIZE:
                             self._shapes = {}
                         self._shapes[shape[0]] = (snap, graph, compiled, pid)
+                if compiled is None and vertex_preds.pending_edges(graph):
+                    # (variable predicates wait for the edge index a background build is
+                    # making: compiled again by the next query instead of never this snapshot)
+                    return (snap, graph, None, terms)
             st = pq.state = (snap, graph, compiled, terms)
         return st
 
@@ -797,8 +807,10 @@ def _fast_shape_key(pq: QueryPlan) -> tuple | None:
         parts.append(tuple(row))
     if param is None or param in others:
         return None
+    if fast.filters and param in filter_constants(fast.filters):
+        return None
     key = (pq.query.form, tuple(parts), tuple(fast.names) if fast.names is not None else None,
-           fast.distinct, fast.offset, fast.limit, fast.order)
+           fast.distinct, fast.offset, fast.limit, fast.order, fast.filters)
     if fast.template is not None:  # the template's constants (the parameter's places marked) too
         key += (tuple(tuple(("v", x.name) if not isinstance(x, Const) else None if x.key == param else ("c", x.key)
                             for x in (t.s, t.p, t.o)) for t in fast.template),)
@@ -819,8 +831,10 @@ def _rebind(compiled, old: int, new: int):
     def end(e):
         return (True, new) if e is not None and e[0] is True and e[1] == old else e
 
-    steps = [(kind, fs, end(a), end(b) if kind == _PRUNE else b) for kind, fs, a, b in prog.steps]
-    rtriples = [tuple(("c", new) if p[0] == "c" and p[1] == old else p for p in rt) for rt in prog.rtriples]
+    steps = [(kind, fs, end(a), end(b) if kind == _PRUNE else (end(b[0]), b[1]) if kind == _ANY else b)
+             for kind, fs, a, b in prog.steps]
+    rtriples = [None if rt is None else tuple(("c", new) if p[0] == "c" and p[1] == old else p for p in rt)
+                for rt in prog.rtriples]
     return SmallBGP(list(prog.slots), steps, rtriples, list(prog.widths), False), out
 
 
@@ -914,7 +928,10 @@ def _shape_constants(key: tuple) -> frozenset:
     """The predicates and classes of a shape key (see :func:`_fast_shape_key`)."""
     if key is _DESCRIBE_ONE:
         return frozenset()
-    return frozenset(c[1] for row in key[1] for c in row if c is not None and c[0] == "c")
+    out = frozenset(c[1] for row in key[1] for c in row if c is not None and c[0] == "c")
+    if len(key) > 7 and key[7]:  # (a FILTER's constants: fast.filters)
+        out |= filter_constants(key[7])
+    return out
 
 
 class _BoundedDict(dict):

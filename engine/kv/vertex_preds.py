@@ -45,7 +45,7 @@ from engine.kv.api import IN, OUT
 from engine.kv.shard import CSR, csr_from_sorted_pairs, csr_of
 
 __all__ = ["MAX_BYTES", "VertexEdges", "VertexPreds", "cached", "cached_edges", "carry", "estimated_pairs",
-           "expand_edges", "follow", "index_bytes", "prime", "seed_empty", "settle", "transfer", "wait_builds", "vertex_edges", "vertex_predicates"]
+           "expand_edges", "follow", "index_bytes", "pending_edges", "prime", "seed_empty", "settle", "transfer", "wait_builds", "vertex_edges", "vertex_predicates"]
 
 #: the byte budget of one index's build (transient packed keys and their sort)
 #: and result; a graph needing more gets no index
@@ -743,6 +743,16 @@ def cached_edges(graph, direction: int) -> VertexEdges | None:
     if type(hit) is _Pending:
         hit = _resolve(graph, per, direction, wait=False)
     return None if hit is None or hit is _NONE else hit
+
+
+def pending_edges(graph) -> bool:
+    """Whether an edge index of ``graph`` is still being resolved (a bulk load's build in
+    the background): a program compiled without it now may have it later."""
+    try:
+        per = _ECACHE.get(graph)
+    except TypeError:
+        return False
+    return bool(per) and any(type(h) is _Pending for h in list(per.values()))
 
 
 _ECACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -19,6 +19,8 @@ tiny arrays) cannot reach. It applies only to the default dataset.
 
 from __future__ import annotations
 
+from engine.plan.fast_tree import row_tests
+from engine.plan.order import bgp_vars
 from engine.plan.point import is_point
 from engine.plan.rewrite import rewrite
 from engine.sparql import algebra as A
@@ -28,17 +30,22 @@ class FastShape:
     """The fast path's view of a query: the BGP node of the planned tree, the
     projected names (None: ASK), DISTINCT / REDUCED, OFFSET and LIMIT."""
 
-    __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit", "point", "template", "order")
+    __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit", "point", "template", "order",
+                 "filters")
 
-    def __init__(self, bgp, names, distinct, offset, limit, template=None, order=None):
+    def __init__(self, bgp, names, distinct, offset, limit, template=None, order=None, filters=()):
         self.bgp = bgp
         self.triples = bgp.triples
         self.names = names
         self.distinct = distinct
         self.offset = offset
         self.limit = limit
+        #: FILTER conditions over the BGP's solutions that rows can be tested by tuple at a
+        #: time (engine/plan/fast_tree.py); the program tests them as soon as their variables
+        #: are bound, the hand-over to the general operators applies the Filter nodes above
+        self.filters = filters
         #: a point lookup (one pattern, variable predicate, constant end): engine/plan/point.py
-        self.point = is_point(bgp.triples)
+        self.point = is_point(bgp.triples) and not filters
         #: a CONSTRUCT's template (no blank nodes) over the BGP's solutions; None for SELECT / ASK
         self.template = template
         #: ORDER BY plain variables ((name, ascending), ...): the BGP runs tuple at a
@@ -90,6 +97,10 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
             return None  # computed sort keys: the general path
         order = tuple((c.expr.name, c.ascending) for c in node.conditions)
         node = node.input
+    filters = []
+    while isinstance(node, A.Filter):
+        filters.append(node.expr)
+        node = node.input
     if not isinstance(node, A.BGP) or not node.triples:
         return None
     if query.form == "SELECT":
@@ -97,8 +108,13 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
             return None
     elif names is not None or distinct or offset or limit is not None:
         return None
-    if any(not isinstance(t.p, A.Const) for t in node.triples) and not is_point(node.triples):
-        return None
+    if filters:
+        tests = row_tests(filters, bgp_vars(node.triples))
+        if tests is None:
+            return None
+        return FastShape(node, names, distinct, offset, limit, order=order, filters=tests)
+    # (variable predicates: a graph with edge indexes runs them tuple at a time, see
+    # engine.exec.bgp.compile_small; other graphs compile nothing and take the general path)
     return FastShape(node, names, distinct, offset, limit, order=order)
 
 
