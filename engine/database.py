@@ -43,7 +43,7 @@ from engine.exec.result import QueryResult
 from engine.io import ingest
 from engine.kv import vertex_preds
 from engine.kv.store import Changes, Store
-from engine.plan.fast_tree import compile_filtered
+from engine.plan.fast_tree import UnionProgram, compile_filtered, compile_union
 from engine.plan.fast_tree import constants as filter_constants
 from engine.plan.planner import QueryPlan, fast_shape, make_plan
 from engine.plan.point import PointProgram, compile_point, describe_small
@@ -616,7 +616,9 @@ class Database:
             if tpl is not None and tpl[0] is snap and tpl[1] is graph and pid >= 0:
                 compiled = _rebind(tpl[2], tpl[3], pid)
             if compiled is None:
-                if pq.fast.filters:
+                if pq.fast.union is not None:
+                    compiled = compile_union(pq.fast, graph, terms)
+                elif pq.fast.filters:
                     compiled = compile_filtered(pq.fast, graph, terms)
                 else:
                     compile = (compile_point if pq.fast.point else
@@ -809,8 +811,14 @@ def _fast_shape_key(pq: QueryPlan) -> tuple | None:
         return None
     if fast.filters and param in filter_constants(fast.filters):
         return None
+    branches = None
+    if fast.union is not None:  # (each branch's size and conditions: the tree's structure)
+        for b in fast.union:
+            if b.filters and param in filter_constants(b.filters):
+                return None
+        branches = tuple((len(b.triples), b.filters) for b in fast.union)
     key = (pq.query.form, tuple(parts), tuple(fast.names) if fast.names is not None else None,
-           fast.distinct, fast.offset, fast.limit, fast.order, fast.filters)
+           fast.distinct, fast.offset, fast.limit, fast.order, fast.filters, branches)
     if fast.template is not None:  # the template's constants (the parameter's places marked) too
         key += (tuple(tuple(("v", x.name) if not isinstance(x, Const) else None if x.key == param else ("c", x.key)
                             for x in (t.s, t.p, t.o)) for t in fast.template),)
@@ -823,6 +831,8 @@ def _rebind(compiled, old: int, new: int):
     prog, out = compiled
     if prog.empty:
         return None
+    if isinstance(prog, UnionProgram):
+        return prog.rebound(lambda b: b if b.empty else _rebind((b, ()), old, new)[0]), out
     if out and isinstance(out[0], tuple):  # a CONSTRUCT's resolved template
         out = tuple(tuple(("c", new) if e == ("c", old) else e for e in t) for t in out)
     if isinstance(prog, PointProgram):
@@ -931,6 +941,9 @@ def _shape_constants(key: tuple) -> frozenset:
     out = frozenset(c[1] for row in key[1] for c in row if c is not None and c[0] == "c")
     if len(key) > 7 and key[7]:  # (a FILTER's constants: fast.filters)
         out |= filter_constants(key[7])
+    if len(key) > 8 and key[8]:  # (a UNION's branches' conditions)
+        for _, f in key[8]:
+            out |= filter_constants(f)
     return out
 
 

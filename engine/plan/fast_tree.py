@@ -29,7 +29,9 @@ from functools import partial
 
 import numpy as np
 
-from engine.exec.bgp import compile_small
+from engine.exec.bgp import SMALL_ROWS, compile_small
+from engine.exec.bindings import Bindings, concat
+from engine.exec.functions import eval_filter
 from engine.plan.point import kinds_kept
 from engine.sparql import algebra as A
 
@@ -182,3 +184,97 @@ def compile_filtered(fast, graph, terms):
         return prog, ()
     pos = {v: i for i, v in enumerate(prog.slots)}
     return prog, tuple(pos.get(v) for v in fast.names)
+
+
+# ---------------------------------------------------------------- UNION of small BGPs
+
+
+class UnionProgram:
+    """A UNION of BGPs (each with its FILTER conditions) run tuple at a time: each
+    branch's :class:`engine.exec.bgp.SmallBGP`, its rows laid out in the union's
+    slots (the variables in order of first appearance; UNBOUND = -1 where a branch
+    does not bind one), left branch first as the general Union's concatenation.
+    SmallBGP's interface (``slots``, ``steps``, ``run``, ``finish``, ``empty``,
+    ``starts_big``): ``run`` answers all of it or hands over (k = 0) when a branch
+    does; ``finish`` then gives the union node's solutions by each branch's
+    vectorized hand-over, its conditions applied by the general filter evaluator."""
+
+    __slots__ = ("slots", "steps", "rtriples", "widths", "empty", "starts_big", "branches", "terms")
+
+    def __init__(self, slots: list[str], branches: list, terms):
+        self.slots = slots
+        self.steps = [None]
+        self.rtriples = [None]
+        self.widths = [0]
+        #: [(program, the branch's slot of each union slot or None, its FILTER expressions)]
+        self.branches = branches
+        self.empty = all(b[0].empty for b in branches)
+        self.starts_big = False
+        self.terms = terms
+
+    def run(self, rows: list[tuple], limit: int) -> tuple[list[tuple], int]:
+        out: list[tuple] = []
+        for prog, remap, _ in self.branches:
+            got, k = prog.run([()], limit)
+            if k < len(prog.steps):
+                if prog.starts_big:
+                    self.starts_big = True
+                return rows, 0
+            if remap is None:
+                out += got
+            else:
+                out += [tuple(-1 if i is None else t[i] for i in remap) for t in got]
+            if len(out) > limit:
+                return rows, 0
+        return out, 1
+
+    def finish(self, rows: list[tuple], k: int, graph, max_rows, check=None) -> Bindings:
+        if k >= 1:
+            if not rows:
+                return Bindings({v: np.zeros(0, dtype=np.int64) for v in self.slots}, 0)
+            return Bindings({v: np.array(c, dtype=np.int64) for v, c in zip(self.slots, zip(*rows, strict=True),
+                                                                             strict=True)}, len(rows))
+        parts = []
+        limit = SMALL_ROWS if max_rows is None else min(max_rows, SMALL_ROWS)
+        for prog, _, exprs in self.branches:
+            got, kk = prog.run([()], limit)
+            res = prog.finish(got, kk, graph, max_rows, check)
+            for e in exprs:
+                if res.n:
+                    res = res.mask(np.asarray(eval_filter(e, res.cols, res.n, self.terms), dtype=bool))
+            parts.append(res)
+        out = concat(parts)
+        if out.n == 0:
+            return Bindings({v: np.zeros(0, dtype=np.int64) for v in self.slots}, 0)
+        return out
+
+    def rebound(self, fn) -> UnionProgram:
+        """This program with each branch's program replaced by ``fn(program)``."""
+        return UnionProgram(self.slots, [(fn(p), r, e) for p, r, e in self.branches], self.terms)
+
+
+def compile_union(fast, graph, terms):
+    """(program, output slots) of a UNION fast shape (``fast.union``: its branches)
+    over ``graph``, or None when a branch does not compile (the general path)."""
+    d = getattr(terms, "dictionary", None)
+    kinds = partial(kinds_kept, d) if d is not None else (lambda ids: terms.kinds(np.asarray(ids, dtype=np.int64)
+                                                                                  ).tolist())
+    progs = []
+    slots: dict[str, int] = {}
+    for br in fast.union:
+        tests = tuple((vs, row_filter(e, terms.lookup, kinds)) for vs, e in br.filters)
+        prog = compile_small(br.triples, graph, terms.lookup, (), tests)
+        if prog is None:
+            return None
+        progs.append((prog, tuple(e for _, e in br.filters)))
+        for v in prog.slots:
+            slots.setdefault(v, len(slots))
+    branches = []
+    for prog, exprs in progs:
+        pos = {v: i for i, v in enumerate(prog.slots)}
+        remap = tuple(pos.get(v) for v in slots)
+        branches.append((prog, None if remap == tuple(range(len(slots))) else remap, exprs))
+    prog = UnionProgram(list(slots), branches, terms)
+    if fast.names is None:
+        return prog, ()
+    return prog, tuple(slots.get(v) for v in fast.names)

@@ -31,11 +31,15 @@ class FastShape:
     projected names (None: ASK), DISTINCT / REDUCED, OFFSET and LIMIT."""
 
     __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit", "point", "template", "order",
-                 "filters")
+                 "filters", "union")
 
-    def __init__(self, bgp, names, distinct, offset, limit, template=None, order=None, filters=()):
+    def __init__(self, bgp, names, distinct, offset, limit, template=None, order=None, filters=(), union=None):
+        #: the node the program answers (a BGP, or the Union node of ``union``)
         self.bgp = bgp
-        self.triples = bgp.triples
+        #: a UNION of BGPs: its branches (:class:`Branch`), left to right; ``triples`` then
+        #: lists all their patterns (the shape key adds the branches' sizes)
+        self.union = union
+        self.triples = bgp.triples if union is None else tuple(t for b in union for t in b.triples)
         self.names = names
         self.distinct = distinct
         self.offset = offset
@@ -45,7 +49,7 @@ class FastShape:
         #: are bound, the hand-over to the general operators applies the Filter nodes above
         self.filters = filters
         #: a point lookup (one pattern, variable predicate, constant end): engine/plan/point.py
-        self.point = is_point(bgp.triples) and not filters
+        self.point = union is None and is_point(bgp.triples) and not filters
         #: a CONSTRUCT's template (no blank nodes) over the BGP's solutions; None for SELECT / ASK
         self.template = template
         #: ORDER BY plain variables ((name, ascending), ...): the BGP runs tuple at a
@@ -97,6 +101,16 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
             return None  # computed sort keys: the general path
         order = tuple((c.expr.name, c.ascending) for c in node.conditions)
         node = node.input
+    if isinstance(node, A.Union):
+        if order is not None or query.form == "SELECT" and (
+                names is None or names != [v.name for v in query.vars] or not names):
+            return None
+        if query.form == "ASK" and (names is not None or distinct or offset or limit is not None):
+            return None
+        branches = _branches(node)
+        if branches is None:
+            return None
+        return FastShape(node, names, distinct, offset, limit, union=branches)
     filters = []
     while isinstance(node, A.Filter):
         filters.append(node.expr)
@@ -116,6 +130,45 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
     # (variable predicates: a graph with edge indexes runs them tuple at a time, see
     # engine.exec.bgp.compile_small; other graphs compile nothing and take the general path)
     return FastShape(node, names, distinct, offset, limit, order=order)
+
+
+class Branch:
+    """One branch of a UNION fast shape: a BGP and its FILTER conditions (row tests)."""
+
+    __slots__ = ("triples", "filters")
+
+    def __init__(self, triples, filters):
+        self.triples = triples
+        self.filters = filters
+
+
+#: a UNION fast shape has at most this many branches
+MAX_BRANCHES = 8
+
+
+def _branches(node) -> tuple | None:
+    """The branches of a tree of Unions whose leaves are BGPs under FILTERs of the row
+    tests' subset, left to right; None otherwise."""
+    out: list = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, A.Union):
+            stack += (n.right, n.left)
+            continue
+        filters = []
+        while isinstance(n, A.Filter):
+            filters.append(n.expr)
+            n = n.input
+        if not isinstance(n, A.BGP) or not n.triples:
+            return None
+        tests = row_tests(filters, bgp_vars(n.triples)) if filters else ()
+        if tests is None:
+            return None
+        out.append(Branch(n.triples, tests))
+        if len(out) > MAX_BRANCHES:
+            return None
+    return tuple(out)
 
 
 def make_plan(query: A.Query) -> QueryPlan:
