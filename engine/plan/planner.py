@@ -122,6 +122,8 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
             return None
     elif names is not None or distinct or offset or limit is not None:
         return None
+    if not _selective(node.triples):
+        return None
     if filters:
         tests = row_tests(filters, bgp_vars(node.triples))
         if tests is None:
@@ -130,6 +132,22 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
     # (variable predicates: a graph with edge indexes runs them tuple at a time, see
     # engine.exec.bgp.compile_small; other graphs compile nothing and take the general path)
     return FastShape(node, names, distinct, offset, limit, order=order)
+
+
+def _selective(triples) -> bool:
+    """Whether a BGP may run tuple at a time: with constant predicates always (the
+    program decides, as before); with a variable predicate only when a subject or
+    object is a constant (else its first step is a scan) and no pattern repeats its
+    predicate variable as its subject or object."""
+    if all(isinstance(t.p, A.Const) for t in triples):
+        return True
+    const = False
+    for t in triples:
+        if isinstance(t.s, A.Const) or isinstance(t.o, A.Const):
+            const = True
+        if not isinstance(t.p, A.Const) and t.p in (t.s, t.o):
+            return False
+    return const
 
 
 class Branch:
@@ -160,7 +178,8 @@ def _branches(node) -> tuple | None:
         while isinstance(n, A.Filter):
             filters.append(n.expr)
             n = n.input
-        if not isinstance(n, A.BGP) or not n.triples:
+        if (not isinstance(n, A.BGP) or not n.triples or not _selective(n.triples)
+                or not any(isinstance(t.s, A.Const) or isinstance(t.o, A.Const) for t in n.triples)):
             return None
         tests = row_tests(filters, bgp_vars(n.triples)) if filters else ()
         if tests is None:
