@@ -85,7 +85,7 @@ def _general_calls(monkeypatch) -> list:
     return calls
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(data=st.lists(_triple, min_size=1, max_size=60), consts=st.lists(
     st.tuples(st.integers(0, 12), st.integers(0, 12), st.integers(0, _N_PREDS - 1)), min_size=3, max_size=5))
@@ -108,7 +108,9 @@ def test_fast_shapes_equal_pyoxigraph_and_the_general_path(monkeypatch, data, co
     for shape in SHAPES:
         for a, b, p in consts:  # several texts of one shape: rebound programs
             q = shape.format(a=_obj(a or 1), b=_obj(b), p=_iri("p", p), i=_iri("e", b))
+            n = len(general)
             got = fast.query(q)
+            assert len(general) == n, q  # the fast path answered
             if " LIMIT " in q:  # (which rows a LIMIT keeps without ORDER BY is the engine's choice)
                 every = _ox(ox, q.split(" LIMIT ")[0])
                 assert len(got) == min(len(every), int(q.split(" LIMIT ")[1])), q
@@ -117,9 +119,6 @@ def test_fast_shapes_equal_pyoxigraph_and_the_general_path(monkeypatch, data, co
                 assert _ours(got) == _ox(ox, q), q
             if got.form == "SELECT":
                 assert _rows(got) == _rows(slow.query(q)), q  # same rows, same order
-    # the general evaluator answered only the slow store's queries
-    n_slow = sum(1 for s in SHAPES if s.startswith("SELECT")) * len(consts)
-    assert len(general) == n_slow
 
 
 def test_the_fast_path_is_taken_and_rebinds_several_constants(monkeypatch):
@@ -165,5 +164,5 @@ def test_a_filter_outside_the_id_subset_keeps_the_general_path(monkeypatch):
     db.update('INSERT DATA { <http://v/a> <http://v/p> "x" , "y" , <http://v/b> }')
     general = _general_calls(monkeypatch)
     res = db.query('SELECT ?o WHERE { <http://v/a> ?p ?o FILTER(?o != "x") }')
-    assert sorted(_rows(res)) == [("<http://v/b>",), ('"y"',)]
+    assert sorted(_rows(res)) == sorted([("<http://v/b>",), ('"y"',)])
     assert general  # (a literal comparison: the general evaluator)
