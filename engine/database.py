@@ -311,7 +311,10 @@ class Database:
             elif s != vals[i]:
                 return None
         keys = []
-        for v, q in zip(vals, tpl.quote, strict=True):
+        for v, q, fixed in zip(vals, tpl.quote, tpl.skeleton_keys, strict=True):
+            if fixed is not None:  # (written in the skeleton)
+                keys.append(fixed)
+                continue
             key = norm.slot_key(v) if v and v[0] == q else None
             if key is None or key in tpl.others:
                 return None
@@ -337,14 +340,17 @@ class Database:
         which = {k: j for j, k in enumerate(keys)}
         params = [i for i, s in enumerate(slots) if norm.slot_key(s) in which]
         tpl = None
-        if params and all(any(norm.slot_key(slots[i]) == k for i in params) for k in keys):
+        if params:
+            # (a parameter written in the skeleton itself, e.g. a prefixed name, stays fixed
+            # there: its key is the template's for every text)
             quotes = [None] * len(keys)
             for i in params:
                 quotes[which[norm.slot_key(slots[i])]] = slots[i][0]
-            probes = [(f"<urn:x-jindou:probe:{j}>" if q == "<" else f"{q}jindou probe {j}{q}")
+            probes = [(f"<urn:x-jindou:probe:{j}>" if q == "<" else f"{q}jindou probe {j}{q}") if q else None
                       for j, q in enumerate(quotes)]
             q = quotes[0]
-            probe = tuple(norm.slot_key(p) for p in probes) if multi else norm.slot_key(probes[0])
+            probe = (tuple(norm.slot_key(p) if p else k for p, k in zip(probes, keys, strict=True)) if multi
+                     else norm.slot_key(probes[0]))
             sp = norm.spans(text)
             parts, last = [], 0
             for i in params:
@@ -365,6 +371,7 @@ class Database:
                 if multi:
                     tpl.params = tuple(which[norm.slot_key(s)] if i in params else None
                                        for i, s in enumerate(slots))
+                    tpl.skeleton_keys = tuple(None if qq else k for qq, k in zip(quotes, keys, strict=True))
         with self._lock:
             if len(self._templates) >= _PLAN_CACHE_SIZE:
                 self._templates = {}
@@ -993,7 +1000,7 @@ class _Template:
     hand-over replaces the BGP by its rows) and the shape's other constants
     (a parameter equal to one of them has no shape)."""
 
-    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key", "params")
+    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key", "params", "skeleton_keys")
 
     def __init__(self, fixed, quote, key, pq, others):
         self.fixed = fixed
@@ -1007,6 +1014,8 @@ class _Template:
         self.cost_key = None
         #: with several parameters: the parameter of each slot (None: fixed), ``quote`` a tuple
         self.params = None
+        #: ... and per parameter its key when the skeleton itself writes it (else None)
+        self.skeleton_keys = None
 
 
 def _shape_constants(key: tuple) -> frozenset:
