@@ -177,3 +177,32 @@ def test_a_filter_outside_the_id_subset_keeps_the_general_path(monkeypatch):
     res = db.query('SELECT ?o WHERE { <http://v/a> ?p ?o FILTER(?o != "x") }')
     assert sorted(_rows(res)) == sorted([("<http://v/b>",), ('"y"',)])
     assert general  # (a literal comparison: the general evaluator)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(data=st.lists(_triple, min_size=1, max_size=60), dels=st.lists(_triple, max_size=10),
+       caps=st.lists(st.integers(0, 8), min_size=1, max_size=4))
+def test_pairs_of_equals_the_packed_edges_across_writes(monkeypatch, data, dels, caps):
+    """``VertexEdges.pairs_of`` (kept tuple lists) is the vertex's packed slice decoded, over
+    a base and an overlay, with kept lists bounded and the table replaced when full."""
+    monkeypatch.setattr(vertex_preds, "EAGER", True)
+    monkeypatch.setattr(vertex_preds, "OVERLAY_MIN", 16)
+    monkeypatch.setattr(vertex_preds, "PAIRS_KEPT", 12)  # (small: the table is replaced often)
+    db = Database()
+    nt = lambda rows: " ".join(f"{_iri('e', s)} {_iri('p', p)} {_obj(o)} ." for s, p, o in rows)  # noqa: E731
+    db.update("INSERT DATA { " + nt(data) + " }")
+    if dels:
+        db.update("DELETE DATA { " + nt(dels) + " }")
+    g = db.store.snapshot().default
+    terms = db._snapshot_terms(db.store.snapshot())
+    for d in (OUT, IN):
+        e = vertex_preds.cached_edges(g, d)
+        ids = [terms.lookup(_obj(i)) for i in range(13)]
+        for _ in range(2):  # (the second round reads kept lists)
+            for v in ids + [10 ** 6, -1]:
+                for cap in caps:
+                    pk = e.edges_of(v) if v >= 0 else e.edges_of(0)[:0]
+                    want = [(int(x) >> 32, int(x) & 0xFFFFFFFF) for x in pk.tolist()]
+                    got = e.pairs_of(v, cap)
+                    assert got == (want if len(want) <= cap else None)

@@ -34,7 +34,6 @@ from engine.exec.bindings import UNBOUND, Bindings, concat
 from engine.exec.context import charge_rows, current_budget, holding, table_bytes
 from engine.kv import vertex_preds
 from engine.kv.shard import has_neighbour
-from engine.kv.vertex_preds import EDGE_NB, EDGE_PID
 from engine.plan.order import IN, OUT, bgp_vars, plan, plan_bgp, resolve
 from engine.sparql.algebra import TriplePattern
 
@@ -604,49 +603,45 @@ class SmallBGP:
         return Bindings(cols, n)
 
 
-def _any_step(rows: list[tuple], edges_of, ac: bool, av: int, b, first_max: int, limit: int) -> list[tuple] | None:
+def _any_step(rows: list[tuple], pairs_of, ac: bool, av: int, b, first_max: int, limit: int) -> list[tuple] | None:
     """A variable predicate's step tuple at a time: each row's source vertex's edges
-    (one slice of the edge index, (pid, neighbour) ascending) extend or filter it.
-    ``b`` = (the other end: (is constant, id or slot) or None when it is new, the
-    predicate's slot or None when it is new); new slots are appended predicate
-    first. Rows come out as the vectorized step orders them (``_step_any_p``: by
-    predicate, then history row, then neighbour). None: too many rows (more than
-    ``first_max`` from a constant source, a history above SMALL_FEW rows, more than
-    ``limit`` out): the caller hands the step to the vectorized executor."""
+    (``pairs_of(v, cap)``: :meth:`engine.kv.vertex_preds.VertexEdges.pairs_of`,
+    (pid, neighbour) ascending) extend or filter it. ``b`` = (the other end: (is
+    constant, id or slot) or None when it is new, the predicate's slot or None when
+    it is new); new slots are appended predicate first. Rows come out as the
+    vectorized step orders them (``_step_any_p``: by predicate, then history row,
+    then neighbour). None: too many rows (more than ``first_max`` from a constant
+    source, a history above SMALL_FEW rows, more than ``limit`` out): the caller
+    hands the step to the vectorized executor."""
     dst, pe = b
     n = len(rows)
-    if not ac and n > SMALL_FEW:
+    if ac:
+        pairs = pairs_of(av, first_max // max(1, n))
+        if pairs is None:
+            return None
+    elif n > SMALL_FEW:
         return None
     out: list[tuple] = []
-    const_flat = None
     for r in rows:
-        if ac:
-            if const_flat is None:
-                packed = edges_of(av)
-                if len(packed) * n > first_max:
-                    return None
-                const_flat = packed.view(np.int32).tolist()
-            flat = const_flat
-        else:
-            flat = edges_of(r[av]).view(np.int32).tolist()
-        if not flat:
+        if not ac:
+            pairs = pairs_of(r[av], limit)
+            if pairs is None:
+                return None
+        if not pairs:
             continue
-        ps, ns = flat[EDGE_PID::2], flat[EDGE_NB::2]
         if dst is None:
             if pe is None:
-                out += [r + e for e in zip(ps, ns, strict=True)]
+                out += [r + e for e in pairs]
             else:
                 want = r[pe]
-                out += [r + (x,) for q, x in zip(ps, ns, strict=True) if q == want]
+                out += [r + (x,) for q, x in pairs if q == want]
         else:
             dc, dv = dst
             want = dv if dc else r[dv]
             if pe is None:
-                out += [r + (q,) for q, x in zip(ps, ns, strict=True) if x == want]
-            else:
-                wp = r[pe]
-                if any(q == wp and x == want for q, x in zip(ps, ns, strict=True)):
-                    out.append(r)
+                out += [r + (q,) for q, x in pairs if x == want]
+            elif (r[pe], want) in pairs:
+                out.append(r)
         if len(out) > limit:
             return None
     if n > 1 and len(out) > 1:  # predicate-major, stable: the vectorized step's order
@@ -703,7 +698,7 @@ def compile_small(triples: tuple[TriplePattern, ...], graph, lookup, seed_vars: 
             e = vertex_preds.cached_edges(graph, direction)
             if e is None:  # (not built: the vectorized steps answer)
                 raise _NotLocal
-            f = edge_fns[direction] = e.edges_of
+            f = edge_fns[direction] = e.pairs_of
         return f
 
     pending = list(tests)
