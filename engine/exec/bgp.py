@@ -12,7 +12,10 @@ step takes one triple pattern (order from :mod:`engine.plan.order`, a
   and the whole history is filtered (full-history pruning: no final join);
 * no end bound: a scan of the predicate index starts the exploration.
 
-Variable predicates run the step once per predicate (each one vectorized).
+Variable predicates step through the graph's vertex -> (predicate, neighbour)
+edge index in one gather (``_step_any_p``), else once per predicate (each one
+vectorized); the small-history program (:class:`SmallBGP`) steps them tuple at
+a time over the same index (``_any_step``).
 Repeated variables in one pattern (``?x :p ?x``) become an equality filter
 right after the step. The graph is any :class:`engine.kv.api.GraphReader`
 (an index or a view from :mod:`engine.kv.views`).

@@ -8,8 +8,10 @@ they depend on the statistics of the data the query runs on.
 The fast path: a SELECT (or ASK, or a CONSTRUCT without modifiers or blank
 nodes in its template) whose planned pattern is one BGP with
 constant predicates (or a point lookup: one pattern with a variable predicate
-and a constant end, :mod:`engine.plan.point`) under Project / Distinct /
-Reduced / Slice runs as a
+and a constant end, :mod:`engine.plan.point`; or variable predicates next to a
+constant subject or object, stepped through the edge index), possibly under
+FILTERs decided from ids, or a UNION of such BGPs (:mod:`engine.plan.fast_tree`),
+under Project / Distinct / Reduced / Slice runs as a
 tuple-at-a-time program compiled once per snapshot
 (:class:`engine.exec.bgp.SmallBGP`, run by :func:`engine.exec.evaluate.run_fast`):
 a selective one-shot query then costs tens of microseconds in process, which
