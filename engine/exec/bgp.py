@@ -614,12 +614,15 @@ def _any_step(rows: list[tuple], pairs_of, ac: bool, av: int, b, first_max: int,
     it is new); new slots are appended predicate first. Rows come out as the
     vectorized step orders them (``_step_any_p``: by predicate, then history row,
     then neighbour). None: too many rows (more than ``first_max`` from a constant
-    source, a history above SMALL_FEW rows, more than ``limit`` out): the caller
-    hands the step to the vectorized executor."""
+    source and one row, more than SMALL_FEW from one and several rows, a history
+    above SMALL_FEW rows, more than ``limit`` out): the caller hands the step to
+    the vectorized executor."""
     dst, pe = b
     n = len(rows)
     if ac:
-        pairs = pairs_of(av, first_max // max(1, n))
+        # (the one vertex's edges for every row: past SMALL_FEW rows in all, the vectorized
+        # step's repeat and tile beat building the cross product tuple by tuple)
+        pairs = pairs_of(av, first_max if n == 1 else min(first_max, SMALL_FEW) // max(1, n))
         if pairs is None:
             return None
     elif n > SMALL_FEW:
