@@ -80,6 +80,7 @@ from engine.stream.incremental import IncrementalCore, find_core
 from engine.stream.pred_times import next_change, window_seqs
 from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
+from engine.stream.tiny_gen import GEN_WINDOW, GenQuery
 from engine.stream.transient import TransientStore
 from engine.stream.window_graph import SMALL_WINDOW, SlidingWindowGraph, SmallGraph
 from engine.stream.windows import Window, first_instant, leaves_at, window_member
@@ -1144,6 +1145,11 @@ class InstantEvaluator:
         # the first instant the executor evaluates
         self._empty_keeps = self._tiny is not None and _empty_preserving(query)
         self._empty_vars: tuple | None = None
+        # the instant by code generated for the query's shape (engine.stream.tiny_gen), ahead of
+        # the tuple-at-a-time core; backs off like it after a hand-back
+        self._gen = GenQuery.of(query, mode) if self.GENERATED and self._compact.patterns is not None else None
+        self._gen_skip = 0
+        self._gen_backoff = 0
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -1607,6 +1613,9 @@ class InstantEvaluator:
             wm = self._wm
         return wm[2]
 
+    #: the generated-code path on (tests compare with it off)
+    GENERATED = True
+
     def evaluate(self, t: int) -> QueryResult:
         db = self.db
         t0 = time.perf_counter()
@@ -1621,10 +1630,24 @@ class InstantEvaluator:
         maintain = inc is not None and not (self._tiny_last and inc.adaptive) and inc.wants()
         tiny = self._tiny
         flat = tiny is not None and tiny.flat
-        self._compact.lazy_next = self._tiny_skip == 0 and self._tiny_wide   # (hook: stored_relation)
+        gen = self._gen
+        if gen is not None and self._gen_skip > 0:
+            self._gen_skip -= 1
+            gen = None
+        self._compact.lazy_next = gen is None and self._tiny_skip == 0 and self._tiny_wide   # (hook: stored_relation)
         rows = None if maintain else self.compact_rows(ctx, t, unbounded=flat)
         self._compact.lazy_next = False
         self._tiny_last = False
+        if gen is not None and rows is not None and len(rows) - self._n_stored <= GEN_WINDOW:
+            out = gen.run(ctx, rows, self._n_stored, self._stored_arr, self._json)
+            if out is not None:
+                self._tiny_last = True
+                self._gen_backoff = 0
+                if inc is not None:
+                    inc.record_plain((time.perf_counter() - t0) * 1000.0)
+                return _Generated(gen, out, ctx)
+            self._gen_backoff = min(2 * self._gen_backoff or 8, 256)
+            self._gen_skip = self._gen_backoff
         if self._tiny_skip > 0:
             self._tiny_skip -= 1
         elif rows is not None and tiny is not None and (flat or len(rows) - self._n_stored <= TINY_WINDOW):
@@ -1745,6 +1768,8 @@ class InstantEvaluator:
     def render(self, res: QueryResult, win: dict) -> bytes:
         wm = self._wm
         member = wm[2] if wm is not None and wm[1] is win else _window_member(win)
+        if type(res) is _Generated:   # rows of the generated code (RSTREAM SELECT): written directly
+            return res.gen.render(res.rows, self._json, res.ctx, member)
         if self.form == "ASK":
             return sparql_json(res, member)
         if self.form == "CONSTRUCT":
@@ -1804,6 +1829,20 @@ class InstantEvaluator:
         frozen = _FrozenTerms(self._terms, out)
         self._terms.prune([cur])
         return QueryResult(form="CONSTRUCT", terms=frozen, triples=out)
+
+
+class _Generated:
+    """An instant's result rows from generated code (:mod:`engine.stream.tiny_gen`), written
+    by :meth:`InstantEvaluator.render`."""
+
+    __slots__ = ("gen", "rows", "ctx")
+    form = "SELECT"
+
+    def __init__(self, gen: GenQuery, rows: list, ctx: QueryContext):
+        self.gen, self.rows, self.ctx = gen, rows, ctx
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
 
 class _FrozenTerms:

@@ -1,0 +1,873 @@
+"""A small window's instant by Python code generated once per query shape.
+
+Why: on windows of tens to a few hundred triples an instant of the tuple-at-a-time core
+(:mod:`engine.stream.tiny`) still pays a few dozen numpy calls (match matrix, distinct pairs,
+columns, the executor's operators above the BGP, the event's columns), 2-5 µs each on a woken
+worker. Here a query of the form
+
+    SELECT [DISTINCT] ?v ... | (COUNT(...) AS ?c) ...     (aliases of variables allowed)
+    WHERE { BGP with constant predicates  FILTER(...) ... }
+    [GROUP BY ?v ...  [HAVING (...)]]
+
+is compiled, once per join order, into plain Python: the window's triples are matched against
+the patterns by one generated loop (an ``if`` chain on the predicates, the constant ends tested
+inline), the stored ``FROM`` triples of each pattern are indexed once per store snapshot (dicts
+and sets), the BGP is joined by nested loops over dict lookups with each FILTER conjunct tested
+at the first level that binds its variables, COUNTs are counted into dicts, and the event's JSON
+is written from the per-variable fragment cache of the query (:class:`~engine.stream.continuous._JsonTerms`).
+No numpy call after the window's one ``tolist`` and no operator objects.
+
+Exact for what it takes: FILTERs of comparisons, ``+ - * /``, unary minus, ``&& || !``,
+``BOUND`` over variables and numeric constants, with the promotions and errors of
+:mod:`engine.stream.tiny_ops` (a value those closures do not decide -- a comparison of
+non-numeric terms, a decimal quotient -- hands the instant back); GROUP BY plain variables with
+``COUNT(*)``, ``COUNT(?v)``, ``COUNT(DISTINCT ?v)``; HAVING over the counts. Anything else (other
+forms, OPTIONAL, computed projections, ORDER BY, LIMIT, more than :data:`MAX_ROWS` rows or
+:data:`MAX_WORK` loop steps) is not generated or hands the instant back: the caller then takes
+the ordinary path (:meth:`engine.stream.continuous.InstantEvaluator.evaluate`), unchanged.
+"""
+
+from __future__ import annotations
+
+import operator
+from fractions import Fraction
+
+import orjson
+
+from engine.exec import serialize as _ser
+from engine.plan.rewrite import is_pure_bgp, merged_bgp
+from engine.sparql import algebra as A
+from engine.stream import tiny_ops as _ops
+from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _divide, _num, _value
+
+__all__ = ["GenQuery", "GEN_WINDOW", "taken_total"]
+
+#: window triples up to which an instant takes the generated code
+GEN_WINDOW = 1024
+#: result rows (before DISTINCT / grouping) above which an instant is handed back
+MAX_ROWS = 4096
+#: loop steps of the join above which an instant is handed back (~0.1-0.2 µs each)
+MAX_WORK = 20000
+_XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
+_CMPS = ("=", "!=", "<", ">", "<=", ">=")
+#: instants the generated code answered, all queries of the process (tests: the path is taken)
+_TAKEN = [0]
+
+
+def taken_total() -> int:
+    """Instants answered by generated code (:class:`GenQuery`), all queries of the process."""
+    return _TAKEN[0]
+
+
+class _Hand(Exception):
+    """The instant leaves the generated code (too many rows or steps)."""
+
+
+# ---------------------------------------------------------------- FILTER helpers (three-valued)
+# values: a number (int, Fraction, float), None (an error or unbound), _NONNUM / _OTHER (a term
+# the closures of tiny_ops do not compare: the instant is handed back, as they do)
+
+def _arith(fn):
+    def f(a, b):
+        if a is _OTHER or b is _OTHER:
+            raise Undecided
+        if a is None or b is None or a is _NONNUM or b is _NONNUM:
+            return None
+        return fn(*_num(a, b))
+    return f
+
+
+_ADD = _arith(operator.add)
+_SUB = _arith(operator.sub)
+_MUL = _arith(operator.mul)
+
+
+def _DIV(a, b):
+    if a is _OTHER or b is _OTHER:
+        raise Undecided
+    if a is None or b is None or a is _NONNUM or b is _NONNUM:
+        return None
+    return _divide(a, b)
+
+
+def _NEG(a):
+    if a is _OTHER:
+        raise Undecided
+    return None if a is None or a is _NONNUM else -a
+
+
+def _cmp(fn):
+    def f(a, b):
+        if a is None or b is None:
+            return None
+        if a is _NONNUM or b is _NONNUM or a is _OTHER or b is _OTHER:
+            raise Undecided
+        return fn(*_num(a, b))
+    return f
+
+
+_CMP_FN = {"=": _cmp(operator.eq), "!=": _cmp(operator.ne), "<": _cmp(operator.lt),
+           ">": _cmp(operator.gt), "<=": _cmp(operator.le), ">=": _cmp(operator.ge)}
+
+
+def _AND(a, b):
+    return False if a is False or b is False else True if a is True and b is True else None
+
+
+def _OR(a, b):
+    return True if a is True or b is True else False if a is False and b is False else None
+
+
+def _NOT(a):
+    return None if a is None else not a
+
+
+class _Values(dict):
+    """Term id -> numeric value (:func:`engine.stream.tiny_ops._value`), decoded on first use."""
+
+    __slots__ = ("dictionary", "doubles")
+
+    def __init__(self, dictionary):
+        super().__init__()
+        self.dictionary = dictionary
+        self.doubles = _DoubleValues(self)
+
+    def __missing__(self, i):
+        v = _value(self.dictionary.key(i)) if i >= 0 else None
+        if len(self) > 1 << 18:
+            self.clear()
+        self[i] = v
+        return v
+
+
+_HELPERS = {"_ADD": _ADD, "_SUB": _SUB, "_MUL": _MUL, "_DIV": _DIV, "_NEG": _NEG, "_AND": _AND,
+            "_OR": _OR, "_NOT": _NOT, "_Hand": _Hand,
+            **{f"_C{k}": f for k, f in enumerate(_CMP_FN.values())}}
+_CMP_NAME = {op: f"_C{k}" for k, op in enumerate(_CMP_FN)}
+
+
+def _expr_code(expr, boolean: bool, var_code, consts: list, prefix: str) -> str | None:
+    """Python source of ``expr`` over the helpers above; ``var_code(name)`` gives a variable's
+    value's source (None: unbound). None when the expression is not of the forms taken."""
+    if isinstance(expr, A.Var):
+        if boolean:
+            return None
+        return var_code(expr.name)
+    if isinstance(expr, A.Const):
+        if boolean:
+            return None
+        v = _value(expr.key)
+        if v is None or v is _NONNUM or v is _OTHER:
+            return None
+        consts.append(v)
+        return f"{prefix}K{len(consts) - 1}"
+    if not isinstance(expr, A.Call):
+        return None
+    op, args = expr.op, expr.args
+    sub = [_expr_code(a, op in ("&&", "||", "!"), var_code, consts, prefix)
+           for a in args] if op != "BOUND" else []
+    if any(s is None for s in sub):
+        return None
+    if boolean:
+        if op in ("&&", "||") and len(args) == 2:
+            return f"{'_AND' if op == '&&' else '_OR'}({sub[0]}, {sub[1]})"
+        if op == "!" and len(args) == 1:
+            return f"_NOT({sub[0]})"
+        if op == "BOUND" and len(args) == 1 and isinstance(args[0], A.Var):
+            return "True" if var_code(args[0].name) != "None" else "False"
+        if op in _CMPS and len(args) == 2:
+            return f"{_CMP_NAME[op]}({sub[0]}, {sub[1]})"
+        return None
+    if op in ("+", "-", "*", "/") and len(args) == 2:
+        fn = {"+": "_ADD", "-": "_SUB", "*": "_MUL", "/": "_DIV"}[op]
+        return f"{fn}({sub[0]}, {sub[1]})"
+    if op == "NEG" and len(args) == 1:
+        return f"_NEG({sub[0]})"
+    if op == "POS" and len(args) == 1:
+        return sub[0]
+    return None
+
+
+def _fast_code(expr, prefix: str, ks, consts: list) -> tuple | None:
+    """``(source, is-double source, condition source)`` of a FILTER (sub-)expression computed
+    in doubles: the variables' values are read as ``k_<var>`` = (the number as a double, whether
+    it is an ``xsd:double``) (:class:`_DoubleValues`). Where the condition holds (the row's
+    values make every operator a double operation in XPath: an operand is a double), XPath
+    computes in IEEE doubles as Python's floats do, the other operand cast to its nearest double
+    (a division by zero raises ``ZeroDivisionError``: the row takes the general source). ``ks``
+    numbers the constants in the order :func:`_expr_code` did. None when not of these forms."""
+    if isinstance(expr, A.Var):
+        k = f"k_{_ident(expr.name)}"
+        return f"{k}[0]", f"{k}[1]", "True"
+    if isinstance(expr, A.Const):
+        j = next(ks)
+        return f"{prefix}KF{j}", ("True" if type(consts[j]) is float else "False"), "True"
+    if not isinstance(expr, A.Call):
+        return None
+    op, args = expr.op, expr.args
+    if op == "BOUND":
+        return "True", "False", "True"
+    if not any(_expr_vars(a, set()) for a in args) and op not in ("&&", "||", "!"):
+        return None   # a constant sub-expression: exact in XPath (the general source)
+    sub = [_fast_code(a, prefix, ks, consts) for a in args]
+    if any(x is None for x in sub):
+        return None
+    if op in ("&&", "||") and len(sub) == 2:
+        return (f"({sub[0][0]} {'and' if op == '&&' else 'or'} {sub[1][0]})", "False",
+                f"{sub[0][2]} and {sub[1][2]}")
+    if op == "!" and len(sub) == 1:
+        return f"(not {sub[0][0]})", "False", sub[0][2]
+    if len(sub) == 2 and (op in _CMPS or op in ("+", "-", "*", "/")):
+        cond = f"{sub[0][2]} and {sub[1][2]} and ({sub[0][1]} or {sub[1][1]})"
+        sym = "==" if op == "=" else op
+        return f"({sub[0][0]} {sym} {sub[1][0]})", "True", cond
+    if op == "NEG" and len(sub) == 1:
+        return f"(-{sub[0][0]})", "True", f"{sub[0][2]} and {sub[0][1]}"
+    if op == "POS" and len(sub) == 1:
+        return sub[0]
+    return None
+
+
+def _as_float(v) -> float | None:
+    try:
+        return float(v)
+    except (OverflowError, TypeError, ValueError):
+        return None
+
+
+def _emit_filter(emit, fv: set, src: str, fast: tuple | None) -> None:
+    """A FILTER conjunct at the current loop level: rows failing it ``continue``."""
+    if fast is None:
+        emit(f"if {src} is not True: continue")
+        return
+    names = sorted(fv)
+    for n in names:
+        emit(f"k_{_ident(n)} = DV[{_slot(n)}]")
+    cond = " and ".join([f"k_{_ident(n)}[0] is not None" for n in names] + [fast[2]])
+    emit(f"if {cond}:")
+    emit("    try:")
+    emit(f"        ok = {fast[0]}")
+    emit("    except ZeroDivisionError:")
+    emit(f"        ok = {src} is True")
+    emit("else:")
+    emit(f"    ok = {src} is True")
+    emit("if not ok: continue")
+
+
+class _DoubleValues(dict):
+    """Term id -> (its number as a double or None, whether it is an ``xsd:double``)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: _Values):
+        super().__init__()
+        self.values = values
+
+    def __missing__(self, i):
+        v = self.values[i]
+        t = type(v)
+        if t is float:
+            got = (v, True)
+        elif t is int or t is Fraction:
+            got = (_as_float(v), False)
+        else:
+            got = (None, False)
+        if len(self) > 1 << 18:
+            self.clear()
+        self[i] = got
+        return got
+
+
+def _conjuncts(expr) -> list:
+    if isinstance(expr, A.Call) and expr.op == "&&" and len(expr.args) == 2:
+        return _conjuncts(expr.args[0]) + _conjuncts(expr.args[1])
+    return [expr]
+
+
+def _substitute(expr, alias: dict):
+    """``expr`` with the aliased variables replaced by what they rename."""
+    if not alias:
+        return expr
+    if isinstance(expr, A.Var):
+        return A.Var(alias[expr.name]) if expr.name in alias else expr
+    if isinstance(expr, A.Call):
+        return A.Call(expr.op, tuple(_substitute(a, alias) for a in expr.args))
+    return expr
+
+
+def _expr_vars(expr, out: set) -> set:
+    if isinstance(expr, A.Var):
+        out.add(expr.name)
+    elif isinstance(expr, A.Call):
+        for a in expr.args:
+            _expr_vars(a, out)
+    return out
+
+
+# ---------------------------------------------------------------- the query's shape
+
+
+class _Shape:
+    """What a query is made of, when it is of the form taken (:meth:`GenQuery.of`)."""
+
+    def __init__(self):
+        self.names: list[str] = []        # projected variables, in order
+        self.distinct = False
+        self.triples: list = []           # TriplePatterns (constant predicates)
+        self.filters: list = []           # FILTER conjuncts over the BGP's variables
+        self.by: list[str] | None = None  # GROUP BY variables (None: no grouping)
+        self.aggs: list = []              # (output var, counted var or None, distinct)
+        self.having: list = []            # HAVING conjuncts over by / aggregate variables
+        self.alias: dict[str, str] = {}   # projected name -> the variable it renames
+
+
+def _shape(query: A.Query) -> _Shape | None:
+    if query.form != "SELECT":
+        return None
+    sh = _Shape()
+    node = query.pattern
+    if isinstance(node, A.Distinct):
+        sh.distinct = True
+        node = node.input
+    if not isinstance(node, A.Project):
+        return None
+    sh.names = [v.name for v in node.vars]
+    node = node.input
+    chain: list = []   # the Extends (aliases of variables) and FILTERs above a GROUP BY or the BGP
+    while isinstance(node, (A.Extend, A.Filter)):
+        if isinstance(node, A.Extend) and not isinstance(node.expr, A.Var):
+            return None
+        chain.append(node)
+        node = node.input
+    # bottom-up: a FILTER sees the aliases made below it (an alias made above it is unbound there)
+    alias: dict[str, str] = {}
+    above: list = []
+    for op in reversed(chain):
+        if isinstance(op, A.Extend):
+            if op.var.name in alias:
+                return None
+            alias[op.var.name] = alias.get(op.expr.name, op.expr.name)
+        else:
+            above += [_substitute(c, dict(alias)) for c in _conjuncts(op.expr)]
+    sh.alias = alias
+    if isinstance(node, A.Group):
+        group = _ops.CountGroup.of(node)
+        if group is None:
+            return None
+        sh.by, sh.aggs, sh.having = list(group.by), list(group.aggs), above
+        node = node.input
+        while isinstance(node, A.Filter):
+            sh.filters += _conjuncts(node.expr)
+            node = node.input
+    else:
+        sh.filters = above
+    if isinstance(node, A.Join):
+        bgp = merged_bgp(node)
+    elif is_pure_bgp(node):
+        bgp = node
+    else:
+        return None
+    if bgp is None or not bgp.triples:
+        return None
+    if not all(isinstance(tp.p, A.Const) for tp in bgp.triples):
+        return None
+    sh.triples = list(bgp.triples)
+    bvars = {t.name for tp in sh.triples for t in (tp.s, tp.o) if isinstance(t, A.Var)}
+    if sh.by is not None:
+        outs = set(sh.by) | {a for a, _, _ in sh.aggs}
+        if not set(sh.by) <= bvars or any(x is not None and x not in bvars for _, x, _ in sh.aggs):
+            return None
+        if any(alias.get(n, n) not in outs for n in sh.names):
+            return None
+        if any(not _expr_vars(e, set()) <= outs for e in sh.having):
+            return None
+    elif any(alias.get(n, n) not in bvars for n in sh.names):
+        return None
+    return sh
+
+
+# ---------------------------------------------------------------- the generated code
+
+
+class GenQuery:
+    """One registered query's generated instant: the matcher, the join per order, the renderer."""
+
+    #: instants in a row a join order is kept before the sizes are weighed again
+    REPLAN = 16
+
+    def __init__(self, sh: _Shape):
+        self.sh = sh
+        pats = []
+        for tp in sh.triples:
+            s = ("v", tp.s.name) if isinstance(tp.s, A.Var) else ("c", tp.s.key)
+            o = ("v", tp.o.name) if isinstance(tp.o, A.Var) else ("c", tp.o.key)
+            pats.append((s, tp.p.key, o))
+        self.pats = pats
+        # patterns with the same constants match the same triples: one match set per class
+        classes: dict = {}
+        self.cls = []
+        for s, p, o in pats:
+            same = s[0] == "v" and o[0] == "v" and s[1] == o[1]
+            key = (s[1] if s[0] == "c" else None, p, o[1] if o[0] == "c" else None, same)
+            self.cls.append(classes.setdefault(key, len(classes)))
+        self.classes = list(classes)
+        self._ids: tuple | None = None     # (dictionary, its size, resolved constant ids, any absent)
+        self._match = None
+        self._ns: dict = {}
+        self._stored_key = None            # the stored rows the indexes below were made from
+        self._sidx: list = []              # per class: (pair set, s -> [o], o -> [s], pairs)
+        self._joins: dict = {}             # order -> compiled join
+        self._order: tuple | None = None
+        self._keep = 0
+        self._fcode: list | None = None    # per filter conjunct: (its vars, source) or None
+        self._count_frag: dict[int, bytes] = {}
+        self.usable = self._filters_ok()
+
+    @staticmethod
+    def of(query: A.Query, mode: str) -> GenQuery | None:
+        """The generated instant of ``query`` if its form is taken (RSTREAM SELECT; see the
+        module), else None."""
+        if mode != "RSTREAM":
+            return None
+        sh = _shape(query)
+        if sh is None:
+            return None
+        g = GenQuery(sh)
+        return g if g.usable else None
+
+    # -- set-up ---------------------------------------------------------------
+    def _filters_ok(self) -> bool:
+        bvars = {x[1] for s, _, o in self.pats for x in (s, o) if x[0] == "v"}
+        self._fcode = []
+        for e in self.sh.filters:
+            consts: list = []
+            src = _expr_code(e, True, lambda n: f"V[{_slot(n)}]" if n in bvars else "None", consts,
+                             f"F{len(self._fcode)}_")
+            if src is None:
+                return False
+            fv = _expr_vars(e, set())
+            fast = _fast_code(e, f"F{len(self._fcode)}_", iter(range(len(consts))), consts) if fv <= bvars else None
+            if fast is not None and any(_as_float(v) is None for v in consts):
+                fast = None
+            self._fcode.append((fv & bvars, src, consts, fast))
+        self._hcode = []
+        outs = set(self.sh.by or ()) | {a for a, _, _ in self.sh.aggs}
+        counts = {a for a, _, _ in self.sh.aggs}
+        for e in self.sh.having:
+            consts = []
+            src = _expr_code(e, True, lambda n: (f"N_{_ident(n)}" if n in counts else f"V[G_{_ident(n)}]")
+                             if n in outs else "None", consts, f"H{len(self._hcode)}_")
+            if src is None:
+                return False
+            self._hcode.append((src, consts))
+        return True
+
+    def _resolve(self, dictionary) -> tuple:
+        """The constants' ids (-2: absent, matching nothing), looked up again when the
+        dictionary grew while one was absent (a stream element interns terms)."""
+        got = self._ids
+        if got is not None and got[0] is dictionary and (not got[3] or got[1] == len(dictionary)):
+            return got
+        n = len(dictionary)
+        out = []
+        absent = False
+        for cs, p, co, _ in self.classes:
+            ids = []
+            for k in (cs, p, co):
+                if k is None:
+                    ids.append(None)
+                    continue
+                i = int(dictionary.lookup(k))
+                if i < 0:
+                    absent = True
+                    i = -2
+                ids.append(i)
+            out.append(tuple(ids))
+        self._ids = got = (dictionary, n, out, absent)
+        ns = self._ns
+        for c, (s, p, o) in enumerate(out):
+            ns[f"P{c}"], ns[f"S{c}"], ns[f"O{c}"] = p, s, o
+        if self._match is None:
+            self._match = self._compile_match()
+        return got
+
+    def _compile_match(self):
+        """``match(rows) -> [dict of (s, o) pairs per class]``: one pass over the window's
+        triples, an ``if`` chain on the predicates (globals ``P<c>``, ``S<c>``, ``O<c>``, set by
+        :meth:`_resolve`, so new ids need no new code)."""
+        by_p: dict = {}
+        for c, (cs, p, co, same) in enumerate(self.classes):
+            by_p.setdefault(p, []).append((c, cs, co, same))
+        lines = ["def match(rows):"]
+        for c in range(len(self.classes)):
+            lines.append(f" m{c} = {{}}")
+        lines.append(" for s, p, o in rows:")
+        first = True
+        for _p, group in by_p.items():
+            c0 = group[0][0]
+            lines.append(f"  {'if' if first else 'elif'} p == P{c0}:")
+            first = False
+            for c, cs, co, same in group:
+                cond = []
+                if cs is not None:
+                    cond.append(f"s == S{c}")
+                if co is not None:
+                    cond.append(f"o == O{c}")
+                if same:
+                    cond.append("s == o")
+                if cond:
+                    lines.append(f"   if {' and '.join(cond)}:")
+                    lines.append(f"    m{c}[s, o] = None")
+                else:
+                    lines.append(f"   m{c}[s, o] = None")
+        lines.append(" return [" + ", ".join(f"m{c}" for c in range(len(self.classes))) + "]")
+        ns = self._ns
+        exec(compile("\n".join(lines), "<tiny_gen match>", "exec"), ns)   # noqa: S102 -- our own source
+        return ns["match"]
+
+    def _stored(self, stored, n_stored: int) -> list:
+        """Per class: the stored triples matching it as (pair set, s -> [o], o -> [s], pairs),
+        made once per stored part (a new store snapshot makes a new one)."""
+        key = (stored, self._ids[2])
+        if self._stored_key is not None and self._stored_key[0] is stored and self._stored_key[1] == key[1]:
+            return self._sidx
+        lst = stored.tolist() if n_stored else []
+        got = self._match(lst)
+        out = []
+        for m in got:
+            pairs = list(m)
+            bs: dict = {}
+            bo: dict = {}
+            for s, o in pairs:
+                bs.setdefault(s, []).append(o)
+                bo.setdefault(o, []).append(s)
+            out.append((m, bs, bo, pairs))
+        self._sidx = out
+        self._stored_key = key
+        return out
+
+    # -- one instant ------------------------------------------------------------
+    def run(self, ctx, rows, n_stored: int, stored, json) -> tuple | None:
+        """The instant's result rows ``(kinds, rows)`` from the compact rows (the stored part
+        first), or None when handed back."""
+        d = ctx.dictionary
+        self._resolve(d)
+        sidx = self._stored(stored, n_stored)
+        win = rows[n_stored:].tolist() if len(rows) > n_stored else []
+        wm = self._match(win)
+        # per class: the window's pairs the stored part does not hold already (a window is a set)
+        idx = []
+        for (sset, bs, bo, spairs), w in zip(sidx, wm, strict=True):
+            if w and sset:
+                w = [x for x in w if x not in sset]
+            idx.append((sset, bs, bo, spairs, w))
+        order = self._plan(idx)
+        fn = self._joins.get(order)
+        if fn is None:
+            if len(self._joins) > 64:
+                self._joins.clear()
+            fn = self._joins[order] = self._compile_join(order)
+        args = []
+        for pi, kind in order:
+            sset, bs, bo, spairs, w = idx[self.cls[pi]]
+            if kind == "all":
+                args.append(spairs + w if w and spairs else (w or spairs))
+            elif kind == "so":
+                args.append((sset, w if type(w) is dict else set(w)))
+            else:
+                base = bs if kind == "s" else bo
+                if w:
+                    m = dict(base) if base else {}
+                    for s, o in w:
+                        k, v = (s, o) if kind == "s" else (o, s)
+                        got = m.get(k)
+                        m[k] = [v] if got is None else got + [v]
+                    base = m
+                args.append(base)
+        vals = _values(d)
+        ctx.check_budget()
+        try:
+            out = fn(args, vals, vals.doubles)
+        except (_Hand, Undecided):
+            return None
+        ctx.check_budget()
+        if out is None:
+            return None
+        _TAKEN[0] += 1
+        return out
+
+    def _plan(self, idx: list) -> tuple:
+        """The join order ``((pattern, step kind), ...)``: greedily the smallest pattern first,
+        then the connected pattern with the fewest candidates (a pattern whose variables are all
+        bound is a test); kept for :attr:`REPLAN` instants."""
+        if self._order is not None and self._keep > 0:
+            self._keep -= 1
+            return self._order
+        size = [len(idx[c][3]) + len(idx[c][4]) for c in self.cls]
+        left = list(range(len(self.pats)))
+        bound: set = set()
+        order = []
+        while left:
+            best = None
+            for pi in left:
+                s, _, o = self.pats[pi]
+                vs = s[0] == "v" and s[1] in bound
+                vo = o[0] == "v" and o[1] in bound
+                if vs and vo:
+                    cost, kind = -1.0, "so"
+                elif vs:
+                    cost, kind = size[pi] ** 0.5, "s"
+                elif vo:
+                    cost, kind = size[pi] ** 0.5, "o"
+                else:
+                    cost, kind = float(size[pi]) + (1e6 if bound else 0.0), "all"
+                if best is None or cost < best[0]:
+                    best = (cost, pi, kind)
+            _, pi, kind = best
+            left.remove(pi)
+            order.append((pi, kind))
+            s, _, o = self.pats[pi]
+            for x in (s, o):
+                if x[0] == "v":
+                    bound.add(x[1])
+        self._order = tuple(order)
+        self._keep = self.REPLAN
+        return self._order
+
+    def _compile_join(self, order: tuple):
+        """``join(args, V) -> rows``: each connected component of the BGP by nested loops in
+        ``order`` into a list of its bindings (FILTERs over its variables at the first level
+        binding them), then the components' cross product with the remaining FILTERs; rows,
+        DISTINCT rows or COUNT groups at the innermost level."""
+        sh = self.sh
+        ns = dict(_HELPERS)
+        lines = ["def join(A, V, DV):", " w = 0"]
+        for k in range(len(order)):
+            lines.append(f" A{k} = A[{k}]")
+        # the components, in order: a step binding nothing bound before starts one
+        comps: list[list] = []
+        bound: set = set()
+        for k, (pi, kind) in enumerate(order):
+            s, _, o = self.pats[pi]
+            pv = {x[1] for x in (s, o) if x[0] == "v"}
+            if not comps or (kind == "all" and not (pv & bound)):
+                comps.append([])
+            comps[-1].append((k, pi, kind))
+            bound |= pv
+        pending = list(range(len(self._fcode)))
+        single = len(comps) == 1
+        state = {"ind": 1}
+
+        def emit(s: str) -> None:
+            lines.append(" " * state["ind"] + s)
+
+        def place(have: set) -> None:
+            for fi in list(pending):
+                fv, src, consts, fast = self._fcode[fi]
+                if fv <= have:
+                    pending.remove(fi)
+                    for ci, v in enumerate(consts):
+                        ns[f"F{fi}_K{ci}"] = v
+                        ns[f"F{fi}_KF{ci}"] = _as_float(v)
+                    _emit_filter(emit, fv, src, fast)
+
+        cvars = []
+        for ci, comp in enumerate(comps):
+            if not single:
+                lines.append(f" R{ci} = []")
+                state["ind"] = 1
+            have: set = set()
+            for k, pi, kind in comp:
+                s, _, o = self.pats[pi]
+                sv = _slot(s[1]) if s[0] == "v" else None
+                ov = _slot(o[1]) if o[0] == "v" else None
+                if kind == "so":
+                    emit(f"if ({sv}, {ov}) not in A{k}[0] and ({sv}, {ov}) not in A{k}[1]: continue")
+                elif kind in ("s", "o"):
+                    key, val, vname = (sv, ov, o) if kind == "s" else (ov, sv, s)
+                    var = val if vname[0] == "v" else "_"
+                    emit(f"for {var} in A{k}.get({key}, ()):")
+                    state["ind"] += 1
+                    emit("w += 1")
+                else:
+                    a = sv if s[0] == "v" else "_s"
+                    b = ov if o[0] == "v" else "_o"
+                    if s[0] == "v" and o[0] == "v" and s[1] == o[1]:
+                        b = "_o"
+                    emit(f"for {a}, {b} in A{k}:")
+                    state["ind"] += 1
+                    emit("w += 1")
+                emit("if w > MAX_WORK: raise _Hand")
+                for x in (s, o):
+                    if x[0] == "v":
+                        have.add(x[1])
+                place(have)
+            cv = sorted(have)
+            cvars.append(cv)
+            if not single:
+                emit(f"R{ci}.append(({''.join(_slot(v) + ', ' for v in cv)}))")
+        if not single:   # the cross product of the components
+            state["ind"] = 1
+            have = set()
+            for ci, cv in enumerate(cvars):
+                emit(f"for {''.join(_slot(v) + ', ' for v in cv)} in R{ci}:" if cv else f"for _ in R{ci}:")
+                state["ind"] += 1
+                emit("w += 1")
+                emit("if w > MAX_WORK: raise _Hand")
+                have |= set(cv)
+                place(have)
+        for fi in list(pending):   # (every conjunct's BGP variables are bound by now)
+            place(set(self._fcode[fi][0]))
+        grouping = sh.by is not None
+        head = []
+        if grouping:
+            head.append(" G = {}")
+            for j, (_, _, dist) in enumerate(sh.aggs):
+                head.append(f" D{j} = {{}}" if dist else f" C{j} = {{}}")
+        elif sh.distinct:
+            head.append(" out = {}")
+        else:
+            head += [" out = []", " add = out.append"]
+        lines[2:2] = head
+        if grouping:
+            key = "(" + "".join(f"{_slot(b)}, " for b in sh.by) + ")"
+            emit(f"g = {key}")
+            emit("G[g] = None")
+            for j, (_, arg, dist) in enumerate(sh.aggs):
+                if dist:
+                    emit(f"D{j}.setdefault(g, set()).add({_slot(arg) if arg else 'None'})")
+                else:
+                    emit(f"C{j}[g] = C{j}.get(g, 0) + 1")
+            emit("if len(G) > MAX_ROWS: raise _Hand")
+            lines += self._group_tail(ns)
+        else:
+            row = "(" + "".join(f"{_slot(sh.alias.get(n, n))}, " for n in sh.names) + ")"
+            emit(f"out[{row}] = None" if sh.distinct else f"add({row})")
+            emit("if len(out) > MAX_ROWS: raise _Hand")
+            lines.append(" return list(out)" if sh.distinct else " return out")
+        ns["MAX_WORK"] = MAX_WORK
+        ns["MAX_ROWS"] = MAX_ROWS
+        exec(compile("\n".join(lines), "<tiny_gen join>", "exec"), ns)   # noqa: S102 -- our own source
+        return ns["join"]
+
+    def _group_tail(self, ns: dict) -> list[str]:
+        """After the loops: one row per group (the implicit group of no GROUP BY even over no
+        solution), HAVING over the counts, the projection (counts as ints, tagged per column)."""
+        sh = self.sh
+        lines = []
+        if not sh.by:
+            lines.append(" if not G: G[()] = None")
+        lines.append(" out = []")
+        lines.append(" for g in G:")
+        for k, b in enumerate(sh.by):
+            lines.append(f"  G_{_ident(b)} = g[{k}]")
+        for j, (a, _, dist) in enumerate(sh.aggs):
+            lines.append(f"  N_{_ident(a)} = len(D{j}.get(g, ()))" if dist else f"  N_{_ident(a)} = C{j}.get(g, 0)")
+        for hi, (src, consts) in enumerate(self._hcode):
+            for ci, v in enumerate(consts):
+                ns[f"H{hi}_K{ci}"] = v
+            lines.append(f"  if {src} is not True: continue")
+        counts = {a for a, _, _ in sh.aggs}
+        cells = []
+        for n in sh.names:
+            x = sh.alias.get(n, n)
+            cells.append(f"N_{_ident(x)}" if x in counts else f"G_{_ident(x)}")
+        lines.append("  out.append((" + "".join(c + ", " for c in cells) + "))")
+        lines.append(" return list(dict.fromkeys(out))" if sh.distinct else " return out")
+        return lines
+
+    # -- the event's JSON ---------------------------------------------------------------
+    def kinds(self) -> list[bool]:
+        """Per projected column: True when it holds counts (ints), False for term ids."""
+        counts = {a for a, _, _ in self.sh.aggs} if self.sh.by is not None else set()
+        return [self.sh.alias.get(n, n) in counts for n in self.sh.names]
+
+    def render(self, rows: list, json, ctx, extra: bytes) -> bytes:
+        """SPARQL JSON of ``rows`` with ``extra`` members, the bytes
+        :meth:`~engine.stream.continuous._JsonTerms.select` writes: each cell from the query's
+        per-variable cache (misses rendered by one call), counts from a per-query cache."""
+        names = self.sh.names
+        if not rows:
+            return b"".join((json.head(names), b',"results":{"bindings":[]}', extra, b"}"))
+        kinds = self.kinds()
+        cells = json._cells
+        tables = []
+        for j, v in enumerate(names):
+            if kinds[j]:
+                tables.append(None)
+                continue
+            cd = cells.get(v)
+            if cd is None:
+                if len(cells) > 256:
+                    json._clear()
+                cd = cells[v] = {}
+            tables.append(cd)
+        miss = []
+        for j, cd in enumerate(tables):
+            if cd is not None:
+                for r in rows:
+                    if r[j] not in cd:
+                        miss.append(r[j])
+        if miss:
+            u = list(dict.fromkeys(miss))
+            frag = dict(zip(u, json.render(u, ctx), strict=True))
+            if json._n_cells + len(u) > json.MAX:
+                json._clear()
+                tables = [None if kinds[j] else cells.setdefault(v, {}) for j, v in enumerate(names)]
+            for j, cd in enumerate(tables):
+                if cd is None:
+                    continue
+                name = orjson.dumps(names[j]) + b":"
+                for r in rows:
+                    i = r[j]
+                    if i not in cd:
+                        cd[i] = name + frag[i]
+                        json._n_cells += 1
+        cf = self._count_frag
+        parts = []
+        for j, cd in enumerate(tables):
+            if cd is not None:
+                parts.append([cd[r[j]] for r in rows])
+                continue
+            name = orjson.dumps(names[j]) + b":"
+            col = []
+            for r in rows:
+                c = r[j]
+                f = cf.get((j, c))
+                if f is None:
+                    if len(cf) > 4096:
+                        cf.clear()
+                    f = cf[j, c] = name + orjson.dumps(_ser._json_term(f'"{c}"^^<{_XSD_INTEGER}>'))
+                col.append(f)
+            parts.append(col)
+        head = json.head(names) + b',"results":{"bindings":[{'
+        body = b"},{".join([b",".join(r) for r in zip(*parts, strict=True)])
+        return b"".join((head, body, b"}]}", extra, b"}"))
+
+
+_IDENTS: dict[str, str] = {}
+
+
+def _ident(name: str) -> str:
+    """A Python identifier for a SPARQL variable (names may hold ``.``, ``_:``, non-ASCII)."""
+    got = _IDENTS.get(name)
+    if got is None:
+        got = _IDENTS[name] = "x" + name.encode("utf-8").hex()
+    return got
+
+
+def _slot(name: str) -> str:
+    return "v_" + _ident(name)
+
+
+_VALS: dict = {}
+
+
+def _values(dictionary) -> _Values:
+    """The process's id -> numeric value cache of ``dictionary`` (ids never change meaning)."""
+    got = _VALS.get(id(dictionary))
+    if got is None or got.dictionary is not dictionary:
+        if len(_VALS) > 8:
+            _VALS.clear()
+        got = _VALS[id(dictionary)] = _Values(dictionary)
+    return got
