@@ -1218,6 +1218,42 @@ class InstantEvaluator:
             self._graph.load(rows)
         return DatasetView(self._graph, {}, _InstantPlans.COMPACT[1])
 
+    def _stored_graphs(self, ctx: QueryContext) -> list:
+        """The stored ``FROM`` graphs the compact and generated paths read, resolved once per
+        store snapshot (a commit makes a new one)."""
+        snap = ctx.snapshot
+        fg = self._from_graphs
+        if fg is not None and fg[0] is snap:
+            return fg[1]
+        graphs = []
+        for iri in self.from_default:
+            if iri == DEFAULT_GRAPH_IRI:
+                g = snap.default
+            else:
+                gid = ctx.lookup("<" + iri + ">")
+                g = snap.named.get(gid) if gid >= 0 else None
+            if g is not None and not isinstance(g, EmptyGraph) and all(g is not h for h in graphs):
+                graphs.append(g)
+        self._from_graphs = (snap, graphs)
+        return graphs
+
+    def _generated(self, ctx: QueryContext, t: int) -> list | None:
+        """Instant ``t`` by the query's generated code (:mod:`engine.stream.tiny_gen`): the
+        windows' triples read by their seq ranges, the stored graphs' matching triples kept by
+        the generator per snapshot; None when it does not answer (the other paths then do)."""
+        if self.reads_stored_default and self.absorb_log is not None and len(self.absorb_log):
+            return None  # the stored default graph as of t: the merged path rewinds it
+        graphs = self._stored_graphs(ctx)
+        parts = []
+        total = 0
+        for bw, (g0, g1) in zip(self.windows, self.ranges(t), strict=True):
+            total += g1 - g0
+            if total > GEN_WINDOW:
+                return None
+            if g1 > g0:
+                parts.append(bw.store.read(g0, g1)[0])
+        return self._gen.run(ctx, graphs, parts)
+
     def compact_rows(self, ctx: QueryContext, t: int, unbounded: bool = False) -> np.ndarray | None:
         """The triples of instant ``t``'s compact default graph (duplicates possible), or None
         when the query or the instant does not qualify (see :class:`_Compact`). ``unbounded``:
@@ -1229,20 +1265,7 @@ class InstantEvaluator:
         if self.reads_stored_default and self.absorb_log is not None and len(self.absorb_log):
             return None  # the stored default graph as of t: the merged path rewinds it
         snap = ctx.snapshot
-        fg = self._from_graphs
-        if fg is not None and fg[0] is snap:
-            graphs = fg[1]
-        else:   # resolved once per store snapshot (a commit makes a new one)
-            graphs = []
-            for iri in self.from_default:
-                if iri == DEFAULT_GRAPH_IRI:
-                    g = snap.default
-                else:
-                    gid = ctx.lookup("<" + iri + ">")
-                    g = snap.named.get(gid) if gid >= 0 else None
-                if g is not None and not isinstance(g, EmptyGraph) and all(g is not h for h in graphs):
-                    graphs.append(g)
-            self._from_graphs = (snap, graphs)
+        graphs = self._stored_graphs(ctx)
         stored = cp.stored_rows(ctx, graphs) if graphs else _EMPTY3
         deferred = bool(graphs) and bool(cp._deferred)  # (set by stored_rows for these graphs)
         if deferred and cp.skip_deferred():
@@ -1634,12 +1657,8 @@ class InstantEvaluator:
         if gen is not None and self._gen_skip > 0:
             self._gen_skip -= 1
             gen = None
-        self._compact.lazy_next = gen is None and self._tiny_skip == 0 and self._tiny_wide   # (hook: stored_relation)
-        rows = None if maintain else self.compact_rows(ctx, t, unbounded=flat)
-        self._compact.lazy_next = False
-        self._tiny_last = False
-        if gen is not None and rows is not None and len(rows) - self._n_stored <= GEN_WINDOW:
-            out = gen.run(ctx, rows, self._n_stored, self._stored_arr, self._json)
+        if gen is not None and not maintain:
+            out = self._generated(ctx, t)
             if out is not None:
                 self._tiny_last = True
                 self._gen_backoff = 0
@@ -1648,6 +1667,10 @@ class InstantEvaluator:
                 return _Generated(gen, out, ctx)
             self._gen_backoff = min(2 * self._gen_backoff or 8, 256)
             self._gen_skip = self._gen_backoff
+        self._compact.lazy_next = self._tiny_skip == 0 and self._tiny_wide   # (hook: stored_relation)
+        rows = None if maintain else self.compact_rows(ctx, t, unbounded=flat)
+        self._compact.lazy_next = False
+        self._tiny_last = False
         if self._tiny_skip > 0:
             self._tiny_skip -= 1
         elif rows is not None and tiny is not None and (flat or len(rows) - self._n_stored <= TINY_WINDOW):

@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import operator
 from fractions import Fraction
+from itertools import repeat
 
+import numpy as np
 import orjson
 
 from engine.exec import serialize as _ser
@@ -44,6 +46,9 @@ __all__ = ["GenQuery", "GEN_WINDOW", "taken_total"]
 
 #: window triples up to which an instant takes the generated code
 GEN_WINDOW = 1024
+#: stored triples matching the patterns above which a query does not take the generated code
+#: (they are read into dicts once per store snapshot)
+STORED_LIMIT = 1 << 16
 #: result rows (before DISTINCT / grouping) above which an instant is handed back
 MAX_ROWS = 4096
 #: loop steps of the join above which an instant is handed back (~0.1-0.2 µs each)
@@ -414,8 +419,7 @@ class GenQuery:
         self._ids: tuple | None = None     # (dictionary, its size, resolved constant ids, any absent)
         self._match = None
         self._ns: dict = {}
-        self._stored_key = None            # the stored rows the indexes below were made from
-        self._sidx: list = []              # per class: (pair set, s -> [o], o -> [s], pairs)
+        self._sidx: tuple | None = None    # (snapshot key, per class [pair dict, s -> [o], o -> [s], pairs])
         self._joins: dict = {}             # order -> compiled join
         self._order: tuple | None = None
         self._keep = 0
@@ -525,42 +529,73 @@ class GenQuery:
         exec(compile("\n".join(lines), "<tiny_gen match>", "exec"), ns)   # noqa: S102 -- our own source
         return ns["match"]
 
-    def _stored(self, stored, n_stored: int) -> list:
-        """Per class: the stored triples matching it as (pair set, s -> [o], o -> [s], pairs),
-        made once per stored part (a new store snapshot makes a new one)."""
-        key = (stored, self._ids[2])
-        if self._stored_key is not None and self._stored_key[0] is stored and self._stored_key[1] == key[1]:
-            return self._sidx
-        lst = stored.tolist() if n_stored else []
-        got = self._match(lst)
+    def _stored(self, snap, graphs: list) -> list | None:
+        """Per class: the stored ``FROM`` triples matching it, ``[pair dict, s -> [o], o -> [s],
+        pairs]`` (the two indexes made on first use), read once per store snapshot and set of
+        constants' ids; None when a class holds more than :data:`STORED_LIMIT` of them."""
+        key = (snap.sn, tuple(map(id, graphs)), self._ids[2])
+        got = self._sidx
+        if got is not None and got[0] == key:
+            return got[1]
         out = []
-        for m in got:
-            pairs = list(m)
-            bs: dict = {}
-            bo: dict = {}
-            for s, o in pairs:
-                bs.setdefault(s, []).append(o)
-                bo.setdefault(o, []).append(s)
-            out.append((m, bs, bo, pairs))
-        self._sidx = out
-        self._stored_key = key
+        total = 0
+        for cs, p, co in self._ids[2]:
+            same = self.classes[len(out)][3]
+            pairs: dict = {}
+            if p is not None and p >= 0 and (cs is None or cs >= 0) and (co is None or co >= 0):
+                for g in graphs:
+                    if cs is not None and co is not None:
+                        if bool(g.contains(p, np.array([cs], dtype=np.int64), np.array([co], dtype=np.int64))[0]):
+                            pairs[cs, co] = None
+                        continue
+                    if cs is not None:
+                        _, os_ = g.expand(p, 0, np.array([cs], dtype=np.int64))
+                        ss = [cs] * len(os_)
+                        os_ = np.asarray(os_).tolist()
+                    elif co is not None:
+                        _, ss = g.expand(p, 1, np.array([co], dtype=np.int64))
+                        ss = np.asarray(ss).tolist()
+                        os_ = [co] * len(ss)
+                    else:
+                        if g.stats(p).triples > STORED_LIMIT:
+                            self._sidx = (key, None)
+                            return None
+                        ss, os_ = g.scan(p)
+                        ss, os_ = np.asarray(ss).tolist(), np.asarray(os_).tolist()
+                    if same:
+                        pairs.update(((s, o), None) for s, o in zip(ss, os_, strict=True) if s == o)
+                    else:
+                        pairs.update(zip(zip(ss, os_, strict=True), repeat(None)))
+            total += len(pairs)
+            if total > STORED_LIMIT:
+                self._sidx = (key, None)
+                return None
+            out.append([pairs, None, None, list(pairs)])
+        self._sidx = (key, out)
         return out
 
-    # -- one instant ------------------------------------------------------------
-    def run(self, ctx, rows, n_stored: int, stored, json) -> tuple | None:
-        """The instant's result rows ``(kinds, rows)`` from the compact rows (the stored part
-        first), or None when handed back."""
+    def run(self, ctx, graphs: list, windows: list) -> list | None:
+        """The instant's result rows from the stored ``graphs`` and the windows' triples
+        (``windows``: (n, 3) arrays), or None when handed back."""
         d = ctx.dictionary
         self._resolve(d)
-        sidx = self._stored(stored, n_stored)
-        win = rows[n_stored:].tolist() if len(rows) > n_stored else []
+        sidx = self._stored(ctx.snapshot, graphs)
+        if sidx is None:
+            return None
+        if len(windows) == 1:
+            win = windows[0].tolist()
+        else:
+            win = []
+            for w in windows:
+                win += w.tolist()
         wm = self._match(win)
         # per class: the window's pairs the stored part does not hold already (a window is a set)
         idx = []
-        for (sset, bs, bo, spairs), w in zip(sidx, wm, strict=True):
+        for st, w in zip(sidx, wm, strict=True):
+            sset = st[0]
             if w and sset:
                 w = [x for x in w if x not in sset]
-            idx.append((sset, bs, bo, spairs, w))
+            idx.append((st, w))
         order = self._plan(idx)
         fn = self._joins.get(order)
         if fn is None:
@@ -569,13 +604,17 @@ class GenQuery:
             fn = self._joins[order] = self._compile_join(order)
         args = []
         for pi, kind in order:
-            sset, bs, bo, spairs, w = idx[self.cls[pi]]
+            st, w = idx[self.cls[pi]]
             if kind == "all":
+                spairs = st[3]
                 args.append(spairs + w if w and spairs else (w or spairs))
             elif kind == "so":
-                args.append((sset, w if type(w) is dict else set(w)))
+                args.append((st[0], w if type(w) is dict else set(w)))
             else:
-                base = bs if kind == "s" else bo
+                j = 1 if kind == "s" else 2
+                base = st[j]
+                if base is None:
+                    base = st[j] = _index(st[3], j == 2)
                 if w:
                     m = dict(base) if base else {}
                     for s, o in w:
@@ -591,8 +630,6 @@ class GenQuery:
         except (_Hand, Undecided):
             return None
         ctx.check_budget()
-        if out is None:
-            return None
         _TAKEN[0] += 1
         return out
 
@@ -603,7 +640,7 @@ class GenQuery:
         if self._order is not None and self._keep > 0:
             self._keep -= 1
             return self._order
-        size = [len(idx[c][3]) + len(idx[c][4]) for c in self.cls]
+        size = [len(idx[c][0][3]) + len(idx[c][1]) for c in self.cls]
         left = list(range(len(self.pats)))
         bound: set = set()
         order = []
@@ -858,6 +895,26 @@ def _ident(name: str) -> str:
 
 def _slot(name: str) -> str:
     return "v_" + _ident(name)
+
+
+def _index(pairs: list, by_o: bool) -> dict:
+    """``s -> [o]`` (or ``o -> [s]``) of a class's stored pairs."""
+    out: dict = {}
+    if by_o:
+        for s, o in pairs:
+            got = out.get(o)
+            if got is None:
+                out[o] = [s]
+            else:
+                got.append(s)
+    else:
+        for s, o in pairs:
+            got = out.get(s)
+            if got is None:
+                out[s] = [o]
+            else:
+                got.append(o)
+    return out
 
 
 _VALS: dict = {}
