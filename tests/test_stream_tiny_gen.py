@@ -92,7 +92,10 @@ def queries(draw):
         g = draw(st.sampled_from(used))
         c = draw(st.sampled_from(used))
         agg = draw(st.sampled_from(["COUNT(*)", f"COUNT(?{c})", f"COUNT(DISTINCT ?{c})"]))
-        having = f" HAVING ({agg} >= {draw(st.integers(1, 3))})" if shape == "having" else ""
+        hop = draw(st.sampled_from(["<", ">", "=", "!=", "<=", ">="]))
+        hc = draw(st.sampled_from(["1", "2", "1.5", "2.0e0", "3"]))
+        having = draw(st.sampled_from([f" HAVING ({agg} {hop} {hc})", f" HAVING (!({agg} {hop} {hc}) || {agg} = 1)",
+                                       f" HAVING ({agg} + 1 > {hc})"])) if shape == "having" else ""
         return f"SELECT ?{g} ({agg} AS ?n) WHERE {{ {body} }} GROUP BY ?{g}{having}"
     if shape == "implicit":
         return f"SELECT (COUNT(*) AS ?n) WHERE {{ {body} }}"

@@ -233,6 +233,41 @@ def _fast_code(expr, prefix: str, ks, consts: list) -> tuple | None:
     return None
 
 
+def _having_fast(expr, counts: set, consts: list, prefix: str) -> str | None:
+    """Python source of a HAVING made of ``= != < > <= >=`` between counts and numeric
+    constants joined by ``&& || !``: a count is always a bound integer, so no operand is an
+    error; an integer or decimal constant compares exactly (ints, Fractions), a double one
+    against the count cast to a double, as XPath promotes. None when not of these forms."""
+    if not isinstance(expr, A.Call):
+        return None
+    op, args = expr.op, expr.args
+    if op in ("&&", "||") and len(args) == 2:
+        a, b = (_having_fast(x, counts, consts, prefix) for x in args)
+        return None if a is None or b is None else f"({a} {'and' if op == '&&' else 'or'} {b})"
+    if op == "!" and len(args) == 1:
+        a = _having_fast(args[0], counts, consts, prefix)
+        return None if a is None else f"(not {a})"
+    if op not in _CMPS or len(args) != 2:
+        return None
+    side = []
+    dbl = False
+    for x in args:
+        if isinstance(x, A.Var) and x.name in counts:
+            side.append(f"N_{_ident(x.name)}")
+        elif isinstance(x, A.Const):
+            v = _value(x.key)
+            if type(v) not in (int, Fraction, float) or (type(v) is float and _as_float(v) is None):
+                return None
+            dbl = dbl or type(v) is float
+            consts.append(v)
+            side.append(f"{prefix}K{len(consts) - 1}")
+        else:
+            return None
+    if dbl:
+        side = [f"float({x})" if x.startswith("N_") else x for x in side]
+    return f"({side[0]} {'==' if op == '=' else op} {side[1]})"
+
+
 def _as_float(v) -> float | None:
     try:
         return float(v)
@@ -458,6 +493,11 @@ class GenQuery:
         outs = set(self.sh.by or ()) | {a for a, _, _ in self.sh.aggs}
         counts = {a for a, _, _ in self.sh.aggs}
         for e in self.sh.having:
+            consts = []
+            fast = _having_fast(e, counts, consts, f"H{len(self._hcode)}_")
+            if fast is not None:
+                self._hcode.append((fast, consts))
+                continue
             consts = []
             src = _expr_code(e, True, lambda n: (f"N_{_ident(n)}" if n in counts else f"V[G_{_ident(n)}]")
                              if n in outs else "None", consts, f"H{len(self._hcode)}_")
@@ -760,27 +800,32 @@ class GenQuery:
         if grouping:
             head.append(" G = {}")
             for j, (_, _, dist) in enumerate(sh.aggs):
-                head.append(f" D{j} = {{}}" if dist else f" C{j} = {{}}")
+                if dist:
+                    head.append(f" D{j} = {{}}")
         elif sh.distinct:
             head.append(" out = {}")
         else:
             head += [" out = []", " add = out.append"]
         lines[2:2] = head
+        # (rows and groups are at most the innermost level's steps, bounded by MAX_WORK: their
+        # number is checked once, after the loops)
         if grouping:
-            key = "(" + "".join(f"{_slot(b)}, " for b in sh.by) + ")"
+            key = _slot(sh.by[0]) if len(sh.by) == 1 else "(" + "".join(f"{_slot(b)}, " for b in sh.by) + ")"
             emit(f"g = {key}")
-            emit("G[g] = None")
+            counted = False
             for j, (_, arg, dist) in enumerate(sh.aggs):
                 if dist:
                     emit(f"D{j}.setdefault(g, set()).add({_slot(arg) if arg else 'None'})")
-                else:
-                    emit(f"C{j}[g] = C{j}.get(g, 0) + 1")
-            emit("if len(G) > MAX_ROWS: raise _Hand")
+                elif not counted:   # COUNT(*) and COUNT(?v) of a BGP variable: the group's rows
+                    emit("G[g] = G.get(g, 0) + 1")
+                    counted = True
+            if not counted:
+                emit("G[g] = 0")
             lines += self._group_tail(ns)
         else:
             row = "(" + "".join(f"{_slot(sh.alias.get(n, n))}, " for n in sh.names) + ")"
             emit(f"out[{row}] = None" if sh.distinct else f"add({row})")
-            emit("if len(out) > MAX_ROWS: raise _Hand")
+            lines.append(" if len(out) > MAX_ROWS: raise _Hand")
             lines.append(" return list(out)" if sh.distinct else " return out")
         ns["MAX_WORK"] = MAX_WORK
         ns["MAX_ROWS"] = MAX_ROWS
@@ -792,14 +837,17 @@ class GenQuery:
         solution), HAVING over the counts, the projection (counts as ints, tagged per column)."""
         sh = self.sh
         lines = []
+        lines.append(" if len(G) > MAX_ROWS: raise _Hand")
         if not sh.by:
-            lines.append(" if not G: G[()] = None")
+            lines.append(" if not G: G[()] = 0")
         lines.append(" out = []")
-        lines.append(" for g in G:")
-        for k, b in enumerate(sh.by):
+        lines.append(" for g, n in G.items():")
+        if len(sh.by) == 1:
+            lines.append(f"  G_{_ident(sh.by[0])} = g")
+        for k, b in enumerate(sh.by if len(sh.by) > 1 else ()):
             lines.append(f"  G_{_ident(b)} = g[{k}]")
         for j, (a, _, dist) in enumerate(sh.aggs):
-            lines.append(f"  N_{_ident(a)} = len(D{j}.get(g, ()))" if dist else f"  N_{_ident(a)} = C{j}.get(g, 0)")
+            lines.append(f"  N_{_ident(a)} = len(D{j}.get(g, ()))" if dist else f"  N_{_ident(a)} = n")
         for hi, (src, consts) in enumerate(self._hcode):
             for ci, v in enumerate(consts):
                 ns[f"H{hi}_K{ci}"] = v
