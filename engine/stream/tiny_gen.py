@@ -40,7 +40,7 @@ from engine.exec import serialize as _ser
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
 from engine.stream import tiny_ops as _ops
-from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _divide, _num, _value
+from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _divide, _num, _num_item, _value
 
 __all__ = ["GenQuery", "GEN_WINDOW", "taken_total"]
 
@@ -115,6 +115,17 @@ _CMP_FN = {"=": _cmp(operator.eq), "!=": _cmp(operator.ne), "<": _cmp(operator.l
            ">": _cmp(operator.gt), "<=": _cmp(operator.le), ">=": _cmp(operator.ge)}
 
 
+def _CV(v):
+    """A computed projection's value: an int or a double (as the executor writes them), None
+    for an error (unbound); a decimal's canonical form is the executor's: handed back."""
+    t = type(v)
+    if t is int or t is float or v is None:
+        return v
+    if v is _NONNUM:
+        return None
+    raise Undecided
+
+
 def _AND(a, b):
     return False if a is False or b is False else True if a is True and b is True else None
 
@@ -146,7 +157,7 @@ class _Values(dict):
 
 
 _HELPERS = {"_ADD": _ADD, "_SUB": _SUB, "_MUL": _MUL, "_DIV": _DIV, "_NEG": _NEG, "_AND": _AND,
-            "_OR": _OR, "_NOT": _NOT, "_Hand": _Hand,
+            "_OR": _OR, "_NOT": _NOT, "_Hand": _Hand, "_CV": _CV,
             **{f"_C{k}": f for k, f in enumerate(_CMP_FN.values())}}
 _CMP_NAME = {op: f"_C{k}" for k, op in enumerate(_CMP_FN)}
 
@@ -359,6 +370,7 @@ class _Shape:
         self.aggs: list = []              # (output var, counted var or None, distinct)
         self.having: list = []            # HAVING conjuncts over by / aggregate variables
         self.alias: dict[str, str] = {}   # projected name -> the variable it renames
+        self.computed: dict = {}          # projected name -> its arithmetic expression
 
 
 def _shape(query: A.Query) -> _Shape | None:
@@ -375,21 +387,30 @@ def _shape(query: A.Query) -> _Shape | None:
     node = node.input
     chain: list = []   # the Extends (aliases of variables) and FILTERs above a GROUP BY or the BGP
     while isinstance(node, (A.Extend, A.Filter)):
-        if isinstance(node, A.Extend) and not isinstance(node.expr, A.Var):
-            return None
         chain.append(node)
         node = node.input
     # bottom-up: a FILTER sees the aliases made below it (an alias made above it is unbound there)
     alias: dict[str, str] = {}
+    computed: dict[str, object] = {}   # SELECT (expr AS ?v) / BIND: projected only
     above: list = []
     for op in reversed(chain):
         if isinstance(op, A.Extend):
-            if op.var.name in alias:
+            if op.var.name in alias or op.var.name in computed:
                 return None
-            alias[op.var.name] = alias.get(op.expr.name, op.expr.name)
+            if isinstance(op.expr, A.Var):
+                if op.expr.name in computed:
+                    return None
+                alias[op.var.name] = alias.get(op.expr.name, op.expr.name)
+            else:
+                if _expr_vars(op.expr, set()) & (set(computed) | set(alias)):
+                    return None
+                computed[op.var.name] = op.expr
         else:
+            if _expr_vars(op.expr, set()) & set(computed):
+                return None
             above += [_substitute(c, dict(alias)) for c in _conjuncts(op.expr)]
     sh.alias = alias
+    sh.computed = computed
     if isinstance(node, A.Group):
         group = _ops.CountGroup.of(node)
         if group is None:
@@ -413,6 +434,8 @@ def _shape(query: A.Query) -> _Shape | None:
         return None
     sh.triples = list(bgp.triples)
     bvars = {t.name for tp in sh.triples for t in (tp.s, tp.o) if isinstance(t, A.Var)}
+    if sh.computed and (sh.by is not None or sh.distinct):
+        return None   # (a computed double's NaN is one term, not one value per row: DISTINCT's)
     if sh.by is not None:
         outs = set(sh.by) | {a for a, _, _ in sh.aggs}
         if not set(sh.by) <= bvars or any(x is not None and x not in bvars for _, x, _ in sh.aggs):
@@ -421,7 +444,7 @@ def _shape(query: A.Query) -> _Shape | None:
             return None
         if any(not _expr_vars(e, set()) <= outs for e in sh.having):
             return None
-    elif any(alias.get(n, n) not in bvars for n in sh.names):
+    elif any(alias.get(n, n) not in bvars and n not in sh.computed for n in sh.names):
         return None
     return sh
 
@@ -460,6 +483,7 @@ class GenQuery:
         self._keep = 0
         self._fcode: list | None = None    # per filter conjunct: (its vars, source) or None
         self._count_frag: dict[int, bytes] = {}
+        self._kinds: list | None = None
         self.usable = self._filters_ok()
 
     @staticmethod
@@ -489,6 +513,14 @@ class GenQuery:
             if fast is not None and any(_as_float(v) is None for v in consts):
                 fast = None
             self._fcode.append((fv & bvars, src, consts, fast))
+        self._ccode = {}
+        for n, e in self.sh.computed.items():
+            consts = []
+            src = _expr_code(e, False, lambda n: f"V[{_slot(n)}]" if n in bvars else "None", consts,
+                             f"E{len(self._ccode)}_")
+            if src is None:
+                return False
+            self._ccode[n] = (src, consts)
         self._hcode = []
         outs = set(self.sh.by or ()) | {a for a, _, _ in self.sh.aggs}
         counts = {a for a, _, _ in self.sh.aggs}
@@ -823,7 +855,16 @@ class GenQuery:
                 emit("G[g] = 0")
             lines += self._group_tail(ns)
         else:
-            row = "(" + "".join(f"{_slot(sh.alias.get(n, n))}, " for n in sh.names) + ")"
+            cells = []
+            for n in sh.names:
+                if n in self._ccode:
+                    src, consts = self._ccode[n]
+                    for ci, v in enumerate(consts):
+                        ns[f"E{list(self._ccode).index(n)}_K{ci}"] = v
+                    cells.append(f"_CV({src})")
+                else:
+                    cells.append(_slot(sh.alias.get(n, n)))
+            row = "(" + "".join(f"{c}, " for c in cells) + ")"
             emit(f"out[{row}] = None" if sh.distinct else f"add({row})")
             lines.append(" if len(out) > MAX_ROWS: raise _Hand")
             lines.append(" return list(out)" if sh.distinct else " return out")
@@ -862,10 +903,15 @@ class GenQuery:
         return lines
 
     # -- the event's JSON ---------------------------------------------------------------
-    def kinds(self) -> list[bool]:
-        """Per projected column: True when it holds counts (ints), False for term ids."""
-        counts = {a for a, _, _ in self.sh.aggs} if self.sh.by is not None else set()
-        return [self.sh.alias.get(n, n) in counts for n in self.sh.names]
+    def kinds(self) -> list[int]:
+        """Per projected column: 0 for term ids, 1 for counts (ints), 2 for computed numbers
+        (int / float, None for an error: unbound)."""
+        k = self._kinds
+        if k is None:
+            counts = {a for a, _, _ in self.sh.aggs} if self.sh.by is not None else set()
+            k = self._kinds = [2 if n in self.sh.computed else 1 if self.sh.alias.get(n, n) in counts else 0
+                               for n in self.sh.names]
+        return k
 
     def render(self, rows: list, json, ctx, extra: bytes) -> bytes:
         """SPARQL JSON of ``rows`` with ``extra`` members, the bytes
@@ -910,23 +956,42 @@ class GenQuery:
                         json._n_cells += 1
         cf = self._count_frag
         parts = []
+        holes = False
         for j, cd in enumerate(tables):
             if cd is not None:
                 parts.append([cd[r[j]] for r in rows])
                 continue
             name = orjson.dumps(names[j]) + b":"
             col = []
-            for r in rows:
-                c = r[j]
-                f = cf.get((j, c))
-                if f is None:
-                    if len(cf) > 4096:
-                        cf.clear()
-                    f = cf[j, c] = name + orjson.dumps(_ser._json_term(f'"{c}"^^<{_XSD_INTEGER}>'))
-                col.append(f)
+            if kinds[j] == 1:
+                for r in rows:
+                    c = r[j]
+                    f = cf.get((j, c))
+                    if f is None:
+                        if len(cf) > 4096:
+                            cf.clear()
+                        f = cf[j, c] = name + orjson.dumps(_ser._json_term(f'"{c}"^^<{_XSD_INTEGER}>'))
+                    col.append(f)
+            else:   # computed numbers: their terms as the executor writes them (tiny_ops._num_item)
+                for r in rows:
+                    c = r[j]
+                    if c is None:
+                        col.append(b"")
+                        holes = True
+                        continue
+                    key = _num_item(c)[0]
+                    f = cf.get((j, key))
+                    if f is None:
+                        if len(cf) > 4096:
+                            cf.clear()
+                        f = cf[j, key] = name + orjson.dumps(_ser._json_term(key))
+                    col.append(f)
             parts.append(col)
         head = json.head(names) + b',"results":{"bindings":[{'
-        body = b"},{".join([b",".join(r) for r in zip(*parts, strict=True)])
+        if holes:
+            body = b"},{".join([b",".join([x for x in r if x]) for r in zip(*parts, strict=True)])
+        else:
+            body = b"},{".join([b",".join(r) for r in zip(*parts, strict=True)])
         return b"".join((head, body, b"}]}", extra, b"}"))
 
 
