@@ -1858,14 +1858,25 @@ class _Generated:
     """An instant's result rows from generated code (:mod:`engine.stream.tiny_gen`), written
     by :meth:`InstantEvaluator.render`."""
 
-    __slots__ = ("gen", "rows", "ctx")
+    __slots__ = ("gen", "rows", "ctx", "_res")
     form = "SELECT"
 
     def __init__(self, gen: GenQuery, rows: list, ctx: QueryContext):
         self.gen, self.rows, self.ctx = gen, rows, ctx
+        self._res = None
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def __getattr__(self, name: str):
+        """Any other reader (tests, a caller that wants columns) gets the :class:`QueryResult`
+        of the rows, made on first use."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        res = self._res
+        if res is None:
+            res = self._res = self.gen.result(self.rows, self.ctx)
+        return getattr(res, name)
 
 
 class _FrozenTerms:

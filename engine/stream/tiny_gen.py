@@ -37,6 +37,7 @@ import numpy as np
 import orjson
 
 from engine.exec import serialize as _ser
+from engine.exec.result import QueryResult
 from engine.plan.rewrite import is_pure_bgp, merged_bgp
 from engine.sparql import algebra as A
 from engine.stream import tiny_ops as _ops
@@ -912,6 +913,22 @@ class GenQuery:
             k = self._kinds = [2 if n in self.sh.computed else 1 if self.sh.alias.get(n, n) in counts else 0
                                for n in self.sh.names]
         return k
+
+    def result(self, rows: list, ctx) -> QueryResult:
+        """The rows as the executor's :class:`QueryResult` (counts and computed numbers as term
+        ids, errors unbound)."""
+        kinds = self.kinds()
+        cols = []
+        for j, k in enumerate(kinds):
+            col = [r[j] for r in rows]
+            if k == 0:
+                cols.append(np.array(col, dtype=np.int64))
+            elif k == 1:
+                cols.append(_ops._count_ids(np.array(col, dtype=np.int64), ctx))
+            else:
+                items = [None if v is None else _num_item(v) for v in col]
+                cols.append(np.array(_ops.numeric_terms(ctx.dictionary).ids(items, ctx), dtype=np.int64))
+        return QueryResult(form="SELECT", terms=ctx, vars=list(self.sh.names), columns=cols, n_rows=len(rows))
 
     def render(self, rows: list, json, ctx, extra: bytes) -> bytes:
         """SPARQL JSON of ``rows`` with ``extra`` members, the bytes
