@@ -1239,20 +1239,20 @@ class InstantEvaluator:
 
     def _generated(self, ctx: QueryContext, t: int) -> list | None:
         """Instant ``t`` by the query's generated code (:mod:`engine.stream.tiny_gen`): the
-        windows' triples read by their seq ranges, the stored graphs' matching triples kept by
-        the generator per snapshot; None when it does not answer (the other paths then do)."""
+        windows' matching triples kept by the generator across instants (only the seqs new to a
+        window are read), the stored graphs' per snapshot; None when it does not answer (the
+        other paths then do)."""
         if self.reads_stored_default and self.absorb_log is not None and len(self.absorb_log):
             return None  # the stored default graph as of t: the merged path rewinds it
         graphs = self._stored_graphs(ctx)
-        parts = []
+        spec = []
         total = 0
         for bw, (g0, g1) in zip(self.windows, self.ranges(t), strict=True):
             total += g1 - g0
             if total > GEN_WINDOW:
                 return None
-            if g1 > g0:
-                parts.append(bw.store.read(g0, g1)[0])
-        return self._gen.run(ctx, graphs, parts)
+            spec.append((bw.store, g0, g1))
+        return self._gen.run(ctx, graphs, spec)
 
     def compact_rows(self, ctx: QueryContext, t: int, unbounded: bool = False) -> np.ndarray | None:
         """The triples of instant ``t``'s compact default graph (duplicates possible), or None

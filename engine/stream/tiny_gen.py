@@ -30,6 +30,7 @@ the ordinary path (:meth:`engine.stream.continuous.InstantEvaluator.evaluate`), 
 from __future__ import annotations
 
 import operator
+from collections import deque
 from fractions import Fraction
 from itertools import repeat
 
@@ -479,6 +480,7 @@ class GenQuery:
         self._match = None
         self._ns: dict = {}
         self._sidx: tuple | None = None    # (snapshot key, per class [pair dict, s -> [o], o -> [s], pairs])
+        self._win: tuple | None = None     # (constants' ids, per window [store, g0, g1, log], per class counts)
         self._joins: dict = {}             # order -> compiled join
         self._order: tuple | None = None
         self._keep = 0
@@ -569,16 +571,18 @@ class GenQuery:
         return got
 
     def _compile_match(self):
-        """``match(rows) -> [dict of (s, o) pairs per class]``: one pass over the window's
-        triples, an ``if`` chain on the predicates (globals ``P<c>``, ``S<c>``, ``O<c>``, set by
-        :meth:`_resolve`, so new ids need no new code)."""
+        """``match(rows, base, E, M)``: one pass over window triples (seqs from ``base``), an
+        ``if`` chain on the predicates (globals ``P<c>``, ``S<c>``, ``O<c>``, set by
+        :meth:`_resolve`, so new ids need no new code); each match counted in its class's dict
+        ``M[c]`` (pair -> triples of the windows holding it) and logged in ``E`` as (seq, the
+        dict, the pair), for its removal when it leaves the window (:meth:`_window`)."""
         by_p: dict = {}
         for c, (cs, p, co, same) in enumerate(self.classes):
             by_p.setdefault(p, []).append((c, cs, co, same))
-        lines = ["def match(rows):"]
+        lines = ["def match(rows, base, E, M):", " add = E.append"]
         for c in range(len(self.classes)):
-            lines.append(f" m{c} = {{}}")
-        lines.append(" for s, p, o in rows:")
+            lines.append(f" m{c} = M[{c}]")
+        lines.append(" for i, (s, p, o) in enumerate(rows, base):")
         first = True
         for _p, group in by_p.items():
             c0 = group[0][0]
@@ -592,15 +596,52 @@ class GenQuery:
                     cond.append(f"o == O{c}")
                 if same:
                     cond.append("s == o")
+                ind = "   "
                 if cond:
                     lines.append(f"   if {' and '.join(cond)}:")
-                    lines.append(f"    m{c}[s, o] = None")
-                else:
-                    lines.append(f"   m{c}[s, o] = None")
-        lines.append(" return [" + ", ".join(f"m{c}" for c in range(len(self.classes))) + "]")
+                    ind = "    "
+                lines.append(f"{ind}k = (s, o)")
+                lines.append(f"{ind}m{c}[k] = m{c}.get(k, 0) + 1")
+                lines.append(f"{ind}add((i, m{c}, k))")
         ns = self._ns
         exec(compile("\n".join(lines), "<tiny_gen match>", "exec"), ns)   # noqa: S102 -- our own source
         return ns["match"]
+
+    def _window(self, spec: list) -> list:
+        """Per class: the windows' matching pairs (a dict pair -> count) for ``spec`` = [(store,
+        g0, g1) per window]. Kept across instants: a window that slid forward is read only for
+        its new seqs, and the matches of the seqs that left are removed from the counts -- so an
+        instant matches only the triples that arrived since the last one (the matching of
+        "match at ingest", done at the first instant that reads them, with no work on the ingest
+        path). Anything else (a jump, a new store, constants resolved anew) reads the window."""
+        ids = self._ids[2]
+        st = self._win
+        if st is None or st[0] != ids or len(st[1]) != len(spec):
+            st = self._win = (ids, [[None, 0, 0, deque()] for _ in spec], [{} for _ in self.classes])
+        _, ws, M = st
+        try:
+            for (store, g0, g1), w in zip(spec, ws, strict=True):
+                E = w[3]
+                if w[0] is store and w[1] <= g0 <= w[2] <= g1:
+                    a = w[2]
+                else:
+                    a = g0
+                    g0 = 1 << 62   # every entry leaves
+                popleft = E.popleft
+                while E and E[0][0] < g0:
+                    _, d, k = popleft()
+                    n = d[k] - 1
+                    if n:
+                        d[k] = n
+                    else:
+                        del d[k]
+                if g1 > a:
+                    self._match(store.read(a, g1)[0].tolist(), a, E, M)
+                w[0], w[1], w[2] = store, (a if g0 == 1 << 62 else g0), g1
+        except BaseException:
+            self._win = None
+            raise
+        return M
 
     def _stored(self, snap, graphs: list) -> list | None:
         """Per class: the stored ``FROM`` triples matching it, ``[pair dict, s -> [o], o -> [s],
@@ -647,21 +688,15 @@ class GenQuery:
         self._sidx = (key, out)
         return out
 
-    def run(self, ctx, graphs: list, windows: list) -> list | None:
-        """The instant's result rows from the stored ``graphs`` and the windows' triples
-        (``windows``: (n, 3) arrays), or None when handed back."""
+    def run(self, ctx, graphs: list, spec: list) -> list | None:
+        """The instant's result rows from the stored ``graphs`` and the windows (``spec``:
+        (store, g0, g1) per window), or None when handed back."""
         d = ctx.dictionary
         self._resolve(d)
         sidx = self._stored(ctx.snapshot, graphs)
         if sidx is None:
             return None
-        if len(windows) == 1:
-            win = windows[0].tolist()
-        else:
-            win = []
-            for w in windows:
-                win += w.tolist()
-        wm = self._match(win)
+        wm = self._window(spec)
         # per class: the window's pairs the stored part does not hold already (a window is a set)
         idx = []
         for st, w in zip(sidx, wm, strict=True):
