@@ -480,6 +480,8 @@ class GenQuery:
         self._match = None
         self._ns: dict = {}
         self._sidx: tuple | None = None    # (snapshot key, per class [pair dict, s -> [o], o -> [s], pairs])
+        self._rkey = None                  # the stored part's key the component cache belongs to
+        self._rcache: dict = {}            # (order, component) -> its bindings from stored triples
         self._win: tuple | None = None     # (constants' ids, per window [store, g0, g1, log], per class counts)
         self._joins: dict = {}             # order -> compiled join
         self._order: tuple | None = None
@@ -705,11 +707,25 @@ class GenQuery:
                 w = [x for x in w if x not in sset]
             idx.append((st, w))
         order = self._plan(idx)
-        fn = self._joins.get(order)
-        if fn is None:
+        got = self._joins.get(order)
+        if got is None:
             if len(self._joins) > 64:
                 self._joins.clear()
-            fn = self._joins[order] = self._compile_join(order)
+            got = self._joins[order] = self._compile_join(order)
+        fn, comps = got
+        # a component none of whose patterns the windows match: its bindings are the stored
+        # graphs' (per snapshot), kept
+        rc = [None] * len(comps) if comps else []
+        static = []
+        if comps:
+            skey = self._sidx[0]
+            if self._rkey != skey:
+                self._rkey = skey
+                self._rcache = {}
+            for ci, steps in enumerate(comps):
+                if all(not idx[self.cls[order[k][0]]][1] for k in steps):
+                    rc[ci] = self._rcache.get((order, ci))
+                    static.append(ci)
         args = []
         for pi, kind in order:
             st, w = idx[self.cls[pi]]
@@ -734,10 +750,14 @@ class GenQuery:
         vals = _values(d)
         ctx.check_budget()
         try:
-            out = fn(args, vals, vals.doubles)
+            out = fn(args, vals, vals.doubles, rc)
         except (_Hand, Undecided):
             return None
         ctx.check_budget()
+        for ci in static:
+            if len(self._rcache) > 64:
+                self._rcache.clear()
+            self._rcache[order, ci] = rc[ci]
         _TAKEN[0] += 1
         return out
 
@@ -786,7 +806,7 @@ class GenQuery:
         DISTINCT rows or COUNT groups at the innermost level."""
         sh = self.sh
         ns = dict(_HELPERS)
-        lines = ["def join(A, V, DV):", " w = 0"]
+        lines = ["def join(A, V, DV, Rc):", " w = 0"]
         for k in range(len(order)):
             lines.append(f" A{k} = A[{k}]")
         # the components, in order: a step binding nothing bound before starts one
@@ -818,9 +838,11 @@ class GenQuery:
 
         cvars = []
         for ci, comp in enumerate(comps):
-            if not single:
-                lines.append(f" R{ci} = []")
-                state["ind"] = 1
+            if not single:   # a component's bindings: kept by the caller while only stored triples match it
+                lines.append(f" R{ci} = Rc[{ci}]")
+                lines.append(f" if R{ci} is None:")
+                lines.append(f"  R{ci} = Rc[{ci}] = []")
+                state["ind"] = 2
             have: set = set()
             for k, pi, kind in comp:
                 s, _, o = self.pats[pi]
@@ -907,7 +929,7 @@ class GenQuery:
         ns["MAX_WORK"] = MAX_WORK
         ns["MAX_ROWS"] = MAX_ROWS
         exec(compile("\n".join(lines), "<tiny_gen join>", "exec"), ns)   # noqa: S102 -- our own source
-        return ns["join"]
+        return ns["join"], (None if single else [[k for k, _, _ in comp] for comp in comps])
 
     def _group_tail(self, ns: dict) -> list[str]:
         """After the loops: one row per group (the implicit group of no GROUP BY even over no
