@@ -232,18 +232,40 @@ def _fast_code(expr, prefix: str, ks, consts: list) -> tuple | None:
         return None
     if op in ("&&", "||") and len(sub) == 2:
         return (f"({sub[0][0]} {'and' if op == '&&' else 'or'} {sub[1][0]})", "False",
-                f"{sub[0][2]} and {sub[1][2]}")
+                _all(sub[0][2], sub[1][2]))
     if op == "!" and len(sub) == 1:
         return f"(not {sub[0][0]})", "False", sub[0][2]
     if len(sub) == 2 and (op in _CMPS or op in ("+", "-", "*", "/")):
-        cond = f"{sub[0][2]} and {sub[1][2]} and ({sub[0][1]} or {sub[1][1]})"
+        cond = _all(sub[0][2], sub[1][2], _any(sub[0][1], sub[1][1]))
         sym = "==" if op == "=" else op
         return f"({sub[0][0]} {sym} {sub[1][0]})", "True", cond
     if op == "NEG" and len(sub) == 1:
-        return f"(-{sub[0][0]})", "True", f"{sub[0][2]} and {sub[0][1]}"
+        return f"(-{sub[0][0]})", "True", _all(sub[0][2], sub[0][1])
     if op == "POS" and len(sub) == 1:
         return sub[0]
     return None
+
+
+def _all(*xs: str) -> str:
+    """The source of the conjunction of conditions (sources), constants folded, repeats once."""
+    parts: list[str] = []
+    for x in xs:
+        if x == "False":
+            return "False"
+        for p in x.split(" and ") if x != "True" else ():
+            if p not in parts:
+                parts.append(p)
+    return " and ".join(parts) or "True"
+
+
+def _any(a: str, b: str) -> str:
+    if "True" in (a, b):
+        return "True"
+    if a == "False":
+        return b
+    if b == "False":
+        return a
+    return f"({a} or {b})"
 
 
 def _having_fast(expr, counts: set, consts: list, prefix: str) -> str | None:
@@ -293,10 +315,11 @@ def _emit_filter(emit, fv: set, src: str, fast: tuple | None) -> None:
     if fast is None:
         emit(f"if {src} is not True: continue")
         return
-    names = sorted(fv)
-    for n in names:
-        emit(f"k_{_ident(n)} = DV[{_slot(n)}]")
-    cond = " and ".join([f"k_{_ident(n)}[0] is not None" for n in names] + [fast[2]])
+    names = sorted(fv)   # (their k_<var> are read where the variables are bound: _compile_join)
+    if fast[2] == "False":   # no row computes in doubles only (an integer or decimal operation)
+        emit(f"if {src} is not True: continue")
+        return
+    cond = _all(*[f"k_{_ident(n)}[0] is not None" for n in names], fast[2])
     emit(f"if {cond}:")
     emit("    try:")
     emit(f"        ok = {fast[0]}")
@@ -821,6 +844,8 @@ class GenQuery:
             bound |= pv
         pending = list(range(len(self._fcode)))
         single = len(comps) == 1
+        # variables the double-valued FILTERs read: their values looked up once, where bound
+        fast_vars = {v for fv, _, _, fast in self._fcode if fast is not None for v in fv}
         state = {"ind": 1}
 
         def emit(s: str) -> None:
@@ -866,8 +891,10 @@ class GenQuery:
                     emit("w += 1")
                 emit("if w > MAX_WORK: raise _Hand")
                 for x in (s, o):
-                    if x[0] == "v":
+                    if x[0] == "v" and x[1] not in have:
                         have.add(x[1])
+                        if x[1] in fast_vars:
+                            emit(f"k_{_ident(x[1])} = DV[{_slot(x[1])}]")
                 place(have)
             cv = sorted(have)
             cvars.append(cv)
@@ -881,6 +908,9 @@ class GenQuery:
                 state["ind"] += 1
                 emit("w += 1")
                 emit("if w > MAX_WORK: raise _Hand")
+                for v in cv:
+                    if v in fast_vars:
+                        emit(f"k_{_ident(v)} = DV[{_slot(v)}]")
                 have |= set(cv)
                 place(have)
         for fi in list(pending):   # (every conjunct's BGP variables are bound by now)
