@@ -716,6 +716,8 @@ class GenQuery:
     def run(self, ctx, graphs: list, spec: list) -> list | None:
         """The instant's result rows from the stored ``graphs`` and the windows (``spec``:
         (store, g0, g1) per window), or None when handed back."""
+        if ctx.max_rows is not None and ctx.max_rows < MAX_WORK:
+            return None   # a row budget below the loops' own bound: the executor owns its error
         d = ctx.dictionary
         self._resolve(d)
         sidx = self._stored(ctx.snapshot, graphs)
