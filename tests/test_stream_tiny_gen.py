@@ -73,7 +73,7 @@ def queries(draw):
         body += f" ?a {PREDS[0]} ?b ."
         used = ["a", "b"]
     shape = draw(st.sampled_from(["plain", "distinct", "filter", "group", "having", "alias", "implicit",
-                                  "optional", "compute", "bind"]))
+                                  "optional", "compute", "bind", "ask"]))
     if shape in ("filter", "having", "group") and draw(st.booleans()) or shape == "filter":
         a, b = draw(st.sampled_from(used)), draw(st.sampled_from(used))
         op = draw(st.sampled_from(["<", ">", "=", "!=", "<=", ">="]))
@@ -85,6 +85,8 @@ def queries(draw):
     proj = " ".join("?" + v for v in used)
     if shape == "distinct":
         return f"SELECT DISTINCT {draw(st.sampled_from(used))} WHERE {{ {body} }}".replace("DISTINCT ", "DISTINCT ?")
+    if shape == "ask":
+        return f"ASK WHERE {{ {body} }}"
     if shape in ("compute", "bind"):   # computed numbers: ints, doubles, errors (unbound), decimals
         a, b = draw(st.sampled_from(used)), draw(st.sampled_from(used))
         e = draw(st.sampled_from([f"(?{a} + ?{b}) / 2.0e0", f"?{a} * 2 - ?{b}", f"-?{a} + 1.5", f"?{a} / ?{b}",
@@ -122,18 +124,22 @@ def _evaluator(db, text: str, store, generated: bool) -> InstantEvaluator:
         InstantEvaluator.GENERATED = old
 
 
-def _rows(data: bytes) -> Counter:
+def _rows(data: bytes) -> Counter | bool:
     doc = orjson.loads(data)
     assert "error" not in doc, doc
+    if "boolean" in doc:
+        return doc["boolean"]
     vs = doc["head"]["vars"]
     return Counter(tuple(sorted((v, key_json(b.get(v))) for v in vs)) for b in doc["results"]["bindings"])
 
 
-def _oracle(db, q: str, window: set) -> Counter:
+def _oracle(db, q: str, window: set) -> Counter | bool:
     st_ = ox.Store()
     nt = "".join(db.static_lines) + "".join(f"{s} {p} {o} .\n" for s, p, o in window)
     st_.load(nt.encode(), ox.RdfFormat.N_TRIPLES)
     res = st_.query(q)
+    if isinstance(res, ox.QueryBoolean):
+        return bool(res)
     vs = [v.value for v in res.variables]
     return Counter(tuple(sorted((v, key_ox(sol[v]) if sol[v] is not None else ("unbound",)) for v in vs))
                    for sol in res)

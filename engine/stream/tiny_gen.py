@@ -396,22 +396,29 @@ class _Shape:
         self.having: list = []            # HAVING conjuncts over by / aggregate variables
         self.alias: dict[str, str] = {}   # projected name -> the variable it renames
         self.computed: dict = {}          # projected name -> its arithmetic expression
+        self.ask = False                  # ASK: a boolean, no rows
 
 
 def _shape(query: A.Query) -> _Shape | None:
-    if query.form != "SELECT":
+    if query.form not in ("SELECT", "ASK"):
         return None
     sh = _Shape()
     node = query.pattern
-    if isinstance(node, A.Distinct):
-        sh.distinct = True
+    if query.form == "ASK":   # whether the BGP has a solution passing the FILTERs: the first one ends it
+        sh.ask = True
+        while isinstance(node, A.Filter):
+            sh.filters += _conjuncts(node.expr)
+            node = node.input
+    else:
+        if isinstance(node, A.Distinct):
+            sh.distinct = True
+            node = node.input
+        if not isinstance(node, A.Project):
+            return None
+        sh.names = [v.name for v in node.vars]
         node = node.input
-    if not isinstance(node, A.Project):
-        return None
-    sh.names = [v.name for v in node.vars]
-    node = node.input
     chain: list = []   # the Extends (aliases of variables) and FILTERs above a GROUP BY or the BGP
-    while isinstance(node, (A.Extend, A.Filter)):
+    while not sh.ask and isinstance(node, (A.Extend, A.Filter)):
         chain.append(node)
         node = node.input
     # bottom-up: a FILTER sees the aliases made below it (an alias made above it is unbound there)
@@ -436,7 +443,9 @@ def _shape(query: A.Query) -> _Shape | None:
             above += [_substitute(c, dict(alias)) for c in _conjuncts(op.expr)]
     sh.alias = alias
     sh.computed = computed
-    if isinstance(node, A.Group):
+    if sh.ask:
+        pass
+    elif isinstance(node, A.Group):
         group = _ops.CountGroup.of(node)
         if group is None:
             return None
@@ -447,6 +456,8 @@ def _shape(query: A.Query) -> _Shape | None:
             node = node.input
     else:
         sh.filters = above
+    if sh.ask and (sh.computed or sh.alias):
+        return None
     if isinstance(node, A.Join):
         bgp = merged_bgp(node)
     elif is_pure_bgp(node):
@@ -931,7 +942,10 @@ class GenQuery:
         lines[2:2] = head
         # (rows and groups are at most the innermost level's steps, bounded by MAX_WORK: their
         # number is checked once, after the loops)
-        if grouping:
+        if sh.ask:
+            emit("return True")
+            lines.append(" return False")
+        elif grouping:
             key = _slot(sh.by[0]) if len(sh.by) == 1 else "(" + "".join(f"{_slot(b)}, " for b in sh.by) + ")"
             emit(f"g = {key}")
             counted = False
@@ -1006,6 +1020,8 @@ class GenQuery:
     def result(self, rows: list, ctx) -> QueryResult:
         """The rows as the executor's :class:`QueryResult` (counts and computed numbers as term
         ids, errors unbound)."""
+        if self.sh.ask:
+            return QueryResult(form="ASK", terms=ctx, boolean=bool(rows))
         kinds = self.kinds()
         cols = []
         for j, k in enumerate(kinds):
@@ -1023,6 +1039,8 @@ class GenQuery:
         """SPARQL JSON of ``rows`` with ``extra`` members, the bytes
         :meth:`~engine.stream.continuous._JsonTerms.select` writes: each cell from the query's
         per-variable cache (misses rendered by one call), counts from a per-query cache."""
+        if self.sh.ask:   # the bytes sparql_json writes for ASK
+            return (b'{"head":{},"boolean":true' if rows else b'{"head":{},"boolean":false') + extra + b"}"
         names = self.sh.names
         if not rows:
             return b"".join((json.head(names), b',"results":{"bindings":[]}', extra, b"}"))
