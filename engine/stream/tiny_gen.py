@@ -775,14 +775,15 @@ class GenQuery:
                 base = st[j]
                 if base is None:
                     base = st[j] = _index(st[3], j == 2)
-                if w:
-                    m = dict(base) if base else {}
-                    for s, o in w:
-                        k, v = (s, o) if kind == "s" else (o, s)
-                        got = m.get(k)
-                        m[k] = [v] if got is None else got + [v]
-                    base = m
-                args.append(base)
+                # the window's keys with their stored values too (a probe reads these first): the
+                # stored index is not copied
+                m = _index(w, j == 2) if w else _NO_KEYS
+                if w and base:
+                    for k, lst in m.items():
+                        sv = base.get(k)
+                        if sv:
+                            m[k] = sv + lst
+                args.append((m, base))
         vals = _values(d)
         ctx.check_budget()
         try:
@@ -843,8 +844,8 @@ class GenQuery:
         sh = self.sh
         ns = dict(_HELPERS)
         lines = ["def join(A, V, DV, Rc):", " w = 0"]
-        for k in range(len(order)):
-            lines.append(f" A{k} = A[{k}]")
+        for k, (_, kind) in enumerate(order):
+            lines.append(f" A{k}m, A{k}s = A[{k}]" if kind in ("s", "o") else f" A{k} = A[{k}]")
         # the components, in order: a step binding nothing bound before starts one
         comps: list[list] = []
         bound: set = set()
@@ -891,7 +892,7 @@ class GenQuery:
                 elif kind in ("s", "o"):
                     key, val, vname = (sv, ov, o) if kind == "s" else (ov, sv, s)
                     var = val if vname[0] == "v" else "_"
-                    emit(f"for {var} in A{k}.get({key}, ()):")
+                    emit(f"for {var} in (A{k}m.get({key}) or A{k}s.get({key}, ())):")
                     state["ind"] += 1
                     emit("w += 1")
                 else:
@@ -1154,6 +1155,7 @@ def _index(pairs: list, by_o: bool) -> dict:
     return out
 
 
+_NO_KEYS: dict = {}   # (never written)
 _VALS: dict = {}
 
 
