@@ -1146,8 +1146,12 @@ class InstantEvaluator:
         self._empty_keeps = self._tiny is not None and _empty_preserving(query)
         self._empty_vars: tuple | None = None
         # the instant by code generated for the query's shape (engine.stream.tiny_gen), ahead of
-        # the tuple-at-a-time core; backs off like it after a hand-back
-        self._gen = GenQuery.of(query, mode) if self.GENERATED and self._compact.patterns is not None else None
+        # the tuple-at-a-time core; backs off like it after a hand-back. It reads the compact
+        # path's dataset (windows merged with the FROM graphs): not for an evaluator whose
+        # dataset differs (RSP-QL's named windows: syntax_eval.WindowedEvaluator has no compact path)
+        compact = type(self).compact_rows is InstantEvaluator.compact_rows
+        self._gen = (GenQuery.of(query, mode) if self.GENERATED and compact and self._compact.patterns is not None
+                     else None)
         self._gen_skip = 0
         self._gen_backoff = 0
 
