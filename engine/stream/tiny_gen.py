@@ -615,7 +615,7 @@ class GenQuery:
         by_p: dict = {}
         for c, (cs, p, co, same) in enumerate(self.classes):
             by_p.setdefault(p, []).append((c, cs, co, same))
-        lines = ["def match(rows, base, E, M):", " add = E.append"]
+        lines = ["def match(rows, base, E, M):", " add = None if E is None else E.append"]
         for c in range(len(self.classes)):
             lines.append(f" m{c} = M[{c}]")
         lines.append(" for i, (s, p, o) in enumerate(rows, base):")
@@ -638,7 +638,7 @@ class GenQuery:
                     ind = "    "
                 lines.append(f"{ind}k = (s, o)")
                 lines.append(f"{ind}m{c}[k] = m{c}.get(k, 0) + 1")
-                lines.append(f"{ind}add((i, m{c}, k))")
+                lines.append(f"{ind}if add: add((i, m{c}, k))")
         ns = self._ns
         exec(compile("\n".join(lines), "<tiny_gen match>", "exec"), ns)   # noqa: S102 -- our own source
         return ns["match"]
@@ -652,7 +652,18 @@ class GenQuery:
         path). Anything else (a jump, a new store, constants resolved anew) reads the window."""
         ids = self._ids[2]
         st = self._win
-        if st is None or st[0] != ids or len(st[1]) != len(spec):
+        if st is None or st[0] != ids or len(st[1]) != len(spec) or not all(
+                w[0] is store and w[1] <= g0 < w[2] for (store, g0, _), w in zip(spec, st[1], strict=True)):
+            # no match of the last instant stays (a tumbling window, the first instant, a jump):
+            # the windows matched afresh, without the log (the next instant reads them again)
+            self._win = None
+            M = [{} for _ in self.classes]
+            for store, g0, g1 in spec:
+                if g1 > g0:
+                    self._match(store.read(g0, g1)[0].tolist(), g0, None, M)
+            self._win = (ids, [[store, g0, g1, None] for store, g0, g1 in spec], M)
+            return M
+        if any(w[3] is None for w in st[1]):   # matched without the log: read again, logged
             st = self._win = (ids, [[None, 0, 0, deque()] for _ in spec], [{} for _ in self.classes])
         _, ws, M = st
         try:
