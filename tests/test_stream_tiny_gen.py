@@ -108,8 +108,17 @@ def queries(draw):
         return f"SELECT ?{g} ({agg} AS ?n) WHERE {{ {body} }} GROUP BY ?{g}{having}"
     if shape == "implicit":
         return f"SELECT (COUNT(*) AS ?n) WHERE {{ {body} }}"
-    if shape == "optional":   # not generated: the other path answers
-        return f"SELECT * WHERE {{ {body} OPTIONAL {{ ?{used[0]} {PREDS[1]} ?e }} }}"
+    if shape == "optional":   # one or two OPTIONAL groups over the required part, FILTERs in and over them
+        a, b = draw(st.sampled_from(used)), draw(st.sampled_from(used))
+        opt = f" OPTIONAL {{ ?{a} {draw(st.sampled_from(PREDS))} ?e "
+        opt += draw(st.sampled_from(["", f". ?e {PREDS[0]} ?f ", f"FILTER(?e > {draw(st.sampled_from(['0', '1.5', '1.0e0']))}) ",
+                                     f"FILTER(?e != ?{b}) "])) + "}"
+        if draw(st.booleans()):
+            opt += f" OPTIONAL {{ ?{b} {draw(st.sampled_from(PREDS))} ?g }}"
+        if draw(st.booleans()):
+            opt += draw(st.sampled_from([" FILTER(!bound(?e))", " FILTER(?e > 0 || ?" + a + " = 1)", " FILTER(bound(?e))"]))
+        sel = draw(st.sampled_from(["*", "DISTINCT *"]))
+        return f"SELECT {sel} WHERE {{ {body}{opt} }}"
     return f"SELECT {proj} WHERE {{ {body} }}"
 
 
@@ -212,8 +221,12 @@ def test_generated_path_is_taken_for_a_citybench_shape(db):
 
 
 def test_shapes_not_generated():
-    """Forms outside the generator's (OPTIONAL, computed projections, ORDER BY, other modes)."""
-    for q in ("SELECT * WHERE { ?a <http://ex.org/p0> ?b OPTIONAL { ?b <http://ex.org/p1> ?c } }",
+    """Forms outside the generator's (dependent OPTIONALs, counts over OPTIONAL, DISTINCT computed
+    projections, ORDER BY, other aggregates, other modes)."""
+    for q in ("SELECT * WHERE { ?a <http://ex.org/p0> ?b OPTIONAL { ?b <http://ex.org/p1> ?c } "
+              "OPTIONAL { ?a <http://ex.org/p1> ?c } }",   # two OPTIONALs sharing their own ?c
+              "SELECT ?a (COUNT(?c) AS ?n) WHERE { ?a <http://ex.org/p0> ?b OPTIONAL { ?b <http://ex.org/p1> ?c } } "
+              "GROUP BY ?a",
               "SELECT DISTINCT ((?b + 1) AS ?z) WHERE { ?a <http://ex.org/p0> ?b }",
               "SELECT ?a WHERE { ?a <http://ex.org/p0> ?b } ORDER BY ?a",
               "SELECT ?a (SUM(?b) AS ?s) WHERE { ?a <http://ex.org/p0> ?b } GROUP BY ?a"):
@@ -223,3 +236,14 @@ def test_shapes_not_generated():
                           "WHERE { ?a <http://ex.org/p0> ?b }")
     assert tiny_gen.GenQuery.of(cq.query, "ISTREAM") is None
     assert tiny_gen.GenQuery.of(cq.query, "RSTREAM") is not None
+
+
+def test_optional_shapes_are_generated():
+    """OPTIONAL groups that join the required part only (with FILTERs in and over them) are
+    generated (their answers: the property test)."""
+    for q in ("SELECT * WHERE { ?a <http://ex.org/p0> ?b OPTIONAL { ?a <http://ex.org/p1> ?e FILTER(?e > 1) } "
+              "FILTER(!bound(?e)) }",
+              "SELECT DISTINCT * WHERE { ?a <http://ex.org/p0> ?b OPTIONAL { ?a <http://ex.org/p1> ?e . "
+              "?e <http://ex.org/p0> ?f } OPTIONAL { ?b <http://ex.org/p1> ?g } }"):
+        cq = parse_continuous(f"REGISTER QUERY x AS {q.replace(' WHERE', ' FROM STREAM <http://ex.org/a> [RANGE 3s STEP 1s] WHERE', 1)}")
+        assert tiny_gen.GenQuery.of(cq.query, "RSTREAM") is not None, q

@@ -159,7 +159,7 @@ class _Values(dict):
 
 
 _HELPERS = {"_ADD": _ADD, "_SUB": _SUB, "_MUL": _MUL, "_DIV": _DIV, "_NEG": _NEG, "_AND": _AND,
-            "_OR": _OR, "_NOT": _NOT, "_Hand": _Hand, "_CV": _CV,
+            "_OR": _OR, "_NOT": _NOT, "_Hand": _Hand, "_CV": _CV, "_ONCE": (0,),
             **{f"_C{k}": f for k, f in enumerate(_CMP_FN.values())}}
 _CMP_NAME = {op: f"_C{k}" for k, op in enumerate(_CMP_FN)}
 
@@ -192,7 +192,11 @@ def _expr_code(expr, boolean: bool, var_code, consts: list, prefix: str) -> str 
         if op == "!" and len(args) == 1:
             return f"_NOT({sub[0]})"
         if op == "BOUND" and len(args) == 1 and isinstance(args[0], A.Var):
-            return "True" if var_code(args[0].name) != "None" else "False"
+            vc = var_code(args[0].name)
+            if vc == "None":
+                return "False"
+            # an id (an OPTIONAL's variable may be unbound: -1); a count is always bound
+            return f"({vc[2:-1]} >= 0)" if vc.startswith("V[") else "True"
         if op in _CMPS and len(args) == 2:
             return f"{_CMP_NAME[op]}({sub[0]}, {sub[1]})"
         return None
@@ -397,6 +401,9 @@ class _Shape:
         self.alias: dict[str, str] = {}   # projected name -> the variable it renames
         self.computed: dict = {}          # projected name -> its arithmetic expression
         self.ask = False                  # ASK: a boolean, no rows
+        self.opts: list = []              # OPTIONAL groups: (their pattern indices, their FILTER or None)
+        self.n_required = 0               # the required BGP's patterns come first
+        self.required_vars: set = set()
 
 
 def _shape(query: A.Query) -> _Shape | None:
@@ -458,6 +465,16 @@ def _shape(query: A.Query) -> _Shape | None:
         sh.filters = above
     if sh.ask and (sh.computed or sh.alias):
         return None
+    # OPTIONAL { BGP [FILTER] } groups over the required BGP (LeftJoins, innermost first)
+    opts = []
+    while isinstance(node, A.LeftJoin):
+        right = node.right
+        rb = merged_bgp(right) if isinstance(right, A.Join) else right if is_pure_bgp(right) else None
+        if rb is None or not rb.triples or not all(isinstance(tp.p, A.Const) for tp in rb.triples):
+            return None
+        opts.append((list(rb.triples), node.expr))
+        node = node.left
+    opts.reverse()
     if isinstance(node, A.Join):
         bgp = merged_bgp(node)
     elif is_pure_bgp(node):
@@ -469,7 +486,28 @@ def _shape(query: A.Query) -> _Shape | None:
     if not all(isinstance(tp.p, A.Const) for tp in bgp.triples):
         return None
     sh.triples = list(bgp.triples)
+    rvars = {t.name for tp in sh.triples for t in (tp.s, tp.o) if isinstance(t, A.Var)}
+    if opts:
+        # each OPTIONAL joins the required part only: its other variables are its own (then the
+        # groups are independent left joins); at most 3 (the emission is written per outcome);
+        # no grouping over possibly unbound variables
+        if len(opts) > 3 or sh.by is not None or sh.ask:
+            return None
+        seen: set = set()
+        for trs, _ in opts:
+            own = {t.name for tp in trs for t in (tp.s, tp.o) if isinstance(t, A.Var)} - rvars
+            if own & seen or not own:
+                return None
+            seen |= own
+        sh.opts = [(list(range(len(sh.triples) + sum(len(t) for t, _ in opts[:g]),
+                               len(sh.triples) + sum(len(t) for t, _ in opts[:g + 1]))), e)
+                   for g, (_, e) in enumerate(opts)]
+        sh.n_required = len(sh.triples)
+        sh.triples += [tp for trs, _ in opts for tp in trs]
+    else:
+        sh.n_required = len(sh.triples)
     bvars = {t.name for tp in sh.triples for t in (tp.s, tp.o) if isinstance(t, A.Var)}
+    sh.required_vars = rvars
     if sh.computed and (sh.by is not None or sh.distinct):
         return None   # (a computed double's NaN is one term, not one value per row: DISTINCT's)
     if sh.by is not None:
@@ -552,6 +590,20 @@ class GenQuery:
             if fast is not None and any(_as_float(v) is None for v in consts):
                 fast = None
             self._fcode.append((fv & bvars, src, consts, fast))
+        self._ocode = []   # per OPTIONAL: its FILTER as (vars, source, constants, fast source) or None
+        for g, (_, e) in enumerate(self.sh.opts):
+            if e is None:
+                self._ocode.append(None)
+                continue
+            consts = []
+            src = _expr_code(e, True, lambda n: f"V[{_slot(n)}]" if n in bvars else "None", consts, f"O{g}_")
+            if src is None:
+                return False
+            fv = _expr_vars(e, set())
+            fast = _fast_code(e, f"O{g}_", iter(range(len(consts))), consts) if fv <= bvars else None
+            if fast is not None and any(_as_float(v) is None for v in consts):
+                fast = None
+            self._ocode.append((fv & bvars, src, consts, fast))
         self._ccode = {}
         for n, e in self.sh.computed.items():
             consts = []
@@ -817,8 +869,14 @@ class GenQuery:
             self._keep -= 1
             return self._order
         size = [len(idx[c][0][3]) + len(idx[c][1]) for c in self.cls]
-        left = list(range(len(self.pats)))
-        bound: set = set()
+        order = self._greedy(list(range(self.sh.n_required)), set(), size)
+        for pis, _ in self.sh.opts:   # each OPTIONAL from the required part's variables
+            order += self._greedy(list(pis), set(self.sh.required_vars), size)
+        self._order = tuple(order)
+        self._keep = self.REPLAN
+        return self._order
+
+    def _greedy(self, left: list, bound: set, size: list) -> list:
         order = []
         while left:
             best = None
@@ -843,9 +901,7 @@ class GenQuery:
             for x in (s, o):
                 if x[0] == "v":
                     bound.add(x[1])
-        self._order = tuple(order)
-        self._keep = self.REPLAN
-        return self._order
+        return order
 
     def _compile_join(self, order: tuple):
         """``join(args, V) -> rows``: each connected component of the BGP by nested loops in
@@ -857,10 +913,11 @@ class GenQuery:
         lines = ["def join(A, V, DV, Rc):", " w = 0"]
         for k, (_, kind) in enumerate(order):
             lines.append(f" A{k}m, A{k}s = A[{k}]" if kind in ("s", "o") else f" A{k} = A[{k}]")
-        # the components, in order: a step binding nothing bound before starts one
+        # the components of the required BGP, in order: a step binding nothing bound before starts one
+        nreq = sh.n_required
         comps: list[list] = []
         bound: set = set()
-        for k, (pi, kind) in enumerate(order):
+        for k, (pi, kind) in enumerate(order[:nreq]):
             s, _, o = self.pats[pi]
             pv = {x[1] for x in (s, o) if x[0] == "v"}
             if not comps or (kind == "all" and not (pv & bound)):
@@ -870,7 +927,8 @@ class GenQuery:
         pending = list(range(len(self._fcode)))
         single = len(comps) == 1
         # variables the double-valued FILTERs read: their values looked up once, where bound
-        fast_vars = {v for fv, _, _, fast in self._fcode if fast is not None for v in fv}
+        fast_vars = {v for fv, _, _, fast in self._fcode + [c for c in self._ocode if c] if fast is not None
+                     for v in fv}
         state = {"ind": 1}
 
         def emit(s: str) -> None:
@@ -886,6 +944,33 @@ class GenQuery:
                         ns[f"F{fi}_KF{ci}"] = _as_float(v)
                     _emit_filter(emit, fv, src, fast)
 
+        def step(k: int, pi: int, kind: str, have: set) -> None:
+            s, _, o = self.pats[pi]
+            sv = _slot(s[1]) if s[0] == "v" else None
+            ov = _slot(o[1]) if o[0] == "v" else None
+            if kind == "so":
+                emit(f"if ({sv}, {ov}) not in A{k}[0] and ({sv}, {ov}) not in A{k}[1]: continue")
+            elif kind in ("s", "o"):
+                key, val, vname = (sv, ov, o) if kind == "s" else (ov, sv, s)
+                var = val if vname[0] == "v" else "_"
+                emit(f"for {var} in (A{k}m.get({key}) or A{k}s.get({key}, ())):")
+                state["ind"] += 1
+                emit("w += 1")
+            else:
+                a = sv if s[0] == "v" else "_s"
+                b = ov if o[0] == "v" else "_o"
+                if s[0] == "v" and o[0] == "v" and s[1] == o[1]:
+                    b = "_o"
+                emit(f"for {a}, {b} in A{k}:")
+                state["ind"] += 1
+                emit("w += 1")
+            emit("if w > MAX_WORK: raise _Hand")
+            for x in (s, o):
+                if x[0] == "v" and x[1] not in have:
+                    have.add(x[1])
+                    if x[1] in fast_vars:
+                        emit(f"k_{_ident(x[1])} = DV[{_slot(x[1])}]")
+
         cvars = []
         for ci, comp in enumerate(comps):
             if not single:   # a component's bindings: kept by the caller while only stored triples match it
@@ -895,31 +980,7 @@ class GenQuery:
                 state["ind"] = 2
             have: set = set()
             for k, pi, kind in comp:
-                s, _, o = self.pats[pi]
-                sv = _slot(s[1]) if s[0] == "v" else None
-                ov = _slot(o[1]) if o[0] == "v" else None
-                if kind == "so":
-                    emit(f"if ({sv}, {ov}) not in A{k}[0] and ({sv}, {ov}) not in A{k}[1]: continue")
-                elif kind in ("s", "o"):
-                    key, val, vname = (sv, ov, o) if kind == "s" else (ov, sv, s)
-                    var = val if vname[0] == "v" else "_"
-                    emit(f"for {var} in (A{k}m.get({key}) or A{k}s.get({key}, ())):")
-                    state["ind"] += 1
-                    emit("w += 1")
-                else:
-                    a = sv if s[0] == "v" else "_s"
-                    b = ov if o[0] == "v" else "_o"
-                    if s[0] == "v" and o[0] == "v" and s[1] == o[1]:
-                        b = "_o"
-                    emit(f"for {a}, {b} in A{k}:")
-                    state["ind"] += 1
-                    emit("w += 1")
-                emit("if w > MAX_WORK: raise _Hand")
-                for x in (s, o):
-                    if x[0] == "v" and x[1] not in have:
-                        have.add(x[1])
-                        if x[1] in fast_vars:
-                            emit(f"k_{_ident(x[1])} = DV[{_slot(x[1])}]")
+                step(k, pi, kind, have)
                 place(have)
             cv = sorted(have)
             cvars.append(cv)
@@ -938,9 +999,85 @@ class GenQuery:
                         emit(f"k_{_ident(v)} = DV[{_slot(v)}]")
                 have |= set(cv)
                 place(have)
-        for fi in list(pending):   # (every conjunct's BGP variables are bound by now)
-            place(set(self._fcode[fi][0]))
+        else:
+            have = set(cvars[0]) if cvars else set()
+        # the OPTIONAL groups (each joins the required part only): per group, its matches in
+        # loops, or -- none passing its FILTER -- its own variables unbound; then the next group
+        # in both branches, and the row (the FILTERs over optional variables) at the end
+        groups = []
+        k0 = nreq
+        for g, (pis, _) in enumerate(sh.opts):
+            groups.append((g, [(k0 + j, *order[k0 + j]) for j in range(len(pis))]))
+            k0 += len(pis)
+
+        def emit_rest(gi: int, have: set) -> None:
+            if gi == len(groups):
+                for fi in list(pending):   # (their variables are all bound or unbound by now)
+                    place(set(self._fcode[fi][0]))
+                emit_row()
+                return
+            g, steps = groups[gi]
+            base = state["ind"]
+            emit(f"f{g} = False")
+            # a loop of one: a test step or FILTER of the group that fails ``continue``s here
+            emit("for _once in _ONCE:")
+            state["ind"] += 1
+            mine = set(have)
+            for k, pi, kind in steps:
+                step(k, pi, kind, mine)
+            oc = self._ocode[g]
+            if oc is not None:
+                fv, src, consts, fast = oc
+                for ci, v in enumerate(consts):
+                    ns[f"O{g}_K{ci}"] = v
+                    ns[f"O{g}_KF{ci}"] = _as_float(v)
+                _emit_filter(emit, fv, src, fast)
+            emit(f"f{g} = True")
+            saved = list(pending)
+            emit_rest(gi + 1, mine)
+            pending[:] = saved
+            state["ind"] = base
+            emit(f"if not f{g}:")
+            state["ind"] += 1
+            own = sorted(mine - have)
+            for v in own:
+                emit(f"{_slot(v)} = -1")
+                if v in fast_vars:
+                    emit(f"k_{_ident(v)} = DV[-1]")
+            emit_rest(gi + 1, mine)
+            pending[:] = saved
+            state["ind"] = base
+
+        def emit_row() -> None:
+            if sh.ask:
+                emit("return True")
+            elif grouping:
+                key = _slot(sh.by[0]) if len(sh.by) == 1 else "(" + "".join(f"{_slot(b)}, " for b in sh.by) + ")"
+                emit(f"g = {key}")
+                counted = False
+                for j, (_, arg, dist) in enumerate(sh.aggs):
+                    if dist:
+                        emit(f"D{j}.setdefault(g, set()).add({_slot(arg) if arg else 'None'})")
+                    elif not counted:   # COUNT(*) and COUNT(?v) of a BGP variable: the group's rows
+                        emit("G[g] = G.get(g, 0) + 1")
+                        counted = True
+                if not counted:
+                    emit("G[g] = 0")
+            else:
+                cells = []
+                for n in sh.names:
+                    if n in self._ccode:
+                        src, consts = self._ccode[n]
+                        for ci, v in enumerate(consts):
+                            ns[f"E{list(self._ccode).index(n)}_K{ci}"] = v
+                        cells.append(f"_CV({src})")
+                    else:
+                        cells.append(_slot(sh.alias.get(n, n)))
+                row = "(" + "".join(f"{c}, " for c in cells) + ")"
+                emit(f"out[{row}] = None" if sh.distinct else f"add({row})")
+
         grouping = sh.by is not None
+        emit_rest(0, have)
         head = []
         if grouping:
             head.append(" G = {}")
@@ -955,33 +1092,10 @@ class GenQuery:
         # (rows and groups are at most the innermost level's steps, bounded by MAX_WORK: their
         # number is checked once, after the loops)
         if sh.ask:
-            emit("return True")
             lines.append(" return False")
         elif grouping:
-            key = _slot(sh.by[0]) if len(sh.by) == 1 else "(" + "".join(f"{_slot(b)}, " for b in sh.by) + ")"
-            emit(f"g = {key}")
-            counted = False
-            for j, (_, arg, dist) in enumerate(sh.aggs):
-                if dist:
-                    emit(f"D{j}.setdefault(g, set()).add({_slot(arg) if arg else 'None'})")
-                elif not counted:   # COUNT(*) and COUNT(?v) of a BGP variable: the group's rows
-                    emit("G[g] = G.get(g, 0) + 1")
-                    counted = True
-            if not counted:
-                emit("G[g] = 0")
             lines += self._group_tail(ns)
         else:
-            cells = []
-            for n in sh.names:
-                if n in self._ccode:
-                    src, consts = self._ccode[n]
-                    for ci, v in enumerate(consts):
-                        ns[f"E{list(self._ccode).index(n)}_K{ci}"] = v
-                    cells.append(f"_CV({src})")
-                else:
-                    cells.append(_slot(sh.alias.get(n, n)))
-            row = "(" + "".join(f"{c}, " for c in cells) + ")"
-            emit(f"out[{row}] = None" if sh.distinct else f"add({row})")
             lines.append(" if len(out) > MAX_ROWS: raise _Hand")
             lines.append(" return list(out)" if sh.distinct else " return out")
         ns["MAX_WORK"] = MAX_WORK
@@ -1070,10 +1184,11 @@ class GenQuery:
                 cd = cells[v] = {}
             tables.append(cd)
         miss = []
+        opt = bool(self.sh.opts)   # OPTIONAL variables may be unbound (-1): an empty cell
         for j, cd in enumerate(tables):
             if cd is not None:
                 for r in rows:
-                    if r[j] not in cd:
+                    if r[j] not in cd and r[j] >= 0:
                         miss.append(r[j])
         if miss:
             u = list(dict.fromkeys(miss))
@@ -1087,15 +1202,16 @@ class GenQuery:
                 name = orjson.dumps(names[j]) + b":"
                 for r in rows:
                     i = r[j]
-                    if i not in cd:
+                    if i not in cd and i >= 0:
                         cd[i] = name + frag[i]
                         json._n_cells += 1
         cf = self._count_frag
         parts = []
-        holes = False
+        holes = opt
         for j, cd in enumerate(tables):
             if cd is not None:
-                parts.append([cd[r[j]] for r in rows])
+                parts.append([cd[r[j]] for r in rows] if not opt else
+                             [cd[r[j]] if r[j] >= 0 else b"" for r in rows])
                 continue
             name = orjson.dumps(names[j]) + b":"
             col = []
