@@ -9,22 +9,28 @@ worker. Here a query of the form
     WHERE { BGP with constant predicates  FILTER(...) ... }
     [GROUP BY ?v ...  [HAVING (...)]]
 
-is compiled, once per join order, into plain Python: the window's triples are matched against
+is compiled, once per join order, into plain Python: the windows' triples are matched against
 the patterns by one generated loop (an ``if`` chain on the predicates, the constant ends tested
-inline), the stored ``FROM`` triples of each pattern are indexed once per store snapshot (dicts
-and sets), the BGP is joined by nested loops over dict lookups with each FILTER conjunct tested
-at the first level that binds its variables, COUNTs are counted into dicts, and the event's JSON
-is written from the per-variable fragment cache of the query (:class:`~engine.stream.continuous._JsonTerms`).
-No numpy call after the window's one ``tolist`` and no operator objects.
+inline) -- only the seqs new to a window since the last instant, the matches of those that left
+uncounted --, the stored ``FROM`` triples of each pattern are read into dicts once per store
+snapshot (a component only they match is joined once per snapshot), the BGP is joined by nested
+loops over dict lookups with each FILTER conjunct tested at the first level that binds its
+variables (in doubles where XPath computes in doubles), COUNTs are counted into a dict, and the
+event's JSON is written from the per-variable fragment cache of the query
+(:class:`~engine.stream.continuous._JsonTerms`). No numpy call but the new seqs' ``tolist``
+and no operator objects.
 
 Exact for what it takes: FILTERs of comparisons, ``+ - * /``, unary minus, ``&& || !``,
 ``BOUND`` over variables and numeric constants, with the promotions and errors of
 :mod:`engine.stream.tiny_ops` (a value those closures do not decide -- a comparison of
-non-numeric terms, a decimal quotient -- hands the instant back); GROUP BY plain variables with
-``COUNT(*)``, ``COUNT(?v)``, ``COUNT(DISTINCT ?v)``; HAVING over the counts. Anything else (other
-forms, OPTIONAL, computed projections, ORDER BY, LIMIT, more than :data:`MAX_ROWS` rows or
-:data:`MAX_WORK` loop steps) is not generated or hands the instant back: the caller then takes
-the ordinary path (:meth:`engine.stream.continuous.InstantEvaluator.evaluate`), unchanged.
+non-numeric terms, a decimal quotient -- hands the instant back); projections of variables,
+aliases and arithmetic (ints and doubles written as the executor writes them); ASK; up to three
+OPTIONAL groups that each join the required BGP only (their own variables unbound, id -1, when
+none matches); GROUP BY plain variables with ``COUNT(*)``, ``COUNT(?v)``, ``COUNT(DISTINCT ?v)``;
+HAVING over the counts. Anything else (other forms and modes, dependent OPTIONALs, UNION,
+ORDER BY, LIMIT, more than :data:`MAX_ROWS` rows or :data:`MAX_WORK` loop steps) is not
+generated or hands the instant back: the caller then takes the ordinary path
+(:meth:`engine.stream.continuous.InstantEvaluator.evaluate`), unchanged.
 """
 
 from __future__ import annotations
