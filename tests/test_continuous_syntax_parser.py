@@ -114,7 +114,8 @@ W = f"FROM STREAM <{EX}s>"
      "{ ?s ?p ?o } }", "[RANGE 1s SLIDE", "not both"),
     ("REGISTER QUERY q AS SELECT * WHERE { STREAM s1 [RANGE 1s SLIDE 1s] { ?s ?p ?o } }", "s1", "by IRI"),
     (f"REGISTER QUERY q AS SELECT * WHERE {{ STREAM <{EX}t> [ALL] {{ ?s ?p ?o }} }}", "ALL", "not supported"),
-    (f"REGISTER QUERY q AS SELECT * WHERE {{ STREAM <{EX}t> [NOW] {{ ?s ?p ?o }} }}", "] {", "no STEP"),
+    (f"REGISTER QUERY q AS SELECT * FROM NAMED WINDOW <w> ON <{EX}s> [RANGE PT1S] WHERE {{ WINDOW <w> "
+     "{ ?s ?p ?o } }", "] WHERE", "no STEP"),
     (f"REGISTER QUERY q AS SELECT * WHERE {{ STREAM <{EX}t> [RANGE 1s SLIDE 1s] ?s }}", "?s }", "'{'"),
     (f"REGISTER STREAM o AS SELECT * {W} [RANGE 1s STEP 1s] WHERE {{ ?s ?p ?o }}", "SELECT", "CONSTRUCT"),
     (f"REGISTER ISTREAM STREAM o AS CONSTRUCT {{ ?s ?p ?o }} {W} [RANGE 1s STEP 1s] WHERE {{ ?s ?p ?o }}",
