@@ -283,7 +283,7 @@ def test_sum_avg_match_the_per_value_fold(stores, groups, distinct):
 
 
 def _ref_min_max(vals: list, is_max: bool):
-    if not is_max and None in vals:  # an error is the lowest value: MIN is an error
+    if None in vals:  # a group holding an error has no MIN or MAX
         return None
     vals = [k for k in vals if k is not None]
     if not vals:

@@ -367,11 +367,12 @@ def _result_key(total: V.Num, count: int, is_avg: bool) -> str | None:
 def _min_max(is_max: bool, ids, gi, n_groups, ctx) -> np.ndarray:
     """MIN / MAX by the ORDER BY order: the distinct values ranked once, each row's
     rank reduced per group, each group's winning rank mapped back to its value (no
-    sort of the rows). An error is the lowest in that order (no value, 15.1): it
-    wins MIN, so MIN of a group holding one is an error; MAX passes over it."""
+    sort of the rows). A group holding an error (an unbound or failed argument, which
+    ListEval keeps) has no minimum or maximum: both are errors, as SUM and AVG are
+    (pyoxigraph answers the same; rdflib skips errors)."""
     out = np.full(n_groups, UNBOUND, dtype=np.int64)
     ok = ids >= 0
-    erred = None if is_max or ok.all() else np.bincount(gi[~ok], minlength=n_groups)[:n_groups] > 0
+    erred = None if ok.all() else np.bincount(gi[~ok], minlength=n_groups)[:n_groups] > 0
     ids, g = ids[ok], gi[ok]
     if len(ids) == 0:
         return out

@@ -1089,9 +1089,9 @@ class Evaluator:
             return None
         out = np.full(n_groups, UNBOUND, dtype=np.int64)
         ok = np.flatnonzero(lx.inv >= 0)
-        # an error is the lowest value (aggregates.py): MIN of a group holding one is an error
+        # a group holding an error has no MIN or MAX (aggregates.py)
         erred = (np.bincount(groups[lx.inv < 0], minlength=n_groups)[:n_groups] > 0
-                 if name == "MIN" and len(ok) < len(lx.inv) else None)
+                 if len(ok) < len(lx.inv) else None)
         if len(ok) == 0 or len(lx.lex) == 0:
             return out
         order = np.asarray(pc.sort_indices(lx.lex).to_numpy(zero_copy_only=False), dtype=np.int64)
