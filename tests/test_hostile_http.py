@@ -15,6 +15,7 @@ import time
 from urllib.parse import quote, quote_plus
 
 import httpx
+import orjson
 import pyoxigraph as ox
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -493,3 +494,186 @@ def test_lane_header_values_keep_their_trailing_blanks_as_httptools_does():
         head = read_head(data)
         assert head is not None and list(head.headers) == _httptools(data)[3], v
         assert head.fields["accept"] == v.lstrip(b" \t").decode()
+
+
+# ------------------------------------------------------------------ stream ingestion and registrations
+
+SX = "http://ex.org/"
+ND = {"Content-Type": "application/x-ndjson"}
+
+
+@pytest.fixture(scope="module")
+def streams():
+    """A server with stream ``s`` and the continuous query ``good`` over it (some instants done)."""
+    s = start_server()
+    c = httpx.Client(base_url=s.url, timeout=30)
+    try:
+        assert c.put("/streams/s", json={"iri": SX + "s"}).status_code == 201
+        r = c.post("/queries", content=f"REGISTER QUERY good AS SELECT ?s ?o FROM STREAM <{SX}s> "
+                                       f"[RANGE 2s STEP 1s] WHERE {{ ?s <{SX}p> ?o }}".encode(),
+                   headers={"Content-Type": "application/sparql-query"})
+        assert r.status_code == 201, r.text
+        body = _good(0, 1000) + b"\n" + _good(1, 2500) + b"\n" + _good(2, 5000)
+        assert c.post("/streams/s", content=body, headers=ND).status_code == 202
+        deadline = time.monotonic() + 20
+        while len(_events(s, "good")) < 2:  # instants up to the progress are evaluated in the background
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        yield s, c, {"t": 5000}
+    finally:
+        c.close()
+        s.stop()
+
+
+def _good(i: int, t: int) -> bytes:
+    return orjson.dumps({"s": f"<{SX}a{i}>", "p": f"<{SX}p>", "o": f'"{i}"', "t": t})
+
+
+#: lines every one of which is refused, whatever the stream's progress
+BAD_LINES = [
+    b"{bad", b"[1, 2]", b'"str"', b"null", b"\xff\xfe\xfd", b'{"s": null}',
+    b'{"s":"<http://ex.org/a b>","p":"<http://ex.org/p>","o":"1","t":5}',
+    b'{"s":"<http://ex.org/a>","p":"_:p","o":"\\"1\\"","t":5}',
+    b'{"s":"\\"lit\\"","p":"<http://ex.org/p>","o":"\\"1\\"","t":5}',
+    b'{"s":"<http://ex.org/a>","p":"<http://ex.org/p>","o":"\\"1\\"","t":-1}',
+    b'{"s":"<http://ex.org/a>","p":"<http://ex.org/p>","o":"\\"1\\"","t":9007199254740992}',
+    b'{"s":"<http://ex.org/a>","p":"<http://ex.org/p>","o":"\\"1\\"","t":1e300}',
+    b'{"s":"<http://ex.org/a>","p":"<http://ex.org/p>","o":"\\"1\\"","t":123456789012345678901234567890}',
+    b'{"s":"<http://ex.org/a>","p":"<http://ex.org/p>","o":"\\"1\\"","t":"100"}',
+    b'{"s":"<http://ex.org/a>","p":"<http://ex.org/p>","o":"\\"1\\"","t":true}',
+    b'{"s":"<http://ex.org/a>","p":"<http://ex.org/p>","o":"\\"1\\"","t":10.5}',
+    b'{"s":"<http://ex.org/a>","p":"<http://ex.org/p>","o":"\\"\\ud800\\"","t":5}',
+    b'{"s":"<http://ex.org/a>","p":"<http://ex.org/p>","o":"\\"1\\""}',
+    b'{"s":"<http://ex.org/a>","p":"<http://ex.org/p>","o":"\\"1\\"","t":0}',  # late (below the progress)
+    b'{"s":"<http://ex.org/a>","p":"<http://ex.org/p>","o":"' + b"9" * 400 + b'","t":5}',
+]
+
+
+@settings(max_examples=25, **HS)
+@given(plan=st.lists(st.one_of(st.none(), st.sampled_from(BAD_LINES)), min_size=1, max_size=8),
+       crlf=st.booleans())
+def test_ndjson_bad_lines_mixed_with_good_ones(streams, plan, crlf):
+    """Good lines (None in ``plan``) are kept, each bad one is reported by its line number;
+    202 when all were taken, 207 when some were refused, 422 when none was taken."""
+    s, c, clock = streams
+    lines, good, bad = [], 0, []
+    for k, item in enumerate(plan):
+        if item is None:
+            clock["t"] += 7
+            lines.append(_good(clock["t"], clock["t"]))
+            good += 1
+        else:
+            lines.append(item)
+            bad.append(k + 1)
+    before = c.get("/streams/s").json()
+    r = c.post("/streams/s", content=(b"\r\n" if crlf else b"\n").join(lines) + b"\n", headers=ND)
+    _no_leak(r.text)
+    want = 202 if not bad else 207 if good else 422
+    assert r.status_code == want, (plan, r.status_code, r.text)
+    rep = r.json()
+    assert rep["accepted"] == good and rep["rejected"] == len(bad), rep
+    assert sorted(e["line"] for e in rep["errors"]) == bad, rep
+    assert all(isinstance(e["error"], str) and e["error"] for e in rep["errors"])
+    after = c.get("/streams/s").json()
+    assert after["accepted"] == before["accepted"] + good
+    assert after["progress"] == max(before["progress"], clock["t"] if good else 0)
+
+
+def _arrow(cols: dict, types: dict | None = None) -> bytes:
+    import io
+
+    import pyarrow as pa
+
+    types = types or {}
+    tbl = pa.table({k: pa.array(v, types.get(k)) for k, v in cols.items()})
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, tbl.schema) as w:
+        w.write_table(tbl)
+    return sink.getvalue()
+
+
+def test_arrow_and_graph_bodies_malformed(streams):
+    """Arrow bodies with wrong column types or broken bytes are a 400 that stores nothing;
+    bad rows in a good batch are refused by row; graph bodies with a bad ``t`` or bad syntax
+    are a 400 that stores nothing."""
+    import pyarrow as pa
+
+    s, c, clock = streams
+    ar = {"Content-Type": "application/vnd.apache.arrow.stream"}
+    t = clock["t"] + 5
+    good = {"s": [f"<{SX}a>"], "p": [f"<{SX}p>"], "o": ['"1"'], "t": [t]}
+    before = c.get("/streams/s").json()["accepted"]
+    for cols, types in [({**good, "t": [str(t)]}, None), ({**good, "t": [t + 0.5]}, None), ({**good, "s": [1]}, None),
+                        ({**good, "s": [b"\xff"]}, {"s": pa.binary()}), ({k: v for k, v in good.items() if k != "o"}, None)]:
+        r = c.post("/streams/s", content=_arrow(cols, types), headers=ar)
+        assert r.status_code == 400 and r.json()["error"] == "bad_request", r.text
+        _no_leak(r.text)
+    whole = _arrow(good)
+    for body in [b"", b"ARROW1garbage", whole[:-20], whole[: len(whole) // 2], b"\x00" * 64]:
+        r = c.post("/streams/s", content=body, headers=ar)
+        assert r.status_code == 400, (body[:40], r.status_code, r.text)
+        _no_leak(r.text)
+    r = c.post("/streams/s", content=_arrow({"s": [None, f"<{SX}a>", f"<{SX}b>"], "p": [f"<{SX}p>"] * 3,
+                                             "o": ['"1"', "not a term", '"2"'], "t": [t, t, t]}), headers=ar)
+    assert r.status_code == 207 and r.json()["accepted"] == 1, r.text
+    assert sorted(e["line"] for e in r.json()["errors"]) == [1, 2]
+    assert c.get("/streams/s").json()["accepted"] == before + 1
+    clock["t"] = t
+    nt = {"Content-Type": "application/n-triples"}
+    triple = f"<{SX}a> <{SX}p> <{SX}b> .\n".encode()
+    for q, body in [("?t=abc", triple), ("?t=1e3", triple), ("?t=99999999999999999999", triple),
+                    (f"?t={t + 1}&t={t + 2}", triple), (f"?t={t + 1}", b"<a> <b> \xff .\n"),
+                    (f"?t={t + 1}", b"<http://ex.org/a> <http://ex.org/p> .\n"), ("", triple)]:
+        r = c.post("/streams/s" + q, content=body, headers=nt)
+        assert r.status_code == 400 and r.json()["error"], (q, body, r.text)
+        _no_leak(r.text)
+    assert c.get("/streams/s").json()["accepted"] == before + 1
+
+
+def _events(s, name: str) -> list:
+    return [(e.id, e.data) for e in s.app.state.jindou.streams.log(name).since(None, 0)]
+
+
+GOOD_TEXTS = [
+    f"REGISTER QUERY {{n}} AS SELECT ?s ?o FROM STREAM <{SX}s> [RANGE 10s STEP 1s] WHERE {{{{ ?s <{SX}p> ?o }}}}",
+    f"REGISTER RSTREAM {{n}} AS PREFIX : <{SX}> SELECT ?s ?o FROM NAMED WINDOW :w ON :s [RANGE PT10S STEP PT2S] "
+    f"WHERE {{{{ WINDOW :w {{{{ ?s :p ?o }}}} }}}}",
+    f"REGISTER STREAM {{n}} AS CONSTRUCT {{{{ ?s <{SX}q> ?o }}}} FROM STREAM <{SX}s> [RANGE 5s STEP 1s] "
+    f"WHERE {{{{ ?s <{SX}p> ?o }}}}",
+    f"REGISTER QUERY {{n}} AS PREFIX : <{SX}> SELECT ?s WHERE {{{{ STREAM :s [RANGE 3s SLIDE 1s] {{{{ ?s :p ?o }}}} }}}}",
+]
+
+
+@settings(max_examples=40, **HS)
+@given(which=st.integers(0, len(GOOD_TEXTS) - 1), edits=st.lists(
+    st.tuples(st.integers(0, 10_000), st.sampled_from(["", "{", "}", "[", "]", "?", "<", ">", "\"", "'", "#", "\\u00",
+                                                       "\x00", "\u00e9", "RANGE", "STEP", " 0s", " -1", "PT", "9" * 30,
+                                                       "WINDOW", "STREAM", "FROM", "AS", "REGISTER"])),
+    min_size=1, max_size=3))
+def test_malformed_registrations_are_400_and_touch_nothing_else(streams, which, edits):
+    """A registration text broken anywhere: 201 (still a query), 400 with a message, or 409;
+    never a 500 or exception text; the other queries and their result logs are untouched."""
+    s, c, _ = streams
+    name = f"m{abs(hash((which, tuple(edits)))) % 10**9}"
+    text = GOOD_TEXTS[which].format(n=name)
+    for pos, ins in edits:  # replace one character at pos by ins
+        pos %= len(text)
+        text = text[:pos] + ins + text[pos + 1:]
+    listed = sorted(q["id"] for q in c.get("/queries").json()["queries"])
+    streams_before = sorted(x["name"] for x in c.get("/streams").json()["streams"])
+    log_before = _events(s, "good")
+    r = c.post("/queries", content=text.encode(), headers={"Content-Type": "application/sparql-query"})
+    _no_leak(r.text)
+    assert r.status_code in (201, 400, 409), (text, r.status_code, r.text)
+    if r.status_code != 201:
+        doc = r.json()
+        assert doc["error"] and isinstance(doc.get("detail"), str) and doc["detail"], doc
+        assert sorted(q["id"] for q in c.get("/queries").json()["queries"]) == listed
+        assert sorted(x["name"] for x in c.get("/streams").json()["streams"]) == streams_before
+    else:
+        made = r.json()["id"]
+        assert c.delete(f"/queries/{made}").status_code == 204
+        if made not in streams_before and c.get(f"/streams/{made}").status_code == 200:
+            c.delete(f"/streams/{made}?force=true")
+    assert _events(s, "good")[: len(log_before)] == log_before
+    assert c.get("/queries/good").status_code == 200
