@@ -677,3 +677,30 @@ def test_malformed_registrations_are_400_and_touch_nothing_else(streams, which, 
             c.delete(f"/streams/{made}?force=true")
     assert _events(s, "good")[: len(log_before)] == log_before
     assert c.get("/queries/good").status_code == 200
+
+
+@pytest.mark.parametrize("text", [
+    f"REGISTER QUERY sv1 AS SELECT * FROM STREAM <{SX}s> [RANGE 2s STEP 1s] WHERE {{ ?s ?p ?o . "
+    f"SERVICE <http://127.0.0.1:1/> {{ ?s ?p ?x }} }}",
+    f"REGISTER QUERY sv2 AS SELECT * FROM STREAM <{SX}s> [RANGE 2s STEP 1s] WHERE {{ ?s ?p ?o "
+    f"OPTIONAL {{ service silent <http://127.0.0.1:1/> {{ ?s ?p ?x }} }} }}",
+    f"REGISTER RSTREAM sv3 AS PREFIX : <{SX}> SELECT * FROM NAMED WINDOW :w ON :s [RANGE PT10S STEP PT2S] "
+    f"WHERE {{ SERVICE <http://x/> {{ WINDOW :w {{ ?s ?p ?o }} }} }}",
+])
+def test_a_continuous_query_calling_service_is_refused_at_registration(streams, text):
+    """Regression: a continuous query with SERVICE was registered (201), then every instant's
+    result was the error "SERVICE is evaluated in one-shot queries only"; now a 400 that says so
+    where SERVICE is written, and nothing is registered."""
+    s, c, _ = streams
+    r = c.post("/queries", content=text.encode(), headers={"Content-Type": "application/sparql-query"})
+    assert r.status_code == 400, r.text
+    doc = r.json()
+    assert doc["error"] == "syntax" and "SERVICE" in doc["detail"] and doc["line"] == 1
+    assert text[doc["column"] - 1:].upper().startswith("SERVICE")
+    assert c.get(f"/queries/{text.split()[2]}").status_code == 404
+    # the keyword in a string or an IRI is no call
+    ok = (f"REGISTER QUERY sv4 AS SELECT * FROM STREAM <{SX}s> [RANGE 2s STEP 1s] "
+          f"WHERE {{ ?s <{SX}SERVICE> \"SERVICE\" }}")
+    r = c.post("/queries", content=ok.encode(), headers={"Content-Type": "application/sparql-query"})
+    assert r.status_code == 201, r.text
+    assert c.delete("/queries/sv4").status_code == 204
