@@ -237,8 +237,14 @@ def read_arrow_ipc(body: bytes) -> pa.Table:
     """The table of an Arrow IPC *stream* body (:class:`BadArrowBatch` if it is not one)."""
     try:
         with pa.ipc.open_stream(pa.py_buffer(body)) as reader:
-            return reader.read_all()
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError) as e:
+            table = reader.read_all()
+        # the reader checks the messages' structure, not the buffers' content: offsets, lengths
+        # and dictionary indices past their buffers would be read out of bounds later (a crash
+        # of the whole process); full validation is one pass over the data
+        table.validate(full=True)
+        table.schema.names  # noqa: B018 - column names are UTF-8 too (decoded when first read)
+        return table
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError, UnicodeDecodeError) as e:
         raise BadArrowBatch(f"the body is not an Arrow IPC stream: {e}") from None
 
 
