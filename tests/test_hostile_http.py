@@ -369,6 +369,11 @@ def test_lane_answers_as_the_ordinary_path(srv, reqs, cuts, tail):
     _no_leak(text)
 
 
+def _body(body: bytes, ct: str = "application/sparql-query") -> bytes:
+    return (f"POST /sparql HTTP/1.1\r\nHost: x\r\nContent-Type: {ct}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
 #: heads the lane must leave alone or answer as the ordinary path does; none may hang or 500
 ODD_HEADS = [
     b"GET /sparql?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\n\r\n\r\n",                 # an extra CRLF
@@ -452,6 +457,20 @@ ODD_HEADS += [
     b"GET /sparql?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\nAccept:  \t text/nope\r\n\r\n",
     b"POST /sparql HTTP/1.1\r\nHost: x\r\nContent-Type: application/sparql-query\r\nAccept: a/b  \r\n"
     b"Content-Length: 6\r\n\r\nASK {}",
+    _body(b"\xef\xbb\xbfASK { ?s ?p ?o }"),                                                   # a BOM
+    _body(b"ASK { ?s ?p \"caf\xc3\xa9\" }"),
+    _body(b"ASK { ?s ?p \"caf\xe9\" }", "application/sparql-query; charset=iso-8859-1"),
+    _body(b"ASK { ?s ?p ?o }\x00"),
+    _body(b"query=ASK+%7B+%3Fs+%3Fp+%22a%2Bb%22+%7D", "application/x-www-form-urlencoded"),
+    _body(b"query=ASK+%7B+%3Fs+%3Fp+%22caf%E9%22+%7D", "application/x-www-form-urlencoded; charset=iso-8859-1"),
+    _body(b"query=ASK+%7B+%3Fs+%3Fp+%22caf%C3%A9%22+%7D&default-graph-uri=http%3A%2F%2Fexample.org%2Fg",
+          "application/x-www-form-urlencoded"),
+    _body(b"query=ASK+%7B%7D&update=CLEAR+ALL", "application/x-www-form-urlencoded"),
+    _body(b"query=ASK+%7B%7D&timeout=0.000001", "application/x-www-form-urlencoded"),
+    _body(b"%71uery=ASK+%7B%7D", "application/x-www-form-urlencoded"),
+    _body(b"query=ASK+%7B%7D;x=1", "application/x-www-form-urlencoded"),
+    b"GET /sparql?query=ASK+%7B+%3Fs+%3Fp+%22a%2Bb%22+%7D&query= HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /sparql?query=ASK+%7B+%3Fs+%3Fp+%22a+b%22+%7D;x HTTP/1.1\r\nHost: x\r\n\r\n",
 ]
 
 
