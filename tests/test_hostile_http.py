@@ -96,6 +96,15 @@ SKELETONS = [
     "SELECT ?o WHERE {{ {c} ex:p ?o }} ORDER BY ?o LIMIT 1",
     "SELECT (COUNT(*) AS ?n) WHERE {{ ?s ex:n {c} }}",
     "SELECT ?s WHERE {{ ?s ex:v ?v FILTER(STR(?v) = STR({c})) }}",
+    "SELECT ?s ?o WHERE {{ VALUES ?s {{ {c} }} ?s ex:p ?o }}",
+    "SELECT ?s ?x WHERE {{ ?s ex:v ?v BIND({c} AS ?x) }} ORDER BY ?s LIMIT 2",
+    "SELECT ?s ?o WHERE {{ ?s ex:p ?o FILTER(?s IN ({c}, ex:s2)) }}",
+    "SELECT ?s ?o WHERE {{ ?s ex:p ?o FILTER(?s != {c}) }}",
+    "SELECT ?s ?l WHERE {{ ?s ex:p ex:o1 OPTIONAL {{ ?s ex:l ?l FILTER(?l = {c}) }} }}",
+    "SELECT ?s WHERE {{ ?s ex:p ?o MINUS {{ ?s ex:n {c} }} }}",
+    "SELECT ?s WHERE {{ {{ ?s ex:n {c} }} UNION {{ ?s ex:v {c} }} }}",
+    "SELECT ?o WHERE {{ {c} ex:p/ex:p ?o }}",
+    "SELECT ?s WHERE {{ ?s ex:p ?o FILTER EXISTS {{ ?o ex:p {c} }} }}",
 ]
 PREFIXES = f"PREFIX ex: <{EX}>\nPREFIX xsd: <{XSD}>\n"
 NOISE = ["", " ", "\n", "# a comment with { } \" ' # \n", "\t#}\n"]
