@@ -450,6 +450,10 @@ class _ContinuousParser(_Parser):
             raise self.error("REGISTER STREAM needs a CONSTRUCT query: its triples become the stream's "
                              "elements", form_tok)
         query = self.parse_query()
+        svc = next((t for t in toks[:self.i] if t[0] == "SERVICE"), None)
+        if svc is not None:  # (engine/exec/service.py refuses it at every instant: say so now)
+            raise self.error("SERVICE is evaluated in one-shot queries only: a continuous query cannot call "
+                             "another endpoint", svc)
         if not self.specs:
             raise self.error("a continuous query needs at least one stream window (FROM STREAM <s> [...], "
                              "FROM NAMED WINDOW <w> ON <s> [...] or STREAM <s> [...] { ... })", form_tok)
