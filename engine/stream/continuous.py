@@ -90,6 +90,10 @@ _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
 _EMPTY1 = np.zeros(0, dtype=np.int64)
 _EVERY = (pred_times.ALL,)   # every element of a stream (pred_times)
 _EVALUATE = (None, True)     # InstantEvaluator.quiet_until: evaluate the instant
+_NO_PRE = (None, 0.0)        # InstantEvaluator._pre: no capture timed for run()
+#: quiet_until looks for a predicate's first element after the last instant among its newest
+#: this many times first (one or two cache lines of a cold array, not a bisection over all)
+_TAIL = 16
 #: instants reused by the relevance check, all queries of the process (a list: counting must not
 #: write a class attribute, which would drop the interpreter's caches of the class's attributes)
 _REUSED = [0]
@@ -1122,6 +1126,7 @@ class InstantEvaluator:
         self._wm: tuple | None = None        # (t, member dict, b',"window":{...}')
         self._pre: tuple = (None, 0.0)       # (t, ms capture(t) spent): counted in run(t)'s latency
         self._rp: tuple | None = None        # (the last event's data, its repeat prefix)
+        self._fin: tuple | None = None       # (t, sn, ranges): the delta check remembers t (settle)
         self._until: list | None = None      # [state, leave known, leave instant, next-element instant per window]
         self._until_fails = 0      # unchanged-instant checks failed in a row
         self._until_skip = 0       # instants left whose check is skipped (windows changing every step)
@@ -1319,6 +1324,11 @@ class InstantEvaluator:
         self._pre = (t, spent_ms + (time.perf_counter() - t0) * 1000.0)
         return st
 
+    def state_at(self, t: int) -> tuple:
+        """:meth:`capture` untimed: the scheduler times its check and this capture as one
+        region and hands that time to :meth:`run` (``spent_ms``)."""
+        return (int(t), self.db.store.snapshot().sn, self.ranges(t))
+
     #: failed unchanged-instant checks in a row before skipping some, and the most skipped at a
     #: time: an instant whose check is skipped goes to the delta check (which reuses the last
     #: result when nothing changed), so a skip never changes a result; at most this many
@@ -1457,9 +1467,20 @@ class InstantEvaluator:
                     if g is None:
                         continue
                     arr = g[0]
-                    if not arr or arr[-1] <= lo:   # all of them left before te's window
+                    n = len(arr)
+                    if not n or arr[n - 1] <= lo:   # all of them left before te's window
                         continue
-                    c = next_change(groups, (key,), te, rng, step)
+                    # the commonest change first: the key's first element after te, searched in
+                    # the tail (the newest elements), enters by t -- then next_change() <= t too
+                    # (it is the earliest of that entry and of the oldest element's leaving)
+                    c = None
+                    if arr[n - 1] > te:
+                        a = n - _TAIL
+                        if a <= g[1] or arr[a - 1] > te:
+                            a = g[1]
+                        c = -((-arr[bisect.bisect_right(arr, te, a, n)]) // step) * step
+                    if c is None or c > t:
+                        c = next_change(groups, (key,), te, rng, step)
                     if c <= t:
                         if key in rel[3]:
                             self._dg_skip = t
@@ -1586,11 +1607,12 @@ class InstantEvaluator:
         wm = self._wm
         if wm is not None and wm[0] == t:
             return wm[1]
-        if self._max_range is not None:
+        r = self._max_range
+        if r is not None:   # the bytes orjson writes for the dict, by one formatting (cold: 1 µs, not 7)
             t = int(t)
-            win = {"start": t - self._max_range, "end": t}
-        else:
-            win = window_member([bw.window for bw in self.windows], t, self.oldest_count_tau(t))
+            self._wm = (t, {"start": t - r, "end": t}, b',"window":{"start":%d,"end":%d}' % (t - r, t))
+            return self._wm[1]
+        win = window_member([bw.window for bw in self.windows], t, self.oldest_count_tau(t))
         self._wm = (t, win, _window_member(win))
         return win
 
@@ -1700,47 +1722,65 @@ class InstantEvaluator:
             return
         self.run(int(t))
 
-    def run(self, t: int) -> tuple[bytes, float]:
+    def run(self, t: int, spent_ms: float | None = None) -> tuple[bytes, float]:
         """Evaluate instant ``t``: returns (the event's data JSON, latency in ms). An instant
         whose window change cannot touch the query's patterns (:mod:`engine.stream.delta`)
         reports the last evaluated result without evaluating. The latency covers the whole
-        instant: :meth:`capture` of ``t`` if the scheduler took it just before, reading the
-        windows, evaluating and writing the event."""
+        instant: ``spent_ms`` the scheduler spent on ``t`` before (its check and capture), else
+        :meth:`capture`'s time if it captured ``t`` just before; reading the windows,
+        evaluating and writing the event. What later instants need of it (its repeat prefix,
+        the delta check's memory) is kept once the event is written (:meth:`settle`)."""
         t0 = time.perf_counter()
-        pre_t, pre_ms = self._pre
-        pre = pre_ms if pre_t == t else 0.0
-        self._pre = (None, 0.0)
+        if spent_ms is None:
+            pre_t, pre_ms = self._pre
+            spent_ms = pre_ms if pre_t == t else 0.0
+        self._pre = _NO_PRE
         dg = self._delta
         # the relevance check saw a change the delta check cannot find clean (a triple of a
         # predicate some pattern matches with variable ends): not asked, but remembered
-        hopeless = self._dg_skip == t
-        keep = dg is not None and not hopeless and dg.wants_check()
-        # the instant before a check (the last of a back-off) is remembered too: the check then
-        # reads one step's change, not everything since the last remembered instant
-        if keep or (dg is not None and (hopeless or dg.last is None or dg.checks_next())):
+        ask = 0 if dg is None else dg.ask(self._dg_skip == t)
+        if ask:
             sn = self.db.store.snapshot().sn
             ranges = self.ranges(t)
-            if keep:
+            self._fin = (t, sn, ranges)   # remembered once the event is written (settle)
+            if ask == 2:
                 absorbed = False
                 if self.reads_stored_default and self.absorb_log is not None:
                     nxt = self.absorb_log.next_after(dg.last)
                     absorbed = nxt is not None and nxt <= t
                 prefix = dg.reusable(self.windows, sn, ranges, self.db.store.dictionary, absorbed)
-                if prefix is not None:
+                if prefix is not None:   # (the check moved its memory to t)
                     data = self.repeat(prefix, t)
                     self._rp = (data, prefix)
+                    self._fin = None
                     self._ok = t
-                    return data, pre + (time.perf_counter() - t0) * 1000.0
-            keep = True
+                    return data, spent_ms + (time.perf_counter() - t0) * 1000.0
+        else:
+            self._fin = None
         res = self.evaluate(t)
-        win = self.window_member(t)
-        data = self.render(res, win)
-        if keep:
-            prefix = self.repeat_prefix(data, win)
-            self._rp = (data, prefix)
-            dg.remember(t, sn, ranges, prefix)
+        data = self.render(res, self.window_member(t))
         self._ok = t
-        return data, pre + (time.perf_counter() - t0) * 1000.0
+        return data, spent_ms + (time.perf_counter() - t0) * 1000.0
+
+    def settle(self, data: bytes, t: int) -> bytes:
+        """After instant ``t``'s event (``data``, :meth:`run`'s) went into the log, what later
+        instants need of it: its repeat prefix (:meth:`repeat_prefix`, returned), and the delta
+        check's memory of ``t`` if :meth:`run` asked for it. Neither is part of the result, so
+        neither delays it; a run() not settled leaves the delta check an older memory, against
+        which it only compares a longer change."""
+        rp = self._rp
+        if rp is not None and rp[0] is data:
+            prefix = rp[1]
+        else:
+            wm = self._wm
+            prefix = self.repeat_prefix(data, wm[1] if wm is not None and wm[0] == t else self.window_member(t))
+            self._rp = (data, prefix)
+        fin = self._fin
+        if fin is not None:
+            self._fin = None
+            if fin[0] == t:
+                self._delta.remember(t, fin[1], fin[2], prefix)
+        return prefix
 
     def render(self, res: QueryResult, win: dict) -> bytes:
         wm = self._wm

@@ -441,7 +441,8 @@ class Scheduler:
         ev = q.evaluator
         # instants whose windows and stored data equal the last evaluated one's cost only the
         # check and the repeated event; the check's time counts in the instant's latency either
-        # way. A reused instant (no relevant change) gets its event at once, inside that time.
+        # way. A reused instant (no relevant change) gets its event at once, inside that time;
+        # an instant to evaluate its capture, in the same timed region (one pair of clock reads).
         t0 = time.perf_counter()
         u = None
         same = True
@@ -450,15 +451,17 @@ class Scheduler:
             u, same = ev.quiet_until(state, t, last, q.trigger.step)
             if not same:
                 data, state = ev.reuse(state, q.prefix, t)
+        if u is None:
+            state = ev.state_at(t)
         check_ms = (time.perf_counter() - t0) * 1000.0
         with reg.cv:
             if u is None:
-                issued = q.trigger.ready(reg.progress(), limit=1)   # [] if its stream went away
+                issued = self._issue(q, t)   # False if its stream went away
             else:
                 q.trigger.advance(u)
         if u is None:
             if issued:
-                self._evaluate(q, issued[0], ev.capture(issued[0], check_ms))
+                self._evaluate(q, t, state, check_ms)
         elif same:
             self._report_unchanged(q, t, u, check_ms)
         elif self._store_event(q, t, state, q.prefix, data, check_ms):
@@ -466,6 +469,28 @@ class Scheduler:
             # (InstantEvaluator.quiet_until): the last result as its own result event (an empty
             # I/DSTREAM difference) without capture or evaluation; its state moves to t
             telemetry.evaluation(reg, q.name, check_ms)
+
+    def _issue(self, q: QueryEntry, t: int) -> bool:
+        """Caller holds ``cv``: issue instant ``t``, the next one of ``q``'s trigger, if it is
+        still ready -- ``Trigger.ready(reg.progress(), limit=1)`` without the progress of every
+        stream as a dict and the list of instants (the instant's path)."""
+        tr = q.trigger
+        if tr.next_instant != t:
+            return False
+        streams = self.reg.streams
+        lowest = None
+        for s in tr.streams:
+            st = streams.get(s)
+            p = None if st is None else st.published
+            if p is None:
+                return False
+            if lowest is None or p < lowest:
+                lowest = p
+        step = tr.step
+        if (lowest - 1) // step * step < t:   # windows.align_down: ready while P > t
+            return False
+        tr.advance(t)
+        return True
 
     # -- multi-query execution -----------------------------------------------------
     def _group_of(self, q: QueryEntry) -> Group | None:
@@ -623,30 +648,39 @@ class Scheduler:
             return {"batched": n > 0, "peers": n,
                     "unbatched_reason": None if n > 0 else "no other query of its shape"}
 
-    def _run_instant(self, q: QueryEntry, t: int):
+    def _run_instant(self, q: QueryEntry, t: int, spent_ms: float | None = None):
         """Evaluate instant ``t``; while a store worker is down (a distributed store),
         wait for it rather than give the window up: windows are at-least-once.
         ``(None, None)`` if the scheduler closed or the query went away meanwhile."""
         while True:
             try:
-                return q.evaluator.run(t)
+                return q.evaluator.run(t, spent_ms)
             except WorkerUnavailable:
                 if self.closed or q.deleted:
                     return None, None
                 time.sleep(_STORE_RETRY_S)
 
-    def _evaluate(self, q: QueryEntry, t: int, state: tuple | None = None) -> None:
+    def _evaluate(self, q: QueryEntry, t: int, state: tuple | None = None, spent_ms: float | None = None) -> None:
+        """Evaluate instant ``t`` and append its event; then keep what later instants need of
+        it (:meth:`InstantEvaluator.settle`), after the event is in the log."""
+        ev = q.evaluator
         if state is None:
-            state = q.evaluator.capture(t)
-        win = None
+            state = ev.capture(t)
         try:
-            data, ms = self._run_instant(q, t)
+            data, ms = self._run_instant(q, t, spent_ms)
             if data is None:
                 return  # closed or deleted while the store was down
         except Exception as e:  # noqa: BLE001 - reported in the query's result stream
             data, win = self._error_data(q, t, e)
-            ms = None
-        self._record(q, t, state, data, ms, win)
+            self._record(q, t, state, data, None, win)
+            return
+        if not self._store_event(q, t, state, None, data, ms):
+            return
+        try:
+            q.prefix = ev.settle(data, t)
+        except Exception:  # noqa: BLE001 - then the next instant is evaluated, as without skipping
+            log.exception("continuous query %s: cannot keep instant %d for unchanged instants", q.name, t)
+        telemetry.evaluation(self.reg, q.name, ms)  # metrics: the evaluation-time histogram
 
     def _error_data(self, q: QueryEntry, t: int, e: BaseException) -> tuple[bytes, dict]:
         """The ``result`` event data of an instant whose evaluation failed, and its window."""
