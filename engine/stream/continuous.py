@@ -77,7 +77,7 @@ from engine.stream import pred_times
 from engine.stream.absorb import AbsorbLog
 from engine.stream.delta import DeltaGuard, patterns_of, query_patterns, relevant_predicates
 from engine.stream.incremental import IncrementalCore, find_core
-from engine.stream.pred_times import next_change, window_seqs
+from engine.stream.pred_times import change_by, next_change, window_seqs
 from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.transient import TransientStore
@@ -91,9 +91,6 @@ _EMPTY1 = np.zeros(0, dtype=np.int64)
 _EVERY = (pred_times.ALL,)   # every element of a stream (pred_times)
 _EVALUATE = (None, True)     # InstantEvaluator.quiet_until: evaluate the instant
 _NO_PRE = (None, 0.0)        # InstantEvaluator._pre: no capture timed for run()
-#: quiet_until looks for a predicate's first element after the last instant among its newest
-#: this many times first (one or two cache lines of a cold array, not a bisection over all)
-_TAIL = 16
 #: instants reused by the relevance check, all queries of the process (a list: counting must not
 #: write a class attribute, which would drop the interpreter's caches of the class's attributes)
 _REUSED = [0]
@@ -104,6 +101,15 @@ _SMALL_PREFIX = 4096
 def reused_total() -> int:
     """Instants the relevance check reused (:meth:`InstantEvaluator.quiet_until`), all queries."""
     return _REUSED[0]
+
+
+#: relevance checks skipped by their back-off (InstantEvaluator.quiet_until), all queries
+_REL_SKIPPED = [0]
+
+
+def rel_skipped_total() -> int:
+    """Relevance checks skipped by their back-off (:meth:`InstantEvaluator.quiet_until`), all queries."""
+    return _REL_SKIPPED[0]
 _BIN = pa.large_binary()
 #: instants whose compact default graph holds at most this many triples evaluate their BGP core
 #: tuple at a time (:mod:`engine.stream.tiny`); larger ones take the vectorized executor
@@ -1124,7 +1130,7 @@ class InstantEvaluator:
         # once the instant is ready: later elements have tau beyond it), the window member
         self._at: tuple | None = None        # (t, [(g0, g1) per window])
         self._wm: tuple | None = None        # (t, member dict, b',"window":{...}')
-        self._pre: tuple = (None, 0.0)       # (t, ms capture(t) spent): counted in run(t)'s latency
+        self._pre: tuple = _NO_PRE           # (t, ms spent on t before run(t)): counted in its latency
         self._rp: tuple | None = None        # (the last event's data, its repeat prefix)
         self._fin: tuple | None = None       # (t, sn, ranges): the delta check remembers t (settle)
         self._until: list | None = None      # [state, leave known, leave instant, next-element instant per window]
@@ -1136,6 +1142,9 @@ class InstantEvaluator:
         self._rel: tuple | None = None
         self._rel_ids: tuple | None = None
         self._dg_skip: int | None = None   # the instant whose delta check is hopeless (quiet_until)
+        self._rel_fails = 0   # relevance checks in a row that found a change (quiet_until's back-off)
+        self._rel_skip = 0    # instants left whose relevance check is skipped
+        self._rel_backoff = 1
         self._ok: int | None = None   # the last instant run() answered (not an error)
         ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
         self._max_range = max(ranges) if ranges else None
@@ -1326,7 +1335,7 @@ class InstantEvaluator:
 
     def state_at(self, t: int) -> tuple:
         """:meth:`capture` untimed: the scheduler times its check and this capture as one
-        region and hands that time to :meth:`run` (``spent_ms``)."""
+        region and hands that time to :meth:`run` (it sets :attr:`_pre` to ``(t, ms)``)."""
         return (int(t), self.db.store.snapshot().sn, self.ranges(t))
 
     #: failed unchanged-instant checks in a row before skipping some, and the most skipped at a
@@ -1411,7 +1420,20 @@ class InstantEvaluator:
         memo = self._rel_ids = (d, size, tuple(ids), len(rel[1]) - len(ids))
         return memo
 
-    def quiet_until(self, state: tuple, t: int, last: int, step: int) -> tuple[int | None, bool]:
+    #: relevance checks that found a change in a row (one instant ready each) before some
+    #: are skipped, and the most skipped at a time (see :meth:`quiet_until`)
+    REL_FAILS = 16
+    REL_SKIP_MAX = 4
+
+    def _rel_failed(self) -> tuple:
+        """A relevance check found instant ``t`` to evaluate: the back-off's count (quiet_until)."""
+        f = self._rel_fails = self._rel_fails + 1
+        if f >= self.REL_FAILS:
+            self._rel_skip = self._rel_backoff
+            self._rel_backoff = min(self.REL_SKIP_MAX, 2 * self._rel_backoff)
+        return _EVALUATE
+
+    def quiet_until(self, state: tuple, t: int, last: int, step: int, alone: bool = False) -> tuple[int | None, bool]:
         """The scheduler's check of instant ``t`` against the evaluated (or reused) instant
         ``te`` of ``state``: ``(u, True)`` when the windows and stored data stay the same for
         ``t..u`` (:meth:`unchanged_until`'s answer); ``(t, False)`` when no triple of a predicate
@@ -1426,16 +1448,31 @@ class InstantEvaluator:
         ready (``last == t``) an unchanged run is that instant alone, whose event is the same
         either way: only the relevant predicates are looked at then. Kept to one call on the
         commonest path (an instant runs on a woken thread, where every call and object touched
-        costs a few cache misses)."""
+        costs a few cache misses).
+
+        Back-off: after :attr:`REL_FAILS` checks in a row found a change (windows where every
+        step brings a triple the query reads, like sensor observations), the next instants
+        with one instant ready are evaluated without the check, 1, 2, then at most
+        :attr:`REL_SKIP_MAX` at a time, each such period followed by one check; a check that
+        reuses ends it. Only where the check could answer nothing but "reuse" or "evaluate"
+        (one instant ready, the last instant answered, a query the relevance check reuses
+        for: no NOW() and the like) or an unchanged run reported like an evaluated instant
+        (``alone``: the scheduler's ``idle_after`` > 1): evaluating gives the same event, so a skip
+        changes no result, only what the instant costs (a check that fails costs 10-15 µs on
+        a woken worker; a skipped instant that could have been reused costs an evaluation)."""
         rel = self._rel
         if rel is None:
             rel = self._relevance()
         if not rel[0]:
             return self.unchanged_until(state, t, last, step), True
         te, sn, ranges = state
+        if self._rel_skip and alone and last == t and self._ok == te and rel[1] is not None:
+            self._rel_skip -= 1
+            _REL_SKIPPED[0] += 1
+            return _EVALUATE
         dbs = self.db.store
         if dbs.snapshot().sn != sn:
-            return _EVALUATE
+            return self._rel_failed()
         ch = None
         if self.reads_stored_default:
             al = self.absorb_log
@@ -1444,7 +1481,7 @@ class InstantEvaluator:
                 if nxt_abs is not None:
                     ch = first_instant(nxt_abs, step)
                     if ch <= t:
-                        return _EVALUATE
+                        return self._rel_failed()
         reuse = rel[1] is not None and self._ok == te
         if reuse:
             memo = self._rel_ids
@@ -1467,25 +1504,14 @@ class InstantEvaluator:
                     if g is None:
                         continue
                     arr = g[0]
-                    n = len(arr)
-                    if not n or arr[n - 1] <= lo:   # all of them left before te's window
+                    if not arr or arr[-1] <= lo:   # all of them left before te's window
                         continue
-                    # the commonest change first: the key's first element after te, searched in
-                    # the tail (the newest elements), enters by t -- then next_change() <= t too
-                    # (it is the earliest of that entry and of the oldest element's leaving)
-                    c = None
-                    if arr[n - 1] > te:
-                        a = n - _TAIL
-                        if a <= g[1] or arr[a - 1] > te:
-                            a = g[1]
-                        c = -((-arr[bisect.bisect_right(arr, te, a, n)]) // step) * step
-                    if c is None or c > t:
-                        c = next_change(groups, (key,), te, rng, step)
+                    c = change_by(g, te, rng, step, t)   # (the tail first: an element entering by t)
                     if c <= t:
                         if key in rel[3]:
                             self._dg_skip = t
                         if not every:
-                            return _EVALUATE
+                            return self._rel_failed()
                         reuse = False
                         break
                     if ch is None or c < ch:
@@ -1497,8 +1523,14 @@ class InstantEvaluator:
         if every:
             u = last if ch_all is None else min(last, ch_all - step)
             if u >= t:
+                self._rel_fails = self._rel_skip = 0
+                self._rel_backoff = 1
                 return u, True
-        return (t, False) if reuse else _EVALUATE
+        if reuse:
+            self._rel_fails = self._rel_skip = 0
+            self._rel_backoff = 1
+            return t, False
+        return self._rel_failed()
 
     def reuse(self, state: tuple, prefix, t: int) -> tuple[bytes, tuple]:
         """``(the event data, the state)`` of instant ``t``, whose result :meth:`quiet_until`
@@ -1722,18 +1754,18 @@ class InstantEvaluator:
             return
         self.run(int(t))
 
-    def run(self, t: int, spent_ms: float | None = None) -> tuple[bytes, float]:
+    def run(self, t: int) -> tuple[bytes, float]:
         """Evaluate instant ``t``: returns (the event's data JSON, latency in ms). An instant
         whose window change cannot touch the query's patterns (:mod:`engine.stream.delta`)
         reports the last evaluated result without evaluating. The latency covers the whole
-        instant: ``spent_ms`` the scheduler spent on ``t`` before (its check and capture), else
-        :meth:`capture`'s time if it captured ``t`` just before; reading the windows,
-        evaluating and writing the event. What later instants need of it (its repeat prefix,
-        the delta check's memory) is kept once the event is written (:meth:`settle`)."""
+        instant: what was spent on ``t`` before (:attr:`_pre`: :meth:`capture`'s time, or the
+        scheduler's check and capture, :meth:`state_at`), reading the windows, evaluating and
+        writing the event. What later instants need of it (its repeat prefix, the delta
+        check's memory) is kept once the event is in the log (:meth:`settle`)."""
         t0 = time.perf_counter()
-        if spent_ms is None:
-            pre_t, pre_ms = self._pre
-            spent_ms = pre_ms if pre_t == t else 0.0
+        pre_t, spent_ms = self._pre
+        if pre_t != t:
+            spent_ms = 0.0
         self._pre = _NO_PRE
         dg = self._delta
         # the relevance check saw a change the delta check cannot find clean (a triple of a

@@ -31,7 +31,7 @@ import numpy as np
 
 from engine.memo import PerObject
 
-__all__ = ["ALL", "PredicateTimes", "forget", "known", "next_change", "note", "of", "window_seqs"]
+__all__ = ["ALL", "PredicateTimes", "change_by", "forget", "known", "next_change", "note", "of", "window_seqs"]
 
 #: the key of every element's time (a pattern with a variable predicate reads every triple)
 ALL = -1
@@ -215,6 +215,34 @@ def next_change(groups: dict, keys, te: int, rng: int, step: int) -> int | None:
         if best is None or c < best:
             best = c
     return best
+
+
+#: change_by looks for the first element after the last instant among this many newest ones
+#: first (one or two cache lines of a cold array, not a bisection over all of it)
+_TAIL = 16
+
+
+def change_by(g: list, te: int, rng: int, step: int, t: int) -> int | None:
+    """:func:`next_change` for one group ``g`` (:attr:`PredicateTimes.groups`' value), asked
+    whether the window changes by instant ``t``: an instant ``<= t`` at which it may change
+    if there is one (not necessarily the first), else exactly :func:`next_change`.
+
+    The commonest answer first, from the group's tail: its first element after ``te`` enters
+    by ``t`` (next_change is at most that element's instant: the earliest of the first
+    entry and the oldest element's leaving). Only when that does not decide it, the whole
+    rule (a bisection from the window's start)."""
+    arr, head = g[0], g[1]
+    n = len(arr)
+    if n <= head or arr[n - 1] <= te - rng:   # all of them left before te's window (or none)
+        return None
+    if arr[n - 1] > te:
+        a = n - _TAIL
+        if a <= head or arr[a - 1] > te:
+            a = head
+        c = -((-arr[bisect.bisect_right(arr, te, a, n)]) // step) * step
+        if c <= t:
+            return c
+    return next_change({0: g}, (0,), te, rng, step)
 
 
 def window_seqs(groups: dict, lo: int, hi: int) -> tuple[int, int] | None:

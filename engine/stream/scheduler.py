@@ -448,7 +448,9 @@ class Scheduler:
         same = True
         state = q.state
         if state is not None and q.prefix is not None:
-            u, same = ev.quiet_until(state, t, last, q.trigger.step)
+            # (alone: an unchanged instant is reported like an evaluated one, so the check's
+            # back-off may evaluate instead)
+            u, same = ev.quiet_until(state, t, last, q.trigger.step, self.idle_after > 1)
             if not same:
                 data, state = ev.reuse(state, q.prefix, t)
         if u is None:
@@ -461,7 +463,8 @@ class Scheduler:
                 q.trigger.advance(u)
         if u is None:
             if issued:
-                self._evaluate(q, t, state, check_ms)
+                ev._pre = (t, check_ms)   # counted in run(t)'s latency (InstantEvaluator.state_at)
+                self._evaluate(q, t, state)
         elif same:
             self._report_unchanged(q, t, u, check_ms)
         elif self._store_event(q, t, state, q.prefix, data, check_ms):
@@ -648,26 +651,26 @@ class Scheduler:
             return {"batched": n > 0, "peers": n,
                     "unbatched_reason": None if n > 0 else "no other query of its shape"}
 
-    def _run_instant(self, q: QueryEntry, t: int, spent_ms: float | None = None):
+    def _run_instant(self, q: QueryEntry, t: int):
         """Evaluate instant ``t``; while a store worker is down (a distributed store),
         wait for it rather than give the window up: windows are at-least-once.
         ``(None, None)`` if the scheduler closed or the query went away meanwhile."""
         while True:
             try:
-                return q.evaluator.run(t, spent_ms)
+                return q.evaluator.run(t)
             except WorkerUnavailable:
                 if self.closed or q.deleted:
                     return None, None
                 time.sleep(_STORE_RETRY_S)
 
-    def _evaluate(self, q: QueryEntry, t: int, state: tuple | None = None, spent_ms: float | None = None) -> None:
+    def _evaluate(self, q: QueryEntry, t: int, state: tuple | None = None) -> None:
         """Evaluate instant ``t`` and append its event; then keep what later instants need of
         it (:meth:`InstantEvaluator.settle`), after the event is in the log."""
         ev = q.evaluator
         if state is None:
             state = ev.capture(t)
         try:
-            data, ms = self._run_instant(q, t, spent_ms)
+            data, ms = self._run_instant(q, t)
             if data is None:
                 return  # closed or deleted while the store was down
         except Exception as e:  # noqa: BLE001 - reported in the query's result stream
