@@ -42,6 +42,7 @@ STEPS = [
     ("engine.stream.continuous", "InstantEvaluator", "member_bytes"),
     ("engine.stream.resultlog", "ResultLog", "append"),
     ("engine.stream.pred_times", "PredicateTimes", "sync"),
+    ("engine.stream.pred_times", "PredicateTimes", "append"),
     ("engine.stream.continuous", "InstantEvaluator", "unchanged_until"),
     ("engine.stream.continuous", "InstantEvaluator", "capture"),
     ("engine.stream.continuous", "InstantEvaluator", "state_at"),
