@@ -209,3 +209,64 @@ def test_no_backoff_where_an_unchanged_instant_is_an_idle_event(monkeypatch):
     finally:
         m.close()
         db.close()
+
+
+# ---------------------------------------------------------------- what is prepared after an event
+
+def _same_context(a, b) -> None:
+    """``a`` (prepared) has every attribute a new context ``b`` has, with the same values, and
+    fresh containers of its own."""
+    assert a is not b and set(vars(a)) == set(vars(b))
+    for k, vb in vars(b).items():
+        va = getattr(a, k)
+        if k == "deadline":
+            assert (va is None) == (vb is None) and (va is None or abs(va - vb) < 5)
+        elif k == "memory":
+            assert va is not vb and (type(va), va.limit, va.held, va.peak) == (type(vb), vb.limit, vb.held, vb.peak)
+        elif k in ("plan_cache", "_term_cache", "snapshot", "dictionary"):
+            assert va is vb, k
+        elif isinstance(vb, (dict, list, set)):
+            assert va == vb and va is not vb, k
+        else:
+            assert va == vb, k
+
+
+def test_prepared_context_is_a_new_one(monkeypatch):
+    db = Database()
+    m = StreamManager(db)
+    try:
+        m.register_stream("a", EX + "a")
+        m.heartbeat("a", 0)
+        m.register_query(f"REGISTER QUERY q AS SELECT ?s FROM a [RANGE 3s STEP 1s] WHERE {{ ?s <{EX}p> ?o }}")
+        ev = m._reg.queries["q"].evaluator
+        taken = []
+        real = continuous.InstantEvaluator._context
+
+        def spy(self, snap):
+            taken.append(self._ctx_next is not None)
+            ctx = real(self, snap)
+            _same_context(ctx, self._new_context(snap))
+            taken.append(ctx)   # (held: ids stay distinct)
+            return ctx
+
+        monkeypatch.setattr(continuous.InstantEvaluator, "_context", spy)
+        for k in range(6):   # every instant changes: each is evaluated
+            m.ingest_ndjson("a", orjson.dumps({"s": f"<{EX}x{k}>", "p": f"<{EX}p>", "o": f"<{EX}o>",
+                                               "t": k * 1000 + 1}))
+            m.heartbeat("a", (k + 1) * 1000)
+            assert m.drain(30)
+        flags, ctxs = taken[0::2], taken[1::2]
+        assert len(flags) >= 5 and all(flags[1:])   # prepared after each event, taken by the next
+        assert len({id(c) for c in ctxs}) == len(ctxs)   # one context per instant
+        monkeypatch.undo()
+        # the database's limits changed since it was prepared: a new context with the new ones
+        snap = db.store.snapshot()
+        ev.prepare(10_000)
+        assert ev._wm[0] == 10_000 and ev._wm[2] == b',"window":{"start":7000,"end":10000}'
+        db.query_timeout = 7.0
+        ctx = ev._context(snap)
+        assert ctx.timeout == 7.0 and ev._ctx_next is None
+        _same_context(ctx, ev._new_context(snap))
+    finally:
+        m.close()
+        db.close()

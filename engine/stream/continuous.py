@@ -64,7 +64,7 @@ from engine.arrays import unique, unique_inverse
 from engine.exec import render
 from engine.exec import serialize as _ser
 from engine.exec.bindings import distinct_inverse
-from engine.exec.context import LOCAL_BASE
+from engine.exec.context import LOCAL_BASE, current_budget
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
 from engine.exec.numbers import LAZY_BASE as _LAZY_BASE
 from engine.exec.result import UNBOUND, QueryResult
@@ -77,7 +77,7 @@ from engine.stream import pred_times
 from engine.stream.absorb import AbsorbLog
 from engine.stream.delta import DeltaGuard, patterns_of, query_patterns, relevant_predicates
 from engine.stream.incremental import IncrementalCore, find_core
-from engine.stream.pred_times import change_by, next_change, window_seqs
+from engine.stream.pred_times import ALL, change_by, next_change
 from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.transient import TransientStore
@@ -1133,6 +1133,7 @@ class InstantEvaluator:
         self._pre: tuple = _NO_PRE           # (t, ms spent on t before run(t)): counted in its latency
         self._rp: tuple | None = None        # (the last event's data, its repeat prefix)
         self._fin: tuple | None = None       # (t, sn, ranges): the delta check remembers t (settle)
+        self._ctx_next: tuple | None = None  # the next instant's QueryContext and the limits it has (prepare)
         self._until: list | None = None      # [state, leave known, leave instant, next-element instant per window]
         self._until_fails = 0      # unchanged-instant checks failed in a row
         self._until_skip = 0       # instants left whose check is skipped (windows changing every step)
@@ -1293,21 +1294,27 @@ class InstantEvaluator:
         rel = self._rel
         if rel is None:
             rel = self._relevance()
-        if rel[0]:   # time windows: two bisections over the stream's element times (pred_times)
+        if rel[0]:   # time windows: two bisections over the stream's element times (pred_times:
+            # window_seqs inline, clamped to what the store retains)
             r = []
-            for (store, pt, rng), bw in zip(rel[2], self.windows, strict=True):
+            for k, (store, pt, rng) in enumerate(rel[2]):
                 if pt.seq != store.end_seq:
                     pt.sync(store)
                 lo = t - rng
-                groups = pt.groups   # before its bound (see pred_times)
+                g = pt.groups.get(ALL)   # the groups before their bound (see pred_times)
                 since = pt.since
-                got = None if since is not None and lo < since else window_seqs(groups, lo, t)
-                if got is None:
+                if g is None or (since is not None and lo < since):
+                    bw = self.windows[k]
                     r.append(bw.store.window_range(bw.window, t))
-                else:
-                    live = store.live_start
-                    g0 = got[0] if got[0] > live else live
-                    r.append((g0, got[1] if got[1] > g0 else g0))
+                    continue
+                arr, head, seq0 = g
+                i0 = bisect.bisect_right(arr, lo, head)
+                g1 = seq0 + (bisect.bisect_right(arr, t, i0) if t > lo else i0)
+                g0 = seq0 + i0
+                live = store.live_start
+                if g0 < live:
+                    g0 = live
+                r.append((g0, g1 if g1 > g0 else g0))
             self._at = (t, r)
             return r
         if at is not None and at[0] < t:   # from the last instant's ranges: a few steps, no search
@@ -1661,13 +1668,49 @@ class InstantEvaluator:
             wm = self._wm
         return wm[2]
 
+    def _new_context(self, snap) -> QueryContext:
+        db = self.db
+        return QueryContext(snap, base=self.query.base, timeout=db.query_timeout, max_rows=db.max_rows,
+                            term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None),
+                            plan_cache=self._plans)
+
+    def _context(self, snap) -> QueryContext:
+        """The instant's :class:`QueryContext`: the one :meth:`prepare` made after the last
+        event, given its snapshot and deadline now, if the database's limits are still those
+        it was made with; else a new one. Each context serves one instant."""
+        pre = self._ctx_next
+        if pre is None:
+            return self._new_context(snap)
+        self._ctx_next = None
+        db = self.db
+        ctx, timeout, max_rows, terms, qm = pre
+        if timeout != db.query_timeout or max_rows != db.max_rows or terms is not db._term_cache \
+                or qm != getattr(db, "query_memory", None) or (qm is None and current_budget() is not None):
+            return self._new_context(snap)
+        ctx.snapshot = snap
+        ctx.dictionary = snap.dictionary
+        ctx.deadline = (time.monotonic() + timeout) if timeout else None   # the instant's own time
+        return ctx
+
+    def prepare(self, t: int | None) -> None:
+        """After an evaluated instant's event, before the next instant ``t`` is ready: what
+        that instant will need and does not depend on its data -- its window member (time
+        windows) and a :class:`QueryContext` without snapshot and deadline (:meth:`_context`).
+        Made while the worker would wait anyway, so the instant itself (a woken thread, where
+        every object it makes or code it runs first costs cache misses) does not."""
+        if t is None:
+            return
+        if self._max_range is not None:
+            self.window_member(t)
+        db = self.db
+        self._ctx_next = (self._new_context(db.store.snapshot()), db.query_timeout, db.max_rows, db._term_cache,
+                          getattr(db, "query_memory", None))
+
     def evaluate(self, t: int) -> QueryResult:
         db = self.db
         t0 = time.perf_counter()
         snap = db.store.snapshot()  # before reading the absorb log (see AbsorbLog)
-        ctx = QueryContext(snap, base=self.query.base, timeout=db.query_timeout, max_rows=db.max_rows,
-                           term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None),
-                           plan_cache=self._plans)
+        ctx = self._context(snap)
         inc = self.incremental_core
         # while the windows are small enough for the tuple-at-a-time path, evaluating from scratch
         # is cheaper than maintaining (which reads the windows as slid graphs and joins deltas):

@@ -684,6 +684,7 @@ class Scheduler:
         except Exception:  # noqa: BLE001 - then the next instant is evaluated, as without skipping
             log.exception("continuous query %s: cannot keep instant %d for unchanged instants", q.name, t)
         telemetry.evaluation(self.reg, q.name, ms)  # metrics: the evaluation-time histogram
+        ev.prepare(q.trigger.next_instant)   # (made now: the next instant's evaluation will not)
 
     def _error_data(self, q: QueryEntry, t: int, e: BaseException) -> tuple[bytes, dict]:
         """The ``result`` event data of an instant whose evaluation failed, and its window."""
