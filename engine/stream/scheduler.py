@@ -377,6 +377,14 @@ class Scheduler:
             else:
                 q, t, last = job
                 self._inflight = q
+                # its batch, under the same hold of cv (one lock round less per instant); a
+                # failure there leaves the instant to the single path, not the query unindexed
+                batch = None
+                if self.batching:
+                    try:
+                        batch = self._peers(q, t, last)
+                    except Exception:  # noqa: BLE001
+                        log.exception("continuous query %s: cannot take its batch; evaluated alone", q.name)
         if job is None:
             try:
                 self._collect(gc_streams)
@@ -385,12 +393,8 @@ class Scheduler:
                     self._collecting = False
                     reg.cv.notify_all()
             return True
-        batch = None
         paused = False
         try:
-            if self.batching:
-                with reg.cv:
-                    batch = self._peers(q, t, last)
             # a batch is one instant of many queries: held below _GC_PAUSE_BATCH_MS for the batch
             paused = _pause_gc(q.last_latency_ms if batch is None else batch[0].last_ms,
                                _GC_PAUSE_MS if batch is None else _GC_PAUSE_BATCH_MS)
