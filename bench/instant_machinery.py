@@ -16,7 +16,9 @@ machinery) and the rendering (``InstantEvaluator.render``). Per instant:
   before and after the timed part included (what delays the result);
 * for instants the relevance or delta check reused, their latency (no evaluation).
 
-Cold, as the bench runs them: the worker is woken for each instant. Medians in µs. The
+Cold, as the bench runs them: the worker is woken for each instant (``--thrash-mb 64``: and
+its caches emptied first, the same for every instant whatever else the machine runs: an A/B on
+a shared machine). Medians in µs. The
 script runs on older commits too (for A/B: ``PYTHONPATH=<tree> python <this file>``).
 """
 
@@ -31,8 +33,7 @@ from collections import defaultdict
 from bench import streams as bs
 
 
-def measure(wl: bs.Workload) -> dict:
-    from engine.exec import evaluate as E  # noqa: PLC0415
+def measure(wl: bs.Workload, thrash_mb: int = 0) -> dict:
     from engine.stream import continuous as C  # noqa: PLC0415
     from engine.stream import registry as R  # noqa: PLC0415
     from engine.stream import scheduler as S  # noqa: PLC0415
@@ -64,11 +65,13 @@ def measure(wl: bs.Workload) -> dict:
 
     wrap(C.InstantEvaluator, "evaluate", 1)
     wrap(C.InstantEvaluator, "render", 1)
-    # the instant's QueryContext counts as machinery, not evaluation (made inside evaluate)
+    # the instant's QueryContext counts as machinery, not evaluation (made inside evaluate): the
+    # whole making of it (the call of the class, not only its __init__: the allocation and the
+    # arguments cost as much on a cold worker)
     if hasattr(C.InstantEvaluator, "_context"):
         wrap(C.InstantEvaluator, "_context", -1, inner=True)
     else:
-        wrap(E.QueryContext, "__init__", -1, inner=True)
+        wrap(C, "QueryContext", -1, inner=True)   # the name evaluate() calls
     run = C.InstantEvaluator.run
 
     def timed_run(ev, t):
@@ -106,6 +109,19 @@ def measure(wl: bs.Workload) -> dict:
 
     S.Scheduler._store_event = staticmethod(stored)
     undo.append((S.Scheduler, "_store_event", staticmethod(store_event)))
+    if thrash_mb:   # the same cold start for every instant, whatever else the machine runs
+        import numpy as np  # noqa: PLC0415
+
+        junk = np.ones(thrash_mb << 17, dtype=np.int64)
+        step_one = S.Scheduler._step_one
+
+        def cold_step(sched, q, t, last):
+            junk.sum()   # reads every cache line and page of the buffer: caches and TLB evicted
+            junk[::512] += 1
+            return step_one(sched, q, t, last)
+
+        S.Scheduler._step_one = cold_step
+        undo.append((S.Scheduler, "_step_one", step_one))
     try:
         bs.run_jindou(wl, True, say=lambda *_: None)
     finally:
@@ -125,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", default="C1,C4")
     ap.add_argument("--minutes", type=float, default=1.0)
     ap.add_argument("--floor", action="store_true", help="the queries' floor twins (bench.instant_floor)")
+    ap.add_argument("--thrash-mb", type=int, default=0,
+                    help="read and write a buffer of this many MiB on the worker before each instant "
+                         "(64: past the L3 cache), so every instant starts equally cold")
     a = ap.parse_args(argv)
     quiet = lambda *_: None  # noqa: E731
     print("| query | evaluated | machinery µs | check+capture µs | run less evaluation µs | to event µs "
@@ -142,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             static[FLOOR_GRAPH] = f"<{FLOOR_GRAPH}> <{ABSENT}> <{FLOOR_GRAPH}> .\n".encode()
             wl = bs.Workload(wl.name, [floor_twin(bq) for bq in wl.queries], static, wl.streams,
                              wl.start_ms, wl.end_ms, wl.config)
-        r = measure(wl)
+        r = measure(wl, a.thrash_mb)
 
         print(f"| {qid} | {len(r.get('eval', []))} | {_med(r, 'eval')} | {_med(r, 'pre')} | {_med(r, 'outer')} "
               f"| {_med(r, 'eval_event')} | {len(r.get('reuse', []))} | {_med(r, 'reuse')} |")
