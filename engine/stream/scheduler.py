@@ -688,7 +688,10 @@ class Scheduler:
         except Exception:  # noqa: BLE001 - then the next instant is evaluated, as without skipping
             log.exception("continuous query %s: cannot keep instant %d for unchanged instants", q.name, t)
         telemetry.evaluation(self.reg, q.name, ms)  # metrics: the evaluation-time histogram
-        ev.prepare(q.trigger.next_instant)   # (made now: the next instant's evaluation will not)
+        try:
+            ev.prepare(q.trigger.next_instant)   # (made now: the next instant's evaluation will not)
+        except Exception:  # noqa: BLE001 - then the next instant makes them itself
+            log.exception("continuous query %s: cannot prepare the instant after %d", q.name, t)
 
     def _error_data(self, q: QueryEntry, t: int, e: BaseException) -> tuple[bytes, dict]:
         """The ``result`` event data of an instant whose evaluation failed, and its window."""
