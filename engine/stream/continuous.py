@@ -1530,12 +1530,14 @@ class InstantEvaluator:
         if every:
             u = last if ch_all is None else min(last, ch_all - step)
             if u >= t:
-                self._rel_fails = self._rel_skip = 0
-                self._rel_backoff = 1
+                if self._rel_fails:   # (the back-off ends; nothing written on the commonest path)
+                    self._rel_fails = self._rel_skip = 0
+                    self._rel_backoff = 1
                 return u, True
         if reuse:
-            self._rel_fails = self._rel_skip = 0
-            self._rel_backoff = 1
+            if self._rel_fails:
+                self._rel_fails = self._rel_skip = 0
+                self._rel_backoff = 1
             return t, False
         return self._rel_failed()
 
