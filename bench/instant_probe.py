@@ -15,10 +15,12 @@ stream GC has freed meanwhile (empty ranges), so a loop over past instants times
 (wave 2e measured "L6 85 µs warm" that way, against ~470 µs cold here for the same windows).
 
 Steps (medians per instant, µs of wall time; nested steps are inside their callers): the
-scheduler's unchanged-instant check and capture, ``run`` (the instant's latency, less the
-check and the capture), ``evaluate``, the compact read, the tuple-at-a-time core, the event's
-JSON, the window member, the delta check; and the collections of the interpreter's cyclic GC
-that started inside an instant.
+scheduler's unchanged-instant check and capture (``state_at`` where the scheduler takes it in
+its check's timed region), ``run`` (the instant's latency, less the check and the capture),
+``evaluate``, the compact read, the tuple-at-a-time core, the event's JSON, the window
+member, the delta check, what is kept after the event is in the log (``settle``); and the
+collections of the interpreter's cyclic GC that started inside an instant. Steps a version
+of the engine does not have are left out (the probe runs on older commits too, for A/B).
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ STEPS = [
     ("engine.stream.continuous", "InstantEvaluator", "member_bytes"),
     ("engine.stream.resultlog", "ResultLog", "append"),
     ("engine.stream.pred_times", "PredicateTimes", "sync"),
+    ("engine.stream.pred_times", "PredicateTimes", "append"),
     ("engine.stream.continuous", "InstantEvaluator", "unchanged_until"),
     ("engine.stream.continuous", "InstantEvaluator", "capture"),
+    ("engine.stream.continuous", "InstantEvaluator", "state_at"),
     ("engine.stream.continuous", "InstantEvaluator", "run"),
     ("engine.stream.continuous", "InstantEvaluator", "evaluate"),
     ("engine.stream.continuous", "InstantEvaluator", "compact_rows"),
@@ -50,6 +54,7 @@ STEPS = [
     ("engine.stream.continuous", "InstantEvaluator", "render"),
     ("engine.stream.continuous", "InstantEvaluator", "window_member"),
     ("engine.stream.delta", "DeltaGuard", "reusable"),
+    ("engine.stream.continuous", "InstantEvaluator", "settle"),
     ("engine.exec.evaluate", "QueryContext", "__init__"),
 ]
 
@@ -87,7 +92,8 @@ class Probe:
             owner = importlib.import_module(mod)
             if cls is not None:
                 owner = getattr(owner, cls)
-            self._wrap(owner, attr, attr if cls is None else f"{cls}.{attr}")
+            if hasattr(owner, attr):
+                self._wrap(owner, attr, attr if cls is None else f"{cls}.{attr}")
         from engine.stream import continuous as C  # noqa: PLC0415
         from engine.stream import scheduler as S  # noqa: PLC0415
 
@@ -113,6 +119,15 @@ class Probe:
 
         C.InstantEvaluator.capture = keep_previous
         self._undo.append((C.InstantEvaluator, "capture", capture))
+        state_at = getattr(C.InstantEvaluator, "state_at", None)
+        if state_at is not None:
+            def keep_previous_at(ev, t):   # the scheduler's capture (untimed, in its check's region)
+                if self.phase == "cold":
+                    ev._probe_prev = (ev._at, ev._wm)
+                return state_at(ev, t)
+
+            C.InstantEvaluator.state_at = keep_previous_at
+            self._undo.append((C.InstantEvaluator, "state_at", state_at))
         evaluate = S.Scheduler._evaluate
 
         def evaluate_and_repeat(sched, q, t, state=None):

@@ -2,7 +2,8 @@
 
 * The index against recomputing the window: random streams of elements of a few predicates
   (batches of one or many elements, repeated timestamps), the transient store's GC and the
-  index's trims in between, a catch-up read when the ingestion hook did not run; for random
+  index's trims in between, the ingestion hook taking the batch or reading the store back, a
+  catch-up read when it did not run; for random
   instants, windows and predicate sets, :func:`next_change` is the first instant at which an
   element of those predicates enters or leaves the window by the conservative rule, and the
   window holds the same elements of them at every instant before it.
@@ -41,7 +42,8 @@ EX = "http://ex.org/"
 batch = st.tuples(
     st.integers(0, 900),                                  # time from the previous batch
     st.lists(st.tuples(st.integers(0, 4), st.integers(0, 300)), min_size=1, max_size=7),  # (pred, +tau)
-    st.booleans(),                                        # the ingestion hook runs (else a catch-up)
+    st.integers(0, 2),                                    # the ingestion hook: 0 not (a catch-up
+    #                                                       later), 1 reading the store, 2 the batch
     st.integers(0, 3),                                    # 0: store GC, 1: index trim, else nothing
 )
 
@@ -69,8 +71,10 @@ def test_next_change_is_the_window_recomputed(batches, rng, step, keys, probes):
         store.append_rows(rows, np.array(taus, dtype=np.int64))
         hist_p += [100 + p for p in ps]
         hist_t += taus
-        if hook:
+        if hook == 1:
             pt.sync(store)
+        elif hook == 2:
+            pt.append(store, rows[:, 1], np.array(taus, dtype=np.int64))
         if gc == 0:
             store.gc(tau - 2 * rng)
         elif gc == 1:
@@ -122,8 +126,11 @@ def test_batches_of_any_size_are_grouped_in_arrival_order(seed):
         rows = np.stack([np.zeros(n, dtype=np.int64), rng.integers(0, 6, n), np.zeros(n, dtype=np.int64)], axis=1)
         tau = np.sort(rng.integers(0, 50, n)) + i * 100
         store.append_rows(rows, tau)
-        if rng.random() < 0.7:
+        r = rng.random()
+        if r < 0.35:
             pt.sync(store)
+        elif r < 0.7:   # the ingestion hook with the batch (small ones one by one, large ones sorted)
+            pt.append(store, rows[:, 1], tau)
         hist += list(zip(rows[:, 1].tolist(), tau.tolist(), strict=True))
     pt.sync(store)
     for pid in range(6):
@@ -163,6 +170,31 @@ def test_a_fresh_index_starts_from_what_the_store_retains():
     store.append_rows(rows[:2], np.array([1200, 1300], dtype=np.int64))
     pred_times.note(store)   # the ingestion hook
     assert pt.seq == store.end_seq and list(pt.groups[pred_times.ALL][0])[-2:] == [1200, 1300]
+
+
+def test_the_batch_hook_reads_the_store_when_the_batch_is_not_next():
+    """``PredicateTimes.append`` indexes the batch from its arrays only when it follows what the
+    index has seen and is still retained: after a skipped hook, or once the store's GC freed
+    the batch before the hook ran (the worker's GC, between the append and the hook), it does
+    what a catch-up from the store does."""
+    rows = np.array([[1, 7, 2], [1, 8, 2]], dtype=np.int64)
+    for case in ("skipped", "freed"):
+        store = TransientStore("a", slice_triples=2)
+        pt = PredicateTimes()
+        ref = PredicateTimes()
+        store.append_rows(rows, np.array([100, 200], dtype=np.int64))
+        if case == "freed":
+            pt.append(store, rows[:, 1], np.array([100, 200], dtype=np.int64))
+        tau = np.array([300, 400], dtype=np.int64)
+        store.append_rows(rows, tau)
+        if case == "freed":
+            store.gc(450)   # frees both batches before the second one's hook
+        pt.append(store, rows[:, 1], tau)
+        ref.sync(store)
+        assert pt.seq == ref.seq == store.end_seq
+        assert pt.since == ref.since
+        assert {k: list(g[0][g[1]:]) for k, g in pt.groups.items() if len(g[0]) > g[1]} == \
+            {k: list(g[0][g[1]:]) for k, g in ref.groups.items() if len(g[0]) > g[1]}, case
 
 
 def test_which_predicates_are_relevant():

@@ -64,7 +64,7 @@ from engine.arrays import unique, unique_inverse
 from engine.exec import render
 from engine.exec import serialize as _ser
 from engine.exec.bindings import distinct_inverse
-from engine.exec.context import LOCAL_BASE
+from engine.exec.context import LOCAL_BASE, current_budget
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
 from engine.exec.numbers import LAZY_BASE as _LAZY_BASE
 from engine.exec.result import UNBOUND, QueryResult
@@ -77,7 +77,7 @@ from engine.stream import pred_times
 from engine.stream.absorb import AbsorbLog
 from engine.stream.delta import DeltaGuard, patterns_of, query_patterns, relevant_predicates
 from engine.stream.incremental import IncrementalCore, find_core
-from engine.stream.pred_times import next_change, window_seqs
+from engine.stream.pred_times import ALL, change_by, next_change
 from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.tiny_gen import GEN_WINDOW, GenQuery
@@ -91,6 +91,7 @@ _EMPTY3 = np.zeros((0, 3), dtype=np.int64)
 _EMPTY1 = np.zeros(0, dtype=np.int64)
 _EVERY = (pred_times.ALL,)   # every element of a stream (pred_times)
 _EVALUATE = (None, True)     # InstantEvaluator.quiet_until: evaluate the instant
+_NO_PRE = (None, 0.0)        # InstantEvaluator._pre: no capture timed for run()
 #: instants reused by the relevance check, all queries of the process (a list: counting must not
 #: write a class attribute, which would drop the interpreter's caches of the class's attributes)
 _REUSED = [0]
@@ -101,6 +102,15 @@ _SMALL_PREFIX = 4096
 def reused_total() -> int:
     """Instants the relevance check reused (:meth:`InstantEvaluator.quiet_until`), all queries."""
     return _REUSED[0]
+
+
+#: relevance checks skipped by their back-off (InstantEvaluator.quiet_until), all queries
+_REL_SKIPPED = [0]
+
+
+def rel_skipped_total() -> int:
+    """Relevance checks skipped by their back-off (:meth:`InstantEvaluator.quiet_until`), all queries."""
+    return _REL_SKIPPED[0]
 _BIN = pa.large_binary()
 #: instants whose compact default graph holds at most this many triples evaluate their BGP core
 #: tuple at a time (:mod:`engine.stream.tiny`); larger ones take the vectorized executor
@@ -1121,8 +1131,10 @@ class InstantEvaluator:
         # once the instant is ready: later elements have tau beyond it), the window member
         self._at: tuple | None = None        # (t, [(g0, g1) per window])
         self._wm: tuple | None = None        # (t, member dict, b',"window":{...}')
-        self._pre: tuple = (None, 0.0)       # (t, ms capture(t) spent): counted in run(t)'s latency
+        self._pre: tuple = _NO_PRE           # (t, ms spent on t before run(t)): counted in its latency
         self._rp: tuple | None = None        # (the last event's data, its repeat prefix)
+        self._fin: tuple | None = None       # (t, sn, ranges): the delta check remembers t (settle)
+        self._ctx_next: tuple | None = None  # the next instant's QueryContext and the limits it has (prepare)
         self._until: list | None = None      # [state, leave known, leave instant, next-element instant per window]
         self._until_fails = 0      # unchanged-instant checks failed in a row
         self._until_skip = 0       # instants left whose check is skipped (windows changing every step)
@@ -1132,6 +1144,9 @@ class InstantEvaluator:
         self._rel: tuple | None = None
         self._rel_ids: tuple | None = None
         self._dg_skip: int | None = None   # the instant whose delta check is hopeless (quiet_until)
+        self._rel_fails = 0   # relevance checks in a row that found a change (quiet_until's back-off)
+        self._rel_skip = 0    # instants left whose relevance check is skipped
+        self._rel_backoff = 1
         self._ok: int | None = None   # the last instant run() answered (not an error)
         ranges = [bw.window.range_ms for bw in windows if bw.window.range_ms is not None]
         self._max_range = max(ranges) if ranges else None
@@ -1312,21 +1327,27 @@ class InstantEvaluator:
         rel = self._rel
         if rel is None:
             rel = self._relevance()
-        if rel[0]:   # time windows: two bisections over the stream's element times (pred_times)
+        if rel[0]:   # time windows: two bisections over the stream's element times (pred_times:
+            # window_seqs inline, clamped to what the store retains)
             r = []
-            for (store, pt, rng), bw in zip(rel[2], self.windows, strict=True):
+            for k, (store, pt, rng) in enumerate(rel[2]):
                 if pt.seq != store.end_seq:
                     pt.sync(store)
                 lo = t - rng
-                groups = pt.groups   # before its bound (see pred_times)
+                g = pt.groups.get(ALL)   # the groups before their bound (see pred_times)
                 since = pt.since
-                got = None if since is not None and lo < since else window_seqs(groups, lo, t)
-                if got is None:
+                if g is None or (since is not None and lo < since):
+                    bw = self.windows[k]
                     r.append(bw.store.window_range(bw.window, t))
-                else:
-                    live = store.live_start
-                    g0 = got[0] if got[0] > live else live
-                    r.append((g0, got[1] if got[1] > g0 else g0))
+                    continue
+                arr, head, seq0 = g
+                i0 = bisect.bisect_right(arr, lo, head)
+                g1 = seq0 + (bisect.bisect_right(arr, t, i0) if t > lo else i0)
+                g0 = seq0 + i0
+                live = store.live_start
+                if g0 < live:
+                    g0 = live
+                r.append((g0, g1 if g1 > g0 else g0))
             self._at = (t, r)
             return r
         if at is not None and at[0] < t:   # from the last instant's ranges: a few steps, no search
@@ -1351,6 +1372,11 @@ class InstantEvaluator:
         st = (int(t), self.db.store.snapshot().sn, self.ranges(t))
         self._pre = (t, spent_ms + (time.perf_counter() - t0) * 1000.0)
         return st
+
+    def state_at(self, t: int) -> tuple:
+        """:meth:`capture` untimed: the scheduler times its check and this capture as one
+        region and hands that time to :meth:`run` (it sets :attr:`_pre` to ``(t, ms)``)."""
+        return (int(t), self.db.store.snapshot().sn, self.ranges(t))
 
     #: failed unchanged-instant checks in a row before skipping some, and the most skipped at a
     #: time: an instant whose check is skipped goes to the delta check (which reuses the last
@@ -1434,7 +1460,20 @@ class InstantEvaluator:
         memo = self._rel_ids = (d, size, tuple(ids), len(rel[1]) - len(ids))
         return memo
 
-    def quiet_until(self, state: tuple, t: int, last: int, step: int) -> tuple[int | None, bool]:
+    #: relevance checks that found a change in a row (one instant ready each) before some
+    #: are skipped, and the most skipped at a time (see :meth:`quiet_until`)
+    REL_FAILS = 16
+    REL_SKIP_MAX = 4
+
+    def _rel_failed(self) -> tuple:
+        """A relevance check found instant ``t`` to evaluate: the back-off's count (quiet_until)."""
+        f = self._rel_fails = self._rel_fails + 1
+        if f >= self.REL_FAILS:
+            self._rel_skip = self._rel_backoff
+            self._rel_backoff = min(self.REL_SKIP_MAX, 2 * self._rel_backoff)
+        return _EVALUATE
+
+    def quiet_until(self, state: tuple, t: int, last: int, step: int, alone: bool = False) -> tuple[int | None, bool]:
         """The scheduler's check of instant ``t`` against the evaluated (or reused) instant
         ``te`` of ``state``: ``(u, True)`` when the windows and stored data stay the same for
         ``t..u`` (:meth:`unchanged_until`'s answer); ``(t, False)`` when no triple of a predicate
@@ -1449,16 +1488,31 @@ class InstantEvaluator:
         ready (``last == t``) an unchanged run is that instant alone, whose event is the same
         either way: only the relevant predicates are looked at then. Kept to one call on the
         commonest path (an instant runs on a woken thread, where every call and object touched
-        costs a few cache misses)."""
+        costs a few cache misses).
+
+        Back-off: after :attr:`REL_FAILS` checks in a row found a change (windows where every
+        step brings a triple the query reads, like sensor observations), the next instants
+        with one instant ready are evaluated without the check, 1, 2, then at most
+        :attr:`REL_SKIP_MAX` at a time, each such period followed by one check; a check that
+        reuses ends it. Only where the check could answer nothing but "reuse" or "evaluate"
+        (one instant ready, the last instant answered, a query the relevance check reuses
+        for: no NOW() and the like) or an unchanged run reported like an evaluated instant
+        (``alone``: the scheduler's ``idle_after`` > 1): evaluating gives the same event, so a skip
+        changes no result, only what the instant costs (a check that fails costs 10-15 µs on
+        a woken worker; a skipped instant that could have been reused costs an evaluation)."""
         rel = self._rel
         if rel is None:
             rel = self._relevance()
         if not rel[0]:
             return self.unchanged_until(state, t, last, step), True
         te, sn, ranges = state
+        if self._rel_skip and alone and last == t and self._ok == te and rel[1] is not None:
+            self._rel_skip -= 1
+            _REL_SKIPPED[0] += 1
+            return _EVALUATE
         dbs = self.db.store
         if dbs.snapshot().sn != sn:
-            return _EVALUATE
+            return self._rel_failed()
         ch = None
         if self.reads_stored_default:
             al = self.absorb_log
@@ -1467,7 +1521,7 @@ class InstantEvaluator:
                 if nxt_abs is not None:
                     ch = first_instant(nxt_abs, step)
                     if ch <= t:
-                        return _EVALUATE
+                        return self._rel_failed()
         reuse = rel[1] is not None and self._ok == te
         if reuse:
             memo = self._rel_ids
@@ -1492,12 +1546,12 @@ class InstantEvaluator:
                     arr = g[0]
                     if not arr or arr[-1] <= lo:   # all of them left before te's window
                         continue
-                    c = next_change(groups, (key,), te, rng, step)
+                    c = change_by(g, te, rng, step, t)   # (the tail first: an element entering by t)
                     if c <= t:
                         if key in rel[3]:
                             self._dg_skip = t
                         if not every:
-                            return _EVALUATE
+                            return self._rel_failed()
                         reuse = False
                         break
                     if ch is None or c < ch:
@@ -1509,8 +1563,16 @@ class InstantEvaluator:
         if every:
             u = last if ch_all is None else min(last, ch_all - step)
             if u >= t:
+                if self._rel_fails:   # (the back-off ends; nothing written on the commonest path)
+                    self._rel_fails = self._rel_skip = 0
+                    self._rel_backoff = 1
                 return u, True
-        return (t, False) if reuse else _EVALUATE
+        if reuse:
+            if self._rel_fails:
+                self._rel_fails = self._rel_skip = 0
+                self._rel_backoff = 1
+            return t, False
+        return self._rel_failed()
 
     def reuse(self, state: tuple, prefix, t: int) -> tuple[bytes, tuple]:
         """``(the event data, the state)`` of instant ``t``, whose result :meth:`quiet_until`
@@ -1619,11 +1681,12 @@ class InstantEvaluator:
         wm = self._wm
         if wm is not None and wm[0] == t:
             return wm[1]
-        if self._max_range is not None:
+        r = self._max_range
+        if r is not None:   # the bytes orjson writes for the dict, by one formatting (cold: 1 µs, not 7)
             t = int(t)
-            win = {"start": t - self._max_range, "end": t}
-        else:
-            win = window_member([bw.window for bw in self.windows], t, self.oldest_count_tau(t))
+            self._wm = (t, {"start": t - r, "end": t}, b',"window":{"start":%d,"end":%d}' % (t - r, t))
+            return self._wm[1]
+        win = window_member([bw.window for bw in self.windows], t, self.oldest_count_tau(t))
         self._wm = (t, win, _window_member(win))
         return win
 
@@ -1640,6 +1703,44 @@ class InstantEvaluator:
             wm = self._wm
         return wm[2]
 
+    def _new_context(self, snap) -> QueryContext:
+        db = self.db
+        return QueryContext(snap, base=self.query.base, timeout=db.query_timeout, max_rows=db.max_rows,
+                            term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None),
+                            plan_cache=self._plans)
+
+    def _context(self, snap) -> QueryContext:
+        """The instant's :class:`QueryContext`: the one :meth:`prepare` made after the last
+        event, given its snapshot and deadline now, if the database's limits are still those
+        it was made with; else a new one. Each context serves one instant."""
+        pre = self._ctx_next
+        if pre is None:
+            return self._new_context(snap)
+        self._ctx_next = None
+        db = self.db
+        ctx, timeout, max_rows, terms, qm = pre
+        if timeout != db.query_timeout or max_rows != db.max_rows or terms is not db._term_cache \
+                or qm != getattr(db, "query_memory", None) or (qm is None and current_budget() is not None):
+            return self._new_context(snap)
+        ctx.snapshot = snap
+        ctx.dictionary = snap.dictionary
+        ctx.deadline = (time.monotonic() + timeout) if timeout else None   # the instant's own time
+        return ctx
+
+    def prepare(self, t: int | None) -> None:
+        """After an evaluated instant's event, before the next instant ``t`` is ready: what
+        that instant will need and does not depend on its data -- its window member (time
+        windows) and a :class:`QueryContext` without snapshot and deadline (:meth:`_context`).
+        Made while the worker would wait anyway, so the instant itself (a woken thread, where
+        every object it makes or code it runs first costs cache misses) does not."""
+        if t is None:
+            return
+        if self._max_range is not None:
+            self.window_member(t)
+        db = self.db
+        self._ctx_next = (self._new_context(db.store.snapshot()), db.query_timeout, db.max_rows, db._term_cache,
+                          getattr(db, "query_memory", None))
+
     #: the generated-code path on (tests compare with it off)
     GENERATED = True
 
@@ -1647,9 +1748,7 @@ class InstantEvaluator:
         db = self.db
         t0 = time.perf_counter()
         snap = db.store.snapshot()  # before reading the absorb log (see AbsorbLog)
-        ctx = QueryContext(snap, base=self.query.base, timeout=db.query_timeout, max_rows=db.max_rows,
-                           term_cache=db._term_cache, query_memory=getattr(db, "query_memory", None),
-                           plan_cache=self._plans)
+        ctx = self._context(snap)
         inc = self.incremental_core
         # while the windows are small enough for the tuple-at-a-time path, evaluating from scratch
         # is cheaper than maintaining (which reads the windows as slid graphs and joins deltas):
@@ -1754,43 +1853,61 @@ class InstantEvaluator:
         """Evaluate instant ``t``: returns (the event's data JSON, latency in ms). An instant
         whose window change cannot touch the query's patterns (:mod:`engine.stream.delta`)
         reports the last evaluated result without evaluating. The latency covers the whole
-        instant: :meth:`capture` of ``t`` if the scheduler took it just before, reading the
-        windows, evaluating and writing the event."""
+        instant: what was spent on ``t`` before (:attr:`_pre`: :meth:`capture`'s time, or the
+        scheduler's check and capture, :meth:`state_at`), reading the windows, evaluating and
+        writing the event. What later instants need of it (its repeat prefix, the delta
+        check's memory) is kept once the event is in the log (:meth:`settle`)."""
         t0 = time.perf_counter()
-        pre_t, pre_ms = self._pre
-        pre = pre_ms if pre_t == t else 0.0
-        self._pre = (None, 0.0)
+        pre_t, spent_ms = self._pre
+        if pre_t != t:
+            spent_ms = 0.0
+        self._pre = _NO_PRE
         dg = self._delta
         # the relevance check saw a change the delta check cannot find clean (a triple of a
         # predicate some pattern matches with variable ends): not asked, but remembered
-        hopeless = self._dg_skip == t
-        keep = dg is not None and not hopeless and dg.wants_check()
-        # the instant before a check (the last of a back-off) is remembered too: the check then
-        # reads one step's change, not everything since the last remembered instant
-        if keep or (dg is not None and (hopeless or dg.last is None or dg.checks_next())):
+        ask = 0 if dg is None else dg.ask(self._dg_skip == t)
+        if ask:
             sn = self.db.store.snapshot().sn
             ranges = self.ranges(t)
-            if keep:
+            self._fin = (t, sn, ranges)   # remembered once the event is written (settle)
+            if ask == 2:
                 absorbed = False
                 if self.reads_stored_default and self.absorb_log is not None:
                     nxt = self.absorb_log.next_after(dg.last)
                     absorbed = nxt is not None and nxt <= t
                 prefix = dg.reusable(self.windows, sn, ranges, self.db.store.dictionary, absorbed)
-                if prefix is not None:
+                if prefix is not None:   # (the check moved its memory to t)
                     data = self.repeat(prefix, t)
                     self._rp = (data, prefix)
+                    self._fin = None
                     self._ok = t
-                    return data, pre + (time.perf_counter() - t0) * 1000.0
-            keep = True
+                    return data, spent_ms + (time.perf_counter() - t0) * 1000.0
+        else:
+            self._fin = None
         res = self.evaluate(t)
-        win = self.window_member(t)
-        data = self.render(res, win)
-        if keep:
-            prefix = self.repeat_prefix(data, win)
-            self._rp = (data, prefix)
-            dg.remember(t, sn, ranges, prefix)
+        data = self.render(res, self.window_member(t))
         self._ok = t
-        return data, pre + (time.perf_counter() - t0) * 1000.0
+        return data, spent_ms + (time.perf_counter() - t0) * 1000.0
+
+    def settle(self, data: bytes, t: int) -> bytes:
+        """After instant ``t``'s event (``data``, :meth:`run`'s) went into the log, what later
+        instants need of it: its repeat prefix (:meth:`repeat_prefix`, returned), and the delta
+        check's memory of ``t`` if :meth:`run` asked for it. Neither is part of the result, so
+        neither delays it; a run() not settled leaves the delta check an older memory, against
+        which it only compares a longer change."""
+        rp = self._rp
+        if rp is not None and rp[0] is data:
+            prefix = rp[1]
+        else:
+            wm = self._wm
+            prefix = self.repeat_prefix(data, wm[1] if wm is not None and wm[0] == t else self.window_member(t))
+            self._rp = (data, prefix)
+        fin = self._fin
+        if fin is not None:
+            self._fin = None
+            if fin[0] == t:
+                self._delta.remember(t, fin[1], fin[2], prefix)
+        return prefix
 
     def render(self, res: QueryResult, win: dict) -> bytes:
         wm = self._wm

@@ -195,6 +195,19 @@ class DeltaGuard:
         """The remembered instant."""
         return None if self._memo is None else self._memo[0]
 
+    def ask(self, hopeless: bool = False) -> int:
+        """What an evaluated instant does with the guard, in one call (the instant's path):
+        0 nothing, 1 remember it (:meth:`remember`), 2 check it (:meth:`reusable`) and remember
+        it. ``hopeless``: the change is known to match (not checked, but remembered, so the
+        next check reads one step's change). The same decisions as :meth:`wants_check` then
+        :meth:`checks_next` (the back-off counts down on unchecked instants)."""
+        if self._memo is None or hopeless:
+            return 1
+        if self._skip > 0:
+            self._skip -= 1
+            return 1 if self._skip == 0 else 0
+        return 2
+
     def wants_check(self) -> bool:
         if self._memo is None:
             return False

@@ -76,7 +76,8 @@ class Ingestor:
         if tm.any():
             self.db.store.snapshot()  # a down store worker refuses the batch before anything changes
         st.store.append_rows(rows, tau)
-        pred_times.note(st.store)   # indexed before the progress is published (relevance checks)
+        # indexed before the progress is published (relevance checks), from the batch in hand
+        pred_times.note(st.store, rows[:, 1], tau)
         journal = self.journal if keys is not None else None
         st.batches += 1
         st.elements += len(split_elements(tau))

@@ -377,6 +377,14 @@ class Scheduler:
             else:
                 q, t, last = job
                 self._inflight = q
+                # its batch, under the same hold of cv (one lock round less per instant); a
+                # failure there leaves the instant to the single path, not the query unindexed
+                batch = None
+                if self.batching:
+                    try:
+                        batch = self._peers(q, t, last)
+                    except Exception:  # noqa: BLE001
+                        log.exception("continuous query %s: cannot take its batch; evaluated alone", q.name)
         if job is None:
             try:
                 self._collect(gc_streams)
@@ -385,12 +393,8 @@ class Scheduler:
                     self._collecting = False
                     reg.cv.notify_all()
             return True
-        batch = None
         paused = False
         try:
-            if self.batching:
-                with reg.cv:
-                    batch = self._peers(q, t, last)
             # a batch is one instant of many queries: held below _GC_PAUSE_BATCH_MS for the batch
             paused = _pause_gc(q.last_latency_ms if batch is None else batch[0].last_ms,
                                _GC_PAUSE_MS if batch is None else _GC_PAUSE_BATCH_MS)
@@ -441,24 +445,30 @@ class Scheduler:
         ev = q.evaluator
         # instants whose windows and stored data equal the last evaluated one's cost only the
         # check and the repeated event; the check's time counts in the instant's latency either
-        # way. A reused instant (no relevant change) gets its event at once, inside that time.
+        # way. A reused instant (no relevant change) gets its event at once, inside that time;
+        # an instant to evaluate its capture, in the same timed region (one pair of clock reads).
         t0 = time.perf_counter()
         u = None
         same = True
         state = q.state
         if state is not None and q.prefix is not None:
-            u, same = ev.quiet_until(state, t, last, q.trigger.step)
+            # (alone: an unchanged instant is reported like an evaluated one, so the check's
+            # back-off may evaluate instead)
+            u, same = ev.quiet_until(state, t, last, q.trigger.step, self.idle_after > 1)
             if not same:
                 data, state = ev.reuse(state, q.prefix, t)
+        if u is None:
+            state = ev.state_at(t)
         check_ms = (time.perf_counter() - t0) * 1000.0
         with reg.cv:
             if u is None:
-                issued = q.trigger.ready(reg.progress(), limit=1)   # [] if its stream went away
+                issued = self._issue(q, t)   # False if its stream went away
             else:
                 q.trigger.advance(u)
         if u is None:
             if issued:
-                self._evaluate(q, issued[0], ev.capture(issued[0], check_ms))
+                ev._pre = (t, check_ms)   # counted in run(t)'s latency (InstantEvaluator.state_at)
+                self._evaluate(q, t, state)
         elif same:
             self._report_unchanged(q, t, u, check_ms)
         elif self._store_event(q, t, state, q.prefix, data, check_ms):
@@ -466,6 +476,28 @@ class Scheduler:
             # (InstantEvaluator.quiet_until): the last result as its own result event (an empty
             # I/DSTREAM difference) without capture or evaluation; its state moves to t
             telemetry.evaluation(reg, q.name, check_ms)
+
+    def _issue(self, q: QueryEntry, t: int) -> bool:
+        """Caller holds ``cv``: issue instant ``t``, the next one of ``q``'s trigger, if it is
+        still ready -- ``Trigger.ready(reg.progress(), limit=1)`` without the progress of every
+        stream as a dict and the list of instants (the instant's path)."""
+        tr = q.trigger
+        if tr.next_instant != t:
+            return False
+        streams = self.reg.streams
+        lowest = None
+        for s in tr.streams:
+            st = streams.get(s)
+            p = None if st is None else st.published
+            if p is None:
+                return False
+            if lowest is None or p < lowest:
+                lowest = p
+        step = tr.step
+        if (lowest - 1) // step * step < t:   # windows.align_down: ready while P > t
+            return False
+        tr.advance(t)
+        return True
 
     # -- multi-query execution -----------------------------------------------------
     def _group_of(self, q: QueryEntry) -> Group | None:
@@ -636,17 +668,30 @@ class Scheduler:
                 time.sleep(_STORE_RETRY_S)
 
     def _evaluate(self, q: QueryEntry, t: int, state: tuple | None = None) -> None:
+        """Evaluate instant ``t`` and append its event; then keep what later instants need of
+        it (:meth:`InstantEvaluator.settle`), after the event is in the log."""
+        ev = q.evaluator
         if state is None:
-            state = q.evaluator.capture(t)
-        win = None
+            state = ev.capture(t)
         try:
             data, ms = self._run_instant(q, t)
             if data is None:
                 return  # closed or deleted while the store was down
         except Exception as e:  # noqa: BLE001 - reported in the query's result stream
             data, win = self._error_data(q, t, e)
-            ms = None
-        self._record(q, t, state, data, ms, win)
+            self._record(q, t, state, data, None, win)
+            return
+        if not self._store_event(q, t, state, None, data, ms):
+            return
+        try:
+            q.prefix = ev.settle(data, t)
+        except Exception:  # noqa: BLE001 - then the next instant is evaluated, as without skipping
+            log.exception("continuous query %s: cannot keep instant %d for unchanged instants", q.name, t)
+        telemetry.evaluation(self.reg, q.name, ms)  # metrics: the evaluation-time histogram
+        try:
+            ev.prepare(q.trigger.next_instant)   # (made now: the next instant's evaluation will not)
+        except Exception:  # noqa: BLE001 - then the next instant makes them itself
+            log.exception("continuous query %s: cannot prepare the instant after %d", q.name, t)
 
     def _error_data(self, q: QueryEntry, t: int, e: BaseException) -> tuple[bytes, dict]:
         """The ``result`` event data of an instant whose evaluation failed, and its window."""
