@@ -671,7 +671,7 @@ def report(names, lat, tput, args, data, bad, cpu=None) -> str:
            f"{args.requests} requests per family · "
            + {"get": "GET ?query=...", "post": "POST application/sparql-query",
               "form": "POST application/x-www-form-urlencoded"}[METHOD]
-           + ", Accept SPARQL JSON, one keep-alive connection" + (f" · client {CLIENT}" if CLIENT else ""),
+           + ", Accept " + (getattr(args, "accept", None) or "SPARQL JSON") + ", one keep-alive connection" + (f" · client {CLIENT}" if CLIENT else ""),
            "", "| mode | family | " + " | ".join(f"{n} ms" for n in names) + (" | ratio jindou/oxigraph |" if base else " |"),
            "| --- | --- | " + " | ".join("---:" for _ in names) + (" | ---: |" if base else " |")]
     for mode in ("repeated", "varied") if lat else ():
