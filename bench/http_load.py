@@ -431,9 +431,18 @@ ACCEPTS = {"json": JSON_RESULTS, "xml": "application/sparql-results+xml", "csv":
 
 def with_accept(families: tuple, accept: str) -> tuple:
     """``families`` with every SELECT / ASK family asking for ``accept`` (a name of
-    :data:`ACCEPTS` or a media type); graph families keep theirs."""
-    mt = ACCEPTS.get(accept, accept)
-    return tuple(f if f.accept == NT else replace(f, accept=mt) for f in families)
+    :data:`ACCEPTS` or a media type; several, comma-separated: one family per format,
+    named ``family.format``, measured side by side); graph families keep theirs."""
+    names = [a.strip() for a in accept.split(",") if a.strip()]
+    out = []
+    for f in families:
+        if f.accept == NT:
+            out.append(f)
+            continue
+        for a in names:
+            mt = ACCEPTS.get(a, a)
+            out.append(replace(f, accept=mt) if len(names) == 1 else replace(f, name=f"{f.name}.{a}", accept=mt))
+    return tuple(out)
 
 
 def _answer_size(fam: Family, body: bytes):
@@ -522,7 +531,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
     ap.add_argument("--skip-throughput", action="store_true", help="only the latency phase")
     ap.add_argument("--accept", default=None,
                     help="the results format of SELECT / ASK families for every peer: " + ", ".join(ACCEPTS)
-                    + " or a media type (default json; graph families keep N-Triples)")
+                    + " or a media type (default json; graph families keep N-Triples); several, "
+                    "comma-separated: one family per format (family.format)")
     args = ap.parse_args(argv)
     globals()["METHOD"] = args.method
 
