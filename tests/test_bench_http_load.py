@@ -36,7 +36,7 @@ def test_accept_runs_every_results_format_side_by_side(small, capsys, monkeypatc
                            "--families", "point,inverse", "--accept", "xml,csv,tsv", "--skip-throughput"])
     out = capsys.readouterr().out
     assert code == 0, out
-    for name in ("point.xml", "point.csv", "point.tsv", "inverse.csv"):
+    for name in ("point.xml", "point.csv", "point.tsv", "inverse.csv"):  # (ask: test_answer_sizes_...)
         assert f"| repeated | {name} |" in out
 
 
@@ -47,6 +47,7 @@ def test_answer_sizes_of_each_results_format():
     assert http_load._answer_size(xml, b"<sparql><head/><boolean>false</boolean></sparql>") is False
     assert http_load._answer_size(csv, b"s,o\r\na,b\r\nc,d\r\n") == 2
     assert http_load._answer_size(tsv, b"?_askResult\ntrue\n") is True
+    assert http_load._answer_size(csv, b"false") is False
 
 
 def test_every_family_has_answers(small):
