@@ -372,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
             for acc in accepts:  # (formats alternate within a round)
                 globals()["RESULTS_ACCEPT"] = acc
                 for mode in ("repeated", "varied"):
-                    reqs = [request(t) for t in texts(f, mode, args.requests + 50, f"r{r}")]
+                    # (a salt per format: "varied" texts never seen before, not the previous format's)
+                    reqs = [request(t) for t in texts(f, mode, args.requests + 50, f"r{r}-{acc}")]
                     ns, slow = run(proto, tr, reqs[:50], loop)
                     ns, slow = run(proto, tr, reqs[50:], loop)
                     cells.setdefault((f, acc, mode), []).append(statistics.median(ns) / 1e3 if ns else float("nan"))
