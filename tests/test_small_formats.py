@@ -1,6 +1,7 @@
 """Small SELECT and ASK answers in SPARQL XML, CSV and TSV joined from kept rendered
 terms (engine/small_answers.py ``select_xml`` / ``select_csv`` / ``select_tsv``,
-``small_body``) are byte-identical to the general writers (engine/exec/serialize.py),
+``small_body``) are byte-identical to the general writers (engine/exec/serialize.py,
+whose term-by-term path for small answers equals its vectorized one),
 over random small results (unbound cells, blank nodes, IRIs and literals with quotes,
 commas, tabs, newlines, carriage returns, XML specials and control characters,
 language tags, datatypes, unicode) and over a store's own terms; and the HTTP lane
@@ -48,10 +49,39 @@ def test_small_formats_equal_the_writers(keys, names, data):
     frags = small_answers.TermFragments()
     for mt in RESULT_TYPES:
         want = ser.serialize(res, mt)
+        assert want == _vectorized(res, mt), mt  # the general writer's two paths agree
         w = small_answers.WRITERS[mt]
         assert w(res, None, frags) == want, mt  # cold: terms rendered now
         assert w(small, None, frags) == want, mt  # hot, and from Python sequences
         assert small_answers.small_body(res, mt) == want, mt
+
+
+def _vectorized(res, mt):
+    """The general writer's bytes through its vectorized row assembly (its term-by-term
+    path for small answers, ``serialize.SMALL_CELLS``, off)."""
+    keep = ser.SMALL_CELLS
+    ser.SMALL_CELLS = 0
+    try:
+        return ser.serialize(res, mt)
+    finally:
+        ser.SMALL_CELLS = keep
+
+
+def test_the_general_writers_small_path_is_taken(monkeypatch):
+    """Small XML/CSV/TSV answers (computed terms too, which the lane's kept fragments
+    leave to the general writer) are written term by term, not by the vectorized rows."""
+    from engine.exec import render
+
+    def boom(*a, **k):
+        raise AssertionError("the vectorized row assembly ran")
+
+    table = ser.KeyTable(["<http://e/a>", '"b,c"@en', "_:x"])
+    res = QueryResult(form="SELECT", terms=table, vars=["a", "b"],
+                      columns=[np.array([0, 1, -1], dtype=np.int64), np.array([2, -1, 1], dtype=np.int64)], n_rows=3)
+    want = {mt: _vectorized(res, mt) for mt in RESULT_TYPES}
+    monkeypatch.setattr(render, "column", boom)
+    for mt in RESULT_TYPES:
+        assert ser.serialize(res, mt) == want[mt]
 
 
 @pytest.mark.parametrize("mt", RESULT_TYPES)
@@ -108,8 +138,10 @@ def test_a_stores_answers_in_every_format(tmp_path):
             got = small_answers.small_body(res, mt)
             if len(res) * max(1, len(res.vars or ())) <= small_answers.MAX_CELLS:
                 assert got is not None, (q, mt)
+            want = ser.serialize(res, mt)
+            assert want == _vectorized(res, mt), (q, mt)
             if got is not None:
-                assert got == ser.serialize(res, mt), (q, mt)
+                assert got == want, (q, mt)
 
 
 def test_the_lane_answers_small_selects_in_every_format(monkeypatch):
