@@ -4,7 +4,8 @@ Every serializer takes a columnar :class:`QueryResult` and returns bytes. Term
 ids are decoded once per *distinct* id of a column; each distinct term is
 rendered once into a text fragment. SELECT answers (JSON, XML, CSV, TSV) are
 rendered and assembled by :mod:`engine.exec.render` (Arrow kernels, no Python
-per row; :func:`serialize_lazy` returns them unbuilt for streaming); graph
+per row; :func:`serialize_lazy` returns them unbuilt for streaming), except answers of
+at most :data:`SMALL_CELLS` cells, written term by term (cheaper below that); graph
 rows are assembled by gathering fragments with numpy object arrays.
 
 Formats
