@@ -26,7 +26,7 @@ from collections import OrderedDict
 import numpy as np
 
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
-from engine.exec.bgp import _PRUNE, SMALL_ROWS, SmallBGP
+from engine.exec.bgp import _ANY, _PRUNE, SMALL_ROWS, SmallBGP
 from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import (
     DatasetView,
@@ -41,7 +41,10 @@ from engine.exec.evaluate import (
 )
 from engine.exec.result import QueryResult
 from engine.io import ingest
+from engine.kv import vertex_preds
 from engine.kv.store import Changes, Store
+from engine.plan.fast_tree import UnionProgram, compile_filtered, compile_union
+from engine.plan.fast_tree import constants as filter_constants
 from engine.plan.planner import QueryPlan, fast_shape, make_plan
 from engine.plan.point import PointProgram, compile_point, describe_small
 from engine.plan.rewrite import rewrite
@@ -278,6 +281,8 @@ class Database:
         if tpl is None:
             return None
         slots = n[1]
+        if tpl.params is not None:
+            return self._match_params(tpl, slots)
         v = None
         for s, f in zip(slots, tpl.fixed, strict=True):
             if f is None:
@@ -291,6 +296,30 @@ class Database:
         if key is None or key in tpl.others:
             return None
         return tpl, key
+
+    @staticmethod
+    def _match_params(tpl, slots):
+        """:meth:`match_template` of a template of several parameters (``tpl.params``:
+        the parameter of each slot, None for a fixed one): (template, their keys)."""
+        vals: list = [None] * len(tpl.quote)
+        for s, f, i in zip(slots, tpl.fixed, tpl.params, strict=True):
+            if i is None:
+                if s != f:
+                    return None
+            elif vals[i] is None:
+                vals[i] = s
+            elif s != vals[i]:
+                return None
+        keys = []
+        for v, q, fixed in zip(vals, tpl.quote, tpl.skeleton_keys, strict=True):
+            if fixed is not None:  # (written in the skeleton)
+                keys.append(fixed)
+                continue
+            key = norm.slot_key(v) if v and v[0] == q else None
+            if key is None or key in tpl.others:
+                return None
+            keys.append(key)
+        return tpl, tuple(keys)
 
     def _learn(self, text: str, base: str | None, pq: QueryPlan, shape: tuple, deadline) -> None:
         """Make ``text`` (a fast shape, just parsed) the template of its skeleton
@@ -306,16 +335,27 @@ class Database:
             return
         skel, slots = n
         param = shape[1]
-        params = [i for i, s in enumerate(slots) if norm.slot_key(s) == param]
+        multi = type(param) is tuple
+        keys = param if multi else (param,)
+        which = {k: j for j, k in enumerate(keys)}
+        params = [i for i, s in enumerate(slots) if norm.slot_key(s) in which]
         tpl = None
         if params:
-            q = slots[params[0]][0]
-            probe = ("<urn:x-jindou:probe>" if q == "<" else q + "jindou probe" + q)
+            # (a parameter written in the skeleton itself, e.g. a prefixed name, stays fixed
+            # there: its key is the template's for every text)
+            quotes = [None] * len(keys)
+            for i in params:
+                quotes[which[norm.slot_key(slots[i])]] = slots[i][0]
+            probes = [(f"<urn:x-jindou:probe:{j}>" if q == "<" else f"{q}jindou probe {j}{q}") if q else None
+                      for j, q in enumerate(quotes)]
+            q = quotes[0]
+            probe = (tuple(norm.slot_key(p) if p else k for p, k in zip(probes, keys, strict=True)) if multi
+                     else norm.slot_key(probes[0]))
             sp = norm.spans(text)
             parts, last = [], 0
             for i in params:
                 a, b = sp[i]
-                parts += (text[last:a], probe)
+                parts += (text[last:a], probes[which[norm.slot_key(slots[i])]])
                 last = b
             parts.append(text[last:])
             try:
@@ -325,9 +365,13 @@ class Database:
                                                             check=_deadline_check(deadline, self.query_timeout))))
             except JindouError:
                 got = None
-            if got is not None and got == (shape[0], norm.slot_key(probe)):
+            if got is not None and got == (shape[0], probe):
                 fixed = tuple(None if i in params else s for i, s in enumerate(slots))
-                tpl = _Template(fixed, q, shape[0], pq, _shape_constants(shape[0]))
+                tpl = _Template(fixed, tuple(quotes) if multi else q, shape[0], pq, _shape_constants(shape[0]))
+                if multi:
+                    tpl.params = tuple(which[norm.slot_key(s)] if i in params else None
+                                       for i, s in enumerate(slots))
+                    tpl.skeleton_keys = tuple(None if qq else k for qq, k in zip(quotes, keys, strict=True))
         with self._lock:
             if len(self._templates) >= _PLAN_CACHE_SIZE:
                 self._templates = {}
@@ -364,9 +408,14 @@ class Database:
                 return None
             progs = {}
             tpl.memo = (known, progs)
-        pid = terms.lookup(key)
-        if pid < 0:
-            return None
+        if type(key) is tuple:  # (several parameters)
+            pid = tuple(terms.lookup(k) for k in key)
+            if min(pid) < 0:
+                return None
+        else:
+            pid = terms.lookup(key)
+            if pid < 0:
+                return None
         compiled = progs.get(pid)
         if compiled is None:
             rk = (tpl.key, pid)
@@ -608,18 +657,27 @@ class Database:
                 self._drop_programs(terms)          # program (they pin old snapshots)
             compiled = None
             tpl = self._shapes.get(shape[0]) if shape is not None else None
-            pid = terms.lookup(shape[1]) if shape is not None else -1
-            if tpl is not None and tpl[0] is snap and tpl[1] is graph and pid >= 0:
+            pid = _param_ids(terms, shape[1]) if shape is not None else -1
+            if tpl is not None and tpl[0] is snap and tpl[1] is graph and pid is not None:
                 compiled = _rebind(tpl[2], tpl[3], pid)
             if compiled is None:
-                compile = (compile_point if pq.fast.point else
-                           compile_construct if pq.fast.template is not None else compile_fast)
-                compiled = compile(pq.fast, graph, terms.lookup)
-                if shape is not None and pid >= 0 and compiled is not None and not compiled[0].empty:
+                if pq.fast.union is not None:
+                    compiled = compile_union(pq.fast, graph, terms)
+                elif pq.fast.filters:
+                    compiled = compile_filtered(pq.fast, graph, terms)
+                else:
+                    compile = (compile_point if pq.fast.point else
+                               compile_construct if pq.fast.template is not None else compile_fast)
+                    compiled = compile(pq.fast, graph, terms.lookup)
+                if shape is not None and pid is not None and compiled is not None and not compiled[0].empty:
                     with self._lock:
                         if len(self._shapes) >= _PLAN_CACHE_SIZE:
                             self._shapes = {}
                         self._shapes[shape[0]] = (snap, graph, compiled, pid)
+                if compiled is None and vertex_preds.pending_edges(graph):
+                    # (variable predicates wait for the edge index a background build is
+                    # making: compiled again by the next query instead of never this snapshot)
+                    return (snap, graph, None, terms)
             st = pq.state = (snap, graph, compiled, terms)
         return st
 
@@ -768,18 +826,24 @@ def _shape_key(pq: QueryPlan) -> tuple | None:
 
 
 def _fast_shape_key(pq: QueryPlan) -> tuple | None:
-    """(shape key, parameter's term key) of a fast-path query whose subject/object
-    constants, other than the classes of ``rdf:type`` patterns, are one term (a
-    star on one entity names it in every pattern); classes and predicates decide
-    the cost and the program, so they stay in the key. None for every other
-    query. The parameter must not also be a predicate or class of the BGP, so
+    """(shape key, parameter) of a fast-path query whose texts differ only in their
+    subject/object constants other than the classes of ``rdf:type`` patterns (classes
+    and predicates decide the cost and the program, so they stay in the key). The
+    parameter is one term key when one constant fills those places (a star on one
+    entity names it in every pattern: its step order is the first text's, a generic
+    plan); several constants are several parameters (a tuple of keys, in order of
+    appearance) only where the plan does not depend on them: each sits in patterns
+    with a variable predicate, whose step estimates read no constant's fan-out, and
+    the program is rebound to every new tuple of them. None for every other query. A
+    parameter must not also be a predicate, class or FILTER constant of the query, so
     swapping it in the compiled program is unambiguous."""
     fast = pq.fast
     if fast is None:
         return None
     parts = []
-    param = None
+    params: dict[str, int] = {}
     others = set()
+    fixed_plan = set()  # parameters in a pattern of a constant predicate (their fan-out orders the steps)
     for t in fast.triples:
         row = []
         for i, term in enumerate((t.s, t.p, t.o)):
@@ -789,27 +853,65 @@ def _fast_shape_key(pq: QueryPlan) -> tuple | None:
                 row.append(("c", term.key))
                 others.add(term.key)
             else:
-                if param is not None and term.key != param:
-                    return None
-                param = term.key
-                row.append(None)
+                j = params.setdefault(term.key, len(params))
+                if isinstance(t.p, Const):
+                    fixed_plan.add(term.key)
+                row.append(("p", j))
         parts.append(tuple(row))
-    if param is None or param in others:
+    if not params or others.intersection(params):
+        return None
+    if len(params) > 1 and (fixed_plan or len(params) > _MAX_PARAMS):
+        return None
+    conds = set()
+    if fast.filters:
+        conds |= filter_constants(fast.filters)
+    branches = None
+    if fast.union is not None:  # (each branch's size and conditions: the tree's structure)
+        for b in fast.union:
+            if b.filters:
+                conds |= filter_constants(b.filters)
+        branches = tuple((len(b.triples), b.filters) for b in fast.union)
+    if conds.intersection(params):
         return None
     key = (pq.query.form, tuple(parts), tuple(fast.names) if fast.names is not None else None,
-           fast.distinct, fast.offset, fast.limit, fast.order)
-    if fast.template is not None:  # the template's constants (the parameter's places marked) too
-        key += (tuple(tuple(("v", x.name) if not isinstance(x, Const) else None if x.key == param else ("c", x.key)
-                            for x in (t.s, t.p, t.o)) for t in fast.template),)
+           fast.distinct, fast.offset, fast.limit, fast.order, fast.filters, branches)
+    if fast.template is not None:  # the template's constants (the parameters' places marked) too
+        key += (tuple(tuple(("v", x.name) if not isinstance(x, Const) else ("p", params[x.key])
+                            if x.key in params else ("c", x.key) for x in (t.s, t.p, t.o)) for t in fast.template),)
+    param = next(iter(params)) if len(params) == 1 else tuple(params)
     return key, param
 
 
-def _rebind(compiled, old: int, new: int):
+#: a shape has at most this many parameters
+_MAX_PARAMS = 4
+
+
+def _param_ids(terms, param):
+    """The store ids of a shape's parameter (a key, or a tuple of keys); None when one
+    is not in the store."""
+    if type(param) is tuple:
+        ids = tuple(terms.lookup(k) for k in param)
+        return ids if min(ids) >= 0 else None
+    i = terms.lookup(param)
+    return i if i >= 0 else None
+
+
+def _rebind(compiled, old, new):
     """A copy of a compiled fast program with the constant id ``old`` (the shape's
-    parameter, unique in it) replaced by ``new``; None for an empty program."""
+    parameter, unique in it) replaced by ``new``; None for an empty program. With
+    several parameters ``old`` and ``new`` are tuples (replaced all at once: through
+    negative ids, which no term has)."""
     prog, out = compiled
     if prog.empty:
         return None
+    if type(old) is tuple:
+        for j, o in enumerate(old):
+            compiled = _rebind(compiled, o, -2 - j)
+        for j, nw in enumerate(new):
+            compiled = _rebind(compiled, -2 - j, nw)
+        return compiled
+    if isinstance(prog, UnionProgram):
+        return prog.rebound(lambda b: b if b.empty else _rebind((b, ()), old, new)[0]), out
     if out and isinstance(out[0], tuple):  # a CONSTRUCT's resolved template
         out = tuple(tuple(("c", new) if e == ("c", old) else e for e in t) for t in out)
     if isinstance(prog, PointProgram):
@@ -818,8 +920,10 @@ def _rebind(compiled, old: int, new: int):
     def end(e):
         return (True, new) if e is not None and e[0] is True and e[1] == old else e
 
-    steps = [(kind, fs, end(a), end(b) if kind == _PRUNE else b) for kind, fs, a, b in prog.steps]
-    rtriples = [tuple(("c", new) if p[0] == "c" and p[1] == old else p for p in rt) for rt in prog.rtriples]
+    steps = [(kind, fs, end(a), end(b) if kind == _PRUNE else (end(b[0]), b[1]) if kind == _ANY else b)
+             for kind, fs, a, b in prog.steps]
+    rtriples = [None if rt is None else tuple(("c", new) if p[0] == "c" and p[1] == old else p for p in rt)
+                for rt in prog.rtriples]
     return SmallBGP(list(prog.slots), steps, rtriples, list(prog.widths), False), out
 
 
@@ -895,7 +999,7 @@ class _Template:
     hand-over replaces the BGP by its rows) and the shape's other constants
     (a parameter equal to one of them has no shape)."""
 
-    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key")
+    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key", "params", "skeleton_keys")
 
     def __init__(self, fixed, quote, key, pq, others):
         self.fixed = fixed
@@ -907,13 +1011,23 @@ class _Template:
         self.memo = None
         #: the server's cost-table key of the shape, kept by the server (server/api/sparql.py _HitJob)
         self.cost_key = None
+        #: with several parameters: the parameter of each slot (None: fixed), ``quote`` a tuple
+        self.params = None
+        #: ... and per parameter its key when the skeleton itself writes it (else None)
+        self.skeleton_keys = None
 
 
 def _shape_constants(key: tuple) -> frozenset:
     """The predicates and classes of a shape key (see :func:`_fast_shape_key`)."""
     if key is _DESCRIBE_ONE:
         return frozenset()
-    return frozenset(c[1] for row in key[1] for c in row if c is not None and c[0] == "c")
+    out = frozenset(c[1] for row in key[1] for c in row if c is not None and c[0] == "c")
+    if len(key) > 7 and key[7]:  # (a FILTER's constants: fast.filters)
+        out |= filter_constants(key[7])
+    if len(key) > 8 and key[8]:  # (a UNION's branches' conditions)
+        for _, f in key[8]:
+            out |= filter_constants(f)
+    return out
 
 
 class _BoundedDict(dict):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -193,16 +194,23 @@ def parse_csv(m: Mapping, data: bytes) -> tuple[pa.Table, list[tuple[int, str, s
     return tab, bad
 
 
+#: a line whose first non-blank byte does not open a JSON object
+_NOT_OBJECT_LINE = re.compile(rb"\n[ \t\r]*[^{ \t\r\n]")
+
+
 def parse_ndjson(data: bytes) -> tuple[pa.Table, list[tuple[int, str, str]]]:
     """One JSON object a line. A chunk with a bad line is re-read line by line to
     isolate it (the slow path runs only when something is wrong)."""
     body = data.strip()
     if not body:
         return pa.table({}), []
-    try:
-        return pajson.read_json(io.BytesIO(body)), []
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        pass
+    # (pyarrow 26's reader crashes the process on a block that starts with null: a line that
+    # opens no object takes the line-by-line path, which reports it)
+    if body[:1] == b"{" and not _NOT_OBJECT_LINE.search(body):
+        try:
+            return pajson.read_json(io.BytesIO(body)), []
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            pass
     good, bad = [], []
     for i, line in enumerate(body.split(b"\n"), 1):
         if not line.strip():

@@ -155,12 +155,13 @@ def _read_block(block: bytes) -> tuple | None:
         for line in block[:-2].split(b"\r\n"):
             name, _, raw = line.partition(b":")
             name = name.lower()
-            value = raw.strip(b" \t")
+            # httptools (0.9) drops the blanks before a value and keeps those after it: so do
+            # we, or an answer that quotes a header (a 406 lists the Accept header) differs
+            value = raw.lstrip(b" \t")
             if name in POST_DECLINES:
                 return None
-            if name == b"content-length":  # (httptools keeps trailing blanks of this one)
-                raw = raw.lstrip(b" \t")
-                clen = int(raw) if clen is None and raw.isdigit() and len(raw) <= 9 else -1
+            if name == b"content-length":
+                clen = int(value) if clen is None and value.isdigit() and len(value) <= 9 else -1
             if name == b"connection" and any(t.strip() == b"close" for t in value.lower().split(b",")):
                 close = True
             headers.append((name, value))

@@ -114,7 +114,8 @@ W = f"FROM STREAM <{EX}s>"
      "{ ?s ?p ?o } }", "[RANGE 1s SLIDE", "not both"),
     ("REGISTER QUERY q AS SELECT * WHERE { STREAM s1 [RANGE 1s SLIDE 1s] { ?s ?p ?o } }", "s1", "by IRI"),
     (f"REGISTER QUERY q AS SELECT * WHERE {{ STREAM <{EX}t> [ALL] {{ ?s ?p ?o }} }}", "ALL", "not supported"),
-    (f"REGISTER QUERY q AS SELECT * WHERE {{ STREAM <{EX}t> [NOW] {{ ?s ?p ?o }} }}", "] {", "no STEP"),
+    (f"REGISTER QUERY q AS SELECT * FROM NAMED WINDOW <w> ON <{EX}s> [RANGE PT1S] WHERE {{ WINDOW <w> "
+     "{ ?s ?p ?o } }", "] WHERE", "no STEP"),
     (f"REGISTER QUERY q AS SELECT * WHERE {{ STREAM <{EX}t> [RANGE 1s SLIDE 1s] ?s }}", "?s }", "'{'"),
     (f"REGISTER STREAM o AS SELECT * {W} [RANGE 1s STEP 1s] WHERE {{ ?s ?p ?o }}", "SELECT", "CONSTRUCT"),
     (f"REGISTER ISTREAM STREAM o AS CONSTRUCT {{ ?s ?p ?o }} {W} [RANGE 1s STEP 1s] WHERE {{ ?s ?p ?o }}",
@@ -219,3 +220,23 @@ def test_http_two_output_iris_ending_alike(make_server):
         q = f"REGISTER QUERY q AS SELECT * FROM STREAM <{EX}s> [RANGE 2s STEP 1s] WHERE {{ ?s ?p ?o }}"
         r = c.post("/queries", params={"name": "z"}, content=q, headers=hdr)
         assert r.status_code == 400 and "give one name" in str(r.json()["detail"]), r.text
+
+
+def test_cqels_windows_without_slide_are_continuous():
+    """CQELS evaluates on every arrival and expiry: a CQELS-QL query with no SLIDE, COMPUTED EVERY
+    or other STEP steps by 1 ms (the unit of element times); with one of them, that step."""
+    from engine.sparql.csparql import CQELS_CONTINUOUS_STEP_MS  # noqa: PLC0415
+
+    assert CQELS_CONTINUOUS_STEP_MS == 1
+    cq = parse_continuous(f"REGISTER QUERY q AS SELECT * WHERE {{ STREAM <{EX}a> [RANGE 10s] {{ ?s ?p ?o }} "
+                          f"STREAM <{EX}b> [NOW] {{ ?s ?p ?x }} STREAM <{EX}c> [TRIPLES 5] {{ ?x ?p ?y }} }}")
+    assert cq.syntax == "cqels"
+    assert cq.windows == (Window.time(10_000, 1), Window.time(1, 1), Window.count(5, 1))
+    cq = parse_continuous(f"REGISTER QUERY q COMPUTED EVERY 2s AS SELECT * WHERE {{ STREAM <{EX}a> [RANGE 10s] "
+                          "{ ?s ?p ?o } }")
+    assert cq.windows == (Window.time(10_000, 2000),)
+    cq = parse_continuous(f"REGISTER QUERY q AS SELECT * WHERE {{ STREAM <{EX}a> [RANGE 10s] {{ ?s ?p ?o }} "
+                          f"STREAM <{EX}b> [RANGE 5s SLIDE 500ms] {{ ?s ?p ?x }} }}")
+    assert cq.windows == (Window.time(10_000, 500), Window.time(5000, 500))
+    with pytest.raises(QuerySyntaxError, match="no STEP"):  # C-SPARQL windows always have a step
+        parse_continuous(f"REGISTER QUERY q AS SELECT * FROM STREAM <{EX}a> [RANGE 10s] WHERE {{ ?s ?p ?o }}")

@@ -89,6 +89,30 @@ CASES = {
         "REGISTER QUERY {n} AS SELECT ?s ?x WHERE {{ STREAM <http://ex.org/s> [RANGE 3s SLIDE 1s] {{ ?s :p ?o }} "
         "STREAM <http://ex.org/u> [RANGE 2s SLIDE 1s] {{ ?o :r ?x }} }}",
     ),
+    # CQELS evaluates a window without SLIDE on every arrival and expiry: one instant per
+    # millisecond (the unit of element times), the same windows as STEP 1ms elsewhere
+    "continuous": (
+        "REGISTER QUERY {n} AS SELECT ?s ?x FROM STREAM <http://ex.org/s> [RANGE 3s STEP 1ms] "
+        "FROM <urn:jindou:default> WHERE {{ ?s :p ?o OPTIONAL {{ ?o :q ?x }} }}",
+        "REGISTER RSTREAM <{n}> AS SELECT ?s ?x FROM NAMED WINDOW :w ON :s [RANGE PT3S STEP PT0.001S] "
+        "WHERE {{ WINDOW :w {{ ?s :p ?o }} OPTIONAL {{ ?o :q ?x }} }}",
+        "REGISTER QUERY {n} AS SELECT ?s ?x WHERE {{ STREAM <http://ex.org/s> [RANGE 3s] {{ ?s :p ?o }} "
+        "OPTIONAL {{ ?o :q ?x }} }}",
+    ),
+    "continuous_istream_now": (
+        "REGISTER ISTREAM QUERY {n} AS SELECT ?s ?o FROM STREAM <http://ex.org/s> [RANGE 1ms STEP 1ms] "
+        "WHERE {{ ?s :r ?o }}",
+        "REGISTER ISTREAM <{n}> AS SELECT ?s ?o FROM NAMED WINDOW :w ON :s [FROM NOW-PT0.001S TO NOW "
+        "STEP PT0.001S] WHERE {{ WINDOW :w {{ ?s :r ?o }} }}",
+        "REGISTER ISTREAM QUERY {n} AS SELECT ?s ?o WHERE {{ STREAM <http://ex.org/s> [NOW] {{ ?s :r ?o }} }}",
+    ),
+    "continuous_count_window": (
+        "REGISTER QUERY {n} AS SELECT ?s ?o FROM STREAM <http://ex.org/s> [RANGE TRIPLES 3 STEP 1ms] "
+        "WHERE {{ ?s ?p ?o }}",
+        "REGISTER RSTREAM <{n}> AS SELECT ?s ?o FROM NAMED WINDOW :w ON :s [ITEM 3 STEP PT0.001S] "
+        "WHERE {{ WINDOW :w {{ ?s ?p ?o }} }}",
+        "REGISTER QUERY {n} AS SELECT ?s ?o WHERE {{ STREAM <http://ex.org/s> [TRIPLES 3] {{ ?s ?p ?o }} }}",
+    ),
     "count_window": (
         "REGISTER QUERY {n} AS SELECT ?s ?o FROM STREAM <http://ex.org/s> [RANGE TRIPLES 4 STEP 1s] "
         "WHERE {{ ?s ?p ?o }}",

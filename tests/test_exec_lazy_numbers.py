@@ -126,8 +126,12 @@ ORACLE = [
     "WHERE { ?x :g ?g { ?x :a ?v } UNION { ?x :d ?v } UNION { ?x :f ?v } } GROUP BY ?g",
     "SELECT ?g (SUM(IF(?a > 40, ?a, ?a * 0.5)) AS ?s) (AVG(?a / 2) AS ?h) WHERE { ?x :g ?g ; :a ?a } GROUP BY ?g",
     "SELECT ?g (SUM(?v) AS ?s) (AVG(?v) AS ?a) WHERE { ?x :g ?g { ?x :a ?v } UNION { ?x :m ?v } } GROUP BY ?g",
-    "SELECT ?g (SUM(?d) AS ?s) (AVG(?d) AS ?v) (MIN(?d) AS ?m) (COUNT(?d) AS ?n) (COUNT(*) AS ?r) "
+    "SELECT ?g (SUM(?d) AS ?s) (MIN(?d) AS ?m) (COUNT(?d) AS ?n) (COUNT(*) AS ?r) "
     "WHERE { ?x :g ?g OPTIONAL { ?x :d ?d FILTER(?d > 100) } } GROUP BY ?g",
+    # (AVG of a group of unbound values only is 0 by 18.5.1, pyoxigraph's an error:
+    # tests/test_aggregates_oracle.py; here groups holding a value)
+    "SELECT ?g (AVG(?d) AS ?v) (SUM(?d) AS ?s) WHERE { ?x :g ?g OPTIONAL { ?x :d ?d FILTER(?d > 30) } } "
+    "GROUP BY ?g HAVING (COUNT(?d) > 0)",
     "SELECT ?g (SUM(DISTINCT ?a) AS ?s) (AVG(DISTINCT ?a) AS ?v) (COUNT(DISTINCT ?a) AS ?n) "
     "WHERE { ?x :g ?g ; :a ?a } GROUP BY ?g",
     "SELECT (COUNT(DISTINCT ?o) AS ?n) (COUNT(?o) AS ?m) WHERE { ?s ?p ?o }",
@@ -208,7 +212,7 @@ _NUMERIC_ONLY = [k for k in _POOL if k is not None and V.numeric_of(from_key(k))
 
 
 def _ref_sum_avg(vals: list, is_avg: bool):
-    if not vals:
+    if not vals or (is_avg and all(k is None for k in vals)):  # Avg(M) = 0 where Count(M) = 0
         return V.Num(V.INTEGER, 0)
     nums = []
     for k in vals:
@@ -279,6 +283,8 @@ def test_sum_avg_match_the_per_value_fold(stores, groups, distinct):
 
 
 def _ref_min_max(vals: list, is_max: bool):
+    if None in vals:  # a group holding an error has no MIN or MAX
+        return None
     vals = [k for k in vals if k is not None]
     if not vals:
         return None

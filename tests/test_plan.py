@@ -131,11 +131,19 @@ def test_fast_path_chosen_by_the_planner():
         fast = make_plan(parse_query(P + QUERIES[name])).fast
         assert (fast is not None) == (name == "ask"), name
     assert make_plan(parse_query(P + "SELECT * FROM :G WHERE { ?s :p ?o }")).fast is None
-    # a variable predicate: only a point lookup (one pattern, a constant end: engine/plan/point.py)
+    # a variable predicate: a point lookup (one pattern, a constant end: engine/plan/point.py), or
+    # steps through the edge index from a constant (wave 2i); no constant end, or the predicate
+    # variable repeated in its pattern: the general path
     assert make_plan(parse_query(P + "SELECT * WHERE { ?s ?p :o1 }")).fast.point
-    assert make_plan(parse_query(P + "SELECT * WHERE { ?s ?p :o1 . ?s :q ?x }")).fast is None
+    fast = make_plan(parse_query(P + "SELECT * WHERE { ?s ?p :o1 . ?s :q ?x }")).fast
+    assert fast is not None and not fast.point
     assert make_plan(parse_query(P + "SELECT * WHERE { ?s ?p ?o }")).fast is None
     assert make_plan(parse_query(P + "SELECT * WHERE { :a ?p ?p }")).fast is None
+    # FILTERs decided from ids over such a BGP, UNIONs of them: fast (engine/plan/fast_tree.py)
+    assert make_plan(parse_query(P + "SELECT * WHERE { :a ?p ?o FILTER(isIRI(?o)) }")).fast.filters
+    assert make_plan(parse_query(P + "SELECT * WHERE { :a ?p ?o FILTER(?o != 'x') }")).fast is None
+    fast = make_plan(parse_query(P + "SELECT * WHERE { { :a ?p ?o } UNION { ?o ?p :a } }")).fast
+    assert fast is not None and len(fast.union) == 2
     # ORDER BY plain variables over such a BGP: fast (the operators above it general); computed keys: not
     assert make_plan(parse_query(P + "SELECT * WHERE { ?s :p ?o } ORDER BY DESC(?o) ?s")).fast.order
     assert make_plan(parse_query(P + "SELECT * WHERE { ?s :p ?o } ORDER BY STR(?o)")).fast is None

@@ -107,12 +107,16 @@ def test_shape_keys(stores):
     ka = db.shape_key(UB + "SELECT ?s WHERE { ?s ub:advisor <http://a/1> . ?s a ub:GraduateStudent }")
     kb = db.shape_key(UB + "SELECT ?s WHERE { ?s ub:advisor <http://a/1> . ?s a ub:UndergraduateStudent }")
     assert ka != kb
-    # two different constants: no shape
+    # two different constants of constant predicates (their fan-outs order the steps): no shape
     assert db.shape_key(UB + "SELECT ?s WHERE { ?s ub:advisor <http://a/1> ; ub:memberOf <http://d/1> }") is None
-    # a point lookup (variable predicate, one pattern) has a shape; two patterns with one do not
+    # a point lookup (variable predicate, one pattern) has a shape, so do variable-predicate steps
+    # (wave 2i: their order reads no constant's fan-out), of one constant or several
     assert db.shape_key("SELECT ?p ?o WHERE { <http://a/1> ?p ?o }") == db.shape_key(
         "SELECT ?p ?o WHERE { <http://a/2> ?p ?o }")
-    assert db.shape_key("SELECT * WHERE { <http://a/1> ?p ?o . ?o ?q ?x }") is None
+    assert db.shape_key("SELECT * WHERE { <http://a/1> ?p ?o . ?o ?q ?x }") == db.shape_key(
+        "SELECT * WHERE { <http://a/2> ?p ?o . ?o ?q ?x }") is not None
+    assert db.shape_key("SELECT * WHERE { <http://a/1> ?p ?o . ?o ?q <http://a/3> }") == db.shape_key(
+        "SELECT * WHERE { <http://a/2> ?p ?o . ?o ?q <http://a/4> }") is not None
     # the constant used as a predicate too: never rebound
     pq = db._prepare("SELECT ?s WHERE { ?s <http://p> <http://p> }", None)
     assert _fast_shape_key(pq) is None

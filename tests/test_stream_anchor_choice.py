@@ -31,6 +31,13 @@ from engine.stream.continuous import BoundWindow, InstantEvaluator
 from engine.stream.transient import TransientStore
 from engine.stream.windows import Window
 
+
+@pytest.fixture(autouse=True)
+def _other_paths(monkeypatch):
+    """These tests look at the compact path's restriction and probes: the generated instants
+    (engine.stream.tiny_gen, which read the stored graphs their own way) are off here."""
+    monkeypatch.setattr(InstantEvaluator, "GENERATED", False)
+
 EX = "http://ex.org/"
 N = 12
 PREDS = ("knows", "age", "like", "made")

@@ -1,7 +1,9 @@
 """SPARQL 1.1 aggregates (section 18.5) over grouped id columns.
 
 ``aggregate(agg, arg_ids, group_index, n_groups, ctx)`` returns one id per
-group (-1 = unbound, i.e. the aggregate raised an error):
+group (-1 = unbound, i.e. the aggregate raised an error). An argument id of -1
+is an error value: ListEval keeps errors (``ListEval((unbound)) = (error)``,
+18.5.1) and each set function decides what one does, as 18.5.1 defines it:
 
 * COUNT counts the bound, non-error values (``np.bincount``); ``COUNT(*)``
   (``arg_ids`` None) counts rows. ``COUNT(DISTINCT *)``: the executor passes
@@ -9,15 +11,23 @@ group (-1 = unbound, i.e. the aggregate raised an error):
   inverse of ``np.unique`` over the row tuples), which is then counted as
   ``COUNT(DISTINCT code)``.
 * SUM / AVG with numeric type promotion; an error or a non-numeric value
-  makes the group's result an error; empty group -> ``"0"^^xsd:integer``.
+  makes the group's result an error (``op:numeric-add`` of an error); empty
+  group -> ``"0"^^xsd:integer``, and AVG of a group whose values are all
+  errors too (``Avg(M) = 0 where Count(M) = 0``: Count drops errors).
   Integer-only groups are summed vectorized in int64 (Python ints when an
   overflow is possible), double/float groups in float64 (in value order
   within a group: the sum does not depend on the row order), decimal groups
   exactly with ``Decimal``.
-* MIN / MAX by the ORDER BY total order over all terms (errors skipped).
-* SAMPLE: the first bound value of the group.
-* GROUP_CONCAT: lexical forms joined by the separator (default " "), a
-  simple literal; errors and blank nodes make the group an error.
+* MIN / MAX by the ORDER BY total order over all terms, in which an error
+  (no value) is the lowest: MIN of a group holding an error is that error,
+  MAX is the greatest non-error value (error only when all are).
+* SAMPLE: the first bound value of the group (any member of the group is
+  allowed; the error only when there is nothing else).
+* GROUP_CONCAT: CONCAT of the values, so every value must be a string
+  literal (simple or language-tagged): an error, an IRI, a blank node or a
+  literal of another datatype makes the group an error; the result is a
+  simple literal of the lexical forms joined by the separator (default " ";
+  the W3C tests agg-groupconcat-04/06 drop a shared language tag).
 """
 
 from __future__ import annotations
@@ -256,7 +266,9 @@ def _sum_avg(is_avg: bool, ids, gi, n_groups, ctx) -> np.ndarray:
     interned column-wise (held as values), decimal results (AVG of integers too) per group."""
     out = np.full(n_groups, UNBOUND, dtype=np.int64)
     counts = np.bincount(gi, minlength=n_groups)[:n_groups]
-    empty = counts == 0
+    # Sum({}) = 0; Avg(M) = 0 where Count(M) = 0, Count leaving errors out: a group of
+    # errors only averages to 0 (and sums to an error: op:numeric-add of an error)
+    empty = (np.bincount(gi[ids >= 0], minlength=n_groups)[:n_groups] if is_avg else counts) == 0
     if empty.any():
         out[empty] = int(ctx.intern([_ZERO_KEY])[0])
     if len(ids) == 0:
@@ -355,9 +367,12 @@ def _result_key(total: V.Num, count: int, is_avg: bool) -> str | None:
 def _min_max(is_max: bool, ids, gi, n_groups, ctx) -> np.ndarray:
     """MIN / MAX by the ORDER BY order: the distinct values ranked once, each row's
     rank reduced per group, each group's winning rank mapped back to its value (no
-    sort of the rows)."""
+    sort of the rows). A group holding an error (an unbound or failed argument, which
+    ListEval keeps) has no minimum or maximum: both are errors, as SUM and AVG are
+    (pyoxigraph answers the same; rdflib skips errors)."""
     out = np.full(n_groups, UNBOUND, dtype=np.int64)
     ok = ids >= 0
+    erred = None if ok.all() else np.bincount(gi[~ok], minlength=n_groups)[:n_groups] > 0
     ids, g = ids[ok], gi[ok]
     if len(ids) == 0:
         return out
@@ -378,6 +393,8 @@ def _min_max(is_max: bool, ids, gi, n_groups, ctx) -> np.ndarray:
     by_rank[ranks_u] = np.arange(len(ranks_u), dtype=np.int64)
     has = np.bincount(g, minlength=n_groups)[:n_groups] > 0
     out[has] = uniq[by_rank[best[has]]]
+    if erred is not None:
+        out[erred] = UNBOUND
     _numeric_winners(out, uniq, inv, g, ctx)
     return out
 
@@ -480,41 +497,49 @@ def _sample(ids, gi, n_groups) -> np.ndarray:
 
 
 def _group_concat(sep: str, ids, gi, n_groups, ctx) -> np.ndarray:
-    """Per group, the lexical forms (STR) of its bound values in row order joined by
-    ``sep`` (a simple literal); a blank node makes the group's value an error.
-    Column-wise: the values' texts by Arrow kernels over the distinct ids
-    (engine/exec/strings.py), each group's list by offsets over the rows sorted
-    by group, and one ``binary_join``."""
+    """Per group, the lexical forms of its values in row order joined by ``sep`` (a
+    simple literal). GroupConcat is CONCAT over the values (18.5.1), whose arguments
+    are string literals: an error (unbound), an IRI, a blank node or a literal of
+    another datatype makes the group's value an error (``GROUP_CONCAT(STR(?x))``
+    concatenates anything STR accepts). Column-wise: the strings' texts by Arrow
+    kernels over the distinct ids (engine/exec/strings.py), each group's list by
+    offsets over the rows sorted by group, and one ``binary_join``."""
     from engine.exec import strings  # noqa: PLC0415
 
-    ok = np.flatnonzero(ids >= 0)
-    if not len(ok):
+    if not len(ids):
         return np.asarray(ctx.intern([literal_key("")] * n_groups), dtype=np.int64)
-    lx = strings.str_values(ctx, ids[ok])
-    g = gi[ok]
+    lx = strings.string_literal_values(ctx, ids)
     bad = np.zeros(n_groups, dtype=bool)
-    bad[g[lx.inv < 0]] = True  # blank nodes
+    bad[gi[lx.inv < 0]] = True  # errors and terms that are no string literals
     fine = np.flatnonzero(lx.inv >= 0)
-    ids_out = _join_groups(sep, lx.lex, lx.inv[fine], g[fine], n_groups, ctx)
+    ids_out = _join_groups(sep, lx.lex, lx.inv[fine], gi[fine], n_groups, ctx)
     ids_out[bad] = UNBOUND
     return ids_out
 
 
 def group_concat_lex(sep: str, lx, gi: np.ndarray, n_groups: int, distinct: bool, ctx) -> np.ndarray:
     """GROUP_CONCAT of a string function's values (``strings.Lex``: ``GROUP_CONCAT(STR(?x))``)
-    without a term made per value: rows in error are left out (as unbound values
-    are), DISTINCT keeps each group's first row of each value (lexical form and tag)."""
+    without a term made per value: a row in error (``STR`` of a blank node, an unbound
+    argument) makes its group an error, as in ``_group_concat``; DISTINCT keeps each
+    group's first row of each value (lexical form and tag)."""
     from engine.exec import strings  # noqa: PLC0415
 
+    gi = np.asarray(gi, dtype=np.int64)
     ok = np.flatnonzero(lx.inv >= 0)
-    rows, g = lx.inv[ok], np.asarray(gi, dtype=np.int64)[ok]
+    bad = None
+    if len(ok) < len(lx.inv):
+        bad = np.bincount(gi[lx.inv < 0], minlength=n_groups)[:n_groups] > 0
+    rows, g = lx.inv[ok], gi[ok]
     if distinct and len(rows) and len(lx.lex):
         vals = lx.lex if lx.tag is None else strings.key_array(lx.lex, lx.tag)
         code = vals.dictionary_encode().indices.to_numpy(zero_copy_only=False).astype(np.int64)
         keep = _first_pairs(code[rows], g)
         if keep is not None:
             rows, g = rows[keep], g[keep]
-    return _join_groups(sep, lx.lex, rows, g, n_groups, ctx)
+    out = _join_groups(sep, lx.lex, rows, g, n_groups, ctx)
+    if bad is not None:
+        out[bad] = UNBOUND
+    return out
 
 
 def _join_groups(sep: str, lex: pa.Array, rows: np.ndarray, g: np.ndarray, n_groups: int, ctx) -> np.ndarray:

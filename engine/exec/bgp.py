@@ -12,7 +12,10 @@ step takes one triple pattern (order from :mod:`engine.plan.order`, a
   and the whole history is filtered (full-history pruning: no final join);
 * no end bound: a scan of the predicate index starts the exploration.
 
-Variable predicates run the step once per predicate (each one vectorized).
+Variable predicates step through the graph's vertex -> (predicate, neighbour)
+edge index in one gather (``_step_any_p``), else once per predicate (each one
+vectorized); the small-history program (:class:`SmallBGP`) steps them tuple at
+a time over the same index (``_any_step``).
 Repeated variables in one pattern (``?x :p ?x``) become an equality filter
 right after the step. The graph is any :class:`engine.kv.api.GraphReader`
 (an index or a view from :mod:`engine.kv.views`).
@@ -24,6 +27,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from itertools import compress
+from operator import itemgetter
 
 import numpy as np
 
@@ -34,7 +38,7 @@ from engine.exec.context import charge_rows, current_budget, holding, table_byte
 from engine.kv import vertex_preds
 from engine.kv.shard import has_neighbour
 from engine.plan.order import IN, OUT, bgp_vars, plan, plan_bgp, resolve
-from engine.sparql.algebra import Const, TriplePattern
+from engine.sparql.algebra import TriplePattern
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _PRUNE_BY_EXPAND_DEGREE = 4.0
@@ -454,7 +458,10 @@ def seed_ok(seed: Bindings, triples) -> bool:
 
 SMALL_FEW = 40
 SMALL_ROWS = 512
-_PRUNE, _EXPAND, _MEMBER = 0, 1, 2
+#: step kinds: a constant predicate's prune / expand / membership test, a filter over the
+#: rows (``_TEST``: rows -> rows, see engine.plan.fast_tree), a variable predicate's step
+#: through the graph's edge index (``_ANY``)
+_PRUNE, _EXPAND, _MEMBER, _TEST, _ANY = 0, 1, 2, 3, 4
 _I32_MAX = int(np.iinfo(np.int32).max)
 _I64_MAX = int(np.iinfo(np.int64).max)
 
@@ -512,8 +519,24 @@ class SmallBGP:
         if self.empty:
             return [], len(self.steps)
         few = SMALL_FEW
+        last = len(self.steps) - 1
         for k, (kind, fs, a, b) in enumerate(self.steps):
+            if kind == _TEST:  # a filter over the rows so far (all its variables are bound)
+                rows = fs(rows)
+                if not rows:
+                    return rows, len(self.steps)
+                continue
             ac, av = a
+            if kind == _ANY:
+                got = _any_step(rows, fs, ac, av, b, limit if k == last else min(few, limit), limit)
+                if got is None:  # many rows: vectorized from here
+                    if k == 0 and len(rows) == 1 and limit >= few:
+                        self.starts_big = True
+                    return rows, k
+                rows = got
+                if not rows:
+                    return rows, len(self.steps)
+                continue
             if kind == _MEMBER:  # the var end (slot b) in the constant end's list
                 if len(rows) > limit:
                     return rows, k
@@ -573,6 +596,8 @@ class SmallBGP:
         else:
             cols = {}
         for rt in self.rtriples[k:]:
+            if rt is None:  # a filter step: the operators above the BGP apply the filter
+                continue
             if check is not None:
                 check()
             cols, n = _step(cols, n, rt, graph, max_rows)
@@ -581,19 +606,70 @@ class SmallBGP:
         return Bindings(cols, n)
 
 
+def _any_step(rows: list[tuple], pairs_of, ac: bool, av: int, b, first_max: int, limit: int) -> list[tuple] | None:
+    """A variable predicate's step tuple at a time: each row's source vertex's edges
+    (``pairs_of(v, cap)``: :meth:`engine.kv.vertex_preds.VertexEdges.pairs_of`,
+    (pid, neighbour) ascending) extend or filter it. ``b`` = (the other end: (is
+    constant, id or slot) or None when it is new, the predicate's slot or None when
+    it is new); new slots are appended predicate first. Rows come out as the
+    vectorized step orders them (``_step_any_p``: by predicate, then history row,
+    then neighbour). None: too many rows (more than ``first_max`` from a constant
+    source and one row, more than SMALL_FEW from one and several rows, a history
+    above SMALL_FEW rows, more than ``limit`` out): the caller hands the step to
+    the vectorized executor."""
+    dst, pe = b
+    n = len(rows)
+    if ac:
+        # (the one vertex's edges for every row: past SMALL_FEW rows in all, the vectorized
+        # step's repeat and tile beat building the cross product tuple by tuple)
+        pairs = pairs_of(av, first_max if n == 1 else min(first_max, SMALL_FEW) // max(1, n))
+        if pairs is None:
+            return None
+    elif n > SMALL_FEW:
+        return None
+    out: list[tuple] = []
+    for r in rows:
+        if not ac:
+            pairs = pairs_of(r[av], limit)
+            if pairs is None:
+                return None
+        if not pairs:
+            continue
+        if dst is None:
+            if pe is None:
+                out += [r + e for e in pairs]
+            else:
+                want = r[pe]
+                out += [r + (x,) for q, x in pairs if q == want]
+        else:
+            dc, dv = dst
+            want = dv if dc else r[dv]
+            if pe is None:
+                out += [r + (q,) for q, x in pairs if x == want]
+            elif (r[pe], want) in pairs:
+                out.append(r)
+        if len(out) > limit:
+            return None
+    if n > 1 and len(out) > 1:  # predicate-major, stable: the vectorized step's order
+        out.sort(key=itemgetter(len(rows[0]) if pe is None else pe))
+    return out
+
+
 class _NotLocal(Exception):
     pass
 
 
-def compile_small(triples: tuple[TriplePattern, ...], graph, lookup, seed_vars: tuple[str, ...] = ()
-                  ) -> SmallBGP | None:
-    """The tuple-at-a-time program of a BGP with constant predicates whose every
-    step (in the planner's order) has a bound end; None when the BGP does not
-    qualify (variable predicates, a scan, a variable repeated within a pattern
-    before it is bound, a graph without in-process ``local_lookup``: a view or
-    remote shards). ``seed_vars``: the columns of the seed rows (bound in every
-    row where the BGP shares them)."""
-    if not triples or any(not isinstance(t.p, Const) for t in triples):
+def compile_small(triples: tuple[TriplePattern, ...], graph, lookup, seed_vars: tuple[str, ...] = (),
+                  tests: tuple = ()) -> SmallBGP | None:
+    """The tuple-at-a-time program of a BGP whose every step (in the planner's
+    order) has a bound end; None when the BGP does not qualify (a scan, a variable
+    repeated within a pattern before it is bound, a graph without in-process
+    ``local_lookup``: a view or remote shards; a variable predicate on a graph
+    without its edge index in that direction). ``seed_vars``: the columns of the
+    seed rows (bound in every row where the BGP shares them). ``tests``: filters
+    as (their variables, slots -> (rows -> rows)), each run right after the step
+    that binds the last of its variables (their variables must be the BGP's)."""
+    if not triples:
         return None
     if graph.local_lookup(0, OUT) is None:  # not all in-process (or a view)
         return None
@@ -620,13 +696,55 @@ def compile_small(triples: tuple[TriplePattern, ...], graph, lookup, seed_vars: 
     def end(pos):
         return (True, pos[1]) if pos[0] == "c" else (False, slots[pos[1]])
 
+    edge_fns: dict[int, object] = {}
+
+    def edges(direction: int):
+        f = edge_fns.get(direction)
+        if f is None:
+            e = vertex_preds.cached_edges(graph, direction)
+            if e is None:  # (not built: the vectorized steps answer)
+                raise _NotLocal
+            f = edge_fns[direction] = e.pairs_of
+        return f
+
+    pending = list(tests)
+    rsteps = []
+
+    def place_tests():
+        for t in list(pending):
+            if all(v in slots for v in t[0]):
+                pending.remove(t)
+                widths.append(len(slots))
+                steps.append((_TEST, t[1](dict(slots)), None, None))
+                rsteps.append(None)
+
     try:
+        place_tests()  # (filters over the seed's variables alone)
         for i in order:
             s, p, o = resolved[i]
-            pid = p[1]
+            rsteps.append(resolved[i])
             s_b = s[0] == "c" or s[1] in slots
             o_b = o[0] == "c" or o[1] in slots
             widths.append(len(slots))
+            if p[0] == "v":
+                pn = p[1]
+                pe = slots.get(pn)
+                if pe is None and ((s[0] == "v" and s[1] == pn) or (o[0] == "v" and o[1] == pn)):
+                    return None  # (a predicate variable repeated in its pattern, unbound)
+                if s_b and o_b:
+                    steps.append((_ANY, edges(OUT), end(s), (end(o), pe)))
+                elif s_b or o_b:
+                    src, dst, direction = (s, o, OUT) if s_b else (o, s, IN)
+                    steps.append((_ANY, edges(direction), end(src), (None, pe)))
+                else:
+                    return None  # a scan: not selective
+                if pe is None:
+                    slots[pn] = len(slots)
+                if not (s_b and o_b):
+                    slots[dst[1]] = len(slots)
+                place_tests()
+                continue
+            pid = p[1]
             if s_b and o_b:
                 st = graph.stats(pid)
                 d_out = st.triples / max(1, st.subjects)
@@ -647,9 +765,12 @@ def compile_small(triples: tuple[TriplePattern, ...], graph, lookup, seed_vars: 
                 slots[dst[1]] = len(slots)
             else:
                 return None  # a scan: not selective
+            place_tests()
     except _NotLocal:  # some shard answers by batched calls only
         return None
-    return SmallBGP(list(slots), steps, [resolved[i] for i in order], widths, False)
+    if pending:  # (a filter's variable the BGP does not bind: the caller must not ask)
+        return None
+    return SmallBGP(list(slots), steps, rsteps, widths, False)
 
 
 def seed_rows(seed: Bindings) -> list[tuple]:

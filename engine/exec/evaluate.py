@@ -1089,6 +1089,9 @@ class Evaluator:
             return None
         out = np.full(n_groups, UNBOUND, dtype=np.int64)
         ok = np.flatnonzero(lx.inv >= 0)
+        # a group holding an error has no MIN or MAX (aggregates.py)
+        erred = (np.bincount(groups[lx.inv < 0], minlength=n_groups)[:n_groups] > 0
+                 if len(ok) < len(lx.inv) else None)
         if len(ok) == 0 or len(lx.lex) == 0:
             return out
         order = np.asarray(pc.sort_indices(lx.lex).to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -1105,6 +1108,8 @@ class Evaluator:
         if len(has):
             win = order[best[has]]
             out[has] = S.intern_lex(self.ctx, lx.lex.take(pa.array(win)), None)
+        if erred is not None:
+            out[erred] = UNBOUND
         return out
 
     def _OrderBy(self, node: A.OrderBy, seed):

@@ -203,6 +203,11 @@ def _charge(ctx, nbytes: int) -> None:
 def _string_literals(ev, ids: np.ndarray) -> Lex:
     """The string literals (simple or language-tagged) of an id column; any other
     term, and unbound, is an error (entry -1)."""
+    return string_literal_values(ev.ctx, ids)
+
+
+def string_literal_values(ctx, ids: np.ndarray) -> Lex:
+    """``_string_literals`` given the query context (GROUP_CONCAT's arguments)."""
     from engine.exec.functions import _string_keys  # noqa: PLC0415
 
     uniq, inv = distinct_inverse(ids)
@@ -211,8 +216,8 @@ def _string_literals(ev, ids: np.ndarray) -> Lex:
     emap = np.full(len(uniq), -1, dtype=np.int64)
     if not len(cand):
         return Lex(emap[inv], pa.array([], _LS), None)
-    pos, bodies, tags = _string_keys(_keys(ev.ctx, uniq[cand]))
-    ev.ctx.check_budget()
+    pos, bodies, tags = _string_keys(_keys(ctx, uniq[cand]))
+    ctx.check_budget()
     emap[cand[pos]] = np.arange(len(pos), dtype=np.int64)
     if len(tags) and not pc.any(pc.not_equal(tags, "")).as_py():
         tags = None

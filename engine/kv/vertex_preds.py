@@ -45,7 +45,7 @@ from engine.kv.api import IN, OUT
 from engine.kv.shard import CSR, csr_from_sorted_pairs, csr_of
 
 __all__ = ["MAX_BYTES", "VertexEdges", "VertexPreds", "cached", "cached_edges", "carry", "estimated_pairs",
-           "expand_edges", "follow", "index_bytes", "prime", "seed_empty", "settle", "transfer", "wait_builds", "vertex_edges", "vertex_predicates"]
+           "expand_edges", "follow", "index_bytes", "pending_edges", "prime", "seed_empty", "settle", "transfer", "wait_builds", "vertex_edges", "vertex_predicates"]
 
 #: the byte budget of one index's build (transient packed keys and their sort)
 #: and result; a graph needing more gets no index
@@ -176,6 +176,12 @@ _EDGE_BUILD_BYTES_PER_TRIPLE = 48
 EDGE_NB, EDGE_PID = (0, 1) if sys.byteorder == "little" else (1, 0)
 
 
+#: the edge lists :meth:`VertexEdges.pairs_of` keeps as tuples: vertices of at most this
+#: many edges, this many edges in all per index (~100 bytes an edge)
+PAIRS_VERTEX_MAX = 64
+PAIRS_KEPT = 1 << 14
+
+
 class VertexEdges:
     """Every triple of one graph by vertex, in one direction (OUT: subject ->
     (predicate, object), IN: object -> (predicate, subject)): a CSR whose
@@ -192,11 +198,13 @@ class VertexEdges:
     lists), so a small write costs a few arrays the size of what it touched, not
     a rebuild; past :func:`_overlay_limit` edges the next commit builds afresh."""
 
-    __slots__ = ("csr", "edges_of", "triples", "overlay", "hidden")
+    __slots__ = ("csr", "edges_of", "triples", "overlay", "hidden", "_pairs")
 
     def __init__(self, csr: CSR, overlay: _Overlay | None = None, hidden: int = 0):
         self.csr = csr
         self.overlay = overlay
+        #: (edges kept, vertex -> its edges as (pid, neighbour) tuples): see pairs_of
+        self._pairs: tuple[int, dict] = (0, {})
         #: edges of the base CSR that belong to overlay vertices (superseded by it)
         self.hidden = hidden
         base = csr.lookup(1)
@@ -216,6 +224,30 @@ class VertexEdges:
     @property
     def nbytes(self) -> int:
         return self.csr.nbytes + (self.overlay.nbytes if self.overlay is not None else 0)
+
+    def pairs_of(self, v: int, cap: int) -> list | None:
+        """The edges of vertex ``v`` as ``(pid, neighbour)`` tuples, ascending; None when it
+        has more than ``cap`` (nothing converted). The tuple-at-a-time steps of selective
+        queries meet the same vertices again and again (an entity's department, courses,
+        classes): the lists of up to PAIRS_VERTEX_MAX edges are kept, PAIRS_KEPT edges in
+        all (then the table is replaced, never cleared in place: other threads read it);
+        the index is immutable, so a kept list stays exact."""
+        kept, table = self._pairs
+        hit = table.get(v)
+        if hit is not None:
+            return hit if len(hit) <= cap else None
+        packed = self.edges_of(v)
+        k = len(packed)
+        if k > cap:
+            return None
+        flat = packed.view(np.int32).tolist()
+        hit = list(zip(flat[EDGE_PID::2], flat[EDGE_NB::2], strict=True))
+        if k <= PAIRS_VERTEX_MAX:
+            if kept + k > PAIRS_KEPT:
+                kept, table = 0, {}
+            table[v] = hit
+            self._pairs = (kept + k, table)
+        return hit
 
     def current(self, vids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(vertex, packed edge) int64 pairs of the sorted unique int64 ``vids`` as this
@@ -743,6 +775,16 @@ def cached_edges(graph, direction: int) -> VertexEdges | None:
     if type(hit) is _Pending:
         hit = _resolve(graph, per, direction, wait=False)
     return None if hit is None or hit is _NONE else hit
+
+
+def pending_edges(graph) -> bool:
+    """Whether an edge index of ``graph`` is still being resolved (a bulk load's build in
+    the background): a program compiled without it now may have it later."""
+    try:
+        per = _ECACHE.get(graph)
+    except TypeError:
+        return False
+    return bool(per) and any(type(h) is _Pending for h in list(per.values()))
 
 
 _ECACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -41,10 +41,15 @@ Grammar (on top of SPARQL 1.1; keywords and units are case-insensitive)::
                                                                    (engine/sparql/durations.py)
 
 Steps: a window without its own STEP (``[RANGE 10s]``, ``[NOW]``, CQELS ``[TRIPLES n]``)
-takes ``COMPUTED EVERY``'s period, else the smallest STEP of the query's other windows; a time
-window with neither is an error. C-SPARQL's ``[RANGE TRIPLES n]`` without STEP keeps its 1 s
-default unless ``COMPUTED EVERY`` is given. With ``COMPUTED EVERY d`` the query's step (its
-smallest STEP) must be ``d``.
+takes ``COMPUTED EVERY``'s period, else the smallest STEP of the query's other windows. With
+neither: a CQELS-QL query is evaluated continuously, as CQELS evaluates it on every arrival
+and expiry (Le-Phuoc et al., DEBS 2015): its windows step by one millisecond
+(:data:`CQELS_CONTINUOUS_STEP_MS`), the unit of element times, so there is an instant at every
+time the window's content can change; runs of instants whose windows did not change cost a
+comparison and are reported as one idle event (docs/CONTINUOUS_QUERIES.md). In C-SPARQL and
+RSP-QL, whose windows always have a slide, a time window with neither is an error; C-SPARQL's
+``[RANGE TRIPLES n]`` without STEP keeps its 1 s default unless ``COMPUTED EVERY`` is given.
+With ``COMPUTED EVERY d`` the query's step (its smallest STEP) must be ``d``.
 
 Datasets (what :class:`ContinuousQuery` ``syntax`` tells the evaluator): C-SPARQL windows
 are merged into the default graph and named by their stream IRI. RSP-QL windows and CQELS
@@ -86,6 +91,7 @@ from engine.stream.limits import IRI_MAX, MAX_DURATION_MS, MAX_TRIPLES, NAME_MAX
 from engine.stream.windows import DEFAULT_COUNT_STEP_MS, Window
 
 __all__ = [
+    "CQELS_CONTINUOUS_STEP_MS",
     "CSPARQL_F",
     "ContinuousQuery",
     "StreamRef",
@@ -97,6 +103,9 @@ __all__ = [
 ]
 
 MODES = ("RSTREAM", "ISTREAM", "DSTREAM")
+#: the step of a CQELS-QL window given neither SLIDE, COMPUTED EVERY nor another window's
+#: STEP: element times are whole milliseconds, so this is every instant its content can change
+CQELS_CONTINUOUS_STEP_MS = 1
 #: C-SPARQL's extension function namespace (``f:timestamp``)
 CSPARQL_F = "http://larkc.eu/csparql/sparql/jena/ext#"
 _UNITS = CSPARQL_UNITS
@@ -441,6 +450,10 @@ class _ContinuousParser(_Parser):
             raise self.error("REGISTER STREAM needs a CONSTRUCT query: its triples become the stream's "
                              "elements", form_tok)
         query = self.parse_query()
+        svc = next((t for t in toks[:self.i] if t[0] == "SERVICE"), None)
+        if svc is not None:  # (engine/exec/service.py refuses it at every instant: say so now)
+            raise self.error("SERVICE is evaluated in one-shot queries only: a continuous query cannot call "
+                             "another endpoint", svc)
         if not self.specs:
             raise self.error("a continuous query needs at least one stream window (FROM STREAM <s> [...], "
                              "FROM NAMED WINDOW <w> ON <s> [...] or STREAM <s> [...] { ... })", form_tok)
@@ -464,6 +477,8 @@ class _ContinuousParser(_Parser):
         """Give every window a step (see the module docstring) and check COMPUTED EVERY."""
         own = [s.step for s in self.specs if s.step is not None]
         fill = every if every is not None else (min(own) if own else None)
+        if fill is None and self.check_model() == "cqels":
+            fill = CQELS_CONTINUOUS_STEP_MS  # continuous: at every instant the windows can change
         out: list[Window] = []
         for s in self.specs:
             step = s.step
@@ -475,8 +490,9 @@ class _ContinuousParser(_Parser):
                 elif s.triples is not None:
                     step = DEFAULT_COUNT_STEP_MS
                 else:
-                    raise self.error("this window has no STEP or TUMBLING: add STEP <d> (SLIDE <d> in CQELS) "
-                                     "or COMPUTED EVERY <d> after the query name", s.end_tok)
+                    raise self.error("this window has no STEP or TUMBLING: add STEP <d> or COMPUTED EVERY <d> "
+                                     "after the query name (a CQELS-QL STREAM <s> [RANGE <d>] window without "
+                                     "SLIDE is evaluated at every millisecond instant)", s.end_tok)
             out.append(Window.count(s.triples, step) if s.triples is not None else Window.time(s.range_ms, step))
         if every is not None:
             q = min(w.step_ms for w in out)

@@ -81,6 +81,12 @@ class ParsedLines:
         return len(self.line)
 
 
+#: a line whose first non-blank byte does not open an object (``null``, ``[...]``, a number):
+#: such a body takes the per-line path, which reports the line; searched from each newline
+#: (a literal prefix: the regular expression engine skips to the next newline at C speed)
+_NOT_OBJECT_LINE = re.compile(rb"\n[ \t\r]*[^{ \t\r\n]")
+
+
 def _nonblank_lines(body: bytes, block: int = 1 << 22) -> np.ndarray:
     """1-based numbers of the lines holding something other than whitespace (per block of
     whole lines, so a body of millions of lines needs little memory beyond the result)."""
@@ -111,6 +117,8 @@ def _fast_ndjson(body: bytes, need_t: bool, bnode_prefix: str, line0: int = 0) -
         e = pa.array([], pa.large_string())
         z = np.zeros(0, dtype=np.int64)
         return ParsedLines(e, e, e, z, np.zeros(0, dtype=bool), z)
+    if body.lstrip()[:1] != b"{" or _NOT_OBJECT_LINE.search(body):
+        return None   # (pyarrow 26's reader crashes the process on a block that starts with null)
     try:   # first: a body of bad lines fails here at once, before any per-line array is made
         tab = pj.read_json(io.BytesIO(body), parse_options=pj.ParseOptions(
             explicit_schema=_SCHEMA, unexpected_field_behavior="ignore"))
@@ -229,8 +237,14 @@ def read_arrow_ipc(body: bytes) -> pa.Table:
     """The table of an Arrow IPC *stream* body (:class:`BadArrowBatch` if it is not one)."""
     try:
         with pa.ipc.open_stream(pa.py_buffer(body)) as reader:
-            return reader.read_all()
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError) as e:
+            table = reader.read_all()
+        # the reader checks the messages' structure, not the buffers' content: offsets, lengths
+        # and dictionary indices past their buffers would be read out of bounds later (a crash
+        # of the whole process); full validation is one pass over the data
+        table.validate(full=True)
+        table.schema.names  # noqa: B018 - column names are UTF-8 too (decoded when first read)
+        return table
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError, UnicodeDecodeError) as e:
         raise BadArrowBatch(f"the body is not an Arrow IPC stream: {e}") from None
 
 

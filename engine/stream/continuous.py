@@ -80,6 +80,7 @@ from engine.stream.incremental import IncrementalCore, find_core
 from engine.stream.pred_times import next_change, window_seqs
 from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
+from engine.stream.tiny_gen import GEN_WINDOW, GenQuery
 from engine.stream.transient import TransientStore
 from engine.stream.window_graph import SMALL_WINDOW, SlidingWindowGraph, SmallGraph
 from engine.stream.windows import Window, first_instant, leaves_at, window_member
@@ -1144,6 +1145,15 @@ class InstantEvaluator:
         # the first instant the executor evaluates
         self._empty_keeps = self._tiny is not None and _empty_preserving(query)
         self._empty_vars: tuple | None = None
+        # the instant by code generated for the query's shape (engine.stream.tiny_gen), ahead of
+        # the tuple-at-a-time core; backs off like it after a hand-back. It reads the compact
+        # path's dataset (windows merged with the FROM graphs): not for an evaluator whose
+        # dataset differs (RSP-QL's named windows: syntax_eval.WindowedEvaluator has no compact path)
+        compact = type(self).compact_rows is InstantEvaluator.compact_rows
+        self._gen = (GenQuery.of(query, mode) if self.GENERATED and compact and self._compact.patterns is not None
+                     else None)
+        self._gen_skip = 0
+        self._gen_backoff = 0
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -1212,6 +1222,42 @@ class InstantEvaluator:
             self._graph.load(rows)
         return DatasetView(self._graph, {}, _InstantPlans.COMPACT[1])
 
+    def _stored_graphs(self, ctx: QueryContext) -> list:
+        """The stored ``FROM`` graphs the compact and generated paths read, resolved once per
+        store snapshot (a commit makes a new one)."""
+        snap = ctx.snapshot
+        fg = self._from_graphs
+        if fg is not None and fg[0] is snap:
+            return fg[1]
+        graphs = []
+        for iri in self.from_default:
+            if iri == DEFAULT_GRAPH_IRI:
+                g = snap.default
+            else:
+                gid = ctx.lookup("<" + iri + ">")
+                g = snap.named.get(gid) if gid >= 0 else None
+            if g is not None and not isinstance(g, EmptyGraph) and all(g is not h for h in graphs):
+                graphs.append(g)
+        self._from_graphs = (snap, graphs)
+        return graphs
+
+    def _generated(self, ctx: QueryContext, t: int) -> list | None:
+        """Instant ``t`` by the query's generated code (:mod:`engine.stream.tiny_gen`): the
+        windows' matching triples kept by the generator across instants (only the seqs new to a
+        window are read), the stored graphs' per snapshot; None when it does not answer (the
+        other paths then do)."""
+        if self.reads_stored_default and self.absorb_log is not None and len(self.absorb_log):
+            return None  # the stored default graph as of t: the merged path rewinds it
+        graphs = self._stored_graphs(ctx)
+        spec = []
+        total = 0
+        for bw, (g0, g1) in zip(self.windows, self.ranges(t), strict=True):
+            total += g1 - g0
+            if total > GEN_WINDOW:
+                return None
+            spec.append((bw.store, g0, g1))
+        return self._gen.run(ctx, graphs, spec)
+
     def compact_rows(self, ctx: QueryContext, t: int, unbounded: bool = False) -> np.ndarray | None:
         """The triples of instant ``t``'s compact default graph (duplicates possible), or None
         when the query or the instant does not qualify (see :class:`_Compact`). ``unbounded``:
@@ -1223,20 +1269,7 @@ class InstantEvaluator:
         if self.reads_stored_default and self.absorb_log is not None and len(self.absorb_log):
             return None  # the stored default graph as of t: the merged path rewinds it
         snap = ctx.snapshot
-        fg = self._from_graphs
-        if fg is not None and fg[0] is snap:
-            graphs = fg[1]
-        else:   # resolved once per store snapshot (a commit makes a new one)
-            graphs = []
-            for iri in self.from_default:
-                if iri == DEFAULT_GRAPH_IRI:
-                    g = snap.default
-                else:
-                    gid = ctx.lookup("<" + iri + ">")
-                    g = snap.named.get(gid) if gid >= 0 else None
-                if g is not None and not isinstance(g, EmptyGraph) and all(g is not h for h in graphs):
-                    graphs.append(g)
-            self._from_graphs = (snap, graphs)
+        graphs = self._stored_graphs(ctx)
         stored = cp.stored_rows(ctx, graphs) if graphs else _EMPTY3
         deferred = bool(graphs) and bool(cp._deferred)  # (set by stored_rows for these graphs)
         if deferred and cp.skip_deferred():
@@ -1607,6 +1640,9 @@ class InstantEvaluator:
             wm = self._wm
         return wm[2]
 
+    #: the generated-code path on (tests compare with it off)
+    GENERATED = True
+
     def evaluate(self, t: int) -> QueryResult:
         db = self.db
         t0 = time.perf_counter()
@@ -1621,6 +1657,20 @@ class InstantEvaluator:
         maintain = inc is not None and not (self._tiny_last and inc.adaptive) and inc.wants()
         tiny = self._tiny
         flat = tiny is not None and tiny.flat
+        gen = self._gen
+        if gen is not None and self._gen_skip > 0:
+            self._gen_skip -= 1
+            gen = None
+        if gen is not None and not maintain:
+            out = self._generated(ctx, t)
+            if out is not None:
+                self._tiny_last = True
+                self._gen_backoff = 0
+                if inc is not None:
+                    inc.record_plain((time.perf_counter() - t0) * 1000.0)
+                return _Generated(gen, out, ctx)
+            self._gen_backoff = min(2 * self._gen_backoff or 8, 256)
+            self._gen_skip = self._gen_backoff
         self._compact.lazy_next = self._tiny_skip == 0 and self._tiny_wide   # (hook: stored_relation)
         rows = None if maintain else self.compact_rows(ctx, t, unbounded=flat)
         self._compact.lazy_next = False
@@ -1745,6 +1795,8 @@ class InstantEvaluator:
     def render(self, res: QueryResult, win: dict) -> bytes:
         wm = self._wm
         member = wm[2] if wm is not None and wm[1] is win else _window_member(win)
+        if type(res) is _Generated:   # rows of the generated code (RSTREAM SELECT): written directly
+            return res.gen.render(res.rows, self._json, res.ctx, member)
         if self.form == "ASK":
             return sparql_json(res, member)
         if self.form == "CONSTRUCT":
@@ -1804,6 +1856,31 @@ class InstantEvaluator:
         frozen = _FrozenTerms(self._terms, out)
         self._terms.prune([cur])
         return QueryResult(form="CONSTRUCT", terms=frozen, triples=out)
+
+
+class _Generated:
+    """An instant's result rows from generated code (:mod:`engine.stream.tiny_gen`), written
+    by :meth:`InstantEvaluator.render`."""
+
+    __slots__ = ("gen", "rows", "ctx", "_res")
+    form = "SELECT"
+
+    def __init__(self, gen: GenQuery, rows: list, ctx: QueryContext):
+        self.gen, self.rows, self.ctx = gen, rows, ctx
+        self._res = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getattr__(self, name: str):
+        """Any other reader (tests, a caller that wants columns) gets the :class:`QueryResult`
+        of the rows, made on first use."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        res = self._res
+        if res is None:
+            res = self._res = self.gen.result(self.rows, self.ctx)
+        return getattr(res, name)
 
 
 class _FrozenTerms:
