@@ -28,7 +28,7 @@ import statistics
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import quote
 
 from bench.peers import JSON_RESULTS, JindouHttpPeer, OxigraphServePeer, oxigraph_binary
@@ -424,12 +424,43 @@ def _server_cpu(pid: int | None) -> float | None:
     return None if math.isnan(v) else v
 
 
+#: ``--accept`` names: the results media type every SELECT / ASK family asks for
+ACCEPTS = {"json": JSON_RESULTS, "xml": "application/sparql-results+xml", "csv": "text/csv",
+           "tsv": "text/tab-separated-values"}
+
+
+def with_accept(families: tuple, accept: str) -> tuple:
+    """``families`` with every SELECT / ASK family asking for ``accept`` (a name of
+    :data:`ACCEPTS` or a media type; several, comma-separated: one family per format,
+    named ``family.format``, measured side by side); graph families keep theirs."""
+    names = [a.strip() for a in accept.split(",") if a.strip()]
+    out = []
+    for f in families:
+        if f.accept == NT:
+            out.append(f)
+            continue
+        for a in names:
+            mt = ACCEPTS.get(a, a)
+            out.append(replace(f, accept=mt) if len(names) == 1 else replace(f, name=f"{f.name}.{a}", accept=mt))
+    return tuple(out)
+
+
 def _answer_size(fam: Family, body: bytes):
     """Rows of a SELECT answer, the boolean of an ASK, the triples of a graph."""
     import json
 
     if fam.accept == NT:
         return sum(1 for ln in body.splitlines() if ln.strip())
+    if fam.accept == ACCEPTS["xml"]:
+        if b"<boolean>" in body:
+            return b"<boolean>true" in body
+        return body.count(b"<result>")
+    if fam.accept in (ACCEPTS["csv"], ACCEPTS["tsv"]):  # (no line breaks inside the LUBM data's values)
+        lines = body.splitlines()
+        if lines and lines[-1] in (b"true", b"false") and (len(lines) == 1 or lines[0] in (b"_askResult",
+                                                                                         b"?_askResult")):
+            return lines[-1] == b"true"  # (an ASK: Oxigraph writes the boolean alone, Jindou a header first)
+        return len(lines) - 1
     doc = json.loads(body)
     return doc["boolean"] if "boolean" in doc else len(doc["results"]["bindings"])
 
@@ -499,6 +530,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
                     help="the latency phase's requests as a common client sends them: a form of bench/client_forms.py "
                          "or one of " + ", ".join(LIB_CLIENTS) + " (the library itself)")
     ap.add_argument("--skip-throughput", action="store_true", help="only the latency phase")
+    ap.add_argument("--accept", default=None,
+                    help="the results format of SELECT / ASK families for every peer: " + ", ".join(ACCEPTS)
+                    + " or a media type (default json; graph families keep N-Triples); several, "
+                    "comma-separated: one family per format (family.format)")
     args = ap.parse_args(argv)
     globals()["METHOD"] = args.method
 
@@ -506,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
         globals()["FAMILIES"] = EXTENDED
     if args.families:
         globals()["FAMILIES"] = tuple(f for f in FAMILIES if f.name in args.families.split(","))
+    if args.accept:
+        globals()["FAMILIES"] = with_accept(FAMILIES, args.accept)
 
     data = args.data
     if data is None:
@@ -645,7 +682,7 @@ def report(names, lat, tput, args, data, bad, cpu=None) -> str:
            f"{args.requests} requests per family · "
            + {"get": "GET ?query=...", "post": "POST application/sparql-query",
               "form": "POST application/x-www-form-urlencoded"}[METHOD]
-           + ", Accept SPARQL JSON, one keep-alive connection" + (f" · client {CLIENT}" if CLIENT else ""),
+           + ", Accept " + (getattr(args, "accept", None) or "SPARQL JSON") + ", one keep-alive connection" + (f" · client {CLIENT}" if CLIENT else ""),
            "", "| mode | family | " + " | ".join(f"{n} ms" for n in names) + (" | ratio jindou/oxigraph |" if base else " |"),
            "| --- | --- | " + " | ".join("---:" for _ in names) + (" | ---: |" if base else " |")]
     for mode in ("repeated", "varied") if lat else ():

@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 
-from bench.http_load import PREFIX, _entities, request_bytes
+from bench.http_load import ACCEPTS, PREFIX, _entities, request_bytes
 
 #: name -> (template with {c}, entity kind, Accept)
 LANE_FAMILIES = {
@@ -48,6 +48,8 @@ LANE_FAMILIES = {
 
 
 GRAPH_ACCEPT = "application/n-triples"
+#: the results media type of SELECT / ASK requests (``--accept``)
+RESULTS_ACCEPT = "application/sparql-results+json"
 
 
 def use_extended() -> None:
@@ -76,7 +78,7 @@ PROFILE_SORT = "tottime"
 def request(text: str, accept: str | None = None) -> bytes:
     if accept is None:
         graph = "\nCONSTRUCT" in text or "\nDESCRIBE" in text
-        accept = GRAPH_ACCEPT if graph else "application/sparql-results+json"
+        accept = GRAPH_ACCEPT if graph else RESULTS_ACCEPT
     return request_bytes("/sparql", text, 7878, accept, METHOD)
 
 
@@ -253,6 +255,7 @@ STAGES = (
     ("write (status line, headers, request id)", "proto", "_write_answer"),
     ("render: small SPARQL JSON", "engine.small_answers", "select_json"),
     ("render: small N-Triples", "engine.small_answers", "graph_ntriples"),
+    ("render: small XML / CSV / TSV", "engine.small_answers", "_select"),
     ("render: general writer", "engine.exec.serialize", "serialize"),
 )
 
@@ -308,8 +311,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="the families of `bench http-load --extended` (their texts) instead")
     ap.add_argument("--method", choices=("get", "post", "form"), default="get",
                     help="how the requests carry their query (as `bench http-load --method`)")
+    ap.add_argument("--accept", default="json",
+                    help="results format(s) of SELECT / ASK requests, comma-separated: json, xml, csv, tsv or "
+                         "media types (as `bench http-load --accept`; graph families keep N-Triples; "
+                         "several: measured alternately, --stages and --profile use the first)")
     args = ap.parse_args(argv)
     globals()["METHOD"] = args.method
+    globals()["RESULTS_ACCEPT"] = ACCEPTS.get(args.accept.split(",")[0], args.accept.split(",")[0])
     globals()["PROFILE_SORT"] = args.profile_sort
     if args.extended:
         use_extended()
@@ -357,22 +365,28 @@ def main(argv: list[str] | None = None) -> int:
             for label, (calls, ns) in acc.items():
                 print(f"| {label} | {ns / len(reqs) / 1e3:.1f} | {calls / len(reqs):.2f} |")
         return 0
+    accepts = [ACCEPTS.get(a, a) for a in args.accept.split(",")]
     cells: dict = {}
     for r in range(args.rounds):
         for f in fams:
-            for mode in ("repeated", "varied"):
-                reqs = [request(t) for t in texts(f, mode, args.requests + 50, f"r{r}")]
-                ns, slow = run(proto, tr, reqs[:50], loop)
-                ns, slow = run(proto, tr, reqs[50:], loop)
-                cells.setdefault((f, mode), []).append(statistics.median(ns) / 1e3 if ns else float("nan"))
-                if slow:
-                    print(f"{f} {mode}: {slow} of {len(reqs) - 50} not inline", file=sys.stderr)
-                if args.show and r == 0 and mode == "repeated":
-                    print(f, b"".join(tr.out)[:600].decode(errors="replace"))
-    print("| family | repeated µs | varied µs |\n| --- | ---: | ---: |")
+            for acc in accepts:  # (formats alternate within a round)
+                globals()["RESULTS_ACCEPT"] = acc
+                for mode in ("repeated", "varied"):
+                    # (a salt per format: "varied" texts never seen before, not the previous format's)
+                    reqs = [request(t) for t in texts(f, mode, args.requests + 50, f"r{r}-{acc}")]
+                    ns, slow = run(proto, tr, reqs[:50], loop)
+                    ns, slow = run(proto, tr, reqs[50:], loop)
+                    cells.setdefault((f, acc, mode), []).append(statistics.median(ns) / 1e3 if ns else float("nan"))
+                    if slow:
+                        print(f"{f} {mode}: {slow} of {len(reqs) - 50} not inline", file=sys.stderr)
+                    if args.show and r == 0 and mode == "repeated":
+                        print(f, acc, b"".join(tr.out)[:600].decode(errors="replace"))
+    print("| family | Accept | repeated µs | varied µs |\n| --- | --- | ---: | ---: |")
     for f in fams:
-        a, b = (statistics.median(cells[(f, m)]) for m in ("repeated", "varied"))
-        print(f"| {f} | {a:.1f} | {b:.1f} |")
+        for acc in accepts:
+            a, b = (statistics.median(cells[(f, acc, m)]) for m in ("repeated", "varied"))
+            print(f"| {f} | {acc} | {a:.1f} | {b:.1f} |")
+    globals()["RESULTS_ACCEPT"] = accepts[0]
     if args.profile:
         pf = fams if args.profile == "all" else args.profile.split(",")
         reqs = [request(t) for f in pf for t in texts(f, args.profile_mode, args.requests, "prof")]

@@ -1,15 +1,19 @@
-"""SPARQL JSON (small SELECT answers) and N-Triples (small graphs) from rendered
-terms kept between queries.
+"""Small SELECT answers in every results format (SPARQL JSON and XML, CSV, TSV)
+and small graphs as N-Triples, from rendered terms kept between queries.
 
 A selective query answers a few rows of terms that the next queries answer
 again (the same professors, courses, departments). The general writer
 (:mod:`engine.exec.serialize`) decodes every id through the dictionary and
-renders it for each answer; here each store id's JSON object
-(``{"type":"uri","value":...}``) is rendered once per store dictionary (ids
-keep their meaning: it only grows) and the answer is joined from those bytes; likewise each id's N-Triples term for
-a small graph (a DESCRIBE or CONSTRUCT of one entity). The bytes are those
-``engine.exec.serialize`` writes (same renderer per term, same layout:
-orjson's compact form of the same document; one ``s p o .`` line per triple).
+renders it for each answer (and, for XML, CSV and TSV, through the vectorized
+row assembly, whose fixed cost of a few hundred microseconds is most of a
+selective query's time); here each store id's term in each format (its JSON
+object ``{"type":"uri","value":...}``, its XML element, its CSV or TSV field,
+its N-Triples term) is rendered once per store dictionary (ids keep their
+meaning: it only grows) and the answer is joined from those bytes (a small graph:
+a DESCRIBE or CONSTRUCT of one entity). The bytes are those
+``engine.exec.serialize`` writes (same renderer per term, same layout: orjson's
+compact form of the same document; the XML writer's lines; one CSV/TSV line per
+row, an unbound cell empty; one ``s p o .`` line per triple).
 """
 
 from __future__ import annotations
@@ -21,12 +25,27 @@ from operator import itemgetter
 import numpy as np
 import orjson
 
+from engine import formats
 from engine.exec.bgp import SMALL_ROWS
 from engine.exec.context import LOCAL_BASE, charge_rows
 from engine.exec.evaluate import project_lists
 from engine.exec.graph_writers import store_keys
 from engine.exec.result import UNBOUND, QueryResult
-from engine.exec.serialize import _json_bytes, _nt_term, _serialize_json, check_size
+from engine.exec.serialize import (
+    _XML_HEAD,
+    _csv_bytes,
+    _csv_field,
+    _json_bytes,
+    _nt_term,
+    _serialize_csv,
+    _serialize_json,
+    _serialize_tsv,
+    _serialize_xml,
+    _tsv_bytes,
+    _xml_bytes,
+    _xml_text,
+    check_size,
+)
 from engine.kv.vertex_preds import EDGE_NB
 
 #: answers with more cells (graphs: triples) than this go to the general writer
@@ -40,50 +59,97 @@ def _gone():
     return None
 
 
+#: the kept tables of a store dictionary, by position: each format's term rendering
+JSON, NT, XML, CSV, TSV = range(5)
+#: the tables an unbound cell (UNBOUND) is looked up in, and its bytes there (an empty CSV/TSV field)
+_UNBOUND_CELL = {CSV: b"", TSV: b""}
+
+
+def _new_table(fmt: int) -> dict:
+    return {UNBOUND: _UNBOUND_CELL[fmt]} if fmt in _UNBOUND_CELL else {}
+
+
 class TermFragments:
-    """Store id -> its SPARQL JSON object's bytes (and N-Triples term), for one store dictionary.
+    """Store id -> its rendered term's bytes per format (SPARQL JSON object, N-Triples
+    term, SPARQL XML element, CSV field, TSV field), for one store dictionary.
 
     The dictionary (or a term table without one) the tables belong to is held weakly:
     a store that is closed and dropped is freed even while its rendered terms are the
     last ones kept here."""
 
     def __init__(self):
-        #: (weak reference to the term table's owner, JSON fragments, N-Triples terms), replaced as one
-        self.kept: tuple = (_gone, {}, {})
-        self.heads: dict[tuple, tuple[bytes, list[bytes]]] = {}
+        #: (weak reference to the term table's owner, the tables by format), replaced as one
+        self.kept: tuple = (_gone, tuple(_new_table(f) for f in range(5)))
+        self.heads: dict[tuple, tuple] = {}
         self.lock = threading.Lock()
 
-    def tables(self, terms) -> tuple[dict[int, bytes], dict[int, bytes]]:
-        """(JSON, N-Triples) tables for ``terms``: kept per store dictionary (its ids keep
+    def table(self, terms, fmt: int) -> dict[int, bytes]:
+        """The ``fmt`` table for ``terms``: kept per store dictionary (its ids keep
         their meaning from snapshot to snapshot: the dictionary only grows), new ones for
-        another dictionary or a term table without one, or once one holds more than
-        MAX_TERMS terms (never cleared in place: other threads may be reading them).
-        An owner that cannot be weakly referenced gets tables of its own, not kept."""
+        another dictionary or a term table without one; a table holding more than
+        MAX_TERMS terms is replaced (never cleared in place: other threads may be
+        reading it). An owner that cannot be weakly referenced gets a table of its
+        own, not kept."""
         owner = getattr(terms, "dictionary", None) or terms  # store ids keep their meaning per dictionary
         kept = self.kept
-        # another store dictionary (or term table): other ids; full tables: restarted
-        if kept[0]() is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
+        t = kept[1][fmt]
+        # another store dictionary (or term table): other ids; a full table: restarted
+        if kept[0]() is not owner or len(t) > MAX_TERMS:
             with self.lock:
                 kept = self.kept
-                if kept[0]() is not owner or len(kept[1]) > MAX_TERMS or len(kept[2]) > MAX_TERMS:
+                if kept[0]() is not owner:
                     try:
-                        kept = self.kept = (weakref.ref(owner), {}, {})
+                        kept = self.kept = (weakref.ref(owner), tuple(_new_table(f) for f in range(5)))
                     except TypeError:  # (not weakly referable: nothing kept)
-                        return {}, {}
-        return kept[1], kept[2]
+                        return _new_table(fmt)
+                elif len(kept[1][fmt]) > MAX_TERMS:
+                    tables = list(kept[1])
+                    tables[fmt] = _new_table(fmt)
+                    kept = self.kept = (kept[0], tuple(tables))
+                t = kept[1][fmt]
+        return t
 
-    def head(self, names: tuple) -> tuple[bytes, list[bytes], bytes]:
-        """(document start, each variable's ``"name":``, the row of a binding of
-        every variable as a ``%`` format of the terms' fragments) for ``names``."""
-        h = self.heads.get(names)
+    def tables(self, terms) -> tuple[dict[int, bytes], dict[int, bytes]]:
+        """(JSON, N-Triples) tables for ``terms`` (see :meth:`table`)."""
+        return self.table(terms, JSON), self.table(terms, NT)
+
+    def head(self, names: tuple, fmt: int = JSON) -> tuple:
+        """For ``names`` in ``fmt``: (document start, each variable's piece before a
+        bound cell's term, the row of a binding of every variable as a ``%`` format of
+        the terms' fragments[, XML: each variable's piece after its term])."""
+        h = self.heads.get((fmt, names))
         if h is None:
             if len(self.heads) >= 1024:
                 self.heads = {}
-            labels = [orjson.dumps(v) + b":" for v in names]
-            h = self.heads[names] = (b'{"head":{"vars":' + orjson.dumps(list(names)) + b'},"results":{"bindings":[',
-                                     labels,
-                                     b"{" + b",".join(lab.replace(b"%", b"%%") + b"%s" for lab in labels) + b"}")
+            h = self.heads[(fmt, names)] = _HEADS[fmt](names)
         return h
+
+
+def _json_head(names: tuple) -> tuple:
+    labels = [orjson.dumps(v) + b":" for v in names]
+    return (b'{"head":{"vars":' + orjson.dumps(list(names)) + b'},"results":{"bindings":[',
+            labels,
+            b"{" + b",".join(lab.replace(b"%", b"%%") + b"%s" for lab in labels) + b"}")
+
+
+def _xml_head(names: tuple) -> tuple:
+    head = (_XML_HEAD + "<head>" + "".join('<variable name="' + _xml_text(v) + '"/>' for v in names)
+            + "</head>\n<results>\n").encode("utf-8")
+    pres = [('<binding name="' + _xml_text(v) + '">').encode("utf-8") for v in names]
+    row = b"<result>" + b"".join(p.replace(b"%", b"%%") + b"%s</binding>" for p in pres) + b"</result>\n"
+    return head, pres, row
+
+
+def _csv_head(names: tuple) -> tuple:
+    return (",".join(_csv_field(v) for v in names) + "\r\n").encode("utf-8"), None, \
+        b",".join([b"%s"] * len(names)) + b"\r\n"
+
+
+def _tsv_head(names: tuple) -> tuple:
+    return ("\t".join("?" + v for v in names) + "\n").encode("utf-8"), None, b"\t".join([b"%s"] * len(names)) + b"\n"
+
+
+_HEADS = {JSON: _json_head, XML: _xml_head, CSV: _csv_head, TSV: _tsv_head}
 
 
 _FRAGS = TermFragments()
@@ -95,8 +161,9 @@ _ASK_JSON = {b: _serialize_json(QueryResult(form="ASK", terms=None, boolean=b)) 
 class SmallSelect:
     """A SELECT answer of a few rows as Python sequences of store ids (one per
     variable, UNBOUND = -1), as ``engine.exec.evaluate.run_fast_lists`` leaves it:
-    :func:`select_json` reads the sequences as they are; any other writer gets the
-    :class:`QueryResult` of :meth:`result` (numpy columns)."""
+    the small writers (:func:`select_json`, :func:`select_xml`, ...) read the sequences
+    as they are; any other writer gets the :class:`QueryResult` of :meth:`result`
+    (numpy columns)."""
 
     __slots__ = ("vars", "cols", "terms", "n")
     form = "SELECT"
@@ -132,7 +199,7 @@ def select_json(result, max_bytes: int | None = None, fragments: TermFragments =
         return None
     cols = result.cols if type(result) is SmallSelect else [c.tolist() for c in result.columns]
     head, labels, row = fragments.head(names)
-    frags = fragments.tables(result.terms)[0]
+    frags = fragments.table(result.terms, JSON)
     try:  # usually every term is rendered already: no scan for missing ones
         rows = _rows(cols, labels, row, frags, n)
     except KeyError:
@@ -159,6 +226,79 @@ def _rows(cols: list[list[int]], labels: list[bytes], row: bytes, frags: dict, n
         return [row % t for t in zip(*[list(map(get, c)) for c in cols], strict=True)]
     lc = list(zip(labels, cols, strict=True))
     return [b"{" + b",".join([lab + frags[c[r]] for lab, c in lc if c[r] != UNBOUND]) + b"}" for r in range(n)]
+
+
+def select_xml(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
+    """The SPARQL XML body of a small SELECT ``result`` over store ids, or None (see
+    :func:`select_json`): the XML writer's lines, each row's bound cells as
+    ``<binding name="v">term</binding>``, an unbound one left out."""
+    return _select(result, max_bytes, fragments, XML, _xml_bytes)
+
+
+def select_csv(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
+    """The CSV body of a small SELECT ``result`` over store ids, or None (see
+    :func:`select_json`): a header line, one ``\\r\\n`` line per row, an unbound cell empty."""
+    return _select(result, max_bytes, fragments, CSV, _csv_bytes)
+
+
+def select_tsv(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
+    """The TSV body of a small SELECT ``result`` over store ids, or None (see
+    :func:`select_json`): a header line, one line per row, an unbound cell empty."""
+    return _select(result, max_bytes, fragments, TSV, _tsv_bytes)
+
+
+def _select(result, max_bytes: int | None, fragments: TermFragments, fmt: int, render) -> bytes | None:
+    """The ``fmt`` (XML, CSV, TSV) body of a small SELECT, as :func:`select_json` does
+    it for JSON: each row one ``%`` format of its terms' kept fragments (CSV/TSV: an
+    unbound cell's fragment is the empty field, kept in the table under UNBOUND)."""
+    if result.form != "SELECT" or not result.vars:
+        return _ASK[fmt][bool(result.boolean)] if result.form == "ASK" else None
+    n = len(result)
+    names = tuple(result.vars)
+    if n * len(names) > MAX_CELLS:
+        return None
+    cols = result.cols if type(result) is SmallSelect else [c.tolist() for c in result.columns]
+    head, pres, row = fragments.head(names, fmt)
+    frags = fragments.table(result.terms, fmt)
+    try:  # usually every term is rendered already: no scan for missing ones
+        rows = _format_rows(cols, pres, row, frags)
+    except KeyError:
+        frags = _fill(frags, result.terms, {i for c in cols for i in c}, render)
+        if frags is None:
+            return None
+        rows = _format_rows(cols, pres, row, frags)
+    doc = head + b"".join(rows) + _TAIL[fmt]
+    check_size(len(doc), max_bytes)
+    return doc
+
+
+def _format_rows(cols: list[list[int]], pres: list[bytes] | None, row: bytes, frags: dict) -> list[bytes]:
+    """Each row's line(s): the row format filled with the terms' fragments (one
+    C-level format per row) when every cell is bound or an unbound cell has a
+    fragment (CSV/TSV: ``pres`` None); else (XML) each row's bound cells only.
+    KeyError: a term not rendered yet."""
+    if pres is not None:
+        for c in cols:
+            if UNBOUND in c:
+                lc = list(zip(pres, cols, strict=True))
+                return [b"<result>" + b"".join([pre + frags[c[r]] + b"</binding>" for pre, c in lc
+                                                if c[r] != UNBOUND]) + b"</result>\n" for r in range(len(cols[0]))]
+    if len(cols) == 1:
+        return [row % f for f in map(frags.__getitem__, cols[0])]
+    get = frags.__getitem__
+    return [row % t for t in zip(*[list(map(get, c)) for c in cols], strict=True)]
+
+
+#: what follows the rows, by format
+_TAIL = {XML: b"</results>\n</sparql>\n", CSV: b"", TSV: b""}
+
+
+def _ask(writer) -> dict[bool, bytes]:
+    """An ASK answer's body by its boolean (the general writer's bytes)."""
+    return {b: writer(QueryResult(form="ASK", terms=None, boolean=b)) for b in (False, True)}
+
+
+_ASK = {XML: _ask(_serialize_xml), CSV: _ask(_serialize_csv), TSV: _ask(_serialize_tsv)}
 
 
 def _nt_bytes(key: str) -> bytes:
@@ -200,7 +340,7 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
     if n == 0:
         return b""
     flat = t.ravel().tolist()
-    nt = fragments.tables(result.terms)[1]
+    nt = fragments.table(result.terms, NT)
     try:
         frags = tuple(map(nt.__getitem__, flat))
     except KeyError:
@@ -217,12 +357,25 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
 _NT_LINES = [b"%s %s %s .\n" * n for n in range(MAX_CELLS + 1)]
 
 
+#: the small-answer writer of each media type (the lane asks it first; None: the general writer)
+WRITERS = {formats.SPARQL_JSON: select_json, formats.SPARQL_XML: select_xml, formats.CSV: select_csv,
+           formats.TSV: select_tsv, formats.NTRIPLES: graph_ntriples}
+
+
+def small_body(result, media_type: str, max_bytes: int | None = None) -> bytes | None:
+    """The body of a small answer ``result`` as ``media_type`` from the kept term
+    fragments, or None: another media type, not small, or holding computed terms
+    (the caller uses the general writer, :func:`engine.exec.serialize.serialize`)."""
+    w = WRITERS.get(media_type)
+    return None if w is None else w(result, max_bytes)
+
+
 def _runs_ntriples(runs: list, terms, max_bytes, fragments: TermFragments) -> bytes | None:
     """The N-Triples body of triples given as runs of one subject's edges
     (``engine.plan.point.Described``: (subject, packed edges, their (neighbour, pid)
     int32 halves as a list)): per run one ``%`` format of the subject's line with the
     kept terms of its predicates and objects, no triple array, no row of three ids."""
-    nt = fragments.tables(terms)[1]
+    nt = fragments.table(terms, NT)
     out = []
     for s, _, flat in runs:
         try:

@@ -27,6 +27,29 @@ def test_short_run_side_by_side(small, capsys):
     assert "| jindou-http |" in out and "queries/s" in out
 
 
+def test_accept_runs_every_results_format_side_by_side(small, capsys, monkeypatch):
+    """``--accept xml,csv,tsv``: one family per format, the peers' row counts (read from
+    each format's body) agree."""
+    monkeypatch.setattr(http_load, "FAMILIES", http_load.FAMILIES)  # (main replaces the module's families)
+    peers = "jindou-http,oxigraph-serve" if oxigraph_binary() else "jindou-http"
+    code = http_load.main(["--data", small, "--peers", peers, "--rounds", "1", "--requests", "5",
+                           "--families", "point,inverse", "--accept", "xml,csv,tsv", "--skip-throughput"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    for name in ("point.xml", "point.csv", "point.tsv", "inverse.csv"):  # (ask: test_answer_sizes_...)
+        assert f"| repeated | {name} |" in out
+
+
+def test_answer_sizes_of_each_results_format():
+    fam = http_load.FAMILIES[0]
+    xml, csv, tsv = (http_load.with_accept((fam,), a)[0] for a in ("xml", "csv", "tsv"))
+    assert http_load._answer_size(xml, b"<sparql><results><result>1</result>\n<result>2</result></results>") == 2
+    assert http_load._answer_size(xml, b"<sparql><head/><boolean>false</boolean></sparql>") is False
+    assert http_load._answer_size(csv, b"s,o\r\na,b\r\nc,d\r\n") == 2
+    assert http_load._answer_size(tsv, b"?_askResult\ntrue\n") is True
+    assert http_load._answer_size(csv, b"false") is False
+
+
 def test_every_family_has_answers(small):
     from engine.database import Database
 

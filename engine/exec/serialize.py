@@ -4,7 +4,8 @@ Every serializer takes a columnar :class:`QueryResult` and returns bytes. Term
 ids are decoded once per *distinct* id of a column; each distinct term is
 rendered once into a text fragment. SELECT answers (JSON, XML, CSV, TSV) are
 rendered and assembled by :mod:`engine.exec.render` (Arrow kernels, no Python
-per row; :func:`serialize_lazy` returns them unbuilt for streaming); graph
+per row; :func:`serialize_lazy` returns them unbuilt for streaming), except answers of
+at most :data:`SMALL_CELLS` cells, written term by term (cheaper below that); graph
 rows are assembled by gathering fragments with numpy object arrays.
 
 Formats
@@ -79,8 +80,22 @@ def _row_count(result: QueryResult) -> int:
     return len(result)
 
 
+def _flat_keys(result: QueryResult) -> list:
+    """Every cell's key (None: unbound) in one decode call, column-major (cell (row i,
+    column j) at ``j * n + i``)."""
+    return result.terms.keys(np.concatenate([np.asarray(c, dtype=np.int64) for c in result.columns]))
+
+
 #: variable names longer than this are not copied into every distinct term's fragment
 _LONG_NAME = 256
+
+#: SELECT answers of at most this many cells are written term by term in plain Python
+#: (one decode call for all cells, each term by the memoized per-term writer): the
+#: vectorized row assembly's fixed cost (~250-350 µs: per column distinct ids, Arrow
+#: key arrays, the row template) is most of a small answer's time, e.g. an aggregate's
+#: one row or an answer holding computed terms, which the lane's kept fragments
+#: (engine/small_answers.py) do not cover
+SMALL_CELLS = 256
 
 
 #: (max_bytes, memory budget of the query or None) of the serialization running in this context
@@ -210,10 +225,9 @@ def _serialize_json(result: QueryResult, extra: bytes = b"", max_bytes: int | No
         body = ",".join(["{}"] * n)
         return b'{"head":' + head + b',"results":{"bindings":[' + body.encode() + b"]}" + extra + b"}"
     names = [orjson.dumps(v) + b":" for v in result.vars]
-    if n * len(result.vars) <= 256 and sum(map(len, names)) <= _LONG_NAME:
+    if n * len(result.vars) <= SMALL_CELLS and sum(map(len, names)) <= _LONG_NAME:
         # small answers: plain dicts and one orjson call beat the table machinery
-        # one decode call for all columns (column-major), rows read back by offset
-        flat = result.terms.keys(np.concatenate([np.asarray(c, dtype=np.int64) for c in result.columns]))
+        flat = _flat_keys(result)
         rows = []
         for i in range(n):
             row = {}
@@ -311,6 +325,21 @@ def _serialize_xml(result: QueryResult, max_bytes: int | None = None, lazy: bool
     check_size(size, max_bytes)
     out = [head]
     n = _row_count(result)
+    if n and result.vars and n * len(result.vars) <= SMALL_CELLS:  # term by term (see SMALL_CELLS)
+        flat = _flat_keys(result)
+        pres = [('<binding name="' + _xml_text(v) + '">').encode("utf-8") for v in result.vars]
+        rows = []
+        for i in range(n):
+            cells = [b"<result>"]
+            for j, pre in enumerate(pres):
+                k = flat[j * n + i]
+                if k is not None:
+                    cells += (pre, _xml_bytes(k), b"</binding>")
+            cells.append(b"</result>\n")
+            rows.append(b"".join(cells))
+        body = head + b"".join(rows) + tail
+        check_size(len(body), max_bytes)
+        return body
     if n:
         if result.vars:
             size += n * 18  # <result>...</result>\n
@@ -381,6 +410,16 @@ def _serialize_delimited(result: QueryResult, sep: str, eol: str, header: str, f
     check_size(size, max_bytes)
     out = [head]
     n = _row_count(result)
+    if n and result.columns and n * len(result.columns) <= SMALL_CELLS and fmt in _TERM_BYTES:
+        flat = _flat_keys(result)  # term by term (see SMALL_CELLS)
+        one = _TERM_BYTES[fmt]
+        sepb, eolb = sep.encode(), eol.encode()
+        m = len(result.columns)
+        rows = [sepb.join([b"" if (k := flat[j * n + i]) is None else one(k) for j in range(m)]) + eolb
+                for i in range(n)]
+        body = head + b"".join(rows)
+        check_size(len(body), max_bytes)
+        return body
     if n:
         if not result.columns:  # no variables: one empty line per solution
             check_size(size + len(eol) * n, max_bytes)
@@ -428,6 +467,10 @@ def _csv_bytes(key: str) -> bytes:
 @_memo
 def _tsv_bytes(key: str) -> bytes:
     return _tsv_term(key).encode("utf-8")
+
+
+#: the per-term writer of each delimited format (its term-by-term path)
+_TERM_BYTES = {"csv": _csv_bytes, "tsv": _tsv_bytes}
 
 
 # --------------------------------------------------------------------------

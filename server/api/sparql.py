@@ -60,9 +60,6 @@ _STREAM_ROWS = render.CHUNK_ROWS
 #: ... when their body is larger than this (a smaller one is built whole where the query ran: a
 #: streamed piece of 1 MiB costs a thread hand-off, and the memory saved is small)
 STREAM_MIN_BYTES = 8 << 20
-#: SPARQL JSON and N-Triples: small answers are joined from cached rendered terms (engine/small_answers.py)
-_SRJ = "application/sparql-results+json"
-_NT = "application/n-triples"
 
 def _acceptable_at_all(accept: str | None) -> bool:
     """False if the Accept header rules out every result and graph format."""
@@ -176,8 +173,7 @@ def _query_job(state: ServerState, scope: dict, headers: dict[str, str], params:
             raise not_acceptable(accept, res.form)
         big = len(res) > _TRIM_ROWS
         try:
-            body = (small_answers.select_json(res, max_bytes) if mt == _SRJ
-                    else small_answers.graph_ntriples(res, max_bytes) if mt == _NT else None)
+            body = small_answers.small_body(res, mt, max_bytes)
             if body is not None:
                 pass
             elif stream and res.form == "SELECT" and len(res) > _STREAM_ROWS:
@@ -237,8 +233,7 @@ class _PlainJob:
         if len(res) > _TRIM_ROWS:  # a big answer: the general job (releases its freed heap)
             return _serialize(res.result() if type(res) is SmallSelect else res, mt, self.max_bytes, deadline)
         try:
-            body = (small_answers.select_json(res, self.max_bytes) if mt == _SRJ
-                    else small_answers.graph_ntriples(res, self.max_bytes) if mt == _NT else None)
+            body = small_answers.small_body(res, mt, self.max_bytes)
             if body is None:
                 if type(res) is SmallSelect:  # (a SELECT's Python lists: the general writer takes numpy)
                     res = res.result()
