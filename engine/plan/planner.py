@@ -80,11 +80,13 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
     if query.form == "CONSTRUCT":
         # the template over a BGP of constant predicates, no modifiers, no blank nodes in the template
         if (not isinstance(root, A.BGP) or not root.triples or not query.template
-                or any(not isinstance(t.p, A.Const) for t in root.triples)
+                or not _selective(root.triples)
                 or any(isinstance(x, A.Const) and x.key.startswith("_:")
                        for t in query.template for x in (t.s, t.p, t.o))):
             return None
-        return FastShape(root, None, False, 0, None, tuple(query.template))
+        fs = FastShape(root, None, False, 0, None, tuple(query.template))
+        fs.point = False  # (a CONSTRUCT's program: compile_construct, also over one variable-predicate pattern)
+        return fs
     if query.form not in ("SELECT", "ASK"):
         return None
     node = root
