@@ -659,6 +659,18 @@ class _NotLocal(Exception):
     pass
 
 
+def with_output_slots(prog, names):
+    """(program, output slots) of a compiled fast path: ``names``' positions among
+    ``prog``'s slots (None for a name it does not bind; ``()`` when ``names`` is None),
+    or None when there is no program."""
+    if prog is None:
+        return None
+    if names is None:
+        return prog, ()
+    pos = {v: i for i, v in enumerate(prog.slots)}
+    return prog, tuple(pos.get(v) for v in names)
+
+
 def compile_small(triples: tuple[TriplePattern, ...], graph, lookup, seed_vars: tuple[str, ...] = (),
                   tests: tuple = ()) -> SmallBGP | None:
     """The tuple-at-a-time program of a BGP whose every step (in the planner's

@@ -35,6 +35,7 @@ from engine.exec.bgp import (
     compile_small,
     run_bgp,
     seed_ok,
+    with_output_slots,
 )
 from engine.exec.bindings import (
     UNBOUND,
@@ -1388,13 +1389,7 @@ def describe(query: A.Query, ev: Evaluator, root=None) -> np.ndarray | QueryResu
 def compile_fast(fast, graph, lookup):
     """(program, output slots) of a plan's fast path for one snapshot's default
     graph, or None (see :mod:`engine.plan.planner`)."""
-    prog = compile_small(fast.triples, graph, lookup)
-    if prog is None:
-        return None
-    if fast.names is None:
-        return prog, ()
-    pos = {v: i for i, v in enumerate(prog.slots)}
-    return prog, tuple(pos.get(v) for v in fast.names)
+    return with_output_slots(compile_small(fast.triples, graph, lookup), fast.names)
 
 
 class _GivenBGP(Evaluator):

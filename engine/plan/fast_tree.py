@@ -29,7 +29,7 @@ from functools import partial
 
 import numpy as np
 
-from engine.exec.bgp import SMALL_ROWS, compile_small
+from engine.exec.bgp import SMALL_ROWS, compile_small, with_output_slots
 from engine.exec.bindings import Bindings, concat
 from engine.exec.functions import eval_filter
 from engine.plan.point import kinds_kept
@@ -177,13 +177,7 @@ def compile_filtered(fast, graph, terms):
     d = getattr(terms, "dictionary", None)
     kinds = partial(kinds_kept, d) if d is not None else (lambda ids: terms.kinds(np.asarray(ids, dtype=np.int64)).tolist())
     tests = tuple((vs, row_filter(e, terms.lookup, kinds)) for vs, e in fast.filters)
-    prog = compile_small(fast.triples, graph, terms.lookup, (), tests)
-    if prog is None:
-        return None
-    if fast.names is None:
-        return prog, ()
-    pos = {v: i for i, v in enumerate(prog.slots)}
-    return prog, tuple(pos.get(v) for v in fast.names)
+    return with_output_slots(compile_small(fast.triples, graph, terms.lookup, (), tests), fast.names)
 
 
 # ---------------------------------------------------------------- UNION of small BGPs

@@ -78,6 +78,14 @@ def rewrite(node):
     return node
 
 
+def bgp_of(node) -> A.BGP | None:
+    """``node`` as one BGP: a pure BGP itself, a tree of Joins of BGPs merged
+    (:func:`merged_bgp`), else None."""
+    if isinstance(node, A.Join):
+        return merged_bgp(node)
+    return node if is_pure_bgp(node) else None
+
+
 _MERGED: dict[int, tuple[A.Join, A.BGP | None]] = {}
 
 

@@ -40,7 +40,7 @@ from engine.exec.bgp import run_bgp
 from engine.exec.bindings import Bindings, concat
 from engine.exec.evaluate import Evaluator, evaluate_query
 from engine.plan.order import resolve
-from engine.plan.rewrite import is_pure_bgp, merged_bgp
+from engine.plan.rewrite import bgp_of
 from engine.sparql import algebra as A
 from engine.stream.window_graph import contained, triple_hash
 
@@ -231,12 +231,7 @@ def find_core(query: A.Query):
     for op in chain[:k]:
         if any(_has_pattern(e) for e in _exprs(op)):
             return None
-    if isinstance(node, A.Join):
-        bgp = merged_bgp(node)
-    elif is_pure_bgp(node):
-        bgp = node
-    else:
-        return None
+    bgp = bgp_of(node)
     if bgp is None:
         return None
     return core, bgp, pushed

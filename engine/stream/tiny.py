@@ -30,7 +30,7 @@ from engine.exec.evaluate import DatasetView, Evaluator
 from engine.exec.result import QueryResult
 from engine.kv.views import EmptyGraph
 from engine.plan.order import bgp_vars, resolve
-from engine.plan.rewrite import is_pure_bgp, merged_bgp
+from engine.plan.rewrite import bgp_of
 from engine.sparql import algebra as A
 from engine.stream import tiny_vec
 from engine.stream.incremental import _UNARY, _exprs, _has_pattern, find_core
@@ -81,7 +81,7 @@ class TinyCore:
             node = query.pattern
             while isinstance(node, _UNARY + (A.Slice,)):
                 node = node.input
-            bgp = merged_bgp(node) if isinstance(node, A.Join) else node if is_pure_bgp(node) else None
+            bgp = bgp_of(node)
             if bgp is not None and all(isinstance(tp.p, A.Const) for tp in bgp.triples):
                 self._setup(node, bgp.triples)
                 # a FILTER right above the BGP that no solution can pass (``!bound(?v)`` of a

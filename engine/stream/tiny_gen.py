@@ -45,7 +45,7 @@ import orjson
 
 from engine.exec import serialize as _ser
 from engine.exec.result import QueryResult
-from engine.plan.rewrite import is_pure_bgp, merged_bgp
+from engine.plan.rewrite import bgp_of
 from engine.sparql import algebra as A
 from engine.stream import tiny_ops as _ops
 from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _divide, _num, _num_item, _value
@@ -475,18 +475,13 @@ def _shape(query: A.Query) -> _Shape | None:
     opts = []
     while isinstance(node, A.LeftJoin):
         right = node.right
-        rb = merged_bgp(right) if isinstance(right, A.Join) else right if is_pure_bgp(right) else None
+        rb = bgp_of(right)
         if rb is None or not rb.triples or not all(isinstance(tp.p, A.Const) for tp in rb.triples):
             return None
         opts.append((list(rb.triples), node.expr))
         node = node.left
     opts.reverse()
-    if isinstance(node, A.Join):
-        bgp = merged_bgp(node)
-    elif is_pure_bgp(node):
-        bgp = node
-    else:
-        return None
+    bgp = bgp_of(node)
     if bgp is None or not bgp.triples:
         return None
     if not all(isinstance(tp.p, A.Const) for tp in bgp.triples):
