@@ -82,7 +82,7 @@ class Workload:
     #: the first and last are batched, the middle two run alone (GROUP_CONCAT; LIMIT without an
     #: ORDER BY over every selected variable)
     MIXED = (("?obs ?v", ""),
-             ("?sensor (GROUP_CONCAT(?v) AS ?vs)", " GROUP BY ?sensor"),
+             ("?sensor (GROUP_CONCAT(STR(?v)) AS ?vs)", " GROUP BY ?sensor"),  # (CONCAT takes strings)
              ("?obs ?v", " LIMIT 3"),
              ("?sensor (AVG(?v) AS ?avg) (COUNT(*) AS ?n)", " GROUP BY ?sensor"))
 
