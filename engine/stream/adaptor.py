@@ -241,11 +241,30 @@ def read_arrow_ipc(body: bytes) -> pa.Table:
         # the reader checks the messages' structure, not the buffers' content: offsets, lengths
         # and dictionary indices past their buffers would be read out of bounds later (a crash
         # of the whole process); full validation is one pass over the data
-        table.validate(full=True)
+        _validate_layout(table)
         table.schema.names  # noqa: B018 - column names are UTF-8 too (decoded when first read)
         return table
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError, UnicodeDecodeError) as e:
         raise BadArrowBatch(f"the body is not an Arrow IPC stream: {e}") from None
+
+
+_AS_BYTES = {pa.string(): pa.binary(), pa.large_string(): pa.large_binary()}
+
+
+def _validate_layout(table: pa.Table) -> None:
+    """Full validation of ``table``'s buffers (ArrowInvalid), with string columns read as
+    bytes: invalid UTF-8 in a value is that row's error (:func:`_term_column` reports it per
+    line and keeps the others), not the whole body's."""
+    for col in table.columns:
+        for chunk in col.chunks:
+            if chunk.type in _AS_BYTES:
+                chunk = chunk.view(_AS_BYTES[chunk.type])
+            elif pa.types.is_dictionary(chunk.type) and chunk.type.value_type in _AS_BYTES:
+                chunk.indices.validate(full=True)
+                d = chunk.dictionary
+                d.view(_AS_BYTES[d.type]).validate(full=True)
+                chunk = pa.DictionaryArray.from_arrays(chunk.indices, d.view(_AS_BYTES[d.type]))
+            chunk.validate(full=True)
 
 
 _FAST_RE = {"s": loader._F_SUBJ, "p": loader._F_PRED, "o": loader._F_OBJ}
