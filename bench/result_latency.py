@@ -141,20 +141,36 @@ class _Hammer:
             k += 1
         conn.close()
 
-    def __enter__(self) -> _Hammer:
-        self.t0 = time.perf_counter()
+    def serve(self) -> None:
+        """In the hammer's own process: run until stdin closes, then print queries/s."""
         for t in self.threads:
             t.start()
         time.sleep(0.3)
-        self.c0 = sum(self.counts)
-        self.t1 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.qps = (sum(self.counts) - self.c0) / (time.perf_counter() - self.t1)
+        c0, t1 = sum(self.counts), time.perf_counter()
+        sys.stdin.read()
+        print(json.dumps({"qps": (sum(self.counts) - c0) / (time.perf_counter() - t1)}), flush=True)
         self.stop.set()
         for t in self.threads:
             t.join()
+
+
+class _HammerProcess:
+    """The hammer in a process of its own: its threads must not take the measuring client's GIL
+    (the subscriber noting an event's arrival would wait for it, up to 5 ms)."""
+
+    def __init__(self, port: int, clients: int) -> None:
+        self.argv = [sys.executable, "-c", f"from bench.result_latency import _Hammer; _Hammer({port}, {clients}).serve()"]
+
+    def __enter__(self) -> _HammerProcess:
+        import subprocess
+
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        time.sleep(1.0)  # its imports and first requests
+        return self
+
+    def __exit__(self, *exc) -> None:
+        out, _ = self.proc.communicate(timeout=120)
+        self.qps = json.loads(out.decode().strip().splitlines()[-1])["qps"] if out.strip() else float("nan")
 
 
 def _phase(srv: _Serve, sub: _Subscriber, start: int, instants: int, pace: float, per_step: int) -> list[float]:
@@ -218,7 +234,7 @@ def run(switches: list[str], rounds: int, instants: int, clients: int, pace: flo
                     k += 20
                     alone = _phase(srv, sub, k, instants, pace, per_step)
                     k += instants
-                    with _Hammer(srv.peer.port, clients) as h:
+                    with _HammerProcess(srv.peer.port, clients) as h:
                         loaded = _phase(srv, sub, k, instants, pace, per_step)
                     sub.close()
                     res[sw]["alone"].append(statistics.median(alone))
