@@ -197,10 +197,11 @@ def apply_switch_interval(config: Settings) -> float:
     """Set the GIL switch interval of this (the serving) process; returns the previous one.
 
     Under one-shot load the event loop keeps running Python, so a thread it or the ingestion
-    wakes (the continuous-query worker with a ready instant, a pooled query) waits up to the
-    interval for the GIL, and again after each GIL release inside its work: Python's 5 ms
-    default was most of a continuous query's result latency under load (docs/BENCHMARKS.md,
-    "Result latency under one-shot load"). Set after loading (loading has no such waits)."""
+    wakes (the continuous-query worker with a ready instant, a pooled query) may wait up to the
+    interval for the GIL. Measured end to end (``bench result-latency``, docs/BENCHMARKS.md
+    "Result latency under one-shot load") 0.5-1 ms did not lower the ready -> SSE latency on
+    2 cores, so the default stays Python's 5 ms; the setting is there to measure with.
+    Set after loading."""
     old = sys.getswitchinterval()
     sys.setswitchinterval(config.switch_interval)
     return old

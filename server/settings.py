@@ -105,9 +105,9 @@ class Settings(BaseSettings, EngineSettings):
                                                "to switch to it; a process still behind is restarted and "
                                                "serves nothing meanwhile", metavar="S", gt=0, le=600)
     switch_interval: float = setting(
-        0.0005, "CPython GIL switch interval in the serving process (sys.setswitchinterval): how long a "
-                "thread woken by another (the continuous-query worker, a pooled query) waits for the GIL "
-                "while the event loop runs Python; Python's own default is 0.005", metavar="S", gt=0, le=0.1)
+        0.005, "CPython GIL switch interval in the serving process (sys.setswitchinterval): at most how "
+               "long a thread woken by another (the continuous-query worker, a pooled query) waits for "
+               "the GIL while the event loop runs Python (0.005 = Python's own)", metavar="S", gt=0, le=0.1)
     keep_alive: int = setting(30, "seconds an idle HTTP keep-alive connection stays open", metavar="S",
                               ge=1)
     allow_service: bool = setting(False, "evaluate SERVICE <iri> { } (federated query) for the endpoints in "
