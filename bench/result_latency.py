@@ -173,9 +173,12 @@ class _HammerProcess:
         self.qps = json.loads(out.decode().strip().splitlines()[-1])["qps"] if out.strip() else float("nan")
 
 
-def _phase(srv: _Serve, sub: _Subscriber, start: int, instants: int, pace: float, per_step: int) -> list[float]:
-    """Drive ``instants`` instants from instant number ``start``; the latencies in ms."""
+def _phase(srv: _Serve, sub: _Subscriber, start: int, instants: int, pace: float,
+           per_step: int) -> tuple[list[float], list[float]]:
+    """Drive ``instants`` instants from instant number ``start``; the latencies in ms and the
+    heartbeats' round trips in ms (the part of a latency that is the HTTP request itself)."""
     sent: dict[int, float] = {}
+    rtt: list[float] = []
     for k in range(start, start + instants):
         lo = T0 + k * STEP
         body = b"".join(json.dumps({"s": f"<{EX}o{k}_{j}>", "p": f"<{EX}val>",
@@ -190,6 +193,7 @@ def _phase(srv: _Serve, sub: _Subscriber, start: int, instants: int, pace: float
         if st != 200:
             raise RuntimeError(f"heartbeat: HTTP {st} {data[:200]!r}")
         sent[hb] = t_sent
+        rtt.append((time.perf_counter() - t_sent) * 1000)
         time.sleep(pace)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and not all(t in sub.seen for t in sent):
@@ -202,7 +206,7 @@ def _phase(srv: _Serve, sub: _Subscriber, start: int, instants: int, pace: float
         if ready is None or t < beats[0]:
             continue
         out.append((at - sent[ready]) * 1000)
-    return out
+    return out, rtt
 
 
 def _pct(xs: list[float], p: float) -> float:
@@ -232,20 +236,23 @@ def run(switches: list[str], rounds: int, instants: int, clients: int, pace: flo
                     k = 0
                     _phase(srv, sub, k, 20, pace, per_step)  # warm-up
                     k += 20
-                    alone = _phase(srv, sub, k, instants, pace, per_step)
+                    alone, rtt_alone = _phase(srv, sub, k, instants, pace, per_step)
                     k += instants
                     with _HammerProcess(srv.peer.port, clients) as h:
-                        loaded = _phase(srv, sub, k, instants, pace, per_step)
+                        loaded, rtt_loaded = _phase(srv, sub, k, instants, pace, per_step)
                     sub.close()
                     res[sw]["alone"].append(statistics.median(alone))
                     res[sw]["loaded"].append(statistics.median(loaded))
                     res[sw].setdefault("alone_p90", []).append(_pct(alone, 0.9))
                     res[sw].setdefault("loaded_p90", []).append(_pct(loaded, 0.9))
                     res[sw]["qps"].append(h.qps)
+                    res[sw].setdefault("hb_alone", []).append(statistics.median(rtt_alone))
+                    res[sw].setdefault("hb_loaded", []).append(statistics.median(rtt_loaded))
                     log(f"round {r + 1} switch {sw:>8}: alone p50 {statistics.median(alone):6.2f} ms "
                         f"p90 {_pct(alone, 0.9):6.2f} (n={len(alone)}); with {clients} clients p50 "
                         f"{statistics.median(loaded):6.2f} ms p90 {_pct(loaded, 0.9):6.2f} (n={len(loaded)}), "
-                        f"one-shot {h.qps:,.0f} q/s")
+                        f"one-shot {h.qps:,.0f} q/s; heartbeat round trip p50 {statistics.median(rtt_alone):.2f} / "
+                        f"{statistics.median(rtt_loaded):.2f} ms")
     log(f"load after: {open('/proc/loadavg').read().split()[:3]}")
     log("medians over rounds:")
     summary = {}
@@ -253,7 +260,8 @@ def run(switches: list[str], rounds: int, instants: int, clients: int, pace: flo
         summary[sw] = {k: statistics.median(x) for k, x in v.items()}
         s = summary[sw]
         log(f"  switch {sw:>8}: alone p50 {s['alone']:6.2f} p90 {s['alone_p90']:6.2f} ms; loaded p50 "
-            f"{s['loaded']:6.2f} p90 {s['loaded_p90']:6.2f} ms; one-shot {s['qps']:,.0f} q/s")
+            f"{s['loaded']:6.2f} p90 {s['loaded_p90']:6.2f} ms; one-shot {s['qps']:,.0f} q/s; heartbeat "
+            f"round trip {s['hb_alone']:.2f} / {s['hb_loaded']:.2f} ms")
     return {"rounds": res, "summary": summary}
 
 
