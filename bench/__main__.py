@@ -9,6 +9,7 @@ from bench.runner import main
 #: subcommand -> (module with a ``main(argv)``, what it measures; None: not listed in --help)
 SUBCOMMANDS = {
     "stream-load": ("bench.stream_load", None),
+    "result-latency": ("bench.result_latency", None),
     "pipeline": ("bench.pipeline_bench", None),
     "streams": ("bench.streams", "per-window latency of continuous queries, Jindou vs peers"),
     "manyqueries": ("bench.manyqueries", "executions/s of many continuous queries of one shape, batched vs not"),

@@ -168,6 +168,7 @@ def serve(config: Settings, progress: bool = True) -> None:
                                              timeout_keep_alive=config.keep_alive,
                                              server_header=False))  # (no `server: uvicorn`: a header less per answer)
         server.group = group
+        apply_switch_interval(config)
         server.run(sockets=[sock])
     except _Terminated:
         # after the clean-up below, end as the signal would have (exit status -SIGTERM,
@@ -190,6 +191,20 @@ def serve(config: Settings, progress: bool = True) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
     if server is None or not server.started:  # start-up failed (uvicorn logged why)
         raise SystemExit(3)
+
+
+def apply_switch_interval(config: Settings) -> float:
+    """Set the GIL switch interval of this (the serving) process; returns the previous one.
+
+    Under one-shot load the event loop keeps running Python, so a thread it or the ingestion
+    wakes (the continuous-query worker with a ready instant, a pooled query) may wait up to the
+    interval for the GIL. Measured end to end (``bench result-latency``, docs/BENCHMARKS.md
+    "Result latency under one-shot load") 0.5-1 ms did not lower the ready -> SSE latency on
+    2 cores, so the default stays Python's 5 ms; the setting is there to measure with.
+    Set after loading."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(config.switch_interval)
+    return old
 
 
 def _group_dirs(config: Settings) -> tuple[str, str]:

@@ -104,6 +104,10 @@ class Settings(BaseSettings, EngineSettings):
     process_sync_timeout: float = setting(5.0, "seconds an acknowledged write waits for every query process "
                                                "to switch to it; a process still behind is restarted and "
                                                "serves nothing meanwhile", metavar="S", gt=0, le=600)
+    switch_interval: float = setting(
+        0.005, "CPython GIL switch interval in the serving process (sys.setswitchinterval): at most how "
+               "long a thread woken by another (the continuous-query worker, a pooled query) waits for "
+               "the GIL while the event loop runs Python (0.005 = Python's own)", metavar="S", gt=0, le=0.1)
     keep_alive: int = setting(30, "seconds an idle HTTP keep-alive connection stays open", metavar="S",
                               ge=1)
     allow_service: bool = setting(False, "evaluate SERVICE <iri> { } (federated query) for the endpoints in "

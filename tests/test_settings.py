@@ -43,6 +43,8 @@ def _other_value(name: str) -> tuple[str, object]:
         return '["a.nt", "b.nt"]', ["a.nt", "b.nt"]
     if name == "service_endpoints":
         return "http://ex.org/sparql", ["http://ex.org/sparql"]
+    if name == "switch_interval":  # bounded to (0, 0.1] s
+        return "0.001", 0.001
     if ann is int:
         return str(d + 1), d + 1
     if ann is float:
