@@ -1,8 +1,9 @@
 """A query text the HTTP lane has seen before (``_hit_job`` in server/api/sparql.py,
 its normalized form kept in ``_QS_NORMS``): once its template is known, the same
 text sent again is answered by the template path every time (no decoding, no
-parse), with the bytes the parsed path answers, the store's current state after
-an update, and a bounded memory of texts."""
+parse), or from the answers kept for the current snapshot (``LaneAnswers``), with
+the bytes the parsed path answers, the store's current state after an update, and
+a bounded memory of texts and answers."""
 
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ def _spy(monkeypatch):
 def test_repeated_texts_take_the_template_path_and_answer_as_parsed(server, monkeypatch, family):
     from server.api import sparql
 
+    monkeypatch.setattr(sparql, "_ANSWERS", sparql.LaneAnswers(max_body=-1))  # (no answer kept)
     tpl, accept = FAMILIES[family]
     for i in range(3):  # learn the layout and the template
         assert _get(server, tpl.format(c=f"{EX}s{i}", k=f"{family}learn{i}"), accept)[0] == 200
@@ -87,6 +89,10 @@ def test_repeated_text_sees_an_update_between_two_identical_requests(server, mon
     for k in range(3):
         assert _get(server, tpl.format(c=f"{EX}s{k}", k=f"learn{k}"), acc)[0] == 200
         assert _get(server, ask.format(c=f"{EX}s{k}", k=f"learn{k}"), acc)[0] == 200
+    from server.api import sparql
+
+    kept = sparql.LaneAnswers()
+    monkeypatch.setattr(sparql, "_ANSWERS", kept)
     hits = _spy(monkeypatch)
     text, atext = tpl.format(c=f"{EX}s2", k="same"), ask.format(c=f"{EX}s2", k="same")
     for _ in range(2):
@@ -99,7 +105,7 @@ def test_repeated_text_sees_an_update_between_two_identical_requests(server, mon
         rows = json.loads(_get(server, text, acc)[2])["results"]["bindings"]
         assert rows == [{"o": {"type": "uri", "value": f"{EX}new"}}]
         assert json.loads(_get(server, atext, acc)[2])["boolean"] is True
-    assert len(hits) == 8
+    assert len(hits) == 4 and kept.served == 4  # (one run per text and snapshot, the second one kept)
     r = requests.post(server.url + "/update", data=f"DELETE DATA {{ <{EX}s2> <{EX}w> <{EX}new> }}".encode(),
                       headers={"Content-Type": "application/sparql-update"})
     assert r.status_code == 204
@@ -116,3 +122,79 @@ def test_the_lane_remembers_a_bounded_number_of_texts(server, monkeypatch):
         assert _get(server, tpl.format(c=f"{EX}s{i % 5}", k=f"bound{i}"), accept)[0] == 200
         assert len(sparql._QS_NORMS) <= 4
     sparql._QS_NORMS.clear()
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_kept_answers_are_served_and_answer_as_parsed(server, monkeypatch, family):
+    from server.api import sparql
+
+    kept = sparql.LaneAnswers()
+    monkeypatch.setattr(sparql, "_ANSWERS", kept)
+    tpl, accept = FAMILIES[family]
+    for i in range(3):
+        assert _get(server, tpl.format(c=f"{EX}s{i}", k=f"{family}klearn{i}"), accept)[0] == 200
+    hits = _spy(monkeypatch)
+    texts = [tpl.format(c=c, k=family + "kept") for c in (f"{EX}s1", f"{EX}s3", f"{EX}none")]
+    got = [_get(server, t, accept) for t in texts for _ in range(4)]
+    assert len(hits) == len(texts) and kept.served == 3 * len(texts)  # one run per text, then kept
+    monkeypatch.setattr(sparql, "_hit_job", lambda *a: None)
+    want = [_get(server, t, accept) for t in texts for _ in range(4)]
+    assert got == want
+    # another Accept value is another answer
+    other = "text/csv" if not family.startswith("describe") else "text/turtle"
+    monkeypatch.undo()
+    monkeypatch.setattr(sparql, "_ANSWERS", kept)
+    assert _get(server, texts[0], other)[1].split(";")[0] == other
+
+
+def test_no_answer_is_kept_for_texts_with_parentheses(server, monkeypatch):
+    from server.api import sparql
+
+    kept = sparql.LaneAnswers()
+    monkeypatch.setattr(sparql, "_ANSWERS", kept)
+    tpl = "ASK {{ <{c}> <" + EX + "p> ?pp FILTER(isIRI(?pp)) }} # {k}\n"
+    for i in range(3):
+        assert _get(server, tpl.format(c=f"{EX}s{i}", k=i), "application/json")[0] == 200
+    hits = _spy(monkeypatch)
+    for _ in range(3):
+        assert json.loads(_get(server, tpl.format(c=f"{EX}s1", k="same"), "application/json")[2])["boolean"]
+    assert len(hits) == 3  # template hits, each one run
+    assert kept.served == 0 and not kept.map
+
+
+def test_kept_answers_are_bounded(server, monkeypatch):
+    from server.api import sparql
+
+    kept = sparql.LaneAnswers(max_entries=3, max_body=60)
+    monkeypatch.setattr(sparql, "_ANSWERS", kept)
+    tpl, accept = FAMILIES["ask"]
+    for i in range(10):
+        assert _get(server, tpl.format(c=f"{EX}s{i % 5}", k=f"kbound{i}"), accept)[0] == 200
+        assert len(kept.map) <= 3
+    assert kept.map  # (ASK's JSON answer is under 60 bytes)
+    tpl, accept = FAMILIES["describe"]  # two triples of N-Triples: over 60 bytes, never kept
+    for i in range(4):
+        assert _get(server, tpl.format(c=f"{EX}s{i}", k="kbig"), accept)[0] == 200
+    assert all(len(v[2]) <= 60 for v in kept.map.values())
+
+
+def test_an_answer_run_across_a_commit_is_not_kept():
+    """A commit between the snapshot number read before the run and the put: the
+    answer (possibly of the old snapshot) is not kept under the new number."""
+    from engine.database import Database
+    from server.api.sparql import LaneAnswers
+
+    db = Database()
+    db.update(f"INSERT DATA {{ <{EX}a> <{EX}p> <{EX}b> }}")
+    kept = LaneAnswers()
+    key = (b"query=x", "base", None)
+    assert kept.get(key, db) is None
+    sn = kept.sn
+    db.update(f"INSERT DATA {{ <{EX}a> <{EX}p> <{EX}c> }}")
+    kept.put(key, db, ("ASK", "application/sparql-results+json", b"old"), sn)
+    assert kept.get(key, db) is None and not kept.map
+    sn = kept.sn
+    kept.put(key, db, ("ASK", "application/sparql-results+json", b"new"), sn)
+    assert kept.get(key, db)[2] == b"new"
+    db.update(f"DELETE DATA {{ <{EX}a> <{EX}p> <{EX}c> }}")
+    assert kept.get(key, db) is None

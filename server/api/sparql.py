@@ -463,6 +463,12 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
     # the cheaper one then; a new text of a known template is read from its bytes
     work = _hit_job(state, scope, headers, qs, accept) if qs not in _LANE_TEXTS else None
     if work is not None:  # a known template's text: no decoding, normalizing or parsing
+        key = _ANSWERS.key(work, qs)
+        if key is not None:
+            got = _ANSWERS.get(key, work.db)
+            if got is not None:
+                return got
+            sn = _ANSWERS.sn  # (the snapshot number before the run: get() just read it)
         try:  # (_run_hit, in place: one call less for the lane's every GET)
             done, result = state.try_inline_lane(work, work.shape)
         except Exception as exc:
@@ -472,6 +478,8 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
             if result is not None:
                 state.record_cost(work.shape, result)
             return None
+        if key is not None:
+            _ANSWERS.put(key, work.db, result, sn)
         return result
     text = _lane_text(qs)
     if text is not None:  # the plain form: no explain or dataset parameters
@@ -644,6 +652,71 @@ _LANE_TEXTS_MAX = 1024
 #: normalized form (skeleton, slots): a repeated text is neither scanned nor decoded
 #: again, and keeps the template path (its per-request cost is below the text path's)
 _QS_NORMS: dict[bytes, tuple] = {}
+class LaneAnswers:
+    """The answers (form, media type, body bytes) of repeated plain query texts of a
+    known template, kept for the store's current snapshot only: keyed by the query
+    string, the base and the Accept value, and all dropped as soon as the store
+    shows another snapshot number or is another store (every commit makes a snapshot
+    numbered one higher, so nothing is served from before a write). Bounded: at most
+    ``max_entries`` answers of at most ``max_body`` bytes each. Only texts without a
+    parenthesis in their skeleton (no function call, FILTER or BIND: RAND(), NOW() or
+    BNODE() answer anew each time) and stores whose snapshots are numbered."""
+
+    __slots__ = ("store", "sn", "map", "max_entries", "max_body", "served")
+
+    def __init__(self, max_entries: int = 1024, max_body: int = 8192):
+        self.store = None
+        self.sn = None
+        self.map: dict[tuple, tuple] = {}
+        self.max_entries = max_entries
+        self.max_body = max_body
+        self.served = 0  # answers given from here (tests see the path taken)
+
+    @staticmethod
+    def key(work, qs: bytes) -> tuple | None:
+        """The cache key of a template hit's job, None when its answer is not kept."""
+        n = _QS_NORMS.get(qs)
+        if n is None or "(" in n[0]:
+            return None
+        return (qs, work.base, work.accept)
+
+    def _current(self, db) -> bool:
+        """Whether the kept answers are of ``db``'s current snapshot (dropped if not)."""
+        store = db.store
+        sn = getattr(store.snapshot(), "sn", None)
+        if store is self.store and sn == self.sn and sn is not None:
+            return True
+        self.map.clear()
+        self.store = store
+        self.sn = sn
+        return False
+
+    def get(self, key: tuple, db) -> tuple | None:
+        """The kept answer of ``key``, None when there is none for the current snapshot
+        (``sn`` then holds the current snapshot's number, for :meth:`put`)."""
+        if not self._current(db):
+            return None
+        got = self.map.get(key)
+        if got is not None:
+            self.served += 1
+            db.queries += 1  # (answered, as the run would have counted it)
+        return got
+
+    def put(self, key: tuple, db, result: tuple, sn) -> None:
+        """Keep ``result``, the answer of a run begun at snapshot number ``sn``, if the
+        store still shows that snapshot (a commit during the run: not kept)."""
+        body = result[2]
+        if type(body) is not bytes or len(body) > self.max_body or sn is None:
+            return
+        if not self._current(db) or self.sn != sn:
+            return
+        if len(self.map) >= self.max_entries:
+            self.map.clear()
+        self.map[key] = result
+
+
+#: the lane's kept answers of repeated texts (:class:`LaneAnswers`)
+_ANSWERS = LaneAnswers()
 #: ``application/sparql-query`` bodies -> their normalized form (:func:`_body_hit_job`): a
 #: repeated body is neither scanned again nor decoded
 _BODY_TEXTS: dict[bytes, tuple] = {}
