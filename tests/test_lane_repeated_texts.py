@@ -198,3 +198,20 @@ def test_an_answer_run_across_a_commit_is_not_kept():
     assert kept.get(key, db)[2] == b"new"
     db.update(f"DELETE DATA {{ <{EX}a> <{EX}p> <{EX}c> }}")
     assert kept.get(key, db) is None
+
+
+def test_a_text_repeated_from_its_first_sighting_becomes_a_template_hit(server, monkeypatch):
+    """The first sighting of a new skeleton is parsed (and teaches the template); the
+    same text sent again is then a template hit, its answer kept."""
+    from server.api import sparql
+
+    kept = sparql.LaneAnswers()
+    monkeypatch.setattr(sparql, "_ANSWERS", kept)
+    hits = _spy(monkeypatch)
+    text = "SELECT ?n ?o WHERE { <" + EX + "s4> <" + EX + "q> ?n ; <" + EX + "p> ?o } # first\n"
+    got = [_get(server, text, "application/sparql-results+json") for _ in range(6)]
+    assert all(g == got[0] for g in got)
+    rows = json.loads(got[0][2])["results"]["bindings"]
+    assert rows == [{"n": {"type": "literal", "value": "n4"}, "o": {"type": "uri", "value": f"{EX}o4"}}]
+    assert hits and kept.served >= 6 - 1 - len(hits)
+    assert kept.served >= 3

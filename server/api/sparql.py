@@ -334,14 +334,18 @@ def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes
         return None
     n = _QS_NORMS.get(qs)
     if n is None:
-        if not qs.startswith(b"query=") or b"&" in qs:
-            return None
-        n = norm.raw_normalize(qs[6:], _unquote_plus)
-        if n is None:
-            return None
         if len(_QS_NORMS) >= _LANE_TEXTS_MAX:
             _QS_NORMS.clear()
+        if not qs.startswith(b"query=") or b"&" in qs:
+            _QS_NORMS[qs] = False
+            return None
+        n = norm.raw_normalize(qs[6:], _unquote_plus)
+        if n is None:  # (not read from its bytes: remembered, the next sighting goes straight on)
+            _QS_NORMS[qs] = False
+            return None
         _QS_NORMS[qs] = n = (n[0], tuple(n[1]))  # (a tuple of strings: nothing for the collector to trace)
+    elif n is False:
+        return None
     payload = qs[6:]
     base = _sparql_base(headers, scope)
     hit = match(n, base)
@@ -459,9 +463,10 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
         split = _format_split(qs)
         if split is not None:
             qs, accept = split[0], split[1] or None
-    # a text seen before is cached decoded (its parsed plan too): the text path is
-    # the cheaper one then; a new text of a known template is read from its bytes
-    work = _hit_job(state, scope, headers, qs, accept) if qs not in _LANE_TEXTS else None
+    # a text of a known template is read from its bytes (new or repeated: the template
+    # path costs less than the text path's cached parse, and its answer may be kept);
+    # a text first seen before its template was learned becomes a hit once it is
+    work = _hit_job(state, scope, headers, qs, accept)
     if work is not None:  # a known template's text: no decoding, normalizing or parsing
         key = _ANSWERS.key(work, qs)
         if key is not None:
@@ -649,9 +654,10 @@ def _format_split(qs: bytes) -> tuple[bytes, str] | None:
 _LANE_TEXTS: dict[bytes, str] = {}
 _LANE_TEXTS_MAX = 1024
 #: plain query strings the lane read from their bytes (:func:`_hit_job`) -> their
-#: normalized form (skeleton, slots): a repeated text is neither scanned nor decoded
-#: again, and keeps the template path (its per-request cost is below the text path's)
-_QS_NORMS: dict[bytes, tuple] = {}
+#: normalized form (skeleton, slots), False when not read from the bytes: a repeated
+#: text is neither scanned nor decoded again, and keeps the template path (its
+#: per-request cost is below the text path's)
+_QS_NORMS: dict[bytes, tuple | bool] = {}
 class LaneAnswers:
     """The answers (form, media type, body bytes) of repeated plain query texts of a
     known template, kept for the store's current snapshot only: keyed by the query
@@ -676,7 +682,7 @@ class LaneAnswers:
     def key(work, qs: bytes) -> tuple | None:
         """The cache key of a template hit's job, None when its answer is not kept."""
         n = _QS_NORMS.get(qs)
-        if n is None or "(" in n[0]:
+        if not n or "(" in n[0]:
             return None
         return (qs, work.base, work.accept)
 
