@@ -250,7 +250,7 @@ class _HitJob(_PlainJob):
     the text (``Database.query_template``); decoded and run as a text only when
     the shape has no program for the current snapshot yet."""
 
-    __slots__ = ("hit", "payload", "shape", "decode")
+    __slots__ = ("hit", "payload", "shape", "decode", "repeat")
 
     def __init__(self, db, hit, payload: bytes, base: str, accept: str | None, max_bytes, decode=_unquote_plus):
         self.db = db
@@ -266,6 +266,7 @@ class _HitJob(_PlainJob):
         if shape is None:  # as _cost_shape gives it for the text, hashed once
             shape = tpl.cost_key = HashedShape(("fast", tpl.key))
         self.shape = shape
+        self.repeat = False  # a query string the lane has read before (_hit_job)
 
     def __call__(self, deadline):
         res = self.db.query_template(self.hit, deadline=deadline, lists=True)
@@ -333,6 +334,7 @@ def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes
     if match is None:
         return None
     n = _QS_NORMS.get(qs)
+    repeat = n is not None
     if n is None:
         if len(_QS_NORMS) >= _LANE_TEXTS_MAX:
             _QS_NORMS.clear()
@@ -355,7 +357,9 @@ def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes
         accept = headers.get("accept")
     if not formats.acceptable_at_all(accept):
         raise not_acceptable(accept, "SELECT")
-    return _HitJob(db, hit, payload, base, accept, state.config.max_response_bytes)
+    job = _HitJob(db, hit, payload, base, accept, state.config.max_response_bytes)
+    job.repeat = repeat
+    return job
 
 
 #: (Host header, scheme) -> the query's base IRI (``base_url`` + "/sparql"): a client
@@ -680,7 +684,11 @@ class LaneAnswers:
 
     @staticmethod
     def key(work, qs: bytes) -> tuple | None:
-        """The cache key of a template hit's job, None when its answer is not kept."""
+        """The cache key of a template hit's job, None when its answer is not kept: only
+        a text's second sighting on is (a text sent once, e.g. with a new constant every
+        time, costs no kept answer: no memory churn, nothing more for the collector)."""
+        if not work.repeat:
+            return None
         n = _QS_NORMS.get(qs)
         if not n or "(" in n[0]:
             return None
