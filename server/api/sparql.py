@@ -666,8 +666,10 @@ class LaneAnswers:
     """The answers (form, media type, body bytes) of repeated plain query texts of a
     known template, kept for the store's current snapshot only: keyed by the query
     string, the base and the Accept value, and all dropped as soon as the store
-    shows another snapshot number or is another store (every commit makes a snapshot
-    numbered one higher, so nothing is served from before a write). Bounded: at most
+    shows another snapshot (number, or object of that number) or is another store
+    (every commit makes a snapshot numbered one higher, so nothing is served from
+    before a write; the object's id is compared, not kept, so no old snapshot is
+    pinned). Bounded: at most
     ``max_entries`` answers of at most ``max_body`` bytes each. Only texts without a
     parenthesis in their skeleton (no function call, FILTER or BIND: RAND(), NOW() or
     BNODE() answer anew each time) and stores whose snapshots are numbered."""
@@ -697,7 +699,10 @@ class LaneAnswers:
     def _current(self, db) -> bool:
         """Whether the kept answers are of ``db``'s current snapshot (dropped if not)."""
         store = db.store
-        sn = getattr(store.snapshot(), "sn", None)
+        snap = store.snapshot()
+        sn = getattr(snap, "sn", None)
+        if sn is not None:  # (and the object: a cluster may publish a second snapshot of one number)
+            sn = (sn, id(snap))
         if store is self.store and sn == self.sn and sn is not None:
             return True
         self.map.clear()
