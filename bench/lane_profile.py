@@ -157,9 +157,11 @@ def run(proto, tr, reqs: list[bytes], loop) -> tuple[list[float], int]:
                 loop.run_until_complete(asyncio.sleep(0.0005))
         else:
             out.append(t1 - t0)
-        if proto.timeout_keep_alive_task is not None:
-            proto.timeout_keep_alive_task.cancel()
-            proto.timeout_keep_alive_task = None
+    # (the keep-alive timer is armed once per idle spell, as a server's connection keeps it
+    # between requests: cancelling it per request made every request arm a new one)
+    if proto.timeout_keep_alive_task is not None:
+        proto.timeout_keep_alive_task.cancel()
+        proto.timeout_keep_alive_task = None
     return out, slow
 
 

@@ -487,3 +487,19 @@ def test_pipelined_behind_lane_answers_stays_on_the_connection(two):
         for s in socks:
             s.close()
     assert 503 in seen and 200 in seen  # connections on both processes
+
+
+def test_a_repeated_text_sees_every_write_in_the_query_processes(two):
+    """The lane's kept answers of repeated texts (server/api/sparql.py LaneAnswers) in
+    the query processes: an update between identical requests is seen at once."""
+    text = f"ASK {{ <{EX}kept> <{EX}p> ?o }} # the same text every time"
+    sel = f"SELECT ?o WHERE {{ <{EX}kept> <{EX}p> ?o }} # the same text every time"
+    for want in (False, True, False):
+        got = [_get(two.url, text) for _ in range(8)]
+        assert all(st == 200 and json.loads(body)["boolean"] is want for st, body in got), (want, got)
+        rows = [json.loads(_get(two.url, sel)[1])["results"]["bindings"] for _ in range(8)]
+        assert all(r == ([{"o": {"type": "uri", "value": f"{EX}v"}}] if want else []) for r in rows), rows
+        op = "DELETE" if want else "INSERT"
+        r = httpx.post(two.url + "/update", content=f"{op} DATA {{ <{EX}kept> <{EX}p> <{EX}v> }}",
+                       headers={"Content-Type": "application/sparql-update"}, timeout=30)
+        assert r.status_code == 204, r.text

@@ -250,7 +250,7 @@ class _HitJob(_PlainJob):
     the text (``Database.query_template``); decoded and run as a text only when
     the shape has no program for the current snapshot yet."""
 
-    __slots__ = ("hit", "payload", "shape", "decode")
+    __slots__ = ("hit", "payload", "shape", "decode", "repeat")
 
     def __init__(self, db, hit, payload: bytes, base: str, accept: str | None, max_bytes, decode=_unquote_plus):
         self.db = db
@@ -266,6 +266,7 @@ class _HitJob(_PlainJob):
         if shape is None:  # as _cost_shape gives it for the text, hashed once
             shape = tpl.cost_key = HashedShape(("fast", tpl.key))
         self.shape = shape
+        self.repeat = False  # a query string the lane has read before (_hit_job)
 
     def __call__(self, deadline):
         res = self.db.query_template(self.hit, deadline=deadline, lists=True)
@@ -328,22 +329,26 @@ def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes
     """The job of a plain ``query=<text>`` whose text is a known template with its
     constant, read from the bytes (see :class:`_HitJob`); None otherwise. ``accept``:
     the Accept value a ``format=`` parameter stands for (None: the header's)."""
-    if not qs.startswith(b"query=") or b"&" in qs:
-        return None
-    if qs in _SEEN:  # its second time: a repeated text, for the text path (and its caches)
-        del _SEEN[qs]
-        return None
-    if len(_SEEN) >= _LANE_TEXTS_MAX:
-        _SEEN.clear()
-    _SEEN[qs] = None
     db = state.db
     match = getattr(db, "match_template", None)
     if match is None:
         return None
-    payload = qs[6:]
-    n = norm.raw_normalize(payload, _unquote_plus)
+    n = _QS_NORMS.get(qs)
+    repeat = n is not None
     if n is None:
+        if len(_QS_NORMS) >= _LANE_TEXTS_MAX:
+            _QS_NORMS.clear()
+        if not qs.startswith(b"query=") or b"&" in qs:
+            _QS_NORMS[qs] = False
+            return None
+        n = norm.raw_normalize(qs[6:], _unquote_plus)
+        if n is None:  # (not read from its bytes: remembered, the next sighting goes straight on)
+            _QS_NORMS[qs] = False
+            return None
+        _QS_NORMS[qs] = n = (n[0], tuple(n[1]))  # (a tuple of strings: nothing for the collector to trace)
+    elif n is False:
         return None
+    payload = qs[6:]
     base = _sparql_base(headers, scope)
     hit = match(n, base)
     if hit is None:
@@ -352,7 +357,9 @@ def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes
         accept = headers.get("accept")
     if not formats.acceptable_at_all(accept):
         raise not_acceptable(accept, "SELECT")
-    return _HitJob(db, hit, payload, base, accept, state.config.max_response_bytes)
+    job = _HitJob(db, hit, payload, base, accept, state.config.max_response_bytes)
+    job.repeat = repeat
+    return job
 
 
 #: (Host header, scheme) -> the query's base IRI (``base_url`` + "/sparql"): a client
@@ -460,10 +467,17 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
         split = _format_split(qs)
         if split is not None:
             qs, accept = split[0], split[1] or None
-    # a text seen before is cached decoded (its parsed plan too): the text path is
-    # the cheaper one then; a new text of a known template is read from its bytes
-    work = _hit_job(state, scope, headers, qs, accept) if qs not in _LANE_TEXTS else None
+    # a text of a known template is read from its bytes (new or repeated: the template
+    # path costs less than the text path's cached parse, and its answer may be kept);
+    # a text first seen before its template was learned becomes a hit once it is
+    work = _hit_job(state, scope, headers, qs, accept)
     if work is not None:  # a known template's text: no decoding, normalizing or parsing
+        key = _ANSWERS.key(work, qs)
+        if key is not None:
+            got = _ANSWERS.get(key, work.db)
+            if got is not None:
+                return got
+            sn = _ANSWERS.sn  # (the snapshot number before the run: get() just read it)
         try:  # (_run_hit, in place: one call less for the lane's every GET)
             done, result = state.try_inline_lane(work, work.shape)
         except Exception as exc:
@@ -473,6 +487,8 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
             if result is not None:
                 state.record_cost(work.shape, result)
             return None
+        if key is not None:
+            _ANSWERS.put(key, work.db, result, sn)
         return result
     text = _lane_text(qs)
     if text is not None:  # the plain form: no explain or dataset parameters
@@ -641,9 +657,85 @@ def _format_split(qs: bytes) -> tuple[bytes, str] | None:
 #: its generations, and a full collection of the grown heap costs milliseconds.
 _LANE_TEXTS: dict[bytes, str] = {}
 _LANE_TEXTS_MAX = 1024
-#: query strings the lane read from their bytes once (:func:`_hit_job`): keys only,
-#: no tracked objects per text
-_SEEN: dict[bytes, None] = {}
+#: plain query strings the lane read from their bytes (:func:`_hit_job`) -> their
+#: normalized form (skeleton, slots), False when not read from the bytes: a repeated
+#: text is neither scanned nor decoded again, and keeps the template path (its
+#: per-request cost is below the text path's)
+_QS_NORMS: dict[bytes, tuple | bool] = {}
+class LaneAnswers:
+    """The answers (form, media type, body bytes) of repeated plain query texts of a
+    known template, kept for the store's current snapshot only: keyed by the query
+    string, the base and the Accept value, and all dropped as soon as the store
+    shows another snapshot (number, or object of that number) or is another store
+    (every commit makes a snapshot numbered one higher, so nothing is served from
+    before a write; the object's id is compared, not kept, so no old snapshot is
+    pinned). Bounded: at most
+    ``max_entries`` answers of at most ``max_body`` bytes each. Only texts without a
+    parenthesis in their skeleton (no function call, FILTER or BIND: RAND(), NOW() or
+    BNODE() answer anew each time) and stores whose snapshots are numbered."""
+
+    __slots__ = ("store", "sn", "map", "max_entries", "max_body", "served")
+
+    def __init__(self, max_entries: int = 1024, max_body: int = 8192):
+        self.store = None
+        self.sn = None
+        self.map: dict[tuple, tuple] = {}
+        self.max_entries = max_entries
+        self.max_body = max_body
+        self.served = 0  # answers given from here (tests see the path taken)
+
+    @staticmethod
+    def key(work, qs: bytes) -> tuple | None:
+        """The cache key of a template hit's job, None when its answer is not kept: only
+        a text's second sighting on is (a text sent once, e.g. with a new constant every
+        time, costs no kept answer: no memory churn, nothing more for the collector)."""
+        if not work.repeat:
+            return None
+        n = _QS_NORMS.get(qs)
+        if not n or "(" in n[0]:
+            return None
+        return (qs, work.base, work.accept)
+
+    def _current(self, db) -> bool:
+        """Whether the kept answers are of ``db``'s current snapshot (dropped if not)."""
+        store = db.store
+        snap = store.snapshot()
+        sn = getattr(snap, "sn", None)
+        if sn is not None:  # (and the object: a cluster may publish a second snapshot of one number)
+            sn = (sn, id(snap))
+        if store is self.store and sn == self.sn and sn is not None:
+            return True
+        self.map.clear()
+        self.store = store
+        self.sn = sn
+        return False
+
+    def get(self, key: tuple, db) -> tuple | None:
+        """The kept answer of ``key``, None when there is none for the current snapshot
+        (``sn`` then holds the current snapshot's number, for :meth:`put`)."""
+        if not self._current(db):
+            return None
+        got = self.map.get(key)
+        if got is not None:
+            self.served += 1
+            db.queries += 1  # (answered, as the run would have counted it)
+        return got
+
+    def put(self, key: tuple, db, result: tuple, sn) -> None:
+        """Keep ``result``, the answer of a run begun at snapshot number ``sn``, if the
+        store still shows that snapshot (a commit during the run: not kept)."""
+        body = result[2]
+        if type(body) is not bytes or len(body) > self.max_body or sn is None:
+            return
+        if not self._current(db) or self.sn != sn:
+            return
+        if len(self.map) >= self.max_entries:
+            self.map.clear()
+        self.map[key] = result
+
+
+#: the lane's kept answers of repeated texts (:class:`LaneAnswers`)
+_ANSWERS = LaneAnswers()
 #: ``application/sparql-query`` bodies -> their normalized form (:func:`_body_hit_job`): a
 #: repeated body is neither scanned again nor decoded
 _BODY_TEXTS: dict[bytes, tuple] = {}
