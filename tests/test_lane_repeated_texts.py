@@ -216,3 +216,20 @@ def test_a_text_repeated_from_its_first_sighting_becomes_a_template_hit(server, 
     rows = json.loads(got[0][2])["results"]["bindings"]
     assert rows == [{"n": {"type": "literal", "value": "n4"}, "o": {"type": "uri", "value": f"{EX}o4"}}]
     assert hits and kept.served == 6 - 1 - len(hits) and kept.served >= 2
+
+
+def test_no_answer_is_kept_for_service_texts(monkeypatch):
+    """A SERVICE answer is the remote endpoint's, not the store's: never kept (the key says
+    so before any run); a plain text of the same form is."""
+    from types import SimpleNamespace
+
+    from server.api import sparql
+
+    norms = {b"q=1": ("SELECT * WHERE { SERVICE <http://r/> { ?s ?p ?o } }", ()),
+             b"q=2": ("SELECT * WHERE { service <http://r/> { ?s ?p ?o } }", ()),
+             b"q=3": ("SELECT * WHERE { <http://r/> ?p ?o }", ())}
+    monkeypatch.setattr(sparql, "_QS_NORMS", norms)
+    work = SimpleNamespace(repeat=True, base=None, accept="application/json")
+    assert sparql.LaneAnswers.key(work, b"q=1") is None
+    assert sparql.LaneAnswers.key(work, b"q=2") is None
+    assert sparql.LaneAnswers.key(work, b"q=3") == (b"q=3", None, "application/json")

@@ -662,6 +662,8 @@ _LANE_TEXTS_MAX = 1024
 #: text is neither scanned nor decoded again, and keeps the template path (its
 #: per-request cost is below the text path's)
 _QS_NORMS: dict[bytes, tuple | bool] = {}
+
+
 class LaneAnswers:
     """The answers (form, media type, body bytes) of repeated plain query texts of a
     known template, kept for the store's current snapshot only: keyed by the query
@@ -672,7 +674,8 @@ class LaneAnswers:
     pinned). Bounded: at most
     ``max_entries`` answers of at most ``max_body`` bytes each. Only texts without a
     parenthesis in their skeleton (no function call, FILTER or BIND: RAND(), NOW() or
-    BNODE() answer anew each time) and stores whose snapshots are numbered."""
+    BNODE() answer anew each time) nor SERVICE (a remote endpoint's answer is not the
+    store's), and stores whose snapshots are numbered."""
 
     __slots__ = ("store", "sn", "map", "max_entries", "max_body", "served")
 
@@ -692,7 +695,7 @@ class LaneAnswers:
         if not work.repeat:
             return None
         n = _QS_NORMS.get(qs)
-        if not n or "(" in n[0]:
+        if not n or "(" in n[0] or "SERVICE" in n[0].upper():
             return None
         return (qs, work.base, work.accept)
 
