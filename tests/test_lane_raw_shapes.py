@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from engine.sparql import normalize as norm
 from server.api.common import _unquote_plus
+from tests.test_lane_repeated_texts import template_hit_spy
 from tests.test_normalize import PIECES, WS
 
 #: IRI references a parameter slot may be swapped for (quotes, '#', escapes, spaces, non-ASCII)
@@ -128,14 +129,7 @@ def test_template_texts_read_from_bytes_answer_as_parsed(server, monkeypatch, ho
     send, reader = SENDERS[how]
     tpl = "SELECT ?o ?n WHERE {{ <{c}> <" + EX + "p> ?o ; <" + EX + "q> ?n }} # {k}\n"
     consts = [f"{EX}s{i}" for i in range(5)] + [f"{EX}none", f"{EX}o1", "urn:x:y"]
-    hits = []
-    real = sparql._HitJob.__call__
-
-    def spy(self, deadline):
-        hits.append(self.hit[1])
-        return real(self, deadline)
-
-    monkeypatch.setattr(sparql._HitJob, "__call__", spy)
+    hits = template_hit_spy(monkeypatch)
     got = [send(server, tpl.format(c=c, k=f"{how}{i}")) for i, c in enumerate(consts * 2)]
     assert len(hits) >= len(consts)  # the unique texts after the first went the raw way
     # the same texts with the raw reading off: parsed

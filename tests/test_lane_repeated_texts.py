@@ -48,7 +48,8 @@ FAMILIES = {
 }
 
 
-def _spy(monkeypatch):
+def template_hit_spy(monkeypatch) -> list:
+    """The template (``hit[1]``) of every template-hit job the lane runs, in order."""
     from server.api import sparql
 
     hits = []
@@ -70,7 +71,7 @@ def test_repeated_texts_take_the_template_path_and_answer_as_parsed(server, monk
     tpl, accept = FAMILIES[family]
     for i in range(3):  # learn the layout and the template
         assert _get(server, tpl.format(c=f"{EX}s{i}", k=f"{family}learn{i}"), accept)[0] == 200
-    hits = _spy(monkeypatch)
+    hits = template_hit_spy(monkeypatch)
     texts = [tpl.format(c=c, k=family + "rep") for c in (f"{EX}s1", f"{EX}s3", f"{EX}none")]
     got = [_get(server, t, accept) for t in texts for _ in range(4)]  # each text four times in a row
     assert len(hits) == len(got)  # every sighting of a repeated text went the template way
@@ -93,7 +94,7 @@ def test_repeated_text_sees_an_update_between_two_identical_requests(server, mon
 
     kept = sparql.LaneAnswers()
     monkeypatch.setattr(sparql, "_ANSWERS", kept)
-    hits = _spy(monkeypatch)
+    hits = template_hit_spy(monkeypatch)
     text, atext = tpl.format(c=f"{EX}s2", k="same"), ask.format(c=f"{EX}s2", k="same")
     for _ in range(2):
         assert json.loads(_get(server, text, acc)[2])["results"]["bindings"] == []
@@ -133,7 +134,7 @@ def test_kept_answers_are_served_and_answer_as_parsed(server, monkeypatch, famil
     tpl, accept = FAMILIES[family]
     for i in range(3):
         assert _get(server, tpl.format(c=f"{EX}s{i}", k=f"{family}klearn{i}"), accept)[0] == 200
-    hits = _spy(monkeypatch)
+    hits = template_hit_spy(monkeypatch)
     texts = [tpl.format(c=c, k=family + "kept") for c in (f"{EX}s1", f"{EX}s3", f"{EX}none")]
     got = [_get(server, t, accept) for t in texts for _ in range(4)]
     # two runs per text (a first sighting's answer is not kept), then kept
@@ -156,7 +157,7 @@ def test_no_answer_is_kept_for_texts_with_parentheses(server, monkeypatch):
     tpl = "ASK {{ <{c}> <" + EX + "p> ?pp FILTER(isIRI(?pp)) }} # {k}\n"
     for i in range(3):
         assert _get(server, tpl.format(c=f"{EX}s{i}", k=i), "application/json")[0] == 200
-    hits = _spy(monkeypatch)
+    hits = template_hit_spy(monkeypatch)
     for _ in range(3):
         assert json.loads(_get(server, tpl.format(c=f"{EX}s1", k="same"), "application/json")[2])["boolean"]
     assert len(hits) == 3  # template hits, each one run
@@ -209,7 +210,7 @@ def test_a_text_repeated_from_its_first_sighting_becomes_a_template_hit(server, 
 
     kept = sparql.LaneAnswers()
     monkeypatch.setattr(sparql, "_ANSWERS", kept)
-    hits = _spy(monkeypatch)
+    hits = template_hit_spy(monkeypatch)
     text = "SELECT ?n ?o WHERE { <" + EX + "s4> <" + EX + "q> ?n ; <" + EX + "p> ?o } # first\n"
     got = [_get(server, text, "application/sparql-results+json") for _ in range(6)]
     assert all(g == got[0] for g in got)
