@@ -44,6 +44,14 @@ class Bindings:
         return Bindings({}, 1)
 
     @staticmethod
+    def from_rows(slots, rows: list[tuple]) -> Bindings:
+        """The solutions of a tuple-at-a-time program: ``rows`` of ids in ``slots``' order."""
+        if not rows:
+            return Bindings({v: np.zeros(0, dtype=np.int64) for v in slots}, 0)
+        return Bindings({v: np.array(c, dtype=np.int64) for v, c in zip(slots, zip(*rows, strict=True),
+                                                                         strict=True)}, len(rows))
+
+    @staticmethod
     def empty(vars_=()) -> Bindings:
         return Bindings({v: _EMPTY for v in vars_}, 0)
 

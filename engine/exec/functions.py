@@ -381,7 +381,8 @@ def _walk(expr):
             yield from _walk(a)
 
 
-def _vars_of(expr) -> list[str]:
+def vars_of(expr) -> list[str]:
+    """The names of the variables ``expr`` reads (through calls), first seen first."""
     seen: dict[str, None] = {}
     for e in _walk(expr):
         if isinstance(e, Var):
@@ -1061,7 +1062,7 @@ class _Evaluator:
         60 evaluations, not 72k). None otherwise."""
         if self.n < _BY_DISTINCT_ROWS or _nondeterministic(expr) or _exists_of(expr):
             return None
-        names = set(_vars_of(expr))
+        names = set(vars_of(expr))
         if len(names) != 1:
             return None
         name = names.pop()
@@ -1112,7 +1113,7 @@ class _Evaluator:
 
     def _exact_rows(self, expr, mask: np.ndarray) -> np.ndarray:
         """ids of ``expr`` on the rows of ``mask`` by the exact per-value path."""
-        names = [nm for nm in _vars_of(expr) if nm in self.columns]
+        names = [nm for nm in vars_of(expr) if nm in self.columns]
         cols = {k: np.asarray(self.columns[k])[mask] for k in names}
         rows = np.flatnonzero(mask) if self.rows is None else self.rows[mask]
         return _Evaluator(cols, int(mask.sum()), self.ctx, rows)._fallback(expr)
@@ -1162,7 +1163,7 @@ class _Evaluator:
         return val & ~err, err
 
     def _general_compare_rows(self, op: str, left, right, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        names = [nm for nm in dict.fromkeys(_vars_of(left) + _vars_of(right)) if nm in self.columns]
+        names = [nm for nm in dict.fromkeys(vars_of(left) + vars_of(right)) if nm in self.columns]
         cols = {k: np.asarray(self.columns[k])[mask] for k in names}
         rows = np.flatnonzero(mask) if self.rows is None else self.rows[mask]
         sub = _Evaluator(cols, int(mask.sum()), self.ctx, rows)
@@ -1179,7 +1180,7 @@ class _Evaluator:
         if _exists_of(expr):
             names = list(self.columns)  # EXISTS sees the whole solution
         else:
-            names = [nm for nm in _vars_of(expr) if nm in self.columns]
+            names = [nm for nm in vars_of(expr) if nm in self.columns]
         cols = {k: np.asarray(self.columns[k])[mask] for k in names}
         rows = np.flatnonzero(mask) if self.rows is None else self.rows[mask]
         return _Evaluator(cols, int(mask.sum()), self.ctx, rows).ids(expr)
@@ -1699,7 +1700,7 @@ class _Evaluator:
         ctx = self.ctx
         if n == 0:
             return np.zeros(0, dtype=np.int64)
-        names = _vars_of(expr)
+        names = vars_of(expr)
         cols = {}
         for name in names:
             c = self.columns.get(name)

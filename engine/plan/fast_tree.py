@@ -31,19 +31,11 @@ import numpy as np
 
 from engine.exec.bgp import SMALL_ROWS, compile_small, with_output_slots
 from engine.exec.bindings import Bindings, concat
-from engine.exec.functions import eval_filter
+from engine.exec.functions import eval_filter, vars_of
 from engine.plan.point import kinds_kept
 from engine.sparql import algebra as A
 
 _KIND_TESTS = {"ISIRI": 0, "ISURI": 0, "ISBLANK": 1, "ISLITERAL": 2}
-
-
-def _vars_of(expr, out: set) -> None:
-    if isinstance(expr, A.Var):
-        out.add(expr.name)
-    elif isinstance(expr, A.Call):
-        for a in expr.args:
-            _vars_of(a, out)
 
 
 def _ok(expr, own: set) -> bool:
@@ -93,9 +85,7 @@ def row_tests(filters, bgp_vars) -> tuple | None:
         for e in parts:
             if not _ok(e, own):
                 return None
-            vs: set = set()
-            _vars_of(e, vs)
-            out.append((tuple(sorted(vs)), e))
+            out.append((tuple(sorted(vars_of(e))), e))
     return tuple(out)
 
 
@@ -224,10 +214,7 @@ class UnionProgram:
 
     def finish(self, rows: list[tuple], k: int, graph, max_rows, check=None) -> Bindings:
         if k >= 1:
-            if not rows:
-                return Bindings({v: np.zeros(0, dtype=np.int64) for v in self.slots}, 0)
-            return Bindings({v: np.array(c, dtype=np.int64) for v, c in zip(self.slots, zip(*rows, strict=True),
-                                                                             strict=True)}, len(rows))
+            return Bindings.from_rows(self.slots, rows)
         parts = []
         limit = SMALL_ROWS if max_rows is None else min(max_rows, SMALL_ROWS)
         for prog, _, exprs in self.branches:

@@ -295,11 +295,7 @@ class PointProgram:
 
     def finish(self, rows: list[tuple], k: int, graph, max_rows, check=None) -> Bindings:
         if k >= 1:
-            if not rows:
-                return Bindings({v: np.zeros(0, dtype=np.int64) for v in self.slots}, 0)
-            cols = {v: np.array(c, dtype=np.int64) for v, c in zip(self.slots, zip(*rows, strict=True),
-                                                                    strict=True)}
-            return Bindings(cols, len(rows))
+            return Bindings.from_rows(self.slots, rows)
         if check is not None:
             check()
         cols, n = _step({}, 1, self.rtriples[0], graph, max_rows)

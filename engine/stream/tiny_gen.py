@@ -44,6 +44,7 @@ import numpy as np
 import orjson
 
 from engine.exec import serialize as _ser
+from engine.exec.functions import vars_of
 from engine.exec.result import QueryResult
 from engine.plan.rewrite import bgp_of
 from engine.sparql import algebra as A
@@ -235,7 +236,7 @@ def _fast_code(expr, prefix: str, ks, consts: list) -> tuple | None:
     op, args = expr.op, expr.args
     if op == "BOUND":
         return "True", "False", "True"
-    if not any(_expr_vars(a, set()) for a in args) and op not in ("&&", "||", "!"):
+    if not any(_expr_vars(a) for a in args) and op not in ("&&", "||", "!"):
         return None   # a constant sub-expression: exact in XPath (the general source)
     sub = [_fast_code(a, prefix, ks, consts) for a in args]
     if any(x is None for x in sub):
@@ -381,13 +382,8 @@ def _substitute(expr, alias: dict):
     return expr
 
 
-def _expr_vars(expr, out: set) -> set:
-    if isinstance(expr, A.Var):
-        out.add(expr.name)
-    elif isinstance(expr, A.Call):
-        for a in expr.args:
-            _expr_vars(a, out)
-    return out
+def _expr_vars(expr) -> set:
+    return set(vars_of(expr))
 
 
 # ---------------------------------------------------------------- the query's shape
@@ -447,11 +443,11 @@ def _shape(query: A.Query) -> _Shape | None:
                     return None
                 alias[op.var.name] = alias.get(op.expr.name, op.expr.name)
             else:
-                if _expr_vars(op.expr, set()) & (set(computed) | set(alias)):
+                if _expr_vars(op.expr) & (set(computed) | set(alias)):
                     return None
                 computed[op.var.name] = op.expr
         else:
-            if _expr_vars(op.expr, set()) & set(computed):
+            if _expr_vars(op.expr) & set(computed):
                 return None
             above += [_substitute(c, dict(alias)) for c in _conjuncts(op.expr)]
     sh.alias = alias
@@ -517,7 +513,7 @@ def _shape(query: A.Query) -> _Shape | None:
             return None
         if any(alias.get(n, n) not in outs for n in sh.names):
             return None
-        if any(not _expr_vars(e, set()) <= outs for e in sh.having):
+        if any(not _expr_vars(e) <= outs for e in sh.having):
             return None
     elif any(alias.get(n, n) not in bvars and n not in sh.computed for n in sh.names):
         return None
@@ -586,7 +582,7 @@ class GenQuery:
                              f"F{len(self._fcode)}_")
             if src is None:
                 return False
-            fv = _expr_vars(e, set())
+            fv = _expr_vars(e)
             fast = _fast_code(e, f"F{len(self._fcode)}_", iter(range(len(consts))), consts) if fv <= bvars else None
             if fast is not None and any(_as_float(v) is None for v in consts):
                 fast = None
@@ -600,7 +596,7 @@ class GenQuery:
             src = _expr_code(e, True, lambda n: f"V[{_slot(n)}]" if n in bvars else "None", consts, f"O{g}_")
             if src is None:
                 return False
-            fv = _expr_vars(e, set())
+            fv = _expr_vars(e)
             fast = _fast_code(e, f"O{g}_", iter(range(len(consts))), consts) if fv <= bvars else None
             if fast is not None and any(_as_float(v) is None for v in consts):
                 fast = None
