@@ -4,6 +4,8 @@ redirects, huge, slow and silent destinations. Every server here listens on 127.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import threading
 import time
@@ -295,3 +297,69 @@ def test_a_registered_destination_the_operator_no_longer_lists_is_not_contacted(
     finally:
         s.stop()
         rec.close()
+
+
+# -- exactly once per instant id across a crash between the POST and its record ---------------------
+class _KillingReceiver(PostRecorder):
+    """Records every POST; on the POST of ``kill_key`` it SIGKILLs the server *before* answering:
+    the destination has the event, the server never learns it was taken (the one crash window
+    exactly-once has to cover with the idempotency key)."""
+
+    def __init__(self, kill_key: str):
+        super().__init__()
+        self.kill_key, self.pid = kill_key, None
+        handler = self.srv.RequestHandlerClass
+        orig = handler.do_POST
+        rec = self
+
+        def do_post(h):
+            if h.headers.get("Idempotency-Key") == rec.kill_key and rec.pid is not None:
+                n = int(h.headers.get("Content-Length") or 0)
+                body = h.rfile.read(n)
+                with rec.lock:
+                    rec.posts.append({"path": h.path, "headers": {k.lower(): v for k, v in h.headers.items()},
+                                      "body": body, "status": 200})
+                os.kill(rec.pid, signal.SIGKILL)
+                rec.pid = None
+                h.close_connection = True
+                return
+            orig(h)
+
+        handler.do_POST = do_post
+
+
+def test_a_crash_between_the_post_and_its_record_resends_that_instant_once_with_its_key(tmp_path):
+    import httpx
+
+    from tests.pipeline_support import Server
+    from tests.test_results_durable import _feed, _setup
+
+    rec = _KillingReceiver("q:3000")
+    data = tmp_path / "data"
+    allow = ["--webhook-allow", rec.url + "/hooks/", "--sink-retry-max", "0.5"]
+    srv = Server(tmp_path, data, args=allow)
+    try:
+        rec.pid = srv.proc.pid
+        with httpx.Client(base_url=srv.url, timeout=30) as c:
+            _setup(c)
+            assert c.put("/queries/q/sinks", json={"sinks": [{"name": "hook", "type": "webhook",
+                                                              "url": rec.url + "/hooks/q"}]}).status_code == 200
+            _feed(c, 0, 4)   # instants 1000..5000
+        wait_for(lambda: srv.proc.poll() is not None, 60, "the server killed by the receiver")
+    finally:
+        srv.stop(signal.SIGKILL)
+    srv = Server(tmp_path, data, args=allow)
+    try:
+        with httpx.Client(base_url=srv.url, timeout=30) as c:
+            def sink():
+                return c.get("/queries/q/sinks").json()["sinks"][0]
+            wait_for(lambda: sink()["last_delivered"] == 5000, 60, "deliveries after the restart")
+    finally:
+        srv.stop()
+        rec.close()
+    keys = [p["headers"]["idempotency-key"] for p in rec.posts]
+    assert keys == ["q:1000", "q:2000", "q:3000", "q:3000", "q:4000", "q:5000"]
+    twice = [p for p in rec.posts if p["headers"]["idempotency-key"] == "q:3000"]
+    assert twice[0]["body"] == twice[1]["body"] and twice[1]["headers"]["x-jindou-instant"] == "3000"
+    assert {k: len(v) for k, v in rec.accepted().items()} == {f"q:{t}": 1 for t in (1000, 2000, 4000, 5000)} | \
+        {"q:3000": 2}   # a receiver deduplicating by Idempotency-Key takes each instant once

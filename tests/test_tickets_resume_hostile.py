@@ -239,3 +239,30 @@ def test_a_batch_committed_behind_cut_pending_events_keeps_the_newest_dropped_id
         assert orjson.loads(evs[0].data) == {"missed_from": 4000, "resumed_at": 8000}
     finally:
         st.close()
+
+
+# ---------------------------------------------------------------- error texts
+
+_LIBRARY_WORDS = ("unexpected character", "(char ", "codec", "can't decode", "flatbuffer", "Expected to read",
+                  "Invalid IPC", "ArrowInvalid", "position", "Traceback", "orjson", "pyarrow")
+
+
+def _ours(r: httpx.Response, status: int = 400) -> str:
+    assert r.status_code == status, r.text
+    assert not any(w in r.text for w in _LIBRARY_WORDS), r.text
+    return r.text
+
+
+def test_errors_quote_no_library_text(open_server):
+    c = open_server
+    js = {"Content-Type": "application/json"}
+    assert "line 1, column 2" in _ours(c.put("/queries/q/sinks", content=b"{", headers=js))
+    assert "line 2, column 1" in _ours(c.put("/queries/q/sinks", content=b'{"sinks":\n]', headers=js))
+    assert "not valid JSON (line 1" in _ours(c.put("/streams/s2", content=b'{"iri": }', headers=js))
+    assert "not UTF-8" in _ours(c.get("/queries/q/results?from=%ff%fe"))
+    t = _ours(c.post("/streams/s", content=b'{"s": "<http://a>", "p": "<http://p>", "o": "x", "t": 1}\n{"s": oops}\n',
+                     headers=NDJSON), 422)
+    assert "not valid JSON (column 7)" in t
+    t = _ours(c.post("/streams/s", content=b"\xff\xff\xff\xff\x10\x00\x00\x00garbage-not-arrow",
+                     headers={"Content-Type": "application/vnd.apache.arrow.stream"}))
+    assert "Arrow IPC stream" in t

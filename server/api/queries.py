@@ -319,7 +319,8 @@ async def query_sinks_put(name: str, request: Request) -> Response:
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError as e:
-            raise HTTPError(400, "bad_request", f"the body is not valid JSON: {e}") from None
+            raise HTTPError(400, "bad_request",
+                            f"the body is not valid JSON (line {e.lineno}, column {e.colno})") from None
         log = await run_in_threadpool(m.log, name)
         sinks = await run_in_threadpool(m.sinks.put, name, log, doc)
         return json_response({"sinks": sinks})
