@@ -54,6 +54,7 @@ _SUBJECT = re.compile(r"[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*")
 _MIN_T = -(2**62)
 _RETRY_FIRST_S = 0.5
 _RETRY_STATUS = frozenset({408, 425, 429})
+_NATS_RECONNECT_WAIT_S = 1.0
 
 
 class SinkRefused(JindouError):
@@ -410,9 +411,20 @@ class NatsSink(Sink):
 
         self._nc = await nats.connect(servers=[self.spec.server], connect_timeout=self.policy.timeout_s,
                                       allow_reconnect=True, max_reconnect_attempts=-1,
-                                      error_cb=_quiet, disconnected_cb=_quiet, reconnected_cb=_quiet)
+                                      error_cb=_quiet, disconnected_cb=_quiet, reconnected_cb=_quiet,
+                                      reconnect_to_server_handler=self._only_allowed_server)
         self._js = self._nc.jetstream(timeout=self.policy.timeout_s)
         await self._ensure_stream()
+
+    def _only_allowed_server(self, servers, _info):
+        """Reconnect to the allowed server only. A NATS server's INFO may list other servers
+        (``connect_urls``, cluster discovery) and the client adds them to its pool: it would
+        otherwise reconnect to any address the server names, past ``--nats-allow``."""
+        mine = urllib.parse.urlsplit(self.spec.server).netloc
+        for srv in servers:
+            if srv.uri.netloc == mine:
+                return srv, _NATS_RECONNECT_WAIT_S
+        return None, _NATS_RECONNECT_WAIT_S   # not in the pool: the client's first server is ours
 
     async def _ensure_stream(self) -> None:
         """The sink's JetStream stream exists (created for the subject if it is missing)."""
@@ -467,13 +479,33 @@ class NatsSink(Sink):
     def _drop_connection(self) -> None:
         nc, self._nc = self._nc, None
         if nc is not None:
+            # the client's own tasks (a reconnect in progress) end with the connection; their
+            # outcome is collected here, not left to the garbage collector (nats-py's reconnect
+            # task fails when closed mid-reconnect; an unretrieved task exception is logged from
+            # a GC pass at an arbitrary point of another thread)
+            tasks = asyncio.all_tasks(self.loop)
             try:
                 self._run(nc.close(), 5)
             except Exception:  # noqa: BLE001
                 pass
+            self._settle(tasks)
+
+    def _settle(self, tasks) -> None:
+        live = [t for t in tasks if not t.done()]
+        for t in live:
+            t.cancel()
+        if live:
+            try:
+                self.loop.run_until_complete(asyncio.wait(live, timeout=5))
+            except Exception:  # noqa: BLE001
+                pass
+        for t in tasks:
+            if t.done() and not t.cancelled():
+                t.exception()
 
     def close(self) -> None:
         self._drop_connection()
+        self._settle(asyncio.all_tasks(self.loop))
         self.loop.close()
 
 
