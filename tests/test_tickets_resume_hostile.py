@@ -124,6 +124,13 @@ def open_server(make_server):
         yield c
 
 
+def test_a_ticket_is_not_looked_at_where_reads_are_open(open_server):
+    c = open_server
+    for qs in ("ticket=", "ticket=stale-one-from-before-a-restart"):
+        with c.stream("GET", f"/queries/q/results?{qs}") as r:
+            assert r.status_code == 200
+
+
 @pytest.mark.parametrize("leid", ["-5", "-99999999999999999999", "99999999999999999999999", "abc", "1e3",
                                   "0x10", "1000.0", "10 00", "9007199254740992", "\u0661\u0660"])
 def test_garbage_last_event_ids_are_a_clear_400(open_server, leid):

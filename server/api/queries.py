@@ -220,7 +220,9 @@ async def query_results(name: str, request: Request) -> Response:
     state: ServerState = request.app.state.jindou
     try:
         params = parse_params(request.scope.get("query_string", b""))
-        ticket = params.get("ticket")
+        # a ticket stands in for the read token: where reads are open it is not looked at (a
+        # stale one, kept by a page across a restart, would otherwise close an open stream)
+        ticket = params.get("ticket") if state.config.read_token else None
         m = None
         if ticket:
             m = manager_of(state)
