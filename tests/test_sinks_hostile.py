@@ -75,6 +75,23 @@ def _ok(p: SinkPolicy, url: str) -> bool:
         return False
 
 
+@pytest.mark.parametrize("server,normal", [
+    ("nats://127.0.0.1:4222", "nats://127.0.0.1:4222"), ("127.0.0.1", "nats://127.0.0.1:4222"),
+    ("NATS://Bus.Example.:4222", "nats://bus.example:4222"), ("nats://[0:0::1]:4223", "nats://[::1]:4223"),
+    ("[::1]:4223", "nats://[::1]:4223"),   # an IPv6 server kept in brackets (nats://::1:4223 is no address)
+    ("nats://u:p@127.0.0.1:4222", None), ("nats://127.0.0.1:4222@evil:4222", None), ("nats://2130706433:4222", None),
+    ("nats://127.0.0.1:4222/x", None), ("http://127.0.0.1:4222", None), ("tls://127.0.0.1:4222", None),
+    ("nats://127.0.0.1:0", None), ("nats://127.0.0.1:4222\x00", None), ("nats://[::ffff:127.0.0.1]:4222", None),
+])
+def test_nats_servers_have_one_spelling(server, normal):
+    p = SinkPolicy.of(None, "nats://127.0.0.1:4222, nats://bus.example:4222, nats://[::1]:4223")
+    if normal is None:
+        with pytest.raises(SinkRefused):
+            p.check_nats(server)
+    else:
+        assert p.check_nats(server) == normal
+
+
 @pytest.mark.parametrize("addr,why", [
     ("127.0.0.1", "loopback"), ("127.8.9.10", "loopback"), ("::1", "loopback"),
     ("169.254.169.254", "link-local"), ("fe80::1", "link-local"), ("0.0.0.0", "unspecified"),

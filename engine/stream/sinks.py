@@ -72,13 +72,6 @@ def _split(value) -> tuple[str, ...]:
     return tuple(v.strip() for v in value if v and v.strip())
 
 
-def _port(u: urllib.parse.SplitResult) -> int | None:
-    try:
-        return u.port or {"http": 80, "https": 443, "nats": 4222, "tls": 4222}.get(u.scheme)
-    except ValueError:
-        return None
-
-
 @dataclass(frozen=True)
 class SinkPolicy:
     """What the operator allows: webhook URL prefixes and NATS servers; retry and timeout.
@@ -108,11 +101,11 @@ class SinkPolicy:
             except webhook.BadURL as why:
                 log.warning("--webhook-allow entry %r is ignored: %s", e, why)
         for e in _split(nats_allow):
-            u = urllib.parse.urlsplit(e if "://" in e else "nats://" + e)
-            if u.scheme in ("nats", "tls") and u.hostname and _port(u) is not None:
+            try:
+                _nats_server(e)
                 servers.append(e)
-            else:
-                log.warning("--nats-allow entry %r is ignored: it must be nats://host:port", e)
+            except webhook.BadURL as why:
+                log.warning("--nats-allow entry %r is ignored: it must be nats://host:port (%s)", e, why)
         return cls(tuple(hooks_), tuple(servers), float(retry_max_s), float(timeout_s), **hooks)
 
     def webhook_destination(self, url) -> webhook.Destination:
@@ -136,22 +129,39 @@ class SinkPolicy:
         """The URL of an allowed destination, normalized (what the sink will request)."""
         return self.webhook_destination(url).url
 
-    def check_nats(self, server: str) -> str:
+    def check_nats(self, server) -> str:
+        """The canonical ``scheme://host:port`` of an allowed NATS server (host and port read
+        by the webhooks' parser: one spelling per address; IPv6 in brackets)."""
         if not isinstance(server, str) or not server or len(server) > 512:
             raise SinkRefused("a nats sink needs \"server\": nats://host:port")
-        u = urllib.parse.urlsplit(server if "://" in server else "nats://" + server)
-        if u.scheme not in ("nats", "tls") or not u.hostname or u.username or u.password or _port(u) is None \
-                or u.path not in ("", "/"):
-            raise SinkRefused("a NATS server is nats://host:port or tls://host:port, without user info")
+        try:
+            got = _nats_server(server)
+        except webhook.BadURL as e:
+            raise SinkRefused(f"a NATS server is nats://host:port or tls://host:port: {e}") from None
         if not self.nats_allow:
             raise SinkRefused("NATS destinations are not allowed on this server: the operator lists them "
                               "with --nats-allow")
         for entry in self.nats_allow:
-            a = urllib.parse.urlsplit(entry if "://" in entry else "nats://" + entry)
-            if ((a.hostname or "").lower(), _port(a)) == (u.hostname.lower(), _port(u)) and a.scheme == u.scheme:
-                return f"{u.scheme}://{u.hostname}:{_port(u)}"
-        raise SinkRefused(f"NATS server {u.hostname}:{_port(u)} is not among the servers the operator allows "
-                          "(--nats-allow)")
+            if _nats_server(entry) == got:
+                return got
+        raise SinkRefused(f"NATS server {got} is not among the servers the operator allows (--nats-allow)")
+
+
+_NATS_URL = re.compile(r"(?i)(nats|tls)://([^/?#]*)/?")
+
+
+def _nats_server(text: str) -> str:
+    """``scheme://host:port`` of a NATS server address (:class:`~engine.stream.webhook.BadURL`)."""
+    if not text.isascii() or not text.isprintable() or any(c.isspace() for c in text):
+        raise webhook.BadURL("only printable ASCII without spaces")
+    m = _NATS_URL.fullmatch(text if "://" in text else "nats://" + text)
+    if m is None:
+        raise webhook.BadURL("no path, query or fragment" if text.lower().startswith(("nats://", "tls://"))
+                             or "://" not in text else "the scheme is nats:// or tls://")
+    if "@" in m.group(2) or "\\" in m.group(2):
+        raise webhook.BadURL("no user info")
+    host, _ip, port = webhook.authority(m.group(2), 4222)
+    return f"{m.group(1).lower()}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 @dataclass(frozen=True)

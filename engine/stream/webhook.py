@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Destination", "BadURL", "DeliveryError", "parse_url", "address_refusal", "resolve_host", "post",
+__all__ = ["Destination", "BadURL", "DeliveryError", "parse_url", "authority", "address_refusal", "resolve_host", "post",
            "MAX_URL", "MAX_ANSWER"]
 
 MAX_URL = 2048
@@ -149,6 +149,22 @@ def _host(text: str) -> tuple[str, bool]:
     return h, False
 
 
+def authority(auth: str, default_port: int) -> tuple[str, bool, int]:
+    """(canonical host, is an IP literal, port) of ``host[:port]`` (no user info); also the
+    NATS sinks' server addresses."""
+    port = default_port
+    hostpart = auth
+    colon = auth.rfind(":")
+    if colon > auth.rfind("]"):
+        hostpart, ptext = auth[:colon], auth[colon + 1:]
+        if ptext:
+            if not ptext.isdigit() or len(ptext) > 5 or not 1 <= int(ptext) <= 65535:
+                raise BadURL("the port is a number 1-65535")
+            port = int(ptext)
+    host, ip = _host(hostpart)
+    return host, ip, port
+
+
 def parse_url(text) -> Destination:
     """The destination of a webhook URL (:class:`BadURL` with our reason if it is not one)."""
     if not isinstance(text, str) or not text or len(text) > MAX_URL:
@@ -167,16 +183,7 @@ def parse_url(text) -> Destination:
         raise BadURL("a webhook URL has no fragment ('#')")
     if "@" in auth or "\\" in auth:
         raise BadURL("a webhook URL has no user info ('user@host') and no backslash in its host")
-    port = _DEFAULT_PORT[scheme]
-    hostpart = auth
-    colon = auth.rfind(":")
-    if colon > auth.rfind("]"):
-        hostpart, ptext = auth[:colon], auth[colon + 1:]
-        if ptext:
-            if not ptext.isdigit() or len(ptext) > 5 or not 1 <= int(ptext) <= 65535:
-                raise BadURL("a webhook URL's port is a number 1-65535")
-            port = int(ptext)
-    host, ip = _host(hostpart)
+    host, ip, port = authority(auth, _DEFAULT_PORT[scheme])
     if not path:
         path = "/"
     raw = path if query is None else f"{path}?{query}"
