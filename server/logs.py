@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import time
+import urllib.parse
 
 import orjson
 
@@ -197,7 +198,7 @@ class RequestLog:
         path = scope.get("path", "")
         qs = scope.get("query_string", b"")
         if qs:
-            path += "?" + qs.decode("latin-1")
+            path += "?" + _redacted(qs.decode("latin-1"))
         if len(path) > _PATH_MAX:
             path = path[:_PATH_MAX] + "..."
         client = scope.get("client")
@@ -214,6 +215,25 @@ class RequestLog:
                                       "request_id": rid, "client": client[0] if client else None,
                                       "bytes": nbytes})
         self.log.handle(record)
+
+
+#: query parameters whose value is a credential (an SSE ticket; a token a client put in a URL)
+_SECRET_KEYS = ("ticket", "token")
+
+
+def _redacted(qs: str) -> str:
+    """A query string with every credential's value replaced by ``<redacted>`` (keys compared
+    decoded and case-folded, as the server reads them: ``tick%65t=`` is a ticket too)."""
+    low = qs.lower()
+    if "ticket" not in low and "token" not in low and "%" not in low:
+        return qs
+    parts = qs.split("&")
+    for i, part in enumerate(parts):
+        key, eq, _ = part.partition("=")
+        k = urllib.parse.unquote_plus(key).lower()
+        if eq and any(w in k for w in _SECRET_KEYS):
+            parts[i] = key + "=<redacted>"
+    return "&".join(parts)
 
 
 def _printable(s: str) -> str:

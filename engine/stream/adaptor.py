@@ -244,8 +244,13 @@ def read_arrow_ipc(body: bytes) -> pa.Table:
         _validate_layout(table)
         table.schema.names  # noqa: B018 - column names are UTF-8 too (decoded when first read)
         return table
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError, UnicodeDecodeError) as e:
-        raise BadArrowBatch(f"the body is not an Arrow IPC stream: {e}") from None
+    except pa.ArrowNotImplementedError:
+        raise BadArrowBatch("the body is an Arrow IPC stream with a feature or type this server does not "
+                            "read (send s, p, o as strings and t as int64)") from None
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, UnicodeDecodeError):
+        # pyarrow's own text names its C++ internals (offsets, buffers, flatbuffers): not for clients
+        raise BadArrowBatch("the body is not an Arrow IPC stream (a malformed or truncated message, "
+                            "or a buffer that does not match its schema)") from None
 
 
 _AS_BYTES = {pa.string(): pa.binary(), pa.large_string(): pa.large_binary()}
@@ -307,11 +312,22 @@ def _term_column(col: pa.Array, where: str) -> tuple[pa.DictionaryArray, np.ndar
                 k = _line_term(v, where, "")
                 k.encode("utf-8")
                 fixed.append(k)
-            except (ValueError, UnicodeError) as e:
+            except ValueError as e:   # _line_term's and canonical_key's own wording
                 bad[j] = str(e)
+                fixed.append(None)
+            except UnicodeError:
+                bad[j] = _surrogate_error(v, where)
                 fixed.append(None)
         values = pc.replace_with_mask(values, pa.array(redo), pa.array(fixed, t))
     return values, idx, bad
+
+
+def _surrogate_error(v: str, where: str) -> str:
+    """Our wording for a term UTF-8 cannot encode (a lone surrogate, from a ``\\ud800``-style
+    JSON escape), with its position in the term."""
+    pos = next((i for i, c in enumerate(v) if 0xD800 <= ord(c) <= 0xDFFF), 0)
+    return (f"{where!r} holds a lone surrogate U+{ord(v[pos]) if v else 0:04X} at character {pos + 1}, "
+            "which is not a Unicode character")
 
 
 def _utf8_errors(values: pa.Array, where: str) -> tuple[pa.Array, dict[int, str]]:
@@ -463,7 +479,7 @@ def _slow_ndjson(body: bytes, need_t: bool, bnode_prefix: str, line0: int = 0) -
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
-            bad(i, str(e))
+            bad(i, f"not valid JSON (column {e.colno})")
             continue
         if not isinstance(obj, dict):
             bad(i, "a line must be a JSON object")

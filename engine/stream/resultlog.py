@@ -238,7 +238,11 @@ class ResultLog:
         for _ in range(_excess(evs, self._bytes, self.retain, self.retain_bytes)):
             ev = evs.popleft()
             self._bytes -= len(ev[_DATA])
-            self._dropped_last = ev[_ID]
+            # a max, not the popped id: a batch published behind pending events that retain cut
+            # before they were visible has set a newer dropped id already (the visible event
+            # popped now is older than those), and a resume from before them must get its gap
+            if self._dropped_last is None or ev[_ID] > self._dropped_last:
+                self._dropped_last = ev[_ID]
 
     @property
     def retained_bytes(self) -> int:

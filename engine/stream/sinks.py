@@ -22,6 +22,8 @@ Exactly once per instant id:
 
 Destinations are allowed only when the operator lists them (``--webhook-allow`` URL prefixes,
 ``--nats-allow`` server addresses): anything else is refused with :class:`SinkRefused` (400).
+A webhook URL has one spelling per destination, checked at registration and again at every
+attempt, with a DNS name's addresses checked at connect time (:mod:`engine.stream.webhook`).
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ import re
 import threading
 import time
 import urllib.parse
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import orjson
 
 from engine.errors import Category, JindouError
+from engine.stream import webhook
 from engine.stream.resultlog import ResultEvent, ResultLog
 
 __all__ = ["SinkPolicy", "SinkSpec", "SinkRefused", "Sinks", "parse_sinks", "MAX_SINKS"]
@@ -50,6 +54,7 @@ _SUBJECT = re.compile(r"[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*")
 _MIN_T = -(2**62)
 _RETRY_FIRST_S = 0.5
 _RETRY_STATUS = frozenset({408, 425, 429})
+_NATS_RECONNECT_WAIT_S = 1.0
 
 
 class SinkRefused(JindouError):
@@ -67,95 +72,96 @@ def _split(value) -> tuple[str, ...]:
     return tuple(v.strip() for v in value if v and v.strip())
 
 
-def _port(u: urllib.parse.SplitResult) -> int | None:
-    try:
-        return u.port or {"http": 80, "https": 443, "nats": 4222, "tls": 4222}.get(u.scheme)
-    except ValueError:
-        return None
-
-
-def _escapes_prefix(path: str) -> bool:
-    """Could ``path`` reach outside a path prefix it starts with? A dot segment (``..``, ``.``,
-    also percent-encoded) is removed by the HTTP client or the destination server before routing
-    (``/hooks/../admin`` is sent as ``/admin``), and an encoded slash or backslash inside a segment
-    may be decoded into a separator by the server."""
-    for seg in path.split("/"):
-        dec = urllib.parse.unquote(seg)
-        if dec in (".", "..") or "/" in dec or "\\" in dec or "\\" in seg:
-            return True
-    return False
-
-
 @dataclass(frozen=True)
 class SinkPolicy:
-    """What the operator allows: webhook URL prefixes and NATS servers; retry and timeout."""
+    """What the operator allows: webhook URL prefixes and NATS servers; retry and timeout.
+    ``resolve`` / ``refuse_address``: how a webhook's DNS name becomes addresses and which
+    addresses a name may not lead to (:mod:`engine.stream.webhook`; tests pass their own
+    resolver instead of real DNS)."""
 
     webhook_allow: tuple[str, ...] = ()
     nats_allow: tuple[str, ...] = ()
     retry_max_s: float = 30.0
     timeout_s: float = 10.0
+    resolve: Callable[[str, int], list[str]] | None = field(default=None, compare=False, repr=False)
+    refuse_address: Callable[[str], str | None] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, webhook_allow=None, nats_allow=None, retry_max_s: float = 30.0,
-           timeout_s: float = 10.0) -> SinkPolicy:
-        """From the settings' comma-separated lists; an entry that cannot match anything (no
-        http(s) scheme or no host; no nats/tls host) is left out with a warning."""
-        hooks, servers = [], []
+           timeout_s: float = 10.0, **hooks) -> SinkPolicy:
+        """From the settings' comma-separated lists; an entry that cannot match anything (not
+        a webhook URL by :func:`~engine.stream.webhook.parse_url`, or one with a query; no
+        nats/tls host) is left out with a warning."""
+        hooks_, servers = [], []
         for e in _split(webhook_allow):
-            u = urllib.parse.urlsplit(e)
-            if u.scheme in ("http", "https") and u.hostname and _port(u) is not None:
-                hooks.append(e)
-            else:
-                log.warning("--webhook-allow entry %r is ignored: it must be http(s)://host[:port][/path]", e)
+            try:
+                if webhook.parse_url(e).query is not None:
+                    raise webhook.BadURL("an allowed prefix has no query")
+                hooks_.append(e)
+            except webhook.BadURL as why:
+                log.warning("--webhook-allow entry %r is ignored: %s", e, why)
         for e in _split(nats_allow):
-            u = urllib.parse.urlsplit(e if "://" in e else "nats://" + e)
-            if u.scheme in ("nats", "tls") and u.hostname and _port(u) is not None:
+            try:
+                _nats_server(e)
                 servers.append(e)
-            else:
-                log.warning("--nats-allow entry %r is ignored: it must be nats://host:port", e)
-        return cls(tuple(hooks), tuple(servers), float(retry_max_s), float(timeout_s))
+            except webhook.BadURL as why:
+                log.warning("--nats-allow entry %r is ignored: it must be nats://host:port (%s)", e, why)
+        return cls(tuple(hooks_), tuple(servers), float(retry_max_s), float(timeout_s), **hooks)
 
-    def check_webhook(self, url: str) -> str:
-        if not isinstance(url, str) or not url or len(url) > 2048:
-            raise SinkRefused("a webhook sink needs \"url\": an http(s) URL of at most 2048 characters")
-        u = urllib.parse.urlsplit(url)
-        if u.scheme not in ("http", "https") or not u.hostname or u.username or u.password or u.fragment \
-                or _port(u) is None or any(c in url for c in " \r\n\t"):
-            raise SinkRefused("a webhook URL is http:// or https://, with a host, without user info, "
-                              "fragment or spaces")
-        if _escapes_prefix(u.path):
-            raise SinkRefused("a webhook URL's path has no '.' or '..' segments and no encoded '/' or '\\' "
-                              "(the request would leave the allowed path prefix)")
+    def webhook_destination(self, url) -> webhook.Destination:
+        """The one "allowed" decision for webhooks: ``url`` parsed by
+        :func:`~engine.stream.webhook.parse_url` (one spelling per destination) and inside one
+        of the operator's entries parsed the same way; :class:`SinkRefused` otherwise."""
+        try:
+            d = webhook.parse_url(url)
+        except webhook.BadURL as e:
+            raise SinkRefused(str(e)) from None
         if not self.webhook_allow:
             raise SinkRefused("webhook destinations are not allowed on this server: the operator lists "
                               "them with --webhook-allow")
         for entry in self.webhook_allow:
-            a = urllib.parse.urlsplit(entry)
-            if (a.scheme, (a.hostname or "").lower(), _port(a)) != (u.scheme, u.hostname.lower(), _port(u)):
-                continue
-            prefix, path = a.path or "/", u.path or "/"
-            if prefix.endswith("/") and path.startswith(prefix) or path == prefix \
-                    or path.startswith(prefix + "/"):
-                return url
-        raise SinkRefused(f"webhook destination {u.scheme}://{u.netloc}{u.path} is not among the destinations "
+            if d.allowed_by(webhook.parse_url(entry)):
+                return d
+        raise SinkRefused(f"webhook destination {d.scheme}://{d.authority}{d.path} is not among the destinations "
                           "the operator allows (--webhook-allow)")
 
-    def check_nats(self, server: str) -> str:
+    def check_webhook(self, url) -> str:
+        """The URL of an allowed destination, normalized (what the sink will request)."""
+        return self.webhook_destination(url).url
+
+    def check_nats(self, server) -> str:
+        """The canonical ``scheme://host:port`` of an allowed NATS server (host and port read
+        by the webhooks' parser: one spelling per address; IPv6 in brackets)."""
         if not isinstance(server, str) or not server or len(server) > 512:
             raise SinkRefused("a nats sink needs \"server\": nats://host:port")
-        u = urllib.parse.urlsplit(server if "://" in server else "nats://" + server)
-        if u.scheme not in ("nats", "tls") or not u.hostname or u.username or u.password or _port(u) is None \
-                or u.path not in ("", "/"):
-            raise SinkRefused("a NATS server is nats://host:port or tls://host:port, without user info")
+        try:
+            got = _nats_server(server)
+        except webhook.BadURL as e:
+            raise SinkRefused(f"a NATS server is nats://host:port or tls://host:port: {e}") from None
         if not self.nats_allow:
             raise SinkRefused("NATS destinations are not allowed on this server: the operator lists them "
                               "with --nats-allow")
         for entry in self.nats_allow:
-            a = urllib.parse.urlsplit(entry if "://" in entry else "nats://" + entry)
-            if ((a.hostname or "").lower(), _port(a)) == (u.hostname.lower(), _port(u)) and a.scheme == u.scheme:
-                return f"{u.scheme}://{u.hostname}:{_port(u)}"
-        raise SinkRefused(f"NATS server {u.hostname}:{_port(u)} is not among the servers the operator allows "
-                          "(--nats-allow)")
+            if _nats_server(entry) == got:
+                return got
+        raise SinkRefused(f"NATS server {got} is not among the servers the operator allows (--nats-allow)")
+
+
+_NATS_URL = re.compile(r"(?i)(nats|tls)://([^/?#]*)/?")
+
+
+def _nats_server(text: str) -> str:
+    """``scheme://host:port`` of a NATS server address (:class:`~engine.stream.webhook.BadURL`)."""
+    if not text.isascii() or not text.isprintable() or any(c.isspace() for c in text):
+        raise webhook.BadURL("only printable ASCII without spaces")
+    m = _NATS_URL.fullmatch(text if "://" in text else "nats://" + text)
+    if m is None:
+        raise webhook.BadURL("no path, query or fragment" if text.lower().startswith(("nats://", "tls://"))
+                             or "://" not in text else "the scheme is nats:// or tls://")
+    if "@" in m.group(2) or "\\" in m.group(2):
+        raise webhook.BadURL("no user info")
+    host, _ip, port = webhook.authority(m.group(2), 4222)
+    return f"{m.group(1).lower()}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 @dataclass(frozen=True)
@@ -357,36 +363,31 @@ class Sink:
 
 
 class WebhookSink(Sink):
-    """POSTs each event's JSON to the URL (``Idempotency-Key: <query>:<id>``)."""
+    """POSTs each event's JSON to the URL (``Idempotency-Key: <query>:<id>``) with
+    :func:`engine.stream.webhook.post`: the allow-list is checked again and a DNS name's
+    addresses at every attempt; one deadline per attempt; only the status line is read."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
-        import httpx
-
-        self._httpx = httpx
-        # no proxies from the environment, no redirects: only the allowed destination is contacted
-        self._client = httpx.Client(timeout=self.policy.timeout_s, follow_redirects=False, trust_env=False)
+        self._dest = webhook.parse_url(self.spec.url)
 
     def deliver(self, ev: ResultEvent) -> bool:
-        httpx = self._httpx
+        p = self.policy
+        try:   # the operator's list may have changed since the sink was set (a restart)
+            p.webhook_destination(self.spec.url)
+        except SinkRefused:
+            raise _Retry("the destination is no longer among the operator's --webhook-allow") from None
         headers = {"Content-Type": "application/json", "Idempotency-Key": f"{self.query}:{ev.id}",
                    "X-Jindou-Query": self.query, "X-Jindou-Instant": str(ev.id), "X-Jindou-Event": ev.event}
         try:
-            r = self._client.post(self.spec.url, content=ev.data, headers=headers)
-        except httpx.TimeoutException:
-            raise _Retry("timeout") from None
-        except httpx.ConnectError:
-            raise _Retry("cannot connect") from None
-        except httpx.HTTPError:
-            raise _Retry("transport error") from None
-        if 200 <= r.status_code < 300:
+            status = webhook.post(self._dest, ev.data, headers, p.timeout_s, p.resolve, p.refuse_address)
+        except webhook.DeliveryError as e:
+            raise _Retry(str(e)) from None
+        if 200 <= status < 300:
             return False
-        if r.status_code >= 500 or r.status_code in _RETRY_STATUS:
-            raise _Retry(f"HTTP {r.status_code}")
-        raise _Permanent(f"HTTP {r.status_code}")
-
-    def close(self) -> None:
-        self._client.close()
+        if status >= 500 or status in _RETRY_STATUS:
+            raise _Retry(f"HTTP {status}")
+        raise _Permanent(f"HTTP {status}" + (" (redirects are not followed)" if 300 <= status < 400 else ""))
 
 
 class NatsSink(Sink):
@@ -420,9 +421,20 @@ class NatsSink(Sink):
 
         self._nc = await nats.connect(servers=[self.spec.server], connect_timeout=self.policy.timeout_s,
                                       allow_reconnect=True, max_reconnect_attempts=-1,
-                                      error_cb=_quiet, disconnected_cb=_quiet, reconnected_cb=_quiet)
+                                      error_cb=_quiet, disconnected_cb=_quiet, reconnected_cb=_quiet,
+                                      reconnect_to_server_handler=self._only_allowed_server)
         self._js = self._nc.jetstream(timeout=self.policy.timeout_s)
         await self._ensure_stream()
+
+    def _only_allowed_server(self, servers, _info):
+        """Reconnect to the allowed server only. A NATS server's INFO may list other servers
+        (``connect_urls``, cluster discovery) and the client adds them to its pool: it would
+        otherwise reconnect to any address the server names, past ``--nats-allow``."""
+        mine = urllib.parse.urlsplit(self.spec.server).netloc
+        for srv in servers:
+            if srv.uri.netloc == mine:
+                return srv, _NATS_RECONNECT_WAIT_S
+        return None, _NATS_RECONNECT_WAIT_S   # not in the pool: the client's first server is ours
 
     async def _ensure_stream(self) -> None:
         """The sink's JetStream stream exists (created for the subject if it is missing)."""
@@ -477,13 +489,33 @@ class NatsSink(Sink):
     def _drop_connection(self) -> None:
         nc, self._nc = self._nc, None
         if nc is not None:
+            # the client's own tasks (a reconnect in progress) end with the connection; their
+            # outcome is collected here, not left to the garbage collector (nats-py's reconnect
+            # task fails when closed mid-reconnect; an unretrieved task exception is logged from
+            # a GC pass at an arbitrary point of another thread)
+            tasks = asyncio.all_tasks(self.loop)
             try:
                 self._run(nc.close(), 5)
             except Exception:  # noqa: BLE001
                 pass
+            self._settle(tasks)
+
+    def _settle(self, tasks) -> None:
+        live = [t for t in tasks if not t.done()]
+        for t in live:
+            t.cancel()
+        if live:
+            try:
+                self.loop.run_until_complete(asyncio.wait(live, timeout=5))
+            except Exception:  # noqa: BLE001
+                pass
+        for t in tasks:
+            if t.done() and not t.cancelled():
+                t.exception()
 
     def close(self) -> None:
         self._drop_connection()
+        self._settle(asyncio.all_tasks(self.loop))
         self.loop.close()
 
 

@@ -285,7 +285,7 @@ def json_object(body: bytes, what: str = "the body") -> dict:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as e:
-        raise HTTPError(400, "bad_request", f"{what} is not valid JSON: {e}") from None
+        raise HTTPError(400, "bad_request", f"{what} is not valid JSON (line {e.lineno}, column {e.colno})") from None
     if not isinstance(doc, dict):
         raise HTTPError(400, "bad_request", f"{what} must be a JSON object")
     return doc
@@ -325,8 +325,8 @@ def parse_params(data: bytes | str, what: str = "query string") -> dict[str, lis
         data = decode_utf8(data, what)
     try:
         return parse_qs(data, keep_blank_values=True, strict_parsing=False, encoding="utf-8", errors="strict")
-    except (UnicodeDecodeError, ValueError) as e:
-        raise HTTPError(400, "bad_request", f"malformed {what}: {e}") from None
+    except (UnicodeDecodeError, ValueError):
+        raise HTTPError(400, "bad_request", f"malformed {what}: a percent-encoded part is not UTF-8") from None
 
 
 async def parse_form(body: bytes, what: str = "form body") -> dict[str, list[str]]:

@@ -33,11 +33,13 @@ import secrets
 import signal
 import threading
 import time
+import weakref
 
 import orjson
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from engine.errors import NotFound
 from engine.stream.limits import parse_time
 from server.api import admin
 from server.api.common import (
@@ -75,43 +77,50 @@ _ERR = {
 
 
 class Tickets:
-    """Short-lived SSE tickets: random (``secrets``), scoped to one query, expiring after
-    ``--ticket-ttl`` seconds. Kept by their SHA-256 (a lookup leaks nothing of a valid ticket).
-    A ticket may open the query's result stream any number of times until it expires (an
-    EventSource reconnects by itself with the same URL and ``Last-Event-ID``); a stream opened
-    before the expiry stays open. Tickets live in memory: a restart invalidates them."""
+    """Short-lived SSE tickets: random (``secrets``), scoped to one registration of one query,
+    expiring after ``--ticket-ttl`` seconds. Kept by their SHA-256: a lookup is a hash-table
+    probe on a digest the client cannot steer, so its timing says nothing about a valid
+    ticket, and the server's memory holds no ticket itself. A ticket may open the query's
+    result stream any number of times until it expires (an EventSource reconnects by itself
+    with the same URL and ``Last-Event-ID``); a stream opened before the expiry stays open.
+    A ticket names the query's result log, not only its name: once the query is deleted it
+    is void, also when a query of the same name is registered again. Tickets live in memory:
+    a restart invalidates them."""
 
     LIMIT = 10_000   # live tickets; past it the oldest are forgotten
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._live: dict[bytes, tuple[str, float]] = {}
+        self._live: dict[bytes, tuple[str, weakref.ref, float]] = {}
 
     @staticmethod
     def _key(ticket: str) -> bytes:
         return hashlib.sha256(ticket.encode("utf-8", "surrogatepass")).digest()
 
-    def issue(self, query: str, ttl: float) -> str:
+    def issue(self, query: str, log, ttl: float) -> str:
         ticket = secrets.token_urlsafe(32)
         now = time.monotonic()
         with self._lock:
             if len(self._live) >= self.LIMIT:
-                self._live = {k: v for k, v in self._live.items() if v[1] > now}
+                self._live = {k: v for k, v in self._live.items() if v[2] > now}
                 while len(self._live) >= self.LIMIT:
                     self._live.pop(next(iter(self._live)))
-            self._live[self._key(ticket)] = (query, now + ttl)
+            self._live[self._key(ticket)] = (query, weakref.ref(log), now + ttl)
         return ticket
 
-    def valid(self, ticket: str, query: str) -> bool:
+    def valid(self, ticket: str, query: str, log) -> bool:
+        """Does ``ticket`` open ``query`` whose result log is now ``log``?"""
         key = self._key(ticket)
         with self._lock:
             got = self._live.get(key)
             if got is None:
                 return False
-            if got[1] <= time.monotonic():
+            name, ref, expiry = got
+            issued_for = ref()
+            if expiry <= time.monotonic() or issued_for is None or issued_for.closed:
                 del self._live[key]
                 return False
-        return got[0] == query
+        return name == query and issued_for is log
 
 
 _tickets_lock = threading.Lock()
@@ -211,14 +220,22 @@ async def query_results(name: str, request: Request) -> Response:
     state: ServerState = request.app.state.jindou
     try:
         params = parse_params(request.scope.get("query_string", b""))
-        ticket = params.get("ticket")
+        # a ticket stands in for the read token: where reads are open it is not looked at (a
+        # stale one, kept by a page across a restart, would otherwise close an open stream)
+        ticket = params.get("ticket") if state.config.read_token else None
+        m = None
         if ticket:
-            if len(ticket) != 1 or not tickets_of(state).valid(ticket[0], name):
+            m = manager_of(state)
+            try:   # an unknown query is the ticket's 401 too: no existence check without credentials
+                current = await run_in_threadpool(m.log, name)
+            except NotFound:
+                current = None
+            if len(ticket) != 1 or current is None or not tickets_of(state).valid(ticket[0], name, current):
                 raise HTTPError(401, "unauthorized", "the ticket is not valid for this query or has expired: "
                                                      "get a new one with POST /queries/{name}/tickets")
         else:
             check_read(state.config, headers_of(request))
-        m = manager_of(state)
+        m = m or manager_of(state)
         from_t = int_param(params, "from")
         last_id = None
         leid = request.headers.get("last-event-id")
@@ -238,14 +255,16 @@ async def query_ticket(name: str, request: Request) -> Response:
     (`/queries/{name}/results?ticket=...`) with an EventSource. The ticket is random, valid
     for this query only and for `--ticket-ttl` seconds (default 60): it may open the stream
     (and reopen it, e.g. EventSource reconnecting with `Last-Event-ID`) until then; an open
-    stream is not cut at the expiry. Get a new ticket for a later reconnection."""
+    stream is not cut at the expiry. Get a new ticket for a later reconnection. Deleting the
+    query voids its tickets (a query registered again under the name needs new ones); the
+    access log records `ticket=<redacted>`."""
     state: ServerState = request.app.state.jindou
     try:
         check_read(state.config, headers_of(request))
         m = manager_of(state)
-        await run_in_threadpool(m.log, name)   # 404 for an unknown query
+        log = await run_in_threadpool(m.log, name)   # 404 for an unknown query
         ttl = float(state.config.ticket_ttl)
-        ticket = tickets_of(state).issue(name, ttl)
+        ticket = tickets_of(state).issue(name, log, ttl)
         doc = {"ticket": ticket, "query": name, "expires_in": ttl,
                "url": f"/queries/{name}/results?ticket={ticket}"}
         return json_response(doc, 201, {"Cache-Control": "no-store"})
@@ -302,7 +321,8 @@ async def query_sinks_put(name: str, request: Request) -> Response:
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError as e:
-            raise HTTPError(400, "bad_request", f"the body is not valid JSON: {e}") from None
+            raise HTTPError(400, "bad_request",
+                            f"the body is not valid JSON (line {e.lineno}, column {e.colno})") from None
         log = await run_in_threadpool(m.log, name)
         sinks = await run_in_threadpool(m.sinks.put, name, log, doc)
         return json_response({"sinks": sinks})
