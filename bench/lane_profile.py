@@ -11,6 +11,11 @@ headers, the write). Families: the selective shapes of issue 14 (point, star,
 chains, inverse, small joins from a constant, LIMIT/DISTINCT/ORDER BY, ASK,
 CONSTRUCT, DESCRIBE), each repeated (one text) and varied (a new constant and
 comment every request). ``--profile`` adds a cProfile of the varied runs.
+``--thrash-mb N`` (cold mode): before every timed request a buffer of N MiB is
+read and written (untimed), so each request starts with its code and data
+evicted from the caches, as a server woken from ``epoll`` for each request on a
+busy machine meets them; the hot numbers measure instructions, the cold ones
+also how many distinct objects and functions a request touches.
 """
 
 from __future__ import annotations
@@ -73,6 +78,16 @@ def texts(name: str, mode: str, n: int, salt: str) -> list[str]:
 METHOD = "get"
 #: how --profile sorts (--profile-sort)
 PROFILE_SORT = "tottime"
+#: --thrash-mb: a buffer read and written before every request (None: hot runs)
+THRASH = None
+
+
+def _thrash() -> None:
+    """Evict the caches (and TLB) before a request: read every cache line of the
+    buffer, write every 512th element (its pages dirtied)."""
+    junk = THRASH
+    junk.sum()
+    junk[::512] += 1
 
 
 def request(text: str, accept: str | None = None) -> bytes:
@@ -145,8 +160,11 @@ def run(proto, tr, reqs: list[bytes], loop) -> tuple[list[float], int]:
     out = []
     slow = 0
     pc = time.perf_counter_ns
+    cold = THRASH is not None
     for r in reqs:
         tr.out.clear()
+        if cold:
+            _thrash()
         t0 = pc()
         proto.data_received(r)
         t1 = pc()
@@ -179,6 +197,8 @@ def run_forms(connect, reqs: list[list[bytes]], loop, closing: bool) -> tuple[li
             proto, tr = connect()
             setup.append(pc() - t0)
         tr.out.clear()
+        if THRASH is not None:
+            _thrash()
         t0 = pc()
         for c in chunks:
             proto.data_received(c)
@@ -317,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="results format(s) of SELECT / ASK requests, comma-separated: json, xml, csv, tsv or "
                          "media types (as `bench http-load --accept`; graph families keep N-Triples; "
                          "several: measured alternately, --stages and --profile use the first)")
+    ap.add_argument("--thrash-mb", type=int, default=0,
+                    help="cold mode: read and write a buffer of this many MiB before every timed request "
+                         "(64: past the L3 cache), so every request starts equally cold")
     args = ap.parse_args(argv)
     globals()["METHOD"] = args.method
     globals()["RESULTS_ACCEPT"] = ACCEPTS.get(args.accept.split(",")[0], args.accept.split(",")[0])
@@ -348,6 +371,10 @@ def main(argv: list[str] | None = None) -> int:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     proto, tr = make_protocol(db, loop)
+    if args.thrash_mb > 0:
+        import numpy as np
+
+        globals()["THRASH"] = np.ones(args.thrash_mb << 17, dtype=np.int64)
     fams = args.families.split(",") if args.families else list(LANE_FAMILIES)
     if args.clients:
         client_table(db, loop, fams, None if args.clients == "all" else args.clients.split(","),
