@@ -274,13 +274,25 @@ class Database:
 
     def match_template(self, n: tuple[str, list[str]] | None, base: str | None):
         """:meth:`_template_hit` for a text's normalized form ``n`` (skeleton,
-        slots), e.g. read from a URL's bytes (``engine.sparql.normalize.raw_normalize``)."""
+        slots), e.g. read from a URL's bytes (``engine.sparql.normalize.raw_normalize``).
+        A text whose fixed slots differ from the skeleton's template (another class or
+        predicate written as an IRI) is matched against the template learned for those
+        fixed slots, if any (``_Template.variants``: one dict lookup)."""
         if n is None:
             return None
         tpl = self._templates.get((n[0], base))
         if tpl is None:
             return None
-        slots = n[1]
+        got = self._match(tpl, n[1])
+        if got is None and tpl.variants:
+            v = tpl.variants.get(_fixed_values(tpl.fixed, n[1]))
+            if v is not None:
+                return self._match(v, n[1])
+        return got
+
+    def _match(self, tpl, slots):
+        """(template, parameter key(s)) when ``slots`` are ``tpl``'s text's with only its
+        parameter(s) changed, else None."""
         if tpl.params is not None:
             return self._match_params(tpl, slots)
         v = None
@@ -326,56 +338,96 @@ class Database:
         when its parameter is written as slots (an absolute IRI or a plain
         string) and a probe text, the same with another constant in those
         slots, parses to the same shape with that constant: then every text of
-        the skeleton that differs only there is that shape with its own constant."""
+        the skeleton that differs only there is that shape with its own constant.
+
+        A skeleton keeps one template per value of its fixed slots: a text whose
+        parameter sits in the same slots as the skeleton's template but whose other
+        slots differ (another class or predicate written as an IRI: another shape,
+        whose plan reads that constant's statistics) is learned the same way, from
+        its own parse and plan and probe, as a *variant* (``_Template.variants``, keyed
+        by the fixed slots' values), so the texts of that shape are hits from their
+        second sighting on. Bounded (:data:`_MAX_VARIANTS` per skeleton)."""
         n = self._normalized(text)
         if n is None:
             return
         tk = (n[0], base)
-        if tk in self._templates:
-            return
-        skel, slots = n
-        param = shape[1]
-        multi = type(param) is tuple
-        keys = param if multi else (param,)
-        which = {k: j for j, k in enumerate(keys)}
-        params = [i for i, s in enumerate(slots) if norm.slot_key(s) in which]
-        tpl = None
-        if params:
-            # (a parameter written in the skeleton itself, e.g. a prefixed name, stays fixed
-            # there: its key is the template's for every text)
-            quotes = [None] * len(keys)
-            for i in params:
-                quotes[which[norm.slot_key(slots[i])]] = slots[i][0]
-            probes = [(f"<urn:x-jindou:probe:{j}>" if q == "<" else f"{q}jindou probe {j}{q}") if q else None
-                      for j, q in enumerate(quotes)]
-            q = quotes[0]
-            probe = (tuple(norm.slot_key(p) if p else k for p, k in zip(probes, keys, strict=True)) if multi
-                     else norm.slot_key(probes[0]))
-            sp = norm.spans(text)
-            parts, last = [], 0
-            for i in params:
-                a, b = sp[i]
-                parts += (text[last:a], probes[which[norm.slot_key(slots[i])]])
-                last = b
-            parts.append(text[last:])
-            try:
-                from engine.sparql.parser import parse_query  # noqa: PLC0415
-
-                got = _shape_key(make_plan(parse_query("".join(parts), base,
-                                                            check=_deadline_check(deadline, self.query_timeout))))
-            except JindouError:
-                got = None
-            if got is not None and got == (shape[0], probe):
-                fixed = tuple(None if i in params else s for i, s in enumerate(slots))
-                tpl = _Template(fixed, tuple(quotes) if multi else q, shape[0], pq, _shape_constants(shape[0]))
-                if multi:
-                    tpl.params = tuple(which[norm.slot_key(s)] if i in params else None
-                                       for i, s in enumerate(slots))
-                    tpl.skeleton_keys = tuple(None if qq else k for qq, k in zip(quotes, keys, strict=True))
+        head = self._templates.get(tk, _NO_SHAPE)
+        vk = None
+        if head is not _NO_SHAPE:
+            if head is None:
+                return
+            got = self._template_slots(n, shape)
+            if got is None or got[0] != head.places:
+                return
+            vk = _fixed_values(head.fixed, n[1])
+            if vk in head.variants or vk == _fixed_values(head.fixed, head.fixed):
+                return
+        tpl = self._make_template(text, base, n, pq, shape, deadline)
         with self._lock:
+            if vk is not None:
+                if len(head.variants) >= _MAX_VARIANTS:
+                    head.variants = {}
+                head.variants[vk] = tpl  # (None: that variant has no template; not probed again)
+                return
             if len(self._templates) >= _PLAN_CACHE_SIZE:
                 self._templates = {}
             self._templates[tk] = tpl
+
+    @staticmethod
+    def _template_slots(n, shape) -> tuple | None:
+        """(the slots that write the shape's parameter(s), which parameter each holds):
+        None when no slot does."""
+        param = shape[1]
+        keys = param if type(param) is tuple else (param,)
+        which = {k: j for j, k in enumerate(keys)}
+        params = tuple(i for i, s in enumerate(n[1]) if norm.slot_key(s) in which)
+        return (params, which) if params else None
+
+    def _make_template(self, text: str, base: str | None, n, pq: QueryPlan, shape: tuple, deadline):
+        """The template of ``text`` (see :meth:`_learn`), None when its probe text does
+        not parse to the same shape with the probe's constant."""
+        got = self._template_slots(n, shape)
+        if got is None:
+            return None
+        params, which = got
+        slots = n[1]
+        param = shape[1]
+        multi = type(param) is tuple
+        keys = param if multi else (param,)
+        # (a parameter written in the skeleton itself, e.g. a prefixed name, stays fixed
+        # there: its key is the template's for every text)
+        quotes = [None] * len(keys)
+        for i in params:
+            quotes[which[norm.slot_key(slots[i])]] = slots[i][0]
+        probes = [(f"<urn:x-jindou:probe:{j}>" if q == "<" else f"{q}jindou probe {j}{q}") if q else None
+                  for j, q in enumerate(quotes)]
+        q = quotes[0]
+        probe = (tuple(norm.slot_key(p) if p else k for p, k in zip(probes, keys, strict=True)) if multi
+                 else norm.slot_key(probes[0]))
+        sp = norm.spans(text)
+        parts, last = [], 0
+        for i in params:
+            a, b = sp[i]
+            parts += (text[last:a], probes[which[norm.slot_key(slots[i])]])
+            last = b
+        parts.append(text[last:])
+        try:
+            from engine.sparql.parser import parse_query  # noqa: PLC0415
+
+            got = _shape_key(make_plan(parse_query("".join(parts), base,
+                                                        check=_deadline_check(deadline, self.query_timeout))))
+        except JindouError:
+            got = None
+        if got is None or got != (shape[0], probe):
+            return None
+        fixed = tuple(None if i in params else s for i, s in enumerate(slots))
+        tpl = _Template(fixed, tuple(quotes) if multi else q, shape[0], pq, _shape_constants(shape[0]))
+        tpl.places = params
+        if multi:
+            tpl.params = tuple(which[norm.slot_key(s)] if i in params else None
+                               for i, s in enumerate(slots))
+            tpl.skeleton_keys = tuple(None if qq else k for qq, k in zip(quotes, keys, strict=True))
+        return tpl
 
     def _run_template(self, tpl, key: str, max_rows, budget, deadline, timeout, lists: bool = False):
         """Run a template's shape for the constant ``key`` by rebinding the shape's
@@ -467,6 +519,9 @@ class Database:
             for tpl in list(self._templates.values()):
                 if tpl is not None:
                     tpl.memo = None
+                    for v in list(tpl.variants.values()):
+                        if v is not None:
+                            v.memo = None
             for pq in list(self._prepared.values()):
                 pq.state = None
 
@@ -999,7 +1054,8 @@ class _Template:
     hand-over replaces the BGP by its rows) and the shape's other constants
     (a parameter equal to one of them has no shape)."""
 
-    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key", "params", "skeleton_keys")
+    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key", "params", "skeleton_keys", "places",
+                 "variants", "bound")
 
     def __init__(self, fixed, quote, key, pq, others):
         self.fixed = fixed
@@ -1015,6 +1071,23 @@ class _Template:
         self.params = None
         #: ... and per parameter its key when the skeleton itself writes it (else None)
         self.skeleton_keys = None
+        #: the slots that write the parameter(s) (those ``fixed`` has None for)
+        self.places = ()
+        #: a skeleton's template only: the templates of its texts with other values in the
+        #: fixed slots (:func:`_fixed_values` -> template, or None: none), see Database._learn
+        self.variants = {}
+        #: what the server keeps per template (a ready runner per Accept value: server/api/sparql.py)
+        self.bound = None
+
+
+#: a skeleton keeps at most this many variant templates (other fixed slots), then starts over
+_MAX_VARIANTS = 256
+
+
+def _fixed_values(fixed: tuple, slots) -> tuple:
+    """The values of ``slots`` at a template's fixed places (where ``fixed`` is not None):
+    the key of a skeleton's variant templates."""
+    return tuple([s for s, f in zip(slots, fixed, strict=True) if f is not None])
 
 
 def _shape_constants(key: tuple) -> frozenset:
