@@ -27,7 +27,7 @@ import numpy as np
 
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
 from engine.exec.bgp import _ANY, _PRUNE, SMALL_ROWS, SmallBGP
-from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
+from engine.exec.context import CELL, MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import (
     DatasetView,
     QueryContext,
@@ -36,6 +36,7 @@ from engine.exec.evaluate import (
     compile_fast,
     evaluate_query,
     make_dataset,
+    project_lists,
     run_fast,
     run_fast_lists,
 )
@@ -46,7 +47,7 @@ from engine.kv.store import Changes, Store
 from engine.plan.fast_tree import UnionProgram, compile_filtered, compile_union
 from engine.plan.fast_tree import constants as filter_constants
 from engine.plan.planner import QueryPlan, fast_shape, make_plan
-from engine.plan.point import PointProgram, compile_point, describe_small
+from engine.plan.point import DESCRIBE_ROWS, PointProgram, compile_point, describe_small
 from engine.plan.rewrite import rewrite
 from engine.settings import DEFAULTS
 from engine.small_answers import SmallSelect, construct_triples, ordered_lists
@@ -629,6 +630,15 @@ class Database:
         ``engine.small_answers.SmallSelect`` (Python sequences, no numpy columns:
         cheaper for a few rows; its ``result()`` is the QueryResult).
 
+        A program that ends tuple at a time is *tiny by construction* (at most
+        SMALL_ROWS solutions as Python tuples, no vectorized step): with ``lists`` it
+        runs first without entering the memory budget (:func:`_tiny_run`), when the
+        budget cannot refuse what such a run charges (:func:`_tiny_bytes`: nothing for
+        SELECT / ASK, the triples of at most SMALL_ROWS solutions for CONSTRUCT) and
+        with one deadline check after it (it makes no check inside: its steps are
+        bounded); a program that grows hands back (None) and runs again as before,
+        budgeted, checked, handed over to the vectorized steps.
+
         The HTTP lane's every query comes here: :meth:`_run_template`,
         :meth:`_run_program` and :func:`_released` in one frame (the same budget,
         deadline checks, count and heap release)."""
@@ -636,29 +646,44 @@ class Database:
         timeout = self.query_timeout
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
-        budget = MemoryBudget(self.query_memory)
         if tpl.key is _DESCRIBE_ONE:
+            limit = self.query_memory
+            if limit == 0 or limit >= _DESCRIBE_TINY_BYTES:
+                res = self._describe_tiny(key, deadline, timeout)
+                if res is not None:
+                    return res
+            budget = MemoryBudget(limit)
             return _released(budget, self._describe_small, [key], self.store.snapshot(), budget, deadline,
                              timeout)
         got = self._template_program(tpl, key)
         if got is None:
             return None
         program, terms, graph = got
+        pq = tpl.pq
+        fast = pq.fast
+        if lists:
+            limit = self.query_memory
+            if limit == 0 or limit >= _tiny_bytes(fast):
+                res = _tiny_run(fast, program, terms, self.max_rows)
+                if res is not None:
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+                    self.queries += 1
+                    return res
 
         def check():
             if deadline is not None and time.monotonic() > deadline:
                 raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
 
-        pq = tpl.pq
+        budget = MemoryBudget(self.query_memory)
         token = enter_budget(budget, deadline)
         try:
-            fast = pq.fast
             if lists and fast.template is None and fast.order is None:
                 res = run_fast_lists(pq, program, terms, graph, self.max_rows, check)
                 if type(res) is tuple:
                     res = SmallSelect(tuple(fast.names), res[0], terms, res[1])
             else:
-                res = _run_fast(pq, program, terms, graph, self.max_rows, check)
+                res = _run_fast(pq, program, terms, graph, self.max_rows, check, lists)
             check()
         except JindouError as e:
             err = e.with_traceback(None)
@@ -670,6 +695,26 @@ class Database:
             release_memory()
         if err is not None:
             raise err
+        if res is not None:
+            self.queries += 1
+        return res
+
+    def _describe_tiny(self, key: str, deadline, timeout):
+        """:meth:`_describe_small` of one resource without entering a memory budget: the
+        caller checked that the budget cannot refuse it (a tuple-at-a-time description
+        charges at most :data:`_DESCRIBE_TINY_BYTES`; past DESCRIBE_ROWS triples it gives
+        None and the budgeted path answers); the deadline is still checked every round."""
+        snap = self.store.snapshot()
+        terms = self._snap_terms
+        if terms is None or terms.snapshot is not snap or terms is not self._snap_terms_prev:
+            return None  # (a new snapshot: the budgeted path makes its term table, drops old programs)
+        i = terms.lookup(key)
+
+        def check():
+            if deadline is not None and time.monotonic() > deadline:
+                raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+
+        res = describe_small([i], snap.default, terms, check)
         if res is not None:
             self.queries += 1
         return res
@@ -980,6 +1025,44 @@ def _rebind(compiled, old, new):
     rtriples = [None if rt is None else tuple(("c", new) if p[0] == "c" and p[1] == old else p for p in rt)
                 for rt in prog.rtriples]
     return SmallBGP(list(prog.slots), steps, rtriples, list(prog.widths), False), out
+
+
+def _tiny_bytes(fast) -> int:
+    """The most a tiny run (:func:`_tiny_run`) of the fast plan ``fast`` charges to the
+    memory budget: a CONSTRUCT's triples of at most SMALL_ROWS solutions
+    (``small_answers.construct_triples``); nothing for SELECT / ASK (Python tuples,
+    no table)."""
+    if fast.template is None:
+        return 0
+    return SMALL_ROWS * len(fast.template) * (3 * 2 + 3) * CELL
+
+
+#: the most a tuple-at-a-time DESCRIBE charges (``point.describe_small``: DESCRIBE_ROWS triples)
+_DESCRIBE_TINY_BYTES = DESCRIBE_ROWS * (3 + 3) * CELL
+
+
+def _tiny_run(fast, compiled, terms, max_rows: int):
+    """A template's answer when its program ends tuple at a time (as ``run_fast_lists``,
+    ``_run_fast`` with ORDER BY and ``construct_triples`` give it with ``lists``: the
+    same answer and order); None when the program hands over to the vectorized steps
+    or the ORDER BY rows are not few (the caller runs it the budgeted way)."""
+    if fast.template is not None:
+        return construct_triples(compiled, terms, max_rows)
+    prog, out = compiled
+    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    if k < len(prog.steps):
+        return None
+    names = fast.names
+    if names is None:
+        return QueryResult(form="ASK", terms=terms, boolean=len(rows) > 0)
+    if fast.order is not None:
+        got = ordered_lists(fast, compiled, rows, terms)
+        return None if got is None else SmallSelect(tuple(names), got[0], terms, got[1])
+    n = len(rows)
+    if n == 0:
+        return SmallSelect(tuple(names), [() for _ in out], terms, 0)
+    cols, n = project_lists(fast, list(zip(*rows, strict=True)) if prog.slots else [], out, n)
+    return SmallSelect(tuple(names), cols, terms, n)
 
 
 def _run_fast(pq: QueryPlan, compiled, terms, graph, max_rows: int, check, lists: bool = False
