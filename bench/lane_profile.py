@@ -259,6 +259,7 @@ STAGES = (
     ("handle_sparql_inline", "server.app", "handle_sparql_inline"),
     ("inline_answer: the handler before its reply", "server.app", "inline_answer"),
     ("query string decode", "server.api.sparql", "parse_params_cached"),
+    ("a layout's ready runner: read, run, answer (_run_bound)", "server.api.sparql", "_run_bound"),
     ("raw text -> skeleton + slots (known layouts)", "engine.sparql.normalize", "raw_normalize"),
     ("POST: post_answer (the body's handler before its reply)", "server.app", "post_answer"),
     ("POST: body bytes -> skeleton + slots", "engine.sparql.normalize", "body_normalize"),
@@ -297,7 +298,9 @@ def instrument(proto) -> tuple[dict, list]:
             owner = importlib.import_module(mod)
             if cls:
                 owner = getattr(owner, cls)
-        fn = getattr(owner, attr)
+        fn = getattr(owner, attr, None)
+        if fn is None:  # (an older tree: no such stage)
+            continue
         undo.append((owner, attr, fn))
         cell = acc[label] = [0, 0]
 
