@@ -273,6 +273,8 @@ STAGES = (
     ("Database.query", "engine.database:Database", "query"),
     ("program rebinding", "engine.database", "_rebind"),
     ("template -> rebound program (_template_program)", "engine.database:Database", "_template_program"),
+    ("tiny run (a program that ends tuple at a time, no budget)", "engine.database", "_tiny_run"),
+    ("a runner's answer: small writer", "server.api.sparql:_BoundJob", "answer"),
     ("run_fast (compiled program)", "engine.database", "run_fast"),
     ("run_fast_lists (compiled program, lists out)", "engine.database", "run_fast_lists"),
     ("write (status line, headers, request id)", "proto", "_write_answer"),
