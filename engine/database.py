@@ -26,7 +26,7 @@ from collections import OrderedDict
 import numpy as np
 
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
-from engine.exec.bgp import _ANY, _PRUNE, SMALL_ROWS, SmallBGP
+from engine.exec.bgp import _ANY, _EXPAND, _MEMBER, _PRUNE, SMALL_ROWS, SmallBGP
 from engine.exec.context import CELL, MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import (
     DatasetView,
@@ -43,6 +43,7 @@ from engine.exec.evaluate import (
 from engine.exec.result import QueryResult
 from engine.io import ingest
 from engine.kv import vertex_preds
+from engine.kv.shard import has_neighbour
 from engine.kv.store import Changes, Store
 from engine.plan.fast_tree import UnionProgram, compile_filtered, compile_union
 from engine.plan.fast_tree import constants as filter_constants
@@ -496,9 +497,16 @@ class Database:
             if deadline is not None and time.monotonic() > deadline:
                 raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
 
+        fast = pq.fast
+        prog = program[0]
+        if fast.names is None and fast.template is None and type(prog) is SmallBGP and not prog.empty:
+            found = _exists(prog.steps)  # an ASK: depth first, bounded, charges nothing
+            if found is not None:
+                check()
+                self.queries += 1
+                return QueryResult(form="ASK", terms=terms, boolean=found)
         token = enter_budget(budget, deadline)
         try:
-            fast = pq.fast
             if lists and fast.template is None and fast.order is None:
                 res = run_fast_lists(pq, program, terms, graph, max_rows or self.max_rows, check)
                 if type(res) is tuple:
@@ -1049,10 +1057,14 @@ def _tiny_run(fast, compiled, terms, max_rows: int):
     if fast.template is not None:
         return construct_triples(compiled, terms, max_rows)
     prog, out = compiled
+    names = fast.names
+    if names is None and type(prog) is SmallBGP and not prog.empty:  # ASK: one solution is the answer
+        found = _exists(prog.steps)
+        if found is not None:
+            return QueryResult(form="ASK", terms=terms, boolean=found)
     rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
     if k < len(prog.steps):
         return None
-    names = fast.names
     if names is None:
         return QueryResult(form="ASK", terms=terms, boolean=len(rows) > 0)
     if fast.order is not None:
@@ -1063,6 +1075,59 @@ def _tiny_run(fast, compiled, terms, max_rows: int):
         return SmallSelect(tuple(names), [() for _ in out], terms, 0)
     cols, n = project_lists(fast, list(zip(*rows, strict=True)) if prog.slots else [], out, n)
     return SmallSelect(tuple(names), cols, terms, n)
+
+
+#: an ASK's depth-first search (:func:`_exists`) looks at most this many partial solutions
+EXISTS_WORK = SMALL_ROWS
+
+
+class _TooMuch(Exception):
+    """The depth-first search of :func:`_exists` passed its work bound."""
+
+
+def _exists(steps: list) -> bool | None:
+    """Whether a tuple-at-a-time program (``SmallBGP.steps``: constant-predicate
+    expansions, prunes and membership tests) has a solution: depth first, the same
+    steps as ``SmallBGP.run`` applies to its rows, one partial solution at a time, so
+    an ASK stops at its first solution (a last expansion only asks whether the list is
+    non-empty) instead of making every solution, or handing many over to the vectorized
+    steps. Tiny by construction: None (the caller runs the program as usual) past
+    :data:`EXISTS_WORK` partial solutions, or for steps of other kinds (filters,
+    variable predicates)."""
+    for st in steps:
+        if st[0] not in (_EXPAND, _PRUNE, _MEMBER):
+            return None
+    work = [EXISTS_WORK]
+    try:
+        return _exists_from(steps, 0, len(steps) - 1, (), work)
+    except _TooMuch:
+        return None
+
+
+def _exists_from(steps: list, k: int, last: int, r: tuple, work: list) -> bool:
+    while True:  # (prunes and tests in place; an expansion recurses per neighbour)
+        kind, fs, a, b = steps[k]
+        ac, av = a
+        if kind == _EXPAND:
+            nb = fs(av if ac else r[av])
+            if k == last:
+                return len(nb) > 0
+            work[0] -= len(nb)
+            if work[0] < 0:
+                raise _TooMuch
+            for x in nb.tolist():
+                if _exists_from(steps, k + 1, last, r + (x,), work):
+                    return True
+            return False
+        if kind == _PRUNE:
+            bc, bv = b
+            if not has_neighbour(fs(av if ac else r[av]), bv if bc else r[bv]):
+                return False
+        elif not has_neighbour(fs[1](r[b]), av):  # _MEMBER: the var end (slot b) in the constant end's list
+            return False
+        if k == last:
+            return True
+        k += 1
 
 
 def _run_fast(pq: QueryPlan, compiled, terms, graph, max_rows: int, check, lists: bool = False
