@@ -669,11 +669,14 @@ class Database:
         program, terms, graph = got
         pq = tpl.pq
         fast = pq.fast
+        handed = None
         if lists:
             limit = self.query_memory
             if limit == 0 or limit >= _tiny_bytes(fast):
                 res = _tiny_run(fast, program, terms, self.max_rows)
-                if res is not None:
+                if type(res) is tuple:  # the program grew: its rows so far go on, budgeted, below
+                    handed = res
+                elif res is not None:
                     if deadline is not None and time.monotonic() > deadline:
                         raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
                     self.queries += 1
@@ -686,7 +689,12 @@ class Database:
         budget = MemoryBudget(self.query_memory)
         token = enter_budget(budget, deadline)
         try:
-            if lists and fast.template is None and fast.order is None:
+            if handed is not None:  # (run_fast_lists' and _run_fast's hand-over, from the tiny run's rows)
+                rows, k = handed
+                got = program[0].finish(rows, k, graph, self.max_rows, check)
+                given = _GivenOrdered if fast.order is not None else _GivenBGP
+                res = _evaluate_query(pq.query, terms, given(terms, fast.bgp, got), pq.root)
+            elif lists and fast.template is None and fast.order is None:
                 res = run_fast_lists(pq, program, terms, graph, self.max_rows, check)
                 if type(res) is tuple:
                     res = SmallSelect(tuple(fast.names), res[0], terms, res[1])
@@ -1052,8 +1060,10 @@ _DESCRIBE_TINY_BYTES = DESCRIBE_ROWS * (3 + 3) * CELL
 def _tiny_run(fast, compiled, terms, max_rows: int):
     """A template's answer when its program ends tuple at a time (as ``run_fast_lists``,
     ``_run_fast`` with ORDER BY and ``construct_triples`` give it with ``lists``: the
-    same answer and order); None when the program hands over to the vectorized steps
-    or the ORDER BY rows are not few (the caller runs it the budgeted way)."""
+    same answer and order); else (rows, k), the rows after the program's first k
+    steps, when it hands over to the vectorized steps or its ORDER BY rows are not
+    few (the caller finishes it the budgeted way, as those do), or None (a CONSTRUCT
+    that is not few: the general path)."""
     if fast.template is not None:
         return construct_triples(compiled, terms, max_rows)
     prog, out = compiled
@@ -1064,12 +1074,12 @@ def _tiny_run(fast, compiled, terms, max_rows: int):
             return QueryResult(form="ASK", terms=terms, boolean=found)
     rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
     if k < len(prog.steps):
-        return None
+        return rows, k
     if names is None:
         return QueryResult(form="ASK", terms=terms, boolean=len(rows) > 0)
     if fast.order is not None:
         got = ordered_lists(fast, compiled, rows, terms)
-        return None if got is None else SmallSelect(tuple(names), got[0], terms, got[1])
+        return (rows, k) if got is None else SmallSelect(tuple(names), got[0], terms, got[1])
     n = len(rows)
     if n == 0:
         return SmallSelect(tuple(names), [() for _ in out], terms, 0)
