@@ -299,7 +299,9 @@ def instrument(proto) -> tuple[dict, list]:
             mod, _, cls = where.partition(":")
             owner = importlib.import_module(mod)
             if cls:
-                owner = getattr(owner, cls)
+                owner = getattr(owner, cls, None)
+                if owner is None:  # (an older tree: no such stage)
+                    continue
         fn = getattr(owner, attr, None)
         if fn is None:  # (an older tree: no such stage)
             continue
