@@ -53,6 +53,12 @@ def _get(s, text: str, accept: str):
     return r.status_code, r.headers.get("content-type"), r.content
 
 
+def _post(s, text: str, accept: str):
+    r = requests.post(s.url + "/sparql", data=text.encode(),
+                      headers={"Accept": accept, "Content-Type": "application/sparql-query"})
+    return r.status_code, r.headers.get("content-type"), r.content
+
+
 def _state(s):
     return s.app.state.jindou
 
@@ -79,22 +85,26 @@ def _general(monkeypatch):
 
     monkeypatch.setattr(sparql, "_run_bound", lambda *a: None)
     monkeypatch.setattr(sparql, "_hit_job", lambda *a: None)
+    monkeypatch.setattr(sparql, "_body_hit_job", lambda *a: None)
 
 
+@pytest.mark.parametrize("method", ["get", "post"])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_runners_are_taken_and_answer_as_parsed(server, monkeypatch, family):
+def test_runners_are_taken_and_answer_as_parsed(server, monkeypatch, family, method):
+    send = _get if method == "get" else _post
     tpl, accept = FAMILIES[family]
     for p in PREDS:  # learn the layout, the template and its variant, and their runners
         for i in range(3):
-            assert _get(server, tpl.format(c=f"{EX}s{i}", p=p, k=f"{family}learn{i}"), accept)[0] == 200
+            assert send(server, tpl.format(c=f"{EX}s{i}", p=p, k=f"{family}{method}learn{i}"), accept)[0] == 200
     calls = runner_spy(monkeypatch)
-    texts = [tpl.format(c=c, p=p, k=f"{family}new{j}") for j, c in enumerate(
-        [f"{EX}s3", f"{EX}s7", f"{EX}none", f"{EX}o1", "urn:x:y", f"{EX}q", f"{EX}a%20b"]) for p in PREDS]
-    got = [_get(server, t, accept) for t in texts]
+    texts = [tpl.format(c=c, p=p, k=f"{family}{method}new{j}") for j, c in enumerate(
+        [f"{EX}s3", f"{EX}s7", f"{EX}none", f"{EX}o1", "urn:x:y", f"{EX}q", f"{EX}a%20b", f"{EX}a b"])
+        for p in PREDS]
+    got = [send(server, t, accept) for t in texts]
     answered = [g for g in calls if g is not None]
     assert len(answered) >= 8  # (the variants' runners too)
     _general(monkeypatch)
-    want = [_get(server, t.replace("new", "general"), accept) for t in texts]
+    want = [send(server, t.replace("new", "general"), accept) for t in texts]
     assert got == want
     assert [g[0] for g in got].count(200) >= len(got) - 2
 

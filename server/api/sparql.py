@@ -418,28 +418,39 @@ class _BoundJob(_HitJob):
         return r.form, mt, body
 
 
+#: how a runner's texts are read: (the raw slots' expression, learned layouts, decoded IRI
+#: slots, the bytes a slot's group leaves out, the decoder): a URL's query string, or an
+#: ``application/sparql-query`` body (:func:`engine.sparql.normalize.body_normalize`)
+_URL_READ = (norm._RAW_SLOTS, norm._RAW_LAYOUTS, norm._RAW_IRIS, b"%", _unquote_plus)
+_BODY_READ = (norm._BODY_SLOTS, norm._BODY_LAYOUTS, norm._BODY_IRIS, b"<", _utf8)
+
+
 def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str, str], qs: bytes,
-               accept: str | None):
-    """(form, media type, body) of a new plain ``query=`` string that a runner of its
-    layout answers (see :class:`_Runner`), :data:`_DECLINED` when its shape goes to the
-    pool (the ordinary path answers), None when no runner answers it (the template path
-    then reads it). Errors raise, as on the template path."""
-    if not qs.startswith(b"query=") or b"&" in qs:
-        return None
-    payload = qs[6:]
+               accept: str | None, read: tuple = _URL_READ):
+    """(form, media type, body) of a new plain ``query=`` string (or, with ``read`` =
+    :data:`_BODY_READ`, a query body ``qs``) that a runner of its layout answers (see
+    :class:`_Runner`), :data:`_DECLINED` when its shape goes to the pool (the ordinary
+    path answers), None when no runner answers it (the template path then reads it).
+    Errors raise, as on the template path."""
+    if read is _URL_READ:
+        if not qs.startswith(b"query=") or b"&" in qs:
+            return None
+        payload = qs[6:]
+    else:
+        payload = qs
     if len(payload) > norm.MAX_CHARS or b"\x00" in payload:  # (raw_normalize's guards)
         return None
-    parts = norm._RAW_SLOTS.split(payload)
+    parts = read[0].split(payload)
     if len(parts) == 1:
         return None
     if accept is None:
         accept = headers.get("accept")
-    got = runners.get((b"\x00".join(parts[0::2]), _sparql_base(headers, scope), accept))
+    got = runners.get((b"\x00".join(parts[0::2]), _sparql_base(headers, scope), accept, read[3]))
     if got is None:
         return None
     raws = parts[1::2]
     for r in got:
-        s = r.binder.value(raws, _unquote_plus)
+        s = r.binder.value(raws, read[4], read[2], read[3])
         if s is not None:
             break
     else:
@@ -448,9 +459,12 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
     key = norm.slot_key(s)
     if key is None or key in tpl.others:
         return None
-    _QS_NORMS[qs] = True  # (seen: its next sighting is a repeat, see _hit_job)
-    if len(_QS_NORMS) > _LANE_TEXTS_MAX:
-        _QS_NORMS.clear()
+    if read is _URL_READ:
+        _QS_NORMS[qs] = True  # (seen: its next sighting is a repeat, see _hit_job)
+        if len(_QS_NORMS) > _LANE_TEXTS_MAX:
+            _QS_NORMS.clear()
+    else:  # (a body's token is checked once its template is known: _body_hit_job's order)
+        check_read(state.config, headers)
     job = _BoundJob.__new__(_BoundJob)
     job.db = state.db
     job.text = None
@@ -459,7 +473,7 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
     job.max_bytes = r.max_bytes
     job.hit = (tpl, key)
     job.payload = payload
-    job.decode = _unquote_plus
+    job.decode = read[4]
     job.shape = r.shape
     job.repeat = False
     job.runner = r
@@ -475,19 +489,21 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
     return result
 
 
-def _bind(state: ServerState, work: _HitJob, qs: bytes, result: tuple) -> None:
-    """Keep a runner (:class:`_Runner`) for the layout of ``qs``, a new text the template
-    path just answered inline as ``result``, when its template has one IRI parameter
-    written in the layout's raw slots."""
+def _bind(state: ServerState, work: _HitJob, result: tuple) -> None:
+    """Keep a runner (:class:`_Runner`) for the layout of ``work``'s text (a query
+    string's or a query body's bytes), a new text the template path just answered
+    inline as ``result``, when its template has one IRI parameter written in the
+    layout's raw slots."""
     tpl = work.hit[0]
     if tpl.params is not None or tpl.quote != "<" or type(work) is not _HitJob or work.text is not None:
-        return  # (several parameters, a string parameter, a POST body, or answered from the text)
-    binder = norm.RawBinder.make(work.payload, tpl.fixed)
+        return  # (several parameters, a string parameter, or answered from the text)
+    read = _BODY_READ if work.decode is _utf8 else _URL_READ
+    binder = norm.RawBinder.make(work.payload, tpl.fixed, read[0], read[1])
     if binder is None:
         return
-    parts = norm._RAW_SLOTS.split(work.payload)
+    parts = read[0].split(work.payload)
     runners = state.lane_runners
-    k = (b"\x00".join(parts[0::2]), work.base, work.accept)
+    k = (b"\x00".join(parts[0::2]), work.base, work.accept, read[3])
     have = runners.get(k)
     if have is None:
         if len(runners) >= _RUNNERS_MAX:
@@ -633,7 +649,7 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
         if key is not None:
             _ANSWERS.put(key, work.db, result, sn)
         elif not work.repeat:
-            _bind(state, work, qs, result)
+            _bind(state, work, result)
         return result
     text = _lane_text(qs)
     if text is not None:  # the plain form: no explain or dataset parameters
@@ -741,9 +757,18 @@ def post_answer(state: ServerState, scope: dict, headers: dict[str, str], body: 
             return None
         accept = accept or None
     if len(body) <= norm.MAX_CHARS:
+        runners = state.lane_runners
+        new = body not in _BODY_TEXTS
+        if runners and new:  # a new body: a ready runner of its layout answers it
+            got = _run_bound(state, runners, scope, headers, body, accept, _BODY_READ)
+            if got is not None:
+                return None if got is _DECLINED else got
         work = _body_hit_job(state, scope, headers, body, accept)
         if work is not None:  # a known template's text: no decoding, normalizing or parsing
-            return _run_hit(state, work)
+            got = _run_hit(state, work)
+            if got is not None and new:
+                _bind(state, work, got)
+            return got
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
