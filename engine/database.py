@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -121,6 +122,8 @@ class Database:
         #: (skeleton, base) -> _Template (or None: that skeleton has none): texts of a
         #: known fast shape answered without parsing (see _template_hit)
         self._templates: dict = {}
+        #: every template made (weakly): their memos of a snapshot's programs are dropped with it
+        self._made_templates: weakref.WeakSet = weakref.WeakSet()
         #: (skeleton, base) -> engine.sparql.shapes.ParseShape (or None: none for that
         #: skeleton): texts that differ only in constants are rebound, not parsed
         self._parse_shapes: dict = {}
@@ -424,6 +427,8 @@ class Database:
             return None
         fixed = tuple(None if i in params else s for i, s in enumerate(slots))
         tpl = _Template(fixed, tuple(quotes) if multi else q, shape[0], pq, _shape_constants(shape[0]))
+        with self._lock:
+            self._made_templates.add(tpl)
         tpl.places = params
         if multi:
             tpl.params = tuple(which[norm.slot_key(s)] if i in params else None
@@ -525,12 +530,10 @@ class Database:
             self._snap_terms_prev = terms
             self._shapes = {}
             self._rebound = {}
-            for tpl in list(self._templates.values()):
-                if tpl is not None:
-                    tpl.memo = None
-                    for v in list(tpl.variants.values()):
-                        if v is not None:
-                            v.memo = None
+            # (every template made, also those the server's lane runners hold after the
+            # table let them go: a kept memo would pin the old snapshot)
+            for tpl in list(self._made_templates):
+                tpl.memo = None
             for pq in list(self._prepared.values()):
                 pq.state = None
 
@@ -1213,7 +1216,7 @@ class _Template:
     (a parameter equal to one of them has no shape)."""
 
     __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key", "params", "skeleton_keys", "places",
-                 "variants", "bound")
+                 "variants", "__weakref__")
 
     def __init__(self, fixed, quote, key, pq, others):
         self.fixed = fixed
@@ -1234,8 +1237,6 @@ class _Template:
         #: a skeleton's template only: the templates of its texts with other values in the
         #: fixed slots (:func:`_fixed_values` -> template, or None: none), see Database._learn
         self.variants = {}
-        #: what the server keeps per template (a ready runner per Accept value: server/api/sparql.py)
-        self.bound = None
 
 
 #: a skeleton keeps at most this many variant templates (other fixed slots), then starts over

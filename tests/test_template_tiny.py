@@ -152,3 +152,19 @@ def test_a_budget_that_could_refuse_gets_the_budgeted_run(db, shape, monkeypatch
         else:
             assert _rows(got) == _rows(want)
     assert refused >= 10
+
+
+def test_a_template_the_table_let_go_drops_its_programs_with_the_snapshot(db):
+    """A template held elsewhere (the lane's runners) after the template table let it go
+    forgets its rebound programs when the snapshot changes (they would pin the old one)."""
+    hits = [h for _, h in _hits(db, SHAPES[1])]
+    tpl = hits[0][0]
+    assert db.query_template(hits[5], lists=True) is not None
+    assert tpl.memo is not None
+    db._templates = {}  # (the table starts over: only the hit holds the template now)
+    db.update("INSERT DATA { <http://e/x1> <http://e/p0> <http://e/x2> }")
+    db.query("SELECT ?o WHERE { <http://e/x1> <http://e/p0> ?o }")  # (a new snapshot's first program)
+    assert tpl.memo is None
+    got = db.query_template(hits[5], lists=True)  # (and it still answers, from the new snapshot)
+    text = SHAPES[1].format(c="http://e/n5") + "\n# again\n"
+    assert got is None or _rows(got) == _rows(db.query(text))
