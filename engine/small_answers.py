@@ -443,14 +443,15 @@ def _order_table(ctx) -> dict:
 def _order_entries(valid: list[int], ctx) -> list[tuple]:
     """(order key, numeric value or None) of each bound id of ``valid``: store ids
     from the kept table, the others (and the kept table's misses) decoded now."""
-    from engine.exec.values import order_key  # noqa: PLC0415
-    from engine.terms import from_key  # noqa: PLC0415
-
     table = _order_table(ctx)
     got = [table.get(i) for i in valid]
     miss = [i for i, g in zip(valid, got, strict=True) if g is None]
     if not miss:
         return got
+    # (imported here, on a miss only: two import statements cost ~2 µs a call)
+    from engine.exec.values import order_key  # noqa: PLC0415
+    from engine.terms import from_key  # noqa: PLC0415
+
     keys = store_keys(ctx, miss)
     # (a numeric literal's key ends in its XSD datatype: a key without "^^<" is no number)
     typed = [j for j, k in enumerate(keys) if k is not None and k[:1] == '"' and '"^^<' in k]
