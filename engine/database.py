@@ -105,6 +105,9 @@ class Database:
                                       data_dir=data_dir, exec_mode=cluster_exec)
         else:
             self.store = Store(shards=shards, data_dir=data_dir)
+        #: the store answers lookups in this process: a tiny run needs no query deadline in its
+        #: context (a cluster's lookups bound their waits for a worker by it: they enter it)
+        self._local = not (workers or cluster)
         self.query_timeout = query_timeout
         self.max_rows = max_rows
         #: per-query memory budget in bytes (0 = unlimited): see engine.exec.context.MemoryBudget
@@ -504,7 +507,8 @@ class Database:
 
         fast = pq.fast
         prog = program[0]
-        if fast.names is None and fast.template is None and type(prog) is SmallBGP and not prog.empty:
+        if (fast.names is None and fast.template is None and type(prog) is SmallBGP and not prog.empty
+                and self._local):
             found = _exists(prog.steps)  # an ASK: depth first, bounded, charges nothing
             if found is not None:
                 check()
@@ -659,7 +663,7 @@ class Database:
             deadline = time.monotonic() + timeout
         if tpl.key is _DESCRIBE_ONE:
             limit = self.query_memory
-            if limit == 0 or limit >= _DESCRIBE_TINY_BYTES:
+            if self._local and (limit == 0 or limit >= _DESCRIBE_TINY_BYTES):
                 res = self._describe_tiny(key, deadline, timeout)
                 if res is not None:
                     return res
@@ -673,7 +677,7 @@ class Database:
         pq = tpl.pq
         fast = pq.fast
         handed = None
-        if lists:
+        if lists and self._local:
             limit = self.query_memory
             if limit == 0 or limit >= _tiny_bytes(fast):
                 res = _tiny_run(fast, program, terms, self.max_rows)
