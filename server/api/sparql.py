@@ -372,7 +372,8 @@ _RUNNERS_MAX = 1024
 
 class _Runner:
     """A ready answer path for the new texts of one raw layout of a plain ``query=``
-    string (``engine.sparql.normalize.raw_normalize``) that are a known single-parameter
+    string (``engine.sparql.normalize.raw_normalize``; or of an ``application/sparql-query``
+    body, ``body_normalize``) that are a known single-parameter
     template's text with its IRI parameter swapped, for one base and Accept value: the
     template, how the layout's raw slots write its parameter
     (:class:`~engine.sparql.normalize.RawBinder`), the cost key and the media type its
