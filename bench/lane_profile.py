@@ -11,6 +11,11 @@ headers, the write). Families: the selective shapes of issue 14 (point, star,
 chains, inverse, small joins from a constant, LIMIT/DISTINCT/ORDER BY, ASK,
 CONSTRUCT, DESCRIBE), each repeated (one text) and varied (a new constant and
 comment every request). ``--profile`` adds a cProfile of the varied runs.
+``--thrash-mb N`` (cold mode): before every timed request a buffer of N MiB is
+read and written (untimed), so each request starts with its code and data
+evicted from the caches, as a server woken from ``epoll`` for each request on a
+busy machine meets them; the hot numbers measure instructions, the cold ones
+also how many distinct objects and functions a request touches.
 """
 
 from __future__ import annotations
@@ -73,6 +78,16 @@ def texts(name: str, mode: str, n: int, salt: str) -> list[str]:
 METHOD = "get"
 #: how --profile sorts (--profile-sort)
 PROFILE_SORT = "tottime"
+#: --thrash-mb: a buffer read and written before every request (None: hot runs)
+THRASH = None
+
+
+def _thrash() -> None:
+    """Evict the caches (and TLB) before a request: read every cache line of the
+    buffer, write every 512th element (its pages dirtied)."""
+    junk = THRASH
+    junk.sum()
+    junk[::512] += 1
 
 
 def request(text: str, accept: str | None = None) -> bytes:
@@ -145,8 +160,11 @@ def run(proto, tr, reqs: list[bytes], loop) -> tuple[list[float], int]:
     out = []
     slow = 0
     pc = time.perf_counter_ns
+    cold = THRASH is not None
     for r in reqs:
         tr.out.clear()
+        if cold:
+            _thrash()
         t0 = pc()
         proto.data_received(r)
         t1 = pc()
@@ -179,6 +197,8 @@ def run_forms(connect, reqs: list[list[bytes]], loop, closing: bool) -> tuple[li
             proto, tr = connect()
             setup.append(pc() - t0)
         tr.out.clear()
+        if THRASH is not None:
+            _thrash()
         t0 = pc()
         for c in chunks:
             proto.data_received(c)
@@ -239,6 +259,7 @@ STAGES = (
     ("handle_sparql_inline", "server.app", "handle_sparql_inline"),
     ("inline_answer: the handler before its reply", "server.app", "inline_answer"),
     ("query string decode", "server.api.sparql", "parse_params_cached"),
+    ("a layout's ready runner: read, run, answer (_run_bound)", "server.api.sparql", "_run_bound"),
     ("raw text -> skeleton + slots (known layouts)", "engine.sparql.normalize", "raw_normalize"),
     ("POST: post_answer (the body's handler before its reply)", "server.app", "post_answer"),
     ("POST: body bytes -> skeleton + slots", "engine.sparql.normalize", "body_normalize"),
@@ -252,6 +273,8 @@ STAGES = (
     ("Database.query", "engine.database:Database", "query"),
     ("program rebinding", "engine.database", "_rebind"),
     ("template -> rebound program (_template_program)", "engine.database:Database", "_template_program"),
+    ("tiny run (a program that ends tuple at a time, no budget)", "engine.database", "_tiny_run"),
+    ("a runner's answer: small writer", "server.api.sparql:_BoundJob", "answer"),
     ("run_fast (compiled program)", "engine.database", "run_fast"),
     ("run_fast_lists (compiled program, lists out)", "engine.database", "run_fast_lists"),
     ("write (status line, headers, request id)", "proto", "_write_answer"),
@@ -276,8 +299,12 @@ def instrument(proto) -> tuple[dict, list]:
             mod, _, cls = where.partition(":")
             owner = importlib.import_module(mod)
             if cls:
-                owner = getattr(owner, cls)
-        fn = getattr(owner, attr)
+                owner = getattr(owner, cls, None)
+                if owner is None:  # (an older tree: no such stage)
+                    continue
+        fn = getattr(owner, attr, None)
+        if fn is None:  # (an older tree: no such stage)
+            continue
         undo.append((owner, attr, fn))
         cell = acc[label] = [0, 0]
 
@@ -317,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="results format(s) of SELECT / ASK requests, comma-separated: json, xml, csv, tsv or "
                          "media types (as `bench http-load --accept`; graph families keep N-Triples; "
                          "several: measured alternately, --stages and --profile use the first)")
+    ap.add_argument("--thrash-mb", type=int, default=0,
+                    help="cold mode: read and write a buffer of this many MiB before every timed request "
+                         "(64: past the L3 cache), so every request starts equally cold")
     args = ap.parse_args(argv)
     globals()["METHOD"] = args.method
     globals()["RESULTS_ACCEPT"] = ACCEPTS.get(args.accept.split(",")[0], args.accept.split(",")[0])
@@ -348,6 +378,10 @@ def main(argv: list[str] | None = None) -> int:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     proto, tr = make_protocol(db, loop)
+    if args.thrash_mb > 0:
+        import numpy as np
+
+        globals()["THRASH"] = np.ones(args.thrash_mb << 17, dtype=np.int64)
     fams = args.families.split(",") if args.families else list(LANE_FAMILIES)
     if args.clients:
         client_table(db, loop, fams, None if args.clients == "all" else args.clients.split(","),

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import OrderedDict
 
 import numpy as np
 
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
-from engine.exec.bgp import _ANY, _PRUNE, SMALL_ROWS, SmallBGP
-from engine.exec.context import MemoryBudget, enter_budget, leave_budget, release_memory
+from engine.exec.bgp import _ANY, _EXPAND, _MEMBER, _PRUNE, SMALL_ROWS, SmallBGP
+from engine.exec.context import CELL, MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import (
     DatasetView,
     QueryContext,
@@ -36,17 +37,19 @@ from engine.exec.evaluate import (
     compile_fast,
     evaluate_query,
     make_dataset,
+    project_lists,
     run_fast,
     run_fast_lists,
 )
 from engine.exec.result import QueryResult
 from engine.io import ingest
 from engine.kv import vertex_preds
+from engine.kv.shard import has_neighbour
 from engine.kv.store import Changes, Store
 from engine.plan.fast_tree import UnionProgram, compile_filtered, compile_union
 from engine.plan.fast_tree import constants as filter_constants
 from engine.plan.planner import QueryPlan, fast_shape, make_plan
-from engine.plan.point import PointProgram, compile_point, describe_small
+from engine.plan.point import DESCRIBE_ROWS, PointProgram, compile_point, describe_small
 from engine.plan.rewrite import rewrite
 from engine.settings import DEFAULTS
 from engine.small_answers import SmallSelect, construct_triples, ordered_lists
@@ -102,6 +105,9 @@ class Database:
                                       data_dir=data_dir, exec_mode=cluster_exec)
         else:
             self.store = Store(shards=shards, data_dir=data_dir)
+        #: the store answers lookups in this process: a tiny run needs no query deadline in its
+        #: context (a cluster's lookups bound their waits for a worker by it: they enter it)
+        self._local = not (workers or cluster)
         self.query_timeout = query_timeout
         self.max_rows = max_rows
         #: per-query memory budget in bytes (0 = unlimited): see engine.exec.context.MemoryBudget
@@ -119,6 +125,8 @@ class Database:
         #: (skeleton, base) -> _Template (or None: that skeleton has none): texts of a
         #: known fast shape answered without parsing (see _template_hit)
         self._templates: dict = {}
+        #: every template made (weakly): their memos of a snapshot's programs are dropped with it
+        self._made_templates: weakref.WeakSet = weakref.WeakSet()
         #: (skeleton, base) -> engine.sparql.shapes.ParseShape (or None: none for that
         #: skeleton): texts that differ only in constants are rebound, not parsed
         self._parse_shapes: dict = {}
@@ -274,13 +282,25 @@ class Database:
 
     def match_template(self, n: tuple[str, list[str]] | None, base: str | None):
         """:meth:`_template_hit` for a text's normalized form ``n`` (skeleton,
-        slots), e.g. read from a URL's bytes (``engine.sparql.normalize.raw_normalize``)."""
+        slots), e.g. read from a URL's bytes (``engine.sparql.normalize.raw_normalize``).
+        A text whose fixed slots differ from the skeleton's template (another class or
+        predicate written as an IRI) is matched against the template learned for those
+        fixed slots, if any (``_Template.variants``: one dict lookup)."""
         if n is None:
             return None
         tpl = self._templates.get((n[0], base))
         if tpl is None:
             return None
-        slots = n[1]
+        got = self._match(tpl, n[1])
+        if got is None and tpl.variants:
+            v = tpl.variants.get(_fixed_values(tpl.fixed, n[1]))
+            if v is not None:
+                return self._match(v, n[1])
+        return got
+
+    def _match(self, tpl, slots):
+        """(template, parameter key(s)) when ``slots`` are ``tpl``'s text's with only its
+        parameter(s) changed, else None."""
         if tpl.params is not None:
             return self._match_params(tpl, slots)
         v = None
@@ -326,56 +346,98 @@ class Database:
         when its parameter is written as slots (an absolute IRI or a plain
         string) and a probe text, the same with another constant in those
         slots, parses to the same shape with that constant: then every text of
-        the skeleton that differs only there is that shape with its own constant."""
+        the skeleton that differs only there is that shape with its own constant.
+
+        A skeleton keeps one template per value of its fixed slots: a text whose
+        parameter sits in the same slots as the skeleton's template but whose other
+        slots differ (another class or predicate written as an IRI: another shape,
+        whose plan reads that constant's statistics) is learned the same way, from
+        its own parse and plan and probe, as a *variant* (``_Template.variants``, keyed
+        by the fixed slots' values), so the texts of that shape are hits from their
+        second sighting on. Bounded (:data:`_MAX_VARIANTS` per skeleton)."""
         n = self._normalized(text)
         if n is None:
             return
         tk = (n[0], base)
-        if tk in self._templates:
-            return
-        skel, slots = n
-        param = shape[1]
-        multi = type(param) is tuple
-        keys = param if multi else (param,)
-        which = {k: j for j, k in enumerate(keys)}
-        params = [i for i, s in enumerate(slots) if norm.slot_key(s) in which]
-        tpl = None
-        if params:
-            # (a parameter written in the skeleton itself, e.g. a prefixed name, stays fixed
-            # there: its key is the template's for every text)
-            quotes = [None] * len(keys)
-            for i in params:
-                quotes[which[norm.slot_key(slots[i])]] = slots[i][0]
-            probes = [(f"<urn:x-jindou:probe:{j}>" if q == "<" else f"{q}jindou probe {j}{q}") if q else None
-                      for j, q in enumerate(quotes)]
-            q = quotes[0]
-            probe = (tuple(norm.slot_key(p) if p else k for p, k in zip(probes, keys, strict=True)) if multi
-                     else norm.slot_key(probes[0]))
-            sp = norm.spans(text)
-            parts, last = [], 0
-            for i in params:
-                a, b = sp[i]
-                parts += (text[last:a], probes[which[norm.slot_key(slots[i])]])
-                last = b
-            parts.append(text[last:])
-            try:
-                from engine.sparql.parser import parse_query  # noqa: PLC0415
-
-                got = _shape_key(make_plan(parse_query("".join(parts), base,
-                                                            check=_deadline_check(deadline, self.query_timeout))))
-            except JindouError:
-                got = None
-            if got is not None and got == (shape[0], probe):
-                fixed = tuple(None if i in params else s for i, s in enumerate(slots))
-                tpl = _Template(fixed, tuple(quotes) if multi else q, shape[0], pq, _shape_constants(shape[0]))
-                if multi:
-                    tpl.params = tuple(which[norm.slot_key(s)] if i in params else None
-                                       for i, s in enumerate(slots))
-                    tpl.skeleton_keys = tuple(None if qq else k for qq, k in zip(quotes, keys, strict=True))
+        head = self._templates.get(tk, _NO_SHAPE)
+        vk = None
+        if head is not _NO_SHAPE:
+            if head is None:
+                return
+            got = self._template_slots(n, shape)
+            if got is None or got[0] != head.places:
+                return
+            vk = _fixed_values(head.fixed, n[1])
+            if vk in head.variants or vk == _fixed_values(head.fixed, head.fixed):
+                return
+        tpl = self._make_template(text, base, n, pq, shape, deadline)
         with self._lock:
+            if vk is not None:
+                if len(head.variants) >= _MAX_VARIANTS:
+                    head.variants = {}
+                head.variants[vk] = tpl  # (None: that variant has no template; not probed again)
+                return
             if len(self._templates) >= _PLAN_CACHE_SIZE:
                 self._templates = {}
             self._templates[tk] = tpl
+
+    @staticmethod
+    def _template_slots(n, shape) -> tuple | None:
+        """(the slots that write the shape's parameter(s), which parameter each holds):
+        None when no slot does."""
+        param = shape[1]
+        keys = param if type(param) is tuple else (param,)
+        which = {k: j for j, k in enumerate(keys)}
+        params = tuple(i for i, s in enumerate(n[1]) if norm.slot_key(s) in which)
+        return (params, which) if params else None
+
+    def _make_template(self, text: str, base: str | None, n, pq: QueryPlan, shape: tuple, deadline):
+        """The template of ``text`` (see :meth:`_learn`), None when its probe text does
+        not parse to the same shape with the probe's constant."""
+        got = self._template_slots(n, shape)
+        if got is None:
+            return None
+        params, which = got
+        slots = n[1]
+        param = shape[1]
+        multi = type(param) is tuple
+        keys = param if multi else (param,)
+        # (a parameter written in the skeleton itself, e.g. a prefixed name, stays fixed
+        # there: its key is the template's for every text)
+        quotes = [None] * len(keys)
+        for i in params:
+            quotes[which[norm.slot_key(slots[i])]] = slots[i][0]
+        probes = [(f"<urn:x-jindou:probe:{j}>" if q == "<" else f"{q}jindou probe {j}{q}") if q else None
+                  for j, q in enumerate(quotes)]
+        q = quotes[0]
+        probe = (tuple(norm.slot_key(p) if p else k for p, k in zip(probes, keys, strict=True)) if multi
+                 else norm.slot_key(probes[0]))
+        sp = norm.spans(text)
+        parts, last = [], 0
+        for i in params:
+            a, b = sp[i]
+            parts += (text[last:a], probes[which[norm.slot_key(slots[i])]])
+            last = b
+        parts.append(text[last:])
+        try:
+            from engine.sparql.parser import parse_query  # noqa: PLC0415
+
+            got = _shape_key(make_plan(parse_query("".join(parts), base,
+                                                        check=_deadline_check(deadline, self.query_timeout))))
+        except JindouError:
+            got = None
+        if got is None or got != (shape[0], probe):
+            return None
+        fixed = tuple(None if i in params else s for i, s in enumerate(slots))
+        tpl = _Template(fixed, tuple(quotes) if multi else q, shape[0], pq, _shape_constants(shape[0]))
+        with self._lock:
+            self._made_templates.add(tpl)
+        tpl.places = params
+        if multi:
+            tpl.params = tuple(which[norm.slot_key(s)] if i in params else None
+                               for i, s in enumerate(slots))
+            tpl.skeleton_keys = tuple(None if qq else k for qq, k in zip(quotes, keys, strict=True))
+        return tpl
 
     def _run_template(self, tpl, key: str, max_rows, budget, deadline, timeout, lists: bool = False):
         """Run a template's shape for the constant ``key`` by rebinding the shape's
@@ -443,9 +505,17 @@ class Database:
             if deadline is not None and time.monotonic() > deadline:
                 raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
 
+        fast = pq.fast
+        prog = program[0]
+        if (fast.names is None and fast.template is None and type(prog) is SmallBGP and not prog.empty
+                and self._local):
+            found = _exists(prog.steps)  # an ASK: depth first, bounded, charges nothing
+            if found is not None:
+                check()
+                self.queries += 1
+                return QueryResult(form="ASK", terms=terms, boolean=found)
         token = enter_budget(budget, deadline)
         try:
-            fast = pq.fast
             if lists and fast.template is None and fast.order is None:
                 res = run_fast_lists(pq, program, terms, graph, max_rows or self.max_rows, check)
                 if type(res) is tuple:
@@ -464,9 +534,10 @@ class Database:
             self._snap_terms_prev = terms
             self._shapes = {}
             self._rebound = {}
-            for tpl in list(self._templates.values()):
-                if tpl is not None:
-                    tpl.memo = None
+            # (every template made, also those the server's lane runners hold after the
+            # table let them go: a kept memo would pin the old snapshot)
+            for tpl in list(self._made_templates):
+                tpl.memo = None
             for pq in list(self._prepared.values()):
                 pq.state = None
 
@@ -574,6 +645,15 @@ class Database:
         ``engine.small_answers.SmallSelect`` (Python sequences, no numpy columns:
         cheaper for a few rows; its ``result()`` is the QueryResult).
 
+        A program that ends tuple at a time is *tiny by construction* (at most
+        SMALL_ROWS solutions as Python tuples, no vectorized step): with ``lists`` it
+        runs first without entering the memory budget (:func:`_tiny_run`), when the
+        budget cannot refuse what such a run charges (:func:`_tiny_bytes`: nothing for
+        SELECT / ASK, the triples of at most SMALL_ROWS solutions for CONSTRUCT) and
+        with one deadline check after it (it makes no check inside: its steps are
+        bounded); a program that grows hands back (None) and runs again as before,
+        budgeted, checked, handed over to the vectorized steps.
+
         The HTTP lane's every query comes here: :meth:`_run_template`,
         :meth:`_run_program` and :func:`_released` in one frame (the same budget,
         deadline checks, count and heap release)."""
@@ -581,29 +661,52 @@ class Database:
         timeout = self.query_timeout
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
-        budget = MemoryBudget(self.query_memory)
         if tpl.key is _DESCRIBE_ONE:
+            limit = self.query_memory
+            if self._local and (limit == 0 or limit >= _DESCRIBE_TINY_BYTES):
+                res = self._describe_tiny(key, deadline, timeout)
+                if res is not None:
+                    return res
+            budget = MemoryBudget(limit)
             return _released(budget, self._describe_small, [key], self.store.snapshot(), budget, deadline,
                              timeout)
         got = self._template_program(tpl, key)
         if got is None:
             return None
         program, terms, graph = got
+        pq = tpl.pq
+        fast = pq.fast
+        handed = None
+        if lists and self._local:
+            limit = self.query_memory
+            if limit == 0 or limit >= _tiny_bytes(fast):
+                res = _tiny_run(fast, program, terms, self.max_rows)
+                if type(res) is tuple:  # the program grew: its rows so far go on, budgeted, below
+                    handed = res
+                elif res is not None:
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+                    self.queries += 1
+                    return res
 
         def check():
             if deadline is not None and time.monotonic() > deadline:
                 raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
 
-        pq = tpl.pq
+        budget = MemoryBudget(self.query_memory)
         token = enter_budget(budget, deadline)
         try:
-            fast = pq.fast
-            if lists and fast.template is None and fast.order is None:
+            if handed is not None:  # (run_fast_lists' and _run_fast's hand-over, from the tiny run's rows)
+                rows, k = handed
+                got = program[0].finish(rows, k, graph, self.max_rows, check)
+                given = _GivenOrdered if fast.order is not None else _GivenBGP
+                res = _evaluate_query(pq.query, terms, given(terms, fast.bgp, got), pq.root)
+            elif lists and fast.template is None and fast.order is None:
                 res = run_fast_lists(pq, program, terms, graph, self.max_rows, check)
                 if type(res) is tuple:
                     res = SmallSelect(tuple(fast.names), res[0], terms, res[1])
             else:
-                res = _run_fast(pq, program, terms, graph, self.max_rows, check)
+                res = _run_fast(pq, program, terms, graph, self.max_rows, check, lists)
             check()
         except JindouError as e:
             err = e.with_traceback(None)
@@ -615,6 +718,26 @@ class Database:
             release_memory()
         if err is not None:
             raise err
+        if res is not None:
+            self.queries += 1
+        return res
+
+    def _describe_tiny(self, key: str, deadline, timeout):
+        """:meth:`_describe_small` of one resource without entering a memory budget: the
+        caller checked that the budget cannot refuse it (a tuple-at-a-time description
+        charges at most :data:`_DESCRIBE_TINY_BYTES`; past DESCRIBE_ROWS triples it gives
+        None and the budgeted path answers); the deadline is still checked every round."""
+        snap = self.store.snapshot()
+        terms = self._snap_terms
+        if terms is None or terms.snapshot is not snap or terms is not self._snap_terms_prev:
+            return None  # (a new snapshot: the budgeted path makes its term table, drops old programs)
+        i = terms.lookup(key)
+
+        def check():
+            if deadline is not None and time.monotonic() > deadline:
+                raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+
+        res = describe_small([i], snap.default, terms, check)
         if res is not None:
             self.queries += 1
         return res
@@ -927,6 +1050,103 @@ def _rebind(compiled, old, new):
     return SmallBGP(list(prog.slots), steps, rtriples, list(prog.widths), False), out
 
 
+def _tiny_bytes(fast) -> int:
+    """The most a tiny run (:func:`_tiny_run`) of the fast plan ``fast`` charges to the
+    memory budget: a CONSTRUCT's triples of at most SMALL_ROWS solutions
+    (``small_answers.construct_triples``); nothing for SELECT / ASK (Python tuples,
+    no table)."""
+    if fast.template is None:
+        return 0
+    return SMALL_ROWS * len(fast.template) * (3 * 2 + 3) * CELL
+
+
+#: the most a tuple-at-a-time DESCRIBE charges (``point.describe_small``: DESCRIBE_ROWS triples)
+_DESCRIBE_TINY_BYTES = DESCRIBE_ROWS * (3 + 3) * CELL
+
+
+def _tiny_run(fast, compiled, terms, max_rows: int):
+    """A template's answer when its program ends tuple at a time (as ``run_fast_lists``,
+    ``_run_fast`` with ORDER BY and ``construct_triples`` give it with ``lists``: the
+    same answer and order); else (rows, k), the rows after the program's first k
+    steps, when it hands over to the vectorized steps or its ORDER BY rows are not
+    few (the caller finishes it the budgeted way, as those do), or None (a CONSTRUCT
+    that is not few: the general path)."""
+    if fast.template is not None:
+        return construct_triples(compiled, terms, max_rows)
+    prog, out = compiled
+    names = fast.names
+    if names is None and type(prog) is SmallBGP and not prog.empty:  # ASK: one solution is the answer
+        found = _exists(prog.steps)
+        if found is not None:
+            return QueryResult(form="ASK", terms=terms, boolean=found)
+    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    if k < len(prog.steps):
+        return rows, k
+    if names is None:
+        return QueryResult(form="ASK", terms=terms, boolean=len(rows) > 0)
+    if fast.order is not None:
+        got = ordered_lists(fast, compiled, rows, terms)
+        return (rows, k) if got is None else SmallSelect(tuple(names), got[0], terms, got[1])
+    n = len(rows)
+    if n == 0:
+        return SmallSelect(tuple(names), [() for _ in out], terms, 0)
+    cols, n = project_lists(fast, list(zip(*rows, strict=True)) if prog.slots else [], out, n)
+    return SmallSelect(tuple(names), cols, terms, n)
+
+
+#: an ASK's depth-first search (:func:`_exists`) looks at most this many partial solutions
+EXISTS_WORK = SMALL_ROWS
+
+
+class _TooMuch(Exception):
+    """The depth-first search of :func:`_exists` passed its work bound."""
+
+
+def _exists(steps: list) -> bool | None:
+    """Whether a tuple-at-a-time program (``SmallBGP.steps``: constant-predicate
+    expansions, prunes and membership tests) has a solution: depth first, the same
+    steps as ``SmallBGP.run`` applies to its rows, one partial solution at a time, so
+    an ASK stops at its first solution (a last expansion only asks whether the list is
+    non-empty) instead of making every solution, or handing many over to the vectorized
+    steps. Tiny by construction: None (the caller runs the program as usual) past
+    :data:`EXISTS_WORK` partial solutions, or for steps of other kinds (filters,
+    variable predicates)."""
+    for st in steps:
+        if st[0] not in (_EXPAND, _PRUNE, _MEMBER):
+            return None
+    work = [EXISTS_WORK]
+    try:
+        return _exists_from(steps, 0, len(steps) - 1, (), work)
+    except _TooMuch:
+        return None
+
+
+def _exists_from(steps: list, k: int, last: int, r: tuple, work: list) -> bool:
+    while True:  # (prunes and tests in place; an expansion recurses per neighbour)
+        kind, fs, a, b = steps[k]
+        ac, av = a
+        if kind == _EXPAND:
+            nb = fs(av if ac else r[av])
+            if k == last:
+                return len(nb) > 0
+            work[0] -= len(nb)
+            if work[0] < 0:
+                raise _TooMuch
+            for x in nb.tolist():
+                if _exists_from(steps, k + 1, last, r + (x,), work):
+                    return True
+            return False
+        if kind == _PRUNE:
+            bc, bv = b
+            if not has_neighbour(fs(av if ac else r[av]), bv if bc else r[bv]):
+                return False
+        elif not has_neighbour(fs[1](r[b]), av):  # _MEMBER: the var end (slot b) in the constant end's list
+            return False
+        if k == last:
+            return True
+        k += 1
+
+
 def _run_fast(pq: QueryPlan, compiled, terms, graph, max_rows: int, check, lists: bool = False
               ) -> QueryResult | SmallSelect | None:
     """A fast shape's answer from its compiled program: SELECT / ASK by ``run_fast``;
@@ -999,7 +1219,8 @@ class _Template:
     hand-over replaces the BGP by its rows) and the shape's other constants
     (a parameter equal to one of them has no shape)."""
 
-    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key", "params", "skeleton_keys")
+    __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key", "params", "skeleton_keys", "places",
+                 "variants", "__weakref__")
 
     def __init__(self, fixed, quote, key, pq, others):
         self.fixed = fixed
@@ -1015,6 +1236,21 @@ class _Template:
         self.params = None
         #: ... and per parameter its key when the skeleton itself writes it (else None)
         self.skeleton_keys = None
+        #: the slots that write the parameter(s) (those ``fixed`` has None for)
+        self.places = ()
+        #: a skeleton's template only: the templates of its texts with other values in the
+        #: fixed slots (:func:`_fixed_values` -> template, or None: none), see Database._learn
+        self.variants = {}
+
+
+#: a skeleton keeps at most this many variant templates (other fixed slots), then starts over
+_MAX_VARIANTS = 256
+
+
+def _fixed_values(fixed: tuple, slots) -> tuple:
+    """The values of ``slots`` at a template's fixed places (where ``fixed`` is not None):
+    the key of a skeleton's variant templates."""
+    return tuple([s for s, f in zip(slots, fixed, strict=True) if f is not None])
 
 
 def _shape_constants(key: tuple) -> frozenset:

@@ -333,13 +333,19 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
     runs = getattr(result, "runs", None)
     if runs is not None:  # (a DESCRIBE through the edge index: each subject's edges as they are)
         return _runs_ntriples(runs, result.terms, max_bytes, fragments)
-    t = result.triples
-    if t is None or len(t) > MAX_CELLS:
-        return None
-    n = len(t)
+    flat = getattr(result, "flat", None)
+    if flat is not None:  # (a CONSTRUCT answered tuple at a time: its ids as a list already)
+        n = result.n
+        if n > MAX_CELLS:
+            return None
+    else:
+        t = result.triples
+        if t is None or len(t) > MAX_CELLS:
+            return None
+        n = len(t)
+        flat = t.ravel().tolist()
     if n == 0:
         return b""
-    flat = t.ravel().tolist()
     nt = fragments.table(result.terms, NT)
     try:
         frags = tuple(map(nt.__getitem__, flat))
@@ -437,14 +443,15 @@ def _order_table(ctx) -> dict:
 def _order_entries(valid: list[int], ctx) -> list[tuple]:
     """(order key, numeric value or None) of each bound id of ``valid``: store ids
     from the kept table, the others (and the kept table's misses) decoded now."""
-    from engine.exec.values import order_key  # noqa: PLC0415
-    from engine.terms import from_key  # noqa: PLC0415
-
     table = _order_table(ctx)
     got = [table.get(i) for i in valid]
     miss = [i for i, g in zip(valid, got, strict=True) if g is None]
     if not miss:
         return got
+    # (imported here, on a miss only: two import statements cost ~2 µs a call)
+    from engine.exec.values import order_key  # noqa: PLC0415
+    from engine.terms import from_key  # noqa: PLC0415
+
     keys = store_keys(ctx, miss)
     # (a numeric literal's key ends in its XSD datatype: a key without "^^<" is no number)
     typed = [j for j, k in enumerate(keys) if k is not None and k[:1] == '"' and '"^^<' in k]
@@ -587,7 +594,38 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
         ids = sorted({v for tr in out for v in tr[:2]})
         kinds = dict(zip(ids, terms.kinds(np.asarray(ids, dtype=np.int64)).tolist(), strict=True))
         out = [tr for tr in out if kinds[tr[0]] in _SUBJECT_KINDS and kinds[tr[1]] == 0]
-    return QueryResult(form="CONSTRUCT", terms=terms, triples=np.array(out, dtype=np.int64).reshape(-1, 3))
+    return Constructed(terms, [x for tr in out for x in tr], len(out))
+
+
+class Constructed(QueryResult):
+    """A CONSTRUCT answered tuple at a time (:func:`construct_triples`): its triples as
+    one flat list of store ids (s, p, o, s, p, o...), which the small N-Triples writer
+    reads as it is (:func:`graph_ntriples`: no array made and turned back into a list);
+    the ``triples`` array the other writers read is built from it on first use."""
+
+    # (the fields other than the triples are constants: class attributes, as point.Described's)
+    form = "CONSTRUCT"
+    vars = ()
+    columns = ()
+    boolean = None
+    ordered = False
+    n_rows = 0
+
+    def __init__(self, terms, flat: list[int], n: int):
+        self.terms = terms
+        self.flat = flat
+        self.n = n
+        self._triples = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def triples(self) -> np.ndarray:
+        t = self._triples
+        if t is None:
+            t = self._triples = np.array(self.flat, dtype=np.int64).reshape(-1, 3)
+        return t
 
 
 _NO_TRIPLES = np.zeros((0, 3), dtype=np.int64)

@@ -81,3 +81,28 @@ def test_the_fast_path_answers_these_shapes():
     for where, _ in WHERES:
         q = parse_query(P + "CONSTRUCT { ?o :k :s1 } WHERE { " + where.replace("{c}", ":s1") + " }")
         assert make_plan(q).fast is not None, where
+
+
+def test_tuple_at_a_time_triples_write_as_the_general_writer(db):
+    """A CONSTRUCT answered tuple at a time comes as ``small_answers.Constructed`` (its ids
+    as a flat list): the small N-Triples writer reads the list, and its bytes equal the
+    general writer's over the same triples as an array (the other writers read that)."""
+    from engine import formats
+    from engine.exec import serialize as ser
+    from engine.exec.result import QueryResult
+    from engine.small_answers import Constructed, graph_ntriples
+
+    seen = 0
+    for where, bound in WHERES:
+        for i in range(12):
+            text = P + "CONSTRUCT { " + f"{bound[-1]} :r :s{i} . :s{i} :p {bound[0]}" + " } WHERE { " \
+                + where.replace("{c}", f":s{i}") + " }"
+            res = db.query(text)
+            if type(res) is not Constructed:
+                continue
+            seen += 1
+            plain = QueryResult(form="CONSTRUCT", terms=res.terms, triples=res.triples)
+            assert graph_ntriples(res) == ser.serialize(plain, formats.NTRIPLES)
+            assert ser.serialize(res, "text/turtle") == ser.serialize(plain, "text/turtle")
+            assert len(res) == len(plain)
+    assert seen >= 40

@@ -237,3 +237,74 @@ def _learn_raw(key: bytes, parts: list, payload: bytes, decode, rx=_RAW_SLOTS,
         layouts.clear()
     layouts[key] = entry
     return n
+
+
+# --------------------------------------------------------------------------
+# One template's parameter read straight from a raw layout's slots (the lane's runners)
+# --------------------------------------------------------------------------
+
+#: RawBinder.expect: the raw slot carries the template's parameter
+_PARAM = object()
+
+
+class RawBinder:
+    """How the texts of one learned raw layout (:func:`raw_normalize`) write one
+    single-parameter template's parameter: for each raw slot, either the parameter
+    or the exact bytes it must have (the text's raw bytes there when the binder was
+    made: equal bytes decode to the equal slot the template fixes). The other slots
+    of the skeleton lie in the layout's bytes, equal in every text of the layout.
+
+    :meth:`value` of a text of the layout is the parameter's slot text exactly
+    when :func:`raw_normalize` would give slots that the template matches with that
+    parameter (``Database.match_template``): the fixed raw slots are byte-equal, the
+    parameter's raw slots equal each other and decode to an IRI reference slot (the
+    same decoding and check as raw_normalize's), so the slots are the template's with
+    the parameter swapped. Built only when every parameter slot is a raw slot."""
+
+    __slots__ = ("expect",)
+
+    def __init__(self, expect: tuple):
+        self.expect = expect
+
+    @classmethod
+    def make(cls, payload: bytes, fixed: tuple, rx=_RAW_SLOTS, layouts: dict = _RAW_LAYOUTS) -> RawBinder | None:
+        """The binder of ``payload``'s layout (learned: :func:`raw_normalize` read it) for a
+        template whose fixed slots are ``fixed`` (None: the parameter's); None when the
+        layout is not learned or a parameter slot is not one of its raw slots."""
+        parts = rx.split(payload)
+        known = layouts.get(b"\x00".join(parts[0::2]))
+        if known is None or len(known[1]) != len(fixed):
+            return None
+        pos = known[2]
+        if {i for i, f in enumerate(fixed) if f is None} - set(pos):
+            return None
+        raws = parts[1::2]
+        return cls(tuple(_PARAM if fixed[i] is None else raws[j] for j, i in enumerate(pos)))
+
+    def value(self, raws: list, decode, iris: dict = _RAW_IRIS, lead: bytes = b"%") -> str | None:
+        """The parameter's slot text (an IRI reference) in a text whose raw slots are
+        ``raws`` (``rx.split(payload)[1::2]`` of the binder's layout), None when the
+        text is not the template's with its parameter swapped (or cannot be read)."""
+        v = None
+        for r, e in zip(raws, self.expect, strict=True):
+            if e is _PARAM:
+                if v is None:
+                    v = r
+                elif r != v:
+                    return None
+            elif r != e:
+                return None
+        if v is None:  # (a comment where the parameter was)
+            return None
+        s = iris.get(v)
+        if s is None:
+            try:
+                s = decode(lead + v)
+            except (UnicodeDecodeError, ValueError):
+                return None
+            if not _IRI_SLOT.fullmatch(s):
+                return None
+            if len(iris) >= _RAW_IRIS_MAX:
+                iris.clear()
+            iris[v] = s
+        return s

@@ -713,6 +713,9 @@ class ServerState:
         self.streams = None
         #: perf_counter of the last two queries' arrivals at try_inline (the idle test)
         self._arrived = (0.0, 0.0)
+        #: the HTTP lane's ready runners of known templates' texts (server/api/sparql.py _Runner):
+        #: (raw layout, base, Accept) -> runners, one per template (a skeleton's variants)
+        self.lane_runners: dict = {}
 
     @property
     def running(self) -> int:

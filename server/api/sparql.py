@@ -335,7 +335,7 @@ def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes
         return None
     n = _QS_NORMS.get(qs)
     repeat = n is not None
-    if n is None:
+    if n is None or n is True:  # (True: answered by a runner, its normalized form not made then)
         if len(_QS_NORMS) >= _LANE_TEXTS_MAX:
             _QS_NORMS.clear()
         if not qs.startswith(b"query=") or b"&" in qs:
@@ -360,6 +360,161 @@ def _hit_job(state: ServerState, scope: dict, headers: dict[str, str], qs: bytes
     job = _HitJob(db, hit, payload, base, accept, state.config.max_response_bytes)
     job.repeat = repeat
     return job
+
+
+#: _run_bound: the runner ran the query and its shape goes to the pool (the ordinary path answers)
+_DECLINED = object()
+#: a layout keeps runners for at most this many templates (a skeleton's variants), newest last
+_RUNNERS_PER_LAYOUT = 8
+#: runners a server keeps (then it starts over)
+_RUNNERS_MAX = 1024
+
+
+class _Runner:
+    """A ready answer path for the new texts of one raw layout of a plain ``query=``
+    string (``engine.sparql.normalize.raw_normalize``; or of an ``application/sparql-query``
+    body, ``body_normalize``) that are a known single-parameter
+    template's text with its IRI parameter swapped, for one base and Accept value: the
+    template, how the layout's raw slots write its parameter
+    (:class:`~engine.sparql.normalize.RawBinder`), the cost key and the media type its
+    answers negotiated. Such a text is read with one split of its bytes, one dict
+    lookup and one pass over its raw slots (no normalized form, no template lookup, no
+    job set-up), then admitted, run and answered exactly as :func:`_hit_job`'s job is
+    (:meth:`ServerState.try_inline_lane`, ``Database.query_template``, the same answer
+    writer): the same bytes and outcomes. Made by :func:`_bind` from a text the
+    template path answered."""
+
+    __slots__ = ("tpl", "binder", "base", "accept", "max_bytes", "shape", "form", "mt")
+
+    def __init__(self, tpl, binder, base: str, accept: str | None, max_bytes, shape, form: str, mt: str):
+        self.tpl = tpl
+        self.binder = binder
+        self.base = base
+        self.accept = accept
+        self.max_bytes = max_bytes
+        self.shape = shape
+        self.form = form
+        self.mt = mt
+
+
+class _BoundJob(_HitJob):
+    """:class:`_HitJob` of a runner's text (its fields set from the runner: no set-up
+    per request), the answer's media type the runner's for its form."""
+
+    __slots__ = ("runner",)
+
+    def answer(self, res, deadline) -> tuple:
+        r = self.runner
+        if res.form != r.form or len(res) > _TRIM_ROWS:  # (not the usual answer: the general one)
+            return _PlainJob.answer(self, res, deadline)
+        mt = r.mt
+        try:
+            body = small_answers.small_body(res, mt, self.max_bytes)
+            if body is None:
+                if type(res) is SmallSelect:  # (a SELECT's Python lists: the general writer takes numpy)
+                    res = res.result()
+                body = ser.serialize(res, mt, max_bytes=self.max_bytes, deadline=deadline)
+        except JindouError as e:
+            raise e.with_traceback(None) from None
+        return r.form, mt, body
+
+
+#: how a runner's texts are read: (the raw slots' expression, learned layouts, decoded IRI
+#: slots, the bytes a slot's group leaves out, the decoder): a URL's query string, or an
+#: ``application/sparql-query`` body (:func:`engine.sparql.normalize.body_normalize`)
+_URL_READ = (norm._RAW_SLOTS, norm._RAW_LAYOUTS, norm._RAW_IRIS, b"%", _unquote_plus)
+_BODY_READ = (norm._BODY_SLOTS, norm._BODY_LAYOUTS, norm._BODY_IRIS, b"<", _utf8)
+
+
+def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str, str], qs: bytes,
+               accept: str | None, read: tuple = _URL_READ):
+    """(form, media type, body) of a new plain ``query=`` string (or, with ``read`` =
+    :data:`_BODY_READ`, a query body ``qs``) that a runner of its layout answers (see
+    :class:`_Runner`), :data:`_DECLINED` when its shape goes to the pool (the ordinary
+    path answers), None when no runner answers it (the template path then reads it).
+    Errors raise, as on the template path."""
+    if read is _URL_READ:
+        if not qs.startswith(b"query=") or b"&" in qs:
+            return None
+        payload = qs[6:]
+    else:
+        payload = qs
+    if len(payload) > norm.MAX_CHARS or b"\x00" in payload:  # (raw_normalize's guards)
+        return None
+    parts = read[0].split(payload)
+    if len(parts) == 1:
+        return None
+    if accept is None:
+        accept = headers.get("accept")
+    got = runners.get((b"\x00".join(parts[0::2]), _sparql_base(headers, scope), accept, read[3]))
+    if got is None:
+        return None
+    raws = parts[1::2]
+    for r in got:
+        s = r.binder.value(raws, read[4], read[2], read[3])
+        if s is not None:
+            break
+    else:
+        return None
+    tpl = r.tpl
+    key = norm.slot_key(s)
+    if key is None or key in tpl.others:
+        return None
+    if read is _URL_READ:
+        _QS_NORMS[qs] = True  # (seen: its next sighting is a repeat, see _hit_job)
+        if len(_QS_NORMS) > _LANE_TEXTS_MAX:
+            _QS_NORMS.clear()
+    else:  # (a body's token is checked once its template is known: _body_hit_job's order)
+        check_read(state.config, headers)
+    job = _BoundJob.__new__(_BoundJob)
+    job.db = state.db
+    job.text = None
+    job.base = r.base
+    job.accept = accept
+    job.max_bytes = r.max_bytes
+    job.hit = (tpl, key)
+    job.payload = payload
+    job.decode = read[4]
+    job.shape = r.shape
+    job.repeat = False
+    job.runner = r
+    try:
+        done, result = state.try_inline_lane(job, r.shape)
+    except Exception as exc:
+        _failed(state, exc)
+        raise
+    if not done:
+        if result is not None:  # passed its inline budget: the pool runs it, knowing its cost
+            state.record_cost(r.shape, result)
+        return _DECLINED
+    return result
+
+
+def _bind(state: ServerState, work: _HitJob, result: tuple) -> None:
+    """Keep a runner (:class:`_Runner`) for the layout of ``work``'s text (a query
+    string's or a query body's bytes), a new text the template path just answered
+    inline as ``result``, when its template has one IRI parameter written in the
+    layout's raw slots."""
+    tpl = work.hit[0]
+    if tpl.params is not None or tpl.quote != "<" or type(work) is not _HitJob or work.text is not None:
+        return  # (several parameters, a string parameter, or answered from the text)
+    read = _BODY_READ if work.decode is _utf8 else _URL_READ
+    binder = norm.RawBinder.make(work.payload, tpl.fixed, read[0], read[1])
+    if binder is None:
+        return
+    parts = read[0].split(work.payload)
+    runners = state.lane_runners
+    k = (b"\x00".join(parts[0::2]), work.base, work.accept, read[3])
+    have = runners.get(k)
+    if have is None:
+        if len(runners) >= _RUNNERS_MAX:
+            runners.clear()
+        have = runners[k] = []
+    elif any(r.tpl is tpl and r.binder.expect == binder.expect for r in have):
+        return
+    if len(have) >= _RUNNERS_PER_LAYOUT:
+        del have[0]
+    have.append(_Runner(tpl, binder, work.base, work.accept, work.max_bytes, work.shape, result[0], result[1]))
 
 
 #: (Host header, scheme) -> the query's base IRI (``base_url`` + "/sparql"): a client
@@ -470,6 +625,11 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
     # a text of a known template is read from its bytes (new or repeated: the template
     # path costs less than the text path's cached parse, and its answer may be kept);
     # a text first seen before its template was learned becomes a hit once it is
+    runners = state.lane_runners
+    if runners and qs not in _QS_NORMS:  # a new text: a ready runner of its layout answers it
+        got = _run_bound(state, runners, scope, headers, qs, accept)
+        if got is not None:
+            return None if got is _DECLINED else got
     work = _hit_job(state, scope, headers, qs, accept)
     if work is not None:  # a known template's text: no decoding, normalizing or parsing
         key = _ANSWERS.key(work, qs)
@@ -489,6 +649,8 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
             return None
         if key is not None:
             _ANSWERS.put(key, work.db, result, sn)
+        elif not work.repeat:
+            _bind(state, work, result)
         return result
     text = _lane_text(qs)
     if text is not None:  # the plain form: no explain or dataset parameters
@@ -596,9 +758,18 @@ def post_answer(state: ServerState, scope: dict, headers: dict[str, str], body: 
             return None
         accept = accept or None
     if len(body) <= norm.MAX_CHARS:
+        runners = state.lane_runners
+        new = body not in _BODY_TEXTS
+        if runners and new:  # a new body: a ready runner of its layout answers it
+            got = _run_bound(state, runners, scope, headers, body, accept, _BODY_READ)
+            if got is not None:
+                return None if got is _DECLINED else got
         work = _body_hit_job(state, scope, headers, body, accept)
         if work is not None:  # a known template's text: no decoding, normalizing or parsing
-            return _run_hit(state, work)
+            got = _run_hit(state, work)
+            if got is not None and new:
+                _bind(state, work, got)
+            return got
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
