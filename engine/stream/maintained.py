@@ -1,0 +1,554 @@
+"""A small-window query's result maintained while the stream arrives (CQELS-style).
+
+Why: an instant on a woken worker costs 1-3 µs per first touch of an object, so evaluating
+even a tiny window *at* the instant (:mod:`engine.stream.tiny_gen`) costs 200-1000 µs there.
+Here the join is done when a triple arrives (on the ingestion thread, :func:`note`) and when it
+expires (after the last instant's event, :meth:`Maintained.advance`): the instant only writes
+the rows that are already there.
+
+The state of one query is the dataset ``D`` of its *next* instant ``tau`` -- per window the seq
+range ``[g0, g1)`` of its elements with ``tau - RANGE < t <= tau`` (elements beyond ``tau`` wait in
+the stream's store, the "buffer"), as sets, merged with the stored ``FROM`` graphs -- and the
+solutions of the query's BGP over ``D`` passing its FILTERs, counted per output row (SELECT: the
+multiplicity; DISTINCT: present while the count is positive; GROUP BY / COUNT: solutions per group
+and, for ``COUNT(DISTINCT ?v)``, per-group value counts; ASK: the total). Windows are sets: a
+triple changes ``D`` only when its count over the windows goes 0 -> 1 or 1 -> 0 and the stored
+graphs do not hold it. A triple ``x`` entering ``D`` adds, for each pattern ``i`` it matches, the
+solutions with pattern ``i`` bound to ``x``, patterns ``j < i`` over ``D`` without ``x`` and
+``j > i`` over ``D`` with ``x`` (each new solution once: at the first pattern using ``x``); leaving,
+the same before it is removed. The delta joins are Python generated per starting pattern.
+
+The instant (:meth:`Maintained.instant`) answers only when the state is exactly its dataset: the
+windows' seq ranges equal :meth:`InstantEvaluator.ranges`, the store snapshot and the constants'
+ids are those the state was built with; a state a few seqs behind is caught up there. Anything
+else (a jump, a commit, a window above :data:`~engine.stream.tiny_gen.GEN_WINDOW`, more than
+:data:`~engine.stream.tiny_gen.MAX_ROWS` rows or :data:`~engine.stream.tiny_gen.MAX_WORK` join
+steps per triple, a FILTER value the closures do not decide) drops the state: the instant takes
+the ordinary path and the state is rebuilt after it (:meth:`Maintained.advance`), backing off
+after repeated drops. One lock per query: the ingestion thread and the worker both touch it.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import deque
+from itertools import chain
+
+from engine.stream import tiny_gen as _tg
+from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _index, _slot, _values
+from engine.stream.tiny_ops import Undecided
+
+__all__ = ["Maintained", "note", "answered_total"]
+
+#: seqs an instant itself catches up (a state a little behind); more: the ordinary path
+CATCH_UP = 64
+#: instants answered by a maintained state, all queries of the process (tests: the path is taken)
+_ANSWERED = [0]
+#: transient store -> the maintained queries reading it (weakly: a deleted query's goes with it)
+_OBSERVERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_OBS_LOCK = threading.Lock()
+
+
+def answered_total() -> int:
+    """Instants answered from a maintained state, all queries of the process."""
+    return _ANSWERED[0]
+
+
+class _Drop(Exception):
+    """The state cannot be kept (too many rows or join steps, an undecided value, a count
+    below zero): it is dropped and rebuilt later."""
+
+
+def note(store, seq0: int, rows, tau) -> None:
+    """The ingestion hook (:meth:`engine.stream.ingest.Ingestor.store_batch`, under the stream's
+    lock): the batch just appended to ``store`` from seq ``seq0`` -- ``rows`` (n, 3) ids, ``tau``
+    their times -- joined into the maintained states of the queries reading it."""
+    obs = _OBSERVERS.get(store)
+    if not obs:
+        return
+    rl = tl = None
+    for m in list(obs):
+        if m.state is None:
+            continue
+        if rl is None:
+            rl, tl = rows.tolist(), tau.tolist()
+        m.on_append(store, seq0, rl, tl)
+
+
+class _State:
+    """One query's maintained dataset and rows (see the module)."""
+
+    __slots__ = ("ids", "dict_n", "sn", "graphs", "ws", "tau", "total_rows")
+
+    def __init__(self, ids, dict_n, sn, graphs, n_windows: int):
+        self.ids = ids            # the constants' ids per class the code's globals hold
+        self.dict_n = dict_n      # the dictionary's size then (an absent constant: looked up again)
+        self.sn = sn              # the store snapshot of the stored part
+        self.graphs = graphs      # the stored FROM graphs (identity)
+        self.ws = [[None, 0, 0, deque()] for _ in range(n_windows)]   # per window: store, g0, g1, log
+        self.tau = None           # the instant the windows are kept for (None: only at the instant)
+        self.total_rows = 0
+
+
+class Maintained:
+    """The maintained result of one query :class:`GenQuery` takes (no OPTIONAL, no computed
+    projection), over time windows."""
+
+    #: instants of the ordinary path after a drop, doubling up to this
+    BACKOFF_MAX = 256
+
+    def __init__(self, gen: GenQuery, windows: list):
+        self.gen = gen
+        sh = gen.sh
+        self.sh = sh
+        self.windows = windows
+        self.ranges_ms = [int(bw.window.range_ms) for bw in windows]
+        self.lock = threading.Lock()
+        self.state: _State | None = None
+        self._skip = 0
+        self._backoff = 0
+        self.grouping = sh.by is not None
+        self.ns = dict(_tg._HELPERS)
+        ncls = len(gen.classes)
+        # the containers the generated code reads (globals of its namespace, cleared on reset)
+        self.W = [(set(), {}, {}) for _ in range(ncls)]   # window-only pairs of D: set, s -> {o}, o -> {s}
+        self.C = [{} for _ in range(ncls)]                # pair -> window triples holding it
+        self.R: dict = {}                                 # output row / group -> solutions
+        self.D = [{} for _ in sh.aggs] if self.grouping else []   # per COUNT(DISTINCT): group -> {value: n}
+        by_p: dict = {}
+        for c, (cs, p, co, same) in enumerate(gen.classes):
+            by_p.setdefault(p, []).append((c, cs, co, same))
+        self.by_p_keys = by_p            # predicate key -> its classes (ids resolved per state)
+        self.by_p: dict = {}             # predicate id -> [(class, s id or None, o id or None, same)]
+        self.deltas: dict = {}           # class -> the delta functions of the patterns in it
+        self._compile()
+        if self.grouping:
+            self._tail = self._compile_tail()
+
+    @staticmethod
+    def of(gen: GenQuery | None, windows: list, max_rows: int | None) -> Maintained | None:
+        """A maintained state for ``gen``'s query when it qualifies: time windows, no OPTIONAL,
+        no computed projection, a row budget not below the loops' own bound."""
+        if gen is None or gen.sh.opts or gen.sh.computed or not windows:
+            return None
+        if max_rows is not None and max_rows < MAX_WORK:
+            return None
+        if any(bw.window.range_ms is None or bw.window.range_ms <= 0 for bw in windows):
+            return None
+        m = Maintained(gen, windows)
+        with _OBS_LOCK:
+            for bw in windows:
+                got = _OBSERVERS.get(bw.store)
+                if got is None:
+                    got = _OBSERVERS[bw.store] = weakref.WeakSet()
+                got.add(m)
+        return m
+
+    # -- the generated delta joins ---------------------------------------------------
+    def _compile(self) -> None:
+        gen = self.gen
+        ns = self.ns
+        for c in range(len(gen.classes)):
+            ns[f"W{c}p"], ns[f"W{c}s"], ns[f"W{c}o"] = self.W[c]
+            ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = set(), {}, {}, []
+        ns["R"] = self.R
+        for j, d in enumerate(self.D):
+            ns[f"D{j}"] = d
+        ns["_chain"] = chain
+        ns["_Drop"] = _Drop
+        ns["MAX_WORK"] = MAX_WORK
+        for fi, (_, _, consts, _) in enumerate(gen._fcode):
+            for ci, v in enumerate(consts):
+                ns[f"F{fi}_K{ci}"] = v
+        pats = gen.pats
+        src = []
+        for i in range(len(pats)):
+            src += self._delta_source(i)
+        exec(compile("\n".join(src), "<maintained delta>", "exec"), ns)   # noqa: S102 -- our own source
+        for i in range(len(pats)):
+            self.deltas.setdefault(gen.cls[i], []).append(ns[f"d{i}"])
+
+    def _end(self, pi: int, which: int) -> str:
+        """The source of pattern ``pi``'s subject (0) or object (1): its variable's slot or its
+        class's constant (a global set per state)."""
+        x = self.gen.pats[pi][0 if which == 0 else 2]
+        if x[0] == "v":
+            return _slot(x[1])
+        return f"K{self.gen.cls[pi]}{'so'[which]}"
+
+    def _delta_source(self, i: int) -> list[str]:
+        """``d<i>(xs, xp, xo, sign, V)``: the solutions with pattern ``i`` bound to triple x
+        (the patterns before ``i`` over D without x), each counted into the rows by ``sign``."""
+        gen, sh = self.gen, self.sh
+        pats = gen.pats
+        lines = [f"def d{i}(xs, xp, xo, sign, V):", " w = 0"]
+        have: set = set()
+        s, _, o = pats[i]
+        if s[0] == "v":
+            lines.append(f" {_slot(s[1])} = xs")
+            have.add(s[1])
+        if o[0] == "v" and o[1] not in have:
+            lines.append(f" {_slot(o[1])} = xo")
+            have.add(o[1])
+        ind = [1]
+        depth = [0]
+
+        def emit(x: str) -> None:
+            lines.append(" " * ind[0] + x)
+
+        pending = list(range(len(gen._fcode)))
+
+        def place() -> None:
+            for fi in list(pending):
+                fv, fsrc, _, _ = gen._fcode[fi]
+                if fv <= have:
+                    pending.remove(fi)
+                    emit(f"if {fsrc} is not True: {'continue' if depth[0] else 'return'}")
+
+        place()
+        left = [j for j in range(len(pats)) if j != i]
+        while left:
+            # a test first, then a probe from a bound end, then a scan (a new component)
+            best = None
+            for j in left:
+                sj, _, oj = pats[j]
+                bs = sj[0] == "c" or sj[1] in have
+                bo = oj[0] == "c" or oj[1] in have
+                rank = 0 if bs and bo else 1 if bs or bo else 2
+                if best is None or rank < best[0]:
+                    best = (rank, j, bs, bo)
+            _, j, bs, bo = best
+            left.remove(j)
+            c = gen.cls[j]
+            sj, _, oj = pats[j]
+            a, b = self._end(j, 0), self._end(j, 1)
+            excl = j < i   # D without x: x's own triple is not a candidate
+            same = sj[0] == "v" and oj[0] == "v" and sj[1] == oj[1]
+            nxt = "continue" if depth[0] else "return"
+            if bs and bo:
+                emit(f"if ({a}, {b}) not in W{c}p and ({a}, {b}) not in S{c}p: {nxt}")
+                if excl:
+                    emit(f"if {a} == xs and {b} == xo and xp == K{c}p: {nxt}")
+            else:
+                if bs:
+                    emit(f"for {b} in _chain(W{c}s.get({a}, ()), S{c}s.get({a}, ())):")
+                    have.add(oj[1])
+                elif bo:
+                    emit(f"for {a} in _chain(W{c}o.get({b}, ()), S{c}o.get({b}, ())):")
+                    have.add(sj[1])
+                else:
+                    va = a if sj[0] == "v" else "_s"
+                    vb = b if oj[0] == "v" and not same else "_o"
+                    emit(f"for {va}, {vb} in _chain(W{c}p, S{c}l):")
+                    for x in (sj, oj):
+                        if x[0] == "v":
+                            have.add(x[1])
+                ind[0] += 1
+                depth[0] += 1
+                emit("w += 1")
+                emit("if w > MAX_WORK: raise _Drop")
+                if excl:
+                    emit(f"if {a} == xs and {b} == xo and xp == K{c}p: continue")
+            place()
+        for fi in pending:   # (over variables outside the BGP: their sources read None)
+            emit(f"if {gen._fcode[fi][1]} is not True: {'continue' if depth[0] else 'return'}")
+        if self.grouping:
+            key = (_slot(sh.by[0]) if len(sh.by) == 1 else
+                   "(" + "".join(f"{_slot(v)}, " for v in sh.by) + ")")
+            emit(f"g = {key}")
+            emit("n = R.get(g, 0) + sign")
+            emit("if n > 0: R[g] = n")
+            emit("elif n == 0: del R[g]")
+            emit("else: raise _Drop")
+            for j, (_, arg, dist) in enumerate(sh.aggs):
+                if not dist:
+                    continue
+                val = _slot(arg) if arg else "None"
+                emit(f"dj = D{j}.get(g)")
+                emit(f"if dj is None: dj = D{j}[g] = {{}}")
+                emit(f"m = dj.get({val}, 0) + sign")
+                emit(f"if m > 0: dj[{val}] = m")
+                emit("elif m == 0:")
+                emit(f"    del dj[{val}]")
+                emit(f"    if not dj: del D{j}[g]")
+                emit("else: raise _Drop")
+        else:
+            if sh.ask:
+                key = "()"
+            else:
+                key = "(" + "".join(f"{_slot(sh.alias.get(n, n))}, " for n in sh.names) + ")"
+            emit(f"k = {key}")
+            emit("n = R.get(k, 0) + sign")
+            emit("if n > 0: R[k] = n")
+            emit("elif n == 0: del R[k]")
+            emit("else: raise _Drop")
+        lines.append(" return w")
+        return lines
+
+    def _compile_tail(self):
+        """``tail(G, V) -> rows`` over the groups: tiny_gen's (HAVING, the projection)."""
+        ns = self.ns
+        lines = ["def tail(G, V):"]
+        lines += [f" D{j} = DD[{j}]" for j in range(len(self.sh.aggs))]
+        lines += self.gen._group_tail(ns)
+        ns["DD"] = self.D
+        ns["MAX_ROWS"] = MAX_ROWS
+        exec(compile("\n".join(lines), "<maintained tail>", "exec"), ns)   # noqa: S102 -- our own source
+        return ns["tail"]
+
+    # -- the state -------------------------------------------------------------------
+    def _reset(self) -> None:
+        for W in self.W:
+            for x in W:
+                x.clear()
+        for c in self.C:
+            c.clear()
+        self.R.clear()
+        for d in self.D:
+            d.clear()
+        self.state = None
+
+    def _build(self, snap, graphs: list) -> _State | None:
+        """A new empty state for ``snap`` (the stored part read, the windows empty), or None
+        when the stored part is too large (:meth:`GenQuery._stored`)."""
+        self._reset()
+        gen = self.gen
+        d = snap.dictionary
+        gen._resolve(d)
+        sidx = gen._stored(snap, graphs)
+        if sidx is None:
+            return None
+        ids = gen._ids[2]
+        ns = self.ns
+        by_p: dict = {}
+        for c, ((cs, p, co), (_, _, _, same)) in enumerate(zip(ids, gen.classes, strict=True)):
+            ns[f"K{c}s"], ns[f"K{c}p"], ns[f"K{c}o"] = cs, p, co
+            if p is not None and p >= 0:
+                by_p.setdefault(p, []).append((c, cs, co, same))
+            pairs = sidx[c][3]
+            ns[f"S{c}p"] = set(pairs)
+            ns[f"S{c}s"] = _index(pairs, False)
+            ns[f"S{c}o"] = _index(pairs, True)
+            ns[f"S{c}l"] = pairs
+        self.by_p = by_p
+        self._dict = d
+        self._sp = [ns[f"S{c}p"] for c in range(len(ids))]
+        st = _State(ids, len(d) if gen._ids[3] else None, snap.sn, tuple(map(id, graphs)), len(self.windows))
+        self.state = st
+        return st
+
+    def _drop(self) -> None:
+        self._reset()
+        self._backoff = min(2 * self._backoff or 4, self.BACKOFF_MAX)
+        self._skip = self._backoff
+
+    def _add(self, st: _State, ws: list, seq: int, rows: list, V) -> None:
+        """Window triples ``rows`` (from seq ``seq``) into the windows' counts and D, their
+        solutions into the rows; each matching one logged in the window's ``ws[3]``."""
+        by_p, C, W, sp, deltas = self.by_p, self.C, self.W, self._sp, self.deltas
+        log = ws[3].append
+        for s, p, o in rows:
+            cand = by_p.get(p)
+            if cand is None:
+                seq += 1
+                continue
+            cls = [c for c, cs, co, same in cand
+                   if (cs is None or s == cs) and (co is None or o == co) and (not same or s == o)]
+            if cls:
+                log((seq, s, p, o, cls))
+                k = (s, o)
+                new = False
+                for c in cls:
+                    n = C[c].get(k, 0)
+                    C[c][k] = n + 1
+                    if n == 0 and k not in sp[c]:
+                        new = True
+                        w = W[c]
+                        w[0].add(k)
+                        w[1].setdefault(s, {})[o] = None
+                        w[2].setdefault(o, {})[s] = None
+                if new:
+                    for c in cls:
+                        for fn in deltas.get(c, ()):
+                            fn(s, p, o, 1, V)
+                    if len(self.R) > MAX_ROWS:
+                        raise _Drop
+            seq += 1
+
+    def _remove(self, entry: tuple, V) -> None:
+        _, s, p, o, cls = entry
+        C, W, sp, deltas = self.C, self.W, self._sp, self.deltas
+        k = (s, o)
+        gone = False
+        for c in cls:
+            n = C[c][k] - 1
+            if n:
+                C[c][k] = n
+            else:
+                del C[c][k]
+                if k not in sp[c]:
+                    gone = True
+        if not gone:
+            return
+        for c in cls:   # the solutions using x, while D still holds it
+            for fn in deltas.get(c, ()):
+                fn(s, p, o, -1, V)
+        for c in cls:
+            w = W[c]
+            w[0].discard(k)
+            x = w[1].get(s)
+            if x is not None:
+                x.pop(o, None)
+                if not x:
+                    del w[1][s]
+            x = w[2].get(o)
+            if x is not None:
+                x.pop(s, None)
+                if not x:
+                    del w[2][o]
+
+    def _sync(self, st: _State, targets: list, V, limit: int) -> bool:
+        """Move the windows of ``st`` to ``targets`` ((g0, g1) per window): the triples that
+        left removed (from the windows' logs), the new ones read from the stores and added.
+        False, with nothing changed, when more than ``limit`` seqs would be read, the windows
+        would hold more than GEN_WINDOW triples or one would grow backwards (the caller
+        rebuilds or hands the instant back)."""
+        if sum(g1 - g0 for g0, g1 in targets) > GEN_WINDOW:
+            return False
+        work = 0
+        plan = []
+        for bw, w, (g0, g1) in zip(self.windows, st.ws, targets, strict=True):
+            if w[0] is not bw.store:
+                if w[0] is not None:
+                    return False
+                w[0], w[1], w[2] = bw.store, g0, g0
+            w1, w2 = w[1], w[2]
+            overlap = max(w1, g0) < min(w2, g1)
+            if overlap and w1 > g0:
+                return False   # (the log is kept in seq order: nothing is added before it)
+            a = min(w2, g1) if overlap else g0
+            work += max(0, g1 - a)
+            plan.append(a)
+        if work > limit:
+            return False
+        for bw, w, (g0, g1), a in zip(self.windows, st.ws, targets, plan, strict=True):
+            E = w[3]
+            while E and E[0][0] < g0:
+                self._remove(E.popleft(), V)
+            while E and E[-1][0] >= g1:
+                self._remove(E.pop(), V)
+            w[1], w[2] = g0, a
+            if g1 > a:
+                spo, _ = bw.store.read(a, g1)
+                self._add(st, w, a, spo.tolist(), V)
+                w[2] = g1
+        return True
+
+    def _current(self, snap, graphs: list) -> _State | None:
+        """The state if it was built for ``snap``'s stored part and constants' ids, else a new one."""
+        st = self.state
+        gen = self.gen
+        if st is not None and st.sn == snap.sn and st.graphs == tuple(map(id, graphs)):
+            d = snap.dictionary
+            if st.dict_n is None or st.dict_n == len(d):
+                return st
+            gen._resolve(d)
+            if gen._ids[2] == st.ids:
+                st.dict_n = len(d) if gen._ids[3] else None
+                return st
+        return self._build(snap, graphs)
+
+    # -- the three entry points ------------------------------------------------------
+    def on_append(self, store, seq0: int, rows: list, tau: list) -> None:
+        """The ingestion thread: a batch appended to ``store`` from seq ``seq0``. Its elements up
+        to the state's next instant join the windows whose range ends at ``seq0``."""
+        with self.lock:
+            st = self.state
+            if st is None or st.tau is None:
+                return
+            hi = st.tau
+            try:
+                for k, w in enumerate(st.ws):
+                    if w[0] is not store or w[2] != seq0:
+                        continue
+                    n = 0
+                    for x in tau:
+                        if x > hi:
+                            break
+                        n += 1
+                    if not n:
+                        continue
+                    if tau[0] <= hi - self.ranges_ms[k] or w[2] - w[1] + n > GEN_WINDOW:
+                        raise _Drop
+                    self._add(st, w, seq0, rows[:n] if n < len(rows) else rows, _values(self._dict))
+                    w[2] = seq0 + n
+            except (_Drop, _Hand, Undecided):
+                self._drop()
+
+    def advance(self, snap, graphs: list, tau: int) -> None:
+        """The worker, after an instant's event: the state moved to the next instant ``tau``
+        (expired triples removed, those already stored up to ``tau`` added), or rebuilt."""
+        with self.lock:
+            if self._skip > 0:
+                self._skip -= 1
+                return
+            try:
+                st = self._current(snap, graphs)
+                if st is None:
+                    self._drop()
+                    return
+                self._dict = snap.dictionary
+                targets = [bw.store.window_range(bw.window, tau) for bw in self.windows]
+                V = _values(snap.dictionary)
+                if not self._sync(st, targets, V, GEN_WINDOW):
+                    st = self._build(snap, graphs)
+                    if st is None or not self._sync(st, targets, V, GEN_WINDOW):
+                        self._drop()
+                        return
+                st.tau = tau
+            except (_Drop, _Hand, Undecided):
+                self._drop()
+
+    def instant(self, snap, graphs: list, ranges: list, t: int) -> list | None:
+        """Instant ``t``'s result rows (as :meth:`GenQuery.run` gives them) if the state is (or
+        is caught up to) its dataset, else None (the ordinary path answers)."""
+        with self.lock:
+            if self._skip > 0:
+                return None
+            st = self.state
+            if st is None:
+                return None
+            try:
+                if st.sn != snap.sn or st.graphs != tuple(map(id, graphs)) or (
+                        st.dict_n is not None and st.dict_n != len(snap.dictionary)):
+                    st = self._current(snap, graphs)
+                    if st is None:
+                        self._drop()
+                        return None
+                    self._dict = snap.dictionary
+                V = _values(snap.dictionary)
+                ws = st.ws
+                if any(w[1] != g0 or w[2] != g1 for w, (g0, g1) in zip(ws, ranges, strict=True)):
+                    if not self._sync(st, ranges, V, CATCH_UP):
+                        self._reset()
+                        return None
+                st.tau = t
+                R = self.R
+                if self.grouping:
+                    rows = self._tail(R if R else {}, V)
+                elif self.sh.ask:
+                    rows = [()] if R else []
+                elif self.sh.distinct:
+                    rows = list(R)
+                else:
+                    rows = [k for k, n in R.items() for _ in range(n)] if len(R) else []
+                    if len(rows) > MAX_ROWS:
+                        raise _Drop
+            except (_Drop, _Hand, Undecided):
+                self._drop()
+                return None
+            _ANSWERED[0] += 1
+            return rows
+
+    _dict = None
