@@ -36,13 +36,16 @@ from collections import deque
 from itertools import chain
 
 from engine.stream import tiny_gen as _tg
-from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _index, _slot, _values
+from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _slot, _values
 from engine.stream.tiny_ops import Undecided
 
 __all__ = ["Maintained", "note", "answered_total"]
 
 #: seqs an instant itself catches up (a state a little behind); more: the ordinary path
 CATCH_UP = 64
+#: join steps of the stored part's own solutions (once per store snapshot) above which a
+#: query is not maintained
+BUILD_WORK = 50 * MAX_WORK
 #: instants answered by a maintained state, all queries of the process (tests: the path is taken)
 _ANSWERED = [0]
 #: transient store -> the maintained queries reading it (weakly: a deleted query's goes with it)
@@ -322,18 +325,34 @@ class Maintained:
         ids = gen._ids[2]
         ns = self.ns
         by_p: dict = {}
+        held: dict = {}   # stored triple -> the classes it is in
         for c, ((cs, p, co), (_, _, _, same)) in enumerate(zip(ids, gen.classes, strict=True)):
             ns[f"K{c}s"], ns[f"K{c}p"], ns[f"K{c}o"] = cs, p, co
             if p is not None and p >= 0:
                 by_p.setdefault(p, []).append((c, cs, co, same))
-            pairs = sidx[c][3]
-            ns[f"S{c}p"] = set(pairs)
-            ns[f"S{c}s"] = _index(pairs, False)
-            ns[f"S{c}o"] = _index(pairs, True)
-            ns[f"S{c}l"] = pairs
+            ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = set(), {}, {}, []
+            for s, o in sidx[c][3]:
+                held.setdefault((s, p, o), []).append(c)
         self.by_p = by_p
         self._dict = d
         self._sp = [ns[f"S{c}p"] for c in range(len(ids))]
+        # the solutions over the stored part alone: its triples added one at a time, as the
+        # windows' are (a new snapshot's cost, not an instant's)
+        V = _values(d)
+        work = 0
+        for (s, p, o), cls in held.items():
+            k = (s, o)
+            for c in cls:
+                ns[f"S{c}p"].add(k)
+                ns[f"S{c}s"].setdefault(s, []).append(o)
+                ns[f"S{c}o"].setdefault(o, []).append(s)
+                ns[f"S{c}l"].append(k)
+            for c in cls:
+                for fn in self.deltas.get(c, ()):
+                    work += fn(s, p, o, 1, V) or 0
+            if work > BUILD_WORK or len(self.R) > MAX_ROWS:
+                self._reset()
+                return None
         st = _State(ids, len(d) if gen._ids[3] else None, snap.sn, tuple(map(id, graphs)), len(self.windows))
         self.state = st
         return st
