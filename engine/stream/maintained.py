@@ -125,7 +125,9 @@ class Maintained:
         self.by_p_keys = by_p            # predicate key -> its classes (ids resolved per state)
         self.by_p: dict = {}             # predicate id -> [(class, s id or None, o id or None, same)]
         self.deltas: dict = {}           # class -> the delta functions of the patterns in it
-        self._compile()
+        self._compiled: dict = {}        # stored sizes' magnitudes -> deltas (join orders differ)
+        self._setup()
+        self.deltas = self._compile([0] * ncls)
         if self.grouping:
             self._tail = self._compile_tail()
 
@@ -149,7 +151,7 @@ class Maintained:
         return m
 
     # -- the generated delta joins ---------------------------------------------------
-    def _compile(self) -> None:
+    def _setup(self) -> None:
         gen = self.gen
         ns = self.ns
         for c in range(len(gen.classes)):
@@ -164,13 +166,27 @@ class Maintained:
         for fi, (_, _, consts, _) in enumerate(gen._fcode):
             for ci, v in enumerate(consts):
                 ns[f"F{fi}_K{ci}"] = v
+
+    def _compile(self, sizes: list) -> dict:
+        """class -> the delta functions of its patterns, with join orders for the stored parts'
+        ``sizes`` per class (kept per their magnitudes: a new snapshot of similar sizes reuses them)."""
+        sig = tuple(int(x).bit_length() for x in sizes)
+        got = self._compiled.get(sig)
+        if got is not None:
+            return got
+        gen, ns = self.gen, self.ns
         pats = gen.pats
         src = []
         for i in range(len(pats)):
-            src += self._delta_source(i)
+            src += self._delta_source(i, sizes)
         exec(compile("\n".join(src), "<maintained delta>", "exec"), ns)   # noqa: S102 -- our own source
+        got = {}
         for i in range(len(pats)):
-            self.deltas.setdefault(gen.cls[i], []).append(ns[f"d{i}"])
+            got.setdefault(gen.cls[i], []).append(ns[f"d{i}"])
+        if len(self._compiled) > 16:
+            self._compiled.clear()
+        self._compiled[sig] = got
+        return got
 
     def _end(self, pi: int, which: int) -> str:
         """The source of pattern ``pi``'s subject (0) or object (1): its variable's slot or its
@@ -180,9 +196,12 @@ class Maintained:
             return _slot(x[1])
         return f"K{self.gen.cls[pi]}{'so'[which]}"
 
-    def _delta_source(self, i: int) -> list[str]:
+    def _delta_source(self, i: int, sizes: list) -> list[str]:
         """``d<i>(xs, xp, xo, sign, V)``: the solutions with pattern ``i`` bound to triple x
-        (the patterns before ``i`` over D without x), each counted into the rows by ``sign``."""
+        (the patterns before ``i`` over D without x), each counted into the rows by ``sign``.
+        Join order: tests, then probes from a bound variable, then (a new component) the
+        pattern whose class holds the fewest stored pairs (a probe from a constant end reads the
+        whole class: a scan), the windows' pairs taken as few."""
         gen, sh = self.gen, self.sh
         pats = gen.pats
         lines = [f"def d{i}(xs, xp, xo, sign, V):", " w = 0"]
@@ -216,9 +235,12 @@ class Maintained:
             best = None
             for j in left:
                 sj, _, oj = pats[j]
-                bs = sj[0] == "c" or sj[1] in have
-                bo = oj[0] == "c" or oj[1] in have
-                rank = 0 if bs and bo else 1 if bs or bo else 2
+                vs, vo = sj[0] == "v" and sj[1] in have, oj[0] == "v" and oj[1] in have
+                bs = sj[0] == "c" or vs
+                bo = oj[0] == "c" or vo
+                size = sizes[gen.cls[j]]
+                rank = ((0, 0, 0) if bs and bo else (1, size, 0) if vs or vo else
+                        (2, size, 0 if bs or bo else 1))
                 if best is None or rank < best[0]:
                     best = (rank, j, bs, bo)
             _, j, bs, bo = best
@@ -334,6 +356,7 @@ class Maintained:
             for s, o in sidx[c][3]:
                 held.setdefault((s, p, o), []).append(c)
         self.by_p = by_p
+        self.deltas = self._compile([len(sidx[c][3]) for c in range(len(ids))])
         self._dict = d
         self._sp = [ns[f"S{c}p"] for c in range(len(ids))]
         # the solutions over the stored part alone: its triples added one at a time, as the
