@@ -95,8 +95,8 @@ class _State:
 
 
 class Maintained:
-    """The maintained result of one query :class:`GenQuery` takes (no OPTIONAL, no computed
-    projection), over time windows."""
+    """The maintained result of one query :class:`GenQuery` takes (no OPTIONAL), over time
+    windows."""
 
     #: instants of the ordinary path after a drop, doubling up to this
     BACKOFF_MAX = 256
@@ -134,8 +134,8 @@ class Maintained:
     @staticmethod
     def of(gen: GenQuery | None, windows: list, max_rows: int | None) -> Maintained | None:
         """A maintained state for ``gen``'s query when it qualifies: time windows, no OPTIONAL,
-        no computed projection, a row budget not below the loops' own bound."""
-        if gen is None or gen.sh.opts or gen.sh.computed or not windows:
+        a row budget not below the loops' own bound."""
+        if gen is None or gen.sh.opts or not windows:
             return None
         if max_rows is not None and max_rows < MAX_WORK:
             return None
@@ -166,6 +166,9 @@ class Maintained:
         for fi, (_, _, consts, _) in enumerate(gen._fcode):
             for ci, v in enumerate(consts):
                 ns[f"F{fi}_K{ci}"] = v
+        for k, (_, consts) in enumerate(gen._ccode.values()):
+            for ci, v in enumerate(consts):
+                ns[f"E{k}_K{ci}"] = v
 
     def _compile(self, sizes: list) -> dict:
         """class -> the delta functions of its patterns, with join orders for the stored parts'
@@ -301,8 +304,10 @@ class Maintained:
         else:
             if sh.ask:
                 key = "()"
-            else:
-                key = "(" + "".join(f"{_slot(sh.alias.get(n, n))}, " for n in sh.names) + ")"
+            else:   # (a computed projection: its number, as the generated instant writes it)
+                cells = [f"_CV({gen._ccode[n][0]})" if n in gen._ccode else _slot(sh.alias.get(n, n))
+                         for n in sh.names]
+                key = "(" + "".join(f"{c}, " for c in cells) + ")"
             emit(f"k = {key}")
             emit("n = R.get(k, 0) + sign")
             emit("if n > 0: R[k] = n")
