@@ -1770,7 +1770,7 @@ class InstantEvaluator:
         rows = self._maint.instant(snap, self._stored_graphs(_SnapCtx(snap)), self.ranges(t), t)
         if rows is None:
             return None
-        return self._gen.render(rows, self._json, _SnapCtx(snap), self.member_bytes(t))
+        return self._maint.render(rows, self._json, _SnapCtx(snap), self.member_bytes(t))
 
     def evaluate(self, t: int) -> QueryResult:
         db = self.db

@@ -36,7 +36,7 @@ from collections import deque
 from itertools import chain
 
 from engine.stream import tiny_gen as _tg
-from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _slot, _values
+from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _index, _slot, _values
 from engine.stream.tiny_ops import Undecided
 
 __all__ = ["Maintained", "note", "answered_total"]
@@ -111,6 +111,7 @@ class Maintained:
         self.state: _State | None = None
         self._skip = 0
         self._backoff = 0
+        self._frags: dict = {}   # output row -> its JSON members (render)
         self.grouping = sh.by is not None
         self.ns = dict(_tg._HELPERS)
         ncls = len(gen.classes)
@@ -368,6 +369,15 @@ class Maintained:
         # windows' are (a new snapshot's cost, not an instant's)
         V = _values(d)
         work = 0
+        if any(not sidx[gen.cls[i]][3] for i in range(len(gen.pats))):
+            # a pattern the stored part does not match: it has no solution of its own
+            for c in range(len(ids)):
+                pairs = sidx[c][3]
+                ns[f"S{c}p"].update(pairs)
+                ns[f"S{c}s"].update(_index(pairs, False))
+                ns[f"S{c}o"].update(_index(pairs, True))
+                ns[f"S{c}l"].extend(pairs)
+            held = {}
         for (s, p, o), cls in held.items():
             k = (s, o)
             for c in cls:
@@ -578,18 +588,17 @@ class Maintained:
                 ws = st.ws
                 if any(w[1] != g0 or w[2] != g1 for w, (g0, g1) in zip(ws, ranges, strict=True)):
                     if not self._sync(st, ranges, V, CATCH_UP):
-                        self._reset()
-                        return None
+                        return None   # (the state is left as it was: the next advance moves it)
                 st.tau = t
                 R = self.R
                 if self.grouping:
                     rows = self._tail(R if R else {}, V)
                 elif self.sh.ask:
                     rows = [()] if R else []
-                elif self.sh.distinct:
+                elif self.sh.distinct or not R or max(R.values()) == 1:
                     rows = list(R)
                 else:
-                    rows = [k for k, n in R.items() for _ in range(n)] if len(R) else []
+                    rows = [k for k, n in R.items() for _ in range(n)]
                     if len(rows) > MAX_ROWS:
                         raise _Drop
             except (_Drop, _Hand, Undecided):
@@ -599,3 +608,24 @@ class Maintained:
             return rows
 
     _dict = None
+
+    #: row fragments kept (a row's JSON is written when it first appears)
+    MAX_FRAGS = 4 * MAX_ROWS
+
+    def render(self, rows: list, json, terms, member: bytes) -> bytes:
+        """The event's data: :meth:`GenQuery.render`'s bytes, each row's fragment written once
+        when the row first appears (a sliding window's rows stay for several instants)."""
+        gen = self.gen
+        if self.sh.ask or not rows:
+            return gen.render(rows, json, terms, member)
+        fc = self._frags
+        frs = list(map(fc.get, rows))
+        if None in frs:
+            miss = list(dict.fromkeys([r for r, f in zip(rows, frs, strict=True) if f is None]))
+            got = dict(zip(miss, gen.fragments(miss, json, terms), strict=True))
+            if len(fc) + len(got) > self.MAX_FRAGS:
+                fc.clear()
+            fc.update(got)
+            frs = list(map(fc.__getitem__, rows))
+        return b"".join((json.head(self.sh.names), b',"results":{"bindings":[{', b"},{".join(frs), b"}]}",
+                         member, b"}"))

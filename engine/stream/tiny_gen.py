@@ -1167,6 +1167,13 @@ class GenQuery:
         names = self.sh.names
         if not rows:
             return b"".join((json.head(names), b',"results":{"bindings":[]}', extra, b"}"))
+        head = json.head(names) + b',"results":{"bindings":[{'
+        return b"".join((head, b"},{".join(self.fragments(rows, json, ctx)), b"}]}", extra, b"}"))
+
+    def fragments(self, rows: list, json, ctx) -> list[bytes]:
+        """Each row's bindings as JSON members without braces (``"a":{...},"b":{...}``), the
+        cells from the query's per-variable cache (misses rendered by one call)."""
+        names = self.sh.names
         kinds = self.kinds()
         cells = json._cells
         tables = []
@@ -1236,12 +1243,9 @@ class GenQuery:
                         f = cf[j, key] = name + orjson.dumps(_ser._json_term(key))
                     col.append(f)
             parts.append(col)
-        head = json.head(names) + b',"results":{"bindings":[{'
         if holes:
-            body = b"},{".join([b",".join([x for x in r if x]) for r in zip(*parts, strict=True)])
-        else:
-            body = b"},{".join([b",".join(r) for r in zip(*parts, strict=True)])
-        return b"".join((head, body, b"}]}", extra, b"}"))
+            return [b",".join([x for x in r if x]) for r in zip(*parts, strict=True)]
+        return [b",".join(r) for r in zip(*parts, strict=True)]
 
 
 _IDENTS: dict[str, str] = {}
