@@ -1173,7 +1173,7 @@ class InstantEvaluator:
         # the generated query's result maintained as the stream arrives (engine.stream.maintained):
         # the instant hands over rows already there (not when the join core is to be maintained
         # at every instant: incremental="always")
-        self._maint = (Maintained.of(self._gen, windows, db.max_rows)
+        self._maint = (Maintained.of(self._gen, windows, db.max_rows, _JsonTerms())
                        if self.MAINTAINED and self._gen is not None and incremental != "always" else None)
 
     # -- dataset ---------------------------------------------------------------
@@ -1767,10 +1767,7 @@ class InstantEvaluator:
         if not self._maintained_ok():
             return None
         snap = self.db.store.snapshot()
-        rows = self._maint.instant(snap, self._stored_graphs(_SnapCtx(snap)), self.ranges(t), t)
-        if rows is None:
-            return None
-        return self._maint.render(rows, self._json, _SnapCtx(snap), self.member_bytes(t))
+        return self._maint.instant(snap, self._stored_graphs(_SnapCtx(snap)), self.ranges(t), t, self.member_bytes(t))
 
     def evaluate(self, t: int) -> QueryResult:
         db = self.db

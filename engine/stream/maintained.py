@@ -101,8 +101,10 @@ class Maintained:
     #: instants of the ordinary path after a drop, doubling up to this
     BACKOFF_MAX = 256
 
-    def __init__(self, gen: GenQuery, windows: list):
+    def __init__(self, gen: GenQuery, windows: list, json):
         self.gen = gen
+        self.json = json            # the query's own _JsonTerms (used under the lock only)
+        self._body: bytes | None = None   # the next event's data up to its window member (_ready)
         sh = gen.sh
         self.sh = sh
         self.windows = windows
@@ -133,7 +135,7 @@ class Maintained:
             self._tail = self._compile_tail()
 
     @staticmethod
-    def of(gen: GenQuery | None, windows: list, max_rows: int | None) -> Maintained | None:
+    def of(gen: GenQuery | None, windows: list, max_rows: int | None, json) -> Maintained | None:
         """A maintained state for ``gen``'s query when it qualifies: time windows, no OPTIONAL,
         a row budget not below the loops' own bound."""
         if gen is None or gen.sh.opts or not windows:
@@ -142,7 +144,7 @@ class Maintained:
             return None
         if any(bw.window.range_ms is None or bw.window.range_ms <= 0 for bw in windows):
             return None
-        m = Maintained(gen, windows)
+        m = Maintained(gen, windows, json)
         with _OBS_LOCK:
             for bw in windows:
                 got = _OBSERVERS.get(bw.store)
@@ -339,6 +341,7 @@ class Maintained:
         for d in self.D:
             d.clear()
         self.state = None
+        self._body = None
 
     def _build(self, snap, graphs: list) -> _State | None:
         """A new empty state for ``snap`` (the stored part read, the windows empty), or None
@@ -426,6 +429,7 @@ class Maintained:
                         w[1].setdefault(s, {})[o] = None
                         w[2].setdefault(o, {})[s] = None
                 if new:
+                    self._body = None
                     for c in cls:
                         for fn in deltas.get(c, ()):
                             fn(s, p, o, 1, V)
@@ -448,6 +452,7 @@ class Maintained:
                     gone = True
         if not gone:
             return
+        self._body = None
         for c in cls:   # the solutions using x, while D still holds it
             for fn in deltas.get(c, ()):
                 fn(s, p, o, -1, V)
@@ -540,6 +545,8 @@ class Maintained:
                         raise _Drop
                     self._add(st, w, seq0, rows[:n] if n < len(rows) else rows, _values(self._dict))
                     w[2] = seq0 + n
+                if self._body is None:
+                    self._ready()
             except (_Drop, _Hand, Undecided):
                 self._drop()
 
@@ -564,12 +571,15 @@ class Maintained:
                         self._drop()
                         return
                 st.tau = tau
+                if self._body is None:
+                    self._ready()
             except (_Drop, _Hand, Undecided):
                 self._drop()
 
-    def instant(self, snap, graphs: list, ranges: list, t: int) -> list | None:
-        """Instant ``t``'s result rows (as :meth:`GenQuery.run` gives them) if the state is (or
-        is caught up to) its dataset, else None (the ordinary path answers)."""
+    def instant(self, snap, graphs: list, ranges: list, t: int, member: bytes) -> bytes | None:
+        """Instant ``t``'s event data (``member``: its window member) if the state is (or is
+        caught up to) its dataset, else None (the ordinary path answers). The body is the one
+        written when the state last changed (:meth:`_ready`), usually on the ingestion thread."""
         with self.lock:
             if self._skip > 0:
                 return None
@@ -583,49 +593,70 @@ class Maintained:
                     if st is None:
                         self._drop()
                         return None
-                    self._dict = snap.dictionary
-                V = _values(snap.dictionary)
                 ws = st.ws
                 if any(w[1] != g0 or w[2] != g1 for w, (g0, g1) in zip(ws, ranges, strict=True)):
-                    if not self._sync(st, ranges, V, CATCH_UP):
+                    if not self._sync(st, ranges, _values(snap.dictionary), CATCH_UP):
                         return None   # (the state is left as it was: the next advance moves it)
                 st.tau = t
-                R = self.R
-                if self.grouping:
-                    rows = self._tail(R if R else {}, V)
-                elif self.sh.ask:
-                    rows = [()] if R else []
-                elif self.sh.distinct or not R or max(R.values()) == 1:
-                    rows = list(R)
-                else:
-                    rows = [k for k, n in R.items() for _ in range(n)]
-                    if len(rows) > MAX_ROWS:
-                        raise _Drop
+                body = self._body
+                if body is None:
+                    body = self._ready()
             except (_Drop, _Hand, Undecided):
                 self._drop()
                 return None
             _ANSWERED[0] += 1
-            return rows
+            return b"".join((body, member, b"}"))
 
     _dict = None
 
     #: row fragments kept (a row's JSON is written when it first appears)
     MAX_FRAGS = 4 * MAX_ROWS
 
-    def render(self, rows: list, json, terms, member: bytes) -> bytes:
-        """The event's data: :meth:`GenQuery.render`'s bytes, each row's fragment written once
-        when the row first appears (a sliding window's rows stay for several instants)."""
-        gen = self.gen
-        if self.sh.ask or not rows:
-            return gen.render(rows, json, terms, member)
+    def _ready(self) -> bytes:
+        """The next event's data up to its window member, from the rows as they are now: what
+        :meth:`GenQuery.render` writes, each row's fragment written once, when the row first
+        appears (a sliding window's rows stay for several instants). Called where the rows
+        changed (the ingestion thread, the advance), under the lock: the instant then only
+        appends its window member."""
+        gen, sh, R = self.gen, self.sh, self.R
+        if sh.ask:
+            body = self._body = b'{"head":{},"boolean":true' if R else b'{"head":{},"boolean":false'
+            return body
+        if self.grouping:
+            rows = self._tail(R if R else {}, _values(self._dict))
+        elif sh.distinct or not R or max(R.values()) == 1:
+            rows = list(R)
+        else:
+            rows = [k for k, n in R.items() for _ in range(n)]
+            if len(rows) > MAX_ROWS:
+                raise _Drop
+        json = self.json
+        if not rows:
+            body = self._body = json.head(sh.names) + b',"results":{"bindings":[]}'
+            return body
         fc = self._frags
         frs = list(map(fc.get, rows))
         if None in frs:
             miss = list(dict.fromkeys([r for r, f in zip(rows, frs, strict=True) if f is None]))
-            got = dict(zip(miss, gen.fragments(miss, json, terms), strict=True))
+            got = dict(zip(miss, gen.fragments(miss, json, _Terms(self._dict)), strict=True))
             if len(fc) + len(got) > self.MAX_FRAGS:
                 fc.clear()
             fc.update(got)
             frs = list(map(fc.__getitem__, rows))
-        return b"".join((json.head(self.sh.names), b',"results":{"bindings":[{', b"},{".join(frs), b"}]}",
-                         member, b"}"))
+        elif len(fc) > 2 * len(rows) + 256:   # rows that left: their fragments go
+            self._frags = dict(zip(rows, frs, strict=True))
+        body = self._body = b"".join((json.head(sh.names), b',"results":{"bindings":[{', b"},{".join(frs),
+                                      b"}]}"))
+        return body
+
+
+class _Terms:
+    """A dictionary as the terms :meth:`GenQuery.fragments` renders from (its keys)."""
+
+    __slots__ = ("dictionary",)
+
+    def __init__(self, dictionary):
+        self.dictionary = dictionary
+
+    def keys(self, ids) -> list:
+        return self.dictionary.keys(ids)
