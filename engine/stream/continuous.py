@@ -1766,8 +1766,10 @@ class InstantEvaluator:
         None when the state is not its dataset (the ordinary path answers)."""
         if not self._maintained_ok():
             return None
-        snap = self.db.store.snapshot()
-        return self._maint.instant(snap, self._stored_graphs(_SnapCtx(snap)), self.ranges(t), t, self.member_bytes(t))
+        return self._maint.instant(self.db.store.snapshot(), self._graphs_of, self.ranges(t), t, self.member_bytes(t))
+
+    def _graphs_of(self, snap) -> list:
+        return self._stored_graphs(_SnapCtx(snap))
 
     def evaluate(self, t: int) -> QueryResult:
         db = self.db

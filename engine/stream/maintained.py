@@ -576,9 +576,10 @@ class Maintained:
             except (_Drop, _Hand, Undecided):
                 self._drop()
 
-    def instant(self, snap, graphs: list, ranges: list, t: int, member: bytes) -> bytes | None:
+    def instant(self, snap, graphs_of, ranges: list, t: int, member: bytes) -> bytes | None:
         """Instant ``t``'s event data (``member``: its window member) if the state is (or is
-        caught up to) its dataset, else None (the ordinary path answers). The body is the one
+        caught up to) its dataset, else None (the ordinary path answers). ``graphs_of(snap)``:
+        the stored graphs, asked only when the snapshot is not the state's. The body is the one
         written when the state last changed (:meth:`_ready`), usually on the ingestion thread."""
         with self.lock:
             if self._skip > 0:
@@ -587,9 +588,8 @@ class Maintained:
             if st is None:
                 return None
             try:
-                if st.sn != snap.sn or st.graphs != tuple(map(id, graphs)) or (
-                        st.dict_n is not None and st.dict_n != len(snap.dictionary)):
-                    st = self._current(snap, graphs)
+                if st.sn != snap.sn or (st.dict_n is not None and st.dict_n != len(snap.dictionary)):
+                    st = self._current(snap, graphs_of(snap))
                     if st is None:
                         self._drop()
                         return None
