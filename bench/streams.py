@@ -25,8 +25,10 @@ Peers:
 * jindou-full: the same with ``StreamManager(incremental=False)``.
 * jindou-unmaintained: the same with the maintained results off
   (``InstantEvaluator.MAINTAINED = False``, :mod:`engine.stream.maintained`). Every Jindou
-  peer also reports its replay's ``ingest_ndjson`` + ``heartbeat`` time per instant of the
-  query (what maintenance moves from the instant to ingestion) and that plus the median instant.
+  peer also reports, per instant of the query, the CPU time of its replay's ``ingest_ndjson``
+  + ``heartbeat`` calls (the calling thread's: a wall clock there mostly measures the GIL
+  handed to the woken worker) and of the maintenance the worker does after each event (what
+  maintenance moves from the instant), and their sum with the median instant.
 * csparql-composite: the C-SPARQL composite design on pyoxigraph: the static graphs
   are in the store; per window the window's triples are inserted into a named graph,
   the plain SPARQL query (FROM STREAM / FROM removed) runs with default graph = the
@@ -372,7 +374,8 @@ class PeerRun:
     latency: dict[int, float] = field(default_factory=dict)  # instant -> ms
     results: dict[int, Result] = field(default_factory=dict)
     errors: int = 0
-    ingest_us: float | None = None   # the replay's ingest_ndjson + heartbeat µs per instant (Jindou)
+    ingest_us: float | None = None   # the replay's ingest_ndjson + heartbeat CPU µs per instant (Jindou)
+    advance_us: float | None = None  # the worker's maintenance after events, CPU µs per instant (Jindou)
 
 
 def _select_rows_json(doc: dict) -> Result:
@@ -402,6 +405,16 @@ def _collect(events, want: set[int], pr: PeerRun, form: str) -> int | None:
     return lid
 
 
+def _maint_spent() -> tuple[float, float]:
+    """CPU seconds the maintained results took (ingestion thread, worker after events); zeros
+    on a version of the engine without them (A/B runs on older commits)."""
+    try:
+        from engine.stream.maintained import spent  # noqa: PLC0415
+    except ImportError:
+        return 0.0, 0.0
+    return spent()
+
+
 def run_jindou(wl: Workload, incremental: bool = True, say=_log, maintained: bool = True,
                label: str | None = None) -> dict[str, PeerRun]:
     """Replay each query's streams into its own StreamManager; latencies and results per
@@ -411,13 +424,18 @@ def run_jindou(wl: Workload, incremental: bool = True, say=_log, maintained: boo
     from engine.stream.continuous import InstantEvaluator  # noqa: PLC0415
     from engine.stream.manager import StreamManager  # noqa: PLC0415
 
-    was = InstantEvaluator.MAINTAINED
+    was = getattr(InstantEvaluator, "MAINTAINED", None)
+    if was is None and not maintained:
+        raise ValueError("this version of the engine has no maintained results to turn off")
     InstantEvaluator.MAINTAINED = maintained
     try:
         return _run_jindou(wl, incremental, say, label or ("jindou" if incremental else "jindou-full"),
                            Database, StreamManager)
     finally:
-        InstantEvaluator.MAINTAINED = was
+        if was is None:
+            del InstantEvaluator.MAINTAINED
+        else:
+            InstantEvaluator.MAINTAINED = was
 
 
 def _run_jindou(wl: Workload, incremental: bool, say, label: str, Database, StreamManager) -> dict[str, PeerRun]:
@@ -449,8 +467,9 @@ def _run_jindou(wl: Workload, incremental: bool, say, label: str, Database, Stre
                 seen = 0
                 last_id: int | None = None
                 ingest_s = 0.0
+                spent0 = _maint_spent()
                 for k in range(n_b):
-                    ti = time.perf_counter()
+                    ti = time.thread_time()
                     for sd, bs in zip(sds, bodies, strict=True):
                         if bs[k]:
                             r = m.ingest_ndjson(sd.name, bs[k])
@@ -458,7 +477,7 @@ def _run_jindou(wl: Workload, incremental: bool, say, label: str, Database, Stre
                                 raise RuntimeError(f"stream {sd.name} rejected lines: {r['errors'][:3]}")
                     for sd in sds:
                         m.heartbeat(sd.name, wl.start_ms + (k + 1) * b)
-                    ingest_s += time.perf_counter() - ti
+                    ingest_s += time.thread_time() - ti
                     if not m.drain(300):
                         raise RuntimeError("engine did not drain within 300 s")
                     info = m.query(bq.q.name)
@@ -476,7 +495,9 @@ def _run_jindou(wl: Workload, incremental: bool, say, label: str, Database, Stre
                     pr.errors += 1
                     pr.results[t] = canon_error("missing", f"no result event for instant {t}")
                 # (the instants of the replay's event time, whether evaluated or not)
-                pr.ingest_us = ingest_s * 1e6 / max(1, (n_b * b) // bq.step)
+                n_inst = max(1, (n_b * b) // bq.step)
+                pr.ingest_us = ingest_s * 1e6 / n_inst
+                pr.advance_us = (_maint_spent()[1] - spent0[1]) * 1e6 / n_inst
             finally:
                 m.close()
             say(f"  {label} {bq.qid}: {len(pr.latency)} windows, "
@@ -882,8 +903,10 @@ def summarize(wl: Workload, runs: dict[str, dict[str, PeerRun]]) -> dict:
                         "p99_ms": _r(pct(lat, 0.99)) if lat else None}
             if pr.ingest_us is not None:
                 peers[p]["ingest_us"] = _r(pr.ingest_us, 1)
+                peers[p]["advance_us"] = _r(pr.advance_us or 0.0, 1)
                 if lat:
-                    peers[p]["total_us"] = _r(pr.ingest_us + 1000.0 * statistics.median(lat), 1)
+                    peers[p]["total_us"] = _r(pr.ingest_us + (pr.advance_us or 0.0)
+                                              + 1000.0 * statistics.median(lat), 1)
         compared = disagree = 0
         mismatches, errors = [], []
         result_rows = []
@@ -947,8 +970,8 @@ def format_markdown(summary: dict, peers: list[str]) -> str:
     cols = ["query", "window (range/step)", "window triples med / p99", "rows med"]
     cols += [f"{p} med / p99 ms" for p in peers]
     jps = [p for p in peers if p in JINDOU_PEERS]
-    cols += [f"{p} ingest µs/instant" for p in jps]
-    cols += [f"{p} ingest + med µs" for p in jps]
+    cols += [f"{p} ingest / advance CPU µs/instant" for p in jps]
+    cols += [f"{p} ingest + advance + med µs" for p in jps]
     ratio_cols = [(p, f"{p}/jindou") for p in ("csparql-composite", "spark-sql", "jindou-full", "jindou-unmaintained")
                   if p in peers and "jindou" in peers]
     short = {"csparql-composite": "composite", "spark-sql": "spark", "jindou-full": "full",
@@ -970,9 +993,11 @@ def format_markdown(summary: dict, peers: list[str]) -> str:
             else:
                 e = f" ({st['errors']} err)" if st["errors"] else ""
                 cells.append(f"{_fmt(st['median_ms'])} / {_fmt(st['p99_ms'])}{e}")
-        for key in ("ingest_us", "total_us"):
-            for p in jps:
-                cells.append(_fmt(r["peers"].get(p, {}).get(key)))
+        for p in jps:
+            st = r["peers"].get(p, {})
+            cells.append(f"{_fmt(st.get('ingest_us'))} / {_fmt(st.get('advance_us'))}")
+        for p in jps:
+            cells.append(_fmt(r["peers"].get(p, {}).get("total_us")))
         for _p, k in ratio_cols:
             cells.append(_fmt(r["ratios"][k], "×"))
         if r["compared_windows"] == 0:

@@ -15,6 +15,7 @@ merged with the stored graph.
 from __future__ import annotations
 
 import numpy as np
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,6 +24,7 @@ from engine.database import Database
 from engine.sparql.csparql import parse_continuous
 from engine.stream import maintained
 from engine.stream.continuous import BoundWindow, InstantEvaluator
+from engine.stream.manager import StreamManager
 from engine.stream.transient import TransientStore
 from engine.stream.windows import Window
 from tests.test_stream_tiny_gen import EX, NODES, PREDS, STATIC, TERMS, _oracle, _rows, queries
@@ -196,3 +198,53 @@ def test_a_commit_rebuilds_the_state():
         assert maintained.answered_total() - before == 2
     finally:
         d.close()
+
+
+def _manager_events(maintain: bool, monkeypatch) -> tuple[list, int, list]:
+    """A manager fed by ``ingest_ndjson`` / ``heartbeat`` (the ingestion path's hook): the
+    query's events, the instants answered from the state, and per POST whether the state's
+    window had taken the POST's elements before their instant was ready."""
+    monkeypatch.setattr(InstantEvaluator, "MAINTAINED", maintain)
+    db = Database()
+    m = StreamManager(db)
+    joined = []
+    try:
+        db.load_data(f"<{EX}s1> <{EX}type> <{EX}Sensor> .\n<{EX}s2> <{EX}type> <{EX}Sensor> .\n".encode(),
+                     "application/n-triples", graph=STATIC)
+        m.register_stream("a", EX + "a")
+        m.heartbeat("a", 0)
+        m.register_query(f"REGISTER QUERY q AS SELECT ?s ?v FROM <{STATIC}> FROM STREAM <{EX}a> "
+                         f"[RANGE 3s STEP 1s] WHERE {{ ?o <{EX}by> ?s . ?s <{EX}type> <{EX}Sensor> . "
+                         f"?o <{EX}value> ?v FILTER(?v > 2) }}")
+        ev = m._reg.queries["q"].evaluator
+        before = maintained.answered_total()
+        for k in range(8):
+            lines = []
+            for j in range(3):
+                o = f"<{EX}o{k}_{j}>"
+                t = k * 1000 + 100 * j + 1
+                lines += [{"s": o, "p": f"<{EX}by>", "o": f"<{EX}s{1 + (j % 3)}>", "t": t},
+                          {"s": o, "p": f"<{EX}value>", "o": f'"{(k + j) % 5}"^^<http://www.w3.org/2001/XMLSchema#integer>',
+                           "t": t}]
+            assert m.ingest_ndjson("a", b"\n".join(orjson.dumps(x) for x in lines))["rejected"] == 0
+            mt = ev._maint
+            if mt is not None and mt.state is not None and mt.state.tau is not None:
+                joined.append(mt.state.ws[0][2] == m._reg.streams["a"].store.end_seq)
+            m.heartbeat("a", (k + 1) * 1000)
+            assert m.drain(30)
+        events = [(e.id, _rows(e.data)) for e in m.log("q").since(None, from_t=-1) if e.event == "result"]
+        return events, maintained.answered_total() - before, joined
+    finally:
+        m.close()
+        db.close()
+
+
+def test_ingestion_hook_maintains_and_answers_like_the_other_path(monkeypatch):
+    """Through the manager: the ingestion path joins each POST into the state before its
+    instant is ready, the instants are answered from it, the events equal those with the
+    maintained results off."""
+    on, answered, joined = _manager_events(True, monkeypatch)
+    off, none, _ = _manager_events(False, monkeypatch)
+    assert on == off and any(rows for _, rows in on)
+    assert none == 0 and answered >= len(on) - 2
+    assert len(joined) >= 5 and all(joined)
