@@ -178,6 +178,8 @@ def test_relevance_backoff_equals_evaluating_every_instant(seed, fails, monkeypa
         scenario = _busy_scenario(random.Random(seed * 100 + qi))
         mode = rng.choice(["", "ISTREAM", "DSTREAM"]) if text.startswith("SELECT") else ""
         monkeypatch.setattr(continuous.InstantEvaluator, "REL_FAILS", fails)
+        # (the ordinary path's back-off: a maintained result skips the check its own way)
+        monkeypatch.setattr(continuous.InstantEvaluator, "MAINTAINED", False)
         skipped, reused = continuous.rel_skipped_total(), continuous.reused_total()
         got = _run(scenario, text, mode, True, monkeypatch)   # (undoes the patches when done)
         skipped = continuous.rel_skipped_total() - skipped

@@ -1512,6 +1512,11 @@ class InstantEvaluator:
         if not rel[0]:
             return self.unchanged_until(state, t, last, step), True
         te, sn, ranges = state
+        mt = self._maint
+        if mt is not None and alone and last == t and self._ok == te and rel[1] is not None and mt.healthy():
+            # a maintained result answers about as cheaply as a reuse: no check (the same
+            # conditions as the back-off's below: evaluating gives the same event)
+            return _EVALUATE
         if self._rel_skip and alone and last == t and self._ok == te and rel[1] is not None:
             self._rel_skip -= 1
             _REL_SKIPPED[0] += 1

@@ -537,12 +537,18 @@ class Maintained:
                 return st
         return self._build(snap, graphs)
 
+    def healthy(self) -> bool:
+        """Whether a state is kept (not dropped, not backing off): the next instant is likely
+        answered from it."""
+        return self.state is not None and self._skip == 0
+
     # -- the three entry points ------------------------------------------------------
     def on_append(self, store, seq0: int, rows: list, tau: list) -> None:
         """The ingestion thread: a batch appended to ``store`` from seq ``seq0``. Its elements up
-        to the state's next instant join the windows whose range ends at ``seq0``; an element
-        beyond it means that instant's elements of this stream are all in: its event's body is
-        kept (:attr:`_done`, with the windows' ranges it holds) and the state moves on to the
+        to the state's next instant join the windows whose range ends at ``seq0``; once every
+        stream of the query holds an element beyond that instant, its elements are all in
+        (they arrive in time order): its event's body is kept (:attr:`_done`, with the
+        windows' ranges it holds: the instant checks them) and the state moves on to the
         following instant (expired triples out, stored ones up to it in), at most
         :data:`AHEAD` instants per batch."""
         t0 = _clock()
@@ -570,8 +576,9 @@ class Maintained:
                         w[2] = seq0 + n
                     if self._body is None:
                         self._ready()
-                    if tau[-1] <= hi or _ + 1 > AHEAD:
-                        break
+                    if tau[-1] <= hi or _ + 1 > AHEAD or any(
+                            (bw.store.last_tau or hi) <= hi for bw in self.windows):
+                        break   # (an instant is complete once every stream of the query is past it)
                     # instant hi is complete for this stream: its body kept, the state moved on
                     done = self._done
                     if len(done) >= AHEAD * 2:
