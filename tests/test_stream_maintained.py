@@ -248,3 +248,21 @@ def test_ingestion_hook_maintains_and_answers_like_the_other_path(monkeypatch):
     assert on == off and any(rows for _, rows in on)
     assert none == 0 and answered >= len(on) - 2
     assert len(joined) >= 5 and all(joined)
+
+
+def test_a_deleted_query_is_no_longer_maintained():
+    db = Database()
+    m = StreamManager(db)
+    try:
+        m.register_stream("a", EX + "a")
+        m.heartbeat("a", 0)
+        m.register_query(f"REGISTER QUERY q AS SELECT ?s FROM STREAM <{EX}a> [RANGE 3s STEP 1s] "
+                         f"WHERE {{ ?s <{EX}p> ?o }}")
+        mt = m._reg.queries["q"].evaluator._maint
+        store = m._reg.streams["a"].store
+        assert mt is not None and mt in maintained._OBSERVERS[store]
+        m.delete_query("q")
+        assert mt not in maintained._OBSERVERS.get(store, ()) and mt.state is None
+    finally:
+        m.close()
+        db.close()

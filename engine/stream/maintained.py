@@ -83,8 +83,10 @@ def note(store, seq0: int, rows, tau) -> None:
     obs = _OBSERVERS.get(store)
     if not obs:
         return
+    with _OBS_LOCK:
+        obs = list(obs)
     rl = tl = None
-    for m in list(obs):
+    for m in obs:
         if m.state is None:
             continue
         if rl is None:
@@ -536,6 +538,16 @@ class Maintained:
                 st.dict_n = len(d) if gen._ids[3] else None
                 return st
         return self._build(snap, graphs)
+
+    def close(self) -> None:
+        """The query is deleted: no more maintenance (the ingestion forgets it)."""
+        with _OBS_LOCK:
+            for bw in self.windows:
+                got = _OBSERVERS.get(bw.store)
+                if got is not None:
+                    got.discard(self)
+        with self.lock:
+            self._reset()
 
     def healthy(self) -> bool:
         """Whether a state is kept (not dropped, not backing off): the next instant is likely
