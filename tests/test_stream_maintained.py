@@ -27,7 +27,7 @@ from engine.stream.continuous import BoundWindow, InstantEvaluator
 from engine.stream.manager import StreamManager
 from engine.stream.transient import TransientStore
 from engine.stream.windows import Window
-from tests.test_stream_tiny_gen import EX, NODES, PREDS, STATIC, TERMS, _oracle, _rows, queries
+from tests.test_stream_tiny_gen import EX, NODES, PREDS, STATIC, TERMS, XSD, _oracle, _rows, queries
 
 SEEN = [0, 0]   # (instants answered by a maintained state, instants of maintained queries)
 
@@ -266,3 +266,28 @@ def test_a_deleted_query_is_no_longer_maintained():
     finally:
         m.close()
         db.close()
+
+
+def test_computed_numbers_equal_as_values_are_distinct_rows(db):
+    """``0`` and ``-0.0E0`` are equal Python numbers (equal dict keys) but distinct terms: the
+    maintained rows keep them apart, term for term as the other path writes them."""
+    store = TransientStore("a", slice_triples=16)
+    q = (f"REGISTER QUERY c AS SELECT ?s ?z FROM STREAM <{EX}a> [RANGE 3s STEP 1s] "
+         f"WHERE {{ ?s {PREDS[2]} ?o BIND(-(?o * 1) AS ?z) }}")
+    on, off = _pair(db, q, [("a", 3000, store)])
+    assert on._maint is not None
+    zero_i, zero_d = f'"0"^^<{XSD}integer>', f'"0"^^<{XSD}double>'
+
+    def terms(data: bytes) -> list:
+        return sorted(orjson.dumps(b, option=orjson.OPT_SORT_KEYS) for b in orjson.loads(data)["results"]["bindings"])
+
+    before = maintained.answered_total()
+    for k in range(4):
+        t = 1000 * (k + 1)
+        _append(db, store, [(NODES[0], PREDS[2], zero_i), (NODES[0], PREDS[2], zero_d)], t)
+        a, _ = on.run(t)
+        b, _ = off.run(t)
+        assert terms(a) == terms(b) and len(terms(a)) == 2 and b"-0.0E0" in a
+        on.settle(a, t)
+        on.prepare(t + 1000)
+    assert maintained.answered_total() - before >= 2

@@ -30,6 +30,7 @@ after repeated drops. One lock per query: the ingestion thread and the worker bo
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections import deque
@@ -38,10 +39,12 @@ from time import thread_time as _clock
 
 from engine.stream import tiny_gen as _tg
 from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _index, _slot, _values
-from engine.stream.tiny_ops import Undecided
+from engine.stream.tiny_ops import Undecided, _num_item
 from engine.stream.windows import query_step
 
 __all__ = ["Maintained", "note", "answered_total", "spent"]
+
+log = logging.getLogger("jindou.stream")
 
 #: seqs an instant itself catches up (a state a little behind); more: the ordinary path
 CATCH_UP = 64
@@ -181,6 +184,7 @@ class Maintained:
         for j, d in enumerate(self.D):
             ns[f"D{j}"] = d
         ns["_chain"] = chain
+        ns["_CK"] = _computed_key
         ns["_Drop"] = _Drop
         ns["MAX_WORK"] = MAX_WORK
         for fi, (_, _, consts, _) in enumerate(gen._fcode):
@@ -324,8 +328,9 @@ class Maintained:
         else:
             if sh.ask:
                 key = "()"
-            else:   # (a computed projection: its number, as the generated instant writes it)
-                cells = [f"_CV({gen._ccode[n][0]})" if n in gen._ccode else _slot(sh.alias.get(n, n))
+            else:   # (a computed projection: its number's term key -- 1 and 1.0, 0.0 and -0.0 are
+                # equal dict keys, their terms are not)
+                cells = [f"_CK(_CV({gen._ccode[n][0]}))" if n in gen._ccode else _slot(sh.alias.get(n, n))
                          for n in sh.names]
                 key = "(" + "".join(f"{c}, " for c in cells) + ")"
             emit(f"k = {key}")
@@ -605,6 +610,9 @@ class Maintained:
                         self._ready()
             except (_Drop, _Hand, Undecided):
                 self._drop()
+            except Exception:   # noqa: BLE001 -- never the POST's failure: its data is stored
+                log.exception("maintained result dropped on ingestion")
+                self._drop()
             finally:
                 _SPENT[0] += _clock() - t0
 
@@ -637,6 +645,9 @@ class Maintained:
                 if self._body is None:
                     self._ready()
             except (_Drop, _Hand, Undecided):
+                self._drop()
+            except Exception:   # noqa: BLE001 -- the next instant takes the ordinary path
+                log.exception("maintained result dropped after an instant")
                 self._drop()
             finally:
                 _SPENT[1] += _clock() - t0
@@ -674,6 +685,10 @@ class Maintained:
             except (_Drop, _Hand, Undecided):
                 self._drop()
                 return None
+            except Exception:   # noqa: BLE001 -- the ordinary path answers
+                log.exception("maintained result dropped at an instant")
+                self._drop()
+                return None
             _ANSWERED[0] += 1
             return b"".join((body, member, b"}"))
 
@@ -708,7 +723,7 @@ class Maintained:
         frs = list(map(fc.get, rows))
         if None in frs:
             miss = list(dict.fromkeys([r for r, f in zip(rows, frs, strict=True) if f is None]))
-            got = dict(zip(miss, gen.fragments(miss, json, _Terms(self._dict)), strict=True))
+            got = dict(zip(miss, gen.fragments(miss, json, _Terms(self._dict), keyed=True), strict=True))
             if len(fc) + len(got) > self.MAX_FRAGS:
                 fc.clear()
             fc.update(got)
@@ -718,6 +733,11 @@ class Maintained:
         body = self._body = b"".join((json.head(sh.names), b',"results":{"bindings":[{', b"},{".join(frs),
                                       b"}]}"))
         return body
+
+
+def _computed_key(v) -> str | None:
+    """A computed number's term key (None: unbound, an error)."""
+    return None if v is None else _num_item(v)[0]
 
 
 class _Terms:

@@ -1170,9 +1170,10 @@ class GenQuery:
         head = json.head(names) + b',"results":{"bindings":[{'
         return b"".join((head, b"},{".join(self.fragments(rows, json, ctx)), b"}]}", extra, b"}"))
 
-    def fragments(self, rows: list, json, ctx) -> list[bytes]:
+    def fragments(self, rows: list, json, ctx, keyed: bool = False) -> list[bytes]:
         """Each row's bindings as JSON members without braces (``"a":{...},"b":{...}``), the
-        cells from the query's per-variable cache (misses rendered by one call)."""
+        cells from the query's per-variable cache (misses rendered by one call). ``keyed``: the
+        computed numbers' cells are their terms' keys already (:func:`_num_item`)."""
         names = self.sh.names
         kinds = self.kinds()
         cells = json._cells
@@ -1235,7 +1236,7 @@ class GenQuery:
                         col.append(b"")
                         holes = True
                         continue
-                    key = _num_item(c)[0]
+                    key = c if keyed else _num_item(c)[0]
                     f = cf.get((j, key))
                     if f is None:
                         if len(cf) > 4096:
