@@ -132,6 +132,7 @@ class Maintained:
         self._skip = 0
         self._backoff = 0
         self._frags: dict = {}   # output row -> its JSON members (render)
+        self._base: tuple = ({}, [{} for _ in sh.aggs] if sh.by is not None else [])   # (_build)
         self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body) kept by the ingestion
         self.step = query_step([bw.window for bw in windows])
         self.grouping = sh.by is not None
@@ -417,6 +418,8 @@ class Maintained:
             if work > BUILD_WORK or len(self.R) > MAX_ROWS:
                 self._reset()
                 return None
+        # the stored part's own rows: what the windows' leaving all at once goes back to
+        self._base = (dict(self.R), [{g: dict(vals) for g, vals in d.items()} for d in self.D])
         st = _State(ids, len(d) if gen._ids[3] else None, snap.sn, tuple(map(id, graphs)), len(self.windows))
         self.state = st
         return st
@@ -503,6 +506,7 @@ class Maintained:
             return False
         work = 0
         plan = []
+        kept = False   # a triple of the windows stays
         for bw, w, (g0, g1) in zip(self.windows, st.ws, targets, strict=True):
             if w[0] is not bw.store:
                 if w[0] is not None:
@@ -512,11 +516,14 @@ class Maintained:
             overlap = max(w1, g0) < min(w2, g1)
             if overlap and w1 > g0:
                 return False   # (the log is kept in seq order: nothing is added before it)
+            kept = kept or (overlap and bool(w[3]))
             a = min(w2, g1) if overlap else g0
             work += max(0, g1 - a)
             plan.append(a)
         if work > limit:
             return False
+        if not kept and any(w[3] for w in st.ws):
+            self._clear_windows()   # (a tumbling window, a jump: all of it leaves at once)
         for bw, w, (g0, g1), a in zip(self.windows, st.ws, targets, plan, strict=True):
             E = w[3]
             while E and E[0][0] < g0:
@@ -529,6 +536,25 @@ class Maintained:
                 self._add(st, w, a, spo.tolist(), V)
                 w[2] = g1
         return True
+
+    def _clear_windows(self) -> None:
+        """Every window triple leaves: the counts, the windows' part of D and the logs cleared,
+        the rows back to the stored part's own (:meth:`_build`), no delta join."""
+        for W in self.W:
+            for x in W:
+                x.clear()
+        for c in self.C:
+            c.clear()
+        for w in self.state.ws:
+            w[3].clear()
+        R, D = self.R, self.D
+        R.clear()
+        base_r, base_d = self._base
+        R.update(base_r)
+        for d, b in zip(D, base_d, strict=True):
+            d.clear()
+            d.update({g: dict(vals) for g, vals in b.items()})
+        self._body = None
 
     def _current(self, snap, graphs: list) -> _State | None:
         """The state if it was built for ``snap``'s stored part and constants' ids, else a new one."""
