@@ -617,19 +617,23 @@ class Maintained:
                             raise _Drop
                         self._add(st, w, w[2], rows[a:n], _values(self._dict))
                         w[2] = seq0 + n
+                    if self._body is None:
+                        self._ready()
                     if tau[-1] <= hi or _ + 1 > AHEAD or any(
                             (bw.store.last_tau or hi) <= hi for bw in self.windows):
                         break   # (an instant is complete once every stream of the query is past it)
-                    # instant hi is complete (every stream past it): its body kept, the state moved on
+                    # instant hi is complete for this stream: its body kept, the state moved on
                     done = self._done
                     if len(done) >= AHEAD * 2:
                         del done[min(done)]
-                    done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body or self._ready())
+                    done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body)
                     nxt = hi + self.step
                     targets = [bw.store.window_range(bw.window, nxt) for bw in self.windows]
                     if not self._sync(st, targets, _values(self._dict), GEN_WINDOW):
                         raise _Drop
                     st.tau = nxt
+                    if self._body is None:
+                        self._ready()
             except (_Drop, _Hand, Undecided):
                 self._drop()
             except Exception:   # noqa: BLE001 -- never the POST's failure: its data is stored
@@ -722,9 +726,9 @@ class Maintained:
     def _ready(self) -> bytes:
         """The next event's data up to its window member, from the rows as they are now: what
         :meth:`GenQuery.render` writes, each row's fragment written once, when the row first
-        appears (a sliding window's rows stay for several instants). Written once per instant,
-        under the lock, where its rows are final: when the ingestion completes the instant
-        (every stream past it), after the advance, or -- neither happened -- at the instant."""
+        appears (a sliding window's rows stay for several instants). Called where the rows
+        changed (the ingestion thread, the advance), under the lock: the instant then only
+        appends its window member."""
         gen, sh, R = self.gen, self.sh, self.R
         if sh.ask:
             body = self._body = b'{"head":{},"boolean":true' if R else b'{"head":{},"boolean":false'
