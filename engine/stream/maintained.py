@@ -18,7 +18,11 @@ solutions with pattern ``i`` bound to ``x``, patterns ``j < i`` over ``D`` witho
 ``j > i`` over ``D`` with ``x`` (each new solution once: at the first pattern using ``x``); leaving,
 the same before it is removed. The delta joins are Python generated per starting pattern.
 
-The instant (:meth:`Maintained.instant`) answers only when the state is exactly its dataset: the
+The next event's body is written on the ingestion thread once the elements changed the rows
+(each row's JSON fragment once, when the row first appears). When every stream of the query holds
+an element beyond the next instant, that instant is complete: its body is kept with the windows'
+seq ranges it holds and the state moves on to the following instant. The instant
+(:meth:`Maintained.instant`) answers only from a body whose dataset is exactly its own: the
 windows' seq ranges equal :meth:`InstantEvaluator.ranges`, the store snapshot and the constants'
 ids are those the state was built with; a state a few seqs behind is caught up there. Anything
 else (a jump, a commit, a window above :data:`~engine.stream.tiny_gen.GEN_WINDOW`, more than
@@ -100,7 +104,7 @@ def note(store, seq0: int, rows, tau) -> None:
 class _State:
     """One query's maintained dataset and rows (see the module)."""
 
-    __slots__ = ("ids", "dict_n", "sn", "graphs", "ws", "tau", "total_rows")
+    __slots__ = ("ids", "dict_n", "sn", "graphs", "ws", "tau")
 
     def __init__(self, ids, dict_n, sn, graphs, n_windows: int):
         self.ids = ids            # the constants' ids per class the code's globals hold
@@ -109,7 +113,6 @@ class _State:
         self.graphs = graphs      # the stored FROM graphs (identity)
         self.ws = [[None, 0, 0, deque()] for _ in range(n_windows)]   # per window: store, g0, g1, log
         self.tau = None           # the instant the windows are kept for (None: only at the instant)
-        self.total_rows = 0
 
 
 class Maintained:
@@ -143,10 +146,6 @@ class Maintained:
         self.C = [{} for _ in range(ncls)]                # pair -> window triples holding it
         self.R: dict = {}                                 # output row / group -> solutions
         self.D = [{} for _ in sh.aggs] if self.grouping else []   # per COUNT(DISTINCT): group -> {value: n}
-        by_p: dict = {}
-        for c, (cs, p, co, same) in enumerate(gen.classes):
-            by_p.setdefault(p, []).append((c, cs, co, same))
-        self.by_p_keys = by_p            # predicate key -> its classes (ids resolved per state)
         self.by_p: dict = {}             # predicate id -> [(class, s id or None, o id or None, same)]
         self.deltas: dict = {}           # class -> the delta functions of the patterns in it
         self._compiled: dict = {}        # stored sizes' magnitudes -> deltas (join orders differ)
