@@ -291,3 +291,27 @@ def test_computed_numbers_equal_as_values_are_distinct_rows(db):
         on.settle(a, t)
         on.prepare(t + 1000)
     assert maintained.answered_total() - before >= 2
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(q=queries(), pa=periods, ahead=st.lists(st.integers(0, 2), min_size=12, max_size=12))
+def test_two_windows_of_one_stream(db, q, pa, ahead):
+    """Two windows of different ranges over the same stream (a triple in both counts once in
+    D, and leaves it with the longer one): the events equal the other path's."""
+    store = TransientStore("a", slice_triples=8)
+    text = (f"REGISTER QUERY g AS {q.replace(' WHERE', f' FROM <{STATIC}> FROM STREAM <{EX}a> [RANGE 3s STEP 1s] WHERE', 1)}")
+    on, off = _pair(db, text, [("a", 3000, store), ("a", 1000, store)])
+    batches = sorted(((1000 * k + dt, els) for k, period in enumerate(pa) for dt, els in period), key=lambda b: b[0])
+    nxt = 0
+    for step, t in enumerate(range(1000, 1000 * (len(pa) + 3), 1000)):
+        while nxt < len(batches) and batches[nxt][0] <= t + 1000 * ahead[step % len(ahead)]:
+            _append(db, store, batches[nxt][1], batches[nxt][0])
+            nxt += 1
+        a, _ = on.run(t)
+        b, _ = off.run(t)
+        assert _rows(a) == _rows(b), (text, t)
+        on.settle(a, t)
+        off.settle(b, t)
+        on.prepare(t + 1000)
+        off.prepare(t + 1000)
