@@ -1172,9 +1172,10 @@ class InstantEvaluator:
         self._gen_backoff = 0
         # the generated query's result maintained as the stream arrives (engine.stream.maintained):
         # the instant hands over rows already there (not when the join core is to be maintained
-        # at every instant: incremental="always")
+        # at every instant, incremental="always", nor every instant evaluated from scratch, False)
         self._maint = (Maintained.of(self._gen, windows, db.max_rows, _JsonTerms())
-                       if self.MAINTAINED and self._gen is not None and incremental != "always" else None)
+                       if self.MAINTAINED and self._gen is not None and incremental and incremental != "always"
+                       else None)
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
