@@ -315,3 +315,46 @@ def test_two_windows_of_one_stream(db, q, pa, ahead):
         off.settle(b, t)
         on.prepare(t + 1000)
         off.prepare(t + 1000)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(q=queries(), pa=periods, at=st.integers(1, 6),
+       extra=st.lists(triple, min_size=1, max_size=3))
+def test_a_store_commit_in_the_middle(q, pa, at, extra):
+    """The stored graph changes between two instants (a commit: a new snapshot): every event
+    still equals the other path's and pyoxigraph's over the windows and the stored graph as it
+    is at that instant."""
+    d = Database()
+    try:
+        lines = [f"{NODES[i]} {PREDS[j]} {TERMS[(i * 3 + j * 5) % len(TERMS)]} .\n"
+                 for i in range(len(NODES)) for j in range(len(PREDS)) if (i + j) % 2 == 1]
+        d.load_data("".join(lines).encode(), "application/n-triples", graph=STATIC)
+        with d.store.write_lock:
+            d.store.dictionary.encode(TERMS + PREDS + [f"<{EX}a>"])
+        d.static_lines = lines
+        store = TransientStore("a", slice_triples=8)
+        text = f"REGISTER QUERY g AS {q.replace(' WHERE', f' FROM <{STATIC}> FROM STREAM <{EX}a> [RANGE 3s STEP 1s] WHERE', 1)}"
+        on, off = _pair(d, text, [("a", 3000, store)])
+        batches = sorted(((1000 * k + dt, els) for k, period in enumerate(pa) for dt, els in period),
+                         key=lambda b: b[0])
+        held, nxt = [], 0
+        for step, t in enumerate(range(1000, 1000 * (len(pa) + 3), 1000)):
+            if step == at:
+                new = [f"{s} {p} {o} .\n" for s, p, o in extra]
+                d.load_data("".join(new).encode(), "application/n-triples", graph=STATIC)
+                d.static_lines = d.static_lines + new
+            while nxt < len(batches) and batches[nxt][0] <= t + 1000:
+                _append(d, store, batches[nxt][1], batches[nxt][0])
+                held += [(batches[nxt][0], tr) for tr in batches[nxt][1]]
+                nxt += 1
+            a, _ = on.run(t)
+            b, _ = off.run(t)
+            assert _rows(a) == _rows(b), (text, t)
+            assert _rows(a) == _oracle(d, q, {tr for tau, tr in held if t - 3000 < tau <= t}), (text, t)
+            on.settle(a, t)
+            off.settle(b, t)
+            on.prepare(t + 1000)
+            off.prepare(t + 1000)
+    finally:
+        d.close()
