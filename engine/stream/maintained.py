@@ -43,6 +43,7 @@ from time import thread_time as _clock
 
 from engine.stream import tiny_gen as _tg
 from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _index, _slot, _values
+from engine.stream.tiny_gen import code_of as _code_of
 from engine.stream.tiny_ops import Undecided, _num_item
 from engine.stream.windows import query_step
 
@@ -58,6 +59,9 @@ BUILD_WORK = 50 * MAX_WORK
 #: instants the ingestion thread moves a state ahead per batch (an element beyond the next
 #: instant completes it)
 AHEAD = 4
+#: instants the ingestion moves a state past without any instant asking for it before it stops
+#: maintaining it (a query evaluated in a batch of queries of its shape, :mod:`multiquery`)
+IDLE_MAX = 8
 #: CPU seconds spent maintaining (the calling thread's), all queries of the process: on the
 #: ingestion thread and on the worker after events (the benchmark reports both next to the instants)
 _SPENT = [0.0, 0.0]
@@ -134,6 +138,7 @@ class Maintained:
         self.state: _State | None = None
         self._skip = 0
         self._backoff = 0
+        self._idle = 0   # instants the ingestion moved the state past that no instant asked for
         self._frags: dict = {}   # output row -> its JSON members (render)
         self._base: tuple = ({}, [{} for _ in sh.aggs] if sh.by is not None else [])   # (_build)
         self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body) kept by the ingestion
@@ -206,7 +211,7 @@ class Maintained:
         src = []
         for i in range(len(pats)):
             src += self._delta_source(i, sizes)
-        exec(compile("\n".join(src), "<maintained delta>", "exec"), ns)   # noqa: S102 -- our own source
+        exec(_code_of("\n".join(src), "<maintained delta>"), ns)   # noqa: S102 -- our own source
         got = {}
         for i in range(len(pats)):
             got.setdefault(gen.cls[i], []).append(ns[f"d{i}"])
@@ -349,7 +354,7 @@ class Maintained:
         lines += self.gen._group_tail(ns)
         ns["DD"] = self.D
         ns["MAX_ROWS"] = MAX_ROWS
-        exec(compile("\n".join(lines), "<maintained tail>", "exec"), ns)   # noqa: S102 -- our own source
+        exec(_code_of("\n".join(lines), "<maintained tail>"), ns)   # noqa: S102 -- our own source
         return ns["tail"]
 
     # -- the state -------------------------------------------------------------------
@@ -631,6 +636,13 @@ class Maintained:
                     if not self._sync(st, targets, _values(self._dict), GEN_WINDOW):
                         raise _Drop
                     st.tau = nxt   # (its body: written once its own elements arrive, or at its instant)
+                    self._idle += 1
+                    if self._idle > IDLE_MAX:
+                        # nobody reads these instants (the query is evaluated in a batch of its
+                        # shape, or stopped): stop maintaining; an instant evaluated alone
+                        # builds the state again (advance)
+                        self._reset()
+                        return
             except (_Drop, _Hand, Undecided):
                 self._drop()
             except Exception:   # noqa: BLE001 -- never the POST's failure: its data is stored
@@ -644,6 +656,7 @@ class Maintained:
         (expired triples removed, those already stored up to ``tau`` added), or rebuilt."""
         t0 = _clock()
         with self.lock:
+            self._idle = 0
             if self._skip > 0:
                 self._skip -= 1
                 return
@@ -679,6 +692,7 @@ class Maintained:
         the stored graphs, asked only when the snapshot is not the state's. The body is the one
         written when the state last changed (:meth:`_ready`), usually on the ingestion thread."""
         with self.lock:
+            self._idle = 0
             if self._skip > 0:
                 return None
             st = self.state
