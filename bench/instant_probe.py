@@ -56,6 +56,10 @@ STEPS = [
     ("engine.stream.delta", "DeltaGuard", "reusable"),
     ("engine.stream.continuous", "InstantEvaluator", "settle"),
     ("engine.exec.evaluate", "QueryContext", "__init__"),
+    ("engine.stream.continuous", "InstantEvaluator", "_maintained"),
+    ("engine.stream.maintained", "Maintained", "instant"),
+    ("engine.stream.tiny_gen", "GenQuery", "render"),
+    ("engine.stream.continuous", "InstantEvaluator", "prepare"),
 ]
 
 

@@ -23,6 +23,13 @@ Peers:
   the last evaluated one's, the check and its repeated event), the result is the instant's
   event in the query's result log.
 * jindou-full: the same with ``StreamManager(incremental=False)``.
+* jindou-unmaintained: the same with the maintained results off
+  (``InstantEvaluator.MAINTAINED = False``, :mod:`engine.stream.maintained`). Every Jindou
+  peer also reports, per instant of the query, the CPU time of its replay's ``ingest_ndjson``
+  + ``heartbeat`` calls (the calling thread's: a wall clock there mostly measures the GIL
+  handed to the woken worker; in parentheses the part of it that maintained the results) and of
+  the maintenance the worker does after each event (what maintenance moves from the instant),
+  and their sum with the median instant.
 * csparql-composite: the C-SPARQL composite design on pyoxigraph: the static graphs
   are in the store; per window the window's triples are inserted into a named graph,
   the plain SPARQL query (FROM STREAM / FROM removed) runs with default graph = the
@@ -69,7 +76,11 @@ import pyoxigraph as ox
 from bench import citybench as cb
 from bench import lsbench
 
-PEERS = ("jindou", "jindou-full", "csparql-composite", "spark-sql")
+PEERS = ("jindou", "jindou-full", "jindou-unmaintained", "csparql-composite", "spark-sql")
+DEFAULT_PEERS = ("jindou", "jindou-full", "csparql-composite", "spark-sql")
+#: the Jindou peers: their replay's ingestion time is reported per instant (what the maintained
+#: results, engine.stream.maintained, move from the instant to ingestion)
+JINDOU_PEERS = ("jindou", "jindou-full", "jindou-unmaintained")
 WORKLOADS = ("citybench", "lsbench", "lsbench-small")
 #: lsbench-small: LSBench at this rate (triples/s), so that its windows hold tens to hundreds of
 #: triples like CityBench's (the per-window floor, not the data, dominates)
@@ -364,6 +375,9 @@ class PeerRun:
     latency: dict[int, float] = field(default_factory=dict)  # instant -> ms
     results: dict[int, Result] = field(default_factory=dict)
     errors: int = 0
+    ingest_us: float | None = None   # the replay's ingest_ndjson + heartbeat CPU µs per instant (Jindou)
+    advance_us: float | None = None  # the worker's maintenance after events, CPU µs per instant (Jindou)
+    maint_us: float | None = None    # the part of ingest_us that maintained the results (Jindou)
 
 
 def _select_rows_json(doc: dict) -> Result:
@@ -393,10 +407,40 @@ def _collect(events, want: set[int], pr: PeerRun, form: str) -> int | None:
     return lid
 
 
-def run_jindou(wl: Workload, incremental: bool = True, say=_log) -> dict[str, PeerRun]:
-    """Replay each query's streams into its own StreamManager; latencies and results per instant."""
+def _maint_spent() -> tuple[float, float]:
+    """CPU seconds the maintained results took (ingestion thread, worker after events); zeros
+    on a version of the engine without them (A/B runs on older commits)."""
+    try:
+        from engine.stream.maintained import spent  # noqa: PLC0415
+    except ImportError:
+        return 0.0, 0.0
+    return spent()
+
+
+def run_jindou(wl: Workload, incremental: bool = True, say=_log, maintained: bool = True,
+               label: str | None = None) -> dict[str, PeerRun]:
+    """Replay each query's streams into its own StreamManager; latencies and results per
+    instant, and the time of the replay's ``ingest_ndjson`` + ``heartbeat`` calls per instant
+    of the query (``maintained``: the maintained-result path on)."""
     from engine.database import Database  # noqa: PLC0415
+    from engine.stream.continuous import InstantEvaluator  # noqa: PLC0415
     from engine.stream.manager import StreamManager  # noqa: PLC0415
+
+    was = getattr(InstantEvaluator, "MAINTAINED", None)
+    if was is None and not maintained:
+        raise ValueError("this version of the engine has no maintained results to turn off")
+    InstantEvaluator.MAINTAINED = maintained
+    try:
+        return _run_jindou(wl, incremental, say, label or ("jindou" if incremental else "jindou-full"),
+                           Database, StreamManager)
+    finally:
+        if was is None:
+            del InstantEvaluator.MAINTAINED
+        else:
+            InstantEvaluator.MAINTAINED = was
+
+
+def _run_jindou(wl: Workload, incremental: bool, say, label: str, Database, StreamManager) -> dict[str, PeerRun]:
 
     db = Database()
     for g, nt in wl.static_nt.items():
@@ -424,7 +468,10 @@ def run_jindou(wl: Workload, incremental: bool = True, say=_log) -> dict[str, Pe
                 bodies = [wl.ndjson(sd.iri) for sd in sds]
                 seen = 0
                 last_id: int | None = None
+                ingest_s = 0.0
+                spent0 = _maint_spent()
                 for k in range(n_b):
+                    ti = time.thread_time()
                     for sd, bs in zip(sds, bodies, strict=True):
                         if bs[k]:
                             r = m.ingest_ndjson(sd.name, bs[k])
@@ -432,6 +479,7 @@ def run_jindou(wl: Workload, incremental: bool = True, say=_log) -> dict[str, Pe
                                 raise RuntimeError(f"stream {sd.name} rejected lines: {r['errors'][:3]}")
                     for sd in sds:
                         m.heartbeat(sd.name, wl.start_ms + (k + 1) * b)
+                    ingest_s += time.thread_time() - ti
                     if not m.drain(300):
                         raise RuntimeError("engine did not drain within 300 s")
                     info = m.query(bq.q.name)
@@ -448,9 +496,15 @@ def run_jindou(wl: Workload, incremental: bool = True, say=_log) -> dict[str, Pe
                 for t in sorted(want - set(pr.results)):
                     pr.errors += 1
                     pr.results[t] = canon_error("missing", f"no result event for instant {t}")
+                # (the instants of the replay's event time, whether evaluated or not)
+                n_inst = max(1, (n_b * b) // bq.step)
+                pr.ingest_us = ingest_s * 1e6 / n_inst
+                spent1 = _maint_spent()
+                pr.maint_us = (spent1[0] - spent0[0]) * 1e6 / n_inst
+                pr.advance_us = (spent1[1] - spent0[1]) * 1e6 / n_inst
             finally:
                 m.close()
-            say(f"  {'jindou' if incremental else 'jindou-full'} {bq.qid}: {len(pr.latency)} windows, "
+            say(f"  {label} {bq.qid}: {len(pr.latency)} windows, "
                 f"{time.perf_counter() - t0:.1f}s")
     finally:
         db.close()
@@ -851,6 +905,13 @@ def summarize(wl: Workload, runs: dict[str, dict[str, PeerRun]]) -> dict:
             peers[p] = {"status": pr.status, "windows": len(lat), "errors": pr.errors,
                         "median_ms": _r(statistics.median(lat)) if lat else None,
                         "p99_ms": _r(pct(lat, 0.99)) if lat else None}
+            if pr.ingest_us is not None:
+                peers[p]["ingest_us"] = _r(pr.ingest_us, 1)
+                peers[p]["advance_us"] = _r(pr.advance_us or 0.0, 1)
+                peers[p]["maint_us"] = _r(pr.maint_us or 0.0, 1)
+                if lat:
+                    peers[p]["total_us"] = _r(pr.ingest_us + (pr.advance_us or 0.0)
+                                              + 1000.0 * statistics.median(lat), 1)
         compared = disagree = 0
         mismatches, errors = [], []
         result_rows = []
@@ -886,7 +947,8 @@ def summarize(wl: Workload, runs: dict[str, dict[str, PeerRun]]) -> dict:
             "result_rows_median": _r(statistics.median(result_rows), 1) if result_rows else None,
             "nonempty_windows": sum(1 for x in result_rows if x), "peers": peers,
             "ratios": {"csparql-composite/jindou": ratio("csparql-composite"), "spark-sql/jindou": ratio("spark-sql"),
-                       "jindou-full/jindou": ratio("jindou-full")},
+                       "jindou-full/jindou": ratio("jindou-full"),
+                       "jindou-unmaintained/jindou": ratio("jindou-unmaintained")},
             "compared_windows": compared, "disagreements": disagree, "mismatches": mismatches,
             "error_samples": errors})
     targets = {}
@@ -912,9 +974,13 @@ def _fmt(x, suffix: str = "") -> str:
 def format_markdown(summary: dict, peers: list[str]) -> str:
     cols = ["query", "window (range/step)", "window triples med / p99", "rows med"]
     cols += [f"{p} med / p99 ms" for p in peers]
-    ratio_cols = [(p, f"{p}/jindou") for p in ("csparql-composite", "spark-sql", "jindou-full")
+    jps = [p for p in peers if p in JINDOU_PEERS]
+    cols += [f"{p} ingest (of it maintaining) / advance CPU µs/instant" for p in jps]
+    cols += [f"{p} ingest + advance + med µs" for p in jps]
+    ratio_cols = [(p, f"{p}/jindou") for p in ("csparql-composite", "spark-sql", "jindou-full", "jindou-unmaintained")
                   if p in peers and "jindou" in peers]
-    short = {"csparql-composite": "composite", "spark-sql": "spark", "jindou-full": "full"}
+    short = {"csparql-composite": "composite", "spark-sql": "spark", "jindou-full": "full",
+             "jindou-unmaintained": "unmaintained"}
     cols += [f"{short[p]}/jindou" for p, _k in ratio_cols]
     cols.append("agree")
     out = [f"### {summary['workload']}", "",
@@ -932,6 +998,11 @@ def format_markdown(summary: dict, peers: list[str]) -> str:
             else:
                 e = f" ({st['errors']} err)" if st["errors"] else ""
                 cells.append(f"{_fmt(st['median_ms'])} / {_fmt(st['p99_ms'])}{e}")
+        for p in jps:
+            st = r["peers"].get(p, {})
+            cells.append(f"{_fmt(st.get('ingest_us'))} ({_fmt(st.get('maint_us'))}) / {_fmt(st.get('advance_us'))}")
+        for p in jps:
+            cells.append(_fmt(r["peers"].get(p, {}).get("total_us")))
         for _p, k in ratio_cols:
             cells.append(_fmt(r["ratios"][k], "×"))
         if r["compared_windows"] == 0:
@@ -966,7 +1037,7 @@ def run(workloads: list[str], queries: list[str] | None = None, minutes: float =
         clock: str = "paced", frequency: float = 1.0, root: Path | None = None, spark_master: str = "local[2]",
         say=_log, spark_timeout: float = 300.0, small_rate: float = SMALL_RATE,
         composite_timing: str = "hot") -> dict:
-    peers = list(peers or PEERS)
+    peers = list(peers or DEFAULT_PEERS)
     bad = [p for p in peers if p not in PEERS]
     if bad:
         raise ValueError(f"unknown peer(s) {bad}; known: {', '.join(PEERS)}")
@@ -995,6 +1066,8 @@ def run(workloads: list[str], queries: list[str] | None = None, minutes: float =
                 runs[p] = run_jindou(wl, True, say)
             elif p == "jindou-full":
                 runs[p] = run_jindou(wl, False, say)
+            elif p == "jindou-unmaintained":
+                runs[p] = run_jindou(wl, True, say, maintained=False, label=p)
             elif p == "csparql-composite":
                 runs[p] = run_composite(wl, say, composite_timing)
             elif p == "spark-sql":
@@ -1007,7 +1080,7 @@ def run(workloads: list[str], queries: list[str] | None = None, minutes: float =
         report["workloads"].append(s)
     report["disagreements"] = sum(r["disagreements"] for w in report["workloads"] for r in w["queries"])
     report["jindou_errors"] = sum(r["peers"][p]["errors"] for w in report["workloads"] for r in w["queries"]
-                                  for p in ("jindou", "jindou-full") if p in r["peers"])
+                                  for p in JINDOU_PEERS if p in r["peers"])
     return report
 
 
@@ -1037,7 +1110,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spark-timeout", type=float, default=300.0,
                     help="seconds one Spark window may take; then the Spark process is stopped and the "
                          "query's remaining windows are reported as errors (default 300)")
-    ap.add_argument("--peers", default=",".join(PEERS), help=f"default {','.join(PEERS)}")
+    ap.add_argument("--peers", default=",".join(DEFAULT_PEERS),
+                    help=f"default {','.join(DEFAULT_PEERS)} (known: {','.join(PEERS)})")
     ap.add_argument("--clock", choices=("paced", "csv"), default="paced",
                     help="citybench: CityBench's paced replay (default) or each row's CSV time")
     ap.add_argument("--frequency", type=float, default=1.0, help="citybench: paced rows per second (default 1)")

@@ -116,12 +116,18 @@ def test_citybench_workload_peers_agree():
         root = cb.shared_root()
     except FileNotFoundError:
         pytest.skip("shared/citybench not found")
-    rep = S.run(["citybench"], queries=["C1", "C6", "C11"], minutes=0.15, peers=LOCAL_PEERS, root=root,
+    peers = [*LOCAL_PEERS, "jindou-unmaintained"]
+    rep = S.run(["citybench"], queries=["C1", "C6", "C11"], minutes=0.15, peers=peers, root=root,
                 say=lambda *_: None)
     (wl,) = rep["workloads"]
     assert [q["query"] for q in wl["queries"]] == ["C1", "C6", "C11"]
     for q in wl["queries"]:
         assert q["disagreements"] == 0 and q["compared_windows"] == q["instants"] > 0, q
+        for p in S.JINDOU_PEERS:   # the replay's ingestion time per instant, and with the median instant
+            st = q["peers"][p]
+            assert st["ingest_us"] > 0 and st["total_us"] > st["ingest_us"] + st["advance_us"], (p, q)
+        assert q["peers"]["jindou-unmaintained"]["advance_us"] == q["peers"]["jindou-unmaintained"]["maint_us"] == 0, q
+    assert "jindou-unmaintained ingest (of it maintaining) / advance CPU µs/instant" in S.format_markdown(wl, peers)
     assert {q["query"] for q in wl["queries"] if q["nonempty_windows"]} == {"C1", "C6"}   # C11 is never true
 
 

@@ -178,6 +178,8 @@ def test_relevance_backoff_equals_evaluating_every_instant(seed, fails, monkeypa
         scenario = _busy_scenario(random.Random(seed * 100 + qi))
         mode = rng.choice(["", "ISTREAM", "DSTREAM"]) if text.startswith("SELECT") else ""
         monkeypatch.setattr(continuous.InstantEvaluator, "REL_FAILS", fails)
+        # (the ordinary path's back-off: a maintained result skips the check its own way)
+        monkeypatch.setattr(continuous.InstantEvaluator, "MAINTAINED", False)
         skipped, reused = continuous.rel_skipped_total(), continuous.reused_total()
         got = _run(scenario, text, mode, True, monkeypatch)   # (undoes the patches when done)
         skipped = continuous.rel_skipped_total() - skipped
@@ -232,6 +234,8 @@ def _same_context(a, b) -> None:
 
 
 def test_prepared_context_is_a_new_one(monkeypatch):
+    # (the ordinary path's context: a maintained result needs none, engine.stream.maintained)
+    monkeypatch.setattr(continuous.InstantEvaluator, "MAINTAINED", False)
     db = Database()
     m = StreamManager(db)
     try:

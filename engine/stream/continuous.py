@@ -77,6 +77,7 @@ from engine.stream import pred_times
 from engine.stream.absorb import AbsorbLog
 from engine.stream.delta import DeltaGuard, patterns_of, query_patterns, relevant_predicates
 from engine.stream.incremental import IncrementalCore, find_core
+from engine.stream.maintained import Maintained
 from engine.stream.pred_times import ALL, change_by, next_change
 from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
@@ -1169,6 +1170,12 @@ class InstantEvaluator:
                      else None)
         self._gen_skip = 0
         self._gen_backoff = 0
+        # the generated query's result maintained as the stream arrives (engine.stream.maintained):
+        # the instant hands over rows already there (not when the join core is to be maintained
+        # at every instant, incremental="always", nor every instant evaluated from scratch, False)
+        self._maint = (Maintained.of(self._gen, windows, db.max_rows, _JsonTerms())
+                       if self.MAINTAINED and self._gen is not None and incremental and incremental != "always"
+                       else None)
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -1506,6 +1513,11 @@ class InstantEvaluator:
         if not rel[0]:
             return self.unchanged_until(state, t, last, step), True
         te, sn, ranges = state
+        mt = self._maint
+        if mt is not None and alone and last == t and self._ok == te and rel[1] is not None and mt.healthy():
+            # a maintained result answers about as cheaply as a reuse: no check (the same
+            # conditions as the back-off's below: evaluating gives the same event)
+            return _EVALUATE
         if self._rel_skip and alone and last == t and self._ok == te and rel[1] is not None:
             self._rel_skip -= 1
             _REL_SKIPPED[0] += 1
@@ -1740,9 +1752,30 @@ class InstantEvaluator:
         db = self.db
         self._ctx_next = (self._new_context(db.store.snapshot()), db.query_timeout, db.max_rows, db._term_cache,
                           getattr(db, "query_memory", None))
+        m = self._maint
+        if m is not None and self._maintained_ok():   # the state moved to t (expired triples out)
+            snap = db.store.snapshot()
+            m.advance(snap, self._stored_graphs(_SnapCtx(snap)), int(t))
 
     #: the generated-code path on (tests compare with it off)
     GENERATED = True
+    #: the maintained-result path on (tests compare with it off)
+    MAINTAINED = True
+
+    def _maintained_ok(self) -> bool:
+        """Whether the maintained state may answer: not while the stored default graph is read
+        as of each instant (absorbed triples rewind it: the merged path's)."""
+        return not (self.reads_stored_default and self.absorb_log is not None and len(self.absorb_log))
+
+    def _maintained(self, t: int) -> bytes | None:
+        """Instant ``t``'s event data from the maintained rows (:mod:`engine.stream.maintained`),
+        None when the state is not its dataset (the ordinary path answers)."""
+        if not self._maintained_ok():
+            return None
+        return self._maint.instant(self.db.store.snapshot(), self._graphs_of, self.ranges(t), t, self.member_bytes(t))
+
+    def _graphs_of(self, snap) -> list:
+        return self._stored_graphs(_SnapCtx(snap))
 
     def evaluate(self, t: int) -> QueryResult:
         db = self.db
@@ -1862,6 +1895,12 @@ class InstantEvaluator:
         if pre_t != t:
             spent_ms = 0.0
         self._pre = _NO_PRE
+        if self._maint is not None:
+            data = self._maintained(t)
+            if data is not None:
+                self._fin = None
+                self._ok = t
+                return data, spent_ms + (time.perf_counter() - t0) * 1000.0
         dg = self._delta
         # the relevance check saw a change the delta check cannot find clean (a triple of a
         # predicate some pattern matches with variable ends): not asked, but remembered
@@ -1998,6 +2037,24 @@ class _Generated:
         if res is None:
             res = self._res = self.gen.result(self.rows, self.ctx)
         return getattr(res, name)
+
+
+class _SnapCtx:
+    """A store snapshot as the little of a :class:`QueryContext` the maintained path reads:
+    the stored graphs' lookup (:meth:`InstantEvaluator._stored_graphs`) and the terms' keys
+    (:meth:`_JsonTerms.render`)."""
+
+    __slots__ = ("snapshot", "dictionary")
+
+    def __init__(self, snap):
+        self.snapshot = snap
+        self.dictionary = snap.dictionary
+
+    def lookup(self, key: str) -> int:
+        return int(self.dictionary.lookup(key))
+
+    def keys(self, ids: np.ndarray) -> list[str | None]:
+        return self.dictionary.keys(ids)
 
 
 class _FrozenTerms:

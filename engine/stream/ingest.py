@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.io import ingest as write_path
-from engine.stream import pred_times
+from engine.stream import maintained, pred_times
 from engine.stream.absorb import AbsorbLog, absorb
 from engine.stream.adaptor import ParsedLines, parse_graph, split_elements, timeless_mask
 from engine.stream.ledger import BatchLedger, check_batch_id, duplicate
@@ -75,9 +75,12 @@ class Ingestor:
         tm = timeless_mask(rows[:, 1], st.absorb, st.absorb_pids)
         if tm.any():
             self.db.store.snapshot()  # a down store worker refuses the batch before anything changes
+        seq0 = st.store.end_seq
         st.store.append_rows(rows, tau)
         # indexed before the progress is published (relevance checks), from the batch in hand
         pred_times.note(st.store, rows[:, 1], tau)
+        # joined into the maintained results of the queries reading the stream (their next instant's)
+        maintained.note(st.store, seq0, rows, tau)
         journal = self.journal if keys is not None else None
         st.batches += 1
         st.elements += len(split_elements(tau))

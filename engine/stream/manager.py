@@ -465,6 +465,9 @@ class StreamManager:
             reg.remove_query(q)
             reg.cv.notify_all()
         q.close()
+        maintained = getattr(q.evaluator, "_maint", None)
+        if maintained is not None:
+            maintained.close()   # the ingestion stops maintaining its result at once
         self.sinks.drop(name)
         if self._results is not None:
             self._results.forget(name)

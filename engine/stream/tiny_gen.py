@@ -73,6 +73,23 @@ def taken_total() -> int:
     return _TAKEN[0]
 
 
+#: compiled generated source, all queries of the process: queries of one shape write the same
+#: source (their constants are globals of their own namespaces), so 1,000 registrations of one
+#: template compile once (a compile is ~0.5 ms; executing the code object per query ~µs)
+_CODES: dict = {}
+_CODES_MAX = 512
+
+
+def code_of(src: str, name: str):
+    """``src`` compiled (kept per source text)."""
+    code = _CODES.get(src)
+    if code is None:
+        if len(_CODES) >= _CODES_MAX:
+            _CODES.clear()
+        code = _CODES[src] = compile(src, name, "exec")
+    return code
+
+
 class _Hand(Exception):
     """The instant leaves the generated code (too many rows or steps)."""
 
@@ -689,7 +706,7 @@ class GenQuery:
                 lines.append(f"{ind}m{c}[k] = m{c}.get(k, 0) + 1")
                 lines.append(f"{ind}if add: add((i, m{c}, k))")
         ns = self._ns
-        exec(compile("\n".join(lines), "<tiny_gen match>", "exec"), ns)   # noqa: S102 -- our own source
+        exec(code_of("\n".join(lines), "<tiny_gen match>"), ns)   # noqa: S102 -- our own source
         return ns["match"]
 
     def _window(self, spec: list) -> list:
@@ -1097,7 +1114,7 @@ class GenQuery:
             lines.append(" return list(out)" if sh.distinct else " return out")
         ns["MAX_WORK"] = MAX_WORK
         ns["MAX_ROWS"] = MAX_ROWS
-        exec(compile("\n".join(lines), "<tiny_gen join>", "exec"), ns)   # noqa: S102 -- our own source
+        exec(code_of("\n".join(lines), "<tiny_gen join>"), ns)   # noqa: S102 -- our own source
         return ns["join"], (None if single else [[k for k, _, _ in comp] for comp in comps])
 
     def _group_tail(self, ns: dict) -> list[str]:
@@ -1167,6 +1184,14 @@ class GenQuery:
         names = self.sh.names
         if not rows:
             return b"".join((json.head(names), b',"results":{"bindings":[]}', extra, b"}"))
+        head = json.head(names) + b',"results":{"bindings":[{'
+        return b"".join((head, b"},{".join(self.fragments(rows, json, ctx)), b"}]}", extra, b"}"))
+
+    def fragments(self, rows: list, json, ctx, keyed: bool = False) -> list[bytes]:
+        """Each row's bindings as JSON members without braces (``"a":{...},"b":{...}``), the
+        cells from the query's per-variable cache (misses rendered by one call). ``keyed``: the
+        computed numbers' cells are their terms' keys already (:func:`_num_item`)."""
+        names = self.sh.names
         kinds = self.kinds()
         cells = json._cells
         tables = []
@@ -1228,7 +1253,7 @@ class GenQuery:
                         col.append(b"")
                         holes = True
                         continue
-                    key = _num_item(c)[0]
+                    key = c if keyed else _num_item(c)[0]
                     f = cf.get((j, key))
                     if f is None:
                         if len(cf) > 4096:
@@ -1236,12 +1261,9 @@ class GenQuery:
                         f = cf[j, key] = name + orjson.dumps(_ser._json_term(key))
                     col.append(f)
             parts.append(col)
-        head = json.head(names) + b',"results":{"bindings":[{'
         if holes:
-            body = b"},{".join([b",".join([x for x in r if x]) for r in zip(*parts, strict=True)])
-        else:
-            body = b"},{".join([b",".join(r) for r in zip(*parts, strict=True)])
-        return b"".join((head, body, b"}]}", extra, b"}"))
+            return [b",".join([x for x in r if x]) for r in zip(*parts, strict=True)]
+        return [b",".join(r) for r in zip(*parts, strict=True)]
 
 
 _IDENTS: dict[str, str] = {}

@@ -1,0 +1,789 @@
+"""A small-window query's result maintained while the stream arrives (CQELS-style).
+
+Why: an instant on a woken worker costs 1-3 µs per first touch of an object, so evaluating
+even a tiny window *at* the instant (:mod:`engine.stream.tiny_gen`) costs 200-1000 µs there.
+Here the join is done when a triple arrives (on the ingestion thread, :func:`note`) and when it
+expires (after the last instant's event, :meth:`Maintained.advance`): the instant only writes
+the rows that are already there.
+
+The state of one query is the dataset ``D`` of its *next* instant ``tau`` -- per window the seq
+range ``[g0, g1)`` of its elements with ``tau - RANGE < t <= tau`` (elements beyond ``tau`` wait in
+the stream's store, the "buffer"), as sets, merged with the stored ``FROM`` graphs -- and the
+solutions of the query's BGP over ``D`` passing its FILTERs, counted per output row (SELECT: the
+multiplicity; DISTINCT: present while the count is positive; GROUP BY / COUNT: solutions per group
+and, for ``COUNT(DISTINCT ?v)``, per-group value counts; ASK: the total). Windows are sets: a
+triple changes ``D`` only when its count over the windows goes 0 -> 1 or 1 -> 0 and the stored
+graphs do not hold it. A triple ``x`` entering ``D`` adds, for each pattern ``i`` it matches, the
+solutions with pattern ``i`` bound to ``x``, patterns ``j < i`` over ``D`` without ``x`` and
+``j > i`` over ``D`` with ``x`` (each new solution once: at the first pattern using ``x``); leaving,
+the same before it is removed. The delta joins are Python generated per starting pattern.
+
+The next event's body is written on the ingestion thread once the elements changed the rows
+(each row's JSON fragment once, when the row first appears). When every stream of the query holds
+an element beyond the next instant, that instant is complete: its body is kept with the windows'
+seq ranges it holds and the state moves on to the following instant. The instant
+(:meth:`Maintained.instant`) answers only from a body whose dataset is exactly its own: the
+windows' seq ranges equal :meth:`InstantEvaluator.ranges`, the store snapshot and the constants'
+ids are those the state was built with; a state a few seqs behind is caught up there. Anything
+else (a jump, a commit, a window above :data:`~engine.stream.tiny_gen.GEN_WINDOW`, more than
+:data:`~engine.stream.tiny_gen.MAX_ROWS` rows or :data:`~engine.stream.tiny_gen.MAX_WORK` join
+steps per triple, a FILTER value the closures do not decide) drops the state: the instant takes
+the ordinary path and the state is rebuilt after it (:meth:`Maintained.advance`), backing off
+after repeated drops. One lock per query: the ingestion thread and the worker both touch it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections import deque
+from itertools import chain
+from time import thread_time as _clock
+
+from engine.stream import tiny_gen as _tg
+from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _index, _slot, _values
+from engine.stream.tiny_gen import code_of as _code_of
+from engine.stream.tiny_ops import Undecided, _num_item
+from engine.stream.windows import query_step
+
+__all__ = ["Maintained", "note", "answered_total", "spent"]
+
+log = logging.getLogger("jindou.stream")
+
+#: seqs an instant itself catches up (a state a little behind); more: the ordinary path
+CATCH_UP = 64
+#: join steps of the stored part's own solutions (once per store snapshot) above which a
+#: query is not maintained
+BUILD_WORK = 50 * MAX_WORK
+#: instants the ingestion thread moves a state ahead per batch (an element beyond the next
+#: instant completes it)
+AHEAD = 4
+#: instants the ingestion moves a state past without any instant asking for it before it stops
+#: maintaining it (a query evaluated in a batch of queries of its shape, :mod:`multiquery`)
+IDLE_MAX = 8
+#: CPU seconds spent maintaining (the calling thread's), all queries of the process: on the
+#: ingestion thread and on the worker after events (the benchmark reports both next to the instants)
+_SPENT = [0.0, 0.0]
+#: instants answered by a maintained state, all queries of the process (tests: the path is taken)
+_ANSWERED = [0]
+#: transient store -> the maintained queries reading it (weakly: a deleted query's goes with it)
+_OBSERVERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_OBS_LOCK = threading.Lock()
+
+
+def spent() -> tuple[float, float]:
+    """CPU seconds spent maintaining (ingestion thread, worker's advance), all queries of the process."""
+    return _SPENT[0], _SPENT[1]
+
+
+def answered_total() -> int:
+    """Instants answered from a maintained state, all queries of the process."""
+    return _ANSWERED[0]
+
+
+class _Drop(Exception):
+    """The state cannot be kept (too many rows or join steps, an undecided value, a count
+    below zero): it is dropped and rebuilt later."""
+
+
+def note(store, seq0: int, rows, tau) -> None:
+    """The ingestion hook (:meth:`engine.stream.ingest.Ingestor.store_batch`, under the stream's
+    lock): the batch just appended to ``store`` from seq ``seq0`` -- ``rows`` (n, 3) ids, ``tau``
+    their times -- joined into the maintained states of the queries reading it."""
+    obs = _OBSERVERS.get(store)
+    if not obs:
+        return
+    with _OBS_LOCK:
+        obs = list(obs)
+    rl = tl = None
+    for m in obs:
+        if m.state is None:
+            continue
+        if rl is None:
+            rl, tl = rows.tolist(), tau.tolist()
+        m.on_append(store, seq0, rl, tl)
+
+
+class _State:
+    """One query's maintained dataset and rows (see the module)."""
+
+    __slots__ = ("ids", "dict_n", "sn", "graphs", "ws", "tau")
+
+    def __init__(self, ids, dict_n, sn, graphs, n_windows: int):
+        self.ids = ids            # the constants' ids per class the code's globals hold
+        self.dict_n = dict_n      # the dictionary's size then (an absent constant: looked up again)
+        self.sn = sn              # the store snapshot of the stored part
+        self.graphs = graphs      # the stored FROM graphs (identity)
+        self.ws = [[None, 0, 0, deque()] for _ in range(n_windows)]   # per window: store, g0, g1, log
+        self.tau = None           # the instant the windows are kept for (None: only at the instant)
+
+
+class Maintained:
+    """The maintained result of one query :class:`GenQuery` takes (no OPTIONAL), over time
+    windows."""
+
+    #: instants of the ordinary path after a drop, doubling up to this
+    BACKOFF_MAX = 256
+
+    def __init__(self, gen: GenQuery, windows: list, json):
+        self.gen = gen
+        self.json = json            # the query's own _JsonTerms (used under the lock only)
+        self._body: bytes | None = None   # the next event's data up to its window member (_ready)
+        sh = gen.sh
+        self.sh = sh
+        self.windows = windows
+        self.ranges_ms = [int(bw.window.range_ms) for bw in windows]
+        self.lock = threading.Lock()
+        self.state: _State | None = None
+        self._skip = 0
+        self._backoff = 0
+        self._idle = 0   # instants the ingestion moved the state past that no instant asked for
+        self._frags: dict = {}   # output row -> its JSON members (render)
+        self._base: tuple = ({}, [{} for _ in sh.aggs] if sh.by is not None else [])   # (_build)
+        self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body) kept by the ingestion
+        self.step = query_step([bw.window for bw in windows])
+        self.grouping = sh.by is not None
+        self.ns = dict(_tg._HELPERS)
+        ncls = len(gen.classes)
+        # the containers the generated code reads (globals of its namespace, cleared on reset)
+        self.W = [(set(), {}, {}) for _ in range(ncls)]   # window-only pairs of D: set, s -> {o}, o -> {s}
+        self.C = [{} for _ in range(ncls)]                # pair -> window triples holding it
+        self.R: dict = {}                                 # output row / group -> solutions
+        self.D = [{} for _ in sh.aggs] if self.grouping else []   # per COUNT(DISTINCT): group -> {value: n}
+        self.by_p: dict = {}             # predicate id -> [(class, s id or None, o id or None, same)]
+        self.deltas: dict = {}           # class -> the delta functions of the patterns in it
+        self._compiled: dict = {}        # stored sizes' magnitudes -> deltas (join orders differ)
+        self._setup()
+        self.deltas = self._compile([0] * ncls)
+        if self.grouping:
+            self._tail = self._compile_tail()
+
+    @staticmethod
+    def of(gen: GenQuery | None, windows: list, max_rows: int | None, json) -> Maintained | None:
+        """A maintained state for ``gen``'s query when it qualifies: time windows, no OPTIONAL,
+        a row budget not below the loops' own bound."""
+        if gen is None or gen.sh.opts or not windows:
+            return None
+        if max_rows is not None and max_rows < MAX_WORK:
+            return None
+        if any(bw.window.range_ms is None or bw.window.range_ms <= 0 for bw in windows):
+            return None
+        m = Maintained(gen, windows, json)
+        with _OBS_LOCK:
+            for bw in windows:
+                got = _OBSERVERS.get(bw.store)
+                if got is None:
+                    got = _OBSERVERS[bw.store] = weakref.WeakSet()
+                got.add(m)
+        return m
+
+    # -- the generated delta joins ---------------------------------------------------
+    def _setup(self) -> None:
+        gen = self.gen
+        ns = self.ns
+        for c in range(len(gen.classes)):
+            ns[f"W{c}p"], ns[f"W{c}s"], ns[f"W{c}o"] = self.W[c]
+            ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = set(), {}, {}, []
+        ns["R"] = self.R
+        for j, d in enumerate(self.D):
+            ns[f"D{j}"] = d
+        ns["_chain"] = chain
+        ns["_CK"] = _computed_key
+        ns["_Drop"] = _Drop
+        ns["MAX_WORK"] = MAX_WORK
+        for fi, (_, _, consts, _) in enumerate(gen._fcode):
+            for ci, v in enumerate(consts):
+                ns[f"F{fi}_K{ci}"] = v
+        for k, (_, consts) in enumerate(gen._ccode.values()):
+            for ci, v in enumerate(consts):
+                ns[f"E{k}_K{ci}"] = v
+
+    def _compile(self, sizes: list) -> dict:
+        """class -> the delta functions of its patterns, with join orders for the stored parts'
+        ``sizes`` per class (kept per their magnitudes: a new snapshot of similar sizes reuses them)."""
+        sig = tuple(int(x).bit_length() for x in sizes)
+        got = self._compiled.get(sig)
+        if got is not None:
+            return got
+        gen, ns = self.gen, self.ns
+        pats = gen.pats
+        src = []
+        for i in range(len(pats)):
+            src += self._delta_source(i, sizes)
+        exec(_code_of("\n".join(src), "<maintained delta>"), ns)   # noqa: S102 -- our own source
+        got = {}
+        for i in range(len(pats)):
+            got.setdefault(gen.cls[i], []).append(ns[f"d{i}"])
+        if len(self._compiled) > 16:
+            self._compiled.clear()
+        self._compiled[sig] = got
+        return got
+
+    def _end(self, pi: int, which: int) -> str:
+        """The source of pattern ``pi``'s subject (0) or object (1): its variable's slot or its
+        class's constant (a global set per state)."""
+        x = self.gen.pats[pi][0 if which == 0 else 2]
+        if x[0] == "v":
+            return _slot(x[1])
+        return f"K{self.gen.cls[pi]}{'so'[which]}"
+
+    def _delta_source(self, i: int, sizes: list) -> list[str]:
+        """``d<i>(xs, xp, xo, sign, V)``: the solutions with pattern ``i`` bound to triple x
+        (the patterns before ``i`` over D without x), each counted into the rows by ``sign``.
+        Join order: tests, then probes from a bound variable, then (a new component) the
+        pattern whose class holds the fewest stored pairs (a probe from a constant end reads the
+        whole class: a scan), the windows' pairs taken as few."""
+        gen, sh = self.gen, self.sh
+        pats = gen.pats
+        lines = [f"def d{i}(xs, xp, xo, sign, V):", " w = 0"]
+        have: set = set()
+        s, _, o = pats[i]
+        if s[0] == "v":
+            lines.append(f" {_slot(s[1])} = xs")
+            have.add(s[1])
+        if o[0] == "v" and o[1] not in have:
+            lines.append(f" {_slot(o[1])} = xo")
+            have.add(o[1])
+        ind = [1]
+        depth = [0]
+
+        def emit(x: str) -> None:
+            lines.append(" " * ind[0] + x)
+
+        pending = list(range(len(gen._fcode)))
+
+        def place() -> None:
+            for fi in list(pending):
+                fv, fsrc, _, _ = gen._fcode[fi]
+                if fv <= have:
+                    pending.remove(fi)
+                    emit(f"if {fsrc} is not True: {'continue' if depth[0] else 'return'}")
+
+        place()
+        left = [j for j in range(len(pats)) if j != i]
+        while left:
+            # a test first, then a probe from a bound end, then a scan (a new component)
+            best = None
+            for j in left:
+                sj, _, oj = pats[j]
+                vs, vo = sj[0] == "v" and sj[1] in have, oj[0] == "v" and oj[1] in have
+                bs = sj[0] == "c" or vs
+                bo = oj[0] == "c" or vo
+                size = sizes[gen.cls[j]]
+                rank = ((0, 0, 0) if bs and bo else (1, size, 0) if vs or vo else
+                        (2, size, 0 if bs or bo else 1))
+                if best is None or rank < best[0]:
+                    best = (rank, j, bs, bo)
+            _, j, bs, bo = best
+            left.remove(j)
+            c = gen.cls[j]
+            sj, _, oj = pats[j]
+            a, b = self._end(j, 0), self._end(j, 1)
+            excl = j < i   # D without x: x's own triple is not a candidate
+            same = sj[0] == "v" and oj[0] == "v" and sj[1] == oj[1]
+            nxt = "continue" if depth[0] else "return"
+            if bs and bo:
+                emit(f"if ({a}, {b}) not in W{c}p and ({a}, {b}) not in S{c}p: {nxt}")
+                if excl:
+                    emit(f"if {a} == xs and {b} == xo and xp == K{c}p: {nxt}")
+            else:
+                if bs:
+                    emit(f"for {b} in _chain(W{c}s.get({a}, ()), S{c}s.get({a}, ())):")
+                    have.add(oj[1])
+                elif bo:
+                    emit(f"for {a} in _chain(W{c}o.get({b}, ()), S{c}o.get({b}, ())):")
+                    have.add(sj[1])
+                else:
+                    va = a if sj[0] == "v" else "_s"
+                    vb = b if oj[0] == "v" and not same else "_o"
+                    emit(f"for {va}, {vb} in _chain(W{c}p, S{c}l):")
+                    for x in (sj, oj):
+                        if x[0] == "v":
+                            have.add(x[1])
+                ind[0] += 1
+                depth[0] += 1
+                emit("w += 1")
+                emit("if w > MAX_WORK: raise _Drop")
+                if excl:
+                    emit(f"if {a} == xs and {b} == xo and xp == K{c}p: continue")
+            place()
+        for fi in pending:   # (over variables outside the BGP: their sources read None)
+            emit(f"if {gen._fcode[fi][1]} is not True: {'continue' if depth[0] else 'return'}")
+        if self.grouping:
+            key = (_slot(sh.by[0]) if len(sh.by) == 1 else
+                   "(" + "".join(f"{_slot(v)}, " for v in sh.by) + ")")
+            emit(f"g = {key}")
+            emit("n = R.get(g, 0) + sign")
+            emit("if n > 0: R[g] = n")
+            emit("elif n == 0: del R[g]")
+            emit("else: raise _Drop")
+            for j, (_, arg, dist) in enumerate(sh.aggs):
+                if not dist:
+                    continue
+                val = _slot(arg) if arg else "None"
+                emit(f"dj = D{j}.get(g)")
+                emit(f"if dj is None: dj = D{j}[g] = {{}}")
+                emit(f"m = dj.get({val}, 0) + sign")
+                emit(f"if m > 0: dj[{val}] = m")
+                emit("elif m == 0:")
+                emit(f"    del dj[{val}]")
+                emit(f"    if not dj: del D{j}[g]")
+                emit("else: raise _Drop")
+        else:
+            if sh.ask:
+                key = "()"
+            else:   # (a computed projection: its number's term key -- 1 and 1.0, 0.0 and -0.0 are
+                # equal dict keys, their terms are not)
+                cells = [f"_CK(_CV({gen._ccode[n][0]}))" if n in gen._ccode else _slot(sh.alias.get(n, n))
+                         for n in sh.names]
+                key = "(" + "".join(f"{c}, " for c in cells) + ")"
+            emit(f"k = {key}")
+            emit("n = R.get(k, 0) + sign")
+            emit("if n > 0: R[k] = n")
+            emit("elif n == 0: del R[k]")
+            emit("else: raise _Drop")
+        lines.append(" return w")
+        return lines
+
+    def _compile_tail(self):
+        """``tail(G, V) -> rows`` over the groups: tiny_gen's (HAVING, the projection)."""
+        ns = self.ns
+        lines = ["def tail(G, V):"]
+        lines += [f" D{j} = DD[{j}]" for j in range(len(self.sh.aggs))]
+        lines += self.gen._group_tail(ns)
+        ns["DD"] = self.D
+        ns["MAX_ROWS"] = MAX_ROWS
+        exec(_code_of("\n".join(lines), "<maintained tail>"), ns)   # noqa: S102 -- our own source
+        return ns["tail"]
+
+    # -- the state -------------------------------------------------------------------
+    def _reset(self) -> None:
+        for W in self.W:
+            for x in W:
+                x.clear()
+        for c in self.C:
+            c.clear()
+        self.R.clear()
+        for d in self.D:
+            d.clear()
+        self.state = None
+        self._body = None
+        self._done.clear()
+
+    def _build(self, snap, graphs: list) -> _State | None:
+        """A new empty state for ``snap`` (the stored part read, the windows empty), or None
+        when the stored part is too large (:meth:`GenQuery._stored`)."""
+        self._reset()
+        gen = self.gen
+        d = snap.dictionary
+        gen._resolve(d)
+        sidx = gen._stored(snap, graphs)
+        if sidx is None:
+            return None
+        ids = gen._ids[2]
+        ns = self.ns
+        by_p: dict = {}
+        held: dict = {}   # stored triple -> the classes it is in
+        for c, ((cs, p, co), (_, _, _, same)) in enumerate(zip(ids, gen.classes, strict=True)):
+            ns[f"K{c}s"], ns[f"K{c}p"], ns[f"K{c}o"] = cs, p, co
+            if p is not None and p >= 0:
+                by_p.setdefault(p, []).append((c, cs, co, same))
+            ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = set(), {}, {}, []
+            for s, o in sidx[c][3]:
+                held.setdefault((s, p, o), []).append(c)
+        self.by_p = by_p
+        self.deltas = self._compile([len(sidx[c][3]) for c in range(len(ids))])
+        self._dict = d
+        self._sp = [ns[f"S{c}p"] for c in range(len(ids))]
+        # the solutions over the stored part alone: its triples added one at a time, as the
+        # windows' are (a new snapshot's cost, not an instant's)
+        V = _values(d)
+        work = 0
+        if any(not sidx[gen.cls[i]][3] for i in range(len(gen.pats))):
+            # a pattern the stored part does not match: it has no solution of its own
+            for c in range(len(ids)):
+                pairs = sidx[c][3]
+                ns[f"S{c}p"].update(pairs)
+                ns[f"S{c}s"].update(_index(pairs, False))
+                ns[f"S{c}o"].update(_index(pairs, True))
+                ns[f"S{c}l"].extend(pairs)
+            held = {}
+        for (s, p, o), cls in held.items():
+            k = (s, o)
+            for c in cls:
+                ns[f"S{c}p"].add(k)
+                ns[f"S{c}s"].setdefault(s, []).append(o)
+                ns[f"S{c}o"].setdefault(o, []).append(s)
+                ns[f"S{c}l"].append(k)
+            for c in cls:
+                for fn in self.deltas.get(c, ()):
+                    work += fn(s, p, o, 1, V) or 0
+            if work > BUILD_WORK or len(self.R) > MAX_ROWS:
+                self._reset()
+                return None
+        # the stored part's own rows: what the windows' leaving all at once goes back to
+        self._base = (dict(self.R), [{g: dict(vals) for g, vals in d.items()} for d in self.D])
+        st = _State(ids, len(d) if gen._ids[3] else None, snap.sn, tuple(map(id, graphs)), len(self.windows))
+        self.state = st
+        return st
+
+    def _drop(self) -> None:
+        self._reset()
+        self._backoff = min(2 * self._backoff or 4, self.BACKOFF_MAX)
+        self._skip = self._backoff
+
+    def _add(self, st: _State, ws: list, seq: int, rows: list, V) -> None:
+        """Window triples ``rows`` (from seq ``seq``) into the windows' counts and D, their
+        solutions into the rows; each matching one logged in the window's ``ws[3]``."""
+        by_p, C, W, sp, deltas = self.by_p, self.C, self.W, self._sp, self.deltas
+        log = ws[3].append
+        for s, p, o in rows:
+            cand = by_p.get(p)
+            if cand is None:
+                seq += 1
+                continue
+            cls = [c for c, cs, co, same in cand
+                   if (cs is None or s == cs) and (co is None or o == co) and (not same or s == o)]
+            if cls:
+                log((seq, s, p, o, cls))
+                k = (s, o)
+                new = False
+                for c in cls:
+                    n = C[c].get(k, 0)
+                    C[c][k] = n + 1
+                    if n == 0 and k not in sp[c]:
+                        new = True
+                        w = W[c]
+                        w[0].add(k)
+                        w[1].setdefault(s, {})[o] = None
+                        w[2].setdefault(o, {})[s] = None
+                if new:
+                    self._body = None
+                    for c in cls:
+                        for fn in deltas.get(c, ()):
+                            fn(s, p, o, 1, V)
+                    if len(self.R) > MAX_ROWS:
+                        raise _Drop
+            seq += 1
+
+    def _remove(self, entry: tuple, V) -> None:
+        _, s, p, o, cls = entry
+        C, W, sp, deltas = self.C, self.W, self._sp, self.deltas
+        k = (s, o)
+        gone = False
+        for c in cls:
+            n = C[c][k] - 1
+            if n:
+                C[c][k] = n
+            else:
+                del C[c][k]
+                if k not in sp[c]:
+                    gone = True
+        if not gone:
+            return
+        self._body = None
+        for c in cls:   # the solutions using x, while D still holds it
+            for fn in deltas.get(c, ()):
+                fn(s, p, o, -1, V)
+        for c in cls:
+            w = W[c]
+            w[0].discard(k)
+            x = w[1].get(s)
+            if x is not None:
+                x.pop(o, None)
+                if not x:
+                    del w[1][s]
+            x = w[2].get(o)
+            if x is not None:
+                x.pop(s, None)
+                if not x:
+                    del w[2][o]
+
+    def _sync(self, st: _State, targets: list, V, limit: int) -> bool:
+        """Move the windows of ``st`` to ``targets`` ((g0, g1) per window): the triples that
+        left removed (from the windows' logs), the new ones read from the stores and added.
+        False, with nothing changed, when more than ``limit`` seqs would be read, the windows
+        would hold more than GEN_WINDOW triples or one would grow backwards (the caller
+        rebuilds or hands the instant back)."""
+        if sum(g1 - g0 for g0, g1 in targets) > GEN_WINDOW:
+            return False
+        work = 0
+        plan = []
+        kept = False   # a triple of the windows stays
+        for bw, w, (g0, g1) in zip(self.windows, st.ws, targets, strict=True):
+            if w[0] is not bw.store:
+                if w[0] is not None:
+                    return False
+                w[0], w[1], w[2] = bw.store, g0, g0
+            w1, w2 = w[1], w[2]
+            overlap = max(w1, g0) < min(w2, g1)
+            if overlap and w1 > g0:
+                return False   # (the log is kept in seq order: nothing is added before it)
+            kept = kept or (overlap and bool(w[3]))
+            a = min(w2, g1) if overlap else g0
+            work += max(0, g1 - a)
+            plan.append(a)
+        if work > limit:
+            return False
+        if not kept and any(w[3] for w in st.ws):
+            self._clear_windows()   # (a tumbling window, a jump: all of it leaves at once)
+        for bw, w, (g0, g1), a in zip(self.windows, st.ws, targets, plan, strict=True):
+            E = w[3]
+            while E and E[0][0] < g0:
+                self._remove(E.popleft(), V)
+            while E and E[-1][0] >= g1:
+                self._remove(E.pop(), V)
+            w[1], w[2] = g0, a
+            if g1 > a:
+                spo, _ = bw.store.read(a, g1)
+                self._add(st, w, a, spo.tolist(), V)
+                w[2] = g1
+        return True
+
+    def _clear_windows(self) -> None:
+        """Every window triple leaves: the counts, the windows' part of D and the logs cleared,
+        the rows back to the stored part's own (:meth:`_build`), no delta join."""
+        for W in self.W:
+            for x in W:
+                x.clear()
+        for c in self.C:
+            c.clear()
+        for w in self.state.ws:
+            w[3].clear()
+        R, D = self.R, self.D
+        R.clear()
+        base_r, base_d = self._base
+        R.update(base_r)
+        for d, b in zip(D, base_d, strict=True):
+            d.clear()
+            d.update({g: dict(vals) for g, vals in b.items()})
+        self._body = None
+
+    def _current(self, snap, graphs: list) -> _State | None:
+        """The state if it was built for ``snap``'s stored part and constants' ids, else a new one."""
+        st = self.state
+        gen = self.gen
+        if st is not None and st.sn == snap.sn and st.graphs == tuple(map(id, graphs)):
+            d = snap.dictionary
+            if st.dict_n is None or st.dict_n == len(d):
+                return st
+            gen._resolve(d)
+            if gen._ids[2] == st.ids:
+                st.dict_n = len(d) if gen._ids[3] else None
+                return st
+        return self._build(snap, graphs)
+
+    def close(self) -> None:
+        """The query is deleted: no more maintenance (the ingestion forgets it)."""
+        with _OBS_LOCK:
+            for bw in self.windows:
+                got = _OBSERVERS.get(bw.store)
+                if got is not None:
+                    got.discard(self)
+        with self.lock:
+            self._reset()
+
+    def healthy(self) -> bool:
+        """Whether a state is kept (not dropped, not backing off): the next instant is likely
+        answered from it."""
+        return self.state is not None and self._skip == 0
+
+    # -- the three entry points ------------------------------------------------------
+    def on_append(self, store, seq0: int, rows: list, tau: list) -> None:
+        """The ingestion thread: a batch appended to ``store`` from seq ``seq0``. Its elements up
+        to the state's next instant join the windows whose range ends at ``seq0``; once every
+        stream of the query holds an element beyond that instant, its elements are all in
+        (they arrive in time order): its event's body is kept (:attr:`_done`, with the
+        windows' ranges it holds: the instant checks them) and the state moves on to the
+        following instant (expired triples out, stored ones up to it in), at most
+        :data:`AHEAD` instants per batch."""
+        t0 = _clock()
+        with self.lock:
+            st = self.state
+            if st is None or st.tau is None:
+                return
+            try:
+                for _ in range(AHEAD + 1):
+                    hi = st.tau
+                    for k, w in enumerate(st.ws):
+                        if w[0] is not store or w[2] < seq0 or w[2] >= seq0 + len(tau):
+                            continue
+                        a = w[2] - seq0
+                        n = a
+                        for x in tau[a:]:
+                            if x > hi:
+                                break
+                            n += 1
+                        if n == a:
+                            continue
+                        if tau[a] <= hi - self.ranges_ms[k] or w[2] - w[1] + n - a > GEN_WINDOW:
+                            raise _Drop
+                        self._add(st, w, w[2], rows[a:n], _values(self._dict))
+                        w[2] = seq0 + n
+                    if self._body is None:
+                        self._ready()
+                    if tau[-1] <= hi or _ + 1 > AHEAD or any(
+                            (bw.store.last_tau or hi) <= hi for bw in self.windows):
+                        break   # (an instant is complete once every stream of the query is past it)
+                    # instant hi is complete for this stream: its body kept, the state moved on
+                    done = self._done
+                    if len(done) >= AHEAD * 2:
+                        del done[min(done)]
+                    done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body)
+                    nxt = hi + self.step
+                    targets = [bw.store.window_range(bw.window, nxt) for bw in self.windows]
+                    if not self._sync(st, targets, _values(self._dict), GEN_WINDOW):
+                        raise _Drop
+                    st.tau = nxt   # (its body: written once its own elements arrive, or at its instant)
+                    self._idle += 1
+                    if self._idle > IDLE_MAX:
+                        # nobody reads these instants (the query is evaluated in a batch of its
+                        # shape, or stopped): stop maintaining; an instant evaluated alone
+                        # builds the state again (advance)
+                        self._reset()
+                        return
+            except (_Drop, _Hand, Undecided):
+                self._drop()
+            except Exception:   # noqa: BLE001 -- never the POST's failure: its data is stored
+                log.exception("maintained result dropped on ingestion")
+                self._drop()
+            finally:
+                _SPENT[0] += _clock() - t0
+
+    def advance(self, snap, graphs: list, tau: int) -> None:
+        """The worker, after an instant's event: the state moved to the next instant ``tau``
+        (expired triples removed, those already stored up to ``tau`` added), or rebuilt."""
+        t0 = _clock()
+        with self.lock:
+            self._idle = 0
+            if self._skip > 0:
+                self._skip -= 1
+                return
+            try:
+                st = self._current(snap, graphs)
+                if st is None:
+                    self._drop()
+                    return
+                for k in [k for k in self._done if k < tau]:
+                    del self._done[k]
+                if st.tau is not None and st.tau >= tau:
+                    return   # (the ingestion moved it there already)
+                self._dict = snap.dictionary
+                targets = [bw.store.window_range(bw.window, tau) for bw in self.windows]
+                V = _values(snap.dictionary)
+                if not self._sync(st, targets, V, GEN_WINDOW):
+                    st = self._build(snap, graphs)
+                    if st is None or not self._sync(st, targets, V, GEN_WINDOW):
+                        self._drop()
+                        return
+                st.tau = tau   # (its body: written once its elements arrive, or at the instant)
+            except (_Drop, _Hand, Undecided):
+                self._drop()
+            except Exception:   # noqa: BLE001 -- the next instant takes the ordinary path
+                log.exception("maintained result dropped after an instant")
+                self._drop()
+            finally:
+                _SPENT[1] += _clock() - t0
+
+    def instant(self, snap, graphs_of, ranges: list, t: int, member: bytes) -> bytes | None:
+        """Instant ``t``'s event data (``member``: its window member) if the state is (or is
+        caught up to) its dataset, else None (the ordinary path answers). ``graphs_of(snap)``:
+        the stored graphs, asked only when the snapshot is not the state's. The body is the one
+        written when the state last changed (:meth:`_ready`), usually on the ingestion thread."""
+        with self.lock:
+            self._idle = 0
+            if self._skip > 0:
+                return None
+            st = self.state
+            if st is None:
+                return None
+            done = self._done.pop(t, None)
+            if done is not None and done[1] == snap.sn and done[0] == ranges and (
+                    st.dict_n is None or st.dict_n == len(snap.dictionary)):
+                _ANSWERED[0] += 1
+                return b"".join((done[2], member, b"}"))
+            try:
+                if st.sn != snap.sn or (st.dict_n is not None and st.dict_n != len(snap.dictionary)):
+                    st = self._current(snap, graphs_of(snap))
+                    if st is None:
+                        self._drop()
+                        return None
+                ws = st.ws
+                if any(w[1] != g0 or w[2] != g1 for w, (g0, g1) in zip(ws, ranges, strict=True)):
+                    if not self._sync(st, ranges, _values(snap.dictionary), CATCH_UP):
+                        return None   # (the state is left as it was: the next advance moves it)
+                st.tau = t
+                body = self._body
+                if body is None:
+                    body = self._ready()
+            except (_Drop, _Hand, Undecided):
+                self._drop()
+                return None
+            except Exception:   # noqa: BLE001 -- the ordinary path answers
+                log.exception("maintained result dropped at an instant")
+                self._drop()
+                return None
+            _ANSWERED[0] += 1
+            return b"".join((body, member, b"}"))
+
+    _dict = None
+
+    #: row fragments kept (a row's JSON is written when it first appears)
+    MAX_FRAGS = 4 * MAX_ROWS
+
+    def _ready(self) -> bytes:
+        """The next event's data up to its window member, from the rows as they are now: what
+        :meth:`GenQuery.render` writes, each row's fragment written once, when the row first
+        appears (a sliding window's rows stay for several instants). Written on the ingestion
+        thread after the next instant's elements changed the rows, under the lock (the instant
+        then only appends its window member); not after an advance or a move to the following
+        instant, whose rows the next elements change again (measured: writing it there too
+        doubled the writing on CityBench's C5), so an instant no element reached writes it."""
+        gen, sh, R = self.gen, self.sh, self.R
+        if sh.ask:
+            body = self._body = b'{"head":{},"boolean":true' if R else b'{"head":{},"boolean":false'
+            return body
+        if self.grouping:
+            rows = self._tail(R if R else {}, _values(self._dict))
+        elif sh.distinct or not R or max(R.values()) == 1:
+            rows = list(R)
+        else:
+            rows = [k for k, n in R.items() for _ in range(n)]
+            if len(rows) > MAX_ROWS:
+                raise _Drop
+        json = self.json
+        if not rows:
+            body = self._body = json.head(sh.names) + b',"results":{"bindings":[]}'
+            return body
+        fc = self._frags
+        frs = list(map(fc.get, rows))
+        if None in frs:
+            miss = list(dict.fromkeys([r for r, f in zip(rows, frs, strict=True) if f is None]))
+            got = dict(zip(miss, gen.fragments(miss, json, _Terms(self._dict), keyed=True), strict=True))
+            if len(fc) + len(got) > self.MAX_FRAGS:
+                fc.clear()
+            fc.update(got)
+            frs = list(map(fc.__getitem__, rows))
+        elif len(fc) > 2 * len(rows) + 256:   # rows that left: their fragments go
+            self._frags = dict(zip(rows, frs, strict=True))
+        body = self._body = b"".join((json.head(sh.names), b',"results":{"bindings":[{', b"},{".join(frs),
+                                      b"}]}"))
+        return body
+
+
+def _computed_key(v) -> str | None:
+    """A computed number's term key (None: unbound, an error)."""
+    return None if v is None else _num_item(v)[0]
+
+
+class _Terms:
+    """A dictionary as the terms :meth:`GenQuery.fragments` renders from (its keys)."""
+
+    __slots__ = ("dictionary",)
+
+    def __init__(self, dictionary):
+        self.dictionary = dictionary
+
+    def keys(self, ids) -> list:
+        return self.dictionary.keys(ids)
