@@ -957,6 +957,7 @@ def reader_protocol_class():
                 self._hand_over(buf)
 
         def _hand_over(self, buf: bytes) -> None:
+            self._flush_out()  # lane answers written here go first (the primary answers the rest)
             self._unset_keepalive_if_required()
             ch = _CHANNEL
             sock = self.transport.get_extra_info("socket")

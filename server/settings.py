@@ -110,6 +110,9 @@ class Settings(BaseSettings, EngineSettings):
                "the GIL while the event loop runs Python (0.005 = Python's own)", metavar="S", gt=0, le=0.1)
     keep_alive: int = setting(30, "seconds an idle HTTP keep-alive connection stays open", metavar="S",
                               ge=1)
+    batch_writes: bool = setting(True, "write the fast lane's small answers to the requests of one event-loop "
+                                       "pass together, after all of them are computed (--no-batch-writes: "
+                                       "each as soon as it is computed)")
     allow_service: bool = setting(False, "evaluate SERVICE <iri> { } (federated query) for the endpoints in "
                                          "--service-endpoints; off: SERVICE is a 400")
     service_endpoints: Annotated[list[str], NoDecode] = setting(
