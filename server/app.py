@@ -330,10 +330,20 @@ DEFER_MAX = 16 << 10
 DEFER_ANSWERS = 32
 
 
-def _flush_outbox(box: list) -> None:
-    """Write the lane answers of the loop's last pass (:meth:`FastLaneProtocol._defer_write`)."""
-    conns = box[:]
-    box.clear()
+class _Outbox:
+    """One server's connections with lane answers waiting (:meth:`FastLaneProtocol._defer_write`)."""
+
+    __slots__ = ("conns", "last")
+
+    def __init__(self):
+        self.conns: list = []
+        self.last = 0  # id() of the connection of the server's last lane answer
+
+
+def _flush_outbox(box: _Outbox) -> None:
+    """Write the lane answers of the loop's last pass."""
+    conns = box.conns
+    box.conns = []
     for conn in conns:
         conn._flush_out()
 
@@ -369,7 +379,7 @@ def _fast_lane_class():
         _opened_at = 0.0  # loop time the connection was opened (connection balance)
         _lane_scope: dict | None = None  # the scope of the lane's requests on this connection
         _held: bytes | None = None  # a lane POST whose body has not all arrived (data_received)
-        _outbox: list | None = None  # the server's connections with lane answers waiting (None: write at once)
+        _outbox: _Outbox | None = None  # the server's waiting lane answers (None: write at once)
         _out: list | None = None  # this connection's lane answers waiting for the end of the loop's pass
 
         def _lean_ok(self) -> bool:
@@ -387,7 +397,7 @@ def _fast_lane_class():
             if ok and edge.state.config.batch_writes and self.loop.is_running():
                 box = getattr(self.server_state, "jindou_outbox", None)  # one per server (and loop)
                 if box is None:
-                    box = self.server_state.jindou_outbox = []
+                    box = self.server_state.jindou_outbox = _Outbox()
                 self._outbox = box
             self._lean = ok
             return ok
@@ -404,10 +414,10 @@ def _fast_lane_class():
             out = self._out
             if out is None:
                 self._out = [data]
-                box = self._outbox
-                if not box:
-                    self.loop.call_soon(_flush_outbox, box)
-                box.append(self)
+                conns = self._outbox.conns
+                if not conns:
+                    self.loop.call_soon(_flush_outbox, self._outbox)
+                conns.append(self)
             else:
                 out.append(data)
                 if len(out) >= DEFER_ANSWERS:  # a pipelining client: no more than this held
@@ -526,6 +536,15 @@ def _fast_lane_class():
                     parts.append(b"connection: close\r\n")
                 parts += (b"\r\n", body)
                 out = b"".join(parts)
+            # (deferred while answers alternate between connections: one client's requests,
+            # one at a time, gain nothing from waiting for the loop and are written at once)
+            box = self._outbox
+            if box is not None:
+                me = id(self)
+                if box.last != me:
+                    box.last = me
+                elif self._out is None:
+                    defer = False
             if defer and keep_alive and len(out) <= DEFER_MAX:
                 self._defer_write(out)
             else:

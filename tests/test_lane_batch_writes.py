@@ -99,12 +99,45 @@ def test_no_running_loop_writes_at_once(db):
 def test_a_pipelining_connection_has_at_most_defer_answers_waiting(db):
     from server.app import DEFER_ANSWERS
 
-    n = DEFER_ANSWERS + 5
+    n = 2 * DEFER_ANSWERS + 5
     during, after = _drive(db, Settings(), [_q(i) for i in range(n)], conns=1)
-    assert len(during[0]) == 1 and during[0][0].count(b"HTTP/1.1 200") == DEFER_ANSWERS
+    assert during[0] and all(piece.count(b"HTTP/1.1 200") <= DEFER_ANSWERS for piece in after[0])
     body = b"".join(after[0])
     assert body.count(b"HTTP/1.1 200") == n
     assert [int(m) for m in re.findall(rb"example.org/o(\d+)", body)] == [i % 40 for i in range(n)]
+
+
+def test_one_clients_requests_one_at_a_time_are_written_at_once(db):
+    """Answers that do not alternate between connections gain nothing from waiting: the
+    second and later requests of a lone client are written as soon as they are answered."""
+    loop = asyncio.new_event_loop()
+    try:
+        connect = make_connector(db, loop, Settings())
+
+        async def main():
+            proto, tr = connect()
+            seen = []
+            for i in range(4):
+                tr.out.clear()
+                proto.data_received(_q(i))
+                seen.append(len(tr.out))
+                await asyncio.sleep(0)
+                assert b"".join(tr.out).count(b"HTTP/1.1 200") == 1
+            other, tr2 = connect()  # another connection's answer between: batched again
+            other.data_received(_q(7))
+            tr.out.clear()
+            proto.data_received(_q(8))
+            seen.append((len(tr2.out), len(tr.out)))
+            await asyncio.sleep(0)
+            assert len(tr2.out) == 1 and len(tr.out) == 1
+            for p in (proto, other):
+                if p.timeout_keep_alive_task is not None:
+                    p.timeout_keep_alive_task.cancel()
+            return seen
+
+        assert loop.run_until_complete(main()) == [0, 1, 1, 1, (0, 0)]
+    finally:
+        loop.close()
 
 
 def _server(make_server, **kw):
