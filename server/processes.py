@@ -1004,9 +1004,9 @@ def process_cpus(config) -> list[int] | None:
     them to the kernel (``--cpu-affinity off``, one process, or fewer CPUs than processes).
 
     Two processes on two cores otherwise meet on one CPU while the client threads their
-    answers wake take the other, and each is moved back and forth by the load balancer:
-    bound, each keeps its core's caches (on the 8-client benchmark, 2 cores: 7-14 % more
-    queries/s, see docs/BENCHMARKS.md "Batched writes and the serving processes' CPUs")."""
+    answers wake take the other; bound, each keeps its core (docs/BENCHMARKS.md "Batched
+    writes, scheduling and the serving processes' CPUs": more queries/s on a machine that
+    serves only this, an uneven split when another program keeps one CPU busy)."""
     n = int(config.processes)
     if getattr(config, "cpu_affinity", "off") != "auto" or n < 2 or not hasattr(os, "sched_getaffinity"):
         return None

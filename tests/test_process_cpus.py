@@ -1,6 +1,6 @@
-"""``--cpu-affinity``: with ``--processes N`` each serving process's event-loop thread
-runs on a CPU of its own (the primary on the first); off, one process, or fewer CPUs
-than processes: the kernel places them."""
+"""``--cpu-affinity auto``: with ``--processes N`` each serving process's event-loop thread
+runs on a CPU of its own (the primary on the first); off (the default), one process, or
+fewer CPUs than processes: the kernel places them."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ CPUS = sorted(os.sched_getaffinity(0))
 
 
 def test_which_cpus():
-    assert process_cpus(Settings(processes=1)) is None
-    assert process_cpus(Settings(processes=2, cpu_affinity="off")) is None
+    assert process_cpus(Settings(processes=1, cpu_affinity="auto")) is None
+    assert process_cpus(Settings(processes=2)) is None  # off by default
     if len(CPUS) >= 2:
-        assert process_cpus(Settings(processes=2)) == CPUS[:2]
-    assert process_cpus(Settings(processes=len(CPUS) + 1)) is None  # more processes than CPUs
+        assert process_cpus(Settings(processes=2, cpu_affinity="auto")) == CPUS[:2]
+    assert process_cpus(Settings(processes=len(CPUS) + 1, cpu_affinity="auto")) is None  # more processes than CPUs
 
 
 def _allowed(pid: int) -> set[int]:
@@ -55,7 +55,7 @@ def _wait_up(url: str) -> list[dict]:
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
 def test_two_processes_run_on_two_cpus(tmp_path):
-    with _two(tmp_path) as s:
+    with _two(tmp_path, "--cpu-affinity", "auto") as s:
         procs = _wait_up(s.url)
         got = sorted(tuple(sorted(_allowed(p["pid"]))) for p in procs)
         assert got == [(CPUS[0],), (CPUS[1],)]
@@ -75,6 +75,6 @@ def test_two_processes_run_on_two_cpus(tmp_path):
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
 def test_off_leaves_them_to_the_kernel(tmp_path):
-    with _two(tmp_path, "--cpu-affinity", "off") as s:
+    with _two(tmp_path) as s:  # (off: the default)
         procs = _wait_up(s.url)
         assert all(_allowed(p["pid"]) == set(CPUS) for p in procs)
