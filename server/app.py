@@ -341,11 +341,17 @@ class _Outbox:
 
 
 def _flush_outbox(box: _Outbox) -> None:
-    """Write the lane answers of the loop's last pass."""
+    """Write the lane answers of the loop's last pass (one connection whose write fails
+    does not keep the others' answers back: it is aborted)."""
     conns = box.conns
     box.conns = []
     for conn in conns:
-        conn._flush_out()
+        try:
+            conn._flush_out()
+        except Exception:  # noqa: BLE001 - a broken transport: drop that connection only
+            log.warning("lane answer not written: connection aborted", exc_info=True)
+            with contextlib.suppress(Exception):
+                conn.transport.abort()
 
 
 def _fast_lane_class():

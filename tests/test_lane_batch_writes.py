@@ -83,6 +83,35 @@ def test_one_pass_is_answered_then_written_byte_for_byte(db):
     assert len(answers) == 3 and all(f"{EX}o{i}".encode() in a for i, a in enumerate(answers))
 
 
+def test_a_failing_write_keeps_no_other_answer_back(db):
+    loop = asyncio.new_event_loop()
+    try:
+        connect = make_connector(db, loop, Settings())
+
+        async def main():
+            pairs = [connect() for _ in range(3)]
+            aborted = []
+
+            def broken(data):
+                raise RuntimeError("write failed")
+
+            pairs[0][1].write = broken
+            pairs[0][1].abort = lambda: aborted.append(True)
+            for k, (proto, _tr) in enumerate(pairs):
+                proto.data_received(_q(k))
+            await asyncio.sleep(0)
+            for proto, _ in pairs:
+                if proto.timeout_keep_alive_task is not None:
+                    proto.timeout_keep_alive_task.cancel()
+            return aborted, [b"".join(tr.out) for _, tr in pairs[1:]]
+
+        aborted, outs = loop.run_until_complete(main())
+        assert aborted == [True]
+        assert [f"{EX}o{k}".encode() in out for k, out in zip((1, 2), outs, strict=True)] == [True, True]
+    finally:
+        loop.close()
+
+
 def test_no_running_loop_writes_at_once(db):
     loop = asyncio.new_event_loop()
     try:
