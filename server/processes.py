@@ -300,6 +300,7 @@ class ProcessGroup:
         qt = float(config.query_timeout)
         self.silence = qt + self.timeout + 2.0 if qt > 0 else float("inf")
         self.readers = [_Reader(k) for k in range(1, int(config.processes))]
+        self.cpus = process_cpus(config)  # (before the primary binds itself: its children inherit that)
         self._cond = threading.Condition()
         self._sel = selectors.DefaultSelector()
         self._stopping = False
@@ -324,6 +325,8 @@ class ProcessGroup:
             self._spawn(r)
         self._thread = threading.Thread(target=self._run, name="jindou-processes", daemon=True)
         self._thread.start()
+        if self.cpus is not None:  # the event loop's thread (this one), after the query processes started
+            bind_cpu(self.cpus[0])
 
     def attach(self, loop: asyncio.AbstractEventLoop, server) -> None:
         """The primary's uvicorn server is starting: connections handed over go to it."""
@@ -384,6 +387,8 @@ class ProcessGroup:
         argv = [sys.executable, "-m", "server.processes", "--no", str(r.no), "--dir", self.dir,
                 "--store", self.store_dir, "--listen-fd", str(self.listen.fileno()),
                 "--ctrl-fd", str(theirs.fileno()), "--parent", str(os.getpid())]
+        if self.cpus is not None:
+            argv += ["--cpu", str(self.cpus[r.no])]
         try:
             proc = subprocess.Popen(argv, pass_fds=(self.listen.fileno(), theirs.fileno()), env=env,
                                     stdin=subprocess.DEVNULL)
@@ -957,6 +962,7 @@ def reader_protocol_class():
                 self._hand_over(buf)
 
         def _hand_over(self, buf: bytes) -> None:
+            self._flush_out()  # lane answers written here go first (the primary answers the rest)
             self._unset_keepalive_if_required()
             ch = _CHANNEL
             sock = self.transport.get_extra_info("socket")
@@ -993,6 +999,31 @@ class _Gate:
         await self.app(scope, receive, send)
 
 
+def process_cpus(config) -> list[int] | None:
+    """The CPU of each serving process by index (the primary's first), or None to leave
+    them to the kernel (``--cpu-affinity off``, one process, or fewer CPUs than processes).
+
+    Two processes on two cores otherwise meet on one CPU while the client threads their
+    answers wake take the other; bound, each keeps its core (docs/BENCHMARKS.md "Batched
+    writes, scheduling and the serving processes' CPUs": more queries/s on a machine that
+    serves only this, an uneven split when another program keeps one CPU busy)."""
+    n = int(config.processes)
+    if getattr(config, "cpu_affinity", "off") != "auto" or n < 2 or not hasattr(os, "sched_getaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[:n] if len(cpus) >= n else None
+
+
+def bind_cpu(cpu: int | None) -> None:
+    """Bind the calling thread (and the threads it starts from now on) to ``cpu``."""
+    if cpu is None:
+        return
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except OSError as e:  # a CPU taken away meanwhile (cpuset): the kernel places us
+        log.warning("cannot bind to CPU %d: %s", cpu, e)
+
+
 def _die_with_parent() -> None:
     """SIGKILL this process when the primary dies (Linux), so no query process outlives it."""
     with contextlib.suppress(Exception):
@@ -1021,7 +1052,9 @@ def reader_main(argv: list[str]) -> int:
     ap.add_argument("--listen-fd", type=int, required=True)
     ap.add_argument("--ctrl-fd", type=int, required=True)
     ap.add_argument("--parent", type=int, required=True)
+    ap.add_argument("--cpu", type=int, default=None)
     a = ap.parse_args(argv)
+    bind_cpu(a.cpu)
     _die_with_parent()
     if not pid_alive(a.parent) or os.getppid() != a.parent:
         return 1

@@ -110,6 +110,14 @@ class Settings(BaseSettings, EngineSettings):
                "the GIL while the event loop runs Python (0.005 = Python's own)", metavar="S", gt=0, le=0.1)
     keep_alive: int = setting(30, "seconds an idle HTTP keep-alive connection stays open", metavar="S",
                               ge=1)
+    cpu_affinity: Literal["auto", "off"] = setting(
+        "off", "with --processes N (N >= 2) and at least N CPUs to run on: auto binds each serving process's "
+               "event-loop thread (and the threads it starts later: its thread pool) to a CPU of its own, the "
+               "primary to the first (for a machine that serves only this: a bound process cannot move off a "
+               "CPU another program keeps busy); off: the kernel places them")
+    batch_writes: bool = setting(True, "write the fast lane's small answers to the requests of one event-loop "
+                                       "pass together, after all of them are computed (--no-batch-writes: "
+                                       "each as soon as it is computed)")
     allow_service: bool = setting(False, "evaluate SERVICE <iri> { } (federated query) for the endpoints in "
                                          "--service-endpoints; off: SERVICE is a 400")
     service_endpoints: Annotated[list[str], NoDecode] = setting(
