@@ -612,6 +612,7 @@ def _fast_lane_class():
                 return
             self._lane = None
             path, _, qs = url.partition(b"?")
+            qs = qs.partition(b"#")[0]   # a fragment is not part of the query (httptools.parse_url)
             scope = self.scope
             scope["method"] = "GET"
             scope["path"] = path.decode("ascii")

@@ -77,6 +77,9 @@ CONSTS = [
     '"x{#}\\"y1"@en', "'x{#}\"y0'@en", '"x{#}\\"y1"@EN', '"x{#}\\"y1"', '"caf\\u00E9 1"', '"caf\u00e9 0"',
     '"}"', '"{"', '"#"', "'''#}'''", "_:b0", "_:zz", "[]", "?x", "?o", "ex:",
 ]
+#: numeric constants whose lexical form is not the canonical one: STR() of them is their lexical
+#: form as written ("1.0", as rdflib answers too); pyoxigraph answers the canonical form ("1")
+NONCANONICAL = ("1.0", "1e0")
 #: skeletons with one slot ``{c}``; the projection keeps the answer comparable
 SKELETONS = [
     "SELECT ?o WHERE {{ {c} ex:p ?o }}",
@@ -184,6 +187,8 @@ def test_one_skeleton_many_constant_kinds_answers_as_the_oracle(srv, sk, c, nois
     pyoxigraph's on the same data, and a refused text is refused by both."""
     s, store = srv
     for const in c:
+        if "STR({c})" in sk and const in NONCANONICAL:
+            continue   # pyoxigraph writes a numeric constant's lexical form canonically (STR(1.0) = "1")
         text = PREFIXES + noise + sk.format(c=const) + noise
         want = _oracle(store, text)
         got = _ask(s, text, how)
@@ -386,6 +391,8 @@ def _body(body: bytes, ct: str = "application/sparql-query") -> bytes:
 #: heads the lane must leave alone or answer as the ordinary path does; none may hang or 500
 ODD_HEADS = [
     b"GET /sparql?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\n\r\n\r\n",                 # an extra CRLF
+    b"GET /sparql?query=ASK%7B%7D#frag HTTP/1.1\r\nHost: x\r\n\r\n",               # a fragment (not the query's)
+    b"GET /sparql?query=SELECT+*+WHERE+%7B+%3Fs+%3Fp+%3Fo#%7D HTTP/1.1\r\nHost: x\r\n\r\n",  # ... cutting it
     b"GET /sparql?query=ASK%7B%7D HTTP/1.1\nHost: x\n\n",                            # bare LFs
     b"GET /sparql?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\nGET /healthz HTTP/1.1\r\n\r\n",  # no blank line
     b"GET /sparql?query=ASK%7B%7D  HTTP/1.1\r\nHost: x\r\n\r\n",                     # two spaces
