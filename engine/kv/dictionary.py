@@ -16,6 +16,7 @@ object or only written beyond the published length.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 
@@ -166,9 +167,48 @@ def _arrow_bytes(arr: pa.LargeStringArray) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ------------------------------------------------------------------ numeric
+#: up to this many keys :func:`numeric_values` works in plain Python (a stream POST's few new
+#: terms: the vectorized path's dozen Arrow calls cost more than a regex a key)
+_SMALL_NUMERIC = 32
+_NUM_KEY_PY = re.compile(_NUM_KEY_RE)
+_INT_LEX_PY, _DEC_LEX_PY, _FLT_LEX_PY = re.compile(_INT_LEX), re.compile(_DEC_LEX), re.compile(_FLT_LEX)
+
+
+def _numeric_small(keys: list[str]) -> np.ndarray:
+    """:func:`numeric_values` of a few keys, one at a time with the same patterns and rules
+    (``fullmatch``: ``$`` must not match before a final newline, as in RE2)."""
+    out = np.full(len(keys), np.nan)
+    for i, k in enumerate(keys):
+        m = _NUM_KEY_PY.fullmatch(k)
+        if m is None:
+            continue
+        lex, name = m.group("lex"), m.group("dt")
+        if name in _INT_TYPES:
+            if not _INT_LEX_PY.fullmatch(lex) or len(lex.lstrip("+-0")) > MAX_INTEGER_DIGITS:
+                continue
+            v = float(lex)
+            lo, hi = _INT_TYPES[name]
+            if abs(v) >= 2.0**52:
+                e = parse_integer(lex)
+                if (lo is not None and e < lo) or (hi is not None and e > hi):
+                    continue
+            elif (lo is not None and v < lo) or (hi is not None and v > hi):
+                continue
+            out[i] = v
+        elif name == "decimal":
+            if _DEC_LEX_PY.fullmatch(lex):
+                out[i] = float(lex)
+        elif name in ("float", "double"):
+            if _FLT_LEX_PY.fullmatch(lex):
+                out[i] = float(lex)
+    return out
+
+
 def numeric_values(keys: pa.LargeStringArray) -> np.ndarray:
     """float64 value of each key that is a valid xsd numeric literal, else NaN."""
     n = len(keys)
+    if 0 < n <= _SMALL_NUMERIC:
+        return _numeric_small(keys.to_pylist())
     out = np.full(n, np.nan)
     if n == 0:
         return out
