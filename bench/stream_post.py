@@ -96,8 +96,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--posts", type=int, default=400, help="POSTs per round (fewer for bodies over 20 lines)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-query", action="store_true", help="no continuous query reads the stream")
+    ap.add_argument("--small-lines", type=int, default=None,
+                    help="set engine.stream.adaptor.SMALL_LINES (0: every body takes the general path)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if a.small_lines is not None:
+        from engine.stream import adaptor  # noqa: PLC0415
+        if not hasattr(adaptor, "SMALL_LINES"):
+            raise SystemExit("this tree has no small ndjson path")
+        adaptor.SMALL_LINES = a.small_lines
     sizes = [int(x) for x in a.sizes.split(",") if x]
     out = run(sizes, a.posts, a.rounds, not a.no_query)
     if a.json:

@@ -19,6 +19,7 @@ from engine.stream import adaptor
 from engine.stream.limits import TooManyBadLines
 from engine.stream.manager import StreamManager
 
+_DEFAULT_SMALL = adaptor.SMALL_LINES
 XSD = "http://www.w3.org/2001/XMLSchema#"
 
 IRIS = ["<http://example.org/a>", "<http://example.org/b%20c>", "<http://ex.org/\u00e9t\u00e9>",
@@ -126,7 +127,7 @@ def test_small_path_taken_for_good_small_bodies():
 
 
 def _run(bodies_: list[bytes], small: bool, clock: str, monkeypatch) -> tuple[list, list]:
-    monkeypatch.setattr(adaptor, "SMALL_LINES", 48 if small else 0)
+    monkeypatch.setattr(adaptor, "SMALL_LINES", _DEFAULT_SMALL if small else 0)
     db = Database()
     m = StreamManager(db)
     try:

@@ -103,7 +103,8 @@ def _intern_columns(d, cols) -> np.ndarray:
             out[:, j] = ids[idx]
     else:
         t = pa.large_string()
-        ids = np.asarray(d.encode(pa.concat_arrays([c.cast(t) for c in cols])), dtype=np.int64)
+        ids = np.asarray(d.encode(pa.concat_arrays([c if c.type == t else c.cast(t) for c in cols])),
+                         dtype=np.int64)
         out.T[:] = ids.reshape(len(cols), n)
     return out
 

@@ -560,11 +560,12 @@ def _chunked_ndjson(body: bytes, need_t: bool, bnode_prefix: str) -> ParsedLines
     return _combine(parts, errors)
 
 
-#: a body of fewer lines than this first tries the plain-Python path (:func:`_small_ndjson`):
+#: a body of fewer lines than this first tries the plain-Python path (:func:`_small_ndjson`;
+#: measured faster up to ~200 lines of new terms, slower from ~400):
 #: below it, pyarrow's JSON reader and the vectorized term checks (a few dozen Arrow calls of
 #: 5-20 µs each, whatever the size) cost more than one ``orjson.loads`` and a cached term check
 #: a line (measured by ``python -m bench.stream_post``)
-SMALL_LINES = 48
+SMALL_LINES = 128
 #: how often the small path answered / handed the body to the general path (tests, bench)
 small_path_stats = {"taken": 0, "fallback": 0}
 #: raw term -> canonical key (before blank-node relabeling), per position: a stream's
@@ -606,6 +607,7 @@ def _small_ndjson(body: bytes, need_t: bool, bnode_prefix: str) -> ParsedLines |
     ts: list[int] = []
     ln: list[int] = []
     relabel = "_:" + bnode_prefix if bnode_prefix else None
+    cs, cp, co = _TERM_CACHE["s"], _TERM_CACHE["p"], _TERM_CACHE["o"]
     i = 0
     for raw in body.split(b"\n"):
         i += 1
@@ -626,9 +628,11 @@ def _small_ndjson(body: bytes, need_t: bool, bnode_prefix: str) -> ParsedLines |
             if type(tv) is not int or not TIME_MIN <= tv <= TIME_MAX:
                 return None
             ts.append(tv)
-        sk = _small_key(sv, "s") if type(sv) is str else None
-        pk = _small_key(pv, "p") if type(pv) is str else None
-        ok = _small_key(ov, "o") if type(ov) is str else None
+        if type(sv) is not str or type(pv) is not str or type(ov) is not str:
+            return None
+        sk = cs.get(sv) or _small_key(sv, "s")
+        pk = cp.get(pv) or _small_key(pv, "p")
+        ok = co.get(ov) or _small_key(ov, "o")
         if sk is None or pk is None or ok is None:
             return None
         if relabel is not None:
