@@ -215,3 +215,57 @@ def test_numeric_small_path_taken(monkeypatch):
 
 if __name__ == "__main__":
     pytest.main([__file__])
+
+
+# ---------------------------------------------------------------- Dictionary.encode of a few keys
+def _no_surrogate(k: str) -> bool:
+    return all(not 0xD800 <= ord(c) <= 0xDFFF for c in k)
+
+
+keys_st = st.lists(st.one_of(st.sampled_from(IRIS + LITERALS + ['"1"^^<http://www.w3.org/2001/XMLSchema#int>']),
+                             st.text(max_size=120).filter(_no_surrogate),
+                             st.text(min_size=90, max_size=400).filter(_no_surrogate)),
+                   min_size=1, max_size=dmod._SMALL_ENCODE)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(keys_st, min_size=1, max_size=6))
+def test_encode_few_matches_batch_path(batches):
+    """Same ids, numeric values and index (so the same later lookups) with and without the
+    key-by-key path, over batches that repeat keys across and within batches."""
+    a, b = dmod.Dictionary(), dmod.Dictionary()
+    for keys in batches:
+        arr = pa.array(keys, pa.large_string())
+        got = a.encode(arr)
+        saved = dmod._SMALL_ENCODE
+        try:
+            dmod._SMALL_ENCODE = 0
+            want = b.encode(arr)
+        finally:
+            dmod._SMALL_ENCODE = saved
+        assert got.tolist() == want.tolist()
+    assert len(a) == len(b)
+    ra, rb = a.raw_arrays(), b.raw_arrays()
+    for k in ("blob", "offsets", "hashes", "hash_ids"):
+        assert ra[k].tolist() == rb[k].tolist()
+    assert np.array_equal(ra["numeric"], rb["numeric"], equal_nan=True)
+    for keys in batches:
+        assert [a.lookup(k) for k in keys] == b.lookup_many(pa.array(keys, pa.large_string())).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=200), min_size=1, max_size=8))
+def test_hash_key_matches_hash_batch(keys):
+    data = np.frombuffer(b"".join(keys), dtype=np.uint8)
+    offsets = np.concatenate(([0], np.cumsum([len(k) for k in keys]))).astype(np.int64)
+    assert dmod.hash_batch(data, offsets).tolist() == [dmod.hash_key(k) for k in keys]
+
+
+def test_encode_few_taken(monkeypatch):
+    calls = []
+    real = dmod.Dictionary._encode_few
+    monkeypatch.setattr(dmod.Dictionary, "_encode_few", lambda self, ks: calls.append(len(ks)) or real(self, ks))
+    d = dmod.Dictionary()
+    assert d.encode(pa.array(["<http://a.example/>", '"x"', "<http://a.example/>"], pa.large_string())).tolist() \
+        == [0, 1, 0]
+    assert calls == [3]
