@@ -16,6 +16,7 @@ object or only written beyond the published length.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 
@@ -79,8 +80,17 @@ def _powers() -> tuple[np.ndarray, np.ndarray]:
         return _pow_table, _ipow_table
 
 
+#: keys up to this many bytes are hashed in plain Python (a Horner loop beats the numpy calls)
+_SMALL_POLY = 96
+
+
 def _poly(b: bytes) -> int:
     """sum b[j] * P**j mod 2**64, block by block (any length)."""
+    if len(b) <= _SMALL_POLY:
+        h = 0
+        for x in reversed(b):
+            h = (h * _P + x) & _MASK
+        return h
     pw = _powers()[0]
     h = 0
     step = _HASH_CHUNK_BYTES
@@ -166,9 +176,48 @@ def _arrow_bytes(arr: pa.LargeStringArray) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ------------------------------------------------------------------ numeric
+#: up to this many keys :func:`numeric_values` works in plain Python (a stream POST's few new
+#: terms: the vectorized path's dozen Arrow calls cost more than a regex a key)
+_SMALL_NUMERIC = 32
+_NUM_KEY_PY = re.compile(_NUM_KEY_RE)
+_INT_LEX_PY, _DEC_LEX_PY, _FLT_LEX_PY = re.compile(_INT_LEX), re.compile(_DEC_LEX), re.compile(_FLT_LEX)
+
+
+def _numeric_small(keys: list[str]) -> np.ndarray:
+    """:func:`numeric_values` of a few keys, one at a time with the same patterns and rules
+    (``fullmatch``: ``$`` must not match before a final newline, as in RE2)."""
+    out = np.full(len(keys), np.nan)
+    for i, k in enumerate(keys):
+        m = _NUM_KEY_PY.fullmatch(k)
+        if m is None:
+            continue
+        lex, name = m.group("lex"), m.group("dt")
+        if name in _INT_TYPES:
+            if not _INT_LEX_PY.fullmatch(lex) or len(lex.lstrip("+-0")) > MAX_INTEGER_DIGITS:
+                continue
+            v = float(lex)
+            lo, hi = _INT_TYPES[name]
+            if abs(v) >= 2.0**52:
+                e = parse_integer(lex)
+                if (lo is not None and e < lo) or (hi is not None and e > hi):
+                    continue
+            elif (lo is not None and v < lo) or (hi is not None and v > hi):
+                continue
+            out[i] = v
+        elif name == "decimal":
+            if _DEC_LEX_PY.fullmatch(lex):
+                out[i] = float(lex)
+        elif name in ("float", "double"):
+            if _FLT_LEX_PY.fullmatch(lex):
+                out[i] = float(lex)
+    return out
+
+
 def numeric_values(keys: pa.LargeStringArray) -> np.ndarray:
     """float64 value of each key that is a valid xsd numeric literal, else NaN."""
     n = len(keys)
+    if 0 < n <= _SMALL_NUMERIC:
+        return _numeric_small(keys.to_pylist())
     out = np.full(n, np.nan)
     if n == 0:
         return out
@@ -238,6 +287,8 @@ def _cast_float(lx: pa.Array) -> np.ndarray:
 #: a key's first byte -> its kind as Dictionary.kinds gives it
 #: up to this many ids :meth:`Dictionary.kinds` checks their range in plain Python
 _SMALL_KINDS = 64
+#: up to this many keys :meth:`Dictionary.encode` works key by key (:meth:`Dictionary._encode_few`)
+_SMALL_ENCODE = 32
 _KIND_OF_FIRST = np.full(256, -1, dtype=np.int8)
 _KIND_OF_FIRST[ord("<")], _KIND_OF_FIRST[ord("_")], _KIND_OF_FIRST[ord('"')] = 0, 1, 2
 
@@ -415,6 +466,8 @@ class Dictionary:
             raise ValueError("null key")
         if len(arr) == 1:
             return np.array([self._encode_one(arr[0].as_py())], dtype=np.int64)
+        if len(arr) <= _SMALL_ENCODE:
+            return self._encode_few(arr.to_pylist())
         denc = pc.dictionary_encode(arr)
         uniq = denc.dictionary
         if uniq.type != pa.large_string():
@@ -429,6 +482,37 @@ class Dictionary:
             return i
         return int(self._encode_unique(pa.array([key], type=pa.large_string()))[0])
 
+    def _encode_few(self, keys: list[str]) -> np.ndarray:
+        """:meth:`encode` of a few keys (a stream POST's): hashed and looked up one by one in
+        plain Python, the new ones appended by the same code as a large batch's, in the same
+        order (first occurrence first)."""
+        uniq = list(dict.fromkeys(keys))
+        raw = [k.encode("utf-8") for k in uniq]
+        hs = [hash_key(b) for b in raw]
+        hq = np.array(hs, dtype=np.uint64)
+        ids = np.full(len(uniq), -1, dtype=np.int64)
+        hashes, hids = self._index
+        if len(hashes):
+            off, blob = self._offsets, self._blob
+            nh = len(hashes)
+            for j, lo in enumerate(np.searchsorted(hashes, hq, side="left").tolist()):
+                h = hs[j]
+                while lo < nh and int(hashes[lo]) == h:
+                    i = int(hids[lo])
+                    if blob[off[i] : off[i + 1]].tobytes() == raw[j]:
+                        ids[j] = i
+                        break
+                    lo += 1
+        new = np.flatnonzero(ids < 0)
+        if len(new):
+            fresh = pa.array([uniq[j] for j in new.tolist()], type=pa.large_string())
+            data, offsets = _arrow_bytes(fresh)
+            ids[new] = self._append_new(fresh, data, offsets, hq[new], np.arange(len(new)))
+        if len(uniq) == len(keys):
+            return ids
+        pos = {k: j for j, k in enumerate(uniq)}
+        return ids[[pos[k] for k in keys]]
+
     def _encode_unique(self, uniq: pa.LargeStringArray) -> np.ndarray:
         data, offsets = _arrow_bytes(uniq)
         hq = hash_batch(data, offsets)
@@ -436,10 +520,16 @@ class Dictionary:
         new = np.flatnonzero(ids < 0)
         if len(new) == 0:
             return ids
+        ids[new] = self._append_new(uniq, data, offsets, hq, new)
+        return ids
+
+    def _append_new(self, uniq: pa.LargeStringArray, data: np.ndarray, offsets: np.ndarray, hq: np.ndarray,
+                    new: np.ndarray) -> np.ndarray:
+        """Append the keys ``uniq[new]`` (absent, distinct; ``hq`` the hashes of ``uniq``):
+        their new ids, in order."""
         k = len(new)
         n0 = self._n
         new_ids = np.arange(n0, n0 + k, dtype=np.int64)
-        ids[new] = new_ids
         # --- append bytes
         lens = offsets[new + 1] - offsets[new]
         total = int(lens.sum())
@@ -463,7 +553,7 @@ class Dictionary:
         id_dtype = np.int32 if n0 + k < 2**31 else np.int64
         self._index = (np.insert(hashes, pos, hn), np.insert(hids.astype(id_dtype, copy=False), pos, idn))
         self._n = n0 + k  # publish last
-        return ids
+        return new_ids
 
     def _reserve(self, nbytes: int, n: int) -> None:
         if nbytes > len(self._blob) or n + 1 > len(self._offsets):
