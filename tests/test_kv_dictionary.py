@@ -109,3 +109,47 @@ def test_roundtrip_property(batches):
     ks = list(model)
     assert d.lookup_many(ks).tolist() == [model[k] for k in ks]
     assert d.keys(np.array([model[k] for k in ks], dtype=np.int64)) == ks
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches=st.lists(st.lists(st.text(alphabet="abcdé<>\"_:1", min_size=1, max_size=6), min_size=1, max_size=40),
+                        min_size=1, max_size=25),
+       recent_max=st.sampled_from([1, 3, 8, 64]))
+def test_recent_index_and_merges(batches, recent_max):
+    """New keys go to the small recent index and are merged into the main one past its bound:
+    every key keeps its id through encode / lookup / lookup_many whichever index holds it, the
+    merged view is sorted and whole, and a dictionary rebuilt from it finds every key."""
+    import engine.kv.dictionary as dm
+    old = dm._RECENT_MAX
+    dm._RECENT_MAX = recent_max
+    try:
+        d = Dictionary()
+        model: dict[str, int] = {}
+        for b in batches:
+            ids = d.encode(b)
+            for k, i in zip(b, ids.tolist(), strict=True):
+                assert model.setdefault(k, i) == i
+            assert [d.lookup(k) for k in model] == list(model.values())
+            assert d.lookup_many(list(model)).tolist() == list(model.values())
+            assert d.encode(list(model)).tolist() == list(model.values())   # nothing new
+        assert len(d) == len(model)
+        raw = d.raw_arrays()
+        assert np.all(np.diff(raw["hashes"].astype(np.uint64)) >= 0) and len(raw["hashes"]) == len(model)
+        assert sorted(raw["hash_ids"].tolist()) == list(range(len(model)))
+        e = Dictionary.from_arrays(raw["blob"], raw["offsets"], raw["numeric"], raw["hashes"], raw["hash_ids"])
+        assert e.lookup_many(list(model)).tolist() == list(model.values())
+        if sum(map(len, batches)) > 4 * recent_max and len(model) > 2 * recent_max + 2:
+            assert len(d._index[0]) > 0   # merged at least once
+    finally:
+        dm._RECENT_MAX = old
+
+
+def test_append_copies_the_recent_index_only():
+    """On a dictionary whose main index is large, appending one key leaves the main index's
+    arrays as they were (no copy of the whole index per append)."""
+    d = Dictionary()
+    d.encode([f"<http://example.org/k{i}>" for i in range(5000)])
+    main_h = d._index[0]
+    d.encode(["<http://example.org/new>"])
+    assert d._index[0] is main_h and len(d._index[2]) == 1
+    assert d.lookup("<http://example.org/new>") == 5000 and d.lookup("<http://example.org/k7>") == 7
