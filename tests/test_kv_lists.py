@@ -1,0 +1,90 @@
+"""The list one-vertex lookups (engine/kv/lists.py): ``GraphIndex.local_lists`` answers
+what ``local_lookup`` does (as Python lists, and ``has`` as a membership test) over
+random graphs whose keys make every span kind (dense tables, bucket tables, binary
+search, empty shards), with 1-4 shards and int32 / int64 ids; a snapshot's functions
+keep answering its own version after a write."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.kv import lists
+from engine.kv.api import IN, OUT
+from engine.kv.graph import empty_graph
+from engine.kv.shard import CSR
+
+_BIG = (1 << 32) - 100  # past int32: int64 key arrays (graph ids are < 2**32)
+
+
+def _graph(triples, n_shards):
+    rows = np.array(sorted(triples), dtype=np.int64).reshape(-1, 3)
+    return empty_graph(n_shards).apply(None, rows)
+
+
+def _expect(model, pid, direction, v):
+    if direction == OUT:
+        return sorted({o for s, p, o in model if p == pid and s == v})
+    return sorted({s for s, p, o in model if p == pid and o == v})
+
+
+_ids = st.one_of(st.integers(0, 40), st.integers(0, 5000), st.integers(_BIG, _BIG + 60))
+_triples = st.sets(st.tuples(_ids, st.integers(0, 3), _ids), max_size=120)
+
+
+@settings(max_examples=60, deadline=None)
+@given(model=_triples, n_shards=st.sampled_from([1, 2, 3, 4]),
+       probes=st.lists(_ids, min_size=1, max_size=15), others=st.lists(_ids, min_size=1, max_size=5))
+def test_local_lists_equal_local_lookup_and_the_model(model, n_shards, probes, others):
+    g = _graph(model, n_shards)
+    vs = sorted({s for s, _, _ in model} | {o for _, _, o in model})[:20] + probes + [-1, -5, _BIG * 4]
+    for pid in range(5):
+        for direction in (OUT, IN):
+            f = g.local_lookup(pid, direction)
+            nbrs, has = g.local_lists(pid, direction)
+            for v in vs:
+                want = _expect(model, pid, direction, v)
+                got = nbrs(v)
+                assert type(got) is list and got == want == f(v).tolist()
+                for o in want[:3] + others + [-1, _BIG * 4]:
+                    assert has(v, o) is (o in want)
+
+
+def test_every_span_kind_is_read():
+    """Dense, bucket and binary-search CSRs (the kinds ``CSR.spec`` reports) answer alike."""
+    rng = np.random.default_rng(3)
+    for keys in (np.arange(0, 300, 1), np.sort(rng.choice(10**6, 300, replace=False)),
+                 np.array([], dtype=np.int64)):
+        cnt = rng.integers(0, 5, len(keys))
+        indptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int32)
+        indices = np.concatenate([np.sort(rng.choice(10**5, c, replace=False)) for c in cnt] or
+                                 [np.zeros(0)]).astype(np.int32)
+        for kdt in (np.int32, np.int64):
+            csr = CSR(keys.astype(kdt), indptr, indices)
+            kinds = {csr.spec(1)[0]}
+            nbrs, has = lists.list_lookups([csr], 1)
+            f = csr.lookup(1)
+            for v in list(keys[:50].tolist()) + [-1, 10**7, 7]:
+                assert nbrs(v) == f(v).tolist()
+                for o in f(v).tolist()[:2] + [-3, 99999]:
+                    assert has(v, o) is (o in f(v).tolist())
+            assert kinds <= {"dense", "bucket", "search", "empty"}
+    # a sparse key set too big for a dense table is a bucket table
+    keys = np.sort(rng.choice(10**7, 1000, replace=False)).astype(np.int32)
+    csr = CSR(keys, np.arange(1001, dtype=np.int32), np.arange(1000, dtype=np.int32))
+    assert csr.spec(1)[0] == "bucket"
+    assert CSR(np.arange(100, dtype=np.int32), np.arange(101, dtype=np.int32),
+               np.arange(100, dtype=np.int32)).spec(1)[0] == "dense"
+
+
+def test_a_snapshot_keeps_its_version_and_the_next_sees_the_write():
+    model = {(1, 0, 2), (1, 0, 3), (4, 0, 2)}
+    g = _graph(model, 4)
+    nbrs, has = g.local_lists(0, OUT)
+    g2 = g.apply(np.array([[1, 0, 3]], dtype=np.int64), np.array([[1, 0, 9], [5, 0, 2]], dtype=np.int64))
+    assert nbrs(1) == [2, 3] and has(1, 3) and not has(1, 9) and nbrs(5) == []
+    n2, h2 = g2.local_lists(0, OUT)
+    assert n2(1) == [2, 9] and h2(1, 9) and not h2(1, 3) and n2(5) == [2]
+    assert g2.local_lists(0, IN)[0](2) == [1, 4, 5]
+    assert g.local_lists(0, IN)[0](2) == [1, 4]
