@@ -45,8 +45,11 @@ def test_local_lists_equal_local_lookup_and_the_model(model, n_shards, probes, o
             nbrs, has = g.local_lists(pid, direction)
             for v in vs:
                 want = _expect(model, pid, direction, v)
-                got = nbrs(v)
+                got = nbrs(v, 1 << 30)
                 assert type(got) is list and got == want == f(v).tolist()
+                assert nbrs(v, len(want)) == want
+                if want:
+                    assert nbrs(v, len(want) - 1) is None  # more than the cap: none made
                 for o in want[:3] + others + [-1, _BIG * 4]:
                     assert has(v, o) is (o in want)
 
@@ -66,7 +69,7 @@ def test_every_span_kind_is_read():
             nbrs, has = lists.list_lookups([csr], 1)
             f = csr.lookup(1)
             for v in list(keys[:50].tolist()) + [-1, 10**7, 7]:
-                assert nbrs(v) == f(v).tolist()
+                assert nbrs(v, 10**6) == f(v).tolist()
                 for o in f(v).tolist()[:2] + [-3, 99999]:
                     assert has(v, o) is (o in f(v).tolist())
             assert kinds <= {"dense", "bucket", "search", "empty"}
@@ -83,8 +86,8 @@ def test_a_snapshot_keeps_its_version_and_the_next_sees_the_write():
     g = _graph(model, 4)
     nbrs, has = g.local_lists(0, OUT)
     g2 = g.apply(np.array([[1, 0, 3]], dtype=np.int64), np.array([[1, 0, 9], [5, 0, 2]], dtype=np.int64))
-    assert nbrs(1) == [2, 3] and has(1, 3) and not has(1, 9) and nbrs(5) == []
+    assert nbrs(1, 9) == [2, 3] and has(1, 3) and not has(1, 9) and nbrs(5, 9) == []
     n2, h2 = g2.local_lists(0, OUT)
-    assert n2(1) == [2, 9] and h2(1, 9) and not h2(1, 3) and n2(5) == [2]
-    assert g2.local_lists(0, IN)[0](2) == [1, 4, 5]
-    assert g.local_lists(0, IN)[0](2) == [1, 4]
+    assert n2(1, 9) == [2, 9] and h2(1, 9) and not h2(1, 3) and n2(5, 9) == [2]
+    assert g2.local_lists(0, IN)[0](2, 9) == [1, 4, 5]
+    assert g.local_lists(0, IN)[0](2, 9) == [1, 4]

@@ -11,8 +11,9 @@ the shards' span specs (:meth:`engine.kv.shard.CSR.spec`) are folded into one
 function per (predicate, direction): the owner's table is picked by ``v % n``
 inside it.
 
-:func:`list_lookups` gives two functions: ``nbrs(v)`` -> the sorted neighbours
-of ``v`` as a new list of Python ints, ``has(v, o)`` -> whether ``o`` is one
+:func:`list_lookups` gives two functions: ``nbrs(v, cap)`` -> the sorted neighbours
+of ``v`` as a new list of Python ints, or None when there are more than ``cap`` (a
+hub's list is not made only to be handed to the vectorized steps), ``has(v, o)`` -> whether ``o`` is one
 of them (a binary search of the span, nothing copied: hubs cost log k).
 Both read immutable arrays only (a commit makes new CSRs and a new
 :class:`engine.kv.graph.GraphIndex`), so a snapshot's functions keep answering
@@ -77,8 +78,8 @@ def list_lookups(csrs: list[CSR | None], stride: int):
     nb = tuple(f[0] for f in fns)
     hs = tuple(f[1] for f in fns)
 
-    def nbrs(v: int) -> list:
-        return nb[v % n](v)
+    def nbrs(v: int, cap: int) -> list | None:
+        return nb[v % n](v, cap)
 
     def has(v: int, o: int) -> bool:
         return hs[v % n](v, o)
@@ -93,10 +94,11 @@ def _dense(specs: list, stride: int):
     if n == 1:
         base, width, dptr, idx = tabs[0]
 
-        def nbrs1(v: int) -> list:
+        def nbrs1(v: int, cap: int) -> list | None:
             j = v // stride - base
             if 0 <= j < width:
-                return idx[dptr[j]:dptr[j + 1]].tolist()
+                lo, hi = dptr[j], dptr[j + 1]
+                return None if hi - lo > cap else idx[lo:hi].tolist()
             return []
 
         def has1(v: int, o: int) -> bool:
@@ -108,11 +110,12 @@ def _dense(specs: list, stride: int):
             return False
         return nbrs1, has1
 
-    def nbrs(v: int) -> list:
+    def nbrs(v: int, cap: int) -> list | None:
         base, width, dptr, idx = tabs[v % n]
         j = v // stride - base
         if 0 <= j < width:
-            return idx[dptr[j]:dptr[j + 1]].tolist()
+            lo, hi = dptr[j], dptr[j + 1]
+            return None if hi - lo > cap else idx[lo:hi].tolist()
         return []
 
     def has(v: int, o: int) -> bool:
@@ -130,20 +133,21 @@ def _one(spec: tuple, stride: int):
     """(nbrs, has) of one shard's spec."""
     kind = spec[0]
     if kind == "empty":
-        return (lambda v: []), (lambda v, o: False)
+        return (lambda v, cap: []), (lambda v, o: False)
     if kind == "dense":
         return _dense([spec], stride)
     if kind == "bucket":  # (the span search written out in both: a call costs ~60 ns)
         _, base, width, shift, bptr, keys, indptr, idx = spec
 
-        def nbrs(v: int) -> list:
+        def nbrs(v: int, cap: int) -> list | None:
             j = v // stride - base
             if 0 <= j < width:
                 b = j >> shift
                 e = bptr[b + 1]
                 i = bisect_left(keys, v, bptr[b], e)
                 if i < e and keys[i] == v:
-                    return idx[indptr[i]:indptr[i + 1]].tolist()
+                    lo, hi = indptr[i], indptr[i + 1]
+                    return None if hi - lo > cap else idx[lo:hi].tolist()
             return []
 
         def has(v: int, o: int) -> bool:
@@ -161,10 +165,11 @@ def _one(spec: tuple, stride: int):
     _, keys, indptr, idx = spec
     nk = len(keys)
 
-    def nbrs_s(v: int) -> list:
+    def nbrs_s(v: int, cap: int) -> list | None:
         i = bisect_left(keys, v)
         if i < nk and keys[i] == v:
-            return idx[indptr[i]:indptr[i + 1]].tolist()
+            lo, hi = indptr[i], indptr[i + 1]
+            return None if hi - lo > cap else idx[lo:hi].tolist()
         return []
 
     def has_s(v: int, o: int) -> bool:
@@ -179,8 +184,9 @@ def _one(spec: tuple, stride: int):
 
 def wrap(f):
     """(nbrs, has) over a numpy one-vertex lookup ``f`` (a store without list lookups)."""
-    def nbrs(v: int) -> list:
-        return f(v).tolist()
+    def nbrs(v: int, cap: int) -> list | None:
+        nb = f(v)
+        return None if len(nb) > cap else nb.tolist()
 
     def has(v: int, o: int) -> bool:
         return has_neighbour(f(v), o)
