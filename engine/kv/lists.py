@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+import numpy as np
+
 from engine.kv.shard import CSR, has_neighbour
 
 #: memoryview formats whose items index as Python ints
@@ -191,3 +193,56 @@ def wrap(f):
     def has(v: int, o: int) -> bool:
         return has_neighbour(f(v), o)
     return nbrs, has
+
+
+def flat_lookup(csr: CSR):
+    """``(v, cap) -> flat list | None`` over a CSR of packed int64 edges (stride 1;
+    :class:`engine.kv.vertex_preds.VertexEdges`): the int32 halves of ``v``'s edges
+    in order (``edges_of(v).view(np.int32).tolist()`` without the numpy slice and
+    view), None when it has more than ``cap`` edges; None when the arrays do not
+    view as ints (the caller converts the numpy slice)."""
+    spec = _view_spec(csr, 1)
+    if spec is None:
+        return None
+    kind = spec[0]
+    if kind == "empty":
+        return lambda v, cap: []
+    if csr.indices.dtype.itemsize != 8:
+        return None
+    halves = _mv(csr.indices.view(np.int32))
+    if halves is None:
+        return None
+    if kind == "dense":
+        _, base, width, dptr, _ = spec
+
+        def flat_d(v: int, cap: int) -> list | None:
+            j = v - base
+            if 0 <= j < width:
+                lo, hi = dptr[j], dptr[j + 1]
+                return None if hi - lo > cap else halves[2 * lo:2 * hi].tolist()
+            return []
+        return flat_d
+    if kind == "bucket":
+        _, base, width, shift, bptr, keys, indptr, _ = spec
+
+        def flat_b(v: int, cap: int) -> list | None:
+            j = v - base
+            if 0 <= j < width:
+                b = j >> shift
+                e = bptr[b + 1]
+                i = bisect_left(keys, v, bptr[b], e)
+                if i < e and keys[i] == v:
+                    lo, hi = indptr[i], indptr[i + 1]
+                    return None if hi - lo > cap else halves[2 * lo:2 * hi].tolist()
+            return []
+        return flat_b
+    _, keys, indptr, _ = spec
+    nk = len(keys)
+
+    def flat_s(v: int, cap: int) -> list | None:
+        i = bisect_left(keys, v)
+        if i < nk and keys[i] == v:
+            lo, hi = indptr[i], indptr[i + 1]
+            return None if hi - lo > cap else halves[2 * lo:2 * hi].tolist()
+        return []
+    return flat_s
