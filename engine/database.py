@@ -44,7 +44,6 @@ from engine.exec.evaluate import (
 from engine.exec.result import QueryResult
 from engine.io import ingest
 from engine.kv import vertex_preds
-from engine.kv.shard import has_neighbour
 from engine.kv.store import Changes, Store
 from engine.plan.fast_tree import UnionProgram, compile_filtered, compile_union
 from engine.plan.fast_tree import constants as filter_constants
@@ -1125,22 +1124,22 @@ def _exists_from(steps: list, k: int, last: int, r: tuple, work: list) -> bool:
     while True:  # (prunes and tests in place; an expansion recurses per neighbour)
         kind, fs, a, b = steps[k]
         ac, av = a
-        if kind == _EXPAND:
-            nb = fs(av if ac else r[av])
+        if kind == _EXPAND:  # (fs: SmallBGP's ``nbrs(v, cap)``, a list or None past cap)
             if k == last:
-                return len(nb) > 0
-            work[0] -= len(nb)
-            if work[0] < 0:
+                return fs(av if ac else r[av], 0) is None  # (more than none; no list made)
+            nb = fs(av if ac else r[av], work[0])
+            if nb is None:
                 raise _TooMuch
-            for x in nb.tolist():
+            work[0] -= len(nb)
+            for x in nb:
                 if _exists_from(steps, k + 1, last, r + (x,), work):
                     return True
             return False
-        if kind == _PRUNE:
+        if kind == _PRUNE:  # (fs: ``has(v, o)``)
             bc, bv = b
-            if not has_neighbour(fs(av if ac else r[av]), bv if bc else r[bv]):
+            if not fs(av if ac else r[av], bv if bc else r[bv]):
                 return False
-        elif not has_neighbour(fs[1](r[b]), av):  # _MEMBER: the var end (slot b) in the constant end's list
+        elif not fs[1](r[b], av):  # _MEMBER: the var end (slot b) in the constant end's list
             return False
         if k == last:
             return True

@@ -35,8 +35,7 @@ from engine.arrays import unique
 from engine.errors import RowBudgetExceeded
 from engine.exec.bindings import UNBOUND, Bindings, concat
 from engine.exec.context import charge_rows, current_budget, holding, table_bytes
-from engine.kv import vertex_preds
-from engine.kv.shard import has_neighbour
+from engine.kv import lists, vertex_preds
 from engine.plan.order import IN, OUT, bgp_vars, plan, plan_bgp, resolve
 from engine.sparql.algebra import TriplePattern
 
@@ -496,9 +495,13 @@ class SmallBGP:
     """A compiled tuple-at-a-time program for one BGP over one graph index.
 
     ``slots`` lists the variables in binding order (the tuple layout of a
-    row, seed columns first); every step is (kind, lookup function(s)
-    ``v -> sorted neighbours`` from ``GraphReader.local_lookup``, a, b) where
-    an end is (True, constant id) or (False, slot);
+    row, seed columns first); every step is (kind, function(s), a, b) where
+    an end is (True, constant id) or (False, slot). The functions are the
+    graph's list lookups (``GraphIndex.local_lists``, :mod:`engine.kv.lists`):
+    an expansion's ``nbrs(v, cap)`` (a list, None past ``cap``), a prune's
+    ``has(v, o)``; a membership test's (the constant end's numpy lookup from
+    ``local_lookup``, the other direction's ``has``); a variable predicate's
+    ``pairs_of``;
     ``rtriples`` are the resolved patterns in step order and ``widths[k]``
     the number of slots bound before step k (for the hand-over)."""
 
@@ -542,7 +545,7 @@ class SmallBGP:
                     return rows, k
                 if len(rows) <= 8:  # a few rows: their own (usually short) lists
                     fv = fs[1]
-                    rows = [r for r in rows if has_neighbour(fv(r[b]), av)]
+                    rows = [r for r in rows if fv(r[b], av)]
                 else:
                     rows = list(compress(rows, _members(fs[0](av), [r[b] for r in rows])))
                 if not rows:
@@ -551,7 +554,7 @@ class SmallBGP:
             if kind == _PRUNE:
                 bc, bv = b
                 if ac and bc:
-                    if not has_neighbour(fs(av), bv):
+                    if not fs(av, bv):
                         return [], len(self.steps)
                     continue
                 if len(rows) > few:
@@ -559,15 +562,16 @@ class SmallBGP:
                 out = []
                 for r in rows:
                     x = av if ac else r[av]
-                    if has_neighbour(fs(x), bv if bc else r[bv]):
+                    if fs(x, bv if bc else r[bv]):
                         out.append(r)
             elif ac:
-                nb = fs(av)
-                if len(nb) * len(rows) > min(few, limit):  # many rows out: vectorized from here
+                # (at most min(few, limit) rows out, else vectorized from here: the list of a
+                # hub is not made)
+                nbl = fs(av, min(few, limit) // max(1, len(rows)))
+                if nbl is None:  # many rows out: vectorized from here
                     if k == 0 and len(rows) == 1 and limit >= few:
                         self.starts_big = True  # not selective: callers go vectorized directly
                     return rows, k
-                nbl = nb.tolist()
                 out = [r + (x,) for r in rows for x in nbl]
             else:
                 if len(rows) > few:
@@ -575,10 +579,11 @@ class SmallBGP:
                 out = []
                 append = out.append
                 for r in rows:
-                    for x in fs(r[av]).tolist():
-                        append(r + (x,))
-                    if len(out) > limit:
+                    nbl = fs(r[av], limit - len(out))
+                    if nbl is None:  # more than limit rows out
                         return rows, k
+                    for x in nbl:
+                        append(r + (x,))
             rows = out
             if not rows:
                 return rows, len(self.steps)
@@ -708,6 +713,19 @@ def compile_small(triples: tuple[TriplePattern, ...], graph, lookup, seed_vars: 
     def end(pos):
         return (True, pos[1]) if pos[0] == "c" else (False, slots[pos[1]])
 
+    list_fns: dict[tuple[int, int], tuple] = {}
+
+    def lst(pid: int, direction: int):
+        """(nbrs, has) of (pid, direction): the graph's list lookups, or over its numpy ones."""
+        f = list_fns.get((pid, direction))
+        if f is None:
+            ll = getattr(graph, "local_lists", None)
+            f = ll(pid, direction) if ll is not None else None
+            if f is None:
+                f = lists.wrap(fns(pid, direction))
+            list_fns[pid, direction] = f
+        return f
+
     edge_fns: dict[int, object] = {}
 
     def edges(direction: int):
@@ -764,16 +782,16 @@ def compile_small(triples: tuple[TriplePattern, ...], graph, lookup, seed_vars: 
                 if (s[0] == "c") != (o[0] == "c"):
                     # one constant end: one lookup of its (sorted) list, tested for every row
                     if s[0] == "c":
-                        steps.append((_MEMBER, (fns(pid, OUT), fns(pid, IN)), end(s), slots[o[1]]))
+                        steps.append((_MEMBER, (fns(pid, OUT), lst(pid, IN)[1]), end(s), slots[o[1]]))
                     else:
-                        steps.append((_MEMBER, (fns(pid, IN), fns(pid, OUT)), end(o), slots[s[1]]))
+                        steps.append((_MEMBER, (fns(pid, IN), lst(pid, OUT)[1]), end(o), slots[s[1]]))
                 elif d_out <= d_in:
-                    steps.append((_PRUNE, fns(pid, OUT), end(s), end(o)))
+                    steps.append((_PRUNE, lst(pid, OUT)[1], end(s), end(o)))
                 else:
-                    steps.append((_PRUNE, fns(pid, IN), end(o), end(s)))
+                    steps.append((_PRUNE, lst(pid, IN)[1], end(o), end(s)))
             elif s_b or o_b:
                 src, dst, direction = (s, o, OUT) if s_b else (o, s, IN)
-                steps.append((_EXPAND, fns(pid, direction), end(src), None))
+                steps.append((_EXPAND, lst(pid, direction)[0], end(src), None))
                 slots[dst[1]] = len(slots)
             else:
                 return None  # a scan: not selective

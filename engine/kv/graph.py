@@ -21,7 +21,7 @@ import contextvars
 import numpy as np
 
 from engine.arrays import unique
-from engine.kv import partition, vertex_preds
+from engine.kv import lists, partition, vertex_preds
 from engine.kv.api import IN, OUT, PredicateStats
 from engine.kv.merged import BUDGET_FLOOR, BUDGET_SHARE, MergedCache
 from engine.kv.shard import Shard, has_neighbour
@@ -103,6 +103,28 @@ class GraphIndex:
         if f is None:
             fs = [sh.local_lookup(pid, direction) for sh in self.shards]
             f = _NO_LOOKUP if any(x is None for x in fs) else partition.router(fs)
+            self._cache[key] = f
+        return None if f is _NO_LOOKUP else f
+
+    def local_lists(self, pid: int, direction: int):
+        """``(nbrs, has)`` (:func:`engine.kv.lists.list_lookups`: ``v -> sorted neighbours``
+        as a list of Python ints, ``(v, o) -> o among them``) over every shard, one
+        function each with the owner's table picked inside; None when a shard is not
+        in-process (as :meth:`local_lookup`). Cached per index (a snapshot's own)."""
+        key = (pid, direction, "lists")
+        f = self._cache.get(key)
+        if f is None:
+            if self.local_lookup(pid, direction) is None:
+                f = _NO_LOOKUP
+            else:
+                shards = self.shards
+                if all(type(sh) is Shard for sh in shards):
+                    f = lists.list_lookups([sh.local_csr(pid, direction) for sh in shards],
+                                           partition.stride(shards[0].n_shards))
+                else:
+                    f = None
+                if f is None:  # (arrays that do not view as ints, other in-process shards)
+                    f = lists.wrap(self.local_lookup(pid, direction))
             self._cache[key] = f
         return None if f is _NO_LOOKUP else f
 

@@ -49,7 +49,8 @@ class CSR:
     :meth:`lookup`). Either table has at most ``3 * len(keys) + 256`` int32/64
     entries; it is derived data (never persisted), built on first use, shared by
     every snapshot sharing the CSR, and counted in :attr:`nbytes`.
-    ``_table`` = (stride, span table or None, lookup function, auxiliary bytes)."""
+    ``_table`` = (stride, span table or None, lookup function, auxiliary bytes, span
+    spec for :func:`list_lookups`)."""
 
     keys: np.ndarray
     indptr: np.ndarray
@@ -90,34 +91,44 @@ class CSR:
 
     def _prepare(self, stride: int) -> tuple:
         tab = self._build_table(stride)
-        fn, extra = self._make_lookup(tab, stride)
-        t = (stride, tab, fn, extra + (tab[2].nbytes if tab is not None else 0))
+        fn, extra, spec = self._make_lookup(tab, stride)
+        t = (stride, tab, fn, extra + (tab[2].nbytes if tab is not None else 0), spec)
         self._table = t  # benign race: concurrent builders store equivalent tuples
         return t
 
+    def spec(self, stride: int = 1) -> tuple:
+        """How one key's span is found (for :func:`list_lookups`): ``("dense", base, width,
+        dptr)``, ``("bucket", base, width, shift, bptr)``, ``("search",)`` or ``("empty",)``;
+        the tables are :meth:`lookup`'s own (built once, shared)."""
+        t = self._table
+        if t is None or t[0] != stride:
+            t = self._prepare(stride)
+        return t[4]
+
     def _make_lookup(self, tab, stride: int):
-        """(function v -> neighbours, bytes of any auxiliary array it holds)."""
+        """(function v -> neighbours, bytes of any auxiliary array it holds, span spec)."""
         idx = self.indices
         empty = idx[:0]
         if tab is not None:
             base, width, dptr = tab
+            spec = ("dense", base, width, dptr)
             if stride == 1 and base == 0:
                 def by_slot(v: int) -> np.ndarray:
                     if 0 <= v < width:
                         return idx[dptr[v]:dptr[v + 1]]
                     return empty
-                return by_slot, 0
+                return by_slot, 0, spec
 
             def by_strided_slot(v: int) -> np.ndarray:
                 j = v // stride - base
                 if 0 <= j < width:
                     return idx[dptr[j]:dptr[j + 1]]
                 return empty
-            return by_strided_slot, 0
+            return by_strided_slot, 0, spec
         keys, indptr = self.keys, self.indptr
         nk = len(keys)
         if nk == 0:
-            return (lambda v: empty), 0
+            return (lambda v: empty), 0, ("empty",)
         top = _I32_MAX if keys.dtype == np.int32 else int(np.iinfo(keys.dtype).max)
         kt = keys.dtype.type
         search = keys.searchsorted
@@ -139,7 +150,7 @@ class CSR:
                 if i < nk and keys[i] == v:
                     return idx[indptr[i]:indptr[i + 1]]
                 return empty
-            return by_search, 0
+            return by_search, 0, ("search",)
         shift = 0
         while (width >> shift) >= budget:
             shift += 1
@@ -156,7 +167,7 @@ class CSR:
                 if i < e and keys[i] == v:
                     return idx[indptr[i]:indptr[i + 1]]
             return empty
-        return by_bucket, bptr.nbytes
+        return by_bucket, bptr.nbytes, ("bucket", base, width, shift, bptr)
 
     def _build_table(self, stride: int):
         keys = self.keys
@@ -460,6 +471,14 @@ class Shard:
         if ps is None:
             return _no_neighbours
         return (ps.out if direction == OUT else ps.inn).lookup(self._stride)
+
+    def local_csr(self, pid: int, direction: int) -> CSR | None:
+        """The in-process CSR of ``pid`` in ``direction`` (None: the predicate is not
+        here): :func:`engine.kv.lists.list_lookups` reads its spans directly."""
+        ps = self.preds.get(pid)
+        if ps is None:
+            return None
+        return ps.out if direction == OUT else ps.inn
 
     def index(self, pid: int, direction: int) -> np.ndarray:
         """Sorted subjects (OUT) / objects (IN) of ``pid`` owned by this shard."""

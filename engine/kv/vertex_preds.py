@@ -41,6 +41,7 @@ import weakref
 import numpy as np
 
 from engine.arrays import unique
+from engine.kv import lists
 from engine.kv.api import IN, OUT
 from engine.kv.shard import CSR, csr_from_sorted_pairs, csr_of
 
@@ -169,6 +170,24 @@ def vertex_predicates(graph, direction: int, budget: int | None = None) -> Verte
 # Vertex -> (predicate, neighbour) edges: a point lookup in one slice
 # --------------------------------------------------------------------------
 
+def _flat_of(csr: CSR, overlay, edges_of):
+    """``(v, cap) -> flat int32 halves | None`` of the base CSR and the overlay's."""
+    base = lists.flat_lookup(csr)
+    own = lists.flat_lookup(overlay.csr) if overlay is not None else None
+    if base is None or (overlay is not None and own is None):
+        def by_numpy(v: int, cap: int) -> list | None:
+            packed = edges_of(v)
+            return None if len(packed) > cap else packed.view(np.int32).tolist()
+        return by_numpy
+    if overlay is None:
+        return base
+    touched = overlay.members
+
+    def flat_of(v: int, cap: int) -> list | None:
+        return own(v, cap) if v in touched else base(v, cap)
+    return flat_of
+
+
 #: bytes per triple while building the edge index: int64 vertex and packed
 #: columns, the sort's order and gathered copies, the final packed column
 _EDGE_BUILD_BYTES_PER_TRIPLE = 48
@@ -198,7 +217,7 @@ class VertexEdges:
     lists), so a small write costs a few arrays the size of what it touched, not
     a rebuild; past :func:`_overlay_limit` edges the next commit builds afresh."""
 
-    __slots__ = ("csr", "edges_of", "triples", "overlay", "hidden", "_pairs")
+    __slots__ = ("csr", "edges_of", "flat_of", "triples", "overlay", "hidden", "_pairs")
 
     def __init__(self, csr: CSR, overlay: _Overlay | None = None, hidden: int = 0):
         self.csr = csr
@@ -219,11 +238,19 @@ class VertexEdges:
             def edges_of(v: int) -> np.ndarray:
                 return own(v) if v in touched else base(v)
             self.edges_of = edges_of
+        #: ``(v, cap) -> edges_of(v).view(np.int32).tolist()`` read through memoryviews
+        #: (:func:`engine.kv.lists.flat_lookup`), None past ``cap`` edges (nothing made)
+        self.flat_of = _flat_of(csr, overlay, self.edges_of)
         self.triples = len(csr) - hidden + (len(overlay.csr) if overlay is not None else 0)
 
     @property
     def nbytes(self) -> int:
         return self.csr.nbytes + (self.overlay.nbytes if self.overlay is not None else 0)
+
+    def flat(self, v: int, cap: int) -> list | None:
+        """The int32 halves of ``v``'s packed edges as one flat list, (neighbour, pid) per
+        edge (:data:`EDGE_NB`, :data:`EDGE_PID`), ascending; None past ``cap`` edges."""
+        return self.flat_of(v, cap)
 
     def pairs_of(self, v: int, cap: int) -> list | None:
         """The edges of vertex ``v`` as ``(pid, neighbour)`` tuples, ascending; None when it
@@ -236,11 +263,10 @@ class VertexEdges:
         hit = table.get(v)
         if hit is not None:
             return hit if len(hit) <= cap else None
-        packed = self.edges_of(v)
-        k = len(packed)
-        if k > cap:
+        flat = self.flat_of(v, cap)
+        if flat is None:
             return None
-        flat = packed.view(np.int32).tolist()
+        k = len(flat) >> 1
         hit = list(zip(flat[EDGE_PID::2], flat[EDGE_NB::2], strict=True))
         if k <= PAIRS_VERTEX_MAX:
             if kept + k > PAIRS_KEPT:

@@ -275,10 +275,9 @@ class PointProgram:
         pfirst = self.pfirst
         edges = self.src.edges or self.src.edge_index(len(lookups))
         if edges is not None:  # all of the vertex's rows in one slice, (pid, neighbour) ascending
-            packed = edges.edges_of(c)
-            if len(packed) > limit:  # many rows: the vectorized step from the seed row
+            flat = edges.flat_of(c, limit)  # (neighbour, pid) int32 halves of each edge
+            if flat is None:  # many rows: the vectorized step from the seed row
                 return rows, 0
-            flat = packed.view(np.int32).tolist()  # (neighbour, pid) int32 halves of each edge
             if pfirst:
                 return list(zip(flat[EDGE_PID::2], flat[EDGE_NB::2], strict=True)), 1
             return list(zip(flat[EDGE_NB::2], flat[EDGE_PID::2], strict=True)), 1
