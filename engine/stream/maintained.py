@@ -67,6 +67,8 @@ IDLE_MAX = 8
 _SPENT = [0.0, 0.0]
 #: instants answered by a maintained state, all queries of the process (tests: the path is taken)
 _ANSWERED = [0]
+#: maintained queries the cost guard stopped, all queries of the process
+_GUARDED = [0]
 #: joins that read a stored group's kept list (tests: the path is taken)
 _SCHIT = [0]
 #: transient store -> the maintained queries reading it (weakly: a deleted query's goes with it)
@@ -127,6 +129,17 @@ class Maintained:
 
     #: instants of the ordinary path after a drop, doubling up to this
     BACKOFF_MAX = 256
+    #: the cost guard: every GUARD_EVERY instants answered from the state, the maintenance's
+    #: CPU per instant (this query's: ingestion and advance) is weighed against the ordinary
+    #: path's (measured on an instant it answered: the first, after a drop, or one handed to it
+    #: for that); above GUARD_RATIO times an ordinary instant cheaper than GUARD_FAST seconds
+    #: on two checks in a row (the second on a fresh measure), the query is no longer
+    #: maintained for GUARD_SKIP instants: a latency it did not need is not bought with more
+    #: CPU (thousands of queries share the cores)
+    GUARD_EVERY = 16
+    GUARD_RATIO = 3.0
+    GUARD_FAST = 0.001
+    GUARD_SKIP = 4096
 
     def __init__(self, gen: GenQuery, windows: list, json):
         self.gen = gen
@@ -141,6 +154,13 @@ class Maintained:
         self._skip = 0
         self._backoff = 0
         self._idle = 0   # instants the ingestion moved the state past that no instant asked for
+        self._cost = 0.0      # CPU seconds maintaining since the guard's last check
+        self._n = 0           # instants answered from the state since then
+        self._ord: float | None = None   # the ordinary path's CPU seconds, last measured
+        self._fresh = False   # measured since the guard's last check
+        self._probe = False   # the next instant is handed to the ordinary path (a fresh measure)
+        self._strikes = 0     # checks in a row the maintenance cost too much
+        self.guarded = 0      # times the guard stopped the maintenance (tests)
         self._frags: dict = {}   # output row -> its JSON members (render)
         self._base: tuple = ({}, [{} for _ in sh.aggs] if sh.by is not None else [])   # (_build)
         self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body) kept by the ingestion
@@ -827,7 +847,9 @@ class Maintained:
                 log.exception("maintained result dropped on ingestion")
                 self._drop()
             finally:
-                _SPENT[0] += _clock() - t0
+                dt = _clock() - t0
+                _SPENT[0] += dt
+                self._cost += dt
 
     def advance(self, snap, graphs: list, tau: int) -> None:
         """The worker, after an instant's event: the state moved to the next instant ``tau``
@@ -862,7 +884,9 @@ class Maintained:
                 log.exception("maintained result dropped after an instant")
                 self._drop()
             finally:
-                _SPENT[1] += _clock() - t0
+                dt = _clock() - t0
+                _SPENT[1] += dt
+                self._cost += dt
 
     def instant(self, snap, graphs_of, ranges: list, t: int, member: bytes) -> bytes | None:
         """Instant ``t``'s event data (``member``: its window member) if the state is (or is
@@ -876,10 +900,14 @@ class Maintained:
             st = self.state
             if st is None:
                 return None
+            if self._probe:   # (the guard's fresh measure: the state stays, the next advance moves it)
+                self._probe = False
+                return None
             done = self._done.pop(t, None)
             if done is not None and done[1] == snap.sn and done[0] == ranges and (
                     st.dict_n is None or st.dict_n == len(snap.dictionary)):
                 _ANSWERED[0] += 1
+                self._answered()
                 return b"".join((done[2], member, b"}"))
             try:
                 if st.sn != snap.sn or (st.dict_n is not None and st.dict_n != len(snap.dictionary)):
@@ -903,7 +931,39 @@ class Maintained:
                 self._drop()
                 return None
             _ANSWERED[0] += 1
+            self._answered()
             return b"".join((body, member, b"}"))
+
+    def ordinary(self, cpu: float) -> None:
+        """The ordinary path answered an instant of this query in ``cpu`` thread seconds."""
+        self._ord = cpu
+        self._fresh = True
+
+    def _answered(self) -> None:
+        """An instant answered from the state (under the lock): every :data:`GUARD_EVERY`, the
+        cost guard (see there)."""
+        self._n += 1
+        if self._n < self.GUARD_EVERY:
+            return
+        per = self._cost / self._n
+        self._cost = 0.0
+        self._n = 0
+        o = self._ord
+        if o is not None and per <= self.GUARD_RATIO * o:
+            self._strikes = 0
+        elif o is None or not self._fresh:
+            self._probe = True
+        elif o < self.GUARD_FAST:
+            self._strikes += 1
+            self._probe = True
+            if self._strikes >= 2:
+                self._strikes = 0
+                self.guarded += 1
+                _GUARDED[0] += 1
+                self._reset()
+                self._backoff = self.BACKOFF_MAX
+                self._skip = self.GUARD_SKIP
+        self._fresh = False
 
     _dict = None
 
