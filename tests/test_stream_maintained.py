@@ -95,16 +95,16 @@ def test_maintained_instants_answer_like_the_other_path_and_pyoxigraph(db, q, pa
        ahead=st.lists(st.integers(0, 2), min_size=12, max_size=12),
        jumps=st.lists(st.sampled_from([1, 1, 1, 2, 3]), min_size=12, max_size=12))
 def test_kept_stored_groups_answer_like_the_other_path_and_pyoxigraph(db, q, pa, pb, two, rngs, ahead, jumps):
-    """The same with every group of two patterns or more whose classes the stored part holds
-    pairs of joined through its kept list (``CACHE_MIN`` 0: the test's stored graph is small),
-    the solutions with window pairs joined at the triple."""
-    was = maintained.Maintained.CACHE_MIN
-    maintained.Maintained.CACHE_MIN = 0
+    """The same with every group of patterns whose classes the stored part holds pairs of
+    joined through its kept list (``CACHE_MIN`` 0, ``CACHE_PATTERNS`` 1: the test's stored
+    graph is small), the solutions with window pairs joined at the triple."""
+    was = maintained.Maintained.CACHE_MIN, maintained.Maintained.CACHE_PATTERNS
+    maintained.Maintained.CACHE_MIN, maintained.Maintained.CACHE_PATTERNS = 0, 1
     hits = maintained._SCHIT[0]
     try:
         _replay(db, q, pa, pb, two, rngs, ahead, jumps)
     finally:
-        maintained.Maintained.CACHE_MIN = was
+        maintained.Maintained.CACHE_MIN, maintained.Maintained.CACHE_PATTERNS = was
     KEPT[0] += maintained._SCHIT[0] - hits
 
 

@@ -297,8 +297,8 @@ class Maintained:
         left = [j for j in range(len(pats)) if j != i]
         cached = []   # groups of stored patterns joined through a kept list (_cached_groups)
         while left:
-            for g, keyv in self._cached_groups(left, have, sizes):
-                cached.append((g, keyv))
+            for g in self._cached_groups(left, have, sizes):
+                cached.append(g)
                 for j in g:
                     left.remove(j)
             if not left:
@@ -348,19 +348,21 @@ class Maintained:
                 if excl:
                     emit(f"if {a} == xs and {b} == xo and xp == K{c}p: continue")
             place()
-        for g, keyv in cached:
+        for g in cached:
             # the group's solutions for the bound variables it shares: those over the stored
             # part alone from a list kept per key (per state: the stored part is the
             # snapshot's), those using a window pair joined now (few: the windows are small)
             gid = self._gid
             self._gid += 1
-            outv = sorted({x[1] for j in g for x in (pats[j][0], pats[j][2]) if x[0] == "v"} - have)
+            gv = {x[1] for j in g for x in (pats[j][0], pats[j][2]) if x[0] == "v"}
+            keyv = sorted(gv & have)
+            outv = sorted(gv - have)
             self._extra += self._group_source(gid, g, keyv, outv, i, sizes)
             args = "".join(f"{_slot(v)}, " for v in keyv)
             wsets = " or ".join(sorted({f"W{gen.cls[j]}p" for j in g}))
             emit(f"_L = sc{gid}({args}xs, xp, xo)")
-            emit(f"if {wsets}: _L = _L + wc{gid}({args}xs, xp, xo)")
-            emit(f"for {''.join(_slot(v) + ', ' for v in outv)} in _L:")
+            emit(f"if {wsets}: _L = _chain(_L, wc{gid}({args}xs, xp, xo))")
+            emit(f"for {''.join(_slot(v) + ', ' for v in outv) or '_'} in _L:")
             ind[0] += 1
             depth[0] += 1
             emit("w += 1")
@@ -408,18 +410,24 @@ class Maintained:
     #: stored pairs of a group's classes from which its stored solutions are kept in a list
     #: (below: joining them again per triple is cheap)
     CACHE_MIN = 32
+    #: patterns a group has at least for a kept list (one: a probe, as cheap as the list's)
+    CACHE_PATTERNS = 2
     #: keys a group's kept lists hold before they are forgotten (memory)
     CACHE_KEYS = 4096
 
     def _cached_groups(self, left: list, have: set, sizes: list) -> list:
-        """The groups of ``left`` (connected through variables not bound yet: nothing else will
-        bind them) worth a kept list: two patterns or more, each of a class the stored part
-        holds pairs of, :data:`CACHE_MIN` stored pairs or more; with the bound variables they
-        read (the list's key)."""
+        """The groups of ``left``'s patterns reading no bound variable (a pattern that does is
+        a probe from it, left to the delta's own order: its values are often the arriving
+        triple's, which no stored pair has), connected through their variables, worth a kept
+        list: two patterns or more, each of a class the stored part holds pairs of,
+        :data:`CACHE_MIN` stored pairs or more. Their key: the variables the delta binds
+        before the list is read (at its end)."""
         gen, pats = self.gen, self.gen.pats
-        groups: list = []   # [unbound vars, patterns]
+        groups: list = []   # [vars, patterns]
         for j in left:
-            vs = {x[1] for x in (pats[j][0], pats[j][2]) if x[0] == "v" and x[1] not in have}
+            vs = {x[1] for x in (pats[j][0], pats[j][2]) if x[0] == "v"}
+            if vs & have:
+                continue
             hit = [g for g in groups if g[0] & vs]
             merged = [vs, [j]]
             for g in hit:
@@ -430,10 +438,9 @@ class Maintained:
         out = []
         for vs, g in groups:
             sz = [sizes[gen.cls[j]] for j in g]
-            if len(g) < 2 or not vs or min(sz) == 0 or sum(sz) < self.CACHE_MIN:
+            if len(g) < self.CACHE_PATTERNS or not vs or min(sz) == 0 or sum(sz) < self.CACHE_MIN:
                 continue
-            keyv = sorted({x[1] for j in g for x in (pats[j][0], pats[j][2]) if x[0] == "v"} & have)
-            out.append((sorted(g), keyv))
+            out.append(sorted(g))
         return out
 
     def _loops(self, steps: list, have: set, i: int, sizes: list, ret: str) -> tuple[list, int]:
