@@ -30,6 +30,21 @@ else (a jump, a commit, a window above :data:`~engine.stream.tiny_gen.GEN_WINDOW
 steps per triple, a FILTER value the closures do not decide) drops the state: the instant takes
 the ordinary path and the state is rebuilt after it (:meth:`Maintained.advance`), backing off
 after repeated drops. One lock per query: the ingestion thread and the worker both touch it.
+
+What it costs, and why: the instant is cheap (the body is there), the CPU moves to the triples.
+Each triple entering or leaving ``D`` runs a delta join; a query whose solutions join each window
+triple with many stored solutions (CityBench's C5 / C9: every observation with every cultural
+event and its coordinates, through a FILTER or a shared type) pays that join twice per triple
+(in and out), where the instant's own evaluation (:mod:`tiny_gen`) pays it once per instant and
+keeps the stored component's bindings per snapshot. The delta joins do the same where they can:
+a group of patterns that reads no variable the delta has bound yet and whose classes the stored
+part holds pairs of (:meth:`Maintained._cached_groups`) is read from a list of its stored-only
+solutions kept per key and state, plus the few solutions that use a window pair, joined at the
+triple; what remains is the cross product (and its FILTER) per triple, about twice what the
+instant pays per instant on a 3-instant sliding window (each triple enters and leaves once).
+Where that still costs more than ~3x an ordinary instant that is already fast (< 1 ms), the
+latency bought is not worth the CPU of a server with thousands of queries: the cost guard
+(:attr:`Maintained.GUARD_EVERY`) stops maintaining that query for a long while.
 """
 
 from __future__ import annotations
@@ -296,8 +311,9 @@ class Maintained:
         place()
         left = [j for j in range(len(pats)) if j != i]
         cached = []   # groups of stored patterns joined through a kept list (_cached_groups)
+        fresh = set(have)
         while left:
-            for g in self._cached_groups(left, have, sizes):
+            for g in self._cached_groups(left, have, fresh, sizes):
                 cached.append(g)
                 for j in g:
                     left.remove(j)
@@ -415,19 +431,20 @@ class Maintained:
     #: keys a group's kept lists hold before they are forgotten (memory)
     CACHE_KEYS = 4096
 
-    def _cached_groups(self, left: list, have: set, sizes: list) -> list:
-        """The groups of ``left``'s patterns reading no bound variable (a pattern that does is
-        a probe from it, left to the delta's own order: its values are often the arriving
-        triple's, which no stored pair has), connected through their variables, worth a kept
-        list: two patterns or more, each of a class the stored part holds pairs of,
-        :data:`CACHE_MIN` stored pairs or more. Their key: the variables the delta binds
-        before the list is read (at its end)."""
+    def _cached_groups(self, left: list, have: set, fresh: set, sizes: list) -> list:
+        """The groups of ``left``'s patterns reading none of the arriving triple's variables
+        (``fresh``: a pattern that does is a probe from them, left to the delta's own order --
+        no stored pair holds a new observation's IRI), connected through variables not bound
+        yet, worth a kept list: :data:`CACHE_PATTERNS` patterns or more, each of a class the
+        stored part holds pairs of, :data:`CACHE_MIN` stored pairs or more. Their key: the
+        variables the delta binds before the list is read (at its end)."""
         gen, pats = self.gen, self.gen.pats
-        groups: list = []   # [vars, patterns]
+        groups: list = []   # [unbound vars, patterns]
         for j in left:
-            vs = {x[1] for x in (pats[j][0], pats[j][2]) if x[0] == "v"}
-            if vs & have:
+            vall = {x[1] for x in (pats[j][0], pats[j][2]) if x[0] == "v"}
+            if vall & fresh:
                 continue
+            vs = vall - have
             hit = [g for g in groups if g[0] & vs]
             merged = [vs, [j]]
             for g in hit:
