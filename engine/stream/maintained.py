@@ -311,7 +311,9 @@ class Maintained:
         place()
         left = [j for j in range(len(pats)) if j != i]
         cached = []   # groups of stored patterns joined through a kept list (_cached_groups)
-        fresh = set(have)
+        # the arriving triple's subject: a stream element's own IRI (an observation), held by
+        # no stored pair; its object is mostly a stored term (a type, a property, a sensor)
+        fresh = {s[1]} if s[0] == "v" else set()
         while left:
             for g in self._cached_groups(left, have, fresh, sizes):
                 cached.append(g)
@@ -432,8 +434,8 @@ class Maintained:
     CACHE_KEYS = 4096
 
     def _cached_groups(self, left: list, have: set, fresh: set, sizes: list) -> list:
-        """The groups of ``left``'s patterns reading none of the arriving triple's variables
-        (``fresh``: a pattern that does is a probe from them, left to the delta's own order --
+        """The groups of ``left``'s patterns not reading the arriving triple's subject
+        (``fresh``: a pattern that does is a probe from it, left to the delta's own order --
         no stored pair holds a new observation's IRI), connected through variables not bound
         yet, worth a kept list: :data:`CACHE_PATTERNS` patterns or more, each of a class the
         stored part holds pairs of, :data:`CACHE_MIN` stored pairs or more. Their key: the
