@@ -155,6 +155,8 @@ class Maintained:
     GUARD_RATIO = 3.0
     GUARD_FAST = 0.001
     GUARD_SKIP = 4096
+    #: checks between fresh measures of the ordinary path while the maintenance is cheap
+    GUARD_REFRESH = 8
 
     def __init__(self, gen: GenQuery, windows: list, json):
         self.gen = gen
@@ -175,6 +177,7 @@ class Maintained:
         self._fresh = False   # measured since the guard's last check
         self._probe = False   # the next instant is handed to the ordinary path (a fresh measure)
         self._strikes = 0     # checks in a row the maintenance cost too much
+        self._checks = 0      # the guard's checks
         self.guarded = 0      # times the guard stopped the maintenance (tests)
         self._frags: dict = {}   # output row -> its JSON members (render)
         self._base: tuple = ({}, [{} for _ in sh.aggs] if sh.by is not None else [])   # (_build)
@@ -974,12 +977,10 @@ class Maintained:
         per = self._cost / self._n
         self._cost = 0.0
         self._n = 0
-        o = self._ord
-        if o is not None and per <= self.GUARD_RATIO * o:
-            self._strikes = 0
-        elif o is None or not self._fresh:
-            self._probe = True
-        elif o < self.GUARD_FAST:
+        self._checks += 1
+        o, fresh = self._ord, self._fresh
+        self._fresh = False
+        if o is not None and fresh and o < self.GUARD_FAST and per > self.GUARD_RATIO * o:
             self._strikes += 1
             self._probe = True
             if self._strikes >= 2:
@@ -989,7 +990,15 @@ class Maintained:
                 self._reset()
                 self._backoff = self.BACKOFF_MAX
                 self._skip = self.GUARD_SKIP
-        self._fresh = False
+            return
+        if o is not None and per <= self.GUARD_RATIO * o:
+            self._strikes = 0
+        # a fresh measure: at the first check (the first instant was a cold one: compiling,
+        # first touches), every GUARD_REFRESH checks after, and when the last one is stale
+        # against a maintenance that costs more
+        if o is None or self._checks % self.GUARD_REFRESH == 1 or (
+                per > self.GUARD_RATIO * o and not fresh):
+            self._probe = True
 
     _dict = None
 
