@@ -85,6 +85,40 @@ periods = st.lists(st.lists(st.tuples(st.integers(1, 1000), st.lists(triple, min
        ahead=st.lists(st.integers(0, 2), min_size=12, max_size=12),
        jumps=st.lists(st.sampled_from([1, 1, 1, 2, 3]), min_size=12, max_size=12))
 def test_maintained_instants_answer_like_the_other_path_and_pyoxigraph(db, q, pa, pb, two, rngs, ahead, jumps):
+    _replay(db, q, pa, pb, two, rngs, ahead, jumps)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(q=queries(), pa=periods, pb=periods, two=st.booleans(), rngs=st.sampled_from([(3000, 2000), (1000, 3000),
+                                                                                    (2000, 1000)]),
+       ahead=st.lists(st.integers(0, 2), min_size=12, max_size=12),
+       jumps=st.lists(st.sampled_from([1, 1, 1, 2, 3]), min_size=12, max_size=12))
+def test_kept_stored_groups_answer_like_the_other_path_and_pyoxigraph(db, q, pa, pb, two, rngs, ahead, jumps):
+    """The same with every group of patterns whose classes the stored part holds pairs of
+    joined through its kept list (``CACHE_MIN`` 0, ``CACHE_PATTERNS`` 1: the test's stored
+    graph is small), the solutions with window pairs joined at the triple."""
+    was = maintained.Maintained.CACHE_MIN, maintained.Maintained.CACHE_PATTERNS
+    maintained.Maintained.CACHE_MIN, maintained.Maintained.CACHE_PATTERNS = 0, 1
+    hits = maintained._SCHIT[0]
+    try:
+        _replay(db, q, pa, pb, two, rngs, ahead, jumps)
+    finally:
+        maintained.Maintained.CACHE_MIN, maintained.Maintained.CACHE_PATTERNS = was
+    KEPT[0] += maintained._SCHIT[0] - hits
+
+
+KEPT = [0]
+
+
+def test_the_kept_lists_were_read():
+    """The property test above read kept lists (the path it checks was taken)."""
+    assert KEPT[0] > 0
+
+
+def _replay(db, q, pa, pb, two, rngs, ahead, jumps):
+    """``q`` over streams ``pa`` (and ``pb``): each instant's event with maintenance on equals
+    the one with it off and pyoxigraph's over the windows merged with the stored graph."""
     streams = [("a", rngs[0], TransientStore("a", slice_triples=8), pa)]
     if two:
         streams.append(("b", rngs[1], TransientStore("b", slice_triples=8), pb))
@@ -358,3 +392,45 @@ def test_a_store_commit_in_the_middle(q, pa, at, extra):
             off.prepare(t + 1000)
     finally:
         d.close()
+
+
+@pytest.mark.parametrize("tick", [1.0, 0.0])
+def test_the_cost_guard_stops_an_expensive_maintenance_only(db, monkeypatch, tick):
+    """The guard weighs this query's maintenance CPU per instant against the ordinary path's.
+    The maintenance's clock is replaced (``tick`` seconds per reading: 1 s makes it cost far
+    more than any ordinary instant, 0 nothing; ``GUARD_FAST`` raised so the real ordinary
+    instant counts as fast): the expensive one stops being maintained after two checks, the
+    cheap one never does; every instant equals the path without maintenance either way."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += tick
+        return now[0]
+
+    monkeypatch.setattr(maintained, "_clock", clock)
+    monkeypatch.setattr(maintained.Maintained, "GUARD_FAST", 10.0)
+    store = TransientStore("a", slice_triples=16)
+    on, off = _citybench_like(db, store)
+    m = on._maint
+    els = [[(NODES[3], PREDS[1], TERMS[6]), (NODES[3], PREDS[2], NODES[1])],
+           [(NODES[4], PREDS[1], TERMS[11]), (NODES[4], PREDS[2], NODES[2])],
+           [(NODES[0], PREDS[1], TERMS[8]), (NODES[0], PREDS[2], NODES[2])], [(NODES[3], PREDS[1], TERMS[5])]]
+    answered = []
+    for k in range(70):
+        t = 1000 * (k + 1)
+        _append(db, store, els[k % len(els)], t)
+        before = maintained.answered_total()
+        a, _ = on.run(t)
+        b, _ = off.run(t)
+        assert _rows(a) == _rows(b), t
+        answered.append(maintained.answered_total() - before)
+        on.settle(a, t)
+        on.prepare(t + 1000)
+        off.settle(b, t)
+        off.prepare(t + 1000)
+    if tick:
+        assert m.guarded == 1 and m.state is None and m._skip > 0
+        # two checks of 16 answered instants (plus the fresh measure handed to the ordinary path)
+        assert 32 <= sum(answered) <= 34 and not any(answered[40:])
+    else:
+        assert m.guarded == 0 and sum(answered) >= 60

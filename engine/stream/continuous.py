@@ -1895,12 +1895,22 @@ class InstantEvaluator:
         if pre_t != t:
             spent_ms = 0.0
         self._pre = _NO_PRE
-        if self._maint is not None:
+        m = self._maint
+        if m is not None:
             data = self._maintained(t)
             if data is not None:
                 self._fin = None
                 self._ok = t
                 return data, spent_ms + (time.perf_counter() - t0) * 1000.0
+            # the ordinary path's cost, against which the maintenance's is weighed (its guard)
+            c0 = time.thread_time()
+            out = self._ordinary(t, t0, spent_ms)
+            m.ordinary(time.thread_time() - c0)
+            return out
+        return self._ordinary(t, t0, spent_ms)
+
+    def _ordinary(self, t: int, t0: float, spent_ms: float) -> tuple[bytes, float]:
+        """:meth:`run` without a maintained answer: the delta check's reuse or the evaluation."""
         dg = self._delta
         # the relevance check saw a change the delta check cannot find clean (a triple of a
         # predicate some pattern matches with variable ends): not asked, but remembered

@@ -30,6 +30,21 @@ else (a jump, a commit, a window above :data:`~engine.stream.tiny_gen.GEN_WINDOW
 steps per triple, a FILTER value the closures do not decide) drops the state: the instant takes
 the ordinary path and the state is rebuilt after it (:meth:`Maintained.advance`), backing off
 after repeated drops. One lock per query: the ingestion thread and the worker both touch it.
+
+What it costs, and why: the instant is cheap (the body is there), the CPU moves to the triples.
+Each triple entering or leaving ``D`` runs a delta join; a query whose solutions join each window
+triple with many stored solutions (CityBench's C5 / C9: every observation with every cultural
+event and its coordinates, through a FILTER or a shared type) pays that join twice per triple
+(in and out), where the instant's own evaluation (:mod:`tiny_gen`) pays it once per instant and
+keeps the stored component's bindings per snapshot. The delta joins do the same where they can:
+a group of patterns that reads no variable the delta has bound yet and whose classes the stored
+part holds pairs of (:meth:`Maintained._cached_groups`) is read from a list of its stored-only
+solutions kept per key and state, plus the few solutions that use a window pair, joined at the
+triple; what remains is the cross product (and its FILTER) per triple, about twice what the
+instant pays per instant on a 3-instant sliding window (each triple enters and leaves once).
+Where that still costs more than ~3x an ordinary instant that is already fast (< 1 ms), the
+latency bought is not worth the CPU of a server with thousands of queries: the cost guard
+(:attr:`Maintained.GUARD_EVERY`) stops maintaining that query for a long while.
 """
 
 from __future__ import annotations
@@ -67,6 +82,10 @@ IDLE_MAX = 8
 _SPENT = [0.0, 0.0]
 #: instants answered by a maintained state, all queries of the process (tests: the path is taken)
 _ANSWERED = [0]
+#: maintained queries the cost guard stopped, all queries of the process
+_GUARDED = [0]
+#: joins that read a stored group's kept list (tests: the path is taken)
+_SCHIT = [0]
 #: transient store -> the maintained queries reading it (weakly: a deleted query's goes with it)
 _OBSERVERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _OBS_LOCK = threading.Lock()
@@ -125,6 +144,19 @@ class Maintained:
 
     #: instants of the ordinary path after a drop, doubling up to this
     BACKOFF_MAX = 256
+    #: the cost guard: every GUARD_EVERY instants answered from the state, the maintenance's
+    #: CPU per instant (this query's: ingestion and advance) is weighed against the ordinary
+    #: path's (measured on an instant it answered: the first, after a drop, or one handed to it
+    #: for that); above GUARD_RATIO times an ordinary instant cheaper than GUARD_FAST seconds
+    #: on two checks in a row (the second on a fresh measure), the query is no longer
+    #: maintained for GUARD_SKIP instants: a latency it did not need is not bought with more
+    #: CPU (thousands of queries share the cores)
+    GUARD_EVERY = 16
+    GUARD_RATIO = 3.0
+    GUARD_FAST = 0.001
+    GUARD_SKIP = 4096
+    #: checks between fresh measures of the ordinary path while the maintenance is cheap
+    GUARD_REFRESH = 8
 
     def __init__(self, gen: GenQuery, windows: list, json):
         self.gen = gen
@@ -139,6 +171,14 @@ class Maintained:
         self._skip = 0
         self._backoff = 0
         self._idle = 0   # instants the ingestion moved the state past that no instant asked for
+        self._cost = 0.0      # CPU seconds maintaining since the guard's last check
+        self._n = 0           # instants answered from the state since then
+        self._ord: float | None = None   # the ordinary path's CPU seconds, last measured
+        self._fresh = False   # measured since the guard's last check
+        self._probe = False   # the next instant is handed to the ordinary path (a fresh measure)
+        self._strikes = 0     # checks in a row the maintenance cost too much
+        self._checks = 0      # the guard's checks
+        self.guarded = 0      # times the guard stopped the maintenance (tests)
         self._frags: dict = {}   # output row -> its JSON members (render)
         self._base: tuple = ({}, [{} for _ in sh.aggs] if sh.by is not None else [])   # (_build)
         self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body) kept by the ingestion
@@ -154,6 +194,9 @@ class Maintained:
         self.by_p: dict = {}             # predicate id -> [(class, s id or None, o id or None, same)]
         self.deltas: dict = {}           # class -> the delta functions of the patterns in it
         self._compiled: dict = {}        # stored sizes' magnitudes -> deltas (join orders differ)
+        self._gid = 0                    # groups with kept lists compiled (their functions' names)
+        self._scs: list = []             # their lists per key (cleared with the state)
+        self._extra: list = []
         self._setup()
         self.deltas = self._compile([0] * ncls)
         if self.grouping:
@@ -192,6 +235,10 @@ class Maintained:
         ns["_CK"] = _computed_key
         ns["_Drop"] = _Drop
         ns["MAX_WORK"] = MAX_WORK
+        ns["_SCHIT"] = _SCHIT
+        ns["SCON"] = True
+        ns["CACHE_KEYS"] = self.CACHE_KEYS
+        ns["_ONCE1"] = (None,)
         for fi, (_, _, consts, _) in enumerate(gen._fcode):
             for ci, v in enumerate(consts):
                 ns[f"F{fi}_K{ci}"] = v
@@ -209,14 +256,18 @@ class Maintained:
         gen, ns = self.gen, self.ns
         pats = gen.pats
         src = []
+        self._extra = []
+        n0 = self._gid
         for i in range(len(pats)):
             src += self._delta_source(i, sizes)
+        src += self._extra
         exec(_code_of("\n".join(src), "<maintained delta>"), ns)   # noqa: S102 -- our own source
         got = {}
         for i in range(len(pats)):
             got.setdefault(gen.cls[i], []).append(ns[f"d{i}"])
         if len(self._compiled) > 16:
             self._compiled.clear()
+            self._scs = [ns[f"SC{k}"] for k in range(n0, self._gid)]
         self._compiled[sig] = got
         return got
 
@@ -262,7 +313,17 @@ class Maintained:
 
         place()
         left = [j for j in range(len(pats)) if j != i]
+        cached = []   # groups of stored patterns joined through a kept list (_cached_groups)
+        # the arriving triple's subject: a stream element's own IRI (an observation), held by
+        # no stored pair; its object is mostly a stored term (a type, a property, a sensor)
+        fresh = {s[1]} if s[0] == "v" else set()
         while left:
+            for g in self._cached_groups(left, have, fresh, sizes):
+                cached.append(g)
+                for j in g:
+                    left.remove(j)
+            if not left:
+                break
             # a test first, then a probe from a bound end, then a scan (a new component)
             best = None
             for j in left:
@@ -308,6 +369,27 @@ class Maintained:
                 if excl:
                     emit(f"if {a} == xs and {b} == xo and xp == K{c}p: continue")
             place()
+        for g in cached:
+            # the group's solutions for the bound variables it shares: those over the stored
+            # part alone from a list kept per key (per state: the stored part is the
+            # snapshot's), those using a window pair joined now (few: the windows are small)
+            gid = self._gid
+            self._gid += 1
+            gv = {x[1] for j in g for x in (pats[j][0], pats[j][2]) if x[0] == "v"}
+            keyv = sorted(gv & have)
+            outv = sorted(gv - have)
+            self._extra += self._group_source(gid, g, keyv, outv, i, sizes)
+            args = "".join(f"{_slot(v)}, " for v in keyv)
+            wsets = " or ".join(sorted({f"W{gen.cls[j]}p" for j in g}))
+            emit(f"_L = sc{gid}({args}xs, xp, xo)")
+            emit(f"if {wsets}: _L = _chain(_L, wc{gid}({args}xs, xp, xo))")
+            emit(f"for {''.join(_slot(v) + ', ' for v in outv) or '_'} in _L:")
+            ind[0] += 1
+            depth[0] += 1
+            emit("w += 1")
+            emit("if w > MAX_WORK: raise _Drop")
+            have |= set(outv)
+            place()
         for fi in pending:   # (over variables outside the BGP: their sources read None)
             emit(f"if {gen._fcode[fi][1]} is not True: {'continue' if depth[0] else 'return'}")
         if self.grouping:
@@ -346,6 +428,145 @@ class Maintained:
         lines.append(" return w")
         return lines
 
+    #: stored pairs of a group's classes from which its stored solutions are kept in a list
+    #: (below: joining them again per triple is cheap)
+    CACHE_MIN = 32
+    #: patterns a group has at least for a kept list (one: a probe, as cheap as the list's)
+    CACHE_PATTERNS = 2
+    #: keys a group's kept lists hold before they are forgotten (memory)
+    CACHE_KEYS = 4096
+
+    def _cached_groups(self, left: list, have: set, fresh: set, sizes: list) -> list:
+        """The groups of ``left``'s patterns not reading the arriving triple's subject
+        (``fresh``: a pattern that does is a probe from it, left to the delta's own order --
+        no stored pair holds a new observation's IRI), connected through variables not bound
+        yet, worth a kept list: :data:`CACHE_PATTERNS` patterns or more, each of a class the
+        stored part holds pairs of, :data:`CACHE_MIN` stored pairs or more. Their key: the
+        variables the delta binds before the list is read (at its end)."""
+        gen, pats = self.gen, self.gen.pats
+        groups: list = []   # [unbound vars, patterns]
+        for j in left:
+            vall = {x[1] for x in (pats[j][0], pats[j][2]) if x[0] == "v"}
+            if vall & fresh:
+                continue
+            vs = vall - have
+            hit = [g for g in groups if g[0] & vs]
+            merged = [vs, [j]]
+            for g in hit:
+                groups.remove(g)
+                merged[0] |= g[0]
+                merged[1] += g[1]
+            groups.append(merged)
+        out = []
+        for vs, g in groups:
+            sz = [sizes[gen.cls[j]] for j in g]
+            if len(g) < self.CACHE_PATTERNS or not vs or min(sz) == 0 or sum(sz) < self.CACHE_MIN:
+                continue
+            out.append(sorted(g))
+        return out
+
+    def _loops(self, steps: list, have: set, i: int, sizes: list, ret: str) -> tuple[list, int]:
+        """Nested loops joining ``steps`` ((pattern, 'S' stored pairs / 'W' window pairs / 'D'
+        both), the first one first, the others tests, probes, scans as the delta orders them)
+        from the bound ``have``; x's triple excluded from patterns before ``i``. Returns the
+        lines and the innermost indentation; a failed test at the top runs ``ret``."""
+        gen, pats = self.gen, self.gen.pats
+        lines: list = []
+        ind = 1
+        depth = 0
+        left = list(steps)
+        first = True
+        while left:
+            if first:
+                j, mode = left.pop(0)
+                first = False
+            else:
+                best = None
+                for j, mode in left:
+                    sj, _, oj = pats[j]
+                    vs, vo = sj[0] == "v" and sj[1] in have, oj[0] == "v" and oj[1] in have
+                    bs, bo = sj[0] == "c" or vs, oj[0] == "c" or vo
+                    size = sizes[gen.cls[j]]
+                    rank = ((0, 0, 0) if bs and bo else (1, size, 0) if vs or vo else
+                            (2, size, 0 if bs or bo else 1))
+                    if best is None or rank < best[0]:
+                        best = (rank, j, mode)
+                _, j, mode = best
+                left.remove((j, mode))
+            c = gen.cls[j]
+            sj, _, oj = pats[j]
+            vs, vo = sj[0] == "v" and sj[1] in have, oj[0] == "v" and oj[1] in have
+            bs, bo = sj[0] == "c" or vs, oj[0] == "c" or vo
+            a, b = self._end(j, 0), self._end(j, 1)
+            same = sj[0] == "v" and oj[0] == "v" and sj[1] == oj[1]
+            excl = j < i   # (a stored pair only while the state is built: nothing is kept then)
+            nxt = "continue" if depth else ret
+            pad = " " * ind
+            if bs and bo:
+                test = {"S": f"({a}, {b}) not in S{c}p", "W": f"({a}, {b}) not in W{c}p",
+                        "D": f"({a}, {b}) not in W{c}p and ({a}, {b}) not in S{c}p"}[mode]
+                lines.append(f"{pad}if {test}: {nxt}")
+                if excl:
+                    lines.append(f"{pad}if {a} == xs and {b} == xo and xp == K{c}p: {nxt}")
+                continue
+            if bs or bo:
+                k, var, ix = (a, b, "s") if bs else (b, a, "o")
+                src = {"S": f"S{c}{ix}.get({k}, ())", "W": f"W{c}{ix}.get({k}, ())",
+                       "D": f"_chain(W{c}{ix}.get({k}, ()), S{c}{ix}.get({k}, ()))"}[mode]
+                lines.append(f"{pad}for {var} in {src}:")
+                have.add(oj[1] if bs else sj[1])
+            else:
+                va = a if sj[0] == "v" else "_s"
+                vb = b if oj[0] == "v" and not same else "_o"
+                src = {"S": f"S{c}l", "W": f"W{c}p", "D": f"_chain(W{c}p, S{c}l)"}[mode]
+                lines.append(f"{pad}for {va}, {vb} in {src}:")
+                for x in (sj, oj):
+                    if x[0] == "v":
+                        have.add(x[1])
+            ind += 1
+            depth += 1
+            pad = " " * ind
+            lines += [f"{pad}w += 1", f"{pad}if w > MAX_WORK: raise _Drop"]
+            if excl:
+                lines.append(f"{pad}if {a} == xs and {b} == xo and xp == K{c}p: continue")
+        return lines, ind
+
+    def _group_source(self, gid: int, g: list, keyv: list, outv: list, i: int, sizes: list) -> list[str]:
+        """``sc<gid>(keys, xs, xp, xo)``: group ``g``'s solutions over the stored pairs alone for
+        the key, kept in ``SC<gid>`` (not while the state is built: its stored part grows);
+        ``wc<gid>(...)``: those with a window pair -- at the first pattern (in ``g``'s order)
+        bound to one, the patterns before it over stored pairs, those after it over both
+        (each solution once)."""
+        args = "".join(f"{_slot(v)}, " for v in keyv)
+        key = f"({args})"
+        row = "(" + "".join(f"{_slot(v)}, " for v in outv) + ")"
+        self.ns[f"SC{gid}"] = sc = {}
+        self._scs.append(sc)
+        src = [f"def sc{gid}({args}xs, xp, xo):",
+               f" L = SC{gid}.get({key})",
+               " if L is not None:",
+               "  _SCHIT[0] += 1",
+               "  return L",
+               " L = []",
+               " w = 0"]
+        body, ind = self._loops([(j, "S") for j in g], set(keyv), i, sizes, "return L")
+        src += body
+        src.append(" " * ind + f"L.append({row})")
+        src += [" if SCON:",
+                f"  if len(SC{gid}) > CACHE_KEYS: SC{gid}.clear()",
+                f"  SC{gid}[{key}] = L",
+                " return L"]
+        src += [f"def wc{gid}({args}xs, xp, xo):", " L = []", " w = 0"]
+        for n, j in enumerate(g):
+            steps = [(j, "W")] + [(q, "S") for q in g[:n]] + [(q, "D") for q in g[n + 1:]]
+            body, ind = self._loops(steps, set(keyv), i, sizes, "continue")
+            # each start in a loop of one (a failed test at its top moves to the next start)
+            src.append(" for _once in _ONCE1:")
+            src += [" " + x for x in body]
+            src.append(" " * (ind + 1) + f"L.append({row})")
+        src.append(" return L")
+        return src
+
     def _compile_tail(self):
         """``tail(G, V) -> rows`` over the groups: tiny_gen's (HAVING, the projection)."""
         ns = self.ns
@@ -367,6 +588,8 @@ class Maintained:
         self.R.clear()
         for d in self.D:
             d.clear()
+        for sc in self._scs:
+            sc.clear()
         self.state = None
         self._body = None
         self._done.clear()
@@ -400,6 +623,7 @@ class Maintained:
         # windows' are (a new snapshot's cost, not an instant's)
         V = _values(d)
         work = 0
+        ns["SCON"] = False   # (the stored part grows below: no list is kept from it)
         if any(not sidx[gen.cls[i]][3] for i in range(len(gen.pats))):
             # a pattern the stored part does not match: it has no solution of its own
             for c in range(len(ids)):
@@ -409,19 +633,22 @@ class Maintained:
                 ns[f"S{c}o"].update(_index(pairs, True))
                 ns[f"S{c}l"].extend(pairs)
             held = {}
-        for (s, p, o), cls in held.items():
-            k = (s, o)
-            for c in cls:
-                ns[f"S{c}p"].add(k)
-                ns[f"S{c}s"].setdefault(s, []).append(o)
-                ns[f"S{c}o"].setdefault(o, []).append(s)
-                ns[f"S{c}l"].append(k)
-            for c in cls:
-                for fn in self.deltas.get(c, ()):
-                    work += fn(s, p, o, 1, V) or 0
-            if work > BUILD_WORK or len(self.R) > MAX_ROWS:
-                self._reset()
-                return None
+        try:
+            for (s, p, o), cls in held.items():
+                k = (s, o)
+                for c in cls:
+                    ns[f"S{c}p"].add(k)
+                    ns[f"S{c}s"].setdefault(s, []).append(o)
+                    ns[f"S{c}o"].setdefault(o, []).append(s)
+                    ns[f"S{c}l"].append(k)
+                for c in cls:
+                    for fn in self.deltas.get(c, ()):
+                        work += fn(s, p, o, 1, V) or 0
+                if work > BUILD_WORK or len(self.R) > MAX_ROWS:
+                    self._reset()
+                    return None
+        finally:
+            ns["SCON"] = True
         # the stored part's own rows: what the windows' leaving all at once goes back to
         self._base = (dict(self.R), [{g: dict(vals) for g, vals in d.items()} for d in self.D])
         st = _State(ids, len(d) if gen._ids[3] else None, snap.sn, tuple(map(id, graphs)), len(self.windows))
@@ -649,7 +876,9 @@ class Maintained:
                 log.exception("maintained result dropped on ingestion")
                 self._drop()
             finally:
-                _SPENT[0] += _clock() - t0
+                dt = _clock() - t0
+                _SPENT[0] += dt
+                self._cost += dt
 
     def advance(self, snap, graphs: list, tau: int) -> None:
         """The worker, after an instant's event: the state moved to the next instant ``tau``
@@ -684,7 +913,9 @@ class Maintained:
                 log.exception("maintained result dropped after an instant")
                 self._drop()
             finally:
-                _SPENT[1] += _clock() - t0
+                dt = _clock() - t0
+                _SPENT[1] += dt
+                self._cost += dt
 
     def instant(self, snap, graphs_of, ranges: list, t: int, member: bytes) -> bytes | None:
         """Instant ``t``'s event data (``member``: its window member) if the state is (or is
@@ -698,10 +929,14 @@ class Maintained:
             st = self.state
             if st is None:
                 return None
+            if self._probe:   # (the guard's fresh measure: the state stays, the next advance moves it)
+                self._probe = False
+                return None
             done = self._done.pop(t, None)
             if done is not None and done[1] == snap.sn and done[0] == ranges and (
                     st.dict_n is None or st.dict_n == len(snap.dictionary)):
                 _ANSWERED[0] += 1
+                self._answered()
                 return b"".join((done[2], member, b"}"))
             try:
                 if st.sn != snap.sn or (st.dict_n is not None and st.dict_n != len(snap.dictionary)):
@@ -725,7 +960,45 @@ class Maintained:
                 self._drop()
                 return None
             _ANSWERED[0] += 1
+            self._answered()
             return b"".join((body, member, b"}"))
+
+    def ordinary(self, cpu: float) -> None:
+        """The ordinary path answered an instant of this query in ``cpu`` thread seconds."""
+        self._ord = cpu
+        self._fresh = True
+
+    def _answered(self) -> None:
+        """An instant answered from the state (under the lock): every :data:`GUARD_EVERY`, the
+        cost guard (see there)."""
+        self._n += 1
+        if self._n < self.GUARD_EVERY:
+            return
+        per = self._cost / self._n
+        self._cost = 0.0
+        self._n = 0
+        self._checks += 1
+        o, fresh = self._ord, self._fresh
+        self._fresh = False
+        if o is not None and fresh and o < self.GUARD_FAST and per > self.GUARD_RATIO * o:
+            self._strikes += 1
+            self._probe = True
+            if self._strikes >= 2:
+                self._strikes = 0
+                self.guarded += 1
+                _GUARDED[0] += 1
+                self._reset()
+                self._backoff = self.BACKOFF_MAX
+                self._skip = self.GUARD_SKIP
+            return
+        if o is not None and per <= self.GUARD_RATIO * o:
+            self._strikes = 0
+        # a fresh measure: at the first check (the first instant was a cold one: compiling,
+        # first touches), every GUARD_REFRESH checks after, and when the last one is stale
+        # against a maintenance that costs more
+        if o is None or self._checks % self.GUARD_REFRESH == 1 or (
+                per > self.GUARD_RATIO * o and not fresh):
+            self._probe = True
 
     _dict = None
 
