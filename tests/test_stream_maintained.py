@@ -27,7 +27,18 @@ from engine.stream.continuous import BoundWindow, InstantEvaluator
 from engine.stream.manager import StreamManager
 from engine.stream.transient import TransientStore
 from engine.stream.windows import Window
-from tests.test_stream_tiny_gen import EX, NODES, PREDS, STATIC, TERMS, XSD, _oracle, _rows, queries
+from tests.test_stream_tiny_gen import (
+    EX,
+    NODES,
+    PREDS,
+    STATIC,
+    TERMS,
+    XSD,
+    _oracle,
+    _oxigraph_zero_quotient,
+    _rows,
+    queries,
+)
 
 SEEN = [0, 0]   # (instants answered by a maintained state, instants of maintained queries)
 
@@ -146,7 +157,8 @@ def _replay(db, q, pa, pb, two, rngs, ahead, jumps):
         b, _ = off.run(t)
         assert _rows(a) == _rows(b), (text, t)
         window = {tr for tau, i, tr in held if t - streams[i][1] < tau <= t}
-        assert _rows(a) == _oracle(db, q, window), (text, t)
+        if not _oxigraph_zero_quotient(db, q, window):
+            assert _rows(a) == _oracle(db, q, window), (text, t)
         if on._maint is not None:
             SEEN[1] += 1
             SEEN[0] += maintained.answered_total() - before
@@ -385,7 +397,9 @@ def test_a_store_commit_in_the_middle(q, pa, at, extra):
             a, _ = on.run(t)
             b, _ = off.run(t)
             assert _rows(a) == _rows(b), (text, t)
-            assert _rows(a) == _oracle(d, q, {tr for tau, tr in held if t - 3000 < tau <= t}), (text, t)
+            window = {tr for tau, tr in held if t - 3000 < tau <= t}
+            if not _oxigraph_zero_quotient(d, q, window):
+                assert _rows(a) == _oracle(d, q, window), (text, t)
             on.settle(a, t)
             off.settle(b, t)
             on.prepare(t + 1000)

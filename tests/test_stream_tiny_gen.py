@@ -154,6 +154,16 @@ def _oracle(db, q: str, window: set) -> Counter | bool:
                    for sol in res)
 
 
+def _oxigraph_zero_quotient(db, q: str, window: set) -> bool:
+    """Whether pyoxigraph's known wrong answer may be asked: ``0 / 0.5`` is 0, but pyoxigraph
+    0.5 leaves ``0 / 0.5`` (a zero over a decimal with a fraction) unbound, an error. Then only
+    the comparison with the other path holds (it is exact either way)."""
+    if " / " not in q:
+        return False
+    data = "".join(db.static_lines) + " ".join(o for _, _, o in window)
+    return ('"0"^^' in data) and any(f'"{i}.5"^^<{XSD}decimal>' in data for i in (0, 1))
+
+
 elements = st.lists(st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(PREDS), st.sampled_from(TERMS)),
                              max_size=6), min_size=1, max_size=8)
 
@@ -184,7 +194,8 @@ def test_generated_instants_answer_like_the_other_path_and_pyoxigraph(db, q, els
         b, _ = off.run(t)
         assert _rows(a) == _rows(b), (q, t)
         inner = q.replace(" WHERE", " WHERE", 1)
-        assert _rows(a) == _oracle(db, inner, window), (q, t)
+        if not _oxigraph_zero_quotient(db, q, window):
+            assert _rows(a) == _oracle(db, inner, window), (q, t)
         TAKEN[1] += 1
     TAKEN[0] += tiny_gen.taken_total() - before
 
