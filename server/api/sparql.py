@@ -478,16 +478,8 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
     job.shape = r.shape
     job.repeat = False
     job.runner = r
-    try:
-        done, result = state.try_inline_lane(job, r.shape)
-    except Exception as exc:
-        _failed(state, exc)
-        raise
-    if not done:
-        if result is not None:  # passed its inline budget: the pool runs it, knowing its cost
-            state.record_cost(r.shape, result)
-        return _DECLINED
-    return result
+    result = _run_hit(state, job)
+    return _DECLINED if result is None else result
 
 
 def _bind(state: ServerState, work: _HitJob, result: tuple) -> None:
