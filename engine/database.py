@@ -302,15 +302,7 @@ class Database:
         parameter(s) changed, else None."""
         if tpl.params is not None:
             return self._match_params(tpl, slots)
-        v = None
-        for s, f in zip(slots, tpl.fixed, strict=True):
-            if f is None:
-                if v is None:
-                    v = s
-                elif s != v:
-                    return None
-            elif s != f:
-                return None
+        v = norm.swapped(slots, tpl.fixed, None)
         key = norm.slot_key(v) if v and v[0] == tpl.quote else None
         if key is None or key in tpl.others:
             return None

@@ -17,6 +17,7 @@ from engine.exec.evaluate import DatasetView, QueryContext, evaluate_query
 from engine.plan.planner import QueryPlan
 from engine.sparql import normalize as norm
 from engine.sparql.parser import parse_query
+from tests.test_template_lists import edges
 
 T = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
 SHAPES = [
@@ -34,10 +35,7 @@ SHAPES = [
 
 def _graph(seed: int) -> str:
     rnd = random.Random(seed)
-    lines = []
-    for _ in range(400):
-        s, o = rnd.randrange(60), rnd.randrange(60)
-        lines.append(f"<http://e/n{s}> <http://e/p{rnd.randrange(4)}> <http://e/n{o}> .")
+    lines = edges(rnd, 400, 60)
     for h in range(2):  # hubs: many neighbours each way
         for o in range(60):
             if rnd.random() < 0.9:

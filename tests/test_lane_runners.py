@@ -10,10 +10,11 @@ leave repeated texts to the kept answers."""
 from __future__ import annotations
 
 import json
-from urllib.parse import quote
 
 import pytest
 import requests
+
+from tests.test_lane_repeated_texts import _get
 
 EX = "http://example.org/"
 JSON = "application/sparql-results+json"
@@ -46,11 +47,6 @@ def server():
         yield s
     finally:
         s.stop()
-
-
-def _get(s, text: str, accept: str):
-    r = requests.get(s.url + "/sparql?query=" + quote(text, safe=""), headers={"Accept": accept})
-    return r.status_code, r.headers.get("content-type"), r.content
 
 
 def _post(s, text: str, accept: str):

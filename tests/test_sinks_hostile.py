@@ -383,50 +383,36 @@ def test_a_crash_between_the_post_and_its_record_resends_that_instant_once_with_
 
 
 # -- NATS: the allow-list holds across reconnects -------------------------------------------------
-class _FakeNats:
+class _FakeNats(_Raw):
     """A listener on 127.0.0.1 speaking the first lines of the NATS protocol: INFO (naming another
     server in ``connect_urls``, as a cluster member does), PONG to the client's PING, then it
     closes the connection, so the client reconnects."""
 
     def __init__(self, other_port: int):
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.other, self.conns = other_port, 0
-        self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.other = other_port
+        super().__init__(None)
 
-    def _serve(self):
+    def _one(self, conn):
         import json
 
-        self.sock.settimeout(0.2)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.conns += 1
-            try:
-                conn.settimeout(5)
-                info = {"server_id": "fake", "version": "2.10.0", "go": "go1", "host": "127.0.0.1",
-                        "port": self.port, "max_payload": 1 << 20, "proto": 1, "headers": True,
-                        "connect_urls": [f"127.0.0.1:{self.other}"]}
-                conn.sendall(b"INFO " + json.dumps(info).encode() + b"\r\n")
-                data = b""
-                while b"PING" not in data:
-                    chunk = conn.recv(4096)
-                    if not chunk:
-                        break
-                    data += chunk
-                conn.sendall(b"PONG\r\n")
-                time.sleep(0.2)
-            except OSError:
-                pass
-            finally:
-                conn.close()
-
-    def close(self):
-        self.stop.set()
-        self.sock.close()
+        try:
+            conn.settimeout(5)
+            info = {"server_id": "fake", "version": "2.10.0", "go": "go1", "host": "127.0.0.1",
+                    "port": self.port, "max_payload": 1 << 20, "proto": 1, "headers": True,
+                    "connect_urls": [f"127.0.0.1:{self.other}"]}
+            conn.sendall(b"INFO " + json.dumps(info).encode() + b"\r\n")
+            data = b""
+            while b"PING" not in data:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            conn.sendall(b"PONG\r\n")
+            time.sleep(0.2)
+        except OSError:
+            pass
+        finally:
+            conn.close()
 
 
 def test_a_nats_sink_never_follows_a_server_to_unlisted_servers():

@@ -38,6 +38,7 @@ from tests.test_stream_tiny_gen import (
     _oxigraph_zero_quotient,
     _rows,
     queries,
+    static_db,
 )
 
 SEEN = [0, 0]   # (instants answered by a maintained state, instants of maintained queries)
@@ -45,14 +46,7 @@ SEEN = [0, 0]   # (instants answered by a maintained state, instants of maintain
 
 @pytest.fixture(scope="module")
 def db():
-    d = Database()
-    lines = [f"{NODES[i]} {PREDS[j]} {TERMS[(i * 3 + j * 5) % len(TERMS)]} .\n"
-             for i in range(len(NODES)) for j in range(len(PREDS)) if (i + j) % 2 == 0]
-    lines += [f"{NODES[i]} {PREDS[0]} {NODES[(i + 1) % len(NODES)]} .\n" for i in range(3)]
-    d.load_data("".join(lines).encode(), "application/n-triples", graph=STATIC)
-    with d.store.write_lock:
-        d.store.dictionary.encode(TERMS + PREDS + [f"<{EX}a>", f"<{EX}b>"])
-    d.static_lines = lines
+    d = static_db((f"<{EX}a>", f"<{EX}b>"))
     yield d
     d.close()
 
@@ -89,22 +83,23 @@ periods = st.lists(st.lists(st.tuples(st.integers(1, 1000), st.lists(triple, min
                             max_size=3), min_size=2, max_size=9)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                   HealthCheck.too_slow])
-@given(q=queries(), pa=periods, pb=periods, two=st.booleans(), rngs=st.sampled_from([(3000, 2000), (1000, 3000),
-                                                                                    (2000, 1000)]),
-       ahead=st.lists(st.integers(0, 2), min_size=12, max_size=12),
-       jumps=st.lists(st.sampled_from([1, 1, 1, 2, 3]), min_size=12, max_size=12))
+def replays(test):
+    """The replay tests' hypothesis settings and examples: random queries over two streams'
+    periods, one or two windows of these ranges, elements ahead of their instant, jumps."""
+    return settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])(given(
+        q=queries(), pa=periods, pb=periods, two=st.booleans(),
+        rngs=st.sampled_from([(3000, 2000), (1000, 3000), (2000, 1000)]),
+        ahead=st.lists(st.integers(0, 2), min_size=12, max_size=12),
+        jumps=st.lists(st.sampled_from([1, 1, 1, 2, 3]), min_size=12, max_size=12))(test))
+
+
+@replays
 def test_maintained_instants_answer_like_the_other_path_and_pyoxigraph(db, q, pa, pb, two, rngs, ahead, jumps):
     _replay(db, q, pa, pb, two, rngs, ahead, jumps)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                   HealthCheck.too_slow])
-@given(q=queries(), pa=periods, pb=periods, two=st.booleans(), rngs=st.sampled_from([(3000, 2000), (1000, 3000),
-                                                                                    (2000, 1000)]),
-       ahead=st.lists(st.integers(0, 2), min_size=12, max_size=12),
-       jumps=st.lists(st.sampled_from([1, 1, 1, 2, 3]), min_size=12, max_size=12))
+@replays
 def test_kept_stored_groups_answer_like_the_other_path_and_pyoxigraph(db, q, pa, pb, two, rngs, ahead, jumps):
     """The same with every group of patterns whose classes the stored part holds pairs of
     joined through its kept list (``CACHE_MIN`` 0, ``CACHE_PATTERNS`` 1: the test's stored

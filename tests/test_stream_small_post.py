@@ -9,7 +9,6 @@ import math
 import numpy as np
 import orjson
 import pyarrow as pa
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -211,10 +210,6 @@ def test_numeric_small_path_taken(monkeypatch):
     monkeypatch.setattr(dmod, "_numeric_small", lambda keys: calls.append(len(keys)) or real(keys))
     out = dmod.numeric_values(pa.array([f'"3"^^<{XSD}int>', '"x"'], pa.large_string()))
     assert calls == [2] and out[0] == 3.0 and np.isnan(out[1])
-
-
-if __name__ == "__main__":
-    pytest.main([__file__])
 
 
 # ---------------------------------------------------------------- Dictionary.encode of a few keys

@@ -40,16 +40,23 @@ TERMS = NODES + LITS
 TAKEN = [0, 0]   # (generated instants seen, instants evaluated) over the property test
 
 
-@pytest.fixture(scope="module")
-def db():
+def static_db(extra: tuple = ()) -> Database:
+    """A database holding the stored graph of these tests (``static_lines``), every term of
+    their streams (and ``extra``) interned."""
     d = Database()
     lines = [f"{NODES[i]} {PREDS[j]} {TERMS[(i * 3 + j * 5) % len(TERMS)]} .\n"
              for i in range(len(NODES)) for j in range(len(PREDS)) if (i + j) % 2 == 0]
     lines += [f"{NODES[i]} {PREDS[0]} {NODES[(i + 1) % len(NODES)]} .\n" for i in range(3)]
     d.load_data("".join(lines).encode(), "application/n-triples", graph=STATIC)
     with d.store.write_lock:
-        d.store.dictionary.encode(TERMS + PREDS)
+        d.store.dictionary.encode(TERMS + PREDS + list(extra))
     d.static_lines = lines
+    return d
+
+
+@pytest.fixture(scope="module")
+def db():
+    d = static_db()
     yield d
     d.close()
 

@@ -32,13 +32,18 @@ SHAPES = [
 ]
 
 
-def _graph(seed: int) -> str:
-    rnd = random.Random(seed)
+def edges(rnd: random.Random, n: int = 300, nodes: int = 40) -> list[str]:
+    """``n`` random triples between ``nodes`` nodes over the predicates p0-p3 (the template
+    tests' graphs)."""
     lines = []
-    for _ in range(300):
-        s, o = rnd.randrange(40), rnd.randrange(40)
+    for _ in range(n):
+        s, o = rnd.randrange(nodes), rnd.randrange(nodes)
         lines.append(f"<http://e/n{s}> <http://e/p{rnd.randrange(4)}> <http://e/n{o}> .")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _graph(seed: int) -> str:
+    return "\n".join(edges(random.Random(seed))) + "\n"
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

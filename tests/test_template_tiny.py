@@ -18,6 +18,7 @@ from engine.database import Database
 from engine.errors import JindouError, QueryTimeout
 from engine.small_answers import SmallSelect
 from engine.sparql import normalize as norm
+from tests.test_template_lists import edges
 
 SHAPES = [
     "SELECT ?p ?o WHERE {{ <{c}> ?p ?o }}",
@@ -33,10 +34,7 @@ SHAPES = [
 
 def _graph(seed: int) -> str:
     rnd = random.Random(seed)
-    lines = []
-    for _ in range(300):
-        s, o = rnd.randrange(40), rnd.randrange(40)
-        lines.append(f"<http://e/n{s}> <http://e/p{rnd.randrange(4)}> <http://e/n{o}> .")
+    lines = edges(rnd)
     for o in range(40, 140):  # a hub: its programs hand over to the vectorized steps
         lines.append(f"<http://e/n0> <http://e/p0> <http://e/h{o}> .")
         lines.append(f"<http://e/h{o}> <http://e/p1> <http://e/n0> .")

@@ -14,6 +14,7 @@ import pytest
 import engine.sparql.parser as parser
 from engine.database import Database
 from engine.sparql import normalize as norm
+from tests.test_template_lists import edges
 
 #: {c}: the parameter (a subject/object constant); {p}, {k}: fixed IRIs (predicate, class)
 SHAPES = [
@@ -30,10 +31,7 @@ CLASSES = [f"http://e/C{i}" for i in range(3)] + [f"http://e/p{i}" for i in rang
 
 def _graph(seed: int) -> str:
     rnd = random.Random(seed)
-    lines = []
-    for _ in range(300):
-        s, o = rnd.randrange(40), rnd.randrange(40)
-        lines.append(f"<http://e/n{s}> <http://e/p{rnd.randrange(4)}> <http://e/n{o}> .")
+    lines = edges(rnd)
     for n in range(40):
         lines.append(f"<http://e/n{n}> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> "
                      f"<http://e/C{rnd.randrange(3)}> .")

@@ -161,17 +161,9 @@ def raw_normalize(payload: bytes, decode, rx=_RAW_SLOTS, layouts: dict = _RAW_LA
             continue
         if r is None or lr is None:  # an IRI where the layout had a comment, or the reverse
             return None
-        s = iris.get(r)
+        s = iri_slot(r, decode, iris, lead)
         if s is None:
-            try:
-                s = decode(lead + r)  # (the group starts after the lead)
-            except (UnicodeDecodeError, ValueError):
-                return None
-            if not _IRI_SLOT.fullmatch(s):
-                return None
-            if len(iris) >= _RAW_IRIS_MAX:
-                iris.clear()
-            iris[r] = s
+            return None
         if slots is None:
             slots = list(learned)
         slots[pos[j]] = s
@@ -247,6 +239,39 @@ def _learn_raw(key: bytes, parts: list, payload: bytes, decode, rx=_RAW_SLOTS,
 _PARAM = object()
 
 
+def swapped(slots, expect, param):
+    """The one value of the slots ``expect`` marks ``param`` (they must all hold it) when every
+    other slot equals ``expect``'s; None otherwise: a text that is a known one with only its
+    parameter changed."""
+    v = None
+    for s, e in zip(slots, expect, strict=True):
+        if e is param:
+            if v is None:
+                v = s
+            elif s != v:
+                return None
+        elif s != e:
+            return None
+    return v
+
+
+def iri_slot(raw, decode, iris: dict, lead: bytes):
+    """The IRI reference a raw slot (its bytes less ``lead``) decodes to, kept in ``iris``;
+    None when it does not decode to one."""
+    s = iris.get(raw)
+    if s is None:
+        try:
+            s = decode(lead + raw)  # (the group starts after the lead)
+        except (UnicodeDecodeError, ValueError):
+            return None
+        if not _IRI_SLOT.fullmatch(s):
+            return None
+        if len(iris) >= _RAW_IRIS_MAX:
+            iris.clear()
+        iris[raw] = s
+    return s
+
+
 class RawBinder:
     """How the texts of one learned raw layout (:func:`raw_normalize`) write one
     single-parameter template's parameter: for each raw slot, either the parameter
@@ -285,26 +310,7 @@ class RawBinder:
         """The parameter's slot text (an IRI reference) in a text whose raw slots are
         ``raws`` (``rx.split(payload)[1::2]`` of the binder's layout), None when the
         text is not the template's with its parameter swapped (or cannot be read)."""
-        v = None
-        for r, e in zip(raws, self.expect, strict=True):
-            if e is _PARAM:
-                if v is None:
-                    v = r
-                elif r != v:
-                    return None
-            elif r != e:
-                return None
-        if v is None:  # (a comment where the parameter was)
+        v = swapped(raws, self.expect, _PARAM)
+        if v is None:  # (not the layout with its parameter swapped, or a comment where it was)
             return None
-        s = iris.get(v)
-        if s is None:
-            try:
-                s = decode(lead + v)
-            except (UnicodeDecodeError, ValueError):
-                return None
-            if not _IRI_SLOT.fullmatch(s):
-                return None
-            if len(iris) >= _RAW_IRIS_MAX:
-                iris.clear()
-            iris[v] = s
-        return s
+        return iri_slot(v, decode, iris, lead)

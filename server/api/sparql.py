@@ -232,14 +232,7 @@ class _PlainJob:
             raise not_acceptable(self.accept, form)
         if len(res) > _TRIM_ROWS:  # a big answer: the general job (releases its freed heap)
             return _serialize(res.result() if type(res) is SmallSelect else res, mt, self.max_bytes, deadline)
-        try:
-            body = small_answers.small_body(res, mt, self.max_bytes)
-            if body is None:
-                if type(res) is SmallSelect:  # (a SELECT's Python lists: the general writer takes numpy)
-                    res = res.result()
-                body = ser.serialize(res, mt, max_bytes=self.max_bytes, deadline=deadline)
-        except JindouError as e:
-            raise e.with_traceback(None) from None
+        body = _small_or_general(res, mt, self.max_bytes, deadline)
         return form, mt, body
 
 
@@ -307,6 +300,19 @@ def _body_hit_job(state: ServerState, scope: dict, headers: dict[str, str], body
     if not formats.acceptable_at_all(accept):
         raise not_acceptable(accept, "SELECT")
     return _HitJob(db, hit, body, base, accept, state.config.max_response_bytes, _utf8)
+
+
+def _small_or_general(res, mt: str, max_bytes: int, deadline) -> bytes:
+    """A template run's answer body: the small writers', else the general one's."""
+    try:
+        body = small_answers.small_body(res, mt, max_bytes)
+        if body is None:
+            if type(res) is SmallSelect:  # (a SELECT's Python lists: the general writer takes numpy)
+                res = res.result()
+            body = ser.serialize(res, mt, max_bytes=max_bytes, deadline=deadline)
+    except JindouError as e:
+        raise e.with_traceback(None) from None
+    return body
 
 
 def _run_hit(state: ServerState, work: _HitJob) -> tuple | None:
@@ -408,14 +414,7 @@ class _BoundJob(_HitJob):
         if res.form != r.form or len(res) > _TRIM_ROWS:  # (not the usual answer: the general one)
             return _PlainJob.answer(self, res, deadline)
         mt = r.mt
-        try:
-            body = small_answers.small_body(res, mt, self.max_bytes)
-            if body is None:
-                if type(res) is SmallSelect:  # (a SELECT's Python lists: the general writer takes numpy)
-                    res = res.result()
-                body = ser.serialize(res, mt, max_bytes=self.max_bytes, deadline=deadline)
-        except JindouError as e:
-            raise e.with_traceback(None) from None
+        body = _small_or_general(res, mt, self.max_bytes, deadline)
         return r.form, mt, body
 
 
