@@ -16,19 +16,23 @@ import requests
 EX = "http://example.org/"
 
 
-@pytest.fixture(scope="module")
-def server():
+def serving(body: str):
+    """A real server on 127.0.0.1 holding the N-Triples ``body`` (a generator for a fixture)."""
     from tests.conftest import start_server
 
     s = start_server(None)
     try:
-        body = "".join(f"<{EX}s{i}> <{EX}p> <{EX}o{i}> .\n<{EX}s{i}> <{EX}q> \"n{i}\" .\n" for i in range(5))
         r = requests.post(s.url + "/store?default", data=body.encode(),
                           headers={"Content-Type": "application/n-triples"})
         assert r.status_code == 204
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture(scope="module")
+def server():
+    yield from serving("".join(f"<{EX}s{i}> <{EX}p> <{EX}o{i}> .\n<{EX}s{i}> <{EX}q> \"n{i}\" .\n" for i in range(5)))
 
 
 def _get(s, text: str, accept: str):

@@ -14,7 +14,7 @@ import json
 import pytest
 import requests
 
-from tests.test_lane_repeated_texts import _get
+from tests.test_lane_repeated_texts import _get, serving
 
 EX = "http://example.org/"
 JSON = "application/sparql-results+json"
@@ -35,18 +35,8 @@ PREDS = [f"{EX}p", f"{EX}r"]
 
 @pytest.fixture(scope="module")
 def server():
-    from tests.conftest import start_server
-
-    s = start_server(None)
-    try:
-        body = "".join(f"<{EX}s{i}> <{EX}p> <{EX}o{i % 3}> .\n<{EX}s{i}> <{EX}r> <{EX}o{(i + 1) % 3}> .\n"
-                       f"<{EX}o{i % 3}> <{EX}q> \"n{i}\" .\n" for i in range(8)) + f"<{EX}s0> <{EX}w> <{EX}o0> .\n"
-        r = requests.post(s.url + "/store?default", data=body.encode(),
-                          headers={"Content-Type": "application/n-triples"})
-        assert r.status_code == 204
-        yield s
-    finally:
-        s.stop()
+    yield from serving("".join(f"<{EX}s{i}> <{EX}p> <{EX}o{i % 3}> .\n<{EX}s{i}> <{EX}r> <{EX}o{(i + 1) % 3}> .\n"
+                               f"<{EX}o{i % 3}> <{EX}q> \"n{i}\" .\n" for i in range(8)) + f"<{EX}s0> <{EX}w> <{EX}o0> .\n")
 
 
 def _post(s, text: str, accept: str):
