@@ -404,7 +404,7 @@ class Maintained:
             emit("elif n == 0: del R[g]")
             emit("else: raise _Drop")
             for j, (_, arg, dist) in enumerate(sh.aggs):
-                if not dist:
+                if not dist and j not in sh.agg_kinds:   # (SUM, MIN, ...: value counts too, tiny_aggs)
                     continue
                 val = _slot(arg) if arg else "None"
                 emit(f"dj = D{j}.get(g)")

@@ -48,6 +48,7 @@ from engine.exec.functions import vars_of
 from engine.exec.result import QueryResult
 from engine.plan.rewrite import bgp_of
 from engine.sparql import algebra as A
+from engine.stream import tiny_aggs as _aggs
 from engine.stream import tiny_ops as _ops
 from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _divide, _num, _num_item, _value
 
@@ -416,6 +417,7 @@ class _Shape:
         self.filters: list = []           # FILTER conjuncts over the BGP's variables
         self.by: list[str] | None = None  # GROUP BY variables (None: no grouping)
         self.aggs: list = []              # (output var, counted var or None, distinct)
+        self.agg_kinds: dict = {}         # aggregate position -> (SUM/AVG/MIN/..., separator): not COUNTs
         self.having: list = []            # HAVING conjuncts over by / aggregate variables
         self.alias: dict[str, str] = {}   # projected name -> the variable it renames
         self.computed: dict = {}          # projected name -> its arithmetic expression
@@ -472,10 +474,11 @@ def _shape(query: A.Query) -> _Shape | None:
     if sh.ask:
         pass
     elif isinstance(node, A.Group):
-        group = _ops.CountGroup.of(node)
+        group = _ops.CountGroup.of(node) or _aggs.AggGroup.of(node)   # (tiny_aggs: SUM, AVG, MIN, ...)
         if group is None:
             return None
         sh.by, sh.aggs, sh.having = list(group.by), list(group.aggs), above
+        sh.agg_kinds = dict(getattr(group, "kinds", {}))
         node = node.input
         while isinstance(node, A.Filter):
             sh.filters += _conjuncts(node.expr)
@@ -522,15 +525,15 @@ def _shape(query: A.Query) -> _Shape | None:
         sh.n_required = len(sh.triples)
     bvars = {t.name for tp in sh.triples for t in (tp.s, tp.o) if isinstance(t, A.Var)}
     sh.required_vars = rvars
-    if sh.computed and (sh.by is not None or sh.distinct):
+    if sh.computed and (sh.distinct or (sh.by is not None and not _aggs.computed_ok(sh))):
         return None   # (a computed double's NaN is one term, not one value per row: DISTINCT's)
     if sh.by is not None:
         outs = set(sh.by) | {a for a, _, _ in sh.aggs}
         if not set(sh.by) <= bvars or any(x is not None and x not in bvars for _, x, _ in sh.aggs):
             return None
-        if any(alias.get(n, n) not in outs for n in sh.names):
+        if any(alias.get(n, n) not in outs and n not in sh.computed for n in sh.names):
             return None
-        if any(not _expr_vars(e) <= outs for e in sh.having):
+        if any(not _expr_vars(e) <= outs or not _aggs.bound_ok(e, sh) for e in sh.having):
             return None
     elif any(alias.get(n, n) not in bvars and n not in sh.computed for n in sh.names):
         return None
@@ -619,9 +622,12 @@ class GenQuery:
                 fast = None
             self._ocode.append((fv & bvars, src, consts, fast))
         self._ccode = {}
+        grouped = self.sh.by is not None   # (expressions over the groups' aggregates: tiny_aggs)
+        aggv = {a for a, _, _ in self.sh.aggs}
         for n, e in self.sh.computed.items():
             consts = []
-            src = _expr_code(e, False, lambda n: f"V[{_slot(n)}]" if n in bvars else "None", consts,
+            src = _expr_code(e, False, (lambda n: f"N_{_ident(n)}" if n in aggv else f"V[G_{_ident(n)}]")
+                             if grouped else (lambda n: f"V[{_slot(n)}]" if n in bvars else "None"), consts,
                              f"E{len(self._ccode)}_")
             if src is None:
                 return False
@@ -629,9 +635,10 @@ class GenQuery:
         self._hcode = []
         outs = set(self.sh.by or ()) | {a for a, _, _ in self.sh.aggs}
         counts = {a for a, _, _ in self.sh.aggs}
+        only = {a for j, (a, _, _) in enumerate(self.sh.aggs) if j not in self.sh.agg_kinds}   # COUNTs
         for e in self.sh.having:
             consts = []
-            fast = _having_fast(e, counts, consts, f"H{len(self._hcode)}_")
+            fast = _having_fast(e, only, consts, f"H{len(self._hcode)}_")
             if fast is not None:
                 self._hcode.append((fast, consts))
                 continue
@@ -1070,7 +1077,11 @@ class GenQuery:
                 emit(f"g = {key}")
                 counted = False
                 for j, (_, arg, dist) in enumerate(sh.aggs):
-                    if dist:
+                    if j in sh.agg_kinds:   # value counts (tiny_aggs computes the group's value)
+                        emit(f"dj = D{j}.get(g)")
+                        emit(f"if dj is None: dj = D{j}[g] = {{}}")
+                        emit(f"dj[{_slot(arg)}] = dj.get({_slot(arg)}, 0) + 1")
+                    elif dist:
                         emit(f"D{j}.setdefault(g, set()).add({_slot(arg) if arg else 'None'})")
                     elif not counted:   # COUNT(*) and COUNT(?v) of a BGP variable: the group's rows
                         emit("G[g] = G.get(g, 0) + 1")
@@ -1096,7 +1107,7 @@ class GenQuery:
         if grouping:
             head.append(" G = {}")
             for j, (_, _, dist) in enumerate(sh.aggs):
-                if dist:
+                if dist or j in sh.agg_kinds:
                     head.append(f" D{j} = {{}}")
         elif sh.distinct:
             head.append(" out = {}")
@@ -1132,16 +1143,29 @@ class GenQuery:
         for k, b in enumerate(sh.by if len(sh.by) > 1 else ()):
             lines.append(f"  G_{_ident(b)} = g[{k}]")
         for j, (a, _, dist) in enumerate(sh.aggs):
+            if j in sh.agg_kinds:   # (its term's key, its numeric value)
+                ns[f"_AG{j}"] = _aggs.agg_fn(sh.agg_kinds[j][0], dist, sh.agg_kinds[j][1])
+                lines.append(f"  K_{_ident(a)}, N_{_ident(a)} = _AG{j}(D{j}.get(g, _NOVC), V)")
+                continue
             lines.append(f"  N_{_ident(a)} = len(D{j}.get(g, ()))" if dist else f"  N_{_ident(a)} = n")
+        ns["_NOVC"] = {}
+        ns["_NK"] = _aggs.number_key
         for hi, (src, consts) in enumerate(self._hcode):
             for ci, v in enumerate(consts):
                 ns[f"H{hi}_K{ci}"] = v
             lines.append(f"  if {src} is not True: continue")
         counts = {a for a, _, _ in sh.aggs}
+        keyed = {sh.aggs[j][0] for j in sh.agg_kinds}
         cells = []
         for n in sh.names:
             x = sh.alias.get(n, n)
-            cells.append(f"N_{_ident(x)}" if x in counts else f"G_{_ident(x)}")
+            if n in self._ccode:   # an expression over the aggregates: its number's key
+                src, consts = self._ccode[n]
+                for ci, v in enumerate(consts):
+                    ns[f"E{list(self._ccode).index(n)}_K{ci}"] = v
+                cells.append(f"_NK(_CV({src}))")
+                continue
+            cells.append(f"K_{_ident(x)}" if x in keyed else f"N_{_ident(x)}" if x in counts else f"G_{_ident(x)}")
         lines.append("  out.append((" + "".join(c + ", " for c in cells) + "))")
         lines.append(" return list(dict.fromkeys(out))" if sh.distinct else " return out")
         return lines
@@ -1149,11 +1173,15 @@ class GenQuery:
     # -- the event's JSON ---------------------------------------------------------------
     def kinds(self) -> list[int]:
         """Per projected column: 0 for term ids, 1 for counts (ints), 2 for computed numbers
-        (int / float, None for an error: unbound)."""
+        (int / float, None for an error: unbound), 3 for terms' keys (the other aggregates and
+        expressions over aggregates, :mod:`tiny_aggs`; None: unbound)."""
         k = self._kinds
         if k is None:
             counts = {a for a, _, _ in self.sh.aggs} if self.sh.by is not None else set()
-            k = self._kinds = [2 if n in self.sh.computed else 1 if self.sh.alias.get(n, n) in counts else 0
+            keyed = {self.sh.aggs[j][0] for j in self.sh.agg_kinds}
+            grouped = self.sh.by is not None
+            k = self._kinds = [3 if grouped and n in self.sh.computed or self.sh.alias.get(n, n) in keyed
+                               else 2 if n in self.sh.computed else 1 if self.sh.alias.get(n, n) in counts else 0
                                for n in self.sh.names]
         return k
 
@@ -1170,6 +1198,9 @@ class GenQuery:
                 cols.append(np.array(col, dtype=np.int64))
             elif k == 1:
                 cols.append(_ops._count_ids(np.array(col, dtype=np.int64), ctx))
+            elif k == 3:
+                items = [None if v is None else (v, None) for v in col]
+                cols.append(np.array(_ops.numeric_terms(ctx.dictionary).ids(items, ctx), dtype=np.int64))
             else:
                 items = [None if v is None else _num_item(v) for v in col]
                 cols.append(np.array(_ops.numeric_terms(ctx.dictionary).ids(items, ctx), dtype=np.int64))
@@ -1247,13 +1278,14 @@ class GenQuery:
                         f = cf[j, c] = name + orjson.dumps(_ser._json_term(f'"{c}"^^<{_XSD_INTEGER}>'))
                     col.append(f)
             else:   # computed numbers: their terms as the executor writes them (tiny_ops._num_item)
+                as_key = keyed or kinds[j] == 3   # (3: terms' keys already, tiny_aggs)
                 for r in rows:
                     c = r[j]
                     if c is None:
                         col.append(b"")
                         holes = True
                         continue
-                    key = c if keyed else _num_item(c)[0]
+                    key = c if as_key else _num_item(c)[0]
                     f = cf.get((j, key))
                     if f is None:
                         if len(cf) > 4096:

@@ -1,0 +1,301 @@
+"""The aggregates beyond COUNT for the small-window paths (:mod:`engine.stream.tiny_gen`,
+:mod:`engine.stream.maintained`): SUM, AVG, MIN, MAX, SAMPLE, GROUP_CONCAT, with and without
+DISTINCT.
+
+Why: per-sensor / per-area aggregates are what stream users write; without these the query
+falls to the ordinary path (~1x the composite peer on windows this small). Both paths keep, per
+group, the aggregate's argument as *value counts* (term id -> solutions holding it): the
+generated instant counts them in its join, the maintained state adds and removes them as triples
+enter and leave (a group's extreme, sum or sample is recomputed from its counts when they
+change, so a leaving maximum needs no rescan of the window). The value of a group is computed
+from its counts here, as :mod:`engine.exec.aggregates` computes it:
+
+* SUM / AVG: integers exactly (Python ints), decimals exactly (Fractions, written by the
+  executor's own :func:`engine.exec.aggregates._result_key`), any double makes the group's
+  sum a double summed over the distinct values in value order (the executor's order: the result
+  depends on the values only); an error (a non-numeric value) makes the group an error; the empty
+  group sums and averages to ``0``.
+* MIN / MAX: numeric groups (``xsd:integer`` / ``decimal`` / ``double`` below 2^53, no NaN)
+  compared as doubles, as the executor's ranking does; among tied values the widest type, its
+  canonical form. A group holding any other term hands the instant back (:class:`Undecided`).
+* SAMPLE: the group's value when it holds one distinct value; more: handed back (the executor
+  takes the first row's, an order these paths do not have).
+* GROUP_CONCAT: the lexical forms of string literals joined by the separator (a simple literal);
+  another term makes the group an error. The pieces come in the order the values were first
+  counted: SPARQL leaves the order undefined, and the executor's (its row order) is not
+  reproduced -- the same multiset of pieces.
+
+A value the closures do not decide (an ``xsd:float``, an ill-typed literal: ``_OTHER`` of
+:mod:`engine.stream.tiny_ops`) hands the instant back.
+"""
+
+from __future__ import annotations
+
+import weakref
+from decimal import Decimal
+from fractions import Fraction
+
+from engine.exec import values as _V
+from engine.exec.aggregates import _result_key
+from engine.exec.functions import vars_of
+from engine.sparql import algebra as A
+from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _num_item, _value
+from engine.terms import XSD_DECIMAL, XSD_DOUBLE, XSD_INTEGER, XSD_STRING, from_key, literal_key
+
+__all__ = ["AggGroup", "agg_fn", "NAMES", "number_key", "bound_ok", "computed_ok"]
+
+#: aggregates these paths compute besides COUNT
+NAMES = ("SUM", "AVG", "MIN", "MAX", "SAMPLE", "GROUP_CONCAT")
+_ZERO = (f'"0"^^<{XSD_INTEGER}>', 0)
+_NONE = (None, None)
+_TYPE_RANK = {XSD_INTEGER: 0, XSD_DECIMAL: 1, XSD_DOUBLE: 3}
+_EXACT = 2.0 ** 53
+
+
+class AggGroup:
+    """A GROUP BY over plain variables whose aggregates are COUNTs or :data:`NAMES` over a
+    variable: ``aggs`` as :class:`engine.stream.tiny_ops.CountGroup`'s ((output, argument or
+    None, distinct)), ``kinds`` the non-COUNT ones by position ((name, separator))."""
+
+    __slots__ = ("by", "aggs", "kinds")
+
+    def __init__(self, by: list, aggs: list, kinds: dict):
+        self.by, self.aggs, self.kinds = by, aggs, kinds
+
+    @staticmethod
+    def of(node: A.Group) -> AggGroup | None:
+        by = []
+        for expr, var in node.by:
+            if not isinstance(expr, A.Var) or expr.name != var.name:
+                return None
+            by.append(var.name)
+        aggs, kinds = [], {}
+        for var, agg in node.aggregates:
+            name = agg.name.upper()
+            if name == "COUNT" and agg.arg is None and not agg.distinct:
+                aggs.append((var.name, None, False))
+                continue
+            if not isinstance(agg.arg, A.Var) or (name != "COUNT" and name not in NAMES):
+                return None
+            if name != "COUNT":
+                kinds[len(aggs)] = (name, " " if agg.separator is None else agg.separator)
+            aggs.append((var.name, agg.arg.name, bool(agg.distinct)))
+        return AggGroup(by, aggs, kinds)
+
+
+# ---------------------------------------------------------------- the terms' keys
+
+_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _keys_of(dictionary) -> dict:
+    got = _KEYS.get(dictionary)
+    if got is None or len(got) > 1 << 16:
+        got = _KEYS[dictionary] = {}
+    return got
+
+
+def _key(V, i: int) -> str:
+    """Term id ``i``'s key (kept per dictionary: ids never change meaning)."""
+    ks = _keys_of(V.dictionary)
+    k = ks.get(i)
+    if k is None:
+        k = ks[i] = V.dictionary.key(i)
+    return k
+
+
+def _out(key: str | None) -> tuple:
+    """(key, its numeric value for HAVING / expressions over the aggregate)."""
+    return (None, None) if key is None else (key, _value(key))
+
+
+# ---------------------------------------------------------------- the aggregates over value counts
+
+
+def _sum_avg(avg: bool, distinct: bool):
+    def f(vc: dict, V) -> tuple:
+        if not vc:
+            return _ZERO
+        fracs = dbls = False
+        items = []
+        n_rows = 0
+        for i, n in vc.items():
+            v = V[i]
+            t = type(v)
+            if t is int:
+                pass
+            elif t is Fraction:
+                fracs = True
+            elif t is float:
+                dbls = True
+            elif v is _OTHER:
+                raise Undecided
+            else:   # an error or a non-numeric term: op:numeric-add of an error
+                return _NONE
+            if distinct:
+                n = 1
+            items.append((v, n))
+            n_rows += n
+        if dbls:
+            # the executor's: float64 products of the distinct values (in value order) and
+            # their rows, added in that order from 0.0
+            try:
+                vals = sorted(((float(v), n) for v, n in items), key=_dbl_order)
+            except OverflowError:
+                raise Undecided from None
+            s = 0.0
+            for x, n in vals:
+                s += x * n
+            if avg:
+                s = s / n_rows
+            return _num_item(s)[0], s
+        total = sum(v * n for v, n in items)
+        if not fracs:
+            if not avg:
+                return f'"{total}"^^<{XSD_INTEGER}>', total
+            return _out(_result_key(_V.Num(_V.INTEGER, total), n_rows, True))
+        dec = _decimal(total)
+        if dec is None:
+            raise Undecided
+        return _out(_result_key(_V.Num(_V.DECIMAL, dec), n_rows, avg))
+    return f
+
+
+def _dbl_order(item) -> tuple:
+    x = item[0]
+    return (1, 0.0) if x != x else (0, x)   # (NaN last, as the executor's argsort puts it)
+
+
+def _decimal(f: Fraction) -> Decimal | None:
+    """A sum of decimals exactly as a Decimal (its denominator divides a power of ten); None
+    when it has more digits than the executor's decimal context keeps (28)."""
+    d = f.denominator
+    k = 0
+    while d % 10 == 0:
+        d //= 10
+        k += 1
+    while d % 2 == 0:
+        d //= 2
+        k += 1
+    while d % 5 == 0:
+        d //= 5
+        k += 1
+    if d != 1:
+        return None
+    out = Decimal(f.numerator * (10 ** k // f.denominator)).scaleb(-k)
+    return out if len(out.as_tuple().digits) <= 28 else None
+
+
+def _min_max(is_max: bool):
+    def f(vc: dict, V) -> tuple:
+        if not vc:
+            return _NONE
+        best = None
+        tied: list = []
+        for i in vc:
+            v = V[i]
+            t = type(v)
+            if t is not int and t is not float and t is not Fraction:
+                raise Undecided   # (terms of other kinds: ORDER BY's order over them is the executor's)
+            x = float(v)
+            if x != x or abs(x) >= _EXACT:
+                raise Undecided
+            if best is None or (x > best if is_max else x < best):
+                best, tied = x, [i]
+            elif x == best:
+                tied.append(i)
+        # among values equal to the winner (1 = 1.0 = 1E0) the widest type, in canonical form
+        wide = -1
+        keys = set()
+        for i in tied:
+            k = _key(V, i)
+            r = _TYPE_RANK.get(k[k.rfind("^^<") + 3:-1], -1) if "^^<" in k else -1
+            if r < 0:
+                raise Undecided   # (a derived numeric type: its canonical form is the executor's)
+            if r > wide:
+                wide, keys = r, {_canonical(V[i], r)}
+            elif r == wide:
+                keys.add(_canonical(V[i], r))
+        if len(keys) != 1:
+            raise Undecided   # (0.0E0 and -0.0E0: the executor picks one by id)
+        return _out(keys.pop())
+    return f
+
+
+def _canonical(v, rank: int) -> str:
+    if rank == 0:
+        return f'"{v}"^^<{XSD_INTEGER}>'
+    if rank == 3:
+        return _num_item(v)[0]
+    dec = _decimal(v)
+    if dec is None:
+        raise Undecided
+    lit = _V.num_literal(_V.Num(_V.DECIMAL, dec))
+    return literal_key(lit.lexical, lit.datatype)
+
+
+def _sample(vc: dict, V) -> tuple:
+    if not vc:
+        return _NONE
+    if len(vc) > 1:
+        raise Undecided   # (the executor's: its first row's value)
+    return _out(_key(V, next(iter(vc))))
+
+
+def _group_concat(sep: str, distinct: bool):
+    def f(vc: dict, V) -> tuple:
+        parts = []
+        for i, n in vc.items():
+            k = _key(V, i)
+            if k[0] != '"':
+                return _NONE
+            t = from_key(k)
+            if not (t.lang or t.datatype is None or t.datatype == XSD_STRING):
+                return _NONE   # (CONCAT of a term that is no string literal: an error)
+            parts += [t.lexical] * (1 if distinct else n)
+        return literal_key(sep.join(parts)), _NONNUM
+    return f
+
+
+def agg_fn(name: str, distinct: bool, sep: str = " "):
+    """``f(value counts, V) -> (key or None, numeric value)`` of one aggregate over a group's
+    argument value counts (term id -> solutions); raises :class:`Undecided` for what it does
+    not decide."""
+    if name in ("SUM", "AVG"):
+        return _sum_avg(name == "AVG", distinct)
+    if name in ("MIN", "MAX"):
+        return _min_max(name == "MAX")
+    if name == "SAMPLE":
+        return _sample
+    if name == "GROUP_CONCAT":
+        return _group_concat(sep, distinct)
+    raise ValueError(name)
+
+
+# ---------------------------------------------------------------- what the shapes may hold
+
+
+def number_key(v) -> str | None:
+    """A computed number's term key (an int or a double, :func:`_num_item`); None: unbound."""
+    return None if v is None else _num_item(v)[0]
+
+
+def bound_ok(expr, sh) -> bool:
+    """Whether ``expr`` asks no ``BOUND`` of a non-COUNT aggregate (an error leaves it unbound:
+    the generated sources take every aggregate's variable as bound)."""
+    keyed = {sh.aggs[j][0] for j in sh.agg_kinds}
+
+    def ok(e) -> bool:
+        if isinstance(e, A.Call):
+            if e.op == "BOUND" and any(isinstance(a, A.Var) and a.name in keyed for a in e.args):
+                return False
+            return all(ok(a) for a in e.args)
+        return True
+    return ok(expr)
+
+
+def computed_ok(sh) -> bool:
+    """Whether the projected expressions of a grouping query read only its groups' variables and
+    aggregates (``(SUM(?x) / COUNT(?x) AS ?m)``), with no ``BOUND`` of an aggregate."""
+    outs = set(sh.by) | {a for a, _, _ in sh.aggs}
+    return all(set(vars_of(e)) <= outs and bound_ok(e, sh) for e in sh.computed.values())
