@@ -247,7 +247,7 @@ def test_shapes_not_generated():
               "GROUP BY ?a",
               "SELECT DISTINCT ((?b + 1) AS ?z) WHERE { ?a <http://ex.org/p0> ?b }",
               "SELECT ?a WHERE { ?a <http://ex.org/p0> ?b } ORDER BY ?a",
-              "SELECT ?a (SUM(?b) AS ?s) WHERE { ?a <http://ex.org/p0> ?b } GROUP BY ?a"):
+              "SELECT ?a (SUM(?b * 2) AS ?s) WHERE { ?a <http://ex.org/p0> ?b } GROUP BY ?a"):
         cq = parse_continuous(f"REGISTER QUERY x AS {q.replace(' WHERE', ' FROM STREAM <http://ex.org/a> [RANGE 3s STEP 1s] WHERE', 1)}")
         assert tiny_gen.GenQuery.of(cq.query, "RSTREAM") is None, q
     cq = parse_continuous("REGISTER QUERY x AS SELECT ?a FROM STREAM <http://ex.org/a> [RANGE 3s STEP 1s] "

@@ -15,9 +15,11 @@ from its counts here, as :mod:`engine.exec.aggregates` computes it:
   sum a double summed over the distinct values in value order (the executor's order: the result
   depends on the values only); an error (a non-numeric value) makes the group an error; the empty
   group sums and averages to ``0``.
-* MIN / MAX: numeric groups (``xsd:integer`` / ``decimal`` / ``double`` below 2^53, no NaN)
-  compared as doubles, as the executor's ranking does; among tied values the widest type, its
-  canonical form. A group holding any other term hands the instant back (:class:`Undecided`).
+* MIN / MAX: by ORDER BY's order (blank nodes < IRIs < numbers < other literals, by category,
+  :func:`engine.exec.values.order_key`); numbers (``xsd:integer`` / ``decimal`` / ``double``
+  below 2^53, no NaN) compared as doubles, as the executor's ranking does, among tied values the
+  widest type, its canonical form. An ``xsd:float``, an ill-typed literal, a NaN or a string with
+  an escaped character, a boolean or date hands the instant back (:class:`Undecided`).
 * SAMPLE: the group's value when it holds one distinct value; more: handed back (the executor
   takes the first row's, an order these paths do not have).
 * GROUP_CONCAT: the lexical forms of string literals joined by the separator (a simple literal);
@@ -192,11 +194,15 @@ def _min_max(is_max: bool):
             return _NONE
         best = None
         tied: list = []
+        terms = []   # ids of terms that are no numbers (IRIs, blank nodes, strings, ...)
         for i in vc:
             v = V[i]
             t = type(v)
             if t is not int and t is not float and t is not Fraction:
-                raise Undecided   # (terms of other kinds: ORDER BY's order over them is the executor's)
+                if v is _NONNUM:
+                    terms.append(i)
+                    continue
+                raise Undecided   # (an ill-typed or xsd:float literal: the executor's)
             x = float(v)
             if x != x or abs(x) >= _EXACT:
                 raise Undecided
@@ -204,22 +210,42 @@ def _min_max(is_max: bool):
                 best, tied = x, [i]
             elif x == best:
                 tied.append(i)
-        # among values equal to the winner (1 = 1.0 = 1E0) the widest type, in canonical form
-        wide = -1
-        keys = set()
-        for i in tied:
-            k = _key(V, i)
-            r = _TYPE_RANK.get(k[k.rfind("^^<") + 3:-1], -1) if "^^<" in k else -1
-            if r < 0:
-                raise Undecided   # (a derived numeric type: its canonical form is the executor's)
-            if r > wide:
-                wide, keys = r, {_canonical(V[i], r)}
-            elif r == wide:
-                keys.add(_canonical(V[i], r))
-        if len(keys) != 1:
-            raise Undecided   # (0.0E0 and -0.0E0: the executor picks one by id)
-        return _out(keys.pop())
+        if terms:
+            # ORDER BY's order: blank nodes < IRIs < numbers < other literals (by category)
+            ks = [(_order_key(V, i), i) for i in terms]
+            other = ks if best is None else [x for x in ks if (x[0][0] == 3) == is_max]
+            if other:
+                return _out(_key(V, (max if is_max else min)(other)[1]))
+        return _numeric_winner(tied, V)
     return f
+
+
+def _order_key(V, i: int) -> tuple:
+    k = _key(V, i)
+    if "\\" in k:
+        raise Undecided   # (an escaped character: the executor ranks the key's text)
+    ok = _V.order_key(from_key(k))
+    if ok[0] == 3 and ok[1] not in (_V.CAT_STRING, _V.CAT_LANG):
+        raise Undecided   # (booleans, dates, other datatypes: their order is the executor's)
+    return ok
+
+
+def _numeric_winner(tied: list, V) -> tuple:
+    """Among values equal to the winner (1 = 1.0 = 1E0) the widest type, in canonical form."""
+    wide = -1
+    keys = set()
+    for i in tied:
+        k = _key(V, i)
+        r = _TYPE_RANK.get(k[k.rfind("^^<") + 3:-1], -1) if "^^<" in k else -1
+        if r < 0:
+            raise Undecided   # (a derived numeric type: its canonical form is the executor's)
+        if r > wide:
+            wide, keys = r, {_canonical(V[i], r)}
+        elif r == wide:
+            keys.add(_canonical(V[i], r))
+    if len(keys) != 1:
+        raise Undecided   # (0.0E0 and -0.0E0: the executor picks one by id)
+    return _out(keys.pop())
 
 
 def _canonical(v, rank: int) -> str:
@@ -299,3 +325,18 @@ def computed_ok(sh) -> bool:
     aggregates (``(SUM(?x) / COUNT(?x) AS ?m)``), with no ``BOUND`` of an aggregate."""
     outs = set(sh.by) | {a for a, _, _ in sh.aggs}
     return all(set(vars_of(e)) <= outs and bound_ok(e, sh) for e in sh.computed.values())
+
+
+def _structural(x) -> bool:
+    return ((isinstance(x, A.TriplePattern) and not isinstance(x.p, A.Const))
+            or isinstance(x, (A.PathPattern, A.Service, A.Graph, A.Slice)))
+
+
+def order_free(query: A.Query) -> bool:
+    """Whether ``query`` is refused by the compact path only for its SAMPLE / GROUP_CONCAT (whose
+    values the ordinary path takes in its row order): its patterns are otherwise of the forms the
+    generated code reads (:class:`engine.stream.tiny_gen.GenQuery`), which decides SAMPLE only
+    where the order does not matter and writes GROUP_CONCAT's pieces in its own order."""
+    from engine.stream.delta import patterns_of  # noqa: PLC0415 -- (delta imports the executor)
+
+    return patterns_of(query, _structural) is not None
