@@ -1028,6 +1028,8 @@ class Maintained:
             rows = [k for k, n in R.items() for _ in range(n)]
             if len(rows) > MAX_ROWS:
                 raise _Drop
+        if gen.order is not None:   # (tiny_order; computed numbers are their keys here)
+            rows = gen.order.apply(rows, [3 if k == 2 else k for k in gen.kinds()], _values(self._dict))
         json = self.json
         if not rows:
             body = self._body = json.head(sh.names) + b',"results":{"bindings":[]}'

@@ -329,14 +329,15 @@ def computed_ok(sh) -> bool:
 
 def _structural(x) -> bool:
     return ((isinstance(x, A.TriplePattern) and not isinstance(x.p, A.Const))
-            or isinstance(x, (A.PathPattern, A.Service, A.Graph, A.Slice)))
+            or isinstance(x, (A.PathPattern, A.Service, A.Graph)))
 
 
 def order_free(query: A.Query) -> bool:
-    """Whether ``query`` is refused by the compact path only for its SAMPLE / GROUP_CONCAT (whose
-    values the ordinary path takes in its row order): its patterns are otherwise of the forms the
-    generated code reads (:class:`engine.stream.tiny_gen.GenQuery`), which decides SAMPLE only
-    where the order does not matter and writes GROUP_CONCAT's pieces in its own order."""
+    """Whether ``query`` is refused by the compact path only for its SAMPLE / GROUP_CONCAT or
+    OFFSET / LIMIT (whose values the ordinary path takes in its row order): its patterns are
+    otherwise of the forms the generated code reads (:class:`engine.stream.tiny_gen.GenQuery`),
+    which decides SAMPLE only where the order does not matter, writes GROUP_CONCAT's pieces in its
+    own order and hands back an ORDER BY tie (:mod:`engine.stream.tiny_order`)."""
     from engine.stream.delta import patterns_of  # noqa: PLC0415 -- (delta imports the executor)
 
     return patterns_of(query, _structural) is not None

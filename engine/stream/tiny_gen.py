@@ -50,6 +50,7 @@ from engine.plan.rewrite import bgp_of
 from engine.sparql import algebra as A
 from engine.stream import tiny_aggs as _aggs
 from engine.stream import tiny_ops as _ops
+from engine.stream import tiny_order as _order
 from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _divide, _num, _num_item, _value
 
 __all__ = ["GenQuery", "GEN_WINDOW", "taken_total"]
@@ -578,6 +579,7 @@ class GenQuery:
         self._fcode: list | None = None    # per filter conjunct: (its vars, source) or None
         self._count_frag: dict[int, bytes] = {}
         self._kinds: list | None = None
+        self.order: _order.Order | None = None   # ORDER BY / OFFSET / LIMIT of the rows (tiny_order)
         self.usable = self._filters_ok()
 
     @staticmethod
@@ -586,10 +588,14 @@ class GenQuery:
         module), else None."""
         if mode != "RSTREAM":
             return None
-        sh = _shape(query)
+        got = _order.strip(query)   # (ORDER BY / LIMIT / OFFSET: tiny_order, over the rows)
+        if got is None:
+            return None
+        sh = _shape(got[0])
         if sh is None:
             return None
         g = GenQuery(sh)
+        g.order = got[1]
         return g if g.usable else None
 
     # -- set-up ---------------------------------------------------------------
@@ -872,6 +878,8 @@ class GenQuery:
         ctx.check_budget()
         try:
             out = fn(args, vals, vals.doubles, rc)
+            if self.order is not None:
+                out = self.order.apply(out, self.kinds(), vals)
         except (_Hand, Undecided):
             return None
         ctx.check_budget()
