@@ -176,7 +176,8 @@ def test_maintained_aggregates_answer_like_the_other_path_and_pyoxigraph(db, q, 
 
 def test_the_property_tests_took_both_paths():
     """Most instants of the queries each path took were answered there (not handed back)."""
-    for key, (hit, n) in SEEN.items():
+    for key in ("gen", "maint"):
+        hit, n = SEEN[key]
         assert n > 0 and hit > n // 3, (key, SEEN)
 
 
