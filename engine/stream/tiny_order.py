@@ -10,8 +10,8 @@ forms :class:`engine.stream.tiny_gen.GenQuery` takes. The order is SPARQL's (the
 ranking, :func:`engine.exec.values.order_key`): unbound < blank nodes < IRIs < literals;
 numbers (``xsd:integer`` / ``decimal`` / ``double``) by value as doubles; simple strings, then
 language-tagged ones, by their text. The executor's sort is stable over its own row order, which
-these paths do not have: two different rows with equal keys (a tie, or two terms of one value,
-``1`` and ``1.0``) hand the instant back, as do keys of other kinds (booleans, dates, ``xsd:float``,
+these paths do not have: two different rows with equal keys (a tie) or two terms of one value
+in a column (``1`` and ``1.0``: the executor ranks them by their ids) hand the instant back, as do keys of other kinds (booleans, dates, ``xsd:float``,
 escaped text, NaN).
 """
 
@@ -41,6 +41,14 @@ class Order:
         if len(rows) > 1 and self.cols:
             memo: dict = {}
             keyed = [(tuple(_key_of(r[j], kinds[j], V, memo) for j, _ in self.cols), r) for r in rows]
+            for c, (j, _) in enumerate(self.cols):
+                # two terms of one value (1 and 1.0E0): the executor ranks them by their ids
+                seen: dict = {}
+                for k, r in keyed:
+                    cell = r[j]
+                    ident = (type(cell), repr(cell)) if kinds[j] in (1, 2) else cell
+                    if seen.setdefault(k[c], ident) != ident:
+                        raise Undecided
             for c in range(len(self.cols) - 1, -1, -1):   # stable sorts, the last condition first
                 keyed.sort(key=lambda x, c=c: x[0][c], reverse=not self.cols[c][1])
             for a, b in zip(keyed, keyed[1:], strict=False):
