@@ -240,13 +240,13 @@ def test_each_shape_takes_the_generated_and_maintained_paths(db, k):
 
 
 def test_undecided_values_hand_the_instant_back(db):
-    """SAMPLE over two values (the executor's is its first row's), MIN over an ``xsd:float``, a
-    decimal quotient of aggregates: the generated code hands the instant back; the answer is the
-    ordinary path's."""
-    flt = f'"1.5"^^<{XSD}float>'
+    """SAMPLE over two values (the executor's is its first row's), MIN over an ``xsd:float``,
+    MAX over a boolean: the generated code hands the instant back; the answer is the ordinary
+    path's."""
+    flt, yes = f'"1.5"^^<{XSD}float>', f'"true"^^<{XSD}boolean>'
     with db.store.write_lock:
-        db.store.dictionary.encode([flt, _lit(1), _lit(2), P9])
-    for q, vals in ((SHAPES[4], [_lit(1), _lit(2)]), (SHAPES[2], [flt, _lit(1)]), (SHAPES[7], [_lit(1), _lit(2)])):
+        db.store.dictionary.encode([flt, yes, _lit(1), _lit(2), P9])
+    for q, vals in ((SHAPES[4], [_lit(1), _lit(2)]), (SHAPES[2], [flt, _lit(1)]), (SHAPES[2], [yes, _lit(1)])):
         q = q.format(p=P9)
         store = TransientStore("a", slice_triples=8)
         on = _pair(db, q, store, 2000, True, False)
@@ -279,6 +279,11 @@ def test_aggregate_values_exact(db):
     assert tiny_aggs.agg_fn("SUM", True)(vc, V)[0] == f'"0.1"^^<{XSD}decimal>'
     vc, V = _vc(db, [_lit(1), _lit(2)])
     assert tiny_aggs.agg_fn("AVG", False)(vc, V)[0] == f'"1.5"^^<{XSD}decimal>'
+    fn, names = tiny_aggs.grouped_expr(parse_continuous(
+        "REGISTER QUERY x AS SELECT ((?s / ?n) AS ?m) FROM STREAM <http://ex.org/a> [RANGE 3s STEP 1s] "
+        "WHERE { ?a <http://ex.org/p0> ?s . ?a <http://ex.org/p1> ?n }").query.pattern.input.expr)
+    assert fn([2, 3] if names == ["s", "n"] else [3, 2]) == f'"0.6666666666666666666666666667"^^<{XSD}decimal>'
+    assert fn([1, 0]) is None   # (an integer division by zero: an error)
     assert tiny_aggs.agg_fn("SUM", False)(vc, V) == (f'"3"^^<{XSD}integer>', 3)
     vc, V = _vc(db, [_lit(1), _lit("1.0"), _lit("1.0E0")])
     assert tiny_aggs.agg_fn("MAX", False)(vc, V)[0] == f'"1.0E0"^^<{XSD}double>'

@@ -44,7 +44,7 @@ from engine.sparql import algebra as A
 from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _num_item, _value
 from engine.terms import XSD_DECIMAL, XSD_DOUBLE, XSD_INTEGER, XSD_STRING, from_key, literal_key
 
-__all__ = ["AggGroup", "agg_fn", "NAMES", "number_key", "bound_ok", "computed_ok"]
+__all__ = ["AggGroup", "agg_fn", "NAMES", "bound_ok", "computed_ok", "grouped_expr"]
 
 #: aggregates these paths compute besides COUNT
 NAMES = ("SUM", "AVG", "MIN", "MAX", "SAMPLE", "GROUP_CONCAT")
@@ -301,11 +301,6 @@ def agg_fn(name: str, distinct: bool, sep: str = " "):
 # ---------------------------------------------------------------- what the shapes may hold
 
 
-def number_key(v) -> str | None:
-    """A computed number's term key (an int or a double, :func:`_num_item`); None: unbound."""
-    return None if v is None else _num_item(v)[0]
-
-
 def bound_ok(expr, sh) -> bool:
     """Whether ``expr`` asks no ``BOUND`` of a non-COUNT aggregate (an error leaves it unbound:
     the generated sources take every aggregate's variable as bound)."""
@@ -324,7 +319,8 @@ def computed_ok(sh) -> bool:
     """Whether the projected expressions of a grouping query read only its groups' variables and
     aggregates (``(SUM(?x) / COUNT(?x) AS ?m)``), with no ``BOUND`` of an aggregate."""
     outs = set(sh.by) | {a for a, _, _ in sh.aggs}
-    return all(set(vars_of(e)) <= outs and bound_ok(e, sh) for e in sh.computed.values())
+    return all(set(vars_of(e)) <= outs and bound_ok(e, sh) and grouped_expr(e) is not None
+               for e in sh.computed.values())
 
 
 def _structural(x) -> bool:
@@ -341,3 +337,82 @@ def order_free(query: A.Query) -> bool:
     from engine.stream.delta import patterns_of  # noqa: PLC0415 -- (delta imports the executor)
 
     return patterns_of(query, _structural) is not None
+
+
+# ---------------------------------------------------------------- expressions over the aggregates
+
+
+def grouped_expr(expr) -> tuple | None:
+    """``(f, names)``: ``f(values) -> key or None`` of a projected ``+ - * /`` / unary-minus
+    expression over a group's aggregates and keys (``values``: their numeric values in
+    ``names``' order), computed as the executor's scalar arithmetic does
+    (:func:`engine.exec.values.numeric_op`: an integer quotient is a decimal of 28 digits, a
+    decimal or integer division by zero an error); None when not of these forms."""
+    names: list = []
+
+    def comp(e):
+        if isinstance(e, A.Var):
+            if e.name not in names:
+                names.append(e.name)
+            k = names.index(e.name)
+            return lambda env: _as_num(env[k])
+        if isinstance(e, A.Const):
+            v = _value(e.key)
+            if type(v) not in (int, Fraction, float):
+                return None
+            n = _as_num(v)
+            return lambda env: n
+        if not isinstance(e, A.Call):
+            return None
+        subs = [comp(a) for a in e.args]
+        if any(s is None for s in subs):
+            return None
+        if e.op in ("+", "-", "*", "/") and len(subs) == 2:
+            fa, fb, op = subs[0], subs[1], e.op
+
+            def f(env):
+                a, b = fa(env), fb(env)
+                if a is None or b is None:
+                    return None
+                try:
+                    return _V.numeric_op(op, a, b)
+                except _V.ExprError:
+                    return None
+            return f
+        if e.op == "NEG" and len(subs) == 1:
+            fa = subs[0]
+            return lambda env: None if (a := fa(env)) is None else _V.num_neg(a)
+        if e.op == "POS" and len(subs) == 1:
+            return subs[0]
+        return None
+
+    fn = comp(expr)
+    if fn is None:
+        return None
+
+    def key(env) -> str | None:
+        n = fn(env)
+        if n is None:
+            return None
+        try:
+            lit = _V.num_literal(n)
+        except _V.ExprError:
+            return None
+        return literal_key(lit.lexical, lit.datatype)
+    return key, names
+
+
+def _as_num(v):
+    t = type(v)
+    if t is int:
+        return _V.Num(_V.INTEGER, v)
+    if t is float:
+        return _V.Num(_V.DOUBLE, v)
+    if t is Fraction:
+        d = _decimal(v)
+        if d is None:
+            raise Undecided
+        return _V.Num(_V.DECIMAL, d)
+    if v is _OTHER:
+        raise Undecided
+    return None   # (unbound, an error, a term that is no number: a type error)

@@ -1157,7 +1157,6 @@ class GenQuery:
                 continue
             lines.append(f"  N_{_ident(a)} = len(D{j}.get(g, ()))" if dist else f"  N_{_ident(a)} = n")
         ns["_NOVC"] = {}
-        ns["_NK"] = _aggs.number_key
         for hi, (src, consts) in enumerate(self._hcode):
             for ci, v in enumerate(consts):
                 ns[f"H{hi}_K{ci}"] = v
@@ -1167,11 +1166,12 @@ class GenQuery:
         cells = []
         for n in sh.names:
             x = sh.alias.get(n, n)
-            if n in self._ccode:   # an expression over the aggregates: its number's key
-                src, consts = self._ccode[n]
-                for ci, v in enumerate(consts):
-                    ns[f"E{list(self._ccode).index(n)}_K{ci}"] = v
-                cells.append(f"_NK(_CV({src}))")
+            if n in self._ccode:   # an expression over the aggregates: its term's key (tiny_aggs)
+                fn, used = _aggs.grouped_expr(sh.computed[n])
+                k = list(self._ccode).index(n)
+                ns[f"_GE{k}"] = fn
+                args = "".join((f"N_{_ident(v)}" if v in counts else f"V[G_{_ident(v)}]") + ", " for v in used)
+                cells.append(f"_GE{k}(({args}))")
                 continue
             cells.append(f"K_{_ident(x)}" if x in keyed else f"N_{_ident(x)}" if x in counts else f"G_{_ident(x)}")
         lines.append("  out.append((" + "".join(c + ", " for c in cells) + "))")
