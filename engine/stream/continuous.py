@@ -1168,7 +1168,7 @@ class InstantEvaluator:
         # dataset differs (RSP-QL's named windows: syntax_eval.WindowedEvaluator has no compact path)
         compact = type(self).compact_rows is InstantEvaluator.compact_rows
         self._gen = (GenQuery.of(query, mode) if self.GENERATED and compact and (
-            self._compact.patterns is not None or _order_free(query)) else None)   # (tiny_aggs: SAMPLE, GROUP_CONCAT)
+            self._compact.patterns is not None or _order_free(query)) else None)   # (SAMPLE, GROUP_CONCAT, LIMIT)
         self._gen_skip = 0
         self._gen_backoff = 0
         # the generated query's result maintained as the stream arrives (engine.stream.maintained):
