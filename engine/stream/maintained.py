@@ -63,6 +63,7 @@ from engine.stream import tiny_gen as _tg
 from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _index, _slot, _values
 from engine.stream.tiny_gen import code_of as _code_of
 from engine.stream.tiny_ops import Undecided, _num_item
+from engine.stream.tiny_union import branch_of as _branch_of
 from engine.stream.windows import query_step
 
 __all__ = ["Maintained", "note", "answered_total", "spent"]
@@ -305,7 +306,9 @@ class Maintained:
         def emit(x: str) -> None:
             lines.append(" " * ind[0] + x)
 
-        pending = list(range(len(gen._fcode)))
+        # (a UNION: the patterns, FILTERs and variables of i's branch only, tiny_union)
+        peers, pending, bvars = _branch_of(gen, i)
+        pending = list(pending)
 
         def place() -> None:
             for fi in list(pending):
@@ -315,7 +318,7 @@ class Maintained:
                     emit(f"if {fsrc} is not True: {'continue' if depth[0] else 'return'}")
 
         place()
-        left = [j for j in range(len(pats)) if j != i]
+        left = [j for j in peers if j != i]
         cached = []   # groups of stored patterns joined through a kept list (_cached_groups)
         # the arriving triple's subject: a stream element's own IRI (an observation), held by
         # no stored pair; its object is mostly a stored term (a type, a property, a sensor)
@@ -420,7 +423,8 @@ class Maintained:
                 key = "()"
             else:   # (a computed projection: its number's term key -- 1 and 1.0, 0.0 and -0.0 are
                 # equal dict keys, their terms are not)
-                cells = [f"_CK(_CV({gen._ccode[n][0]}))" if n in gen._ccode else _slot(sh.alias.get(n, n))
+                cells = [f"_CK(_CV({gen._ccode[n][0]}))" if n in gen._ccode else
+                         _slot(sh.alias.get(n, n)) if bvars is None or sh.alias.get(n, n) in bvars else "-1"
                          for n in sh.names]
                 key = "(" + "".join(f"{c}, " for c in cells) + ")"
             emit(f"k = {key}")
@@ -627,8 +631,8 @@ class Maintained:
         V = _values(d)
         work = 0
         ns["SCON"] = False   # (the stored part grows below: no list is kept from it)
-        if any(not sidx[gen.cls[i]][3] for i in range(len(gen.pats))):
-            # a pattern the stored part does not match: it has no solution of its own
+        if all(any(not sidx[gen.cls[j]][3] for j in _branch_of(gen, i)[0]) for i in range(len(gen.pats))):
+            # a pattern (of each UNION branch) the stored part does not match: it has no solution of its own
             for c in range(len(ids)):
                 pairs = sidx[c][3]
                 ns[f"S{c}p"].update(pairs)

@@ -423,9 +423,11 @@ class _Shape:
         self.opts: list = []              # OPTIONAL groups: (their pattern indices, their FILTER or None)
         self.n_required = 0               # the required BGP's patterns come first
         self.required_vars: set = set()
+        self.branches: list | None = None  # UNION: per branch (patterns, FILTERs, variables) (tiny_union)
 
 
-def _shape(query: A.Query) -> _Shape | None:
+def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
+    """``loose``: projected variables the BGP does not bind are unbound (-1: a UNION's branch)."""
     if query.form not in ("SELECT", "ASK"):
         return None
     sh = _Shape()
@@ -532,7 +534,7 @@ def _shape(query: A.Query) -> _Shape | None:
             return None
         if any(not _expr_vars(e) <= outs for e in sh.having):
             return None
-    elif any(alias.get(n, n) not in bvars and n not in sh.computed for n in sh.names):
+    elif not loose and any(alias.get(n, n) not in bvars and n not in sh.computed for n in sh.names):
         return None
     return sh
 
@@ -545,6 +547,8 @@ class GenQuery:
 
     #: instants in a row a join order is kept before the sizes are weighed again
     REPLAN = 16
+    #: a grouped join returns its groups and distinct values (a UNION's branch, tiny_union)
+    raw = False
 
     def __init__(self, sh: _Shape):
         self.sh = sh
@@ -585,7 +589,8 @@ class GenQuery:
             return None
         sh = _shape(query)
         if sh is None:
-            return None
+            from engine.stream.tiny_union import union_of  # (it builds on this module)
+            return union_of(query)
         g = GenQuery(sh)
         return g if g.usable else None
 
@@ -1085,12 +1090,14 @@ class GenQuery:
                         for ci, v in enumerate(consts):
                             ns[f"E{list(self._ccode).index(n)}_K{ci}"] = v
                         cells.append(f"_CV({src})")
-                    else:
-                        cells.append(_slot(sh.alias.get(n, n)))
+                    else:   # (a UNION branch's row: a variable it does not bind is unbound)
+                        x = sh.alias.get(n, n)
+                        cells.append(_slot(x) if x in all_vars else "-1")
                 row = "(" + "".join(f"{c}, " for c in cells) + ")"
                 emit(f"out[{row}] = None" if sh.distinct else f"add({row})")
 
         grouping = sh.by is not None
+        all_vars = {x[1] for s, _, o in self.pats for x in (s, o) if x[0] == "v"}
         emit_rest(0, have)
         head = []
         if grouping:
@@ -1107,6 +1114,8 @@ class GenQuery:
         # number is checked once, after the loops)
         if sh.ask:
             lines.append(" return False")
+        elif grouping and self.raw:   # (a UNION branch: the groups, summed over the branches)
+            lines.append(" return G, (" + "".join(f"D{j}, " if d else "None, " for j, (_, _, d) in enumerate(sh.aggs)) + ")")
         elif grouping:
             lines += self._group_tail(ns)
         else:
@@ -1206,7 +1215,7 @@ class GenQuery:
                 cd = cells[v] = {}
             tables.append(cd)
         miss = []
-        opt = bool(self.sh.opts)   # OPTIONAL variables may be unbound (-1): an empty cell
+        opt = bool(self.sh.opts or self.sh.branches)   # OPTIONAL / UNION variables may be unbound (-1): an empty cell
         for j, cd in enumerate(tables):
             if cd is not None:
                 for r in rows:
