@@ -60,6 +60,7 @@ from itertools import chain
 from time import thread_time as _clock
 
 from engine.stream import tiny_gen as _tg
+from engine.stream.maint_opt import OptState, scope_of
 from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _index, _slot, _values
 from engine.stream.tiny_gen import code_of as _code_of
 from engine.stream.tiny_ops import Undecided, _num_item
@@ -201,6 +202,7 @@ class Maintained:
         self._gid = 0                    # groups with kept lists compiled (their functions' names)
         self._scs: list = []             # their lists per key (cleared with the state)
         self._extra: list = []
+        self.opt = OptState(self) if sh.opts else None   # OPTIONAL groups: per required solution (maint_opt)
         self._setup()
         self.deltas = self._compile([0] * ncls)
         if self.grouping:
@@ -210,7 +212,7 @@ class Maintained:
     def of(gen: GenQuery | None, windows: list, max_rows: int | None, json) -> Maintained | None:
         """A maintained state for ``gen``'s query when it qualifies: time windows, no OPTIONAL,
         a row budget not below the loops' own bound."""
-        if gen is None or gen.sh.opts or not windows:
+        if gen is None or not windows:
             return None
         if max_rows is not None and max_rows < MAX_WORK:
             return None
@@ -307,7 +309,7 @@ class Maintained:
             lines.append(" " * ind[0] + x)
 
         # (a UNION: the patterns, FILTERs and variables of i's branch only, tiny_union)
-        peers, pending, bvars = _branch_of(gen, i)
+        peers, pending, bvars = (scope_of if sh.opts else _branch_of)(gen, i)
         pending = list(pending)
 
         def place() -> None:
@@ -398,7 +400,9 @@ class Maintained:
             place()
         for fi in pending:   # (over variables outside the BGP: their sources read None)
             emit(f"if {gen._fcode[fi][1]} is not True: {'continue' if depth[0] else 'return'}")
-        if self.grouping:
+        if self.opt is not None:   # (the required solution, or the OPTIONAL group's shared values)
+            emit(self.opt.sink(i))
+        elif self.grouping:
             key = (_slot(sh.by[0]) if len(sh.by) == 1 else
                    "(" + "".join(f"{_slot(v)}, " for v in sh.by) + ")")
             emit(f"g = {key}")
@@ -597,6 +601,8 @@ class Maintained:
             d.clear()
         for sc in self._scs:
             sc.clear()
+        if self.opt is not None:
+            self.opt.reset()
         self.state = None
         self._body = None
         self._done.clear()
@@ -631,7 +637,9 @@ class Maintained:
         V = _values(d)
         work = 0
         ns["SCON"] = False   # (the stored part grows below: no list is kept from it)
-        if all(any(not sidx[gen.cls[j]][3] for j in _branch_of(gen, i)[0]) for i in range(len(gen.pats))):
+        solving = ([list(range(self.sh.n_required))] if self.sh.opts else
+                   [_branch_of(gen, i)[0] for i in range(len(gen.pats))])   # patterns every solution matches
+        if all(any(not sidx[gen.cls[j]][3] for j in ps) for ps in solving):
             # a pattern (of each UNION branch) the stored part does not match: it has no solution of its own
             for c in range(len(ids)):
                 pairs = sidx[c][3]
@@ -651,6 +659,8 @@ class Maintained:
                 for c in cls:
                     for fn in self.deltas.get(c, ()):
                         work += fn(s, p, o, 1, V) or 0
+                if self.opt is not None:
+                    self.opt.settle(V)
                 if work > BUILD_WORK or len(self.R) > MAX_ROWS:
                     self._reset()
                     return None
@@ -658,6 +668,8 @@ class Maintained:
             ns["SCON"] = True
         # the stored part's own rows: what the windows' leaving all at once goes back to
         self._base = (dict(self.R), [{g: dict(vals) for g, vals in d.items()} for d in self.D])
+        if self.opt is not None:
+            self.opt.keep_base()
         st = _State(ids, len(d) if gen._ids[3] else None, snap.sn, tuple(map(id, graphs)), len(self.windows))
         self.state = st
         return st
@@ -697,6 +709,8 @@ class Maintained:
                     for c in cls:
                         for fn in deltas.get(c, ()):
                             fn(s, p, o, 1, V)
+                    if self.opt is not None:
+                        self.opt.settle(V)
                     if len(self.R) > MAX_ROWS:
                         raise _Drop
             seq += 1
@@ -733,6 +747,8 @@ class Maintained:
                 x.pop(s, None)
                 if not x:
                     del w[2][o]
+        if self.opt is not None:   # (D without x now: the rows its OPTIONAL matches gave, computed again)
+            self.opt.settle(V)
 
     def _sync(self, st: _State, targets: list, V, limit: int) -> bool:
         """Move the windows of ``st`` to ``targets`` ((g0, g1) per window): the triples that
@@ -792,6 +808,8 @@ class Maintained:
         for d, b in zip(D, base_d, strict=True):
             d.clear()
             d.update({g: dict(vals) for g, vals in b.items()})
+        if self.opt is not None:
+            self.opt.restore_base()
         self._body = None
 
     def _current(self, snap, graphs: list) -> _State | None:
