@@ -44,7 +44,7 @@ def scope_of(gen, i: int) -> tuple[list, list, set]:
         pis = list(range(nreq))
         rv = _pvars(gen.pats, pis)
         return pis, [fi for fi, c in enumerate(gen._fcode) if c[0] <= rv], rv
-    for pis, _ in sh.opts:
+    for pis, *_ in list(sh.opts) + list(sh.antis):
         if i in pis:
             return list(pis), [], _pvars(gen.pats, pis)
     raise AssertionError(i)
@@ -60,7 +60,17 @@ class OptState:
         pats = gen.pats
         self.rvars = sorted(_pvars(pats, range(sh.n_required)))
         self.groups = []   # per group: (its patterns, shared variables, own variables)
-        for pis, _ in sh.opts:
+        self.kinds = []    # per group: "opt", or (tiny_anti) "not" / "exists" / "minus"
+        self.fcode = []    # per group: its FILTER's (vars, source, constants, prefix) or None
+        for g in range(len(sh.opts)):
+            self.kinds.append("opt")
+            oc = gen._ocode[g]
+            self.fcode.append(None if oc is None else (oc[0], oc[1], oc[2], f"O{g}_"))
+        for g, (_, _, kind) in enumerate(sh.antis):
+            self.kinds.append(kind)
+            ac = gen._acode[g]
+            self.fcode.append(None if ac is None else (ac[0], ac[1], ac[2], f"N{g}_"))
+        for pis, *_ in list(sh.opts) + list(sh.antis):
             gv = _pvars(pats, pis)
             self.groups.append((list(pis), sorted(gv & set(self.rvars)), sorted(gv - set(self.rvars))))
         self.pos = [[self.rvars.index(v) for v in shared] for _, shared, _ in self.groups]
@@ -96,10 +106,10 @@ class OptState:
                     " for _once in _ONCE1:"]
             src += [" " + x for x in body]
             pad = " " * (ind + 1)
-            oc = gen._ocode[g]
+            oc = self.fcode[g]
             if oc is not None:
                 for ci, v in enumerate(oc[2]):
-                    ns[f"O{g}_K{ci}"] = v
+                    ns[f"{oc[3]}K{ci}"] = v
                 src.append(f"{pad}if {oc[1]} is not True: continue")
             src.append(f"{pad}L.append(({''.join(_slot(v) + ', ' for v in own)}))")
             src.append(" return L")
@@ -111,6 +121,10 @@ class OptState:
         ind = 1
         for g, (_, _, own) in enumerate(self.groups):
             pad = " " * ind
+            if self.kinds[g] != "opt":   # (kept or not: one empty tuple or none)
+                src.append(f"{pad}for t{g} in LS[{g}]:")
+                ind += 1
+                continue
             src += [f"{pad}for t{g} in LS[{g}]:",
                     f"{pad} if t{g} is None:"]
             src += [f"{pad}  {_slot(v)} = -1" for v in own]
@@ -135,7 +149,11 @@ class OptState:
         lists = []
         for g, fn in enumerate(opts):
             got = fn(*[mu[k] for k in self.pos[g]], V)
-            lists.append(got or [None])
+            kind = self.kinds[g]
+            if kind == "opt":
+                lists.append(got or [None])
+            else:
+                lists.append(_KEEP if bool(got) == (kind == "exists") else _GONE)
         return tuple(rows_of(mu, lists, V))
 
     # -- the state ------------------------------------------------------------------
@@ -214,6 +232,10 @@ class OptState:
             d.clear()
             d.update({k: set(v) for k, v in b.items()})
         self.events.clear()
+
+
+_KEEP = [()]
+_GONE: list = []
 
 
 def _add(R: dict, rows) -> None:

@@ -202,7 +202,7 @@ class Maintained:
         self._gid = 0                    # groups with kept lists compiled (their functions' names)
         self._scs: list = []             # their lists per key (cleared with the state)
         self._extra: list = []
-        self.opt = OptState(self) if sh.opts else None   # OPTIONAL groups: per required solution (maint_opt)
+        self.opt = OptState(self) if sh.opts or sh.antis else None   # OPTIONAL groups: per required solution (maint_opt)
         self._setup()
         self.deltas = self._compile([0] * ncls)
         if self.grouping:
@@ -212,7 +212,7 @@ class Maintained:
     def of(gen: GenQuery | None, windows: list, max_rows: int | None, json) -> Maintained | None:
         """A maintained state for ``gen``'s query when it qualifies: time windows, no OPTIONAL,
         a row budget not below the loops' own bound."""
-        if gen is None or not windows:
+        if gen is None or not windows or (gen.sh.antis and gen.sh.by is not None):
             return None
         if max_rows is not None and max_rows < MAX_WORK:
             return None
@@ -309,7 +309,7 @@ class Maintained:
             lines.append(" " * ind[0] + x)
 
         # (a UNION: the patterns, FILTERs and variables of i's branch only, tiny_union)
-        peers, pending, bvars = (scope_of if sh.opts else _branch_of)(gen, i)
+        peers, pending, bvars = (scope_of if sh.opts or sh.antis else _branch_of)(gen, i)
         pending = list(pending)
 
         def place() -> None:
@@ -637,7 +637,7 @@ class Maintained:
         V = _values(d)
         work = 0
         ns["SCON"] = False   # (the stored part grows below: no list is kept from it)
-        solving = ([list(range(self.sh.n_required))] if self.sh.opts else
+        solving = ([list(range(self.sh.n_required))] if self.sh.opts or self.sh.antis else
                    [_branch_of(gen, i)[0] for i in range(len(gen.pats))])   # patterns every solution matches
         if all(any(not sidx[gen.cls[j]][3] for j in ps) for ps in solving):
             # a pattern (of each UNION branch) the stored part does not match: it has no solution of its own

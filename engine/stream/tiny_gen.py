@@ -424,6 +424,7 @@ class _Shape:
         self.n_required = 0               # the required BGP's patterns come first
         self.required_vars: set = set()
         self.branches: list | None = None  # UNION: per branch (patterns, FILTERs, variables) (tiny_union)
+        self.antis: list = []             # [NOT] EXISTS / MINUS groups: (pattern indices, FILTER, kind) (tiny_anti)
 
 
 def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
@@ -486,6 +487,10 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
         sh.filters = above
     if sh.ask and (sh.computed or sh.alias):
         return None
+    from engine.stream import tiny_anti as _anti  # (it builds on this module's shapes)
+    node, antis = _anti.split(sh, node)   # FILTER [NOT] EXISTS / MINUS over a BGP
+    if node is None:
+        return None
     # OPTIONAL { BGP [FILTER] } groups over the required BGP (LeftJoins, innermost first)
     opts = []
     while isinstance(node, A.LeftJoin):
@@ -522,6 +527,8 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
         sh.triples += [tp for trs, _ in opts for tp in trs]
     else:
         sh.n_required = len(sh.triples)
+    if antis and not _anti.attach(sh, antis, rvars, _expr_vars):
+        return None
     bvars = {t.name for tp in sh.triples for t in (tp.s, tp.o) if isinstance(t, A.Var)}
     sh.required_vars = rvars
     if sh.computed and (sh.by is not None or sh.distinct):
@@ -623,6 +630,11 @@ class GenQuery:
             if fast is not None and any(_as_float(v) is None for v in consts):
                 fast = None
             self._ocode.append((fv & bvars, src, consts, fast))
+        if self.sh.antis:   # (tiny_anti)
+            from engine.stream import tiny_anti as _anti
+            self._acode = _anti.codes(self, _expr_code, _expr_vars, _slot)
+            if self._acode is None:
+                return False
         self._ccode = {}
         for n, e in self.sh.computed.items():
             consts = []
@@ -891,6 +903,8 @@ class GenQuery:
         order = self._greedy(list(range(self.sh.n_required)), set(), size)
         for pis, _ in self.sh.opts:   # each OPTIONAL from the required part's variables
             order += self._greedy(list(pis), set(self.sh.required_vars), size)
+        for pis, _, _ in self.sh.antis:   # each [NOT] EXISTS / MINUS group too (tiny_anti)
+            order += self._greedy(list(pis), set(self.sh.required_vars), size)
         self._order = tuple(order)
         self._keep = self.REPLAN
         return self._order
@@ -1098,6 +1112,9 @@ class GenQuery:
 
         grouping = sh.by is not None
         all_vars = {x[1] for s, _, o in self.pats for x in (s, o) if x[0] == "v"}
+        if sh.antis:   # [NOT] EXISTS / MINUS groups: the row goes on or not (tiny_anti)
+            from engine.stream import tiny_anti as _anti
+            _anti.emit(self, order, emit, step, state, ns)
         emit_rest(0, have)
         head = []
         if grouping:
