@@ -5,7 +5,8 @@ C-SPARQL-style composite (wave 2k, helper U).
 
 Queries of the shapes :mod:`engine.stream.tiny_union` and :mod:`engine.stream.maint_opt` take
 (UNION of groups with and without a shared required part, DISTINCT and COUNT over a union,
-OPTIONAL with a FILTER inside and one over its unbound variable, two OPTIONAL groups), replayed
+OPTIONAL with a FILTER inside and one over its unbound variable, two OPTIONAL groups; FILTER NOT
+EXISTS and MINUS over a BGP, :mod:`engine.stream.tiny_anti`), replayed
 as ``python -m bench streams --workload lsbench-small`` replays its queries.
 """
 
@@ -71,6 +72,20 @@ WHERE {{
   ?post sioc:has_creator ?u .
   OPTIONAL {{ ?liker sib:like ?post }}
   OPTIONAL {{ ?post sib:hashtag ?tag }}
+}}""",
+    "N1": f"""SELECT ?post ?u
+FROM STREAM {_s("post")} [RANGE 10s STEP 1s]
+FROM STREAM {_s("postlike")} [RANGE 5s STEP 1s]
+WHERE {{
+  ?post sioc:has_creator ?u .
+  FILTER NOT EXISTS {{ ?liker sib:like ?post }}
+}}""",
+    "N2": f"""SELECT ?r ?u
+FROM STREAM {_s("gps")} [RANGE 5s STEP 1s]
+{G}
+WHERE {{
+  ?r sib:user ?u ; geo:lat ?lat .
+  MINUS {{ ?u foaf:age ?age FILTER(?age < 25) }}
 }}""",
 }
 

@@ -165,6 +165,7 @@ def test_union_shapes_taken_and_not():
         f"SELECT * WHERE {{ ?a {p[2]} ?x . {{ ?a {p[0]} ?b FILTER(?x > 1) }} UNION {{ ?a {p[1]} ?b }} }}",
         f"SELECT ?c (COUNT(*) AS ?n) WHERE {{ {{ ?a {p[0]} ?b }} UNION {{ ?a {p[1]} ?c }} }} GROUP BY ?c",
         f"SELECT * WHERE {{ {{ ?a {p[0]} ?b OPTIONAL {{ ?b {p[1]} ?c }} }} UNION {{ ?a {p[1]} ?b }} }}",
+        f"SELECT * WHERE {{ {{ ?a {p[0]} ?b }} UNION {{ ?a {p[1]} ?b }} FILTER NOT EXISTS {{ ?b {p[2]} ?c }} }}",
         "SELECT * WHERE { " + " UNION ".join([f"{{ ?a {p[k % 3]} ?b }}" for k in range(3)]) + " . "
         + " UNION ".join([f"{{ ?b {p[k % 3]} ?c }}" for k in range(3)]) + " }"]
     for q in taken + not_taken:

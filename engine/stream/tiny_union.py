@@ -151,7 +151,7 @@ def union_of(query: A.Query) -> UnionGen | None:
     shapes = []
     for b in bodies:
         sh = _tg._shape(_with_body(query, b), loose=True)
-        if sh is None or sh.opts:
+        if sh is None or sh.opts or sh.antis:   # (OPTIONAL / [NOT] EXISTS in a branch: not taken)
             return None
         shapes.append(sh)
     children = []
