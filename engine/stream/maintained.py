@@ -144,8 +144,9 @@ class _State:
 
 
 class Maintained:
-    """The maintained result of one query :class:`GenQuery` takes (no OPTIONAL), over time
-    windows."""
+    """The maintained result of one query :class:`GenQuery` takes, over time windows (OPTIONAL
+    and [NOT] EXISTS / MINUS groups: :mod:`.maint_opt`; a UNION: each branch's delta joins,
+    :mod:`.tiny_union`)."""
 
     #: instants of the ordinary path after a drop, doubling up to this
     BACKOFF_MAX = 256
@@ -210,8 +211,8 @@ class Maintained:
 
     @staticmethod
     def of(gen: GenQuery | None, windows: list, max_rows: int | None, json) -> Maintained | None:
-        """A maintained state for ``gen``'s query when it qualifies: time windows, no OPTIONAL,
-        a row budget not below the loops' own bound."""
+        """A maintained state for ``gen``'s query when it qualifies: time windows, no grouping
+        over [NOT] EXISTS / MINUS groups, a row budget not below the loops' own bound."""
         if gen is None or not windows or (gen.sh.antis and gen.sh.by is not None):
             return None
         if max_rows is not None and max_rows < MAX_WORK:

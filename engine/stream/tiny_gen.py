@@ -27,8 +27,9 @@ non-numeric terms, a decimal quotient -- hands the instant back); projections of
 aliases and arithmetic (ints and doubles written as the executor writes them); ASK; up to three
 OPTIONAL groups that each join the required BGP only (their own variables unbound, id -1, when
 none matches); GROUP BY plain variables with ``COUNT(*)``, ``COUNT(?v)``, ``COUNT(DISTINCT ?v)``;
-HAVING over the counts. Anything else (other forms and modes, dependent OPTIONALs, UNION,
-ORDER BY, LIMIT, more than :data:`MAX_ROWS` rows or :data:`MAX_WORK` loop steps) is not
+HAVING over the counts; ``FILTER [NOT] EXISTS`` / ``MINUS`` over a BGP (:mod:`.tiny_anti`); a
+UNION of BGP groups, one generated query per branch (:mod:`.tiny_union`). Anything else (other
+forms and modes, dependent OPTIONALs, ORDER BY, LIMIT, more than :data:`MAX_ROWS` rows or :data:`MAX_WORK` loop steps) is not
 generated or hands the instant back: the caller then takes the ordinary path
 (:meth:`engine.stream.continuous.InstantEvaluator.evaluate`), unchanged.
 """
