@@ -5,7 +5,7 @@ and like pyoxigraph.
 Random queries: a required BGP of one or two patterns, one or two groups of one or two patterns
 (shared and own variables, constants, absent constants, a group sharing nothing), FILTERs inside
 the group reading the required variables (EXISTS substitutes them), SELECT / DISTINCT / ASK /
-GROUP BY (generated only), over the random streams of :mod:`tests.test_stream_tiny_gen` and the
+GROUP BY with COUNT / COUNT(DISTINCT), over the random streams of :mod:`tests.test_stream_tiny_gen` and the
 replays of :mod:`tests.test_stream_maintained`.
 """
 
@@ -81,7 +81,10 @@ def anti_queries(draw, grouping: bool = True):
     if shape == "ask":
         return f"ASK WHERE {{ {body} }}"
     if shape == "group":
-        return f"SELECT ?a (COUNT(*) AS ?n) WHERE {{ {body} }} GROUP BY ?a"
+        agg = draw(st.sampled_from(["COUNT(*)", f"COUNT(DISTINCT ?{rv[-1]})", "COUNT(?a)"]))
+        if draw(st.booleans()):
+            return f"SELECT ({agg} AS ?n) WHERE {{ {body} }}"
+        return f"SELECT ?a ({agg} AS ?n) WHERE {{ {body} }} GROUP BY ?a"
     return f"SELECT {proj} WHERE {{ {body} }}"
 
 
@@ -125,7 +128,7 @@ def test_the_anti_property_test_took_the_generated_path():
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
-@given(q=anti_queries(grouping=False), pa=periods, pb=periods, two=st.booleans(),
+@given(q=anti_queries(), pa=periods, pb=periods, two=st.booleans(),
        rngs=st.sampled_from([(3000, 2000), (1000, 3000), (2000, 1000)]),
        ahead=st.lists(st.integers(0, 2), min_size=12, max_size=12),
        jumps=st.lists(st.sampled_from([1, 1, 1, 2, 3]), min_size=12, max_size=12))

@@ -78,6 +78,11 @@ class OptState:
         self.IDX = [{} for _ in self.groups]        # per group: shared values -> required solutions
         self.events: list = []                      # the delta joins' (group or -1, key, sign)
         self.base: tuple = ({}, [{} for _ in self.groups])
+        if sh.by is not None:   # the rows are (group, COUNT(DISTINCT) values): counted as the delta joins count
+            self.dj = [j for j, (_, _, d) in enumerate(sh.aggs) if d]
+            self._add, self._sub = self._add_grouped, self._sub_grouped
+        else:
+            self._add, self._sub = _add, _sub
         m.ns["_OPT"] = self.events
         self._fns = None
 
@@ -134,9 +139,15 @@ class OptState:
         for fv, fsrc, _, _ in gen._fcode:
             if not fv <= rv:
                 src.append(f"{pad}if {fsrc} is not True: continue")
-        cells = [f"_CK(_CV({gen._ccode[n][0]}))" if n in gen._ccode else _slot(sh.alias.get(n, n))
-                 for n in sh.names]
-        src.append(f"{pad}out.append((" + "".join(f"{c}, " for c in cells) + "))")
+        if sh.by is not None:   # (grouping: no OPTIONAL, so a kept solution is one; its group, its
+            # COUNT(DISTINCT) values)
+            key = "(" + "".join(f"{_slot(v)}, " for v in sh.by) + ")" if len(sh.by) != 1 else _slot(sh.by[0])
+            vals = "".join(f"{_slot(a) if a else 'None'}, " for _, a, d in sh.aggs if d)
+            src.append(f"{pad}out.append(({key}, ({vals})))")
+        else:
+            cells = [f"_CK(_CV({gen._ccode[n][0]}))" if n in gen._ccode else _slot(sh.alias.get(n, n))
+                     for n in sh.names]
+            src.append(f"{pad}out.append((" + "".join(f"{c}, " for c in cells) + "))")
         src.append(" return out")
         exec(_code_of("\n".join(src), "<maintained optional>"), ns)   # noqa: S102 -- our own source
         return [ns[f"opt{g}"] for g in range(len(self.groups))], ns["rows_of"]
@@ -190,7 +201,7 @@ class OptState:
                 s.discard(mu)
                 if not s:
                     del IDX[g][k]
-            _sub(R, rows)
+            self._sub(R, rows)
             changed = True
         for mu in dirty:
             if mu in removed:
@@ -198,8 +209,8 @@ class OptState:
             old = MU[mu]
             new = self._rows(mu, V)
             if new != old:
-                _sub(R, old)
-                _add(R, new)
+                self._sub(R, old)
+                self._add(R, new)
                 MU[mu] = new
                 changed = True
         for mu in added:
@@ -208,11 +219,37 @@ class OptState:
             rows = MU[mu] = self._rows(mu, V)
             for g, pos in enumerate(self.pos):
                 IDX[g].setdefault(tuple(mu[p] for p in pos), set()).add(mu)
-            _add(R, rows)
+            self._add(R, rows)
             changed = True
         if len(R) > MAX_ROWS:
             raise _Drop
         return changed
+
+    def _add_grouped(self, R: dict, rows) -> None:
+        D = self.m.D
+        for g, vals in rows:
+            R[g] = R.get(g, 0) + 1
+            for j, v in zip(self.dj, vals, strict=True):
+                dj = D[j].get(g)
+                if dj is None:
+                    dj = D[j][g] = {}
+                dj[v] = dj.get(v, 0) + 1
+
+    def _sub_grouped(self, R: dict, rows) -> None:
+        D = self.m.D
+        for g, vals in rows:
+            _sub(R, (g,))
+            for j, v in zip(self.dj, vals, strict=True):
+                dj = D[j].get(g)
+                n = -1 if dj is None else dj.get(v, 0) - 1
+                if n > 0:
+                    dj[v] = n
+                elif n == 0:
+                    del dj[v]
+                    if not dj:
+                        del D[j][g]
+                else:
+                    raise _Drop
 
     def reset(self) -> None:
         self.MU.clear()

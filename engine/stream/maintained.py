@@ -211,9 +211,9 @@ class Maintained:
 
     @staticmethod
     def of(gen: GenQuery | None, windows: list, max_rows: int | None, json) -> Maintained | None:
-        """A maintained state for ``gen``'s query when it qualifies: time windows, no grouping
-        over [NOT] EXISTS / MINUS groups, a row budget not below the loops' own bound."""
-        if gen is None or not windows or (gen.sh.antis and gen.sh.by is not None):
+        """A maintained state for ``gen``'s query when it qualifies: time windows, a row budget
+        not below the loops' own bound."""
+        if gen is None or not windows:
             return None
         if max_rows is not None and max_rows < MAX_WORK:
             return None
