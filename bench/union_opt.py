@@ -104,6 +104,8 @@ def main(argv=None) -> None:
     for p in a.peers.split(","):
         if p == "jindou":
             runs[p] = bs.run_jindou(wl, True)
+        elif p == "jindou-unmaintained":
+            runs[p] = bs.run_jindou(wl, True, maintained=False, label=p)
         elif p == "csparql-composite":
             runs[p] = bs.run_composite(wl, bs._log, a.timing)
     s = bs.summarize(wl, runs)
