@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from engine.sparql.csparql import parse_continuous
 from engine.stream import maintained, tiny_gen
 from engine.stream.transient import TransientStore
+from tests.test_stream_maint_opt import optional_queries
 from tests.test_stream_maintained import _pair, _replay, periods
 from tests.test_stream_tiny_gen import (
     EX,
@@ -200,3 +201,20 @@ def test_not_exists_generated_and_maintained_paths_are_taken(db):
     assert got == [1, 0, 0, 0, 1, 1]
     assert tiny_gen.taken_total() - g0 >= 6
     assert maintained.answered_total() - a0 >= 3
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(q=st.one_of(anti_queries(), optional_queries()), pa=periods, pb=periods, two=st.booleans(),
+       rngs=st.sampled_from([(3000, 2000), (1000, 3000), (2000, 1000)]),
+       ahead=st.lists(st.integers(0, 2), min_size=12, max_size=12),
+       jumps=st.lists(st.sampled_from([1, 1, 1, 2, 3]), min_size=12, max_size=12))
+def test_maintained_groups_with_kept_stored_groups(db, q, pa, pb, two, rngs, ahead, jumps):
+    """[NOT] EXISTS / MINUS and OPTIONAL states with every stored group of the required part
+    joined through its kept list (forced, as tests.test_stream_maintained does)."""
+    was = maintained.Maintained.CACHE_MIN, maintained.Maintained.CACHE_PATTERNS
+    maintained.Maintained.CACHE_MIN, maintained.Maintained.CACHE_PATTERNS = 0, 1
+    try:
+        _replay(db, q, pa, pb, two, rngs, ahead, jumps)
+    finally:
+        maintained.Maintained.CACHE_MIN, maintained.Maintained.CACHE_PATTERNS = was

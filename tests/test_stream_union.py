@@ -208,3 +208,20 @@ def test_union_generated_and_maintained_paths_are_taken(db):
         off.prepare(t + 1000)
     assert tiny_union.union_taken_total() - g0 >= 5
     assert maintained.answered_total() - a0 >= 3
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(q=union_queries(), pa=periods, pb=periods, two=st.booleans(),
+       rngs=st.sampled_from([(3000, 2000), (1000, 3000), (2000, 1000)]),
+       ahead=st.lists(st.integers(0, 2), min_size=12, max_size=12),
+       jumps=st.lists(st.sampled_from([1, 1, 1, 2, 3]), min_size=12, max_size=12))
+def test_maintained_union_with_kept_stored_groups(db, q, pa, pb, two, rngs, ahead, jumps):
+    """The same with every stored group of a branch joined through its kept list (as
+    tests.test_stream_maintained forces them: the test's stored graph is small)."""
+    was = maintained.Maintained.CACHE_MIN, maintained.Maintained.CACHE_PATTERNS
+    maintained.Maintained.CACHE_MIN, maintained.Maintained.CACHE_PATTERNS = 0, 1
+    try:
+        _replay(db, q, pa, pb, two, rngs, ahead, jumps)
+    finally:
+        maintained.Maintained.CACHE_MIN, maintained.Maintained.CACHE_PATTERNS = was
