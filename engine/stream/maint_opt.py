@@ -136,17 +136,28 @@ class OptState:
             src += [f"{pad} else:", f"{pad}  {''.join(_slot(v) + ', ' for v in own)}= t{g}"]
             ind += 1
         pad = " " * ind
-        for fv, fsrc, _, _ in gen._fcode:
+        lines_of = getattr(gen, "filter_lines", None)   # (a FILTER with a term-wise fallback, if any)
+        for fi, (fv, fsrc, _, _) in enumerate(gen._fcode):
             if not fv <= rv:
-                src.append(f"{pad}if {fsrc} is not True: continue")
+                src += [pad + x for x in (lines_of(fi, "continue") if lines_of else
+                                          [f"if {fsrc} is not True: continue"])]
         if sh.by is not None:   # (grouping: no OPTIONAL, so a kept solution is one; its group, its
             # COUNT(DISTINCT) values)
             key = "(" + "".join(f"{_slot(v)}, " for v in sh.by) + ")" if len(sh.by) != 1 else _slot(sh.by[0])
             vals = "".join(f"{_slot(a) if a else 'None'}, " for _, a, d in sh.aggs if d)
             src.append(f"{pad}out.append(({key}, ({vals})))")
         else:
-            cells = [f"_CK(_CV({gen._ccode[n][0]}))" if n in gen._ccode else _slot(sh.alias.get(n, n))
-                     for n in sh.names]
+            cells = []
+            cell_of = getattr(gen, "computed_lines", None)   # (a computed cell with a fallback, if any)
+            for n in sh.names:
+                if n not in gen._ccode:
+                    cells.append(_slot(sh.alias.get(n, n)))
+                elif cell_of is None:
+                    cells.append(f"_CK(_CV({gen._ccode[n][0]}))")
+                else:
+                    pre, cell = cell_of(n, "_CK(_CV({}))")
+                    src += [pad + x for x in pre]
+                    cells.append(cell)
             src.append(f"{pad}out.append((" + "".join(f"{c}, " for c in cells) + "))")
         src.append(" return out")
         exec(_code_of("\n".join(src), "<maintained optional>"), ns)   # noqa: S102 -- our own source

@@ -151,8 +151,8 @@ def union_of(query: A.Query) -> UnionGen | None:
     shapes = []
     for b in bodies:
         sh = _tg._shape(_with_body(query, b), loose=True)
-        if sh is None or sh.opts or sh.antis:   # (OPTIONAL / [NOT] EXISTS in a branch: not taken)
-            return None
+        if sh is None or sh.opts or sh.antis or getattr(sh, "agg_kinds", None):
+            return None   # (OPTIONAL / [NOT] EXISTS in a branch, aggregates beyond COUNT: not taken)
         shapes.append(sh)
     children = []
     for sh in shapes:
@@ -218,6 +218,8 @@ class UnionGen(_tg.GenQuery):
         finally:
             sh.filters = filters
         fcode = []
+        # (a FILTER decided over terms where the numeric source does not, if the base has them)
+        term_source = getattr(self, "_term_source", None)
         for _, fis, bvars in sh.branches:
             for fi in fis:
                 e = filters[fi]
@@ -225,12 +227,19 @@ class UnionGen(_tg.GenQuery):
                 prefix = f"F{fi}_"
                 src = _tg._expr_code(e, True, lambda n, b=bvars: f"V[{_tg._slot(n)}]" if n in b else "None",
                                      consts, prefix)
-                if src is None:
-                    return False
                 fv = _tg._expr_vars(e)
-                fast = _tg._fast_code(e, prefix, iter(range(len(consts))), consts) if fv <= bvars else None
-                if fast is not None and any(_tg._as_float(v) is None for v in consts):
-                    fast = None
+                fast = None
+                if src is not None:
+                    fast = _tg._fast_code(e, prefix, iter(range(len(consts))), consts) if fv <= bvars else None
+                    if fast is not None and any(_tg._as_float(v) is None for v in consts):
+                        fast = None
+                alt = term_source(e, True, consts, prefix, bvars) if term_source is not None else None
+                if src is None:
+                    if alt is None:
+                        return False
+                    src, alt = alt, None
+                if alt is not None:
+                    self._falt[fi] = alt
                 fcode.append((fv & bvars, src, consts, fast))
         self._fcode = fcode
         return True
