@@ -119,8 +119,11 @@ def codes(gen, expr_code, expr_vars, slot) -> list | None:
             continue
         consts: list = []
         src = expr_code(e, True, lambda n: f"V[{slot(n)}]" if n in bvars else "None", consts, f"N{g}_")
-        if src is None:
-            return None
+        if src is None:   # (a FILTER decided over terms, if the base has them)
+            ts = getattr(gen, "_term_source", None)
+            src = ts(e, True, consts, f"N{g}_", bvars) if ts is not None else None
+            if src is None:
+                return None
         out.append((expr_vars(e) & bvars, src, consts))
     return out
 
