@@ -80,12 +80,21 @@ _BUDGET_EVERY = 512  # loop iterations between deadline checks (a check costs ~0
 
 def eval_expr(expr, columns: dict[str, np.ndarray], n: int, ctx) -> np.ndarray:
     """Ids (int64) of ``expr`` evaluated for each of the n solutions; -1 where
-    the expression raises an error."""
+    the expression raises an error. A few rows: row by row (engine/exec/rowwise.py)."""
+    if n <= _rowwise.SMALL_ROWS:
+        got = _rowwise.ids_rows(expr, columns, n, ctx)
+        if got is not None:
+            return got
     return _Evaluator(columns, n, ctx).ids(expr)
 
 
 def eval_filter(expr, columns: dict[str, np.ndarray], n: int, ctx) -> np.ndarray:
-    """Effective boolean value of ``expr`` per solution; errors are False."""
+    """Effective boolean value of ``expr`` per solution; errors are False. A few rows:
+    row by row (engine/exec/rowwise.py)."""
+    if n <= _rowwise.SMALL_ROWS:
+        got = _rowwise.filter_rows(expr, columns, n, ctx)
+        if got is not None:
+            return got
     val, err = _Evaluator(columns, n, ctx).bools(expr)
     return val & ~err
 
@@ -2930,3 +2939,7 @@ _CLASS_ESC = {
     "c": lambda: _NAME_CHAR,
 }
 _CLASS_ESC.update({k.upper(): v for k, v in list(_CLASS_ESC.items())})
+
+
+# the row-by-row evaluation of a few rows reads this module's scalar evaluator (imported last)
+from engine.exec import rowwise as _rowwise  # noqa: E402
