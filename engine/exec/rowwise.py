@@ -37,7 +37,7 @@ from engine.exec.values import ExprError
 from engine.sparql.algebra import Call, FunctionCall
 from engine.terms import from_key, to_key
 
-__all__ = ["SMALL_ROWS", "filter_rows", "ids_rows", "stats"]
+__all__ = ["SMALL_ROWS", "decode", "filter_rows", "ids_rows", "stats"]
 
 #: rows up to which an expression is evaluated row by row (measured: at 64 rows of one
 #: to three variables the row-wise evaluation is still 2-10x below the vectorized one's
@@ -81,7 +81,7 @@ def _plan(expr):
     return plan
 
 
-def _terms(ids: set, ctx) -> dict:
+def decode(ids: set, ctx) -> dict:
     """Decoded terms of the bound ids (one ``ctx.keys`` call; terms cached by key)."""
     if not ids:
         return {}
@@ -129,7 +129,7 @@ def _rows(expr, columns: dict, n: int, ctx):
     for c in cols:
         seen.update(c)
     seen.discard(UNBOUND)
-    terms = _terms(seen, ctx)
+    terms = decode(seen, ctx)
     return names, rows, terms, _Scalar(ctx, exists_names), extra
 
 
