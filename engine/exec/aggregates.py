@@ -43,6 +43,8 @@ from engine.exec import rowwise as _rowwise
 from engine.exec import values as V
 from engine.exec.bindings import distinct_inverse, distinct_values
 from engine.exec.functions import _unique_ranks
+from engine.exec.numbers import DBL_SFX as _DBL_SFX
+from engine.exec.numbers import INT_SFX as _INT_SFX
 from engine.exec.numbers import LAZY_BASE as _LAZY_BASE
 from engine.terms import XSD_DOUBLE, XSD_INTEGER, Literal, from_key, literal_key
 
@@ -660,7 +662,6 @@ def _small_sum_avg(is_avg: bool, il: list, g: list, n_groups: int, vals: dict, c
     """_sum_avg's results over a few rows: integer groups summed exactly, double groups
     (integers and doubles) in float64 over their distinct values in (value, id) order
     weighted by their rows, as the column-wise bincount adds them."""
-    out = [UNBOUND] * n_groups
     counts = [0] * n_groups
     bound = [0] * n_groups
     bad = [False] * n_groups
@@ -678,38 +679,43 @@ def _small_sum_avg(is_avg: bool, il: list, g: list, n_groups: int, vals: dict, c
             continue
         rank[k] = max(rank[k], r)
         members[k][i] = members[k].get(i, 0) + 1
-    zero = None
-    int_groups, int_sums, dbl_groups, dbl_vals = [], [], [], []
+    # every result key at once, one intern: integer sums and doubles in their canonical
+    # forms (as QueryContext.intern_numbers writes a few values), integer averages as the
+    # decimal quotients _sum_avg writes
+    keys: list = []
+    where: list = []
+    int_groups, int_sums = [], []
     for k in range(n_groups):
         if (bound[k] if is_avg else counts[k]) == 0:
-            if zero is None:
-                zero = int(ctx.intern([_ZERO_KEY])[0])
-            out[k] = zero
+            keys.append(_ZERO_KEY)
+            where.append(k)
             continue
         if bad[k]:
             continue
         m = members[k]
         if rank[k] == V.INTEGER:
-            int_groups.append(k)
-            int_sums.append(sum(vals[i][1] * c for i, c in m.items()))
-        else:
-            total = 0.0
-            for i in sorted(m, key=lambda i: (float(vals[i][1]), i)):
-                total += float(vals[i][1]) * m[i]
-            dbl_groups.append(k)
-            dbl_vals.append(total / counts[k] if is_avg else total)
-    res = np.asarray(out, dtype=np.int64)
+            total = sum(vals[i][1] * c for i, c in m.items())  # (|value| < 2^53, <= 64 rows)
+            if is_avg:
+                int_groups.append(k)
+                int_sums.append(total)
+            else:
+                keys.append(f'"{total}"{_INT_SFX}')
+                where.append(k)
+            continue
+        total = 0.0
+        for i in sorted(m, key=lambda i: (float(vals[i][1]), i)):
+            total += float(vals[i][1]) * m[i]
+        keys.append('"' + V.format_double(total / counts[k] if is_avg else total) + '"' + _DBL_SFX)
+        where.append(k)
     if int_groups:
-        sums = np.asarray(int_sums, dtype=np.int64)  # (|value| < 2^53, <= 64 rows: no overflow)
-        ig = np.asarray(int_groups, dtype=np.int64)
-        if not is_avg:
-            res[ig] = _intern_numbers(ctx, sums, 0)
-        else:  # the decimal quotients as _sum_avg writes them
-            lex = V.decimal_quotients(sums, np.asarray([counts[k] for k in int_groups], dtype=np.int64))
-            dec = '"^^<' + V.RANK_DATATYPE[V.DECIMAL] + ">"
-            res[ig] = np.asarray(ctx.intern(['"' + x + dec for x in lex.to_pylist()]), dtype=np.int64)
-    if dbl_groups:
-        res[np.asarray(dbl_groups, dtype=np.int64)] = _intern_numbers(ctx, np.asarray(dbl_vals, dtype=np.float64), 2)
+        lex = V.decimal_quotients(np.asarray(int_sums, dtype=np.int64),
+                                  np.asarray([counts[k] for k in int_groups], dtype=np.int64))
+        dec = '"^^<' + V.RANK_DATATYPE[V.DECIMAL] + ">"
+        keys.extend('"' + x + dec for x in lex.to_pylist())
+        where.extend(int_groups)
+    res = np.full(n_groups, UNBOUND, dtype=np.int64)
+    if keys:
+        res[np.asarray(where, dtype=np.int64)] = np.asarray(ctx.intern(keys), dtype=np.int64)
     return res
 
 
