@@ -16,16 +16,27 @@ whose per-row value is not a function of the row -- RAND / BNODE / UUID / STRUUI
 values, numbered labels) -- or that call an extension with a column form. EXISTS is
 evaluated once for the whole table by the vectorized path (one ``ctx.exists`` call) and read
 per row.
+
+Per-term cache: the value of a context-free expression (no EXISTS, NOW, IRI/URI (the base),
+extension functions, nor the nondeterministic ones) is a function of the terms it reads, and a
+store id always names the same term (the dictionary is append-only), so results are kept per
+(dictionary, expression text, row of store ids) across calls: a sliding window's rows come back
+at every instant (RANGE 10s STEP 1s: each row is seen ten times) and are then a dict look-up,
+with no decoding.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
 
 from engine.exec import values as V
-from engine.exec.context import StringMeter
+from engine.exec.context import LOCAL_BASE, StringMeter
 from engine.exec.functions import (
     _NONDETERMINISTIC,
+    EXTENSION_FUNCTIONS,
     VECTOR_EXTENSIONS,
     _Evaluator,
     _exists_of,
@@ -34,18 +45,18 @@ from engine.exec.functions import (
     vars_of,
 )
 from engine.exec.values import ExprError
-from engine.sparql.algebra import Call, FunctionCall
+from engine.sparql.algebra import Call, Exists, FunctionCall
 from engine.terms import from_key, to_key
 
 __all__ = ["SMALL_ROWS", "decode", "filter_rows", "ids_rows", "stats"]
 
-#: rows up to which an expression is evaluated row by row (measured: at 64 rows of one
-#: to three variables the row-wise evaluation is still 2-10x below the vectorized one's
-#: fixed cost; see docs/BENCHMARKS.md "Expressions over a few rows, wave 2k (helper O)")
+#: rows up to which an expression is evaluated row by row (measured with
+#: ``python -m bench.rowwise_probe``: see docs/BENCHMARKS.md "Expressions and aggregates over
+#: a few rows, wave 2k (helper O)")
 SMALL_ROWS = 64
 
-#: how often each path answered (tests read it to see the small path taken)
-stats = {"rows": 0, "vector": 0}
+#: how often each path answered, and the rows answered from the cache (tests read it)
+stats = {"rows": 0, "vector": 0, "memo": 0}
 
 UNBOUND = -1
 
@@ -54,10 +65,19 @@ UNBOUND = -1
 _TERMS: dict[str, object] = {}
 _TERMS_MAX = 65_536
 
-# per expression (by identity, kept alive next to its entry): (variables, EXISTS nodes) or
-# None when the expression is left to the vectorized path
+# per expression (by identity, kept alive next to its entry): (variables, EXISTS nodes, cache
+# key or None) or None when the expression is left to the vectorized path
 _PLANS: dict[int, tuple] = {}
 _PLANS_MAX = 4096
+#: operators whose value depends on more than their arguments' terms
+_CONTEXTUAL = _NONDETERMINISTIC | {"NOW", "IRI", "URI"}
+
+# per store dictionary: {(expression number, kind, row of ids): EBV or result key (None: error)}
+_MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_MEMO_MAX = 200_000
+_MEMO_KEY_CHARS = 512  # longer computed keys are not kept
+_MEMO_LOCK = threading.Lock()
+_EXPR_NUMBERS: dict[str, int] = {}  # expression text -> number (the cache's key)
 
 
 def _plan(expr):
@@ -66,6 +86,7 @@ def _plan(expr):
         return ent[1]
     plan = None
     ok = True
+    pure = True
     for e in _walk(expr):
         if isinstance(e, Call) and e.op in _NONDETERMINISTIC:
             ok = False
@@ -73,12 +94,41 @@ def _plan(expr):
         if isinstance(e, FunctionCall) and e.iri in VECTOR_EXTENSIONS:
             ok = False
             break
+        if (isinstance(e, Exists) or (isinstance(e, Call) and e.op in _CONTEXTUAL)
+                or (isinstance(e, FunctionCall) and e.iri in EXTENSION_FUNCTIONS)):
+            pure = False
     if ok:
-        plan = (vars_of(expr), list(dict.fromkeys(_exists_of(expr))))
+        number = None
+        if pure:
+            text = repr(expr)
+            number = _EXPR_NUMBERS.get(text)
+            if number is None:
+                if len(_EXPR_NUMBERS) >= _PLANS_MAX * 4:
+                    with _MEMO_LOCK:
+                        _EXPR_NUMBERS.clear()
+                        _MEMO.clear()  # (numbers are reused after this)
+                number = _EXPR_NUMBERS[text] = len(_EXPR_NUMBERS)
+        plan = (vars_of(expr), list(dict.fromkeys(_exists_of(expr))), number)
     if len(_PLANS) >= _PLANS_MAX:
         _PLANS.clear()
     _PLANS[id(expr)] = (expr, plan)
     return plan
+
+
+def _memo_of(ctx) -> dict | None:
+    d = getattr(ctx, "dictionary", None)
+    if d is None:
+        return None
+    try:
+        m = _MEMO.get(d)
+        if m is None:
+            with _MEMO_LOCK:
+                m = _MEMO.setdefault(d, {})
+    except TypeError:  # (a dictionary that cannot be weakly referenced: no cache)
+        return None
+    if len(m) >= _MEMO_MAX:
+        m.clear()
+    return m
 
 
 def decode(ids: set, ctx) -> dict:
@@ -101,87 +151,135 @@ def decode(ids: set, ctx) -> dict:
     return out
 
 
-def _rows(expr, columns: dict, n: int, ctx):
-    """(names, row tuples of ids, terms by id, scalar evaluator) for ``expr`` over the
-    table, or None when it is left to the vectorized path."""
-    if n > SMALL_ROWS:
-        return None
-    plan = _plan(expr)
-    if plan is None:
-        return None
-    names, exists = plan
-    cols = []
-    for nm in names:
-        c = columns.get(nm)
-        cols.append([UNBOUND] * n if c is None else np.asarray(c).tolist())
-    exists_names: dict = {}
-    extra: dict = {}
-    if exists:
-        ev = _Evaluator(columns, n, ctx)
-        for k, ex in enumerate(exists):
-            pseudo = f"\x00exists{k}"
-            val, err = ev.bools(ex)
-            exists_names[ex] = pseudo
-            extra[pseudo] = [None if e else (V.TRUE if v else V.FALSE)
-                             for v, e in zip(val.tolist(), err.tolist(), strict=True)]
-    rows = list(zip(*cols, strict=True)) if cols else [()] * n
-    seen = set()
-    for c in cols:
-        seen.update(c)
-    seen.discard(UNBOUND)
-    terms = decode(seen, ctx)
-    return names, rows, terms, _Scalar(ctx, exists_names), extra
+class _Rows:
+    """The table's rows of the ids ``expr`` reads, the results the cache holds, and the
+    scalar evaluation of the others."""
+
+    __slots__ = ("names", "rows", "extra", "scalar", "memo", "number", "terms")
+
+    def __init__(self, expr, plan, columns: dict, n: int, ctx):
+        names, exists, number = plan
+        self.names = names
+        cols = []
+        for nm in names:
+            c = columns.get(nm)
+            cols.append([UNBOUND] * n if c is None else np.asarray(c).tolist())
+        exists_names: dict = {}
+        self.extra: dict = {}
+        if exists:
+            ev = _Evaluator(columns, n, ctx)
+            for k, ex in enumerate(exists):
+                pseudo = f"\x00exists{k}"
+                val, err = ev.bools(ex)
+                exists_names[ex] = pseudo
+                self.extra[pseudo] = [None if e else (V.TRUE if v else V.FALSE)
+                                      for v, e in zip(val.tolist(), err.tolist(), strict=True)]
+        self.rows = list(zip(*cols, strict=True)) if cols else [()] * n
+        self.scalar = _Scalar(ctx, exists_names)
+        self.memo = _memo_of(ctx) if number is not None else None
+        self.number = number
+        self.terms: dict = {}
+
+    def decode_rows(self, todo: list[int], ctx) -> None:
+        seen = set()
+        rows = self.rows
+        for r in todo:
+            seen.update(rows[r])
+        seen.discard(UNBOUND)
+        self.terms = decode(seen, ctx)
+
+    def env(self, r: int) -> dict:
+        get = self.terms.get
+        env = {nm: get(i) for nm, i in zip(self.names, self.rows[r], strict=True)}
+        for nm, vals in self.extra.items():
+            env[nm] = vals[r]
+        return env
+
+
+def _cacheable(row: tuple) -> bool:
+    """A row of store ids (or unbound): the same terms whenever it comes back."""
+    for i in row:
+        if i >= LOCAL_BASE:
+            return False
+    return True
 
 
 def filter_rows(expr, columns: dict, n: int, ctx) -> np.ndarray | None:
     """Effective boolean value of ``expr`` per row (errors: False), row by row; None: left
     to the vectorized path (see the module docstring)."""
-    got = _rows(expr, columns, n, ctx)
-    if got is None:
+    plan = _plan(expr) if n <= SMALL_ROWS else None
+    if plan is None:
         stats["vector"] += 1
         return None
     stats["rows"] += 1
-    names, rows, terms, scalar, extra = got
-    out = np.zeros(n, dtype=bool)
-    memo: dict = {}
-    get = terms.get
-    for r, row in enumerate(rows):
-        b = None if extra else memo.get(row)
-        if b is None:
-            env = {nm: get(i) for nm, i in zip(names, row, strict=True)}
-            for nm, vals in extra.items():
-                env[nm] = vals[r]
-            try:
-                b = scalar.ebv(expr, env)
-            except ExprError:
-                b = False
-            memo[row] = b
-        out[r] = b
-    return out
+    t = _Rows(expr, plan, columns, n, ctx)
+    out = [False] * n
+    memo, number = t.memo, t.number
+    local: dict = {}
+    todo = []
+    for r, row in enumerate(t.rows):
+        if memo is not None:
+            b = memo.get((number, True, row))
+            if b is not None:
+                out[r] = b
+                continue
+        todo.append(r)
+    stats["memo"] += n - len(todo)
+    if todo:
+        t.decode_rows(todo, ctx)
+        scalar = t.scalar
+        for r in todo:
+            row = t.rows[r]
+            b = None if t.extra else local.get(row)
+            if b is None:
+                try:
+                    b = scalar.ebv(expr, t.env(r))
+                except ExprError:
+                    b = False
+                local[row] = b
+                if memo is not None and _cacheable(row):
+                    memo[(number, True, row)] = b
+            out[r] = b
+    return np.asarray(out, dtype=bool)
+
+
+_MISS = object()
 
 
 def ids_rows(expr, columns: dict, n: int, ctx) -> np.ndarray | None:
     """Ids of ``expr``'s value per row (UNBOUND on error), row by row; None: left to the
     vectorized path."""
-    got = _rows(expr, columns, n, ctx)
-    if got is None:
+    plan = _plan(expr) if n <= SMALL_ROWS else None
+    if plan is None:
         stats["vector"] += 1
         return None
     stats["rows"] += 1
-    names, rows, terms, scalar, extra = got
-    memo: dict = {}
-    keys: list = []
-    meter = StringMeter()  # the memory budget sees the strings as they are built
-    get = terms.get
-    for r, row in enumerate(rows):
-        if extra or row not in memo:
-            env = {nm: get(i) for nm, i in zip(names, row, strict=True)}
-            for nm, vals in extra.items():
-                env[nm] = vals[r]
-            try:
-                k = meter.add(to_key(scalar.eval(expr, env)))
-            except ExprError:
-                k = None
-            memo[row] = k
-        keys.append(memo[row])
+    t = _Rows(expr, plan, columns, n, ctx)
+    keys: list = [None] * n
+    memo, number = t.memo, t.number
+    todo = []
+    for r, row in enumerate(t.rows):
+        if memo is not None:
+            k = memo.get((number, False, row), _MISS)
+            if k is not _MISS:
+                keys[r] = k
+                continue
+        todo.append(r)
+    stats["memo"] += n - len(todo)
+    if todo:
+        t.decode_rows(todo, ctx)
+        scalar = t.scalar
+        meter = StringMeter()  # the memory budget sees the strings as they are built
+        local: dict = {}
+        for r in todo:
+            row = t.rows[r]
+            if t.extra or row not in local:
+                try:
+                    k = meter.add(to_key(scalar.eval(expr, t.env(r))))
+                except ExprError:
+                    k = None
+                local[row] = k
+                if memo is not None and (k is None or len(k) <= _MEMO_KEY_CHARS) and _cacheable(row):
+                    memo[(number, False, row)] = k
+            keys[r] = local[row]
     return np.asarray(ctx.intern(keys), dtype=np.int64)
