@@ -265,3 +265,46 @@ def test_against_pyoxigraph(q):
                      key=repr)
         assert got == want
         assert rowwise.stats["rows"] + AG.small_stats["small"] > before  # the small paths answered
+
+
+# ---------------------------------------------------------------- keys the store lacks
+
+
+def _lookups(d):
+    """Counts the dictionary's look-ups (one key or a batch)."""
+    calls = []
+    one, many = d.lookup, d.lookup_many
+    d.lookup = lambda k: calls.append(k) or one(k)
+    d.lookup_many = lambda ks: calls.extend(ks) or many(ks)
+    return calls, (one, many)
+
+
+@pytest.mark.parametrize("k", [1, 6])  # one key at a time, and a batch
+def test_absent_keys_remembered_until_the_store_holds_them(k):
+    from engine.database import Database  # noqa: PLC0415
+    from engine.exec.context import LOCAL_BASE  # noqa: PLC0415
+    from engine.exec.evaluate import QueryContext  # noqa: PLC0415
+
+    db = Database()
+    db.load_data('<http://ex.org/s> <http://ex.org/p> "1"^^<http://www.w3.org/2001/XMLSchema#integer> .\n',
+                 "application/n-triples")
+    keys = [literal_key(str(90_000 + j), XSD + "integer") for j in range(k)]
+    ctx = QueryContext(db.store.snapshot())
+    assert all(i >= LOCAL_BASE for i in ctx.intern(keys).tolist())  # computed: query-local
+    d = db.store.snapshot().dictionary
+    calls, saved = _lookups(d)
+    try:
+        ctx = QueryContext(db.store.snapshot())
+        assert all(i >= LOCAL_BASE for i in ctx.intern(keys).tolist())
+        assert calls == []  # known absent: no look-up
+        # the store now holds them (appended since): the next query finds their store ids
+        db.load_data("".join(f"<http://ex.org/s> <http://ex.org/q> {x} .\n" for x in keys), "application/n-triples")
+        snap = db.store.snapshot()
+        ctx = QueryContext(snap)
+        got = ctx.intern(keys).tolist()
+        assert got == [snap.dictionary.lookup(x) for x in keys] and all(0 <= i < LOCAL_BASE for i in got)
+    finally:
+        d.lookup, d.lookup_many = saved
+    # and a query joining a computed value with the stored one agrees
+    res = db.query("SELECT ?s WHERE { ?s <http://ex.org/p> ?o BIND(?o + 89999 AS ?v) ?s <http://ex.org/q> ?v }")
+    assert len(res) == 1
