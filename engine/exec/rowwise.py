@@ -27,6 +27,7 @@ with no decoding.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 
@@ -74,10 +75,12 @@ _CONTEXTUAL = _NONDETERMINISTIC | {"NOW", "IRI", "URI"}
 
 # per store dictionary: {(expression number, kind, row of ids): EBV or result key (None: error)}
 _MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_MEMO_MAX = 200_000
-_MEMO_KEY_CHARS = 512  # longer computed keys are not kept
+_MEMO_MAX = 65_536  # entries per dictionary (~150 bytes each)
+_MEMO_KEY_CHARS = 128  # longer computed keys are not kept
+_MEMO_EXPR_CHARS = 2048  # nor the rows of longer expressions (their texts are the key)
 _MEMO_LOCK = threading.Lock()
 _EXPR_NUMBERS: dict[str, int] = {}  # expression text -> number (the cache's key)
+_NUMBERING = itertools.count()
 
 
 def _plan(expr):
@@ -99,15 +102,13 @@ def _plan(expr):
             pure = False
     if ok:
         number = None
-        if pure:
-            text = repr(expr)
+        text = repr(expr) if pure else ""
+        if pure and len(text) <= _MEMO_EXPR_CHARS:
             number = _EXPR_NUMBERS.get(text)
             if number is None:
                 if len(_EXPR_NUMBERS) >= _PLANS_MAX * 4:
-                    with _MEMO_LOCK:
-                        _EXPR_NUMBERS.clear()
-                        _MEMO.clear()  # (numbers are reused after this)
-                number = _EXPR_NUMBERS[text] = len(_EXPR_NUMBERS)
+                    _EXPR_NUMBERS.clear()  # (numbers are never reused: a plan keeps its own)
+                number = _EXPR_NUMBERS[text] = next(_NUMBERING)
         plan = (vars_of(expr), list(dict.fromkeys(_exists_of(expr))), number)
     if len(_PLANS) >= _PLANS_MAX:
         _PLANS.clear()
