@@ -279,8 +279,8 @@ def _lookups(d):
     return calls, (one, many)
 
 
-@pytest.mark.parametrize("k", [1, 6])  # one key at a time, and a batch
-def test_absent_keys_remembered_until_the_store_holds_them(k):
+@pytest.mark.parametrize(("k", "filler"), [(1, 0), (6, 0), (1, 300)])  # (300 more: re-checked by look-up)
+def test_absent_keys_remembered_until_the_store_holds_them(k, filler):
     from engine.database import Database  # noqa: PLC0415
     from engine.exec.context import LOCAL_BASE  # noqa: PLC0415
     from engine.exec.evaluate import QueryContext  # noqa: PLC0415
@@ -298,7 +298,9 @@ def test_absent_keys_remembered_until_the_store_holds_them(k):
         assert all(i >= LOCAL_BASE for i in ctx.intern(keys).tolist())
         assert calls == []  # known absent: no look-up
         # the store now holds them (appended since): the next query finds their store ids
-        db.load_data("".join(f"<http://ex.org/s> <http://ex.org/q> {x} .\n" for x in keys), "application/n-triples")
+        db.load_data("".join(f"<http://ex.org/s> <http://ex.org/q> {x} .\n" for x in keys)
+                     + "".join(f"<http://ex.org/f{j}> <http://ex.org/q> <http://ex.org/o{j}> .\n" for j in range(filler)),
+                     "application/n-triples")
         snap = db.store.snapshot()
         ctx = QueryContext(snap)
         got = ctx.intern(keys).tolist()

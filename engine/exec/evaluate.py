@@ -176,8 +176,10 @@ class _Absent:
 _ABSENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _ABSENT_LOCK = threading.Lock()
 _ABSENT_MAX = 65_536
-#: more ids than this added since the keys were checked: forgotten rather than re-checked
-_ABSENT_RESCAN = 4096
+#: at most this many ids added since the keys were checked: the added keys are read; more: the
+#: remembered keys (at most _ABSENT_RECHECK of them, else they are forgotten) are looked up again
+_ABSENT_READ = 256
+_ABSENT_RECHECK = 4096
 
 
 def _absent_keys(d) -> set[str] | None:
@@ -196,11 +198,17 @@ def _absent_keys(d) -> set[str] | None:
     with a.lock:
         n = len(d)
         if n != a.n:
-            if n < a.n or n - a.n > _ABSENT_RESCAN or len(a.keys) > _ABSENT_MAX:
+            if n < a.n or len(a.keys) > _ABSENT_MAX:
                 a.keys = set()
-            elif a.keys:
+            elif a.keys and n - a.n <= _ABSENT_READ:  # a few ids added: their keys read
                 for k in d.keys(np.arange(a.n, n, dtype=np.int64)):
                     a.keys.discard(k)
+            elif a.keys and len(a.keys) <= _ABSENT_RECHECK and hasattr(d, "lookup_many"):
+                keys = list(a.keys)  # many added: the remembered keys looked up again at once
+                found = np.asarray(d.lookup_many(keys)) >= 0
+                a.keys = {k for k, f in zip(keys, found.tolist(), strict=True) if not f}
+            elif a.keys:
+                a.keys = set()
             a.n = n
         elif len(a.keys) > _ABSENT_MAX:
             a.keys = set()
