@@ -193,6 +193,28 @@ def test_small_aggregates_match_columns(case, name, distinct):
     assert ctx.keys(small) == ctx.keys(cols), (name, vals, groups)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(vals=st.lists(st.integers(-(10**9), 10**9), min_size=1, max_size=rowwise.SMALL_ROWS),
+       n_groups=st.integers(1, 4), seed=st.integers(0, 3), dbl=st.booleans())
+def test_small_avg_sum_of_numbers_match_columns(vals, n_groups, seed, dbl):
+    """AVG of integers (decimal quotients, 28 digits, half-even) and float sums in value order."""
+    keys = [literal_key(f"{v / 7:.6e}" if dbl and v % 3 == 0 else str(v), XSD + ("double" if dbl and v % 3 == 0
+                                                                              else "integer")) for v in vals]
+    ctx = MemCtx()
+    ids = ctx.intern(keys)
+    gi = np.asarray([(i * (seed + 1)) % n_groups for i in range(len(vals))], dtype=np.int64)
+    for name in ("AVG", "SUM"):
+        agg = Aggregate(name, Var("o"), False, None)
+        small = ctx.keys(AG.aggregate(agg, ids, gi, n_groups, ctx))
+        saved = rowwise.SMALL_ROWS
+        rowwise.SMALL_ROWS = -1
+        try:
+            cols = ctx.keys(AG.aggregate(agg, ids, gi, n_groups, ctx))
+        finally:
+            rowwise.SMALL_ROWS = saved
+        assert small == cols, (name, keys)
+
+
 def test_small_aggregates_taken():
     ctx = MemCtx()
     vals = [literal_key(x, XSD + "double") for x in ("1.5E0", "2.5E0", "1.5E0")]

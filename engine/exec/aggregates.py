@@ -681,10 +681,9 @@ def _small_sum_avg(is_avg: bool, il: list, g: list, n_groups: int, vals: dict, c
         members[k][i] = members[k].get(i, 0) + 1
     # every result key at once, one intern: integer sums and doubles in their canonical
     # forms (as QueryContext.intern_numbers writes a few values), integer averages as the
-    # decimal quotients _sum_avg writes
+    # decimal quotients _sum_avg writes (None: an error, unbound)
     keys: list = []
     where: list = []
-    int_groups, int_sums = [], []
     for k in range(n_groups):
         if (bound[k] if is_avg else counts[k]) == 0:
             keys.append(_ZERO_KEY)
@@ -695,24 +694,17 @@ def _small_sum_avg(is_avg: bool, il: list, g: list, n_groups: int, vals: dict, c
         m = members[k]
         if rank[k] == V.INTEGER:
             total = sum(vals[i][1] * c for i, c in m.items())  # (|value| < 2^53, <= 64 rows)
-            if is_avg:
-                int_groups.append(k)
-                int_sums.append(total)
-            else:
-                keys.append(f'"{total}"{_INT_SFX}')
-                where.append(k)
+            # an average: the decimal quotient as _decimal_div / format_decimal write it (what
+            # the column-wise V.decimal_quotients writes too, at ~100x the cost for a few groups)
+            keys.append(_result_key(V.Num(V.INTEGER, total), counts[k], True) if is_avg
+                        else f'"{total}"{_INT_SFX}')
+            where.append(k)
             continue
         total = 0.0
         for i in sorted(m, key=lambda i: (float(vals[i][1]), i)):
             total += float(vals[i][1]) * m[i]
         keys.append('"' + V.format_double(total / counts[k] if is_avg else total) + '"' + _DBL_SFX)
         where.append(k)
-    if int_groups:
-        lex = V.decimal_quotients(np.asarray(int_sums, dtype=np.int64),
-                                  np.asarray([counts[k] for k in int_groups], dtype=np.int64))
-        dec = '"^^<' + V.RANK_DATATYPE[V.DECIMAL] + ">"
-        keys.extend('"' + x + dec for x in lex.to_pylist())
-        where.extend(int_groups)
     res = np.full(n_groups, UNBOUND, dtype=np.int64)
     if keys:
         res[np.asarray(where, dtype=np.int64)] = np.asarray(ctx.intern(keys), dtype=np.int64)
