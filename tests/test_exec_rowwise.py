@@ -215,6 +215,17 @@ def test_small_avg_sum_of_numbers_match_columns(vals, n_groups, seed, dbl):
         assert small == cols, (name, keys)
 
 
+@settings(max_examples=200, deadline=None)
+@given(num=st.lists(st.integers(-(2**61), 2**61), min_size=1, max_size=20), den=st.integers(1, 10**6))
+def test_decimal_quotients_equal_result_keys(num, den):
+    """The column-wise quotients and the per-group division (both used for AVG) write the same keys."""
+    from engine.exec import values as V  # noqa: PLC0415
+
+    lex = V.decimal_quotients(np.asarray(num, dtype=np.int64), np.full(len(num), den, dtype=np.int64)).to_pylist()
+    want = [AG._result_key(V.Num(V.INTEGER, x), den, True) for x in num]
+    assert [literal_key(x, XSD + "decimal") for x in lex] == want
+
+
 def test_small_aggregates_taken():
     ctx = MemCtx()
     vals = [literal_key(x, XSD + "double") for x in ("1.5E0", "2.5E0", "1.5E0")]
