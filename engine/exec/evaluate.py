@@ -31,6 +31,7 @@ from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded
 from engine.exec import aggregates as _agg_module
 from engine.exec import functions as _fn_module
 from engine.exec import numbers as N
+from engine.exec import rowwise as _rowwise
 from engine.exec import values as V
 from engine.exec.bgp import (
     SMALL_ROWS,
@@ -90,6 +91,20 @@ def _small_order(keys, ctx):
 # inside the first query that needed it (~34 ms into a continuous query's first instant)
 def _aggregates():
     return _agg_module
+
+
+def _small_groups(key_cols: list[np.ndarray]) -> tuple[np.ndarray, int, np.ndarray]:
+    """GROUP BY's (group of each row, number of groups, first row of each group) over a few
+    rows in plain Python, numbered as ``factorize(row_keys(...))`` numbers them (the distinct
+    key tuples in id order), without its numpy calls' fixed cost."""
+    rows = list(zip(*[c.tolist() for c in key_cols], strict=True))
+    pos = {t: g for g, t in enumerate(sorted(set(rows)))}
+    groups = [pos[t] for t in rows]
+    first = [-1] * len(pos)
+    for i, g in enumerate(groups):
+        if first[g] < 0:
+            first[g] = i
+    return np.asarray(groups, dtype=np.int64), len(pos), np.asarray(first, dtype=np.int64)
 
 
 # ---------------------------------------------------------------- context
@@ -1128,10 +1143,13 @@ class Evaluator:
         else:
             if res.n == 0:
                 return Bindings.empty([v.name for _, v in node.by] + [v.name for v, _ in node.aggregates])
-            key = row_keys(key_cols)
-            groups, n_groups = factorize(key)
-            first = np.full(n_groups, res.n, dtype=np.int64)
-            np.minimum.at(first, groups, np.arange(res.n, dtype=np.int64))
+            if res.n <= _rowwise.SMALL_ROWS:
+                groups, n_groups, first = _small_groups(key_cols)
+            else:
+                key = row_keys(key_cols)
+                groups, n_groups = factorize(key)
+                first = np.full(n_groups, res.n, dtype=np.int64)
+                np.minimum.at(first, groups, np.arange(res.n, dtype=np.int64))
         cols = {name: c[first] for name, c in out_cols.items()} if node.by else {}
         aggmod = _aggregates()
         for var, agg in node.aggregates:
