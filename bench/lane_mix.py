@@ -8,9 +8,10 @@ no sockets, no event loop, no scheduler): the interpreter's part of what the
 8-client throughput costs the server, per request, as the event loop's thread
 spends it (``time.thread_time``). Fewer things move it than the throughput
 runs' server CPU per query (no kernel, no wake-ups, no client on the same
-cores), but on a shared VM it moves too: the guest's CPU clock also runs while
-the host has taken the vCPU away (steal), and other work evicts the caches. Read
-the minimum over rounds, and A/B two trees by alternating them (``PYTHONPATH``).
+cores), but on a shared machine it moves too (26-30 µs at load 4, 34-60 at
+load 7-9 for the same code: other work between requests evicts the caches).
+Read the minimum over rounds, and A/B two trees by alternating them
+(``PYTHONPATH``).
 What it leaves out -- the answer's ``write`` (loopback delivery and the client's
 wake-up), the ``read``, ``epoll`` and the event loop's own work -- is the rest
 of the server's CPU per query (``bench.throughput_probe``, ``perf``).
