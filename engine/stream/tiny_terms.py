@@ -29,7 +29,7 @@ from __future__ import annotations
 from engine.errors import UnsupportedError
 from engine.exec import functions as _fn
 from engine.exec.context import LOCAL_BASE
-from engine.exec.values import ExprError
+from engine.exec.values import ExprError, datetime_of
 from engine.sparql import algebra as A
 from engine.stream.tiny_ops import Undecided
 from engine.terms import XSD_DATE, XSD_DATETIME, Literal, from_key, to_key
@@ -70,13 +70,25 @@ def term_expr(expr) -> bool:
     return False
 
 
-def _has_time(expr) -> bool:
+def _zones(t, out: set) -> None:
+    """Adds to ``out`` whether the time ``t`` (an ``xsd:dateTime`` / ``xsd:date``) has a zone."""
+    if isinstance(t, Literal) and t.datatype in (XSD_DATETIME, XSD_DATE):
+        d = datetime_of(t)
+        if d is not None:
+            out.add(d.tz is not None)
+
+
+def _const_zones(expr, out: set) -> set:
+    """The zones of the times among ``expr``'s constants; a cast to a time: both (its zone is
+    the argument's)."""
     if isinstance(expr, A.Const):
-        return expr.key.endswith((f"^^<{XSD_DATETIME}>", f"^^<{XSD_DATE}>"))
-    if isinstance(expr, (A.Call, A.FunctionCall)):
-        return (isinstance(expr, A.FunctionCall) and expr.iri in (XSD_DATETIME, XSD_DATE)) or \
-            any(_has_time(a) for a in expr.args)
-    return False
+        _zones(from_key(expr.key), out)
+    elif isinstance(expr, (A.Call, A.FunctionCall)):
+        if isinstance(expr, A.FunctionCall) and expr.iri in (XSD_DATETIME, XSD_DATE):
+            out |= {True, False}
+        for a in expr.args:
+            _const_zones(a, out)
+    return out
 
 
 class _Terms(dict):
@@ -119,14 +131,14 @@ class TermFn(dict):
     ``boolean``: the FILTER's effective boolean value (None: an error), else the value's key
     (None: an error). Bound to one dictionary (:meth:`bind`, by the query's id resolution)."""
 
-    __slots__ = ("expr", "names", "boolean", "time", "scalar", "terms")
+    __slots__ = ("expr", "names", "boolean", "zones", "scalar", "terms")
 
     def __init__(self, expr, names: list[str], boolean: bool):
         super().__init__()
         self.expr = expr
         self.names = names          # the variables the key holds, in its order
         self.boolean = boolean
-        self.time = _has_time(expr)
+        self.zones = frozenset(_const_zones(expr, set()))   # the constant times' zones (with / without)
         self.scalar = _fn._Scalar(None, {})
         self.terms: _Terms | None = None
 
@@ -143,20 +155,21 @@ class TermFn(dict):
             raise Undecided
         ids = (key,) if len(self.names) == 1 else key
         env = {}
-        time = self.time
         for name, i in zip(self.names, ids, strict=True):
             if i >= 0:
-                t = env[name] = terms[i]
-                if not time and isinstance(t, Literal) and t.datatype in (XSD_DATETIME, XSD_DATE):
-                    time = True
+                env[name] = terms[i]
         try:
             if self.boolean:
                 got = self.scalar.ebv(self.expr, env)
             else:
                 got = to_key(self.scalar.eval(self.expr, env))
         except ExprError:
-            # (an indeterminate time comparison is an error here: the ordinary path decides)
-            got = _UNDECIDED if time else None
+            # a time with and one without a zone take part: the error may be an indeterminate
+            # comparison (within 14 hours), which the ordinary path decides
+            zones = set(self.zones)
+            for t in env.values():
+                _zones(t, zones)
+            got = _UNDECIDED if len(zones) == 2 else None
         except UnsupportedError:
             got = _UNDECIDED   # the ordinary path reports it
         _TAKEN[0] += 1
