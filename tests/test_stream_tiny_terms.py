@@ -34,7 +34,8 @@ OTHER = [f'"true"^^<{XSD}boolean>', f'"false"^^<{XSD}boolean>', f'"2020-01-01T00
          f'"2020-01-01T00:00:00"^^<{XSD}dateTime>', f'"2020-01-01T05:00:00+05:00"^^<{XSD}dateTime>',
          f'"2020-01-03T00:00:00"^^<{XSD}dateTime>', f'"3"^^<{XSD}integer>', f'"2.5"^^<{XSD}decimal>',
          f'"-1.5E0"^^<{XSD}double>']
-# (as ingestion writes them: "abc"^^xsd:string is the term "abc")
+# (as ingestion writes them: "abc"^^xsd:string is the term "abc", language tags in lower case)
+WORDS = [to_key(from_key(x)) for x in WORDS]
 OBJS = list(dict.fromkeys(to_key(from_key(x)) for x in NODES + WORDS + OTHER))
 
 FILTERS = [
@@ -71,7 +72,8 @@ def queries(draw):
     vs = ["o", "s"] + (["u", "t"] if two else [])
     a, b = draw(st.sampled_from(vs[:1] + vs)), draw(st.sampled_from(vs))
     proj = " ".join("?" + v for v in vs)
-    shape = draw(st.sampled_from(["filter", "filter", "filter", "bind", "select", "bindfilter", "distinct"]))
+    shape = draw(st.sampled_from(["filter", "filter", "filter", "bind", "select", "bindfilter", "distinct",
+                                  "optional", "ask"]))
     f = draw(st.sampled_from(FILTERS)).format(a=a, b=b)
     e = draw(st.sampled_from(EXPRS)).format(a=a, b=b)
     if shape == "filter":
@@ -80,6 +82,13 @@ def queries(draw):
         return f"SELECT {proj} ?z WHERE {{ {body} BIND({e} AS ?z) }}"
     if shape == "select":
         return f"SELECT {proj} ({e} AS ?z) WHERE {{ {body} FILTER({f}) }}"
+    if shape == "ask":
+        return f"ASK WHERE {{ {body} FILTER({f}) }}"
+    if shape == "optional":   # a FILTER over terms inside the OPTIONAL, and one over its variable
+        g = draw(st.sampled_from(FILTERS)).format(a="e", b=a)
+        over = draw(st.sampled_from(["", " FILTER(!BOUND(?e) || isLiteral(?e))", f" FILTER({f})"]))
+        return (f"SELECT * WHERE {{ {body} OPTIONAL {{ ?s {PREDS[draw(st.integers(0, 2))]} ?e FILTER({g}) }}"
+                f"{over} }}")
     if shape == "distinct":
         return f"SELECT DISTINCT ({e} AS ?z) WHERE {{ {body} }}"
     g = draw(st.sampled_from(["STRLEN(?z) > 1", 'CONTAINS(?z, "a")', "BOUND(?z)", "!BOUND(?z)", "?z = ?z",

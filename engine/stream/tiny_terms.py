@@ -163,7 +163,10 @@ class TermFn(dict):
                 got = self.scalar.ebv(self.expr, env)
             else:
                 got = to_key(self.scalar.eval(self.expr, env))
-        except ExprError:
+        except ExprError as e:
+            # (the executor raises one shared instance: its traceback would grow with every raise,
+            # holding each frame alive)
+            e.__traceback__ = None
             # a time with and one without a zone take part: the error may be an indeterminate
             # comparison (within 14 hours), which the ordinary path decides
             zones = set(self.zones)
