@@ -73,7 +73,7 @@ def queries(draw):
     a, b = draw(st.sampled_from(vs[:1] + vs)), draw(st.sampled_from(vs))
     proj = " ".join("?" + v for v in vs)
     shape = draw(st.sampled_from(["filter", "filter", "filter", "bind", "select", "bindfilter", "distinct",
-                                  "optional", "ask"]))
+                                  "optional", "ask", "group"]))
     f = draw(st.sampled_from(FILTERS)).format(a=a, b=b)
     e = draw(st.sampled_from(EXPRS)).format(a=a, b=b)
     if shape == "filter":
@@ -82,6 +82,10 @@ def queries(draw):
         return f"SELECT {proj} ?z WHERE {{ {body} BIND({e} AS ?z) }}"
     if shape == "select":
         return f"SELECT {proj} ({e} AS ?z) WHERE {{ {body} FILTER({f}) }}"
+    if shape == "group":   # a FILTER over terms below a GROUP BY, a HAVING over the grouping terms
+        h = draw(st.sampled_from(FILTERS)).format(a=a, b=a)
+        return (f"SELECT ?{a} (COUNT(*) AS ?n) WHERE {{ {body} FILTER({f}) }} GROUP BY ?{a} "
+                f"HAVING({h}{draw(st.sampled_from(['', ' && COUNT(*) > 1']))})")
     if shape == "ask":
         return f"ASK WHERE {{ {body} FILTER({f}) }}"
     if shape == "optional":   # a FILTER over terms inside the OPTIONAL, and one over its variable

@@ -682,20 +682,26 @@ class GenQuery:
             consts = []
             src = _expr_code(e, True, lambda n: (f"N_{_ident(n)}" if n in counts else f"V[G_{_ident(n)}]")
                              if n in outs else "None", consts, f"H{len(self._hcode)}_")
+            if src is None and not _expr_vars(e) & counts:   # over the grouping terms only
+                consts = []
+                src = self._term_source(e, True, consts, f"H{len(self._hcode)}_", set(self.sh.by or ()),
+                                        lambda n: f"G_{_ident(n)}")
             if src is None:
                 return False
             self._hcode.append((src, consts))
         return True
 
-    def _term_source(self, e, boolean: bool, consts: list, prefix: str, bvars: set) -> str | None:
+    def _term_source(self, e, boolean: bool, consts: list, prefix: str, bvars: set, slot=None) -> str | None:
         """The source of ``e`` decided over terms (:class:`~engine.stream.tiny_terms.TermFn`,
-        appended to ``consts``: a global of the generated code), or None when not of its forms."""
+        appended to ``consts``: a global of the generated code), or None when not of its forms;
+        ``slot(var)``: the source of a variable's term id."""
         if not _tt.term_expr(e):
             return None
         fn = _tt.TermFn(e, sorted(_expr_vars(e)), boolean)
         self._tfns.append(fn)
         consts.append(fn)
-        return _tt.source(fn, f"{prefix}K{len(consts) - 1}", lambda n: _slot(n) if n in bvars else "None")
+        slot = slot or _slot
+        return _tt.source(fn, f"{prefix}K{len(consts) - 1}", lambda n: slot(n) if n in bvars else "None")
 
     def filter_lines(self, fi: int, fail: str) -> list[str]:
         """Statements testing FILTER conjunct ``fi`` (no fast doubles), ``fail`` (``continue`` /
