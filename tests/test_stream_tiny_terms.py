@@ -113,6 +113,18 @@ SEEN = {"gen": [0, 0], "maint": [0, 0]}
 
 
 _VAR_ORDER = re.compile(r"\?(\w+) (<|>|<=|>=) \?(\w+)")
+_TIME = re.compile(r'"(-?\d{4}-\d\d-\d\dT[^"]*)"\^\^<' + re.escape(XSD) + "dateTime>")
+_ZONE = re.compile(r"(Z|[+-]\d\d:\d\d)$")
+
+
+def _zones_meet(q: str, window) -> bool:
+    """Whether a time with and one without a zone may be compared: SPARQL leaves the implicit
+    zone to the implementation; Jindou's comparison within 14 hours is an error (XSD's partial
+    order), pyoxigraph's is not."""
+    text = q + " ".join(o for _, _, o in window)
+    return len({bool(_ZONE.search(x)) for x in _TIME.findall(text)}) == 2
+
+
 _BARE = re.compile(r"FILTER\(\?\w+\)")
 _LEXICAL = re.compile(r"\b(STR|STRLEN|SUBSTR|CONCAT|UCASE|LCASE|REGEX|CONTAINS|STRSTARTS|STRENDS|COALESCE)\(")
 
@@ -151,7 +163,7 @@ def test_generated_term_expressions_answer_like_the_other_path_and_pyoxigraph(db
         a, _ = on.run(t)
         b, _ = off.run(t)
         assert _rows(a) == _rows(b), (q, t)
-        if _oracle_ok(q):
+        if _oracle_ok(q) and not _zones_meet(q, window):
             assert _rows(a) == _oracle(db, q, window), (q, t)
         SEEN["gen"][1] += 1
     SEEN["gen"][0] += tiny_gen.taken_total() - before
@@ -172,7 +184,7 @@ def test_the_generated_property_test_took_the_generated_path():
 def test_maintained_term_expressions_answer_like_the_other_path_and_pyoxigraph(db, q, pa, pb, two, rngs, ahead, jumps):
     before = maintained.answered_total()
     was = tm._oxigraph_zero_quotient   # (the replay's "pyoxigraph may not be asked" predicate)
-    tm._oxigraph_zero_quotient = lambda db_, q_, w_: not _oracle_ok(q_) or was(db_, q_, w_)
+    tm._oxigraph_zero_quotient = lambda db_, q_, w_: not _oracle_ok(q_) or _zones_meet(q_, w_) or was(db_, q_, w_)
     try:
         _replay(db, q, pa, pb, two, rngs, ahead, jumps)
     finally:
