@@ -310,3 +310,33 @@ def test_unsupported_functions_are_not_generated():
         cq = parse_continuous(f"REGISTER QUERY x AS SELECT ?s FROM STREAM <{EX}a> [RANGE 3s STEP 1s] "
                               f"WHERE {{ ?s {PREDS[1]} ?o FILTER({f}) }}")
         assert tiny_gen.GenQuery.of(cq.query, "RSTREAM") is None, f
+
+
+def test_generated_result_columns_hold_the_computed_terms(db):
+    """A reader of the generated instant's columns (not its JSON) gets the computed terms' ids:
+    the same keys as the ordinary path's result (numbers and strings in one column)."""
+    q = (f"SELECT ?s ?z FROM <{STATIC}> FROM STREAM <{EX}a> [RANGE 2s STEP 1s] WHERE {{ ?s {PREDS[1]} ?o "
+         f'BIND(IF(isNumeric(?o), ?o + 1, UCASE(STR(?o))) AS ?z) }}')
+    d = db.store.dictionary
+    store = TransientStore("a", slice_triples=16)
+    text = f"REGISTER QUERY g AS {q}"
+    old = InstantEvaluator.MAINTAINED
+    InstantEvaluator.MAINTAINED = False
+    try:
+        on = _evaluator(db, text, store, True, 2000)
+        off = _evaluator(db, text, store, False, 2000)
+    finally:
+        InstantEvaluator.MAINTAINED = old
+    els = [(NODES[0], PREDS[1], WORDS[3]), (NODES[1], PREDS[1], OTHER[7]), (NODES[2], PREDS[1], NODES[1]),
+           (NODES[3], PREDS[1], OTHER[6])]
+    store.append_rows(np.array([[int(d.lookup(x)) for x in tr] for tr in els], dtype=np.int64), np.full(4, 1000))
+    before = tiny_gen.taken_total()
+    a, b = on.evaluate(1000), off.evaluate(1000)
+    assert tiny_gen.taken_total() - before == 1
+
+    def keyed(res):
+        cols = [res.terms.keys(np.asarray(c)) for c in res.columns]
+        return sorted(zip(*cols, strict=True), key=repr)
+
+    assert keyed(a) == keyed(b)
+    assert any(k is not None and k.startswith('"ABC') for _, k in keyed(a))
