@@ -73,7 +73,7 @@ def queries(draw):
     a, b = draw(st.sampled_from(vs[:1] + vs)), draw(st.sampled_from(vs))
     proj = " ".join("?" + v for v in vs)
     shape = draw(st.sampled_from(["filter", "filter", "filter", "bind", "select", "bindfilter", "distinct",
-                                  "optional", "ask", "group"]))
+                                  "optional", "ask", "group", "bindbind"]))
     f = draw(st.sampled_from(FILTERS)).format(a=a, b=b)
     e = draw(st.sampled_from(EXPRS)).format(a=a, b=b)
     if shape == "filter":
@@ -86,6 +86,9 @@ def queries(draw):
         h = draw(st.sampled_from(FILTERS)).format(a=a, b=a)
         return (f"SELECT ?{a} (COUNT(*) AS ?n) WHERE {{ {body} FILTER({f}) }} GROUP BY ?{a} "
                 f"HAVING({h}{draw(st.sampled_from(['', ' && COUNT(*) > 1']))})")
+    if shape == "bindbind":   # a BIND over another BIND's variable and an alias
+        e2 = draw(st.sampled_from(['CONCAT(STR(?z), "!")', "?z", "STRLEN(?z) + 1", "COALESCE(?z, ?y)", "?y = ?z"]))
+        return f"SELECT {proj} ?z ?w WHERE {{ {body} BIND({e} AS ?z) BIND(?{a} AS ?y) BIND({e2} AS ?w) }}"
     if shape == "ask":
         return f"ASK WHERE {{ {body} FILTER({f}) }}"
     if shape == "optional":   # a FILTER over terms inside the OPTIONAL, and one over its variable

@@ -469,13 +469,19 @@ def _shape(query: A.Query) -> _Shape | None:
             if op.var.name in alias or op.var.name in computed:
                 return None
             if isinstance(op.expr, A.Var):
-                if op.expr.name in computed:
-                    return None
+                if op.expr.name in computed:   # a copy of a BIND's value: its expression again
+                    computed[op.var.name] = computed[op.expr.name]
+                    continue
                 alias[op.var.name] = alias.get(op.expr.name, op.expr.name)
             else:
-                if _expr_vars(op.expr) & (set(computed) | set(alias)):
-                    return None
-                computed[op.var.name] = op.expr
+                e = op.expr
+                if _expr_vars(e) & (set(computed) | set(alias)):
+                    # a BIND over an earlier one's variable (or an alias): that expression in its
+                    # place, over terms (an unbound variable and its expression's error are one)
+                    e = _tt.inline(_substitute(e, dict(alias)), computed)
+                    if not _tt.term_expr(e):
+                        return None
+                computed[op.var.name] = e
         else:
             if _expr_vars(op.expr) & set(computed):
                 # a BIND's variable in a FILTER: the expression in its place (an error leaves the
