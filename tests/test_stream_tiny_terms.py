@@ -85,7 +85,7 @@ def queries(draw):
     if shape == "group":   # a FILTER over terms below a GROUP BY, a HAVING over the grouping terms
         h = draw(st.sampled_from(FILTERS)).format(a=a, b=a)
         return (f"SELECT ?{a} (COUNT(*) AS ?n) WHERE {{ {body} FILTER({f}) }} GROUP BY ?{a} "
-                f"HAVING({h}{draw(st.sampled_from(['', ' && COUNT(*) > 1']))})")
+                f"HAVING(({h}){draw(st.sampled_from(['', ' && COUNT(*) > 1']))})")   # conjuncts apart
     if shape == "bindbind":   # a BIND over another BIND's variable and an alias
         e2 = draw(st.sampled_from(['CONCAT(STR(?z), "!")', "?z", "STRLEN(?z) + 1", "COALESCE(?z, ?y)", "?y = ?z"]))
         return f"SELECT {proj} ?z ?w WHERE {{ {body} BIND({e} AS ?z) BIND(?{a} AS ?y) BIND({e2} AS ?w) }}"
