@@ -1048,8 +1048,17 @@ def _tiny_bytes(fast) -> int:
     no table)."""
     if fast.template is None:
         return 0
-    return SMALL_ROWS * len(fast.template) * (3 * 2 + 3) * CELL
+    # (and a template's blank nodes, a query-local key per label and solution, and its
+    # constants the store may not hold, a query-local key each)
+    consts = {x.key for t in fast.template for x in (t.s, t.p, t.o) if isinstance(x, Const)}
+    labels = sum(1 for c in consts if c.startswith("_:"))
+    return (SMALL_ROWS * (len(fast.template) * (3 * 2 + 3) * CELL + labels * _BNODE_KEY_BYTES)
+            + sum(len(c) + _BNODE_KEY_BYTES for c in consts))
 
+
+#: what one fresh blank node of a tiny CONSTRUCT may hold (its key, ~30 characters, and
+#: its place in the answer's term table: ``QueryContext.fresh_bnodes``' charge)
+_BNODE_KEY_BYTES = 48 + 12 + 120
 
 #: the most a tuple-at-a-time DESCRIBE charges (``point.describe_small``: DESCRIBE_ROWS triples)
 _DESCRIBE_TINY_BYTES = DESCRIBE_ROWS * (3 + 3) * CELL
@@ -1173,23 +1182,29 @@ class _GivenOrdered(_GivenBGP):
 
 def compile_construct(fast, graph, lookup):
     """(program, resolved template) of a CONSTRUCT's fast shape: the WHERE BGP's
-    program and each template triple as ``("c", id)`` / ``("v", slot or None)``;
-    None (the general path) when a template constant is not in the store (the
-    general CONSTRUCT gives it a query-local id)."""
+    program and each template triple as ``("c", id)`` / ``("v", slot or None)`` /
+    ``("b", k)`` (the template's k-th blank node label: a fresh blank node per solution) /
+    ``("k", key)`` (a constant the store does not hold: a query-local id per answer, as
+    the general CONSTRUCT gives it; ``small_answers.construct_triples``)."""
     c = compile_fast(fast, graph, lookup)
     if c is None:
         return None
     prog = c[0]
     pos = {v: i for i, v in enumerate(prog.slots)}
+    labels: dict[str, int] = {}
     tpl = []
     for t in fast.template:
+        if isinstance(t.p, Const) and t.p.key.startswith("_:"):
+            continue  # (a blank node is never a predicate: the triple is never made)
         row = []
         for x in (t.s, t.p, t.o):
+            if isinstance(x, Const) and x.key.startswith("_:"):  # (fresh per solution)
+                row.append(("b", labels.setdefault(x.key, len(labels))))
+                continue
             if isinstance(x, Const):
                 i = lookup(x.key)
-                if i < 0:
-                    return None
-                row.append(("c", int(i)))
+                # (a constant the store does not hold: a query-local id in the answer's terms)
+                row.append(("c", int(i)) if i >= 0 else ("k", x.key))
             else:
                 row.append(("v", pos.get(x.name)))
         tpl.append(tuple(row))

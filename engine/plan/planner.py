@@ -52,7 +52,7 @@ class FastShape:
         self.filters = filters
         #: a point lookup (one pattern, variable predicate, constant end): engine/plan/point.py
         self.point = union is None and is_point(bgp.triples) and not filters
-        #: a CONSTRUCT's template (no blank nodes) over the BGP's solutions; None for SELECT / ASK
+        #: a CONSTRUCT's template over the BGP's solutions; None for SELECT / ASK
         self.template = template
         #: ORDER BY plain variables ((name, ascending), ...): the BGP runs tuple at a
         #: time, the operators above it are the general ones (None: no ORDER BY)
@@ -78,11 +78,10 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
     if query.dataset is not None and (query.dataset.default or query.dataset.named):
         return None
     if query.form == "CONSTRUCT":
-        # the template over a BGP of constant predicates, no modifiers, no blank nodes in the template
+        # the template over a BGP of constant predicates, no modifiers; the template's blank
+        # nodes are fresh per solution (engine.small_answers.construct_triples makes them)
         if (not isinstance(root, A.BGP) or not root.triples or not query.template
-                or not _selective(root.triples)
-                or any(isinstance(x, A.Const) and x.key.startswith("_:")
-                       for t in query.template for x in (t.s, t.p, t.o))):
+                or not _selective(root.triples)):
             return None
         fs = FastShape(root, None, False, 0, None, tuple(query.template))
         fs.point = False  # (a CONSTRUCT's program: compile_construct, also over one variable-predicate pattern)
