@@ -28,7 +28,7 @@ import numpy as np
 
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
 from engine.exec.bgp import _ANY, _EXPAND, _MEMBER, _PRUNE, SMALL_ROWS, SmallBGP
-from engine.exec.context import CELL, MemoryBudget, enter_budget, leave_budget, release_memory
+from engine.exec.context import CELL, LOCAL_BASE, MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import (
     DatasetView,
     QueryContext,
@@ -48,7 +48,7 @@ from engine.kv.store import Changes, Store
 from engine.plan.fast_tree import UnionProgram, compile_filtered, compile_union
 from engine.plan.fast_tree import constants as filter_constants
 from engine.plan.planner import QueryPlan, fast_shape, make_plan
-from engine.plan.point import DESCRIBE_ROWS, PointProgram, compile_point, describe_small
+from engine.plan.point import DESCRIBE_RESOURCES, DESCRIBE_ROWS, PointProgram, compile_point, describe_small
 from engine.plan.rewrite import rewrite
 from engine.settings import DEFAULTS
 from engine.small_answers import SmallSelect, construct_triples, ordered_lists
@@ -513,6 +513,8 @@ class Database:
                     res = SmallSelect(tuple(fast.names), res[0], terms, res[1])
             else:
                 res = _run_fast(pq, program, terms, graph, max_rows or self.max_rows, check, lists)
+            if fast.describe:
+                res = _described(res, graph, terms, check)
         finally:
             leave_budget(token)
         check()
@@ -572,7 +574,7 @@ class Database:
             raise QueryEvaluationError(f"unknown query form {pq.query.form}")
         snap = self.store.snapshot()
         st = None
-        if (pq.fast is not None and pq.fast.template is None and pq.fast.order is None
+        if (pq.fast is not None and pq.fast.template is None and pq.fast.order is None and not pq.fast.describe
                 and not default_graph_uris and not named_graph_uris):
             st = self._fast_program(pq, snap)
             if st[2] is None or st[2][0].starts_big:
@@ -674,6 +676,11 @@ class Database:
                 res = _tiny_run(fast, program, terms, self.max_rows)
                 if type(res) is tuple:  # the program grew: its rows so far go on, budgeted, below
                     handed = res
+                elif res is not None and fast.describe:  # (its description: bounded, checked per round)
+                    res = _described(res, graph, terms, _deadline_check(deadline, timeout))
+                    if res is not None:
+                        self.queries += 1
+                        return res
                 elif res is not None:
                     if deadline is not None and time.monotonic() > deadline:
                         raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
@@ -698,6 +705,8 @@ class Database:
                     res = SmallSelect(tuple(fast.names), res[0], terms, res[1])
             else:
                 res = _run_fast(pq, program, terms, graph, self.max_rows, check, lists)
+            if fast.describe:
+                res = _described(res, graph, terms, check)
             check()
         except JindouError as e:
             err = e.with_traceback(None)
@@ -1046,14 +1055,19 @@ def _tiny_bytes(fast) -> int:
     memory budget: a CONSTRUCT's triples of at most SMALL_ROWS solutions
     (``small_answers.construct_triples``); nothing for SELECT / ASK (Python tuples,
     no table)."""
+    if fast.describe:  # (the solutions' tuples, then their description)
+        return _DESCRIBE_TINY_BYTES
     if fast.template is None:
         return 0
-    # (and a template's blank nodes, a query-local key per label and solution, and its
-    # constants the store may not hold, a query-local key each)
-    consts = {x.key for t in fast.template for x in (t.s, t.p, t.o) if isinstance(x, Const)}
-    labels = sum(1 for c in consts if c.startswith("_:"))
-    return (SMALL_ROWS * (len(fast.template) * (3 * 2 + 3) * CELL + labels * _BNODE_KEY_BYTES)
-            + sum(len(c) + _BNODE_KEY_BYTES for c in consts))
+    b = fast.tiny_bytes
+    if b is None:
+        # (and a template's blank nodes, a query-local key per label and solution, and its
+        # constants the store may not hold, a query-local key each)
+        consts = {x.key for t in fast.template for x in (t.s, t.p, t.o) if isinstance(x, Const)}
+        labels = sum(1 for c in consts if c.startswith("_:"))
+        b = fast.tiny_bytes = (SMALL_ROWS * (len(fast.template) * (3 * 2 + 3) * CELL + labels * _BNODE_KEY_BYTES)
+                               + sum(len(c) + _BNODE_KEY_BYTES for c in consts))
+    return b
 
 
 #: what one fresh blank node of a tiny CONSTRUCT may hold (its key, ~30 characters, and
@@ -1209,6 +1223,23 @@ def compile_construct(fast, graph, lookup):
                 row.append(("v", pos.get(x.name)))
         tpl.append(tuple(row))
     return prog, tuple(tpl)
+
+
+def _described(res, graph, terms, check) -> QueryResult | None:
+    """``DESCRIBE ?v... WHERE { BGP }`` from its fast program's solutions (``res``: the
+    SELECT of the described variables, as lists or columns), as
+    :func:`engine.exec.evaluate.describe` answers it: the distinct store ids they bind,
+    described tuple at a time (:func:`engine.plan.point.describe_small`); None (the
+    general path answers) when they are more than DESCRIBE_RESOURCES or the graph has no
+    in-process lookups. A result that is no SELECT (the program handed over to the
+    general operators, which described it) is returned as it is."""
+    if res is None or res.form != "SELECT":
+        return res
+    cols = res.cols if type(res) is SmallSelect else [c.tolist() for c in res.columns]
+    ids = {i for c in cols for i in c if 0 <= i < LOCAL_BASE}
+    if len(ids) > DESCRIBE_RESOURCES:
+        return None
+    return describe_small(sorted(ids), graph, terms, check)
 
 
 def _construct_fast(compiled, terms, max_rows: int) -> QueryResult | None:

@@ -616,9 +616,19 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
                 out.append(tr)
     if out and (check_s or check_p):
         ids = sorted({v for tr in out for v in tr[:2]})
-        kinds = dict(zip(ids, terms.kinds(np.asarray(ids, dtype=np.int64)).tolist(), strict=True))
+        if fresh and ids[-1] >= LOCAL_BASE:  # (this answer's own terms: the kind is their key's first byte)
+            store = [i for i in ids if i < LOCAL_BASE]
+            kinds = dict(zip(store, terms.kinds(np.asarray(store, dtype=np.int64)).tolist(), strict=True))
+            kinds.update((i, _KIND_OF_BYTE[fresh.keys[i][0]]) for i in ids if i >= LOCAL_BASE)
+        else:
+            kinds = dict(zip(ids, terms.kinds(np.asarray(ids, dtype=np.int64)).tolist(), strict=True))
         out = [tr for tr in out if kinds[tr[0]] in _SUBJECT_KINDS and kinds[tr[1]] == 0]
     return Constructed(terms, [x for tr in out for x in tr], len(out), fresh.keys if fresh else None)
+
+
+#: a term's kind (engine.kv.dictionary: 0 IRI, 1 blank node, 2 literal) by the first byte
+#: of its N-Triples fragment
+_KIND_OF_BYTE = {ord("<"): 0, ord("_"): 1, ord('"'): 2}
 
 
 class _Own(list):
@@ -656,7 +666,8 @@ def _own_terms(tpl, n: int, terms) -> _Own | None:
     ctx = QueryContext(terms.snapshot, term_cache=terms._term_cache)
     out = _Own(ctx.fresh_bnodes(n, "").tolist() for _ in range(k)) if n else _Own([] for _ in range(k))
     out.terms = ctx
-    out.tpl = tuple(tuple(("c", ctx.term_id(e[1])) if e[0] == "k" else e for e in row) for row in tpl)
+    # (absent from the snapshot the program was compiled for, which is this answer's: no look-up)
+    out.tpl = tuple(tuple(("c", ctx.absent_term_id(e[1])) if e[0] == "k" else e for e in row) for row in tpl)
     out.keys = {LOCAL_BASE + i: _nt_bytes(key) for i, key in enumerate(ctx._local_keys)}
     return out
 
