@@ -507,14 +507,14 @@ class Database:
                 return QueryResult(form="ASK", terms=terms, boolean=found)
         token = enter_budget(budget, deadline)
         try:
-            if lists and fast.template is None and fast.order is None:
+            if fast.describe:
+                res = _describe_fast(program, terms, graph, max_rows or self.max_rows, check)
+            elif lists and fast.template is None and fast.order is None:
                 res = run_fast_lists(pq, program, terms, graph, max_rows or self.max_rows, check)
                 if type(res) is tuple:
                     res = SmallSelect(tuple(fast.names), res[0], terms, res[1])
             else:
                 res = _run_fast(pq, program, terms, graph, max_rows or self.max_rows, check, lists)
-            if fast.describe:
-                res = _described(res, graph, terms, check)
         finally:
             leave_budget(token)
         check()
@@ -670,17 +670,22 @@ class Database:
         pq = tpl.pq
         fast = pq.fast
         handed = None
+        if fast.describe:  # (no hand-over: a DESCRIBE of many solutions is the general path's)
+            limit = self.query_memory
+            if self._local and (limit == 0 or limit >= _DESCRIBE_TINY_BYTES):  # (its charges: bounded)
+                res = _describe_fast(program, terms, graph, self.max_rows, _deadline_check(deadline, timeout))
+                if res is not None:
+                    self.queries += 1
+                return res
+            budget = MemoryBudget(limit)
+            return _released(budget, self._run_program, pq, program, terms, graph, self.max_rows, budget,
+                             deadline, timeout)
         if lists and self._local:
             limit = self.query_memory
             if limit == 0 or limit >= _tiny_bytes(fast):
                 res = _tiny_run(fast, program, terms, self.max_rows)
                 if type(res) is tuple:  # the program grew: its rows so far go on, budgeted, below
                     handed = res
-                elif res is not None and fast.describe:  # (its description: bounded, checked per round)
-                    res = _described(res, graph, terms, _deadline_check(deadline, timeout))
-                    if res is not None:
-                        self.queries += 1
-                        return res
                 elif res is not None:
                     if deadline is not None and time.monotonic() > deadline:
                         raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
@@ -705,8 +710,6 @@ class Database:
                     res = SmallSelect(tuple(fast.names), res[0], terms, res[1])
             else:
                 res = _run_fast(pq, program, terms, graph, self.max_rows, check, lists)
-            if fast.describe:
-                res = _described(res, graph, terms, check)
             check()
         except JindouError as e:
             err = e.with_traceback(None)
@@ -1055,8 +1058,6 @@ def _tiny_bytes(fast) -> int:
     memory budget: a CONSTRUCT's triples of at most SMALL_ROWS solutions
     (``small_answers.construct_triples``); nothing for SELECT / ASK (Python tuples,
     no table)."""
-    if fast.describe:  # (the solutions' tuples, then their description)
-        return _DESCRIBE_TINY_BYTES
     if fast.template is None:
         return 0
     b = fast.tiny_bytes
@@ -1225,21 +1226,22 @@ def compile_construct(fast, graph, lookup):
     return prog, tuple(tpl)
 
 
-def _described(res, graph, terms, check) -> QueryResult | None:
-    """``DESCRIBE ?v... WHERE { BGP }`` from its fast program's solutions (``res``: the
-    SELECT of the described variables, as lists or columns), as
-    :func:`engine.exec.evaluate.describe` answers it: the distinct store ids they bind,
-    described tuple at a time (:func:`engine.plan.point.describe_small`); None (the
-    general path answers) when they are more than DESCRIBE_RESOURCES or the graph has no
-    in-process lookups. A result that is no SELECT (the program handed over to the
-    general operators, which described it) is returned as it is."""
-    if res is None or res.form != "SELECT":
-        return res
-    cols = res.cols if type(res) is SmallSelect else [c.tolist() for c in res.columns]
-    ids = {i for c in cols for i in c if 0 <= i < LOCAL_BASE}
+def _describe_fast(compiled, terms, graph, max_rows: int, check) -> QueryResult | None:
+    """``DESCRIBE ?v... WHERE { BGP }`` by its fast program, as
+    :func:`engine.exec.evaluate.describe` answers it: the distinct store ids its solutions
+    bind to the described variables (``compiled``'s output slots), described tuple at a
+    time (:func:`engine.plan.point.describe_small`). None (the general path answers) when
+    the solutions are not few (the program would hand over), they name more than
+    DESCRIBE_RESOURCES resources, or the graph has no in-process lookups."""
+    prog, out = compiled
+    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    if k < len(prog.steps):
+        return None
+    ids = {r[i] for r in rows for i in out if i is not None}
+    ids = sorted(i for i in ids if 0 <= i < LOCAL_BASE)
     if len(ids) > DESCRIBE_RESOURCES:
         return None
-    return describe_small(sorted(ids), graph, terms, check)
+    return describe_small(ids, graph, terms, check)
 
 
 def _construct_fast(compiled, terms, max_rows: int) -> QueryResult | None:
