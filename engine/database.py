@@ -598,8 +598,9 @@ class Database:
             memo = self._hit_memo
             hit = memo[2] if memo[0] is text and memo[1] == base else self._template_hit(text, base)
             if hit is not None:
-                if hit[0].key is _DESCRIBE_ONE:
-                    res = self._describe_small([hit[1]], self.store.snapshot(), budget, deadline, timeout)
+                if hit[0].key in _DESCRIBE_KEYS:
+                    res = self._describe_small(_described_keys(hit[0].key, hit[1]), self.store.snapshot(), budget,
+                                               deadline, timeout)
                 else:
                     res = self._run_template(hit[0], hit[1], max_rows, budget, deadline, timeout, lists)
                 if res is not None:
@@ -654,14 +655,15 @@ class Database:
         timeout = self.query_timeout
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
-        if tpl.key is _DESCRIBE_ONE:
+        if tpl.key in _DESCRIBE_KEYS:
+            keys = _described_keys(tpl.key, key)
             limit = self.query_memory
             if self._local and (limit == 0 or limit >= _DESCRIBE_TINY_BYTES):
-                res = self._describe_tiny(key, deadline, timeout)
+                res = self._describe_tiny(keys, deadline, timeout)
                 if res is not None:
                     return res
             budget = MemoryBudget(limit)
-            return _released(budget, self._describe_small, [key], self.store.snapshot(), budget, deadline,
+            return _released(budget, self._describe_small, keys, self.store.snapshot(), budget, deadline,
                              timeout)
         got = self._template_program(tpl, key)
         if got is None:
@@ -725,8 +727,8 @@ class Database:
             self.queries += 1
         return res
 
-    def _describe_tiny(self, key: str, deadline, timeout):
-        """:meth:`_describe_small` of one resource without entering a memory budget: the
+    def _describe_tiny(self, keys: list, deadline, timeout):
+        """:meth:`_describe_small` of a few resources without entering a memory budget: the
         caller checked that the budget cannot refuse it (a tuple-at-a-time description
         charges at most :data:`_DESCRIBE_TINY_BYTES`; past DESCRIBE_ROWS triples it gives
         None and the budgeted path answers); the deadline is still checked every round."""
@@ -734,13 +736,13 @@ class Database:
         terms = self._snap_terms
         if terms is None or terms.snapshot is not snap or terms is not self._snap_terms_prev:
             return None  # (a new snapshot: the budgeted path makes its term table, drops old programs)
-        i = terms.lookup(key)
+        ids = [terms.lookup(k) for k in keys]
 
         def check():
             if deadline is not None and time.monotonic() > deadline:
                 raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
 
-        res = describe_small([i], snap.default, terms, check)
+        res = describe_small(ids, snap.default, terms, check)
         if res is not None:
             self.queries += 1
         return res
@@ -934,6 +936,15 @@ _RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
 
 #: the shape key of ``DESCRIBE <one constant>`` (its parameter: that constant)
 _DESCRIBE_ONE = ("DESCRIBE",)
+#: ... of ``DESCRIBE <a> <b>...`` (n distinct constants, its parameters: a tuple of them), by n
+_DESCRIBE_MANY = {n: ("DESCRIBE", n) for n in range(2, 5)}  # (up to _MAX_PARAMS)
+#: every DESCRIBE-of-constants shape key (a template of one answers by ``describe_small``)
+_DESCRIBE_KEYS = frozenset((_DESCRIBE_ONE, *_DESCRIBE_MANY.values()))
+
+
+def _described_keys(key, param) -> list:
+    """The resources (term keys) of a DESCRIBE-of-constants template's parameter(s)."""
+    return [param] if key is _DESCRIBE_ONE else list(param)
 
 
 def _shape_key(pq: QueryPlan) -> tuple | None:
@@ -945,9 +956,14 @@ def _shape_key(pq: QueryPlan) -> tuple | None:
     if sh is not None:
         return sh
     q = pq.query
-    if (q.form == "DESCRIBE" and len(q.describe) == 1 and isinstance(q.describe[0], Const)
+    if (q.form == "DESCRIBE" and q.describe and all(isinstance(t, Const) for t in q.describe)
             and (q.dataset is None or not (q.dataset.default or q.dataset.named))):
-        return _DESCRIBE_ONE, q.describe[0].key
+        if len(q.describe) == 1:
+            return _DESCRIBE_ONE, q.describe[0].key
+        keys = tuple(t.key for t in q.describe)
+        # (each a parameter: distinct, at most _MAX_PARAMS of them)
+        if len(keys) in _DESCRIBE_MANY and len(set(keys)) == len(keys):
+            return _DESCRIBE_MANY[len(keys)], keys
     return None
 
 
@@ -1294,7 +1310,7 @@ def _fixed_values(fixed: tuple, slots) -> tuple:
 
 def _shape_constants(key: tuple) -> frozenset:
     """The predicates and classes of a shape key (see :func:`_fast_shape_key`)."""
-    if key is _DESCRIBE_ONE:
+    if key in _DESCRIBE_KEYS:
         return frozenset()
     out = frozenset(c[1] for row in key[1] for c in row if c is not None and c[0] == "c")
     if len(key) > 7 and key[7]:  # (a FILTER's constants: fast.filters)
