@@ -51,7 +51,7 @@ from engine.plan.planner import QueryPlan, fast_shape, make_plan
 from engine.plan.point import DESCRIBE_RESOURCES, DESCRIBE_ROWS, PointProgram, compile_point, describe_small
 from engine.plan.rewrite import rewrite
 from engine.settings import DEFAULTS
-from engine.small_answers import SmallSelect, construct_triples, ordered_lists
+from engine.small_answers import OwnTemplate, SmallSelect, construct_triples, ordered_lists
 from engine.sparql import normalize as norm
 from engine.sparql import shapes
 from engine.sparql.algebra import Const
@@ -655,8 +655,9 @@ class Database:
         timeout = self.query_timeout
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
-        if tpl.key in _DESCRIBE_KEYS:
-            keys = _described_keys(tpl.key, key)
+        tk = tpl.key
+        if tk is _DESCRIBE_ONE or len(tk) == 2 and tk[0] == "DESCRIBE":  # (_DESCRIBE_KEYS: no hashing)
+            keys = [key] if tk is _DESCRIBE_ONE else list(key)
             limit = self.query_memory
             if self._local and (limit == 0 or limit >= _DESCRIBE_TINY_BYTES):
                 res = self._describe_tiny(keys, deadline, timeout)
@@ -736,7 +737,7 @@ class Database:
         terms = self._snap_terms
         if terms is None or terms.snapshot is not snap or terms is not self._snap_terms_prev:
             return None  # (a new snapshot: the budgeted path makes its term table, drops old programs)
-        ids = [terms.lookup(k) for k in keys]
+        ids = list(map(terms.lookup, keys))
 
         def check():
             if deadline is not None and time.monotonic() > deadline:
@@ -753,7 +754,7 @@ class Database:
         terms = self._snapshot_terms(snap)
         if terms is not self._snap_terms_prev:
             self._drop_programs(terms)
-        ids = [terms.lookup(k) for k in keys]
+        ids = list(map(terms.lookup, keys))
 
         def check():
             if deadline is not None and time.monotonic() > deadline:
@@ -1054,8 +1055,8 @@ def _rebind(compiled, old, new):
         return compiled
     if isinstance(prog, UnionProgram):
         return prog.rebound(lambda b: b if b.empty else _rebind((b, ()), old, new)[0]), out
-    if out and isinstance(out[0], tuple):  # a CONSTRUCT's resolved template
-        out = tuple(tuple(("c", new) if e == ("c", old) else e for e in t) for t in out)
+    if out and isinstance(out[0], tuple):  # a CONSTRUCT's resolved template (its type kept: OwnTemplate)
+        out = type(out)(tuple(("c", new) if e == ("c", old) else e for e in t) for t in out)
     if isinstance(prog, PointProgram):
         return prog.rebound(old, new), out
 
@@ -1239,7 +1240,8 @@ def compile_construct(fast, graph, lookup):
             else:
                 row.append(("v", pos.get(x.name)))
         tpl.append(tuple(row))
-    return prog, tuple(tpl)
+    own = any(e[0] in "bk" for row in tpl for e in row)
+    return prog, (OwnTemplate if own else tuple)(tpl)
 
 
 def _describe_fast(compiled, terms, graph, max_rows: int, check) -> QueryResult | None:

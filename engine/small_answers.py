@@ -585,7 +585,7 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
         subj_like.add(s)
         subj_like.add(p)
         pred_like.add(p)
-    fresh = _own_terms(tpl, len(rows), terms)
+    fresh = _own_terms(tpl, len(rows), terms) if type(tpl) is OwnTemplate else None
     if fresh:  # (the template's own terms: resolved in this answer's term table)
         terms = fresh.terms
         tpl = fresh.tpl
@@ -629,6 +629,15 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
 #: a term's kind (engine.kv.dictionary: 0 IRI, 1 blank node, 2 literal) by the first byte
 #: of its N-Triples fragment
 _KIND_OF_BYTE = {ord("<"): 0, ord("_"): 1, ord('"'): 2}
+
+
+class OwnTemplate(tuple):
+    """A compiled CONSTRUCT template (``engine.database.compile_construct``) holding
+    terms each answer makes in a term table of its own (``("b", label)``: a fresh blank
+    node per solution, ``("k", key)``: a constant the store does not hold): its type
+    tells :func:`construct_triples` so without a scan of the template per answer."""
+
+    __slots__ = ()
 
 
 class _Own(list):
