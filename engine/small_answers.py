@@ -597,8 +597,8 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
             continue  # a variable the WHERE does not bind: never a triple
         if not check_s:  # (a fresh blank node is a subject in every solution)
             check_s = a != "b" and (a, slots[x] if a == "v" else x) not in subj_like
-        if not check_p:
-            check_p = (b, slots[y] if b == "v" else y) not in pred_like
+        if not check_p:  # (an absent constant -- a query-local id -- is an IRI there: the grammar's)
+            check_p = (b, slots[y] if b == "v" else y) not in pred_like and not (b == "c" and y >= LOCAL_BASE)
         if a == "b" or c == "b":  # the label's blank node of each solution
             bs = fresh[x] if a == "b" else None
             bo = fresh[z] if c == "b" else None
