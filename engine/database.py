@@ -294,7 +294,9 @@ class Database:
         if got is None and tpl.variants:
             v = tpl.variants.get(_fixed_values(tpl.fixed, n[1]))
             if v is not None:
-                return self._match(v, n[1])
+                got = self._match(v, n[1])
+        if got is None and tpl.alt:  # (the skeleton's texts with the parameter(s) in other slots)
+            got = self._match(tpl.alt, n[1])
         return got
 
     def _match(self, tpl, slots):
@@ -356,7 +358,17 @@ class Database:
             if head is None:
                 return
             got = self._template_slots(n, shape)
-            if got is None or got[0] != head.places:
+            if got is None:
+                return
+            if got[0] != head.places:
+                # the parameter(s) in other slots of the same skeleton (a comment slot where
+                # the head has an IRI: ``DESCRIBE <a> # c`` and ``DESCRIBE <a> <b>``): one
+                # such template per skeleton, tried after the head's (False: none)
+                if head.alt is None:
+                    alt = self._make_template(text, base, n, pq, shape, deadline)
+                    with self._lock:
+                        if head.alt is None:
+                            head.alt = alt if alt is not None else False
                 return
             vk = _fixed_values(head.fixed, n[1])
             if vk in head.variants or vk == _fixed_values(head.fixed, head.fixed):
@@ -1277,7 +1289,7 @@ class _Template:
     (a parameter equal to one of them has no shape)."""
 
     __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key", "params", "skeleton_keys", "places",
-                 "variants", "__weakref__")
+                 "variants", "alt", "__weakref__")
 
     def __init__(self, fixed, quote, key, pq, others):
         self.fixed = fixed
@@ -1298,6 +1310,9 @@ class _Template:
         #: a skeleton's template only: the templates of its texts with other values in the
         #: fixed slots (:func:`_fixed_values` -> template, or None: none), see Database._learn
         self.variants = {}
+        #: a skeleton's template only: the template of its texts whose parameter(s) sit in
+        #: other slots (None: not tried yet, False: none), see Database._learn
+        self.alt = None
 
 
 #: a skeleton keeps at most this many variant templates (other fixed slots), then starts over

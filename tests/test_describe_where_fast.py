@@ -180,3 +180,26 @@ def test_describe_of_several_constants_is_a_template(monkeypatch):
     assert database._shape_key(make_plan(parse_query(text))) is None
     assert db.query(text).triples.tolist() == _general(db, text).triples.tolist()
     db.close()
+
+
+def test_a_skeleton_keeps_a_template_for_another_placement():
+    """Slots are one marker in a skeleton whatever they hold: ``DESCRIBE <a> <b>`` (two
+    parameters) and ``DESCRIBE <a> # note`` (one, a comment in the other slot) share one.
+    Whichever is learned first, the other placement gets a template of its own
+    (``_Template.alt``): both kinds of texts are hits, answered as the general path."""
+    for first in ("two", "one"):
+        db = _chain_db(12)
+        two = "DESCRIBE <http://x/e{i}> <http://x/e{j}>"
+        one = "DESCRIBE <http://x/e{i}> # note {j}"
+        seq = [two, one] if first == "two" else [one, two]
+        for tpl in seq:
+            for i in range(3):
+                db.query(tpl.format(i=i, j=i + 4))
+        for tpl in seq:
+            for i in range(4, 8):
+                text = tpl.format(i=i, j=i + 1)
+                hit = db.match_template(db._normalized(text), None)
+                assert hit is not None, (first, text)
+                got = db.query_template(hit)
+                assert got.triples.tolist() == _general(db, text).triples.tolist(), text
+        db.close()
