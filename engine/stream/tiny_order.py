@@ -104,6 +104,8 @@ def _key_of(cell, kind: int, V, memo: dict) -> tuple:
     (None: unbound), 3 a term's key (None: unbound) -- :meth:`GenQuery.kinds`."""
     if cell is None or (kind == 0 and cell < 0):
         return (0,)
+    if kind == 2 and type(cell) is str:
+        kind = 3   # (a computed term's key: tiny_terms)
     if kind == 1 or kind == 2:
         x = float(cell)
         if x != x:
