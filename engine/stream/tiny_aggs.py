@@ -23,9 +23,10 @@ from its counts here, as :mod:`engine.exec.aggregates` computes it:
 * SAMPLE: the group's value when it holds one distinct value; more: handed back (the executor
   takes the first row's, an order these paths do not have).
 * GROUP_CONCAT: the lexical forms of string literals joined by the separator (a simple literal);
-  another term makes the group an error. The pieces come in the order the values were first
-  counted: SPARQL leaves the order undefined, and the executor's (its row order) is not
-  reproduced -- the same multiset of pieces.
+  another term makes the group an error. A group of several distinct values is handed back:
+  SPARQL leaves the pieces' order undefined, the executor's is its row order, which the value
+  counts do not keep, and an instant evaluated again (after a restart, on another path) must
+  write the same string.
 
 A value the closures do not decide (an ``xsd:float``, an ill-typed literal: ``_OTHER`` of
 :mod:`engine.stream.tiny_ops`) hands the instant back.
@@ -269,7 +270,12 @@ def _sample(vc: dict, V) -> tuple:
 
 
 def _group_concat(sep: str, distinct: bool):
+    # a group of several distinct values is handed back: the pieces' order is the executor's row
+    # order, which the value counts do not keep (SPARQL leaves it open, but an instant evaluated
+    # again -- after a restart, on another path -- must write the same string)
     def f(vc: dict, V) -> tuple:
+        if len(vc) > 1:
+            raise Undecided
         parts = []
         for i, n in vc.items():
             k = _key(V, i)
@@ -332,8 +338,7 @@ def order_free(query: A.Query) -> bool:
     """Whether ``query`` is refused by the compact path only for its SAMPLE / GROUP_CONCAT or
     OFFSET / LIMIT (whose values the ordinary path takes in its row order): its patterns are
     otherwise of the forms the generated code reads (:class:`engine.stream.tiny_gen.GenQuery`),
-    which decides SAMPLE only where the order does not matter, writes GROUP_CONCAT's pieces in its
-    own order and hands back an ORDER BY tie (:mod:`engine.stream.tiny_order`)."""
+    which decides SAMPLE and GROUP_CONCAT only where the order does not matter and hands back an ORDER BY tie (:mod:`engine.stream.tiny_order`)."""
     from engine.stream.delta import patterns_of  # noqa: PLC0415 -- (delta imports the executor)
 
     return patterns_of(query, _structural) is not None
