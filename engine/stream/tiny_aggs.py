@@ -338,7 +338,8 @@ def order_free(query: A.Query) -> bool:
     """Whether ``query`` is refused by the compact path only for its SAMPLE / GROUP_CONCAT or
     OFFSET / LIMIT (whose values the ordinary path takes in its row order): its patterns are
     otherwise of the forms the generated code reads (:class:`engine.stream.tiny_gen.GenQuery`),
-    which decides SAMPLE and GROUP_CONCAT only where the order does not matter and hands back an ORDER BY tie (:mod:`engine.stream.tiny_order`)."""
+    which decides SAMPLE and GROUP_CONCAT only where the order does not matter and hands back
+    an ORDER BY tie (:mod:`engine.stream.tiny_order`)."""
     from engine.stream.delta import patterns_of  # noqa: PLC0415 -- (delta imports the executor)
 
     return patterns_of(query, _structural) is not None
