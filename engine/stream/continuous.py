@@ -112,6 +112,15 @@ _REL_SKIPPED = [0]
 def rel_skipped_total() -> int:
     """Relevance checks skipped by their back-off (:meth:`InstantEvaluator.quiet_until`), all queries."""
     return _REL_SKIPPED[0]
+
+
+#: instants the scheduler's one-step maintained path answered (InstantEvaluator.maintained_instant)
+_MFAST = [0]
+
+
+def maintained_fast_total() -> int:
+    """Instants answered by :meth:`InstantEvaluator.maintained_instant`, all queries (tests)."""
+    return _MFAST[0]
 _BIN = pa.large_binary()
 #: instants whose compact default graph holds at most this many triples evaluate their BGP core
 #: tuple at a time (:mod:`engine.stream.tiny`); larger ones take the vectorized executor
@@ -1750,11 +1759,15 @@ class InstantEvaluator:
         if self._max_range is not None:
             self.window_member(t)
         db = self.db
-        self._ctx_next = (self._new_context(db.store.snapshot()), db.query_timeout, db.max_rows, db._term_cache,
-                          getattr(db, "query_memory", None))
+        snap = db.store.snapshot()
+        pre = self._ctx_next
+        # one an instant answered without it (a maintained result) did not use stays, while of
+        # the same snapshot (not holding an older one; its limits are checked where it is used)
+        if pre is None or pre[0].snapshot is not snap:
+            self._ctx_next = (self._new_context(snap), db.query_timeout, db.max_rows,
+                              db._term_cache, getattr(db, "query_memory", None))
         m = self._maint
         if m is not None and self._maintained_ok():   # the state moved to t (expired triples out)
-            snap = db.store.snapshot()
             m.advance(snap, self._stored_graphs(_SnapCtx(snap)), int(t))
 
     #: the generated-code path on (tests compare with it off)
@@ -1776,6 +1789,40 @@ class InstantEvaluator:
 
     def _graphs_of(self, snap) -> list:
         return self._stored_graphs(_SnapCtx(snap))
+
+    def maintained_due(self, state: tuple, t: int, last: int, alone: bool) -> bool:
+        """Whether instant ``t`` goes to :meth:`maintained_instant` without the scheduler's
+        relevance / unchanged check and capture: the same conditions under which
+        :meth:`quiet_until` answers "evaluate" for a maintained query at once (one instant
+        ready, the last instant answered, a query the relevance check reuses for, a state kept
+        and not backing off; evaluating gives the same event as any reuse), and no stored
+        default graph read as of each instant. Attribute reads only: it runs on a woken worker."""
+        mt = self._maint
+        if mt is None or not alone or last != t or self._ok != state[0]:
+            return False
+        rel = self._rel
+        return (rel is not None and rel[0] and rel[1] is not None and mt.state is not None and mt._skip == 0
+                and not mt._probe and self._maintained_ok())
+
+    def maintained_instant(self, t: int) -> tuple[bytes, tuple] | None:
+        """Instant ``t`` from the maintained state in one step (:meth:`maintained_due` said so):
+        ``(its event data, its state)``, the data what :meth:`run` writes, the state what
+        :meth:`state_at` takes; None when the state does not answer (the caller evaluates
+        ``t`` by :meth:`run` with ``maintained=False``: the state is asked once per instant)."""
+        snap = self.db.store.snapshot()
+        r = self.ranges(t)
+        mt = self._maint
+        # the event the ingestion wrote whole when it completed t (the commonest instant), else
+        # the state caught up to t and its body with t's window member
+        data = mt.done_event(snap.sn, len(snap.dictionary), r, t)
+        if data is None:
+            data = mt.instant(snap, self._graphs_of, r, t, self.member_bytes(t))
+        if data is None:
+            return None
+        _MFAST[0] += 1
+        self._fin = None
+        self._ok = t
+        return data, (t, snap.sn, r)
 
     def evaluate(self, t: int) -> QueryResult:
         db = self.db
@@ -1882,14 +1929,16 @@ class InstantEvaluator:
             return
         self.run(int(t))
 
-    def run(self, t: int) -> tuple[bytes, float]:
+    def run(self, t: int, maintained: bool = True) -> tuple[bytes, float]:
         """Evaluate instant ``t``: returns (the event's data JSON, latency in ms). An instant
         whose window change cannot touch the query's patterns (:mod:`engine.stream.delta`)
         reports the last evaluated result without evaluating. The latency covers the whole
         instant: what was spent on ``t`` before (:attr:`_pre`: :meth:`capture`'s time, or the
         scheduler's check and capture, :meth:`state_at`), reading the windows, evaluating and
         writing the event. What later instants need of it (its repeat prefix, the delta
-        check's memory) is kept once the event is in the log (:meth:`settle`)."""
+        check's memory) is kept once the event is in the log (:meth:`settle`). ``maintained``
+        False: the maintained state was asked for ``t`` already (:meth:`maintained_instant`)
+        and did not answer; the ordinary path answers (and measures, for the state's guard)."""
         t0 = time.perf_counter()
         pre_t, spent_ms = self._pre
         if pre_t != t:
@@ -1897,7 +1946,7 @@ class InstantEvaluator:
         self._pre = _NO_PRE
         m = self._maint
         if m is not None:
-            data = self._maintained(t)
+            data = self._maintained(t) if maintained else None
             if data is not None:
                 self._fin = None
                 self._ok = t

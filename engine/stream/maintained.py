@@ -169,6 +169,7 @@ class Maintained:
         self.sh = sh
         self.windows = windows
         self.ranges_ms = [int(bw.window.range_ms) for bw in windows]
+        self._rmax = max(self.ranges_ms)   # the window member's RANGE (_event)
         self.lock = threading.Lock()
         self.state: _State | None = None
         self._skip = 0
@@ -184,7 +185,7 @@ class Maintained:
         self.guarded = 0      # times the guard stopped the maintenance (tests)
         self._frags: dict = {}   # output row -> its JSON members (render)
         self._base: tuple = ({}, [{} for _ in sh.aggs] if sh.by is not None else [])   # (_build)
-        self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body) kept by the ingestion
+        self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body, event) kept by the ingestion
         self.step = query_step([bw.window for bw in windows])
         self.grouping = sh.by is not None
         self.ns = dict(_tg._HELPERS)
@@ -860,7 +861,7 @@ class Maintained:
                     done = self._done
                     if len(done) >= AHEAD * 2:
                         del done[min(done)]
-                    done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body)
+                    done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body, self._event(hi))
                     nxt = hi + self.step
                     targets = [bw.store.window_range(bw.window, nxt) for bw in self.windows]
                     if not self._sync(st, targets, _values(self._dict), GEN_WINDOW):
@@ -965,6 +966,32 @@ class Maintained:
             _ANSWERED[0] += 1
             self._answered()
             return b"".join((body, member, b"}"))
+
+    def _event(self, t: int) -> bytes:
+        """Instant ``t``'s whole event data from the body (under the lock): the body, the
+        window member :meth:`InstantEvaluator.member_bytes` writes for time windows (RANGE the
+        longest of the query's), the closing brace -- written on the ingestion thread with the
+        body, so the instant hands it over as it is (:meth:`done_event`)."""
+        return b"%s,\"window\":{\"start\":%d,\"end\":%d}}" % (self._body, t - self._rmax, t)
+
+    def done_event(self, sn: int, dict_n: int, ranges: list, t: int) -> bytes | None:
+        """Instant ``t``'s event data if the ingestion completed it (:meth:`on_append`) over
+        exactly its dataset (the windows' seq ranges ``ranges``, the store snapshot ``sn``, the
+        dictionary's size ``dict_n`` when a constant was absent); else None and nothing changed
+        but the kept instant forgotten (:meth:`instant` then answers or hands back)."""
+        with self.lock:
+            if self._skip > 0 or self._probe:
+                return None
+            st = self.state
+            if st is None:
+                return None
+            done = self._done.pop(t, None)
+            if done is None or done[1] != sn or done[0] != ranges or (st.dict_n is not None and st.dict_n != dict_n):
+                return None
+            self._idle = 0
+            _ANSWERED[0] += 1
+            self._answered()
+            return done[3]
 
     def ordinary(self, cpu: float) -> None:
         """The ordinary path answered an instant of this query in ``cpu`` thread seconds."""
