@@ -1,0 +1,156 @@
+"""The scheduler's one-step maintained instant (:meth:`Scheduler._step_maintained`,
+:meth:`InstantEvaluator.maintained_instant`, :meth:`Maintained.done_event`) writes exactly the
+events of the path it shortcuts.
+
+Through a :class:`StreamManager` fed by ``ingest_ndjson`` / ``heartbeat`` (the ingestion hook,
+the worker woken per instant), random queries of the generator's forms over a random stream
+are run three ways: the one-step path on, off (``maintained_due`` always False: the relevance
+check, the capture and :meth:`InstantEvaluator.run` as before), and maintenance off. The
+first two logs must be byte-identical (every event's id, kind and data); the third equal as
+rows. The fall-backs are in the streams: jumps (several instants ready at once), a commit to
+the stored graph between instants, a state dropped for too many rows.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.database import Database
+from engine.stream import continuous, maintained
+from engine.stream.continuous import InstantEvaluator
+from engine.stream.manager import StreamManager
+from tests.test_stream_tiny_gen import EX, NODES, PREDS, STATIC, TERMS, _rows, queries
+
+triple = st.tuples(st.sampled_from(NODES), st.sampled_from(PREDS), st.sampled_from(TERMS))
+periods = st.lists(st.lists(st.tuples(st.integers(1, 999), st.lists(triple, min_size=1, max_size=4)),
+                            max_size=3), min_size=3, max_size=10)
+
+
+def _static_lines() -> list[str]:
+    return [f"{NODES[i]} {PREDS[j]} {TERMS[(i * 3 + j * 5) % len(TERMS)]} .\n"
+            for i in range(len(NODES)) for j in range(len(PREDS)) if (i + j) % 2 == 0]
+
+
+def _run(q: str, per: list, jumps: list, commit: tuple | None, how: str, monkeypatch) -> tuple[list, int, int]:
+    """``q`` over stream ``a`` fed by periods (``jumps[j]`` periods in the j-th POST, then a
+    heartbeat: > 1, several instants ready at once); ``commit``: (period, triples) loaded into
+    the stored graph after the POST holding that period. ``how``: "fast" (the one-step path),
+    "slow" (maintained, one-step off), "off" (no maintenance). Returns the query's events
+    ``(id, kind, data)``, the instants the one-step path answered and those a state answered."""
+    monkeypatch.setattr(InstantEvaluator, "MAINTAINED", how != "off")
+    if how == "slow":
+        monkeypatch.setattr(InstantEvaluator, "maintained_due", lambda *a: False)
+    else:
+        monkeypatch.setattr(InstantEvaluator, "maintained_due", _DUE)
+    db = Database()
+    m = StreamManager(db)
+    try:
+        db.load_data("".join(_static_lines()).encode(), "application/n-triples", graph=STATIC)
+        m.register_stream("a", EX + "a")
+        m.heartbeat("a", 0)
+        text = q.replace(" WHERE", f" FROM <{STATIC}> FROM STREAM <{EX}a> [RANGE 3s STEP 1s] WHERE", 1)
+        m.register_query(f"REGISTER QUERY q AS {text}")
+        f0, a0 = continuous.maintained_fast_total(), maintained.answered_total()
+        k = j = 0
+        while k < len(per):
+            # ``jumps[j]`` periods in one POST and one heartbeat: as many instants ready at once
+            n = jumps[j % len(jumps)]
+            lines = [{"s": s, "p": p, "o": o, "t": 1000 * x + dt} for x in range(k, min(k + n, len(per)))
+                     for dt, els in sorted(per[x], key=lambda e: e[0]) for s, p, o in els]
+            if lines:
+                assert m.ingest_ndjson("a", b"\n".join(orjson.dumps(x) for x in lines))["rejected"] == 0
+            if commit is not None and k <= commit[0] < k + n:
+                db.load_data("".join(f"{s} {p} {o} .\n" for s, p, o in commit[1]).encode(),
+                             "application/n-triples", graph=STATIC)
+            k += n
+            j += 1
+            m.heartbeat("a", 1000 * k)
+            assert m.drain(30)
+        events = [(e.id, e.event, bytes(e.data)) for e in m.log("q").since(None, from_t=-1)]
+        return events, continuous.maintained_fast_total() - f0, maintained.answered_total() - a0
+    finally:
+        m.close()
+        db.close()
+
+
+_DUE = InstantEvaluator.maintained_due
+SEEN = [0, 0]   # (instants the one-step path answered, events compared)
+
+
+def _compare(q, per, jumps, commit, monkeypatch) -> int:
+    fast, nf, _ = _run(q, per, jumps, commit, "fast", monkeypatch)
+    slow, ns, _ = _run(q, per, jumps, commit, "slow", monkeypatch)
+    off, _, _ = _run(q, per, jumps, commit, "off", monkeypatch)
+    assert ns == 0
+    assert fast == slow, q   # byte for byte: ids, kinds, data
+    assert [(i, k) for i, k, _ in fast] == [(i, k) for i, k, _ in off]
+    for (i, k, a), (_, _, b) in zip(fast, off, strict=True):
+        if k == "result":
+            assert _rows(a) == _rows(b), (q, i)
+    SEEN[0] += nf
+    SEEN[1] += len(fast)
+    return nf
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(q=queries(), per=periods, jumps=st.lists(st.sampled_from([1, 1, 1, 2, 3]), min_size=4, max_size=4),
+       commit=st.none() | st.tuples(st.integers(1, 6), st.lists(triple, min_size=1, max_size=2)))
+def test_one_step_instants_equal_the_general_path_byte_for_byte(q, per, jumps, commit, monkeypatch):
+    _compare(q, per, jumps, commit, monkeypatch)
+
+
+def test_the_property_test_took_the_one_step_path():
+    assert SEEN[1] > 0 and SEEN[0] > SEEN[1] // 5, SEEN
+
+
+_Q = (f"SELECT ?x ?z WHERE {{ ?x {PREDS[1]} ?y . ?x {PREDS[2]} ?z }}")
+
+
+def _steady(n: int) -> list:
+    """A period per second, each with two joining triples (new subjects) and a triple beyond."""
+    return [[(10, [(NODES[k % len(NODES)], PREDS[1], TERMS[k % len(TERMS)]),
+                   (NODES[k % len(NODES)], PREDS[2], TERMS[(k + 3) % len(TERMS)])])] for k in range(n)]
+
+
+def test_the_one_step_path_is_taken_and_the_whole_event_handed_over(monkeypatch):
+    """A steady stream, one instant ready at a time: after the first instants every one is
+    answered by the one-step path, most from the event the ingestion wrote whole."""
+    hand = [0]
+    real = maintained.Maintained.done_event
+
+    def spy(self, *a):
+        out = real(self, *a)
+        hand[0] += out is not None
+        return out
+
+    monkeypatch.setattr(maintained.Maintained, "done_event", spy)
+    per = _steady(12)
+    n = _compare(_Q, per, [1], None, monkeypatch)
+    assert n >= len(per) - 3
+    assert hand[0] >= len(per) - 4
+
+
+def test_a_jump_a_commit_and_a_drop_fall_back(monkeypatch):
+    """Several instants ready at once (not the one-step path), a commit (the kept event's
+    snapshot is not the instant's: the state is rebuilt), and a state dropped for too many
+    rows (the ordinary path answers, the state is rebuilt after a back-off): the events
+    still equal the general path's byte for byte and the rows those without maintenance."""
+    per = _steady(14)
+    n_plain = _compare(_Q, per, [1], None, monkeypatch)
+    n_jump = _compare(_Q, per, [1, 3, 1, 1, 2], None, monkeypatch)
+    n_commit = _compare(_Q, per, [1], (5, [(NODES[0], PREDS[2], TERMS[1])]), monkeypatch)
+    assert 0 < n_jump < n_plain and n_commit > 0
+    monkeypatch.setattr(maintained, "MAX_ROWS", 1)
+    n_drop = _compare(_Q, per, [1], None, monkeypatch)
+    assert n_drop < n_plain
+
+
+@pytest.mark.parametrize("form", ["ASK", "COUNT"])
+def test_other_maintained_forms_take_the_one_step_path(form, monkeypatch):
+    q = (f"ASK WHERE {{ ?x {PREDS[1]} ?y . ?x {PREDS[2]} ?z }}" if form == "ASK" else
+         f"SELECT ?x (COUNT(?z) AS ?c) WHERE {{ ?x {PREDS[1]} ?y . ?x {PREDS[2]} ?z }} GROUP BY ?x")
+    assert _compare(q, _steady(10), [1], None, monkeypatch) >= 6
