@@ -1,5 +1,5 @@
 """The scheduler's one-step maintained instant (:meth:`Scheduler._step_maintained`,
-:meth:`InstantEvaluator.maintained_instant`, :meth:`Maintained.done_event`) writes exactly the
+:meth:`InstantEvaluator.maintained_instant`, :meth:`Maintained._event`) writes exactly the
 events of the path it shortcuts.
 
 Through a :class:`StreamManager` fed by ``ingest_ndjson`` / ``heartbeat`` (the ingestion hook,
@@ -119,19 +119,25 @@ def _steady(n: int) -> list:
 def test_the_one_step_path_is_taken_and_the_whole_event_handed_over(monkeypatch):
     """A steady stream, one instant ready at a time: after the first instants every one is
     answered by the one-step path, most from the event the ingestion wrote whole."""
-    hand = [0]
-    real = maintained.Maintained.done_event
+    written, hand = [], [0]
+    event, instant = maintained.Maintained._event, maintained.Maintained.instant
 
-    def spy(self, *a):
-        out = real(self, *a)
-        hand[0] += out is not None
+    def spy_event(self, t):   # the whole events the ingestion wrote, of instants it completed
+        out = event(self, t)
+        written.append(out)
         return out
 
-    monkeypatch.setattr(maintained.Maintained, "done_event", spy)
+    def spy_instant(self, *a):   # handed over as written (the same object)
+        out = instant(self, *a)
+        hand[0] += any(out is w for w in written)
+        return out
+
+    monkeypatch.setattr(maintained.Maintained, "_event", spy_event)
+    monkeypatch.setattr(maintained.Maintained, "instant", spy_instant)
     per = _steady(12)
     n = _compare(_Q, per, [1], None, monkeypatch)
     assert n >= len(per) - 3
-    assert hand[0] >= len(per) - 4
+    assert hand[0] >= len(per) - 4   # (the one-step and the slow run's)
 
 
 def test_a_jump_a_commit_and_a_drop_fall_back(monkeypatch):

@@ -1811,12 +1811,9 @@ class InstantEvaluator:
         ``t`` by :meth:`run` with ``maintained=False``: the state is asked once per instant)."""
         snap = self.db.store.snapshot()
         r = self.ranges(t)
-        mt = self._maint
-        # the event the ingestion wrote whole when it completed t (the commonest instant), else
-        # the state caught up to t and its body with t's window member
-        data = mt.done_event(snap.sn, len(snap.dictionary), r, t)
-        if data is None:
-            data = mt.instant(snap, self._graphs_of, r, t, self.member_bytes(t))
+        wm = self._wm   # t's window member, formatted by prepare() after the last event
+        data = self._maint.instant(snap, self._graphs_of, r, t,
+                                   wm[2] if wm is not None and wm[0] == t else self.member_bytes(t))
         if data is None:
             return None
         _MFAST[0] += 1

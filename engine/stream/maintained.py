@@ -941,7 +941,7 @@ class Maintained:
                     st.dict_n is None or st.dict_n == len(snap.dictionary)):
                 _ANSWERED[0] += 1
                 self._answered()
-                return b"".join((done[2], member, b"}"))
+                return done[3]   # (= body + member + "}", written whole on the ingestion thread)
             try:
                 if st.sn != snap.sn or (st.dict_n is not None and st.dict_n != len(snap.dictionary)):
                     st = self._current(snap, graphs_of(snap))
@@ -971,27 +971,8 @@ class Maintained:
         """Instant ``t``'s whole event data from the body (under the lock): the body, the
         window member :meth:`InstantEvaluator.member_bytes` writes for time windows (RANGE the
         longest of the query's), the closing brace -- written on the ingestion thread with the
-        body, so the instant hands it over as it is (:meth:`done_event`)."""
+        body, so the instant hands it over as it is (:meth:`instant`)."""
         return b"%s,\"window\":{\"start\":%d,\"end\":%d}}" % (self._body, t - self._rmax, t)
-
-    def done_event(self, sn: int, dict_n: int, ranges: list, t: int) -> bytes | None:
-        """Instant ``t``'s event data if the ingestion completed it (:meth:`on_append`) over
-        exactly its dataset (the windows' seq ranges ``ranges``, the store snapshot ``sn``, the
-        dictionary's size ``dict_n`` when a constant was absent); else None and nothing changed
-        but the kept instant forgotten (:meth:`instant` then answers or hands back)."""
-        with self.lock:
-            if self._skip > 0 or self._probe:
-                return None
-            st = self.state
-            if st is None:
-                return None
-            done = self._done.pop(t, None)
-            if done is None or done[1] != sn or done[0] != ranges or (st.dict_n is not None and st.dict_n != dict_n):
-                return None
-            self._idle = 0
-            _ANSWERED[0] += 1
-            self._answered()
-            return done[3]
 
     def ordinary(self, cpu: float) -> None:
         """The ordinary path answered an instant of this query in ``cpu`` thread seconds."""
