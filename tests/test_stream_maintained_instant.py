@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from engine.database import Database
@@ -160,3 +160,70 @@ def test_other_maintained_forms_take_the_one_step_path(form, monkeypatch):
     q = (f"ASK WHERE {{ ?x {PREDS[1]} ?y . ?x {PREDS[2]} ?z }}" if form == "ASK" else
          f"SELECT ?x (COUNT(?z) AS ?c) WHERE {{ ?x {PREDS[1]} ?y . ?x {PREDS[2]} ?z }} GROUP BY ?x")
     assert _compare(q, _steady(10), [1], None, monkeypatch) >= 6
+
+
+# ---------------------------------------------------------------- ISTREAM / DSTREAM, generated
+from collections import Counter  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from engine.stream import tiny_gen  # noqa: E402
+from engine.stream.transient import TransientStore  # noqa: E402
+from tests.test_stream_tiny_gen import _evaluator, _oracle, _oxigraph_zero_quotient, static_db  # noqa: E402
+
+MODES = [0, 0]   # (instants the generated code answered, I/DSTREAM instants of generated shapes)
+
+
+@pytest.fixture(scope="module")
+def sdb():
+    d = static_db()
+    yield d
+    d.close()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(q=queries(), els=st.lists(st.lists(triple, max_size=6), min_size=1, max_size=8),
+       rng=st.sampled_from([3000, 1000]), mode=st.sampled_from(["ISTREAM", "DSTREAM"]))
+def test_istream_dstream_generated_like_the_other_path_and_pyoxigraph(sdb, q, els, rng, mode):
+    """An I/DSTREAM query of the generator's forms: its rows come from the generated code, the
+    difference is the ordinary one; every instant equals the path with the generator off, and
+    pyoxigraph's rows at the instant less (ISTREAM) or those of the previous instant less the
+    instant's (DSTREAM). (ASK is registered as RSTREAM only.)"""
+    assume(not q.startswith("ASK"))
+    db = sdb
+    d = db.store.dictionary
+    text = (f"REGISTER {mode} QUERY g AS "
+            f"{q.replace(' WHERE', f' FROM <{STATIC}> FROM STREAM <{EX}a> [RANGE {rng // 1000}s STEP 1s] WHERE', 1)}")
+    store = TransientStore("a", slice_triples=16)
+    on = _evaluator(db, text, store, True, rng)
+    off = _evaluator(db, text, store, False, rng)
+    assert on.mode == mode and off._gen is None and on._maint is None
+    taus = []
+    for k, el in enumerate(els):
+        if not el:
+            continue
+        ids = np.array([[int(d.lookup(x)) for x in tr] for tr in el], dtype=np.int64)
+        tau = 1000 * (k + 1)
+        store.append_rows(ids, np.full(len(ids), tau))
+        taus += [(tau, tr) for tr in el]
+    before = tiny_gen.taken_total()
+    prev = Counter()
+    exact = True
+    for t in range(1000, 1000 * (len(els) + 2), 1000):
+        window = {tr for tau, tr in taus if t - rng < tau <= t}
+        a, _ = on.run(t)
+        b, _ = off.run(t)
+        assert _rows(a) == _rows(b), (q, mode, t)
+        exact = exact and not _oxigraph_zero_quotient(db, q, window)
+        cur = _oracle(db, q, window)
+        if exact:
+            assert _rows(a) == (cur - prev if mode == "ISTREAM" else prev - cur), (q, mode, t)
+        prev = cur
+        if on._gen is not None:
+            MODES[1] += 1
+    MODES[0] += tiny_gen.taken_total() - before
+
+
+def test_the_modes_test_took_the_generated_path():
+    assert MODES[1] > 0 and MODES[0] > MODES[1] // 4, MODES

@@ -1182,9 +1182,10 @@ class InstantEvaluator:
         # the generated query's result maintained as the stream arrives (engine.stream.maintained):
         # the instant hands over rows already there (not when the join core is to be maintained
         # at every instant, incremental="always", nor every instant evaluated from scratch, False)
+        # (RSTREAM: its event is the result itself; an I/DSTREAM query's rows are differenced)
         self._maint = (Maintained.of(self._gen, windows, db.max_rows, _JsonTerms())
                        if self.MAINTAINED and self._gen is not None and incremental and incremental != "always"
-                       else None)
+                       and mode == "RSTREAM" else None)
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -2007,7 +2008,10 @@ class InstantEvaluator:
     def render(self, res: QueryResult, win: dict) -> bytes:
         wm = self._wm
         member = wm[2] if wm is not None and wm[1] is win else _window_member(win)
-        if type(res) is _Generated:   # rows of the generated code (RSTREAM SELECT): written directly
+        if type(res) is _Generated and (self.mode == "RSTREAM" or self.form == "ASK"):
+            # rows of the generated code (RSTREAM SELECT, ASK): written directly;
+            # an I/DSTREAM SELECT's rows are differenced below as the executor's (_diff_rows
+            # reads them as its QueryResult: _Generated.__getattr__)
             return res.gen.render(res.rows, self._json, res.ctx, member)
         if self.form == "ASK":
             return sparql_json(res, member)

@@ -579,9 +579,11 @@ class GenQuery:
 
     @staticmethod
     def of(query: A.Query, mode: str) -> GenQuery | None:
-        """The generated instant of ``query`` if its form is taken (RSTREAM SELECT; see the
-        module), else None."""
-        if mode != "RSTREAM":
+        """The generated instant of ``query`` if its form is taken (SELECT, ASK; see the
+        module), else None. ISTREAM / DSTREAM: the rows go to the ordinary difference
+        (:meth:`InstantEvaluator.render` takes it from :meth:`result`), so the events are the
+        ordinary path's."""
+        if mode not in ("RSTREAM", "ISTREAM", "DSTREAM"):
             return None
         sh = _shape(query)
         if sh is None:
