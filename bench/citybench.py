@@ -137,6 +137,10 @@ def read_query(path: Path) -> CityQuery:
     return parse_query(path.stem, path.read_text(encoding="utf-8"), path.name)
 
 
+#: the PREFIX / BASE declarations before a query's form
+_PROLOGUE_RE = re.compile(r"^(\s*(PREFIX\s+[^\s:]*:\s*<[^>]*>|BASE\s*<[^>]*>))*", re.IGNORECASE)
+
+
 def parse_query(name: str, text: str, where: str | None = None) -> CityQuery:
     """A C-SPARQL query text (without ``REGISTER QUERY ... AS``): windows, static graphs, plain SPARQL."""
     windows, steps = {}, {}
@@ -149,6 +153,7 @@ def parse_query(name: str, text: str, where: str | None = None) -> CityQuery:
     static = _STATIC_RE.findall(plain)
     plain = _STATIC_RE.sub(" ", plain)
     body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+    body = _PROLOGUE_RE.sub("", body)
     form = "ASK" if re.match(r"\s*ask\b", body, re.IGNORECASE) else "SELECT"
     return CityQuery(name, text, windows, steps, static, plain, form)
 

@@ -192,8 +192,8 @@ def report(probe: Probe, qid: str, latency: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.instant_probe", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", default="lsbench-small", choices=("citybench", "lsbench-small", "lsbench"))
-    ap.add_argument("--queries", default="L1", help="e.g. L1,L6 or C1,C6")
+    ap.add_argument("--workload", default="lsbench-small", choices=("citybench", "lsbench-small", "lsbench", "lsbench-varied"))
+    ap.add_argument("--queries", default="L1", help="e.g. L1,L6 or C1,C6 (lsbench-varied: V01,V07)")
     ap.add_argument("--minutes", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=3, help="repeats of each instant (default 3)")
     ap.add_argument("--idle-ms", type=float, default=0.0,
@@ -209,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
             wl = bs.load_citybench([qid], a.minutes, say=quiet)
         elif a.workload == "lsbench":
             wl = bs.load_lsbench([qid], a.minutes, 2000.0, 1000, say=quiet)
+        elif a.workload == "lsbench-varied":
+            from bench import lsvaried  # noqa: PLC0415
+
+            wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, say=quiet, name=a.workload,
+                                 texts=lsvaried.queries(max(int(qid[1:]), len(lsvaried.TEMPLATES))))
         else:
             wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, say=quiet, name="lsbench-small")
         if a.floor:

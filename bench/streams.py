@@ -11,6 +11,10 @@ Workloads (same data, same windows, same instants for every peer):
 * lsbench: L1-L7 over the seeded LSBench-style generator :mod:`bench.lsbench`.
 * lsbench-small: the same queries at ``--small-rate`` triples/s (default 20): windows of tens to
   hundreds of triples, the size of CityBench's, where the per-window floor dominates.
+* lsbench-varied: ``--varied`` queries V01... of many shapes (string / IRI / IN filters, UNION,
+  OPTIONAL, NOT EXISTS, AVG / SUM / MIN / MAX, ORDER BY + LIMIT, BIND, ...; :mod:`bench.lsvaried`)
+  over the same small streams: the small-window floor on shapes the known queries do not have.
+  Every Jindou peer reports which path answered its instants (maintained / generated / other).
 
 Peers:
 
@@ -74,14 +78,14 @@ import orjson
 import pyoxigraph as ox
 
 from bench import citybench as cb
-from bench import lsbench
+from bench import lsbench, lsvaried
 
 PEERS = ("jindou", "jindou-full", "jindou-unmaintained", "csparql-composite", "spark-sql")
 DEFAULT_PEERS = ("jindou", "jindou-full", "csparql-composite", "spark-sql")
 #: the Jindou peers: their replay's ingestion time is reported per instant (what the maintained
 #: results, engine.stream.maintained, move from the instant to ingestion)
 JINDOU_PEERS = ("jindou", "jindou-full", "jindou-unmaintained")
-WORKLOADS = ("citybench", "lsbench", "lsbench-small")
+WORKLOADS = ("citybench", "lsbench", "lsbench-small", "lsbench-varied")
 #: lsbench-small: LSBench at this rate (triples/s), so that its windows hold tens to hundreds of
 #: triples like CityBench's (the per-window floor, not the data, dominates)
 SMALL_RATE = 20.0
@@ -352,10 +356,10 @@ def load_citybench(ids: list[str], minutes: float, clock: str = "paced", frequen
 
 
 def load_lsbench(ids: list[str], minutes: float, rate: float, users: int, seed: int = 0, say=_log,
-                 name: str = "lsbench") -> Workload:
+                 name: str = "lsbench", texts: dict[str, str] | None = None) -> Workload:
     t0 = time.perf_counter()
     data = lsbench.generate(users=users, rate=rate, seconds=minutes * 60, seed=seed)
-    texts = lsbench.queries()
+    texts = lsbench.queries() if texts is None else texts
     qs = [BenchQuery(i, cb.parse_query(i, texts[i])) for i in ids]
     short = {v: k for k, v in lsbench.STREAMS.items()}
     used = {s for bq in qs for s in bq.q.windows}
@@ -378,6 +382,7 @@ class PeerRun:
     ingest_us: float | None = None   # the replay's ingest_ndjson + heartbeat CPU µs per instant (Jindou)
     advance_us: float | None = None  # the worker's maintenance after events, CPU µs per instant (Jindou)
     maint_us: float | None = None    # the part of ingest_us that maintained the results (Jindou)
+    paths: tuple[int, int, int] | None = None   # instants answered maintained, generated, evaluated (Jindou)
 
 
 def _select_rows_json(doc: dict) -> Result:
@@ -415,6 +420,17 @@ def _maint_spent() -> tuple[float, float]:
     except ImportError:
         return 0.0, 0.0
     return spent()
+
+
+def _path_counts() -> tuple[int, int]:
+    """Instants answered by maintained states and by generated code, all queries of the process
+    (zeros on a version of the engine without them)."""
+    try:
+        from engine.stream.maintained import answered_total  # noqa: PLC0415
+        from engine.stream.tiny_gen import taken_total  # noqa: PLC0415
+    except ImportError:
+        return 0, 0
+    return answered_total(), taken_total()
 
 
 def run_jindou(wl: Workload, incremental: bool = True, say=_log, maintained: bool = True,
@@ -470,6 +486,7 @@ def _run_jindou(wl: Workload, incremental: bool, say, label: str, Database, Stre
                 last_id: int | None = None
                 ingest_s = 0.0
                 spent0 = _maint_spent()
+                paths0 = _path_counts()
                 for k in range(n_b):
                     ti = time.thread_time()
                     for sd, bs in zip(sds, bodies, strict=True):
@@ -500,6 +517,8 @@ def _run_jindou(wl: Workload, incremental: bool, say, label: str, Database, Stre
                 n_inst = max(1, (n_b * b) // bq.step)
                 pr.ingest_us = ingest_s * 1e6 / n_inst
                 spent1 = _maint_spent()
+                paths1 = _path_counts()
+                pr.paths = (paths1[0] - paths0[0], paths1[1] - paths0[1], seen)
                 pr.maint_us = (spent1[0] - spent0[0]) * 1e6 / n_inst
                 pr.advance_us = (spent1[1] - spent0[1]) * 1e6 / n_inst
             finally:
@@ -909,6 +928,8 @@ def summarize(wl: Workload, runs: dict[str, dict[str, PeerRun]]) -> dict:
                 peers[p]["ingest_us"] = _r(pr.ingest_us, 1)
                 peers[p]["advance_us"] = _r(pr.advance_us or 0.0, 1)
                 peers[p]["maint_us"] = _r(pr.maint_us or 0.0, 1)
+                if pr.paths is not None:
+                    peers[p]["paths"] = list(pr.paths)
                 if lat:
                     peers[p]["total_us"] = _r(pr.ingest_us + (pr.advance_us or 0.0)
                                               + 1000.0 * statistics.median(lat), 1)
@@ -977,6 +998,7 @@ def format_markdown(summary: dict, peers: list[str]) -> str:
     jps = [p for p in peers if p in JINDOU_PEERS]
     cols += [f"{p} ingest (of it maintaining) / advance CPU µs/instant" for p in jps]
     cols += [f"{p} ingest + advance + med µs" for p in jps]
+    cols += [f"{p} maintained / generated / other" for p in jps]
     ratio_cols = [(p, f"{p}/jindou") for p in ("csparql-composite", "spark-sql", "jindou-full", "jindou-unmaintained")
                   if p in peers and "jindou" in peers]
     short = {"csparql-composite": "composite", "spark-sql": "spark", "jindou-full": "full",
@@ -987,7 +1009,8 @@ def format_markdown(summary: dict, peers: list[str]) -> str:
            "config: " + ", ".join(f"{k}={v}" for k, v in summary["config"].items()), "",
            "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in summary["queries"]:
-        cells = [r["query"], r["window"], f"{_fmt(r['window_triples_median'])} / {_fmt(r['window_triples_p99'])}",
+        cells = [r["query"] + (f" {lsvaried.family(r['query'])}" if summary["workload"] == "lsbench-varied" else ""),
+                 r["window"], f"{_fmt(r['window_triples_median'])} / {_fmt(r['window_triples_p99'])}",
                  _fmt(r["result_rows_median"])]
         for p in peers:
             st = r["peers"].get(p)
@@ -1003,6 +1026,9 @@ def format_markdown(summary: dict, peers: list[str]) -> str:
             cells.append(f"{_fmt(st.get('ingest_us'))} ({_fmt(st.get('maint_us'))}) / {_fmt(st.get('advance_us'))}")
         for p in jps:
             cells.append(_fmt(r["peers"].get(p, {}).get("total_us")))
+        for p in jps:
+            pa = r["peers"].get(p, {}).get("paths")
+            cells.append("–" if not pa else f"{pa[0]} / {pa[1]} / {max(0, pa[2] - pa[0] - pa[1])}")
         for _p, k in ratio_cols:
             cells.append(_fmt(r["ratios"][k], "×"))
         if r["compared_windows"] == 0:
@@ -1036,7 +1062,7 @@ def run(workloads: list[str], queries: list[str] | None = None, minutes: float =
         users: int = 1000, seed: int = 0, spark_windows: int = 10, peers: list[str] | None = None,
         clock: str = "paced", frequency: float = 1.0, root: Path | None = None, spark_master: str = "local[2]",
         say=_log, spark_timeout: float = 300.0, small_rate: float = SMALL_RATE,
-        composite_timing: str = "hot") -> dict:
+        composite_timing: str = "hot", varied: int | None = None) -> dict:
     peers = list(peers or DEFAULT_PEERS)
     bad = [p for p in peers if p not in PEERS]
     if bad:
@@ -1048,6 +1074,9 @@ def run(workloads: list[str], queries: list[str] | None = None, minutes: float =
             ids = [q for q in CITYBENCH_QUERIES if sel is None or q in sel or "Q" + q[1:] in sel]
         elif w in ("lsbench", "lsbench-small"):
             ids = [q for q in LSBENCH_QUERIES if sel is None or q in sel]
+        elif w == "lsbench-varied":
+            vtexts = lsvaried.queries(varied, seed)
+            ids = [q for q in vtexts if sel is None or q in sel]
         else:
             raise ValueError(f"unknown workload {w!r}; known: {', '.join(WORKLOADS)}")
         if not ids:
@@ -1057,6 +1086,8 @@ def run(workloads: list[str], queries: list[str] | None = None, minutes: float =
             wl = load_citybench(ids, minutes, clock, frequency, seed, root, say)
         elif w == "lsbench":
             wl = load_lsbench(ids, minutes, rate, users, seed, say)
+        elif w == "lsbench-varied":
+            wl = load_lsbench(ids, minutes, small_rate, users, seed, say, name=w, texts=vtexts)
         else:
             wl = load_lsbench(ids, minutes, small_rate, users, seed, say, name="lsbench-small")
         runs: dict[str, dict[str, PeerRun]] = {}
@@ -1096,7 +1127,7 @@ def format_report(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench streams", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", default=",".join(WORKLOADS),
-                    help="citybench,lsbench,lsbench-small (default all three)")
+                    help="citybench,lsbench,lsbench-small,lsbench-varied (default all four)")
     ap.add_argument("--queries", default=None, help="e.g. C1,C5,L4 (default: C1-C11 and L1-L7)")
     ap.add_argument("--minutes", type=float, default=2.0, help="minutes of event time (default 2)")
     ap.add_argument("--rate", type=float, default=2000.0,
@@ -1104,6 +1135,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--users", type=int, default=1000, help="lsbench: users in the static graph (default 1000)")
     ap.add_argument("--small-rate", type=float, default=SMALL_RATE,
                     help=f"lsbench-small: triples per second of event time (default {SMALL_RATE:g})")
+    ap.add_argument("--varied", type=int, default=None,
+                    help=f"lsbench-varied: queries, cycling through {len(lsvaried.TEMPLATES)} shapes "
+                         "(default one per shape); their constants and windows come from --seed")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--spark-windows", type=int, default=10, help="windows per query measured on spark-sql")
     ap.add_argument("--spark-master", default="local[2]")
@@ -1126,7 +1160,8 @@ def main(argv: list[str] | None = None) -> int:
     root = cb.shared_root(a.shared) if "citybench" in _split(a.workload) else None
     report = run(_split(a.workload), _split(a.queries) or None, a.minutes, a.rate, a.users, a.seed,
                  a.spark_windows, _split(a.peers), a.clock, a.frequency, root, a.spark_master,
-                 spark_timeout=a.spark_timeout, small_rate=a.small_rate, composite_timing=a.composite_timing)
+                 spark_timeout=a.spark_timeout, small_rate=a.small_rate, composite_timing=a.composite_timing,
+                 varied=a.varied)
     md = format_report(report)
     print(md)
     if a.out:

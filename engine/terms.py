@@ -161,6 +161,21 @@ def key_kind(key: str) -> str:
     return "iri" if c == "<" else "bnode" if c == "_" else "literal"
 
 
+#: what an IRI may not hold, written directly or through a \\u escape (N-Triples IRIREF, RFC 3987)
+_IRI_BAD = re.compile(r'[\x00-\x20<>"{}|^`\\]')
+
+
+def _escaped_iri(body: str) -> str:
+    """An IRI's text with its ``\\u`` / ``\\U`` escapes resolved; an escape that yields a character
+    an IRI cannot hold (a control character, a space, ``>`` ...) is refused: its key would not be
+    an IRI (``<http://d>>``) and no other RDF store would take it."""
+    out = unescape_string(body)
+    bad = _IRI_BAD.search(out)
+    if bad:
+        raise ValueError(f"IRI with an escaped character an IRI cannot hold ({bad.group()!r}): <{body}>")
+    return out
+
+
 def canonical_key(ntriples_term: str) -> str:
     """Canonical key of one term written in N-Triples syntax (escapes resolved,
     ``^^xsd:string`` folded, language tag lower-cased). Raises ValueError."""
@@ -172,7 +187,7 @@ def canonical_key(ntriples_term: str) -> str:
         if t[-1] != ">":
             raise ValueError(f"malformed IRI: {t!r}")
         if "\\" in t:
-            return "<" + unescape_string(t[1:-1]) + ">"
+            return "<" + _escaped_iri(t[1:-1]) + ">"
         return t
     if c == "_":
         if not t.startswith("_:") or len(t) < 3:
@@ -191,7 +206,7 @@ def canonical_key(ntriples_term: str) -> str:
             if suffix == _XSD_STRING_SUFFIX:
                 suffix = ""
             elif "\\" in suffix:
-                suffix = "^^<" + unescape_string(suffix[3:-1]) + ">"
+                suffix = "^^<" + _escaped_iri(suffix[3:-1]) + ">"
         if "\\" in body or '"' in body:
             body = unescape_string(body).translate(_ESCAPE)
         return '"' + body + '"' + suffix

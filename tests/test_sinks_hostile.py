@@ -172,6 +172,29 @@ def test_the_connection_goes_to_the_checked_address():
         rec.close()
 
 
+def test_a_resolver_that_never_answers_costs_the_attempt_its_deadline():
+    """getaddrinfo has no timeout: a DNS server that does not answer must not hold the sink past
+    its attempt's deadline (and the next attempt looks the name up again)."""
+    release = threading.Event()
+    calls = []
+
+    def stuck(host, port):
+        calls.append(host)
+        release.wait(30)
+        return ["10.0.0.1"]
+
+    p = SinkPolicy.of("http://hooks.test/h/", timeout_s=0.3, retry_max_s=0.1, resolve=stuck)
+    s = _sink(p, "http://hooks.test/h/q", _log(1))
+    try:
+        t0 = time.monotonic()
+        wait_for(lambda: s.retries >= 2, 30, "attempts that timed out")
+        assert "timeout resolving the host" in s.last_error and s.delivered == 0
+        assert time.monotonic() - t0 < 10 and len(calls) >= 2
+    finally:
+        release.set()
+        s.stop()
+
+
 class _Raw:
     """A raw TCP destination on 127.0.0.1 whose answer is scripted by ``answer(conn)``."""
 

@@ -31,7 +31,8 @@ Connecting (:func:`post`) re-checks at every attempt, not only at registration:
   address is never contacted; to deliver to this machine the operator lists the literal
   address. The connection goes to the checked address (no second lookup), with the name
   in ``Host`` and as the TLS server name (certificates are verified);
-* one attempt has one deadline (``timeout_s``) over connect, TLS, sending and reading;
+* one attempt has one deadline (``timeout_s``) over the DNS lookup, connect, TLS, sending and
+  reading;
   only the status line is read (at most 16 KiB, interim 1xx answers skipped), then the
   connection is closed: a huge or endless answer costs nothing, redirects are never
   followed, no proxy from the environment is used.
@@ -45,6 +46,8 @@ import socket
 import ssl
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 __all__ = ["Destination", "BadURL", "DeliveryError", "parse_url", "authority", "address_refusal", "resolve_host", "post",
@@ -243,11 +246,26 @@ def resolve_host(host: str, port: int) -> list[str]:
     return [i[4][0] for i in infos]
 
 
+#: DNS lookups run here, so that a resolver that does not answer costs the attempt its deadline
+#: and not the sink's thread (``getaddrinfo`` has no timeout and cannot be cancelled: a stuck
+#: lookup keeps one of these threads until the resolver gives up; more wait their turn)
+_DNS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="webhook-dns")
+
+
+def _resolve_by(resolve: Callable[[str, int], list[str]], host: str, port: int, deadline: float) -> list[str]:
+    fut = _DNS.submit(resolve, host, port)
+    try:
+        return fut.result(timeout=_remaining(deadline))
+    except FutureTimeout:
+        fut.cancel()
+        raise DeliveryError("timeout resolving the host") from None
+
+
 def _addresses(d: Destination, resolve: Callable[[str, int], list[str]],
-               refuse: Callable[[str], str | None]) -> list[str]:
+               refuse: Callable[[str], str | None], deadline: float) -> list[str]:
     if d.ip:
         return [d.host]
-    addrs = list(dict.fromkeys(resolve(d.host, d.port)))
+    addrs = list(dict.fromkeys(_resolve_by(resolve, d.host, d.port, deadline)))
     if not addrs:
         raise DeliveryError("the host has no address")
     for a in addrs:
@@ -272,7 +290,7 @@ def post(d: Destination, body: bytes, headers: dict[str, str], timeout_s: float,
     """POST ``body`` to ``d`` once; the answer's status (:class:`DeliveryError` if none came
     within ``timeout_s``, the connection failed or the host may not be reached)."""
     deadline = time.monotonic() + timeout_s
-    addrs = _addresses(d, resolve or resolve_host, refuse or address_refusal)
+    addrs = _addresses(d, resolve or resolve_host, refuse or address_refusal, deadline)
     sock = None
     for a in addrs:
         try:
