@@ -1182,10 +1182,13 @@ class InstantEvaluator:
         # the generated query's result maintained as the stream arrives (engine.stream.maintained):
         # the instant hands over rows already there (not when the join core is to be maintained
         # at every instant, incremental="always", nor every instant evaluated from scratch, False)
-        # (RSTREAM: its event is the result itself; an I/DSTREAM query's rows are differenced)
+        # (RSTREAM: its event is the result itself; an I/DSTREAM query's rows -- without computed
+        # numbers, which the state keeps as their keys -- are differenced here as the executor's)
         self._maint = (Maintained.of(self._gen, windows, db.max_rows, _JsonTerms())
                        if self.MAINTAINED and self._gen is not None and incremental and incremental != "always"
-                       and mode == "RSTREAM" else None)
+                       and (mode == "RSTREAM" or not self._gen.sh.computed) else None)
+        if self._maint is not None and mode != "RSTREAM":
+            self._maint.rows_mode = True
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -1786,7 +1789,14 @@ class InstantEvaluator:
         None when the state is not its dataset (the ordinary path answers)."""
         if not self._maintained_ok():
             return None
-        return self._maint.instant(self.db.store.snapshot(), self._graphs_of, self.ranges(t), t, self.member_bytes(t))
+        m = self._maint
+        snap = self.db.store.snapshot()
+        if m.rows_mode:   # I/DSTREAM: the state's rows, differenced as the generated code's (render)
+            rows = m.rows_at(snap, self._graphs_of, self.ranges(t), t)
+            if rows is None:
+                return None
+            return self.render(_Generated(self._gen, rows, self._context(snap)), self.window_member(t))
+        return m.instant(snap, self._graphs_of, self.ranges(t), t, self.member_bytes(t))
 
     def _graphs_of(self, snap) -> list:
         return self._stored_graphs(_SnapCtx(snap))
@@ -1799,7 +1809,7 @@ class InstantEvaluator:
         and not backing off; evaluating gives the same event as any reuse), and no stored
         default graph read as of each instant. Attribute reads only: it runs on a woken worker."""
         mt = self._maint
-        if mt is None or not alone or last != t or self._ok != state[0]:
+        if mt is None or not alone or last != t or self._ok != state[0] or mt.rows_mode:
             return False
         rel = self._rel
         return (rel is not None and rel[0] and rel[1] is not None and mt.state is not None and mt._skip == 0
