@@ -73,6 +73,7 @@ from engine.formats import NTRIPLES
 from engine.kv.views import EmptyGraph, merged_view
 from engine.plan.rewrite import is_pure_bgp
 from engine.sparql import algebra as A
+from engine.stream import gen_construct as _gen_construct
 from engine.stream import pred_times
 from engine.stream.absorb import AbsorbLog
 from engine.stream.delta import DeltaGuard, patterns_of, query_patterns, relevant_predicates
@@ -1187,7 +1188,7 @@ class InstantEvaluator:
         self._maint = (Maintained.of(self._gen, windows, db.max_rows, _JsonTerms())
                        if self.MAINTAINED and self._gen is not None and incremental and incremental != "always"
                        and (mode == "RSTREAM" or not self._gen.sh.computed) else None)
-        if self._maint is not None and mode != "RSTREAM":
+        if self._maint is not None and (mode != "RSTREAM" or self.form == "CONSTRUCT"):
             self._maint.rows_mode = True
 
     # -- dataset ---------------------------------------------------------------
@@ -2018,7 +2019,7 @@ class InstantEvaluator:
     def render(self, res: QueryResult, win: dict) -> bytes:
         wm = self._wm
         member = wm[2] if wm is not None and wm[1] is win else _window_member(win)
-        if type(res) is _Generated and (self.mode == "RSTREAM" or self.form == "ASK"):
+        if type(res) is _Generated and (self.form == "ASK" or (self.mode == "RSTREAM" and self.form == "SELECT")):
             # rows of the generated code (RSTREAM SELECT, ASK): written directly;
             # an I/DSTREAM SELECT's rows are differenced below as the executor's (_diff_rows
             # reads them as its QueryResult: _Generated.__getattr__)
@@ -2026,6 +2027,8 @@ class InstantEvaluator:
         if self.form == "ASK":
             return sparql_json(res, member)
         if self.form == "CONSTRUCT":
+            if type(res) is _Generated:   # the template instantiated per generated row
+                res = _gen_construct.triples(self.query.template, res.gen.sh.names, res.rows, res.ctx)
             if self.mode != "RSTREAM":
                 res = self._diff_triples(res)
             nt = serialize(res, NTRIPLES).decode("utf-8")

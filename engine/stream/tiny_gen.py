@@ -585,6 +585,11 @@ class GenQuery:
         ordinary path's."""
         if mode not in ("RSTREAM", "ISTREAM", "DSTREAM"):
             return None
+        if query.form == "CONSTRUCT":   # as SELECT of the template's variables (engine.stream.gen_construct)
+            from engine.stream.gen_construct import select_of  # noqa: PLC0415
+            query = select_of(query)
+            if query is None:
+                return None
         sh = _shape(query)
         if sh is None:
             return None
