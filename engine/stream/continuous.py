@@ -1155,6 +1155,7 @@ class InstantEvaluator:
         self._rel: tuple | None = None
         self._rel_ids: tuple | None = None
         self._dg_skip: int | None = None   # the instant whose delta check is hopeless (quiet_until)
+        self._mrows = False   # the instant's rows came from the maintained state (rows mode: run / evaluate)
         self._rel_fails = 0   # relevance checks in a row that found a change (quiet_until's back-off)
         self._rel_skip = 0    # instants left whose relevance check is skipped
         self._rel_backoff = 1
@@ -1528,7 +1529,8 @@ class InstantEvaluator:
             return self.unchanged_until(state, t, last, step), True
         te, sn, ranges = state
         mt = self._maint
-        if mt is not None and alone and last == t and self._ok == te and rel[1] is not None and mt.healthy():
+        if mt is not None and alone and last == t and self._ok == te and rel[1] is not None and mt.healthy() \
+                and not mt.rows_mode:
             # a maintained result answers about as cheaply as a reuse: no check (the same
             # conditions as the back-off's below: evaluating gives the same event)
             return _EVALUATE
@@ -1790,14 +1792,7 @@ class InstantEvaluator:
         None when the state is not its dataset (the ordinary path answers)."""
         if not self._maintained_ok():
             return None
-        m = self._maint
-        snap = self.db.store.snapshot()
-        if m.rows_mode:   # I/DSTREAM: the state's rows, differenced as the generated code's (render)
-            rows = m.rows_at(snap, self._graphs_of, self.ranges(t), t)
-            if rows is None:
-                return None
-            return self.render(_Generated(self._gen, rows, self._context(snap)), self.window_member(t))
-        return m.instant(snap, self._graphs_of, self.ranges(t), t, self.member_bytes(t))
+        return self._maint.instant(self.db.store.snapshot(), self._graphs_of, self.ranges(t), t, self.member_bytes(t))
 
     def _graphs_of(self, snap) -> list:
         return self._stored_graphs(_SnapCtx(snap))
@@ -1838,6 +1833,14 @@ class InstantEvaluator:
         t0 = time.perf_counter()
         snap = db.store.snapshot()  # before reading the absorb log (see AbsorbLog)
         ctx = self._context(snap)
+        m = self._maint
+        if m is not None and m.rows_mode and self._maintained_ok():
+            # an I/DSTREAM or CONSTRUCT query's rows from its maintained state (differenced /
+            # instantiated by render as the generated code's)
+            rows = m.rows_at(snap, self._graphs_of, self.ranges(t), t)
+            if rows is not None:
+                self._mrows = True
+                return _Generated(self._gen, rows, ctx)
         inc = self.incremental_core
         # while the windows are small enough for the tuple-at-a-time path, evaluating from scratch
         # is cheaper than maintaining (which reads the windows as slid graphs and joins deltas):
@@ -1955,15 +1958,18 @@ class InstantEvaluator:
         self._pre = _NO_PRE
         m = self._maint
         if m is not None:
-            data = self._maintained(t) if maintained else None
+            # (a state in rows mode answers inside evaluate(): after the delta check's reuse)
+            data = self._maintained(t) if maintained and not m.rows_mode else None
             if data is not None:
                 self._fin = None
                 self._ok = t
                 return data, spent_ms + (time.perf_counter() - t0) * 1000.0
             # the ordinary path's cost, against which the maintenance's is weighed (its guard)
             c0 = time.thread_time()
+            self._mrows = False
             out = self._ordinary(t, t0, spent_ms)
-            m.ordinary(time.thread_time() - c0)
+            if not self._mrows:
+                m.ordinary(time.thread_time() - c0)
             return out
         return self._ordinary(t, t0, spent_ms)
 
