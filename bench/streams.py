@@ -15,6 +15,9 @@ Workloads (same data, same windows, same instants for every peer):
   OPTIONAL, NOT EXISTS, AVG / SUM / MIN / MAX, ORDER BY + LIMIT, BIND, ...; :mod:`bench.lsvaried`)
   over the same small streams: the small-window floor on shapes the known queries do not have.
   Every Jindou peer reports which path answered its instants (maintained / generated / other).
+* lsbench-walk: ``--varied`` Stream-WatDiv-style BGP queries W01... drawn by random walks over the
+  LSBench data (linear, star, snowflake; pure stream or joined with the static graph; some nodes
+  fixed to constants; :mod:`bench.lswalk`) over the same small streams.
 
 Peers:
 
@@ -78,17 +81,19 @@ import orjson
 import pyoxigraph as ox
 
 from bench import citybench as cb
-from bench import lsbench, lsvaried
+from bench import lsbench, lsvaried, lswalk
 
 PEERS = ("jindou", "jindou-full", "jindou-unmaintained", "csparql-composite", "spark-sql")
 DEFAULT_PEERS = ("jindou", "jindou-full", "csparql-composite", "spark-sql")
 #: the Jindou peers: their replay's ingestion time is reported per instant (what the maintained
 #: results, engine.stream.maintained, move from the instant to ingestion)
 JINDOU_PEERS = ("jindou", "jindou-full", "jindou-unmaintained")
-WORKLOADS = ("citybench", "lsbench", "lsbench-small", "lsbench-varied")
+WORKLOADS = ("citybench", "lsbench", "lsbench-small", "lsbench-varied", "lsbench-walk")
 #: lsbench-small: LSBench at this rate (triples/s), so that its windows hold tens to hundreds of
 #: triples like CityBench's (the per-window floor, not the data, dominates)
 SMALL_RATE = 20.0
+#: lsbench-walk: queries drawn when --varied is not given
+WALK_QUERIES = 16
 CITYBENCH_QUERIES = [f"C{i}" for i in range(1, 12)]      # C<i> = csparql_query/Q<i>.txt
 LSBENCH_QUERIES = [f"L{i}" for i in range(1, 8)]
 EXIT_MISMATCH = 3
@@ -356,10 +361,11 @@ def load_citybench(ids: list[str], minutes: float, clock: str = "paced", frequen
 
 
 def load_lsbench(ids: list[str], minutes: float, rate: float, users: int, seed: int = 0, say=_log,
-                 name: str = "lsbench", texts: dict[str, str] | None = None) -> Workload:
+                 name: str = "lsbench", texts=None) -> Workload:
+    """``texts``: the queries by id (default L1-L7), or a function of the generated data giving them."""
     t0 = time.perf_counter()
     data = lsbench.generate(users=users, rate=rate, seconds=minutes * 60, seed=seed)
-    texts = lsbench.queries() if texts is None else texts
+    texts = lsbench.queries() if texts is None else texts(data) if callable(texts) else texts
     qs = [BenchQuery(i, cb.parse_query(i, texts[i])) for i in ids]
     short = {v: k for k, v in lsbench.STREAMS.items()}
     used = {s for bq in qs for s in bq.q.windows}
@@ -1077,6 +1083,9 @@ def run(workloads: list[str], queries: list[str] | None = None, minutes: float =
         elif w == "lsbench-varied":
             vtexts = lsvaried.queries(varied, seed)
             ids = [q for q in vtexts if sel is None or q in sel]
+        elif w == "lsbench-walk":
+            nw = varied or WALK_QUERIES
+            ids = [f"W{i + 1:02d}" for i in range(nw) if sel is None or f"W{i + 1:02d}" in sel]
         else:
             raise ValueError(f"unknown workload {w!r}; known: {', '.join(WORKLOADS)}")
         if not ids:
@@ -1088,6 +1097,9 @@ def run(workloads: list[str], queries: list[str] | None = None, minutes: float =
             wl = load_lsbench(ids, minutes, rate, users, seed, say)
         elif w == "lsbench-varied":
             wl = load_lsbench(ids, minutes, small_rate, users, seed, say, name=w, texts=vtexts)
+        elif w == "lsbench-walk":
+            wl = load_lsbench(ids, minutes, small_rate, users, seed, say, name=w,
+                              texts=lambda data, nw=nw: lswalk.queries(data, nw, seed))
         else:
             wl = load_lsbench(ids, minutes, small_rate, users, seed, say, name="lsbench-small")
         runs: dict[str, dict[str, PeerRun]] = {}
@@ -1127,7 +1139,7 @@ def format_report(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench streams", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", default=",".join(WORKLOADS),
-                    help="citybench,lsbench,lsbench-small,lsbench-varied (default all four)")
+                    help="citybench,lsbench,lsbench-small,lsbench-varied,lsbench-walk (default all five)")
     ap.add_argument("--queries", default=None, help="e.g. C1,C5,L4 (default: C1-C11 and L1-L7)")
     ap.add_argument("--minutes", type=float, default=2.0, help="minutes of event time (default 2)")
     ap.add_argument("--rate", type=float, default=2000.0,
@@ -1137,7 +1149,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"lsbench-small: triples per second of event time (default {SMALL_RATE:g})")
     ap.add_argument("--varied", type=int, default=None,
                     help=f"lsbench-varied: queries, cycling through {len(lsvaried.TEMPLATES)} shapes "
-                         "(default one per shape); their constants and windows come from --seed")
+                         f"(default one per shape); lsbench-walk: random-walk queries (default {WALK_QUERIES}); "
+                         "their constants and windows come from --seed")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--spark-windows", type=int, default=10, help="windows per query measured on spark-sql")
     ap.add_argument("--spark-master", default="local[2]")

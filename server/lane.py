@@ -87,11 +87,19 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
     request, complete in ``data``; None otherwise (httptools reads it)."""
     # _HEAD.fullmatch(data, pos, end + 4), in byte operations: the request line is
     # the head's first line (no URL byte is a space, CR or LF), the query string
-    # all URL bytes, and a header block is checked by _BLOCK once, when first seen
-    end = data.find(b"\r\n\r\n", pos, pos + MAX_HEAD)
+    # all URL bytes, and a header block is checked by _BLOCK once, when first seen.
+    # The request line (the URL: most of the head) is scanned once, for its CR: a
+    # one-byte search is memchr, a two- or four-byte one several times slower (two
+    # of those over the whole head were ~1.5 us a request). A first CR that does
+    # not end the line is a request the lane declines; the head's end is then
+    # searched for in the header block only.
+    lim = pos + MAX_HEAD
+    eol = data.find(b"\r", pos, lim)
+    if eol < 0 or not data.startswith(b"\r\n", eol):
+        return None
+    end = data.find(b"\r\n\r\n", eol, lim)
     if end < 0:
         return None
-    eol = data.find(b"\r\n", pos, end + 2)
     line = data[pos:eol]
     post = with_qs = False
     if line.startswith(b"GET /sparql?"):

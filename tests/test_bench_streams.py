@@ -188,3 +188,29 @@ def test_lsbench_varied_queries_are_seeded_and_cover_every_shape():
     qs = {k: cb.parse_query(k, v) for k, v in a.items()}
     assert {q.form for q in qs.values()} == {"SELECT", "ASK"}
     assert all(q.windows and set(q.steps) == set(q.windows) for q in qs.values())
+
+
+def test_lsbench_walk_random_bgps_agree_on_every_window(tmp_path):
+    """Stream-WatDiv-style random-walk BGPs (:mod:`bench.lswalk`): every window is the same
+    multiset on Jindou (fast paths on and off) and on the pyoxigraph composite; the size check
+    keeps every drawn query's answers bounded."""
+    from bench import lswalk  # noqa: PLC0415
+
+    out = tmp_path / "walk.json"
+    peers = ["jindou", "jindou-unmaintained", "csparql-composite"]
+    code = S.main(["--workload", "lsbench-walk", "--varied", "12", "--seed", "3", "--minutes", "0.5",
+                   "--small-rate", "60", "--users", "200", "--peers", ",".join(peers), "--json", str(out)])
+    report = json.loads(out.read_text())
+    (wl,) = report["workloads"]
+    assert len(wl["queries"]) == 12
+    for q in wl["queries"]:
+        assert q["disagreements"] == 0, q
+        assert q["compared_windows"] == q["instants"] > 0, q
+        for p in peers:
+            assert q["peers"][p]["status"] == "ran" and q["peers"][p]["errors"] == 0, (p, q)
+    assert sum(q["nonempty_windows"] > 0 for q in wl["queries"]) >= 4    # not vacuous
+    assert code == 0
+    data = lsbench.generate(users=200, rate=60, seconds=30, seed=3)
+    texts = lswalk.queries(data, 12, 3)
+    assert texts == lswalk.queries(data, 12, 3) and len(set(texts.values())) == 12
+    assert all(cb.parse_query(k, v).windows for k, v in texts.items())

@@ -704,3 +704,27 @@ def test_one_shot_queries_see_elements_atomically(env):
     assert seen == sorted(seen)                      # monotonic reads
     assert all(n % 90 in (0, 50) for n in seen)      # never a part of an element
     assert db.query(f"SELECT (COUNT(*) AS ?n) WHERE {{ ?s <{EX}p> ?o }}").rows()[0]["n"].startswith('"2700"')
+
+
+def test_an_instant_whose_event_passes_the_memory_budget_is_an_error_event():
+    """The result event counts against the per-query memory budget (--query-memory) like a
+    one-shot answer: an instant of ~100k rows of long strings reports the budget's error instead
+    of building a body of tens of MB, and the query goes on with the next instant."""
+    db = Database(shards=1, query_memory=24 << 20)
+    m = StreamManager(db)
+    try:
+        m.register_stream("s", EX + "s")
+        m.register_query("REGISTER QUERY q AS SELECT ?a ?x ?b ?y FROM s [RANGE 1s TUMBLING] "
+                         "WHERE { ?a <http://ex.org/p> ?x . ?b <http://ex.org/p> ?y }")
+        long = "v" * 200
+        m.ingest_ndjson("s", body(*[line(f"a{i}", "p", f'"{long}{i}"', 10) for i in range(320)]))
+        m.ingest_ndjson("s", body(line("a", "p", '"small"', 1500)))
+        m.heartbeat("s", 2500)
+        got = results(m, "q")
+        (t1, first), (t2, second) = got[-2:]
+        assert (t1, t2) == (1000, 2000)
+        assert first["error"] == "memory_budget" and "memory budget" in first["detail"], first
+        assert "Traceback" not in first["detail"]
+        assert len(second["results"]["bindings"]) == 1     # the next instant is answered
+    finally:
+        m.close()

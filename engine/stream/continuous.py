@@ -1042,6 +1042,7 @@ class _JsonTerms:
             cur = (t, inv)
         if cur is not None:
             blocks.append(cur)
+        _charge_event(res, blocks, n, len(head) + len(extra) + 8)
         return _assemble(head + b"{", blocks, n, b"}]}" + extra + b"}")
 
 
@@ -1072,6 +1073,24 @@ def _few_keys(terms, ids: list[int]) -> list[str | None] | None:
         else:
             return None
     return out
+
+
+def _charge_event(res: QueryResult, blocks: list, n: int, fixed: int) -> None:
+    """The exact size of the event :func:`_assemble` would write, checked against the query's
+    memory budget (the body and its grid of fragment references: about twice the body, as the
+    one-shot serializer charges): an instant of millions of rows fails with the budget's error
+    instead of building gigabytes (one ``len`` per distinct fragment, one bincount per block)."""
+    budget = getattr(res.terms, "memory", None)
+    if budget is None or not budget.limit:
+        return
+    size = fixed + 3 * n
+    for frags, inv in blocks:
+        if isinstance(frags, list):
+            lens = np.fromiter(map(len, frags), dtype=np.int64, count=len(frags))
+        else:
+            lens = pc.binary_length(frags).to_numpy(zero_copy_only=False).astype(np.int64)
+        size += int(lens @ np.bincount(inv, minlength=len(lens)))
+    budget.check(2 * size + 8 * n * (len(blocks) + 1), "the instant's result event")
 
 
 def _assemble(head: bytes, blocks: list, n: int, tail: bytes) -> bytes:

@@ -60,9 +60,11 @@ from itertools import chain
 from time import thread_time as _clock
 
 from engine.stream import tiny_gen as _tg
+from engine.stream.maint_opt import OptState, scope_of
 from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _index, _slot, _values
 from engine.stream.tiny_gen import code_of as _code_of
 from engine.stream.tiny_ops import Undecided, _num_item
+from engine.stream.tiny_union import branch_of as _branch_of
 from engine.stream.windows import query_step
 
 __all__ = ["Maintained", "note", "answered_total", "spent"]
@@ -142,8 +144,9 @@ class _State:
 
 
 class Maintained:
-    """The maintained result of one query :class:`GenQuery` takes (no OPTIONAL), over time
-    windows."""
+    """The maintained result of one query :class:`GenQuery` takes, over time windows (OPTIONAL
+    and [NOT] EXISTS / MINUS groups: :mod:`.maint_opt`; a UNION: each branch's delta joins,
+    :mod:`.tiny_union`)."""
 
     #: instants of the ordinary path after a drop, doubling up to this
     BACKOFF_MAX = 256
@@ -201,6 +204,7 @@ class Maintained:
         self._gid = 0                    # groups with kept lists compiled (their functions' names)
         self._scs: list = []             # their lists per key (cleared with the state)
         self._extra: list = []
+        self.opt = OptState(self) if sh.opts or sh.antis else None   # OPTIONAL groups: per required solution (maint_opt)
         self._setup()
         self.deltas = self._compile([0] * ncls)
         if self.grouping:
@@ -208,9 +212,10 @@ class Maintained:
 
     @staticmethod
     def of(gen: GenQuery | None, windows: list, max_rows: int | None, json) -> Maintained | None:
-        """A maintained state for ``gen``'s query when it qualifies: time windows, no OPTIONAL,
-        a row budget not below the loops' own bound."""
-        if gen is None or gen.sh.opts or not windows:
+        """A maintained state for ``gen``'s query when it qualifies: time windows, a row budget
+        not below the loops' own bound."""
+        if gen is None or not windows or (gen.sh.antis and getattr(gen.sh, "agg_kinds", None)):
+            # ([NOT] EXISTS groups count COUNTs only: aggregates beyond them are not maintained there)
             return None
         if max_rows is not None and max_rows < MAX_WORK:
             return None
@@ -306,7 +311,9 @@ class Maintained:
         def emit(x: str) -> None:
             lines.append(" " * ind[0] + x)
 
-        pending = list(range(len(gen._fcode)))
+        # (a UNION: the patterns, FILTERs and variables of i's branch only, tiny_union)
+        peers, pending, bvars = (scope_of if sh.opts or sh.antis else _branch_of)(gen, i)
+        pending = list(pending)
 
         def place() -> None:
             for fi in list(pending):
@@ -316,7 +323,7 @@ class Maintained:
                     emit(f"if {fsrc} is not True: {'continue' if depth[0] else 'return'}")
 
         place()
-        left = [j for j in range(len(pats)) if j != i]
+        left = [j for j in peers if j != i]
         cached = []   # groups of stored patterns joined through a kept list (_cached_groups)
         # the arriving triple's subject: a stream element's own IRI (an observation), held by
         # no stored pair; its object is mostly a stored term (a type, a property, a sensor)
@@ -396,7 +403,9 @@ class Maintained:
             place()
         for fi in pending:   # (over variables outside the BGP: their sources read None)
             emit(f"if {gen._fcode[fi][1]} is not True: {'continue' if depth[0] else 'return'}")
-        if self.grouping:
+        if self.opt is not None:   # (the required solution, or the OPTIONAL group's shared values)
+            emit(self.opt.sink(i))
+        elif self.grouping:
             key = (_slot(sh.by[0]) if len(sh.by) == 1 else
                    "(" + "".join(f"{_slot(v)}, " for v in sh.by) + ")")
             emit(f"g = {key}")
@@ -421,7 +430,8 @@ class Maintained:
                 key = "()"
             else:   # (a computed projection: its number's term key -- 1 and 1.0, 0.0 and -0.0 are
                 # equal dict keys, their terms are not)
-                cells = [f"_CK(_CV({gen._ccode[n][0]}))" if n in gen._ccode else _slot(sh.alias.get(n, n))
+                cells = [f"_CK(_CV({gen._ccode[n][0]}))" if n in gen._ccode else
+                         _slot(sh.alias.get(n, n)) if bvars is None or sh.alias.get(n, n) in bvars else "-1"
                          for n in sh.names]
                 key = "(" + "".join(f"{c}, " for c in cells) + ")"
             emit(f"k = {key}")
@@ -594,6 +604,8 @@ class Maintained:
             d.clear()
         for sc in self._scs:
             sc.clear()
+        if self.opt is not None:
+            self.opt.reset()
         self.state = None
         self._body = None
         self._done.clear()
@@ -628,8 +640,10 @@ class Maintained:
         V = _values(d)
         work = 0
         ns["SCON"] = False   # (the stored part grows below: no list is kept from it)
-        if any(not sidx[gen.cls[i]][3] for i in range(len(gen.pats))):
-            # a pattern the stored part does not match: it has no solution of its own
+        solving = ([list(range(self.sh.n_required))] if self.sh.opts or self.sh.antis else
+                   [_branch_of(gen, i)[0] for i in range(len(gen.pats))])   # patterns every solution matches
+        if all(any(not sidx[gen.cls[j]][3] for j in ps) for ps in solving):
+            # a pattern (of each UNION branch) the stored part does not match: it has no solution of its own
             for c in range(len(ids)):
                 pairs = sidx[c][3]
                 ns[f"S{c}p"].update(pairs)
@@ -648,6 +662,8 @@ class Maintained:
                 for c in cls:
                     for fn in self.deltas.get(c, ()):
                         work += fn(s, p, o, 1, V) or 0
+                if self.opt is not None:
+                    self.opt.settle(V)
                 if work > BUILD_WORK or len(self.R) > MAX_ROWS:
                     self._reset()
                     return None
@@ -655,6 +671,8 @@ class Maintained:
             ns["SCON"] = True
         # the stored part's own rows: what the windows' leaving all at once goes back to
         self._base = (dict(self.R), [{g: dict(vals) for g, vals in d.items()} for d in self.D])
+        if self.opt is not None:
+            self.opt.keep_base()
         st = _State(ids, len(d) if gen._ids[3] else None, snap.sn, tuple(map(id, graphs)), len(self.windows))
         self.state = st
         return st
@@ -694,6 +712,8 @@ class Maintained:
                     for c in cls:
                         for fn in deltas.get(c, ()):
                             fn(s, p, o, 1, V)
+                    if self.opt is not None:
+                        self.opt.settle(V)
                     if len(self.R) > MAX_ROWS:
                         raise _Drop
             seq += 1
@@ -730,6 +750,8 @@ class Maintained:
                 x.pop(s, None)
                 if not x:
                     del w[2][o]
+        if self.opt is not None:   # (D without x now: the rows its OPTIONAL matches gave, computed again)
+            self.opt.settle(V)
 
     def _sync(self, st: _State, targets: list, V, limit: int) -> bool:
         """Move the windows of ``st`` to ``targets`` ((g0, g1) per window): the triples that
@@ -789,6 +811,8 @@ class Maintained:
         for d, b in zip(D, base_d, strict=True):
             d.clear()
             d.update({g: dict(vals) for g, vals in b.items()})
+        if self.opt is not None:
+            self.opt.restore_base()
         self._body = None
 
     def _current(self, snap, graphs: list) -> _State | None:

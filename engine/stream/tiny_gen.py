@@ -27,8 +27,9 @@ non-numeric terms, a decimal quotient -- hands the instant back); projections of
 aliases and arithmetic (ints and doubles written as the executor writes them); ASK; up to three
 OPTIONAL groups that each join the required BGP only (their own variables unbound, id -1, when
 none matches); GROUP BY plain variables with ``COUNT(*)``, ``COUNT(?v)``, ``COUNT(DISTINCT ?v)``;
-HAVING over the counts. Anything else (other forms and modes, dependent OPTIONALs, UNION,
-ORDER BY, LIMIT, more than :data:`MAX_ROWS` rows or :data:`MAX_WORK` loop steps) is not
+HAVING over the counts; ``FILTER [NOT] EXISTS`` / ``MINUS`` over a BGP (:mod:`.tiny_anti`); a
+UNION of BGP groups, one generated query per branch (:mod:`.tiny_union`). Anything else (other
+forms and modes, dependent OPTIONALs, ORDER BY, LIMIT, more than :data:`MAX_ROWS` rows or :data:`MAX_WORK` loop steps) is not
 generated or hands the instant back: the caller then takes the ordinary path
 (:meth:`engine.stream.continuous.InstantEvaluator.evaluate`), unchanged.
 """
@@ -423,9 +424,12 @@ class _Shape:
         self.opts: list = []              # OPTIONAL groups: (their pattern indices, their FILTER or None)
         self.n_required = 0               # the required BGP's patterns come first
         self.required_vars: set = set()
+        self.branches: list | None = None  # UNION: per branch (patterns, FILTERs, variables) (tiny_union)
+        self.antis: list = []             # [NOT] EXISTS / MINUS groups: (pattern indices, FILTER, kind) (tiny_anti)
 
 
-def _shape(query: A.Query) -> _Shape | None:
+def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
+    """``loose``: projected variables the BGP does not bind are unbound (-1: a UNION's branch)."""
     if query.form not in ("SELECT", "ASK"):
         return None
     sh = _Shape()
@@ -484,6 +488,10 @@ def _shape(query: A.Query) -> _Shape | None:
         sh.filters = above
     if sh.ask and (sh.computed or sh.alias):
         return None
+    from engine.stream import tiny_anti as _anti  # (it builds on this module's shapes)
+    node, antis = _anti.split(sh, node)   # FILTER [NOT] EXISTS / MINUS over a BGP
+    if node is None:
+        return None
     # OPTIONAL { BGP [FILTER] } groups over the required BGP (LeftJoins, innermost first)
     opts = []
     while isinstance(node, A.LeftJoin):
@@ -520,6 +528,8 @@ def _shape(query: A.Query) -> _Shape | None:
         sh.triples += [tp for trs, _ in opts for tp in trs]
     else:
         sh.n_required = len(sh.triples)
+    if antis and not _anti.attach(sh, antis, rvars, _expr_vars):
+        return None
     bvars = {t.name for tp in sh.triples for t in (tp.s, tp.o) if isinstance(t, A.Var)}
     sh.required_vars = rvars
     if sh.computed and (sh.by is not None or sh.distinct):
@@ -532,7 +542,7 @@ def _shape(query: A.Query) -> _Shape | None:
             return None
         if any(not _expr_vars(e) <= outs for e in sh.having):
             return None
-    elif any(alias.get(n, n) not in bvars and n not in sh.computed for n in sh.names):
+    elif not loose and any(alias.get(n, n) not in bvars and n not in sh.computed for n in sh.names):
         return None
     return sh
 
@@ -545,6 +555,8 @@ class GenQuery:
 
     #: instants in a row a join order is kept before the sizes are weighed again
     REPLAN = 16
+    #: a grouped join returns its groups and distinct values (a UNION's branch, tiny_union)
+    raw = False
 
     def __init__(self, sh: _Shape):
         self.sh = sh
@@ -592,7 +604,8 @@ class GenQuery:
                 return None
         sh = _shape(query)
         if sh is None:
-            return None
+            from engine.stream.tiny_union import union_of  # (it builds on this module)
+            return union_of(query)
         g = GenQuery(sh)
         return g if g.usable else None
 
@@ -625,6 +638,11 @@ class GenQuery:
             if fast is not None and any(_as_float(v) is None for v in consts):
                 fast = None
             self._ocode.append((fv & bvars, src, consts, fast))
+        if self.sh.antis:   # (tiny_anti)
+            from engine.stream import tiny_anti as _anti
+            self._acode = _anti.codes(self, _expr_code, _expr_vars, _slot)
+            if self._acode is None:
+                return False
         self._ccode = {}
         for n, e in self.sh.computed.items():
             consts = []
@@ -893,6 +911,8 @@ class GenQuery:
         order = self._greedy(list(range(self.sh.n_required)), set(), size)
         for pis, _ in self.sh.opts:   # each OPTIONAL from the required part's variables
             order += self._greedy(list(pis), set(self.sh.required_vars), size)
+        for pis, _, _ in self.sh.antis:   # each [NOT] EXISTS / MINUS group too (tiny_anti)
+            order += self._greedy(list(pis), set(self.sh.required_vars), size)
         self._order = tuple(order)
         self._keep = self.REPLAN
         return self._order
@@ -1092,12 +1112,17 @@ class GenQuery:
                         for ci, v in enumerate(consts):
                             ns[f"E{list(self._ccode).index(n)}_K{ci}"] = v
                         cells.append(f"_CV({src})")
-                    else:
-                        cells.append(_slot(sh.alias.get(n, n)))
+                    else:   # (a UNION branch's row: a variable it does not bind is unbound)
+                        x = sh.alias.get(n, n)
+                        cells.append(_slot(x) if x in all_vars else "-1")
                 row = "(" + "".join(f"{c}, " for c in cells) + ")"
                 emit(f"out[{row}] = None" if sh.distinct else f"add({row})")
 
         grouping = sh.by is not None
+        all_vars = {x[1] for s, _, o in self.pats for x in (s, o) if x[0] == "v"}
+        if sh.antis:   # [NOT] EXISTS / MINUS groups: the row goes on or not (tiny_anti)
+            from engine.stream import tiny_anti as _anti
+            _anti.emit(self, order, emit, step, state, ns)
         emit_rest(0, have)
         head = []
         if grouping:
@@ -1114,6 +1139,8 @@ class GenQuery:
         # number is checked once, after the loops)
         if sh.ask:
             lines.append(" return False")
+        elif grouping and self.raw:   # (a UNION branch: the groups, summed over the branches)
+            lines.append(" return G, (" + "".join(f"D{j}, " if d else "None, " for j, (_, _, d) in enumerate(sh.aggs)) + ")")
         elif grouping:
             lines += self._group_tail(ns)
         else:
@@ -1213,7 +1240,7 @@ class GenQuery:
                 cd = cells[v] = {}
             tables.append(cd)
         miss = []
-        opt = bool(self.sh.opts)   # OPTIONAL variables may be unbound (-1): an empty cell
+        opt = bool(self.sh.opts or self.sh.branches)   # OPTIONAL / UNION variables may be unbound (-1): an empty cell
         for j, cd in enumerate(tables):
             if cd is not None:
                 for r in rows:
