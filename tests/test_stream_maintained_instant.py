@@ -363,12 +363,19 @@ def test_the_construct_test_took_the_generated_path():
     assert CONS[1] > 0 and CONS[0] > CONS[1] // 4, CONS
 
 
-def test_a_template_with_blank_nodes_is_not_generated():
+def test_a_template_with_blank_nodes_or_computed_values_is_not_generated():
     from engine.sparql.csparql import parse_continuous  # noqa: PLC0415
 
     cq = parse_continuous(f"REGISTER QUERY x AS CONSTRUCT {{ _:b {PREDS[0]} ?a }} FROM STREAM <{EX}a> "
                           f"[RANGE 3s STEP 1s] WHERE {{ ?a {PREDS[1]} ?b }}")
     assert gen_construct.select_of(cq.query) is None and tiny_gen.GenQuery.of(cq.query, "RSTREAM") is None
+    # a template variable computed by BIND: its rows hold numbers, not term ids
+    cq = parse_continuous(f"REGISTER QUERY x AS CONSTRUCT {{ ?a {PREDS[0]} ?c }} FROM STREAM <{EX}a> "
+                          f"[RANGE 3s STEP 1s] WHERE {{ ?a {PREDS[1]} ?b BIND(?b + 1 AS ?c) }}")
+    assert tiny_gen.GenQuery.of(cq.query, "RSTREAM") is None
+    cq = parse_continuous(f"REGISTER QUERY x AS CONSTRUCT {{ ?a {PREDS[0]} ?b }} FROM STREAM <{EX}a> "
+                          f"[RANGE 3s STEP 1s] WHERE {{ ?a {PREDS[1]} ?b }}")
+    assert tiny_gen.GenQuery.of(cq.query, "RSTREAM") is not None
 
 
 def test_maintained_construct_through_the_manager(monkeypatch):

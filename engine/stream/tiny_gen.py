@@ -597,12 +597,15 @@ class GenQuery:
         ordinary path's."""
         if mode not in ("RSTREAM", "ISTREAM", "DSTREAM"):
             return None
-        if query.form == "CONSTRUCT":   # as SELECT of the template's variables (engine.stream.gen_construct)
+        construct = query.form == "CONSTRUCT"
+        if construct:   # as SELECT of the template's variables (engine.stream.gen_construct)
             from engine.stream.gen_construct import select_of  # noqa: PLC0415
             query = select_of(query)
             if query is None:
                 return None
         sh = _shape(query)
+        if construct and sh is not None and sh.computed:   # (the template takes term ids only)
+            return None
         if sh is None:
             from engine.stream.tiny_union import union_of  # (it builds on this module)
             return union_of(query)
