@@ -39,12 +39,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.arrays import unique
+from engine.exec import rowwise as _rowwise
 from engine.exec import values as V
 from engine.exec.bindings import distinct_inverse, distinct_values
 from engine.exec.functions import _unique_ranks
-from engine.terms import XSD_INTEGER, Literal, from_key, literal_key
+from engine.exec.numbers import DBL_SFX as _DBL_SFX
+from engine.exec.numbers import INT_SFX as _INT_SFX
+from engine.exec.numbers import LAZY_BASE as _LAZY_BASE
+from engine.terms import XSD_DOUBLE, XSD_INTEGER, Literal, from_key, literal_key
 
 UNBOUND = -1
+#: integer AVG groups up to which each quotient is one Decimal division (~5 us) rather than
+#: V.decimal_quotients' digit matrix (a fixed ~1-4 ms)
+_FEW_QUOTIENTS = 64
 _ZERO_KEY = '"0"^^<' + XSD_INTEGER + ">"
 
 
@@ -55,6 +62,10 @@ def aggregate(agg, arg_ids: np.ndarray | None, group_index: np.ndarray, n_groups
         arg_ids = np.asarray(arg_ids, dtype=np.int64)
     if n_groups == 0:
         return np.zeros(0, dtype=np.int64)
+    if len(gi) <= _rowwise.SMALL_ROWS:  # a few rows: in Python (the column-wise set-up costs more)
+        got = _small(name, agg, arg_ids, gi, n_groups, ctx)
+        if got is not None:
+            return got
     if name == "COUNT":
         return _count(agg, arg_ids, gi, n_groups, ctx)
     if arg_ids is None:
@@ -301,6 +312,9 @@ def _sum_avg(is_avg: bool, ids, gi, n_groups, ctx) -> np.ndarray:
         ig = np.flatnonzero(int_groups)
         if sums is not None and not is_avg:
             out[ig] = _intern_numbers(ctx, sums[ig], 0)
+        elif sums is not None and len(ig) <= _FEW_QUOTIENTS:  # AVG of a few groups: one division each
+            for g in ig.tolist():
+                keys[g] = _result_key(V.Num(V.INTEGER, int(sums[g])), int(counts[g]), True)
         elif sums is not None:  # AVG: the decimal quotients written column-wise
             lex = V.decimal_quotients(sums[ig], counts[ig])
             qkeys = pc.binary_join_element_wise(pa.scalar('"', pa.large_string()), lex,
@@ -559,3 +573,177 @@ def _join_groups(sep: str, lex: pa.Array, rows: np.ndarray, g: np.ndarray, n_gro
     lists = pa.LargeListArray.from_arrays(pa.array(offsets), values.cast(pa.large_string()))
     joined = pc.binary_join(lists, pa.scalar(sep, pa.large_string()))
     return strings.intern_lex(ctx, joined, None)
+
+
+# ---------------------------------------------------------------- a few rows
+
+
+#: how often the small path answered / handed an aggregate to the column-wise one (tests)
+small_stats = {"small": 0, "columns": 0}
+
+_SMALL_TYPES = {XSD_INTEGER: V.INTEGER, XSD_DOUBLE: V.DOUBLE}
+
+
+def _small(name: str, agg, ids, gi: np.ndarray, n_groups: int, ctx) -> np.ndarray | None:
+    """The aggregate over a few rows in plain Python: the same results (and ids) as the
+    column-wise functions above, whose numpy calls (~40-60 per aggregate) cost more than
+    the work on a small window's rows. Takes COUNT, SAMPLE, and SUM / AVG / MIN / MAX when
+    every value is an error, a non-number, an ``xsd:integer`` below 2^53 or a non-NaN
+    ``xsd:double`` (MIN / MAX: numbers only); None hands the rest over (decimals, floats,
+    derived integer types, NaN, GROUP_CONCAT, ...)."""
+    g = gi.tolist()
+    if name == "COUNT":
+        counts = [0] * n_groups
+        if ids is None:
+            for k in g:
+                counts[k] += 1
+        elif agg.distinct:
+            for k, i in set(zip(g, ids.tolist(), strict=True)):
+                if i >= 0:
+                    counts[k] += 1
+        else:
+            for k, i in zip(g, ids.tolist(), strict=True):
+                if i >= 0:
+                    counts[k] += 1
+        small_stats["small"] += 1
+        return np.asarray(ctx.intern([f'"{c}"^^<{XSD_INTEGER}>' for c in counts]), dtype=np.int64)
+    if ids is None or name not in ("SUM", "AVG", "MIN", "MAX", "SAMPLE"):
+        small_stats["columns"] += 1
+        return None
+    il = ids.tolist()
+    if agg.distinct:  # the first occurrence of each (group, value) pair, in row order
+        seen: set = set()
+        keep = []
+        for k, i in zip(g, il, strict=True):
+            if (k, i) not in seen:
+                seen.add((k, i))
+                keep.append((k, i))
+        g = [k for k, _ in keep]
+        il = [i for _, i in keep]
+    if name == "SAMPLE":
+        out = [UNBOUND] * n_groups
+        for k, i in zip(g, il, strict=True):
+            if i >= 0 and out[k] < 0:
+                out[k] = i
+        small_stats["small"] += 1
+        return np.asarray(out, dtype=np.int64)
+    vals = _small_numbers({i for i in il if i >= 0}, ctx, name in ("MIN", "MAX"))
+    if vals is None:
+        small_stats["columns"] += 1
+        return None
+    small_stats["small"] += 1
+    if name in ("MIN", "MAX"):
+        return _small_min_max(name == "MAX", il, g, n_groups, vals, ctx)
+    return _small_sum_avg(name == "AVG", il, g, n_groups, vals, ctx)
+
+
+def _small_numbers(ids: set, ctx, numbers_only: bool) -> dict | None:
+    """id -> (rank, value, term) of the bound values (rank -1: not a number); None when one
+    is a number of a type the small path leaves to the column-wise one (or, ``numbers_only``,
+    when one is not a number)."""
+    terms = _rowwise.decode(ids, ctx)
+    out = {}
+    for i in ids:
+        t = terms.get(i)
+        r = _SMALL_TYPES.get(t.datatype) if isinstance(t, Literal) else None
+        if r is None:
+            if numbers_only or (isinstance(t, Literal) and t.datatype in V.NUMERIC_TYPES):
+                return None
+            out[i] = (-1, None, t)
+            continue
+        n = V.numeric_of(t)
+        if n is None:  # an invalid lexical form: no number
+            if numbers_only:
+                return None
+            out[i] = (-1, None, t)
+            continue
+        v = n.v
+        if (r == V.INTEGER and abs(v) >= 2**53) or (r == V.DOUBLE and v != v):
+            return None
+        out[i] = (r, v, t)
+    return out
+
+
+def _small_sum_avg(is_avg: bool, il: list, g: list, n_groups: int, vals: dict, ctx) -> np.ndarray:
+    """_sum_avg's results over a few rows: integer groups summed exactly, double groups
+    (integers and doubles) in float64 over their distinct values in (value, id) order
+    weighted by their rows, as the column-wise bincount adds them."""
+    counts = [0] * n_groups
+    bound = [0] * n_groups
+    bad = [False] * n_groups
+    rank = [-2] * n_groups
+    members: list[dict] = [{} for _ in range(n_groups)]
+    for k, i in zip(g, il, strict=True):
+        counts[k] += 1
+        if i < 0:
+            bad[k] = True
+            continue
+        bound[k] += 1
+        r = vals[i][0]
+        if r < 0:
+            bad[k] = True
+            continue
+        rank[k] = max(rank[k], r)
+        members[k][i] = members[k].get(i, 0) + 1
+    # every result key at once, one intern: integer sums and doubles in their canonical
+    # forms (as QueryContext.intern_numbers writes a few values), integer averages as the
+    # decimal quotients _sum_avg writes (None: an error, unbound)
+    keys: list = []
+    where: list = []
+    for k in range(n_groups):
+        if (bound[k] if is_avg else counts[k]) == 0:
+            keys.append(_ZERO_KEY)
+            where.append(k)
+            continue
+        if bad[k]:
+            continue
+        m = members[k]
+        if rank[k] == V.INTEGER:
+            total = sum(vals[i][1] * c for i, c in m.items())  # (|value| < 2^53, <= 64 rows)
+            # an average: the decimal quotient as _decimal_div / format_decimal write it (what
+            # the column-wise V.decimal_quotients writes too, at ~100x the cost for a few groups)
+            keys.append(_result_key(V.Num(V.INTEGER, total), counts[k], True) if is_avg
+                        else f'"{total}"{_INT_SFX}')
+            where.append(k)
+            continue
+        total = 0.0
+        for i in sorted(m, key=lambda i: (float(vals[i][1]), i)):
+            total += float(vals[i][1]) * m[i]
+        keys.append('"' + V.format_double(total / counts[k] if is_avg else total) + '"' + _DBL_SFX)
+        where.append(k)
+    res = np.full(n_groups, UNBOUND, dtype=np.int64)
+    if keys:
+        res[np.asarray(where, dtype=np.int64)] = np.asarray(ctx.intern(keys), dtype=np.int64)
+    return res
+
+
+def _small_min_max(is_max: bool, il: list, g: list, n_groups: int, vals: dict, ctx) -> np.ndarray:
+    """_min_max's results over a few rows of numbers: a group holding an error has none;
+    else the extreme value, among equal values (1 = 1.0E0) the widest type and then the
+    lowest id, in canonical lexical form."""
+    out = [UNBOUND] * n_groups
+    erred = [False] * n_groups
+    members: list[set] = [set() for _ in range(n_groups)]
+    for k, i in zip(g, il, strict=True):
+        if i < 0:
+            erred[k] = True
+        else:
+            members[k].add(i)
+    canon: dict[int, str] = {}
+    for k in range(n_groups):
+        m = members[k]
+        if erred[k] or not m:
+            continue
+        best = (max if is_max else min)(vals[i][1] for i in m)
+        win = max(sorted(i for i in m if vals[i][1] == best), key=lambda i: vals[i][0])
+        out[k] = win
+        if win < _LAZY_BASE and win not in canon:
+            t = vals[win][2]
+            lit = V.num_literal(V.Num(vals[win][0], vals[win][1]))
+            if lit.lexical != t.lexical:
+                canon[win] = literal_key(lit.lexical, lit.datatype)
+    if canon:
+        src = list(canon)
+        dst = dict(zip(src, ctx.intern([canon[i] for i in src]).tolist(), strict=True))
+        out = [dst.get(i, i) for i in out]
+    return np.asarray(out, dtype=np.int64)

@@ -17,6 +17,7 @@ left (``{ ... } ?x :p ?y``) instead of joining two independent results.
 from __future__ import annotations
 
 import datetime as _dt
+import threading
 import time
 import uuid
 import weakref
@@ -27,7 +28,10 @@ import pyarrow.compute as pc
 
 from engine.arrays import unique
 from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded
+from engine.exec import aggregates as _agg_module
+from engine.exec import functions as _fn_module
 from engine.exec import numbers as N
+from engine.exec import rowwise as _rowwise
 from engine.exec import values as V
 from engine.exec.bgp import (
     SMALL_ROWS,
@@ -75,21 +79,32 @@ DEFAULT_GRAPH_IRI = "urn:jindou:default"
 
 
 def _functions():
-    from engine.exec import functions  # noqa: PLC0415 - lands in parallel
-
-    return functions
+    return _fn_module
 
 
 def _small_order(keys, ctx):
-    from engine.small_answers import small_order_permutation  # noqa: PLC0415
-
-    return small_order_permutation(keys, ctx)
+    return _small_answers.small_order_permutation(keys, ctx)
 
 
+# imported at load, not on the first GROUP BY: with PYTHONDONTWRITEBYTECODE (set where the
+# server and the benchmarks run) no bytecode is cached, and a lazy import compiled the module
+# inside the first query that needed it (~34 ms into a continuous query's first instant)
 def _aggregates():
-    from engine.exec import aggregates  # noqa: PLC0415
+    return _agg_module
 
-    return aggregates
+
+def _small_groups(key_cols: list[np.ndarray]) -> tuple[np.ndarray, int, np.ndarray]:
+    """GROUP BY's (group of each row, number of groups, first row of each group) over a few
+    rows in plain Python, numbered as ``factorize(row_keys(...))`` numbers them (the distinct
+    key tuples in id order), without its numpy calls' fixed cost."""
+    rows = list(zip(*[c.tolist() for c in key_cols], strict=True))
+    pos = {t: g for g, t in enumerate(sorted(set(rows)))}
+    groups = [pos[t] for t in rows]
+    first = [-1] * len(pos)
+    for i, g in enumerate(groups):
+        if first[g] < 0:
+            first[g] = i
+    return np.asarray(groups, dtype=np.int64), len(pos), np.asarray(first, dtype=np.int64)
 
 
 # ---------------------------------------------------------------- context
@@ -132,6 +147,9 @@ def _local_numeric(keys: list[str]) -> np.ndarray:
 _LONGEST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+_NO_ABSENT: set[str] = set()  # (a context whose dictionary cannot tell)
+
+
 def _longest_key(d) -> int | None:
     """Byte length of the store dictionary's longest key (memoised per dictionary and
     length: append-only, it only grows); None when the dictionary cannot tell."""
@@ -153,6 +171,65 @@ def _longest_key(d) -> int | None:
     return m
 
 
+class _Absent:
+    """Keys a store dictionary did not hold, as of its first ``n`` ids: a computed term (a
+    count, a sum, a BIND's value) is usually no stored term, and a continuous query asks for
+    the same few at every instant, each time a dictionary look-up (~5 us a key, ~20 us a
+    batch) in a fresh QueryContext. The dictionary only appends, so a key stays absent unless
+    one of the ids added since ``n`` holds it: those are read (and the keys they hold dropped)
+    once per query, before the query trusts the set; keys appended later have ids past its
+    snapshot, which no triple it reads uses."""
+
+    __slots__ = ("n", "keys", "lock")
+
+    def __init__(self, n: int):
+        self.n = n
+        self.keys: set[str] = set()
+        self.lock = threading.Lock()
+
+
+_ABSENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_ABSENT_LOCK = threading.Lock()
+_ABSENT_MAX = 65_536
+#: at most this many ids added since the keys were checked: the added keys are read; more: the
+#: remembered keys (at most _ABSENT_RECHECK of them, else they are forgotten) are looked up again
+_ABSENT_READ = 256
+_ABSENT_RECHECK = 4096
+
+
+def _absent_keys(d) -> set[str] | None:
+    """The keys ``d`` does not hold now (see :class:`_Absent`), None if it cannot tell."""
+    if not hasattr(d, "keys") or not hasattr(d, "__len__"):
+        return None
+    try:
+        a = _ABSENT.get(d)
+        if a is None:
+            with _ABSENT_LOCK:
+                a = _ABSENT.get(d)
+                if a is None:
+                    a = _ABSENT[d] = _Absent(len(d))
+    except TypeError:  # (not weakly referable)
+        return None
+    with a.lock:
+        n = len(d)
+        if n != a.n:
+            if n < a.n or len(a.keys) > _ABSENT_MAX:
+                a.keys = set()
+            elif a.keys and n - a.n <= _ABSENT_READ:  # a few ids added: their keys read
+                for k in d.keys(np.arange(a.n, n, dtype=np.int64)):
+                    a.keys.discard(k)
+            elif a.keys and len(a.keys) <= _ABSENT_RECHECK and hasattr(d, "lookup_many"):
+                keys = list(a.keys)  # many added: the remembered keys looked up again at once
+                found = np.asarray(d.lookup_many(keys)) >= 0
+                a.keys = {k for k, f in zip(keys, found.tolist(), strict=True) if not f}
+            elif a.keys:
+                a.keys = set()
+            a.n = n
+        elif len(a.keys) > _ABSENT_MAX:
+            a.keys = set()
+        return a.keys
+
+
 class QueryContext:
     """Per-query EvalContext and TermTable."""
 
@@ -167,6 +244,7 @@ class QueryContext:
         self.max_rows = max_rows
         self.plan_cache = plan_cache
         self._lookup_cache: dict[str, int] = {}
+        self._absent: set[str] | None = None  # keys the store lacks (_absent_keys), read on first use
         # ids of keys the store holds never change (append-only dictionary):
         # the Database shares this cache between queries
         self._term_cache = term_cache if term_cache is not None else {}
@@ -205,6 +283,10 @@ class QueryContext:
             return c
         c = self._lookup_cache.get(key)
         if c is None:
+            absent = self._absent_set()
+            if absent is not None and key in absent:
+                c = self._lookup_cache[key] = -1
+                return c
             c = int(self.dictionary.lookup(key))
             if c >= 0:
                 if len(self._term_cache) > 100_000:
@@ -212,7 +294,17 @@ class QueryContext:
                 self._term_cache[key] = c
             else:
                 self._lookup_cache[key] = c
+                if absent is not None:
+                    absent.add(key)
         return c
+
+    def _absent_set(self) -> set[str] | None:
+        a = self._absent
+        if a is None:
+            a = self._absent = _absent_keys(self.dictionary)
+            if a is None:
+                self._absent = _NO_ABSENT
+        return None if a is _NO_ABSENT else a
 
     def _sync(self) -> None:
         """Move the bulk-interned local keys into ``_local`` / ``_local_keys``."""
@@ -290,6 +382,12 @@ class QueryContext:
                 c = self.term_id(k)
             out[i] = c
         if len(todo) > 4:
+            absent = self._absent_set()
+            if absent:  # keys the store is known to lack: their local ids, no look-up
+                for i in [i for i in todo if keys[i] in absent]:
+                    out[i] = self.term_id(keys[i])
+                todo = [i for i in todo if keys[i] not in absent]
+        if len(todo) > 4:
             ids = self.dictionary.lookup_many([keys[i] for i in todo]).tolist()
             for i, c in zip(todo, ids, strict=True):
                 k = keys[i]
@@ -299,6 +397,8 @@ class QueryContext:
                     known[k] = c
                 else:
                     missed[k] = c
+                    if absent is not None:
+                        absent.add(k)
                 out[i] = c if c >= 0 else self.term_id(k)
         else:
             for i in todo:
@@ -1043,10 +1143,13 @@ class Evaluator:
         else:
             if res.n == 0:
                 return Bindings.empty([v.name for _, v in node.by] + [v.name for v, _ in node.aggregates])
-            key = row_keys(key_cols)
-            groups, n_groups = factorize(key)
-            first = np.full(n_groups, res.n, dtype=np.int64)
-            np.minimum.at(first, groups, np.arange(res.n, dtype=np.int64))
+            if res.n <= _rowwise.SMALL_ROWS:
+                groups, n_groups, first = _small_groups(key_cols)
+            else:
+                key = row_keys(key_cols)
+                groups, n_groups = factorize(key)
+                first = np.full(n_groups, res.n, dtype=np.int64)
+                np.minimum.at(first, groups, np.arange(res.n, dtype=np.int64))
         cols = {name: c[first] for name, c in out_cols.items()} if node.by else {}
         aggmod = _aggregates()
         for var, agg in node.aggregates:
@@ -1460,3 +1563,7 @@ def project_lists(fast, tcols: list, out: list, n: int) -> tuple[list, int]:
         pcols = [c[fast.offset:end] for c in pcols]
         n = len(range(n)[fast.offset:end])
     return pcols, n
+
+
+# imported at load (last: it imports this module), not on the first ORDER BY: see _aggregates
+from engine import small_answers as _small_answers  # noqa: E402

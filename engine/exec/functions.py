@@ -80,12 +80,21 @@ _BUDGET_EVERY = 512  # loop iterations between deadline checks (a check costs ~0
 
 def eval_expr(expr, columns: dict[str, np.ndarray], n: int, ctx) -> np.ndarray:
     """Ids (int64) of ``expr`` evaluated for each of the n solutions; -1 where
-    the expression raises an error."""
+    the expression raises an error. A few rows: row by row (engine/exec/rowwise.py)."""
+    if n <= _rowwise.SMALL_ROWS:
+        got = _rowwise.ids_rows(expr, columns, n, ctx)
+        if got is not None:
+            return got
     return _Evaluator(columns, n, ctx).ids(expr)
 
 
 def eval_filter(expr, columns: dict[str, np.ndarray], n: int, ctx) -> np.ndarray:
-    """Effective boolean value of ``expr`` per solution; errors are False."""
+    """Effective boolean value of ``expr`` per solution; errors are False. A few rows:
+    row by row (engine/exec/rowwise.py)."""
+    if n <= _rowwise.SMALL_ROWS:
+        got = _rowwise.filter_rows(expr, columns, n, ctx)
+        if got is not None:
+            return got
     val, err = _Evaluator(columns, n, ctx).bools(expr)
     return val & ~err
 
@@ -1872,7 +1881,12 @@ class _Scalar:
         raise ERR
 
     def ebv(self, expr, env) -> bool:
-        return V.ebv(self.eval(expr, env))
+        t = self.eval(expr, env)
+        if t is V.TRUE:  # (the logical operators' and comparisons' results)
+            return True
+        if t is V.FALSE:
+            return False
+        return V.ebv(t)
 
 
 # special forms: lazy / error-tolerant argument evaluation
@@ -1910,7 +1924,7 @@ def _sp_and(s, args, env):
 
 
 def _sp_not(s, args, env):
-    return V.bool_literal(not s.ebv(args[0], env))
+    return V.FALSE if s.ebv(args[0], env) else V.TRUE
 
 
 def _sp_bound(s, args, env):
@@ -1959,9 +1973,42 @@ def _sp_not_in(s, args, env):
     return V.bool_literal(not V.ebv(_sp_in(s, args, env)))
 
 
+#: numeric value (or None) of numeric literals, by term: a FILTER's constant and a window's
+#: values are compared again row after row (V.compare parses each side twice a comparison)
+_NUMS: dict = {}
+_NUMS_MAX = 65_536
+_CMP_NUMERIC_TYPES = frozenset((XSD_INTEGER, XSD_DECIMAL, XSD_DOUBLE, XSD_FLOAT))
+
+
+def _num_term(t) -> Num | None:
+    n = _NUMS.get(t, _NUMS)
+    if n is _NUMS:
+        if len(_NUMS) >= _NUMS_MAX:
+            _NUMS.clear()
+        n = _NUMS[t] = V.numeric_of(t)
+    return n
+
+
 def _sp_cmp(op):
+    order = op not in ("=", "!=")
+
     def f(s, args, env):
-        return V.bool_literal(V.compare(op, s.eval(args[0], env), s.eval(args[1], env)))
+        a, b = s.eval(args[0], env), s.eval(args[1], env)
+        # two valid numbers of the common types: V.compare's numeric case with the values
+        # parsed once per term (equal terms, invalid forms and the rest: V.compare itself)
+        if (isinstance(a, Literal) and isinstance(b, Literal) and a.datatype in _CMP_NUMERIC_TYPES
+                and b.datatype in _CMP_NUMERIC_TYPES and a != b):
+            na, nb = _num_term(a), _num_term(b)
+            if na is not None and nb is not None:
+                r = V._num_cmp(na, nb)
+                if r is None:  # NaN: every comparison false, = too; != true
+                    return V.TRUE if op == "!=" else V.FALSE
+                if order:
+                    got = r < 0 if op == "<" else r > 0 if op == ">" else r <= 0 if op == "<=" else r >= 0
+                else:
+                    got = (r == 0) == (op == "=")
+                return V.TRUE if got else V.FALSE
+        return V.TRUE if V.compare(op, a, b) else V.FALSE
 
     return f
 
@@ -2930,3 +2977,7 @@ _CLASS_ESC = {
     "c": lambda: _NAME_CHAR,
 }
 _CLASS_ESC.update({k.upper(): v for k, v in list(_CLASS_ESC.items())})
+
+
+# the row-by-row evaluation of a few rows reads this module's scalar evaluator (imported last)
+from engine.exec import rowwise as _rowwise  # noqa: E402

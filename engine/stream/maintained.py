@@ -320,7 +320,8 @@ class Maintained:
                 fv, fsrc, _, _ = gen._fcode[fi]
                 if fv <= have:
                     pending.remove(fi)
-                    emit(f"if {fsrc} is not True: {'continue' if depth[0] else 'return'}")
+                    for x in gen.filter_lines(fi, 'continue' if depth[0] else 'return'):
+                        emit(x)
 
         place()
         left = [j for j in peers if j != i]
@@ -402,7 +403,8 @@ class Maintained:
             have |= set(outv)
             place()
         for fi in pending:   # (over variables outside the BGP: their sources read None)
-            emit(f"if {gen._fcode[fi][1]} is not True: {'continue' if depth[0] else 'return'}")
+            for x in gen.filter_lines(fi, 'continue' if depth[0] else 'return'):
+                emit(x)
         if self.opt is not None:   # (the required solution, or the OPTIONAL group's shared values)
             emit(self.opt.sink(i))
         elif self.grouping:
@@ -430,9 +432,16 @@ class Maintained:
                 key = "()"
             else:   # (a computed projection: its number's term key -- 1 and 1.0, 0.0 and -0.0 are
                 # equal dict keys, their terms are not)
-                cells = [f"_CK(_CV({gen._ccode[n][0]}))" if n in gen._ccode else
-                         _slot(sh.alias.get(n, n)) if bvars is None or sh.alias.get(n, n) in bvars else "-1"
-                         for n in sh.names]
+                cells = []
+                for n in sh.names:
+                    if n in gen._ccode:
+                        pre, cell = gen.computed_lines(n, "_CK(_CV({}))")
+                        for x in pre:
+                            emit(x)
+                        cells.append(cell)
+                    else:
+                        cells.append(_slot(sh.alias.get(n, n)) if bvars is None or sh.alias.get(n, n) in bvars
+                                     else "-1")
                 key = "(" + "".join(f"{c}, " for c in cells) + ")"
             emit(f"k = {key}")
             emit("n = R.get(k, 0) + sign")
@@ -1139,7 +1148,7 @@ class Maintained:
 
 def _computed_key(v) -> str | None:
     """A computed number's term key (None: unbound, an error)."""
-    return None if v is None else _num_item(v)[0]
+    return None if v is None else v if type(v) is str else _num_item(v)[0]   # (str: a key, tiny_terms)
 
 
 class _Terms:

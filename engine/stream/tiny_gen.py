@@ -50,6 +50,7 @@ from engine.exec.result import QueryResult
 from engine.plan.rewrite import bgp_of
 from engine.sparql import algebra as A
 from engine.stream import tiny_ops as _ops
+from engine.stream import tiny_terms as _tt
 from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _divide, _num, _num_item, _value
 
 __all__ = ["GenQuery", "GEN_WINDOW", "taken_total"]
@@ -146,7 +147,7 @@ def _CV(v):
     """A computed projection's value: an int or a double (as the executor writes them), None
     for an error (unbound); a decimal's canonical form is the executor's: handed back."""
     t = type(v)
-    if t is int or t is float or v is None:
+    if t is int or t is float or t is str or v is None:   # (str: a term's key, tiny_terms)
         return v
     if v is _NONNUM:
         return None
@@ -184,7 +185,7 @@ class _Values(dict):
 
 
 _HELPERS = {"_ADD": _ADD, "_SUB": _SUB, "_MUL": _MUL, "_DIV": _DIV, "_NEG": _NEG, "_AND": _AND,
-            "_OR": _OR, "_NOT": _NOT, "_Hand": _Hand, "_CV": _CV, "_ONCE": (0,),
+            "_OR": _OR, "_NOT": _NOT, "_Hand": _Hand, "_CV": _CV, "_ONCE": (0,), "Undecided": Undecided,
             **{f"_C{k}": f for k, f in enumerate(_CMP_FN.values())}}
 _CMP_NAME = {op: f"_C{k}" for k, op in enumerate(_CMP_FN)}
 
@@ -339,23 +340,35 @@ def _as_float(v) -> float | None:
         return None
 
 
-def _emit_filter(emit, fv: set, src: str, fast: tuple | None) -> None:
-    """A FILTER conjunct at the current loop level: rows failing it ``continue``."""
-    if fast is None:
-        emit(f"if {src} is not True: continue")
+def _emit_filter(emit, fv: set, src: str, fast: tuple | None, alt: str | None = None) -> None:
+    """A FILTER conjunct at the current loop level: rows failing it ``continue``. ``alt``: the
+    conjunct over terms (:mod:`engine.stream.tiny_terms`), for a row whose values the numeric
+    source does not decide (it raises :class:`Undecided`: a string, an IRI, a decimal quotient)."""
+    def general(ind: str) -> None:
+        if alt is None:
+            emit(f"{ind}ok = {src} is True")
+            return
+        emit(f"{ind}try:")
+        emit(f"{ind}    ok = {src} is True")
+        emit(f"{ind}except Undecided:")
+        emit(f"{ind}    ok = {alt} is True")
+
+    if fast is None or fast[2] == "False":   # (False: no row computes in doubles only)
+        if alt is None:
+            emit(f"if {src} is not True: continue")
+            return
+        general("")
+        emit("if not ok: continue")
         return
     names = sorted(fv)   # (their k_<var> are read where the variables are bound: _compile_join)
-    if fast[2] == "False":   # no row computes in doubles only (an integer or decimal operation)
-        emit(f"if {src} is not True: continue")
-        return
     cond = _all(*[f"k_{_ident(n)}[0] is not None" for n in names], fast[2])
     emit(f"if {cond}:")
     emit("    try:")
     emit(f"        ok = {fast[0]}")
     emit("    except ZeroDivisionError:")
-    emit(f"        ok = {src} is True")
+    general("        ")
     emit("else:")
-    emit(f"    ok = {src} is True")
+    general("    ")
     emit("if not ok: continue")
 
 
@@ -460,16 +473,29 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
             if op.var.name in alias or op.var.name in computed:
                 return None
             if isinstance(op.expr, A.Var):
-                if op.expr.name in computed:
-                    return None
+                if op.expr.name in computed:   # a copy of a BIND's value: its expression again
+                    computed[op.var.name] = computed[op.expr.name]
+                    continue
                 alias[op.var.name] = alias.get(op.expr.name, op.expr.name)
             else:
-                if _expr_vars(op.expr) & (set(computed) | set(alias)):
-                    return None
-                computed[op.var.name] = op.expr
+                e = op.expr
+                if _expr_vars(e) & (set(computed) | set(alias)):
+                    # a BIND over an earlier one's variable (or an alias): that expression in its
+                    # place, over terms (an unbound variable and its expression's error are one)
+                    e = _tt.inline(_substitute(e, dict(alias)), computed)
+                    if not _tt.term_expr(e):
+                        return None
+                computed[op.var.name] = e
         else:
             if _expr_vars(op.expr) & set(computed):
-                return None
+                # a BIND's variable in a FILTER: the expression in its place (an error leaves the
+                # variable unbound, and an unbound variable is an error where the expression's
+                # error is: the same value for every operator, BOUND included), over terms
+                e = _tt.inline(op.expr, computed)
+                if not _tt.term_expr(e):
+                    return None
+                above += [_substitute(c, dict(alias)) for c in _conjuncts(e)]
+                continue
             above += [_substitute(c, dict(alias)) for c in _conjuncts(op.expr)]
     sh.alias = alias
     sh.computed = computed
@@ -532,8 +558,9 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
         return None
     bvars = {t.name for tp in sh.triples for t in (tp.s, tp.o) if isinstance(t, A.Var)}
     sh.required_vars = rvars
-    if sh.computed and (sh.by is not None or sh.distinct):
-        return None   # (a computed double's NaN is one term, not one value per row: DISTINCT's)
+    if sh.computed and (sh.by is not None or (sh.distinct and not all(map(_tt.term_expr, sh.computed.values())))):
+        return None   # (a computed double's NaN is one term, not one value per row: DISTINCT's; over
+        # terms (tiny_terms) the values are their keys, equal exactly when the terms are)
     if sh.by is not None:
         outs = set(sh.by) | {a for a, _, _ in sh.aggs}
         if not set(sh.by) <= bvars or any(x is not None and x not in bvars for _, x, _ in sh.aggs):
@@ -616,16 +643,25 @@ class GenQuery:
     def _filters_ok(self) -> bool:
         bvars = {x[1] for s, _, o in self.pats for x in (s, o) if x[0] == "v"}
         self._fcode = []
+        self._tfns: list = []   # the expressions decided over terms (tiny_terms.TermFn)
+        self._falt: dict = {}   # filter conjunct -> its source over terms, where the numeric one may not decide
         for e in self.sh.filters:
             consts: list = []
             src = _expr_code(e, True, lambda n: f"V[{_slot(n)}]" if n in bvars else "None", consts,
                              f"F{len(self._fcode)}_")
-            if src is None:
-                return False
             fv = _expr_vars(e)
-            fast = _fast_code(e, f"F{len(self._fcode)}_", iter(range(len(consts))), consts) if fv <= bvars else None
-            if fast is not None and any(_as_float(v) is None for v in consts):
-                fast = None
+            fast = None
+            if src is not None:
+                fast = _fast_code(e, f"F{len(self._fcode)}_", iter(range(len(consts))), consts) if fv <= bvars else None
+                if fast is not None and any(_as_float(v) is None for v in consts):
+                    fast = None
+            alt = self._term_source(e, True, consts, f"F{len(self._fcode)}_", bvars)
+            if src is None:
+                if alt is None:
+                    return False
+                src, alt = alt, None
+            if alt is not None:
+                self._falt[len(self._fcode)] = alt
             self._fcode.append((fv & bvars, src, consts, fast))
         self._ocode = []   # per OPTIONAL: its FILTER as (vars, source, constants, fast source) or None
         for g, (_, e) in enumerate(self.sh.opts):
@@ -634,12 +670,19 @@ class GenQuery:
                 continue
             consts = []
             src = _expr_code(e, True, lambda n: f"V[{_slot(n)}]" if n in bvars else "None", consts, f"O{g}_")
-            if src is None:
-                return False
             fv = _expr_vars(e)
-            fast = _fast_code(e, f"O{g}_", iter(range(len(consts))), consts) if fv <= bvars else None
-            if fast is not None and any(_as_float(v) is None for v in consts):
-                fast = None
+            fast = None
+            if src is not None:
+                fast = _fast_code(e, f"O{g}_", iter(range(len(consts))), consts) if fv <= bvars else None
+                if fast is not None and any(_as_float(v) is None for v in consts):
+                    fast = None
+            alt = self._term_source(e, True, consts, f"O{g}_", bvars)
+            if src is None:
+                if alt is None:
+                    return False
+                src, alt = alt, None
+            if alt is not None:
+                self._falt[("O", g)] = alt
             self._ocode.append((fv & bvars, src, consts, fast))
         if self.sh.antis:   # (tiny_anti)
             from engine.stream import tiny_anti as _anti
@@ -647,12 +690,19 @@ class GenQuery:
             if self._acode is None:
                 return False
         self._ccode = {}
+        self._calt: dict = {}   # computed name -> its source over terms, where the numeric one may not decide
         for n, e in self.sh.computed.items():
             consts = []
-            src = _expr_code(e, False, lambda n: f"V[{_slot(n)}]" if n in bvars else "None", consts,
-                             f"E{len(self._ccode)}_")
+            # (DISTINCT: the values over terms, whose keys are equal exactly when the terms are)
+            src = None if self.sh.distinct else _expr_code(
+                e, False, lambda n: f"V[{_slot(n)}]" if n in bvars else "None", consts, f"E{len(self._ccode)}_")
+            alt = self._term_source(e, False, consts, f"E{len(self._ccode)}_", bvars)
             if src is None:
-                return False
+                if alt is None:
+                    return False
+                src, alt = alt, None
+            if alt is not None:
+                self._calt[n] = alt
             self._ccode[n] = (src, consts)
         self._hcode = []
         outs = set(self.sh.by or ()) | {a for a, _, _ in self.sh.aggs}
@@ -666,10 +716,47 @@ class GenQuery:
             consts = []
             src = _expr_code(e, True, lambda n: (f"N_{_ident(n)}" if n in counts else f"V[G_{_ident(n)}]")
                              if n in outs else "None", consts, f"H{len(self._hcode)}_")
+            if src is None and not _expr_vars(e) & counts:   # over the grouping terms only
+                consts = []
+                src = self._term_source(e, True, consts, f"H{len(self._hcode)}_", set(self.sh.by or ()),
+                                        lambda n: f"G_{_ident(n)}")
             if src is None:
                 return False
             self._hcode.append((src, consts))
         return True
+
+    def _term_source(self, e, boolean: bool, consts: list, prefix: str, bvars: set, slot=None) -> str | None:
+        """The source of ``e`` decided over terms (:class:`~engine.stream.tiny_terms.TermFn`,
+        appended to ``consts``: a global of the generated code), or None when not of its forms;
+        ``slot(var)``: the source of a variable's term id."""
+        if not _tt.term_expr(e):
+            return None
+        fn = _tt.TermFn(e, sorted(_expr_vars(e)), boolean)
+        self._tfns.append(fn)
+        consts.append(fn)
+        slot = slot or _slot
+        return _tt.source(fn, f"{prefix}K{len(consts) - 1}", lambda n: slot(n) if n in bvars else "None")
+
+    def filter_lines(self, fi: int, fail: str) -> list[str]:
+        """Statements testing FILTER conjunct ``fi`` (no fast doubles), ``fail`` (``continue`` /
+        ``return``) for a row failing it; a value the numeric source does not decide is decided
+        over terms."""
+        _, src, _, _ = self._fcode[fi]
+        alt = self._falt.get(fi)
+        if alt is None:
+            return [f"if {src} is not True: {fail}"]
+        return ["try:", f"    ok = {src} is True", "except Undecided:", f"    ok = {alt} is True",
+                f"if not ok: {fail}"]
+
+    def computed_lines(self, name: str, cell: str) -> tuple[list[str], str]:
+        """(statements, expression) of computed column ``name``'s cell; ``cell`` wraps the
+        numeric source (a ``{}`` format); a value it does not decide is decided over terms."""
+        src = self._ccode[name][0]
+        alt = self._calt.get(name)
+        if alt is None:
+            return [], cell.format(src)
+        c = f"c_{_ident(name)}"
+        return ["try:", f"    {c} = {cell.format(src)}", "except Undecided:", f"    {c} = {alt}"], c
 
     def _resolve(self, dictionary) -> tuple:
         """The constants' ids (-2: absent, matching nothing), looked up again when the
@@ -693,6 +780,8 @@ class GenQuery:
                 ids.append(i)
             out.append(tuple(ids))
         self._ids = got = (dictionary, n, out, absent)
+        for fn in self._tfns:
+            fn.bind(dictionary)
         ns = self._ns
         for c, (s, p, o) in enumerate(out):
             ns[f"P{c}"], ns[f"S{c}"], ns[f"O{c}"] = p, s, o
@@ -986,7 +1075,7 @@ class GenQuery:
                     for ci, v in enumerate(consts):
                         ns[f"F{fi}_K{ci}"] = v
                         ns[f"F{fi}_KF{ci}"] = _as_float(v)
-                    _emit_filter(emit, fv, src, fast)
+                    _emit_filter(emit, fv, src, fast, self._falt.get(fi))
 
         def step(k: int, pi: int, kind: str, have: set) -> None:
             s, _, o = self.pats[pi]
@@ -1075,7 +1164,7 @@ class GenQuery:
                 for ci, v in enumerate(consts):
                     ns[f"O{g}_K{ci}"] = v
                     ns[f"O{g}_KF{ci}"] = _as_float(v)
-                _emit_filter(emit, fv, src, fast)
+                _emit_filter(emit, fv, src, fast, self._falt.get(("O", g)))
             emit(f"f{g} = True")
             saved = list(pending)
             emit_rest(gi + 1, mine)
@@ -1114,7 +1203,10 @@ class GenQuery:
                         src, consts = self._ccode[n]
                         for ci, v in enumerate(consts):
                             ns[f"E{list(self._ccode).index(n)}_K{ci}"] = v
-                        cells.append(f"_CV({src})")
+                        pre, cell = self.computed_lines(n, "_CV({})")
+                        for x in pre:
+                            emit(x)
+                        cells.append(cell)
                     else:   # (a UNION branch's row: a variable it does not bind is unbound)
                         x = sh.alias.get(n, n)
                         cells.append(_slot(x) if x in all_vars else "-1")
@@ -1208,6 +1300,10 @@ class GenQuery:
             elif k == 1:
                 cols.append(_ops._count_ids(np.array(col, dtype=np.int64), ctx))
             else:
+                if any(type(v) is str for v in col):   # keys of terms (tiny_terms): the executor's ids
+                    cols.append(np.asarray(ctx.intern([v if v is None or type(v) is str else _num_item(v)[0]
+                                                       for v in col]), dtype=np.int64))
+                    continue
                 items = [None if v is None else _num_item(v) for v in col]
                 cols.append(np.array(_ops.numeric_terms(ctx.dictionary).ids(items, ctx), dtype=np.int64))
         return QueryResult(form="SELECT", terms=ctx, vars=list(self.sh.names), columns=cols, n_rows=len(rows))
@@ -1290,7 +1386,7 @@ class GenQuery:
                         col.append(b"")
                         holes = True
                         continue
-                    key = c if keyed else _num_item(c)[0]
+                    key = c if keyed or type(c) is str else _num_item(c)[0]
                     f = cf.get((j, key))
                     if f is None:
                         if len(cf) > 4096:
