@@ -28,7 +28,7 @@ import numpy as np
 
 from engine.errors import JindouError, NotFound, QueryEvaluationError, QueryTimeout
 from engine.exec.bgp import _ANY, _EXPAND, _MEMBER, _PRUNE, SMALL_ROWS, SmallBGP
-from engine.exec.context import CELL, MemoryBudget, enter_budget, leave_budget, release_memory
+from engine.exec.context import CELL, LOCAL_BASE, MemoryBudget, enter_budget, leave_budget, release_memory
 from engine.exec.evaluate import (
     DatasetView,
     QueryContext,
@@ -48,10 +48,10 @@ from engine.kv.store import Changes, Store
 from engine.plan.fast_tree import UnionProgram, compile_filtered, compile_union
 from engine.plan.fast_tree import constants as filter_constants
 from engine.plan.planner import QueryPlan, fast_shape, make_plan
-from engine.plan.point import DESCRIBE_ROWS, PointProgram, compile_point, describe_small
+from engine.plan.point import DESCRIBE_RESOURCES, DESCRIBE_ROWS, PointProgram, compile_point, describe_small
 from engine.plan.rewrite import rewrite
 from engine.settings import DEFAULTS
-from engine.small_answers import SmallSelect, construct_triples, ordered_lists
+from engine.small_answers import OwnTemplate, SmallSelect, construct_triples, ordered_lists
 from engine.sparql import normalize as norm
 from engine.sparql import shapes
 from engine.sparql.algebra import Const
@@ -294,7 +294,9 @@ class Database:
         if got is None and tpl.variants:
             v = tpl.variants.get(_fixed_values(tpl.fixed, n[1]))
             if v is not None:
-                return self._match(v, n[1])
+                got = self._match(v, n[1])
+        if got is None and tpl.alt:  # (the skeleton's texts with the parameter(s) in other slots)
+            got = self._match(tpl.alt, n[1])
         return got
 
     def _match(self, tpl, slots):
@@ -356,7 +358,17 @@ class Database:
             if head is None:
                 return
             got = self._template_slots(n, shape)
-            if got is None or got[0] != head.places:
+            if got is None:
+                return
+            if got[0] != head.places:
+                # the parameter(s) in other slots of the same skeleton (a comment slot where
+                # the head has an IRI: ``DESCRIBE <a> # c`` and ``DESCRIBE <a> <b>``): one
+                # such template per skeleton, tried after the head's (False: none)
+                if head.alt is None:
+                    alt = self._make_template(text, base, n, pq, shape, deadline)
+                    with self._lock:
+                        if head.alt is None:
+                            head.alt = alt if alt is not None else False
                 return
             vk = _fixed_values(head.fixed, n[1])
             if vk in head.variants or vk == _fixed_values(head.fixed, head.fixed):
@@ -507,7 +519,9 @@ class Database:
                 return QueryResult(form="ASK", terms=terms, boolean=found)
         token = enter_budget(budget, deadline)
         try:
-            if lists and fast.template is None and fast.order is None:
+            if fast.describe:
+                res = _describe_fast(program, terms, graph, max_rows or self.max_rows, check)
+            elif lists and fast.template is None and fast.order is None:
                 res = run_fast_lists(pq, program, terms, graph, max_rows or self.max_rows, check)
                 if type(res) is tuple:
                     res = SmallSelect(tuple(fast.names), res[0], terms, res[1])
@@ -572,7 +586,7 @@ class Database:
             raise QueryEvaluationError(f"unknown query form {pq.query.form}")
         snap = self.store.snapshot()
         st = None
-        if (pq.fast is not None and pq.fast.template is None and pq.fast.order is None
+        if (pq.fast is not None and pq.fast.template is None and pq.fast.order is None and not pq.fast.describe
                 and not default_graph_uris and not named_graph_uris):
             st = self._fast_program(pq, snap)
             if st[2] is None or st[2][0].starts_big:
@@ -596,8 +610,9 @@ class Database:
             memo = self._hit_memo
             hit = memo[2] if memo[0] is text and memo[1] == base else self._template_hit(text, base)
             if hit is not None:
-                if hit[0].key is _DESCRIBE_ONE:
-                    res = self._describe_small([hit[1]], self.store.snapshot(), budget, deadline, timeout)
+                if hit[0].key in _DESCRIBE_KEYS:
+                    res = self._describe_small(_described_keys(hit[0].key, hit[1]), self.store.snapshot(), budget,
+                                               deadline, timeout)
                 else:
                     res = self._run_template(hit[0], hit[1], max_rows, budget, deadline, timeout, lists)
                 if res is not None:
@@ -652,14 +667,16 @@ class Database:
         timeout = self.query_timeout
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
-        if tpl.key is _DESCRIBE_ONE:
+        tk = tpl.key
+        if tk is _DESCRIBE_ONE or len(tk) == 2 and tk[0] == "DESCRIBE":  # (_DESCRIBE_KEYS: no hashing)
+            keys = [key] if tk is _DESCRIBE_ONE else list(key)
             limit = self.query_memory
             if self._local and (limit == 0 or limit >= _DESCRIBE_TINY_BYTES):
-                res = self._describe_tiny(key, deadline, timeout)
+                res = self._describe_tiny(keys, deadline, timeout)
                 if res is not None:
                     return res
             budget = MemoryBudget(limit)
-            return _released(budget, self._describe_small, [key], self.store.snapshot(), budget, deadline,
+            return _released(budget, self._describe_small, keys, self.store.snapshot(), budget, deadline,
                              timeout)
         got = self._template_program(tpl, key)
         if got is None:
@@ -668,6 +685,16 @@ class Database:
         pq = tpl.pq
         fast = pq.fast
         handed = None
+        if fast.describe:  # (no hand-over: a DESCRIBE of many solutions is the general path's)
+            limit = self.query_memory
+            if self._local and (limit == 0 or limit >= _DESCRIBE_TINY_BYTES):  # (its charges: bounded)
+                res = _describe_fast(program, terms, graph, self.max_rows, _deadline_check(deadline, timeout))
+                if res is not None:
+                    self.queries += 1
+                return res
+            budget = MemoryBudget(limit)
+            return _released(budget, self._run_program, pq, program, terms, graph, self.max_rows, budget,
+                             deadline, timeout)
         if lists and self._local:
             limit = self.query_memory
             if limit == 0 or limit >= _tiny_bytes(fast):
@@ -713,8 +740,8 @@ class Database:
             self.queries += 1
         return res
 
-    def _describe_tiny(self, key: str, deadline, timeout):
-        """:meth:`_describe_small` of one resource without entering a memory budget: the
+    def _describe_tiny(self, keys: list, deadline, timeout):
+        """:meth:`_describe_small` of a few resources without entering a memory budget: the
         caller checked that the budget cannot refuse it (a tuple-at-a-time description
         charges at most :data:`_DESCRIBE_TINY_BYTES`; past DESCRIBE_ROWS triples it gives
         None and the budgeted path answers); the deadline is still checked every round."""
@@ -722,13 +749,13 @@ class Database:
         terms = self._snap_terms
         if terms is None or terms.snapshot is not snap or terms is not self._snap_terms_prev:
             return None  # (a new snapshot: the budgeted path makes its term table, drops old programs)
-        i = terms.lookup(key)
+        ids = list(map(terms.lookup, keys))
 
         def check():
             if deadline is not None and time.monotonic() > deadline:
                 raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
 
-        res = describe_small([i], snap.default, terms, check)
+        res = describe_small(ids, snap.default, terms, check)
         if res is not None:
             self.queries += 1
         return res
@@ -739,7 +766,7 @@ class Database:
         terms = self._snapshot_terms(snap)
         if terms is not self._snap_terms_prev:
             self._drop_programs(terms)
-        ids = [terms.lookup(k) for k in keys]
+        ids = list(map(terms.lookup, keys))
 
         def check():
             if deadline is not None and time.monotonic() > deadline:
@@ -922,6 +949,15 @@ _RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
 
 #: the shape key of ``DESCRIBE <one constant>`` (its parameter: that constant)
 _DESCRIBE_ONE = ("DESCRIBE",)
+#: ... of ``DESCRIBE <a> <b>...`` (n distinct constants, its parameters: a tuple of them), by n
+_DESCRIBE_MANY = {n: ("DESCRIBE", n) for n in range(2, 5)}  # (up to _MAX_PARAMS)
+#: every DESCRIBE-of-constants shape key (a template of one answers by ``describe_small``)
+_DESCRIBE_KEYS = frozenset((_DESCRIBE_ONE, *_DESCRIBE_MANY.values()))
+
+
+def _described_keys(key, param) -> list:
+    """The resources (term keys) of a DESCRIBE-of-constants template's parameter(s)."""
+    return [param] if key is _DESCRIBE_ONE else list(param)
 
 
 def _shape_key(pq: QueryPlan) -> tuple | None:
@@ -933,9 +969,14 @@ def _shape_key(pq: QueryPlan) -> tuple | None:
     if sh is not None:
         return sh
     q = pq.query
-    if (q.form == "DESCRIBE" and len(q.describe) == 1 and isinstance(q.describe[0], Const)
+    if (q.form == "DESCRIBE" and q.describe and all(isinstance(t, Const) for t in q.describe)
             and (q.dataset is None or not (q.dataset.default or q.dataset.named))):
-        return _DESCRIBE_ONE, q.describe[0].key
+        if len(q.describe) == 1:
+            return _DESCRIBE_ONE, q.describe[0].key
+        keys = tuple(t.key for t in q.describe)
+        # (each a parameter: distinct, at most _MAX_PARAMS of them)
+        if len(keys) in _DESCRIBE_MANY and len(set(keys)) == len(keys):
+            return _DESCRIBE_MANY[len(keys)], keys
     return None
 
 
@@ -1026,8 +1067,8 @@ def _rebind(compiled, old, new):
         return compiled
     if isinstance(prog, UnionProgram):
         return prog.rebound(lambda b: b if b.empty else _rebind((b, ()), old, new)[0]), out
-    if out and isinstance(out[0], tuple):  # a CONSTRUCT's resolved template
-        out = tuple(tuple(("c", new) if e == ("c", old) else e for e in t) for t in out)
+    if out and isinstance(out[0], tuple):  # a CONSTRUCT's resolved template (its type kept: OwnTemplate)
+        out = type(out)(tuple(("c", new) if e == ("c", old) else e for e in t) for t in out)
     if isinstance(prog, PointProgram):
         return prog.rebound(old, new), out
 
@@ -1048,8 +1089,20 @@ def _tiny_bytes(fast) -> int:
     no table)."""
     if fast.template is None:
         return 0
-    return SMALL_ROWS * len(fast.template) * (3 * 2 + 3) * CELL
+    b = fast.tiny_bytes
+    if b is None:
+        # (and a template's blank nodes, a query-local key per label and solution, and its
+        # constants the store may not hold, a query-local key each)
+        consts = {x.key for t in fast.template for x in (t.s, t.p, t.o) if isinstance(x, Const)}
+        labels = sum(1 for c in consts if c.startswith("_:"))
+        b = fast.tiny_bytes = (SMALL_ROWS * (len(fast.template) * (3 * 2 + 3) * CELL + labels * _BNODE_KEY_BYTES)
+                               + sum(len(c) + _BNODE_KEY_BYTES for c in consts))
+    return b
 
+
+#: what one fresh blank node of a tiny CONSTRUCT may hold (its key, ~30 characters, and
+#: its place in the answer's term table: ``QueryContext.fresh_bnodes``' charge)
+_BNODE_KEY_BYTES = 48 + 12 + 120
 
 #: the most a tuple-at-a-time DESCRIBE charges (``point.describe_small``: DESCRIBE_ROWS triples)
 _DESCRIBE_TINY_BYTES = DESCRIBE_ROWS * (3 + 3) * CELL
@@ -1173,27 +1226,52 @@ class _GivenOrdered(_GivenBGP):
 
 def compile_construct(fast, graph, lookup):
     """(program, resolved template) of a CONSTRUCT's fast shape: the WHERE BGP's
-    program and each template triple as ``("c", id)`` / ``("v", slot or None)``;
-    None (the general path) when a template constant is not in the store (the
-    general CONSTRUCT gives it a query-local id)."""
+    program and each template triple as ``("c", id)`` / ``("v", slot or None)`` /
+    ``("b", k)`` (the template's k-th blank node label: a fresh blank node per solution) /
+    ``("k", key)`` (a constant the store does not hold: a query-local id per answer, as
+    the general CONSTRUCT gives it; ``small_answers.construct_triples``)."""
     c = compile_fast(fast, graph, lookup)
     if c is None:
         return None
     prog = c[0]
     pos = {v: i for i, v in enumerate(prog.slots)}
+    labels: dict[str, int] = {}
     tpl = []
     for t in fast.template:
+        if isinstance(t.p, Const) and t.p.key.startswith("_:"):
+            continue  # (a blank node is never a predicate: the triple is never made)
         row = []
         for x in (t.s, t.p, t.o):
+            if isinstance(x, Const) and x.key.startswith("_:"):  # (fresh per solution)
+                row.append(("b", labels.setdefault(x.key, len(labels))))
+                continue
             if isinstance(x, Const):
                 i = lookup(x.key)
-                if i < 0:
-                    return None
-                row.append(("c", int(i)))
+                # (a constant the store does not hold: a query-local id in the answer's terms)
+                row.append(("c", int(i)) if i >= 0 else ("k", x.key))
             else:
                 row.append(("v", pos.get(x.name)))
         tpl.append(tuple(row))
-    return prog, tuple(tpl)
+    own = any(e[0] in "bk" for row in tpl for e in row)
+    return prog, (OwnTemplate if own else tuple)(tpl)
+
+
+def _describe_fast(compiled, terms, graph, max_rows: int, check) -> QueryResult | None:
+    """``DESCRIBE ?v... WHERE { BGP }`` by its fast program, as
+    :func:`engine.exec.evaluate.describe` answers it: the distinct store ids its solutions
+    bind to the described variables (``compiled``'s output slots), described tuple at a
+    time (:func:`engine.plan.point.describe_small`). None (the general path answers) when
+    the solutions are not few (the program would hand over), they name more than
+    DESCRIBE_RESOURCES resources, or the graph has no in-process lookups."""
+    prog, out = compiled
+    rows, k = prog.run([()], min(max_rows, SMALL_ROWS))
+    if k < len(prog.steps):
+        return None
+    ids = {r[i] for r in rows for i in out if i is not None}
+    ids = sorted(i for i in ids if 0 <= i < LOCAL_BASE)
+    if len(ids) > DESCRIBE_RESOURCES:
+        return None
+    return describe_small(ids, graph, terms, check)
 
 
 def _construct_fast(compiled, terms, max_rows: int) -> QueryResult | None:
@@ -1211,7 +1289,7 @@ class _Template:
     (a parameter equal to one of them has no shape)."""
 
     __slots__ = ("fixed", "quote", "key", "pq", "others", "memo", "cost_key", "params", "skeleton_keys", "places",
-                 "variants", "__weakref__")
+                 "variants", "alt", "__weakref__")
 
     def __init__(self, fixed, quote, key, pq, others):
         self.fixed = fixed
@@ -1232,6 +1310,9 @@ class _Template:
         #: a skeleton's template only: the templates of its texts with other values in the
         #: fixed slots (:func:`_fixed_values` -> template, or None: none), see Database._learn
         self.variants = {}
+        #: a skeleton's template only: the template of its texts whose parameter(s) sit in
+        #: other slots (None: not tried yet, False: none), see Database._learn
+        self.alt = None
 
 
 #: a skeleton keeps at most this many variant templates (other fixed slots), then starts over
@@ -1246,7 +1327,7 @@ def _fixed_values(fixed: tuple, slots) -> tuple:
 
 def _shape_constants(key: tuple) -> frozenset:
     """The predicates and classes of a shape key (see :func:`_fast_shape_key`)."""
-    if key is _DESCRIBE_ONE:
+    if key in _DESCRIBE_KEYS:
         return frozenset()
     out = frozenset(c[1] for row in key[1] for c in row if c is not None and c[0] == "c")
     if len(key) > 7 and key[7]:  # (a FILTER's constants: fast.filters)

@@ -347,6 +347,15 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
     if n == 0:
         return b""
     nt = fragments.table(result.terms, NT)
+    local = getattr(result, "local", None)
+    if local is not None:  # (a CONSTRUCT's fresh blank nodes: this answer's own fragments)
+        nt = _fill(nt, result.terms, {i for i in flat if i < LOCAL_BASE}, _nt_bytes)
+        if nt is None:
+            return None
+        frags = tuple(local[i] if i >= LOCAL_BASE else nt[i] for i in flat)
+        body = _NT_LINES[n] % frags if n < len(_NT_LINES) else b"%s %s %s .\n" * n % frags
+        check_size(len(body), max_bytes)
+        return body
     try:
         frags = tuple(map(nt.__getitem__, flat))
     except KeyError:
@@ -555,7 +564,8 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
     triple over the solutions in order, subjects IRIs or blank nodes, predicates
     IRIs, each triple once); None when the solutions are not few (the general path
     runs the query). ``compiled``: (program, template triples of ``("c", id)`` /
-    ``("v", slot or None)``).
+    ``("v", slot or None)`` / ``("b", label)`` / ``("k", absent key)``: the last two
+    made per answer in a term table of its own, :func:`_own_terms`).
 
     The kind rule is settled from the patterns where it can be: a template term the
     WHERE also holds as a subject or predicate is an IRI or blank node in every
@@ -575,16 +585,30 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
         subj_like.add(s)
         subj_like.add(p)
         pred_like.add(p)
+    fresh = _own_terms(tpl, len(rows), terms) if type(tpl) is OwnTemplate else None
+    if fresh:  # (the template's own terms: resolved in this answer's term table)
+        terms = fresh.terms
+        tpl = fresh.tpl
     out: list[tuple] = []
     have: set = set()
     check_s = check_p = False
     for (a, x), (b, y), (c, z) in tpl:
         if (a == "v" and x is None) or (b == "v" and y is None) or (c == "v" and z is None):
             continue  # a variable the WHERE does not bind: never a triple
-        if not check_s:
-            check_s = (a, slots[x] if a == "v" else x) not in subj_like
-        if not check_p:
-            check_p = (b, slots[y] if b == "v" else y) not in pred_like
+        if not check_s:  # (a fresh blank node is a subject in every solution)
+            check_s = a != "b" and (a, slots[x] if a == "v" else x) not in subj_like
+        if not check_p:  # (an absent constant -- a query-local id -- is an IRI there: the grammar's)
+            check_p = (b, slots[y] if b == "v" else y) not in pred_like and not (b == "c" and y >= LOCAL_BASE)
+        if a == "b" or c == "b":  # the label's blank node of each solution
+            bs = fresh[x] if a == "b" else None
+            bo = fresh[z] if c == "b" else None
+            for i, r in enumerate(rows):
+                tr = (bs[i] if a == "b" else x if a == "c" else r[x], y if b == "c" else r[y],
+                      bo[i] if c == "b" else z if c == "c" else r[z])
+                if tr not in have:
+                    have.add(tr)
+                    out.append(tr)
+            continue
         for r in rows:
             tr = (x if a == "c" else r[x], y if b == "c" else r[y], z if c == "c" else r[z])
             if tr not in have:
@@ -592,9 +616,69 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
                 out.append(tr)
     if out and (check_s or check_p):
         ids = sorted({v for tr in out for v in tr[:2]})
-        kinds = dict(zip(ids, terms.kinds(np.asarray(ids, dtype=np.int64)).tolist(), strict=True))
+        if fresh and ids[-1] >= LOCAL_BASE:  # (this answer's own terms: the kind is their key's first byte)
+            store = [i for i in ids if i < LOCAL_BASE]
+            kinds = dict(zip(store, terms.kinds(np.asarray(store, dtype=np.int64)).tolist(), strict=True))
+            kinds.update((i, _KIND_OF_BYTE[fresh.keys[i][0]]) for i in ids if i >= LOCAL_BASE)
+        else:
+            kinds = dict(zip(ids, terms.kinds(np.asarray(ids, dtype=np.int64)).tolist(), strict=True))
         out = [tr for tr in out if kinds[tr[0]] in _SUBJECT_KINDS and kinds[tr[1]] == 0]
-    return Constructed(terms, [x for tr in out for x in tr], len(out))
+    return Constructed(terms, [x for tr in out for x in tr], len(out), fresh.keys if fresh else None)
+
+
+#: a term's kind (engine.kv.dictionary: 0 IRI, 1 blank node, 2 literal) by the first byte
+#: of its N-Triples fragment
+_KIND_OF_BYTE = {ord("<"): 0, ord("_"): 1, ord('"'): 2}
+
+
+class OwnTemplate(tuple):
+    """A compiled CONSTRUCT template (``engine.database.compile_construct``) holding
+    terms each answer makes in a term table of its own (``("b", label)``: a fresh blank
+    node per solution, ``("k", key)``: a constant the store does not hold): its type
+    tells :func:`construct_triples` so without a scan of the template per answer."""
+
+    __slots__ = ()
+
+
+class _Own(list):
+    """A CONSTRUCT answer's own terms (:func:`_own_terms`): one id list per blank node
+    label (an id per solution), the term table holding them (``terms``), the template
+    with its absent constants resolved there (``tpl``) and the N-Triples fragments of
+    every query-local id (``keys``)."""
+
+    __slots__ = ("terms", "tpl", "keys")
+
+    def __bool__(self) -> bool:  # (a template with absent constants and no label is one too)
+        return True
+
+
+def _own_terms(tpl, n: int, terms) -> _Own | None:
+    """What the general CONSTRUCT makes in its query's term table, made in a term table
+    of this answer over the same snapshot (a ``QueryContext``: every writer renders its
+    query-local ids; their key memory charged to the running budget): a fresh blank node
+    per template label (``("b", k)``) and solution, as ``QueryContext.fresh_bnodes`` makes
+    them, and a query-local id per template constant the store does not hold
+    (``("k", key)``, then ``("c", id)``). None when the template has neither."""
+    k = 0
+    absent = False
+    for row in tpl:
+        for e in row:
+            if e[0] == "b":
+                if e[1] >= k:
+                    k = e[1] + 1
+            elif e[0] == "k":
+                absent = True
+    if not k and not absent:
+        return None
+    from engine.exec.evaluate import QueryContext  # noqa: PLC0415
+
+    ctx = QueryContext(terms.snapshot, term_cache=terms._term_cache)
+    out = _Own(ctx.fresh_bnodes(n, "").tolist() for _ in range(k)) if n else _Own([] for _ in range(k))
+    out.terms = ctx
+    # (absent from the snapshot the program was compiled for, which is this answer's: no look-up)
+    out.tpl = tuple(tuple(("c", ctx.absent_term_id(e[1])) if e[0] == "k" else e for e in row) for row in tpl)
+    out.keys = {LOCAL_BASE + i: _nt_bytes(key) for i, key in enumerate(ctx._local_keys)}
+    return out
 
 
 class Constructed(QueryResult):
@@ -611,11 +695,13 @@ class Constructed(QueryResult):
     ordered = False
     n_rows = 0
 
-    def __init__(self, terms, flat: list[int], n: int):
+    def __init__(self, terms, flat: list[int], n: int, local: dict | None = None):
         self.terms = terms
         self.flat = flat
         self.n = n
         self._triples = None
+        #: the fresh blank nodes' N-Triples fragments by (query-local) id; None: none
+        self.local = local
 
     def __len__(self) -> int:
         return self.n

@@ -177,3 +177,16 @@ def test_term_equal_and_less():
 def test_float32_conversion_no_warning():
     with np.errstate(all="raise"):
         assert V.to_float32(1e300) == math.inf
+
+
+def test_the_shared_error_does_not_keep_earlier_raises_frames():
+    """ERR is one shared instance; raising an instance that holds a traceback extends it, so
+    each raise must start a fresh one (else the frames of every earlier error, with their
+    locals, stay alive and each raise gets slower)."""
+    for _ in range(500):
+        with pytest.raises(ExprError):
+            V.ebv(IRI("http://ex.org/x"))
+    depth, tb = 0, V.ERR.__traceback__
+    while tb is not None:
+        depth, tb = depth + 1, tb.tb_next
+    assert depth < 10, depth

@@ -890,7 +890,7 @@ class _Evaluator:
             rewrite = None
             if not is_regex:
                 if rx.search(""):
-                    raise ERR  # FORX0003
+                    raise ERR.with_traceback(None)  # FORX0003
                 rewrite = _rewrite(args[1], rx.groups, rx.literal)
                 if rewrite is None:
                     return None
@@ -1841,7 +1841,7 @@ class _Scalar:
         if isinstance(expr, Var):
             t = env.get(expr.name)
             if t is None:
-                raise ERR
+                raise ERR.with_traceback(None)
             return t
         if isinstance(expr, Const):
             t = self._consts.get(expr.key)
@@ -1863,7 +1863,7 @@ class _Scalar:
                 return special(self, expr.args, env)
             fn = _FUNCS.get(op)
             if fn is None:
-                raise ERR
+                raise ERR.with_traceback(None)
             args = [self.eval(a, env) for a in expr.args]
             return fn(self, *args)
         if isinstance(expr, FunctionCall):
@@ -1876,9 +1876,9 @@ class _Scalar:
             name = self.exists_names.get(expr)
             t = env.get(name) if name is not None else None
             if t is None:
-                raise ERR
+                raise ERR.with_traceback(None)
             return t
-        raise ERR
+        raise ERR.with_traceback(None)
 
     def ebv(self, expr, env) -> bool:
         t = self.eval(expr, env)
@@ -1907,7 +1907,7 @@ def _sp_or(s, args, env):
     if b is True:
         return V.TRUE
     if a is None or b is None:
-        raise ERR
+        raise ERR.with_traceback(None)
     return V.FALSE
 
 
@@ -1919,7 +1919,7 @@ def _sp_and(s, args, env):
     if b is False:
         return V.FALSE
     if a is None or b is None:
-        raise ERR
+        raise ERR.with_traceback(None)
     return V.TRUE
 
 
@@ -1940,7 +1940,7 @@ def _sp_bound(s, args, env):
 
 def _sp_if(s, args, env):
     if len(args) != 3:
-        raise ERR
+        raise ERR.with_traceback(None)
     return s.eval(args[1] if s.ebv(args[0], env) else args[2], env)
 
 
@@ -1950,7 +1950,7 @@ def _sp_coalesce(s, args, env):
             return s.eval(a, env)
         except ExprError:
             continue
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def _sp_in(s, args, env):
@@ -1965,7 +1965,7 @@ def _sp_in(s, args, env):
         except ExprError:
             err = True
     if err:
-        raise ERR
+        raise ERR.with_traceback(None)
     return V.FALSE
 
 
@@ -2027,7 +2027,7 @@ for _op in ("=", "!=", "<", ">", "<=", ">="):
 def _num(t: Term) -> Num:
     n = V.numeric_of(t)
     if n is None:
-        raise ERR
+        raise ERR.with_traceback(None)
     return n
 
 
@@ -2035,13 +2035,13 @@ def _string_lit(t: Term) -> Literal:
     """A string literal argument (simple, xsd:string or language-tagged)."""
     if isinstance(t, Literal) and (t.datatype == XSD_STRING or t.datatype == RDF_LANGSTRING):
         return t
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def _simple(t: Term) -> str:
     if isinstance(t, Literal) and t.datatype == XSD_STRING:
         return t.lexical
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def _compatible(a: Literal, b: Literal) -> None:
@@ -2050,7 +2050,7 @@ def _compatible(a: Literal, b: Literal) -> None:
         return
     if a.lang is not None and b.lang is not None and a.lang.lower() == b.lang.lower():
         return
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def _like(a: Literal, lexical: str) -> Literal:
@@ -2068,13 +2068,13 @@ def _f_str(s, t):
         return Literal(t.value)
     if isinstance(t, Literal):
         return Literal(t.lexical)
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def _f_lang(s, t):
     if isinstance(t, Literal):
         return Literal(t.lang or "")
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def _f_langmatches(s, tag, rng):
@@ -2089,13 +2089,13 @@ def _f_langmatches(s, tag, rng):
 def _simple_or_lang_free(t) -> str:
     if isinstance(t, Literal) and t.datatype == XSD_STRING:
         return t.lexical
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def _f_datatype(s, t):
     if isinstance(t, Literal):
         return IRI(t.datatype)
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -2109,7 +2109,7 @@ def _f_iri(s, t):
         if _SCHEME_RE.match(v) or not s.ctx.base:
             return IRI(v)
         return IRI(resolve_iri(s.ctx.base, v))
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def _f_bnode(s, *args):
@@ -2220,13 +2220,13 @@ def _dt(t) -> V.DateTime:
         d = V.parse_datetime(t.lexical)
         if d is not None:
             return d
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def _date_or_dt(t) -> V.DateTime:
     d = V.datetime_of(t)
     if d is None:
-        raise ERR
+        raise ERR.with_traceback(None)
     return d
 
 
@@ -2257,7 +2257,7 @@ def _f_seconds(s, t):
 def _f_timezone(s, t):
     d = _date_or_dt(t)
     if d.tz is None:
-        raise ERR
+        raise ERR.with_traceback(None)
     return Literal(V.format_timezone_duration(d.tz), XSD + "dayTimeDuration")
 
 
@@ -2288,7 +2288,7 @@ def _f_struuid(s):
 def _hash(algo):
     def f(s, t):
         if not (isinstance(t, Literal) and t.datatype == XSD_STRING):
-            raise ERR
+            raise ERR.with_traceback(None)
         return Literal(hashlib.new(algo, t.lexical.encode("utf-8")).hexdigest())
 
     return f
@@ -2298,14 +2298,14 @@ def _f_strlang(s, t, lang):
     lex = _simple(t)
     tag = _simple(lang)
     if not re.fullmatch(r"[A-Za-z]+(?:-[A-Za-z0-9]+)*", tag):
-        raise ERR
+        raise ERR.with_traceback(None)
     return Literal(lex, RDF_LANGSTRING, tag.lower())
 
 
 def _f_strdt(s, t, dt):
     lex = _simple(t)
     if not isinstance(dt, IRI) or dt.value == RDF_LANGSTRING:
-        raise ERR
+        raise ERR.with_traceback(None)
     return Literal(lex, dt.value)
 
 
@@ -2340,7 +2340,7 @@ def _f_replace(s, text, pattern, repl, flags=None):
     rx = xpath_regex(_simple(pattern), "" if flags is None else _simple(flags))
     r = _simple(repl)
     if rx.search(""):
-        raise ERR  # pattern matching the empty string (FORX0003)
+        raise ERR.with_traceback(None)  # pattern matching the empty string (FORX0003)
     parts = _replacement_parts(r, rx.groups, rx.literal)
     lex = x.lexical
     if len(lex) > _RX_LONG_TEXT:
@@ -2365,7 +2365,7 @@ def _f_replace(s, text, pattern, repl, flags=None):
     try:
         return _like(x, rx.rx.sub(each, lex))
     except UnicodeEncodeError:
-        raise ERR from None
+        raise ERR.with_traceback(None) from None
 
 
 _RX_LONG_TEXT = 4096
@@ -2389,11 +2389,11 @@ def _replacement_parts(r: str, ngroups: int, literal: bool) -> list[str | int]:
                 buf.append(r[i + 1])
                 i += 2
                 continue
-            raise ERR
+            raise ERR.with_traceback(None)
         if c == "$":
             j = i + 1
             if j >= len(r) or not r[j].isdigit():
-                raise ERR
+                raise ERR.with_traceback(None)
             num = int(r[j])
             j += 1
             while j < len(r) and r[j].isdigit() and num * 10 + int(r[j]) <= ngroups:
@@ -2490,7 +2490,7 @@ _FUNCS = {
 def _checked(fn, lo: int, hi: int):
     def f(s, *args):
         if not lo <= len(args) <= hi:
-            raise ERR
+            raise ERR.with_traceback(None)
         return fn(s, *args)
 
     return f
@@ -2515,17 +2515,17 @@ def _cast_string(t: Term) -> Literal:
     if isinstance(t, IRI):
         return Literal(t.value)
     if not isinstance(t, Literal):
-        raise ERR
+        raise ERR.with_traceback(None)
     dt = t.datatype
     if dt in V.NUMERIC_TYPES:
         n = V.parse_numeric(t.lexical, dt)
         if n is None:
-            raise ERR
+            raise ERR.with_traceback(None)
         return Literal(V.string_cast_of_num(n))
     if dt == XSD_BOOLEAN:
         b = V.parse_boolean(t.lexical)
         if b is None:
-            raise ERR
+            raise ERR.with_traceback(None)
         return Literal("true" if b else "false")
     return Literal(t.lexical)
 
@@ -2533,7 +2533,7 @@ def _cast_string(t: Term) -> Literal:
 def _cast_source(t: Term) -> tuple[str, Literal]:
     """('string'|'numeric'|'boolean'|'datetime'|'date'|'other', literal)."""
     if not isinstance(t, Literal) or t.datatype == RDF_LANGSTRING:
-        raise ERR
+        raise ERR.with_traceback(None)
     dt = t.datatype
     if dt == XSD_STRING:
         return "string", t
@@ -2553,12 +2553,12 @@ def _cast_integer_value(t: Term) -> int:
     if kind == "string":
         v = V.parse_integer(lit.lexical)
         if v is None:
-            raise ERR
+            raise ERR.with_traceback(None)
         return v
     if kind == "boolean":
         b = V.parse_boolean(lit.lexical)
         if b is None:
-            raise ERR
+            raise ERR.with_traceback(None)
         return int(b)
     if kind == "numeric":
         n = _num(lit)
@@ -2567,9 +2567,9 @@ def _cast_integer_value(t: Term) -> int:
         if n.rank == V.DECIMAL:
             return V.checked_int(int(n.v))
         if math.isnan(n.v) or math.isinf(n.v):
-            raise ERR
+            raise ERR.with_traceback(None)
         return V.checked_int(int(n.v))
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def _cast_integer_type(dt: str):
@@ -2578,7 +2578,7 @@ def _cast_integer_type(dt: str):
     def f(t):
         v = _cast_integer_value(t)
         if (lo is not None and v < lo) or (hi is not None and v > hi):
-            raise ERR
+            raise ERR.with_traceback(None)
         return Literal(str(v), dt)
 
     return f
@@ -2589,22 +2589,22 @@ def _cast_decimal(t: Term) -> Literal:
     if kind == "string":
         d = V.parse_decimal(lit.lexical)
         if d is None:
-            raise ERR
+            raise ERR.with_traceback(None)
     elif kind == "boolean":
         b = V.parse_boolean(lit.lexical)
         if b is None:
-            raise ERR
+            raise ERR.with_traceback(None)
         d = Decimal(int(b))
     elif kind == "numeric":
         n = _num(lit)
         if n.rank in (V.FLOAT, V.DOUBLE):
             if math.isnan(n.v) or math.isinf(n.v):
-                raise ERR
+                raise ERR.with_traceback(None)
             d = Decimal(repr(n.v)) if n.rank == V.DOUBLE else Decimal(np.format_float_positional(np.float32(n.v), unique=True))
         else:
             d = Decimal(n.v)
     else:
-        raise ERR
+        raise ERR.with_traceback(None)
     return Literal(V.format_decimal(d), XSD_DECIMAL)
 
 
@@ -2616,16 +2616,16 @@ def _cast_floating(rank: int):
         if kind == "string":
             x = V.parse_double(lit.lexical)
             if x is None:
-                raise ERR
+                raise ERR.with_traceback(None)
         elif kind == "boolean":
             b = V.parse_boolean(lit.lexical)
             if b is None:
-                raise ERR
+                raise ERR.with_traceback(None)
             x = float(b)
         elif kind == "numeric":
             x = V.to_double(_num(lit).v)
         else:
-            raise ERR
+            raise ERR.with_traceback(None)
         if rank == V.FLOAT:
             return Literal(V.format_float(V.to_float32(x)), dt)
         return Literal(V.format_double(x), dt)
@@ -2638,26 +2638,26 @@ def _cast_boolean(t: Term) -> Literal:
     if kind in ("string", "boolean"):
         b = V.parse_boolean(lit.lexical)
         if b is None:
-            raise ERR
+            raise ERR.with_traceback(None)
         return V.bool_literal(b)
     if kind == "numeric":
         n = _num(lit)
         return V.bool_literal(not (n.v == 0 or n.v != n.v))
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def _cast_datetime(t: Term) -> Literal:
     kind, lit = _cast_source(t)
     if kind in ("string", "datetime"):
         if V.parse_datetime(lit.lexical) is None:
-            raise ERR
+            raise ERR.with_traceback(None)
         return Literal(lit.lexical.strip(), XSD_DATETIME)
     if kind == "date":
         d = V.parse_date(lit.lexical)
         if d is None:
-            raise ERR
+            raise ERR.with_traceback(None)
         return Literal(f"{_year(d.year)}-{d.month:02d}-{d.day:02d}T00:00:00{d.tz_lex}", XSD_DATETIME)
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def _year(y: int) -> str:
@@ -2668,14 +2668,14 @@ def _cast_date(t: Term) -> Literal:
     kind, lit = _cast_source(t)
     if kind in ("string", "date"):
         if V.parse_date(lit.lexical) is None:
-            raise ERR
+            raise ERR.with_traceback(None)
         return Literal(lit.lexical.strip(), XSD_DATE)
     if kind == "datetime":
         d = V.parse_datetime(lit.lexical)
         if d is None:
-            raise ERR
+            raise ERR.with_traceback(None)
         return Literal(f"{_year(d.year)}-{d.month:02d}-{d.day:02d}{d.tz_lex}", XSD_DATE)
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 _CASTS = {
@@ -2720,7 +2720,7 @@ def call_function(iri: str, args: list[Term]) -> Term:
     an unknown function (error)."""
     cast = _CASTS.get(iri)
     if cast is None or len(args) != 1:
-        raise ERR
+        raise ERR.with_traceback(None)
     return cast(args[0])
 
 
@@ -2754,7 +2754,7 @@ class _Regex:
         try:
             return self.rx.search(text) is not None
         except UnicodeEncodeError:  # a lone surrogate cannot be matched as UTF-8
-            raise ERR from None
+            raise ERR.with_traceback(None) from None
 
 
 @lru_cache(maxsize=64)
@@ -2763,7 +2763,7 @@ def xpath_regex(pattern: str, flags: str) -> _Regex:
     for RE2; raises ExprError on an invalid pattern or flag, UnsupportedError
     on a valid XPath feature RE2 cannot evaluate."""
     if any(c not in "smixq" for c in flags):
-        raise ERR
+        raise ERR.with_traceback(None)
     if "q" in flags:
         body = re2.escape(pattern)
     else:
@@ -2780,9 +2780,9 @@ def xpath_regex(pattern: str, flags: str) -> _Regex:
                 "supported by the linear-time regex engine") from None
         if "too large" in msg or "too big" in msg:
             raise UnsupportedError("regular expression too large for the regex engine") from None
-        raise ERR from None
+        raise ERR.with_traceback(None) from None
     except UnicodeEncodeError:
-        raise ERR from None
+        raise ERR.with_traceback(None) from None
     return _Regex(rx, text, "q" in flags)
 
 
@@ -2800,14 +2800,14 @@ def _translate_regex(p: str, strip_ws: bool, multiline: bool, dotall: bool) -> s
         c = p[i]
         if c == "\\":
             if i + 1 >= n:
-                raise ERR
+                raise ERR.with_traceback(None)
             d = p[i + 1]
             if d in "pP":
                 if i + 2 >= n or p[i + 2] != "{":
-                    raise ERR
+                    raise ERR.with_traceback(None)
                 j = p.find("}", i + 3)
                 if j < 0:
-                    raise ERR
+                    raise ERR.with_traceback(None)
                 out.append(_class_text(_property_ranges(p[i + 3:j]), d == "P", in_class))
                 i = j + 1
                 continue
@@ -2820,7 +2820,7 @@ def _translate_regex(p: str, strip_ws: bool, multiline: bool, dotall: bool) -> s
                     f"regular expression: back-references (\\{d}) are not supported by the "
                     "linear-time regex engine")
             if d not in _SINGLE_ESC:
-                raise ERR  # not an XPath escape
+                raise ERR.with_traceback(None)  # not an XPath escape
             out.append("\\" + d)
             i += 2
             continue
@@ -2829,10 +2829,10 @@ def _translate_regex(p: str, strip_ws: bool, multiline: bool, dotall: bool) -> s
                 if i > class_open and p[i - 1] == "-":
                     raise UnsupportedError(
                         "regular expression: character class subtraction ([a-z-[aeiou]]) is not supported")
-                raise ERR
+                raise ERR.with_traceback(None)
             if c == "]":
                 if i == class_open:
-                    raise ERR  # empty class
+                    raise ERR.with_traceback(None)  # empty class
                 in_class = False
             out.append(c)
             i += 1
@@ -2851,36 +2851,36 @@ def _translate_regex(p: str, strip_ws: bool, multiline: bool, dotall: bool) -> s
             class_open = i
             continue
         if c == "]":
-            raise ERR
+            raise ERR.with_traceback(None)
         if c == ".":
             out.append("." if dotall else r"[^\n\r]")
         elif c == "$":
             out.append("$" if multiline else r"\z")
         elif c == "(":
             if p.startswith("(?", i) and not p.startswith("(?:", i):
-                raise ERR  # lookaround, inline flags ...: not XPath
+                raise ERR.with_traceback(None)  # lookaround, inline flags ...: not XPath
             out.append(c)
         elif c == "{":
             m = _QUANT_RE.match(p, i)
             if m is None:
-                raise ERR
+                raise ERR.with_traceback(None)
             lo, hi = int(m.group(1)), m.group(3)
             if lo > _MAX_REPEAT or (hi and int(hi) > _MAX_REPEAT):
                 raise UnsupportedError(
                     "regular expression: repetition counts above 1000 are not supported by the "
                     "linear-time regex engine")
             if hi and int(hi) < lo:
-                raise ERR
+                raise ERR.with_traceback(None)
             out.append(m.group())
             i = m.end()
             continue
         elif c == "}":
-            raise ERR
+            raise ERR.with_traceback(None)
         else:
             out.append(c)
         i += 1
     if in_class:
-        raise ERR
+        raise ERR.with_traceback(None)
     return "".join(out)
 
 
@@ -2955,7 +2955,7 @@ def _property_ranges(name: str) -> list[tuple[int, int]]:
         return _category_set(name)
     if name.startswith("Is") and len(name) > 2:
         raise UnsupportedError(f"regular expression: Unicode block escapes (\\p{{{name}}}) are not supported")
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 @lru_cache(maxsize=1)

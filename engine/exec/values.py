@@ -52,7 +52,10 @@ class ExprError(Exception):
     """A SPARQL expression evaluation error (type error, unbound variable...)."""
 
 
-ERR = ExprError()  # shared instance: raising it needs no allocation
+#: shared instance: raising it needs no allocation. Raised as ``ERR.with_traceback(None)``:
+#: raising an instance that still holds a traceback *extends* it, so every raise of a bare
+#: ``ERR`` kept the frames (and their locals) of all earlier raises alive, and later ones got slower
+ERR = ExprError()
 
 # ---------------------------------------------------------------- numerics
 
@@ -120,7 +123,7 @@ def checked_int(v: int) -> int:
     """``v`` if it can be written as an xsd:integer, else an expression error."""
     if -_INT_BOUND < v < _INT_BOUND:
         return v
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def parse_decimal(lex: str) -> Decimal | None:
@@ -219,7 +222,7 @@ def numeric_op(op: str, a: Num, b: Num) -> Num:
         if op == "*":
             return Num(INTEGER, checked_int(x * y))
         if y == 0:
-            raise ERR
+            raise ERR.with_traceback(None)
         return Num(DECIMAL, _decimal_div(Decimal(x), Decimal(y)))
     if r == DECIMAL:
         if op == "+":
@@ -229,7 +232,7 @@ def numeric_op(op: str, a: Num, b: Num) -> Num:
         if op == "*":
             return Num(DECIMAL, _dec_exact(x, y, "*"))
         if y == 0:
-            raise ERR
+            raise ERR.with_traceback(None)
         return Num(DECIMAL, _decimal_div(x, y))
     # float / double (IEEE semantics)
     if op == "+":
@@ -320,7 +323,7 @@ def format_decimal(d: Decimal) -> str:
     """XSD 1.0 canonical decimal: no exponent, no superfluous zeros, but
     always a '.' with at least one digit on each side (``2.0``, ``0.5``)."""
     if not d.is_finite() or (d and abs(d.adjusted()) > MAX_INTEGER_DIGITS):
-        raise ERR  # written without exponent it would be longer than the integer limit
+        raise ERR.with_traceback(None)  # written without exponent it would be longer than the integer limit
     s = format(d, "f")
     neg = s.startswith("-")
     if neg:
@@ -634,7 +637,7 @@ def compare_datetimes(a: DateTime, b: DateTime) -> int:
         return -1
     if x > hi:
         return 1
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def format_timezone_duration(tz: int) -> str:
@@ -698,7 +701,7 @@ def term_equal(a: Term, b: Term) -> bool:
     ca, va = _literal_value(a)
     cb, vb = _literal_value(b)
     if ca == CAT_OTHER or cb == CAT_OTHER:
-        raise ERR
+        raise ERR.with_traceback(None)
     if ca != cb:
         return False
     if ca == CAT_NUMERIC:
@@ -714,15 +717,15 @@ def term_less(a: Term, b: Term) -> int:
     """-1/0/1 for the SPARQL ``<`` family; raises ExprError when the pair has
     no '<' operator (or is unordered: NaN)."""
     if not isinstance(a, Literal) or not isinstance(b, Literal):
-        raise ERR
+        raise ERR.with_traceback(None)
     ca, va = _literal_value(a)
     cb, vb = _literal_value(b)
     if ca != cb or ca in (CAT_OTHER, CAT_LANG):
-        raise ERR
+        raise ERR.with_traceback(None)
     if ca == CAT_NUMERIC:
         r = _num_cmp(va, vb)
         if r is None:
-            raise ERR
+            raise ERR.with_traceback(None)
         return r
     if ca in (CAT_DATETIME, CAT_DATE):
         return compare_datetimes(va, vb)
@@ -747,13 +750,13 @@ def compare(op: str, a: Term, b: Term) -> bool:
         if op == "<=":
             return r <= 0
         return r >= 0
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 def ebv(t: Term) -> bool:
     """Effective boolean value (17.2.2)."""
     if not isinstance(t, Literal):
-        raise ERR
+        raise ERR.with_traceback(None)
     dt = t.datatype
     if dt == XSD_BOOLEAN:
         return parse_boolean(t.lexical) is True
@@ -764,7 +767,7 @@ def ebv(t: Term) -> bool:
         if n is None:
             return False
         return not (n.v == 0 or n.v != n.v)
-    raise ERR
+    raise ERR.with_traceback(None)
 
 
 # ---------------------------------------------------------------- ORDER BY

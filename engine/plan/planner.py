@@ -33,7 +33,7 @@ class FastShape:
     projected names (None: ASK), DISTINCT / REDUCED, OFFSET and LIMIT."""
 
     __slots__ = ("bgp", "triples", "names", "distinct", "offset", "limit", "point", "template", "order",
-                 "filters", "union")
+                 "filters", "union", "describe", "tiny_bytes")
 
     def __init__(self, bgp, names, distinct, offset, limit, template=None, order=None, filters=(), union=None):
         #: the node the program answers (a BGP, or the Union node of ``union``)
@@ -52,11 +52,16 @@ class FastShape:
         self.filters = filters
         #: a point lookup (one pattern, variable predicate, constant end): engine/plan/point.py
         self.point = union is None and is_point(bgp.triples) and not filters
-        #: a CONSTRUCT's template (no blank nodes) over the BGP's solutions; None for SELECT / ASK
+        #: a CONSTRUCT's template over the BGP's solutions; None for SELECT / ASK
         self.template = template
         #: ORDER BY plain variables ((name, ascending), ...): the BGP runs tuple at a
         #: time, the operators above it are the general ones (None: no ORDER BY)
         self.order = order
+        #: ``DESCRIBE ?v... WHERE { BGP }``: ``names`` are the described variables, whose
+        #: values the program's solutions give (engine.database describes them)
+        self.describe = False
+        #: what a tiny run of the program may charge (engine.database._tiny_bytes, kept)
+        self.tiny_bytes = None
 
 
 class QueryPlan:
@@ -78,14 +83,25 @@ def fast_shape(query: A.Query, root) -> FastShape | None:
     if query.dataset is not None and (query.dataset.default or query.dataset.named):
         return None
     if query.form == "CONSTRUCT":
-        # the template over a BGP of constant predicates, no modifiers, no blank nodes in the template
+        # the template over a BGP of constant predicates, no modifiers; the template's blank
+        # nodes are fresh per solution (engine.small_answers.construct_triples makes them)
         if (not isinstance(root, A.BGP) or not root.triples or not query.template
-                or not _selective(root.triples)
-                or any(isinstance(x, A.Const) and x.key.startswith("_:")
-                       for t in query.template for x in (t.s, t.p, t.o))):
+                or not _selective(root.triples)):
             return None
         fs = FastShape(root, None, False, 0, None, tuple(query.template))
         fs.point = False  # (a CONSTRUCT's program: compile_construct, also over one variable-predicate pattern)
+        return fs
+    if query.form == "DESCRIBE":
+        # the resources a BGP's solutions bind: its rows as a SELECT of the described
+        # variables' gives them (constants among the resources: the general path)
+        if (not isinstance(root, A.BGP) or not root.triples or not query.describe
+                or not all(isinstance(t, A.Var) for t in query.describe) or not _selective(root.triples)):
+            return None
+        names = list(dict.fromkeys(t.name for t in query.describe))
+        if not set(names) <= set(bgp_vars(root.triples)):
+            return None
+        fs = FastShape(root, names, False, 0, None)
+        fs.describe = True
         return fs
     if query.form not in ("SELECT", "ASK"):
         return None

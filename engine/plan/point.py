@@ -347,7 +347,7 @@ DESCRIBE_RESOURCES = 64
 class Described(QueryResult):
     """A DESCRIBE answered tuple at a time (:func:`describe_small`): its triples in the
     general DESCRIBE's order (by round, subject, predicate, object). Through the edge
-    index they are ``runs``, one per subject: (subject, its packed edges, their int32
+    index they are ``runs``, one per subject: (subject, None, its packed edges' int32
     halves as a list), which the small writers read as they are (the lane's N-Triples:
     ``engine.small_answers.graph_ntriples``); the ``triples`` array the other writers
     read is built from them on first use."""
@@ -387,14 +387,7 @@ class Described(QueryResult):
     def triples(self) -> np.ndarray:
         t = self._triples
         if t is None:
-            t = np.empty((self.n, 3), dtype=np.int64)
-            if self.n:
-                t[:, 0] = np.repeat(np.asarray([r[0] for r in self.runs], dtype=np.int64),
-                                    [len(r[1]) for r in self.runs])
-                pk = np.concatenate([r[1] for r in self.runs]) if len(self.runs) > 1 else self.runs[0][1]
-                np.right_shift(pk, 32, out=t[:, 1])
-                np.bitwise_and(pk, _LOW32, out=t[:, 2])
-            self._triples = t
+            t = self._triples = np.array(self.flat_rows(), dtype=np.int64).reshape(-1, 3)
         return t
 
 
@@ -442,8 +435,6 @@ def describe_small(ids: list[int], graph, terms, check=None) -> Described | None
     return Described(terms, None, len(rows), np.asarray(rows, dtype=np.int64).reshape(-1, 3))
 
 
-_LOW32 = np.int64(0xFFFFFFFF)
-
 #: kinds (0 IRI, 1 blank node, 2 literal) of store ids kept per store dictionary
 #: (its ids keep their meaning: it only grows); at most this many (then restarted)
 KINDS_KEPT = 1 << 16
@@ -478,11 +469,12 @@ def kinds_kept(d, ids: list[int]) -> list[int]:
 
 def _describe_edges(frontier: list[int], edges, terms, check=None) -> Described | None:
     """:func:`describe_small` through the edge index: each resource's triples are its
-    edge slice, kept as it is with its int32 halves as a list (one conversion; the
-    objects' kinds and the small writers read that list); the blank-node objects not
+    edges' int32 halves as one list (``VertexEdges.flat_of``: read through memoryviews;
+    the objects' kinds and the small writers read that list); the blank-node objects not
     described yet are the next round's frontier (their triples are new: their subject
     is new, so no triple repeats). None past DESCRIBE_ROWS triples."""
     d = getattr(terms, "dictionary", None)
+    flat_of = edges.flat_of  # (memoryview reads: no numpy slice, view and conversion per resource)
     seen: set[int] = set()
     runs: list[tuple] = []
     total = 0
@@ -492,14 +484,12 @@ def _describe_edges(frontier: list[int], edges, terms, check=None) -> Described 
         seen.update(frontier)
         objs: list[int] = []
         for v in frontier:
-            pk = edges.edges_of(v)
-            n = len(pk)
-            if n:
-                total += n
-                if total > DESCRIBE_ROWS:
-                    return None
-                flat = pk.view(np.int32).tolist()  # (neighbour, pid) halves, (pid, neighbour) ascending
-                runs.append((v, pk, flat))
+            flat = flat_of(v, DESCRIBE_ROWS - total)  # (neighbour, pid) halves, (pid, neighbour) ascending
+            if flat is None:
+                return None
+            if flat:
+                total += len(flat) >> 1
+                runs.append((v, None, flat))
                 objs += flat[EDGE_NB::2]
         if not objs:
             break

@@ -82,6 +82,7 @@ from engine.stream.maintained import Maintained
 from engine.stream.pred_times import ALL, change_by, next_change
 from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
+from engine.stream.tiny_aggs import order_free as _order_free
 from engine.stream.tiny_gen import GEN_WINDOW, GenQuery
 from engine.stream.transient import TransientStore
 from engine.stream.window_graph import SMALL_WINDOW, SlidingWindowGraph, SmallGraph
@@ -1196,8 +1197,8 @@ class InstantEvaluator:
         # path's dataset (windows merged with the FROM graphs): not for an evaluator whose
         # dataset differs (RSP-QL's named windows: syntax_eval.WindowedEvaluator has no compact path)
         compact = type(self).compact_rows is InstantEvaluator.compact_rows
-        self._gen = (GenQuery.of(query, mode) if self.GENERATED and compact and self._compact.patterns is not None
-                     else None)
+        self._gen = (GenQuery.of(query, mode) if self.GENERATED and compact and (
+            self._compact.patterns is not None or _order_free(query)) else None)   # (SAMPLE, GROUP_CONCAT, LIMIT)
         self._gen_skip = 0
         self._gen_backoff = 0
         # the generated query's result maintained as the stream arrives (engine.stream.maintained):

@@ -74,6 +74,11 @@ class OptState:
             gv = _pvars(pats, pis)
             self.groups.append((list(pis), sorted(gv & set(self.rvars)), sorted(gv - set(self.rvars))))
         self.pos = [[self.rvars.index(v) for v in shared] for _, shared, _ in self.groups]
+        # a group's function reads the shared variables and the required ones its FILTER reads
+        # (``OPTIONAL { ?s :p ?e FILTER(?e != ?o) }``: ``?o`` is bound by the required part only)
+        self.args = [shared + sorted(((fc[0] if fc is not None else set()) & set(self.rvars)) - set(shared))
+                     for (_, shared, _), fc in zip(self.groups, self.fcode, strict=True)]
+        self.argpos = [[self.rvars.index(v) for v in a] for a in self.args]
         self.MU: dict = {}                          # required solution -> its rows (a tuple)
         self.IDX = [{} for _ in self.groups]        # per group: shared values -> required solutions
         self.events: list = []                      # the delta joins' (group or -1, key, sign)
@@ -107,7 +112,7 @@ class OptState:
         for g, (pis, shared, own) in enumerate(self.groups):
             steps = sorted(pis, key=lambda j: not (_pvars(gen.pats, [j]) & set(shared)))
             body, ind = m._loops([(j, "D") for j in steps], set(shared), -1, sizes, "continue")
-            src += [f"def opt{g}({''.join(_slot(v) + ', ' for v in shared)}V):", " w = 0", " L = []",
+            src += [f"def opt{g}({''.join(_slot(v) + ', ' for v in self.args[g])}V):", " w = 0", " L = []",
                     " for _once in _ONCE1:"]
             src += [" " + x for x in body]
             pad = " " * (ind + 1)
@@ -115,7 +120,12 @@ class OptState:
             if oc is not None:
                 for ci, v in enumerate(oc[2]):
                     ns[f"{oc[3]}K{ci}"] = v
-                src.append(f"{pad}if {oc[1]} is not True: continue")
+                alt = gen._falt.get(("O", g)) if self.kinds[g] == "opt" else None
+                if alt is None:
+                    src.append(f"{pad}if {oc[1]} is not True: continue")
+                else:   # (a value the numeric source does not decide: decided over terms)
+                    src += [f"{pad}try:", f"{pad}    ok = {oc[1]} is True", f"{pad}except Undecided:",
+                            f"{pad}    ok = {alt} is True", f"{pad}if not ok: continue"]
             src.append(f"{pad}L.append(({''.join(_slot(v) + ', ' for v in own)}))")
             src.append(" return L")
         rv = set(self.rvars)
@@ -170,7 +180,7 @@ class OptState:
         opts, rows_of = fns
         lists = []
         for g, fn in enumerate(opts):
-            got = fn(*[mu[k] for k in self.pos[g]], V)
+            got = fn(*[mu[k] for k in self.argpos[g]], V)
             kind = self.kinds[g]
             if kind == "opt":
                 lists.append(got or [None])

@@ -416,7 +416,7 @@ class Maintained:
             emit("elif n == 0: del R[g]")
             emit("else: raise _Drop")
             for j, (_, arg, dist) in enumerate(sh.aggs):
-                if not dist:
+                if not dist and j not in sh.agg_kinds:   # (SUM, MIN, ...: value counts too, tiny_aggs)
                     continue
                 val = _slot(arg) if arg else "None"
                 emit(f"dj = D{j}.get(g)")
@@ -1126,6 +1126,8 @@ class Maintained:
             rows = [k for k, n in R.items() for _ in range(n)]
             if len(rows) > MAX_ROWS:
                 raise _Drop
+        if gen.order is not None:   # (tiny_order; computed numbers are their keys here)
+            rows = gen.order.apply(rows, [3 if k == 2 else k for k in gen.kinds()], _values(self._dict))
         json = self.json
         if not rows:
             body = self._body = json.head(sh.names) + b',"results":{"bindings":[]}'

@@ -91,13 +91,13 @@ def _timestamp(ctx, args) -> Literal:
     """``f:timestamp(?s, ?p, ?o)`` for one solution (the scalar path of the function evaluator)."""
     times: ElementTimes | None = getattr(ctx, "element_times", None)
     if times is None or len(args) != 3:
-        raise ERR
+        raise ERR.with_traceback(None)
     ids = np.asarray([ctx.lookup(to_key(a)) for a in args], dtype=np.int64)
     if (ids < 0).any():       # a term the store never saw is in no window
-        raise ERR
+        raise ERR.with_traceback(None)
     tau = int(times.latest(ids.reshape(1, 3))[0])
     if tau < 0:
-        raise ERR
+        raise ERR.with_traceback(None)
     return Literal(str(tau), _XSD_INTEGER)
 
 

@@ -27,9 +27,12 @@ non-numeric terms, a decimal quotient -- hands the instant back); projections of
 aliases and arithmetic (ints and doubles written as the executor writes them); ASK; up to three
 OPTIONAL groups that each join the required BGP only (their own variables unbound, id -1, when
 none matches); GROUP BY plain variables with ``COUNT(*)``, ``COUNT(?v)``, ``COUNT(DISTINCT ?v)``;
-HAVING over the counts; ``FILTER [NOT] EXISTS`` / ``MINUS`` over a BGP (:mod:`.tiny_anti`); a
-UNION of BGP groups, one generated query per branch (:mod:`.tiny_union`). Anything else (other
-forms and modes, dependent OPTIONALs, ORDER BY, LIMIT, more than :data:`MAX_ROWS` rows or :data:`MAX_WORK` loop steps) is not
+HAVING over the counts; SUM / AVG / MIN / MAX / SAMPLE / GROUP_CONCAT, HAVING and arithmetic
+over them (:mod:`engine.stream.tiny_aggs`); ORDER BY of projected variables with LIMIT / OFFSET
+(:mod:`engine.stream.tiny_order`); ``FILTER [NOT] EXISTS`` / ``MINUS`` over a BGP
+(:mod:`.tiny_anti`); a UNION of BGP groups, one generated query per branch (:mod:`.tiny_union`).
+Anything else (other forms and modes, dependent OPTIONALs, more than :data:`MAX_ROWS` rows or
+:data:`MAX_WORK` loop steps) is not
 generated or hands the instant back: the caller then takes the ordinary path
 (:meth:`engine.stream.continuous.InstantEvaluator.evaluate`), unchanged.
 """
@@ -49,7 +52,9 @@ from engine.exec.functions import vars_of
 from engine.exec.result import QueryResult
 from engine.plan.rewrite import bgp_of
 from engine.sparql import algebra as A
+from engine.stream import tiny_aggs as _aggs
 from engine.stream import tiny_ops as _ops
+from engine.stream import tiny_order as _order
 from engine.stream import tiny_terms as _tt
 from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _divide, _num, _num_item, _value
 
@@ -430,6 +435,7 @@ class _Shape:
         self.filters: list = []           # FILTER conjuncts over the BGP's variables
         self.by: list[str] | None = None  # GROUP BY variables (None: no grouping)
         self.aggs: list = []              # (output var, counted var or None, distinct)
+        self.agg_kinds: dict = {}         # aggregate position -> (SUM/AVG/MIN/..., separator): not COUNTs
         self.having: list = []            # HAVING conjuncts over by / aggregate variables
         self.alias: dict[str, str] = {}   # projected name -> the variable it renames
         self.computed: dict = {}          # projected name -> its arithmetic expression
@@ -502,10 +508,11 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
     if sh.ask:
         pass
     elif isinstance(node, A.Group):
-        group = _ops.CountGroup.of(node)
+        group = _ops.CountGroup.of(node) or _aggs.AggGroup.of(node)   # (tiny_aggs: SUM, AVG, MIN, ...)
         if group is None:
             return None
         sh.by, sh.aggs, sh.having = list(group.by), list(group.aggs), above
+        sh.agg_kinds = dict(getattr(group, "kinds", {}))
         node = node.input
         while isinstance(node, A.Filter):
             sh.filters += _conjuncts(node.expr)
@@ -558,16 +565,18 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
         return None
     bvars = {t.name for tp in sh.triples for t in (tp.s, tp.o) if isinstance(t, A.Var)}
     sh.required_vars = rvars
-    if sh.computed and (sh.by is not None or (sh.distinct and not all(map(_tt.term_expr, sh.computed.values())))):
+    if sh.computed and ((not _aggs.computed_ok(sh)) if sh.by is not None else
+                        (sh.distinct and not all(map(_tt.term_expr, sh.computed.values())))):
         return None   # (a computed double's NaN is one term, not one value per row: DISTINCT's; over
-        # terms (tiny_terms) the values are their keys, equal exactly when the terms are)
+        # terms (tiny_terms) the values are their keys, equal exactly when the terms are; over a
+        # group's aggregates: tiny_aggs)
     if sh.by is not None:
         outs = set(sh.by) | {a for a, _, _ in sh.aggs}
         if not set(sh.by) <= bvars or any(x is not None and x not in bvars for _, x, _ in sh.aggs):
             return None
-        if any(alias.get(n, n) not in outs for n in sh.names):
+        if any(alias.get(n, n) not in outs and n not in sh.computed for n in sh.names):
             return None
-        if any(not _expr_vars(e) <= outs for e in sh.having):
+        if any(not _expr_vars(e) <= outs or not _aggs.bound_ok(e, sh) for e in sh.having):
             return None
     elif not loose and any(alias.get(n, n) not in bvars and n not in sh.computed for n in sh.names):
         return None
@@ -584,6 +593,8 @@ class GenQuery:
     REPLAN = 16
     #: a grouped join returns its groups and distinct values (a UNION's branch, tiny_union)
     raw = False
+    #: ORDER BY / OFFSET / LIMIT of the rows (tiny_order; a class default: subclasses have none)
+    order = None
 
     def __init__(self, sh: _Shape):
         self.sh = sh
@@ -614,6 +625,7 @@ class GenQuery:
         self._fcode: list | None = None    # per filter conjunct: (its vars, source) or None
         self._count_frag: dict[int, bytes] = {}
         self._kinds: list | None = None
+        self.order: _order.Order | None = None
         self.usable = self._filters_ok()
 
     @staticmethod
@@ -630,13 +642,19 @@ class GenQuery:
             query = select_of(query)
             if query is None:
                 return None
-        sh = _shape(query)
+        got = _order.strip(query)   # (ORDER BY / LIMIT / OFFSET: tiny_order, over the rows)
+        if got is None or (got[1] is not None and (mode != "RSTREAM" or construct)):
+            return None   # (ordered / limited rows: RSTREAM SELECT only)
+        sh = _shape(got[0])
         if construct and sh is not None and sh.computed:   # (the template takes term ids only)
             return None
         if sh is None:
+            if mode != "RSTREAM" or construct:   # (a UNION's rows: RSTREAM SELECT only)
+                return None
             from engine.stream.tiny_union import union_of  # (it builds on this module)
             return union_of(query)
         g = GenQuery(sh)
+        g.order = got[1]
         return g if g.usable else None
 
     # -- set-up ---------------------------------------------------------------
@@ -691,12 +709,19 @@ class GenQuery:
                 return False
         self._ccode = {}
         self._calt: dict = {}   # computed name -> its source over terms, where the numeric one may not decide
+        grouped = self.sh.by is not None   # (expressions over the groups' aggregates: tiny_aggs)
+        aggv = {a for a, _, _ in self.sh.aggs}
         for n, e in self.sh.computed.items():
             consts = []
-            # (DISTINCT: the values over terms, whose keys are equal exactly when the terms are)
-            src = None if self.sh.distinct else _expr_code(
-                e, False, lambda n: f"V[{_slot(n)}]" if n in bvars else "None", consts, f"E{len(self._ccode)}_")
-            alt = self._term_source(e, False, consts, f"E{len(self._ccode)}_", bvars)
+            if grouped:   # (checked here; the tail computes them by tiny_aggs.grouped_expr)
+                src = _expr_code(e, False, lambda n: f"N_{_ident(n)}" if n in aggv else f"V[G_{_ident(n)}]",
+                                 consts, f"E{len(self._ccode)}_")
+                alt = None
+            else:
+                # (DISTINCT: the values over terms, whose keys are equal exactly when the terms are)
+                src = None if self.sh.distinct else _expr_code(
+                    e, False, lambda n: f"V[{_slot(n)}]" if n in bvars else "None", consts, f"E{len(self._ccode)}_")
+                alt = self._term_source(e, False, consts, f"E{len(self._ccode)}_", bvars)
             if src is None:
                 if alt is None:
                     return False
@@ -707,9 +732,10 @@ class GenQuery:
         self._hcode = []
         outs = set(self.sh.by or ()) | {a for a, _, _ in self.sh.aggs}
         counts = {a for a, _, _ in self.sh.aggs}
+        only = {a for j, (a, _, _) in enumerate(self.sh.aggs) if j not in self.sh.agg_kinds}   # COUNTs
         for e in self.sh.having:
             consts = []
-            fast = _having_fast(e, counts, consts, f"H{len(self._hcode)}_")
+            fast = _having_fast(e, only, consts, f"H{len(self._hcode)}_")
             if fast is not None:
                 self._hcode.append((fast, consts))
                 continue
@@ -982,6 +1008,8 @@ class GenQuery:
         ctx.check_budget()
         try:
             out = fn(args, vals, vals.doubles, rc)
+            if self.order is not None:
+                out = self.order.apply(out, self.kinds(), vals)
         except (_Hand, Undecided):
             return None
         ctx.check_budget()
@@ -1189,7 +1217,11 @@ class GenQuery:
                 emit(f"g = {key}")
                 counted = False
                 for j, (_, arg, dist) in enumerate(sh.aggs):
-                    if dist:
+                    if j in sh.agg_kinds:   # value counts (tiny_aggs computes the group's value)
+                        emit(f"dj = D{j}.get(g)")
+                        emit(f"if dj is None: dj = D{j}[g] = {{}}")
+                        emit(f"dj[{_slot(arg)}] = dj.get({_slot(arg)}, 0) + 1")
+                    elif dist:
                         emit(f"D{j}.setdefault(g, set()).add({_slot(arg) if arg else 'None'})")
                     elif not counted:   # COUNT(*) and COUNT(?v) of a BGP variable: the group's rows
                         emit("G[g] = G.get(g, 0) + 1")
@@ -1223,7 +1255,7 @@ class GenQuery:
         if grouping:
             head.append(" G = {}")
             for j, (_, _, dist) in enumerate(sh.aggs):
-                if dist:
+                if dist or j in sh.agg_kinds:
                     head.append(f" D{j} = {{}}")
         elif sh.distinct:
             head.append(" out = {}")
@@ -1261,16 +1293,29 @@ class GenQuery:
         for k, b in enumerate(sh.by if len(sh.by) > 1 else ()):
             lines.append(f"  G_{_ident(b)} = g[{k}]")
         for j, (a, _, dist) in enumerate(sh.aggs):
+            if j in sh.agg_kinds:   # (its term's key, its numeric value)
+                ns[f"_AG{j}"] = _aggs.agg_fn(sh.agg_kinds[j][0], dist, sh.agg_kinds[j][1])
+                lines.append(f"  K_{_ident(a)}, N_{_ident(a)} = _AG{j}(D{j}.get(g, _NOVC), V)")
+                continue
             lines.append(f"  N_{_ident(a)} = len(D{j}.get(g, ()))" if dist else f"  N_{_ident(a)} = n")
+        ns["_NOVC"] = {}
         for hi, (src, consts) in enumerate(self._hcode):
             for ci, v in enumerate(consts):
                 ns[f"H{hi}_K{ci}"] = v
             lines.append(f"  if {src} is not True: continue")
         counts = {a for a, _, _ in sh.aggs}
+        keyed = {sh.aggs[j][0] for j in sh.agg_kinds}
         cells = []
         for n in sh.names:
             x = sh.alias.get(n, n)
-            cells.append(f"N_{_ident(x)}" if x in counts else f"G_{_ident(x)}")
+            if n in self._ccode:   # an expression over the aggregates: its term's key (tiny_aggs)
+                fn, used = _aggs.grouped_expr(sh.computed[n])
+                k = list(self._ccode).index(n)
+                ns[f"_GE{k}"] = fn
+                args = "".join((f"N_{_ident(v)}" if v in counts else f"V[G_{_ident(v)}]") + ", " for v in used)
+                cells.append(f"_GE{k}(({args}))")
+                continue
+            cells.append(f"K_{_ident(x)}" if x in keyed else f"N_{_ident(x)}" if x in counts else f"G_{_ident(x)}")
         lines.append("  out.append((" + "".join(c + ", " for c in cells) + "))")
         lines.append(" return list(dict.fromkeys(out))" if sh.distinct else " return out")
         return lines
@@ -1278,11 +1323,15 @@ class GenQuery:
     # -- the event's JSON ---------------------------------------------------------------
     def kinds(self) -> list[int]:
         """Per projected column: 0 for term ids, 1 for counts (ints), 2 for computed numbers
-        (int / float, None for an error: unbound)."""
+        (int / float, None for an error: unbound), 3 for terms' keys (the other aggregates and
+        expressions over aggregates, :mod:`tiny_aggs`; None: unbound)."""
         k = self._kinds
         if k is None:
             counts = {a for a, _, _ in self.sh.aggs} if self.sh.by is not None else set()
-            k = self._kinds = [2 if n in self.sh.computed else 1 if self.sh.alias.get(n, n) in counts else 0
+            keyed = {self.sh.aggs[j][0] for j in self.sh.agg_kinds}
+            grouped = self.sh.by is not None
+            k = self._kinds = [3 if grouped and n in self.sh.computed or self.sh.alias.get(n, n) in keyed
+                               else 2 if n in self.sh.computed else 1 if self.sh.alias.get(n, n) in counts else 0
                                for n in self.sh.names]
         return k
 
@@ -1299,6 +1348,9 @@ class GenQuery:
                 cols.append(np.array(col, dtype=np.int64))
             elif k == 1:
                 cols.append(_ops._count_ids(np.array(col, dtype=np.int64), ctx))
+            elif k == 3:
+                items = [None if v is None else (v, None) for v in col]
+                cols.append(np.array(_ops.numeric_terms(ctx.dictionary).ids(items, ctx), dtype=np.int64))
             else:
                 if any(type(v) is str for v in col):   # keys of terms (tiny_terms): the executor's ids
                     cols.append(np.asarray(ctx.intern([v if v is None or type(v) is str else _num_item(v)[0]
@@ -1380,13 +1432,14 @@ class GenQuery:
                         f = cf[j, c] = name + orjson.dumps(_ser._json_term(f'"{c}"^^<{_XSD_INTEGER}>'))
                     col.append(f)
             else:   # computed numbers: their terms as the executor writes them (tiny_ops._num_item)
+                as_key = keyed or kinds[j] == 3   # (3: terms' keys already, tiny_aggs)
                 for r in rows:
                     c = r[j]
                     if c is None:
                         col.append(b"")
                         holes = True
                         continue
-                    key = c if keyed or type(c) is str else _num_item(c)[0]
+                    key = c if as_key or type(c) is str else _num_item(c)[0]
                     f = cf.get((j, key))
                     if f is None:
                         if len(cf) > 4096:

@@ -1,0 +1,140 @@
+"""ORDER BY with LIMIT / OFFSET over the result rows of the small-window paths
+(:mod:`engine.stream.tiny_gen`, :mod:`engine.stream.maintained`).
+
+Why: "the top k posts by likes" per window is a query stream users write; without this it falls
+to the ordinary path. The rows of an instant are few: they are sorted at the instant (the
+generated code's rows, or the maintained rows when the event's body is written), then sliced.
+
+Taken: ``ORDER BY`` of projected variables (ASC / DESC), with ``LIMIT`` / ``OFFSET``, over the
+forms :class:`engine.stream.tiny_gen.GenQuery` takes. The order is SPARQL's (the executor's
+ranking, :func:`engine.exec.values.order_key`): unbound < blank nodes < IRIs < literals;
+numbers (``xsd:integer`` / ``decimal`` / ``double``) by value as doubles; simple strings, then
+language-tagged ones, by their text. The executor's sort is stable over its own row order, which
+these paths do not have: two different rows with equal keys (a tie) or two terms of one value
+in a column (``1`` and ``1.0``: the executor ranks them by their ids) hand the instant back, as do keys of other kinds (booleans, dates, ``xsd:float``,
+escaped text, NaN).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+from engine.sparql import algebra as A
+from engine.stream.tiny_ops import Undecided, _value
+from engine.terms import from_key
+
+__all__ = ["Order", "strip"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Order:
+    """The ORDER BY conditions as (projected column, ascending), then OFFSET and LIMIT."""
+
+    cols: tuple
+    offset: int
+    limit: int | None
+
+    def apply(self, rows: list, kinds: list, V) -> list:
+        """``rows`` ordered and sliced; raises :class:`Undecided` on a tie of different rows
+        or a key these paths do not order."""
+        if len(rows) > 1 and self.cols:
+            memo: dict = {}
+            keyed = [(tuple(_key_of(r[j], kinds[j], V, memo) for j, _ in self.cols), r) for r in rows]
+            for c, (j, _) in enumerate(self.cols):
+                # two terms of one value (1 and 1.0E0): the executor ranks them by their ids
+                seen: dict = {}
+                for k, r in keyed:
+                    cell = r[j]
+                    ident = (type(cell), repr(cell)) if kinds[j] in (1, 2) else cell
+                    if seen.setdefault(k[c], ident) != ident:
+                        raise Undecided
+            for c in range(len(self.cols) - 1, -1, -1):   # stable sorts, the last condition first
+                keyed.sort(key=lambda x, c=c: x[0][c], reverse=not self.cols[c][1])
+            for a, b in zip(keyed, keyed[1:], strict=False):
+                if a[0] == b[0] and a[1] != b[1]:
+                    raise Undecided   # (the executor's order of tied rows is its row order)
+            rows = [r for _, r in keyed]
+        end = None if self.limit is None else self.offset + self.limit
+        if not self.offset and (end is None or end >= len(rows)):
+            return rows
+        if not self.cols and len(set(rows)) > 1:
+            raise Undecided   # (a slice of unordered rows: the executor's are its first rows)
+        return rows[self.offset:end]
+
+
+def strip(query: A.Query) -> tuple[A.Query, Order | None] | None:
+    """``query`` without its ORDER BY / OFFSET / LIMIT and their :class:`Order` (None: it has
+    none); None when they are of a form not taken."""
+    if query.form != "SELECT":
+        return query, None
+    node = query.pattern
+    sl = None
+    if isinstance(node, A.Slice):
+        sl, node = node, node.input
+    distinct = isinstance(node, A.Distinct)
+    proj = node.input if distinct else node
+    if not isinstance(proj, A.Project):
+        return (query, None) if sl is None else None
+    ob = proj.input
+    if not isinstance(ob, A.OrderBy):
+        if sl is None:
+            return query, None
+        cols: tuple = ()
+        inner = proj
+    else:
+        names = [v.name for v in proj.vars]
+        cols = []
+        for c in ob.conditions:
+            if not isinstance(c.expr, A.Var) or c.expr.name not in names:
+                return None
+            cols.append((names.index(c.expr.name), bool(c.ascending)))
+        cols = tuple(cols)
+        inner = dataclasses.replace(proj, input=ob.input)
+    top = A.Distinct(inner) if distinct else inner
+    order = Order(cols, sl.offset if sl is not None else 0, sl.limit if sl is not None else None)
+    return dataclasses.replace(query, pattern=top), order
+
+
+_CAT_NUM, _CAT_STR, _CAT_LANG = 0, 1, 2
+
+
+def _key_of(cell, kind: int, V, memo: dict) -> tuple:
+    """A cell's sort key: kind 0 a term id (-1 unbound), 1 a count, 2 a computed int / double
+    (None: unbound), 3 a term's key (None: unbound) -- :meth:`GenQuery.kinds`."""
+    if cell is None or (kind == 0 and cell < 0):
+        return (0,)
+    if kind == 2 and type(cell) is str:
+        kind = 3   # (a computed term's key: tiny_terms)
+    if kind == 1 or kind == 2:
+        x = float(cell)
+        if x != x:
+            raise Undecided
+        return (3, _CAT_NUM, x)
+    got = memo.get((kind, cell))
+    if got is not None:
+        return got
+    key = V.dictionary.key(cell) if kind == 0 else cell
+    got = memo[kind, cell] = _term_key(key, V[cell] if kind == 0 else _value(key))
+    return got
+
+
+def _term_key(key: str, v) -> tuple:
+    if key.startswith("_:"):
+        return (1, key[2:])
+    if key[0] == "<":
+        return (2, key[1:-1])
+    if "\\" in key:
+        raise Undecided   # (escaped text: the executor ranks the key's text)
+    t = type(v)
+    if t is int or t is float or t is Fraction:
+        x = float(v)
+        if x != x:
+            raise Undecided
+        return (3, _CAT_NUM, x)
+    lit = from_key(key)
+    if lit.lang:
+        return (3, _CAT_LANG, lit.lexical, lit.lang)
+    if lit.datatype is None or lit.datatype.endswith("#string"):
+        return (3, _CAT_STR, lit.lexical)
+    raise Undecided   # (booleans, dates, other datatypes: the executor's order)
