@@ -589,10 +589,11 @@ def test_update_seen_from_next_instant_and_errors_reported(env):
 
     ev = m._reg.queries["q"].evaluator
 
-    def boom(t):
+    def boom(t, *a):
         raise RuntimeError("kaput")
 
     ev.run = boom
+    ev.maintained_instant = boom   # (the scheduler's one-step path of a maintained query)
     m.heartbeat("s", 3001)
     doc = dict(results(m, "q"))[3000]
     # an unexpected exception: a reference to the server log, never its text

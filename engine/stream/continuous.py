@@ -73,6 +73,7 @@ from engine.formats import NTRIPLES
 from engine.kv.views import EmptyGraph, merged_view
 from engine.plan.rewrite import is_pure_bgp
 from engine.sparql import algebra as A
+from engine.stream import gen_construct as _gen_construct
 from engine.stream import pred_times
 from engine.stream.absorb import AbsorbLog
 from engine.stream.delta import DeltaGuard, patterns_of, query_patterns, relevant_predicates
@@ -113,6 +114,15 @@ _REL_SKIPPED = [0]
 def rel_skipped_total() -> int:
     """Relevance checks skipped by their back-off (:meth:`InstantEvaluator.quiet_until`), all queries."""
     return _REL_SKIPPED[0]
+
+
+#: instants the scheduler's one-step maintained path answered (InstantEvaluator.maintained_instant)
+_MFAST = [0]
+
+
+def maintained_fast_total() -> int:
+    """Instants answered by :meth:`InstantEvaluator.maintained_instant`, all queries (tests)."""
+    return _MFAST[0]
 _BIN = pa.large_binary()
 #: instants whose compact default graph holds at most this many triples evaluate their BGP core
 #: tuple at a time (:mod:`engine.stream.tiny`); larger ones take the vectorized executor
@@ -1165,6 +1175,7 @@ class InstantEvaluator:
         self._rel: tuple | None = None
         self._rel_ids: tuple | None = None
         self._dg_skip: int | None = None   # the instant whose delta check is hopeless (quiet_until)
+        self._mrows = False   # the instant's rows came from the maintained state (rows mode: run / evaluate)
         self._rel_fails = 0   # relevance checks in a row that found a change (quiet_until's back-off)
         self._rel_skip = 0    # instants left whose relevance check is skipped
         self._rel_backoff = 1
@@ -1193,9 +1204,13 @@ class InstantEvaluator:
         # the generated query's result maintained as the stream arrives (engine.stream.maintained):
         # the instant hands over rows already there (not when the join core is to be maintained
         # at every instant, incremental="always", nor every instant evaluated from scratch, False)
+        # (RSTREAM: its event is the result itself; an I/DSTREAM query's rows -- without computed
+        # numbers, which the state keeps as their keys -- are differenced here as the executor's)
         self._maint = (Maintained.of(self._gen, windows, db.max_rows, _JsonTerms())
                        if self.MAINTAINED and self._gen is not None and incremental and incremental != "always"
-                       else None)
+                       and (mode == "RSTREAM" or not self._gen.sh.computed) else None)
+        if self._maint is not None and (mode != "RSTREAM" or self.form == "CONSTRUCT"):
+            self._maint.rows_mode = True
 
     # -- dataset ---------------------------------------------------------------
     def window_graphs(self, t: int, track: bool = False):
@@ -1534,7 +1549,8 @@ class InstantEvaluator:
             return self.unchanged_until(state, t, last, step), True
         te, sn, ranges = state
         mt = self._maint
-        if mt is not None and alone and last == t and self._ok == te and rel[1] is not None and mt.healthy():
+        if mt is not None and alone and last == t and self._ok == te and rel[1] is not None and mt.healthy() \
+                and not mt.rows_mode:
             # a maintained result answers about as cheaply as a reuse: no check (the same
             # conditions as the back-off's below: evaluating gives the same event)
             return _EVALUATE
@@ -1770,11 +1786,15 @@ class InstantEvaluator:
         if self._max_range is not None:
             self.window_member(t)
         db = self.db
-        self._ctx_next = (self._new_context(db.store.snapshot()), db.query_timeout, db.max_rows, db._term_cache,
-                          getattr(db, "query_memory", None))
+        snap = db.store.snapshot()
+        pre = self._ctx_next
+        # one an instant answered without it (a maintained result) did not use stays, while of
+        # the same snapshot (not holding an older one; its limits are checked where it is used)
+        if pre is None or pre[0].snapshot is not snap:
+            self._ctx_next = (self._new_context(snap), db.query_timeout, db.max_rows,
+                              db._term_cache, getattr(db, "query_memory", None))
         m = self._maint
         if m is not None and self._maintained_ok():   # the state moved to t (expired triples out)
-            snap = db.store.snapshot()
             m.advance(snap, self._stored_graphs(_SnapCtx(snap)), int(t))
 
     #: the generated-code path on (tests compare with it off)
@@ -1797,11 +1817,50 @@ class InstantEvaluator:
     def _graphs_of(self, snap) -> list:
         return self._stored_graphs(_SnapCtx(snap))
 
+    def maintained_due(self, state: tuple, t: int, last: int, alone: bool) -> bool:
+        """Whether instant ``t`` goes to :meth:`maintained_instant` without the scheduler's
+        relevance / unchanged check and capture: the same conditions under which
+        :meth:`quiet_until` answers "evaluate" for a maintained query at once (one instant
+        ready, the last instant answered, a query the relevance check reuses for, a state kept
+        and not backing off; evaluating gives the same event as any reuse), and no stored
+        default graph read as of each instant. Attribute reads only: it runs on a woken worker."""
+        mt = self._maint
+        if mt is None or not alone or last != t or self._ok != state[0] or mt.rows_mode:
+            return False
+        rel = self._rel
+        return (rel is not None and rel[0] and rel[1] is not None and mt.state is not None and mt._skip == 0
+                and not mt._probe and self._maintained_ok())
+
+    def maintained_instant(self, t: int) -> tuple[bytes, tuple] | None:
+        """Instant ``t`` from the maintained state in one step (:meth:`maintained_due` said so):
+        ``(its event data, its state)``, the data what :meth:`run` writes, the state what
+        :meth:`state_at` takes; None when the state does not answer (the caller evaluates
+        ``t`` by :meth:`run` with ``maintained=False``: the state is asked once per instant)."""
+        snap = self.db.store.snapshot()
+        r = self.ranges(t)
+        wm = self._wm   # t's window member, formatted by prepare() after the last event
+        data = self._maint.instant(snap, self._graphs_of, r, t,
+                                   wm[2] if wm is not None and wm[0] == t else self.member_bytes(t))
+        if data is None:
+            return None
+        _MFAST[0] += 1
+        self._fin = None
+        self._ok = t
+        return data, (t, snap.sn, r)
+
     def evaluate(self, t: int) -> QueryResult:
         db = self.db
         t0 = time.perf_counter()
         snap = db.store.snapshot()  # before reading the absorb log (see AbsorbLog)
         ctx = self._context(snap)
+        m = self._maint
+        if m is not None and m.rows_mode and self._maintained_ok():
+            # an I/DSTREAM or CONSTRUCT query's rows from its maintained state (differenced /
+            # instantiated by render as the generated code's)
+            rows = m.rows_at(snap, self._graphs_of, self.ranges(t), t)
+            if rows is not None:
+                self._mrows = True
+                return _Generated(self._gen, rows, ctx)
         inc = self.incremental_core
         # while the windows are small enough for the tuple-at-a-time path, evaluating from scratch
         # is cheaper than maintaining (which reads the windows as slid graphs and joins deltas):
@@ -1902,14 +1961,16 @@ class InstantEvaluator:
             return
         self.run(int(t))
 
-    def run(self, t: int) -> tuple[bytes, float]:
+    def run(self, t: int, maintained: bool = True) -> tuple[bytes, float]:
         """Evaluate instant ``t``: returns (the event's data JSON, latency in ms). An instant
         whose window change cannot touch the query's patterns (:mod:`engine.stream.delta`)
         reports the last evaluated result without evaluating. The latency covers the whole
         instant: what was spent on ``t`` before (:attr:`_pre`: :meth:`capture`'s time, or the
         scheduler's check and capture, :meth:`state_at`), reading the windows, evaluating and
         writing the event. What later instants need of it (its repeat prefix, the delta
-        check's memory) is kept once the event is in the log (:meth:`settle`)."""
+        check's memory) is kept once the event is in the log (:meth:`settle`). ``maintained``
+        False: the maintained state was asked for ``t`` already (:meth:`maintained_instant`)
+        and did not answer; the ordinary path answers (and measures, for the state's guard)."""
         t0 = time.perf_counter()
         pre_t, spent_ms = self._pre
         if pre_t != t:
@@ -1917,15 +1978,18 @@ class InstantEvaluator:
         self._pre = _NO_PRE
         m = self._maint
         if m is not None:
-            data = self._maintained(t)
+            # (a state in rows mode answers inside evaluate(): after the delta check's reuse)
+            data = self._maintained(t) if maintained and not m.rows_mode else None
             if data is not None:
                 self._fin = None
                 self._ok = t
                 return data, spent_ms + (time.perf_counter() - t0) * 1000.0
             # the ordinary path's cost, against which the maintenance's is weighed (its guard)
             c0 = time.thread_time()
+            self._mrows = False
             out = self._ordinary(t, t0, spent_ms)
-            m.ordinary(time.thread_time() - c0)
+            if not self._mrows:
+                m.ordinary(time.thread_time() - c0)
             return out
         return self._ordinary(t, t0, spent_ms)
 
@@ -1981,11 +2045,16 @@ class InstantEvaluator:
     def render(self, res: QueryResult, win: dict) -> bytes:
         wm = self._wm
         member = wm[2] if wm is not None and wm[1] is win else _window_member(win)
-        if type(res) is _Generated:   # rows of the generated code (RSTREAM SELECT): written directly
+        if type(res) is _Generated and (self.form == "ASK" or (self.mode == "RSTREAM" and self.form == "SELECT")):
+            # rows of the generated code (RSTREAM SELECT, ASK): written directly;
+            # an I/DSTREAM SELECT's rows are differenced below as the executor's (_diff_rows
+            # reads them as its QueryResult: _Generated.__getattr__)
             return res.gen.render(res.rows, self._json, res.ctx, member)
         if self.form == "ASK":
             return sparql_json(res, member)
         if self.form == "CONSTRUCT":
+            if type(res) is _Generated:   # the template instantiated per generated row
+                res = _gen_construct.triples(self.query.template, res.gen.sh.names, res.rows, res.ctx)
             if self.mode != "RSTREAM":
                 res = self._diff_triples(res)
             nt = serialize(res, NTRIPLES).decode("utf-8")

@@ -172,6 +172,7 @@ class Maintained:
         self.sh = sh
         self.windows = windows
         self.ranges_ms = [int(bw.window.range_ms) for bw in windows]
+        self._rmax = max(self.ranges_ms)   # the window member's RANGE (_event)
         self.lock = threading.Lock()
         self.state: _State | None = None
         self._skip = 0
@@ -187,7 +188,7 @@ class Maintained:
         self.guarded = 0      # times the guard stopped the maintenance (tests)
         self._frags: dict = {}   # output row -> its JSON members (render)
         self._base: tuple = ({}, [{} for _ in sh.aggs] if sh.by is not None else [])   # (_build)
-        self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body) kept by the ingestion
+        self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body, event) kept by the ingestion
         self.step = query_step([bw.window for bw in windows])
         self.grouping = sh.by is not None
         self.ns = dict(_tg._HELPERS)
@@ -884,7 +885,7 @@ class Maintained:
                             raise _Drop
                         self._add(st, w, w[2], rows[a:n], _values(self._dict))
                         w[2] = seq0 + n
-                    if self._body is None:
+                    if self._body is None and not self.rows_mode:
                         self._ready()
                     if tau[-1] <= hi or _ + 1 > AHEAD or any(
                             (bw.store.last_tau or hi) <= hi for bw in self.windows):
@@ -893,7 +894,8 @@ class Maintained:
                     done = self._done
                     if len(done) >= AHEAD * 2:
                         del done[min(done)]
-                    done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body)
+                    done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body,
+                                self._rows() if self.rows_mode else self._event(hi))
                     nxt = hi + self.step
                     targets = [bw.store.window_range(bw.window, nxt) for bw in self.windows]
                     if not self._sync(st, targets, _values(self._dict), GEN_WINDOW):
@@ -973,7 +975,7 @@ class Maintained:
                     st.dict_n is None or st.dict_n == len(snap.dictionary)):
                 _ANSWERED[0] += 1
                 self._answered()
-                return b"".join((done[2], member, b"}"))
+                return done[3]   # (= body + member + "}", written whole on the ingestion thread)
             try:
                 if st.sn != snap.sn or (st.dict_n is not None and st.dict_n != len(snap.dictionary)):
                     st = self._current(snap, graphs_of(snap))
@@ -998,6 +1000,69 @@ class Maintained:
             _ANSWERED[0] += 1
             self._answered()
             return b"".join((body, member, b"}"))
+
+    def _event(self, t: int) -> bytes:
+        """Instant ``t``'s whole event data from the body (under the lock): the body, the
+        window member :meth:`InstantEvaluator.member_bytes` writes for time windows (RANGE the
+        longest of the query's), the closing brace -- written on the ingestion thread with the
+        body, so the instant hands it over as it is (:meth:`instant`)."""
+        return b"%s,\"window\":{\"start\":%d,\"end\":%d}}" % (self._body, t - self._rmax, t)
+
+    #: the instant asks for the rows (:meth:`rows_at`: an I/DSTREAM query, differenced by its
+    #: evaluator), not for an event body
+    rows_mode = False
+
+    def _rows(self) -> list:
+        """The output rows as they are now, with their multiplicities (what :meth:`_ready`
+        writes; the same rows :meth:`GenQuery.run` returns)."""
+        R = self.R
+        if self.grouping:
+            return self._tail(R if R else {}, _values(self._dict))
+        if self.sh.distinct or not R or max(R.values()) == 1:
+            return list(R)
+        rows = [k for k, n in R.items() for _ in range(n)]
+        if len(rows) > MAX_ROWS:
+            raise _Drop
+        return rows
+
+    def rows_at(self, snap, graphs_of, ranges: list, t: int) -> list | None:
+        """:meth:`instant` for :attr:`rows_mode`: instant ``t``'s output rows if the state is
+        (or is caught up to) its dataset, else None."""
+        with self.lock:
+            self._idle = 0
+            if self._skip > 0 or self.state is None:
+                return None
+            if self._probe:
+                self._probe = False
+                return None
+            st = self.state
+            done = self._done.pop(t, None)
+            if done is not None and done[1] == snap.sn and done[0] == ranges and (
+                    st.dict_n is None or st.dict_n == len(snap.dictionary)):
+                _ANSWERED[0] += 1
+                self._answered()
+                return done[3]
+            try:
+                if st.sn != snap.sn or (st.dict_n is not None and st.dict_n != len(snap.dictionary)):
+                    st = self._current(snap, graphs_of(snap))
+                    if st is None:
+                        self._drop()
+                        return None
+                if any(w[1] != g0 or w[2] != g1 for w, (g0, g1) in zip(st.ws, ranges, strict=True)):
+                    if not self._sync(st, ranges, _values(snap.dictionary), CATCH_UP):
+                        return None
+                st.tau = t
+                rows = self._rows()
+            except (_Drop, _Hand, Undecided):
+                self._drop()
+                return None
+            except Exception:   # noqa: BLE001 -- the ordinary path answers
+                log.exception("maintained result dropped at an instant")
+                self._drop()
+                return None
+            _ANSWERED[0] += 1
+            self._answered()
+            return rows
 
     def ordinary(self, cpu: float) -> None:
         """The ordinary path answered an instant of this query in ``cpu`` thread seconds."""

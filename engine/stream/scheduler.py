@@ -451,6 +451,9 @@ class Scheduler:
         u = None
         same = True
         state = q.state
+        if state is not None and q.prefix is not None and ev.maintained_due(state, t, last, self.idle_after > 1):
+            self._step_maintained(q, t, t0)
+            return
         if state is not None and q.prefix is not None:
             # (alone: an unchanged instant is reported like an evaluated one, so the check's
             # back-off may evaluate instead)
@@ -476,6 +479,32 @@ class Scheduler:
             # (InstantEvaluator.quiet_until): the last result as its own result event (an empty
             # I/DSTREAM difference) without capture or evaluation; its state moves to t
             telemetry.evaluation(reg, q.name, check_ms)
+
+    def _step_maintained(self, q: QueryEntry, t: int, t0: float) -> None:
+        """Instant ``t`` of a query whose maintained state answers it (``maintained_due``): no
+        relevance / unchanged check (it could only say "evaluate"), no separate capture, the
+        event from the body the state wrote (:meth:`InstantEvaluator.maintained_instant`); the
+        same event, state and latency accounting as :meth:`_step_one` then :meth:`_evaluate`.
+        When the state does not answer, or fails, the instant is evaluated as there."""
+        ev = q.evaluator
+        spent = time.perf_counter() - t0   # (the issue under cv is not the instant's, as in _step_one)
+        with self.reg.cv:
+            if not self._issue(q, t):   # its stream went away
+                return
+        t0 = time.perf_counter() - spent
+        try:
+            got = ev.maintained_instant(t)
+        except Exception:  # noqa: BLE001 - the ordinary path answers (and reports its own errors)
+            log.exception("continuous query %s: the maintained instant %d failed", q.name, t)
+            got = None
+        if got is None:
+            ev._pre = (t, (time.perf_counter() - t0) * 1000.0)
+            self._evaluate(q, t, None, maintained=False)
+            return
+        data, state = got
+        ms = (time.perf_counter() - t0) * 1000.0
+        if self._store_event(q, t, state, None, data, ms):
+            self._after(q, t, data, ms)
 
     def _issue(self, q: QueryEntry, t: int) -> bool:
         """Caller holds ``cv``: issue instant ``t``, the next one of ``q``'s trigger, if it is
@@ -655,34 +684,39 @@ class Scheduler:
             return {"batched": n > 0, "peers": n,
                     "unbatched_reason": None if n > 0 else "no other query of its shape"}
 
-    def _run_instant(self, q: QueryEntry, t: int):
+    def _run_instant(self, q: QueryEntry, t: int, maintained: bool = True):
         """Evaluate instant ``t``; while a store worker is down (a distributed store),
         wait for it rather than give the window up: windows are at-least-once.
         ``(None, None)`` if the scheduler closed or the query went away meanwhile."""
         while True:
             try:
-                return q.evaluator.run(t)
+                return q.evaluator.run(t) if maintained else q.evaluator.run(t, False)
             except WorkerUnavailable:
                 if self.closed or q.deleted:
                     return None, None
                 time.sleep(_STORE_RETRY_S)
 
-    def _evaluate(self, q: QueryEntry, t: int, state: tuple | None = None) -> None:
+    def _evaluate(self, q: QueryEntry, t: int, state: tuple | None = None, maintained: bool = True) -> None:
         """Evaluate instant ``t`` and append its event; then keep what later instants need of
         it (:meth:`InstantEvaluator.settle`), after the event is in the log."""
         ev = q.evaluator
         if state is None:
-            state = ev.capture(t)
+            state = ev.capture(t, 0.0 if maintained else ev._pre[1])
         try:
-            data, ms = self._run_instant(q, t)
+            data, ms = self._run_instant(q, t, maintained)
             if data is None:
                 return  # closed or deleted while the store was down
         except Exception as e:  # noqa: BLE001 - reported in the query's result stream
             data, win = self._error_data(q, t, e)
             self._record(q, t, state, data, None, win)
             return
-        if not self._store_event(q, t, state, None, data, ms):
-            return
+        if self._store_event(q, t, state, None, data, ms):
+            self._after(q, t, data, ms)
+
+    def _after(self, q: QueryEntry, t: int, data: bytes, ms: float) -> None:
+        """After instant ``t``'s event is in the log: what later instants need of it, the
+        metrics, the next instant's preparation (none of it delays the event)."""
+        ev = q.evaluator
         try:
             q.prefix = ev.settle(data, t)
         except Exception:  # noqa: BLE001 - then the next instant is evaluated, as without skipping

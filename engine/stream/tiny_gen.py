@@ -630,15 +630,27 @@ class GenQuery:
 
     @staticmethod
     def of(query: A.Query, mode: str) -> GenQuery | None:
-        """The generated instant of ``query`` if its form is taken (RSTREAM SELECT; see the
-        module), else None."""
-        if mode != "RSTREAM":
+        """The generated instant of ``query`` if its form is taken (SELECT, ASK; see the
+        module), else None. ISTREAM / DSTREAM: the rows go to the ordinary difference
+        (:meth:`InstantEvaluator.render` takes it from :meth:`result`), so the events are the
+        ordinary path's."""
+        if mode not in ("RSTREAM", "ISTREAM", "DSTREAM"):
             return None
+        construct = query.form == "CONSTRUCT"
+        if construct:   # as SELECT of the template's variables (engine.stream.gen_construct)
+            from engine.stream.gen_construct import select_of  # noqa: PLC0415
+            query = select_of(query)
+            if query is None:
+                return None
         got = _order.strip(query)   # (ORDER BY / LIMIT / OFFSET: tiny_order, over the rows)
-        if got is None:
-            return None
+        if got is None or (got[1] is not None and (mode != "RSTREAM" or construct)):
+            return None   # (ordered / limited rows: RSTREAM SELECT only)
         sh = _shape(got[0])
+        if construct and sh is not None and sh.computed:   # (the template takes term ids only)
+            return None
         if sh is None:
+            if mode != "RSTREAM" or construct:   # (a UNION's rows: RSTREAM SELECT only)
+                return None
             from engine.stream.tiny_union import union_of  # (it builds on this module)
             return union_of(query)
         g = GenQuery(sh)
