@@ -653,12 +653,18 @@ class Maintained:
                    [_branch_of(gen, i)[0] for i in range(len(gen.pats))])   # patterns every solution matches
         if all(any(not sidx[gen.cls[j]][3] for j in ps) for ps in solving):
             # a pattern (of each UNION branch) the stored part does not match: it has no solution of its own
+            # the stored part is read only from here on (the delta joins never write it): the
+            # generator's per-class entries (pair dict, indexes, list) are taken as they are, not
+            # copied, their indexes made once per snapshot and class (a constant that comes into
+            # the dictionary rebuilds the state but reads only its own class again)
             for c in range(len(ids)):
-                pairs = sidx[c][3]
-                ns[f"S{c}p"].update(pairs)
-                ns[f"S{c}s"].update(_index(pairs, False))
-                ns[f"S{c}o"].update(_index(pairs, True))
-                ns[f"S{c}l"].extend(pairs)
+                e = sidx[c]
+                if e[1] is None:
+                    e[1] = _index(e[3], False)
+                if e[2] is None:
+                    e[2] = _index(e[3], True)
+                ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = e[0], e[1], e[2], e[3]
+            self._sp = [ns[f"S{c}p"] for c in range(len(ids))]
             held = {}
         try:
             for (s, p, o), cls in held.items():
