@@ -602,7 +602,11 @@ class Maintained:
         return ns["tail"]
 
     # -- the state -------------------------------------------------------------------
+    #: a state :meth:`warm` built, not moved by an advance yet: it answers no instant
+    _ahead = False
+
     def _reset(self) -> None:
+        self._ahead = False
         for W in self.W:
             for x in W:
                 x.clear()
@@ -632,14 +636,11 @@ class Maintained:
         ids = gen._ids[2]
         ns = self.ns
         by_p: dict = {}
-        held: dict = {}   # stored triple -> the classes it is in
         for c, ((cs, p, co), (_, _, _, same)) in enumerate(zip(ids, gen.classes, strict=True)):
             ns[f"K{c}s"], ns[f"K{c}p"], ns[f"K{c}o"] = cs, p, co
             if p is not None and p >= 0:
                 by_p.setdefault(p, []).append((c, cs, co, same))
             ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = set(), {}, {}, []
-            for s, o in sidx[c][3]:
-                held.setdefault((s, p, o), []).append(c)
         self.by_p = by_p
         self.deltas = self._compile([len(sidx[c][3]) for c in range(len(ids))])
         self._dict = d
@@ -666,6 +667,11 @@ class Maintained:
                 ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = e[0], e[1], e[2], e[3]
             self._sp = [ns[f"S{c}p"] for c in range(len(ids))]
             held = {}
+        else:
+            held = {}   # stored triple -> the classes it is in
+            for c, (_, p, _) in enumerate(ids):
+                for s, o in sidx[c][3]:
+                    held.setdefault((s, p, o), []).append(c)
         try:
             for (s, p, o), cls in held.items():
                 k = (s, o)
@@ -844,6 +850,23 @@ class Maintained:
                 return st
         return self._build(snap, graphs)
 
+    def warm(self, snap, graphs: list) -> None:
+        """The worker, idle before the query's first instant: the state's stored part built
+        for ``snap`` (:meth:`_build`; the windows stay empty until the first instant's
+        :meth:`advance` moves them), so neither the first instant nor its advance reads it. It
+        does not answer before that advance (:attr:`_ahead`): the first instant is the ordinary
+        path's, as without it, and the advance moves the state as one it built itself."""
+        with self.lock:
+            if self.state is not None or self._skip > 0:
+                return
+            try:
+                self._ahead = self._build(snap, graphs) is not None
+            except (_Drop, _Hand, Undecided):   # (too much work: the first instant decides again)
+                self._reset()
+            except Exception:   # noqa: BLE001 -- the first instant builds it again (or hands back)
+                log.exception("maintained state not built ahead of the first instant")
+                self._reset()
+
     def close(self) -> None:
         """The query is deleted: no more maintenance (the ingestion forgets it)."""
         with _OBS_LOCK:
@@ -930,6 +953,7 @@ class Maintained:
         t0 = _clock()
         with self.lock:
             self._idle = 0
+            self._ahead = False
             if self._skip > 0:
                 self._skip -= 1
                 return
@@ -971,7 +995,7 @@ class Maintained:
             if self._skip > 0:
                 return None
             st = self.state
-            if st is None:
+            if st is None or self._ahead:   # (built ahead, :meth:`warm`: it answers from its first advance on)
                 return None
             if self._probe:   # (the guard's fresh measure: the state stays, the next advance moves it)
                 self._probe = False
@@ -1036,7 +1060,7 @@ class Maintained:
         (or is caught up to) its dataset, else None."""
         with self.lock:
             self._idle = 0
-            if self._skip > 0 or self.state is None:
+            if self._skip > 0 or self.state is None or self._ahead:   # (as in instant)
                 return None
             if self._probe:
                 self._probe = False
