@@ -9,6 +9,8 @@
   equal what a fresh read gives.
 * :meth:`Maintained._build` takes those entries as they are when the stored part has no
   solution of its own (no copy).
+* :func:`maintained.progressed` (a heartbeat): the instant it makes ready finds its event
+  written, as one an element beyond it completed; the log is the same without the hook.
 """
 
 from __future__ import annotations
@@ -57,9 +59,10 @@ def _feed(k: int) -> list:
     return out
 
 
-def _run(query: str, monkeypatch, warm: bool = True, maintain: bool = True, probe=None):
+def _run(query: str, monkeypatch, warm: bool = True, maintain: bool = True, probe=None, past: int = 0):
     """The query's events ``(id, kind, data)``, the scheduler's warm-up count and what
-    ``probe(manager, evaluator)`` saw right after the registration (the worker idle)."""
+    ``probe(manager, evaluator)`` saw right after the registration (the worker idle).
+    ``past``: each heartbeat that many ms past the bucket (1: past its last instant too)."""
     monkeypatch.setattr(InstantEvaluator, "MAINTAINED", maintain)
     if not warm:
         monkeypatch.setattr(InstantEvaluator, "warm", lambda self: None)
@@ -76,7 +79,7 @@ def _run(query: str, monkeypatch, warm: bool = True, maintain: bool = True, prob
         for k in range(9):
             lines = _feed(k)
             assert m.ingest_ndjson("a", b"\n".join(orjson.dumps(x) for x in lines))["rejected"] == 0
-            m.heartbeat("a", (k + 1) * 1000)
+            m.heartbeat("a", (k + 1) * 1000 + past)
             assert m.drain(30)
         events = [(e.id, e.event, bytes(e.data)) for e in m.log("q").since(None, from_t=-1)]
         return events, m._scheduler.warmed, seen
@@ -192,3 +195,50 @@ def _counting_warm(self):
 
 def test_the_property_test_warmed_states(monkeypatch):
     assert WARMED[0] > 5   # (after the property test: the warm-ups it compared were taken)
+
+
+def test_a_heartbeat_completes_the_instants_event(monkeypatch):
+    """A stream fed in buckets, each followed by a heartbeat past its instant: the heartbeat
+    (maintained.progressed) writes the instant's event before the progress is published (no
+    element beyond the instant has arrived: the ingestion could not tell it complete); the
+    log is byte for byte the one without the hook (each instant then writes it itself)."""
+    for q in (Q_NO_OWN, Q_OWN):
+        b0 = maintained._BY_PROGRESS[0]
+        on, _, _ = _run(q, monkeypatch, past=1)
+        taken = maintained._BY_PROGRESS[0] - b0
+        monkeypatch.undo()
+        monkeypatch.setattr(maintained, "progressed", lambda store, p: None)
+        off, _, _ = _run(q, monkeypatch, past=1)
+        monkeypatch.undo()
+        assert taken >= 4
+        assert on == off, q
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(q=queries(), per=MI.periods, jumps=st.lists(st.sampled_from([1, 1, 2, 3]), min_size=4, max_size=4))
+def test_random_queries_equal_with_and_without_the_heartbeat_hook(q, per, jumps, monkeypatch):
+    """test_stream_maintained_instant's random queries and streams, each heartbeat 1 ms past its
+    bucket (past the instant it readies: the hook's case): the same log without the hook."""
+    beat = StreamManager.heartbeat
+
+    def past(self, name, t):
+        return beat(self, name, t + 1 if t else t)
+
+    b0 = maintained._BY_PROGRESS[0]
+    monkeypatch.setattr(StreamManager, "heartbeat", past)
+    on, _, _ = MI._run(q, per, jumps, None, "fast", monkeypatch)
+    monkeypatch.undo()
+    BEATS[0] += maintained._BY_PROGRESS[0] - b0
+    monkeypatch.setattr(StreamManager, "heartbeat", past)
+    monkeypatch.setattr(maintained, "progressed", lambda store, p: None)
+    off, _, _ = MI._run(q, per, jumps, None, "fast", monkeypatch)
+    monkeypatch.undo()
+    assert on == off, q
+
+
+BEATS = [0]
+
+
+def test_the_property_test_took_the_heartbeat_hook():
+    assert BEATS[0] > 10

@@ -129,6 +129,30 @@ def note(store, seq0: int, rows, tau) -> None:
         m.on_append(store, seq0, rl, tl)
 
 
+#: transient store -> its stream's progress as last heard by :func:`progressed`
+_PROGRESS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: instants whose event a heartbeat completed (tests: the path is taken)
+_BY_PROGRESS = [0]
+
+
+def progressed(store, p: int) -> None:
+    """The heartbeat hook (:meth:`engine.stream.ingest.Ingestor.heartbeat`, under the stream's
+    lock, before the progress is published): no element of ``store`` with time up to ``p``
+    comes any more, so the maintained states of the queries reading it whose next instant is
+    below ``p`` on each of their streams write that instant's event now (:meth:`Maintained.on_progress`)
+    -- as the ingestion does once an element beyond the instant arrives, which a stream fed
+    in buckets and heartbeats sends only after the instant is ready."""
+    _PROGRESS[store] = p
+    obs = _OBSERVERS.get(store)
+    if not obs:
+        return
+    with _OBS_LOCK:
+        obs = list(obs)
+    for m in obs:
+        if m.state is not None:
+            m.on_progress()
+
+
 class _State:
     """One query's maintained dataset and rows (see the module)."""
 
@@ -921,10 +945,12 @@ class Maintained:
                         break   # (an instant is complete once every stream of the query is past it)
                     # instant hi is complete for this stream: its body kept, the state moved on
                     done = self._done
-                    if len(done) >= AHEAD * 2:
-                        del done[min(done)]
-                    done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body,
-                                self._rows() if self.rows_mode else self._event(hi))
+                    got = done.get(hi)
+                    if got is None or got[1] != st.sn or got[2] is not self._body:   # (a heartbeat wrote it already)
+                        if len(done) >= AHEAD * 2:
+                            del done[min(done)]
+                        done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body,
+                                    self._rows() if self.rows_mode else self._event(hi))
                     nxt = hi + self.step
                     targets = [bw.store.window_range(bw.window, nxt) for bw in self.windows]
                     if not self._sync(st, targets, _values(self._dict), GEN_WINDOW):
@@ -941,6 +967,43 @@ class Maintained:
                 self._drop()
             except Exception:   # noqa: BLE001 -- never the POST's failure: its data is stored
                 log.exception("maintained result dropped on ingestion")
+                self._drop()
+            finally:
+                dt = _clock() - t0
+                _SPENT[0] += dt
+                self._cost += dt
+
+    def on_progress(self) -> None:
+        """The heartbeat thread (:func:`progressed`): when every stream of the query is past the
+        state's instant (its progress above it, or an element beyond it stored), that instant's
+        elements are all in: its event is written and kept in :attr:`_done` as :meth:`on_append`
+        keeps it (the instant checks its ranges and snapshot before handing it over). The state
+        stays at the instant (the advance after it, or the next elements, move it on)."""
+        t0 = _clock()
+        with self.lock:
+            st = self.state
+            if st is None or st.tau is None or self._ahead or self._skip > 0:
+                return
+            hi = st.tau
+            if hi in self._done:
+                return
+            for bw in self.windows:
+                p = _PROGRESS.get(bw.store)
+                if not ((p is not None and p > hi) or (bw.store.last_tau or hi) > hi):
+                    return
+            try:
+                if self._body is None and not self.rows_mode:
+                    self._ready()
+                done = self._done
+                if len(done) >= AHEAD * 2:
+                    del done[min(done)]
+                done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body,
+                            self._rows() if self.rows_mode else self._event(hi))
+                _BY_PROGRESS[0] += 1
+            except (_Drop, _Hand, Undecided):
+                self._drop()
+            except Exception:   # noqa: BLE001 -- never the heartbeat's failure
+                log.exception("maintained result dropped on a heartbeat")
                 self._drop()
             finally:
                 dt = _clock() - t0
