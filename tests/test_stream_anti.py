@@ -34,6 +34,7 @@ from tests.test_stream_tiny_gen import (
     elements,
     fill,
     instants,
+    pattern_end,
     static_db,
 )
 
@@ -48,20 +49,11 @@ def db():
     d.close()
 
 
-def _end(draw, vars_) -> str:
-    k = draw(st.integers(0, 6))
-    if k == 0:
-        return draw(st.sampled_from(NODES + [f"<{EX}absent>"]))
-    if k == 1:
-        return draw(st.sampled_from(LITS))
-    return "?" + draw(st.sampled_from(vars_))
-
-
 @st.composite
 def anti_queries(draw, grouping: bool = True):
-    body = f"?a {draw(st.sampled_from(PREDS))} {_end(draw, ['b'])} ."
+    body = f"?a {draw(st.sampled_from(PREDS))} {pattern_end(draw, ['b'])} ."
     if draw(st.booleans()):
-        body += f" ?{draw(st.sampled_from(['a', 'b']))} {draw(st.sampled_from(PREDS))} {_end(draw, ['b', 'c'])} ."
+        body += f" ?{draw(st.sampled_from(['a', 'b']))} {draw(st.sampled_from(PREDS))} {pattern_end(draw, ['b', 'c'])} ."
     rv = [v for v in "abc" if "?" + v in body]
     for k in range(draw(st.integers(1, 2))):
         e = "ef"[k]

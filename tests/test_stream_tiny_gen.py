@@ -171,6 +171,17 @@ def _oxigraph_zero_quotient(db, q: str, window: set) -> bool:
     return ('"0"^^' in data) and any(f'"{i}.5"^^<{XSD}decimal>' in data for i in (0, 1))
 
 
+def pattern_end(draw, vars_: list, weight: int = 5) -> str:
+    """A pattern's subject or object: a node (or one the data lacks), a literal, or (``weight``
+    times as likely) one of ``vars_``."""
+    k = draw(st.integers(0, 1 + weight))
+    if k == 0:
+        return draw(st.sampled_from(NODES + [f"<{EX}absent>"]))
+    if k == 1:
+        return draw(st.sampled_from(LITS))
+    return "?" + draw(st.sampled_from(vars_))
+
+
 def fill(db, store, els: list) -> list:
     """Element ``k`` of ``els`` (triples of N-Triples terms) appended to ``store`` at second
     ``k + 1``; the (time, triple) pairs, for :func:`instants`."""

@@ -33,6 +33,7 @@ from tests.test_stream_tiny_gen import (
     elements,
     fill,
     instants,
+    pattern_end,
     static_db,
 )
 
@@ -47,24 +48,15 @@ def db():
     d.close()
 
 
-def _obj(draw, vars_) -> str:
-    k = draw(st.integers(0, 5))
-    if k == 0:
-        return draw(st.sampled_from(NODES + [f"<{EX}absent>"]))
-    if k == 1:
-        return draw(st.sampled_from(LITS))
-    return "?" + draw(st.sampled_from(vars_))
-
-
 @st.composite
 def union_queries(draw):
     """Every group binds ?a (a subject): grouping by it is over a variable of every branch."""
     groups = []
     for _ in range(draw(st.integers(2, 3))):
-        pats = [f"?a {draw(st.sampled_from(PREDS))} {_obj(draw, ['b', 'c', 'a'])} ."]
+        pats = [f"?a {draw(st.sampled_from(PREDS))} {pattern_end(draw, ['b', 'c', 'a'], 4)} ."]
         if draw(st.booleans()):
             pats.append(f"?{draw(st.sampled_from(['a', 'b', 'c']))} {draw(st.sampled_from(PREDS))} "
-                        f"{_obj(draw, ['b', 'c', 'd'])} .")
+                        f"{pattern_end(draw, ['b', 'c', 'd'], 4)} .")
         body = " ".join(pats)
         own = [v for v in "abcd" if "?" + v in body]
         if draw(st.integers(0, 2)) == 0:
