@@ -1044,6 +1044,15 @@ class TermCache:
         return b
 
 
+def jsonld_fragments(key: str) -> tuple[bytes, bytes, bytes]:
+    """A term's JSON-LD fragments as a subject, a predicate and an object (the small
+    writer's: :meth:`TermCache.js_subj_of` and the others) from its key alone, for
+    writers that keep them elsewhere (``engine.small_answers.graph_jsonld``)."""
+    c = TermCache()
+    c.parts[0] = _term_parts(key)
+    return c.js_subj_of(0), c.js_pred_of(0), c.js_obj_of(0)
+
+
 #: store dictionary -> its TermCache; (weak reference, cache) of the last one asked for
 #: at most this many store ids are decoded one by one (``Dictionary.key``, ~0.5 µs each)
 #: rather than by one array call (~5 µs whatever the count)
