@@ -29,7 +29,7 @@ from engine import formats
 from engine.exec.bgp import SMALL_ROWS
 from engine.exec.context import LOCAL_BASE, charge_rows
 from engine.exec.evaluate import project_lists
-from engine.exec.graph_writers import RDF_TYPE_KEY, jsonld_fragments, store_keys
+from engine.exec.graph_writers import RDF_TYPE_KEY, jsonld_fragments, rdfxml_fragments, store_keys
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import (
     _XML_HEAD,
@@ -62,8 +62,8 @@ def _gone():
 #: the kept tables of a store dictionary, by position: each format's term rendering
 JSON, NT, XML, CSV, TSV = range(5)
 #: the graph formats' tables: a term's JSON-LD (subject, predicate, object) fragments
-JSONLD = 5
-_N_TABLES = 6
+JSONLD, RDFXML = 5, 6
+_N_TABLES = 7
 #: the tables an unbound cell (UNBOUND) is looked up in, and its bytes there (an empty CSV/TSV field)
 _UNBOUND_CELL = {CSV: b"", TSV: b""}
 
@@ -388,7 +388,7 @@ def _cells(result, fragments: TermFragments, fmt: int, render, own) -> tuple[lis
     small graph ``result``; None when it is not small or holds a computed term (the general
     writer answers). ``render`` makes a store term's fragment from its key, ``own`` an
     answer's own term's (a CONSTRUCT's fresh blank node) from its N-Triples bytes."""
-    if len(result) > MAX_CELLS:
+    if not result.is_graph or len(result) > MAX_CELLS:
         return None
     flat = getattr(result, "flat", None)
     if flat is None:
@@ -496,10 +496,51 @@ def graph_jsonld(result, max_bytes: int | None = None, fragments: TermFragments 
     return body
 
 
+def _rdfxml_own(nt: bytes) -> tuple:
+    return rdfxml_fragments(nt.decode("utf-8"))
+
+
+_RDFXML_HEAD = b'<?xml version="1.0" encoding="UTF-8"?>\n<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n'
+
+
+def graph_rdfxml(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
+    """The RDF/XML body of a small CONSTRUCT/DESCRIBE ``result``, or None (the general
+    writer answers, or refuses a predicate RDF/XML cannot write): one ``rdf:Description``
+    per run of rows of one subject, one property element per triple with its namespace
+    declared on it (no head of the whole graph's namespaces to build), blank nodes as
+    ``rdf:nodeID="b<label>"``. The same graph as the general writer's, not the same bytes."""
+    got = _cells(result, fragments, RDFXML, rdfxml_fragments, _rdfxml_own)
+    if got is None:
+        return None
+    flat, cells = got
+    n = len(flat) // 3
+    if n == 0:
+        return None  # (the general writer's empty document)
+    out = [_RDFXML_HEAD]
+    close = b"\t</rdf:Description>\n"
+    ps = None
+    for i in range(n):
+        s = flat[3 * i]
+        pred = cells[3 * i + 1][3]
+        if pred is None:
+            return None
+        if s != ps:
+            if ps is not None:
+                out.append(close)
+            out.append(cells[3 * i][0])
+            ps = s
+        _, ob, lit, _ = cells[3 * i + 2]
+        out += [pred[0], ob, pred[1]] if lit else [pred[0], ob]
+    out.append(close + b"</rdf:RDF>\n")
+    body = b"".join(out)
+    check_size(len(body), max_bytes)
+    return body
+
+
 #: the small-answer writer of each media type (the lane asks it first; None: the general writer)
 WRITERS = {formats.SPARQL_JSON: select_json, formats.SPARQL_XML: select_xml, formats.CSV: select_csv,
            formats.TSV: select_tsv, formats.NTRIPLES: graph_ntriples,
-           formats.TURTLE: graph_turtle, formats.JSONLD: graph_jsonld}
+           formats.TURTLE: graph_turtle, formats.JSONLD: graph_jsonld, formats.RDFXML: graph_rdfxml}
 
 
 def small_body(result, media_type: str, max_bytes: int | None = None) -> bytes | None:

@@ -1,8 +1,9 @@
 """Small CONSTRUCT / DESCRIBE answers as Turtle and JSON-LD from kept term fragments
-(``engine.small_answers.graph_turtle`` / ``graph_jsonld``): over random graphs (IRIs,
-blank nodes, literals with languages, datatypes and escapes) the Turtle is the same
-graph as the general writer's and pyoxigraph's (compared canonicalized), the JSON-LD
-the general writer's very bytes; the server's small-answer path takes them."""
+(``engine.small_answers.graph_turtle`` / ``graph_jsonld`` / ``graph_rdfxml``): over
+random graphs (IRIs, blank nodes, literals with languages, datatypes and escapes) the
+Turtle and RDF/XML are the same graph as the general writer's and pyoxigraph's (compared
+canonicalized), the JSON-LD the general writer's very bytes; the server's small-answer
+path takes them."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from hypothesis import strategies as st
 from engine import formats, small_answers
 from engine.database import Database
 from engine.exec import serialize as ser
-from engine.small_answers import graph_jsonld, graph_turtle
+from engine.small_answers import graph_jsonld, graph_rdfxml, graph_turtle
 
 EX = "http://ex.org/"
 _READ = {formats.NTRIPLES: ox.RdfFormat.N_TRIPLES, formats.TURTLE: ox.RdfFormat.TURTLE,
-         formats.JSONLD: ox.RdfFormat.JSON_LD}
+         formats.JSONLD: ox.RdfFormat.JSON_LD, formats.RDFXML: ox.RdfFormat.RDF_XML}
 
 
 def _graph(body: bytes, mt: str) -> ox.Dataset:
@@ -78,6 +79,11 @@ def test_turtle_and_jsonld_equal_the_general_writers(triples):
                 js = graph_jsonld(res)
                 if js is not None:
                     assert js == ser.serialize(res, formats.JSONLD), text
+                xml = graph_rdfxml(res)
+                if xml is not None:
+                    assert _graph(xml, formats.RDFXML) == _graph(ser.serialize(res, formats.RDFXML), formats.RDFXML)
+                assert (ttl is None) == (js is None)
+                assert (xml is None) == (ttl is None or ttl == b"")  # (an empty graph: the general writer's document)
     assert taken  # every answer here is small: the writers answer
 
 
@@ -93,7 +99,7 @@ def test_the_small_writers_are_the_servers_first_choice_for_these_types():
     for text in (f"DESCRIBE <{EX}s0>", "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }",
                  f"CONSTRUCT {{ _:b <{EX}about> ?o }} WHERE {{ <{EX}s0> ?p ?o }}"):
         res = db.query(text)
-        for mt, w in ((formats.TURTLE, graph_turtle), (formats.JSONLD, graph_jsonld)):
+        for mt, w in ((formats.TURTLE, graph_turtle), (formats.JSONLD, graph_jsonld), (formats.RDFXML, graph_rdfxml)):
             assert small_answers.WRITERS[mt] is w
             body = small_answers.small_body(res, mt)
             assert body is not None and body == w(res)
@@ -108,7 +114,7 @@ def test_turtle_groups_a_subjects_rows_and_big_answers_go_to_the_general_writer(
     big = Database(shards=1)
     big.update("INSERT DATA { " + " ".join(f"<{EX}s> <{EX}p> \"{i}\" ." for i in range(300)) + " }")
     res = big.query(f"DESCRIBE <{EX}s>")
-    assert graph_turtle(res) is None and graph_jsonld(res) is None
+    assert graph_turtle(res) is None and graph_jsonld(res) is None and graph_rdfxml(res) is None
     assert small_answers.small_body(res, formats.TURTLE) is None
 
 
@@ -122,3 +128,17 @@ def test_the_size_bound_holds():
         graph_turtle(res, max_bytes=10)
     with pytest.raises(ResponseTooLarge):
         graph_jsonld(res, max_bytes=10)
+    with pytest.raises(ResponseTooLarge):
+        graph_rdfxml(res, max_bytes=10)
+
+
+def test_a_predicate_rdfxml_cannot_write_goes_to_the_general_writer():
+    import pytest
+
+    db = Database(shards=1)
+    db.update(f"INSERT DATA {{ <{EX}s> <{EX}end/> <{EX}o> }}")
+    res = db.query(f"DESCRIBE <{EX}s>")
+    assert graph_rdfxml(res) is None and small_answers.small_body(res, formats.RDFXML) is None
+    assert graph_turtle(res) is not None
+    with pytest.raises(ValueError):
+        ser.serialize(res, formats.RDFXML)
