@@ -32,6 +32,9 @@ from tests.test_stream_tiny_gen import (
     _oxigraph_zero_quotient,
     _rows,
     elements,
+    fill,
+    instants,
+    pattern_end,
     static_db,
 )
 
@@ -46,20 +49,11 @@ def db():
     d.close()
 
 
-def _end(draw, vars_) -> str:
-    k = draw(st.integers(0, 6))
-    if k == 0:
-        return draw(st.sampled_from(NODES + [f"<{EX}absent>"]))
-    if k == 1:
-        return draw(st.sampled_from(LITS))
-    return "?" + draw(st.sampled_from(vars_))
-
-
 @st.composite
 def anti_queries(draw, grouping: bool = True):
-    body = f"?a {draw(st.sampled_from(PREDS))} {_end(draw, ['b'])} ."
+    body = f"?a {draw(st.sampled_from(PREDS))} {pattern_end(draw, ['b'])} ."
     if draw(st.booleans()):
-        body += f" ?{draw(st.sampled_from(['a', 'b']))} {draw(st.sampled_from(PREDS))} {_end(draw, ['b', 'c'])} ."
+        body += f" ?{draw(st.sampled_from(['a', 'b']))} {draw(st.sampled_from(PREDS))} {pattern_end(draw, ['b', 'c'])} ."
     rv = [v for v in "abc" if "?" + v in body]
     for k in range(draw(st.integers(1, 2))):
         e = "ef"[k]
@@ -97,23 +91,15 @@ def _text(q: str, rng: int) -> str:
                                                                    HealthCheck.too_slow])
 @given(q=anti_queries(), els=elements, rng=st.sampled_from([3000, 1000]))
 def test_generated_anti_instants_answer_like_the_other_path_and_pyoxigraph(db, q, els, rng):
-    d = db.store.dictionary
     text = _text(q, rng)
     store = TransientStore("a", slice_triples=16)
     on = _evaluator(db, text, store, True, rng)
     off = _evaluator(db, text, store, False, rng)
     assert on._gen is not None and on._gen.sh.antis is not None, q
     on._maint = None
-    taus = []
-    for k, el in enumerate(els):
-        if not el:
-            continue
-        ids = np.array([[int(d.lookup(x)) for x in tr] for tr in el], dtype=np.int64)
-        store.append_rows(ids, np.full(len(ids), 1000 * (k + 1)))
-        taus += [(1000 * (k + 1), tr) for tr in el]
+    taus = fill(db, store, els)
     before = tiny_gen.taken_total()
-    for t in range(1000, 1000 * (len(els) + 2), 1000):
-        window = {tr for tau, tr in taus if t - rng < tau <= t}
+    for t, window in instants(taus, len(els), rng):
         a, _ = on.run(t)
         b, _ = off.run(t)
         assert _rows(a) == _rows(b), (q, t)

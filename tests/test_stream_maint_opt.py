@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from engine.stream import maint_opt, maintained
 from engine.stream.transient import TransientStore
 from tests.test_stream_maintained import _pair, _replay, periods
-from tests.test_stream_tiny_gen import EX, LITS, NODES, PREDS, STATIC, _rows, static_db
+from tests.test_stream_tiny_gen import EX, LITS, NODES, PREDS, STATIC, _rows, pattern_end, static_db
 
 SEEN = [0, 0]   # (instants answered from OPTIONAL states, replays)
 SETTLED = [0]
@@ -33,20 +33,11 @@ def db():
     d.close()
 
 
-def _end(draw, vars_) -> str:
-    k = draw(st.integers(0, 6))
-    if k == 0:
-        return draw(st.sampled_from(NODES + [f"<{EX}absent>"]))
-    if k == 1:
-        return draw(st.sampled_from(LITS))
-    return "?" + draw(st.sampled_from(vars_))
-
-
 @st.composite
 def optional_queries(draw):
-    req = [f"?a {draw(st.sampled_from(PREDS))} {_end(draw, ['b'])} ."]
+    req = [f"?a {draw(st.sampled_from(PREDS))} {pattern_end(draw, ['b'])} ."]
     if draw(st.booleans()):
-        req.append(f"?{draw(st.sampled_from(['a', 'b']))} {draw(st.sampled_from(PREDS))} {_end(draw, ['b', 'c'])} .")
+        req.append(f"?{draw(st.sampled_from(['a', 'b']))} {draw(st.sampled_from(PREDS))} {pattern_end(draw, ['b', 'c'])} .")
     body = " ".join(req)
     rv = [v for v in "abc" if "?" + v in body]
     own_names = [("e", "f"), ("g", "h"), ("i", "j")]

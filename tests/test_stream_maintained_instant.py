@@ -22,7 +22,7 @@ from engine.database import Database
 from engine.stream import continuous, maintained
 from engine.stream.continuous import InstantEvaluator
 from engine.stream.manager import StreamManager
-from tests.test_stream_tiny_gen import EX, NODES, PREDS, STATIC, TERMS, _rows, queries
+from tests.test_stream_tiny_gen import EX, NODES, PREDS, STATIC, TERMS, _rows, fill, instants, queries
 
 triple = st.tuples(st.sampled_from(NODES), st.sampled_from(PREDS), st.sampled_from(TERMS))
 periods = st.lists(st.lists(st.tuples(st.integers(1, 999), st.lists(triple, min_size=1, max_size=4)),
@@ -207,8 +207,6 @@ def test_other_maintained_forms_take_the_one_step_path(form, monkeypatch):
 # ---------------------------------------------------------------- ISTREAM / DSTREAM, generated
 from collections import Counter  # noqa: E402
 
-import numpy as np  # noqa: E402
-
 from engine.stream import tiny_gen  # noqa: E402
 from engine.stream.transient import TransientStore  # noqa: E402
 from tests.test_stream_tiny_gen import _evaluator, _oracle, _oxigraph_zero_quotient, static_db  # noqa: E402
@@ -234,26 +232,17 @@ def test_istream_dstream_generated_like_the_other_path_and_pyoxigraph(sdb, q, el
     instant's (DSTREAM). (ASK is registered as RSTREAM only.)"""
     assume(not q.startswith("ASK"))
     db = sdb
-    d = db.store.dictionary
     text = (f"REGISTER {mode} QUERY g AS "
             f"{q.replace(' WHERE', f' FROM <{STATIC}> FROM STREAM <{EX}a> [RANGE {rng // 1000}s STEP 1s] WHERE', 1)}")
     store = TransientStore("a", slice_triples=16)
     on = _evaluator(db, text, store, True, rng)
     off = _evaluator(db, text, store, False, rng)
     assert on.mode == mode and off._gen is None
-    taus = []
-    for k, el in enumerate(els):
-        if not el:
-            continue
-        ids = np.array([[int(d.lookup(x)) for x in tr] for tr in el], dtype=np.int64)
-        tau = 1000 * (k + 1)
-        store.append_rows(ids, np.full(len(ids), tau))
-        taus += [(tau, tr) for tr in el]
+    taus = fill(db, store, els)
     before = tiny_gen.taken_total()
     prev = Counter()
     exact = True
-    for t in range(1000, 1000 * (len(els) + 2), 1000):
-        window = {tr for tau, tr in taus if t - rng < tau <= t}
+    for t, window in instants(taus, len(els), rng):
         a, _ = on.run(t)
         b, _ = off.run(t)
         assert _rows(a) == _rows(b), (q, mode, t)
@@ -340,25 +329,17 @@ def test_construct_generated_like_the_other_path_and_pyoxigraph(sdb, q, data, el
     cq = _construct_of(q, data)
     assume(cq is not None)
     db = sdb
-    d = db.store.dictionary
     text = (f"REGISTER {mode} QUERY g AS "
             f"{cq.replace(' WHERE', f' FROM <{STATIC}> FROM STREAM <{EX}a> [RANGE {rng // 1000}s STEP 1s] WHERE', 1)}")
     store = TransientStore("a", slice_triples=16)
     on = _evaluator(db, text, store, True, rng)
     off = _evaluator(db, text, store, False, rng)
     assert off._gen is None
-    taus = []
-    for k, el in enumerate(els):
-        if not el:
-            continue
-        ids = np.array([[int(d.lookup(x)) for x in tr] for tr in el], dtype=np.int64)
-        store.append_rows(ids, np.full(len(ids), 1000 * (k + 1)))
-        taus += [(1000 * (k + 1), tr) for tr in el]
+    taus = fill(db, store, els)
     before = tiny_gen.taken_total()
     prev: set = set()
     exact = True
-    for t in range(1000, 1000 * (len(els) + 2), 1000):
-        window = {tr for tau, tr in taus if t - rng < tau <= t}
+    for t, window in instants(taus, len(els), rng):
         a, _ = on.run(t)
         b, _ = off.run(t)
         assert _triples(a) == _triples(b), (cq, mode, t)

@@ -38,6 +38,7 @@ from tests.test_stream_tiny_gen import (
     _oracle,
     _oxigraph_zero_quotient,
     _rows,
+    instants,
     static_db,
 )
 
@@ -140,8 +141,7 @@ def _replay(db, q: str, els: list, rng: int, maintain: bool) -> None:
         _append(db, store, el, tau)
         taus += [(tau, tr) for tr in el]
     key = "maint" if maintain else "gen"
-    for t in range(1000, 1000 * (len(els) + 2), 1000):
-        window = {tr for tau, tr in taus if t - rng < tau <= t}
+    for t, window in instants(taus, len(els), rng):
         g0, m0 = tiny_gen.taken_total(), maintained.answered_total()
         a, _ = on.run(t)
         b, _ = off.run(t)
@@ -354,8 +354,7 @@ def _replay_ordered(db, q: str, els: list, rng: int, maintain: bool) -> None:
     for k, el in enumerate(els):
         _append(db, store, el, 1000 * (k + 1))
         taus += [(1000 * (k + 1), tr) for tr in el]
-    for t in range(1000, 1000 * (len(els) + 2), 1000):
-        window = {tr for tau, tr in taus if t - rng < tau <= t}
+    for t, window in instants(taus, len(els), rng):
         g0, m0 = tiny_gen.taken_total(), maintained.answered_total()
         a, _ = on.run(t)
         b, _ = off.run(t)

@@ -171,6 +171,37 @@ def _oxigraph_zero_quotient(db, q: str, window: set) -> bool:
     return ('"0"^^' in data) and any(f'"{i}.5"^^<{XSD}decimal>' in data for i in (0, 1))
 
 
+def pattern_end(draw, vars_: list, weight: int = 5) -> str:
+    """A pattern's subject or object: a node (or one the data lacks), a literal, or (``weight``
+    times as likely) one of ``vars_``."""
+    k = draw(st.integers(0, 1 + weight))
+    if k == 0:
+        return draw(st.sampled_from(NODES + [f"<{EX}absent>"]))
+    if k == 1:
+        return draw(st.sampled_from(LITS))
+    return "?" + draw(st.sampled_from(vars_))
+
+
+def fill(db, store, els: list) -> list:
+    """Element ``k`` of ``els`` (triples of N-Triples terms) appended to ``store`` at second
+    ``k + 1``; the (time, triple) pairs, for :func:`instants`."""
+    d = db.store.dictionary
+    taus = []
+    for k, el in enumerate(els):
+        if el:
+            ids = np.array([[int(d.lookup(x)) for x in tr] for tr in el], dtype=np.int64)
+            store.append_rows(ids, np.full(len(ids), 1000 * (k + 1)))
+            taus += [(1000 * (k + 1), tr) for tr in el]
+    return taus
+
+
+def instants(taus: list, n: int, rng: int):
+    """(t, the window's triples) of each instant, a second apart, up to a second past the ``n``
+    elements of ``taus`` (:func:`fill`), for a window of ``rng`` ms."""
+    for t in range(1000, 1000 * (n + 2), 1000):
+        yield t, {tr for tau, tr in taus if t - rng < tau <= t}
+
+
 elements = st.lists(st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(PREDS), st.sampled_from(TERMS)),
                              max_size=6), min_size=1, max_size=8)
 
@@ -180,23 +211,14 @@ elements = st.lists(st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(P
 @given(q=queries(), els=elements, rng=st.sampled_from([3000, 1000]))
 def test_generated_instants_answer_like_the_other_path_and_pyoxigraph(db, q, els, rng):
     """Sliding (RANGE 3s STEP 1s: the matches kept across instants) and tumbling windows."""
-    d = db.store.dictionary
     text = f"REGISTER QUERY g AS {q.replace(' WHERE', f' FROM <{STATIC}> FROM STREAM <{EX}a> [RANGE {rng // 1000}s STEP 1s] WHERE', 1)}"
     store = TransientStore("a", slice_triples=16)
     on = _evaluator(db, text, store, True, rng)
     off = _evaluator(db, text, store, False, rng)
     assert off._gen is None
-    taus = []
-    for k, el in enumerate(els):
-        if not el:
-            continue
-        ids = np.array([[int(d.lookup(x)) for x in tr] for tr in el], dtype=np.int64)
-        tau = 1000 * (k + 1)
-        store.append_rows(ids, np.full(len(ids), tau))
-        taus += [(tau, tr) for tr in el]
+    taus = fill(db, store, els)
     before = tiny_gen.taken_total()
-    for t in range(1000, 1000 * (len(els) + 2), 1000):
-        window = {tr for tau, tr in taus if t - rng < tau <= t}
+    for t, window in instants(taus, len(els), rng):
         a, _ = on.run(t)
         b, _ = off.run(t)
         assert _rows(a) == _rows(b), (q, t)

@@ -26,7 +26,19 @@ from engine.stream.transient import TransientStore
 from engine.terms import from_key, to_key
 from tests import test_stream_maintained as tm
 from tests.test_stream_maintained import _pair, _replay, periods
-from tests.test_stream_tiny_gen import EX, NODES, PREDS, STATIC, XSD, _evaluator, _oracle, _rows, static_db
+from tests.test_stream_tiny_gen import (
+    EX,
+    NODES,
+    PREDS,
+    STATIC,
+    XSD,
+    _evaluator,
+    _oracle,
+    _rows,
+    fill,
+    instants,
+    static_db,
+)
 
 WORDS = ['"abc"', '"Abc"', f'"abc"^^<{XSD}string>', '"abc"@en', '"abc"@en-US', '"chat"@fr', '"b"', '"10"',
          '"été"', '""']
@@ -146,23 +158,14 @@ def _oracle_ok(q: str) -> bool:
                                                                    HealthCheck.too_slow])
 @given(q=queries(), els=elements, rng=st.sampled_from([3000, 1000]))
 def test_generated_term_expressions_answer_like_the_other_path_and_pyoxigraph(db, q, els, rng):
-    d = db.store.dictionary
     text = f"REGISTER QUERY g AS {q.replace(' WHERE', f' FROM <{STATIC}> FROM STREAM <{EX}a> [RANGE {rng // 1000}s STEP 1s] WHERE', 1)}"
     store = TransientStore("a", slice_triples=16)
     on = _evaluator(db, text, store, True, rng)
     off = _evaluator(db, text, store, False, rng)
     assert on._gen is not None, q   # every shape of the strategy is generated
-    taus = []
-    for k, el in enumerate(els):
-        if not el:
-            continue
-        ids = np.array([[int(d.lookup(x)) for x in tr] for tr in el], dtype=np.int64)
-        tau = 1000 * (k + 1)
-        store.append_rows(ids, np.full(len(ids), tau))
-        taus += [(tau, tr) for tr in el]
+    taus = fill(db, store, els)
     before = tiny_gen.taken_total()
-    for t in range(1000, 1000 * (len(els) + 2), 1000):
-        window = {tr for tau, tr in taus if t - rng < tau <= t}
+    for t, window in instants(taus, len(els), rng):
         a, _ = on.run(t)
         b, _ = off.run(t)
         assert _rows(a) == _rows(b), (q, t)

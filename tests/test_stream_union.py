@@ -31,6 +31,9 @@ from tests.test_stream_tiny_gen import (
     _oxigraph_zero_quotient,
     _rows,
     elements,
+    fill,
+    instants,
+    pattern_end,
     static_db,
 )
 
@@ -45,24 +48,15 @@ def db():
     d.close()
 
 
-def _obj(draw, vars_) -> str:
-    k = draw(st.integers(0, 5))
-    if k == 0:
-        return draw(st.sampled_from(NODES + [f"<{EX}absent>"]))
-    if k == 1:
-        return draw(st.sampled_from(LITS))
-    return "?" + draw(st.sampled_from(vars_))
-
-
 @st.composite
 def union_queries(draw):
     """Every group binds ?a (a subject): grouping by it is over a variable of every branch."""
     groups = []
     for _ in range(draw(st.integers(2, 3))):
-        pats = [f"?a {draw(st.sampled_from(PREDS))} {_obj(draw, ['b', 'c', 'a'])} ."]
+        pats = [f"?a {draw(st.sampled_from(PREDS))} {pattern_end(draw, ['b', 'c', 'a'], 4)} ."]
         if draw(st.booleans()):
             pats.append(f"?{draw(st.sampled_from(['a', 'b', 'c']))} {draw(st.sampled_from(PREDS))} "
-                        f"{_obj(draw, ['b', 'c', 'd'])} .")
+                        f"{pattern_end(draw, ['b', 'c', 'd'], 4)} .")
         body = " ".join(pats)
         own = [v for v in "abcd" if "?" + v in body]
         if draw(st.integers(0, 2)) == 0:
@@ -103,23 +97,15 @@ def _text(q: str, rng: int) -> str:
                                                                    HealthCheck.too_slow])
 @given(q=union_queries(), els=elements, rng=st.sampled_from([3000, 1000]))
 def test_generated_union_instants_answer_like_the_other_path_and_pyoxigraph(db, q, els, rng):
-    d = db.store.dictionary
     text = _text(q, rng)
     store = TransientStore("a", slice_triples=16)
     on = _evaluator(db, text, store, True, rng)
     off = _evaluator(db, text, store, False, rng)
     assert isinstance(on._gen, tiny_union.UnionGen), q
     assert off._gen is None
-    taus = []
-    for k, el in enumerate(els):
-        if not el:
-            continue
-        ids = np.array([[int(d.lookup(x)) for x in tr] for tr in el], dtype=np.int64)
-        store.append_rows(ids, np.full(len(ids), 1000 * (k + 1)))
-        taus += [(1000 * (k + 1), tr) for tr in el]
+    taus = fill(db, store, els)
     before = tiny_union.union_taken_total()
-    for t in range(1000, 1000 * (len(els) + 2), 1000):
-        window = {tr for tau, tr in taus if t - rng < tau <= t}
+    for t, window in instants(taus, len(els), rng):
         a, _ = on.run(t)
         b, _ = off.run(t)
         assert _rows(a) == _rows(b), (q, t)
