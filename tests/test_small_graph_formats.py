@@ -142,3 +142,37 @@ def test_a_predicate_rdfxml_cannot_write_goes_to_the_general_writer():
     assert graph_turtle(res) is not None
     with pytest.raises(ValueError):
         ser.serialize(res, formats.RDFXML)
+
+
+def _serve_data() -> str:
+    return "".join(f"<{EX}s{i}> <{EX}p> <{EX}o{i % 3}> .\n<{EX}s{i}> <{EX}q> \"v{i}\\\"\"@en .\n"
+                   f"<{EX}s{i}> <{EX}b> _:n{i % 2} .\n" for i in range(8))
+
+
+def test_over_http_the_small_writers_answer_each_type(monkeypatch):
+    from tests.test_lane_repeated_texts import _get, serving
+
+    gen = serving(_serve_data())
+    server = next(gen)
+    try:
+        for mt in (formats.TURTLE, formats.JSONLD, formats.RDFXML):
+            made = []
+            w = small_answers.WRITERS[mt]
+
+            def spy(res, max_bytes=None, w=w, made=made):
+                body = w(res, max_bytes)
+                made.append(body)
+                return body
+
+            monkeypatch.setitem(small_answers.WRITERS, mt, spy)
+            for i in range(6):
+                for tpl in ("DESCRIBE <{c}> # {k}\n", "CONSTRUCT {{ _:x <" + EX + "about> ?o }} WHERE {{ <{c}> ?p ?o }} # {k}\n"):
+                    text = tpl.format(c=f"{EX}s{i}", k=f"{mt}{i}")
+                    status, ctype, body = _get(server, text, mt)
+                    assert status == 200 and ctype.startswith(mt)
+                    nt = _get(server, text.replace("# ", "# nt "), formats.NTRIPLES)[2]
+                    assert _graph(body, mt) == _graph(nt, formats.NTRIPLES), (mt, text)
+            assert sum(b is not None for b in made) >= 8, mt  # (taken: the lane's and the text path's answers)
+            monkeypatch.undo()
+    finally:
+        gen.close()
