@@ -29,7 +29,7 @@ from engine import formats
 from engine.exec.bgp import SMALL_ROWS
 from engine.exec.context import LOCAL_BASE, charge_rows
 from engine.exec.evaluate import project_lists
-from engine.exec.graph_writers import store_keys
+from engine.exec.graph_writers import RDF_TYPE_KEY, jsonld_fragments, rdfxml_fragments, store_keys
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import (
     _XML_HEAD,
@@ -61,6 +61,9 @@ def _gone():
 
 #: the kept tables of a store dictionary, by position: each format's term rendering
 JSON, NT, XML, CSV, TSV = range(5)
+#: the graph formats' tables: a term's JSON-LD (subject, predicate, object) fragments
+JSONLD, RDFXML = 5, 6
+_N_TABLES = 7
 #: the tables an unbound cell (UNBOUND) is looked up in, and its bytes there (an empty CSV/TSV field)
 _UNBOUND_CELL = {CSV: b"", TSV: b""}
 
@@ -79,7 +82,7 @@ class TermFragments:
 
     def __init__(self):
         #: (weak reference to the term table's owner, the tables by format), replaced as one
-        self.kept: tuple = (_gone, tuple(_new_table(f) for f in range(5)))
+        self.kept: tuple = (_gone, tuple(_new_table(f) for f in range(_N_TABLES)))
         self.heads: dict[tuple, tuple] = {}
         self.lock = threading.Lock()
 
@@ -99,7 +102,7 @@ class TermFragments:
                 kept = self.kept
                 if kept[0]() is not owner:
                     try:
-                        kept = self.kept = (weakref.ref(owner), tuple(_new_table(f) for f in range(5)))
+                        kept = self.kept = (weakref.ref(owner), tuple(_new_table(f) for f in range(_N_TABLES)))
                     except TypeError:  # (not weakly referable: nothing kept)
                         return _new_table(fmt)
                 elif len(kept[1][fmt]) > MAX_TERMS:
@@ -372,9 +375,174 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
 _NT_LINES = [b"%s %s %s .\n" * n for n in range(MAX_CELLS + 1)]
 
 
+# ---------------------------------------------------------------- small graphs as Turtle and JSON-LD
+#
+# Why: clients ask for Turtle first (browsers, rdflib, Jena) and the general graph writers
+# build a SmallGraph, count namespaces and choose prefixes for every answer (2-4x the
+# N-Triples answer's time); here a small graph is one ``%`` format of kept fragments,
+# as graph_ntriples writes it.
+
+
+def _cells(result, fragments: TermFragments, fmt: int, render, own) -> tuple[list, list] | None:
+    """(the triples' ids as one flat list s, p, o..., each cell's kept ``fmt`` fragment) of a
+    small graph ``result``; None when it is not small or holds a computed term (the general
+    writer answers). ``render`` makes a store term's fragment from its key, ``own`` an
+    answer's own term's (a CONSTRUCT's fresh blank node) from its N-Triples bytes."""
+    if not result.is_graph or len(result) > MAX_CELLS:
+        return None
+    flat = getattr(result, "flat", None)
+    if flat is None:
+        flat_rows = getattr(result, "flat_rows", None)
+        if flat_rows is not None:
+            flat = flat_rows()
+        else:
+            t = result.triples
+            flat = [] if t is None else t.ravel().tolist()
+    table = fragments.table(result.terms, fmt)
+    local = getattr(result, "local", None)
+    if local is not None:
+        table = _fill(table, result.terms, {i for i in flat if i < LOCAL_BASE}, render)
+        if table is None:
+            return None
+        mine = {i: own(local[i]) for i in set(flat) if i >= LOCAL_BASE}
+        return flat, [mine[i] if i >= LOCAL_BASE else table[i] for i in flat]
+    try:
+        cells = list(map(table.__getitem__, flat))
+    except KeyError:
+        table = _fill(table, result.terms, set(flat), render)
+        if table is None:
+            return None
+        cells = list(map(table.__getitem__, flat))
+    return flat, cells
+
+
+#: the ``%`` format of n Turtle triples of one subject (``;`` between them), by n, made on first use
+_TTL_ONE: dict[int, bytes] = {}
+
+
+def _ttl_one(n: int) -> bytes:
+    f = _TTL_ONE.get(n)
+    if f is None:
+        f = _TTL_ONE[n] = b"%s %s %s" + b" ;\n\t%.0s%s %s" * (n - 1) + b" .\n"
+    return f
+
+
+def graph_turtle(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
+    """The Turtle body of a small CONSTRUCT/DESCRIBE ``result``, or None (the general
+    writer answers): prefix-free Turtle of the N-Triples terms (N-Triples is a subset
+    of Turtle: same terms, same blank node labels), the rows in the answer's order,
+    consecutive rows of one subject joined by ``;``. The same graph as the general
+    writer's (which chooses prefixes and writes ``a``), not the same bytes."""
+    got = _cells(result, fragments, NT, _nt_bytes, bytes)
+    if got is None:
+        return None
+    flat, cells = got
+    n = len(flat) // 3
+    if n == 0:
+        return b""
+    sl = flat[0::3]
+    if sl.count(sl[0]) == n:
+        form = _ttl_one(n)
+    else:
+        parts = [b"%s %s %s"]
+        for i in range(1, n):
+            parts.append(b" ;\n\t%.0s%s %s" if sl[i] == sl[i - 1] else b" .\n%s %s %s")
+        parts.append(b" .\n")
+        form = b"".join(parts)
+    body = form % tuple(cells)
+    check_size(len(body), max_bytes)
+    return body
+
+
+def _jsonld_own(nt: bytes) -> tuple:
+    return jsonld_fragments(nt.decode("utf-8"))
+
+
+#: rdf:type's JSON-LD predicate fragment (the general writer orders it first among a subject's)
+_TYPE_PRED = jsonld_fragments(RDF_TYPE_KEY)[1]
+
+
+def graph_jsonld(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
+    """The JSON-LD (expanded form) body of a small CONSTRUCT/DESCRIBE ``result``, or None
+    (the general writer answers): the general writer's bytes (its rows' order: by subject
+    id, then predicate id with rdf:type first, stable), from each term's kept fragments."""
+    got = _cells(result, fragments, JSONLD, jsonld_fragments, _jsonld_own)
+    if got is None:
+        return None
+    flat, cells = got
+    n = len(flat) // 3
+    if n == 0:
+        return b"[]"
+    sl, pl = flat[0::3], flat[1::3]
+    pk = [-1 if cells[3 * i + 1][1] == _TYPE_PRED else pl[i] for i in range(n)]
+    keys = list(zip(sl, pk, strict=True))
+    # (one subject's rows read from the store are in this order already: no sort)
+    order = range(n) if keys == sorted(keys) else sorted(range(n), key=keys.__getitem__)
+    out = [b"["]
+    ps = pp = None
+    for i in order:
+        s, p = sl[i], pl[i]
+        if s != ps:
+            if ps is not None:
+                out.append(b"]},\n")
+            out += [cells[3 * i][0], cells[3 * i + 1][1], cells[3 * i + 2][2]]
+            ps, pp = s, p
+        elif p != pp:
+            out += [b"],", cells[3 * i + 1][1], cells[3 * i + 2][2]]
+            pp = p
+        else:
+            out += [b",", cells[3 * i + 2][2]]
+    out.append(b"]}]\n")
+    body = b"".join(out)
+    check_size(len(body), max_bytes)
+    return body
+
+
+def _rdfxml_own(nt: bytes) -> tuple:
+    return rdfxml_fragments(nt.decode("utf-8"))
+
+
+_RDFXML_HEAD = b'<?xml version="1.0" encoding="UTF-8"?>\n<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n'
+
+
+def graph_rdfxml(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
+    """The RDF/XML body of a small CONSTRUCT/DESCRIBE ``result``, or None (the general
+    writer answers, or refuses a predicate RDF/XML cannot write): one ``rdf:Description``
+    per run of rows of one subject, one property element per triple with its namespace
+    declared on it (no head of the whole graph's namespaces to build), blank nodes as
+    ``rdf:nodeID="b<label>"``. The same graph as the general writer's, not the same bytes."""
+    got = _cells(result, fragments, RDFXML, rdfxml_fragments, _rdfxml_own)
+    if got is None:
+        return None
+    flat, cells = got
+    n = len(flat) // 3
+    if n == 0:
+        return None  # (the general writer's empty document)
+    out = [_RDFXML_HEAD]
+    close = b"\t</rdf:Description>\n"
+    ps = None
+    for i in range(n):
+        s = flat[3 * i]
+        pred = cells[3 * i + 1][3]
+        if pred is None:
+            return None
+        if s != ps:
+            if ps is not None:
+                out.append(close)
+            out.append(cells[3 * i][0])
+            ps = s
+        _, ob, lit, _ = cells[3 * i + 2]
+        out += [pred[0], ob, pred[1]] if lit else [pred[0], ob]
+    out.append(close + b"</rdf:RDF>\n")
+    body = b"".join(out)
+    check_size(len(body), max_bytes)
+    return body
+
+
 #: the small-answer writer of each media type (the lane asks it first; None: the general writer)
 WRITERS = {formats.SPARQL_JSON: select_json, formats.SPARQL_XML: select_xml, formats.CSV: select_csv,
-           formats.TSV: select_tsv, formats.NTRIPLES: graph_ntriples}
+           formats.TSV: select_tsv, formats.NTRIPLES: graph_ntriples,
+           formats.TURTLE: graph_turtle, formats.JSONLD: graph_jsonld, formats.RDFXML: graph_rdfxml}
 
 
 def small_body(result, media_type: str, max_bytes: int | None = None) -> bytes | None:

@@ -1044,6 +1044,38 @@ class TermCache:
         return b
 
 
+def jsonld_fragments(key: str) -> tuple[bytes, bytes, bytes]:
+    """A term's JSON-LD fragments as a subject, a predicate and an object (the small
+    writer's: :meth:`TermCache.js_subj_of` and the others) from its key alone, for
+    writers that keep them elsewhere (``engine.small_answers.graph_jsonld``)."""
+    c = TermCache()
+    c.parts[0] = _term_parts(key)
+    return c.js_subj_of(0), c.js_pred_of(0), c.js_obj_of(0)
+
+
+#: a blank node's rdf:nodeID in :func:`rdfxml_fragments`: ``b`` + its label, whatever the
+#: graph's other labels (an NCName, and one label per node)
+_XML_NODE = ' rdf:nodeID="b'
+
+
+def rdfxml_fragments(key: str) -> tuple:
+    """A term's RDF/XML fragments for a document of one property element per triple:
+    (its ``rdf:Description`` start as a subject, its object part after a property's name,
+    whether that part is a literal's (the element's end follows), its property element's
+    start and end as a predicate with its namespace declared on it, or None when it cannot
+    be one: not an IRI, no XML local name, an rdf: syntax name)."""
+    c = TermCache()
+    kind, main, _, _ = c.parts[0] = _term_parts(key)
+    ob, lit = c.xml_obj_of(0, _XML_NODE)
+    pred = None
+    if kind == IRI:
+        m = _QNAME_SPLIT.match(main)
+        if m is not None and m.group(1) and not (m.group(1) == RDF and m.group(2) in _RDF_NOT_PROPERTY):
+            pred = (f'\t\t<p:{m.group(2)} xmlns:p="{_xml_escape_attr(m.group(1))}"'.encode(),
+                    f"</p:{m.group(2)}>\n".encode())
+    return c.xml_open_of(0, _XML_NODE), ob, lit, pred
+
+
 #: store dictionary -> its TermCache; (weak reference, cache) of the last one asked for
 #: at most this many store ids are decoded one by one (``Dictionary.key``, ~0.5 µs each)
 #: rather than by one array call (~5 µs whatever the count)

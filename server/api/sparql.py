@@ -456,9 +456,12 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
     else:
         return None
     tpl = r.tpl
-    key = norm.slot_key(s)
-    if key is None or key in tpl.others:
-        return None
+    if type(s) is tuple:  # (a template of several parameters: their keys, checked by its binder)
+        key = s
+    else:
+        key = norm.slot_key(s)
+        if key is None or key in tpl.others:
+            return None
     if read is _URL_READ:
         _QS_NORMS[qs] = True  # (seen: its next sighting is a repeat, see _hit_job)
         if len(_QS_NORMS) > _LANE_TEXTS_MAX:
@@ -481,16 +484,81 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
     return _DECLINED if result is None else result
 
 
+_UNSET = object()
+
+
+class _ManyBinder:
+    """:class:`~engine.sparql.normalize.RawBinder` of a template of several parameters
+    (``DESCRIBE <a> <b>``): for each raw slot of the layout, the index of the parameter
+    it writes or the exact bytes it must have. :meth:`value` gives the parameters' keys
+    exactly when ``Database._match_params`` would match the text's slots: the fixed raw
+    slots byte-equal, each parameter's raw slots equal to each other and decoding to an
+    IRI slot (raw_normalize's decoding and check), its key not one of the template's
+    other constants; a parameter written in the skeleton keeps its key."""
+
+    __slots__ = ("expect", "skeleton", "others")
+
+    def __init__(self, expect: tuple, skeleton: tuple, others):
+        self.expect = expect
+        self.skeleton = skeleton
+        self.others = others
+
+    @classmethod
+    def make(cls, payload: bytes, tpl, rx, layouts: dict) -> _ManyBinder | None:
+        parts = rx.split(payload)
+        known = layouts.get(b"\x00".join(parts[0::2]))
+        fixed = tpl.fixed
+        if known is None or len(known[1]) != len(fixed):
+            return None
+        pos = known[2]
+        if {i for i, f in enumerate(fixed) if f is None} - set(pos):
+            return None
+        raws = parts[1::2]
+        return cls(tuple(tpl.params[i] if fixed[i] is None else raws[j] for j, i in enumerate(pos)),
+                   tpl.skeleton_keys, tpl.others)
+
+    def value(self, raws: list, decode, iris: dict, lead: bytes) -> tuple | None:
+        vals: list = [_UNSET] * len(self.skeleton)
+        for s, e in zip(raws, self.expect, strict=True):
+            if type(e) is int:
+                if vals[e] is _UNSET:
+                    vals[e] = s
+                elif s != vals[e]:
+                    return None
+            elif s != e:
+                return None
+        keys = []
+        for v, fixed in zip(vals, self.skeleton, strict=True):
+            if fixed is not None:
+                keys.append(fixed)
+                continue
+            if v is None or v is _UNSET:  # (a comment where the parameter was)
+                return None
+            iri = norm.iri_slot(v, decode, iris, lead)
+            key = None if iri is None else norm.slot_key(iri)
+            if key is None or key in self.others:
+                return None
+            keys.append(key)
+        return tuple(keys)
+
+
 def _bind(state: ServerState, work: _HitJob, result: tuple) -> None:
     """Keep a runner (:class:`_Runner`) for the layout of ``work``'s text (a query
     string's or a query body's bytes), a new text the template path just answered
     inline as ``result``, when its template has one IRI parameter written in the
     layout's raw slots."""
     tpl = work.hit[0]
-    if tpl.params is not None or tpl.quote != "<" or type(work) is not _HitJob or work.text is not None:
-        return  # (several parameters, a string parameter, or answered from the text)
+    if type(work) is not _HitJob or work.text is not None:
+        return  # (answered from the text)
     read = _BODY_READ if work.decode is _utf8 else _URL_READ
-    binder = norm.RawBinder.make(work.payload, tpl.fixed, read[0], read[1])
+    if tpl.params is not None:  # (several parameters: IRIs each, or written in the skeleton)
+        if any(q not in ("<", None) for q in tpl.quote):
+            return
+        binder = _ManyBinder.make(work.payload, tpl, read[0], read[1])
+    elif tpl.quote != "<":  # (a string parameter)
+        return
+    else:
+        binder = norm.RawBinder.make(work.payload, tpl.fixed, read[0], read[1])
     if binder is None:
         return
     parts = read[0].split(work.payload)
