@@ -371,7 +371,8 @@ class Scheduler:
             if job is None:
                 gc_streams = self._gc_streams
                 if self._warm:   # caught up: a new query's stored part read now (outside cv)
-                    wq = self._warmable(self._warm.popleft())
+                    while self._warm and wq is None:   # (those not worth it: skipped in one go)
+                        wq = self._warmable(self._warm.popleft())
                     gc_streams = None
                     self._warming = wq is not None
                 elif gc_streams:   # caught up: collect now (outside cv), then wait
