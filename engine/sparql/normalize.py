@@ -272,6 +272,20 @@ def iri_slot(raw, decode, iris: dict, lead: bytes):
     return s
 
 
+def raw_layout(payload: bytes, fixed: tuple, rx=_RAW_SLOTS, layouts: dict = _RAW_LAYOUTS) -> tuple | None:
+    """(the template slot of each raw slot, the raw slots) of ``payload``'s learned layout for a
+    template whose fixed slots are ``fixed`` (None: a parameter's); None when the layout is not
+    learned, has another number of slots, or a parameter slot is not one of its raw slots."""
+    parts = rx.split(payload)
+    known = layouts.get(b"\x00".join(parts[0::2]))
+    if known is None or len(known[1]) != len(fixed):
+        return None
+    pos = known[2]
+    if {i for i, f in enumerate(fixed) if f is None} - set(pos):
+        return None
+    return pos, parts[1::2]
+
+
 class RawBinder:
     """How the texts of one learned raw layout (:func:`raw_normalize`) write one
     single-parameter template's parameter: for each raw slot, either the parameter
@@ -296,14 +310,10 @@ class RawBinder:
         """The binder of ``payload``'s layout (learned: :func:`raw_normalize` read it) for a
         template whose fixed slots are ``fixed`` (None: the parameter's); None when the
         layout is not learned or a parameter slot is not one of its raw slots."""
-        parts = rx.split(payload)
-        known = layouts.get(b"\x00".join(parts[0::2]))
-        if known is None or len(known[1]) != len(fixed):
+        got = raw_layout(payload, fixed, rx, layouts)
+        if got is None:
             return None
-        pos = known[2]
-        if {i for i, f in enumerate(fixed) if f is None} - set(pos):
-            return None
-        raws = parts[1::2]
+        pos, raws = got
         return cls(tuple(_PARAM if fixed[i] is None else raws[j] for j, i in enumerate(pos)))
 
     def value(self, raws: list, decode, iris: dict = _RAW_IRIS, lead: bytes = b"%") -> str | None:

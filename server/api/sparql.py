@@ -505,15 +505,11 @@ class _ManyBinder:
 
     @classmethod
     def make(cls, payload: bytes, tpl, rx, layouts: dict) -> _ManyBinder | None:
-        parts = rx.split(payload)
-        known = layouts.get(b"\x00".join(parts[0::2]))
         fixed = tpl.fixed
-        if known is None or len(known[1]) != len(fixed):
+        got = norm.raw_layout(payload, fixed, rx, layouts)
+        if got is None:
             return None
-        pos = known[2]
-        if {i for i, f in enumerate(fixed) if f is None} - set(pos):
-            return None
-        raws = parts[1::2]
+        pos, raws = got
         return cls(tuple(tpl.params[i] if fixed[i] is None else raws[j] for j, i in enumerate(pos)),
                    tpl.skeleton_keys, tpl.others)
 
