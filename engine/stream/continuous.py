@@ -1802,24 +1802,6 @@ class InstantEvaluator:
     #: the maintained-result path on (tests compare with it off)
     MAINTAINED = True
 
-    def warm(self) -> None:
-        """Before the query's first instant, on the idle worker: the stored part its generated
-        code reads (pairs and indexes per class) and its maintained state's stored part, read
-        now for the current snapshot (:meth:`GenQuery._stored`, :meth:`Maintained.warm`) -- the
-        first instant otherwise read them inside its latency (a stored class of ~10k triples:
-        2-15 ms, the p99 of a short run). Caches only: each instant answers as without it."""
-        gen = self._gen
-        if gen is None or self._gen_skip:
-            return
-        snap = self.db.store.snapshot()
-        graphs = self._stored_graphs(_SnapCtx(snap))
-        m = self._maint
-        if m is not None and self._maintained_ok():
-            m.warm(snap, graphs)
-        else:
-            gen._resolve(snap.dictionary)
-            gen._stored(snap, graphs)
-
     def _maintained_ok(self) -> bool:
         """Whether the maintained state may answer: not while the stored default graph is read
         as of each instant (absorbed triples rewind it: the merged path's)."""

@@ -267,7 +267,6 @@ class Ingestor:
                 p = st.sclock.tick()
             else:
                 p = st.sclock.heartbeat(int(t))
-            maintained.progressed(st.store, p)   # (before the publish: an instant it readies finds its event)
             self.reg.publish(st)
         self.reg.progress_changed()
         return p

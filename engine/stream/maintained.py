@@ -129,30 +129,6 @@ def note(store, seq0: int, rows, tau) -> None:
         m.on_append(store, seq0, rl, tl)
 
 
-#: transient store -> its stream's progress as last heard by :func:`progressed`
-_PROGRESS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-#: instants whose event a heartbeat completed (tests: the path is taken)
-_BY_PROGRESS = [0]
-
-
-def progressed(store, p: int) -> None:
-    """The heartbeat hook (:meth:`engine.stream.ingest.Ingestor.heartbeat`, under the stream's
-    lock, before the progress is published): no element of ``store`` with time up to ``p``
-    comes any more, so the maintained states of the queries reading it whose next instant is
-    below ``p`` on each of their streams write that instant's event now (:meth:`Maintained.on_progress`)
-    -- as the ingestion does once an element beyond the instant arrives, which a stream fed
-    in buckets and heartbeats sends only after the instant is ready."""
-    _PROGRESS[store] = p
-    obs = _OBSERVERS.get(store)
-    if not obs:
-        return
-    with _OBS_LOCK:
-        obs = list(obs)
-    for m in obs:
-        if m.state is not None:
-            m.on_progress()
-
-
 class _State:
     """One query's maintained dataset and rows (see the module)."""
 
@@ -626,11 +602,7 @@ class Maintained:
         return ns["tail"]
 
     # -- the state -------------------------------------------------------------------
-    #: a state :meth:`warm` built, not moved by an advance yet: it answers no instant
-    _ahead = False
-
     def _reset(self) -> None:
-        self._ahead = False
         for W in self.W:
             for x in W:
                 x.clear()
@@ -660,11 +632,14 @@ class Maintained:
         ids = gen._ids[2]
         ns = self.ns
         by_p: dict = {}
+        held: dict = {}   # stored triple -> the classes it is in
         for c, ((cs, p, co), (_, _, _, same)) in enumerate(zip(ids, gen.classes, strict=True)):
             ns[f"K{c}s"], ns[f"K{c}p"], ns[f"K{c}o"] = cs, p, co
             if p is not None and p >= 0:
                 by_p.setdefault(p, []).append((c, cs, co, same))
             ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = set(), {}, {}, []
+            for s, o in sidx[c][3]:
+                held.setdefault((s, p, o), []).append(c)
         self.by_p = by_p
         self.deltas = self._compile([len(sidx[c][3]) for c in range(len(ids))])
         self._dict = d
@@ -678,24 +653,13 @@ class Maintained:
                    [_branch_of(gen, i)[0] for i in range(len(gen.pats))])   # patterns every solution matches
         if all(any(not sidx[gen.cls[j]][3] for j in ps) for ps in solving):
             # a pattern (of each UNION branch) the stored part does not match: it has no solution of its own
-            # the stored part is read only from here on (the delta joins never write it): the
-            # generator's per-class entries (pair dict, indexes, list) are taken as they are, not
-            # copied, their indexes made once per snapshot and class (a constant that comes into
-            # the dictionary rebuilds the state but reads only its own class again)
             for c in range(len(ids)):
-                e = sidx[c]
-                if e[1] is None:
-                    e[1] = _index(e[3], False)
-                if e[2] is None:
-                    e[2] = _index(e[3], True)
-                ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = e[0], e[1], e[2], e[3]
-            self._sp = [ns[f"S{c}p"] for c in range(len(ids))]
+                pairs = sidx[c][3]
+                ns[f"S{c}p"].update(pairs)
+                ns[f"S{c}s"].update(_index(pairs, False))
+                ns[f"S{c}o"].update(_index(pairs, True))
+                ns[f"S{c}l"].extend(pairs)
             held = {}
-        else:
-            held = {}   # stored triple -> the classes it is in
-            for c, (_, p, _) in enumerate(ids):
-                for s, o in sidx[c][3]:
-                    held.setdefault((s, p, o), []).append(c)
         try:
             for (s, p, o), cls in held.items():
                 k = (s, o)
@@ -874,23 +838,6 @@ class Maintained:
                 return st
         return self._build(snap, graphs)
 
-    def warm(self, snap, graphs: list) -> None:
-        """The worker, idle before the query's first instant: the state's stored part built
-        for ``snap`` (:meth:`_build`; the windows stay empty until the first instant's
-        :meth:`advance` moves them), so neither the first instant nor its advance reads it. It
-        does not answer before that advance (:attr:`_ahead`): the first instant is the ordinary
-        path's, as without it, and the advance moves the state as one it built itself."""
-        with self.lock:
-            if self.state is not None or self._skip > 0:
-                return
-            try:
-                self._ahead = self._build(snap, graphs) is not None
-            except (_Drop, _Hand, Undecided):   # (too much work: the first instant decides again)
-                self._reset()
-            except Exception:   # noqa: BLE001 -- the first instant builds it again (or hands back)
-                log.exception("maintained state not built ahead of the first instant")
-                self._reset()
-
     def close(self) -> None:
         """The query is deleted: no more maintenance (the ingestion forgets it)."""
         with _OBS_LOCK:
@@ -945,12 +892,10 @@ class Maintained:
                         break   # (an instant is complete once every stream of the query is past it)
                     # instant hi is complete for this stream: its body kept, the state moved on
                     done = self._done
-                    got = done.get(hi)
-                    if got is None or got[1] != st.sn or got[2] is not self._body:   # (a heartbeat wrote it already)
-                        if len(done) >= AHEAD * 2:
-                            del done[min(done)]
-                        done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body,
-                                    self._rows() if self.rows_mode else self._event(hi))
+                    if len(done) >= AHEAD * 2:
+                        del done[min(done)]
+                    done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body,
+                                self._rows() if self.rows_mode else self._event(hi))
                     nxt = hi + self.step
                     targets = [bw.store.window_range(bw.window, nxt) for bw in self.windows]
                     if not self._sync(st, targets, _values(self._dict), GEN_WINDOW):
@@ -973,50 +918,12 @@ class Maintained:
                 _SPENT[0] += dt
                 self._cost += dt
 
-    def on_progress(self) -> None:
-        """The heartbeat thread (:func:`progressed`): when every stream of the query is past the
-        state's instant (its progress above it, or an element beyond it stored), that instant's
-        elements are all in: its event is written and kept in :attr:`_done` as :meth:`on_append`
-        keeps it (the instant checks its ranges and snapshot before handing it over). The state
-        stays at the instant (the advance after it, or the next elements, move it on)."""
-        t0 = _clock()
-        with self.lock:
-            st = self.state
-            if st is None or st.tau is None or self._ahead or self._skip > 0:
-                return
-            hi = st.tau
-            if hi in self._done:
-                return
-            for bw in self.windows:
-                p = _PROGRESS.get(bw.store)
-                if not ((p is not None and p > hi) or (bw.store.last_tau or hi) > hi):
-                    return
-            try:
-                if self._body is None and not self.rows_mode:
-                    self._ready()
-                done = self._done
-                if len(done) >= AHEAD * 2:
-                    del done[min(done)]
-                done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body,
-                            self._rows() if self.rows_mode else self._event(hi))
-                _BY_PROGRESS[0] += 1
-            except (_Drop, _Hand, Undecided):
-                self._drop()
-            except Exception:   # noqa: BLE001 -- never the heartbeat's failure
-                log.exception("maintained result dropped on a heartbeat")
-                self._drop()
-            finally:
-                dt = _clock() - t0
-                _SPENT[0] += dt
-                self._cost += dt
-
     def advance(self, snap, graphs: list, tau: int) -> None:
         """The worker, after an instant's event: the state moved to the next instant ``tau``
         (expired triples removed, those already stored up to ``tau`` added), or rebuilt."""
         t0 = _clock()
         with self.lock:
             self._idle = 0
-            self._ahead = False
             if self._skip > 0:
                 self._skip -= 1
                 return
@@ -1058,7 +965,7 @@ class Maintained:
             if self._skip > 0:
                 return None
             st = self.state
-            if st is None or self._ahead:   # (built ahead, :meth:`warm`: it answers from its first advance on)
+            if st is None:
                 return None
             if self._probe:   # (the guard's fresh measure: the state stays, the next advance moves it)
                 self._probe = False
@@ -1123,7 +1030,7 @@ class Maintained:
         (or is caught up to) its dataset, else None."""
         with self.lock:
             self._idle = 0
-            if self._skip > 0 or self.state is None or self._ahead:   # (as in instant)
+            if self._skip > 0 or self.state is None:
                 return None
             if self._probe:
                 self._probe = False

@@ -149,11 +149,6 @@ class Scheduler:
         self._groups: dict = {}
         self._shapes: dict[str, tuple] = {}
         self._analyzed = 0                      # queries analyzed (a test/bench hook)
-        # queries registered since the worker last ran out of instants: their stored part read
-        # ahead of their first instant (InstantEvaluator.warm), one per idle round
-        self._warm: deque = deque()
-        self.warmed = 0                         # (a test hook)
-        self._warming = False                   # under cv: a warm-up runs (drain waits for it)
         self.worker = threading.Thread(target=self._run, name="jindou-continuous", daemon=True)
 
     def start(self) -> None:
@@ -190,7 +185,6 @@ class Scheduler:
             if what == "add":
                 if self.reg.queries.get(q.name) is q:
                     self._index(q)
-                    self._warm.append(q)
                     if self.batching:
                         self._group_of(q)   # it joins its group (and says so in its status)
             else:
@@ -367,15 +361,9 @@ class Scheduler:
             if self.closed:
                 return False
             job = self._next_job()
-            wq = None
             if job is None:
                 gc_streams = self._gc_streams
-                if self._warm:   # caught up: a new query's stored part read now (outside cv)
-                    while self._warm and wq is None:   # (those not worth it: skipped in one go)
-                        wq = self._warmable(self._warm.popleft())
-                    gc_streams = None
-                    self._warming = wq is not None
-                elif gc_streams:   # caught up: collect now (outside cv), then wait
+                if gc_streams:   # caught up: collect now (outside cv), then wait
                     self._gc_streams = set()
                     self._collecting = True
                 else:
@@ -397,20 +385,7 @@ class Scheduler:
                         batch = self._peers(q, t, last)
                     except Exception:  # noqa: BLE001
                         log.exception("continuous query %s: cannot take its batch; evaluated alone", q.name)
-        if job is None and wq is not None:
-            try:
-                wq.evaluator.warm()
-                self.warmed += 1
-            except Exception:  # noqa: BLE001 - then its first instant reads it, as without
-                log.exception("continuous query %s: stored part not read ahead", wq.name)
-            finally:
-                with reg.cv:
-                    self._warming = False
-                    reg.cv.notify_all()
-            return True
         if job is None:
-            if gc_streams is None:
-                return True
             try:
                 self._collect(gc_streams)
             finally:
@@ -458,19 +433,6 @@ class Scheduler:
                 with reg.cv:
                     self._collecting = False
         return True
-
-    def _warmable(self, q: QueryEntry) -> QueryEntry | None:
-        """Caller holds ``cv``: ``q`` if reading its stored part ahead is worth it -- still
-        registered, evaluated alone (a batch of its shape reads the stored part once for all)
-        and not past its first instant."""
-        if q.deleted or self.reg.queries.get(q.name) is not q or q.state is not None:
-            return None
-        if not hasattr(q.evaluator, "warm"):
-            return None
-        hit = self._shapes.get(q.name)
-        if hit is not None and hit[1] is not None and len(hit[1].members) >= 2:
-            return None
-        return q
 
     def _collect(self, streams) -> None:
         t0 = self._gc_last = time.monotonic()
@@ -846,9 +808,8 @@ class Scheduler:
         cv = self.reg.cv
         with cv:
             cv.notify_all()
-            # (_has_ready first: it takes in the registrations, whose warm-ups drain waits for too)
-            while (self._has_ready() or self._inflight is not None or self._collecting
-                   or self._gc_streams or self._warm or self._warming):
+            while (self._inflight is not None or self._collecting or self._gc_streams
+                   or self._has_ready()):
                 left = deadline - time.monotonic()
                 if left <= 0 or self.closed:
                     return False

@@ -907,23 +907,10 @@ class GenQuery:
         got = self._sidx
         if got is not None and got[0] == key:
             return got[1]
-        # a class whose ids did not change (another constant came into the dictionary) keeps its
-        # entry, indexes included: only the classes of the new ids are read again
-        prev = {}
-        if got is not None and got[1] is not None and got[0][:2] == key[:2]:
-            prev = {(ids, self.classes[c][3]): e for c, (ids, e) in enumerate(zip(got[0][2], got[1], strict=True))}
         out = []
         total = 0
         for cs, p, co in self._ids[2]:
             same = self.classes[len(out)][3]
-            kept = prev.get(((cs, p, co), same))
-            if kept is not None:
-                total += len(kept[0])
-                if total > STORED_LIMIT:
-                    self._sidx = (key, None)
-                    return None
-                out.append(kept)
-                continue
             pairs: dict = {}
             if p is not None and p >= 0 and (cs is None or cs >= 0) and (co is None or co >= 0):
                 for g in graphs:
