@@ -27,12 +27,9 @@ from tests.test_stream_tiny_gen import (
     PREDS,
     STATIC,
     _evaluator,
-    _oracle,
-    _oxigraph_zero_quotient,
     _rows,
+    compare_instants,
     elements,
-    fill,
-    instants,
     pattern_end,
     static_db,
 )
@@ -103,15 +100,8 @@ def test_generated_union_instants_answer_like_the_other_path_and_pyoxigraph(db, 
     off = _evaluator(db, text, store, False, rng)
     assert isinstance(on._gen, tiny_union.UnionGen), q
     assert off._gen is None
-    taus = fill(db, store, els)
     before = tiny_union.union_taken_total()
-    for t, window in instants(taus, len(els), rng):
-        a, _ = on.run(t)
-        b, _ = off.run(t)
-        assert _rows(a) == _rows(b), (q, t)
-        if not _oxigraph_zero_quotient(db, q, window):
-            assert _rows(a) == _oracle(db, q, window), (q, t)
-        TAKEN[1] += 1
+    TAKEN[1] += compare_instants(db, q, on, off, els, store, rng)
     TAKEN[0] += tiny_union.union_taken_total() - before
 
 
