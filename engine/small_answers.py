@@ -27,8 +27,8 @@ import orjson
 
 from engine import formats
 from engine.exec.bgp import SMALL_ROWS
-from engine.exec.context import LOCAL_BASE, charge_rows
-from engine.exec.evaluate import project_lists
+from engine.exec.context import LOCAL_BASE, charge_rows, current_budget
+from engine.exec.evaluate import bnode_tag_bytes, project_lists
 from engine.exec.graph_writers import RDF_TYPE_KEY, jsonld_fragments, rdfxml_fragments, store_keys
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import (
@@ -349,16 +349,20 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
         flat = t.ravel().tolist()
     if n == 0:
         return b""
-    nt = fragments.table(result.terms, NT)
     local = getattr(result, "local", None)
     if local is not None:  # (a CONSTRUCT's fresh blank nodes: this answer's own fragments)
-        nt = _fill(nt, result.terms, {i for i in flat if i < LOCAL_BASE}, _nt_bytes)
-        if nt is None:
-            return None
-        frags = tuple(local[i] if i >= LOCAL_BASE else nt[i] for i in flat)
+        nt = fragments.table(result.base, NT)
+        try:
+            frags = tuple([local[i] if i >= LOCAL_BASE else nt[i] for i in flat])
+        except KeyError:
+            nt = _fill(nt, result.base, {i for i in flat if i < LOCAL_BASE}, _nt_bytes)
+            if nt is None:
+                return None
+            frags = tuple([local[i] if i >= LOCAL_BASE else nt[i] for i in flat])
         body = _NT_LINES[n] % frags if n < len(_NT_LINES) else b"%s %s %s .\n" * n % frags
         check_size(len(body), max_bytes)
         return body
+    nt = fragments.table(result.terms, NT)
     try:
         frags = tuple(map(nt.__getitem__, flat))
     except KeyError:
@@ -398,14 +402,18 @@ def _cells(result, fragments: TermFragments, fmt: int, render, own) -> tuple[lis
         else:
             t = result.triples
             flat = [] if t is None else t.ravel().tolist()
-    table = fragments.table(result.terms, fmt)
     local = getattr(result, "local", None)
-    if local is not None:
-        table = _fill(table, result.terms, {i for i in flat if i < LOCAL_BASE}, render)
-        if table is None:
-            return None
+    if local is not None:  # (a CONSTRUCT's own terms: rendered from their N-Triples bytes)
+        table = fragments.table(result.base, fmt)
         mine = {i: own(local[i]) for i in set(flat) if i >= LOCAL_BASE}
-        return flat, [mine[i] if i >= LOCAL_BASE else table[i] for i in flat]
+        try:
+            return flat, [mine[i] if i >= LOCAL_BASE else table[i] for i in flat]
+        except KeyError:
+            table = _fill(table, result.base, {i for i in flat if i < LOCAL_BASE}, render)
+            if table is None:
+                return None
+            return flat, [mine[i] if i >= LOCAL_BASE else table[i] for i in flat]
+    table = fragments.table(result.terms, fmt)
     try:
         cells = list(map(table.__getitem__, flat))
     except KeyError:
@@ -454,8 +462,36 @@ def graph_turtle(result, max_bytes: int | None = None, fragments: TermFragments 
     return body
 
 
-def _jsonld_own(nt: bytes) -> tuple:
-    return jsonld_fragments(nt.decode("utf-8"))
+def _own_renderer(render):
+    """An answer's own term's fragments (a tuple, as ``render`` gives them from a key) from its
+    N-Triples bytes: a fresh blank node's by ``%`` formats made once from ``render``'s own
+    fragments of a model label (its labels are letters and digits: nothing to escape, the
+    same bytes ``render`` gives), an absent constant's by ``render``, kept (the same texts'
+    constants come again)."""
+    mark = b"Zq0mark"
+    model = render("_:" + mark.decode())
+    forms = tuple(f.replace(b"%", b"%%").replace(mark, b"%s") if type(f) is bytes else f for f in model)
+    which = [j for j, f in enumerate(forms) if type(f) is bytes and b"%s" in f]
+    kept: dict[bytes, tuple] = {}
+
+    def own(nt: bytes) -> tuple:
+        if nt[:2] == b"_:":
+            label = nt[2:]
+            out = list(forms)
+            for j in which:
+                out[j] = forms[j] % label
+            return tuple(out)
+        got = kept.get(nt)
+        if got is None:
+            got = render(nt.decode("utf-8"))
+            if len(kept) < _ABSENT_KEPT:
+                kept[nt] = got
+        return got
+
+    return own
+
+
+_jsonld_own = _own_renderer(jsonld_fragments)
 
 
 #: rdf:type's JSON-LD predicate fragment (the general writer orders it first among a subject's)
@@ -498,8 +534,7 @@ def graph_jsonld(result, max_bytes: int | None = None, fragments: TermFragments 
     return body
 
 
-def _rdfxml_own(nt: bytes) -> tuple:
-    return rdfxml_fragments(nt.decode("utf-8"))
+_rdfxml_own = _own_renderer(rdfxml_fragments)
 
 
 _RDFXML_HEAD = b'<?xml version="1.0" encoding="UTF-8"?>\n<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n'
@@ -753,9 +788,8 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
         subj_like.add(s)
         subj_like.add(p)
         pred_like.add(p)
-    fresh = _own_terms(tpl, len(rows), terms) if type(tpl) is OwnTemplate else None
-    if fresh:  # (the template's own terms: resolved in this answer's term table)
-        terms = fresh.terms
+    fresh = _own_terms(tpl, len(rows)) if type(tpl) is OwnTemplate else None
+    if fresh:  # (the template's own terms: query-local ids of this answer)
         tpl = fresh.tpl
     out: list[tuple] = []
     have: set = set()
@@ -809,43 +843,75 @@ class OwnTemplate(tuple):
 
 
 class _Own(list):
-    """A CONSTRUCT answer's own terms (:func:`_own_terms`): one id list per blank node
-    label (an id per solution), the term table holding them (``terms``), the template
-    with its absent constants resolved there (``tpl``) and the N-Triples fragments of
-    every query-local id (``keys``)."""
+    """A CONSTRUCT answer's own terms (:func:`_own_terms`): one id sequence per blank node
+    label (an id per solution), the template with its absent constants resolved to
+    query-local ids (``tpl``) and the N-Triples fragment of every query-local id, in id
+    order (``keys``)."""
 
-    __slots__ = ("terms", "tpl", "keys")
+    __slots__ = ("tpl", "keys")
 
     def __bool__(self) -> bool:  # (a template with absent constants and no label is one too)
         return True
 
 
-def _own_terms(tpl, n: int, terms) -> _Own | None:
-    """What the general CONSTRUCT makes in its query's term table, made in a term table
-    of this answer over the same snapshot (a ``QueryContext``: every writer renders its
-    query-local ids; their key memory charged to the running budget): a fresh blank node
-    per template label (``("b", k)``) and solution, as ``QueryContext.fresh_bnodes`` makes
-    them, and a query-local id per template constant the store does not hold
-    (``("k", key)``, then ``("c", id)``). None when the template has neither."""
+#: a template constant the store does not hold (its key) -> its N-Triples bytes: the same
+#: texts' constants come again (bounded: past _ABSENT_KEPT keys, rendered per answer)
+_ABSENT_NT: dict[str, bytes] = {}
+_ABSENT_KEPT = 4096
+#: what one query-local key holds in memory besides its characters (QueryContext's charge)
+_KEY_OVERHEAD = 120
+
+
+def _own_terms(tpl, n: int) -> _Own | None:
+    """What the general CONSTRUCT makes in its query's term table, made here without one
+    (no ``QueryContext`` per answer; :class:`Constructed` makes one only when a general
+    writer asks for its ``terms``): a fresh blank node per template label (``("b", k)``)
+    and solution, labelled as ``QueryContext.fresh_bnodes`` labels them (the process's
+    seed and id and a count shared with every query: distinct across solutions, labels
+    and answers), and a query-local id per template constant the store does not hold
+    (``("k", key)``, then ``("c", id)``); their key memory charged to the running
+    budget, as the term table charges it. None when the template has neither."""
     k = 0
-    absent = False
+    absent = None
     for row in tpl:
         for e in row:
             if e[0] == "b":
                 if e[1] >= k:
                     k = e[1] + 1
             elif e[0] == "k":
-                absent = True
-    if not k and not absent:
+                if absent is None:
+                    absent = {}
+                if e[1] not in absent:
+                    absent[e[1]] = LOCAL_BASE + len(absent)
+    if not k and absent is None:
         return None
-    from engine.exec.evaluate import QueryContext  # noqa: PLC0415
-
-    ctx = QueryContext(terms.snapshot, term_cache=terms._term_cache)
-    out = _Own(ctx.fresh_bnodes(n, "").tolist() for _ in range(k)) if n else _Own([] for _ in range(k))
-    out.terms = ctx
-    # (absent from the snapshot the program was compiled for, which is this answer's: no look-up)
-    out.tpl = tuple(tuple(("c", ctx.absent_term_id(e[1])) if e[0] == "k" else e for e in row) for row in tpl)
-    out.keys = {LOCAL_BASE + i: _nt_bytes(key) for i, key in enumerate(ctx._local_keys)}
+    out = _Own()
+    keys: dict[int, bytes] = {}
+    held = 0
+    if absent is not None:
+        for key, i in absent.items():
+            b = _ABSENT_NT.get(key)
+            if b is None:
+                b = _nt_bytes(key)
+                if len(_ABSENT_NT) < _ABSENT_KEPT:
+                    _ABSENT_NT[key] = b
+            keys[i] = b
+            held += len(key) + _KEY_OVERHEAD
+        tpl = tuple(tuple(("c", absent[e[1]]) if e[0] == "k" else e for e in row) for row in tpl)
+    out.tpl = tpl
+    if k:
+        tag = bnode_tag_bytes()
+        start = LOCAL_BASE + len(keys)
+        for j in range(1, k + 1):
+            ids = range(start, start + n)
+            keys.update(zip(ids, [b"%sc%dx%d" % (tag, j, i) for i in range(n)], strict=True))
+            out.append(ids)
+            start += n
+        held += k * n * (len(tag) + 12 + _KEY_OVERHEAD)
+    out.keys = keys
+    budget = current_budget()
+    if budget is not None and held:
+        budget.hold(held, "blank nodes")
     return out
 
 
@@ -853,7 +919,12 @@ class Constructed(QueryResult):
     """A CONSTRUCT answered tuple at a time (:func:`construct_triples`): its triples as
     one flat list of store ids (s, p, o, s, p, o...), which the small N-Triples writer
     reads as it is (:func:`graph_ntriples`: no array made and turned back into a list);
-    the ``triples`` array the other writers read is built from it on first use."""
+    the ``triples`` array the other writers read is built from it on first use.
+
+    An answer with its own terms (fresh blank nodes, absent constants: ``local``, their
+    N-Triples fragments by query-local id) keeps the store's term table as ``base``; the
+    small writers read store terms there and their own from ``local``; ``terms``, a term
+    table holding both, is made only when something else (a general writer) asks."""
 
     # (the fields other than the triples are constants: class attributes, as point.Described's)
     form = "CONSTRUCT"
@@ -864,15 +935,23 @@ class Constructed(QueryResult):
     n_rows = 0
 
     def __init__(self, terms, flat: list[int], n: int, local: dict | None = None):
-        self.terms = terms
+        self.base = terms
+        self._terms = terms if local is None else None
         self.flat = flat
         self.n = n
         self._triples = None
-        #: the fresh blank nodes' N-Triples fragments by (query-local) id; None: none
+        #: the answer's own terms' N-Triples fragments by (query-local) id, in id order; None: none
         self.local = local
 
     def __len__(self) -> int:
         return self.n
+
+    @property
+    def terms(self):
+        t = self._terms
+        if t is None:
+            t = self._terms = _own_table(self.base, self.local)
+        return t
 
     @property
     def triples(self) -> np.ndarray:
@@ -880,6 +959,19 @@ class Constructed(QueryResult):
         if t is None:
             t = self._triples = np.array(self.flat, dtype=np.int64).reshape(-1, 3)
         return t
+
+
+def _own_table(base, local: dict[int, bytes]):
+    """A term table over ``base``'s snapshot (its shared key cache) holding an answer's own
+    terms at their query-local ids (``local``: ids from LOCAL_BASE on, in order), for the
+    writers that read keys (already charged: :func:`_own_terms`)."""
+    from engine.exec.evaluate import QueryContext  # noqa: PLC0415
+
+    ctx = QueryContext(base.snapshot, term_cache=base._term_cache, query_memory=0)
+    keys = [b.decode("utf-8") for b in local.values()]
+    ctx._local_keys.extend(keys)
+    ctx._local.update(zip(keys, range(LOCAL_BASE, LOCAL_BASE + len(keys)), strict=True))
+    return ctx
 
 
 _NO_TRIPLES = np.zeros((0, 3), dtype=np.int64)
