@@ -780,27 +780,20 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
         return None
     if not rows:
         return QueryResult(form="CONSTRUCT", terms=terms, triples=_NO_TRIPLES)
-    charge_rows(len(rows) * len(tpl), 3 * 2 + 3, "CONSTRUCT")
-    slots = prog.slots
-    subj_like = set()
-    pred_like = set()
-    for s, p, _ in prog.rtriples:
-        subj_like.add(s)
-        subj_like.add(p)
-        pred_like.add(p)
-    fresh = _own_terms(tpl, len(rows)) if type(tpl) is OwnTemplate else None
-    if fresh:  # (the template's own terms: query-local ids of this answer)
-        tpl = fresh.tpl
+    n = len(rows)
+    charge_rows(n * len(tpl), 3 * 2 + 3, "CONSTRUCT")
+    fresh = None
+    if type(tpl) is OwnTemplate:  # (the template's own terms: query-local ids of this answer)
+        fresh = _own_terms(tpl, n)
+        plan = tpl.plan
+        if plan is None or plan[0] is not prog:  # (made once per rebound program: the same each answer)
+            plan = tpl.plan = (prog, *_template_plan(prog, tpl.resolved))
+        _, check, trows = plan
+    else:
+        check, trows = _template_plan(prog, tpl)
     out: list[tuple] = []
     have: set = set()
-    check_s = check_p = False
-    for (a, x), (b, y), (c, z) in tpl:
-        if (a == "v" and x is None) or (b == "v" and y is None) or (c == "v" and z is None):
-            continue  # a variable the WHERE does not bind: never a triple
-        if not check_s:  # (a fresh blank node is a subject in every solution)
-            check_s = a != "b" and (a, slots[x] if a == "v" else x) not in subj_like
-        if not check_p:  # (an absent constant -- a query-local id -- is an IRI there: the grammar's)
-            check_p = (b, slots[y] if b == "v" else y) not in pred_like and not (b == "c" and y >= LOCAL_BASE)
+    for (a, x), (b, y), (c, z) in trows:
         if a == "b" or c == "b":  # the label's blank node of each solution
             bs = fresh[x] if a == "b" else None
             bo = fresh[z] if c == "b" else None
@@ -816,16 +809,45 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
             if tr not in have:
                 have.add(tr)
                 out.append(tr)
-    if out and (check_s or check_p):
+    if out and check:
         ids = sorted({v for tr in out for v in tr[:2]})
-        if fresh and ids[-1] >= LOCAL_BASE:  # (this answer's own terms: the kind is their key's first byte)
+        if fresh is not None and ids[-1] >= LOCAL_BASE:  # (this answer's own terms: the kind is their key's first byte)
             store = [i for i in ids if i < LOCAL_BASE]
             kinds = dict(zip(store, terms.kinds(np.asarray(store, dtype=np.int64)).tolist(), strict=True))
             kinds.update((i, _KIND_OF_BYTE[fresh.keys[i][0]]) for i in ids if i >= LOCAL_BASE)
         else:
             kinds = dict(zip(ids, terms.kinds(np.asarray(ids, dtype=np.int64)).tolist(), strict=True))
         out = [tr for tr in out if kinds[tr[0]] in _SUBJECT_KINDS and kinds[tr[1]] == 0]
-    return Constructed(terms, [x for tr in out for x in tr], len(out), fresh.keys if fresh else None)
+    return Constructed(terms, [x for tr in out for x in tr], len(out), None if fresh is None else fresh.keys)
+
+
+def _template_plan(prog, tpl) -> tuple[bool, list]:
+    """(whether the triples' subjects and predicates need their kinds read, the template
+    triples a solution can make: none of a variable the WHERE does not bind) of a
+    resolved template over ``prog``'s solutions. The kind rule is settled from the
+    patterns where it can be: a template term the WHERE also holds as a subject or
+    predicate is an IRI or blank node in every solution, one it holds as a predicate an
+    IRI; a fresh blank node is a subject, an absent constant (a query-local id) in a
+    predicate's place an IRI (the grammar's)."""
+    slots = prog.slots
+    subj_like = set()
+    pred_like = set()
+    for s, p, _ in prog.rtriples:
+        subj_like.add(s)
+        subj_like.add(p)
+        pred_like.add(p)
+    trows = []
+    check_s = check_p = False
+    for tr in tpl:
+        (a, x), (b, y), (c, z) = tr
+        if (a == "v" and x is None) or (b == "v" and y is None) or (c == "v" and z is None):
+            continue  # a variable the WHERE does not bind: never a triple
+        if not check_s:
+            check_s = a != "b" and (a, slots[x] if a == "v" else x) not in subj_like
+        if not check_p:
+            check_p = (b, slots[y] if b == "v" else y) not in pred_like and not (b == "c" and y >= LOCAL_BASE)
+        trows.append(tr)
+    return check_s or check_p, trows
 
 
 #: a term's kind (engine.kv.dictionary: 0 IRI, 1 blank node, 2 literal) by the first byte
@@ -837,80 +859,93 @@ class OwnTemplate(tuple):
     """A compiled CONSTRUCT template (``engine.database.compile_construct``) holding
     terms each answer makes in a term table of its own (``("b", label)``: a fresh blank
     node per solution, ``("k", key)``: a constant the store does not hold): its type
-    tells :func:`construct_triples` so without a scan of the template per answer."""
+    tells :func:`construct_triples` so without a scan of the template per answer.
 
-    __slots__ = ()
+    Made (at compile, and by each rebinding to a new constant) with what every answer
+    of it shares: the number of labels (``labels``), the template with each absent
+    constant resolved to its query-local id -- the j-th distinct one LOCAL_BASE + j in
+    every answer, the labels' blank nodes after them (``resolved``) -- and those ids'
+    N-Triples fragments (``absent``)."""
 
+    def __new__(cls, rows):
+        self = super().__new__(cls, rows)
+        k = 0
+        ids: dict[str, int] = {}
+        for row in self:
+            for e in row:
+                if e[0] == "b":
+                    if e[1] >= k:
+                        k = e[1] + 1
+                elif e[0] == "k" and e[1] not in ids:
+                    ids[e[1]] = LOCAL_BASE + len(ids)
+        self.labels = k
+        self.absent = {i: _absent_nt(key) for key, i in ids.items()}
+        #: what the absent constants' keys hold in memory (charged per answer, as a term table does)
+        self.absent_bytes = sum(len(key) + _KEY_OVERHEAD for key in ids)
+        self.resolved = tuple(tuple(("c", ids[e[1]]) if e[0] == "k" else e for e in row)
+                              for row in self) if ids else tuple(self)
+        #: (the program it was last answered over, its _template_plan): kept per rebound program
+        self.plan = None
+        return self
 
-class _Own(list):
-    """A CONSTRUCT answer's own terms (:func:`_own_terms`): one id sequence per blank node
-    label (an id per solution), the template with its absent constants resolved to
-    query-local ids (``tpl``) and the N-Triples fragment of every query-local id, in id
-    order (``keys``)."""
-
-    __slots__ = ("tpl", "keys")
-
-    def __bool__(self) -> bool:  # (a template with absent constants and no label is one too)
-        return True
+    def __getnewargs__(self):  # (a copy or pickle makes it from its rows, as a rebinding does)
+        return (tuple(self),)
 
 
 #: a template constant the store does not hold (its key) -> its N-Triples bytes: the same
-#: texts' constants come again (bounded: past _ABSENT_KEPT keys, rendered per answer)
+#: texts' constants come again (bounded: past _ABSENT_KEPT keys, rendered each time)
 _ABSENT_NT: dict[str, bytes] = {}
 _ABSENT_KEPT = 4096
 #: what one query-local key holds in memory besides its characters (QueryContext's charge)
 _KEY_OVERHEAD = 120
 
 
-def _own_terms(tpl, n: int) -> _Own | None:
+def _absent_nt(key: str) -> bytes:
+    b = _ABSENT_NT.get(key)
+    if b is None:
+        b = _nt_bytes(key)
+        if len(_ABSENT_NT) < _ABSENT_KEPT:
+            _ABSENT_NT[key] = b
+    return b
+
+
+class _Own(list):
+    """A CONSTRUCT answer's own terms (:func:`_own_terms`): one id sequence per blank node
+    label (an id per solution) and the N-Triples fragment of every query-local id, in id
+    order (``keys``)."""
+
+    __slots__ = ("keys",)
+
+
+def _own_terms(tpl: OwnTemplate, n: int) -> _Own:
     """What the general CONSTRUCT makes in its query's term table, made here without one
     (no ``QueryContext`` per answer; :class:`Constructed` makes one only when a general
-    writer asks for its ``terms``): a fresh blank node per template label (``("b", k)``)
-    and solution, labelled as ``QueryContext.fresh_bnodes`` labels them (the process's
-    seed and id and a count shared with every query: distinct across solutions, labels
-    and answers), and a query-local id per template constant the store does not hold
-    (``("k", key)``, then ``("c", id)``); their key memory charged to the running
-    budget, as the term table charges it. None when the template has neither."""
-    k = 0
-    absent = None
-    for row in tpl:
-        for e in row:
-            if e[0] == "b":
-                if e[1] >= k:
-                    k = e[1] + 1
-            elif e[0] == "k":
-                if absent is None:
-                    absent = {}
-                if e[1] not in absent:
-                    absent[e[1]] = LOCAL_BASE + len(absent)
-    if not k and absent is None:
-        return None
+    writer asks for its ``terms``): a fresh blank node per template label and solution,
+    labelled as ``QueryContext.fresh_bnodes`` labels them (the process's seed and id and
+    a count shared with every query: distinct across solutions, labels and answers),
+    after the template's absent constants' ids (``OwnTemplate.resolved``); their key
+    memory charged to the running budget, as the term table charges it."""
     out = _Own()
-    keys: dict[int, bytes] = {}
-    held = 0
-    if absent is not None:
-        for key, i in absent.items():
-            b = _ABSENT_NT.get(key)
-            if b is None:
-                b = _nt_bytes(key)
-                if len(_ABSENT_NT) < _ABSENT_KEPT:
-                    _ABSENT_NT[key] = b
-            keys[i] = b
-            held += len(key) + _KEY_OVERHEAD
-        tpl = tuple(tuple(("c", absent[e[1]]) if e[0] == "k" else e for e in row) for row in tpl)
-    out.tpl = tpl
+    keys = out.keys = dict(tpl.absent)
+    held = tpl.absent_bytes
+    k = tpl.labels
     if k:
         tag = bnode_tag_bytes()
         start = LOCAL_BASE + len(keys)
-        for j in range(1, k + 1):
-            ids = range(start, start + n)
-            keys.update(zip(ids, [b"%sc%dx%d" % (tag, j, i) for i in range(n)], strict=True))
-            out.append(ids)
-            start += n
+        if n == 1:
+            for j in range(1, k + 1):
+                keys[start] = b"%sc%dx0" % (tag, j)
+                out.append((start,))
+                start += 1
+        else:
+            for j in range(1, k + 1):
+                ids = range(start, start + n)
+                keys.update(zip(ids, [b"%sc%dx%d" % (tag, j, i) for i in range(n)], strict=True))
+                out.append(ids)
+                start += n
         held += k * n * (len(tag) + 12 + _KEY_OVERHEAD)
-    out.keys = keys
     budget = current_budget()
-    if budget is not None and held:
+    if budget is not None:
         budget.hold(held, "blank nodes")
     return out
 
