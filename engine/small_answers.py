@@ -391,7 +391,8 @@ def _cells(result, fragments: TermFragments, fmt: int, render, own) -> tuple[lis
     """(the triples' ids as one flat list s, p, o..., each cell's kept ``fmt`` fragment) of a
     small graph ``result``; None when it is not small or holds a computed term (the general
     writer answers). ``render`` makes a store term's fragment from its key, ``own`` an
-    answer's own term's (a CONSTRUCT's fresh blank node) from its N-Triples bytes."""
+    answer's own terms' (a CONSTRUCT's fresh blank nodes, absent constants) from their
+    N-Triples bytes (an :class:`_OwnRenderer`; None: those bytes are the fragments)."""
     if not result.is_graph or len(result) > MAX_CELLS:
         return None
     flat = getattr(result, "flat", None)
@@ -405,7 +406,7 @@ def _cells(result, fragments: TermFragments, fmt: int, render, own) -> tuple[lis
     local = getattr(result, "local", None)
     if local is not None:  # (a CONSTRUCT's own terms: rendered from their N-Triples bytes)
         table = fragments.table(result.base, fmt)
-        mine = {i: own(local[i]) for i in set(flat) if i >= LOCAL_BASE}
+        mine = local if own is None else own.many(local)
         try:
             return flat, [mine[i] if i >= LOCAL_BASE else table[i] for i in flat]
         except KeyError:
@@ -441,7 +442,7 @@ def graph_turtle(result, max_bytes: int | None = None, fragments: TermFragments 
     of Turtle: same terms, same blank node labels), the rows in the answer's order,
     consecutive rows of one subject joined by ``;``. The same graph as the general
     writer's (which chooses prefixes and writes ``a``), not the same bytes."""
-    got = _cells(result, fragments, NT, _nt_bytes, bytes)
+    got = _cells(result, fragments, NT, _nt_bytes, None)
     if got is None:
         return None
     flat, cells = got
@@ -462,36 +463,50 @@ def graph_turtle(result, max_bytes: int | None = None, fragments: TermFragments 
     return body
 
 
-def _own_renderer(render):
-    """An answer's own term's fragments (a tuple, as ``render`` gives them from a key) from its
-    N-Triples bytes: a fresh blank node's by ``%`` formats made once from ``render``'s own
-    fragments of a model label (its labels are letters and digits: nothing to escape, the
-    same bytes ``render`` gives), an absent constant's by ``render``, kept (the same texts'
-    constants come again)."""
-    mark = b"Zq0mark"
-    model = render("_:" + mark.decode())
-    forms = tuple(f.replace(b"%", b"%%").replace(mark, b"%s") if type(f) is bytes else f for f in model)
-    which = [j for j, f in enumerate(forms) if type(f) is bytes and b"%s" in f]
-    kept: dict[bytes, tuple] = {}
+class _OwnRenderer:
+    """An answer's own terms' fragments (tuples, as ``render`` gives them from a key) from
+    their N-Triples bytes: fresh blank nodes' by ``%`` formats made once from ``render``'s
+    own fragments of a model label (their labels are letters and digits: nothing to
+    escape, the same bytes ``render`` gives), all of an answer's at once (one pass per
+    format piece); absent constants' by ``render``, kept (the same texts' constants come
+    again)."""
 
-    def own(nt: bytes) -> tuple:
-        if nt[:2] == b"_:":
-            label = nt[2:]
-            out = list(forms)
-            for j in which:
-                out[j] = forms[j] % label
-            return tuple(out)
-        got = kept.get(nt)
-        if got is None:
-            got = render(nt.decode("utf-8"))
-            if len(kept) < _ABSENT_KEPT:
-                kept[nt] = got
-        return got
+    def __init__(self, render):
+        mark = b"Zq0mark"
+        self.render = render
+        self.forms = tuple(f.replace(b"%", b"%%").replace(mark, b"%s") if type(f) is bytes else f
+                           for f in render("_:" + mark.decode()))
+        self.which = {j for j, f in enumerate(self.forms) if type(f) is bytes and b"%s" in f}
+        self.kept: dict[bytes, tuple] = {}
 
-    return own
+    def __call__(self, nt: bytes) -> tuple:
+        return self.many({0: nt})[0]
+
+    def many(self, local: dict[int, bytes]) -> dict[int, tuple]:
+        """id -> fragments of each of an answer's own terms (``local``: id -> N-Triples bytes)."""
+        out = {}
+        bids = []
+        labels = []
+        for i, nt in local.items():
+            if nt[:2] == b"_:":
+                bids.append(i)
+                labels.append(nt[2:])
+                continue
+            got = self.kept.get(nt)
+            if got is None:
+                got = self.render(nt.decode("utf-8"))
+                if len(self.kept) < _ABSENT_KEPT:
+                    self.kept[nt] = got
+            out[i] = got
+        if bids:
+            n = len(bids)
+            which = self.which
+            cols = [[f % x for x in labels] if j in which else (f,) * n for j, f in enumerate(self.forms)]
+            out.update(zip(bids, zip(*cols, strict=True), strict=True))
+        return out
 
 
-_jsonld_own = _own_renderer(jsonld_fragments)
+_jsonld_own = _OwnRenderer(jsonld_fragments)
 
 
 #: rdf:type's JSON-LD predicate fragment (the general writer orders it first among a subject's)
@@ -534,7 +549,7 @@ def graph_jsonld(result, max_bytes: int | None = None, fragments: TermFragments 
     return body
 
 
-_rdfxml_own = _own_renderer(rdfxml_fragments)
+_rdfxml_own = _OwnRenderer(rdfxml_fragments)
 
 
 _RDFXML_HEAD = b'<?xml version="1.0" encoding="UTF-8"?>\n<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n'
