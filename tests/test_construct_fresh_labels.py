@@ -9,6 +9,8 @@ table; every label is fresh per solution and answer."""
 
 from __future__ import annotations
 
+import os
+
 import pyoxigraph as ox
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -166,3 +168,26 @@ def test_own_fragments_are_the_general_renderings(key):
     assert sa._jsonld_own(nt) == jsonld_fragments(key)
     assert sa._rdfxml_own(nt) == rdfxml_fragments(key)
     assert sa._jsonld_own(nt) == jsonld_fragments(key)  # (kept: the same again)
+
+
+def _child_tag(q) -> None:
+    from engine.exec.evaluate import bnode_tag_bytes  # noqa: PLC0415
+
+    q.put((os.getpid(), bnode_tag_bytes()))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_process_labels_with_its_own_id():
+    import multiprocessing as mp  # noqa: PLC0415
+
+    from engine.exec.evaluate import bnode_tag_bytes  # noqa: PLC0415
+
+    mine = bnode_tag_bytes()
+    q = mp.get_context("fork").Queue()
+    p = mp.get_context("fork").Process(target=_child_tag, args=(q,))
+    p.start()
+    pid, tag = q.get(timeout=30)
+    p.join(30)
+    assert tag.startswith(mine[:11])  # (the same process seed: _:q + 8 hex)
+    assert tag[11:].startswith(b"%xn" % pid) and not mine[11:].startswith(b"%xn" % pid)
+    assert mine[11:].startswith(b"%xn" % os.getpid())
