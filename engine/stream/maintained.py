@@ -974,7 +974,9 @@ class Maintained:
             if done is not None and done[1] == snap.sn and done[0] == ranges and (
                     st.dict_n is None or st.dict_n == len(snap.dictionary)):
                 _ANSWERED[0] += 1
-                self._answered()
+                n = self._n = self._n + 1   # (_answered inline: the guard's check every GUARD_EVERY)
+                if n >= self.GUARD_EVERY:
+                    self._guard()
                 return done[3]   # (= body + member + "}", written whole on the ingestion thread)
             try:
                 if st.sn != snap.sn or (st.dict_n is not None and st.dict_n != len(snap.dictionary)):
@@ -982,10 +984,11 @@ class Maintained:
                     if st is None:
                         self._drop()
                         return None
-                ws = st.ws
-                if any(w[1] != g0 or w[2] != g1 for w, (g0, g1) in zip(ws, ranges, strict=True)):
-                    if not self._sync(st, ranges, _values(snap.dictionary), CATCH_UP):
-                        return None   # (the state is left as it was: the next advance moves it)
+                for w, (g0, g1) in zip(st.ws, ranges, strict=True):   # (a loop: no generator to make)
+                    if w[1] != g0 or w[2] != g1:
+                        if not self._sync(st, ranges, _values(snap.dictionary), CATCH_UP):
+                            return None   # (the state is left as it was: the next advance moves it)
+                        break
                 st.tau = t
                 body = self._body
                 if body is None:
@@ -998,7 +1001,9 @@ class Maintained:
                 self._drop()
                 return None
             _ANSWERED[0] += 1
-            self._answered()
+            n = self._n = self._n + 1
+            if n >= self.GUARD_EVERY:
+                self._guard()
             return b"".join((body, member, b"}"))
 
     def _event(self, t: int) -> bytes:
@@ -1073,8 +1078,11 @@ class Maintained:
         """An instant answered from the state (under the lock): every :data:`GUARD_EVERY`, the
         cost guard (see there)."""
         self._n += 1
-        if self._n < self.GUARD_EVERY:
-            return
+        if self._n >= self.GUARD_EVERY:
+            self._guard()
+
+    def _guard(self) -> None:
+        """The cost guard's check (:meth:`_answered`, every :data:`GUARD_EVERY` answers)."""
         per = self._cost / self._n
         self._cost = 0.0
         self._n = 0
