@@ -165,30 +165,32 @@ class Maintained:
     GUARD_REFRESH = 8
 
     def __init__(self, gen: GenQuery, windows: list, json):
+        # what an instant reads first (instant(), maintained_due): adjacent in the instance's
+        # dict (insertion order), a few cache lines for a woken worker
+        self.lock = threading.Lock()
+        self.state: _State | None = None
+        self._skip = 0
+        self._probe = False   # the next instant is handed to the ordinary path (a fresh measure)
+        self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body, event) kept by the ingestion
+        self._idle = 0   # instants the ingestion moved the state past that no instant asked for
+        self._n = 0           # instants answered from the state since the guard's last check
+        self._body: bytes | None = None   # the next event's data up to its window member (_ready)
         self.gen = gen
         self.json = json            # the query's own _JsonTerms (used under the lock only)
-        self._body: bytes | None = None   # the next event's data up to its window member (_ready)
         sh = gen.sh
         self.sh = sh
         self.windows = windows
         self.ranges_ms = [int(bw.window.range_ms) for bw in windows]
         self._rmax = max(self.ranges_ms)   # the window member's RANGE (_event)
-        self.lock = threading.Lock()
-        self.state: _State | None = None
-        self._skip = 0
         self._backoff = 0
-        self._idle = 0   # instants the ingestion moved the state past that no instant asked for
         self._cost = 0.0      # CPU seconds maintaining since the guard's last check
-        self._n = 0           # instants answered from the state since then
         self._ord: float | None = None   # the ordinary path's CPU seconds, last measured
         self._fresh = False   # measured since the guard's last check
-        self._probe = False   # the next instant is handed to the ordinary path (a fresh measure)
         self._strikes = 0     # checks in a row the maintenance cost too much
         self._checks = 0      # the guard's checks
         self.guarded = 0      # times the guard stopped the maintenance (tests)
         self._frags: dict = {}   # output row -> its JSON members (render)
         self._base: tuple = ({}, [{} for _ in sh.aggs] if sh.by is not None else [])   # (_build)
-        self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body, event) kept by the ingestion
         self.step = query_step([bw.window for bw in windows])
         self.grouping = sh.by is not None
         self.ns = dict(_tg._HELPERS)
