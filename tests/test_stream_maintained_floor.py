@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from engine.stream import maintained
 from tests.test_stream_maintained_instant import _DUE, _Q, _compare, _run, _steady, periods, triple
-from tests.test_stream_tiny_gen import queries
+from tests.test_stream_tiny_gen import NODES, PREDS, TERMS, queries
 
 
 def _reference_due(ev, state, t, last, alone) -> bool:
@@ -142,3 +142,39 @@ def test_events_equal_with_the_guard_checking_often(monkeypatch):
     monkeypatch.setattr(maintained.Maintained, "GUARD_EVERY", 2)
     monkeypatch.setattr(maintained.Maintained, "GUARD_REFRESH", 2)
     assert _compare(_Q, _steady(14), [1], None, monkeypatch) > 0
+
+
+def _sparse(n: int) -> list:
+    """Joining triples every fifth period only: in between, triples leave the window (RANGE
+    3s) with no element arriving for the next instant."""
+    return [[(10, [(NODES[k % len(NODES)], PREDS[1], TERMS[k % len(TERMS)]),
+                   (NODES[k % len(NODES)], PREDS[2], TERMS[(k + 3) % len(TERMS)])])] if k % 5 == 0 else []
+            for k in range(n)]
+
+
+def test_advance_writes_a_few_rows_body_ahead(monkeypatch):
+    """Rows that change only by triples leaving (no element for the next instant): the body
+    is written by ``advance`` after the event (counted), and the events equal the general
+    path's byte for byte and the rows without maintenance; with READY_AHEAD -1 not written
+    there (the instant writes it), the same events."""
+    r0 = maintained._READY_AHEAD[0]
+    n = _compare(_Q, _sparse(15), [1], None, monkeypatch)
+    ahead = maintained._READY_AHEAD[0] - r0
+    assert n > 5 and ahead >= 2, (n, ahead)
+    fast, _, _ = _run(_Q, _sparse(15), [1], None, "fast", monkeypatch)
+    monkeypatch.setattr(maintained, "READY_AHEAD", -1)   # (0 still writes an empty body)
+    r0 = maintained._READY_AHEAD[0]
+    late, _, _ = _run(_Q, _sparse(15), [1], None, "fast", monkeypatch)
+    assert maintained._READY_AHEAD[0] == r0
+    assert fast == late
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(q=queries(), per=st.lists(st.lists(st.tuples(st.integers(1, 999), st.lists(triple, min_size=1, max_size=4)),
+                                          max_size=1), min_size=4, max_size=12))
+def test_bodies_written_ahead_on_sparse_streams(q, per, monkeypatch):
+    """Random queries over streams with many empty periods (rows changed by expiry alone):
+    the one-step events equal the general path's byte for byte, the rows those without
+    maintenance (``_compare``)."""
+    _compare(q, per, [1], None, monkeypatch)

@@ -79,6 +79,10 @@ BUILD_WORK = 50 * MAX_WORK
 #: instants the ingestion thread moves a state ahead per batch (an element beyond the next
 #: instant completes it)
 AHEAD = 4
+#: output rows (groups) up to which :meth:`Maintained.advance` writes the next instant's body
+#: when the expired triples changed them (more: the instant or the next element writes it, once)
+READY_AHEAD = 32
+_READY_AHEAD = [0]   # bodies advance() wrote (tests: the path is taken)
 #: instants the ingestion moves a state past without any instant asking for it before it stops
 #: maintaining it (a query evaluated in a batch of queries of its shape, :mod:`multiquery`)
 IDLE_MAX = 8
@@ -947,6 +951,12 @@ class Maintained:
                         self._drop()
                         return
                 st.tau = tau   # (its body: written once its elements arrive, or at the instant)
+                if self._body is None and not self.rows_mode and len(self.R) <= READY_AHEAD:
+                    # a few rows: their body now (after the event; a few µs), not at an instant
+                    # no element reaches (a woken worker pays each first touch); an element that
+                    # changes the rows writes it again on the ingestion thread
+                    self._ready()
+                    _READY_AHEAD[0] += 1
             except (_Drop, _Hand, Undecided):
                 self._drop()
             except Exception:   # noqa: BLE001 -- the next instant takes the ordinary path
