@@ -178,3 +178,21 @@ def test_bodies_written_ahead_on_sparse_streams(q, per, monkeypatch):
     the one-step events equal the general path's byte for byte, the rows those without
     maintenance (``_compare``)."""
     _compare(q, per, [1], None, monkeypatch)
+
+
+def test_instant_ab_reads_a_trees_methods():
+    """bench.instant_ab's extraction of a base tree's methods: the same source as the
+    class's own (this tree as its own base), None for a method that is not there."""
+    import inspect  # noqa: PLC0415
+    import pathlib  # noqa: PLC0415
+    import textwrap  # noqa: PLC0415
+
+    from bench.instant_ab import SPEC, method_source  # noqa: PLC0415
+
+    root = pathlib.Path(maintained.__file__).parent
+    for mod, f, cls, name in SPEC:
+        owner = getattr(__import__(mod, fromlist=[cls]), cls)
+        got = method_source(str(root / f), cls, name)
+        want = textwrap.dedent(inspect.getsource(owner.__dict__[name]))
+        assert got.rstrip() == want.rstrip(), (cls, name)
+    assert method_source(str(root / "maintained.py"), "Maintained", "no_such_method") is None
