@@ -1,0 +1,170 @@
+"""SPARQL JSON of a large instant answer (thousands of rows: cross products of stream joins,
+a stream joined with static entities it does not project), as the bytes
+:func:`~engine.exec.serialize.sparql_json` writes, in the row order given.
+
+Why a writer of its own: such an event is megabytes (CityBench C2: 8.7k rows, 8.7 MB), so
+its cost is the final copy plus a fixed cost per fragment reference the one ``bytes.join``
+walks (~10 ns each) and per numpy pass over the rows. Two shapes cut both:
+
+* runs of identical rows (a join with entities the query does not project repeats each
+  projected row once per entity, in nested-loop order: C8's 13.9k rows are 9 runs): the
+  distinct work is done on one row per run, and a run is written as its row times its length
+  (one reference, a ``memcpy`` doubling) -- no per-row work at all;
+* otherwise each row's last fragment carries the ``},{`` row separator (one reference less
+  per row), and adjacent columns with few distinct combinations are merged into blocks
+  rendered once per combination (as before: a cross product's columns).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.exec import render
+from engine.exec import serialize as _ser
+from engine.exec.bindings import distinct_inverse
+from engine.exec.result import UNBOUND, QueryResult
+from engine.exec.serialize import sparql_json
+
+_BIN = pa.large_binary()
+_SEP = b"},{"
+
+#: a run mode answer when rows are at least this many times their runs (each run's row is
+#: written by one Python step; below this, the per-row vectorized assembly is cheaper)
+RUN_FACTOR = 8
+
+#: False: :class:`~engine.stream.continuous._JsonTerms` writes large answers by its own
+#: ``_large`` (the tests compare both writers)
+ENABLED = True
+
+#: instants written by the run mode (a spy for the tests: the fast path is taken)
+RUNS_TAKEN = [0]
+
+
+def row_runs(cols: list[np.ndarray], n: int) -> np.ndarray | None:
+    """Start index of each run of identical consecutive rows, when there are at most
+    ``n // RUN_FACTOR`` runs; None otherwise (stops at the first column pair showing too
+    many changes: a cross product's fastest column costs one comparison)."""
+    limit = n // RUN_FACTOR
+    if limit < 1:
+        return None
+    change = None
+    for c in reversed(cols):   # (nested-loop order: the inner loop's columns come last)
+        ne = c[1:] != c[:-1]
+        change = ne if change is None else (change | ne)
+        if int(np.count_nonzero(change)) >= limit:
+            return None
+    starts = np.flatnonzero(change) + 1 if change is not None else np.empty(0, dtype=np.int64)
+    return np.concatenate(([0], starts))
+
+
+def _blocks(jt, res: QueryResult, cols: list[np.ndarray], m: int) -> list:
+    """(fragments, index per row) blocks over ``m`` rows: each column's distinct ids rendered
+    once (the instants' cache :meth:`_JsonTerms.render` while few, Arrow kernels when many),
+    adjacent columns with few distinct combinations merged."""
+    tables, invs = [], []
+    for j, (v, c) in enumerate(zip(res.vars, cols, strict=True)):
+        name = (b"," if j else b"") + orjson.dumps(v) + b":"
+        uniq, inv = distinct_inverse(c)
+        if len(uniq) <= render.SMALL_DISTINCT:
+            tables.append([name + x for x in jt.render(uniq.tolist(), res.terms)])
+        else:
+            frag = render.json_fragments(render.keys_arrow(res, uniq), _ser._json_bytes)
+            tables.append(pc.binary_join_element_wise(pa.scalar(name, _BIN), frag, pa.scalar(b"", _BIN)))
+        invs.append(inv)
+    cap = min(render.SMALL_DISTINCT, max(1, m // 8))
+    blocks: list = []
+    cur = None
+    for t, inv in zip(tables, invs, strict=True):
+        if not isinstance(t, list):
+            if cur is not None:
+                blocks.append(cur)
+                cur = None
+            blocks.append((t, inv))
+            continue
+        if cur is not None and len(cur[0]) * len(t) < 1 << 62:
+            ucode, rinv = distinct_inverse(cur[1] * len(t) + inv)
+            if len(ucode) <= cap:
+                hi, lo = (ucode // len(t)).tolist(), (ucode % len(t)).tolist()
+                prev = cur[0]
+                cur = ([prev[i] + t[k] for i, k in zip(hi, lo, strict=True)], rinv)
+                continue
+            blocks.append(cur)
+        cur = (t, inv)
+    if cur is not None:
+        blocks.append(cur)
+    return blocks
+
+
+def _charge(res: QueryResult, blocks: list, counts: np.ndarray | None, n: int, refs: int, fixed: int) -> None:
+    """The exact size of the event, checked against the query's memory budget (the body and
+    its references, about twice the body as the one-shot serializer charges): an instant of
+    millions of rows fails with the budget's error instead of building gigabytes."""
+    budget = getattr(res.terms, "memory", None)
+    if budget is None or not budget.limit:
+        return
+    size = fixed + 3 * n
+    for frags, inv in blocks:
+        if isinstance(frags, list):
+            lens = np.fromiter(map(len, frags), dtype=np.int64, count=len(frags))
+        else:
+            lens = pc.binary_length(frags).to_numpy(zero_copy_only=False).astype(np.int64)
+        per = lens[inv]
+        size += int(per.sum() if counts is None else per @ counts)
+    budget.check(2 * size + 8 * refs, "the instant's result event")
+
+
+def _objects(frags) -> np.ndarray:
+    f = np.empty(len(frags), dtype=object)
+    f[:] = frags if isinstance(frags, list) else frags.to_pylist()
+    return f
+
+
+def large_select(jt, res: QueryResult, extra: bytes) -> bytes:
+    """The event of a SELECT answer of many rows (``jt``: the query's
+    :class:`~engine.stream.continuous._JsonTerms`, whose term cache renders the few distinct
+    ids). Holes (unbound cells) take the serializer's own vectorized writer."""
+    cols = [np.asarray(c, dtype=np.int64) for c in res.columns]
+    if any(bool((c == UNBOUND).any()) for c in cols):
+        return sparql_json(res, extra)
+    n = len(res)
+    head = b'{"head":{"vars":' + orjson.dumps(list(res.vars)) + b'},"results":{"bindings":[{'
+    tail = b"}]}" + extra + b"}"
+    starts = row_runs(cols, n)
+    if starts is not None:
+        counts = np.diff(np.append(starts, n))
+        cols = [c[starts] for c in cols]
+        m = len(starts)
+    else:
+        counts = None
+        m = n
+    blocks = _blocks(jt, res, cols, m)
+    k = len(blocks)
+    _charge(res, blocks, counts, n, m * k if counts is not None else n * k, len(head) + len(tail))
+    # the separator rides on the last block's fragments: one reference less per row
+    last, linv = blocks[-1]
+    if isinstance(last, list):
+        last = [f + _SEP for f in last]
+    else:
+        last = pc.binary_join_element_wise(last, pa.scalar(_SEP, _BIN), pa.scalar(b"", _BIN))
+    blocks[-1] = (last, linv)
+    flat = np.empty(m * k, dtype=object)
+    grid = flat.reshape(m, k)
+    for j, (frags, inv) in enumerate(blocks):
+        grid[:, j] = _objects(frags)[inv]
+    parts = flat.tolist()
+    if counts is None:
+        parts[-1] = parts[-1][:-len(_SEP)] + tail
+        parts.insert(0, head)
+        return b"".join(parts)
+    RUNS_TAKEN[0] += 1
+    rows = parts if k == 1 else [b"".join(parts[i:i + k]) for i in range(0, m * k, k)]
+    # each run: its row's reference repeated (a list's pointer copies; ``row * count`` would
+    # copy the run's bytes once more before the join copies them again)
+    out = [head]
+    for r, c in zip(rows, counts.tolist(), strict=True):
+        out += [r] * c
+    out[-1] = out[-1][:-len(_SEP)] + tail
+    return b"".join(out)
