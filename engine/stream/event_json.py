@@ -39,8 +39,10 @@ RUN_FACTOR = 8
 #: ``_large`` (the tests compare both writers)
 ENABLED = True
 
-#: instants written by the run mode (a spy for the tests: the fast path is taken)
+#: instants written by the run mode, by the period mode (spies for the tests: the fast paths
+#: are taken)
 RUNS_TAKEN = [0]
+PERIODS_TAKEN = [0]
 
 
 def row_runs(cols: list[np.ndarray], n: int) -> np.ndarray | None:
@@ -98,14 +100,15 @@ def _blocks(jt, res: QueryResult, cols: list[np.ndarray], m: int) -> list:
     return blocks
 
 
-def _charge(res: QueryResult, blocks: list, counts: np.ndarray | None, n: int, refs: int, fixed: int) -> None:
+def _charge(res: QueryResult, blocks: list, counts: np.ndarray | None, n: int, refs: int, fixed: int,
+            scale: int = 1) -> None:
     """The exact size of the event, checked against the query's memory budget (the body and
     its references, about twice the body as the one-shot serializer charges): an instant of
     millions of rows fails with the budget's error instead of building gigabytes."""
     budget = getattr(res.terms, "memory", None)
     if budget is None or not budget.limit:
         return
-    size = fixed + 3 * n
+    size = 3 * n
     for frags, inv in blocks:
         if isinstance(frags, list):
             lens = np.fromiter(map(len, frags), dtype=np.int64, count=len(frags))
@@ -113,7 +116,7 @@ def _charge(res: QueryResult, blocks: list, counts: np.ndarray | None, n: int, r
             lens = pc.binary_length(frags).to_numpy(zero_copy_only=False).astype(np.int64)
         per = lens[inv]
         size += int(per.sum() if counts is None else per @ counts)
-    budget.check(2 * size + 8 * refs, "the instant's result event")
+    budget.check(2 * (fixed + scale * size) + 8 * refs, "the instant's result event")
 
 
 def _objects(frags) -> np.ndarray:
@@ -122,17 +125,34 @@ def _objects(frags) -> np.ndarray:
     return f
 
 
-def large_select(jt, res: QueryResult, extra: bytes) -> bytes:
-    """The event of a SELECT answer of many rows (``jt``: the query's
-    :class:`~engine.stream.continuous._JsonTerms`, whose term cache renders the few distinct
-    ids). Holes (unbound cells) take the serializer's own vectorized writer."""
-    cols = [np.asarray(c, dtype=np.int64) for c in res.columns]
-    if any(bool((c == UNBOUND).any()) for c in cols):
-        return sparql_json(res, extra)
-    n = len(res)
-    head = b'{"head":{"vars":' + orjson.dumps(list(res.vars)) + b'},"results":{"bindings":[{'
-    tail = b"}]}" + extra + b"}"
-    starts = row_runs(cols, n)
+def row_period(cols: list[np.ndarray], n: int, tries: int = 3) -> int | None:
+    """The smallest period ``p <= n // RUN_FACTOR`` of the row sequence (row ``i`` equals row
+    ``i - p`` for every ``i >= p``: the outer loop of a join runs over entities the query does
+    not project, so the projected rows come again in the same order), or None. The candidates
+    are the first rows equal to row 0 (one pass over ``n // RUN_FACTOR`` cells per column); at
+    most ``tries`` of them are verified (a column pair at a time, the fastest column first)."""
+    limit = n // RUN_FACTOR
+    if limit < 1:
+        return None
+    cand = np.flatnonzero(cols[-1][1:limit + 1] == cols[-1][0]) + 1
+    for c in cols[:-1]:
+        if not len(cand):
+            return None
+        cand = cand[c[cand] == c[0]]
+    for p in cand[:tries].tolist():
+        if all(np.array_equal(c[p:], c[:-p]) for c in reversed(cols)):
+            return p
+    return None
+
+
+def _row_parts(jt, res: QueryResult, cols: list[np.ndarray], n: int, scale: int, fixed: int,
+               starts: np.ndarray | None | bool = False) -> tuple[list, int]:
+    """The fragments of ``n`` rows, each row's last one ending in the row separator, and how
+    many there are per row. Runs of identical rows are rendered once (their references
+    repeated); the event's size (``scale`` times these rows') is charged first. ``starts``:
+    :func:`row_runs` of ``cols`` if known (False: not yet)."""
+    if starts is False:
+        starts = row_runs(cols, n)
     if starts is not None:
         counts = np.diff(np.append(starts, n))
         cols = [c[starts] for c in cols]
@@ -142,7 +162,7 @@ def large_select(jt, res: QueryResult, extra: bytes) -> bytes:
         m = n
     blocks = _blocks(jt, res, cols, m)
     k = len(blocks)
-    _charge(res, blocks, counts, n, m * k if counts is not None else n * k, len(head) + len(tail))
+    _charge(res, blocks, counts, n, (m if counts is not None else n) * k, fixed, scale)
     # the separator rides on the last block's fragments: one reference less per row
     last, linv = blocks[-1]
     if isinstance(last, list):
@@ -156,15 +176,38 @@ def large_select(jt, res: QueryResult, extra: bytes) -> bytes:
         grid[:, j] = _objects(frags)[inv]
     parts = flat.tolist()
     if counts is None:
-        parts[-1] = parts[-1][:-len(_SEP)] + tail
-        parts.insert(0, head)
-        return b"".join(parts)
+        return parts, k
     RUNS_TAKEN[0] += 1
     rows = parts if k == 1 else [b"".join(parts[i:i + k]) for i in range(0, m * k, k)]
     # each run: its row's reference repeated (a list's pointer copies; ``row * count`` would
     # copy the run's bytes once more before the join copies them again)
-    out = [head]
+    out: list = []
     for r, c in zip(rows, counts.tolist(), strict=True):
         out += [r] * c
+    return out, 1
+
+
+def large_select(jt, res: QueryResult, extra: bytes) -> bytes:
+    """The event of a SELECT answer of many rows (``jt``: the query's
+    :class:`~engine.stream.continuous._JsonTerms`, whose term cache renders the few distinct
+    ids). Holes (unbound cells) take the serializer's own vectorized writer."""
+    cols = [np.asarray(c, dtype=np.int64) for c in res.columns]
+    if any(bool((c == UNBOUND).any()) for c in cols):
+        return sparql_json(res, extra)
+    n = len(res)
+    head = b'{"head":{"vars":' + orjson.dumps(list(res.vars)) + b'},"results":{"bindings":[{'
+    tail = b"}]}" + extra + b"}"
+    fixed = len(head) + len(tail)
+    starts = row_runs(cols, n)
+    p = None if starts is not None else row_period(cols, n)
+    if p is None:
+        parts, _ = _row_parts(jt, res, cols, n, 1, fixed, starts)
+        out = [head] + parts
+    else:
+        # a periodic answer: one period written, its bytes referenced once per repeat
+        PERIODS_TAKEN[0] += 1
+        q, r = divmod(n, p)
+        parts, per = _row_parts(jt, res, [c[:p] for c in cols], p, q + (r > 0), fixed)
+        out = [head] + [b"".join(parts)] * (q - 1) + parts + parts[:r * per]
     out[-1] = out[-1][:-len(_SEP)] + tail
     return b"".join(out)
