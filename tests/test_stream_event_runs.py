@@ -215,3 +215,37 @@ def test_large_instants_answer_like_the_old_writer_and_pyoxigraph(db, shape, see
     assert large > 0   # the large-answer writer was asked
     if shape == "runs":   # and its run or period mode answered (as the join orders the rows)
         assert event_json.RUNS_TAKEN[0] + event_json.PERIODS_TAKEN[0] > before
+
+
+@pytest.mark.parametrize("how", ["runs", "period", "plain"])
+def test_large_writer_charges_the_whole_event(db, how):
+    """The run and period modes write a row once and reference it many times, but the event
+    holds every copy: its whole size counts against the query's memory budget (the budget's
+    error, not megabytes built), and the same answer under a larger budget is written."""
+    from engine.errors import MemoryBudgetExceeded  # noqa: PLC0415
+
+    ids = _ids(db)
+    base = np.stack([np.repeat(ids[:20], 20), np.tile(ids[100:120], 20)])   # 400 distinct rows
+    if how == "runs":
+        cols = [np.repeat(c, 50) for c in base]
+    elif how == "period":
+        cols = [np.tile(c, 50) for c in base]
+    else:
+        cols = [np.concatenate([c, c[::-1]] * 25) for c in base]
+    names = ["a", "b"]
+    want_runs, want_periods = event_json.RUNS_TAKEN[0], event_json.PERIODS_TAKEN[0]
+    for limit, ok in ((512 << 10, False), (64 << 20, True)):
+        ctx = QueryContext(db.store.snapshot(), query_memory=limit)
+        res = QueryResult(form="SELECT", terms=ctx, vars=names, columns=cols)
+        size = len(sparql_json(QueryResult(form="SELECT", terms=QueryContext(db.store.snapshot()),
+                                           vars=names, columns=cols)))
+        assert size > 1 << 20   # the event: > 1 MiB, its distinct rows ~ 30 KiB
+        if ok:
+            assert event_json.large_select(_JsonTerms(), res, b"") == sparql_json(res, b"")
+        else:
+            with pytest.raises(MemoryBudgetExceeded):
+                event_json.large_select(_JsonTerms(), res, b"")
+    if how == "runs":
+        assert event_json.RUNS_TAKEN[0] > want_runs
+    if how == "period":
+        assert event_json.PERIODS_TAKEN[0] > want_periods
