@@ -208,11 +208,13 @@ def _row_parts(jt, res: QueryResult, cols: list[np.ndarray], n: int, scale: int,
     else:
         last = pc.binary_join_element_wise(last, pa.scalar(_SEP, _BIN), pa.scalar(b"", _BIN))
     blocks[-1] = (last, linv)
-    flat = np.empty(m * k, dtype=object)
-    grid = flat.reshape(m, k)
+    # row-major fragment references: each block's column gathered by numpy (object take) and
+    # laid into every k-th slot by one list slice assignment (alone: 330 against 520 µs CPU
+    # for an object grid and its ``tolist`` at 8.7k rows x 4 blocks; within the event, where
+    # the join's copy dominates, within noise)
+    parts: list = [None] * (m * k)
     for j, (frags, inv) in enumerate(blocks):
-        grid[:, j] = _objects(frags)[inv]
-    parts = flat.tolist()
+        parts[j::k] = _objects(frags)[inv].tolist()
     if counts is None:
         return parts, k
     RUNS_TAKEN[0] += 1
