@@ -196,11 +196,20 @@ def select_json(result, max_bytes: int | None = None, fragments: TermFragments =
     ASK answer's body is one of two constants."""
     if result.form != "SELECT" or not result.vars:
         return _ASK_JSON[bool(result.boolean)] if result.form == "ASK" else None
-    n = len(result)
-    names = tuple(result.vars)
+    if type(result) is SmallSelect:  # (the lane's usual answer: its fields as they are)
+        n = result.n
+        names = result.vars
+        if type(names) is not tuple:
+            names = tuple(names)
+        cols = result.cols
+    else:
+        n = len(result)
+        names = tuple(result.vars)
+        cols = None
     if n * len(names) > MAX_CELLS:
         return None
-    cols = result.cols if type(result) is SmallSelect else [c.tolist() for c in result.columns]
+    if cols is None:
+        cols = [c.tolist() for c in result.columns]
     head, labels, row = fragments.head(names)
     frags = fragments.table(result.terms, JSON)
     try:  # usually every term is rendered already: no scan for missing ones

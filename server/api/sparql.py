@@ -468,7 +468,8 @@ class _BoundJob(_HitJob):
 
     def answer(self, res, deadline) -> tuple:
         r = self.runner
-        if res.form != r.form or len(res) > _TRIM_ROWS:  # (not the usual answer: the general one)
+        if res.form != r.form or (res.n if type(res) is SmallSelect else len(res)) > _TRIM_ROWS:
+            # (not the usual answer: the general one)
             return _PlainJob.answer(self, res, deadline)
         mt = r.mt
         w = r.writer
@@ -510,7 +511,11 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
         return None
     if accept is None:
         accept = headers.get("accept")
-    got = runners.get((b"\x00".join(parts[0::2]), _sparql_base(headers, scope), accept, read[3]))
+    host = headers.get("host")  # (_sparql_base's kept base, looked up in place)
+    base = _BASES.get((host, scope.get("scheme", "http"))) if host else None
+    if base is None:
+        base = _sparql_base(headers, scope)
+    got = runners.get((b"\x00".join(parts[0::2]), base, accept, read[3]))
     if got is None:
         return None
     raws = parts[1::2]
