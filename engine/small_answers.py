@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from itertools import chain
 from operator import itemgetter
 
 import numpy as np
@@ -248,7 +249,9 @@ def _one_format(cols: list, row: bytes, sep: bytes, get) -> bytes:
     k = len(cols)
     if k == 1:
         cells = tuple(map(get, cols[0]))
-    else:
+    elif len(cols[0]) <= 2:  # (a row or two: the cells in one pass of C iterators)
+        cells = tuple(map(get, chain.from_iterable(zip(*cols, strict=True))))
+    else:  # (more: a column per slice assignment)
         cells = [None] * (len(cols[0]) * k)
         for j, c in enumerate(cols):
             cells[j::k] = map(get, c)
