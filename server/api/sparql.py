@@ -756,7 +756,8 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
     query run inline (its ``query_done`` not counted yet: :func:`_ok` or the lane's
     ``EdgeMiddleware.answer_get`` counts it), None to take the ordinary path;
     failures raise (the caller answers them as :func:`handle_sparql_inline` does)."""
-    check_read(state.config, headers)
+    if state.config.read_token:  # (check_read's own first test, without its call)
+        check_read(state.config, headers)
     accept = None
     whole = qs
     if b"&" in qs:  # query=<text> with result-format parameters (SPARQLWrapper's): as the plain form
