@@ -520,12 +520,12 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
         return None
     raws = parts[1::2]
     for r in got:
-        key = _runner_key(r, raws, read)
-        if key is False:
-            continue
-        if key is None:
-            return None
-        if key is not _UNREAD:
+        if r.one is not None:  # (one parameter slot: its kept key)
+            key = _runner_key(r, raws, read)
+            if key is False:
+                continue
+            if key is None:
+                return None
             break
         s = r.binder.value(raws, read[4], read[2], read[3])
         if s is None:
