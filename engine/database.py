@@ -1138,7 +1138,7 @@ def _tiny_run(fast, compiled, terms, max_rows: int):
     if fast.distinct or fast.offset or fast.limit is not None or None in out:
         cols, n = project_lists(fast, tcols, out, n)
     else:  # (project_lists of a plain projection: the slots' columns)
-        cols = [tcols[i] for i in out]
+        cols = list(map(tcols.__getitem__, out))
     return SmallSelect(tuple(names), cols, terms, n)
 
 
