@@ -1,6 +1,7 @@
 """Where an instant's time goes, cold (as replayed) and warm (the same instant again at once).
 
 ``python -m bench.instant_probe --workload lsbench-small --queries L1,L6 [--repeat 3] [--idle-ms 3]``
+(``--workload lsbench-walk --queries W04 [--varied 32 --seed 7]``: the queries ``bench streams`` draws)
 
 Each query is replayed as ``python -m bench streams`` does (:func:`bench.streams.run_jindou`).
 After the worker evaluated an instant (cold: its thread was woken after the replay ingested the
@@ -60,6 +61,15 @@ STEPS = [
     ("engine.stream.maintained", "Maintained", "instant"),
     ("engine.stream.tiny_gen", "GenQuery", "render"),
     ("engine.stream.continuous", "InstantEvaluator", "prepare"),
+    # the one-step maintained instant (Scheduler._step_maintained) and what is around it
+    ("engine.stream.continuous", "InstantEvaluator", "maintained_due"),
+    ("engine.stream.scheduler", "Scheduler", "_step_maintained"),
+    ("engine.stream.scheduler", "Scheduler", "_issue"),
+    ("engine.stream.continuous", "InstantEvaluator", "maintained_instant"),
+    ("engine.stream.continuous", "InstantEvaluator", "ranges"),
+    ("engine.stream.scheduler", "Scheduler", "_store_event"),
+    ("engine.stream.scheduler", "Scheduler", "_after"),
+    ("engine.stream.maintained", "Maintained", "advance"),
 ]
 
 
@@ -76,6 +86,9 @@ class Probe:
         self._undo: list = []
 
     def _wrap(self, owner, attr: str, label: str) -> None:
+        import inspect  # noqa: PLC0415
+
+        raw = inspect.getattr_static(owner, attr)
         fn = getattr(owner, attr)
         times = self.times
 
@@ -86,8 +99,8 @@ class Probe:
             finally:
                 times[(self.phase, label)].append(time.perf_counter_ns() - t0)
 
-        setattr(owner, attr, timed)
-        self._undo.append((owner, attr, fn))
+        setattr(owner, attr, staticmethod(timed) if isinstance(raw, staticmethod) else timed)
+        self._undo.append((owner, attr, raw))
 
     def install(self) -> None:
         import importlib  # noqa: PLC0415
@@ -192,9 +205,14 @@ def report(probe: Probe, qid: str, latency: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.instant_probe", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", default="lsbench-small", choices=("citybench", "lsbench-small", "lsbench", "lsbench-varied"))
+    ap.add_argument("--workload", default="lsbench-small", choices=("citybench", "lsbench-small", "lsbench", "lsbench-varied", "lsbench-walk"))
     ap.add_argument("--queries", default="L1", help="e.g. L1,L6 or C1,C6 (lsbench-varied: V01,V07)")
     ap.add_argument("--minutes", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0,
+                    help="the data's and the drawn queries' seed (lsbench-varied / lsbench-walk; "
+                         "as bench streams --seed)")
+    ap.add_argument("--varied", type=int, default=None,
+                    help="queries drawn (as bench streams --varied; default as there)")
     ap.add_argument("--repeat", type=int, default=3, help="repeats of each instant (default 3)")
     ap.add_argument("--idle-ms", type=float, default=0.0,
                     help="sleep this long before each repeat (default 0: warm repeats)")
@@ -212,8 +230,16 @@ def main(argv: list[str] | None = None) -> int:
         elif a.workload == "lsbench-varied":
             from bench import lsvaried  # noqa: PLC0415
 
-            wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, say=quiet, name=a.workload,
-                                 texts=lsvaried.queries(max(int(qid[1:]), len(lsvaried.TEMPLATES))))
+            n = a.varied or max(int(qid[1:]), len(lsvaried.TEMPLATES))
+            wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, a.seed, say=quiet, name=a.workload,
+                                 texts=lsvaried.queries(n, a.seed))
+        elif a.workload == "lsbench-walk":
+            from bench import lswalk  # noqa: PLC0415
+
+            # (the walks read the generated data: the same queries as bench streams draws)
+            n = a.varied or max(int(qid[1:]), bs.WALK_QUERIES)
+            wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, a.seed, say=quiet, name=a.workload,
+                                 texts=lambda data, n=n: lswalk.queries(data, n, a.seed))
         else:
             wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, say=quiet, name="lsbench-small")
         if a.floor:

@@ -27,8 +27,8 @@ import orjson
 
 from engine import formats
 from engine.exec.bgp import SMALL_ROWS
-from engine.exec.context import LOCAL_BASE, charge_rows
-from engine.exec.evaluate import project_lists
+from engine.exec.context import LOCAL_BASE, charge_rows, current_budget
+from engine.exec.evaluate import bnode_tag_bytes, project_lists
 from engine.exec.graph_writers import RDF_TYPE_KEY, jsonld_fragments, rdfxml_fragments, store_keys
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import (
@@ -349,16 +349,20 @@ def graph_ntriples(result, max_bytes: int | None = None, fragments: TermFragment
         flat = t.ravel().tolist()
     if n == 0:
         return b""
-    nt = fragments.table(result.terms, NT)
     local = getattr(result, "local", None)
     if local is not None:  # (a CONSTRUCT's fresh blank nodes: this answer's own fragments)
-        nt = _fill(nt, result.terms, {i for i in flat if i < LOCAL_BASE}, _nt_bytes)
-        if nt is None:
-            return None
-        frags = tuple(local[i] if i >= LOCAL_BASE else nt[i] for i in flat)
+        nt = fragments.table(result.base, NT)
+        try:
+            frags = tuple([local[i] if i >= LOCAL_BASE else nt[i] for i in flat])
+        except KeyError:
+            nt = _fill(nt, result.base, {i for i in flat if i < LOCAL_BASE}, _nt_bytes)
+            if nt is None:
+                return None
+            frags = tuple([local[i] if i >= LOCAL_BASE else nt[i] for i in flat])
         body = _NT_LINES[n] % frags if n < len(_NT_LINES) else b"%s %s %s .\n" * n % frags
         check_size(len(body), max_bytes)
         return body
+    nt = fragments.table(result.terms, NT)
     try:
         frags = tuple(map(nt.__getitem__, flat))
     except KeyError:
@@ -387,7 +391,8 @@ def _cells(result, fragments: TermFragments, fmt: int, render, own) -> tuple[lis
     """(the triples' ids as one flat list s, p, o..., each cell's kept ``fmt`` fragment) of a
     small graph ``result``; None when it is not small or holds a computed term (the general
     writer answers). ``render`` makes a store term's fragment from its key, ``own`` an
-    answer's own term's (a CONSTRUCT's fresh blank node) from its N-Triples bytes."""
+    answer's own terms' (a CONSTRUCT's fresh blank nodes, absent constants) from their
+    N-Triples bytes (an :class:`_OwnRenderer`; None: those bytes are the fragments)."""
     if not result.is_graph or len(result) > MAX_CELLS:
         return None
     flat = getattr(result, "flat", None)
@@ -398,14 +403,18 @@ def _cells(result, fragments: TermFragments, fmt: int, render, own) -> tuple[lis
         else:
             t = result.triples
             flat = [] if t is None else t.ravel().tolist()
-    table = fragments.table(result.terms, fmt)
     local = getattr(result, "local", None)
-    if local is not None:
-        table = _fill(table, result.terms, {i for i in flat if i < LOCAL_BASE}, render)
-        if table is None:
-            return None
-        mine = {i: own(local[i]) for i in set(flat) if i >= LOCAL_BASE}
-        return flat, [mine[i] if i >= LOCAL_BASE else table[i] for i in flat]
+    if local is not None:  # (a CONSTRUCT's own terms: rendered from their N-Triples bytes)
+        table = fragments.table(result.base, fmt)
+        mine = local if own is None else own.many(local)
+        try:
+            return flat, [mine[i] if i >= LOCAL_BASE else table[i] for i in flat]
+        except KeyError:
+            table = _fill(table, result.base, {i for i in flat if i < LOCAL_BASE}, render)
+            if table is None:
+                return None
+            return flat, [mine[i] if i >= LOCAL_BASE else table[i] for i in flat]
+    table = fragments.table(result.terms, fmt)
     try:
         cells = list(map(table.__getitem__, flat))
     except KeyError:
@@ -433,7 +442,7 @@ def graph_turtle(result, max_bytes: int | None = None, fragments: TermFragments 
     of Turtle: same terms, same blank node labels), the rows in the answer's order,
     consecutive rows of one subject joined by ``;``. The same graph as the general
     writer's (which chooses prefixes and writes ``a``), not the same bytes."""
-    got = _cells(result, fragments, NT, _nt_bytes, bytes)
+    got = _cells(result, fragments, NT, _nt_bytes, None)
     if got is None:
         return None
     flat, cells = got
@@ -454,8 +463,50 @@ def graph_turtle(result, max_bytes: int | None = None, fragments: TermFragments 
     return body
 
 
-def _jsonld_own(nt: bytes) -> tuple:
-    return jsonld_fragments(nt.decode("utf-8"))
+class _OwnRenderer:
+    """An answer's own terms' fragments (tuples, as ``render`` gives them from a key) from
+    their N-Triples bytes: fresh blank nodes' by ``%`` formats made once from ``render``'s
+    own fragments of a model label (their labels are letters and digits: nothing to
+    escape, the same bytes ``render`` gives), all of an answer's at once (one pass per
+    format piece); absent constants' by ``render``, kept (the same texts' constants come
+    again)."""
+
+    def __init__(self, render):
+        mark = b"Zq0mark"
+        self.render = render
+        self.forms = tuple(f.replace(b"%", b"%%").replace(mark, b"%s") if type(f) is bytes else f
+                           for f in render("_:" + mark.decode()))
+        self.which = {j for j, f in enumerate(self.forms) if type(f) is bytes and b"%s" in f}
+        self.kept: dict[bytes, tuple] = {}
+
+    def __call__(self, nt: bytes) -> tuple:
+        return self.many({0: nt})[0]
+
+    def many(self, local: dict[int, bytes]) -> dict[int, tuple]:
+        """id -> fragments of each of an answer's own terms (``local``: id -> N-Triples bytes)."""
+        out = {}
+        bids = []
+        labels = []
+        for i, nt in local.items():
+            if nt[:2] == b"_:":
+                bids.append(i)
+                labels.append(nt[2:])
+                continue
+            got = self.kept.get(nt)
+            if got is None:
+                got = self.render(nt.decode("utf-8"))
+                if len(self.kept) < _ABSENT_KEPT:
+                    self.kept[nt] = got
+            out[i] = got
+        if bids:
+            n = len(bids)
+            which = self.which
+            cols = [[f % x for x in labels] if j in which else (f,) * n for j, f in enumerate(self.forms)]
+            out.update(zip(bids, zip(*cols, strict=True), strict=True))
+        return out
+
+
+_jsonld_own = _OwnRenderer(jsonld_fragments)
 
 
 #: rdf:type's JSON-LD predicate fragment (the general writer orders it first among a subject's)
@@ -498,8 +549,7 @@ def graph_jsonld(result, max_bytes: int | None = None, fragments: TermFragments 
     return body
 
 
-def _rdfxml_own(nt: bytes) -> tuple:
-    return rdfxml_fragments(nt.decode("utf-8"))
+_rdfxml_own = _OwnRenderer(rdfxml_fragments)
 
 
 _RDFXML_HEAD = b'<?xml version="1.0" encoding="UTF-8"?>\n<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n'
@@ -745,28 +795,20 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
         return None
     if not rows:
         return QueryResult(form="CONSTRUCT", terms=terms, triples=_NO_TRIPLES)
-    charge_rows(len(rows) * len(tpl), 3 * 2 + 3, "CONSTRUCT")
-    slots = prog.slots
-    subj_like = set()
-    pred_like = set()
-    for s, p, _ in prog.rtriples:
-        subj_like.add(s)
-        subj_like.add(p)
-        pred_like.add(p)
-    fresh = _own_terms(tpl, len(rows), terms) if type(tpl) is OwnTemplate else None
-    if fresh:  # (the template's own terms: resolved in this answer's term table)
-        terms = fresh.terms
-        tpl = fresh.tpl
+    n = len(rows)
+    charge_rows(n * len(tpl), 3 * 2 + 3, "CONSTRUCT")
+    fresh = None
+    if type(tpl) is OwnTemplate:  # (the template's own terms: query-local ids of this answer)
+        fresh = _own_terms(tpl, n)
+        plan = tpl.plan
+        if plan is None or plan[0] is not prog:  # (made once per rebound program: the same each answer)
+            plan = tpl.plan = (prog, *_template_plan(prog, tpl.resolved))
+        _, check, trows = plan
+    else:
+        check, trows = _template_plan(prog, tpl)
     out: list[tuple] = []
     have: set = set()
-    check_s = check_p = False
-    for (a, x), (b, y), (c, z) in tpl:
-        if (a == "v" and x is None) or (b == "v" and y is None) or (c == "v" and z is None):
-            continue  # a variable the WHERE does not bind: never a triple
-        if not check_s:  # (a fresh blank node is a subject in every solution)
-            check_s = a != "b" and (a, slots[x] if a == "v" else x) not in subj_like
-        if not check_p:  # (an absent constant -- a query-local id -- is an IRI there: the grammar's)
-            check_p = (b, slots[y] if b == "v" else y) not in pred_like and not (b == "c" and y >= LOCAL_BASE)
+    for (a, x), (b, y), (c, z) in trows:
         if a == "b" or c == "b":  # the label's blank node of each solution
             bs = fresh[x] if a == "b" else None
             bo = fresh[z] if c == "b" else None
@@ -782,16 +824,45 @@ def construct_triples(compiled, terms, max_rows: int) -> QueryResult | None:
             if tr not in have:
                 have.add(tr)
                 out.append(tr)
-    if out and (check_s or check_p):
+    if out and check:
         ids = sorted({v for tr in out for v in tr[:2]})
-        if fresh and ids[-1] >= LOCAL_BASE:  # (this answer's own terms: the kind is their key's first byte)
+        if fresh is not None and ids[-1] >= LOCAL_BASE:  # (this answer's own terms: the kind is their key's first byte)
             store = [i for i in ids if i < LOCAL_BASE]
             kinds = dict(zip(store, terms.kinds(np.asarray(store, dtype=np.int64)).tolist(), strict=True))
             kinds.update((i, _KIND_OF_BYTE[fresh.keys[i][0]]) for i in ids if i >= LOCAL_BASE)
         else:
             kinds = dict(zip(ids, terms.kinds(np.asarray(ids, dtype=np.int64)).tolist(), strict=True))
         out = [tr for tr in out if kinds[tr[0]] in _SUBJECT_KINDS and kinds[tr[1]] == 0]
-    return Constructed(terms, [x for tr in out for x in tr], len(out), fresh.keys if fresh else None)
+    return Constructed(terms, [x for tr in out for x in tr], len(out), None if fresh is None else fresh.keys)
+
+
+def _template_plan(prog, tpl) -> tuple[bool, list]:
+    """(whether the triples' subjects and predicates need their kinds read, the template
+    triples a solution can make: none of a variable the WHERE does not bind) of a
+    resolved template over ``prog``'s solutions. The kind rule is settled from the
+    patterns where it can be: a template term the WHERE also holds as a subject or
+    predicate is an IRI or blank node in every solution, one it holds as a predicate an
+    IRI; a fresh blank node is a subject, an absent constant (a query-local id) in a
+    predicate's place an IRI (the grammar's)."""
+    slots = prog.slots
+    subj_like = set()
+    pred_like = set()
+    for s, p, _ in prog.rtriples:
+        subj_like.add(s)
+        subj_like.add(p)
+        pred_like.add(p)
+    trows = []
+    check_s = check_p = False
+    for tr in tpl:
+        (a, x), (b, y), (c, z) = tr
+        if (a == "v" and x is None) or (b == "v" and y is None) or (c == "v" and z is None):
+            continue  # a variable the WHERE does not bind: never a triple
+        if not check_s:
+            check_s = a != "b" and (a, slots[x] if a == "v" else x) not in subj_like
+        if not check_p:
+            check_p = (b, slots[y] if b == "v" else y) not in pred_like and not (b == "c" and y >= LOCAL_BASE)
+        trows.append(tr)
+    return check_s or check_p, trows
 
 
 #: a term's kind (engine.kv.dictionary: 0 IRI, 1 blank node, 2 literal) by the first byte
@@ -803,49 +874,94 @@ class OwnTemplate(tuple):
     """A compiled CONSTRUCT template (``engine.database.compile_construct``) holding
     terms each answer makes in a term table of its own (``("b", label)``: a fresh blank
     node per solution, ``("k", key)``: a constant the store does not hold): its type
-    tells :func:`construct_triples` so without a scan of the template per answer."""
+    tells :func:`construct_triples` so without a scan of the template per answer.
 
-    __slots__ = ()
+    Made (at compile, and by each rebinding to a new constant) with what every answer
+    of it shares: the number of labels (``labels``), the template with each absent
+    constant resolved to its query-local id -- the j-th distinct one LOCAL_BASE + j in
+    every answer, the labels' blank nodes after them (``resolved``) -- and those ids'
+    N-Triples fragments (``absent``)."""
+
+    def __new__(cls, rows):
+        self = super().__new__(cls, rows)
+        k = 0
+        ids: dict[str, int] = {}
+        for row in self:
+            for e in row:
+                if e[0] == "b":
+                    if e[1] >= k:
+                        k = e[1] + 1
+                elif e[0] == "k" and e[1] not in ids:
+                    ids[e[1]] = LOCAL_BASE + len(ids)
+        self.labels = k
+        self.absent = {i: _absent_nt(key) for key, i in ids.items()}
+        #: what the absent constants' keys hold in memory (charged per answer, as a term table does)
+        self.absent_bytes = sum(len(key) + _KEY_OVERHEAD for key in ids)
+        self.resolved = tuple(tuple(("c", ids[e[1]]) if e[0] == "k" else e for e in row)
+                              for row in self) if ids else tuple(self)
+        #: (the program it was last answered over, its _template_plan): kept per rebound program
+        self.plan = None
+        return self
+
+    def __getnewargs__(self):  # (a copy or pickle makes it from its rows, as a rebinding does)
+        return (tuple(self),)
+
+
+#: a template constant the store does not hold (its key) -> its N-Triples bytes: the same
+#: texts' constants come again (bounded: past _ABSENT_KEPT keys, rendered each time)
+_ABSENT_NT: dict[str, bytes] = {}
+_ABSENT_KEPT = 4096
+#: what one query-local key holds in memory besides its characters (QueryContext's charge)
+_KEY_OVERHEAD = 120
+
+
+def _absent_nt(key: str) -> bytes:
+    b = _ABSENT_NT.get(key)
+    if b is None:
+        b = _nt_bytes(key)
+        if len(_ABSENT_NT) < _ABSENT_KEPT:
+            _ABSENT_NT[key] = b
+    return b
 
 
 class _Own(list):
-    """A CONSTRUCT answer's own terms (:func:`_own_terms`): one id list per blank node
-    label (an id per solution), the term table holding them (``terms``), the template
-    with its absent constants resolved there (``tpl``) and the N-Triples fragments of
-    every query-local id (``keys``)."""
+    """A CONSTRUCT answer's own terms (:func:`_own_terms`): one id sequence per blank node
+    label (an id per solution) and the N-Triples fragment of every query-local id, in id
+    order (``keys``)."""
 
-    __slots__ = ("terms", "tpl", "keys")
-
-    def __bool__(self) -> bool:  # (a template with absent constants and no label is one too)
-        return True
+    __slots__ = ("keys",)
 
 
-def _own_terms(tpl, n: int, terms) -> _Own | None:
-    """What the general CONSTRUCT makes in its query's term table, made in a term table
-    of this answer over the same snapshot (a ``QueryContext``: every writer renders its
-    query-local ids; their key memory charged to the running budget): a fresh blank node
-    per template label (``("b", k)``) and solution, as ``QueryContext.fresh_bnodes`` makes
-    them, and a query-local id per template constant the store does not hold
-    (``("k", key)``, then ``("c", id)``). None when the template has neither."""
-    k = 0
-    absent = False
-    for row in tpl:
-        for e in row:
-            if e[0] == "b":
-                if e[1] >= k:
-                    k = e[1] + 1
-            elif e[0] == "k":
-                absent = True
-    if not k and not absent:
-        return None
-    from engine.exec.evaluate import QueryContext  # noqa: PLC0415
-
-    ctx = QueryContext(terms.snapshot, term_cache=terms._term_cache)
-    out = _Own(ctx.fresh_bnodes(n, "").tolist() for _ in range(k)) if n else _Own([] for _ in range(k))
-    out.terms = ctx
-    # (absent from the snapshot the program was compiled for, which is this answer's: no look-up)
-    out.tpl = tuple(tuple(("c", ctx.absent_term_id(e[1])) if e[0] == "k" else e for e in row) for row in tpl)
-    out.keys = {LOCAL_BASE + i: _nt_bytes(key) for i, key in enumerate(ctx._local_keys)}
+def _own_terms(tpl: OwnTemplate, n: int) -> _Own:
+    """What the general CONSTRUCT makes in its query's term table, made here without one
+    (no ``QueryContext`` per answer; :class:`Constructed` makes one only when a general
+    writer asks for its ``terms``): a fresh blank node per template label and solution,
+    labelled as ``QueryContext.fresh_bnodes`` labels them (the process's seed and id and
+    a count shared with every query: distinct across solutions, labels and answers),
+    after the template's absent constants' ids (``OwnTemplate.resolved``); their key
+    memory charged to the running budget, as the term table charges it."""
+    out = _Own()
+    keys = out.keys = dict(tpl.absent)
+    held = tpl.absent_bytes
+    k = tpl.labels
+    if k:
+        tag = bnode_tag_bytes()
+        start = LOCAL_BASE + len(keys)
+        if n == 1:
+            for j in range(1, k + 1):
+                keys[start] = b"%sc%dx0" % (tag, j)
+                out.append((start,))
+                start += 1
+        else:
+            for j in range(1, k + 1):
+                ids = range(start, start + n)
+                keys.update(zip(ids, [b"%sc%dx%d" % (tag, j, i) for i in range(n)], strict=True))
+                out.append(ids)
+                start += n
+        held += k * n * (len(tag) + 12 + _KEY_OVERHEAD)
+    budget = current_budget()
+    if budget is not None:
+        budget.hold(held, "blank nodes")
     return out
 
 
@@ -853,7 +969,12 @@ class Constructed(QueryResult):
     """A CONSTRUCT answered tuple at a time (:func:`construct_triples`): its triples as
     one flat list of store ids (s, p, o, s, p, o...), which the small N-Triples writer
     reads as it is (:func:`graph_ntriples`: no array made and turned back into a list);
-    the ``triples`` array the other writers read is built from it on first use."""
+    the ``triples`` array the other writers read is built from it on first use.
+
+    An answer with its own terms (fresh blank nodes, absent constants: ``local``, their
+    N-Triples fragments by query-local id) keeps the store's term table as ``base``; the
+    small writers read store terms there and their own from ``local``; ``terms``, a term
+    table holding both, is made only when something else (a general writer) asks."""
 
     # (the fields other than the triples are constants: class attributes, as point.Described's)
     form = "CONSTRUCT"
@@ -864,15 +985,23 @@ class Constructed(QueryResult):
     n_rows = 0
 
     def __init__(self, terms, flat: list[int], n: int, local: dict | None = None):
-        self.terms = terms
+        self.base = terms
+        self._terms = terms if local is None else None
         self.flat = flat
         self.n = n
         self._triples = None
-        #: the fresh blank nodes' N-Triples fragments by (query-local) id; None: none
+        #: the answer's own terms' N-Triples fragments by (query-local) id, in id order; None: none
         self.local = local
 
     def __len__(self) -> int:
         return self.n
+
+    @property
+    def terms(self):
+        t = self._terms
+        if t is None:
+            t = self._terms = _own_table(self.base, self.local)
+        return t
 
     @property
     def triples(self) -> np.ndarray:
@@ -880,6 +1009,19 @@ class Constructed(QueryResult):
         if t is None:
             t = self._triples = np.array(self.flat, dtype=np.int64).reshape(-1, 3)
         return t
+
+
+def _own_table(base, local: dict[int, bytes]):
+    """A term table over ``base``'s snapshot (its shared key cache) holding an answer's own
+    terms at their query-local ids (``local``: ids from LOCAL_BASE on, in order), for the
+    writers that read keys (already charged: :func:`_own_terms`)."""
+    from engine.exec.evaluate import QueryContext  # noqa: PLC0415
+
+    ctx = QueryContext(base.snapshot, term_cache=base._term_cache, query_memory=0)
+    keys = [b.decode("utf-8") for b in local.values()]
+    ctx._local_keys.extend(keys)
+    ctx._local.update(zip(keys, range(LOCAL_BASE, LOCAL_BASE + len(keys)), strict=True))
+    return ctx
 
 
 _NO_TRIPLES = np.zeros((0, 3), dtype=np.int64)

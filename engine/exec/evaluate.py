@@ -241,6 +241,25 @@ def _bnode_tag() -> str:
     return f"_:q{_BNODE_SEED}{os.getpid():x}n{next(_BNODE_TAGS)}"
 
 
+def _bnode_start() -> None:
+    global _BNODE_START
+    _BNODE_START = f"_:q{_BNODE_SEED}{os.getpid():x}n".encode()
+
+
+#: ``_:q<seed><pid>n`` as bytes: :func:`bnode_tag_bytes`' start, made again in a forked child
+_BNODE_START = b""
+_bnode_start()
+os.register_at_fork(after_in_child=_bnode_start)
+
+
+def bnode_tag_bytes() -> bytes:
+    """:func:`_bnode_tag` as bytes (the same count: labels stay distinct from every other
+    query's and answer's; a forked query process's labels hold its own id), for answers
+    that make their blank nodes without a ``QueryContext`` (``engine.small_answers``'
+    CONSTRUCT templates)."""
+    return b"%s%d" % (_BNODE_START, next(_BNODE_TAGS))
+
+
 class QueryContext:
     """Per-query EvalContext and TermTable."""
 

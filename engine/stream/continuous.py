@@ -1823,13 +1823,40 @@ class InstantEvaluator:
         :meth:`quiet_until` answers "evaluate" for a maintained query at once (one instant
         ready, the last instant answered, a query the relevance check reuses for, a state kept
         and not backing off; evaluating gives the same event as any reuse), and no stored
-        default graph read as of each instant. Attribute reads only: it runs on a woken worker."""
-        mt = self._maint
-        if mt is None or not alone or last != t or self._ok != state[0] or mt.rows_mode:
+        default graph read as of each instant. Attribute reads only: it runs on a woken worker
+        (the conditions that cannot change -- the query's form, its windows -- are read once,
+        :meth:`_due_static`)."""
+        mt = self._mdue
+        if mt is None:
+            mt = self._due_static()
+        if mt is False or not alone or last != t or self._ok != state[0]:
             return False
+        if mt.state is None or mt._skip or mt._probe:
+            return False
+        ab = self._mdue_absorb   # (the merged path's: the stored default graph rewound)
+        return ab is None or not len(ab)
+
+    #: maintained_due's conditions that do not change: None (not known yet), False, or the state
+    _mdue = None
+    _mdue_absorb = None
+
+    def _due_static(self):
+        """:meth:`maintained_due`'s fixed conditions: the query's :class:`Maintained` if it has
+        one that writes event bodies (RSTREAM, not rows mode) over time windows the relevance
+        check reuses for, else False (None while the relevance check has not been made)."""
+        mt = self._maint
         rel = self._rel
-        return (rel is not None and rel[0] and rel[1] is not None and mt.state is not None and mt._skip == 0
-                and not mt._probe and self._maintained_ok())
+        if mt is None or mt.rows_mode:
+            self._mdue = False
+            return False
+        if rel is None:
+            return False
+        if not (rel[0] and rel[1] is not None):
+            self._mdue = False
+            return False
+        self._mdue_absorb = self.absorb_log if self.reads_stored_default else None
+        self._mdue = mt
+        return mt
 
     def maintained_instant(self, t: int) -> tuple[bytes, tuple] | None:
         """Instant ``t`` from the maintained state in one step (:meth:`maintained_due` said so):

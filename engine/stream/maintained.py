@@ -79,6 +79,10 @@ BUILD_WORK = 50 * MAX_WORK
 #: instants the ingestion thread moves a state ahead per batch (an element beyond the next
 #: instant completes it)
 AHEAD = 4
+#: output rows (groups) up to which :meth:`Maintained.advance` writes the next instant's body
+#: when the expired triples changed them (more: the instant or the next element writes it, once)
+READY_AHEAD = 32
+_READY_AHEAD = [0]   # bodies advance() wrote (tests: the path is taken)
 #: instants the ingestion moves a state past without any instant asking for it before it stops
 #: maintaining it (a query evaluated in a batch of queries of its shape, :mod:`multiquery`)
 IDLE_MAX = 8
@@ -170,30 +174,32 @@ class Maintained:
     GUARD_REFRESH = 8
 
     def __init__(self, gen: GenQuery, windows: list, json):
+        # what an instant reads first (instant(), maintained_due): adjacent in the instance's
+        # dict (insertion order), a few cache lines for a woken worker
+        self.lock = threading.Lock()
+        self.state: _State | None = None
+        self._skip = 0
+        self._probe = False   # the next instant is handed to the ordinary path (a fresh measure)
+        self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body, event) kept by the ingestion
+        self._idle = 0   # instants the ingestion moved the state past that no instant asked for
+        self._n = 0           # instants answered from the state since the guard's last check
+        self._body: bytes | None = None   # the next event's data up to its window member (_ready)
         self.gen = gen
         self.json = json            # the query's own _JsonTerms (used under the lock only)
-        self._body: bytes | None = None   # the next event's data up to its window member (_ready)
         sh = gen.sh
         self.sh = sh
         self.windows = windows
         self.ranges_ms = [int(bw.window.range_ms) for bw in windows]
         self._rmax = max(self.ranges_ms)   # the window member's RANGE (_event)
-        self.lock = threading.Lock()
-        self.state: _State | None = None
-        self._skip = 0
         self._backoff = 0
-        self._idle = 0   # instants the ingestion moved the state past that no instant asked for
         self._cost = 0.0      # CPU seconds maintaining since the guard's last check
-        self._n = 0           # instants answered from the state since then
         self._ord: float | None = None   # the ordinary path's CPU seconds, last measured
         self._fresh = False   # measured since the guard's last check
-        self._probe = False   # the next instant is handed to the ordinary path (a fresh measure)
         self._strikes = 0     # checks in a row the maintenance cost too much
         self._checks = 0      # the guard's checks
         self.guarded = 0      # times the guard stopped the maintenance (tests)
         self._frags: dict = {}   # output row -> its JSON members (render)
         self._base: tuple = ({}, [{} for _ in sh.aggs] if sh.by is not None else [])   # (_build)
-        self._done: dict = {}    # instant -> (windows' ranges, snapshot number, body, event) kept by the ingestion
         self.step = query_step([bw.window for bw in windows])
         self.grouping = sh.by is not None
         self.ns = dict(_tg._HELPERS)
@@ -959,6 +965,12 @@ class Maintained:
                         self._drop()
                         return
                 st.tau = tau   # (its body: written once its elements arrive, or at the instant)
+                if self._body is None and not self.rows_mode and len(self.R) <= READY_AHEAD:
+                    # a few rows: their body now (after the event; a few µs), not at an instant
+                    # no element reaches (a woken worker pays each first touch); an element that
+                    # changes the rows writes it again on the ingestion thread
+                    self._ready()
+                    _READY_AHEAD[0] += 1
             except (_Drop, _Hand, Undecided):
                 self._drop()
             except Exception:   # noqa: BLE001 -- the next instant takes the ordinary path
@@ -988,7 +1000,9 @@ class Maintained:
             if done is not None and done[1] == snap.sn and done[0] == ranges and (
                     st.dict_n is None or st.dict_n == len(snap.dictionary)):
                 _ANSWERED[0] += 1
-                self._answered()
+                n = self._n = self._n + 1   # (_answered inline: the guard's check every GUARD_EVERY)
+                if n >= self.GUARD_EVERY:
+                    self._guard()
                 return done[3]   # (= body + member + "}", written whole on the ingestion thread)
             try:
                 if st.sn != snap.sn or (st.dict_n is not None and st.dict_n != len(snap.dictionary)):
@@ -996,10 +1010,11 @@ class Maintained:
                     if st is None:
                         self._drop()
                         return None
-                ws = st.ws
-                if any(w[1] != g0 or w[2] != g1 for w, (g0, g1) in zip(ws, ranges, strict=True)):
-                    if not self._sync(st, ranges, _values(snap.dictionary), CATCH_UP):
-                        return None   # (the state is left as it was: the next advance moves it)
+                for w, (g0, g1) in zip(st.ws, ranges, strict=True):   # (a loop: no generator to make)
+                    if w[1] != g0 or w[2] != g1:
+                        if not self._sync(st, ranges, _values(snap.dictionary), CATCH_UP):
+                            return None   # (the state is left as it was: the next advance moves it)
+                        break
                 st.tau = t
                 body = self._body
                 if body is None:
@@ -1012,7 +1027,9 @@ class Maintained:
                 self._drop()
                 return None
             _ANSWERED[0] += 1
-            self._answered()
+            n = self._n = self._n + 1
+            if n >= self.GUARD_EVERY:
+                self._guard()
             return b"".join((body, member, b"}"))
 
     def _event(self, t: int) -> bytes:
@@ -1087,8 +1104,11 @@ class Maintained:
         """An instant answered from the state (under the lock): every :data:`GUARD_EVERY`, the
         cost guard (see there)."""
         self._n += 1
-        if self._n < self.GUARD_EVERY:
-            return
+        if self._n >= self.GUARD_EVERY:
+            self._guard()
+
+    def _guard(self) -> None:
+        """The cost guard's check (:meth:`_answered`, every :data:`GUARD_EVERY` answers)."""
         per = self._cost / self._n
         self._cost = 0.0
         self._n = 0
