@@ -222,3 +222,18 @@ def test_graph_shards_of_bucket_tables_take_the_folded_lookup():
             assert nbrs(v, 10 ** 6) == want
             for o in want[:2] + [0, 50001]:
                 assert has(v, o) is (o in want)
+
+
+# -- the store's current snapshot ---------------------------------------------------------
+
+def test_store_snapshot_is_a_c_call_answering_the_latest_commit():
+    db = Database()
+    store = db.store
+    seen = [store.snapshot()]
+    for i in range(3):
+        db.load_data(f"<{_EX}s{i}> <{_EX}p> <{_EX}o{i}> .\n", "application/n-triples")
+        snap = store.snapshot()
+        assert snap is store._snapshot and snap is type(store).snapshot(store)  # as the method
+        assert snap.n_triples == i + 1 and all(snap is not s for s in seen)
+        seen.append(snap)
+    assert _python_calls(store.snapshot) == []  # taken: no Python frame
