@@ -425,6 +425,8 @@ class Maintained:
                 if not dist and j not in sh.agg_kinds:   # (SUM, MIN, ...: value counts too, tiny_aggs)
                     continue
                 val = _slot(arg) if arg else "None"
+                for x in gen.agg_arg_lines(j, self.ns):   # (an aggregate of an expression, tiny_aggs)
+                    emit(x)
                 emit(f"dj = D{j}.get(g)")
                 emit(f"if dj is None: dj = D{j}[g] = {{}}")
                 emit(f"m = dj.get({val}, 0) + sign")

@@ -43,9 +43,10 @@ from engine.exec.aggregates import _result_key
 from engine.exec.functions import vars_of
 from engine.sparql import algebra as A
 from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _num_item, _value
+from engine.stream.tiny_terms import term_expr
 from engine.terms import XSD_DECIMAL, XSD_DOUBLE, XSD_INTEGER, XSD_STRING, from_key, literal_key
 
-__all__ = ["AggGroup", "agg_fn", "NAMES", "bound_ok", "computed_ok", "grouped_expr"]
+__all__ = ["AggGroup", "agg_fn", "expr_agg_fn", "expr_name", "NAMES", "bound_ok", "computed_ok", "grouped_expr"]
 
 #: aggregates these paths compute besides COUNT
 NAMES = ("SUM", "AVG", "MIN", "MAX", "SAMPLE", "GROUP_CONCAT")
@@ -60,10 +61,14 @@ class AggGroup:
     variable: ``aggs`` as :class:`engine.stream.tiny_ops.CountGroup`'s ((output, argument or
     None, distinct)), ``kinds`` the non-COUNT ones by position ((name, separator))."""
 
-    __slots__ = ("by", "aggs", "kinds")
+    __slots__ = ("by", "aggs", "kinds", "exprs")
 
-    def __init__(self, by: list, aggs: list, kinds: dict):
+    def __init__(self, by: list, aggs: list, kinds: dict, exprs: dict | None = None):
         self.by, self.aggs, self.kinds = by, aggs, kinds
+        # position -> the argument expression of ``SUM(?a * ?b)``, ``AVG(xsd:double(?v))``: the
+        # argument slot is then a name no SPARQL variable has (:func:`expr_name`), assigned per
+        # solution from a :class:`~engine.stream.tiny_terms.TermFn` (the value's term key)
+        self.exprs = exprs or {}
 
     @staticmethod
     def of(node: A.Group) -> AggGroup | None:
@@ -72,18 +77,32 @@ class AggGroup:
             if not isinstance(expr, A.Var) or expr.name != var.name:
                 return None
             by.append(var.name)
-        aggs, kinds = [], {}
+        aggs, kinds, exprs = [], {}, {}
         for var, agg in node.aggregates:
             name = agg.name.upper()
             if name == "COUNT" and agg.arg is None and not agg.distinct:
                 aggs.append((var.name, None, False))
                 continue
-            if not isinstance(agg.arg, A.Var) or (name != "COUNT" and name not in NAMES):
+            if name != "COUNT" and name not in NAMES:
                 return None
+            if not isinstance(agg.arg, A.Var):
+                # an expression: its values' keys are counted (SUM, AVG, MIN, ...; not COUNT, whose
+                # errors are left out rather than making the group an error)
+                if name == "COUNT" or agg.arg is None or not term_expr(agg.arg):
+                    return None
+                exprs[len(aggs)] = agg.arg
+                kinds[len(aggs)] = (name, " " if agg.separator is None else agg.separator)
+                aggs.append((var.name, expr_name(len(aggs)), bool(agg.distinct)))
+                continue
             if name != "COUNT":
                 kinds[len(aggs)] = (name, " " if agg.separator is None else agg.separator)
             aggs.append((var.name, agg.arg.name, bool(agg.distinct)))
-        return AggGroup(by, aggs, kinds)
+        return AggGroup(by, aggs, kinds, exprs)
+
+
+def expr_name(j: int) -> str:
+    """The argument slot's name of aggregate ``j`` over an expression (no SPARQL variable's)."""
+    return f" agg{j}"
 
 
 # ---------------------------------------------------------------- the terms' keys
@@ -302,6 +321,52 @@ def agg_fn(name: str, distinct: bool, sep: str = " "):
     if name == "GROUP_CONCAT":
         return _group_concat(sep, distinct)
     raise ValueError(name)
+
+
+class _KeyDictionary:
+    """A stand-in dictionary whose ids are the terms' keys (:func:`expr_agg_fn`)."""
+
+    __slots__ = ("__weakref__",)
+
+    @staticmethod
+    def key(k: str) -> str:
+        return k
+
+
+class _KeyValues(dict):
+    """Term key -> numeric value (:func:`engine.stream.tiny_ops._value`), as :class:`_Values`
+    of :mod:`tiny_gen` maps ids."""
+
+    __slots__ = ("dictionary",)
+
+    def __init__(self):
+        super().__init__()
+        self.dictionary = _KeyDictionary()
+
+    def __missing__(self, k: str):
+        v = _value(k)
+        if len(self) > 1 << 16:
+            self.clear()
+        self[k] = v
+        return v
+
+
+_KV = _KeyValues()
+
+
+def expr_agg_fn(name: str, distinct: bool, sep: str = " "):
+    """:func:`agg_fn` over value counts keyed by the argument expression's term keys (an
+    aggregate of an expression: the solutions' values are terms no dictionary holds). A solution
+    whose expression is an error (key None) hands the instant back: the executor's rules for an
+    error inside MIN / MAX / SAMPLE / GROUP_CONCAT are its own (SUM and AVG of an error: an
+    error; taken from the ordinary path too, rare in practice)."""
+    inner = agg_fn(name, distinct, sep)
+
+    def f(vc: dict, V) -> tuple:
+        if None in vc:
+            raise Undecided
+        return inner(vc, _KV)
+    return f
 
 
 # ---------------------------------------------------------------- what the shapes may hold

@@ -436,6 +436,7 @@ class _Shape:
         self.by: list[str] | None = None  # GROUP BY variables (None: no grouping)
         self.aggs: list = []              # (output var, counted var or None, distinct)
         self.agg_kinds: dict = {}         # aggregate position -> (SUM/AVG/MIN/..., separator): not COUNTs
+        self.agg_exprs: dict = {}         # aggregate position -> its argument expression (tiny_aggs)
         self.having: list = []            # HAVING conjuncts over by / aggregate variables
         self.alias: dict[str, str] = {}   # projected name -> the variable it renames
         self.computed: dict = {}          # projected name -> its arithmetic expression
@@ -513,6 +514,7 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
             return None
         sh.by, sh.aggs, sh.having = list(group.by), list(group.aggs), above
         sh.agg_kinds = dict(getattr(group, "kinds", {}))
+        sh.agg_exprs = dict(getattr(group, "exprs", {}))
         node = node.input
         while isinstance(node, A.Filter):
             sh.filters += _conjuncts(node.expr)
@@ -572,7 +574,10 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
         # group's aggregates: tiny_aggs)
     if sh.by is not None:
         outs = set(sh.by) | {a for a, _, _ in sh.aggs}
-        if not set(sh.by) <= bvars or any(x is not None and x not in bvars for _, x, _ in sh.aggs):
+        if not set(sh.by) <= bvars or any(x is not None and x not in bvars and j not in sh.agg_exprs
+                                          for j, (_, x, _) in enumerate(sh.aggs)):
+            return None
+        if any(not _expr_vars(e) <= bvars for e in sh.agg_exprs.values()):
             return None
         if any(alias.get(n, n) not in outs and n not in sh.computed for n in sh.names):
             return None
@@ -729,6 +734,13 @@ class GenQuery:
             if alt is not None:
                 self._calt[n] = alt
             self._ccode[n] = (src, consts)
+        self._acode = {}   # aggregate position -> its argument's source over terms (tiny_aggs)
+        for j, e in self.sh.agg_exprs.items():
+            consts = []
+            src = self._term_source(e, False, consts, f"A{j}_", bvars)
+            if src is None:
+                return False
+            self._acode[j] = (src, consts)
         self._hcode = []
         outs = set(self.sh.by or ()) | {a for a, _, _ in self.sh.aggs}
         counts = {a for a, _, _ in self.sh.aggs}
@@ -750,6 +762,17 @@ class GenQuery:
                 return False
             self._hcode.append((src, consts))
         return True
+
+    def agg_arg_lines(self, j: int, ns: dict) -> list[str]:
+        """Statements assigning aggregate ``j``'s argument slot when it is an expression (its
+        value's term key; None for an error), its constants put in ``ns``; none otherwise."""
+        got = self._acode.get(j)
+        if got is None:
+            return []
+        src, consts = got
+        for ci, v in enumerate(consts):
+            ns[f"A{j}_K{ci}"] = v
+        return [f"{_slot(self.sh.aggs[j][1])} = {src}"]
 
     def _term_source(self, e, boolean: bool, consts: list, prefix: str, bvars: set, slot=None) -> str | None:
         """The source of ``e`` decided over terms (:class:`~engine.stream.tiny_terms.TermFn`,
@@ -1218,6 +1241,8 @@ class GenQuery:
                 counted = False
                 for j, (_, arg, dist) in enumerate(sh.aggs):
                     if j in sh.agg_kinds:   # value counts (tiny_aggs computes the group's value)
+                        for x in self.agg_arg_lines(j, ns):
+                            emit(x)
                         emit(f"dj = D{j}.get(g)")
                         emit(f"if dj is None: dj = D{j}[g] = {{}}")
                         emit(f"dj[{_slot(arg)}] = dj.get({_slot(arg)}, 0) + 1")
@@ -1294,7 +1319,8 @@ class GenQuery:
             lines.append(f"  G_{_ident(b)} = g[{k}]")
         for j, (a, _, dist) in enumerate(sh.aggs):
             if j in sh.agg_kinds:   # (its term's key, its numeric value)
-                ns[f"_AG{j}"] = _aggs.agg_fn(sh.agg_kinds[j][0], dist, sh.agg_kinds[j][1])
+                ns[f"_AG{j}"] = (_aggs.expr_agg_fn if j in sh.agg_exprs else _aggs.agg_fn)(
+                    sh.agg_kinds[j][0], dist, sh.agg_kinds[j][1])
                 lines.append(f"  K_{_ident(a)}, N_{_ident(a)} = _AG{j}(D{j}.get(g, _NOVC), V)")
                 continue
             lines.append(f"  N_{_ident(a)} = len(D{j}.get(g, ()))" if dist else f"  N_{_ident(a)} = n")
