@@ -46,7 +46,7 @@ from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _num_item, _value
 from engine.stream.tiny_terms import term_expr
 from engine.terms import XSD_DECIMAL, XSD_DOUBLE, XSD_INTEGER, XSD_STRING, from_key, literal_key
 
-__all__ = ["AggGroup", "agg_fn", "expr_agg_fn", "expr_name", "NAMES", "bound_ok", "computed_ok", "grouped_expr"]
+__all__ = ["AggGroup", "agg_fn", "below_group", "expr_agg_fn", "expr_name", "NAMES", "bound_ok", "computed_ok", "grouped_expr"]
 
 #: aggregates these paths compute besides COUNT
 NAMES = ("SUM", "AVG", "MIN", "MAX", "SAMPLE", "GROUP_CONCAT")
@@ -367,6 +367,47 @@ def expr_agg_fn(name: str, distinct: bool, sep: str = " "):
             raise Undecided
         return inner(vc, _KV)
     return f
+
+
+def below_group(sh, node, conjuncts):
+    """The BGP's node under a GROUP BY, with the FILTERs and BINDs between them taken into
+    ``sh``: FILTER conjuncts appended to ``sh.filters``, a ``BIND (expr AS ?x)`` inlined where
+    ``?x`` is read -- in FILTERs above it and in the arguments of SUM / AVG / MIN / ... (which
+    become aggregates of ``expr``, :func:`expr_agg_fn`). None (not taken) when a bound variable
+    is a group key or counted (COUNT leaves errors out), or an expression is not one
+    :mod:`tiny_terms` decides."""
+    from engine.stream import tiny_terms as _tt  # noqa: PLC0415 -- (tiny_gen's helpers, no cycle)
+
+    chain = []
+    while isinstance(node, (A.Extend, A.Filter)):
+        chain.append(node)
+        node = node.input
+    if not any(isinstance(op, A.Extend) for op in chain):
+        for op in chain:
+            sh.filters += conjuncts(op.expr)
+        return node
+    binds: dict = {}
+    for op in reversed(chain):   # bottom-up: an operator sees the BINDs below it
+        e = _tt.inline(op.expr, binds)
+        if not term_expr(e):
+            return None
+        if isinstance(op, A.Extend):
+            if op.var.name in binds:
+                return None
+            binds[op.var.name] = e
+        else:
+            sh.filters += conjuncts(e)
+    if set(sh.by) & set(binds):
+        return None
+    for j, (out, arg, dist) in enumerate(sh.aggs):
+        if j in sh.agg_exprs:
+            sh.agg_exprs[j] = _tt.inline(sh.agg_exprs[j], binds)
+        elif arg in binds:
+            if j not in sh.agg_kinds:
+                return None
+            sh.agg_exprs[j] = binds[arg]
+            sh.aggs[j] = (out, expr_name(j), dist)
+    return node
 
 
 # ---------------------------------------------------------------- what the shapes may hold

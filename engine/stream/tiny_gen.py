@@ -515,10 +515,9 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
         sh.by, sh.aggs, sh.having = list(group.by), list(group.aggs), above
         sh.agg_kinds = dict(getattr(group, "kinds", {}))
         sh.agg_exprs = dict(getattr(group, "exprs", {}))
-        node = node.input
-        while isinstance(node, A.Filter):
-            sh.filters += _conjuncts(node.expr)
-            node = node.input
+        node = _aggs.below_group(sh, node.input, _conjuncts)   # (FILTERs; BINDs read by aggregates)
+        if node is None:
+            return None
     else:
         sh.filters = above
     if sh.ask and (sh.computed or sh.alias):
