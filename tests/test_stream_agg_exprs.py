@@ -87,7 +87,7 @@ elements = st.lists(st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(P
                              min_size=1, max_size=6), min_size=1, max_size=6)
 
 
-def _replay(db, q: str, els: list, rng: int, maintain: bool) -> None:
+def _replay(db, q: str, els: list, rng: int, maintain: bool, seen: dict = SEEN) -> None:
     store = TransientStore("a", slice_triples=8)
     on = _pair(db, q, store, rng, True, maintain)
     off = _pair(db, q, store, rng, False, False)
@@ -111,8 +111,8 @@ def _replay(db, q: str, els: list, rng: int, maintain: bool) -> None:
         if fast and not _oxigraph_zero_quotient(db, q, window):
             assert ra == _norm(_oracle(db, q, window)), (q, t)
         if (on._maint if maintain else on._gen) is not None:
-            SEEN[key][1] += 1
-            SEEN[key][0] += fast
+            seen[key][1] += 1
+            seen[key][0] += fast
         on.settle(a, t)
         off.settle(b, t)
         on.prepare(t + 1000)

@@ -46,7 +46,7 @@ from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _num_item, _value
 from engine.stream.tiny_terms import term_expr
 from engine.terms import XSD_DECIMAL, XSD_DOUBLE, XSD_INTEGER, XSD_STRING, from_key, literal_key
 
-__all__ = ["AggGroup", "agg_fn", "below_group", "expr_agg_fn", "expr_name", "NAMES", "bound_ok", "computed_ok", "grouped_expr"]
+__all__ = ["AggGroup", "agg_fn", "below_group", "expr_agg_fn", "expr_name", "group_fn", "optional_group", "NAMES", "bound_ok", "computed_ok", "grouped_expr"]
 
 #: aggregates these paths compute besides COUNT
 NAMES = ("SUM", "AVG", "MIN", "MAX", "SAMPLE", "GROUP_CONCAT")
@@ -306,6 +306,52 @@ def _group_concat(sep: str, distinct: bool):
             parts += [t.lexical] * (1 if distinct else n)
         return literal_key(sep.join(parts)), _NONNUM
     return f
+
+
+def _count(distinct: bool):
+    """COUNT over value counts holding -1 (an OPTIONAL's variable left unbound: not counted)."""
+    def f(vc: dict, V) -> tuple:
+        n = sum(1 for i in vc if i != -1) if distinct else sum(c for i, c in vc.items() if i != -1)
+        return f'"{n}"^^<{XSD_INTEGER}>', n
+    return f
+
+
+def _bound_only(inner):
+    """``inner`` where the argument may be unbound (an OPTIONAL's variable, id -1): the
+    executor's rules for an unbound argument of SUM / MIN / ... are its own: handed back."""
+    def f(vc: dict, V) -> tuple:
+        if -1 in vc:
+            raise Undecided
+        return inner(vc, V)
+    return f
+
+
+def group_fn(sh, j: int):
+    """The function computing aggregate ``j`` of shape ``sh`` from a group's value counts:
+    over an expression's keys (:func:`expr_agg_fn`), over an OPTIONAL's variable
+    (:func:`optional_group`), or over term ids (:func:`agg_fn`)."""
+    name, sep = sh.agg_kinds[j]
+    dist = sh.aggs[j][2]
+    if j in sh.agg_exprs:
+        return expr_agg_fn(name, dist, sep)
+    if name == "COUNT":
+        return _count(dist)
+    fn = agg_fn(name, dist, sep)
+    return _bound_only(fn) if sh.aggs[j][1] not in sh.required_vars else fn
+
+
+def optional_group(sh, rvars: set) -> bool:
+    """Whether a GROUP BY over OPTIONAL groups is taken (``likes per post, zero included``):
+    its keys are required variables (always bound); a COUNT of a variable an OPTIONAL binds
+    becomes value counts (-1 for unbound, left out, :func:`_count`), SUM / MIN / ... of one
+    hand an unbound value back (:func:`group_fn`)."""
+    if not set(sh.by) <= rvars:
+        return False
+    for j, (_, arg, _) in enumerate(sh.aggs):
+        if arg is None or arg in rvars or j in sh.agg_exprs or j in sh.agg_kinds:
+            continue
+        sh.agg_kinds[j] = ("COUNT", " ")
+    return True
 
 
 def agg_fn(name: str, distinct: bool, sep: str = " "):

@@ -547,7 +547,7 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
         # each OPTIONAL joins the required part only: its other variables are its own (then the
         # groups are independent left joins); at most 3 (the emission is written per outcome);
         # no grouping over possibly unbound variables
-        if len(opts) > 3 or sh.by is not None or sh.ask:
+        if len(opts) > 3 or sh.ask or (sh.by is not None and not _aggs.optional_group(sh, rvars)):
             return None
         seen: set = set()
         for trs, _ in opts:
@@ -1318,8 +1318,7 @@ class GenQuery:
             lines.append(f"  G_{_ident(b)} = g[{k}]")
         for j, (a, _, dist) in enumerate(sh.aggs):
             if j in sh.agg_kinds:   # (its term's key, its numeric value)
-                ns[f"_AG{j}"] = (_aggs.expr_agg_fn if j in sh.agg_exprs else _aggs.agg_fn)(
-                    sh.agg_kinds[j][0], dist, sh.agg_kinds[j][1])
+                ns[f"_AG{j}"] = _aggs.group_fn(sh, j)
                 lines.append(f"  K_{_ident(a)}, N_{_ident(a)} = _AG{j}(D{j}.get(g, _NOVC), V)")
                 continue
             lines.append(f"  N_{_ident(a)} = len(D{j}.get(g, ()))" if dist else f"  N_{_ident(a)} = n")
