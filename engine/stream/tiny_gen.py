@@ -733,13 +733,13 @@ class GenQuery:
             if alt is not None:
                 self._calt[n] = alt
             self._ccode[n] = (src, consts)
-        self._acode = {}   # aggregate position -> its argument's source over terms (tiny_aggs)
+        self._aggcode = {}   # aggregate position -> its argument's source over terms (tiny_aggs)
         for j, e in self.sh.agg_exprs.items():
             consts = []
             src = self._term_source(e, False, consts, f"A{j}_", bvars)
             if src is None:
                 return False
-            self._acode[j] = (src, consts)
+            self._aggcode[j] = (src, consts)
         self._hcode = []
         outs = set(self.sh.by or ()) | {a for a, _, _ in self.sh.aggs}
         counts = {a for a, _, _ in self.sh.aggs}
@@ -765,7 +765,7 @@ class GenQuery:
     def agg_arg_lines(self, j: int, ns: dict) -> list[str]:
         """Statements assigning aggregate ``j``'s argument slot when it is an expression (its
         value's term key; None for an error), its constants put in ``ns``; none otherwise."""
-        got = self._acode.get(j)
+        got = self._aggcode.get(j)
         if got is None:
             return []
         src, consts = got
