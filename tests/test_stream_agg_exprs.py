@@ -33,6 +33,7 @@ SEEN = {"gen": [0, 0], "maint": [0, 0]}   # (instants answered by the path, inst
 
 EXPRS = ["?{c} * 2", "?{c} + ?{d}", f"<{XSD}double>(?{{c}})", "?{c} - 1", "-?{c}", "?{c} / 2",
          "?{c} * ?{d}", "ABS(?{c})", "IF(?{c} > 1, ?{c}, 0)"]
+KEY_EXPRS = ["STR(?{g})", "isIRI(?{g})", 'CONCAT(STR(?{g}), "-")', "DATATYPE(?{g})"]
 AGGS = ["SUM({e})", "AVG({e})", "MIN({e})", "MAX({e})", "SUM(DISTINCT {e})", "AVG(DISTINCT {e})"]
 
 
@@ -78,6 +79,9 @@ def agg_expr_queries(draw):
         having = f" HAVING ({draw(st.sampled_from(['SUM', 'MAX', 'AVG']))}({e}) > 1)"
     if draw(st.booleans()):
         body += f" FILTER(?{c} != 0)"
+    if g and draw(st.booleans()):   # an expression over the group's key, as terms
+        ke = draw(st.sampled_from(KEY_EXPRS)).format(g=g)
+        sel.append(f"({ke} AS ?k)")
     head = ("?" + g + " " if g else "") + " ".join(sel)
     tail = f" GROUP BY ?{g}" if g else ""
     return f"SELECT {head} WHERE {{ {body} }}{tail}{having}"
@@ -155,11 +159,12 @@ SHAPES = [
     "SELECT ?a ((SUM(?b * 2) / COUNT(?b)) AS ?m) WHERE {{ ?a {p} ?b }} GROUP BY ?a",
     "SELECT ?a (SUM(?z) AS ?s) (MAX(?w) AS ?m) WHERE {{ ?a {p} ?b BIND(?b * 10 AS ?z) BIND(?z + 1 AS ?w) "
     "FILTER(?z > 0) }} GROUP BY ?a",
+    "SELECT (STR(?a) AS ?name) (SUM(?b) AS ?s) WHERE {{ ?a {p} ?b }} GROUP BY ?a",
 ]
 #: per shape, readings of one sensor the shape decides (no expression errors)
 READINGS = {0: [1, 2, 5], 1: [1, "1.5", "2.25E0"], 2: ["1.5", "0.5", "2"], 3: [1, 1, 5], 4: [5, 5, 5],
             5: ['"y"', '"y"', '"y"'], 6: ["2.25E0", "1.0E0", "0.5E0"],
-            7: [1, "0.5", "2.5E0"]}
+            7: [1, "0.5", "2.5E0"], 8: [1, 2, 3]}
 
 
 @pytest.mark.parametrize("k", range(len(SHAPES)))

@@ -477,7 +477,8 @@ def computed_ok(sh) -> bool:
     """Whether the projected expressions of a grouping query read only its groups' variables and
     aggregates (``(SUM(?x) / COUNT(?x) AS ?m)``), with no ``BOUND`` of an aggregate."""
     outs = set(sh.by) | {a for a, _, _ in sh.aggs}
-    return all(set(vars_of(e)) <= outs and bound_ok(e, sh) and grouped_expr(e) is not None
+    return all(set(vars_of(e)) <= outs and bound_ok(e, sh)
+               and (grouped_expr(e) is not None or (set(vars_of(e)) <= set(sh.by) and term_expr(e)))
                for e in sh.computed.values())
 
 

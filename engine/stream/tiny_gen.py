@@ -715,9 +715,16 @@ class GenQuery:
         self._calt: dict = {}   # computed name -> its source over terms, where the numeric one may not decide
         grouped = self.sh.by is not None   # (expressions over the groups' aggregates: tiny_aggs)
         aggv = {a for a, _, _ in self.sh.aggs}
+        self._gterm: dict = {}   # computed name -> its source over the group's key terms
         for n, e in self.sh.computed.items():
             consts = []
-            if grouped:   # (checked here; the tail computes them by tiny_aggs.grouped_expr)
+            if grouped and _aggs.grouped_expr(e) is None:   # (over the group's keys only, as terms:
+                # ``(STR(?s) AS ?name)``, tiny_aggs.computed_ok; the tail writes its key)
+                src = self._term_source(e, False, consts, f"E{len(self._ccode)}_", set(self.sh.by),
+                                        lambda n: f"G_{_ident(n)}")
+                self._gterm[n] = src
+                alt = None
+            elif grouped:   # (checked here; the tail computes them by tiny_aggs.grouped_expr)
                 src = _expr_code(e, False, lambda n: f"N_{_ident(n)}" if n in aggv else f"V[G_{_ident(n)}]",
                                  consts, f"E{len(self._ccode)}_")
                 alt = None
@@ -1332,6 +1339,12 @@ class GenQuery:
         cells = []
         for n in sh.names:
             x = sh.alias.get(n, n)
+            if n in self._gterm:   # an expression over the group's keys, as terms: its key
+                k = list(self._ccode).index(n)
+                for ci, v in enumerate(self._ccode[n][1]):
+                    ns[f"E{k}_K{ci}"] = v
+                cells.append(self._gterm[n])
+                continue
             if n in self._ccode:   # an expression over the aggregates: its term's key (tiny_aggs)
                 fn, used = _aggs.grouped_expr(sh.computed[n])
                 k = list(self._ccode).index(n)
