@@ -84,6 +84,10 @@ def agg_expr_queries(draw):
         sel.append(f"({ke} AS ?k)")
     head = ("?" + g + " " if g else "") + " ".join(sel)
     tail = f" GROUP BY ?{g}" if g else ""
+    if g and draw(st.booleans()):   # a group key that is an expression: GROUP BY (expr AS ?gk)
+        ge = draw(st.sampled_from(["STR(?{g})", "?{g} * 2", "isIRI(?{g})", "FLOOR(?{g} / 2)"])).format(g=g)
+        head = "?gk " + " ".join(x for x in sel if "AS ?k)" not in x)
+        tail = f" GROUP BY ({ge} AS ?gk)"
     return f"SELECT {head} WHERE {{ {body} }}{tail}{having}"
 
 
@@ -160,11 +164,12 @@ SHAPES = [
     "SELECT ?a (SUM(?z) AS ?s) (MAX(?w) AS ?m) WHERE {{ ?a {p} ?b BIND(?b * 10 AS ?z) BIND(?z + 1 AS ?w) "
     "FILTER(?z > 0) }} GROUP BY ?a",
     "SELECT (STR(?a) AS ?name) (SUM(?b) AS ?s) WHERE {{ ?a {p} ?b }} GROUP BY ?a",
+    "SELECT ?d (COUNT(*) AS ?n) (MAX(?b) AS ?m) WHERE {{ ?a {p} ?b }} GROUP BY (FLOOR(?b / 2) AS ?d) ORDER BY ?d",
 ]
 #: per shape, readings of one sensor the shape decides (no expression errors)
 READINGS = {0: [1, 2, 5], 1: [1, "1.5", "2.25E0"], 2: ["1.5", "0.5", "2"], 3: [1, 1, 5], 4: [5, 5, 5],
             5: ['"y"', '"y"', '"y"'], 6: ["2.25E0", "1.0E0", "0.5E0"],
-            7: [1, "0.5", "2.5E0"], 8: [1, 2, 3]}
+            7: [1, "0.5", "2.5E0"], 8: [1, 2, 3], 9: [1, 2, 5]}
 
 
 @pytest.mark.parametrize("k", range(len(SHAPES)))

@@ -154,6 +154,7 @@ class OptState:
         if sh.by is not None:   # (grouping: per row its group and the values of its COUNT(DISTINCT)s
             # and value-counted aggregates -- SUM, MIN, ..., COUNT of an OPTIONAL's variable, tiny_aggs)
             key = "(" + "".join(f"{_slot(v)}, " for v in sh.by) + ")" if len(sh.by) != 1 else _slot(sh.by[0])
+            src += [pad + x for x in gen.by_lines(ns)]   # (GROUP BY (expr AS ?k), tiny_aggs)
             for j in self.dj:   # (an aggregate of an expression: its argument's slot first)
                 src += [pad + x for x in gen.agg_arg_lines(j, ns)]
             vals = "".join(f"{_slot(sh.aggs[j][1]) if sh.aggs[j][1] else 'None'}, " for j in self.dj)

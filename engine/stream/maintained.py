@@ -416,6 +416,8 @@ class Maintained:
         elif self.grouping:
             key = (_slot(sh.by[0]) if len(sh.by) == 1 else
                    "(" + "".join(f"{_slot(v)}, " for v in sh.by) + ")")
+            for x in gen.by_lines(self.ns):   # (GROUP BY (expr AS ?k), tiny_aggs)
+                emit(x)
             emit(f"g = {key}")
             emit("n = R.get(g, 0) + sign")
             emit("if n > 0: R[g] = n")

@@ -61,10 +61,13 @@ class AggGroup:
     variable: ``aggs`` as :class:`engine.stream.tiny_ops.CountGroup`'s ((output, argument or
     None, distinct)), ``kinds`` the non-COUNT ones by position ((name, separator))."""
 
-    __slots__ = ("by", "aggs", "kinds", "exprs")
+    __slots__ = ("by", "aggs", "kinds", "exprs", "byexprs")
 
-    def __init__(self, by: list, aggs: list, kinds: dict, exprs: dict | None = None):
+    def __init__(self, by: list, aggs: list, kinds: dict, exprs: dict | None = None, byexprs: dict | None = None):
         self.by, self.aggs, self.kinds = by, aggs, kinds
+        # group key -> its expression (``GROUP BY (?age / 10 AS ?decade)``): the key's slot holds
+        # the value's term key (:meth:`engine.stream.tiny_gen.GenQuery.by_lines`)
+        self.byexprs = byexprs or {}
         # position -> the argument expression of ``SUM(?a * ?b)``, ``AVG(xsd:double(?v))``: the
         # argument slot is then a name no SPARQL variable has (:func:`expr_name`), assigned per
         # solution from a :class:`~engine.stream.tiny_terms.TermFn` (the value's term key)
@@ -73,10 +76,15 @@ class AggGroup:
     @staticmethod
     def of(node: A.Group) -> AggGroup | None:
         by = []
+        byexprs = {}
         for expr, var in node.by:
-            if not isinstance(expr, A.Var) or expr.name != var.name:
+            if isinstance(expr, A.Var) and expr.name == var.name:
+                by.append(var.name)
+                continue
+            if isinstance(expr, A.Var) or not term_expr(expr):
                 return None
             by.append(var.name)
+            byexprs[var.name] = expr
         aggs, kinds, exprs = [], {}, {}
         for var, agg in node.aggregates:
             name = agg.name.upper()
@@ -97,7 +105,7 @@ class AggGroup:
             if name != "COUNT":
                 kinds[len(aggs)] = (name, " " if agg.separator is None else agg.separator)
             aggs.append((var.name, agg.arg.name, bool(agg.distinct)))
-        return AggGroup(by, aggs, kinds, exprs)
+        return AggGroup(by, aggs, kinds, exprs, byexprs)
 
 
 def expr_name(j: int) -> str:

@@ -437,6 +437,7 @@ class _Shape:
         self.aggs: list = []              # (output var, counted var or None, distinct)
         self.agg_kinds: dict = {}         # aggregate position -> (SUM/AVG/MIN/..., separator): not COUNTs
         self.agg_exprs: dict = {}         # aggregate position -> its argument expression (tiny_aggs)
+        self.by_exprs: dict = {}          # group key -> its expression (GROUP BY (expr AS ?k), tiny_aggs)
         self.having: list = []            # HAVING conjuncts over by / aggregate variables
         self.alias: dict[str, str] = {}   # projected name -> the variable it renames
         self.computed: dict = {}          # projected name -> its arithmetic expression
@@ -515,6 +516,7 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
         sh.by, sh.aggs, sh.having = list(group.by), list(group.aggs), above
         sh.agg_kinds = dict(getattr(group, "kinds", {}))
         sh.agg_exprs = dict(getattr(group, "exprs", {}))
+        sh.by_exprs = dict(getattr(group, "byexprs", {}))
         node = _aggs.below_group(sh, node.input, _conjuncts)   # (FILTERs; BINDs read by aggregates)
         if node is None:
             return None
@@ -573,11 +575,13 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
         # group's aggregates: tiny_aggs)
     if sh.by is not None:
         outs = set(sh.by) | {a for a, _, _ in sh.aggs}
-        if not set(sh.by) <= bvars or any(x is not None and x not in bvars and j not in sh.agg_exprs
+        if not set(sh.by) - set(sh.by_exprs) <= bvars or any(x is not None and x not in bvars and j not in sh.agg_exprs
                                           for j, (_, x, _) in enumerate(sh.aggs)):
             return None
-        if any(not _expr_vars(e) <= bvars for e in sh.agg_exprs.values()):
+        if any(not _expr_vars(e) <= bvars for e in [*sh.agg_exprs.values(), *sh.by_exprs.values()]):
             return None
+        if any(_expr_vars(e) & set(sh.by_exprs) for e in [*sh.having, *sh.computed.values()]):
+            return None   # (an expression's key is no term id: HAVING / projections read ids)
         if any(alias.get(n, n) not in outs and n not in sh.computed for n in sh.names):
             return None
         if any(not _expr_vars(e) <= outs or not _aggs.bound_ok(e, sh) for e in sh.having):
@@ -740,6 +744,13 @@ class GenQuery:
             if alt is not None:
                 self._calt[n] = alt
             self._ccode[n] = (src, consts)
+        self._bycode = []   # group keys' expressions: (name, source over terms, constants)
+        for k, (n, e) in enumerate(self.sh.by_exprs.items()):
+            consts = []
+            src = self._term_source(e, False, consts, f"B{k}_", bvars)
+            if src is None:
+                return False
+            self._bycode.append((n, src, consts))
         self._aggcode = {}   # aggregate position -> its argument's source over terms (tiny_aggs)
         for j, e in self.sh.agg_exprs.items():
             consts = []
@@ -768,6 +779,16 @@ class GenQuery:
                 return False
             self._hcode.append((src, consts))
         return True
+
+    def by_lines(self, ns: dict) -> list[str]:
+        """Statements assigning the slots of group keys that are expressions (their values'
+        term keys; an error -- an unbound key -- hands back), their constants put in ``ns``."""
+        out = []
+        for k, (n, src, consts) in enumerate(self._bycode):
+            for ci, v in enumerate(consts):
+                ns[f"B{k}_K{ci}"] = v
+            out += [f"{_slot(n)} = {src}", f"if {_slot(n)} is None: raise Undecided"]
+        return out
 
     def agg_arg_lines(self, j: int, ns: dict) -> list[str]:
         """Statements assigning aggregate ``j``'s argument slot when it is an expression (its
@@ -1243,6 +1264,8 @@ class GenQuery:
                 emit("return True")
             elif grouping:
                 key = _slot(sh.by[0]) if len(sh.by) == 1 else "(" + "".join(f"{_slot(b)}, " for b in sh.by) + ")"
+                for x in self.by_lines(ns):   # (GROUP BY (expr AS ?k), tiny_aggs)
+                    emit(x)
                 emit(f"g = {key}")
                 counted = False
                 for j, (_, arg, dist) in enumerate(sh.aggs):
@@ -1367,6 +1390,7 @@ class GenQuery:
             counts = {a for a, _, _ in self.sh.aggs} if self.sh.by is not None else set()
             keyed = {self.sh.aggs[j][0] for j in self.sh.agg_kinds}
             grouped = self.sh.by is not None
+            keyed |= set(self.sh.by_exprs)   # (GROUP BY (expr AS ?k): the value's key)
             k = self._kinds = [3 if grouped and n in self.sh.computed or self.sh.alias.get(n, n) in keyed
                                else 2 if n in self.sh.computed else 1 if self.sh.alias.get(n, n) in counts else 0
                                for n in self.sh.names]

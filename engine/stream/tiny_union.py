@@ -151,7 +151,7 @@ def union_of(query: A.Query) -> UnionGen | None:
     shapes = []
     for b in bodies:
         sh = _tg._shape(_with_body(query, b), loose=True)
-        if sh is None or sh.opts or sh.antis or getattr(sh, "agg_kinds", None):
+        if sh is None or sh.opts or sh.antis or getattr(sh, "agg_kinds", None) or getattr(sh, "by_exprs", None):
             return None   # (OPTIONAL / [NOT] EXISTS in a branch, aggregates beyond COUNT: not taken)
         shapes.append(sh)
     children = []
