@@ -650,6 +650,8 @@ class GenQuery:
             query = select_of(query)
             if query is None:
                 return None
+        from engine.stream.tiny_values import rewrite as _values_rewrite  # noqa: PLC0415
+        query = _values_rewrite(query)   # (VALUES joined with the BGP: a FILTER, tiny_values)
         got = _order.strip(query)   # (ORDER BY / LIMIT / OFFSET: tiny_order, over the rows)
         if got is None or (got[1] is not None and (mode != "RSTREAM" or construct)):
             return None   # (ordered / limited rows: RSTREAM SELECT only)
