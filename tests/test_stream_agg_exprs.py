@@ -116,7 +116,9 @@ def _replay(db, q: str, els: list, rng: int, maintain: bool, seen: dict = SEEN) 
         fast = (maintained.answered_total() - m0) if maintain else (tiny_gen.taken_total() - g0)
         # (pyoxigraph where the fast path answered: a handed-back instant is the ordinary path's,
         # which differs from pyoxigraph on a group of errors only -- AVG of them is 0 there)
-        if fast and not _oxigraph_zero_quotient(db, q, window):
+        # (and not over STR(): pyoxigraph writes a double in canonical form on load, STR of
+        # "3.25E0"^^xsd:double is "3.25" there, "3.25E0" on both of Jindou's paths)
+        if fast and not _oxigraph_zero_quotient(db, q, window) and "STR(" not in q:
             assert ra == _norm(_oracle(db, q, window)), (q, t)
         if (on._maint if maintain else on._gen) is not None:
             seen[key][1] += 1
@@ -204,30 +206,32 @@ def test_each_shape_takes_the_generated_and_maintained_paths(db, k):
             assert tiny_gen.taken_total() - g0 == n, q
 
 
-def test_an_expression_error_hands_the_instant_back(db):
-    """``SUM(?b * 2)`` over a string: the solution's expression is an error; the instant is
-    handed back (the executor's rules for errors inside aggregates are its own) and the answer
-    is the ordinary path's."""
+@pytest.mark.parametrize("agg,taken", [("SUM", True), ("MIN", True), ("MAX", True), ("AVG", False),
+                                       ("SAMPLE", False)])
+def test_an_expression_error(db, agg, taken):
+    """``AGG(?b * 2)`` over a string: the solution's expression is an error. SUM / MIN / MAX of
+    the group are errors (the executor's), answered; AVG (0 over errors only in the executor),
+    SAMPLE: the instant is handed back. The answer is the ordinary path's either way."""
     x = '"x"'
     with db.store.write_lock:
         db.store.dictionary.encode([x, _lit(1), P9])
-    for q in (SHAPES[0], SHAPES[2]):
-        q = q.format(p=P9)
-        for maintain in (False, True):
-            store = TransientStore("a", slice_triples=8)
-            on = _pair(db, q, store, 2000, True, maintain)
-            off = _pair(db, q, store, 2000, False, False)
-            _append(db, store, [(NODES[3], P9, x), (NODES[3], P9, _lit(1))], 1000)
-            g0, m0 = tiny_gen.taken_total(), maintained.answered_total()
-            for t in (1000, 2000):
-                a, _ = on.run(t)
-                b, _ = off.run(t)
-                assert _rows(a) == _rows(b) and len(_rows(a)) == 1, q
-                on.settle(a, t)
-                off.settle(b, t)
-                on.prepare(t + 1000)
-                off.prepare(t + 1000)
-            assert tiny_gen.taken_total() == g0 and maintained.answered_total() == m0, q
+    q = f"SELECT ?a ({agg}(?b * 2) AS ?s) WHERE {{ ?a {P9} ?b }} GROUP BY ?a"
+    for maintain in (False, True):
+        store = TransientStore("a", slice_triples=8)
+        on = _pair(db, q, store, 2000, True, maintain)
+        off = _pair(db, q, store, 2000, False, False)
+        _append(db, store, [(NODES[3], P9, x), (NODES[3], P9, _lit(1))], 1000)
+        g0, m0 = tiny_gen.taken_total(), maintained.answered_total()
+        for t in (1000, 2000):
+            a, _ = on.run(t)
+            b, _ = off.run(t)
+            assert _rows(a) == _rows(b) and len(_rows(a)) == 1, q
+            on.settle(a, t)
+            off.settle(b, t)
+            on.prepare(t + 1000)
+            off.prepare(t + 1000)
+        fast = (maintained.answered_total() - m0) if maintain else (tiny_gen.taken_total() - g0)
+        assert (fast > 0) == taken, (q, maintain)
 
 
 @pytest.mark.parametrize("q", [

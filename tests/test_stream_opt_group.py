@@ -119,10 +119,12 @@ def test_each_shape_takes_the_generated_and_maintained_paths(db, k):
             assert tiny_gen.taken_total() - g0 == n, q
 
 
-def test_a_sum_over_an_unbound_value_hands_the_instant_back(db):
-    """SUM of an OPTIONAL's variable with a row leaving it unbound: handed back on both paths,
-    the answer the ordinary path's."""
-    q = f"SELECT ?a (SUM(?e) AS ?s) WHERE {{ ?a {P9} ?b OPTIONAL {{ ?a {P8} ?e }} }} GROUP BY ?a"
+@pytest.mark.parametrize("agg,taken", [("SUM", True), ("MAX", True), ("AVG", False)])
+def test_an_aggregate_over_an_unbound_value(db, agg, taken):
+    """SUM / MAX of an OPTIONAL's variable with a row leaving it unbound: the group's value is
+    an error (the executor's and pyoxigraph's), answered on both paths; AVG (0 over errors only
+    in the executor): handed back. The answer is the ordinary path's either way."""
+    q = f"SELECT ?a ({agg}(?e) AS ?s) WHERE {{ ?a {P9} ?b OPTIONAL {{ ?a {P8} ?e }} }} GROUP BY ?a"
     with db.store.write_lock:
         db.store.dictionary.encode([_lit(1), P9, P8])
     for maintain in (False, True):
@@ -139,4 +141,5 @@ def test_a_sum_over_an_unbound_value_hands_the_instant_back(db):
             off.settle(b, t)
             on.prepare(t + 1000)
             off.prepare(t + 1000)
-        assert tiny_gen.taken_total() == g0 and maintained.answered_total() == m0, q
+        fast = (maintained.answered_total() - m0) if maintain else (tiny_gen.taken_total() - g0)
+        assert (fast > 0) == taken, (q, maintain)

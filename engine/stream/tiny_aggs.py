@@ -324,11 +324,13 @@ def _count(distinct: bool):
     return f
 
 
-def _bound_only(inner):
-    """``inner`` where the argument may be unbound (an OPTIONAL's variable, id -1): the
-    executor's rules for an unbound argument of SUM / MIN / ... are its own: handed back."""
+def _bound_only(inner, name: str):
+    """``inner`` where the argument may be unbound (an OPTIONAL's variable, id -1): an error
+    for SUM / MIN / MAX (:data:`_ERROR_IS_ERROR`), else handed back."""
     def f(vc: dict, V) -> tuple:
         if -1 in vc:
+            if name in _ERROR_IS_ERROR:
+                return _NONE
             raise Undecided
         return inner(vc, V)
     return f
@@ -345,7 +347,7 @@ def group_fn(sh, j: int):
     if name == "COUNT":
         return _count(dist)
     fn = agg_fn(name, dist, sep)
-    return _bound_only(fn) if sh.aggs[j][1] not in sh.required_vars else fn
+    return _bound_only(fn, name) if sh.aggs[j][1] not in sh.required_vars else fn
 
 
 def optional_group(sh, rvars: set) -> bool:
@@ -418,9 +420,17 @@ def expr_agg_fn(name: str, distinct: bool, sep: str = " "):
 
     def f(vc: dict, V) -> tuple:
         if None in vc:
+            if name in _ERROR_IS_ERROR:
+                return _NONE
             raise Undecided
         return inner(vc, _KV)
     return f
+
+
+#: aggregates whose group is an error when one of its values is (the executor's
+#: :mod:`engine.exec.aggregates`: ``op:numeric-add`` of an error; no order over an error);
+#: AVG of errors only is 0 there, SAMPLE / GROUP_CONCAT have rules of their own: handed back
+_ERROR_IS_ERROR = frozenset({"SUM", "MIN", "MAX"})
 
 
 def below_group(sh, node, conjuncts):
