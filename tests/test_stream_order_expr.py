@@ -36,6 +36,11 @@ def ordered_expr_queries(draw):
     body = draw(st.sampled_from([f"?a {p1} ?b .", f"?a {p1} ?b . ?b {p2} ?c .", f"?a {p1} ?b . ?a {p2} ?c ."]))
     used = [v for v in "abc" if "?" + v in body]
     a, b = draw(st.sampled_from(used)), draw(st.sampled_from(used))
+    if draw(st.integers(0, 3)) == 0:   # ordered by an aggregate written again in ORDER BY
+        agg = draw(st.sampled_from([f"COUNT(?{b})", f"SUM(?{b})", f"MAX(?{b})", "COUNT(*)"]))
+        lim = draw(st.sampled_from(["", " LIMIT 2", " LIMIT 1 OFFSET 1"]))
+        return (f"SELECT ?{a} ({agg} AS ?n) WHERE {{ {body} }} GROUP BY ?{a} "
+                f"ORDER BY {draw(st.sampled_from([f'DESC({agg})', agg]))} ?{a}{lim}")
     e = draw(st.sampled_from(EXPRS)).format(a=a, b=b)
     conds = draw(st.sampled_from([f"DESC({e})", f"ASC({e})", f"({e})"]))
     if draw(st.booleans()):   # a second condition: an expression or a variable
@@ -96,6 +101,7 @@ def _lit(x: int) -> str:
 @pytest.mark.parametrize("q", [
     "SELECT ?s ?v WHERE {{ ?s {p} ?v }} ORDER BY DESC(?v * 2) ?s LIMIT 2",
     "SELECT ?s ?v WHERE {{ ?s {p} ?v }} ORDER BY STR(?s) DESC(?v)",
+    "SELECT ?s (MAX(?v) AS ?m) WHERE {{ ?s {p} ?v }} GROUP BY ?s ORDER BY DESC(MAX(?v)) ?s LIMIT 1",
 ])
 def test_ordered_by_an_expression_takes_both_paths(db, q):
     """Distinct readings of two sensors: every instant answered by the generated code (and

@@ -113,11 +113,20 @@ def strip(query: A.Query) -> tuple[A.Query, Order | None] | None:
         names = [v.name for v in proj.vars]
         cols = []
         exprs = []
+        # ``ORDER BY DESC(COUNT(?x))`` orders by the aggregate's hidden variable, which a projected
+        # ``(COUNT(?x) AS ?n)`` copies (the parser makes one aggregate of both): that column
+        copies = {}
+        node = ob.input
+        while isinstance(node, (A.Extend, A.Filter)):
+            if isinstance(node, A.Extend) and isinstance(node.expr, A.Var) and node.var.name in names:
+                copies.setdefault(node.expr.name, node.var.name)
+            node = node.input
         for c in ob.conditions:
             if isinstance(c.expr, A.Var):
-                if c.expr.name not in names:
+                name = c.expr.name if c.expr.name in names else copies.get(c.expr.name)
+                if name is None:
                     return None
-                cols.append((names.index(c.expr.name), bool(c.ascending)))
+                cols.append((names.index(name), bool(c.ascending)))
                 continue
             from engine.stream import tiny_terms as _tt  # noqa: PLC0415 -- (it imports the executor)
 
