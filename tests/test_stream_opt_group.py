@@ -143,3 +143,34 @@ def test_an_aggregate_over_an_unbound_value(db, agg, taken):
             off.prepare(t + 1000)
         fast = (maintained.answered_total() - m0) if maintain else (tiny_gen.taken_total() - g0)
         assert (fast > 0) == taken, (q, maintain)
+
+
+@st.composite
+def anti_group_queries(draw):
+    """GROUP BY with SUM / MIN / MAX / AVG (and expressions) over a BGP with FILTER NOT EXISTS /
+    EXISTS / MINUS groups: the maintained state's per-solution rows carry the values."""
+    p = lambda: draw(st.sampled_from(PREDS))   # noqa: E731
+    body = f"?a {p()} ?b ."
+    grp = draw(st.sampled_from([f"FILTER NOT EXISTS {{ ?b {p()} ?e }}", f"FILTER EXISTS {{ ?a {p()} ?e }}",
+                                f"MINUS {{ ?a {p()} ?b }}"]))
+    body += " " + grp
+    g = draw(st.sampled_from(["a", None]))
+    aggs = ["SUM(?b)", "MAX(?b)", "MIN(?b)", "AVG(?b)", "SUM(?b * 2)", "COUNT(*)", "COUNT(DISTINCT ?b)"]
+    sel = [f"({draw(st.sampled_from(aggs))} AS ?x{j})" for j in range(draw(st.integers(1, 3)))]
+    head = ("?" + g + " " if g else "") + " ".join(sel)
+    tail = f" GROUP BY ?{g}" if g else ""
+    return f"SELECT {head} WHERE {{ {body} }}{tail}"
+
+
+ANTI = {"gen": [0, 0], "maint": [0, 0]}
+
+
+@_SETTINGS
+@given(q=anti_group_queries(), els=elements, rng=st.sampled_from([3000, 2000]))
+def test_maintained_anti_groups_with_aggregates(db, q, els, rng):
+    _replay(db, q, els, rng, True, ANTI)
+
+
+def test_the_anti_property_test_took_the_maintained_path():
+    hit, n = ANTI["maint"]
+    assert n > 0 and hit > n // 4, ANTI

@@ -220,8 +220,8 @@ class Maintained:
     def of(gen: GenQuery | None, windows: list, max_rows: int | None, json) -> Maintained | None:
         """A maintained state for ``gen``'s query when it qualifies: time windows, a row budget
         not below the loops' own bound."""
-        if gen is None or not windows or (gen.sh.antis and getattr(gen.sh, "agg_kinds", None)):
-            # ([NOT] EXISTS groups count COUNTs only: aggregates beyond them are not maintained there)
+        if gen is None or not windows:
+            # ([NOT] EXISTS groups with SUM / MIN / ...: maint_opt's grouped rows carry their values)
             return None
         if max_rows is not None and max_rows < MAX_WORK:
             return None
