@@ -1323,7 +1323,8 @@ class GenQuery:
         if sh.ask:
             lines.append(" return False")
         elif grouping and self.raw:   # (a UNION branch: the groups, summed over the branches)
-            lines.append(" return G, (" + "".join(f"D{j}, " if d else "None, " for j, (_, _, d) in enumerate(sh.aggs)) + ")")
+            lines.append(" return G, (" + "".join(f"D{j}, " if d or j in sh.agg_kinds else "None, "
+                                                  for j, (_, _, d) in enumerate(sh.aggs)) + ")")
         elif grouping:
             lines += self._group_tail(ns)
         else:
