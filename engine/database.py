@@ -697,7 +697,7 @@ class Database:
                              deadline, timeout)
         if lists and self._local:
             limit = self.query_memory
-            if limit == 0 or limit >= _tiny_bytes(fast):
+            if limit == 0 or fast.template is None or limit >= _tiny_bytes(fast):  # (SELECT / ASK: nothing)
                 res = _tiny_run(fast, program, terms, self.max_rows)
                 if type(res) is tuple:  # the program grew: its rows so far go on, budgeted, below
                     handed = res
@@ -1134,7 +1134,11 @@ def _tiny_run(fast, compiled, terms, max_rows: int):
     n = len(rows)
     if n == 0:
         return SmallSelect(tuple(names), [() for _ in out], terms, 0)
-    cols, n = project_lists(fast, list(zip(*rows, strict=True)) if prog.slots else [], out, n)
+    tcols = list(zip(*rows, strict=True)) if prog.slots else []
+    if fast.distinct or fast.offset or fast.limit is not None or None in out:
+        cols, n = project_lists(fast, tcols, out, n)
+    else:  # (project_lists of a plain projection: the slots' columns)
+        cols = list(map(tcols.__getitem__, out))
     return SmallSelect(tuple(names), cols, terms, n)
 
 

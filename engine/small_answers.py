@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from itertools import chain
 from operator import itemgetter
 
 import numpy as np
@@ -196,11 +197,20 @@ def select_json(result, max_bytes: int | None = None, fragments: TermFragments =
     ASK answer's body is one of two constants."""
     if result.form != "SELECT" or not result.vars:
         return _ASK_JSON[bool(result.boolean)] if result.form == "ASK" else None
-    n = len(result)
-    names = tuple(result.vars)
+    if type(result) is SmallSelect:  # (the lane's usual answer: its fields as they are)
+        n = result.n
+        names = result.vars
+        if type(names) is not tuple:
+            names = tuple(names)
+        cols = result.cols
+    else:
+        n = len(result)
+        names = tuple(result.vars)
+        cols = None
     if n * len(names) > MAX_CELLS:
         return None
-    cols = result.cols if type(result) is SmallSelect else [c.tolist() for c in result.columns]
+    if cols is None:
+        cols = [c.tolist() for c in result.columns]
     head, labels, row = fragments.head(names)
     frags = fragments.table(result.terms, JSON)
     try:  # usually every term is rendered already: no scan for missing ones
@@ -210,25 +220,46 @@ def select_json(result, max_bytes: int | None = None, fragments: TermFragments =
         if frags is None:
             return None
         rows = _rows(cols, labels, row, frags, n)
-    doc = head + b",".join(rows) + b"]}}"
+    doc = head + rows + b"]}}"
     check_size(len(doc), max_bytes)
     return doc
 
 
-def _rows(cols: list[list[int]], labels: list[bytes], row: bytes, frags: dict, n: int) -> list[bytes]:
-    """Each row's JSON object: with every variable bound, the row format filled with
-    the terms' fragments (one C-level format per row); else the bound cells only
-    (the fragment of UNBOUND is never looked up). KeyError: a term not rendered yet."""
+def _rows(cols: list[list[int]], labels: list[bytes], row: bytes, frags: dict, n: int) -> bytes:
+    """The rows' JSON objects, joined by commas: with every variable bound, the row
+    format repeated once per row filled with all the terms' fragments (one C-level
+    format per answer, :func:`_one_format`); else the bound cells only (the fragment of
+    UNBOUND is never looked up). KeyError: a term not rendered yet."""
     for c in cols:  # (a loop, not any() over a generator: a frame less per answer)
         if UNBOUND in c:
             break
     else:
-        if len(cols) == 1:
-            return [row % f for f in map(frags.__getitem__, cols[0])]
-        get = frags.__getitem__
-        return [row % t for t in zip(*[list(map(get, c)) for c in cols], strict=True)]
+        return _one_format(cols, row, b",", frags.__getitem__)
     lc = list(zip(labels, cols, strict=True))
-    return [b"{" + b",".join([lab + frags[c[r]] for lab, c in lc if c[r] != UNBOUND]) + b"}" for r in range(n)]
+    return b",".join([b"{" + b",".join([lab + frags[c[r]] for lab, c in lc if c[r] != UNBOUND]) + b"}"
+                      for r in range(n)])
+
+
+def _one_format(cols: list, row: bytes, sep: bytes, get) -> bytes:
+    """Every row of ``cols`` (one sequence of ids per variable) as the ``%`` format ``row``
+    of its cells' fragments (``get``), the rows joined by ``sep``: one format of all the
+    cells (the row format repeated), not one per row (a tuple and a format call per row
+    cost more than the answer's few cells). The columns must be of one length (ValueError,
+    as the per-row zip's strict check), KeyError: a term not rendered yet."""
+    k = len(cols)
+    if k == 1:
+        cells = tuple(map(get, cols[0]))
+    elif len(cols[0]) <= 2:  # (a row or two: the cells in one pass of C iterators)
+        cells = tuple(map(get, chain.from_iterable(zip(*cols, strict=True))))
+    else:  # (more: a column per slice assignment)
+        cells = [None] * (len(cols[0]) * k)
+        for j, c in enumerate(cols):
+            cells[j::k] = map(get, c)
+        cells = tuple(cells)
+    n = len(cells) // k if k else 0
+    if n == 1:
+        return row % cells
+    return sep.join([row] * n) % cells
 
 
 def select_xml(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
@@ -270,26 +301,24 @@ def _select(result, max_bytes: int | None, fragments: TermFragments, fmt: int, r
         if frags is None:
             return None
         rows = _format_rows(cols, pres, row, frags)
-    doc = head + b"".join(rows) + _TAIL[fmt]
+    doc = head + rows + _TAIL[fmt]
     check_size(len(doc), max_bytes)
     return doc
 
 
-def _format_rows(cols: list[list[int]], pres: list[bytes] | None, row: bytes, frags: dict) -> list[bytes]:
-    """Each row's line(s): the row format filled with the terms' fragments (one
-    C-level format per row) when every cell is bound or an unbound cell has a
-    fragment (CSV/TSV: ``pres`` None); else (XML) each row's bound cells only.
+def _format_rows(cols: list[list[int]], pres: list[bytes] | None, row: bytes, frags: dict) -> bytes:
+    """The rows' lines: the row format filled with the terms' fragments (one C-level
+    format per answer, :func:`_one_format`) when every cell is bound or an unbound cell
+    has a fragment (CSV/TSV: ``pres`` None); else (XML) each row's bound cells only.
     KeyError: a term not rendered yet."""
     if pres is not None:
         for c in cols:
             if UNBOUND in c:
                 lc = list(zip(pres, cols, strict=True))
-                return [b"<result>" + b"".join([pre + frags[c[r]] + b"</binding>" for pre, c in lc
-                                                if c[r] != UNBOUND]) + b"</result>\n" for r in range(len(cols[0]))]
-    if len(cols) == 1:
-        return [row % f for f in map(frags.__getitem__, cols[0])]
-    get = frags.__getitem__
-    return [row % t for t in zip(*[list(map(get, c)) for c in cols], strict=True)]
+                return b"".join([b"<result>" + b"".join([pre + frags[c[r]] + b"</binding>" for pre, c in lc
+                                                         if c[r] != UNBOUND]) + b"</result>\n"
+                                 for r in range(len(cols[0]))])
+    return _one_format(cols, row, b"", frags.__getitem__)
 
 
 #: what follows the rows, by format

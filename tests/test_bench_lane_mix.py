@@ -54,3 +54,29 @@ class _Kept(list):
     def append(self, data):
         self.seen.append(data)
         super().append(data)
+
+
+def test_lane_ops_counts_the_mix(tmp_path):
+    """bench.lane_ops: a traced round counts opcodes and Python calls of every request (a
+    lane request runs dozens of Python functions), leaves no tracer and the budgets as they were."""
+    import sys
+
+    from bench import lane_ops
+    from server.api import common
+
+    path = tmp_path / "d.nt"
+    lubm.generate(path, triples=6000, seed=3)
+    db = Database()
+    db.load_file(str(path))
+    loop = asyncio.new_event_loop()
+    try:
+        connect = make_connector(db, loop)
+        conns = [connect() for _ in range(lane_mix.CONNECTIONS)]
+        lane_mix.run(conns, lane_mix.requests("w", 80), loop)
+        budget = common.INLINE_BUDGET
+        c, slow = lane_ops.count(conns, lane_mix.requests("t", 40), loop, by_function=True)
+        assert c.calls >= 40 * 10 and c.ops > c.calls and 0 <= slow <= 40
+        assert any("read_head" in k for k in c.per)
+        assert sys.gettrace() is None and common.INLINE_BUDGET == budget
+    finally:
+        loop.close()

@@ -187,8 +187,9 @@ def test_one_skeleton_many_constant_kinds_answers_as_the_oracle(srv, sk, c, nois
     pyoxigraph's on the same data, and a refused text is refused by both."""
     s, store = srv
     for const in c:
-        if "STR({c})" in sk and const in NONCANONICAL:
-            continue   # pyoxigraph writes a numeric constant's lexical form canonically (STR(1.0) = "1")
+        if ("STR({c})" in sk or "BIND({c} AS" in sk) and const in NONCANONICAL:
+            continue   # pyoxigraph writes a numeric constant's lexical form canonically (STR(1.0) = "1",
+            #            BIND(1.0 AS ?x) binds "1"^^xsd:decimal); the query's term is "1.0"
         text = PREFIXES + noise + sk.format(c=const) + noise
         want = _oracle(store, text)
         got = _ask(s, text, how)

@@ -390,7 +390,7 @@ class _Runner:
     writer): the same bytes and outcomes. Made by :func:`_bind` from a text the
     template path answered."""
 
-    __slots__ = ("tpl", "binder", "base", "accept", "max_bytes", "shape", "form", "mt")
+    __slots__ = ("tpl", "binder", "base", "accept", "max_bytes", "shape", "form", "mt", "one", "keys", "writer")
 
     def __init__(self, tpl, binder, base: str, accept: str | None, max_bytes, shape, form: str, mt: str):
         self.tpl = tpl
@@ -401,6 +401,63 @@ class _Runner:
         self.shape = shape
         self.form = form
         self.mt = mt
+        # the binder's one parameter slot: (its index among the raw slots, the raw slots
+        # before it, those after it), when the parameter is written in exactly one raw slot
+        # (the usual text); None otherwise (the binder's own loop reads the slots)
+        self.one = _one_slot(binder)
+        # the parameter's raw slot -> its key (str), None (an IRI that is no parameter: not
+        # answered) or False (no IRI reference: the next runner of the layout tries), as
+        # RawBinder.value and norm.slot_key decide them; the same constants come back
+        self.keys: dict = {}
+        # the small-answer writer of the runner's media type (None: the general writer)
+        self.writer = small_answers.WRITERS.get(mt)
+
+
+#: a runner keeps at most this many parameter slots' keys (then it starts over)
+_RUNNER_KEYS_MAX = 4096
+
+
+def _one_slot(binder) -> tuple | None:
+    """(index, the expected raw slots before it, after it) of a single-parameter binder
+    whose parameter is written in one raw slot; None for any other binder."""
+    expect = getattr(binder, "expect", None)
+    if type(binder) is not norm.RawBinder or type(expect) is not tuple:
+        return None
+    at = [j for j, e in enumerate(expect) if e is norm._PARAM]
+    if len(at) != 1:
+        return None
+    j = at[0]
+    return j, list(expect[:j]), list(expect[j + 1:])
+
+
+def _runner_key(r: _Runner, raws: list, read: tuple):
+    """The parameter's key of a text whose raw slots are ``raws`` as runner ``r`` reads
+    it: a str (answered with that key), None (not answered: the text's parameter is no
+    parameter of the template), False (the runner does not read it: the next one of the
+    layout tries) -- the outcomes of ``r.binder.value`` and the key checks in
+    :func:`_run_bound`'s general loop; a single parameter slot's key is kept per runner."""
+    one = r.one
+    if one is None:
+        return _UNREAD
+    j, pre, post = one
+    v = raws[j]
+    if raws[:j] != pre or raws[j + 1:] != post or v is None:
+        return False  # (not the layout with its parameter swapped, or a comment where it was)
+    keys = r.keys
+    key = keys.get(v, _UNREAD)
+    if key is _UNREAD:
+        s = norm.iri_slot(v, read[4], read[2], read[3])
+        key = False if s is None else norm.slot_key(s)
+        if len(keys) >= _RUNNER_KEYS_MAX:
+            keys.clear()
+        keys[v] = key
+    if key and key in r.tpl.others:
+        return None
+    return key
+
+
+#: _runner_key: the runner has no single parameter slot (its binder's loop reads the text)
+_UNREAD = object()
 
 
 class _BoundJob(_HitJob):
@@ -411,9 +468,18 @@ class _BoundJob(_HitJob):
 
     def answer(self, res, deadline) -> tuple:
         r = self.runner
-        if res.form != r.form or len(res) > _TRIM_ROWS:  # (not the usual answer: the general one)
+        if res.form != r.form or (res.n if type(res) is SmallSelect else len(res)) > _TRIM_ROWS:
+            # (not the usual answer: the general one)
             return _PlainJob.answer(self, res, deadline)
         mt = r.mt
+        w = r.writer
+        if w is not None:  # (small_body's writer of the runner's media type, looked up once)
+            try:
+                body = w(res, self.max_bytes)
+            except JindouError as e:
+                raise e.with_traceback(None) from None
+            if body is not None:
+                return r.form, mt, body
         body = _small_or_general(res, mt, self.max_bytes, deadline)
         return r.form, mt, body
 
@@ -445,23 +511,35 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
         return None
     if accept is None:
         accept = headers.get("accept")
-    got = runners.get((b"\x00".join(parts[0::2]), _sparql_base(headers, scope), accept, read[3]))
+    host = headers.get("host")  # (_sparql_base's kept base, looked up in place)
+    base = _BASES.get((host, scope.get("scheme", "http"))) if host else None
+    if base is None:
+        base = _sparql_base(headers, scope)
+    got = runners.get((b"\x00".join(parts[0::2]), base, accept, read[3]))
     if got is None:
         return None
     raws = parts[1::2]
     for r in got:
-        s = r.binder.value(raws, read[4], read[2], read[3])
-        if s is not None:
+        if r.one is not None:  # (one parameter slot: its kept key)
+            key = _runner_key(r, raws, read)
+            if key is False:
+                continue
+            if key is None:
+                return None
             break
+        s = r.binder.value(raws, read[4], read[2], read[3])
+        if s is None:
+            continue
+        if type(s) is tuple:  # (a template of several parameters: their keys, checked by its binder)
+            key = s
+        else:
+            key = norm.slot_key(s)
+            if key is None or key in r.tpl.others:
+                return None
+        break
     else:
         return None
     tpl = r.tpl
-    if type(s) is tuple:  # (a template of several parameters: their keys, checked by its binder)
-        key = s
-    else:
-        key = norm.slot_key(s)
-        if key is None or key in tpl.others:
-            return None
     if read is _URL_READ:
         _QS_NORMS[qs] = True  # (seen: its next sighting is a repeat, see _hit_job)
         if len(_QS_NORMS) > _LANE_TEXTS_MAX:
@@ -480,8 +558,16 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
     job.shape = r.shape
     job.repeat = False
     job.runner = r
-    result = _run_hit(state, job)
-    return _DECLINED if result is None else result
+    try:  # (_run_hit, in place: one call less for every runner's text)
+        done, result = state.try_inline_lane(job, r.shape)
+    except Exception as exc:
+        _failed(state, exc)
+        raise
+    if not done:
+        if result is not None:  # passed its inline budget: the pool runs it, knowing its cost
+            state.record_cost(r.shape, result)
+        return _DECLINED
+    return result
 
 
 _UNSET = object()
@@ -670,7 +756,8 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
     query run inline (its ``query_done`` not counted yet: :func:`_ok` or the lane's
     ``EdgeMiddleware.answer_get`` counts it), None to take the ordinary path;
     failures raise (the caller answers them as :func:`handle_sparql_inline` does)."""
-    check_read(state.config, headers)
+    if state.config.read_token:  # (check_read's own first test, without its call)
+        check_read(state.config, headers)
     accept = None
     whole = qs
     if b"&" in qs:  # query=<text> with result-format parameters (SPARQLWrapper's): as the plain form
