@@ -75,19 +75,44 @@ class Order:
 
 
     def _extended(self, rows: list, kinds: list, V) -> list:
+        """Each row with its ORDER BY expressions' values' keys after its columns: over term
+        ids by the expression's :class:`~engine.stream.tiny_terms.TermFn`; over a count or a
+        computed number (``DESC(?likes * 2)``), arithmetic as the executor computes it
+        (:func:`engine.stream.tiny_aggs.grouped_expr`), anything else handed back."""
         out = []
         fns = []
         for fn, pos in self.exprs:
             if any(kinds[j] != 0 for j in pos):
-                raise Undecided   # (a count or computed number: not a term id)
+                fns.append(_numeric(fn, pos, kinds, V))
+                continue
             fn.bind(V.dictionary)
-            fns.append((fn, pos[0] if len(pos) == 1 else pos))
+            p = pos[0] if len(pos) == 1 else pos
+            fns.append(lambda r, fn=fn, p=p: fn[r[p] if type(p) is int else tuple(r[j] for j in p)])
         for r in rows:
-            extra = []
-            for fn, pos in fns:
-                extra.append(fn[r[pos] if type(pos) is int else tuple(r[j] for j in pos)] if pos != () else fn[()])
-            out.append((*r, *extra))
+            out.append((*r, *(f(r) for f in fns)))
         return out
+
+
+def _numeric(fn, pos: tuple, kinds: list, V):
+    """A row's ORDER BY value of arithmetic over columns of any kind (see ``_extended``)."""
+    from engine.stream.tiny_aggs import grouped_expr  # noqa: PLC0415 -- (tiny_aggs builds on the executor)
+
+    got = grouped_expr(fn.expr)
+    if got is None:
+        raise Undecided
+    key_of, names = got
+    cols = [(pos[fn.names.index(n)], kinds[pos[fn.names.index(n)]]) for n in names]
+
+    def value(cell, kind: int):
+        if cell is None:
+            return None
+        if kind == 0:
+            return V[cell]
+        if kind == 1:
+            return cell
+        return _value(cell) if type(cell) is str else cell   # (a term's key, or an int / double)
+
+    return lambda r: key_of([value(r[j], k) for j, k in cols])
 
 
 def strip(query: A.Query) -> tuple[A.Query, Order | None] | None:
