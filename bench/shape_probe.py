@@ -141,6 +141,9 @@ WHERE {{ ?post sib:hashtag ?t ; sioc:content ?c .
     "baseline-L1": f"""SELECT ?post ?creator
 {_w("post")}
 WHERE {{ ?post sib:hashtag {_T1} ; sioc:has_creator ?creator }}""",
+    "subselect-having": f"""SELECT ?post ?n
+{_w("postlike")}
+WHERE {{ {{ SELECT ?post (COUNT(?liker) AS ?n) WHERE {{ ?liker sib:like ?post }} GROUP BY ?post }} FILTER (?n >= 2) }}""",
 }
 
 

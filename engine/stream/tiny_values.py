@@ -1,4 +1,5 @@
-"""VALUES blocks joined with a small window's pattern, for the generated paths.
+"""VALUES blocks joined with a small window's pattern, and a sub-SELECT that is the whole
+pattern, for the generated paths.
 
 Why: "these sensors / these hashtags" is written as ``VALUES ?tag { :t1 :t2 }`` joined with the
 window's BGP; the generated instant (:mod:`engine.stream.tiny_gen`) and the maintained result
@@ -10,14 +11,22 @@ How: ``Join(VALUES, P)`` (either side) where every VALUES variable is bound by e
 ``FILTER(P)`` with the condition "the solution's values are one row's" -- each solution matches
 at most one row, so the join neither multiplies nor adds a variable. The condition is written
 with ``sameTerm`` (join compatibility is term equality, not value equality: ``1`` and ``01``
-differ), decided over terms by :class:`engine.stream.tiny_terms.TermFn`. Anything else is left
-as it is (and not generated).
+differ), decided over terms by :class:`engine.stream.tiny_terms.TermFn`.
+
+``SELECT ?p ?n WHERE { { SELECT ?p (COUNT(*) AS ?n) ... GROUP BY ?p } FILTER(?n > 1) }`` -- a
+sub-SELECT (no DISTINCT / ORDER BY / LIMIT of its own) that is the whole pattern, under FILTERs
+reading only its projected variables, projected to some of them -- is the inner query with the
+FILTERs above its projection expressions (a HAVING, for a grouped one): the outer query sees
+the inner projected variables only, and those mean the same below the inner projection.
+
+Anything else is left as it is (and not generated).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from engine.exec.functions import vars_of
 from engine.sparql import algebra as A
 
 __all__ = ["rewrite"]
@@ -81,8 +90,36 @@ def _walk(node):
     return dataclasses.replace(node, **changes) if changes else node
 
 
+def _has_exists(e) -> bool:
+    if isinstance(e, A.Exists):
+        return True
+    return isinstance(e, (A.Call, A.FunctionCall)) and any(_has_exists(a) for a in e.args)
+
+
+def _flatten(node):
+    """``Project(Filter*(Project(P)))`` as ``Project(Filter*(P))`` where that is the same (see
+    the module), else ``node``."""
+    if not isinstance(node, A.Project):
+        return node
+    outer = {v.name for v in node.vars}
+    filters = []
+    sub = node.input
+    while isinstance(sub, A.Filter):
+        filters.append(sub.expr)
+        sub = sub.input
+    if not isinstance(sub, A.Project):
+        return node
+    inner = {v.name for v in sub.vars}
+    if not outer <= inner or any(not set(vars_of(e)) <= inner or _has_exists(e) for e in filters):
+        return node   # (an EXISTS would see the inner query's other variables once flattened)
+    body = sub.input
+    for e in reversed(filters):
+        body = A.Filter(e, body)
+    return dataclasses.replace(node, input=body)
+
+
 def rewrite(query: A.Query) -> A.Query:
     """``query`` with its VALUES joins taken as FILTERs where that is the same (see the module)."""
     node = query.pattern
-    new = _walk(node)
+    new = _walk(_flatten(node) if query.form == "SELECT" else node)
     return query if new is node else dataclasses.replace(query, pattern=new)
