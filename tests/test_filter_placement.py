@@ -43,6 +43,7 @@ def _data(seed: int, na: int = 14, nb: int = 9, nc: int = 7) -> str:
                 out.append(f"{s} :opt {rng.choice(_VALS)} .")
     for i in range(3):
         out.append(f":u{i} :k :B2 .")
+        out.append(f":u{i} :opt {rng.choice(_VALS[:8])} .")
     return "@prefix : <http://e/> .\n" + "\n".join(out) + "\n"
 
 
@@ -52,6 +53,10 @@ _PARTS = {
     "c": "{ ?c :k :C . ?c :r ?z }",
     "opt": "OPTIONAL { ?a :opt ?o }",
     "union": "{ ?b :k :B . ?b :q ?y } UNION { ?b :k :B2 }",
+    "minus": "MINUS { ?a :opt 1 }",
+    "bind": "BIND(?x + 1 AS ?x1)",
+    "path": "?a :opt/:k* ?pp .",
+    "yopt": "OPTIONAL { ?b :opt ?y }",   # (binds ?y where the UNION's second branch did not)
 }
 
 _ATOMS = [
@@ -59,7 +64,8 @@ _ATOMS = [
     "STR(?z) = \"{k}\"", "!BOUND(?o)", "COALESCE(?o, 0) > {k}", "xsd:integer(?y) >= {k}",
     "RAND() < 2", "RAND() < 0.5 && ?x > 0 || ?x > {k}", "BOUND(?y)", "?o > ?x",
     "EXISTS {{ ?c :opt ?w }}", "NOT EXISTS {{ ?b :opt ?y }}", "ISLITERAL(?x) && ?z > {k}",
-    "IF(?x > {k}, ?y, ?z) > 1", "?y IN (1, 2, {k})",
+    "IF(?x > {k}, ?y, ?z) > 1", "?y IN (1, 2, {k})", "?x1 > {k}", "BOUND(?pp) || ?x < {k}",
+    "?x > {k}", "?x < {k} && ?x > -5",
 ]
 
 
@@ -68,8 +74,9 @@ def queries(draw) -> tuple[str, bool]:
     """(query text, whether RAND decides some rows: compared by count bounds only)."""
     mid = draw(st.sampled_from(["b", "union"]))
     parts = ["a", mid, "c"]
-    if draw(st.booleans()):
-        parts.insert(draw(st.integers(0, 3)), "opt")
+    for extra in ("opt", "minus", "bind", "path", "yopt"):
+        if draw(st.booleans()):
+            parts.insert(draw(st.integers(0, len(parts))), extra)
     order = draw(st.permutations(parts))
     n_atoms = draw(st.integers(1, 3))
     atoms = [draw(st.sampled_from(_ATOMS)).format(k=draw(st.integers(-1, 6))) for _ in range(n_atoms)]
@@ -210,3 +217,54 @@ def test_filter_rows_keeps_rand_per_row():
     db.load_data("@prefix : <http://e/> . " + " ".join(f":s{i} :p 1 ." for i in range(2000)), "text/turtle")
     res = db.query("SELECT ?o WHERE { ?s <http://e/p> ?o FILTER(RAND() < 0.5) }")
     assert 500 < len(res) < 1500
+
+
+def _plan_root(text: str):
+    from engine.plan.planner import make_plan
+    from engine.sparql.parser import parse_query
+
+    return make_plan(parse_query(PFX + text)).root
+
+
+def _find(node, cls):
+    """The nodes of class ``cls`` in a plan tree (patterns only)."""
+    import dataclasses
+
+    out = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cls):
+            out.append(n)
+        if dataclasses.is_dataclass(n) and not isinstance(n, (A.Var, A.Const)):
+            for f in dataclasses.fields(n):
+                v = getattr(n, f.name)
+                if dataclasses.is_dataclass(v):
+                    stack.append(v)
+    return out
+
+
+def test_filter_moves_below_optional_and_minus_when_its_part_binds_it():
+    from engine.plan.nodes import ExploreLeftJoin
+
+    root = _plan_root("SELECT * WHERE { ?a :p ?x . OPTIONAL { ?a :opt ?o } FILTER(?x > 2) }")
+    lj = _find(root, ExploreLeftJoin)
+    assert lj and isinstance(lj[0].left, A.Filter) and isinstance(lj[0].left.input, A.BGP)
+    root = _plan_root("SELECT * WHERE { ?a :p ?x . MINUS { ?a :opt 1 } FILTER(?x > 2) }")
+    assert isinstance(_find(root, A.Minus)[0].left, A.Filter)
+
+
+@pytest.mark.parametrize("text", [
+    # a variable of the OPTIONAL side, an EXISTS, RAND, a UNION branch's variable, a BIND's
+    "SELECT * WHERE { ?a :p ?x . OPTIONAL { ?a :opt ?o } FILTER(?o > 2) }",
+    "SELECT * WHERE { ?a :p ?x . OPTIONAL { ?a :opt ?o } FILTER(EXISTS { ?a :k ?x }) }",
+    "SELECT * WHERE { ?a :p ?x . OPTIONAL { ?a :opt ?o } FILTER(RAND() < ?x) }",
+    "SELECT * WHERE { { ?a :p ?x } UNION { ?a :q ?y } OPTIONAL { ?a :opt ?o } FILTER(?x > 2) }",
+    "SELECT * WHERE { ?a :p ?x . BIND(?x + 1 AS ?w) OPTIONAL { ?a :opt ?o } FILTER(?w > 2) }",
+])
+def test_filter_stays_when_its_variables_are_not_certainly_bound_below(text):
+    root = _plan_root(text)
+    node = root
+    while not isinstance(node, A.Filter):
+        node = node.input
+    assert not isinstance(node.input, A.BGP)   # still over the whole group

@@ -23,6 +23,10 @@ aggregate.
 
 from __future__ import annotations
 
+import dataclasses
+
+from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
+from engine.plan.order import bgp_vars
 from engine.sparql import algebra as A
 
 #: built-ins whose value is not a function of their arguments
@@ -74,3 +78,48 @@ def bgp_filter_vars(expr, bgp_names) -> frozenset[str] | None:
         return None   # (no variable: a constant filter, decided once over the result)
     s = frozenset(names)
     return s if s <= frozenset(bgp_names) else None
+
+
+def certain_vars(node) -> frozenset[str]:
+    """Variables ``node`` binds in every solution (conservative: a subset of them). Not
+    those of an OPTIONAL's right side, of one UNION branch only, of a BIND (an error
+    leaves it unbound), of VALUES (UNDEF), of a subquery."""
+    if isinstance(node, A.BGP):
+        return frozenset(bgp_vars(node.triples))
+    if isinstance(node, (A.Join, ExploreJoin)):
+        return certain_vars(node.left) | certain_vars(node.right)
+    if isinstance(node, PathJoin):
+        return certain_vars(node.left) | certain_vars(node.right)
+    if isinstance(node, A.PathPattern):
+        return frozenset(t.name for t in (node.s, node.o) if isinstance(t, A.Var))
+    if isinstance(node, (A.LeftJoin, ExploreLeftJoin, A.Minus)):
+        return certain_vars(node.left)
+    if isinstance(node, A.Union):
+        return certain_vars(node.left) & certain_vars(node.right)
+    if isinstance(node, (A.Filter, A.Extend)):
+        return certain_vars(node.input)
+    return frozenset()
+
+
+def push_filter(node):
+    """Filter(e, X) with ``e`` moved down to the part of X that binds all of its variables
+    in every solution (deterministic ``e`` only): the left side of a join, OPTIONAL or
+    MINUS, either side of a plain join; past another FILTER. The filter then drops rows
+    before they are joined with the rest (a Filter over a BGP runs inside its steps).
+    Returns ``node`` itself when nothing moves."""
+    if not isinstance(node, A.Filter):
+        return node
+    names = deterministic_vars(node.expr)
+    if not names:
+        return node
+    need = frozenset(names)
+    x = node.input
+    if isinstance(x, A.Filter):
+        inner = push_filter(A.Filter(node.expr, x.input))
+        return node if isinstance(inner, A.Filter) and inner.input is x.input else A.Filter(x.expr, inner)
+    if isinstance(x, (A.Join, ExploreJoin, PathJoin, A.LeftJoin, ExploreLeftJoin, A.Minus)):
+        if need <= certain_vars(x.left):
+            return dataclasses.replace(x, left=push_filter(A.Filter(node.expr, x.left)))
+        if isinstance(x, A.Join) and need <= certain_vars(x.right):
+            return dataclasses.replace(x, right=push_filter(A.Filter(node.expr, x.right)))
+    return node
