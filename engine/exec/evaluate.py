@@ -1355,17 +1355,24 @@ class Evaluator:
             m = self.filter_mask(expr, Bindings({}, 1))
             FILTER_ONCE[0] += 1
             return np.full(n, bool(m[0]), dtype=bool)
-        change = np.zeros(n, dtype=bool)
-        change[0] = True
-        for _, c in cols:
-            change[1:] |= c[1:] != c[:-1]
-        starts = np.flatnonzero(change)
-        k = len(starts)
-        if k * DISTINCT_FILTER_SHARE <= n:
-            sub = Bindings({v: c[starts] for v, c in cols}, k)
-            m = np.asarray(self.filter_mask(expr, sub), dtype=bool)
-            FILTER_ONCE[0] += 1
-            return np.repeat(m, np.diff(np.append(starts, n)))
+        # runs of equal tuples in row order; first counted on a prefix (rows of all-distinct
+        # values pay one short pass)
+        head = DISTINCT_FILTER_ROWS
+        ch = cols[0][1][1:head] != cols[0][1][:head - 1]
+        for _, c in cols[1:]:
+            ch |= c[1:head] != c[:head - 1]
+        if (1 + int(np.count_nonzero(ch))) * DISTINCT_FILTER_SHARE <= head:
+            change = np.zeros(n, dtype=bool)
+            change[0] = True
+            for _, c in cols:
+                change[1:] |= c[1:] != c[:-1]
+            starts = np.flatnonzero(change)
+            k = len(starts)
+            if k * DISTINCT_FILTER_SHARE <= n:
+                sub = Bindings({v: c[starts] for v, c in cols}, k)
+                m = np.asarray(self.filter_mask(expr, sub), dtype=bool)
+                FILTER_ONCE[0] += 1
+                return np.repeat(m, np.diff(np.append(starts, n)))
         # not in runs: a strided sample says whether the tuples repeat at all
         step = n // 64
         sample = set(zip(*(c[::step][:64].tolist() for _, c in cols), strict=True))
