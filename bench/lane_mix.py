@@ -72,13 +72,10 @@ def run(conns: list, reqs: list[bytes], loop) -> tuple[float, int]:
     return (t1 - t0) / len(reqs) * 1e6, slow
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.lane_mix", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default=None, help="N-Triples file (default: the cached 1M LUBM-like file)")
-    ap.add_argument("--requests", type=int, default=4000, help="requests per round (default 4000)")
-    ap.add_argument("--rounds", type=int, default=7)
-    args = ap.parse_args(argv)
-    data = args.data
+def warm_connections(data: str | None) -> tuple:
+    """(event loop, the mix's connections) over ``data`` (default: the cached 1M LUBM-like
+    file) loaded as `jindou serve` loads it, shapes learned and runners bound by three warm
+    rounds."""
     if data is None:
         from bench.runner import prepare_data  # noqa: PLC0415
 
@@ -96,6 +93,16 @@ def main(argv: list[str] | None = None) -> int:
     conns = [connect() for _ in range(CONNECTIONS)]
     for w in range(3):  # shapes learned, runners bound, fragments rendered
         run(conns, requests(f"warm{w}", 2000), loop)
+    return loop, conns
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.lane_mix", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=None, help="N-Triples file (default: the cached 1M LUBM-like file)")
+    ap.add_argument("--requests", type=int, default=4000, help="requests per round (default 4000)")
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args(argv)
+    loop, conns = warm_connections(args.data)
     res, slow = [], 0
     for r in range(args.rounds):
         us, s = run(conns, requests(f"r{r}-{time.time()}", args.requests), loop)

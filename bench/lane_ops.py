@@ -16,12 +16,10 @@ and learns the shapes and binds the runners as a server would).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
-import gc
 import sys
 
-from bench import lane_mix, lane_profile
+from bench import lane_mix
 
 
 class Counter:
@@ -72,24 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--functions", type=int, default=0, help="also list the N functions with the most opcodes")
     args = ap.parse_args(argv)
-    data = args.data
-    if data is None:
-        from bench.runner import prepare_data  # noqa: PLC0415
-
-        data = prepare_data(argparse.Namespace(data=None, workdir=None, universities=None, scale="1M",
-                                               seed=0, quiet=True))[0]
-    from engine.database import Database  # noqa: PLC0415
-
-    db = Database(query_timeout=3600)
-    db.load_file(data)
-    gc.collect()
-    gc.freeze()
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    connect = lane_profile.make_connector(db, loop)
-    conns = [connect() for _ in range(lane_mix.CONNECTIONS)]
-    for w in range(3):  # shapes learned, runners bound, fragments rendered (untraced)
-        lane_mix.run(conns, lane_mix.requests(f"warm{w}", 2000), loop)
+    loop, conns = lane_mix.warm_connections(args.data)  # (warm rounds untraced)
     n = args.requests
     c, slow = count(conns, lane_mix.requests("ops", n), loop, args.functions > 0)
     print(f"per request: {c.ops / n:.1f} opcodes, {c.calls / n:.2f} Python calls; not inline: {slow} of {n}")

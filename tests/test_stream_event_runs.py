@@ -1,6 +1,5 @@
 """The large-answer event writer (:mod:`engine.stream.event_json`) writes the bytes
-:func:`~engine.exec.serialize.sparql_json` writes and the bytes of the writer it replaces
-(``_JsonTerms._large``), for cross products whose rows repeat in runs (a stream join with
+:func:`~engine.exec.serialize.sparql_json` writes, for cross products whose rows repeat in runs (a stream join with
 static entities it does not project: CityBench C8's shape), repeat out of order, or do not
 repeat (C2's shape); and a continuous query of those shapes answers every instant like the
 same query with the writer off and like pyoxigraph over the window, with the run mode taken."""
@@ -67,7 +66,7 @@ def _ids(db) -> np.ndarray:
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_large_writer_equals_sparql_json_and_the_old_writer(db, data):
+def test_large_writer_equals_sparql_json(db, data):
     ids = _ids(db)
     rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 16)))
     # a cross product of groups of columns bound together, then each row repeated (runs: a join
@@ -118,7 +117,6 @@ def test_large_writer_equals_sparql_json_and_the_old_writer(db, data):
     before_p = event_json.PERIODS_TAKEN[0]
     assert event_json.large_select(jt, res, extra) == want
     assert event_json.large_select(jt, res, extra) == want   # cached terms
-    assert jt._large(res, extra) == want
     if how == "same" and k >= event_json.RUN_FACTOR and not (cols[0] == UNBOUND).any():
         assert event_json.RUNS_TAKEN[0] == before + 2    # the run mode answered
     if how == "tile" and k >= event_json.RUN_FACTOR and not (cols[0] == UNBOUND).any() \
@@ -177,7 +175,7 @@ SHAPES = {
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_large_instants_answer_like_the_old_writer_and_pyoxigraph(db, shape, seed):
+def test_large_instants_answer_like_the_general_writer_and_pyoxigraph(db, shape, seed):
     q = SHAPES[shape]
     text = "REGISTER QUERY g AS " + q
     rng = np.random.default_rng(seed)

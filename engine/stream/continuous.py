@@ -58,12 +58,9 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.arrays import unique, unique_inverse
-from engine.exec import render
 from engine.exec import serialize as _ser
-from engine.exec.bindings import distinct_inverse
 from engine.exec.context import LOCAL_BASE, current_budget
 from engine.exec.evaluate import DEFAULT_GRAPH_IRI, DatasetView, QueryContext, evaluate_query
 from engine.exec.numbers import LAZY_BASE as _LAZY_BASE
@@ -858,7 +855,7 @@ class _JsonTerms:
     #: computed terms' fragments remembered by key (counts, BIND values repeat across instants)
     MAX_COMPUTED = 4096
     MAX_COMPUTED_KEY = 256   # (longer computed terms, a CONCAT's, are written every time)
-    #: above this many rows the event is assembled by Arrow kernels (:meth:`_large`)
+    #: above this many rows the event is assembled by Arrow kernels (:mod:`engine.stream.event_json`)
     LARGE = 2048
 
     def __init__(self):
@@ -926,7 +923,7 @@ class _JsonTerms:
         if not res.vars:
             return sparql_json(res, extra)
         if n > self.LARGE:   # (hook: engine.stream.event_json, the large answers' writer)
-            return _event_json.large_select(self, res, extra) if _event_json.ENABLED else self._large(res, extra)
+            return _event_json.large_select(self, res, extra) if _event_json.ENABLED else sparql_json(res, extra)
         cols = []
         holes = False
         if n <= 64:
@@ -1000,54 +997,6 @@ class _JsonTerms:
         return b"".join(flat)
 
 
-    def _large(self, res: QueryResult, extra: bytes) -> bytes:
-        """A large answer (C2, C8: thousands of rows): each column's distinct ids rendered once
-        (from the cache while they are few, by the Arrow kernels of :mod:`engine.exec.render`
-        when many are new) and the rows assembled by Arrow element-wise joins -- no Python per
-        row. Holes (unbound cells) take the serializer's own vectorized writer."""
-        cols = [np.asarray(c, dtype=np.int64) for c in res.columns]
-        if any(bool((c == UNBOUND).any()) for c in cols):
-            return sparql_json(res, extra)
-        n = len(res)
-        head = b'{"head":{"vars":' + orjson.dumps(list(res.vars)) + b'},"results":{"bindings":['
-        tables, invs = [], []
-        for j, (v, c) in enumerate(zip(res.vars, cols, strict=True)):
-            name = (b"," if j else b"") + orjson.dumps(v) + b":"
-            uniq, inv = distinct_inverse(c)
-            if len(uniq) <= render.SMALL_DISTINCT:
-                tables.append([name + x for x in self.render(uniq.tolist(), res.terms)])
-            else:
-                frag = render.json_fragments(render.keys_arrow(res, uniq), _ser._json_bytes)
-                tables.append(pc.binary_join_element_wise(pa.scalar(name, _BIN), frag, pa.scalar(b"", _BIN)))
-            invs.append(inv)
-        # adjacent columns with few distinct combinations (a cross product of a few values per
-        # column, columns bound together) merge into blocks, each distinct combination rendered
-        # once; the rows are then assembled from the blocks (one block: picked by code)
-        cap = min(render.SMALL_DISTINCT, max(1, n // 8))
-        blocks: list = []   # (fragments, index per row)
-        cur = None
-        for t, inv in zip(tables, invs, strict=True):
-            if not isinstance(t, list):
-                if cur is not None:
-                    blocks.append(cur)
-                    cur = None
-                blocks.append((t, inv))
-                continue
-            if cur is not None and len(cur[0]) * len(t) < 1 << 62:
-                ucode, rinv = distinct_inverse(cur[1] * len(t) + inv)
-                if len(ucode) <= cap:
-                    hi, lo = (ucode // len(t)).tolist(), (ucode % len(t)).tolist()
-                    prev = cur[0]
-                    cur = ([prev[i] + t[k] for i, k in zip(hi, lo, strict=True)], rinv)
-                    continue
-                blocks.append(cur)
-            cur = (t, inv)
-        if cur is not None:
-            blocks.append(cur)
-        _charge_event(res, blocks, n, len(head) + len(extra) + 8)
-        return _assemble(head + b"{", blocks, n, b"}]}" + extra + b"}")
-
-
 def _few_keys(terms, ids: list[int]) -> list[str | None] | None:
     """The keys of a few ids (store and query-local) by scalar reads: one ``key`` call or list
     index each beats the ~10 numpy calls of a batch decode on an instant's handful of new
@@ -1075,43 +1024,6 @@ def _few_keys(terms, ids: list[int]) -> list[str | None] | None:
         else:
             return None
     return out
-
-
-def _charge_event(res: QueryResult, blocks: list, n: int, fixed: int) -> None:
-    """The exact size of the event :func:`_assemble` would write, checked against the query's
-    memory budget (the body and its grid of fragment references: about twice the body, as the
-    one-shot serializer charges): an instant of millions of rows fails with the budget's error
-    instead of building gigabytes (one ``len`` per distinct fragment, one bincount per block)."""
-    budget = getattr(res.terms, "memory", None)
-    if budget is None or not budget.limit:
-        return
-    size = fixed + 3 * n
-    for frags, inv in blocks:
-        if isinstance(frags, list):
-            lens = np.fromiter(map(len, frags), dtype=np.int64, count=len(frags))
-        else:
-            lens = pc.binary_length(frags).to_numpy(zero_copy_only=False).astype(np.int64)
-        size += int(lens @ np.bincount(inv, minlength=len(lens)))
-    budget.check(2 * size + 8 * n * (len(blocks) + 1), "the instant's result event")
-
-
-def _assemble(head: bytes, blocks: list, n: int, tail: bytes) -> bytes:
-    """``head``, then per row its blocks' fragments (``(fragments, index per row)``; a Python
-    list of bytes or an Arrow binary array) followed by ``},{`` (``tail`` after the last row), as
-    one ``bytes``. The row-major grid of fragment references is filled a column at a time by
-    numpy (object arrays: pointer copies), and one ``join`` copies every byte exactly once --
-    no Python per row, and no intermediate row strings (an event of megabytes is written once)."""
-    k = len(blocks)
-    flat = np.empty(1 + n * (k + 1), dtype=object)
-    flat[0] = head
-    grid = flat[1:].reshape(n, k + 1)
-    for j, (frags, inv) in enumerate(blocks):
-        f = np.empty(len(frags), dtype=object)
-        f[:] = frags if isinstance(frags, list) else frags.to_pylist()
-        grid[:, j] = f[inv]
-    grid[:, k] = b"},{"
-    grid[n - 1, k] = tail
-    return b"".join(flat.tolist())
 
 
 def _window_member(window: dict) -> bytes:

@@ -39,8 +39,8 @@ RUN_FACTOR = 8
 #: merge saves one fragment reference per row in the final join)
 MERGE_CAP = 160
 
-#: False: :class:`~engine.stream.continuous._JsonTerms` writes large answers by its own
-#: ``_large`` (the tests compare both writers)
+#: False: :class:`~engine.stream.continuous._JsonTerms` writes large answers by the general
+#: serializer, :func:`~engine.exec.serialize.sparql_json` (the tests compare both writers)
 ENABLED = True
 
 #: instants written by the run mode, by the period mode (spies for the tests: the fast paths

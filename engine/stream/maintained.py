@@ -91,6 +91,8 @@ IDLE_MAX = 8
 _SPENT = [0.0, 0.0]
 #: instants answered by a maintained state, all queries of the process (tests: the path is taken)
 _ANSWERED = [0]
+#: states built on the generator's stored entries, not a copy (tests: the path is taken)
+_SHARED = [0]
 #: maintained queries the cost guard stopped, all queries of the process
 _GUARDED = [0]
 #: joins that read a stored group's kept list (tests: the path is taken)
@@ -154,6 +156,9 @@ class Maintained:
 
     #: instants of the ordinary path after a drop, doubling up to this
     BACKOFF_MAX = 256
+    #: a stored part without solutions of its own is read from the generator's entries as
+    #: they are, not copied (:meth:`_build`; tests compare with it off)
+    SHARE_STORED = True
     #: the cost guard: every GUARD_EVERY instants answered from the state, the maintenance's
     #: CPU per instant (this query's: ingestion and advance) is weighed against the ordinary
     #: path's (measured on an instant it answered: the first, after a drop, or one handed to it
@@ -638,14 +643,11 @@ class Maintained:
         ids = gen._ids[2]
         ns = self.ns
         by_p: dict = {}
-        held: dict = {}   # stored triple -> the classes it is in
         for c, ((cs, p, co), (_, _, _, same)) in enumerate(zip(ids, gen.classes, strict=True)):
             ns[f"K{c}s"], ns[f"K{c}p"], ns[f"K{c}o"] = cs, p, co
             if p is not None and p >= 0:
                 by_p.setdefault(p, []).append((c, cs, co, same))
             ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = set(), {}, {}, []
-            for s, o in sidx[c][3]:
-                held.setdefault((s, p, o), []).append(c)
         self.by_p = by_p
         self.deltas = self._compile([len(sidx[c][3]) for c in range(len(ids))])
         self._dict = d
@@ -657,15 +659,27 @@ class Maintained:
         ns["SCON"] = False   # (the stored part grows below: no list is kept from it)
         solving = ([list(range(self.sh.n_required))] if self.sh.opts or self.sh.antis else
                    [_branch_of(gen, i)[0] for i in range(len(gen.pats))])   # patterns every solution matches
-        if all(any(not sidx[gen.cls[j]][3] for j in ps) for ps in solving):
+        if self.SHARE_STORED and all(any(not sidx[gen.cls[j]][3] for j in ps) for ps in solving):
             # a pattern (of each UNION branch) the stored part does not match: it has no solution of its own
+            # the stored part is read only from here on (the delta joins never write it): the
+            # generator's per-class entries (pair dict, indexes, list) are taken as they are, not
+            # copied, their indexes made once per snapshot and class (a constant that comes into
+            # the dictionary rebuilds the state but reads only its own class again)
             for c in range(len(ids)):
-                pairs = sidx[c][3]
-                ns[f"S{c}p"].update(pairs)
-                ns[f"S{c}s"].update(_index(pairs, False))
-                ns[f"S{c}o"].update(_index(pairs, True))
-                ns[f"S{c}l"].extend(pairs)
+                e = sidx[c]
+                if e[1] is None:
+                    e[1] = _index(e[3], False)
+                if e[2] is None:
+                    e[2] = _index(e[3], True)
+                ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = e[0], e[1], e[2], e[3]
+            self._sp = [ns[f"S{c}p"] for c in range(len(ids))]
+            _SHARED[0] += 1
             held = {}
+        else:
+            held = {}   # stored triple -> the classes it is in
+            for c, (_, p, _) in enumerate(ids):
+                for s, o in sidx[c][3]:
+                    held.setdefault((s, p, o), []).append(c)
         try:
             for (s, p, o), cls in held.items():
                 k = (s, o)

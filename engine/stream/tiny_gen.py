@@ -73,6 +73,8 @@ _XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
 _CMPS = ("=", "!=", "<", ">", "<=", ">=")
 #: instants the generated code answered, all queries of the process (tests: the path is taken)
 _TAKEN = [0]
+#: class entries of the stored part kept across a change of the constants' ids (tests: taken)
+_KEPT = [0]
 
 
 def taken_total() -> int:
@@ -591,6 +593,9 @@ class GenQuery:
 
     #: instants in a row a join order is kept before the sizes are weighed again
     REPLAN = 16
+    #: a change of the constants' ids keeps the stored entries of the classes it does not
+    #: touch (:meth:`_stored`; tests compare with it off)
+    KEEP_CLASSES = True
     #: a grouped join returns its groups and distinct values (a UNION's branch, tiny_union)
     raw = False
     #: ORDER BY / OFFSET / LIMIT of the rows (tiny_order; a class default: subclasses have none)
@@ -907,10 +912,24 @@ class GenQuery:
         got = self._sidx
         if got is not None and got[0] == key:
             return got[1]
+        # a class whose ids did not change (another constant came into the dictionary) keeps its
+        # entry, indexes included: only the classes of the new ids are read again
+        prev = {}
+        if self.KEEP_CLASSES and got is not None and got[1] is not None and got[0][:2] == key[:2]:
+            prev = {(ids, self.classes[c][3]): e for c, (ids, e) in enumerate(zip(got[0][2], got[1], strict=True))}
         out = []
         total = 0
         for cs, p, co in self._ids[2]:
             same = self.classes[len(out)][3]
+            kept = prev.get(((cs, p, co), same))
+            if kept is not None:
+                total += len(kept[0])
+                if total > STORED_LIMIT:
+                    self._sidx = (key, None)
+                    return None
+                out.append(kept)
+                _KEPT[0] += 1
+                continue
             pairs: dict = {}
             if p is not None and p >= 0 and (cs is None or cs >= 0) and (co is None or co >= 0):
                 for g in graphs:
