@@ -360,12 +360,17 @@ def _step(cols: dict, n: int, t, graph, max_rows):
 
 def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings | None = None,
             max_rows: int | None = None, check=None, plan_cache: dict | None = None,
-            cache_key=None, trace: list | None = None) -> Bindings:
+            cache_key=None, trace: list | None = None, early=(), _pending=None) -> Bindings:
     """Evaluate a BGP over ``graph``. ``seed`` rows (fully bound in the vars the
     BGP shares with it) start the exploration; ``lookup(key) -> id`` maps
     constants to store ids. ``trace`` (EXPLAIN ANALYZE) gets one entry per run:
     (step order, rows after each step) or (None, rows) for the tuple-at-a-time
-    program."""
+    program. ``early``: FILTERs over the BGP's solutions, ((variables, mask of a
+    Bindings), ...), each applied right after the step that binds its last variable
+    (engine/plan/filters.py says when that is equal), at the latest on the result."""
+    if early:
+        return _run_filtered(triples, graph, lookup, seed, max_rows, check, plan_cache, cache_key, trace, early)
+    pending = _pending
     if seed is None:
         seed = Bindings.unit()
     if not triples:
@@ -384,7 +389,7 @@ def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings
                 plan_cache[sk] = hit
             prog = hit[1]
             if prog is not None and not (prog.starts_big and seed.n == 1):
-                res = _run_small(prog, seed, graph, max_rows, check)
+                res = _run_small(prog, seed, graph, max_rows, check, pending)
                 if trace is not None:
                     trace.append((None, res.n))
                 return res
@@ -417,14 +422,18 @@ def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings
             if run and forkjoin.choose(graph, resolved, run, n, cols) == "fork-join":
                 cols, n = forkjoin.fork_join(graph, resolved, run, cols, n, max_rows, check)
                 charge_rows(n, len(cols), "graph exploration")
+                pos += len(run)
+                if pending and n:
+                    cols, n = _apply_early(cols, n, pending, pos < len(order))
                 if sizes is not None:
                     sizes.extend([n] * len(run))
-                pos += len(run)
                 if n == 0:
                     break
                 continue
         cols, n = _step(cols, n, resolved[order[pos]], graph, max_rows)
         pos += 1
+        if pending and n:
+            cols, n = _apply_early(cols, n, pending, pos < len(order))
         if sizes is not None:
             sizes.append(n)
         if n == 0:
@@ -435,6 +444,43 @@ def run_bgp(triples: tuple[TriplePattern, ...], graph, lookup, *, seed: Bindings
         names = list(seed.cols) + [v for v in all_vars if v not in seed.cols]
         return Bindings.empty(names)
     return Bindings(cols, n)
+
+
+#: how many early FILTERs ran before the last step of a BGP (a spy for the tests)
+EARLY_APPLIED = [0]
+
+
+def _apply_early(cols: dict, n: int, pending: list, before_last: bool) -> tuple[dict, int]:
+    """Apply (and take out of ``pending``) the filters whose variables ``cols`` binds."""
+    for item in list(pending):
+        names, mask_of = item
+        if not names <= cols.keys():
+            continue
+        pending.remove(item)
+        keep = np.asarray(mask_of(Bindings(cols, n)), dtype=bool)
+        if before_last:
+            EARLY_APPLIED[0] += 1
+        if keep.all():
+            continue
+        idx = np.flatnonzero(keep)
+        cols = {v: c[idx] for v, c in cols.items()}
+        n = len(idx)
+        if n == 0:
+            break
+    return cols, n
+
+
+def _run_filtered(triples, graph, lookup, seed, max_rows, check, plan_cache, cache_key, trace, early) -> Bindings:
+    """run_bgp with FILTERs applied inside the step order (``early``), the ones it could not
+    place (the tuple-at-a-time program, a filter over seeded variables only) on its result."""
+    pending = list(early)   # (the vectorized steps take out what they applied)
+    res = run_bgp(triples, graph, lookup, seed=seed, max_rows=max_rows, check=check,
+                  plan_cache=plan_cache, cache_key=cache_key, trace=trace, _pending=pending)
+    if pending and res.n:
+        cols, n = _apply_early(dict(res.cols), res.n, pending, False)
+        if n != res.n:
+            res = Bindings(cols, n) if n else Bindings.empty(list(res.cols))
+    return res
 
 
 def seed_ok(seed: Bindings, triples) -> bool:
@@ -823,7 +869,26 @@ def seed_rows(seed: Bindings) -> list[tuple]:
     return list(zip(*[c.tolist() for c in seed.cols.values()], strict=True))
 
 
-def _run_small(prog: SmallBGP, seed: Bindings, graph, max_rows, check) -> Bindings:
+def _run_small(prog: SmallBGP, seed: Bindings, graph, max_rows, check, pending=None) -> Bindings:
     limit = SMALL_ROWS if max_rows is None else min(max_rows, SMALL_ROWS)
     rows, k = prog.run(seed_rows(seed), limit)
-    return prog.finish(rows, k, graph, max_rows, check)
+    last = len(prog.rtriples)
+    if not pending or k >= last or not rows:
+        return prog.finish(rows, k, graph, max_rows, check)
+    # handed back before step k with early FILTERs (run_bgp's ``early``): the rows as columns,
+    # then the remaining steps vectorized as ``finish`` runs them, each filter after the step
+    # that binds its last variable
+    res = prog.finish(rows, last, graph, max_rows, check)
+    cols, n = _apply_early(dict(res.cols), res.n, pending, True)
+    for i in range(k, last):
+        rt = prog.rtriples[i]
+        if rt is None or n == 0:
+            continue
+        if check is not None:
+            check()
+        cols, n = _step(cols, n, rt, graph, max_rows)
+        if n and pending:
+            cols, n = _apply_early(cols, n, pending, i + 1 < last)
+    if n == 0:
+        return Bindings({v: _EMPTY for v in prog.slots}, 0)
+    return Bindings(cols, n)

@@ -69,6 +69,7 @@ from engine.exec.context import (
 from engine.exec.paths import PathEvaluator
 from engine.exec.result import QueryResult
 from engine.kv.views import EmptyGraph, merged_view
+from engine.plan.filters import bgp_filter_vars, deterministic_vars
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.order import bgp_vars
 from engine.plan.planner import QueryPlan, plan_query
@@ -882,7 +883,18 @@ def top_k_order(node: A.Slice):
     return inner if isinstance(inner, A.OrderBy) else None
 
 
+#: a FILTER over at least this many rows may be evaluated once per distinct tuple of its
+#: variables (Evaluator.filter_rows), when there are at most 1/DISTINCT_FILTER_SHARE as many
+DISTINCT_FILTER_ROWS = 256
+DISTINCT_FILTER_SHARE = 4
+#: how many FILTERs were evaluated once per distinct tuple (a spy for the tests)
+FILTER_ONCE = [0]
+
+
 class Evaluator:
+    #: (BGP node, early filters) asked of the next evaluation of that BGP (_Filter -> _BGP)
+    _early = None
+
     def __init__(self, ctx: QueryContext, dataset: DatasetView):
         self.ctx = ctx
         self.dataset = dataset
@@ -912,16 +924,23 @@ class Evaluator:
     # ---- leaves
     def _BGP(self, node: A.BGP, seed):
         ctx = self.ctx
+        early = ()
+        pend = self._early
+        if pend is not None and pend[0] is node:
+            # a FILTER right above this BGP over its variables (_Filter): inside the step order
+            self._early = None
+            early = pend[1]
         if seed is not None and not seed_ok(seed, node.triples):
-            res = self._BGP(node, None)
+            res = self._run_bgp(node, node.triples, None, early)
             return join(seed, res, ctx.max_rows)
-        return self._run_bgp(node, node.triples, seed)
+        return self._run_bgp(node, node.triples, seed, early)
 
-    def _run_bgp(self, node, triples, seed: Bindings | None) -> Bindings:
+    def _run_bgp(self, node, triples, seed: Bindings | None, early=()) -> Bindings:
         """The exploration of ``triples`` for plan node ``node`` (a hook for EXPLAIN ANALYZE)."""
         ctx = self.ctx
         return run_bgp(triples, self.graph, ctx.lookup, seed=seed, max_rows=ctx.max_rows,
-                       check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key)
+                       check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key,
+                       early=early)
 
     def _PathPattern(self, node: A.PathPattern, seed):
         ctx = self.ctx
@@ -1012,7 +1031,7 @@ class Evaluator:
         # explore from the left rows (no intermediate join)
         res = self._run_bgp(node, node.bgp.triples, left)
         if node.expr is not None and res.n:
-            return res.mask(self.filter_mask(node.expr, res))
+            return res.mask(self.filter_rows(node.expr, res))
         return res
 
     def _PathJoin(self, node: PathJoin, seed):
@@ -1087,10 +1106,29 @@ class Evaluator:
         return minus(left, right)
 
     def _Filter(self, node: A.Filter, seed):
-        res = self.eval(node.input, seed)
+        inp = node.input
+        if isinstance(inp, A.BGP) and inp.triples:
+            names = bgp_filter_vars(node.expr, bgp_vars(inp.triples))
+            if names is not None:
+                # Filter(e, BGP) with e over the BGP's (always bound) variables: applied by
+                # the BGP's steps as soon as they bind them (engine/plan/filters.py). A
+                # subclass answering the BGP itself leaves the request untaken.
+                expr = node.expr
+                self._early = (inp, ((names, lambda b: self.filter_rows(expr, b)),))
+                try:
+                    res = self.eval(inp, seed)
+                    taken = self._early is None
+                finally:
+                    self._early = None
+                if taken:
+                    return res
+                if res.n == 0:
+                    return res
+                return res.mask(self.filter_rows(node.expr, res))
+        res = self.eval(inp, seed)
         if res.n == 0:
             return res
-        return res.mask(self.filter_mask(node.expr, res))
+        return res.mask(self.filter_rows(node.expr, res))
 
     def _Extend(self, node: A.Extend, seed):
         res = self.eval(node.input, seed)
@@ -1301,6 +1339,58 @@ class Evaluator:
                 self._tops.pop(id(order), None)
 
     # ---- expressions
+    def filter_rows(self, expr, res: Bindings) -> np.ndarray:
+        """:meth:`filter_mask`, once per distinct tuple of the expression's variables when
+        the rows hold far fewer of them than rows (a deterministic expression is a function
+        of those values: engine/plan/filters.py): runs of equal tuples in row order (one
+        comparison per column), else the distinct tuples when a sample of the rows repeats."""
+        n = res.n
+        if n < DISTINCT_FILTER_ROWS:
+            return self.filter_mask(expr, res)
+        names = deterministic_vars(expr)
+        if names is None:
+            return self.filter_mask(expr, res)
+        cols = [(v, res.cols[v]) for v in names if v in res.cols]   # (absent: unbound everywhere)
+        if not cols:
+            m = self.filter_mask(expr, Bindings({}, 1))
+            FILTER_ONCE[0] += 1
+            return np.full(n, bool(m[0]), dtype=bool)
+        # runs of equal tuples in row order; first counted on a prefix (rows of all-distinct
+        # values pay one short pass)
+        head = DISTINCT_FILTER_ROWS
+        ch = cols[0][1][1:head] != cols[0][1][:head - 1]
+        for _, c in cols[1:]:
+            ch |= c[1:head] != c[:head - 1]
+        if (1 + int(np.count_nonzero(ch))) * DISTINCT_FILTER_SHARE <= head:
+            change = np.zeros(n, dtype=bool)
+            change[0] = True
+            for _, c in cols:
+                change[1:] |= c[1:] != c[:-1]
+            starts = np.flatnonzero(change)
+            k = len(starts)
+            if k * DISTINCT_FILTER_SHARE <= n:
+                sub = Bindings({v: c[starts] for v, c in cols}, k)
+                m = np.asarray(self.filter_mask(expr, sub), dtype=bool)
+                FILTER_ONCE[0] += 1
+                return np.repeat(m, np.diff(np.append(starts, n)))
+        # not in runs: a strided sample says whether the tuples repeat at all
+        step = n // 64
+        sample = set(zip(*(c[::step][:64].tolist() for _, c in cols), strict=True))
+        if len(sample) * 4 > 64:
+            return self.filter_mask(expr, res)
+        key = row_keys([c for _, c in cols])
+        uniq, inv = distinct_inverse(key)
+        k = len(uniq)
+        inv = inv.reshape(-1)
+        if k * DISTINCT_FILTER_SHARE > n:
+            return self.filter_mask(expr, res)
+        rep = np.empty(k, dtype=np.int64)
+        rep[inv] = np.arange(n, dtype=np.int64)   # (any row of each tuple)
+        sub = Bindings({v: c[rep] for v, c in cols}, k)
+        m = np.asarray(self.filter_mask(expr, sub), dtype=bool)
+        FILTER_ONCE[0] += 1
+        return m[inv]
+
     def filter_mask(self, expr, res: Bindings) -> np.ndarray:
         if res.n == 0:
             return np.zeros(0, dtype=bool)

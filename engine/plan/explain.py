@@ -49,11 +49,12 @@ class AnalyzingEvaluator(Evaluator):
         self.stats: dict[int, list] = {}
         self.traces: dict[int, list] = {}
 
-    def _run_bgp(self, node, triples, seed):
+    def _run_bgp(self, node, triples, seed, early=()):
         ctx = self.ctx
         trace = self.traces.setdefault(id(node), [])  # the node is pinned by its stats entry
         return run_bgp(triples, self.graph, ctx.lookup, seed=seed, max_rows=ctx.max_rows,
-                       check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key, trace=trace)
+                       check=ctx.check_budget, plan_cache=ctx.plan_cache, cache_key=self.graph_key, trace=trace,
+                       early=early)
 
     def eval(self, node, seed=None):
         t0 = time.perf_counter()

@@ -8,7 +8,9 @@
 * Join(left, BGP) and Join(left, BGP FILTER f) with f over the BGP's own
   variables become :class:`ExploreJoin` (the filter sees the same values when
   the BGP explores from the left rows), Join(left, path) :class:`PathJoin`,
-  LeftJoin(left, BGP) :class:`ExploreLeftJoin`.
+  LeftJoin(left, BGP) :class:`ExploreLeftJoin`;
+* a FILTER moves down to the part of its group that binds its variables in every
+  solution (:func:`engine.plan.filters.push_filter`).
 
 The rewrite returns the same node object wherever nothing below it changed,
 and descends into expressions (EXISTS patterns are rewritten too).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from engine.plan.filters import push_filter
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.order import bgp_vars
 from engine.sparql import algebra as A
@@ -75,6 +78,8 @@ def rewrite(node):
             return PathJoin(left, right)
     elif isinstance(node, A.LeftJoin) and is_pure_bgp(node.right):
         return ExploreLeftJoin(node.left, node.right, node.expr)
+    elif isinstance(node, A.Filter):
+        return push_filter(node)
     return node
 
 

@@ -84,7 +84,7 @@ class OptState:
         self.events: list = []                      # the delta joins' (group or -1, key, sign)
         self.base: tuple = ({}, [{} for _ in self.groups])
         if sh.by is not None:   # the rows are (group, COUNT(DISTINCT) values): counted as the delta joins count
-            self.dj = [j for j, (_, _, d) in enumerate(sh.aggs) if d]
+            self.dj = [j for j, (_, _, d) in enumerate(sh.aggs) if d or j in sh.agg_kinds]
             self._add, self._sub = self._add_grouped, self._sub_grouped
         else:
             self._add, self._sub = _add, _sub
@@ -151,10 +151,13 @@ class OptState:
             if not fv <= rv:
                 src += [pad + x for x in (lines_of(fi, "continue") if lines_of else
                                           [f"if {fsrc} is not True: continue"])]
-        if sh.by is not None:   # (grouping: no OPTIONAL, so a kept solution is one; its group, its
-            # COUNT(DISTINCT) values)
+        if sh.by is not None:   # (grouping: per row its group and the values of its COUNT(DISTINCT)s
+            # and value-counted aggregates -- SUM, MIN, ..., COUNT of an OPTIONAL's variable, tiny_aggs)
             key = "(" + "".join(f"{_slot(v)}, " for v in sh.by) + ")" if len(sh.by) != 1 else _slot(sh.by[0])
-            vals = "".join(f"{_slot(a) if a else 'None'}, " for _, a, d in sh.aggs if d)
+            src += [pad + x for x in gen.by_lines(ns)]   # (GROUP BY (expr AS ?k), tiny_aggs)
+            for j in self.dj:   # (an aggregate of an expression: its argument's slot first)
+                src += [pad + x for x in gen.agg_arg_lines(j, ns)]
+            vals = "".join(f"{_slot(sh.aggs[j][1]) if sh.aggs[j][1] else 'None'}, " for j in self.dj)
             src.append(f"{pad}out.append(({key}, ({vals})))")
         else:
             cells = []

@@ -225,8 +225,8 @@ class Maintained:
     def of(gen: GenQuery | None, windows: list, max_rows: int | None, json) -> Maintained | None:
         """A maintained state for ``gen``'s query when it qualifies: time windows, a row budget
         not below the loops' own bound."""
-        if gen is None or not windows or (gen.sh.antis and getattr(gen.sh, "agg_kinds", None)):
-            # ([NOT] EXISTS groups count COUNTs only: aggregates beyond them are not maintained there)
+        if gen is None or not windows:
+            # ([NOT] EXISTS groups with SUM / MIN / ...: maint_opt's grouped rows carry their values)
             return None
         if max_rows is not None and max_rows < MAX_WORK:
             return None
@@ -421,6 +421,8 @@ class Maintained:
         elif self.grouping:
             key = (_slot(sh.by[0]) if len(sh.by) == 1 else
                    "(" + "".join(f"{_slot(v)}, " for v in sh.by) + ")")
+            for x in gen.by_lines(self.ns):   # (GROUP BY (expr AS ?k), tiny_aggs)
+                emit(x)
             emit(f"g = {key}")
             emit("n = R.get(g, 0) + sign")
             emit("if n > 0: R[g] = n")
@@ -430,6 +432,8 @@ class Maintained:
                 if not dist and j not in sh.agg_kinds:   # (SUM, MIN, ...: value counts too, tiny_aggs)
                     continue
                 val = _slot(arg) if arg else "None"
+                for x in gen.agg_arg_lines(j, self.ns):   # (an aggregate of an expression, tiny_aggs)
+                    emit(x)
                 emit(f"dj = D{j}.get(g)")
                 emit(f"if dj is None: dj = D{j}[g] = {{}}")
                 emit(f"m = dj.get({val}, 0) + sign")

@@ -43,9 +43,10 @@ from engine.exec.aggregates import _result_key
 from engine.exec.functions import vars_of
 from engine.sparql import algebra as A
 from engine.stream.tiny_ops import _NONNUM, _OTHER, Undecided, _num_item, _value
+from engine.stream.tiny_terms import term_expr
 from engine.terms import XSD_DECIMAL, XSD_DOUBLE, XSD_INTEGER, XSD_STRING, from_key, literal_key
 
-__all__ = ["AggGroup", "agg_fn", "NAMES", "bound_ok", "computed_ok", "grouped_expr"]
+__all__ = ["AggGroup", "agg_fn", "below_group", "expr_agg_fn", "expr_name", "group_fn", "optional_group", "NAMES", "bound_ok", "computed_ok", "grouped_expr"]
 
 #: aggregates these paths compute besides COUNT
 NAMES = ("SUM", "AVG", "MIN", "MAX", "SAMPLE", "GROUP_CONCAT")
@@ -60,30 +61,56 @@ class AggGroup:
     variable: ``aggs`` as :class:`engine.stream.tiny_ops.CountGroup`'s ((output, argument or
     None, distinct)), ``kinds`` the non-COUNT ones by position ((name, separator))."""
 
-    __slots__ = ("by", "aggs", "kinds")
+    __slots__ = ("by", "aggs", "kinds", "exprs", "byexprs")
 
-    def __init__(self, by: list, aggs: list, kinds: dict):
+    def __init__(self, by: list, aggs: list, kinds: dict, exprs: dict | None = None, byexprs: dict | None = None):
         self.by, self.aggs, self.kinds = by, aggs, kinds
+        # group key -> its expression (``GROUP BY (?age / 10 AS ?decade)``): the key's slot holds
+        # the value's term key (:meth:`engine.stream.tiny_gen.GenQuery.by_lines`)
+        self.byexprs = byexprs or {}
+        # position -> the argument expression of ``SUM(?a * ?b)``, ``AVG(xsd:double(?v))``: the
+        # argument slot is then a name no SPARQL variable has (:func:`expr_name`), assigned per
+        # solution from a :class:`~engine.stream.tiny_terms.TermFn` (the value's term key)
+        self.exprs = exprs or {}
 
     @staticmethod
     def of(node: A.Group) -> AggGroup | None:
         by = []
+        byexprs = {}
         for expr, var in node.by:
-            if not isinstance(expr, A.Var) or expr.name != var.name:
+            if isinstance(expr, A.Var) and expr.name == var.name:
+                by.append(var.name)
+                continue
+            if isinstance(expr, A.Var) or not term_expr(expr):
                 return None
             by.append(var.name)
-        aggs, kinds = [], {}
+            byexprs[var.name] = expr
+        aggs, kinds, exprs = [], {}, {}
         for var, agg in node.aggregates:
             name = agg.name.upper()
             if name == "COUNT" and agg.arg is None and not agg.distinct:
                 aggs.append((var.name, None, False))
                 continue
-            if not isinstance(agg.arg, A.Var) or (name != "COUNT" and name not in NAMES):
+            if name != "COUNT" and name not in NAMES:
                 return None
+            if not isinstance(agg.arg, A.Var):
+                # an expression: its values' keys are counted (SUM, AVG, MIN, ...; not COUNT, whose
+                # errors are left out rather than making the group an error)
+                if name == "COUNT" or agg.arg is None or not term_expr(agg.arg):
+                    return None
+                exprs[len(aggs)] = agg.arg
+                kinds[len(aggs)] = (name, " " if agg.separator is None else agg.separator)
+                aggs.append((var.name, expr_name(len(aggs)), bool(agg.distinct)))
+                continue
             if name != "COUNT":
                 kinds[len(aggs)] = (name, " " if agg.separator is None else agg.separator)
             aggs.append((var.name, agg.arg.name, bool(agg.distinct)))
-        return AggGroup(by, aggs, kinds)
+        return AggGroup(by, aggs, kinds, exprs, byexprs)
+
+
+def expr_name(j: int) -> str:
+    """The argument slot's name of aggregate ``j`` over an expression (no SPARQL variable's)."""
+    return f" agg{j}"
 
 
 # ---------------------------------------------------------------- the terms' keys
@@ -289,6 +316,54 @@ def _group_concat(sep: str, distinct: bool):
     return f
 
 
+def _count(distinct: bool):
+    """COUNT over value counts holding -1 (an OPTIONAL's variable left unbound: not counted)."""
+    def f(vc: dict, V) -> tuple:
+        n = sum(1 for i in vc if i != -1) if distinct else sum(c for i, c in vc.items() if i != -1)
+        return f'"{n}"^^<{XSD_INTEGER}>', n
+    return f
+
+
+def _bound_only(inner, name: str):
+    """``inner`` where the argument may be unbound (an OPTIONAL's variable, id -1): an error
+    for SUM / MIN / MAX (:data:`_ERROR_IS_ERROR`), else handed back."""
+    def f(vc: dict, V) -> tuple:
+        if -1 in vc:
+            if name in _ERROR_IS_ERROR:
+                return _NONE
+            raise Undecided
+        return inner(vc, V)
+    return f
+
+
+def group_fn(sh, j: int):
+    """The function computing aggregate ``j`` of shape ``sh`` from a group's value counts:
+    over an expression's keys (:func:`expr_agg_fn`), over an OPTIONAL's variable
+    (:func:`optional_group`), or over term ids (:func:`agg_fn`)."""
+    name, sep = sh.agg_kinds[j]
+    dist = sh.aggs[j][2]
+    if j in sh.agg_exprs:
+        return expr_agg_fn(name, dist, sep)
+    if name == "COUNT":
+        return _count(dist)
+    fn = agg_fn(name, dist, sep)
+    return _bound_only(fn, name) if sh.aggs[j][1] not in sh.required_vars else fn
+
+
+def optional_group(sh, rvars: set) -> bool:
+    """Whether a GROUP BY over OPTIONAL groups is taken (``likes per post, zero included``):
+    its keys are required variables (always bound); a COUNT of a variable an OPTIONAL binds
+    becomes value counts (-1 for unbound, left out, :func:`_count`), SUM / MIN / ... of one
+    hand an unbound value back (:func:`group_fn`)."""
+    if not set(sh.by) <= rvars:
+        return False
+    for j, (_, arg, _) in enumerate(sh.aggs):
+        if arg is None or arg in rvars or j in sh.agg_exprs or j in sh.agg_kinds:
+            continue
+        sh.agg_kinds[j] = ("COUNT", " ")
+    return True
+
+
 def agg_fn(name: str, distinct: bool, sep: str = " "):
     """``f(value counts, V) -> (key or None, numeric value)`` of one aggregate over a group's
     argument value counts (term id -> solutions); raises :class:`Undecided` for what it does
@@ -302,6 +377,101 @@ def agg_fn(name: str, distinct: bool, sep: str = " "):
     if name == "GROUP_CONCAT":
         return _group_concat(sep, distinct)
     raise ValueError(name)
+
+
+class _KeyDictionary:
+    """A stand-in dictionary whose ids are the terms' keys (:func:`expr_agg_fn`)."""
+
+    __slots__ = ("__weakref__",)
+
+    @staticmethod
+    def key(k: str) -> str:
+        return k
+
+
+class _KeyValues(dict):
+    """Term key -> numeric value (:func:`engine.stream.tiny_ops._value`), as :class:`_Values`
+    of :mod:`tiny_gen` maps ids."""
+
+    __slots__ = ("dictionary",)
+
+    def __init__(self):
+        super().__init__()
+        self.dictionary = _KeyDictionary()
+
+    def __missing__(self, k: str):
+        v = _value(k)
+        if len(self) > 1 << 16:
+            self.clear()
+        self[k] = v
+        return v
+
+
+_KV = _KeyValues()
+
+
+def expr_agg_fn(name: str, distinct: bool, sep: str = " "):
+    """:func:`agg_fn` over value counts keyed by the argument expression's term keys (an
+    aggregate of an expression: the solutions' values are terms no dictionary holds). A solution
+    whose expression is an error (key None) hands the instant back: the executor's rules for an
+    error inside MIN / MAX / SAMPLE / GROUP_CONCAT are its own (SUM and AVG of an error: an
+    error; taken from the ordinary path too, rare in practice)."""
+    inner = agg_fn(name, distinct, sep)
+
+    def f(vc: dict, V) -> tuple:
+        if None in vc:
+            if name in _ERROR_IS_ERROR:
+                return _NONE
+            raise Undecided
+        return inner(vc, _KV)
+    return f
+
+
+#: aggregates whose group is an error when one of its values is (the executor's
+#: :mod:`engine.exec.aggregates`: ``op:numeric-add`` of an error; no order over an error);
+#: AVG of errors only is 0 there, SAMPLE / GROUP_CONCAT have rules of their own: handed back
+_ERROR_IS_ERROR = frozenset({"SUM", "MIN", "MAX"})
+
+
+def below_group(sh, node, conjuncts):
+    """The BGP's node under a GROUP BY, with the FILTERs and BINDs between them taken into
+    ``sh``: FILTER conjuncts appended to ``sh.filters``, a ``BIND (expr AS ?x)`` inlined where
+    ``?x`` is read -- in FILTERs above it and in the arguments of SUM / AVG / MIN / ... (which
+    become aggregates of ``expr``, :func:`expr_agg_fn`). None (not taken) when a bound variable
+    is a group key or counted (COUNT leaves errors out), or an expression is not one
+    :mod:`tiny_terms` decides."""
+    from engine.stream import tiny_terms as _tt  # noqa: PLC0415 -- (tiny_gen's helpers, no cycle)
+
+    chain = []
+    while isinstance(node, (A.Extend, A.Filter)):
+        chain.append(node)
+        node = node.input
+    if not any(isinstance(op, A.Extend) for op in chain):
+        for op in chain:
+            sh.filters += conjuncts(op.expr)
+        return node
+    binds: dict = {}
+    for op in reversed(chain):   # bottom-up: an operator sees the BINDs below it
+        e = _tt.inline(op.expr, binds)
+        if not term_expr(e):
+            return None
+        if isinstance(op, A.Extend):
+            if op.var.name in binds:
+                return None
+            binds[op.var.name] = e
+        else:
+            sh.filters += conjuncts(e)
+    if set(sh.by) & set(binds):
+        return None
+    for j, (out, arg, dist) in enumerate(sh.aggs):
+        if j in sh.agg_exprs:
+            sh.agg_exprs[j] = _tt.inline(sh.agg_exprs[j], binds)
+        elif arg in binds:
+            if j not in sh.agg_kinds:
+                return None
+            sh.agg_exprs[j] = binds[arg]
+            sh.aggs[j] = (out, expr_name(j), dist)
+    return node
 
 
 # ---------------------------------------------------------------- what the shapes may hold
@@ -325,7 +495,8 @@ def computed_ok(sh) -> bool:
     """Whether the projected expressions of a grouping query read only its groups' variables and
     aggregates (``(SUM(?x) / COUNT(?x) AS ?m)``), with no ``BOUND`` of an aggregate."""
     outs = set(sh.by) | {a for a, _, _ in sh.aggs}
-    return all(set(vars_of(e)) <= outs and bound_ok(e, sh) and grouped_expr(e) is not None
+    return all(set(vars_of(e)) <= outs and bound_ok(e, sh)
+               and (grouped_expr(e) is not None or (set(vars_of(e)) <= set(sh.by) and term_expr(e)))
                for e in sh.computed.values())
 
 

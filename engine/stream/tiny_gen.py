@@ -438,6 +438,8 @@ class _Shape:
         self.by: list[str] | None = None  # GROUP BY variables (None: no grouping)
         self.aggs: list = []              # (output var, counted var or None, distinct)
         self.agg_kinds: dict = {}         # aggregate position -> (SUM/AVG/MIN/..., separator): not COUNTs
+        self.agg_exprs: dict = {}         # aggregate position -> its argument expression (tiny_aggs)
+        self.by_exprs: dict = {}          # group key -> its expression (GROUP BY (expr AS ?k), tiny_aggs)
         self.having: list = []            # HAVING conjuncts over by / aggregate variables
         self.alias: dict[str, str] = {}   # projected name -> the variable it renames
         self.computed: dict = {}          # projected name -> its arithmetic expression
@@ -515,10 +517,11 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
             return None
         sh.by, sh.aggs, sh.having = list(group.by), list(group.aggs), above
         sh.agg_kinds = dict(getattr(group, "kinds", {}))
-        node = node.input
-        while isinstance(node, A.Filter):
-            sh.filters += _conjuncts(node.expr)
-            node = node.input
+        sh.agg_exprs = dict(getattr(group, "exprs", {}))
+        sh.by_exprs = dict(getattr(group, "byexprs", {}))
+        node = _aggs.below_group(sh, node.input, _conjuncts)   # (FILTERs; BINDs read by aggregates)
+        if node is None:
+            return None
     else:
         sh.filters = above
     if sh.ask and (sh.computed or sh.alias):
@@ -548,7 +551,7 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
         # each OPTIONAL joins the required part only: its other variables are its own (then the
         # groups are independent left joins); at most 3 (the emission is written per outcome);
         # no grouping over possibly unbound variables
-        if len(opts) > 3 or sh.by is not None or sh.ask:
+        if len(opts) > 3 or sh.ask or (sh.by is not None and not _aggs.optional_group(sh, rvars)):
             return None
         seen: set = set()
         for trs, _ in opts:
@@ -574,8 +577,13 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
         # group's aggregates: tiny_aggs)
     if sh.by is not None:
         outs = set(sh.by) | {a for a, _, _ in sh.aggs}
-        if not set(sh.by) <= bvars or any(x is not None and x not in bvars for _, x, _ in sh.aggs):
+        if not set(sh.by) - set(sh.by_exprs) <= bvars or any(x is not None and x not in bvars and j not in sh.agg_exprs
+                                          for j, (_, x, _) in enumerate(sh.aggs)):
             return None
+        if any(not _expr_vars(e) <= bvars for e in [*sh.agg_exprs.values(), *sh.by_exprs.values()]):
+            return None
+        if any(_expr_vars(e) & set(sh.by_exprs) for e in [*sh.having, *sh.computed.values()]):
+            return None   # (an expression's key is no term id: HAVING / projections read ids)
         if any(alias.get(n, n) not in outs and n not in sh.computed for n in sh.names):
             return None
         if any(not _expr_vars(e) <= outs or not _aggs.bound_ok(e, sh) for e in sh.having):
@@ -647,6 +655,8 @@ class GenQuery:
             query = select_of(query)
             if query is None:
                 return None
+        from engine.stream.tiny_values import rewrite as _values_rewrite  # noqa: PLC0415
+        query = _values_rewrite(query)   # (VALUES joined with the BGP: a FILTER, tiny_values)
         got = _order.strip(query)   # (ORDER BY / LIMIT / OFFSET: tiny_order, over the rows)
         if got is None or (got[1] is not None and (mode != "RSTREAM" or construct)):
             return None   # (ordered / limited rows: RSTREAM SELECT only)
@@ -716,9 +726,16 @@ class GenQuery:
         self._calt: dict = {}   # computed name -> its source over terms, where the numeric one may not decide
         grouped = self.sh.by is not None   # (expressions over the groups' aggregates: tiny_aggs)
         aggv = {a for a, _, _ in self.sh.aggs}
+        self._gterm: dict = {}   # computed name -> its source over the group's key terms
         for n, e in self.sh.computed.items():
             consts = []
-            if grouped:   # (checked here; the tail computes them by tiny_aggs.grouped_expr)
+            if grouped and _aggs.grouped_expr(e) is None:   # (over the group's keys only, as terms:
+                # ``(STR(?s) AS ?name)``, tiny_aggs.computed_ok; the tail writes its key)
+                src = self._term_source(e, False, consts, f"E{len(self._ccode)}_", set(self.sh.by),
+                                        lambda n: f"G_{_ident(n)}")
+                self._gterm[n] = src
+                alt = None
+            elif grouped:   # (checked here; the tail computes them by tiny_aggs.grouped_expr)
                 src = _expr_code(e, False, lambda n: f"N_{_ident(n)}" if n in aggv else f"V[G_{_ident(n)}]",
                                  consts, f"E{len(self._ccode)}_")
                 alt = None
@@ -734,6 +751,20 @@ class GenQuery:
             if alt is not None:
                 self._calt[n] = alt
             self._ccode[n] = (src, consts)
+        self._bycode = []   # group keys' expressions: (name, source over terms, constants)
+        for k, (n, e) in enumerate(self.sh.by_exprs.items()):
+            consts = []
+            src = self._term_source(e, False, consts, f"B{k}_", bvars)
+            if src is None:
+                return False
+            self._bycode.append((n, src, consts))
+        self._aggcode = {}   # aggregate position -> its argument's source over terms (tiny_aggs)
+        for j, e in self.sh.agg_exprs.items():
+            consts = []
+            src = self._term_source(e, False, consts, f"A{j}_", bvars)
+            if src is None:
+                return False
+            self._aggcode[j] = (src, consts)
         self._hcode = []
         outs = set(self.sh.by or ()) | {a for a, _, _ in self.sh.aggs}
         counts = {a for a, _, _ in self.sh.aggs}
@@ -755,6 +786,27 @@ class GenQuery:
                 return False
             self._hcode.append((src, consts))
         return True
+
+    def by_lines(self, ns: dict) -> list[str]:
+        """Statements assigning the slots of group keys that are expressions (their values'
+        term keys; an error -- an unbound key -- hands back), their constants put in ``ns``."""
+        out = []
+        for k, (n, src, consts) in enumerate(self._bycode):
+            for ci, v in enumerate(consts):
+                ns[f"B{k}_K{ci}"] = v
+            out += [f"{_slot(n)} = {src}", f"if {_slot(n)} is None: raise Undecided"]
+        return out
+
+    def agg_arg_lines(self, j: int, ns: dict) -> list[str]:
+        """Statements assigning aggregate ``j``'s argument slot when it is an expression (its
+        value's term key; None for an error), its constants put in ``ns``; none otherwise."""
+        got = self._aggcode.get(j)
+        if got is None:
+            return []
+        src, consts = got
+        for ci, v in enumerate(consts):
+            ns[f"A{j}_K{ci}"] = v
+        return [f"{_slot(self.sh.aggs[j][1])} = {src}"]
 
     def _term_source(self, e, boolean: bool, consts: list, prefix: str, bvars: set, slot=None) -> str | None:
         """The source of ``e`` decided over terms (:class:`~engine.stream.tiny_terms.TermFn`,
@@ -1233,10 +1285,14 @@ class GenQuery:
                 emit("return True")
             elif grouping:
                 key = _slot(sh.by[0]) if len(sh.by) == 1 else "(" + "".join(f"{_slot(b)}, " for b in sh.by) + ")"
+                for x in self.by_lines(ns):   # (GROUP BY (expr AS ?k), tiny_aggs)
+                    emit(x)
                 emit(f"g = {key}")
                 counted = False
                 for j, (_, arg, dist) in enumerate(sh.aggs):
                     if j in sh.agg_kinds:   # value counts (tiny_aggs computes the group's value)
+                        for x in self.agg_arg_lines(j, ns):
+                            emit(x)
                         emit(f"dj = D{j}.get(g)")
                         emit(f"if dj is None: dj = D{j}[g] = {{}}")
                         emit(f"dj[{_slot(arg)}] = dj.get({_slot(arg)}, 0) + 1")
@@ -1286,7 +1342,8 @@ class GenQuery:
         if sh.ask:
             lines.append(" return False")
         elif grouping and self.raw:   # (a UNION branch: the groups, summed over the branches)
-            lines.append(" return G, (" + "".join(f"D{j}, " if d else "None, " for j, (_, _, d) in enumerate(sh.aggs)) + ")")
+            lines.append(" return G, (" + "".join(f"D{j}, " if d or j in sh.agg_kinds else "None, "
+                                                  for j, (_, _, d) in enumerate(sh.aggs)) + ")")
         elif grouping:
             lines += self._group_tail(ns)
         else:
@@ -1313,7 +1370,7 @@ class GenQuery:
             lines.append(f"  G_{_ident(b)} = g[{k}]")
         for j, (a, _, dist) in enumerate(sh.aggs):
             if j in sh.agg_kinds:   # (its term's key, its numeric value)
-                ns[f"_AG{j}"] = _aggs.agg_fn(sh.agg_kinds[j][0], dist, sh.agg_kinds[j][1])
+                ns[f"_AG{j}"] = _aggs.group_fn(sh, j)
                 lines.append(f"  K_{_ident(a)}, N_{_ident(a)} = _AG{j}(D{j}.get(g, _NOVC), V)")
                 continue
             lines.append(f"  N_{_ident(a)} = len(D{j}.get(g, ()))" if dist else f"  N_{_ident(a)} = n")
@@ -1327,6 +1384,12 @@ class GenQuery:
         cells = []
         for n in sh.names:
             x = sh.alias.get(n, n)
+            if n in self._gterm:   # an expression over the group's keys, as terms: its key
+                k = list(self._ccode).index(n)
+                for ci, v in enumerate(self._ccode[n][1]):
+                    ns[f"E{k}_K{ci}"] = v
+                cells.append(self._gterm[n])
+                continue
             if n in self._ccode:   # an expression over the aggregates: its term's key (tiny_aggs)
                 fn, used = _aggs.grouped_expr(sh.computed[n])
                 k = list(self._ccode).index(n)
@@ -1349,6 +1412,7 @@ class GenQuery:
             counts = {a for a, _, _ in self.sh.aggs} if self.sh.by is not None else set()
             keyed = {self.sh.aggs[j][0] for j in self.sh.agg_kinds}
             grouped = self.sh.by is not None
+            keyed |= set(self.sh.by_exprs)   # (GROUP BY (expr AS ?k): the value's key)
             k = self._kinds = [3 if grouped and n in self.sh.computed or self.sh.alias.get(n, n) in keyed
                                else 2 if n in self.sh.computed else 1 if self.sh.alias.get(n, n) in counts else 0
                                for n in self.sh.names]

@@ -151,8 +151,8 @@ def union_of(query: A.Query) -> UnionGen | None:
     shapes = []
     for b in bodies:
         sh = _tg._shape(_with_body(query, b), loose=True)
-        if sh is None or sh.opts or sh.antis or getattr(sh, "agg_kinds", None):
-            return None   # (OPTIONAL / [NOT] EXISTS in a branch, aggregates beyond COUNT: not taken)
+        if sh is None or sh.opts or sh.antis or getattr(sh, "by_exprs", None):
+            return None   # (OPTIONAL / [NOT] EXISTS in a branch, a group key of an expression: not taken)
         shapes.append(sh)
     children = []
     for sh in shapes:
@@ -187,7 +187,8 @@ class UnionGen(_tg.GenQuery):
         self.shapes = shapes
         first = shapes[0]
         sh = _tg._Shape()
-        for k in ("names", "distinct", "by", "aggs", "having", "alias", "computed", "ask"):
+        for k in ("names", "distinct", "by", "aggs", "having", "alias", "computed", "ask", "agg_kinds",
+                  "agg_exprs"):
             setattr(sh, k, getattr(first, k))
         sh.triples = [tp for s in shapes for tp in s.triples]
         sh.filters = [e for s in shapes for e in s.filters]
@@ -259,12 +260,22 @@ class UnionGen(_tg.GenQuery):
             out = any(outs)
         elif sh.by is not None:
             G: dict = {}
-            DD = [{} if d else None for _, _, d in sh.aggs]
+            kinds = sh.agg_kinds
+            DD = [{} if d or j in kinds else None for j, (_, _, d) in enumerate(sh.aggs)]
             for g, ds in outs:
                 for k, n in g.items():
                     G[k] = G.get(k, 0) + n
                 for j, d in enumerate(ds):
-                    if d is not None:
+                    if d is not None and j in kinds:   # (SUM, MIN, ...: value counts, summed, tiny_aggs)
+                        acc = DD[j]
+                        for k, vc in d.items():
+                            got = acc.get(k)
+                            if got is None:
+                                acc[k] = dict(vc)
+                            else:
+                                for v, n in vc.items():
+                                    got[v] = got.get(v, 0) + n
+                    elif d is not None:
                         acc = DD[j]
                         for k, vals in d.items():
                             got = acc.get(k)

@@ -1,0 +1,190 @@
+"""Which small-window query shapes still take the ordinary path (issue 13 item 2).
+
+Why: a shape neither the generated path (:mod:`engine.stream.tiny_gen`) nor the maintained path
+(:mod:`engine.stream.maintained`) takes runs at ~1-3x the C-SPARQL-style composite and misses the
+10x target. This probe registers ~30 shapes users of a stream engine write (OPTIONAL with
+aggregates, ORDER BY on expressions, aggregates of expressions, VALUES, property paths, LIMIT
+without ORDER BY, ...) over the LSBench small streams, replays them with
+:mod:`bench.streams`'s own functions and prints per query the instants answered maintained /
+generated / other, Jindou's median instant and the composite's (woken).
+
+    cd /tmp && PYTHONPATH=<tree> python -m bench.shape_probe [--minutes 1] [--only S01,S02]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bench import streams as bs
+from bench.lsbench import _PREFIXES, FOCUS_USER, NS, STATIC_GRAPH, STREAMS
+
+_P = _PREFIXES + "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+_G = f"FROM <{STATIC_GRAPH}>"
+_T1, _T2, _T3 = (f"<{NS}tag/{k}>" for k in (1, 2, 3))
+_U0 = f"<{NS}user/{FOCUS_USER}>"
+
+
+def _w(name: str, rng: int = 10, step: int = 1) -> str:
+    return f"FROM STREAM <{STREAMS[name]}> [RANGE {rng}s STEP {step}s]"
+
+
+#: shape -> C-SPARQL text (without REGISTER)
+SHAPES = {
+    "opt-count": f"""SELECT ?post (COUNT(?liker) AS ?n)
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u . OPTIONAL {{ ?liker sib:like ?post }} }}
+GROUP BY ?post""",
+    "opt-count-creator": f"""SELECT ?u (COUNT(?liker) AS ?likes) (COUNT(*) AS ?rows)
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u . OPTIONAL {{ ?liker sib:like ?post }} }}
+GROUP BY ?u""",
+    "opt-sum-static": f"""SELECT ?post (SUM(?age) AS ?ages)
+{_w("post")} {_w("postlike")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . OPTIONAL {{ ?liker sib:like ?post . ?liker foaf:age ?age }} }}
+GROUP BY ?post""",
+    "opt-having": f"""SELECT ?post (COUNT(?liker) AS ?n)
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sib:hashtag ?t . OPTIONAL {{ ?liker sib:like ?post }} }}
+GROUP BY ?post HAVING (COUNT(?liker) = 0)""",
+    "union-opt": f"""SELECT ?item ?u ?t
+{_w("post")} {_w("photo")}
+WHERE {{ {{ ?item sioc:has_creator ?u . OPTIONAL {{ ?item sib:hashtag ?t . FILTER (?t = {_T1}) }} }}
+  UNION {{ ?item sib:usertag ?u }} }}""",
+    "union-opt2": f"""SELECT ?post ?liker
+{_w("post")} {_w("postlike")}
+WHERE {{ {{ ?post sib:hashtag {_T1} . OPTIONAL {{ ?liker sib:like ?post }} }}
+  UNION {{ ?post sib:hashtag {_T2} }} }}""",
+    "order-expr": f"""SELECT ?r ?lat
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat }}
+ORDER BY DESC(?lat * 2) ?r LIMIT 5""",
+    "order-str": f"""SELECT ?post ?tag
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?tag }}
+ORDER BY STR(?tag) ?post LIMIT 5""",
+    "order-offset": f"""SELECT ?post ?u
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u }}
+ORDER BY ?post LIMIT 3 OFFSET 2""",
+    "sum-expr": f"""SELECT ?u (SUM(?lat * ?long) AS ?s)
+{_w("gps")}
+WHERE {{ ?r sib:user ?u ; geo:lat ?lat ; geo:long ?long }}
+GROUP BY ?u""",
+    "avg-cast": f"""SELECT ?post (AVG(xsd:double(?age)) AS ?a)
+{_w("postlike")} {_G}
+WHERE {{ ?liker sib:like ?post . ?liker foaf:age ?age }}
+GROUP BY ?post""",
+    "max-expr": f"""SELECT (MAX(?lat - ?long) AS ?m) (MIN(?lat + 1) AS ?n)
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat ; geo:long ?long }}""",
+    "count-distinct-filter": f"""SELECT ?post (COUNT(DISTINCT ?liker) AS ?n)
+{_w("postlike")} {_G}
+WHERE {{ ?liker sib:like ?post ; foaf:age ?age . FILTER (?age > 30) }}
+GROUP BY ?post""",
+    "proj-agg-expr": f"""SELECT ?post (COUNT(?liker) * 2 AS ?x) (MAX(?age) - MIN(?age) AS ?spread)
+{_w("postlike")} {_G}
+WHERE {{ ?liker sib:like ?post ; foaf:age ?age }}
+GROUP BY ?post""",
+    "proj-str-group": f"""SELECT (STR(?post) AS ?p) (COUNT(*) AS ?n)
+{_w("postlike")}
+WHERE {{ ?liker sib:like ?post }}
+GROUP BY ?post""",
+    "group-by-expr": f"""SELECT ?d (COUNT(*) AS ?n)
+{_w("postlike")} {_G}
+WHERE {{ ?liker sib:like ?post ; foaf:age ?age }}
+GROUP BY (?age / 10 AS ?d)""",
+    "values-join": f"""SELECT ?post ?tag
+{_w("post")}
+WHERE {{ VALUES ?tag {{ {_T1} {_T2} {_T3} }} ?post sib:hashtag ?tag }}""",
+    "values-after": f"""SELECT ?post ?u
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u ; sib:hashtag ?tag }}
+VALUES ?tag {{ {_T1} {_T2} }}""",
+    "filter-or-opt": f"""SELECT ?post ?u ?liker
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u . OPTIONAL {{ ?liker sib:like ?post }}
+  FILTER (!BOUND(?liker) || ?liker != ?u) }}""",
+    "filter-and-opt": f"""SELECT ?post ?liker
+{_w("post")} {_w("postlike")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . OPTIONAL {{ ?liker sib:like ?post . ?liker foaf:age ?age }}
+  FILTER (BOUND(?age) && ?age > 25) }}""",
+    "path-seq": f"""SELECT ?liker ?u
+{_w("post")} {_w("postlike")}
+WHERE {{ ?liker sib:like/sioc:has_creator ?u }}""",
+    "path-seq-static": f"""SELECT ?post ?city
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator/foaf:based_near ?city }}""",
+    "path-inv": f"""SELECT ?post ?liker
+{_w("postlike")}
+WHERE {{ ?post ^sib:like ?liker }}""",
+    "path-alt": f"""SELECT ?item ?u
+{_w("photo")}
+WHERE {{ ?item sioc:has_creator|sib:usertag ?u }}""",
+    "limit-only": f"""SELECT (COUNT(*) AS ?n)
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?t }} LIMIT 1""",
+    "distinct-limit": f"""SELECT DISTINCT ?t
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?t FILTER (?t = {_T1}) }} LIMIT 2""",
+    "bind-agg": f"""SELECT ?u (SUM(?x) AS ?s)
+{_w("gps")}
+WHERE {{ ?r sib:user ?u ; geo:lat ?lat . BIND (?lat * 10 AS ?x) }}
+GROUP BY ?u""",
+    "opt-static-friend": f"""SELECT ?post ?f
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . OPTIONAL {{ {_U0} foaf:knows ?u . BIND(?u AS ?f) }} }}""",
+    "filter-in-or": f"""SELECT ?post
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?t ; sioc:content ?c .
+  FILTER (?t IN ({_T1}, {_T2}) || CONTAINS(?c, "user 1")) }}""",
+    "baseline-L1": f"""SELECT ?post ?creator
+{_w("post")}
+WHERE {{ ?post sib:hashtag {_T1} ; sioc:has_creator ?creator }}""",
+    "subselect-having": f"""SELECT ?post ?n
+{_w("postlike")}
+WHERE {{ {{ SELECT ?post (COUNT(?liker) AS ?n) WHERE {{ ?liker sib:like ?post }} GROUP BY ?post }} FILTER (?n >= 2) }}""",
+}
+
+
+def run(only: list[str] | None, minutes: float, say) -> list[dict]:
+    names = [n for n in SHAPES if not only or n in only]
+    ids = {f"S{k + 1:02d}": n for k, n in enumerate(SHAPES) if n in names}
+    texts = {q: _P + SHAPES[n] for q, n in ids.items()}
+    wl = bs.load_lsbench(list(ids), minutes, bs.SMALL_RATE, 1000, 0, say, name="shape-probe", texts=texts)
+    runs = {"jindou": bs.run_jindou(wl, True, say),
+            "csparql-composite": bs.run_composite(wl, say, "woken")}
+    s = bs.summarize(wl, runs)
+    out = []
+    for r in s["queries"]:
+        j = r["peers"]["jindou"]
+        c = r["peers"]["csparql-composite"]
+        out.append({"id": r["query"], "shape": ids[r["query"]], "paths": j.get("paths"),
+                    "jindou_ms": j["median_ms"], "composite_ms": c["median_ms"],
+                    "ratio": r["ratios"]["csparql-composite/jindou"], "disagree": r["disagreements"],
+                    "rows": r["result_rows_median"], "errors": j["errors"]})
+    return out
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| id | shape | maintained / generated / instants | jindou median ms | composite woken ms | ratio | disagree | rows |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        p = "/".join(str(x) for x in r["paths"]) if r["paths"] else "-"
+        lines.append(f"| {r['id']} | {r['shape']} | {p} | {r['jindou_ms']} | {r['composite_ms']} | "
+                     f"{r['ratio']} | {r['disagree']} | {r['rows']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.shape_probe", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--minutes", type=float, default=1.0)
+    ap.add_argument("--only", default="", help="shape names, comma-separated")
+    a = ap.parse_args(argv)
+    rows = run([x for x in a.only.split(",") if x], a.minutes, lambda m: print(m, file=sys.stderr))
+    print(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
