@@ -135,6 +135,10 @@ def _request_ids():
     return os.urandom(3).hex(), itertools.count(1)
 
 
+#: header tuples :meth:`RequestLog.request_id_line` remembers (then it starts over)
+_PLAIN_MAX = 256
+
+
 class RequestLog:
     """ASGI wrapper: request id (``X-Request-Id``), and one access line per request when
     ``access`` is on. Outside the whole app, so the time is what the client waited for
@@ -146,6 +150,8 @@ class RequestLog:
         self.log = logging.getLogger(ACCESS_LOGGER)
         self._prefix, self._count = _request_ids()
         self._prefix_bytes = self._prefix.encode("ascii")
+        #: id -> header tuple known to carry no ``x-request-id`` (:meth:`request_id_line`)
+        self._plain: dict[int, tuple] = {}
 
     def request_id(self, headers) -> str:
         """The client's ``X-Request-Id`` when it is a sane one, else a new id; also for a
@@ -159,12 +165,22 @@ class RequestLog:
 
     def request_id_line(self, headers) -> bytes:
         """The ``x-request-id`` header line of an answer (:meth:`request_id`, formatted
-        straight to bytes: the HTTP fast lane writes one with every answer)."""
-        for k, v in headers:
-            if k == b"x-request-id":
-                if _SANE_ID.match(v):
-                    return b"x-request-id: " + v + b"\r\n"
-                break
+        straight to bytes: the HTTP fast lane writes one with every answer). A header
+        tuple seen without the header (the lane hands out one kept tuple per header
+        block) is not searched again: one dict lookup by its id instead of a loop over
+        its pairs."""
+        plain = self._plain
+        if plain.get(id(headers)) is not headers:
+            for k, v in headers:
+                if k == b"x-request-id":
+                    if _SANE_ID.match(v):
+                        return b"x-request-id: " + v + b"\r\n"
+                    break
+            else:
+                if type(headers) is tuple:  # immutable: its id stands for its contents while kept
+                    if len(plain) >= _PLAIN_MAX:
+                        plain.clear()
+                    plain[id(headers)] = headers
         return b"x-request-id: %s-%x\r\n" % (self._prefix_bytes, next(self._count))
 
     async def __call__(self, scope, receive, send):

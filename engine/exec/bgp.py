@@ -564,27 +564,61 @@ class SmallBGP:
     def run(self, rows: list[tuple], limit: int) -> tuple[list[tuple], int]:
         """(rows, k): the solutions after the first k steps as tuples in ``slots``
         order, in the order of the vectorized executor; k < len(steps) when the
-        rest should run vectorized. ``rows``: the seed rows."""
+        rest should run vectorized. ``rows``: the seed rows. (The expansion, the
+        usual step, is tested first; from the one empty seed row its rows are the
+        neighbours as 1-tuples, made without a Python frame.)"""
+        steps = self.steps
         if self.empty:
-            return [], len(self.steps)
+            return [], len(steps)
         few = SMALL_FEW
-        last = len(self.steps) - 1
-        for k, (kind, fs, a, b) in enumerate(self.steps):
+        first = few if few < limit else limit  # min(few, limit)
+        last = len(steps) - 1
+        for k, (kind, fs, a, b) in enumerate(steps):
+            if kind == _EXPAND:
+                ac, av = a
+                n = len(rows)
+                if ac:
+                    # (at most min(few, limit) rows out, else vectorized from here: the list of a
+                    # hub is not made)
+                    nbl = fs(av, first // n if n > 1 else first)
+                    if nbl is None:  # many rows out: vectorized from here
+                        if k == 0 and n == 1 and limit >= few:
+                            self.starts_big = True  # not selective: callers go vectorized directly
+                        return rows, k
+                    if n == 1 and not rows[0]:  # the empty seed row: the neighbours as 1-tuples
+                        rows = list(zip(nbl))
+                    else:
+                        rows = [r + (x,) for r in rows for x in nbl]
+                else:
+                    if n > few:
+                        return rows, k
+                    out = []
+                    append = out.append
+                    for r in rows:
+                        nbl = fs(r[av], limit - len(out))
+                        if nbl is None:  # more than limit rows out
+                            return rows, k
+                        for x in nbl:
+                            append(r + (x,))
+                    rows = out
+                if not rows:
+                    return rows, len(steps)
+                continue
             if kind == _TEST:  # a filter over the rows so far (all its variables are bound)
                 rows = fs(rows)
                 if not rows:
-                    return rows, len(self.steps)
+                    return rows, len(steps)
                 continue
             ac, av = a
             if kind == _ANY:
-                got = _any_step(rows, fs, ac, av, b, limit if k == last else min(few, limit), limit)
+                got = _any_step(rows, fs, ac, av, b, limit if k == last else first, limit)
                 if got is None:  # many rows: vectorized from here
                     if k == 0 and len(rows) == 1 and limit >= few:
                         self.starts_big = True
                     return rows, k
                 rows = got
                 if not rows:
-                    return rows, len(self.steps)
+                    return rows, len(steps)
                 continue
             if kind == _MEMBER:  # the var end (slot b) in the constant end's list
                 if len(rows) > limit:
@@ -595,45 +629,25 @@ class SmallBGP:
                 else:
                     rows = list(compress(rows, _members(fs[0](av), [r[b] for r in rows])))
                 if not rows:
-                    return rows, len(self.steps)
+                    return rows, len(steps)
                 continue
-            if kind == _PRUNE:
-                bc, bv = b
-                if ac and bc:
-                    if not fs(av, bv):
-                        return [], len(self.steps)
-                    continue
-                if len(rows) > few:
-                    return rows, k
-                out = []
-                for r in rows:
-                    x = av if ac else r[av]
-                    if fs(x, bv if bc else r[bv]):
-                        out.append(r)
-            elif ac:
-                # (at most min(few, limit) rows out, else vectorized from here: the list of a
-                # hub is not made)
-                nbl = fs(av, min(few, limit) // max(1, len(rows)))
-                if nbl is None:  # many rows out: vectorized from here
-                    if k == 0 and len(rows) == 1 and limit >= few:
-                        self.starts_big = True  # not selective: callers go vectorized directly
-                    return rows, k
-                out = [r + (x,) for r in rows for x in nbl]
-            else:
-                if len(rows) > few:
-                    return rows, k
-                out = []
-                append = out.append
-                for r in rows:
-                    nbl = fs(r[av], limit - len(out))
-                    if nbl is None:  # more than limit rows out
-                        return rows, k
-                    for x in nbl:
-                        append(r + (x,))
+            # _PRUNE
+            bc, bv = b
+            if ac and bc:
+                if not fs(av, bv):
+                    return [], len(steps)
+                continue
+            if len(rows) > few:
+                return rows, k
+            out = []
+            for r in rows:
+                x = av if ac else r[av]
+                if fs(x, bv if bc else r[bv]):
+                    out.append(r)
             rows = out
             if not rows:
-                return rows, len(self.steps)
-        return rows, len(self.steps)
+                return rows, len(steps)
+        return rows, len(steps)
 
     def finish(self, rows: list[tuple], k: int, graph, max_rows, check=None) -> Bindings:
         """Bindings of the rows after step k, running the remaining steps vectorized."""

@@ -76,6 +76,10 @@ def list_lookups(csrs: list[CSR | None], stride: int):
         return _dense(specs, stride)
     if n == 1:
         return _one(specs[0], stride)
+    if kinds <= {"bucket", "empty"}:
+        return _buckets(specs, stride)
+    if kinds <= {"search", "empty"}:
+        return _searches(specs)
     fns = [_one(s, stride) for s in specs]
     nb = tuple(f[0] for f in fns)
     hs = tuple(f[1] for f in fns)
@@ -129,6 +133,65 @@ def _dense(specs: list, stride: int):
             return i < hi and idx[i] == o
         return False
     return nbrs, has
+
+
+def _buckets(specs: list, stride: int):
+    """Several shards, each a bucket table (or empty): one function, the owner's table
+    by ``v % n`` read in it (the span search of :func:`_one`'s bucket kind written out:
+    the per-shard dispatch was a second Python call per lookup)."""
+    n = len(specs)
+    # an empty shard: a table of width 0 (no slot is in it)
+    tabs = tuple(s[1:] if s[0] == "bucket" else (0, 0, 0, None, None, None, None) for s in specs)
+
+    def nbrs_b(v: int, cap: int) -> list | None:
+        base, width, shift, bptr, keys, indptr, idx = tabs[v % n]
+        j = v // stride - base
+        if 0 <= j < width:
+            b = j >> shift
+            e = bptr[b + 1]
+            i = bisect_left(keys, v, bptr[b], e)
+            if i < e and keys[i] == v:
+                lo, hi = indptr[i], indptr[i + 1]
+                return None if hi - lo > cap else idx[lo:hi].tolist()
+        return []
+
+    def has_b(v: int, o: int) -> bool:
+        base, width, shift, bptr, keys, indptr, idx = tabs[v % n]
+        j = v // stride - base
+        if 0 <= j < width:
+            b = j >> shift
+            e = bptr[b + 1]
+            i = bisect_left(keys, v, bptr[b], e)
+            if i < e and keys[i] == v:
+                hi = indptr[i + 1]
+                k = bisect_left(idx, o, indptr[i], hi)
+                return k < hi and idx[k] == o
+        return False
+    return nbrs_b, has_b
+
+
+def _searches(specs: list):
+    """Several shards, each a sorted key list (or empty): one function, as :func:`_buckets`."""
+    n = len(specs)
+    tabs = tuple((s[1], len(s[1]), s[2], s[3]) if s[0] == "search" else ((), 0, None, None) for s in specs)
+
+    def nbrs_s(v: int, cap: int) -> list | None:
+        keys, nk, indptr, idx = tabs[v % n]
+        i = bisect_left(keys, v)
+        if i < nk and keys[i] == v:
+            lo, hi = indptr[i], indptr[i + 1]
+            return None if hi - lo > cap else idx[lo:hi].tolist()
+        return []
+
+    def has_s(v: int, o: int) -> bool:
+        keys, nk, indptr, idx = tabs[v % n]
+        i = bisect_left(keys, v)
+        if i < nk and keys[i] == v:
+            hi = indptr[i + 1]
+            k = bisect_left(idx, o, indptr[i], hi)
+            return k < hi and idx[k] == o
+        return False
+    return nbrs_s, has_s
 
 
 def _one(spec: tuple, stride: int):

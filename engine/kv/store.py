@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from types import MappingProxyType
 
 import numpy as np
@@ -153,7 +154,19 @@ class Store:
         self._snapshot = Snapshot(0, self.dictionary, self._empty, {}, self._empty)
 
     def snapshot(self) -> Snapshot:
-        return self._snapshot
+        """The current snapshot. (Shadowed per instance by the C call the ``_snapshot``
+        setter makes: every query asks for it, the HTTP lane once per request, and this
+        method returning an attribute was a Python call each time.)"""
+        return self._snap
+
+    @property
+    def _snapshot(self) -> Snapshot:
+        return self._snap
+
+    @_snapshot.setter
+    def _snapshot(self, snap: Snapshot) -> None:
+        self._snap = snap
+        self.snapshot = repeat(snap).__next__  # type: ignore[method-assign]  # (a C call answering ``snap``)
 
     def next_load_id(self) -> int:
         with self.write_lock:

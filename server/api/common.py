@@ -20,6 +20,8 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 from urllib.parse import parse_qs, unquote_to_bytes
 
@@ -158,15 +160,18 @@ async def _watch_disconnect(receive, gone: asyncio.Event, stream) -> None:
 class HashedShape(tuple):
     """A cost-table shape key (a nested tuple, equal to the plain one) whose hash is
     computed once: the HTTP lane looks a template's cost up and records it for every
-    request, and hashing the nested tuple each time costs more than the lookup."""
+    request, and hashing the nested tuple each time costs more than the lookup.
+    The kept hash is read without a Python frame: ``__hash__`` is a property whose
+    getter (``attrgetter``) hands back a ``repeat(h).__next__``, which the hash slot
+    calls: all C (a ``def __hash__`` was a Python call per dict lookup, two per
+    lane request)."""
 
     def __new__(cls, items):
         self = super().__new__(cls, items)
-        self._hash = tuple.__hash__(self)
+        self._hash_of = repeat(tuple.__hash__(self)).__next__
         return self
 
-    def __hash__(self) -> int:
-        return self._hash
+    __hash__ = property(attrgetter("_hash_of"))  # type: ignore[assignment]
 
 
 def deadline_tick(deadline: float):
