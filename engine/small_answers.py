@@ -94,7 +94,9 @@ class TermFragments:
         MAX_TERMS terms is replaced (never cleared in place: other threads may be
         reading it). An owner that cannot be weakly referenced gets a table of its
         own, not kept."""
-        owner = getattr(terms, "dictionary", None) or terms  # store ids keep their meaning per dictionary
+        owner = getattr(terms, "dictionary", None)  # store ids keep their meaning per dictionary
+        if owner is None:   # (a truth test would call the dictionary's __len__ in Python)
+            owner = terms
         kept = self.kept
         t = kept[1][fmt]
         # another store dictionary (or term table): other ids; a full table: restarted
