@@ -19,6 +19,7 @@ from engine.stream import event_json
 from engine.stream.continuous import BoundWindow, InstantEvaluator, _JsonTerms
 from engine.stream.transient import TransientStore
 from engine.stream.windows import Window
+from tests.test_stream_event_json import _ids
 from tests.test_stream_tiny_gen import _oracle, _rows
 
 EX = "http://ex.org/"
@@ -53,15 +54,6 @@ def db():
     d = make_db()
     yield d
     d.close()
-
-
-def _ids(db) -> np.ndarray:
-    d = db.store.dictionary
-    keys = ([f"<{EX}s{i}>" for i in range(N_TERMS // 4)] + [f'"v{i}"' for i in range(N_TERMS // 4)]
-            + [f'"x\\"{i}"@en' for i in range(N_TERMS // 4)])
-    ids = np.array([int(d.lookup(k)) for k in keys], dtype=np.int64)
-    assert (ids >= 0).all()
-    return ids
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

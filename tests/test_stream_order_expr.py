@@ -15,8 +15,8 @@ from engine.stream import maintained, tiny_gen
 from engine.stream.transient import TransientStore
 from tests.test_stream_agg_exprs import _SETTINGS, elements
 from tests.test_stream_maintained import _append
-from tests.test_stream_tiny_aggs import STRS, _oracle_ordered, _ordered, _pair
-from tests.test_stream_tiny_gen import EX, NODES, PREDS, XSD, _rows, instants, static_db
+from tests.test_stream_tiny_aggs import STRS, _ordered, _pair, _replay_ordered
+from tests.test_stream_tiny_gen import EX, NODES, PREDS, XSD, static_db
 
 SEEN = [0, 0]   # (instants answered by a fast path, instants)
 EXPRS = ["?{a} * 2", "-?{a}", "STR(?{a})", "?{a} + ?{b}", f"<{XSD}double>(?{{a}})", "ABS(?{a} - 1)",
@@ -57,28 +57,7 @@ def ordered_expr_queries(draw):
 
 
 def _replay(db, q: str, els: list, rng: int, maintain: bool) -> None:
-    store = TransientStore("a", slice_triples=8)
-    on = _pair(db, q, store, rng, True, maintain)
-    off = _pair(db, q, store, rng, False, False)
-    assert on._gen is not None, q
-    taus = []
-    for k, el in enumerate(els):
-        _append(db, store, el, 1000 * (k + 1))
-        taus += [(1000 * (k + 1), tr) for tr in el]
-    for t, window in instants(taus, len(els), rng):
-        g0, m0 = tiny_gen.taken_total(), maintained.answered_total()
-        a, _ = on.run(t)
-        b, _ = off.run(t)
-        fast = tiny_gen.taken_total() > g0 or maintained.answered_total() > m0
-        assert _ordered(a) == _ordered(b) if fast else _rows(a) == _rows(b), (q, t)
-        if fast:   # (answered here: no tie, so pyoxigraph's order is the same)
-            assert _ordered(a) == _oracle_ordered(db, q, window), (q, t)
-            SEEN[0] += 1
-        SEEN[1] += 1
-        on.settle(a, t)
-        off.settle(b, t)
-        on.prepare(t + 1000)
-        off.prepare(t + 1000)
+    _replay_ordered(db, q, els, rng, maintain, SEEN)
 
 
 @_SETTINGS

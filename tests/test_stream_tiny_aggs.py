@@ -351,7 +351,10 @@ def ordered_queries(draw):
     return f"{sel} {' '.join('?' + v for v in used)} WHERE {{ {body} }} ORDER BY {conds}{mod}"
 
 
-def _replay_ordered(db, q: str, els: list, rng: int, maintain: bool) -> None:
+def _replay_ordered(db, q: str, els: list, rng: int, maintain: bool, seen: list | None = None) -> None:
+    """``q`` (ordered) with the fast paths and with both off, every instant equal (in order where a
+    fast path answered, and then pyoxigraph's order too); ``seen`` counts (fast answers, instants)."""
+    seen = SEEN["order"] if seen is None else seen
     store = TransientStore("a", slice_triples=8)
     on = _pair(db, q, store, rng, True, maintain)
     off = _pair(db, q, store, rng, False, False)
@@ -368,8 +371,8 @@ def _replay_ordered(db, q: str, els: list, rng: int, maintain: bool) -> None:
         assert _ordered(a) == _ordered(b) if fast else _rows(a) == _rows(b), (q, t)
         if fast:   # (answered here: no tie, so pyoxigraph's order is the same)
             assert _ordered(a) == _oracle_ordered(db, q, window), (q, t)
-            SEEN["order"][0] += 1
-        SEEN["order"][1] += 1
+            seen[0] += 1
+        seen[1] += 1
         on.settle(a, t)
         off.settle(b, t)
         on.prepare(t + 1000)

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from engine.sparql.csparql import parse_continuous
 from engine.stream import maintained, tiny_gen
 from engine.stream.transient import TransientStore
-from tests.test_stream_agg_exprs import _SETTINGS, elements
+from tests.test_stream_agg_exprs import _SETTINGS, elements, replay_compared
 from tests.test_stream_maintained import _append
-from tests.test_stream_tiny_aggs import STRS, _norm, _pair
-from tests.test_stream_tiny_gen import EX, LITS, NODES, PREDS, _oracle, _rows, instants, static_db
+from tests.test_stream_tiny_aggs import STRS, _pair
+from tests.test_stream_tiny_gen import EX, LITS, NODES, PREDS, _rows, static_db
 
 SEEN = {"gen": [0, 0], "maint": [0, 0]}
 
@@ -51,29 +51,7 @@ def values_queries(draw):
 
 
 def _replay(db, q: str, els: list, rng: int, maintain: bool, seen: dict = SEEN) -> None:
-    store = TransientStore("a", slice_triples=8)
-    on = _pair(db, q, store, rng, True, maintain)
-    off = _pair(db, q, store, rng, False, False)
-    taus = []
-    for k, el in enumerate(els):
-        _append(db, store, el, 1000 * (k + 1))
-        taus += [(1000 * (k + 1), tr) for tr in el]
-    key = "maint" if maintain else "gen"
-    for t, window in instants(taus, len(els), rng):
-        g0, m0 = tiny_gen.taken_total(), maintained.answered_total()
-        a, _ = on.run(t)
-        b, _ = off.run(t)
-        assert _norm(_rows(a)) == _norm(_rows(b)), (q, t)
-        fast = (maintained.answered_total() - m0) if maintain else (tiny_gen.taken_total() - g0)
-        if fast:
-            assert _norm(_rows(a)) == _norm(_oracle(db, q, window)), (q, t)
-        if (on._maint if maintain else on._gen) is not None:
-            seen[key][1] += 1
-            seen[key][0] += fast
-        on.settle(a, t)
-        off.settle(b, t)
-        on.prepare(t + 1000)
-        off.prepare(t + 1000)
+    replay_compared(db, q, els, rng, maintain, seen, all_generated=False)
 
 
 @_SETTINGS
