@@ -14,17 +14,15 @@ from engine.sparql.csparql import parse_continuous
 from engine.stream import maintained, tiny_gen
 from engine.stream.transient import TransientStore
 from tests.test_stream_maintained import _append
-from tests.test_stream_tiny_aggs import P9, SEP, STRS, _lit, _norm, _pair, check_paths
+from tests.test_stream_tiny_aggs import P9, SEP, STRS, _lit, _pair, check_paths, replay_compared
 from tests.test_stream_tiny_gen import (
     EX,
     NODES,
     PREDS,
     TERMS,
     XSD,
-    _oracle,
     _oxigraph_zero_quotient,
     _rows,
-    instants,
     static_db,
 )
 
@@ -102,40 +100,6 @@ def _replay(db, q: str, els: list, rng: int, maintain: bool, seen: dict = SEEN) 
     # "3.25E0"^^xsd:double is "3.25" there, "3.25E0" on both of Jindou's paths)
     replay_compared(db, q, els, rng, maintain, seen,
                     oracle_when=lambda w: not _oxigraph_zero_quotient(db, q, w) and "STR(" not in q)
-
-
-def replay_compared(db, q: str, els: list, rng: int, maintain: bool, seen: dict, *,
-                    all_generated: bool = True, oracle_when=None) -> None:
-    """``q`` over the batches ``els`` with the fast paths (generated, or maintained) and with
-    both off: every instant equal, equal to pyoxigraph's where a fast path answered (and
-    ``oracle_when(window)`` holds); ``seen[gen|maint]`` counts (fast answers, instants)."""
-    store = TransientStore("a", slice_triples=8)
-    on = _pair(db, q, store, rng, True, maintain)
-    off = _pair(db, q, store, rng, False, False)
-    assert off._gen is None and off._maint is None
-    assert on._gen is not None or not all_generated, q   # (every query drawn is of the generated forms)
-    taus = []
-    for k, el in enumerate(els):
-        tau = 1000 * (k + 1)
-        _append(db, store, el, tau)
-        taus += [(tau, tr) for tr in el]
-    key = "maint" if maintain else "gen"
-    for t, window in instants(taus, len(els), rng):
-        g0, m0 = tiny_gen.taken_total(), maintained.answered_total()
-        a, _ = on.run(t)
-        b, _ = off.run(t)
-        ra, rb = _norm(_rows(a)), _norm(_rows(b))
-        assert ra == rb, (q, t)
-        fast = (maintained.answered_total() - m0) if maintain else (tiny_gen.taken_total() - g0)
-        if fast and (oracle_when is None or oracle_when(window)):
-            assert ra == _norm(_oracle(db, q, window)), (q, t)
-        if (on._maint if maintain else on._gen) is not None:
-            seen[key][1] += 1
-            seen[key][0] += fast
-        on.settle(a, t)
-        off.settle(b, t)
-        on.prepare(t + 1000)
-        off.prepare(t + 1000)
 
 
 _SETTINGS = settings(max_examples=120, deadline=None,

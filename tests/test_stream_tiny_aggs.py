@@ -131,10 +131,21 @@ def _pair(db, q: str, store, rng: int, generated: bool, maintain: bool):
 
 
 def _replay(db, q: str, els: list, rng: int, maintain: bool) -> None:
+    # (SAMPLE: any value of the group; pyoxigraph's choice may differ from the executor's)
+    replay_compared(db, q, els, rng, maintain, SEEN, all_generated=False, fast_only=False,
+                    oracle_when=lambda w: not _oxigraph_zero_quotient(db, q, w) and "SAMPLE" not in q)
+
+
+def replay_compared(db, q: str, els: list, rng: int, maintain: bool, seen: dict, *,
+                    all_generated: bool = True, oracle_when=None, fast_only: bool = True) -> None:
+    """``q`` over the batches ``els`` with the fast paths (generated, or maintained) and with
+    both off: every instant equal, and equal to pyoxigraph's where a fast path answered (every
+    instant unless ``fast_only``) and ``oracle_when(window)`` holds; ``seen[gen|maint]`` counts (fast answers, instants)."""
     store = TransientStore("a", slice_triples=8)
     on = _pair(db, q, store, rng, True, maintain)
     off = _pair(db, q, store, rng, False, False)
     assert off._gen is None and off._maint is None
+    assert on._gen is not None or not all_generated, q   # (every query drawn is of the generated forms)
     taus = []
     for k, el in enumerate(els):
         tau = 1000 * (k + 1)
@@ -147,12 +158,12 @@ def _replay(db, q: str, els: list, rng: int, maintain: bool) -> None:
         b, _ = off.run(t)
         ra, rb = _norm(_rows(a)), _norm(_rows(b))
         assert ra == rb, (q, t)
-        # (SAMPLE: any value of the group; pyoxigraph's choice may differ from the executor's)
-        if not _oxigraph_zero_quotient(db, q, window) and "SAMPLE" not in q:
+        fast = (maintained.answered_total() - m0) if maintain else (tiny_gen.taken_total() - g0)
+        if (fast or not fast_only) and (oracle_when is None or oracle_when(window)):
             assert ra == _norm(_oracle(db, q, window)), (q, t)
         if (on._maint if maintain else on._gen) is not None:
-            SEEN[key][1] += 1
-            SEEN[key][0] += (maintained.answered_total() - m0) if maintain else (tiny_gen.taken_total() - g0)
+            seen[key][1] += 1
+            seen[key][0] += fast
         on.settle(a, t)
         off.settle(b, t)
         on.prepare(t + 1000)

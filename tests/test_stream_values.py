@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from engine.sparql.csparql import parse_continuous
 from engine.stream import maintained, tiny_gen
 from engine.stream.transient import TransientStore
-from tests.test_stream_agg_exprs import _SETTINGS, elements, replay_compared
+from tests.test_stream_agg_exprs import _SETTINGS, elements
 from tests.test_stream_maintained import _append
-from tests.test_stream_tiny_aggs import STRS, _pair
+from tests.test_stream_tiny_aggs import STRS, _pair, replay_compared
 from tests.test_stream_tiny_gen import EX, LITS, NODES, PREDS, _rows, static_db
 
 SEEN = {"gen": [0, 0], "maint": [0, 0]}
