@@ -39,6 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine import formats
 from server.api import admin, queries, sparql, store, streams, update
+from server.api.admin import LANE_FOLD
 from server.api.common import (
     HTTPError,
     Reply,
@@ -94,6 +95,7 @@ class EdgeMiddleware:
         self.cors = _cors_headers(self.origin)
         self._heads: dict = {}  # the fast lane's header bytes (see _head)
         self._ok_heads: dict = {}  # ... of a 200 answer by (media type, CORS) (see answer_get)
+        self._lane_kept: dict = {}  # ... and the metrics' list by (form, media type, CORS, path, method)
         self.fast = {
             "/sparql": sparql.handle_sparql,
             "/sparql/": sparql.handle_sparql,
@@ -227,20 +229,37 @@ class EdgeMiddleware:
         else:
             if got is None:
                 return None
-            body = got[2]
+            form, mt, body = got
             if type(body) is bytes:
+                path = scope["path"]
                 cors = "origin" in fields
-                parts = self._ok_heads.get((got[1], cors))
-                if parts is None:
-                    parts = self._ok_head(got[1], cors)
-                m = self.metrics
-                if m is not None:
-                    m.query_request(got[0], scope["path"], method, time.perf_counter() - t0)
-                return 200, b"%scontent-length: %d\r\n%s" % (parts[0], len(body), parts[1]), body
+                kept = self._lane_kept.get((form, mt, cors, path, method))
+                if kept is None:
+                    kept = self._lane_keep(form, mt, cors, path, method)
+                rec = kept[2]
+                if rec is not None:  # (Metrics.query_request, folded later: Metrics.lane_record)
+                    rec.append(time.perf_counter() - t0)
+                    if len(rec) >= LANE_FOLD:
+                        self.metrics.fold_lane()
+                return 200, b"%scontent-length: %d\r\n%s" % (kept[0], len(body), kept[1]), body
             reply = _ok(state, *got)
         if self.metrics is not None:
             self.metrics.observe_request(scope["path"], method, reply.status, time.perf_counter() - t0)
         return reply.status, self._head(reply, "origin" in fields), reply.body
+
+    def _lane_keep(self, form: str, mt: str, cors: bool, path: str, method: str) -> tuple:
+        """(the header lines around the length (:meth:`_ok_head`), the metrics' list of the
+        answers' seconds (``Metrics.lane_record``; None without metrics)) of a lane answer
+        of ``form`` as ``mt`` on (``path``, ``method``), kept per those."""
+        parts = self._ok_heads.get((mt, cors))
+        if parts is None:
+            parts = self._ok_head(mt, cors)
+        m = self.metrics
+        kept = (parts[0], parts[1], None if m is None else m.lane_record(form, path, method))
+        if len(self._lane_kept) >= 256:
+            self._lane_kept = {}
+        self._lane_kept[(form, mt, cors, path, method)] = kept
+        return kept
 
     def _ok_head(self, mt: str, cors: bool) -> tuple[bytes, bytes]:
         """The header lines around the length of a 200 answer of media type ``mt``
