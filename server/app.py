@@ -231,17 +231,16 @@ class EdgeMiddleware:
                 return None
             form, mt, body = got
             if type(body) is bytes:
-                path = scope["path"]
                 cors = "origin" in fields
-                kept = self._lane_kept.get((form, mt, cors, path, method))
+                kept = self._lane_kept.get((form, mt, cors, scope["path"], method))
                 if kept is None:
-                    kept = self._lane_keep(form, mt, cors, path, method)
-                rec = kept[2]
+                    kept = self._lane_keep(form, mt, cors, scope["path"], method)
+                before, after, rec = kept
                 if rec is not None:  # (Metrics.query_request, folded later: Metrics.lane_record)
                     rec.append(time.perf_counter() - t0)
                     if len(rec) >= LANE_FOLD:
                         self.metrics.fold_lane()
-                return 200, b"%scontent-length: %d\r\n%s" % (kept[0], len(body), kept[1]), body
+                return 200, b"%scontent-length: %d\r\n%s" % (before, len(body), after), body
             reply = _ok(state, *got)
         if self.metrics is not None:
             self.metrics.observe_request(scope["path"], method, reply.status, time.perf_counter() - t0)

@@ -478,7 +478,10 @@ def _run_runner(db, r: _Runner, key, payload: bytes, accept: str | None, decode,
     runner's usual one (no program for this snapshot yet, another form, many rows) is
     answered by the :class:`_HitJob` of the text, exactly as the template path answers it."""
     res = db.query_template((r.tpl, key), deadline=deadline, lists=True)
-    if res is None or res.form != r.form or (res.n if type(res) is SmallSelect else len(res)) > _TRIM_ROWS:
+    if type(res) is SmallSelect:  # (the usual answer: a SELECT of a few rows)
+        if res.n > _TRIM_ROWS or r.form != "SELECT":
+            return _HitJob(db, (r.tpl, key), payload, r.base, accept, r.max_bytes, decode).answer(res, deadline)
+    elif res is None or res.form != r.form or len(res) > _TRIM_ROWS:
         job = _HitJob(db, (r.tpl, key), payload, r.base, accept, r.max_bytes, decode)
         return job(deadline) if res is None else job.answer(res, deadline)
     w = r.writer
