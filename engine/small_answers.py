@@ -85,6 +85,8 @@ class TermFragments:
     def __init__(self):
         #: (weak reference to the term table's owner, the tables by format), replaced as one
         self.kept: tuple = (_gone, tuple(_new_table(f) for f in range(_N_TABLES)))
+        #: (kept's owner reference, its JSON table), replaced with kept: select_json's one read
+        self.json: tuple = (_gone, self.kept[1][JSON])
         self.heads: dict[tuple, tuple] = {}
         self.lock = threading.Lock()
 
@@ -107,12 +109,14 @@ class TermFragments:
                 if kept[0]() is not owner:
                     try:
                         kept = self.kept = (weakref.ref(owner), tuple(_new_table(f) for f in range(_N_TABLES)))
+                        self.json = (kept[0], kept[1][JSON])
                     except TypeError:  # (not weakly referable: nothing kept)
                         return _new_table(fmt)
                 elif len(kept[1][fmt]) > MAX_TERMS:
                     tables = list(kept[1])
                     tables[fmt] = _new_table(fmt)
                     kept = self.kept = (kept[0], tuple(tables))
+                    self.json = (kept[0], kept[1][JSON])
                 t = kept[1][fmt]
         return t
 
@@ -194,6 +198,8 @@ class SmallSelect:
         return QueryResult(form="SELECT", terms=self.terms, vars=list(self.vars), columns=cols, n_rows=self.n)
 
 
+#: the response bound and memory budget check_size reads (a ContextVar's get)
+_bound = _BOUND.get
 #: (variable names, rows) -> the whole SPARQL JSON document of that many rows, every cell
 #: bound, as one ``%`` format of the cells' fragments (select_json's one-frame path)
 _JSON_DOCS: dict[tuple, bytes] = {}
@@ -222,10 +228,9 @@ def select_json(result, max_bytes: int | None = None, fragments: TermFragments =
     whole document for its names and row count; anything else takes the general steps
     (heads, :meth:`TermFragments.table`, :func:`_rows`), which write the same bytes."""
     if type(result) is SmallSelect:
-        kept = fragments.kept
-        frags = kept[1][JSON]  # (read, never filled here: a full table is replaced by table() on a miss)
+        ref, frags = fragments.json  # (read, never filled here: a full table is replaced by table() on a miss)
         owner = getattr(result.terms, "dictionary", None)
-        if owner is not None and kept[0]() is owner:
+        if owner is not None and ref() is owner:
             cols = result.cols
             get = frags.__getitem__
             try:  # (UNBOUND is never kept in the JSON table: an unbound cell is a KeyError too)
@@ -238,7 +243,7 @@ def select_json(result, max_bytes: int | None = None, fragments: TermFragments =
             except (KeyError, TypeError):  # a term not rendered yet, an unbound cell, a new document
                 pass
             else:
-                if (max_bytes and len(doc) > max_bytes) or _BOUND.get() is not None:  # (check_size's cases)
+                if (max_bytes and len(doc) > max_bytes) or _bound() is not None:  # (check_size's cases)
                     check_size(len(doc), max_bytes)
                 return doc
     if result.form != "SELECT" or not result.vars:

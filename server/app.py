@@ -30,6 +30,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from time import perf_counter
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -191,7 +192,7 @@ class EdgeMiddleware:
         body-size guard comes first on."""
         if len(body) > self.max_body:  # (the ordinary path answers 413)
             return None
-        return self._lane_answer(scope, scope["jindou.fields"], "POST", time.perf_counter(), post_answer, body)
+        return self._lane_answer(scope, scope["jindou.fields"], body, "POST", post_answer)
 
     def answer_inline(self, scope: dict, qs: bytes) -> tuple[int, bytes, bytes] | None:
         """(status, header lines, body) of a ``GET /sparql?query=`` answered right now
@@ -210,17 +211,18 @@ class EdgeMiddleware:
             self.metrics.observe_request(scope["path"], "GET", reply.status, time.perf_counter() - t0)
         return reply.status, self._head(reply, "origin" in fields), reply.body
 
-    def answer_get(self, scope: dict, fields: dict, qs: bytes) -> tuple[int, bytes, bytes] | None:
-        """:meth:`answer_inline` of a lane GET (``fields``: its header dict) in fewer
-        steps for a query run inline: its answer's header lines from the kept ones of
-        (media type, CORS) without a :class:`Reply`, the query and request counted in
-        one metrics call; the same bytes, metrics and outcomes (errors, declines)."""
-        return self._lane_answer(scope, fields, "GET", time.perf_counter(), inline_answer, qs)
-
-    def _lane_answer(self, scope: dict, fields: dict, method: str, t0: float, answer, arg: bytes):
+    def _lane_answer(self, scope: dict, fields: dict, arg: bytes, method: str = "GET", answer=inline_answer):
         """A lane GET's or POST's answer: ``answer(state, scope, fields, arg)`` gives None (take
         the ordinary path), (kind, media type, body bytes) written with the kept header lines,
-        or a result for :func:`_ok`; any failure becomes a JSON error, never a crash."""
+        or a result for :func:`_ok`; any failure becomes a JSON error, never a crash.
+
+        As :meth:`answer_get` (its defaults: ``arg`` the query string), :meth:`answer_inline`
+        of a lane GET (``fields``: its header dict) in fewer steps for a query run inline: its
+        answer's header lines from the kept ones of (form, media type, CORS, path, method)
+        without a :class:`Reply`, the query and request counted by one append (folded into
+        the metrics later: ``Metrics.lane_record``); the same bytes, metrics and outcomes
+        (errors, declines)."""
+        t0 = perf_counter()
         state = self.state
         try:
             got = answer(state, scope, fields, arg)
@@ -237,7 +239,7 @@ class EdgeMiddleware:
                     kept = self._lane_keep(form, mt, cors, scope["path"], method)
                 before, after, rec = kept
                 if rec is not None:  # (Metrics.query_request, folded later: Metrics.lane_record)
-                    rec.append(time.perf_counter() - t0)
+                    rec.append(perf_counter() - t0)
                     if len(rec) >= LANE_FOLD:
                         self.metrics.fold_lane()
                 return 200, b"%scontent-length: %d\r\n%s" % (before, len(body), after), body
@@ -245,6 +247,8 @@ class EdgeMiddleware:
         if self.metrics is not None:
             self.metrics.observe_request(scope["path"], method, reply.status, time.perf_counter() - t0)
         return reply.status, self._head(reply, "origin" in fields), reply.body
+
+    answer_get = _lane_answer
 
     def _lane_keep(self, form: str, mt: str, cors: bool, path: str, method: str) -> tuple:
         """(the header lines around the length (:meth:`_ok_head`), the metrics' list of the

@@ -77,6 +77,8 @@ class Head:
 #: with every request, so they are split and decoded once (the values are shared
 #: between requests: read-only)
 _BLOCKS: dict[bytes, tuple | None] = {}
+#: ... those a GET may have (no Content-Length): read_head's one lookup for a GET
+_GET_BLOCKS: dict[bytes, tuple] = {}
 _BLOCKS_MAX = 256
 #: longest header block kept in _BLOCKS
 _BLOCK_KEEP = 2048
@@ -95,7 +97,7 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
     # searched for in the header block only.
     lim = pos + MAX_HEAD
     eol = data.find(b"\r", pos, lim)
-    if eol < 0 or not data.startswith(b"\r\n", eol):
+    if not data.startswith(b"\r\n", eol):  # (none found: -1, the last byte, cannot start it)
         return None
     end = data.find(b"\r\n\r\n", eol, lim)
     if end < 0:
@@ -121,13 +123,11 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
     if qs.translate(None, URL_BYTES):
         return None
     block = data[eol + 2:end + 2]
-    known = _BLOCKS.get(block)
+    known = _GET_BLOCKS.get(block)
     if known is None:
         known = _block(block)
-        if known is None:
+        if known is None or known[3] is not None:  # (declined, or a GET with a body)
             return None
-    if known[3] is not None:  # a GET with a body
-        return None
     return Head(path, qs, http10, known[0], known[1], known[2] or http10, end + 4)
 
 
@@ -167,15 +167,18 @@ def _read_post(data: bytes, pos: int, eol: int, end: int) -> Head | None:
 
 
 def _block(block: bytes) -> tuple | None:
-    """A header block not in :data:`_BLOCKS` (or kept there as declined: None): read,
-    checked and kept (see :func:`_read_block`)."""
+    """The kept reading of a header block (:data:`_BLOCKS`; None: declined), read, checked
+    and kept when new (see :func:`_read_block`); :data:`_GET_BLOCKS` keeps those of a GET."""
     if block in _BLOCKS:
-        return None
+        return _BLOCKS[block]
     known = _read_block(block) if _BLOCK.fullmatch(block) else None
     if len(block) <= _BLOCK_KEEP and b"x-request-id" not in block.lower():  # (a new id every request)
         if len(_BLOCKS) >= _BLOCKS_MAX:
             _BLOCKS.clear()
+            _GET_BLOCKS.clear()
         _BLOCKS[block] = known
+        if known is not None and known[3] is None:
+            _GET_BLOCKS[block] = known
     return known
 
 

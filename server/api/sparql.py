@@ -517,24 +517,23 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
         payload = qs
     if len(payload) > norm.MAX_CHARS or b"\x00" in payload:  # (raw_normalize's guards)
         return None
+    # (a text without slots makes a layout key without a NUL: no runner's, whose layouts
+    # have a slot at least, and the payload has no NUL)
     parts = read[0].split(payload)
-    if len(parts) == 1:
-        return None
     if accept is None:
         accept = headers.get("accept")
-    host = headers.get("host")  # (_sparql_base's kept base, looked up in place)
-    base = _BASES.get((host, scope.get("scheme", "http"))) if host else None
+    # (_sparql_base's kept base, looked up in place: no Host, no key kept there)
+    base = _BASES.get((headers.get("host"), scope.get("scheme", "http")))
     if base is None:
         base = _sparql_base(headers, scope)
     got = runners.get((b"\x00".join(parts[0::2]), base, accept, read[3]))
     if got is None:
         return None
-    raws = parts[1::2]
-    t = tuple(raws)
+    raws = tuple(parts[1::2])
     for r in got:
-        key = r.keys.get(t, _UNREAD)  # (_runner_key's kept outcome, read in place)
+        key = r.keys.get(raws, _UNREAD)  # (_runner_key's kept outcome, read in place)
         if key is _UNREAD:
-            key = _runner_key(r, raws, read)
+            key = _runner_key(r, list(raws), read)
         if key is False:
             continue
         if key is None:
