@@ -475,15 +475,17 @@ def _run_runner(db, r: _Runner, key, payload: bytes, accept: str | None, decode,
     """(form, media type, body) of a runner's text (``try_inline_lane``'s job, bound with
     ``functools.partial``: no job object per request): the template run with the text's
     key and answered by the runner's small writer, in one frame; a result that is not the
-    runner's usual one (no program for this snapshot yet, another form, many rows) is
-    answered by the :class:`_HitJob` of the text, exactly as the template path answers it."""
+    runner's usual one (another form, many rows) is answered by the :class:`_HitJob` of the
+    text, exactly as the template path answers it; with no program of the current snapshot
+    to rebind yet, the text is run by :meth:`Database.query` (as ``_HitJob`` runs it)."""
     res = db.query_template((r.tpl, key), deadline=deadline, lists=True)
+    if res is None:  # (no program of the current snapshot yet: the text path compiles one)
+        res = db.query(decode(payload), base=r.base, deadline=deadline, lists=True)
     if type(res) is SmallSelect:  # (the usual answer: a SELECT of a few rows)
         if res.n > _TRIM_ROWS or r.form != "SELECT":
             return _HitJob(db, (r.tpl, key), payload, r.base, accept, r.max_bytes, decode).answer(res, deadline)
-    elif res is None or res.form != r.form or len(res) > _TRIM_ROWS:
-        job = _HitJob(db, (r.tpl, key), payload, r.base, accept, r.max_bytes, decode)
-        return job(deadline) if res is None else job.answer(res, deadline)
+    elif res.form != r.form or len(res) > _TRIM_ROWS:
+        return _HitJob(db, (r.tpl, key), payload, r.base, accept, r.max_bytes, decode).answer(res, deadline)
     w = r.writer
     if w is not None:  # (small_body's writer of the runner's media type, looked up once)
         try:
