@@ -14,7 +14,7 @@ from engine.sparql.csparql import parse_continuous
 from engine.stream import maintained, tiny_gen
 from engine.stream.transient import TransientStore
 from tests.test_stream_maintained import _append
-from tests.test_stream_tiny_aggs import P9, SEP, STRS, _lit, _norm, _pair
+from tests.test_stream_tiny_aggs import P9, SEP, STRS, _lit, _norm, _pair, check_paths
 from tests.test_stream_tiny_gen import (
     EX,
     NODES,
@@ -178,32 +178,7 @@ READINGS = {0: [1, 2, 5], 1: [1, "1.5", "2.25E0"], 2: ["1.5", "0.5", "2"], 3: [1
 def test_each_shape_takes_the_generated_and_maintained_paths(db, k):
     """Every instant answered by generated code (and, with maintenance on, from the maintained
     state), equal to the ordinary path's."""
-    q = SHAPES[k].format(p=P9)
-    extra = [_lit(x) for x in READINGS[k]]
-    with db.store.write_lock:
-        db.store.dictionary.encode([*extra, P9])
-    for maintain in (False, True):
-        store = TransientStore("a", slice_triples=8)
-        on = _pair(db, q, store, 2000, True, maintain)
-        off = _pair(db, q, store, 2000, False, False)
-        assert on._gen is not None and (on._maint is not None) == maintain, q
-        for j, v in enumerate(extra):
-            _append(db, store, [(NODES[3], P9, v), (NODES[4], P9, extra[(j + 1) % len(extra)])],
-                    1000 * (j + 1))
-        g0, m0 = tiny_gen.taken_total(), maintained.answered_total()
-        for t in range(1000, 1000 * (len(extra) + 1), 1000):
-            a, _ = on.run(t)
-            b, _ = off.run(t)
-            assert _norm(_rows(a)) == _norm(_rows(b)), (q, t)
-            on.settle(a, t)
-            off.settle(b, t)
-            on.prepare(t + 1000)
-            off.prepare(t + 1000)
-        n = len(extra)
-        if maintain:   # (the first instant builds the state on the ordinary path)
-            assert maintained.answered_total() - m0 >= n - 1, (q, maintained.answered_total() - m0)
-        else:
-            assert tiny_gen.taken_total() - g0 == n, q
+    check_paths(db, SHAPES[k].format(p=P9), READINGS[k])
 
 
 @pytest.mark.parametrize("agg,taken", [("SUM", True), ("MIN", True), ("MAX", True), ("AVG", False),

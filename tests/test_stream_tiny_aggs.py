@@ -212,8 +212,14 @@ def _lit(x) -> str:
 def test_each_shape_takes_the_generated_and_maintained_paths(db, k):
     """A per-sensor aggregate of each kind: every instant answered by generated code (and, with
     maintenance on, from the maintained state), equal to the ordinary path's."""
-    q = SHAPES[k].format(p=P9)
-    extra = [_lit(x) for x in READINGS[k]]
+    check_paths(db, SHAPES[k].format(p=P9), READINGS[k])
+
+
+def check_paths(db, q: str, readings) -> None:
+    """``q`` over two sensors' ``readings`` (one per instant): every instant answered by
+    generated code (and, with maintenance on, from the maintained state), equal to the
+    ordinary path's (the shapes' tests of other modules use it too)."""
+    extra = [_lit(x) for x in readings]
     with db.store.write_lock:
         db.store.dictionary.encode([*extra, P9])
     for maintain in (False, True):
