@@ -1776,8 +1776,8 @@ class InstantEvaluator:
         instant ``t`` (the worker, idle, woken by a publish that made no instant ready): a
         tumbling window's query waits many publishes between its instants, and its woken
         instant paid ~1.5x each step's cost in cold caches against a sliding one's (issue 13).
-        Reads only (and one bisection of the element times): the ranges (cached per ready
-        instant) and the state are not asked."""
+        Attribute and dict reads only: the ranges (cached per ready instant) and the state are
+        not asked."""
         if state is None or not self.maintained_due(state, t, t, True):
             return
         m = self._mdue
@@ -1787,10 +1787,6 @@ class InstantEvaluator:
         n = 0 if self._wm is None or m._done.get(t) is None else 1
         for w in st.ws:
             n += w[2] - w[1]
-        for _store, pt, rng in self._rel[2]:   # (the element times ranges() bisects; not synced here)
-            g = pt.groups.get(ALL)
-            if g is not None:
-                n += bisect.bisect_right(g[0], t - rng, g[1])
         return n
 
     def maintained_instant(self, t: int) -> tuple[bytes, tuple] | None:
