@@ -1771,24 +1771,6 @@ class InstantEvaluator:
         self._mdue = mt
         return mt
 
-    def touch(self, state, t: int) -> int | None:
-        """Read, without changing anything, what :meth:`maintained_instant` reads first for
-        instant ``t`` (the worker, idle, woken by a publish that made no instant ready): a
-        tumbling window's query waits many publishes between its instants, and its woken
-        instant paid ~1.5x each step's cost in cold caches against a sliding one's (issue 13).
-        Attribute and dict reads only: the ranges (cached per ready instant) and the state are
-        not asked."""
-        if state is None or not self.maintained_due(state, t, t, True):
-            return
-        m = self._mdue
-        st = m.state
-        if st is None:
-            return
-        n = 0 if self._wm is None or m._done.get(t) is None else 1
-        for w in st.ws:
-            n += w[2] - w[1]
-        return n
-
     def maintained_instant(self, t: int) -> tuple[bytes, tuple] | None:
         """Instant ``t`` from the maintained state in one step (:meth:`maintained_due` said so):
         ``(its event data, its state)``, the data what :meth:`run` writes, the state what

@@ -342,30 +342,6 @@ class Scheduler:
             return None
         return min(1.0, max(0.005, best))
 
-    #: idle wakes that touched the next maintained instant's path (tests)
-    touched = 0
-
-    def _touch_next(self) -> None:
-        """Caller holds ``cv``, idle: the query whose instant comes next (the heads of the
-        heaps) has what its maintained instant reads first read now (:meth:`InstantEvaluator.touch`),
-        so a query that waits many publishes between instants (a tumbling window) is not answered
-        from cold caches alone. Reads only; a failure is ignored (the instant decides)."""
-        best = None
-        for heap in self._heaps.values():
-            if heap and heap[0][2] == heap[0][3].sched and (best is None or heap[0][0] < best[0]):
-                best = heap[0]
-        if best is None:
-            return
-        q = best[3]
-        touch = getattr(q.evaluator, "touch", None)
-        if touch is None or q.prefix is None:
-            return
-        try:
-            touch(q.state, q.trigger.next_instant)
-        except Exception:  # noqa: BLE001 - a read ahead only
-            return
-        self.touched += 1
-
     # -- the worker --------------------------------------------------------------
     def _run(self) -> None:
         while True:
@@ -392,7 +368,6 @@ class Scheduler:
                     self._collecting = True
                 else:
                     reg.cv.notify_all()
-                    self._touch_next()
                     wait = self._wait_time()
                     due = reg.sync_due()
                     if due is not None:
