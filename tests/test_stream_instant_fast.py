@@ -1,0 +1,114 @@
+"""The common maintained instant in one function (:mod:`engine.stream.instant_fast`).
+
+Its events are compared byte for byte with the one-step path it shortens (``_step_maintained``)
+and the general path by ``tests/test_stream_maintained_instant.py`` (``_compare`` runs it
+first, ``how="one"``). Here: that it decides as ``maintained_due`` does at every instant, that
+the ranges it computes inline are :meth:`InstantEvaluator.ranges`'s, that both of its cases
+(the event held whole, the body held) are taken, and tumbling windows (the instants issue 13
+measures) byte for byte with the other paths.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.stream import instant_fast, maintained
+from tests.test_stream_maintained_instant import _DUE, _Q, _compare, _run, _steady, periods, triple
+from tests.test_stream_tiny_gen import NODES, PREDS, TERMS, queries
+
+
+class _StepSpy:
+    """Wraps :func:`instant_fast.step`: its decision against ``maintained_due`` (asked first,
+    on the same state), and after each instant it answered, its ranges against a fresh
+    :meth:`InstantEvaluator.ranges`."""
+
+    def __init__(self):
+        self.step = instant_fast.step
+        self.calls = self.due = self.ranges = 0
+        self.bad: list = []
+
+    def __call__(self, sched, q, t, last, t0):
+        ev = q.evaluator
+        want = bool(_DUE(ev, q.state, t, last, sched.idle_after > 1))
+        ok0 = ev._ok
+        got = self.step(sched, q, t, last, t0)
+        self.calls += 1
+        self.due += want
+        if got != want:
+            self.bad.append(("decision", t, last, got, want))
+        if got and ev._ok == t != ok0:   # answered: its inline ranges as ranges() computes them
+            at = ev._at
+            ev._at = None
+            try:
+                fresh = ev.ranges(t)
+            finally:
+                ev._at = at
+            self.ranges += 1
+            if at is None or at[0] != t or at[1] != fresh:
+                self.bad.append(("ranges", t, at, fresh))
+        return got
+
+
+def _spied(monkeypatch) -> _StepSpy:
+    spy = _StepSpy()
+    monkeypatch.setattr(instant_fast, "step", spy)
+    return spy
+
+
+SPIED = [0, 0, 0]   # (calls, due, ranges compared) over the property test's examples
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(q=queries(), per=periods, jumps=st.lists(st.sampled_from([1, 1, 1, 2, 3]), min_size=4, max_size=4),
+       commit=st.none() | st.tuples(st.integers(1, 6), st.lists(triple, min_size=1, max_size=2)),
+       window=st.sampled_from(["[RANGE 3s STEP 1s]", "[RANGE 2s STEP 2s]", "[RANGE 3s STEP 3s]"]))
+def test_it_decides_as_maintained_due_and_ranges_as_ranges(q, per, jumps, commit, window, monkeypatch):
+    spy = _spied(monkeypatch)
+    _run(q, per, jumps, commit, "one", monkeypatch, window=window)
+    assert not spy.bad, (q, spy.bad)
+    SPIED[0] += spy.calls
+    SPIED[1] += spy.due
+    SPIED[2] += spy.ranges
+
+
+def test_the_property_test_saw_both_decisions():
+    assert SPIED[0] > SPIED[1] > 0 and SPIED[2] > 0, SPIED
+
+
+def test_probes_a_back_off_and_a_drop_decide_as_maintained_due(monkeypatch):
+    """The guard probing every other answer, a state dropped (a back-off), a commit: every
+    decision as ``maintained_due``'s."""
+    spy = _spied(monkeypatch)
+    monkeypatch.setattr(maintained.Maintained, "GUARD_EVERY", 2)
+    monkeypatch.setattr(maintained.Maintained, "GUARD_REFRESH", 2)
+    _run(_Q, _steady(14), [1], (5, [(NODES[0], PREDS[2], TERMS[1])]),
+         "one", monkeypatch)
+    monkeypatch.setattr(maintained, "MAX_ROWS", 1)
+    _run(_Q, _steady(14), [1], None, "one", monkeypatch)
+    assert not spy.bad, spy.bad
+    assert spy.calls > spy.due > 0
+
+
+def test_both_cases_are_taken(monkeypatch):
+    """A steady stream, one instant ready at a time: most instants are answered by the
+    one-function path itself, from the event the ingestion held whole; an instant no element
+    of the next period reached (the stream's heartbeat completed it) from the body held."""
+    k0 = list(instant_fast._TAKEN)
+    per = _steady(12)
+    # every other period empty: its instant is completed by the heartbeat, not by an element
+    per = [p if i % 2 == 0 else [] for i, p in enumerate(per)]
+    _compare(_Q, per, [1], None, monkeypatch)
+    held, body = instant_fast._TAKEN[0] - k0[0], instant_fast._TAKEN[1] - k0[1]
+    assert held > 0 and body > 0, (held, body)
+    assert held + body >= len(per) - 4
+
+
+def test_tumbling_windows_byte_for_byte(monkeypatch):
+    """Tumbling windows (RANGE = STEP: the cold instants of issue 13): the same events as the
+    one-step and the general path, byte for byte, most answered by the one-function path."""
+    k0 = instant_fast.taken_total()
+    _compare(_Q, _steady(15), [1], None, monkeypatch, window="[RANGE 3s STEP 3s]")
+    _compare(_Q, _steady(15), [1, 2, 1], None, monkeypatch, window="[RANGE 2s STEP 2s]")
+    assert instant_fast.taken_total() - k0 >= 6
