@@ -10,12 +10,17 @@ measures) byte for byte with the other paths.
 
 from __future__ import annotations
 
+import threading
+
+import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.database import Database
 from engine.stream import instant_fast, maintained
+from engine.stream.manager import StreamManager
 from tests.test_stream_maintained_instant import _DUE, _Q, _compare, _run, _steady, periods, triple
-from tests.test_stream_tiny_gen import NODES, PREDS, TERMS, queries
+from tests.test_stream_tiny_gen import EX, NODES, PREDS, TERMS, queries
 
 
 class _StepSpy:
@@ -112,3 +117,73 @@ def test_tumbling_windows_byte_for_byte(monkeypatch):
     _compare(_Q, _steady(15), [1], None, monkeypatch, window="[RANGE 3s STEP 3s]")
     _compare(_Q, _steady(15), [1, 2, 1], None, monkeypatch, window="[RANGE 2s STEP 2s]")
     assert instant_fast.taken_total() - k0 >= 6
+
+
+class _Boom:
+    """The state's lock, whose acquisition fails on the scheduler's worker (the ingestion takes
+    it as before): an unexpected exception inside :func:`instant_fast.step`."""
+
+    def __init__(self, lock):
+        self.lock = lock
+
+    def __enter__(self):
+        if threading.current_thread().name == "jindou-continuous":
+            raise RuntimeError("kaput")
+        return self.lock.__enter__()
+
+    def __exit__(self, *a):
+        return self.lock.__exit__(*a)
+
+
+def _tumbling(m, db):
+    m.register_stream("a", EX + "a")
+    m.heartbeat("a", 0)
+    m.register_query(f"REGISTER QUERY q AS SELECT ?x ?z FROM STREAM <{EX}a> [RANGE 1s STEP 1s] "
+                     f"WHERE {{ ?x {PREDS[1]} ?y . ?x {PREDS[2]} ?z }}")
+    for k in range(6):
+        x = NODES[k % len(NODES)]
+        lines = [{"s": x, "p": PREDS[1], "o": TERMS[k % len(TERMS)], "t": 1000 * k + 10},
+                 {"s": x, "p": PREDS[2], "o": TERMS[(k + 3) % len(TERMS)], "t": 1000 * k + 20}]
+        assert m.ingest_ndjson("a", b"\n".join(orjson.dumps(x) for x in lines))["rejected"] == 0
+        m.heartbeat("a", 1000 * (k + 1) + 1)   # (instant 1000 k ready, alone)
+        assert m.drain(30)
+
+
+def test_a_failure_inside_is_answered_by_the_ordinary_path(caplog):
+    """An unexpected exception inside the one-function path (here: the state's lock): logged,
+    the instant evaluated by the ordinary path (the state not asked again), the same event as
+    without the failure; and when the ordinary path fails too, an ``internal`` error event
+    with a reference to the log, never the exception's text."""
+    def events(fail: str | None):
+        db = Database()
+        m = StreamManager(db)
+        try:
+            _tumbling(m, db)
+            q = m._reg.queries["q"]
+            assert q.evaluator._mdue and instant_fast.taken_total() > k0
+            if fail:
+                q.evaluator._mdue.lock = _Boom(q.evaluator._mdue.lock)
+            if fail == "both":
+                def boom(*a, **k):
+                    raise RuntimeError("kaput")
+                q.evaluator.run = boom
+            line = {"s": NODES[0], "p": PREDS[1], "o": TERMS[0], "t": 6500}
+            m.ingest_ndjson("a", orjson.dumps(line))
+            m.heartbeat("a", 7001)
+            assert m.drain(30)
+            return [(e.id, e.event, bytes(e.data)) for e in m.log("q").since(None, from_t=-1)]
+        finally:
+            m.close()
+            db.close()
+
+    k0 = instant_fast.taken_total()
+    plain = events(None)
+    caplog.clear()
+    failed = events("lock")
+    assert failed == plain
+    assert any("the maintained instant 7000 failed" in r.getMessage() for r in caplog.records)
+    both = events("both")
+    assert both[:-1] == plain[:-1]
+    doc = orjson.loads(both[-1][2])
+    assert both[-1][0] == 7000 and doc["error"] == "internal"
+    assert "kaput" not in doc["detail"] and "server log" in doc["detail"]
