@@ -187,3 +187,25 @@ def test_a_failure_inside_is_answered_by_the_ordinary_path(caplog):
     doc = orjson.loads(both[-1][2])
     assert both[-1][0] == 7000 and doc["error"] == "internal"
     assert "kaput" not in doc["detail"] and "server log" in doc["detail"]
+
+
+def test_instant_count_sees_fewer_calls_with_it(monkeypatch, capsys):
+    """``bench.instant_count`` (calls and bytecodes per one-step instant, the measure load does
+    not move): the one-function path makes fewer Python calls up to the event than the
+    functions it replaces."""
+    import re  # noqa: PLC0415
+
+    from bench import instant_count  # noqa: PLC0415
+
+    got = {}
+    for on in (True, False):
+        monkeypatch.setattr(instant_fast, "ENABLED", on)
+        k0 = instant_fast.taken_total()
+        assert instant_count.main(["--workload", "lsbench-small", "--queries", "L1", "--minutes", "0.2"]) == 0
+        out = capsys.readouterr().out
+        m = re.search(r"L1 \((\d+) instants\): to the event py calls ([\d.]+), C calls [\d.]+, bytecodes ([\d.]+)", out)
+        assert m is not None, out
+        got[on] = (int(m.group(1)), float(m.group(2)), float(m.group(3)), instant_fast.taken_total() - k0)
+    assert got[True][0] > 3 and got[False][0] > 3, got
+    assert got[True][3] > 0 and got[False][3] == 0, got
+    assert got[True][1] < got[False][1] and got[True][2] < got[False][2], got
