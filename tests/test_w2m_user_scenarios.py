@@ -186,48 +186,69 @@ class _CrashHere(BaseException):
     """Stands for the process dying at this point (not an error any code path handles)."""
 
 
+def _crash_at(monkeypatch, which: str):
+    """Make the ledger's record of batch id ``which`` "kill the process" (after the batch is in
+    the window journal, before the ledger's line)."""
+    from engine.stream.ledger import BatchLedger
+    real = BatchLedger.record
+
+    def dies(self, stream, batch_id, *a, **kw):
+        if batch_id == which:
+            raise _CrashHere
+        return real(self, stream, batch_id, *a, **kw)
+    monkeypatch.setattr(BatchLedger, "record", dies)
+    return real
+
+
 def test_crash_between_the_window_journal_and_the_batch_ledger(tmp_path, monkeypatch):
     """The deterministic form of the test above: the process dies after a batch's elements are
     in the window journal and before its id is in the batch-id ledger. After the restart the
     producer re-sends the batch: it must be answered as a duplicate (with the first delivery's
     counts) and change nothing -- before the fix its last element, at the stream's progress,
-    was stored a second time and the count window lost a triple to the copy. Also for a graph
-    POST (one element: a derived stream writes its instants this way)."""
+    was stored a second time and the count window lost a triple to the copy. Then the same for
+    a graph POST (one element: a derived stream writes its instants this way)."""
     from engine.database import Database
     from engine.stream.ledger import BatchLedger
     from engine.stream.manager import StreamManager
     data = str(tmp_path / "data")
+    nt = f"<{EX}g> <{EX}p> <{EX}graph> .\n".encode()
+    # life 1: batch b0, then the crash while b1 is stored
     db = Database(shards=1, data_dir=data)
     m = StreamManager(db, data_dir=data)
-    nt = f"<{EX}g> <{EX}p> <{EX}graph> .\n".encode()
     try:
         m.register_stream("s", EX + "s")
         m.register_query(CNT_Q)
         m.ingest_ndjson("s", _batch(0), batch_id="b0")
-        real = BatchLedger.record
-
-        def dies(self, stream, batch_id, *a, **kw):
-            if batch_id in ("b1", "g2"):
-                raise _CrashHere
-            return real(self, stream, batch_id, *a, **kw)
-        monkeypatch.setattr(BatchLedger, "record", dies)
+        real = _crash_at(monkeypatch, "b1")
         with pytest.raises(_CrashHere):
             m.ingest_ndjson("s", _batch(1), batch_id="b1")
-        with pytest.raises(_CrashHere):
-            m.ingest_graph("s", nt, "application/n-triples", 2000, batch_id="g2")
         monkeypatch.setattr(BatchLedger, "record", real)
     finally:
         m.close()
         db.close()
+    # life 2: b1 re-sent (a duplicate), then the crash while the graph g2 is stored
     db = Database(shards=1, data_dir=data)
     m = StreamManager(db, data_dir=data)
     try:
         again = m.ingest_ndjson("s", _batch(1), batch_id="b1")
         assert again["duplicate"] is True and again["accepted"] == 0, again
         assert again["original"] == {"accepted": 50, "rejected": 0}
+        assert m.stream("s")["accepted"] == 0
+        real = _crash_at(monkeypatch, "g2")
+        with pytest.raises(_CrashHere):
+            m.ingest_graph("s", nt, "application/n-triples", 2000, batch_id="g2")
+        monkeypatch.setattr(BatchLedger, "record", real)
+    finally:
+        m.close()
+        db.close()
+    # life 3: g2 re-sent (a duplicate); every instant as without the crashes
+    db = Database(shards=1, data_dir=data)
+    m = StreamManager(db, data_dir=data)
+    try:
         g = m.ingest_graph("s", nt, "application/n-triples", 2000, batch_id="g2")
         assert g["duplicate"] is True and g["original"] == {"accepted": 1, "rejected": 0}, g
-        assert m.stream("s")["accepted"] == 0   # nothing stored after the restart
+        assert m.ingest_ndjson("s", _batch(1), batch_id="b1")["duplicate"] is True
+        assert m.stream("s")["accepted"] == 0   # nothing stored after the restarts
         m.heartbeat("s", 3001)
         assert m.drain(30)
         got = {e.id: orjson.loads(e.data) for e in m.log("c").since(None, from_t=-1) if e.event == "result"}
@@ -247,3 +268,20 @@ def test_crash_between_the_window_journal_and_the_batch_ledger(tmp_path, monkeyp
     finally:
         mr.close()
     assert got == ref and sorted(ref) == [0, 1000, 2000, 3000]
+
+
+def test_journal_records_without_a_batch_id_replay_as_before(tmp_path):
+    """Records written without a batch id (and files written before ids were kept) replay with
+    ``batch_id`` None; a record's id and outcome come back as written."""
+    import numpy as np
+    import pyarrow as pa
+
+    from engine.stream.window_journal import WindowJournal
+    j = WindowJournal(str(tmp_path))
+    keys = [pa.array([f"<{EX}a>"] * 2)] * 3
+    j.record("s", keys, np.array([1, 2]), None)
+    j.record("s", keys, np.array([3, 4]), None, None, "id-1", (2, 5))
+    j.record("s", keys, np.array([5, 6]), None, None, "id-2")
+    j.close()
+    got = [(b.batch_id, b.outcome, b.t.tolist()) for b in WindowJournal(str(tmp_path)).replay("s")]
+    assert got == [(None, None, [1, 2]), ("id-1", (2, 5), [3, 4]), ("id-2", None, [5, 6])]

@@ -280,10 +280,11 @@ class Ingestor:
     def replay_windows(self) -> None:
         """Read every stream's journal back into its transient store (at start, before the
         first instant is evaluated). A stream's progress is raised to its last replayed element
-        (the registry's saved progress may be older than a crash). A replayed batch's batch id
-        is recorded in the ledger if it is missing there (a crash between the journal's record
-        and the ledger's line): its re-delivery is then a duplicate, not a second copy of the
-        elements at the stream's progress. A journal that no longer fits the window budget is
+        (the registry's saved progress may be older than a crash). A replayed batch's id is
+        recorded in the ledger if it is missing there (a crash between the journal's record and
+        the ledger's line, or a ledger write that failed): its re-delivery is then a duplicate,
+        not a second copy of the elements at the stream's progress. (An id the ledger's bound had
+        evicted comes back as a recent one: its batch is still in the windows, so it is recent.) A journal that no longer fits the window budget is
         replayed up to that point (logged)."""
         if self.journal is None:
             return
@@ -305,9 +306,9 @@ class Ingestor:
                             self.absorb_log.add(b.t[held], iv.rows[held], new[held])
                         if st.clock != ARRIVAL:
                             st.sclock.heartbeat(int(b.t[-1]))
-                        if b.batch_id is not None and not self.ledger.seen(st.name, b.batch_id):
-                            acc, rej = b.outcome if b.outcome is not None else (None, None)
-                            self.ledger.record(st.name, b.batch_id, accepted=acc, rejected=rej)
+                    if b.batch_id is not None and not self.ledger.seen(st.name, b.batch_id):
+                        acc, rej = b.outcome if b.outcome is not None else (None, None)
+                        self.ledger.record(st.name, b.batch_id, accepted=acc, rejected=rej)
                     n += len(b.t)
             except (TransientStoreFull, ValueError) as exc:
                 log.warning("stream %r: window journal replayed up to %d triples: %s", st.name, n, exc)
