@@ -285,3 +285,120 @@ def test_journal_records_without_a_batch_id_replay_as_before(tmp_path):
     j.close()
     got = [(b.batch_id, b.outcome, b.t.tolist()) for b in WindowJournal(str(tmp_path)).replay("s")]
     assert got == [(None, None, [1, 2]), ("id-1", (2, 5), [3, 4]), ("id-2", None, [5, 6])]
+
+
+# ------------------------------------------------------------------ a locked server used the wrong way
+
+def test_posts_tickets_and_webhooks_used_the_wrong_way(tmp_path):
+    """Under --token/--read-token with a short ticket TTL and one allowed webhook prefix: what
+    users get wrong about stream times, tickets and webhook destinations gets a clear answer,
+    and a failing endpoint still gets every instant once, in order, with its key."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.pipeline_support import free_port, wait_for
+
+    got: list[tuple[str, str]] = []
+    fail = {"n": 3}
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the http.server API
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            if fail["n"] > 0:
+                fail["n"] -= 1
+                self.send_response(503)
+            else:
+                got.append((self.path, self.headers.get("Idempotency-Key")))
+                self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    hp = free_port()
+    hook = ThreadingHTTPServer(("127.0.0.1", hp), Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    W, R = {"Authorization": "Bearer W"}, {"Authorization": "Bearer R"}
+    srv = Server(tmp_path, None, ["--token", "W", "--read-token", "R", "--ticket-ttl", "2", "--webhook-allow",
+                                  f"http://127.0.0.1:{hp}/hooks/", "--sink-retry-max", "1"])
+    try:
+        with httpx.Client(base_url=srv.url, timeout=30) as c:
+            assert c.put("/streams/s", json={"iri": EX + "s"}, headers=W).status_code == 201
+            for q in ("q", "q2"):
+                r = c.post("/queries", content=f"REGISTER QUERY {q} AS SELECT ?o FROM STREAM <{EX}s> [RANGE 2s STEP 1s] "
+                           f"WHERE {{ ?x <{EX}p> ?o }}", headers={**W, **SPARQL_Q})
+                assert r.status_code == 201, r.text
+            nt = {**W, "Content-Type": "application/n-triples"}
+            body = f"<{EX}a> <{EX}p> <{EX}b> .\n".encode()
+            # stream times: a graph without ?t, or with a time that is not integer ms, changes nothing
+            for qs in ("", "?t=", "?t=abc", "?t=-1", "?t=1.5", "?t=2026-11-27T12:00:00Z", "?t=1000&t=2000"):
+                r = c.post("/streams/s" + qs, content=body, headers=nt)
+                assert r.status_code == 400 and r.json()["error"] == "bad_request", (qs, r.text)
+                assert "'t'" in r.text or "?t=" in r.text, (qs, r.text)
+            assert c.get("/streams/s", headers=R).json()["progress"] is None
+            assert c.post("/streams/s?t=1000", content=body, headers=nt).status_code == 202
+            r = c.post("/streams/s?t=500", content=body, headers=nt)
+            assert r.status_code == 422 and r.json()["error"] == "late_element"
+            nd = {**W, **NDJSON}
+            r = c.post("/streams/s", content=orjson.dumps({"s": f"<{EX}a>", "p": f"<{EX}p>", "o": f"<{EX}b>"}), headers=nd)
+            assert r.status_code == 400 and r.json()["error"] == "missing_time"
+            lines = [{"s": f"<{EX}a>", "p": f"<{EX}p>", "o": '"ok1"', "t": 1500},
+                     {"s": f"<{EX}a>", "p": f"<{EX}p>", "o": '"no t"'},
+                     {"s": f"<{EX}a>", "p": f"<{EX}p>", "o": '"str"', "t": "1600"},
+                     {"s": f"<{EX}a>", "p": f"<{EX}p>", "o": '"float"', "t": 1700.0},
+                     {"s": f"<{EX}a>", "p": f"<{EX}p>", "o": '"neg"', "t": -5},
+                     {"s": f"<{EX}a>", "p": f"<{EX}p>", "o": '"late"', "t": 900},
+                     {"s": f"<{EX}a>", "p": f"<{EX}p>", "o": '"ok2"', "t": 1800}]
+            r = c.post("/streams/s", content=b"\n".join(orjson.dumps(x) for x in lines), headers=nd)
+            assert r.status_code == 207, r.text
+            doc = r.json()
+            assert (doc["accepted"], doc["rejected"], doc["progress"]) == (2, 5, 1800)
+            assert [e["line"] for e in doc["errors"]] == [2, 3, 4, 5, 6]
+            # tickets: one query, until they expire, void once the query is deleted
+            assert c.post("/queries/q/tickets").status_code == 401
+            tk = c.post("/queries/q/tickets", headers=R).json()["ticket"]
+
+            def opens(url, headers=None) -> int:
+                with c.stream("GET", url, headers=headers) as r:
+                    return r.status_code
+            assert opens(f"/queries/q/results?ticket={tk}") == 200
+            assert opens(f"/queries/q/results?ticket={tk}") == 200   # EventSource reconnects with it
+            assert opens(f"/queries/q2/results?ticket={tk}") == 401
+            assert opens(f"/queries/q/results?ticket={tk}&ticket={tk}") == 401
+            assert opens(f"/queries/q/results?ticket={tk[:-1]}") == 401
+            assert opens("/queries/q/results?access_token=R") == 401
+            tk2 = c.post("/queries/q/tickets", headers=R).json()["ticket"]
+            assert c.delete("/queries/q", headers=W).status_code in (200, 204)
+            assert c.post("/queries", content=f"REGISTER QUERY q AS SELECT ?o FROM STREAM <{EX}s> [RANGE 2s STEP 1s] "
+                          f"WHERE {{ ?x <{EX}p> ?o }}", headers={**W, **SPARQL_Q}).status_code == 201
+            assert opens(f"/queries/q/results?ticket={tk2}") == 401
+            time.sleep(2.2)   # --ticket-ttl 2
+            tk3 = c.post("/queries/q2/tickets", headers=R).json()["ticket"]
+            assert opens(f"/queries/q2/results?ticket={tk}") == 401    # expired
+            assert opens(f"/queries/q2/results?ticket={tk3}") == 200
+            # webhooks: only the operator's prefix, spelled one way
+            for url in ("http://evil.example/hooks/x", f"http://127.0.0.1:{hp}/other", f"http://localhost:{hp}/hooks/x",
+                        f"http://127.0.0.1:{hp}/hooks/../x", f"http://127.0.0.1:{hp}/hooks/%2e%2e/x",
+                        f"http://0x7f.0.0.1:{hp}/hooks/x", f"http://user@127.0.0.1:{hp}/hooks/x"):
+                r = c.put("/queries/q2/sinks", json={"sinks": [{"type": "webhook", "url": url}]}, headers=W)
+                assert r.status_code == 400 and r.json()["error"] == "bad_sink", (url, r.text)
+            r = c.put("/queries/q2/sinks", json={"sinks": [{"type": "nats", "server": "nats://127.0.0.1:4222",
+                                                            "subject": "x"}]}, headers=W)
+            assert r.status_code == 400
+            r = c.put("/queries/q2/sinks", json={"sinks": [{"name": "h", "type": "webhook",
+                                                            "url": f"http://127.0.0.1:{hp}/hooks/x"}]}, headers=W)
+            assert r.status_code == 200, r.text
+            rows = b"\n".join(orjson.dumps({"s": f"<{EX}a>", "p": f"<{EX}p>", "o": f'"v{k}"', "t": 3000 + k * 1000})
+                              for k in range(5))
+            assert c.post("/streams/s", content=rows, headers=nd).status_code == 202
+            assert c.post("/streams/s/progress?t=9000", headers=W).status_code == 200
+            wait_for(lambda: len(got) >= 7, 60, "the webhook deliveries")
+            time.sleep(1)
+            keys = [k for _, k in got]
+            assert keys == [f"q2:{t}" for t in range(2000, 9000, 1000)], keys   # each once, in order
+            st = c.get("/queries/q2/sinks", headers=R).json()["sinks"][0]
+            assert st["retries"] >= 3 and st["delivered"] == 7 and st["failed"] == 0
+    finally:
+        srv.stop()
+        hook.shutdown()
