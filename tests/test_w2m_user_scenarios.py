@@ -402,3 +402,88 @@ def test_posts_tickets_and_webhooks_used_the_wrong_way(tmp_path):
     finally:
         srv.stop()
         hook.shutdown()
+
+
+# ------------------------------------------------------------------ NATS: exactly once past the duplicate window
+
+def test_nats_restart_after_the_duplicate_window_publishes_no_instant_twice(tmp_path, monkeypatch):
+    """A crash between a publish and the record of the sink's progress, and a restart that
+    takes longer than the JetStream stream's duplicate window (2 minutes by default; 1 s here):
+    JetStream no longer drops the re-published id, so before the fix the subject held that
+    instant twice. The restored sink reads the subject's last message first and skips what is
+    there."""
+    import asyncio
+    import time
+
+    from engine.stream import resultstore
+    from engine.stream.resultlog import ResultLog
+    from engine.stream.resultstore import ResultStore
+    from engine.stream.sinks import SinkPolicy, Sinks
+    from tests.pipeline_support import Nats, wait_for
+
+    try:
+        nats_srv = Nats(tmp_path)
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+
+    async def make_stream():
+        import nats
+        from nats.js.api import StreamConfig
+        nc = await nats.connect(nats_srv.url)
+        try:
+            await nc.jetstream().add_stream(StreamConfig(name="JQ", subjects=["jindou.q"], duplicate_window=1.0))
+        finally:
+            await nc.close()
+
+    async def published():
+        import nats
+        nc = await nats.connect(nats_srv.url)
+        try:
+            js = nc.jetstream()
+            n = (await js.stream_info("JQ")).state.messages
+            sub = await js.pull_subscribe("jindou.q", durable=None, stream="JQ")
+            out = []
+            while len(out) < n:
+                for msg in await sub.fetch(n - len(out), timeout=5):
+                    out.append(msg.headers["Nats-Msg-Id"])
+                    await msg.ack()
+            return out
+        finally:
+            await nc.close()
+
+    try:
+        asyncio.run(make_stream())
+        data = str(tmp_path / "data")
+        policy = SinkPolicy.of(nats_allow=nats_srv.url, retry_max_s=0.5, timeout_s=5)
+        rlog = ResultLog(retain=100, step=1000)
+        store = ResultStore(data)
+        sinks = Sinks(store, policy)
+        spec = [{"name": "bus", "type": "nats", "server": nats_srv.url, "subject": "jindou.q", "stream": "JQ"}]
+        sinks.put("q", rlog, spec)
+        real = ResultStore.delivered
+
+        def dies(self, query, name, upto):
+            if upto == 3000:   # published, then the process "dies" before recording it
+                raise RuntimeError("the process dies here")
+            return real(self, query, name, upto)
+        monkeypatch.setattr(resultstore.ResultStore, "delivered", dies)
+        for t in (1000, 2000, 3000, 4000):
+            rlog.append(t, orjson.dumps({"instant": t}))
+        wait_for(lambda: sinks.status("q")[0]["state"] == "failed", 30, "the sink to stop at 3000")
+        sinks.close()
+        store.close()
+        monkeypatch.setattr(resultstore.ResultStore, "delivered", real)
+        assert asyncio.run(published()) == ["q:1000", "q:2000", "q:3000"]
+        time.sleep(1.5)   # the restart takes longer than the duplicate window
+        store = ResultStore(data)
+        sinks = Sinks(store, policy)
+        sinks.start(policy, lambda q: rlog if q == "q" else None)
+        rlog.append(5000, orjson.dumps({"instant": 5000}))
+        wait_for(lambda: sinks.status("q")[0]["last_delivered"] == 5000, 30, "the deliveries after the restart")
+        st = sinks.status("q")[0]
+        sinks.close()
+        store.close()
+        assert asyncio.run(published()) == [f"q:{t}" for t in (1000, 2000, 3000, 4000, 5000)]
+        assert st["duplicates"] == 1 and st["failed"] == 0
+    finally:
+        nats_srv.stop()
