@@ -99,6 +99,14 @@ EQUIVALENT = {
         "rsp": "REGISTER RSTREAM <{n}> AS SELECT ?s ?o FROM NAMED WINDOW :w ON :s0 [ELEMENTS 5 STEP PT2S] "
                "WHERE {{ WINDOW :w {{ ?s :p ?o }} }}",
     }),
+    "CQELS NOW and continuous TRIPLES": (2, 21_000, {
+        "cs": "REGISTER QUERY {n} AS SELECT ?s ?o FROM STREAM :s0 [RANGE 1ms STEP 1ms] "
+              "FROM STREAM :s1 [RANGE TRIPLES 3 STEP 1ms] WHERE {{ ?s :p ?o }}",
+        "cqels": "REGISTER QUERY {n} AS SELECT ?s ?o WHERE {{ {{ STREAM :s0 [NOW] {{ ?s :p ?o }} }} UNION "
+                 "{{ STREAM :s1 [TRIPLES 3] {{ ?s :p ?o }} }} }}",
+        "rsp": "REGISTER RSTREAM <{n}> AS SELECT ?s ?o FROM NAMED WINDOW :a ON :s0 [RANGE PT0.001S STEP PT0.001S] "
+               "FROM NAMED WINDOW :b ON :s1 [ITEM 3 STEP PT0.001S] WHERE {{ WINDOW ?w {{ ?s :p ?o }} }}",
+    }),
     "tumbling minutes": (1, 200_000, {
         "cs": "REGISTER QUERY {n} AS SELECT ?s ?o FROM STREAM :s0 [RANGE 1m TUMBLING] WHERE {{ ?s :p ?o }}",
         "cs_step": "REGISTER QUERY {n} AS SELECT ?s ?o FROM STREAM :s0 [RANGE 1m STEP 60s] WHERE {{ ?s :p ?o }}",
