@@ -403,7 +403,8 @@ class NatsSink(Sink):
     after a publish whose answer was lost (a timeout, a dropped connection) -- it first reads
     the subject's last message: if that is this query's instant ``t``, the owed events up to
     ``t`` were published (a sink publishes in order) and count as duplicates instead of being
-    published again, however long the restart or the outage took."""
+    published again, however long the restart or the outage took. (Where that message cannot
+    be read -- credentials that may only publish -- the duplicate window is the only guard.)"""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
@@ -492,8 +493,13 @@ class NatsSink(Sink):
                 self._nc = None
                 self._run(self._connect(), self.policy.timeout_s * 2)
             if self._uncertain:
-                self._published_upto = self._run(self._last_published(), self.policy.timeout_s)
                 self._uncertain = False
+                try:
+                    self._published_upto = self._run(self._last_published(), self.policy.timeout_s)
+                except Exception:  # noqa: BLE001 - e.g. credentials that may publish only: JetStream's
+                    self._published_upto = None   # duplicate window is then the only guard
+                    log.debug("nats sink %s of %s: the subject's last message is not readable", self.spec.name,
+                              self.query, exc_info=True)
             if self._published_upto is not None and ev.id <= self._published_upto:
                 return True   # published before the restart / the lost answer
             self._uncertain = True   # until the publish is acknowledged
