@@ -225,3 +225,50 @@ def test_rsp4j_example_queries_parse_as_written():
                          "WHERE {\n   WINDOW <w> { ?city loc:hasPointTempC ?temp . }\n   FILTER(?temp < 10)\n"
                          "   BIND(NOW() AS ?time)\n}")
     assert (q.name, q.mode, q.streams[0].iri) == ("stream-below-10-degrees", "ISTREAM", "http://sensor-stream.org/")
+
+
+def _iso(ms: int, rnd: random.Random) -> str:
+    """An ISO 8601 spelling of ``ms`` chosen at random among the equivalent ones."""
+    from engine.sparql.durations import format_iso_duration
+    form = rnd.randrange(4)
+    if form == 0:
+        return format_iso_duration(ms)
+    if form == 1:   # all seconds, with a decimal part when needed
+        sec, milli = divmod(ms, 1000)
+        return f"PT{sec}.{milli:03d}S" if milli else f"PT{sec}S"
+    if form == 2:   # minutes and seconds, lower case
+        mi, rest = divmod(ms, 60_000)
+        sec, milli = divmod(rest, 1000)
+        s = f"{sec}.{milli:03d}".rstrip("0").rstrip(".")
+        return (f"pt{mi}m{s}s" if mi else f"pt{s}s") if rest or not mi else f"pt{mi}m"
+    return format_iso_duration(ms).replace(".", ",")
+
+
+def _cs(ms: int, rnd: random.Random) -> str:
+    """A C-SPARQL spelling of ``ms``: the shortest unit, or milliseconds, with or without a space."""
+    from engine.sparql.csparql import format_duration
+    text = format_duration(ms) if rnd.random() < 0.6 else f"{ms}ms"
+    num = text.rstrip("smhd")
+    return f"{num} {text[len(num):]}" if rnd.random() < 0.3 else text
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_windows_spelled_three_ways_agree(seed):
+    """Random ranges and steps (whole milliseconds, up to minutes), each written as C-SPARQL,
+    RSP-QL (a random ISO 8601 spelling) and CQELS: the same instants and rows."""
+    rnd = random.Random(seed)
+    step = rnd.choice([250, 500, 1000, 1500, 2000, 60_000 // 7 * 7])
+    rng = rnd.choice([step, 2 * step, 3 * step + 250, 61_500, 90_000, 7_001])
+    queries = {
+        "cs": f"REGISTER QUERY {{n}} AS SELECT ?s ?o FROM STREAM :s0 [RANGE {_cs(rng, rnd)} STEP {_cs(step, rnd)}] "
+              "WHERE {{ ?s :p ?o }}",
+        "rsp": f"REGISTER RSTREAM <{{n}}> AS SELECT ?s ?o FROM NAMED WINDOW :w ON :s0 [RANGE {_iso(rng, rnd)} "
+               f"STEP {_iso(step, rnd)}] WHERE {{{{ WINDOW :w {{{{ ?s :p ?o }}}} }}}}",
+        "cqels": f"REGISTER QUERY {{n}} AS SELECT ?s ?o WHERE {{{{ STREAM :s0 [RANGE {_cs(rng, rnd)} "
+                 f"SLIDE {_cs(step, rnd)}] {{{{ ?s :p ?o }}}} }}}}",
+    }
+    for name, text in queries.items():
+        q = parse_continuous(PFX + text.format(n=name))
+        assert (q.windows[0].range_ms, q.windows[0].step_ms) == (rng, step), (name, text)
+    got = _run(queries, 1, 40_000 + 3 * rng, n=40, seed=seed)
+    assert got["rsp"] == got["cs"] and got["cqels"] == got["cs"]
