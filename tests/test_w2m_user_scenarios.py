@@ -406,14 +406,15 @@ def test_posts_tickets_and_webhooks_used_the_wrong_way(tmp_path):
 
 # ------------------------------------------------------------------ NATS: exactly once past the duplicate window
 
-@pytest.mark.parametrize("readable", [True, False], ids=["last-message-readable", "publish-only"])
-def test_nats_restart_after_the_duplicate_window_publishes_no_instant_twice(tmp_path, monkeypatch, readable):
+@pytest.mark.parametrize("last", ["ours", "unreadable", "foreign"])
+def test_nats_restart_after_the_duplicate_window_publishes_no_instant_twice(tmp_path, monkeypatch, last):
     """A crash between a publish and the record of the sink's progress, and a restart that
     takes longer than the JetStream stream's duplicate window (2 minutes by default; 1 s here):
     JetStream no longer drops the re-published id, so before the fix the subject held that
     instant twice. The restored sink reads the subject's last message first and skips what is
-    there. Where that message cannot be read (credentials that may only publish) the sink
-    still delivers everything (the duplicate window is then the only guard)."""
+    there. Where that message cannot be read (credentials that may only publish), or is a
+    message of an earlier query of the same name (its id, not its data), the sink skips nothing
+    and delivers everything (the duplicate window is then the only guard)."""
     import asyncio
     import time
 
@@ -477,7 +478,16 @@ def test_nats_restart_after_the_duplicate_window_publishes_no_instant_twice(tmp_
         monkeypatch.setattr(resultstore.ResultStore, "delivered", real)
         assert asyncio.run(published()) == ["q:1000", "q:2000", "q:3000"]
         time.sleep(1.5)   # the restart takes longer than the duplicate window
-        if not readable:
+        if last == "foreign":   # an earlier registration of the name published a later instant
+            async def foreign():
+                import nats
+                nc = await nats.connect(nats_srv.url)
+                try:
+                    await nc.jetstream().publish("jindou.q", b"{}", headers={"Nats-Msg-Id": "q:9000"})
+                finally:
+                    await nc.close()
+            asyncio.run(foreign())
+        if last == "unreadable":
             from engine.stream.sinks import NatsSink
 
             async def refused(self):
@@ -491,8 +501,8 @@ def test_nats_restart_after_the_duplicate_window_publishes_no_instant_twice(tmp_
         st = sinks.status("q")[0]
         sinks.close()
         store.close()
-        again = [] if readable else ["q:3000"]
+        again = {"ours": [], "unreadable": ["q:3000"], "foreign": ["q:9000", "q:3000"]}[last]
         assert asyncio.run(published()) == [f"q:{t}" for t in (1000, 2000, 3000)] + again + ["q:4000", "q:5000"]
-        assert st["duplicates"] == (1 if readable else 0) and st["failed"] == 0
+        assert st["duplicates"] == (1 if last == "ours" else 0) and st["failed"] == 0
     finally:
         nats_srv.stop()

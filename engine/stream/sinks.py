@@ -401,7 +401,8 @@ class NatsSink(Sink):
     minutes by default). So where the sink cannot know what the subject holds -- restored after
     a restart (a crash may have come between a publish and the record of its progress), or
     after a publish whose answer was lost (a timeout, a dropped connection) -- it first reads
-    the subject's last message: if that is this query's instant ``t``, the owed events up to
+    the subject's last message: if that is this query's instant ``t`` with the data of the owed
+    event ``t`` (not a message of an earlier query of that name), the owed events up to
     ``t`` were published (a sink publishes in order) and count as duplicates instead of being
     published again, however long the restart or the outage took. (Where that message cannot
     be read -- credentials that may only publish -- the duplicate window is the only guard.)"""
@@ -471,9 +472,9 @@ class NatsSink(Sink):
         ack = await self._js.publish(self.spec.subject, ev.data, headers=headers)
         return bool(getattr(ack, "duplicate", False))
 
-    async def _last_published(self) -> int | None:
-        """The instant of this query's message last published on the subject (None: the
-        subject's last message is none, or another query's)."""
+    async def _last_published(self) -> tuple[int, bytes] | None:
+        """The instant and data of this query's message last published on the subject (None:
+        the subject's last message is none, or another query's)."""
         from nats.js.errors import NotFoundError
 
         try:
@@ -482,7 +483,20 @@ class NatsSink(Sink):
         except NotFoundError:
             return None
         query, _, t = str((msg.headers or {}).get("Nats-Msg-Id", "")).rpartition(":")
-        return int(t) if query == self.query and t.isdigit() and len(t) <= 18 else None
+        return (int(t), bytes(msg.data or b"")) if query == self.query and t.isdigit() and len(t) <= 18 else None
+
+    def _owed_upto(self, last: tuple[int, bytes] | None) -> int | None:
+        """``last`` (the subject's last message) if it is one of the events this sink owes, with
+        the same data -- not a message of an earlier registration of the query's name."""
+        if last is None:
+            return None
+        t, data = last
+        for ev in self._fetch():
+            if ev.id == t:
+                return t if ev.data == data else None
+            if ev.id > t:
+                break
+        return None
 
     def deliver(self, ev: ResultEvent) -> bool:
         from nats import errors as nerr
@@ -495,7 +509,7 @@ class NatsSink(Sink):
             if self._uncertain:
                 self._uncertain = False
                 try:
-                    self._published_upto = self._run(self._last_published(), self.policy.timeout_s)
+                    self._published_upto = self._owed_upto(self._run(self._last_published(), self.policy.timeout_s))
                 except Exception:  # noqa: BLE001 - e.g. credentials that may publish only: JetStream's
                     self._published_upto = None   # duplicate window is then the only guard
                     log.debug("nats sink %s of %s: the subject's last message is not readable", self.spec.name,
