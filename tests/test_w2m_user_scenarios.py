@@ -506,3 +506,48 @@ def test_nats_restart_after_the_duplicate_window_publishes_no_instant_twice(tmp_
         assert st["duplicates"] == (1 if last == "ours" else 0) and st["failed"] == 0
     finally:
         nats_srv.stop()
+
+
+def test_a_heartbeat_lost_in_a_crash_still_holds_back_late_elements(tmp_path, monkeypatch):
+    """The registry persists progress every ``progress_sync_s``; a crash right after a heartbeat
+    lost it, and the restored progress was the last element's time: an element below the lost
+    heartbeat was then taken (202) and entered windows of instants after the restart that a run
+    without the crash never had it in. A durable log holding instant L proves progress > L."""
+    from engine.database import Database
+    from engine.stream.manager import StreamManager
+    from engine.stream.registry import Registry
+
+    data = str(tmp_path / "data")
+    q = f"REGISTER QUERY w AS SELECT ?o FROM STREAM <{EX}s> [RANGE 10s STEP 1s] WHERE {{ ?x <{EX}p> ?o }}"
+
+    def el(o: str, t: int) -> bytes:
+        return orjson.dumps({"s": f"<{EX}a>", "p": f"<{EX}p>", "o": f'"{o}"', "t": t})
+    db = Database(shards=1, data_dir=data)
+    m = StreamManager(db, data_dir=data)
+    try:
+        m.register_stream("s", EX + "s")
+        m.register_query(q)
+        m.ingest_ndjson("s", el("first", 500))
+        m.sync_registry()
+        monkeypatch.setattr(Registry, "persist", lambda self: None)   # the crash loses what follows
+        assert m.heartbeat("s", 5001) == 5001
+        assert m.drain(30)
+        assert m.log("w").last_id == 5000
+        assert m.ingest_ndjson("s", el("late", 3000))["rejected"] == 1
+    finally:
+        m.close()
+        db.close()
+    monkeypatch.undo()
+    db = Database(shards=1, data_dir=data)
+    m = StreamManager(db, data_dir=data)
+    try:
+        assert m.stream("s")["progress"] == 5001
+        r = m.ingest_ndjson("s", el("late", 3000))
+        assert r["accepted"] == 0 and "late element" in r["errors"][0]["error"], r
+        m.heartbeat("s", 6001)
+        assert m.drain(30)
+        (ev,) = [e for e in m.log("w").since(5000) if e.event == "result"]
+        assert [b["o"]["value"] for b in orjson.loads(ev.data)["results"]["bindings"]] == ["first"]
+    finally:
+        m.close()
+        db.close()
