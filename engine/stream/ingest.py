@@ -284,8 +284,8 @@ class Ingestor:
         recorded in the ledger if it is missing there (a crash between the journal's record and
         the ledger's line, or a ledger write that failed): its re-delivery is then a duplicate,
         not a second copy of the elements at the stream's progress. (An id the ledger's bound had
-        evicted comes back as a recent one: its batch is still in the windows, so it is recent.) A journal that no longer fits the window budget is
-        replayed up to that point (logged)."""
+        evicted comes back as a recent one: its batch is still in the windows, so it is recent.)
+        A journal that no longer fits the window budget is replayed up to that point (logged)."""
         if self.journal is None:
             return
         top = 0   # the largest blank-node load id replayed (see _bump_load_ids)
