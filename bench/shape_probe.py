@@ -19,7 +19,8 @@ import sys
 from bench import streams as bs
 from bench.lsbench import _PREFIXES, FOCUS_USER, NS, STATIC_GRAPH, STREAMS
 
-_P = _PREFIXES + "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+_P = (_PREFIXES + "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+      "PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n")
 _G = f"FROM <{STATIC_GRAPH}>"
 _T1, _T2, _T3 = (f"<{NS}tag/{k}>" for k in (1, 2, 3))
 _U0 = f"<{NS}user/{FOCUS_USER}>"
@@ -144,6 +145,100 @@ WHERE {{ ?post sib:hashtag {_T1} ; sioc:has_creator ?creator }}""",
     "subselect-having": f"""SELECT ?post ?n
 {_w("postlike")}
 WHERE {{ {{ SELECT ?post (COUNT(?liker) AS ?n) WHERE {{ ?liker sib:like ?post }} GROUP BY ?post }} FILTER (?n >= 2) }}""",
+    # ---- wave 2m (helper U): the four kinds issue 13 still lists, then shapes users write
+    "count-expr": f"""SELECT ?u (COUNT(?lat * 2) AS ?n)
+{_w("gps")}
+WHERE {{ ?r sib:user ?u ; geo:lat ?lat }}
+GROUP BY ?u""",
+    "count-distinct-expr": f"""SELECT (COUNT(DISTINCT STR(?t)) AS ?n)
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?t }}""",
+    "path-star-class": f"""SELECT ?post ?u
+{_w("post")} {_G}
+WHERE {{ ?post a ?c . ?c rdfs:subClassOf* sioc:Post . ?post sioc:has_creator ?u }}""",
+    "path-plus-static": f"""SELECT ?post ?f
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator {_U0} . {_U0} foaf:knows/foaf:knows? ?f }}""",
+    "opt-bind": f"""SELECT ?post ?u ?a2
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . OPTIONAL {{ ?u foaf:age ?age . BIND (?age * 2 AS ?a2) }} }}""",
+    "filter-regex": f"""SELECT ?post ?c
+{_w("post")}
+WHERE {{ ?post sioc:content ?c FILTER regex(?c, "user 1[0-9]$") }}""",
+    "filter-strstarts": f"""SELECT ?post
+{_w("post")}
+WHERE {{ ?post sioc:content ?c FILTER STRSTARTS(?c, "post 1") }}""",
+    "filter-lang": f"""SELECT ?post ?n
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . ?u foaf:name ?n FILTER (!langMatches(lang(?n), "en")) }}""",
+    "filter-lcase": f"""SELECT ?post
+{_w("post")}
+WHERE {{ ?post sioc:content ?c FILTER CONTAINS(LCASE(?c), "user 7") }}""",
+    "distinct-order-limit": f"""SELECT DISTINCT ?t
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?t }} ORDER BY ?t LIMIT 3""",
+    "nested-opt": f"""SELECT ?post ?l ?age
+{_w("post")} {_w("postlike")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . OPTIONAL {{ ?l sib:like ?post OPTIONAL {{ ?l foaf:age ?age }} }} }}""",
+    "exists-static": f"""SELECT ?post ?u
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u FILTER EXISTS {{ {_U0} foaf:knows ?u }} }}""",
+    "not-exists-static": f"""SELECT ?post ?u
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u FILTER NOT EXISTS {{ ?u foaf:age ?a FILTER (?a < 30) }} }}""",
+    "sample-concat": f"""SELECT ?post (SAMPLE(?u) AS ?creator) (GROUP_CONCAT(STR(?t)) AS ?tags)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u ; sib:hashtag ?t }}
+GROUP BY ?post""",
+    "having-two": f"""SELECT ?post (COUNT(?l) AS ?n) (MAX(?age) AS ?m)
+{_w("postlike")} {_G}
+WHERE {{ ?l sib:like ?post ; foaf:age ?age }}
+GROUP BY ?post HAVING (COUNT(?l) >= 2 && MAX(?age) > 40)""",
+    "count-star": f"""SELECT (COUNT(*) AS ?n)
+{_w("postlike")}
+WHERE {{ ?l sib:like ?p }}""",
+    "ask": f"""ASK
+{_w("post")}
+WHERE {{ ?post sib:hashtag {_T1} ; sioc:has_creator ?u }}""",
+    "two-windows": f"""SELECT ?post ?l
+{_w("post", 10)} {_w("postlike", 5)}
+WHERE {{ ?post sioc:has_creator ?u . ?l sib:like ?post }}""",
+    "if-proj": f"""SELECT ?r (IF(?lat > 56, "north", "south") AS ?half)
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat }}""",
+    "coalesce-proj": f"""SELECT ?post (COALESCE(?l, ?u) AS ?who)
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?l sib:like ?post }} }}""",
+    "minus": f"""SELECT ?post ?u
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u MINUS {{ ?post sib:hashtag {_T1} }} }}""",
+    "bind-concat": f"""SELECT ?post ?label
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u BIND (CONCAT("by ", STR(?u)) AS ?label) }}""",
+    "top-k": f"""SELECT ?post (COUNT(*) AS ?n)
+{_w("postlike")}
+WHERE {{ ?l sib:like ?post }}
+GROUP BY ?post ORDER BY DESC(?n) ?post LIMIT 3""",
+    "filter-range-static": f"""SELECT ?l ?p
+{_w("postlike")} {_G}
+WHERE {{ ?l sib:like ?p ; foaf:age ?a FILTER (?a >= 18 && ?a < 30) }}""",
+    "opt-filter-inside": f"""SELECT ?post ?l
+{_w("post")} {_w("postlike")} {_G}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?l sib:like ?post ; foaf:age ?a FILTER (?a > 30) }} }}""",
+    "not-bound": f"""SELECT ?post
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?l sib:like ?post }} FILTER (!BOUND(?l)) }}""",
+    "strlen-proj": f"""SELECT ?post (STRLEN(?c) AS ?len) (UCASE(?c) AS ?uc)
+{_w("post")}
+WHERE {{ ?post sioc:content ?c }}""",
+    "union-three": f"""SELECT ?x ?u
+{_w("post")} {_w("photo")}
+WHERE {{ {{ ?x sib:hashtag {_T1} ; sioc:has_creator ?u }} UNION {{ ?x sib:hashtag {_T2} ; sioc:has_creator ?u }}
+  UNION {{ ?x sib:usertag ?u }} }}""",
+    "avg-static-group": f"""SELECT ?city (AVG(?a) AS ?avg) (COUNT(*) AS ?n)
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . ?u foaf:based_near ?city ; foaf:age ?a }}
+GROUP BY ?city""",
 }
 
 
