@@ -94,9 +94,9 @@ class AggGroup:
             if name != "COUNT" and name not in NAMES:
                 return None
             if not isinstance(agg.arg, A.Var):
-                # an expression: its values' keys are counted (SUM, AVG, MIN, ...; not COUNT, whose
-                # errors are left out rather than making the group an error)
-                if name == "COUNT" or agg.arg is None or not term_expr(agg.arg):
+                # an expression: its values' keys are counted (SUM, AVG, MIN, ...; COUNT leaves
+                # the errors' key, None, out: :func:`expr_agg_fn`)
+                if agg.arg is None or not term_expr(agg.arg):
                     return None
                 exprs[len(aggs)] = agg.arg
                 kinds[len(aggs)] = (name, " " if agg.separator is None else agg.separator)
@@ -416,6 +416,8 @@ def expr_agg_fn(name: str, distinct: bool, sep: str = " "):
     whose expression is an error (key None) hands the instant back: the executor's rules for an
     error inside MIN / MAX / SAMPLE / GROUP_CONCAT are its own (SUM and AVG of an error: an
     error; taken from the ordinary path too, rare in practice)."""
+    if name == "COUNT":
+        return _count_keys(distinct)
     inner = agg_fn(name, distinct, sep)
 
     def f(vc: dict, V) -> tuple:
@@ -424,6 +426,16 @@ def expr_agg_fn(name: str, distinct: bool, sep: str = " "):
                 return _NONE
             raise Undecided
         return inner(vc, _KV)
+    return f
+
+
+def _count_keys(distinct: bool):
+    """COUNT of an expression over its values' term keys: a solution whose expression is an
+    error (key None) is left out (SPARQL's COUNT counts the bound values only); DISTINCT counts
+    the distinct keys, which are the distinct terms (a key names one RDF term)."""
+    def f(vc: dict, V) -> tuple:
+        n = sum(1 for k in vc if k is not None) if distinct else sum(c for k, c in vc.items() if k is not None)
+        return f'"{n}"^^<{XSD_INTEGER}>', n
     return f
 
 
@@ -436,10 +448,9 @@ _ERROR_IS_ERROR = frozenset({"SUM", "MIN", "MAX"})
 def below_group(sh, node, conjuncts):
     """The BGP's node under a GROUP BY, with the FILTERs and BINDs between them taken into
     ``sh``: FILTER conjuncts appended to ``sh.filters``, a ``BIND (expr AS ?x)`` inlined where
-    ``?x`` is read -- in FILTERs above it and in the arguments of SUM / AVG / MIN / ... (which
-    become aggregates of ``expr``, :func:`expr_agg_fn`). None (not taken) when a bound variable
-    is a group key or counted (COUNT leaves errors out), or an expression is not one
-    :mod:`tiny_terms` decides."""
+    ``?x`` is read -- in FILTERs above it and in the arguments of SUM / AVG / MIN / COUNT / ...
+    (which become aggregates of ``expr``, :func:`expr_agg_fn`). None (not taken) when a bound
+    variable is a group key, or an expression is not one :mod:`tiny_terms` decides."""
     from engine.stream import tiny_terms as _tt  # noqa: PLC0415 -- (tiny_gen's helpers, no cycle)
 
     chain = []
@@ -467,8 +478,8 @@ def below_group(sh, node, conjuncts):
         if j in sh.agg_exprs:
             sh.agg_exprs[j] = _tt.inline(sh.agg_exprs[j], binds)
         elif arg in binds:
-            if j not in sh.agg_kinds:
-                return None
+            if j not in sh.agg_kinds:   # COUNT(?x) of a BIND: COUNT(expr), its errors left out
+                sh.agg_kinds[j] = ("COUNT", " ")
             sh.agg_exprs[j] = binds[arg]
             sh.aggs[j] = (out, expr_name(j), dist)
     return node
