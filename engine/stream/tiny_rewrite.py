@@ -67,6 +67,8 @@ def rewrite(query: A.Query) -> A.Query:
 def _rw(node, fresh):
     """``node`` with its sub-patterns rewritten bottom-up (the same object if none changed)."""
     if isinstance(node, A.PathPattern):
+        if not (isinstance(node.s, A.Var) or isinstance(node.o, A.Var)):
+            return node   # (two constant ends: the executor answers whether the path holds, once)
         alts = _path_alts(node.s, node.path, node.o, fresh)
         return node if alts is None else _union(alts)
     if not dataclasses.is_dataclass(node) or isinstance(node, (A.BGP, A.Values, A.Service)):
