@@ -1,4 +1,4 @@
-"""The aggregates beyond COUNT for the small-window paths (:mod:`engine.stream.tiny_gen`,
+"""The aggregates beyond COUNT(*) / COUNT(?v) for the small-window paths (:mod:`engine.stream.tiny_gen`,
 :mod:`engine.stream.maintained`): SUM, AVG, MIN, MAX, SAMPLE, GROUP_CONCAT, with and without
 DISTINCT.
 
@@ -27,6 +27,11 @@ from its counts here, as :mod:`engine.exec.aggregates` computes it:
   SPARQL leaves the pieces' order undefined, the executor's is its row order, which the value
   counts do not keep, and an instant evaluated again (after a restart, on another path) must
   write the same string.
+
+* COUNT of an expression (``COUNT(?v * 2)``, ``COUNT(DISTINCT STR(?t))``, ``COUNT(?z)`` of a
+  BIND): value counts keyed by the expression's term key; a solution whose expression is an
+  error (key None) is not counted, as the executor counts (the bound values, SPARQL 1.1
+  18.5.1.2; pyoxigraph makes such a group's COUNT unbound instead).
 
 A value the closures do not decide (an ``xsd:float``, an ill-typed literal: ``_OTHER`` of
 :mod:`engine.stream.tiny_ops`) hands the instant back.

@@ -22,7 +22,10 @@ How -- both exact, bag for bag:
   only the OPTIONAL's own variables (inside it, a variable of ``L`` only is unbound), ``?z`` is
   not a variable of ``L`` or of ``f``, ``e`` holds no EXISTS, and ``e`` is an error whenever a
   variable only ``R`` binds is unbound (:func:`_strict`): a row ``R`` did not extend then gets
-  ``?z`` unbound, as in the OPTIONAL; a row it extended gets ``e`` over the same values.
+  ``?z`` unbound, as in the OPTIONAL; a row it extended gets ``e`` over the same values. An
+  ``e`` that is not such an error (``BIND(true AS ?flag)``, ``COALESCE``, a variable ``L``
+  binds too) is lifted as ``IF(BOUND(?m), e, ?m)`` over a variable ``?m`` every solution of ``R``
+  binds and ``L`` does not (none: not rewritten).
 
 Anything else is left as it is. Applied once per continuous query, before every path of the
 evaluator (:class:`engine.stream.continuous.InstantEvaluator`), so the ordinary path evaluates the
@@ -227,14 +230,24 @@ def _lift_binds(node: A.LeftJoin):
     f_vars = set(vars_of(node.expr)) if node.expr is not None else set()
     scope = _pattern_vars(r)
     only_r = certain - left_vars
+    marker = sorted(certain - left_vars)
+    lifted = []
     for ext in reversed(chain):   # bottom-up: a BIND reads the ones below it
         z, e = ext.var.name, ext.expr
-        if (z in left_vars or z in f_vars or z in scope or _has_exists(e)
-                or not set(vars_of(e)) <= scope or not _strict(e, only_r)):
+        if z in left_vars or z in f_vars or z in scope or _has_exists(e) or not set(vars_of(e)) <= scope:
             return None
+        if not _strict(e, only_r):
+            if not marker:
+                return None
+            # a constant, COALESCE, BOUND, a variable L binds too: bound only where R matched, as
+            # ``IF(BOUND(?m), e, ?m)`` over a variable ``?m`` R binds and L does not (unbound ?m:
+            # the IF's value is ?m's, an error)
+            m = A.Var(marker[0])
+            e = A.Call("IF", (A.Call("BOUND", (m,)), e, m))
+        lifted.append((ext.var, e))
         scope.add(z)
         only_r.add(z)
     out = A.LeftJoin(node.left, r, node.expr)
-    for ext in reversed(chain):
-        out = A.Extend(out, ext.var, ext.expr)
+    for var, e in lifted:
+        out = A.Extend(out, var, e)
     return out
