@@ -1037,7 +1037,7 @@ class InstantEvaluator:
     def __init__(self, db, query: A.Query, mode: str, windows: list[BoundWindow],
                  absorb_log: AbsorbLog | None = None, cache: WindowCache | None = None,
                  incremental: bool = True):
-        query = _tiny_rewrite(query)   # (path alternatives, OPTIONAL + BIND: equal patterns, tiny_rewrite)
+        query = _tiny_rewrite(query, mode)   # (path alternatives, OPTIONAL + BIND: equal patterns, tiny_rewrite)
         self.db = db
         self.incremental = incremental
         self.cache = cache if cache is not None else WindowCache()

@@ -15,7 +15,8 @@ How -- both exact, bag for bag:
   sets: those read the graph's nodes and closures) is SPARQL 1.1's union of its alternatives'
   triple patterns (18.4: ``eval(P1|P2) = Union(eval(P1), eval(P2))``, a sequence a join over a
   fresh variable, an inverse the swapped pattern); a join of BGPs and such unions is distributed
-  into a UNION of BGPs (a join distributes over a bag union), at most :data:`MAX_BRANCHES`.
+  into a UNION of BGPs (a join distributes over a bag union), at most :data:`MAX_BRANCHES`. Two
+  constant ends are left alone (the executor answers whether such a path holds: one solution).
   The fresh variables are blank-node variables (``_:.aN``: no label a user can write), never
   projected.
 * ``LeftJoin(L, Extend(R, ?z, e), f)`` is ``Extend(LeftJoin(L, R, f), ?z, e)`` when ``e`` reads
@@ -28,9 +29,9 @@ How -- both exact, bag for bag:
   binds and ``L`` does not (none: not rewritten).
 
 Anything else is left as it is. Applied once per continuous query, before every path of the
-evaluator (:class:`engine.stream.continuous.InstantEvaluator`), so the ordinary path evaluates the
-same (equal) pattern; the tests compare the rewritten query with the original on the one-shot
-executor and with pyoxigraph.
+evaluator (:class:`engine.stream.continuous.InstantEvaluator`), and kept only when the generated
+path takes the result, so the ordinary path evaluates the same (equal) pattern; the tests compare
+the rewritten query instant by instant with the query as parsed and with pyoxigraph.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ from engine.sparql import algebra as A
 
 __all__ = ["rewrite", "rewritten_total", "MAX_BRANCHES"]
 
-#: the most UNION branches a join of path alternatives is distributed into
-MAX_BRANCHES = 16
+#: the most UNION branches a join of path alternatives is distributed into (the generated UNION,
+#: :data:`engine.stream.tiny_union.MAX_BRANCHES`, takes no more)
+MAX_BRANCHES = 8
 _XSD = "http://www.w3.org/2001/XMLSchema#"
 _REWRITTEN = [0]
 
@@ -54,15 +56,23 @@ def rewritten_total() -> int:
     return _REWRITTEN[0]
 
 
-def rewrite(query: A.Query) -> A.Query:
+def rewrite(query: A.Query, mode: str | None = None) -> A.Query:
     """``query`` with its pattern rewritten (see the module); the same object when nothing
-    applies."""
+    applies, or -- given the query's ``mode`` -- when the generated path
+    (:meth:`engine.stream.tiny_gen.GenQuery.of`) does not take the rewritten query either: a
+    UNION of BGPs evaluated by the ordinary path repeats the shared joins per branch, which a
+    large window would pay for nothing."""
     fresh = itertools.count()
     pat = _rw(query.pattern, fresh)
     if pat is query.pattern:
         return query
+    out = dataclasses.replace(query, pattern=pat)
+    if mode is not None:
+        from engine.stream.tiny_gen import GenQuery  # noqa: PLC0415 -- (tiny_gen imports the stream modules)
+        if GenQuery.of(out, mode) is None:
+            return query
     _REWRITTEN[0] += 1
-    return dataclasses.replace(query, pattern=pat)
+    return out
 
 
 # ---------------------------------------------------------------- the walk
