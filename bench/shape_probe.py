@@ -239,6 +239,54 @@ WHERE {{ {{ ?x sib:hashtag {_T1} ; sioc:has_creator ?u }} UNION {{ ?x sib:hashta
 {_w("post")} {_G}
 WHERE {{ ?post sioc:has_creator ?u . ?u foaf:based_near ?city ; foaf:age ?a }}
 GROUP BY ?city""",
+    "not-in": f"""SELECT ?post ?t
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?t FILTER (?t NOT IN ({_T1}, {_T2})) }}""",
+    "group-two-keys": f"""SELECT ?u ?t (COUNT(*) AS ?n)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u ; sib:hashtag ?t }}
+GROUP BY ?u ?t""",
+    "count-distinct-all": f"""SELECT (COUNT(DISTINCT ?l) AS ?likers) (COUNT(DISTINCT ?p) AS ?posts)
+{_w("postlike")}
+WHERE {{ ?l sib:like ?p }}""",
+    "avg-having": f"""SELECT ?u (AVG(?lat) AS ?a)
+{_w("gps", 30)}
+WHERE {{ ?r sib:user ?u ; geo:lat ?lat }}
+GROUP BY ?u HAVING (AVG(?lat) > 56)""",
+    "round-proj": f"""SELECT ?r (ROUND(?lat * 10) / 10 AS ?lat1) (ABS(?long - 10) AS ?d)
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat ; geo:long ?long }}""",
+    "str-funcs-bind": f"""SELECT ?post ?n
+{_w("post")}
+WHERE {{ ?post sioc:content ?c BIND (STRAFTER(?c, "user ") AS ?n) FILTER (STRLEN(?n) > 1) }}""",
+    "iri-bind": f"""SELECT ?post ?page
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u BIND (IRI(CONCAT(STR(?u), "/page")) AS ?page) }}""",
+    "var-compare-static": f"""SELECT ?l ?p
+{_w("postlike")} {_w("post")} {_G}
+WHERE {{ ?l sib:like ?p . ?p sioc:has_creator ?u . ?l foaf:age ?a1 . ?u foaf:age ?a2 FILTER (?a1 > ?a2) }}""",
+    "select-star": f"""SELECT *
+{_w("photo")}
+WHERE {{ ?ph sib:usertag ?f ; sioc:has_creator ?u }}""",
+    "union-then-opt": f"""SELECT ?x ?u ?age
+{_w("post")} {_w("photo")} {_G}
+WHERE {{ {{ ?x sib:hashtag {_T1} ; sioc:has_creator ?u }} UNION {{ ?x sib:usertag ?u }}
+  OPTIONAL {{ ?u foaf:age ?age FILTER (?age > 60) }} }}""",
+    "opt-count-distinct": f"""SELECT ?u (COUNT(DISTINCT ?l) AS ?fans)
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?l sib:like ?post }} }}
+GROUP BY ?u""",
+    "long-window": f"""SELECT ?t (COUNT(*) AS ?n)
+{_w("post", 60, 5)}
+WHERE {{ ?post sib:hashtag ?t }}
+GROUP BY ?t ORDER BY DESC(?n) ?t LIMIT 5""",
+    "min-str": f"""SELECT ?u (MIN(?c) AS ?first)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u ; sioc:content ?c }}
+GROUP BY ?u""",
+    "exists-window": f"""SELECT ?post
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u FILTER EXISTS {{ ?l sib:like ?post }} }}""",
 }
 
 

@@ -649,6 +649,8 @@ class GenQuery:
         ordinary path's."""
         if mode not in ("RSTREAM", "ISTREAM", "DSTREAM"):
             return None
+        if query.base and _tt.reads_base(query.pattern):
+            return None   # (IRI() of a relative string resolves against the BASE: tiny_terms takes none)
         construct = query.form == "CONSTRUCT"
         if construct:   # as SELECT of the template's variables (engine.stream.gen_construct)
             from engine.stream.gen_construct import select_of  # noqa: PLC0415
