@@ -287,6 +287,49 @@ GROUP BY ?u""",
     "exists-window": f"""SELECT ?post
 {_w("post")} {_w("postlike")}
 WHERE {{ ?post sioc:has_creator ?u FILTER EXISTS {{ ?l sib:like ?post }} }}""",
+    "order-only": f"""SELECT ?r ?lat
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat }} ORDER BY DESC(?lat)""",
+    "having-no-group": f"""SELECT (COUNT(*) AS ?n)
+{_w("postlike")}
+WHERE {{ ?l sib:like ?p }} HAVING (COUNT(*) > 5)""",
+    "group-order": f"""SELECT ?u (COUNT(*) AS ?n)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u }} GROUP BY ?u ORDER BY ?u""",
+    "alias-group": f"""SELECT ?who (COUNT(*) AS ?n)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u BIND (?u AS ?who) }} GROUP BY ?who""",
+    "sample-group": f"""SELECT ?p (SAMPLE(?l) AS ?someone) (COUNT(*) AS ?n)
+{_w("postlike")}
+WHERE {{ ?l sib:like ?p }} GROUP BY ?p""",
+    "opt-avg": f"""SELECT ?post (AVG(?age) AS ?a)
+{_w("post")} {_w("postlike")} {_G}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?l sib:like ?post . ?l foaf:age ?age }} }}
+GROUP BY ?post""",
+    "subselect-join": f"""SELECT ?u ?n ?age
+{_w("post")} {_G}
+WHERE {{ {{ SELECT ?u (COUNT(*) AS ?n) WHERE {{ ?post sioc:has_creator ?u }} GROUP BY ?u }} ?u foaf:age ?age }}""",
+    "values-undef": f"""SELECT ?post ?tag
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?tag ; sioc:has_creator ?u VALUES (?tag ?u) {{ ({_T1} UNDEF) ({_T2} {_U0}) }} }}""",
+    "ask-not-exists": f"""ASK
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u FILTER NOT EXISTS {{ ?l sib:like ?post }} }}""",
+    "two-exists": f"""SELECT ?post
+{_w("post")} {_w("postlike")} {_G}
+WHERE {{ ?post sioc:has_creator ?u FILTER EXISTS {{ ?l sib:like ?post }} FILTER EXISTS {{ {_U0} foaf:knows ?u }} }}""",
+    "minus-stream": f"""SELECT ?post
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u MINUS {{ ?l sib:like ?post }} }}""",
+    "limit-group": f"""SELECT ?u (COUNT(*) AS ?n)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u }} GROUP BY ?u LIMIT 100""",
+    "reduced": f"""SELECT REDUCED ?u
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u }}""",
+    "strdt-proj": f"""SELECT ?r (STRDT(STR(?lat), xsd:string) AS ?s) (xsd:integer(FLOOR(?lat)) AS ?deg)
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat }}""",
 }
 
 

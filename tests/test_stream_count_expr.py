@@ -1,5 +1,5 @@
 """COUNT of an expression (``COUNT(?b * 2)``, ``COUNT(DISTINCT STR(?t))``, ``COUNT(?z)`` of a
-BIND) on the generated and maintained small-window paths (:mod:`engine.stream.tiny_aggs`: value
+BIND), and a group key copied by a BIND (``BIND(?a AS ?who) ... GROUP BY ?who``), on the generated and maintained small-window paths (:mod:`engine.stream.tiny_aggs`: value
 counts keyed by the expression's term key, the errors' key left out) answer like the ordinary
 path and like pyoxigraph, and are taken.
 """
@@ -67,6 +67,9 @@ def count_expr_queries(draw):
     if draw(st.booleans()):
         sel.append(f"(SUM(?{c}) AS ?s)")
     having = f" HAVING (COUNT({EXPRS[0].format(c=c)}) >= 1)" if draw(st.booleans()) else ""
+    if g and draw(st.booleans()):   # the key a copy of a variable: BIND(?g AS ?k) ... GROUP BY ?k
+        body += f" BIND(?{g} AS ?k)"
+        g = "k"
     head = ("?" + g + " " if g else "") + " ".join(sel)
     return f"SELECT {head} WHERE {{ {body} }}{' GROUP BY ?' + g if g else ''}{having}"
 
@@ -130,8 +133,9 @@ SHAPES = [
     "SELECT (COUNT(DISTINCT STR(?b)) AS ?n) WHERE {{ ?a {p} ?b }}",
     "SELECT ?a (COUNT(?z) AS ?n) (COUNT(DISTINCT ?z) AS ?d) WHERE {{ ?a {p} ?b BIND(?b * 2 AS ?z) }} GROUP BY ?a",
     "SELECT ?a (COUNT(?b * 2) AS ?n) WHERE {{ ?a {p} ?b }} GROUP BY ?a HAVING (COUNT(DISTINCT ?b * 2) > 0)",
+    "SELECT ?who (COUNT(*) AS ?n) (SUM(?b) AS ?s) WHERE {{ ?a {p} ?b BIND(?a AS ?who) }} GROUP BY ?who",
 ]
-READINGS = {0: [1, '"y"', 5], 1: ["1.5", '"y"', "2"], 2: [1, '"y"', 1], 3: [1, 2, '"w"']}
+READINGS = {0: [1, '"y"', 5], 1: ["1.5", '"y"', "2"], 2: [1, '"y"', 1], 3: [1, 2, '"w"'], 4: [1, 2, 5]}
 
 
 @pytest.mark.parametrize("k", range(len(SHAPES)))

@@ -197,6 +197,20 @@ def test_the_property_tests_took_both_paths():
         assert n > 0 and hit > n // 2, (key, SEEN)
 
 
+# ---------------------------------------------------------------- REDUCED (the executor's: DISTINCT)
+
+REDUCED = [f"SELECT REDUCED ?a WHERE {{ ?a {PREDS[0]} ?b }}",
+           f"SELECT REDUCED ?b ?c WHERE {{ ?a {PREDS[1]} ?b . ?a {PREDS[0]} ?c }}",
+           f"SELECT REDUCED ?a WHERE {{ ?a {PREDS[0]}|{PREDS[1]} ?b }}"]
+
+
+@_SETTINGS
+@given(k=st.integers(0, len(REDUCED) - 1), els=elements, rng=st.sampled_from([3000, 2000]),
+       maintain=st.booleans())
+def test_reduced_answers_like_the_parsed_query_and_pyoxigraph(db, k, els, rng, maintain):
+    _replay(db, REDUCED[k], els, rng, maintain)
+
+
 # ---------------------------------------------------------------- each shape takes both paths
 
 P1 = PREDS[1]
@@ -206,6 +220,7 @@ SHAPES = [
     f"SELECT ?a ?b ?z WHERE {{{{ ?a {{p}} ?b OPTIONAL {{{{ ?a {P1} ?c BIND(?c * 2 AS ?z) }}}} }}}}",
     f"SELECT ?a ?z WHERE {{{{ ?a {{p}} ?b OPTIONAL {{{{ ?b {P1} ?c BIND(STR(?c) AS ?z) }}}} }}}}",
     f"SELECT ?a ?f WHERE {{{{ ?a {{p}} ?b OPTIONAL {{{{ ?a {P1} ?c BIND(true AS ?f) }}}} }}}}",
+    "SELECT REDUCED ?a WHERE {{ ?a {p} ?b }}",
 ]
 
 

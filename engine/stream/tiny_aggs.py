@@ -454,8 +454,10 @@ def below_group(sh, node, conjuncts):
     """The BGP's node under a GROUP BY, with the FILTERs and BINDs between them taken into
     ``sh``: FILTER conjuncts appended to ``sh.filters``, a ``BIND (expr AS ?x)`` inlined where
     ``?x`` is read -- in FILTERs above it and in the arguments of SUM / AVG / MIN / COUNT / ...
-    (which become aggregates of ``expr``, :func:`expr_agg_fn`). None (not taken) when a bound
-    variable is a group key, or an expression is not one :mod:`tiny_terms` decides."""
+    (which become aggregates of ``expr``, :func:`expr_agg_fn`); a group key that is a copy of a
+    variable (``BIND(?u AS ?who)``) is that variable's, written under the key's name. None (not
+    taken) when another bound variable is a group key, or an expression is not one
+    :mod:`tiny_terms` decides."""
     from engine.stream import tiny_terms as _tt  # noqa: PLC0415 -- (tiny_gen's helpers, no cycle)
 
     chain = []
@@ -477,8 +479,14 @@ def below_group(sh, node, conjuncts):
             binds[op.var.name] = e
         else:
             sh.filters += conjuncts(e)
-    if set(sh.by) & set(binds):
-        return None
+    for k in [b for b in sh.by if b in binds]:
+        # ``BIND(?u AS ?who) ... GROUP BY ?who``: grouped by ?u (unbound exactly where ?who is),
+        # the key written under its name (an alias); any other BIND as a key: not taken
+        e = binds[k]
+        if not isinstance(e, A.Var) or e.name in sh.by or k in sh.by_exprs or k in sh.alias:
+            return None
+        sh.by[sh.by.index(k)] = e.name
+        sh.alias[k] = e.name
     for j, (out, arg, dist) in enumerate(sh.aggs):
         if j in sh.agg_exprs:
             sh.agg_exprs[j] = _tt.inline(sh.agg_exprs[j], binds)

@@ -1,13 +1,15 @@
 """Rewrites of a continuous query's pattern into equal patterns the small-window paths take.
 
 Why: the generated instant (:mod:`engine.stream.tiny_gen`) and the maintained result
-(:mod:`engine.stream.maintained`) take BGPs with FILTERs, OPTIONALs, BINDs and UNIONs of such; two
+(:mod:`engine.stream.maintained`) take BGPs with FILTERs, OPTIONALs, BINDs and UNIONs of such; these
 shapes users write were outside them and ran on the ordinary path (~0.4-4x the composite peer):
 
 * property-path alternatives (``?x sioc:has_creator|sib:usertag ?u``, ``(:p|^:q)/:r``): the
   compact instant graph (:class:`engine.stream.continuous._Compact`) is not built for a query
   holding a :class:`~engine.sparql.algebra.PathPattern` at all;
-* an OPTIONAL holding a BIND (``OPTIONAL { ?u foaf:age ?a BIND(?a * 2 AS ?a2) }``).
+* an OPTIONAL holding a BIND (``OPTIONAL { ?u foaf:age ?a BIND(?a * 2 AS ?a2) }``);
+* ``SELECT REDUCED``, which the executor evaluates as DISTINCT (SPARQL allows any number of a
+  row's duplicates between one and all): DISTINCT here, which the generated paths take.
 
 How -- both exact, bag for bag:
 
@@ -103,6 +105,8 @@ def _rw(node, fresh):
         got = _lift_binds(node)
         if got is not None:
             return got
+    if isinstance(node, A.Reduced):   # (the executor's REDUCED keeps each row once: DISTINCT)
+        return A.Distinct(node.input)
     return node
 
 
