@@ -104,7 +104,8 @@ def _rw(node, fresh):
     if isinstance(node, A.LeftJoin):
         got = _lift_binds(node)
         if got is not None:
-            return got
+            node = got
+        node = _binds_up(node)
     if isinstance(node, A.Reduced):   # (the executor's REDUCED keeps each row once: DISTINCT)
         return A.Distinct(node.input)
     return node
@@ -169,6 +170,31 @@ def _joined(node: A.Join):
 
 # ---------------------------------------------------------------- an OPTIONAL holding a BIND
 
+def _binds_up(node):
+    """``LeftJoin(Extend*(X), R, f)`` as ``Extend*(LeftJoin(X, R, f))`` where no BIND's variable
+    is one of ``R`` or ``f`` (compatibility and the FILTER do not read it) and every variable a
+    BIND reads that ``R`` or ``f`` mentions is bound by every solution of ``X`` (R cannot change
+    it): a second OPTIONAL after one holding a BIND; ``node`` unchanged otherwise."""
+    if isinstance(node, A.Extend):
+        return dataclasses.replace(node, input=_binds_up(node.input))
+    if not isinstance(node, A.LeftJoin) or not isinstance(node.left, A.Extend):
+        return node
+    chain = []
+    x = node.left
+    while isinstance(x, A.Extend):
+        chain.append(x)
+        x = x.input
+    reads = _pattern_vars(node.right) | (set(vars_of(node.expr)) if node.expr is not None else set())
+    # (nor may R bind a variable a BIND reads that X leaves unbound: above, the BIND would see it)
+    fixed = _certain(x) or set()
+    if any(ext.var.name in reads or (set(vars_of(ext.expr)) & reads) - fixed for ext in chain):
+        return node
+    out = A.LeftJoin(_binds_up(x), node.right, node.expr)
+    for ext in reversed(chain):
+        out = A.Extend(out, ext.var, ext.expr)
+    return out
+
+
 def _pattern_vars(node) -> set:
     """Every variable mentioned in ``node`` (its patterns and expressions)."""
     out: set = set()
@@ -195,6 +221,8 @@ def _certain(node) -> set | None:
     if isinstance(node, A.Join):
         a, b = _certain(node.left), _certain(node.right)
         return None if a is None or b is None else a | b
+    if isinstance(node, (A.LeftJoin, A.Extend)):   # (an OPTIONAL's, a BIND's variable may be unbound)
+        return _certain(node.left if isinstance(node, A.LeftJoin) else node.input)
     return None
 
 
@@ -248,8 +276,11 @@ def _lift_binds(node: A.LeftJoin):
     lifted = []
     for ext in reversed(chain):   # bottom-up: a BIND reads the ones below it
         z, e = ext.var.name, ext.expr
-        if z in left_vars or z in f_vars or z in scope or _has_exists(e) or not set(vars_of(e)) <= scope:
+        ev = set(vars_of(e))
+        if z in left_vars or z in f_vars or z in scope or _has_exists(e) or not ev <= scope:
             return None
+        if (ev & left_vars) - certain:
+            return None   # (a variable R may leave unbound inside, bound by L outside)
         if not _strict(e, only_r):
             if not marker:
                 return None
