@@ -669,7 +669,10 @@ class GenQuery:
             if mode != "RSTREAM" or construct:   # (a UNION's rows: RSTREAM SELECT only)
                 return None
             from engine.stream.tiny_union import union_of  # (it builds on this module)
-            return union_of(query)
+            u = union_of(got[0])   # (ORDER BY / LIMIT over the branches' rows: after them)
+            if u is not None:
+                u.order = got[1]
+            return u
         g = GenQuery(sh)
         g.order = got[1]
         return g if g.usable else None
