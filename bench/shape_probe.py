@@ -330,6 +330,17 @@ WHERE {{ ?post sioc:has_creator ?u }}""",
     "strdt-proj": f"""SELECT ?r (STRDT(STR(?lat), xsd:string) AS ?s) (xsd:integer(FLOOR(?lat)) AS ?deg)
 {_w("gps")}
 WHERE {{ ?r geo:lat ?lat }}""",
+    "union-top-k": f"""SELECT ?x (COUNT(*) AS ?n)
+{_w("post")} {_w("photo")}
+WHERE {{ {{ ?x sib:hashtag ?t }} UNION {{ ?x sib:usertag ?t }} }}
+GROUP BY ?x ORDER BY DESC(?n) ?x LIMIT 3""",
+    "path-alt-order": f"""SELECT DISTINCT ?u
+{_w("photo")}
+WHERE {{ ?item sioc:has_creator|sib:usertag ?u }} ORDER BY ?u LIMIT 5""",
+    "two-opt-binds": f"""SELECT ?post ?a2 ?city
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?u foaf:age ?age BIND (?age * 2 AS ?a2) }}
+  OPTIONAL {{ ?u foaf:based_near ?c BIND (STR(?c) AS ?city) }} }}""",
 }
 
 
