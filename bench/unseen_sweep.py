@@ -167,6 +167,41 @@ UNSEEN: tuple[BenchQuery, ...] = (
        "sequence path, ORDER BY + LIMIT", "other"),
 )
 
+#: a second sweep (``--set hunt``) of the forms users write less often but do write: NOT EXISTS /
+#: EXISTS, negated property sets, zero-or-more paths, variable predicates from a constant,
+#: GROUP_CONCAT, SUBSTR / CONCAT projections, ORDER BY an expression, COUNT DISTINCT of a
+#: join, VALUES joined, large OFFSET, SELECT *
+HUNT: tuple[BenchQuery, ...] = (
+    _s("UH1", f"""SELECT ?P ?O WHERE {{ <{D3U2}/GraduateStudent7> ?P ?O }}""", "every edge out of one entity"),
+    _s("UH2", f"""SELECT ?S ?P WHERE {{ ?S ?P <{D3U2}/AssistantProfessor3> }}""", "every edge into one entity"),
+    _s("UH3", f"""SELECT * WHERE {{ ?S ub:advisor <{D0}/FullProfessor4> ; ub:takesCourse ?C . ?C ub:name ?N }}""",
+       "SELECT * over a star and a hop"),
+    _s("UH4", """SELECT ?X WHERE { ?X a ub:FullProfessor FILTER NOT EXISTS { ?X ub:headOf ?D } }""",
+       "FILTER NOT EXISTS", "other"),
+    _s("UH5", """SELECT ?S WHERE { ?S a ub:GraduateStudent FILTER EXISTS { ?S ub:teachingAssistantOf ?C } }""",
+       "FILTER EXISTS", "other"),
+    _s("UH6", f"""SELECT ?O WHERE {{ <{D3U2}/FullProfessor2> !(rdf:type|ub:name) ?O }}""",
+       "negated property set from a constant"),
+    _s("UH7", f"""SELECT ?X WHERE {{ ?X ub:subOrganizationOf* <{U1}> }}""", "zero-or-more path to a constant", "other"),
+    _s("UH8", """SELECT ?D (GROUP_CONCAT(?N; separator="|") AS ?G) WHERE { ?X ub:headOf ?D ; ub:name ?N } GROUP BY ?D""",
+       "GROUP_CONCAT of heads' names", "group-by"),
+    _s("UH9", """SELECT ?X (SUBSTR(?E, 1, 8) AS ?P) (CONCAT(?N, "!") AS ?C) WHERE { ?X a ub:Lecturer ; ub:emailAddress ?E ; ub:name ?N }""",
+       "SUBSTR / CONCAT projections", "other"),
+    _s("UH10", """SELECT ?X ?N WHERE { ?X a ub:Lecturer ; ub:name ?N } ORDER BY DESC(STRLEN(?N)) ?X LIMIT 10""",
+       "ORDER BY an expression", "order-limit"),
+    _s("UH11", """SELECT (COUNT(DISTINCT ?D) AS ?K) WHERE { ?S ub:advisor ?P . ?P ub:worksFor ?D }""",
+       "COUNT DISTINCT over a join", "group-by"),
+    _s("UH12", f"""SELECT ?C ?S WHERE {{ VALUES ?C {{ <{D0}/Course1> <{D0}/Course2> <{D3U2}/GraduateCourse4> }} ?S ub:takesCourse ?C }}""",
+       "VALUES of courses joined"),
+    _s("UH13", """SELECT ?S ?C WHERE { ?S ub:takesCourse ?C } ORDER BY ?S ?C LIMIT 5 OFFSET 50000""",
+       "large OFFSET", "order-limit"),
+    _s("UH14", """SELECT ?X ?Y WHERE { ?X ub:advisor ?Y OPTIONAL { ?Y ub:headOf ?D } FILTER(!BOUND(?D)) } LIMIT 100""",
+       "OPTIONAL + !BOUND + LIMIT", "optional"),
+    _s("UH15", """SELECT ?U (COUNT(?X) AS ?N) WHERE { ?X ub:doctoralDegreeFrom ?U OPTIONAL { ?X ub:researchInterest ?R } } GROUP BY ?U ORDER BY DESC(?N) ?U LIMIT 3""",
+       "GROUP BY over an OPTIONAL, top 3", "group-by"),
+    _s("UH16", f"""ASK {{ ?S ub:advisor <{D0}/FullProfessor1> ; ub:age ?A FILTER(?A > 30) }}""", "ASK with a filter"),
+)
+
 NT = "application/n-triples"
 
 
@@ -228,8 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = runner.build_parser()
     ap.prog = "python -m bench.unseen_sweep"
     ap.add_argument("--only", help="comma list of sweep query names")
+    ap.add_argument("--set", choices=("main", "hunt", "all"), default="main",
+                    help="the main sweep (default), the second one (HUNT) or both")
     opts = ap.parse_args(argv)
-    queries = list(UNSEEN)
+    queries = {"main": list(UNSEEN), "hunt": list(HUNT), "all": list(UNSEEN) + list(HUNT)}[opts.set]
     if opts.only:
         want = {n.strip().upper() for n in opts.only.split(",")}
         queries = [q for q in queries if q.name in want]
