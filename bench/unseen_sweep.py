@@ -200,6 +200,17 @@ HUNT: tuple[BenchQuery, ...] = (
     _s("UH15", """SELECT ?U (COUNT(?X) AS ?N) WHERE { ?X ub:doctoralDegreeFrom ?U OPTIONAL { ?X ub:researchInterest ?R } } GROUP BY ?U ORDER BY DESC(?N) ?U LIMIT 3""",
        "GROUP BY over an OPTIONAL, top 3", "group-by"),
     _s("UH16", f"""ASK {{ ?S ub:advisor <{D0}/FullProfessor1> ; ub:age ?A FILTER(?A > 30) }}""", "ASK with a filter"),
+    # LIMIT without ORDER BY: any LIMIT rows are right, so each is counted (the engines pick other rows)
+    _s("UL1", """SELECT (COUNT(*) AS ?K) WHERE { { SELECT * WHERE { ?s ?p ?o } LIMIT 10 } }""",
+       "the first 10 triples (counted)", "limit"),
+    _s("UL2", """SELECT (COUNT(*) AS ?K) WHERE { { SELECT ?X ?Y WHERE { ?X ub:advisor ?Y OPTIONAL { ?Y ub:headOf ?D } FILTER(!BOUND(?D)) } LIMIT 100 } }""",
+       "OPTIONAL + !BOUND, LIMIT 100 (counted)", "limit"),
+    _s("UL3", """SELECT (COUNT(*) AS ?K) WHERE { { SELECT ?X ?N WHERE { ?X ub:takesCourse ?C . ?C ub:name ?N } LIMIT 50 } }""",
+       "a 2-hop join, LIMIT 50 (counted)", "limit"),
+    _s("UL4", """SELECT (COUNT(*) AS ?K) WHERE { { SELECT DISTINCT ?C WHERE { ?X ub:takesCourse ?C } LIMIT 10 } }""",
+       "DISTINCT + LIMIT (counted)", "limit"),
+    _s("UL5", """SELECT (COUNT(*) AS ?K) WHERE { { SELECT ?X ?E WHERE { ?X a ub:UndergraduateStudent OPTIONAL { ?X ub:emailAddress ?E } } LIMIT 10 OFFSET 5 } }""",
+       "type + OPTIONAL, LIMIT/OFFSET (counted)", "limit"),
 )
 
 NT = "application/n-triples"

@@ -111,12 +111,25 @@ def test_the_chunked_path_is_taken(stores, q):
     assert LC.TAKEN[0] == before + 1
 
 
-def test_order_by_and_distinct_are_not_chunked(stores):
+def test_order_by_is_not_chunked(stores):
     db, _ = stores
     before = LC.TAKEN[0]
     db.query("SELECT ?s ?o WHERE { ?s <urn:p1> ?o } ORDER BY ?o LIMIT 3")
-    db.query("SELECT DISTINCT ?o WHERE { ?s <urn:p1> ?o } LIMIT 3")
+    db.query("SELECT ?o WHERE { ?s <urn:p1> ?o } ORDER BY ?o LIMIT 3")
     assert LC.TAKEN[0] == before
+
+
+@pytest.mark.parametrize("body", ["?s <urn:p1> ?o", "?s ?p ?o", "?s a ?o", "?s <urn:p3> ?x OPTIONAL { ?x <urn:p4> ?o }",
+                                  "?s <urn:p0> ?x . ?x <urn:p2> ?o"])
+@pytest.mark.parametrize("limit,offset", [(1, 0), (6, 0), (40, 3), (100000, 0)])
+def test_distinct_limit_rows_are_distinct_rows_of_the_whole_answer(stores, body, limit, offset):
+    db, ox = stores
+    whole = set(_o(ox, f"SELECT DISTINCT ?o WHERE {{ {body} }}"))
+    before = LC.TAKEN[0]
+    got = _j(db, f"SELECT DISTINCT ?o WHERE {{ {body} }} LIMIT {limit} OFFSET {offset}")
+    assert LC.TAKEN[0] > before
+    assert len(got) == len(set(got)) == max(0, min(limit, len(whole) - offset))
+    assert set(got) <= whole
 
 
 def test_few_values_keep_the_whole_evaluation(stores, monkeypatch):

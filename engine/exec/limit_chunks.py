@@ -13,7 +13,8 @@ constant; a variable predicate: each predicate's subjects with the predicate) ar
 in chunks (256, then doubling), each chunk seeds the BGP (which then answers only the
 solutions binding that variable to a value of the chunk: each solution falls in exactly
 one chunk, so the chunks' answers are disjoint and together the whole answer), and the
-chain runs over that chunk's solutions; it stops once OFFSET + LIMIT rows are out. A BGP
+chain runs over that chunk's solutions; it stops once OFFSET + LIMIT rows are out (with
+DISTINCT / REDUCED right under the Slice: distinct rows, kept distinct across chunks). A BGP
 whose best splitting pattern has few values (e.g. anchored at a selective constant) keeps
 the whole evaluation: it is cheap, and a selective join would need many chunks.
 """
@@ -116,7 +117,11 @@ def sliced(ev, node: A.Slice) -> Bindings | None:
     (the caller evaluates it whole)."""
     if node.limit is None or node.limit <= 0:
         return None
-    leaf = leaf_bgp(node.input)
+    inner = node.input
+    distinct = isinstance(inner, (A.Distinct, A.Reduced))
+    if distinct:  # (the distinct rows so far kept across chunks)
+        inner = inner.input
+    leaf = leaf_bgp(inner)
     if leaf is None:
         return None
     graph = getattr(ev, "graph", None)  # (none: an evaluator over solutions already known)
@@ -131,12 +136,16 @@ def sliced(ev, node: A.Slice) -> Bindings | None:
     for seed in _chunks(graph, *got):
         ev._chunk = (leaf, seed)
         try:
-            res = ev.eval(node.input)
+            res = ev.eval(inner)
         finally:
             ev._chunk = None
         if res.n:
             parts.append(res)
-            have += res.n
+            if distinct:
+                parts = [concat(parts).distinct()]
+                have = parts[0].n
+            else:
+                have += res.n
             if have >= want:
                 break
     if not parts:  # no solution: the last chunk's empty answer (its columns)
