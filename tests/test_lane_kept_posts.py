@@ -223,3 +223,52 @@ def test_a_kept_post_checks_the_read_token_first(monkeypatch):
         assert kept.served == 1
     finally:
         s.stop()
+
+
+def _raw(url: str, chunks: list[bytes]) -> bytes:
+    """The answer to one request sent in ``chunks`` (one write each, apart in time)."""
+    import socket
+    import time
+
+    host, port = url.rsplit("/", 1)[-1].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        for i, c in enumerate(chunks):
+            if i:
+                time.sleep(0.05)  # (the server reads the head before the body arrives)
+            s.sendall(c)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(65536)
+        head, _, body = got.partition(b"\r\n\r\n")
+        n = int(next(v for k, v in (ln.split(b": ", 1) for ln in head.split(b"\r\n")[1:])
+                     if k.lower() == b"content-length"))
+        while len(body) < n:
+            body += s.recv(65536)
+        return body
+
+
+def test_a_post_whose_body_comes_later_has_its_head_read_once(server, monkeypatch):
+    """``http.client`` (``bench sparql --alternate-http``) and requests write a POST's head and
+    body apart: the lane holds the head's reading (``_held_head``) and does not read it again
+    when the body comes; the answer is the one of the POST in one write."""
+    from bench.client_forms import forms
+    from server import app
+
+    reads = []
+    real = app.read_head
+
+    def spy(data, pos=0):
+        reads.append(pos)
+        return real(data, pos)
+
+    monkeypatch.setattr(app, "read_head", spy)
+    text = "SELECT ?n WHERE { <" + EX + "s3> <" + EX + "q> ?n } # held\n"
+    split = forms(text)["http.client-post-query"]
+    assert len(split) == 2
+    whole = [b"".join(split)]
+    for _ in range(3):
+        reads.clear()
+        a = _raw(server.url, split)
+        assert len(reads) == 1  # (the head's bytes only: the body's arrival reads nothing again)
+        assert a == _raw(server.url, whole)
+    assert json.loads(a)["results"]["bindings"] == [{"n": {"type": "literal", "value": "n3"}}]

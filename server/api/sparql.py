@@ -1074,7 +1074,12 @@ class LaneAnswers:
         template matching or job): a miss costs one dict lookup and changes nothing
         (:meth:`get`, on the template path, then notes the snapshot for :meth:`put`)."""
         got = self.map.get(key)
-        if got is None or not self._current(db):
+        if got is None:
+            return None
+        store = db.store  # (_current's test in place: one call less for every kept answer)
+        snap = store.snapshot()
+        if store is not self.store or (getattr(snap, "sn", None), id(snap)) != self.sn:
+            self._current(db)  # (another snapshot: all dropped)
             return None
         self.served += 1
         db.queries += 1  # (answered, as the run would have counted it)
