@@ -272,3 +272,23 @@ def test_a_post_whose_body_comes_later_has_its_head_read_once(server, monkeypatc
         assert len(reads) == 1  # (the head's bytes only: the body's arrival reads nothing again)
         assert a == _raw(server.url, whole)
     assert json.loads(a)["results"]["bindings"] == [{"n": {"type": "literal", "value": "n3"}}]
+
+
+def test_format_split_readings_are_kept_and_the_same(monkeypatch):
+    """``_format_split`` keeps its reading of a short parameter string (a client repeating a
+    text sends the same string): the kept reading is the one it computes."""
+    from server.api import sparql
+
+    monkeypatch.setattr(sparql, "_SPLITS", {})
+    cases = [b"format=json&query=ASK%7B%7D", b"query=ASK%7B%7D&output=csv&results=csv",
+             b"query=a&query=b", b"query=ASK%7B%7D&format=nope", b"query=ASK%7B%7D&timeout=5"]
+    first = [sparql._format_split(c) for c in cases]
+    assert set(sparql._SPLITS) == set(cases)
+    assert first[0] == (b"query=ASK%7B%7D", "application/sparql-results+json") or first[0][0] == b"query=ASK%7B%7D"
+    assert first[1][1].startswith("text/csv") and first[2] is None and first[3] is None and first[4] is None
+    again = [sparql._format_split(c) for c in cases]
+    assert all(a is b for a, b in zip(again, first, strict=True))  # (kept: the same objects)
+    sparql._SPLITS.clear()
+    assert [sparql._format_split(c) for c in cases] == first
+    long = b"query=" + b"a" * (sparql._SPLIT_KEEP + 1) + b"&format=json"
+    assert sparql._format_split(long) is not None and long not in sparql._SPLITS

@@ -973,14 +973,30 @@ def _format_split(qs: bytes) -> tuple[bytes, str] | None:
     """(``query=<text>``, Accept value) of a parameter string that is one
     ``query=<text>`` and result-format parameters (:func:`_format_accept`), in any
     order; None otherwise. The general parser splits at every ``&`` and decodes
-    each parameter on its own, so the query's text and the format are what it reads."""
+    each parameter on its own, so the query's text and the format are what it reads.
+    Kept for short strings (:data:`_SPLITS`): a client repeating a text sends its
+    parameters in the same order every time."""
+    got = _SPLITS.get(qs, False)
+    if got is not False:
+        return got
     pieces = qs.split(b"&")
     at = [i for i, p in enumerate(pieces) if p.startswith(b"query=")]
     if len(at) != 1:
-        return None
-    q = pieces.pop(at[0])
-    accept = _format_accept(b"&".join(pieces))
-    return None if accept is None else (q, accept)
+        got = None
+    else:
+        q = pieces.pop(at[0])
+        accept = _format_accept(b"&".join(pieces))
+        got = None if accept is None else (q, accept)
+    if len(qs) <= _SPLIT_KEEP:
+        if len(_SPLITS) >= 512:
+            _SPLITS.clear()
+        _SPLITS[qs] = got
+    return got
+
+
+#: :func:`_format_split`'s readings of parameter strings of at most _SPLIT_KEEP bytes
+_SPLITS: dict[bytes, tuple | None] = {}
+_SPLIT_KEEP = 2048
 
 
 #: the lane's plain query strings (``query=...`` and nothing else) -> the query text.
