@@ -10,7 +10,9 @@ from ``--base`` and executed in this tree's module namespaces, so they share its
 counters) and this tree's are both installed behind dispatchers, and the instants of one
 replay (:func:`bench.streams.run_jindou`) alternate between them: the same data, the same
 load, the same process. ``Maintained.advance`` prepares the *next* instant, so it runs as
-the variant of the instant after it. Reported: the median (and p25) of ``last_latency_ms``
+the variant of the instant after it. The variants are installed on the classes before each
+instant (no dispatcher in between: a dispatcher's extra call per swapped method was paid only
+by the variant that calls more of them). Reported: the median (and p25) of ``last_latency_ms``
 of the instants the one-step path answered, per variant. A function the base does not have
 is this tree's in both; one this tree does not have is the base's in both.
 """
@@ -36,6 +38,9 @@ SPEC = [
     ("engine.stream.scheduler", "scheduler.py", "Scheduler", "_step_maintained"),
     ("engine.stream.scheduler", "scheduler.py", "Scheduler", "_step_one"),
 ]
+#: module-level switches the base does not have: off for the base's instants (this tree's
+#: ``_step_one`` reads them; the base's never does)
+SWITCHES = [("engine.stream.instant_fast", "ENABLED")]
 
 
 def method_source(path: str, cls: str, name: str) -> str | None:
@@ -64,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=1.0)
     ap.add_argument("--replays", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--base-first", action="store_true",
+                    help="the first instant the base's (default this tree's; alternate it between runs)")
+    ap.add_argument("--varied", type=int, default=None,
+                    help="queries drawn (lsbench-walk / lsbench-varied; as bench streams --varied)")
     a = ap.parse_args(argv)
     import importlib  # noqa: PLC0415
 
@@ -89,18 +98,29 @@ def main(argv: list[str] | None = None) -> int:
     k = [0]
     lat: dict = {"base": [], "new": []}
 
-    def dispatcher(key):
-        if key[1] == "advance":   # (prepares the next instant: the other variant's)
-            return lambda *x, **kw: variants["base" if cur[0] == "new" else "new"][key](*x, **kw)
-        return lambda *x, **kw: variants[cur[0]][key](*x, **kw)
+    switches = []
+    for mod, name in SWITCHES:
+        try:
+            m = importlib.import_module(mod)
+        except ImportError:
+            continue
+        switches.append((m, name, getattr(m, name)))
 
-    for key in variants["base"]:
-        setattr(key[0], key[1], dispatcher(key))
+    def install(v: str) -> None:
+        other = "base" if v == "new" else "new"
+        for key in variants["base"]:
+            # (advance prepares the next instant: the other variant's)
+            setattr(key[0], key[1], variants[other if key[1] == "advance" else v][key])
+        for m, name, on in switches:
+            setattr(m, name, on if v == "new" else False)
+
     step_key = (S.Scheduler, "_step_one")
 
     def step_one(sched, q, t, last):
-        v = cur[0] = "base" if k[0] % 2 else "new"
+        v = cur[0] = "base" if (k[0] + a.base_first) % 2 else "new"
         k[0] += 1
+        install(v)
+        S.Scheduler._step_one = step_one
         f0 = C._MFAST[0]
         variants[v][step_key](sched, q, t, last)
         if C._MFAST[0] != f0 and q.last_latency_ms is not None:
@@ -114,13 +134,13 @@ def main(argv: list[str] | None = None) -> int:
         if a.workload == "lsbench-walk":
             from bench import lswalk  # noqa: PLC0415
 
-            n = max(int(qid[1:]), bs.WALK_QUERIES)
+            n = a.varied or max(int(qid[1:]), bs.WALK_QUERIES)
             wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, a.seed, say=quiet, name=a.workload,
                                  texts=lambda d, n=n: lswalk.queries(d, n, a.seed))
         elif a.workload == "lsbench-varied":
             from bench import lsvaried  # noqa: PLC0415
 
-            n = max(int(qid[1:]), len(lsvaried.TEMPLATES))
+            n = a.varied or max(int(qid[1:]), len(lsvaried.TEMPLATES))
             wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, a.seed, say=quiet, name=a.workload,
                                  texts=lsvaried.queries(n, a.seed))
         else:

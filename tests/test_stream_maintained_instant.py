@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from engine.database import Database
-from engine.stream import continuous, maintained
+from engine.stream import continuous, instant_fast, maintained
 from engine.stream.continuous import InstantEvaluator
 from engine.stream.manager import StreamManager
 from tests.test_stream_tiny_gen import EX, NODES, PREDS, STATIC, TERMS, _rows, fill, instants, queries
@@ -35,14 +35,17 @@ def _static_lines() -> list[str]:
 
 
 def _run(q: str, per: list, jumps: list, commit: tuple | None, how: str, monkeypatch,
-         mode: str = "RSTREAM") -> tuple[list, int, int]:
+         mode: str = "RSTREAM", window: str = "[RANGE 3s STEP 1s]") -> tuple[list, int, int]:
     """``q`` over stream ``a`` fed by periods (``jumps[j]`` periods in the j-th POST, then a
     heartbeat: > 1, several instants ready at once); ``commit``: (period, triples) loaded into
-    the stored graph before the POST holding that period. ``how``: "fast" (the one-step path),
-    "slow" (maintained, one-step off), "off" (no maintenance, no generated code). Returns the query's events
+    the stored graph before the POST holding that period. ``how``: "one" (the one-step path's
+    common case in one function, :mod:`engine.stream.instant_fast`), "fast" (the one-step path,
+    ``_step_maintained``), "slow" (maintained, one-step off), "off" (no maintenance, no generated
+    code). Returns the query's events
     ``(id, kind, data)``, the instants the one-step path answered and those a state answered."""
     monkeypatch.setattr(InstantEvaluator, "MAINTAINED", how != "off")
     monkeypatch.setattr(InstantEvaluator, "GENERATED", how != "off")
+    monkeypatch.setattr(instant_fast, "ENABLED", how == "one")
     if how == "slow":
         monkeypatch.setattr(InstantEvaluator, "maintained_due", lambda *a: False)
     else:
@@ -53,7 +56,7 @@ def _run(q: str, per: list, jumps: list, commit: tuple | None, how: str, monkeyp
         db.load_data("".join(_static_lines()).encode(), "application/n-triples", graph=STATIC)
         m.register_stream("a", EX + "a")
         m.heartbeat("a", 0)
-        text = q.replace(" WHERE", f" FROM <{STATIC}> FROM STREAM <{EX}a> [RANGE 3s STEP 1s] WHERE", 1)
+        text = q.replace(" WHERE", f" FROM <{STATIC}> FROM STREAM <{EX}a> {window} WHERE", 1)
         m.register_query(f"REGISTER {'' if mode == 'RSTREAM' else mode + ' '}QUERY q AS {text}")
         f0, a0 = continuous.maintained_fast_total(), maintained.answered_total()
         k = j = 0
@@ -81,13 +84,20 @@ def _run(q: str, per: list, jumps: list, commit: tuple | None, how: str, monkeyp
 
 _DUE = InstantEvaluator.maintained_due
 SEEN = [0, 0]   # (instants the one-step path answered, events compared)
+ONE = [0]       # instants the one-function path (instant_fast) answered itself
 ROWS = [0]      # instants a maintained state answered (any mode)
 
 
-def _compare(q, per, jumps, commit, monkeypatch, mode: str = "RSTREAM") -> int:
-    fast, nf, na = _run(q, per, jumps, commit, "fast", monkeypatch, mode)
-    slow, ns, _ = _run(q, per, jumps, commit, "slow", monkeypatch, mode)
-    off, _, _ = _run(q, per, jumps, commit, "off", monkeypatch, mode)
+def _compare(q, per, jumps, commit, monkeypatch, mode: str = "RSTREAM", window: str = "[RANGE 3s STEP 1s]") -> int:
+    k0 = instant_fast.taken_total()
+    one, _, _ = _run(q, per, jumps, commit, "one", monkeypatch, mode, window)
+    ONE[0] += instant_fast.taken_total() - k0
+    k0 = instant_fast.taken_total()
+    fast, nf, na = _run(q, per, jumps, commit, "fast", monkeypatch, mode, window)
+    assert instant_fast.taken_total() == k0   # (off: the general functions only)
+    assert one == fast, q   # the one-function path: byte for byte the one-step path's
+    slow, ns, _ = _run(q, per, jumps, commit, "slow", monkeypatch, mode, window)
+    off, _, _ = _run(q, per, jumps, commit, "off", monkeypatch, mode, window)
     ROWS[0] += na
     assert ns == 0
     assert fast == slow, q   # byte for byte: ids, kinds, data
@@ -147,6 +157,7 @@ def test_maintained_istream_through_the_manager(mode, monkeypatch):
 
 def test_the_property_test_took_the_one_step_path():
     assert SEEN[1] > 0 and SEEN[0] > SEEN[1] // 5, SEEN
+    assert ONE[0] > SEEN[1] // 10, (ONE, SEEN)   # (instant_fast: held events and bodies)
 
 
 _Q = (f"SELECT ?x ?z WHERE {{ ?x {PREDS[1]} ?y . ?x {PREDS[2]} ?z }}")
