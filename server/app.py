@@ -571,9 +571,9 @@ def _fast_lane_class():
             # one at a time, gain nothing from waiting for the loop and are written at once)
             box = self._outbox
             if box is not None:
-                if box.poll is not None:  # poll a while before the loop sleeps (server.idle_poll)
-                    box.poll.after_pass()
                 me = id(self)
+                if box.poll is not None:  # poll a while before the loop sleeps (server.idle_poll)
+                    box.poll.after_pass(me)
                 if box.last != me:
                     box.last = me
                 elif self._out is None:

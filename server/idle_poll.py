@@ -8,8 +8,9 @@ light C client the process kept only ~0.7 of a core busy at 8 clients, below Oxi
 throughput (docs/BENCHMARKS.md, helper Q, wave 2m).
 
 :class:`IdlePoll` keeps the event loop polling with timeout 0 for a bounded time after a pass
-that answered requests: a callback that re-schedules itself with ``call_soon`` while its
-window is open. A ready callback makes uvloop's ``uv_run`` (and asyncio's selector loop) poll
+that answered a request of the same connection as the answer before (a lone client's next
+request; with several clients answered in turn the loop seldom sleeps and a spin only
+costs): a callback that re-schedules itself with ``call_soon`` while its window is open. A ready callback makes uvloop's ``uv_run`` (and asyncio's selector loop) poll
 without blocking, and the poll itself runs without the GIL, so the other threads (the query
 pool, the stream workers) still get it between the steps. The window is adaptive: a spin that
 caught input re-opens at the full bound; one that ran out halves it, and under a quarter of
@@ -30,8 +31,8 @@ PROBE_EVERY = 32
 class IdlePoll:
     """One event loop's spin after the passes that answered requests (see the module)."""
 
-    __slots__ = ("loop", "bound", "window", "deadline", "active", "caught", "quiet",
-                 "spins", "steps", "hits", "expired")
+    __slots__ = ("loop", "bound", "window", "deadline", "active", "caught", "quiet", "last",
+                 "spins", "steps", "hits", "expired", "mixed")
 
     def __init__(self, loop, poll_us: int):
         self.loop = loop
@@ -41,13 +42,23 @@ class IdlePoll:
         self.active = False  # a step is scheduled
         self.caught = False  # the current spin saw a pass with answers
         self.quiet = 0  # passes since the window closed (for the probe)
+        self.last = None  # the connection of the last answer
         # counters (tests, measurements): spins started, steps run, spins that caught input,
         # spins that ran out
         self.spins = self.steps = self.hits = self.expired = 0
+        self.mixed = 0  # answers that went to another connection than the one before
 
-    def after_pass(self) -> None:
-        """The loop's pass answered a request (called per lane answer): keep polling a while
-        after the pass instead of sleeping."""
+    def after_pass(self, conn=None) -> None:
+        """The loop's pass answered a request of connection ``conn`` (called per lane answer):
+        keep polling a while after the pass instead of sleeping -- while the answers go to one
+        connection. When they alternate between connections the others' requests fill the
+        gaps anyway (the loop seldom sleeps), and a spin only takes CPU the clients need on
+        a shared machine (docs/BENCHMARKS.md, helper W, wave 2m): no spin starts or goes on."""
+        if conn != self.last:
+            self.last = conn
+            self.mixed += 1
+            self.deadline = 0  # a running spin ends at its next step
+            return
         if self.active:  # the spin picked this input up without a sleep
             self.caught = True
             self.deadline = perf_counter_ns() + self.window
@@ -82,7 +93,7 @@ class IdlePoll:
 
     def stats(self) -> dict:
         return {"spins": self.spins, "steps": self.steps, "hits": self.hits, "expired": self.expired,
-                "window_us": self.window / 1000}
+                "mixed": self.mixed, "window_us": self.window / 1000}
 
 
 def idle_poll_for(loop, poll_us: int) -> IdlePoll | None:

@@ -82,17 +82,45 @@ def test_off_is_the_old_behaviour(make_server):
 def test_on_answers_byte_for_byte_and_the_spin_is_taken(make_server):
     off, port_off = _serve(make_server, poll_us=0)
     on, port_on = _serve(make_server, poll_us=200)
-    a = _rounds(port_off)
-    b = _rounds(port_on)
-    assert a == b
-    assert len(b) == 120 and all(b"HTTP/1.1 200 OK" in x for x in b)
-    poll = _poll_of(on)
-    assert isinstance(poll, IdlePoll) and poll.spins > 0 and poll.steps > poll.spins
+    for conns in (1, 3):
+        a = _rounds(port_off, conns=conns)
+        b = _rounds(port_on, conns=conns)
+        assert a == b
+        assert len(b) == 40 * conns and all(b"HTTP/1.1 200 OK" in x for x in b)
+        if conns == 1:  # a lone client: a spin after (nearly) every answer
+            poll = _poll_of(on)
+            assert isinstance(poll, IdlePoll) and poll.spins > 0 and poll.steps >= poll.spins
+    # three clients answered in turn: seen as such (no spin starts on an answer to another
+    # connection than the one before: test_answers_alternating_between_connections_end_a_spin)
+    assert poll.mixed >= 100
+
+
+def test_answers_alternating_between_connections_end_a_spin():
+    loop = asyncio.new_event_loop()
+    try:
+        poll = IdlePoll(loop, 100_000)  # 100 ms: only the other connection's answer ends it
+
+        async def run():
+            poll.after_pass(1)  # the first answer of a connection: no spin
+            assert not poll.active
+            poll.after_pass(1)
+            assert poll.active
+            t0 = time.perf_counter()
+            poll.after_pass(2)
+            while poll.active:
+                await asyncio.sleep(0)
+            return time.perf_counter() - t0
+
+        assert loop.run_until_complete(run()) < 0.05
+        assert poll.spins == 1 and poll.mixed == 2
+    finally:
+        loop.close()
 
 
 def test_an_idle_server_burns_no_cpu(make_server):
     s, port = _serve(make_server, poll_us=2000)
-    _rounds(port, rounds=20)
+    _rounds(port, conns=1, rounds=20)
+    assert _poll_of(s).spins > 0
     time.sleep(0.2)  # the last spin (at most 2 ms) is over
     poll = _poll_of(s)
     steps = poll.steps
