@@ -466,13 +466,13 @@ class Database:
         memo = tpl.memo
         graph = snap.default
         if memo is not None and memo[0][0] is snap and memo[0][1] is graph:
-            known, progs = memo
+            known, progs = memo[0], memo[1]
         else:
             known = self._shapes.get(tpl.key)
             if known is None or known[0] is not snap or known[1] is not graph:
                 return None
             progs = {}
-            tpl.memo = (known, progs)
+            memo = tpl.memo = (known, progs, {})
         if type(key) is tuple:  # (several parameters)
             pid = tuple(terms.lookup(k) for k in key)
             if min(pid) < 0:
@@ -496,6 +496,8 @@ class Database:
         compiled = compiled[1]
         if compiled is None or compiled[0].starts_big:
             return None
+        if key not in memo[2]:  # (query_template's plain SELECT, kept by the key)
+            _keep_plain(memo[2], key, tpl.pq.fast, compiled, self._local)
         return compiled, terms, graph
 
     def _run_program(self, pq: QueryPlan, program, terms, graph, max_rows, budget, deadline, timeout,
@@ -667,6 +669,31 @@ class Database:
         timeout = self.query_timeout
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
+        memo = tpl.memo
+        if memo is not None and lists:  # (the lane's usual query: a plain SELECT kept by its key)
+            plain = memo[2].get(key)
+            if plain:
+                snap = self.store.snapshot()
+                terms = self._snap_terms
+                prog = plain[0]
+                if (memo[0][0] is snap and memo[0][1] is snap.default and terms is not None
+                        and terms.snapshot is snap and not prog.starts_big):
+                    n = self.max_rows
+                    rows, k = prog.run([()], n if n < SMALL_ROWS else SMALL_ROWS)
+                    if k == plain[3]:
+                        n = len(rows)
+                        if n == 0:
+                            res = SmallSelect(plain[2], [() for _ in plain[1]], terms, 0)
+                        else:
+                            tcols = list(zip(*rows, strict=True)) if prog.slots else []
+                            res = SmallSelect(plain[2], list(map(tcols.__getitem__, plain[1])), terms, n)
+                        if deadline is not None and time.monotonic() > deadline:
+                            raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+                        self.queries += 1
+                        return res
+                    # (the program grew: its rows so far go on, budgeted, as _tiny_run's do)
+                    return self._template_rest(tpl.pq, (prog, plain[1]), terms, snap.default, (rows, k), lists,
+                                               deadline, timeout)
         tk = tpl.key
         if tk is _DESCRIBE_ONE or len(tk) == 2 and tk[0] == "DESCRIBE":  # (_DESCRIBE_KEYS: no hashing)
             keys = [key] if tk is _DESCRIBE_ONE else list(key)
@@ -706,6 +733,12 @@ class Database:
                         raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
                     self.queries += 1
                     return res
+        return self._template_rest(pq, program, terms, graph, handed, lists, deadline, timeout)
+
+    def _template_rest(self, pq, program, terms, graph, handed, lists: bool, deadline, timeout):
+        """:meth:`query_template`'s budgeted run of a program that is not tiny, or of the
+        rows (``handed``) a tiny run made before the program grew."""
+        fast = pq.fast
 
         def check():
             if deadline is not None and time.monotonic() > deadline:
@@ -1140,6 +1173,26 @@ def _tiny_run(fast, compiled, terms, max_rows: int):
     else:  # (project_lists of a plain projection: the slots' columns)
         cols = list(map(tcols.__getitem__, out))
     return SmallSelect(tuple(names), cols, terms, n)
+
+
+#: the tuple-at-a-time programs :func:`_keep_plain` keeps (their ``run``, ``steps``, ``slots``, ``starts_big``)
+_PLAIN_PROGRAMS = (SmallBGP, PointProgram)
+
+
+def _keep_plain(kept: dict, key, fast, compiled, local: bool) -> None:
+    """Keep in ``kept`` (a template's memo, by its constant ``key``: no term lookup, no
+    program lookup per query) what :meth:`Database.query_template` needs to answer a plain
+    SELECT -- no ORDER BY, DISTINCT, OFFSET, LIMIT or unbound column, a tuple-at-a-time
+    program, a local store -- as :func:`_tiny_run` does, in its own frame: (program, the
+    columns' slots, the names, the steps' count); False for another query (:func:`_tiny_run`
+    answers it)."""
+    prog, out = compiled
+    names = fast.names
+    if len(kept) >= _PLAN_CACHE_SIZE:
+        kept.clear()
+    kept[key] = (local and type(prog) in _PLAIN_PROGRAMS and names is not None and fast.template is None
+                 and not fast.describe and fast.order is None and not fast.distinct and not fast.offset
+                 and fast.limit is None and None not in out) and (prog, out, tuple(names), len(prog.steps))
 
 
 #: an ASK's depth-first search (:func:`_exists`) looks at most this many partial solutions
