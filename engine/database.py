@@ -497,7 +497,7 @@ class Database:
         if compiled is None or compiled[0].starts_big:
             return None
         if key not in memo[2]:  # (query_template's plain SELECT, kept by the key)
-            _keep_plain(memo[2], key, tpl.pq.fast, compiled, self._local)
+            _keep_plain(memo[2], key, tpl.pq.fast, compiled, self._local, (snap, terms, graph))
         return compiled, terms, graph
 
     def _run_program(self, pq: QueryPlan, program, terms, graph, max_rows, budget, deadline, timeout,
@@ -673,27 +673,27 @@ class Database:
         if memo is not None and lists:  # (the lane's usual query: a plain SELECT kept by its key)
             plain = memo[2].get(key)
             if plain:
+                prog, out, names, steps, snap0, terms, graph = plain
                 snap = self.store.snapshot()
-                terms = self._snap_terms
-                prog = plain[0]
-                if (memo[0][0] is snap and memo[0][1] is snap.default and terms is not None
-                        and terms.snapshot is snap and not prog.starts_big):
+                # (kept with the snapshot, term table and default graph it was made on: the
+                # checks _template_program makes, as three identity tests)
+                if snap0 is snap and terms is self._snap_terms and graph is snap.default and not prog.starts_big:
                     n = self.max_rows
                     rows, k = prog.run([()], n if n < SMALL_ROWS else SMALL_ROWS)
-                    if k == plain[3]:
+                    if k == steps:
                         n = len(rows)
                         if n == 0:
-                            res = SmallSelect(plain[2], [() for _ in plain[1]], terms, 0)
+                            res = SmallSelect(names, [() for _ in out], terms, 0)
                         else:
                             tcols = list(zip(*rows, strict=True)) if prog.slots else []
-                            res = SmallSelect(plain[2], list(map(tcols.__getitem__, plain[1])), terms, n)
+                            res = SmallSelect(names, list(map(tcols.__getitem__, out)), terms, n)
                         if deadline is not None and time.monotonic() > deadline:
                             raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
                         self.queries += 1
                         return res
                     # (the program grew: its rows so far go on, budgeted, as _tiny_run's do)
-                    return self._template_rest(tpl.pq, (prog, plain[1]), terms, snap.default, (rows, k), lists,
-                                               deadline, timeout)
+                    return self._template_rest(tpl.pq, (prog, out), terms, graph, (rows, k), lists, deadline,
+                                               timeout)
         tk = tpl.key
         if tk is _DESCRIBE_ONE or len(tk) == 2 and tk[0] == "DESCRIBE":  # (_DESCRIBE_KEYS: no hashing)
             keys = [key] if tk is _DESCRIBE_ONE else list(key)
@@ -1179,20 +1179,20 @@ def _tiny_run(fast, compiled, terms, max_rows: int):
 _PLAIN_PROGRAMS = (SmallBGP, PointProgram)
 
 
-def _keep_plain(kept: dict, key, fast, compiled, local: bool) -> None:
+def _keep_plain(kept: dict, key, fast, compiled, local: bool, made: tuple) -> None:
     """Keep in ``kept`` (a template's memo, by its constant ``key``: no term lookup, no
     program lookup per query) what :meth:`Database.query_template` needs to answer a plain
     SELECT -- no ORDER BY, DISTINCT, OFFSET, LIMIT or unbound column, a tuple-at-a-time
     program, a local store -- as :func:`_tiny_run` does, in its own frame: (program, the
-    columns' slots, the names, the steps' count); False for another query (:func:`_tiny_run`
-    answers it)."""
+    columns' slots, the names, the steps' count, and ``made``: the snapshot, term table and
+    default graph it is valid for); False for another query (:func:`_tiny_run` answers it)."""
     prog, out = compiled
     names = fast.names
     if len(kept) >= _PLAN_CACHE_SIZE:
         kept.clear()
     kept[key] = (local and type(prog) in _PLAIN_PROGRAMS and names is not None and fast.template is None
                  and not fast.describe and fast.order is None and not fast.distinct and not fast.offset
-                 and fast.limit is None and None not in out) and (prog, out, tuple(names), len(prog.steps))
+                 and fast.limit is None and None not in out) and (prog, out, tuple(names), len(prog.steps), *made)
 
 
 #: an ASK's depth-first search (:func:`_exists`) looks at most this many partial solutions
