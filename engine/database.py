@@ -670,15 +670,26 @@ class Database:
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
         memo = tpl.memo
-        if memo is not None and lists:  # (the lane's usual query: a plain SELECT kept by its key)
+        if memo is not None and lists:  # (the lane's usual query: a SELECT or ASK kept by its key)
             plain = memo[2].get(key)
             if plain:
-                prog, out, names, steps, snap0, terms, graph = plain
+                prog, out, names, steps, snap0, terms, graph, compiled = plain
                 snap = self.store.snapshot()
                 # (kept with the snapshot, term table and default graph it was made on: the
                 # checks _template_program makes, as three identity tests)
                 if snap0 is snap and terms is self._snap_terms and graph is snap.default and not prog.starts_big:
                     n = self.max_rows
+                    if names is None:  # (another SELECT or an ASK: _tiny_run answers, as below)
+                        res = _tiny_run(tpl.pq.fast, compiled, terms, n)
+                        if type(res) is tuple:
+                            return self._template_rest(tpl.pq, compiled, terms, graph, res, lists, deadline,
+                                                       timeout)
+                        if res is not None:
+                            if deadline is not None and time.monotonic() > deadline:
+                                raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+                            self.queries += 1
+                            return res
+                        return self._template_rest(tpl.pq, compiled, terms, graph, None, lists, deadline, timeout)
                     rows, k = prog.run([()], n if n < SMALL_ROWS else SMALL_ROWS)
                     if k == steps:
                         n = len(rows)
@@ -692,7 +703,7 @@ class Database:
                         self.queries += 1
                         return res
                     # (the program grew: its rows so far go on, budgeted, as _tiny_run's do)
-                    return self._template_rest(tpl.pq, (prog, out), terms, graph, (rows, k), lists, deadline,
+                    return self._template_rest(tpl.pq, compiled, terms, graph, (rows, k), lists, deadline,
                                                timeout)
         tk = tpl.key
         if tk is _DESCRIBE_ONE or len(tk) == 2 and tk[0] == "DESCRIBE":  # (_DESCRIBE_KEYS: no hashing)
@@ -1181,18 +1192,24 @@ _PLAIN_PROGRAMS = (SmallBGP, PointProgram)
 
 def _keep_plain(kept: dict, key, fast, compiled, local: bool, made: tuple) -> None:
     """Keep in ``kept`` (a template's memo, by its constant ``key``: no term lookup, no
-    program lookup per query) what :meth:`Database.query_template` needs to answer a plain
-    SELECT -- no ORDER BY, DISTINCT, OFFSET, LIMIT or unbound column, a tuple-at-a-time
-    program, a local store -- as :func:`_tiny_run` does, in its own frame: (program, the
-    columns' slots, the names, the steps' count, and ``made``: the snapshot, term table and
-    default graph it is valid for); False for another query (:func:`_tiny_run` answers it)."""
+    program lookup per query) what :meth:`Database.query_template` needs to answer a SELECT
+    or an ASK whose program runs tuple at a time (SmallBGP, PointProgram) on a local store
+    without ``_template_program``: (program, the columns' slots, the names, the steps'
+    count, the snapshot, term table and default graph it is valid for (``made``), the
+    program). A plain SELECT -- no ORDER BY, DISTINCT, OFFSET, LIMIT or unbound column --
+    is answered in query_template's frame as :func:`_tiny_run` does; for another SELECT or
+    an ASK the names are None (``_tiny_run`` answers it). False for any other query
+    (CONSTRUCT, DESCRIBE: the general steps, which check the memory budget)."""
     prog, out = compiled
     names = fast.names
     if len(kept) >= _PLAN_CACHE_SIZE:
         kept.clear()
-    kept[key] = (local and type(prog) in _PLAIN_PROGRAMS and names is not None and fast.template is None
-                 and not fast.describe and fast.order is None and not fast.distinct and not fast.offset
-                 and fast.limit is None and None not in out) and (prog, out, tuple(names), len(prog.steps), *made)
+    if not local or type(prog) not in _PLAIN_PROGRAMS or fast.template is not None or fast.describe:
+        kept[key] = False
+        return
+    plain = (names is not None and fast.order is None and not fast.distinct and not fast.offset
+             and fast.limit is None and None not in out)
+    kept[key] = (prog, out, tuple(names) if plain else None, len(prog.steps), *made, compiled)
 
 
 #: an ASK's depth-first search (:func:`_exists`) looks at most this many partial solutions

@@ -2,10 +2,11 @@
 step, engine/database.py ``_keep_plain``): a SELECT without ORDER BY, DISTINCT, OFFSET,
 LIMIT or unbound column whose program runs tuple at a time is answered in
 ``query_template``'s frame -- no ``_template_program``, no term lookup, no ``_tiny_run``
--- once its constant's program is kept. It is taken (spies on the steps it skips),
-answers exactly as the text's ``Database.query`` and as the general steps do (several
-graphs, constants in and out of the store, a hub whose program grows and hands over),
-keeps the deadline, is not kept for the other forms, and is forgotten with the snapshot."""
+-- once its constant's program is kept; another SELECT or an ASK skips the program
+lookup and ``_tiny_run`` answers it. It is taken (spies on the steps it skips), answers
+exactly as the text's ``Database.query`` and as the general steps do (several graphs,
+constants in and out of the store, a hub whose program grows and hands over), keeps the
+deadline, is not kept for CONSTRUCT / DESCRIBE, and is forgotten with the snapshot."""
 
 from __future__ import annotations
 
@@ -87,19 +88,47 @@ def test_kept_plain_select_is_taken_and_answers_as_the_text(tmp_path, shape, see
     assert taken >= 30
 
 
-def test_not_taken_for_other_forms(tmp_path, monkeypatch):
+def test_other_selects_and_asks_skip_the_program_lookup(tmp_path, monkeypatch):
+    """DISTINCT + LIMIT, ORDER BY, ASK: kept without names -- no ``_template_program``,
+    ``_tiny_run`` answers -- with the text's answer."""
     db = _db(tmp_path, 7)
     spies = _Spies(monkeypatch)
     for shape in OTHER:
+        taken = 0
         for text, hit in _hits(db, shape):
             if db.query_template(hit, lists=True) is None:
                 continue
-            spies.program = 0
+            spies.program = spies.tiny = 0
             got = db.query_template(hit, lists=True)
-            assert spies.program == 1, text  # (nothing kept: the general steps answer)
-            if got is not None:  # (None: a hub's program starts big, the text path answers)
-                assert _rows(got) == _rows(db.query(text)), text
-        assert hit[0].memo is None or not any(hit[0].memo[2].values())
+            if got is None:  # (a hub's program starts big: the general steps say so, as before)
+                assert spies.program == 1
+                continue
+            assert hit[0].memo[2][hit[1]][2] is None  # (no names: not the in-frame plain SELECT)
+            assert (spies.program, spies.tiny) == (0, 1), text
+            taken += 1
+            assert _rows(got) == _rows(db.query(text)), text
+        assert taken >= 30, shape
+
+
+@pytest.mark.parametrize("shape", [SHAPES[6], SHAPES[7]])
+def test_not_kept_for_construct_and_describe(tmp_path, shape, monkeypatch):
+    """Their runs check the memory budget first: the general steps answer them every time."""
+    db = _db(tmp_path, 7)
+    spies = _Spies(monkeypatch)
+    seen = 0
+    for text, hit in _hits(db, shape):
+        if db.query_template(hit, lists=True) is None:
+            continue
+        spies.program = 0
+        got = db.query_template(hit, lists=True)
+        memo = hit[0].memo
+        assert memo is None or not memo[2].get(hit[1])
+        if SHAPES.index(shape) == 6:  # (a DESCRIBE's template has its own path, no program)
+            assert spies.program == 1
+        if got is not None:
+            seen += 1
+            assert _rows(got) == _rows(db.query(text)), text
+    assert seen >= 30
 
 
 def test_a_program_that_grows_goes_on_budgeted(tmp_path, monkeypatch):
