@@ -33,6 +33,7 @@ from engine.exec.evaluate import bnode_tag_bytes, project_lists
 from engine.exec.graph_writers import RDF_TYPE_KEY, jsonld_fragments, rdfxml_fragments, store_keys
 from engine.exec.result import UNBOUND, QueryResult
 from engine.exec.serialize import (
+    _BOUND,
     _XML_HEAD,
     _csv_bytes,
     _csv_field,
@@ -84,6 +85,8 @@ class TermFragments:
     def __init__(self):
         #: (weak reference to the term table's owner, the tables by format), replaced as one
         self.kept: tuple = (_gone, tuple(_new_table(f) for f in range(_N_TABLES)))
+        #: (kept's owner reference, its JSON table), replaced with kept: select_json's one read
+        self.json: tuple = (_gone, self.kept[1][JSON])
         self.heads: dict[tuple, tuple] = {}
         self.lock = threading.Lock()
 
@@ -106,12 +109,14 @@ class TermFragments:
                 if kept[0]() is not owner:
                     try:
                         kept = self.kept = (weakref.ref(owner), tuple(_new_table(f) for f in range(_N_TABLES)))
+                        self.json = (kept[0], kept[1][JSON])
                     except TypeError:  # (not weakly referable: nothing kept)
                         return _new_table(fmt)
                 elif len(kept[1][fmt]) > MAX_TERMS:
                     tables = list(kept[1])
                     tables[fmt] = _new_table(fmt)
                     kept = self.kept = (kept[0], tuple(tables))
+                    self.json = (kept[0], kept[1][JSON])
                 t = kept[1][fmt]
         return t
 
@@ -193,10 +198,54 @@ class SmallSelect:
         return QueryResult(form="SELECT", terms=self.terms, vars=list(self.vars), columns=cols, n_rows=self.n)
 
 
+#: the response bound and memory budget check_size reads (a ContextVar's get)
+_bound = _BOUND.get
+#: (variable names, rows) -> the whole SPARQL JSON document of that many rows, every cell
+#: bound, as one ``%`` format of the cells' fragments (select_json's one-frame path)
+_JSON_DOCS: dict[tuple, bytes] = {}
+_JSON_DOCS_MAX = 4096
+
+
+def _json_doc(names: tuple, rows: int) -> bytes:
+    """The ``%`` format of a whole JSON document of ``rows`` rows of ``names``, all bound:
+    the bytes :func:`select_json`'s general steps write (head, rows joined by ``,``, tail)."""
+    head, _labels, row = _json_head(names)
+    doc = head.replace(b"%", b"%%") + b",".join([row] * rows) + b"]}}"
+    if len(_JSON_DOCS) >= _JSON_DOCS_MAX:
+        _JSON_DOCS.clear()
+    _JSON_DOCS[(names, rows)] = doc
+    return doc
+
+
 def select_json(result, max_bytes: int | None = None, fragments: TermFragments = _FRAGS) -> bytes | None:
     """The SPARQL JSON body of a small SELECT ``result`` over store ids, or None
     (not small, or holding computed terms): the caller uses the general writer. An
-    ASK answer's body is one of two constants."""
+    ASK answer's body is one of two constants.
+
+    The lane's usual answer (a :class:`SmallSelect`, every cell bound, every term
+    rendered already in the kept table of its store dictionary) is written in this one
+    frame: its cells' fragments (one C-level pass) filled into the kept format of the
+    whole document for its names and row count; anything else takes the general steps
+    (heads, :meth:`TermFragments.table`, :func:`_rows`), which write the same bytes."""
+    if type(result) is SmallSelect:
+        ref, frags = fragments.json  # (read, never filled here: a full table is replaced by table() on a miss)
+        owner = getattr(result.terms, "dictionary", None)
+        if owner is not None and ref() is owner:
+            cols = result.cols
+            get = frags.__getitem__
+            try:  # (UNBOUND is never kept in the JSON table: an unbound cell is a KeyError too)
+                doc = _JSON_DOCS[(result.vars, result.n)]  # (made by the general steps: small enough)
+                if len(cols) == 1:
+                    cells = tuple(map(get, cols[0]))
+                else:  # (ValueError for columns of different lengths, as _one_format)
+                    cells = tuple(map(get, chain.from_iterable(zip(*cols, strict=True))))
+                doc = doc % cells  # (TypeError: not n rows)
+            except (KeyError, TypeError):  # a term not rendered yet, an unbound cell, a new document
+                pass
+            else:
+                if (max_bytes and len(doc) > max_bytes) or _bound() is not None:  # (check_size's cases)
+                    check_size(len(doc), max_bytes)
+                return doc
     if result.form != "SELECT" or not result.vars:
         return _ASK_JSON[bool(result.boolean)] if result.form == "ASK" else None
     if type(result) is SmallSelect:  # (the lane's usual answer: its fields as they are)
@@ -213,6 +262,8 @@ def select_json(result, max_bytes: int | None = None, fragments: TermFragments =
         return None
     if cols is None:
         cols = [c.tolist() for c in result.columns]
+    elif (names, n) not in _JSON_DOCS:  # (the one-frame path's document, from the next answer on)
+        _json_doc(names, n)
     head, labels, row = fragments.head(names)
     frags = fragments.table(result.terms, JSON)
     try:  # usually every term is rendered already: no scan for missing ones

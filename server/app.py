@@ -30,6 +30,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from time import perf_counter
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -39,6 +40,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine import formats
 from server.api import admin, queries, sparql, store, streams, update
+from server.api.admin import LANE_FOLD
 from server.api.common import (
     HTTPError,
     Reply,
@@ -94,6 +96,7 @@ class EdgeMiddleware:
         self.cors = _cors_headers(self.origin)
         self._heads: dict = {}  # the fast lane's header bytes (see _head)
         self._ok_heads: dict = {}  # ... of a 200 answer by (media type, CORS) (see answer_get)
+        self._lane_kept: dict = {}  # ... and the metrics' list by (form, media type, CORS, path, method)
         self.fast = {
             "/sparql": sparql.handle_sparql,
             "/sparql/": sparql.handle_sparql,
@@ -189,7 +192,7 @@ class EdgeMiddleware:
         body-size guard comes first on."""
         if len(body) > self.max_body:  # (the ordinary path answers 413)
             return None
-        return self._lane_answer(scope, scope["jindou.fields"], "POST", time.perf_counter(), post_answer, body)
+        return self._lane_answer(scope, scope["jindou.fields"], body, "POST", post_answer)
 
     def answer_inline(self, scope: dict, qs: bytes) -> tuple[int, bytes, bytes] | None:
         """(status, header lines, body) of a ``GET /sparql?query=`` answered right now
@@ -208,17 +211,18 @@ class EdgeMiddleware:
             self.metrics.observe_request(scope["path"], "GET", reply.status, time.perf_counter() - t0)
         return reply.status, self._head(reply, "origin" in fields), reply.body
 
-    def answer_get(self, scope: dict, fields: dict, qs: bytes) -> tuple[int, bytes, bytes] | None:
-        """:meth:`answer_inline` of a lane GET (``fields``: its header dict) in fewer
-        steps for a query run inline: its answer's header lines from the kept ones of
-        (media type, CORS) without a :class:`Reply`, the query and request counted in
-        one metrics call; the same bytes, metrics and outcomes (errors, declines)."""
-        return self._lane_answer(scope, fields, "GET", time.perf_counter(), inline_answer, qs)
-
-    def _lane_answer(self, scope: dict, fields: dict, method: str, t0: float, answer, arg: bytes):
+    def _lane_answer(self, scope: dict, fields: dict, arg: bytes, method: str = "GET", answer=inline_answer):
         """A lane GET's or POST's answer: ``answer(state, scope, fields, arg)`` gives None (take
         the ordinary path), (kind, media type, body bytes) written with the kept header lines,
-        or a result for :func:`_ok`; any failure becomes a JSON error, never a crash."""
+        or a result for :func:`_ok`; any failure becomes a JSON error, never a crash.
+
+        As :meth:`answer_get` (its defaults: ``arg`` the query string), :meth:`answer_inline`
+        of a lane GET (``fields``: its header dict) in fewer steps for a query run inline: its
+        answer's header lines from the kept ones of (form, media type, CORS, path, method)
+        without a :class:`Reply`, the query and request counted by one append (folded into
+        the metrics later: ``Metrics.lane_record``); the same bytes, metrics and outcomes
+        (errors, declines)."""
+        t0 = perf_counter()
         state = self.state
         try:
             got = answer(state, scope, fields, arg)
@@ -227,20 +231,38 @@ class EdgeMiddleware:
         else:
             if got is None:
                 return None
-            body = got[2]
+            form, mt, body = got
             if type(body) is bytes:
                 cors = "origin" in fields
-                parts = self._ok_heads.get((got[1], cors))
-                if parts is None:
-                    parts = self._ok_head(got[1], cors)
-                m = self.metrics
-                if m is not None:
-                    m.query_request(got[0], scope["path"], method, time.perf_counter() - t0)
-                return 200, b"%scontent-length: %d\r\n%s" % (parts[0], len(body), parts[1]), body
+                kept = self._lane_kept.get((form, mt, cors, scope["path"], method))
+                if kept is None:
+                    kept = self._lane_keep(form, mt, cors, scope["path"], method)
+                before, after, rec = kept
+                if rec is not None:  # (Metrics.query_request, folded later: Metrics.lane_record)
+                    rec.append(perf_counter() - t0)
+                    if len(rec) >= LANE_FOLD:
+                        self.metrics.fold_lane()
+                return 200, b"%scontent-length: %d\r\n%s" % (before, len(body), after), body
             reply = _ok(state, *got)
         if self.metrics is not None:
             self.metrics.observe_request(scope["path"], method, reply.status, time.perf_counter() - t0)
         return reply.status, self._head(reply, "origin" in fields), reply.body
+
+    answer_get = _lane_answer
+
+    def _lane_keep(self, form: str, mt: str, cors: bool, path: str, method: str) -> tuple:
+        """(the header lines around the length (:meth:`_ok_head`), the metrics' list of the
+        answers' seconds (``Metrics.lane_record``; None without metrics)) of a lane answer
+        of ``form`` as ``mt`` on (``path``, ``method``), kept per those."""
+        parts = self._ok_heads.get((mt, cors))
+        if parts is None:
+            parts = self._ok_head(mt, cors)
+        m = self.metrics
+        kept = (parts[0], parts[1], None if m is None else m.lane_record(form, path, method))
+        if len(self._lane_kept) >= 256:
+            self._lane_kept = {}
+        self._lane_kept[(form, mt, cors, path, method)] = kept
+        return kept
 
     def _ok_head(self, mt: str, cors: bool) -> tuple[bytes, bytes]:
         """The header lines around the length of a 200 answer of media type ``mt``

@@ -77,6 +77,8 @@ class Head:
 #: with every request, so they are split and decoded once (the values are shared
 #: between requests: read-only)
 _BLOCKS: dict[bytes, tuple | None] = {}
+#: ... those a GET may have (no Content-Length): read_head's one lookup for a GET
+_GET_BLOCKS: dict[bytes, tuple] = {}
 _BLOCKS_MAX = 256
 #: longest header block kept in _BLOCKS
 _BLOCK_KEEP = 2048
@@ -95,25 +97,50 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
     # searched for in the header block only.
     lim = pos + MAX_HEAD
     eol = data.find(b"\r", pos, lim)
-    if eol < 0 or not data.startswith(b"\r\n", eol):
+    if not data.startswith(b"\r\n", eol):  # (none found: -1, the last byte, cannot start it)
         return None
     end = data.find(b"\r\n\r\n", eol, lim)
     if end < 0:
         return None
-    line = data[pos:eol]
-    post = with_qs = False
-    if line.startswith(b"GET /sparql?"):
-        path, start = b"/sparql", 12
-    elif line.startswith(b"GET /sparql/?"):
-        path, start = b"/sparql/", 13
-    elif line.startswith(b"POST /sparql"):
-        path, q, _ = line[5:-9].partition(b"?")
-        if path != b"/sparql" and path != b"/sparql/":
-            return None
-        post, with_qs = True, bool(q)
-        start = 5 + len(path) + 1 if with_qs else len(line) - 9
+    # (a GET, the usual request, read in place in ``data``: no copy of its request line)
+    if data.startswith(b"GET /sparql?", pos):
+        path, start = b"/sparql", pos + 12
+    elif data.startswith(b"GET /sparql/?", pos):
+        path, start = b"/sparql/", pos + 13
+    else:
+        return _read_post(data, pos, eol, end)
+    vend = eol - 9  # (the version's start)
+    version = data[vend:eol]
+    if version == b" HTTP/1.1":
+        http10 = False
+    elif version == b" HTTP/1.0":
+        http10 = True
     else:
         return None
+    if vend < start:
+        return None
+    qs = data[start:vend]
+    if qs.translate(None, URL_BYTES):
+        return None
+    block = data[eol + 2:end + 2]
+    known = _GET_BLOCKS.get(block)
+    if known is None:
+        known = _block(block)
+        if known is None or known[3] is not None:  # (declined, or a GET with a body)
+            return None
+    return Head(path, qs, http10, known[0], known[1], known[2] or http10, end + 4)
+
+
+def _read_post(data: bytes, pos: int, eol: int, end: int) -> Head | None:
+    """:func:`read_head` of a request that is no lane GET: a lane POST's head, or None."""
+    line = data[pos:eol]
+    if not line.startswith(b"POST /sparql"):
+        return None
+    path, q, _ = line[5:-9].partition(b"?")
+    if path != b"/sparql" and path != b"/sparql/":
+        return None
+    with_qs = bool(q)
+    start = 5 + len(path) + 1 if with_qs else len(line) - 9
     version = line[-9:]
     if version == b" HTTP/1.1":
         http10 = False
@@ -129,24 +156,30 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
     block = data[eol + 2:end + 2]
     known = _BLOCKS.get(block)
     if known is None:
-        if block in _BLOCKS:
-            return None
-        known = _read_block(block) if _BLOCK.fullmatch(block) else None
-        if len(block) <= _BLOCK_KEEP and b"x-request-id" not in block.lower():  # (a new id every request)
-            if len(_BLOCKS) >= _BLOCKS_MAX:
-                _BLOCKS.clear()
-            _BLOCKS[block] = known
+        known = _block(block)
         if known is None:
             return None
     clen = known[3]
-    if post:
-        if clen is None or clen <= 0 or clen > MAX_BODY:
-            return None
-        return Head(path, qs if with_qs else None, http10, known[0], known[1], known[2] or http10,
-                    end + 4 + clen, end + 4)
-    if clen is not None:  # a GET with a body
+    if clen is None or clen <= 0 or clen > MAX_BODY:
         return None
-    return Head(path, qs, http10, known[0], known[1], known[2] or http10, end + 4)
+    return Head(path, qs if with_qs else None, http10, known[0], known[1], known[2] or http10,
+                end + 4 + clen, end + 4)
+
+
+def _block(block: bytes) -> tuple | None:
+    """The kept reading of a header block (:data:`_BLOCKS`; None: declined), read, checked
+    and kept when new (see :func:`_read_block`); :data:`_GET_BLOCKS` keeps those of a GET."""
+    if block in _BLOCKS:
+        return _BLOCKS[block]
+    known = _read_block(block) if _BLOCK.fullmatch(block) else None
+    if len(block) <= _BLOCK_KEEP and b"x-request-id" not in block.lower():  # (a new id every request)
+        if len(_BLOCKS) >= _BLOCKS_MAX:
+            _BLOCKS.clear()
+            _GET_BLOCKS.clear()
+        _BLOCKS[block] = known
+        if known is not None and known[3] is None:
+            _GET_BLOCKS[block] = known
+    return known
 
 
 def _read_block(block: bytes) -> tuple | None:

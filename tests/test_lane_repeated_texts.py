@@ -53,17 +53,24 @@ FAMILIES = {
 
 
 def template_hit_spy(monkeypatch) -> list:
-    """The template (``hit[1]``) of every template-hit job the lane runs, in order."""
+    """The template (``hit[1]``) of every template-hit job the lane runs, in order (a
+    runner's run, ``_run_runner``, included: its key)."""
     from server.api import sparql
 
     hits = []
     real = sparql._HitJob.__call__
+    real_run = sparql._run_runner
 
     def spy(self, deadline):
         hits.append(self.hit[1])
         return real(self, deadline)
 
+    def run_spy(db, r, key, *rest):
+        hits.append(key)
+        return real_run(db, r, key, *rest)
+
     monkeypatch.setattr(sparql._HitJob, "__call__", spy)
+    monkeypatch.setattr(sparql, "_run_runner", run_spy)
     return hits
 
 

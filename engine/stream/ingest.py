@@ -65,9 +65,11 @@ class Ingestor:
 
     # -- one batch -----------------------------------------------------------------
     def store_batch(self, st: StreamEntry, rows: np.ndarray, tau: np.ndarray,
-                    mark: tuple[int, int] | None = None, keys=None) -> bool:
+                    mark: tuple[int, int] | None = None, keys=None, batch_id: str | None = None,
+                    outcome: tuple[int, int] | None = None) -> bool:
         """Caller holds ``st.lock``: append to the transient store (and its journal: ``keys``
-        are the s, p, o key columns of ``rows``), absorb the timeless part.
+        are the s, p, o key columns of ``rows``; the record carries the POST's ``batch_id`` and
+        its (accepted, rejected) ``outcome``, see :meth:`replay_windows`), absorb the timeless part.
 
         Returns whether timeless triples were committed to the store."""
         if len(rows) == 0:
@@ -87,14 +89,14 @@ class Ingestor:
         origin = {st.name: st.batches}  # a cluster advances its workers' vector timestamps by it
         if not tm.any():
             if journal is not None:
-                journal.record(st.name, keys, tau, st.store.freed_tau)
+                journal.record(st.name, keys, tau, st.store.freed_tau, None, batch_id, outcome)
             return False
         recorded = None
         if journal is not None:
             def recorded(new: np.ndarray) -> None:   # the batch with its absorb record, before the commit
                 flags = np.zeros(len(rows), dtype=bool)
                 flags[tm] = new
-                journal.record(st.name, keys, tau, st.store.freed_tau, pa.array(flags, mask=~tm))
+                journal.record(st.name, keys, tau, st.store.freed_tau, pa.array(flags, mask=~tm), batch_id, outcome)
         if tm.all():
             absorb(self.db.store, self.absorb_log, rows, tau, mark, origin, recorded)
         else:
@@ -126,7 +128,7 @@ class Ingestor:
             raise TooManyBadLines(n_late + len(parsed.errors), first)
 
     def admit_rows(self, st: StreamEntry, parsed: ParsedLines, rows: np.ndarray,
-                   mark: tuple[int, int] | None = None) -> dict:
+                   mark: tuple[int, int] | None = None, batch_id: str | None = None) -> dict:
         """Caller holds ``st.lock``: progress rules per row, then one transient-store batch.
 
         A :class:`TransientStoreFull` stores nothing, counts the rows as rejected, leaves the
@@ -158,12 +160,14 @@ class Ingestor:
         stored = absorbed = False
         try:
             keys = (parsed.s, parsed.p, parsed.o)
+            outcome = (acc, len(errors))
             if acc == n:
-                absorbed = self.store_batch(st, rows, np.asarray(stamps, dtype=np.int64), mark, keys)
+                absorbed = self.store_batch(st, rows, np.asarray(stamps, dtype=np.int64), mark, keys,
+                                            batch_id, outcome)
             else:
                 kept = pa.array(mask)
                 absorbed = self.store_batch(st, rows[mask], np.asarray(stamps, dtype=np.int64)[mask], mark,
-                                            tuple(k.filter(kept) for k in keys))
+                                            tuple(k.filter(kept) for k in keys), batch_id, outcome)
             stored = True
         finally:
             if not stored:
@@ -193,7 +197,7 @@ class Ingestor:
             dup = duplicate(self.ledger, st.name, batch_id, st.sclock.peek())   # a concurrent delivery
             if dup is not None:
                 return dup
-            report = self.admit_rows(st, parsed, rows, mark)
+            report = self.admit_rows(st, parsed, rows, mark, batch_id)
             if batch_id is not None:
                 self.ledger.record(st.name, batch_id, durable=report.pop("_absorbed"),
                                    accepted=report["accepted"], rejected=report["rejected"])
@@ -241,7 +245,8 @@ class Ingestor:
                     raise
             stored = absorbed = False
             try:
-                absorbed = self.store_batch(st, rows, np.full(n, tau, dtype=np.int64), mark, (pk.s, pk.p, pk.o))
+                absorbed = self.store_batch(st, rows, np.full(n, tau, dtype=np.int64), mark, (pk.s, pk.p, pk.o),
+                                            batch_id, (n, 0))
                 stored = True
             finally:
                 if stored:
@@ -275,8 +280,12 @@ class Ingestor:
     def replay_windows(self) -> None:
         """Read every stream's journal back into its transient store (at start, before the
         first instant is evaluated). A stream's progress is raised to its last replayed element
-        (the registry's saved progress may be older than a crash). A journal that no longer fits
-        the window budget is replayed up to that point (logged)."""
+        (the registry's saved progress may be older than a crash). A replayed batch's id is
+        recorded in the ledger if it is missing there (a crash between the journal's record and
+        the ledger's line, or a ledger write that failed): its re-delivery is then a duplicate,
+        not a second copy of the elements at the stream's progress. (An id the ledger's bound had
+        evicted comes back as a recent one: its batch is still in the windows, so it is recent.)
+        A journal that no longer fits the window budget is replayed up to that point (logged)."""
         if self.journal is None:
             return
         top = 0   # the largest blank-node load id replayed (see _bump_load_ids)
@@ -297,6 +306,9 @@ class Ingestor:
                             self.absorb_log.add(b.t[held], iv.rows[held], new[held])
                         if st.clock != ARRIVAL:
                             st.sclock.heartbeat(int(b.t[-1]))
+                    if b.batch_id is not None and not self.ledger.seen(st.name, b.batch_id):
+                        acc, rej = b.outcome if b.outcome is not None else (None, None)
+                        self.ledger.record(st.name, b.batch_id, accepted=acc, rejected=rej)
                     n += len(b.t)
             except (TransientStoreFull, ValueError) as exc:
                 log.warning("stream %r: window journal replayed up to %d triples: %s", st.name, n, exc)

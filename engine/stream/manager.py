@@ -409,7 +409,22 @@ class StreamManager:
                 reg.remove_query(q)
             q.close()
             raise
+        if rlog.last_id is not None:
+            self._progress_past(list(wins), rlog.last_id)
         return {"id": cq.name, "streams": list(wins), "vars": query_vars(cq)}
+
+    def _progress_past(self, streams: list[str], last: int) -> None:
+        """A restored query's durable log holds instant ``last``: it was evaluated once every
+        stream it reads had progress > ``last``. The registry's persisted progress may be older
+        (a crash within ``progress_sync_s`` of a heartbeat), so raise the event-time streams' to
+        ``last + 1``: an element below it stays late, as it was before the crash, instead of
+        entering windows of later instants that a run without the crash never had it in."""
+        for n in streams:
+            try:
+                if self._reg.stream(n).clock != ARRIVAL:
+                    self._ingest.heartbeat(n, last + 1)
+            except JindouError as e:
+                log.warning("stream %r: progress not raised past instant %d: %s", n, last, e)
 
     def _evaluator(self, cq, bound: list[BoundWindow]) -> InstantEvaluator:
         """C-SPARQL without f:timestamp: the plain evaluator; RSP-QL / CQELS (windows as named

@@ -361,6 +361,10 @@ class Sink:
     def close(self) -> None:
         pass
 
+    def restored(self) -> None:
+        """Started again after a restart with its recorded progress (a crash may have come
+        between a delivery and its record)."""
+
 
 class WebhookSink(Sink):
     """POSTs each event's JSON to the URL (``Idempotency-Key: <query>:<id>``) with
@@ -391,13 +395,28 @@ class WebhookSink(Sink):
 
 
 class NatsSink(Sink):
-    """Publishes each event to a JetStream subject (``Nats-Msg-Id: <query>:<id>``) on its own loop."""
+    """Publishes each event to a JetStream subject (``Nats-Msg-Id: <query>:<id>``) on its own loop.
+
+    JetStream drops a repeated ``Nats-Msg-Id`` only within the stream's duplicate window (2
+    minutes by default). So where the sink cannot know what the subject holds -- restored after
+    a restart (a crash may have come between a publish and the record of its progress), or
+    after a publish whose answer was lost (a timeout, a dropped connection) -- it first reads
+    the subject's last message: if that is this query's instant ``t`` with the data of the owed
+    event ``t`` (not a message of an earlier query of that name), the owed events up to
+    ``t`` were published (a sink publishes in order) and count as duplicates instead of being
+    published again, however long the restart or the outage took. (Where that message cannot
+    be read -- credentials that may only publish -- the duplicate window is the only guard.)"""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.loop = asyncio.new_event_loop()
         self._nc = None
         self._js = None
+        self._uncertain = False           # look at the subject's last message before publishing
+        self._published_upto: int | None = None   # this query's last instant found there
+
+    def restored(self) -> None:
+        self._uncertain = True
 
     def _run(self, coro, timeout: float):
         return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
@@ -453,6 +472,32 @@ class NatsSink(Sink):
         ack = await self._js.publish(self.spec.subject, ev.data, headers=headers)
         return bool(getattr(ack, "duplicate", False))
 
+    async def _last_published(self) -> tuple[int, bytes] | None:
+        """The instant and data of this query's message last published on the subject (None:
+        the subject's last message is none, or another query's)."""
+        from nats.js.errors import NotFoundError
+
+        try:
+            stream = self.spec.stream or await self._js.find_stream_name_by_subject(self.spec.subject)
+            msg = await self._js.get_last_msg(stream, self.spec.subject)
+        except NotFoundError:
+            return None
+        query, _, t = str((msg.headers or {}).get("Nats-Msg-Id", "")).rpartition(":")
+        return (int(t), bytes(msg.data or b"")) if query == self.query and t.isdigit() and len(t) <= 18 else None
+
+    def _owed_upto(self, last: tuple[int, bytes] | None) -> int | None:
+        """``last`` (the subject's last message) if it is one of the events this sink owes, with
+        the same data -- not a message of an earlier registration of the query's name."""
+        if last is None:
+            return None
+        t, data = last
+        for ev in self._fetch():
+            if ev.id == t:
+                return t if ev.data == data else None
+            if ev.id > t:
+                break
+        return None
+
     def deliver(self, ev: ResultEvent) -> bool:
         from nats import errors as nerr
         from nats.js import errors as jerr
@@ -461,7 +506,20 @@ class NatsSink(Sink):
             if self._nc is None or self._nc.is_closed:
                 self._nc = None
                 self._run(self._connect(), self.policy.timeout_s * 2)
-            return self._run(self._publish(ev), self.policy.timeout_s)
+            if self._uncertain:
+                self._uncertain = False
+                try:
+                    self._published_upto = self._owed_upto(self._run(self._last_published(), self.policy.timeout_s))
+                except Exception:  # noqa: BLE001 - e.g. credentials that may publish only: JetStream's
+                    self._published_upto = None   # duplicate window is then the only guard
+                    log.debug("nats sink %s of %s: the subject's last message is not readable", self.spec.name,
+                              self.query, exc_info=True)
+            if self._published_upto is not None and ev.id <= self._published_upto:
+                return True   # published before the restart / the lost answer
+            self._uncertain = True   # until the publish is acknowledged
+            dup = self._run(self._publish(ev), self.policy.timeout_s)
+            self._uncertain = False
+            return dup
         except (nerr.NoRespondersError, jerr.NoStreamResponseError):
             # a NATS server that came back without its JetStream state (the client reconnected
             # on its own, so _connect did not run): the sink's stream is created again
@@ -550,10 +608,13 @@ class Sinks:
             except (SinkRefused, ValueError) as e:
                 log.warning("sink %s of continuous query %s is not started: %s", name, query, e)
                 continue
-            self._start(query, spec, rlog, delivered)
+            self._start(query, spec, rlog, delivered, restored=True)
 
-    def _start(self, query: str, spec: SinkSpec, rlog: ResultLog, delivered: int | None) -> Sink:
+    def _start(self, query: str, spec: SinkSpec, rlog: ResultLog, delivered: int | None,
+               restored: bool = False) -> Sink:
         s = _KINDS[spec.type](query, spec, rlog, self.store, self.policy, delivered)
+        if restored:
+            s.restored()
         with self._lock:
             self._by_query.setdefault(query, {})[spec.name] = s
         s.start()

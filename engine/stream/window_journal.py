@@ -21,6 +21,11 @@ Bounded: a journal file is closed at ``SEGMENT_BYTES`` and a new one begun; a cl
 deleted once the stream's GC has freed every timestamp it holds (all its triples have
 ``tau <= TransientStore.freed_tau``: no present or future instant reads them).
 
+A batch sent with a batch id carries it (with what its POST was answered) as the record's custom
+metadata; the replay gives it back (:attr:`JournalBatch.batch_id`) so the batch-id ledger learns
+an id whose batch is in the journal even when the crash came between the journal's record and
+the ledger's line -- otherwise the producer's re-delivery would be applied a second time.
+
 Absorbed rows carry their :class:`~engine.stream.absorb.AbsorbLog` record: column ``a`` is null
 for a window-only triple and, for a timeless one, whether it was new to the store's default graph
 when absorbed. Replaying a batch re-adds those records, so after a restart an instant still sees
@@ -65,6 +70,10 @@ class JournalBatch:
     t: np.ndarray
     #: per triple: None (window only) or whether it was new to the default graph when absorbed
     absorbed: pa.Array | None = None
+    #: the client's batch id of the POST that stored it (None: sent without one)
+    batch_id: str | None = None
+    #: (accepted, rejected) that POST was answered, when known
+    outcome: tuple[int, int] | None = None
 
 
 def _plain(a) -> pa.Array:
@@ -79,6 +88,20 @@ def _plain(a) -> pa.Array:
     return a
 
 
+def _batch_meta(meta) -> tuple[str | None, tuple[int, int] | None]:
+    """The batch id and outcome of a record's custom metadata (None, None: none or unreadable)."""
+    if not meta:
+        return None, None
+    try:
+        d = {k.decode("utf-8") if isinstance(k, bytes) else k: v.decode("utf-8") if isinstance(v, bytes) else v
+             for k, v in meta.items()}
+        bid = d.get("b") or None
+        outcome = (int(d["a"]), int(d["r"])) if "a" in d and "r" in d else None
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        return None, None
+    return bid, outcome
+
+
 class _Segment:
     """The open journal file of one stream."""
 
@@ -89,8 +112,8 @@ class _Segment:
         self.file.flush()
         self.max_tau: int | None = None
 
-    def write(self, batch: pa.RecordBatch, max_tau: int) -> None:
-        self.writer.write_batch(batch)
+    def write(self, batch: pa.RecordBatch, max_tau: int, meta: dict[str, str] | None = None) -> None:
+        self.writer.write_batch(batch, custom_metadata=meta)
         self.file.flush()
         self.max_tau = max_tau
 
@@ -149,10 +172,12 @@ class WindowJournal:
 
     # -- writing -------------------------------------------------------------
     def record(self, stream: str, keys, tau: np.ndarray, freed_tau: int | None,
-               absorbed: pa.Array | None = None) -> None:
+               absorbed: pa.Array | None = None, batch_id: str | None = None,
+               outcome: tuple[int, int] | None = None) -> None:
         """Append one stored batch (``keys``: the s, p, o key columns aligned with ``tau``).
         ``freed_tau``: the stream's GC horizon, below which closed files are deleted.
         ``absorbed``: per triple, null or its absorb record's "new" flag (module docstring).
+        ``batch_id`` / ``outcome``: the POST's batch id and its (accepted, rejected) answer.
 
         A write error is logged once per stream and journaling of the stream stops (the
         element is stored and answered as usual; only its durability is lost)."""
@@ -169,7 +194,12 @@ class WindowJournal:
                 if j.current is None:
                     os.makedirs(j.root, exist_ok=True)
                     j.current = _Segment(j._next_path())
-                j.current.write(batch, int(tau[-1]))
+                meta = None
+                if batch_id is not None:
+                    meta = {"b": batch_id}
+                    if outcome is not None:
+                        meta["a"], meta["r"] = str(int(outcome[0])), str(int(outcome[1]))
+                j.current.write(batch, int(tau[-1]), meta)
                 if j.current.size() >= self.segment_bytes:
                     j.closed.append((j.current.path, j.current.max_tau))
                     j.current.close()
@@ -206,7 +236,7 @@ class WindowJournal:
                     reader = pa.ipc.open_stream(f)
                     while True:
                         try:
-                            rb = reader.read_next_batch()
+                            rb, meta = reader.read_next_batch_with_custom_metadata()
                         except StopIteration:
                             break
                         except (pa.ArrowInvalid, OSError):   # a torn last record: keep what is whole
@@ -217,8 +247,10 @@ class WindowJournal:
                         if len(t):
                             max_tau = int(t[-1])
                             a = rb.column(4) if rb.num_columns > 4 else None
+                            bid, outcome = _batch_meta(meta)
                             yield JournalBatch(rb.column(0), rb.column(1), rb.column(2), t,
-                                               a if a is not None and a.null_count < len(a) else None)
+                                               a if a is not None and a.null_count < len(a) else None,
+                                               bid, outcome)
             except (pa.ArrowInvalid, OSError):
                 log.warning("stream %r: journal file %s is unreadable; skipped", stream, path)
             if max_tau is None:   # nothing in it (or unreadable): nothing to keep

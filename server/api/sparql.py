@@ -11,6 +11,7 @@ below call it too, so /docs documents exactly what runs.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 import orjson
 from fastapi import APIRouter, Request, Response
@@ -405,9 +406,10 @@ class _Runner:
         # before it, those after it), when the parameter is written in exactly one raw slot
         # (the usual text); None otherwise (the binder's own loop reads the slots)
         self.one = _one_slot(binder)
-        # the parameter's raw slot -> its key (str), None (an IRI that is no parameter: not
-        # answered) or False (no IRI reference: the next runner of the layout tries), as
-        # RawBinder.value and norm.slot_key decide them; the same constants come back
+        # a text's raw slots (a tuple) -> the runner's outcome for it (:func:`_runner_key`):
+        # the parameter's key (str; several parameters: their tuple), None (an IRI that is no
+        # parameter: not answered) or False (not this runner's: the next runner of the layout
+        # tries); the same constants come back, and a text's comments are not raw slots
         self.keys: dict = {}
         # the small-answer writer of the runner's media type (None: the general writer)
         self.writer = small_answers.WRITERS.get(mt)
@@ -431,57 +433,68 @@ def _one_slot(binder) -> tuple | None:
 
 
 def _runner_key(r: _Runner, raws: list, read: tuple):
-    """The parameter's key of a text whose raw slots are ``raws`` as runner ``r`` reads
-    it: a str (answered with that key), None (not answered: the text's parameter is no
-    parameter of the template), False (the runner does not read it: the next one of the
-    layout tries) -- the outcomes of ``r.binder.value`` and the key checks in
-    :func:`_run_bound`'s general loop; a single parameter slot's key is kept per runner."""
+    """Runner ``r``'s outcome for a text whose raw slots are ``raws``: its parameter's key
+    (str; a template of several parameters: their tuple, checked by its binder), None (not
+    answered: the text's parameter is no parameter of the template) or False (the runner
+    does not read it: the next one of the layout tries) -- what ``r.binder.value`` and the
+    key checks decide; kept in ``r.keys`` by the raw slots (:func:`_run_bound` reads the
+    kept outcome in place). A single parameter slot is read without the binder's loop."""
     one = r.one
     if one is None:
-        return _UNREAD
-    j, pre, post = one
-    v = raws[j]
-    if raws[:j] != pre or raws[j + 1:] != post or v is None:
-        return False  # (not the layout with its parameter swapped, or a comment where it was)
+        s = r.binder.value(raws, read[4], read[2], read[3])
+        if s is None:
+            key = False
+        elif type(s) is tuple:  # (a template of several parameters: their keys, checked by its binder)
+            key = s
+        else:
+            key = norm.slot_key(s)
+            if key is None or key in r.tpl.others:
+                key = None
+    else:
+        j, pre, post = one
+        v = raws[j]
+        if raws[:j] != pre or raws[j + 1:] != post or v is None:
+            key = False  # (not the layout with its parameter swapped, or a comment where it was)
+        else:
+            s = norm.iri_slot(v, read[4], read[2], read[3])
+            key = False if s is None else norm.slot_key(s)
+            if key and key in r.tpl.others:
+                key = None
     keys = r.keys
-    key = keys.get(v, _UNREAD)
-    if key is _UNREAD:
-        s = norm.iri_slot(v, read[4], read[2], read[3])
-        key = False if s is None else norm.slot_key(s)
-        if len(keys) >= _RUNNER_KEYS_MAX:
-            keys.clear()
-        keys[v] = key
-    if key and key in r.tpl.others:
-        return None
+    if len(keys) >= _RUNNER_KEYS_MAX:
+        keys.clear()
+    keys[tuple(raws)] = key
     return key
 
 
-#: _runner_key: the runner has no single parameter slot (its binder's loop reads the text)
+#: _runner_key / _run_bound: no outcome kept for these raw slots yet
 _UNREAD = object()
 
 
-class _BoundJob(_HitJob):
-    """:class:`_HitJob` of a runner's text (its fields set from the runner: no set-up
-    per request), the answer's media type the runner's for its form."""
-
-    __slots__ = ("runner",)
-
-    def answer(self, res, deadline) -> tuple:
-        r = self.runner
-        if res.form != r.form or (res.n if type(res) is SmallSelect else len(res)) > _TRIM_ROWS:
-            # (not the usual answer: the general one)
-            return _PlainJob.answer(self, res, deadline)
-        mt = r.mt
-        w = r.writer
-        if w is not None:  # (small_body's writer of the runner's media type, looked up once)
-            try:
-                body = w(res, self.max_bytes)
-            except JindouError as e:
-                raise e.with_traceback(None) from None
-            if body is not None:
-                return r.form, mt, body
-        body = _small_or_general(res, mt, self.max_bytes, deadline)
-        return r.form, mt, body
+def _run_runner(db, r: _Runner, key, payload: bytes, accept: str | None, decode, deadline) -> tuple:
+    """(form, media type, body) of a runner's text (``try_inline_lane``'s job, bound with
+    ``functools.partial``: no job object per request): the template run with the text's
+    key and answered by the runner's small writer, in one frame; a result that is not the
+    runner's usual one (another form, many rows) is answered by the :class:`_HitJob` of the
+    text, exactly as the template path answers it; with no program of the current snapshot
+    to rebind yet, the text is run by :meth:`Database.query` (as ``_HitJob`` runs it)."""
+    res = db.query_template((r.tpl, key), deadline=deadline, lists=True)
+    if res is None:  # (no program of the current snapshot yet: the text path compiles one)
+        res = db.query(decode(payload), base=r.base, deadline=deadline, lists=True)
+    if type(res) is SmallSelect:  # (the usual answer: a SELECT of a few rows)
+        if res.n > _TRIM_ROWS or r.form != "SELECT":
+            return _HitJob(db, (r.tpl, key), payload, r.base, accept, r.max_bytes, decode).answer(res, deadline)
+    elif res.form != r.form or len(res) > _TRIM_ROWS:
+        return _HitJob(db, (r.tpl, key), payload, r.base, accept, r.max_bytes, decode).answer(res, deadline)
+    w = r.writer
+    if w is not None:  # (small_body's writer of the runner's media type, looked up once)
+        try:
+            body = w(res, r.max_bytes)
+        except JindouError as e:
+            raise e.with_traceback(None) from None
+        if body is not None:
+            return r.form, r.mt, body
+    return r.form, r.mt, _small_or_general(res, r.mt, r.max_bytes, deadline)
 
 
 #: how a runner's texts are read: (the raw slots' expression, learned layouts, decoded IRI
@@ -506,58 +519,37 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
         payload = qs
     if len(payload) > norm.MAX_CHARS or b"\x00" in payload:  # (raw_normalize's guards)
         return None
+    # (a text without slots makes a layout key without a NUL: no runner's, whose layouts
+    # have a slot at least, and the payload has no NUL)
     parts = read[0].split(payload)
-    if len(parts) == 1:
-        return None
     if accept is None:
         accept = headers.get("accept")
-    host = headers.get("host")  # (_sparql_base's kept base, looked up in place)
-    base = _BASES.get((host, scope.get("scheme", "http"))) if host else None
+    # (_sparql_base's kept base, looked up in place: no Host, no key kept there)
+    base = _BASES.get((headers.get("host"), scope.get("scheme", "http")))
     if base is None:
         base = _sparql_base(headers, scope)
     got = runners.get((b"\x00".join(parts[0::2]), base, accept, read[3]))
     if got is None:
         return None
-    raws = parts[1::2]
+    raws = tuple(parts[1::2])
     for r in got:
-        if r.one is not None:  # (one parameter slot: its kept key)
-            key = _runner_key(r, raws, read)
-            if key is False:
-                continue
-            if key is None:
-                return None
-            break
-        s = r.binder.value(raws, read[4], read[2], read[3])
-        if s is None:
+        key = r.keys.get(raws, _UNREAD)  # (_runner_key's kept outcome, read in place)
+        if key is _UNREAD:
+            key = _runner_key(r, list(raws), read)
+        if key is False:
             continue
-        if type(s) is tuple:  # (a template of several parameters: their keys, checked by its binder)
-            key = s
-        else:
-            key = norm.slot_key(s)
-            if key is None or key in r.tpl.others:
-                return None
+        if key is None:
+            return None
         break
     else:
         return None
-    tpl = r.tpl
     if read is _URL_READ:
         _QS_NORMS[qs] = True  # (seen: its next sighting is a repeat, see _hit_job)
         if len(_QS_NORMS) > _LANE_TEXTS_MAX:
             _QS_NORMS.clear()
     else:  # (a body's token is checked once its template is known: _body_hit_job's order)
         check_read(state.config, headers)
-    job = _BoundJob.__new__(_BoundJob)
-    job.db = state.db
-    job.text = None
-    job.base = r.base
-    job.accept = accept
-    job.max_bytes = r.max_bytes
-    job.hit = (tpl, key)
-    job.payload = payload
-    job.decode = read[4]
-    job.shape = r.shape
-    job.repeat = False
-    job.runner = r
+    job = partial(_run_runner, state.db, r, key, payload, accept, read[4])
     try:  # (_run_hit, in place: one call less for every runner's text)
         done, result = state.try_inline_lane(job, r.shape)
     except Exception as exc:
