@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             path = "ordinary"
         rec.append({"t": t, "path": path, "lat": (q.last_latency_ms or 0.0) * 1000.0, "before": before,
                     "ranges": ranges, "sync": cur.get("sync"), "adv": cur.get("adv"),
-                    "why": cur.get("why"), "built": cur.get("ibuilt")})
+                    "why": cur.get("why"), "built": cur.get("ibuilt"), "fast_in": cur.get("fast_in")})
 
     def instant(self, snap, *a, **k):
         cur["in_instant"] = True
@@ -107,6 +107,19 @@ def main(argv: list[str] | None = None) -> int:
         cur["adv"] = (tau, cur["built"], (time.perf_counter() - t0) * 1e6,
                       None if st is None else st.tau)
 
+    fstep = F.step
+
+    def fast(sched, q, t, last, t0):
+        ev = q.evaluator
+        mt = ev._mdue
+        if mt is not None and mt is not False:
+            cur["fast_in"] = (f"last==t {last == t}, ok {ev._ok} state0 {q.state[0]}, probe {mt._probe}, "
+                              f"skip {mt._skip}, st {mt.state is not None}")
+        else:
+            cur["fast_in"] = f"mdue {mt}"
+        return fstep(sched, q, t, last, t0)
+
+    F.step = fast
     S.Scheduler._step_one = step_one
     M.Maintained.instant = instant
     M.Maintained._sync = _sync
@@ -146,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                 sy = "" if s is None else (f"; _sync {s[0]} -> {s[1]} ({s[2]} seqs, "
                                            f"{'ok' if s[3] else 'refused'}) {s[4]:.0f} µs")
                 if r["why"] and r["path"] == "general":
-                    sy += f"; in instant: {r['why']}{' REBUILT' if r['built'] else ''}"
+                    sy += f"; in instant: {r['why']}{' REBUILT' if r['built'] else ''}; fast: {r['fast_in']}"
                 ad = r["adv"]
                 av = "" if ad is None else (f"; then advance({ad[0]}) {'BUILT' if ad[1] else 'moved'} "
                                             f"{ad[2]:.0f} µs -> tau {ad[3]}")
@@ -154,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{sy}{av}", flush=True)
     finally:
         S.Scheduler._step_one = step
+        F.step = fstep
         M.Maintained.instant = inst
         M.Maintained._sync = sync
         M.Maintained._build = build
