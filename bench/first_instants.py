@@ -9,7 +9,9 @@ the event the ingestion held whole; ``body``: the body held, windows equal; ``ge
 general ``Maintained.instant``, with the seqs its catch-up ``_sync`` read and its time;
 ``ordinary``: evaluated), the latency (``last_latency_ms``), and what the state looked like
 when the instant began (its instant ``tau``, the held instants, the windows against the
-instant's ranges); and the worker's ``Maintained.advance`` after it (built or moved, its time).
+instant's ranges; for a general one, why ``Maintained.instant`` did not take the held event and
+what ``instant_fast.step`` saw at its entry); and the worker's ``Maintained.advance`` after it
+(built or moved, its time).
 Then, over all the queries, the median latency of the n-th instant.
 """
 
