@@ -19,7 +19,8 @@ import sys
 from bench import streams as bs
 from bench.lsbench import _PREFIXES, FOCUS_USER, NS, STATIC_GRAPH, STREAMS
 
-_P = _PREFIXES + "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+_P = (_PREFIXES + "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+      "PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n")
 _G = f"FROM <{STATIC_GRAPH}>"
 _T1, _T2, _T3 = (f"<{NS}tag/{k}>" for k in (1, 2, 3))
 _U0 = f"<{NS}user/{FOCUS_USER}>"
@@ -144,6 +145,202 @@ WHERE {{ ?post sib:hashtag {_T1} ; sioc:has_creator ?creator }}""",
     "subselect-having": f"""SELECT ?post ?n
 {_w("postlike")}
 WHERE {{ {{ SELECT ?post (COUNT(?liker) AS ?n) WHERE {{ ?liker sib:like ?post }} GROUP BY ?post }} FILTER (?n >= 2) }}""",
+    # ---- wave 2m (helper U): the four kinds issue 13 still lists, then shapes users write
+    "count-expr": f"""SELECT ?u (COUNT(?lat * 2) AS ?n)
+{_w("gps")}
+WHERE {{ ?r sib:user ?u ; geo:lat ?lat }}
+GROUP BY ?u""",
+    "count-distinct-expr": f"""SELECT (COUNT(DISTINCT STR(?t)) AS ?n)
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?t }}""",
+    "path-star-class": f"""SELECT ?post ?u
+{_w("post")} {_G}
+WHERE {{ ?post a ?c . ?c rdfs:subClassOf* sioc:Post . ?post sioc:has_creator ?u }}""",
+    "path-plus-static": f"""SELECT ?post ?f
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator {_U0} . {_U0} foaf:knows/foaf:knows? ?f }}""",
+    "opt-bind": f"""SELECT ?post ?u ?a2
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . OPTIONAL {{ ?u foaf:age ?age . BIND (?age * 2 AS ?a2) }} }}""",
+    "filter-regex": f"""SELECT ?post ?c
+{_w("post")}
+WHERE {{ ?post sioc:content ?c FILTER regex(?c, "user 1[0-9]$") }}""",
+    "filter-strstarts": f"""SELECT ?post
+{_w("post")}
+WHERE {{ ?post sioc:content ?c FILTER STRSTARTS(?c, "post 1") }}""",
+    "filter-lang": f"""SELECT ?post ?n
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . ?u foaf:name ?n FILTER (!langMatches(lang(?n), "en")) }}""",
+    "filter-lcase": f"""SELECT ?post
+{_w("post")}
+WHERE {{ ?post sioc:content ?c FILTER CONTAINS(LCASE(?c), "user 7") }}""",
+    "distinct-order-limit": f"""SELECT DISTINCT ?t
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?t }} ORDER BY ?t LIMIT 3""",
+    "nested-opt": f"""SELECT ?post ?l ?age
+{_w("post")} {_w("postlike")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . OPTIONAL {{ ?l sib:like ?post OPTIONAL {{ ?l foaf:age ?age }} }} }}""",
+    "exists-static": f"""SELECT ?post ?u
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u FILTER EXISTS {{ {_U0} foaf:knows ?u }} }}""",
+    "not-exists-static": f"""SELECT ?post ?u
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u FILTER NOT EXISTS {{ ?u foaf:age ?a FILTER (?a < 30) }} }}""",
+    "sample-concat": f"""SELECT ?post (SAMPLE(?u) AS ?creator) (GROUP_CONCAT(STR(?t)) AS ?tags)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u ; sib:hashtag ?t }}
+GROUP BY ?post""",
+    "having-two": f"""SELECT ?post (COUNT(?l) AS ?n) (MAX(?age) AS ?m)
+{_w("postlike")} {_G}
+WHERE {{ ?l sib:like ?post ; foaf:age ?age }}
+GROUP BY ?post HAVING (COUNT(?l) >= 2 && MAX(?age) > 40)""",
+    "count-star": f"""SELECT (COUNT(*) AS ?n)
+{_w("postlike")}
+WHERE {{ ?l sib:like ?p }}""",
+    "ask": f"""ASK
+{_w("post")}
+WHERE {{ ?post sib:hashtag {_T1} ; sioc:has_creator ?u }}""",
+    "two-windows": f"""SELECT ?post ?l
+{_w("post", 10)} {_w("postlike", 5)}
+WHERE {{ ?post sioc:has_creator ?u . ?l sib:like ?post }}""",
+    "if-proj": f"""SELECT ?r (IF(?lat > 56, "north", "south") AS ?half)
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat }}""",
+    "coalesce-proj": f"""SELECT ?post (COALESCE(?l, ?u) AS ?who)
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?l sib:like ?post }} }}""",
+    "minus": f"""SELECT ?post ?u
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u MINUS {{ ?post sib:hashtag {_T1} }} }}""",
+    "bind-concat": f"""SELECT ?post ?label
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u BIND (CONCAT("by ", STR(?u)) AS ?label) }}""",
+    "top-k": f"""SELECT ?post (COUNT(*) AS ?n)
+{_w("postlike")}
+WHERE {{ ?l sib:like ?post }}
+GROUP BY ?post ORDER BY DESC(?n) ?post LIMIT 3""",
+    "filter-range-static": f"""SELECT ?l ?p
+{_w("postlike")} {_G}
+WHERE {{ ?l sib:like ?p ; foaf:age ?a FILTER (?a >= 18 && ?a < 30) }}""",
+    "opt-filter-inside": f"""SELECT ?post ?l
+{_w("post")} {_w("postlike")} {_G}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?l sib:like ?post ; foaf:age ?a FILTER (?a > 30) }} }}""",
+    "not-bound": f"""SELECT ?post
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?l sib:like ?post }} FILTER (!BOUND(?l)) }}""",
+    "strlen-proj": f"""SELECT ?post (STRLEN(?c) AS ?len) (UCASE(?c) AS ?uc)
+{_w("post")}
+WHERE {{ ?post sioc:content ?c }}""",
+    "union-three": f"""SELECT ?x ?u
+{_w("post")} {_w("photo")}
+WHERE {{ {{ ?x sib:hashtag {_T1} ; sioc:has_creator ?u }} UNION {{ ?x sib:hashtag {_T2} ; sioc:has_creator ?u }}
+  UNION {{ ?x sib:usertag ?u }} }}""",
+    "avg-static-group": f"""SELECT ?city (AVG(?a) AS ?avg) (COUNT(*) AS ?n)
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . ?u foaf:based_near ?city ; foaf:age ?a }}
+GROUP BY ?city""",
+    "not-in": f"""SELECT ?post ?t
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?t FILTER (?t NOT IN ({_T1}, {_T2})) }}""",
+    "group-two-keys": f"""SELECT ?u ?t (COUNT(*) AS ?n)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u ; sib:hashtag ?t }}
+GROUP BY ?u ?t""",
+    "count-distinct-all": f"""SELECT (COUNT(DISTINCT ?l) AS ?likers) (COUNT(DISTINCT ?p) AS ?posts)
+{_w("postlike")}
+WHERE {{ ?l sib:like ?p }}""",
+    "avg-having": f"""SELECT ?u (AVG(?lat) AS ?a)
+{_w("gps", 30)}
+WHERE {{ ?r sib:user ?u ; geo:lat ?lat }}
+GROUP BY ?u HAVING (AVG(?lat) > 56)""",
+    "round-proj": f"""SELECT ?r (ROUND(?lat * 10) / 10 AS ?lat1) (ABS(?long - 10) AS ?d)
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat ; geo:long ?long }}""",
+    "str-funcs-bind": f"""SELECT ?post ?n
+{_w("post")}
+WHERE {{ ?post sioc:content ?c BIND (STRAFTER(?c, "user ") AS ?n) FILTER (STRLEN(?n) > 1) }}""",
+    "iri-bind": f"""SELECT ?post ?page
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u BIND (IRI(CONCAT(STR(?u), "/page")) AS ?page) }}""",
+    "var-compare-static": f"""SELECT ?l ?p
+{_w("postlike")} {_w("post")} {_G}
+WHERE {{ ?l sib:like ?p . ?p sioc:has_creator ?u . ?l foaf:age ?a1 . ?u foaf:age ?a2 FILTER (?a1 > ?a2) }}""",
+    "select-star": f"""SELECT *
+{_w("photo")}
+WHERE {{ ?ph sib:usertag ?f ; sioc:has_creator ?u }}""",
+    "union-then-opt": f"""SELECT ?x ?u ?age
+{_w("post")} {_w("photo")} {_G}
+WHERE {{ {{ ?x sib:hashtag {_T1} ; sioc:has_creator ?u }} UNION {{ ?x sib:usertag ?u }}
+  OPTIONAL {{ ?u foaf:age ?age FILTER (?age > 60) }} }}""",
+    "opt-count-distinct": f"""SELECT ?u (COUNT(DISTINCT ?l) AS ?fans)
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?l sib:like ?post }} }}
+GROUP BY ?u""",
+    "long-window": f"""SELECT ?t (COUNT(*) AS ?n)
+{_w("post", 60, 5)}
+WHERE {{ ?post sib:hashtag ?t }}
+GROUP BY ?t ORDER BY DESC(?n) ?t LIMIT 5""",
+    "min-str": f"""SELECT ?u (MIN(?c) AS ?first)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u ; sioc:content ?c }}
+GROUP BY ?u""",
+    "exists-window": f"""SELECT ?post
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u FILTER EXISTS {{ ?l sib:like ?post }} }}""",
+    "order-only": f"""SELECT ?r ?lat
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat }} ORDER BY DESC(?lat)""",
+    "having-no-group": f"""SELECT (COUNT(*) AS ?n)
+{_w("postlike")}
+WHERE {{ ?l sib:like ?p }} HAVING (COUNT(*) > 5)""",
+    "group-order": f"""SELECT ?u (COUNT(*) AS ?n)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u }} GROUP BY ?u ORDER BY ?u""",
+    "alias-group": f"""SELECT ?who (COUNT(*) AS ?n)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u BIND (?u AS ?who) }} GROUP BY ?who""",
+    "sample-group": f"""SELECT ?p (SAMPLE(?l) AS ?someone) (COUNT(*) AS ?n)
+{_w("postlike")}
+WHERE {{ ?l sib:like ?p }} GROUP BY ?p""",
+    "opt-avg": f"""SELECT ?post (AVG(?age) AS ?a)
+{_w("post")} {_w("postlike")} {_G}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?l sib:like ?post . ?l foaf:age ?age }} }}
+GROUP BY ?post""",
+    "subselect-join": f"""SELECT ?u ?n ?age
+{_w("post")} {_G}
+WHERE {{ {{ SELECT ?u (COUNT(*) AS ?n) WHERE {{ ?post sioc:has_creator ?u }} GROUP BY ?u }} ?u foaf:age ?age }}""",
+    "values-undef": f"""SELECT ?post ?tag
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?tag ; sioc:has_creator ?u VALUES (?tag ?u) {{ ({_T1} UNDEF) ({_T2} {_U0}) }} }}""",
+    "ask-not-exists": f"""ASK
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u FILTER NOT EXISTS {{ ?l sib:like ?post }} }}""",
+    "two-exists": f"""SELECT ?post
+{_w("post")} {_w("postlike")} {_G}
+WHERE {{ ?post sioc:has_creator ?u FILTER EXISTS {{ ?l sib:like ?post }} FILTER EXISTS {{ {_U0} foaf:knows ?u }} }}""",
+    "minus-stream": f"""SELECT ?post
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u MINUS {{ ?l sib:like ?post }} }}""",
+    "limit-group": f"""SELECT ?u (COUNT(*) AS ?n)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u }} GROUP BY ?u LIMIT 100""",
+    "reduced": f"""SELECT REDUCED ?u
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u }}""",
+    "strdt-proj": f"""SELECT ?r (STRDT(STR(?lat), xsd:string) AS ?s) (xsd:integer(FLOOR(?lat)) AS ?deg)
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat }}""",
+    "union-top-k": f"""SELECT ?x (COUNT(*) AS ?n)
+{_w("post")} {_w("photo")}
+WHERE {{ {{ ?x sib:hashtag ?t }} UNION {{ ?x sib:usertag ?t }} }}
+GROUP BY ?x ORDER BY DESC(?n) ?x LIMIT 3""",
+    "path-alt-order": f"""SELECT DISTINCT ?u
+{_w("photo")}
+WHERE {{ ?item sioc:has_creator|sib:usertag ?u }} ORDER BY ?u LIMIT 5""",
+    "two-opt-binds": f"""SELECT ?post ?a2 ?city
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?u foaf:age ?age BIND (?age * 2 AS ?a2) }}
+  OPTIONAL {{ ?u foaf:based_near ?c BIND (STR(?c) AS ?city) }} }}""",
 }
 
 

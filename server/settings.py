@@ -115,6 +115,10 @@ class Settings(BaseSettings, EngineSettings):
                "event-loop thread (and the threads it starts later: its thread pool) to a CPU of its own, the "
                "primary to the first (for a machine that serves only this: a bound process cannot move off a "
                "CPU another program keeps busy); off: the kernel places them")
+    process_session: Literal["shared", "own"] = setting(
+        "shared", "with --processes N (N >= 2): shared keeps the query processes in the primary's session; own "
+                  "starts each in a session of its own, so where the kernel shares CPU between sessions "
+                  "(sched_autogroup) each process is weighed as one program, not all N together as one")
     batch_writes: bool = setting(True, "write the fast lane's small answers to the requests of one event-loop "
                                        "pass together, after all of them are computed (--no-batch-writes: "
                                        "each as soon as it is computed)")

@@ -59,12 +59,12 @@ def test_small_formats_equal_the_writers(keys, names, data):
 def _vectorized(res, mt):
     """The general writer's bytes through its vectorized row assembly (its term-by-term
     path for small answers, ``serialize.SMALL_CELLS``, off)."""
-    keep = ser.SMALL_CELLS
-    ser.SMALL_CELLS = 0
+    keep = ser.SMALL_CELLS, ser.SMALL_CELLS_UNBOUND
+    ser.SMALL_CELLS = ser.SMALL_CELLS_UNBOUND = 0
     try:
         return ser.serialize(res, mt)
     finally:
-        ser.SMALL_CELLS = keep
+        ser.SMALL_CELLS, ser.SMALL_CELLS_UNBOUND = keep
 
 
 def test_the_general_writers_small_path_is_taken(monkeypatch):

@@ -276,7 +276,7 @@ def test_shapes_not_generated():
               "GROUP BY ?c",   # (grouped by an OPTIONAL's variable)
               "SELECT DISTINCT ((RAND() + ?b) AS ?z) WHERE { ?a <http://ex.org/p0> ?b }",
               "SELECT ?a WHERE { ?a <http://ex.org/p0> ?b } ORDER BY ?b",   # (not projected: tiny_order)
-              "SELECT ?a (COUNT(?b * 2) AS ?s) WHERE { ?a <http://ex.org/p0> ?b } GROUP BY ?a"):
+              "SELECT ?a (COUNT(?b * RAND()) AS ?s) WHERE { ?a <http://ex.org/p0> ?b } GROUP BY ?a"):
         cq = parse_continuous(f"REGISTER QUERY x AS {q.replace(' WHERE', ' FROM STREAM <http://ex.org/a> [RANGE 3s STEP 1s] WHERE', 1)}")
         assert tiny_gen.GenQuery.of(cq.query, "RSTREAM") is None, q
     cq = parse_continuous("REGISTER QUERY x AS SELECT ?a FROM STREAM <http://ex.org/a> [RANGE 3s STEP 1s] "

@@ -1,7 +1,8 @@
 """VALUES joined with a small window's BGP (:mod:`engine.stream.tiny_values`: a FILTER of
 ``sameTerm``s where that is the same bag) on the generated and maintained paths: each instant
 equals the ordinary path's (and pyoxigraph's where a fast path answered); the paths are taken;
-VALUES with UNDEF, duplicate rows or a variable the pattern may leave unbound stay as they are.
+VALUES whose rows one solution may both match (UNDEF), duplicate rows or a variable the pattern
+may leave unbound stay as they are.
 """
 
 from __future__ import annotations
@@ -81,9 +82,16 @@ def test_which_values_are_taken():
     p0 = PREDS[0]
     assert _gen(f"SELECT ?a ?b WHERE {{ VALUES ?b {{ {NODES[0]} {NODES[1]} }} ?a {p0} ?b }}") is not None
     assert _gen(f"SELECT ?a WHERE {{ ?a {p0} ?b }} VALUES (?a ?b) {{ ({NODES[0]} {LITS[0]}) }}") is not None
-    # a duplicate row (the join doubles), UNDEF, a variable the pattern does not bind: left as they are
+    # UNDEF where no solution can match two rows: taken
+    assert _gen(f"SELECT ?a WHERE {{ VALUES (?a ?b) {{ ({NODES[0]} UNDEF) }} ?a {p0} ?b }}") is not None
+    assert _gen(f"SELECT ?a WHERE {{ VALUES (?a ?b) {{ ({NODES[0]} UNDEF) ({NODES[1]} {LITS[0]}) }} "
+                f"?a {p0} ?b }}") is not None
+    # a duplicate row (the join doubles), rows a solution may both match (UNDEF), a row of UNDEF
+    # only, a variable the pattern does not bind: left as they are
     assert _gen(f"SELECT ?a WHERE {{ VALUES ?b {{ {NODES[0]} {NODES[0]} }} ?a {p0} ?b }}") is None
-    assert _gen(f"SELECT ?a WHERE {{ VALUES (?a ?b) {{ ({NODES[0]} UNDEF) }} ?a {p0} ?b }}") is None
+    assert _gen(f"SELECT ?a WHERE {{ VALUES (?a ?b) {{ ({NODES[0]} UNDEF) ({NODES[0]} {LITS[0]}) }} "
+                f"?a {p0} ?b }}") is None
+    assert _gen(f"SELECT ?a WHERE {{ VALUES (?a ?b) {{ (UNDEF UNDEF) }} ?a {p0} ?b }}") is None
     assert _gen(f"SELECT ?a ?z WHERE {{ VALUES ?z {{ {NODES[0]} }} ?a {p0} ?b }}") is None
 
 

@@ -32,6 +32,7 @@ from engine.arrays import unique
 from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded
 from engine.exec import aggregates as _agg_module
 from engine.exec import functions as _fn_module
+from engine.exec import limit_chunks
 from engine.exec import numbers as N
 from engine.exec import rowwise as _rowwise
 from engine.exec import values as V
@@ -894,6 +895,8 @@ FILTER_ONCE = [0]
 class Evaluator:
     #: (BGP node, early filters) asked of the next evaluation of that BGP (_Filter -> _BGP)
     _early = None
+    #: (BGP node, seed): the chunk of driving rows that BGP's evaluation starts from (limit_chunks)
+    _chunk = None
 
     def __init__(self, ctx: QueryContext, dataset: DatasetView):
         self.ctx = ctx
@@ -913,6 +916,8 @@ class Evaluator:
         meth = getattr(self, "_" + type(node).__name__, None)
         if meth is None:
             raise QueryEvaluationError(f"cannot evaluate {type(node).__name__}")
+        if self._chunk is not None and node is self._chunk[0] and seed is None:  # (limit_chunks: its rows)
+            seed = self._chunk[1]
         return self._check(meth(node, seed))
 
     def _unseeded(self, node, seed, fn) -> Bindings:
@@ -1330,6 +1335,10 @@ class Evaluator:
         """OFFSET/LIMIT; an ORDER BY right below (or below a projection: no
         DISTINCT in between) is told to keep only the OFFSET + LIMIT first rows."""
         order = top_k_order(node)
+        if order is None:
+            got = limit_chunks.sliced(self, node)
+            if got is not None:
+                return got
         if order is not None:
             self._tops[id(order)] = node.offset + node.limit
         try:

@@ -82,6 +82,7 @@ from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.tiny_aggs import order_free as _order_free
 from engine.stream.tiny_gen import GEN_WINDOW, GenQuery
+from engine.stream.tiny_rewrite import rewrite as _tiny_rewrite
 from engine.stream.transient import TransientStore
 from engine.stream.window_graph import SMALL_WINDOW, SlidingWindowGraph, SmallGraph
 from engine.stream.windows import Window, first_instant, leaves_at, window_member
@@ -1036,6 +1037,7 @@ class InstantEvaluator:
     def __init__(self, db, query: A.Query, mode: str, windows: list[BoundWindow],
                  absorb_log: AbsorbLog | None = None, cache: WindowCache | None = None,
                  incremental: bool = True):
+        query = _tiny_rewrite(query, mode)   # (path alternatives, OPTIONAL + BIND: equal patterns, tiny_rewrite)
         self.db = db
         self.incremental = incremental
         self.cache = cache if cache is not None else WindowCache()

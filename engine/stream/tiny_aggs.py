@@ -1,4 +1,4 @@
-"""The aggregates beyond COUNT for the small-window paths (:mod:`engine.stream.tiny_gen`,
+"""The aggregates beyond COUNT(*) / COUNT(?v) for the small-window paths (:mod:`engine.stream.tiny_gen`,
 :mod:`engine.stream.maintained`): SUM, AVG, MIN, MAX, SAMPLE, GROUP_CONCAT, with and without
 DISTINCT.
 
@@ -27,6 +27,11 @@ from its counts here, as :mod:`engine.exec.aggregates` computes it:
   SPARQL leaves the pieces' order undefined, the executor's is its row order, which the value
   counts do not keep, and an instant evaluated again (after a restart, on another path) must
   write the same string.
+
+* COUNT of an expression (``COUNT(?v * 2)``, ``COUNT(DISTINCT STR(?t))``, ``COUNT(?z)`` of a
+  BIND): value counts keyed by the expression's term key; a solution whose expression is an
+  error (key None) is not counted, as the executor counts (the bound values, SPARQL 1.1
+  18.5.1.2; pyoxigraph makes such a group's COUNT unbound instead).
 
 A value the closures do not decide (an ``xsd:float``, an ill-typed literal: ``_OTHER`` of
 :mod:`engine.stream.tiny_ops`) hands the instant back.
@@ -94,9 +99,9 @@ class AggGroup:
             if name != "COUNT" and name not in NAMES:
                 return None
             if not isinstance(agg.arg, A.Var):
-                # an expression: its values' keys are counted (SUM, AVG, MIN, ...; not COUNT, whose
-                # errors are left out rather than making the group an error)
-                if name == "COUNT" or agg.arg is None or not term_expr(agg.arg):
+                # an expression: its values' keys are counted (SUM, AVG, MIN, ...; COUNT leaves
+                # the errors' key, None, out: :func:`expr_agg_fn`)
+                if agg.arg is None or not term_expr(agg.arg):
                     return None
                 exprs[len(aggs)] = agg.arg
                 kinds[len(aggs)] = (name, " " if agg.separator is None else agg.separator)
@@ -416,6 +421,8 @@ def expr_agg_fn(name: str, distinct: bool, sep: str = " "):
     whose expression is an error (key None) hands the instant back: the executor's rules for an
     error inside MIN / MAX / SAMPLE / GROUP_CONCAT are its own (SUM and AVG of an error: an
     error; taken from the ordinary path too, rare in practice)."""
+    if name == "COUNT":
+        return _count_keys(distinct)
     inner = agg_fn(name, distinct, sep)
 
     def f(vc: dict, V) -> tuple:
@@ -424,6 +431,16 @@ def expr_agg_fn(name: str, distinct: bool, sep: str = " "):
                 return _NONE
             raise Undecided
         return inner(vc, _KV)
+    return f
+
+
+def _count_keys(distinct: bool):
+    """COUNT of an expression over its values' term keys: a solution whose expression is an
+    error (key None) is left out (SPARQL's COUNT counts the bound values only); DISTINCT counts
+    the distinct keys, which are the distinct terms (a key names one RDF term)."""
+    def f(vc: dict, V) -> tuple:
+        n = sum(1 for k in vc if k is not None) if distinct else sum(c for k, c in vc.items() if k is not None)
+        return f'"{n}"^^<{XSD_INTEGER}>', n
     return f
 
 
@@ -436,9 +453,10 @@ _ERROR_IS_ERROR = frozenset({"SUM", "MIN", "MAX"})
 def below_group(sh, node, conjuncts):
     """The BGP's node under a GROUP BY, with the FILTERs and BINDs between them taken into
     ``sh``: FILTER conjuncts appended to ``sh.filters``, a ``BIND (expr AS ?x)`` inlined where
-    ``?x`` is read -- in FILTERs above it and in the arguments of SUM / AVG / MIN / ... (which
-    become aggregates of ``expr``, :func:`expr_agg_fn`). None (not taken) when a bound variable
-    is a group key or counted (COUNT leaves errors out), or an expression is not one
+    ``?x`` is read -- in FILTERs above it and in the arguments of SUM / AVG / MIN / COUNT / ...
+    (which become aggregates of ``expr``, :func:`expr_agg_fn`); a group key that is a copy of a
+    variable (``BIND(?u AS ?who)``) is that variable's, written under the key's name. None (not
+    taken) when another bound variable is a group key, or an expression is not one
     :mod:`tiny_terms` decides."""
     from engine.stream import tiny_terms as _tt  # noqa: PLC0415 -- (tiny_gen's helpers, no cycle)
 
@@ -461,14 +479,20 @@ def below_group(sh, node, conjuncts):
             binds[op.var.name] = e
         else:
             sh.filters += conjuncts(e)
-    if set(sh.by) & set(binds):
-        return None
+    for k in [b for b in sh.by if b in binds]:
+        # ``BIND(?u AS ?who) ... GROUP BY ?who``: grouped by ?u (unbound exactly where ?who is),
+        # the key written under its name (an alias); any other BIND as a key: not taken
+        e = binds[k]
+        if not isinstance(e, A.Var) or e.name in sh.by or k in sh.by_exprs or k in sh.alias:
+            return None
+        sh.by[sh.by.index(k)] = e.name
+        sh.alias[k] = e.name
     for j, (out, arg, dist) in enumerate(sh.aggs):
         if j in sh.agg_exprs:
             sh.agg_exprs[j] = _tt.inline(sh.agg_exprs[j], binds)
         elif arg in binds:
-            if j not in sh.agg_kinds:
-                return None
+            if j not in sh.agg_kinds:   # COUNT(?x) of a BIND: COUNT(expr), its errors left out
+                sh.agg_kinds[j] = ("COUNT", " ")
             sh.agg_exprs[j] = binds[arg]
             sh.aggs[j] = (out, expr_name(j), dist)
     return node

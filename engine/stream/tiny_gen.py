@@ -649,6 +649,8 @@ class GenQuery:
         ordinary path's."""
         if mode not in ("RSTREAM", "ISTREAM", "DSTREAM"):
             return None
+        if query.base and _tt.reads_base(query.pattern):
+            return None   # (IRI() of a relative string resolves against the BASE: tiny_terms takes none)
         construct = query.form == "CONSTRUCT"
         if construct:   # as SELECT of the template's variables (engine.stream.gen_construct)
             from engine.stream.gen_construct import select_of  # noqa: PLC0415
@@ -667,7 +669,10 @@ class GenQuery:
             if mode != "RSTREAM" or construct:   # (a UNION's rows: RSTREAM SELECT only)
                 return None
             from engine.stream.tiny_union import union_of  # (it builds on this module)
-            return union_of(query)
+            u = union_of(got[0])   # (ORDER BY / LIMIT over the branches' rows: after them)
+            if u is not None:
+                u.order = got[1]
+            return u
         g = GenQuery(sh)
         g.order = got[1]
         return g if g.usable else None

@@ -26,6 +26,8 @@ ordinary path reports it), a query-local term id.
 
 from __future__ import annotations
 
+import dataclasses
+
 from engine.errors import UnsupportedError
 from engine.exec import functions as _fn
 from engine.exec.context import LOCAL_BASE
@@ -36,9 +38,11 @@ from engine.terms import XSD_DATE, XSD_DATETIME, Literal, from_key, to_key
 
 __all__ = ["TermFn", "taken", "term_expr"]
 
-#: the executor's functions taken here: deterministic, reading no query context (IRI() reads the
-#: base, NOW the instant, REPLACE the deadline, RAND / BNODE / UUID / STRUUID differ per call)
-_OPS = frozenset({
+#: the executor's functions taken here: deterministic, reading no query context (NOW reads the
+#: instant, REPLACE the deadline, RAND / BNODE / UUID / STRUUID differ per call); IRI() reads the
+#: query's BASE: taken as with none (:class:`_NoBase`; tiny_gen does not generate a query with a
+#: BASE that calls it)
+_OPS = frozenset({"IRI", "URI",
     "||", "&&", "!", "BOUND", "IF", "COALESCE", "IN", "NOT IN", "=", "!=", "<", ">", "<=", ">=",
     "STR", "LANG", "LANGMATCHES", "DATATYPE", "ABS", "CEIL", "FLOOR", "ROUND", "CONCAT", "STRLEN",
     "UCASE", "LCASE", "ENCODE_FOR_URI", "CONTAINS", "STRSTARTS", "STRENDS", "STRBEFORE",
@@ -125,6 +129,25 @@ def _terms(dictionary) -> _Terms:
 _UNDECIDED = object()   # a value whose instants are handed back
 
 
+class _NoBase:
+    """The scalar evaluator's query context here: no BASE (``IRI("rel")`` is ``<rel>``, as the
+    executor makes it for a query without one)."""
+
+    base = None
+
+
+def reads_base(node) -> bool:
+    """Whether ``node`` (a pattern or an expression, anywhere below) calls IRI() (its value
+    depends on the query's BASE)."""
+    if isinstance(node, A.Call) and node.op in ("IRI", "URI"):
+        return True
+    if isinstance(node, (tuple, list)):
+        return any(reads_base(x) for x in node)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return any(reads_base(getattr(node, f.name)) for f in dataclasses.fields(node))
+    return False
+
+
 class TermFn(dict):
     """One expression's values per tuple of its variables' term ids (a single id when it reads
     one variable; -1: unbound), evaluated on a miss by the executor's scalar evaluator.
@@ -139,7 +162,7 @@ class TermFn(dict):
         self.names = names          # the variables the key holds, in its order
         self.boolean = boolean
         self.zones = frozenset(_const_zones(expr, set()))   # the constant times' zones (with / without)
-        self.scalar = _fn._Scalar(None, {})
+        self.scalar = _fn._Scalar(_NoBase, {})
         self.terms: _Terms | None = None
 
     def bind(self, dictionary) -> None:

@@ -298,6 +298,12 @@ class UnionGen(_tg.GenQuery):
         if not sh.ask and len(out) > _tg.MAX_ROWS:
             _tg._TAKEN[0] = t0
             return None
+        if self.order is not None:   # (ORDER BY / LIMIT / OFFSET over the combined rows, tiny_order)
+            try:
+                out = self.order.apply(out, self.kinds(), _tg._values(ctx.dictionary))
+            except _tg.Undecided:
+                _tg._TAKEN[0] = t0
+                return None
         _tg._TAKEN[0] = t0 + 1
         _TAKEN[0] += 1
         return out

@@ -9,7 +9,9 @@ a query fell to the ordinary path (~2-4x the composite peer).
 How: ``Join(VALUES, P)`` (either side) where every VALUES variable is bound by every solution of
 ``P`` (a variable of its BGP) and the rows are distinct and have no ``UNDEF`` is the same bag as
 ``FILTER(P)`` with the condition "the solution's values are one row's" -- each solution matches
-at most one row, so the join neither multiplies nor adds a variable. The condition is written
+at most one row, so the join neither multiplies nor adds a variable. ``UNDEF`` puts no condition
+on its variable; rows holding it are taken when every two rows differ in a column both define
+(then still one row at most per solution). The condition is written
 with ``sameTerm`` (join compatibility is term equality, not value equality: ``1`` and ``01``
 differ), decided over terms by :class:`engine.stream.tiny_terms.TermFn`.
 
@@ -51,18 +53,29 @@ def _bound(node) -> set | None:
 
 
 def _condition(values: A.Values):
-    """The FILTER equal to joining ``values`` (rows distinct, no UNDEF), or None."""
+    """The FILTER equal to joining ``values`` (rows distinct; UNDEF where no solution can match two rows), or None."""
     rows = values.rows
     if not rows or not values.vars or len(set(rows)) != len(rows):
         return None
+    # UNDEF (no condition on that variable): taken when every two rows differ in a column both
+    # define -- a solution then matches one row at most (else it would be joined with two)
+    if any(k is None for row in rows for k in row):
+        for i, r1 in enumerate(rows):
+            for r2 in rows[:i]:
+                if not any(a is not None and b is not None and a != b for a, b in zip(r1, r2, strict=True)):
+                    return None
     alts = []
     for row in rows:
         conj = None
         for v, k in zip(values.vars, row, strict=True):
-            if k is None or k.endswith(_XSD_STRING):
-                return None   # (UNDEF: a solution may match two rows; xsd:string: its key's form)
+            if k is None:
+                continue
+            if k.endswith(_XSD_STRING):
+                return None   # (xsd:string: its key's form)
             c = A.Call("SAMETERM", (v, A.Const(k)))
             conj = c if conj is None else A.Call("&&", (conj, c))
+        if conj is None:
+            return None   # (a row of UNDEF only)
         alts.append(conj)
     out = alts[0]
     for c in alts[1:]:

@@ -1,0 +1,298 @@
+"""Rewrites of a continuous query's pattern into equal patterns the small-window paths take.
+
+Why: the generated instant (:mod:`engine.stream.tiny_gen`) and the maintained result
+(:mod:`engine.stream.maintained`) take BGPs with FILTERs, OPTIONALs, BINDs and UNIONs of such; these
+shapes users write were outside them and ran on the ordinary path (~0.4-4x the composite peer):
+
+* property-path alternatives (``?x sioc:has_creator|sib:usertag ?u``, ``(:p|^:q)/:r``): the
+  compact instant graph (:class:`engine.stream.continuous._Compact`) is not built for a query
+  holding a :class:`~engine.sparql.algebra.PathPattern` at all;
+* an OPTIONAL holding a BIND (``OPTIONAL { ?u foaf:age ?a BIND(?a * 2 AS ?a2) }``);
+* ``SELECT REDUCED``, which the executor evaluates as DISTINCT (SPARQL allows any number of a
+  row's duplicates between one and all): DISTINCT here, which the generated paths take.
+
+How -- both exact, bag for bag:
+
+* A path made of links, inverses, sequences and alternatives (no ``*`` / ``+`` / ``?`` / negated
+  sets: those read the graph's nodes and closures) is SPARQL 1.1's union of its alternatives'
+  triple patterns (18.4: ``eval(P1|P2) = Union(eval(P1), eval(P2))``, a sequence a join over a
+  fresh variable, an inverse the swapped pattern); a join of BGPs and such unions is distributed
+  into a UNION of BGPs (a join distributes over a bag union), at most :data:`MAX_BRANCHES`. Two
+  constant ends are left alone (the executor answers whether such a path holds: one solution).
+  The fresh variables are blank-node variables (``_:.aN``: no label a user can write), never
+  projected.
+* ``LeftJoin(L, Extend(R, ?z, e), f)`` is ``Extend(LeftJoin(L, R, f), ?z, e)`` when ``e`` reads
+  only the OPTIONAL's own variables (inside it, a variable of ``L`` only is unbound), ``?z`` is
+  not a variable of ``L`` or of ``f``, ``e`` holds no EXISTS, and ``e`` is an error whenever a
+  variable only ``R`` binds is unbound (:func:`_strict`): a row ``R`` did not extend then gets
+  ``?z`` unbound, as in the OPTIONAL; a row it extended gets ``e`` over the same values. An
+  ``e`` that is not such an error (``BIND(true AS ?flag)``, ``COALESCE``, a variable ``L``
+  binds too) is lifted as ``IF(BOUND(?m), e, ?m)`` over a variable ``?m`` every solution of ``R``
+  binds and ``L`` does not (none: not rewritten).
+
+Anything else is left as it is. Applied once per continuous query, before every path of the
+evaluator (:class:`engine.stream.continuous.InstantEvaluator`), and kept only when the generated
+path takes the result, so the ordinary path evaluates the same (equal) pattern; the tests compare
+the rewritten query instant by instant with the query as parsed and with pyoxigraph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from engine.exec.functions import vars_of
+from engine.sparql import algebra as A
+
+__all__ = ["rewrite", "rewritten_total", "MAX_BRANCHES"]
+
+#: the most UNION branches a join of path alternatives is distributed into (the generated UNION,
+#: :data:`engine.stream.tiny_union.MAX_BRANCHES`, takes no more)
+MAX_BRANCHES = 8
+_XSD = "http://www.w3.org/2001/XMLSchema#"
+_REWRITTEN = [0]
+
+
+def rewritten_total() -> int:
+    """Queries this module changed (a counter for the tests: the rewrite was applied)."""
+    return _REWRITTEN[0]
+
+
+def rewrite(query: A.Query, mode: str | None = None) -> A.Query:
+    """``query`` with its pattern rewritten (see the module); the same object when nothing
+    applies, or -- given the query's ``mode`` -- when the generated path
+    (:meth:`engine.stream.tiny_gen.GenQuery.of`) does not take the rewritten query either: a
+    UNION of BGPs evaluated by the ordinary path repeats the shared joins per branch, which a
+    large window would pay for nothing."""
+    fresh = itertools.count()
+    pat = _rw(query.pattern, fresh)
+    if pat is query.pattern:
+        return query
+    out = dataclasses.replace(query, pattern=pat)
+    if mode is not None:
+        from engine.stream.tiny_gen import GenQuery  # noqa: PLC0415 -- (tiny_gen imports the stream modules)
+        if GenQuery.of(out, mode) is None:
+            return query
+    _REWRITTEN[0] += 1
+    return out
+
+
+# ---------------------------------------------------------------- the walk
+
+def _rw(node, fresh):
+    """``node`` with its sub-patterns rewritten bottom-up (the same object if none changed)."""
+    if isinstance(node, A.PathPattern):
+        if not (isinstance(node.s, A.Var) or isinstance(node.o, A.Var)):
+            return node   # (two constant ends: the executor answers whether the path holds, once)
+        alts = _path_alts(node.s, node.path, node.o, fresh)
+        return node if alts is None else _union(alts)
+    if not dataclasses.is_dataclass(node) or isinstance(node, (A.BGP, A.Values, A.Service)):
+        return node
+    changes = {}
+    for f in dataclasses.fields(node):
+        v = getattr(node, f.name)
+        if _is_pattern(v):
+            w = _rw(v, fresh)
+            if w is not v:
+                changes[f.name] = w
+    if changes:
+        node = dataclasses.replace(node, **changes)
+    if isinstance(node, A.Join) and changes:
+        got = _joined(node)
+        if got is not None:
+            return got
+    if isinstance(node, A.LeftJoin):
+        got = _lift_binds(node)
+        if got is not None:
+            node = got
+        node = _binds_up(node)
+    if isinstance(node, A.Reduced):   # (the executor's REDUCED keeps each row once: DISTINCT)
+        return A.Distinct(node.input)
+    return node
+
+
+_PATTERNS = (A.BGP, A.PathPattern, A.Join, A.LeftJoin, A.Filter, A.Union, A.Minus, A.Graph, A.Extend,
+             A.Values, A.Group, A.OrderBy, A.Project, A.Distinct, A.Reduced, A.Slice, A.Service)
+
+
+def _is_pattern(v) -> bool:
+    return isinstance(v, _PATTERNS)
+
+
+# ---------------------------------------------------------------- path alternatives
+
+def _path_alts(s, path, o, fresh) -> list[list[A.TriplePattern]] | None:
+    """The alternatives of ``s path o`` as lists of triple patterns, or None (a closure, a
+    negated set, more than :data:`MAX_BRANCHES`)."""
+    if isinstance(path, A.PathLink):
+        return [[A.TriplePattern(s, A.Const("<" + path.iri + ">"), o)]]
+    if isinstance(path, A.PathInv):
+        return _path_alts(o, path.path, s, fresh)
+    if isinstance(path, A.PathAlt):
+        a = _path_alts(s, path.left, o, fresh)
+        b = _path_alts(s, path.right, o, fresh) if a is not None else None
+        return None if b is None or len(a) + len(b) > MAX_BRANCHES else a + b
+    if isinstance(path, A.PathSeq):
+        v = A.Var(f"_:.a{next(fresh)}")
+        a = _path_alts(s, path.left, v, fresh)
+        b = _path_alts(v, path.right, o, fresh) if a is not None else None
+        if b is None or len(a) * len(b) > MAX_BRANCHES:
+            return None
+        return [x + y for x in a for y in b]
+    return None
+
+
+def _union(alts: list[list[A.TriplePattern]]):
+    node = A.BGP(tuple(alts[0]))
+    for a in alts[1:]:
+        node = A.Union(node, A.BGP(tuple(a)))
+    return node
+
+
+def _bgp_alts(node) -> list[list[A.TriplePattern]] | None:
+    """A BGP or a UNION of BGPs as its branches' triple patterns, else None."""
+    if isinstance(node, A.BGP):
+        return [list(node.triples)]
+    if isinstance(node, A.Union):
+        a = _bgp_alts(node.left)
+        b = _bgp_alts(node.right) if a is not None else None
+        return None if b is None else a + b
+    return None
+
+
+def _joined(node: A.Join):
+    """A join of BGPs and UNIONs of BGPs (one side from a path) as a UNION of BGPs."""
+    a, b = _bgp_alts(node.left), _bgp_alts(node.right)
+    if a is None or b is None or len(a) * len(b) > MAX_BRANCHES:
+        return None
+    return _union([x + y for x in a for y in b])
+
+
+# ---------------------------------------------------------------- an OPTIONAL holding a BIND
+
+def _binds_up(node):
+    """``LeftJoin(Extend*(X), R, f)`` as ``Extend*(LeftJoin(X, R, f))`` where no BIND's variable
+    is one of ``R`` or ``f`` (compatibility and the FILTER do not read it) and every variable a
+    BIND reads that ``R`` or ``f`` mentions is bound by every solution of ``X`` (R cannot change
+    it): a second OPTIONAL after one holding a BIND; ``node`` unchanged otherwise."""
+    if isinstance(node, A.Extend):
+        return dataclasses.replace(node, input=_binds_up(node.input))
+    if not isinstance(node, A.LeftJoin) or not isinstance(node.left, A.Extend):
+        return node
+    chain = []
+    x = node.left
+    while isinstance(x, A.Extend):
+        chain.append(x)
+        x = x.input
+    reads = _pattern_vars(node.right) | (set(vars_of(node.expr)) if node.expr is not None else set())
+    # (nor may R bind a variable a BIND reads that X leaves unbound: above, the BIND would see it)
+    fixed = _certain(x) or set()
+    if any(ext.var.name in reads or (set(vars_of(ext.expr)) & reads) - fixed for ext in chain):
+        return node
+    out = A.LeftJoin(_binds_up(x), node.right, node.expr)
+    for ext in reversed(chain):
+        out = A.Extend(out, ext.var, ext.expr)
+    return out
+
+
+def _pattern_vars(node) -> set:
+    """Every variable mentioned in ``node`` (its patterns and expressions)."""
+    out: set = set()
+
+    def walk(x) -> None:
+        if isinstance(x, A.Var):
+            out.add(x.name)
+        elif isinstance(x, (tuple, list)):
+            for y in x:
+                walk(y)
+        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+            for f in dataclasses.fields(x):
+                walk(getattr(x, f.name))
+    walk(node)
+    return out
+
+
+def _certain(node) -> set | None:
+    """The variables every solution of ``node`` binds (BGPs under FILTERs and joins), or None."""
+    if isinstance(node, A.BGP):
+        return {t.name for tp in node.triples for t in (tp.s, tp.p, tp.o) if isinstance(t, A.Var)}
+    if isinstance(node, A.Filter):
+        return _certain(node.input)
+    if isinstance(node, A.Join):
+        a, b = _certain(node.left), _certain(node.right)
+        return None if a is None or b is None else a | b
+    if isinstance(node, (A.LeftJoin, A.Extend)):   # (an OPTIONAL's, a BIND's variable may be unbound)
+        return _certain(node.left if isinstance(node, A.LeftJoin) else node.input)
+    return None
+
+
+def _has_exists(e) -> bool:
+    if isinstance(e, A.Exists):
+        return True
+    if isinstance(e, (A.Call, A.FunctionCall)):
+        return any(_has_exists(a) for a in e.args)
+    return False
+
+
+def _strict(e, m: set) -> bool:
+    """Whether ``e`` is an error whenever the variables ``m`` are unbound (SPARQL's error
+    propagation: every function of an error is one, except BOUND, COALESCE, IF's branches,
+    ``||`` / ``&&`` with one side decided, and IN's list)."""
+    if isinstance(e, A.Var):
+        return e.name in m
+    if isinstance(e, A.Call):
+        op, args = e.op, e.args
+        if op == "BOUND":
+            return False
+        if op in ("COALESCE", "||", "&&"):
+            return bool(args) and all(_strict(a, m) for a in args)
+        if op == "IF":
+            return _strict(args[0], m) or (len(args) == 3 and _strict(args[1], m) and _strict(args[2], m))
+        if op in ("IN", "NOT IN"):
+            return _strict(args[0], m)
+        return any(_strict(a, m) for a in args)
+    if isinstance(e, A.FunctionCall):   # (casts: an error of the argument is one; other functions: unknown)
+        return e.iri.startswith(_XSD) and any(_strict(a, m) for a in e.args)
+    return False
+
+
+def _lift_binds(node: A.LeftJoin):
+    """``LeftJoin(L, Extend*(R), f)`` as ``Extend*(LeftJoin(L, R, f))`` when exact (module), or None."""
+    chain = []
+    r = node.right
+    while isinstance(r, A.Extend):
+        chain.append(r)
+        r = r.input
+    if not chain:
+        return None
+    certain = _certain(r)
+    if certain is None:
+        return None
+    left_vars = _pattern_vars(node.left)
+    f_vars = set(vars_of(node.expr)) if node.expr is not None else set()
+    scope = _pattern_vars(r)
+    only_r = certain - left_vars
+    marker = sorted(certain - left_vars)
+    lifted = []
+    for ext in reversed(chain):   # bottom-up: a BIND reads the ones below it
+        z, e = ext.var.name, ext.expr
+        ev = set(vars_of(e))
+        if z in left_vars or z in f_vars or z in scope or _has_exists(e) or not ev <= scope:
+            return None
+        if (ev & left_vars) - certain:
+            return None   # (a variable R may leave unbound inside, bound by L outside)
+        if not _strict(e, only_r):
+            if not marker:
+                return None
+            # a constant, COALESCE, BOUND, a variable L binds too: bound only where R matched, as
+            # ``IF(BOUND(?m), e, ?m)`` over a variable ``?m`` R binds and L does not (unbound ?m:
+            # the IF's value is ?m's, an error)
+            m = A.Var(marker[0])
+            e = A.Call("IF", (A.Call("BOUND", (m,)), e, m))
+        lifted.append((ext.var, e))
+        scope.add(z)
+        only_r.add(z)
+    out = A.LeftJoin(node.left, r, node.expr)
+    for var, e in lifted:
+        out = A.Extend(out, var, e)
+    return out

@@ -1,0 +1,140 @@
+"""LIMIT without ORDER BY by chunks of a splitting variable (engine/exec/limit_chunks.py):
+on random graphs, with chunks small enough that answers span many of them, every answer
+is LIMIT rows (or all there are past OFFSET) of the whole answer as a multiset (the whole
+answer from pyoxigraph and from Jindou without the LIMIT), and the chunked path is taken
+(a spy) for the chains it covers and not for others."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from engine.database import Database
+from engine.exec import limit_chunks as LC
+from tests.test_engine_classes_oracle import _jindou_rows, _norm, _ox_rows
+
+
+def _j(db, q):
+    """Rows as sorted (variable, term) tuples (SELECT * orders its columns per engine)."""
+    names = [v for v in db.query(q).vars]
+    return [tuple(sorted(zip(names, r, strict=True))) for r in _norm(_jindou_rows(db, q))]
+
+
+def _o(ox, q):
+    names = [v.value for v in ox.query(q).variables]
+    return [tuple(sorted(zip(names, r, strict=True))) for r in _norm(_ox_rows(ox, q))]
+
+pyoxigraph = pytest.importorskip("pyoxigraph")
+
+PREDS = [f"<urn:p{i}>" for i in range(5)]
+
+
+def _graph(seed: int, n: int = 5000) -> str:
+    rng = np.random.default_rng(seed)
+    lines = set()
+    while len(lines) < n:
+        s = f"<urn:n{int(rng.integers(0, 400))}>"
+        k = int(rng.integers(0, 10))
+        if k == 0:
+            lines.add(f"{s} <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <urn:C{int(rng.integers(0, 3))}> .\n")
+            continue
+        p = PREDS[int(rng.integers(0, len(PREDS)))]
+        o = (f'"{int(rng.integers(0, 50))}"^^<http://www.w3.org/2001/XMLSchema#integer>' if k < 4
+             else f"<urn:n{int(rng.integers(0, 400))}>")
+        lines.add(f"{s} {p} {o} .\n")
+    return "".join(sorted(lines))
+
+
+@pytest.fixture(scope="module", params=[11, 12])
+def stores(request):
+    nt = _graph(request.param)
+    db = Database()
+    db.load_data(nt, "application/n-triples")
+    ox = pyoxigraph.Store()
+    ox.load(nt, format=pyoxigraph.RdfFormat.N_TRIPLES)
+    return db, ox
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(LC, "CHUNK_MIN_ROWS", 16)
+    monkeypatch.setattr(LC, "FIRST_CHUNK", 4)
+
+
+#: (pattern, whether the chunked path covers it)
+BODIES = [
+    ("?s ?p ?o", True),
+    ("?s <urn:p1> ?o", True),
+    ("?s a <urn:C1>", True),
+    ("?s a <urn:C1> . ?s <urn:p2> ?o", True),
+    ("?s <urn:p1> ?x . ?x <urn:p2> ?o", True),
+    ("?s <urn:p1> ?o FILTER(isLiteral(?o) && ?o > 20)", True),
+    ("?s <urn:p3> ?o OPTIONAL { ?o <urn:p4> ?x }", True),
+    ("?s <urn:p3> ?o OPTIONAL { ?o <urn:p4> ?x } FILTER(!BOUND(?x))", True),
+    ("?s <urn:p0> ?o BIND(STR(?o) AS ?x)", True),
+    ("?s ?p ?o FILTER(?p != <urn:p0>)", True),
+    ("?s <urn:p0> ?o MINUS { ?s a <urn:C0> }", False),
+    ("{ ?s <urn:p0> ?o } UNION { ?s <urn:p1> ?o }", False),
+]
+
+
+@pytest.mark.parametrize("body,covered", BODIES)
+@pytest.mark.parametrize("limit,offset", [(1, 0), (7, 0), (50, 0), (5, 30), (100000, 0), (3, 100000)])
+def test_limit_rows_are_rows_of_the_whole_answer(stores, body, covered, limit, offset):
+    db, ox = stores
+    whole = Counter(_o(ox, f"SELECT * WHERE {{ {body} }}"))
+    assert whole == Counter(_j(db, f"SELECT * WHERE {{ {body} }}"))
+    before = LC.TAKEN[0]
+    got = _j(db, f"SELECT * WHERE {{ {body} }} LIMIT {limit} OFFSET {offset}")
+    assert len(got) == max(0, min(limit, sum(whole.values()) - offset))
+    assert not Counter(got) - whole  # a sub-multiset of the whole answer
+    if not covered:
+        assert LC.TAKEN[0] == before
+
+
+#: chains the general evaluator answers (the fast program takes plain BGPs first)
+CHUNKED = [
+    "SELECT * WHERE { ?s ?p ?o } LIMIT 5",
+    "SELECT ?s WHERE { ?s <urn:p3> ?o OPTIONAL { ?o <urn:p4> ?x } FILTER(!BOUND(?x)) } LIMIT 5",
+    "SELECT ?s ?x WHERE { ?s <urn:p0> ?o BIND(STR(?o) AS ?x) } LIMIT 5",
+    "SELECT ?s WHERE { ?s a <urn:C1> OPTIONAL { ?s <urn:p2> ?o } } LIMIT 5 OFFSET 2",
+]
+
+
+@pytest.mark.parametrize("q", CHUNKED)
+def test_the_chunked_path_is_taken(stores, q):
+    db, _ = stores
+    before = LC.TAKEN[0]
+    assert len(db.query(q)) == 5
+    assert LC.TAKEN[0] == before + 1
+
+
+def test_order_by_is_not_chunked(stores):
+    db, _ = stores
+    before = LC.TAKEN[0]
+    db.query("SELECT ?s ?o WHERE { ?s <urn:p1> ?o } ORDER BY ?o LIMIT 3")
+    db.query("SELECT ?o WHERE { ?s <urn:p1> ?o } ORDER BY ?o LIMIT 3")
+    assert LC.TAKEN[0] == before
+
+
+@pytest.mark.parametrize("body", ["?s <urn:p1> ?o", "?s ?p ?o", "?s a ?o", "?s <urn:p3> ?x OPTIONAL { ?x <urn:p4> ?o }",
+                                  "?s <urn:p0> ?x . ?x <urn:p2> ?o"])
+@pytest.mark.parametrize("limit,offset", [(1, 0), (6, 0), (40, 3), (100000, 0)])
+def test_distinct_limit_rows_are_distinct_rows_of_the_whole_answer(stores, body, limit, offset):
+    db, ox = stores
+    whole = set(_o(ox, f"SELECT DISTINCT ?o WHERE {{ {body} }}"))
+    before = LC.TAKEN[0]
+    got = _j(db, f"SELECT DISTINCT ?o WHERE {{ {body} }} LIMIT {limit} OFFSET {offset}")
+    assert LC.TAKEN[0] > before
+    assert len(got) == len(set(got)) == max(0, min(limit, len(whole) - offset))
+    assert set(got) <= whole
+
+
+def test_few_values_keep_the_whole_evaluation(stores, monkeypatch):
+    db, _ = stores
+    monkeypatch.setattr(LC, "CHUNK_MIN_ROWS", 1 << 30)
+    before = LC.TAKEN[0]
+    assert len(db.query("SELECT * WHERE { ?s ?p ?o } LIMIT 3")) == 3
+    assert LC.TAKEN[0] == before
