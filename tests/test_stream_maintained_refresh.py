@@ -162,3 +162,26 @@ def test_a_window_holding_the_new_id_leaves_the_state_to_the_instant(monkeypatch
     for (i, k, a), (_, _, b) in zip(on, plain, strict=True):
         if k == "result":
             assert _rows(a) == _rows(b), i
+
+
+@pytest.mark.parametrize("q", [QUERIES[2], QUERIES[3], QUERIES[7], QUERIES[8]])
+def test_the_refresh_looks_up_the_ids_the_generator_does(q, monkeypatch):
+    """The refresh's own look-up (reads only, not the generator's) gives the ids
+    ``GenQuery._resolve`` gives for the same dictionary, absent constants included (-2)."""
+    seen = []
+    advance = maintained.Maintained.advance
+
+    def spy(self, *a):
+        if not seen:
+            seen.append(self)
+        return advance(self, *a)
+
+    monkeypatch.setattr(maintained.Maintained, "advance", spy)
+    _run(q, _arriving(6, 2), [1], None, "one", monkeypatch)
+    m = seen[0]
+    # (a state whose ids all differ: every one looked up and taken)
+    st_ = maintained._State([(-3, -3, -3)] * len(m.gen.classes), 0, 0, (), len(m.windows))
+    m._refresh_ids(st_)
+    got = m.gen._resolve(m._dict)
+    assert st_.ids == got[2]
+    assert (st_.dict_n is not None) == got[3]
