@@ -40,8 +40,8 @@ class IdlePoll:
         self.window = self.bound  # ns: the current spin's length (adaptive, 0..bound)
         self.deadline = 0  # perf_counter_ns() the current spin ends
         self.active = False  # a step is scheduled
-        self.caught = False  # the current spin saw a pass with answers
-        self.quiet = 0  # passes since the window closed (for the probe)
+        self.caught = False  # the current spin saw the same connection answered again
+        self.quiet = 0  # answers since the window closed (for the probe)
         self.last = None  # the connection of the last answer
         # counters (tests, measurements): spins started, steps run, spins that caught input,
         # spins that ran out
