@@ -122,6 +122,10 @@ class Settings(BaseSettings, EngineSettings):
     batch_writes: bool = setting(True, "write the fast lane's small answers to the requests of one event-loop "
                                        "pass together, after all of them are computed (--no-batch-writes: "
                                        "each as soon as it is computed)")
+    poll_us: int = setting(0, "after an event-loop pass that answered fast-lane requests, poll for new input "
+                              "this many microseconds (adaptive, shorter while none comes) before the loop "
+                              "sleeps, to skip the sleep and wake-up between a client's requests (needs "
+                              "batch writes; 0 = off)", metavar="US", ge=0, le=2000)
     allow_service: bool = setting(False, "evaluate SERVICE <iri> { } (federated query) for the endpoints in "
                                          "--service-endpoints; off: SERVICE is a 400")
     service_endpoints: Annotated[list[str], NoDecode] = setting(
