@@ -21,6 +21,7 @@ a fixed time per peer (alternating rounds too) and reports queries/s, p50, p99.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import socket
@@ -530,6 +531,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
                     help="the latency phase's requests as a common client sends them: a form of bench/client_forms.py "
                          "or one of " + ", ".join(LIB_CLIENTS) + " (the library itself)")
     ap.add_argument("--skip-throughput", action="store_true", help="only the latency phase")
+    ap.add_argument("--light-client", action="store_true",
+                    help="the throughput phase's clients as wrk (bench/light_load.py: C, one epoll thread, "
+                         "JINDOU_LIGHT_THREADS to change) over the same request bytes, instead of Python threads")
     ap.add_argument("--accept", default=None,
                     help="the results format of SELECT / ASK families for every peer: " + ", ".join(ACCEPTS)
                     + " or a media type (default json; graph families keep N-Triples); several, "
@@ -602,7 +606,12 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
             for name in order:
                 port, path = peers[name]
                 cpu0 = tree_cpu(pids[name]) if pids.get(name) else math.nan
-                res = throughput(port, path, args.clients, args.seconds, f"t{r}")
+                run = throughput
+                if args.light_client:  # imported here: it reads this module's families and method
+                    from bench import light_load  # noqa: PLC0415
+
+                    run = functools.partial(light_load.throughput, families=FAMILIES, method=METHOD)
+                res = run(port, path, args.clients, args.seconds, f"t{r}")
                 used = (tree_cpu(pids[name]) if pids.get(name) else math.nan) - cpu0
                 # the server's CPU (all its processes) per query answered, and cores it kept busy
                 res["cpu_ms"] = used / max(1, res["qps"] * args.seconds) * 1e3
@@ -719,10 +728,12 @@ def report(names, lat, tput, args, data, bad, cpu=None) -> str:
             if base and per[base]:
                 row += f" | {per['jindou-http'] / per[base]:.2f} |"
             out.append(row + (" |" if not base else ""))
-    out += ["", f"Throughput, {args.clients} concurrent clients (threads of this process, one keep-alive connection "
+    who = ("wrk, a C client, " + os.environ.get("JINDOU_LIGHT_THREADS", "1") + " thread(s)"
+           if getattr(args, "light_client", False) else "threads of this process")
+    out += ["", f"Throughput, {args.clients} concurrent clients ({who}, one keep-alive connection "
             f"each, families and constants rotating, unique texts), {args.seconds:.0f} s per peer per round, "
             "median round; server CPU: user + system time of the server's processes per query, and cores busy; "
-            "client cores: the CPU of this process's client threads (on the same cores):", "",
+            "client cores: the client's CPU (on the same cores):", "",
             "| peer | queries/s | × oxigraph | p50 ms | p99 ms | errors | server CPU ms/query | cores | client cores |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     if not tput:

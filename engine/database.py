@@ -466,13 +466,13 @@ class Database:
         memo = tpl.memo
         graph = snap.default
         if memo is not None and memo[0][0] is snap and memo[0][1] is graph:
-            known, progs = memo
+            known, progs = memo[0], memo[1]
         else:
             known = self._shapes.get(tpl.key)
             if known is None or known[0] is not snap or known[1] is not graph:
                 return None
             progs = {}
-            tpl.memo = (known, progs)
+            memo = tpl.memo = (known, progs, {})
         if type(key) is tuple:  # (several parameters)
             pid = tuple(terms.lookup(k) for k in key)
             if min(pid) < 0:
@@ -496,6 +496,8 @@ class Database:
         compiled = compiled[1]
         if compiled is None or compiled[0].starts_big:
             return None
+        if key not in memo[2]:  # (query_template's plain SELECT, kept by the key)
+            _keep_plain(memo[2], key, tpl.pq.fast, compiled, self._local, (snap, terms, graph))
         return compiled, terms, graph
 
     def _run_program(self, pq: QueryPlan, program, terms, graph, max_rows, budget, deadline, timeout,
@@ -667,6 +669,42 @@ class Database:
         timeout = self.query_timeout
         if deadline is None and timeout:
             deadline = time.monotonic() + timeout
+        memo = tpl.memo
+        if memo is not None and lists:  # (the lane's usual query: a SELECT or ASK kept by its key)
+            plain = memo[2].get(key)
+            if plain:
+                prog, out, names, steps, snap0, terms, graph, compiled = plain
+                snap = self.store.snapshot()
+                # (kept with the snapshot, term table and default graph it was made on: the
+                # checks _template_program makes, as three identity tests)
+                if snap0 is snap and terms is self._snap_terms and graph is snap.default and not prog.starts_big:
+                    n = self.max_rows
+                    if names is None:  # (another SELECT or an ASK: _tiny_run answers, as below)
+                        res = _tiny_run(tpl.pq.fast, compiled, terms, n)
+                        if type(res) is tuple:
+                            return self._template_rest(tpl.pq, compiled, terms, graph, res, lists, deadline,
+                                                       timeout)
+                        if res is not None:
+                            if deadline is not None and time.monotonic() > deadline:
+                                raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+                            self.queries += 1
+                            return res
+                        return self._template_rest(tpl.pq, compiled, terms, graph, None, lists, deadline, timeout)
+                    rows, k = prog.run([()], n if n < SMALL_ROWS else SMALL_ROWS)
+                    if k == steps:
+                        n = len(rows)
+                        if n == 0:
+                            res = SmallSelect(names, [() for _ in out], terms, 0)
+                        else:
+                            tcols = list(zip(*rows, strict=True)) if prog.slots else []
+                            res = SmallSelect(names, list(map(tcols.__getitem__, out)), terms, n)
+                        if deadline is not None and time.monotonic() > deadline:
+                            raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
+                        self.queries += 1
+                        return res
+                    # (the program grew: its rows so far go on, budgeted, as _tiny_run's do)
+                    return self._template_rest(tpl.pq, compiled, terms, graph, (rows, k), lists, deadline,
+                                               timeout)
         tk = tpl.key
         if tk is _DESCRIBE_ONE or len(tk) == 2 and tk[0] == "DESCRIBE":  # (_DESCRIBE_KEYS: no hashing)
             keys = [key] if tk is _DESCRIBE_ONE else list(key)
@@ -706,6 +744,12 @@ class Database:
                         raise QueryTimeout(f"query exceeded its timeout of {timeout} s")
                     self.queries += 1
                     return res
+        return self._template_rest(pq, program, terms, graph, handed, lists, deadline, timeout)
+
+    def _template_rest(self, pq, program, terms, graph, handed, lists: bool, deadline, timeout):
+        """:meth:`query_template`'s budgeted run of a program that is not tiny, or of the
+        rows (``handed``) a tiny run made before the program grew."""
+        fast = pq.fast
 
         def check():
             if deadline is not None and time.monotonic() > deadline:
@@ -1140,6 +1184,32 @@ def _tiny_run(fast, compiled, terms, max_rows: int):
     else:  # (project_lists of a plain projection: the slots' columns)
         cols = list(map(tcols.__getitem__, out))
     return SmallSelect(tuple(names), cols, terms, n)
+
+
+#: the tuple-at-a-time programs :func:`_keep_plain` keeps (their ``run``, ``steps``, ``slots``, ``starts_big``)
+_PLAIN_PROGRAMS = (SmallBGP, PointProgram)
+
+
+def _keep_plain(kept: dict, key, fast, compiled, local: bool, made: tuple) -> None:
+    """Keep in ``kept`` (a template's memo, by its constant ``key``: no term lookup, no
+    program lookup per query) what :meth:`Database.query_template` needs to answer a SELECT
+    or an ASK whose program runs tuple at a time (SmallBGP, PointProgram) on a local store
+    without ``_template_program``: (program, the columns' slots, the names, the steps'
+    count, the snapshot, term table and default graph it is valid for (``made``), the
+    program). A plain SELECT -- no ORDER BY, DISTINCT, OFFSET, LIMIT or unbound column --
+    is answered in query_template's frame as :func:`_tiny_run` does; for another SELECT or
+    an ASK the names are None (``_tiny_run`` answers it). False for any other query
+    (CONSTRUCT, DESCRIBE: the general steps, which check the memory budget)."""
+    prog, out = compiled
+    names = fast.names
+    if len(kept) >= _PLAN_CACHE_SIZE:
+        kept.clear()
+    if not local or type(prog) not in _PLAIN_PROGRAMS or fast.template is not None or fast.describe:
+        kept[key] = False
+        return
+    plain = (names is not None and fast.order is None and not fast.distinct and not fast.offset
+             and fast.limit is None and None not in out)
+    kept[key] = (prog, out, tuple(names) if plain else None, len(prog.steps), *made, compiled)
 
 
 #: an ASK's depth-first search (:func:`_exists`) looks at most this many partial solutions

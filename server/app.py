@@ -51,6 +51,7 @@ from server.api.common import (
     header_dict,
 )
 from server.api.sparql import VARY_ACCEPT, _ok, handle_sparql_inline, inline_answer, post_answer
+from server.idle_poll import idle_poll_for
 from server.lane import DECLINES as LANE_DECLINES
 from server.lane import read_head
 from server.logs import RequestLog
@@ -355,11 +356,12 @@ DEFER_ANSWERS = 32
 class _Outbox:
     """One server's connections with lane answers waiting (:meth:`FastLaneProtocol._defer_write`)."""
 
-    __slots__ = ("conns", "last")
+    __slots__ = ("conns", "last", "poll")
 
-    def __init__(self):
+    def __init__(self, poll=None):
         self.conns: list = []
         self.last = 0  # id() of the connection of the server's last lane answer
+        self.poll = poll  # the loop's spin before it sleeps (server.idle_poll; None: --poll-us 0)
 
 
 def _flush_outbox(box: _Outbox) -> None:
@@ -426,7 +428,8 @@ def _fast_lane_class():
             if ok and edge.state.config.batch_writes and self.loop.is_running():
                 box = getattr(self.server_state, "jindou_outbox", None)  # one per server (and loop)
                 if box is None:
-                    box = self.server_state.jindou_outbox = _Outbox()
+                    box = self.server_state.jindou_outbox = _Outbox(
+                        idle_poll_for(self.loop, edge.state.config.poll_us))
                 self._outbox = box
             self._lean = ok
             return ok
@@ -577,6 +580,8 @@ def _fast_lane_class():
             box = self._outbox
             if box is not None:
                 me = id(self)
+                if box.poll is not None:  # poll a while before the loop sleeps (server.idle_poll)
+                    box.poll.after_pass(me)
                 if box.last != me:
                     box.last = me
                 elif self._out is None:

@@ -391,7 +391,7 @@ class ProcessGroup:
             argv += ["--cpu", str(self.cpus[r.no])]
         try:
             proc = subprocess.Popen(argv, pass_fds=(self.listen.fileno(), theirs.fileno()), env=env,
-                                    stdin=subprocess.DEVNULL)
+                                    stdin=subprocess.DEVNULL, start_new_session=own_session(self.config))
         except OSError as e:
             mine.close()
             theirs.close()
@@ -1012,6 +1012,21 @@ def process_cpus(config) -> list[int] | None:
         return None
     cpus = sorted(os.sched_getaffinity(0))
     return cpus[:n] if len(cpus) >= n else None
+
+
+def own_session(config) -> bool:
+    """Whether a query process starts in a session of its own (``--process-session own``).
+
+    With the kernel's autogroup scheduling (``/proc/sys/kernel/sched_autogroup_enabled``,
+    on in most distributions' kernels) CPU is shared fairly between *sessions* first: all
+    N serving processes in the primary's session together weigh as much as one program
+    (the client in another session, any other program), so two processes on a busy
+    machine got about one process's share between them, waited for it, and each ran
+    colder (docs/BENCHMARKS.md, "Several serving processes on two cores ..., wave 2m").
+    In a session of its own each query process weighs as one program. It still dies
+    with the primary (PR_SET_PDEATHSIG) and is stopped by it; a terminal's Ctrl-C reaches
+    only the primary, which stops it."""
+    return int(config.processes) > 1 and getattr(config, "process_session", "shared") == "own"
 
 
 def bind_cpu(cpu: int | None) -> None:

@@ -115,9 +115,17 @@ class Settings(BaseSettings, EngineSettings):
                "event-loop thread (and the threads it starts later: its thread pool) to a CPU of its own, the "
                "primary to the first (for a machine that serves only this: a bound process cannot move off a "
                "CPU another program keeps busy); off: the kernel places them")
+    process_session: Literal["shared", "own"] = setting(
+        "shared", "with --processes N (N >= 2): shared keeps the query processes in the primary's session; own "
+                  "starts each in a session of its own, so where the kernel shares CPU between sessions "
+                  "(sched_autogroup) each process is weighed as one program, not all N together as one")
     batch_writes: bool = setting(True, "write the fast lane's small answers to the requests of one event-loop "
                                        "pass together, after all of them are computed (--no-batch-writes: "
                                        "each as soon as it is computed)")
+    poll_us: int = setting(0, "after an event-loop pass that answered fast-lane requests, poll for new input "
+                              "this many microseconds (adaptive, shorter while none comes) before the loop "
+                              "sleeps, to skip the sleep and wake-up between a client's requests (needs "
+                              "batch writes; 0 = off)", metavar="US", ge=0, le=2000)
     allow_service: bool = setting(False, "evaluate SERVICE <iri> { } (federated query) for the endpoints in "
                                          "--service-endpoints; off: SERVICE is a 400")
     service_endpoints: Annotated[list[str], NoDecode] = setting(
