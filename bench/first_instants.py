@@ -23,6 +23,7 @@ import sys
 import time
 
 from bench import streams as bs
+from bench.instant_ab import one_query_workload
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,20 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         quiet = lambda *_: None  # noqa: E731
         for qid in [q.strip().upper() for q in a.queries.split(",") if q.strip()]:
             rec.clear()
-            if a.workload == "lsbench-walk":
-                from bench import lswalk  # noqa: PLC0415
-
-                n = a.varied or max(int(qid[1:]), bs.WALK_QUERIES)
-                wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, a.seed, say=quiet, name=a.workload,
-                                     texts=lambda d, n=n: lswalk.queries(d, n, a.seed))
-            elif a.workload == "lsbench-varied":
-                from bench import lsvaried  # noqa: PLC0415
-
-                n = a.varied or max(int(qid[1:]), len(lsvaried.TEMPLATES))
-                wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, a.seed, say=quiet, name=a.workload,
-                                     texts=lsvaried.queries(n, a.seed))
-            else:
-                wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, say=quiet, name="lsbench-small")
+            wl = one_query_workload(a, qid)
             bs.run_jindou(wl, True, say=quiet)
             allp = [r["path"] for r in rec]
             lat = [r["lat"] for r in rec]

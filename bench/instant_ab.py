@@ -43,6 +43,26 @@ SPEC = [
 SWITCHES = [("engine.stream.instant_fast", "ENABLED")]
 
 
+
+def one_query_workload(a, qid: str):
+    """Query ``qid`` alone over its workload's stream (``a.workload``: lsbench-small,
+    lsbench-varied or lsbench-walk, with ``a.minutes``, ``a.seed``, ``a.varied``): what the
+    per-instant tools (this one, ``bench.instant_count``, ``bench.first_instants``) replay."""
+    quiet = lambda *_: None  # noqa: E731
+    if a.workload == "lsbench-walk":
+        from bench import lswalk  # noqa: PLC0415
+
+        n = a.varied or max(int(qid[1:]), bs.WALK_QUERIES)
+        return bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, a.seed, say=quiet, name=a.workload,
+                               texts=lambda d, n=n: lswalk.queries(d, n, a.seed))
+    if a.workload == "lsbench-varied":
+        from bench import lsvaried  # noqa: PLC0415
+
+        n = a.varied or max(int(qid[1:]), len(lsvaried.TEMPLATES))
+        return bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, a.seed, say=quiet, name=a.workload,
+                               texts=lsvaried.queries(n, a.seed))
+    return bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, say=quiet, name="lsbench-small")
+
 def method_source(path: str, cls: str, name: str) -> str | None:
     """The source of method ``name`` of class ``cls`` in file ``path`` (dedented), or None."""
     src = open(path).read()
@@ -131,20 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     for qid in [q.strip().upper() for q in a.queries.split(",") if q.strip()]:
         lat["base"].clear()
         lat["new"].clear()
-        if a.workload == "lsbench-walk":
-            from bench import lswalk  # noqa: PLC0415
-
-            n = a.varied or max(int(qid[1:]), bs.WALK_QUERIES)
-            wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, a.seed, say=quiet, name=a.workload,
-                                 texts=lambda d, n=n: lswalk.queries(d, n, a.seed))
-        elif a.workload == "lsbench-varied":
-            from bench import lsvaried  # noqa: PLC0415
-
-            n = a.varied or max(int(qid[1:]), len(lsvaried.TEMPLATES))
-            wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, a.seed, say=quiet, name=a.workload,
-                                 texts=lsvaried.queries(n, a.seed))
-        else:
-            wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, say=quiet, name="lsbench-small")
+        wl = one_query_workload(a, qid)
         for _ in range(a.replays):
             bs.run_jindou(wl, True, say=quiet)
         b, n_ = lat["base"], lat["new"]

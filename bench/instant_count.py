@@ -20,6 +20,7 @@ import statistics
 import sys
 
 from bench import streams as bs
+from bench.instant_ab import one_query_workload
 
 
 class Counter:
@@ -98,20 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         quiet = lambda *_: None  # noqa: E731
         for qid in [q.strip().upper() for q in a.queries.split(",") if q.strip()]:
             rows.clear()
-            if a.workload == "lsbench-walk":
-                from bench import lswalk  # noqa: PLC0415
-
-                n = a.varied or max(int(qid[1:]), bs.WALK_QUERIES)
-                wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, a.seed, say=quiet, name=a.workload,
-                                     texts=lambda d, n=n: lswalk.queries(d, n, a.seed))
-            elif a.workload == "lsbench-varied":
-                from bench import lsvaried  # noqa: PLC0415
-
-                n = a.varied or max(int(qid[1:]), len(lsvaried.TEMPLATES))
-                wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, a.seed, say=quiet, name=a.workload,
-                                     texts=lsvaried.queries(n, a.seed))
-            else:
-                wl = bs.load_lsbench([qid], a.minutes, bs.SMALL_RATE, 1000, say=quiet, name="lsbench-small")
+            wl = one_query_workload(a, qid)
             bs.run_jindou(wl, True, say=quiet)
             if not rows:
                 print(f"{qid}: no one-step maintained instant", flush=True)

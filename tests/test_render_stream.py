@@ -35,6 +35,15 @@ XSD = "http://www.w3.org/2001/XMLSchema#"
 MEDIA = ["application/sparql-results+json", "application/sparql-results+xml", "text/csv",
          "text/tab-separated-values"]
 
+
+@pytest.fixture(autouse=True)
+def _vectorized_from_257_cells(monkeypatch):
+    """These tests are of the vectorized renderer, which SPARQL JSON answers with an unbound
+    cell reach from 257 cells on when ``serialize.SMALL_CELLS_UNBOUND`` (the term-by-term
+    writer up to 768 such cells) is off."""
+    monkeypatch.setattr(ser, "SMALL_CELLS_UNBOUND", 0)
+
+
 _text = st.lists(st.sampled_from(list("ab, \"\\&<>\t\r\n\x01é☃😀\u2028\ufffe") + ["xyz"]), max_size=8).map("".join)
 
 

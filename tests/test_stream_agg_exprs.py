@@ -42,8 +42,9 @@ def db():
     d.close()
 
 
-@st.composite
-def agg_expr_queries(draw):
+def draw_grouped_bgp(draw) -> tuple[str, list[str], str | None, str, str]:
+    """(a BGP of 1-3 random patterns binding at least two of ?a ?b ?c, the variables it
+    binds, a group key among them or None, two variables for the aggregates to read)."""
     vars_ = ["a", "b", "c"]
     k = draw(st.integers(1, 3))
     pats = []
@@ -59,6 +60,12 @@ def agg_expr_queries(draw):
     g = draw(st.sampled_from(used + [None]))
     c = draw(st.sampled_from([v for v in used if v != g] or used))
     d = draw(st.sampled_from(used))
+    return body, used, g, c, d
+
+
+@st.composite
+def agg_expr_queries(draw):
+    body, used, g, c, d = draw_grouped_bgp(draw)
     sel = []
     for j in range(draw(st.integers(1, 3))):
         e = draw(st.sampled_from(EXPRS)).format(c=c, d=d)

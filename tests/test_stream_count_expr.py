@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from engine.sparql.csparql import parse_continuous
 from engine.stream import tiny_gen
+from tests.test_stream_agg_exprs import draw_grouped_bgp
 from tests.test_stream_tiny_aggs import P9, STRS, check_paths, replay_compared
 from tests.test_stream_tiny_gen import (
     EX,
@@ -41,20 +42,7 @@ def db():
 
 @st.composite
 def count_expr_queries(draw):
-    vars_ = ["a", "b", "c"]
-    pats = []
-    for _ in range(draw(st.integers(1, 3))):
-        s = "?" + draw(st.sampled_from(vars_)) if draw(st.integers(0, 4)) else draw(st.sampled_from(NODES))
-        o = "?" + draw(st.sampled_from(vars_)) if draw(st.integers(0, 4)) else draw(st.sampled_from(TERMS[:8]))
-        pats.append(f"{s} {draw(st.sampled_from(PREDS))} {o} .")
-    body = " ".join(pats)
-    used = [v for v in vars_ if "?" + v in body]
-    if len(used) < 2:
-        body += f" ?a {PREDS[0]} ?b ."
-        used = sorted(set(used) | {"a", "b"})
-    g = draw(st.sampled_from(used + [None]))
-    c = draw(st.sampled_from([v for v in used if v != g] or used))
-    d = draw(st.sampled_from(used))
+    body, used, g, c, d = draw_grouped_bgp(draw)
     sel = []
     for j in range(draw(st.integers(1, 2))):
         e = draw(st.sampled_from(EXPRS)).format(c=c, d=d)

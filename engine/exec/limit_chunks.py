@@ -68,7 +68,7 @@ def _driver(bgp: A.BGP, graph, lookup):
             # every predicate's subjects, the predicate fixed with them
             if not (sv and ov) or len({s.name, p.name, o.name}) < 3:
                 continue
-            cand = (s.name, [(int(q), None) for q in graph.predicates().tolist()], p.name, len(graph))
+            cand = (s.name, [(int(q), None) for q in graph.predicates().tolist()], p.name, graph.n_triples)
         else:
             pid = int(lookup(p.key))
             if pid < 0:
@@ -125,7 +125,7 @@ def sliced(ev, node: A.Slice) -> Bindings | None:
     if leaf is None:
         return None
     graph = getattr(ev, "graph", None)  # (none: an evaluator over solutions already known)
-    if graph is None or not all(hasattr(graph, x) for x in ("index", "expand", "stats", "predicates")):
+    if graph is None or not all(hasattr(graph, x) for x in ("index", "expand", "stats", "predicates", "n_triples")):
         return None
     got = _driver(leaf, graph, ev.ctx.lookup)
     if got is None:

@@ -886,20 +886,7 @@ class Maintained:
         instant to rebuild; the held events go either way (written with the old ids)."""
         d = self._dict
         n = len(d)
-        ids = []
-        absent = False
-        for cs, p, co, _ in self.gen.classes:
-            got = []
-            for k in (cs, p, co):
-                if k is None:
-                    got.append(None)
-                    continue
-                i = int(d.lookup(k))
-                if i < 0:
-                    absent = True
-                    i = -2
-                got.append(i)
-            ids.append(tuple(got))
+        ids, absent = _tg.class_ids(self.gen.classes, d)
         if ids != st.ids:
             new = {b for x, y in zip(st.ids, ids, strict=True) for a, b in zip(x, y, strict=True)
                    if a != b and b is not None and b >= 0}

@@ -596,6 +596,27 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
 # ---------------------------------------------------------------- the generated code
 
 
+def class_ids(classes, dictionary) -> tuple[list[tuple], bool]:
+    """(the (s, p, o) ids of each pattern class's constants -- None where the class has a
+    variable, -2 where the term is absent, matching nothing --, whether one is absent):
+    what a query's generated code and its maintained state look up (reads only)."""
+    out = []
+    absent = False
+    for cs, p, co, _ in classes:
+        ids = []
+        for k in (cs, p, co):
+            if k is None:
+                ids.append(None)
+                continue
+            i = int(dictionary.lookup(k))
+            if i < 0:
+                absent = True
+                i = -2
+            ids.append(i)
+        out.append(tuple(ids))
+    return out, absent
+
+
 class GenQuery:
     """One registered query's generated instant: the matcher, the join per order, the renderer."""
 
@@ -853,20 +874,7 @@ class GenQuery:
         if got is not None and got[0] is dictionary and (not got[3] or got[1] == len(dictionary)):
             return got
         n = len(dictionary)
-        out = []
-        absent = False
-        for cs, p, co, _ in self.classes:
-            ids = []
-            for k in (cs, p, co):
-                if k is None:
-                    ids.append(None)
-                    continue
-                i = int(dictionary.lookup(k))
-                if i < 0:
-                    absent = True
-                    i = -2
-                ids.append(i)
-            out.append(tuple(ids))
+        out, absent = class_ids(self.classes, dictionary)
         self._ids = got = (dictionary, n, out, absent)
         for fn in self._tfns:
             fn.bind(dictionary)
