@@ -409,6 +409,7 @@ def _fast_lane_class():
         _opened_at = 0.0  # loop time the connection was opened (connection balance)
         _lane_scope: dict | None = None  # the scope of the lane's requests on this connection
         _held: bytes | None = None  # a lane POST whose body has not all arrived (data_received)
+        _held_head = None  # ... its head (server.lane.Head), read when its first bytes came: not read again
         _outbox: _Outbox | None = None  # the server's waiting lane answers (None: write at once)
         _out: list | None = None  # this connection's lane answers waiting for the end of the loop's pass
 
@@ -475,28 +476,34 @@ def _fast_lane_class():
             # (server.lane); the rest (everything, while a request is in flight) as before.
             # A lane POST whose body is still on its way waits in _held for the rest.
             held = self._held
+            first = None
             if held is not None:
                 self._held = None
                 data = held + data
+                first = self._held_head
             if ((self._lean or (self._lean is None and self._lean_ok())) and not self._mid and not self._no_lane
                     and (self.cycle is None or self.cycle.response_complete) and not self.pipeline
                     and not self.flow.write_paused and not self.transport.is_closing()):
-                data = self._answer_heads(data, True)
+                data = self._answer_heads(data, True, first)
                 if not data:
                     return
             if self._out is not None:  # httptools may write at once (an error): after our answers
                 self._flush_out()
             super().data_received(data)
 
-        def _answer_heads(self, data: bytes, hold: bool = False) -> bytes:
+        def _answer_heads(self, data: bytes, hold: bool = False, first=None) -> bytes:
             """Answer the plain lane requests at the start of ``data`` (pipelined ones
             in order); the bytes left for httptools (b"" when none). With ``hold``, a
             lane POST whose body is not all in ``data`` yet is kept (in ``_held``, for
-            the next read: b"" is returned); without, it is left to the caller."""
+            the next read: b"" is returned); without, it is left to the caller. ``first``: the
+            head of the held POST ``data`` starts with (read already, its offsets ``data``'s)."""
             pos = 0
             edge = self._edge
             while True:
-                head = read_head(data, pos)
+                if first is None:
+                    head = read_head(data, pos)
+                else:  # (a held POST: its head bytes are the same, and so is their reading)
+                    head, first = first, None
                 if head is None:
                     break
                 post = head.body >= 0
@@ -508,6 +515,7 @@ def _fast_lane_class():
                         # as httptools would: no keep-alive timeout while a request arrives
                         self._unset_keepalive_if_required()
                         self._held = data[pos:]
+                        self._held_head = head if pos == 0 else None  # (offsets of data[0:])
                         return b""
                     break
                 path = head.path

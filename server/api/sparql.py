@@ -281,7 +281,7 @@ def _body_hit_job(state: ServerState, scope: dict, headers: dict[str, str], body
     repeated texts too (a body is decoded anew for every request, so the text path's
     caches keyed by the text object do not help it); None otherwise."""
     n = _BODY_TEXTS.get(body)
-    if n is None:
+    if n is None or n is True:  # (True: answered by a runner, its normalized form not made then)
         n = norm.body_normalize(body)
         if n is None:
             return None
@@ -549,6 +549,9 @@ def _run_bound(state: ServerState, runners: dict, scope: dict, headers: dict[str
             _QS_NORMS.clear()
     else:  # (a body's token is checked once its template is known: _body_hit_job's order)
         check_read(state.config, headers)
+        if len(_BODY_TEXTS) >= _LANE_TEXTS_MAX:
+            _BODY_TEXTS.clear()
+        _BODY_TEXTS[qs] = True  # (seen: its next sighting is a repeat, its answer kept, see post_answer)
     job = partial(_run_runner, state.db, r, key, payload, accept, read[4])
     try:  # (_run_hit, in place: one call less for every runner's text)
         done, result = state.try_inline_lane(job, r.shape)
@@ -756,6 +759,11 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
         split = _format_split(qs)
         if split is not None:
             qs, accept = split[0], split[1] or None
+    if _ANSWERS.map:  # a repeated text's kept answer, if any: no template lookup, no job
+        got = _ANSWERS.find((qs, _BASES.get((headers.get("host"), scope.get("scheme", "http"))),
+                             headers.get("accept") if accept is None else accept), state.db)
+        if got is not None:
+            return got
     # a text of a known template is read from its bytes (new or repeated: the template
     # path costs less than the text path's cached parse, and its answer may be kept);
     # a text first seen before its template was learned becomes a hit once it is
@@ -892,6 +900,15 @@ def post_answer(state: ServerState, scope: dict, headers: dict[str, str], body: 
             return None
         accept = accept or None
     if len(body) <= norm.MAX_CHARS:
+        if _ANSWERS.map:  # a repeated body's kept answer, if any (as a GET's: inline_answer)
+            key = (body, _BASES.get((headers.get("host"), scope.get("scheme", "http"))),
+                   headers.get("accept") if accept is None else accept, True)
+            if key in _ANSWERS.map:
+                if state.config.read_token:  # (the token is checked before any answer)
+                    check_read(state.config, headers)
+                got = _ANSWERS.find(key, state.db)
+                if got is not None:
+                    return got
         runners = state.lane_runners
         new = body not in _BODY_TEXTS
         if runners and new:  # a new body: a ready runner of its layout answers it
@@ -900,9 +917,19 @@ def post_answer(state: ServerState, scope: dict, headers: dict[str, str], body: 
                 return None if got is _DECLINED else got
         work = _body_hit_job(state, scope, headers, body, accept)
         if work is not None:  # a known template's text: no decoding, normalizing or parsing
+            work.repeat = not new
+            key = LaneAnswers.body_key(work, body)
+            if key is not None:  # (a repeated body: its answer is kept, as a GET's)
+                got = _ANSWERS.get(key, work.db)
+                if got is not None:
+                    return got
+                sn = _ANSWERS.sn
             got = _run_hit(state, work)
-            if got is not None and new:
-                _bind(state, work, got)
+            if got is not None:
+                if key is not None:
+                    _ANSWERS.put(key, work.db, got, sn)
+                elif new:
+                    _bind(state, work, got)
             return got
     try:
         text = body.decode("utf-8")
@@ -946,14 +973,30 @@ def _format_split(qs: bytes) -> tuple[bytes, str] | None:
     """(``query=<text>``, Accept value) of a parameter string that is one
     ``query=<text>`` and result-format parameters (:func:`_format_accept`), in any
     order; None otherwise. The general parser splits at every ``&`` and decodes
-    each parameter on its own, so the query's text and the format are what it reads."""
+    each parameter on its own, so the query's text and the format are what it reads.
+    Kept for short strings (:data:`_SPLITS`): a client repeating a text sends its
+    parameters in the same order every time."""
+    got = _SPLITS.get(qs, False)
+    if got is not False:
+        return got
     pieces = qs.split(b"&")
     at = [i for i, p in enumerate(pieces) if p.startswith(b"query=")]
     if len(at) != 1:
-        return None
-    q = pieces.pop(at[0])
-    accept = _format_accept(b"&".join(pieces))
-    return None if accept is None else (q, accept)
+        got = None
+    else:
+        q = pieces.pop(at[0])
+        accept = _format_accept(b"&".join(pieces))
+        got = None if accept is None else (q, accept)
+    if len(qs) <= _SPLIT_KEEP:
+        if len(_SPLITS) >= 512:
+            _SPLITS.clear()
+        _SPLITS[qs] = got
+    return got
+
+
+#: :func:`_format_split`'s readings of parameter strings of at most _SPLIT_KEEP bytes
+_SPLITS: dict[bytes, tuple | None] = {}
+_SPLIT_KEEP = 2048
 
 
 #: the lane's plain query strings (``query=...`` and nothing else) -> the query text.
@@ -1004,6 +1047,18 @@ class LaneAnswers:
             return None
         return (qs, work.base, work.accept)
 
+    @staticmethod
+    def body_key(work, body: bytes) -> tuple | None:
+        """:meth:`key` of an ``application/sparql-query`` body's template hit (its
+        normalized form in ``_BODY_TEXTS``): tagged, so that no body shares a key with
+        a query string (or a form body) of the same bytes."""
+        if not work.repeat:
+            return None
+        n = _BODY_TEXTS.get(body)
+        if not n or "(" in n[0] or "SERVICE" in n[0].upper():
+            return None
+        return (body, work.base, work.accept, True)
+
     def _current(self, db) -> bool:
         """Whether the kept answers are of ``db``'s current snapshot (dropped if not)."""
         store = db.store
@@ -1027,6 +1082,23 @@ class LaneAnswers:
         if got is not None:
             self.served += 1
             db.queries += 1  # (answered, as the run would have counted it)
+        return got
+
+    def find(self, key: tuple, db) -> tuple | None:
+        """The kept answer of ``key`` when there is one and it is of ``db``'s current
+        snapshot; None otherwise. The lane's first lookup for a request (before any
+        template matching or job): a miss costs one dict lookup and changes nothing
+        (:meth:`get`, on the template path, then notes the snapshot for :meth:`put`)."""
+        got = self.map.get(key)
+        if got is None:
+            return None
+        store = db.store  # (_current's test in place: one call less for every kept answer)
+        snap = store.snapshot()
+        if store is not self.store or (getattr(snap, "sn", None), id(snap)) != self.sn:
+            self._current(db)  # (another snapshot: all dropped)
+            return None
+        self.served += 1
+        db.queries += 1  # (answered, as the run would have counted it)
         return got
 
     def put(self, key: tuple, db, result: tuple, sn) -> None:
