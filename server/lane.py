@@ -84,6 +84,10 @@ _BLOCKS_MAX = 256
 _BLOCK_KEEP = 2048
 
 
+#: a request line's last nine bytes -> whether it is HTTP/1.0 (any other version: not the lane's)
+_HTTP10 = {b" HTTP/1.1": False, b" HTTP/1.0": True}
+
+
 def read_head(data: bytes, pos: int = 0) -> Head | None:
     """The head of the request starting at ``data[pos]`` when it is a plain lane
     request, complete in ``data``; None otherwise (httptools reads it)."""
@@ -110,12 +114,8 @@ def read_head(data: bytes, pos: int = 0) -> Head | None:
     else:
         return _read_post(data, pos, eol, end)
     vend = eol - 9  # (the version's start)
-    version = data[vend:eol]
-    if version == b" HTTP/1.1":
-        http10 = False
-    elif version == b" HTTP/1.0":
-        http10 = True
-    else:
+    http10 = _HTTP10.get(data[vend:eol])
+    if http10 is None:
         return None
     if vend < start:
         return None
@@ -141,12 +141,8 @@ def _read_post(data: bytes, pos: int, eol: int, end: int) -> Head | None:
         return None
     with_qs = bool(q)
     start = 5 + len(path) + 1 if with_qs else len(line) - 9
-    version = line[-9:]
-    if version == b" HTTP/1.1":
-        http10 = False
-    elif version == b" HTTP/1.0":
-        http10 = True
-    else:
+    http10 = _HTTP10.get(line[-9:])
+    if http10 is None:
         return None
     if len(line) < start + 9:
         return None

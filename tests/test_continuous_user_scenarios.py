@@ -13,6 +13,7 @@ import pytest
 
 from tests.pipeline_support import Server
 from tests.test_http_queries_sse import SSE
+from tests.test_result_sinks_outage import _messages
 
 EX = "http://ex.org/"
 NDJSON = {"Content-Type": "application/x-ndjson"}
@@ -438,21 +439,8 @@ def test_nats_restart_after_the_duplicate_window_publishes_no_instant_twice(tmp_
         finally:
             await nc.close()
 
-    async def published():
-        import nats
-        nc = await nats.connect(nats_srv.url)
-        try:
-            js = nc.jetstream()
-            n = (await js.stream_info("JQ")).state.messages
-            sub = await js.pull_subscribe("jindou.q", durable=None, stream="JQ")
-            out = []
-            while len(out) < n:
-                for msg in await sub.fetch(n - len(out), timeout=5):
-                    out.append(msg.headers["Nats-Msg-Id"])
-                    await msg.ack()
-            return out
-        finally:
-            await nc.close()
+    def published():
+        return _messages(nats_srv.url, "JQ", "jindou.q")
 
     try:
         asyncio.run(make_stream())

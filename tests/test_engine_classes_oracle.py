@@ -64,20 +64,28 @@ def _graph(seed: int, n: int = 3000) -> str:
     return "".join(sorted(lines))
 
 
-@pytest.fixture(scope="module", params=[1, 2, 3])
-def stores(request):
-    nt = _graph(request.param)
+def both_stores(data: str, quads: bool = False) -> tuple[Database, object]:
+    """The same N-Triples (or N-Quads) in a Jindou database and a pyoxigraph store."""
     db = Database()
-    db.load_data(nt, "application/n-triples")
+    db.load_data(data, "application/n-quads" if quads else "application/n-triples")
     ox = pyoxigraph.Store()
-    ox.load(nt, format=pyoxigraph.RdfFormat.N_TRIPLES)
+    ox.load(data, format=pyoxigraph.RdfFormat.N_QUADS if quads else pyoxigraph.RdfFormat.N_TRIPLES)
     return db, ox
 
 
-def _jindou_rows(db, q: str) -> list[tuple]:
-    res = db.query(q)
+@pytest.fixture(scope="module", params=[1, 2, 3])
+def stores(request):
+    return both_stores(_graph(request.param))
+
+
+def result_rows(res) -> list[tuple]:
+    """A Jindou SELECT result's rows of term keys."""
     cols = [res.terms.keys(c) for c in res.columns]
     return list(zip(*cols, strict=True)) if cols else [()] * len(res)
+
+
+def _jindou_rows(db, q: str) -> list[tuple]:
+    return result_rows(db.query(q))
 
 
 def _ox_rows(ox, q: str) -> list[tuple]:

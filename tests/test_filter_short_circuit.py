@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.database import Database
 from engine.exec import functions as F
-from tests.test_engine_classes_oracle import XSD, P, _graph, _jindou_rows, _norm, _same_bag
+from tests.test_engine_classes_oracle import XSD, P, _graph, _jindou_rows, _norm, _same_bag, both_stores
 
 pyoxigraph = pytest.importorskip("pyoxigraph")
 
@@ -38,12 +37,7 @@ EXPRS = NARROWING + [
 
 @pytest.fixture(scope="module", params=[4, 5])
 def stores(request):
-    nt = _graph(request.param, 4000)
-    db = Database()
-    db.load_data(nt, "application/n-triples")
-    ox = pyoxigraph.Store()
-    ox.load(nt, format=pyoxigraph.RdfFormat.N_TRIPLES)
-    return db, ox
+    return both_stores(_graph(request.param, 4000))
 
 
 @pytest.mark.parametrize("expr", EXPRS)

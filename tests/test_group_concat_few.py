@@ -7,21 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from engine.database import Database
 from engine.exec import aggregates as AG
-from tests.test_engine_classes_oracle import P, _graph, _jindou_rows, _norm, _ox_rows
+from tests.test_engine_classes_oracle import P, _graph, _jindou_rows, _norm, _ox_rows, both_stores
 
 pyoxigraph = pytest.importorskip("pyoxigraph")
 
 
 @pytest.fixture(scope="module", params=[21, 22])
 def stores(request):
-    nt = _graph(request.param, 900)
-    db = Database()
-    db.load_data(nt, "application/n-triples")
-    ox = pyoxigraph.Store()
-    ox.load(nt, format=pyoxigraph.RdfFormat.N_TRIPLES)
-    return db, ox
+    return both_stores(_graph(request.param, 900))
 
 
 def _concat_sets(rows):

@@ -14,6 +14,8 @@ import orjson
 import pytest
 import requests
 
+from tests.test_lane_repeated_texts import template_hit_spy
+
 EX = "http://example.org/"
 SRJ = "application/sparql-results+json"
 QUERY_TYPE = "application/sparql-query"
@@ -63,26 +65,6 @@ def _kept(monkeypatch, **kw):
     return kept
 
 
-def _runs(monkeypatch) -> list:
-    """Every template-hit job the lane runs (``_HitJob.__call__``), and runners' runs."""
-    from server.api import sparql
-
-    hits = []
-    real, real_run = sparql._HitJob.__call__, sparql._run_runner
-
-    def spy(self, deadline):
-        hits.append(self.hit[1])
-        return real(self, deadline)
-
-    def run_spy(db, r, key, *rest):
-        hits.append(key)
-        return real_run(db, r, key, *rest)
-
-    monkeypatch.setattr(sparql._HitJob, "__call__", spy)
-    monkeypatch.setattr(sparql, "_run_runner", run_spy)
-    return hits
-
-
 FAMILIES = {  # (each a skeleton of its own, per POST kind: the engine keeps one template per skeleton)
     "ask": ("ASK {{ <{c}> <" + EX + "p> ?o }} # {k} {kind}\n", SRJ),
     "select": ("SELECT ?o ?n WHERE {{ <{c}> <" + EX + "p> ?o ; <" + EX + "q> ?n }} # {k} {kind}\n", SRJ),
@@ -100,7 +82,7 @@ def test_repeated_posts_are_answered_from_kept_answers_as_uncached(server, monke
     tpl = tpl.replace("{kind}", kind + "-" + family)
     kept = _kept(monkeypatch)
     _learn(server, tpl, kind, accept)
-    hits = _runs(monkeypatch)
+    hits = template_hit_spy(monkeypatch)
     texts = [tpl.format(c=c, k="kept") for c in (f"{EX}s1", f"{EX}s3", f"{EX}none")]
     got = [_post(server, t, accept, kind) for t in texts for _ in range(4)]
     # a text's first two sightings run (the first answer is not kept), the other two are kept answers

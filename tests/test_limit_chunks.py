@@ -13,7 +13,7 @@ import pytest
 
 from engine.database import Database
 from engine.exec import limit_chunks as LC
-from tests.test_engine_classes_oracle import _jindou_rows, _norm, _ox_rows
+from tests.test_engine_classes_oracle import _jindou_rows, _norm, _ox_rows, both_stores, result_rows
 
 
 def _j(db, q):
@@ -49,12 +49,7 @@ def _graph(seed: int, n: int = 5000) -> str:
 
 @pytest.fixture(scope="module", params=[11, 12])
 def stores(request):
-    nt = _graph(request.param)
-    db = Database()
-    db.load_data(nt, "application/n-triples")
-    ox = pyoxigraph.Store()
-    ox.load(nt, format=pyoxigraph.RdfFormat.N_TRIPLES)
-    return db, ox
+    return both_stores(_graph(request.param))
 
 
 @pytest.fixture(autouse=True)
@@ -143,12 +138,7 @@ def test_few_values_keep_the_whole_evaluation(stores, monkeypatch):
 def _quads_db(seed: int) -> tuple[Database, object]:
     """The random graph split over two named graphs (the default graph empty), in both engines."""
     lines = _graph(seed, 1200).splitlines()
-    nq = "".join(f"{ln[:-1]}<urn:g{i % 2}> .\n" for i, ln in enumerate(lines))
-    db = Database()
-    db.load_data(nq, "application/n-quads")
-    ox = pyoxigraph.Store()
-    ox.load(nq, format=pyoxigraph.RdfFormat.N_QUADS)
-    return db, ox
+    return both_stores("".join(f"{ln[:-1]}<urn:g{i % 2}> .\n" for i, ln in enumerate(lines)), quads=True)
 
 
 @pytest.mark.parametrize("defaults,named", [((), ("urn:g0",)), (("urn:g0", "urn:g1"), ()), (("urn:nowhere",), ()),
@@ -165,7 +155,6 @@ def test_limit_over_a_request_dataset(defaults, named, body):
     for limit in (1, 9, 100000):
         rows = db.query(f"{q} LIMIT {limit}", default_graph_uris=defaults, named_graph_uris=named)
         names = list(rows.vars)
-        cols = [rows.terms.keys(c) for c in rows.columns]
-        got = [tuple(sorted(zip(names, r, strict=True))) for r in _norm(list(zip(*cols, strict=True)))]
+        got = [tuple(sorted(zip(names, r, strict=True))) for r in _norm(result_rows(rows))]
         assert len(got) == min(limit, sum(whole.values()))
         assert not Counter(got) - whole

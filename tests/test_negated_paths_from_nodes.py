@@ -9,10 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.database import Database
 from engine.exec import paths as P
 from engine.kv.graph import GraphIndex
-from tests.test_engine_classes_oracle import _jindou_rows, _norm, _ox_rows
+from tests.test_engine_classes_oracle import _jindou_rows, _norm, _ox_rows, both_stores
 
 pyoxigraph = pytest.importorskip("pyoxigraph")
 
@@ -33,12 +32,7 @@ def _graph(seed: int, n: int = 4000) -> str:
 
 @pytest.fixture(scope="module", params=[7, 8])
 def stores(request):
-    nt = _graph(request.param)
-    db = Database()
-    db.load_data(nt, "application/n-triples")
-    ox = pyoxigraph.Store()
-    ox.load(nt, format=pyoxigraph.RdfFormat.N_TRIPLES)
-    return db, ox
+    return both_stores(_graph(request.param))
 
 
 QUERIES = [

@@ -18,25 +18,13 @@ import pytest
 
 from server.processes import own_session
 from server.settings import Settings
-from tests.support.server_process import ServerProcess
+from tests.test_process_cpus import _processes, _two
 
 
 def test_when_own():
     assert own_session(Settings(processes=2)) is False  # shared by default
     assert own_session(Settings(processes=2, process_session="own")) is True
     assert own_session(Settings(processes=1, process_session="own")) is False  # no query process
-
-
-def _processes(url: str) -> list[dict]:
-    with urllib.request.urlopen(url + "/status", timeout=10) as r:
-        return json.loads(r.read()).get("processes") or []
-
-
-def _two(tmp_path, *extra):
-    data = tmp_path / "g.nt"
-    data.write_text("".join(f"<http://example.org/s{i}> <http://example.org/p> <http://example.org/o{i}> .\n"
-                            for i in range(20)))
-    return ServerProcess("--data", str(data), "--processes", "2", "--log-level", "warning", *extra)
 
 
 def _wait_up(url: str, old: int | None = None) -> tuple[dict, dict]:

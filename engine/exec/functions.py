@@ -1189,13 +1189,18 @@ class _Evaluator:
             return self.ids(expr)
         if isinstance(expr, Const):
             return np.full(int(mask.sum()), self._const_id(expr.key), dtype=np.int64)
+        return self._masked(expr, mask, int(mask.sum())).ids(expr)
+
+    def _masked(self, expr, mask: np.ndarray, k: int) -> _Evaluator:
+        """An evaluator of ``expr`` over the ``k`` rows ``mask`` selects: the columns it reads
+        (all of them for EXISTS, which sees the whole solution), those rows only."""
         if _exists_of(expr):
-            names = list(self.columns)  # EXISTS sees the whole solution
+            names = list(self.columns)
         else:
             names = [nm for nm in vars_of(expr) if nm in self.columns]
-        cols = {k: np.asarray(self.columns[k])[mask] for k in names}
+        cols = {nm: np.asarray(self.columns[nm])[mask] for nm in names}
         rows = np.flatnonzero(mask) if self.rows is None else self.rows[mask]
-        return _Evaluator(cols, int(mask.sum()), self.ctx, rows).ids(expr)
+        return _Evaluator(cols, k, self.ctx, rows)
 
     def bools(self, expr) -> tuple[np.ndarray, np.ndarray]:
         """(value, error) bool arrays of the effective boolean value."""
@@ -1275,13 +1280,7 @@ class _Evaluator:
         err = np.zeros(n, dtype=bool)
         if k == 0:
             return val, err
-        if _exists_of(expr):
-            names = list(self.columns)  # EXISTS sees the whole solution
-        else:
-            names = [nm for nm in vars_of(expr) if nm in self.columns]
-        cols = {nm: np.asarray(self.columns[nm])[live] for nm in names}
-        rows = np.flatnonzero(live) if self.rows is None else self.rows[live]
-        v, e = _Evaluator(cols, k, self.ctx, rows).bools(expr)
+        v, e = self._masked(expr, live, k).bools(expr)
         val[live] = v
         err[live] = e
         return val, err

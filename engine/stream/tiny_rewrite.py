@@ -43,6 +43,7 @@ import itertools
 
 from engine.exec.functions import vars_of
 from engine.sparql import algebra as A
+from engine.stream.tiny_values import bound_vars
 
 __all__ = ["rewrite", "rewritten_total", "MAX_BRANCHES"]
 
@@ -186,7 +187,7 @@ def _binds_up(node):
         x = x.input
     reads = _pattern_vars(node.right) | (set(vars_of(node.expr)) if node.expr is not None else set())
     # (nor may R bind a variable a BIND reads that X leaves unbound: above, the BIND would see it)
-    fixed = _certain(x) or set()
+    fixed = bound_vars(x) or set()
     if any(ext.var.name in reads or (set(vars_of(ext.expr)) & reads) - fixed for ext in chain):
         return node
     out = A.LeftJoin(_binds_up(x), node.right, node.expr)
@@ -210,20 +211,6 @@ def _pattern_vars(node) -> set:
                 walk(getattr(x, f.name))
     walk(node)
     return out
-
-
-def _certain(node) -> set | None:
-    """The variables every solution of ``node`` binds (BGPs under FILTERs and joins), or None."""
-    if isinstance(node, A.BGP):
-        return {t.name for tp in node.triples for t in (tp.s, tp.p, tp.o) if isinstance(t, A.Var)}
-    if isinstance(node, A.Filter):
-        return _certain(node.input)
-    if isinstance(node, A.Join):
-        a, b = _certain(node.left), _certain(node.right)
-        return None if a is None or b is None else a | b
-    if isinstance(node, (A.LeftJoin, A.Extend)):   # (an OPTIONAL's, a BIND's variable may be unbound)
-        return _certain(node.left if isinstance(node, A.LeftJoin) else node.input)
-    return None
 
 
 def _has_exists(e) -> bool:
@@ -265,7 +252,7 @@ def _lift_binds(node: A.LeftJoin):
         r = r.input
     if not chain:
         return None
-    certain = _certain(r)
+    certain = bound_vars(r)
     if certain is None:
         return None
     left_vars = _pattern_vars(node.left)

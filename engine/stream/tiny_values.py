@@ -31,23 +31,24 @@ import dataclasses
 from engine.exec.functions import vars_of
 from engine.sparql import algebra as A
 
-__all__ = ["rewrite"]
+__all__ = ["bound_vars", "rewrite"]
 
 _XSD_STRING = "^^<http://www.w3.org/2001/XMLSchema#string>"
 
 
-def _bound(node) -> set | None:
-    """The variables every solution of ``node`` binds; None when not of the forms read here."""
+def bound_vars(node) -> set | None:
+    """The variables every solution of ``node`` binds (BGPs under FILTERs, joins, an OPTIONAL's
+    left side, a BIND's input); None when not of the forms read here."""
     if isinstance(node, A.BGP):
         return {t.name for tp in node.triples for t in (tp.s, tp.p, tp.o) if isinstance(t, A.Var)}
     if isinstance(node, A.Filter):
-        return _bound(node.input)
+        return bound_vars(node.input)
     if isinstance(node, A.LeftJoin):
-        return _bound(node.left)
+        return bound_vars(node.left)
     if isinstance(node, A.Extend):
-        return _bound(node.input)   # (the BIND's own variable may be unbound: an error)
+        return bound_vars(node.input)   # (the BIND's own variable may be unbound: an error)
     if isinstance(node, A.Join):
-        a, b = _bound(node.left), _bound(node.right)
+        a, b = bound_vars(node.left), bound_vars(node.right)
         return None if a is None or b is None else a | b
     return None
 
@@ -87,7 +88,7 @@ def _walk(node):
     if isinstance(node, A.Join):
         for vals, other in ((node.left, node.right), (node.right, node.left)):
             if isinstance(vals, A.Values):
-                got = _bound(other)
+                got = bound_vars(other)
                 cond = _condition(vals) if got is not None and {v.name for v in vals.vars} <= got else None
                 if cond is not None:
                     return A.Filter(cond, _walk(other))
