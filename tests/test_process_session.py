@@ -40,11 +40,14 @@ def _wait_up(url: str, old: int | None = None) -> tuple[dict, dict]:
 
 
 def _autogroup(pid: int) -> str | None:
+    """The process's autogroup name, or None where the kernel (or a sandbox's /proc)
+    reports none: the file absent, unreadable or empty."""
     try:
         with open(f"/proc/{pid}/autogroup") as f:
-            return f.read().split()[0]
-    except OSError:  # a kernel without autogroup scheduling
+            fields = f.read().split()
+    except OSError:
         return None
+    return fields[0] if fields else None
 
 
 def _count(url: str) -> int:
