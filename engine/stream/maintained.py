@@ -83,6 +83,9 @@ AHEAD = 4
 #: when the expired triples changed them (more: the instant or the next element writes it, once)
 READY_AHEAD = 32
 _READY_AHEAD = [0]   # bodies advance() wrote (tests: the path is taken)
+#: batches whose body writing was left to a later batch or the instant (Maintained.LAZY_BODY;
+#: tests: the path is taken)
+_LAZY = [0]
 #: instants the ingestion moves a state past without any instant asking for it before it stops
 #: maintaining it (a query evaluated in a batch of queries of its shape, :mod:`multiquery`)
 IDLE_MAX = 8
@@ -179,6 +182,14 @@ class Maintained:
     #: the ingestion keeps the state's constants' ids current (:meth:`_refresh_ids`; tests
     #: compare with it off)
     REFRESH_IDS = True
+    #: the ingestion writes the next event's body (:meth:`_ready`) only for a batch expected to
+    #: be that instant's last: one whose last element plus the event-time gap since the previous
+    #: batch reaches past the instant. A tumbling or long-step window gets many batches per
+    #: instant, each of which changed the rows and wrote the whole body again (wave 2m: V08's
+    #: 15 s window wrote it 15 times per instant, most of its maintenance); a batch that turns
+    #: out to be the last after all leaves the body to the instant (written there, as after a
+    #: drop). Tests compare with it off.
+    LAZY_BODY = True
 
     def __init__(self, gen: GenQuery, windows: list, json):
         # what an instant reads first (instant(), maintained_due): adjacent in the instance's
@@ -191,6 +202,7 @@ class Maintained:
         self._idle = 0   # instants the ingestion moved the state past that no instant asked for
         self._n = 0           # instants answered from the state since the guard's last check
         self._body: bytes | None = None   # the next event's data up to its window member (_ready)
+        self._last_in = None   # the last element's time of the last batch joined (LAZY_BODY)
         self.gen = gen
         self.json = json            # the query's own _JsonTerms (used under the lock only)
         sh = gen.sh
@@ -265,6 +277,7 @@ class Maintained:
         ns["_SCHIT"] = _SCHIT
         ns["SCON"] = True
         ns["CACHE_KEYS"] = self.CACHE_KEYS
+        ns["MEMO_MAX"] = self.MEMO_MAX
         ns["_ONCE1"] = (None,)
         for fi, (_, _, consts, _) in enumerate(gen._fcode):
             for ci, v in enumerate(consts):
@@ -338,7 +351,7 @@ class Maintained:
                 fv, fsrc, _, _ = gen._fcode[fi]
                 if fv <= have:
                     pending.remove(fi)
-                    for x in gen.filter_lines(fi, 'continue' if depth[0] else 'return'):
+                    for x in self._filter_lines(fi, 'continue' if depth[0] else 'return'):
                         emit(x)
 
         place()
@@ -471,6 +484,37 @@ class Maintained:
             emit("elif n == 0: del R[k]")
             emit("else: raise _Drop")
         lines.append(" return w")
+        return lines
+
+    #: a FILTER conjunct over two variables or more that calls a helper (arithmetic, a
+    #: function) is decided once per combination of its variables' ids and kept
+    #: (:meth:`_filter_lines`): a triple leaving the windows runs the join it ran when it came
+    #: in, the same combinations again (CityBench's C4 / C5: each location against every
+    #: event's coordinates, exact decimal arithmetic each); its value reads only the ids'
+    #: terms (the functions taken are deterministic, :mod:`tiny_terms`). Tests compare with it off.
+    MEMO_FILTERS = True
+    #: combinations a conjunct's kept values hold before they are forgotten (memory)
+    MEMO_MAX = 1 << 16
+
+    def _filter_lines(self, fi: int, fail: str) -> list[str]:
+        """Statements testing FILTER conjunct ``fi`` as :meth:`GenQuery.filter_lines` does, its
+        value kept per combination of its variables' ids (:attr:`MEMO_FILTERS`); only where
+        all its variables are bound."""
+        gen = self.gen
+        fv, src, _, _ = gen._fcode[fi]
+        if not self.MEMO_FILTERS or len(fv) < 2 or "(" not in src:
+            return gen.filter_lines(fi, fail)
+        self.ns.setdefault(f"FM{fi}", {})
+        key = "(" + "".join(f"{_slot(v)}, " for v in sorted(fv)) + ")"
+        alt = gen._falt.get(fi)
+        lines = [f"_fk = {key}", f"_ok = FM{fi}.get(_fk)", "if _ok is None:"]
+        if alt is None:
+            lines.append(f"    _ok = {src} is True")
+        else:
+            lines += ["    try:", f"        _ok = {src} is True", "    except Undecided:",
+                      f"        _ok = {alt} is True"]
+        lines += [f"    if len(FM{fi}) >= MEMO_MAX: FM{fi}.clear()", f"    FM{fi}[_fk] = _ok",
+                  f"if not _ok: {fail}"]
         return lines
 
     #: stored pairs of a group's classes from which its stored solutions are kept in a list
@@ -635,6 +679,9 @@ class Maintained:
             d.clear()
         for sc in self._scs:
             sc.clear()
+        for k, v in self.ns.items():   # (the kept FILTER values: _filter_lines)
+            if k.startswith("FM") and type(v) is dict:
+                v.clear()
         if self.opt is not None:
             self.opt.reset()
         self.state = None
@@ -945,6 +992,12 @@ class Maintained:
                 dn = st.dict_n
                 if dn is not None and dn != len(self._dict) and self.REFRESH_IDS:
                     self._refresh_ids(st)
+                # the body is written for the batch expected to be the instant's last (see
+                # :attr:`LAZY_BODY`): the next batch is expected ``gap`` after this one
+                last = tau[-1]
+                prev = self._last_in
+                self._last_in = last
+                gap = last - prev if self.LAZY_BODY and prev is not None and last > prev else None
                 for _ in range(AHEAD + 1):
                     hi = st.tau
                     for k, w in enumerate(st.ws):
@@ -962,11 +1015,16 @@ class Maintained:
                             raise _Drop
                         self._add(st, w, w[2], rows[a:n], _values(self._dict))
                         w[2] = seq0 + n
-                    if self._body is None and not self.rows_mode:
+                    # (an instant is complete once every stream of the query is past it)
+                    complete = not (last <= hi or _ + 1 > AHEAD or any(
+                        (bw.store.last_tau or hi) <= hi for bw in self.windows))
+                    if self._body is None and not self.rows_mode and (
+                            complete or gap is None or last + gap > hi):
                         self._ready()
-                    if tau[-1] <= hi or _ + 1 > AHEAD or any(
-                            (bw.store.last_tau or hi) <= hi for bw in self.windows):
-                        break   # (an instant is complete once every stream of the query is past it)
+                    elif self._body is None and not self.rows_mode:
+                        _LAZY[0] += 1
+                    if not complete:
+                        break
                     # instant hi is complete for this stream: its body kept, the state moved on
                     done = self._done
                     if len(done) >= AHEAD * 2:
