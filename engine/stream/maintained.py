@@ -55,6 +55,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from bisect import bisect_right
 from collections import deque
 from itertools import chain
 from time import thread_time as _clock
@@ -104,6 +105,8 @@ _SCHIT = [0]
 #: tests: the path is taken): (times, a constant came in and the state took its id, one came in but a
 #: window triple held it already: left for the instant)
 _REFRESHED = [0, 0, 0]
+#: aggregate values read from their kept value (:func:`_memo_agg`; tests: the path is taken)
+_AGHIT = [0]
 #: transient store -> the maintained queries reading it (weakly: a deleted query's goes with it)
 _OBSERVERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _OBS_LOCK = threading.Lock()
@@ -202,7 +205,7 @@ class Maintained:
         self._idle = 0   # instants the ingestion moved the state past that no instant asked for
         self._n = 0           # instants answered from the state since the guard's last check
         self._body: bytes | None = None   # the next event's data up to its window member (_ready)
-        self._last_in = None   # the last element's time of the last batch joined (LAZY_BODY)
+        self._last_in: dict = {}   # id(store) -> the last element's time of its last batch (LAZY_BODY)
         self.gen = gen
         self.json = json            # the query's own _JsonTerms (used under the lock only)
         sh = gen.sh
@@ -229,12 +232,15 @@ class Maintained:
         self.R: dict = {}                                 # output row / group -> solutions
         self.D = [{} for _ in sh.aggs] if self.grouping else []   # per COUNT(DISTINCT): group -> {value: n}
         self.by_p: dict = {}             # predicate id -> [(class, s id or None, o id or None, same)]
+        self._plain: dict = {}           # predicate id -> its classes, where none has a constant end (_set_by_p)
         self.deltas: dict = {}           # class -> the delta functions of the patterns in it
         self._compiled: dict = {}        # stored sizes' magnitudes -> deltas (join orders differ)
         self._gid = 0                    # groups with kept lists compiled (their functions' names)
         self._scs: list = []             # their lists per key (cleared with the state)
         self._extra: list = []
         self.opt = OptState(self) if sh.opts or sh.antis else None   # OPTIONAL groups: per required solution (maint_opt)
+        # (maint_opt writes the value counts of its own groups: their aggregates are not kept)
+        self._memo_aggs = self.MEMO_AGGS and self.grouping and self.opt is None and bool(sh.agg_kinds)
         self._setup()
         self.deltas = self._compile([0] * ncls)
         if self.grouping:
@@ -278,6 +284,8 @@ class Maintained:
         ns["SCON"] = True
         ns["CACHE_KEYS"] = self.CACHE_KEYS
         ns["MEMO_MAX"] = self.MEMO_MAX
+        for j in self.sh.agg_kinds if self.grouping else ():
+            ns[f"AC{j}"] = {}
         ns["_ONCE1"] = (None,)
         for fi, (_, _, consts, _) in enumerate(gen._fcode):
             for ci, v in enumerate(consts):
@@ -456,6 +464,8 @@ class Maintained:
                     emit(x)
                 emit(f"dj = D{j}.get(g)")
                 emit(f"if dj is None: dj = D{j}[g] = {{}}")
+                if self._memo_aggs and j in sh.agg_kinds:   # (its kept value is stale: _memo_agg)
+                    emit(f"if AC{j}: AC{j}.pop(id(dj), None)")
                 emit(f"m = dj.get({val}, 0) + sign")
                 emit(f"if m > 0: dj[{val}] = m")
                 emit("elif m == 0:")
@@ -495,6 +505,11 @@ class Maintained:
     MEMO_FILTERS = True
     #: combinations a conjunct's kept values hold before they are forgotten (memory)
     MEMO_MAX = 1 << 16
+    #: a grouped query's SUM / MIN / MAX / AVG / ... (tiny_aggs, over a group's value counts)
+    #: is computed again only for a group whose value counts changed since the last body
+    #: (:func:`_memo_agg`): a sliding window's body is written per step, and most groups keep
+    #: their values over a step. Tests compare with it off.
+    MEMO_AGGS = True
 
     def _filter_lines(self, fi: int, fail: str) -> list[str]:
         """Statements testing FILTER conjunct ``fi`` as :meth:`GenQuery.filter_lines` does, its
@@ -665,6 +680,9 @@ class Maintained:
         ns["DD"] = self.D
         ns["MAX_ROWS"] = MAX_ROWS
         exec(_code_of("\n".join(lines), "<maintained tail>"), ns)   # noqa: S102 -- our own source
+        if self._memo_aggs:
+            for j in self.sh.agg_kinds:
+                ns[f"_AG{j}"] = _memo_agg(ns[f"_AG{j}"], ns[f"AC{j}"])
         return ns["tail"]
 
     # -- the state -------------------------------------------------------------------
@@ -679,8 +697,8 @@ class Maintained:
             d.clear()
         for sc in self._scs:
             sc.clear()
-        for k, v in self.ns.items():   # (the kept FILTER values: _filter_lines)
-            if k.startswith("FM") and type(v) is dict:
+        for k, v in self.ns.items():   # (the kept FILTER values: _filter_lines; aggregates: _memo_agg)
+            if k.startswith(("FM", "AC")) and type(v) is dict:
                 v.clear()
         if self.opt is not None:
             self.opt.reset()
@@ -706,7 +724,7 @@ class Maintained:
             if p is not None and p >= 0:
                 by_p.setdefault(p, []).append((c, cs, co, same))
             ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = set(), {}, {}, []
-        self.by_p = by_p
+        self._set_by_p(by_p)
         self.deltas = self._compile([len(sidx[c][3]) for c in range(len(ids))])
         self._dict = d
         self._sp = [ns[f"S{c}p"] for c in range(len(ids))]
@@ -769,18 +787,28 @@ class Maintained:
         self._backoff = min(2 * self._backoff or 4, self.BACKOFF_MAX)
         self._skip = self._backoff
 
+    def _set_by_p(self, by_p: dict) -> None:
+        """The predicates' candidate classes, and (:attr:`_plain`) the classes of each predicate
+        none of whose classes has a constant subject or object or a repeated variable: every
+        triple of it is in all of them (:meth:`_add` skips the per-triple tests)."""
+        self.by_p = by_p
+        self._plain = {p: [c for c, _, _, _ in cand] for p, cand in by_p.items()
+                       if all(cs is None and co is None and not same for _, cs, co, same in cand)}
+
     def _add(self, st: _State, ws: list, seq: int, rows: list, V) -> None:
         """Window triples ``rows`` (from seq ``seq``) into the windows' counts and D, their
         solutions into the rows; each matching one logged in the window's ``ws[3]``."""
-        by_p, C, W, sp, deltas = self.by_p, self.C, self.W, self._sp, self.deltas
+        by_p, C, W, sp, deltas, plain = self.by_p, self.C, self.W, self._sp, self.deltas, self._plain
         log = ws[3].append
         for s, p, o in rows:
-            cand = by_p.get(p)
-            if cand is None:
-                seq += 1
-                continue
-            cls = [c for c, cs, co, same in cand
-                   if (cs is None or s == cs) and (co is None or o == co) and (not same or s == o)]
+            cls = plain.get(p)   # (shared by the log's entries: never changed)
+            if cls is None:
+                cand = by_p.get(p)
+                if cand is None:
+                    seq += 1
+                    continue
+                cls = [c for c, cs, co, same in cand
+                       if (cs is None or s == cs) and (co is None or o == co) and (not same or s == o)]
             if cls:
                 log((seq, s, p, o, cls))
                 k = (s, o)
@@ -893,6 +921,8 @@ class Maintained:
             w[3].clear()
         R, D = self.R, self.D
         R.clear()
+        for j in self.sh.agg_kinds if self._memo_aggs else ():
+            self.ns[f"AC{j}"].clear()
         base_r, base_d = self._base
         R.update(base_r)
         for d, b in zip(D, base_d, strict=True):
@@ -953,7 +983,7 @@ class Maintained:
                 ns[f"K{c}s"], ns[f"K{c}p"], ns[f"K{c}o"] = cs, p, co
                 if p is not None and p >= 0:
                     by_p.setdefault(p, []).append((c, cs, co, same))
-            self.by_p = by_p
+            self._set_by_p(by_p)
             st.ids = ids
             _REFRESHED[1] += 1
         st.dict_n = n if absent else None
@@ -995,25 +1025,23 @@ class Maintained:
                 # the body is written for the batch expected to be the instant's last (see
                 # :attr:`LAZY_BODY`): the next batch is expected ``gap`` after this one
                 last = tau[-1]
-                prev = self._last_in
-                self._last_in = last
+                lin = self._last_in
+                prev = lin.get(id(store))
+                lin[id(store)] = last   # (per stream: another stream's batches interleave)
                 gap = last - prev if self.LAZY_BODY and prev is not None and last > prev else None
+                V = _values(self._dict)
                 for _ in range(AHEAD + 1):
                     hi = st.tau
                     for k, w in enumerate(st.ws):
                         if w[0] is not store or w[2] < seq0 or w[2] >= seq0 + len(tau):
                             continue
                         a = w[2] - seq0
-                        n = a
-                        for x in tau[a:]:
-                            if x > hi:
-                                break
-                            n += 1
+                        n = bisect_right(tau, hi, a)   # (a stream's times never decrease: TransientStore)
                         if n == a:
                             continue
                         if tau[a] <= hi - self.ranges_ms[k] or w[2] - w[1] + n - a > GEN_WINDOW:
                             raise _Drop
-                        self._add(st, w, w[2], rows[a:n], _values(self._dict))
+                        self._add(st, w, w[2], rows[a:n], V)
                         w[2] = seq0 + n
                     # (an instant is complete once every stream of the query is past it)
                     complete = not (last <= hi or _ + 1 > AHEAD or any(
@@ -1295,6 +1323,25 @@ class Maintained:
         body = self._body = b"".join((json.head(sh.names), b',"results":{"bindings":[{', b"},{".join(frs),
                                       b"}]}"))
         return body
+
+
+def _memo_agg(fn, kept: dict):
+    """``fn`` (an aggregate over a group's value counts ``vc``, tiny_aggs) with its value kept
+    per ``vc`` dict until the delta joins change that dict (they drop its entry first, by
+    ``id``; the entry holds ``vc`` itself, so the id is not reused while it is kept)."""
+    def f(vc, V):
+        if not vc:
+            return fn(vc, V)
+        got = kept.get(id(vc))
+        if got is not None and got[0] is vc:
+            _AGHIT[0] += 1
+            return got[1]
+        out = fn(vc, V)
+        if len(kept) >= MAX_ROWS:
+            kept.clear()
+        kept[id(vc)] = (vc, out)
+        return out
+    return f
 
 
 def _computed_key(v) -> str | None:
