@@ -125,3 +125,45 @@ def test_aggregates_are_kept_per_group(monkeypatch):
     _events(monkeypatch, text, True, True, True, posts=1, spy=on)
     _events(monkeypatch, text, True, True, False, posts=1, spy=off)
     assert on["agg_hits"] > 0 and off["agg_hits"] == 0
+
+
+def _bursts(monkeypatch, lazy: bool) -> tuple[list, int, int]:
+    """A 4 s tumbling window whose batches come in bursts at the start of each window (gaps of
+    a few ms, then silence until the instant): the events, the batches that left the body and
+    the instants that wrote it after a batch had left it (wrong guesses)."""
+    monkeypatch.setattr(InstantEvaluator, "MAINTAINED", True)
+    monkeypatch.setattr(maintained.Maintained, "LAZY_BODY", lazy)
+    db = Database()
+    m = StreamManager(db)
+    lazy0, miss0 = maintained._LAZY[0], maintained._LAZY_MISS[0]
+    try:
+        stored = [f"<{EX}s{i}> <{EX}type> <{EX}Sensor> ." for i in range(1, 7)]
+        db.load_data("\n".join(stored).encode() + b"\n", "application/n-triples", graph=STATIC)
+        m.register_stream("a", EX + "a")
+        m.heartbeat("a", 0)
+        m.register_query("REGISTER QUERY q AS " + QUERIES["sum"].format(r="4s", s="4s"))
+        for w in range(8):
+            for j in range(6):
+                t = w * 4000 + 600 + 10 * j
+                o = f"<{EX}o{w}_{j}>"
+                lines = [{"s": o, "p": f"<{EX}by>", "o": f"<{EX}s{1 + (w + j) % 7}>", "t": t},
+                         {"s": o, "p": f"<{EX}value>", "o": f'"{(w + j) % 5}"^^<{XSD}integer>', "t": t}]
+                assert m.ingest_ndjson("a", b"\n".join(orjson.dumps(x) for x in lines))["rejected"] == 0
+            m.heartbeat("a", (w + 1) * 4000 + 500)   # (past the instant: it runs before the next burst)
+            assert m.drain(30)
+        events = [(e.id, sorted(_rows(e.data))) for e in m.log("q").since(None, from_t=-1) if e.event == "result"]
+        return events, maintained._LAZY[0] - lazy0, maintained._LAZY_MISS[0] - miss0
+    finally:
+        m.close()
+        db.close()
+
+
+def test_a_wrong_guess_turns_the_lazy_body_off_for_a_while(monkeypatch):
+    """Bursts then silence: the first window's last batch leaves the body (its gaps were short),
+    the instant writes it (a wrong guess, counted), later windows' batches write it again (the
+    guess is off); the events equal those without the guess."""
+    on, left, missed = _bursts(monkeypatch, True)
+    off, left_off, missed_off = _bursts(monkeypatch, False)
+    assert on == off and any(rows for _, rows in on)
+    assert missed >= 1 and left >= 1 and left_off == missed_off == 0
+    assert missed <= 2   # (held off after the first, not one wrong guess per window)

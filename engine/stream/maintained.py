@@ -87,6 +87,13 @@ _READY_AHEAD = [0]   # bodies advance() wrote (tests: the path is taken)
 #: batches whose body writing was left to a later batch or the instant (Maintained.LAZY_BODY;
 #: tests: the path is taken)
 _LAZY = [0]
+#: instants that wrote the body a batch had left (a wrong guess: LAZY_BODY off for LAZY_HOLD instants)
+_LAZY_MISS = [0]
+#: the gaps between a stream's batches (their last elements' times) the guess reads: the
+#: largest of the last LAZY_GAPS, times LAZY_MARGIN, must fit before the instant
+LAZY_GAPS = 4
+LAZY_MARGIN = 2
+LAZY_HOLD = 32
 #: instants the ingestion moves a state past without any instant asking for it before it stops
 #: maintaining it (a query evaluated in a batch of queries of its shape, :mod:`multiquery`)
 IDLE_MAX = 8
@@ -185,13 +192,14 @@ class Maintained:
     #: the ingestion keeps the state's constants' ids current (:meth:`_refresh_ids`; tests
     #: compare with it off)
     REFRESH_IDS = True
-    #: the ingestion writes the next event's body (:meth:`_ready`) only for a batch expected to
-    #: be that instant's last: one whose last element plus the event-time gap since the previous
-    #: batch reaches past the instant. A tumbling or long-step window gets many batches per
-    #: instant, each of which changed the rows and wrote the whole body again (wave 2m: V08's
-    #: 15 s window wrote it 15 times per instant, most of its maintenance); a batch that turns
-    #: out to be the last after all leaves the body to the instant (written there, as after a
-    #: drop). Tests compare with it off.
+    #: the ingestion writes the next event's body (:meth:`_ready`) only for a batch that may be
+    #: that instant's last: one whose last element plus twice the largest of the stream's last
+    #: four gaps between batches (their last elements' times) reaches past the instant. A
+    #: tumbling or long-step window gets many batches per instant, each of which changed the
+    #: rows and wrote the whole body again (wave 2m: V08's 15 s window wrote it 15 times per
+    #: instant, most of its maintenance). A batch that turns out to be the last after all
+    #: leaves the body to the instant (written there, as after a drop: latency), and the guess
+    #: is off for that query for :data:`LAZY_HOLD` instants. Tests compare with it off.
     LAZY_BODY = True
 
     def __init__(self, gen: GenQuery, windows: list, json):
@@ -205,7 +213,9 @@ class Maintained:
         self._idle = 0   # instants the ingestion moved the state past that no instant asked for
         self._n = 0           # instants answered from the state since the guard's last check
         self._body: bytes | None = None   # the next event's data up to its window member (_ready)
-        self._last_in: dict = {}   # id(store) -> the last element's time of its last batch (LAZY_BODY)
+        self._last_in: dict = {}   # id(store) -> (its last batch's last element time, the last gaps) (LAZY_BODY)
+        self._skipped = False      # a batch left the body since it was last written (LAZY_BODY)
+        self._lazy_hold = 0        # instants LAZY_BODY is off after a wrong guess
         self.gen = gen
         self.json = json            # the query's own _JsonTerms (used under the lock only)
         sh = gen.sh
@@ -1023,12 +1033,18 @@ class Maintained:
                 if dn is not None and dn != len(self._dict) and self.REFRESH_IDS:
                     self._refresh_ids(st)
                 # the body is written for the batch expected to be the instant's last (see
-                # :attr:`LAZY_BODY`): the next batch is expected ``gap`` after this one
+                # :attr:`LAZY_BODY`): the next batch is expected within ``gap`` of this one
                 last = tau[-1]
                 lin = self._last_in
-                prev = lin.get(id(store))
-                lin[id(store)] = last   # (per stream: another stream's batches interleave)
-                gap = last - prev if self.LAZY_BODY and prev is not None and last > prev else None
+                got = lin.get(id(store))   # (per stream: another stream's batches interleave)
+                if got is None or last <= got[0]:
+                    lin[id(store)] = (last, ())
+                    gap = None
+                else:
+                    gaps = (last - got[0], *got[1][:LAZY_GAPS - 1])
+                    lin[id(store)] = (last, gaps)
+                    gap = (LAZY_MARGIN * max(gaps) if self.LAZY_BODY and not self._lazy_hold
+                           and len(gaps) == LAZY_GAPS else None)
                 V = _values(self._dict)
                 for _ in range(AHEAD + 1):
                     hi = st.tau
@@ -1051,6 +1067,7 @@ class Maintained:
                         self._ready()
                     elif self._body is None and not self.rows_mode:
                         _LAZY[0] += 1
+                        self._skipped = True
                     if not complete:
                         break
                     # instant hi is complete for this stream: its body kept, the state moved on
@@ -1087,6 +1104,8 @@ class Maintained:
         t0 = _clock()
         with self.lock:
             self._idle = 0
+            if self._lazy_hold:
+                self._lazy_hold -= 1
             if self._skip > 0:
                 self._skip -= 1
                 return
@@ -1161,6 +1180,9 @@ class Maintained:
                 st.tau = t
                 body = self._body
                 if body is None:
+                    if self._skipped:   # (LAZY_BODY guessed wrong: off for a while)
+                        _LAZY_MISS[0] += 1
+                        self._lazy_hold = LAZY_HOLD
                     body = self._ready()
             except (_Drop, _Hand, Undecided):
                 self._drop()
@@ -1292,6 +1314,7 @@ class Maintained:
         instant, whose rows the next elements change again (measured: writing it there too
         doubled the writing on CityBench's C5), so an instant no element reached writes it."""
         gen, sh, R = self.gen, self.sh, self.R
+        self._skipped = False
         if sh.ask:
             body = self._body = b'{"head":{},"boolean":true' if R else b'{"head":{},"boolean":false'
             return body
