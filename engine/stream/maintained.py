@@ -513,8 +513,9 @@ class Maintained:
     #: event's coordinates, exact decimal arithmetic each); its value reads only the ids'
     #: terms (the functions taken are deterministic, :mod:`tiny_terms`). Tests compare with it off.
     MEMO_FILTERS = True
-    #: combinations a conjunct's kept values hold before they are forgotten (memory)
-    MEMO_MAX = 1 << 16
+    #: combinations a conjunct's kept values hold before they are forgotten (memory: ~200
+    #: bytes each; CityBench's C4 / C5 keep a window's worth in this many)
+    MEMO_MAX = 1 << 13
     #: a grouped query's SUM / MIN / MAX / AVG / ... (tiny_aggs, over a group's value counts)
     #: is computed again only for a group whose value counts changed since the last body
     #: (:func:`_memo_agg`): a sliding window's body is written per step, and most groups keep
