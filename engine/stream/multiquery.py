@@ -505,7 +505,6 @@ class Group:
         self._cells: dict[int, bytes] = {}    # term id -> its SPARQL JSON term
         self._params: tuple | None = None     # (member entries, their table): see _table
         self._framed: dict = {}               # (pre, post) -> {term id: framed cell}: see _framed_cells
-        self._slot = _cache_budget.JSON_TERMS.join(self)   # with all queries' term caches: bounded
 
     def run(self, members: list, t: int) -> tuple[list[tuple], float]:
         """Evaluate instant ``t`` for ``members`` ((QueryEntry, params) pairs) at once: each
@@ -744,10 +743,17 @@ class Group:
         and this group's above its share, if its framed cells / cells grew to these counts."""
         if framed_n < 0:
             framed_n = sum(map(len, self._framed.values()))
-        return _cache_budget.JSON_TERMS.over(self._slot, framed_n + (len(self._cells) if cells_n < 0 else cells_n))
+        return _cache_budget.JSON_TERMS.over(self._budget_slot(), framed_n + (len(self._cells) if cells_n < 0 else cells_n))
+
+    def _budget_slot(self) -> list[int]:
+        """This group's count in the joint bound (joined at its first rendering)."""
+        slot = getattr(self, "_slot", None)
+        if slot is None:
+            slot = self._slot = _cache_budget.JSON_TERMS.join(self)
+        return slot
 
     def _account(self) -> None:
-        _cache_budget.JSON_TERMS.set(self._slot, sum(map(len, self._framed.values())) + len(self._cells))
+        _cache_budget.JSON_TERMS.set(self._budget_slot(), sum(map(len, self._framed.values())) + len(self._cells))
 
     def _term_cells(self, ctx, ids: np.ndarray) -> list[bytes]:
         """The SPARQL JSON term of each distinct id (store ids cached; b"" for UNBOUND)."""
