@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, unquote_to_bytes
 import orjson
 from starlette.responses import Response
 
+from engine.bom import strip_bom
 from engine.errors import Category, JindouError, QueryTimeout
 from server.settings import Settings
 
@@ -315,6 +316,12 @@ def check_charset(params: dict[str, str]) -> None:
         raise HTTPError(415, "unsupported_media_type", f"charset {cs!r} is not supported; send UTF-8")
 
 
+def decode_body(data: bytes, what: str = "request body") -> str:
+    """A text request body (query, update, continuous query) as a string: UTF-8 without a
+    leading byte order mark (:mod:`engine.bom`), else a 400 saying where it is not UTF-8."""
+    return decode_utf8(strip_bom(data), what)
+
+
 def decode_utf8(data: bytes, what: str = "request body") -> str:
     try:
         return data.decode("utf-8")
@@ -337,6 +344,7 @@ def parse_params(data: bytes | str, what: str = "query string") -> dict[str, lis
 async def parse_form(body: bytes, what: str = "form body") -> dict[str, list[str]]:
     """parse_params of a request body; a large one is decoded off the event loop
     (percent-decoding 10 MB takes seconds, and other requests would wait)."""
+    body = strip_bom(body)
     if len(body) <= 65536:
         return parse_params(body, what)
     return await asyncio.get_running_loop().run_in_executor(None, parse_params, body, what)

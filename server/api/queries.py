@@ -48,7 +48,7 @@ from server.api.common import (
     check_charset,
     check_read,
     check_write,
-    decode_utf8,
+    decode_body,
     error_response,
     parse_content_type,
     parse_params,
@@ -157,7 +157,7 @@ async def queries_post(request: Request, name: str | None = None) -> Response:
             raise HTTPError(415, "unsupported_media_type",
                             f"{ct} is not accepted: send the C-SPARQL text as application/sparql-query or text/plain")
         check_charset(params)
-        text = decode_utf8(await request_body_reader(request, state.config.max_body)())
+        text = decode_body(await request_body_reader(request, state.config.max_body)())
         if not text.strip():
             raise HTTPError(400, "bad_request", "the body must be a continuous query (C-SPARQL, RSP-QL or CQELS-QL)")
         info = await run_in_threadpool(m.register_query, text, name)
