@@ -62,8 +62,17 @@ query uses one of the two models (C-SPARQL FROM STREAM windows, or RSP-QL / CQEL
 Function calls by IRI are listed with their position (``calls``): the manager refuses at
 registration any that is not a known function (XSD casts, C-SPARQL's ``f:timestamp``).
 
+Two windows on one stream (a 10 s and a 60 s window over one sensor stream): RSP-QL allows
+them (its requirements document: "one may issue different windows for the same stream"), each
+is a named graph of its own, and the query is evaluated at the multiples of the smallest STEP
+like windows on two streams, each window covering its own RANGE at each instant. In C-SPARQL
+the windows are merged into the default graph (named by the stream IRI) and a CQELS block's
+graph is named by its stream, so there two windows on one stream would be indistinguishable:
+an error that points at RSP-QL's named windows.
+
 ``FROM NAMED STREAM x [...]`` is accepted as a synonym of ``FROM STREAM x
-[...]``. Every other syntax error, a FROM short name without a window, a stream used twice,
+[...]``. Every other syntax error, a FROM short name without a window, a stream used twice
+(except by RSP-QL named windows),
 a zero duration or count, DESCRIBE, a query without any stream window, ASK with
 ISTREAM/DSTREAM and REGISTER STREAM without CONSTRUCT raise ``QuerySyntaxError`` with the
 line and column of the offending token. Duplicates are detected per spelling (the same IRI
@@ -253,6 +262,14 @@ def format_stream(s: StreamRef) -> str:
 
 # ---------------------------------------------------------------- parsing
 
+#: why a stream cannot have two windows in a syntax other than RSP-QL's named windows
+_TWICE = {
+    "csparql": "C-SPARQL merges its FROM STREAM windows into one default graph, where two windows on one stream "
+               "cannot be told apart",
+    "cqels": "a CQELS STREAM block's graph is named by its stream, so two blocks on one stream would be one graph",
+    "rspql": "it has another window that is not an RSP-QL named window",
+}
+
 
 class _ContinuousParser(_Parser):
     """The SPARQL parser with a REGISTER header and stream windows (FROM clauses, RSP-QL
@@ -276,8 +293,7 @@ class _ContinuousParser(_Parser):
         self.syntaxes: list[str] = []
         self.window_names: list[str | None] = []
         self.named_windows: dict[str, int] = {}     # RSP-QL window IRI -> index
-        self.seen_iris: set[str] = set()
-        self.seen_names: set[str] = set()
+        self.seen_streams: dict[tuple[str, str], str] = {}   # stream (by spelling) -> its first window's syntax
         self.calls: list[tuple[str, int, int, int]] = []
         self.blocks_done = False
 
@@ -648,16 +664,17 @@ class _ContinuousParser(_Parser):
     def stream_window(self, ref: StreamRef, tok: tuple, syntax: str, wname: str | None = None) -> None:
         if ref.name is not None and len(ref.name) > NAME_MAX:
             raise self.error(f"a stream name has at most {NAME_MAX} characters, not {len(ref.name)}", tok)
-        if ref.iri is not None:
-            if ref.iri in self.seen_iris:
-                raise self.error(f"stream <{ref.iri}> appears twice in the query (each stream is read "
-                                 "through one window)", tok)
-            self.seen_iris.add(ref.iri)
-        else:
-            if ref.name in self.seen_names:
-                raise self.error(f"stream {ref.name} appears twice in the query (each stream is read "
-                                 "through one window)", tok)
-            self.seen_names.add(ref.name)
+        key = ("<", ref.iri) if ref.iri is not None else ("", ref.name)
+        prev = self.seen_streams.get(key)
+        if prev is not None and (prev != "rspql" or syntax != "rspql"):
+            # RSP-QL names each window, so two windows on one stream are two graphs; a C-SPARQL
+            # window is merged into the default graph and a CQELS block's graph is named by its
+            # stream: two windows there would be one graph of undefined content
+            spelled = f"<{ref.iri}>" if ref.iri is not None else ref.name
+            raise self.error(f"stream {spelled} appears twice in the query: {_TWICE[syntax]}; two windows on one "
+                             "stream are RSP-QL named windows (FROM NAMED WINDOW <w1> ON <s> [...] FROM NAMED "
+                             "WINDOW <w2> ON <s> [...], read by WINDOW <w1> { ... } and WINDOW <w2> { ... })", tok)
+        self.seen_streams[key] = syntax if prev is None else prev
         self.specs.append(self.window())
         self.streams.append(ref)
         self.syntaxes.append(syntax)

@@ -63,7 +63,7 @@ from engine.stream.scheduler import Scheduler
 from engine.stream.sinks import Sinks
 from engine.stream.syntax_eval import TIMESTAMP_FN, WindowedEvaluator
 from engine.stream.window_journal import WindowJournal
-from engine.stream.windows import Trigger, Window
+from engine.stream.windows import Trigger, Window, query_step
 
 __all__ = ["StreamManager", "ResultLog", "ResultEvent", "StreamConflict", "StreamInUse", "QueryExists",
            "UnknownStream", "LateElementError", "RegistryError", "StreamIsDerived"]
@@ -373,8 +373,9 @@ class StreamManager:
             by_iri = {s.iri: s for s in reg.streams.values()}
             seen: dict[str, str] = {}
             bound: list[BoundWindow] = []
-            wins: dict[str, Window] = {}
-            for ref, w in zip(cq.streams, cq.windows, strict=True):
+            wins: dict[str, Window] = {}   # the streams read, in order (a stream may have several windows)
+            names = cq.window_names or (None,) * len(cq.windows)
+            for ref, w, wname in zip(cq.streams, cq.windows, names, strict=True):
                 st = reg.streams.get(ref.name) if ref.name is not None else by_iri.get(ref.iri)
                 if st is None or st.deleting:
                     what = shorten(ref.name) if ref.name is not None else f"<{shorten(ref.iri)[1:-1]}>"
@@ -382,20 +383,23 @@ class StreamManager:
                 spelled = ref.name if ref.name is not None else f"<{ref.iri}>"
                 if cq.derived and st.name == cq.name:
                     raise QueryEvaluationError(f"REGISTER STREAM {cq.name} cannot read the stream it writes")
-                if st.name in seen:
+                if st.name in seen and (wname is None or seen[st.name][1] is None):
+                    # (the parser lets RSP-QL named windows share a stream, and catches the other
+                    # repeats it can see: this is a short name and the IRI it is registered under)
                     raise QueryEvaluationError(
-                        f"stream {st.name!r} is read twice ({seen[st.name]} and {spelled}); "
-                        "each stream appears at most once per query")
-                seen[st.name] = spelled
-                wins[st.name] = w
+                        f"stream {st.name!r} is read twice ({seen[st.name][0]} and {spelled}); a stream "
+                        "appears once per query, except in RSP-QL named windows (FROM NAMED WINDOW <w> ON <s>)")
+                seen.setdefault(st.name, (spelled, wname))
+                wins.setdefault(st.name, w)
                 bound.append(BoundWindow(st.name, st.iri, st.gid, w, st.store))
             progress = {n: reg.streams[n].published for n in wins}
-            trigger = Trigger.for_windows(wins, progress)
+            # every window's STEP counts (two windows on one stream are one entry of wins)
+            trigger = Trigger(query_step(cq.windows), list(wins), progress)
             ev = self._evaluator(cq, bound)
             rlog = ResultLog(self.retain, trigger.step, store=self._results, name=cq.name,
                              retain_bytes=self.retain_bytes)
             if rlog.last_id is not None:   # a durable log: resume after its last instant
-                trigger = Trigger.for_windows(wins, {n: rlog.last_id + 1 for n in wins})
+                trigger = Trigger(query_step(cq.windows), list(wins), {n: rlog.last_id + 1 for n in wins})
             if cq.derived:
                 rlog = DerivedStreamLog(rlog, DerivedWriter(self._ingest, cq.name, cq.name, trigger.step,
                                                             diff=cq.mode != "RSTREAM"))
