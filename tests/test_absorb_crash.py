@@ -86,3 +86,44 @@ def test_restart_completes_a_commit_cut_off_by_a_crash(tmp_path, monkeypatch, lo
         assert b"had not reached the store" not in log
     finally:
         srv.stop()
+
+
+def _count(db) -> int:
+    return len(db.query(f"SELECT ?o WHERE {{ ?s <{EX}name> ?o }}").rows())
+
+
+@pytest.mark.parametrize("store_persists", [True, False])
+def test_replay_commits_only_what_the_persistent_store_lacks(tmp_path, monkeypatch, store_persists):
+    """In process: the commit of batch 1 is lost (as if the process died right before it); a
+    new manager over the reopened store commits it at replay, and nothing else. A store that
+    does not persist (no data_dir of its own) gets nothing from the journal, as before."""
+    from engine.database import Database
+    from engine.stream.manager import StreamManager
+
+    sdir, jdir = tmp_path / "store", tmp_path / "journal"
+    db = Database(shards=1, data_dir=str(sdir) if store_persists else None)
+    m = StreamManager(db, data_dir=str(jdir))
+    m.register_stream("s", EX + "s", absorb=[EX + "name"])
+    m.ingest_ndjson("s", _batch(0), batch_id="b0")
+    real = absorb_mod.commit_absorbed
+    monkeypatch.setattr(absorb_mod, "commit_absorbed", lambda *a, **k: None)   # the lost commit
+    m.ingest_ndjson("s", _batch(1), batch_id="b1")
+    monkeypatch.setattr(absorb_mod, "commit_absorbed", real)
+    assert _count(db) == 6
+    sn = db.store.snapshot().sn
+    m.close()
+    if store_persists:
+        db.close()
+        db = Database(shards=1, data_dir=str(sdir))
+        assert db.store.opened_sn == sn
+    else:
+        db = Database(shards=1)
+    m = StreamManager(db, data_dir=str(jdir))
+    try:
+        assert _count(db) == (12 if store_persists else 0)
+        assert m.ingest_ndjson("s", _batch(1), batch_id="b1")["duplicate"] is True
+        m.ingest_ndjson("s", _batch(2), batch_id="b2")
+        assert _count(db) == (18 if store_persists else 6)
+    finally:
+        m.close()
+        db.close()

@@ -107,11 +107,11 @@ def _post(m, name, rows, rng):
         assert r["rejected"] == 0, r
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_two_windows_on_one_stream_match_oracle(seed):
+@pytest.mark.parametrize("seed, backend", [(1, "single"), (2, "single"), (3, "cluster")])
+def test_two_windows_on_one_stream_match_oracle(seed, backend):
     rng = random.Random(seed)
     data = {"s": _gen(rng, {"p": 2, "v": 2}), "s2": _gen(rng, {"q": 1})}
-    db = open_database("single")
+    db = open_database(backend)
     m = None
     try:
         m = StreamManager(db)
