@@ -119,3 +119,17 @@ def test_register_and_stream_bodies_with_a_bom(srv):
         r = c.post("/streams/bs?t=2000", content=BOM + f"<{EX}b> <{EX}p> \"2\" .\n".encode(),
                    headers={"Content-Type": "text/turtle"})
         assert r.status_code == 202, r.text
+
+
+def test_processes_route_a_marked_update_form_to_the_primary():
+    """--processes: the router reads a form body to send updates to the primary; a BOM before
+    ``update=`` must not make it look like a query (parse_form drops the mark too)."""
+    from server.processes import classify
+
+    def req(body: bytes) -> bytes:
+        return (b"POST /sparql HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+    assert classify(req(b"update=INSERT+DATA+%7B%7D")) == "primary"
+    assert classify(req(BOM + b"update=INSERT+DATA+%7B%7D")) == "primary"
+    assert classify(req(BOM + b"query=ASK+%7B%7D")) == "read"
