@@ -688,7 +688,7 @@ def parse_graph(data: bytes, media_type: str, *, bnode_prefix: str = "") -> load
     fmt = loader.format_for_media_type(media_type)
     if isinstance(data, str):
         data = data.encode("utf-8")
-    return loader.parse_to_keys(bytes(strip_bom(data)), fmt, bnode_prefix=bnode_prefix, name="<body>")
+    return loader.parse_to_keys(bytes(data), fmt, bnode_prefix=bnode_prefix, name="<body>")   # (BOM: the loader's)
 
 
 def split_elements(tau: np.ndarray) -> np.ndarray:
