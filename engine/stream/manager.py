@@ -371,7 +371,7 @@ class StreamManager:
             if cq.name in reg.queries:
                 raise QueryExists(_exists(cq))
             by_iri = {s.iri: s for s in reg.streams.values()}
-            seen: dict[str, str] = {}
+            seen: dict[str, tuple[str, str | None]] = {}   # stream -> (first spelling, its window name)
             bound: list[BoundWindow] = []
             wins: dict[str, Window] = {}   # the streams read, in order (a stream may have several windows)
             names = cq.window_names or (None,) * len(cq.windows)
