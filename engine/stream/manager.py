@@ -371,11 +371,10 @@ class StreamManager:
             if cq.name in reg.queries:
                 raise QueryExists(_exists(cq))
             by_iri = {s.iri: s for s in reg.streams.values()}
-            seen: dict[str, tuple[str, str | None]] = {}   # stream -> (first spelling, its window name)
+            seen: dict[str, str] = {}   # stream -> its first spelling
             bound: list[BoundWindow] = []
             wins: dict[str, Window] = {}   # the streams read, in order (a stream may have several windows)
-            names = cq.window_names or (None,) * len(cq.windows)
-            for ref, w, wname in zip(cq.streams, cq.windows, names, strict=True):
+            for ref, w in zip(cq.streams, cq.windows, strict=True):
                 st = reg.streams.get(ref.name) if ref.name is not None else by_iri.get(ref.iri)
                 if st is None or st.deleting:
                     what = shorten(ref.name) if ref.name is not None else f"<{shorten(ref.iri)[1:-1]}>"
@@ -383,13 +382,14 @@ class StreamManager:
                 spelled = ref.name if ref.name is not None else f"<{ref.iri}>"
                 if cq.derived and st.name == cq.name:
                     raise QueryEvaluationError(f"REGISTER STREAM {cq.name} cannot read the stream it writes")
-                if st.name in seen and (wname is None or seen[st.name][1] is None):
-                    # (the parser lets RSP-QL named windows share a stream, and catches the other
-                    # repeats it can see: this is a short name and the IRI it is registered under)
+                if st.name in seen and cq.syntax == "csparql":
+                    # (C-SPARQL windows are one default graph: the parser catches the repeats it can
+                    # see, this is a short name and the IRI it is registered under)
                     raise QueryEvaluationError(
-                        f"stream {st.name!r} is read twice ({seen[st.name][0]} and {spelled}); a stream "
-                        "appears once per query, except in RSP-QL named windows (FROM NAMED WINDOW <w> ON <s>)")
-                seen.setdefault(st.name, (spelled, wname))
+                        f"stream {st.name!r} is read twice ({seen[st.name]} and {spelled}); a C-SPARQL query "
+                        "reads a stream once: two windows on one stream are RSP-QL named windows (FROM NAMED "
+                        "WINDOW <w> ON <s>)")
+                seen.setdefault(st.name, spelled)
                 wins.setdefault(st.name, w)
                 bound.append(BoundWindow(st.name, st.iri, st.gid, w, st.store))
             progress = {n: reg.streams[n].published for n in wins}
