@@ -106,7 +106,10 @@ def test_a_bom_in_a_url_parameter_is_refused(srv):
 
 def test_register_and_stream_bodies_with_a_bom(srv):
     with httpx.Client(base_url=srv.url, timeout=30) as c:
-        assert c.put("/streams/bs", json={"iri": EX + "bs"}).status_code == 201
+        # a JSON body (stream registration): RFC 8259 lets a parser ignore a leading BOM
+        r = c.put("/streams/bs", content=BOM + orjson.dumps({"iri": EX + "bs"}),
+                  headers={"Content-Type": "application/json"})
+        assert r.status_code == 201, r.text
         text = (f"PREFIX : <{EX}> REGISTER QUERY bq AS SELECT ?s ?o FROM STREAM :bs [RANGE 10s STEP 1s] "
                 "WHERE { ?s :p ?o }")
         r = c.post("/queries", content=BOM + text.encode(), headers=Q)

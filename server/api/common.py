@@ -287,9 +287,10 @@ def internal_error(exc: BaseException) -> HTTPError:
 
 
 def json_object(body: bytes, what: str = "the body") -> dict:
-    """A request body that must be one JSON object, else a 400 saying why."""
+    """A request body that must be one JSON object, else a 400 saying why (a leading BOM is
+    dropped, as RFC 8259 allows a parser to)."""
     try:
-        doc = orjson.loads(body)
+        doc = orjson.loads(strip_bom(body))
     except orjson.JSONDecodeError as e:
         raise HTTPError(400, "bad_request", f"{what} is not valid JSON (line {e.lineno}, column {e.colno})") from None
     if not isinstance(doc, dict):

@@ -39,6 +39,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from engine.bom import strip_bom
 from engine.errors import NotFound
 from engine.stream.limits import parse_time
 from server.api import admin
@@ -319,7 +320,7 @@ async def query_sinks_put(name: str, request: Request) -> Response:
             raise HTTPError(415, "unsupported_media_type", f"{ct} is not accepted: send application/json")
         body = await request_body_reader(request, state.config.max_body)()
         try:
-            doc = orjson.loads(body)
+            doc = orjson.loads(strip_bom(body))
         except orjson.JSONDecodeError as e:
             raise HTTPError(400, "bad_request",
                             f"the body is not valid JSON (line {e.lineno}, column {e.colno})") from None
