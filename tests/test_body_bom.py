@@ -175,3 +175,38 @@ def test_graph_store_upload_with_a_bom(srv):
         r = c.put("/store", params={"graph": EX + "g"}, headers={"Content-Type": "text/turtle"},
                   content=BOM + BOM + f"<{EX}g1> <{EX}q> 1 .".encode())
         assert r.status_code == 400, r.text
+
+
+def test_marked_query_bodies_take_the_lanes_template_path(monkeypatch):
+    """The lane's POST path (``post_answer``) drops the mark before its template and kept-answer
+    lookups: a marked body of a known template is a template hit (spied), answered with the
+    bytes of the unmarked body, and a marked repeat is the unmarked body's kept answer."""
+    import requests
+
+    from server.api import sparql
+    from tests.conftest import start_server
+    from tests.test_lane_repeated_texts import template_hit_spy
+
+    s = start_server(None)
+    try:
+        nt = "".join(f"<{EX}s{i}> <{EX}p> <{EX}o{i}> .\n" for i in range(4))
+        assert requests.post(s.url + "/store?default", data=nt.encode(),
+                             headers={"Content-Type": "application/n-triples"}).status_code == 204
+        tpl = "SELECT ?o WHERE {{ <{c}> <" + EX + "p> ?o }}"
+
+        def post(body: bytes):
+            r = requests.post(s.url + "/sparql", data=body, headers={**Q, **JSON})
+            return r.status_code, r.content
+
+        for i in range(3):   # the lane learns the template from unmarked texts
+            assert post(tpl.format(c=f"{EX}s{i}").encode())[0] == 200
+        kept = sparql.LaneAnswers()
+        monkeypatch.setattr(sparql, "_ANSWERS", kept)
+        hits = template_hit_spy(monkeypatch)
+        text = tpl.format(c=f"{EX}s3").encode()
+        marked = post(BOM + text)
+        assert marked[0] == 200 and len(hits) == 1 and f"{EX}o3".encode() in marked[1]
+        assert post(text) == marked and len(hits) == 2      # the same key: seen twice now, answer kept
+        assert post(BOM + text) == marked and kept.served == 1 and len(hits) == 2
+    finally:
+        s.stop()
