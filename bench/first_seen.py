@@ -2,8 +2,8 @@
 has not seen before, and what that costs, per query of ``bench.unseen_sweep``'s
 selective class and per client form (``bench/client_forms.py``), in process.
 
-Every request is a new text (the query with a new comment line, or ``--mode
-repeated``: the same text again). For each (query, form): the path the lane took
+Every request is a new text (the query with a new comment line; ``--mode renamed``:
+its variables renamed, a skeleton never seen; ``--mode repeated``: the same text again). For each (query, form): the path the lane took
 (``kept``: a kept answer; ``runner``: a ready runner of its layout; ``template``: a
 template hit; ``text``: the text path, parse and plan; ``pool``: not answered
 inline), Python opcodes and calls per request (``sys.settrace``, stable under load)
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import re
 import statistics
 import sys
 import time
@@ -96,6 +97,9 @@ class _Paths:
 def _texts(q, mode: str, n: int, salt: str) -> list[str]:
     if mode == "repeated":
         return [q.text] * n
+    if mode == "renamed":  # (another skeleton every time: no template, parse shape or cost of its own)
+        return [re.sub(r"\?([A-Za-z]\w*)", rf"?\1_{salt.replace('.', '_').replace('-', '_')}_{i}", q.text)
+                for i in range(n)]
     return [q.text + f"\n# {salt}-{i}\n" for i in range(n)]
 
 
@@ -104,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default="/tmp/jindou-bench/lubm-t1000000-seed0.nt")
     ap.add_argument("--only", default=None, help="comma list of sweep query names (default: the selective class)")
     ap.add_argument("--forms", default=",".join(DEFAULT_FORMS))
-    ap.add_argument("--mode", choices=("new", "repeated"), default="new")
+    ap.add_argument("--mode", choices=("new", "repeated", "renamed"), default="new",
+                    help="new: a new comment each time; renamed: new variable names (a new skeleton) each time")
     ap.add_argument("--requests", type=int, default=100)
     ap.add_argument("--time", action="store_true", help="also time the requests untraced, and pyoxigraph")
     args = ap.parse_args(argv)
