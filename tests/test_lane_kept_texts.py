@@ -133,16 +133,17 @@ def test_a_write_between_two_identical_texts_gives_the_new_answer(server, monkey
     kept = _kept(monkeypatch)
     pred = f"{EX}kw{kind}"
     text = f"SELECT ?x ?o WHERE {{ VALUES ?x {{ <{EX}s2> <{EX}s4> }} ?x <{pred}> ?o }} # w {kind}"
-    for _ in range(4):  # (a new shape's first two run in the pool, the third is kept, the fourth served)
+    for _ in range(4):  # (the second sighting run inline is kept, the later ones served)
         assert json.loads(_send(server, text, kind)[2])["results"]["bindings"] == []
-    assert kept.served == 1
+    before = kept.served
+    assert before >= 1
     r = requests.post(server.url + "/update", data=f"INSERT DATA {{ <{EX}s4> <{pred}> <{EX}new> }}".encode(),
                       headers={"Content-Type": "application/sparql-update"})
     assert r.status_code == 204
     for _ in range(5):
         rows = json.loads(_send(server, text, kind)[2])["results"]["bindings"]
         assert rows == [{"x": {"type": "uri", "value": f"{EX}s4"}, "o": {"type": "uri", "value": f"{EX}new"}}]
-    assert kept.served > 1  # (run anew after the update, its answer kept again for the later ones)
+    assert kept.served > before  # (run anew after the update, its answer kept again for the later ones)
 
 
 def test_kept_texts_are_keyed_by_accept(server, monkeypatch):

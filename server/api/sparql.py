@@ -25,6 +25,7 @@ from engine.exec.context import release_memory
 from engine.small_answers import SmallSelect
 from engine.sparql import normalize as norm
 from server.api import update
+from server.api.anchored import anchored
 from server.api.common import (
     SHAPE_MAX_CHARS,
     HashedShape,
@@ -824,9 +825,11 @@ def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: 
     when its shape does not run inline (the pool runs it, knowing its cost)."""
     try:
         shape = _cost_shape(state.db, text, base or work.base, dataset)
-        # (try_inline declines what does not run inline)
+        # (try_inline declines what does not run inline; an anchored text of a shape not yet
+        # measured twice is probed inline while nothing else runs: server/api/anchored.py)
         done, result = (state.try_inline_lane(work, shape) if isinstance(shape, tuple)
-                        else state.try_inline(work, shape, state.deadline(), False))
+                        else state.try_inline(work, shape, state.deadline(),
+                                              not dataset and _probe_anchored(state, shape, text, base or work.base)))
     except Exception as exc:
         _failed(state, exc)
         raise
@@ -835,6 +838,36 @@ def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: 
             state.record_cost(shape, result)
         return None
     return result
+
+
+#: text cost shape -> whether its text is anchored (server/api/anchored.py)
+_ANCHORED: dict[str, bool] = {}
+#: [anchored texts probed inline] (tests see the path taken)
+ANCHORED_PROBES = [0]
+
+
+def _probe_anchored(state: ServerState, shape, text: str, base: str) -> bool:
+    """Whether the lane probes ``text`` inline although its cost shape ``shape`` (a
+    string) was not measured twice yet: it is anchored and nothing else is running."""
+    if shape is None or state.running:
+        return False
+    seen = state.shape_cost.get(shape)
+    if seen is not None and seen[1] >= 2:  # (measured: inline_ok decides as ever)
+        return False
+    got = _ANCHORED.get(shape)
+    if got is None:
+        db = state.db
+        prepare = getattr(db, "_prepare", None)
+        try:
+            got = prepare is not None and anchored(prepare(text, base).query)
+        except JindouError:  # (the run reports the text's error)
+            got = False
+        if len(_ANCHORED) >= 2048:
+            _ANCHORED.clear()
+        _ANCHORED[shape] = got
+    if got:
+        ANCHORED_PROBES[0] += 1
+    return got
 
 
 def handle_sparql_post_inline(state: ServerState, scope: dict, headers: dict[str, str], body: bytes) -> Reply | None:
