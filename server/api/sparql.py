@@ -1103,9 +1103,9 @@ class LaneAnswers:
     before a write; the object's id is compared, not kept, so no old snapshot is
     pinned). Bounded: at most
     ``max_entries`` answers of at most ``max_body`` bytes each. Only texts without a
-    parenthesis in their skeleton (no function call, FILTER or BIND: RAND(), NOW() or
-    BNODE() answer anew each time) nor SERVICE (a remote endpoint's answer is not the
-    store's), and stores whose snapshots are numbered."""
+    call that answers anew each time (RAND(), NOW(), UUID(), STRUUID(), BNODE(), a
+    function named by an IRI or prefixed name) nor SERVICE (a remote endpoint's answer
+    is not the store's): :func:`_text_keepable`; and stores whose snapshots are numbered."""
 
     __slots__ = ("store", "sn", "map", "max_entries", "max_body", "served", "kept_texts")
 
@@ -1126,7 +1126,7 @@ class LaneAnswers:
         if not work.repeat:
             return None
         n = _QS_NORMS.get(qs)
-        if not n or "(" in n[0] or "SERVICE" in n[0].upper():
+        if not n or not _text_keepable(n[0]):
             return None
         return (qs, work.base, work.accept)
 
@@ -1138,7 +1138,7 @@ class LaneAnswers:
         if not work.repeat:
             return None
         n = _BODY_TEXTS.get(body)
-        if not n or "(" in n[0] or "SERVICE" in n[0].upper():
+        if not n or not _text_keepable(n[0]):
             return None
         return (body, work.base, work.accept, True)
 
