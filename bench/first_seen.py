@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import gc
 import re
 import statistics
 import sys
@@ -127,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
 
         ox = pyoxigraph.Store()
         ox.bulk_load(path=args.data, format=pyoxigraph.RdfFormat.N_TRIPLES)
+    # as ``jindou serve`` does after loading (server/cli.py): the loaded objects out of the
+    # collector's generations, so a request's collections stay short
+    gc.collect()
+    gc.freeze()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     connect = lane_profile.make_connector(db, loop)
