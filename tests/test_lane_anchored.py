@@ -103,3 +103,18 @@ def test_nothing_is_probed_while_another_query_runs(server, roomy):  # noqa: F81
         state.running -= 1
     assert not inline and out.startswith(b"HTTP/1.1 200")
     assert sparql.ANCHORED_PROBES[0] == probes
+
+
+def test_a_first_seen_anchored_text_with_a_request_dataset_is_probed_inline(server, roomy):  # noqa: F811
+    """``default-graph-uri`` / ``named-graph-uri`` (the general parameter path, never a kept
+    answer): an anchored text is still probed inline, with the ordinary path's bytes."""
+    probes = sparql.ANCHORED_PROBES[0]
+    g = quote_plus(D)
+    for i, t in enumerate(ANCHORED[:3]):
+        text = UB + _renamed(t.format(c=C, D=D), f"ds{i}")
+        for params in (f"default-graph-uri={g}", f"named-graph-uri={g}&default-graph-uri={g}"):
+            req = (f"GET /sparql?query={quote_plus(text)}&{params} HTTP/1.1\r\nHost: 127.0.0.1:7878\r\n"
+                   "Accept: text/csv\r\n\r\n").encode()
+            assert _same(server, [req]), (text, params)
+    assert sparql.ANCHORED_PROBES[0] - probes >= 3
+

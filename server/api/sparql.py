@@ -829,7 +829,7 @@ def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: 
         # measured twice is probed inline while nothing else runs: server/api/anchored.py)
         done, result = (state.try_inline_lane(work, shape) if isinstance(shape, tuple)
                         else state.try_inline(work, shape, state.deadline(),
-                                              not dataset and _probe_anchored(state, shape, text, base or work.base)))
+                                              _probe_anchored(state, shape, text, base or work.base)))
     except Exception as exc:
         _failed(state, exc)
         raise
