@@ -70,15 +70,25 @@ class OptState:
             self.kinds.append(kind)
             ac = gen._acode[g]
             self.fcode.append(None if ac is None else (ac[0], ac[1], ac[2], f"N{g}_"))
-        for pis, *_ in list(sh.opts) + list(sh.antis):
+        # a nested OPTIONAL (tiny_nested) is evaluated per match of its parent: its function reads
+        # the parent's variables too; its index key is its variables shared with the required
+        # part (none: a triple of its patterns marks every required solution)
+        self.parent = dict(getattr(sh, "opt_parent", {}))
+        outer = set(self.rvars)
+        for g, (pis, *_) in enumerate(list(sh.opts) + list(sh.antis)):
             gv = _pvars(pats, pis)
-            self.groups.append((list(pis), sorted(gv & set(self.rvars)), sorted(gv - set(self.rvars))))
-        self.pos = [[self.rvars.index(v) for v in shared] for _, shared, _ in self.groups]
+            p = self.parent.get(g)
+            seen = outer | (_pvars(pats, sh.opts[p][0]) if p is not None else set())
+            self.groups.append((list(pis), sorted(gv & seen), sorted(gv - seen)))
+        self.pos = [[self.rvars.index(v) for v in shared if v in outer] for _, shared, _ in self.groups]
         # a group's function reads the shared variables and the required ones its FILTER reads
         # (``OPTIONAL { ?s :p ?e FILTER(?e != ?o) }``: ``?o`` is bound by the required part only)
-        self.args = [shared + sorted(((fc[0] if fc is not None else set()) & set(self.rvars)) - set(shared))
-                     for (_, shared, _), fc in zip(self.groups, self.fcode, strict=True)]
-        self.argpos = [[self.rvars.index(v) for v in a] for a in self.args]
+        scopes = [outer | (_pvars(pats, sh.opts[self.parent[g]][0]) if g in self.parent else set())
+                  for g in range(len(self.groups))]
+        self.args = [shared + sorted(((fc[0] if fc is not None else set()) & sc) - set(shared))
+                     for (_, shared, _), fc, sc in zip(self.groups, self.fcode, scopes, strict=True)]
+        self.argpos = [None if g in self.parent else [self.rvars.index(v) for v in a]
+                       for g, a in enumerate(self.args)]
         self.MU: dict = {}                          # required solution -> its rows (a tuple)
         self.IDX = [{} for _ in self.groups]        # per group: shared values -> required solutions
         self.events: list = []                      # the delta joins' (group or -1, key, sign)
@@ -96,9 +106,10 @@ class OptState:
         nreq = self.m.sh.n_required
         if i < nreq:
             return "_OPT.append((-1, (" + "".join(f"{_slot(v)}, " for v in self.rvars) + "), sign))"
+        rv = set(self.rvars)
         for g, (pis, shared, _) in enumerate(self.groups):
             if i in pis:
-                return f"_OPT.append(({g}, (" + "".join(f"{_slot(v)}, " for v in shared) + "), sign))"
+                return f"_OPT.append(({g}, (" + "".join(f"{_slot(v)}, " for v in shared if v in rv) + "), sign))"
         raise AssertionError(i)
 
     # -- the generated functions --------------------------------------------------
@@ -140,8 +151,13 @@ class OptState:
                 src.append(f"{pad}for t{g} in LS[{g}]:")
                 ind += 1
                 continue
-            src += [f"{pad}for t{g} in LS[{g}]:",
-                    f"{pad} if t{g} is None:"]
+            p = self.parent.get(g)
+            if p is None:
+                src.append(f"{pad}for t{g} in LS[{g}]:")
+            else:   # (nested: per match of its parent; none where the parent matched none)
+                call = f"opt{g}({''.join(_slot(v) + ', ' for v in self.args[g])}V)"
+                src.append(f"{pad}for t{g} in ((({call}) or _NONE1) if t{p} is not None else _NONE1):")
+            src.append(f"{pad} if t{g} is None:")
             src += [f"{pad}  {_slot(v)} = -1" for v in own]
             src += [f"{pad} else:", f"{pad}  {''.join(_slot(v) + ', ' for v in own)}= t{g}"]
             ind += 1
@@ -173,6 +189,7 @@ class OptState:
                     cells.append(cell)
             src.append(f"{pad}out.append((" + "".join(f"{c}, " for c in cells) + "))")
         src.append(" return out")
+        ns["_NONE1"] = (None,)
         exec(_code_of("\n".join(src), "<maintained optional>"), ns)   # noqa: S102 -- our own source
         return [ns[f"opt{g}"] for g in range(len(self.groups))], ns["rows_of"]
 
@@ -183,6 +200,9 @@ class OptState:
         opts, rows_of = fns
         lists = []
         for g, fn in enumerate(opts):
+            if g in self.parent:   # (nested: evaluated per match of its parent, in rows_of)
+                lists.append(None)
+                continue
             got = fn(*[mu[k] for k in self.argpos[g]], V)
             kind = self.kinds[g]
             if kind == "opt":
