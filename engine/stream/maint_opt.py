@@ -39,15 +39,24 @@ def scope_of(gen, i: int) -> tuple[list, list, set]:
     over its variables only, or pattern ``i``'s OPTIONAL group alone (its FILTER reads the
     required solution: applied when the solution's rows are computed)."""
     sh = gen.sh
-    nreq = sh.n_required
-    if i < nreq:
-        pis = list(range(nreq))
-        rv = _pvars(gen.pats, pis)
-        return pis, [fi for fi, c in enumerate(gen._fcode) if c[0] <= rv], rv
+    for pis, fis in required_of(sh):
+        if i in pis:
+            rv = _pvars(gen.pats, pis)
+            cand = range(len(gen._fcode)) if fis is None else fis
+            return list(pis), [fi for fi in cand if gen._fcode[fi][0] <= rv], rv
     for pis, *_ in list(sh.opts) + list(sh.antis):
         if i in pis:
             return list(pis), [], _pvars(gen.pats, pis)
     raise AssertionError(i)
+
+
+def required_of(sh) -> list:
+    """The required patterns of each UNION branch holding OPTIONALs (:mod:`engine.stream.tiny_union`:
+    a solution is keyed by its branch too), with the branch's FILTER conjuncts; else the one
+    required BGP (FILTERs: None, all)."""
+    if sh.branches and sh.opts:
+        return [(list(pis), list(fis)) for pis, fis, _ in sh.branches]
+    return [(list(range(sh.n_required)), None)]
 
 
 class OptState:
@@ -58,7 +67,12 @@ class OptState:
         gen = m.gen
         sh = gen.sh
         pats = gen.pats
-        self.rvars = sorted(_pvars(pats, range(sh.n_required)))
+        self.reqs = required_of(sh)
+        self.union = bool(sh.branches)   # (a solution is (its branch, its values...))
+        off = 1 if self.union else 0
+        self.bvars = [sorted(_pvars(pats, pis)) for pis, _ in self.reqs]
+        self.rvars = self.bvars[0]
+        self.gbranch = list(getattr(sh, "opt_branch", None) or [0] * len(sh.opts)) + [0] * len(sh.antis)
         self.groups = []   # per group: (its patterns, shared variables, own variables)
         self.kinds = []    # per group: "opt", or (tiny_anti) "not" / "exists" / "minus"
         self.fcode = []    # per group: its FILTER's (vars, source, constants, prefix) or None
@@ -74,20 +88,23 @@ class OptState:
         # the parent's variables too; its index key is its variables shared with the required
         # part (none: a triple of its patterns marks every required solution)
         self.parent = dict(getattr(sh, "opt_parent", {}))
-        outer = set(self.rvars)
+        outers = [set(self.bvars[b]) for b in self.gbranch]
         for g, (pis, *_) in enumerate(list(sh.opts) + list(sh.antis)):
             gv = _pvars(pats, pis)
             p = self.parent.get(g)
-            seen = outer | (_pvars(pats, sh.opts[p][0]) if p is not None else set())
+            seen = outers[g] | (_pvars(pats, sh.opts[p][0]) if p is not None else set())
             self.groups.append((list(pis), sorted(gv & seen), sorted(gv - seen)))
-        self.pos = [[self.rvars.index(v) for v in shared if v in outer] for _, shared, _ in self.groups]
+        self.pos = [[off + self.bvars[self.gbranch[g]].index(v) for v in shared if v in outers[g]]
+                    for g, (_, shared, _) in enumerate(self.groups)]
+        self.bpos = [[(g, self.pos[g]) for g in range(len(self.groups)) if self.gbranch[g] == b]
+                     for b in range(len(self.reqs))]   # per branch: its groups' index keys
         # a group's function reads the shared variables and the required ones its FILTER reads
         # (``OPTIONAL { ?s :p ?e FILTER(?e != ?o) }``: ``?o`` is bound by the required part only)
-        scopes = [outer | (_pvars(pats, sh.opts[self.parent[g]][0]) if g in self.parent else set())
+        scopes = [outers[g] | (_pvars(pats, sh.opts[self.parent[g]][0]) if g in self.parent else set())
                   for g in range(len(self.groups))]
         self.args = [shared + sorted(((fc[0] if fc is not None else set()) & sc) - set(shared))
                      for (_, shared, _), fc, sc in zip(self.groups, self.fcode, scopes, strict=True)]
-        self.argpos = [None if g in self.parent else [self.rvars.index(v) for v in a]
+        self.argpos = [None if g in self.parent else [off + self.bvars[self.gbranch[g]].index(v) for v in a]
                        for g, a in enumerate(self.args)]
         self.MU: dict = {}                          # required solution -> its rows (a tuple)
         self.IDX = [{} for _ in self.groups]        # per group: shared values -> required solutions
@@ -103,11 +120,12 @@ class OptState:
 
     def sink(self, i: int) -> str:
         """The line a delta join of pattern ``i`` ends with: the event of its solution."""
-        nreq = self.m.sh.n_required
-        if i < nreq:
-            return "_OPT.append((-1, (" + "".join(f"{_slot(v)}, " for v in self.rvars) + "), sign))"
-        rv = set(self.rvars)
+        for b, (pis, _) in enumerate(self.reqs):
+            if i in pis:
+                head = f"{b}, " if self.union else ""
+                return "_OPT.append((-1, (" + head + "".join(f"{_slot(v)}, " for v in self.bvars[b]) + "), sign))"
         for g, (pis, shared, _) in enumerate(self.groups):
+            rv = set(self.bvars[self.gbranch[g]])
             if i in pis:
                 return f"_OPT.append(({g}, (" + "".join(f"{_slot(v)}, " for v in shared if v in rv) + "), sign))"
         raise AssertionError(i)
@@ -139,13 +157,28 @@ class OptState:
                             f"{pad}    ok = {alt} is True", f"{pad}if not ok: continue"]
             src.append(f"{pad}L.append(({''.join(_slot(v) + ', ' for v in own)}))")
             src.append(" return L")
-        rv = set(self.rvars)
-        src.append("def rows_of(M, LS, V):")
-        if self.rvars:
-            src.append(f" {''.join(_slot(v) + ', ' for v in self.rvars)}= M")
+        for b in range(len(self.reqs)):   # (one function per UNION branch holding OPTIONALs)
+            self._rows_src(b, src, gen, sh, ns)
+        ns["_NONE1"] = (None,)
+        exec(_code_of("\n".join(src), "<maintained optional>"), ns)   # noqa: S102 -- our own source
+        return [ns[f"opt{g}"] for g in range(len(self.groups))], [ns[f"rows_of{b}"] for b in range(len(self.reqs))]
+
+    def _rows_src(self, b: int, src: list, gen, sh, ns) -> None:
+        """``rows_of<b>(mu, lists, V) -> rows``: branch ``b``'s rows of a required solution."""
+        rvars = self.bvars[b]
+        rv = set(rvars)
+        src.append(f"def rows_of{b}(M, LS, V):")
+        if self.union:
+            src.append(f" _b, {''.join(_slot(v) + ', ' for v in rvars)}= M")
+        elif rvars:
+            src.append(f" {''.join(_slot(v) + ', ' for v in rvars)}= M")
         src.append(" out = []")
         ind = 1
+        bound = set(rv)
         for g, (_, _, own) in enumerate(self.groups):
+            if self.gbranch[g] != b:
+                continue
+            bound |= set(own)
             pad = " " * ind
             if self.kinds[g] != "opt":   # (kept or not: one empty tuple or none)
                 src.append(f"{pad}for t{g} in LS[{g}]:")
@@ -163,8 +196,9 @@ class OptState:
             ind += 1
         pad = " " * ind
         lines_of = getattr(gen, "filter_lines", None)   # (a FILTER with a term-wise fallback, if any)
+        fis = self.reqs[b][1]
         for fi, (fv, fsrc, _, _) in enumerate(gen._fcode):
-            if not fv <= rv:
+            if (fis is None or fi in fis) and not fv <= rv:
                 src += [pad + x for x in (lines_of(fi, "continue") if lines_of else
                                           [f"if {fsrc} is not True: continue"])]
         if sh.by is not None:   # (grouping: per row its group and the values of its COUNT(DISTINCT)s
@@ -180,7 +214,8 @@ class OptState:
             cell_of = getattr(gen, "computed_lines", None)   # (a computed cell with a fallback, if any)
             for n in sh.names:
                 if n not in gen._ccode:
-                    cells.append(_slot(sh.alias.get(n, n)))
+                    x = sh.alias.get(n, n)   # (a variable the UNION branch does not bind: unbound)
+                    cells.append(_slot(x) if x in bound or not self.union else "-1")
                 elif cell_of is None:
                     cells.append(f"_CK(_CV({gen._ccode[n][0]}))")
                 else:
@@ -189,19 +224,17 @@ class OptState:
                     cells.append(cell)
             src.append(f"{pad}out.append((" + "".join(f"{c}, " for c in cells) + "))")
         src.append(" return out")
-        ns["_NONE1"] = (None,)
-        exec(_code_of("\n".join(src), "<maintained optional>"), ns)   # noqa: S102 -- our own source
-        return [ns[f"opt{g}"] for g in range(len(self.groups))], ns["rows_of"]
 
     def _rows(self, mu: tuple, V) -> tuple:
         fns = self._fns
         if fns is None:
             fns = self._fns = self._compile()
         opts, rows_of = fns
+        b = mu[0] if self.union else 0
         lists = []
         for g, fn in enumerate(opts):
-            if g in self.parent:   # (nested: evaluated per match of its parent, in rows_of)
-                lists.append(None)
+            if g in self.parent or self.gbranch[g] != b:   # (nested: evaluated per match of its
+                lists.append(None)   # parent, in rows_of; another UNION branch's group: not read)
                 continue
             got = fn(*[mu[k] for k in self.argpos[g]], V)
             kind = self.kinds[g]
@@ -209,7 +242,7 @@ class OptState:
                 lists.append(got or [None])
             else:
                 lists.append(_KEEP if bool(got) == (kind == "exists") else _GONE)
-        return tuple(rows_of(mu, lists, V))
+        return tuple(rows_of[b](mu, lists, V))
 
     # -- the state ------------------------------------------------------------------
     def settle(self, V) -> bool:
@@ -239,7 +272,7 @@ class OptState:
             rows = MU.pop(mu, None)
             if rows is None:
                 raise _Drop
-            for g, pos in enumerate(self.pos):
+            for g, pos in self.bpos[mu[0] if self.union else 0]:
                 k = tuple(mu[p] for p in pos)
                 s = IDX[g][k]
                 s.discard(mu)
@@ -261,7 +294,7 @@ class OptState:
             if mu in MU:
                 raise _Drop
             rows = MU[mu] = self._rows(mu, V)
-            for g, pos in enumerate(self.pos):
+            for g, pos in self.bpos[mu[0] if self.union else 0]:
                 IDX[g].setdefault(tuple(mu[p] for p in pos), set()).add(mu)
             self._add(R, rows)
             changed = True

@@ -9,7 +9,10 @@ shapes users write were outside them and ran on the ordinary path (~0.4-4x the c
   holding a :class:`~engine.sparql.algebra.PathPattern` at all;
 * an OPTIONAL holding a BIND (``OPTIONAL { ?u foaf:age ?a BIND(?a * 2 AS ?a2) }``);
 * ``SELECT REDUCED``, which the executor evaluates as DISTINCT (SPARQL allows any number of a
-  row's duplicates between one and all): DISTINCT here, which the generated paths take.
+  row's duplicates between one and all): DISTINCT here, which the generated paths take;
+* an OPTIONAL over a UNION (``{ A } UNION { B } OPTIONAL { C }``): the OPTIONAL in each branch
+  (``LeftJoin(Union(A, B), C, f) = Union(LeftJoin(A, C, f), LeftJoin(B, C, f))``: a left join
+  is decided per solution of its left side), which :mod:`engine.stream.tiny_union` takes.
 
 How -- both exact, bag for bag:
 
@@ -107,6 +110,10 @@ def _rw(node, fresh):
         if got is not None:
             node = got
         node = _binds_up(node)
+        if isinstance(node, A.LeftJoin):
+            got = _opt_over_union(node)
+            if got is not None:
+                return got
     if isinstance(node, A.Reduced):   # (the executor's REDUCED keeps each row once: DISTINCT)
         return A.Distinct(node.input)
     return node
@@ -167,6 +174,34 @@ def _joined(node: A.Join):
     if a is None or b is None or len(a) * len(b) > MAX_BRANCHES:
         return None
     return _union([x + y for x in a for y in b])
+
+
+# ---------------------------------------------------------------- an OPTIONAL over a UNION
+
+def _opt_over_union(node: A.LeftJoin):
+    """``LeftJoin(Union(A, B), C, f)`` as ``Union(LeftJoin(A, C, f), LeftJoin(B, C, f))`` (a left
+    join is decided per solution of its left side, and a UNION's solutions are its branches'),
+    a BGP joined with a UNION of BGPs distributed first (:func:`_joined`); None for other
+    shapes or more than :data:`MAX_BRANCHES` branches."""
+    left = node.left
+    if isinstance(left, A.Join):
+        left = _joined(left)
+    if not isinstance(left, A.Union):
+        return None
+    branches: list = []
+    stack = [left]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, A.Union):
+            stack += [n.right, n.left]
+        else:
+            branches.append(n)
+    if len(branches) > MAX_BRANCHES:
+        return None
+    out = A.LeftJoin(branches[0], node.right, node.expr)
+    for b in branches[1:]:
+        out = A.Union(out, A.LeftJoin(b, node.right, node.expr))
+    return out
 
 
 # ---------------------------------------------------------------- an OPTIONAL holding a BIND

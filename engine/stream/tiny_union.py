@@ -51,7 +51,10 @@ def _tvars(triples) -> set:
 
 
 def _group(node) -> tuple[list, list] | None:
-    """A UNION's group as (its triples, its FILTER conjuncts), or None."""
+    """A UNION's group as (its triples, its FILTER conjuncts), a group holding OPTIONALs as
+    (None, its pattern) (:func:`_opt_group`), or None."""
+    if _opt_group(node):
+        return None, node
     fs: list = []
     while isinstance(node, A.Filter):
         fs += _tg._conjuncts(node.expr)
@@ -60,6 +63,21 @@ def _group(node) -> tuple[list, list] | None:
     if bgp is None:
         return None
     return list(bgp.triples), fs
+
+
+def _opt_group(node) -> bool:
+    """Whether ``node`` is ``FILTER*(OPTIONAL*(BGP, BGP [FILTER]))`` with at least one OPTIONAL
+    (a branch ``tiny_gen._shape`` takes as a query of its own: its OPTIONALs, then its FILTERs
+    over possibly unbound variables)."""
+    while isinstance(node, A.Filter):
+        node = node.input
+    if not isinstance(node, A.LeftJoin):
+        return False
+    while isinstance(node, A.LeftJoin):
+        if bgp_of(node.right) is None:
+            return False
+        node = node.left
+    return bgp_of(node) is not None
 
 
 def _groups(node, out: list) -> bool:
@@ -97,6 +115,11 @@ def _branches(body) -> list | None:
             required += b.triples
     if not unions:
         return None
+    if any(trs is None for gs in unions for trs, _ in gs):
+        # (a branch holding OPTIONALs: one UNION, nothing joined with it -- its groups as they are)
+        if len(unions) != 1 or required or len(unions[0]) > MAX_BRANCHES:
+            return None
+        return [g if trs is None else _filtered(A.BGP(tuple(trs)), g) for trs, g in unions[0]]
     n = 1
     for gs in unions:
         n *= len(gs)
@@ -113,14 +136,18 @@ def _branches(body) -> list | None:
                 if _tg._expr_vars(e) & (rest - _tvars(trs)):
                     return None
             fs += gf
-        node = A.BGP(tuple(triples))
-        if fs:
-            e = fs[0]
-            for x in fs[1:]:
-                e = A.Call("&&", (e, x))
-            node = A.Filter(e, node)
-        out.append(node)
+        out.append(_filtered(A.BGP(tuple(triples)), fs))
     return out
+
+
+def _filtered(node, fs: list):
+    """``node`` under the conjunction of ``fs`` (none: ``node``)."""
+    if fs:
+        e = fs[0]
+        for x in fs[1:]:
+            e = A.Call("&&", (e, x))
+        node = A.Filter(e, node)
+    return node
 
 
 _ABOVE = (A.Project, A.Distinct, A.Extend, A.Filter, A.Group)
@@ -151,8 +178,10 @@ def union_of(query: A.Query) -> UnionGen | None:
     shapes = []
     for b in bodies:
         sh = _tg._shape(_with_body(query, b), loose=True)
-        if sh is None or sh.opts or sh.antis or getattr(sh, "by_exprs", None):
-            return None   # (OPTIONAL / [NOT] EXISTS in a branch, a group key of an expression: not taken)
+        if sh is None or sh.opt_parent or sh.antis or getattr(sh, "by_exprs", None):
+            return None   # (nested OPTIONAL / [NOT] EXISTS in a branch, a group key of an expression: not taken)
+        if sh.opts and not _opts_ok(sh):
+            return None
         shapes.append(sh)
     children = []
     for sh in shapes:
@@ -163,6 +192,16 @@ def union_of(query: A.Query) -> UnionGen | None:
         children.append(g)
     u = UnionGen(shapes, children)
     return u if u.usable else None
+
+
+def _opts_ok(sh) -> bool:
+    """A branch's OPTIONALs (:mod:`engine.stream.maint_opt` keeps a branch's rows per its
+    required solution): no grouping over them (the groups are summed over the branches), no
+    projected variable renamed or computed from an OPTIONAL's variable."""
+    if sh.by is not None:
+        return False
+    own = {t.name for tp in sh.triples[sh.n_required:] for t in (tp.s, tp.o) if isinstance(t, A.Var)}
+    return not any(_tg._expr_vars(e) & own for e in sh.computed.values()) and not set(sh.alias.values()) & own
 
 
 def branch_of(gen, i: int) -> tuple[list, list, set | None]:
@@ -196,12 +235,19 @@ class UnionGen(_tg.GenQuery):
         sh.required_vars = _tvars(sh.triples)
         br = []
         p0 = f0 = 0
-        for s in shapes:
-            br.append((list(range(p0, p0 + len(s.triples))), list(range(f0, f0 + len(s.filters))),
+        opts, opt_branch = [], []   # a branch's OPTIONAL groups, over all patterns (maint_opt)
+        for b, s in enumerate(shapes):
+            # (its required patterns: its OPTIONALs' follow them, in sh.opts)
+            br.append((list(range(p0, p0 + s.n_required)), list(range(f0, f0 + len(s.filters))),
                        _tvars(s.triples)))
+            for pis, e in s.opts:
+                opts.append(([p0 + j for j in pis], e))
+                opt_branch.append(b)
             p0 += len(s.triples)
             f0 += len(s.filters)
         sh.branches = br
+        sh.opts = opts
+        sh.opt_branch = opt_branch
         self._tail = None
         super().__init__(sh)
 
