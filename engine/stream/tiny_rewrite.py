@@ -12,7 +12,9 @@ shapes users write were outside them and ran on the ordinary path (~0.4-4x the c
   row's duplicates between one and all): DISTINCT here, which the generated paths take;
 * an OPTIONAL over a UNION (``{ A } UNION { B } OPTIONAL { C }``): the OPTIONAL in each branch
   (``LeftJoin(Union(A, B), C, f) = Union(LeftJoin(A, C, f), LeftJoin(B, C, f))``: a left join
-  is decided per solution of its left side), which :mod:`engine.stream.tiny_union` takes.
+  is decided per solution of its left side), which :mod:`engine.stream.tiny_union` takes;
+* a grouped sub-SELECT joined with a BGP (``{ SELECT ?u (MAX(?v) AS ?m) ... GROUP BY ?u } ?u
+  :p ?o``): the BGP joined inside and its variables grouping keys too (:func:`_subselect_join`).
 
 How -- both exact, bag for bag:
 
@@ -105,6 +107,10 @@ def _rw(node, fresh):
         got = _joined(node)
         if got is not None:
             return got
+    if isinstance(node, A.Join):
+        got = _subselect_join(node)
+        if got is not None:
+            return got
     if isinstance(node, A.LeftJoin):
         got = _lift_binds(node)
         if got is not None:
@@ -174,6 +180,55 @@ def _joined(node: A.Join):
     if a is None or b is None or len(a) * len(b) > MAX_BRANCHES:
         return None
     return _union([x + y for x in a for y in b])
+
+
+# ---------------------------------------------------------------- a grouped sub-SELECT joined with a BGP
+
+#: aggregates whose value does not depend on the order of a group's solutions (SAMPLE and
+#: GROUP_CONCAT may pick or order differently once the group is made another way)
+_ORDER_FREE = ("COUNT", "SUM", "MIN", "MAX", "AVG")
+
+
+def _subselect_join(node: A.Join):
+    """``Join({ SELECT ?k.. (agg AS ?a).. WHERE { P } GROUP BY ?k.. }, Q)`` (either order), Q a
+    BGP, as ``SELECT ?k.. ?a.. <Q's variables> WHERE { P Q } GROUP BY ?k.. <Q's variables>``: a
+    group of the new grouping is one group ``g`` of the sub-SELECT with one solution ``q`` of Q
+    compatible with it (Q's solutions are distinct over its variables, every one of them a key),
+    so its solutions are ``g``'s, each extended by ``q``, and every aggregate over P's variables
+    is ``g``'s; the groups without a compatible ``q`` are the join's rows missing. Taken when Q
+    shares no variable with the sub-SELECT but its keys (another one is another variable there:
+    scoping), the keys are plain variables every solution of P binds, and the aggregates do not
+    depend on the solutions' order (no SAMPLE / GROUP_CONCAT); None otherwise."""
+    for sub, q in ((node.left, node.right), (node.right, node.left)):
+        if not isinstance(sub, A.Project) or not isinstance(q, A.BGP) or not q.triples:
+            continue
+        chain = []
+        x = sub.input
+        while isinstance(x, (A.Extend, A.Filter)):
+            chain.append(x)
+            x = x.input
+        if not isinstance(x, A.Group) or not x.by:
+            continue
+        keys = []
+        for e, v in x.by:
+            if not isinstance(e, A.Var) or e.name != v.name:
+                break
+            keys.append(v.name)
+        else:
+            if any(agg.name not in _ORDER_FREE for _, agg in x.aggregates):
+                continue
+            fixed = bound_vars(x.input)
+            qv = {t.name for tp in q.triples for t in (tp.s, tp.p, tp.o) if isinstance(t, A.Var)}
+            if fixed is None or not set(keys) <= fixed or (qv & _pattern_vars(sub)) - set(keys):
+                continue
+            extra = sorted(qv - set(keys))
+            group = A.Group(A.Join(x.input, q), tuple(x.by) + tuple((A.Var(n), A.Var(n)) for n in extra),
+                            x.aggregates)
+            out = group
+            for op in reversed(chain):
+                out = dataclasses.replace(op, input=out)
+            return A.Project(out, tuple(sub.vars) + tuple(A.Var(n) for n in extra))
+    return None
 
 
 # ---------------------------------------------------------------- an OPTIONAL over a UNION
