@@ -254,9 +254,6 @@ def _parsed(q: str):
 
 
 @pytest.mark.parametrize("q", [
-    # a BIND that is not an error when the OPTIONAL fails, with no variable only the OPTIONAL binds
-    f"SELECT ?a ?z WHERE {{ ?a {PREDS[0]} ?b OPTIONAL {{ ?b {P1} {NODES[1]} BIND(true AS ?z) }} }}",
-    f"SELECT ?a ?z WHERE {{ ?a {PREDS[0]} ?b OPTIONAL {{ {NODES[0]} {P1} ?b BIND(?b AS ?z) }} }}",
     # reads a variable of the left side only (unbound inside the OPTIONAL)
     f"SELECT ?a ?z WHERE {{ ?a {PREDS[0]} ?b OPTIONAL {{ ?b {P1} ?c BIND(CONCAT(STR(?c), STR(?a)) AS ?z) }} }}",
     # the OPTIONAL's FILTER reads the BIND

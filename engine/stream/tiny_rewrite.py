@@ -112,7 +112,7 @@ def _rw(node, fresh):
         if got is not None:
             return got
     if isinstance(node, A.LeftJoin):
-        got = _lift_binds(node)
+        got = _lift_binds(node) or _lift_binds(_marked(node, fresh))
         if got is not None:
             node = got
         node = _binds_up(node)
@@ -333,8 +333,58 @@ def _strict(e, m: set) -> bool:
     return False
 
 
-def _lift_binds(node: A.LeftJoin):
+def _renamed(x, old: str, new: A.Var):
+    """``x`` (a pattern or an expression) with the variable ``old`` renamed ``new``."""
+    if isinstance(x, A.Var):
+        return new if x.name == old else x
+    if isinstance(x, tuple):
+        return tuple(_renamed(y, old, new) for y in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        ch = {}
+        for f in dataclasses.fields(x):
+            v = getattr(x, f.name)
+            w = _renamed(v, old, new)
+            if w is not v:
+                ch[f.name] = w
+        return dataclasses.replace(x, **ch) if ch else x
+    return x
+
+
+def _marked(node: A.LeftJoin, fresh):
+    """``LeftJoin(L, Extend*(R), f)`` where ``R`` (a BGP) binds no variable of its own, with one of
+    its variables ``?v`` renamed ``?v2`` (fresh) inside the OPTIONAL -- its BINDs included -- and
+    ``sameTerm(?v2, ?v)`` added to the condition: the same solutions (``R``'s matches compatible
+    with a solution of ``L`` are those of the renamed patterns whose ``?v2`` is ``L``'s ``?v``,
+    at most one: every variable is bound), now with a variable of the OPTIONAL's own that marks
+    whether it matched, which :func:`_lift_binds` needs. None when not of that form."""
+    chain = []
+    r = node.right
+    while isinstance(r, A.Extend):
+        chain.append(r)
+        r = r.input
+    if not chain or not isinstance(r, A.BGP) or not r.triples:
+        return None
+    rv = bound_vars(r)
+    lv = bound_vars(node.left)
+    if rv is None or lv is None or not rv or not rv <= lv:
+        return None
+    if any(isinstance(tp.p, A.Var) for tp in r.triples):
+        return None
+    v = sorted(rv)[0]
+    v2 = A.Var(f"_:.m{next(fresh)}")
+    out = _renamed(r, v, v2)
+    for ext in reversed(chain):
+        out = A.Extend(out, ext.var, _renamed(ext.expr, v, v2))
+    cond = A.Call("SAMETERM", (v2, A.Var(v)))
+    if node.expr is not None:
+        cond = A.Call("&&", (cond, node.expr))
+    return A.LeftJoin(node.left, out, cond)
+
+
+def _lift_binds(node: A.LeftJoin | None):
     """``LeftJoin(L, Extend*(R), f)`` as ``Extend*(LeftJoin(L, R, f))`` when exact (module), or None."""
+    if node is None:
+        return None
     chain = []
     r = node.right
     while isinstance(r, A.Extend):
