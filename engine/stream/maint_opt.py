@@ -106,6 +106,11 @@ class OptState:
                      for (_, shared, _), fc, sc in zip(self.groups, self.fcode, scopes, strict=True)]
         self.argpos = [None if g in self.parent else [off + self.bvars[self.gbranch[g]].index(v) for v in a]
                        for g, a in enumerate(self.args)]
+        # a guarded [NOT] EXISTS (``FILTER(A || EXISTS {...})``, tiny_anti): kept when ``A`` is true
+        na = len(sh.opts)
+        self.guards = {na + ga: c for ga, c in getattr(gen, "_aguard", {}).items()}
+        self.gargs = {g: sorted(c[0]) for g, c in self.guards.items()}
+        self.gargpos = {g: [off + self.bvars[0].index(v) for v in a] for g, a in self.gargs.items()}
         self.MU: dict = {}                          # required solution -> its rows (a tuple)
         self.IDX = [{} for _ in self.groups]        # per group: shared values -> required solutions
         self.events: list = []                      # the delta joins' (group or -1, key, sign)
@@ -159,8 +164,14 @@ class OptState:
             src.append(" return L")
         for b in range(len(self.reqs)):   # (one function per UNION branch holding OPTIONALs)
             self._rows_src(b, src, gen, sh, ns)
+        na = len(sh.opts)
+        for g, (_, gsrc, consts) in self.guards.items():
+            for ci, v in enumerate(consts):
+                ns[f"NG{g - na}_K{ci}"] = v
+            src += [f"def guard{g}({''.join(_slot(v) + ', ' for v in self.gargs[g])}V):", f" return {gsrc} is True"]
         ns["_NONE1"] = (None,)
         exec(_code_of("\n".join(src), "<maintained optional>"), ns)   # noqa: S102 -- our own source
+        self._gfns = {g: ns[f"guard{g}"] for g in self.guards}
         return [ns[f"opt{g}"] for g in range(len(self.groups))], [ns[f"rows_of{b}"] for b in range(len(self.reqs))]
 
     def _rows_src(self, b: int, src: list, gen, sh, ns) -> None:
@@ -235,6 +246,9 @@ class OptState:
         for g, fn in enumerate(opts):
             if g in self.parent or self.gbranch[g] != b:   # (nested: evaluated per match of its
                 lists.append(None)   # parent, in rows_of; another UNION branch's group: not read)
+                continue
+            if g in self.guards and self._gfns[g](*[mu[k] for k in self.gargpos[g]], V):
+                lists.append(_KEEP)   # (a guarded [NOT] EXISTS whose guard is true: kept)
                 continue
             got = fn(*[mu[k] for k in self.argpos[g]], V)
             kind = self.kinds[g]
