@@ -306,9 +306,10 @@ def test_no_union_of_more_than_max_branches():
 
 def test_kept_only_where_the_generated_path_takes_it():
     """Given the mode, a rewrite the generated path does not take either is not kept (the
-    ordinary path evaluates the query as parsed): here groups over a UNION whose branches hold
-    an OPTIONAL."""
-    q = f"SELECT ?a (COUNT(?c) AS ?n) WHERE {{ ?a {PREDS[0]}|{P1} ?b OPTIONAL {{ ?b {PREDS[2]} ?c }} }} GROUP BY ?a"
+    ordinary path evaluates the query as parsed): here a UNION whose branches hold OPTIONALs
+    nested two levels."""
+    q = (f"SELECT * WHERE {{ ?a {PREDS[0]}|{P1} ?b OPTIONAL {{ ?b {PREDS[2]} ?c "
+         f"OPTIONAL {{ ?c {P1} ?d OPTIONAL {{ ?d {P1} ?e }} }} }} }}")
     parsed = _parsed(q)
     assert tiny_rewrite.rewrite(parsed) is not parsed
     assert tiny_rewrite.rewrite(parsed, "RSTREAM") is parsed

@@ -64,6 +64,9 @@ def union_opt_queries(draw) -> str:
     body = " UNION ".join(f"{{ {_branch(draw, f)} }}" for f in flags)
     if draw(st.integers(0, 3)) == 0:
         body += " FILTER(BOUND(?c) || BOUND(?e))"
+    if draw(st.integers(0, 3)) == 0:   # groups over the branches' rows (unbound values: -1)
+        agg = draw(st.sampled_from(["COUNT(*)", "COUNT(?c)", "SUM(?c)", "MAX(?c)", "AVG(?c)", "COUNT(DISTINCT ?b)"]))
+        return f"SELECT ?a ({agg} AS ?n) WHERE {{ {body} }} GROUP BY ?a"
     head = [v for v in ("a", "b", "c", "d", "e") if f"?{v}" in body]
     if draw(st.integers(0, 3)) == 0:
         head = head[:2]
@@ -76,13 +79,19 @@ def union_opt_queries(draw) -> str:
 @_SETTINGS
 @given(q=union_opt_queries(), els=elements, rng=st.sampled_from([3000, 1000]))
 def test_generated_optionals_in_union_branches_answer_like_the_ordinary_path_and_pyoxigraph(db, q, els, rng):
-    replay_compared(db, q, els, rng, False, SEEN, all_generated=False, fast_only=False)
+    replay_compared(db, q, els, rng, False, SEEN, all_generated=False, fast_only=False, oracle_when=_oracle_ok(q))
+
+
+def _oracle_ok(q: str):
+    """pyoxigraph compared except for AVG (over no bound value: the executor's 0, SPARQL 1.1
+    18.5.1.4; pyoxigraph leaves it unbound)."""
+    return None if "AVG" not in q else (lambda w: False)
 
 
 @_SETTINGS
 @given(q=union_opt_queries(), els=elements, rng=st.sampled_from([3000, 2000]))
 def test_maintained_optionals_in_union_branches_answer_like_the_ordinary_path_and_pyoxigraph(db, q, els, rng):
-    replay_compared(db, q, els, rng, True, SEEN, all_generated=False, fast_only=False)
+    replay_compared(db, q, els, rng, True, SEEN, all_generated=False, fast_only=False, oracle_when=_oracle_ok(q))
 
 
 @st.composite
@@ -148,8 +157,8 @@ def test_the_optional_over_a_union_is_distributed():
 LEFT_OUT = [
     # a branch holding OPTIONALs joined with a pattern outside the UNION
     f"SELECT ?a ?c WHERE {{ ?a {P0} ?x {{ ?a {P1} ?b OPTIONAL {{ ?b {P2} ?c }} }} UNION {{ ?a {P2} ?b }} }}",
-    # grouping over a UNION whose branch holds an OPTIONAL
-    f"SELECT ?a (COUNT(?c) AS ?n) WHERE {{ {{ ?a {P1} ?b OPTIONAL {{ ?b {P2} ?c }} }} UNION {{ ?a {P2} ?b }} }} GROUP BY ?a",
+    # a COUNT of a variable one branch's OPTIONAL binds and another's BGP (counted two ways)
+    f"SELECT ?a (COUNT(?c) AS ?n) WHERE {{ {{ ?a {P1} ?b OPTIONAL {{ ?b {P2} ?c }} }} UNION {{ ?a {P2} ?c }} }} GROUP BY ?a",
     # a nested OPTIONAL in a branch
     f"SELECT * WHERE {{ {{ ?a {P1} ?b OPTIONAL {{ ?b {P2} ?c OPTIONAL {{ ?c {P0} ?d }} }} }} UNION {{ ?a {P2} ?b }} }}",
 ]

@@ -182,6 +182,9 @@ def union_of(query: A.Query) -> UnionGen | None:
             return None   # (nested OPTIONAL / [NOT] EXISTS in a branch, a group key of an expression: not taken)
         if sh.opts and not _opts_ok(sh):
             return None
+        if shapes and (sh.agg_kinds != shapes[0].agg_kinds or sh.agg_exprs != shapes[0].agg_exprs):
+            return None   # (an aggregate counted one way in a branch, another way in the other: the
+            # COUNT of a variable an OPTIONAL binds in one branch only, tiny_aggs.optional_group)
         shapes.append(sh)
     children = []
     for sh in shapes:
@@ -196,10 +199,8 @@ def union_of(query: A.Query) -> UnionGen | None:
 
 def _opts_ok(sh) -> bool:
     """A branch's OPTIONALs (:mod:`engine.stream.maint_opt` keeps a branch's rows per its
-    required solution): no grouping over them (the groups are summed over the branches), no
-    projected variable renamed or computed from an OPTIONAL's variable."""
-    if sh.by is not None:
-        return False
+    required solution, grouped rows counted into the same groups): no projected variable
+    renamed or computed from an OPTIONAL's variable."""
     own = {t.name for tp in sh.triples[sh.n_required:] for t in (tp.s, tp.o) if isinstance(t, A.Var)}
     return not any(_tg._expr_vars(e) & own for e in sh.computed.values()) and not set(sh.alias.values()) & own
 
@@ -248,6 +249,9 @@ class UnionGen(_tg.GenQuery):
         sh.branches = br
         sh.opts = opts
         sh.opt_branch = opt_branch
+        if opts:   # (bound in every row: required in every branch -- an aggregate of another may
+            # meet an OPTIONAL's unbound -1, tiny_aggs.group_fn)
+            sh.required_vars = set.intersection(*[_tvars(s.triples[:s.n_required]) for s in shapes])
         self._tail = None
         super().__init__(sh)
 
