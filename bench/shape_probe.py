@@ -413,6 +413,10 @@ WHERE {{ ?post sib:hashtag ?t FILTER (?t = {_T1} || EXISTS {{ ?l sib:like ?post 
     "nested-opt-static": f"""SELECT ?post ?u ?c ?lbl
 {_w("post")} {_G}
 WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?u foaf:based_near ?c OPTIONAL {{ ?c rdfs:label ?lbl }} }} }}""",
+    "union-opt-count": f"""SELECT ?u (COUNT(?l) AS ?likes)
+{_w("post")} {_w("photo")} {_w("postlike")}
+WHERE {{ {{ ?x sioc:has_creator ?u OPTIONAL {{ ?l sib:like ?x }} }} UNION {{ ?x sib:usertag ?u OPTIONAL {{ ?l sib:like ?x }} }} }}
+GROUP BY ?u""",
 }
 
 
