@@ -48,6 +48,8 @@ def _branch(draw, with_opt: bool) -> str:
     if draw(st.booleans()):
         opt += draw(st.sampled_from([f" FILTER(?c != {draw(st.sampled_from(NODES))})", " FILTER(isIRI(?c))",
                                      " FILTER(?c != ?a)"]))
+    if draw(st.integers(0, 3)) == 0:   # an OPTIONAL nested in it (tiny_nested)
+        opt += f" OPTIONAL {{ ?c {draw(st.sampled_from(PREDS))} ?f }}"
     out = f"{req} OPTIONAL {{ {opt} }}"
     if draw(st.integers(0, 3)) == 0:
         out += f" OPTIONAL {{ ?a {draw(st.sampled_from(PREDS))} ?d }}"
@@ -67,7 +69,7 @@ def union_opt_queries(draw) -> str:
     if draw(st.integers(0, 3)) == 0:   # groups over the branches' rows (unbound values: -1)
         agg = draw(st.sampled_from(["COUNT(*)", "COUNT(?c)", "SUM(?c)", "MAX(?c)", "AVG(?c)", "COUNT(DISTINCT ?b)"]))
         return f"SELECT ?a ({agg} AS ?n) WHERE {{ {body} }} GROUP BY ?a"
-    head = [v for v in ("a", "b", "c", "d", "e") if f"?{v}" in body]
+    head = [v for v in ("a", "b", "c", "d", "e", "f") if f"?{v}" in body]
     if draw(st.integers(0, 3)) == 0:
         head = head[:2]
     distinct = "DISTINCT " if draw(st.integers(0, 3)) == 0 else ""
@@ -132,6 +134,8 @@ SHAPES = [
     f"SELECT ?a ?b ?c WHERE {{{{ {{{{ ?a {{p}} ?b }}}} UNION {{{{ ?a {P2} ?b }}}} OPTIONAL {{{{ ?a {P1} ?c }}}} }}}}",
     f"SELECT DISTINCT ?a WHERE {{{{ {{{{ ?a {{p}} ?b OPTIONAL {{{{ ?a {P1} ?c }}}} FILTER(!BOUND(?c)) }}}} "
     f"UNION {{{{ ?a {P2} ?b }}}} }}}}",
+    f"SELECT ?a ?c ?d WHERE {{{{ {{{{ ?a {{p}} ?b OPTIONAL {{{{ ?a {P1} ?c OPTIONAL {{{{ ?c {P2} ?d }}}} }}}} }}}} "
+    f"UNION {{{{ ?a {P2} ?b }}}} }}}}",
 ]
 
 
@@ -159,8 +163,9 @@ LEFT_OUT = [
     f"SELECT ?a ?c WHERE {{ ?a {P0} ?x {{ ?a {P1} ?b OPTIONAL {{ ?b {P2} ?c }} }} UNION {{ ?a {P2} ?b }} }}",
     # a COUNT of a variable one branch's OPTIONAL binds and another's BGP (counted two ways)
     f"SELECT ?a (COUNT(?c) AS ?n) WHERE {{ {{ ?a {P1} ?b OPTIONAL {{ ?b {P2} ?c }} }} UNION {{ ?a {P2} ?c }} }} GROUP BY ?a",
-    # a nested OPTIONAL in a branch
-    f"SELECT * WHERE {{ {{ ?a {P1} ?b OPTIONAL {{ ?b {P2} ?c OPTIONAL {{ ?c {P0} ?d }} }} }} UNION {{ ?a {P2} ?b }} }}",
+    # two levels of nested OPTIONAL in a branch
+    f"SELECT * WHERE {{ {{ ?a {P1} ?b OPTIONAL {{ ?b {P2} ?c OPTIONAL {{ ?c {P0} ?d OPTIONAL {{ ?d {P0} ?e }} }} }} }} "
+    f"UNION {{ ?a {P2} ?b }} }}",
 ]
 
 

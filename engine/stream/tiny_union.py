@@ -66,7 +66,7 @@ def _group(node) -> tuple[list, list] | None:
 
 
 def _opt_group(node) -> bool:
-    """Whether ``node`` is ``FILTER*(OPTIONAL*(BGP, BGP [FILTER]))`` with at least one OPTIONAL
+    """Whether ``node`` is ``FILTER*(OPTIONAL*(BGP, BGP [FILTER] [OPTIONAL*]))`` with at least one OPTIONAL
     (a branch ``tiny_gen._shape`` takes as a query of its own: its OPTIONALs, then its FILTERs
     over possibly unbound variables)."""
     while isinstance(node, A.Filter):
@@ -74,7 +74,12 @@ def _opt_group(node) -> bool:
     if not isinstance(node, A.LeftJoin):
         return False
     while isinstance(node, A.LeftJoin):
-        if bgp_of(node.right) is None:
+        r = node.right
+        while isinstance(r, A.LeftJoin):   # (an OPTIONAL nested in it: tiny_gen._shape checks it)
+            if bgp_of(r.right) is None:
+                return False
+            r = r.left
+        if bgp_of(r) is None:
             return False
         node = node.left
     return bgp_of(node) is not None
@@ -178,8 +183,8 @@ def union_of(query: A.Query) -> UnionGen | None:
     shapes = []
     for b in bodies:
         sh = _tg._shape(_with_body(query, b), loose=True)
-        if sh is None or sh.opt_parent or sh.antis or getattr(sh, "by_exprs", None):
-            return None   # (nested OPTIONAL / [NOT] EXISTS in a branch, a group key of an expression: not taken)
+        if sh is None or sh.antis or getattr(sh, "by_exprs", None):
+            return None   # ([NOT] EXISTS in a branch, a group key of an expression: not taken)
         if sh.opts and not _opts_ok(sh):
             return None
         if shapes and (sh.agg_kinds != shapes[0].agg_kinds or sh.agg_exprs != shapes[0].agg_exprs):
@@ -237,7 +242,10 @@ class UnionGen(_tg.GenQuery):
         br = []
         p0 = f0 = 0
         opts, opt_branch = [], []   # a branch's OPTIONAL groups, over all patterns (maint_opt)
+        opt_parent = {}   # (a nested group's parent, tiny_nested: numbered over all branches)
         for b, s in enumerate(shapes):
+            for kid, par in s.opt_parent.items():
+                opt_parent[len(opts) + kid] = len(opts) + par
             # (its required patterns: its OPTIONALs' follow them, in sh.opts)
             br.append((list(range(p0, p0 + s.n_required)), list(range(f0, f0 + len(s.filters))),
                        _tvars(s.triples)))
@@ -249,6 +257,7 @@ class UnionGen(_tg.GenQuery):
         sh.branches = br
         sh.opts = opts
         sh.opt_branch = opt_branch
+        sh.opt_parent = opt_parent
         if opts:   # (bound in every row: required in every branch -- an aggregate of another may
             # meet an OPTIONAL's unbound -1, tiny_aggs.group_fn)
             sh.required_vars = set.intersection(*[_tvars(s.triples[:s.n_required]) for s in shapes])
