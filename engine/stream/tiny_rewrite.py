@@ -14,7 +14,10 @@ shapes users write were outside them and ran on the ordinary path (~0.4-4x the c
   (``LeftJoin(Union(A, B), C, f) = Union(LeftJoin(A, C, f), LeftJoin(B, C, f))``: a left join
   is decided per solution of its left side), which :mod:`engine.stream.tiny_union` takes;
 * a grouped sub-SELECT joined with a BGP (``{ SELECT ?u (MAX(?v) AS ?m) ... GROUP BY ?u } ?u
-  :p ?o``): the BGP joined inside and its variables grouping keys too (:func:`_subselect_join`).
+  :p ?o``): the BGP joined inside and its variables grouping keys too (:func:`_subselect_join`);
+* an OPTIONAL binding no variable of its own holding a BIND (``OPTIONAL { :me foaf:knows ?u
+  BIND(true AS ?friend) }``): one variable renamed inside with a ``sameTerm`` condition, a
+  marker the BIND is lifted over (:func:`_marked`).
 
 How -- both exact, bag for bag:
 

@@ -19,6 +19,11 @@ before HAVING and the projection; ASK is whether any branch has a solution. Grou
 counted variables and computed projections' variables are bound in every branch (else not
 taken: the ordinary path).
 
+A branch holding OPTIONALs (``{ A OPTIONAL { C } } UNION { B }``, wave 2n) is taken as a query of
+its own when the UNION is the whole pattern below the modifiers: the generated code runs it as
+any OPTIONAL query; the maintained state keeps its rows per required solution keyed by its
+branch (:mod:`engine.stream.maint_opt`).
+
 The maintained state (:class:`engine.stream.maintained.Maintained`) needs no state of its own:
 its delta join for a pattern joins the other patterns of that pattern's branch only
 (:func:`branch_of`), and every branch's solutions count into the same rows -- bag semantics.
