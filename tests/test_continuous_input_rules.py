@@ -1,4 +1,4 @@
-"""Issue 13 re-checked with inputs of wave 2n: stream POSTs without ``t`` on an event-time
+"""Stream input rules checked with new inputs: stream POSTs without ``t`` on an event-time
 stream and mixed batches (the status says what happened, nothing is stored when nothing was
 taken), and an SSE client resuming with ``Last-Event-ID`` across a SIGKILL of the server."""
 
