@@ -25,6 +25,8 @@ TAKEN_QS = [
     f"SELECT ?x ?c WHERE {{ ?x {P1} ?c . ?c {P0}* {N[1]} }}",
     f"SELECT ?x ?c WHERE {{ ?x {P1} ?c . {N[0]} {P0}* ?c }}",
     f"SELECT ?x ?c WHERE {{ ?x {P1} ?c . ?c {P0}? {N[2]} }}",
+    f"SELECT ?x ?c WHERE {{ ?x {P1} ?c . {N[2]} {P0}? ?c }}",
+    f"SELECT ?x ?c WHERE {{ ?x {P1} ?c . ?c {P0}* {TERMS[5]} }}",
     f"SELECT ?x ?f WHERE {{ ?x {P1} {N[0]} . {N[0]} {P0} ?b . ?b {P0}? ?f }}",
     f"SELECT ?x ?f WHERE {{ ?x {P1} {N[1]} . ?b {P0} {N[3]} . ?b {P0}* ?f }}",
     f"SELECT ?x ?y WHERE {{ ?x {P1} ?u . ?y ^{P0}+ ?u }}",
