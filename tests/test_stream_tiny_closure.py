@@ -33,6 +33,9 @@ TAKEN_QS = [
     f"SELECT DISTINCT ?u WHERE {{ ?x {P1} ?u . ?u {P0}+ ?u }}",
     f"SELECT ?u (COUNT(?y) AS ?n) WHERE {{ ?x {P2} ?u . ?u {P0}+ ?y }} GROUP BY ?u",
     f"SELECT ?x WHERE {{ ?x {P1} ?u . {N[3]} {P0}+ ?u }}",
+    f"SELECT ?x ?y WHERE {{ ?x {P1} ?u OPTIONAL {{ ?u {P2} ?v . ?v {P0}+ ?y }} }}",
+    f"SELECT ?x ?y WHERE {{ ?x {P1} ?u . ?u {P0}+ ?y }} ORDER BY ?y ?x LIMIT 3",
+    f"SELECT ?x ?y WHERE {{ ?x {P1} ?u . ?u {P0}/{P0}* ?y }}",   # (?b p0* ?y: ?b bound by a p0 pattern)
 ]
 #: zero-length paths whose identity would need the windows' terms: not taken
 NOT_TAKEN_QS = [

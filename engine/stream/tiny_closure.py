@@ -108,9 +108,9 @@ def _walk(node):
     changes = {}
     for f in node.__dataclass_fields__:
         v = getattr(node, f)
+        # (not into GRAPH: its active graph is a named one, not the merged default graph)
         if isinstance(v, (A.Join, A.LeftJoin, A.Filter, A.Union, A.Minus, A.Extend, A.Group,
-                          A.Project, A.Distinct, A.PathPattern, A.Graph)) or type(v).__name__ in (
-                              "OrderBy", "Slice", "Reduced"):
+                          A.Project, A.Distinct, A.PathPattern, A.OrderBy, A.Slice, A.Reduced)):
             w = _walk(v)
             if w is not v:
                 changes[f] = w
@@ -197,7 +197,7 @@ class ClosureGen(_tg.GenQuery):
         out = super()._stored(snap, graphs)
         if out is None or (got is not None and self._sidx is got):
             return out
-        total = sum(len(e[0]) for e in out)
+        total = sum(len(e[0]) for c, e in enumerate(out) if c not in self.closures)
         for c, (kind, g) in self.closures.items():
             cs, _, co = self._ids[2][c]
             pairs = _pairs(kind, out[g][3], cs, co, self.classes[c][3], _tg.STORED_LIMIT - total)
