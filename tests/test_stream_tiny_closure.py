@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import orjson
 import pytest
 
 from engine.sparql.csparql import parse_continuous
@@ -143,3 +144,60 @@ def test_a_window_triple_of_the_paths_predicate_hands_the_instant_back(db):
     assert tiny_closure.taken_total() == (g0 + 1, b0 + 1)
     assert _rows(a) == _rows(b) == _oracle(db, q, {(N[2], P1, N[3]), (N[4], P0, N[0])})
     assert sum(_rows(a).values()) > sum(first.values())   # (n0 and its own p0 object reached now)
+
+
+def test_relevant_predicates_of_closure_shapes():
+    """The relevance check knows a taken closure query's predicates (the path's included); a
+    zero-length path whose identity needs every term stays "every triple"."""
+    from engine.stream.delta import relevant_predicates
+
+    q = parse_continuous(f"REGISTER QUERY g AS SELECT ?x ?c FROM STREAM <{EX}a> [RANGE 3s STEP 1s] "
+                         f"WHERE {{ ?x {P1} ?c . ?c {P0}* {N[1]} }}").query
+    assert set(relevant_predicates(q)) == {P0, P1}
+    q = parse_continuous(f"REGISTER QUERY g AS SELECT ?x ?y FROM STREAM <{EX}a> [RANGE 3s STEP 1s] "
+                         f"WHERE {{ ?x {P1} ?u . ?u {P0}* ?y }}").query
+    assert relevant_predicates(q) is None
+
+
+def _manager_events(on: bool, monkeypatch) -> tuple[list, int]:
+    """Through the manager (ingestion hook, scheduler, relevance check): a closure query's
+    events, and the instants answered from a maintained state."""
+    from engine.database import Database
+    from engine.stream.manager import StreamManager
+
+    for flag in ("CLOSURES", "GENERATED", "MAINTAINED"):
+        monkeypatch.setattr(InstantEvaluator, flag, on)
+    db = Database()
+    m = StreamManager(db)
+    rnd = random.Random(7)
+    try:
+        lines = "".join(f"<{EX}c{i}> <{EX}sub> <{EX}c{i // 2}> .\n" for i in range(1, 12))
+        db.load_data((lines + f"<{EX}c3> <{EX}sub> <{EX}c7> .\n").encode(), "application/n-triples", graph=STATIC)
+        m.register_stream("a", EX + "a")
+        m.heartbeat("a", 0)
+        m.register_query(f"REGISTER QUERY q AS SELECT ?x ?c FROM <{STATIC}> FROM STREAM <{EX}a> "
+                         f"[RANGE 3s STEP 1s] WHERE {{ ?x <{EX}type> ?c . ?c <{EX}sub>* <{EX}c1> . ?x <{EX}by> ?u }}")
+        before = maintained.answered_total()
+        for k in range(10):
+            out = []
+            for j in range(rnd.randint(0, 3)):
+                x, t = f"<{EX}x{k}_{j}>", k * 1000 + 100 * j + 1
+                p = "sub" if k == 6 and j == 0 else "type"   # (one window triple of the path's predicate)
+                out += [{"s": x, "p": f"<{EX}{p}>", "o": f"<{EX}c{rnd.randint(0, 13)}>", "t": t},
+                        {"s": x, "p": f"<{EX}by>", "o": f"<{EX}u{j}>", "t": t}]
+            if out:
+                assert m.ingest_ndjson("a", b"\n".join(orjson.dumps(x) for x in out))["rejected"] == 0
+            m.heartbeat("a", (k + 1) * 1000)
+            assert m.drain(30)
+        events = [(e.id, _rows(e.data)) for e in m.log("q").since(None, from_t=-1) if e.event == "result"]
+        return events, maintained.answered_total() - before
+    finally:
+        m.close()
+        db.close()
+
+
+def test_through_the_manager_like_the_ordinary_path(monkeypatch):
+    on, answered = _manager_events(True, monkeypatch)
+    off, none = _manager_events(False, monkeypatch)
+    assert on == off and any(rows for _, rows in on)
+    assert none == 0 and answered > 0

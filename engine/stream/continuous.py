@@ -82,6 +82,7 @@ from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.tiny_aggs import order_free as _order_free
 from engine.stream.tiny_closure import of as _closure_of
+from engine.stream.tiny_closure import relevant_patterns as _closure_patterns
 from engine.stream.tiny_gen import GEN_WINDOW, GenQuery
 from engine.stream.tiny_rewrite import rewrite as _tiny_rewrite
 from engine.stream.transient import TransientStore
@@ -1394,7 +1395,7 @@ class InstantEvaluator:
             coarse = frozenset()
             if keys is not None:   # predicates some pattern matches with both ends variable
                 d = self.db.store.dictionary
-                ids = (d.lookup(tp.p.key) for tp in query_patterns(self.query)
+                ids = (d.lookup(tp.p.key) for tp in (query_patterns(self.query) or _closure_patterns(self.query))
                        if not isinstance(tp.s, A.Const) and not isinstance(tp.o, A.Const))
                 coarse = frozenset(int(i) for i in ids if i >= 0)
             rel = self._rel = (timed, keys, wins, coarse)

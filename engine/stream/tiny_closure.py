@@ -23,7 +23,7 @@ from __future__ import annotations
 from engine.sparql import algebra as A
 from engine.stream import tiny_gen as _tg
 
-__all__ = ["of", "rewrite", "ClosureGen", "PSEUDO", "guard_delta", "taken_total"]
+__all__ = ["of", "rewrite", "relevant_patterns", "ClosureGen", "PSEUDO", "guard_delta", "taken_total"]
 
 #: the pseudo predicate's key prefix (looked up as id -3: no triple holds it, tiny_gen.class_ids)
 PSEUDO = "<urn:jindou:closure:"
@@ -130,6 +130,21 @@ def rewrite(query: A.Query) -> A.Query | None:
     import dataclasses  # noqa: PLC0415
 
     return dataclasses.replace(query, pattern=p)
+
+
+def relevant_patterns(query: A.Query) -> list | None:
+    """The triple patterns whose stream triples can change ``query``'s result when its paths
+    are all taken here (the relevance check, :func:`engine.stream.delta.relevant_predicates`):
+    its triple patterns and ``(?, :p, ?)`` per closure (a zero-length identity taken here is
+    bounded by the group's other patterns, so no other triple changes it); else None."""
+    from engine.stream.delta import query_patterns  # noqa: PLC0415 -- (delta imports the executor)
+
+    rq = rewrite(query)
+    pats = None if rq is None else query_patterns(rq)
+    if pats is None:
+        return None
+    return [A.TriplePattern(A.Var(" s"), A.Const(f"<{tp.p.key[len(PSEUDO):-1].split(':', 1)[1]}>"), A.Var(" o"))
+            if isinstance(tp.p, A.Const) and tp.p.key.startswith(PSEUDO) else tp for tp in pats]
 
 
 def of(query: A.Query, mode: str):
