@@ -31,8 +31,8 @@ import pyarrow.compute as pc
 from engine.arrays import unique
 from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded
 from engine.exec import aggregates as _agg_module
+from engine.exec import const_filter, limit_chunks
 from engine.exec import functions as _fn_module
-from engine.exec import limit_chunks
 from engine.exec import numbers as N
 from engine.exec import rowwise as _rowwise
 from engine.exec import values as V
@@ -1111,6 +1111,10 @@ class Evaluator:
         return minus(left, right)
 
     def _Filter(self, node: A.Filter, seed):
+        if seed is None:  # ?v = constant / IN / sameTerm: the input evaluated from those ids
+            got = const_filter.seeded(self, node)
+            if got is not None:
+                return got
         inp = node.input
         if isinstance(inp, A.BGP) and inp.triples:
             names = bgp_filter_vars(node.expr, bgp_vars(inp.triples))
