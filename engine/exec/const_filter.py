@@ -116,6 +116,8 @@ def _analysis(node: A.Filter):
 def seeded(ev, node: A.Filter) -> Bindings | None:
     """The Filter's rows evaluated from the seed of its constant conjuncts, None when it has
     none (the caller evaluates it as before)."""
+    if ev._chunk is not None:
+        return None  # (a LIMIT's chunk seeds the BGP below: a second seed would not reach it)
     parts = _analysis(node)
     if not parts:
         return None

@@ -895,7 +895,8 @@ FILTER_ONCE = [0]
 class Evaluator:
     #: (BGP node, early filters) asked of the next evaluation of that BGP (_Filter -> _BGP)
     _early = None
-    #: (BGP node, seed): the chunk of driving rows that BGP's evaluation starts from (limit_chunks)
+    #: limit_chunks.Chunk: the chunk of driving rows a BGP's evaluation starts from, the UNION
+    #: branches skipped, the right sides kept (limit_chunks)
     _chunk = None
 
     def __init__(self, ctx: QueryContext, dataset: DatasetView):
@@ -916,8 +917,14 @@ class Evaluator:
         meth = getattr(self, "_" + type(node).__name__, None)
         if meth is None:
             raise QueryEvaluationError(f"cannot evaluate {type(node).__name__}")
-        if self._chunk is not None and node is self._chunk[0] and seed is None:  # (limit_chunks: its rows)
-            seed = self._chunk[1]
+        ch = self._chunk
+        if ch is not None and seed is None:  # (limit_chunks: this piece's rows)
+            if node is ch.leaf:
+                seed = ch.seed
+            elif ch.skip or ch.kept:
+                got = limit_chunks.replaced(self, node, ch)
+                if got is not None:
+                    return self._check(got)
         return self._check(meth(node, seed))
 
     def _unseeded(self, node, seed, fn) -> Bindings:
