@@ -9,9 +9,13 @@ literal is term identity (another term is never equal to it, a literal of anothe
 an error or false: the row is dropped either way), and the store keeps one canonical key per
 such term (xsd:string folded into the simple literal, language tags in lower case), so
 ``?v = c`` holds exactly on the rows whose id of ?v is c's id. Numbers, dates and other
-datatypes compare by value ("01"^^xsd:integer = 1.0): those keep the general path, and so does
-a variable the pattern may leave unbound (OPTIONAL, one UNION branch, BIND, VALUES,
-sub-SELECT: :func:`engine.plan.filters.certain_vars`).
+datatypes compare by value ("01"^^xsd:integer = 1.0): for an integer or decimal constant
+(|value| < 2^52) the candidates are the store's numeric literals whose value in the
+dictionary's numeric side array is the constant's (every numeric term equal to it by value is
+among them; the FILTER run afterwards drops any other), from one vectorized pass over that
+array; other datatypes keep the general path. ``sameTerm`` is term identity for any constant.
+A variable the pattern may leave unbound keeps the general path (OPTIONAL, one UNION branch,
+BIND, VALUES, sub-SELECT: :func:`engine.plan.filters.certain_vars`).
 
 How: a top-level conjunct of that form over a variable the input binds in every solution gives
 the seed ``{?v: ids of the constants}`` (several such conjuncts: their cross product, up to
@@ -26,11 +30,14 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pyarrow as pa
 
 from engine.exec.bindings import Bindings
+from engine.kv.dictionary import numeric_values
 from engine.plan.filters import certain_vars
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.sparql import algebra as A
+from engine.terms import XSD
 
 #: at most this many seed rows (the cross product of the constants of several conjuncts)
 SEED_MAX = 256
@@ -73,9 +80,24 @@ def _conjuncts(e):
         yield e
 
 
-def _var_consts(e) -> tuple[str, tuple[str, ...]] | None:
-    """(variable, constant keys) when ``e`` is ``?v = c`` / ``c = ?v`` / sameTerm / ``?v IN
-    (c, ...)`` with exact constants, else None."""
+_NUMBER_TYPES = tuple(f"^^<{XSD}{t}>" for t in ("integer", "decimal", "int", "long", "short", "byte",
+                                                  "nonNegativeInteger", "positiveInteger", "nonPositiveInteger",
+                                                  "negativeInteger", "unsignedLong", "unsignedInt",
+                                                  "unsignedShort", "unsignedByte"))
+
+
+def number_of(key: str) -> float | None:
+    """The value of an integer / decimal constant small enough to be exact in a float (its
+    equal terms are then exactly those whose side-array value is it), else None."""
+    if not key.endswith(_NUMBER_TYPES):
+        return None
+    v = float(numeric_values(pa.array([key], pa.large_string()))[0])
+    return v if np.isfinite(v) and abs(v) < 2.0**52 else None
+
+
+def _var_consts(e) -> tuple[str, tuple] | None:
+    """(variable, constants) when ``e`` is ``?v = c`` / ``c = ?v`` / sameTerm / ``?v IN
+    (c, ...)`` with exact constants (a key, or ``(value,)`` for a number), else None."""
     if not isinstance(e, A.Call):
         return None
     op, args = e.op, e.args
@@ -83,14 +105,40 @@ def _var_consts(e) -> tuple[str, tuple[str, ...]] | None:
         a, b = args
         if isinstance(b, A.Var):
             a, b = b, a
-        if isinstance(a, A.Var) and isinstance(b, A.Const) and exact_key(b.key):
-            return a.name, (b.key,)
+        if isinstance(a, A.Var) and isinstance(b, A.Const):
+            c = _const(b.key, op == "SAMETERM")
+            return None if c is None else (a.name, (c,))
         return None
     if op == "IN" and len(args) >= 2 and isinstance(args[0], A.Var):
-        items = args[1:]
-        if all(isinstance(c, A.Const) and exact_key(c.key) for c in items):
-            return args[0].name, tuple(dict.fromkeys(c.key for c in items))
+        items = [_const(c.key, False) if isinstance(c, A.Const) else None for c in args[1:]]
+        if all(c is not None for c in items):
+            return args[0].name, tuple(dict.fromkeys(items))
     return None
+
+
+def _const(key: str, same_term: bool):
+    """A key equal exactly by id, ``(value,)`` for a number equal by value, else None."""
+    if same_term or exact_key(key):
+        return key
+    v = number_of(key)
+    return None if v is None else (v,)
+
+
+def _ids(ctx, consts) -> list[int]:
+    """Store ids of the terms equal to the constants (None: a number the dictionary cannot
+    search by value)."""
+    out: set[int] = set()
+    for c in consts:
+        if isinstance(c, tuple):
+            find = getattr(ctx.dictionary, "ids_of_number", None)
+            if find is None:
+                return None
+            out.update(find(c[0]).tolist())
+        else:
+            i = int(ctx.lookup(c))
+            if i >= 0:
+                out.add(i)
+    return sorted(out)
 
 
 def _analysis(node: A.Filter):
@@ -121,12 +169,11 @@ def seeded(ev, node: A.Filter) -> Bindings | None:
     parts = _analysis(node)
     if not parts:
         return None
-    lookup = ev.ctx.lookup
     cols: list[tuple[str, list[int]]] = []
     size = 1
-    for var, keys in sorted(parts, key=lambda p: len(p[1])):
-        ids = sorted({i for i in (int(lookup(k)) for k in keys) if i >= 0})
-        if size * max(len(ids), 1) > SEED_MAX:
+    for var, consts in sorted(parts, key=lambda p: len(p[1])):
+        ids = _ids(ev.ctx, consts)
+        if ids is None or size * max(len(ids), 1) > SEED_MAX:
             continue
         size *= len(ids)
         cols.append((var, ids))
