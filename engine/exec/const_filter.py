@@ -130,7 +130,7 @@ def _ids(ctx, consts) -> list[int]:
     out: set[int] = set()
     for c in consts:
         if isinstance(c, tuple):
-            find = getattr(ctx.dictionary, "ids_of_number", None)
+            find = getattr(getattr(ctx, "dictionary", None), "ids_of_number", None)
             if find is None:
                 return None
             out.update(find(c[0]).tolist())
