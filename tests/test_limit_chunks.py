@@ -195,3 +195,48 @@ def test_limit_over_a_request_dataset(defaults, named, body):
         got = [tuple(sorted(zip(names, r, strict=True))) for r in _norm(result_rows(rows))]
         assert len(got) == min(limit, sum(whole.values()))
         assert not Counter(got) - whole
+
+
+def _named_db(seed: int, graphs: int = 5) -> tuple[Database, object]:
+    """The random graph spread over several named graphs and the default graph."""
+    lines = _graph(seed, 1500).splitlines()
+    return both_stores("".join(f"{ln}\n" if i % (graphs + 1) == graphs else f"{ln[:-1]}<urn:g{i % (graphs + 1)}> .\n"
+                               for i, ln in enumerate(lines)), quads=True)
+
+
+@pytest.mark.parametrize("body", [
+    "GRAPH ?g { ?s ?p ?o }",
+    "GRAPH ?g { ?s <urn:p1> ?o }",
+    "GRAPH ?g { ?s <urn:p1> ?o } ?o <urn:p2> ?x",
+    "GRAPH ?g { ?s a <urn:C1> OPTIONAL { ?s <urn:p2> ?o } }",
+    "{ GRAPH ?g { ?s <urn:p3> ?o } } UNION { ?s <urn:p4> ?o }",
+    "GRAPH ?g { ?s <urn:p0> ?o } MINUS { ?s a <urn:C0> }",
+])
+@pytest.mark.parametrize("limit,offset", [(1, 0), (9, 0), (40, 25), (100000, 0)])
+def test_limit_over_graph_pieces(body, limit, offset):
+    """A leftmost GRAPH ?g: one piece per named graph, in turn (and the pieces path taken)."""
+    db, ox = _named_db(3)
+    whole = Counter(_o(ox, f"SELECT * WHERE {{ {body} }}"))
+    assert whole == Counter(_j(db, f"SELECT * WHERE {{ {body} }}"))
+    before = LC.TAKEN[0]
+    got = _j(db, f"SELECT * WHERE {{ {body} }} LIMIT {limit} OFFSET {offset}")
+    assert len(got) == max(0, min(limit, sum(whole.values()) - offset))
+    assert not Counter(got) - whole
+    assert LC.TAKEN[0] > before
+
+
+def test_graph_pieces_stop_at_the_limit(monkeypatch):
+    """Only the named graphs up to the one that fills the LIMIT are evaluated."""
+    db, _ = _named_db(3)
+    from engine.exec import evaluate as E  # noqa: PLC0415
+
+    graphs = []
+    orig = E.Evaluator._BGP
+
+    def spy(self, node, seed):
+        graphs.append(self.graph_key)
+        return orig(self, node, seed)
+
+    monkeypatch.setattr(E.Evaluator, "_BGP", spy)
+    assert len(db.query("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } } LIMIT 3")) == 3
+    assert len(set(graphs)) == 1, graphs

@@ -1173,6 +1173,9 @@ class Evaluator:
                 return self.eval(node.input, seed)
             name = node.name.name
             gids = list(self.dataset.named)
+            ch = self._chunk
+            if ch is not None and ch.graph is not None and ch.graph[0] == id(node):
+                gids = [ch.graph[1]]  # (limit_chunks: this piece's named graph)
             if seed is not None and name in seed.cols:
                 present = set(unique(seed.cols[name]).tolist())
                 if UNBOUND not in present:

@@ -23,8 +23,9 @@ sub-SELECT joined with more patterns, a MINUS): a UNION's solutions are its left
 its right branch's, so each branch is a piece of its own (the other branch answering nothing
 while it runs: the pieces are disjoint and together whole), chunked in turn when its own
 leftmost BGP splits; the right side of a plain join / OPTIONAL / MINUS is the same for every
-piece, so it is evaluated once and kept for the next pieces. The pieces run in order until
-OFFSET + LIMIT rows are out (``{ ?x a A } UNION { ?x a B } LIMIT 15``: only the left branch).
+piece, so it is evaluated once and kept for the next pieces; a leftmost ``GRAPH ?g { ... }``
+is a piece per named graph. The pieces run in order until OFFSET + LIMIT rows are out
+(``{ ?x a A } UNION { ?x a B } LIMIT 15``: only the left branch).
 """
 
 from __future__ import annotations
@@ -52,12 +53,13 @@ _RIGHT_KEPT = (A.Join, A.LeftJoin, A.Minus)
 class Chunk:
     """What the evaluation of one piece is told (``Evaluator._chunk``): the leaf BGP and its
     seed (the chunk), the UNION branches that answer nothing in this piece, and the right
-    sides evaluated once for all pieces."""
+    sides evaluated once for all pieces, the one named graph of a ``GRAPH ?g``."""
 
-    __slots__ = ("leaf", "seed", "skip", "kept", "memo")
+    __slots__ = ("leaf", "seed", "skip", "kept", "memo", "graph")
 
-    def __init__(self, leaf, seed, skip, kept, memo):
+    def __init__(self, leaf, seed, skip, kept, memo, graph=None):
         self.leaf, self.seed, self.skip, self.kept, self.memo = leaf, seed, skip, kept, memo
+        self.graph = graph  # (id of a GRAPH ?g node, the one named graph it runs over) or None
 
 
 def replaced(ev, node, ch: Chunk) -> Bindings | None:
@@ -80,10 +82,11 @@ def replaced(ev, node, ch: Chunk) -> Bindings | None:
     return None
 
 
-def _pieces(node, kept: set) -> list[tuple[frozenset, A.BGP | None]]:
-    """[(ids of the UNION branches skipped, leftmost BGP or None)]: the pieces of ``node``'s
-    solutions in order (a piece with a BGP is chunked by it when it splits, else whole);
-    ``kept`` collects the right sides evaluated once."""
+def _pieces(node, kept: set, named=()) -> list[tuple[frozenset, A.BGP | None, tuple | None]]:
+    """[(ids of the UNION branches skipped, leftmost BGP or None, (GRAPH node id, graph id)
+    or None)]: the pieces of ``node``'s solutions in order (a piece with a BGP is chunked by
+    it when it splits, else whole; a ``GRAPH ?g`` leftmost: one piece per named graph of
+    ``named``, each whole); ``kept`` collects the right sides evaluated once."""
     while True:
         if isinstance(node, _ROW_LOCAL):
             node = node.input
@@ -93,13 +96,15 @@ def _pieces(node, kept: set) -> list[tuple[frozenset, A.BGP | None]]:
             kept.add(id(node.right))
             node = node.left
         elif isinstance(node, A.Union) and node.left is not node.right:
-            left, right = _pieces(node.left, kept), _pieces(node.right, kept)
-            return ([(sk | {id(node.right)}, leaf) for sk, leaf in left]
-                    + [(sk | {id(node.left)}, leaf) for sk, leaf in right])
+            left, right = _pieces(node.left, kept, named), _pieces(node.right, kept, named)
+            return ([(sk | {id(node.right)}, leaf, g) for sk, leaf, g in left]
+                    + [(sk | {id(node.left)}, leaf, g) for sk, leaf, g in right])
         elif isinstance(node, A.BGP) and node.triples:
-            return [(frozenset(), node)]
+            return [(frozenset(), node, None)]
+        elif isinstance(node, A.Graph) and isinstance(node.name, A.Var) and len(named) > 1:
+            return [(frozenset(), None, (id(node), gid)) for gid in named]
         else:
-            return [(frozenset(), None)]
+            return [(frozenset(), None, None)]
 
 
 def _driver(bgp: A.BGP, graph, lookup):
@@ -170,22 +175,25 @@ def sliced(ev, node: A.Slice) -> Bindings | None:
     if distinct:  # (the distinct rows so far kept across chunks)
         inner = inner.input
     graph = getattr(ev, "graph", None)  # (none: an evaluator over solutions already known)
-    if graph is None or not all(hasattr(graph, x) for x in ("index", "expand", "stats", "predicates", "n_triples")):
+    if graph is None:
         return None
+    splits = all(hasattr(graph, x) for x in ("index", "expand", "stats", "predicates", "n_triples"))
     kept: set = set()
-    pieces = _pieces(inner, kept)
+    dataset = getattr(ev, "dataset", None)
+    pieces = _pieces(inner, kept, tuple(getattr(dataset, "named", None) or ()))
     lookup = ev.ctx.lookup
-    plan = [(skip, leaf, _driver(leaf, graph, lookup) if leaf is not None else None) for skip, leaf in pieces]
+    plan = [(skip, leaf, _driver(leaf, graph, lookup) if leaf is not None and splits else None, g)
+            for skip, leaf, g in pieces]
     if len(plan) == 1 and plan[0][2] is None:
         return None  # one piece, not split: the whole evaluation
     TAKEN[0] += 1
     want = node.offset + node.limit
     memo: dict = {}
     parts, have, res = [], 0, None
-    for skip, leaf, got in plan:
+    for skip, leaf, got, g in plan:
         seeds = _chunks(graph, *got) if got is not None else (None,)
         for seed in seeds:
-            ev._chunk = Chunk(leaf if seed is not None else None, seed, skip, kept, memo)
+            ev._chunk = Chunk(leaf if seed is not None else None, seed, skip, kept, memo, g)
             try:
                 res = ev.eval(inner)
             finally:
