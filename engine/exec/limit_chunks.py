@@ -182,15 +182,19 @@ def sliced(ev, node: A.Slice) -> Bindings | None:
     dataset = getattr(ev, "dataset", None)
     pieces = _pieces(inner, kept, tuple(getattr(dataset, "named", None) or ()))
     lookup = ev.ctx.lookup
-    plan = [(skip, leaf, _driver(leaf, graph, lookup) if leaf is not None and splits else None, g)
-            for skip, leaf, g in pieces]
-    if len(plan) == 1 and plan[0][2] is None:
+
+    def driver(leaf):
+        return _driver(leaf, graph, lookup) if leaf is not None and splits else None
+
+    first = driver(pieces[0][1]) if len(pieces) == 1 else None
+    if len(pieces) == 1 and first is None:
         return None  # one piece, not split: the whole evaluation
     TAKEN[0] += 1
     want = node.offset + node.limit
     memo: dict = {}
     parts, have, res = [], 0, None
-    for skip, leaf, got, g in plan:
+    for k, (skip, leaf, g) in enumerate(pieces):
+        got = first if k == 0 and first is not None else driver(leaf)  # (when the piece is reached)
         seeds = _chunks(graph, *got) if got is not None else (None,)
         for seed in seeds:
             ev._chunk = Chunk(leaf if seed is not None else None, seed, skip, kept, memo, g)
