@@ -17,6 +17,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 
 from engine import formats, small_answers
+from engine.bom import strip_bom
 from engine.errors import JindouError
 from engine.exec import render
 from engine.exec import serialize as ser
@@ -35,7 +36,7 @@ from server.api.common import (
     check_charset,
     check_read,
     deadline_tick,
-    decode_utf8,
+    decode_body,
     error_reply,
     failure,
     iri_params,
@@ -111,7 +112,7 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
                 raise HTTPError(400, "bad_request", "query given both in the URL and in the body")
             if "update" in params:
                 raise HTTPError(400, "bad_request", "the 'update' parameter cannot come with a query body")
-            text = decode_utf8(await read_body(), "query")
+            text = decode_body(await read_body(), "query")
         elif ct == UPDATE_TYPE:
             # the update operation, as at /update (same token rules, same handler)
             if "query" in params:
@@ -893,6 +894,7 @@ def post_answer(state: ServerState, scope: dict, headers: dict[str, str], body: 
         return inline_answer(state, scope, headers, body, True)
     if ct not in QUERY_TYPES:
         return None
+    body = strip_bom(body)  # (a text saved with a BOM: the same query, engine.bom)
     accept = None
     if qs:  # only result-format parameters (SPARQLWrapper's) with a query body
         accept = _format_accept(qs)
