@@ -201,3 +201,31 @@ def test_through_the_manager_like_the_ordinary_path(monkeypatch):
     off, none = _manager_events(False, monkeypatch)
     assert on == off and any(rows for _, rows in on)
     assert none == 0 and answered > 0
+
+
+def _random_db(rnd: random.Random):
+    """A stored graph of random ``p0`` edges (cycles and self-loops likely) and a few ``p1`` /
+    ``p2`` triples, every term of the streams interned."""
+    from engine.database import Database
+
+    d = Database()
+    lines = sorted({f"{rnd.choice(N)} {P0} {rnd.choice(N + TERMS[5:6])} .\n" for _ in range(rnd.randint(0, 9))}
+                   | {f"{rnd.choice(N)} {rnd.choice([P1, P2])} {rnd.choice(N)} .\n" for _ in range(rnd.randint(0, 3))})
+    if lines:
+        d.load_data("".join(lines).encode(), "application/n-triples", graph=STATIC)
+    with d.store.write_lock:
+        d.store.dictionary.encode(TERMS + list(PREDS) + [f"<{EX}a>"])
+    d.static_lines = lines
+    return d
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_stored_graphs(seed):
+    """Random stored graphs, every taken shape, random streams: as the ordinary path and pyoxigraph."""
+    rnd = random.Random(1000 + seed)
+    d = _random_db(rnd)
+    try:
+        for q in TAKEN_QS:
+            _replay(d, q, rnd.randint(0, 1 << 30), rnd.choice([0.0, 0.1, 0.3]))
+    finally:
+        d.close()
