@@ -62,6 +62,8 @@ from time import thread_time as _clock
 
 from engine.stream import tiny_gen as _tg
 from engine.stream.maint_opt import OptState, scope_of
+from engine.stream.maint_opt import required_of as _required_of
+from engine.stream.tiny_closure import guard_delta as _closure_guard
 from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _index, _slot, _values
 from engine.stream.tiny_gen import code_of as _code_of
 from engine.stream.tiny_ops import Undecided, _num_item
@@ -323,6 +325,8 @@ class Maintained:
         got = {}
         for i in range(len(pats)):
             got.setdefault(gen.cls[i], []).append(ns[f"d{i}"])
+        for c in getattr(gen, "guards", ()):   # (tiny_closure: a window triple of a closure's predicate)
+            got.setdefault(c, []).append(_closure_guard(ns))
         if len(self._compiled) > 16:
             self._compiled.clear()
             self._scs = [ns[f"SC{k}"] for k in range(n0, self._gid)]
@@ -744,7 +748,7 @@ class Maintained:
         V = _values(d)
         work = 0
         ns["SCON"] = False   # (the stored part grows below: no list is kept from it)
-        solving = ([list(range(self.sh.n_required))] if self.sh.opts or self.sh.antis else
+        solving = ([pis for pis, _ in _required_of(self.sh)] if self.sh.opts or self.sh.antis else
                    [_branch_of(gen, i)[0] for i in range(len(gen.pats))])   # patterns every solution matches
         if self.SHARE_STORED and all(any(not sidx[gen.cls[j]][3] for j in ps) for ps in solving):
             # a pattern (of each UNION branch) the stored part does not match: it has no solution of its own
