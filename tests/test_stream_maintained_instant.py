@@ -218,6 +218,7 @@ def test_other_maintained_forms_take_the_one_step_path(form, monkeypatch):
 # ---------------------------------------------------------------- ISTREAM / DSTREAM, generated
 from collections import Counter  # noqa: E402
 
+from bench.streams import key_ox  # noqa: E402
 from engine.stream import tiny_gen  # noqa: E402
 from engine.stream.transient import TransientStore  # noqa: E402
 from tests.test_stream_tiny_gen import _evaluator, _oracle, _oxigraph_zero_quotient, static_db  # noqa: E402
@@ -230,6 +231,28 @@ def sdb():
     d = static_db()
     yield d
     d.close()
+
+
+def _value_twins(db, window) -> bool:
+    """Whether two different terms of the data share a comparison key (``"0"^^xsd:integer``
+    and ``"0"^^xsd:double``, ``"01"`` and ``"1"``: the keys compare numbers by value, as the
+    oracle's canonical forms need). I/DSTREAM tell such terms apart (a solution with the
+    one is new after the other), the keys do not: then only the other path is compared."""
+    seen: dict = {}
+    objs = [o for _, _, o in window]
+    objs += [ln.rsplit(" .", 1)[0].split(" ", 2)[2] for ln in db.static_lines if ln.strip()]
+    for o in objs:
+        if not o.startswith('"'):
+            continue
+        k = _rows_key(o)
+        if seen.setdefault(k, o) != o:
+            return True
+    return False
+
+
+def _rows_key(lit: str) -> tuple:
+    term = next(iter(ox.parse(f"<x:s> <x:p> {lit} .".encode(), ox.RdfFormat.N_TRIPLES))).object
+    return key_ox(term)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -257,7 +280,7 @@ def test_istream_dstream_generated_like_the_other_path_and_pyoxigraph(sdb, q, el
         a, _ = on.run(t)
         b, _ = off.run(t)
         assert _rows(a) == _rows(b), (q, mode, t)
-        exact = exact and not _oxigraph_zero_quotient(db, q, window)
+        exact = exact and not _oxigraph_zero_quotient(db, q, window) and not _value_twins(db, window)
         cur = _oracle(db, q, window)
         if exact:
             assert _rows(a) == (cur - prev if mode == "ISTREAM" else prev - cur), (q, mode, t)
