@@ -119,12 +119,17 @@ HAVINGS = ["(COUNT(*) > 1)", "(SUM({a}) > 2)", "(COUNT(DISTINCT {a}) >= 1)", "(M
 PATTERNS = [("?s :p ?o", ("?s", "?o")), ("?s :q ?v", ("?s", "?v")), ("?o :r ?z", ("?o", "?z")),
             ("?s :k ?w", ("?s", "?w")), ("?o :m ?z", ("?o", "?z")), ("?s :r ?z", ("?s", "?z")),
             ("?s :p/:r ?z", ("?s", "?z")), ("?s (:p|:k) ?o", ("?s", "?o")), ("?s :p+ ?o", ("?s", "?o")),
-            ("?o ^:p ?s", ("?o", "?s")), ("?s :q ?o", ("?s", "?o"))]
+            ("?o ^:p ?s", ("?o", "?s")), ("?s :q ?o", ("?s", "?o")), ("?s (:p|^:q)/:r ?z", ("?s", "?z")),
+            ("?s :p/^:p ?o", ("?s", "?o")), ("?s :p|:q ?v", ("?s", "?v")), ("?s :p/:q ?v", ("?s", "?v"))]
 OPTS = [("?o :m ?w2", ("?w2",)), ("?s :k ?w2", ("?w2",)), ("?s :r ?w2", ("?w2",)),
-        ("?s :q ?w2 FILTER(isNumeric(?w2))", ("?w2",))]
+        ("?s :q ?w2 FILTER(isNumeric(?w2))", ("?w2",)), ("?o :m ?w2 BIND(?w2 * 2 AS ?w3)", ("?w2", "?w3")),
+        ("?s :k ?w2 BIND(true AS ?w3)", ("?w2", "?w3")), ("?s :q ?w2 BIND(COALESCE(?w2, 0) AS ?w3)", ("?w2", "?w3")),
+        ("?s :q ?w2 BIND(?s AS ?w3)", ("?w2", "?w3")), ("?s :p|:k ?w2", ("?w2",)),
+        ("?s :r ?w2 BIND(STR(?w2) AS ?w3)", ("?w2", "?w3"))]
 CONST = "{C}"
 # what the generated code takes (constant predicates, arithmetic comparisons, BOUND, && || !)
-FAST_PATTERNS = [p for p in PATTERNS if "/" not in p[0] and "|" not in p[0] and "+" not in p[0] and "^" not in p[0]]
+# (and the paths tiny_rewrite turns into UNIONs of BGPs: no closures)
+FAST_PATTERNS = [p for p in PATTERNS if "+" not in p[0]]
 FAST_FILTERS = ["({a} > 1)", "({a} <= 2)", "({a} = 1)", "({a} + 1 > 2)", "({a} * 2 = 2)", "({a} = {b})",
                 "({a} != {b})", "({a} < {b})", "(-{a} < 0)", "({a} / 2 >= 0.5)", "BOUND({a})", "(!BOUND({a}))",
                 "({a} > 1 || {a} = {b})", "(!({a} < 2) && {a} != 2.5)", "({a} - 1 != 0)", "({a} = :a1)",
@@ -249,6 +254,9 @@ def queries(draw):
             mode = draw(st.sampled_from(["ISTREAM", "DSTREAM"]))
         opts["form"] = "SELECT"
     opts["mode"] = mode
+    # pyoxigraph answers a path alternative ``:p|:q`` as a set of pairs, SPARQL 1.1 (18.4) as a
+    # bag union: the oracle is asked for the rows (not their numbers) of such a query
+    opts["alt_path"] = "|" in where
     streams = draw(st.sampled_from([("s1",), ("s1",), ("s1", "s2")]))
     wins = {s: draw(st.sampled_from(WINDOWS)) for s in streams}
     opts["static"] = draw(st.integers(0, 4)) > 0
@@ -540,10 +548,12 @@ def _compare(q, names, opts, wins, ev_on, ev_off, inputs) -> int:
             elif opts["mode"] == "DSTREAM":
                 want = list((prev - cur).elements())
             prev = cur
-            if opts.get("reduced"):
+            if opts["limit"]:
+                # (which rows a LIMIT keeps depends on the order of terms SPARQL leaves open,
+                # "x" against "abc"@en; REDUCED keeps any number of duplicates)
+                assert opts.get("reduced") or len(ga) == len(want), ("oracle", q, t, ga, want)
+            elif opts.get("reduced") or opts["alt_path"]:
                 assert set(ga) == set(want), ("oracle", q, t, ga, want)
-            elif opts["limit"]:
-                assert len(ga) == len(want), ("oracle", q, t, ga, want)
             else:
                 assert Counter(ga) == Counter(want), ("oracle", q, t, ga, want)
     return n
@@ -590,7 +600,8 @@ def _check(scn, monkeypatch, tmp_path) -> None:
     # of it when the data has one (the two runs are still compared)
     has01 = '"01"' in repr((static0, sched))
     for texts, names, wins, opts, plains, _, _ in qs:
-        opts["no_oracle"] = has01 and any(f in texts[0][0] for f in _LEXICAL)
+        opts["no_oracle"] = (has01 and any(f in texts[0][0] for f in _LEXICAL)) or (
+            opts["alt_path"] and (" AS ?n)" in texts[0][0] or opts["mode"] != "RSTREAM" or opts["limit"]))
         STATS["no_oracle"] += opts["no_oracle"]
         for (text, name), plain in zip(texts, plains, strict=True):
             STATS["instants"] += _compare((text, plain), names, opts, wins, ev_on[name], ev_off[name], inputs)
