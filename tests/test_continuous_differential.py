@@ -54,17 +54,21 @@ STREAM_PREDS = [f"<{EX}{p}>" for p in ("p", "q", "r")]
 STATIC_PREDS = [f"<{EX}{p}>" for p in ("k", "q", "m")]   # :q in both: window and stored triples mix
 
 # (RANGE ms, STEP ms) per stream: sliding, tumbling, STEP > RANGE
-WINDOWS = [(3000, 1000), (2000, 1000), (1000, 1000), (2000, 2000), (1500, 500), (1000, 2000)]
+# (RANGE None: the last n elements, a count window)
+WINDOWS = [(3000, 1000), (2000, 1000), (1000, 1000), (2000, 2000), (1500, 500), (1000, 2000),
+           (None, 1000, 5), (None, 500, 3)]
 
 EXAMPLES = int(os.environ.get("JINDOU_DIFF_EXAMPLES", "0"))
 
 
 # ---------------------------------------------------------------------------- data
-triple_o = st.sampled_from(OBJS)
+#: a node the data rarely holds (a query's constant absent from the dictionary until it comes in)
+RARE = f"<{EX}a9>"
+triple_o = st.sampled_from(OBJS) | st.just(RARE)
 stream_triple = st.tuples(st.sampled_from(NODES), st.sampled_from(STREAM_PREDS), triple_o)
 static_triple = st.tuples(st.sampled_from(NODES), st.sampled_from(STATIC_PREDS), triple_o)
 static_w_triple = st.tuples(st.sampled_from(NODES), st.sampled_from(STATIC_PREDS),
-                            st.sampled_from(NODES + LITS))   # (later writes: no blank nodes)
+                            st.sampled_from(NODES + LITS + [RARE]))   # (later writes: no blank nodes)
 
 
 @st.composite
@@ -106,7 +110,7 @@ FILTERS = [
     "({a} NOT IN (1, :a0))", '(UCASE(STR({a})) = "ABC")',
     '({a} < "2026-06-01T00:00:00Z"^^xsd:dateTime)', "(COALESCE({a}, 0) > 0)", "sameTerm({a}, :a1)",
     "(IF(isNumeric({a}), {a} > 1, true))", "({a} = {b})", "({a} != {b})", "({a} < {b})",
-    "(STR({a}) = STR({b}))", "(isNumeric({a}) && {a} >= 1)", "({a} = :a1 || {a} = :a2)",
+    "(STR({a}) = STR({b}))", "(isNumeric({a}) && {a} >= 1)", "({a} = :a1 || {a} = :a9)",
 ]
 BINDS = ["STR({a})", "({a} + 1)", "LANG({a})", "DATATYPE({a})", 'CONCAT(STR({a}), "x")',
          'IF(isNumeric({a}), {a} * 2, "n")', "STRLEN(STR({a}))", "ABS({a})", 'COALESCE({a}, "none")',
@@ -133,7 +137,7 @@ FAST_PATTERNS = [p for p in PATTERNS if "+" not in p[0]]
 FAST_FILTERS = ["({a} > 1)", "({a} <= 2)", "({a} = 1)", "({a} + 1 > 2)", "({a} * 2 = 2)", "({a} = {b})",
                 "({a} != {b})", "({a} < {b})", "(-{a} < 0)", "({a} / 2 >= 0.5)", "BOUND({a})", "(!BOUND({a}))",
                 "({a} > 1 || {a} = {b})", "(!({a} < 2) && {a} != 2.5)", "({a} - 1 != 0)", "({a} = :a1)",
-                '({a} = "abc")', "({a} >= 1.0e0)"]
+                '({a} = "abc")', "({a} >= 1.0e0)", "({a} != :a9)"]
 FAST_AGGS = ["COUNT(*)", "COUNT({a})", "COUNT(DISTINCT {a})", "SUM({a})", "AVG({a})", "MIN({a})", "MAX({a})",
              "(SUM({a}) + 1)", "(COUNT(*) * 2)", "(MAX({a}) - MIN({a}))", "(SUM({a}) / COUNT(*))"]
 
@@ -230,13 +234,22 @@ def queries(draw):
             opts["sample"].add("n")
         if agg.startswith("GROUP_CONCAT"):
             opts["concat"].add("n")
+        r = draw(st.integers(0, 5))
+        if r == 0:   # the groups ordered by their aggregate, the first few
+            tail += " ORDER BY DESC(?n)" + "".join(f" ?{v[1:]}" for v in keys) + f" LIMIT {draw(st.integers(1, 3))}"
+            opts["ordered"] = opts["limit"] = True
+        elif r == 1:
+            mode = draw(st.sampled_from(["ISTREAM", "DSTREAM"]))
         opts["form"] = "SELECT"
     else:
         names = draw(st.lists(st.sampled_from(allv), min_size=1, max_size=3, unique=True))
         mod = draw(st.sampled_from(["", "", "DISTINCT ", "REDUCED "]))
         opts["reduced"] = mod == "REDUCED "
         proj, tail = f"SELECT {mod}" + " ".join(names), ""
-        if draw(st.integers(0, 2)) == 0:   # a computed column (the generated code writes numbers)
+        if form == "select" and draw(st.integers(0, 5)) == 0:
+            names = list(dict.fromkeys(v for v in allv if v != "?b" or "?b" in where))   # SELECT *
+            proj = f"SELECT {mod}*"
+        if not proj.endswith("*") and draw(st.integers(0, 2)) == 0:   # a computed column (the generated code writes numbers)
             e = draw(st.sampled_from(["({a} + 1 AS ?e)", "({a} * 2 AS ?e)", "(-{a} AS ?e)", "({a} / 2 AS ?e)",
                                       "({a} AS ?e)", "({a} - 0.5 AS ?e)"])).format(a=draw(st.sampled_from(allv)))
             proj += " " + e
@@ -266,8 +279,9 @@ def queries(draw):
 
 def registration(body: str, name: str, wins: dict, opts: dict, const: str | None) -> tuple[str, str]:
     """(registration text, the oracle's plain SPARQL text) of one copy."""
-    froms = " ".join(f"FROM STREAM <{S1 if s == 's1' else S2}> [RANGE {r}ms STEP {step}ms]"
-                     for s, (r, step) in wins.items())
+    froms = " ".join(f"FROM STREAM <{S1 if s == 's1' else S2}> "
+                     + (f"[RANGE {w[0]}ms STEP {w[1]}ms]" if w[0] is not None else f"[RANGE TRIPLES {w[2]} STEP {w[1]}ms]")
+                     for s, w in wins.items())
     if opts["static"]:
         froms += " FROM <urn:jindou:default>"
     text = body.replace(CONST, const or ":a0")
@@ -342,8 +356,9 @@ def _relabel(term: str, tag: str) -> str:
 
 
 def window_rows(els, spec, t) -> set:
-    r, _ = spec
-    return {(s, p, o) for s, p, o, tau in els if t - r < tau <= t}
+    if spec[0] is None:   # the last n elements (in arrival order) up to t
+        return {(s, p, o) for s, p, o, _ in [x for x in els if x[3] <= t][-spec[2]:]}
+    return {(s, p, o) for s, p, o, tau in els if t - spec[0] < tau <= t}
 
 
 def oracle_answer(plain: str, names, opts, wins, els: dict, static: set, t: int):
@@ -569,7 +584,7 @@ def scenarios(draw):
     qs = []
     for j in range(draw(st.integers(1, 3))):
         body, names, wins, opts = draw(queries())
-        consts = NODES[: opts["copies"]] if opts["copies"] > 1 else [None]
+        consts = draw(st.sampled_from([NODES[:3], NODES[1:3] + [RARE]])) if opts["copies"] > 1 else [None]
         texts = []
         for c, const in enumerate(consts):
             name = f"q{j}_{c}"
