@@ -47,7 +47,11 @@ NODES = [f"<{EX}a{i}>" for i in range(4)]
 # would be one term to the oracle and two to Jindou, which keeps the lexical form as RDF says)
 LITS = [f'"01"^^<{XSD}integer>', f'"2"^^<{XSD}integer>', f'"-3"^^<{XSD}integer>',
         f'"2.5"^^<{XSD}decimal>', f'"1.0E0"^^<{XSD}double>', '"abc"', '"abc"@en', '"b"@fr', '"x"',
-        f'"2026-01-01T00:00:00Z"^^<{XSD}dateTime>', f'"true"^^<{XSD}boolean>']
+        f'"2026-01-01T00:00:00Z"^^<{XSD}dateTime>', f'"true"^^<{XSD}boolean>',
+        # escapes and non-ASCII (the event writers), "x"^^xsd:string (RDF 1.1: the term "x"), an
+        # ill-typed integer (no value: arithmetic and comparisons are errors), non-canonical forms
+        '"q\\"uote"', '"\u00fcn\u00ef"@de', f'"x"^^<{XSD}string>', f'"abc"^^<{XSD}integer>',
+        f'"-0.50"^^<{XSD}decimal>', f'"+5"^^<{XSD}integer>']
 BNODES = ["_:b1", "_:b2"]
 OBJS = NODES + LITS + BNODES
 STREAM_PREDS = [f"<{EX}{p}>" for p in ("p", "q", "r")]
@@ -62,9 +66,18 @@ EXAMPLES = int(os.environ.get("JINDOU_DIFF_EXAMPLES", "0"))
 
 
 # ---------------------------------------------------------------------------- data
+#: "1"^^xsd:integer next to "01" (one value, two terms): drawn rarely, and an example holding
+#: both is compared between the two runs only (pyoxigraph would see one term)
+ONE = f'"1"^^<{XSD}integer>'
 #: a node the data rarely holds (a query's constant absent from the dictionary until it comes in)
 RARE = f"<{EX}a9>"
-triple_o = st.sampled_from(OBJS) | st.just(RARE)
+#: values pyoxigraph does not compute as XPath does (integers past 64 bits, NaN comparisons):
+#: an example holding one is compared between the two runs only
+ONOFF_ONLY = [ONE, f'"12345678901234567890"^^<{XSD}integer>', f'"NaN"^^<{XSD}double>',
+              f'"-INF"^^<{XSD}double>']
+#: non-canonical lexical forms pyoxigraph rewrites ("01" -> "1")
+NONCANON = ['"01"', '"+5"', '"-0.50"', '"1.0E0"']
+triple_o = st.sampled_from(OBJS * 10 + [RARE] * 2 + ONOFF_ONLY)   # (the last ones rarely)
 stream_triple = st.tuples(st.sampled_from(NODES), st.sampled_from(STREAM_PREDS), triple_o)
 static_triple = st.tuples(st.sampled_from(NODES), st.sampled_from(STATIC_PREDS), triple_o)
 static_w_triple = st.tuples(st.sampled_from(NODES), st.sampled_from(STATIC_PREDS),
@@ -325,7 +338,8 @@ def _num(t: tuple) -> tuple:
             return t
     if t[2] in (XSD + "decimal", XSD + "double", XSD + "float"):
         try:
-            return ("num", t[2], float(t[1]))
+            f = float(t[1])
+            return ("num", t[2], f if f == f else "NaN")   # (NaN: equal to itself here)
         except ValueError:
             return t
     return t
@@ -620,9 +634,11 @@ def _check(scn, monkeypatch, tmp_path) -> None:
     monkeypatch.undo()
     # pyoxigraph reads "01"^^xsd:integer as "1": a query looking at lexical forms is not asked
     # of it when the data has one (the two runs are still compared)
-    has01 = '"01"' in repr((static0, sched))
+    data = repr((static0, sched))
+    has01 = any(x in data for x in NONCANON)
+    both = any(x in data for x in ONOFF_ONLY)
     for texts, names, wins, opts, plains, _, _ in qs:
-        opts["no_oracle"] = (has01 and any(f in texts[0][0] for f in _LEXICAL)) or (
+        opts["no_oracle"] = both or (has01 and any(f in texts[0][0] for f in _LEXICAL)) or (
             opts["alt_path"] and (" AS ?n)" in texts[0][0] or opts["mode"] != "RSTREAM" or opts["limit"]))
         STATS["no_oracle"] += opts["no_oracle"]
         for (text, name), plain in zip(texts, plains, strict=True):
