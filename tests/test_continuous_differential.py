@@ -50,7 +50,7 @@ LITS = [f'"01"^^<{XSD}integer>', f'"2"^^<{XSD}integer>', f'"-3"^^<{XSD}integer>'
         f'"2026-01-01T00:00:00Z"^^<{XSD}dateTime>', f'"true"^^<{XSD}boolean>',
         # escapes and non-ASCII (the event writers), "x"^^xsd:string (RDF 1.1: the term "x"), an
         # ill-typed integer (no value: arithmetic and comparisons are errors), non-canonical forms
-        '"q\\"uote"', '"\u00fcn\u00ef"@de', f'"x"^^<{XSD}string>', f'"abc"^^<{XSD}integer>',
+        f'"2026-01-01T00:00:00"^^<{XSD}dateTime>', '"q\\"uote"', '"\u00fcn\u00ef"@de', f'"x"^^<{XSD}string>', f'"abc"^^<{XSD}integer>',
         f'"-0.50"^^<{XSD}decimal>', f'"+5"^^<{XSD}integer>']
 BNODES = ["_:b1", "_:b2"]
 OBJS = NODES + LITS + BNODES
@@ -121,7 +121,7 @@ FILTERS = [
     'CONTAINS(STR({a}), "b")', 'regex(STR({a}), "^a")', 'regex({a}, "B", "i")', "(STRLEN(STR({a})) > 2)",
     "(datatype({a}) = xsd:integer)", "BOUND({a})", "(!BOUND({a}))", '({a} IN (1, "abc", :a1, 2.5))',
     "({a} NOT IN (1, :a0))", '(UCASE(STR({a})) = "ABC")',
-    '({a} < "2026-06-01T00:00:00Z"^^xsd:dateTime)', "(COALESCE({a}, 0) > 0)", "sameTerm({a}, :a1)",
+    '({a} < "2026-06-01T00:00:00Z"^^xsd:dateTime)', '({a} >= "2026-01-01T00:00:00"^^xsd:dateTime)', "(COALESCE({a}, 0) > 0)", "sameTerm({a}, :a1)",
     "(IF(isNumeric({a}), {a} > 1, true))", "({a} = {b})", "({a} != {b})", "({a} < {b})",
     "(STR({a}) = STR({b}))", "(isNumeric({a}) && {a} >= 1)", "({a} = :a1 || {a} = :a9)",
 ]
@@ -204,10 +204,18 @@ def queries(draw):
                                        " MINUS { ?s :q ?v2 FILTER(?v2 > 1) }"]))
     elif kind == 3 and bound:
         a = draw(st.sampled_from(bound))
-        where = draw(st.sampled_from([f"VALUES {a} {{ :a0 :a1 UNDEF }} ", f"VALUES {a} {{ 1 \"abc\" }} "])) + where
+        where = draw(st.sampled_from([f"VALUES {a} {{ :a0 :a1 UNDEF }} ", f"VALUES {a} {{ 1 \"abc\" }} ",
+                                      f"VALUES {a} {{ :a0 :a0 }} ",   # (duplicate rows: the join doubles)
+                                      f"VALUES {a} {{ 1 01 1.0 \"01\" }} ", f"VALUES {a} {{ }} "])) + where
     elif kind == 4 and bound:
         a = draw(st.sampled_from(bound))
-        where += f" VALUES ({a}) {{ (:a1) (UNDEF) (:a2) }}"
+        b = draw(st.sampled_from([v for v in bound + opt_vars if v != a] + ["?new"]))
+        where += draw(st.sampled_from([f" VALUES ({a}) {{ (:a1) (UNDEF) (:a2) }}",
+                                       f" VALUES ({a} {b}) {{ (:a0 UNDEF) (UNDEF :a1) }}",
+                                       f" VALUES ({a} {b}) {{ (:a0 UNDEF) (:a1 :a2) (:a1 \"abc\") }}",
+                                       f" VALUES ({a} {b}) {{ (:a3 :a3) (UNDEF UNDEF) }}"]))
+        if b == "?new":
+            opt_vars.append("?new")
     allv = bound + opt_vars
     for _ in range(draw(st.integers(0, 2))):
         a, b = draw(st.sampled_from(allv)), draw(st.sampled_from(allv))
@@ -217,7 +225,7 @@ def queries(draw):
         where += f" BIND({draw(st.sampled_from(BINDS)).format(a=a)} AS ?b)"
         opt_vars.append("?b")
         allv = bound + opt_vars
-    form = draw(st.sampled_from(["select"] * 4 + ["agg"] * 3 + ["order", "ask", "construct"]))
+    form = draw(st.sampled_from(["select"] * 4 + ["agg"] * 3 + ["order", "ask", "construct", "sub"]))
     mode = "RSTREAM"
     opts = {"ordered": False, "limit": False, "copies": copies, "sample": set(), "concat": set(),
             "loose": set(), "minmax": set()}
@@ -253,6 +261,18 @@ def queries(draw):
             opts["ordered"] = opts["limit"] = True
         elif r == 1:
             mode = draw(st.sampled_from(["ISTREAM", "DSTREAM"]))
+        opts["form"] = "SELECT"
+    elif form == "sub" and bound:
+        # a grouped sub-SELECT that is the whole pattern, FILTERed on its aggregate (tiny_values)
+        k = bound[0]
+        agg = draw(st.sampled_from(["COUNT(*)", f"COUNT(DISTINCT {allv[-1]})", f"SUM({allv[-1]})", f"MAX({allv[-1]})"]))
+        where = f"{{ SELECT {k} ({agg} AS ?n) WHERE {{ {where} }} GROUP BY {k} }} " + draw(st.sampled_from(
+            ["FILTER(?n > 1)", "FILTER(?n >= 1 && ?n != 2)", "FILTER(BOUND(?n))", ""]))
+        names = draw(st.sampled_from([[k, "?n"], [k], ["?n"]]))
+        proj, tail = "SELECT " + " ".join(names), ""
+        if allv[-1] not in bound and agg[:3] in ("SUM", "MAX"):
+            opts["loose"].add("n")
+        opts["minmax"].add("n")
         opts["form"] = "SELECT"
     else:
         names = draw(st.lists(st.sampled_from(allv), min_size=1, max_size=3, unique=True))
