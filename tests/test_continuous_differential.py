@@ -686,6 +686,9 @@ def test_fast_paths_agree_with_the_general_path_and_the_oracle(scn, monkeypatch,
                 f.write(repr(scn))
         raise
     STATS["examples"] += 1
+    if os.environ.get("JINDOU_DIFF_PROGRESS"):   # (the hunt: the counts so far, for a long run)
+        with open(os.environ["JINDOU_DIFF_PROGRESS"], "w") as f:
+            f.write(repr(dict(STATS)))
 
 
 def test_every_fast_path_was_taken():
