@@ -341,6 +341,82 @@ WHERE {{ ?item sioc:has_creator|sib:usertag ?u }} ORDER BY ?u LIMIT 5""",
 {_w("post")} {_G}
 WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?u foaf:age ?age BIND (?age * 2 AS ?a2) }}
   OPTIONAL {{ ?u foaf:based_near ?c BIND (STR(?c) AS ?city) }} }}""",
+    # ---- wave 2n (helper U): more shapes users of a stream engine write
+    "minus-static": f"""SELECT ?post ?u
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u MINUS {{ ?u foaf:age ?a FILTER (?a < 25) }} }}""",
+    "not-exists-window": f"""SELECT ?post ?u
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sioc:has_creator ?u ; sib:hashtag ?t FILTER NOT EXISTS {{ ?l sib:like ?post }} }}""",
+    "substr-lcase-proj": f"""SELECT ?post (SUBSTR(?c, 1, 6) AS ?head) (LCASE(STR(?u)) AS ?lu)
+{_w("post")}
+WHERE {{ ?post sioc:content ?c ; sioc:has_creator ?u }}""",
+    "num-funcs-proj": f"""SELECT ?r (CEIL(?lat) AS ?c) (FLOOR(?long) AS ?f) (ABS(?lat - ?long) AS ?d)
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat ; geo:long ?long }}""",
+    "datatype-filter": f"""SELECT ?r ?lat
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat FILTER (DATATYPE(?lat) = xsd:double && isLiteral(?lat)) }}""",
+    "isiri-filter": f"""SELECT ?post ?t
+{_w("post")}
+WHERE {{ ?post sib:hashtag ?t FILTER (isIRI(?t) && !isBlank(?post)) }}""",
+    "lang-eq-static": f"""SELECT ?post ?n
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . ?u foaf:name ?n FILTER (LANG(?n) = "") }}""",
+    "nested-agg": f"""SELECT (MAX(?n) AS ?most) (AVG(?n) AS ?mean)
+{_w("postlike")}
+WHERE {{ {{ SELECT ?post (COUNT(*) AS ?n) WHERE {{ ?l sib:like ?post }} GROUP BY ?post }} }}""",
+    "distinct-union": f"""SELECT DISTINCT ?u
+{_w("post")} {_w("photo")}
+WHERE {{ {{ ?x sioc:has_creator ?u }} UNION {{ ?x sib:usertag ?u }} }}""",
+    "having-count-distinct": f"""SELECT ?u (COUNT(DISTINCT ?t) AS ?tags)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u ; sib:hashtag ?t }}
+GROUP BY ?u HAVING (COUNT(DISTINCT ?t) >= 2)""",
+    "bind-chain": f"""SELECT ?r ?c
+{_w("gps")}
+WHERE {{ ?r geo:lat ?lat BIND (?lat * 2 AS ?a) BIND (?a + 1 AS ?b) BIND (STR(?b) AS ?c) }}""",
+    "values-middle": f"""SELECT ?post ?u ?t
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u . VALUES ?t {{ {_T1} {_T3} }} ?post sib:hashtag ?t }}""",
+    "city-count-order": f"""SELECT ?city (COUNT(*) AS ?n)
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . ?u foaf:based_near ?city }}
+GROUP BY ?city ORDER BY DESC(?n) ?city LIMIT 5""",
+    "opt-in-union-both": f"""SELECT ?x ?u ?age
+{_w("post")} {_w("photo")} {_G}
+WHERE {{ {{ ?x sioc:has_creator ?u OPTIONAL {{ ?u foaf:age ?age FILTER (?age > 60) }} }}
+  UNION {{ ?x sib:usertag ?u }} }}""",
+    "path-plus-window": f"""SELECT ?post ?f
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u . ?u foaf:based_near+ ?f }}""",
+    "subselect-join-max": f"""SELECT ?u ?m ?city
+{_w("gps")} {_G}
+WHERE {{ {{ SELECT ?u (MAX(?lat) AS ?m) WHERE {{ ?r sib:user ?u ; geo:lat ?lat }} GROUP BY ?u }} ?u foaf:based_near ?city }}""",
+    "concat-distinct-sep": f"""SELECT ?u (GROUP_CONCAT(DISTINCT STR(?t); separator=",") AS ?tags)
+{_w("post")}
+WHERE {{ ?post sioc:has_creator ?u ; sib:hashtag ?t }}
+GROUP BY ?u""",
+    "contains-proj": f"""SELECT ?post (CONTAINS(?c, "user 1") AS ?one) (STRENDS(?c, "7") AS ?seven)
+{_w("post")}
+WHERE {{ ?post sioc:content ?c }}""",
+    "sum-if": f"""SELECT ?u (SUM(IF(?lat > 56, 1, 0)) AS ?north) (COUNT(*) AS ?n)
+{_w("gps")}
+WHERE {{ ?r sib:user ?u ; geo:lat ?lat }}
+GROUP BY ?u""",
+    "opt-no-own-flag": f"""SELECT ?post ?u ?friend
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ {_U0} foaf:knows ?u BIND (true AS ?friend) }} }}""",
+    "filter-or-exists": f"""SELECT ?post
+{_w("post")} {_w("postlike")}
+WHERE {{ ?post sib:hashtag ?t FILTER (?t = {_T1} || EXISTS {{ ?l sib:like ?post }}) }}""",
+    "nested-opt-static": f"""SELECT ?post ?u ?c ?lbl
+{_w("post")} {_G}
+WHERE {{ ?post sioc:has_creator ?u OPTIONAL {{ ?u foaf:based_near ?c OPTIONAL {{ ?c rdfs:label ?lbl }} }} }}""",
+    "union-opt-count": f"""SELECT ?u (COUNT(?l) AS ?likes)
+{_w("post")} {_w("photo")} {_w("postlike")}
+WHERE {{ {{ ?x sioc:has_creator ?u OPTIONAL {{ ?l sib:like ?x }} }} UNION {{ ?x sib:usertag ?u OPTIONAL {{ ?l sib:like ?x }} }} }}
+GROUP BY ?u""",
 }
 
 

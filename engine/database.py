@@ -1059,7 +1059,9 @@ def _fast_shape_key(pq: QueryPlan) -> tuple | None:
         parts.append(tuple(row))
     if not params or others.intersection(params):
         return None
-    if len(params) > 1 and (fixed_plan or len(params) > _MAX_PARAMS):
+    # (one pattern, no UNION branches, has one step: no order for its constants' fan-out to decide)
+    one_step = len(fast.triples) == 1 and fast.union is None
+    if len(params) > 1 and ((fixed_plan and not one_step) or len(params) > _MAX_PARAMS):
         return None
     conds = set()
     if fast.filters:

@@ -55,6 +55,7 @@ from urllib.parse import parse_qs
 
 import numpy as np
 
+from engine.bom import strip_bom
 from engine.kv import vertex_preds
 from engine.kv.dictionary import Dictionary
 from engine.kv.graph import GraphIndex, empty_graph
@@ -256,7 +257,7 @@ def classify(buf: bytes) -> str | None:
     if len(body) < length:
         return None
     try:
-        form = parse_qs(body[:length].decode("latin-1"), keep_blank_values=True)
+        form = parse_qs(strip_bom(body[:length]).decode("latin-1"), keep_blank_values=True)  # (as parse_form)
     except ValueError:
         return "primary"
     return "primary" if "update" in form else "read"

@@ -72,6 +72,9 @@ PARAMS = [
     ("format=bogus", False), ("format=", False), ("explain=true", False), ("format=json&explain=true", False),
     ("default-graph-uri=http%3A%2F%2Fx%2Fg", False), ("form%61t=xml", True), ("q%75ery=x", False), ("format", False),
     ("format=json&", False), ("format=%ff", False), ("update=x", False), ("format=json&query=x", False),
+    # parameters the query operation does not read (Virtuoso's / Fuseki's clients' timeout=, a cache buster)
+    ("timeout=5", True), ("timeout=5000&format=csv", True), ("_=1712&output=xml", True), ("x=%ff", False),
+    ("timeout=5&named-graph-uri=http%3A%2F%2Fx%2Fg", False), ("timeout=5&explain=true", False),
 ]
 
 
@@ -91,6 +94,9 @@ def test_result_format_split():
     assert split(b"output=xml&query=a&results=json")[0] == b"query=a"
     assert split(b"query=a&results=json") == (b"query=a", "")
     for qs in (b"query=a&query=b&format=json", b"query=a&format=bogus", b"query=a&explain=true", b"query=a&&format=json",
-               b"format=json", b"query=a&format=json&q%75ery=b", b"query=a&x=1"):
+               b"format=json", b"query=a&format=json&q%75ery=b", b"query=a&x=1&explain=1"):
         assert split(qs) is None, qs
+    # a parameter the query operation does not read: the plain text (the Accept header's format)
+    assert split(b"query=a&timeout=5") == (b"query=a", "")
+    assert split(b"timeout=5&query=a&format=csv")[0] == b"query=a"
     assert quote("a b") == "a%20b"  # (the encodings the forms above use)

@@ -267,7 +267,8 @@ def test_format_split_readings_are_kept_and_the_same(monkeypatch):
     first = [sparql._format_split(c) for c in cases]
     assert set(sparql._SPLITS) == set(cases)
     assert first[0] == (b"query=ASK%7B%7D", "application/sparql-results+json") or first[0][0] == b"query=ASK%7B%7D"
-    assert first[1][1].startswith("text/csv") and first[2] is None and first[3] is None and first[4] is None
+    assert first[1][1].startswith("text/csv") and first[2] is None and first[3] is None
+    assert first[4] == (b"query=ASK%7B%7D", "")  # (timeout= is read by no one: the plain text)
     again = [sparql._format_split(c) for c in cases]
     assert all(a is b for a, b in zip(again, first, strict=True))  # (kept: the same objects)
     sparql._SPLITS.clear()

@@ -37,6 +37,7 @@ PIECES = [
     "?s <http://t/label> $L@en", "?s <http://t/p0>/<http://t/p1> $I", "?s <http://t/p0>* $I",
     "?s ex:p2 $I", "FILTER(?o != $I)", "FILTER(?s = $I || ?o = $I)", "FILTER(STR(?o) != $L)",
     "OPTIONAL { ?o <http://t/p2> ?x FILTER(?x != $I) }", "VALUES ?s { $I <http://t/e1> }",
+    "VALUES (?s ?o) { ($I UNDEF) (<http://t/e1> $I) ($I $L) }", "VALUES ?o { $L $I $I }",
     "BIND($I AS ?b)", "{ ?s ?q $I } UNION { $I ?q ?s }", "MINUS { ?s <http://t/p0> $I }",
     "FILTER(?o IN ($I, $L))", "FILTER(LANGMATCHES(LANG(?o), $L))",
 ]
@@ -169,7 +170,40 @@ def test_fixed_slots():
     sh = shape('PREFIX ex: <http://t/> SELECT * { ?s ex:p "a"@en ; <http://t/q> "b"^^<http://t/dt> }')
     assert sh.fixed[0] == "<http://t/>" and sh.fixed[1] == '"a"' and sh.fixed[3] == '"b"'
     assert sh.fixed[4] == "<http://t/dt>" and sh.fixed[2] is None
-    assert shape("SELECT * { ?s ?p ?o } VALUES ?o { <http://t/a> }") is None
+    # a VALUES cell is a parameter (a term key in the rows, rebound as a Const is)
+    sh = shape("SELECT * { ?s ?p ?o } VALUES ?o { <http://t/a> UNDEF 'x' }")
+    assert sh.fixed == (None, None) and sh.kinds == {0: True, 1: False}
+    got = sh.bind(["<http://t/b>", '"y"'])
+    assert got == parse_query("SELECT * { ?s ?p ?o } VALUES ?o { <http://t/b> UNDEF 'y' }")
+    assert sh.bind(['"y"', '"y"']) is None  # (a string where the learned text had an IRI)
+    # a VALUES cell with a datatype or language tag keeps its slot fixed
+    sh = shape("SELECT * { VALUES ?o { 'x'@en <http://t/a> } ?s ?p ?o }")
+    assert sh.fixed == ("'x'", None)
     assert shape("SELECT * FROM <http://t/g> { ?s ?p ?o }") is None
     sh = shape("SELECT * { ?s <http://t/p>+ <http://t/o> }")
     assert sh.fixed == ("<http://t/p>", None)
+
+
+def test_values_texts_skip_the_parse(stores, monkeypatch):
+    """New texts of a VALUES skeleton (other entities in the block, a new comment) are
+    rebound, not parsed, and answer as pyoxigraph does, the planned tree too."""
+    import engine.sparql.parser as parser
+    from engine.plan.planner import make_plan
+
+    db, ox = stores
+    tpl = "SELECT ?x ?o WHERE {{ VALUES ?x {{ {a} {b} }} ?x <http://t/p0> ?o }}\n# {i}\n"
+    ents = [f"<http://t/e{i}>" for i in range(5)] + ["<http://t/missing>"]
+    db.query(tpl.format(a=ents[0], b=ents[1], i="a"))
+    db.query(tpl.format(a=ents[1], b=ents[2], i="b"))  # the second: learned
+    calls = []
+    real = parser.parse_query
+    monkeypatch.setattr(parser, "parse_query", lambda *a, **k: calls.append(1) or real(*a, **k))
+    texts = [tpl.format(a=ents[i % 6], b=ents[(i * 5 + 1) % 6], i=i) for i in range(12)]
+    got = [_ours(db, t) for t in texts]
+    assert calls == []
+    monkeypatch.setattr(parser, "parse_query", real)
+    for t, g in zip(texts, got, strict=True):
+        assert g == _theirs(ox, t), t
+        pq = db._prepare(t, None)
+        fresh = make_plan(parse_query(t))
+        assert pq.query == fresh.query and pq.root == fresh.root

@@ -127,12 +127,14 @@ def test_anti_shapes_taken_and_not():
     taken = [f"SELECT ?a WHERE {{ ?a {p[0]} ?b FILTER NOT EXISTS {{ ?x {p[1]} ?a }} }}",
              f"SELECT ?a WHERE {{ ?a {p[0]} ?b MINUS {{ ?a {p[1]} ?c FILTER(?c > 1) }} }}",
              f"SELECT ?a WHERE {{ ?a {p[0]} ?b FILTER EXISTS {{ ?a {p[1]} ?c FILTER(?c > ?b) }} }}",
-             f"SELECT ?a (COUNT(*) AS ?n) WHERE {{ ?a {p[0]} ?b FILTER NOT EXISTS {{ ?b {p[1]} ?c }} }} GROUP BY ?a"]
+             f"SELECT ?a (COUNT(*) AS ?n) WHERE {{ ?a {p[0]} ?b FILTER NOT EXISTS {{ ?b {p[1]} ?c }} }} GROUP BY ?a",
+             # a NOT EXISTS in a disjunction with a condition (a guarded group)
+             f"SELECT ?a WHERE {{ ?a {p[0]} ?b FILTER(?b > 1 || NOT EXISTS {{ ?a {p[1]} ?c }}) }}"]
     not_taken = [  # the group's own variable read outside; MINUS's FILTER reading the required part;
-        # a NOT EXISTS inside a disjunction; a BIND the group reads; with OPTIONAL
+        # a NOT EXISTS inside a disjunction with another EXISTS; a BIND the group reads; with OPTIONAL
         f"SELECT ?a ?c WHERE {{ ?a {p[0]} ?b FILTER NOT EXISTS {{ ?a {p[1]} ?c }} }}",
         f"SELECT ?a WHERE {{ ?a {p[0]} ?b MINUS {{ ?a {p[1]} ?c FILTER(?c > ?b) }} }}",
-        f"SELECT ?a WHERE {{ ?a {p[0]} ?b FILTER(?b > 1 || NOT EXISTS {{ ?a {p[1]} ?c }}) }}",
+        f"SELECT ?a WHERE {{ ?a {p[0]} ?b FILTER(EXISTS {{ ?a {p[2]} ?d }} || NOT EXISTS {{ ?a {p[1]} ?c }}) }}",
         f"SELECT ?a WHERE {{ ?a {p[0]} ?b BIND(?b AS ?z) FILTER NOT EXISTS {{ ?z {p[1]} ?c }} }}",
         f"SELECT * WHERE {{ ?a {p[0]} ?b OPTIONAL {{ ?a {p[2]} ?d }} FILTER NOT EXISTS {{ ?a {p[1]} ?c }} }}"]
     for q in taken + not_taken:

@@ -119,11 +119,12 @@ def test_each_shape_takes_the_generated_and_maintained_paths(db, k):
             assert tiny_gen.taken_total() - g0 == n, q
 
 
-@pytest.mark.parametrize("agg,taken", [("SUM", True), ("MAX", True), ("AVG", False)])
+@pytest.mark.parametrize("agg,taken", [("SUM", True), ("MAX", True), ("AVG", True), ("SAMPLE", False)])
 def test_an_aggregate_over_an_unbound_value(db, agg, taken):
-    """SUM / MAX of an OPTIONAL's variable with a row leaving it unbound: the group's value is
-    an error (the executor's and pyoxigraph's), answered on both paths; AVG (0 over errors only
-    in the executor): handed back. The answer is the ordinary path's either way."""
+    """SUM / MAX / AVG of an OPTIONAL's variable with a row leaving it unbound: the group's
+    value is an error (the executor's), answered on both paths (AVG over no bound value is the
+    executor's 0: test_avg_over_no_bound_value); SAMPLE: handed back. The answer is the
+    ordinary path's either way."""
     q = f"SELECT ?a ({agg}(?e) AS ?s) WHERE {{ ?a {P9} ?b OPTIONAL {{ ?a {P8} ?e }} }} GROUP BY ?a"
     with db.store.write_lock:
         db.store.dictionary.encode([_lit(1), P9, P8])
@@ -143,6 +144,37 @@ def test_an_aggregate_over_an_unbound_value(db, agg, taken):
             off.prepare(t + 1000)
         fast = (maintained.answered_total() - m0) if maintain else (tiny_gen.taken_total() - g0)
         assert (fast > 0) == taken, (q, maintain)
+
+
+@pytest.mark.parametrize("distinct", ["", "DISTINCT "])
+def test_avg_over_no_bound_value(db, distinct):
+    """AVG of an OPTIONAL's variable where no row binds it: the executor's ``0`` (SPARQL 1.1
+    18.5.1.4, Count leaving errors out), answered on both fast paths like the ordinary path;
+    a group mixing bound and unbound values: an error (unbound), the same."""
+    q = f"SELECT ?a (AVG({distinct}?e) AS ?s) WHERE {{ ?a {P9} ?b OPTIONAL {{ ?b {P8} ?e }} }} GROUP BY ?a"
+    with db.store.write_lock:
+        db.store.dictionary.encode([_lit(1), _lit(2), P9, P8])
+    for maintain in (False, True):
+        store = TransientStore("a", slice_triples=8)
+        on = _pair(db, q, store, 3000, True, maintain)
+        off = _pair(db, q, store, 3000, False, False)
+        # n4: no bound value (0); n3: one bound, one not (an error); then n3 bound only
+        _append(db, store, [(NODES[4], P9, NODES[2]), (NODES[3], P9, NODES[1])], 1000)
+        _append(db, store, [(NODES[3], P9, NODES[0]), (NODES[0], P8, _lit(1))], 2000)
+        g0, m0 = tiny_gen.taken_total(), maintained.answered_total()
+        seen = set()
+        for t in (1000, 2000, 3000):
+            a, _ = on.run(t)
+            b, _ = off.run(t)
+            assert _rows(a) == _rows(b), (q, t)
+            seen |= {str(r) for r in _rows(a)}
+            on.settle(a, t)
+            off.settle(b, t)
+            on.prepare(t + 1000)
+            off.prepare(t + 1000)
+        fast = (maintained.answered_total() - m0) if maintain else (tiny_gen.taken_total() - g0)
+        assert fast > 0, (q, maintain)
+        assert any("('num', '0')" in r for r in seen) and any("unbound" in r for r in seen), seen
 
 
 @st.composite

@@ -135,12 +135,15 @@ def test_union_shapes_taken_and_not():
              f"SELECT DISTINCT ?a WHERE {{ ?a {p[2]} ?x . {{ ?a {p[0]} ?b FILTER(?b > 1) }} UNION {{ ?a {p[1]} ?b }} }}",
              f"SELECT ?a (COUNT(*) AS ?n) WHERE {{ {{ ?a {p[0]} ?b }} UNION {{ ?a {p[1]} ?b }} }} GROUP BY ?a",
              f"SELECT * WHERE {{ {{ ?a {p[0]} ?b }} UNION {{ ?a {p[1]} ?b }} {{ ?b {p[2]} ?c }} UNION {{ ?b {p[0]} ?c }} }}",
-             f"ASK WHERE {{ {{ ?a {p[0]} ?b }} UNION {{ ?a {p[1]} ?b }} }}"]
+             f"ASK WHERE {{ {{ ?a {p[0]} ?b }} UNION {{ ?a {p[1]} ?b }} }}",
+             # an OPTIONAL in a branch (tiny_union, maint_opt: per branch)
+             f"SELECT * WHERE {{ {{ ?a {p[0]} ?b OPTIONAL {{ ?b {p[1]} ?c }} }} UNION {{ ?a {p[1]} ?b }} }}"]
     not_taken = [  # a group's FILTER reading a variable the rest binds; grouping by a variable of one branch;
         # a nested OPTIONAL; a union of more than MAX_BRANCHES branches
         f"SELECT * WHERE {{ ?a {p[2]} ?x . {{ ?a {p[0]} ?b FILTER(?x > 1) }} UNION {{ ?a {p[1]} ?b }} }}",
         f"SELECT ?c (COUNT(*) AS ?n) WHERE {{ {{ ?a {p[0]} ?b }} UNION {{ ?a {p[1]} ?c }} }} GROUP BY ?c",
-        f"SELECT * WHERE {{ {{ ?a {p[0]} ?b OPTIONAL {{ ?b {p[1]} ?c }} }} UNION {{ ?a {p[1]} ?b }} }}",
+        f"SELECT * WHERE {{ {{ ?a {p[0]} ?b OPTIONAL {{ ?b {p[1]} ?c OPTIONAL {{ ?c {p[2]} ?d OPTIONAL {{ ?d {p[0]} ?e }} }} }} }} "
+        f"UNION {{ ?a {p[1]} ?b }} }}",
         f"SELECT * WHERE {{ {{ ?a {p[0]} ?b }} UNION {{ ?a {p[1]} ?b }} FILTER NOT EXISTS {{ ?b {p[2]} ?c }} }}",
         "SELECT * WHERE { " + " UNION ".join([f"{{ ?a {p[k % 3]} ?b }}" for k in range(3)]) + " . "
         + " UNION ".join([f"{{ ?b {p[k % 3]} ?c }}" for k in range(3)]) + " }"]

@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import formats
+from engine.bom import BOM, strip_bom
 from engine.errors import LoadError
 from engine.terms import XSD_DECIMAL, XSD_INTEGER, XSD_STRING, canonical_key, iri_key, literal_key
 
@@ -733,15 +734,27 @@ def _open_source(source) -> tuple[io.BufferedIOBase, str, int | None]:
                 b = gzip.decompress(b)
             except (OSError, EOFError, zlib.error) as e:
                 raise LoadError(f"corrupt gzip data: {e}", source="<data>") from e
+        b = strip_bom(b)   # (every format is text: a leading byte order mark is no part of it, engine.bom)
         return io.BytesIO(b), "<data>", len(b)
     path = os.fspath(source)
     name = os.path.basename(path)
     try:
         if path.lower().endswith(formats.GZIP_SUFFIX):
-            return gzip.open(path, "rb"), name, None
-        return open(path, "rb"), name, os.path.getsize(path)
+            return _past_bom(gzip.open(path, "rb")), name, None
+        return _past_bom(open(path, "rb")), name, os.path.getsize(path)
     except OSError as e:
         raise LoadError(f"cannot read file: {e.strerror or e}", source=name) from e
+
+
+def _past_bom(f):
+    """``f`` moved past a leading UTF-8 byte order mark (a file saved by a Windows editor); a
+    stream that cannot be peeked at is left as it is (its read says what is wrong)."""
+    try:
+        if f.peek(3)[:3] == BOM:
+            f.read(3)
+    except (OSError, EOFError, zlib.error):
+        pass
+    return f
 
 
 def _safe_chunks(stream, display: str) -> Iterator[bytes]:

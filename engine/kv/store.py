@@ -125,6 +125,10 @@ class Store:
     #: lock (so in commit order); the commit returns after it (None: nothing to call)
     on_commit = None
 
+    #: the snapshot number read from ``data_dir`` at open (0: a new store): every commit numbered
+    #: up to it is on disk (the stream journal's replay finishes a later one it recorded)
+    opened_sn = 0
+
     def __init__(self, shards: int = 4, data_dir: str | None = None):
         if shards < 1:
             raise ValueError("shards must be >= 1")
@@ -144,6 +148,7 @@ class Store:
                 vertex_preds.seed_empty(self._empty)
                 self.load_counter = state.load_counter
                 self._snapshot = Snapshot(state.sn, self.dictionary, state.default, state.named, self._empty)
+                self.opened_sn = state.sn
                 for g in (state.default, *state.named.values()):  # (commits carry them from here on)
                     vertex_preds.prime(g)
                 return
@@ -152,6 +157,7 @@ class Store:
         self._empty = empty_graph(shards)
         vertex_preds.seed_empty(self._empty)  # (every graph the commits make carries its edge indexes)
         self._snapshot = Snapshot(0, self.dictionary, self._empty, {}, self._empty)
+        self.opened_sn = 0
 
     def snapshot(self) -> Snapshot:
         """The current snapshot. (Shadowed per instance by the C call the ``_snapshot``

@@ -62,8 +62,19 @@ query uses one of the two models (C-SPARQL FROM STREAM windows, or RSP-QL / CQEL
 Function calls by IRI are listed with their position (``calls``): the manager refuses at
 registration any that is not a known function (XSD casts, C-SPARQL's ``f:timestamp``).
 
+Two windows on one stream (a 10 s and a 60 s window over one sensor stream): RSP-QL allows
+them (its requirements document: "one may issue different windows for the same stream"), each
+is a named graph of its own, and the query is evaluated at the multiples of the smallest STEP
+like windows on two streams, each window covering its own RANGE at each instant. CQELS-QL too
+(its examples read one stream through ``[NOW]`` and ``[RANGE 3s]``): a block is the pattern over
+its own window -- the first window on a stream is the graph named by the stream IRI, another
+one a graph of its own (:data:`CQELS_WINDOW_GRAPH`), a repeated window the same graph. In
+C-SPARQL the windows are merged into the default graph (each named by the stream IRI), so two
+windows on one stream could not be told apart: an error that points at RSP-QL's named windows.
+
 ``FROM NAMED STREAM x [...]`` is accepted as a synonym of ``FROM STREAM x
-[...]``. Every other syntax error, a FROM short name without a window, a stream used twice,
+[...]``. Every other syntax error, a FROM short name without a window, a stream used twice
+(except by RSP-QL named windows),
 a zero duration or count, DESCRIBE, a query without any stream window, ASK with
 ISTREAM/DSTREAM and REGISTER STREAM without CONSTRUCT raise ``QuerySyntaxError`` with the
 line and column of the offending token. Duplicates are detected per spelling (the same IRI
@@ -92,6 +103,7 @@ from engine.stream.windows import DEFAULT_COUNT_STEP_MS, Window
 
 __all__ = [
     "CQELS_CONTINUOUS_STEP_MS",
+    "CQELS_WINDOW_GRAPH",
     "CSPARQL_F",
     "ContinuousQuery",
     "StreamRef",
@@ -253,6 +265,10 @@ def format_stream(s: StreamRef) -> str:
 
 # ---------------------------------------------------------------- parsing
 
+#: the graph of a CQELS block whose stream an earlier block reads through another window
+#: (k: the k-th window on that stream): a name no stream or window of the query has
+CQELS_WINDOW_GRAPH = "urn:jindou:window:{k}:{iri}"
+
 
 class _ContinuousParser(_Parser):
     """The SPARQL parser with a REGISTER header and stream windows (FROM clauses, RSP-QL
@@ -276,8 +292,7 @@ class _ContinuousParser(_Parser):
         self.syntaxes: list[str] = []
         self.window_names: list[str | None] = []
         self.named_windows: dict[str, int] = {}     # RSP-QL window IRI -> index
-        self.seen_iris: set[str] = set()
-        self.seen_names: set[str] = set()
+        self.seen_streams: dict[tuple[str, str], str] = {}   # stream (by spelling) -> its first window's syntax
         self.calls: list[tuple[str, int, int, int]] = []
         self.blocks_done = False
 
@@ -458,6 +473,14 @@ class _ContinuousParser(_Parser):
             raise self.error("a continuous query needs at least one stream window (FROM STREAM <s> [...], "
                              "FROM NAMED WINDOW <w> ON <s> [...] or STREAM <s> [...] { ... })", form_tok)
         syntax = self.check_model()
+        if syntax != "csparql":
+            graphs: dict[str, int] = {}
+            for k, (wn, ref) in enumerate(zip(self.window_names, self.streams, strict=True)):
+                g = wn if wn is not None else ref.iri
+                if g in graphs:   # (an RSP-QL window named like a CQELS block's stream)
+                    raise self.error(f"two windows of the query are the graph <{g}>: name the RSP-QL window "
+                                     "apart from the streams", self.specs[k].tok)
+                graphs[g] = k
         windows = self.settle_steps(every, every_tok)
         return ContinuousQuery(name, mode, query, tuple(self.streams), windows, original, syntax,
                                tuple(self.window_names), derived, tuple(self.calls), out_iri, iri_named)
@@ -620,11 +643,12 @@ class _ContinuousParser(_Parser):
                     raise self.error("a CQELS STREAM block names its stream by IRI: STREAM <iri> [RANGE ...] "
                                      "{ ... }", rtok)
                 self.stream_window(ref, rtok, "cqels")
+                gname = self.cqels_graph(ref.iri)
                 if toks[self.i][0] != "{":
                     raise self.unexpected("'{' after the stream window (CQELS: STREAM <s> [RANGE 10s SLIDE "
                                           "1s] { ... })")
                 out.append(("GRAPH", toks[i][1], toks[i][2]))
-                out.append(("iriref", f"<{ref.iri}>", rtok[2]))
+                out.append(("iriref", f"<{gname}>", rtok[2]))
                 i = self.i
                 continue
             out.append(toks[i])
@@ -637,6 +661,27 @@ class _ContinuousParser(_Parser):
         if self.check is None:   # the base parser's "no deadline" mark is past its last token
             self.next_check = len(out) + 1
 
+    def cqels_graph(self, iri: str) -> str:
+        """The graph of the CQELS block just declared on stream ``iri``: the stream IRI for its
+        first window; a block repeating an earlier block's window on the stream reads that
+        block's graph (the repeat is dropped); another window on the stream (CQELS' ``[NOW]``
+        next to ``[RANGE 3s]``) gets a graph of its own, :data:`CQELS_WINDOW_GRAPH`."""
+        j = len(self.specs) - 1
+        new = self.specs[j]
+        same = [e for e in range(j) if self.syntaxes[e] == "cqels" and self.streams[e].iri == iri]
+        for e in same:
+            old = self.specs[e]
+            if (old.range_ms, old.triples, old.step, old.count_default) == (
+                    new.range_ms, new.triples, new.step, new.count_default):
+                for xs in (self.specs, self.streams, self.syntaxes, self.window_names):
+                    xs.pop()
+                return self.window_names[e] or iri
+        if not same:
+            return iri
+        name = CQELS_WINDOW_GRAPH.format(k=len(same) + 1, iri=iri)
+        self.window_names[j] = name
+        return name
+
     def stream_ref(self) -> tuple[StreamRef, tuple]:
         tok = self.toks[self.i]
         if tok[0] in ("iriref", "pname"):
@@ -648,16 +693,19 @@ class _ContinuousParser(_Parser):
     def stream_window(self, ref: StreamRef, tok: tuple, syntax: str, wname: str | None = None) -> None:
         if ref.name is not None and len(ref.name) > NAME_MAX:
             raise self.error(f"a stream name has at most {NAME_MAX} characters, not {len(ref.name)}", tok)
-        if ref.iri is not None:
-            if ref.iri in self.seen_iris:
-                raise self.error(f"stream <{ref.iri}> appears twice in the query (each stream is read "
-                                 "through one window)", tok)
-            self.seen_iris.add(ref.iri)
-        else:
-            if ref.name in self.seen_names:
-                raise self.error(f"stream {ref.name} appears twice in the query (each stream is read "
-                                 "through one window)", tok)
-            self.seen_names.add(ref.name)
+        key = ("<", ref.iri) if ref.iri is not None else ("", ref.name)
+        prev = self.seen_streams.get(key)
+        if prev is not None and "csparql" in (prev, syntax):
+            # RSP-QL names each window and CQELS blocks get a graph per window (cqels_graph), so
+            # two windows on one stream are two graphs; C-SPARQL merges its windows into the
+            # default graph, each also named by its stream: there they could not be told apart
+            spelled = f"<{ref.iri}>" if ref.iri is not None else ref.name
+            raise self.error(f"stream {spelled} appears twice in the query: C-SPARQL merges its FROM STREAM "
+                             "windows into one default graph, where two windows on one stream cannot be told "
+                             "apart; two windows on one stream are RSP-QL named windows (FROM NAMED WINDOW <w1> "
+                             "ON <s> [...] FROM NAMED WINDOW <w2> ON <s> [...], read by WINDOW <w1> { ... } and "
+                             "WINDOW <w2> { ... })", tok)
+        self.seen_streams.setdefault(key, syntax)
         self.specs.append(self.window())
         self.streams.append(ref)
         self.syntaxes.append(syntax)

@@ -9,7 +9,10 @@ slot that may be a parameter (an absolute IRI or an escape-free string, see
 stays a parameter only when its probe shows up in the parsed algebra as a
 whole term constant and nowhere else (not inside a literal with a language
 tag or datatype, a PREFIX or BASE IRI, a FROM IRI, a property path's IRI,
-VALUES rows, a SERVICE text or a function name: those slots are kept fixed).
+a SERVICE text or a function name: those slots are kept fixed). A VALUES cell
+holds a term key as a plain string (``A.Values.rows``), not a Const: a probe
+that is a whole cell there is a parameter too (the parser reads a VALUES
+IRI reference or string token as it reads one in a triple pattern).
 The learned text's own parse must then equal the probe's algebra with the
 probes put back, which checks the whole argument on that text.
 
@@ -118,6 +121,8 @@ def _compile(node, probes: dict, dirty: frozenset):
         return lambda c: c[i]
     if id(node) not in dirty:
         return None
+    if tp is A.Values:  # (its cells are term keys: a probe cell becomes its constant's key)
+        return _compile_values(node, probes)
     if tp is tuple or tp is list:
         items = list(node)
     else:
@@ -143,6 +148,44 @@ def _compile(node, probes: dict, dirty: frozenset):
     return build
 
 
+def _compile_values(node: A.Values, probes: dict):
+    """:func:`_compile` of a VALUES block with probe cells (see :func:`_scan`)."""
+    rows = node.rows
+    at = [(r, k, probes[cell]) for r, row in enumerate(rows) for k, cell in enumerate(row)
+          if cell is not None and cell in probes]
+    vs = node.vars
+
+    def build(c):
+        out = [list(row) for row in rows]
+        for r, k, i in at:
+            out[r][k] = c[i].key
+        return A.Values(vs, tuple(map(tuple, out)))
+
+    return build
+
+
+def _scan_values(node: A.Values, probes: dict, good: set, bad: set, dirty: set) -> bool:
+    """:func:`_scan` of a VALUES block: a cell that is a probe's key is a whole-term
+    parameter (as a Const elsewhere); a probe anywhere else in it is none."""
+    below = False
+    for row in node.rows:
+        for cell in row:
+            if cell is None:
+                continue
+            i = probes.get(cell)
+            if i is not None:
+                good.add(i)
+                below = True
+                continue
+            for m in _PROBE_RE.finditer(cell):
+                bad.add(int(m.group(1) or m.group(2)))
+    for v in node.vars:
+        _scan(v, probes, good, bad, dirty)
+    if below:
+        dirty.add(id(node))
+    return below
+
+
 def _scan(node, probes: dict, good: set, bad: set, dirty: set) -> bool:
     """Walk the probe algebra: the slots whose probe is a whole constant
     (``good``) or shows up anywhere else (``bad``), and the nodes above a whole
@@ -160,6 +203,8 @@ def _scan(node, probes: dict, good: set, bad: set, dirty: set) -> bool:
         for m in _PROBE_RE.finditer(node):
             bad.add(int(m.group(1) or m.group(2)))
         return False
+    if tp is A.Values:
+        return _scan_values(node, probes, good, bad, dirty)
     if tp is tuple or tp is list:
         items = node
     elif isinstance(node, dict):

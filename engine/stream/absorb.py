@@ -13,6 +13,7 @@ ties them together.
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -121,6 +122,24 @@ def rows_in(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return inb[inv[:len(a)]]
 
 
+#: tests only: a process with this variable set dies (SIGKILL) after an absorbing batch's journal
+#: record and before its store commit, the crash the replay must complete the commit after
+_CRASH_ENV = "JINDOU_TEST_KILL_BEFORE_ABSORB_COMMIT"
+
+
+_crash_count = [0]
+
+
+def _crash_point() -> None:
+    """(The variable's value n: die at the n-th absorbing batch of this process.)"""
+    n = os.environ.get(_CRASH_ENV)
+    if n:
+        _crash_count[0] += 1
+        if _crash_count[0] >= int(n):
+            import signal
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 def commit_absorbed(store, rows: np.ndarray, origin: dict[str, int] | None = None) -> None:
     """The store write of absorption: ``rows`` (n, 3) ids into the default graph, one atomic
     commit through the one write path (``origin``: the stream batch it comes from). Caller
@@ -135,8 +154,10 @@ def absorb(store, log: AbsorbLog, rows: np.ndarray, tau: np.ndarray, mark: tuple
     ``mark`` = (first id interned by this batch, snapshot number then): if no commit
     happened since, a row holding a term interned by this batch cannot be in the store,
     so only the other rows need the edge test (a stream of new observations skips it).
-    ``recorded(new)``: called with the record's new-mask after it is in the log and before the
-    commit (the window journal writes it there: durable before the store holds the rows)."""
+    ``recorded(new, sn)``: called with the record's new-mask and the snapshot number the commit
+    will make, after the record is in the log and before the commit (the window journal writes
+    it there: durable before the store holds the rows; a restart finishes a commit the crash
+    cut off, :meth:`~engine.stream.ingest.Ingestor.replay_windows`)."""
     with store.write_lock:
         snap = store.snapshot()
         default = snap.default
@@ -163,5 +184,6 @@ def absorb(store, log: AbsorbLog, rows: np.ndarray, tau: np.ndarray, mark: tuple
                 present[old] = found
         log.add(tau, rows, ~present)   # before the commit (see AbsorbLog)
         if recorded is not None:
-            recorded(~present)
+            recorded(~present, snap.sn + 1)
+            _crash_point()
         commit_absorbed(store, rows, origin)

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from engine.bom import strip_bom
 from engine.errors import JindouError
 from engine.kv import loader
 from engine.stream.limits import (
@@ -662,7 +663,7 @@ def parse_ndjson(body: bytes, *, need_t: bool = True, bnode_prefix: str = "") ->
     A body of fewer than :data:`SMALL_LINES` lines first tries :func:`_small_ndjson`."""
     if isinstance(body, str):
         body = body.encode("utf-8")
-    body = bytes(body)
+    body = bytes(strip_bom(body))   # (a file saved with a BOM: engine.bom)
     if body.count(b"\n") < SMALL_LINES:
         small = _small_ndjson(body, need_t, bnode_prefix)
         if small is not None:
@@ -687,7 +688,7 @@ def parse_graph(data: bytes, media_type: str, *, bnode_prefix: str = "") -> load
     fmt = loader.format_for_media_type(media_type)
     if isinstance(data, str):
         data = data.encode("utf-8")
-    return loader.parse_to_keys(bytes(data), fmt, bnode_prefix=bnode_prefix, name="<body>")
+    return loader.parse_to_keys(bytes(data), fmt, bnode_prefix=bnode_prefix, name="<body>")   # (BOM: the loader's)
 
 
 def split_elements(tau: np.ndarray) -> np.ndarray:

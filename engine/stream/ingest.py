@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from engine.io import ingest as write_path
 from engine.stream import maintained, pred_times
-from engine.stream.absorb import AbsorbLog, absorb
+from engine.stream.absorb import AbsorbLog, absorb, commit_absorbed
 from engine.stream.adaptor import ParsedLines, parse_graph, split_elements, timeless_mask
 from engine.stream.ledger import BatchLedger, check_batch_id, duplicate
 from engine.stream.limits import MAX_BAD_LINES, BadRequest, TooManyBadLines, check_time
@@ -93,10 +93,11 @@ class Ingestor:
             return False
         recorded = None
         if journal is not None:
-            def recorded(new: np.ndarray) -> None:   # the batch with its absorb record, before the commit
+            def recorded(new: np.ndarray, sn: int) -> None:   # the batch with its absorb record, before the commit
                 flags = np.zeros(len(rows), dtype=bool)
                 flags[tm] = new
-                journal.record(st.name, keys, tau, st.store.freed_tau, pa.array(flags, mask=~tm), batch_id, outcome)
+                journal.record(st.name, keys, tau, st.store.freed_tau, pa.array(flags, mask=~tm), batch_id, outcome,
+                               sn)
         if tm.all():
             absorb(self.db.store, self.absorb_log, rows, tau, mark, origin, recorded)
         else:
@@ -285,9 +286,19 @@ class Ingestor:
         the ledger's line, or a ledger write that failed): its re-delivery is then a duplicate,
         not a second copy of the elements at the stream's progress. (An id the ledger's bound had
         evicted comes back as a recent one: its batch is still in the windows, so it is recent.)
+        An absorbing batch whose record names a store commit the persistent store does not have
+        (a crash between the record and the commit) commits its timeless rows now: the batch id
+        said it was delivered, so the store must hold them.
         A journal that no longer fits the window budget is replayed up to that point (logged)."""
         if self.journal is None:
             return
+        store = self.db.store
+        # a persistent store held every commit numbered up to its snapshot number at open (later
+        # ones may be this start's --data loads); an absorbing record naming a later one was cut
+        # off before its commit: replayed, it commits its rows. (A cluster's coordinator does not
+        # say which number it opened at: its replay does not complete commits.)
+        durable_sn = getattr(store, "opened_sn", None) if getattr(store, "data_dir", None) is not None else None
+        completed = 0
         top = 0   # the largest blank-node load id replayed (see _bump_load_ids)
         with self.reg.cv:
             streams = list(self.reg.streams.values())
@@ -304,6 +315,10 @@ class Ingestor:
                             held = b.absorbed.is_valid().to_numpy(zero_copy_only=False)
                             new = b.absorbed.fill_null(False).to_numpy(zero_copy_only=False)
                             self.absorb_log.add(b.t[held], iv.rows[held], new[held])
+                            if durable_sn is not None and b.commit_sn is not None and b.commit_sn > durable_sn:
+                                with store.write_lock:
+                                    commit_absorbed(store, iv.rows[held], {st.name: 1})
+                                completed += 1
                         if st.clock != ARRIVAL:
                             st.sclock.heartbeat(int(b.t[-1]))
                     if b.batch_id is not None and not self.ledger.seen(st.name, b.batch_id):
@@ -316,7 +331,9 @@ class Ingestor:
                 with st.lock:
                     self.reg.publish(st)
                 log.info("stream %r: %d triples of its windows restored from the journal", st.name, n)
-        store = self.db.store
+        if completed:
+            log.warning("%d absorbing batch(es) journaled before a crash had not reached the store: "
+                        "committed now", completed)
         with store.write_lock:   # later POSTs must not reuse a replayed element's blank node labels
             store.load_counter = max(store.load_counter, top)
 

@@ -39,15 +39,24 @@ def scope_of(gen, i: int) -> tuple[list, list, set]:
     over its variables only, or pattern ``i``'s OPTIONAL group alone (its FILTER reads the
     required solution: applied when the solution's rows are computed)."""
     sh = gen.sh
-    nreq = sh.n_required
-    if i < nreq:
-        pis = list(range(nreq))
-        rv = _pvars(gen.pats, pis)
-        return pis, [fi for fi, c in enumerate(gen._fcode) if c[0] <= rv], rv
+    for pis, fis in required_of(sh):
+        if i in pis:
+            rv = _pvars(gen.pats, pis)
+            cand = range(len(gen._fcode)) if fis is None else fis
+            return list(pis), [fi for fi in cand if gen._fcode[fi][0] <= rv], rv
     for pis, *_ in list(sh.opts) + list(sh.antis):
         if i in pis:
             return list(pis), [], _pvars(gen.pats, pis)
     raise AssertionError(i)
+
+
+def required_of(sh) -> list:
+    """The required patterns of each UNION branch holding OPTIONALs (:mod:`engine.stream.tiny_union`:
+    a solution is keyed by its branch too), with the branch's FILTER conjuncts; else the one
+    required BGP (FILTERs: None, all)."""
+    if sh.branches and sh.opts:
+        return [(list(pis), list(fis)) for pis, fis, _ in sh.branches]
+    return [(list(range(sh.n_required)), None)]
 
 
 class OptState:
@@ -58,7 +67,12 @@ class OptState:
         gen = m.gen
         sh = gen.sh
         pats = gen.pats
-        self.rvars = sorted(_pvars(pats, range(sh.n_required)))
+        self.reqs = required_of(sh)
+        self.union = bool(sh.branches)   # (a solution is (its branch, its values...))
+        off = 1 if self.union else 0
+        self.bvars = [sorted(_pvars(pats, pis)) for pis, _ in self.reqs]
+        self.rvars = self.bvars[0]
+        self.gbranch = list(getattr(sh, "opt_branch", None) or [0] * len(sh.opts)) + [0] * len(sh.antis)
         self.groups = []   # per group: (its patterns, shared variables, own variables)
         self.kinds = []    # per group: "opt", or (tiny_anti) "not" / "exists" / "minus"
         self.fcode = []    # per group: its FILTER's (vars, source, constants, prefix) or None
@@ -70,15 +84,33 @@ class OptState:
             self.kinds.append(kind)
             ac = gen._acode[g]
             self.fcode.append(None if ac is None else (ac[0], ac[1], ac[2], f"N{g}_"))
-        for pis, *_ in list(sh.opts) + list(sh.antis):
+        # a nested OPTIONAL (tiny_nested) is evaluated per match of its parent: its function reads
+        # the parent's variables too; its index key is its variables shared with the required
+        # part (none: a triple of its patterns marks every required solution)
+        self.parent = dict(getattr(sh, "opt_parent", {}))
+        outers = [set(self.bvars[b]) for b in self.gbranch]
+        for g, (pis, *_) in enumerate(list(sh.opts) + list(sh.antis)):
             gv = _pvars(pats, pis)
-            self.groups.append((list(pis), sorted(gv & set(self.rvars)), sorted(gv - set(self.rvars))))
-        self.pos = [[self.rvars.index(v) for v in shared] for _, shared, _ in self.groups]
+            p = self.parent.get(g)
+            seen = outers[g] | (_pvars(pats, sh.opts[p][0]) if p is not None else set())
+            self.groups.append((list(pis), sorted(gv & seen), sorted(gv - seen)))
+        self.pos = [[off + self.bvars[self.gbranch[g]].index(v) for v in shared if v in outers[g]]
+                    for g, (_, shared, _) in enumerate(self.groups)]
+        self.bpos = [[(g, self.pos[g]) for g in range(len(self.groups)) if self.gbranch[g] == b]
+                     for b in range(len(self.reqs))]   # per branch: its groups' index keys
         # a group's function reads the shared variables and the required ones its FILTER reads
         # (``OPTIONAL { ?s :p ?e FILTER(?e != ?o) }``: ``?o`` is bound by the required part only)
-        self.args = [shared + sorted(((fc[0] if fc is not None else set()) & set(self.rvars)) - set(shared))
-                     for (_, shared, _), fc in zip(self.groups, self.fcode, strict=True)]
-        self.argpos = [[self.rvars.index(v) for v in a] for a in self.args]
+        scopes = [outers[g] | (_pvars(pats, sh.opts[self.parent[g]][0]) if g in self.parent else set())
+                  for g in range(len(self.groups))]
+        self.args = [shared + sorted(((fc[0] if fc is not None else set()) & sc) - set(shared))
+                     for (_, shared, _), fc, sc in zip(self.groups, self.fcode, scopes, strict=True)]
+        self.argpos = [None if g in self.parent else [off + self.bvars[self.gbranch[g]].index(v) for v in a]
+                       for g, a in enumerate(self.args)]
+        # a guarded [NOT] EXISTS (``FILTER(A || EXISTS {...})``, tiny_anti): kept when ``A`` is true
+        na = len(sh.opts)
+        self.guards = {na + ga: c for ga, c in getattr(gen, "_aguard", {}).items()}
+        self.gargs = {g: sorted(c[0]) for g, c in self.guards.items()}
+        self.gargpos = {g: [off + self.bvars[0].index(v) for v in a] for g, a in self.gargs.items()}
         self.MU: dict = {}                          # required solution -> its rows (a tuple)
         self.IDX = [{} for _ in self.groups]        # per group: shared values -> required solutions
         self.events: list = []                      # the delta joins' (group or -1, key, sign)
@@ -93,12 +125,14 @@ class OptState:
 
     def sink(self, i: int) -> str:
         """The line a delta join of pattern ``i`` ends with: the event of its solution."""
-        nreq = self.m.sh.n_required
-        if i < nreq:
-            return "_OPT.append((-1, (" + "".join(f"{_slot(v)}, " for v in self.rvars) + "), sign))"
-        for g, (pis, shared, _) in enumerate(self.groups):
+        for b, (pis, _) in enumerate(self.reqs):
             if i in pis:
-                return f"_OPT.append(({g}, (" + "".join(f"{_slot(v)}, " for v in shared) + "), sign))"
+                head = f"{b}, " if self.union else ""
+                return "_OPT.append((-1, (" + head + "".join(f"{_slot(v)}, " for v in self.bvars[b]) + "), sign))"
+        for g, (pis, shared, _) in enumerate(self.groups):
+            rv = set(self.bvars[self.gbranch[g]])
+            if i in pis:
+                return f"_OPT.append(({g}, (" + "".join(f"{_slot(v)}, " for v in shared if v in rv) + "), sign))"
         raise AssertionError(i)
 
     # -- the generated functions --------------------------------------------------
@@ -128,27 +162,54 @@ class OptState:
                             f"{pad}    ok = {alt} is True", f"{pad}if not ok: continue"]
             src.append(f"{pad}L.append(({''.join(_slot(v) + ', ' for v in own)}))")
             src.append(" return L")
-        rv = set(self.rvars)
-        src.append("def rows_of(M, LS, V):")
-        if self.rvars:
-            src.append(f" {''.join(_slot(v) + ', ' for v in self.rvars)}= M")
+        for b in range(len(self.reqs)):   # (one function per UNION branch holding OPTIONALs)
+            self._rows_src(b, src, gen, sh, ns)
+        na = len(sh.opts)
+        for g, (_, gsrc, consts) in self.guards.items():
+            for ci, v in enumerate(consts):
+                ns[f"NG{g - na}_K{ci}"] = v
+            src += [f"def guard{g}({''.join(_slot(v) + ', ' for v in self.gargs[g])}V):", f" return {gsrc} is True"]
+        ns["_NONE1"] = (None,)
+        exec(_code_of("\n".join(src), "<maintained optional>"), ns)   # noqa: S102 -- our own source
+        self._gfns = {g: ns[f"guard{g}"] for g in self.guards}
+        return [ns[f"opt{g}"] for g in range(len(self.groups))], [ns[f"rows_of{b}"] for b in range(len(self.reqs))]
+
+    def _rows_src(self, b: int, src: list, gen, sh, ns) -> None:
+        """``rows_of<b>(mu, lists, V) -> rows``: branch ``b``'s rows of a required solution."""
+        rvars = self.bvars[b]
+        rv = set(rvars)
+        src.append(f"def rows_of{b}(M, LS, V):")
+        if self.union:
+            src.append(f" _b, {''.join(_slot(v) + ', ' for v in rvars)}= M")
+        elif rvars:
+            src.append(f" {''.join(_slot(v) + ', ' for v in rvars)}= M")
         src.append(" out = []")
         ind = 1
+        bound = set(rv)
         for g, (_, _, own) in enumerate(self.groups):
+            if self.gbranch[g] != b:
+                continue
+            bound |= set(own)
             pad = " " * ind
             if self.kinds[g] != "opt":   # (kept or not: one empty tuple or none)
                 src.append(f"{pad}for t{g} in LS[{g}]:")
                 ind += 1
                 continue
-            src += [f"{pad}for t{g} in LS[{g}]:",
-                    f"{pad} if t{g} is None:"]
+            p = self.parent.get(g)
+            if p is None:
+                src.append(f"{pad}for t{g} in LS[{g}]:")
+            else:   # (nested: per match of its parent; none where the parent matched none)
+                call = f"opt{g}({''.join(_slot(v) + ', ' for v in self.args[g])}V)"
+                src.append(f"{pad}for t{g} in ((({call}) or _NONE1) if t{p} is not None else _NONE1):")
+            src.append(f"{pad} if t{g} is None:")
             src += [f"{pad}  {_slot(v)} = -1" for v in own]
             src += [f"{pad} else:", f"{pad}  {''.join(_slot(v) + ', ' for v in own)}= t{g}"]
             ind += 1
         pad = " " * ind
         lines_of = getattr(gen, "filter_lines", None)   # (a FILTER with a term-wise fallback, if any)
+        fis = self.reqs[b][1]
         for fi, (fv, fsrc, _, _) in enumerate(gen._fcode):
-            if not fv <= rv:
+            if (fis is None or fi in fis) and not fv <= rv:
                 src += [pad + x for x in (lines_of(fi, "continue") if lines_of else
                                           [f"if {fsrc} is not True: continue"])]
         if sh.by is not None:   # (grouping: per row its group and the values of its COUNT(DISTINCT)s
@@ -164,7 +225,8 @@ class OptState:
             cell_of = getattr(gen, "computed_lines", None)   # (a computed cell with a fallback, if any)
             for n in sh.names:
                 if n not in gen._ccode:
-                    cells.append(_slot(sh.alias.get(n, n)))
+                    x = sh.alias.get(n, n)   # (a variable the UNION branch does not bind: unbound)
+                    cells.append(_slot(x) if x in bound or not self.union else "-1")
                 elif cell_of is None:
                     cells.append(f"_CK(_CV({gen._ccode[n][0]}))")
                 else:
@@ -173,23 +235,28 @@ class OptState:
                     cells.append(cell)
             src.append(f"{pad}out.append((" + "".join(f"{c}, " for c in cells) + "))")
         src.append(" return out")
-        exec(_code_of("\n".join(src), "<maintained optional>"), ns)   # noqa: S102 -- our own source
-        return [ns[f"opt{g}"] for g in range(len(self.groups))], ns["rows_of"]
 
     def _rows(self, mu: tuple, V) -> tuple:
         fns = self._fns
         if fns is None:
             fns = self._fns = self._compile()
         opts, rows_of = fns
+        b = mu[0] if self.union else 0
         lists = []
         for g, fn in enumerate(opts):
+            if g in self.parent or self.gbranch[g] != b:   # (nested: evaluated per match of its
+                lists.append(None)   # parent, in rows_of; another UNION branch's group: not read)
+                continue
+            if g in self.guards and self._gfns[g](*[mu[k] for k in self.gargpos[g]], V):
+                lists.append(_KEEP)   # (a guarded [NOT] EXISTS whose guard is true: kept)
+                continue
             got = fn(*[mu[k] for k in self.argpos[g]], V)
             kind = self.kinds[g]
             if kind == "opt":
                 lists.append(got or [None])
             else:
                 lists.append(_KEEP if bool(got) == (kind == "exists") else _GONE)
-        return tuple(rows_of(mu, lists, V))
+        return tuple(rows_of[b](mu, lists, V))
 
     # -- the state ------------------------------------------------------------------
     def settle(self, V) -> bool:
@@ -219,7 +286,7 @@ class OptState:
             rows = MU.pop(mu, None)
             if rows is None:
                 raise _Drop
-            for g, pos in enumerate(self.pos):
+            for g, pos in self.bpos[mu[0] if self.union else 0]:
                 k = tuple(mu[p] for p in pos)
                 s = IDX[g][k]
                 s.discard(mu)
@@ -241,7 +308,7 @@ class OptState:
             if mu in MU:
                 raise _Drop
             rows = MU[mu] = self._rows(mu, V)
-            for g, pos in enumerate(self.pos):
+            for g, pos in self.bpos[mu[0] if self.union else 0]:
                 IDX[g].setdefault(tuple(mu[p] for p in pos), set()).add(mu)
             self._add(R, rows)
             changed = True

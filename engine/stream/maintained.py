@@ -55,12 +55,14 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from bisect import bisect_right
 from collections import deque
 from itertools import chain
 from time import thread_time as _clock
 
 from engine.stream import tiny_gen as _tg
 from engine.stream.maint_opt import OptState, scope_of
+from engine.stream.maint_opt import required_of as _required_of
 from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _index, _slot, _values
 from engine.stream.tiny_gen import code_of as _code_of
 from engine.stream.tiny_ops import Undecided, _num_item
@@ -83,6 +85,16 @@ AHEAD = 4
 #: when the expired triples changed them (more: the instant or the next element writes it, once)
 READY_AHEAD = 32
 _READY_AHEAD = [0]   # bodies advance() wrote (tests: the path is taken)
+#: batches whose body writing was left to a later batch or the instant (Maintained.LAZY_BODY;
+#: tests: the path is taken)
+_LAZY = [0]
+#: instants that wrote the body a batch had left (a wrong guess: LAZY_BODY off for LAZY_HOLD instants)
+_LAZY_MISS = [0]
+#: the gaps between a stream's batches (their last elements' times) the guess reads: the
+#: largest of the last LAZY_GAPS, times LAZY_MARGIN, must fit before the instant
+LAZY_GAPS = 4
+LAZY_MARGIN = 2
+LAZY_HOLD = 32
 #: instants the ingestion moves a state past without any instant asking for it before it stops
 #: maintaining it (a query evaluated in a batch of queries of its shape, :mod:`multiquery`)
 IDLE_MAX = 8
@@ -101,6 +113,8 @@ _SCHIT = [0]
 #: tests: the path is taken): (times, a constant came in and the state took its id, one came in but a
 #: window triple held it already: left for the instant)
 _REFRESHED = [0, 0, 0]
+#: aggregate values read from their kept value (:func:`_memo_agg`; tests: the path is taken)
+_AGHIT = [0]
 #: transient store -> the maintained queries reading it (weakly: a deleted query's goes with it)
 _OBSERVERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _OBS_LOCK = threading.Lock()
@@ -179,6 +193,15 @@ class Maintained:
     #: the ingestion keeps the state's constants' ids current (:meth:`_refresh_ids`; tests
     #: compare with it off)
     REFRESH_IDS = True
+    #: the ingestion writes the next event's body (:meth:`_ready`) only for a batch that may be
+    #: that instant's last: one whose last element plus twice the largest of the stream's last
+    #: four gaps between batches (their last elements' times) reaches past the instant. A
+    #: tumbling or long-step window gets many batches per instant, each of which changed the
+    #: rows and wrote the whole body again (wave 2m: V08's 15 s window wrote it 15 times per
+    #: instant, most of its maintenance). A batch that turns out to be the last after all
+    #: leaves the body to the instant (written there, as after a drop: latency), and the guess
+    #: is off for that query for :data:`LAZY_HOLD` instants. Tests compare with it off.
+    LAZY_BODY = True
 
     def __init__(self, gen: GenQuery, windows: list, json):
         # what an instant reads first (instant(), maintained_due): adjacent in the instance's
@@ -191,6 +214,9 @@ class Maintained:
         self._idle = 0   # instants the ingestion moved the state past that no instant asked for
         self._n = 0           # instants answered from the state since the guard's last check
         self._body: bytes | None = None   # the next event's data up to its window member (_ready)
+        self._last_in: dict = {}   # id(store) -> (its last batch's last element time, the last gaps) (LAZY_BODY)
+        self._skipped = False      # a batch left the body since it was last written (LAZY_BODY)
+        self._lazy_hold = 0        # instants LAZY_BODY is off after a wrong guess
         self.gen = gen
         self.json = json            # the query's own _JsonTerms (used under the lock only)
         sh = gen.sh
@@ -217,12 +243,15 @@ class Maintained:
         self.R: dict = {}                                 # output row / group -> solutions
         self.D = [{} for _ in sh.aggs] if self.grouping else []   # per COUNT(DISTINCT): group -> {value: n}
         self.by_p: dict = {}             # predicate id -> [(class, s id or None, o id or None, same)]
+        self._plain: dict = {}           # predicate id -> its classes, where none has a constant end (_set_by_p)
         self.deltas: dict = {}           # class -> the delta functions of the patterns in it
         self._compiled: dict = {}        # stored sizes' magnitudes -> deltas (join orders differ)
         self._gid = 0                    # groups with kept lists compiled (their functions' names)
         self._scs: list = []             # their lists per key (cleared with the state)
         self._extra: list = []
         self.opt = OptState(self) if sh.opts or sh.antis else None   # OPTIONAL groups: per required solution (maint_opt)
+        # (maint_opt writes the value counts of its own groups: their aggregates are not kept)
+        self._memo_aggs = self.MEMO_AGGS and self.grouping and self.opt is None and bool(sh.agg_kinds)
         self._setup()
         self.deltas = self._compile([0] * ncls)
         if self.grouping:
@@ -265,6 +294,9 @@ class Maintained:
         ns["_SCHIT"] = _SCHIT
         ns["SCON"] = True
         ns["CACHE_KEYS"] = self.CACHE_KEYS
+        ns["MEMO_MAX"] = self.MEMO_MAX
+        for j in self.sh.agg_kinds if self.grouping else ():
+            ns[f"AC{j}"] = {}
         ns["_ONCE1"] = (None,)
         for fi, (_, _, consts, _) in enumerate(gen._fcode):
             for ci, v in enumerate(consts):
@@ -338,7 +370,7 @@ class Maintained:
                 fv, fsrc, _, _ = gen._fcode[fi]
                 if fv <= have:
                     pending.remove(fi)
-                    for x in gen.filter_lines(fi, 'continue' if depth[0] else 'return'):
+                    for x in self._filter_lines(fi, 'continue' if depth[0] else 'return'):
                         emit(x)
 
         place()
@@ -443,6 +475,8 @@ class Maintained:
                     emit(x)
                 emit(f"dj = D{j}.get(g)")
                 emit(f"if dj is None: dj = D{j}[g] = {{}}")
+                if self._memo_aggs and j in sh.agg_kinds:   # (its kept value is stale: _memo_agg)
+                    emit(f"if AC{j}: AC{j}.pop(id(dj), None)")
                 emit(f"m = dj.get({val}, 0) + sign")
                 emit(f"if m > 0: dj[{val}] = m")
                 emit("elif m == 0:")
@@ -471,6 +505,43 @@ class Maintained:
             emit("elif n == 0: del R[k]")
             emit("else: raise _Drop")
         lines.append(" return w")
+        return lines
+
+    #: a FILTER conjunct over two variables or more that calls a helper (arithmetic, a
+    #: function) is decided once per combination of its variables' ids and kept
+    #: (:meth:`_filter_lines`): a triple leaving the windows runs the join it ran when it came
+    #: in, the same combinations again (CityBench's C4 / C5: each location against every
+    #: event's coordinates, exact decimal arithmetic each); its value reads only the ids'
+    #: terms (the functions taken are deterministic, :mod:`tiny_terms`). Tests compare with it off.
+    MEMO_FILTERS = True
+    #: combinations a conjunct's kept values hold before they are forgotten (memory: ~200
+    #: bytes each; CityBench's C4 / C5 keep a window's worth in this many)
+    MEMO_MAX = 1 << 13
+    #: a grouped query's SUM / MIN / MAX / AVG / ... (tiny_aggs, over a group's value counts)
+    #: is computed again only for a group whose value counts changed since the last body
+    #: (:func:`_memo_agg`): a sliding window's body is written per step, and most groups keep
+    #: their values over a step. Tests compare with it off.
+    MEMO_AGGS = True
+
+    def _filter_lines(self, fi: int, fail: str) -> list[str]:
+        """Statements testing FILTER conjunct ``fi`` as :meth:`GenQuery.filter_lines` does, its
+        value kept per combination of its variables' ids (:attr:`MEMO_FILTERS`); only where
+        all its variables are bound."""
+        gen = self.gen
+        fv, src, _, _ = gen._fcode[fi]
+        if not self.MEMO_FILTERS or len(fv) < 2 or "(" not in src:
+            return gen.filter_lines(fi, fail)
+        self.ns.setdefault(f"FM{fi}", {})
+        key = "(" + "".join(f"{_slot(v)}, " for v in sorted(fv)) + ")"
+        alt = gen._falt.get(fi)
+        lines = [f"_fk = {key}", f"_ok = FM{fi}.get(_fk)", "if _ok is None:"]
+        if alt is None:
+            lines.append(f"    _ok = {src} is True")
+        else:
+            lines += ["    try:", f"        _ok = {src} is True", "    except Undecided:",
+                      f"        _ok = {alt} is True"]
+        lines += [f"    if len(FM{fi}) >= MEMO_MAX: FM{fi}.clear()", f"    FM{fi}[_fk] = _ok",
+                  f"if not _ok: {fail}"]
         return lines
 
     #: stored pairs of a group's classes from which its stored solutions are kept in a list
@@ -621,6 +692,9 @@ class Maintained:
         ns["DD"] = self.D
         ns["MAX_ROWS"] = MAX_ROWS
         exec(_code_of("\n".join(lines), "<maintained tail>"), ns)   # noqa: S102 -- our own source
+        if self._memo_aggs:
+            for j in self.sh.agg_kinds:
+                ns[f"_AG{j}"] = _memo_agg(ns[f"_AG{j}"], ns[f"AC{j}"])
         return ns["tail"]
 
     # -- the state -------------------------------------------------------------------
@@ -635,6 +709,9 @@ class Maintained:
             d.clear()
         for sc in self._scs:
             sc.clear()
+        for k, v in self.ns.items():   # (the kept FILTER values: _filter_lines; aggregates: _memo_agg)
+            if k.startswith(("FM", "AC")) and type(v) is dict:
+                v.clear()
         if self.opt is not None:
             self.opt.reset()
         self.state = None
@@ -659,7 +736,7 @@ class Maintained:
             if p is not None and p >= 0:
                 by_p.setdefault(p, []).append((c, cs, co, same))
             ns[f"S{c}p"], ns[f"S{c}s"], ns[f"S{c}o"], ns[f"S{c}l"] = set(), {}, {}, []
-        self.by_p = by_p
+        self._set_by_p(by_p)
         self.deltas = self._compile([len(sidx[c][3]) for c in range(len(ids))])
         self._dict = d
         self._sp = [ns[f"S{c}p"] for c in range(len(ids))]
@@ -668,7 +745,7 @@ class Maintained:
         V = _values(d)
         work = 0
         ns["SCON"] = False   # (the stored part grows below: no list is kept from it)
-        solving = ([list(range(self.sh.n_required))] if self.sh.opts or self.sh.antis else
+        solving = ([pis for pis, _ in _required_of(self.sh)] if self.sh.opts or self.sh.antis else
                    [_branch_of(gen, i)[0] for i in range(len(gen.pats))])   # patterns every solution matches
         if self.SHARE_STORED and all(any(not sidx[gen.cls[j]][3] for j in ps) for ps in solving):
             # a pattern (of each UNION branch) the stored part does not match: it has no solution of its own
@@ -724,18 +801,28 @@ class Maintained:
         self._backoff = min(2 * self._backoff or 4, self.BACKOFF_MAX)
         self._skip = self._backoff
 
+    def _set_by_p(self, by_p: dict) -> None:
+        """The predicates' candidate classes, and (:attr:`_plain`) the classes of each predicate
+        none of whose classes has a constant subject or object or a repeated variable: every
+        triple of it is in all of them (:meth:`_add` skips the per-triple tests)."""
+        self.by_p = by_p
+        self._plain = {p: [c for c, _, _, _ in cand] for p, cand in by_p.items()
+                       if all(cs is None and co is None and not same for _, cs, co, same in cand)}
+
     def _add(self, st: _State, ws: list, seq: int, rows: list, V) -> None:
         """Window triples ``rows`` (from seq ``seq``) into the windows' counts and D, their
         solutions into the rows; each matching one logged in the window's ``ws[3]``."""
-        by_p, C, W, sp, deltas = self.by_p, self.C, self.W, self._sp, self.deltas
+        by_p, C, W, sp, deltas, plain = self.by_p, self.C, self.W, self._sp, self.deltas, self._plain
         log = ws[3].append
         for s, p, o in rows:
-            cand = by_p.get(p)
-            if cand is None:
-                seq += 1
-                continue
-            cls = [c for c, cs, co, same in cand
-                   if (cs is None or s == cs) and (co is None or o == co) and (not same or s == o)]
+            cls = plain.get(p)   # (shared by the log's entries: never changed)
+            if cls is None:
+                cand = by_p.get(p)
+                if cand is None:
+                    seq += 1
+                    continue
+                cls = [c for c, cs, co, same in cand
+                       if (cs is None or s == cs) and (co is None or o == co) and (not same or s == o)]
             if cls:
                 log((seq, s, p, o, cls))
                 k = (s, o)
@@ -848,6 +935,8 @@ class Maintained:
             w[3].clear()
         R, D = self.R, self.D
         R.clear()
+        for j in self.sh.agg_kinds if self._memo_aggs else ():
+            self.ns[f"AC{j}"].clear()
         base_r, base_d = self._base
         R.update(base_r)
         for d, b in zip(D, base_d, strict=True):
@@ -908,7 +997,7 @@ class Maintained:
                 ns[f"K{c}s"], ns[f"K{c}p"], ns[f"K{c}o"] = cs, p, co
                 if p is not None and p >= 0:
                     by_p.setdefault(p, []).append((c, cs, co, same))
-            self.by_p = by_p
+            self._set_by_p(by_p)
             st.ids = ids
             _REFRESHED[1] += 1
         st.dict_n = n if absent else None
@@ -947,28 +1036,44 @@ class Maintained:
                 dn = st.dict_n
                 if dn is not None and dn != len(self._dict) and self.REFRESH_IDS:
                     self._refresh_ids(st)
+                # the body is written for the batch expected to be the instant's last (see
+                # :attr:`LAZY_BODY`): the next batch is expected within ``gap`` of this one
+                last = tau[-1]
+                lin = self._last_in
+                got = lin.get(id(store))   # (per stream: another stream's batches interleave)
+                if got is None or last <= got[0]:
+                    lin[id(store)] = (last, ())
+                    gap = None
+                else:
+                    gaps = (last - got[0], *got[1][:LAZY_GAPS - 1])
+                    lin[id(store)] = (last, gaps)
+                    gap = (LAZY_MARGIN * max(gaps) if self.LAZY_BODY and not self._lazy_hold
+                           and len(gaps) == LAZY_GAPS else None)
+                V = _values(self._dict)
                 for _ in range(AHEAD + 1):
                     hi = st.tau
                     for k, w in enumerate(st.ws):
                         if w[0] is not store or w[2] < seq0 or w[2] >= seq0 + len(tau):
                             continue
                         a = w[2] - seq0
-                        n = a
-                        for x in tau[a:]:
-                            if x > hi:
-                                break
-                            n += 1
+                        n = bisect_right(tau, hi, a)   # (a stream's times never decrease: TransientStore)
                         if n == a:
                             continue
                         if tau[a] <= hi - self.ranges_ms[k] or w[2] - w[1] + n - a > GEN_WINDOW:
                             raise _Drop
-                        self._add(st, w, w[2], rows[a:n], _values(self._dict))
+                        self._add(st, w, w[2], rows[a:n], V)
                         w[2] = seq0 + n
-                    if self._body is None and not self.rows_mode:
+                    # (an instant is complete once every stream of the query is past it)
+                    complete = not (last <= hi or _ + 1 > AHEAD or any(
+                        (bw.store.last_tau or hi) <= hi for bw in self.windows))
+                    if self._body is None and not self.rows_mode and (
+                            complete or gap is None or last + gap > hi):
                         self._ready()
-                    if tau[-1] <= hi or _ + 1 > AHEAD or any(
-                            (bw.store.last_tau or hi) <= hi for bw in self.windows):
-                        break   # (an instant is complete once every stream of the query is past it)
+                    elif self._body is None and not self.rows_mode:
+                        _LAZY[0] += 1
+                        self._skipped = True
+                    if not complete:
+                        break
                     # instant hi is complete for this stream: its body kept, the state moved on
                     done = self._done
                     if len(done) >= AHEAD * 2:
@@ -1003,6 +1108,8 @@ class Maintained:
         t0 = _clock()
         with self.lock:
             self._idle = 0
+            if self._lazy_hold:
+                self._lazy_hold -= 1
             if self._skip > 0:
                 self._skip -= 1
                 return
@@ -1077,6 +1184,9 @@ class Maintained:
                 st.tau = t
                 body = self._body
                 if body is None:
+                    if self._skipped:   # (LAZY_BODY guessed wrong: off for a while)
+                        _LAZY_MISS[0] += 1
+                        self._lazy_hold = LAZY_HOLD
                     body = self._ready()
             except (_Drop, _Hand, Undecided):
                 self._drop()
@@ -1208,6 +1318,7 @@ class Maintained:
         instant, whose rows the next elements change again (measured: writing it there too
         doubled the writing on CityBench's C5), so an instant no element reached writes it."""
         gen, sh, R = self.gen, self.sh, self.R
+        self._skipped = False
         if sh.ask:
             body = self._body = b'{"head":{},"boolean":true' if R else b'{"head":{},"boolean":false'
             return body
@@ -1239,6 +1350,25 @@ class Maintained:
         body = self._body = b"".join((json.head(sh.names), b',"results":{"bindings":[{', b"},{".join(frs),
                                       b"}]}"))
         return body
+
+
+def _memo_agg(fn, kept: dict):
+    """``fn`` (an aggregate over a group's value counts ``vc``, tiny_aggs) with its value kept
+    per ``vc`` dict until the delta joins change that dict (they drop its entry first, by
+    ``id``; the entry holds ``vc`` itself, so the id is not reused while it is kept)."""
+    def f(vc, V):
+        if not vc:
+            return fn(vc, V)
+        got = kept.get(id(vc))
+        if got is not None and got[0] is vc:
+            _AGHIT[0] += 1
+            return got[1]
+        out = fn(vc, V)
+        if len(kept) >= MAX_ROWS:
+            kept.clear()
+        kept[id(vc)] = (vc, out)
+        return out
+    return f
 
 
 def _computed_key(v) -> str | None:

@@ -63,7 +63,7 @@ from engine.stream.scheduler import Scheduler
 from engine.stream.sinks import Sinks
 from engine.stream.syntax_eval import TIMESTAMP_FN, WindowedEvaluator
 from engine.stream.window_journal import WindowJournal
-from engine.stream.windows import Trigger, Window
+from engine.stream.windows import Trigger, Window, query_step
 
 __all__ = ["StreamManager", "ResultLog", "ResultEvent", "StreamConflict", "StreamInUse", "QueryExists",
            "UnknownStream", "LateElementError", "RegistryError", "StreamIsDerived"]
@@ -371,9 +371,9 @@ class StreamManager:
             if cq.name in reg.queries:
                 raise QueryExists(_exists(cq))
             by_iri = {s.iri: s for s in reg.streams.values()}
-            seen: dict[str, str] = {}
+            seen: dict[str, str] = {}   # stream -> its first spelling
             bound: list[BoundWindow] = []
-            wins: dict[str, Window] = {}
+            wins: dict[str, Window] = {}   # the streams read, in order (a stream may have several windows)
             for ref, w in zip(cq.streams, cq.windows, strict=True):
                 st = reg.streams.get(ref.name) if ref.name is not None else by_iri.get(ref.iri)
                 if st is None or st.deleting:
@@ -382,20 +382,24 @@ class StreamManager:
                 spelled = ref.name if ref.name is not None else f"<{ref.iri}>"
                 if cq.derived and st.name == cq.name:
                     raise QueryEvaluationError(f"REGISTER STREAM {cq.name} cannot read the stream it writes")
-                if st.name in seen:
+                if st.name in seen and cq.syntax == "csparql":
+                    # (C-SPARQL windows are one default graph: the parser catches the repeats it can
+                    # see, this is a short name and the IRI it is registered under)
                     raise QueryEvaluationError(
-                        f"stream {st.name!r} is read twice ({seen[st.name]} and {spelled}); "
-                        "each stream appears at most once per query")
-                seen[st.name] = spelled
-                wins[st.name] = w
+                        f"stream {st.name!r} is read twice ({seen[st.name]} and {spelled}); a C-SPARQL query "
+                        "reads a stream once: two windows on one stream are RSP-QL named windows (FROM NAMED "
+                        "WINDOW <w> ON <s>)")
+                seen.setdefault(st.name, spelled)
+                wins.setdefault(st.name, w)
                 bound.append(BoundWindow(st.name, st.iri, st.gid, w, st.store))
             progress = {n: reg.streams[n].published for n in wins}
-            trigger = Trigger.for_windows(wins, progress)
+            # every window's STEP counts (two windows on one stream are one entry of wins)
+            trigger = Trigger(query_step(cq.windows), list(wins), progress)
             ev = self._evaluator(cq, bound)
             rlog = ResultLog(self.retain, trigger.step, store=self._results, name=cq.name,
                              retain_bytes=self.retain_bytes)
             if rlog.last_id is not None:   # a durable log: resume after its last instant
-                trigger = Trigger.for_windows(wins, {n: rlog.last_id + 1 for n in wins})
+                trigger = Trigger(query_step(cq.windows), list(wins), {n: rlog.last_id + 1 for n in wins})
             if cq.derived:
                 rlog = DerivedStreamLog(rlog, DerivedWriter(self._ingest, cq.name, cq.name, trigger.step,
                                                             diff=cq.mode != "RSTREAM"))

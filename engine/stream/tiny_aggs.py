@@ -331,11 +331,15 @@ def _count(distinct: bool):
 
 def _bound_only(inner, name: str):
     """``inner`` where the argument may be unbound (an OPTIONAL's variable, id -1): an error
-    for SUM / MIN / MAX (:data:`_ERROR_IS_ERROR`), else handed back."""
+    for SUM / MIN / MAX (:data:`_ERROR_IS_ERROR`); for AVG the executor's ``Avg(M) = 0`` where
+    no value is bound (SPARQL 1.1 18.5.1.4: Count leaves the errors out) and an error where one
+    is among bound ones (:func:`engine.exec.aggregates._sum_avg`); else handed back."""
     def f(vc: dict, V) -> tuple:
         if -1 in vc:
             if name in _ERROR_IS_ERROR:
                 return _NONE
+            if name == "AVG":
+                return _ZERO if len(vc) == 1 else _NONE
             raise Undecided
         return inner(vc, V)
     return f

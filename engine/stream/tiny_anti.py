@@ -12,6 +12,11 @@ required BGP removes nothing (dropped), and its FILTER reads the group's own var
 (else not taken). The group's own variables (those the required BGP does not bind) are local:
 a query reading them anywhere else (projection, another FILTER, grouping) is not taken.
 
+``FILTER(A || EXISTS { BGP })`` / ``FILTER(A || NOT EXISTS { BGP })`` (either order; ``A`` without
+EXISTS, over the required BGP's variables): the group with a guard (``sh.anti_guard``) -- the
+solution is kept when ``A`` is true, else as the group decides (an error of ``A`` is ``false ||
+x``'s ``x`` and ``error || false`` is an error, which FILTER drops: the same).
+
 Generated code: after the required part's loops, per group a loop of one around the group's
 loops that stops at its first match; the row continues or not. Maintained state: each group is
 one more :class:`~engine.stream.maint_opt.OptState` group whose matches decide whether the
@@ -59,16 +64,33 @@ def split(sh, node) -> tuple:
         groups.append(("minus", *g))
         node = node.left
     keep = []
+    guards = {}
     for e in sh.filters:
+        guard = None
+        if isinstance(e, A.Call) and e.op == "||" and len(e.args) == 2:
+            a, b = e.args
+            if isinstance(a, A.Exists) and not _has_exists(b):
+                e, guard = a, b
+            elif isinstance(b, A.Exists) and not _has_exists(a):
+                e, guard = b, a
         if isinstance(e, A.Exists):
             g = _group(e.pattern)
             if g is None:
                 return None, None
+            if guard is not None:
+                guards[len(groups)] = guard
             groups.append(("not" if e.negated else "exists", *g))
         else:
             keep.append(e)
     sh.filters = keep
+    sh.anti_guard = guards
     return node, groups
+
+
+def _has_exists(e) -> bool:
+    if isinstance(e, A.Exists):
+        return True
+    return isinstance(e, (A.Call, A.FunctionCall)) and any(_has_exists(x) for x in e.args)
 
 
 def attach(sh, groups: list, rvars: set, expr_vars) -> bool:
@@ -99,6 +121,9 @@ def attach(sh, groups: list, rvars: set, expr_vars) -> bool:
         used |= expr_vars(e)
     if used & own_all:
         return False
+    guards = getattr(sh, "anti_guard", {})
+    if any(not expr_vars(e) <= rvars for e in guards.values()) or (guards and len(out) != len(groups)):
+        return False   # (a guard reads the required variables only; groups kept as they are numbered)
     antis = []
     for triples, e, kind in out:
         n0 = len(sh.triples)
@@ -125,6 +150,16 @@ def codes(gen, expr_code, expr_vars, slot) -> list | None:
             if src is None:
                 return None
         out.append((expr_vars(e) & bvars, src, consts))
+    gen._aguard = {}   # group -> its guard's (vars, source, constants): the solution kept when true
+    for g, e in getattr(gen.sh, "anti_guard", {}).items():
+        consts = []
+        src = expr_code(e, True, lambda n: f"V[{slot(n)}]" if n in bvars else "None", consts, f"NG{g}_")
+        if src is None:
+            ts = getattr(gen, "_term_source", None)
+            src = ts(e, True, consts, f"NG{g}_", bvars) if ts is not None else None
+            if src is None:
+                return None
+        gen._aguard[g] = (expr_vars(e) & bvars, src, consts)
     return out
 
 
@@ -136,7 +171,14 @@ def emit(gen, order: tuple, emit_line, step, state: dict, ns: dict) -> None:
     for g, (pis, _, kind) in enumerate(gen.sh.antis):
         base = state["ind"]
         emit_line(f"a{g} = False")
-        emit_line("for _once in _ONCE:")
+        guard = gen._aguard.get(g)
+        if guard is not None:   # (kept when the guard is true: the group not searched)
+            for ci, v in enumerate(guard[2]):
+                ns[f"NG{g}_K{ci}"] = v
+            emit_line(f"k{g} = {guard[1]} is True")
+            emit_line(f"for _once in (() if k{g} else _ONCE):")
+        else:
+            emit_line("for _once in _ONCE:")
         state["ind"] += 1
         opened = []
         have = set(gen.sh.required_vars)
@@ -157,5 +199,5 @@ def emit(gen, order: tuple, emit_line, step, state: dict, ns: dict) -> None:
             state["ind"] = lv
             emit_line(f"if a{g}: break")
         state["ind"] = base
-        emit_line(f"if {'not ' if kind == 'exists' else ''}a{g}: continue")
+        emit_line(f"if {'not k' + str(g) + ' and ' if guard is not None else ''}{'not ' if kind == 'exists' else ''}a{g}: continue")
         k0 += len(pis)

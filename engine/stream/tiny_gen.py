@@ -53,6 +53,7 @@ from engine.exec.result import QueryResult
 from engine.plan.rewrite import bgp_of
 from engine.sparql import algebra as A
 from engine.stream import tiny_aggs as _aggs
+from engine.stream import tiny_nested as _nested
 from engine.stream import tiny_ops as _ops
 from engine.stream import tiny_order as _order
 from engine.stream import tiny_terms as _tt
@@ -449,6 +450,7 @@ class _Shape:
         self.required_vars: set = set()
         self.branches: list | None = None  # UNION: per branch (patterns, FILTERs, variables) (tiny_union)
         self.antis: list = []             # [NOT] EXISTS / MINUS groups: (pattern indices, FILTER, kind) (tiny_anti)
+        self.opt_parent: dict = {}        # nested OPTIONAL group -> the group it is nested in (tiny_nested)
 
 
 def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
@@ -534,12 +536,27 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
     opts = []
     while isinstance(node, A.LeftJoin):
         right = node.right
+        kids = []   # OPTIONAL { R OPTIONAL { K } ... }: nested groups (tiny_nested checks them below)
+        while isinstance(right, A.LeftJoin):
+            kb = bgp_of(right.right)
+            if kb is None or not kb.triples or not all(isinstance(tp.p, A.Const) for tp in kb.triples):
+                return None
+            kids.append((list(kb.triples), right.expr))
+            right = right.left
         rb = bgp_of(right)
         if rb is None or not rb.triples or not all(isinstance(tp.p, A.Const) for tp in rb.triples):
             return None
-        opts.append((list(rb.triples), node.expr))
+        opts.append((list(rb.triples), node.expr, kids[::-1]))
         node = node.left
     opts.reverse()
+    flat: list = []   # each group, then the groups nested in it (their parent: sh.opt_parent)
+    for trs, e, kids in opts:
+        parent = len(flat)
+        flat.append((trs, e))
+        for kid in kids:
+            sh.opt_parent[len(flat)] = parent
+            flat.append(kid)
+    opts = flat
     bgp = bgp_of(node)
     if bgp is None or not bgp.triples:
         return None
@@ -554,11 +571,15 @@ def _shape(query: A.Query, loose: bool = False) -> _Shape | None:
         if len(opts) > 3 or sh.ask or (sh.by is not None and not _aggs.optional_group(sh, rvars)):
             return None
         seen: set = set()
-        for trs, _ in opts:
+        for g, (trs, _) in enumerate(opts):
+            if g in sh.opt_parent:   # (a nested group: its own checks, tiny_nested)
+                continue
             own = {t.name for tp in trs for t in (tp.s, tp.o) if isinstance(t, A.Var)} - rvars
             if own & seen or not own:
                 return None
             seen |= own
+        if sh.opt_parent and not _nested.nested_ok(sh, opts, rvars, seen, _expr_vars):
+            return None
         sh.opts = [(list(range(len(sh.triples) + sum(len(t) for t, _ in opts[:g]),
                                len(sh.triples) + sum(len(t) for t, _ in opts[:g + 1]))), e)
                    for g, (_, e) in enumerate(opts)]
@@ -1113,8 +1134,10 @@ class GenQuery:
             return self._order
         size = [len(idx[c][0][3]) + len(idx[c][1]) for c in self.cls]
         order = self._greedy(list(range(self.sh.n_required)), set(), size)
-        for pis, _ in self.sh.opts:   # each OPTIONAL from the required part's variables
-            order += self._greedy(list(pis), set(self.sh.required_vars), size)
+        for g, (pis, _) in enumerate(self.sh.opts):   # each OPTIONAL from the required part's variables
+            # (a nested group: and its parent's, bound or -1 by then, tiny_nested)
+            bound = set(self.sh.required_vars) | (_nested.parent_vars(self.sh, self.pats, g) if self.sh.opt_parent else set())
+            order += self._greedy(list(pis), bound, size)
         for pis, _, _ in self.sh.antis:   # each [NOT] EXISTS / MINUS group too (tiny_anti)
             order += self._greedy(list(pis), set(self.sh.required_vars), size)
         self._order = tuple(order)

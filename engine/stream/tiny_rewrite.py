@@ -9,7 +9,15 @@ shapes users write were outside them and ran on the ordinary path (~0.4-4x the c
   holding a :class:`~engine.sparql.algebra.PathPattern` at all;
 * an OPTIONAL holding a BIND (``OPTIONAL { ?u foaf:age ?a BIND(?a * 2 AS ?a2) }``);
 * ``SELECT REDUCED``, which the executor evaluates as DISTINCT (SPARQL allows any number of a
-  row's duplicates between one and all): DISTINCT here, which the generated paths take.
+  row's duplicates between one and all): DISTINCT here, which the generated paths take;
+* an OPTIONAL over a UNION (``{ A } UNION { B } OPTIONAL { C }``): the OPTIONAL in each branch
+  (``LeftJoin(Union(A, B), C, f) = Union(LeftJoin(A, C, f), LeftJoin(B, C, f))``: a left join
+  is decided per solution of its left side), which :mod:`engine.stream.tiny_union` takes;
+* a grouped sub-SELECT joined with a BGP (``{ SELECT ?u (MAX(?v) AS ?m) ... GROUP BY ?u } ?u
+  :p ?o``): the BGP joined inside and its variables grouping keys too (:func:`_subselect_join`);
+* an OPTIONAL binding no variable of its own holding a BIND (``OPTIONAL { :me foaf:knows ?u
+  BIND(true AS ?friend) }``): one variable renamed inside with a ``sameTerm`` condition, a
+  marker the BIND is lifted over (:func:`_marked`).
 
 How -- both exact, bag for bag:
 
@@ -102,11 +110,19 @@ def _rw(node, fresh):
         got = _joined(node)
         if got is not None:
             return got
+    if isinstance(node, A.Join):
+        got = _subselect_join(node)
+        if got is not None:
+            return got
     if isinstance(node, A.LeftJoin):
-        got = _lift_binds(node)
+        got = _lift_binds(node) or _lift_binds(_marked(node, fresh))
         if got is not None:
             node = got
         node = _binds_up(node)
+        if isinstance(node, A.LeftJoin):
+            got = _opt_over_union(node)
+            if got is not None:
+                return got
     if isinstance(node, A.Reduced):   # (the executor's REDUCED keeps each row once: DISTINCT)
         return A.Distinct(node.input)
     return node
@@ -167,6 +183,83 @@ def _joined(node: A.Join):
     if a is None or b is None or len(a) * len(b) > MAX_BRANCHES:
         return None
     return _union([x + y for x in a for y in b])
+
+
+# ---------------------------------------------------------------- a grouped sub-SELECT joined with a BGP
+
+#: aggregates whose value does not depend on the order of a group's solutions (SAMPLE and
+#: GROUP_CONCAT may pick or order differently once the group is made another way)
+_ORDER_FREE = ("COUNT", "SUM", "MIN", "MAX", "AVG")
+
+
+def _subselect_join(node: A.Join):
+    """``Join({ SELECT ?k.. (agg AS ?a).. WHERE { P } GROUP BY ?k.. }, Q)`` (either order), Q a
+    BGP, as ``SELECT ?k.. ?a.. <Q's variables> WHERE { P Q } GROUP BY ?k.. <Q's variables>``: a
+    group of the new grouping is one group ``g`` of the sub-SELECT with one solution ``q`` of Q
+    compatible with it (Q's solutions are distinct over its variables, every one of them a key),
+    so its solutions are ``g``'s, each extended by ``q``, and every aggregate over P's variables
+    is ``g``'s; the groups without a compatible ``q`` are the join's rows missing. Taken when Q
+    shares no variable with the sub-SELECT but its keys (another one is another variable there:
+    scoping), the keys are plain variables every solution of P binds, and the aggregates do not
+    depend on the solutions' order (no SAMPLE / GROUP_CONCAT); None otherwise."""
+    for sub, q in ((node.left, node.right), (node.right, node.left)):
+        if not isinstance(sub, A.Project) or not isinstance(q, A.BGP) or not q.triples:
+            continue
+        chain = []
+        x = sub.input
+        while isinstance(x, (A.Extend, A.Filter)):
+            chain.append(x)
+            x = x.input
+        if not isinstance(x, A.Group) or not x.by:
+            continue
+        keys = []
+        for e, v in x.by:
+            if not isinstance(e, A.Var) or e.name != v.name:
+                break
+            keys.append(v.name)
+        else:
+            if any(agg.name not in _ORDER_FREE for _, agg in x.aggregates):
+                continue
+            fixed = bound_vars(x.input)
+            qv = {t.name for tp in q.triples for t in (tp.s, tp.p, tp.o) if isinstance(t, A.Var)}
+            if fixed is None or not set(keys) <= fixed or (qv & _pattern_vars(sub)) - set(keys):
+                continue
+            extra = sorted(qv - set(keys))
+            group = A.Group(A.Join(x.input, q), tuple(x.by) + tuple((A.Var(n), A.Var(n)) for n in extra),
+                            x.aggregates)
+            out = group
+            for op in reversed(chain):
+                out = dataclasses.replace(op, input=out)
+            return A.Project(out, tuple(sub.vars) + tuple(A.Var(n) for n in extra))
+    return None
+
+
+# ---------------------------------------------------------------- an OPTIONAL over a UNION
+
+def _opt_over_union(node: A.LeftJoin):
+    """``LeftJoin(Union(A, B), C, f)`` as ``Union(LeftJoin(A, C, f), LeftJoin(B, C, f))`` (a left
+    join is decided per solution of its left side, and a UNION's solutions are its branches'),
+    a BGP joined with a UNION of BGPs distributed first (:func:`_joined`); None for other
+    shapes or more than :data:`MAX_BRANCHES` branches."""
+    left = node.left
+    if isinstance(left, A.Join):
+        left = _joined(left)
+    if not isinstance(left, A.Union):
+        return None
+    branches: list = []
+    stack = [left]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, A.Union):
+            stack += [n.right, n.left]
+        else:
+            branches.append(n)
+    if len(branches) > MAX_BRANCHES:
+        return None
+    out = A.LeftJoin(branches[0], node.right, node.expr)
+    for b in branches[1:]:
+        out = A.Union(out, A.LeftJoin(b, node.right, node.expr))
+    return out
 
 
 # ---------------------------------------------------------------- an OPTIONAL holding a BIND
@@ -243,8 +336,58 @@ def _strict(e, m: set) -> bool:
     return False
 
 
-def _lift_binds(node: A.LeftJoin):
+def _renamed(x, old: str, new: A.Var):
+    """``x`` (a pattern or an expression) with the variable ``old`` renamed ``new``."""
+    if isinstance(x, A.Var):
+        return new if x.name == old else x
+    if isinstance(x, tuple):
+        return tuple(_renamed(y, old, new) for y in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        ch = {}
+        for f in dataclasses.fields(x):
+            v = getattr(x, f.name)
+            w = _renamed(v, old, new)
+            if w is not v:
+                ch[f.name] = w
+        return dataclasses.replace(x, **ch) if ch else x
+    return x
+
+
+def _marked(node: A.LeftJoin, fresh):
+    """``LeftJoin(L, Extend*(R), f)`` where ``R`` (a BGP) binds no variable of its own, with one of
+    its variables ``?v`` renamed ``?v2`` (fresh) inside the OPTIONAL -- its BINDs included -- and
+    ``sameTerm(?v2, ?v)`` added to the condition: the same solutions (``R``'s matches compatible
+    with a solution of ``L`` are those of the renamed patterns whose ``?v2`` is ``L``'s ``?v``,
+    at most one: every variable is bound), now with a variable of the OPTIONAL's own that marks
+    whether it matched, which :func:`_lift_binds` needs. None when not of that form."""
+    chain = []
+    r = node.right
+    while isinstance(r, A.Extend):
+        chain.append(r)
+        r = r.input
+    if not chain or not isinstance(r, A.BGP) or not r.triples:
+        return None
+    rv = bound_vars(r)
+    lv = bound_vars(node.left)
+    if rv is None or lv is None or not rv or not rv <= lv:
+        return None
+    if any(isinstance(tp.p, A.Var) for tp in r.triples):
+        return None
+    v = sorted(rv)[0]
+    v2 = A.Var(f"_:.m{next(fresh)}")
+    out = _renamed(r, v, v2)
+    for ext in reversed(chain):
+        out = A.Extend(out, ext.var, _renamed(ext.expr, v, v2))
+    cond = A.Call("SAMETERM", (v2, A.Var(v)))
+    if node.expr is not None:
+        cond = A.Call("&&", (cond, node.expr))
+    return A.LeftJoin(node.left, out, cond)
+
+
+def _lift_binds(node: A.LeftJoin | None):
     """``LeftJoin(L, Extend*(R), f)`` as ``Extend*(LeftJoin(L, R, f))`` when exact (module), or None."""
+    if node is None:
+        return None
     chain = []
     r = node.right
     while isinstance(r, A.Extend):

@@ -19,6 +19,11 @@ before HAVING and the projection; ASK is whether any branch has a solution. Grou
 counted variables and computed projections' variables are bound in every branch (else not
 taken: the ordinary path).
 
+A branch holding OPTIONALs (``{ A OPTIONAL { C } } UNION { B }``, wave 2n) is taken as a query of
+its own when the UNION is the whole pattern below the modifiers: the generated code runs it as
+any OPTIONAL query; the maintained state keeps its rows per required solution keyed by its
+branch (:mod:`engine.stream.maint_opt`).
+
 The maintained state (:class:`engine.stream.maintained.Maintained`) needs no state of its own:
 its delta join for a pattern joins the other patterns of that pattern's branch only
 (:func:`branch_of`), and every branch's solutions count into the same rows -- bag semantics.
@@ -51,7 +56,10 @@ def _tvars(triples) -> set:
 
 
 def _group(node) -> tuple[list, list] | None:
-    """A UNION's group as (its triples, its FILTER conjuncts), or None."""
+    """A UNION's group as (its triples, its FILTER conjuncts), a group holding OPTIONALs as
+    (None, its pattern) (:func:`_opt_group`), or None."""
+    if _opt_group(node):
+        return None, node
     fs: list = []
     while isinstance(node, A.Filter):
         fs += _tg._conjuncts(node.expr)
@@ -60,6 +68,26 @@ def _group(node) -> tuple[list, list] | None:
     if bgp is None:
         return None
     return list(bgp.triples), fs
+
+
+def _opt_group(node) -> bool:
+    """Whether ``node`` is ``FILTER*(OPTIONAL*(BGP, BGP [FILTER] [OPTIONAL*]))`` with at least one OPTIONAL
+    (a branch ``tiny_gen._shape`` takes as a query of its own: its OPTIONALs, then its FILTERs
+    over possibly unbound variables)."""
+    while isinstance(node, A.Filter):
+        node = node.input
+    if not isinstance(node, A.LeftJoin):
+        return False
+    while isinstance(node, A.LeftJoin):
+        r = node.right
+        while isinstance(r, A.LeftJoin):   # (an OPTIONAL nested in it: tiny_gen._shape checks it)
+            if bgp_of(r.right) is None:
+                return False
+            r = r.left
+        if bgp_of(r) is None:
+            return False
+        node = node.left
+    return bgp_of(node) is not None
 
 
 def _groups(node, out: list) -> bool:
@@ -97,6 +125,11 @@ def _branches(body) -> list | None:
             required += b.triples
     if not unions:
         return None
+    if any(trs is None for gs in unions for trs, _ in gs):
+        # (a branch holding OPTIONALs: one UNION, nothing joined with it -- its groups as they are)
+        if len(unions) != 1 or required or len(unions[0]) > MAX_BRANCHES:
+            return None
+        return [g if trs is None else _filtered(A.BGP(tuple(trs)), g) for trs, g in unions[0]]
     n = 1
     for gs in unions:
         n *= len(gs)
@@ -113,14 +146,18 @@ def _branches(body) -> list | None:
                 if _tg._expr_vars(e) & (rest - _tvars(trs)):
                     return None
             fs += gf
-        node = A.BGP(tuple(triples))
-        if fs:
-            e = fs[0]
-            for x in fs[1:]:
-                e = A.Call("&&", (e, x))
-            node = A.Filter(e, node)
-        out.append(node)
+        out.append(_filtered(A.BGP(tuple(triples)), fs))
     return out
+
+
+def _filtered(node, fs: list):
+    """``node`` under the conjunction of ``fs`` (none: ``node``)."""
+    if fs:
+        e = fs[0]
+        for x in fs[1:]:
+            e = A.Call("&&", (e, x))
+        node = A.Filter(e, node)
+    return node
 
 
 _ABOVE = (A.Project, A.Distinct, A.Extend, A.Filter, A.Group)
@@ -151,8 +188,13 @@ def union_of(query: A.Query) -> UnionGen | None:
     shapes = []
     for b in bodies:
         sh = _tg._shape(_with_body(query, b), loose=True)
-        if sh is None or sh.opts or sh.antis or getattr(sh, "by_exprs", None):
-            return None   # (OPTIONAL / [NOT] EXISTS in a branch, a group key of an expression: not taken)
+        if sh is None or sh.antis or getattr(sh, "by_exprs", None):
+            return None   # ([NOT] EXISTS in a branch, a group key of an expression: not taken)
+        if sh.opts and not _opts_ok(sh):
+            return None
+        if shapes and (sh.agg_kinds != shapes[0].agg_kinds or sh.agg_exprs != shapes[0].agg_exprs):
+            return None   # (an aggregate counted one way in a branch, another way in the other: the
+            # COUNT of a variable an OPTIONAL binds in one branch only, tiny_aggs.optional_group)
         shapes.append(sh)
     children = []
     for sh in shapes:
@@ -163,6 +205,14 @@ def union_of(query: A.Query) -> UnionGen | None:
         children.append(g)
     u = UnionGen(shapes, children)
     return u if u.usable else None
+
+
+def _opts_ok(sh) -> bool:
+    """A branch's OPTIONALs (:mod:`engine.stream.maint_opt` keeps a branch's rows per its
+    required solution, grouped rows counted into the same groups): no projected variable
+    renamed or computed from an OPTIONAL's variable."""
+    own = {t.name for tp in sh.triples[sh.n_required:] for t in (tp.s, tp.o) if isinstance(t, A.Var)}
+    return not any(_tg._expr_vars(e) & own for e in sh.computed.values()) and not set(sh.alias.values()) & own
 
 
 def branch_of(gen, i: int) -> tuple[list, list, set | None]:
@@ -196,12 +246,26 @@ class UnionGen(_tg.GenQuery):
         sh.required_vars = _tvars(sh.triples)
         br = []
         p0 = f0 = 0
-        for s in shapes:
-            br.append((list(range(p0, p0 + len(s.triples))), list(range(f0, f0 + len(s.filters))),
+        opts, opt_branch = [], []   # a branch's OPTIONAL groups, over all patterns (maint_opt)
+        opt_parent = {}   # (a nested group's parent, tiny_nested: numbered over all branches)
+        for b, s in enumerate(shapes):
+            for kid, par in s.opt_parent.items():
+                opt_parent[len(opts) + kid] = len(opts) + par
+            # (its required patterns: its OPTIONALs' follow them, in sh.opts)
+            br.append((list(range(p0, p0 + s.n_required)), list(range(f0, f0 + len(s.filters))),
                        _tvars(s.triples)))
+            for pis, e in s.opts:
+                opts.append(([p0 + j for j in pis], e))
+                opt_branch.append(b)
             p0 += len(s.triples)
             f0 += len(s.filters)
         sh.branches = br
+        sh.opts = opts
+        sh.opt_branch = opt_branch
+        sh.opt_parent = opt_parent
+        if opts:   # (bound in every row: required in every branch -- an aggregate of another may
+            # meet an OPTIONAL's unbound -1, tiny_aggs.group_fn)
+            sh.required_vars = set.intersection(*[_tvars(s.triples[:s.n_required]) for s in shapes])
         self._tail = None
         super().__init__(sh)
 

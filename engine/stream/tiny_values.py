@@ -92,6 +92,9 @@ def _walk(node):
                 cond = _condition(vals) if got is not None and {v.name for v in vals.vars} <= got else None
                 if cond is not None:
                     return A.Filter(cond, _walk(other))
+        got = _regroup(node)
+        if got is not None:
+            return got
     if not dataclasses.is_dataclass(node):
         return node
     changes = {}
@@ -102,6 +105,24 @@ def _walk(node):
             if new is not sub:
                 changes[f] = new
     return dataclasses.replace(node, **changes) if changes else node
+
+
+def _regroup(node: A.Join):
+    """``Join(Join(X, VALUES), Y)`` (either order on each level) as ``FILTER(Join(X, Y))`` when the
+    VALUES block, joined last, is such a FILTER: ``{ P1 . VALUES ?t {...} P2 }`` (a join is
+    associative and commutative over bags); None otherwise."""
+    for inner, other in ((node.left, node.right), (node.right, node.left)):
+        if not isinstance(inner, A.Join):
+            continue
+        for vals, x in ((inner.left, inner.right), (inner.right, inner.left)):
+            if isinstance(vals, A.Values) and not isinstance(x, A.Values):
+                rest = A.Join(x, other) if inner is node.left else A.Join(other, x)
+                got = bound_vars(rest)
+                if got is not None and {v.name for v in vals.vars} <= got:
+                    cond = _condition(vals)
+                    if cond is not None:
+                        return A.Filter(cond, _walk(rest))
+    return None
 
 
 def _has_exists(e) -> bool:

@@ -28,7 +28,11 @@ the ledger's line -- otherwise the producer's re-delivery would be applied a sec
 
 Absorbed rows carry their :class:`~engine.stream.absorb.AbsorbLog` record: column ``a`` is null
 for a window-only triple and, for a timeless one, whether it was new to the store's default graph
-when absorbed. Replaying a batch re-adds those records, so after a restart an instant still sees
+when absorbed. The record is written before the store commit of those rows, and names the store
+snapshot number that commit makes (metadata ``c``; commits are numbered one by one under the
+store's write lock, and a persistent store's number is durable with its data): a replay whose
+persistent store is below that number commits the rows itself (a crash between the record and
+the commit, :meth:`~engine.stream.ingest.Ingestor.replay_windows`). Replaying a batch re-adds those records, so after a restart an instant still sees
 the stored default graph "as of event time" (absorbed triples with ``tau`` after it hidden), as it
 would have without the restart. Files written before the column existed replay without records.
 One case stays approximate: a triple absorbed by two streams out of timestamp order, the older
@@ -74,6 +78,8 @@ class JournalBatch:
     batch_id: str | None = None
     #: (accepted, rejected) that POST was answered, when known
     outcome: tuple[int, int] | None = None
+    #: an absorbing batch: the store snapshot number its commit made (None: not recorded)
+    commit_sn: int | None = None
 
 
 def _plain(a) -> pa.Array:
@@ -88,18 +94,20 @@ def _plain(a) -> pa.Array:
     return a
 
 
-def _batch_meta(meta) -> tuple[str | None, tuple[int, int] | None]:
-    """The batch id and outcome of a record's custom metadata (None, None: none or unreadable)."""
+def _batch_meta(meta) -> tuple[str | None, tuple[int, int] | None, int | None]:
+    """The batch id, outcome and commit sn of a record's custom metadata (None each: none or
+    unreadable)."""
     if not meta:
-        return None, None
+        return None, None, None
     try:
         d = {k.decode("utf-8") if isinstance(k, bytes) else k: v.decode("utf-8") if isinstance(v, bytes) else v
              for k, v in meta.items()}
         bid = d.get("b") or None
         outcome = (int(d["a"]), int(d["r"])) if "a" in d and "r" in d else None
+        csn = int(d["c"]) if "c" in d else None
     except (UnicodeDecodeError, ValueError, AttributeError):
-        return None, None
-    return bid, outcome
+        return None, None, None
+    return bid, outcome, csn
 
 
 class _Segment:
@@ -173,11 +181,12 @@ class WindowJournal:
     # -- writing -------------------------------------------------------------
     def record(self, stream: str, keys, tau: np.ndarray, freed_tau: int | None,
                absorbed: pa.Array | None = None, batch_id: str | None = None,
-               outcome: tuple[int, int] | None = None) -> None:
+               outcome: tuple[int, int] | None = None, commit_sn: int | None = None) -> None:
         """Append one stored batch (``keys``: the s, p, o key columns aligned with ``tau``).
         ``freed_tau``: the stream's GC horizon, below which closed files are deleted.
         ``absorbed``: per triple, null or its absorb record's "new" flag (module docstring).
         ``batch_id`` / ``outcome``: the POST's batch id and its (accepted, rejected) answer.
+        ``commit_sn``: the store snapshot number the absorbed rows' commit is to make.
 
         A write error is logged once per stream and journaling of the stream stops (the
         element is stored and answered as usual; only its durability is lost)."""
@@ -199,6 +208,9 @@ class WindowJournal:
                     meta = {"b": batch_id}
                     if outcome is not None:
                         meta["a"], meta["r"] = str(int(outcome[0])), str(int(outcome[1]))
+                if commit_sn is not None:
+                    meta = meta or {}
+                    meta["c"] = str(int(commit_sn))
                 j.current.write(batch, int(tau[-1]), meta)
                 if j.current.size() >= self.segment_bytes:
                     j.closed.append((j.current.path, j.current.max_tau))
@@ -247,10 +259,10 @@ class WindowJournal:
                         if len(t):
                             max_tau = int(t[-1])
                             a = rb.column(4) if rb.num_columns > 4 else None
-                            bid, outcome = _batch_meta(meta)
+                            bid, outcome, csn = _batch_meta(meta)
                             yield JournalBatch(rb.column(0), rb.column(1), rb.column(2), t,
                                                a if a is not None and a.null_count < len(a) else None,
-                                               bid, outcome)
+                                               bid, outcome, csn)
             except (pa.ArrowInvalid, OSError):
                 log.warning("stream %r: journal file %s is unreadable; skipped", stream, path)
             if max_tau is None:   # nothing in it (or unreadable): nothing to keep

@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, unquote_to_bytes
 import orjson
 from starlette.responses import Response
 
+from engine.bom import strip_bom
 from engine.errors import Category, JindouError, QueryTimeout
 from server.settings import Settings
 
@@ -286,9 +287,10 @@ def internal_error(exc: BaseException) -> HTTPError:
 
 
 def json_object(body: bytes, what: str = "the body") -> dict:
-    """A request body that must be one JSON object, else a 400 saying why."""
+    """A request body that must be one JSON object, else a 400 saying why (a leading BOM is
+    dropped, as RFC 8259 allows a parser to)."""
     try:
-        doc = orjson.loads(body)
+        doc = orjson.loads(strip_bom(body))
     except orjson.JSONDecodeError as e:
         raise HTTPError(400, "bad_request", f"{what} is not valid JSON (line {e.lineno}, column {e.colno})") from None
     if not isinstance(doc, dict):
@@ -315,6 +317,12 @@ def check_charset(params: dict[str, str]) -> None:
         raise HTTPError(415, "unsupported_media_type", f"charset {cs!r} is not supported; send UTF-8")
 
 
+def decode_body(data: bytes, what: str = "request body") -> str:
+    """A text request body (query, update, continuous query) as a string: UTF-8 without a
+    leading byte order mark (:mod:`engine.bom`), else a 400 saying where it is not UTF-8."""
+    return decode_utf8(strip_bom(data), what)
+
+
 def decode_utf8(data: bytes, what: str = "request body") -> str:
     try:
         return data.decode("utf-8")
@@ -337,6 +345,7 @@ def parse_params(data: bytes | str, what: str = "query string") -> dict[str, lis
 async def parse_form(body: bytes, what: str = "form body") -> dict[str, list[str]]:
     """parse_params of a request body; a large one is decoded off the event loop
     (percent-decoding 10 MB takes seconds, and other requests would wait)."""
+    body = strip_bom(body)
     if len(body) <= 65536:
         return parse_params(body, what)
     return await asyncio.get_running_loop().run_in_executor(None, parse_params, body, what)

@@ -39,6 +39,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from engine.bom import strip_bom
 from engine.errors import NotFound
 from engine.stream.limits import parse_time
 from server.api import admin
@@ -48,7 +49,7 @@ from server.api.common import (
     check_charset,
     check_read,
     check_write,
-    decode_utf8,
+    decode_body,
     error_response,
     parse_content_type,
     parse_params,
@@ -157,7 +158,7 @@ async def queries_post(request: Request, name: str | None = None) -> Response:
             raise HTTPError(415, "unsupported_media_type",
                             f"{ct} is not accepted: send the C-SPARQL text as application/sparql-query or text/plain")
         check_charset(params)
-        text = decode_utf8(await request_body_reader(request, state.config.max_body)())
+        text = decode_body(await request_body_reader(request, state.config.max_body)())
         if not text.strip():
             raise HTTPError(400, "bad_request", "the body must be a continuous query (C-SPARQL, RSP-QL or CQELS-QL)")
         info = await run_in_threadpool(m.register_query, text, name)
@@ -319,7 +320,7 @@ async def query_sinks_put(name: str, request: Request) -> Response:
             raise HTTPError(415, "unsupported_media_type", f"{ct} is not accepted: send application/json")
         body = await request_body_reader(request, state.config.max_body)()
         try:
-            doc = orjson.loads(body)
+            doc = orjson.loads(strip_bom(body))
         except orjson.JSONDecodeError as e:
             raise HTTPError(400, "bad_request",
                             f"the body is not valid JSON (line {e.lineno}, column {e.colno})") from None

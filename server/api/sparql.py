@@ -11,12 +11,14 @@ below call it too, so /docs documents exactly what runs.
 from __future__ import annotations
 
 import asyncio
+import re
 from functools import partial
 
 import orjson
 from fastapi import APIRouter, Request, Response
 
 from engine import formats, small_answers
+from engine.bom import strip_bom
 from engine.errors import JindouError
 from engine.exec import render
 from engine.exec import serialize as ser
@@ -24,6 +26,7 @@ from engine.exec.context import release_memory
 from engine.small_answers import SmallSelect
 from engine.sparql import normalize as norm
 from server.api import update
+from server.api.anchored import anchored
 from server.api.common import (
     SHAPE_MAX_CHARS,
     HashedShape,
@@ -35,7 +38,7 @@ from server.api.common import (
     check_charset,
     check_read,
     deadline_tick,
-    decode_utf8,
+    decode_body,
     error_reply,
     failure,
     iri_params,
@@ -111,7 +114,7 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
                 raise HTTPError(400, "bad_request", "query given both in the URL and in the body")
             if "update" in params:
                 raise HTTPError(400, "bad_request", "the 'update' parameter cannot come with a query body")
-            text = decode_utf8(await read_body(), "query")
+            text = decode_body(await read_body(), "query")
         elif ct == UPDATE_TYPE:
             # the update operation, as at /update (same token rules, same handler)
             if "query" in params:
@@ -772,6 +775,7 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
         got = _run_bound(state, runners, scope, headers, qs, accept)
         if got is not None:
             return None if got is _DECLINED else got
+    seen = _QS_NORMS.get(qs)  # (a tuple: a text read before; its answer may be kept below)
     work = _hit_job(state, scope, headers, qs, accept)
     if work is not None:  # a known template's text: no decoding, normalizing or parsing
         key = _ANSWERS.key(work, qs)
@@ -796,7 +800,11 @@ def inline_answer(state: ServerState, scope: dict, headers: dict[str, str], qs: 
         return result
     text = _lane_text(qs)
     if text is not None:  # the plain form: no explain or dataset parameters
-        return _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
+        job = _plain_job(state, scope, headers, text, accept)
+        if type(seen) is tuple and _text_keepable(seen[0]):  # a repeated text of no template
+            return _kept_run(state, job, text, (qs, _BASES.get((headers.get("host"), scope.get("scheme", "http"))),
+                                                job.accept))
+        return _inline_run(state, job, text, None, False)
     if form:
         try:
             params = parse_params_cached(whole)
@@ -818,9 +826,11 @@ def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: 
     when its shape does not run inline (the pool runs it, knowing its cost)."""
     try:
         shape = _cost_shape(state.db, text, base or work.base, dataset)
-        # (try_inline declines what does not run inline)
+        # (try_inline declines what does not run inline; an anchored text of a shape not yet
+        # measured twice is probed inline while nothing else runs: server/api/anchored.py)
         done, result = (state.try_inline_lane(work, shape) if isinstance(shape, tuple)
-                        else state.try_inline(work, shape, state.deadline(), False))
+                        else state.try_inline(work, shape, state.deadline(),
+                                              _probe_anchored(state, shape, text, base or work.base)))
     except Exception as exc:
         _failed(state, exc)
         raise
@@ -829,6 +839,36 @@ def _inline_run(state: ServerState, work, text: str, base: str | None, dataset: 
             state.record_cost(shape, result)
         return None
     return result
+
+
+#: text cost shape -> whether its text is anchored (server/api/anchored.py)
+_ANCHORED: dict[str, bool] = {}
+#: [anchored texts probed inline] (tests see the path taken)
+ANCHORED_PROBES = [0]
+
+
+def _probe_anchored(state: ServerState, shape, text: str, base: str) -> bool:
+    """Whether the lane probes ``text`` inline although its cost shape ``shape`` (a
+    string) was not measured twice yet: it is anchored and nothing else is running."""
+    if shape is None or state.running:
+        return False
+    seen = state.shape_cost.get(shape)
+    if seen is not None and seen[1] >= 2:  # (measured: inline_ok decides as ever)
+        return False
+    got = _ANCHORED.get(shape)
+    if got is None:
+        db = state.db
+        prepare = getattr(db, "_prepare", None)
+        try:
+            got = prepare is not None and anchored(prepare(text, base).query)
+        except JindouError:  # (the run reports the text's error)
+            got = False
+        if len(_ANCHORED) >= 2048:
+            _ANCHORED.clear()
+        _ANCHORED[shape] = got
+    if got:
+        ANCHORED_PROBES[0] += 1
+    return got
 
 
 def handle_sparql_post_inline(state: ServerState, scope: dict, headers: dict[str, str], body: bytes) -> Reply | None:
@@ -893,6 +933,7 @@ def post_answer(state: ServerState, scope: dict, headers: dict[str, str], body: 
         return inline_answer(state, scope, headers, body, True)
     if ct not in QUERY_TYPES:
         return None
+    body = strip_bom(body)  # (a text saved with a BOM: the same query, engine.bom)
     accept = None
     if qs:  # only result-format parameters (SPARQLWrapper's) with a query body
         accept = _format_accept(qs)
@@ -936,21 +977,64 @@ def post_answer(state: ServerState, scope: dict, headers: dict[str, str], body: 
     except UnicodeDecodeError:
         return None
     check_read(state.config, headers)
-    return _inline_run(state, _plain_job(state, scope, headers, text, accept), text, None, False)
+    job = _plain_job(state, scope, headers, text, accept)
+    if len(body) <= norm.MAX_CHARS and not new:  # a repeated body of no template: its answer may be kept
+        n = _BODY_TEXTS.get(body)
+        if type(n) is tuple and _text_keepable(n[0]):
+            return _kept_run(state, job, text, (body, _BASES.get((headers.get("host"), scope.get("scheme", "http"))),
+                                                job.accept, True))
+    return _inline_run(state, job, text, None, False)
+
+
+#: in a skeleton: what makes a text's answer change from run to run whatever the
+#: snapshot (a call of RAND / NOW / UUID / STRUUID / BNODE, or of a function named
+#: by an IRI or a prefixed name: an extension function may be any of those), or
+#: come from elsewhere (SERVICE)
+_UNKEPT = re.compile(r"SERVICE|(?:RAND|NOW|UUID|STRUUID|BNODE)\s*\(|[\x01:][\w.-]*\s*\(", re.IGNORECASE)
+
+
+def _text_keepable(skeleton: str) -> bool:
+    """Whether the answer of a repeated text of no template, with this skeleton, may be
+    kept (:func:`_kept_run`): none of :data:`_UNKEPT`. FILTER, BIND, aggregates and
+    VALUES keep their answers (the same text on the same snapshot answers the same)."""
+    return _UNKEPT.search(skeleton) is None
+
+
+def _kept_run(state: ServerState, job: _PlainJob, text: str, key: tuple) -> tuple | None:
+    """:func:`_inline_run` of a repeated text that is no template hit (VALUES, an
+    OPTIONAL, an aggregate ...), its answer kept under ``key`` as a template hit's is
+    (:class:`LaneAnswers`: from the second sighting, the current snapshot only, Accept
+    and base in the key; the lane's first lookup, ``LaneAnswers.find``, serves the
+    next one). A request without a Host (no kept base) is run as ever."""
+    if key[1] is None:
+        return _inline_run(state, job, text, None, False)
+    db = job.db
+    _ANSWERS._current(db)
+    sn = _ANSWERS.sn  # (the snapshot before the run: a commit during it, and put() keeps nothing)
+    result = _inline_run(state, job, text, None, False)
+    if result is not None:
+        _ANSWERS.put(key, db, result, sn)
+        _ANSWERS.kept_texts += 1
+    return result
 
 
 #: the parameters that only choose the result format (``format`` and ``output`` as in
 #: :func:`_query_job`; ``results``, which SPARQLWrapper also sends, is read by no one)
 _FORMAT_KEYS = frozenset({"format", "output", "results"})
+#: the parameters the query operation reads besides those (:func:`_handle`, :func:`_query_job`):
+#: any other (``timeout=`` of Virtuoso's and Fuseki's clients, a cache buster, an API key
+#: a proxy reads) changes nothing in the answer, so a text sent with it is the plain text
+_READ_KEYS = frozenset({"query", "update", "explain", "default-graph-uri", "named-graph-uri"})
 #: such parameters (their bytes) -> the Accept value they stand for ("": the header's),
 #: or None when they are not only those, do not parse cleanly or name no known format
 _FORMATS: dict[bytes, str | None] = {}
 
 
 def _format_accept(params: bytes) -> str | None:
-    """The Accept value of a parameter string of result-format parameters alone, as
-    :func:`_query_job` reads them ("" when it names none: the Accept header's); None
-    for any other parameter string (the general path answers it, errors included)."""
+    """The Accept value of a parameter string of result-format parameters and parameters
+    the query operation does not read (:data:`_READ_KEYS`), as :func:`_query_job` reads
+    them ("" when it names none: the Accept header's); None for any other parameter
+    string (the general path answers it, errors included)."""
     hit = _FORMATS.get(params, False)
     if hit is not False:
         return hit
@@ -958,7 +1042,7 @@ def _format_accept(params: bytes) -> str | None:
     if len(params) <= 1024 and all(b"=" in p for p in params.split(b"&")):
         try:
             got = parse_params_cached(params)
-            if got and got.keys() <= _FORMAT_KEYS:
+            if got and got.keys().isdisjoint(_READ_KEYS):
                 fmt = got.get("format") or got.get("output")
                 hit = format_override(fmt[0]) if fmt else ""
         except HTTPError:  # malformed, or an unknown format: the general path's error
@@ -1013,19 +1097,19 @@ _QS_NORMS: dict[bytes, tuple | bool] = {}
 
 
 class LaneAnswers:
-    """The answers (form, media type, body bytes) of repeated plain query texts of a
-    known template, kept for the store's current snapshot only: keyed by the query
+    """The answers (form, media type, body bytes) of repeated plain query texts (of a
+    known template, or of none: :func:`_kept_run`), kept for the store's current snapshot only: keyed by the query
     string, the base and the Accept value, and all dropped as soon as the store
     shows another snapshot (number, or object of that number) or is another store
     (every commit makes a snapshot numbered one higher, so nothing is served from
     before a write; the object's id is compared, not kept, so no old snapshot is
     pinned). Bounded: at most
     ``max_entries`` answers of at most ``max_body`` bytes each. Only texts without a
-    parenthesis in their skeleton (no function call, FILTER or BIND: RAND(), NOW() or
-    BNODE() answer anew each time) nor SERVICE (a remote endpoint's answer is not the
-    store's), and stores whose snapshots are numbered."""
+    call that answers anew each time (RAND(), NOW(), UUID(), STRUUID(), BNODE(), a
+    function named by an IRI or prefixed name) nor SERVICE (a remote endpoint's answer
+    is not the store's): :func:`_text_keepable`; and stores whose snapshots are numbered."""
 
-    __slots__ = ("store", "sn", "map", "max_entries", "max_body", "served")
+    __slots__ = ("store", "sn", "map", "max_entries", "max_body", "served", "kept_texts")
 
     def __init__(self, max_entries: int = 1024, max_body: int = 8192):
         self.store = None
@@ -1034,6 +1118,7 @@ class LaneAnswers:
         self.max_entries = max_entries
         self.max_body = max_body
         self.served = 0  # answers given from here (tests see the path taken)
+        self.kept_texts = 0  # answers of texts of no template run to be kept (_kept_run)
 
     @staticmethod
     def key(work, qs: bytes) -> tuple | None:
@@ -1043,7 +1128,7 @@ class LaneAnswers:
         if not work.repeat:
             return None
         n = _QS_NORMS.get(qs)
-        if not n or "(" in n[0] or "SERVICE" in n[0].upper():
+        if not n or not _text_keepable(n[0]):
             return None
         return (qs, work.base, work.accept)
 
@@ -1055,7 +1140,7 @@ class LaneAnswers:
         if not work.repeat:
             return None
         n = _BODY_TEXTS.get(body)
-        if not n or "(" in n[0] or "SERVICE" in n[0].upper():
+        if not n or not _text_keepable(n[0]):
             return None
         return (body, work.base, work.accept, True)
 

@@ -14,7 +14,7 @@ from server.api.common import (
     base_url,
     check_charset,
     check_write,
-    decode_utf8,
+    decode_body,
     error_reply,
     failure,
     iri_params,
@@ -65,7 +65,7 @@ async def _handle(state, method, scope, headers, qs, read_body) -> Reply:
     if ct == UPDATE_TYPE:
         if "update" in params:
             raise HTTPError(400, "bad_request", "update given both in the URL and in the body")
-        text = decode_utf8(await read_body(), "update")
+        text = decode_body(await read_body(), "update")
     elif ct == FORM_TYPE:
         form = await parse_form(await read_body())
         if "update" in params:
