@@ -184,8 +184,24 @@ def queries(draw):
     where = " . ".join(t for t in texts if not t.startswith("FILTER")) + " " + \
         " ".join(t for t in texts if t.startswith("FILTER"))
     opt_vars: list[str] = []
-    kind = draw(st.integers(0, 9))
-    if kind == 0 and "?s" in bound:
+    kind = draw(st.integers(0, 12))
+    if kind >= 10 and "?s" in bound:
+        # the shapes wave 2n added to the generated / maintained paths: nested OPTIONALs, an
+        # OPTIONAL over a UNION or holding one, FILTER(A || EXISTS), a grouped sub-SELECT
+        # joined with a BGP
+        shape = draw(st.sampled_from([
+            " OPTIONAL { ?s :r ?w2 OPTIONAL { ?w2 :k ?w3 } }",
+            " OPTIONAL { { ?s :r ?w2 } UNION { ?s :k ?w2 } }",
+            " OPTIONAL { ?s :q ?w2 } OPTIONAL { ?w2 :m ?w3 }",
+            " FILTER(BOUND(?s) && (isLiteral(?s) || EXISTS { ?s :r ?e }))",
+            " FILTER(?s = :a1 || EXISTS { ?s :k ?e })",
+            " { SELECT ?s (COUNT(*) AS ?w3) WHERE { ?s :q ?e } GROUP BY ?s }",
+            " { SELECT ?s (SUM(?e) AS ?w3) WHERE { ?s :q ?e } GROUP BY ?s }",
+            " OPTIONAL { ?s :q ?w2 } . ?s :p ?w3",
+        ]))
+        where += shape
+        opt_vars += [v for v in ("?w2", "?w3") if v in shape]
+    elif kind == 0 and "?s" in bound:
         p, vs = draw(st.sampled_from(OPTS))
         if "?o" in p and "?o" not in bound:
             p = p.replace("?o", "?s")
