@@ -2001,7 +2001,7 @@ class InstantEvaluator:
                     # counts, computed numbers and terms' keys as term ids, an error unbound (-1):
                     # the generated rows hold them as values (a sub-SELECT's SUM, a BIND)
                     cols = res.gen.result(rows, res.ctx).columns
-                    rows = list(zip(*[c.tolist() for c in cols]))
+                    rows = list(zip(*[c.tolist() for c in cols], strict=True))
                 res = _gen_construct.triples(self.query.template, res.gen.sh.names, rows, res.ctx)
             if self.mode != "RSTREAM":
                 res = self._diff_triples(res)
