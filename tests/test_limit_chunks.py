@@ -70,8 +70,20 @@ BODIES = [
     ("?s <urn:p3> ?o OPTIONAL { ?o <urn:p4> ?x } FILTER(!BOUND(?x))", True),
     ("?s <urn:p0> ?o BIND(STR(?o) AS ?x)", True),
     ("?s ?p ?o FILTER(?p != <urn:p0>)", True),
-    ("?s <urn:p0> ?o MINUS { ?s a <urn:C0> }", False),
-    ("{ ?s <urn:p0> ?o } UNION { ?s <urn:p1> ?o }", False),
+    ("?s <urn:p0> ?o MINUS { ?s a <urn:C0> }", True),
+    ("{ ?s <urn:p0> ?o } UNION { ?s <urn:p1> ?o }", True),
+    # pieces: UNION branches in turn, right sides kept (wave 2n)
+    ("{ ?s a <urn:C0> } UNION { ?s a <urn:C1> }", True),
+    ("{ ?s <urn:p0> ?o } UNION { ?s <urn:p0> ?o }", True),
+    ("{ { ?s <urn:p0> ?o } UNION { ?s <urn:p2> ?o } } UNION { ?s a ?o }", True),
+    ("{ ?s <urn:p3> ?o } UNION { ?s <urn:p4> ?o . ?o <urn:p1> ?x } FILTER(?s != <urn:n3>)", True),
+    ("{ SELECT ?s WHERE { ?s <urn:p1> ?x } } ?s <urn:p2> ?o", True),
+    ("{ SELECT DISTINCT ?s WHERE { ?s <urn:p1> ?x } } ?s <urn:p2> ?o", False),
+    ("?s <urn:p1> ?o OPTIONAL { { ?o <urn:p2> ?x } UNION { ?o <urn:p3> ?x } }", True),
+    ("?s <urn:p3> ?o MINUS { { ?o <urn:p4> ?x } UNION { ?s a <urn:C2> } }", True),
+    ("?s <urn:p1> ?o FILTER(?o = <urn:n5> || ?o = <urn:n6>)", True),
+    ("?s ?p ?o FILTER(?p = <urn:p2>)", True),
+    ("{ ?s ?p ?o FILTER(?o IN (<urn:n1>, <urn:n2>)) } UNION { ?s <urn:p1> ?o }", True),
 ]
 
 
@@ -95,6 +107,9 @@ CHUNKED = [
     "SELECT ?s WHERE { ?s <urn:p3> ?o OPTIONAL { ?o <urn:p4> ?x } FILTER(!BOUND(?x)) } LIMIT 5",
     "SELECT ?s ?x WHERE { ?s <urn:p0> ?o BIND(STR(?o) AS ?x) } LIMIT 5",
     "SELECT ?s WHERE { ?s a <urn:C1> OPTIONAL { ?s <urn:p2> ?o } } LIMIT 5 OFFSET 2",
+    "SELECT ?s WHERE { { ?s <urn:p1> ?o OPTIONAL { ?o <urn:p2> ?x } } UNION { ?s a <urn:C1> } } LIMIT 5",
+    "SELECT ?s ?o WHERE { { SELECT ?s WHERE { ?s <urn:p1> ?x } } ?s <urn:p2> ?o } LIMIT 5",
+    "SELECT ?s WHERE { ?s <urn:p0> ?o MINUS { ?s a <urn:C0> } } LIMIT 5",
 ]
 
 
@@ -106,6 +121,27 @@ def test_the_chunked_path_is_taken(stores, q):
     assert LC.TAKEN[0] == before + 1
 
 
+def test_a_union_stops_after_the_branch_that_fills_the_limit(stores, monkeypatch):
+    """The right branch is not evaluated when the left one gives LIMIT rows, and a kept
+    right side (MINUS) is evaluated once for all chunks."""
+    db, _ = stores
+    from engine.exec import evaluate as E  # noqa: PLC0415
+
+    seen = []
+    orig = E.Evaluator._BGP
+
+    def spy(self, node, seed):
+        seen.append(tuple(str(t.o) for t in node.triples))
+        return orig(self, node, seed)
+
+    monkeypatch.setattr(E.Evaluator, "_BGP", spy)
+    assert len(db.query("SELECT ?s WHERE { { ?s <urn:p0> ?o } UNION { ?s <urn:p4> <urn:n9> } } LIMIT 3")) == 3
+    assert seen and not any("urn:n9" in "".join(t) for t in seen), seen
+    seen.clear()
+    assert len(db.query("SELECT ?s WHERE { ?s <urn:p0> ?o MINUS { ?s <urn:p4> <urn:n8> } } LIMIT 60")) == 60
+    assert sum("urn:n8" in "".join(t) for t in seen) == 1, seen
+
+
 def test_order_by_is_not_chunked(stores):
     db, _ = stores
     before = LC.TAKEN[0]
@@ -115,7 +151,8 @@ def test_order_by_is_not_chunked(stores):
 
 
 @pytest.mark.parametrize("body", ["?s <urn:p1> ?o", "?s ?p ?o", "?s a ?o", "?s <urn:p3> ?x OPTIONAL { ?x <urn:p4> ?o }",
-                                  "?s <urn:p0> ?x . ?x <urn:p2> ?o"])
+                                  "?s <urn:p0> ?x . ?x <urn:p2> ?o",
+                                  "{ ?s <urn:p1> ?o } UNION { ?o <urn:p2> ?s }"])
 @pytest.mark.parametrize("limit,offset", [(1, 0), (6, 0), (40, 3), (100000, 0)])
 def test_distinct_limit_rows_are_distinct_rows_of_the_whole_answer(stores, body, limit, offset):
     db, ox = stores
@@ -158,3 +195,48 @@ def test_limit_over_a_request_dataset(defaults, named, body):
         got = [tuple(sorted(zip(names, r, strict=True))) for r in _norm(result_rows(rows))]
         assert len(got) == min(limit, sum(whole.values()))
         assert not Counter(got) - whole
+
+
+def _named_db(seed: int, graphs: int = 5) -> tuple[Database, object]:
+    """The random graph spread over several named graphs and the default graph."""
+    lines = _graph(seed, 1500).splitlines()
+    return both_stores("".join(f"{ln}\n" if i % (graphs + 1) == graphs else f"{ln[:-1]}<urn:g{i % (graphs + 1)}> .\n"
+                               for i, ln in enumerate(lines)), quads=True)
+
+
+@pytest.mark.parametrize("body", [
+    "GRAPH ?g { ?s ?p ?o }",
+    "GRAPH ?g { ?s <urn:p1> ?o }",
+    "GRAPH ?g { ?s <urn:p1> ?o } ?o <urn:p2> ?x",
+    "GRAPH ?g { ?s a <urn:C1> OPTIONAL { ?s <urn:p2> ?o } }",
+    "{ GRAPH ?g { ?s <urn:p3> ?o } } UNION { ?s <urn:p4> ?o }",
+    "GRAPH ?g { ?s <urn:p0> ?o } MINUS { ?s a <urn:C0> }",
+])
+@pytest.mark.parametrize("limit,offset", [(1, 0), (9, 0), (40, 25), (100000, 0)])
+def test_limit_over_graph_pieces(body, limit, offset):
+    """A leftmost GRAPH ?g: one piece per named graph, in turn (and the pieces path taken)."""
+    db, ox = _named_db(3)
+    whole = Counter(_o(ox, f"SELECT * WHERE {{ {body} }}"))
+    assert whole == Counter(_j(db, f"SELECT * WHERE {{ {body} }}"))
+    before = LC.TAKEN[0]
+    got = _j(db, f"SELECT * WHERE {{ {body} }} LIMIT {limit} OFFSET {offset}")
+    assert len(got) == max(0, min(limit, sum(whole.values()) - offset))
+    assert not Counter(got) - whole
+    assert LC.TAKEN[0] > before
+
+
+def test_graph_pieces_stop_at_the_limit(monkeypatch):
+    """Only the named graphs up to the one that fills the LIMIT are evaluated."""
+    db, _ = _named_db(3)
+    from engine.exec import evaluate as E  # noqa: PLC0415
+
+    graphs = []
+    orig = E.Evaluator._BGP
+
+    def spy(self, node, seed):
+        graphs.append(self.graph_key)
+        return orig(self, node, seed)
+
+    monkeypatch.setattr(E.Evaluator, "_BGP", spy)
+    assert len(db.query("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } } LIMIT 3")) == 3
+    assert len(set(graphs)) == 1, graphs

@@ -31,8 +31,8 @@ import pyarrow.compute as pc
 from engine.arrays import unique
 from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded
 from engine.exec import aggregates as _agg_module
+from engine.exec import const_filter, limit_chunks
 from engine.exec import functions as _fn_module
-from engine.exec import limit_chunks
 from engine.exec import numbers as N
 from engine.exec import rowwise as _rowwise
 from engine.exec import values as V
@@ -895,7 +895,8 @@ FILTER_ONCE = [0]
 class Evaluator:
     #: (BGP node, early filters) asked of the next evaluation of that BGP (_Filter -> _BGP)
     _early = None
-    #: (BGP node, seed): the chunk of driving rows that BGP's evaluation starts from (limit_chunks)
+    #: limit_chunks.Chunk: the chunk of driving rows a BGP's evaluation starts from, the UNION
+    #: branches skipped, the right sides kept (limit_chunks)
     _chunk = None
 
     def __init__(self, ctx: QueryContext, dataset: DatasetView):
@@ -916,8 +917,14 @@ class Evaluator:
         meth = getattr(self, "_" + type(node).__name__, None)
         if meth is None:
             raise QueryEvaluationError(f"cannot evaluate {type(node).__name__}")
-        if self._chunk is not None and node is self._chunk[0] and seed is None:  # (limit_chunks: its rows)
-            seed = self._chunk[1]
+        ch = self._chunk
+        if ch is not None and seed is None:  # (limit_chunks: this piece's rows)
+            if node is ch.leaf:
+                seed = ch.seed
+            elif ch.skip or ch.kept:
+                got = limit_chunks.replaced(self, node, ch)
+                if got is not None:
+                    return self._check(got)
         return self._check(meth(node, seed))
 
     def _unseeded(self, node, seed, fn) -> Bindings:
@@ -1111,6 +1118,10 @@ class Evaluator:
         return minus(left, right)
 
     def _Filter(self, node: A.Filter, seed):
+        if seed is None:  # ?v = constant / IN / sameTerm: the input evaluated from those ids
+            got = const_filter.seeded(self, node)
+            if got is not None:
+                return got
         inp = node.input
         if isinstance(inp, A.BGP) and inp.triples:
             names = bgp_filter_vars(node.expr, bgp_vars(inp.triples))
@@ -1162,6 +1173,9 @@ class Evaluator:
                 return self.eval(node.input, seed)
             name = node.name.name
             gids = list(self.dataset.named)
+            ch = self._chunk
+            if ch is not None and ch.graph is not None and ch.graph[0] == id(node):
+                gids = [ch.graph[1]]  # (limit_chunks: this piece's named graph)
             if seed is not None and name in seed.cols:
                 present = set(unique(seed.cols[name]).tolist())
                 if UNBOUND not in present:

@@ -17,6 +17,15 @@ chain runs over that chunk's solutions; it stops once OFFSET + LIMIT rows are ou
 DISTINCT / REDUCED right under the Slice: distinct rows, kept distinct across chunks). A BGP
 whose best splitting pattern has few values (e.g. anchored at a selective constant) keeps
 the whole evaluation: it is cheap, and a selective join would need many chunks.
+
+Past a UNION, a plain join, OPTIONAL or MINUS on the way down (the leftmost operand a UNION, a
+sub-SELECT joined with more patterns, a MINUS): a UNION's solutions are its left branch's then
+its right branch's, so each branch is a piece of its own (the other branch answering nothing
+while it runs: the pieces are disjoint and together whole), chunked in turn when its own
+leftmost BGP splits; the right side of a plain join / OPTIONAL / MINUS is the same for every
+piece, so it is evaluated once and kept for the next pieces; a leftmost ``GRAPH ?g { ... }``
+is a piece per named graph. The pieces run in order until OFFSET + LIMIT rows are out
+(``{ ?x a A } UNION { ?x a B } LIMIT 15``: only the left branch).
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.exec.bindings import Bindings, concat
-from engine.plan.nodes import ExploreJoin, ExploreLeftJoin
+from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.order import IN, OUT
 from engine.sparql import algebra as A
 
@@ -36,22 +45,66 @@ FIRST_CHUNK = 256
 TAKEN = [0]
 
 _ROW_LOCAL = (A.Project, A.Filter, A.Extend)
-_LEFT_LOCAL = (ExploreLeftJoin, ExploreJoin)
+_LEFT_LOCAL = (ExploreLeftJoin, ExploreJoin, PathJoin)
+#: operators whose right side is evaluated whole, the same for every piece (kept once)
+_RIGHT_KEPT = (A.Join, A.LeftJoin, A.Minus)
 
 
-def leaf_bgp(node) -> A.BGP | None:
-    """The leftmost BGP under a chain of row-local operators (each output row made from one
-    row of the left / only input, the rest of the operator evaluated per row or explored
-    from the left rows), None when another operator is in the way."""
+class Chunk:
+    """What the evaluation of one piece is told (``Evaluator._chunk``): the leaf BGP and its
+    seed (the chunk), the UNION branches that answer nothing in this piece, and the right
+    sides evaluated once for all pieces, the one named graph of a ``GRAPH ?g``."""
+
+    __slots__ = ("leaf", "seed", "skip", "kept", "memo", "graph")
+
+    def __init__(self, leaf, seed, skip, kept, memo, graph=None):
+        self.leaf, self.seed, self.skip, self.kept, self.memo = leaf, seed, skip, kept, memo
+        self.graph = graph  # (id of a GRAPH ?g node, the one named graph it runs over) or None
+
+
+def replaced(ev, node, ch: Chunk) -> Bindings | None:
+    """A skipped UNION branch's empty answer, a kept right side's answer, else None."""
+    key = id(node)
+    if key in ch.skip:
+        from engine.exec.evaluate import pattern_vars  # noqa: PLC0415
+
+        return Bindings.empty(pattern_vars(node))
+    if key in ch.kept:
+        got = ch.memo.get(key)
+        if got is None:
+            ev._chunk = None  # (the right side whole: not this piece's chunk)
+            try:
+                got = ev.eval(node)
+            finally:
+                ev._chunk = ch
+            ch.memo[key] = got
+        return got
+    return None
+
+
+def _pieces(node, kept: set, named=()) -> list[tuple[frozenset, A.BGP | None, tuple | None]]:
+    """[(ids of the UNION branches skipped, leftmost BGP or None, (GRAPH node id, graph id)
+    or None)]: the pieces of ``node``'s solutions in order (a piece with a BGP is chunked by
+    it when it splits, else whole; a ``GRAPH ?g`` leftmost: one piece per named graph of
+    ``named``, each whole); ``kept`` collects the right sides evaluated once."""
     while True:
         if isinstance(node, _ROW_LOCAL):
             node = node.input
         elif isinstance(node, _LEFT_LOCAL):
             node = node.left
-        elif isinstance(node, A.BGP):
-            return node if node.triples else None
+        elif isinstance(node, _RIGHT_KEPT):
+            kept.add(id(node.right))
+            node = node.left
+        elif isinstance(node, A.Union) and node.left is not node.right:
+            left, right = _pieces(node.left, kept, named), _pieces(node.right, kept, named)
+            return ([(sk | {id(node.right)}, leaf, g) for sk, leaf, g in left]
+                    + [(sk | {id(node.left)}, leaf, g) for sk, leaf, g in right])
+        elif isinstance(node, A.BGP) and node.triples:
+            return [(frozenset(), node, None)]
+        elif isinstance(node, A.Graph) and isinstance(node.name, A.Var) and len(named) > 1:
+            return [(frozenset(), None, (id(node), gid)) for gid in named]
         else:
-            return None
+            return [(frozenset(), None, None)]
 
 
 def _driver(bgp: A.BGP, graph, lookup):
@@ -113,41 +166,51 @@ def _chunks(graph, var: str, sources, pvar: str | None):
 
 
 def sliced(ev, node: A.Slice) -> Bindings | None:
-    """The Slice's rows by chunks (see the module), None when its input is not such a chain
-    (the caller evaluates it whole)."""
+    """The Slice's rows by chunks / pieces (see the module), None when its input is not such
+    a chain (the caller evaluates it whole)."""
     if node.limit is None or node.limit <= 0:
         return None
     inner = node.input
     distinct = isinstance(inner, (A.Distinct, A.Reduced))
     if distinct:  # (the distinct rows so far kept across chunks)
         inner = inner.input
-    leaf = leaf_bgp(inner)
-    if leaf is None:
-        return None
     graph = getattr(ev, "graph", None)  # (none: an evaluator over solutions already known)
-    if graph is None or not all(hasattr(graph, x) for x in ("index", "expand", "stats", "predicates", "n_triples")):
+    if graph is None:
         return None
-    got = _driver(leaf, graph, ev.ctx.lookup)
-    if got is None:
-        return None
+    splits = all(hasattr(graph, x) for x in ("index", "expand", "stats", "predicates", "n_triples"))
+    kept: set = set()
+    dataset = getattr(ev, "dataset", None)
+    pieces = _pieces(inner, kept, tuple(getattr(dataset, "named", None) or ()))
+    lookup = ev.ctx.lookup
+
+    def driver(leaf):
+        return _driver(leaf, graph, lookup) if leaf is not None and splits else None
+
+    first = driver(pieces[0][1]) if len(pieces) == 1 else None
+    if len(pieces) == 1 and first is None:
+        return None  # one piece, not split: the whole evaluation
     TAKEN[0] += 1
     want = node.offset + node.limit
+    memo: dict = {}
     parts, have, res = [], 0, None
-    for seed in _chunks(graph, *got):
-        ev._chunk = (leaf, seed)
-        try:
-            res = ev.eval(inner)
-        finally:
-            ev._chunk = None
-        if res.n:
-            parts.append(res)
-            if distinct:
-                parts = [concat(parts).distinct()]
-                have = parts[0].n
-            else:
-                have += res.n
-            if have >= want:
-                break
-    if not parts:  # no solution: the last chunk's empty answer (its columns)
+    for k, (skip, leaf, g) in enumerate(pieces):
+        got = first if k == 0 and first is not None else driver(leaf)  # (when the piece is reached)
+        seeds = _chunks(graph, *got) if got is not None else (None,)
+        for seed in seeds:
+            ev._chunk = Chunk(leaf if seed is not None else None, seed, skip, kept, memo, g)
+            try:
+                res = ev.eval(inner)
+            finally:
+                ev._chunk = None
+            if res.n:
+                parts.append(res)
+                if distinct:
+                    parts = [concat(parts).distinct()]
+                    have = parts[0].n
+                else:
+                    have += res.n
+                if have >= want:
+                    return concat(parts).slice(node.offset, node.limit)
+    if not parts:  # no solution: the last piece's empty answer (its columns)
         return res.slice(node.offset, node.limit) if res is not None else ev.eval(node.input)
     return concat(parts).slice(node.offset, node.limit)

@@ -380,6 +380,11 @@ class Dictionary:
         out[ok] = self._numeric[ids[ok]]
         return out
 
+    def ids_of_number(self, value: float) -> np.ndarray:
+        """Ids of the numeric literals whose value (the side array) is ``value``, any datatype
+        or lexical form: the candidates of ``?v = 23`` (engine/exec/const_filter.py)."""
+        return np.flatnonzero(self._numeric[: self._n] == value).astype(np.int64)
+
     def kinds(self, ids: np.ndarray) -> np.ndarray:
         """int8 per id: 0 IRI, 1 blank node, 2 literal (-1 for ids not in the dictionary)."""
         ids = np.asarray(ids, dtype=np.int64)

@@ -8,7 +8,8 @@
 * Join(left, BGP) and Join(left, BGP FILTER f) with f over the BGP's own
   variables become :class:`ExploreJoin` (the filter sees the same values when
   the BGP explores from the left rows), Join(left, path) :class:`PathJoin`,
-  LeftJoin(left, BGP) :class:`ExploreLeftJoin`;
+  LeftJoin(left, BGP) :class:`ExploreLeftJoin`; Join(path without a constant end, BGP
+  binding one of its ends) PathJoin(BGP, path) (:func:`path_seeded_by`);
 * a FILTER moves down to the part of its group that binds its variables in every
   solution (:func:`engine.plan.filters.push_filter`).
 
@@ -49,6 +50,18 @@ def filter_local(expr, bgp: A.BGP) -> bool:
     return walk(expr)
 
 
+def path_seeded_by(path: A.PathPattern, bgp: A.BGP) -> bool:
+    """Whether Join(path, BGP) should run as PathJoin(BGP, path): the path has no constant
+    end (alone it walks from every node: ``?x (p|q)/r <c>`` splits into ``?x p|q ?b`` and
+    ``?b r <c>``, 40 ms at 1M triples for 13k answers) and the BGP binds one of its ends,
+    so the path starts from the BGP's values instead. A join is commutative (bags)."""
+    s, o = path.s, path.o
+    if not (isinstance(s, A.Var) and isinstance(o, A.Var)):
+        return False
+    own = bgp_vars(bgp.triples)
+    return s.name in own or o.name in own
+
+
 def rewrite(node):
     """The planned form of a pattern (or expression)."""
     if isinstance(node, _LEAVES):
@@ -70,6 +83,8 @@ def rewrite(node):
         left, right = node.left, node.right
         if is_pure_bgp(left) and is_pure_bgp(right):
             return A.BGP(left.triples + right.triples)
+        if isinstance(left, A.PathPattern) and is_pure_bgp(right) and path_seeded_by(left, right):
+            return PathJoin(right, left)  # the BGP first, the path from its values
         if is_pure_bgp(right):
             return ExploreJoin(left, right, right)
         if isinstance(right, A.Filter) and is_pure_bgp(right.input) and filter_local(right.expr, right.input):
