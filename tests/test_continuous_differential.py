@@ -614,6 +614,11 @@ def _compare(q, names, opts, wins, ev_on, ev_off, inputs) -> int:
             assert ga == want, ("oracle", q, t, ga, want)
         else:
             cur = Counter(want)
+            if opts["mode"] != "RSTREAM" and any(("bnode",) in r for r in [*cur, *prev, *ga]):
+                # (blank nodes are one key here, so the difference of two instants is not
+                # the oracle's to tell; the two runs were compared above)
+                prev = cur
+                continue
             if opts["mode"] == "ISTREAM":
                 want = list((cur - prev).elements())
             elif opts["mode"] == "DSTREAM":
