@@ -7,13 +7,14 @@ keep answering its own version after a write."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.database import Database
 from engine.exec.bgp import _run_small, compile_small, run_bgp
 from engine.exec.bindings import Bindings
-from engine.kv import lists, vertex_preds
+from engine.kv import lists, partition, vertex_preds
 from engine.kv.api import IN, OUT
 from engine.kv.graph import empty_graph
 from engine.kv.shard import CSR
@@ -85,6 +86,38 @@ def test_every_span_kind_is_read():
     assert CSR(np.arange(100, dtype=np.int32), np.arange(101, dtype=np.int32),
                np.arange(100, dtype=np.int32)).spec(1)[0] == "dense"
 
+
+@pytest.mark.parametrize("n_shards", [1, 2, 3])
+@pytest.mark.parametrize("kind", ["dense", "bucket"])
+def test_one_neighbour_lists_are_the_span(kind, n_shards):
+    """A vertex with exactly one neighbour (the item read in place, no memoryview slice) in
+    every span kind and shard layout: a list of one Python int, equal to the numpy
+    lookup's; None at cap 0; next to vertices of 0 and several neighbours."""
+    rng = np.random.default_rng(7 + n_shards)
+    if kind == "dense":
+        subjects = list(range(0, 40))
+    else:
+        subjects = sorted(rng.choice(10**6, 40, replace=False).tolist())
+    model = set()
+    for j, s in enumerate(subjects):
+        for o in range(j % 3):  # 0, 1 or 2 neighbours
+            model.add((s, 0, 1000 + 7 * j + o))
+    g = _graph(model, n_shards)
+    stride = partition.stride(n_shards)
+    assert kind in {lists._view_spec(sh.local_csr(0, OUT), stride)[0] for sh in g.shards}
+    nbrs, has = g.local_lists(0, OUT)
+    f = g.local_lookup(0, OUT)
+    ones = 0
+    for s in subjects + [-1, 5]:
+        want = _expect(model, 0, OUT, s)
+        got = nbrs(s, 10)
+        assert got == want == f(s).tolist()
+        assert all(type(x) is int for x in got)
+        if len(want) == 1:
+            ones += 1
+            assert nbrs(s, 1) == want and nbrs(s, 0) is None
+            assert has(s, want[0]) and not has(s, want[0] + 1)
+    assert ones >= 5
 
 def test_a_snapshot_keeps_its_version_and_the_next_sees_the_write():
     model = {(1, 0, 2), (1, 0, 3), (4, 0, 2)}

@@ -204,7 +204,10 @@ def test_which_predicates_are_relevant():
     assert set(rel(f"?s <{EX}p> ?o OPTIONAL {{ ?o <{EX}q> ?z }} FILTER NOT EXISTS {{ ?s <{EX}r> ?o }}")) == \
         {f"<{EX}p>", f"<{EX}q>", f"<{EX}r>"}
     assert rel(f"?s ?p <{EX}o>") is None                          # a variable predicate
-    assert rel(f"?s <{EX}p>+ ?o") is None                         # a path
+    assert rel(f"?s <{EX}p>+ ?o") == (f"<{EX}p>",)                # a closure (tiny_closure): p's triples
+    assert rel(f"?s <{EX}p>* ?o") is None                         # its identity: every term
+    assert set(rel(f"?s <{EX}p>/<{EX}q> ?o")) == {f"<{EX}p>", f"<{EX}q>"}   # (a sequence: patterns)
+    assert rel(f"?s (<{EX}p>|<{EX}q>) ?o") is None                # a path
     assert rel(f"GRAPH ?g {{ ?s <{EX}p> ?o }}") is None           # GRAPH ?g
     assert rel(f"?s <{EX}p> ?o BIND(NOW() AS ?n)") is None        # volatile
     assert rel(f"?s <{EX}p> ?o FILTER(RAND() < 2)") is None

@@ -104,7 +104,8 @@ def _dense(specs: list, stride: int):
             j = v // stride - base
             if 0 <= j < width:
                 lo, hi = dptr[j], dptr[j + 1]
-                return None if hi - lo > cap else idx[lo:hi].tolist()
+                cnt = hi - lo  # (one neighbour: its item, not a memoryview slice and its tolist)
+                return None if cnt > cap else [idx[lo]] if cnt == 1 else idx[lo:hi].tolist()
             return []
 
         def has1(v: int, o: int) -> bool:
@@ -121,7 +122,8 @@ def _dense(specs: list, stride: int):
         j = v // stride - base
         if 0 <= j < width:
             lo, hi = dptr[j], dptr[j + 1]
-            return None if hi - lo > cap else idx[lo:hi].tolist()
+            cnt = hi - lo  # (one neighbour: its item, not a memoryview slice and its tolist)
+            return None if cnt > cap else [idx[lo]] if cnt == 1 else idx[lo:hi].tolist()
         return []
 
     def has(v: int, o: int) -> bool:
@@ -152,7 +154,8 @@ def _buckets(specs: list, stride: int):
             i = bisect_left(keys, v, bptr[b], e)
             if i < e and keys[i] == v:
                 lo, hi = indptr[i], indptr[i + 1]
-                return None if hi - lo > cap else idx[lo:hi].tolist()
+                cnt = hi - lo  # (one neighbour: its item, not a memoryview slice and its tolist)
+                return None if cnt > cap else [idx[lo]] if cnt == 1 else idx[lo:hi].tolist()
         return []
 
     def has_b(v: int, o: int) -> bool:
@@ -180,7 +183,8 @@ def _searches(specs: list):
         i = bisect_left(keys, v)
         if i < nk and keys[i] == v:
             lo, hi = indptr[i], indptr[i + 1]
-            return None if hi - lo > cap else idx[lo:hi].tolist()
+            cnt = hi - lo  # (one neighbour: its item, not a memoryview slice and its tolist)
+            return None if cnt > cap else [idx[lo]] if cnt == 1 else idx[lo:hi].tolist()
         return []
 
     def has_s(v: int, o: int) -> bool:
@@ -212,7 +216,8 @@ def _one(spec: tuple, stride: int):
                 i = bisect_left(keys, v, bptr[b], e)
                 if i < e and keys[i] == v:
                     lo, hi = indptr[i], indptr[i + 1]
-                    return None if hi - lo > cap else idx[lo:hi].tolist()
+                    cnt = hi - lo  # (one neighbour: its item, not a memoryview slice and its tolist)
+                    return None if cnt > cap else [idx[lo]] if cnt == 1 else idx[lo:hi].tolist()
             return []
 
         def has(v: int, o: int) -> bool:
@@ -234,7 +239,8 @@ def _one(spec: tuple, stride: int):
         i = bisect_left(keys, v)
         if i < nk and keys[i] == v:
             lo, hi = indptr[i], indptr[i + 1]
-            return None if hi - lo > cap else idx[lo:hi].tolist()
+            cnt = hi - lo  # (one neighbour: its item, not a memoryview slice and its tolist)
+            return None if cnt > cap else [idx[lo]] if cnt == 1 else idx[lo:hi].tolist()
         return []
 
     def has_s(v: int, o: int) -> bool:

@@ -81,6 +81,8 @@ from engine.stream.pred_times import ALL, change_by, next_change
 from engine.stream.stored_relation import shared_relation
 from engine.stream.tiny import TinyCore, TinyEvaluator, TinyFallback
 from engine.stream.tiny_aggs import order_free as _order_free
+from engine.stream.tiny_closure import of as _closure_of
+from engine.stream.tiny_closure import relevant_patterns as _closure_patterns
 from engine.stream.tiny_gen import GEN_WINDOW, GenQuery
 from engine.stream.tiny_rewrite import rewrite as _tiny_rewrite
 from engine.stream.transient import TransientStore
@@ -1114,6 +1116,8 @@ class InstantEvaluator:
         compact = type(self).compact_rows is InstantEvaluator.compact_rows
         self._gen = (GenQuery.of(query, mode) if self.GENERATED and compact and (
             self._compact.patterns is not None or _order_free(query)) else None)   # (SAMPLE, GROUP_CONCAT, LIMIT)
+        if self._gen is None and self.GENERATED and compact and self.CLOSURES:   # (`:p+` `:p*` `:p?`: tiny_closure)
+            self._gen = _closure_of(query, mode)
         self._gen_skip = 0
         self._gen_backoff = 0
         # the generated query's result maintained as the stream arrives (engine.stream.maintained):
@@ -1391,7 +1395,7 @@ class InstantEvaluator:
             coarse = frozenset()
             if keys is not None:   # predicates some pattern matches with both ends variable
                 d = self.db.store.dictionary
-                ids = (d.lookup(tp.p.key) for tp in query_patterns(self.query)
+                ids = (d.lookup(tp.p.key) for tp in (query_patterns(self.query) or _closure_patterns(self.query))
                        if not isinstance(tp.s, A.Const) and not isinstance(tp.o, A.Const))
                 coarse = frozenset(int(i) for i in ids if i >= 0)
             rel = self._rel = (timed, keys, wins, coarse)
@@ -1716,6 +1720,9 @@ class InstantEvaluator:
     GENERATED = True
     #: the maintained-result path on (tests compare with it off)
     MAINTAINED = True
+    #: `:p+` / `:p*` / `:p?` paths over the stored graphs on the generated / maintained paths
+    #: (engine.stream.tiny_closure; tests compare with it off)
+    CLOSURES = True
 
     def _maintained_ok(self) -> bool:
         """Whether the maintained state may answer: not while the stored default graph is read

@@ -88,6 +88,10 @@ def relevant_predicates(query: A.Query) -> tuple[str, ...] | None:
     only instants whose windows did not change at all reuse a result."""
     pats = query_patterns(query)
     if pats is None:
+        from engine.stream.tiny_closure import relevant_patterns  # noqa: PLC0415
+
+        pats = relevant_patterns(query)   # (`:p+` `:p*` `:p?` paths: :p's triples, tiny_closure)
+    if pats is None:
         return None
     stack: list = [query.pattern, query.template]
     while stack:

@@ -63,6 +63,7 @@ from time import thread_time as _clock
 from engine.stream import tiny_gen as _tg
 from engine.stream.maint_opt import OptState, scope_of
 from engine.stream.maint_opt import required_of as _required_of
+from engine.stream.tiny_closure import guard_delta as _closure_guard
 from engine.stream.tiny_gen import GEN_WINDOW, MAX_ROWS, MAX_WORK, GenQuery, _Hand, _index, _slot, _values
 from engine.stream.tiny_gen import code_of as _code_of
 from engine.stream.tiny_ops import Undecided, _num_item
@@ -324,6 +325,8 @@ class Maintained:
         got = {}
         for i in range(len(pats)):
             got.setdefault(gen.cls[i], []).append(ns[f"d{i}"])
+        for c in getattr(gen, "guards", ()):   # (tiny_closure: a window triple of a closure's predicate)
+            got.setdefault(c, []).append(_closure_guard(ns))
         if len(self._compiled) > 16:
             self._compiled.clear()
             self._scs = [ns[f"SC{k}"] for k in range(n0, self._gid)]

@@ -629,6 +629,9 @@ def class_ids(classes, dictionary) -> tuple[list[tuple], bool]:
             if k is None:
                 ids.append(None)
                 continue
+            if k.startswith("<urn:jindou:closure:"):   # (tiny_closure's pseudo predicate: no triple)
+                ids.append(-3)
+                continue
             i = int(dictionary.lookup(k))
             if i < 0:
                 absent = True
@@ -684,7 +687,7 @@ class GenQuery:
         self.usable = self._filters_ok()
 
     @staticmethod
-    def of(query: A.Query, mode: str) -> GenQuery | None:
+    def of(query: A.Query, mode: str, cls=None) -> GenQuery | None:
         """The generated instant of ``query`` if its form is taken (SELECT, ASK; see the
         module), else None. ISTREAM / DSTREAM: the rows go to the ordinary difference
         (:meth:`InstantEvaluator.render` takes it from :meth:`result`), so the events are the
@@ -708,14 +711,14 @@ class GenQuery:
         if construct and sh is not None and sh.computed:   # (the template takes term ids only)
             return None
         if sh is None:
-            if mode != "RSTREAM" or construct:   # (a UNION's rows: RSTREAM SELECT only)
+            if mode != "RSTREAM" or construct or cls is not None:   # (a UNION's rows: RSTREAM SELECT only)
                 return None
             from engine.stream.tiny_union import union_of  # (it builds on this module)
             u = union_of(got[0])   # (ORDER BY / LIMIT over the branches' rows: after them)
             if u is not None:
                 u.order = got[1]
             return u
-        g = GenQuery(sh)
+        g = (cls or GenQuery)(sh)   # (cls: tiny_closure.ClosureGen)
         g.order = got[1]
         return g if g.usable else None
 

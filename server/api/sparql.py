@@ -855,12 +855,13 @@ def _probe_anchored(state: ServerState, shape, text: str, base: str) -> bool:
     seen = state.shape_cost.get(shape)
     if seen is not None and seen[1] >= 2:  # (measured: inline_ok decides as ever)
         return False
+    prepare = getattr(state.db, "_prepare", None)
+    if prepare is None:  # (a database that parses nothing for us: no probe, whatever was cached)
+        return False
     got = _ANCHORED.get(shape)
     if got is None:
-        db = state.db
-        prepare = getattr(db, "_prepare", None)
         try:
-            got = prepare is not None and anchored(prepare(text, base).query)
+            got = anchored(prepare(text, base).query)
         except JindouError:  # (the run reports the text's error)
             got = False
         if len(_ANCHORED) >= 2048:
