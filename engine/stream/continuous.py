@@ -70,6 +70,7 @@ from engine.formats import NTRIPLES
 from engine.kv.views import EmptyGraph, merged_view
 from engine.plan.rewrite import is_pure_bgp
 from engine.sparql import algebra as A
+from engine.stream import cache_budget as _cache_budget
 from engine.stream import event_json as _event_json
 from engine.stream import gen_construct as _gen_construct
 from engine.stream import pred_times
@@ -870,6 +871,7 @@ class _JsonTerms:
         self._cells: dict[str, dict[int, bytes]] = {}
         self._n_cells = 0
         self._by_key: dict[str, bytes] = {}   # computed term's key -> its JSON (short keys)
+        self._slot = _cache_budget.JSON_TERMS.join(self)   # all queries' caches together: bounded
 
     def head(self, vars_) -> bytes:
         key = tuple(vars_)
@@ -896,13 +898,16 @@ class _JsonTerms:
                 keys = terms.keys(np.array(mids, dtype=np.int64))
             if len(d) + len(miss) > self.MAX:
                 d.clear()
+            self._fit(len(miss))
             by_key = self._by_key
             for k, key in zip(miss, keys, strict=True):
                 if key is None:
                     continue
                 i = ids[k]
                 if 0 <= i < LOCAL_BASE:
-                    out[k] = d[i] = orjson.dumps(_ser._json_term(key))
+                    # (b"%b" %: a copy of its own size; orjson's bytes sit in 4 KiB allocations,
+                    # 40x what a kept fragment needs)
+                    out[k] = d[i] = b"%b" % orjson.dumps(_ser._json_term(key))
                     continue
                 # a computed term (a COUNT, a BIND's number): its query-local id is new every
                 # instant, its key and fragment are not
@@ -912,9 +917,32 @@ class _JsonTerms:
                     if len(key) <= self.MAX_COMPUTED_KEY:
                         if len(by_key) >= self.MAX_COMPUTED:
                             by_key.clear()
-                        by_key[key] = b
+                        by_key[key] = b = b"%b" % b   # (its own size: see above)
                 out[k] = b
+            self.account()
         return out
+
+    def cells_full(self, adding: int) -> bool:
+        """Whether the per-variable cells must start over before ``adding`` more: their own
+        bound, or all queries' caches over their joint bound with this one above its share."""
+        return self._n_cells + adding > self.MAX or _cache_budget.JSON_TERMS.over(
+            self._slot, len(self._d) + self._n_cells + adding)
+
+    def account(self) -> None:
+        """Tell the joint bound how many entries this query's caches hold now."""
+        _cache_budget.JSON_TERMS.set(self._slot, len(self._d) + self._n_cells)
+
+    def _fit(self, adding: int) -> None:
+        """Before ``adding`` entries: with all queries' caches over their joint bound
+        (:data:`~engine.stream.cache_budget.JSON_TERMS`) and this one above its share, this
+        query's caches start over (memory that grows with the number of queries, not charged
+        anywhere else, stays bounded; the terms are rendered again as they come)."""
+        bound = _cache_budget.JSON_TERMS
+        if bound.over(self._slot, len(self._d) + self._n_cells + adding):
+            self._d.clear()
+            self._clear()
+            bound.clears += 1
+            bound.set(self._slot, 0)
 
     def select(self, res: QueryResult, extra: bytes) -> bytes:
         """SPARQL JSON of a SELECT result with ``extra`` members: the bytes
@@ -949,7 +977,7 @@ class _JsonTerms:
             if miss:
                 u = list(dict.fromkeys(miss))
                 frag = dict(zip(u, self.render(u, res.terms), strict=True))
-                if self._n_cells + len(miss) > self.MAX:
+                if self.cells_full(len(miss)):
                     self._clear()
                     tables = [cells.setdefault(v, {}) for v in res.vars]
                 names = self._names
@@ -973,6 +1001,7 @@ class _JsonTerms:
                         if 0 <= i < LOCAL_BASE and i not in cd:   # a store id: the same cell forever
                             cd[i] = x
                             self._n_cells += 1
+                self.account()
         else:
             for v, c in zip(res.vars, res.columns, strict=True):
                 name = orjson.dumps(v) + b":"

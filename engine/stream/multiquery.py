@@ -102,6 +102,7 @@ from engine.exec.result import QueryResult
 from engine.exec.serialize import _json_term
 from engine.plan.planner import QueryPlan, make_plan
 from engine.sparql import algebra as A
+from engine.stream import cache_budget as _cache_budget
 from engine.stream.continuous import multiset_diff
 
 __all__ = ["ParamTable", "ParamValues", "Refused", "Shape", "Group", "analyze", "QVAR"]
@@ -487,7 +488,7 @@ class Group:
     """The registered queries of one shape (members keep their own evaluators and logs)."""
 
     __slots__ = ("shape", "plan", "empty_plan", "members", "failures", "skip", "batches", "_cells", "_framed",
-                 "_params", "last_ms")
+                 "_params", "last_ms", "_slot", "__weakref__")
 
     #: rendered cells kept per group (store ids only: they never change meaning)
     CELL_CACHE = 1 << 17
@@ -724,15 +725,35 @@ class Group:
         if miss:
             mids = ids[miss]
             # one bound over all framings (a group has a few: its variables, first / last)
-            if sum(map(len, framed.values())) + len(miss) > self.CELL_CACHE:
+            held = sum(map(len, framed.values()))
+            if held + len(miss) > self.CELL_CACHE or self._over(held + len(miss)):
                 for c in framed.values():
                     c.clear()
+                _cache_budget.JSON_TERMS.clears += 1
             for k, i, cell in zip(miss, mids.tolist(), self._term_cells(ctx, mids), strict=True):
                 f = pre + cell + post if cell else b""
                 out[k] = f
                 if 0 <= i < LOCAL_BASE:
                     cache[i] = f
+            self._account()
         return out
+
+    def _over(self, framed_n: int = -1, cells_n: int = -1) -> bool:
+        """All queries' term caches over their joint bound (:mod:`engine.stream.cache_budget`)
+        and this group's above its share, if its framed cells / cells grew to these counts."""
+        if framed_n < 0:
+            framed_n = sum(map(len, self._framed.values()))
+        return _cache_budget.JSON_TERMS.over(self._budget_slot(), framed_n + (len(self._cells) if cells_n < 0 else cells_n))
+
+    def _budget_slot(self) -> list[int]:
+        """This group's count in the joint bound (joined at its first rendering)."""
+        slot = getattr(self, "_slot", None)
+        if slot is None:
+            slot = self._slot = _cache_budget.JSON_TERMS.join(self)
+        return slot
+
+    def _account(self) -> None:
+        _cache_budget.JSON_TERMS.set(self._budget_slot(), sum(map(len, self._framed.values())) + len(self._cells))
 
     def _term_cells(self, ctx, ids: np.ndarray) -> list[bytes]:
         """The SPARQL JSON term of each distinct id (store ids cached; b"" for UNBOUND)."""
@@ -742,11 +763,14 @@ class Group:
         if miss:
             mids = ids[miss]
             keys = ctx.keys(mids)
-            if len(cache) + len(miss) > self.CELL_CACHE:
+            if len(cache) + len(miss) > self.CELL_CACHE or self._over(cells_n=len(cache) + len(miss)):
                 cache.clear()
+                _cache_budget.JSON_TERMS.clears += 1
             for k, i, key in zip(miss, mids.tolist(), keys, strict=True):
-                cell = b"" if key is None else orjson.dumps(_json_term(key))
+                # (b"%b" %: a copy of its own size -- orjson's bytes sit in 4 KiB allocations)
+                cell = b"" if key is None else b"%b" % orjson.dumps(_json_term(key))
                 out[k] = cell
                 if 0 <= i < LOCAL_BASE:
                     cache[i] = cell
+            self._account()
         return out

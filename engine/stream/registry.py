@@ -143,6 +143,9 @@ class QueryEntry:
         self.state: tuple | None = None     # InstantEvaluator.capture() of the last evaluated instant
         self.prefix: memoryview | None = None   # its data before the window member (repeat_prefix: a view of the event)
         self.errors = 0
+        # the latest failed instant ({instant, error, detail}, as in its result event): a failing
+        # query shows why in GET /queries/{name}, not only to an SSE client that happens to listen
+        self.last_error: dict | None = None
         self.last_latency_ms: float | None = None
         self.out_lock = threading.Lock()
         self.batch_status: Callable[[], dict] | None = None   # set by the scheduler (multi-query execution)
@@ -165,6 +168,7 @@ class QueryEntry:
                             for bw, wn in zip(self.windows, names, strict=True)],
                 "next_instant": self.trigger.next_instant, "evaluated": self.evaluated,
                 "unchanged_instants": self.idle, "last_latency_ms": self.last_latency_ms,
+                "errors": self.errors, "last_error": self.last_error,
                 **(self.batch_status() if self.batch_status is not None else {"batched": False, "peers": 0})}
         writer = getattr(self.log, "writer", None)
         if writer is not None:   # REGISTER STREAM: what it wrote into its stream

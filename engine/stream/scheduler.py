@@ -746,6 +746,7 @@ class Scheduler:
         except Exception:  # noqa: BLE001
             win = {"start": t, "end": t}
         q.errors += 1
+        q.last_error = {"instant": t, "error": kind, "detail": detail}
         return orjson.dumps({"error": kind, "detail": detail, "window": win}), win
 
     def _record(self, q: QueryEntry, t: int, state: tuple, data: bytes, ms: float | None, win: dict | None) -> None:

@@ -1522,7 +1522,7 @@ class GenQuery:
         if miss:
             u = list(dict.fromkeys(miss))
             frag = dict(zip(u, json.render(u, ctx), strict=True))
-            if json._n_cells + len(u) > json.MAX:
+            if json.cells_full(len(u)):
                 json._clear()
                 tables = [None if kinds[j] else cells.setdefault(v, {}) for j, v in enumerate(names)]
             for j, cd in enumerate(tables):
@@ -1534,6 +1534,7 @@ class GenQuery:
                     if i not in cd and i >= 0:
                         cd[i] = name + frag[i]
                         json._n_cells += 1
+            json.account()
         cf = self._count_frag
         parts = []
         holes = opt
