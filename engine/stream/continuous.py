@@ -2032,7 +2032,13 @@ class InstantEvaluator:
             return sparql_json(res, member)
         if self.form == "CONSTRUCT":
             if type(res) is _Generated:   # the template instantiated per generated row
-                res = _gen_construct.triples(self.query.template, res.gen.sh.names, res.rows, res.ctx)
+                rows = res.rows
+                if rows and res.gen.sh.names:
+                    # counts, computed numbers and terms' keys as term ids, an error unbound (-1):
+                    # the generated rows hold them as values (a sub-SELECT's SUM, a BIND)
+                    cols = res.gen.result(rows, res.ctx).columns
+                    rows = list(zip(*[c.tolist() for c in cols], strict=True))
+                res = _gen_construct.triples(self.query.template, res.gen.sh.names, rows, res.ctx)
             if self.mode != "RSTREAM":
                 res = self._diff_triples(res)
             nt = serialize(res, NTRIPLES).decode("utf-8")

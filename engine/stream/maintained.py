@@ -793,7 +793,9 @@ class Maintained:
         self._base = (dict(self.R), [{g: dict(vals) for g, vals in d.items()} for d in self.D])
         if self.opt is not None:
             self.opt.keep_base()
-        st = _State(ids, len(d) if gen._ids[3] else None, snap.sn, tuple(map(id, graphs)), len(self.windows))
+        # (the size the ids were looked up at, not len(d) now: a POST may have interned an
+        # absent constant since, and the state would never look it up again)
+        st = _State(ids, gen._ids[1] if gen._ids[3] else None, snap.sn, tuple(map(id, graphs)), len(self.windows))
         self.state = st
         return st
 
@@ -957,7 +959,7 @@ class Maintained:
                 return st
             gen._resolve(d)
             if gen._ids[2] == st.ids:
-                st.dict_n = len(d) if gen._ids[3] else None
+                st.dict_n = gen._ids[1] if gen._ids[3] else None   # (the size looked up at)
                 return st
         return self._build(snap, graphs)
 
