@@ -10,7 +10,7 @@ rewrite applied and the fast paths taken.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.sparql import algebra as A
@@ -18,15 +18,13 @@ from engine.stream import tiny_rewrite
 from engine.stream.tiny_gen import GenQuery
 from tests.test_stream_tiny_aggs import P9, STRS, check_paths
 from tests.test_stream_tiny_gen import EX, NODES, PREDS, static_db
-from tests.test_stream_tiny_rewrite import VALUES, _parsed
+from tests.test_stream_tiny_rewrite import SHAPE_SETTINGS, _parsed, shape_elements
 from tests.test_stream_tiny_rewrite import _replay as replay_rewritten
 
 SEEN = {"gen": [0, 0], "maint": [0, 0]}
 P0, P1, P2 = PREDS
-_SETTINGS = settings(max_examples=60, deadline=None,
-                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-elements = st.lists(st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(PREDS), st.sampled_from(VALUES)),
-                             min_size=1, max_size=6), min_size=1, max_size=6)
+_SETTINGS = SHAPE_SETTINGS
+elements = shape_elements
 
 
 @pytest.fixture(scope="module")

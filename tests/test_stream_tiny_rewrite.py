@@ -35,6 +35,12 @@ from tests.test_stream_tiny_gen import (
 
 VALUES = TERMS + STRS[:3]
 SEEN = {"gen": [0, 0], "maint": [0, 0]}
+#: the hypothesis settings and the stream elements of the shape tests built on this file's
+#: replay (nested OPTIONAL, OPTIONAL in UNION, marked OPTIONALs, guarded EXISTS)
+SHAPE_SETTINGS = settings(max_examples=60, deadline=None,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+shape_elements = st.lists(st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(PREDS), st.sampled_from(VALUES)),
+                                   min_size=1, max_size=6), min_size=1, max_size=6)
 
 
 @pytest.fixture(scope="module")
