@@ -36,6 +36,7 @@ from engine.stream import continuous, event_json, instant_fast, maintained, mult
 from engine.stream.continuous import InstantEvaluator
 from engine.stream.manager import StreamManager
 from engine.stream.tiny import TinyCore
+from tests.test_continuous_oracle import norm_json, norm_ox
 
 EX = "http://ex.org/"
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -341,32 +342,18 @@ def registration(body: str, name: str, wins: dict, opts: dict, const: str | None
 
 # ---------------------------------------------------------------------------- oracle
 def _lit_key(term) -> tuple:
-    if term is None:
-        return ("unbound",)
-    if isinstance(term, ox.NamedNode):
-        return ("uri", term.value)
-    if isinstance(term, ox.BlankNode):
-        return ("bnode",)
-    if term.language:
-        return ("lit", term.value, None, term.language)
-    return _num(("lit", term.value, term.datatype.value, None))
+    return _num(norm_ox(term))
 
 
 def _json_key(b: dict | None) -> tuple:
-    if b is None:
-        return ("unbound",)
-    if b["type"] == "uri":
-        return ("uri", b["value"])
-    if b["type"] == "bnode":
-        return ("bnode",)
-    if "xml:lang" in b:
-        return ("lit", b["value"], None, b["xml:lang"])
-    return _num(("lit", b["value"], b.get("datatype", XSD + "string"), None))
+    return _num(norm_json(b))
 
 
 def _num(t: tuple) -> tuple:
     """Decimals and doubles by value (1.50 and 1.5 are one decimal); integers by value too
-    (pyoxigraph answers "01"^^xsd:integer as "1")."""
+    (pyoxigraph answers "01"^^xsd:integer as "1"). Other keys as they are."""
+    if t[0] != "lit":
+        return t
     if t[2] == XSD + "integer":
         try:
             return ("lit", str(int(t[1])), t[2], None)

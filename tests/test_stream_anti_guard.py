@@ -13,21 +13,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.stream.tiny_gen import GenQuery
-from tests.test_stream_tiny_aggs import P9, STRS, check_paths, replay_compared
-from tests.test_stream_tiny_gen import EX, NODES, PREDS, static_db
-from tests.test_stream_tiny_rewrite import SHAPE_SETTINGS, _parsed, shape_elements
+from tests.test_stream_tiny_aggs import P9, check_paths, replay_compared
+from tests.test_stream_tiny_gen import NODES, PREDS
+from tests.test_stream_tiny_rewrite import (
+    SHAPE_SETTINGS,
+    _parsed,
+    shape_db,  # noqa: F401 -- (the module's db fixture)
+    shape_elements,
+)
 
 SEEN = {"gen": [0, 0], "maint": [0, 0]}
 P0, P1, P2 = PREDS
 _SETTINGS = SHAPE_SETTINGS
 elements = shape_elements
-
-
-@pytest.fixture(scope="module")
-def db():
-    d = static_db((f"<{EX}a>", *STRS))
-    yield d
-    d.close()
 
 
 @st.composite

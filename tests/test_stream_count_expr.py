@@ -15,15 +15,14 @@ from engine.stream import tiny_gen
 from tests.test_stream_agg_exprs import draw_grouped_bgp
 from tests.test_stream_tiny_aggs import P9, STRS, check_paths, replay_compared
 from tests.test_stream_tiny_gen import (
-    EX,
     NODES,
     PREDS,
     TERMS,
     XSD,
     _oracle,
     _oxigraph_zero_quotient,
-    static_db,
 )
+from tests.test_stream_tiny_rewrite import shape_db  # noqa: F401 -- (the module's db fixture)
 
 VALUES = TERMS + STRS[:3]
 SEEN = {"gen": [0, 0], "maint": [0, 0]}
@@ -31,13 +30,6 @@ SEEN = {"gen": [0, 0], "maint": [0, 0]}
 #: expressions some of whose values are errors over the vocabulary (strings, IRIs)
 EXPRS = ["?{c} * 2", "STR(?{c})", f"<{XSD}integer>(?{{c}})", "?{c} + ?{d}", "isIRI(?{c})",
          "IF(?{c} > 1, ?{c}, 0)", "LANG(?{c})", "?{c} / 2"]
-
-
-@pytest.fixture(scope="module")
-def db():
-    d = static_db((f"<{EX}a>", *STRS))
-    yield d
-    d.close()
 
 
 @st.composite

@@ -15,17 +15,11 @@ from engine.stream import maintained, tiny_gen
 from engine.stream.transient import TransientStore
 from tests.test_stream_agg_exprs import _SETTINGS, _replay, elements
 from tests.test_stream_maintained import _append
-from tests.test_stream_tiny_aggs import P9, STRS, _lit, _norm, _pair
-from tests.test_stream_tiny_gen import EX, NODES, PREDS, _rows, static_db
+from tests.test_stream_tiny_aggs import P9, _lit, _norm, _pair
+from tests.test_stream_tiny_gen import EX, NODES, PREDS, _rows
+from tests.test_stream_tiny_rewrite import shape_db  # noqa: F401 -- (the module's db fixture)
 
 SEEN = {"gen": [0, 0], "maint": [0, 0]}
-
-
-@pytest.fixture(scope="module")
-def db():
-    d = static_db((f"<{EX}a>", *STRS))
-    yield d
-    d.close()
 
 
 @st.composite

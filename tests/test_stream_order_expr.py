@@ -15,19 +15,13 @@ from engine.stream import maintained, tiny_gen
 from engine.stream.transient import TransientStore
 from tests.test_stream_agg_exprs import _SETTINGS, elements
 from tests.test_stream_maintained import _append
-from tests.test_stream_tiny_aggs import STRS, _ordered, _pair, _replay_ordered
-from tests.test_stream_tiny_gen import EX, NODES, PREDS, XSD, static_db
+from tests.test_stream_tiny_aggs import _ordered, _pair, _replay_ordered
+from tests.test_stream_tiny_gen import EX, NODES, PREDS, XSD
+from tests.test_stream_tiny_rewrite import shape_db  # noqa: F401 -- (the module's db fixture)
 
 SEEN = [0, 0]   # (instants answered by a fast path, instants)
 EXPRS = ["?{a} * 2", "-?{a}", "STR(?{a})", "?{a} + ?{b}", f"<{XSD}double>(?{{a}})", "ABS(?{a} - 1)",
          "IF(isIRI(?{a}), 0, 1)", "STRLEN(STR(?{a}))"]
-
-
-@pytest.fixture(scope="module")
-def db():
-    d = static_db((f"<{EX}a>", *STRS))
-    yield d
-    d.close()
 
 
 @st.composite

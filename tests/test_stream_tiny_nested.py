@@ -16,22 +16,20 @@ from engine.stream import maintained, tiny_gen
 from engine.stream.tiny_gen import GenQuery
 from engine.stream.transient import TransientStore
 from tests.test_stream_maintained import _append
-from tests.test_stream_tiny_aggs import P9, STRS, _norm, _pair, check_paths, replay_compared
-from tests.test_stream_tiny_gen import EX, NODES, PREDS, _oracle, _rows, static_db
-from tests.test_stream_tiny_rewrite import SHAPE_SETTINGS, _parsed, shape_elements
+from tests.test_stream_tiny_aggs import P9, _norm, _pair, check_paths, replay_compared
+from tests.test_stream_tiny_gen import NODES, PREDS, _oracle, _rows
+from tests.test_stream_tiny_rewrite import (
+    SHAPE_SETTINGS,
+    _parsed,
+    shape_db,  # noqa: F401 -- (the module's db fixture)
+    shape_elements,
+)
 
 SEEN = {"gen": [0, 0], "maint": [0, 0]}
 P0, P1, P2 = PREDS
 
 _SETTINGS = SHAPE_SETTINGS
 elements = shape_elements
-
-
-@pytest.fixture(scope="module")
-def db():
-    d = static_db((f"<{EX}a>", *STRS))
-    yield d
-    d.close()
 
 
 @st.composite

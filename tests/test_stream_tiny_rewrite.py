@@ -43,11 +43,16 @@ shape_elements = st.lists(st.lists(st.tuples(st.sampled_from(NODES), st.sampled_
                                    min_size=1, max_size=6), min_size=1, max_size=6)
 
 
-@pytest.fixture(scope="module")
-def db():
+def _shape_db():
+    """The stored graph of the stream shape tests, every constant they draw interned."""
     d = static_db((f"<{EX}a>", *STRS))
     yield d
     d.close()
+
+
+#: the module-scoped ``db`` fixture of the stream shape test files: imported under this name,
+#: pytest registers it as ``db`` in each of them
+shape_db = pytest.fixture(scope="module", name="db")(_shape_db)
 
 
 @contextlib.contextmanager

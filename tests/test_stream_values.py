@@ -16,17 +16,11 @@ from engine.stream import maintained, tiny_gen
 from engine.stream.transient import TransientStore
 from tests.test_stream_agg_exprs import _SETTINGS, elements
 from tests.test_stream_maintained import _append
-from tests.test_stream_tiny_aggs import STRS, _pair, replay_compared
-from tests.test_stream_tiny_gen import EX, LITS, NODES, PREDS, _rows, static_db
+from tests.test_stream_tiny_aggs import _pair, replay_compared
+from tests.test_stream_tiny_gen import EX, LITS, NODES, PREDS, _rows
+from tests.test_stream_tiny_rewrite import shape_db  # noqa: F401 -- (the module's db fixture)
 
 SEEN = {"gen": [0, 0], "maint": [0, 0]}
-
-
-@pytest.fixture(scope="module")
-def db():
-    d = static_db((f"<{EX}a>", *STRS))
-    yield d
-    d.close()
 
 
 @st.composite
