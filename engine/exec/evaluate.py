@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from engine.arrays import unique
 from engine.errors import QueryEvaluationError, QueryTimeout, RowBudgetExceeded
 from engine.exec import aggregates as _agg_module
-from engine.exec import const_filter, limit_chunks
+from engine.exec import const_filter, left_join, limit_chunks
 from engine.exec import functions as _fn_module
 from engine.exec import numbers as N
 from engine.exec import rowwise as _rowwise
@@ -1058,22 +1058,8 @@ class Evaluator:
         if left.n == 0:
             return Bindings.empty(set(left.cols) | pattern_vars(node.right))
         if seed_ok(left, node.right.triples):
-            tagged = left.with_col("#lrow", np.arange(left.n, dtype=np.int64))
-            res = self._run_bgp(node, node.right.triples, tagged)
-            if node.expr is not None and res.n:
-                keep = self.filter_mask(node.expr, res)
-                res = res.mask(keep)
-            li = res.cols["#lrow"] if res.n else np.zeros(0, np.int64)
-            res = res.drop(("#lrow",))
-            hit = np.zeros(left.n, dtype=bool)
-            hit[li] = True
-            if hit.all():
-                return res
-            rest = left.take(np.flatnonzero(~hit))
-            allcols = list(res.cols) if res.cols else list(left.cols)
-            out = concat([res if res.n else Bindings.empty(allcols), rest])
-            origin = np.concatenate([li, np.flatnonzero(~hit)])
-            return out.take(np.argsort(origin, kind="stable"))
+            # explored from the left rows, merged in left order (engine/exec/left_join.py)
+            return left_join.explore_left_join(self, node, left)
         return self._left_join_eval(node, left, seed)
 
     def _LeftJoin(self, node: A.LeftJoin, seed):
@@ -1118,6 +1104,10 @@ class Evaluator:
         return minus(left, right)
 
     def _Filter(self, node: A.Filter, seed):
+        if isinstance(node.input, ExploreLeftJoin):  # OPTIONAL {..} FILTER(!BOUND(?v)): an anti-join
+            got = left_join.anti_join(self, node, seed)
+            if got is not None:
+                return got
         if seed is None:  # ?v = constant / IN / sameTerm: the input evaluated from those ids
             got = const_filter.seeded(self, node)
             if got is not None:
