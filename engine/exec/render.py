@@ -808,10 +808,13 @@ def shaped_column(result: QueryResult, col: np.ndarray, fmt: str, wrap: list[tup
     d = getattr(result.terms, "dictionary", None)
     if d is None or not hasattr(d, "as_arrow"):
         return None
-    # cells unbound: the distinct path (one fragment table, one take a row) measured faster
-    # than a prefix, main part and suffix per row here (P3: 1.1 against 1.8 ms)
-    if bool((col == UNBOUND).any()):
-        return None
+    # cells unbound (OPTIONAL): the bound cells' shapes as below, each piece of a row taken
+    # from a table with one more, empty, entry for the unbound rows (unbound_column.py)
+    bound = col != UNBOUND
+    if not bound.all():
+        from engine.exec.unbound_column import partly_bound  # noqa: PLC0415
+
+        return partly_bound(result, col, bound, fmt, wrap, variant, check)
     ids = col
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= min(len(d), LOCAL_BASE):
