@@ -1297,7 +1297,11 @@ class Evaluator:
         """ORDER BY; under an OFFSET/LIMIT (see _slice) only the first OFFSET +
         LIMIT rows, chosen without ordering the others (functions.order_top)."""
         top = self._tops.pop(id(node), None) if self._tops else None
-        res = self.eval(node.input, seed)
+        res = None
+        if top is not None and isinstance(node.input, ExploreLeftJoin):  # (only the top left rows)
+            res = left_join.top_candidates(self, node, top, seed)
+        if res is None:
+            res = self.eval(node.input, seed)
         if res.n <= 1:
             return res
         self.ctx.charge_rows(res.n, len(res.cols) + 2 * len(node.conditions) + 4)

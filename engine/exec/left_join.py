@@ -35,8 +35,9 @@ from engine.plan.nodes import ExploreLeftJoin
 from engine.plan.order import bgp_vars
 from engine.sparql import algebra as A
 
-#: how often each path ran (a spy for the tests): "left" the left join, "anti" the anti-join
-TAKEN = {"left": 0, "anti": 0}
+#: how often each path ran (a spy for the tests): "left" the left join, "anti" the anti-join,
+#: "top" an ORDER BY + LIMIT that cut the left rows first
+TAKEN = {"left": 0, "anti": 0, "top": 0}
 
 
 def _matches(ev, node: ExploreLeftJoin, left: Bindings) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -144,3 +145,52 @@ def anti_join(ev, node: A.Filter, seed) -> Bindings | None:
     out = dict(kept.cols)
     out.update(_unbound_cols(kept.n, names))
     return Bindings(out, kept.n)
+
+
+def _join_left(ev, node: ExploreLeftJoin, left: Bindings, seed) -> Bindings:
+    """What ``Evaluator._ExploreLeftJoin`` does once its left rows are in hand."""
+    from engine.exec.bgp import seed_ok  # noqa: PLC0415
+    from engine.exec.evaluate import pattern_vars  # noqa: PLC0415
+
+    if left.n == 0:
+        return Bindings.empty(set(left.cols) | pattern_vars(node.right))
+    if seed_ok(left, node.right.triples):
+        return explore_left_join(ev, node, left)
+    return ev._left_join_eval(node, left, seed)
+
+
+def top_candidates(ev, node: A.OrderBy, top: int, seed) -> Bindings | None:
+    """``OrderBy(ExploreLeftJoin(L, BGP, f))`` under a LIMIT keeping ``top`` rows, when every
+    ORDER BY key is a deterministic expression of variables the left rows fix (the BGP does
+    not bind them, or binds them to the left row's value: shared variables bound in every
+    left row): the left join of only the left rows whose first key is within the ``top``
+    smallest, its ties included. Each left row gives at least one output row with its own
+    keys, so the ``top`` first output rows come from those left rows, in the same relative
+    order (the merge keeps left order): the caller's stable top-k over this answer is the one
+    over the whole left join. None when the shape does not hold (the caller evaluates the
+    input whole)."""
+    from engine.exec.functions import order_ranks  # noqa: PLC0415
+    from engine.plan.filters import deterministic_vars  # noqa: PLC0415
+
+    inp = node.input
+    if not isinstance(inp, ExploreLeftJoin) or top <= 0:
+        return None
+    own = set(bgp_vars(inp.right.triples))
+    fixed: set[str] = set()
+    for c in node.conditions:
+        names = deterministic_vars(c.expr)
+        if names is None:
+            return None
+        fixed.update(v for v in names if v in own)
+    left = ev.eval(inp.left, seed)
+    if left.n >= 4 * top and all(v in left.cols and not (left.cols[v] == UNBOUND).any() for v in fixed):
+        first = node.conditions[0]
+        r = order_ranks(ev.expr_values(first.expr, left), ev.ctx)
+        if not first.ascending:
+            r = -r
+        bound = np.partition(r, top - 1)[top - 1]
+        cand = np.flatnonzero(r <= bound)
+        if len(cand) < left.n:
+            TAKEN["top"] += 1
+            left = left.take(cand)
+    return _join_left(ev, inp, left, seed)
