@@ -37,6 +37,10 @@ _TAILS = [
     "OPTIONAL { ?a :q ?c } OPTIONAL { ?c :r ?d }",
     "OPTIONAL { ?a :q ?c } OPTIONAL { ?c :r ?d } FILTER(!BOUND(?d))",
     "OPTIONAL { ?b :q ?c OPTIONAL { ?c :r ?d } }",
+    "OPTIONAL { ?b :q ?c OPTIONAL { ?c :r ?d FILTER(?d != ?a) } }",
+    "OPTIONAL { ?b :q ?c OPTIONAL { ?c :r ?d OPTIONAL { ?d :p ?e2 } } }",
+    "OPTIONAL { ?a :q ?c . ?b :r ?c2 OPTIONAL { ?c :p ?a } }",
+    "OPTIONAL { ?b :q ?c OPTIONAL { ?c :r ?d } FILTER(?c != ?a) }",
     "OPTIONAL { ?b :q ?b }",
     "OPTIONAL { ?b :q :s2 }",
     "OPTIONAL { ?b :q ?c } FILTER(!BOUND(?b))",
@@ -121,7 +125,7 @@ def small_db():
 
 def test_left_join_path_taken(small_db):
     got = _spy(small_db, P + "SELECT * WHERE { ?a :p ?b OPTIONAL { ?b :q ?c } }")
-    assert got == {"left": 1, "anti": 0, "top": 0}
+    assert got == {"left": 1, "anti": 0, "top": 0, "seeded": 0}
     rows = small_db.query(P + "SELECT ?a ?c WHERE { ?a :p ?b OPTIONAL { ?b :q ?c } }").rows()
     assert len(rows) == 4 and sum("c" in r for r in rows) == 1   # only :s1 -> :s0 has a :q
 
@@ -129,7 +133,7 @@ def test_left_join_path_taken(small_db):
 def test_anti_join_path_taken(small_db):
     q = P + "SELECT ?a WHERE { ?a :p ?b OPTIONAL { ?b :q ?c } FILTER(!BOUND(?c)) }"
     got = _spy(small_db, q)
-    assert got == {"left": 0, "anti": 1, "top": 0}
+    assert got == {"left": 0, "anti": 1, "top": 0, "seeded": 0}
     assert sorted(r["a"] for r in small_db.query(q).rows()) == ["<http://e/s0>", "<http://e/s2>", "<http://e/s4>"]
 
 
@@ -207,3 +211,10 @@ def test_top_not_cut_on_a_key_the_optional_may_still_bind():
     q = P + "SELECT ?a ?c WHERE { ?a :p ?b OPTIONAL { ?a :r ?c } OPTIONAL { ?b :q ?c } } ORDER BY ?c LIMIT 1"
     five = '"5"^^<http://www.w3.org/2001/XMLSchema#integer>'
     assert _rows_db(db, q) == _rows_ox(store, q) == Counter([(("a", "<http://e/s1>"), ("c", five))])
+
+
+def test_nested_optional_right_side_seeded(small_db):
+    q = P + "SELECT * WHERE { ?a :p ?b OPTIONAL { ?b :q ?c OPTIONAL { ?c :r ?d } } }"
+    got = _spy(small_db, q)
+    assert got["seeded"] == 1
+    assert len(small_db.query(q).rows()) == 4

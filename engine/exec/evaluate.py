@@ -1066,7 +1066,8 @@ class Evaluator:
         left = self.eval(node.left, seed)
         if left.n == 0:
             return Bindings.empty(set(left.cols) | pattern_vars(node.right))
-        return self._left_join_eval(node, left, seed)
+        keys = left_join.right_seed(node, left)  # (a nested OPTIONAL: its BGP from the left's values)
+        return self._left_join_eval(node, left, seed if keys is None else keys)
 
     def _left_join_eval(self, node, left: Bindings, seed) -> Bindings:
         ctx = self.ctx

@@ -36,8 +36,9 @@ from engine.plan.order import bgp_vars
 from engine.sparql import algebra as A
 
 #: how often each path ran (a spy for the tests): "left" the left join, "anti" the anti-join,
-#: "top" an ORDER BY + LIMIT that cut the left rows first
-TAKEN = {"left": 0, "anti": 0, "top": 0}
+#: "top" an ORDER BY + LIMIT that cut the left rows first, "seeded" a nested OPTIONAL's right
+#: side evaluated from the left rows' values
+TAKEN = {"left": 0, "anti": 0, "top": 0, "seeded": 0}
 
 
 def _matches(ev, node: ExploreLeftJoin, left: Bindings) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -194,3 +195,25 @@ def top_candidates(ev, node: A.OrderBy, top: int, seed) -> Bindings | None:
             TAKEN["top"] += 1
             left = left.take(cand)
     return _join_left(ev, inp, left, seed)
+
+
+def right_seed(node: A.LeftJoin, left: Bindings) -> Bindings | None:
+    """The seed for a nested OPTIONAL's right side: ``LeftJoin(L, R)`` where ``R`` is itself
+    OPTIONALs over a BGP (``{ ?x :p ?c OPTIONAL { ... } }``) is evaluated as a whole, then
+    joined (its right side is no BGP: no exploration from the left rows), so it answered the
+    inner BGP over the whole graph (UP2: every course and its TAs for 776 lecturers' rows).
+    Seeded by the distinct left values of the variables that BGP binds (bound in every left
+    row), ``R`` answers only its solutions compatible with some left row: each of them binds
+    those variables from the BGP, so the seed shows no filter inside ``R`` a variable ``R``
+    would not bind itself, and the left join's compatibility test is unchanged. None when
+    ``R`` is of another shape or no such variable exists."""
+    r = node.right
+    while isinstance(r, (ExploreLeftJoin, A.LeftJoin)):
+        r = r.left
+    if not (isinstance(r, A.BGP) and r.triples):
+        return None
+    shared = [v for v in bgp_vars(r.triples) if v in left.cols and not (left.cols[v] == UNBOUND).any()]
+    if not shared:
+        return None
+    TAKEN["seeded"] += 1
+    return Bindings({v: left.cols[v] for v in shared}, left.n).distinct()
