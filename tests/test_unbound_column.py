@@ -44,3 +44,19 @@ def test_optional_answer_takes_the_path():
     assert unbound_column.TAKEN[0] > before
     assert shaped == distinct
     assert shaped.count(b'"n":') == 2000 and shaped.count(b'"s":') == 3000
+
+
+def test_repeated_terms_keep_the_distinct_path():
+    d = Dictionary()
+    ids = d.encode([f"<http://e/{i}>" for i in range(40)])
+    col = np.repeat(ids, 10)
+    col[::3] = UNBOUND
+    r = QueryResult("SELECT", _Terms(d), ["x"], [col])
+    before = unbound_column.TAKEN[0]
+    assert render.shaped_column(r, col, "json", [(b'"x":', b"")]) is None   # 10 rows a term
+    assert unbound_column.TAKEN[0] == before
+    fresh = d.encode([f"<http://e/u{i}>" for i in range(400)])
+    fresh[::4] = UNBOUND
+    assert render.shaped_column(QueryResult("SELECT", _Terms(d), ["x"], [fresh]), fresh, "json",
+                                [(b'"x":', b"")]) is not None
+    assert unbound_column.TAKEN[0] == before + 1
