@@ -7,7 +7,8 @@ and at most ``retain_bytes`` bytes of event data (the newest event always: an in
 megabytes times ``retain`` would otherwise be gigabytes per query), within a total over all
 queries (:class:`TotalBytes`, ``--retain-total-bytes``: thousands of queries times
 ``retain_bytes`` would otherwise be the whole machine), and calls its listeners on every
-append -- a listener only wakes its client, which then reads :meth:`ResultLog.since`, so a slow client never holds the evaluation back.
+append -- a listener only wakes its client, which then reads :meth:`ResultLog.since`, so a
+slow client never holds the evaluation back.
 
 Durable logs (``--data-dir``): a log made with a :class:`~engine.stream.resultstore.ResultStore`
 starts with the events persisted for its query and makes an appended event visible (``since``,
