@@ -172,3 +172,44 @@ def test_a_stored_graph_change_rebuilds_the_indexes(db):
             assert x == y, t
     finally:
         d.close()
+
+
+RENDERED = [0]
+
+
+@SETTINGS
+@given(q=queries(), els=elements, rng=st.sampled_from([3000, 6000]), small=st.booleans())
+def test_generated_events_are_the_bytes_select_writes(db, q, els, rng, small):
+    """The generated rows' event (``GenQuery.render``: cells by column, cached per variable) is
+    byte for byte what ``_JsonTerms.select`` writes for the same rows as a QueryResult; with a
+    cell cache small enough to start over inside an instant (``small``) too."""
+    if not _generated(q):
+        return
+    from engine.stream.continuous import _JsonTerms
+
+    store = TransientStore("a", slice_triples=16)
+    on, _ = _pair(db, _text(q, rng), [store], rng)
+    if small:
+        on._json.MAX = 3
+    _fill(db, store, els)
+    gen = on._gen
+    real = type(gen).render
+
+    def render(self, rows, json, ctx, extra):
+        got = real(self, rows, json, ctx, extra)
+        if not self.sh.ask and self.order is None:
+            want = _JsonTerms().select(self.result(rows, ctx), extra)
+            assert got == want
+            RENDERED[0] += bool(rows)
+        return got
+
+    type(gen).render = render
+    try:
+        for t in range(1000, 1000 * (len(els) + 2), 1000):
+            on.run(t)
+    finally:
+        type(gen).render = real
+
+
+def test_the_byte_test_rendered_rows():
+    assert RENDERED[0] > 50, RENDERED

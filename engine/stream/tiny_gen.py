@@ -1547,42 +1547,50 @@ class GenQuery:
                     json._clear()
                 cd = cells[v] = {}
             tables.append(cd)
-        miss = []
+        if not rows:
+            return []
         opt = bool(self.sh.opts or self.sh.branches)   # OPTIONAL / UNION variables may be unbound (-1): an empty cell
+        # per column, its cells by C-level map / zip over the rows (no Python loop per cell while
+        # every term's cell is cached: the common instant)
+        cols = list(zip(*rows, strict=True))
+        got: list = [None] * len(names)
+        miss = []
         for j, cd in enumerate(tables):
             if cd is not None:
-                for r in rows:
-                    if r[j] not in cd and r[j] >= 0:
-                        miss.append(r[j])
+                g = got[j] = list(map(cd.get, cols[j]))
+                if None in g:
+                    miss += [i for i, x in zip(cols[j], g, strict=True) if x is None and i >= 0]
         if miss:
             u = list(dict.fromkeys(miss))
-            frag = dict(zip(u, json.render(u, ctx), strict=True))
-            if json.cells_full(len(u)):
+            if json.cells_full(len(u)):   # (start over: every cell of these rows is rendered now)
                 json._clear()
                 tables = [None if kinds[j] else cells.setdefault(v, {}) for j, v in enumerate(names)]
+                u = list(dict.fromkeys(i for j, cd in enumerate(tables) if cd is not None for i in cols[j] if i >= 0))
+            frag = dict(zip(u, json.render(u, ctx), strict=True))
             for j, cd in enumerate(tables):
                 if cd is None:
                     continue
                 name = orjson.dumps(names[j]) + b":"
-                for r in rows:
-                    i = r[j]
-                    if i not in cd and i >= 0:
+                for i in cols[j]:
+                    if i >= 0 and i not in cd:
                         cd[i] = name + frag[i]
                         json._n_cells += 1
+                got[j] = list(map(cd.get, cols[j]))
             json.account()
         cf = self._count_frag
         parts = []
         holes = opt
         for j, cd in enumerate(tables):
             if cd is not None:
-                parts.append([cd[r[j]] for r in rows] if not opt else
-                             [cd[r[j]] if r[j] >= 0 else b"" for r in rows])
+                g = got[j]
+                if opt and None in g:   # (unbound, -1: an empty cell)
+                    g = [b"" if x is None else x for x in g]
+                parts.append(g)
                 continue
             name = orjson.dumps(names[j]) + b":"
             col = []
             if kinds[j] == 1:
-                for r in rows:
-                    c = r[j]
+                for c in cols[j]:
                     f = cf.get((j, c))
                     if f is None:
                         if len(cf) > 4096:
@@ -1591,8 +1599,7 @@ class GenQuery:
                     col.append(f)
             else:   # computed numbers: their terms as the executor writes them (tiny_ops._num_item)
                 as_key = keyed or kinds[j] == 3   # (3: terms' keys already, tiny_aggs)
-                for r in rows:
-                    c = r[j]
+                for c in cols[j]:
                     if c is None:
                         col.append(b"")
                         holes = True
@@ -1605,9 +1612,9 @@ class GenQuery:
                         f = cf[j, key] = name + orjson.dumps(_ser._json_term(key))
                     col.append(f)
             parts.append(col)
-        if holes:
-            return [b",".join([x for x in r if x]) for r in zip(*parts, strict=True)]
-        return [b",".join(r) for r in zip(*parts, strict=True)]
+        if holes:   # (filter(None, ...): the empty cells left out, no Python loop per cell)
+            return [b",".join(filter(None, r)) for r in zip(*parts, strict=True)]
+        return list(map(b",".join, zip(*parts, strict=True)))
 
 
 _IDENTS: dict[str, str] = {}
