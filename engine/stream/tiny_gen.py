@@ -52,7 +52,6 @@ from engine.exec.functions import vars_of
 from engine.exec.result import QueryResult
 from engine.plan.rewrite import bgp_of
 from engine.sparql import algebra as A
-from engine.stream import gen_index as _gix
 from engine.stream import tiny_aggs as _aggs
 from engine.stream import tiny_nested as _nested
 from engine.stream import tiny_ops as _ops
@@ -654,9 +653,6 @@ class GenQuery:
     raw = False
     #: ORDER BY / OFFSET / LIMIT of the rows (tiny_order; a class default: subclasses have none)
     order = None
-    #: a sliding window's pairs (less the stored ones) and probe indexes kept across instants,
-    #: updated by the pairs that entered or left (engine.stream.gen_index; tests compare with it off)
-    KEEP_INDEX = True
 
     def __init__(self, sh: _Shape):
         self.sh = sh
@@ -682,8 +678,6 @@ class GenQuery:
         self._rcache: dict = {}            # (order, component) -> its bindings from stored triples
         self._win: tuple | None = None     # (constants' ids, per window [store, g0, g1, log], per class counts)
         self._joins: dict = {}             # order -> compiled join
-        self._wx: _gix.WindowIndex | None = None   # the kept window indexes (KEEP_INDEX)
-        self._trans = _DONE                # the last _window's transitions, until run() applies them
         self._order: tuple | None = None
         self._keep = 0
         self._fcode: list | None = None    # per filter conjunct: (its vars, source) or None
@@ -924,8 +918,7 @@ class GenQuery:
         by_p: dict = {}
         for c, (cs, p, co, same) in enumerate(self.classes):
             by_p.setdefault(p, []).append((c, cs, co, same))
-        lines = ["def match(rows, base, E, M, T=None):", " add = None if E is None else E.append",
-                 " tadd = None if T is None else T.append"]
+        lines = ["def match(rows, base, E, M):", " add = None if E is None else E.append"]
         for c in range(len(self.classes)):
             lines.append(f" m{c} = M[{c}]")
         lines.append(" for i, (s, p, o) in enumerate(rows, base):")
@@ -947,11 +940,8 @@ class GenQuery:
                     lines.append(f"   if {' and '.join(cond)}:")
                     ind = "    "
                 lines.append(f"{ind}k = (s, o)")
-                lines.append(f"{ind}n = m{c}.get(k, 0)")
-                lines.append(f"{ind}m{c}[k] = n + 1")
-                lines.append(f"{ind}if add:")
-                lines.append(f"{ind} add((i, m{c}, k))")
-                lines.append(f"{ind} if not n and tadd: tadd((m{c}, k, True))")
+                lines.append(f"{ind}m{c}[k] = m{c}.get(k, 0) + 1")
+                lines.append(f"{ind}if add: add((i, m{c}, k))")
         ns = self._ns
         exec(code_of("\n".join(lines), "<tiny_gen match>"), ns)   # noqa: S102 -- our own source
         return ns["match"]
@@ -965,10 +955,6 @@ class GenQuery:
         path). Anything else (a jump, a new store, constants resolved anew) reads the window."""
         ids = self._ids[2]
         st = self._win
-        # the transitions go to the kept indexes only when the last ones were applied (a run()
-        # left after _window, e.g. a closure's guard, leaves them unapplied: rebuilt then)
-        keep = self.KEEP_INDEX and self._trans is _DONE
-        self._trans = None
         if st is None or st[0] != ids or len(st[1]) != len(spec) or not all(
                 w[0] is store and w[1] <= g0 < w[2] for (store, g0, _), w in zip(spec, st[1], strict=True)):
             # no match of the last instant stays (a tumbling window, the first instant, a jump):
@@ -982,9 +968,7 @@ class GenQuery:
             return M
         if any(w[3] is None for w in st[1]):   # matched without the log: read again, logged
             st = self._win = (ids, [[None, 0, 0, deque()] for _ in spec], [{} for _ in self.classes])
-            keep = False   # (new counts dicts)
         _, ws, M = st
-        T = [] if keep else None   # (counts dict, pair, entered) in the order they happen
         try:
             for (store, g0, g1), w in zip(spec, ws, strict=True):
                 E = w[3]
@@ -1001,15 +985,12 @@ class GenQuery:
                         d[k] = n
                     else:
                         del d[k]
-                        if T is not None:
-                            T.append((d, k, False))
                 if g1 > a:
-                    self._match(store.read(a, g1)[0].tolist(), a, E, M, T)
+                    self._match(store.read(a, g1)[0].tolist(), a, E, M)
                 w[0], w[1], w[2] = store, (a if g0 == 1 << 62 else g0), g1
         except BaseException:
             self._win = None
             raise
-        self._trans = T
         return M
 
     def _stored(self, snap, graphs: list) -> list | None:
@@ -1082,26 +1063,13 @@ class GenQuery:
         if sidx is None:
             return None
         wm = self._window(spec)
-        wx = None
-        if self.KEEP_INDEX:   # the kept window indexes (gen_index): updated, or rebuilt
-            tr, self._trans = self._trans, _DONE
-            wx = self._wx
-            # (a transition costs ~2x a pair of the rebuild, measured: a window that mostly
-            # changed -- a short range over its step -- is rebuilt)
-            if tr is None or wx is None or wx.skey is not self._sidx or 2 * len(tr) > sum(map(len, wm)):
-                wx = self._wx = _gix.WindowIndex(self._sidx, sidx, wm)
-            else:
-                wx.apply(sidx, tr)
-            idx = list(zip(sidx, wx.fresh, strict=True))
-        else:
-            self._wx = None
-            # per class: the window's pairs the stored part does not hold already (a window is a set)
-            idx = []
-            for st, w in zip(sidx, wm, strict=True):
-                sset = st[0]
-                if w and sset:
-                    w = [x for x in w if x not in sset]
-                idx.append((st, w))
+        # per class: the window's pairs the stored part does not hold already (a window is a set)
+        idx = []
+        for st, w in zip(sidx, wm, strict=True):
+            sset = st[0]
+            if w and sset:
+                w = [x for x in w if x not in sset]
+            idx.append((st, w))
         order = self._plan(idx)
         got = self._joins.get(order)
         if got is None:
@@ -1127,7 +1095,7 @@ class GenQuery:
             st, w = idx[self.cls[pi]]
             if kind == "all":
                 spairs = st[3]
-                args.append(spairs + list(w) if w and spairs else (w or spairs))
+                args.append(spairs + w if w and spairs else (w or spairs))
             elif kind == "so":
                 args.append((st[0], w if type(w) is dict else set(w)))
             else:
@@ -1135,9 +1103,6 @@ class GenQuery:
                 base = st[j]
                 if base is None:
                     base = st[j] = _index(st[3], j == 2)
-                if wx is not None:
-                    args.append((wx.index(self.cls[pi], j, st, _index), base))
-                    continue
                 # the window's keys with their stored values too (a probe reads these first): the
                 # stored index is not copied
                 m = _index(w, j == 2) if w else _NO_KEYS
@@ -1547,50 +1512,45 @@ class GenQuery:
                     json._clear()
                 cd = cells[v] = {}
             tables.append(cd)
-        if not rows:
-            return []
-        opt = bool(self.sh.opts or self.sh.branches)   # OPTIONAL / UNION variables may be unbound (-1): an empty cell
-        # per column, its cells by C-level map / zip over the rows (no Python loop per cell while
-        # every term's cell is cached: the common instant)
-        cols = list(zip(*rows, strict=True))
-        got: list = [None] * len(names)
         miss = []
+        opt = bool(self.sh.opts or self.sh.branches)   # OPTIONAL / UNION variables may be unbound (-1): an empty cell
         for j, cd in enumerate(tables):
             if cd is not None:
-                g = got[j] = list(map(cd.get, cols[j]))
-                if None in g:
-                    miss += [i for i, x in zip(cols[j], g, strict=True) if x is None and i >= 0]
+                for r in rows:
+                    if r[j] not in cd and r[j] >= 0:
+                        miss.append(r[j])
         if miss:
             u = list(dict.fromkeys(miss))
-            if json.cells_full(len(u)):   # (start over: every cell of these rows is rendered now)
+            if json.cells_full(len(u)):
+                # the cells start over: every cell of these rows is rendered now (not only the
+                # misses: the cached ones go with the tables)
                 json._clear()
                 tables = [None if kinds[j] else cells.setdefault(v, {}) for j, v in enumerate(names)]
-                u = list(dict.fromkeys(i for j, cd in enumerate(tables) if cd is not None for i in cols[j] if i >= 0))
+                u = list(dict.fromkeys(r[j] for j, cd in enumerate(tables) if cd is not None for r in rows if r[j] >= 0))
             frag = dict(zip(u, json.render(u, ctx), strict=True))
             for j, cd in enumerate(tables):
                 if cd is None:
                     continue
                 name = orjson.dumps(names[j]) + b":"
-                for i in cols[j]:
-                    if i >= 0 and i not in cd:
+                for r in rows:
+                    i = r[j]
+                    if i not in cd and i >= 0:
                         cd[i] = name + frag[i]
                         json._n_cells += 1
-                got[j] = list(map(cd.get, cols[j]))
             json.account()
         cf = self._count_frag
         parts = []
         holes = opt
         for j, cd in enumerate(tables):
             if cd is not None:
-                g = got[j]
-                if opt and None in g:   # (unbound, -1: an empty cell)
-                    g = [b"" if x is None else x for x in g]
-                parts.append(g)
+                parts.append([cd[r[j]] for r in rows] if not opt else
+                             [cd[r[j]] if r[j] >= 0 else b"" for r in rows])
                 continue
             name = orjson.dumps(names[j]) + b":"
             col = []
             if kinds[j] == 1:
-                for c in cols[j]:
+                for r in rows:
+                    c = r[j]
                     f = cf.get((j, c))
                     if f is None:
                         if len(cf) > 4096:
@@ -1599,7 +1559,8 @@ class GenQuery:
                     col.append(f)
             else:   # computed numbers: their terms as the executor writes them (tiny_ops._num_item)
                 as_key = keyed or kinds[j] == 3   # (3: terms' keys already, tiny_aggs)
-                for c in cols[j]:
+                for r in rows:
+                    c = r[j]
                     if c is None:
                         col.append(b"")
                         holes = True
@@ -1612,9 +1573,9 @@ class GenQuery:
                         f = cf[j, key] = name + orjson.dumps(_ser._json_term(key))
                     col.append(f)
             parts.append(col)
-        if holes:   # (filter(None, ...): the empty cells left out, no Python loop per cell)
-            return [b",".join(filter(None, r)) for r in zip(*parts, strict=True)]
-        return list(map(b",".join, zip(*parts, strict=True)))
+        if holes:
+            return [b",".join([x for x in r if x]) for r in zip(*parts, strict=True)]
+        return [b",".join(r) for r in zip(*parts, strict=True)]
 
 
 _IDENTS: dict[str, str] = {}
@@ -1653,7 +1614,6 @@ def _index(pairs: list, by_o: bool) -> dict:
 
 
 _NO_KEYS: dict = {}   # (never written)
-_DONE = object()      # GenQuery._trans: the last transitions were applied
 _VALS: dict = {}
 
 
