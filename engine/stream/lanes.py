@@ -1,0 +1,198 @@
+"""The heavy-query lane: a continuous query whose instants are expensive runs on its own thread.
+
+One evaluation worker (:mod:`engine.stream.scheduler`) takes every due query round-robin, so
+one query costing tens or hundreds of ms an instant (a cross product inside its budget, a big
+aggregate, a non-selective join with stored data) delayed every other query's answer by that
+much, instant after instant; and when its cost passed the step, the whole ready FIFO fell
+behind with it (``bench.query_isolation``: 100 cheap queries' answers 0.9 s late at the median
+with three heavy ones on their stream). Here:
+
+* **Cost.** Each query's single-path instant (the scheduler's ``_step_one``: the unchanged /
+  relevance checks and the evaluation) is timed in the worker thread's CPU time
+  (``time.thread_time``: another thread holding the GIL does not make a query look dear);
+  :meth:`HeavyLane.observe` keeps an exponential average per query. A query is *heavy* when
+  that average reaches :attr:`HeavyLane.bound_ms`, and light again below half of it. Batched members are never measured alone, never
+  heavy: a batch is the cheap queries' path.
+* **The lane.** The worker hands a heavy query's turn (its next instant) to the lane
+  (:meth:`HeavyLane.take`) instead of evaluating it; the lane's thread runs the scheduler's own
+  single path on it (the same checks, evaluation, event, error handling, deadline and budgets)
+  and then re-indexes the query, which the worker does not see in between: a query's instants
+  stay one at a time and in order, whichever thread evaluates them, and its log is the same
+  as alone. The lane owns the query from the hand-over to the re-index: no batch takes it
+  (``owns``).
+* **Cheap first.** The lane starts a job only when the worker has nothing ready (or after
+  :attr:`HeavyLane.defer_ms`, so a worker that is always busy does not starve it): the cheap
+  queries of an instant are published before a heavy query of the same instant starts. While
+  a heavy instant runs, the worker goes on with the next instants; the interpreter switches
+  threads every few ms (``sys.getswitchinterval``), and numpy releases the GIL in its kernels,
+  so a cheap instant waits for at most a few of those slices, not for the heavy evaluation.
+* **Isolation.** The lane's queries read window graphs from the lane's own
+  :class:`~engine.stream.continuous.WindowCache` (a shared sliding graph is mutated in place
+  by the next instant's reader; the worker's must not slide under a lane evaluation), given
+  back when a query leaves the lane. While the lane evaluates instant ``t`` of a query, the
+  stream GC (run by the worker) keeps ``t``'s windows: :mod:`engine.stream.gc` reads
+  ``QueryEntry.lane_t``.
+* **Backlog.** A heavy query that cannot keep up with its step falls behind alone: its
+  instants are all evaluated, in order (at-least-once logs and SSE resume unchanged), and the
+  stream data its next instant needs is kept (the GC horizon), as for any query behind. The
+  other queries are not behind it. Its lag shows in ``GET /queries/{name}``
+  (``next_instant``) and in the ``lane`` field of its status.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+
+from engine.stream.continuous import WindowCache
+
+__all__ = ["HeavyLane", "HEAVY_MS"]
+
+log = logging.getLogger("jindou.stream")
+
+#: a query is heavy when its single-path instants average this much CPU time (ms) ...
+HEAVY_MS = 10.0
+#: ... averaged with this weight for the newest instant
+_ALPHA = 0.3
+#: a lane job waits at most this long (ms) for the worker to run out of ready instants
+DEFER_MS = 100.0
+
+
+class HeavyLane:
+    """The heavy-query lane of one scheduler (its thread started on first use)."""
+
+    def __init__(self, sched, bound_ms: float = HEAVY_MS, defer_ms: float = DEFER_MS):
+        self.sched = sched
+        self.enabled = True
+        self.bound_ms = float(bound_ms)
+        self.defer_ms = float(defer_ms)
+        self.cost: dict[int, list] = {}         # id(query) -> [query, instants seen, average ms, heavy]
+        self.owned: set[int] = set()            # ids of the queries the lane holds (under cv)
+        self._jobs: deque = deque()             # (query, instant, last ready instant), under cv
+        self.inflight = None                    # the query being evaluated by the lane (under cv)
+        self.taken = 0                          # instants handed to the lane (a test/bench hook)
+        self._cache: WindowCache | None = None   # the lane's window graphs (made on first use)
+        self._home: dict[int, tuple] = {}        # id(query) -> (query, the cache it came from)
+        self._thread: threading.Thread | None = None
+
+    # -- cost ------------------------------------------------------------------
+    def observe(self, q, ms: float) -> None:
+        """A single-path instant of ``q`` took ``ms`` of CPU time (the worker's or the lane's)."""
+        c = self.cost.get(id(q))
+        if c is None or c[0] is not q:
+            c = self.cost[id(q)] = [q, 0, None, False]
+        c[1] += 1
+        # (the first instant, which also makes the plans, counts whole: a query that starts heavy
+        # is in the lane from its second instant; one that only started dear leaves it in a few)
+        c[2] = ms if c[2] is None else c[2] + _ALPHA * (ms - c[2])
+        if c[3]:
+            c[3] = c[2] >= self.bound_ms / 2
+        else:
+            c[3] = c[2] >= self.bound_ms
+
+    def heavy(self, q) -> bool:
+        c = self.cost.get(id(q))
+        return c is not None and c[0] is q and c[3]
+
+    def forget(self, q) -> None:
+        """Caller holds ``cv``: ``q`` was deleted."""
+        c = self.cost.get(id(q))
+        if c is not None and c[0] is q:
+            del self.cost[id(q)]
+        h = self._home.get(id(q))
+        if h is not None and h[0] is q:
+            del self._home[id(q)]
+
+    def info(self, q) -> dict:
+        """The lane part of a query's status."""
+        c = self.cost.get(id(q))
+        if c is None or c[0] is not q:
+            return {"lane": "main", "avg_instant_cpu_ms": None}
+        return {"lane": "heavy" if c[3] and self.enabled else "main",
+                "avg_instant_cpu_ms": None if c[2] is None else round(c[2], 3)}
+
+    # -- hand-over -------------------------------------------------------------
+    def take(self, q, t: int, last: int) -> bool:
+        """Caller (the worker) holds ``cv`` and has taken ``q``'s turn for instant ``t``: True if
+        the lane takes it (the worker then leaves ``q`` alone until the lane re-indexes it)."""
+        ev = q.evaluator
+        if not (self.enabled and self.heavy(q)):
+            home = self._home.pop(id(q), None)
+            if home is not None and home[0] is q and ev.cache is self._cache:
+                self._switch(ev, home[1])   # back from the lane: the shared window graphs again
+            return False
+        if ev.cache is not self._cache:
+            if self._cache is None:
+                self._cache = WindowCache(slide=ev.cache.slide)
+            self._home[id(q)] = (q, ev.cache)
+            self._switch(ev, self._cache)
+        self.owned.add(id(q))
+        self._jobs.append((q, t, last))
+        self.taken += 1
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="jindou-continuous-heavy", daemon=True)
+            self._thread.start()
+        self.sched.reg.cv.notify_all()
+        return True
+
+    @staticmethod
+    def _switch(ev, cache) -> None:
+        """``ev`` reads its window graphs from ``cache`` from now on."""
+        ev.cache = cache
+        ev._window_graphs = []
+        inc = ev.incremental_core
+        if inc is not None:
+            inc.reset()   # its maintained rows were slid in the other cache's graphs
+
+    def owns(self, q) -> bool:
+        return id(q) in self.owned
+
+    def busy(self) -> bool:
+        """Caller holds ``cv``: jobs queued or running."""
+        return bool(self._jobs) or self.inflight is not None
+
+    def join(self, timeout: float) -> None:
+        th = self._thread
+        if th is not None:
+            th.join(timeout=timeout)
+
+    # -- the lane's thread -----------------------------------------------------
+    def _run(self) -> None:
+        sched = self.sched
+        cv = sched.reg.cv
+        while True:
+            with cv:
+                while not self._jobs and not sched.closed:
+                    cv.wait(timeout=1.0)
+                if sched.closed:
+                    return
+                # cheap first: wait (bounded) for the worker to run out of ready instants
+                deadline = time.monotonic() + self.defer_ms / 1000.0
+                while not sched.idle and not sched.closed:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    cv.wait(timeout=left)
+                if sched.closed:
+                    return
+                q, t, last = self._jobs.popleft()
+                self.inflight = q
+                q.lane_t = t   # the GC keeps instant t's windows while the lane evaluates it
+            try:
+                c0 = time.thread_time()
+                sched._step_one(q, t, last)
+                self.observe(q, (time.thread_time() - c0) * 1000.0)
+            except Exception:  # noqa: BLE001 - the lane must survive anything, as the worker
+                log.exception("continuous query %s: heavy-lane instant %d", q.name, t)
+            finally:
+                with cv:
+                    q.lane_t = None
+                    self.inflight = None
+                    self.owned.discard(id(q))
+                    sched._index(q)
+                    sched._gc_streams.update(q.streams)
+                    sched._gc_steps += 1
+                    cv.notify_all()
+
