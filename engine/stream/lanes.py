@@ -11,8 +11,9 @@ with three heavy ones on their stream). Here:
   relevance checks and the evaluation) is timed in the worker thread's CPU time
   (``time.thread_time``: another thread holding the GIL does not make a query look dear);
   :meth:`HeavyLane.observe` keeps an exponential average per query. A query is *heavy* when
-  that average reaches :attr:`HeavyLane.bound_ms`, and light again below half of it. Batched members are never measured alone, never
-  heavy: a batch is the cheap queries' path.
+  that average reaches :attr:`HeavyLane.bound_ms`, and light again below half of it. A batch
+  member is measured only when it runs alone (a batch's time is all its members'); a heavy
+  query is not taken into a batch (its turn goes to the lane).
 * **The lane.** The worker hands a heavy query's turn (its next instant) to the lane
   (:meth:`HeavyLane.take`) instead of evaluating it; the lane's thread runs the scheduler's own
   single path on it (the same checks, evaluation, event, error handling, deadline and budgets)
@@ -70,6 +71,8 @@ class HeavyLane:
         self.defer_ms = float(defer_ms)
         self.cost: dict[int, list] = {}         # id(query) -> [query, instants seen, average ms, heavy]
         self.owned: set[int] = set()            # ids of the queries the lane holds (under cv)
+        self.heavy_ids: set[int] = set()        # ids of the heavy queries (by cost, or pinned)
+        self.pinned: set[int] = set()           # ids of the queries pinned heavy (pin)
         self._jobs: deque = deque()             # (query, instant, last ready instant), under cv
         self.inflight = None                    # the query being evaluated by the lane (under cv)
         self.taken = 0                          # instants handed to the lane (a test/bench hook)
@@ -79,7 +82,10 @@ class HeavyLane:
 
     # -- cost ------------------------------------------------------------------
     def observe(self, q, ms: float) -> None:
-        """A single-path instant of ``q`` took ``ms`` of CPU time (the worker's or the lane's)."""
+        """A single-path instant of ``q`` took ``ms`` of CPU time (the worker's or the lane's).
+        Called by the worker, or by the lane under ``cv`` (the worker forgets deleted queries)."""
+        if q.deleted:
+            return
         c = self.cost.get(id(q))
         if c is None or c[0] is not q:
             c = self.cost[id(q)] = [q, 0, None, False]
@@ -91,16 +97,31 @@ class HeavyLane:
             c[3] = c[2] >= self.bound_ms / 2
         else:
             c[3] = c[2] >= self.bound_ms
+        if c[3] or id(q) in self.pinned:
+            self.heavy_ids.add(id(q))
+        else:
+            self.heavy_ids.discard(id(q))
+
+    def pin(self, q) -> None:
+        """Caller holds ``cv``: ``q`` is heavy whatever its measured cost (a test / operator hook)."""
+        self.pinned.add(id(q))
+        self.heavy_ids.add(id(q))
 
     def heavy(self, q) -> bool:
-        c = self.cost.get(id(q))
-        return c is not None and c[0] is q and c[3]
+        return id(q) in self.heavy_ids
+
+    def excluded(self, q) -> bool:
+        """Caller holds ``cv``: ``q`` is not to be evaluated in a batch (the lane holds it, or
+        takes its next turn)."""
+        return id(q) in self.owned or (self.enabled and id(q) in self.heavy_ids)
 
     def forget(self, q) -> None:
         """Caller holds ``cv``: ``q`` was deleted."""
         c = self.cost.get(id(q))
         if c is not None and c[0] is q:
             del self.cost[id(q)]
+        self.heavy_ids.discard(id(q))
+        self.pinned.discard(id(q))
         h = self._home.get(id(q))
         if h is not None and h[0] is q:
             del self._home[id(q)]
@@ -109,8 +130,8 @@ class HeavyLane:
         """The lane part of a query's status."""
         c = self.cost.get(id(q))
         if c is None or c[0] is not q:
-            return {"lane": "main", "avg_instant_cpu_ms": None}
-        return {"lane": "heavy" if c[3] and self.enabled else "main",
+            return {"lane": "heavy" if self.heavy(q) and self.enabled else "main", "avg_instant_cpu_ms": None}
+        return {"lane": "heavy" if self.heavy(q) and self.enabled else "main",
                 "avg_instant_cpu_ms": None if c[2] is None else round(c[2], 3)}
 
     # -- hand-over -------------------------------------------------------------
@@ -180,14 +201,17 @@ class HeavyLane:
                 q, t, last = self._jobs.popleft()
                 self.inflight = q
                 q.lane_t = t   # the GC keeps instant t's windows while the lane evaluates it
+            ms = None
             try:
                 c0 = time.thread_time()
                 sched._step_one(q, t, last)
-                self.observe(q, (time.thread_time() - c0) * 1000.0)
+                ms = (time.thread_time() - c0) * 1000.0
             except Exception:  # noqa: BLE001 - the lane must survive anything, as the worker
                 log.exception("continuous query %s: heavy-lane instant %d", q.name, t)
             finally:
                 with cv:
+                    if ms is not None:
+                        self.observe(q, ms)
                     q.lane_t = None
                     self.inflight = None
                     self.owned.discard(id(q))

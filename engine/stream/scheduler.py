@@ -606,8 +606,12 @@ class Scheduler:
             # the same streams and step: a member at instant t is ready up to ``last`` as q is
             if m.trigger.next_instant == t and not m.deleted and queries.get(name) is m:
                 out.append((m, params))
-        if self.lane.owned:   # a query the heavy lane holds is evaluated there, not in a batch
-            out = [x for x in out if not self.lane.owns(x[0])]
+        lane = self.lane
+        if lane.owned or (lane.heavy_ids and lane.enabled):
+            # a heavy query is evaluated in the heavy lane (engine.stream.lanes), not in a batch
+            if lane.excluded(q):
+                return None
+            out = [x for x in out if not lane.excluded(x[0])]
         if len(out) < 2:
             return None
         return g, out
