@@ -33,11 +33,17 @@ with three heavy ones on their stream). Here:
   back when a query leaves the lane. While the lane evaluates instant ``t`` of a query, the
   stream GC (run by the worker) keeps ``t``'s windows: :mod:`engine.stream.gc` reads
   ``QueryEntry.lane_t``.
-* **Backlog.** A heavy query that cannot keep up with its step falls behind alone: its
-  instants are all evaluated, in order (at-least-once logs and SSE resume unchanged), and the
-  stream data its next instant needs is kept (the GC horizon), as for any query behind. The
-  other queries are not behind it. Its lag shows in ``GET /queries/{name}``
-  (``next_instant``) and in the ``lane`` field of its status.
+* **Backlog.** A heavy query that cannot keep up with its step falls behind alone (the other
+  queries are not behind it); its instants are evaluated in order. Up to
+  :attr:`HeavyLane.max_lag` instants behind, all of them; further behind, the lane skips to
+  its newest ready instant instead of growing the backlog without bound (and the stream data
+  kept for it: the GC horizon follows its next instant, and a full stream budget would push
+  back on every producer): the skipped run ``t..v`` is one ``result`` event at instant ``v``,
+  ``{"error": "skipped", "detail", "from": t, "to": v, "instants": n, "window"}`` (an error
+  event, so a client that knows only results and errors handles it), then instant ``v + step``
+  is evaluated whole -- its content is what the query gives alone at that instant (an
+  ISTREAM / DSTREAM difference is taken against the last evaluated instant, before the run).
+  Its status says ``"lane"``, ``"skipped_instants"``; ``next_instant`` shows the lag.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ import logging
 import threading
 import time
 from collections import deque
+
+import orjson
 
 from engine.stream.continuous import WindowCache
 
@@ -59,16 +67,20 @@ HEAVY_MS = 10.0
 _ALPHA = 0.3
 #: a lane job waits at most this long (ms) for the worker to run out of ready instants
 DEFER_MS = 100.0
+#: a heavy query more than this many instants behind its streams skips to its newest ready one
+MAX_LAG = 100
 
 
 class HeavyLane:
     """The heavy-query lane of one scheduler (its thread started on first use)."""
 
-    def __init__(self, sched, bound_ms: float = HEAVY_MS, defer_ms: float = DEFER_MS):
+    def __init__(self, sched, bound_ms: float = HEAVY_MS, defer_ms: float = DEFER_MS, max_lag: int = MAX_LAG):
         self.sched = sched
         self.enabled = True
         self.bound_ms = float(bound_ms)
         self.defer_ms = float(defer_ms)
+        self.max_lag = int(max_lag)             # instants (0: never skip)
+        self.skipped: dict[int, list] = {}      # id(query) -> [query, instants skipped]
         self.cost: dict[int, list] = {}         # id(query) -> [query, instants seen, average ms, heavy]
         self.owned: set[int] = set()            # ids of the queries the lane holds (under cv)
         self.heavy_ids: set[int] = set()        # ids of the heavy queries (by cost, or pinned)
@@ -122,6 +134,9 @@ class HeavyLane:
             del self.cost[id(q)]
         self.heavy_ids.discard(id(q))
         self.pinned.discard(id(q))
+        sk = self.skipped.get(id(q))
+        if sk is not None and sk[0] is q:
+            del self.skipped[id(q)]
         h = self._home.get(id(q))
         if h is not None and h[0] is q:
             del self._home[id(q)]
@@ -129,10 +144,10 @@ class HeavyLane:
     def info(self, q) -> dict:
         """The lane part of a query's status."""
         c = self.cost.get(id(q))
-        if c is None or c[0] is not q:
-            return {"lane": "heavy" if self.heavy(q) and self.enabled else "main", "avg_instant_cpu_ms": None}
+        sk = self.skipped.get(id(q))
         return {"lane": "heavy" if self.heavy(q) and self.enabled else "main",
-                "avg_instant_cpu_ms": None if c[2] is None else round(c[2], 3)}
+                "avg_instant_cpu_ms": None if c is None or c[0] is not q or c[2] is None else round(c[2], 3),
+                "skipped_instants": sk[1] if sk is not None and sk[0] is q else 0}
 
     # -- hand-over -------------------------------------------------------------
     def take(self, q, t: int, last: int) -> bool:
@@ -157,6 +172,43 @@ class HeavyLane:
             self._thread.start()
         self.sched.reg.cv.notify_all()
         return True
+
+    def _behind(self, q, t: int) -> tuple[int, int, int] | None:
+        """Caller holds ``cv``: ``(t, v, last)`` if ``q``, due at ``t``, is more than
+        :attr:`max_lag` instants behind (``last``: its newest ready instant; ``v``, the one
+        before it: the last instant skipped; the trigger is advanced past ``v``), else None."""
+        tr = q.trigger
+        if self.max_lag <= 0 or q.deleted or tr.next_instant != t:
+            return None
+        last = tr.ready_upto(self.sched.reg.progress())
+        if last is None or (last - t) // tr.step < self.max_lag:
+            return None
+        v = last - tr.step
+        tr.advance(v)
+        return t, v, last
+
+    def _report_skipped(self, q, t: int, v: int) -> None:
+        """The skipped run ``t..v`` of ``q`` as one error ``result`` event at ``v``."""
+        step = q.trigger.step
+        n = (v - t) // step + 1
+        try:
+            win = q.evaluator.window_member(v)
+        except Exception:  # noqa: BLE001
+            win = {"start": v, "end": v}
+        data = orjson.dumps({"error": "skipped",
+                             "detail": f"the query fell {n} instants behind its streams; instants {t}..{v} "
+                                       "were not evaluated",
+                             "from": t, "to": v, "instants": n, "window": win})
+        with q.out_lock:
+            if q.deleted:
+                return
+            sk = self.skipped.get(id(q))
+            if sk is None or sk[0] is not q:
+                sk = self.skipped[id(q)] = [q, 0]
+            sk[1] += n
+            q.log.append(v, data)
+        log.warning("continuous query %s: %d instants behind its streams; skipped instants %d..%d",
+                    q.name, n + 1, t, v)
 
     @staticmethod
     def _switch(ev, cache) -> None:
@@ -200,9 +252,14 @@ class HeavyLane:
                     return
                 q, t, last = self._jobs.popleft()
                 self.inflight = q
+                skip = self._behind(q, t)
+                if skip is not None:   # skip t..v, evaluate v + step (its newest ready instant)
+                    t, last = skip[1] + q.trigger.step, skip[2]
                 q.lane_t = t   # the GC keeps instant t's windows while the lane evaluates it
             ms = None
             try:
+                if skip is not None:
+                    self._report_skipped(q, skip[0], skip[1])
                 c0 = time.thread_time()
                 sched._step_one(q, t, last)
                 ms = (time.thread_time() - c0) * 1000.0
