@@ -1,10 +1,12 @@
-"""The scheduler: one worker thread that evaluates the ready instants of every continuous query.
+"""The scheduler: one worker thread that evaluates the ready instants of every continuous query
+(and a second, the heavy lane, for the queries whose instants are expensive).
 
 * Each query's instants are evaluated in order, each exactly once (its
   :class:`~engine.stream.windows.Trigger` says which are ready: every stream it reads has
-  published ``P > t``). The queries are taken round-robin, one instant or one run of unchanged
-  instants per turn, so a query's backlog never starves the others. A slow query delays other
-  evaluations, never ingestion (which runs on the callers' threads).
+  published ``P > t``; a heavy query far behind skips a run of them, :mod:`engine.stream.lanes`). The queries are taken round-robin, one instant or one run of unchanged
+  instants per turn, so a query's backlog never starves the others. A slow query's turns go to
+  the heavy lane (below), so it does not delay the others either; ingestion runs on the
+  callers' threads.
 * Unchanged instants: after evaluating instant ``te`` the worker keeps what it depended on
   (:meth:`InstantEvaluator.capture`); the following instants whose windows and stored data are
   provably the same (:meth:`InstantEvaluator.unchanged_until`) are not evaluated: a run of at
@@ -35,6 +37,10 @@
   the members that need evaluating get one batched execution (their results split per member,
   each logged exactly as if evaluated alone), and the GC runs once for the batch. A query that
   cannot be batched, or a group of one, takes the single path above.
+* Heavy queries (:mod:`engine.stream.lanes`): a query whose single-path instants average more
+  CPU time than the lane's bound is handed to the heavy lane's thread when its turn comes (the
+  worker times each single-path instant); the lane runs the same single path on it, after the
+  worker has run out of ready instants, and re-indexes it. A heavy query is in no batch.
 """
 
 from __future__ import annotations
