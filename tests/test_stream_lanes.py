@@ -171,7 +171,7 @@ def test_cheap_queries_of_an_instant_are_published_before_the_heavy_one():
 
 
 def test_cost_rule_with_given_costs():
-    """A query is heavy when its average instant CPU time reaches the bound, light again below
+    """A query is heavy when its average instant time reaches the bound, light again below
     half of it (hysteresis); its status says which lane."""
 
     class Q:
@@ -182,14 +182,15 @@ def test_cost_rule_with_given_costs():
     lane.bound_ms, lane.enabled, lane.cost, lane.heavy_ids, lane.pinned, lane.skipped = 10.0, True, {}, set(), set(), {}
     q = Q()
     lane.observe(q, 1.0)
-    assert not lane.heavy(q) and lane.info(q)["lane"] == "main"
-    lane.observe(q, 80.0)   # 1 + 0.3 * 79 = 24.7
-    assert lane.heavy(q) and lane.info(q)["lane"] == "heavy"
-    for _ in range(3):   # 24.7 -> 17.6 -> 12.6 -> 9.1: still heavy (above half the bound)
+    assert not lane.heavy(q) and lane.info(q)["lane"] == "main" and not lane.cost   # (not tracked)
+    assert not lane.watch(1.0) and lane.watch(6.0)
+    lane.observe(q, 80.0)
+    assert lane.heavy(q) and lane.info(q)["lane"] == "heavy" and lane.info(q)["avg_instant_ms"] == 80.0
+    assert lane.watch(0.0)   # (a query is tracked: every instant is reported)
+    for _ in range(8):   # 80 -> 56.3 -> 39.7 -> 28.1 -> 20.0 -> 14.3 -> 10.3 -> 7.5 -> 5.5: still heavy
         lane.observe(q, 1.0)
     assert lane.heavy(q)
-    for _ in range(3):   # -> 6.7 -> 5.0 -> 3.8: light
-        lane.observe(q, 1.0)
+    lane.observe(q, 1.0)   # -> 4.2: light
     assert not lane.heavy(q)
     lane.enabled = False
     lane.observe(q, 500.0)

@@ -8,10 +8,11 @@ behind with it (``bench.query_isolation``: 100 cheap queries' answers 0.9 s late
 with three heavy ones on their stream). Here:
 
 * **Cost.** Each query's single-path instant (the scheduler's ``_step_one``: the unchanged /
-  relevance checks and the evaluation) is timed in the worker thread's CPU time
-  (``time.thread_time``: another thread holding the GIL does not make a query look dear);
-  :meth:`HeavyLane.observe` keeps an exponential average per query. A query is *heavy* when
-  that average reaches :attr:`HeavyLane.bound_ms`, and light again below half of it. A batch
+  relevance checks and the evaluation) is timed (wall clock: ``time.thread_time`` costs 2 µs a
+  call, a cheap instant 5-50 µs; a few ms of waiting for the GIL now and then barely move the
+  average); :meth:`HeavyLane.observe` keeps an exponential average per query that ever took
+  half the bound. A query is *heavy* when that average reaches :attr:`HeavyLane.bound_ms`, and
+  light again below half of it. A batch
   member is measured only when it runs alone (a batch's time is all its members'); a heavy
   query is not taken into a batch (its turn goes to the lane).
 * **The lane.** The worker hands a heavy query's turn (its next instant) to the lane
@@ -61,7 +62,7 @@ __all__ = ["HeavyLane", "HEAVY_MS"]
 
 log = logging.getLogger("jindou.stream")
 
-#: a query is heavy when its single-path instants average this much CPU time (ms) ...
+#: a query is heavy when its single-path instants average this long (ms) ...
 HEAVY_MS = 10.0
 #: ... averaged with this weight for the newest instant
 _ALPHA = 0.3
@@ -94,12 +95,16 @@ class HeavyLane:
 
     # -- cost ------------------------------------------------------------------
     def observe(self, q, ms: float) -> None:
-        """A single-path instant of ``q`` took ``ms`` of CPU time (the worker's or the lane's).
+        """A single-path instant of ``q`` took ``ms`` (wall time in the worker's or the lane's
+        thread; the worker calls this only for ``ms`` >= half the bound or while some query is
+        tracked: :meth:`watch`).
         Called by the worker, or by the lane under ``cv`` (the worker forgets deleted queries)."""
         if q.deleted:
             return
         c = self.cost.get(id(q))
         if c is None or c[0] is not q:
+            if ms < self.bound_ms / 2:   # never dear so far: not tracked
+                return
             c = self.cost[id(q)] = [q, 0, None, False]
         c[1] += 1
         # (the first instant, which also makes the plans, counts whole: a query that starts heavy
@@ -113,6 +118,11 @@ class HeavyLane:
             self.heavy_ids.add(id(q))
         else:
             self.heavy_ids.discard(id(q))
+
+    def watch(self, ms: float) -> bool:
+        """Whether the worker reports an instant of ``ms`` to :meth:`observe` (cheap: most
+        instants of most queries are not)."""
+        return bool(self.cost) or ms >= self.bound_ms / 2
 
     def pin(self, q) -> None:
         """Caller holds ``cv``: ``q`` is heavy whatever its measured cost (a test / operator hook)."""
@@ -146,7 +156,7 @@ class HeavyLane:
         c = self.cost.get(id(q))
         sk = self.skipped.get(id(q))
         return {"lane": "heavy" if self.heavy(q) and self.enabled else "main",
-                "avg_instant_cpu_ms": None if c is None or c[0] is not q or c[2] is None else round(c[2], 3),
+                "avg_instant_ms": None if c is None or c[0] is not q or c[2] is None else round(c[2], 3),
                 "skipped_instants": sk[1] if sk is not None and sk[0] is q else 0}
 
     # -- hand-over -------------------------------------------------------------
@@ -260,9 +270,9 @@ class HeavyLane:
             try:
                 if skip is not None:
                     self._report_skipped(q, skip[0], skip[1])
-                c0 = time.thread_time()
+                c0 = time.perf_counter()
                 sched._step_one(q, t, last)
-                ms = (time.thread_time() - c0) * 1000.0
+                ms = (time.perf_counter() - c0) * 1000.0
             except Exception:  # noqa: BLE001 - the lane must survive anything, as the worker
                 log.exception("continuous query %s: heavy-lane instant %d", q.name, t)
             finally:
