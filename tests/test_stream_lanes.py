@@ -181,17 +181,22 @@ def test_cost_rule_with_given_costs():
     lane = HeavyLane.__new__(HeavyLane)
     lane.bound_ms, lane.enabled, lane.cost, lane.heavy_ids, lane.pinned, lane.skipped = 10.0, True, {}, set(), set(), {}
     q = Q()
+    lane.nominate(q)
+    assert lane.tracked(q)
     lane.observe(q, 1.0)
-    assert not lane.heavy(q) and lane.info(q)["lane"] == "main" and not lane.cost   # (not tracked)
-    assert not lane.watch(1.0) and lane.watch(6.0)
+    assert not lane.heavy(q) and lane.info(q)["lane"] == "main" and not lane.tracked(q)   # (cheap: untracked)
     lane.observe(q, 80.0)
     assert lane.heavy(q) and lane.info(q)["lane"] == "heavy" and lane.info(q)["avg_instant_ms"] == 80.0
-    assert lane.watch(0.0)   # (a query is tracked: every instant is reported)
     for _ in range(8):   # 80 -> 56.3 -> 39.7 -> 28.1 -> 20.0 -> 14.3 -> 10.3 -> 7.5 -> 5.5: still heavy
         lane.observe(q, 1.0)
     assert lane.heavy(q)
     lane.observe(q, 1.0)   # -> 4.2: light
-    assert not lane.heavy(q)
+    assert not lane.heavy(q) and lane.tracked(q)
+    lane.observe(q, 1.0)   # -> 3.2
+    lane.observe(q, 1.0)   # -> 2.6
+    assert lane.tracked(q)
+    lane.observe(q, 1.0)   # -> 2.1: under a quarter of the bound, untracked
+    assert not lane.tracked(q)
     lane.enabled = False
     lane.observe(q, 500.0)
     assert lane.heavy(q) and lane.info(q)["lane"] == "main"   # (off: everything on the worker)

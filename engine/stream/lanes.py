@@ -8,11 +8,13 @@ behind with it (``bench.query_isolation``: 100 cheap queries' answers 0.9 s late
 with three heavy ones on their stream). Here:
 
 * **Cost.** Each query's single-path instant (the scheduler's ``_step_one``: the unchanged /
-  relevance checks and the evaluation) is timed (wall clock: ``time.thread_time`` costs 2 µs a
-  call, a cheap instant 5-50 µs; a few ms of waiting for the GIL now and then barely move the
-  average); :meth:`HeavyLane.observe` keeps an exponential average per query that ever took
-  half the bound. A query is *heavy* when that average reaches :attr:`HeavyLane.bound_ms`, and
-  light again below half of it. A batch
+  relevance checks and the evaluation) is timed by the wall clock (0.15 µs); one taking half
+  the bound or more is *tracked* (:meth:`HeavyLane.nominate`): its instants are then timed in
+  its thread's CPU time (``time.thread_time``, 2 µs a call: too dear for every 5-50 µs
+  instant, but the wall clock counts waiting for the GIL or a CPU -- at load 9, a third of the
+  mixed ``manyqueries`` queries looked dear by it) and :meth:`HeavyLane.observe` keeps an
+  exponential average. A query is *heavy* when that average reaches
+  :attr:`HeavyLane.bound_ms`, light again below half of it, and untracked below a quarter. A batch
   member is measured only when it runs alone (a batch's time is all its members'); a heavy
   query is not taken into a batch (its turn goes to the lane).
 * **The lane.** The worker hands a heavy query's turn (its next instant) to the lane
@@ -94,21 +96,27 @@ class HeavyLane:
         self._thread: threading.Thread | None = None
 
     # -- cost ------------------------------------------------------------------
+    def tracked(self, q) -> bool:
+        """Whether ``q``'s instants are timed in CPU time (:meth:`observe`); the others by the
+        wall clock, and passed to :meth:`nominate` when one takes half the bound."""
+        c = self.cost.get(id(q))
+        return c is not None and c[0] is q
+
+    def nominate(self, q) -> None:
+        """An instant of ``q`` took half the bound or more of wall time (which counts waiting
+        for the GIL or a CPU): its next instants are timed in CPU time."""
+        if not q.deleted and not self.tracked(q):
+            self.cost[id(q)] = [q, 0, None, False]
+
     def observe(self, q, ms: float) -> None:
-        """A single-path instant of ``q`` took ``ms`` (wall time in the worker's or the lane's
-        thread; the worker calls this only for ``ms`` >= half the bound or while some query is
-        tracked: :meth:`watch`).
-        Called by the worker, or by the lane under ``cv`` (the worker forgets deleted queries)."""
+        """A single-path instant of ``q`` took ``ms`` of its thread's CPU time. Called by the
+        worker, or by the lane under ``cv`` (the worker forgets deleted queries)."""
         if q.deleted:
             return
         c = self.cost.get(id(q))
         if c is None or c[0] is not q:
-            if ms < self.bound_ms / 2:   # never dear so far: not tracked
-                return
             c = self.cost[id(q)] = [q, 0, None, False]
         c[1] += 1
-        # (the first instant, which also makes the plans, counts whole: a query that starts heavy
-        # is in the lane from its second instant; one that only started dear leaves it in a few)
         c[2] = ms if c[2] is None else c[2] + _ALPHA * (ms - c[2])
         if c[3]:
             c[3] = c[2] >= self.bound_ms / 2
@@ -118,11 +126,8 @@ class HeavyLane:
             self.heavy_ids.add(id(q))
         else:
             self.heavy_ids.discard(id(q))
-
-    def watch(self, ms: float) -> bool:
-        """Whether the worker reports an instant of ``ms`` to :meth:`observe` (cheap: most
-        instants of most queries are not)."""
-        return bool(self.cost) or ms >= self.bound_ms / 2
+            if c[2] < self.bound_ms / 4:   # cheap after all (its first instant made the plans)
+                del self.cost[id(q)]
 
     def pin(self, q) -> None:
         """Caller holds ``cv``: ``q`` is heavy whatever its measured cost (a test / operator hook)."""
@@ -270,9 +275,9 @@ class HeavyLane:
             try:
                 if skip is not None:
                     self._report_skipped(q, skip[0], skip[1])
-                c0 = time.perf_counter()
+                c0 = time.thread_time()
                 sched._step_one(q, t, last)
-                ms = (time.perf_counter() - c0) * 1000.0
+                ms = (time.thread_time() - c0) * 1000.0
             except Exception:  # noqa: BLE001 - the lane must survive anything, as the worker
                 log.exception("continuous query %s: heavy-lane instant %d", q.name, t)
             finally:
