@@ -10,7 +10,8 @@ with three heavy ones on their stream). Here:
 * **Cost.** Each query's single-path instant (the scheduler's ``_step_one``: the unchanged /
   relevance checks and the evaluation) is timed by the wall clock (0.15 µs); one taking half
   the bound or more is *tracked* (:meth:`HeavyLane.nominate`): its instants are then timed in
-  its thread's CPU time (``time.thread_time``, 2 µs a call: too dear for every 5-50 µs
+  its thread's CPU time, as are a query's first two instants (a query heavy from the start is
+  in the lane from its second instant) (``time.thread_time``, 2 µs a call: too dear for every 5-50 µs
   instant, but the wall clock counts waiting for the GIL or a CPU -- at load 9, a third of the
   mixed ``manyqueries`` queries looked dear by it) and :meth:`HeavyLane.observe` keeps an
   exponential average. A query is *heavy* when that average reaches

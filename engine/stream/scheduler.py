@@ -419,10 +419,10 @@ class Scheduler:
             if batch is not None:
                 self._step_group(*batch, t, last)
             else:
-                # timed for the heavy lane (engine.stream.lanes): by the wall clock, and in CPU
-                # time once that found the query dear
+                # timed for the heavy lane (engine.stream.lanes): in CPU time a query's first
+                # instants and once the wall clock found it dear, otherwise by the wall clock
                 lane = self.lane
-                tracked = bool(lane.cost) and lane.tracked(q)
+                tracked = q.evaluated < 2 or (bool(lane.cost) and lane.tracked(q))
                 c0 = time.thread_time() if tracked else time.perf_counter()
                 self._step_one(q, t, last)
                 if tracked:
