@@ -57,6 +57,11 @@ HEAVY = (
 )
 
 
+class HeavyLaneBound:
+    """The lane's bound for this bench's runs (None: the scheduler's default; tests set 0)."""
+    ms: float | None = None
+
+
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -96,6 +101,8 @@ def run_one(wl: Workload, n: int, heavy: int, other: bool, instants: int, lanes:
     lane = getattr(m._scheduler, "lane", None)
     if lane is not None:
         lane.enabled = lanes
+        if HeavyLaneBound.ms is not None:
+            lane.bound_ms = HeavyLaneBound.ms
     elif lanes:
         raise SystemExit("this tree's scheduler has no heavy-query lane: run with --lanes off")
     streams = [("obs", STREAM)] + ([("obs2", STREAM2)] if other else [])
@@ -166,6 +173,7 @@ def run_one(wl: Workload, n: int, heavy: int, other: bool, instants: int, lanes:
                 "post_p50_ms": _pct(post, 0.5), "post_max_ms": max(post),
                 "feed_s": fed - t0, "heavy_ms": [q.last_latency_ms for q in hq],
                 "heavy_answered_at_feed_end": heavy_done_at_feed, "heavy_complete": heavy_complete,
+                "lane_taken": 0 if lane is None else lane.taken,
                 "instants": instants, "answers": answers}
     finally:
         m.close()
