@@ -30,6 +30,10 @@ HEAVY = (
     "WHERE {{ ?a <" + EX + "v> ?v . ?b <" + EX + "v> ?w FILTER(?v < ?w) }} GROUP BY ?v",
     "REGISTER ISTREAM QUERY {name} AS SELECT ?o ?x FROM STREAM <" + EX + "s> [RANGE 300ms STEP 100ms] "
     "FROM <urn:jindou:default> WHERE {{ ?o <" + EX + "by> ?x . ?x <" + EX + "in> ?a }}",
+    # RSP-QL (its own evaluator: named windows)
+    "REGISTER RSTREAM <" + EX + "out/{name}> AS SELECT ?v (COUNT(*) AS ?n) FROM NAMED WINDOW <" + EX + "w> ON <"
+    + EX + "s> [RANGE PT0.4S STEP PT0.1S] WHERE {{ WINDOW <" + EX + "w> {{ ?a <" + EX + "v> ?v . ?b <" + EX
+    + "v> ?w }} }} GROUP BY ?v",
 )
 STATIC = "".join(f"<{EX}x{i}> <{EX}in> <{EX}a{i % 3}> .\n" for i in range(12)).encode()
 
@@ -77,7 +81,7 @@ def _run(seed: int, names: list[tuple[str, str]], lane_on: bool, pinned: set[str
         m.register_stream("s", EX + "s")
         m.heartbeat("s", 0)
         for name, text in names:
-            m.register_query(text.format(name=name))
+            m.register_query(text.format(name=name), name=name)
             if name in pinned:   # (the cost rule is tested on its own below)
                 with m._reg.cv:
                     lane.pin(m._reg.queries[name])
@@ -118,15 +122,16 @@ def _names(n_cheap: int, n_heavy: int) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_lane_taken_and_answers_equal_lane_off(seed):
-    """Heavy queries pinned to the lane (alone and with batched cheap peers): the lane evaluates
+    """Heavy queries pinned to the lane (C-SPARQL RSTREAM and ISTREAM, RSP-QL; next to batched
+    cheap peers): the lane evaluates
     them (hand-over count), and every query's events -- instants, order, content -- equal those
     with the lane off."""
-    names = _names(4, 3)
-    pinned = {"heavy0", "heavy1", "heavy2"}
+    names = _names(4, 4)
+    pinned = {"heavy0", "heavy1", "heavy2", "heavy3"}
     on, taken_on, st = _run(seed, names, True, pinned, one_by_one=False)
     off, taken_off, _ = _run(seed, names, False, pinned, one_by_one=False)
     assert taken_off == 0
-    assert taken_on >= 3 * 10, taken_on   # (an unchanged run is one turn: fewer than 3 x 16)
+    assert taken_on >= 4 * 10, taken_on   # (an unchanged run is one turn: fewer than 3 x 16)
     assert st["heavy0"]["lane"] == "heavy" and st["c0"]["lane"] == "main"
     for name, _ in names:
         assert on[name] == off[name], name
