@@ -3,8 +3,9 @@
 
 * Each query's instants are evaluated in order, each exactly once (its
   :class:`~engine.stream.windows.Trigger` says which are ready: every stream it reads has
-  published ``P > t``; a heavy query far behind skips a run of them, :mod:`engine.stream.lanes`). The queries are taken round-robin, one instant or one run of unchanged
-  instants per turn, so a query's backlog never starves the others. A slow query's turns go to
+  published ``P > t``; a heavy query far behind skips a run of them, :mod:`engine.stream.lanes`).
+  The queries are taken round-robin, one instant or one run of unchanged instants per turn, so
+  a query's backlog never starves the others. A slow query's turns go to
   the heavy lane (below), so it does not delay the others either; ingestion runs on the
   callers' threads.
 * Unchanged instants: after evaluating instant ``te`` the worker keeps what it depended on
