@@ -274,12 +274,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = runner.build_parser()
     ap.prog = "python -m bench.unseen_sweep"
     ap.add_argument("--only", help="comma list of sweep query names")
-    ap.add_argument("--set", choices=("main", "hunt", "hunt2", "all"), default="main",
-                    help="the main sweep (default), the second (HUNT), the third (HUNT2) or all")
+    ap.add_argument("--set", choices=("main", "hunt", "hunt2", "hunt3", "all"), default="main",
+                    help="the main sweep (default), the second (HUNT), the third (HUNT2), the fourth (HUNT3) or all")
     opts = ap.parse_args(argv)
     from bench.unseen_hunt2 import HUNT2  # noqa: PLC0415
-    queries = {"main": list(UNSEEN), "hunt": list(HUNT), "hunt2": list(HUNT2),
-               "all": list(UNSEEN) + list(HUNT) + list(HUNT2)}[opts.set]
+    from bench.unseen_hunt3 import HUNT3  # noqa: PLC0415
+    queries = {"main": list(UNSEEN), "hunt": list(HUNT), "hunt2": list(HUNT2), "hunt3": list(HUNT3),
+               "all": list(UNSEEN) + list(HUNT) + list(HUNT2) + list(HUNT3)}[opts.set]
     if opts.only:
         want = {n.strip().upper() for n in opts.only.split(",")}
         queries = [q for q in queries if q.name in want]
