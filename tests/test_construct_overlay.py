@@ -65,8 +65,17 @@ def test_later_calls_decode_only_the_computed_terms(stores, monkeypatch):
         asked.extend(ids)
         return real(terms, ids)
 
+    made = []
+    real_nt = GW.TermCache.nt_of
+
+    def nt_spy(self, i):
+        made.append(i)
+        return real_nt(self, i)
+
     monkeypatch.setattr(GW, "store_keys", spy)
+    monkeypatch.setattr(GW.TermCache, "nt_of", nt_spy)
     before = GW.OVERLAYS
     ser.serialize(db.query(q), "application/n-triples")
     assert GW.OVERLAYS > before  # the overlay is taken
     assert asked and all(i >= LOCAL_BASE for i in asked), asked  # no store term decoded again
+    assert made and all(i >= LOCAL_BASE for i in made), made  # nor written as N-Triples again

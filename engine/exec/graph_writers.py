@@ -907,7 +907,7 @@ class TermCache:
     graph (Turtle prefixes, RDF/XML blank node ids) are split into the parts that do not."""
 
     __slots__ = ("parts", "chars", "bnodes", "ttl", "ttl_ns", "ttl_frags", "ttl_kept", "nt", "xml_open", "xml_obj",
-                 "js_subj", "js_pred", "js_obj", "type_id", "heads")
+                 "js_subj", "js_pred", "js_obj", "type_id", "heads", "base")
 
     def __init__(self) -> None:
         #: id -> (kind, main, second, key)
@@ -934,6 +934,8 @@ class TermCache:
         self.type_id = -1
         #: RDF/XML heads (namespace declarations, property element names) by predicate ids
         self.heads: dict[tuple, tuple] = {}
+        #: an answer's own cache (see _overlay): the kept cache its store terms' entries go to
+        self.base: TermCache | None = None
 
     @staticmethod
     def fill(table: dict, make, ids) -> dict:
@@ -974,6 +976,8 @@ class TermCache:
         if b is None:
             kind, main, _, key = self.parts[i]
             b = self.nt[i] = (("_:" + bnode_label(main)) if kind == BNODE else key).encode("utf-8")
+            if self.base is not None and i < LOCAL_BASE:
+                self.base.nt[i] = b
         return b
 
     def xml_obj_of(self, i: int, node: str) -> tuple[bytes, bool]:
@@ -1172,7 +1176,7 @@ def _overlay(kept: TermCache, ids: set) -> TermCache:
     """A graph's own cache when it holds computed terms (ids past LOCAL_BASE mean something
     else in each answer, so they stay out of the kept cache), seeded with its store terms'
     parts and N-Triples fragments from the store dictionary's kept cache; the store terms it
-    decodes go into both (see small_terms). Why: ``CONSTRUCT { ?d ub:hasHead ?x }`` with a
+    decodes, and their N-Triples fragments, go into both (``base``; see small_terms). Why: ``CONSTRUCT { ?d ub:hasHead ?x }`` with a
     predicate the store lacks decoded and parsed every store term of the answer again on
     every call (~2 µs each)."""
     global OVERLAYS
@@ -1186,6 +1190,7 @@ def _overlay(kept: TermCache, ids: set) -> TermCache:
         c.bnodes = kept.bnodes.intersection(store)
     if kept.type_id in c.parts:
         c.type_id = kept.type_id
+    c.base = kept
     return c
 
 
