@@ -1,7 +1,8 @@
 """``ORDER BY STR(?x)`` over a column of IRIs ranks the column itself (engine/exec/order_keys.py):
 ordered answers equal pyoxigraph's (ascending, descending, a second key, LIMIT / OFFSET,
 unbound rows from an OPTIONAL), equal the general path's, and the path is taken only for
-IRI columns (not for literals or blank nodes, whose STR orders otherwise)."""
+columns of IRIs or of simple literals (not for tagged literals, blank nodes or a mix, whose
+STR orders otherwise)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ def _data() -> str:
         s = f"<urn:x:{nm}>"
         lines.append(f"{s} <urn:p> <urn:o{i % 4}> .")
         lines.append(f'{s} <urn:v> "{nm}" .')
+        lines.append(f'{s} <urn:l> "{nm}"@en .')
+        lines.append(f"{s} <urn:m> {s} .")
+        lines.append(f'{s} <urn:m> "{nm}" .')
         if i % 3:
             lines.append(f"{s} <urn:q> <http://ex.org/{nm}> .")
         lines.append(f"_:b{i} <urn:p> <urn:o{i % 4}> .")
@@ -43,10 +47,14 @@ TAKEN = [
     "SELECT ?s WHERE { ?s <urn:p> ?o FILTER(isIRI(?s)) } ORDER BY STR(?s) LIMIT 3",
     "SELECT ?s ?q WHERE { ?s <urn:p> ?o FILTER(isIRI(?s)) OPTIONAL { ?s <urn:q> ?q } } ORDER BY STR(?q) ?s",
     "SELECT ?s ?q WHERE { ?s <urn:p> ?o FILTER(isIRI(?s)) OPTIONAL { ?s <urn:q> ?q } } ORDER BY DESC(STR(?q)) ?s",
+    "SELECT ?s ?v WHERE { ?s <urn:v> ?v FILTER(isIRI(?s)) } ORDER BY STR(?v)",  # simple literals
+    "SELECT ?s ?v WHERE { ?s <urn:v> ?v FILTER(isIRI(?s)) } ORDER BY DESC(STR(?v)) LIMIT 4",
 ]
 GENERAL = [
     "SELECT ?s ?v WHERE { ?s <urn:v> ?v } ORDER BY STR(?v) STR(?s) ?s",  # literals of two datatypes
     "SELECT ?s WHERE { ?s <urn:p> ?o } ORDER BY STR(?s) ?o",  # blank nodes among IRIs
+    "SELECT ?s ?l WHERE { ?s <urn:l> ?l } ORDER BY STR(?l) ?s",  # tagged literals
+    "SELECT ?s ?m WHERE { ?s <urn:m> ?m } ORDER BY STR(?m) ?m ?s",  # IRIs and literals
 ]
 
 
