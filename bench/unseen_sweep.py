@@ -18,6 +18,7 @@ per-query and per-class ratio tables are printed.
 
 from __future__ import annotations
 
+import http.client
 import sys
 
 from bench.peers import JindouHttpPeer, OxigraphServePeer
@@ -229,7 +230,17 @@ def _is_graph(text: str) -> bool:
 class _GraphAware:
     """CONSTRUCT / DESCRIBE asked as N-Triples (compared as sorted lines); others as JSON."""
 
-    def request(self, text: str) -> bytes:  # noqa: D102
+    def request(self, text: str) -> bytes:
+        """One request; once more on a new connection when the server closed the idle
+        keep-alive one (uvicorn closes it after 5 s, which one query of the other server can
+        take under load: the sweep broke off with a BrokenPipeError)."""
+        try:
+            return self._request(text)
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            self.conn = None
+            return self._request(text)
+
+    def _request(self, text: str) -> bytes:
         if not _is_graph(text):
             return super().request(text)
         conn = self._connect()
