@@ -346,3 +346,39 @@ def test_a_heavy_query_far_behind_skips_to_its_newest_instant(shape):
         assert ev == "result" and _norm(d) == results_off[i], i
     before = [(i, _norm(d)) for i, ev, d in on["h"] if i < sk["from"]]
     assert all(results_off[i] == d for i, d in before)
+
+
+def test_by_default_a_heavy_query_far_behind_answers_every_instant():
+    """Skipping loses instants, so it is the operator's choice (``--skip-behind``, off by
+    default): a pinned heavy query 20 instants behind answers all of them, equal to the lane-off
+    run, and the manager hands a given ``skip_behind`` to its lane."""
+    out = {}
+    for lane_on in (True, False):
+        db = Database()
+        db.load_data(STATIC, "application/n-triples")
+        m = StreamManager(db, retain=100)
+        lane = m._scheduler.lane
+        assert lane.max_lag == 0
+        lane.enabled = lane_on
+        try:
+            m.register_stream("s", EX + "s")
+            m.heartbeat("s", 0)
+            m.register_query(HEAVY[0].format(name="h"))
+            with m._reg.cv:
+                lane.pin(m._reg.queries["h"])
+            _feed_at_once(m, 10, 20)
+            assert m.drain(60)
+            out[lane_on] = [(e.id, e.event, _norm(e.data)) for e in m.log("h").since(None, from_t=-1)]
+            assert m.query("h")["skipped_instants"] == 0
+        finally:
+            m.close()
+            db.close()
+    assert len(out[True]) >= 20 and out[True] == out[False]
+    assert not any(b"skipped" in repr(d).encode() for _, _, d in out[True])
+    db = Database()
+    try:
+        m = StreamManager(db, skip_behind=7)
+        assert m._scheduler.lane.max_lag == 7
+        m.close()
+    finally:
+        db.close()

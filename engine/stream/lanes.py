@@ -71,8 +71,9 @@ HEAVY_MS = 10.0
 _ALPHA = 0.3
 #: a lane job waits at most this long (ms) for the worker to run out of ready instants
 DEFER_MS = 100.0
-#: a heavy query more than this many instants behind its streams skips to its newest ready one
-MAX_LAG = 100
+#: a heavy query this many instants behind its streams skips to its newest ready one (0: never;
+#: the server's --skip-behind: skipping loses instants, so it is the operator's choice)
+MAX_LAG = 0
 
 
 class HeavyLane:
