@@ -697,9 +697,10 @@ def _make_stream_manager(config: Settings, database):
 
     try:
         manager = StreamManager(database, retain=config.retain, retain_bytes=config.retain_bytes,
+                                retain_total_bytes=config.retain_total_bytes,
                                 transient_budget=config.transient_budget,
                                 data_dir=config.data_dir, idle_after=config.idle_after,
-                                batch_id_limit=config.batch_id_limit)
+                                batch_id_limit=config.batch_id_limit, skip_behind=config.skip_behind)
         from engine.stream.sinks import SinkPolicy  # result sinks: the operator's allow-lists
 
         manager.sinks.start(SinkPolicy.of(config.webhook_allow, config.nats_allow, config.sink_retry_max),

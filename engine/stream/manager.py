@@ -57,7 +57,7 @@ from engine.stream.limits import shorten
 from engine.stream.progress import ARRIVAL, EVENT, LateElementError, wall_clock_ms
 from engine.stream.registry import QueryEntry, Registry, StreamEntry, check_stream_args, query_vars
 from engine.stream.registry_store import RegistryError
-from engine.stream.resultlog import ResultEvent, ResultLog
+from engine.stream.resultlog import ResultEvent, ResultLog, TotalBytes
 from engine.stream.resultstore import ResultStore
 from engine.stream.scheduler import Scheduler
 from engine.stream.sinks import Sinks
@@ -118,10 +118,12 @@ def check_calls(cq) -> None:
 
 class StreamManager:
     def __init__(self, db, *, retain: int = DEFAULTS.retain, retain_bytes: int = DEFAULTS.retain_bytes,
+                 retain_total_bytes: int = DEFAULTS.retain_total_bytes,
                  transient_budget: int = DEFAULTS.transient_budget,
                  now_ms: Callable[[], int] | None = None, data_dir: str | None = None,
                  progress_sync_s: float = 1.0, incremental: bool | str = True,
-                 batch_id_limit: int = DEFAULTS.batch_id_limit, idle_after: int = DEFAULTS.idle_after):
+                 batch_id_limit: int = DEFAULTS.batch_id_limit, idle_after: int = DEFAULTS.idle_after,
+                 skip_behind: int = DEFAULTS.skip_behind):
         self.db = db
         keep_freed_heap()   # large result events reuse dropped events' memory (no page faults)
         # True: maintain sliding-window queries incrementally where it pays (adaptive); "always": even
@@ -129,6 +131,7 @@ class StreamManager:
         self.incremental = incremental if incremental == "always" else bool(incremental)
         self.retain = int(retain)
         self.retain_bytes = int(retain_bytes)
+        self.retain_total = TotalBytes(retain_total_bytes)   # all result logs together
         self.transient_budget = int(transient_budget)
         self._now = now_ms or wall_clock_ms
         self._absorb_log = AbsorbLog()
@@ -141,6 +144,7 @@ class StreamManager:
         self._journal = WindowJournal(data_dir) if data_dir is not None else None
         self._ingest = Ingestor(db, self._reg, self._batches, self._absorb_log, self._now, self._journal)
         self._scheduler = Scheduler(self._reg, self._absorb_log, self._now, idle_after)
+        self._scheduler.lane.max_lag = int(skip_behind)   # heavy queries far behind (engine.stream.lanes)
         # durable result logs and sink progress (results.sqlite); the server starts the sinks (sinks.start)
         self._results = ResultStore(data_dir) if data_dir is not None else None
         self.sinks = Sinks(self._results)
@@ -397,7 +401,7 @@ class StreamManager:
             trigger = Trigger(query_step(cq.windows), list(wins), progress)
             ev = self._evaluator(cq, bound)
             rlog = ResultLog(self.retain, trigger.step, store=self._results, name=cq.name,
-                             retain_bytes=self.retain_bytes)
+                             retain_bytes=self.retain_bytes, total=self.retain_total)
             if rlog.last_id is not None:   # a durable log: resume after its last instant
                 trigger = Trigger(query_step(cq.windows), list(wins), {n: rlog.last_id + 1 for n in wins})
             if cq.derived:
