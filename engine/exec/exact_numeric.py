@@ -8,17 +8,18 @@ every intermediate node, parsed it again one node up and parsed the constants ag
 a row (UG4's ``xsd:integer(FLOOR(AVG(?A) * 1000))`` over 1,000 groups: 63 ms of a 75 ms
 query). Here each distinct operand id is decoded and parsed once (``values.numeric_of``, the
 scalar path's own parser), constants once, and each distinct combination of operands runs
-the tree over ``Num`` values with the scalar path's own operations (``values.numeric_op``,
-``num_floor``...). An intermediate literal is only ever re-read for its value, so it is not
-built; what building it could raise (an integer or a decimal too long to write) is checked
-instead, so errors stay where the scalar path has them. Only the root value is written (by the
-same functions as the scalar path). Float / double operands and anything else go to the
+the tree over plain values (an int is an xsd:integer, a Decimal an xsd:decimal) with the
+scalar path's arithmetic (``values.numeric_op``'s promotion, its exact + - * and its
+28-digit division, in contexts made once). An intermediate literal is only ever re-read for
+its value, so it is not built; what building it could raise (an integer or a decimal too
+long to write) is checked instead, so errors stay where the scalar path has them. Only the
+root value is written (by the same formatting as the scalar path). Float / double operands and anything else go to the
 caller's general path: :func:`ids_of` says for which rows.
 """
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, DefaultContext
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from engine.arrays import unique
 from engine.exec import values as V
 from engine.exec.values import ERR, ExprError, Num
 from engine.sparql.algebra import Call, Const, FunctionCall
-from engine.terms import XSD_DECIMAL, XSD_INTEGER, Literal, from_key, to_key
+from engine.terms import XSD_DECIMAL, XSD_INTEGER, Literal, from_key
 
 __all__ = ["TAKEN", "ids_of", "is_tree"]
 
@@ -60,21 +61,69 @@ def _leaves(expr, out: list) -> None:
         out.append(expr)
 
 
-def _checked(n: Num) -> Num:
-    """``n`` if the scalar path could write it as a literal (format_num), else the error it raises."""
-    if n.rank == V.INTEGER:
-        V.checked_int(n.v)
-    elif n.rank == V.DECIMAL:
-        d = n.v
-        if not d.is_finite() or (d and abs(d.adjusted()) > V.MAX_INTEGER_DIGITS):
-            raise ERR.with_traceback(None)
-    else:  # (a float / double never reaches here: such operands are the general path's)
+#: the scalar path's contexts: + - * exact (values._dec_exact), / to DECIMAL_PREC digits
+#: (values._decimal_div); made once instead of a ``localcontext`` per operation
+_EXACT = DefaultContext.copy()
+_EXACT.prec = 1000
+_DIV = DefaultContext.copy()
+_DIV.prec = V.DECIMAL_PREC
+_INT_SUFFIX = '"^^<' + XSD_INTEGER + ">"
+_DEC_SUFFIX = '"^^<' + XSD_DECIMAL + ">"
+
+
+def _dec(d: Decimal) -> Decimal:
+    """``d`` if the scalar path could write it (format_decimal), else the error it raises."""
+    if not d.is_finite() or (d and abs(d.adjusted()) > V.MAX_INTEGER_DIGITS):
         raise ERR.with_traceback(None)
-    return n
+    return d
+
+
+def _int(v: int) -> int:
+    return v if -(2**62) < v < 2**62 else V.checked_int(v)
+
+
+def _binary(op: str):
+    """``op`` over an integer (int) or decimal (Decimal) pair, as values.numeric_op computes it."""
+    if op == "+":
+        def f(a, b):
+            if type(a) is int and type(b) is int:
+                return _int(a + b)
+            return _dec(_EXACT.add(a, b))
+    elif op == "-":
+        def f(a, b):
+            if type(a) is int and type(b) is int:
+                return _int(a - b)
+            return _dec(_EXACT.subtract(a, b))
+    elif op == "*":
+        def f(a, b):
+            if type(a) is int and type(b) is int:
+                return _int(a * b)
+            return _dec(_EXACT.multiply(a, b))
+    else:
+        def f(a, b):
+            if not b:
+                raise ERR.with_traceback(None)
+            return _dec(_DIV.divide(Decimal(a) if type(a) is int else a, Decimal(b) if type(b) is int else b))
+    return f
+
+
+def _unary(op: str):
+    if op == "POS":
+        return lambda a: a
+    if op == "NEG":
+        return lambda a: -a if type(a) is int else (a.copy_negate() if a else a.copy_abs())
+    if op == "ABS":
+        return lambda a: abs(a) if type(a) is int else a.copy_abs()
+    if op == "FLOOR":
+        return lambda a: a if type(a) is int else _dec(a.to_integral_value(rounding=ROUND_FLOOR))
+    if op == "CEIL":
+        return lambda a: a if type(a) is int else _dec(a.to_integral_value(rounding=ROUND_CEILING))
+    return lambda a: a if type(a) is int else _dec(V.num_round(Num(V.DECIMAL, a)).v)
 
 
 def _compile(expr, slot: dict):
-    """A function of the operand values (a tuple of Num | None) to the Num of ``expr``."""
+    """A function of the operand values (a list of int | Decimal | None: an integer, a
+    decimal, an error) to the value of ``expr`` (int or Decimal; ERR raised for an error)."""
     if not _node(expr):
         k = slot[expr]
 
@@ -88,37 +137,34 @@ def _compile(expr, slot: dict):
         arg = _compile(expr.args[0], slot)
         if expr.iri == XSD_INTEGER:
             def to_int(vals):
-                n = arg(vals)
-                return Num(V.INTEGER, n.v if n.rank == V.INTEGER else V.checked_int(int(n.v)))
+                v = arg(vals)
+                return v if type(v) is int else V.checked_int(int(v))
             return to_int
 
         def to_dec(vals):
-            return _checked(Num(V.DECIMAL, Decimal(arg(vals).v)))
+            v = arg(vals)
+            return _dec(Decimal(v)) if type(v) is int else v
         return to_dec
     if expr.op in _BINARY:
         a, b = _compile(expr.args[0], slot), _compile(expr.args[1], slot)
-        op = expr.op
-
-        def binary(vals):
-            return _checked(V.numeric_op(op, a(vals), b(vals)))
-        return binary
+        f = _binary(expr.op)
+        return lambda vals: f(a(vals), b(vals))
     a = _compile(expr.args[0], slot)
-    fn = _UNARY[expr.op]
-
-    def unary(vals):
-        return _checked(fn(a(vals)))
-    return unary
+    f = _unary(expr.op)
+    return lambda vals: f(a(vals))
 
 
-def _root_literal(expr, n: Num) -> Literal:
-    """The literal the scalar path writes for the root's value."""
+def _root_key(expr, v) -> str:
+    """The key of the literal the scalar path writes for the root's value ``v``."""
     if isinstance(expr, FunctionCall):
         if expr.iri == XSD_INTEGER:
-            return Literal(str(n.v), XSD_INTEGER)
-        return Literal(V.format_decimal(n.v), XSD_DECIMAL)
-    if expr.op == "POS":
-        return V.num_literal(n)
-    return V.num_literal(n, integral_decimal=expr.op in _INTEGRAL)
+            return '"' + str(v) + _INT_SUFFIX
+        return '"' + V.format_decimal(Decimal(v) if type(v) is int else v) + _DEC_SUFFIX
+    if type(v) is int:
+        return '"' + V.format_integer(v) + _INT_SUFFIX
+    if expr.op in _INTEGRAL:
+        return '"' + V.format_decimal_integral(v) + _DEC_SUFFIX
+    return '"' + V.format_decimal(v) + _DEC_SUFFIX
 
 
 def ids_of(ev, expr, unique_rows) -> tuple[np.ndarray, np.ndarray] | None:
@@ -153,7 +199,7 @@ def ids_of(ev, expr, unique_rows) -> tuple[np.ndarray, np.ndarray] | None:
         for i, key in zip(ids.tolist(), ctx.keys(ids), strict=True):
             t = from_key(key)
             got = V.numeric_of(t) if isinstance(t, Literal) else None
-            nums[i] = _OTHER if got is not None and got.rank > V.DECIMAL else got
+            nums[i] = None if got is None else _OTHER if got.rank > V.DECIMAL else got.v
     m = len(uniq)
     out_keys: list = [None] * m
     rest_u = np.zeros(m, dtype=bool)
@@ -176,7 +222,7 @@ def ids_of(ev, expr, unique_rows) -> tuple[np.ndarray, np.ndarray] | None:
         for k, v in consts.items():
             vals[k] = v
         try:
-            out_keys[j] = to_key(_root_literal(expr, fn(vals)))
+            out_keys[j] = _root_key(expr, fn(vals))
         except ExprError:
             pass
         except (ArithmeticError, ValueError):  # (decimal signals the scalar path may treat otherwise)
@@ -201,4 +247,4 @@ def _parse_key(key: str):
     got = V.numeric_of(t) if isinstance(t, Literal) else None
     if got is not None and got.rank > V.DECIMAL:
         return _OTHER
-    return got
+    return None if got is None else got.v
