@@ -73,3 +73,21 @@ def test_a_numeric_having_over_numbers_only(stores):
     db, ox = stores
     _same_bag(db, ox, f'SELECT ?s (MIN(STR(?o)) AS ?m) (COUNT(?o) AS ?n) WHERE {{ ?s {P[3]} ?o FILTER(isNumeric(?o) && ?o = ?o) }} '
                       f'GROUP BY ?s HAVING (SUM(?o) > "10.5"^^<{XSD}decimal>)')
+
+
+def test_explain_analyze_counts_the_groups(stores):
+    db, _ = stores
+    q = _query("(MIN(STR(?o)) AS ?m) (COUNT(?o) AS ?n)", "COUNT(?o) > 3")
+    groups = len(db.query(f"SELECT ?s WHERE {{ ?s {P[1]} ?o {_KNOWN} }} GROUP BY ?s"))
+    doc = db.explain(q, analyze=True)
+
+    def find(p):
+        if p["operator"] == "Group":
+            return p
+        for c in p.get("children", []):
+            got = find(c)
+            if got is not None:
+                return got
+        return None
+
+    assert find(doc["plan"])["actual_rows"] == groups
