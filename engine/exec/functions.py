@@ -40,9 +40,8 @@ import re2
 
 from engine.arrays import unique
 from engine.errors import UnsupportedError
+from engine.exec import conj_order, render
 from engine.exec import exact_numeric as X
-from engine.exec import operand_order as T
-from engine.exec import render
 from engine.exec import strings as S
 from engine.exec import values as V
 from engine.exec.bindings import distinct_inverse
@@ -1241,9 +1240,7 @@ class _Evaluator:
         if isinstance(expr, Call):
             op = expr.op
             if op == "||":
-                first, second = expr.args
-                if n >= _SHORT_CIRCUIT_ROWS and T.right_first(first, second):  # (commutative: cheaper first)
-                    first, second = second, first
+                first, second = conj_order.ordered(expr.args[0], expr.args[1])  # (commutative)
                 lv, le = self.bools(first)
                 rv, re_ = self._bools_where(second, ~lv | le)  # (T || x is T)
                 lt, rt = lv & ~le, rv & ~re_
@@ -1251,9 +1248,7 @@ class _Evaluator:
                 err = ~val & (le | re_)
                 return val, err
             if op == "&&":
-                first, second = expr.args
-                if n >= _SHORT_CIRCUIT_ROWS and T.right_first(first, second):  # (commutative: cheaper first)
-                    first, second = second, first
+                first, second = conj_order.ordered(expr.args[0], expr.args[1])  # (commutative)
                 lv, le = self.bools(first)
                 rv, re_ = self._bools_where(second, lv | le)  # (F && x is F)
                 lf, rf = ~lv & ~le, ~rv & ~re_
