@@ -79,3 +79,25 @@ def test_first_chunk_size():
     assert LC._first(3, None) == 0 and LC._first(3, 0.5) == 0  # (FIRST_CHUNK)
     assert LC._first(3, 400.0) == 1
     assert LC._first(100, 10.0) == 21
+
+
+def test_empty_chunks_grow_faster(stores, monkeypatch):
+    """A chunk with no solution (the estimate was too high: a FILTER rejects every row)
+    makes the next one four times larger, not two: fewer evaluations before the end."""
+    db, ox = stores
+    sizes = []
+    orig = LC._chunks
+
+    def spy(*a, **kw):
+        for b in orig(*a, **kw):
+            sizes.append(b.n)
+            yield b
+
+    monkeypatch.setattr(LC, "_chunks", spy)
+    flt = 'FILTER(STRSTARTS(?n, "n11_"))'  # (the last department's members only)
+    whole = Counter(_o(ox, f"SELECT * WHERE {{ {BODY} {flt} }}"))
+    res = db.query(f"SELECT * WHERE {{ {BODY} {flt} }} LIMIT 2")
+    assert len(res) == 2
+    assert sizes == [1, 4, 7]  # (doubling: 1, 2, 4, 5)
+    got = _j(db, f"SELECT * WHERE {{ {BODY} {flt} }} LIMIT 2")
+    assert len(got) == 2 and not Counter(got) - whole

@@ -176,9 +176,11 @@ def _estimate(ev, bgp: A.BGP, graph, lookup):
     return sum(entry.estimates), (entry.estimates[-1] if entry.estimates else 0.0)
 
 
-def _chunks(graph, var: str, sources, pvar: str | None, first: int = 0):
+def _chunks(graph, var: str, sources, pvar: str | None, first: int = 0, grow=(2,)):
     """Seeds of the splitting variable (and the predicate variable), ``first`` values (at
-    most FIRST_CHUNK; 0: FIRST_CHUNK) then doubling, a predicate at a time."""
+    most FIRST_CHUNK; 0: FIRST_CHUNK) then growing by ``grow[0]`` (read at each step:
+    the caller quadruples after a chunk with no solution, an estimate that was too
+    high), a predicate at a time."""
     size = min(first, FIRST_CHUNK) if first > 0 else FIRST_CHUNK
     for pid, ids in sources:
         if ids is None:
@@ -192,7 +194,7 @@ def _chunks(graph, var: str, sources, pvar: str | None, first: int = 0):
                 cols[pvar] = np.full(b - a, pid, dtype=np.int64)
             yield Bindings(cols, b - a)
             a = b
-            size *= 2
+            size *= grow[0]
 
 
 def _first(want: int, per: float | None) -> int:
@@ -235,13 +237,15 @@ def sliced(ev, node: A.Slice) -> Bindings | None:
     parts, have, res = [], 0, None
     for k, (skip, leaf, g) in enumerate(pieces):
         got = first if k == 0 and first is not None else driver(leaf)  # (when the piece is reached)
-        seeds = (_chunks(graph, *got[:3], _first(want, got[3])) if got is not None else (None,))
+        grow = [2]
+        seeds = (_chunks(graph, *got[:3], _first(want, got[3]), grow) if got is not None else (None,))
         for seed in seeds:
             ev._chunk = Chunk(leaf if seed is not None else None, seed, skip, kept, memo, g)
             try:
                 res = ev.eval(inner)
             finally:
                 ev._chunk = None
+            grow[0] = 2 if res.n else 4
             if res.n:
                 parts.append(res)
                 if distinct:
