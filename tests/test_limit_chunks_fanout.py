@@ -83,8 +83,13 @@ def test_first_chunk_size():
 
 def test_empty_chunks_grow_faster(stores, monkeypatch):
     """A chunk with no solution (the estimate was too high: a FILTER rejects every row)
-    makes the next one four times larger, not two: fewer evaluations before the end."""
-    db, ox = stores
+    makes the next one four times larger, not two: fewer evaluations before the end (one
+    shard: the subjects one array, see test_subjects_chunked_shard_by_shard)."""
+    from engine.database import Database
+
+    _, ox = stores
+    db = Database(shards=1)
+    db.load_data(_data(), "application/n-triples")
     sizes = []
     orig = LC._chunks
 
@@ -101,3 +106,35 @@ def test_empty_chunks_grow_faster(stores, monkeypatch):
     assert sizes == [1, 4, 7]  # (doubling: 1, 2, 4, 5)
     got = _j(db, f"SELECT * WHERE {{ {BODY} {flt} }} LIMIT 2")
     assert len(got) == 2 and not Counter(got) - whole
+
+
+@pytest.mark.parametrize("limit,offset", [(5, 0), (300, 0), (7, 2390), (50, 4790), (10, 100000)])
+def test_subjects_chunked_shard_by_shard(monkeypatch, limit, offset):
+    """On a store of several shards a predicate's subjects are chunked from each shard's
+    own key array in turn (disjoint), never from the merged sorted copy ``graph.index``
+    builds (a sort of every subject on first use); the rows are rows of the whole answer."""
+    import pyoxigraph
+
+    from engine.database import Database
+    from engine.kv.graph import GraphIndex
+
+    data = _data()
+    db = Database(shards=4)
+    db.load_data(data, "application/n-triples")
+    ox = pyoxigraph.Store()
+    ox.load(data, format=pyoxigraph.RdfFormat.N_TRIPLES)
+    calls = []
+    orig = GraphIndex.index
+
+    def spy(self, pid, direction):
+        calls.append((pid, direction))
+        return orig(self, pid, direction)
+
+    monkeypatch.setattr(GraphIndex, "index", spy)
+    body = f"?x <{EX}memberOf> ?d"
+    whole = Counter(_o(ox, f"SELECT * WHERE {{ {body} }}"))
+    before = LC.TAKEN[0]
+    got = _j(db, f"SELECT * WHERE {{ {body} }} LIMIT {limit} OFFSET {offset}")
+    assert LC.TAKEN[0] > before and not calls
+    assert len(got) == max(0, min(limit, sum(whole.values()) - offset))
+    assert len(set(got)) == len(got) and not Counter(got) - whole

@@ -39,6 +39,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine.exec.bindings import Bindings, concat
+from engine.kv.graph import GraphIndex
+from engine.kv.shard import Shard
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
 from engine.plan.order import IN, OUT, plan_bgp
 from engine.sparql import algebra as A
@@ -183,18 +185,30 @@ def _chunks(graph, var: str, sources, pvar: str | None, first: int = 0, grow=(2,
     high), a predicate at a time."""
     size = min(first, FIRST_CHUNK) if first > 0 else FIRST_CHUNK
     for pid, ids in sources:
-        if ids is None:
-            ids = graph.index(pid, OUT)  # (sorted distinct subjects, kept by the index)
-        n = len(ids)
-        a = 0
-        while a < n:
-            b = min(n, a + size)
-            cols = {var: ids[a:b]}
-            if pvar is not None:
-                cols[pvar] = np.full(b - a, pid, dtype=np.int64)
-            yield Bindings(cols, b - a)
-            a = b
-            size *= grow[0]
+        for part in _subjects(graph, pid) if ids is None else (ids,):
+            n = len(part)
+            a = 0
+            while a < n:
+                b = min(n, a + size)
+                cols = {var: part[a:b].astype(np.int64, copy=False)}
+                if pvar is not None:
+                    cols[pvar] = np.full(b - a, pid, dtype=np.int64)
+                yield Bindings(cols, b - a)
+                a = b
+                size *= grow[0]
+
+
+def _subjects(graph, pid: int):
+    """The distinct subjects of ``pid``, as arrays to chunk in turn: a local store's
+    shards' own sorted key arrays one after the other (disjoint: a vertex has one owner
+    shard, and any order of the values makes disjoint chunks), not the merged sorted copy
+    ``graph.index`` builds on its first use (a sort of all the predicate's subjects: 30 ms
+    for the first LIMIT over a predicate of a 1M-triple store); other graphs' index."""
+    if type(graph) is GraphIndex and graph.n_shards > 1 and all(type(sh) is Shard for sh in graph.shards):
+        for sh in graph.shards:
+            yield sh.index(pid, OUT)
+    else:
+        yield graph.index(pid, OUT)  # (sorted distinct subjects, kept by the index)
 
 
 def _first(want: int, per: float | None) -> int:
