@@ -40,7 +40,7 @@ import re2
 
 from engine.arrays import unique
 from engine.errors import UnsupportedError
-from engine.exec import render
+from engine.exec import conj_order, render
 from engine.exec import strings as S
 from engine.exec import values as V
 from engine.exec.bindings import distinct_inverse
@@ -1211,15 +1211,17 @@ class _Evaluator:
         if isinstance(expr, Call):
             op = expr.op
             if op == "||":
-                lv, le = self.bools(expr.args[0])
-                rv, re_ = self._bools_where(expr.args[1], ~lv | le)  # (T || x is T)
+                first, second = conj_order.ordered(expr.args[0], expr.args[1])  # (commutative)
+                lv, le = self.bools(first)
+                rv, re_ = self._bools_where(second, ~lv | le)  # (T || x is T)
                 lt, rt = lv & ~le, rv & ~re_
                 val = lt | rt
                 err = ~val & (le | re_)
                 return val, err
             if op == "&&":
-                lv, le = self.bools(expr.args[0])
-                rv, re_ = self._bools_where(expr.args[1], lv | le)  # (F && x is F)
+                first, second = conj_order.ordered(expr.args[0], expr.args[1])  # (commutative)
+                lv, le = self.bools(first)
+                rv, re_ = self._bools_where(second, lv | le)  # (F && x is F)
                 lf, rf = ~lv & ~le, ~rv & ~re_
                 val = lv & rv & ~le & ~re_
                 err = ~(lf | rf) & (le | re_)
