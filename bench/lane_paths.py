@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.peers import _env  # noqa: PLC0415
     from bench.selective_heldout import QUERIES as HELD  # noqa: PLC0415
     from bench.unseen_hunt2 import HUNT2  # noqa: PLC0415
+    from bench.unseen_hunt3 import HUNT3  # noqa: PLC0415
     from bench.unseen_sweep import HUNT, UNSEEN, JindouSweepPeer  # noqa: PLC0415
 
     ap = argparse.ArgumentParser(prog="python -m bench.lane_paths", description=__doc__.split("\n\n")[0])
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--all-warm", action="store_true", help="the warm-up over every query of the sets (the sweep's)")
     ap.add_argument("--held-out", action="store_true", help="also the held-out set (bench/selective_heldout.py)")
     opts = ap.parse_args(argv)
-    queries = list(UNSEEN) + list(HUNT) + list(HUNT2) + (list(HELD) if opts.held_out else [])
+    queries = list(UNSEEN) + list(HUNT) + list(HUNT2) + list(HUNT3) + (list(HELD) if opts.held_out else [])
     want = {n.strip().upper() for n in opts.only.split(",")}
     chosen = [q for q in queries if q.name in want]
     fd, trace = tempfile.mkstemp(prefix="lane-paths-", suffix=".log")
