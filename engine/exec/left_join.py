@@ -171,6 +171,7 @@ def top_candidates(ev, node: A.OrderBy, top: int, seed) -> Bindings | None:
     over the whole left join. None when the shape does not hold (the caller evaluates the
     input whole)."""
     from engine.exec.functions import order_ranks  # noqa: PLC0415
+    from engine.exec.order_keys import column_key  # noqa: PLC0415
     from engine.plan.filters import deterministic_vars  # noqa: PLC0415
 
     inp = node.input
@@ -186,7 +187,8 @@ def top_candidates(ev, node: A.OrderBy, top: int, seed) -> Bindings | None:
     left = ev.eval(inp.left, seed)
     if left.n >= 4 * top and all(v in left.cols and not (left.cols[v] == UNBOUND).any() for v in fixed):
         first = node.conditions[0]
-        r = order_ranks(ev.expr_values(first.expr, left), ev.ctx)
+        vals = column_key(first.expr, left, ev.ctx)   # (STR(?x) of a column: the column)
+        r = order_ranks(ev.expr_values(first.expr, left) if vals is None else vals, ev.ctx)
         if not first.ascending:
             r = -r
         bound = np.partition(r, top - 1)[top - 1]
