@@ -61,6 +61,7 @@ from itertools import chain
 from time import thread_time as _clock
 
 from engine.stream import tiny_gen as _tg
+from engine.stream.maint_ahead import Ahead
 from engine.stream.maint_opt import OptState, scope_of
 from engine.stream.maint_opt import required_of as _required_of
 from engine.stream.tiny_closure import guard_delta as _closure_guard
@@ -96,6 +97,15 @@ _LAZY_MISS = [0]
 LAZY_GAPS = 4
 LAZY_MARGIN = 2
 LAZY_HOLD = 32
+#: instants in a row completed by an element beyond them (on the ingestion thread, before they
+#: were asked) after which the body is written only by the batch that completes its instant,
+#: not also by the batches guessed to be its last (the guess above: the last two or three
+#: batches of a long step each wrote it); a wrong guess (LAZY_HOLD) turns it off too
+COMPLETED_RUN = 4
+#: batches that left the body to the batch completing the instant (tests: the path is taken)
+_BY_COMPLETE = [0]
+#: (gap: only the completing batch writes the body)
+_ONLY_COMPLETE = -(1 << 62)
 #: instants the ingestion moves a state past without any instant asking for it before it stops
 #: maintaining it (a query evaluated in a batch of queries of its shape, :mod:`multiquery`)
 IDLE_MAX = 8
@@ -194,6 +204,11 @@ class Maintained:
     #: the ingestion keeps the state's constants' ids current (:meth:`_refresh_ids`; tests
     #: compare with it off)
     REFRESH_IDS = True
+    #: ... looking up only the constants that were absent (a present one's id never changes in
+    #: a dictionary: ids are appended), not all of them (wave 2o: every batch of a query with an
+    #: absent constant looked each of its constants up, 30-80 µs per batch on L1; tests compare
+    #: with it off)
+    REFRESH_ABSENT = True
     #: the ingestion writes the next event's body (:meth:`_ready`) only for a batch that may be
     #: that instant's last: one whose last element plus twice the largest of the stream's last
     #: four gaps between batches (their last elements' times) reaches past the instant. A
@@ -203,6 +218,10 @@ class Maintained:
     #: leaves the body to the instant (written there, as after a drop: latency), and the guess
     #: is off for that query for :data:`LAZY_HOLD` instants. Tests compare with it off.
     LAZY_BODY = True
+    #: a window gone by the next instant (tumbling) may have its instant evaluated ahead on the
+    #: ingestion thread instead of maintained, where that measured cheaper (:mod:`.maint_ahead`;
+    #: tests compare with it off)
+    EVAL_AHEAD = True
 
     def __init__(self, gen: GenQuery, windows: list, json):
         # what an instant reads first (instant(), maintained_due): adjacent in the instance's
@@ -218,6 +237,8 @@ class Maintained:
         self._last_in: dict = {}   # id(store) -> (its last batch's last element time, the last gaps) (LAZY_BODY)
         self._skipped = False      # a batch left the body since it was last written (LAZY_BODY)
         self._lazy_hold = 0        # instants LAZY_BODY is off after a wrong guess
+        self._completed = None     # the last instant an element beyond it completed (on_append)
+        self._run = 0              # instants in a row completed before they were asked (COMPLETED_RUN)
         self.gen = gen
         self.json = json            # the query's own _JsonTerms (used under the lock only)
         sh = gen.sh
@@ -227,6 +248,7 @@ class Maintained:
         self._rmax = max(self.ranges_ms)   # the window member's RANGE (_event)
         self._backoff = 0
         self._cost = 0.0      # CPU seconds maintaining since the guard's last check
+        self._icost = 0.0     # CPU seconds maintaining since the last advance (maint_ahead's measure)
         self._ord: float | None = None   # the ordinary path's CPU seconds, last measured
         self._fresh = False   # measured since the guard's last check
         self._strikes = 0     # checks in a row the maintenance cost too much
@@ -254,6 +276,8 @@ class Maintained:
         # (maint_opt writes the value counts of its own groups: their aggregates are not kept)
         self._memo_aggs = self.MEMO_AGGS and self.grouping and self.opt is None and bool(sh.agg_kinds)
         self._setup()
+        # (maint_ahead: a window gone by the next instant; rows mode is asked per instant)
+        self._ah = Ahead(self) if self.EVAL_AHEAD and self.step >= self._rmax else None
         self.deltas = self._compile([0] * ncls)
         if self.grouping:
             self._tail = self._compile_tail()
@@ -980,7 +1004,8 @@ class Maintained:
         instant to rebuild; the held events go either way (written with the old ids)."""
         d = self._dict
         n = len(d)
-        ids, absent = _tg.class_ids(self.gen.classes, d)
+        ids, absent = _absent_ids(self.gen.classes, st.ids, d) if self.REFRESH_ABSENT else \
+            _tg.class_ids(self.gen.classes, d)
         if ids != st.ids:
             new = {b for x, y in zip(st.ids, ids, strict=True) for a, b in zip(x, y, strict=True)
                    if a != b and b is not None and b >= 0}
@@ -1052,6 +1077,12 @@ class Maintained:
                     lin[id(store)] = (last, gaps)
                     gap = (LAZY_MARGIN * max(gaps) if self.LAZY_BODY and not self._lazy_hold
                            and len(gaps) == LAZY_GAPS else None)
+                if self._run >= COMPLETED_RUN and self.LAZY_BODY and not self._lazy_hold:
+                    gap = _ONLY_COMPLETE   # (the instants are completed before they are asked)
+                ah = self._ah
+                if ah is not None and ah.on:   # (evaluated ahead, not maintained: maint_ahead)
+                    ah.on_append(store, last, gap, tau)
+                    return
                 V = _values(self._dict)
                 for _ in range(AHEAD + 1):
                     hi = st.tau
@@ -1074,10 +1105,13 @@ class Maintained:
                         self._ready()
                     elif self._body is None and not self.rows_mode:
                         _LAZY[0] += 1
+                        if gap is _ONLY_COMPLETE:
+                            _BY_COMPLETE[0] += 1
                         self._skipped = True
                     if not complete:
                         break
                     # instant hi is complete for this stream: its body kept, the state moved on
+                    self._completed = hi
                     done = self._done
                     if len(done) >= AHEAD * 2:
                         del done[min(done)]
@@ -1104,6 +1138,7 @@ class Maintained:
                 dt = _clock() - t0
                 _SPENT[0] += dt
                 self._cost += dt
+                self._icost += dt
 
     def advance(self, snap, graphs: list, tau: int) -> None:
         """The worker, after an instant's event: the state moved to the next instant ``tau``
@@ -1113,10 +1148,19 @@ class Maintained:
             self._idle = 0
             if self._lazy_hold:
                 self._lazy_hold -= 1
+            # (the instant before tau was completed by an element before it was asked: the
+            # ingestion moves the state past an instant only before its advance)
+            c = self._completed
+            self._run = self._run + 1 if c is not None and c + self.step >= tau else 0
             if self._skip > 0:
                 self._skip -= 1
                 return
             try:
+                ah = self._ah
+                if ah is not None:
+                    spent, self._icost = self._icost, 0.0
+                    if ah.at_advance(snap, graphs, tau, spent):
+                        return   # (its next instant is evaluated ahead: maint_ahead)
                 st = self._current(snap, graphs)
                 if st is None:
                     self._drop()
@@ -1149,6 +1193,7 @@ class Maintained:
                 dt = _clock() - t0
                 _SPENT[1] += dt
                 self._cost += dt
+                self._icost += dt
 
     def instant(self, snap, graphs_of, ranges: list, t: int, member: bytes) -> bytes | None:
         """Instant ``t``'s event data (``member``: its window member) if the state is (or is
@@ -1173,6 +1218,10 @@ class Maintained:
                 if n >= self.GUARD_EVERY:
                     self._guard()
                 return done[3]   # (= body + member + "}", written whole on the ingestion thread)
+            ah = self._ah
+            if ah is not None and ah.on:   # (not held: the ordinary path answers, maint_ahead)
+                ah.missed()
+                return None
             try:
                 if st.sn != snap.sn or (st.dict_n is not None and st.dict_n != len(snap.dictionary)):
                     st = self._current(snap, graphs_of(snap))
@@ -1190,6 +1239,7 @@ class Maintained:
                     if self._skipped:   # (LAZY_BODY guessed wrong: off for a while)
                         _LAZY_MISS[0] += 1
                         self._lazy_hold = LAZY_HOLD
+                        self._run = 0
                     body = self._ready()
             except (_Drop, _Hand, Undecided):
                 self._drop()
@@ -1372,6 +1422,27 @@ def _memo_agg(fn, kept: dict):
         kept[id(vc)] = (vc, out)
         return out
     return f
+
+
+def _absent_ids(classes, old: list, dictionary) -> tuple[list[tuple], bool]:
+    """:func:`tiny_gen.class_ids` where ``old`` (its earlier answer on the same dictionary) has
+    a constant absent (-2): only those looked up again, the rest kept as they are."""
+    out = []
+    absent = False
+    for (cs, p, co, _), ids in zip(classes, old, strict=True):
+        if -2 not in ids:
+            out.append(ids)
+            continue
+        new = []
+        for k, i in zip((cs, p, co), ids, strict=True):
+            if i == -2:
+                i = int(dictionary.lookup(k))
+                if i < 0:
+                    absent = True
+                    i = -2
+            new.append(i)
+        out.append(tuple(new))
+    return out, absent
 
 
 def _computed_key(v) -> str | None:
