@@ -1263,7 +1263,7 @@ class InstantEvaluator:
             spec.append((bw.store, g0, g1))
         m = self._maint
         if m is not None and m._ah is not None and m._ah.guards_gen():   # (the ingestion evaluates it too: maint_ahead)
-            with m.lock:
+            with m._ah.gen_lock:
                 return self._gen.run(ctx, graphs, spec)
         return self._gen.run(ctx, graphs, spec)
 

@@ -26,13 +26,16 @@ kept, and the other is measured again every :data:`PROBE_EVERY` instants. Two mi
 :data:`MISS_WINDOW` instants ahead (latency paid at the instant) send it back to maintaining
 for :data:`BLOCK` instants.
 
-Thread safety: the ingestion thread evaluates under the query's ``Maintained.lock``; the
-worker's own generated instant (:meth:`InstantEvaluator._generated`) takes that lock while
-this mode is on (:meth:`Ahead.guards_gen`), so the generator's per-instant caches are never
-used by two threads at once.
+Thread safety: the ingestion thread evaluates under the query's ``Maintained.lock`` and
+:attr:`Ahead.gen_lock`; the worker's own generated instant (:meth:`InstantEvaluator._generated`)
+takes ``gen_lock`` while this mode is on (:meth:`Ahead.guards_gen`), so the generator's
+per-instant caches are never used by two threads at once (the worker never takes the
+maintained lock while it holds ``gen_lock``: no cycle).
 """
 
 from __future__ import annotations
+
+import threading
 
 from engine.stream.tiny_gen import GEN_WINDOW
 
@@ -83,7 +86,7 @@ class Ahead:
     Every method runs under the query's ``Maintained.lock``."""
 
     __slots__ = ("m", "on", "cold", "samples", "since", "block", "misses", "n_ahead", "snap", "graphs",
-                 "switches")
+                 "switches", "gen_lock")
 
     def __init__(self, m):
         self.m = m
@@ -97,6 +100,7 @@ class Ahead:
         self.snap = None         # the snapshot and stored graphs the worker's last advance gave
         self.graphs = None
         self.switches = 0
+        self.gen_lock = threading.Lock()   # (the generator's caches: this thread's or the worker's)
 
     @staticmethod
     def eligible(m) -> bool:
@@ -205,10 +209,12 @@ class Ahead:
         if sum(g1 - g0 for g0, g1 in ranges) > GEN_WINDOW:
             return
         ctx = _Ctx(snap)
-        rows = m.gen.run(ctx, self.graphs, [(bw.store, g0, g1) for bw, (g0, g1) in zip(m.windows, ranges, strict=True)])
-        if rows is None:
-            return
-        ev = m.gen.render(rows, m.json, ctx, b',"window":{"start":%d,"end":%d}' % (hi - m._rmax, hi))
+        spec = [(bw.store, g0, g1) for bw, (g0, g1) in zip(m.windows, ranges, strict=True)]
+        with self.gen_lock:
+            rows = m.gen.run(ctx, self.graphs, spec)
+            if rows is None:
+                return
+            ev = m.gen.render(rows, m.json, ctx, b',"window":{"start":%d,"end":%d}' % (hi - m._rmax, hi))
         done = m._done
         if len(done) >= 8:
             del done[min(done)]
