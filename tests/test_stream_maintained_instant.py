@@ -89,9 +89,6 @@ ROWS = [0]      # instants a maintained state answered (any mode)
 
 
 def _compare(q, per, jumps, commit, monkeypatch, mode: str = "RSTREAM", window: str = "[RANGE 3s STEP 1s]") -> int:
-    # (byte for byte between the maintained state's paths: a tumbling instant evaluated ahead,
-    # chosen by measured CPU, writes the generator's row order; tests/test_stream_maint_ahead.py)
-    monkeypatch.setattr(maintained.Maintained, "EVAL_AHEAD", False)
     k0 = instant_fast.taken_total()
     one, _, _ = _run(q, per, jumps, commit, "one", monkeypatch, mode, window)
     ONE[0] += instant_fast.taken_total() - k0

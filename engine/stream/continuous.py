@@ -1261,10 +1261,6 @@ class InstantEvaluator:
             if total > GEN_WINDOW:
                 return None
             spec.append((bw.store, g0, g1))
-        m = self._maint
-        if m is not None and m._ah is not None and m._ah.guards_gen():   # (the ingestion evaluates it too: maint_ahead)
-            with m._ah.gen_lock:
-                return self._gen.run(ctx, graphs, spec)
         return self._gen.run(ctx, graphs, spec)
 
     def compact_rows(self, ctx: QueryContext, t: int, unbounded: bool = False) -> np.ndarray | None:

@@ -61,7 +61,6 @@ from itertools import chain
 from time import thread_time as _clock
 
 from engine.stream import tiny_gen as _tg
-from engine.stream.maint_ahead import Ahead
 from engine.stream.maint_opt import OptState, scope_of
 from engine.stream.maint_opt import required_of as _required_of
 from engine.stream.tiny_closure import guard_delta as _closure_guard
@@ -218,10 +217,6 @@ class Maintained:
     #: leaves the body to the instant (written there, as after a drop: latency), and the guess
     #: is off for that query for :data:`LAZY_HOLD` instants. Tests compare with it off.
     LAZY_BODY = True
-    #: a window gone by the next instant (tumbling) may have its instant evaluated ahead on the
-    #: ingestion thread instead of maintained, where that measured cheaper (:mod:`.maint_ahead`;
-    #: tests compare with it off)
-    EVAL_AHEAD = True
 
     def __init__(self, gen: GenQuery, windows: list, json):
         # what an instant reads first (instant(), maintained_due): adjacent in the instance's
@@ -248,7 +243,6 @@ class Maintained:
         self._rmax = max(self.ranges_ms)   # the window member's RANGE (_event)
         self._backoff = 0
         self._cost = 0.0      # CPU seconds maintaining since the guard's last check
-        self._icost = 0.0     # CPU seconds maintaining since the last advance (maint_ahead's measure)
         self._ord: float | None = None   # the ordinary path's CPU seconds, last measured
         self._fresh = False   # measured since the guard's last check
         self._strikes = 0     # checks in a row the maintenance cost too much
@@ -276,8 +270,6 @@ class Maintained:
         # (maint_opt writes the value counts of its own groups: their aggregates are not kept)
         self._memo_aggs = self.MEMO_AGGS and self.grouping and self.opt is None and bool(sh.agg_kinds)
         self._setup()
-        # (maint_ahead: a window gone by the next instant; rows mode is asked per instant)
-        self._ah = Ahead(self) if self.EVAL_AHEAD and self.step >= self._rmax else None
         self.deltas = self._compile([0] * ncls)
         if self.grouping:
             self._tail = self._compile_tail()
@@ -1079,10 +1071,6 @@ class Maintained:
                            and len(gaps) == LAZY_GAPS else None)
                 if self._run >= COMPLETED_RUN and self.LAZY_BODY and not self._lazy_hold:
                     gap = _ONLY_COMPLETE   # (the instants are completed before they are asked)
-                ah = self._ah
-                if ah is not None and ah.on:   # (evaluated ahead, not maintained: maint_ahead)
-                    ah.on_append(store, last, gap, tau)
-                    return
                 V = _values(self._dict)
                 for _ in range(AHEAD + 1):
                     hi = st.tau
@@ -1138,7 +1126,6 @@ class Maintained:
                 dt = _clock() - t0
                 _SPENT[0] += dt
                 self._cost += dt
-                self._icost += dt
 
     def advance(self, snap, graphs: list, tau: int) -> None:
         """The worker, after an instant's event: the state moved to the next instant ``tau``
@@ -1156,11 +1143,6 @@ class Maintained:
                 self._skip -= 1
                 return
             try:
-                ah = self._ah
-                if ah is not None:
-                    spent, self._icost = self._icost, 0.0
-                    if ah.at_advance(snap, graphs, tau, spent):
-                        return   # (its next instant is evaluated ahead: maint_ahead)
                 st = self._current(snap, graphs)
                 if st is None:
                     self._drop()
@@ -1193,7 +1175,6 @@ class Maintained:
                 dt = _clock() - t0
                 _SPENT[1] += dt
                 self._cost += dt
-                self._icost += dt
 
     def instant(self, snap, graphs_of, ranges: list, t: int, member: bytes) -> bytes | None:
         """Instant ``t``'s event data (``member``: its window member) if the state is (or is
@@ -1218,10 +1199,6 @@ class Maintained:
                 if n >= self.GUARD_EVERY:
                     self._guard()
                 return done[3]   # (= body + member + "}", written whole on the ingestion thread)
-            ah = self._ah
-            if ah is not None and ah.on:   # (not held: the ordinary path answers, maint_ahead)
-                ah.missed()
-                return None
             try:
                 if st.sn != snap.sn or (st.dict_n is not None and st.dict_n != len(snap.dictionary)):
                     st = self._current(snap, graphs_of(snap))
