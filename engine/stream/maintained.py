@@ -1160,10 +1160,7 @@ class Maintained:
                         self._drop()
                         return
                 st.tau = tau   # (its body: written once its elements arrive, or at the instant)
-                if self._body is None and not self.rows_mode and len(self.R) <= READY_AHEAD and not (
-                        self._run >= COMPLETED_RUN and self.LAZY_BODY and not self._lazy_hold):
-                    # (not while the instants are completed by an element before they are asked:
-                    # the completing batch writes it, once, after the elements changed the rows)
+                if self._body is None and not self.rows_mode and len(self.R) <= READY_AHEAD:
                     # a few rows: their body now (after the event; a few µs), not at an instant
                     # no element reaches (a woken worker pays each first touch); an element that
                     # changes the rows writes it again on the ingestion thread
