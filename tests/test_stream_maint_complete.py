@@ -1,6 +1,7 @@
 """The maintained body written only by the batch completing its instant once the instants are
-completed by elements before they are asked (``maintained.COMPLETED_RUN``), and the refresh
-looking up only the absent constants (``Maintained.REFRESH_ABSENT``), wave 2o (issue 13): every
+completed by elements before they are asked (``maintained.COMPLETED_RUN``), the refresh
+looking up only the absent constants (``Maintained.REFRESH_ABSENT``) and the next instant's
+seq ranges from the stream's element times (``Maintained.PT_RANGES``), wave 2o (issue 13): every
 instant equals the one with them off and the one without maintenance -- tumbling, hopping and
 sliding windows, instants completed by heartbeats or by elements, elements on the instant's
 bound, stored-graph writes between batches, the state dropped in between -- and the paths are
@@ -12,7 +13,7 @@ import orjson
 import pytest
 
 from engine.database import Database
-from engine.stream import maintained
+from engine.stream import maintained, pred_times
 from engine.stream.continuous import InstantEvaluator
 from engine.stream.manager import StreamManager
 from tests.test_stream_tiny_gen import EX, STATIC, _rows
@@ -48,17 +49,18 @@ def _events(monkeypatch, text: str, maintain: bool = True, cut: bool = True, laz
             lead: bool = False, writes: bool = False, drop_at: int | None = None, spy: dict | None = None,
             seconds: int = 18) -> list:
     """``text`` fed by 4 POSTs per second and a heartbeat per second: its result events.
-    ``cut``: COMPLETED_RUN and REFRESH_ABSENT on (else off). ``lead``: the next second's first POST comes before the heartbeat
+    ``cut``: COMPLETED_RUN, REFRESH_ABSENT and PT_RANGES on (else off). ``lead``: the next second's first POST comes before the heartbeat
     (the instants are completed by an element, as in the benchmark's replay), one element
     sits on the instant's bound; else a heartbeat just past each instant completes it. ``writes``: a stored type added every 5 s between POSTs.
     ``drop_at``: the maintained state reset at that second (a drop, as after an error)."""
     monkeypatch.setattr(InstantEvaluator, "MAINTAINED", maintain)
     monkeypatch.setattr(maintained.Maintained, "LAZY_BODY", lazy)
     monkeypatch.setattr(maintained.Maintained, "REFRESH_ABSENT", cut)
+    monkeypatch.setattr(maintained.Maintained, "PT_RANGES", cut)
     monkeypatch.setattr(maintained, "COMPLETED_RUN", 4 if cut else 1 << 30)
     db = Database()
     m = StreamManager(db)
-    c0, r0 = maintained._BY_COMPLETE[0], maintained._REFRESHED[0]
+    c0, r0, p0 = maintained._BY_COMPLETE[0], maintained._REFRESHED[0], maintained._PT_RANGES[0]
     try:
         stored = [f"<{EX}s{i}> <{EX}type> <{EX}Sensor> ." for i in range(1, 5)]
         stored += [f'<{EX}e{i}> <{EX}at> "{i * 0.75}"^^<{XSD}double> .' for i in range(12)]
@@ -98,6 +100,18 @@ def _events(monkeypatch, text: str, maintain: bool = True, cut: bool = True, laz
         if spy is not None:
             spy["by_complete"] = maintained._BY_COMPLETE[0] - c0
             spy["refreshed"] = maintained._REFRESHED[0] - r0
+            spy["pt_ranges"] = maintained._PT_RANGES[0] - p0
+            mt = ev._maint
+            if mt is not None:   # (the ranges from the element times: the store's, at any time)
+                for bw in mt.windows:   # (the index the relevance check keeps, made and synced here)
+                    pred_times.of(bw.store).sync(bw.store)
+                p1 = maintained._PT_RANGES[0]
+                st0 = mt.windows[0].store   # (at the elements' own times, a bound on each, and between)
+                times = sorted(set(st0.read(st0.live_start, st0.end_seq)[1].tolist()))
+                ts = sorted({x + d for x in times for d in (-1, 0, 1)} | set(range(0, (seconds + 2) * 1000, 125)))
+                spy["targets"] = [(t, mt._targets(t), [bw.store.window_range(bw.window, t) for bw in mt.windows])
+                                  for t in ts]
+                spy["pt_targets"] = maintained._PT_RANGES[0] - p1
         ordered = "ORDER BY" in text
         return [(e.id, _canon(_rows(e.data), ordered)) for e in m.log("q").since(None, from_t=-1)
                 if e.event == "result"]
@@ -126,6 +140,8 @@ def test_the_cuts_answer_like_without_them_and_like_no_maintenance(monkeypatch, 
     off = _events(monkeypatch, text, maintain=False, cut=False, lead=lead, seconds=24)
     assert on == without == off
     assert len(off) >= 6
+    assert spy["pt_ranges"] > 0 and spy["pt_targets"] >= 8   # (the recent instants: the index is trimmed below)
+    assert all(a == b for _, a, b in spy["targets"]), [x for x in spy["targets"] if x[1] != x[2]][:3]
     if name in ("fresh", "never"):
         assert spy["refreshed"] > 0 and n_on > 0   # (a constant absent at first: looked up again, alone)
 
