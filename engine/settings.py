@@ -56,6 +56,10 @@ class EngineSettings(BaseModel):
     retain_bytes: int = setting(64 * MiB, "bytes of result events kept per continuous query for SSE resume "
                                           "(fewer than --retain instants when answers are large; the newest "
                                           "is always kept)", metavar="BYTES", ge=1)
+    retain_total_bytes: int = setting(
+        1024 * MiB, "bytes of result events kept for SSE resume by all continuous queries together; past it "
+                    "each query keeps at most its share (this / queries, at least 64 KiB, the newest event "
+                    "always)", metavar="BYTES", ge=1)
     idle_after: int = setting(100, "report a run of at least N unchanged continuous-query instants as one SSE "
                                    "'idle' event", metavar="N", ge=1)
     transient_budget: int = setting(256 * MiB, "memory for stream window data; past it POSTs get 503 "

@@ -697,6 +697,7 @@ def _make_stream_manager(config: Settings, database):
 
     try:
         manager = StreamManager(database, retain=config.retain, retain_bytes=config.retain_bytes,
+                                retain_total_bytes=config.retain_total_bytes,
                                 transient_budget=config.transient_budget,
                                 data_dir=config.data_dir, idle_after=config.idle_after,
                                 batch_id_limit=config.batch_id_limit)

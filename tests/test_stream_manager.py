@@ -492,6 +492,33 @@ def test_result_log_retention_in_manager():
         m.close()
 
 
+def test_result_logs_of_all_queries_share_the_total():
+    """--retain-total-bytes: 4 queries answering ~10 KB instants under a 100 KB total keep about
+    their share each (at least the 64 KiB floor, the newest event always) instead of their own
+    64 MiB bound, and a client resuming from the start gets a gap, not a silent hole."""
+    db = Database(shards=1)
+    m = StreamManager(db, retain=1000, retain_total_bytes=100_000)
+    try:
+        m.register_stream("s", EX + "s")
+        m.heartbeat("s", 0)
+        for k in range(4):
+            m.register_query(f"REGISTER QUERY q{k} AS SELECT * FROM s [RANGE 1s TUMBLING] WHERE {{ ?s ?p ?o }}")
+        m.ingest_ndjson("s", body(*[line("a", "p", f"o{i}", i * 5) for i in range(4000)]))
+        m.heartbeat("s", 20_001)
+        assert m.drain(10)
+        logs = [m.log(f"q{k}") for k in range(4)]
+        newest = max(len(lg.since(None, from_t=0)[-1].data) for lg in logs)
+        assert newest > 5000
+        assert sum(lg.retained_bytes for lg in logs) == m.retain_total.held
+        for lg in logs:
+            assert lg.retained_bytes <= (64 << 10) + newest
+            evs = lg.since(0)
+            assert evs[-1].id == 20_000 and evs[0].event == "gap"
+            assert [e.id for e in evs[1:]] == list(range(evs[1].id, 20_001, 1000))
+    finally:
+        m.close()
+
+
 def test_gc_frees_window_store(env):
     _, m = env
     m.register_stream("s", EX + "s")

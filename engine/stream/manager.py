@@ -57,7 +57,7 @@ from engine.stream.limits import shorten
 from engine.stream.progress import ARRIVAL, EVENT, LateElementError, wall_clock_ms
 from engine.stream.registry import QueryEntry, Registry, StreamEntry, check_stream_args, query_vars
 from engine.stream.registry_store import RegistryError
-from engine.stream.resultlog import ResultEvent, ResultLog
+from engine.stream.resultlog import ResultEvent, ResultLog, TotalBytes
 from engine.stream.resultstore import ResultStore
 from engine.stream.scheduler import Scheduler
 from engine.stream.sinks import Sinks
@@ -118,6 +118,7 @@ def check_calls(cq) -> None:
 
 class StreamManager:
     def __init__(self, db, *, retain: int = DEFAULTS.retain, retain_bytes: int = DEFAULTS.retain_bytes,
+                 retain_total_bytes: int = DEFAULTS.retain_total_bytes,
                  transient_budget: int = DEFAULTS.transient_budget,
                  now_ms: Callable[[], int] | None = None, data_dir: str | None = None,
                  progress_sync_s: float = 1.0, incremental: bool | str = True,
@@ -129,6 +130,7 @@ class StreamManager:
         self.incremental = incremental if incremental == "always" else bool(incremental)
         self.retain = int(retain)
         self.retain_bytes = int(retain_bytes)
+        self.retain_total = TotalBytes(retain_total_bytes)   # all result logs together
         self.transient_budget = int(transient_budget)
         self._now = now_ms or wall_clock_ms
         self._absorb_log = AbsorbLog()
@@ -397,7 +399,7 @@ class StreamManager:
             trigger = Trigger(query_step(cq.windows), list(wins), progress)
             ev = self._evaluator(cq, bound)
             rlog = ResultLog(self.retain, trigger.step, store=self._results, name=cq.name,
-                             retain_bytes=self.retain_bytes)
+                             retain_bytes=self.retain_bytes, total=self.retain_total)
             if rlog.last_id is not None:   # a durable log: resume after its last instant
                 trigger = Trigger(query_step(cq.windows), list(wins), {n: rlog.last_id + 1 for n in wins})
             if cq.derived:

@@ -4,9 +4,11 @@ Each evaluated instant appends one ``result`` event (its JSON data, ``window`` m
 a run of unchanged instants is one ``idle`` event. The log keeps the last ``retain`` events so a
 client can resume (``Last-Event-ID`` / ``?from=``; a ``gap`` event when older ones were dropped),
 and at most ``retain_bytes`` bytes of event data (the newest event always: an instant's answer of
-megabytes times ``retain`` would otherwise be gigabytes per query),
-and calls its listeners on every append -- a listener only wakes its client, which then reads
-:meth:`ResultLog.since`, so a slow client never holds the evaluation back.
+megabytes times ``retain`` would otherwise be gigabytes per query), within a total over all
+queries (:class:`TotalBytes`, ``--retain-total-bytes``: thousands of queries times
+``retain_bytes`` would otherwise be the whole machine), and calls its listeners on every
+append -- a listener only wakes its client, which then reads :meth:`ResultLog.since`, so a
+slow client never holds the evaluation back.
 
 Durable logs (``--data-dir``): a log made with a :class:`~engine.stream.resultstore.ResultStore`
 starts with the events persisted for its query and makes an appended event visible (``since``,
@@ -19,12 +21,13 @@ from __future__ import annotations
 
 import collections
 import threading
+import weakref
 from collections.abc import Callable
 from typing import NamedTuple
 
 import orjson
 
-__all__ = ["ResultEvent", "ResultLog", "idle_data"]
+__all__ = ["ResultEvent", "ResultLog", "TotalBytes", "idle_data"]
 
 
 class ResultEvent(NamedTuple):
@@ -74,14 +77,58 @@ def _excess(events, total: int, retain: int, retain_bytes: int) -> int:
     return k
 
 
+class TotalBytes:
+    """The event bytes all result logs hold together, and each log's share of ``total``.
+
+    While the sum is within ``total`` every log keeps its own ``retain_bytes``; once it is over,
+    a log keeps at most its share (``total / logs``, at least ``floor``) and drops its oldest
+    events down to it at its next append -- so the sum goes back under ``total`` (plus ``floor``
+    per log and the newest event of each, which a log always keeps) as the queries answer, and
+    a few queries with large answers still keep the whole ``total`` between them."""
+
+    def __init__(self, total: int, floor: int = 64 << 10):
+        self.total = max(1, int(total))
+        self.floor = max(1, int(floor))
+        self.held = 0
+        self.members = 0
+        self._lock = threading.Lock()
+
+    def join(self, owner) -> list[int]:
+        """A slot for ``owner``'s bytes, released when ``owner`` is collected."""
+        slot = [0]
+        with self._lock:
+            self.members += 1
+        weakref.finalize(owner, self._leave, slot)
+        return slot
+
+    def _leave(self, slot: list[int]) -> None:
+        with self._lock:
+            self.held -= slot[0]
+            self.members -= 1
+            slot[0] = 0
+
+    def limit(self, own: int) -> int:
+        """The bytes a log whose own bound is ``own`` may keep now."""
+        if self.held <= self.total:
+            return own
+        return min(own, max(self.floor, self.total // max(1, self.members)))
+
+    def set(self, slot: list[int], n: int) -> None:
+        with self._lock:
+            self.held += n - slot[0]
+            slot[0] = n
+
+
 class ResultLog:
     """The retained events of one query (last ``retain`` instants, at most ``retain_bytes``
-    bytes of data) + listeners."""
+    bytes of data, within ``total``'s share when given) + listeners."""
 
     def __init__(self, retain: int = 1000, step: int | None = None, store=None, name: str | None = None,
-                 retain_bytes: int = 1 << 62):
+                 retain_bytes: int = 1 << 62, total: TotalBytes | None = None):
         self.retain = max(1, int(retain))
-        self.retain_bytes = max(1, int(retain_bytes))
+        self._own_bytes = max(1, int(retain_bytes))
+        self._total = total
+        self._slot = total.join(self) if total is not None else None
         self._bytes = 0   # data bytes of the visible events
         self.step = step
         self._events: collections.deque[tuple] = collections.deque()   # ResultEvent's fields
@@ -109,12 +156,26 @@ class ResultLog:
                 self._events.append((int(i), ev, bytes(data), start, same_as))
                 self._bytes += len(data)
             self._trim()   # restarted with a smaller --retain / --retain-bytes
+            self._account()
             if dropped is not None:
                 self._dropped_last = max(dropped, self._dropped_last or dropped)
             if self._events:
                 first = self._events[0]
                 self.last_id = self._events[-1][_ID]
                 self.first_id = first[_START] if first[_START] is not None else first[_ID]
+
+    @property
+    def retain_bytes(self) -> int:
+        """This log's byte bound now: its own, or less while all logs together are over the
+        total (:class:`TotalBytes`)."""
+        if self._total is None:
+            return self._own_bytes
+        return self._total.limit(self._own_bytes)
+
+    def _account(self) -> None:
+        """Tell the total what this log holds now (visible + pending event bytes)."""
+        if self._slot is not None:
+            self._total.set(self._slot, self._bytes + self._pending_bytes)
 
     def append(self, t: int, data: bytes) -> None:
         self._add((int(t), "result", data, None, None))
@@ -145,12 +206,14 @@ class ResultLog:
                 first = not self._pending   # else the writer knows already: it takes them all
                 self._pending.append(ev)
                 self._pending_bytes += len(ev[_DATA])
+                self._account()   # before the bound is read: it depends on the sum
                 if len(self._pending) > self.retain or self._pending_bytes > self.retain_bytes:
                     # the disk is behind by a whole log
                     for _ in range(_excess(self._pending, self._pending_bytes, self.retain, self.retain_bytes)):
                         old = self._pending.popleft()
                         self._pending_bytes -= len(old[_DATA])
                         self._pending_dropped = old[_ID]
+                self._account()
             if first:
                 self._store.submit(self)
             return
@@ -162,8 +225,12 @@ class ResultLog:
             self._events.append(ev)
             self._bytes += len(ev[_DATA])
             self.last_id = ev[_ID]
+            if self._slot is not None:
+                self._account()   # before the bound is read: it depends on the sum
             if len(self._events) > self.retain or self._bytes > self.retain_bytes:
                 self._trim()
+                if self._slot is not None:
+                    self._account()
             listeners = self._listeners[:] if self._listeners else None
         if listeners:
             for fn in listeners:
@@ -182,6 +249,10 @@ class ResultLog:
             dropped, self._pending_dropped = self._pending_dropped, None
             cut = None
             new = sum(len(e[_DATA]) for e in evs)
+            if dropped is not None:
+                # a pending event was dropped: the visible ones, older still, go too (the kept
+                # events are always the newest ones, with no hole)
+                return evs, dropped, max(dropped, self._dropped_last or dropped)
             total = self._bytes + new
             if self._disk_rows + len(evs) > self.retain + self._slack or \
                     self._disk_bytes + new > self.retain_bytes + self.retain_bytes // 4:
@@ -197,6 +268,7 @@ class ResultLog:
         with self._lock:
             self._pending.extendleft(reversed(evs))
             self._pending_bytes += sum(len(e[_DATA]) for e in evs)
+            self._account()
             if dropped is not None:
                 p = self._pending_dropped
                 self._pending_dropped = dropped if p is None else max(p, dropped)
@@ -211,8 +283,8 @@ class ResultLog:
                 self._disk_rows += len(evs)
                 self._disk_bytes += new
             else:   # the store holds the rows after ``cut``: the events the bounds keep, as below
-                both = list(self._events) + evs
-                k = _excess(both, self._bytes + new, self.retain, self.retain_bytes)
+                both = (list(self._events) if dropped is None else []) + evs
+                k = _excess(both, sum(len(e[_DATA]) for e in both), self.retain, self.retain_bytes)
                 self._disk_rows = len(both) - k
                 self._disk_bytes = sum(len(e[_DATA]) for e in both[k:])
         if not evs:
@@ -221,13 +293,18 @@ class ResultLog:
             if self.closed:
                 return
             if dropped is not None:
+                # the visible events are older than the dropped pending one: they go too
+                while self._events:
+                    self._bytes -= len(self._events.popleft()[_DATA])
                 self._dropped_last = max(dropped, self._dropped_last if self._dropped_last is not None else dropped)
             for ev in evs:
                 self._events.append(ev)
                 self._bytes += len(ev[_DATA])
                 self.last_id = int(ev[_ID])
+            self._account()
             if len(self._events) > self.retain or self._bytes > self.retain_bytes:
                 self._trim()
+                self._account()
             listeners = list(self._listeners)
         for fn in listeners:
             fn()
