@@ -47,20 +47,22 @@ QUERIES = {
 
 def _events(monkeypatch, text: str, maintain: bool = True, cut: bool = True, lazy: bool = True,
             lead: bool = False, writes: bool = False, drop_at: int | None = None, spy: dict | None = None,
-            seconds: int = 18) -> list:
+            seconds: int = 18, lead_until: int | None = None) -> list:
     """``text`` fed by 4 POSTs per second and a heartbeat per second: its result events.
     ``cut``: COMPLETED_RUN, REFRESH_ABSENT and PT_RANGES on (else off). ``lead``: the next second's first POST comes before the heartbeat
     (the instants are completed by an element, as in the benchmark's replay), one element
     sits on the instant's bound; else a heartbeat just past each instant completes it. ``writes``: a stored type added every 5 s between POSTs.
-    ``drop_at``: the maintained state reset at that second (a drop, as after an error)."""
+    ``drop_at``: the maintained state reset at that second (a drop, as after an error).
+    ``lead_until``: ``lead`` up to that second only (then the heartbeats complete them)."""
     monkeypatch.setattr(InstantEvaluator, "MAINTAINED", maintain)
     monkeypatch.setattr(maintained.Maintained, "LAZY_BODY", lazy)
     monkeypatch.setattr(maintained.Maintained, "REFRESH_ABSENT", cut)
     monkeypatch.setattr(maintained.Maintained, "PT_RANGES", cut)
-    monkeypatch.setattr(maintained, "COMPLETED_RUN", 4 if cut else 1 << 30)
+    monkeypatch.setattr(maintained, "COMPLETED_RUN", 2 if cut else 1 << 30)
     db = Database()
     m = StreamManager(db)
-    c0, r0, p0 = maintained._BY_COMPLETE[0], maintained._REFRESHED[0], maintained._PT_RANGES[0]
+    c0, r0, p0, m0 = maintained._BY_COMPLETE[0], maintained._REFRESHED[0], maintained._PT_RANGES[0], \
+        maintained._RUN_MISS[0]
     try:
         stored = [f"<{EX}s{i}> <{EX}type> <{EX}Sensor> ." for i in range(1, 5)]
         stored += [f'<{EX}e{i}> <{EX}at> "{i * 0.75}"^^<{XSD}double> .' for i in range(12)]
@@ -70,12 +72,12 @@ def _events(monkeypatch, text: str, maintain: bool = True, cut: bool = True, laz
         m.register_query("REGISTER QUERY q AS " + text)
         ev = m._reg.queries["q"].evaluator
 
-        def post(k: int, j: int) -> None:
+        def post(k: int, j: int, bound: bool = False) -> None:
             lines = []
             for i in range(2):
                 o = f"<{EX}o{k}_{j}_{i}>"
                 t = k * 1000 + j * 250 + i + 2
-                if lead and j == 0 and i == 0 and k % 2:
+                if bound and i == 0 and k % 2:
                     t = k * 1000   # (on the bound: the instant at k * 1000 holds it)
                 val = f'"{(k * 7 + j * 3 + i) % 9}"^^<{XSD}decimal>'
                 lines += [{"s": o, "p": f"<{EX}by>", "o": f"<{EX}s{1 + (3 * k + j + i) % 7}>", "t": t},
@@ -85,21 +87,24 @@ def _events(monkeypatch, text: str, maintain: bool = True, cut: bool = True, laz
             assert m.ingest_ndjson("a", b"\n".join(orjson.dumps(x) for x in lines))["rejected"] == 0
 
         for k in range(seconds):
-            for j in range(1 if lead and k else 0, 4):
+            ld = lead and (lead_until is None or k < lead_until)
+            for j in range(1 if ld and k else 0, 4):   # (j = 0: made the second before, with lead)
                 post(k, j)
                 if writes and k % 5 == 2 and j == 1:
                     db.update(f"INSERT DATA {{ GRAPH <{STATIC}> {{ <{EX}s{5 + k % 3}> <{EX}type> <{EX}Sensor> }} }}")
-            if lead:
-                post(k + 1, 0)   # (an element beyond the instant before its heartbeat)
+            if ld and (lead_until is None or k + 1 < lead_until):
+                post(k + 1, 0, True)   # (an element beyond the instant before its heartbeat)
             if drop_at == k and ev._maint is not None:
                 with ev._maint.lock:
                     ev._maint._reset()
             # (without lead: a heartbeat past the instant completes it, before the next elements)
-            m.heartbeat("a", (k + 1) * 1000 + (0 if lead else 1))
+            m.heartbeat("a", (k + 1) * 1000 + (0 if ld and (lead_until is None or k + 1 < lead_until) else 1))
             assert m.drain(30)
         if spy is not None:
             spy["by_complete"] = maintained._BY_COMPLETE[0] - c0
             spy["refreshed"] = maintained._REFRESHED[0] - r0
+            spy["run_miss"] = maintained._RUN_MISS[0] - m0
+            spy["need"] = ev._maint._run_need if ev._maint is not None else None
             spy["pt_ranges"] = maintained._PT_RANGES[0] - p0
             mt = ev._maint
             if mt is not None:   # (the ranges from the element times: the store's, at any time)
@@ -181,3 +186,18 @@ def test_completed_instants_leave_the_body_to_the_completing_batch(monkeypatch, 
 
 def _canon(rows, ordered: bool):
     return rows if type(rows) is bool or ordered else sorted(rows)
+
+
+@pytest.mark.parametrize(("rng", "step"), [("4s", "4s"), ("3s", "1s")])
+def test_a_run_that_ends_costs_one_body_at_the_instant_and_a_longer_run(monkeypatch, rng, step):
+    """Instants completed by elements for a while, then by heartbeats only: the first instant
+    asked before its completing batch writes the body itself (the spy), the query then needs a
+    longer run; every event as with the cuts off and without maintenance."""
+    text = QUERIES["sum"].format(r=rng, s=step)
+    monkeypatch.setattr(maintained.Maintained, "GUARD_EVERY", 1 << 20)   # (no guard's probe on that instant)
+    spy: dict = {}
+    on = _events(monkeypatch, text, lead=True, lead_until=17, spy=spy, seconds=30)
+    assert spy["by_complete"] > 0 and spy["run_miss"] >= 1
+    assert spy["need"] >= 2 * maintained.COMPLETED_RUN
+    assert on == _events(monkeypatch, text, cut=False, lead=True, lead_until=17, seconds=30)
+    assert on == _events(monkeypatch, text, maintain=False, cut=False, lead=True, lead_until=17, seconds=30)

@@ -100,8 +100,13 @@ LAZY_HOLD = 32
 #: instants in a row completed by an element beyond them (on the ingestion thread, before they
 #: were asked) after which the body is written only by the batch that completes its instant,
 #: not also by the batches guessed to be its last (the guess above: the last two or three
-#: batches of a long step each wrote it); a wrong guess (LAZY_HOLD) turns it off too
-COMPLETED_RUN = 4
+#: batches of a long step each wrote it). An instant asked before that batch came writes the
+#: body itself (latency, as a wrong guess) and the query then needs twice the run, up to
+#: COMPLETED_RUN_MAX (a stream that now and then goes quiet past an instant stops using it)
+COMPLETED_RUN = 2
+COMPLETED_RUN_MAX = 64
+#: instants that wrote the body a completing batch was to write (the run above guessed wrong)
+_RUN_MISS = [0]
 #: batches that left the body to the batch completing the instant (tests: the path is taken)
 _BY_COMPLETE = [0]
 #: (gap: only the completing batch writes the body)
@@ -242,6 +247,8 @@ class Maintained:
         self._lazy_hold = 0        # instants LAZY_BODY is off after a wrong guess
         self._completed = None     # the last instant an element beyond it completed (on_append)
         self._run = 0              # instants in a row completed before they were asked (COMPLETED_RUN)
+        self._run_need = COMPLETED_RUN   # the run this query needs (doubled by each miss)
+        self._run_skip = False     # a batch left the body the guess alone would have written
         self.gen = gen
         self.json = json            # the query's own _JsonTerms (used under the lock only)
         sh = gen.sh
@@ -1103,7 +1110,8 @@ class Maintained:
                     lin[id(store)] = (last, gaps)
                     gap = (LAZY_MARGIN * max(gaps) if self.LAZY_BODY and not self._lazy_hold
                            and len(gaps) == LAZY_GAPS else None)
-                if self._run >= COMPLETED_RUN and self.LAZY_BODY and not self._lazy_hold:
+                guess = gap
+                if self._run >= self._run_need and self.LAZY_BODY and not self._lazy_hold:
                     gap = _ONLY_COMPLETE   # (the instants are completed before they are asked)
                 V = _values(self._dict)
                 for _ in range(AHEAD + 1):
@@ -1129,6 +1137,8 @@ class Maintained:
                         _LAZY[0] += 1
                         if gap is _ONLY_COMPLETE:
                             _BY_COMPLETE[0] += 1
+                            if guess is None or last + guess > hi:
+                                self._run_skip = True
                         self._skipped = True
                     if not complete:
                         break
@@ -1247,7 +1257,11 @@ class Maintained:
                 st.tau = t
                 body = self._body
                 if body is None:
-                    if self._skipped:   # (LAZY_BODY guessed wrong: off for a while)
+                    if self._skipped and self._run_skip:   # (the run guessed wrong: a longer one needed)
+                        _RUN_MISS[0] += 1
+                        self._run = 0
+                        self._run_need = min(2 * self._run_need, COMPLETED_RUN_MAX)
+                    elif self._skipped:   # (LAZY_BODY guessed wrong: off for a while)
                         _LAZY_MISS[0] += 1
                         self._lazy_hold = LAZY_HOLD
                         self._run = 0
@@ -1383,6 +1397,7 @@ class Maintained:
         doubled the writing on CityBench's C5), so an instant no element reached writes it."""
         gen, sh, R = self.gen, self.sh, self.R
         self._skipped = False
+        self._run_skip = False
         if sh.ask:
             body = self._body = b'{"head":{},"boolean":true' if R else b'{"head":{},"boolean":false'
             return body
