@@ -1,7 +1,8 @@
 """The maintained body written only by the batch completing its instant once the instants are
 completed by elements before they are asked (``maintained.COMPLETED_RUN``), the refresh
 looking up only the absent constants (``Maintained.REFRESH_ABSENT``) and the next instant's
-seq ranges from the stream's element times (``Maintained.PT_RANGES``), wave 2o (issue 13): every
+seq ranges from the stream's element times (``Maintained.PT_RANGES``, the batch in hand read
+for the move past a completed instant), wave 2o (issue 13): every
 instant equals the one with them off and the one without maintenance -- tumbling, hopping and
 sliding windows, instants completed by heartbeats or by elements, elements on the instant's
 bound, stored-graph writes between batches, the state dropped in between -- and the paths are
@@ -63,6 +64,7 @@ def _events(monkeypatch, text: str, maintain: bool = True, cut: bool = True, laz
     m = StreamManager(db)
     c0, r0, p0, m0 = maintained._BY_COMPLETE[0], maintained._REFRESHED[0], maintained._PT_RANGES[0], \
         maintained._RUN_MISS[0]
+    b0 = maintained._BATCH_ROWS[0]
     try:
         stored = [f"<{EX}s{i}> <{EX}type> <{EX}Sensor> ." for i in range(1, 5)]
         stored += [f'<{EX}e{i}> <{EX}at> "{i * 0.75}"^^<{XSD}double> .' for i in range(12)]
@@ -104,6 +106,7 @@ def _events(monkeypatch, text: str, maintain: bool = True, cut: bool = True, laz
             spy["by_complete"] = maintained._BY_COMPLETE[0] - c0
             spy["refreshed"] = maintained._REFRESHED[0] - r0
             spy["run_miss"] = maintained._RUN_MISS[0] - m0
+            spy["batch_rows"] = maintained._BATCH_ROWS[0] - b0
             spy["need"] = ev._maint._run_need if ev._maint is not None else None
             spy["pt_ranges"] = maintained._PT_RANGES[0] - p0
             mt = ev._maint
@@ -173,7 +176,7 @@ def test_completed_instants_leave_the_body_to_the_completing_batch(monkeypatch, 
     text = QUERIES["sum"].format(r=rng, s=step)
     spy: dict = {}
     on = _events(monkeypatch, text, lead=True, spy=spy, seconds=30)
-    assert spy["by_complete"] > 0
+    assert spy["by_complete"] > 0 and spy["batch_rows"] > 0   # (moved on from the batch in hand)
     without: dict = {}
     assert on == _events(monkeypatch, text, cut=False, lead=True, spy=without, seconds=30)
     assert without["by_complete"] == 0

@@ -113,6 +113,9 @@ _BY_COMPLETE = [0]
 _ONLY_COMPLETE = -(1 << 62)
 #: windows' seq ranges read from the stream's element times (Maintained.PT_RANGES; tests: taken)
 _PT_RANGES = [0]
+#: windows moved past a completed instant from the batch in hand, not read back from the store
+#: (Maintained._sync; tests: taken)
+_BATCH_ROWS = [0]
 #: instants the ingestion moves a state past without any instant asking for it before it stops
 #: maintaining it (a query evaluated in a batch of queries of its shape, :mod:`multiquery`)
 IDLE_MAX = 8
@@ -916,12 +919,13 @@ class Maintained:
         if self.opt is not None:   # (D without x now: the rows its OPTIONAL matches gave, computed again)
             self.opt.settle(V)
 
-    def _sync(self, st: _State, targets: list, V, limit: int) -> bool:
+    def _sync(self, st: _State, targets: list, V, limit: int, batch: tuple | None = None) -> bool:
         """Move the windows of ``st`` to ``targets`` ((g0, g1) per window): the triples that
-        left removed (from the windows' logs), the new ones read from the stores and added.
-        False, with nothing changed, when more than ``limit`` seqs would be read, the windows
-        would hold more than GEN_WINDOW triples or one would grow backwards (the caller
-        rebuilds or hands the instant back)."""
+        left removed (from the windows' logs), the new ones read from the stores and added
+        (``batch``: ``(store, seq0, rows)`` of the batch in hand, read from it where it holds
+        them: the ingestion's move past a completed instant). False, with nothing changed, when
+        more than ``limit`` seqs would be read, the windows would hold more than GEN_WINDOW
+        triples or one would grow backwards (the caller rebuilds or hands the instant back)."""
         if sum(g1 - g0 for g0, g1 in targets) > GEN_WINDOW:
             return False
         work = 0
@@ -952,8 +956,12 @@ class Maintained:
                 self._remove(E.pop(), V)
             w[1], w[2] = g0, a
             if g1 > a:
-                spo, _ = bw.store.read(a, g1)
-                self._add(st, w, a, spo.tolist(), V)
+                if batch is not None and batch[0] is bw.store and batch[1] <= a and g1 <= batch[1] + len(batch[2]):
+                    got = batch[2][a - batch[1]:g1 - batch[1]]   # (the batch's own rows: not read back)
+                    _BATCH_ROWS[0] += 1
+                else:
+                    got = bw.store.read(a, g1)[0].tolist()
+                self._add(st, w, a, got, V)
                 w[2] = g1
         return True
 
@@ -1151,7 +1159,7 @@ class Maintained:
                                 self._rows() if self.rows_mode else self._event(hi))
                     nxt = hi + self.step
                     targets = self._targets(nxt)
-                    if not self._sync(st, targets, _values(self._dict), GEN_WINDOW):
+                    if not self._sync(st, targets, _values(self._dict), GEN_WINDOW, (store, seq0, rows)):
                         raise _Drop
                     st.tau = nxt   # (its body: written once its own elements arrive, or at its instant)
                     self._idle += 1
