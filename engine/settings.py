@@ -60,6 +60,10 @@ class EngineSettings(BaseModel):
         1024 * MiB, "bytes of result events kept for SSE resume by all continuous queries together; past it "
                     "each query keeps at most its share (this / queries, at least 64 KiB, the newest event "
                     "always)", metavar="BYTES", ge=1)
+    skip_behind: int = setting(
+        0, "a continuous query whose instants cost 10 ms or more and that falls N instants behind its "
+           "streams skips to its newest ready instant (the skipped run is one 'skipped' error event); "
+           "0 = never skip: every instant is answered, late", metavar="N", ge=0)
     idle_after: int = setting(100, "report a run of at least N unchanged continuous-query instants as one SSE "
                                    "'idle' event", metavar="N", ge=1)
     transient_budget: int = setting(256 * MiB, "memory for stream window data; past it POSTs get 503 "

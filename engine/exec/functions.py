@@ -40,7 +40,8 @@ import re2
 
 from engine.arrays import unique
 from engine.errors import UnsupportedError
-from engine.exec import render
+from engine.exec import conj_order, render
+from engine.exec import exact_numeric as X
 from engine.exec import strings as S
 from engine.exec import values as V
 from engine.exec.bindings import distinct_inverse
@@ -313,6 +314,8 @@ _N_ERR, _N_OTHER, _N_INT, _N_DEC, _N_DECS, _N_DBL = -1, 0, 1, 2, 3, 4
 _NUM_MIN_ROWS = 8
 _NUM_BINARY = frozenset({"+", "-", "*", "/"})
 _NUM_UNARY = frozenset({"NEG", "POS"})
+#: the calls over one number answered by :mod:`engine.exec.exact_numeric` at the root
+_EXACT_ROOTS = frozenset({"FLOOR", "CEIL", "ROUND", "ABS"})
 _INT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply}
 _DT_INT, _DT_DEC, _DT_DBL, _DT_FLT = 0, 1, 2, 3
 _DT_FAMILY, _DT_LONG = 0x0F, 0x10  # a datatype code's family, and its flag: lexical form over 15 bytes
@@ -831,6 +834,10 @@ class _Evaluator:
                 out = self._num_ids(expr)
                 if out is not None:
                     return out
+            if n >= _NUM_MIN_ROWS and expr.op in _EXACT_ROOTS:  # FLOOR / CEIL / ROUND / ABS of a number
+                out = self._exact_tree(expr)
+                if out is not None:
+                    return out
             if n and _vector_regex(expr):
                 out = self._regex_vector(expr)
                 if out is not None:
@@ -843,6 +850,10 @@ class _Evaluator:
             vec = VECTOR_EXTENSIONS.get(expr.iri)
             if vec is not None:  # a registered extension evaluated over whole id columns
                 return vec(self.ctx, [self.ids(a) for a in expr.args])
+            if n >= _NUM_MIN_ROWS and len(expr.args) == 1 and X.is_tree(expr) and X.is_tree(expr.args[0]):
+                out = self._exact_tree(expr)  # xsd:integer / xsd:decimal of arithmetic
+                if out is not None:
+                    return out
             if n >= _CLASSIFY_MIN_ROWS and expr.iri in _CAST_SHAPES and len(expr.args) == 1:
                 return self._cast(expr)
         return self._fallback(expr)
@@ -1128,7 +1139,25 @@ class _Evaluator:
         names = [nm for nm in vars_of(expr) if nm in self.columns]
         cols = {k: np.asarray(self.columns[k])[mask] for k in names}
         rows = np.flatnonzero(mask) if self.rows is None else self.rows[mask]
-        return _Evaluator(cols, int(mask.sum()), self.ctx, rows)._fallback(expr)
+        sub = _Evaluator(cols, int(mask.sum()), self.ctx, rows)
+        out = sub._exact_tree(expr) if sub.n >= _NUM_MIN_ROWS else None
+        return sub._fallback(expr) if out is None else out
+
+    def _exact_tree(self, expr) -> np.ndarray | None:
+        """ids of an exact numeric tree (decimals, FLOOR..., casts: :mod:`engine.exec.exact_numeric`),
+        its rows with float / double operands by the general path; None: not for ``expr``."""
+        if _nondeterministic(expr) or _exists_of(expr):
+            return None
+        got = X.ids_of(self, expr, unique_rows)
+        if got is None:
+            return None
+        out, rest = got
+        if rest.any():
+            names = [nm for nm in vars_of(expr) if nm in self.columns]
+            cols = {k: np.asarray(self.columns[k])[rest] for k in names}
+            rows = np.flatnonzero(rest) if self.rows is None else self.rows[rest]
+            out[rest] = _Evaluator(cols, int(rest.sum()), self.ctx, rows)._fallback(expr)
+        return out
 
     def _num_compare(self, op: str, left, right) -> tuple[np.ndarray, np.ndarray] | None:
         """``left op right`` where a side is arithmetic: numbers compared over
@@ -1211,15 +1240,17 @@ class _Evaluator:
         if isinstance(expr, Call):
             op = expr.op
             if op == "||":
-                lv, le = self.bools(expr.args[0])
-                rv, re_ = self._bools_where(expr.args[1], ~lv | le)  # (T || x is T)
+                first, second = conj_order.ordered(expr.args[0], expr.args[1])  # (commutative)
+                lv, le = self.bools(first)
+                rv, re_ = self._bools_where(second, ~lv | le)  # (T || x is T)
                 lt, rt = lv & ~le, rv & ~re_
                 val = lt | rt
                 err = ~val & (le | re_)
                 return val, err
             if op == "&&":
-                lv, le = self.bools(expr.args[0])
-                rv, re_ = self._bools_where(expr.args[1], lv | le)  # (F && x is F)
+                first, second = conj_order.ordered(expr.args[0], expr.args[1])  # (commutative)
+                lv, le = self.bools(first)
+                rv, re_ = self._bools_where(second, lv | le)  # (F && x is F)
                 lf, rf = ~lv & ~le, ~rv & ~re_
                 val = lv & rv & ~le & ~re_
                 err = ~(lf | rf) & (le | re_)

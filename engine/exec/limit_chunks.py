@@ -15,8 +15,14 @@ solutions binding that variable to a value of the chunk: each solution falls in 
 one chunk, so the chunks' answers are disjoint and together the whole answer), and the
 chain runs over that chunk's solutions; it stops once OFFSET + LIMIT rows are out (with
 DISTINCT / REDUCED right under the Slice: distinct rows, kept distinct across chunks). A BGP
-whose best splitting pattern has few values (e.g. anchored at a selective constant) keeps
-the whole evaluation: it is cheap, and a selective join would need many chunks.
+whose best splitting pattern has few values and whose whole exploration the planner
+estimates small (e.g. anchored at a selective constant) keeps the whole evaluation: it is
+cheap, and a selective join would need many chunks. Few values need not mean a small
+answer (``?x ub:memberOf ?d . ?d ub:subOrganizationOf ?u . ?x ub:name ?n``: a few thousand
+departments, hundreds of members each): such a BGP is chunked too, and the first chunk is
+sized from the planner's estimate of the solutions per driving value (twice the rows the
+Slice wants, at most FIRST_CHUNK values), so a LIMIT 3 over a fan-out of hundreds seeds one
+value, not 256 (each next chunk still doubles: an estimate too high costs a few more chunks).
 
 Past a UNION, a plain join, OPTIONAL or MINUS on the way down (the leftmost operand a UNION, a
 sub-SELECT joined with more patterns, a MINUS): a UNION's solutions are its left branch's then
@@ -33,8 +39,10 @@ from __future__ import annotations
 import numpy as np
 
 from engine.exec.bindings import Bindings, concat
+from engine.kv.graph import GraphIndex
+from engine.kv.shard import Shard
 from engine.plan.nodes import ExploreJoin, ExploreLeftJoin, PathJoin
-from engine.plan.order import IN, OUT
+from engine.plan.order import IN, OUT, plan_bgp
 from engine.sparql import algebra as A
 
 #: a driving pattern with fewer matches than this: the whole evaluation (cheap enough)
@@ -107,12 +115,14 @@ def _pieces(node, kept: set, named=()) -> list[tuple[frozenset, A.BGP | None, tu
             return [(frozenset(), None, None)]
 
 
-def _driver(bgp: A.BGP, graph, lookup):
-    """(variable, [(predicate id or None, sorted ids)], predicate variable or None): the
-    pattern whose one end's values split the solutions into chunks (every solution binds
-    that end to exactly one value: the chunks' answers are disjoint and together whole),
-    the one with the fewest values; None when the fewest is below CHUNK_MIN_ROWS (the
-    whole evaluation is cheap then) or no pattern has a variable end to split on."""
+def _driver(bgp: A.BGP, graph, lookup, estimate=None):
+    """(variable, [(predicate id or None, sorted ids)], predicate variable or None,
+    estimated solutions per value or None): the pattern whose one end's values split the
+    solutions into chunks (every solution binds that end to exactly one value: the chunks'
+    answers are disjoint and together whole), the one with the fewest values; None when no
+    pattern has a variable end to split on, or the fewest is below CHUNK_MIN_ROWS and the
+    whole exploration is estimated below it too (``estimate()``: (total rows of its steps,
+    solutions); the whole evaluation is cheap then)."""
     best = None
     for t in bgp.triples:
         s, p, o = t.s, t.p, t.o
@@ -141,28 +151,72 @@ def _driver(bgp: A.BGP, graph, lookup):
                 continue
         if best is None or cand[3] < best[3]:
             best = cand
-    if best is None or best[3] < CHUNK_MIN_ROWS:
+    if best is None:
         return None
-    return best[:3]
+    got = estimate() if estimate is not None else None
+    if best[3] < CHUNK_MIN_ROWS and (got is None or got[0] < CHUNK_MIN_ROWS):
+        return None
+    per = got[1] / max(1, best[3]) if got is not None else None
+    return (*best[:3], per)
 
 
-def _chunks(graph, var: str, sources, pvar: str | None):
-    """Seeds of the splitting variable (and the predicate variable), FIRST_CHUNK values
-    then doubling, a predicate at a time."""
-    size = FIRST_CHUNK
+def _estimate(ev, bgp: A.BGP, graph, lookup):
+    """(rows all the steps of ``bgp``'s unseeded exploration make, its solutions) as the
+    planner estimates them; None when a constant is absent (no solution). The plan is the
+    one the whole evaluation would run (kept in the snapshot's plan cache under
+    run_bgp's key)."""
+    triples = bgp.triples
+    cache = getattr(ev.ctx, "plan_cache", None)
+    key = (getattr(ev, "graph_key", None), id(triples), frozenset())
+    entry = cache.get(key) if cache is not None else None
+    if entry is None or entry.triples is not triples:
+        entry = plan_bgp(triples, graph, lookup, frozenset())
+        if cache is not None and key[0] is not None:
+            cache[key] = entry
+    if entry.estimates is None:
+        return None
+    return sum(entry.estimates), (entry.estimates[-1] if entry.estimates else 0.0)
+
+
+def _chunks(graph, var: str, sources, pvar: str | None, first: int = 0, grow=(2,)):
+    """Seeds of the splitting variable (and the predicate variable), ``first`` values (at
+    most FIRST_CHUNK; 0: FIRST_CHUNK) then growing by ``grow[0]`` (read at each step:
+    the caller quadruples after a chunk with no solution, an estimate that was too
+    high), a predicate at a time."""
+    size = min(first, FIRST_CHUNK) if first > 0 else FIRST_CHUNK
     for pid, ids in sources:
-        if ids is None:
-            ids = graph.index(pid, OUT)  # (sorted distinct subjects, kept by the index)
-        n = len(ids)
-        a = 0
-        while a < n:
-            b = min(n, a + size)
-            cols = {var: ids[a:b]}
-            if pvar is not None:
-                cols[pvar] = np.full(b - a, pid, dtype=np.int64)
-            yield Bindings(cols, b - a)
-            a = b
-            size *= 2
+        for part in _subjects(graph, pid) if ids is None else (ids,):
+            n = len(part)
+            a = 0
+            while a < n:
+                b = min(n, a + size)
+                cols = {var: part[a:b].astype(np.int64, copy=False)}
+                if pvar is not None:
+                    cols[pvar] = np.full(b - a, pid, dtype=np.int64)
+                yield Bindings(cols, b - a)
+                a = b
+                size *= grow[0]
+
+
+def _subjects(graph, pid: int):
+    """The distinct subjects of ``pid``, as arrays to chunk in turn: a local store's
+    shards' own sorted key arrays one after the other (disjoint: a vertex has one owner
+    shard, and any order of the values makes disjoint chunks), not the merged sorted copy
+    ``graph.index`` builds on its first use (a sort of all the predicate's subjects: 30 ms
+    for the first LIMIT over a predicate of a 1M-triple store); other graphs' index."""
+    if type(graph) is GraphIndex and graph.n_shards > 1 and all(type(sh) is Shard for sh in graph.shards):
+        for sh in graph.shards:
+            yield sh.index(pid, OUT)
+    else:
+        yield graph.index(pid, OUT)  # (sorted distinct subjects, kept by the index)
+
+
+def _first(want: int, per: float | None) -> int:
+    """The first chunk's values: twice the rows wanted over the estimated solutions per
+    value (0: FIRST_CHUNK, no estimate or fewer than one solution per value)."""
+    if per is None or per <= 1.0:
+        return 0
+    return max(1, int(2 * want / per) + 1)
 
 
 def sliced(ev, node: A.Slice) -> Bindings | None:
@@ -184,7 +238,9 @@ def sliced(ev, node: A.Slice) -> Bindings | None:
     lookup = ev.ctx.lookup
 
     def driver(leaf):
-        return _driver(leaf, graph, lookup) if leaf is not None and splits else None
+        if leaf is None or not splits:
+            return None
+        return _driver(leaf, graph, lookup, lambda: _estimate(ev, leaf, graph, lookup))
 
     first = driver(pieces[0][1]) if len(pieces) == 1 else None
     if len(pieces) == 1 and first is None:
@@ -195,13 +251,15 @@ def sliced(ev, node: A.Slice) -> Bindings | None:
     parts, have, res = [], 0, None
     for k, (skip, leaf, g) in enumerate(pieces):
         got = first if k == 0 and first is not None else driver(leaf)  # (when the piece is reached)
-        seeds = _chunks(graph, *got) if got is not None else (None,)
+        grow = [2]
+        seeds = (_chunks(graph, *got[:3], _first(want, got[3]), grow) if got is not None else (None,))
         for seed in seeds:
             ev._chunk = Chunk(leaf if seed is not None else None, seed, skip, kept, memo, g)
             try:
                 res = ev.eval(inner)
             finally:
                 ev._chunk = None
+            grow[0] = 2 if res.n else 4
             if res.n:
                 parts.append(res)
                 if distinct:

@@ -38,6 +38,9 @@ def _horizons(reg: Registry, name: str, index: bool = True) -> tuple[int | None,
     with reg.cv:
         for q in reg.queries.values():
             nxt = q.trigger.next_instant
+            lane_t = q.lane_t   # the heavy lane evaluates this instant now (engine.stream.lanes)
+            if lane_t is not None and nxt is not None and lane_t < nxt:
+                nxt = lane_t
             prev = None if nxt is None else nxt - q.trigger.step
             st = q.state   # the instant the next check compares with (older after an unchanged run)
             if st is not None and prev is not None and st[0] < prev:
@@ -79,6 +82,8 @@ def absorb_horizon(reg: Registry) -> int | None:
         h = None
         for q in reg.queries.values():
             nxt = q.trigger.next_instant
+            if q.lane_t is not None and nxt is not None and q.lane_t < nxt:
+                nxt = q.lane_t
             if nxt is not None:
                 st = q.state
                 if st is not None and st[0] < nxt:

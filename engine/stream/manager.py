@@ -122,7 +122,8 @@ class StreamManager:
                  transient_budget: int = DEFAULTS.transient_budget,
                  now_ms: Callable[[], int] | None = None, data_dir: str | None = None,
                  progress_sync_s: float = 1.0, incremental: bool | str = True,
-                 batch_id_limit: int = DEFAULTS.batch_id_limit, idle_after: int = DEFAULTS.idle_after):
+                 batch_id_limit: int = DEFAULTS.batch_id_limit, idle_after: int = DEFAULTS.idle_after,
+                 skip_behind: int = DEFAULTS.skip_behind):
         self.db = db
         keep_freed_heap()   # large result events reuse dropped events' memory (no page faults)
         # True: maintain sliding-window queries incrementally where it pays (adaptive); "always": even
@@ -143,6 +144,7 @@ class StreamManager:
         self._journal = WindowJournal(data_dir) if data_dir is not None else None
         self._ingest = Ingestor(db, self._reg, self._batches, self._absorb_log, self._now, self._journal)
         self._scheduler = Scheduler(self._reg, self._absorb_log, self._now, idle_after)
+        self._scheduler.lane.max_lag = int(skip_behind)   # heavy queries far behind (engine.stream.lanes)
         # durable result logs and sink progress (results.sqlite); the server starts the sinks (sinks.start)
         self._results = ResultStore(data_dir) if data_dir is not None else None
         self.sinks = Sinks(self._results)

@@ -150,6 +150,7 @@ class QueryEntry:
         self.out_lock = threading.Lock()
         self.batch_status: Callable[[], dict] | None = None   # set by the scheduler (multi-query execution)
         self.sched = 0      # the scheduler's index token: its entries for this query with another are stale
+        self.lane_t: int | None = None   # the instant the heavy lane evaluates now (engine.stream.lanes; the GC keeps it)
 
     def close(self) -> None:
         """Deleted: no more events; the log ends (clients get ``end``)."""

@@ -1,10 +1,13 @@
-"""The scheduler: one worker thread that evaluates the ready instants of every continuous query.
+"""The scheduler: one worker thread that evaluates the ready instants of every continuous query
+(and a second, the heavy lane, for the queries whose instants are expensive).
 
 * Each query's instants are evaluated in order, each exactly once (its
   :class:`~engine.stream.windows.Trigger` says which are ready: every stream it reads has
-  published ``P > t``). The queries are taken round-robin, one instant or one run of unchanged
-  instants per turn, so a query's backlog never starves the others. A slow query delays other
-  evaluations, never ingestion (which runs on the callers' threads).
+  published ``P > t``; a heavy query far behind skips a run of them, :mod:`engine.stream.lanes`).
+  The queries are taken round-robin, one instant or one run of unchanged instants per turn, so
+  a query's backlog never starves the others. A slow query's turns go to
+  the heavy lane (below), so it does not delay the others either; ingestion runs on the
+  callers' threads.
 * Unchanged instants: after evaluating instant ``te`` the worker keeps what it depended on
   (:meth:`InstantEvaluator.capture`); the following instants whose windows and stored data are
   provably the same (:meth:`InstantEvaluator.unchanged_until`) are not evaluated: a run of at
@@ -35,6 +38,10 @@
   the members that need evaluating get one batched execution (their results split per member,
   each logged exactly as if evaluated alone), and the GC runs once for the batch. A query that
   cannot be batched, or a group of one, takes the single path above.
+* Heavy queries (:mod:`engine.stream.lanes`): a query whose single-path instants average more
+  CPU time than the lane's bound is handed to the heavy lane's thread when its turn comes (the
+  worker times each single-path instant); the lane runs the same single path on it, after the
+  worker has run out of ready instants, and re-indexes it. A heavy query is in no batch.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ from engine.stream import telemetry
 from engine.stream.absorb import AbsorbLog
 from engine.stream.continuous import InstantEvaluator
 from engine.stream.gc import collect
+from engine.stream.lanes import HeavyLane
 from engine.stream.multiquery import Group, Refused, analyze
 from engine.stream.progress import ARRIVAL
 from engine.stream.registry import QueryEntry, Registry
@@ -150,6 +158,10 @@ class Scheduler:
         self._groups: dict = {}
         self._shapes: dict[str, tuple] = {}
         self._analyzed = 0                      # queries analyzed (a test/bench hook)
+        # the heavy-query lane (engine.stream.lanes): queries whose instants cost more than its
+        # bound run on its thread; it starts a job when the worker has nothing ready (``idle``)
+        self.idle = False                       # under cv
+        self.lane = HeavyLane(self)
         self.worker = threading.Thread(target=self._run, name="jindou-continuous", daemon=True)
 
     def start(self) -> None:
@@ -163,6 +175,7 @@ class Scheduler:
             self.closed = True
             self.reg.cv.notify_all()
         self.worker.join(timeout=timeout)
+        self.lane.join(timeout)   # (its instant in progress completes)
         return True
 
     def tick_arrivals(self) -> None:
@@ -190,6 +203,7 @@ class Scheduler:
                         self._group_of(q)   # it joins its group (and says so in its status)
             else:
                 q.sched += 1
+                self.lane.forget(q)
                 if self._waiting.get(q.name) is q:
                     del self._waiting[q.name]
                 hit = self._shapes.get(q.name)
@@ -362,6 +376,7 @@ class Scheduler:
             if self.closed:
                 return False
             job = self._next_job()
+            self.idle = job is None
             if job is None:
                 gc_streams = self._gc_streams
                 if gc_streams:   # caught up: collect now (outside cv), then wait
@@ -386,6 +401,9 @@ class Scheduler:
                         batch = self._peers(q, t, last)
                     except Exception:  # noqa: BLE001
                         log.exception("continuous query %s: cannot take its batch; evaluated alone", q.name)
+                if batch is None and self.lane.take(q, t, last):
+                    self._inflight = None   # the lane evaluates the instant and re-indexes q
+                    return True
         if job is None:
             try:
                 self._collect(gc_streams)
@@ -402,7 +420,16 @@ class Scheduler:
             if batch is not None:
                 self._step_group(*batch, t, last)
             else:
+                # timed for the heavy lane (engine.stream.lanes): in CPU time a query's first
+                # instants and once the wall clock found it dear, otherwise by the wall clock
+                lane = self.lane
+                tracked = q.evaluated < 2 or (bool(lane.cost) and lane.tracked(q))
+                c0 = time.thread_time() if tracked else time.perf_counter()
                 self._step_one(q, t, last)
+                if tracked:
+                    lane.observe(q, (time.thread_time() - c0) * 1000.0)
+                elif (time.perf_counter() - c0) * 2000.0 >= lane.bound_ms:
+                    lane.nominate(q)
         finally:
             _resume_gc(paused)
             with reg.cv:
@@ -550,7 +577,7 @@ class Scheduler:
             shape = analyze(q.cq.query, q.cq.mode, q.windows)
         except Refused as e:
             self._shapes[q.name] = (q, None, str(e))
-            q.batch_status = lambda name=q.name: self.batch_info(name)
+            q.batch_status = lambda name=q.name: self.status(name)
             return None
         except Exception:  # noqa: BLE001 - an analysis bug must not stop the query: it runs alone
             log.exception("continuous query %s: cannot analyze its shape; it runs alone", q.name)
@@ -562,7 +589,7 @@ class Scheduler:
         g.members[q.name] = (q, shape.params)
         self._shapes[q.name] = (q, g, None)
         if q.batch_status is None:
-            q.batch_status = lambda name=q.name: self.batch_info(name)
+            q.batch_status = lambda name=q.name: self.status(name)
         return g
 
     def _forget(self, name: str) -> None:
@@ -593,6 +620,12 @@ class Scheduler:
             # the same streams and step: a member at instant t is ready up to ``last`` as q is
             if m.trigger.next_instant == t and not m.deleted and queries.get(name) is m:
                 out.append((m, params))
+        lane = self.lane
+        if lane.owned or (lane.heavy_ids and lane.enabled):
+            # a heavy query is evaluated in the heavy lane (engine.stream.lanes), not in a batch
+            if lane.excluded(q):
+                return None
+            out = [x for x in out if not lane.excluded(x[0])]
         if len(out) < 2:
             return None
         return g, out
@@ -671,6 +704,16 @@ class Scheduler:
                 appended.append(m.name)
         if appended:
             telemetry.evaluations(self.reg, appended, ms)
+
+    def status(self, name: str) -> dict:
+        """A query's scheduling status: :meth:`batch_info` and its lane
+        (:meth:`engine.stream.lanes.HeavyLane.info`)."""
+        out = self.batch_info(name)
+        with self.reg.cv:
+            q = self.reg.queries.get(name)
+            if q is not None:
+                out.update(self.lane.info(q))
+        return out
 
     def batch_info(self, name: str) -> dict:
         """Whether query ``name`` runs batched, with how many other queries of its shape, and
@@ -815,7 +858,7 @@ class Scheduler:
         with cv:
             cv.notify_all()
             while (self._inflight is not None or self._collecting or self._gc_streams
-                   or self._has_ready()):
+                   or self.lane.busy() or self._has_ready()):
                 left = deadline - time.monotonic()
                 if left <= 0 or self.closed:
                     return False

@@ -1521,10 +1521,13 @@ class GenQuery:
                         miss.append(r[j])
         if miss:
             u = list(dict.fromkeys(miss))
-            frag = dict(zip(u, json.render(u, ctx), strict=True))
             if json.cells_full(len(u)):
+                # the cells start over: every cell of these rows is rendered now (not only the
+                # misses: the cached ones go with the tables)
                 json._clear()
                 tables = [None if kinds[j] else cells.setdefault(v, {}) for j, v in enumerate(names)]
+                u = list(dict.fromkeys(r[j] for j, cd in enumerate(tables) if cd is not None for r in rows if r[j] >= 0))
+            frag = dict(zip(u, json.render(u, ctx), strict=True))
             for j, cd in enumerate(tables):
                 if cd is None:
                     continue

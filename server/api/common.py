@@ -772,7 +772,11 @@ class ServerState:
         not. ``dt`` is the engine's time on its thread's CPU clock (:func:`cost_clock`):
         on a loaded machine a cheap query's wall time is mostly waiting for a
         core, which would send cheap shapes to the pool, whose hand-off then
-        waits for a core twice more."""
+        waits for a core twice more. A shape's first run alone never sets the decaying
+        maximum: it pays the snapshot's one-time builds (a predicate's lookup table, an
+        edge index, the program's compilation: 5-30 ms once, where the warm run costs
+        0.1 ms), so the second run's estimate is the lesser of the two, not half the
+        cold one, which kept a cheap shape in the pool for four more runs."""
         self._teach(shape, dt)
         c = coarse_shape(shape)
         if c is not None and c != shape:
@@ -784,6 +788,8 @@ class ServerState:
             if len(self.shape_cost) >= 4096:
                 self.shape_cost.clear()
             self.shape_cost[key] = (dt, 1, dt)
+        elif seen[1] == 1:  # (the first run was alone: the lesser of two, see record_cost)
+            self.shape_cost[key] = (min(dt, seen[2]), 2, dt)
         else:
             self.shape_cost[key] = (max(min(dt, seen[2]), seen[0] * 0.5), seen[1] + 1, dt)
 
@@ -885,7 +891,7 @@ class ServerState:
                     self.record_cost(shape, dt)
                 else:  # record_cost's decaying maximum, in comparisons (no builtin calls)
                     low = dt if dt < seen[2] else seen[2]
-                    half = seen[0] * 0.5
+                    half = seen[0] * 0.5 if seen[1] > 1 else 0.0  # (a first run alone: see record_cost)
                     cost[shape] = (low if low > half else half, seen[1] + 1, dt)
 
     async def run(self, fn: Callable[..., Any], shape: Any = None, deadline: Any = _UNSET,
