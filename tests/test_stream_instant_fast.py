@@ -79,7 +79,10 @@ def test_it_decides_as_maintained_due_and_ranges_as_ranges(q, per, jumps, commit
 
 
 def test_the_property_test_saw_both_decisions():
-    assert SPIED[0] > SPIED[1] > 0 and SPIED[2] > 0, SPIED
+    """The property test compared decisions and ranges (15 random examples: now and then all
+    of their calls are due, so the "not due" side is checked by the deterministic tests below,
+    which drive it on purpose)."""
+    assert SPIED[0] >= SPIED[1] > 0 and SPIED[2] > 0, SPIED
 
 
 def test_probes_a_back_off_and_a_drop_decide_as_maintained_due(monkeypatch):

@@ -181,7 +181,15 @@ def test_the_refresh_looks_up_the_ids_the_generator_does(q, monkeypatch):
     m = seen[0]
     # (a state whose ids all differ: every one looked up and taken)
     st_ = maintained._State([(-3, -3, -3)] * len(m.gen.classes), 0, 0, (), len(m.windows))
+    monkeypatch.setattr(maintained.Maintained, "REFRESH_ABSENT", False)
     m._refresh_ids(st_)
     got = m.gen._resolve(m._dict)
+    assert st_.ids == got[2]
+    assert (st_.dict_n is not None) == got[3]
+    # (REFRESH_ABSENT, wave 2o: a state whose constants were all absent looks each one up)
+    monkeypatch.setattr(maintained.Maintained, "REFRESH_ABSENT", True)
+    st_ = maintained._State([tuple(None if i is None else -2 for i in ids) for ids in got[2]], 0, 0, (),
+                            len(m.windows))
+    m._refresh_ids(st_)
     assert st_.ids == got[2]
     assert (st_.dict_n is not None) == got[3]

@@ -60,6 +60,7 @@ from collections import deque
 from itertools import chain
 from time import thread_time as _clock
 
+from engine.stream import pred_times as _pt
 from engine.stream import tiny_gen as _tg
 from engine.stream.maint_opt import OptState, scope_of
 from engine.stream.maint_opt import required_of as _required_of
@@ -96,6 +97,25 @@ _LAZY_MISS = [0]
 LAZY_GAPS = 4
 LAZY_MARGIN = 2
 LAZY_HOLD = 32
+#: instants in a row completed by an element beyond them (on the ingestion thread, before they
+#: were asked) after which the body is written only by the batch that completes its instant,
+#: not also by the batches guessed to be its last (the guess above: the last two or three
+#: batches of a long step each wrote it). An instant asked before that batch came writes the
+#: body itself (latency, as a wrong guess) and the query then needs twice the run, up to
+#: COMPLETED_RUN_MAX (a stream that now and then goes quiet past an instant stops using it)
+COMPLETED_RUN = 2
+COMPLETED_RUN_MAX = 64
+#: instants that wrote the body a completing batch was to write (the run above guessed wrong)
+_RUN_MISS = [0]
+#: batches that left the body to the batch completing the instant (tests: the path is taken)
+_BY_COMPLETE = [0]
+#: (gap: only the completing batch writes the body)
+_ONLY_COMPLETE = -(1 << 62)
+#: windows' seq ranges read from the stream's element times (Maintained.PT_RANGES; tests: taken)
+_PT_RANGES = [0]
+#: windows moved past a completed instant from the batch in hand, not read back from the store
+#: (Maintained._sync; tests: taken)
+_BATCH_ROWS = [0]
 #: instants the ingestion moves a state past without any instant asking for it before it stops
 #: maintaining it (a query evaluated in a batch of queries of its shape, :mod:`multiquery`)
 IDLE_MAX = 8
@@ -194,6 +214,16 @@ class Maintained:
     #: the ingestion keeps the state's constants' ids current (:meth:`_refresh_ids`; tests
     #: compare with it off)
     REFRESH_IDS = True
+    #: ... looking up only the constants that were absent (a present one's id never changes in
+    #: a dictionary: ids are appended), not all of them (wave 2o: every batch of a query with an
+    #: absent constant looked each of its constants up, 30-80 µs per batch on L1; tests compare
+    #: with it off)
+    REFRESH_ABSENT = True
+    #: the windows' seq ranges of the next instant (:meth:`_targets`) by two bisections over
+    #: the stream's element times (:mod:`.pred_times`, the index the relevance check keeps and
+    #: :mod:`.instant_fast` reads), not through the store's index (numpy searches: 6-10 µs a
+    #: window hot, the most of an advance with nothing to move, wave 2o); tests compare with it off
+    PT_RANGES = True
     #: the ingestion writes the next event's body (:meth:`_ready`) only for a batch that may be
     #: that instant's last: one whose last element plus twice the largest of the stream's last
     #: four gaps between batches (their last elements' times) reaches past the instant. A
@@ -218,6 +248,10 @@ class Maintained:
         self._last_in: dict = {}   # id(store) -> (its last batch's last element time, the last gaps) (LAZY_BODY)
         self._skipped = False      # a batch left the body since it was last written (LAZY_BODY)
         self._lazy_hold = 0        # instants LAZY_BODY is off after a wrong guess
+        self._completed = None     # the last instant an element beyond it completed (on_append)
+        self._run = 0              # instants in a row completed before they were asked (COMPLETED_RUN)
+        self._run_need = COMPLETED_RUN   # the run this query needs (doubled by each miss)
+        self._run_skip = False     # a batch left the body the guess alone would have written
         self.gen = gen
         self.json = json            # the query's own _JsonTerms (used under the lock only)
         sh = gen.sh
@@ -885,12 +919,13 @@ class Maintained:
         if self.opt is not None:   # (D without x now: the rows its OPTIONAL matches gave, computed again)
             self.opt.settle(V)
 
-    def _sync(self, st: _State, targets: list, V, limit: int) -> bool:
+    def _sync(self, st: _State, targets: list, V, limit: int, batch: tuple | None = None) -> bool:
         """Move the windows of ``st`` to ``targets`` ((g0, g1) per window): the triples that
-        left removed (from the windows' logs), the new ones read from the stores and added.
-        False, with nothing changed, when more than ``limit`` seqs would be read, the windows
-        would hold more than GEN_WINDOW triples or one would grow backwards (the caller
-        rebuilds or hands the instant back)."""
+        left removed (from the windows' logs), the new ones read from the stores and added
+        (``batch``: ``(store, seq0, rows)`` of the batch in hand, read from it where it holds
+        them: the ingestion's move past a completed instant). False, with nothing changed, when
+        more than ``limit`` seqs would be read, the windows would hold more than GEN_WINDOW
+        triples or one would grow backwards (the caller rebuilds or hands the instant back)."""
         if sum(g1 - g0 for g0, g1 in targets) > GEN_WINDOW:
             return False
         work = 0
@@ -921,10 +956,40 @@ class Maintained:
                 self._remove(E.pop(), V)
             w[1], w[2] = g0, a
             if g1 > a:
-                spo, _ = bw.store.read(a, g1)
-                self._add(st, w, a, spo.tolist(), V)
+                if batch is not None and batch[0] is bw.store and batch[1] <= a and g1 <= batch[1] + len(batch[2]):
+                    got = batch[2][a - batch[1]:g1 - batch[1]]   # (the batch's own rows: not read back)
+                    _BATCH_ROWS[0] += 1
+                else:
+                    got = bw.store.read(a, g1)[0].tolist()
+                self._add(st, w, a, got, V)
                 w[2] = g1
         return True
+
+    def _targets(self, t: int) -> list:
+        """The windows' seq ranges at instant ``t`` (what ``store.window_range`` gives): from the
+        stream's element times where its index holds every element (reads only: one not synced
+        yet, or trimmed above the window's start, leaves it to the store)."""
+        out = []
+        for bw, rng in zip(self.windows, self.ranges_ms, strict=True):
+            store = bw.store
+            pt = _pt.known(store) if self.PT_RANGES else None
+            if pt is not None and pt.seq == store.end_seq:
+                g = pt.groups.get(_pt.ALL)   # (groups first, then since: pred_times' readers)
+                since = pt.since
+                lo = t - rng
+                if g is not None and (since is None or lo >= since):
+                    arr, head, seq0 = g
+                    i0 = bisect_right(arr, lo, head)
+                    g0 = seq0 + i0
+                    g1 = seq0 + (bisect_right(arr, t, i0) if t > lo else i0)
+                    live = store.live_start
+                    if g0 < live:
+                        g0 = live
+                    out.append((g0, g1 if g1 > g0 else g0))
+                    _PT_RANGES[0] += 1
+                    continue
+            out.append(store.window_range(bw.window, t))
+        return out
 
     def _clear_windows(self) -> None:
         """Every window triple leaves: the counts, the windows' part of D and the logs cleared,
@@ -980,7 +1045,8 @@ class Maintained:
         instant to rebuild; the held events go either way (written with the old ids)."""
         d = self._dict
         n = len(d)
-        ids, absent = _tg.class_ids(self.gen.classes, d)
+        ids, absent = _absent_ids(self.gen.classes, st.ids, d) if self.REFRESH_ABSENT else \
+            _tg.class_ids(self.gen.classes, d)
         if ids != st.ids:
             new = {b for x, y in zip(st.ids, ids, strict=True) for a, b in zip(x, y, strict=True)
                    if a != b and b is not None and b >= 0}
@@ -1052,6 +1118,9 @@ class Maintained:
                     lin[id(store)] = (last, gaps)
                     gap = (LAZY_MARGIN * max(gaps) if self.LAZY_BODY and not self._lazy_hold
                            and len(gaps) == LAZY_GAPS else None)
+                guess = gap
+                if self._run >= self._run_need and self.LAZY_BODY and not self._lazy_hold:
+                    gap = _ONLY_COMPLETE   # (the instants are completed before they are asked)
                 V = _values(self._dict)
                 for _ in range(AHEAD + 1):
                     hi = st.tau
@@ -1074,18 +1143,23 @@ class Maintained:
                         self._ready()
                     elif self._body is None and not self.rows_mode:
                         _LAZY[0] += 1
+                        if gap is _ONLY_COMPLETE:
+                            _BY_COMPLETE[0] += 1
+                            if guess is None or last + guess > hi:
+                                self._run_skip = True
                         self._skipped = True
                     if not complete:
                         break
                     # instant hi is complete for this stream: its body kept, the state moved on
+                    self._completed = hi
                     done = self._done
                     if len(done) >= AHEAD * 2:
                         del done[min(done)]
                     done[hi] = ([(w[1], w[2]) for w in st.ws], st.sn, self._body,
                                 self._rows() if self.rows_mode else self._event(hi))
                     nxt = hi + self.step
-                    targets = [bw.store.window_range(bw.window, nxt) for bw in self.windows]
-                    if not self._sync(st, targets, _values(self._dict), GEN_WINDOW):
+                    targets = self._targets(nxt)
+                    if not self._sync(st, targets, _values(self._dict), GEN_WINDOW, (store, seq0, rows)):
                         raise _Drop
                     st.tau = nxt   # (its body: written once its own elements arrive, or at its instant)
                     self._idle += 1
@@ -1113,6 +1187,10 @@ class Maintained:
             self._idle = 0
             if self._lazy_hold:
                 self._lazy_hold -= 1
+            # (the instant before tau was completed by an element before it was asked: the
+            # ingestion moves the state past an instant only before its advance)
+            c = self._completed
+            self._run = self._run + 1 if c is not None and c + self.step >= tau else 0
             if self._skip > 0:
                 self._skip -= 1
                 return
@@ -1126,7 +1204,7 @@ class Maintained:
                 if st.tau is not None and st.tau >= tau:
                     return   # (the ingestion moved it there already)
                 self._dict = snap.dictionary
-                targets = [bw.store.window_range(bw.window, tau) for bw in self.windows]
+                targets = self._targets(tau)
                 V = _values(snap.dictionary)
                 if not self._sync(st, targets, V, GEN_WINDOW):
                     st = self._build(snap, graphs)
@@ -1187,9 +1265,14 @@ class Maintained:
                 st.tau = t
                 body = self._body
                 if body is None:
-                    if self._skipped:   # (LAZY_BODY guessed wrong: off for a while)
+                    if self._skipped and self._run_skip:   # (the run guessed wrong: a longer one needed)
+                        _RUN_MISS[0] += 1
+                        self._run = 0
+                        self._run_need = min(2 * self._run_need, COMPLETED_RUN_MAX)
+                    elif self._skipped:   # (LAZY_BODY guessed wrong: off for a while)
                         _LAZY_MISS[0] += 1
                         self._lazy_hold = LAZY_HOLD
+                        self._run = 0
                     body = self._ready()
             except (_Drop, _Hand, Undecided):
                 self._drop()
@@ -1322,6 +1405,7 @@ class Maintained:
         doubled the writing on CityBench's C5), so an instant no element reached writes it."""
         gen, sh, R = self.gen, self.sh, self.R
         self._skipped = False
+        self._run_skip = False
         if sh.ask:
             body = self._body = b'{"head":{},"boolean":true' if R else b'{"head":{},"boolean":false'
             return body
@@ -1372,6 +1456,27 @@ def _memo_agg(fn, kept: dict):
         kept[id(vc)] = (vc, out)
         return out
     return f
+
+
+def _absent_ids(classes, old: list, dictionary) -> tuple[list[tuple], bool]:
+    """:func:`tiny_gen.class_ids` where ``old`` (its earlier answer on the same dictionary) has
+    a constant absent (-2): only those looked up again, the rest kept as they are."""
+    out = []
+    absent = False
+    for (cs, p, co, _), ids in zip(classes, old, strict=True):
+        if -2 not in ids:
+            out.append(ids)
+            continue
+        new = []
+        for k, i in zip((cs, p, co), ids, strict=True):
+            if i == -2:
+                i = int(dictionary.lookup(k))
+                if i < 0:
+                    absent = True
+                    i = -2
+            new.append(i)
+        out.append(tuple(new))
+    return out, absent
 
 
 def _computed_key(v) -> str | None:

@@ -396,12 +396,12 @@ class TransientStore:
         i = idx.first_after(x)
         if i >= len(idx):
             return self._tail
-        e = idx.entry(i)
-        a = max(e["seq_start"], self.live_start)
-        if e["tau_min"] > x:
+        e = idx._data[idx._head + i].tolist()   # (the entry's columns, not entry()'s dict: a hot path)
+        a = max(e[3], self.live_start)   # (seq_start)
+        if e[1] > x:   # (tau_min)
             return a
         # inside the boundary batch: find the slice holding the bound, then searchsorted in it
-        b = e["seq_end"]
+        b = e[4]   # (seq_end)
         k = self._slice_of(a)
         while True:
             sl = self._slices[k]
