@@ -21,6 +21,7 @@ import gc
 import http.client
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -407,6 +408,9 @@ class JindouHttpPeer(_HttpPeer):
                 "--no-progress", "--log-level", "warning", "--query-timeout", "3600"]
         if env.get("BENCH_JINDOU_SHARDS"):
             argv += ["--shards", env["BENCH_JINDOU_SHARDS"]]
+        # more server flags, e.g. BENCH_JINDOU_ARGS="--answer-cache 0" (no kept answers: every
+        # repeated text evaluated, as Oxigraph's server does)
+        argv += shlex.split(env.get("BENCH_JINDOU_ARGS", ""))
         self._spawn(argv, env)
         self._wait_ready(3600)
         return None

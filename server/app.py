@@ -779,6 +779,7 @@ def create_app(config: Settings | None = None, database=None) -> FastAPI:
     database.service_policy = _service_policy(config)
     metrics = admin.Metrics() if config.metrics else None
     state = ServerState(config, database, metrics)
+    sparql._ANSWERS.configure(config.answer_cache)   # repeated texts' kept answers (--answer-cache)
     state.streams = _make_stream_manager(config, database)
     if metrics is not None:
         metrics.bind(state)  # /metrics reads the stream manager, and hears its evaluations

@@ -82,6 +82,9 @@ class Settings(BaseSettings, EngineSettings):
     max_body: int = setting(64 * MiB, "largest accepted request body (413 past it)", metavar="BYTES", ge=0)
     max_concurrent: int = setting(32, "queries running at once; more get 503 with Retry-After",
                                   metavar="N", ge=1)
+    answer_cache: int = setting(32 * MiB, "bytes of answers of repeated query texts kept for the store's "
+                                          "current snapshot (each at most 256 KiB; dropped at any write; "
+                                          "0 = keep none)", metavar="BYTES", ge=0)
     inline_ms: float = setting(2.0, "queries whose shape last ran faster than this run on the event loop, "
                                     "others in the thread pool (0 = always the thread pool)", metavar="MS",
                                ge=0)

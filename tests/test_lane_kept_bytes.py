@@ -105,3 +105,28 @@ def test_a_large_selective_answer_is_kept_and_equal(server, monkeypatch):
     # the uncached path's bytes (nothing kept)
     monkeypatch.setattr(sparql, "_ANSWERS", sparql.LaneAnswers(max_body=-1))
     assert post() == got[0]
+
+
+def test_answer_cache_zero_keeps_nothing_and_answers_the_same():
+    """``--answer-cache 0``: a repeated text is run every time (nothing kept, nothing served
+    from the cache), with the same bytes as with the cache on."""
+    from server.settings import Settings
+    from tests.conftest import start_server
+
+    s = start_server(None, answer_cache=0)
+    try:
+        assert sparql._ANSWERS.max_bytes == 0 and sparql._ANSWERS.max_body == 0
+        nt = "".join(f"<{EX}s{i}> <{EX}p> <{EX}hub> .\n" for i in range(50))
+        assert requests.post(s.url + "/store?default", data=nt.encode(),
+                             headers={"Content-Type": "application/n-triples"}).status_code == 204
+        served = sparql._ANSWERS.served
+        for text, mark in ((f"SELECT ?s WHERE {{ ?s <{EX}p> <{EX}hub> }}", b"s49"),
+                           (f"SELECT (COUNT(*) AS ?n) WHERE {{ ?s <{EX}p> ?o }} # no template\n", b'"50"')):
+            got = {requests.get(s.url + "/sparql", params={"query": text}, headers={"Accept": SRJ}).content
+                   for _ in range(12)}
+            assert len(got) == 1 and mark in next(iter(got)), got
+        assert sparql._ANSWERS.served == served and not sparql._ANSWERS.map
+    finally:
+        s.stop()
+        sparql._ANSWERS.configure(Settings.model_fields["answer_cache"].default)
+    assert sparql._ANSWERS.max_bytes == 32 << 20 and sparql._ANSWERS.max_body == 256 << 10

@@ -1193,6 +1193,14 @@ class LaneAnswers:
         db.queries += 1  # (answered, as the run would have counted it)
         return got
 
+    def configure(self, max_bytes: int) -> None:
+        """The server's ``--answer-cache``: ``max_bytes`` in all (0: none kept); what is
+        kept now is dropped."""
+        self.max_bytes = int(max_bytes)
+        self.max_body = min(256 << 10, self.max_bytes)
+        self.map.clear()
+        self.bytes = 0
+
     def put(self, key: tuple, db, result: tuple, sn) -> None:
         """Keep ``result``, the answer of a run begun at snapshot number ``sn``, if the
         store still shows that snapshot (a commit during the run: not kept)."""
