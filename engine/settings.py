@@ -64,6 +64,11 @@ class EngineSettings(BaseModel):
         0, "a continuous query whose instants cost 10 ms or more and that falls N instants behind its "
            "streams skips to its newest ready instant (the skipped run is one 'skipped' error event); "
            "0 = never skip: every instant is answered, late", metavar="N", ge=0)
+    maintain_cpu_ratio: float = setting(
+        8.0, "continuous queries keep their answers maintained as triples arrive (answers in microseconds) "
+             "unless the maintenance costs more than this many times the CPU of evaluating each instant "
+             "when it fires (checked every 16 instants); lower spends less CPU for more latency; 0 = never "
+             "maintain", metavar="R", ge=0)
     idle_after: int = setting(100, "report a run of at least N unchanged continuous-query instants as one SSE "
                                    "'idle' event", metavar="N", ge=1)
     transient_budget: int = setting(256 * MiB, "memory for stream window data; past it POSTs get 503 "

@@ -700,7 +700,8 @@ def _make_stream_manager(config: Settings, database):
                                 retain_total_bytes=config.retain_total_bytes,
                                 transient_budget=config.transient_budget,
                                 data_dir=config.data_dir, idle_after=config.idle_after,
-                                batch_id_limit=config.batch_id_limit, skip_behind=config.skip_behind)
+                                batch_id_limit=config.batch_id_limit, skip_behind=config.skip_behind,
+                                maintain_cpu_ratio=config.maintain_cpu_ratio)
         from engine.stream.sinks import SinkPolicy  # result sinks: the operator's allow-lists
 
         manager.sinks.start(SinkPolicy.of(config.webhook_allow, config.nats_allow, config.sink_retry_max),

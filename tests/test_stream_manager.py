@@ -758,3 +758,45 @@ def test_an_instant_whose_event_passes_the_memory_budget_is_an_error_event():
         assert len(second["results"]["bindings"]) == 1     # the next instant is answered
     finally:
         m.close()
+
+
+def _maintain_run(**kw):
+    from engine.stream.maintained import answered_total
+
+    db = Database(shards=1)
+    m = StreamManager(db, **kw)
+    try:
+        m.register_stream("s", EX + "s")
+        m.heartbeat("s", 0)
+        m.register_query(f"REGISTER QUERY q AS SELECT ?x ?z FROM STREAM <{EX}s> [RANGE 3s STEP 1s] "
+                         f"WHERE {{ ?x {iri('p')} ?y . ?x {iri('q')} ?z }}")
+        before = answered_total()
+        for k in range(12):   # one POST per second, as a live stream arrives
+            m.ingest_ndjson("s", body(*[line(f"a{k}_{i % 3}", "p" if i % 2 else "q", f"o{k}_{i}", k * 1000 + i * 10)
+                                        for i in range(6)]))
+            assert m.drain(10)
+        m.heartbeat("s", 12_001)
+        out = results(m, "q")
+        return out, answered_total() - before, m._reg.queries["q"].evaluator
+    finally:
+        m.close()
+
+
+def _as_bags(events) -> list:
+    """Events with their rows as bags (a maintained answer lists rows in arrival order)."""
+    return [(t, d["head"], sorted(orjson.dumps(b, option=orjson.OPT_SORT_KEYS) for b in d["results"]["bindings"]),
+             d["window"]) for t, d in events]
+
+
+def test_maintain_cpu_ratio_trades_latency_for_cpu_with_the_same_answers():
+    """--maintain-cpu-ratio: the default maintains the answers as triples arrive, 0 evaluates
+    every instant when it fires (no maintained answer), a given ratio reaches the query's cost
+    guard -- and the events are the same."""
+    on, answered_on, ev_on = _maintain_run()
+    off, answered_off, ev_off = _maintain_run(maintain_cpu_ratio=0)
+    assert ev_on._maint is not None and answered_on > 0
+    assert ev_off._maint is None and answered_off == 0
+    assert len(on) >= 10 and _as_bags(on) == _as_bags(off)
+    assert any(d["results"]["bindings"] for _, d in on)
+    _, _, ev = _maintain_run(maintain_cpu_ratio=2.5)
+    assert ev._maint is not None and ev._maint.GUARD_RATIO == 2.5

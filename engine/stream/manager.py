@@ -123,7 +123,8 @@ class StreamManager:
                  now_ms: Callable[[], int] | None = None, data_dir: str | None = None,
                  progress_sync_s: float = 1.0, incremental: bool | str = True,
                  batch_id_limit: int = DEFAULTS.batch_id_limit, idle_after: int = DEFAULTS.idle_after,
-                 skip_behind: int = DEFAULTS.skip_behind):
+                 skip_behind: int = DEFAULTS.skip_behind,
+                 maintain_cpu_ratio: float = DEFAULTS.maintain_cpu_ratio):
         self.db = db
         keep_freed_heap()   # large result events reuse dropped events' memory (no page faults)
         # True: maintain sliding-window queries incrementally where it pays (adaptive); "always": even
@@ -132,6 +133,7 @@ class StreamManager:
         self.retain = int(retain)
         self.retain_bytes = int(retain_bytes)
         self.retain_total = TotalBytes(retain_total_bytes)   # all result logs together
+        self.maintain_cpu_ratio = float(maintain_cpu_ratio)   # see _maintenance
         self.transient_budget = int(transient_budget)
         self._now = now_ms or wall_clock_ms
         self._absorb_log = AbsorbLog()
@@ -400,6 +402,7 @@ class StreamManager:
             # every window's STEP counts (two windows on one stream are one entry of wins)
             trigger = Trigger(query_step(cq.windows), list(wins), progress)
             ev = self._evaluator(cq, bound)
+            self._maintenance(ev)
             rlog = ResultLog(self.retain, trigger.step, store=self._results, name=cq.name,
                              retain_bytes=self.retain_bytes, total=self.retain_total)
             if rlog.last_id is not None:   # a durable log: resume after its last instant
@@ -448,6 +451,19 @@ class StreamManager:
                 gids = [int(x) for x in self.db.store.dictionary.encode(["<" + n + ">" for n in names])]
         return WindowedEvaluator(self.db, cq.query, cq.mode, bound, self._absorb_log, self._window_cache,
                                  window_gids=gids, element_times=uses_ts)
+
+    def _maintenance(self, ev: InstantEvaluator) -> None:
+        """The operator's latency-for-CPU trade (``--maintain-cpu-ratio``) on a new query's
+        maintained answers (:mod:`engine.stream.maintained`): none at 0 (each instant evaluated
+        when it fires), else its cost guard's bound."""
+        m = getattr(ev, "_maint", None)
+        if m is None:
+            return
+        if self.maintain_cpu_ratio <= 0:
+            m.close()   # (the ingestion no longer sees it)
+            ev._maint = None
+        elif self.maintain_cpu_ratio != m.GUARD_RATIO:
+            m.GUARD_RATIO = self.maintain_cpu_ratio
 
     def _drop_derived(self, name: str) -> None:
         """Remove the derived stream ``name`` (its producer is gone or never registered)."""
