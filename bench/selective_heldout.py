@@ -61,26 +61,12 @@ QUERIES: tuple[BenchQuery, ...] = (
 
 def main(argv: list[str] | None = None) -> int:
     from bench import runner  # noqa: PLC0415
-    from bench.unseen_sweep import JindouSweepPeer, OxigraphSweepPeer  # noqa: PLC0415
+    from bench.unseen_sweep import sweep  # noqa: PLC0415
 
     ap = runner.build_parser()
     ap.prog = "python -m bench.selective_heldout"
     ap.add_argument("--only", help="comma list of query names")
-    opts = ap.parse_args(argv)
-    queries = list(QUERIES)
-    if opts.only:
-        want = {n.strip().upper() for n in opts.only.split(",")}
-        queries = [q for q in queries if q.name in want]
-    data, triples, _ = runner.prepare_data(opts)
-    j, o = JindouSweepPeer(), OxigraphSweepPeer()
-    o.prepare()
-    try:
-        j.load(data)
-        o.load(data)
-        return runner._alternate(j, o, "jindou-http", "oxigraph-serve", triples, queries, opts, True)
-    finally:
-        j.close()
-        o.close()
+    return sweep(list(QUERIES), ap.parse_args(argv))
 
 
 if __name__ == "__main__":

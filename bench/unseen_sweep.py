@@ -295,6 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     queries = {"main": list(UNSEEN), "hunt": list(HUNT), "hunt2": list(HUNT2), "hunt3": list(HUNT3),
                "optional": list(OPTIONAL_SET),
                "all": list(UNSEEN) + list(HUNT) + list(HUNT2) + list(HUNT3) + list(OPTIONAL_SET)}[opts.set]
+    return sweep(queries, opts)
+
+
+def sweep(queries: list, opts) -> int:
+    """``queries`` (``--only`` of them) over HTTP, Jindou's server and ``oxigraph serve``
+    alternating (``runner._alternate``), both loaded with the data of ``opts``."""
+    from bench import runner  # noqa: PLC0415
+
     if opts.only:
         want = {n.strip().upper() for n in opts.only.split(",")}
         queries = [q for q in queries if q.name in want]

@@ -797,6 +797,21 @@ class ShapeCache:
 _shape_cache: PerObject[ShapeCache] = PerObject(lambda _d: ShapeCache())   # per store dictionary
 
 
+def shape_affixes(cache, codes: np.ndarray, fmt, wrap) -> tuple[np.ndarray, np.ndarray, list, list]:
+    """The distinct term shapes of ``codes``, each code's index among them, and the prefix and
+    suffix of each shape within each ``wrap`` variant (variant-major: ``heads[v * len(ucodes) +
+    i]``): the small tables a column's pieces take per row."""
+    ucodes = unique(codes)
+    local = np.searchsorted(ucodes, codes)
+    heads, tails = [], []
+    for wpre, wpost in wrap:
+        for c in ucodes.tolist():
+            h, t = cache.head_tail(c, fmt, wpre, wpost)
+            heads.append(h)
+            tails.append(t)
+    return ucodes, local, heads, tails
+
+
 def shaped_column(result: QueryResult, col: np.ndarray, fmt: str, wrap: list[tuple[bytes, bytes]],
                   variant: np.ndarray | None = None, check: Callable[[int], None] | None = None) -> Column | None:
     """The Column of ``col`` in ``fmt`` from the dictionary's shape cache, or None when
@@ -862,13 +877,6 @@ def shaped_column(result: QueryResult, col: np.ndarray, fmt: str, wrap: list[tup
     if uniform:
         codes = np.full(len(ids), c0, dtype=np.uint16)
     # per-shape (and per-variant) prefixes and suffixes: small tables, a take per row
-    ucodes = unique(codes)
-    local = np.searchsorted(ucodes, codes)
-    heads, tails = [], []
-    for wpre, wpost in wrap:
-        for c in ucodes.tolist():
-            h, t = cache.head_tail(c, fmt, wpre, wpost)
-            heads.append(h)
-            tails.append(t)
+    ucodes, local, heads, tails = shape_affixes(cache, codes, fmt, wrap)
     idx = local if variant is None else local + len(ucodes) * np.asarray(variant, dtype=np.int64)
     return Column(pieces=[(pa.array(heads, _BIN), idx), (inner, even), (pa.array(tails, _BIN), idx)])

@@ -93,14 +93,7 @@ def partly_bound(result, col: np.ndarray, bound: np.ndarray, fmt: str, wrap: lis
     inner = pa.Array.from_buffers(R._BIN, n2, [None, pa.py_buffer(offs), data])
     main_idx = np.full(n, 2 * nb, dtype=np.int64)
     main_idx[bound] = np.arange(0, 2 * nb, 2, dtype=np.int64)
-    ucodes = unique(codes)
-    local = np.searchsorted(ucodes, codes)
-    heads, tails = [], []
-    for wpre, wpost in wrap:
-        for c in ucodes.tolist():
-            h, t = cache.head_tail(c, fmt, wpre, wpost)
-            heads.append(h)
-            tails.append(t)
+    ucodes, local, heads, tails = R.shape_affixes(cache, codes, fmt, wrap)
     heads.append(b"")
     tails.append(b"")
     if variant is not None:

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import collections
 import threading
-import weakref
 from collections.abc import Callable
 from typing import NamedTuple
 
 import orjson
+
+from engine.stream.cache_budget import SharedBound
 
 __all__ = ["ResultEvent", "ResultLog", "TotalBytes", "idle_data"]
 
@@ -77,46 +78,24 @@ def _excess(events, total: int, retain: int, retain_bytes: int) -> int:
     return k
 
 
-class TotalBytes:
+class TotalBytes(SharedBound):
     """The event bytes all result logs hold together, and each log's share of ``total``.
 
     While the sum is within ``total`` every log keeps its own ``retain_bytes``; once it is over,
     a log keeps at most its share (``total / logs``, at least ``floor``) and drops its oldest
     events down to it at its next append -- so the sum goes back under ``total`` (plus ``floor``
     per log and the newest event of each, which a log always keeps) as the queries answer, and
-    a few queries with large answers still keep the whole ``total`` between them."""
+    a few queries with large answers still keep the whole ``total`` between them. (The same
+    fair share as the rendered-term caches' bound, counted in bytes.)"""
 
     def __init__(self, total: int, floor: int = 64 << 10):
-        self.total = max(1, int(total))
-        self.floor = max(1, int(floor))
-        self.held = 0
-        self.members = 0
-        self._lock = threading.Lock()
-
-    def join(self, owner) -> list[int]:
-        """A slot for ``owner``'s bytes, released when ``owner`` is collected."""
-        slot = [0]
-        with self._lock:
-            self.members += 1
-        weakref.finalize(owner, self._leave, slot)
-        return slot
-
-    def _leave(self, slot: list[int]) -> None:
-        with self._lock:
-            self.held -= slot[0]
-            self.members -= 1
-            slot[0] = 0
+        super().__init__(max(1, int(total)), max(1, int(floor)))
 
     def limit(self, own: int) -> int:
         """The bytes a log whose own bound is ``own`` may keep now."""
         if self.held <= self.total:
             return own
-        return min(own, max(self.floor, self.total // max(1, self.members)))
-
-    def set(self, slot: list[int], n: int) -> None:
-        with self._lock:
-            self.held += n - slot[0]
-            slot[0] = n
+        return min(own, self.share())
 
 
 class ResultLog:
